@@ -1,0 +1,46 @@
+# The README's two commands are `make demo` and `make test`; each installs what it needs first.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+CDK := node_modules/.bin/cdk
+export CDK_DISABLE_CLI_TELEMETRY := true
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+
+.PHONY: help install demo test synth lint clean hf-container-env
+
+help:
+	@echo "make demo   - build a tiny model, deploy it to a local AWS emulator, serve it, invoke it, destroy it"
+	@echo "make test   - the test suite (CDK assertions, cfn-lint, cdk-nag, model_build, servers, emulator deploy)"
+	@echo "make synth  - cdk synth the config in cdk.json (override: make synth CONFIG=path ENV=name)"
+	@echo "make clean  - remove build outputs (build/, cdk.out/)"
+
+# Python deps (torch pinned to the CPU wheel on this machine's disk) and the pinned CDK CLI.
+$(STAMP): requirements.txt requirements-dev.txt
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	touch $@
+
+node_modules/.package-lock.json: package.json
+	npm install --no-audit --no-fund --loglevel=error
+	touch $@
+
+install: $(STAMP) node_modules/.package-lock.json
+
+hf-container-env: $(STAMP)
+	bash tests/hf_container/make_env.sh
+
+demo: install
+	$(PY) -m local_emulator.demo
+
+test: install hf-container-env
+	$(PY) -m pytest
+
+CONFIG ?= config/local.yaml
+synth: install
+	$(CDK) synth --no-notices -c config=$(CONFIG) $(if $(ENV),-c env=$(ENV)) -c allow_unbuilt=true
+
+clean:
+	rm -rf build cdk.out

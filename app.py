@@ -1,0 +1,32 @@
+#!/usr/bin/env python3
+"""CDK entry point: read the config named by `-c config=PATH` (and `-c env=NAME`), add the stacks. Wiring only."""
+
+import sys
+from pathlib import Path
+
+import aws_cdk as cdk
+
+from endpoint_config import ConfigError, load_config
+from stacks import add_stacks
+
+ROOT = Path(__file__).resolve().parent
+
+
+def main() -> None:
+    app = cdk.App()
+    try:
+        deployment = load_config(app.node.try_get_context("config") or "config/local.yaml", app.node.try_get_context("env"))
+        add_stacks(
+            app,
+            deployment,
+            build_root=Path(app.node.try_get_context("build_root") or ROOT / "build"),
+            allow_unbuilt=str(app.node.try_get_context("allow_unbuilt")).lower() == "true",
+        )
+    except ConfigError as err:
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(2)
+    app.synth()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,18 @@
+"""The one config file users write: schema, instance facts, loading and per-environment resolution."""
+
+from .instances import InstanceType, hosting_instance_types, parse_instance_type
+from .loader import (
+    DEFAULT_ENVIRONMENT,
+    ConfigError,
+    Deployment,
+    artifact_bucket_name,
+    artifact_prefix,
+    load_config,
+)
+from .schema import BYTES_PER_PARAM, SYSTEM_NAMES, AppConfig, Autoscaling, EndpointSpec, EnvironmentSpec
+
+__all__ = [
+    "AppConfig", "Autoscaling", "BYTES_PER_PARAM", "ConfigError", "DEFAULT_ENVIRONMENT", "Deployment",
+    "EndpointSpec", "EnvironmentSpec", "artifact_bucket_name", "artifact_prefix", "InstanceType", "SYSTEM_NAMES", "hosting_instance_types",
+    "load_config", "parse_instance_type",
+]

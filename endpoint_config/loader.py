@@ -1,0 +1,198 @@
+"""Read a config file, validate it and resolve one environment into the endpoints to deploy."""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from .schema import AppConfig, EndpointOverride, EndpointSpec, EnvironmentSpec, endpoint_problems
+
+# A config with only `endpoints:` deploys to this implicit environment, with the CLI's account and region.
+DEFAULT_ENVIRONMENT = "default"
+
+
+class ConfigError(Exception):
+    """The config file is wrong. The message says where, what and what is allowed; print it, no traceback."""
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """One environment of one config file, with overrides applied and every rule checked."""
+
+    config_path: Path
+    project: str
+    environment_name: str
+    environment: EnvironmentSpec
+    endpoints: tuple[EndpointSpec, ...]
+
+    def endpoint(self, name: str) -> EndpointSpec:
+        for ep in self.endpoints:
+            if ep.name == name:
+                return ep
+        raise ConfigError(
+            f"{self.config_path}: no endpoint named {name!r}; defined: {', '.join(e.name for e in self.endpoints)}"
+        )
+
+    def endpoint_name(self, ep: EndpointSpec) -> str:
+        """The SageMaker endpoint name: the config name, prefixed by the environment when one is named."""
+        if self.environment_name == DEFAULT_ENVIRONMENT:
+            return ep.name
+        return f"{self.environment_name}-{ep.name}"
+
+    def stack_name(self, suffix: str) -> str:
+        return f"{self.project}-{self.environment_name}-{suffix}"
+
+
+def _where(loc: tuple[Any, ...], raw: dict[str, Any]) -> str:
+    """Turn a pydantic error location into words a user can find in their file."""
+    parts: list[str] = []
+    i = 0
+    while i < len(loc):
+        key = loc[i]
+        if key == "endpoints" and i + 1 < len(loc) and isinstance(loc[i + 1], int):
+            idx = loc[i + 1]
+            try:
+                name = raw["endpoints"][idx].get("name")
+            except (KeyError, IndexError, TypeError, AttributeError):
+                name = None
+            parts.append(f"endpoint {name!r}" if name else f"endpoints[{idx}]")
+            i += 2
+            continue
+        if key == "environments" and i + 1 < len(loc):
+            parts.append(f"environment {loc[i + 1]!r}")
+            i += 2
+            continue
+        parts.append(str(key))
+        i += 1
+    head = [p for p in parts if p.startswith(("endpoint", "environment"))]
+    keys = [p for p in parts if p not in head]
+    return ": ".join(head + ([".".join(keys)] if keys else []))
+
+
+def _allowed_keys(loc: tuple[Any, ...]) -> list[str]:
+    model: Any = AppConfig
+    for key in loc[:-1]:
+        if isinstance(key, int) or model is None:
+            continue
+        field = model.model_fields.get(key)
+        if field is None:
+            if key in {"overrides"}:
+                model = EndpointOverride
+            continue
+        ann = field.annotation
+        for candidate in (EndpointSpec, EnvironmentSpec, EndpointOverride):
+            if candidate.__name__ in str(ann):
+                model = candidate
+                break
+        else:
+            inner = getattr(ann, "__args__", (ann,))
+            model = next((a for a in inner if isinstance(a, type) and hasattr(a, "model_fields")), None)
+    if model is None:
+        return []
+    return list(model.model_fields)
+
+
+def _format_validation_error(err: ValidationError, raw: dict[str, Any]) -> list[str]:
+    lines = []
+    for e in err.errors():
+        loc = tuple(e["loc"])
+        where = _where(loc, raw)
+        if e["type"] == "extra_forbidden":
+            allowed = _allowed_keys(loc)
+            close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            lines.append(f"{where}: unknown key{hint}; allowed keys: {', '.join(allowed)}")
+            continue
+        value = e.get("input")
+        shown = "" if e["type"] == "missing" else f"value {value!r}: "
+        msg = e["msg"]
+        if e["type"] == "string_pattern_mismatch" and loc[-1] == "name":
+            msg = "use 1-40 characters of a-z, 0-9 and '-', starting and ending with a letter or digit"
+        elif e["type"] == "missing":
+            msg = "required key is missing"
+        lines.append(f"{where}: {shown}{msg}")
+    return lines
+
+
+def _merge(ep: EndpointSpec, override: EndpointOverride | None) -> EndpointSpec:
+    if override is None:
+        return ep
+    changes = override.model_dump(exclude_unset=True)
+    data = ep.model_dump()
+    data.update(changes)
+    return EndpointSpec.model_validate(data)
+
+
+def parse_config(raw: Any, path: Path) -> AppConfig:
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: the file must be a mapping with an 'endpoints:' list, got {type(raw).__name__}")
+    try:
+        return AppConfig.model_validate(raw)
+    except ValidationError as err:
+        lines = _format_validation_error(err, raw)
+        raise ConfigError(f"{path}: invalid config:\n  - " + "\n  - ".join(lines)) from None
+
+
+def load_config(path: str | Path, environment: str | None = None) -> Deployment:
+    """Load, validate and resolve `environment` (the only one, or the implicit default, when not given)."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file {str(path)!r} does not exist (pass an existing file with -c config=PATH)")
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ConfigError(f"{path}: not valid YAML{at}: {getattr(err, 'problem', err)}") from None
+    config = parse_config(raw, path)
+    return resolve(config, path, environment)
+
+
+def resolve(config: AppConfig, path: Path, environment: str | None) -> Deployment:
+    envs = config.environments
+    if not envs:
+        if environment not in (None, DEFAULT_ENVIRONMENT):
+            raise ConfigError(f"{path}: environment {environment!r} is not defined; the file defines no environments")
+        env_name, env = DEFAULT_ENVIRONMENT, EnvironmentSpec()
+    elif environment is None:
+        if len(envs) > 1:
+            raise ConfigError(
+                f"{path}: the file defines environments {', '.join(envs)}; choose one with -c env=NAME"
+            )
+        env_name, env = next(iter(envs.items()))
+    elif environment not in envs:
+        raise ConfigError(f"{path}: environment {environment!r} is not defined; defined: {', '.join(envs)}")
+    else:
+        env_name, env = environment, envs[environment]
+
+    problems: list[str] = []
+    endpoints = []
+    for ep in config.endpoints:
+        try:
+            merged = _merge(ep, env.overrides.get(ep.name))
+        except ValidationError as err:
+            problems += [f"environment {env_name!r}: overrides for {ep.name!r}: {e['msg']}" for e in err.errors()]
+            continue
+        where = f"environment {env_name!r}: " if env.overrides.get(ep.name) else ""
+        problems += [where + p for p in endpoint_problems(merged)]
+        endpoints.append(merged)
+    if problems:
+        raise ConfigError(f"{path}: invalid config:\n  - " + "\n  - ".join(problems))
+    return Deployment(path, config.project, env_name, env, tuple(endpoints))
+
+
+def artifact_bucket_name(project: str, environment_name: str, account: str, region: str) -> str:
+    """The artifact bucket's name. Deterministic so model_build publish and every stack agree without lookups
+    or cross-stack exports; account and region keep it globally unique."""
+    return f"{project}-{environment_name}-artifacts-{account}-{region}"
+
+
+def artifact_prefix(endpoint_name: str, content_hash: str) -> str:
+    """Content-addressed key prefix of one built artifact: a changed artifact gets a new prefix, and with it
+    a new SageMaker model, so CloudFormation replaces the model cleanly."""
+    return f"models/{endpoint_name}/{content_hash}/"

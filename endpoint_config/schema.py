@@ -1,0 +1,174 @@
+"""The endpoint config file: typed models with bounds, and the cross-field rules SageMaker enforces.
+
+Every rule here fails with a message that names the endpoint, the key, the value and what is allowed,
+so `cdk synth` and `model_build` can print it as is and exit non-zero.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from .instances import hosting_instance_types, parse_instance_type
+
+# The serving systems a config can name. Each lives in systems/<name with underscores>/.
+SYSTEM_NAMES = ("hf-fastload",)
+
+DTYPES = ("fp16", "bf16", "fp32")
+BYTES_PER_PARAM = {"fp16": 2, "bf16": 2, "fp32": 4}
+
+# CloudWatch Logs accepts only these retention periods (days).
+LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653)  # fmt: skip
+
+TIMEOUT_BOUNDS = (60, 3600)  # SageMaker's limits for both container timeouts
+NAME_PATTERN = r"^[a-z0-9](?:[a-z0-9-]*[a-z0-9])?$"
+Timeout = Annotated[int, Field(ge=TIMEOUT_BOUNDS[0], le=TIMEOUT_BOUNDS[1])]
+
+
+class _Strict(BaseModel):
+    """Unknown keys are errors: a misspelt key must not be silently ignored."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Autoscaling(_Strict):
+    """Target tracking on concurrent requests per model copy (the high-resolution metric)."""
+
+    min_capacity: int = Field(1, ge=1, le=100)
+    max_capacity: int = Field(ge=1, le=100)
+    target_value: float = Field(gt=0, le=1000, description="concurrent requests per model copy")
+    scale_in_cooldown_s: int = Field(300, ge=0, le=3600)
+    scale_out_cooldown_s: int = Field(60, ge=0, le=3600)
+
+
+class EndpointSpec(_Strict):
+    """One SageMaker endpoint: what model, which serving system, on what hardware."""
+
+    name: str = Field(pattern=NAME_PATTERN, min_length=1, max_length=40)
+    system: str
+    model: str = Field(min_length=1, description="Hugging Face model id or a local directory")
+    revision: str | None = None
+    dtype: Literal["fp16", "bf16", "fp32"] = "fp16"
+    instance_type: str
+    instance_count: int = Field(1, ge=1, le=100)
+    tensor_parallel_degree: int = Field(1, ge=1, le=64)
+    volume_size_gb: int | None = Field(None, ge=1, le=512)
+    model_data_download_timeout_s: Timeout | None = None
+    container_startup_health_check_timeout_s: Timeout | None = None
+    autoscaling: Autoscaling | None = None
+    # How the artifact reaches the container: an uncompressed S3 prefix (fast, no untar) or one model.tar.gz.
+    model_data: Literal["s3-prefix", "tar-gz"] = "s3-prefix"
+    # torch-save is the seed recipe's pickled whole model: opt-in only (runs code on load, slower to load).
+    weights_format: Literal["safetensors", "torch-save"] = "safetensors"
+    max_shard_size: str = Field("2GB", pattern=r"^\d+(?:\.\d+)?(?:KB|MB|GB)$")
+    log_retention_days: int = 30
+    # Pin an already published artifact (its manifest content hash) instead of reading build/<name>/manifest.json.
+    artifact_hash: str | None = Field(None, pattern=r"^[0-9a-f]{64}$")
+
+
+class EndpointOverride(_Strict):
+    """Per-environment changes to one endpoint (capacity and timeouts; the model stays the same)."""
+
+    instance_type: str | None = None
+    instance_count: int | None = Field(None, ge=1, le=100)
+    volume_size_gb: int | None = Field(None, ge=1, le=512)
+    model_data_download_timeout_s: Timeout | None = None
+    container_startup_health_check_timeout_s: Timeout | None = None
+    autoscaling: Autoscaling | None = None
+    log_retention_days: int | None = None
+
+
+class EnvironmentSpec(_Strict):
+    """A deployment target (dev, prod, ...). Account and region default to the CLI's, as `cdk deploy` does."""
+
+    account: str | None = Field(None, pattern=r"^\d{12}$")
+    region: str | None = Field(None, pattern=r"^[a-z]{2}(?:-[a-z]+)+-\d$")
+    # True keeps the artifact bucket, its logs and the image repository on destroy (CDK's own default).
+    retain_data: bool = True
+    # The local AWS emulator (moto): names ECR repositories explicitly and leaves out Lambda-backed custom
+    # resources, which the emulator cannot run.
+    emulator: bool = False
+    overrides: dict[str, EndpointOverride] = Field(default_factory=dict)
+
+
+class AppConfig(_Strict):
+    project: str = Field("llm-endpoints", pattern=NAME_PATTERN, max_length=20)
+    environments: dict[str, EnvironmentSpec] = Field(default_factory=dict)
+    endpoints: list[EndpointSpec] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _names(self) -> AppConfig:
+        seen: set[str] = set()
+        for ep in self.endpoints:
+            if ep.name in seen:
+                raise ValueError(f"endpoint name {ep.name!r} is used twice; endpoint names must be unique")
+            seen.add(ep.name)
+        for env_name, env in self.environments.items():
+            if not re.match(NAME_PATTERN, env_name) or len(env_name) > 12:
+                raise ValueError(
+                    f"environment name {env_name!r} is not allowed: use 1-12 characters of a-z, 0-9 and '-'"
+                )
+            for target in env.overrides:
+                if target not in seen:
+                    raise ValueError(
+                        f"environment {env_name!r}: overrides name endpoint {target!r}, which is not defined "
+                        f"(defined: {', '.join(sorted(seen))})"
+                    )
+        return self
+
+
+def endpoint_problems(ep: EndpointSpec) -> list[str]:
+    """Cross-field rules for one endpoint after environment overrides are applied. Empty list means valid."""
+    problems: list[str] = []
+
+    def bad(key: str, message: str) -> None:
+        problems.append(f"endpoint {ep.name!r}: {key}: {message}")
+
+    if ep.system not in SYSTEM_NAMES:
+        bad("system", f"value {ep.system!r} is not a serving system; allowed: {', '.join(SYSTEM_NAMES)}")
+
+    known = hosting_instance_types()
+    if ep.instance_type not in known:
+        close = sorted(t for t in known if t.split(".")[1:2] == ep.instance_type.split(".")[1:2])[:6]
+        hint = f"; types in that family: {', '.join(close)}" if close else "; e.g. ml.g5.2xlarge, ml.m5.xlarge"
+        bad("instance_type", f"value {ep.instance_type!r} is not a SageMaker hosting instance type{hint}")
+        return problems  # the rules below need a real instance type
+
+    instance = parse_instance_type(ep.instance_type)
+    if ep.volume_size_gb is not None and instance.has_local_nvme:
+        bad(
+            "volume_size_gb",
+            f"value {ep.volume_size_gb} is not allowed on {ep.instance_type}: it has local NVMe storage, so "
+            "SageMaker refuses VolumeSizeInGB; remove the key (or set null)",
+        )
+    tp = ep.tensor_parallel_degree
+    if tp > 1 and not instance.is_gpu:
+        bad("tensor_parallel_degree", f"value {tp} needs a GPU instance; {ep.instance_type} has no GPU (use 1)")
+    elif instance.is_gpu and instance.gpu_count % tp:
+        divisors = [d for d in range(1, instance.gpu_count + 1) if instance.gpu_count % d == 0]
+        bad(
+            "tensor_parallel_degree",
+            f"value {tp} does not divide the {instance.gpu_count} GPUs of {ep.instance_type}; "
+            f"allowed: {', '.join(map(str, divisors))}",
+        )
+    if ep.log_retention_days not in LOG_RETENTION_DAYS:
+        bad(
+            "log_retention_days",
+            f"value {ep.log_retention_days} is not a CloudWatch Logs retention; allowed: "
+            f"{', '.join(map(str, LOG_RETENTION_DAYS))}",
+        )
+    if ep.autoscaling is not None:
+        a = ep.autoscaling
+        if a.min_capacity > a.max_capacity:
+            bad("autoscaling", f"min_capacity {a.min_capacity} is above max_capacity {a.max_capacity}")
+        elif not a.min_capacity <= ep.instance_count <= a.max_capacity:
+            bad(
+                "instance_count",
+                f"value {ep.instance_count} is outside autoscaling's range "
+                f"{a.min_capacity}-{a.max_capacity}; the initial count must lie within it",
+            )
+    if ep.weights_format == "torch-save" and ep.system != "hf-fastload":
+        bad("weights_format", f"value 'torch-save' is only offered by system 'hf-fastload', not {ep.system!r}")
+    return problems

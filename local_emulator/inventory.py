@@ -1,0 +1,62 @@
+"""List what the app left in an AWS account (real or emulated), per service, leaving out CDK's bootstrap.
+
+Used after `cdk destroy` to prove teardown: every list must be empty.
+"""
+
+from __future__ import annotations
+
+import boto3
+from botocore.exceptions import ClientError
+
+# CDK bootstrap resources (the CDKToolkit stack) are the account's, not the app's.
+_BOOTSTRAP_MARK = "hnb659fds"
+
+
+def _not_bootstrap(names: list[str]) -> list[str]:
+    return sorted(n for n in names if _BOOTSTRAP_MARK not in n and n != "CDKToolkit")
+
+
+def leftovers(session: boto3.Session | None = None, *, stack_prefix: str = "") -> dict[str, list[str]]:
+    """Resources of every kind the app creates that still exist, by service. Empty lists mean a clean account."""
+    session = session or boto3.Session()
+    sm = session.client("sagemaker")
+    found: dict[str, list[str]] = {}
+
+    cfn = session.client("cloudformation")
+    stacks = [
+        s["StackName"]
+        for page in cfn.get_paginator("list_stacks").paginate()
+        for s in page["StackSummaries"]
+        if s["StackStatus"] != "DELETE_COMPLETE" and s["StackName"].startswith(stack_prefix)
+    ]
+    found["cloudformation stacks"] = _not_bootstrap(stacks)
+    found["sagemaker endpoints"] = sorted(e["EndpointName"] for e in sm.list_endpoints()["Endpoints"])
+    found["sagemaker endpoint configs"] = sorted(c["EndpointConfigName"] for c in sm.list_endpoint_configs()["EndpointConfigs"])
+    found["sagemaker models"] = sorted(m["ModelName"] for m in sm.list_models()["Models"])
+    found["iam roles"] = _not_bootstrap([r["RoleName"] for r in session.client("iam").list_roles()["Roles"]])
+    found["s3 buckets"] = _not_bootstrap([b["Name"] for b in session.client("s3").list_buckets().get("Buckets", [])])
+    found["ecr repositories"] = _not_bootstrap(
+        [r["repositoryName"] for r in session.client("ecr").describe_repositories().get("repositories", [])]
+    )
+    found["log groups"] = sorted(g["logGroupName"] for g in session.client("logs").describe_log_groups().get("logGroups", []))
+    found["lambda functions"] = sorted(f["FunctionName"] for f in session.client("lambda").list_functions()["Functions"])
+    try:
+        targets = session.client("application-autoscaling").describe_scalable_targets(ServiceNamespace="sagemaker")
+        found["scaling targets"] = sorted(t["ResourceId"] for t in targets["ScalableTargets"])
+        policies = session.client("application-autoscaling").describe_scaling_policies(ServiceNamespace="sagemaker")
+        found["scaling policies"] = sorted(p["PolicyName"] for p in policies["ScalingPolicies"])
+    except ClientError as err:  # pragma: no cover - a real account without the permission
+        found["scaling targets"] = [f"could not list: {err}"]
+    return found
+
+
+def empty_bucket(bucket: str, session: boto3.Session | None = None) -> int:
+    """Delete every object version and delete marker, as CDK's auto-delete custom resource does on AWS.
+
+    The emulator cannot run that Lambda-backed resource, so the demo calls this before `cdk destroy`.
+    """
+    s3 = (session or boto3.Session()).resource("s3")
+    versions = s3.Bucket(bucket).object_versions
+    count = sum(1 for _ in versions.all())
+    versions.delete()
+    return count

@@ -1,0 +1,120 @@
+"""Start and stop a local AWS emulator (moto in server mode) and point AWS clients at it.
+
+Used by `make demo` and by the tests. The emulator is a separate process on a free loopback port, so the
+CDK CLI (Node) and boto3 (Python) talk to the same state, and stopping it leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+# moto's fixed account id; a config's emulator environment must use it.
+EMULATOR_ACCOUNT = "123456789012"
+EMULATOR_REGION = "us-east-1"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class Emulator:
+    port: int
+    process: subprocess.Popen
+    log_path: Path
+    region: str = EMULATOR_REGION
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def url(self) -> str:
+        # "localhost", not 127.0.0.1: moto only parses path-style S3 template URLs whose host says localhost.
+        return f"http://localhost:{self.port}"
+
+    def client_env(self) -> dict[str, str]:
+        """Environment for any AWS client (boto3, the CDK CLI) so that it talks to the emulator only."""
+        return {
+            "AWS_ENDPOINT_URL": self.url,
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_SESSION_TOKEN": "testing",
+            "AWS_REGION": self.region,
+            "AWS_DEFAULT_REGION": self.region,
+            "AWS_EC2_METADATA_DISABLED": "true",
+            "AWS_CONFIG_FILE": os.devnull,
+            "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+            **self.extra_env,
+        }
+
+    @contextmanager
+    def activated(self) -> Iterator[None]:
+        """Point this process's boto3 clients at the emulator for the duration of the block."""
+        saved = {k: os.environ.get(k) for k in self.client_env()}
+        os.environ.update(self.client_env())
+        try:
+            yield
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+
+    def reset(self) -> None:
+        """Forget every resource (moto's reset API), so one emulator can serve many tests."""
+        req = urllib.request.Request(f"{self.url}/moto-api/reset", method="POST")
+        urllib.request.urlopen(req, timeout=10).read()
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def start(log_dir: Path, port: int | None = None, timeout_s: float = 30) -> Emulator:
+    port = port or free_port()
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log_path = log_dir / f"moto-{port}.log"
+    log = open(log_path, "wb")  # noqa: SIM115 - the child process owns it until stop()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "MOTO_ALLOW_NONEXISTENT_REGION": "false"},
+    )
+    emulator = Emulator(port=port, process=process, log_path=log_path)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if process.poll() is not None:
+            raise RuntimeError(f"the AWS emulator exited at start (code {process.returncode}); see {log_path}")
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/moto-api/", timeout=1).read()
+            return emulator
+        except OSError:
+            if time.monotonic() > deadline:
+                emulator.stop()
+                raise RuntimeError(f"the AWS emulator did not answer within {timeout_s:.0f} s; see {log_path}")
+            time.sleep(0.2)
+
+
+@contextmanager
+def running(log_dir: Path) -> Iterator[Emulator]:
+    emulator = start(log_dir)
+    try:
+        yield emulator
+    finally:
+        emulator.stop()
