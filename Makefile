@@ -36,6 +36,7 @@ demo: install
 	$(PY) -m local_emulator.demo
 
 test: install hf-container-env
+	$(VENV)/bin/ruff check .
 	$(PY) -m pytest
 
 CONFIG ?= config/local.yaml

@@ -138,15 +138,19 @@ def run_demo(config_path: str, endpoint: str | None, port: int, keep_logs: Path)
             _done(t)
 
             t = _step(7, f"cdk deploy {endpoint_stack}")
-            _run([CDK, "deploy", endpoint_stack, "--require-approval", "never", "--no-notices", *ctx], env)
+            _run([CDK, "deploy", endpoint_stack, "--exclusively", "--require-approval", "never", "--no-notices", *ctx], env)
             _done(t)
 
             t = _step(8, "check the endpoint is InService on the config the stack deployed")
             endpoint_name = deployment.endpoint_name(spec)
             sm = session.client("sagemaker")
-            described = sm.describe_endpoint(EndpointName=endpoint_name)
+            deployed_endpoint = _stack_physical_id(session, endpoint_stack, "AWS::SageMaker::Endpoint")
+            if deployed_endpoint != endpoint_name:
+                # moto ignores the EndpointName property and generates a name; AWS uses the one in the template.
+                print(f"    (emulator gap: moto named the endpoint {deployed_endpoint!r}; on AWS it is {endpoint_name!r})")
+            described = sm.describe_endpoint(EndpointName=deployed_endpoint)
             deployed_config = _stack_physical_id(session, endpoint_stack, "AWS::SageMaker::EndpointConfig")
-            print(f"    {endpoint_name}: {described['EndpointStatus']}, config {described['EndpointConfigName']}")
+            print(f"    {described['EndpointName']}: {described['EndpointStatus']}, config {described['EndpointConfigName']}")
             if described["EndpointStatus"] != "InService":
                 raise DemoError(f"endpoint {endpoint_name} is {described['EndpointStatus']}, not InService")
             if described["EndpointConfigName"] != deployed_config:
@@ -179,6 +183,7 @@ def run_demo(config_path: str, endpoint: str | None, port: int, keep_logs: Path)
         _done(t)
 
         t = _step(10, "send prompts through lambda/invoke (sagemaker-runtime -> the local server)")
+        print("    (the tiny model has random weights: its text is noise; the path it took is the point)")
         invoke = _load_invoke_module()
         runtime = boto3.client(
             "sagemaker-runtime",
@@ -217,11 +222,13 @@ def run_demo(config_path: str, endpoint: str | None, port: int, keep_logs: Path)
 
 
 def _stack_physical_id(session: boto3.Session, stack: str, resource_type: str) -> str:
-    resources = session.client("cloudformation").describe_stack_resources(StackName=stack)["StackResources"]
+    pages = session.client("cloudformation").get_paginator("list_stack_resources").paginate(StackName=stack)
+    resources = [r for page in pages for r in page["StackResourceSummaries"]]
     ids = [r["PhysicalResourceId"] for r in resources if r["ResourceType"] == resource_type]
     if len(ids) != 1:
         raise DemoError(f"stack {stack} has {len(ids)} resources of type {resource_type}, expected 1")
-    return ids[0]
+    # SageMaker resources' physical ids are ARNs (".../endpoint-config/NAME"); the APIs take the name.
+    return ids[0].rsplit("/", 1)[-1]
 
 
 def _stop(process: subprocess.Popen) -> None:
@@ -246,6 +253,9 @@ def main(argv: list[str] | None = None) -> int:
         run_demo(args.config, args.endpoint, args.port, args.logs)
     except (ConfigError, DemoError) as err:
         print(f"\ndemo failed: {err}", file=sys.stderr)
+        return 1
+    except Exception as err:  # an AWS or emulator error: say what and where the logs are, no traceback
+        print(f"\ndemo failed: {type(err).__name__}: {err} (logs in {args.logs})", file=sys.stderr)
         return 1
     return 0
 

@@ -77,7 +77,7 @@ class LlmEndpoint(Construct):
         if not model_data.prefix.endswith("/"):
             raise ValueError(f"LlmEndpoint {endpoint_name!r}: model_data.prefix must end with '/', got {model_data.prefix!r}")
         self.endpoint_name = endpoint_name
-        stack = Stack.of(self)
+        Stack.of(self)
 
         # SageMaker writes to this group itself; owning it gives it a retention and lets destroy remove it.
         # It must exist before the endpoint, or SageMaker creates it first and the stack cannot.

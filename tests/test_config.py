@@ -7,8 +7,8 @@ import subprocess
 import textwrap
 
 import pytest
-
 from conftest import ROOT
+
 from endpoint_config import ConfigError, hosting_instance_types, load_config, parse_instance_type
 
 GOOD_ENDPOINT = dict(

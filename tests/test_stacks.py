@@ -7,7 +7,6 @@ import subprocess
 
 import pytest
 from aws_cdk.assertions import Match
-
 from conftest import FAKE_HASH, ROOT, write_fake_manifest
 
 LOCAL = "config/local.yaml"

@@ -1,0 +1,7 @@
+"""`python -m model_build ...`"""
+
+import sys
+
+from model_build.cli import main
+
+sys.exit(main())

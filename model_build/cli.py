@@ -1,0 +1,215 @@
+"""`python -m model_build`: make tiny test models, build/serve/publish one endpoint's artifact.
+
+    tiny-model {gpt2,gptj,t5} [--out DIR]
+    build   --config PATH --endpoint NAME [--env ENV] [--out DIR]          (default out: build/<endpoint>)
+    serve   --config PATH --endpoint NAME [--env ENV] [--port 8080] [--host 127.0.0.1] [--artifact DIR]
+    publish --config PATH --endpoint NAME [--env ENV] [--artifact DIR]
+
+User errors (bad config, missing model, failed verification) print one message to stderr and exit 2, with
+no traceback; a build writes into a temporary directory next to its output and renames it at the end, so
+a failure leaves nothing half-written. torch/transformers load only inside the commands that need them,
+so error paths answer fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from model_build import BuildError
+
+EXIT_USER_ERROR = 2
+BUILD_ROOT = Path("build")
+
+
+def recipe_for(system: str) -> Any:
+    """The build recipe of a serving system: module systems.<system with underscores>.recipe."""
+    module = f"systems.{system.replace('-', '_')}.recipe"
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as err:
+        if err.name and module.startswith(err.name):
+            raise BuildError(f"system {system!r} has no build recipe (no module {module})") from None
+        raise
+
+
+def _load_endpoint(args: argparse.Namespace) -> tuple[Any, Any]:
+    from endpoint_config import load_config
+
+    deployment = load_config(args.config, args.env)
+    return deployment, deployment.endpoint(args.endpoint)
+
+
+def build_endpoint(endpoint: Any, out_dir: Path, progress: bool = True) -> dict[str, Any]:
+    """Build `endpoint` into `out_dir` atomically: into a sibling temp dir, renamed into place on success.
+
+    An existing `out_dir` is replaced only after the new build has passed its verification.
+    """
+    recipe = recipe_for(endpoint.system)
+    out_dir = Path(out_dir).absolute()
+    parent = out_dir.parent
+    created: list[Path] = []
+    for p in reversed([parent, *parent.parents]):
+        if not p.exists():
+            created.append(p)
+    parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=parent))
+    try:
+        manifest = recipe.build(endpoint, tmp, progress=progress)
+        _make_readable(tmp)
+        old = None
+        if out_dir.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.old-", dir=parent))
+            os.replace(out_dir, old / out_dir.name)
+        os.replace(tmp, out_dir)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+        return manifest
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        for p in reversed(created):  # directories this build made, deepest first
+            try:
+                p.rmdir()
+            except OSError:
+                break
+        raise
+
+
+def _make_readable(directory: Path) -> None:
+    """mkdtemp makes 0700 and transformers writes weights 0600; a container running as another user (or a
+    local `docker run -v`) must read the artifact. Permissions are not part of the content hash."""
+    directory.chmod(0o755)
+    for path in directory.rglob("*"):
+        path.chmod(0o755 if path.is_dir() else 0o644)
+
+
+def cmd_tiny_model(args: argparse.Namespace) -> int:
+    from model_build.tiny_models import make_tiny_model
+
+    out = Path(args.out or BUILD_ROOT / "tiny-models" / args.arch)
+    started = time.perf_counter()
+    make_tiny_model(args.arch, out)
+    print(f"tiny {args.arch} model written to {out} ({time.perf_counter() - started:.1f} s)")
+    return 0
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    _, endpoint = _load_endpoint(args)
+    out = Path(args.out or BUILD_ROOT / endpoint.name)
+    started = time.perf_counter()
+    manifest = build_endpoint(endpoint, out, progress=not args.quiet)
+    check = manifest["verification"]
+    print(
+        f"built {endpoint.name} -> {out} in {time.perf_counter() - started:.1f} s: content hash "
+        f"{manifest['content_hash'][:12]}, {len(manifest['files'])} files, max abs logit diff "
+        f"{check['max_abs_logit_diff']:.3g} (<= {check['tolerance']}), greedy tokens match: {check['greedy_tokens_match']}"
+    )
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from model_build.manifest import read_manifest
+
+    deployment, endpoint = _load_endpoint(args)
+    artifact = Path(args.artifact or BUILD_ROOT / endpoint.name)
+    try:
+        manifest = read_manifest(artifact)
+    except FileNotFoundError as err:
+        raise BuildError(f"artifact {str(artifact)!r}: {err}") from None
+    if manifest.get("endpoint") != endpoint.name:
+        raise BuildError(
+            f"artifact {str(artifact)!r} was built for endpoint {manifest.get('endpoint')!r}, not {endpoint.name!r}; "
+            "rebuild it or pass the right --artifact"
+        )
+    from model_build.serve import serve
+
+    # The SageMaker endpoint name (environment-prefixed), as clients of the real endpoint use it.
+    serve(artifact, host=args.host, port=args.port, endpoint_name=deployment.endpoint_name(endpoint))
+    return 0
+
+
+def cmd_publish(args: argparse.Namespace) -> int:
+    deployment, endpoint = _load_endpoint(args)
+    artifact = Path(args.artifact or BUILD_ROOT / endpoint.name)
+    from model_build.publish import PublishError, publish_endpoint
+
+    try:
+        report = publish_endpoint(deployment, endpoint.name, artifact)
+    except PublishError as err:
+        raise BuildError(str(err)) from None
+    summary = getattr(report, "summary", None)
+    print(summary() if callable(summary) else report)
+    return 0
+
+
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"value {text!r} is not a port number; allowed: 1-65535") from None
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"value {port} is out of range; allowed: 1-65535")
+    return port
+
+
+def parser() -> argparse.ArgumentParser:
+    from model_build.tiny_models import ARCHITECTURES
+
+    top = argparse.ArgumentParser(prog="python -m model_build", description=__doc__.split("\n")[0])
+    sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    tiny = sub.add_parser("tiny-model", help="write a tiny random-weight model + tokenizer (offline)")
+    tiny.add_argument("arch", choices=ARCHITECTURES)
+    tiny.add_argument("--out", help="output directory (default: build/tiny-models/<arch>)")
+    tiny.set_defaults(run=cmd_tiny_model)
+
+    def endpoint_args(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--config", required=True, help="endpoint config file (YAML)")
+        p.add_argument("--endpoint", required=True, help="endpoint name in the config")
+        p.add_argument("--env", default=None, help="environment in the config (default: the only one)")
+
+    build = sub.add_parser("build", help="convert, verify and hash one endpoint's model artifact")
+    endpoint_args(build)
+    build.add_argument("--out", help="output directory (default: build/<endpoint>)")
+    build.add_argument("--quiet", action="store_true", help="no progress bars")
+    build.set_defaults(run=cmd_build)
+
+    serve = sub.add_parser("serve", help="serve a built artifact with the SageMaker container contract")
+    endpoint_args(serve)
+    serve.add_argument("--port", type=_port, default=8080)
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--artifact", help="artifact directory (default: build/<endpoint>)")
+    serve.set_defaults(run=cmd_serve)
+
+    publish = sub.add_parser("publish", help="upload a built artifact to the environment's artifact bucket")
+    endpoint_args(publish)
+    publish.add_argument("--artifact", help="artifact directory (default: build/<endpoint>)")
+    publish.set_defaults(run=cmd_publish)
+    return top
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; returns the exit status (2 for user errors, printed without a traceback)."""
+    from endpoint_config import ConfigError
+
+    args = parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except (ConfigError, BuildError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

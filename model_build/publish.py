@@ -1,0 +1,507 @@
+"""Publish a built artifact directory to the environment's artifact bucket.
+
+Layout in S3 (content addressed, see `endpoint_config.artifact_prefix`):
+
+    s3://<bucket>/models/<endpoint>/<content hash>/<every file of the manifest>     model_data: s3-prefix
+    s3://<bucket>/models/<endpoint>/<content hash>/model.tar.gz                     model_data: tar-gz
+    s3://<bucket>/models/<endpoint>/<content hash>/manifest.json                    both, uploaded LAST
+
+`manifest.json` is written after everything else succeeded: its presence marks a complete artifact, so a
+deploy can check one key, and an interrupted publish leaves no manifest (the next run finishes the job).
+
+What makes it fast:
+- one boto3 transfer manager for all files: multipart uploads with parts of every file sent in parallel
+  from one shared pool of `max_concurrency` threads (files in parallel, and parts of a large shard in parallel);
+- objects already present with the same size and the same `sha256` object metadata are skipped, so
+  re-publishing an unchanged artifact costs one HEAD request per file;
+- the build dir is verified (size + sha256 of every file against its manifest) before anything is sent,
+  hashing files in parallel (hashlib releases the GIL): a build dir edited after the build is refused.
+
+tar-gz packing: `tar | pigz -1` when pigz is installed (multi-threaded; FACTS.md measured 53-59 MB/s),
+else Python's tarfile + gzip at level 1. Measured here on 50 MiB of fp16 weights (2 cores, no pigz):
+tarfile level 1 28 MiB/s, `tar | gzip -1` 24 MiB/s (level 6: 26 / 21 MiB/s), compressed size 92 % of the
+input at any level. Level 1 because fp16/bf16 weights barely compress and higher levels only cost time.
+`tar+gzip` stays available as an explicit packer. The archive is deterministic (sorted names, mtime 0,
+uid/gid 0, no gzip timestamp), and files sit at its root (SageMaker extracts it into /opt/ml/model).
+Prefer `model_data: s3-prefix`: no packing, no extraction at container start.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+MiB = 1024 * 1024
+MANIFEST_NAME = "manifest.json"
+TARBALL_NAME = "model.tar.gz"
+# S3 refuses multipart parts below 5 MiB (except the last one).
+MIN_PART_SIZE = 5 * MiB
+ModelData = Literal["s3-prefix", "tar-gz"]
+# (local path, key, size, object metadata)
+_Item = tuple[Path, str, int, dict[str, str]]
+
+
+class PublishError(Exception):
+    """Publishing cannot go on. The message says what is wrong and what to do; print it, no traceback."""
+
+
+@dataclass
+class PublishReport:
+    bucket: str
+    prefix: str
+    model_data: ModelData
+    uploaded_files: int = 0
+    uploaded_bytes: int = 0
+    skipped_files: int = 0
+    skipped_bytes: int = 0
+    seconds: float = 0.0
+    pack_seconds: float = 0.0  # tar-gz mode: time spent packing (included in `seconds`)
+    packer: str | None = None
+    uploaded: list[str] = field(default_factory=list)  # keys, manifest.json last
+    content_hash: str = ""
+
+    @property
+    def model_data_url(self) -> str:
+        """What SageMaker's ModelDataUrl / S3DataSource.S3Uri should point at."""
+        if self.model_data == "tar-gz":
+            return f"s3://{self.bucket}/{self.prefix}{TARBALL_NAME}"
+        return f"s3://{self.bucket}/{self.prefix}"
+
+    @property
+    def upload_mb_per_s(self) -> float:
+        upload_s = self.seconds - self.pack_seconds
+        return self.uploaded_bytes / MiB / upload_s if upload_s > 0 else 0.0
+
+    def summary(self) -> str:
+        return (
+            f"published {self.model_data_url}: uploaded {self.uploaded_files} files "
+            f"({self.uploaded_bytes / MiB:.1f} MiB), skipped {self.skipped_files} unchanged "
+            f"({self.skipped_bytes / MiB:.1f} MiB) in {self.seconds:.1f} s"
+        )
+
+
+# ---------------------------------------------------------------------------------------------- manifest
+
+
+def load_manifest(build_dir: Path) -> dict[str, Any]:
+    """The build dir's manifest.json: `files: [{path, size, sha256}]` and `content_hash`."""
+    path = Path(build_dir) / MANIFEST_NAME
+    if not path.is_file():
+        raise PublishError(
+            f"{build_dir} has no {MANIFEST_NAME}: it is not a finished build; "
+            "run `python -m model_build build ...` first"
+        )
+    try:
+        manifest = json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise PublishError(f"{path} is not valid JSON ({err}); rebuild the artifact") from None
+    files = manifest.get("files")
+    if not isinstance(files, list) or not isinstance(manifest.get("content_hash"), str):
+        raise PublishError(f"{path} lacks `files` or `content_hash`; rebuild the artifact")
+    for entry in files:
+        if not {"path", "size", "sha256"} <= set(entry):
+            raise PublishError(f"{path}: file entry {entry!r} lacks path, size or sha256; rebuild the artifact")
+        rel = Path(entry["path"])
+        if rel.is_absolute() or ".." in rel.parts or entry["path"] == MANIFEST_NAME:
+            raise PublishError(f"{path}: file entry {entry['path']!r} is not a plain relative path")
+    return manifest
+
+
+def sha256_file(path: Path, chunk: int = 8 * MiB) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def verify_build_dir(build_dir: Path, manifest: dict[str, Any], *, workers: int = 4) -> None:
+    """Refuse a build dir whose files differ from its manifest (edited, truncated or missing since the build)."""
+
+    def check(entry: dict[str, Any]) -> str | None:
+        path = build_dir / entry["path"]
+        if not path.is_file():
+            return f"{entry['path']}: missing"
+        size = path.stat().st_size
+        if size != entry["size"]:
+            return f"{entry['path']}: size {size} bytes, the manifest says {entry['size']}"
+        digest = sha256_file(path)
+        if digest != entry["sha256"]:
+            return f"{entry['path']}: sha256 {digest[:12]}..., the manifest says {entry['sha256'][:12]}..."
+        return None
+
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        problems = [p for p in pool.map(check, manifest["files"]) if p]
+    if problems:
+        raise PublishError(
+            f"{build_dir} changed since it was built (refusing to publish):\n  - "
+            + "\n  - ".join(problems)
+            + "\nrebuild it with `python -m model_build build ...`"
+        )
+
+
+# ---------------------------------------------------------------------------------------------- S3 helpers
+
+
+def _s3_client(max_concurrency: int):
+    import boto3
+    from botocore.config import Config
+
+    # One pooled connection per transfer thread plus HEAD requests; botocore's default pool is 10.
+    return boto3.client("s3", config=Config(max_pool_connections=max(10, max_concurrency + 4)))
+
+
+def _existing(s3, bucket: str, key: str) -> tuple[int, str | None] | None:
+    """(size, sha256 metadata) of an object, or None when it does not exist."""
+    from botocore.exceptions import ClientError
+
+    try:
+        head = s3.head_object(Bucket=bucket, Key=key)
+    except ClientError as err:
+        if err.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+            return None
+        if err.response.get("Error", {}).get("Code") in ("NoSuchBucket",):
+            raise PublishError(f"bucket {bucket!r} does not exist") from None
+        raise
+    return head["ContentLength"], head.get("Metadata", {}).get("sha256")
+
+
+def check_bucket(s3, bucket: str) -> None:
+    from botocore.exceptions import ClientError
+
+    try:
+        s3.head_bucket(Bucket=bucket)
+    except ClientError as err:
+        code = err.response.get("Error", {}).get("Code")
+        if code in ("404", "NoSuchBucket", "NotFound"):
+            raise PublishError(f"artifact bucket {bucket!r} does not exist") from None
+        if code in ("403", "AccessDenied", "Forbidden"):
+            raise PublishError(
+                f"artifact bucket {bucket!r}: access denied (it belongs to another account, or these "
+                "credentials may not read it)"
+            ) from None
+        raise
+
+
+class _Progress:
+    """tqdm over bytes, fed from transfer threads (tqdm.update is not thread safe on its own)."""
+
+    def __init__(self, total: int, enabled: bool | None, desc: str):
+        from tqdm import tqdm
+
+        # enabled=None: show the bar only on a terminal (tqdm's own rule), so CI logs stay clean.
+        self._bar = tqdm(
+            total=total, unit="B", unit_scale=True, unit_divisor=1024, desc=desc,
+            disable=None if enabled is None else not enabled, file=sys.stderr, leave=False,
+        )
+        self._lock = threading.Lock()
+
+    def update(self, n: int) -> None:
+        with self._lock:
+            self._bar.update(n)
+
+    def close(self) -> None:
+        self._bar.close()
+
+
+def _transfer_config(max_concurrency: int, multipart_threshold: int, multipart_chunksize: int | None):
+    from boto3.s3.transfer import TransferConfig
+
+    chunk = multipart_chunksize or max(MIN_PART_SIZE, min(multipart_threshold, 64 * MiB))
+    return TransferConfig(
+        multipart_threshold=multipart_threshold,
+        multipart_chunksize=max(MIN_PART_SIZE, chunk),  # s3transfer also raises it past 10,000 parts
+        max_concurrency=max_concurrency,
+        use_threads=True,
+    )
+
+
+def _upload_all(
+    s3, bucket: str, items: list[_Item], config, progress: _Progress
+) -> None:
+    """Upload (local path, key, size, metadata) items through one transfer manager; raise naming every failed key."""
+    from boto3.s3.transfer import create_transfer_manager
+    from s3transfer.subscribers import BaseSubscriber
+
+    class _OnProgress(BaseSubscriber):
+        def on_progress(self, future, bytes_transferred, **kwargs):  # noqa: ARG002
+            progress.update(bytes_transferred)
+
+    if not items:
+        return
+    manager = create_transfer_manager(s3, config)
+    futures = []
+    failed: list[str] = []
+    try:
+        for path, key, _size, metadata in items:
+            extra = {"Metadata": metadata, "ContentType": _content_type(key)}
+            futures.append((key, manager.upload(str(path), bucket, key, extra_args=extra, subscribers=[_OnProgress()])))
+        for key, fut in futures:
+            try:
+                fut.result()
+            except Exception as err:  # noqa: BLE001 - collected and reported together below
+                failed.append(f"{key}: {err}")
+    except BaseException:  # Ctrl-C: abort in-flight multipart uploads instead of waiting for them
+        manager.shutdown(cancel=True)
+        raise
+    manager.shutdown(cancel=bool(failed))
+    if failed:
+        raise PublishError(
+            f"upload to s3://{bucket} failed for {len(failed)} file(s); manifest.json was not written, so the "
+            "artifact stays incomplete; publish again to finish:\n  - " + "\n  - ".join(failed)
+        )
+
+
+def _content_type(key: str) -> str:
+    if key.endswith((".json",)):
+        return "application/json"
+    if key.endswith((".py", ".txt")):
+        return "text/plain"
+    if key.endswith(".tar.gz"):
+        return "application/gzip"
+    return "application/octet-stream"
+
+
+# ---------------------------------------------------------------------------------------------- tar-gz
+
+
+def choose_packer() -> str:
+    """'tar+pigz' when tar and pigz are installed, else 'tarfile' (pure Python: faster than `tar | gzip`)."""
+    if shutil.which("tar") and shutil.which("pigz"):
+        return "tar+pigz"
+    return "tarfile"
+
+
+def pack_tarball(
+    build_dir: Path, names: list[str], dest: Path, *, packer: str | None = None, level: int = 1
+) -> str:
+    """Pack `names` (relative to build_dir) at the archive root into dest (.tar.gz); returns the packer used.
+
+    SageMaker extracts model.tar.gz into /opt/ml/model, so files sit at the root of the archive.
+    Deterministic: sorted names, mtime 0, owner 0:0, no timestamp in the gzip header.
+    """
+    packer = packer or choose_packer()
+    names = sorted(names)
+    if packer in ("tar+pigz", "tar+gzip"):
+        gz = ["pigz", f"-{level}", "-n", "-c"] if packer == "tar+pigz" else ["gzip", f"-{level}", "-n", "-c"]
+        tar = [
+            "tar", "-C", str(build_dir), "--sort=name", "--mtime=@0", "--owner=0", "--group=0",
+            "--numeric-owner", "--format=gnu", "-cf", "-", "--no-recursion", "--", *names,
+        ]
+        with open(dest, "wb") as out:
+            t = subprocess.Popen(tar, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            z = subprocess.Popen(gz, stdin=t.stdout, stdout=out, stderr=subprocess.PIPE)
+            assert t.stdout is not None
+            t.stdout.close()  # z owns the pipe now, so tar gets SIGPIPE if z dies
+            z_err = z.communicate()[1]
+            t_err = t.stderr.read() if t.stderr else b""
+            t.wait()
+        if t.returncode or z.returncode:
+            raise PublishError(f"packing {dest.name} failed: {(t_err + z_err).decode(errors='replace').strip()}")
+        return packer
+    if packer != "tarfile":
+        raise ValueError(f"unknown packer {packer!r}")
+    import gzip
+
+    with open(dest, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=level, mtime=0) as gzf:
+        with tarfile.open(fileobj=gzf, mode="w", format=tarfile.GNU_FORMAT) as tar:
+            for name in names:
+                info = tar.gettarinfo(str(build_dir / name), arcname=name)
+                info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "", ""
+                with open(build_dir / name, "rb") as f:
+                    tar.addfile(info, f)
+    return packer
+
+
+# ---------------------------------------------------------------------------------------------- publish
+
+
+def publish_artifact(
+    build_dir: Path,
+    bucket: str,
+    prefix: str,
+    *,
+    s3_client=None,
+    max_concurrency: int = 8,
+    multipart_threshold: int = 64 * MiB,
+    multipart_chunksize: int | None = None,
+    model_data: ModelData = "s3-prefix",
+    progress: bool | None = None,
+    packer: str | None = None,
+) -> PublishReport:
+    """Upload the artifact in build_dir under s3://bucket/prefix; manifest.json last. See the module doc."""
+    started = time.monotonic()
+    build_dir = Path(build_dir)
+    if prefix and not prefix.endswith("/"):
+        prefix += "/"
+    manifest = load_manifest(build_dir)
+    s3 = s3_client or _s3_client(max_concurrency)
+    report = PublishReport(bucket=bucket, prefix=prefix, model_data=model_data, content_hash=manifest["content_hash"])
+    config = _transfer_config(max_concurrency, multipart_threshold, multipart_chunksize)
+    manifest_path = build_dir / MANIFEST_NAME
+    manifest_sha = sha256_file(manifest_path)
+    manifest_key = prefix + MANIFEST_NAME
+
+    check_bucket(s3, bucket)
+    have_manifest = _existing(s3, bucket, manifest_key)
+    verify_build_dir(build_dir, manifest, workers=min(4, os.cpu_count() or 1))
+
+    if model_data == "tar-gz":
+        items = _tarball_items(build_dir, manifest, s3, bucket, prefix, report, packer)
+    elif model_data == "s3-prefix":
+        items = _prefix_items(build_dir, manifest, s3, bucket, prefix, report, max_concurrency)
+    else:
+        raise ValueError(f"model_data must be 's3-prefix' or 'tar-gz', not {model_data!r}")
+
+    tmp_dirs = [p.parent for p, key, _, _ in items if key.endswith(TARBALL_NAME)]
+    try:
+        bar = _Progress(sum(size for _, _, size, _ in items), progress, f"upload {prefix}")
+        try:
+            _upload_all(s3, bucket, items, config, bar)
+        finally:
+            bar.close()
+    finally:
+        for d in tmp_dirs:
+            shutil.rmtree(d, ignore_errors=True)
+    for _, key, size, _ in items:
+        report.uploaded.append(key)
+        report.uploaded_files += 1
+        report.uploaded_bytes += size
+
+    # manifest.json LAST: only now is the artifact complete.
+    manifest_size = manifest_path.stat().st_size
+    if have_manifest == (manifest_size, manifest_sha):
+        report.skipped_files += 1
+        report.skipped_bytes += manifest_size
+    else:
+        s3.upload_file(
+            str(manifest_path), bucket, manifest_key,
+            ExtraArgs={"Metadata": {"sha256": manifest_sha}, "ContentType": "application/json"},
+        )
+        report.uploaded.append(manifest_key)
+        report.uploaded_files += 1
+        report.uploaded_bytes += manifest_size
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def _prefix_items(build_dir, manifest, s3, bucket, prefix, report, max_concurrency) -> list[_Item]:
+    entries = manifest["files"]
+    with ThreadPoolExecutor(max_workers=max(1, min(max_concurrency, len(entries) or 1))) as pool:
+        found = list(pool.map(lambda e: _existing(s3, bucket, prefix + e["path"]), entries))
+    items = []
+    for entry, have in zip(entries, found):
+        if have == (entry["size"], entry["sha256"]):
+            report.skipped_files += 1
+            report.skipped_bytes += entry["size"]
+        else:
+            items.append((build_dir / entry["path"], prefix + entry["path"], entry["size"], {"sha256": entry["sha256"]}))
+    return items
+
+
+def _tarball_items(build_dir, manifest, s3, bucket, prefix, report, packer) -> list[_Item]:
+    """Pack model.tar.gz unless an archive of this content hash is already there (then skip packing too)."""
+    key = prefix + TARBALL_NAME
+    from botocore.exceptions import ClientError
+
+    try:
+        head = s3.head_object(Bucket=bucket, Key=key)
+    except ClientError as err:
+        if err.response.get("Error", {}).get("Code") not in ("404", "NoSuchKey", "NotFound"):
+            raise
+        head = None
+    if head and head.get("Metadata", {}).get("content-hash") == manifest["content_hash"]:
+        report.skipped_files += 1
+        report.skipped_bytes += head["ContentLength"]
+        return []
+    # Next to the build dir, not in /tmp: the archive is as large as the model, and /tmp is often a small tmpfs.
+    tmp = Path(tempfile.mkdtemp(prefix=".model-tar-", dir=build_dir.resolve().parent))
+    dest = tmp / TARBALL_NAME
+    t0 = time.monotonic()
+    names = [e["path"] for e in manifest["files"]] + [MANIFEST_NAME]
+    try:
+        report.packer = pack_tarball(build_dir, names, dest, packer=packer)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    report.pack_seconds = time.monotonic() - t0
+    meta = {"sha256": sha256_file(dest), "content-hash": manifest["content_hash"]}
+    return [(dest, key, dest.stat().st_size, meta)]
+
+
+def publish_endpoint(
+    deployment,
+    endpoint_name: str,
+    build_dir: Path,
+    *,
+    session=None,
+    max_concurrency: int = 8,
+    progress: bool | None = None,
+) -> PublishReport:
+    """Publish build_dir as the artifact of one endpoint of a resolved config (`endpoint_config.Deployment`)."""
+    import boto3
+    from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+
+    from endpoint_config import artifact_bucket_name, artifact_prefix
+
+    ep = deployment.endpoint(endpoint_name)  # ConfigError names the endpoints defined
+    build_dir = Path(build_dir)
+    if not (build_dir / MANIFEST_NAME).is_file():
+        raise PublishError(
+            f"{build_dir} has no {MANIFEST_NAME}: endpoint {ep.name!r} is not built; run "
+            f"`python -m model_build build -c config={deployment.config_path} -c env={deployment.environment_name} "
+            f"{ep.name}` (or `python -m model_build build ...`) first"
+        )
+    manifest = load_manifest(build_dir)
+    content_hash = manifest["content_hash"]
+    if ep.artifact_hash and ep.artifact_hash != content_hash:
+        raise PublishError(
+            f"endpoint {ep.name!r} pins artifact_hash {ep.artifact_hash[:12]}..., but {build_dir} holds "
+            f"{content_hash[:12]}...; remove the pin to publish this build, or publish the pinned build"
+        )
+
+    session = session or boto3.session.Session(region_name=deployment.environment.region)
+    region = deployment.environment.region or session.region_name
+    if not region:
+        raise PublishError("no AWS region: set `region:` on the environment in the config, or AWS_REGION")
+    try:
+        account = session.client("sts", region_name=region).get_caller_identity()["Account"]
+    except NoCredentialsError:
+        raise PublishError("no AWS credentials: configure a profile or AWS_* variables") from None
+    except (ClientError, BotoCoreError) as err:
+        raise PublishError(f"cannot resolve the AWS account (sts get-caller-identity): {err}") from None
+    if deployment.environment.account and deployment.environment.account != account:
+        raise PublishError(
+            f"environment {deployment.environment_name!r} is account {deployment.environment.account}, but the "
+            f"credentials are account {account}; use credentials of {deployment.environment.account}"
+        )
+    bucket = artifact_bucket_name(deployment.project, deployment.environment_name, account, region)
+    from botocore.config import Config
+
+    s3 = session.client("s3", region_name=region, config=Config(max_pool_connections=max(10, max_concurrency + 4)))
+    try:
+        check_bucket(s3, bucket)
+    except PublishError as err:
+        if "does not exist" not in str(err):
+            raise
+        raise PublishError(
+            f"artifact bucket {bucket!r} does not exist in account {account}, region {region}: deploy the artifacts "
+            f"stack first: `npx cdk deploy -c config={deployment.config_path} -c env={deployment.environment_name} "
+            f"{deployment.stack_name('artifacts')}`"
+        ) from None
+    return publish_artifact(
+        build_dir, bucket, artifact_prefix(ep.name, content_hash),
+        s3_client=s3, max_concurrency=max_concurrency, model_data=ep.model_data, progress=progress,
+    )

@@ -1,0 +1,125 @@
+"""The local server speaks the SageMaker container contract on a built artifact, over real HTTP, and a boto3
+sagemaker-runtime client reaches it the way it reaches a deployed endpoint."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+pytest_plugins = ["conftest_model"]
+
+ENDPOINT = "tiny-gpt2"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server_url(gpt2_artifact: Path) -> Iterator[str]:
+    """uvicorn on a free localhost port in a thread; ready once GET /ping answers 200."""
+    import uvicorn
+
+    from model_build.serve import create_app
+
+    port = _free_port()
+    config = uvicorn.Config(create_app(gpt2_artifact, endpoint_name=ENDPOINT), host="127.0.0.1", port=port, log_level="warning")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if httpx.get(f"{url}/ping", timeout=2).status_code == 200:
+                break
+        except httpx.TransportError:
+            pass
+        if time.monotonic() > deadline:
+            raise TimeoutError("server did not become healthy within 60 s")
+        time.sleep(0.1)
+    yield url
+    server.should_exit = True
+    thread.join(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def runtime(server_url: str):
+    import boto3
+
+    return boto3.client(
+        "sagemaker-runtime", endpoint_url=server_url, region_name="us-east-1",
+        aws_access_key_id="testing", aws_secret_access_key="testing",
+    )  # fmt: skip
+
+
+def test_ping(server_url: str) -> None:
+    assert httpx.get(f"{server_url}/ping").status_code == 200
+
+
+def test_invocations(server_url: str) -> None:
+    body = {"inputs": ["Hello", "The quick brown fox"], "parameters": {"max_new_tokens": 4, "return_full_text": True}}
+    reply = httpx.post(f"{server_url}/invocations", json=body, timeout=30)
+    assert reply.status_code == 200 and reply.headers["content-type"] == "application/json"
+    texts = [r["generated_text"] for r in reply.json()]
+    assert texts[0].startswith("Hello") and texts[1].startswith("The quick brown fox")
+
+
+def test_invocations_bad_parameter_is_400(server_url: str) -> None:
+    body = {"inputs": "Hello", "parameters": {"temperature": 9}}
+    reply = httpx.post(f"{server_url}/invocations", json=body, timeout=30)
+    assert reply.status_code == 400
+    assert "temperature" in reply.json()["error"] and "<= 5" in reply.json()["error"]
+
+
+def test_invocations_bad_json_is_400(server_url: str) -> None:
+    reply = httpx.post(
+        f"{server_url}/invocations", content=b"{not json", headers={"content-type": "application/json"}, timeout=30
+    )
+    assert reply.status_code == 400 and "not valid JSON" in reply.json()["error"]
+
+
+def test_boto3_invoke_endpoint(runtime) -> None:
+    body = json.dumps({"inputs": "Hello", "parameters": {"max_new_tokens": 3}})
+    reply = runtime.invoke_endpoint(EndpointName=ENDPOINT, Body=body, ContentType="application/json", Accept="application/json")
+    assert reply["ContentType"] == "application/json"
+    payload = json.loads(reply["Body"].read())
+    assert isinstance(payload, list) and isinstance(payload[0]["generated_text"], str)
+
+
+def test_boto3_model_error(runtime) -> None:
+    body = json.dumps({"inputs": "Hello", "parameters": {"max_new_tokens": 0}})
+    with pytest.raises(runtime.exceptions.ModelError) as err:
+        runtime.invoke_endpoint(EndpointName=ENDPOINT, Body=body, ContentType="application/json")
+    assert err.value.response["OriginalStatusCode"] == 400
+    assert "max_new_tokens" in err.value.response["OriginalMessage"]
+
+
+def test_boto3_unknown_endpoint(runtime) -> None:
+    from botocore.exceptions import ClientError
+
+    with pytest.raises(ClientError) as err:
+        runtime.invoke_endpoint(EndpointName="other", Body=b"{}", ContentType="application/json")
+    assert err.value.response["Error"]["Code"] == "ValidationError"
+
+
+def test_ping_reports_load_failure(tmp_path: Path) -> None:
+    from fastapi.testclient import TestClient
+
+    from model_build.serve import create_app
+
+    with TestClient(create_app(tmp_path)) as client:  # no code/inference.py: loading fails
+        deadline = time.monotonic() + 10
+        while (reply := client.get("/ping")).status_code == 503 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert reply.status_code == 500 and "code/inference.py" in reply.json()["error"]
+        assert client.post("/invocations", json={"inputs": "x"}).status_code == 503
