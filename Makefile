@@ -1,5 +1,8 @@
 # The README's two commands are `make demo` and `make test`; each installs what it needs first.
 SHELL := /bin/bash
+.SHELLFLAGS := -o pipefail -c
+# This machine's pip config names package folders that may not exist; their warnings are noise.
+QUIET_PIP := { grep -v "is ignored: it is neither a file nor a directory" || true; }
 .DEFAULT_GOAL := help
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -20,7 +23,7 @@ help:
 # Python deps (torch pinned to the CPU wheel on this machine's disk) and the pinned CDK CLI.
 $(STAMP): requirements.txt requirements-dev.txt
 	test -x $(PY) || python3 -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt 2>&1 | $(QUIET_PIP)
 	touch $@
 
 node_modules/.package-lock.json: package.json

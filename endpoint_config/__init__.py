@@ -7,12 +7,14 @@ from .loader import (
     Deployment,
     artifact_bucket_name,
     artifact_prefix,
+    image_repository_name,
+    load_all_environments,
     load_config,
 )
 from .schema import BYTES_PER_PARAM, SYSTEM_NAMES, AppConfig, Autoscaling, EndpointSpec, EnvironmentSpec
 
 __all__ = [
     "AppConfig", "Autoscaling", "BYTES_PER_PARAM", "ConfigError", "DEFAULT_ENVIRONMENT", "Deployment",
-    "EndpointSpec", "EnvironmentSpec", "artifact_bucket_name", "artifact_prefix", "InstanceType", "SYSTEM_NAMES", "hosting_instance_types",
-    "load_config", "parse_instance_type",
+    "EndpointSpec", "EnvironmentSpec", "artifact_bucket_name", "artifact_prefix", "image_repository_name", "InstanceType", "SYSTEM_NAMES", "hosting_instance_types",
+    "load_all_environments", "load_config", "parse_instance_type",
 ]

@@ -29,6 +29,7 @@ class Deployment:
     environment_name: str
     environment: EnvironmentSpec
     endpoints: tuple[EndpointSpec, ...]
+    app_config: AppConfig | None = None  # the whole file, for what spans environments (the pipeline)
 
     def endpoint(self, name: str) -> EndpointSpec:
         for ep in self.endpoints:
@@ -179,17 +180,40 @@ def resolve(config: AppConfig, path: Path, environment: str | None) -> Deploymen
             problems += [f"environment {env_name!r}: overrides for {ep.name!r}: {e['msg']}" for e in err.errors()]
             continue
         where = f"environment {env_name!r}: " if env.overrides.get(ep.name) else ""
-        problems += [where + p for p in endpoint_problems(merged)]
+        found = endpoint_problems(merged)
+        if not found and env.region:
+            from systems.checks import region_problems
+
+            found = [f"environment {env_name!r}: {p}" for p in region_problems(merged, env.region)]
+        problems += [where + p for p in found]
         endpoints.append(merged)
     if problems:
         raise ConfigError(f"{path}: invalid config:\n  - " + "\n  - ".join(problems))
-    return Deployment(path, config.project, env_name, env, tuple(endpoints))
+    return Deployment(path, config.project, env_name, env, tuple(endpoints), config)
+
+
+def load_all_environments(path: str | Path) -> dict[str, Deployment]:
+    """Every environment of a file, each resolved and checked (what the pipeline deploys)."""
+    first = load_config(path, next(iter(_environment_names(path)), None))
+    names = list(first.app_config.environments) or [DEFAULT_ENVIRONMENT]
+    return {name: resolve(first.app_config, Path(path), name) for name in names}
+
+
+def _environment_names(path: str | Path) -> list[str]:
+    raw = yaml.safe_load(Path(path).read_text()) if Path(path).is_file() else None
+    envs = raw.get("environments") if isinstance(raw, dict) else None
+    return list(envs) if isinstance(envs, dict) else []
 
 
 def artifact_bucket_name(project: str, environment_name: str, account: str, region: str) -> str:
     """The artifact bucket's name. Deterministic so model_build publish and every stack agree without lookups
     or cross-stack exports; account and region keep it globally unique."""
     return f"{project}-{environment_name}-artifacts-{account}-{region}"
+
+
+def image_repository_name(project: str, environment_name: str) -> str:
+    """The environment's ECR repository for our own images (named: deterministic, and the emulator needs it)."""
+    return f"{project}-{environment_name}"
 
 
 def artifact_prefix(endpoint_name: str, content_hash: str) -> str:

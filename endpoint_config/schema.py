@@ -14,7 +14,16 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from .instances import hosting_instance_types, parse_instance_type
 
 # The serving systems a config can name. Each lives in systems/<name with underscores>/.
-SYSTEM_NAMES = ("hf-fastload",)
+SYSTEM_NAMES = (
+    "hf-fastload",
+    "djl-deepspeed",
+    "djl-accelerate",
+    "deepspeed-byoc",
+    "djl-fastertransformer",
+    "tensorrt-byoc",
+    "lmi-vllm",
+    "lmi-trtllm",
+)
 
 DTYPES = ("fp16", "bf16", "fp32")
 BYTES_PER_PARAM = {"fp16": 2, "bf16": 2, "fp32": 4}
@@ -43,6 +52,43 @@ class Autoscaling(_Strict):
     scale_out_cooldown_s: int = Field(60, ge=0, le=3600)
 
 
+class TensorRTProfile(_Strict):
+    """The TensorRT optimisation profile: the engine serves shapes within these bounds only."""
+
+    min_batch: int = Field(1, ge=1, le=256)
+    opt_batch: int | None = Field(None, ge=1, le=256)
+    max_batch: int = Field(10, ge=1, le=256)
+    max_sequence_length: int = Field(42, ge=2, le=8192)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> TensorRTProfile:
+        opt = self.opt_batch if self.opt_batch is not None else self.min_batch
+        if not self.min_batch <= opt <= self.max_batch:
+            raise ValueError(
+                f"batch sizes must satisfy min_batch <= opt_batch <= max_batch, got {self.min_batch}, {opt}, {self.max_batch}"
+            )
+        return self
+
+
+class EngineOptions(_Strict):
+    """Serving-engine settings; each system uses the ones it understands and refuses the others."""
+
+    max_batch_size: int | None = Field(None, ge=1, le=1024, description="rolling/continuous batch size")
+    max_model_len: int | None = Field(None, ge=16, le=1_048_576, description="prompt + generated tokens")
+    rolling_batch: Literal["auto", "vllm", "lmi-dist", "trtllm", "disable"] | None = None
+    entry_point: str | None = Field(None, description="DJL handler module, e.g. djl_python.deepspeed")
+    custom_handler: bool = Field(False, description="ship our own model.py instead of the engine's handler")
+    tensorrt_profile: TensorRTProfile | None = None
+
+
+class SmokeTest(_Strict):
+    """What the post-deploy smoke test sends and how long it may take."""
+
+    prompt: str = Field("The capital of France is", min_length=1, max_length=2000)
+    max_new_tokens: int = Field(16, ge=1, le=256)
+    latency_budget_ms: int = Field(30000, ge=100, le=60000)
+
+
 class EndpointSpec(_Strict):
     """One SageMaker endpoint: what model, which serving system, on what hardware."""
 
@@ -64,6 +110,10 @@ class EndpointSpec(_Strict):
     weights_format: Literal["safetensors", "torch-save"] = "safetensors"
     max_shard_size: str = Field("2GB", pattern=r"^\d+(?:\.\d+)?(?:KB|MB|GB)$")
     log_retention_days: int = 30
+    # Parameter count, when neither a local model directory nor the known-model table tells it.
+    model_parameters: int | None = Field(None, ge=1)
+    engine: EngineOptions = EngineOptions()
+    smoke_test: SmokeTest = SmokeTest()
     # Pin an already published artifact (its manifest content hash) instead of reading build/<name>/manifest.json.
     artifact_hash: str | None = Field(None, pattern=r"^[0-9a-f]{64}$")
 
@@ -93,10 +143,32 @@ class EnvironmentSpec(_Strict):
     overrides: dict[str, EndpointOverride] = Field(default_factory=dict)
 
 
+class PipelineBuild(_Strict):
+    """The CodeBuild project that builds and publishes model artifacts."""
+
+    compute: Literal["SMALL", "MEDIUM", "LARGE", "X2_LARGE"] = "LARGE"
+    # A GPU build image (CodeBuild's Linux GPU fleet), for artifacts built on the GPU family they run on.
+    gpu: bool = False
+
+
+class PipelineSpec(_Strict):
+    """Deploy through CodePipeline (CDK Pipelines): source, synth + tests, then one stage per environment."""
+
+    connection_arn: str = Field(pattern=r"^arn:aws[a-z-]*:(codestar-connections|codeconnections):[a-z0-9-]+:\d{12}:connection/[\w-]+$")
+    repository: str = Field(pattern=r"^[\w.-]+/[\w.-]+$", description="owner/name")
+    branch: str = Field("main", min_length=1)
+    account: str | None = Field(None, pattern=r"^\d{12}$")
+    region: str | None = Field(None, pattern=r"^[a-z]{2}(?:-[a-z]+)+-\d$")
+    stages: list[str] = Field(min_length=1, description="environments, deployed in this order")
+    manual_approval_before: list[str] = Field(default_factory=list)
+    build: PipelineBuild = PipelineBuild()
+
+
 class AppConfig(_Strict):
     project: str = Field("llm-endpoints", pattern=NAME_PATTERN, max_length=20)
     environments: dict[str, EnvironmentSpec] = Field(default_factory=dict)
     endpoints: list[EndpointSpec] = Field(min_length=1)
+    pipeline: PipelineSpec | None = None
 
     @model_validator(mode="after")
     def _names(self) -> AppConfig:
@@ -116,6 +188,14 @@ class AppConfig(_Strict):
                         f"environment {env_name!r}: overrides name endpoint {target!r}, which is not defined "
                         f"(defined: {', '.join(sorted(seen))})"
                     )
+        if self.pipeline is not None:
+            for key in ("stages", "manual_approval_before"):
+                for env_name in getattr(self.pipeline, key):
+                    if env_name not in self.environments:
+                        raise ValueError(
+                            f"pipeline.{key}: environment {env_name!r} is not defined "
+                            f"(defined: {', '.join(self.environments) or 'none'})"
+                        )
         return self
 
 
@@ -169,6 +249,9 @@ def endpoint_problems(ep: EndpointSpec) -> list[str]:
                 f"value {ep.instance_count} is outside autoscaling's range "
                 f"{a.min_capacity}-{a.max_capacity}; the initial count must lie within it",
             )
-    if ep.weights_format == "torch-save" and ep.system != "hf-fastload":
-        bad("weights_format", f"value 'torch-save' is only offered by system 'hf-fastload', not {ep.system!r}")
+    if not problems and ep.system in SYSTEM_NAMES:
+        # Rules that need the serving system's facts (what it serves, on what hardware).
+        from systems.checks import system_problems
+
+        problems += system_problems(ep)
     return problems

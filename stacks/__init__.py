@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from aws_cdk import App, Environment, Tags
+from aws_cdk import Environment, Tags
+from constructs import Construct
 
 from endpoint_config import Deployment
 from systems import get_system
@@ -16,32 +17,44 @@ from .model_artifact import resolve_artifact
 from .nag import add_nag_checks
 
 
-def add_stacks(app: App, deployment: Deployment, *, build_root: Path, allow_unbuilt: bool = False) -> dict[str, object]:
-    """Add every stack of one environment to `app`; returns them by stack name.
-
-    Account and region come from the config, else from the CDK CLI's defaults (CDK_DEFAULT_ACCOUNT/REGION),
-    else the stacks are environment-agnostic.
-    """
+def stack_environment(deployment: Deployment) -> Environment:
+    """Account and region from the config, else from the CDK CLI's defaults (CDK_DEFAULT_ACCOUNT/REGION), else
+    unset: environment-agnostic stacks, or inside a `Stage` the stage's environment."""
     env_spec = deployment.environment
-    env = Environment(
+    return Environment(
         account=env_spec.account or os.environ.get("CDK_DEFAULT_ACCOUNT"),
         region=env_spec.region or os.environ.get("CDK_DEFAULT_REGION"),
     )
-    stacks: dict[str, object] = {}
+
+
+def add_artifact_stack(scope: Construct, deployment: Deployment) -> ArtifactStoreStack:
+    """The environment's artifact store stack, in `scope` (the App, or a `Stage` of the pipeline)."""
     # Construct ids equal the stack names, so `cdk deploy <stack name>` selects what `cdk list` shows.
-    artifacts = ArtifactStoreStack(
-        app,
+    return ArtifactStoreStack(
+        scope,
         deployment.stack_name("artifacts"),
         deployment=deployment,
-        env=env,
+        env=stack_environment(deployment),
         stack_name=deployment.stack_name("artifacts"),
         description=f"{deployment.project} ({deployment.environment_name}): model artifact bucket and image repository",
     )
-    stacks[artifacts.stack_name] = artifacts
+
+
+def add_endpoint_stacks(
+    scope: Construct,
+    deployment: Deployment,
+    *,
+    build_root: Path,
+    allow_unbuilt: bool = False,
+    artifacts: ArtifactStoreStack | None = None,
+) -> dict[str, EndpointStack]:
+    """One stack per endpoint, in `scope`; each depends on `artifacts` when it is given (same scope only)."""
+    env = stack_environment(deployment)
+    stacks: dict[str, EndpointStack] = {}
     for spec in deployment.endpoints:
         construct_id = deployment.stack_name(spec.name)
         stack = EndpointStack(
-            app,
+            scope,
             construct_id,
             deployment=deployment,
             spec=spec,
@@ -51,13 +64,40 @@ def add_stacks(app: App, deployment: Deployment, *, build_root: Path, allow_unbu
             stack_name=deployment.stack_name(spec.name),
             description=f"{deployment.project} ({deployment.environment_name}): SageMaker endpoint {spec.name} ({spec.system})",
         )
-        stack.add_stack_dependency(artifacts, "the model artifact is read from the artifact bucket")
+        if artifacts is not None:
+            stack.add_stack_dependency(artifacts, "the model artifact is read from the artifact bucket")
         Tags.of(stack).add("llm-endpoints:endpoint", spec.name)
         stacks[construct_id] = stack
-    Tags.of(app).add("llm-endpoints:project", deployment.project)
-    Tags.of(app).add("llm-endpoints:environment", deployment.environment_name)
+    return stacks
+
+
+def tag_environment(scope: Construct, deployment: Deployment) -> None:
+    Tags.of(scope).add("llm-endpoints:project", deployment.project)
+    Tags.of(scope).add("llm-endpoints:environment", deployment.environment_name)
+
+
+def add_stacks(app: Construct, deployment: Deployment, *, build_root: Path, allow_unbuilt: bool = False) -> dict[str, object]:
+    """Add every stack of one environment to `app`; returns them by stack name.
+
+    Account and region come from the config, else from the CDK CLI's defaults (CDK_DEFAULT_ACCOUNT/REGION),
+    else the stacks are environment-agnostic.
+    """
+    artifacts = add_artifact_stack(app, deployment)
+    stacks: dict[str, object] = {artifacts.stack_name: artifacts}
+    stacks.update(
+        add_endpoint_stacks(app, deployment, build_root=build_root, allow_unbuilt=allow_unbuilt, artifacts=artifacts)
+    )
+    tag_environment(app, deployment)
     add_nag_checks(app)
     return stacks
 
 
-__all__ = ["ArtifactStoreStack", "EndpointStack", "add_stacks"]
+__all__ = [
+    "ArtifactStoreStack",
+    "EndpointStack",
+    "add_artifact_stack",
+    "add_endpoint_stacks",
+    "add_stacks",
+    "stack_environment",
+    "tag_environment",
+]

@@ -7,7 +7,7 @@ from aws_cdk import aws_ecr as ecr
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from endpoint_config import Deployment, artifact_bucket_name
+from endpoint_config import Deployment, artifact_bucket_name, image_repository_name
 
 from .nag import acknowledge
 
@@ -73,7 +73,7 @@ class ArtifactStoreStack(Stack):
             self,
             "ImageRepository",
             # Named explicitly: deterministic for model_build, and the emulator rejects generated names.
-            repository_name=f"{deployment.project}-{deployment.environment_name}",
+            repository_name=image_repository_name(deployment.project, deployment.environment_name),
             image_scan_on_push=True,
             image_tag_mutability=ecr.TagMutability.IMMUTABLE,
             lifecycle_rules=[ecr.LifecycleRule(max_image_count=50, description="keep the 50 newest images")],

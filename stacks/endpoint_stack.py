@@ -2,19 +2,29 @@
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 from aws_cdk import Annotations, Aws, CfnMapping, CfnOutput, Fn, Stack, Token
+from aws_cdk import aws_ecr_assets as ecr_assets
 from constructs import Construct
 
-from endpoint_config import Deployment, EndpointSpec, artifact_bucket_name, artifact_prefix, parse_instance_type
+from endpoint_config import (
+    Deployment,
+    EndpointSpec,
+    artifact_bucket_name,
+    artifact_prefix,
+    image_repository_name,
+    parse_instance_type,
+)
 from systems import ServingSystem
-from systems.images import DLC_REGIONS
 
 from .llm_endpoint import ContainerImage, InvokeFunction, LlmEndpoint, ModelData
 from .model_artifact import ArtifactRef
 
-INVOKE_CODE = Path(__file__).resolve().parent.parent / "lambda" / "invoke"
+ROOT = Path(__file__).resolve().parent.parent
+INVOKE_CODE = ROOT / "lambda" / "invoke"
+SYSTEMS_DIR = ROOT / "systems"
 
 
 class EndpointStack(Stack):
@@ -40,21 +50,26 @@ class EndpointStack(Stack):
         endpoint_name = deployment.endpoint_name(spec)
         instance = parse_instance_type(spec.instance_type)
 
-        model_data = ModelData(
-            bucket_name=artifact_bucket_name(deployment.project, deployment.environment_name, Aws.ACCOUNT_ID, Aws.REGION),
-            prefix=artifact_prefix(spec.name, artifact.content_hash),
-            compressed=spec.model_data == "tar-gz",
-        )
+        bucket = artifact_bucket_name(deployment.project, deployment.environment_name, Aws.ACCOUNT_ID, Aws.REGION)
+        prefix = artifact_prefix(spec.name, artifact.content_hash)
+        environment = system.environment(spec)
+        if system.staged_weights_environment is not None:
+            # The engine reads its weights from S3 itself; SageMaker downloads only the code/ part.
+            model_data = ModelData(bucket_name=bucket, prefix=f"{prefix}code/", read_prefix=prefix)
+            environment = {**environment, **system.staged_weights_environment(f"s3://{bucket}/{prefix}weights/")}
+        else:
+            model_data = ModelData(bucket_name=bucket, prefix=prefix, compressed=spec.model_data == "tar-gz")
         self.endpoint = LlmEndpoint(
             self,
             "LlmEndpoint",
             endpoint_name=endpoint_name,
             spec=spec,
-            image=self._image(system, instance.is_gpu),
+            image=self._image(system, instance.is_gpu, deployment),
             model_data=model_data,
-            environment=system.environment(spec),
-            download_timeout_s=system.download_timeout_s(spec),
-            startup_timeout_s=system.startup_timeout_s(spec),
+            environment=environment,
+            download_timeout_s=system.download_timeout_s(spec, artifact.total_bytes),
+            startup_timeout_s=system.startup_timeout_s(spec, artifact.total_bytes),
+            network_isolation=system.network_isolation,
         )
         self.invoke = InvokeFunction(
             self, "Invoke", endpoint=self.endpoint, code_path=str(INVOKE_CODE), log_retention_days=spec.log_retention_days
@@ -65,6 +80,12 @@ class EndpointStack(Stack):
                 "llm-endpoints:unbuilt-artifact",
                 f"endpoint {spec.name!r} has no built artifact: synthesized for review with a placeholder prefix; "
                 "do not deploy this template",
+            )
+        copies = system.model_copies(spec, instance)
+        if copies > 1:
+            Annotations.of(self).add_info(
+                f"endpoint {spec.name!r}: {instance.gpu_count} GPUs of {spec.instance_type} at tensor_parallel_degree "
+                f"{spec.tensor_parallel_degree}: each instance serves {copies} copies of the model"
             )
         if system.legacy:
             Annotations.of(self).add_warning_v2(
@@ -77,8 +98,29 @@ class EndpointStack(Stack):
         CfnOutput(self, "InvokeFunctionName", value=self.invoke.function.function_name)
         CfnOutput(self, "ModelDataUri", value=model_data.s3_uri)
 
-    def _image(self, system: ServingSystem, gpu: bool) -> ContainerImage:
-        """The pinned image URI; where the region is only known at deploy time, a region->registry mapping."""
+    def _image(self, system: ServingSystem, gpu: bool, deployment: Deployment) -> ContainerImage:
+        """Our own image built from the repository, or the pinned AWS image (a region->registry mapping where the
+        region is only known at deploy time)."""
+        if system.own_container is not None and deployment.environment.emulator:
+            # The emulator cannot publish a Docker image asset (no Docker engine) and never runs containers:
+            # point at the environment's own repository with a tag named by the container's source hash.
+            repo = image_repository_name(deployment.project, deployment.environment_name)
+            tag = f"{system.name}-{_context_hash(SYSTEMS_DIR / system.own_container.context)[:16]}"
+            return ContainerImage(
+                uri=f"{self.account}.dkr.ecr.{self.region}.{Aws.URL_SUFFIX}/{repo}:{tag}",
+                repository_arn=self.format_arn(service="ecr", resource="repository", resource_name=repo),
+            )
+        if system.own_container is not None:
+            own = system.own_container
+            asset = ecr_assets.DockerImageAsset(
+                self,
+                "Image",
+                directory=str(SYSTEMS_DIR / own.context),
+                file=own.dockerfile,
+                exclude=list(own.exclude),
+                platform=ecr_assets.Platform.LINUX_AMD64,
+            )
+            return ContainerImage(uri=asset.image_uri, repository_arn=asset.repository.repository_arn)
         pin = system.image
         tag = pin.gpu_tag if gpu else pin.cpu_tag
         if tag is None:
@@ -88,7 +130,7 @@ class EndpointStack(Stack):
         mapping = CfnMapping(
             self,
             "ImageRegistries",
-            mapping={region: {"account": pin.registry_account(region)} for region in DLC_REGIONS},
+            mapping={region: {"account": pin.registry_account(region)} for region in pin.available_regions},
         )
         account = mapping.find_in_map(Aws.REGION, "account")
         uri = Fn.join("", [account, ".dkr.ecr.", Aws.REGION, ".", Aws.URL_SUFFIX, f"/{pin.repository}:{tag}"])
@@ -96,3 +138,11 @@ class EndpointStack(Stack):
             "", ["arn:", Aws.PARTITION, ":ecr:", Aws.REGION, ":", account, f":repository/{pin.repository}"]
         )
         return ContainerImage(uri=uri, repository_arn=arn)
+
+
+def _context_hash(directory: Path) -> str:
+    """sha256 over a Docker build context's files (paths and bytes), skipping caches: a stable image tag."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in directory.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+        digest.update(path.relative_to(directory).as_posix().encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()

@@ -28,6 +28,13 @@ class ModelData:
     bucket_name: str
     prefix: str  # ends with "/"
     compressed: bool = False
+    # What the execution role may read; defaults to `prefix`. Wider when the engine itself reads staged
+    # weights beside the model data (the DJL S3 recipes): still one artifact's prefix.
+    read_prefix: str | None = None
+
+    @property
+    def readable_prefix(self) -> str:
+        return self.read_prefix or self.prefix
 
     @property
     def s3_uri(self) -> str:
@@ -97,13 +104,13 @@ class LlmEndpoint(Construct):
         )
         bucket_arn = f"arn:{Aws.PARTITION}:s3:::{model_data.bucket_name}"
         self.role.add_to_policy(
-            iam.PolicyStatement(actions=["s3:GetObject"], resources=[f"{bucket_arn}/{model_data.prefix}*"])
+            iam.PolicyStatement(actions=["s3:GetObject"], resources=[f"{bucket_arn}/{model_data.readable_prefix}*"])
         )
         self.role.add_to_policy(
             iam.PolicyStatement(
                 actions=["s3:ListBucket"],
                 resources=[bucket_arn],
-                conditions={"StringLike": {"s3:prefix": [f"{model_data.prefix}*"]}},
+                conditions={"StringLike": {"s3:prefix": [f"{model_data.readable_prefix}*"]}},
             )
         )
         self.role.add_to_policy(
@@ -134,7 +141,7 @@ class LlmEndpoint(Construct):
         )
         acknowledge(
             self.role,
-            f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:s3:::{_nag_text(model_data.bucket_name)}/{model_data.prefix}*]",
+            f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:s3:::{_nag_text(model_data.bucket_name)}/{model_data.readable_prefix}*]",
             "Read access to the objects of one content-addressed artifact prefix: the files are only known "
             "after the build, and the prefix changes with every artifact.",
         )

@@ -19,6 +19,7 @@ UNBUILT_HASH = "0" * 64
 class ArtifactRef:
     content_hash: str
     source: str  # "manifest", "config" or "unbuilt"
+    total_bytes: int | None = None  # the artifact's size, when its manifest is at hand (sizes the timeouts)
 
     @property
     def is_placeholder(self) -> bool:
@@ -49,7 +50,8 @@ def resolve_artifact(spec: EndpointSpec, build_root: Path, *, allow_unbuilt: boo
         content_hash = manifest.get("content_hash", "")
         if len(content_hash) != 64:
             raise ConfigError(f"endpoint {spec.name!r}: {manifest_path} has no content_hash; rebuild it")
-        return ArtifactRef(content_hash, "manifest")
+        total = sum(int(f.get("size", 0)) for f in manifest.get("files", [])) or None
+        return ArtifactRef(content_hash, "manifest", total)
     if allow_unbuilt:
         return ArtifactRef(UNBUILT_HASH, "unbuilt")
     raise ConfigError(

@@ -2,38 +2,95 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Callable
+import math
+from dataclasses import dataclass
+from typing import Callable, Literal
 
 from endpoint_config import EndpointSpec, InstanceType
 
 from .images import ImagePin
+
+# Sizing the default timeouts from the artifact: S3 -> instance at a conservative 100 MB/s, loading to GPU at
+# 200 MB/s, plus a fixed allowance for the container's own start. Explicit config values always win.
+_DOWNLOAD_BYTES_PER_S = 100e6
+_LOAD_BYTES_PER_S = 200e6
+
+
+@dataclass(frozen=True)
+class OwnContainer:
+    """A container we build from this repository (CDK DockerImageAsset).
+
+    context: the Docker build context, relative to systems/ (so containers can share code in systems/);
+    dockerfile: relative to the context.
+    """
+
+    dockerfile: str
+    context: str = "."
+    exclude: tuple[str, ...] = ("**/__pycache__", "**/tests", "*.md")
 
 
 @dataclass(frozen=True)
 class ServingSystem:
     """One `system:` value of the config file.
 
-    name: the config value. image: the pinned container image. legacy: retired upstream; kept as a pinned
-    recipe and announced at synth with `replacement`. environment: the container's environment variables
-    for one endpoint. download/startup timeouts: defaults when the config leaves them out.
+    name: the config value. image: the pinned AWS container image, or `own_container` for an image built from
+    this repository. legacy: retired upstream; kept as a pinned recipe and announced at synth together with
+    `replacement`. environment: the container's environment variables for one endpoint. architectures: the
+    model kinds it serves. network_isolation: the container needs no network (its model data comes from S3
+    through SageMaker). default download/startup timeouts: the floor when the config leaves them out; larger
+    artifacts get more (see `download_timeout_s`).
     """
 
     name: str
     summary: str
-    image: ImagePin
     environment: Callable[[EndpointSpec], dict[str, str]]
+    image: ImagePin | None = None
+    own_container: OwnContainer | None = None
+    architectures: tuple[Literal["decoder", "encoder-decoder"], ...] = ("decoder",)
+    gpu_only: bool = False
     default_download_timeout_s: int = 600
     default_startup_timeout_s: int = 600
     legacy: bool = False
     replacement: str | None = None
-    extra: dict[str, str] = field(default_factory=dict)
+    network_isolation: bool = True
+    # Systems whose engine downloads weights from S3 itself (the DJL `option.s3url`/`option.model_id=s3://`
+    # recipes): the artifact's `code/` subfolder is the SageMaker model data, its `weights/` subfolder stays in
+    # S3, and this function gives the container environment that points the engine at it. Such a container
+    # needs network access (to S3), so network isolation is off for it.
+    staged_weights_environment: Callable[[str], dict[str, str]] | None = None
+    engine_notes: str = ""
+    # The engine starts one model copy per `tensor_parallel_degree` GPUs (DJL/LMI): 4 GPUs at degree 2 = 2 copies.
+    copies_fill_gpus: bool = False
+
+    def __post_init__(self) -> None:
+        if (self.image is None) == (self.own_container is None):
+            raise ValueError(f"system {self.name!r}: give exactly one of image= or own_container=")
+        if self.staged_weights_environment is not None and self.network_isolation:
+            raise ValueError(f"system {self.name!r}: an engine that reads its weights from S3 needs network access")
+
+    def model_copies(self, ep: EndpointSpec, instance: InstanceType) -> int:
+        """How many copies of the model one instance serves."""
+        if self.copies_fill_gpus and instance.is_gpu:
+            return max(1, instance.gpu_count // ep.tensor_parallel_degree)
+        return 1
 
     def image_uri(self, region: str, instance: InstanceType) -> str:
+        if self.image is None:
+            raise ValueError(f"system {self.name!r} builds its own image; the stack resolves it as an asset")
         return self.image.uri(region, gpu=instance.is_gpu)
 
-    def download_timeout_s(self, ep: EndpointSpec) -> int:
-        return ep.model_data_download_timeout_s or self.default_download_timeout_s
+    def download_timeout_s(self, ep: EndpointSpec, weight_bytes: float | None = None) -> int:
+        if ep.model_data_download_timeout_s:
+            return ep.model_data_download_timeout_s
+        return _sized(self.default_download_timeout_s, weight_bytes, _DOWNLOAD_BYTES_PER_S)
 
-    def startup_timeout_s(self, ep: EndpointSpec) -> int:
-        return ep.container_startup_health_check_timeout_s or self.default_startup_timeout_s
+    def startup_timeout_s(self, ep: EndpointSpec, weight_bytes: float | None = None) -> int:
+        if ep.container_startup_health_check_timeout_s:
+            return ep.container_startup_health_check_timeout_s
+        return _sized(self.default_startup_timeout_s, weight_bytes, _LOAD_BYTES_PER_S)
+
+
+def _sized(floor: int, weight_bytes: float | None, bytes_per_s: float) -> int:
+    if not weight_bytes:
+        return floor
+    return int(min(3600, max(floor, 300 + math.ceil(weight_bytes / bytes_per_s))))

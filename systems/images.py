@@ -38,6 +38,12 @@ class ImagePin:
     sdk_framework: str = ""
     sdk_version: str = ""
     sdk_base_framework_version: str | None = None
+    # Regions the image is published in, when narrower than DLC_REGIONS (old images were not copied to newer regions).
+    regions: tuple[str, ...] | None = None
+
+    @property
+    def available_regions(self) -> tuple[str, ...]:
+        return self.regions or DLC_REGIONS
 
     def registry_account(self, region: str) -> str:
         return _DLC_ACCOUNT_BY_REGION.get(region, _DLC_ACCOUNT)
@@ -46,6 +52,11 @@ class ImagePin:
         tag = self.gpu_tag if gpu else self.cpu_tag
         if tag is None:
             raise ValueError(f"image {self.repository} is offered for GPU instances only")
+        if region not in self.available_regions:
+            raise ValueError(
+                f"image {self.repository}:{tag} is not published in region {region}; "
+                f"it is in: {', '.join(self.available_regions)}"
+            )
         domain = "amazonaws.com.cn" if region.startswith("cn-") else "amazonaws.com"
         return f"{self.registry_account(region)}.dkr.ecr.{region}.{domain}/{self.repository}:{tag}"
 
@@ -65,3 +76,23 @@ HF_PYTORCH_INFERENCE = ImagePin(
 )
 # The library versions inside that image: model_build writes only what they read.
 HF_CONTAINER_TRANSFORMERS = "4.49.0"
+
+
+# DJL Serving large-model-inference (LMI) images, repository djl-inference. Tags from the sagemaker package's
+# djl-*.json tables. The DeepSpeed and FasterTransformer engines were dropped upstream (DeepSpeed after
+# 0.27.0, FasterTransformer after 0.24.0): these are the last images that have them.
+DJL_DEEPSPEED_LEGACY = ImagePin(
+    repository="djl-inference", gpu_tag="0.27.0-deepspeed0.12.6-cu121", sdk_framework="djl-deepspeed", sdk_version="0.27.0"
+)
+DJL_FASTERTRANSFORMER_LEGACY = ImagePin(
+    repository="djl-inference",
+    gpu_tag="0.24.0-fastertransformer5.3.0-cu118",
+    sdk_framework="djl-fastertransformer",
+    sdk_version="0.24.0",
+    regions=tuple(r for r in DLC_REGIONS if not r.startswith("us-gov-")),
+)
+# Today's LMI: vLLM (and LMI-Dist) behind rolling/continuous batching, and the TensorRT-LLM image.
+DJL_LMI = ImagePin(repository="djl-inference", gpu_tag="0.38.0-lmi29.0.0-cu130", sdk_framework="djl-lmi", sdk_version="0.38.0")
+DJL_TENSORRTLLM = ImagePin(
+    repository="djl-inference", gpu_tag="0.33.0-tensorrtllm0.21.0-cu128", sdk_framework="djl-tensorrtllm", sdk_version="0.33.0"
+)

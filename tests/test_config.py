@@ -107,6 +107,13 @@ BAD = [
     ("override for unknown endpoint", "environments:\n  dev: {overrides: {gpt: {instance_count: 2}}}\n" + endpoint_yaml(), ["environment 'dev'", "'gpt'", "not defined", "defined: gptj"]),
     ("override breaks a rule", "environments:\n  dev: {overrides: {gptj: {volume_size_gb: 50}}}\n" + endpoint_yaml(), ["environment 'dev'", "endpoint 'gptj'", "volume_size_gb", "local NVMe"]),
     ("torch-save on another field value", endpoint_yaml(weights_format="pickle"), ["weights_format", "'pickle'", "'safetensors' or 'torch-save'"]),
+    ("image not in the region", "environments:\n  dev: {region: us-gov-west-1}\n" + endpoint_yaml(system="djl-fastertransformer", model="google/flan-t5-xxl", instance_type="ml.g5.12xlarge", tensor_parallel_degree=4), ["environment 'dev'", "djl-inference:0.24.0-fastertransformer5.3.0-cu118", "not published in region us-gov-west-1"]),
+    ("model too large for the GPU", endpoint_yaml(instance_type="ml.g4dn.xlarge", dtype="fp32"), ["endpoint 'gptj'", "6.05 B parameters", "22.6 GiB of weights per GPU in fp32", "NVIDIA T4", "raise tensor_parallel_degree"]),
+    ("encoder-decoder on a decoder system", endpoint_yaml(model="google/flan-t5-xxl", instance_type="ml.g5.12xlarge"), ["endpoint 'gptj'", "model", "'google/flan-t5-xxl' is an encoder-decoder model", "serves decoder models only"]),
+    ("GPU system on a CPU instance", endpoint_yaml(system="lmi-vllm", instance_type="ml.m5.xlarge"), ["endpoint 'gptj'", "instance_type", "'ml.m5.xlarge' has no NVIDIA GPU", "lmi-vllm"]),
+    ("Neuron instance", endpoint_yaml(instance_type="ml.inf2.xlarge"), ["instance_type", "AWS Neuron", "NVIDIA GPUs"]),
+    ("engine option for another system", endpoint_yaml(engine="{tensorrt_profile: {max_batch: 4}}"), ["engine.tensorrt_profile", "tensorrt-byoc"]),
+    ("pipeline stage not an environment", "environments:\n  dev: {}\npipeline: {connection_arn: 'arn:aws:codeconnections:us-east-1:111122223333:connection/abc', repository: o/r, stages: [dev, prod]}\n" + endpoint_yaml(), ["pipeline.stages", "'prod' is not defined", "defined: dev"]),
     ("not a mapping", "- just\n- a list\n", ["must be a mapping", "endpoints"]),
     ("broken yaml", "endpoints: [\n  name: x\n", ["not valid YAML", "line"]),
 ]

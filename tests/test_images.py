@@ -6,33 +6,57 @@ import pytest
 
 from endpoint_config import SYSTEM_NAMES
 from systems import get_system
-from systems.images import DLC_REGIONS, HF_PYTORCH_INFERENCE
+from systems import images
+from systems.images import DLC_REGIONS, ImagePin
+
+PINS = {name: pin for name, pin in vars(images).items() if isinstance(pin, ImagePin)}
 
 
-@pytest.mark.parametrize("pin", [HF_PYTORCH_INFERENCE], ids=lambda p: p.repository)
+@pytest.mark.parametrize("pin", list(PINS.values()), ids=list(PINS))
 def test_pinned_uris_match_sagemaker_tables_in_every_region(pin):
     from sagemaker.core import image_uris
 
     mismatches = []
-    for region in DLC_REGIONS:
+    for region in pin.available_regions:
         for instance_type, gpu in (("ml.g5.xlarge", True), ("ml.m5.xlarge", False)):
             if not gpu and pin.cpu_tag is None:
                 continue
-            expected = image_uris.retrieve(
-                pin.sdk_framework,
-                region,
-                version=pin.sdk_version,
-                base_framework_version=pin.sdk_base_framework_version,
-                instance_type=instance_type,
-                image_scope="inference",
-            )
+            extra = {"base_framework_version": pin.sdk_base_framework_version} if pin.sdk_base_framework_version else {}
+            try:
+                expected = image_uris.retrieve(
+                    pin.sdk_framework, region, version=pin.sdk_version, instance_type=instance_type,
+                    image_scope="inference", **extra,
+                )
+            except ValueError as err:  # not published in this region: our table must not claim it either
+                mismatches.append((region, instance_type, pin.uri(region, gpu=gpu), f"not in the sagemaker table: {err}"))
+                continue
             if pin.uri(region, gpu=gpu) != expected:
                 mismatches.append((region, instance_type, pin.uri(region, gpu=gpu), expected))
     assert mismatches == []
 
 
-def test_every_system_has_a_pinned_image():
+def test_every_system_has_a_pinned_image_or_its_own_container():
     for name in SYSTEM_NAMES:
         system = get_system(name)
-        assert system.image.gpu_tag and ":" not in system.image.gpu_tag
         assert system.name == name
+        if system.own_container is None:
+            assert system.image in PINS.values() and ":" not in system.image.gpu_tag
+        else:
+            from stacks.endpoint_stack import SYSTEMS_DIR
+
+            assert (SYSTEMS_DIR / system.own_container.context / system.own_container.dockerfile).is_file()
+
+
+def test_legacy_systems_name_a_current_replacement():
+    for name in SYSTEM_NAMES:
+        system = get_system(name)
+        if system.legacy:
+            assert system.replacement in SYSTEM_NAMES and not get_system(system.replacement).legacy
+
+
+def test_images_are_refused_where_they_are_not_published():
+    from systems.images import DJL_FASTERTRANSFORMER_LEGACY
+
+    with pytest.raises(ValueError, match="not published in region us-gov-west-1"):
+        DJL_FASTERTRANSFORMER_LEGACY.uri("us-gov-west-1", gpu=True)
+    assert DLC_REGIONS == tuple(sorted(DLC_REGIONS))

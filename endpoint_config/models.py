@@ -1,0 +1,68 @@
+"""How big a model is and what kind it is, known before any download: from a local directory's files, or
+from a short table of the reference models. Used to refuse configs whose model cannot fit the instance."""
+
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+_DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1, "BOOL": 1}
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    parameters: int
+    encoder_decoder: bool
+    source: str  # where the facts came from, for messages
+
+
+# Reference models of the serving systems, from their model cards / config files.
+KNOWN_MODELS: dict[str, ModelFacts] = {
+    "EleutherAI/gpt-j-6B": ModelFacts(6_053_381_344, False, "known model"),
+    "google/flan-t5-xxl": ModelFacts(11_266_992_128, True, "known model"),
+    "google/flan-t5-xl": ModelFacts(2_849_757_184, True, "known model"),
+    "openai-community/gpt2": ModelFacts(124_439_808, False, "known model"),
+    "gpt2": ModelFacts(124_439_808, False, "known model"),
+    "openai-community/gpt2-large": ModelFacts(774_030_080, False, "known model"),
+    "meta-llama/Llama-3.1-8B-Instruct": ModelFacts(8_030_261_248, False, "known model"),
+    "mistralai/Mistral-7B-Instruct-v0.3": ModelFacts(7_248_023_552, False, "known model"),
+}
+
+
+def _safetensors_parameters(path: Path) -> int:
+    """Parameter count from a safetensors header alone (8-byte length + JSON), without reading the weights."""
+    with open(path, "rb") as f:
+        (length,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(length))
+    total = 0
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        count = 1
+        for dim in info["shape"]:
+            count *= dim
+        total += count
+    return total
+
+
+def model_facts(model: str, declared_parameters: int | None = None) -> ModelFacts | None:
+    """Facts about `model` (a local directory or a Hub id), or None when nothing is known before a build."""
+    path = Path(model)
+    encoder_decoder = None
+    if path.is_dir():
+        config = path / "config.json"
+        if config.is_file():
+            encoder_decoder = bool(json.loads(config.read_text()).get("is_encoder_decoder", False))
+        shards = sorted(path.glob("*.safetensors"))
+        if declared_parameters is None and shards:
+            declared_parameters = sum(_safetensors_parameters(p) for p in shards)
+        if declared_parameters is not None:
+            return ModelFacts(declared_parameters, bool(encoder_decoder), "local files")
+    known = KNOWN_MODELS.get(model)
+    if known is not None:
+        return ModelFacts(declared_parameters or known.parameters, known.encoder_decoder, known.source)
+    if declared_parameters is not None:
+        return ModelFacts(declared_parameters, bool(encoder_decoder), "model_parameters")
+    return None

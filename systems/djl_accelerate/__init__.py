@@ -1,0 +1,72 @@
+"""djl-accelerate: DJL Serving's Python engine with the stock Hugging Face handler (djl_python.huggingface),
+which splits the model across the worker's GPUs with accelerate's device_map="auto".
+
+Pinned to the same 0.27.0 image as djl-deepspeed (it ships djl_python.huggingface with accelerate), so the two
+recipes differ in the engine only and share one tested container. Not marked legacy: the Hugging Face handler
+is still part of current LMI; only the image pin is old. Note that accelerate's split is layer-wise (pipeline
+style, one GPU busy at a time), not true tensor parallelism: it fits the model, it does not speed it up.
+No torch import here.
+"""
+
+from __future__ import annotations
+
+from endpoint_config import EndpointSpec
+from systems.base import ServingSystem
+from systems.djl_common import MODEL_LOADING_TIMEOUT_S, SAGEMAKER_MODEL_DIR, model_copies
+from systems.images import DJL_DEEPSPEED_LEGACY
+
+ENTRY_POINT = "djl_python.huggingface"
+DEFAULT_STARTUP_TIMEOUT_S = 600
+MAX_BATCH_DELAY_MS = 100
+
+
+def serving_properties(endpoint: EndpointSpec) -> dict[str, str]:
+    """serving.properties of one endpoint.
+
+    option.device_map=auto: accelerate places the layers over the tensor_parallel_degree GPUs DJL gives the
+      worker (DJL sets each worker's visible GPUs from the degree).
+    option.rolling_batch=disable: 0.27's Python engine would otherwise pick a rolling-batch backend
+      (lmi-dist/vLLM) by itself; this system is the plain transformers path.
+    option.model_id=/opt/ml/model and option.model_loading_timeout: as in djl-deepspeed.
+    """
+    props = {
+        "engine": "Python",
+        "option.entryPoint": endpoint.engine.entry_point or ENTRY_POINT,
+        "option.model_id": SAGEMAKER_MODEL_DIR,
+        "option.task": "text-generation",
+        "option.dtype": endpoint.dtype,
+        "option.tensor_parallel_degree": str(endpoint.tensor_parallel_degree),
+        "option.device_map": "auto",
+        "option.rolling_batch": "disable",
+        "option.model_loading_timeout": str(MODEL_LOADING_TIMEOUT_S),
+    }
+    if endpoint.engine.custom_handler:
+        props["option.entryPoint"] = "model.py"
+    if endpoint.engine.max_batch_size is not None:
+        props["batch_size"] = str(endpoint.engine.max_batch_size)
+        props["max_batch_delay"] = str(MAX_BATCH_DELAY_MS)
+    return props
+
+
+def container_environment(endpoint: EndpointSpec) -> dict[str, str]:
+    """Nothing: serving.properties carries the configuration (an OPTION_* variable would override it)."""
+    return {}
+
+
+SYSTEM = ServingSystem(
+    name="djl-accelerate",
+    summary="DJL Serving 0.27 Python engine, Hugging Face handler with accelerate device_map over the GPUs",
+    image=DJL_DEEPSPEED_LEGACY,
+    environment=container_environment,
+    architectures=("decoder",),
+    gpu_only=True,
+    default_download_timeout_s=600,
+    default_startup_timeout_s=DEFAULT_STARTUP_TIMEOUT_S,
+    copies_fill_gpus=True,
+    engine_notes=(
+        "DJL starts one model copy per tensor_parallel_degree GPUs (ml.g5.12xlarge, 4 GPUs, degree 2: 2 copies); "
+        "accelerate splits each copy layer-wise over its GPUs (fits larger models, no tensor-parallel speed-up)."
+    ),
+)
+
+__all__ = ["SYSTEM", "serving_properties", "container_environment", "model_copies"]

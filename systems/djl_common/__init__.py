@@ -1,0 +1,139 @@
+"""Shared pieces of the DJL Serving / LMI systems (djl-deepspeed, djl-accelerate, djl-fastertransformer,
+lmi-vllm, lmi-trtllm): serving.properties writing and parsing, the engine options each system accepts, and
+how many model copies one instance runs. No torch import: the CDK app imports the systems' packages.
+
+DJL reads its configuration from `serving.properties` in the model directory and from the container
+environment: `OPTION_<NAME>` becomes `option.<name>` (upper case to lower case), and the environment wins
+over the file.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from endpoint_config import EndpointSpec, InstanceType
+from model_build import BuildError
+
+SERVING_PROPERTIES = "serving.properties"
+# Where SageMaker mounts the model data (an uncompressed S3 prefix, or the extracted model.tar.gz).
+SAGEMAKER_MODEL_DIR = "/opt/ml/model"
+# option.model_loading_timeout: DJL kills a worker whose model takes longer to load (240 s by default in older
+# DJL). Set to SageMaker's own upper limit on the startup health check, so SageMaker's (configured, sized)
+# ContainerStartupHealthCheckTimeoutInSeconds is the one limit that applies.
+MODEL_LOADING_TIMEOUT_S = 3600
+_KEY = re.compile(r"^(?:engine|job_queue_size|batch_size|max_batch_delay|max_idle_time|option\.[A-Za-z0-9_.]+)$")
+
+
+def format_properties(properties: Mapping[str, str | int | float | bool]) -> str:
+    """serving.properties text: `engine` first, then the other keys sorted (stable bytes, stable hash).
+
+    Values are written as DJL reads them (booleans lower case); keys and values are checked so the file
+    parses back to exactly `properties` (no newlines, no leading/trailing blanks, no escapes needed).
+    """
+    lines = []
+    for key in sorted(properties, key=lambda k: (k != "engine", k)):
+        value = properties[key]
+        text = str(value).lower() if isinstance(value, bool) else str(value)
+        if not _KEY.match(key):
+            raise ValueError(f"serving.properties key {key!r} is not a DJL key (engine, batch_size, option.*)")
+        if text != text.strip() or any(c in text for c in "\n\r\\") or not text:
+            raise ValueError(f"serving.properties {key}: value {text!r} must be one non-empty line without backslashes")
+        lines.append(f"{key}={text}")
+    return "\n".join(lines) + "\n"
+
+
+def write_properties(directory: Path, properties: Mapping[str, str | int | float | bool]) -> Path:
+    path = Path(directory) / SERVING_PROPERTIES
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(format_properties(properties))
+    return path
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Parse java-properties style `key=value` / `key: value` lines (comments `#`/`!`, blank lines skipped).
+
+    Enough of java.util.Properties for what DJL users write: no line continuations or escapes.
+    """
+    result: dict[str, str] = {}
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith(("#", "!")):
+            continue
+        match = re.match(r"^([^=:\s]+)\s*[=:\s]\s*(.*)$", line)
+        if match is None:
+            raise ValueError(f"serving.properties line {number}: {raw!r} is not key=value")
+        result[match.group(1)] = match.group(2)
+    return result
+
+
+def read_properties(directory: Path) -> dict[str, str]:
+    return parse_properties((Path(directory) / SERVING_PROPERTIES).read_text())
+
+
+def option_environment(options: Mapping[str, str | int | bool]) -> dict[str, str]:
+    """{"rolling_batch": "vllm"} -> {"OPTION_ROLLING_BATCH": "vllm"}: DJL maps OPTION_X onto option.x."""
+    env = {}
+    for name, value in options.items():
+        text = str(value).lower() if isinstance(value, bool) else str(value)
+        env[f"OPTION_{name.upper()}"] = text
+    return env
+
+
+def model_copies(endpoint: EndpointSpec, instance: InstanceType) -> int:
+    """DJL starts one worker (one model copy) per `tensor_parallel_degree` GPUs: ml.g5.12xlarge (4 GPUs) at
+    degree 2 serves 2 copies, each on its own pair of GPUs. Autoscaling targets are per copy."""
+    if not instance.is_gpu:
+        return 1
+    return max(1, instance.gpu_count // endpoint.tensor_parallel_degree)
+
+
+def refuse(endpoint: EndpointSpec, key: str, value: object, allowed: str) -> BuildError:
+    """The one error form: endpoint, key, value, what is allowed."""
+    return BuildError(
+        f"endpoint {endpoint.name!r}: {key}: value {value!r} is not supported by system {endpoint.system!r}; {allowed}"
+    )
+
+
+def check_engine_options(
+    endpoint: EndpointSpec,
+    *,
+    rolling_batch: Iterable[str | None],
+    entry_points: Iterable[str] = (),
+    max_batch_size: bool = True,
+    max_model_len: bool = True,
+    custom_handler: bool = False,
+) -> None:
+    """Refuse the `engine:` settings a system does not implement, before any heavy work."""
+    engine = endpoint.engine
+    allowed_rb = [v for v in rolling_batch if v is not None]
+    if engine.rolling_batch is not None and engine.rolling_batch not in allowed_rb:
+        raise refuse(
+            endpoint,
+            "engine.rolling_batch",
+            engine.rolling_batch,
+            f"allowed: {', '.join(allowed_rb)} (or leave it out)",
+        )
+    entry_points = tuple(entry_points)
+    if engine.entry_point is not None and engine.entry_point not in entry_points:
+        allowed = f"allowed: {', '.join(entry_points)} (or leave it out)" if entry_points else "remove the key"
+        raise refuse(endpoint, "engine.entry_point", engine.entry_point, allowed)
+    if engine.custom_handler and not custom_handler:
+        raise refuse(endpoint, "engine.custom_handler", True, "allowed: false (the engine's own handler serves)")
+    if engine.custom_handler and engine.entry_point is not None:
+        raise BuildError(
+            f"endpoint {endpoint.name!r}: engine.entry_point: value {engine.entry_point!r} conflicts with "
+            "engine.custom_handler: true (the artifact's model.py is the entry point); set only one of them"
+        )
+    if engine.max_batch_size is not None and not max_batch_size:
+        raise refuse(endpoint, "engine.max_batch_size", engine.max_batch_size, "remove the key")
+    if engine.max_model_len is not None and not max_model_len:
+        raise refuse(endpoint, "engine.max_model_len", engine.max_model_len, "remove the key")
+    if engine.tensorrt_profile is not None:
+        raise refuse(
+            endpoint, "engine.tensorrt_profile", engine.tensorrt_profile.model_dump(),
+            "remove the key (it belongs to system 'tensorrt-byoc')",
+        )  # fmt: skip
+    if endpoint.weights_format != "safetensors":
+        raise refuse(endpoint, "weights_format", endpoint.weights_format, "allowed: safetensors")

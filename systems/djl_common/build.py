@@ -1,0 +1,199 @@
+"""Recipe helpers shared by the DJL/LMI systems that serve decoder-only causal LMs from the model directory
+(djl-deepspeed, djl-accelerate, lmi-vllm, lmi-trtllm).
+
+The weights are written exactly as hf-fastload writes them, with its helpers (imported, not copied): sharded
+safetensors in the configured dtype, config.json with the `torch_dtype` key the containers' transformers 4.x
+reads, and the source's tokenizer files copied verbatim (files re-saved by transformers 5 do not load there).
+SageMaker mounts the uncompressed S3 prefix at /opt/ml/model, so the engine finds everything in one place.
+
+Verification loads the written directory back with transformers in the same dtype and compares logits and
+greedy tokens with the source model: a finished build is known to load and to compute what the source does.
+What it cannot prove here is the engine's own loader (DeepSpeed kernels, vLLM, TensorRT-LLM need a GPU).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from endpoint_config import EndpointSpec, parse_instance_type
+from model_build import BuildError
+from model_build.source import resolve_model_source
+from systems.hf_fastload.recipe import (
+    TOLERANCE,
+    VERIFY_NEW_TOKENS,
+    VERIFY_PROMPT,
+    _config_for_container,
+    _reference,
+    check_tokenizer,
+)
+from systems.images import ImagePin
+
+from . import SERVING_PROPERTIES, model_copies, write_properties
+
+TORCH_DTYPE_NAMES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}
+
+
+def read_source_config(endpoint: EndpointSpec, source: Path) -> dict[str, Any]:
+    path = source / "config.json"
+    if not path.is_file():
+        raise BuildError(
+            f"endpoint {endpoint.name!r}: model: value {endpoint.model!r} has no config.json ({source}); "
+            "allowed: a transformers model directory or Hub id"
+        )
+    return json.loads(path.read_text())
+
+
+def check_decoder(endpoint: EndpointSpec, config: Mapping[str, Any], model_types: Iterable[str] | None = None) -> None:
+    """Refuse anything but a decoder-only causal LM (and, when given, model types outside `model_types`)."""
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    model_type = config.get("model_type")
+    arch = (config.get("architectures") or [None])[0]
+    if config.get("is_encoder_decoder") or model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+        kind = "an encoder-decoder model" if config.get("is_encoder_decoder") else "not a causal language model"
+        raise BuildError(
+            f"endpoint {endpoint.name!r}: model: value {endpoint.model!r} is {kind} (model_type {model_type!r}, "
+            f"architecture {arch!r}); system {endpoint.system!r} serves decoder-only causal LMs "
+            "(e.g. gptj, gpt2, llama, mistral)"
+        )
+    if model_types is not None and model_type not in set(model_types):
+        raise BuildError(
+            f"endpoint {endpoint.name!r}: model: value {endpoint.model!r} has model_type {model_type!r}, which "
+            f"system {endpoint.system!r} cannot compile; allowed model types: {', '.join(sorted(model_types))}"
+        )
+
+
+def _load_causal_lm(path: Path, dtype_name: str) -> tuple[Any, Any]:
+    import transformers
+
+    from systems.hf_fastload.handler.inference import TORCH_DTYPES, dtype_kwargs
+
+    model = transformers.AutoModelForCausalLM.from_pretrained(path, **dtype_kwargs(TORCH_DTYPES[dtype_name])).eval()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(path)
+    return model, tokenizer
+
+
+def build_decoder_artifact(
+    endpoint: EndpointSpec,
+    out_dir: Path,
+    *,
+    image: ImagePin,
+    engine: str,
+    progress: bool = True,
+    properties: Mapping[str, str | int | bool] | None = None,
+    custom_handler: Path | None = None,
+    environment: Callable[[EndpointSpec], dict[str, str]] | None = None,
+    model_types: Iterable[str] | None = None,
+    notes: str = "",
+) -> dict[str, Any]:
+    """Weights + tokenizer (+ serving.properties, + model.py) + manifest.json in `out_dir`; returns the manifest."""
+    source = resolve_model_source(endpoint.model, endpoint.revision)
+    source_config = read_source_config(endpoint, source)
+    check_decoder(endpoint, source_config, model_types)
+    tokenizer_files = check_tokenizer(source)
+
+    import safetensors
+    import tokenizers
+    import torch
+    import transformers
+    from tqdm.auto import tqdm
+
+    from model_build.manifest import write_manifest
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    steps = tqdm(total=4, desc=f"build {endpoint.name}", unit="step", disable=not progress)
+
+    steps.set_postfix_str("load source")
+    try:
+        model, tokenizer = _load_causal_lm(source, endpoint.dtype)
+    except Exception as err:
+        raise BuildError(
+            f"endpoint {endpoint.name!r}: model {endpoint.model!r} failed to load from {source}: {type(err).__name__}: {err}"
+        ) from None
+    parameter_count = sum(p.numel() for p in model.parameters())
+    ref_logits, ref_prompt_ids, ref_tokens = _reference(model, tokenizer)
+    steps.update()
+
+    steps.set_postfix_str("write weights")
+    model.save_pretrained(out_dir, max_shard_size=endpoint.max_shard_size, safe_serialization=True)
+    _config_for_container(out_dir, endpoint.dtype)
+    del model
+    for name in tokenizer_files:
+        shutil.copy2(source / name, out_dir / name)
+    if properties is not None:
+        write_properties(out_dir, properties)
+    if custom_handler is not None:
+        shutil.copyfile(custom_handler, out_dir / "model.py")
+    steps.update()
+
+    steps.set_postfix_str("verify")
+    loaded, loaded_tokenizer = _load_causal_lm(out_dir, endpoint.dtype)
+    logits, prompt_ids, tokens = _reference(loaded, loaded_tokenizer)
+    del loaded
+    max_diff = float((logits - ref_logits).abs().max()) if logits.shape == ref_logits.shape else float("inf")
+    tolerance = TOLERANCE[endpoint.dtype]
+    verification = {
+        "method": "transformers reload of the artifact vs the source model, same dtype (the engine's own "
+        "loader needs a GPU)",
+        "prompt": VERIFY_PROMPT,
+        "new_tokens": VERIFY_NEW_TOKENS,
+        "max_abs_logit_diff": max_diff,
+        "tolerance": tolerance,
+        "tokenizer_ids_match": prompt_ids == ref_prompt_ids,
+        "greedy_tokens_match": tokens == ref_tokens,
+    }
+    if not (max_diff <= tolerance and prompt_ids == ref_prompt_ids and tokens == ref_tokens):
+        raise BuildError(
+            f"endpoint {endpoint.name!r}: the written artifact does not reproduce the source model ({endpoint.dtype}): "
+            f"max abs logit diff {max_diff:.3g} (allowed <= {tolerance}), prompt token ids match: "
+            f"{prompt_ids == ref_prompt_ids}, greedy tokens {tokens} vs source {ref_tokens}"
+        )
+    steps.update()
+
+    steps.set_postfix_str("hash")
+    serving: dict[str, Any] = {
+        "engine": engine,
+        "model_copies_per_instance": model_copies(endpoint, parse_instance_type(endpoint.instance_type)),
+        "tensor_parallel_degree": endpoint.tensor_parallel_degree,
+    }
+    if properties is not None:
+        serving["serving_properties"] = SERVING_PROPERTIES
+    if custom_handler is not None:
+        serving["custom_handler"] = "model.py"
+    if environment is not None:
+        serving["container_environment"] = environment(endpoint)
+    if notes:
+        serving["notes"] = notes
+    manifest = write_manifest(
+        out_dir,
+        progress=progress,
+        system=endpoint.system,
+        endpoint=endpoint.name,
+        model={
+            "source": endpoint.model,
+            "revision": endpoint.revision,
+            "architecture": (source_config.get("architectures") or [None])[0],
+            "model_type": source_config.get("model_type"),
+            "parameter_count": parameter_count,
+        },
+        dtype=endpoint.dtype,
+        weights_format="safetensors",
+        max_shard_size=endpoint.max_shard_size,
+        libraries={
+            "torch": torch.__version__,
+            "transformers": transformers.__version__,
+            "safetensors": safetensors.__version__,
+            "tokenizers": tokenizers.__version__,
+        },
+        target_container={"image_repository": image.repository, "image_tag_gpu": image.gpu_tag},
+        serving=serving,
+        verification=verification,
+    )
+    steps.update()
+    steps.close()
+    return manifest

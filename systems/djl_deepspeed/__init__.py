@@ -1,0 +1,78 @@
+"""djl-deepspeed (legacy): DJL Serving's DeepSpeed engine, tensor parallel with kernel injection.
+
+Upstream dropped DeepSpeed from LMI after 0.27.0, so this is pinned to the last image that has it
+(`0.27.0-deepspeed0.12.6-cu121`); the replacement is lmi-vllm. The artifact is the model directory DJL
+reads (serving.properties + sharded safetensors + config + tokenizer), mounted at /opt/ml/model; the whole
+engine configuration lives in serving.properties (see `serving_properties`). No torch import here.
+"""
+
+from __future__ import annotations
+
+from endpoint_config import EndpointSpec
+from systems.base import ServingSystem
+from systems.djl_common import MODEL_LOADING_TIMEOUT_S, SAGEMAKER_MODEL_DIR, model_copies
+from systems.images import DJL_DEEPSPEED_LEGACY
+
+ENTRY_POINT = "djl_python.deepspeed"
+# The 0.27 DeepSpeed handler's own start can take minutes (checkpoint load + kernel injection on each GPU).
+DEFAULT_STARTUP_TIMEOUT_S = 900
+# Dynamic batching wait when engine.max_batch_size is set (ms): requests arriving within it share a batch.
+MAX_BATCH_DELAY_MS = 100
+
+
+def serving_properties(endpoint: EndpointSpec) -> dict[str, str]:
+    """serving.properties of one endpoint (the recipe writes it; the tests compare the parsed file with it).
+
+    option.model_id=/opt/ml/model: the weights sit next to serving.properties in the model data SageMaker
+      mounts there. DJL 0.27 falls back to the model directory when model_id is unset; naming it makes the
+      handler's `model_id or model_dir` choice explicit and keeps the artifact self-describing.
+    option.rolling_batch=disable: GPT-J is not one of DeepSpeed's rolling-batch architectures; the
+      classic handler with dynamic batching (batch_size / max_batch_delay) serves it.
+    option.max_tokens: DeepSpeed's inference-time limit on prompt + generated tokens (engine.max_model_len).
+    option.model_loading_timeout: 3600 s, so SageMaker's startup health check is the one limit (djl_common).
+    """
+    props = {
+        "engine": "DeepSpeed",
+        "option.entryPoint": endpoint.engine.entry_point or ENTRY_POINT,
+        "option.model_id": SAGEMAKER_MODEL_DIR,
+        "option.task": "text-generation",
+        "option.dtype": endpoint.dtype,
+        "option.tensor_parallel_degree": str(endpoint.tensor_parallel_degree),
+        "option.rolling_batch": "disable",
+        "option.model_loading_timeout": str(MODEL_LOADING_TIMEOUT_S),
+    }
+    if endpoint.engine.custom_handler:
+        props["option.entryPoint"] = "model.py"
+    if endpoint.engine.max_model_len is not None:
+        props["option.max_tokens"] = str(endpoint.engine.max_model_len)
+    if endpoint.engine.max_batch_size is not None:
+        props["batch_size"] = str(endpoint.engine.max_batch_size)
+        props["max_batch_delay"] = str(MAX_BATCH_DELAY_MS)
+    return props
+
+
+def container_environment(endpoint: EndpointSpec) -> dict[str, str]:
+    """Nothing: serving.properties in the model data carries the whole engine configuration, and an
+    OPTION_* variable would silently override it."""
+    return {}
+
+
+SYSTEM = ServingSystem(
+    name="djl-deepspeed",
+    summary="DJL Serving 0.27 DeepSpeed engine (tensor parallel, kernel injection); legacy, pinned last image",
+    image=DJL_DEEPSPEED_LEGACY,
+    environment=container_environment,
+    architectures=("decoder",),
+    gpu_only=True,
+    default_download_timeout_s=600,
+    default_startup_timeout_s=DEFAULT_STARTUP_TIMEOUT_S,
+    legacy=True,
+    replacement="lmi-vllm",
+    copies_fill_gpus=True,
+    engine_notes=(
+        "DJL starts one model copy per tensor_parallel_degree GPUs (ml.g5.12xlarge, 4 GPUs, degree 2: 2 copies, "
+        "each on its own GPU pair); autoscaling targets are per copy. DeepSpeed was dropped from LMI after 0.27.0."
+    ),
+)
+
+__all__ = ["SYSTEM", "serving_properties", "container_environment", "model_copies"]

@@ -1,0 +1,78 @@
+"""djl-fastertransformer (legacy): DJL Serving 0.24's FasterTransformer engine with our own `model.py`.
+
+FasterTransformer was dropped from LMI after 0.24.0; this is pinned to the last image with it
+(`0.24.0-fastertransformer5.3.0-cu118`); the replacement is lmi-trtllm. Reference: flan-t5-xxl, tensor
+parallel 4 on ml.g5.12xlarge.
+
+Staged weights: the engine reads the checkpoint itself and converts it at start, so the weights are not
+SageMaker model data. The artifact has two parts:
+    code/     serving.properties + model.py: the SageMaker model data (small, mounted at /opt/ml/model)
+    weights/  the Hugging Face checkpoint files, uploaded to S3 next to code/; the stack passes their S3 URI
+              to `staged_weights_environment`, which sets OPTION_MODEL_ID=s3://... (DJL maps OPTION_<NAME> to
+              option.<name>). DJL 0.24's frontend downloads an s3:// model_id (s5cmd) before the handler runs
+              and hands the handler the local copy as `model_id`. `option.s3url` is the older spelling 0.24
+              still accepts as a deprecated alias; only one is set, so the weights are downloaded once.
+The container downloads from S3 itself, so it needs network access: network_isolation is off.
+No torch import here.
+"""
+
+from __future__ import annotations
+
+from endpoint_config import EndpointSpec
+from systems.base import ServingSystem
+from systems.djl_common import MODEL_LOADING_TIMEOUT_S, model_copies
+from systems.images import DJL_FASTERTRANSFORMER_LEGACY
+
+CODE_DIR = "code"
+WEIGHTS_DIR = "weights"
+HANDLER_FILE = "model.py"
+
+
+def serving_properties(endpoint: EndpointSpec) -> dict[str, str]:
+    """code/serving.properties. No model location in it: the weights' S3 URI is known only at deploy time
+    (content-addressed prefix), so it comes from the environment (`staged_weights_environment`)."""
+    return {
+        "engine": "FasterTransformer",
+        "option.entryPoint": HANDLER_FILE,
+        "option.tensor_parallel_degree": str(endpoint.tensor_parallel_degree),
+        "option.dtype": endpoint.dtype,
+        "option.model_loading_timeout": str(MODEL_LOADING_TIMEOUT_S),
+    }
+
+
+def container_environment(endpoint: EndpointSpec) -> dict[str, str]:
+    """Nothing beyond serving.properties; the weights' location comes from staged_weights_environment."""
+    return {}
+
+
+def staged_weights_environment(weights_s3_uri: str) -> dict[str, str]:
+    """Point the engine at the staged weights (an S3 prefix: always given with a trailing slash)."""
+    if not weights_s3_uri.startswith("s3://") or len(weights_s3_uri) <= len("s3://"):
+        raise ValueError(f"weights location {weights_s3_uri!r} is not an S3 URI; expected s3://bucket/prefix/")
+    return {"OPTION_MODEL_ID": weights_s3_uri.rstrip("/") + "/"}
+
+
+SYSTEM = ServingSystem(
+    name="djl-fastertransformer",
+    summary="DJL Serving 0.24 FasterTransformer engine (T5 and GPT-style models), weights staged in S3; legacy",
+    image=DJL_FASTERTRANSFORMER_LEGACY,
+    environment=container_environment,
+    architectures=("encoder-decoder", "decoder"),
+    gpu_only=True,
+    default_download_timeout_s=600,
+    # The engine downloads the weights from S3 and converts them to FasterTransformer's layout at start.
+    default_startup_timeout_s=1200,
+    legacy=True,
+    replacement="lmi-trtllm",
+    network_isolation=False,
+    staged_weights_environment=staged_weights_environment,
+    copies_fill_gpus=True,
+    engine_notes=(
+        "Model data is the artifact's code/ subfolder; the weights/ subfolder stays in S3 and the engine "
+        "downloads and converts it at start (startup timeout covers both). One model copy per "
+        "tensor_parallel_degree GPUs (ml.g5.12xlarge at degree 4: 1 copy). FasterTransformer was dropped "
+        "from LMI after 0.24.0."
+    ),
+)
+
+__all__ = ["SYSTEM", "serving_properties", "container_environment", "staged_weights_environment", "model_copies"]

@@ -1,0 +1,186 @@
+"""DJL Serving handler (`model.py`) of the djl-fastertransformer system; model_build copies it to the
+artifact's code/ folder, and serving.properties names it (option.entryPoint=model.py).
+
+DJL calls `handle(inputs)` first with an empty input when the worker starts: the model loads then (once per
+worker, kept in a module global) and the call answers None. Every later call is one request:
+    {"inputs": str | [str, ...], "parameters": {"max_seq_len": 1..MAX_SEQ_LEN, "temperature": (0, 5],
+     "top_k": 0..1000, "top_p": [0, 1], "beam_width": 1..8, "repetition_penalty": (0, 10], "len_penalty": [0, 5]}}
+ -> {"outputs": [str, ...]}, one text per input. An invalid request gets HTTP 400 and {"error": message}
+    where the message names the parameter, the value and the allowed range.
+
+Engines: FasterTransformer (`import fastertransformer`, its `init_inference`, as the 0.24 image provides) when
+importable; otherwise transformers `generate` (CPU/tests; transformers 5 has no text2text pipeline any more).
+Model location: `model_id` from the properties (DJL has already downloaded an s3:// model_id and passes the
+local copy), else the model directory.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+from typing import Any
+
+from djl_python import Input, Output
+
+MAX_SEQ_LEN = int(os.environ.get("FT_MAX_SEQ_LEN", "512"))
+MAX_INPUTS = 16
+DEFAULT_MAX_SEQ_LEN = 128
+# name: (type, low, low exclusive, high)
+LIMITS: dict[str, tuple[type, float, bool, float]] = {
+    "max_seq_len": (int, 1, False, MAX_SEQ_LEN),
+    "temperature": (float, 0.0, True, 5.0),
+    "top_k": (int, 0, False, 1000),
+    "top_p": (float, 0.0, False, 1.0),
+    "beam_width": (int, 1, False, 8),
+    "repetition_penalty": (float, 0.0, True, 10.0),
+    "len_penalty": (float, 0.0, False, 5.0),
+}
+DTYPES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}
+
+_model: dict[str, Any] = {}
+
+
+class RequestError(ValueError):
+    """The client's fault: answered with HTTP 400."""
+
+
+def model_location(properties: dict[str, str]) -> str:
+    location = properties.get("model_id") or properties.get("s3url") or properties.get("model_dir")
+    if not location:
+        raise RuntimeError("no model location: set option.model_id (OPTION_MODEL_ID) to the weights' S3 prefix")
+    return location
+
+
+def load(properties: dict[str, str]) -> dict[str, Any]:
+    location = model_location(properties)
+    dtype = properties.get("dtype", "fp16")
+    if dtype not in DTYPES:
+        raise RuntimeError(f"option.dtype {dtype!r} is not supported; allowed: {', '.join(DTYPES)}")
+    tp = int(properties.get("tensor_parallel_degree", "1"))
+    if importlib.util.find_spec("fastertransformer") is not None:
+        import fastertransformer as ft
+
+        logging.info("FasterTransformer: loading %s, tensor parallel %d, %s", location, tp, dtype)
+        return {"engine": "fastertransformer", "model": ft.init_inference(location, tp, 1, dtype)}
+    return load_transformers(location, dtype)
+
+
+def load_transformers(location: str, dtype: str) -> dict[str, Any]:
+    """The CPU fallback (and what model_build's verification uses): fp32 on CPU, `dtype` on a GPU."""
+    import json
+    from pathlib import Path
+
+    import torch
+    import transformers
+
+    config = json.loads((Path(location) / "config.json").read_text())
+    encoder_decoder = bool(config.get("is_encoder_decoder"))
+    cls = transformers.AutoModelForSeq2SeqLM if encoder_decoder else transformers.AutoModelForCausalLM
+    cuda = torch.cuda.is_available()
+    torch_dtype = getattr(torch, DTYPES[dtype]) if cuda else torch.float32
+    kwargs = (
+        {"dtype": torch_dtype} if int(transformers.__version__.split(".")[0]) >= 5 else {"torch_dtype": torch_dtype}
+    )
+    model = cls.from_pretrained(location, **kwargs).eval()
+    if cuda:
+        model = model.to("cuda")
+    tokenizer = transformers.AutoTokenizer.from_pretrained(location)
+    if not encoder_decoder:
+        tokenizer.padding_side = "left"
+        if tokenizer.pad_token is None:
+            tokenizer.pad_token = tokenizer.eos_token
+    logging.info("transformers fallback: loaded %s (%s)", location, torch_dtype)
+    return {"engine": "transformers", "model": model, "tokenizer": tokenizer, "encoder_decoder": encoder_decoder}
+
+
+def parse_request(data: Any) -> tuple[list[str], dict[str, Any]]:
+    """Validate one request; RequestError names the key, the value and the limit."""
+    if not isinstance(data, dict) or "inputs" not in data:
+        raise RequestError('request must be a JSON object with "inputs" (a string or a list of strings)')
+    unknown = sorted(set(data) - {"inputs", "parameters"})
+    if unknown:
+        raise RequestError(f"request key {unknown[0]!r} is not supported; allowed: inputs, parameters")
+    inputs = data["inputs"]
+    prompts = [inputs] if isinstance(inputs, str) else inputs
+    if not isinstance(prompts, list) or not all(isinstance(p, str) and p for p in prompts):
+        raise RequestError(f"inputs: value {inputs!r} must be a non-empty string or a list of non-empty strings")
+    if not 1 <= len(prompts) <= MAX_INPUTS:
+        raise RequestError(f"inputs: {len(prompts)} prompts given; allowed: 1 to {MAX_INPUTS} per request")
+    raw = data.get("parameters") or {}
+    if not isinstance(raw, dict):
+        raise RequestError(f"parameters: value {raw!r} must be a JSON object")
+    params: dict[str, Any] = {"max_seq_len": DEFAULT_MAX_SEQ_LEN}
+    for key, value in raw.items():
+        if key not in LIMITS:
+            raise RequestError(f"parameters.{key}: not supported; allowed: {', '.join(LIMITS)}")
+        kind, low, low_open, high = LIMITS[key]
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or (kind is int and not isinstance(value, int))
+        ):
+            raise RequestError(
+                f"parameters.{key}: value {value!r} must be {'an integer' if kind is int else 'a number'}"
+            )
+        if value < low or (low_open and value == low) or value > high:
+            raise RequestError(
+                f"parameters.{key}: value {value!r} is out of range; allowed: {'>' if low_open else '>='} {low} and <= {high}"
+            )
+        params[key] = kind(value)
+    return prompts, params
+
+
+def generate(model: dict[str, Any], prompts: list[str], params: dict[str, Any]) -> list[str]:
+    if model["engine"] == "fastertransformer":
+        return list(model["model"].pipeline_generate(prompts, **params))
+    return _generate_transformers(model, prompts, params)
+
+
+def _generate_transformers(model: dict[str, Any], prompts: list[str], params: dict[str, Any]) -> list[str]:
+    """FasterTransformer's parameters in transformers terms: beam_width -> num_beams, len_penalty ->
+    length_penalty; FT samples when top_k > 1, 0 < top_p < 1 or a temperature is given (greedy otherwise)."""
+    import torch
+
+    tokenizer, lm = model["tokenizer"], model["model"]
+    kwargs: dict[str, Any] = {"max_new_tokens": params["max_seq_len"]}
+    beams = params.get("beam_width", 1)
+    if beams > 1:
+        kwargs["num_beams"] = beams
+        kwargs["length_penalty"] = params.get("len_penalty", 1.0)
+    top_k, top_p = params.get("top_k", 1), params.get("top_p", 0.0)
+    sample = beams == 1 and (top_k > 1 or 0 < top_p < 1 or "temperature" in params)
+    kwargs["do_sample"] = sample
+    if sample:
+        kwargs["top_k"] = top_k if top_k > 1 else 0  # 0: no top-k filter
+        if 0 < top_p < 1:
+            kwargs["top_p"] = top_p
+        if "temperature" in params:
+            kwargs["temperature"] = params["temperature"]
+    if "repetition_penalty" in params:
+        kwargs["repetition_penalty"] = params["repetition_penalty"]
+    encoded = tokenizer(prompts, return_tensors="pt", padding=True).to(lm.device)
+    with torch.inference_mode():
+        out = lm.generate(**encoded, **kwargs, pad_token_id=tokenizer.pad_token_id)
+    if not model["encoder_decoder"]:
+        out = out[:, encoded["input_ids"].shape[1] :]
+    return tokenizer.batch_decode(out, skip_special_tokens=True)
+
+
+def handle(inputs: Input) -> Output | None:
+    if not _model:
+        _model.update(load(inputs.get_properties()))
+    if inputs.is_empty():  # the server's warm-up call at worker start: the model is now loaded
+        return None
+    try:
+        try:
+            data = inputs.get_as_json()
+        except Exception as err:
+            raise RequestError(f"request body is not valid JSON: {err}") from None
+        prompts, params = parse_request(data)
+    except RequestError as err:
+        out = Output()
+        out.set_code(400)
+        out.set_message("Bad Request")
+        return out.add_as_json({"error": str(err)})
+    return Output().add_as_json({"outputs": generate(_model, prompts, params)})

@@ -1,0 +1,212 @@
+"""Build the djl-fastertransformer artifact.
+
+Layout:
+    code/serving.properties   engine=FasterTransformer, option.entryPoint=model.py, tensor parallel, dtype
+    code/model.py             the handler (systems/djl_fastertransformer/handler/model.py)
+    weights/                  the source checkpoint's files, copied byte for byte: *.json, weights
+                              (*.safetensors, else *.bin/*.pt), *.txt, *.model (sentencepiece). The engine
+                              converts them itself at start, for its tensor-parallel degree and dtype.
+    manifest.json             hashes of both parts; `parts` says which is the model data and which is staged
+
+Verification: the copied weights/ directory is loaded with transformers (what model.py falls back to without
+FasterTransformer) and must reproduce the source model's logits and greedy tokens in the same dtype. The
+FasterTransformer conversion itself only runs on a GPU in the 0.24 image.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+from endpoint_config import EndpointSpec
+from model_build import BuildError
+from model_build.source import resolve_model_source
+from systems.djl_common import check_engine_options, model_copies, write_properties
+from systems.djl_fastertransformer import CODE_DIR, HANDLER_FILE, SYSTEM, WEIGHTS_DIR, serving_properties
+from systems.hf_fastload.recipe import TOLERANCE, VERIFY_NEW_TOKENS, VERIFY_PROMPT, _reference
+from systems.images import DJL_FASTERTRANSFORMER_LEGACY
+
+HANDLER_SOURCE = Path(__file__).parent / "handler" / "model.py"
+# What the engine needs from a checkpoint (model_build.source's allow_patterns). Safetensors are preferred;
+# *.bin / *.pt are fetched only when a checkpoint has no safetensors, so a Hub repo holding both is not
+# downloaded twice.
+BASE_PATTERNS = ("*.json", "*.txt", "*.model")
+SAFETENSORS_PATTERNS = ("*.safetensors",)
+PICKLE_PATTERNS = ("*.bin", "*.pt")
+# Model types FasterTransformer 5.3 in DJL 0.24 converts (T5 family and GPT-style decoders).
+MODEL_TYPES = ("t5", "mt5", "gpt2", "gptj", "gpt_neox", "bloom", "opt", "llama")
+
+
+def _matches(name: str, patterns: tuple[str, ...]) -> bool:
+    return any(fnmatch.fnmatch(name, p) for p in patterns)
+
+
+def select_files(endpoint: EndpointSpec) -> tuple[Path, list[str], str]:
+    """(source dir, file names to stage, weights kind 'safetensors' | 'pickle')."""
+    source = resolve_model_source(
+        endpoint.model, endpoint.revision, allow_patterns=BASE_PATTERNS + SAFETENSORS_PATTERNS
+    )
+    names = sorted(p.name for p in source.iterdir() if p.is_file())
+    kind = "safetensors"
+    if not any(_matches(n, SAFETENSORS_PATTERNS) for n in names):
+        kind = "pickle"
+        if not any(_matches(n, PICKLE_PATTERNS) for n in names) and not Path(endpoint.model).expanduser().is_dir():
+            source = resolve_model_source(
+                endpoint.model, endpoint.revision, allow_patterns=BASE_PATTERNS + PICKLE_PATTERNS
+            )
+            names = sorted(p.name for p in source.iterdir() if p.is_file())
+    weights_patterns = SAFETENSORS_PATTERNS if kind == "safetensors" else PICKLE_PATTERNS
+    selected = [n for n in names if _matches(n, BASE_PATTERNS + weights_patterns)]
+    if not any(_matches(n, weights_patterns) for n in selected):
+        raise BuildError(
+            f"endpoint {endpoint.name!r}: model: value {endpoint.model!r} has no weights ({source}); "
+            "allowed: a checkpoint with *.safetensors or *.bin / *.pt files"
+        )
+    if "config.json" not in selected:
+        raise BuildError(f"endpoint {endpoint.name!r}: model: value {endpoint.model!r} has no config.json ({source})")
+    return source, selected, kind
+
+
+def check_model(endpoint: EndpointSpec, config: dict[str, Any]) -> None:
+    model_type = config.get("model_type")
+    if model_type not in MODEL_TYPES:
+        raise BuildError(
+            f"endpoint {endpoint.name!r}: model: value {endpoint.model!r} has model_type {model_type!r}, which "
+            f"FasterTransformer in DJL 0.24 does not serve; allowed model types: {', '.join(MODEL_TYPES)}"
+        )
+
+
+def _load(path: Path, dtype: str, encoder_decoder: bool) -> tuple[Any, Any]:
+    import transformers
+
+    from systems.hf_fastload.handler.inference import TORCH_DTYPES, dtype_kwargs
+
+    cls = transformers.AutoModelForSeq2SeqLM if encoder_decoder else transformers.AutoModelForCausalLM
+    return cls.from_pretrained(
+        path, **dtype_kwargs(TORCH_DTYPES[dtype])
+    ).eval(), transformers.AutoTokenizer.from_pretrained(path)
+
+
+def _seq2seq_reference(model: Any, tokenizer: Any) -> tuple[Any, list[int], list[int]]:
+    """Encoder-decoder twin of hf-fastload's _reference: first decoder step's logits and greedy output ids."""
+    import torch
+
+    ids = tokenizer(VERIFY_PROMPT, return_tensors="pt")["input_ids"]
+    start = torch.tensor([[model.config.decoder_start_token_id]])
+    with torch.inference_mode():
+        logits = model(input_ids=ids, decoder_input_ids=start).logits.float()
+        out = model.generate(
+            input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=VERIFY_NEW_TOKENS,
+            min_new_tokens=VERIFY_NEW_TOKENS, do_sample=False,
+        )  # fmt: skip
+    return logits, ids[0].tolist(), out[0].tolist()
+
+
+def build(endpoint: EndpointSpec, out_dir: Path, progress: bool = True) -> dict[str, Any]:
+    # One request per call in model.py (no dynamic batching), no rolling batch in FasterTransformer for T5,
+    # per-request length limits instead of an engine-wide one, and model.py is always the handler.
+    check_engine_options(
+        endpoint, rolling_batch=("disable",), max_batch_size=False, max_model_len=False, custom_handler=True
+    )
+    source, names, weights_kind = select_files(endpoint)
+    config = json.loads((source / "config.json").read_text())
+    check_model(endpoint, config)
+    encoder_decoder = bool(config.get("is_encoder_decoder"))
+
+    import torch
+    import transformers
+    from tqdm.auto import tqdm
+
+    from model_build.manifest import write_manifest
+
+    out_dir = Path(out_dir)
+    code, weights = out_dir / CODE_DIR, out_dir / WEIGHTS_DIR
+    code.mkdir(parents=True, exist_ok=True)
+    weights.mkdir(parents=True, exist_ok=True)
+    reference = _seq2seq_reference if encoder_decoder else _reference
+    steps = tqdm(total=4, desc=f"build {endpoint.name}", unit="step", disable=not progress)
+
+    steps.set_postfix_str("load source")
+    try:
+        model, tokenizer = _load(source, endpoint.dtype, encoder_decoder)
+    except Exception as err:
+        raise BuildError(
+            f"endpoint {endpoint.name!r}: model {endpoint.model!r} failed to load from {source}: {type(err).__name__}: {err}"
+        ) from None
+    parameter_count = sum(p.numel() for p in model.parameters())
+    ref_logits, ref_ids, ref_tokens = reference(model, tokenizer)
+    del model
+    steps.update()
+
+    steps.set_postfix_str("stage weights + code")
+    for name in names:
+        shutil.copyfile(source / name, weights / name)  # follows Hub-cache symlinks to the blobs
+    write_properties(code, serving_properties(endpoint))
+    shutil.copyfile(HANDLER_SOURCE, code / HANDLER_FILE)
+    steps.update()
+
+    steps.set_postfix_str("verify")
+    loaded, loaded_tokenizer = _load(weights, endpoint.dtype, encoder_decoder)
+    logits, ids, tokens = reference(loaded, loaded_tokenizer)
+    del loaded
+    max_diff = float((logits - ref_logits).abs().max()) if logits.shape == ref_logits.shape else float("inf")
+    tolerance = TOLERANCE[endpoint.dtype]
+    verification = {
+        "method": "transformers load of the staged weights/ vs the source model, same dtype (FasterTransformer's "
+        "conversion runs on a GPU only)",
+        "prompt": VERIFY_PROMPT,
+        "new_tokens": VERIFY_NEW_TOKENS,
+        "max_abs_logit_diff": max_diff,
+        "tolerance": tolerance,
+        "tokenizer_ids_match": ids == ref_ids,
+        "greedy_tokens_match": tokens == ref_tokens,
+    }
+    if not (max_diff <= tolerance and ids == ref_ids and tokens == ref_tokens):
+        raise BuildError(
+            f"endpoint {endpoint.name!r}: the staged weights do not reproduce the source model ({endpoint.dtype}): "
+            f"max abs logit diff {max_diff:.3g} (allowed <= {tolerance}), greedy tokens {tokens} vs {ref_tokens}"
+        )
+    steps.update()
+
+    from endpoint_config import parse_instance_type
+
+    steps.set_postfix_str("hash")
+    manifest = write_manifest(
+        out_dir,
+        progress=progress,
+        system=SYSTEM.name,
+        endpoint=endpoint.name,
+        model={
+            "source": endpoint.model,
+            "revision": endpoint.revision,
+            "architecture": (config.get("architectures") or [None])[0],
+            "model_type": config.get("model_type"),
+            "encoder_decoder": encoder_decoder,
+            "parameter_count": parameter_count,
+        },
+        dtype=endpoint.dtype,
+        weights_format=weights_kind,
+        # model_data: the SageMaker model data (subfolder of the uploaded artifact); staged_weights: stays in S3,
+        # its URI goes to SYSTEM.staged_weights_environment.
+        parts={"model_data": CODE_DIR, "staged_weights": WEIGHTS_DIR},
+        libraries={"torch": torch.__version__, "transformers": transformers.__version__},
+        target_container={
+            "image_repository": DJL_FASTERTRANSFORMER_LEGACY.repository,
+            "image_tag_gpu": DJL_FASTERTRANSFORMER_LEGACY.gpu_tag,
+        },
+        serving={
+            "engine": "FasterTransformer",
+            "serving_properties": f"{CODE_DIR}/serving.properties",
+            "handler": f"{CODE_DIR}/{HANDLER_FILE}",
+            "model_copies_per_instance": model_copies(endpoint, parse_instance_type(endpoint.instance_type)),
+            "tensor_parallel_degree": endpoint.tensor_parallel_degree,
+            "notes": SYSTEM.engine_notes,
+        },
+        verification=verification,
+    )
+    steps.update()
+    steps.close()
+    return manifest

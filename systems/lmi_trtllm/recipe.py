@@ -1,0 +1,15 @@
+"""Build the lmi-trtllm artifact: sharded safetensors + config + tokenizer + manifest.json; the container
+compiles its TensorRT-LLM engines from them at start (see systems/djl_common/lmi.py for the layout choice)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from endpoint_config import EndpointSpec
+from systems.djl_common.lmi import build_lmi
+from systems.lmi_trtllm import MODEL_TYPES, ROLLING_BATCH, SYSTEM
+
+
+def build(endpoint: EndpointSpec, out_dir: Path, progress: bool = True) -> dict[str, Any]:
+    return build_lmi(endpoint, out_dir, progress, SYSTEM, ROLLING_BATCH, model_types=MODEL_TYPES)

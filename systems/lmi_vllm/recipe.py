@@ -1,0 +1,15 @@
+"""Build the lmi-vllm artifact: sharded safetensors + config + tokenizer + manifest.json (no
+serving.properties: LMI is configured by the container environment; see systems/djl_common/lmi.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from endpoint_config import EndpointSpec
+from systems.djl_common.lmi import build_lmi
+from systems.lmi_vllm import ROLLING_BATCH, SYSTEM
+
+
+def build(endpoint: EndpointSpec, out_dir: Path, progress: bool = True) -> dict[str, Any]:
+    return build_lmi(endpoint, out_dir, progress, SYSTEM, ROLLING_BATCH)

@@ -1,0 +1,560 @@
+"""DJL Serving / LMI systems: djl-deepspeed, djl-accelerate, djl-fastertransformer, lmi-vllm, lmi-trtllm.
+
+Each recipe runs on a tiny real model (GPT-J for the decoder systems, T5 for FasterTransformer) and its output
+is checked file by file: serving.properties parsed and compared, weights loadable by transformers, manifest
+hashes; the container environment of each system exactly; the handlers (model.py) on CPU through a test double
+of DJL's `djl_python` Input/Output (the real module ships only inside the DJL containers, not on PyPI).
+What needs a GPU (DeepSpeed kernels, vLLM, TensorRT-LLM, FasterTransformer) is not exercised here.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest_plugins = ["conftest_model"]
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_cli(*args: str):
+    from conftest_model import run_cli as run
+
+    return run(*args)
+
+
+DJL_SYSTEMS = ("djl-deepspeed", "djl-accelerate", "djl-fastertransformer", "lmi-vllm", "lmi-trtllm")
+WEIGHTS_S3 = "s3://bucket/artifacts/flan-t5/abc123/weights"
+
+
+# ---- test double of djl_python (Input/Output), as the container's handlers use it ------------------------
+
+
+class FakeInput:
+    """Test double of djl_python.inputs.Input: properties (option.* without the prefix, model_dir) and a body."""
+
+    def __init__(self, properties: dict[str, str], body: Any = None) -> None:
+        self._properties, self._body = properties, body
+
+    def get_properties(self) -> dict[str, str]:
+        return self._properties
+
+    def is_empty(self) -> bool:
+        return self._body is None
+
+    def get_as_json(self) -> Any:
+        return json.loads(self._body) if isinstance(self._body, (str, bytes)) else self._body
+
+
+class FakeOutput:
+    """Test double of djl_python.outputs.Output: status code, message, JSON content (add_as_json returns self)."""
+
+    def __init__(self) -> None:
+        self.code, self.message, self.content = 200, "OK", None
+
+    def set_code(self, code: int) -> FakeOutput:
+        self.code = code
+        return self
+
+    def set_message(self, message: str) -> FakeOutput:
+        self.message = message
+        return self
+
+    def add_as_json(self, value: Any) -> FakeOutput:
+        self.content = json.loads(json.dumps(value))  # must be JSON-serializable, as in DJL
+        return self
+
+
+def import_handler(path: Path, name: str) -> types.ModuleType:
+    """Import an artifact's model.py with the djl_python double in place (fresh module: fresh global model)."""
+    fake = types.ModuleType("djl_python")
+    fake.Input, fake.Output = FakeInput, FakeOutput
+    sys.modules["djl_python"] = fake
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# ---- fixtures ---------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def tiny_t5(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from model_build.tiny_models import make_tiny_model
+
+    return make_tiny_model("t5", tmp_path_factory.mktemp("tiny-t5") / "t5")
+
+
+@pytest.fixture(scope="session")
+def djl_config(tmp_path_factory: pytest.TempPathFactory, tiny_models: dict[str, Path], tiny_t5: Path) -> Path:
+    gptj = tiny_models["gptj"]
+
+    def ep(name: str, system: str, model: Path, tp: int = 2, dtype: str = "fp32", **engine: Any) -> str:
+        lines = [
+            f"  - name: {name}", f"    system: {system}", f"    model: {model}", f"    dtype: {dtype}",
+            "    instance_type: ml.g5.12xlarge", f"    tensor_parallel_degree: {tp}", "    max_shard_size: 300KB",
+        ]  # fmt: skip
+        if engine:
+            lines.append(f"    engine: {json.dumps(engine)}")
+        return "\n".join(lines)
+
+    text = "\n".join([
+        "endpoints:",
+        ep("ds", "djl-deepspeed", gptj, max_model_len=512, max_batch_size=4),
+        ep("ds-custom", "djl-deepspeed", gptj, custom_handler=True),
+        ep("acc", "djl-accelerate", gptj, dtype="fp16"),
+        ep("ft", "djl-fastertransformer", tiny_t5, tp=4),
+        ep("vllm", "lmi-vllm", gptj, rolling_batch="vllm", max_batch_size=32, max_model_len=512),
+        ep("trt", "lmi-trtllm", gptj, max_model_len=512),
+        # error cases
+        ep("vllm-rb", "lmi-vllm", gptj, rolling_batch="lmi-dist"),
+        ep("vllm-len", "lmi-vllm", gptj, max_model_len=4096),
+        ep("acc-len", "djl-accelerate", gptj, max_model_len=512),
+        ep("ds-entry", "djl-deepspeed", gptj, entry_point="djl_python.vllm"),
+        ep("ft-batch", "djl-fastertransformer", tiny_t5, tp=4, max_batch_size=8),
+        ep("ft-gptj-ok", "djl-fastertransformer", gptj, tp=4),
+    ]) + "\n"  # fmt: skip
+    path = tmp_path_factory.mktemp("djl-config") / "djl.yaml"
+    path.write_text(text)
+    return path
+
+
+@pytest.fixture(scope="session")
+def djl_build(tmp_path_factory: pytest.TempPathFactory, djl_config: Path, tiny_t5: Path):
+    from endpoint_config import load_config
+    from model_build.cli import build_endpoint
+
+    deployment = load_config(djl_config)
+    root = tmp_path_factory.mktemp("djl-builds")
+    built: dict[str, Path] = {}
+
+    def build(name: str) -> Path:
+        if name not in built:
+            build_endpoint(deployment.endpoint(name), root / name, progress=False)
+            built[name] = root / name
+        return built[name]
+
+    def endpoint(name: str):
+        if name == "ds-t5":  # the config loader refuses it already (systems/checks.py); the recipe must too
+            return deployment.endpoint("ds").model_copy(
+                update={"name": "ds-t5", "model": str(tiny_t5), "tensor_parallel_degree": 1}
+            )
+        return deployment.endpoint(name)
+
+    build.endpoint = endpoint  # type: ignore[attr-defined]
+    return build
+
+
+def files_of(directory: Path) -> set[str]:
+    return {p.relative_to(directory).as_posix() for p in directory.rglob("*") if p.is_file()}
+
+
+def check_manifest(artifact: Path, system: str, endpoint: str, dtype: str) -> dict[str, Any]:
+    from model_build.manifest import read_manifest, verify_files
+
+    manifest = read_manifest(artifact)
+    assert (manifest["system"], manifest["endpoint"], manifest["dtype"]) == (system, endpoint, dtype)
+    assert verify_files(artifact, manifest) == []
+    assert {e["path"] for e in manifest["files"]} == files_of(artifact) - {"manifest.json"}
+    check = manifest["verification"]
+    assert check["greedy_tokens_match"] and check["tokenizer_ids_match"]
+    assert 0 <= check["max_abs_logit_diff"] <= check["tolerance"]
+    return manifest
+
+
+def check_decoder_weights(artifact: Path, dtype: str) -> None:
+    import torch
+    import transformers
+    from safetensors import safe_open
+
+    names = files_of(artifact)
+    shards = sorted(n for n in names if n.startswith("model-") and n.endswith(".safetensors"))
+    assert len(shards) >= 2 and "model.safetensors.index.json" in names
+    assert {"config.json", "vocab.json", "merges.txt", "tokenizer_config.json"} <= names
+    config = json.loads((artifact / "config.json").read_text())
+    assert config["torch_dtype"] == {"fp32": "float32", "fp16": "float16"}[dtype] and "dtype" not in config
+    with safe_open(str(artifact / shards[0]), "pt") as f:
+        assert {str(f.get_slice(k).get_dtype()) for k in f.keys()} == {"F32" if dtype == "fp32" else "F16"}
+    model = transformers.AutoModelForCausalLM.from_pretrained(artifact, dtype=torch.float32)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(artifact)
+    assert type(model).__name__ == "GPTJForCausalLM"
+    assert tokenizer("Hello world")["input_ids"]
+
+
+# ---- system facts and container environments ------------------------------------------------------------
+
+
+def test_system_facts() -> None:
+    from systems import get_system
+    from systems.images import DJL_DEEPSPEED_LEGACY, DJL_FASTERTRANSFORMER_LEGACY, DJL_LMI, DJL_TENSORRTLLM
+
+    expected = {
+        "djl-deepspeed": (DJL_DEEPSPEED_LEGACY, True, "lmi-vllm", ("decoder",), True),
+        "djl-accelerate": (DJL_DEEPSPEED_LEGACY, False, None, ("decoder",), True),
+        "djl-fastertransformer": (
+            DJL_FASTERTRANSFORMER_LEGACY,
+            True,
+            "lmi-trtllm",
+            ("encoder-decoder", "decoder"),
+            False,
+        ),
+        "lmi-vllm": (DJL_LMI, False, None, ("decoder",), True),
+        "lmi-trtllm": (DJL_TENSORRTLLM, False, None, ("decoder",), True),
+    }
+    for name, (image, legacy, replacement, arch, isolated) in expected.items():
+        s = get_system(name)
+        assert (s.image, s.legacy, s.replacement, s.architectures, s.network_isolation) == (
+            image, legacy, replacement, arch, isolated
+        ), name  # fmt: skip
+        assert s.gpu_only and s.summary and s.engine_notes
+        assert 60 <= s.default_download_timeout_s <= 3600 and 60 <= s.default_startup_timeout_s <= 3600
+        assert (s.staged_weights_environment is not None) == (name == "djl-fastertransformer")
+    assert get_system("lmi-trtllm").default_startup_timeout_s == 1800  # engine compilation at start
+
+
+def test_model_copies(djl_build) -> None:
+    from endpoint_config import parse_instance_type
+    from systems import get_system
+    from systems.djl_common import model_copies
+
+    g5_12 = parse_instance_type("ml.g5.12xlarge")
+    ds = djl_build.endpoint("ds")  # tp 2
+    assert model_copies(ds, g5_12) == 2 and get_system("djl-deepspeed").model_copies(ds, g5_12) == 2
+    assert model_copies(djl_build.endpoint("ft"), g5_12) == 1  # tp 4
+    assert model_copies(ds, parse_instance_type("ml.g5.48xlarge")) == 4
+
+
+def test_container_environments(djl_build) -> None:
+    from systems import get_system
+
+    ep = djl_build.endpoint
+    assert get_system("djl-deepspeed").environment(ep("ds")) == {}
+    assert get_system("djl-accelerate").environment(ep("acc")) == {}
+    assert get_system("djl-fastertransformer").environment(ep("ft")) == {}
+    assert get_system("lmi-vllm").environment(ep("vllm")) == {
+        "OPTION_MODEL_ID": "/opt/ml/model",
+        "OPTION_ROLLING_BATCH": "vllm",
+        "OPTION_TENSOR_PARALLEL_DEGREE": "2",
+        "OPTION_DTYPE": "fp32",
+        "OPTION_MAX_ROLLING_BATCH_SIZE": "32",
+        "OPTION_MAX_MODEL_LEN": "512",
+        "OPTION_MODEL_LOADING_TIMEOUT": "3600",
+    }
+    assert get_system("lmi-trtllm").environment(ep("trt")) == {
+        "OPTION_MODEL_ID": "/opt/ml/model",
+        "OPTION_ROLLING_BATCH": "trtllm",
+        "OPTION_TENSOR_PARALLEL_DEGREE": "2",
+        "OPTION_DTYPE": "fp32",
+        "OPTION_MAX_INPUT_LEN": "256",
+        "OPTION_MAX_OUTPUT_LEN": "256",
+        "OPTION_MODEL_LOADING_TIMEOUT": "3600",
+    }
+    # Unset engine options keep LMI's defaults: no variable at all.
+    assert "OPTION_MAX_ROLLING_BATCH_SIZE" not in get_system("lmi-trtllm").environment(ep("trt"))
+    staged = get_system("djl-fastertransformer").staged_weights_environment
+    assert staged(WEIGHTS_S3) == {"OPTION_MODEL_ID": WEIGHTS_S3 + "/"}
+    assert staged(WEIGHTS_S3 + "/") == {"OPTION_MODEL_ID": WEIGHTS_S3 + "/"}
+    with pytest.raises(ValueError, match="not an S3 URI"):
+        staged("/opt/ml/model")
+
+
+def test_properties_round_trip() -> None:
+    from systems.djl_common import format_properties, parse_properties
+
+    props = {"option.tensor_parallel_degree": "2", "engine": "DeepSpeed", "batch_size": "4", "option.x": True}
+    text = format_properties(props)
+    assert text.splitlines()[0] == "engine=DeepSpeed"
+    assert parse_properties(text) == {k: ("true" if v is True else v) for k, v in props.items()}
+    assert parse_properties("# c\n! c\n\nengine = Python\noption.a: b\n") == {"engine": "Python", "option.a": "b"}
+    with pytest.raises(ValueError, match="one non-empty line"):
+        format_properties({"engine": "a\nb"})
+    with pytest.raises(ValueError, match="not a DJL key"):
+        format_properties({"tensor_parallel_degree": "2"})
+
+
+# ---- builds, file by file ---------------------------------------------------------------------------------
+
+
+def test_djl_deepspeed_artifact(djl_build) -> None:
+    from systems.djl_common import read_properties
+
+    artifact = djl_build("ds")
+    assert read_properties(artifact) == {
+        "engine": "DeepSpeed",
+        "option.entryPoint": "djl_python.deepspeed",
+        "option.model_id": "/opt/ml/model",
+        "option.task": "text-generation",
+        "option.dtype": "fp32",
+        "option.tensor_parallel_degree": "2",
+        "option.rolling_batch": "disable",
+        "option.model_loading_timeout": "3600",
+        "option.max_tokens": "512",
+        "batch_size": "4",
+        "max_batch_delay": "100",
+    }
+    assert "model.py" not in files_of(artifact)
+    check_decoder_weights(artifact, "fp32")
+    manifest = check_manifest(artifact, "djl-deepspeed", "ds", "fp32")
+    assert manifest["serving"]["model_copies_per_instance"] == 2
+    assert manifest["target_container"]["image_tag_gpu"] == "0.27.0-deepspeed0.12.6-cu121"
+
+
+def test_djl_deepspeed_custom_handler(djl_build) -> None:
+    from systems.djl_common import read_properties
+
+    artifact = djl_build("ds-custom")
+    props = read_properties(artifact)
+    assert props["option.entryPoint"] == "model.py" and props["engine"] == "DeepSpeed"
+    source = REPO_ROOT / "systems/djl_common/handler/model.py"
+    assert (artifact / "model.py").read_bytes() == source.read_bytes()
+    check_manifest(artifact, "djl-deepspeed", "ds-custom", "fp32")
+
+    handler = import_handler(artifact / "model.py", "djl_decoder_model")
+    properties = {"model_dir": str(artifact), "model_id": str(artifact), "engine": "DeepSpeed", "dtype": "fp32",
+                  "tensor_parallel_degree": "2"}  # fmt: skip
+    assert handler.handle(FakeInput(properties)) is None  # warm-up: loads, answers nothing
+    out = handler.handle(FakeInput(properties, {"inputs": ["Hello", "The quick"], "parameters": {"max_new_tokens": 5}}))
+    assert out.code == 200 and len(out.content) == 2 and all(isinstance(r["generated_text"], str) for r in out.content)
+    bad = handler.handle(FakeInput(properties, {"inputs": "Hi", "parameters": {"temperature": 0}}))
+    assert (
+        bad.code == 400
+        and "parameters.temperature: value 0" in bad.content["error"]
+        and "> 0.0" in bad.content["error"]
+    )
+
+
+def test_djl_accelerate_artifact(djl_build) -> None:
+    from systems.djl_common import read_properties
+
+    artifact = djl_build("acc")
+    assert read_properties(artifact) == {
+        "engine": "Python",
+        "option.entryPoint": "djl_python.huggingface",
+        "option.model_id": "/opt/ml/model",
+        "option.task": "text-generation",
+        "option.dtype": "fp16",
+        "option.tensor_parallel_degree": "2",
+        "option.device_map": "auto",
+        "option.rolling_batch": "disable",
+        "option.model_loading_timeout": "3600",
+    }
+    check_decoder_weights(artifact, "fp16")
+    check_manifest(artifact, "djl-accelerate", "acc", "fp16")
+
+
+def test_lmi_vllm_artifact_via_cli(djl_config: Path, tmp_path: Path) -> None:
+    out = tmp_path / "vllm"
+    result = run_cli("build", "--config", str(djl_config), "--endpoint", "vllm", "--out", str(out), "--quiet")
+    assert result.returncode == 0, result.stderr
+    assert "built vllm" in result.stdout and "greedy tokens match: True" in result.stdout
+    assert "serving.properties" not in files_of(out)  # LMI is configured by the environment only
+    check_decoder_weights(out, "fp32")
+    manifest = check_manifest(out, "lmi-vllm", "vllm", "fp32")
+    assert manifest["serving"]["container_environment"]["OPTION_ROLLING_BATCH"] == "vllm"
+    assert manifest["target_container"]["image_tag_gpu"] == "0.38.0-lmi29.0.0-cu130"
+
+
+def test_lmi_trtllm_artifact(djl_build) -> None:
+    artifact = djl_build("trt")
+    assert "serving.properties" not in files_of(artifact)
+    check_decoder_weights(artifact, "fp32")
+    manifest = check_manifest(artifact, "lmi-trtllm", "trt", "fp32")
+    assert manifest["serving"]["container_environment"]["OPTION_ROLLING_BATCH"] == "trtllm"
+
+
+def test_fastertransformer_artifact(djl_build, tiny_t5: Path) -> None:
+    import transformers
+
+    from systems.djl_common import read_properties
+
+    artifact = djl_build("ft")
+    assert read_properties(artifact / "code") == {
+        "engine": "FasterTransformer",
+        "option.entryPoint": "model.py",
+        "option.tensor_parallel_degree": "4",
+        "option.dtype": "fp32",
+        "option.model_loading_timeout": "3600",
+    }
+    assert files_of(artifact / "code") == {"serving.properties", "model.py"}
+    source_files = {p.name for p in tiny_t5.iterdir() if p.is_file()}
+    assert files_of(artifact / "weights") == source_files  # config, generation_config, safetensors, tokenizer
+    for name in source_files:
+        assert (artifact / "weights" / name).read_bytes() == (tiny_t5 / name).read_bytes()
+    model = transformers.AutoModelForSeq2SeqLM.from_pretrained(artifact / "weights")
+    assert type(model).__name__ == "T5ForConditionalGeneration"
+    manifest = check_manifest(artifact, "djl-fastertransformer", "ft", "fp32")
+    assert manifest["parts"] == {"model_data": "code", "staged_weights": "weights"}
+    assert manifest["weights_format"] == "safetensors" and manifest["model"]["encoder_decoder"] is True
+
+
+def test_fastertransformer_accepts_decoder(djl_build) -> None:
+    artifact = djl_build("ft-gptj-ok")
+    assert "model.safetensors" in files_of(artifact / "weights")
+    check_manifest(artifact, "djl-fastertransformer", "ft-gptj-ok", "fp32")
+
+
+# ---- the FasterTransformer model.py on CPU (transformers fallback) ---------------------------------------
+
+
+@pytest.fixture(scope="module")
+def ft_handler(djl_build):
+    artifact = djl_build("ft")
+    handler = import_handler(artifact / "code" / "model.py", "djl_ft_model")
+    assert importlib.util.find_spec("fastertransformer") is None  # the CPU fallback is what runs here
+    # As DJL passes them: option.* without the prefix; model_id is the local copy of the staged weights.
+    properties = {"model_dir": str(artifact / "code"), "model_id": str(artifact / "weights"),
+                  "tensor_parallel_degree": "4", "dtype": "fp32"}  # fmt: skip
+    return handler, properties
+
+
+def test_ft_handler_warmup_and_generate(ft_handler) -> None:
+    handler, properties = ft_handler
+    assert handler.handle(FakeInput(properties)) is None  # warm-up call: loads the model once
+    assert handler._model["engine"] == "transformers" and handler._model["encoder_decoder"]
+    model_object = handler._model["model"]
+    request = {"inputs": ["translate: hello", "The quick brown fox"],
+               "parameters": {"max_seq_len": 6, "beam_width": 2, "repetition_penalty": 1.2, "len_penalty": 1.0}}  # fmt: skip
+    out = handler.handle(FakeInput(properties, json.dumps(request).encode()))
+    assert out.code == 200 and len(out.content["outputs"]) == 2
+    assert all(isinstance(t, str) for t in out.content["outputs"])
+    sampled = handler.handle(
+        FakeInput(properties, {"inputs": "hello", "parameters": {"temperature": 0.7, "top_k": 5, "top_p": 0.9}})
+    )
+    assert sampled.code == 200 and len(sampled.content["outputs"]) == 1
+    greedy1 = handler.handle(FakeInput(properties, {"inputs": "hello", "parameters": {"max_seq_len": 4}}))
+    greedy2 = handler.handle(FakeInput(properties, {"inputs": "hello", "parameters": {"max_seq_len": 4}}))
+    assert greedy1.content == greedy2.content  # defaults are greedy (FT's top_k=1)
+    assert handler._model["model"] is model_object  # loaded once
+
+
+@pytest.mark.parametrize(
+    ("parameters", "expected"),
+    [
+        ({"max_seq_len": 0}, "parameters.max_seq_len: value 0 is out of range; allowed: >= 1 and <= 512"),
+        ({"max_seq_len": 100000}, "allowed: >= 1 and <= 512"),
+        ({"temperature": 0}, "parameters.temperature: value 0 is out of range; allowed: > 0.0 and <= 5.0"),
+        ({"top_p": 1.5}, "parameters.top_p: value 1.5 is out of range; allowed: >= 0.0 and <= 1.0"),
+        ({"top_k": -1}, "parameters.top_k: value -1 is out of range; allowed: >= 0 and <= 1000"),
+        ({"beam_width": 9}, "parameters.beam_width: value 9 is out of range; allowed: >= 1 and <= 8"),
+        ({"beam_width": 2.5}, "parameters.beam_width: value 2.5 must be an integer"),
+        ({"repetition_penalty": "high"}, "parameters.repetition_penalty: value 'high' must be a number"),
+        ({"max_new_tokens": 5}, "parameters.max_new_tokens: not supported; allowed: max_seq_len, temperature"),
+    ],
+)
+def test_ft_handler_bad_parameters(ft_handler, parameters: dict, expected: str) -> None:
+    handler, properties = ft_handler
+    out = handler.handle(FakeInput(properties, {"inputs": "hello", "parameters": parameters}))
+    assert out.code == 400 and expected in out.content["error"], out.content
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        (b"{not json", "request body is not valid JSON"),
+        ({"prompt": "x"}, 'must be a JSON object with "inputs"'),
+        ({"inputs": ""}, "must be a non-empty string"),
+        ({"inputs": ["a"] * 17}, "17 prompts given; allowed: 1 to 16"),
+        ({"inputs": "a", "stream": True}, "request key 'stream' is not supported"),
+    ],
+)
+def test_ft_handler_bad_requests(ft_handler, body: Any, expected: str) -> None:
+    handler, properties = ft_handler
+    out = handler.handle(FakeInput(properties, body))
+    assert out.code == 400 and expected in out.content["error"], out.content
+
+
+# ---- error cases -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("ds-t5", "endpoint 'ds-t5': model: value '{t5}' is an encoder-decoder model (model_type 't5'"),
+        (
+            "vllm-rb",
+            "endpoint 'vllm-rb': engine.rolling_batch: value 'lmi-dist' is not supported by system 'lmi-vllm'; allowed: vllm",
+        ),
+        (
+            "vllm-len",
+            "endpoint 'vllm-len': engine.max_model_len: value 4096 is beyond the model's 512 positions; allowed: 16 to 512",
+        ),
+        ("acc-len", "endpoint 'acc-len': engine.max_model_len: value 512 is not supported by system 'djl-accelerate'"),
+        (
+            "ds-entry",
+            "engine.entry_point: value 'djl_python.vllm' is not supported by system 'djl-deepspeed'; allowed: djl_python.deepspeed",
+        ),
+        (
+            "ft-batch",
+            "endpoint 'ft-batch': engine.max_batch_size: value 8 is not supported by system 'djl-fastertransformer'",
+        ),
+    ],
+)
+def test_build_errors(djl_build, tiny_t5: Path, tmp_path: Path, name: str, expected: str) -> None:
+    from model_build import BuildError
+    from model_build.cli import build_endpoint
+
+    out = tmp_path / name
+    with pytest.raises(BuildError) as info:
+        build_endpoint(djl_build.endpoint(name), out, progress=False)
+    assert expected.replace("{t5}", str(tiny_t5)) in str(info.value)
+    assert not out.exists() and list(tmp_path.iterdir()) == []  # nothing half-written
+
+
+def test_cli_error_exit_code(djl_config: Path, tmp_path: Path) -> None:
+    result = run_cli("build", "--config", str(djl_config), "--endpoint", "vllm-rb", "--out", str(tmp_path / "x"))
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "engine.rolling_batch: value 'lmi-dist' is not supported by system 'lmi-vllm'" in result.stderr
+    assert not (tmp_path / "x").exists()
+
+
+def test_config_refuses_t5_for_decoder_system(djl_config: Path, tiny_t5: Path, tmp_path: Path) -> None:
+    from endpoint_config import ConfigError, load_config
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        f"endpoints:\n  - {{name: t5-ds, system: djl-deepspeed, model: {tiny_t5}, instance_type: ml.g5.2xlarge}}\n"
+    )
+    with pytest.raises(ConfigError, match="encoder-decoder model; system 'djl-deepspeed' serves decoder models only"):
+        load_config(bad)
+
+
+def test_tensorrt_profile_refused() -> None:
+    from endpoint_config import EndpointSpec
+    from model_build import BuildError
+    from systems.djl_common import check_engine_options
+
+    ep = EndpointSpec(name="x", system="lmi-trtllm", model="m", instance_type="ml.g5.12xlarge",
+                      engine={"tensorrt_profile": {"max_batch": 4}})  # fmt: skip
+    with pytest.raises(BuildError, match="engine.tensorrt_profile: .* remove the key"):
+        check_engine_options(ep, rolling_batch=("trtllm",))
+
+
+# ---- example configs -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("system", DJL_SYSTEMS)
+def test_example_config(system: str) -> None:
+    from endpoint_config import load_config, parse_instance_type
+    from systems import get_system
+
+    path = REPO_ROOT / "config" / "examples" / f"{system}.yaml"
+    text = path.read_text()
+    assert text.startswith("#") and "project: llm-endpoints" in text
+    deployment = load_config(path, "dev")
+    (ep,) = deployment.endpoints
+    assert ep.system == system and ep.instance_type == "ml.g5.12xlarge" and ep.volume_size_gb is None
+    s = get_system(system)
+    copies = s.model_copies(ep, parse_instance_type(ep.instance_type))
+    if system == "djl-fastertransformer":
+        assert (ep.model, ep.tensor_parallel_degree, copies) == ("google/flan-t5-xxl", 4, 1)
+        assert ep.model_data_download_timeout_s == 600 and ep.container_startup_health_check_timeout_s == 600
+    else:
+        assert ep.tensor_parallel_degree == 2 and copies == 2
+    s.environment(ep)  # the environment of the reference endpoint builds
