@@ -7,7 +7,6 @@ import subprocess
 
 import pytest
 import yaml
-
 from conftest import ROOT
 
 EXAMPLES = sorted((ROOT / "config" / "examples").glob("*.yaml"))

@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from endpoint_config import SYSTEM_NAMES
-from systems import get_system
-from systems import images
+from systems import get_system, images
 from systems.images import DLC_REGIONS, ImagePin
 
 PINS = {name: pin for name, pin in vars(images).items() if isinstance(pin, ImagePin)}
