@@ -1,5 +1,8 @@
 #!/usr/bin/env python3
-"""CDK entry point: read the config named by `-c config=PATH` (and `-c env=NAME`), add the stacks. Wiring only."""
+"""CDK entry point: read the config named by `-c config=PATH` (and `-c env=NAME`), add the stacks. Wiring only.
+
+`-c pipeline=true` synthesizes the CodePipeline that deploys every environment of the file instead.
+"""
 
 import sys
 from pathlib import Path
@@ -8,20 +11,25 @@ import aws_cdk as cdk
 
 from endpoint_config import ConfigError, load_config
 from stacks import add_stacks
+from stacks.pipeline_stack import add_pipeline
 
 ROOT = Path(__file__).resolve().parent
 
 
 def main() -> None:
     app = cdk.App()
+    config = app.node.try_get_context("config") or "config/local.yaml"
     try:
-        deployment = load_config(app.node.try_get_context("config") or "config/local.yaml", app.node.try_get_context("env"))
-        add_stacks(
-            app,
-            deployment,
-            build_root=Path(app.node.try_get_context("build_root") or ROOT / "build"),
-            allow_unbuilt=str(app.node.try_get_context("allow_unbuilt")).lower() == "true",
-        )
+        if str(app.node.try_get_context("pipeline")).lower() == "true":
+            # The CodePipeline that deploys every environment of the file (`pipeline:` section).
+            add_pipeline(app, config)
+        else:
+            add_stacks(
+                app,
+                load_config(config, app.node.try_get_context("env")),
+                build_root=Path(app.node.try_get_context("build_root") or ROOT / "build"),
+                allow_unbuilt=str(app.node.try_get_context("allow_unbuilt")).lower() == "true",
+            )
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)

@@ -125,12 +125,16 @@ def run_demo(config_path: str, endpoint: str | None, port: int, keep_logs: Path)
             artifacts_stack = deployment.stack_name("artifacts")
             endpoint_stack = deployment.stack_name(spec.name)
 
-            t = _step(4, f"cdk bootstrap aws://{account}/{region}")
-            _run([CDK, "bootstrap", f"aws://{account}/{region}", "--no-notices", *ctx], env)
+            t = _step(4, f"cdk synth, then cdk bootstrap aws://{account}/{region}")
+            # One synth; deploy and destroy read that cloud assembly instead of running the app again.
+            assembly = str(keep_logs / "cdk.out")
+            _run([CDK, "synth", "--quiet", "--no-notices", *ctx, "-o", assembly], env)
+            app = ["--app", assembly]
+            _run([CDK, "bootstrap", f"aws://{account}/{region}", "--no-notices", *app], env)
             _done(t)
 
             t = _step(5, f"cdk deploy {artifacts_stack}")
-            _run([CDK, "deploy", artifacts_stack, "--require-approval", "never", "--no-notices", *ctx], env)
+            _run([CDK, "deploy", artifacts_stack, "--require-approval", "never", "--no-notices", *app], env)
             _done(t)
 
             t = _step(6, f"model_build publish --endpoint {spec.name}")
@@ -138,7 +142,7 @@ def run_demo(config_path: str, endpoint: str | None, port: int, keep_logs: Path)
             _done(t)
 
             t = _step(7, f"cdk deploy {endpoint_stack}")
-            _run([CDK, "deploy", endpoint_stack, "--exclusively", "--require-approval", "never", "--no-notices", *ctx], env)
+            _run([CDK, "deploy", endpoint_stack, "--exclusively", "--require-approval", "never", "--no-notices", *app], env)
             _done(t)
 
             t = _step(8, "check the endpoint is InService on the config the stack deployed")
@@ -207,7 +211,7 @@ def run_demo(config_path: str, endpoint: str | None, port: int, keep_logs: Path)
             t = _step(11, "cdk destroy --all (after emptying the bucket, as auto-delete does on AWS)")
             removed = empty_bucket(bucket, session)
             print(f"    removed {removed} object versions from {bucket}")
-            _run([CDK, "destroy", "--all", "--force", "--no-notices", *ctx], env)
+            _run([CDK, "destroy", "--all", "--force", "--no-notices", *app], env)
             _done(t)
 
             t = _step(12, "check nothing of the app is left in the emulator")

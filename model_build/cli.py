@@ -4,6 +4,8 @@
     build   --config PATH --endpoint NAME [--env ENV] [--out DIR]          (default out: build/<endpoint>)
     serve   --config PATH --endpoint NAME [--env ENV] [--port 8080] [--host 127.0.0.1] [--artifact DIR]
     publish --config PATH --endpoint NAME [--env ENV] [--artifact DIR]
+    preflight --config PATH [--env ENV] [--build-root DIR]   credentials, region, quotas, published artifacts
+    smoke   --config PATH --endpoint NAME [--env ENV]        post-deploy: stack, endpoint config, one prompt
 
 User errors (bad config, missing model, failed verification) print one message to stderr and exit 2, with
 no traceback; a build writes into a temporary directory next to its output and renames it at the end, so
@@ -150,6 +152,39 @@ def cmd_publish(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_preflight(args: argparse.Namespace) -> int:
+    from endpoint_config import load_config
+    from model_build.preflight import format_checks, run_preflight
+
+    deployment = load_config(args.config, args.env)
+    checks = run_preflight(deployment, build_root=Path(args.build_root))
+    print(format_checks(checks))
+    failed = [c for c in checks if not c.ok]
+    if failed:
+        raise BuildError(
+            f"preflight of environment {deployment.environment_name!r}: {len(failed)} of {len(checks)} checks failed:\n  - "
+            + "\n  - ".join(f"{c.name}: {c.message}" for c in failed)
+        )
+    print(f"preflight of environment {deployment.environment_name!r}: all {len(checks)} checks passed")
+    return 0
+
+
+def cmd_smoke(args: argparse.Namespace) -> int:
+    from model_build.smoke import format_checks, run_smoke
+
+    deployment, endpoint = _load_endpoint(args)
+    result = run_smoke(deployment, endpoint.name)
+    print(format_checks(result.checks))
+    if not result.ok:
+        raise BuildError(
+            f"smoke test of endpoint {endpoint.name!r} (stack {result.stack}) failed:\n  - "
+            + "\n  - ".join(f"{c.name}: {c.message}" for c in result.failures)
+        )
+    text = result.outputs[0]["generated_text"]
+    print(f"smoke test of {result.endpoint} passed in {result.latency_ms} ms: {text[:80]!r}")
+    return 0
+
+
 def _port(text: str) -> int:
     try:
         port = int(text)
@@ -193,6 +228,16 @@ def parser() -> argparse.ArgumentParser:
     endpoint_args(publish)
     publish.add_argument("--artifact", help="artifact directory (default: build/<endpoint>)")
     publish.set_defaults(run=cmd_publish)
+
+    preflight = sub.add_parser("preflight", help="check credentials, region, instance quotas and published artifacts")
+    preflight.add_argument("--config", required=True, help="endpoint config file (YAML)")
+    preflight.add_argument("--env", default=None, help="environment in the config (default: the only one)")
+    preflight.add_argument("--build-root", default=str(BUILD_ROOT), help="where builds are (default: build)")
+    preflight.set_defaults(run=cmd_preflight)
+
+    smoke = sub.add_parser("smoke", help="after a deploy: stack state, deployed config, one prompt within budget")
+    endpoint_args(smoke)
+    smoke.set_defaults(run=cmd_smoke)
     return top
 
 

@@ -1,0 +1,522 @@
+"""Continuous delivery with CDK Pipelines: source -> synth + tests -> per environment: artifacts, model build, endpoints,
+smoke tests; a manual approval before the environments that ask for one.
+
+Pipeline stages, in `pipeline.stages` order, two per environment:
+
+  <env>-artifacts   the ArtifactStoreStack (artifact bucket + image repository) and the role the model build assumes
+                    to publish into that bucket. Preceded by a ManualApprovalStep when <env> is in
+                    `manual_approval_before`.
+  <env>-endpoints   pre:  ModelBuild (CodeBuild): `model_build build` + `publish` of every endpoint, skipped for an
+                          endpoint whose pinned artifact is already published (its manifest.json is in the bucket);
+                    the endpoint stacks;
+                    post: Smoke-<endpoint> (CodeBuild): `model_build smoke` per endpoint; a failure stops the
+                          pipeline, so a broken environment is never promoted.
+
+Why the artifacts need their own stage: the model must be published into the environment's bucket after the bucket
+exists and before the endpoint stacks deploy (SageMaker reads the model while CloudFormation creates the endpoint).
+
+Why every endpoint pins `artifact_hash`: the pipeline synthesizes the endpoint stacks before any model is built, so
+the config names the content-addressed S3 prefix; `publish` refuses a build whose hash differs from the pin.
+
+Cross-account access. CodeBuild runs in the pipeline account; the artifact bucket and the endpoints live in the
+environment's account. The CDK bootstrap roles do not fit: the deploy role may not write our bucket or invoke an
+endpoint, and widening the bootstrap would grant that to every CDK app. Instead the environment's own stacks
+create two narrow roles with fixed names that trust only the matching CodeBuild role of the pipeline (by
+`aws:PrincipalArn`): `<project>-<env>-model-publisher` (artifacts stack: ListBucket on the bucket, Get/Put/Abort
+multipart on `models/*`) and `<project>-<env>-<endpoint>-smoke` (endpoint stack: InvokeEndpoint + DescribeEndpoint
+on one endpoint, DescribeStackResources on its stack). The CodeBuild roles may only `sts:AssumeRole` those roles;
+the steps reach them through an AWS profile with `credential_source = EcsContainer` (boto3 refreshes the
+credentials during long builds). Same-account environments use the same mechanism, so dev and prod do not differ.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shlex
+from pathlib import Path
+
+from aws_cdk import Duration, Stack, Stage, Tags, pipelines
+from aws_cdk import aws_codebuild as codebuild
+from aws_cdk import aws_iam as iam
+from constructs import Construct
+
+from endpoint_config import ConfigError, Deployment, artifact_bucket_name, load_all_environments
+from endpoint_config.schema import PipelineSpec
+from systems.images import ImagePin
+
+from . import add_artifact_stack, add_endpoint_stacks, tag_environment
+from .nag import acknowledge, add_nag_checks
+
+ROOT = Path(__file__).resolve().parent.parent
+
+COMPUTE_TYPES = {
+    "SMALL": codebuild.ComputeType.SMALL,
+    "MEDIUM": codebuild.ComputeType.MEDIUM,
+    "LARGE": codebuild.ComputeType.LARGE,
+    "X2_LARGE": codebuild.ComputeType.X2_LARGE,
+}
+# CodeBuild's Linux GPU fleet offers two sizes only: small (1 x A10G/T4 class) and large (multi-GPU).
+GPU_COMPUTE = ("SMALL", "LARGE")
+# An AWS Deep Learning Container with CUDA and Python 3.12 (the same PyTorch 2.6 / CUDA 12.4 / Ubuntu 22.04 base as
+# the pinned HF inference image, systems/images.py); CodeBuild pulls it from the DLC registry of the region.
+GPU_BUILD_IMAGE = ImagePin(
+    repository="pytorch-inference",
+    gpu_tag="2.6.0-gpu-py312-cu124-ubuntu22.04",
+    sdk_framework="pytorch",
+    sdk_version="2.6.0",
+)
+CPU_BUILD_IMAGE = codebuild.LinuxBuildImage.STANDARD_7_0  # Ubuntu 22.04, Python 3.12, Node 20
+# CDK Pipelines builds DockerImageAssets in its asset publishing projects (made privileged by CDK itself); synth only
+# stages the Docker build context (FACTS.md), so the synth project needs no Docker even for own containers.
+DOCKER_FOR_SYNTH = False
+MODEL_BUILD_TIMEOUT = Duration.hours(4)  # GPT-J 6B: download 24 GB, convert, verify against the source, upload
+SMOKE_TIMEOUT = Duration.minutes(20)
+VENV_INSTALL = "python3 -m venv .venv && .venv/bin/pip install --quiet --disable-pip-version-check -r requirements.txt"
+
+
+def role_name(*parts: str) -> str:
+    """A fixed IAM role name (<= 64 characters): both accounts must know it before either role exists."""
+    name = "-".join(parts)
+    if len(name) <= 64:
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+    return f"{name[:55]}-{digest}"
+
+
+def _profile_commands(profile: str, role_arn: str, region: str) -> list[str]:
+    """Write an AWS profile that assumes `role_arn` with the CodeBuild container's own credentials."""
+    body = f"[profile {profile}]\\nrole_arn = {role_arn}\\ncredential_source = EcsContainer\\nregion = {region}\\n"
+    return ["mkdir -p ~/.aws", f"printf '{body}' >> ~/.aws/config"]
+
+
+class PipelineStack(Stack):
+    """Keyword-only props:
+      config_path: the config file, relative to the repository root (the pipeline's steps read it from the source).
+      deployments: every environment of that file, resolved (`endpoint_config.load_all_environments`).
+      pipeline: the file's `pipeline:` section.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config_path: str,
+        deployments: dict[str, Deployment],
+        pipeline: PipelineSpec,
+        **kwargs,
+    ) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        self.config_path = config_path
+        self.spec = pipeline
+        first = deployments[pipeline.stages[0]]
+        project = first.project
+        self.pipeline_account = self.account
+        _check(config_path, deployments, pipeline, self.region)
+
+        source = pipelines.CodePipelineSource.connection(
+            pipeline.repository, pipeline.branch, connection_arn=pipeline.connection_arn
+        )
+        self.synth_step = pipelines.CodeBuildStep(
+            "Synth",
+            input=source,
+            install_commands=["make install"],
+            commands=["make test", f"npx cdk synth -c config={shlex.quote(config_path)} -c pipeline=true"],
+            build_environment=codebuild.BuildEnvironment(build_image=CPU_BUILD_IMAGE, compute_type=codebuild.ComputeType.LARGE),
+            primary_output_directory="cdk.out",
+        )
+        self.pipeline = pipelines.CodePipeline(
+            self,
+            "Pipeline",
+            pipeline_name=f"{project}-pipeline",
+            synth=self.synth_step,
+            self_mutation=True,
+            cross_account_keys=True,  # artifact bucket encrypted with a customer-managed KMS key other accounts may use
+            enable_key_rotation=True,
+            docker_enabled_for_synth=DOCKER_FOR_SYNTH,
+            code_build_defaults=pipelines.CodeBuildOptions(
+                build_environment=codebuild.BuildEnvironment(build_image=CPU_BUILD_IMAGE)
+            ),
+        )
+
+        self.stages: dict[str, tuple[Stage, Stage]] = {}
+        self.build_steps: dict[str, pipelines.CodeBuildStep] = {}
+        self.smoke_steps: dict[str, dict[str, pipelines.CodeBuildStep]] = {}
+        self.approvals: dict[str, pipelines.ManualApprovalStep] = {}
+        self._own_steps: list[pipelines.CodeBuildStep] = []  # model build and smoke steps, with our own roles
+        self._previous: str | None = None  # the environment deployed before the one being added
+        for env_name in pipeline.stages:
+            self._add_environment(project, deployments[env_name], source)
+
+        Tags.of(self).add("llm-endpoints:project", project)
+        self.pipeline.build_pipeline()
+        self._acknowledge_pipeline_findings()
+
+    # ------------------------------------------------------------------------------------------- environments
+
+    def _add_environment(self, project: str, deployment: Deployment, source: pipelines.CodePipelineSource) -> None:
+        env_name = deployment.environment_name
+        account, region = self._target(deployment)
+        stage_env = {"account": account, "region": region}
+
+        artifacts_stage = Stage(self.node.root, f"{env_name}-artifacts", env=stage_env)
+        artifacts = add_artifact_stack(artifacts_stage, deployment)
+        build_role_name = role_name(project, env_name, "model-build")
+        publisher = _publisher_role(artifacts, deployment, self.pipeline_account, build_role_name)
+        tag_environment(artifacts_stage, deployment)
+
+        endpoints_stage = Stage(self.node.root, f"{env_name}-endpoints", env=stage_env)
+        endpoint_stacks = add_endpoint_stacks(
+            endpoints_stage, deployment, build_root=ROOT / "build", allow_unbuilt=False
+        )
+        smoke_names: dict[str, tuple[str, str]] = {}
+        for spec, stack in zip(deployment.endpoints, endpoint_stacks.values(), strict=True):
+            cb_role = role_name(project, env_name, spec.name, "smoke-cb")
+            target = role_name(project, env_name, spec.name, "smoke")
+            _smoke_role(stack, deployment, spec.name, target, self.pipeline_account, cb_role)
+            smoke_names[spec.name] = (cb_role, target)
+        tag_environment(endpoints_stage, deployment)
+
+        pre_artifacts: list[pipelines.Step] = []
+        if env_name in self.spec.manual_approval_before:
+            approval = pipelines.ManualApprovalStep(
+                f"Approve-{env_name}",
+                comment=f"Deploy to {env_name} (account {account}, {region})"
+                + (f": {self._previous} passed its smoke tests" if self._previous else ""),
+            )
+            self.approvals[env_name] = approval
+            pre_artifacts.append(approval)
+        self.pipeline.add_stage(artifacts_stage, pre=pre_artifacts)
+
+        build_step = self._model_build_step(deployment, source, account, region, build_role_name, publisher)
+        smoke_steps = {
+            name: self._smoke_step(deployment, name, source, account, region, cb_role, target)
+            for name, (cb_role, target) in smoke_names.items()
+        }
+        self.pipeline.add_stage(endpoints_stage, pre=[build_step], post=list(smoke_steps.values()))
+        self.stages[env_name] = (artifacts_stage, endpoints_stage)
+        self.build_steps[env_name] = build_step
+        self.smoke_steps[env_name] = smoke_steps
+        self._previous = env_name
+
+    def _target(self, deployment: Deployment) -> tuple[str, str]:
+        env = deployment.environment
+        return env.account or self.pipeline_account, env.region or self.region
+
+    def _model_build_step(self, deployment, source, account, region, cb_role_name, publisher_arn) -> pipelines.CodeBuildStep:
+        env_name = deployment.environment_name
+        build = self.spec.build
+        role = iam.Role(
+            self,
+            f"ModelBuildRole-{env_name}",
+            role_name=cb_role_name,
+            assumed_by=iam.ServicePrincipal("codebuild.amazonaws.com"),
+            description=f"Model build of {env_name}: may only assume the model publisher role of {env_name}",
+        )
+        bucket = artifact_bucket_name(deployment.project, env_name, account, region)
+        config = shlex.quote(self.config_path)
+        commands = []
+        for spec in deployment.endpoints:
+            key = f"models/{spec.name}/{spec.artifact_hash}/manifest.json"
+            where = f"--config {config} --env {env_name} --endpoint {spec.name}"
+            published = (
+                ".venv/bin/python -c 'import sys, boto3; boto3.client(\"s3\").head_object(Bucket=sys.argv[1], "
+                f"Key=sys.argv[2])' {bucket} {key} 2>/dev/null"
+            )
+            commands.append(
+                f"if {published}; then echo '{spec.name}: s3://{bucket}/{key} is published: skipping its build'; "
+                f"else .venv/bin/python -m model_build build {where} --quiet "
+                f"&& .venv/bin/python -m model_build publish {where}; fi"
+            )
+        if build.gpu:
+            # The registry account given explicitly: CDK Pipelines resolves the build environment before the project
+            # binds the image, and the image's lazy account lookup fails there (LinuxGpuBuildImageNotUsedInProject).
+            image = codebuild.LinuxGpuBuildImage.aws_deep_learning_containers_image(
+                GPU_BUILD_IMAGE.repository, GPU_BUILD_IMAGE.gpu_tag, GPU_BUILD_IMAGE.registry_account(self.region)
+            )
+        else:
+            image = CPU_BUILD_IMAGE
+        step = pipelines.CodeBuildStep(
+            "ModelBuild",
+            input=source,
+            install_commands=[VENV_INSTALL, *_profile_commands("publisher", publisher_arn, region)],
+            commands=commands,
+            env={"AWS_PROFILE": "publisher", "HF_HUB_DISABLE_PROGRESS_BARS": "1"},
+            build_environment=codebuild.BuildEnvironment(build_image=image, compute_type=COMPUTE_TYPES[build.compute]),
+            role=role,
+            role_policy_statements=[iam.PolicyStatement(actions=["sts:AssumeRole"], resources=[publisher_arn])],
+            timeout=MODEL_BUILD_TIMEOUT,
+        )
+        self._own_steps.append(step)
+        return step
+
+    def _smoke_step(self, deployment, endpoint, source, account, region, cb_role_name, target_name) -> pipelines.CodeBuildStep:
+        env_name = deployment.environment_name
+        target_arn = f"arn:{self.partition}:iam::{account}:role/{target_name}"
+        role = iam.Role(
+            self,
+            f"SmokeRole-{env_name}-{endpoint}",
+            role_name=cb_role_name,
+            assumed_by=iam.ServicePrincipal("codebuild.amazonaws.com"),
+            description=f"Smoke test of {env_name}/{endpoint}: may only assume that endpoint's smoke role",
+        )
+        config = shlex.quote(self.config_path)
+        step = pipelines.CodeBuildStep(
+            f"Smoke-{endpoint}",
+            input=source,
+            install_commands=[VENV_INSTALL, *_profile_commands("smoke", target_arn, region)],
+            commands=[f".venv/bin/python -m model_build smoke --config {config} --env {env_name} --endpoint {endpoint}"],
+            env={"AWS_PROFILE": "smoke"},
+            build_environment=codebuild.BuildEnvironment(build_image=CPU_BUILD_IMAGE, compute_type=codebuild.ComputeType.SMALL),
+            role=role,
+            role_policy_statements=[iam.PolicyStatement(actions=["sts:AssumeRole"], resources=[target_arn])],
+            timeout=SMOKE_TIMEOUT,
+        )
+        self._own_steps.append(step)
+        return step
+
+    # ------------------------------------------------------------------------------------------- cdk-nag
+
+    def _acknowledge_pipeline_findings(self) -> None:
+        """CDK Pipelines' generated roles and bucket: each finding id acknowledged on the policy it arises in.
+
+        The ids name CDK's own grants (artifact bucket and key, CodeBuild logs and reports); if a CDK upgrade changes
+        them, synth fails and prints the new ids, to be reviewed here."""
+        pipeline = self.pipeline.pipeline
+        acknowledge(
+            pipeline.artifact_bucket,
+            "AwsSolutions-S1",
+            "The pipeline's artifact bucket is created by CDK Pipelines and holds only transient, KMS-encrypted build "
+            "artifacts; reads and writes come from the pipeline's own roles and are recorded by CloudTrail.",
+        )
+        bucket = f"<{self._logical_id(pipeline.artifact_bucket)}.Arn>/*"
+        artifacts_read = {
+            "Action::s3:GetObject*": _S3_GROUPS,
+            "Action::s3:GetBucket*": _S3_GROUPS,
+            "Action::s3:List*": _S3_GROUPS,
+            f"Resource::{bucket}": _ARTIFACT_OBJECTS,
+        }
+        artifacts_write = {**artifacts_read, "Action::s3:DeleteObject*": _S3_GROUPS, "Action::s3:Abort*": _S3_GROUPS}
+        key = {"Action::kms:GenerateDataKey*": _KMS_GROUPS, "Action::kms:ReEncrypt*": _KMS_GROUPS}
+
+        def project_findings(project) -> dict[str, str]:
+            lid = self._logical_id(project)
+            return {
+                f"Resource::arn:{self.partition}:logs:{self.region}:{self.account}:log-group:/aws/codebuild/<{lid}>:*": _LOGS,
+                f"Resource::arn:{self.partition}:codebuild:{self.region}:{self.account}:report-group/<{lid}>-*": _REPORTS,
+            }
+
+        def ack(construct, findings: dict[str, str]) -> None:
+            for finding, reason in findings.items():
+                acknowledge(construct, f"AwsSolutions-IAM5[{finding}]", reason)
+
+        ack(pipeline.role, {**artifacts_write, **key})
+        source_stage = pipeline.node.find_child("Source")
+        for role in source_stage.node.find_all():
+            if isinstance(role, iam.Role):  # the connection source action's role: writes the checked-out source
+                ack(role, {**artifacts_write, **key})
+        synth = self.pipeline.synth_project
+        ack(synth.role, {**artifacts_write, **key, **project_findings(synth)})
+        mutation = self.pipeline.self_mutation_project
+        ack(
+            mutation.role,
+            {
+                **artifacts_read,
+                **key,
+                **project_findings(mutation),
+                "Resource::*": "Self-mutation reads the pipeline stack's state (cloudformation:DescribeStacks) and the "
+                "CDK bootstrap bucket's location (s3:ListBucket), which CDK grants on * before the names are known.",
+                f"Resource::arn:*:iam::{self.account}:role/*": "Self-mutation runs `cdk deploy` of the pipeline stack, "
+                "which assumes the CDK bootstrap roles (cdk-<qualifier>-*-role-<account>-<region>); CDK limits the trust "
+                "to roles tagged aws-cdk:bootstrap-role by a condition.",
+            },
+        )
+        assets = self.node.try_find_child("Pipeline").node.try_find_child("Assets")
+        if assets is not None:  # file/image assets: one shared role per asset kind
+            for kind in ("FileRole", "DockerRole"):
+                role = assets.node.try_find_child(kind)
+                if role is None:
+                    continue
+                ack(
+                    role,
+                    {
+                        **artifacts_read,
+                        f"Resource::arn:{self.partition}:logs:{self.region}:{self.account}:log-group:/aws/codebuild/*": (
+                            "One asset role serves every asset publishing project, whose names CDK generates: log "
+                            "groups under /aws/codebuild/ only."
+                        ),
+                        f"Resource::arn:{self.partition}:codebuild:{self.region}:{self.account}:report-group/*": (
+                            "One asset role serves every asset publishing project: report groups of those projects."
+                        ),
+                        "Resource::*": "CodeBuild's batch actions of the asset projects (StartBuild/BatchGetBuilds/"
+                        "StopBuild), granted by CDK Pipelines on *; the role's writes go through the target accounts' "
+                        "cdk-*-publishing roles only.",
+                    },
+                )
+        for step in self._own_steps:
+            ack(step.project.role, {**artifacts_read, **key, **project_findings(step.project)})
+        if self.spec.build.gpu:
+            for step in self.build_steps.values():
+                acknowledge(
+                    step.project,
+                    "AwsSolutions-CB5",
+                    "CodeBuild offers no curated GPU image with CUDA and Python 3.12; the model build uses an AWS Deep "
+                    f"Learning Container pinned by tag ({GPU_BUILD_IMAGE.repository}:{GPU_BUILD_IMAGE.gpu_tag}).",
+                )
+                ack(
+                    step.project.role,
+                    {"Resource::*": "Pulling the Deep Learning Container needs ecr:GetAuthorizationToken, which has no "
+                     "resource-level permissions; the pull actions themselves are limited to that one repository."},
+                )
+
+    def _logical_id(self, construct) -> str:
+        cfn = construct.node.default_child if not hasattr(construct, "logical_id") else construct
+        return self.resolve(self.get_logical_id(cfn))
+
+
+_LOGS = "CodeBuild writes log streams named at run time under the project's own log group (/aws/codebuild/<project>:*)."
+_REPORTS = "CodeBuild report groups of this project are named <project>-<report>; CDK grants that prefix only."
+_ARTIFACT_OBJECTS = (
+    "Pipeline artifacts are objects whose keys CodePipeline chooses per execution, in the pipeline's own artifact "
+    "bucket (<bucket>/*); no other bucket."
+)
+_S3_GROUPS = (
+    "CDK's bucket grants use S3 action groups (s3:GetObject*, s3:GetBucket*, s3:List*, and for writers s3:DeleteObject*, "
+    "s3:Abort*) on the pipeline's own artifact bucket only."
+)
+_KMS_GROUPS = "CDK's key grants use kms:GenerateDataKey* and kms:ReEncrypt* on the pipeline's own artifact key only."
+
+
+def _publisher_role(artifacts, deployment: Deployment, pipeline_account: str, build_role_name: str) -> str:
+    """In the environment's artifacts stack: the role the pipeline's model build assumes to publish. Returns its ARN."""
+    name = role_name(deployment.project, deployment.environment_name, "model-publisher")
+    role = iam.Role(
+        artifacts,
+        "ModelPublisherRole",
+        role_name=name,
+        assumed_by=_pipeline_role_principal(artifacts, pipeline_account, build_role_name),
+        description=f"Assumed by the pipeline's model build: writes models/* of the {deployment.environment_name} artifact bucket",
+        max_session_duration=Duration.hours(4),
+    )
+    bucket = artifacts.bucket
+    role.add_to_policy(iam.PolicyStatement(actions=["s3:ListBucket"], resources=[bucket.bucket_arn]))
+    role.add_to_policy(
+        iam.PolicyStatement(
+            actions=["s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload"],
+            resources=[bucket.arn_for_objects("models/*")],
+        )
+    )
+    acknowledge(
+        role,
+        "AwsSolutions-IAM5[Resource::<ArtifactBucket.Arn>/models/*]",
+        "The model build publishes content-addressed files (models/<endpoint>/<hash>/...) whose names are known only "
+        "after the build; write access is limited to the models/ prefix of this one bucket.",
+    )
+    return f"arn:{artifacts.partition}:iam::{artifacts.account}:role/{name}"
+
+
+def _smoke_role(stack, deployment: Deployment, endpoint: str, name: str, pipeline_account: str, cb_role_name: str) -> iam.Role:
+    """In the endpoint's stack: the role the pipeline's smoke test assumes; it may invoke and describe one endpoint."""
+    spec = deployment.endpoint(endpoint)
+    role = iam.Role(
+        stack,
+        "SmokeTestRole",
+        role_name=name,
+        assumed_by=_pipeline_role_principal(stack, pipeline_account, cb_role_name),
+        description=f"Assumed by the pipeline's smoke test: invokes endpoint {deployment.endpoint_name(spec)} only",
+    )
+    role.add_to_policy(
+        iam.PolicyStatement(
+            actions=["sagemaker:InvokeEndpoint", "sagemaker:DescribeEndpoint"], resources=[stack.endpoint.endpoint_arn]
+        )
+    )
+    stack_arn = stack.format_arn(service="cloudformation", resource="stack", resource_name=f"{stack.stack_name}/*")
+    role.add_to_policy(iam.PolicyStatement(actions=["cloudformation:DescribeStackResources"], resources=[stack_arn]))
+    acknowledge(
+        role,
+        f"AwsSolutions-IAM5[Resource::arn:{stack.partition}:cloudformation:{stack.region}:{stack.account}:stack/{stack.stack_name}/*]",
+        "A stack ARN ends with the stack's id, which CloudFormation assigns at creation: the name is fixed, the id is not.",
+    )
+    return role
+
+
+def _pipeline_role_principal(stack: Stack, pipeline_account: str, role_name_: str) -> iam.IPrincipal:
+    """The pipeline account, narrowed to one role by name (survives the role's re-creation, unlike a role ARN)."""
+    return iam.AccountPrincipal(pipeline_account).with_conditions(
+        {"ArnEquals": {"aws:PrincipalArn": f"arn:{stack.partition}:iam::{pipeline_account}:role/{role_name_}"}}
+    )
+
+
+def _check(config_path: str, deployments: dict[str, Deployment], pipeline: PipelineSpec, region: str) -> None:
+    problems = []
+    for env_name in pipeline.stages:
+        env_region = deployments[env_name].environment.region
+        if env_region and env_region != region:
+            problems.append(
+                f"environment {env_name!r}: region: value {env_region!r} differs from the pipeline's region {region!r}; "
+                "cross-region stages are not supported (CDK would add a replication support stack and key that this "
+                "project does not review): put the pipeline in the environments' region (pipeline.region), or give "
+                "each region its own pipeline"
+            )
+    if pipeline.build.gpu and pipeline.build.compute not in GPU_COMPUTE:
+        problems.append(
+            f"pipeline.build.compute: value {pipeline.build.compute!r} is not offered on CodeBuild's GPU fleet; "
+            f"allowed with gpu: true: {', '.join(GPU_COMPUTE)}"
+        )
+    for env_name in pipeline.stages:
+        for ep in deployments[env_name].endpoints:
+            if not ep.artifact_hash:
+                problems.append(
+                    f"environment {env_name!r}: endpoint {ep.name!r}: artifact_hash: required key is missing: the "
+                    "pipeline synthesizes the endpoint stacks before its model build runs, so each endpoint pins its "
+                    "artifact's content hash (`python -m model_build build --config ... --endpoint "
+                    f"{ep.name}` prints it)"
+                )
+    if problems:
+        raise ConfigError(f"{config_path}: invalid pipeline config:\n  - " + "\n  - ".join(problems))
+
+
+def add_pipeline(app, config_path: str | os.PathLike) -> PipelineStack:
+    """The pipeline stack for `-c pipeline=true`: every environment of the file, deployed through CodePipeline."""
+    path = Path(config_path)
+    absolute = path if path.is_absolute() else (ROOT / path)
+    try:
+        relative = absolute.resolve().relative_to(ROOT)
+    except ValueError:
+        raise ConfigError(
+            f"{config_path}: the pipeline reads the config from the repository, so it must be a file inside "
+            f"{ROOT}; pass -c config=<path relative to the repository>"
+        ) from None
+    deployments = load_all_environments(absolute)
+    first = next(iter(deployments.values()))
+    spec = first.app_config.pipeline if first.app_config else None
+    if spec is None:
+        raise ConfigError(
+            f"{relative}: pipeline: required key is missing: -c pipeline=true deploys through CodePipeline, which "
+            "needs a `pipeline:` section (connection_arn, repository, stages, ...); see config/examples/pipeline.yaml, "
+            "or drop -c pipeline=true to deploy the stacks directly"
+        )
+    account = spec.account or os.environ.get("CDK_DEFAULT_ACCOUNT")
+    region = spec.region or os.environ.get("CDK_DEFAULT_REGION")
+    missing = [key for key, value in (("account", account), ("region", region)) if not value]
+    if missing:
+        raise ConfigError(
+            f"{relative}: pipeline.{missing[0]}: required key is missing: cross-account deployment needs the "
+            "pipeline's account and region; set them in the config or run with AWS credentials (CDK_DEFAULT_*)"
+        )
+    stack = PipelineStack(
+        app,
+        f"{first.project}-pipeline",
+        config_path=relative.as_posix(),
+        deployments=deployments,
+        pipeline=spec,
+        env={"account": account, "region": region},
+        stack_name=f"{first.project}-pipeline",
+        description=f"{first.project}: CodePipeline deploying {', '.join(spec.stages)}",
+    )
+    add_nag_checks(app)
+    return stack
+
+
+__all__ = ["PipelineStack", "add_pipeline", "role_name"]

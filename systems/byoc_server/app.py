@@ -1,0 +1,169 @@
+"""The SageMaker container contract for our own images: GET /ping and POST /invocations around a `Handler`.
+
+The server does HTTP, validation and errors; the handler does the model (contract.Handler). Used by the
+deepspeed-byoc and tensorrt-byoc containers, where this package is importable as `byoc_server`, and by the
+tests, where it is `systems.byoc_server`: so stdlib + fastapi/starlette + pydantic only, relative imports.
+
+    GET  /ping          200 once the model is loaded; 503 while loading; 500 when loading failed
+    POST /invocations   application/json, {"inputs": ..., "parameters": {...}} or {"input": "..."}
+                        200 [{"generated_text": ...}, ...] one per input
+                        400 invalid JSON / request (the message names the key, the limit and the value)
+                        406 an Accept header that excludes application/json
+                        413 body larger than MAX_BODY_BYTES
+                        415 content type other than application/json
+                        503 model not loaded yet
+                        500 the handler failed: {"error": ...} names the exception type and a request id;
+                            the traceback goes to the log (CloudWatch), never to the caller
+The model loads once, at startup, in a background thread, so /ping can answer 503 while it loads.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+import traceback
+import uuid
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response
+from starlette.concurrency import run_in_threadpool
+
+from .contract import Handler, RequestError, parse_request
+
+log = logging.getLogger("byoc_server")
+
+DEFAULT_MODEL_DIR = "/opt/ml/model"
+# SageMaker real-time invocations carry at most 6 MB; nginx.conf's client_max_body_size says the same.
+MAX_BODY_BYTES = int(os.environ.get("MAX_BODY_BYTES", str(6 * 1024 * 1024)))
+JSON = "application/json"
+
+
+def model_dir_from_env() -> Path:
+    """Where SageMaker puts the model data: SM_MODEL_DIR when set, else /opt/ml/model."""
+    return Path(os.environ.get("SM_MODEL_DIR") or DEFAULT_MODEL_DIR)
+
+
+class ModelState:
+    """Loads the handler's model once (in a thread) and serializes generate calls (one model, one GPU)."""
+
+    def __init__(self, handler: Handler, model_dir: Path) -> None:
+        self.handler = handler
+        self.model_dir = model_dir
+        self.loaded = threading.Event()
+        self.load_error: str | None = None
+        self.lock = threading.Lock()
+
+    def load(self) -> None:
+        started = time.perf_counter()
+        try:
+            log.info("loading model from %s with %s", self.model_dir, type(self.handler).__name__)
+            self.handler.load(self.model_dir)
+        except BaseException as err:  # reported on /ping; the server stays up so the log can be read
+            self.load_error = f"model failed to load from {self.model_dir}: {type(err).__name__}: {err}"
+            log.error("%s\n%s", self.load_error, traceback.format_exc())
+            return
+        self.loaded.set()
+        log.info("model loaded in %.1f s", time.perf_counter() - started)
+
+    def generate(self, prompts: list[str], parameters: Any) -> list[str]:
+        with self.lock:
+            return self.handler.generate(prompts, parameters)
+
+
+def _error(status: int, message: str, **headers: str) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status, headers=headers or None)
+
+
+def _media_type(header: str | None) -> str:
+    return (header or "").split(";")[0].strip().lower()
+
+
+def _accepts_json(accept: str | None) -> bool:
+    if not accept:
+        return True
+    for item in accept.split(","):
+        media = _media_type(item)
+        if media in (JSON, "application/*", "*/*", "*"):
+            return True
+    return False
+
+
+def create_app(
+    handler: Handler,
+    model_dir: Path | str | None = None,
+    *,
+    max_body_bytes: int = MAX_BODY_BYTES,
+    load_in_background: bool = True,
+) -> FastAPI:
+    """The ASGI app serving `handler`; the model loads from `model_dir` (default: SM_MODEL_DIR or
+    /opt/ml/model) when the app starts. load_in_background=False loads before the server accepts requests."""
+    state = ModelState(handler, Path(model_dir) if model_dir is not None else model_dir_from_env())
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):  # noqa: ANN202
+        if load_in_background:
+            threading.Thread(target=state.load, name="model-load", daemon=True).start()
+        else:
+            await run_in_threadpool(state.load)
+        yield
+
+    app = FastAPI(title="byoc_server", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.model = state
+
+    @app.get("/ping")
+    def ping() -> Response:
+        if state.loaded.is_set():
+            return Response(status_code=200)
+        if state.load_error:
+            return _error(500, state.load_error)
+        return _error(503, "model is loading")
+
+    @app.post("/invocations")
+    async def invocations(request: Request) -> Response:
+        content_type = request.headers.get("content-type")
+        if content_type and _media_type(content_type) != JSON:
+            return _error(415, f"content type {content_type!r} is not supported; allowed: {JSON}")
+        accept = request.headers.get("accept")
+        if not _accepts_json(accept):
+            return _error(406, f"accept {accept!r} is not supported; the reply is {JSON}")
+        declared = request.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > max_body_bytes:
+            return _error(413, f"request body has {declared} bytes; the limit is {max_body_bytes}")
+        body = bytearray()
+        async for chunk in request.stream():  # chunked uploads carry no content-length: count as it arrives
+            body += chunk
+            if len(body) > max_body_bytes:
+                return _error(413, f"request body exceeds {max_body_bytes} bytes; the limit is {max_body_bytes}")
+        if not state.loaded.is_set():
+            return _error(503, state.load_error or "model is loading; retry when /ping answers 200")
+        try:
+            data = json.loads(body.decode("utf-8"))
+        except UnicodeDecodeError:
+            return _error(400, "request body is not UTF-8 text")
+        except json.JSONDecodeError as err:
+            return _error(400, f"request body is not valid JSON: {err}")
+        try:
+            generation = parse_request(data)
+            texts = await run_in_threadpool(state.generate, list(generation.inputs), generation.parameters)
+            if not isinstance(texts, list) or len(texts) != len(generation.inputs):
+                raise TypeError(
+                    f"handler returned {type(texts).__name__} of {len(texts) if isinstance(texts, list) else '?'} "
+                    f"items for {len(generation.inputs)} inputs"
+                )
+        except RequestError as err:
+            return _error(400, str(err))
+        except Exception as err:
+            request_id = uuid.uuid4().hex[:12]
+            log.error("request %s failed:\n%s", request_id, traceback.format_exc())
+            return _error(
+                500, f"generation failed ({type(err).__name__}); see the container log, request id {request_id}"
+            )
+        return JSONResponse([{"generated_text": str(t)} for t in texts])
+
+    return app

@@ -1,0 +1,60 @@
+"""tensorrt-byoc: GPT-2 exported to ONNX, run by TensorRT in our own container (nginx + byoc_server).
+
+model_build (recipe.py) exports an fp32 ONNX decoder graph with a KV cache, verifies it with ONNX Runtime
+against the PyTorch model and writes the TensorRT optimisation profile. The TensorRT engine itself is built
+in the container at start, on the GPU it will run on (an engine only runs on the GPU model and TensorRT
+version that built it), and cached under TRT_ENGINE_CACHE_DIR keyed by (GPU, TensorRT version, ONNX sha256,
+profile, precision), so a restart that keeps the cache loads it in seconds. The first start therefore
+includes the engine build: the default ContainerStartupHealthCheckTimeoutInSeconds is 900 s.
+
+No torch import here: the CDK app imports this module to synthesize the endpoint.
+"""
+
+from __future__ import annotations
+
+from endpoint_config import EndpointSpec
+from endpoint_config.schema import TensorRTProfile
+from systems.base import OwnContainer, ServingSystem
+
+ENGINE_CACHE_DIR = "/opt/ml/engine-cache"
+# GPT-2 small engine builds take a few minutes on a T4/A10G; model download and load add little.
+STARTUP_TIMEOUT_S = 900
+
+
+def container_environment(endpoint: EndpointSpec) -> dict[str, str]:
+    """The container's environment for one endpoint.
+
+    TRT_BACKEND=tensorrt: build/load a TensorRT engine (onnxruntime is the CPU/test backend of the same handler).
+    TRT_ENGINE_CACHE_DIR: where built engines are kept, keyed by GPU, TensorRT version, ONNX hash and profile.
+    TRT_PRECISION: the kernels TensorRT may choose (the endpoint's dtype; the ONNX graph itself is fp32).
+    TRT_MAX_BATCH / TRT_MAX_SEQUENCE_LENGTH: the profile the endpoint was configured with; the handler refuses
+      to start on an artifact built for another profile.
+    MAX_BATCH_SIZE / MAX_NEW_TOKENS: the request limits byoc_server enforces (contract.py), from the same profile.
+    """
+    profile = endpoint.engine.tensorrt_profile or TensorRTProfile()
+    return {
+        "TRT_BACKEND": "tensorrt",
+        "TRT_ENGINE_CACHE_DIR": ENGINE_CACHE_DIR,
+        "TRT_PRECISION": endpoint.dtype,
+        "TRT_MAX_BATCH": str(profile.max_batch),
+        "TRT_MAX_SEQUENCE_LENGTH": str(profile.max_sequence_length),
+        "MAX_BATCH_SIZE": str(profile.max_batch),
+        "MAX_NEW_TOKENS": str(profile.max_sequence_length - 1),
+    }
+
+
+SYSTEM = ServingSystem(
+    name="tensorrt-byoc",
+    summary="GPT-2 as ONNX, TensorRT engine built at container start on the serving GPU (own container)",
+    own_container=OwnContainer(dockerfile="tensorrt_byoc/container/Dockerfile", context="."),
+    environment=container_environment,
+    architectures=("decoder",),
+    gpu_only=True,
+    default_download_timeout_s=600,
+    default_startup_timeout_s=STARTUP_TIMEOUT_S,
+    engine_notes=(
+        "The TensorRT engine is built when the container starts (GPU- and TensorRT-version-specific) and cached "
+        f"in {ENGINE_CACHE_DIR}; the first start includes the build, so the startup health check allows "
+        f"{STARTUP_TIMEOUT_S} s by default. GPT-2 only; profile bounds from engine.tensorrt_profile."
+    ),
+)

@@ -1,0 +1,396 @@
+"""byoc_server, the SageMaker container contract of our own images, over real HTTP on localhost.
+
+The server is under test, so the model is a small fake Handler defined here: it echoes what it was given,
+and fails on purpose for some prompts. Also: `python -m byoc_server.main` with the image's import layout,
+and the `serve` script (uvicorn on a unix socket + nginx on a port) when nginx is installed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+import pytest
+
+from systems.byoc_server.app import create_app
+from systems.byoc_server.contract import RequestError
+from systems.byoc_server.main import load_handler
+
+REPO = Path(__file__).resolve().parents[1]
+SERVER_DIR = REPO / "systems" / "byoc_server"
+SECRET = "secret-detail-/opt/ml/model/weights"
+
+FAKE_HANDLER_SOURCE = '''
+from pathlib import Path
+
+
+class FakeHandler:
+    """Echoes prompts and max_new_tokens; loads instantly."""
+
+    def load(self, model_dir):
+        self.model_dir = Path(model_dir)
+
+    def generate(self, prompts, parameters):
+        return [f"{p}|{parameters.max_new_tokens}|{self.model_dir.name}" for p in prompts]
+'''
+
+
+class FakeHandler:
+    """Loads when `gate` is set (so tests can see the loading state); echoes prompts and parameters."""
+
+    def __init__(self, gate: threading.Event | None = None, fail_load: bool = False) -> None:
+        self.gate = gate or threading.Event()
+        if gate is None:
+            self.gate.set()
+        self.fail_load = fail_load
+        self.model_dir: Path | None = None
+        self.calls: list[tuple[list[str], object]] = []
+
+    def load(self, model_dir: Path) -> None:
+        assert self.gate.wait(30)
+        if self.fail_load:
+            raise OSError(f"no weights in {model_dir}")
+        self.model_dir = model_dir
+
+    def generate(self, prompts: list[str], parameters) -> list[str]:  # noqa: ANN001
+        self.calls.append((prompts, parameters))
+        if prompts[0] == "boom":
+            raise RuntimeError(SECRET)
+        if prompts[0] == "too long":
+            raise RequestError("inputs tokens + parameters.max_new_tokens must be <= 16; got 20")
+        if prompts[0] == "wrong count":
+            return []
+        return [f"{p}|{parameters.max_new_tokens}|{parameters.temperature}" for p in prompts]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def running(app, ready: bool = True) -> Iterator[str]:  # noqa: ANN001
+    """uvicorn in a thread on a free port; with ready=True, yields once /ping answers 200."""
+    import uvicorn
+
+    port = _free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_for(url, 200 if ready else None)
+        yield url
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+def _wait_for(url: str, status: int | None, timeout: float = 20) -> int:
+    """Poll GET /ping until it answers (status None: any answer) or answers `status`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            code = httpx.get(f"{url}/ping", timeout=2).status_code
+            if status is None or code == status:
+                return code
+        except httpx.TransportError:
+            pass
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{url}/ping did not answer {status or 'at all'} within {timeout} s")
+        time.sleep(0.05)
+
+
+@pytest.fixture(scope="module")
+def handler() -> FakeHandler:
+    return FakeHandler()
+
+
+@pytest.fixture(scope="module")
+def url(handler: FakeHandler, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    app = create_app(handler, tmp_path_factory.mktemp("model"), max_body_bytes=4096)
+    with running(app) as base:
+        yield base
+
+
+def post(url: str, body: object = None, **kwargs) -> httpx.Response:  # noqa: ANN003
+    if body is not None:
+        kwargs["json"] = body
+    return httpx.post(f"{url}/invocations", timeout=10, **kwargs)
+
+
+# ---- loading ------------------------------------------------------------------------------------------
+
+
+def test_ping_is_503_while_loading_then_200(tmp_path: Path) -> None:
+    gate = threading.Event()
+    handler = FakeHandler(gate)
+    with running(create_app(handler, tmp_path), ready=False) as base:
+        assert _wait_for(base, None) == 503
+        reply = httpx.get(f"{base}/ping")
+        assert reply.status_code == 503 and reply.json() == {"error": "model is loading"}
+        early = post(base, {"inputs": "Hello"})
+        assert early.status_code == 503 and "loading" in early.json()["error"]
+        gate.set()
+        _wait_for(base, 200)
+        assert post(base, {"inputs": "Hello"}).status_code == 200
+    assert handler.model_dir == tmp_path
+
+
+def test_model_dir_defaults_to_sm_model_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SM_MODEL_DIR", str(tmp_path))
+    handler = FakeHandler()
+    with running(create_app(handler)):
+        pass
+    assert handler.model_dir == tmp_path
+    monkeypatch.delenv("SM_MODEL_DIR")
+    assert create_app(FakeHandler()).state.model.model_dir == Path("/opt/ml/model")
+
+
+def test_load_failure_is_500_on_ping_and_invocations(tmp_path: Path) -> None:
+    with running(create_app(FakeHandler(fail_load=True), tmp_path), ready=False) as base:
+        _wait_for(base, 500)
+        error = httpx.get(f"{base}/ping").json()["error"]
+        assert error.startswith(f"model failed to load from {tmp_path}: OSError: no weights in")
+        assert post(base, {"inputs": "Hello"}).status_code == 503
+
+
+# ---- good requests ------------------------------------------------------------------------------------
+
+
+def test_ping(url: str) -> None:
+    reply = httpx.get(f"{url}/ping")
+    assert reply.status_code == 200 and reply.content == b""
+
+
+def test_inputs_and_parameters_shape(url: str, handler: FakeHandler) -> None:
+    reply = post(url, {"inputs": ["Hello", "World"], "parameters": {"max_new_tokens": 5, "temperature": 0.5}})
+    assert reply.status_code == 200 and reply.headers["content-type"] == "application/json"
+    assert reply.json() == [{"generated_text": "Hello|5|0.5"}, {"generated_text": "World|5|0.5"}]
+    prompts, parameters = handler.calls[-1]
+    assert prompts == ["Hello", "World"] and parameters.max_new_tokens == 5
+
+
+def test_single_input_shape(url: str) -> None:
+    reply = post(url, {"input": "Hello"})
+    assert reply.status_code == 200
+    assert reply.json() == [{"generated_text": "Hello|64|1.0"}]  # the contract's defaults
+
+
+def test_json_with_charset_and_accept_any(url: str) -> None:
+    reply = post(
+        url, content=b'{"inputs": "Hi"}', headers={"content-type": "application/json; charset=utf-8", "accept": "*/*"}
+    )
+    assert reply.status_code == 200 and reply.json() == [{"generated_text": "Hi|64|1.0"}]
+
+
+def test_handler_may_refuse_with_400(url: str) -> None:
+    reply = post(url, {"inputs": "too long"})
+    assert reply.status_code == 400
+    assert reply.json() == {"error": "inputs tokens + parameters.max_new_tokens must be <= 16; got 20"}
+
+
+# ---- errors -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (
+            {"inputs": "Hi", "parameters": {"max_new_tokens": 0}},
+            "parameters.max_new_tokens: Input should be greater than or equal to 1, got 0",
+        ),
+        (
+            {"inputs": "Hi", "parameters": {"temperature": 9}},
+            "parameters.temperature: Input should be less than or equal to 5, got 9",
+        ),
+        (
+            {"inputs": "Hi", "parameters": {"max_tokens": 3}},
+            "unknown key 'parameters.max_tokens'; allowed: max_new_tokens",
+        ),
+        ({"inputs": "Hi", "extra": 1}, "unknown key 'extra'; allowed: inputs, parameters"),
+        ({"parameters": {}}, "inputs is required"),
+        ({"input": "Hi", "inputs": "Hi"}, "give either 'input' or 'inputs', not both"),
+        ({"inputs": ""}, "inputs[0] is empty"),
+        ({"inputs": ["a"] * 9}, "inputs: List should have at most 8 items after validation, not 9"),
+        (["Hi"], "request body must be a JSON object, got list"),
+    ],
+)
+def test_bad_request_is_400_with_its_message(url: str, body: object, message: str) -> None:
+    reply = post(url, body)
+    assert reply.status_code == 400
+    assert message in reply.json()["error"]
+
+
+def test_invalid_json_is_400(url: str) -> None:
+    reply = post(url, content=b'{"inputs": ', headers={"content-type": "application/json"})
+    assert reply.status_code == 400 and reply.json()["error"].startswith("request body is not valid JSON: ")
+    reply = post(url, content=b'"\xff"', headers={"content-type": "application/json"})
+    assert reply.status_code == 400 and reply.json() == {"error": "request body is not UTF-8 text"}
+
+
+def test_other_content_type_is_415(url: str) -> None:
+    reply = post(url, content=b"Hello", headers={"content-type": "text/plain"})
+    assert reply.status_code == 415
+    assert reply.json() == {"error": "content type 'text/plain' is not supported; allowed: application/json"}
+
+
+def test_accept_without_json_is_406(url: str) -> None:
+    reply = post(url, {"inputs": "Hi"}, headers={"accept": "text/csv"})
+    assert reply.status_code == 406
+    assert reply.json() == {"error": "accept 'text/csv' is not supported; the reply is application/json"}
+
+
+def test_body_over_the_cap_is_413(url: str) -> None:
+    reply = post(url, {"inputs": "x" * 5000})
+    assert reply.status_code == 413
+    assert reply.json()["error"].startswith("request body has ") and reply.json()["error"].endswith("the limit is 4096")
+
+
+def test_chunked_body_over_the_cap_is_413(url: str) -> None:
+    def chunks() -> Iterator[bytes]:  # no content-length: the server counts as the body arrives
+        yield b'{"inputs": "'
+        for _ in range(10):
+            yield b"x" * 1000
+        yield b'"}'
+
+    reply = post(url, content=chunks(), headers={"content-type": "application/json"})
+    assert reply.status_code == 413
+    assert reply.json() == {"error": "request body exceeds 4096 bytes; the limit is 4096"}
+
+
+def test_handler_exception_is_500_without_details(url: str, caplog: pytest.LogCaptureFixture) -> None:
+    reply = post(url, {"inputs": "boom"})
+    assert reply.status_code == 500
+    error = reply.json()["error"]
+    assert re.fullmatch(r"generation failed \(RuntimeError\); see the container log, request id [0-9a-f]{12}", error)
+    assert SECRET not in reply.text and "Traceback" not in reply.text
+    assert SECRET in caplog.text  # the detail goes to the log (CloudWatch)
+
+
+def test_handler_wrong_result_count_is_500(url: str) -> None:
+    reply = post(url, {"inputs": "wrong count"})
+    assert reply.status_code == 500 and reply.json()["error"].startswith("generation failed (TypeError)")
+
+
+def test_unknown_path_and_method(url: str) -> None:
+    assert httpx.get(f"{url}/invocations").status_code == 405
+    assert httpx.get(f"{url}/docs").status_code == 404
+
+
+# ---- main.py and serve --------------------------------------------------------------------------------
+
+
+def test_load_handler_errors() -> None:
+    with pytest.raises(ValueError, match=r"must look like package.module:ClassName"):
+        load_handler("no_colon")
+    with pytest.raises(ValueError, match=r"module 'no_such_module_xyz' not found"):
+        load_handler("no_such_module_xyz:Handler")
+    with pytest.raises(ValueError, match=r"module 'json' has no attribute 'Handler'"):
+        load_handler("json:Handler")
+    with pytest.raises(ValueError, match=r"JSONDecoder has no load\(\) method"):
+        load_handler("json:JSONDecoder")
+
+
+@pytest.fixture(scope="module")
+def program_dir() -> Iterator[Path]:
+    """The image's /opt/program layout: byoc_server/ and the handler module side by side. World-readable
+    (nginx workers run as another user), hence not under pytest's 0700 tmp dir."""
+    root = Path(tempfile.mkdtemp(prefix="byoc-test-"))
+    root.chmod(0o755)
+    shutil.copytree(SERVER_DIR, root / "byoc_server", ignore=shutil.ignore_patterns("__pycache__"))
+    (root / "fake_handler.py").write_text(FAKE_HANDLER_SOURCE)
+    (root / "model").mkdir()
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def _child_env(program_dir: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "RANK", "SM_MODEL_DIR")}
+    return {**env, "PYTHONPATH": str(program_dir), "SM_MODEL_DIR": str(program_dir / "model"), **extra}
+
+
+def _stop(proc: subprocess.Popen) -> int:
+    proc.send_signal(signal.SIGTERM)
+    try:
+        return proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)  # the group this test started
+        raise
+
+
+def test_main_runs_the_handler_in_the_image_layout(program_dir: Path) -> None:
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "byoc_server.main", "--handler", "fake_handler:FakeHandler", "--host", "127.0.0.1",
+         "--port", str(port), "--log-level", "warning"],
+        cwd=program_dir, env=_child_env(program_dir), start_new_session=True,
+    )  # fmt: skip
+    try:
+        base = f"http://127.0.0.1:{port}"
+        _wait_for(base, 200)
+        assert post(base, {"input": "Hello"}).json() == [{"generated_text": "Hello|64|model"}]
+    finally:
+        # uvicorn shuts down gracefully, then re-raises SIGTERM (recent releases): both mean a clean stop
+        assert _stop(proc) in (0, -signal.SIGTERM)
+
+
+def test_main_refuses_a_bad_handler(program_dir: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "byoc_server.main", "--handler", "fake_handler:Missing"],
+        cwd=program_dir, env=_child_env(program_dir), capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert "error: --handler 'fake_handler:Missing': module 'fake_handler' has no attribute 'Missing'" in result.stderr
+
+
+@pytest.mark.skipif(shutil.which("nginx") is None, reason="nginx is not installed (apt-get install nginx-light)")
+def test_serve_runs_app_behind_nginx_and_stops_on_sigterm(program_dir: Path) -> None:
+    """The `serve` entrypoint: uvicorn on a unix socket, nginx.conf on a port (8080 in the image), SIGTERM stops both."""
+    port = _free_port()
+    runtime = Path(tempfile.mkdtemp(prefix="byoc-run-"))
+    runtime.chmod(0o777)
+    try:
+        conf = (SERVER_DIR / "nginx.conf").read_text()
+        assert (
+            "listen 8080 deferred;" in conf and "client_max_body_size 6m;" in conf and "proxy_read_timeout 60s;" in conf
+        )
+        conf = conf.replace("listen 8080", f"listen 127.0.0.1:{port}").replace("/tmp/", f"{runtime}/")
+        (runtime / "nginx.conf").write_text(conf)
+        env = _child_env(
+            program_dir, BYOC_PROGRAM_DIR=str(program_dir), BYOC_HANDLER="fake_handler:FakeHandler",
+            BYOC_NGINX_CONF=str(runtime / "nginx.conf"), BYOC_SOCKET=str(runtime / "byoc_server.sock"),
+            LOG_LEVEL="warning", PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        )  # fmt: skip
+        proc = subprocess.Popen(["bash", str(SERVER_DIR / "serve"), "serve"], env=env, start_new_session=True)
+        try:
+            base = f"http://127.0.0.1:{port}"
+            _wait_for(base, 200)
+            reply = post(base, {"inputs": ["a", "b"], "parameters": {"max_new_tokens": 3}})
+            assert reply.json() == [{"generated_text": "a|3|model"}, {"generated_text": "b|3|model"}]
+            assert httpx.get(f"{base}/other").status_code == 404  # nginx answers only the contract's paths
+            big = post(base, content=b"x" * (7 * 1024 * 1024), headers={"content-type": "application/json"})
+            assert big.status_code == 413  # nginx's client_max_body_size
+            nginx_pid = int((runtime / "nginx.pid").read_text())
+        finally:
+            status = _stop(proc)
+        assert status == 0
+        with pytest.raises(ProcessLookupError):
+            os.kill(nginx_pid, 0)
+        with pytest.raises(httpx.TransportError):
+            httpx.get(f"http://127.0.0.1:{port}/ping", timeout=2)
+    finally:
+        shutil.rmtree(runtime, ignore_errors=True)

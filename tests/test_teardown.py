@@ -1,0 +1,131 @@
+"""Teardown: every example's endpoints deployed to the local emulator with the real CDK CLI, then destroyed;
+nothing of the app may be left. An environment that retains data keeps exactly its buckets and repository.
+
+The emulator knows no g5/g6 instance types, so GPU types are mapped to the g4dn size with the same GPU count;
+artifacts are pinned by hash (the emulator never starts a container, so no weights are needed).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import boto3
+import pytest
+import yaml
+from conftest import FAKE_HASH, ROOT
+
+from local_emulator import moto_server
+from local_emulator.inventory import leftovers
+
+pytestmark = pytest.mark.emulator
+
+CDK = str(ROOT / "node_modules" / ".bin" / "cdk")
+EMULATOR_TYPES = {"ml.g5.xlarge": "ml.g4dn.xlarge", "ml.g5.2xlarge": "ml.g4dn.2xlarge", "ml.g5.12xlarge": "ml.g4dn.12xlarge"}
+
+
+def combined_emulator_config(retain_data: bool) -> dict:
+    """All endpoints of all example files in one emulator environment."""
+    endpoints, seen = [], set()
+    for path in sorted((ROOT / "config" / "examples").glob("*.yaml")):
+        for ep in yaml.safe_load(path.read_text())["endpoints"]:
+            if ep["name"] in seen:
+                continue
+            seen.add(ep["name"])
+            ep = {**ep, "artifact_hash": FAKE_HASH}
+            ep["instance_type"] = EMULATOR_TYPES.get(ep["instance_type"], ep["instance_type"])
+            ep.pop("volume_size_gb", None)
+            endpoints.append(ep)
+    return {
+        "project": "teardown",
+        "environments": {
+            "emu": {
+                "account": moto_server.EMULATOR_ACCOUNT,
+                "region": moto_server.EMULATOR_REGION,
+                "retain_data": retain_data,
+                "emulator": True,
+            }
+        },
+        "endpoints": endpoints,
+    }
+
+
+def _cdk(args: list[str], assembly: Path, emulator: moto_server.Emulator) -> subprocess.CompletedProcess:
+    """The real CDK CLI against the emulator, on an already synthesized cloud assembly."""
+    env = {
+        **os.environ,
+        **emulator.client_env(),
+        "CDK_DISABLE_CLI_TELEMETRY": "true",
+        "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
+        "PATH": f"{ROOT / '.venv' / 'bin'}{os.pathsep}{os.environ['PATH']}",
+    }
+    result = subprocess.run(
+        [CDK, *args, "--no-notices", "--app", str(assembly)],
+        cwd=ROOT, env=env, capture_output=True, text=True,
+    )
+    assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
+    return result
+
+
+def _synth(config: Path) -> Path:
+    out = config.parent / "cdk.out"
+    env = {**os.environ, "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20", "CDK_DISABLE_CLI_TELEMETRY": "true",
+           "PATH": f"{ROOT / '.venv' / 'bin'}{os.pathsep}{os.environ['PATH']}"}
+    result = subprocess.run(
+        [CDK, "synth", "--quiet", "--no-notices", "-c", f"config={config}", "-o", str(out)],
+        cwd=ROOT, env=env, capture_output=True, text=True,
+    )
+    assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
+    return out
+
+
+@pytest.fixture(scope="module")
+def emulator(tmp_path_factory):
+    emulator = moto_server.start(tmp_path_factory.mktemp("moto"))
+    yield emulator
+    emulator.stop()
+
+
+def test_every_example_endpoint_deploys_and_destroys_leaving_nothing(emulator, tmp_path):
+    config = tmp_path / "all-examples.yaml"
+    spec = combined_emulator_config(retain_data=False)
+    config.write_text(yaml.safe_dump(spec))
+    assembly = _synth(config)
+    _cdk(["bootstrap", f"aws://{moto_server.EMULATOR_ACCOUNT}/{moto_server.EMULATOR_REGION}"], assembly, emulator)
+    _cdk(["deploy", "--all", "--require-approval", "never"], assembly, emulator)
+    with emulator.activated():
+        session = boto3.Session(region_name=emulator.region)
+        deployed = leftovers(session, stack_prefix="teardown-")
+        assert len(deployed["cloudformation stacks"]) == 1 + len(spec["endpoints"])
+        assert len(deployed["sagemaker endpoints"]) == len(spec["endpoints"])
+        assert len(deployed["sagemaker models"]) == len(spec["endpoints"])
+        assert len(deployed["lambda functions"]) == len(spec["endpoints"])
+        assert any(g.startswith("/aws/sagemaker/Endpoints/emu-") for g in deployed["log groups"])
+        _cdk(["destroy", "--all", "--force"], assembly, emulator)
+        left = leftovers(session, stack_prefix="teardown-")
+    assert {kind: names for kind, names in left.items() if names} == {}
+
+
+def test_an_environment_that_retains_data_keeps_exactly_its_buckets_and_repository(emulator, tmp_path):
+    config = tmp_path / "retain.yaml"
+    spec = combined_emulator_config(retain_data=True)
+    spec["endpoints"] = spec["endpoints"][:1]
+    config.write_text(yaml.safe_dump(spec))
+    assembly = _synth(config)
+    # The module's emulator was bootstrapped by the test above when run together; bootstrap is idempotent.
+    _cdk(["bootstrap", f"aws://{moto_server.EMULATOR_ACCOUNT}/{moto_server.EMULATOR_REGION}"], assembly, emulator)
+    _cdk(["deploy", "--all", "--require-approval", "never"], assembly, emulator)
+    _cdk(["destroy", "--all", "--force"], assembly, emulator)
+    with emulator.activated():
+        session = boto3.Session(region_name=emulator.region)
+        left = {kind: names for kind, names in leftovers(session, stack_prefix="teardown-").items() if names}
+        buckets = left.pop("s3 buckets")
+        assert left == {"ecr repositories": ["teardown-emu"]}
+        assert len(buckets) == 2 and "teardown-emu-artifacts-123456789012-us-east-1" in buckets
+        assert any("accesslogs" in b for b in buckets)
+        # Clean up what was kept, so later tests on this emulator start empty.
+        for bucket in buckets:
+            session.resource("s3").Bucket(bucket).object_versions.delete()
+            session.client("s3").delete_bucket(Bucket=bucket)
+        session.client("ecr").delete_repository(repositoryName="teardown-emu", force=True)
