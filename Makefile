@@ -12,12 +12,14 @@ export CDK_DISABLE_CLI_TELEMETRY := true
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: help install demo test synth lint clean hf-container-env
+.PHONY: help install demo test synth clean hf-container-env deploy destroy
 
 help:
 	@echo "make demo   - build a tiny model, deploy it to a local AWS emulator, serve it, invoke it, destroy it"
 	@echo "make test   - the test suite (CDK assertions, cfn-lint, cdk-nag, model_build, servers, emulator deploy)"
 	@echo "make synth  - cdk synth the config in cdk.json (override: make synth CONFIG=path ENV=name)"
+	@echo "make deploy CONFIG=path ENV=name  - preflight, build, publish, deploy, smoke-test one environment"
+	@echo "make destroy CONFIG=path ENV=name - tear that environment down"
 	@echo "make clean  - remove build outputs (build/, cdk.out/)"
 
 # Python deps (torch pinned to the CPU wheel on this machine's disk) and the pinned CDK CLI.
@@ -45,6 +47,12 @@ test: install hf-container-env
 CONFIG ?= config/local.yaml
 synth: install
 	$(CDK) synth --no-notices -c config=$(CONFIG) $(if $(ENV),-c env=$(ENV)) -c allow_unbuilt=true
+
+deploy: install
+	$(PY) -m workstation deploy --config $(CONFIG) $(if $(ENV),--env $(ENV))
+
+destroy: install
+	$(PY) -m workstation destroy --config $(CONFIG) $(if $(ENV),--env $(ENV))
 
 clean:
 	rm -rf build cdk.out

@@ -75,6 +75,28 @@ class Emulator:
         req = urllib.request.Request(f"{self.url}/moto-api/reset", method="POST")
         urllib.request.urlopen(req, timeout=10).read()
 
+    def set_invoke_results(self, bodies: list, account: str = EMULATOR_ACCOUNT) -> None:
+        """Queue the answers moto's InvokeEndpoint gives (it never runs a model): one JSON body per call."""
+        import json
+
+        data = json.dumps(
+            {
+                "account_id": account,
+                "region": self.region,
+                "results": [
+                    {"Body": b if isinstance(b, str) else json.dumps(b), "ContentType": "application/json"}
+                    for b in bodies
+                ],
+            }
+        ).encode()
+        req = urllib.request.Request(
+            f"{self.url}/moto-api/static/sagemaker/endpoint-results",
+            data=data,
+            method="POST",
+            headers={"Content-Type": "application/json"},
+        )
+        urllib.request.urlopen(req, timeout=10).read()
+
     def stop(self) -> None:
         if self.process.poll() is None:
             self.process.terminate()

@@ -50,3 +50,70 @@ def test_there_is_an_example_per_system():
     systems = {ep["system"] for path in EXAMPLES for ep in yaml.safe_load(path.read_text())["endpoints"]}
     missing = [s for s in SYSTEM_NAMES if s not in systems]
     assert not missing, f"systems without an example config: {missing}"
+
+
+def _endpoint_resources(synthesized, stack):
+    resources = synthesized.templates[stack]["Resources"].values()
+    by_type = {}
+    for r in resources:
+        by_type.setdefault(r["Type"], []).append(r)
+    [model] = by_type["AWS::SageMaker::Model"]
+    [config] = by_type["AWS::SageMaker::EndpointConfig"]
+    [variant] = config["Properties"]["ProductionVariants"]
+    return model["Properties"], variant, by_type
+
+
+# The reference setups of the systems our users come from, as the example files reproduce them.
+REFERENCE = {
+    "djl-deepspeed.yaml": dict(stack="llm-endpoints-dev-gptj-deepspeed", image="djl-inference:0.27.0-deepspeed0.12.6-cu121",
+                               instance="ml.g5.12xlarge", timeouts=(600, 900), copies=2, legacy=True),
+    "djl-accelerate.yaml": dict(stack="llm-endpoints-dev-gptj-accelerate", image="djl-inference:0.27.0-deepspeed0.12.6-cu121",
+                                instance="ml.g5.12xlarge", copies=2),
+    "djl-fastertransformer.yaml": dict(stack="llm-endpoints-dev-flan-t5-xxl-ft", image="djl-inference:0.24.0-fastertransformer5.3.0-cu118",
+                                       instance="ml.g5.12xlarge", timeouts=(600, 600), copies=1, legacy=True, staged=True),
+    "lmi-vllm.yaml": dict(stack="llm-endpoints-dev-gptj-vllm", image="djl-inference:0.38.0-lmi29.0.0-cu130",
+                          instance="ml.g5.12xlarge", env={"OPTION_ROLLING_BATCH": "vllm", "OPTION_MODEL_ID": "/opt/ml/model"}),
+    "lmi-trtllm.yaml": dict(stack="llm-endpoints-dev-mistral-trtllm", image="djl-inference:0.33.0-tensorrtllm0.21.0-cu128",
+                            instance="ml.g5.12xlarge", env={"OPTION_ROLLING_BATCH": "trtllm"}),
+    "hf-fastload.yaml": dict(stack="llm-endpoints-dev-gptj-fastload", image="huggingface-pytorch-inference:2.6.0-transformers4.49.0-gpu",
+                             instance="ml.g5.2xlarge", timeouts=(600, 600), copies=1),
+    "tensorrt-byoc.yaml": dict(stack="llm-endpoints-dev-gpt2-tensorrt", own_image=True, instance="ml.g4dn.xlarge",
+                               env={"TRT_BACKEND": "tensorrt", "TRT_MAX_BATCH": "10", "TRT_MAX_SEQUENCE_LENGTH": "42"}),
+    "deepspeed-byoc.yaml": dict(own_image=True, instance="ml.g5.2xlarge", env={"DS_KERNEL_INJECTION": "true"}),
+}
+
+
+@pytest.mark.parametrize("example", sorted(REFERENCE))
+def test_reference_setup(all_examples, example, synth):
+    want = REFERENCE[example]
+    synthesized = all_examples[(f"config/examples/{example}", "dev")]
+    stack = want.get("stack") or next(n for n in synthesized.templates if not n.endswith("-artifacts"))
+    model, variant, by_type = _endpoint_resources(synthesized, stack)
+    container = model["PrimaryContainer"]
+    image = json.dumps(container["Image"])
+    if want.get("own_image"):
+        assert "cdk-hnb659fds-container-assets" in image  # built from this repository (DockerImageAsset)
+    else:
+        assert want["image"] in image
+    assert variant["InstanceType"] == want["instance"]
+    assert "VolumeSizeInGB" not in variant  # every reference instance has local NVMe
+    if "timeouts" in want:
+        assert (variant["ModelDataDownloadTimeoutInSeconds"], variant["ContainerStartupHealthCheckTimeoutInSeconds"]) == want["timeouts"]
+    for key, value in want.get("env", {}).items():
+        assert container["Environment"][key] == value, key
+    data = json.dumps(container.get("ModelDataSource", {}))
+    if want.get("staged"):
+        # Weights stay in S3 for the engine to fetch; SageMaker downloads the code/ part only.
+        assert data.endswith('/code/"]]}}}') and model["EnableNetworkIsolation"] is False
+        staged = json.dumps(container["Environment"])
+        assert '"s3://' in staged and '/weights/"' in staged
+    else:
+        assert "S3Prefix" in data
+    messages = json.dumps(json.loads((synthesized.outdir / f"{stack}.metadata.json").read_text()))
+    if "copies" in want and want["copies"] > 1:
+        assert f"each instance serves {want['copies']} copies of the model" in messages
+    assert ("is retired upstream" in messages) == bool(want.get("legacy"))
+    from endpoint_config import load_config
+
+    scaled = load_config(ROOT / "config" / "examples" / example, "dev").endpoints[0].autoscaling is not None
+    assert bool(by_type.get("AWS::ApplicationAutoScaling::ScalingPolicy")) == scaled

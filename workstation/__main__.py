@@ -1,0 +1,5 @@
+import sys
+
+from workstation.deploy import main
+
+sys.exit(main())

@@ -1,0 +1,182 @@
+"""`make deploy ENV=dev` / `make destroy ENV=dev`: deploy from a workstation, in the order that works.
+
+deploy:  preflight (region, credentials, quotas) -> model_build build for endpoints with no local build and no
+         pinned hash -> one `cdk synth` -> `cdk bootstrap` when the account has no CDKToolkit stack -> deploy the
+         artifact stack -> publish every artifact (unchanged files are skipped) -> preflight again (now the
+         artifacts must be in the bucket with the right hash) -> deploy the endpoint stacks -> smoke-test each.
+destroy: empty the artifact bucket where CloudFormation cannot (the emulator, which cannot run CDK's
+         auto-delete Lambda) -> `cdk destroy` of this environment's stacks.
+Each step prints what it does; the first failure stops with one message and a non-zero exit.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import boto3
+
+from endpoint_config import Deployment, artifact_bucket_name
+
+ROOT = Path(__file__).resolve().parent.parent
+CDK = str(ROOT / "node_modules" / ".bin" / "cdk")
+
+
+class DeployError(Exception):
+    pass
+
+
+def cdk_env() -> dict[str, str]:
+    """The CDK CLI's environment: this venv's python on PATH (cdk.json runs `python3 app.py`), no telemetry."""
+    return {
+        **os.environ,
+        "CDK_DISABLE_CLI_TELEMETRY": "true",
+        "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
+
+
+def run(cmd: list[str], *, echo: Callable[[str], None] = print, tail: int = 4) -> str:
+    """Run a command from the repository root; on failure raise with the last lines of its output."""
+    result = subprocess.run(cmd, cwd=ROOT, env=cdk_env(), capture_output=True, text=True)
+    if result.returncode != 0:
+        lines = (result.stdout + result.stderr).strip().splitlines()
+        raise DeployError(f"`{' '.join(Path(c).name if c == CDK else c for c in cmd)}` exited {result.returncode}:\n" + "\n".join(lines[-25:]))
+    for line in [ln for ln in result.stdout.strip().splitlines() if ln.strip()][-tail:]:
+        echo(f"    {line}")
+    return result.stdout
+
+
+def _context(deployment: Deployment) -> list[str]:
+    return ["-c", f"config={deployment.config_path}", "-c", f"env={deployment.environment_name}"]
+
+
+def _session(deployment: Deployment) -> boto3.Session:
+    return boto3.Session(region_name=deployment.environment.region)
+
+
+def _failed(checks, *, skip_artifacts: bool) -> list[str]:
+    return [
+        f"{c.name}: {c.message}"
+        for c in checks
+        if not c.ok and not (skip_artifacts and c.name.startswith("artifact"))
+    ]
+
+
+def deploy(deployment: Deployment, *, echo: Callable[[str], None] = print) -> None:
+    from model_build.preflight import run_preflight
+    from model_build.smoke import format_checks, run_smoke
+
+    py = sys.executable
+    config, env_name = str(deployment.config_path), deployment.environment_name
+    session = _session(deployment)
+
+    echo(f"==> preflight ({deployment.project}, environment {env_name})")
+    checks = run_preflight(deployment, session)
+    echo(format_checks(checks))
+    problems = _failed(checks, skip_artifacts=True)
+    if problems:
+        raise DeployError("preflight failed:\n  - " + "\n  - ".join(problems))
+
+    for spec in deployment.endpoints:
+        if spec.artifact_hash or (ROOT / "build" / spec.name / "manifest.json").is_file():
+            continue
+        echo(f"==> model_build build {spec.name}")
+        run([py, "-m", "model_build", "build", "--config", config, "--env", env_name, "--endpoint", spec.name, "--quiet"], echo=echo)
+
+    assembly = ROOT / "cdk.out" / f"{deployment.project}-{env_name}"
+    echo("==> cdk synth")
+    run([CDK, "synth", "--quiet", "--no-notices", *_context(deployment), "-o", str(assembly)], echo=echo)
+    app = ["--app", str(assembly)]
+
+    account = session.client("sts").get_caller_identity()["Account"]
+    region = deployment.environment.region or session.region_name
+    if not _bootstrapped(session):
+        echo(f"==> cdk bootstrap aws://{account}/{region} (no CDKToolkit stack yet)")
+        run([CDK, "bootstrap", f"aws://{account}/{region}", "--no-notices", *app], echo=echo)
+
+    artifacts_stack = deployment.stack_name("artifacts")
+    echo(f"==> cdk deploy {artifacts_stack}")
+    run([CDK, "deploy", artifacts_stack, "--exclusively", "--require-approval", "never", "--no-notices", *app], echo=echo)
+
+    for spec in deployment.endpoints:
+        if (ROOT / "build" / spec.name / "manifest.json").is_file():
+            echo(f"==> model_build publish {spec.name}")
+            run([py, "-m", "model_build", "publish", "--config", config, "--env", env_name, "--endpoint", spec.name], echo=echo)
+
+    echo("==> preflight: artifacts published")
+    problems = _failed(run_preflight(deployment, session), skip_artifacts=False)
+    if problems:
+        raise DeployError("the artifacts are not where the endpoint stacks will look:\n  - " + "\n  - ".join(problems))
+
+    endpoint_stacks = [deployment.stack_name(spec.name) for spec in deployment.endpoints]
+    echo(f"==> cdk deploy {' '.join(endpoint_stacks)}")
+    run([CDK, "deploy", *endpoint_stacks, "--exclusively", "--require-approval", "never", "--no-notices", *app], echo=echo)
+
+    for spec in deployment.endpoints:
+        echo(f"==> smoke test {spec.name}")
+        result = run_smoke(deployment, spec.name, session=session)
+        echo(format_checks(result.checks))
+        if not result.ok:
+            raise DeployError(f"smoke test of {spec.name} failed: {'; '.join(c.message for c in result.checks if not c.ok)}")
+    echo(f"deployed {len(endpoint_stacks)} endpoint(s) to environment {env_name}")
+
+
+def destroy(deployment: Deployment, *, echo: Callable[[str], None] = print) -> None:
+    from local_emulator.inventory import empty_bucket
+
+    session = _session(deployment)
+    env = deployment.environment
+    if env.emulator and not env.retain_data:
+        account = session.client("sts").get_caller_identity()["Account"]
+        bucket = artifact_bucket_name(deployment.project, deployment.environment_name, account, env.region or session.region_name)
+        try:
+            removed = empty_bucket(bucket, session)
+            echo(f"==> emptied {bucket} ({removed} object versions; on AWS CDK's auto-delete resource does this)")
+        except session.client("s3").exceptions.NoSuchBucket:
+            pass
+    stacks = [deployment.stack_name("artifacts")] + [deployment.stack_name(s.name) for s in deployment.endpoints]
+    echo(f"==> cdk destroy {' '.join(stacks)}")
+    run(
+        [CDK, "destroy", *stacks, "--force", "--no-notices", *_context(deployment), "-c", "allow_unbuilt=true"],
+        echo=echo,
+    )
+    if env.retain_data:
+        echo("    kept (retain_data: true): the artifact bucket, its access-log bucket and the image repository")
+
+
+def _bootstrapped(session: boto3.Session) -> bool:
+    cfn = session.client("cloudformation")
+    try:
+        stacks = cfn.describe_stacks(StackName="CDKToolkit")["Stacks"]
+    except cfn.exceptions.ClientError:
+        return False
+    return bool(stacks) and stacks[0]["StackStatus"].endswith("_COMPLETE") and "DELETE" not in stacks[0]["StackStatus"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    from endpoint_config import ConfigError, load_config
+
+    parser = argparse.ArgumentParser(prog="python -m workstation", description="deploy or destroy one environment")
+    parser.add_argument("action", choices=["deploy", "destroy"])
+    parser.add_argument("--config", default="config/local.yaml")
+    parser.add_argument("--env", default=None)
+    args = parser.parse_args(argv)
+    try:
+        deployment = load_config(args.config, args.env)
+        (deploy if args.action == "deploy" else destroy)(deployment)
+    except (ConfigError, DeployError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except Exception as err:  # an AWS error: say what, without a traceback
+        print(f"error: {type(err).__name__}: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+__all__ = ["DeployError", "deploy", "destroy", "main"]
