@@ -1,4 +1,5 @@
-"""Shared, session-scoped fixtures for model_build tests: tiny models and their builds, each made once.
+"""Shared fixtures for model_build tests: tiny models and their builds, each made once (session scope), and
+the moto server (`emulator`, one per test module, and `moto_env`, which empties it and points boto3 at it).
 
 Loaded as a plugin (`pytest_plugins = ["conftest_model"]` in the test modules) so every module shares one
 instance of each session fixture. Everything is written under pytest's tmp dir, never into the repo.
@@ -11,8 +12,9 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -78,6 +80,25 @@ def build_artifact(tmp_path_factory: pytest.TempPathFactory, model_config: Path)
 @pytest.fixture(scope="session")
 def gpt2_artifact(build_artifact: Callable[..., Path]) -> Path:
     return build_artifact("tiny-gpt2")
+
+
+@pytest.fixture(scope="module")
+def emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """One moto server per test module (local_emulator.moto_server.Emulator)."""
+    from local_emulator import moto_server
+
+    emu = moto_server.start(tmp_path_factory.mktemp("moto"))
+    yield emu
+    emu.stop()
+
+
+@pytest.fixture
+def moto_env(emulator: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The module's moto server, emptied, with this process's AWS clients pointed at it."""
+    emulator.reset()
+    for k, v in emulator.client_env().items():
+        monkeypatch.setenv(k, v)
+    return emulator
 
 
 def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:

@@ -11,18 +11,16 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import threading
-import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 import pytest
+from helpers import free_port, running, wait_for_ping
 
 from systems.byoc_server.app import create_app
 from systems.byoc_server.contract import RequestError
@@ -75,45 +73,6 @@ class FakeHandler:
         return [f"{p}|{parameters.max_new_tokens}|{parameters.temperature}" for p in prompts]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@contextmanager
-def running(app, ready: bool = True) -> Iterator[str]:  # noqa: ANN001
-    """uvicorn in a thread on a free port; with ready=True, yields once /ping answers 200."""
-    import uvicorn
-
-    port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    url = f"http://127.0.0.1:{port}"
-    try:
-        _wait_for(url, 200 if ready else None)
-        yield url
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-
-
-def _wait_for(url: str, status: int | None, timeout: float = 20) -> int:
-    """Poll GET /ping until it answers (status None: any answer) or answers `status`."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            code = httpx.get(f"{url}/ping", timeout=2).status_code
-            if status is None or code == status:
-                return code
-        except httpx.TransportError:
-            pass
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{url}/ping did not answer {status or 'at all'} within {timeout} s")
-        time.sleep(0.05)
-
-
 @pytest.fixture(scope="module")
 def handler() -> FakeHandler:
     return FakeHandler()
@@ -139,13 +98,13 @@ def test_ping_is_503_while_loading_then_200(tmp_path: Path) -> None:
     gate = threading.Event()
     handler = FakeHandler(gate)
     with running(create_app(handler, tmp_path), ready=False) as base:
-        assert _wait_for(base, None) == 503
+        assert wait_for_ping(base, None) == 503
         reply = httpx.get(f"{base}/ping")
         assert reply.status_code == 503 and reply.json() == {"error": "model is loading"}
         early = post(base, {"inputs": "Hello"})
         assert early.status_code == 503 and "loading" in early.json()["error"]
         gate.set()
-        _wait_for(base, 200)
+        wait_for_ping(base, 200)
         assert post(base, {"inputs": "Hello"}).status_code == 200
     assert handler.model_dir == tmp_path
 
@@ -162,7 +121,7 @@ def test_model_dir_defaults_to_sm_model_dir(tmp_path: Path, monkeypatch: pytest.
 
 def test_load_failure_is_500_on_ping_and_invocations(tmp_path: Path) -> None:
     with running(create_app(FakeHandler(fail_load=True), tmp_path), ready=False) as base:
-        _wait_for(base, 500)
+        wait_for_ping(base, 500)
         error = httpx.get(f"{base}/ping").json()["error"]
         assert error.startswith(f"model failed to load from {tmp_path}: OSError: no weights in")
         assert post(base, {"inputs": "Hello"}).status_code == 503
@@ -333,7 +292,7 @@ def _stop(proc: subprocess.Popen) -> int:
 
 
 def test_main_runs_the_handler_in_the_image_layout(program_dir: Path) -> None:
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "byoc_server.main", "--handler", "fake_handler:FakeHandler", "--host", "127.0.0.1",
          "--port", str(port), "--log-level", "warning"],
@@ -341,7 +300,7 @@ def test_main_runs_the_handler_in_the_image_layout(program_dir: Path) -> None:
     )  # fmt: skip
     try:
         base = f"http://127.0.0.1:{port}"
-        _wait_for(base, 200)
+        wait_for_ping(base, 200)
         assert post(base, {"input": "Hello"}).json() == [{"generated_text": "Hello|64|model"}]
     finally:
         # uvicorn shuts down gracefully, then re-raises SIGTERM (recent releases): both mean a clean stop
@@ -360,7 +319,7 @@ def test_main_refuses_a_bad_handler(program_dir: Path) -> None:
 @pytest.mark.skipif(shutil.which("nginx") is None, reason="nginx is not installed (apt-get install nginx-light)")
 def test_serve_runs_app_behind_nginx_and_stops_on_sigterm(program_dir: Path) -> None:
     """The `serve` entrypoint: uvicorn on a unix socket, nginx.conf on a port (8080 in the image), SIGTERM stops both."""
-    port = _free_port()
+    port = free_port()
     runtime = Path(tempfile.mkdtemp(prefix="byoc-run-"))
     runtime.chmod(0o777)
     try:
@@ -378,7 +337,7 @@ def test_serve_runs_app_behind_nginx_and_stops_on_sigterm(program_dir: Path) -> 
         proc = subprocess.Popen(["bash", str(SERVER_DIR / "serve"), "serve"], env=env, start_new_session=True)
         try:
             base = f"http://127.0.0.1:{port}"
-            _wait_for(base, 200)
+            wait_for_ping(base, 200)
             reply = post(base, {"inputs": ["a", "b"], "parameters": {"max_new_tokens": 3}})
             assert reply.json() == [{"generated_text": "a|3|model"}, {"generated_text": "b|3|model"}]
             assert httpx.get(f"{base}/other").status_code == 404  # nginx answers only the contract's paths

@@ -16,17 +16,16 @@ import io
 import json
 import threading
 import time
-import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import boto3
 import pytest
 
-from local_emulator import moto_server
-
 ROOT = Path(__file__).resolve().parents[1]
 HANDLER_PATH = ROOT / "lambda" / "invoke" / "handler.py"
+
+pytest_plugins = ["conftest_model"]  # the emulator and moto_env fixtures (round trip through the moto server)
 
 ENV_KEYS = ("ENDPOINT_NAME", "MAX_REQUEST_BYTES", "MAX_NEW_TOKENS", "MAX_BATCH_SIZE", "READ_TIMEOUT_S",
             "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME")
@@ -397,21 +396,6 @@ def test_read_timeout_is_a_504_and_is_not_retried(wire, monkeypatch):
 # ----------------------------------------------------------------------------------------------------------------
 # Round trip through the moto server
 
-@pytest.fixture(scope="module")
-def emulator(tmp_path_factory):
-    emu = moto_server.start(tmp_path_factory.mktemp("moto"))
-    yield emu
-    emu.stop()
-
-
-@pytest.fixture
-def moto_env(emulator, monkeypatch):
-    emulator.reset()
-    for k, v in emulator.client_env().items():
-        monkeypatch.setenv(k, v)
-    return emulator
-
-
 def _create_endpoint(name: str) -> None:
     sm = boto3.client("sagemaker")
     sm.create_model(ModelName=f"{name}-model", ExecutionRoleArn="arn:aws:iam::123456789012:role/sagemaker-exec",
@@ -423,20 +407,11 @@ def _create_endpoint(name: str) -> None:
     assert sm.describe_endpoint(EndpointName=name)["EndpointStatus"] == "InService"
 
 
-def _canned_results(emulator, bodies: list) -> None:
-    data = json.dumps({"account_id": moto_server.EMULATOR_ACCOUNT, "region": emulator.region, "results": [
-        {"Body": json.dumps(b), "ContentType": "application/json", "InvokedProductionVariant": "AllTraffic"}
-        for b in bodies]}).encode()
-    req = urllib.request.Request(f"{emulator.url}/moto-api/static/sagemaker/endpoint-results", data=data,
-                                 method="POST", headers={"Content-Type": "application/json"})
-    urllib.request.urlopen(req, timeout=10).read()
-
-
 def test_moto_round_trip_returns_canned_outputs(moto_env, monkeypatch):
     _create_endpoint("llm-endpoint")
     first = [{"generated_text": "Once upon a time"}]
     second = [{"generated_text": "a"}, {"generated_text": "b"}]
-    _canned_results(moto_env, [first, second])
+    moto_env.set_invoke_results([first, second])
     status, body = call(proxy(json.dumps({"inputs": "Tell me a story", "parameters": {"max_new_tokens": 8}})))
     assert status == 200, body
     assert body["endpoint"] == "llm-endpoint" and body["outputs"] == first

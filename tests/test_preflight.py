@@ -10,6 +10,7 @@ import boto3
 import pytest
 import yaml
 from botocore.stub import Stubber
+from helpers import Session
 
 from endpoint_config import artifact_bucket_name, artifact_prefix, load_config
 from local_emulator import moto_server
@@ -20,20 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 ACCOUNT, REGION = moto_server.EMULATOR_ACCOUNT, moto_server.EMULATOR_REGION
 HASH_A, HASH_B = "a" * 64, "b" * 64
 
-
-@pytest.fixture(scope="module")
-def emulator(tmp_path_factory):
-    emu = moto_server.start(tmp_path_factory.mktemp("moto"))
-    yield emu
-    emu.stop()
-
-
-@pytest.fixture
-def moto_env(emulator, monkeypatch):
-    emulator.reset()
-    for k, v in emulator.client_env().items():
-        monkeypatch.setenv(k, v)
-    return emulator
+pytest_plugins = ["conftest_model"]  # the emulator and moto_env fixtures
 
 
 def write_config(
@@ -84,24 +72,6 @@ def quota(instance_type: str, value: float, code: str = "L-0001") -> dict:
         "QuotaCode": code,
         "Value": value,
     }
-
-
-class Session:
-    """A boto3 session whose clients are real (moto) except the ones given."""
-
-    def __init__(self, **clients):
-        self._real = boto3.session.Session()
-        self._clients = clients
-        self.region_name = self._real.region_name
-
-    def client(self, name, **kwargs):
-        return self._clients[name] if name in self._clients else self._real.client(name, **kwargs)
-
-    def get_available_partitions(self):
-        return self._real.get_available_partitions()
-
-    def get_available_regions(self, *args, **kwargs):
-        return self._real.get_available_regions(*args, **kwargs)
 
 
 def quotas_session(defaults: list[dict], applied: list[dict]):

@@ -4,52 +4,26 @@ sagemaker-runtime client reaches it the way it reaches a deployed endpoint."""
 from __future__ import annotations
 
 import json
-import socket
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+from helpers import running
 
 pytest_plugins = ["conftest_model"]
 
 ENDPOINT = "tiny-gpt2"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server_url(gpt2_artifact: Path) -> Iterator[str]:
     """uvicorn on a free localhost port in a thread; ready once GET /ping answers 200."""
-    import uvicorn
-
     from model_build.serve import create_app
 
-    port = _free_port()
-    config = uvicorn.Config(create_app(gpt2_artifact, endpoint_name=ENDPOINT), host="127.0.0.1", port=port, log_level="warning")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            if httpx.get(f"{url}/ping", timeout=2).status_code == 200:
-                break
-        except httpx.TransportError:
-            pass
-        if time.monotonic() > deadline:
-            raise TimeoutError("server did not become healthy within 60 s")
-        time.sleep(0.1)
-    yield url
-    server.should_exit = True
-    thread.join(timeout=10)
+    with running(create_app(gpt2_artifact, endpoint_name=ENDPOINT), timeout=60) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")

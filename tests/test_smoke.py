@@ -11,13 +11,13 @@ from __future__ import annotations
 import ast
 import json
 import time
-import urllib.request
 from pathlib import Path
 
 import boto3
 import pytest
 import yaml
 from botocore.stub import Stubber
+from helpers import Session
 
 from endpoint_config import load_config
 from local_emulator import moto_server
@@ -28,20 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 smoke = load_smoke_module()
 GOOD = [{"generated_text": "The capital of France is Paris."}]
 
-
-@pytest.fixture(scope="module")
-def emulator(tmp_path_factory):
-    emu = moto_server.start(tmp_path_factory.mktemp("moto"))
-    yield emu
-    emu.stop()
-
-
-@pytest.fixture
-def moto_env(emulator, monkeypatch):
-    emulator.reset()
-    for k, v in emulator.client_env().items():
-        monkeypatch.setenv(k, v)
-    return emulator
+pytest_plugins = ["conftest_model"]  # the emulator and moto_env fixtures
 
 
 def write_config(tmp_path: Path, **changes) -> Path:
@@ -108,42 +95,6 @@ def deploy_stack(deployment, name: str = "tiny-gpt2") -> tuple[str, str]:
     return endpoint, boto3.client("sagemaker").describe_endpoint(EndpointName=endpoint)["EndpointConfigName"]
 
 
-def canned(emulator, bodies: list) -> None:
-    data = json.dumps(
-        {
-            "account_id": moto_server.EMULATOR_ACCOUNT,
-            "region": emulator.region,
-            "results": [
-                {
-                    "Body": b if isinstance(b, str) else json.dumps(b),
-                    "ContentType": "application/json",
-                    "InvokedProductionVariant": "AllTraffic",
-                }
-                for b in bodies
-            ],
-        }
-    ).encode()
-    req = urllib.request.Request(
-        f"{emulator.url}/moto-api/static/sagemaker/endpoint-results",
-        data=data,
-        method="POST",
-        headers={"Content-Type": "application/json"},
-    )
-    urllib.request.urlopen(req, timeout=10).read()
-
-
-class Session:
-    """A boto3 session whose clients are real (moto) except the ones given."""
-
-    def __init__(self, **clients):
-        self._real = boto3.session.Session()
-        self._clients = clients
-        self.region_name = self._real.region_name
-
-    def client(self, name, **kwargs):
-        return self._clients[name] if name in self._clients else self._real.client(name, **kwargs)
-
-
 def by_name(result) -> dict:
     return {c.name: c for c in result.checks}
 
@@ -153,7 +104,7 @@ def by_name(result) -> dict:
 
 def test_deployed_endpoint_passes(moto_env, deployment):
     endpoint, config = deploy_stack(deployment)
-    canned(moto_env, [GOOD])
+    moto_env.set_invoke_results([GOOD])
     result = run_smoke(deployment, "tiny-gpt2")
     assert result.ok, smoke.format_checks(result.checks)
     checks = by_name(result)
@@ -180,7 +131,7 @@ def test_rolled_back_endpoint_fails_on_config_mismatch(moto_env, deployment):
     sm.delete_endpoint(EndpointName=endpoint)
     sm.create_endpoint(EndpointName=endpoint, EndpointConfigName="previous-config")
     assert sm.describe_endpoint(EndpointName=endpoint)["EndpointStatus"] == "InService"
-    canned(moto_env, [GOOD])
+    moto_env.set_invoke_results([GOOD])
     result = run_smoke(deployment, "tiny-gpt2")
     assert not result.ok
     assert [c.name for c in result.failures] == ["config"]
@@ -208,7 +159,7 @@ def test_response_shape_rules(body, expected):
 @pytest.mark.parametrize("body, expected", [SHAPES[0], SHAPES[2]])
 def test_bad_shape_fails(moto_env, deployment, body, expected):
     deploy_stack(deployment)
-    canned(moto_env, [body])
+    moto_env.set_invoke_results([body])
     result = run_smoke(deployment, "tiny-gpt2")
     assert [c.name for c in result.failures] == ["response"]
     assert expected in result.failures[0].message and "wrong shape" in result.failures[0].message
@@ -216,7 +167,7 @@ def test_bad_shape_fails(moto_env, deployment, body, expected):
 
 def test_non_json_answer_fails_invoke(moto_env, deployment):
     deploy_stack(deployment)
-    canned(moto_env, ["not json"])
+    moto_env.set_invoke_results(["not json"])
     result = run_smoke(deployment, "tiny-gpt2")
     assert [c.name for c in result.failures] == ["invoke"]
     assert "returned 502 model_error" in result.failures[0].message and "non-JSON" in result.failures[0].message
@@ -226,7 +177,7 @@ def test_non_json_answer_fails_invoke(moto_env, deployment):
 def test_slow_answer_exceeds_latency_budget(moto_env, tmp_path):
     deployment = load_config(write_config(tmp_path, smoke_test={"latency_budget_ms": 100}), "local")
     deploy_stack(deployment)
-    canned(moto_env, [GOOD])
+    moto_env.set_invoke_results([GOOD])
     runtime = smoke.make_runtime_client()
     # A slow model: every InvokeEndpoint request waits 250 ms before it is sent.
     runtime.meta.events.register("before-send.sagemaker-runtime.InvokeEndpoint", lambda **_: time.sleep(0.25))
@@ -293,7 +244,7 @@ def test_wrong_account_is_refused_first(moto_env, tmp_path):
 
 def test_cli_smoke_passes_and_fails(moto_env, deployment, capsys):
     deploy_stack(deployment)
-    canned(moto_env, [GOOD])
+    moto_env.set_invoke_results([GOOD])
     argv = ["smoke", "--config", str(ROOT / "config" / "local.yaml"), "--endpoint", "tiny-gpt2"]
     assert main(argv) == 0
     out = capsys.readouterr().out
@@ -319,7 +270,7 @@ def test_cli_unknown_endpoint(moto_env, capsys):
 
 def test_lambda_handler_reads_its_environment(moto_env, deployment, monkeypatch, capsys):
     endpoint, _ = deploy_stack(deployment)
-    canned(moto_env, [GOOD])
+    moto_env.set_invoke_results([GOOD])
     monkeypatch.setenv("STACK_NAME", deployment.stack_name("tiny-gpt2"))
     monkeypatch.setenv("ENDPOINT_NAME", "tiny-gpt2")
     monkeypatch.setenv("EMULATOR", "true")

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import json
 import re
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+from helpers import running
 
 from endpoint_config import load_config
 from model_build import BuildError
@@ -79,7 +78,7 @@ def test_system_facts_and_environment() -> None:
     assert system.gpu_only and system.architectures == ("decoder",) and system.image is None
     assert system.own_container.context == "."
     assert (REPO / "systems" / system.own_container.dockerfile) == DOCKERFILE and DOCKERFILE.is_file()
-    endpoint = load_config(EXAMPLE, "dev").endpoint("gptj-deepspeed")
+    endpoint = load_config(EXAMPLE, "dev").endpoint("gptj-ds-byoc")
     assert system.environment(endpoint) == {
         "DS_KERNEL_INJECTION": "true", "DTYPE": "fp16", "TENSOR_PARALLEL_DEGREE": "1", "BYOC_PROCESSES": "1",
         "BYOC_HANDLER": "handler:DeepSpeedHandler", "MAX_BATCH_SIZE": "4",
@@ -88,9 +87,9 @@ def test_system_facts_and_environment() -> None:
 
 def test_example_config_validates_in_every_environment() -> None:
     for env in ("dev", "prod"):
-        endpoint = load_config(EXAMPLE, env).endpoint("gptj-deepspeed")
+        endpoint = load_config(EXAMPLE, env).endpoint("gptj-ds-byoc")
         assert endpoint.system == "deepspeed-byoc" and endpoint.dtype == "fp16"
-    assert load_config(EXAMPLE, "prod").endpoint("gptj-deepspeed").instance_count == 2
+    assert load_config(EXAMPLE, "prod").endpoint("gptj-ds-byoc").instance_count == 2
 
 
 def test_cpu_instance_is_refused(tmp_path: Path, tiny_gptj: Path) -> None:
@@ -282,15 +281,7 @@ def test_environment_overrides(artifact: Path, monkeypatch: pytest.MonkeyPatch) 
 
 @pytest.fixture(scope="module")
 def server_url(handler, artifact: Path) -> Iterator[str]:  # noqa: ANN001
-    import socket
-
-    import uvicorn
-
     from systems.byoc_server.app import create_app
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
 
     class Preloaded:  # the session's handler is loaded already; the server's load() is then a no-op
         def load(self, model_dir: Path) -> None:
@@ -299,24 +290,8 @@ def server_url(handler, artifact: Path) -> Iterator[str]:  # noqa: ANN001
         def generate(self, prompts: list[str], parameters: GenerationParameters) -> list[str]:
             return handler.generate(prompts, parameters)
 
-    server = uvicorn.Server(
-        uvicorn.Config(create_app(Preloaded(), artifact), host="127.0.0.1", port=port, log_level="warning")
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            if httpx.get(f"{url}/ping", timeout=2).status_code == 200:
-                break
-        except httpx.TransportError:
-            pass
-        assert time.monotonic() < deadline, "server did not become healthy"
-        time.sleep(0.05)
-    yield url
-    server.should_exit = True
-    thread.join(timeout=10)
+    with running(create_app(Preloaded(), artifact), timeout=30) as url:
+        yield url
 
 
 def test_http_both_request_shapes(server_url: str, handler) -> None:  # noqa: ANN001

@@ -6,15 +6,13 @@ from __future__ import annotations
 import importlib.util
 import json
 import shutil
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import numpy as np
 import pytest
+from helpers import running
 
 from model_build import BuildError
 from systems.byoc_server.contract import GenerationParameters, RequestError
@@ -410,39 +408,14 @@ def test_tensorrt_engine_matches_onnxruntime(trt_artifact: Path, handler, tmp_pa
 
 
 # ------------------------------------------------------------------------------------------------ HTTP
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server_url(trt_artifact: Path) -> Iterator[str]:
     """The shared byoc_server app around the handler (ONNX Runtime backend), uvicorn on a localhost port."""
-    import uvicorn
-
     from systems.byoc_server.app import create_app
     from systems.tensorrt_byoc.handler.handler import TensorRTHandler
 
-    port = _free_port()
-    app = create_app(TensorRTHandler(backend="onnxruntime"), trt_artifact)
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{url}/ping", timeout=1).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
-    else:
-        pytest.fail("server did not answer /ping with 200 within 30 s")
-    yield url
-    server.should_exit = True
-    thread.join(timeout=10)
+    with running(create_app(TensorRTHandler(backend="onnxruntime"), trt_artifact), timeout=30) as url:
+        yield url
 
 
 def test_http_both_request_shapes(server_url: str, handler) -> None:

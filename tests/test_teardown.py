@@ -27,12 +27,13 @@ EMULATOR_TYPES = {"ml.g5.xlarge": "ml.g4dn.xlarge", "ml.g5.2xlarge": "ml.g4dn.2x
 
 def combined_emulator_config(retain_data: bool) -> dict:
     """All endpoints of all example files in one emulator environment."""
-    endpoints, seen = [], set()
+    endpoints, seen = [], {}
     for path in sorted((ROOT / "config" / "examples").glob("*.yaml")):
         for ep in yaml.safe_load(path.read_text())["endpoints"]:
-            if ep["name"] in seen:
+            if ep["name"] in seen:  # the same endpoint in two examples (hf-fastload.yaml, pipeline.yaml)
+                assert ep["system"] == seen[ep["name"]], f"two example endpoints named {ep['name']!r}: rename one"
                 continue
-            seen.add(ep["name"])
+            seen[ep["name"]] = ep["system"]
             ep = {**ep, "artifact_hash": FAKE_HASH}
             ep["instance_type"] = EMULATOR_TYPES.get(ep["instance_type"], ep["instance_type"])
             ep.pop("volume_size_gb", None)
@@ -68,18 +69,6 @@ def _cdk(args: list[str], assembly: Path, emulator: moto_server.Emulator) -> sub
     return result
 
 
-def _synth(config: Path) -> Path:
-    out = config.parent / "cdk.out"
-    env = {**os.environ, "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20", "CDK_DISABLE_CLI_TELEMETRY": "true",
-           "PATH": f"{ROOT / '.venv' / 'bin'}{os.pathsep}{os.environ['PATH']}"}
-    result = subprocess.run(
-        [CDK, "synth", "--quiet", "--no-notices", "-c", f"config={config}", "-o", str(out)],
-        cwd=ROOT, env=env, capture_output=True, text=True,
-    )
-    assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
-    return out
-
-
 @pytest.fixture(scope="module")
 def emulator(tmp_path_factory):
     emulator = moto_server.start(tmp_path_factory.mktemp("moto"))
@@ -87,11 +76,11 @@ def emulator(tmp_path_factory):
     emulator.stop()
 
 
-def test_every_example_endpoint_deploys_and_destroys_leaving_nothing(emulator, tmp_path):
+def test_every_example_endpoint_deploys_and_destroys_leaving_nothing(emulator, tmp_path, synth):
     config = tmp_path / "all-examples.yaml"
     spec = combined_emulator_config(retain_data=False)
     config.write_text(yaml.safe_dump(spec))
-    assembly = _synth(config)
+    assembly = synth(str(config), allow_unbuilt=False).outdir  # in-process, as `cdk synth` would write it
     _cdk(["bootstrap", f"aws://{moto_server.EMULATOR_ACCOUNT}/{moto_server.EMULATOR_REGION}"], assembly, emulator)
     _cdk(["deploy", "--all", "--require-approval", "never"], assembly, emulator)
     with emulator.activated():
@@ -107,12 +96,12 @@ def test_every_example_endpoint_deploys_and_destroys_leaving_nothing(emulator, t
     assert {kind: names for kind, names in left.items() if names} == {}
 
 
-def test_an_environment_that_retains_data_keeps_exactly_its_buckets_and_repository(emulator, tmp_path):
+def test_an_environment_that_retains_data_keeps_exactly_its_buckets_and_repository(emulator, tmp_path, synth):
     config = tmp_path / "retain.yaml"
     spec = combined_emulator_config(retain_data=True)
     spec["endpoints"] = spec["endpoints"][:1]
     config.write_text(yaml.safe_dump(spec))
-    assembly = _synth(config)
+    assembly = synth(str(config), allow_unbuilt=False).outdir  # in-process, as `cdk synth` would write it
     # The module's emulator was bootstrapped by the test above when run together; bootstrap is idempotent.
     _cdk(["bootstrap", f"aws://{moto_server.EMULATOR_ACCOUNT}/{moto_server.EMULATOR_REGION}"], assembly, emulator)
     _cdk(["deploy", "--all", "--require-approval", "never"], assembly, emulator)

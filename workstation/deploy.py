@@ -66,7 +66,9 @@ def _failed(checks, *, skip_artifacts: bool) -> list[str]:
     ]
 
 
-def deploy(deployment: Deployment, *, echo: Callable[[str], None] = print) -> None:
+def deploy(deployment: Deployment, *, echo: Callable[[str], None] = print, runtime_client=None) -> None:
+    """Deploy one environment. `runtime_client`: the sagemaker-runtime client the smoke test invokes through
+    (default: the real service; the demo passes one pointed at the model served on localhost)."""
     from model_build.preflight import run_preflight
     from model_build.smoke import format_checks, run_smoke
 
@@ -76,7 +78,8 @@ def deploy(deployment: Deployment, *, echo: Callable[[str], None] = print) -> No
 
     echo(f"==> preflight ({deployment.project}, environment {env_name})")
     checks = run_preflight(deployment, session)
-    echo(format_checks(checks))
+    for line in format_checks(checks).splitlines():
+        echo(line)
     problems = _failed(checks, skip_artifacts=True)
     if problems:
         raise DeployError("preflight failed:\n  - " + "\n  - ".join(problems))
@@ -87,7 +90,7 @@ def deploy(deployment: Deployment, *, echo: Callable[[str], None] = print) -> No
         echo(f"==> model_build build {spec.name}")
         run([py, "-m", "model_build", "build", "--config", config, "--env", env_name, "--endpoint", spec.name, "--quiet"], echo=echo)
 
-    assembly = ROOT / "cdk.out" / f"{deployment.project}-{env_name}"
+    assembly = _assembly(deployment)
     echo("==> cdk synth")
     run([CDK, "synth", "--quiet", "--no-notices", *_context(deployment), "-o", str(assembly)], echo=echo)
     app = ["--app", str(assembly)]
@@ -118,8 +121,9 @@ def deploy(deployment: Deployment, *, echo: Callable[[str], None] = print) -> No
 
     for spec in deployment.endpoints:
         echo(f"==> smoke test {spec.name}")
-        result = run_smoke(deployment, spec.name, session=session)
-        echo(format_checks(result.checks))
+        result = run_smoke(deployment, spec.name, session=session, runtime_client=runtime_client)
+        for line in format_checks(result.checks).splitlines():
+            echo(line)
         if not result.ok:
             raise DeployError(f"smoke test of {spec.name} failed: {'; '.join(c.message for c in result.checks if not c.ok)}")
     echo(f"deployed {len(endpoint_stacks)} endpoint(s) to environment {env_name}")
@@ -140,12 +144,16 @@ def destroy(deployment: Deployment, *, echo: Callable[[str], None] = print) -> N
             pass
     stacks = [deployment.stack_name("artifacts")] + [deployment.stack_name(s.name) for s in deployment.endpoints]
     echo(f"==> cdk destroy {' '.join(stacks)}")
-    run(
-        [CDK, "destroy", *stacks, "--force", "--no-notices", *_context(deployment), "-c", "allow_unbuilt=true"],
-        echo=echo,
-    )
+    # The assembly the last deploy synthesized, else a fresh synth (which needs no build for destroying).
+    assembly = _assembly(deployment)
+    app = ["--app", str(assembly)] if (assembly / "manifest.json").is_file() else [*_context(deployment), "-c", "allow_unbuilt=true"]
+    run([CDK, "destroy", *stacks, "--force", "--no-notices", *app], echo=echo)
     if env.retain_data:
         echo("    kept (retain_data: true): the artifact bucket, its access-log bucket and the image repository")
+
+
+def _assembly(deployment: Deployment) -> Path:
+    return ROOT / "cdk.out" / f"{deployment.project}-{deployment.environment_name}"
 
 
 def _bootstrapped(session: boto3.Session) -> bool:

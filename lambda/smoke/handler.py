@@ -327,7 +327,10 @@ def smoke_test(
     payload = {"inputs": prompt, "parameters": {"max_new_tokens": max_new_tokens, "do_sample": False}}
     log: dict[str, Any] = {}
     started = time.monotonic()
-    status_code, body = invoke.invoke(endpoint, payload, client=client, log=log)
+    # Clients call the configured name; on AWS it is the deployed one (checked above). The emulator names
+    # endpoints itself but answers (or its stand-in model server answers) under the configured name.
+    invoke_name = expected_endpoint if (emulator and expected_endpoint) else endpoint
+    status_code, body = invoke.invoke(invoke_name, payload, client=client, log=log)
     wall_ms = int(round((time.monotonic() - started) * 1000))
     latency_ms = body.get("latency_ms", wall_ms) if status_code == 200 else wall_ms
     result.latency_ms = latency_ms

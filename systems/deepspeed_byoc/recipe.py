@@ -23,6 +23,7 @@ from typing import Any
 from endpoint_config import EndpointSpec
 from model_build import BuildError
 from model_build.source import resolve_model_source
+from systems import recipe_common as common
 from systems.deepspeed_byoc import (
     BASE_IMAGE,
     DEEPSPEED_VERSION,
@@ -30,16 +31,6 @@ from systems.deepspeed_byoc import (
     SYSTEM,
     TORCH_VERSION,
     TRANSFORMERS_VERSION,
-)
-from systems.hf_fastload.recipe import (
-    _TOKENIZER_CLASS,
-    TOKENIZER_FILES,
-    TOLERANCE,
-    TRANSFORMERS5_TOKENIZER_CLASSES,
-    VERIFY_NEW_TOKENS,
-    VERIFY_PROMPT,
-    _config_for_container,
-    _reference,
 )
 
 ENGINE_CONFIG = "deepspeed.json"
@@ -71,35 +62,9 @@ def check_endpoint(endpoint: EndpointSpec) -> None:
         raise _bad(endpoint, "engine.tensorrt_profile: is only used by system 'tensorrt-byoc' (leave it out)")
 
 
-def check_tokenizer(source: Path) -> list[str]:
-    """Tokenizer files to copy; refuses what transformers 4.36 (the image) cannot read."""
-    present = [name for name in TOKENIZER_FILES if (source / name).is_file()]
-    if not present:
-        raise BuildError(
-            f"model directory {str(source)!r} has no tokenizer files; expected tokenizer_config.json with "
-            "vocab.json + merges.txt (or tokenizer.json / tokenizer.model)"
-        )
-    config_path = source / "tokenizer_config.json"
-    if config_path.is_file():
-        tokenizer_class = json.loads(config_path.read_text()).get("tokenizer_class")
-        if tokenizer_class is not None and (
-            tokenizer_class in TRANSFORMERS5_TOKENIZER_CLASSES or not _TOKENIZER_CLASS.match(tokenizer_class)
-        ):
-            raise BuildError(
-                f"{config_path}: tokenizer_class {tokenizer_class!r} is unknown to transformers "
-                f"{TRANSFORMERS_VERSION} (the deepspeed-byoc image); allowed: a transformers 4.x class such as "
-                "'GPT2Tokenizer' or 'GPT2TokenizerFast' (files saved by transformers 5 need re-exporting with the "
-                "original tokenizer files)"
-            )
-    return present
-
-
 def check_architecture(endpoint: EndpointSpec, source: Path) -> dict[str, Any]:
     """The source config.json; refuses models DeepSpeed cannot inject or split `tensor_parallel_degree` ways."""
-    config_path = source / "config.json"
-    if not config_path.is_file():
-        raise BuildError(f"model directory {str(source)!r} has no config.json; it is not a transformers model")
-    config = json.loads(config_path.read_text())
+    config = common.read_model_config(source)
     model_type = config.get("model_type")
     if model_type not in KERNEL_INJECTION_MODEL_TYPES:
         raise _bad(
@@ -141,38 +106,33 @@ def build(endpoint: EndpointSpec, out_dir: Path, progress: bool = True) -> dict[
     """Write the verified artifact of `endpoint` into `out_dir` (empty or absent) and return its manifest."""
     check_endpoint(endpoint)
     source = resolve_model_source(endpoint.model, endpoint.revision)
-    tokenizer_files = check_tokenizer(source)
+    tokenizer_files = common.check_tokenizer(
+        source,
+        target=f"transformers {TRANSFORMERS_VERSION} (the deepspeed-byoc image)",
+        examples="'GPT2Tokenizer' or 'GPT2TokenizerFast'",
+    )
     source_config = check_architecture(endpoint, source)
     engine = engine_config(endpoint, source_config)
 
-    import safetensors
-    import tokenizers
-    import torch
-    import transformers
     from tqdm.auto import tqdm
 
-    from model_build.manifest import write_manifest
-    from systems.deepspeed_byoc.handler.handler import DeepSpeedHandler, dtype_kwargs
+    from systems.deepspeed_byoc.handler.handler import DeepSpeedHandler
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     steps = tqdm(total=5, desc=f"build {endpoint.name}", unit="step", disable=not progress)
 
     steps.set_postfix_str("load source")
-    try:
-        model = transformers.AutoModelForCausalLM.from_pretrained(source, **dtype_kwargs(torch.float16)).eval()
-        tokenizer = transformers.AutoTokenizer.from_pretrained(source)
-    except Exception as err:
-        raise BuildError(
-            f"model {endpoint.model!r} failed to load from {source}: {type(err).__name__}: {err}"
-        ) from None
+    model, tokenizer = common.load_source(
+        endpoint, source, lambda path: common.load_pretrained(path, DTYPE), name_endpoint=False
+    )
     parameter_count = sum(p.numel() for p in model.parameters())
-    ref_logits, ref_prompt_ids, ref_tokens = _reference(model, tokenizer)
+    reference = common.reference_outputs(model, tokenizer)
     steps.update()
 
     steps.set_postfix_str("write safetensors")
     model.save_pretrained(out_dir, max_shard_size=endpoint.max_shard_size, safe_serialization=True)
-    _config_for_container(out_dir, DTYPE)
+    common.config_for_container(out_dir, DTYPE)
     del model  # one copy in memory at a time
     steps.update()
 
@@ -185,50 +145,29 @@ def build(endpoint: EndpointSpec, out_dir: Path, progress: bool = True) -> dict[
     steps.set_postfix_str("verify")
     handler = DeepSpeedHandler()
     handler.load(out_dir, kernel_injection=False, tp_size=1)
-    logits, prompt_ids, tokens = _reference(handler.model, handler.tokenizer)
-    max_diff = float((logits - ref_logits).abs().max()) if logits.shape == ref_logits.shape else float("inf")
-    tolerance = TOLERANCE[DTYPE]
-    verification = {
-        "path": "transformers (non-injected), build machine; kernel injection is checked on a GPU",
-        "prompt": VERIFY_PROMPT,
-        "new_tokens": VERIFY_NEW_TOKENS,
-        "max_abs_logit_diff": max_diff,
-        "tolerance": tolerance,
-        "tokenizer_ids_match": prompt_ids == ref_prompt_ids,
-        "greedy_tokens_match": tokens == ref_tokens,
-    }
-    if not (max_diff <= tolerance and prompt_ids == ref_prompt_ids and tokens == ref_tokens):
-        raise BuildError(
-            f"endpoint {endpoint.name!r}: the written artifact does not reproduce the source model (fp16): max abs "
-            f"logit diff {max_diff:.3g} (allowed <= {tolerance}), prompt token ids match: "
-            f"{prompt_ids == ref_prompt_ids}, greedy tokens {tokens} vs source {ref_tokens}"
-        )
+    verification = common.compare_with_source(
+        endpoint.name,
+        DTYPE,
+        reference,
+        common.reference_outputs(handler.model, handler.tokenizer),
+        note={"path": "transformers (non-injected), build machine; kernel injection is checked on a GPU"},
+    )
     del handler
     steps.update()
 
     steps.set_postfix_str("hash")
-    manifest = write_manifest(
+    manifest = common.write_build_manifest(
         out_dir,
-        progress=progress,
+        endpoint,
         system=SYSTEM.name,
-        endpoint=endpoint.name,
-        model={
-            "source": endpoint.model,
-            "revision": endpoint.revision,
-            "architecture": (source_config.get("architectures") or [None])[0],
-            "model_type": source_config.get("model_type"),
-            "parameter_count": parameter_count,
-        },
+        source_config=source_config,
+        parameter_count=parameter_count,
+        progress=progress,
         dtype=DTYPE,
         weights_format="safetensors",
         max_shard_size=endpoint.max_shard_size,
         engine=engine,
-        libraries={
-            "torch": torch.__version__,
-            "transformers": transformers.__version__,
-            "safetensors": safetensors.__version__,
-            "tokenizers": tokenizers.__version__,
-        },
+        libraries=common.library_versions(),
         target_container={
             "dockerfile": f"systems/{SYSTEM.own_container.dockerfile}",
             "base_image": BASE_IMAGE,

@@ -1,7 +1,7 @@
 """Recipe helpers shared by the DJL/LMI systems that serve decoder-only causal LMs from the model directory
 (djl-deepspeed, djl-accelerate, lmi-vllm, lmi-trtllm).
 
-The weights are written exactly as hf-fastload writes them, with its helpers (imported, not copied): sharded
+The weights are written exactly as hf-fastload writes them, with the shared helpers (systems.recipe_common): sharded
 safetensors in the configured dtype, config.json with the `torch_dtype` key the containers' transformers 4.x
 reads, and the source's tokenizer files copied verbatim (files re-saved by transformers 5 do not load there).
 SageMaker mounts the uncompressed S3 prefix at /opt/ml/model, so the engine finds everything in one place.
@@ -22,19 +22,10 @@ from typing import Any
 from endpoint_config import EndpointSpec, parse_instance_type
 from model_build import BuildError
 from model_build.source import resolve_model_source
-from systems.hf_fastload.recipe import (
-    TOLERANCE,
-    VERIFY_NEW_TOKENS,
-    VERIFY_PROMPT,
-    _config_for_container,
-    _reference,
-    check_tokenizer,
-)
+from systems import recipe_common as common
 from systems.images import ImagePin
 
 from . import SERVING_PROPERTIES, model_copies, write_properties
-
-TORCH_DTYPE_NAMES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}
 
 
 def read_source_config(endpoint: EndpointSpec, source: Path) -> dict[str, Any]:
@@ -67,16 +58,6 @@ def check_decoder(endpoint: EndpointSpec, config: Mapping[str, Any], model_types
         )
 
 
-def _load_causal_lm(path: Path, dtype_name: str) -> tuple[Any, Any]:
-    import transformers
-
-    from systems.hf_fastload.handler.inference import TORCH_DTYPES, dtype_kwargs
-
-    model = transformers.AutoModelForCausalLM.from_pretrained(path, **dtype_kwargs(TORCH_DTYPES[dtype_name])).eval()
-    tokenizer = transformers.AutoTokenizer.from_pretrained(path)
-    return model, tokenizer
-
-
 def build_decoder_artifact(
     endpoint: EndpointSpec,
     out_dir: Path,
@@ -94,34 +75,23 @@ def build_decoder_artifact(
     source = resolve_model_source(endpoint.model, endpoint.revision)
     source_config = read_source_config(endpoint, source)
     check_decoder(endpoint, source_config, model_types)
-    tokenizer_files = check_tokenizer(source)
+    tokenizer_files = common.check_tokenizer(source)
 
-    import safetensors
-    import tokenizers
-    import torch
-    import transformers
     from tqdm.auto import tqdm
-
-    from model_build.manifest import write_manifest
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     steps = tqdm(total=4, desc=f"build {endpoint.name}", unit="step", disable=not progress)
 
     steps.set_postfix_str("load source")
-    try:
-        model, tokenizer = _load_causal_lm(source, endpoint.dtype)
-    except Exception as err:
-        raise BuildError(
-            f"endpoint {endpoint.name!r}: model {endpoint.model!r} failed to load from {source}: {type(err).__name__}: {err}"
-        ) from None
+    model, tokenizer = common.load_source(endpoint, source, lambda path: common.load_pretrained(path, endpoint.dtype))
     parameter_count = sum(p.numel() for p in model.parameters())
-    ref_logits, ref_prompt_ids, ref_tokens = _reference(model, tokenizer)
+    reference = common.reference_outputs(model, tokenizer)
     steps.update()
 
     steps.set_postfix_str("write weights")
     model.save_pretrained(out_dir, max_shard_size=endpoint.max_shard_size, safe_serialization=True)
-    _config_for_container(out_dir, endpoint.dtype)
+    common.config_for_container(out_dir, endpoint.dtype)
     del model
     for name in tokenizer_files:
         shutil.copy2(source / name, out_dir / name)
@@ -132,27 +102,19 @@ def build_decoder_artifact(
     steps.update()
 
     steps.set_postfix_str("verify")
-    loaded, loaded_tokenizer = _load_causal_lm(out_dir, endpoint.dtype)
-    logits, prompt_ids, tokens = _reference(loaded, loaded_tokenizer)
+    loaded, loaded_tokenizer = common.load_pretrained(out_dir, endpoint.dtype)
+    artifact = common.reference_outputs(loaded, loaded_tokenizer)
     del loaded
-    max_diff = float((logits - ref_logits).abs().max()) if logits.shape == ref_logits.shape else float("inf")
-    tolerance = TOLERANCE[endpoint.dtype]
-    verification = {
-        "method": "transformers reload of the artifact vs the source model, same dtype (the engine's own "
-        "loader needs a GPU)",
-        "prompt": VERIFY_PROMPT,
-        "new_tokens": VERIFY_NEW_TOKENS,
-        "max_abs_logit_diff": max_diff,
-        "tolerance": tolerance,
-        "tokenizer_ids_match": prompt_ids == ref_prompt_ids,
-        "greedy_tokens_match": tokens == ref_tokens,
-    }
-    if not (max_diff <= tolerance and prompt_ids == ref_prompt_ids and tokens == ref_tokens):
-        raise BuildError(
-            f"endpoint {endpoint.name!r}: the written artifact does not reproduce the source model ({endpoint.dtype}): "
-            f"max abs logit diff {max_diff:.3g} (allowed <= {tolerance}), prompt token ids match: "
-            f"{prompt_ids == ref_prompt_ids}, greedy tokens {tokens} vs source {ref_tokens}"
-        )
+    verification = common.compare_with_source(
+        endpoint.name,
+        endpoint.dtype,
+        reference,
+        artifact,
+        note={
+            "method": "transformers reload of the artifact vs the source model, same dtype (the engine's own "
+            "loader needs a GPU)"
+        },
+    )
     steps.update()
 
     steps.set_postfix_str("hash")
@@ -169,27 +131,17 @@ def build_decoder_artifact(
         serving["container_environment"] = environment(endpoint)
     if notes:
         serving["notes"] = notes
-    manifest = write_manifest(
+    manifest = common.write_build_manifest(
         out_dir,
-        progress=progress,
+        endpoint,
         system=endpoint.system,
-        endpoint=endpoint.name,
-        model={
-            "source": endpoint.model,
-            "revision": endpoint.revision,
-            "architecture": (source_config.get("architectures") or [None])[0],
-            "model_type": source_config.get("model_type"),
-            "parameter_count": parameter_count,
-        },
+        source_config=source_config,
+        parameter_count=parameter_count,
+        progress=progress,
         dtype=endpoint.dtype,
         weights_format="safetensors",
         max_shard_size=endpoint.max_shard_size,
-        libraries={
-            "torch": torch.__version__,
-            "transformers": transformers.__version__,
-            "safetensors": safetensors.__version__,
-            "tokenizers": tokenizers.__version__,
-        },
+        libraries=common.library_versions(),
         target_container={"image_repository": image.repository, "image_tag_gpu": image.gpu_tag},
         serving=serving,
         verification=verification,

@@ -24,9 +24,9 @@ from typing import Any
 from endpoint_config import EndpointSpec
 from model_build import BuildError
 from model_build.source import resolve_model_source
+from systems import recipe_common as common
 from systems.djl_common import check_engine_options, model_copies, write_properties
 from systems.djl_fastertransformer import CODE_DIR, HANDLER_FILE, SYSTEM, WEIGHTS_DIR, serving_properties
-from systems.hf_fastload.recipe import TOLERANCE, VERIFY_NEW_TOKENS, VERIFY_PROMPT, _reference
 from systems.images import DJL_FASTERTRANSFORMER_LEGACY
 
 HANDLER_SOURCE = Path(__file__).parent / "handler" / "model.py"
@@ -79,28 +79,17 @@ def check_model(endpoint: EndpointSpec, config: dict[str, Any]) -> None:
         )
 
 
-def _load(path: Path, dtype: str, encoder_decoder: bool) -> tuple[Any, Any]:
-    import transformers
-
-    from systems.hf_fastload.handler.inference import TORCH_DTYPES, dtype_kwargs
-
-    cls = transformers.AutoModelForSeq2SeqLM if encoder_decoder else transformers.AutoModelForCausalLM
-    return cls.from_pretrained(
-        path, **dtype_kwargs(TORCH_DTYPES[dtype])
-    ).eval(), transformers.AutoTokenizer.from_pretrained(path)
-
-
 def _seq2seq_reference(model: Any, tokenizer: Any) -> tuple[Any, list[int], list[int]]:
-    """Encoder-decoder twin of hf-fastload's _reference: first decoder step's logits and greedy output ids."""
+    """Encoder-decoder twin of recipe_common.reference_outputs: first decoder step's logits and greedy output ids."""
     import torch
 
-    ids = tokenizer(VERIFY_PROMPT, return_tensors="pt")["input_ids"]
+    ids = tokenizer(common.VERIFY_PROMPT, return_tensors="pt")["input_ids"]
     start = torch.tensor([[model.config.decoder_start_token_id]])
     with torch.inference_mode():
         logits = model(input_ids=ids, decoder_input_ids=start).logits.float()
         out = model.generate(
-            input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=VERIFY_NEW_TOKENS,
-            min_new_tokens=VERIFY_NEW_TOKENS, do_sample=False,
+            input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=common.VERIFY_NEW_TOKENS,
+            min_new_tokens=common.VERIFY_NEW_TOKENS, do_sample=False,
         )  # fmt: skip
     return logits, ids[0].tolist(), out[0].tolist()
 
@@ -116,28 +105,22 @@ def build(endpoint: EndpointSpec, out_dir: Path, progress: bool = True) -> dict[
     check_model(endpoint, config)
     encoder_decoder = bool(config.get("is_encoder_decoder"))
 
-    import torch
-    import transformers
     from tqdm.auto import tqdm
-
-    from model_build.manifest import write_manifest
 
     out_dir = Path(out_dir)
     code, weights = out_dir / CODE_DIR, out_dir / WEIGHTS_DIR
     code.mkdir(parents=True, exist_ok=True)
     weights.mkdir(parents=True, exist_ok=True)
-    reference = _seq2seq_reference if encoder_decoder else _reference
+    reference = _seq2seq_reference if encoder_decoder else common.reference_outputs
     steps = tqdm(total=4, desc=f"build {endpoint.name}", unit="step", disable=not progress)
 
+    def load(path: Path) -> tuple[Any, Any]:
+        return common.load_pretrained(path, endpoint.dtype, encoder_decoder=encoder_decoder)
+
     steps.set_postfix_str("load source")
-    try:
-        model, tokenizer = _load(source, endpoint.dtype, encoder_decoder)
-    except Exception as err:
-        raise BuildError(
-            f"endpoint {endpoint.name!r}: model {endpoint.model!r} failed to load from {source}: {type(err).__name__}: {err}"
-        ) from None
+    model, tokenizer = common.load_source(endpoint, source, load)
     parameter_count = sum(p.numel() for p in model.parameters())
-    ref_logits, ref_ids, ref_tokens = reference(model, tokenizer)
+    source_outputs = reference(model, tokenizer)
     del model
     steps.update()
 
@@ -149,50 +132,39 @@ def build(endpoint: EndpointSpec, out_dir: Path, progress: bool = True) -> dict[
     steps.update()
 
     steps.set_postfix_str("verify")
-    loaded, loaded_tokenizer = _load(weights, endpoint.dtype, encoder_decoder)
-    logits, ids, tokens = reference(loaded, loaded_tokenizer)
+    loaded, loaded_tokenizer = load(weights)
+    artifact_outputs = reference(loaded, loaded_tokenizer)
     del loaded
-    max_diff = float((logits - ref_logits).abs().max()) if logits.shape == ref_logits.shape else float("inf")
-    tolerance = TOLERANCE[endpoint.dtype]
-    verification = {
-        "method": "transformers load of the staged weights/ vs the source model, same dtype (FasterTransformer's "
-        "conversion runs on a GPU only)",
-        "prompt": VERIFY_PROMPT,
-        "new_tokens": VERIFY_NEW_TOKENS,
-        "max_abs_logit_diff": max_diff,
-        "tolerance": tolerance,
-        "tokenizer_ids_match": ids == ref_ids,
-        "greedy_tokens_match": tokens == ref_tokens,
-    }
-    if not (max_diff <= tolerance and ids == ref_ids and tokens == ref_tokens):
-        raise BuildError(
-            f"endpoint {endpoint.name!r}: the staged weights do not reproduce the source model ({endpoint.dtype}): "
-            f"max abs logit diff {max_diff:.3g} (allowed <= {tolerance}), greedy tokens {tokens} vs {ref_tokens}"
-        )
+    verification = common.compare_with_source(
+        endpoint.name,
+        endpoint.dtype,
+        source_outputs,
+        artifact_outputs,
+        note={
+            "method": "transformers load of the staged weights/ vs the source model, same dtype (FasterTransformer's "
+            "conversion runs on a GPU only)"
+        },
+        failure="the staged weights do not reproduce the source model",
+    )
     steps.update()
 
     from endpoint_config import parse_instance_type
 
     steps.set_postfix_str("hash")
-    manifest = write_manifest(
+    manifest = common.write_build_manifest(
         out_dir,
-        progress=progress,
+        endpoint,
         system=SYSTEM.name,
-        endpoint=endpoint.name,
-        model={
-            "source": endpoint.model,
-            "revision": endpoint.revision,
-            "architecture": (config.get("architectures") or [None])[0],
-            "model_type": config.get("model_type"),
-            "encoder_decoder": encoder_decoder,
-            "parameter_count": parameter_count,
-        },
+        source_config=config,
+        parameter_count=parameter_count,
+        progress=progress,
+        model_extra={"encoder_decoder": encoder_decoder},
         dtype=endpoint.dtype,
         weights_format=weights_kind,
         # model_data: the SageMaker model data (subfolder of the uploaded artifact); staged_weights: stays in S3,
         # its URI goes to SYSTEM.staged_weights_environment.
         parts={"model_data": CODE_DIR, "staged_weights": WEIGHTS_DIR},
-        libraries={"torch": torch.__version__, "transformers": transformers.__version__},
+        libraries=common.library_versions("torch", "transformers"),
         target_container={
             "image_repository": DJL_FASTERTRANSFORMER_LEGACY.repository,
             "image_tag_gpu": DJL_FASTERTRANSFORMER_LEGACY.gpu_tag,

@@ -35,6 +35,7 @@ from endpoint_config import EndpointSpec
 from endpoint_config.schema import TensorRTProfile
 from model_build import BuildError
 from model_build.source import resolve_model_source
+from systems.recipe_common import library_versions, load_source, write_build_manifest
 
 SYSTEM = "tensorrt-byoc"
 GRAPH_FILE = "decoder.onnx"
@@ -282,27 +283,20 @@ def build(endpoint: EndpointSpec, out_dir: Path, progress: bool = True) -> dict[
     source_config = check_architecture(source, endpoint)
     profile = resolve_profile(endpoint, int(source_config.get("n_positions", 1024)))
 
-    import onnx
-    import onnxruntime
-    import tokenizers
     import torch
     import transformers
     from tqdm.auto import tqdm
-
-    from model_build.manifest import write_manifest
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     steps = tqdm(total=5, desc=f"build {endpoint.name}", unit="step", disable=not progress)
 
+    def load(path: Path) -> tuple[Any, Any]:
+        model = transformers.AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+        return model, transformers.AutoTokenizer.from_pretrained(path)
+
     steps.set_postfix_str("load source")
-    try:
-        model = transformers.AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32).eval()
-        tokenizer = transformers.AutoTokenizer.from_pretrained(source)
-    except Exception as err:
-        raise BuildError(
-            f"endpoint {endpoint.name!r}: model {endpoint.model!r} failed to load from {source}: {type(err).__name__}: {err}"
-        ) from None
+    model, tokenizer = load_source(endpoint, source, load)
     if not getattr(tokenizer, "is_fast", False):
         raise BuildError(
             f"endpoint {endpoint.name!r}: model {endpoint.model!r}: the tokenizer has no fast (tokenizers) form; the container needs tokenizer.json"
@@ -351,29 +345,18 @@ def build(endpoint: EndpointSpec, out_dir: Path, progress: bool = True) -> dict[
     steps.update()
 
     steps.set_postfix_str("hash")
-    manifest = write_manifest(
+    manifest = write_build_manifest(
         out_dir,
-        progress=progress,
+        endpoint,
         system=SYSTEM,
-        endpoint=endpoint.name,
-        model={
-            "source": endpoint.model,
-            "revision": endpoint.revision,
-            "architecture": (source_config.get("architectures") or [None])[0],
-            "model_type": "gpt2",
-            "parameter_count": parameter_count,
-        },
+        source_config=source_config,  # model_type: gpt2 (check_architecture)
+        parameter_count=parameter_count,
+        progress=progress,
         dtype=endpoint.dtype,
         onnx={"files": graph_files, "opset": OPSET, "dtype": "fp32", "exporter": "torch.onnx.export (TorchScript)"},
         tensorrt_profile=profile_data,
         engine_build="at container start on the serving GPU, cached by (GPU, TensorRT version, ONNX sha256, profile, precision)",
-        libraries={
-            "torch": torch.__version__,
-            "transformers": transformers.__version__,
-            "onnx": onnx.__version__,
-            "onnxruntime": onnxruntime.__version__,
-            "tokenizers": tokenizers.__version__,
-        },
+        libraries=library_versions("torch", "transformers", "onnx", "onnxruntime", "tokenizers"),
         verification=verification,
     )
     steps.update()

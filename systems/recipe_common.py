@@ -1,0 +1,200 @@
+"""Build-recipe helpers shared by the systems whose artifact is a transformers model written and verified on
+the build machine (hf-fastload, the DJL/LMI systems, djl-fastertransformer, deepspeed-byoc, tensorrt-byoc).
+
+What differs between the systems (the transformers version their container reads, the wording of a failure,
+extra manifest keys) is a parameter; what is the same (tokenizer checks, the container-readable config.json,
+the reference logits and greedy tokens, the comparison with the source model, the manifest's model and
+library sections) lives here once. No torch import at module level: the CDK app imports the systems.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from endpoint_config import EndpointSpec
+from model_build import BuildError
+from systems.images import HF_CONTAINER_TRANSFORMERS
+
+TOKENIZER_FILES = (
+    "tokenizer_config.json", "special_tokens_map.json", "tokenizer.json", "vocab.json", "merges.txt",
+    "vocab.txt", "added_tokens.json", "tokenizer.model", "spiece.model", "chat_template.jinja",
+)  # fmt: skip
+# Tokenizer classes that only exist since transformers 5: the 4.x containers cannot instantiate them.
+TRANSFORMERS5_TOKENIZER_CLASSES = ("TokenizersBackend", "PythonBackend", "SentencePieceBackend", "MistralCommonBackend")
+TOKENIZER_CLASS_PATTERN = re.compile(r"^(?:[A-Z][A-Za-z0-9]*Tokenizer(?:Fast)?|PreTrainedTokenizerFast)$")
+
+VERIFY_PROMPT = "The quick brown fox"
+VERIFY_NEW_TOKENS = 8
+# Same weights, same dtype, same kernels: the logits should match bit for bit; the slack covers kernel
+# selection differences (e.g. a sharded vs single-file load changing memory layout).
+TOLERANCE = {"fp32": 1e-4, "fp16": 1e-2, "bf16": 5e-2}
+TORCH_DTYPE_NAMES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}
+
+HF_CONTAINER_TARGET = f"transformers {HF_CONTAINER_TRANSFORMERS} (the serving container)"
+TOKENIZER_CLASS_EXAMPLES = "'GPT2Tokenizer', 'GPT2TokenizerFast', 'LlamaTokenizerFast' or 'PreTrainedTokenizerFast'"
+DEFAULT_LIBRARIES = ("torch", "transformers", "safetensors", "tokenizers")
+
+
+def check_tokenizer(
+    source: Path, *, target: str = HF_CONTAINER_TARGET, examples: str = TOKENIZER_CLASS_EXAMPLES
+) -> list[str]:
+    """Tokenizer files to copy; refuses what `target` (the container's transformers 4.x) cannot read.
+
+    `target` names that transformers in the message ("transformers 4.36.2 (the deepspeed-byoc image)"),
+    `examples` the tokenizer classes offered instead.
+    """
+    present = [name for name in TOKENIZER_FILES if (source / name).is_file()]
+    if not present:
+        raise BuildError(
+            f"model directory {str(source)!r} has no tokenizer files; expected tokenizer_config.json with "
+            "vocab.json + merges.txt (or tokenizer.json / tokenizer.model)"
+        )
+    config_path = source / "tokenizer_config.json"
+    if config_path.is_file():
+        tokenizer_class = json.loads(config_path.read_text()).get("tokenizer_class")
+        if tokenizer_class is not None and (
+            tokenizer_class in TRANSFORMERS5_TOKENIZER_CLASSES or not TOKENIZER_CLASS_PATTERN.match(tokenizer_class)
+        ):
+            raise BuildError(
+                f"{config_path}: tokenizer_class {tokenizer_class!r} is unknown to {target}; allowed: a "
+                f"transformers 4.x class such as {examples} (files saved by transformers 5 need re-exporting "
+                "with the original tokenizer files)"
+            )
+    return present
+
+
+def read_model_config(source: Path) -> dict[str, Any]:
+    """The source's config.json; refuses a directory without one."""
+    config_path = source / "config.json"
+    if not config_path.is_file():
+        raise BuildError(f"model directory {str(source)!r} has no config.json; it is not a transformers model")
+    return json.loads(config_path.read_text())
+
+
+def config_for_container(out_dir: Path, dtype: str) -> None:
+    """transformers 5 writes `dtype`; 4.x reads `torch_dtype`. Write the key the container reads."""
+    path = out_dir / "config.json"
+    config = json.loads(path.read_text())
+    config.pop("dtype", None)
+    config["torch_dtype"] = TORCH_DTYPE_NAMES[dtype]
+    path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+
+
+def load_pretrained(path: Path, dtype: str, *, encoder_decoder: bool = False) -> tuple[Any, Any]:
+    """(model in eval mode, tokenizer) from a transformers directory, the model in `dtype` (fp16/bf16/fp32)."""
+    import transformers
+
+    from systems.hf_fastload.handler.inference import TORCH_DTYPES, dtype_kwargs
+
+    cls = transformers.AutoModelForSeq2SeqLM if encoder_decoder else transformers.AutoModelForCausalLM
+    model = cls.from_pretrained(path, **dtype_kwargs(TORCH_DTYPES[dtype])).eval()
+    return model, transformers.AutoTokenizer.from_pretrained(path)
+
+
+def load_source(
+    endpoint: EndpointSpec,
+    source: Path,
+    load: Callable[[Path], tuple[Any, Any]],
+    *,
+    name_endpoint: bool = True,
+) -> tuple[Any, Any]:
+    """`load(source)`, with any failure as a BuildError naming the model (and, by default, the endpoint)."""
+    try:
+        return load(source)
+    except Exception as err:
+        prefix = f"endpoint {endpoint.name!r}: " if name_endpoint else ""
+        raise BuildError(
+            f"{prefix}model {endpoint.model!r} failed to load from {source}: {type(err).__name__}: {err}"
+        ) from None
+
+
+def reference_outputs(model: Any, tokenizer: Any) -> tuple[Any, list[int], list[int]]:
+    """Logits of VERIFY_PROMPT and greedy continuation ids: what the artifact must reproduce."""
+    import torch
+
+    ids = tokenizer(VERIFY_PROMPT, return_tensors="pt")["input_ids"].to(next(model.parameters()).device)
+    with torch.inference_mode():
+        logits = model(input_ids=ids).logits.float().cpu()
+        out = model.generate(
+            input_ids=ids,
+            attention_mask=torch.ones_like(ids),
+            max_new_tokens=VERIFY_NEW_TOKENS,
+            min_new_tokens=VERIFY_NEW_TOKENS,  # a full 8 tokens to compare, even past an early EOS
+            do_sample=False,
+            pad_token_id=tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id,
+        )
+    return logits, ids[0].tolist(), out[0, ids.shape[1] :].tolist()
+
+
+def compare_with_source(
+    endpoint_name: str,
+    dtype: str,
+    source: tuple[Any, list[int], list[int]],
+    artifact: tuple[Any, list[int], list[int]],
+    *,
+    note: Mapping[str, str] | None = None,
+    failure: str = "the written artifact does not reproduce the source model",
+) -> dict[str, Any]:
+    """The manifest's `verification`: `artifact`'s (logits, prompt ids, greedy tokens) against `source`'s.
+
+    Raises BuildError (`failure` says what failed) unless the logits agree within TOLERANCE[dtype] and the
+    prompt ids and greedy tokens are the same. `note` goes first into the record (how it was verified).
+    """
+    ref_logits, ref_prompt_ids, ref_tokens = source
+    logits, prompt_ids, tokens = artifact
+    max_diff = float((logits - ref_logits).abs().max()) if logits.shape == ref_logits.shape else float("inf")
+    tolerance = TOLERANCE[dtype]
+    verification = {
+        **(note or {}),
+        "prompt": VERIFY_PROMPT,
+        "new_tokens": VERIFY_NEW_TOKENS,
+        "max_abs_logit_diff": max_diff,
+        "tolerance": tolerance,
+        "tokenizer_ids_match": prompt_ids == ref_prompt_ids,
+        "greedy_tokens_match": tokens == ref_tokens,
+    }
+    if not (max_diff <= tolerance and prompt_ids == ref_prompt_ids and tokens == ref_tokens):
+        raise BuildError(
+            f"endpoint {endpoint_name!r}: {failure} ({dtype}): max abs logit diff {max_diff:.3g} (allowed <= "
+            f"{tolerance}), prompt token ids match: {prompt_ids == ref_prompt_ids}, greedy tokens {tokens} vs "
+            f"source {ref_tokens}"
+        )
+    return verification
+
+
+def write_build_manifest(
+    out_dir: Path,
+    endpoint: EndpointSpec,
+    *,
+    system: str,
+    source_config: Mapping[str, Any],
+    parameter_count: int,
+    progress: bool = True,
+    model_extra: Mapping[str, Any] | None = None,
+    **fields: Any,
+) -> dict[str, Any]:
+    """Hash the artifact and write its manifest.json: system, endpoint, the source model (where the weights came
+    from and what they are; `model_extra` before the count), then the recipe's own `fields`, in that order."""
+    from model_build.manifest import write_manifest
+
+    model = {
+        "source": endpoint.model,
+        "revision": endpoint.revision,
+        "architecture": (source_config.get("architectures") or [None])[0],
+        "model_type": source_config.get("model_type"),
+        **(model_extra or {}),
+        "parameter_count": parameter_count,
+    }
+    return write_manifest(out_dir, progress=progress, system=system, endpoint=endpoint.name, model=model, **fields)
+
+
+def library_versions(*names: str) -> dict[str, str]:
+    """The manifest's `libraries`: {module: __version__} of `names` (default torch, transformers,
+    safetensors, tokenizers), in that order."""
+    import importlib
+
+    return {name: importlib.import_module(name).__version__ for name in names or DEFAULT_LIBRARIES}
