@@ -143,7 +143,7 @@ def load_config(path: str | Path, environment: str | None = None) -> Deployment:
     """Load, validate and resolve `environment` (the only one, or the implicit default, when not given)."""
     path = Path(path)
     if not path.is_file():
-        raise ConfigError(f"config file {str(path)!r} does not exist (pass an existing file with -c config=PATH)")
+        raise ConfigError(f"config file {str(path)!r} does not exist (cdk: -c config=PATH; model_build: --config PATH)")
     try:
         raw = yaml.safe_load(path.read_text())
     except yaml.YAMLError as err:
@@ -163,7 +163,7 @@ def resolve(config: AppConfig, path: Path, environment: str | None) -> Deploymen
     elif environment is None:
         if len(envs) > 1:
             raise ConfigError(
-                f"{path}: the file defines environments {', '.join(envs)}; choose one with -c env=NAME"
+                f"{path}: the file defines environments {', '.join(envs)}; choose one with -c env=NAME (cdk) or --env NAME (model_build)"
             )
         env_name, env = next(iter(envs.items()))
     elif environment not in envs:

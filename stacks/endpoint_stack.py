@@ -10,6 +10,7 @@ from aws_cdk import aws_ecr_assets as ecr_assets
 from constructs import Construct
 
 from endpoint_config import (
+    BYTES_PER_PARAM,
     Deployment,
     EndpointSpec,
     artifact_bucket_name,
@@ -17,6 +18,7 @@ from endpoint_config import (
     image_repository_name,
     parse_instance_type,
 )
+from endpoint_config.models import model_facts
 from systems import ServingSystem
 
 from .llm_endpoint import ContainerImage, InvokeFunction, LlmEndpoint, ModelData
@@ -53,6 +55,9 @@ class EndpointStack(Stack):
         bucket = artifact_bucket_name(deployment.project, deployment.environment_name, Aws.ACCOUNT_ID, Aws.REGION)
         prefix = artifact_prefix(spec.name, artifact.content_hash)
         environment = system.environment(spec)
+        # Timeouts grow with the artifact: its size from the build's manifest, else estimated from the model.
+        facts = model_facts(spec.model, spec.model_parameters)
+        weight_bytes = artifact.total_bytes or (facts.parameters * BYTES_PER_PARAM[spec.dtype] if facts else None)
         if system.staged_weights_environment is not None:
             # The engine reads its weights from S3 itself; SageMaker downloads only the code/ part.
             model_data = ModelData(bucket_name=bucket, prefix=f"{prefix}code/", read_prefix=prefix)
@@ -67,8 +72,8 @@ class EndpointStack(Stack):
             image=self._image(system, instance.is_gpu, deployment),
             model_data=model_data,
             environment=environment,
-            download_timeout_s=system.download_timeout_s(spec, artifact.total_bytes),
-            startup_timeout_s=system.startup_timeout_s(spec, artifact.total_bytes),
+            download_timeout_s=system.download_timeout_s(spec, weight_bytes),
+            startup_timeout_s=system.startup_timeout_s(spec, weight_bytes),
             network_isolation=system.network_isolation,
         )
         self.invoke = InvokeFunction(

@@ -346,3 +346,22 @@ def test_cdk_nag_fails_synth_on_an_unacknowledged_finding(tmp_path):
     add_nag_checks(app)
     with pytest.raises(Exception, match=r"(?s)ValidationFailed.*AwsSolutions-IAM5\[Action::s3:\*\]"):
         app.synth()
+
+
+def test_default_timeouts_grow_with_the_model(synth, tmp_path):
+    """No timeouts in the config: a 70 B-parameter fp16 model (140 GB) gets more than the 600 s floor."""
+    config = tmp_path / "big.yaml"
+    config.write_text(
+        "endpoints:\n  - {name: big, system: hf-fastload, model: some/llama-70b, model_parameters: 70000000000,"
+        " instance_type: ml.p5.48xlarge, tensor_parallel_degree: 8}\n"
+        "  - {name: small, system: hf-fastload, model: gpt2, instance_type: ml.g5.xlarge}\n"
+    )
+    s = synth(str(config))
+    timeouts = {}
+    for name in ("big", "small"):
+        [cfg] = s.resources(f"llm-endpoints-default-{name}", "AWS::SageMaker::EndpointConfig")
+        [variant] = cfg["Properties"]["ProductionVariants"]
+        timeouts[name] = (variant["ModelDataDownloadTimeoutInSeconds"], variant["ContainerStartupHealthCheckTimeoutInSeconds"])
+    assert timeouts["small"] == (600, 600)
+    # 140 GB at 100 MB/s + 300 s; loading at 200 MB/s + 300 s.
+    assert timeouts["big"] == (1700, 1000)
