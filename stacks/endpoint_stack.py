@@ -21,11 +21,12 @@ from endpoint_config import (
 from endpoint_config.models import model_facts
 from systems import ServingSystem
 
-from .llm_endpoint import ContainerImage, InvokeFunction, LlmEndpoint, ModelData
+from .llm_endpoint import ContainerImage, InvokeFunction, LlmEndpoint, ModelData, SmokeTestFunction
 from .model_artifact import ArtifactRef
 
 ROOT = Path(__file__).resolve().parent.parent
-INVOKE_CODE = ROOT / "lambda" / "invoke"
+LAMBDA_ROOT = ROOT / "lambda"
+INVOKE_CODE = LAMBDA_ROOT / "invoke"
 SYSTEMS_DIR = ROOT / "systems"
 
 
@@ -79,6 +80,10 @@ class EndpointStack(Stack):
         self.invoke = InvokeFunction(
             self, "Invoke", endpoint=self.endpoint, code_path=str(INVOKE_CODE), log_retention_days=spec.log_retention_days
         )
+        self.smoke = SmokeTestFunction(
+            self, "SmokeTestFunction", endpoint=self.endpoint, lambda_root=str(LAMBDA_ROOT), spec=spec,
+            emulator=deployment.environment.emulator,
+        )
 
         if artifact.is_placeholder:
             Annotations.of(self).add_warning_v2(
@@ -101,6 +106,7 @@ class EndpointStack(Stack):
 
         CfnOutput(self, "EndpointName", value=endpoint_name)
         CfnOutput(self, "InvokeFunctionName", value=self.invoke.function.function_name)
+        CfnOutput(self, "SmokeTestFunctionName", value=self.smoke.function.function_name)
         CfnOutput(self, "ModelDataUri", value=model_data.s3_uri)
 
     def _image(self, system: ServingSystem, gpu: bool, deployment: Deployment) -> ContainerImage:

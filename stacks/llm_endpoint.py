@@ -233,46 +233,111 @@ class LlmEndpoint(Construct):
         return Stack.of(self).format_arn(service="sagemaker", resource="endpoint", resource_name=self.endpoint_name.lower())
 
 
-class InvokeFunction(Construct):
-    """The Lambda function in lambda/invoke: validates a request and invokes one endpoint (name from env only)."""
+class _PythonFunction(Construct):
+    """A Python Lambda function with its own log group (retention, deleted with the stack) and a role that may
+    write only those logs plus the given statements."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, endpoint: LlmEndpoint, code_path: str, log_retention_days: int) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        code: lambda_.Code,
+        handler: str,
+        environment: dict[str, str],
+        timeout: Duration,
+        statements: list[iam.PolicyStatement],
+        description: str,
+        log_retention_days: int,
+    ) -> None:
         super().__init__(scope, construct_id)
         log_group = logs.LogGroup(
             self, "Logs", retention=_retention(log_retention_days), removal_policy=RemovalPolicy.DESTROY
         )
-        role = iam.Role(
-            self,
-            "Role",
-            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
-            description=f"Invoke function of endpoint {endpoint.endpoint_name}: invokes it and writes its own logs",
-        )
-        role.add_to_policy(iam.PolicyStatement(actions=["sagemaker:InvokeEndpoint"], resources=[endpoint.endpoint_arn]))
+        role = iam.Role(self, "Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"), description=description)
+        for statement in statements:
+            role.add_to_policy(statement)
         role.add_to_policy(
             iam.PolicyStatement(actions=["logs:CreateLogStream", "logs:PutLogEvents"], resources=[log_group.log_group_arn])
-        )
-        acknowledge(
-            role,
-            "AwsSolutions-IAM5",
-            "Log streams of the function's own log group are named by Lambda at run time (log-group:<name>:*).",
         )
         self.function = lambda_.Function(
             self,
             "Function",
             runtime=lambda_.Runtime.PYTHON_3_14,
             architecture=lambda_.Architecture.ARM_64,
-            handler="handler.handler",
-            code=lambda_.Code.from_asset(code_path),
+            handler=handler,
+            code=code,
             role=role,
             log_group=log_group,
+            timeout=timeout,
+            memory_size=256,
+            environment=environment,
+            description=description,
+        )
+        self.function.node.add_dependency(role)
+
+
+class InvokeFunction(_PythonFunction):
+    """The Lambda function in lambda/invoke: validates a request and invokes one endpoint (name from env only)."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, endpoint: LlmEndpoint, code_path: str, log_retention_days: int) -> None:
+        super().__init__(
+            scope,
+            construct_id,
+            code=lambda_.Code.from_asset(code_path),
+            handler="handler.handler",
+            environment={"ENDPOINT_NAME": endpoint.endpoint_name, "READ_TIMEOUT_S": "55"},
             # Above the client's 5 s connect + 55 s read timeouts; the read timeout stays below SageMaker's
             # 60 s InvokeEndpoint limit, so the function answers 504 itself instead of being killed.
             timeout=Duration.seconds(65),
-            memory_size=256,
-            environment={"ENDPOINT_NAME": endpoint.endpoint_name, "READ_TIMEOUT_S": "55"},
+            statements=[iam.PolicyStatement(actions=["sagemaker:InvokeEndpoint"], resources=[endpoint.endpoint_arn])],
             description=f"Validates a generation request and invokes SageMaker endpoint {endpoint.endpoint_name}",
+            log_retention_days=log_retention_days,
         )
-        self.function.node.add_dependency(role)
+
+
+class SmokeTestFunction(_PythonFunction):
+    """The Lambda function in lambda/smoke: after a deploy, checks the stack's endpoint serves (state, the
+    deployed endpoint config, one prompt's answer and latency). The same code runs as `model_build smoke`."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        endpoint: LlmEndpoint,
+        lambda_root: str,
+        spec: EndpointSpec,
+        emulator: bool,
+    ) -> None:
+        smoke = spec.smoke_test
+        super().__init__(
+            scope,
+            construct_id,
+            # The whole lambda/ folder: the smoke handler reuses lambda/invoke's request code.
+            code=lambda_.Code.from_asset(lambda_root, exclude=["**/__pycache__"]),
+            handler="smoke/handler.handler",
+            environment={
+                "STACK_NAME": Aws.STACK_NAME,
+                "ENDPOINT_NAME": endpoint.endpoint_name,
+                "PROMPT": smoke.prompt,
+                "MAX_NEW_TOKENS": str(smoke.max_new_tokens),
+                "LATENCY_BUDGET_MS": str(smoke.latency_budget_ms),
+                "EMULATOR": "true" if emulator else "false",
+            },
+            timeout=Duration.seconds(90),
+            statements=[
+                iam.PolicyStatement(
+                    actions=["cloudformation:DescribeStacks", "cloudformation:ListStackResources"],
+                    resources=[Aws.STACK_ID],
+                ),
+                iam.PolicyStatement(
+                    actions=["sagemaker:DescribeEndpoint", "sagemaker:InvokeEndpoint"], resources=[endpoint.endpoint_arn]
+                ),
+            ],
+            description=f"Smoke test of SageMaker endpoint {endpoint.endpoint_name} and its stack",
+            log_retention_days=spec.log_retention_days,
+        )
 
 
 _RETENTION_BY_DAYS = {
@@ -297,4 +362,4 @@ def _retention(days: int) -> logs.RetentionDays:
     return logs.RetentionDays[_RETENTION_BY_DAYS[days]]
 
 
-__all__ = ["ContainerImage", "InvokeFunction", "LlmEndpoint", "ModelData"]
+__all__ = ["ContainerImage", "InvokeFunction", "LlmEndpoint", "ModelData", "SmokeTestFunction"]

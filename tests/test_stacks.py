@@ -252,13 +252,28 @@ def test_execution_role_reads_one_prefix_and_pulls_one_repository(local):
 
 def test_invoke_function_may_only_invoke_its_endpoint(local):
     stack = "llm-endpoints-local-tiny-gpt2"
-    [fn] = local.resources(stack, "AWS::Lambda::Function")
+    [fn] = [f for f in local.resources(stack, "AWS::Lambda::Function") if f["Properties"]["Handler"] == "handler.handler"]
     props = fn["Properties"]
     assert props["Environment"]["Variables"] == {"ENDPOINT_NAME": "local-tiny-gpt2", "READ_TIMEOUT_S": "55"}
     assert props["Timeout"] == 65 and props["Runtime"] == "python3.14"
     statements = _statements(local, stack, "InvokeRole")
     [invoke] = [s for s in statements if s["Action"] == "sagemaker:InvokeEndpoint"]
     assert "endpoint/local-tiny-gpt2" in json.dumps(invoke["Resource"])
+
+
+def test_smoke_test_function_reads_its_stack_and_endpoint_only(local):
+    stack = "llm-endpoints-local-tiny-gpt2"
+    [fn] = [f for f in local.resources(stack, "AWS::Lambda::Function") if f["Properties"]["Handler"] == "smoke/handler.handler"]
+    env = fn["Properties"]["Environment"]["Variables"]
+    assert env["STACK_NAME"] == {"Ref": "AWS::StackName"} and env["ENDPOINT_NAME"] == "local-tiny-gpt2"
+    assert (env["PROMPT"], env["MAX_NEW_TOKENS"], env["LATENCY_BUDGET_MS"], env["EMULATOR"]) == (
+        "The capital of France is", "16", "30000", "true"
+    )
+    assert fn["Properties"]["Timeout"] == 90
+    statements = _statements(local, stack, "SmokeTestFunctionRole")
+    by_action = {json.dumps(s["Action"]): s["Resource"] for s in statements}
+    assert by_action['["cloudformation:DescribeStacks", "cloudformation:ListStackResources"]'] == {"Ref": "AWS::StackId"}
+    assert "endpoint/local-tiny-gpt2" in by_action['["sagemaker:DescribeEndpoint", "sagemaker:InvokeEndpoint"]']
 
 
 def test_outputs_name_the_endpoint(local):

@@ -89,7 +89,7 @@ def test_every_example_endpoint_deploys_and_destroys_leaving_nothing(emulator, t
         assert len(deployed["cloudformation stacks"]) == 1 + len(spec["endpoints"])
         assert len(deployed["sagemaker endpoints"]) == len(spec["endpoints"])
         assert len(deployed["sagemaker models"]) == len(spec["endpoints"])
-        assert len(deployed["lambda functions"]) == len(spec["endpoints"])
+        assert len(deployed["lambda functions"]) == 2 * len(spec["endpoints"])  # invoke + smoke test
         assert any(g.startswith("/aws/sagemaker/Endpoints/emu-") for g in deployed["log groups"])
         _cdk(["destroy", "--all", "--force"], assembly, emulator)
         left = leftovers(session, stack_prefix="teardown-")
