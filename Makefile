@@ -12,7 +12,7 @@ export CDK_DISABLE_CLI_TELEMETRY := true
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: help install demo test synth clean hf-container-env deploy destroy
+.PHONY: help install demo test synth clean hf-container-env deploy destroy bench
 
 help:
 	@echo "make demo   - build a tiny model, deploy it to a local AWS emulator, serve it, invoke it, destroy it"
@@ -20,6 +20,7 @@ help:
 	@echo "make synth  - cdk synth the config in cdk.json (override: make synth CONFIG=path ENV=name)"
 	@echo "make deploy CONFIG=path ENV=name  - preflight, build, publish, deploy, smoke-test one environment"
 	@echo "make destroy CONFIG=path ENV=name - tear that environment down"
+	@echo "make bench  - benchmarks: cold start, publish, serving, dev loop -> bench/results/ (~15 min)"
 	@echo "make clean  - remove build outputs (build/, cdk.out/)"
 
 # Python deps (torch pinned to the CPU wheel on this machine's disk) and the pinned CDK CLI.
@@ -53,6 +54,9 @@ deploy: install
 
 destroy: install
 	$(PY) -m workstation destroy --config $(CONFIG) $(if $(ENV),--env $(ENV))
+
+bench: install
+	$(PY) -m bench
 
 clean:
 	rm -rf build cdk.out

@@ -1,0 +1,123 @@
+"""`python -m bench` (what `make bench` runs): every benchmark once, results in bench/results/.
+
+    python -m bench [--reps 5] [--gptj] [--demo] [--make-test] [--only coldstart,publish,serving,devloop]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+ROOT = Path(__file__).resolve().parent
+SECTIONS = ("coldstart", "publish", "serving", "devloop")
+
+
+def log(msg: str) -> None:
+    print(msg, flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    p.add_argument("--reps", type=int, default=5, help="runs per measurement (>= 5 for the report)")
+    p.add_argument("--gptj", action="store_true", help="also cold-start the GPT-J-6B shape (12 GB fp16; needs ~24 GiB RAM)")
+    p.add_argument("--demo", action="store_true", help="also time one `make demo` (~50 s; the default run stays under 15 min without it)")
+    p.add_argument("--make-test", action="store_true", help="also time `make test` (minutes)")
+    p.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated subset of {', '.join(SECTIONS)}")
+    p.add_argument("--report-only", action="store_true", help="re-render results.md and plots from results.json")
+    p.add_argument("--raw", type=Path, default=ROOT / "raw", help="scratch dir (git-ignored)")
+    p.add_argument("--results", type=Path, default=ROOT / "results")
+    args = p.parse_args(argv)
+    only = [s.strip() for s in args.only.split(",") if s.strip()]
+    unknown = set(only) - set(SECTIONS)
+    if unknown:
+        p.error(f"--only: unknown section(s) {sorted(unknown)}; allowed: {', '.join(SECTIONS)}")
+
+    if args.report_only:
+        import json
+
+        from bench import report
+
+        report.write(json.loads((args.results / "results.json").read_text()), args.results)
+        return 0
+    import transformers
+
+    transformers.utils.logging.disable_progress_bar()
+    transformers.utils.logging.set_verbosity_error()
+    from bench import report
+
+    raw = args.raw.resolve()
+    raw.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    results: dict = {"machine": report.machine(), "reps": args.reps, "sections": {}}
+    timings: dict[str, float] = {}
+
+    def section(name: str, fn) -> None:  # noqa: ANN001
+        log(f"== {name}")
+        t = time.perf_counter()
+        results["sections"][name] = fn()
+        timings[name] = time.perf_counter() - t
+        log(f"   ({timings[name]:.0f} s)")
+        from bench.stats import write_json
+
+        write_json(raw / "partial-results.json", results)  # a later section failing keeps this one's numbers
+
+    if "coldstart" in only:
+        from bench import coldstart
+
+        log(coldstart.__doc__)
+        section("coldstart", lambda: coldstart.bench(raw, "gpt2-large", args.reps, log))
+        if args.gptj:
+            section("coldstart_gptj", lambda: coldstart.bench(raw, "gptj-6b", args.reps, log))
+    if "publish" in only:
+        from bench import coldstart, models, publish, serving
+
+        log(publish.__doc__)
+
+        def run_publish() -> dict:
+            large = coldstart.prepare(raw, "gpt2-large", log)["c"]
+            src124 = models.make_checkpoint("gpt2-124m", raw / "src-gpt2-124m").resolve()
+            text = "endpoints:\n" + models.endpoint_yaml("pub-gpt2-124m", src124, dtype="fp16")
+            small, _ = models.build(text, raw / "config-pub-gpt2-124m.yaml", "pub-gpt2-124m",
+                                    (raw / "art-pub-gpt2-124m").resolve())  # fmt: skip
+            return publish.bench(raw, large, small, args.reps, log)
+
+        section("publish", run_publish)
+    if "serving" in only:
+        from bench import models, serving
+
+        log(serving.__doc__)
+
+        def run_serving() -> dict:
+            from model_build.tiny_models import make_tiny_model
+
+            tiny = raw / "src-tiny-gpt2"
+            if not (tiny / "config.json").is_file():
+                make_tiny_model("gpt2", tiny)
+            src124 = models.make_checkpoint("gpt2-124m", raw / "src-gpt2-124m").resolve()
+            return {
+                "tiny-gpt2": serving.bench(raw, "tiny-gpt2", tiny.resolve(), log, rounds=args.reps, per_worker=2),
+                "gpt2-124m": serving.bench(raw, "gpt2-124m", src124, log, rounds=args.reps, per_worker=1, cell_cap_s=20),
+                "gpu": serving.gpu_bench(raw, log),
+            }
+
+        section("serving", run_serving)
+    if "devloop" in only:
+        from bench import devloop
+
+        log(devloop.__doc__)
+        section("devloop", lambda: devloop.bench(raw, args.reps, log, demo=args.demo, make_test=args.make_test))
+
+    results["section_seconds"] = timings
+    results["total_seconds"] = time.perf_counter() - started
+    report.write(results, args.results)
+    log(f"total {results['total_seconds']:.0f} s; wrote {args.results}/results.json, results.md and plots")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

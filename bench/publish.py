@@ -1,0 +1,127 @@
+"""Benchmark 2: build, hash and publish an artifact to the local AWS emulator's S3 (moto server, 127.0.0.1).
+
+Variants per run (interleaved, emulator state reset before each run so every upload starts empty):
+  prefix c8   model_data s3-prefix, transfer manager max_concurrency 8 (files + multipart parts in parallel)
+  prefix c1   the same with max_concurrency 1 (multipart concurrency off)
+  republish   the unchanged artifact again, c8: one HEAD per file, nothing uploaded
+  tar.gz ours model_data tar-gz with our packer (model_build.publish.pack_tarball: tar+pigz, else tarfile gzip -1)
+  tar.gz default   `tarfile.open(mode="w:gz")` with its defaults (gzip level 9), pack time only + our upload time
+Each time includes verifying the build dir (sha256 of every file against its manifest) like a real publish.
+MB/s are MiB of artifact per second; the raw bound is reading the same files (warm and cold page cache).
+"""
+
+from __future__ import annotations
+
+import shutil
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.coldstart import evict, files_of, read_all
+from bench.stats import ratio, summarize
+
+MiB = 1024 * 1024
+BUCKET = "bench-artifacts"
+
+
+def tarfile_default_pack(build_dir: Path, dest: Path) -> None:
+    """What a user writes without thinking about it: tarfile's gzip at its default level 9."""
+    with tarfile.open(dest, "w:gz") as tar:
+        for p in sorted(files_of(build_dir)):
+            tar.add(p, arcname=p.relative_to(build_dir).as_posix())
+
+
+def bench(raw: Path, artifact: Path, tar_artifact: Path, reps: int, log, with_reads: bool = False) -> dict[str, Any]:  # noqa: ANN001
+    import boto3
+    from botocore.config import Config
+
+    from local_emulator import moto_server
+    from model_build.publish import choose_packer, publish_artifact, sha256_file
+
+    size = sum(p.stat().st_size for p in files_of(artifact))
+    tar_size = sum(p.stat().st_size for p in files_of(tar_artifact))
+    emu = moto_server.start(raw / "moto-logs")
+    samples: dict[str, list[float]] = {k: [] for k in (
+        "prefix_c8", "prefix_c1", "republish_c8", "tar_ours", "tar_ours_pack", "tar_default_pack",
+        "tar_prefix_c8", "hash_only", "read_warm", "read_cold")}  # fmt: skip
+    tar_sizes: dict[str, int] = {}
+    try:
+        with emu.activated():
+            s3 = boto3.client("s3", config=Config(max_pool_connections=16))
+            for rep in range(reps):
+                emu.reset()
+                s3.create_bucket(Bucket=BUCKET)
+                t = time.perf_counter()
+                for p in files_of(artifact):
+                    sha256_file(p)
+                samples["hash_only"].append(time.perf_counter() - t)
+                if rep < 1 or with_reads:  # section 1's (d) measures the raw read; one here for MiB/s on the spot
+                    t = time.perf_counter()
+                    read_all(files_of(artifact))
+                    samples["read_warm"].append(time.perf_counter() - t)
+                    evict(files_of(artifact))
+                    t = time.perf_counter()
+                    read_all(files_of(artifact))
+                    samples["read_cold"].append(time.perf_counter() - t)
+                for key, conc in (("prefix_c8", 8), ("prefix_c1", 1)):
+                    r = publish_artifact(artifact, BUCKET, f"{key}/{rep}", s3_client=s3, max_concurrency=conc, progress=False)
+                    samples[key].append(r.seconds)
+                r = publish_artifact(artifact, BUCKET, f"prefix_c8/{rep}", s3_client=s3, max_concurrency=8, progress=False)
+                assert r.uploaded_bytes == 0, f"republish uploaded {r.uploaded_bytes} bytes"
+                samples["republish_c8"].append(r.seconds)
+                emu.reset()  # free the emulator's memory before the tar runs
+                s3.create_bucket(Bucket=BUCKET)
+                r = publish_artifact(tar_artifact, BUCKET, f"tarp/{rep}", s3_client=s3, max_concurrency=8, progress=False)
+                samples["tar_prefix_c8"].append(r.seconds)
+                r = publish_artifact(tar_artifact, BUCKET, f"tar/{rep}", s3_client=s3, max_concurrency=8,
+                                     model_data="tar-gz", progress=False)  # fmt: skip
+                samples["tar_ours"].append(r.seconds)
+                samples["tar_ours_pack"].append(r.pack_seconds)
+                tar_sizes["ours"] = s3.head_object(Bucket=BUCKET, Key=f"tar/{rep}/model.tar.gz")["ContentLength"]
+                tmp = Path(tempfile.mkdtemp(dir=raw))
+                try:
+                    t = time.perf_counter()
+                    tarfile_default_pack(tar_artifact, tmp / "model.tar.gz")
+                    samples["tar_default_pack"].append(time.perf_counter() - t)
+                    tar_sizes["tarfile_default"] = (tmp / "model.tar.gz").stat().st_size
+                finally:
+                    shutil.rmtree(tmp, ignore_errors=True)
+                log(f"  run {rep + 1}/{reps}: prefix c8 {samples['prefix_c8'][-1]:.2f} s, c1 {samples['prefix_c1'][-1]:.2f} s, "
+                    f"republish {samples['republish_c8'][-1]:.2f} s, tar.gz ours {samples['tar_ours'][-1]:.2f} s "
+                    f"(pack {samples['tar_ours_pack'][-1]:.2f}), tarfile default pack {samples['tar_default_pack'][-1]:.2f} s")  # fmt: skip
+    finally:
+        emu.stop()
+    s = {k: summarize(v) for k, v in samples.items()}
+    mbps = {}
+    for k in ("prefix_c8", "prefix_c1", "hash_only", "read_warm", "read_cold"):
+        mbps[k] = summarize([size / MiB / x for x in samples[k]])
+    for k in ("tar_prefix_c8", "tar_ours", "tar_ours_pack", "tar_default_pack"):
+        mbps[k] = summarize([tar_size / MiB / x for x in samples[k]])
+    tar_upload = [a - b for a, b in zip(samples["tar_ours"], samples["tar_ours_pack"])]
+    tar_default_total = [a + b for a, b in zip(samples["tar_default_pack"], tar_upload)]
+    s["tar_default_total_est"] = summarize(tar_default_total)
+    return {
+        "artifact_bytes": size,
+        "tar_artifact_bytes": tar_size,
+        "tar_sizes": tar_sizes,
+        "packer": choose_packer(),
+        "seconds": s,
+        "mib_per_s": mbps,
+        "ratios": {
+            "c1_over_c8": ratio(s["prefix_c1"], s["prefix_c8"]),
+            "republish_over_c8": ratio(s["republish_c8"], s["prefix_c8"]),
+            "tar_ours_over_prefix": ratio(s["tar_ours"], s["tar_prefix_c8"]),
+            "tar_default_pack_over_ours_pack": ratio(s["tar_default_pack"], s["tar_ours_pack"]),
+            "prefix_c8_over_read_cold": ratio(s["prefix_c8"], s["read_cold"]),
+            "prefix_c8_over_read_warm": ratio(s["prefix_c8"], s["read_warm"]),
+        },
+        "method": (
+            f"{reps} interleaved runs against a moto S3 server on 127.0.0.1 (reset each run). publish = "
+            "model_build.publish.publish_artifact: verify sha256 of every file, HEAD existing keys, upload, "
+            "manifest.json last. tar.gz variants run on the smaller artifact (tar_artifact_bytes) to keep "
+            "`make bench` under 15 minutes; tar.gz default = tarfile 'w:gz' (level 9) pack time + our measured "
+            "upload time of the archive. The raw read here is n=1 per run of `make bench` (section 1's (d) has the repeated one)."
+        ),
+    }

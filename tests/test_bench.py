@@ -1,0 +1,81 @@
+"""The benchmark harness's statistics and report code on tiny inputs (no timing, no models, no servers)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from bench import report
+from bench.stats import latency_summary, percentile, ratio, spread, summarize, table, write_json
+
+
+def test_summarize_median_spread_and_iqr() -> None:
+    s = summarize([3.0, 1.0, 2.0, 5.0, 4.0])
+    assert (s["n"], s["median"], s["min"], s["max"], s["q1"], s["q3"]) == (5, 3.0, 1.0, 5.0, 2.0, 4.0)
+    assert summarize([])["n"] == 0 and math.isnan(summarize([])["median"])
+    assert percentile([1, 2, 3, 4], 50) == 2.5 and percentile([10], 99) == 10
+
+
+def test_ratio_uses_paired_runs_and_falls_back_to_bounds() -> None:
+    r = ratio([2.0, 4.0, 6.0], [1.0, 2.0, 2.0])
+    assert r["median"] == 2.0 and r["min"] == 2.0 and r["max"] == 3.0
+    unpaired = ratio([2.0, 4.0], [1.0, 2.0, 4.0])
+    assert unpaired["median"] == 1.5 and unpaired["min"] == 2.0 / 4.0 and unpaired["max"] == 4.0
+    assert math.isnan(ratio([1.0], [])["median"])
+
+
+def test_latency_summary_and_formatting() -> None:
+    s = latency_summary([0.1, 0.2, 0.3, 0.4], errors=1, wall_s=2.0, tokens_per_request=32)
+    assert s["requests"] == 5 and s["errors"] == 1 and s["req_per_s"] == 2.0 and s["tokens_per_s"] == 64.0
+    assert abs(s["p50_s"] - 0.25) < 1e-9
+    assert spread(summarize([1.0, 2.0, 3.0])) == "2 [1-3]"
+    assert table(["a", "b"], [[1.5, "x"]]).splitlines() == ["| a | b |", "|---|---|", "| 1.5 | x |"]
+
+
+def _fake_results() -> dict:
+    s = summarize([1.0, 1.1, 0.9, 1.0, 1.2])
+    variants = {"a": "A", "b": "B", "c": "C", "d": "D"}
+    cold = {
+        "shape": "tiny", "variants": variants, "bytes": {v: 2**30 for v in variants}, "torch_threads": 2,
+        "method": "m", "ready_s": {f"{v}_{st}": s for v in variants for st in ("cold", "warm")},
+        "first_token_part_s": {f"{v}_{st}": s for v in variants for st in ("cold", "warm")},
+        "read_gib_per_s": {f"{v}_{st}": s for v in variants for st in ("cold", "warm")},
+        "ratios": {"c_over_d_cold": ratio(s, s)}, "eviction_effective": True,
+        "targets": {"cold": {"c_within_1.5x_of_d": True, "c_3x_faster_than_b": False}},
+        "import_torch_transformers_s": s,
+    }  # fmt: skip
+    keys = ("read_cold", "read_warm", "hash_only", "prefix_c8", "prefix_c1", "republish_c8", "tar_prefix_c8",
+            "tar_ours", "tar_ours_pack", "tar_default_pack", "tar_default_total_est")  # fmt: skip
+    publish = {"method": "m", "artifact_bytes": 2**30, "tar_artifact_bytes": 2**20, "packer": "tarfile",
+               "tar_sizes": {"ours": 2**20}, "seconds": {k: s for k in keys}, "mib_per_s": {k: s for k in keys[:-1]},
+               "ratios": {"c1_over_c8": ratio(s, s)}}  # fmt: skip
+    cell = {**latency_summary([0.1, 0.2], 0, 1.0, 32), "req_per_s": s, "tokens_per_s": s, "latency_s": s, "rounds": 5}
+    serving = {"tiny-gpt2": {"new_tokens": 32, "rounds": 5, "servers": {
+        "hf-fastload": {"ready_s": 1.0, "cells": {"1": cell, "4": cell}}, "deepspeed-byoc": {"error": "boom"}},
+        "ratios_tokens_per_s_vs_hf": {}}, "gpu": {"skipped": "no cuda", "plan": "plan"}}  # fmt: skip
+    devloop = {"synth_all_examples": {"cases": 3, "import_aws_cdk_s": 1.0, "first_pass_s": s, "later_pass_s": s,
+                                      "per_case_later_s": s, "first_over_later": ratio(s, s), "method": "m"},
+               "demo": {"seconds": 30.0, "returncode": 0}}  # fmt: skip
+    return {"machine": report.machine(), "reps": 5, "total_seconds": 12.0, "section_seconds": {"coldstart": 1.0},
+            "sections": {"coldstart": cold, "publish": publish, "serving": serving, "devloop": devloop}}  # fmt: skip
+
+
+def test_report_writes_json_markdown_and_plots(tmp_path: Path) -> None:
+    results = _fake_results()
+    results["sections"]["coldstart"]["ratios"]["nan_case"] = {"median": float("nan"), "min": 0.0, "max": 1.0}
+    report.write(results, tmp_path)
+    data = json.loads((tmp_path / "results.json").read_text())  # strict JSON: NaN became null
+    assert data["sections"]["coldstart"]["ratios"]["nan_case"]["median"] is None
+    md = (tmp_path / "results.md").read_text()
+    for text in ("## 1. Cold start", "## 2. Build and publish", "## 3. Serving", "## 4. Developer loop",
+                 "FAILED: boom", "**missed**", "GPU section: no cuda"):  # fmt: skip
+        assert text in md
+    assert sorted(data["plots"]) == ["coldstart.png", "publish.png", "serving_latency.png"]
+    for name in data["plots"]:
+        assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_write_json_is_strict(tmp_path: Path) -> None:
+    write_json(tmp_path / "r.json", {"x": float("inf"), "y": [float("nan"), 1]})
+    assert json.loads((tmp_path / "r.json").read_text()) == {"x": None, "y": [None, 1]}
