@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
             src124 = models.make_checkpoint("gpt2-124m", raw / "src-gpt2-124m").resolve()
             return {
                 "tiny-gpt2": serving.bench(raw, "tiny-gpt2", tiny.resolve(), log, rounds=args.reps, per_worker=2),
-                "gpt2-124m": serving.bench(raw, "gpt2-124m", src124, log, rounds=args.reps, per_worker=1, cell_cap_s=20),
+                "gpt2-124m": serving.bench(raw, "gpt2-124m", src124, log, rounds=args.reps, per_worker=1, cell_cap_s=12),
                 "gpu": serving.gpu_bench(raw, log),
             }
 
