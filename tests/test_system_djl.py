@@ -222,13 +222,15 @@ def test_system_facts() -> None:
 def test_model_copies(djl_build) -> None:
     from endpoint_config import parse_instance_type
     from systems import get_system
-    from systems.djl_common import model_copies
+    from systems.djl_common import copies_per_instance
 
     g5_12 = parse_instance_type("ml.g5.12xlarge")
-    ds = djl_build.endpoint("ds")  # tp 2
-    assert model_copies(ds, g5_12) == 2 and get_system("djl-deepspeed").model_copies(ds, g5_12) == 2
-    assert model_copies(djl_build.endpoint("ft"), g5_12) == 1  # tp 4
-    assert model_copies(ds, parse_instance_type("ml.g5.48xlarge")) == 4
+    ds, ft = djl_build.endpoint("ds"), djl_build.endpoint("ft")  # tp 2, tp 4
+    assert get_system("djl-deepspeed").model_copies(ds, g5_12) == 2
+    assert get_system("djl-fastertransformer").model_copies(ft, g5_12) == 1
+    assert get_system("djl-deepspeed").model_copies(ds, parse_instance_type("ml.g5.48xlarge")) == 4
+    assert get_system("djl-deepspeed").model_copies(ds, parse_instance_type("ml.m5.xlarge")) == 1  # no GPU
+    assert copies_per_instance(ds) == get_system("djl-deepspeed").model_copies(ds, parse_instance_type(ds.instance_type))
 
 
 def test_container_environments(djl_build) -> None:

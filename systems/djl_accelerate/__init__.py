@@ -11,8 +11,7 @@ No torch import here.
 from __future__ import annotations
 
 from endpoint_config import EndpointSpec
-from systems.base import ServingSystem
-from systems.djl_common import MODEL_LOADING_TIMEOUT_S, SAGEMAKER_MODEL_DIR, model_copies
+from systems.djl_common import MODEL_LOADING_TIMEOUT_S, SAGEMAKER_MODEL_DIR, djl_system
 from systems.images import DJL_DEEPSPEED_LEGACY
 
 ENTRY_POINT = "djl_python.huggingface"
@@ -53,20 +52,16 @@ def container_environment(endpoint: EndpointSpec) -> dict[str, str]:
     return {}
 
 
-SYSTEM = ServingSystem(
+SYSTEM = djl_system(
     name="djl-accelerate",
     summary="DJL Serving 0.27 Python engine, Hugging Face handler with accelerate device_map over the GPUs",
     image=DJL_DEEPSPEED_LEGACY,
     environment=container_environment,
-    architectures=("decoder",),
-    gpu_only=True,
-    default_download_timeout_s=600,
     default_startup_timeout_s=DEFAULT_STARTUP_TIMEOUT_S,
-    copies_fill_gpus=True,
     engine_notes=(
         "DJL starts one model copy per tensor_parallel_degree GPUs (ml.g5.12xlarge, 4 GPUs, degree 2: 2 copies); "
         "accelerate splits each copy layer-wise over its GPUs (fits larger models, no tensor-parallel speed-up)."
     ),
 )
 
-__all__ = ["SYSTEM", "serving_properties", "container_environment", "model_copies"]
+__all__ = ["SYSTEM", "serving_properties", "container_environment"]

@@ -13,8 +13,9 @@ import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from endpoint_config import EndpointSpec, InstanceType
+from endpoint_config import EndpointSpec, parse_instance_type
 from model_build import BuildError
+from systems.base import ServingSystem
 
 SERVING_PROPERTIES = "serving.properties"
 # Where SageMaker mounts the model data (an uncompressed S3 prefix, or the extracted model.tar.gz).
@@ -81,12 +82,21 @@ def option_environment(options: Mapping[str, str | int | bool]) -> dict[str, str
     return env
 
 
-def model_copies(endpoint: EndpointSpec, instance: InstanceType) -> int:
-    """DJL starts one worker (one model copy) per `tensor_parallel_degree` GPUs: ml.g5.12xlarge (4 GPUs) at
-    degree 2 serves 2 copies, each on its own pair of GPUs. Autoscaling targets are per copy."""
-    if not instance.is_gpu:
-        return 1
-    return max(1, instance.gpu_count // endpoint.tensor_parallel_degree)
+def djl_system(**fields: object) -> ServingSystem:
+    """A DJL Serving / LMI system: GPU images that start one model copy per `tensor_parallel_degree` GPUs
+    (ml.g5.12xlarge, 4 GPUs, at degree 2 serves 2 copies; autoscaling targets are per copy). `fields` are the
+    system's own ServingSystem fields; these defaults are what every DJL/LMI system shares."""
+    shared: dict[str, object] = dict(
+        architectures=("decoder",), gpu_only=True, default_download_timeout_s=600, copies_fill_gpus=True
+    )
+    return ServingSystem(**{**shared, **fields})
+
+
+def copies_per_instance(endpoint: EndpointSpec) -> int:
+    """The system's own count of model copies on the endpoint's instance type (for the manifest)."""
+    from systems import get_system
+
+    return get_system(endpoint.system).model_copies(endpoint, parse_instance_type(endpoint.instance_type))
 
 
 def refuse(endpoint: EndpointSpec, key: str, value: object, allowed: str) -> BuildError:

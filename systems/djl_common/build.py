@@ -19,13 +19,13 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from endpoint_config import EndpointSpec, parse_instance_type
+from endpoint_config import EndpointSpec
 from model_build import BuildError
 from model_build.source import resolve_model_source
 from systems import recipe_common as common
 from systems.images import ImagePin
 
-from . import SERVING_PROPERTIES, model_copies, write_properties
+from . import SERVING_PROPERTIES, copies_per_instance, write_properties
 
 
 def read_source_config(endpoint: EndpointSpec, source: Path) -> dict[str, Any]:
@@ -120,7 +120,7 @@ def build_decoder_artifact(
     steps.set_postfix_str("hash")
     serving: dict[str, Any] = {
         "engine": engine,
-        "model_copies_per_instance": model_copies(endpoint, parse_instance_type(endpoint.instance_type)),
+        "model_copies_per_instance": copies_per_instance(endpoint),
         "tensor_parallel_degree": endpoint.tensor_parallel_degree,
     }
     if properties is not None:

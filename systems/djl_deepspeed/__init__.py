@@ -9,8 +9,7 @@ engine configuration lives in serving.properties (see `serving_properties`). No 
 from __future__ import annotations
 
 from endpoint_config import EndpointSpec
-from systems.base import ServingSystem
-from systems.djl_common import MODEL_LOADING_TIMEOUT_S, SAGEMAKER_MODEL_DIR, model_copies
+from systems.djl_common import MODEL_LOADING_TIMEOUT_S, SAGEMAKER_MODEL_DIR, djl_system
 from systems.images import DJL_DEEPSPEED_LEGACY
 
 ENTRY_POINT = "djl_python.deepspeed"
@@ -57,22 +56,18 @@ def container_environment(endpoint: EndpointSpec) -> dict[str, str]:
     return {}
 
 
-SYSTEM = ServingSystem(
+SYSTEM = djl_system(
     name="djl-deepspeed",
     summary="DJL Serving 0.27 DeepSpeed engine (tensor parallel, kernel injection); legacy, pinned last image",
     image=DJL_DEEPSPEED_LEGACY,
     environment=container_environment,
-    architectures=("decoder",),
-    gpu_only=True,
-    default_download_timeout_s=600,
     default_startup_timeout_s=DEFAULT_STARTUP_TIMEOUT_S,
     legacy=True,
     replacement="lmi-vllm",
-    copies_fill_gpus=True,
     engine_notes=(
         "DJL starts one model copy per tensor_parallel_degree GPUs (ml.g5.12xlarge, 4 GPUs, degree 2: 2 copies, "
         "each on its own GPU pair); autoscaling targets are per copy. DeepSpeed was dropped from LMI after 0.27.0."
     ),
 )
 
-__all__ = ["SYSTEM", "serving_properties", "container_environment", "model_copies"]
+__all__ = ["SYSTEM", "serving_properties", "container_environment"]

@@ -19,8 +19,7 @@ No torch import here.
 from __future__ import annotations
 
 from endpoint_config import EndpointSpec
-from systems.base import ServingSystem
-from systems.djl_common import MODEL_LOADING_TIMEOUT_S, model_copies
+from systems.djl_common import MODEL_LOADING_TIMEOUT_S, djl_system
 from systems.images import DJL_FASTERTRANSFORMER_LEGACY
 
 CODE_DIR = "code"
@@ -52,21 +51,18 @@ def staged_weights_environment(weights_s3_uri: str) -> dict[str, str]:
     return {"OPTION_MODEL_ID": weights_s3_uri.rstrip("/") + "/"}
 
 
-SYSTEM = ServingSystem(
+SYSTEM = djl_system(
     name="djl-fastertransformer",
     summary="DJL Serving 0.24 FasterTransformer engine (T5 and GPT-style models), weights staged in S3; legacy",
     image=DJL_FASTERTRANSFORMER_LEGACY,
     environment=container_environment,
     architectures=("encoder-decoder", "decoder"),
-    gpu_only=True,
-    default_download_timeout_s=600,
     # The engine downloads the weights from S3 and converts them to FasterTransformer's layout at start.
     default_startup_timeout_s=1200,
     legacy=True,
     replacement="lmi-trtllm",
     network_isolation=False,
     staged_weights_environment=staged_weights_environment,
-    copies_fill_gpus=True,
     engine_notes=(
         "Model data is the artifact's code/ subfolder; the weights/ subfolder stays in S3 and the engine "
         "downloads and converts it at start (startup timeout covers both). One model copy per "
@@ -75,4 +71,4 @@ SYSTEM = ServingSystem(
     ),
 )
 
-__all__ = ["SYSTEM", "serving_properties", "container_environment", "staged_weights_environment", "model_copies"]
+__all__ = ["SYSTEM", "serving_properties", "container_environment", "staged_weights_environment"]

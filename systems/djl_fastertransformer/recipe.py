@@ -25,7 +25,7 @@ from endpoint_config import EndpointSpec
 from model_build import BuildError
 from model_build.source import resolve_model_source
 from systems import recipe_common as common
-from systems.djl_common import check_engine_options, model_copies, write_properties
+from systems.djl_common import check_engine_options, copies_per_instance, write_properties
 from systems.djl_fastertransformer import CODE_DIR, HANDLER_FILE, SYSTEM, WEIGHTS_DIR, serving_properties
 from systems.images import DJL_FASTERTRANSFORMER_LEGACY
 
@@ -148,7 +148,6 @@ def build(endpoint: EndpointSpec, out_dir: Path, progress: bool = True) -> dict[
     )
     steps.update()
 
-    from endpoint_config import parse_instance_type
 
     steps.set_postfix_str("hash")
     manifest = common.write_build_manifest(
@@ -173,7 +172,7 @@ def build(endpoint: EndpointSpec, out_dir: Path, progress: bool = True) -> dict[
             "engine": "FasterTransformer",
             "serving_properties": f"{CODE_DIR}/serving.properties",
             "handler": f"{CODE_DIR}/{HANDLER_FILE}",
-            "model_copies_per_instance": model_copies(endpoint, parse_instance_type(endpoint.instance_type)),
+            "model_copies_per_instance": copies_per_instance(endpoint),
             "tensor_parallel_degree": endpoint.tensor_parallel_degree,
             "notes": SYSTEM.engine_notes,
         },

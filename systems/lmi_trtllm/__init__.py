@@ -8,8 +8,7 @@ directory as lmi-vllm (sharded safetensors + config + tokenizer at /opt/ml/model
 from __future__ import annotations
 
 from endpoint_config import EndpointSpec
-from systems.base import ServingSystem
-from systems.djl_common import MODEL_LOADING_TIMEOUT_S, model_copies
+from systems.djl_common import MODEL_LOADING_TIMEOUT_S, djl_system
 from systems.djl_common.lmi import base_options, option_environment
 from systems.images import DJL_TENSORRTLLM
 
@@ -36,16 +35,12 @@ def container_environment(endpoint: EndpointSpec) -> dict[str, str]:
     return option_environment(options)
 
 
-SYSTEM = ServingSystem(
+SYSTEM = djl_system(
     name="lmi-trtllm",
     summary="LMI TensorRT-LLM container: engines compiled at start, in-flight batching, OPTION_* environment",
     image=DJL_TENSORRTLLM,
     environment=container_environment,
-    architectures=("decoder",),
-    gpu_only=True,
-    default_download_timeout_s=600,
     default_startup_timeout_s=DEFAULT_STARTUP_TIMEOUT_S,
-    copies_fill_gpus=True,
     engine_notes=(
         "Compiles TensorRT-LLM engines at container start (allow up to 30 min); one engine per "
         "tensor_parallel_degree GPUs (ml.g5.12xlarge, 4 GPUs, degree 2: 2 copies). Model types: "
@@ -53,4 +48,4 @@ SYSTEM = ServingSystem(
     ),
 )
 
-__all__ = ["SYSTEM", "container_environment", "model_copies", "MODEL_TYPES"]
+__all__ = ["SYSTEM", "container_environment", "MODEL_TYPES"]

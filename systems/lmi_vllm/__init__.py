@@ -7,8 +7,7 @@ model directory (sharded safetensors + config + tokenizer) SageMaker mounts at /
 from __future__ import annotations
 
 from endpoint_config import EndpointSpec
-from systems.base import ServingSystem
-from systems.djl_common import MODEL_LOADING_TIMEOUT_S, model_copies
+from systems.djl_common import MODEL_LOADING_TIMEOUT_S, djl_system
 from systems.djl_common.lmi import base_options, option_environment
 from systems.images import DJL_LMI
 
@@ -29,20 +28,16 @@ def container_environment(endpoint: EndpointSpec) -> dict[str, str]:
     return option_environment(options)
 
 
-SYSTEM = ServingSystem(
+SYSTEM = djl_system(
     name="lmi-vllm",
     summary="LMI (DJL Serving) with vLLM continuous batching, configured by OPTION_* environment variables",
     image=DJL_LMI,
     environment=container_environment,
-    architectures=("decoder",),
-    gpu_only=True,
-    default_download_timeout_s=600,
     default_startup_timeout_s=DEFAULT_STARTUP_TIMEOUT_S,
-    copies_fill_gpus=True,
     engine_notes=(
         "LMI starts one vLLM engine per tensor_parallel_degree GPUs (ml.g5.12xlarge, 4 GPUs, degree 2: 2 copies); "
         "each batches requests continuously, so scale on concurrent requests per copy."
     ),
 )
 
-__all__ = ["SYSTEM", "container_environment", "model_copies"]
+__all__ = ["SYSTEM", "container_environment"]
