@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Callable, Literal
 
@@ -14,6 +15,23 @@ from .images import ImagePin
 # 200 MB/s, plus a fixed allowance for the container's own start. Explicit config values always win.
 _DOWNLOAD_BYTES_PER_S = 100e6
 _LOAD_BYTES_PER_S = 200e6
+
+
+# An image reference is [REGISTRY_HOST[:PORT]/]NAME[:TAG]; without a registry host it comes from the default registry,
+# Docker Hub (the `docker pull` reference, docs.docker.com/reference/cli/docker/image/pull). A first path part with
+# a "." or ":" (or "localhost") is a registry host.
+def docker_hub_bases(own: OwnContainer) -> list[str]:
+    """The base images of an own container's Dockerfile that come from Docker Hub."""
+    from pathlib import Path
+
+    dockerfile = Path(__file__).resolve().parent / own.context / own.dockerfile
+    bases = re.findall(r"^FROM\s+(?:--platform=\S+\s+)?(\S+)", dockerfile.read_text(), re.MULTILINE)
+    return [b for b in bases if not b.startswith("$") and b != "scratch" and not _has_registry(b)]
+
+
+def _has_registry(image: str) -> bool:
+    first, sep, _ = image.partition("/")
+    return bool(sep) and ("." in first or ":" in first or first == "localhost")
 
 
 @dataclass(frozen=True)
@@ -61,6 +79,10 @@ class ServingSystem:
     engine_notes: str = ""
     # The engine starts one model copy per `tensor_parallel_degree` GPUs (DJL/LMI): 4 GPUs at degree 2 = 2 copies.
     copies_fill_gpus: bool = False
+    # ProductionVariant.InferenceAmiVersion for images whose CUDA needs a newer host driver than SageMaker's
+    # default AMI (driver 470 / CUDA 11.4 on ml.g5 and ml.p4d, per docs.aws.amazon.com/sagemaker/latest/dg/
+    # inference-gpu-drivers.html); values: botocore's ProductionVariantInferenceAmiVersion enum. None: default AMI.
+    inference_ami_version: str | None = None
 
     def __post_init__(self) -> None:
         if (self.image is None) == (self.own_container is None):

@@ -3,6 +3,7 @@ against the image tables bundled in the `sagemaker` package (sagemaker.core.imag
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 # AWS Deep Learning Containers live in 763104351884 in most regions; these regions have their own account.
@@ -28,6 +29,35 @@ DLC_REGIONS = (
 
 
 @dataclass(frozen=True)
+class PythonStack:
+    """The tokenizer-relevant Python libraries inside an image: what a model directory built here must be
+    readable by. Requirements are written as the image's own build files (or the pinned transformers release's
+    requirements) state them; `verified` is False where that could not be checked (the pin's comment says why).
+    """
+
+    transformers: str
+    tokenizers: str
+    verified: bool = True
+
+    @property
+    def transformers_floor(self) -> tuple[int, ...]:
+        """The oldest transformers the image may hold (what model_build must write for)."""
+        return _floor(self.transformers)
+
+    @property
+    def tokenizers_floor(self) -> tuple[int, ...]:
+        return _floor(self.tokenizers)
+
+
+def _floor(requirement: str) -> tuple[int, ...]:
+    """The lowest version a requirement allows: "==4.49.0" -> (4, 49, 0), ">=0.14,<0.19" -> (0, 14)."""
+    match = re.search(r"(?:==|>=|~=)\s*(\d+(?:\.\d+)*)", requirement)
+    if match is None:
+        raise ValueError(f"requirement {requirement!r} names no lower bound (==X or >=X)")
+    return tuple(int(part) for part in match.group(1).split("."))
+
+
+@dataclass(frozen=True)
 class ImagePin:
     """An AWS DLC image: repository plus the exact tag for GPU and (where offered) CPU instances."""
 
@@ -40,6 +70,8 @@ class ImagePin:
     sdk_base_framework_version: str | None = None
     # Regions the image is published in, when narrower than DLC_REGIONS (old images were not copied to newer regions).
     regions: tuple[str, ...] | None = None
+    # The transformers/tokenizers the image ships: model_build writes tokenizer files these can read.
+    python_stack: PythonStack | None = None
 
     @property
     def available_regions(self) -> tuple[str, ...]:
@@ -65,7 +97,10 @@ class ImagePin:
         return f"arn:{partition}:ecr:{region}:{self.registry_account(region)}:repository/{self.repository}"
 
 
-# Hugging Face PyTorch inference DLC: inference toolkit 2.6 with transformers 4.49 and torch 2.6.
+# Hugging Face PyTorch inference DLC with transformers 4.49 and torch 2.6.
+# python_stack: aws/deep-learning-containers huggingface/pytorch/inference/docker/2.6/py3/cu124/Dockerfile.gpu
+# (commits df83469a1d .. f596f3588e, the 4.49 image) installs transformers[...]==${TRANSFORMERS_VERSION} with
+# ARG TRANSFORMERS_VERSION=4.49.0; tokenizers: transformers 4.49.0's wheel METADATA requires tokenizers<0.22,>=0.21.
 HF_PYTORCH_INFERENCE = ImagePin(
     repository="huggingface-pytorch-inference",
     gpu_tag="2.6.0-transformers4.49.0-gpu-py312-cu124-ubuntu22.04",
@@ -73,6 +108,7 @@ HF_PYTORCH_INFERENCE = ImagePin(
     sdk_framework="huggingface",
     sdk_version="4.49.0",
     sdk_base_framework_version="pytorch2.6.0",
+    python_stack=PythonStack(transformers="==4.49.0", tokenizers=">=0.21,<0.22"),
 )
 # The library versions inside that image: model_build writes only what they read.
 HF_CONTAINER_TRANSFORMERS = "4.49.0"
@@ -81,18 +117,53 @@ HF_CONTAINER_TRANSFORMERS = "4.49.0"
 # DJL Serving large-model-inference (LMI) images, repository djl-inference. Tags from the sagemaker package's
 # djl-*.json tables. The DeepSpeed and FasterTransformer engines were dropped upstream (DeepSpeed after
 # 0.27.0, FasterTransformer after 0.24.0): these are the last images that have them.
+# python_stack: deepjavalibrary/djl-serving branch 0.27.0-dlc, serving/docker/deepspeed.Dockerfile
+# (ARG transformers_version=4.39.0; the later vLLM 0.3.3 / lmi-dist wheels are installed on top, unverified
+# whether they move it); transformers 4.39.0's METADATA requires tokenizers<0.19,>=0.14.
 DJL_DEEPSPEED_LEGACY = ImagePin(
-    repository="djl-inference", gpu_tag="0.27.0-deepspeed0.12.6-cu121", sdk_framework="djl-deepspeed", sdk_version="0.27.0"
+    repository="djl-inference",
+    gpu_tag="0.27.0-deepspeed0.12.6-cu121",
+    sdk_framework="djl-deepspeed",
+    sdk_version="0.27.0",
+    python_stack=PythonStack(transformers="==4.39.0", tokenizers=">=0.14,<0.19"),
 )
+# python_stack: djl-serving branch 0.24.0-dlc, serving/docker/fastertransformer.Dockerfile
+# (ARG transformers_version=4.34.0); transformers 4.34.0's METADATA requires tokenizers<0.15,>=0.14.
 DJL_FASTERTRANSFORMER_LEGACY = ImagePin(
     repository="djl-inference",
     gpu_tag="0.24.0-fastertransformer5.3.0-cu118",
     sdk_framework="djl-fastertransformer",
     sdk_version="0.24.0",
     regions=tuple(r for r in DLC_REGIONS if not r.startswith("us-gov-")),
+    python_stack=PythonStack(transformers="==4.34.0", tokenizers=">=0.14,<0.15"),
 )
-# Today's LMI: vLLM (and LMI-Dist) behind rolling/continuous batching, and the TensorRT-LLM image.
-DJL_LMI = ImagePin(repository="djl-inference", gpu_tag="0.38.0-lmi29.0.0-cu130", sdk_framework="djl-lmi", sdk_version="0.38.0")
+# Today's LMI with vLLM. Pinned to 0.36.0-lmi27.0.0-cu130, not the newer 0.38.0-lmi29.0.0-cu130 that the
+# sagemaker package's djl-lmi.json also lists: that tag has no release note, no entry in
+# aws/deep-learning-containers (docs/src/data/djl-inference/ stops at 0.36-lmi28.0.0-gpu.yml) and no source
+# branch in deepjavalibrary/djl-serving (newest: 0.36.0-lmi27-dlc). lmi27 is documented in all three places
+# (aws/deep-learning-containers docs/src/data/djl-inference/0.36-lmi27.0.0-gpu.yml: "LMI 27.0.0, vLLM 0.23.1",
+# cu130; release commit f299bd471e), so every option written for it can be checked in its source.
+# (0.36.0-lmi28.0.0-cu130 is documented too but is not in the sagemaker package's table.)
+# python_stack: djl-serving 0.36.0-lmi27-dlc serving/docker/lmi-container-requirements.txt:
+# "transformers >= 4.56.0, <= 5.9.0, != 5.0.*, ..., != 5.5.0"; the version pip picked is unverified, so the
+# floor (4.56.0, whose METADATA requires tokenizers<=0.23.0,>=0.22.0) is what model_build writes for.
+DJL_LMI = ImagePin(
+    repository="djl-inference",
+    gpu_tag="0.36.0-lmi27.0.0-cu130",
+    sdk_framework="djl-lmi",
+    sdk_version="0.36.0",
+    python_stack=PythonStack(transformers=">=4.56.0,<=5.9.0", tokenizers=">=0.22.0,<=0.23.0"),
+)
+# python_stack: djl-serving 0.33.0-dlc serving/docker/tensorrt-llm.Dockerfile installs
+# tensorrt_llm==0.21.0rc1 and takes transformers from its requirements; that pin could not be read here
+# (the wheel lives on pypi.nvidia.com). Unverified: a 4.x release; the floor written for is tokenizers 0.20,
+# the first release that reads the pair-style BPE merges tokenizers >= 0.20 writes (measured: 0.19.1 fails,
+# 0.20.0 reads them), on the assumption that a 2025 TensorRT-LLM pins a transformers >= 4.45 (which requires
+# tokenizers >= 0.20).
 DJL_TENSORRTLLM = ImagePin(
-    repository="djl-inference", gpu_tag="0.33.0-tensorrtllm0.21.0-cu128", sdk_framework="djl-tensorrtllm", sdk_version="0.33.0"
+    repository="djl-inference",
+    gpu_tag="0.33.0-tensorrtllm0.21.0-cu128",
+    sdk_framework="djl-tensorrtllm",
+    sdk_version="0.33.0",
+    python_stack=PythonStack(transformers=">=4.45", tokenizers=">=0.20", verified=False),
 )

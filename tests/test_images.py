@@ -59,3 +59,26 @@ def test_images_are_refused_where_they_are_not_published():
     with pytest.raises(ValueError, match="not published in region us-gov-west-1"):
         DJL_FASTERTRANSFORMER_LEGACY.uri("us-gov-west-1", gpu=True)
     assert DLC_REGIONS == tuple(sorted(DLC_REGIONS))
+
+
+def test_every_pinned_image_says_which_transformers_it_ships():
+    """model_build writes tokenizer files for these floors (systems/container_tokenizer.py); each comes from the
+    image's build files or the pinned transformers' requirements (comments at the pins), one is inferred."""
+    from systems.images import HF_CONTAINER_TRANSFORMERS, PythonStack
+
+    floors = {
+        name: (pin.python_stack.transformers_floor[:2], pin.python_stack.tokenizers_floor[:2])
+        for name, pin in PINS.items()
+    }
+    assert floors == {
+        "HF_PYTORCH_INFERENCE": ((4, 49), (0, 21)),
+        "DJL_DEEPSPEED_LEGACY": ((4, 39), (0, 14)),
+        "DJL_FASTERTRANSFORMER_LEGACY": ((4, 34), (0, 14)),
+        "DJL_LMI": ((4, 56), (0, 22)),
+        "DJL_TENSORRTLLM": ((4, 45), (0, 20)),
+    }
+    assert [name for name, pin in PINS.items() if not pin.python_stack.verified] == ["DJL_TENSORRTLLM"]
+    assert images.HF_PYTORCH_INFERENCE.python_stack.transformers == f"=={HF_CONTAINER_TRANSFORMERS}"
+    with pytest.raises(ValueError, match=r"requirement '<5' names no lower bound \(==X or >=X\)"):
+        PythonStack(transformers="<5", tokenizers=">=0.20").transformers_floor
+

@@ -95,6 +95,15 @@ def tiny_t5(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def djl_config(tmp_path_factory: pytest.TempPathFactory, tiny_models: dict[str, Path], tiny_t5: Path) -> Path:
     gptj = tiny_models["gptj"]
+    root = tmp_path_factory.mktemp("djl-config")
+
+    def fake_checkpoint(model_type: str) -> Path:
+        """A checkpoint directory with only what the FasterTransformer recipe reads before refusing it."""
+        directory = root / model_type
+        directory.mkdir()
+        (directory / "config.json").write_text(json.dumps({"model_type": model_type}))
+        (directory / "model.safetensors").write_bytes(len(b"{}").to_bytes(8, "little") + b"{}")  # empty header
+        return directory
 
     def ep(name: str, system: str, model: Path, tp: int = 2, dtype: str = "fp32", **engine: Any) -> str:
         lines = [
@@ -111,7 +120,7 @@ def djl_config(tmp_path_factory: pytest.TempPathFactory, tiny_models: dict[str, 
         ep("ds-custom", "djl-deepspeed", gptj, custom_handler=True),
         ep("acc", "djl-accelerate", gptj, dtype="fp16"),
         ep("ft", "djl-fastertransformer", tiny_t5, tp=4),
-        ep("vllm", "lmi-vllm", gptj, rolling_batch="vllm", max_batch_size=32, max_model_len=512),
+        ep("vllm", "lmi-vllm", gptj, max_batch_size=32, max_model_len=512),
         ep("trt", "lmi-trtllm", gptj, max_model_len=512),
         # error cases
         ep("vllm-rb", "lmi-vllm", gptj, rolling_batch="lmi-dist"),
@@ -119,9 +128,13 @@ def djl_config(tmp_path_factory: pytest.TempPathFactory, tiny_models: dict[str, 
         ep("acc-len", "djl-accelerate", gptj, max_model_len=512),
         ep("ds-entry", "djl-deepspeed", gptj, entry_point="djl_python.vllm"),
         ep("ft-batch", "djl-fastertransformer", tiny_t5, tp=4, max_batch_size=8),
-        ep("ft-gptj-ok", "djl-fastertransformer", gptj, tp=4),
+        ep("ft-gpt2", "djl-fastertransformer", tiny_models["gpt2"], tp=4),
+        ep("ft-gptj", "djl-fastertransformer", gptj, tp=4),
+        ep("ft-mt5", "djl-fastertransformer", fake_checkpoint("mt5"), tp=4),
+        ep("ft-llama", "djl-fastertransformer", fake_checkpoint("llama"), tp=4),
+        ep("trt-rb", "lmi-trtllm", gptj, rolling_batch="trtllm"),
     ]) + "\n"  # fmt: skip
-    path = tmp_path_factory.mktemp("djl-config") / "djl.yaml"
+    path = root / "djl.yaml"
     path.write_text(text)
     return path
 
@@ -216,7 +229,27 @@ def test_system_facts() -> None:
         assert s.gpu_only and s.summary and s.engine_notes
         assert 60 <= s.default_download_timeout_s <= 3600 and 60 <= s.default_startup_timeout_s <= 3600
         assert (s.staged_weights_environment is not None) == (name == "djl-fastertransformer")
+        # The CUDA 12.8/13.0 LMI images need a driver-580 AMI; the older images run on SageMaker's default one.
+        expected_ami = "al2023-ami-sagemaker-inference-gpu-4-1" if name.startswith("lmi-") else None
+        assert s.inference_ami_version == expected_ami, name
     assert get_system("lmi-trtllm").default_startup_timeout_s == 1800  # engine compilation at start
+
+
+def test_inference_ami_versions_are_sagemaker_values() -> None:
+    """Every AMI a system names is one CreateEndpointConfig accepts (botocore's service model enum)."""
+    import botocore.session
+
+    from endpoint_config import SYSTEM_NAMES
+    from systems import get_system
+
+    model = botocore.session.get_session().get_service_model("sagemaker")
+    enum = model.shape_for("ProductionVariantInferenceAmiVersion").enum
+    used = {get_system(name).inference_ami_version for name in SYSTEM_NAMES} - {None}
+    assert used and used <= set(enum), (used, enum)
+    # The reason for the choice, as the API documents the AMI: the driver that runs CUDA 12.8 and 13.0 natively.
+    doc = model.shape_for("ProductionVariant").members["InferenceAmiVersion"].documentation
+    after = doc.split("al2023-ami-sagemaker-inference-gpu-4-1", 1)[1][:300]
+    assert "NVIDIA driver version: 580" in after and "CUDA version: 13.0" in after
 
 
 def test_model_copies(djl_build) -> None:
@@ -240,9 +273,11 @@ def test_container_environments(djl_build) -> None:
     assert get_system("djl-deepspeed").environment(ep("ds")) == {}
     assert get_system("djl-accelerate").environment(ep("acc")) == {}
     assert get_system("djl-fastertransformer").environment(ep("ft")) == {}
+    async_mode = {"OPTION_ASYNC_MODE": "true", "OPTION_ROLLING_BATCH": "disable"}  # LMI async mode, both systems
     assert get_system("lmi-vllm").environment(ep("vllm")) == {
         "OPTION_MODEL_ID": "/opt/ml/model",
-        "OPTION_ROLLING_BATCH": "vllm",
+        **async_mode,
+        "OPTION_ENTRYPOINT": "djl_python.lmi_vllm.vllm_async_service",
         "OPTION_TENSOR_PARALLEL_DEGREE": "2",
         "OPTION_DTYPE": "fp32",
         "OPTION_MAX_ROLLING_BATCH_SIZE": "32",
@@ -251,13 +286,16 @@ def test_container_environments(djl_build) -> None:
     }
     assert get_system("lmi-trtllm").environment(ep("trt")) == {
         "OPTION_MODEL_ID": "/opt/ml/model",
-        "OPTION_ROLLING_BATCH": "trtllm",
+        **async_mode,
+        "OPTION_ENTRYPOINT": "djl_python.lmi_trtllm.trtllm_async_service",
         "OPTION_TENSOR_PARALLEL_DEGREE": "2",
         "OPTION_DTYPE": "fp32",
-        "OPTION_MAX_INPUT_LEN": "256",
-        "OPTION_MAX_OUTPUT_LEN": "256",
+        "OPTION_MAX_SEQ_LEN": "512",  # the total: TensorRT-LLM's max_seq_len is prompt + output
+        "OPTION_MAX_INPUT_LEN": "384",  # 3/4 of it for the prompt
         "OPTION_MODEL_LOADING_TIMEOUT": "3600",
     }
+    # OPTION_MAX_OUTPUT_LEN is read by nothing in LMI 0.33 (TensorRT-LLM 0.21): it must not be written.
+    assert not any("OUTPUT_LEN" in key for key in get_system("lmi-trtllm").environment(ep("trt")))
     # Unset engine options keep LMI's defaults: no variable at all.
     assert "OPTION_MAX_ROLLING_BATCH_SIZE" not in get_system("lmi-trtllm").environment(ep("trt"))
     staged = get_system("djl-fastertransformer").staged_weights_environment
@@ -359,8 +397,8 @@ def test_lmi_vllm_artifact_via_cli(djl_config: Path, tmp_path: Path) -> None:
     assert "serving.properties" not in files_of(out)  # LMI is configured by the environment only
     check_decoder_weights(out, "fp32")
     manifest = check_manifest(out, "lmi-vllm", "vllm", "fp32")
-    assert manifest["serving"]["container_environment"]["OPTION_ROLLING_BATCH"] == "vllm"
-    assert manifest["target_container"]["image_tag_gpu"] == "0.38.0-lmi29.0.0-cu130"
+    assert manifest["serving"]["container_environment"]["OPTION_ASYNC_MODE"] == "true"
+    assert manifest["target_container"]["image_tag_gpu"] == "0.36.0-lmi27.0.0-cu130"
 
 
 def test_lmi_trtllm_artifact(djl_build) -> None:
@@ -368,7 +406,16 @@ def test_lmi_trtllm_artifact(djl_build) -> None:
     assert "serving.properties" not in files_of(artifact)
     check_decoder_weights(artifact, "fp32")
     manifest = check_manifest(artifact, "lmi-trtllm", "trt", "fp32")
-    assert manifest["serving"]["container_environment"]["OPTION_ROLLING_BATCH"] == "trtllm"
+    env = manifest["serving"]["container_environment"]
+    assert env["OPTION_ENTRYPOINT"] == "djl_python.lmi_trtllm.trtllm_async_service"
+    assert (env["OPTION_MAX_SEQ_LEN"], env["OPTION_MAX_INPUT_LEN"]) == ("512", "384")
+
+
+@pytest.mark.parametrize(("total", "prompt"), [(4096, 3072), (2048, 1536), (17, 12), (16, 12)])
+def test_trtllm_length_options(total: int, prompt: int) -> None:
+    from systems.lmi_trtllm import length_options
+
+    assert length_options(total) == {"max_seq_len": str(total), "max_input_len": str(prompt)}
 
 
 def test_fastertransformer_artifact(djl_build, tiny_t5: Path) -> None:
@@ -387,19 +434,34 @@ def test_fastertransformer_artifact(djl_build, tiny_t5: Path) -> None:
     assert files_of(artifact / "code") == {"serving.properties", "model.py"}
     source_files = {p.name for p in tiny_t5.iterdir() if p.is_file()}
     assert files_of(artifact / "weights") == source_files  # config, generation_config, safetensors, tokenizer
-    for name in source_files:
+    # The tokenizer.json written by tokenizers 0.23 has pair-style BPE merges, which the image's tokenizers
+    # 0.14 cannot read: it is rewritten (tests/test_hf_container_compat.py loads it with 0.14.1); the rest is
+    # the source byte for byte.
+    for name in source_files - {"tokenizer.json"}:
         assert (artifact / "weights" / name).read_bytes() == (tiny_t5 / name).read_bytes()
+    merges = json.loads((artifact / "weights" / "tokenizer.json").read_text())["model"]["merges"]
+    assert merges and all(isinstance(m, str) and m.count(" ") == 1 for m in merges)
     model = transformers.AutoModelForSeq2SeqLM.from_pretrained(artifact / "weights")
     assert type(model).__name__ == "T5ForConditionalGeneration"
     manifest = check_manifest(artifact, "djl-fastertransformer", "ft", "fp32")
     assert manifest["parts"] == {"model_data": "code", "staged_weights": "weights"}
     assert manifest["weights_format"] == "safetensors" and manifest["model"]["encoder_decoder"] is True
+    assert manifest["tokenizer_rewritten"] == ["tokenizer.json: BPE merges [a, b] -> 'a b'"]
 
 
 def test_fastertransformer_accepts_decoder(djl_build) -> None:
-    artifact = djl_build("ft-gptj-ok")
+    artifact = djl_build("ft-gpt2")
     assert "model.safetensors" in files_of(artifact / "weights")
-    check_manifest(artifact, "djl-fastertransformer", "ft-gptj-ok", "fp32")
+    check_manifest(artifact, "djl-fastertransformer", "ft-gpt2", "fp32")
+
+
+def test_fastertransformer_model_types_match_the_handler() -> None:
+    """handler/model.py is shipped alone, so it keeps its own copy of the model types: the two must agree."""
+    from systems.djl_fastertransformer import MODEL_TYPES
+
+    handler = import_handler(REPO_ROOT / "systems/djl_fastertransformer/handler/model.py", "djl_ft_types")
+    assert handler.MODEL_TYPES == MODEL_TYPES == ("t5", "gpt2", "opt", "gpt_neox", "bloom")
+    assert not {"mt5", "llama", "gptj"} & set(MODEL_TYPES)
 
 
 # ---- the FasterTransformer model.py on CPU (transformers fallback) ---------------------------------------
@@ -472,6 +534,214 @@ def test_ft_handler_bad_requests(ft_handler, body: Any, expected: str) -> None:
     assert out.code == 400 and expected in out.content["error"], out.content
 
 
+# ---- the FasterTransformer model.py against the fastertransformer package's call shapes -----------------
+# Stand-ins with the REAL signatures of the fastertransformer Python package in the DJL 0.24 image (DJL's fork of
+# NVIDIA/FasterTransformer, python/fastertransformer/, read at rohithkrn/FasterTransformer commit 8622699, package
+# version 0.23.0; the 0.24.0 wheel's own source is not public): __init__.py init_inference/SUPPORTED_MODEL_TYPES,
+# t5model.py T5Model.generate/pipeline_generate, examples/pytorch/t5/utils/ft_decoding.py FTT5.forward,
+# gptmodel.py GPTModel.generate/pipeline_generate, optmodel.py OPTModel.generate, gptneoxmodel.py
+# GPTNeoXModel.generate, examples/pytorch/gpt/utils/gpt.py GPT.forward and gptneox/utils/gptneox.py
+# GptNeoX.forward (the torch op's sampling arguments are Optional[Tensor]), gptjmodel.py GPTJModel.initialize.
+# Only the GPU work is replaced: a keyword a model does not take fails here as it would in the image.
+
+
+class _Tensor(float):
+    """A value generate() made into a per-batch tensor (what the torch op accepts for sampling arguments)."""
+
+
+def _check_tensors(**values: Any) -> None:
+    for name, value in values.items():
+        if value is not None and not isinstance(value, _Tensor):
+            raise TypeError(f"{name}: expected Optional[Tensor] by the torch op, got {type(value).__name__}")
+
+
+def _ftt5_forward(input_token, inputs_embeds, beam_size, max_seq_len, top_k, top_p, beam_search_diversity_rate=0.0,
+                  temperature=1.0, len_penalty=0.0, repetition_penalty=None, presence_penalty=None, min_length=0,
+                  random_seed=0, is_return_output_log_probs=False, is_return_cum_log_probs=False,
+                  is_return_cross_attentions=False, bad_words_list=None, stop_words_list=None):  # fmt: skip
+    return [f"t5({prompt})" for prompt in input_token]  # T5Model.pipeline_generate decodes beam 0 per input
+
+
+def _gpt_forward(start_ids, start_lengths, output_len, beam_width=1, top_k=None, top_p=None,
+                 beam_search_diversity_rate=None, temperature=None, len_penalty=None, repetition_penalty=None,
+                 presence_penalty=None, min_length=None, random_seed=None, bad_words_list=None,
+                 return_output_length=False, return_cum_log_probs=0):  # fmt: skip
+    _check_tensors(top_k=top_k, top_p=top_p, temperature=temperature, len_penalty=len_penalty,
+                   repetition_penalty=repetition_penalty, min_length=min_length, random_seed=random_seed)  # fmt: skip
+    return [[f"gen({prompt})#beam{b}" for b in range(beam_width)] for prompt in start_ids]
+
+
+def _gptneox_forward(start_ids, start_lengths, output_len, beam_width=1, top_k=None, top_p=None,
+                     beam_search_diversity_rate=None, temperature=None, len_penalty=None, repetition_penalty=None,
+                     random_seed=None, return_output_length=False, return_cum_log_probs=0):  # fmt: skip
+    _check_tensors(top_k=top_k, top_p=top_p, temperature=temperature, len_penalty=len_penalty,
+                   repetition_penalty=repetition_penalty, random_seed=random_seed)  # fmt: skip
+    return [[f"gen({prompt})#beam{b}" for b in range(beam_width)] for prompt in start_ids]
+
+
+class StandInT5Model:
+    def __init__(self) -> None:
+        self.calls: list[dict[str, Any]] = []
+
+    def generate(self, input_tokens, **kwargs):
+        default_args = dict(inputs_embeds=None, beam_width=1, max_seq_len=200, top_k=1, top_p=0.0,
+                            beam_search_diversity_rate=0.0, temperature=1.0, len_penalty=0.0, repetition_penalty=1.0,
+                            presence_penalty=None, min_length=0, random_seed=0, is_return_output_log_probs=False,
+                            is_return_cum_log_probs=False, is_return_cross_attentions=False, bad_words_list=None,
+                            stop_words_list=None)  # fmt: skip
+        default_args.update(kwargs)
+        default_args["beam_size"] = default_args.pop("beam_width")
+        self.calls.append(default_args)
+        return _ftt5_forward(input_tokens, **default_args)
+
+    def pipeline_generate(self, inputs, **kwargs):
+        return self.generate(inputs, **kwargs)
+
+
+class StandInGPTModel:
+    DEFAULTS: dict[str, Any] = dict(top_k=1, top_p=0.0, temperature=1, repetition_penalty=1.0, random_seed=0,
+                                    len_penalty=0, min_length=0, return_output_length=0, return_cum_log_probs=0)  # fmt: skip
+    TENSORIZED: tuple[str, ...] = ("top_k", "top_p", "temperature", "repetition_penalty", "random_seed",
+                                   "len_penalty", "min_length")  # fmt: skip
+    forward = staticmethod(_gpt_forward)
+
+    def __init__(self) -> None:
+        self.calls: list[dict[str, Any]] = []
+
+    def generate(self, start_ids, start_lengths, batch_size, beam_width=1, output_len=32, **kwargs):
+        default_args = dict(beam_width=beam_width, **self.DEFAULTS)
+        default_args.update(kwargs)
+        for key in self.TENSORIZED:
+            default_args[key] = _Tensor(default_args[key])
+        self.calls.append(dict(default_args, batch_size=batch_size, output_len=output_len))
+        return self.forward(start_ids, start_lengths, output_len, **default_args)
+
+    def pipeline_generate(self, inputs, batch_size=1, output_len=32, beam_width=1, skip_end_tokens=True,
+                          detokenize=True, **kwargs):  # fmt: skip
+        result = []
+        for it in range(-(-len(inputs) // batch_size)):
+            input_batch = inputs[it * batch_size : batch_size * (it + 1)]
+            tokens_batch = self.generate(input_batch, [len(x) for x in input_batch], batch_size, beam_width,
+                                         output_len, **kwargs)  # fmt: skip
+            for _, tokens in zip(inputs, tokens_batch):  # the package pairs with `inputs`, not `input_batch`
+                result.extend(tokens[beam_id] for beam_id in range(beam_width))
+        return result
+
+
+class StandInOPTModel(StandInGPTModel):
+    DEFAULTS = dict(top_k=1, top_p=0.0, temperature=1, repetition_penalty=1, random_seed=0)
+    TENSORIZED = ("top_k", "top_p", "temperature", "repetition_penalty", "random_seed")
+
+
+class StandInGPTNeoXModel(StandInGPTModel):
+    DEFAULTS = dict(top_k=1, top_p=0.0, temperature=1, repetition_penalty=1.0, random_seed=0, len_penalty=0,
+                    return_output_length=0, return_cum_log_probs=0)  # fmt: skip
+    TENSORIZED = ("top_k", "top_p", "temperature", "repetition_penalty", "len_penalty", "random_seed")
+    forward = staticmethod(_gptneox_forward)
+
+
+class StandInGPTJModel(StandInGPTModel):
+    def __init__(self) -> None:
+        raise NotImplementedError("Not supported under python mode")  # gptjmodel.py GPTJModel.initialize
+
+
+STAND_INS = {"t5": StandInT5Model, "gpt2": StandInGPTModel, "gptj": StandInGPTJModel, "opt": StandInOPTModel,
+             "gpt_neox": StandInGPTNeoXModel, "bloom": StandInGPTModel}  # fmt: skip
+
+
+def fake_fastertransformer() -> types.ModuleType:
+    """The package's module: init_inference with its real signature, dispatching on config.json's model_type."""
+    import importlib.machinery
+
+    module = types.ModuleType("fastertransformer")
+    module.__spec__ = importlib.machinery.ModuleSpec("fastertransformer", loader=None)
+    module.created = []
+
+    def init_inference(model: str, tensor_parallel_degree: int, pipeline_parallel_degree: int, dtype: str = "fp32",
+                       use_triton=None, do_streaming=False, is_peft=False, **kwargs):  # fmt: skip
+        model_type = json.loads((Path(model) / "config.json").read_text())["model_type"]
+        if model_type not in STAND_INS:
+            raise ValueError(f"{model_type} type not supported for model {model}")
+        instance = STAND_INS[model_type]()
+        module.created.append(instance)
+        return instance
+
+    module.init_inference = init_inference
+    return module
+
+
+@pytest.fixture
+def ft_stand_in(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    """handler(model_type) -> (fresh model.py module with the stand-in package loaded, properties, package)."""
+    fake = fake_fastertransformer()
+    monkeypatch.setitem(sys.modules, "fastertransformer", fake)
+
+    def load(model_type: str):
+        location = tmp_path / model_type
+        location.mkdir()
+        (location / "config.json").write_text(json.dumps({"model_type": model_type}))
+        handler = import_handler(REPO_ROOT / "systems/djl_fastertransformer/handler/model.py", f"ft_{model_type}")
+        properties = {"model_id": str(location), "tensor_parallel_degree": "4", "dtype": "fp16"}
+        return handler, properties, fake
+
+    return load
+
+
+def test_stand_ins_refuse_the_wrong_call_shape() -> None:
+    """The stand-ins can fail: each model type's keyword in the other's call raises, as the package would."""
+    with pytest.raises(TypeError, match="output_len"):
+        StandInT5Model().pipeline_generate(["a"], output_len=5)
+    with pytest.raises(TypeError, match="max_seq_len"):
+        StandInGPTModel().pipeline_generate(["a"], max_seq_len=5)
+    with pytest.raises(TypeError, match="len_penalty: expected Optional"):
+        StandInOPTModel().pipeline_generate(["a"], len_penalty=1.0)
+
+
+REQUEST = {"inputs": ["first prompt", "second prompt"],
+           "parameters": {"max_seq_len": 6, "beam_width": 2, "temperature": 0.7, "top_k": 5, "top_p": 0.9,
+                          "repetition_penalty": 1.2, "len_penalty": 1.0}}  # fmt: skip
+
+
+def test_ft_handler_t5_call_shape(ft_stand_in) -> None:
+    handler, properties, fake = ft_stand_in("t5")
+    assert handler.handle(FakeInput(properties)) is None
+    out = handler.handle(FakeInput(properties, REQUEST))
+    assert out.code == 200 and out.content == {"outputs": ["t5(first prompt)", "t5(second prompt)"]}
+    (call,) = fake.created[0].calls
+    assert (call["max_seq_len"], call["beam_size"], call["top_k"], call["len_penalty"]) == (6, 2, 5, 1.0)
+
+
+@pytest.mark.parametrize("model_type", ["gpt2", "bloom", "gpt_neox"])
+def test_ft_handler_decoder_call_shape(ft_stand_in, model_type: str) -> None:
+    handler, properties, fake = ft_stand_in(model_type)
+    handler.handle(FakeInput(properties))
+    out = handler.handle(FakeInput(properties, REQUEST))
+    # one text per input: each input's first beam, in input order
+    assert out.code == 200 and out.content == {"outputs": ["gen(first prompt)#beam0", "gen(second prompt)#beam0"]}
+    (call,) = fake.created[0].calls
+    assert (call["batch_size"], call["output_len"], call["beam_width"]) == (2, 6, 2)
+
+
+def test_ft_handler_opt_refuses_len_penalty(ft_stand_in) -> None:
+    handler, properties, fake = ft_stand_in("opt")
+    handler.handle(FakeInput(properties))
+    bad = handler.handle(FakeInput(properties, REQUEST))
+    assert bad.code == 400 and bad.content["error"] == (
+        "parameters.len_penalty: not supported for model type 'opt' by FasterTransformer; allowed: max_seq_len, "
+        "beam_width, temperature, top_k, top_p, repetition_penalty"
+    )
+    request = {"inputs": "one", "parameters": {k: v for k, v in REQUEST["parameters"].items() if k != "len_penalty"}}
+    out = handler.handle(FakeInput(properties, request))
+    assert out.code == 200 and out.content == {"outputs": ["gen(one)#beam0"]}
+
+
+def test_ft_handler_refuses_unserved_model_type_at_start(ft_stand_in) -> None:
+    handler, properties, fake = ft_stand_in("gptj")
+    with pytest.raises(RuntimeError, match="model_type 'gptj' is not served by this handler; allowed: t5, gpt2"):
+        handler.handle(FakeInput(properties))
+    assert fake.created == []  # refused before the package was asked (it would raise NotImplementedError)
+
+
 # ---- error cases -----------------------------------------------------------------------------------------
 
 
@@ -481,8 +751,17 @@ def test_ft_handler_bad_requests(ft_handler, body: Any, expected: str) -> None:
         ("ds-t5", "endpoint 'ds-t5': model: value '{t5}' is an encoder-decoder model (model_type 't5'"),
         (
             "vllm-rb",
-            "endpoint 'vllm-rb': engine.rolling_batch: value 'lmi-dist' is not supported by system 'lmi-vllm'; allowed: vllm",
+            "endpoint 'vllm-rb': engine.rolling_batch: value 'lmi-dist' is not supported by system 'lmi-vllm'; "
+            "remove the key (LMI async mode: the engine batches continuously by itself (OPTION_ROLLING_BATCH=disable))",
         ),
+        ("trt-rb", "endpoint 'trt-rb': engine.rolling_batch: value 'trtllm' is not supported by system 'lmi-trtllm'; remove the key"),
+        (
+            "ft-gptj",
+            "endpoint 'ft-gptj': model: value '{gptj}' has model_type 'gptj', which FasterTransformer in DJL 0.24 "
+            "does not serve (the fastertransformer package serves GPT-J only in Triton mode",
+        ),
+        ("ft-mt5", "has model_type 'mt5', which FasterTransformer in DJL 0.24 does not serve (not in the fastertransformer"),
+        ("ft-llama", "allowed model types: t5, gpt2, opt, gpt_neox, bloom"),
         (
             "vllm-len",
             "endpoint 'vllm-len': engine.max_model_len: value 4096 is beyond the model's 512 positions; allowed: 16 to 512",
@@ -498,14 +777,14 @@ def test_ft_handler_bad_requests(ft_handler, body: Any, expected: str) -> None:
         ),
     ],
 )
-def test_build_errors(djl_build, tiny_t5: Path, tmp_path: Path, name: str, expected: str) -> None:
+def test_build_errors(djl_build, tiny_t5: Path, tiny_models, tmp_path: Path, name: str, expected: str) -> None:
     from model_build import BuildError
     from model_build.cli import build_endpoint
 
     out = tmp_path / name
     with pytest.raises(BuildError) as info:
         build_endpoint(djl_build.endpoint(name), out, progress=False)
-    assert expected.replace("{t5}", str(tiny_t5)) in str(info.value)
+    assert expected.replace("{t5}", str(tiny_t5)).replace("{gptj}", str(tiny_models["gptj"])) in str(info.value)
     assert not out.exists() and list(tmp_path.iterdir()) == []  # nothing half-written
 
 

@@ -48,7 +48,8 @@ def serving_properties(endpoint: EndpointSpec) -> dict[str, str]:
 
 
 def container_environment(endpoint: EndpointSpec) -> dict[str, str]:
-    """Nothing: serving.properties carries the configuration (an OPTION_* variable would override it)."""
+    """Nothing: serving.properties carries the whole configuration. (An OPTION_* variable could only fill in a
+    key the file leaves out: DJL applies the environment with putIfAbsent, see systems/djl_common.)"""
     return {}
 
 

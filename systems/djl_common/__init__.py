@@ -3,8 +3,12 @@ lmi-vllm, lmi-trtllm): serving.properties writing and parsing, the engine option
 how many model copies one instance runs. No torch import: the CDK app imports the systems' packages.
 
 DJL reads its configuration from `serving.properties` in the model directory and from the container
-environment: `OPTION_<NAME>` becomes `option.<name>` (upper case to lower case), and the environment wins
-over the file.
+environment: `OPTION_<NAME>` becomes `option.<name>` (upper case to lower case; OPTION_ENTRYPOINT becomes
+option.entryPoint), and serving.properties wins over the environment: DJL adds the environment's values with
+`prop.putIfAbsent(...)` after loading the file (deepjavalibrary/djl-serving
+wlm/src/main/java/ai/djl/serving/wlm/ModelInfo.java, the "load default settings from env" loop, the same in the
+0.24.0-dlc, 0.27.0-dlc, 0.33.0-dlc and 0.36.0-lmi27-dlc branches). So an OPTION_* variable only fills in what
+serving.properties leaves out; it cannot override it.
 """
 
 from __future__ import annotations
@@ -114,17 +118,16 @@ def check_engine_options(
     max_batch_size: bool = True,
     max_model_len: bool = True,
     custom_handler: bool = False,
+    no_rolling_batch: str = "the engine batches by itself",
 ) -> None:
-    """Refuse the `engine:` settings a system does not implement, before any heavy work."""
+    """Refuse the `engine:` settings a system does not implement, before any heavy work.
+
+    rolling_batch: the engine.rolling_batch values allowed; empty: none (`no_rolling_batch` says why)."""
     engine = endpoint.engine
     allowed_rb = [v for v in rolling_batch if v is not None]
     if engine.rolling_batch is not None and engine.rolling_batch not in allowed_rb:
-        raise refuse(
-            endpoint,
-            "engine.rolling_batch",
-            engine.rolling_batch,
-            f"allowed: {', '.join(allowed_rb)} (or leave it out)",
-        )
+        allowed = f"allowed: {', '.join(allowed_rb)} (or leave it out)" if allowed_rb else f"remove the key ({no_rolling_batch})"
+        raise refuse(endpoint, "engine.rolling_batch", engine.rolling_batch, allowed)
     entry_points = tuple(entry_points)
     if engine.entry_point is not None and engine.entry_point not in entry_points:
         allowed = f"allowed: {', '.join(entry_points)} (or leave it out)" if entry_points else "remove the key"

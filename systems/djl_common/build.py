@@ -3,7 +3,9 @@
 
 The weights are written exactly as hf-fastload writes them, with the shared helpers (systems.recipe_common): sharded
 safetensors in the configured dtype, config.json with the `torch_dtype` key the containers' transformers 4.x
-reads, and the source's tokenizer files copied verbatim (files re-saved by transformers 5 do not load there).
+reads, and the source's tokenizer files in a form the image's transformers/tokenizers read: copied verbatim
+when they already are, rewritten where a tokenizer saved by transformers 5 / tokenizers >= 0.20 is not
+(systems/container_tokenizer.py, for the image's ImagePin.python_stack).
 SageMaker mounts the uncompressed S3 prefix at /opt/ml/model, so the engine finds everything in one place.
 
 Verification loads the written directory back with transformers in the same dtype and compares logits and
@@ -23,6 +25,7 @@ from endpoint_config import EndpointSpec
 from model_build import BuildError
 from model_build.source import resolve_model_source
 from systems import recipe_common as common
+from systems.container_tokenizer import plan_tokenizer
 from systems.images import ImagePin
 
 from . import SERVING_PROPERTIES, copies_per_instance, write_properties
@@ -75,7 +78,9 @@ def build_decoder_artifact(
     source = resolve_model_source(endpoint.model, endpoint.revision)
     source_config = read_source_config(endpoint, source)
     check_decoder(endpoint, source_config, model_types)
-    tokenizer_files = common.check_tokenizer(source)
+    stack = image.python_stack
+    target = f"transformers {stack.transformers} (djl-inference:{image.gpu_tag})"
+    tokenizer_export = plan_tokenizer(source, stack, target)
 
     from tqdm.auto import tqdm
 
@@ -93,8 +98,7 @@ def build_decoder_artifact(
     model.save_pretrained(out_dir, max_shard_size=endpoint.max_shard_size, safe_serialization=True)
     common.config_for_container(out_dir, endpoint.dtype)
     del model
-    for name in tokenizer_files:
-        shutil.copy2(source / name, out_dir / name)
+    tokenizer_export.write(out_dir)
     if properties is not None:
         write_properties(out_dir, properties)
     if custom_handler is not None:
@@ -142,7 +146,13 @@ def build_decoder_artifact(
         weights_format="safetensors",
         max_shard_size=endpoint.max_shard_size,
         libraries=common.library_versions(),
-        target_container={"image_repository": image.repository, "image_tag_gpu": image.gpu_tag},
+        target_container={
+            "image_repository": image.repository,
+            "image_tag_gpu": image.gpu_tag,
+            "transformers": stack.transformers,
+            "tokenizers": stack.tokenizers,
+        },
+        tokenizer_rewritten=tokenizer_export.rewritten,
         serving=serving,
         verification=verification,
     )

@@ -4,8 +4,24 @@ Current LMI is configured through the container environment (OPTION_<NAME> -> op
 AWS documents for it; the artifact holds only weights + config + tokenizer (+ manifest), no serving.properties.
 Why not also a serving.properties: the artifact is content-addressed (its hash names its S3 prefix), so engine
 settings inside it would make a batch-size change re-upload gigabytes of unchanged weights; and two sources of
-the same setting (file and environment, environment winning) invite drift. The manifest records the
-environment the build was made for.
+the same setting invite drift (serving.properties would win: DJL applies OPTION_* with putIfAbsent, see
+systems/djl_common). The manifest records the environment the build was made for.
+
+Both systems run LMI's *async mode*, the mode LMI is moving to: the vLLM user guide of the pinned image says
+"Starting with LMI v17, the default mode for running vLLM is async mode ... Async mode will become the default,
+and only supported mode, in an upcoming release" (deepjavalibrary/djl-serving branch 0.36.0-lmi27-dlc,
+serving/docs/lmi/user_guides/vllm_user_guide.md), and LMI 0.33's TensorRT-LLM image serves through the async
+handler only (its recommended entry point is djl_python.lmi_trtllm.trtllm_async_service, an `async def handle`;
+0.33.0-dlc engines/python/src/main/java/ai/djl/python/engine/PyModel.java). The three options are the ones DJL's
+own tests and recommender use for that mode:
+    OPTION_ASYNC_MODE=true        -> option.async_mode, read by PyModel.java (pyEnv.setAsyncMode) to start the
+                                     Python engine in async mode (djl_python_engine.py: PythonAsyncEngine)
+    OPTION_ROLLING_BATCH=disable  -> LMI's own rolling batcher off: the engine (vLLM's AsyncLLMEngine,
+                                     TensorRT-LLM's executor) batches continuously by itself
+    OPTION_ENTRYPOINT=<handler>   -> option.entryPoint (ModelInfo.java maps "entrypoint" to "entryPoint")
+(0.36.0-lmi27-dlc wlm/.../LmiConfigRecommender.java sets async_mode=true + rolling_batch=disable for vLLM and
+TensorRT-LLM images; 0.33.0-dlc tests/integration/llm/prepare.py build_trtllm_handler_model sets exactly
+rolling_batch=disable, async_mode=True, entryPoint=djl_python.lmi_trtllm.trtllm_async_service.)
 """
 
 from __future__ import annotations
@@ -18,17 +34,34 @@ from endpoint_config import EndpointSpec
 from model_build import BuildError
 from systems.base import ServingSystem
 
-from . import SAGEMAKER_MODEL_DIR, check_engine_options, option_environment
+from . import MODEL_LOADING_TIMEOUT_S, SAGEMAKER_MODEL_DIR, check_engine_options, option_environment
+
+# Why engine.rolling_batch is refused for the LMI systems (shown in the error).
+ASYNC_MODE_BATCHING = "LMI async mode: the engine batches continuously by itself (OPTION_ROLLING_BATCH=disable)"
+# ProductionVariant.InferenceAmiVersion for the LMI images (CUDA 12.8 and 13.0). SageMaker's default AMI has
+# NVIDIA driver 470 / CUDA 11.4 on ml.g5 and ml.p4d (docs.aws.amazon.com/sagemaker/latest/dg/
+# inference-gpu-drivers.html); the images carry CUDA forward-compat libraries (cuda-compat-12-8 / -13-0 and
+# dockerd-entrypoint-with-cuda-compat.sh in djl-serving serving/docker/), but forward compatibility has a
+# minimum driver of its own. al2023-ami-sagemaker-inference-gpu-4-1 has driver 580 / CUDA 13.0 (botocore
+# sagemaker service model, ProductionVariant.InferenceAmiVersion documentation), which runs CUDA 12.8 and 13.0
+# natively. Unverified: which instance families that AMI is offered on (the botocore text lists none).
+LMI_INFERENCE_AMI_VERSION = "al2023-ami-sagemaker-inference-gpu-4-1"
 
 
-def base_options(endpoint: EndpointSpec, rolling_batch: str) -> dict[str, str]:
-    """OPTION_MODEL_ID=/opt/ml/model: LMI loads from a local directory given as model_id, which is where
-    SageMaker mounts the uncompressed S3 prefix; naming it keeps LMI from looking for a Hub id."""
+def base_options(endpoint: EndpointSpec, entry_point: str) -> dict[str, str]:
+    """The options both LMI systems set. OPTION_MODEL_ID=/opt/ml/model: LMI loads from a local directory given
+    as model_id, which is where SageMaker mounts the uncompressed S3 prefix; naming it keeps LMI from looking for
+    a Hub id. max_rolling_batch_size (engine.max_batch_size) is the sequences in flight: vLLM's max_num_seqs
+    (0.36.0-lmi27-dlc properties_manager/vllm_rb_properties.py) and TensorRT-LLM's max_batch_size (0.33.0-dlc
+    properties_manager/trt_properties.py get_llm_kwargs, serving/docker/partition/trt_llm_partition.py)."""
     options = {
         "model_id": SAGEMAKER_MODEL_DIR,
-        "rolling_batch": rolling_batch,
+        "async_mode": "true",
+        "rolling_batch": "disable",
+        "entryPoint": entry_point,
         "tensor_parallel_degree": str(endpoint.tensor_parallel_degree),
         "dtype": endpoint.dtype,
+        "model_loading_timeout": str(MODEL_LOADING_TIMEOUT_S),
     }
     if endpoint.engine.max_batch_size is not None:
         options["max_rolling_batch_size"] = str(endpoint.engine.max_batch_size)
@@ -59,19 +92,19 @@ def check_max_model_len(endpoint: EndpointSpec, source: Path) -> None:
 
 
 def build_lmi(
-    endpoint: EndpointSpec, out_dir: Path, progress: bool, system: ServingSystem, rolling_batch: str, model_types=None
+    endpoint: EndpointSpec, out_dir: Path, progress: bool, system: ServingSystem, model_types=None
 ) -> dict[str, Any]:
     from model_build.source import resolve_model_source
 
     from .build import build_decoder_artifact
 
-    check_engine_options(endpoint, rolling_batch=(rolling_batch,))
+    check_engine_options(endpoint, rolling_batch=(), no_rolling_batch=ASYNC_MODE_BATCHING)
     check_max_model_len(endpoint, resolve_model_source(endpoint.model, endpoint.revision))
     return build_decoder_artifact(
         endpoint,
         out_dir,
         image=system.image,
-        engine=f"LMI rolling batch {rolling_batch}",
+        engine="LMI async mode",
         progress=progress,
         environment=system.environment,
         model_types=model_types,
@@ -79,4 +112,4 @@ def build_lmi(
     )
 
 
-__all__ = ["base_options", "build_lmi", "check_max_model_len", "option_environment"]
+__all__ = ["base_options", "build_lmi", "check_max_model_len", "option_environment", "LMI_INFERENCE_AMI_VERSION"]

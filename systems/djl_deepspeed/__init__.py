@@ -51,8 +51,9 @@ def serving_properties(endpoint: EndpointSpec) -> dict[str, str]:
 
 
 def container_environment(endpoint: EndpointSpec) -> dict[str, str]:
-    """Nothing: serving.properties in the model data carries the whole engine configuration, and an
-    OPTION_* variable would silently override it."""
+    """Nothing: serving.properties in the model data carries the whole engine configuration. One place for
+    it: an OPTION_* variable could only fill in keys the file leaves out (DJL applies the environment with
+    putIfAbsent, see systems/djl_common), so a second source would silently do nothing or drift."""
     return {}
 
 

@@ -9,7 +9,8 @@ SageMaker model data. The artifact has two parts:
     code/     serving.properties + model.py: the SageMaker model data (small, mounted at /opt/ml/model)
     weights/  the Hugging Face checkpoint files, uploaded to S3 next to code/; the stack passes their S3 URI
               to `staged_weights_environment`, which sets OPTION_MODEL_ID=s3://... (DJL maps OPTION_<NAME> to
-              option.<name>). DJL 0.24's frontend downloads an s3:// model_id (s5cmd) before the handler runs
+              option.<name>; it only fills keys serving.properties leaves out, so code/serving.properties must
+              not name a model_id: DJL applies the environment with putIfAbsent, see systems/djl_common). DJL 0.24's frontend downloads an s3:// model_id (s5cmd) before the handler runs
               and hands the handler the local copy as `model_id`. `option.s3url` is the older spelling 0.24
               still accepts as a deprecated alias; only one is set, so the weights are downloaded once.
 The container downloads from S3 itself, so it needs network access: network_isolation is off.
@@ -22,6 +23,13 @@ from endpoint_config import EndpointSpec
 from systems.djl_common import MODEL_LOADING_TIMEOUT_S, djl_system
 from systems.images import DJL_FASTERTRANSFORMER_LEGACY
 
+# Model types served (engine=FasterTransformer, the package's non-Triton path), as DJL 0.24 itself routes them:
+# deepjavalibrary/djl-serving 0.24.0-dlc wlm/src/main/java/ai/djl/serving/wlm/LmiUtils.java,
+# FASTERTRANSFORMER_MODELS = List.of("bloom", "gpt_neox", "gpt2", "t5", "opt"). The fastertransformer package's
+# SUPPORTED_MODEL_TYPES (python/fastertransformer/__init__.py: t5, gpt2, gptj, opt, gpt_neox, bloom) adds gptj,
+# which it serves only through Triton (the recipe's refusal message says why). handler/model.py keeps the same
+# tuple (it is copied into the artifact on its own; a test keeps the two equal).
+MODEL_TYPES = ("t5", "gpt2", "opt", "gpt_neox", "bloom")
 CODE_DIR = "code"
 WEIGHTS_DIR = "weights"
 HANDLER_FILE = "model.py"
@@ -53,7 +61,7 @@ def staged_weights_environment(weights_s3_uri: str) -> dict[str, str]:
 
 SYSTEM = djl_system(
     name="djl-fastertransformer",
-    summary="DJL Serving 0.24 FasterTransformer engine (T5 and GPT-style models), weights staged in S3; legacy",
+    summary="DJL Serving 0.24 FasterTransformer engine (t5, gpt2, opt, gpt_neox, bloom), weights staged in S3; legacy",
     image=DJL_FASTERTRANSFORMER_LEGACY,
     environment=container_environment,
     architectures=("encoder-decoder", "decoder"),
@@ -71,4 +79,4 @@ SYSTEM = djl_system(
     ),
 )
 
-__all__ = ["SYSTEM", "serving_properties", "container_environment", "staged_weights_environment"]
+__all__ = ["SYSTEM", "MODEL_TYPES", "serving_properties", "container_environment", "staged_weights_environment"]

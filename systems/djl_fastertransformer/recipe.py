@@ -5,7 +5,10 @@ Layout:
     code/model.py             the handler (systems/djl_fastertransformer/handler/model.py)
     weights/                  the source checkpoint's files, copied byte for byte: *.json, weights
                               (*.safetensors, else *.bin/*.pt), *.txt, *.model (sentencepiece). The engine
-                              converts them itself at start, for its tensor-parallel degree and dtype.
+                              converts them itself at start, for its tensor-parallel degree and dtype. The
+                              tokenizer files are rewritten where the image's transformers 4.34 / tokenizers
+                              0.14 cannot read them (systems/container_tokenizer.py; manifest
+                              `tokenizer_rewritten` lists what changed).
     manifest.json             hashes of both parts; `parts` says which is the model data and which is staged
 
 Verification: the copied weights/ directory is loaded with transformers (what model.py falls back to without
@@ -25,8 +28,9 @@ from endpoint_config import EndpointSpec
 from model_build import BuildError
 from model_build.source import resolve_model_source
 from systems import recipe_common as common
+from systems.container_tokenizer import plan_tokenizer
 from systems.djl_common import check_engine_options, copies_per_instance, write_properties
-from systems.djl_fastertransformer import CODE_DIR, HANDLER_FILE, SYSTEM, WEIGHTS_DIR, serving_properties
+from systems.djl_fastertransformer import CODE_DIR, HANDLER_FILE, MODEL_TYPES, SYSTEM, WEIGHTS_DIR, serving_properties
 from systems.images import DJL_FASTERTRANSFORMER_LEGACY
 
 HANDLER_SOURCE = Path(__file__).parent / "handler" / "model.py"
@@ -36,8 +40,6 @@ HANDLER_SOURCE = Path(__file__).parent / "handler" / "model.py"
 BASE_PATTERNS = ("*.json", "*.txt", "*.model")
 SAFETENSORS_PATTERNS = ("*.safetensors",)
 PICKLE_PATTERNS = ("*.bin", "*.pt")
-# Model types FasterTransformer 5.3 in DJL 0.24 converts (T5 family and GPT-style decoders).
-MODEL_TYPES = ("t5", "mt5", "gpt2", "gptj", "gpt_neox", "bloom", "opt", "llama")
 
 
 def _matches(name: str, patterns: tuple[str, ...]) -> bool:
@@ -70,12 +72,22 @@ def select_files(endpoint: EndpointSpec) -> tuple[Path, list[str], str]:
     return source, selected, kind
 
 
+# Model types users ask for that DJL 0.24's FasterTransformer path does not serve, and why (the error says so).
+UNSERVED = {
+    "gptj": "the fastertransformer package serves GPT-J only in Triton mode: its GPTJModel.initialize raises "
+    "'Not supported under python mode', and DJL 0.24 runs gptj on engine=Python + Triton (LmiUtils.TRITON_MODELS)",
+    "mt5": "not in the fastertransformer package's SUPPORTED_MODEL_TYPES (only model_type 't5')",
+    "llama": "not in the fastertransformer package's SUPPORTED_MODEL_TYPES for engine=FasterTransformer",
+}
+
+
 def check_model(endpoint: EndpointSpec, config: dict[str, Any]) -> None:
     model_type = config.get("model_type")
     if model_type not in MODEL_TYPES:
+        why = f" ({UNSERVED[model_type]})" if model_type in UNSERVED else ""
         raise BuildError(
             f"endpoint {endpoint.name!r}: model: value {endpoint.model!r} has model_type {model_type!r}, which "
-            f"FasterTransformer in DJL 0.24 does not serve; allowed model types: {', '.join(MODEL_TYPES)}"
+            f"FasterTransformer in DJL 0.24 does not serve{why}; allowed model types: {', '.join(MODEL_TYPES)}"
         )
 
 
@@ -103,6 +115,10 @@ def build(endpoint: EndpointSpec, out_dir: Path, progress: bool = True) -> dict[
     source, names, weights_kind = select_files(endpoint)
     config = json.loads((source / "config.json").read_text())
     check_model(endpoint, config)
+    stack = DJL_FASTERTRANSFORMER_LEGACY.python_stack
+    tokenizer_export = plan_tokenizer(
+        source, stack, f"transformers {stack.transformers} (djl-inference:{DJL_FASTERTRANSFORMER_LEGACY.gpu_tag})"
+    )
     encoder_decoder = bool(config.get("is_encoder_decoder"))
 
     from tqdm.auto import tqdm
@@ -126,7 +142,9 @@ def build(endpoint: EndpointSpec, out_dir: Path, progress: bool = True) -> dict[
 
     steps.set_postfix_str("stage weights + code")
     for name in names:
-        shutil.copyfile(source / name, weights / name)  # follows Hub-cache symlinks to the blobs
+        if name not in common.TOKENIZER_FILES:
+            shutil.copyfile(source / name, weights / name)  # follows Hub-cache symlinks to the blobs
+    tokenizer_export.write(weights)
     write_properties(code, serving_properties(endpoint))
     shutil.copyfile(HANDLER_SOURCE, code / HANDLER_FILE)
     steps.update()
@@ -164,6 +182,7 @@ def build(endpoint: EndpointSpec, out_dir: Path, progress: bool = True) -> dict[
         # its URI goes to SYSTEM.staged_weights_environment.
         parts={"model_data": CODE_DIR, "staged_weights": WEIGHTS_DIR},
         libraries=common.library_versions("torch", "transformers"),
+        tokenizer_rewritten=tokenizer_export.rewritten,
         target_container={
             "image_repository": DJL_FASTERTRANSFORMER_LEGACY.repository,
             "image_tag_gpu": DJL_FASTERTRANSFORMER_LEGACY.gpu_tag,

@@ -6,8 +6,10 @@ Artifact layout (the directory SageMaker mounts at /opt/ml/model):
       (or model.pt with `weights_format: torch-save`: the seed recipe's pickled whole model; opt-in only,
        because torch.load executes code from the file, loads ~4x slower than safetensors, and the pickle
        names library classes, so it breaks when transformers versions differ)
-    tokenizer files                           copied verbatim from the source (never re-serialized: a
-                                              tokenizer saved by transformers 5 does not load in 4.49)
+    tokenizer files                           copied verbatim from the source when transformers 4.49 /
+                                              tokenizers 0.21 read them; a tokenizer saved by transformers 5
+                                              gets a tokenizer_config.json with a 4.x class
+                                              (systems/container_tokenizer.py)
     code/inference.py                         the request handler (systems/hf_fastload/handler)
     manifest.json                             what/how/verification + sha256 of every file
 
@@ -26,6 +28,7 @@ from endpoint_config import EndpointSpec
 from model_build import BuildError
 from model_build.source import resolve_model_source
 from systems import recipe_common as common
+from systems.container_tokenizer import plan_tokenizer
 from systems.images import HF_CONTAINER_TRANSFORMERS, HF_PYTORCH_INFERENCE
 
 HANDLER_SOURCE = Path(__file__).parent / "handler" / "inference.py"
@@ -55,7 +58,7 @@ def build(endpoint: EndpointSpec, out_dir: Path, progress: bool = True) -> dict[
     failure here never leaves a half-written artifact in place.
     """
     source = resolve_model_source(endpoint.model, endpoint.revision)
-    tokenizer_files = common.check_tokenizer(source)
+    tokenizer_export = plan_tokenizer(source, HF_PYTORCH_INFERENCE.python_stack, common.HF_CONTAINER_TARGET)
     source_config = check_architecture(source)
 
     import torch
@@ -94,8 +97,7 @@ def build(endpoint: EndpointSpec, out_dir: Path, progress: bool = True) -> dict[
     steps.update()
 
     steps.set_postfix_str("tokenizer + handler")
-    for name in tokenizer_files:
-        shutil.copy2(source / name, out_dir / name)
+    tokenizer_export.write(out_dir)
     (out_dir / "code").mkdir(exist_ok=True)
     shutil.copyfile(HANDLER_SOURCE, out_dir / "code" / "inference.py")
     steps.update()
@@ -126,6 +128,7 @@ def build(endpoint: EndpointSpec, out_dir: Path, progress: bool = True) -> dict[
             "image_tag_cpu": HF_PYTORCH_INFERENCE.cpu_tag,
             "transformers": HF_CONTAINER_TRANSFORMERS,
         },
+        tokenizer_rewritten=tokenizer_export.rewritten,
         verification=verification,
     )
     steps.update()

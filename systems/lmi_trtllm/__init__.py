@@ -1,37 +1,63 @@
 """lmi-trtllm: the LMI TensorRT-LLM container (djl-inference 0.33, TensorRT-LLM 0.21) with in-flight batching.
 
 The container compiles TensorRT-LLM engines from the Hugging Face checkpoint at start ("JIT"), for the
-tensor-parallel degree, dtype and length limits given in the environment. The artifact is the same model
-directory as lmi-vllm (sharded safetensors + config + tokenizer at /opt/ml/model). No torch import here.
+tensor-parallel degree, dtype and length limits given in the environment, then serves them with LMI's async
+TensorRT-LLM handler. The artifact is the same model directory as lmi-vllm (sharded safetensors + config +
+tokenizer at /opt/ml/model). No torch import here.
+
+Where the options go (deepjavalibrary/djl-serving branch 0.33.0-dlc): at start LmiUtils.convertTrtLLM
+(wlm/src/main/java/ai/djl/serving/wlm/LmiUtils.java) writes the model's properties to a temporary
+serving.properties and runs serving/docker/partition/trt_llm_partition.py, which strips `option.` and passes
+every key as `--<key> <value>` to TensorRT-LLM's own build parser (`parse_build_config`:
+tensorrt_llm.commands.build.parse_arguments().parse_known_args): keys the parser does not know are logged as
+"not used by TRTLLM build" and dropped. The runtime side reads the same keys through
+engines/python/setup/djl_python/properties_manager/trt_properties.py (max_input_len, max_seq_len, ...).
 """
 
 from __future__ import annotations
 
 from endpoint_config import EndpointSpec
-from systems.djl_common import MODEL_LOADING_TIMEOUT_S, djl_system
-from systems.djl_common.lmi import base_options, option_environment
+from systems.djl_common import djl_system
+from systems.djl_common.lmi import LMI_INFERENCE_AMI_VERSION, base_options, option_environment
 from systems.images import DJL_TENSORRTLLM
 
-ROLLING_BATCH = "trtllm"
+# LMI 0.33's TensorRT-LLM handler, an async `handle` (0.33.0-dlc engines/python/setup/djl_python/lmi_trtllm/
+# trtllm_async_service.py); the recommended entry point of the TensorRT-LLM image (PyModel.java) and the one
+# DJL's integration tests name (tests/integration/llm/prepare.py build_trtllm_handler_model).
+ENTRY_POINT = "djl_python.lmi_trtllm.trtllm_async_service"
 # Engine compilation at start takes many minutes for a 7B model, on top of the load.
 DEFAULT_STARTUP_TIMEOUT_S = 1800
-# Architectures TensorRT-LLM's checkpoint converters handle (the LMI JIT path); others fail at start on a GPU,
-# so the recipe refuses them at build time.
-MODEL_TYPES = ("llama", "mistral", "mixtral", "gptj", "gpt2", "falcon", "qwen2", "phi", "gemma", "mpt", "gpt_bigcode")
+# Architectures (transformers model_type) whose just-in-time compilation LMI 0.33 lists as supported and tested
+# (0.33.0-dlc serving/docs/lmi/user_guides/trt_llm_user_guide.md, "Supported Model Architectures": Llama,
+# Falcon, GPT-J, Mistral, Mixtral, Qwen, GPT2/SantaCoder/StarCoder/GPTBigCode, Phi2, OPT, Gemma; InternLM,
+# Baichuan and ChatGLM need remote code, T5 is an encoder-decoder: neither is served by this decoder recipe).
+# Others fail at container start on a GPU, so the recipe refuses them at build time.
+MODEL_TYPES = ("llama", "falcon", "gptj", "mistral", "mixtral", "qwen2", "gpt2", "gpt_bigcode", "phi", "opt", "gemma")
+# Share of engine.max_model_len a prompt may take (OPTION_MAX_INPUT_LEN); the rest is kept for the answer.
+PROMPT_SHARE = (3, 4)
 
 
 def length_options(max_model_len: int) -> dict[str, str]:
-    """TensorRT-LLM engines are built with separate prompt and output limits, not one total: the total
-    engine.max_model_len is split in half (prompt up to the first half rounded up, output the rest)."""
-    output = max_model_len // 2
-    return {"max_input_len": str(max_model_len - output), "max_output_len": str(output)}
+    """TensorRT-LLM 0.21 sizes an engine by max_seq_len, "Maximum total length of one request, including prompt
+    and outputs", and max_input_len, "Maximum input length of one request" (NVIDIA/TensorRT-LLM
+    tensorrt_llm/commands/build.py parse_arguments, read at a newer commit than v0.21.0, which could not be
+    fetched here: unverified that 0.21 words it the same; LMI 0.33 passes both names, trt_llm_partition.py
+    parse_build_config). engine.max_model_len is that total, so it is max_seq_len as is. max_input_len is
+    3/4 of it (PROMPT_SHARE, rounded down): prompts for instruction models are usually longer than the answers,
+    and a prompt at the limit still leaves a quarter of the window to generate in, rather than a window a full
+    prompt could use up. Without max_input_len LMI would build for 1024 prompt tokens whatever the window
+    (TensorRtLlmProperties.max_input_len default, 0.33.0-dlc trt_properties.py). OPTION_MAX_OUTPUT_LEN is not
+    set: nothing in LMI 0.33 reads it (its JIT path hands it to TensorRT-LLM's build parser, which has no such
+    argument, so it is dropped as unused; the 0.33 user guide's claim that it "maps to max_seq_len" is not
+    borne out by the 0.33 code: no file outside docs/tests names it except the secure-mode allow-list)."""
+    numerator, denominator = PROMPT_SHARE
+    return {"max_seq_len": str(max_model_len), "max_input_len": str(max_model_len * numerator // denominator)}
 
 
 def container_environment(endpoint: EndpointSpec) -> dict[str, str]:
-    options = base_options(endpoint, ROLLING_BATCH)
+    options = base_options(endpoint, ENTRY_POINT)
     if endpoint.engine.max_model_len is not None:
         options.update(length_options(endpoint.engine.max_model_len))
-    options["model_loading_timeout"] = str(MODEL_LOADING_TIMEOUT_S)
     return option_environment(options)
 
 
@@ -41,11 +67,14 @@ SYSTEM = djl_system(
     image=DJL_TENSORRTLLM,
     environment=container_environment,
     default_startup_timeout_s=DEFAULT_STARTUP_TIMEOUT_S,
+    # CUDA 12.8 image (cu128): see systems/djl_common/lmi.py LMI_INFERENCE_AMI_VERSION.
+    inference_ami_version=LMI_INFERENCE_AMI_VERSION,
     engine_notes=(
         "Compiles TensorRT-LLM engines at container start (allow up to 30 min); one engine per "
-        "tensor_parallel_degree GPUs (ml.g5.12xlarge, 4 GPUs, degree 2: 2 copies). Model types: "
-        + ", ".join(MODEL_TYPES)
+        "tensor_parallel_degree GPUs (ml.g5.12xlarge, 4 GPUs, degree 2: 2 copies). engine.max_model_len is the "
+        "engine's max_seq_len (prompt + answer); prompts may take 3/4 of it. Needs InferenceAmiVersion "
+        f"{LMI_INFERENCE_AMI_VERSION} (NVIDIA driver 580) for its CUDA 12.8 image. Model types: " + ", ".join(MODEL_TYPES)
     ),
 )
 
-__all__ = ["SYSTEM", "container_environment", "MODEL_TYPES"]
+__all__ = ["SYSTEM", "container_environment", "MODEL_TYPES", "ENTRY_POINT", "length_options"]

@@ -8,8 +8,8 @@ from typing import Any
 
 from endpoint_config import EndpointSpec
 from systems.djl_common.lmi import build_lmi
-from systems.lmi_trtllm import MODEL_TYPES, ROLLING_BATCH, SYSTEM
+from systems.lmi_trtllm import MODEL_TYPES, SYSTEM
 
 
 def build(endpoint: EndpointSpec, out_dir: Path, progress: bool = True) -> dict[str, Any]:
-    return build_lmi(endpoint, out_dir, progress, SYSTEM, ROLLING_BATCH, model_types=MODEL_TYPES)
+    return build_lmi(endpoint, out_dir, progress, SYSTEM, model_types=MODEL_TYPES)

@@ -11,7 +11,7 @@ toolkit: the real `HuggingFaceHandlerService` is initialized with a real MMS `Co
     The request goes through `handle()` exactly as MMS hands it over (batch of one, body bytes, headers via
     mms' RequestProcessor), so decoding, content-type handling and error wrapping are the toolkit's.
 direct: the same `code/inference.py` imported on its own (no toolkit), its four functions called in order,
-    plus the prompt's token ids and last-position logits, for cross-checks.
+    plus the prompt's token ids, last-position logits and what the tokenizer loaded as, for cross-checks.
 
 Prints one JSON object on stdout: {"versions": {...}, "toolkit": {...}, "direct": {...}}; each part has
 "ok" and either "reply" (the decoded JSON reply) or "error". Exit status 0 only when every mode run is ok.
@@ -106,6 +106,11 @@ def run_direct(model_dir: Path, body: bytes) -> dict:
         "prompt_ids": ids[0].tolist(),
         "last_logits": [round(float(x), 5) for x in logits],
         "dtype": str(next(model["model"].parameters()).dtype),
+        "tokenizer": {
+            "class": type(model["tokenizer"]).__name__,
+            "additional_special_tokens": list(model["tokenizer"].additional_special_tokens),
+            "chat_template": getattr(model["tokenizer"], "chat_template", None),
+        },
     }
 
 

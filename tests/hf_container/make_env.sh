@@ -7,15 +7,27 @@
 #   torch 2.13.0        the only torch wheel on this disk without GBs of CUDA downloads (the image has 2.6.0;
 #                       the model code in transformers 4.49 is what decides loadability, not torch).
 #   transformers 4.49.0 the image's version.
-#   tokenizers 0.21.0, huggingface-hub 0.28.1, safetensors 0.5.2
-#                       inside transformers 4.49's ranges (tokenizers>=0.21,<0.22; hub>=0.26,<1.0; safetensors>=0.4.1),
-#                       the releases current when 4.49 shipped (Feb 2025). Not checked against the image's pip freeze.
+#   huggingface-hub 0.29.1
+#                       the image's: aws/deep-learning-containers huggingface/pytorch/inference/docker/2.6/py3/cu124/
+#                       Dockerfile.gpu (4.49 image, commits df83469a1d..f596f3588e) sets ARG HUGGINGFACE_HUB_VERSION=0.29.1.
+#   tokenizers 0.21.0, safetensors 0.5.2
+#                       inside transformers 4.49's ranges (tokenizers>=0.21,<0.22; safetensors>=0.4.1), the releases
+#                       current when 4.49 shipped (Feb 2025); the Dockerfile does not pin them (unverified which the
+#                       image resolved). Note: that Dockerfile installs sagemaker-huggingface-inference-toolkit==2.4.1
+#                       (later "<3"); 2.6.0 below is newer than what the image's first build had (unverified which
+#                       version the published tag holds).
 #   sagemaker-huggingface-inference-toolkit 2.6.0 installed --no-deps: its declared extras-in-disguise
 #                       (librosa, pyctcdecode, phonemizer: audio pipelines) are never imported by the handler service;
 #                       what it imports is pinned below (sagemaker-inference, retrying, Pillow, numpy, mms).
 #   multi-model-server 1.1.11 (+ its deps): the toolkit imports `mms.service` at import time.
 #   accelerate 1.3.0    the HF inference images ship accelerate; transformers 4.49 needs it for
 #                       `low_cpu_mem_usage=True` / `device_map`, which the hf-fastload handler passes.
+#
+# Old tokenizers releases, each in its own --target folder under $VENV/old-tokenizers/<version> (imported by
+# putting that folder first on sys.path): what the DJL images' transformers pins allow.
+#   0.14.1  the only 0.14.x fix release: transformers 4.34.0 (djl-inference 0.24 FasterTransformer image)
+#           requires tokenizers<0.15,>=0.14, and 4.39.0 (the 0.27 DeepSpeed image) allows >=0.14 too.
+#   0.15.2  the newest release below 0.19: what transformers 4.39.0's tokenizers<0.19,>=0.14 resolves to.
 #
 # Idempotent: a stamp file holds the hash of this pin list; a second run with the same pins does nothing.
 # Usage: tests/hf_container/make_env.sh [VENV_DIR]    (default: <repo>/.venv-hf-container)
@@ -29,7 +41,7 @@ command -v "$PYTHON" >/dev/null || PYTHON=python3
 PINS="torch==2.13.0
 transformers==4.49.0
 tokenizers==0.21.0
-huggingface-hub==0.28.1
+huggingface-hub==0.29.1
 safetensors==0.5.2
 numpy==1.26.4
 sagemaker-inference==1.10.1
@@ -42,16 +54,21 @@ future==1.0.0
 accelerate==1.3.0"
 NODEPS="sagemaker-huggingface-inference-toolkit==2.6.0"
 
+OLD_TOKENIZERS="0.14.1 0.15.2"
+
 STAMP="$VENV/.pins.sha256"
 WANT="$(printf '%s\n%s\n%s\n' "$PINS" "--no-deps" "$NODEPS" | sha256sum | cut -d' ' -f1)"
-if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$WANT" && -x "$VENV/bin/python" ]]; then
-    echo "hf-container env up to date: $VENV"
-    exit 0
-fi
 
-start=$(date +%s)
-rm -rf "$VENV"
-"$PYTHON" -m venv "$VENV"
+install_old_tokenizers() {
+    # Separate from the stamp: adding a version here must not rebuild the whole venv.
+    local version
+    for version in $OLD_TOKENIZERS; do
+        if [[ ! -f "$VENV/old-tokenizers/$version/tokenizers/__init__.py" ]]; then
+            pip_install --no-deps --target "$VENV/old-tokenizers/$version" "tokenizers==$version"
+        fi
+    done
+}
+
 LOG="$VENV/pip-install.log"
 pip_install() {
     # Quiet on success; on failure print pip's output (minus the noise about absent local index folders).
@@ -61,6 +78,16 @@ pip_install() {
         exit 1
     fi
 }
+
+if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$WANT" && -x "$VENV/bin/python" ]]; then
+    install_old_tokenizers
+    echo "hf-container env up to date: $VENV"
+    exit 0
+fi
+
+start=$(date +%s)
+rm -rf "$VENV"
+"$PYTHON" -m venv "$VENV"
 pip_install --upgrade "pip>=24" setuptools wheel
 # One resolver run: every pin must resolve together (fails loudly on a conflict).
 # shellcheck disable=SC2086
@@ -74,5 +101,6 @@ from sagemaker_huggingface_inference_toolkit.handler_service import HuggingFaceH
 assert transformers.__version__ == "4.49.0", transformers.__version__
 print(f"ok: transformers {transformers.__version__}, tokenizers {tokenizers.__version__}, torch {torch.__version__}")
 PY
+install_old_tokenizers
 echo "$WANT" > "$STAMP"
 echo "built $VENV in $(( $(date +%s) - start )) s"

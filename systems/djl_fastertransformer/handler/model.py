@@ -5,13 +5,35 @@ DJL calls `handle(inputs)` first with an empty input when the worker starts: the
 worker, kept in a module global) and the call answers None. Every later call is one request:
     {"inputs": str | [str, ...], "parameters": {"max_seq_len": 1..MAX_SEQ_LEN, "temperature": (0, 5],
      "top_k": 0..1000, "top_p": [0, 1], "beam_width": 1..8, "repetition_penalty": (0, 10], "len_penalty": [0, 5]}}
- -> {"outputs": [str, ...]}, one text per input. An invalid request gets HTTP 400 and {"error": message}
-    where the message names the parameter, the value and the allowed range.
+ -> {"outputs": [str, ...]}, one text per input (max_seq_len: the most tokens generated per input). An invalid
+    request gets HTTP 400 and {"error": message} where the message names the parameter, the value and the
+    allowed range.
 
 Engines: FasterTransformer (`import fastertransformer`, its `init_inference`, as the 0.24 image provides) when
 importable; otherwise transformers `generate` (CPU/tests; transformers 5 has no text2text pipeline any more).
 Model location: `model_id` from the properties (DJL has already downloaded an s3:// model_id and passes the
 local copy), else the model directory.
+
+FasterTransformer's models take different generate arguments (the call shapes below are those of DJL 0.24's
+own handler, deepjavalibrary/djl-serving branch 0.24.0-dlc, engines/python/setup/djl_python/fastertransformer.py,
+FasterTransformerService.inference, non-Triton path):
+    t5:                          model.pipeline_generate(inputs, max_seq_len=..., beam_width=..., top_k=..., ...)
+    gpt2, opt, gpt_neox, bloom:  model.pipeline_generate(inputs, batch_size=len(inputs), output_len=...,
+                                                         beam_width=..., top_k=..., ...)
+The signatures are those of the `fastertransformer` Python package the image installs (fastertransformer-0.24.0
+wheel from publish.djl.ai, per 0.24.0-dlc serving/docker/fastertransformer.Dockerfile). Its source is DJL's fork
+of NVIDIA/FasterTransformer, python/fastertransformer/ (read at rohithkrn/FasterTransformer, branch nalrohit_dev,
+commit 8622699, package version 0.23.0; unverified that the 0.24.0 wheel is byte-identical):
+    t5model.py       T5Model.pipeline_generate(self, inputs, **kwargs) -> generate -> FTT5.forward(input_token,
+                     inputs_embeds, beam_size, max_seq_len, top_k, top_p, beam_search_diversity_rate, temperature,
+                     len_penalty, repetition_penalty, presence_penalty, min_length, random_seed, ...)
+    gptmodel.py      GPTModel.pipeline_generate(self, inputs, batch_size=1, output_len=32, beam_width=1,
+                     skip_end_tokens=True, detokenize=True, **kwargs); kwargs go through generate(), which turns
+                     top_k, top_p, temperature, repetition_penalty, random_seed, len_penalty, min_length into
+                     per-batch tensors for the torch op (OPTModel.generate converts only top_k, top_p,
+                     temperature, repetition_penalty, random_seed; GPTNeoXModel.generate also len_penalty)
+A keyword one model does not take raises TypeError (or reaches the torch op as a plain float), so each call
+passes only what that model's signature has.
 """
 
 from __future__ import annotations
@@ -37,6 +59,20 @@ LIMITS: dict[str, tuple[type, float, bool, float]] = {
     "len_penalty": (float, 0.0, False, 5.0),
 }
 DTYPES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}
+# The request's sampling parameters each FasterTransformer model's generate() accepts (module docstring).
+SAMPLING = ("temperature", "top_k", "top_p", "repetition_penalty", "len_penalty")
+SAMPLING_BY_MODEL_TYPE: dict[str, tuple[str, ...]] = {
+    "t5": SAMPLING,
+    "gpt2": SAMPLING,
+    "opt": ("temperature", "top_k", "top_p", "repetition_penalty"),
+    "gpt_neox": SAMPLING,
+    "bloom": SAMPLING,  # BLOOMModel inherits GPTModel.generate
+}
+# What this handler serves with FasterTransformer: the engine=FasterTransformer (non-Triton) model types of DJL
+# 0.24 (0.24.0-dlc wlm/src/main/java/ai/djl/serving/wlm/LmiUtils.java FASTERTRANSFORMER_MODELS). The package
+# also knows gptj, but only in Triton mode: its GPTJModel.initialize raises NotImplementedError("Not supported
+# under python mode") (gptjmodel.py), and LmiUtils sends gptj to engine=Python + Triton instead.
+MODEL_TYPES = tuple(SAMPLING_BY_MODEL_TYPE)
 
 _model: dict[str, Any] = {}
 
@@ -58,12 +94,34 @@ def load(properties: dict[str, str]) -> dict[str, Any]:
     if dtype not in DTYPES:
         raise RuntimeError(f"option.dtype {dtype!r} is not supported; allowed: {', '.join(DTYPES)}")
     tp = int(properties.get("tensor_parallel_degree", "1"))
-    if importlib.util.find_spec("fastertransformer") is not None:
-        import fastertransformer as ft
-
-        logging.info("FasterTransformer: loading %s, tensor parallel %d, %s", location, tp, dtype)
-        return {"engine": "fastertransformer", "model": ft.init_inference(location, tp, 1, dtype)}
+    model_type = read_model_type(location)
+    if model_type not in MODEL_TYPES:
+        raise RuntimeError(
+            f"{location}/config.json: model_type {model_type!r} is not served by this handler; allowed: "
+            f"{', '.join(MODEL_TYPES)}"
+        )
+    ft = fastertransformer_module()
+    if ft is not None:
+        logging.info("FasterTransformer: loading %s (%s), tensor parallel %d, %s", location, model_type, tp, dtype)
+        model = ft.init_inference(location, tp, 1, dtype)  # (model, tensor_parallel_degree, pipeline_degree, dtype)
+        return {"engine": "fastertransformer", "model": model, "model_type": model_type}
     return load_transformers(location, dtype)
+
+
+def fastertransformer_module() -> Any:
+    """The image's `fastertransformer` package, or None where it is not installed (CPU, tests)."""
+    if importlib.util.find_spec("fastertransformer") is None:
+        return None
+    import fastertransformer
+
+    return fastertransformer
+
+
+def read_model_type(location: str) -> str | None:
+    import json
+    from pathlib import Path
+
+    return json.loads((Path(location) / "config.json").read_text()).get("model_type")
 
 
 def load_transformers(location: str, dtype: str) -> dict[str, Any]:
@@ -91,7 +149,10 @@ def load_transformers(location: str, dtype: str) -> dict[str, Any]:
         if tokenizer.pad_token is None:
             tokenizer.pad_token = tokenizer.eos_token
     logging.info("transformers fallback: loaded %s (%s)", location, torch_dtype)
-    return {"engine": "transformers", "model": model, "tokenizer": tokenizer, "encoder_decoder": encoder_decoder}
+    return {
+        "engine": "transformers", "model": model, "tokenizer": tokenizer, "encoder_decoder": encoder_decoder,
+        "model_type": config.get("model_type"),
+    }  # fmt: skip
 
 
 def parse_request(data: Any) -> tuple[list[str], dict[str, Any]]:
@@ -131,9 +192,39 @@ def parse_request(data: Any) -> tuple[list[str], dict[str, Any]]:
     return prompts, params
 
 
+def check_for_model(params: dict[str, Any], model_type: str) -> None:
+    """Refuse a parameter the model's FasterTransformer generate() cannot take (RequestError: HTTP 400)."""
+    allowed = SAMPLING_BY_MODEL_TYPE[model_type]
+    for key in params:
+        if key in SAMPLING and key not in allowed:
+            raise RequestError(
+                f"parameters.{key}: not supported for model type {model_type!r} by FasterTransformer; allowed: "
+                f"max_seq_len, beam_width, {', '.join(allowed)}"
+            )
+
+
+def ft_generate(ft_model: Any, model_type: str, prompts: list[str], params: dict[str, Any]) -> list[str]:
+    """One FasterTransformer call in the shape `model_type`'s pipeline_generate takes (module docstring)."""
+    sampling = {k: v for k, v in params.items() if k in SAMPLING}
+    beam_width = params.get("beam_width", 1)
+    if model_type == "t5":
+        # T5Model: max_seq_len is the decoder's output length; one text per input (its first beam).
+        return list(ft_model.pipeline_generate(prompts, max_seq_len=params["max_seq_len"], beam_width=beam_width,
+                                               **sampling))  # fmt: skip
+    # GPT-style models: one batch of all prompts (DJL's handler passes batch_size=len(inputs) too: the package's
+    # batching loop pairs outputs with `inputs` from the start, right only for a single batch); output_len is the
+    # number of new tokens. The result holds beam_width texts per input, input-major (gptmodel.py appends every
+    # beam): keep each input's first beam. (Unverified: that FasterTransformer orders beams best first.)
+    texts = list(ft_model.pipeline_generate(prompts, batch_size=len(prompts), output_len=params["max_seq_len"],
+                                            beam_width=beam_width, **sampling))  # fmt: skip
+    if len(texts) != len(prompts) * beam_width:
+        raise RuntimeError(f"FasterTransformer returned {len(texts)} texts for {len(prompts)} inputs x {beam_width} beams")
+    return texts[::beam_width]
+
+
 def generate(model: dict[str, Any], prompts: list[str], params: dict[str, Any]) -> list[str]:
     if model["engine"] == "fastertransformer":
-        return list(model["model"].pipeline_generate(prompts, **params))
+        return ft_generate(model["model"], model["model_type"], prompts, params)
     return _generate_transformers(model, prompts, params)
 
 
@@ -178,6 +269,7 @@ def handle(inputs: Input) -> Output | None:
         except Exception as err:
             raise RequestError(f"request body is not valid JSON: {err}") from None
         prompts, params = parse_request(data)
+        check_for_model(params, _model["model_type"])
     except RequestError as err:
         out = Output()
         out.set_code(400)

@@ -1,0 +1,175 @@
+"""Tokenizer files a serving image's transformers/tokenizers can read, from a tokenizer saved by any version.
+
+A tokenizer saved by transformers 5 / tokenizers >= 0.20 does not load in the transformers 4.x images
+(systems/images.py, ImagePin.python_stack):
+  tokenizer_config.json  `tokenizer_class: TokenizersBackend` (transformers 5's generic class) is unknown to
+                         4.x; 4.x's generic fast class reading tokenizer.json is PreTrainedTokenizerFast. v5
+                         writes extra special tokens as a list under `extra_special_tokens`, which 4.49 reads
+                         as a dict (tokenization_utils_base.py: `_set_model_specific_special_tokens(...)`
+                         iterates `.items()`); 4.x's key for the list is `additional_special_tokens`. v5 keeps the
+                         chat template in chat_template.jinja, which transformers 4.49 reads (CHAT_TEMPLATE_FILE)
+                         but 4.39 and 4.34 do not (their tokenization_utils_base.py only read "chat_template"
+                         from tokenizer_config.json).
+  tokenizer.json         tokenizers >= 0.20 writes BPE merges as pairs, [["a", "b"], ...]; 0.19 and older read
+                         only "a b" strings (huggingface/tokenizers PR #2078 calls them the v1 and v2 forms;
+                         measured: 0.19.1 fails with "data did not match any variant of untagged enum
+                         ModelWrapper", 0.20.0 reads pairs). tokenizers >= 0.19 writes Metaspace as
+                         {replacement, prepend_scheme, split}; 0.14/0.15 need `add_prefix_space` (measured:
+                         0.14.1 serializes {replacement, add_prefix_space}, 0.15.2 adds prepend_scheme, 0.19.1
+                         has {replacement, prepend_scheme, split}; 0.14.1 and 0.15.2 fail on the new form).
+Files that already suit the target are copied byte for byte; only what the target cannot read is rewritten,
+and what has no equivalent in the target's format is refused with the reason (BuildError). The build then
+reloads the written tokenizer and compares its token ids with the source's (recipe verification), and
+tests/test_hf_container_compat.py loads the rewritten files with the pinned old versions.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from model_build import BuildError
+from systems import recipe_common as common
+from systems.images import PythonStack
+
+GENERIC_FAST_CLASS = "PreTrainedTokenizerFast"
+# tokenizers releases that first read a format (measured with the PyPI wheels, see the module docstring).
+PAIR_MERGES_SINCE = (0, 20)
+NEW_METASPACE_SINCE = (0, 19)
+PREPEND_SCHEME_SINCE = (0, 15)
+IGNORE_MERGES_SINCE = (0, 19)  # BPE `ignore_merges` (serialized since huggingface/tokenizers PR #1504, 0.19)
+
+
+@dataclass
+class TokenizerExport:
+    """The tokenizer files to write: name -> new text, or None to copy the source file unchanged."""
+
+    source: Path
+    files: dict[str, str | None]
+    rewritten: list[str] = field(default_factory=list)  # what was changed, for the manifest
+
+    def write(self, out_dir: Path) -> list[str]:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        for name, text in self.files.items():
+            if text is None:
+                shutil.copy2(self.source / name, out_dir / name)
+            else:
+                (out_dir / name).write_text(text, encoding="utf-8")
+        return sorted(self.files)
+
+
+def plan_tokenizer(source: Path, stack: PythonStack, target: str) -> TokenizerExport:
+    """What to write so `stack` (the image's transformers/tokenizers) reads the tokenizer in `source`.
+
+    Raises BuildError naming the file, the value and what the target allows, before any heavy work.
+    `target` names the image in messages ("transformers ==4.39.0 (djl-inference:0.27.0-...)").
+    """
+    present = [name for name in common.TOKENIZER_FILES if (source / name).is_file()]
+    if not present:
+        raise BuildError(
+            f"model directory {str(source)!r} has no tokenizer files; expected tokenizer_config.json with "
+            "vocab.json + merges.txt (or tokenizer.json / tokenizer.model)"
+        )
+    export = TokenizerExport(source=source, files=dict.fromkeys(present))
+    if stack.transformers_floor[0] < 5:
+        _config_for_transformers4(export, target)
+    if "tokenizer.json" in export.files and stack.tokenizers_floor < PAIR_MERGES_SINCE:
+        _tokenizer_json_for(export, stack.tokenizers_floor, target)
+    return export
+
+
+def _config_for_transformers4(export: TokenizerExport, target: str) -> None:
+    path = export.source / "tokenizer_config.json"
+    if not path.is_file():
+        return
+    config = json.loads(path.read_text(encoding="utf-8"))
+    changed = []
+    tokenizer_class = config.get("tokenizer_class")
+    if tokenizer_class in common.TRANSFORMERS5_TOKENIZER_CLASSES:
+        if "tokenizer.json" not in export.files:
+            raise BuildError(
+                f"{path}: tokenizer_class {tokenizer_class!r} is a transformers 5 class and there is no "
+                f"tokenizer.json, so {target} cannot load it; allowed: that class with its tokenizer.json (written "
+                f"for the container as {GENERIC_FAST_CLASS}), or a transformers 4.x class such as "
+                f"{common.TOKENIZER_CLASS_EXAMPLES}"
+            )
+        config["tokenizer_class"] = GENERIC_FAST_CLASS
+        changed.append(f"tokenizer_class {tokenizer_class} -> {GENERIC_FAST_CLASS}")
+    elif tokenizer_class is not None and not common.TOKENIZER_CLASS_PATTERN.match(tokenizer_class):
+        raise BuildError(
+            f"{path}: tokenizer_class {tokenizer_class!r} is unknown to {target}; allowed: a transformers 4.x "
+            f"class such as {common.TOKENIZER_CLASS_EXAMPLES}"
+        )
+    extra = config.get("extra_special_tokens")
+    if isinstance(extra, list):
+        del config["extra_special_tokens"]
+        known = list(config.get("additional_special_tokens") or [])
+        config["additional_special_tokens"] = known + [t for t in extra if t not in known]
+        changed.append("extra_special_tokens (list) -> additional_special_tokens")
+    if "chat_template.jinja" in export.files and "chat_template" not in config:
+        config["chat_template"] = (export.source / "chat_template.jinja").read_text(encoding="utf-8")
+        del export.files["chat_template.jinja"]
+        changed.append("chat_template.jinja -> tokenizer_config.json chat_template")
+    if changed:
+        export.files["tokenizer_config.json"] = json.dumps(config, indent=2, ensure_ascii=False) + "\n"
+        export.rewritten.append(f"tokenizer_config.json: {'; '.join(changed)}")
+
+
+def _tokenizer_json_for(export: TokenizerExport, floor: tuple[int, ...], target: str) -> None:
+    """Rewrite tokenizer.json in the form tokenizers `floor` reads, or refuse what it cannot express."""
+    path = export.source / "tokenizer.json"
+    data = json.loads(path.read_text(encoding="utf-8"))
+    changed: list[str] = []
+
+    def refuse(what: str) -> BuildError:
+        version = ".".join(map(str, floor))
+        return BuildError(f"{path}: {what}, which tokenizers {version} ({target}) cannot express; allowed: a "
+                          "tokenizer without it, or a system whose image has a newer tokenizers")  # fmt: skip
+
+    for model in _nodes(data.get("model"), "BPE"):
+        merges = model.get("merges") or []
+        if merges and isinstance(merges[0], list):
+            spaced = next((pair for pair in merges if any(" " in part for part in pair)), None)
+            if spaced is not None:
+                raise refuse(f"BPE merge {spaced!r} has a token with a space (the old format separates by spaces)")
+            model["merges"] = [" ".join(pair) for pair in merges]
+            changed.append("BPE merges [a, b] -> 'a b'")
+        if model.get("ignore_merges") and floor < IGNORE_MERGES_SINCE:
+            raise refuse("BPE ignore_merges: true (whole-word vocabulary lookups before merging)")
+    if floor < NEW_METASPACE_SINCE:
+        for node in _nodes(data, "Metaspace"):
+            if "add_prefix_space" in node:
+                continue  # already the old form
+            scheme = node.pop("prepend_scheme", "always")
+            if node.pop("split", True) is not True:
+                raise refuse("Metaspace split: false")
+            if scheme == "first" and floor < PREPEND_SCHEME_SINCE:
+                raise refuse("Metaspace prepend_scheme: 'first'")
+            node["add_prefix_space"] = scheme != "never"
+            if floor >= PREPEND_SCHEME_SINCE:
+                node["prepend_scheme"] = scheme
+            changed.append("Metaspace prepend_scheme/split -> add_prefix_space")
+    if changed:
+        export.files["tokenizer.json"] = json.dumps(data, ensure_ascii=False) + "\n"
+        export.rewritten.append(f"tokenizer.json: {'; '.join(sorted(set(changed)))}")
+
+
+def _nodes(node: Any, kind: str) -> list[dict[str, Any]]:
+    """Every dict with "type": `kind` in a tokenizer.json tree (Sequence pre-tokenizers/decoders nest them)."""
+    found: list[dict[str, Any]] = []
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            if item.get("type") == kind:
+                found.append(item)
+            stack.extend(v for k, v in item.items() if k not in ("vocab", "merges"))
+        elif isinstance(item, list):
+            stack.extend(item)
+    return found
+
+
+__all__ = ["TokenizerExport", "plan_tokenizer", "GENERIC_FAST_CLASS"]
