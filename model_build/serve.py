@@ -6,9 +6,13 @@ so what is tested locally is the handler that ships. It also answers the sagemak
 path (POST /endpoints/{name}/invocations), so a boto3 `sagemaker-runtime` client with
 `endpoint_url=http://127.0.0.1:PORT` reaches the model as it would a deployed endpoint.
 
-Errors: on /invocations a ValueError from the handler is 400 {"error": message}, anything else 500. On the
+Errors: on /invocations a ValueError from the handler is 400 {"error": message}, anything else 500. The
+real toolkit answers 400 for every exception (sagemaker-huggingface-inference-toolkit, handler_service.handle:
+`raise PredictionException(str(e), 400)`); 500 here makes a handler bug visible in tests, so every bad request
+must end in a ValueError (the handler's input_fn refuses what json.loads alone would let through). On the
 InvokeEndpoint path they come back as SageMaker does it: HTTP 424 `ModelError` carrying the container's
-status and message (boto3 raises `client.exceptions.ModelError`).
+status and message (boto3 raises `client.exceptions.ModelError`). Error bodies are ASCII-escaped JSON, so a
+message quoting a lone surrogate from the request still encodes.
 """
 
 from __future__ import annotations
@@ -142,11 +146,13 @@ async def _run(host: ModelHost, body: bytes, request: Request) -> tuple[int, str
     )
 
 
-def _aws_error(status: int, code: str, message: str, **extra: Any) -> JSONResponse:
-    """An error in the shape botocore parses for sagemaker-runtime (rest-json: x-amzn-ErrorType + body)."""
-    return JSONResponse(
-        {"__type": code, "message": message, **extra}, status_code=status, headers={"x-amzn-ErrorType": code}
-    )
+def _aws_error(status: int, code: str, message: str, **extra: Any) -> Response:
+    """An error in the shape botocore parses for sagemaker-runtime (rest-json: x-amzn-ErrorType + body).
+
+    ASCII-escaped JSON, not JSONResponse: the handler's message may quote the request, and a lone UTF-16
+    surrogate from it ("\\ud800" in the body) cannot be encoded as UTF-8, which turned a 400 into a 500."""
+    body = json.dumps({"__type": code, "message": message, **extra}, ensure_ascii=True)
+    return Response(body, status_code=status, media_type="application/json", headers={"x-amzn-ErrorType": code})
 
 
 def serve(

@@ -74,3 +74,39 @@ class Session:
 
     def get_available_regions(self, *args: Any, **kwargs: Any) -> list[str]:
         return self._real.get_available_regions(*args, **kwargs)
+
+
+# ---------------------------------------------------------------------------------------------- bad bodies
+
+# Request bodies every request entry point (the invoke Lambda, model_build's local server, byoc_server) must
+# refuse with a 4xx whose message says what is wrong, never a 500: (id, body bytes, substrings of the message).
+# Valid JSON that Python's json turns into trouble (lone surrogates, deep nesting, NaN, 1e999) sits beside
+# plain garbage. The messages are written alike in the three servers, so one table serves all of them.
+BAD_BODIES: list[tuple[str, bytes, list[str]]] = [
+    ("lone-surrogate-in-inputs", b'{"inputs": "ab\\ud800"}',
+     ["inputs contains a lone UTF-16 surrogate \\ud800 at character 2"]),
+    ("lone-surrogate-in-inputs-list", b'{"inputs": ["ok", "\\udfff"]}',
+     ["inputs[1] contains a lone UTF-16 surrogate \\udfff at character 0"]),
+    ("lone-surrogate-in-parameter-string", b'{"inputs": "hi", "parameters": {"temperature": "x\\ud83d"}}',
+     ["parameters.temperature contains a lone UTF-16 surrogate \\ud83d at character 1"]),
+    ("lone-surrogate-in-key", b'{"inputs": "hi", "parameters": {"\\ud800": 1}}',
+     ["a key of parameters contains a lone UTF-16 surrogate \\ud800"]),
+    ("nested-100000-levels", b"[" * 100_000 + b"]" * 100_000, ["nested more than 32 levels deep; the limit is 32"]),
+    ("nested-40-levels-in-inputs", b'{"inputs": ' + b"[" * 40 + b'"x"' + b"]" * 40 + b"}",
+     ["inputs[0]", "nested more than 32 levels deep; the limit is 32"]),
+    ("invalid-utf8", b'{"inputs": "\xff"}', ["UTF-8", "invalid start byte"]),
+    ("top-level-array", b'["hi"]', ["must be a JSON object"]),
+    ("top-level-string", b'"hi"', ["must be a JSON object"]),
+    ("top-level-null", b"null", ["must be a JSON object"]),
+    ("huge-float", b'{"inputs": "hi", "parameters": {"temperature": 1e999}}', ["number 1e999", "out of range"]),
+    ("huge-integer", b'{"inputs": "hi", "parameters": {"max_new_tokens": ' + b"9" * 5000 + b"}}",
+     ["integer of 5000 digits; the limit is 40 digits"]),
+    ("nan-literal", b'{"inputs": "hi", "parameters": {"temperature": NaN}}', ["not valid JSON", "NaN"]),
+    ("infinity-literal", b'{"inputs": "hi", "parameters": {"top_p": -Infinity}}', ["not valid JSON", "-Infinity"]),
+    ("empty-body", b"", ["empty"]),
+    ("blank-body", b" \n\t", ["empty"]),
+    ("truncated-json", b'{"inputs": ', ["not valid JSON"]),
+]  # fmt: skip
+
+# A surrogate *pair* is valid JSON for one character above U+FFFF: the checks above must let it through.
+EMOJI_BODY = b'{"inputs": "smile \\ud83d\\ude00", "parameters": {"max_new_tokens": 2}}'

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from helpers import free_port, running, wait_for_ping
+from helpers import BAD_BODIES, EMOJI_BODY, free_port, running, wait_for_ping
 
 from systems.byoc_server.app import create_app
 from systems.byoc_server.contract import RequestError
@@ -82,6 +82,16 @@ def handler() -> FakeHandler:
 def url(handler: FakeHandler, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     app = create_app(handler, tmp_path_factory.mktemp("model"), max_body_bytes=4096)
     with running(app) as base:
+        yield base
+
+
+@pytest.fixture(scope="module")
+def url_6mb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The default 6 MB body cap (the `url` server's 4 KB would refuse 200 KB of nesting before the parser); its
+    handler's generate fails the test, so a bad body that got past the checks shows."""
+    handler = FakeHandler()
+    handler.generate = lambda prompts, _: pytest.fail(f"a bad body reached the model: {prompts!r}")  # type: ignore
+    with running(create_app(handler, tmp_path_factory.mktemp("model"))) as base:
         yield base
 
 
@@ -198,7 +208,21 @@ def test_invalid_json_is_400(url: str) -> None:
     reply = post(url, content=b'{"inputs": ', headers={"content-type": "application/json"})
     assert reply.status_code == 400 and reply.json()["error"].startswith("request body is not valid JSON: ")
     reply = post(url, content=b'"\xff"', headers={"content-type": "application/json"})
-    assert reply.status_code == 400 and reply.json() == {"error": "request body is not UTF-8 text"}
+    assert reply.status_code == 400
+    assert reply.json() == {"error": "request body is not UTF-8 text: invalid start byte at byte 1"}
+
+
+@pytest.mark.parametrize(("body", "needles"), [c[1:] for c in BAD_BODIES], ids=[c[0] for c in BAD_BODIES])
+def test_bad_bodies_are_400_with_a_message_never_500(url_6mb: str, body: bytes, needles: list[str]) -> None:
+    reply = post(url_6mb, content=body, headers={"content-type": "application/json"})
+    assert reply.status_code == 400, reply.text
+    for needle in needles:
+        assert needle in reply.json()["error"], (needle, reply.json()["error"])
+
+
+def test_a_surrogate_pair_is_one_character_and_passes(url: str) -> None:
+    reply = post(url, content=EMOJI_BODY, headers={"content-type": "application/json"})
+    assert reply.status_code == 200 and reply.json() == [{"generated_text": "smile \N{GRINNING FACE}|2|1.0"}]
 
 
 def test_other_content_type_is_415(url: str) -> None:

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import boto3
 import pytest
+from helpers import BAD_BODIES, EMOJI_BODY
 
 ROOT = Path(__file__).resolve().parents[1]
 HANDLER_PATH = ROOT / "lambda" / "invoke" / "handler.py"
@@ -150,6 +151,11 @@ BAD_REQUESTS = [
     ("seed-negative", P({"seed": -1}), 400, ["parameters.seed must be between 0 and 18446744073709551615, got -1"]),
     ("get-method", proxy('{"inputs": "x"}', method="GET"), 405, ["method must be POST, got GET"]),
     ("odd-request-context", {"body": "nope", "requestContext": {"http": None}}, 400, ["body is not valid JSON"]),
+    # a direct event was decoded by the Lambda runtime: the same strict rules apply to it as to a body
+    ("direct-lone-surrogate", {"inputs": "a\ud800"}, 400, ["inputs contains a lone UTF-16 surrogate \\ud800"]),
+    ("direct-lone-surrogate-stop", P({"stop": ["\udc00"]}), 400, ["parameters.stop[0] contains a lone UTF-16"]),
+    ("direct-too-deep", P({"stop": json.loads("[" * 31 + '"a"' + "]" * 31)}), 400,
+     ["parameters.stop" + "[0]" * 30 + ":", "nested more than 32 levels deep"]),
 ]
 
 
@@ -160,6 +166,23 @@ def test_bad_requests_are_rejected_with_precise_messages(exploding, event, statu
     for needle in needles:
         assert needle in body["error"], (needle, body["error"])
     assert body["error_type"]
+
+
+@pytest.mark.parametrize("body,needles", [c[1:] for c in BAD_BODIES], ids=[c[0] for c in BAD_BODIES])
+def test_bad_bodies_are_4xx_with_a_message_never_500(exploding, monkeypatch, body, needles):
+    # 6 MiB (the most MAX_REQUEST_BYTES allows) so that the 200 KB of nesting reaches the parser, not the cap.
+    monkeypatch.setenv("MAX_REQUEST_BYTES", str(6 * 1024 * 1024))
+    status, reply = call(proxy(body, b64=True))  # base64: the only way a proxy event carries non-UTF-8 bytes
+    assert status == 400, reply
+    for needle in needles:
+        assert needle in reply["error"], (needle, reply["error"])
+    assert reply["error_type"] == "validation"
+
+
+def test_a_surrogate_pair_is_one_character_and_passes(fake):
+    status, _ = call(proxy(EMOJI_BODY, b64=True))
+    assert status == 200
+    assert json.loads(fake.calls[0]["Body"])["inputs"] == "smile \N{GRINNING FACE}"
 
 
 def test_max_new_tokens_limit_comes_from_env(monkeypatch, fake):

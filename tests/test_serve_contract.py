@@ -10,7 +10,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from helpers import running
+from helpers import BAD_BODIES, EMOJI_BODY, running
 
 pytest_plugins = ["conftest_model"]
 
@@ -60,6 +60,65 @@ def test_invocations_bad_json_is_400(server_url: str) -> None:
         f"{server_url}/invocations", content=b"{not json", headers={"content-type": "application/json"}, timeout=30
     )
     assert reply.status_code == 400 and "not valid JSON" in reply.json()["error"]
+
+
+@pytest.mark.parametrize(("body", "needles"), [c[1:] for c in BAD_BODIES], ids=[c[0] for c in BAD_BODIES])
+def test_bad_bodies_are_4xx_with_a_message_never_500(server_url: str, body: bytes, needles: list[str]) -> None:
+    """Both paths, through the artifact's own input_fn: /invocations answers 400 {"error"}, the InvokeEndpoint
+    path SageMaker's 424 ModelError carrying the container's 400 and message."""
+    json_header = {"content-type": "application/json"}
+    reply = httpx.post(f"{server_url}/invocations", content=body, headers=json_header, timeout=30)
+    assert reply.status_code == 400, reply.text
+    for needle in needles:
+        assert needle in reply.json()["error"], (needle, reply.json()["error"])
+    invoke_endpoint = f"{server_url}/endpoints/{ENDPOINT}/invocations"
+    reply = httpx.post(invoke_endpoint, content=body, headers=json_header, timeout=30)
+    assert reply.status_code == 424 and reply.headers["x-amzn-errortype"] == "ModelError", reply.text
+    assert reply.json()["OriginalStatusCode"] == 400
+    for needle in needles:
+        assert needle in reply.json()["OriginalMessage"]
+
+
+def test_a_surrogate_pair_is_one_character_and_passes(server_url: str) -> None:
+    reply = httpx.post(
+        f"{server_url}/invocations", content=EMOJI_BODY, headers={"content-type": "application/json"}, timeout=30
+    )
+    assert reply.status_code == 200 and len(reply.json()) == 1
+
+
+def test_handler_refuses_nan_parameters_given_as_python_values(gpt2_artifact: Path) -> None:
+    """NaN passes every < and > bound; input_fn already refuses the NaN literal, validate_request also refuses
+    the value (a caller that builds the request in Python, such as the toolkit's predict_fn path)."""
+    from model_build.serve import load_handler
+
+    handler = load_handler(gpt2_artifact)
+    with pytest.raises(ValueError, match=r"parameters.temperature: value nan must be a finite number"):
+        handler.validate_request({"inputs": "x", "parameters": {"temperature": float("nan")}})
+
+
+# A handler that quotes the request in its message, as an artifact built before input_fn refused lone
+# surrogates did: the InvokeEndpoint path must still encode its error (it answered 500 before).
+QUOTING_HANDLER = """
+import json
+
+def model_fn(model_dir):
+    return {}
+
+def input_fn(body, content_type):
+    raise ValueError("unknown key " + next(iter(json.loads(body)["parameters"])))
+"""
+
+
+def test_invoke_endpoint_error_quoting_a_lone_surrogate_is_still_424(tmp_path: Path) -> None:
+    from model_build.serve import create_app
+
+    (tmp_path / "code").mkdir()
+    (tmp_path / "code" / "inference.py").write_text(QUOTING_HANDLER)
+    body = b'{"inputs": "hi", "parameters": {"\\ud800": 1}}'
+    with running(create_app(tmp_path)) as url:
+        reply = httpx.post(f"{url}/endpoints/any/invocations", content=body, timeout=10)
+    assert reply.status_code == 424, reply.text
+    assert reply.json()["OriginalStatusCode"] == 400 and reply.json()["OriginalMessage"] == "unknown key \ud800"
 
 
 def test_boto3_invoke_endpoint(runtime) -> None:

@@ -17,7 +17,8 @@ Environment
 
 Status codes (body ``{"error": message, "error_type": kind}``, like text-generation-inference)
   200  ``{"endpoint", "outputs", "latency_ms"}``
-  400  invalid request (not JSON, bad keys/values), or the model rejected the input
+  400  invalid request (not JSON, bad keys/values; also JSON a request cannot carry: NaN/Infinity, numbers out
+       of range, lone UTF-16 surrogates, nesting deeper than 32 levels), or the model rejected the input
        (SageMaker ModelError whose OriginalStatusCode is 4xx: the model's own message is passed on)
   405  a proxy event whose HTTP method is not POST
   413  body larger than MAX_REQUEST_BYTES
@@ -44,6 +45,7 @@ import os
 import re
 import sys
 import time
+from collections import deque
 from typing import Any
 
 import boto3
@@ -262,8 +264,45 @@ def validate_payload(payload: Any) -> dict:
     return out
 
 
+# Strict JSON. Python's json accepts more than a request may carry. Two of those extras made this function answer
+# 500: lone UTF-16 surrogates ("\ud800" decodes to a str that cannot be encoded as UTF-8 again, for SageMaker)
+# and nesting deep enough to exhaust the interpreter's recursion limit (RecursionError); numbers out of range
+# (1e999 becomes inf; int() refuses more than 4300 digits) got messages about Python's internals. RFC 8259
+# section 6 leaves NaN/Infinity out of the grammar, section 9 lets a parser limit nesting depth and the range of
+# numbers, and section 8.2 says unpaired surrogates make the receiver's behaviour unpredictable.
+# https://www.rfc-editor.org/rfc/rfc8259
+# The 4300 digits: https://docs.python.org/3/library/stdtypes.html#int-max-str-digits
+
+MAX_JSON_DEPTH = 32  # a request needs 3 levels (body -> parameters -> stop)
+MAX_INT_DIGITS = 40  # the largest integer a request needs is a seed <= 2**64 - 1 (20 digits)
+_LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")  # json.loads joins escaped pairs; what is left is unpaired
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")  # where a lone surrogate can come from in the JSON text
+
+
+class _Refused(ValueError):
+    """Raised by the json.loads hooks below: its message is complete (no "not valid JSON" prefix)."""
+
+
+def _clip(text: str, limit: int = 24) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
+    raise ValueError(f"{name} is not valid JSON (numbers must be finite, RFC 8259 section 6)")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _Refused(f"body has the number {_clip(text)}, which is out of range: numbers must fit a 64-bit float")
+    return value
+
+
+def _bounded_int(text: str) -> int:
+    digits = len(text.lstrip("-"))
+    if digits > MAX_INT_DIGITS:
+        raise _Refused(f"body has an integer of {digits} digits; the limit is {MAX_INT_DIGITS} digits")
+    return int(text)
 
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict:
@@ -275,8 +314,61 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict:
     return seen
 
 
+def _where(chain: Any) -> str:
+    """The path of a value from its (parent chain, key) links, e.g. parameters.stop[1]; built only for a message."""
+    keys: list[Any] = []
+    while chain is not None:
+        chain, key = chain
+        keys.append(key)
+    path = ""
+    for key in reversed(keys):
+        path += f"[{key}]" if isinstance(key, int) else (f".{key}" if path else str(key))
+    return path
+
+
+def _refuse_lone_surrogate(text: str, chain: Any, is_key: bool = False) -> None:
+    match = _LONE_SURROGATE.search(text)
+    if match:
+        where = f"a key of {_where(chain) or 'the body'}" if is_key else (_where(chain) or "body")
+        raise RequestError(
+            f"{where} contains a lone UTF-16 surrogate \\u{ord(match.group()):04x} at character {match.start()}, "
+            "which is not a Unicode character; send UTF-8 text (a \\u escape above U+FFFF must be a high + low "
+            "surrogate pair)"
+        )
+
+
+def check_json_tree(value: Any, text: str | None = None) -> None:
+    """Refuse a decoded request nested deeper than MAX_JSON_DEPTH or holding a lone surrogate (in a value or a
+    key), naming where. Breadth-first without recursion, so the check cannot run out of stack itself. With the
+    JSON `text`, bodies that can hold neither (the usual case) are not walked at all: a lone surrogate can only
+    come from a \\uD800-\\uDFFF escape (the UTF-8 decoder refuses encoded surrogates), and more than
+    MAX_JSON_DEPTH levels need more than that many brackets."""
+    brackets = None if text is None else text.count("[") + text.count("{")
+    if brackets is not None and brackets <= MAX_JSON_DEPTH and not _SURROGATE_ESCAPE.search(text):
+        return
+    queue: deque[tuple[Any, Any, int]] = deque([(value, None, 1)])
+    while queue:
+        node, chain, depth = queue.popleft()
+        if isinstance(node, str):
+            _refuse_lone_surrogate(node, chain)
+            continue
+        if not isinstance(node, (dict, list)):  # a number, true, false or null at the top
+            continue
+        if depth > MAX_JSON_DEPTH:
+            raise RequestError(
+                f"{_where(chain) or 'body'}: arrays and objects are nested more than {MAX_JSON_DEPTH} "
+                f"levels deep; the limit is {MAX_JSON_DEPTH}"
+            )
+        for key, item in node.items() if isinstance(node, dict) else enumerate(node):
+            if isinstance(key, str):
+                _refuse_lone_surrogate(key, chain, is_key=True)
+            if isinstance(item, (str, dict, list)):
+                queue.append((item, (chain, key), depth + 1))
+
+
 def parse_body(raw: bytes) -> Any:
-    """Bytes -> JSON value, strict: no NaN/Infinity, no duplicate keys. Raises RequestError."""
+    """Bytes -> JSON value, strict: no NaN/Infinity, no out-of-range numbers, no duplicate keys, no lone
+    surrogates, at most MAX_JSON_DEPTH levels. Raises RequestError."""
     cap = max_request_bytes()
     if len(raw) > cap:
         raise RequestError(f"request body must be at most {cap} bytes, got {len(raw)} bytes", status=413,
@@ -288,9 +380,17 @@ def parse_body(raw: bytes) -> Any:
     if not text.strip():
         raise RequestError("body is not valid JSON: the body is empty; expected an object with \"inputs\"")
     try:
-        return json.loads(text, parse_constant=_reject_constant, object_pairs_hook=_no_duplicates)
+        value = json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float,
+                           parse_int=_bounded_int, object_pairs_hook=_no_duplicates)
+    except _Refused as e:
+        raise RequestError(str(e)) from None
     except ValueError as e:  # json.JSONDecodeError is a ValueError
         raise RequestError(f"body is not valid JSON: {e}") from None
+    except RecursionError:  # the C decoder's depth guard, far above MAX_JSON_DEPTH
+        raise RequestError(f"body: arrays and objects are nested more than {MAX_JSON_DEPTH} levels deep; "
+                           f"the limit is {MAX_JSON_DEPTH}") from None
+    check_json_tree(value, text)
+    return value
 
 
 def is_proxy_event(event: Any) -> bool:
@@ -302,7 +402,9 @@ def payload_from_event(event: Any) -> Any:
     if not isinstance(event, dict):
         raise RequestError(f"event must be a JSON object, got {_json_type(event)}")
     if not is_proxy_event(event):
-        # Direct invocation: the event is the payload; hold it to the same byte cap as a body.
+        # Direct invocation: the event is the payload (the runtime decoded it); hold it to the same rules and
+        # byte cap as a body.
+        check_json_tree(event)
         size = len(json.dumps(event, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
         cap = max_request_bytes()
         if size > cap:

@@ -7,7 +7,9 @@ tests, where it is `systems.byoc_server`: so stdlib + fastapi/starlette + pydant
     GET  /ping          200 once the model is loaded; 503 while loading; 500 when loading failed
     POST /invocations   application/json, {"inputs": ..., "parameters": {...}} or {"input": "..."}
                         200 [{"generated_text": ...}, ...] one per input
-                        400 invalid JSON / request (the message names the key, the limit and the value)
+                        400 invalid JSON / request (the message names the key, the limit and the value);
+                            also valid JSON a request cannot carry: NaN/Infinity, numbers out of range,
+                            lone UTF-16 surrogates, nesting deeper than 32 levels (contract.decode_body)
                         406 an Accept header that excludes application/json
                         413 body larger than MAX_BODY_BYTES
                         415 content type other than application/json
@@ -19,7 +21,6 @@ The model loads once, at startup, in a background thread, so /ping can answer 50
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import threading
@@ -34,7 +35,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 
-from .contract import Handler, RequestError, parse_request
+from .contract import Handler, RequestError, decode_body, parse_request
 
 log = logging.getLogger("byoc_server")
 
@@ -143,13 +144,8 @@ def create_app(
         if not state.loaded.is_set():
             return _error(503, state.load_error or "model is loading; retry when /ping answers 200")
         try:
-            data = json.loads(body.decode("utf-8"))
-        except UnicodeDecodeError:
-            return _error(400, "request body is not UTF-8 text")
-        except json.JSONDecodeError as err:
-            return _error(400, f"request body is not valid JSON: {err}")
-        try:
-            generation = parse_request(data)
+            # In a thread: checking a 6 MB body takes a while, and the event loop must keep answering /ping.
+            generation = await run_in_threadpool(lambda: parse_request(decode_body(bytes(body))))
             texts = await run_in_threadpool(state.generate, list(generation.inputs), generation.parameters)
             if not isinstance(texts, list) or len(texts) != len(generation.inputs):
                 raise TypeError(

@@ -17,8 +17,11 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import os
+import re
 import threading
+from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -110,6 +113,8 @@ def load_model(model_dir: str | Path, dtype: torch.dtype | None = None, weights_
 def _number(key: str, value: Any, kind: type) -> float | int:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or (kind is int and not isinstance(value, int)):
         raise ValueError(f"parameters.{key}: value {value!r} must be {'an integer' if kind is int else 'a number'}")
+    if not math.isfinite(value):  # NaN passes every < and > bound check
+        raise ValueError(f"parameters.{key}: value {value!r} must be a finite number")
     return value
 
 
@@ -194,16 +199,130 @@ def model_fn(model_dir: str, context: Any = None) -> dict:
     return load_model(model_dir)
 
 
+# ---- the body: bytes or str -> JSON value ---------------------------------------------------------------
+# Python's json accepts more than a request may carry. Lone UTF-16 surrogates ("\ud800" decodes to a str the
+# tokenizer refuses with a TypeError) and nesting deep enough to exhaust the recursion limit (RecursionError)
+# made model_build's server answer 500 and the toolkit 400 with Python's internal message; NaN passes every
+# bound check and reached generate(). RFC 8259 section 6 leaves NaN/Infinity out of the grammar, section 9 lets a parser limit nesting depth
+# and the range of numbers, and section 8.2 says unpaired surrogates make the receiver's behaviour
+# unpredictable (https://www.rfc-editor.org/rfc/rfc8259). The checks live here, not in a shared module,
+# because this file ships alone as the artifact's code/inference.py.
+MAX_JSON_DEPTH = 32  # a request needs 2 levels (body -> parameters)
+MAX_INT_DIGITS = 40  # the largest integer a request takes is a seed <= 2**63 - 1 (19 digits)
+_LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")  # json.loads joins escaped pairs; what is left is unpaired
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")  # where a lone surrogate can come from in the JSON text
+
+
+class _Refused(ValueError):
+    """Raised by the json.loads hooks: the message is complete."""
+
+
+def _reject_constant(name: str) -> Any:
+    raise _Refused(f"request body is not valid JSON: {name} is not allowed (numbers must be finite, RFC 8259)")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        shown = text if len(text) <= 24 else text[:21] + "..."
+        raise _Refused(f"request body has the number {shown}, which is out of range: numbers must fit a 64-bit float")
+    return value
+
+
+def _bounded_int(text: str) -> int:
+    digits = len(text.lstrip("-"))
+    if digits > MAX_INT_DIGITS:
+        raise _Refused(f"request body has an integer of {digits} digits; the limit is {MAX_INT_DIGITS} digits")
+    return int(text)
+
+
+def _where(chain: Any) -> str:
+    """The path of a value from its (parent chain, key) links, e.g. parameters.stop[1]; built only for a message."""
+    keys: list[Any] = []
+    while chain is not None:
+        chain, key = chain
+        keys.append(key)
+    path = ""
+    for key in reversed(keys):
+        path += f"[{key}]" if isinstance(key, int) else (f".{key}" if path else str(key))
+    return path
+
+
+def _refuse_lone_surrogate(text: str, chain: Any, is_key: bool = False) -> None:
+    match = _LONE_SURROGATE.search(text)
+    if match:
+        where = f"a key of {_where(chain) or 'the request body'}" if is_key else (_where(chain) or "request body")
+        raise ValueError(
+            f"{where} contains a lone UTF-16 surrogate \\u{ord(match.group()):04x} at character {match.start()}, "
+            "which is not a Unicode character; send UTF-8 text (a \\u escape above U+FFFF must be a high + low "
+            "surrogate pair)"
+        )
+
+
+def check_json_tree(value: Any, text: str | None = None) -> None:
+    """Refuse a decoded request nested deeper than MAX_JSON_DEPTH or holding a lone surrogate (in a value or a
+    key), naming where. Breadth-first without recursion, so the check cannot run out of stack itself. With the
+    JSON `text`, bodies that can hold neither (the usual case) are not walked at all: a lone surrogate can only
+    come from a \\uD800-\\uDFFF escape (the UTF-8 decoder refuses encoded surrogates), and more than
+    MAX_JSON_DEPTH levels need more than that many brackets."""
+    brackets = None if text is None else text.count("[") + text.count("{")
+    if brackets is not None and brackets <= MAX_JSON_DEPTH and not _SURROGATE_ESCAPE.search(text):
+        return
+    queue: deque[tuple[Any, Any, int]] = deque([(value, None, 1)])
+    while queue:
+        node, chain, depth = queue.popleft()
+        if isinstance(node, str):
+            _refuse_lone_surrogate(node, chain)
+            continue
+        if not isinstance(node, (dict, list)):  # a number, true, false or null at the top
+            continue
+        if depth > MAX_JSON_DEPTH:
+            raise ValueError(
+                f"{_where(chain) or 'request body'}: arrays and objects are nested more than {MAX_JSON_DEPTH} "
+                f"levels deep; the limit is {MAX_JSON_DEPTH}"
+            )
+        for key, item in node.items() if isinstance(node, dict) else enumerate(node):
+            if isinstance(key, str):
+                _refuse_lone_surrogate(key, chain, is_key=True)
+            if isinstance(item, (str, dict, list)):
+                queue.append((item, (chain, key), depth + 1))
+
+
+def decode_json(text: str) -> Any:
+    """Strict json.loads; ValueError naming what is wrong."""
+    if not text.strip():
+        raise ValueError('request body is empty; send a JSON object with "inputs"')
+    try:
+        value = json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float, parse_int=_bounded_int)
+    except _Refused:
+        raise
+    except ValueError as err:  # json.JSONDecodeError is a ValueError
+        raise ValueError(f"request body is not valid JSON: {err}") from None
+    except RecursionError:  # the decoder's own depth guard, far above MAX_JSON_DEPTH
+        raise ValueError(
+            f"request body: arrays and objects are nested more than {MAX_JSON_DEPTH} levels deep; "
+            f"the limit is {MAX_JSON_DEPTH}"
+        ) from None
+    check_json_tree(value, text)
+    return value
+
+
 def input_fn(input_data: bytes | str, content_type: str | None, context: Any = None) -> Any:
-    """Decode the request body: JSON, or text/plain as a single prompt with default parameters."""
+    """Decode the request body: JSON, or text/plain as a single prompt with default parameters. The inference
+    toolkit hands over str for application/json (handler_service.handle decodes its UTF8_TYPES, application/json
+    and text/csv, before calling this); bytes otherwise, and model_build's server always hands bytes."""
     media = (content_type or "application/json").split(";")[0].strip().lower()
-    text = input_data.decode("utf-8") if isinstance(input_data, (bytes, bytearray)) else input_data
-    if media == "application/json":
+    if isinstance(input_data, (bytes, bytearray)):
         try:
-            return json.loads(text)
-        except json.JSONDecodeError as err:
-            raise ValueError(f"request body is not valid JSON: {err}") from None
+            text = bytes(input_data).decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise ValueError(f"request body is not UTF-8 text: {err.reason} at byte {err.start}") from None
+    else:
+        text = input_data
+    if media == "application/json":
+        return decode_json(text)
     if media == "text/plain":
+        _refuse_lone_surrogate(text, None)
         return {"inputs": text}
     raise ValueError(f"content type {content_type!r} is not supported; allowed: application/json, text/plain")
 
