@@ -9,10 +9,11 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 CDK := node_modules/.bin/cdk
 export CDK_DISABLE_CLI_TELEMETRY := true
-export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
-export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+# node_modules/.bin first: the Node 24 that package.json installs (Node 20 is end-of-life), then the venv's python3,
+# which `cdk synth` runs as "python3 app.py" (cdk.json).
+export PATH := $(CURDIR)/node_modules/.bin:$(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: help install demo test synth clean hf-container-env deploy destroy bench
+.PHONY: help install venv-deploy venv-build cdk-cli wheelhouse demo test synth synth-pipeline clean hf-container-env checkov-env deploy destroy bench
 
 help:
 	@echo "make demo   - build a tiny model, deploy it to a local AWS emulator, serve it, invoke it, destroy it"
@@ -23,31 +24,70 @@ help:
 	@echo "make bench  - benchmarks: cold start, publish, serving, dev loop -> bench/results/ (~15 min)"
 	@echo "make clean  - remove build outputs (build/, cdk.out/)"
 
-# Python deps (torch pinned to the CPU wheel on this machine's disk) and the pinned CDK CLI.
-$(STAMP): requirements.txt requirements-dev.txt
+# Three Python sets, each a superset of the one before: what a job installs is all it gets.
+#   venv-deploy  requirements.txt: synth, deploy, publish, smoke (the pipeline's synth and smoke steps)
+#   venv-build   requirements-build.txt: + model building (torch, transformers; the pipeline's model build step)
+#   install      requirements-dev.txt: + test and benchmark tools, and the CDK CLI (developers, `make test`)
+PIP_INSTALL = $(PY) -m pip install --quiet --disable-pip-version-check
+$(VENV)/.deploy: requirements.txt
 	test -x $(PY) || python3 -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt 2>&1 | $(QUIET_PIP)
+	$(PIP_INSTALL) -r requirements.txt 2>&1 | $(QUIET_PIP)
 	touch $@
 
-node_modules/.package-lock.json: package.json
-	npm install --no-audit --no-fund --loglevel=error
+$(VENV)/.build: $(VENV)/.deploy requirements-build.txt
+	$(PIP_INSTALL) -r requirements-build.txt 2>&1 | $(QUIET_PIP)
 	touch $@
 
-install: $(STAMP) node_modules/.package-lock.json
+$(STAMP): $(VENV)/.build requirements-dev.txt
+	$(PIP_INSTALL) -r requirements-dev.txt 2>&1 | $(QUIET_PIP)
+	touch $@
+
+# The pinned CDK CLI and Node 24 (package-lock.json); `npm ci` installs exactly the lock file.
+node_modules/.package-lock.json: package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+venv-deploy: $(VENV)/.deploy
+venv-build: $(VENV)/.build
+cdk-cli: node_modules/.package-lock.json
+install: $(STAMP) cdk-cli
 
 hf-container-env: $(STAMP)
 	bash tests/hf_container/make_env.sh
 
+# checkov (tests/test_checkov.py) pins an older boto3 than requirements.txt, so it gets its own venv; rebuilt from
+# scratch when requirements-checkov.txt changes (the stamp is inside the venv).
+CHECKOV_VENV := .venv-checkov
+$(CHECKOV_VENV)/.installed: requirements-checkov.txt
+	rm -rf $(CHECKOV_VENV)
+	python3 -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-checkov.txt 2>&1 | $(QUIET_PIP)
+	touch $@
+
+checkov-env: $(CHECKOV_VENV)/.installed
+
 demo: install
 	$(PY) -m local_emulator.demo
 
-test: install hf-container-env
+# tests/test_buildspecs.py runs the pipeline's buildspecs in a clean shell; pip reads this wheelhouse instead of PyPI.
+WHEELHOUSE := .venv-wheelhouse
+$(WHEELHOUSE)/.downloaded: requirements.txt $(STAMP)
+	$(PY) -m pip download --quiet --disable-pip-version-check -r requirements.txt -d $(WHEELHOUSE) 2>&1 | $(QUIET_PIP)
+	touch $@
+
+wheelhouse: $(WHEELHOUSE)/.downloaded
+
+test: install hf-container-env checkov-env wheelhouse
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest
 
 CONFIG ?= config/local.yaml
 synth: install
 	$(CDK) synth --no-notices -c config=$(CONFIG) $(if $(ENV),-c env=$(ENV)) -c allow_unbuilt=true
+
+# The pipeline's synth step: `make venv-deploy cdk-cli`, then this (cdk.out/ is the step's output).
+synth-pipeline: venv-deploy cdk-cli
+	$(CDK) synth --no-notices -c config=$(CONFIG) -c pipeline=true
 
 deploy: install
 	$(PY) -m workstation deploy --config $(CONFIG) $(if $(ENV),--env $(ENV))

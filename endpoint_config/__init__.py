@@ -7,6 +7,7 @@ from .loader import (
     Deployment,
     artifact_bucket_name,
     artifact_prefix,
+    artifact_root,
     image_repository_name,
     load_all_environments,
     load_config,
@@ -15,6 +16,6 @@ from .schema import BYTES_PER_PARAM, SYSTEM_NAMES, AppConfig, Autoscaling, Endpo
 
 __all__ = [
     "AppConfig", "Autoscaling", "BYTES_PER_PARAM", "ConfigError", "DEFAULT_ENVIRONMENT", "Deployment",
-    "EndpointSpec", "EnvironmentSpec", "artifact_bucket_name", "artifact_prefix", "image_repository_name", "InstanceType", "SYSTEM_NAMES", "hosting_instance_types",
+    "EndpointSpec", "EnvironmentSpec", "artifact_bucket_name", "artifact_prefix", "artifact_root", "image_repository_name", "InstanceType", "SYSTEM_NAMES", "hosting_instance_types",
     "load_all_environments", "load_config", "parse_instance_type",
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -110,14 +111,31 @@ def _format_validation_error(err: ValidationError, raw: dict[str, Any]) -> list[
             lines.append(f"{where}: unknown key{hint}; allowed keys: {', '.join(allowed)}")
             continue
         value = e.get("input")
-        shown = "" if e["type"] == "missing" else f"value {value!r}: "
-        msg = e["msg"]
+        # A model validator's `input` is the whole model as a dict: for the file-wide rules (duplicate names,
+        # overrides and pipeline stages naming what is not defined) the entire config. Its message names the
+        # values itself, so print the location and the message only.
+        model_rule = isinstance(value, dict) and e["type"] in ("value_error", "assertion_error")
+        shown = "" if e["type"] == "missing" or model_rule else f"value {_clip(repr(value))}: "
+        msg = _message(e)
         if e["type"] == "string_pattern_mismatch" and loc[-1] == "name":
             msg = "use 1-40 characters of a-z, 0-9 and '-', starting and ending with a letter or digit"
         elif e["type"] == "missing":
             msg = "required key is missing"
-        lines.append(f"{where}: {shown}{msg}")
+        lines.append(f"{where}: {shown}{msg}" if where else f"{shown}{msg}")
     return lines
+
+
+def _message(e: Any) -> str:
+    """pydantic prefixes the text of a ValueError raised in a validator with "Value error, " (an assert's with
+    "Assertion failed, "); ours are whole sentences: use the exception's own text (kept in ctx["error"])."""
+    error = (e.get("ctx") or {}).get("error")
+    if e["type"] in ("value_error", "assertion_error") and error is not None:
+        return str(error)
+    return e["msg"]
+
+
+def _clip(text: str, limit: int = 160) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _merge(ep: EndpointSpec, override: EndpointOverride | None) -> EndpointSpec:
@@ -172,6 +190,9 @@ def resolve(config: AppConfig, path: Path, environment: str | None) -> Deploymen
         env_name, env = environment, envs[environment]
 
     problems: list[str] = []
+    bucket = bucket_name_problem(config.project, env_name, env.region)
+    if bucket:
+        problems.append(f"environment {env_name!r}: {bucket}" if envs else bucket)
     endpoints = []
     for ep in config.endpoints:
         try:
@@ -205,6 +226,38 @@ def _environment_names(path: str | Path) -> list[str]:
     return list(envs) if isinstance(envs, dict) else []
 
 
+# S3 bucket names are 3-63 characters (https://docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html).
+BUCKET_NAME_MAX = 63
+ACCOUNT_ID_LENGTH = 12
+
+
+@functools.cache
+def longest_region() -> str:
+    """The longest region name botocore knows, in any partition: what a bucket name must fit when the config leaves
+    the region to the CLI (unknown until deploy)."""
+    import botocore.session
+
+    session = botocore.session.get_session()
+    regions = {r for p in session.get_available_partitions() for r in session.get_available_regions("s3", partition_name=p)}
+    return max(sorted(regions), key=len)
+
+
+def bucket_name_problem(project: str, environment_name: str, region: str | None) -> str | None:
+    """Why the artifact bucket's name would exceed S3's limit, or None. With no region set, the longest one counts."""
+    shown_region = region or longest_region()
+    name = artifact_bucket_name(project, environment_name, "1" * ACCOUNT_ID_LENGTH, shown_region)
+    if len(name) <= BUCKET_NAME_MAX:
+        return None
+    why = "" if region else ", the longest region, since the environment sets none"
+    return (
+        f"the artifact bucket name {name!r} would be {len(name)} characters; S3 allows {BUCKET_NAME_MAX} "
+        f"({len(project)} for project {project!r}, {len(environment_name)} for environment {environment_name!r}, "
+        f"{ACCOUNT_ID_LENGTH} for the account, {len(shown_region)} for region {shown_region!r}{why}): shorten the "
+        f"project or the environment name by {len(name) - BUCKET_NAME_MAX} characters"
+        + ("" if region else ", or set the environment's region")
+    )
+
+
 def artifact_bucket_name(project: str, environment_name: str, account: str, region: str) -> str:
     """The artifact bucket's name. Deterministic so model_build publish and every stack agree without lookups
     or cross-stack exports; account and region keep it globally unique."""
@@ -216,7 +269,12 @@ def image_repository_name(project: str, environment_name: str) -> str:
     return f"{project}-{environment_name}"
 
 
+def artifact_root(endpoint_name: str) -> str:
+    """Key prefix of every artifact of one endpoint (each under its content hash, `artifact_prefix`)."""
+    return f"models/{endpoint_name}/"
+
+
 def artifact_prefix(endpoint_name: str, content_hash: str) -> str:
     """Content-addressed key prefix of one built artifact: a changed artifact gets a new prefix, and with it
     a new SageMaker model, so CloudFormation replaces the model cleanly."""
-    return f"models/{endpoint_name}/{content_hash}/"
+    return f"{artifact_root(endpoint_name)}{content_hash}/"

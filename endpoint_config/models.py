@@ -1,5 +1,8 @@
-"""How big a model is and what kind it is, known before any download: from a local directory's files, or
-from a short table of the reference models. Used to refuse configs whose model cannot fit the instance."""
+"""How big a model is and what kind it is, known before any download: from `model_parameters`, a local
+directory's safetensors headers, or a short table of the reference models. Used to refuse configs whose model
+cannot fit the instance; a model none of these sizes (model_facts returns None) is not silent: its endpoint
+stack gets a synth warning (systems.checks.unsized_model_warning) and the build checks the weights it reads
+(systems.checks.built_weights_problem)."""
 
 from __future__ import annotations
 
@@ -56,10 +59,10 @@ def model_facts(model: str, declared_parameters: int | None = None) -> ModelFact
         if config.is_file():
             encoder_decoder = bool(json.loads(config.read_text()).get("is_encoder_decoder", False))
         shards = sorted(path.glob("*.safetensors"))
-        if declared_parameters is None and shards:
-            declared_parameters = sum(_safetensors_parameters(p) for p in shards)
         if declared_parameters is not None:
-            return ModelFacts(declared_parameters, bool(encoder_decoder), "local files")
+            return ModelFacts(declared_parameters, bool(encoder_decoder), "model_parameters")
+        if shards:
+            return ModelFacts(sum(_safetensors_parameters(p) for p in shards), bool(encoder_decoder), "local files")
     known = KNOWN_MODELS.get(model)
     if known is not None:
         return ModelFacts(declared_parameters or known.parameters, known.encoder_decoder, known.source)

@@ -43,7 +43,11 @@ class _Strict(BaseModel):
 
 
 class Autoscaling(_Strict):
-    """Target tracking on concurrent requests per model copy (the high-resolution metric)."""
+    """Target tracking on concurrent requests per model copy.
+
+    SageMaker's metric (SageMakerVariantConcurrentRequestsPerModelHighResolution) counts concurrent requests per
+    instance, not per model copy: on systems that run several copies per instance (the DJL/LMI systems at a tensor
+    parallel degree below the GPU count) the stack sets the policy's target to target_value x copies."""
 
     min_capacity: int = Field(1, ge=1, le=100)
     max_capacity: int = Field(ge=1, le=100)
@@ -81,6 +85,15 @@ class EngineOptions(_Strict):
     tensorrt_profile: TensorRTProfile | None = None
 
 
+class InvokeFunctionSpec(_Strict):
+    """The invoke Lambda in front of the endpoint."""
+
+    # Caps how many requests the function forwards at once (and reserves that share of the account's Lambda
+    # concurrency): a GPU endpoint serves a handful of concurrent generations; more only queue and time out.
+    # None: unreserved, the account's shared pool (Lambda's default).
+    reserved_concurrency: int | None = Field(None, ge=1, le=1000)
+
+
 class SmokeTest(_Strict):
     """What the post-deploy smoke test sends and how long it may take."""
 
@@ -114,6 +127,11 @@ class EndpointSpec(_Strict):
     model_parameters: int | None = Field(None, ge=1)
     engine: EngineOptions = EngineOptions()
     smoke_test: SmokeTest = SmokeTest()
+    invoke_function: InvokeFunctionSpec = InvokeFunctionSpec()
+    # How SageMaker spreads requests over the instances (ProductionVariant RoutingConfig): least-outstanding-requests
+    # sends each to the instance with the fewest in flight, which suits long, uneven generations; random is
+    # SageMaker's default.
+    routing: Literal["random", "least-outstanding-requests"] = "random"
     # Pin an already published artifact (its manifest content hash) instead of reading build/<name>/manifest.json.
     artifact_hash: str | None = Field(None, pattern=r"^[0-9a-f]{64}$")
 
@@ -137,10 +155,36 @@ class EnvironmentSpec(_Strict):
     region: str | None = Field(None, pattern=r"^[a-z]{2}(?:-[a-z]+)+-\d$")
     # True keeps the artifact bucket, its logs and the image repository on destroy (CDK's own default).
     retain_data: bool = True
+    # After `cdk destroy` of a retaining environment its bucket and repository live on outside any stack, and
+    # deploying again would fail ("already exists"). true: use them by name (preflight says when this is needed).
+    adopt_kept_data: bool = False
     # The local AWS emulator (moto): names ECR repositories explicitly and leaves out Lambda-backed custom
     # resources, which the emulator cannot run.
     emulator: bool = False
     overrides: dict[str, EndpointOverride] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _adopt_needs_retain(self) -> EnvironmentSpec:
+        if self.adopt_kept_data and not self.retain_data:
+            raise ValueError(
+                "adopt_kept_data: true uses a bucket and repository kept by an earlier deploy, which only "
+                "retain_data: true keeps (and keeps again on destroy); set retain_data: true or drop adopt_kept_data"
+            )
+        return self
+
+
+# A Secrets Manager secret: its name or full ARN (CodeBuild's `secrets-manager` environment-variable syntax).
+SECRET_ID_PATTERN = r"^(?:arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:[0-9]{12}:secret:)?[A-Za-z0-9/_+=.@-]{1,512}$"
+
+
+class SecretRef(_Strict):
+    """A value read from AWS Secrets Manager by CodeBuild when the build starts (never written into the template).
+
+    secret: the secret's name or ARN, in the pipeline's account. json_key: the key when the secret is a JSON object
+    (a plain-text secret needs none)."""
+
+    secret: str = Field(pattern=SECRET_ID_PATTERN)
+    json_key: str | None = Field(None, pattern=r"^[A-Za-z0-9_.-]{1,128}$")
 
 
 class PipelineBuild(_Strict):
@@ -149,6 +193,20 @@ class PipelineBuild(_Strict):
     compute: Literal["SMALL", "MEDIUM", "LARGE", "X2_LARGE"] = "LARGE"
     # A GPU build image (CodeBuild's Linux GPU fleet), for artifacts built on the GPU family they run on.
     gpu: bool = False
+    # Gated or private Hugging Face models: the token huggingface_hub reads from HF_TOKEN.
+    hf_token: SecretRef | None = None
+    timeout_minutes: int = Field(240, ge=5, le=2160, description="CodeBuild allows 5-2160 minutes")
+
+
+class PipelineImages(_Strict):
+    """CDK Pipelines' asset-publishing projects, which `docker build` our own containers (deepspeed-byoc compiles
+    DeepSpeed's CUDA kernels while its image builds: large compute, long timeout)."""
+
+    compute: Literal["SMALL", "MEDIUM", "LARGE", "X2_LARGE"] = "LARGE"
+    timeout_minutes: int = Field(120, ge=5, le=2160, description="CodeBuild allows 5-2160 minutes")
+    # Docker Hub rate-limits anonymous pulls per IP, and CodeBuild shares IPs: base images on Docker Hub need a login.
+    # A Secrets Manager secret with the JSON keys `username` and `secret` (CDK's DockerCredential.dockerHub format).
+    docker_hub_secret: str | None = Field(None, pattern=SECRET_ID_PATTERN)
 
 
 class PipelineSpec(_Strict):
@@ -162,6 +220,7 @@ class PipelineSpec(_Strict):
     stages: list[str] = Field(min_length=1, description="environments, deployed in this order")
     manual_approval_before: list[str] = Field(default_factory=list)
     build: PipelineBuild = PipelineBuild()
+    images: PipelineImages = PipelineImages()
 
 
 class AppConfig(_Strict):
@@ -217,6 +276,10 @@ def endpoint_problems(ep: EndpointSpec) -> list[str]:
         return problems  # the rules below need a real instance type
 
     instance = parse_instance_type(ep.instance_type)
+    if instance.unknown_reason is not None:
+        # A hosting type without complete facts: guessing "CPU only" would pick the wrong image and skip the checks.
+        bad("instance_type", f"value {ep.instance_type!r} is refused: {instance.unknown_reason}")
+        return problems  # the rules below need the instance's facts
     if ep.volume_size_gb is not None and instance.has_local_nvme:
         bad(
             "volume_size_gb",

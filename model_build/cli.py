@@ -185,6 +185,30 @@ def cmd_smoke(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_clean(args: argparse.Namespace) -> int:
+    import boto3
+
+    from endpoint_config import artifact_bucket_name, load_config
+    from model_build.clean import delete, plan
+
+    deployment = load_config(args.config, args.env)
+    if args.endpoint:
+        deployment.endpoint(args.endpoint)  # an unknown name is a config error that lists the defined ones
+    session = boto3.session.Session(region_name=deployment.environment.region)
+    account = session.client("sts").get_caller_identity()["Account"]
+    region = deployment.environment.region or session.region_name
+    bucket = artifact_bucket_name(deployment.project, deployment.environment_name, account, region)
+    plans = plan(deployment, session, bucket, Path(args.build_root), [args.endpoint] if args.endpoint else None)
+    for p in plans:
+        print("\n".join(p.lines()))
+    removable = sum(len(p.remove) for p in plans)
+    if not args.delete:
+        print(f"dry run: {removable} artifact(s) in s3://{bucket}/models/ would be removed; run again with --delete")
+        return 0
+    print(f"deleted {delete(session, bucket, plans)} objects of {removable} artifact(s) from s3://{bucket}/models/")
+    return 0
+
+
 def _port(text: str) -> int:
     try:
         port = int(text)
@@ -238,6 +262,14 @@ def parser() -> argparse.ArgumentParser:
     smoke = sub.add_parser("smoke", help="after a deploy: stack state, deployed config, one prompt within budget")
     endpoint_args(smoke)
     smoke.set_defaults(run=cmd_smoke)
+
+    clean = sub.add_parser("clean", help="list (or --delete) published artifacts no endpoint pins, builds or runs")
+    clean.add_argument("--config", required=True, help="endpoint config file (YAML)")
+    clean.add_argument("--env", default=None, help="environment in the config (default: the only one)")
+    clean.add_argument("--endpoint", default=None, help="only this endpoint (default: every endpoint)")
+    clean.add_argument("--build-root", default=str(BUILD_ROOT), help="where builds are (default: build)")
+    clean.add_argument("--delete", action="store_true", help="delete them (default: a dry run that only lists)")
+    clean.set_defaults(run=cmd_clean)
     return top
 
 

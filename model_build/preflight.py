@@ -10,6 +10,12 @@ What a deploy needs and CloudFormation only finds out after minutes (or an hour 
   artifact <e>  the built artifact is published: s3://<artifact bucket>/models/<endpoint>/<hash>/manifest.json
                 exists and carries the content hash of the local build (build/<endpoint>/manifest.json) or
                 of the config's `artifact_hash` pin, which is what the stack deploys
+  kept data     with no artifact stack deployed, the bucket and repository an earlier deploy kept (retain_data)
+                still exist: creating them again fails, so the environment must adopt them (adopt_kept_data);
+                and adopt_kept_data names data that exists
+  instance <e>  an autoscaled endpoint whose instance type the config changes: SageMaker refuses that
+                UpdateEndpoint while the variant is registered with Application Auto Scaling, so the deploy is
+                refused with the steps that work
 
 Each failure says what to change. Quotas are read with ListServiceQuotas (the applied values), and
 ListAWSDefaultServiceQuotas for quotas that have no applied value. An environment with `emulator: true`
@@ -31,7 +37,27 @@ QUOTA_NAME = "{instance_type} for endpoint usage"
 # An endpoint update on SageMaker is blue/green by default: both fleets run while the new one starts.
 UPDATE_FACTOR = 2
 
-__all__ = ["Check", "format_checks", "run_preflight", "endpoint_quotas"]
+__all__ = ["Check", "Pending", "artifacts_pending", "format_checks", "run_preflight", "endpoint_quotas"]
+
+# `make deploy` runs the preflight before the artifact stack exists: the artifact checks cannot pass yet.
+ARTIFACTS_PENDING = "runs after the artifact stack is deployed and the artifacts are published"
+
+
+class Pending(Check):
+    """A check whose subject a later deploy step creates: reported as PEND, and not a failure (ok, skipped)."""
+
+    @property
+    def label(self) -> str:
+        return "PEND"
+
+
+def artifacts_pending(checks: list[Check], why: str = ARTIFACTS_PENDING) -> list[Check]:
+    """The preflight before the artifact stack is deployed: its artifact checks that did not pass become
+    Pending (`why`); passing ones (a redeploy) stay as they are. `make deploy` runs them for real after publish."""
+    def waits(check: Check) -> bool:
+        return check.name.startswith("artifact ") and not check.ok
+
+    return [Pending(c.name, True, why, skipped=True) if waits(c) else c for c in checks]
 
 
 @dataclass(frozen=True)
@@ -316,5 +342,95 @@ def run_preflight(deployment: Any, session: Any = None, *, build_root: Path | st
         else:
             checks += quota_checks(deployment, quotas, region)
 
+    checks += kept_data_checks(deployment, session, account, region)
+    checks += instance_change_checks(deployment, session, region)
     checks += artifact_checks(deployment, session.client("s3", region_name=region), account, region, Path(build_root))
+    return checks
+
+
+def _stack_exists(cfn: Any, name: str) -> bool:
+    from botocore.exceptions import ClientError
+
+    try:
+        stacks = cfn.describe_stacks(StackName=name)["Stacks"]
+    except ClientError:  # "Stack with id ... does not exist"
+        return False
+    return bool(stacks) and stacks[0]["StackStatus"] != "DELETE_COMPLETE"
+
+
+def kept_data_checks(deployment: Any, session: Any, account: str, region: str) -> list[Check]:
+    """The artifact bucket and image repository against the artifact stack: kept outside any stack after a destroy
+    (retain_data), they must be adopted (adopt_kept_data: true), or creating them again fails ("already exists")."""
+    from botocore.exceptions import ClientError
+
+    from endpoint_config import artifact_bucket_name, image_repository_name
+
+    env, env_name = deployment.environment, deployment.environment_name
+    stack = deployment.stack_name("artifacts")
+    if _stack_exists(session.client("cloudformation", region_name=region), stack):
+        return [Check("kept data", True, f"{stack} is deployed: its bucket and repository are in place")]
+    bucket = artifact_bucket_name(deployment.project, env_name, account, region)
+    repository = image_repository_name(deployment.project, env_name)
+    kept = []
+    try:
+        session.client("s3", region_name=region).head_bucket(Bucket=bucket)
+        kept.append(f"bucket {bucket}")
+    except ClientError:
+        pass
+    try:
+        session.client("ecr", region_name=region).describe_repositories(repositoryNames=[repository])
+        kept.append(f"repository {repository}")
+    except ClientError:
+        pass
+    where = f"environment {env_name!r} in {deployment.config_path}"
+    if kept and not env.adopt_kept_data:
+        return [Check("kept data", False, (
+            f"{' and '.join(kept)} were kept by an earlier deploy (retain_data: true) and belong to no stack, so "
+            f"creating {stack} again would fail (already exists): set `adopt_kept_data: true` on {where} to use "
+            "them as they are (README: Clean-up), or delete them if their contents are no longer wanted"
+        ))]
+    if env.adopt_kept_data and len(kept) < 2:
+        missing = [name for name in (f"bucket {bucket}", f"repository {repository}") if name not in kept]
+        return [Check("kept data", False, (
+            f"adopt_kept_data: true on {where}, but {' and '.join(missing)} do not exist: remove adopt_kept_data to "
+            "create them"
+        ))]
+    if kept:
+        return [Check("kept data", True, f"adopting the kept {' and '.join(kept)}")]
+    return [Check("kept data", True, "nothing kept from an earlier deploy: the artifact stack creates them")]
+
+
+def instance_change_checks(deployment: Any, session: Any, region: str) -> list[Check]:
+    """An autoscaled endpoint whose deployed instance type differs from the config's: SageMaker refuses an
+    UpdateEndpoint that changes the instance type of a variant registered with Application Auto Scaling
+    ("If the update would change the instance type for any model that is a target for auto scaling, the update
+    fails", https://docs.aws.amazon.com/sagemaker/latest/dg/endpoint-scaling-update.html). Removing the stack's
+    scaling resources first deregisters the variant; a second deploy changes the type and registers it again."""
+    from botocore.exceptions import ClientError
+
+    sm = session.client("sagemaker", region_name=region)
+    scaling = session.client("application-autoscaling", region_name=region)
+    checks = []
+    for ep in deployment.endpoints:
+        name = deployment.endpoint_name(ep)
+        try:
+            config_name = sm.describe_endpoint(EndpointName=name)["EndpointConfigName"]
+            variants = sm.describe_endpoint_config(EndpointConfigName=config_name)["ProductionVariants"]
+        except ClientError:
+            continue  # not deployed yet: nothing to update
+        deployed = {v.get("InstanceType") for v in variants} - {None}
+        if not deployed or deployed == {ep.instance_type}:
+            continue
+        registered = scaling.describe_scalable_targets(
+            ServiceNamespace="sagemaker", ResourceIds=[f"endpoint/{name}/variant/{v['VariantName']}" for v in variants]
+        )["ScalableTargets"]
+        if not registered:
+            checks.append(Check(f"instance {ep.name}", True, f"{', '.join(sorted(deployed))} -> {ep.instance_type}"))
+            continue
+        checks.append(Check(f"instance {ep.name}", False, (
+            f"endpoint {name} runs {', '.join(sorted(deployed))} and is registered with Application Auto Scaling; "
+            f"SageMaker refuses to change its instance type to {ep.instance_type} while it is. Deploy in two steps: "
+            f"(1) set `autoscaling: null` for endpoint {ep.name!r} (keep instance_type {sorted(deployed)[0]}) and "
+            f"deploy, which deregisters it; (2) set instance_type {ep.instance_type} and autoscaling back, and deploy"
+        )))
     return checks

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from aws_cdk import Aws, CfnOutput, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_ecr as ecr
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
@@ -29,6 +30,12 @@ class ArtifactStoreStack(Stack):
         removal = RemovalPolicy.RETAIN if retain else RemovalPolicy.DESTROY
         auto_delete = not retain and not env.emulator
 
+        bucket_name = artifact_bucket_name(deployment.project, deployment.environment_name, Aws.ACCOUNT_ID, Aws.REGION)
+        repository_name = image_repository_name(deployment.project, deployment.environment_name)
+        if env.adopt_kept_data:
+            self._adopt(bucket_name, repository_name)
+            return
+
         self.access_logs = s3.Bucket(
             self,
             "AccessLogs",
@@ -36,7 +43,12 @@ class ArtifactStoreStack(Stack):
             block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
             enforce_ssl=True,
             object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
-            lifecycle_rules=[s3.LifecycleRule(expiration=Duration.days(365))],
+            # Versioned (checkov CKV_AWS_21): access logs are evidence, so a deleted or overwritten log stays
+            # recoverable for 30 days; the noncurrent expiry keeps that from costing more than a month of logs.
+            versioned=True,
+            lifecycle_rules=[
+                s3.LifecycleRule(expiration=Duration.days(365), noncurrent_version_expiration=Duration.days(30))
+            ],
             removal_policy=removal,
             auto_delete_objects=auto_delete,
         )
@@ -50,7 +62,7 @@ class ArtifactStoreStack(Stack):
         self.bucket = s3.Bucket(
             self,
             "ArtifactBucket",
-            bucket_name=artifact_bucket_name(deployment.project, deployment.environment_name, Aws.ACCOUNT_ID, Aws.REGION),
+            bucket_name=bucket_name,
             encryption=s3.BucketEncryption.S3_MANAGED,
             block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
             enforce_ssl=True,
@@ -73,7 +85,7 @@ class ArtifactStoreStack(Stack):
             self,
             "ImageRepository",
             # Named explicitly: deterministic for model_build, and the emulator rejects generated names.
-            repository_name=image_repository_name(deployment.project, deployment.environment_name),
+            repository_name=repository_name,
             image_scan_on_push=True,
             image_tag_mutability=ecr.TagMutability.IMMUTABLE,
             lifecycle_rules=[ecr.LifecycleRule(max_image_count=50, description="keep the 50 newest images")],
@@ -91,5 +103,50 @@ class ArtifactStoreStack(Stack):
                 path_suffix="Custom::S3AutoDeleteObjectsCustomResourceProvider",
             )
 
+        self._outputs()
+
+    def _adopt(self, bucket_name: str, repository_name: str) -> None:
+        """`adopt_kept_data: true`: the bucket and repository an earlier deploy kept (retain_data) exist outside any
+        stack, and creating them again fails ("already exists"). Use them by name instead. They keep the settings
+        they were created with (encryption, versioning, lifecycle, logging, scanning); the TLS-only bucket policy,
+        which was deleted with the old stack, is put back. `cdk destroy` leaves both where they are."""
+        self.access_logs = None
+        self.bucket = s3.Bucket.from_bucket_name(self, "ArtifactBucket", bucket_name)
+        policy = s3.BucketPolicy(self, "ArtifactBucketPolicy", bucket=self.bucket, removal_policy=RemovalPolicy.RETAIN)
+        policy.document.add_statements(
+            iam.PolicyStatement(
+                effect=iam.Effect.DENY,
+                principals=[iam.AnyPrincipal()],
+                actions=["s3:*"],
+                resources=[self.bucket.bucket_arn, self.bucket.arn_for_objects("*")],
+                conditions={"Bool": {"aws:SecureTransport": "false"}},
+            )
+        )
+        acknowledge(
+            policy,
+            "AwsSolutions-S10",
+            "The policy denies every s3:* request without TLS (aws:SecureTransport false) on the bucket and its "
+            "objects, as enforceSSL does; cdk-nag cannot match the ARN of a bucket referenced by name to it.",
+        )
+        self.repository = ecr.Repository.from_repository_name(self, "ImageRepository", repository_name)
+        self._outputs()
+
+    def _outputs(self) -> None:
         CfnOutput(self, "ArtifactBucketName", value=self.bucket.bucket_name)
         CfnOutput(self, "ImageRepositoryUri", value=self.repository.repository_uri)
+
+    def grant_publish(self, grantee: iam.IGrantable) -> iam.Grant:
+        """What `python -m model_build publish` (model_build/publish.py) calls, on models/* of the artifact bucket:
+        HeadBucket (s3:ListBucket), HeadObject of every file (s3:GetObject; and s3:ListBucket, without which S3
+        answers 403 instead of 404 for a key not yet published), PutObject and the multipart upload calls
+        (s3:PutObject), AbortMultipartUpload on a failed upload (s3:AbortMultipartUpload). Operation -> action
+        from the Service Authorization Reference for Amazon S3 and the S3 API reference (HeadBucket, HeadObject).
+        Explicit actions, not bucket.grant_put's s3:PutObject* / s3:Abort* groups: write nothing else.
+        tests/test_iam_coverage.py runs publish and checks this grant covers every call."""
+        listing = iam.Grant.add_to_principal(grantee=grantee, actions=["s3:ListBucket"], resource_arns=[self.bucket.bucket_arn])
+        objects = iam.Grant.add_to_principal(
+            grantee=grantee,
+            actions=["s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload"],
+            resource_arns=[self.bucket.arn_for_objects("models/*")],
+        )
+        return listing.combine(objects)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from aws_cdk import Annotations, Aws, CfnMapping, CfnOutput, Fn, Stack, Token
+from aws_cdk import Annotations, Aws, CfnMapping, CfnOutput, CfnParameter, CfnRule, CfnRuleAssertion, Fn, Stack, Token
 from aws_cdk import aws_ecr_assets as ecr_assets
 from constructs import Construct
 
@@ -15,11 +15,13 @@ from endpoint_config import (
     EndpointSpec,
     artifact_bucket_name,
     artifact_prefix,
+    artifact_root,
     image_repository_name,
     parse_instance_type,
 )
 from endpoint_config.models import model_facts
 from systems import ServingSystem
+from systems.checks import UNSIZED_MODEL_WARNING_ID, unsized_model_warning
 
 from .llm_endpoint import ContainerImage, InvokeFunction, LlmEndpoint, ModelData, SmokeTestFunction
 from .model_artifact import ArtifactRef
@@ -61,10 +63,12 @@ class EndpointStack(Stack):
         weight_bytes = artifact.total_bytes or (facts.parameters * BYTES_PER_PARAM[spec.dtype] if facts else None)
         if system.staged_weights_environment is not None:
             # The engine reads its weights from S3 itself; SageMaker downloads only the code/ part.
-            model_data = ModelData(bucket_name=bucket, prefix=f"{prefix}code/", read_prefix=prefix)
+            model_data = ModelData(bucket_name=bucket, prefix=f"{prefix}code/", read_prefix=artifact_root(spec.name))
             environment = {**environment, **system.staged_weights_environment(f"s3://{bucket}/{prefix}weights/")}
         else:
-            model_data = ModelData(bucket_name=bucket, prefix=prefix, compressed=spec.model_data == "tar-gz")
+            model_data = ModelData(
+                bucket_name=bucket, prefix=prefix, compressed=spec.model_data == "tar-gz", read_prefix=artifact_root(spec.name)
+            )
         self.endpoint = LlmEndpoint(
             self,
             "LlmEndpoint",
@@ -76,9 +80,12 @@ class EndpointStack(Stack):
             download_timeout_s=system.download_timeout_s(spec, weight_bytes),
             startup_timeout_s=system.startup_timeout_s(spec, weight_bytes),
             network_isolation=system.network_isolation,
+            model_copies=system.model_copies(spec, instance),
+            inference_ami_version=system.inference_ami_version if instance.is_gpu else None,
         )
         self.invoke = InvokeFunction(
-            self, "Invoke", endpoint=self.endpoint, code_path=str(INVOKE_CODE), log_retention_days=spec.log_retention_days
+            self, "Invoke", endpoint=self.endpoint, code_path=str(INVOKE_CODE), log_retention_days=spec.log_retention_days,
+            reserved_concurrency=spec.invoke_function.reserved_concurrency,
         )
         self.smoke = SmokeTestFunction(
             self, "SmokeTestFunction", endpoint=self.endpoint, lambda_root=str(LAMBDA_ROOT), spec=spec,
@@ -89,8 +96,35 @@ class EndpointStack(Stack):
             Annotations.of(self).add_warning_v2(
                 "llm-endpoints:unbuilt-artifact",
                 f"endpoint {spec.name!r} has no built artifact: synthesized for review with a placeholder prefix; "
-                "do not deploy this template",
+                "CloudFormation refuses to deploy this template",
             )
+            # A template rule that fails unless the deployer says otherwise: CloudFormation evaluates rules before it
+            # creates or changes anything, so a review template deployed by mistake stops at once with this message
+            # (https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/rules-section-structure.html).
+            acknowledged = CfnParameter(
+                self,
+                "UnbuiltArtifactAcknowledged",
+                type="String",
+                default="no",
+                allowed_values=["no", "yes"],
+                description="This template names no built artifact (synthesized with allow_unbuilt for review).",
+            )
+            CfnRule(
+                self,
+                "RefuseUnbuiltArtifact",
+                assertions=[
+                    CfnRuleAssertion(
+                        assert_=Fn.condition_equals(acknowledged.value_as_string, "yes"),
+                        assert_description=(
+                            f"Endpoint {spec.name} was synthesized with allow_unbuilt for review: it names no built "
+                            "artifact. Build it (python -m model_build build) or pin artifact_hash, then synthesize again."
+                        ),
+                    )
+                ],
+            )
+
+        if unsized := unsized_model_warning(spec, built_bytes=artifact.total_bytes):
+            Annotations.of(self).add_warning_v2(UNSIZED_MODEL_WARNING_ID, unsized)
         copies = system.model_copies(spec, instance)
         if copies > 1:
             Annotations.of(self).add_info(

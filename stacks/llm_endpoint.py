@@ -17,6 +17,8 @@ from endpoint_config import Autoscaling, EndpointSpec
 from .nag import acknowledge
 
 VARIANT_NAME = "AllTraffic"
+# Config value -> ProductionVariant RoutingConfig.RoutingStrategy (botocore's sagemaker RoutingStrategy enum).
+ROUTING_STRATEGIES = {"random": "RANDOM", "least-outstanding-requests": "LEAST_OUTSTANDING_REQUESTS"}
 # Concurrency, not invocations, tracks LLM load: one request holds a model copy for seconds.
 SCALING_METRIC = "SageMakerVariantConcurrentRequestsPerModelHighResolution"
 
@@ -28,9 +30,15 @@ class ModelData:
     bucket_name: str
     prefix: str  # ends with "/"
     compressed: bool = False
-    # What the execution role may read; defaults to `prefix`. Wider when the engine itself reads staged
-    # weights beside the model data (the DJL S3 recipes): still one artifact's prefix.
+    # What the execution role may read; defaults to `prefix`. The stacks pass the endpoint's whole artifact root
+    # (models/<endpoint>/): during a blue/green update the old fleet still reads its own content-addressed prefix
+    # (a replaced instance, a scale-out) while the role's policy already serves the new model; and the DJL S3
+    # recipes' engines read staged weights beside the model data. Never another endpoint's artifacts.
     read_prefix: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.prefix.startswith(self.readable_prefix):
+            raise ValueError(f"model data prefix {self.prefix!r} lies outside the readable prefix {self.readable_prefix!r}")
 
     @property
     def readable_prefix(self) -> str:
@@ -56,11 +64,15 @@ class LlmEndpoint(Construct):
         endpoint config names are left to CloudFormation, so any change to them replaces them cleanly.
       spec: the validated endpoint config (instance type and count, volume, timeouts, autoscaling).
       image: the container image and the repository ARN the execution role may pull from.
-      model_data: the artifact location; the execution role may read only this prefix.
+      model_data: the artifact location; the execution role may read only its `readable_prefix`.
       environment: the container environment.
       download_timeout_s / startup_timeout_s: ModelDataDownloadTimeoutInSeconds and
         ContainerStartupHealthCheckTimeoutInSeconds (60-3600, validated with the config).
       network_isolation: no outbound network from the container (default True; the artifact comes from S3).
+      model_copies: copies of the model one instance serves (default 1): SageMaker's concurrency metric counts per
+        instance, so the scaling target is the per-copy target times this.
+      inference_ami_version: the variant's InferenceAmiVersion (default None: SageMaker's default AMI), for images
+        whose CUDA needs a newer driver than the default AMI's.
     """
 
     def __init__(
@@ -76,8 +88,13 @@ class LlmEndpoint(Construct):
         download_timeout_s: int,
         startup_timeout_s: int,
         network_isolation: bool = True,
+        model_copies: int = 1,
+        inference_ami_version: str | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
+        if model_copies < 1:
+            raise ValueError(f"LlmEndpoint {endpoint_name!r}: model_copies must be at least 1, got {model_copies}")
+        self.model_copies = model_copies
         for name, value in (("download_timeout_s", download_timeout_s), ("startup_timeout_s", startup_timeout_s)):
             if not 60 <= value <= 3600:
                 raise ValueError(f"LlmEndpoint {endpoint_name!r}: {name} must be between 60 and 3600 s, got {value}")
@@ -120,9 +137,14 @@ class LlmEndpoint(Construct):
             )
         )
         self.role.add_to_policy(iam.PolicyStatement(actions=["ecr:GetAuthorizationToken"], resources=["*"]))
+        # The CreateModel execution-role policy AWS documents: logs:CreateLogGroup too, since SageMaker may create
+        # the group itself ("How to use SageMaker AI execution roles", CreateModel API section,
+        # https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-roles.html). The group ARN with the trailing
+        # :* is the form IAM policies use for every CloudWatch Logs action but the tagging ones
+        # (https://docs.aws.amazon.com/AmazonCloudWatch/latest/logs/iam-access-control-overview-cwl.html).
         self.role.add_to_policy(
             iam.PolicyStatement(
-                actions=["logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
+                actions=["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
                 resources=[self.log_group.log_group_arn],
             )
         )
@@ -142,8 +164,9 @@ class LlmEndpoint(Construct):
         acknowledge(
             self.role,
             f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:s3:::{_nag_text(model_data.bucket_name)}/{model_data.readable_prefix}*]",
-            "Read access to the objects of one content-addressed artifact prefix: the files are only known "
-            "after the build, and the prefix changes with every artifact.",
+            "Read access to this endpoint's artifacts (models/<endpoint>/) only: the files are known only after the "
+            "build, and during a blue/green update the old fleet still reads its own content-addressed prefix while "
+            "the policy already names the new one.",
         )
 
         if model_data.compressed:
@@ -184,15 +207,27 @@ class LlmEndpoint(Construct):
                     volume_size_in_gb=volume,
                     model_data_download_timeout_in_seconds=download_timeout_s,
                     container_startup_health_check_timeout_in_seconds=startup_timeout_s,
+                    routing_config=sagemaker.CfnEndpointConfig.RoutingConfigProperty(
+                        routing_strategy=ROUTING_STRATEGIES[spec.routing]
+                    ),
+                    inference_ami_version=inference_ami_version,
                 )
             ],
         )
 
+        # An update would otherwise reset the fleet to InitialInstanceCount (UpdateEndpoint,
+        # https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_UpdateEndpoint.html): keep what autoscaling
+        # set; take weights and data capture from the new config, and the count too when nothing scales it.
+        excluded = ["DesiredWeight", "DataCaptureConfig"] + (["DesiredInstanceCount"] if spec.autoscaling is None else [])
         self.endpoint = sagemaker.CfnEndpoint(
             self,
             "Endpoint",
             endpoint_name=endpoint_name,
             endpoint_config_name=self.endpoint_config.attr_endpoint_config_name,
+            retain_all_variant_properties=True,
+            exclude_retained_variant_properties=[
+                sagemaker.CfnEndpoint.VariantPropertyProperty(variant_property_type=t) for t in excluded
+            ],
         )
         self.endpoint.node.add_dependency(self.log_group)
 
@@ -218,7 +253,8 @@ class LlmEndpoint(Construct):
             policy_type="TargetTrackingScaling",
             scaling_target_id=target.ref,
             target_tracking_scaling_policy_configuration=appscaling.CfnScalingPolicy.TargetTrackingScalingPolicyConfigurationProperty(
-                target_value=scaling.target_value,
+                # The metric counts concurrent requests per instance; the config's target is per model copy.
+                target_value=scaling.target_value * self.model_copies,
                 predefined_metric_specification=appscaling.CfnScalingPolicy.PredefinedMetricSpecificationProperty(
                     predefined_metric_type=SCALING_METRIC
                 ),
@@ -231,6 +267,38 @@ class LlmEndpoint(Construct):
     def endpoint_arn(self) -> str:
         # SageMaker ARNs carry the endpoint name in lower case.
         return Stack.of(self).format_arn(service="sagemaker", resource="endpoint", resource_name=self.endpoint_name.lower())
+
+    # Grants, as aws-cdk's aws-sagemaker-alpha `Endpoint.grantInvoke` does (packages/@aws-cdk/aws-sagemaker-alpha/
+    # lib/endpoint.ts: iam.Grant.addToPrincipal, sagemaker:InvokeEndpoint on the endpoint ARN). Every principal that
+    # calls this endpoint gets its permissions here, so no two hand-written action lists can drift apart.
+
+    def grant_invoke(self, grantee: iam.IGrantable) -> iam.Grant:
+        """InvokeEndpoint. It also authorizes InvokeEndpointWithResponseStream, which has no IAM action of its own
+        ("your IAM permissions must allow the sagemaker:InvokeEndpoint action",
+        https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_runtime_InvokeEndpointWithResponseStream.html)."""
+        return iam.Grant.add_to_principal(
+            grantee=grantee, actions=["sagemaker:InvokeEndpoint"], resource_arns=[self.endpoint_arn]
+        )
+
+    def grant_describe(self, grantee: iam.IGrantable) -> iam.Grant:
+        """DescribeEndpoint: status, failure reason and the endpoint config it runs."""
+        return iam.Grant.add_to_principal(
+            grantee=grantee, actions=["sagemaker:DescribeEndpoint"], resource_arns=[self.endpoint_arn]
+        )
+
+    def grant_smoke_test(self, grantee: iam.IGrantable) -> iam.Grant:
+        """What lambda/smoke/handler.py `smoke_test` calls (also run by `python -m model_build smoke`):
+        cloudformation DescribeStacks + ListStackResources on this endpoint's stack, then DescribeEndpoint and
+        InvokeEndpoint on the endpoint. tests/test_iam_coverage.py runs that code and checks this grant covers it."""
+        stack = Stack.of(self)
+        # stack_id, not Aws.STACK_ID: a scoped token, so a grantee in another stack gets this stack's id
+        # (exported), never its own.
+        on_stack = iam.Grant.add_to_principal(
+            grantee=grantee,
+            actions=["cloudformation:DescribeStacks", "cloudformation:ListStackResources"],
+            resource_arns=[stack.stack_id],
+        )
+        return on_stack.combine(self.grant_describe(grantee)).combine(self.grant_invoke(grantee))
 
 
 class _PythonFunction(Construct):
@@ -249,6 +317,7 @@ class _PythonFunction(Construct):
         statements: list[iam.PolicyStatement],
         description: str,
         log_retention_days: int,
+        reserved_concurrency: int | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         log_group = logs.LogGroup(
@@ -271,6 +340,7 @@ class _PythonFunction(Construct):
             log_group=log_group,
             timeout=timeout,
             memory_size=256,
+            reserved_concurrent_executions=reserved_concurrency,
             environment=environment,
             description=description,
         )
@@ -280,7 +350,17 @@ class _PythonFunction(Construct):
 class InvokeFunction(_PythonFunction):
     """The Lambda function in lambda/invoke: validates a request and invokes one endpoint (name from env only)."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, endpoint: LlmEndpoint, code_path: str, log_retention_days: int) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        endpoint: LlmEndpoint,
+        code_path: str,
+        log_retention_days: int,
+        reserved_concurrency: int | None = None,
+    ) -> None:
+        """reserved_concurrency: Lambda reserved concurrency (default None: the account's unreserved pool)."""
         super().__init__(
             scope,
             construct_id,
@@ -290,10 +370,12 @@ class InvokeFunction(_PythonFunction):
             # Above the client's 5 s connect + 55 s read timeouts; the read timeout stays below SageMaker's
             # 60 s InvokeEndpoint limit, so the function answers 504 itself instead of being killed.
             timeout=Duration.seconds(65),
-            statements=[iam.PolicyStatement(actions=["sagemaker:InvokeEndpoint"], resources=[endpoint.endpoint_arn])],
+            statements=[],
             description=f"Validates a generation request and invokes SageMaker endpoint {endpoint.endpoint_name}",
             log_retention_days=log_retention_days,
+            reserved_concurrency=reserved_concurrency,
         )
+        endpoint.grant_invoke(self.function)
 
 
 class SmokeTestFunction(_PythonFunction):
@@ -326,18 +408,11 @@ class SmokeTestFunction(_PythonFunction):
                 "EMULATOR": "true" if emulator else "false",
             },
             timeout=Duration.seconds(90),
-            statements=[
-                iam.PolicyStatement(
-                    actions=["cloudformation:DescribeStacks", "cloudformation:ListStackResources"],
-                    resources=[Aws.STACK_ID],
-                ),
-                iam.PolicyStatement(
-                    actions=["sagemaker:DescribeEndpoint", "sagemaker:InvokeEndpoint"], resources=[endpoint.endpoint_arn]
-                ),
-            ],
+            statements=[],
             description=f"Smoke test of SageMaker endpoint {endpoint.endpoint_name} and its stack",
             log_retention_days=spec.log_retention_days,
         )
+        endpoint.grant_smoke_test(self.function)
 
 
 _RETENTION_BY_DAYS = {

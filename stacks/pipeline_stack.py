@@ -5,9 +5,11 @@ Pipeline stages, in `pipeline.stages` order, two per environment:
 
   <env>-artifacts   the ArtifactStoreStack (artifact bucket + image repository) and the role the model build assumes
                     to publish into that bucket. Preceded by a ManualApprovalStep when <env> is in
-                    `manual_approval_before`.
-  <env>-endpoints   pre:  ModelBuild (CodeBuild): `model_build build` + `publish` of every endpoint, skipped for an
-                          endpoint whose pinned artifact is already published (its manifest.json is in the bucket);
+                    `manual_approval_before`, and for the first environment by the Tests step (`make test`), which
+                    the approval waits for.
+  <env>-endpoints   pre:  ModelBuild (CodeBuild): `model_build build` + `publish` of every endpoint, skipped (and the
+                          build set not even installed) for an endpoint whose pinned artifact is already published
+                          (its manifest.json is in the bucket);
                     the endpoint stacks;
                     post: Smoke-<endpoint> (CodeBuild): `model_build smoke` per endpoint; a failure stops the
                           pipeline, so a broken environment is never promoted.
@@ -23,8 +25,9 @@ environment's account. The CDK bootstrap roles do not fit: the deploy role may n
 endpoint, and widening the bootstrap would grant that to every CDK app. Instead the environment's own stacks
 create two narrow roles with fixed names that trust only the matching CodeBuild role of the pipeline (by
 `aws:PrincipalArn`): `<project>-<env>-model-publisher` (artifacts stack: ListBucket on the bucket, Get/Put/Abort
-multipart on `models/*`) and `<project>-<env>-<endpoint>-smoke` (endpoint stack: InvokeEndpoint + DescribeEndpoint
-on one endpoint, DescribeStackResources on its stack). The CodeBuild roles may only `sts:AssumeRole` those roles;
+multipart on `models/*`: `ArtifactStoreStack.grant_publish`) and `<project>-<env>-<endpoint>-smoke` (endpoint stack:
+what the smoke test calls, `LlmEndpoint.grant_smoke_test`: DescribeStacks + ListStackResources on its stack,
+DescribeEndpoint + InvokeEndpoint on its endpoint; tests/test_iam_coverage.py runs the code and checks the grant). The CodeBuild roles may only `sts:AssumeRole` those roles;
 the steps reach them through an AWS profile with `credential_source = EcsContainer` (boto3 refreshes the
 credentials during long builds). Same-account environments use the same mechanism, so dev and prod do not differ.
 """
@@ -32,17 +35,22 @@ credentials during long builds). Same-account environments use the same mechanis
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
+import json
 import os
 import shlex
 from pathlib import Path
 
-from aws_cdk import Duration, Stack, Stage, Tags, pipelines
+from aws_cdk import Annotations, Duration, Stack, Stage, Tags, pipelines
 from aws_cdk import aws_codebuild as codebuild
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
 from endpoint_config import ConfigError, Deployment, artifact_bucket_name, load_all_environments
 from endpoint_config.schema import PipelineSpec
+from systems import get_system
+from systems.base import docker_hub_bases
 from systems.images import ImagePin
 
 from . import add_artifact_stack, add_endpoint_stacks, tag_environment
@@ -58,21 +66,40 @@ COMPUTE_TYPES = {
 }
 # CodeBuild's Linux GPU fleet offers two sizes only: small (1 x A10G/T4 class) and large (multi-GPU).
 GPU_COMPUTE = ("SMALL", "LARGE")
-# An AWS Deep Learning Container with CUDA and Python 3.12 (the same PyTorch 2.6 / CUDA 12.4 / Ubuntu 22.04 base as
-# the pinned HF inference image, systems/images.py); CodeBuild pulls it from the DLC registry of the region.
+# An AWS Deep Learning Container with CUDA and Python 3.12 (PyTorch 2.6, the framework of the pinned HF inference
+# image, systems/images.py); CodeBuild pulls it from the DLC registry of the region. The tag is the one the
+# `sagemaker` package's table gives (sagemaker.core.image_uris.retrieve("pytorch", version="2.6.0",
+# py_version="py312", image_scope="inference", GPU instance)): tests/test_image_references.py checks every image a
+# template names against those tables. "2.6.0-gpu-py312-cu124-ubuntu22.04" without the -ec2/-sagemaker suffix is
+# not published (aws/deep-learning-containers release notes, v1.x-pt-*-2.6.0-inf-gpu-py312).
 GPU_BUILD_IMAGE = ImagePin(
     repository="pytorch-inference",
-    gpu_tag="2.6.0-gpu-py312-cu124-ubuntu22.04",
+    gpu_tag="2.6.0-gpu-py312",
     sdk_framework="pytorch",
     sdk_version="2.6.0",
 )
-CPU_BUILD_IMAGE = codebuild.LinuxBuildImage.STANDARD_7_0  # Ubuntu 22.04, Python 3.12, Node 20
+# Ubuntu 24.04 standard image 8.0: Python 3.10-3.14 and Node.js 22/24 as runtime versions
+# (aws/aws-codebuild-docker-images, ubuntu/standard/8.0/runtimes.yml). standard:7.0 offers Node 18/20 only, both
+# end-of-life, and defaults to Python 3.11. CodeBuild picks an image's default runtimes unless the buildspec pins
+# them (docs.aws.amazon.com/codebuild/latest/userguide/available-runtimes.html), so every curated-image step pins.
+CPU_BUILD_IMAGE = codebuild.LinuxBuildImage.STANDARD_8_0
+RUNTIME_VERSIONS = {"python": "3.12", "nodejs": "24"}
+# Runtime selection is not supported on custom images (the GPU DLC): those steps get no runtime-versions.
+PINNED_RUNTIMES = codebuild.BuildSpec.from_object({"phases": {"install": {"runtime-versions": RUNTIME_VERSIONS}}})
 # CDK Pipelines builds DockerImageAssets in its asset publishing projects (made privileged by CDK itself); synth only
-# stages the Docker build context (FACTS.md), so the synth project needs no Docker even for own containers.
+# stages the Docker build context, so the synth project needs no Docker even for own containers.
 DOCKER_FOR_SYNTH = False
-MODEL_BUILD_TIMEOUT = Duration.hours(4)  # GPT-J 6B: download 24 GB, convert, verify against the source, upload
 SMOKE_TIMEOUT = Duration.minutes(20)
-VENV_INSTALL = "python3 -m venv .venv && .venv/bin/pip install --quiet --disable-pip-version-check -r requirements.txt"
+TESTS_TIMEOUT = Duration.minutes(60)
+# What each step installs (Makefile targets, one requirements set each): the synth and smoke steps need no torch.
+SYNTH_INSTALL = "make venv-deploy cdk-cli"
+SMOKE_INSTALL = "make venv-deploy"  # also the model build step's: it checks what is published before installing more
+MODEL_BUILD_INSTALL = "make venv-build"
+# The CDK CLI the pipeline's self-mutation installs: the one package.json pins (it reads this aws-cdk-lib's cloud
+# assemblies; CLI 3.x cannot). cdk-assets: checked to read these asset manifests by tests/test_buildspecs.py.
+CDK_CLI_VERSION = json.loads((ROOT / "package.json").read_text())["devDependencies"]["aws-cdk"]
+CDK_ASSETS_VERSION = "4.7.3"
+CDK_LIB_VERSION = importlib.metadata.version("aws-cdk-lib")
 
 
 def role_name(*parts: str) -> str:
@@ -118,26 +145,52 @@ class PipelineStack(Stack):
         source = pipelines.CodePipelineSource.connection(
             pipeline.repository, pipeline.branch, connection_arn=pipeline.connection_arn
         )
+        # Synth needs only the deploy set (no torch): `make synth-pipeline` runs the CDK CLI with the venv's python3
+        # first on PATH, which cdk.json's "python3 app.py" needs (a bare `npx cdk synth` would run the system python).
         self.synth_step = pipelines.CodeBuildStep(
             "Synth",
             input=source,
-            install_commands=["make install"],
-            commands=["make test", f"npx cdk synth -c config={shlex.quote(config_path)} -c pipeline=true"],
-            build_environment=codebuild.BuildEnvironment(build_image=CPU_BUILD_IMAGE, compute_type=codebuild.ComputeType.LARGE),
+            install_commands=[SYNTH_INSTALL],
+            commands=[f"make synth-pipeline CONFIG={shlex.quote(config_path)}"],
+            build_environment=codebuild.BuildEnvironment(build_image=CPU_BUILD_IMAGE, compute_type=codebuild.ComputeType.MEDIUM),
+            partial_build_spec=PINNED_RUNTIMES,
             primary_output_directory="cdk.out",
         )
+        # The test suite gates every deployment; it needs the whole dev set (torch, transformers), so it runs in its
+        # own step rather than in synth, which the self-mutation waits for.
+        self.tests_step = pipelines.CodeBuildStep(
+            "Tests",
+            input=source,
+            commands=["make test"],
+            build_environment=codebuild.BuildEnvironment(build_image=CPU_BUILD_IMAGE, compute_type=codebuild.ComputeType.LARGE),
+            partial_build_spec=PINNED_RUNTIMES,
+            timeout=TESTS_TIMEOUT,
+        )
+        images = pipeline.images
         self.pipeline = pipelines.CodePipeline(
             self,
             "Pipeline",
             pipeline_name=f"{project}-pipeline",
             synth=self.synth_step,
             self_mutation=True,
+            cli_version=CDK_CLI_VERSION,
+            cdk_assets_cli_version=CDK_ASSETS_VERSION,
             cross_account_keys=True,  # artifact bucket encrypted with a customer-managed KMS key other accounts may use
             enable_key_rotation=True,
             docker_enabled_for_synth=DOCKER_FOR_SYNTH,
+            # Defaults merge into every project, the GPU model build's custom image too, which refuses
+            # runtime-versions: the runtimes are pinned per kind of project instead.
             code_build_defaults=pipelines.CodeBuildOptions(
                 build_environment=codebuild.BuildEnvironment(build_image=CPU_BUILD_IMAGE)
             ),
+            self_mutation_code_build_defaults=pipelines.CodeBuildOptions(partial_build_spec=PINNED_RUNTIMES),
+            # Own images (deepspeed-byoc compiles DeepSpeed's CUDA kernels during `docker build`): size and time.
+            asset_publishing_code_build_defaults=pipelines.CodeBuildOptions(
+                build_environment=codebuild.BuildEnvironment(compute_type=COMPUTE_TYPES[images.compute]),
+                partial_build_spec=PINNED_RUNTIMES,
+                timeout=Duration.minutes(images.timeout_minutes),
+            ),
+            docker_credentials=self._docker_credentials(images.docker_hub_secret),
         )
 
         self.stages: dict[str, tuple[Stage, Stage]] = {}
@@ -151,7 +204,57 @@ class PipelineStack(Stack):
 
         Tags.of(self).add("llm-endpoints:project", project)
         self.pipeline.build_pipeline()
+        self._warn_about_asset_publishing(deployments)
+        self._grant_connection_use()
         self._acknowledge_pipeline_findings()
+
+    def _warn_about_asset_publishing(self, deployments: dict[str, Deployment]) -> None:
+        """What only a run of the asset stage would show: said at synth, where the reviewer of the pipeline reads."""
+        Annotations.of(self).add_warning_v2(
+            "llm-endpoints:cdk-assets-schema",
+            f"the asset projects install cdk-assets@{CDK_ASSETS_VERSION}, the newest on npm, which reads cloud assembly "
+            f"schema 54 at most; aws-cdk-lib {CDK_LIB_VERSION} writes 55, so publishing assets fails until a newer "
+            "cdk-assets is pinned (CDK_ASSETS_VERSION; tests/test_buildspecs.py checks it)",
+        )
+        if self.spec.images.docker_hub_secret:
+            return
+        for deployment in deployments.values():
+            for spec in deployment.endpoints:
+                own = get_system(spec.system).own_container
+                hub = [b for b in docker_hub_bases(own)] if own else []
+                if hub:
+                    Annotations.of(self).add_warning_v2(
+                        "llm-endpoints:docker-hub-anonymous",
+                        f"endpoint {spec.name!r} ({spec.system}) builds from {', '.join(hub)} on Docker Hub, which "
+                        "rate-limits anonymous pulls per IP (CodeBuild shares IPs): set pipeline.images."
+                        "docker_hub_secret to a Secrets Manager secret with `username` and `secret`",
+                    )
+                    return
+
+    def _docker_credentials(self, secret_id: str | None) -> list[pipelines.DockerCredential]:
+        """Docker Hub login for the asset-publishing projects, from a Secrets Manager secret (username, secret)."""
+        if secret_id is None:
+            return []
+        secret = secretsmanager.Secret.from_secret_complete_arn(self, "DockerHubSecret", secret_id) if secret_id.startswith(
+            "arn:"
+        ) else secretsmanager.Secret.from_secret_name_v2(self, "DockerHubSecret", secret_id)
+        return [pipelines.DockerCredential.docker_hub(secret, usages=[pipelines.DockerCredentialUsage.ASSET_PUBLISHING])]
+
+    def _grant_connection_use(self) -> None:
+        """CDK grants the source action `codestar-connections:UseConnection` only; IAM evaluates the action of the
+        service prefix the connection ARN carries, and connections created since the rename are
+        `arn:aws:codeconnections:...` (AWS CodeConnections docs, "Service prefix change": both prefixes are
+        accepted for the same connection resource). Grant both, on the connection in both ARN spellings."""
+        arn = self.spec.connection_arn
+        arns = sorted({arn, arn.replace(":codestar-connections:", ":codeconnections:"),
+                       arn.replace(":codeconnections:", ":codestar-connections:")})
+        statement = iam.PolicyStatement(
+            actions=["codestar-connections:UseConnection", "codeconnections:UseConnection"], resources=arns
+        )
+        source_stage = self.pipeline.pipeline.node.find_child("Source")
+        for role in source_stage.node.find_all():
+            if isinstance(role, iam.Role):
+                role.add_to_principal_policy(statement)
 
     # ------------------------------------------------------------------------------------------- environments
 
@@ -179,6 +282,8 @@ class PipelineStack(Stack):
         tag_environment(endpoints_stage, deployment)
 
         pre_artifacts: list[pipelines.Step] = []
+        if self._previous is None:
+            pre_artifacts.append(self.tests_step)  # the tests gate the first environment, so every one after it
         if env_name in self.spec.manual_approval_before:
             approval = pipelines.ManualApprovalStep(
                 f"Approve-{env_name}",
@@ -186,6 +291,8 @@ class PipelineStack(Stack):
                 + (f": {self._previous} passed its smoke tests" if self._previous else ""),
             )
             self.approvals[env_name] = approval
+            if self.tests_step in pre_artifacts:
+                approval.add_step_dependency(self.tests_step)  # nobody approves a change whose tests have not passed
             pre_artifacts.append(approval)
         self.pipeline.add_stage(artifacts_stage, pre=pre_artifacts)
 
@@ -224,9 +331,10 @@ class PipelineStack(Stack):
                 ".venv/bin/python -c 'import sys, boto3; boto3.client(\"s3\").head_object(Bucket=sys.argv[1], "
                 f"Key=sys.argv[2])' {bucket} {key} 2>/dev/null"
             )
+            # The build set (torch, transformers: GBs with CUDA) is installed only when something is to be built.
             commands.append(
                 f"if {published}; then echo '{spec.name}: s3://{bucket}/{key} is published: skipping its build'; "
-                f"else .venv/bin/python -m model_build build {where} --quiet "
+                f"else {MODEL_BUILD_INSTALL} && .venv/bin/python -m model_build build {where} --quiet "
                 f"&& .venv/bin/python -m model_build publish {where}; fi"
             )
         if build.gpu:
@@ -235,18 +343,31 @@ class PipelineStack(Stack):
             image = codebuild.LinuxGpuBuildImage.aws_deep_learning_containers_image(
                 GPU_BUILD_IMAGE.repository, GPU_BUILD_IMAGE.gpu_tag, GPU_BUILD_IMAGE.registry_account(self.region)
             )
+            runtimes = None  # a custom image: CodeBuild refuses runtime-versions there
         else:
-            image = CPU_BUILD_IMAGE
+            image, runtimes = CPU_BUILD_IMAGE, PINNED_RUNTIMES
+        variables = {}
+        if build.hf_token is not None:
+            # CodeBuild reads the secret when the build starts and CDK grants the project role GetSecretValue on it;
+            # huggingface_hub reads HF_TOKEN (gated and private models). Value syntax: secret-id[:json-key].
+            ref = build.hf_token
+            variables["HF_TOKEN"] = codebuild.BuildEnvironmentVariable(
+                type=codebuild.BuildEnvironmentVariableType.SECRETS_MANAGER,
+                value=ref.secret + (f":{ref.json_key}" if ref.json_key else ""),
+            )
         step = pipelines.CodeBuildStep(
             "ModelBuild",
             input=source,
-            install_commands=[VENV_INSTALL, *_profile_commands("publisher", publisher_arn, region)],
+            install_commands=[SMOKE_INSTALL, *_profile_commands("publisher", publisher_arn, region)],
             commands=commands,
             env={"AWS_PROFILE": "publisher", "HF_HUB_DISABLE_PROGRESS_BARS": "1"},
-            build_environment=codebuild.BuildEnvironment(build_image=image, compute_type=COMPUTE_TYPES[build.compute]),
+            build_environment=codebuild.BuildEnvironment(
+                build_image=image, compute_type=COMPUTE_TYPES[build.compute], environment_variables=variables
+            ),
+            partial_build_spec=runtimes,
             role=role,
             role_policy_statements=[iam.PolicyStatement(actions=["sts:AssumeRole"], resources=[publisher_arn])],
-            timeout=MODEL_BUILD_TIMEOUT,
+            timeout=Duration.minutes(build.timeout_minutes),
         )
         self._own_steps.append(step)
         return step
@@ -265,10 +386,11 @@ class PipelineStack(Stack):
         step = pipelines.CodeBuildStep(
             f"Smoke-{endpoint}",
             input=source,
-            install_commands=[VENV_INSTALL, *_profile_commands("smoke", target_arn, region)],
+            install_commands=[SMOKE_INSTALL, *_profile_commands("smoke", target_arn, region)],
             commands=[f".venv/bin/python -m model_build smoke --config {config} --env {env_name} --endpoint {endpoint}"],
             env={"AWS_PROFILE": "smoke"},
             build_environment=codebuild.BuildEnvironment(build_image=CPU_BUILD_IMAGE, compute_type=codebuild.ComputeType.SMALL),
+            partial_build_spec=PINNED_RUNTIMES,
             role=role,
             role_policy_statements=[iam.PolicyStatement(actions=["sts:AssumeRole"], resources=[target_arn])],
             timeout=SMOKE_TIMEOUT,
@@ -354,7 +476,7 @@ class PipelineStack(Stack):
                         "cdk-*-publishing roles only.",
                     },
                 )
-        for step in self._own_steps:
+        for step in [*self._own_steps, self.tests_step]:
             ack(step.project.role, {**artifacts_read, **key, **project_findings(step.project)})
         if self.spec.build.gpu:
             for step in self.build_steps.values():
@@ -399,14 +521,7 @@ def _publisher_role(artifacts, deployment: Deployment, pipeline_account: str, bu
         description=f"Assumed by the pipeline's model build: writes models/* of the {deployment.environment_name} artifact bucket",
         max_session_duration=Duration.hours(4),
     )
-    bucket = artifacts.bucket
-    role.add_to_policy(iam.PolicyStatement(actions=["s3:ListBucket"], resources=[bucket.bucket_arn]))
-    role.add_to_policy(
-        iam.PolicyStatement(
-            actions=["s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload"],
-            resources=[bucket.arn_for_objects("models/*")],
-        )
-    )
+    artifacts.grant_publish(role)
     acknowledge(
         role,
         "AwsSolutions-IAM5[Resource::<ArtifactBucket.Arn>/models/*]",
@@ -417,7 +532,8 @@ def _publisher_role(artifacts, deployment: Deployment, pipeline_account: str, bu
 
 
 def _smoke_role(stack, deployment: Deployment, endpoint: str, name: str, pipeline_account: str, cb_role_name: str) -> iam.Role:
-    """In the endpoint's stack: the role the pipeline's smoke test assumes; it may invoke and describe one endpoint."""
+    """In the endpoint's stack: the role the pipeline's smoke test assumes; it may read this stack and describe and
+    invoke its endpoint (what `model_build smoke` calls), nothing else."""
     spec = deployment.endpoint(endpoint)
     role = iam.Role(
         stack,
@@ -426,18 +542,8 @@ def _smoke_role(stack, deployment: Deployment, endpoint: str, name: str, pipelin
         assumed_by=_pipeline_role_principal(stack, pipeline_account, cb_role_name),
         description=f"Assumed by the pipeline's smoke test: invokes endpoint {deployment.endpoint_name(spec)} only",
     )
-    role.add_to_policy(
-        iam.PolicyStatement(
-            actions=["sagemaker:InvokeEndpoint", "sagemaker:DescribeEndpoint"], resources=[stack.endpoint.endpoint_arn]
-        )
-    )
-    stack_arn = stack.format_arn(service="cloudformation", resource="stack", resource_name=f"{stack.stack_name}/*")
-    role.add_to_policy(iam.PolicyStatement(actions=["cloudformation:DescribeStackResources"], resources=[stack_arn]))
-    acknowledge(
-        role,
-        f"AwsSolutions-IAM5[Resource::arn:{stack.partition}:cloudformation:{stack.region}:{stack.account}:stack/{stack.stack_name}/*]",
-        "A stack ARN ends with the stack's id, which CloudFormation assigns at creation: the name is fixed, the id is not.",
-    )
+    # The same grant as the stack's smoke-test Lambda: both run lambda/smoke/handler.py `smoke_test`.
+    stack.endpoint.grant_smoke_test(role)
     return role
 
 

@@ -101,15 +101,27 @@ def load_source(
     load: Callable[[Path], tuple[Any, Any]],
     *,
     name_endpoint: bool = True,
+    weight_limit_bytes: int | None = None,
 ) -> tuple[Any, Any]:
-    """`load(source)`, with any failure as a BuildError naming the model (and, by default, the endpoint)."""
+    """`load(source)`, with any failure as a BuildError naming the model (and, by default, the endpoint).
+
+    Every recipe reads its source weights here, so here the build first knows their real size: weights that do
+    not fit the endpoint's GPUs (systems.checks.built_weights_problem; `weight_limit_bytes` replaces the
+    instance's limit) are refused before the recipe writes anything.
+    """
     try:
-        return load(source)
+        model, tokenizer = load(source)
     except Exception as err:
         prefix = f"endpoint {endpoint.name!r}: " if name_endpoint else ""
         raise BuildError(
             f"{prefix}model {endpoint.model!r} failed to load from {source}: {type(err).__name__}: {err}"
         ) from None
+    from systems.checks import built_weights_problem
+
+    problem = built_weights_problem(endpoint, sum(p.numel() for p in model.parameters()), weight_limit_bytes)
+    if problem is not None:
+        raise BuildError(problem)
+    return model, tokenizer
 
 
 def reference_outputs(model: Any, tokenizer: Any) -> tuple[Any, list[int], list[int]]:

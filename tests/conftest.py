@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+# The Node that package.json installs (Node 20 is end-of-life), for jsii in this process and the CDK CLI in subprocesses.
+os.environ["PATH"] = f"{ROOT / 'node_modules' / '.bin'}{os.pathsep}{os.environ.get('PATH', '')}"
 os.environ.setdefault("CDK_DISABLE_CLI_TELEMETRY", "true")
 # Synth must not depend on the machine's AWS settings.
 for _var in ("CDK_DEFAULT_ACCOUNT", "CDK_DEFAULT_REGION"):
@@ -51,6 +52,26 @@ def write_fake_manifest(build_root: Path, name: str, system: str, dtype: str, co
 
 
 @pytest.fixture(scope="session")
+def pipeline_synth(tmp_path_factory):
+    """config/examples/pipeline.yaml with -c pipeline=true, synthesized once per session (~18 s; cdk-nag runs in
+    synth): (outdir, pipeline stack, pipeline template, {stage: {stack name: (template, account, template path)}})."""
+    import aws_cdk as cdk
+
+    from stacks.pipeline_stack import add_pipeline
+
+    outdir = tmp_path_factory.mktemp("pipeline-cdkout")
+    app = cdk.App(context=cdk_context(), outdir=str(outdir))
+    stack = add_pipeline(app, "config/examples/pipeline.yaml")
+    assembly = app.synth()  # raises on any unacknowledged cdk-nag finding
+    stages = {}
+    for nested in ("dev-artifacts", "dev-endpoints", "prod-artifacts", "prod-endpoints"):
+        sub = assembly.get_nested_assembly(f"assembly-{nested}")
+        stages[nested] = {s.stack_name: (s.template, s.environment.account, s.template_full_path) for s in sub.stacks}
+    template = json.loads((outdir / "llm-endpoints-pipeline.template.json").read_text())
+    return outdir, stack, template, stages
+
+
+@pytest.fixture(scope="session")
 def synth(tmp_path_factory):
     """synth(config, env=None, build_root=None, allow_unbuilt=True) -> Synthesized, cached per session."""
     import aws_cdk as cdk
@@ -77,3 +98,32 @@ def synth(tmp_path_factory):
         return cache[key]
 
     return _synth
+
+
+@pytest.fixture(scope="session")
+def gpu_pipeline(tmp_path_factory) -> dict:
+    """The GPU option, a Hugging Face token from Secrets Manager, and an own image built with a Docker Hub login,
+    synthesized with cdk-nag (one environment only, to keep it quick); tests/test_image_references.py reads it too."""
+    import aws_cdk as cdk
+    from test_pipeline_stack import CONFIG, DOCKER_HUB_SECRET, HF_SECRET, TOOLS, _deployments_with
+
+    from stacks.nag import add_nag_checks
+    from stacks.pipeline_stack import PipelineStack
+
+    deployments, spec = _deployments_with(
+        **{
+            "pipeline.build": {"compute": "SMALL", "gpu": True, "hf_token": HF_SECRET},
+            "pipeline.images": {"compute": "X2_LARGE", "timeout_minutes": 180, "docker_hub_secret": DOCKER_HUB_SECRET},
+            "endpoints.0.system": "deepspeed-byoc",
+            "pipeline.stages": ["dev"], "pipeline.manual_approval_before": [],
+        }
+    )
+    outdir = tmp_path_factory.mktemp("gpu-pipeline")
+    app = cdk.App(context=cdk_context(), outdir=str(outdir))
+    PipelineStack(
+        app, "P", config_path=CONFIG, deployments=deployments, pipeline=spec,
+        env={"account": TOOLS, "region": "us-east-1"},
+    )
+    add_nag_checks(app)
+    app.synth()  # the GPU image's own findings (CB5, ecr:GetAuthorizationToken) are acknowledged
+    return json.loads((outdir / "P.template.json").read_text())

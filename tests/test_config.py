@@ -11,6 +11,8 @@ from conftest import ROOT
 
 from endpoint_config import ConfigError, hosting_instance_types, load_config, parse_instance_type
 
+pytest_plugins = ["conftest_model"]  # tiny_models, for the build-time size refusal
+
 GOOD_ENDPOINT = dict(
     name="gptj", system="hf-fastload", model="EleutherAI/gpt-j-6B", dtype="fp16", instance_type="ml.g5.2xlarge"
 )
@@ -72,12 +74,12 @@ def test_instance_facts_match_the_sagemaker_gpu_table():
         if name not in hosting_instance_types():
             continue
         instance = parse_instance_type(name)
-        if instance.accelerators is None or instance.accelerators.kind != "gpu":
-            continue
+        # Every type the table lists has NVIDIA GPUs: none may fall through to "CPU only" (p2 did before).
+        assert instance.is_gpu, f"{name}: the sagemaker table lists {info['Count']} GPUs; our facts list none"
         assert instance.gpu_count == info["Count"], name
         assert instance.gpu_memory_gib * 1024 * instance.gpu_count == pytest.approx(info["TotalGpuMemoryInMiB"], rel=0.1), name
         checked += 1
-    assert checked >= 15
+    assert checked >= 22  # g4dn 6, g5 7, p2 3, p3 3, p4d, p4de, p5.48xlarge
 
 
 BAD = [
@@ -130,6 +132,36 @@ def test_bad_config_message(tmp_path, description, text, fragments):
     assert str(tmp_path) in message  # names the file
 
 
+PIPELINE = "pipeline: {connection_arn: 'arn:aws:codeconnections:us-east-1:111122223333:connection/abc', repository: o/r"
+MODEL_RULES = [
+    # (description, yaml, environment, the whole message after "<file>: invalid config:\n  - ")
+    ("duplicate names", endpoint_yaml() + "  - " + endpoint_yaml().split("  - ", 1)[1], None,
+     "endpoint name 'gptj' is used twice; endpoint names must be unique"),
+    ("override for unknown endpoint", "environments:\n  dev: {overrides: {gpt: {instance_count: 2}}}\n" + endpoint_yaml(),
+     "dev", "environment 'dev': overrides name endpoint 'gpt', which is not defined (defined: gptj)"),
+    ("pipeline stage not an environment", f"environments:\n  dev: {{}}\n{PIPELINE}, stages: [dev, prod]}}\n"
+     + endpoint_yaml(), "dev", "pipeline.stages: environment 'prod' is not defined (defined: dev)"),
+    ("approval before an unknown environment", f"environments:\n  dev: {{}}\n{PIPELINE}, stages: [dev], "
+     "manual_approval_before: [qa]}\n" + endpoint_yaml(), "dev",
+     "pipeline.manual_approval_before: environment 'qa' is not defined (defined: dev)"),
+    ("nested model rule", endpoint_yaml(engine="{tensorrt_profile: {min_batch: 5, max_batch: 2}}"), None,
+     "endpoint 'gptj': engine.tensorrt_profile: batch sizes must satisfy min_batch <= opt_batch <= max_batch, "
+     "got 5, 5, 2"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("description,text,env,expected", MODEL_RULES, ids=[m[0] for m in MODEL_RULES])
+def test_model_rule_errors_print_the_location_and_message_only(tmp_path, description, text, env, expected):
+    """pydantic hands a model validator's error the whole model (for file-wide rules: the whole config) as its
+    input and prefixes the message with "Value error, "; neither belongs in what the user reads."""
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as err:
+        load_config(path, env)
+    message = str(err.value)
+    assert message == f"{path}: invalid config:\n  - {expected}"
+    assert "{" not in message and "Value error" not in message
+
+
 def test_missing_file_and_unknown_environment(tmp_path):
     with pytest.raises(ConfigError, match="does not exist"):
         load_config(tmp_path / "nope.yaml")
@@ -147,7 +179,7 @@ def test_all_errors_are_reported_at_once(tmp_path):
 
 
 def _app_env() -> dict[str, str]:
-    return {**os.environ, "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20", "CDK_DISABLE_CLI_TELEMETRY": "true"}
+    return {**os.environ, "CDK_DISABLE_CLI_TELEMETRY": "true"}
 
 
 def test_cdk_synth_exits_non_zero_with_the_message_and_no_traceback(tmp_path):
@@ -175,3 +207,100 @@ def test_cdk_synth_writes_templates_for_an_example(tmp_path):
     assert sorted(p.name for p in out.glob("*.template.json")) == [
         "llm-endpoints-prod-artifacts.template.json", "llm-endpoints-prod-gptj-fastload.template.json"
     ]
+
+
+def test_artifact_bucket_name_must_fit_s3s_63_characters(tmp_path):
+    """project (<= 20) + environment (<= 12) + account + region can exceed S3's 63: refused at load, assuming the
+    longest region botocore knows when the environment sets none."""
+    from endpoint_config.loader import longest_region
+
+    text = "project: twenty-char-project0\nenvironments:\n  staging:\n    retain_data: false\n" + endpoint_yaml()
+    with pytest.raises(ConfigError) as err:
+        load_config(write(tmp_path, text))
+    message = str(err.value)
+    assert "environment 'staging': the artifact bucket name 'twenty-char-project0-staging-artifacts-" in message
+    assert f"15 for region {longest_region()!r}, the longest region, since the environment sets none" in message
+    assert "S3 allows 63" in message and "shorten the project or the environment name by 4 characters, or set the environment's region" in message
+    # The same names fit with a short region given.
+    fits = text.replace("    retain_data: false\n", "    retain_data: false\n    region: eu-west-1\n")
+    (tmp_path / "fits").mkdir()
+    assert load_config(write(tmp_path / "fits", fits)).environment.region == "eu-west-1"
+
+
+# The model-size check is never silent: unsized at synth -> a warning; too big once the build reads the weights -> refused.
+UNSIZED = "EleutherAI/gpt-neox-20b"  # neither a local directory, nor in the known-model table, nor model_parameters
+
+
+def test_unsized_model_warning_names_the_model_and_the_fixes(tmp_path):
+    from systems.checks import unsized_model_warning
+
+    [ep] = load_config(write(tmp_path, endpoint_yaml(model=UNSIZED, instance_type="ml.g4dn.xlarge"))).endpoints
+    warning = unsized_model_warning(ep)
+    assert warning.startswith(f"endpoint 'gptj': model '{UNSIZED}' could not be sized")
+    assert "16.0 GiB of each NVIDIA T4 on ml.g4dn.xlarge" in warning
+    assert "set model_parameters" in warning and "python -m model_build build" in warning
+    assert unsized_model_warning(ep, built_bytes=40_000_000_000) is None  # the build read and checked the weights
+    assert unsized_model_warning(ep.model_copy(update={"model_parameters": 20_000_000_000})) is None
+    assert unsized_model_warning(ep.model_copy(update={"instance_type": "ml.m5.xlarge"})) is None  # no GPU: no limit
+    # Declared, the same model is sized and refused at load: 20 B parameters in fp16 do not fit one T4.
+    declared = endpoint_yaml(model=UNSIZED, instance_type="ml.g4dn.xlarge", model_parameters=20_000_000_000)
+    with pytest.raises(ConfigError, match="20.00 B parameters, model_parameters"):
+        load_config(write(tmp_path, declared))
+
+
+def test_unsized_model_is_a_synth_warning_on_its_stack(synth, tmp_path):
+    from aws_cdk.assertions import Annotations, Match
+
+    config = tmp_path / "unsized.yaml"
+    config.write_text(f"endpoints:\n  - {{name: unsized, system: hf-fastload, model: {UNSIZED}, instance_type: ml.g4dn.xlarge}}\n")
+    stack = synth(str(config)).stacks["llm-endpoints-default-unsized"]
+    pattern = Match.string_like_regexp(f"model '{UNSIZED}' could not be sized.*llm-endpoints:unsized-model")
+    [found] = Annotations.from_stack(stack).find_warning("*", pattern)
+    assert "set model_parameters" in found.entry.data
+    # A sized model on the same GPU (the minimal example, synthesized for other tests too) gets no such warning.
+    sized = synth("config/examples/minimal.yaml").stacks["llm-endpoints-default-gpt2-small"]
+    assert not Annotations.from_stack(sized).find_warning("*", Match.string_like_regexp("could not be sized"))
+
+
+def test_build_refuses_weights_that_do_not_fit(tiny_models, tmp_path):
+    """The weights a build reads are checked before anything is written: a tiny model against a tiny budget."""
+    from model_build import BuildError
+    from systems import recipe_common as common
+    from systems.checks import built_weights_problem
+
+    [ep] = load_config(write(tmp_path, endpoint_yaml(model=tiny_models["gpt2"], instance_type="ml.g5.xlarge"))).endpoints
+
+    def load(path):
+        return common.load_pretrained(path, ep.dtype)
+
+    model, _ = common.load_source(ep, tiny_models["gpt2"], load)  # fits the A10G's real limit
+    count = sum(p.numel() for p in model.parameters())
+    with pytest.raises(BuildError) as err:
+        common.load_source(ep, tiny_models["gpt2"], load, weight_limit_bytes=1000)
+    assert str(err.value) == (
+        f"endpoint 'gptj': model '{tiny_models['gpt2']}': the weights read at build are {2 * count:,} bytes "
+        f"({count:,} parameters in fp16), more than the fit limit of 1,000 bytes on ml.g5.xlarge at "
+        "tensor_parallel_degree 1; nothing was written; raise tensor_parallel_degree, pick a larger GPU or a smaller dtype"
+    )
+    # The instance's own limit: 80 % of each GPU's memory x tensor_parallel_degree (22888 MiB per A10G).
+    limit = int(22888 * 2**20 * 0.8)
+    assert built_weights_problem(ep, limit // 2) is None
+    message = built_weights_problem(ep, limit // 2 + 1)
+    assert f"more than the fit limit of {limit:,} bytes on ml.g5.xlarge at tensor_parallel_degree 1 (80% of the 22.4 GiB of each NVIDIA A10G" in message
+    on_two = ep.model_copy(update={"instance_type": "ml.g5.12xlarge", "tensor_parallel_degree": 2})
+    assert built_weights_problem(on_two, limit // 2 + 1) is None  # half the weights per GPU
+    assert built_weights_problem(ep.model_copy(update={"instance_type": "ml.m5.xlarge"}), 10**12) is None  # CPU: no limit
+
+
+def test_every_recipe_reads_its_weights_through_the_size_check():
+    """recipe_common.load_source is where the build refuses weights that do not fit: every recipe's build path
+    must read the source model through it (directly, or via the DJL/LMI shared builders that do)."""
+    systems = ROOT / "systems"
+    shared = {"build_decoder_artifact(": systems / "djl_common/build.py", "build_lmi(": systems / "djl_common/lmi.py"}
+    assert "load_source(" in shared["build_decoder_artifact("].read_text()
+    assert "build_decoder_artifact(" in shared["build_lmi("].read_text()
+    recipes = sorted(systems.glob("*/recipe.py"))
+    assert len(recipes) == 8
+    for recipe in recipes:
+        text = recipe.read_text()
+        assert any(call in text for call in ("load_source(", *shared)), f"{recipe} reads weights without load_source"

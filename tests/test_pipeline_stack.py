@@ -8,7 +8,6 @@ templates are checked by cfn-lint and cdk-nag. Nothing here runs a build, an app
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 
 import pytest
@@ -20,22 +19,10 @@ DEV, PROD, TOOLS = "111111111111", "444455556666", "111111111111"
 
 
 @pytest.fixture(scope="session")
-def piped(tmp_path_factory):
-    """(outdir, pipeline stack, {stage name: {stack name: template}}), synthesized once (cdk-nag runs in synth)."""
-    import aws_cdk as cdk
-
-    from stacks.pipeline_stack import add_pipeline
-
-    outdir = tmp_path_factory.mktemp("pipeline-cdkout")
-    app = cdk.App(context=cdk_context(), outdir=str(outdir))
-    stack = add_pipeline(app, CONFIG)
-    assembly = app.synth()  # raises on any unacknowledged cdk-nag finding
-    stages = {}
-    for nested in ("dev-artifacts", "dev-endpoints", "prod-artifacts", "prod-endpoints"):
-        sub = assembly.get_nested_assembly(f"assembly-{nested}")
-        stages[nested] = {s.stack_name: (s.template, s.environment.account, s.template_full_path) for s in sub.stacks}
-    template = json.loads((outdir / f"{PIPELINE}.template.json").read_text())
-    return outdir, stack, template, stages
+def piped(pipeline_synth):
+    """(outdir, pipeline stack, template, {stage name: {stack name: (template, account, path)}}), synthesized once
+    per session in conftest.py (tests/test_iam_coverage.py reads the same synthesis)."""
+    return pipeline_synth
 
 
 def _resources(template, type_name):
@@ -126,15 +113,61 @@ def test_endpoints_stage_builds_before_deploy_and_smoke_tests_after(piped):
         assert any(a["ActionTypeId"]["Provider"] == "CloudFormation" for a in artifacts)
 
 
-def test_synth_step_installs_tests_and_synthesizes_the_pipeline(piped):
+def test_synth_step_installs_only_the_deploy_set_and_synthesizes_in_the_venv(piped):
+    """`npx cdk synth` in a clean CodeBuild shell ran the system python3 (no aws_cdk): the synth step goes through
+    make, which puts the venv first on PATH (tests/test_buildspecs.py runs these commands in a clean shell)."""
     _, _, template, _ = piped
     spec = _buildspec(_project_for(template, "Build", "Synth"))
-    assert spec["phases"]["install"]["commands"] == ["make install"]
-    assert spec["phases"]["build"]["commands"] == [
-        "make test", f"npx cdk synth -c config={CONFIG} -c pipeline=true",
-    ]
+    assert spec["phases"]["install"]["commands"] == ["make venv-deploy cdk-cli"]
+    assert spec["phases"]["build"]["commands"] == [f"make synth-pipeline CONFIG={CONFIG}"]
+    assert spec["phases"]["install"]["runtime-versions"] == {"python": "3.12", "nodejs": "24"}
     assert spec["artifacts"]["base-directory"] == "cdk.out"
     assert any(s["Name"] == "UpdatePipeline" for s in _pipeline_stages(template)), "self-mutation is on"
+
+
+def test_tests_gate_the_first_environment_before_its_approval(piped):
+    _, _, template, _ = piped
+    stage = _stage(template, "dev-artifacts")
+    actions = {a["Name"]: a for a in stage["Actions"]}
+    spec = _buildspec(_project_for(template, "dev-artifacts", "Tests"))
+    assert spec["phases"]["build"]["commands"] == ["make test"]
+    assert spec["phases"]["install"]["runtime-versions"] == {"python": "3.12", "nodejs": "24"}
+    deploys = [a for name, a in actions.items() if name not in ("Tests",)]
+    assert all(a["RunOrder"] > actions["Tests"]["RunOrder"] for a in deploys)
+
+
+def test_every_curated_codebuild_image_pins_its_runtimes_and_the_cli_versions_are_the_tested_ones(piped):
+    """standard:7.0 defaults to Node 18 and Python 3.11; CDK Pipelines' self-mutation installed `aws-cdk@2` and the
+    asset projects `cdk-assets@latest` (CLI 3.x cannot read this aws-cdk-lib's assemblies)."""
+    from stacks.pipeline_stack import CDK_ASSETS_VERSION, CDK_CLI_VERSION
+
+    _, _, template, _ = piped
+    projects = _resources(template, "AWS::CodeBuild::Project")
+    assert len(projects) >= 6
+    for lid, project in projects.items():
+        environment = project["Properties"]["Environment"]
+        spec = _buildspec(project)
+        assert _flat(environment["Image"]) == "aws/codebuild/standard:8.0", lid
+        assert spec["phases"]["install"]["runtime-versions"] == {"python": "3.12", "nodejs": "24"}, lid
+        install = " ".join(spec["phases"]["install"].get("commands", []))
+        if "npm install -g aws-cdk" in install:
+            assert f"aws-cdk@{CDK_CLI_VERSION}" in install
+        if "cdk-assets" in install:
+            assert f"cdk-assets@{CDK_ASSETS_VERSION}" in install
+    assert json.loads((ROOT / "package.json").read_text())["devDependencies"]["aws-cdk"] == CDK_CLI_VERSION
+
+
+def test_the_connection_source_may_use_the_connection_under_both_service_prefixes(piped):
+    _, _, template, _ = piped
+    granted = set()
+    for policy in _resources(template, "AWS::IAM::Policy").values():
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+            actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+            if "codeconnections:UseConnection" in actions:
+                assert "codestar-connections:UseConnection" in actions
+                resources = statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
+                granted |= {r.split(":")[2] for r in resources}
+    assert granted == {"codestar-connections", "codeconnections"}
 
 
 def test_model_build_step_builds_and_publishes_each_endpoint_with_the_configured_compute(piped):
@@ -219,15 +252,13 @@ def test_smoke_role_invokes_and_describes_one_endpoint(piped):
             f":role/llm-endpoints-{env}-gptj-fastload-smoke-cb"
         )
         statements = [(s["Action"], s["Resource"]) for s in _role_statements(template, lid)]
+        # What `model_build smoke` calls (tests/test_iam_coverage.py runs it): the same grant as the smoke Lambda.
         assert sorted(statements, key=json.dumps) == sorted([
             (
                 ["sagemaker:DescribeEndpoint", "sagemaker:InvokeEndpoint"],
                 f"arn:aws:sagemaker:us-east-1:{account}:endpoint/{env}-gptj-fastload",
             ),
-            (
-                "cloudformation:DescribeStackResources",
-                f"arn:aws:cloudformation:us-east-1:{account}:stack/llm-endpoints-{env}-gptj-fastload/*",
-            ),
+            (["cloudformation:DescribeStacks", "cloudformation:ListStackResources"], {"Ref": "AWS::StackId"}),
         ], key=json.dumps)
 
 
@@ -352,29 +383,37 @@ def test_pipeline_config_problems_are_reported(changes, message):
         _check(CONFIG, deployments, spec, "us-east-1")
 
 
-def test_gpu_build_uses_a_linux_gpu_image_and_its_compute(tmp_path):
-    """The GPU option, synthesized with cdk-nag (one environment only, to keep it quick)."""
-    import aws_cdk as cdk
+HF_SECRET = {"secret": "hf/read-token", "json_key": "token"}
+DOCKER_HUB_SECRET = "arn:aws:secretsmanager:us-east-1:111111111111:secret:dockerhub-AbCdEf"
 
-    from stacks.nag import add_nag_checks
-    from stacks.pipeline_stack import GPU_BUILD_IMAGE, PipelineStack
 
-    deployments, spec = _deployments_with(
-        **{"pipeline.build": {"compute": "SMALL", "gpu": True}, "pipeline.stages": ["dev"], "pipeline.manual_approval_before": []}
-    )
-    app = cdk.App(context=cdk_context(), outdir=str(tmp_path))
-    PipelineStack(
-        app, "P", config_path=CONFIG, deployments=deployments, pipeline=spec,
-        env={"account": TOOLS, "region": "us-east-1"},
-    )
-    add_nag_checks(app)
-    app.synth()  # the GPU image's own findings (CB5, ecr:GetAuthorizationToken) are acknowledged
-    template = json.loads((tmp_path / "P.template.json").read_text())
+def test_gpu_build_uses_a_linux_gpu_image_and_its_compute(gpu_pipeline):
+    from stacks.pipeline_stack import GPU_BUILD_IMAGE
+
+    template = gpu_pipeline
     environment = _project_for(template, "dev-endpoints", "ModelBuild")["Properties"]["Environment"]
     assert (environment["Type"], environment["ComputeType"]) == ("LINUX_GPU_CONTAINER", "BUILD_GENERAL1_SMALL")
     image = _flat(environment["Image"])
     assert image.startswith("763104351884.dkr.ecr.") and image.endswith(f"/pytorch-inference:{GPU_BUILD_IMAGE.gpu_tag}")
-    assert re.fullmatch(r"[\d.]+-gpu-py3\d+-cu\d+-ubuntu[\d.]+", GPU_BUILD_IMAGE.gpu_tag)
+    assert "runtime-versions" not in _buildspec(_project_for(template, "dev-endpoints", "ModelBuild"))["phases"]["install"]
+
+    # The token: read by CodeBuild at build start, never in the template; the project role may read that secret.
+    [variable] = [v for v in environment["EnvironmentVariables"] if v["Name"] == "HF_TOKEN"]
+    assert variable == {"Name": "HF_TOKEN", "Type": "SECRETS_MANAGER", "Value": "hf/read-token:token"}
+    role_lid = _project_for(template, "dev-endpoints", "ModelBuild")["Properties"]["ServiceRole"]["Fn::GetAtt"][0]
+    reads = [s for s in _role_statements(template, role_lid) if "secretsmanager:GetSecretValue" in json.dumps(s["Action"])]
+    assert reads and all("hf/read-token" in json.dumps(s["Resource"]) for s in reads)
+
+    # The own image: built by an asset project of the configured size and timeout, after a Docker Hub login.
+    projects = _resources(template, "AWS::CodeBuild::Project")
+    images = [p for lid, p in projects.items() if lid.startswith("PipelineAssetsDockerAsset")]
+    assert images, "the deepspeed-byoc image is published by an asset project"
+    for project in images:
+        assert project["Properties"]["Environment"]["ComputeType"] == "BUILD_GENERAL1_2XLARGE"
+        assert project["Properties"]["TimeoutInMinutes"] == 180
+        assert project["Properties"]["Environment"]["PrivilegedMode"] is True
+        login = json.loads(_buildspec(project)["phases"]["pre_build"]["commands"][1].split("'")[1])
+        assert login["domainCredentials"] == {"https://index.docker.io/v1/": {"secretsManagerSecretId": DOCKER_HUB_SECRET}}
     # The CPU default stays on CodeBuild's curated image (see the main synth).
 
 
@@ -384,3 +423,33 @@ def test_role_names_fit_iam_limit():
     assert role_name("llm-endpoints", "dev", "model-build") == "llm-endpoints-dev-model-build"
     long = role_name("p" * 20, "e" * 12, "x" * 40, "smoke-cb")
     assert len(long) <= 64 and long != role_name("p" * 20, "e" * 12, "x" * 39 + "y", "smoke-cb")
+
+
+def _warnings(outdir) -> str:
+    """The assembly's annotations (manifest.json and the stacks' *.metadata.json files)."""
+    return "".join(p.read_text() for p in [outdir / "manifest.json", *sorted(outdir.glob("*.metadata.json"))])
+
+
+def test_synth_warns_what_only_a_pipeline_run_would_show(piped, tmp_path):
+    """cdk-assets cannot read this aws-cdk-lib's asset manifests (tests/test_buildspecs.py shows it); an own image on
+    Docker Hub without a login is rate-limited. Both said at synth, where the pipeline's reviewer reads."""
+    import aws_cdk as cdk
+
+    from stacks.pipeline_stack import PipelineStack
+    from systems import get_system
+    from systems.base import docker_hub_bases
+
+    outdir = piped[0]
+    assert "llm-endpoints:cdk-assets-schema" in _warnings(outdir)
+    assert "llm-endpoints:docker-hub-anonymous" not in _warnings(outdir)  # hf-fastload: no own image
+    assert docker_hub_bases(get_system("deepspeed-byoc").own_container) == ["pytorch/pytorch:2.1.2-cuda12.1-cudnn8-devel"]
+    assert docker_hub_bases(get_system("tensorrt-byoc").own_container) == []  # nvcr.io
+
+    deployments, spec = _deployments_with(
+        **{"endpoints.0.system": "deepspeed-byoc", "pipeline.stages": ["dev"], "pipeline.manual_approval_before": []}
+    )
+    app = cdk.App(context=cdk_context(), outdir=str(tmp_path))
+    PipelineStack(app, "P", config_path=CONFIG, deployments=deployments, pipeline=spec,
+                  env={"account": TOOLS, "region": "us-east-1"})
+    app.synth()
+    assert "builds from pytorch/pytorch:2.1.2-cuda12.1-cudnn8-devel on Docker Hub" in _warnings(tmp_path)

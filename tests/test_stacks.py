@@ -233,14 +233,20 @@ def _statements(synthesized, stack, role_fragment):
     return policy["Properties"]["PolicyDocument"]["Statement"]
 
 
-def test_execution_role_reads_one_prefix_and_pulls_one_repository(local):
+def test_execution_role_reads_its_endpoints_artifacts_and_pulls_one_repository(local):
     stack = "llm-endpoints-local-tiny-gpt2"
     statements = _statements(local, stack, "ExecutionRole")
     by_action = {json.dumps(s["Action"]): s for s in statements}
     get = by_action['"s3:GetObject"']
-    assert f"/models/tiny-gpt2/{FAKE_HASH}/*" in json.dumps(get["Resource"])
+    # Every artifact of this endpoint, not only the current one: during a blue/green update the old fleet still
+    # reads its own prefix while the policy names the new one. Never another endpoint's.
+    assert get["Resource"]["Fn::Join"][1][-1] == "/models/tiny-gpt2/*"
     listing = by_action['"s3:ListBucket"']
-    assert listing["Condition"] == {"StringLike": {"s3:prefix": [f"models/tiny-gpt2/{FAKE_HASH}/*"]}}
+    assert listing["Condition"] == {"StringLike": {"s3:prefix": ["models/tiny-gpt2/*"]}}
+    logs = by_action[json.dumps(["logs:CreateLogGroup", "logs:CreateLogStream", "logs:DescribeLogStreams", "logs:PutLogEvents"])]
+    group_lid, attribute = logs["Resource"]["Fn::GetAtt"]
+    group = local.templates[stack]["Resources"][group_lid]["Properties"]
+    assert (group["LogGroupName"], attribute) == ("/aws/sagemaker/Endpoints/local-tiny-gpt2", "Arn")
     pull = by_action[json.dumps(["ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"])]
     assert pull["Resource"] == "arn:aws:ecr:us-east-1:763104351884:repository/huggingface-pytorch-inference"
     metrics = by_action['"cloudwatch:PutMetricData"']
@@ -296,7 +302,8 @@ def test_changed_artifact_changes_only_model_data(synth, local, tmp_path_factory
     before, after = local.templates[stack]["Resources"], changed.templates[stack]["Resources"]
     assert before.keys() == after.keys()  # stable logical ids
     differing = sorted(k for k in before if before[k] != after[k])
-    assert [before[k]["Type"] for k in differing] == ["AWS::IAM::Policy", "AWS::SageMaker::Model"]
+    # The execution role's policy stays: it reads every artifact of the endpoint (the old fleet keeps its access).
+    assert [before[k]["Type"] for k in differing] == ["AWS::SageMaker::Model"]
 
 
 def test_unbuilt_artifact_warns_and_is_refused_without_the_flag(dev, synth, tmp_path):
@@ -316,9 +323,33 @@ def test_artifact_built_for_another_dtype_is_refused(synth, tmp_path):
         synth(LOCAL, build_root=tmp_path, allow_unbuilt=False)
 
 
-def test_cfn_lint_passes_on_every_template(local, dev, prod, minimal):
+@pytest.fixture(scope="session")
+def adopting(synth, tmp_path_factory):
+    """prod of the hf-fastload example with adopt_kept_data: the bucket and repository kept by an earlier destroy."""
+    import yaml
+
+    raw = yaml.safe_load((ROOT / EXAMPLE).read_text())
+    raw["environments"]["prod"]["adopt_kept_data"] = True
+    path = tmp_path_factory.mktemp("adopt") / "adopt.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return synth(str(path), "prod")
+
+
+def test_adopting_kept_data_uses_them_by_name_and_restores_the_tls_policy(adopting):
+    resources = adopting.templates["llm-endpoints-prod-artifacts"]["Resources"]
+    kinds = sorted(r["Type"] for r in resources.values())
+    assert kinds == ["AWS::S3::BucketPolicy"], "no bucket or repository is created: they exist"
+    [policy] = resources.values()
+    [statement] = policy["Properties"]["PolicyDocument"]["Statement"]
+    assert statement["Effect"] == "Deny" and statement["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+    assert policy["DeletionPolicy"] == "Retain"
+    outputs = adopting.templates["llm-endpoints-prod-artifacts"]["Outputs"]
+    assert json.dumps(outputs["ArtifactBucketName"]["Value"]).count("llm-endpoints-prod-artifacts-") == 1
+
+
+def test_cfn_lint_passes_on_every_template(local, dev, prod, minimal, adopting):
     paths = [
-        str(s.outdir / f"{name}.template.json") for s in (local, dev, prod, minimal) for name in s.templates
+        str(s.outdir / f"{name}.template.json") for s in (local, dev, prod, minimal, adopting) for name in s.templates
     ]
     result = subprocess.run(
         [str(ROOT / ".venv" / "bin" / "cfn-lint"), *paths], cwd=ROOT, capture_output=True, text=True
@@ -380,3 +411,69 @@ def test_default_timeouts_grow_with_the_model(synth, tmp_path):
     assert timeouts["small"] == (600, 600)
     # 140 GB at 100 MB/s + 300 s; loading at 200 MB/s + 300 s.
     assert timeouts["big"] == (1700, 1000)
+
+
+# ---- updates keep what autoscaling set; routing; invoke concurrency; copies; unbuilt templates refuse to deploy ----
+
+
+def _endpoint(synthesized, stack):
+    [endpoint] = synthesized.resources(stack, "AWS::SageMaker::Endpoint")
+    return endpoint["Properties"]
+
+
+def test_updates_retain_the_scaled_instance_count_and_apply_the_rest(dev, minimal):
+    """UpdateEndpoint resets the fleet to InitialInstanceCount unless RetainAllVariantProperties is set: keep what
+    autoscaling chose; without autoscaling the config's count is the truth, so it is excluded from retention."""
+    scaled = _endpoint(dev, "llm-endpoints-dev-gptj-fastload")
+    assert scaled["RetainAllVariantProperties"] is True
+    assert [p["VariantPropertyType"] for p in scaled["ExcludeRetainedVariantProperties"]] == ["DesiredWeight", "DataCaptureConfig"]
+    fixed = _endpoint(minimal, "llm-endpoints-default-gpt2-small")
+    assert [p["VariantPropertyType"] for p in fixed["ExcludeRetainedVariantProperties"]] == [
+        "DesiredWeight", "DataCaptureConfig", "DesiredInstanceCount",
+    ]
+
+
+def test_routing_invoke_concurrency_and_per_copy_scaling_target(synth, tmp_path):
+    """least-outstanding-requests routing and reserved concurrency when asked; a DJL endpoint serving 2 copies per
+    instance scales on 2 x the per-copy target (SageMaker's concurrency metric counts per instance)."""
+    config = tmp_path / "routing.yaml"
+    config.write_text(
+        "endpoints:\n"
+        "  - {name: r, system: lmi-vllm, model: EleutherAI/gpt-j-6B, instance_type: ml.g5.12xlarge,"
+        " tensor_parallel_degree: 2, routing: least-outstanding-requests, invoke_function: {reserved_concurrency: 8},"
+        " autoscaling: {min_capacity: 1, max_capacity: 2, target_value: 3}}\n"
+    )
+    s = synth(str(config))
+    stack = "llm-endpoints-default-r"
+    [endpoint_config] = s.resources(stack, "AWS::SageMaker::EndpointConfig")
+    [variant] = endpoint_config["Properties"]["ProductionVariants"]
+    assert variant["RoutingConfig"] == {"RoutingStrategy": "LEAST_OUTSTANDING_REQUESTS"}
+    [policy] = s.resources(stack, "AWS::ApplicationAutoScaling::ScalingPolicy")
+    assert policy["Properties"]["TargetTrackingScalingPolicyConfiguration"]["TargetValue"] == 6
+    functions = s.resources(stack, "AWS::Lambda::Function")
+    [invoke] = [f for f in functions if "Validates a generation request" in f["Properties"]["Description"]]
+    assert invoke["Properties"]["ReservedConcurrentExecutions"] == 8
+    [smoke] = [f for f in functions if f is not invoke]
+    assert "ReservedConcurrentExecutions" not in smoke["Properties"]
+
+
+def test_default_routing_is_sagemakers_random(dev):
+    [endpoint_config] = dev.resources("llm-endpoints-dev-gptj-fastload", "AWS::SageMaker::EndpointConfig")
+    [variant] = endpoint_config["Properties"]["ProductionVariants"]
+    assert variant["RoutingConfig"] == {"RoutingStrategy": "RANDOM"}
+    assert "InferenceAmiVersion" not in variant  # the HF image runs on SageMaker's default AMI
+
+
+def test_unbuilt_template_carries_a_rule_that_refuses_deployment(dev, local):
+    """A template synthesized with allow_unbuilt names a placeholder artifact: CloudFormation evaluates the rule
+    before it creates anything, so a mistaken deploy stops with the message; a built template has no such rule."""
+    template = dev.templates["llm-endpoints-dev-gptj-fastload"]
+    rule = template["Rules"]["RefuseUnbuiltArtifact"]
+    [assertion] = rule["Assertions"]
+    assert assertion["Assert"] == {"Fn::Equals": [{"Ref": "UnbuiltArtifactAcknowledged"}, "yes"]}
+    assert "allow_unbuilt" in assertion["AssertDescription"] and "model_build build" in assertion["AssertDescription"]
+    parameter = template["Parameters"]["UnbuiltArtifactAcknowledged"]
+    assert (parameter["Default"], parameter["AllowedValues"]) == ("no", ["no", "yes"])
+    built = local.templates["llm-endpoints-local-tiny-gpt2"]
+    assert "RefuseUnbuiltArtifact" not in built.get("Rules", {})
+    assert "UnbuiltArtifactAcknowledged" not in built.get("Parameters", {})

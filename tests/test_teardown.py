@@ -58,7 +58,6 @@ def _cdk(args: list[str], assembly: Path, emulator: moto_server.Emulator) -> sub
         **os.environ,
         **emulator.client_env(),
         "CDK_DISABLE_CLI_TELEMETRY": "true",
-        "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
         "PATH": f"{ROOT / '.venv' / 'bin'}{os.pathsep}{os.environ['PATH']}",
     }
     result = subprocess.run(
@@ -105,14 +104,40 @@ def test_an_environment_that_retains_data_keeps_exactly_its_buckets_and_reposito
     # The module's emulator was bootstrapped by the test above when run together; bootstrap is idempotent.
     _cdk(["bootstrap", f"aws://{moto_server.EMULATOR_ACCOUNT}/{moto_server.EMULATOR_REGION}"], assembly, emulator)
     _cdk(["deploy", "--all", "--require-approval", "never"], assembly, emulator)
+    kept_bucket = "teardown-emu-artifacts-123456789012-us-east-1"
+    with emulator.activated():
+        boto3.client("s3", region_name=emulator.region).put_object(Bucket=kept_bucket, Key="models/x/keep.txt", Body=b"1")
     _cdk(["destroy", "--all", "--force"], assembly, emulator)
     with emulator.activated():
         session = boto3.Session(region_name=emulator.region)
         left = {kind: names for kind, names in leftovers(session, stack_prefix="teardown-").items() if names}
         buckets = left.pop("s3 buckets")
         assert left == {"ecr repositories": ["teardown-emu"]}
-        assert len(buckets) == 2 and "teardown-emu-artifacts-123456789012-us-east-1" in buckets
+        assert len(buckets) == 2 and kept_bucket in buckets
         assert any("accesslogs" in b for b in buckets)
+
+        # Deploying again: creating the named bucket fails (already exists); the preflight says so and how to adopt.
+        from endpoint_config import load_config
+        from model_build.preflight import kept_data_checks
+
+        deployment = load_config(config, "emu")
+        [kept] = kept_data_checks(deployment, session, moto_server.EMULATOR_ACCOUNT, emulator.region)
+        assert not kept.ok and "set `adopt_kept_data: true` on environment 'emu'" in kept.message
+    spec["environments"]["emu"]["adopt_kept_data"] = True
+    config = tmp_path / "retain-adopt.yaml"  # a new file: the session's synth cache is keyed by path
+    config.write_text(yaml.safe_dump(spec))
+    adopted = synth(str(config), allow_unbuilt=False).outdir
+    _cdk(["deploy", "teardown-emu-artifacts", "--require-approval", "never"], adopted, emulator)
+    with emulator.activated():
+        [ok] = kept_data_checks(load_config(config, "emu"), session, moto_server.EMULATOR_ACCOUNT, emulator.region)
+        assert ok.ok and "is deployed" in ok.message
+        body = session.client("s3").get_object(Bucket=kept_bucket, Key="models/x/keep.txt")["Body"].read()
+        assert body == b"1", "the adopted bucket keeps its contents"
+    _cdk(["destroy", "teardown-emu-artifacts", "--force"], adopted, emulator)
+    with emulator.activated():
+        left = {kind: names for kind, names in leftovers(session, stack_prefix="teardown-").items() if names}
+        assert left.pop("ecr repositories") == ["teardown-emu"] and set(left.pop("s3 buckets")) == set(buckets)
+        assert left == {}
         # Clean up what was kept, so later tests on this emulator start empty.
         for bucket in buckets:
             session.resource("s3").Bucket(bucket).object_versions.delete()

@@ -11,6 +11,7 @@ Each step prints what it does; the first failure stops with one message and a no
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -30,13 +31,10 @@ class DeployError(Exception):
 
 
 def cdk_env() -> dict[str, str]:
-    """The CDK CLI's environment: this venv's python on PATH (cdk.json runs `python3 app.py`), no telemetry."""
-    return {
-        **os.environ,
-        "CDK_DISABLE_CLI_TELEMETRY": "true",
-        "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-    }
+    """The CDK CLI's environment: the Node package.json installs (node_modules/.bin: Node 20 is end-of-life) and this
+    venv's python first on PATH (cdk.json runs `python3 app.py`), no telemetry."""
+    path = os.pathsep.join([str(ROOT / "node_modules" / ".bin"), str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    return {**os.environ, "CDK_DISABLE_CLI_TELEMETRY": "true", "PATH": path}
 
 
 def run(cmd: list[str], *, echo: Callable[[str], None] = print, tail: int = 4) -> str:
@@ -69,7 +67,7 @@ def _failed(checks, *, skip_artifacts: bool) -> list[str]:
 def deploy(deployment: Deployment, *, echo: Callable[[str], None] = print, runtime_client=None) -> None:
     """Deploy one environment. `runtime_client`: the sagemaker-runtime client the smoke test invokes through
     (default: the real service; the demo passes one pointed at the model served on localhost)."""
-    from model_build.preflight import run_preflight
+    from model_build.preflight import artifacts_pending, run_preflight
     from model_build.smoke import format_checks, run_smoke
 
     py = sys.executable
@@ -77,7 +75,7 @@ def deploy(deployment: Deployment, *, echo: Callable[[str], None] = print, runti
     session = _session(deployment)
 
     echo(f"==> preflight ({deployment.project}, environment {env_name})")
-    checks = run_preflight(deployment, session)
+    checks = artifacts_pending(run_preflight(deployment, session))  # PEND, not FAIL: their stack comes later
     for line in format_checks(checks).splitlines():
         echo(line)
     problems = _failed(checks, skip_artifacts=True)
@@ -97,9 +95,18 @@ def deploy(deployment: Deployment, *, echo: Callable[[str], None] = print, runti
 
     account = session.client("sts").get_caller_identity()["Account"]
     region = deployment.environment.region or session.region_name
-    if not _bootstrapped(session):
-        echo(f"==> cdk bootstrap aws://{account}/{region} (no CDKToolkit stack yet)")
+    required, parameter = required_bootstrap_version(assembly)
+    have = bootstrap_version(session, parameter)
+    if have is None or have < required:
+        why = "no CDKToolkit stack yet" if have is None else f"CDKToolkit is version {have}, these templates need {required}"
+        echo(f"==> cdk bootstrap aws://{account}/{region} ({why})")
         run([CDK, "bootstrap", f"aws://{account}/{region}", "--no-notices", *app], echo=echo)
+        have = bootstrap_version(session, parameter)
+        if have is None or have < required:
+            raise DeployError(
+                f"cdk bootstrap left {parameter} at {have}; the templates need version {required} or later: run "
+                f"`npx cdk bootstrap aws://{account}/{region}` with credentials that may update the CDKToolkit stack"
+            )
 
     artifacts_stack = deployment.stack_name("artifacts")
     echo(f"==> cdk deploy {artifacts_stack}")
@@ -156,13 +163,31 @@ def _assembly(deployment: Deployment) -> Path:
     return ROOT / "cdk.out" / f"{deployment.project}-{deployment.environment_name}"
 
 
-def _bootstrapped(session: boto3.Session) -> bool:
-    cfn = session.client("cloudformation")
+# The SSM parameter the CDK bootstrap stack writes its version to (qualifier hnb659fds unless customized).
+DEFAULT_BOOTSTRAP_PARAMETER = "/cdk-bootstrap/hnb659fds/version"
+
+
+def required_bootstrap_version(assembly: Path) -> tuple[int, str]:
+    """The bootstrap version the synthesized stacks need, and the SSM parameter that holds the deployed one, from the
+    cloud assembly's manifest (`requiresBootstrapStackVersion` / `bootstrapStackVersionSsmParameter` of each stack:
+    the same check every template's CheckBootstrapVersion rule makes at deploy time)."""
+    manifest = json.loads((assembly / "manifest.json").read_text())
+    needs = [
+        (int(a["properties"].get("requiresBootstrapStackVersion", 0)),
+         a["properties"].get("bootstrapStackVersionSsmParameter", DEFAULT_BOOTSTRAP_PARAMETER))
+        for a in manifest.get("artifacts", {}).values()
+        if a.get("type") == "aws:cloudformation:stack"
+    ]
+    return max(needs, default=(0, DEFAULT_BOOTSTRAP_PARAMETER))
+
+
+def bootstrap_version(session: boto3.Session, parameter: str = DEFAULT_BOOTSTRAP_PARAMETER) -> int | None:
+    """The deployed CDK bootstrap version (the SSM parameter the CDKToolkit stack writes), None when not bootstrapped."""
+    ssm = session.client("ssm")
     try:
-        stacks = cfn.describe_stacks(StackName="CDKToolkit")["Stacks"]
-    except cfn.exceptions.ClientError:
-        return False
-    return bool(stacks) and stacks[0]["StackStatus"].endswith("_COMPLETE") and "DELETE" not in stacks[0]["StackStatus"]
+        return int(ssm.get_parameter(Name=parameter)["Parameter"]["Value"])
+    except ssm.exceptions.ParameterNotFound:
+        return None
 
 
 def main(argv: list[str] | None = None) -> int:
