@@ -17,7 +17,7 @@ What makes it fast:
 - the build dir is verified (size + sha256 of every file against its manifest) before anything is sent,
   hashing files in parallel (hashlib releases the GIL): a build dir edited after the build is refused.
 
-tar-gz packing: `tar | pigz -1` when pigz is installed (multi-threaded; FACTS.md measured 53-59 MB/s),
+tar-gz packing: `tar | pigz -1` when pigz is installed (gzip on every core),
 else Python's tarfile + gzip at level 1. Measured here on 50 MiB of fp16 weights (2 cores, no pigz):
 tarfile level 1 28 MiB/s, `tar | gzip -1` 24 MiB/s (level 6: 26 / 21 MiB/s), compressed size 92 % of the
 input at any level. Level 1 because fp16/bf16 weights barely compress and higher levels only cost time.

@@ -127,3 +127,21 @@ def gpu_pipeline(tmp_path_factory) -> dict:
     add_nag_checks(app)
     app.synth()  # the GPU image's own findings (CB5, ecr:GetAuthorizationToken) are acknowledged
     return json.loads((outdir / "P.template.json").read_text())
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _sagemaker_tables_load_endpoints_once():
+    """sagemaker.core.image_uris.retrieve builds a new botocore endpoint resolver, reading botocore's endpoints.json
+    (~0.1 s), on every call; the image tests ask it hundreds of questions. One resolver serves them all: the
+    answers are the same, only faster."""
+    import functools
+
+    try:
+        from sagemaker.core import common_utils
+    except ImportError:
+        yield
+        return
+    original = common_utils._botocore_resolver
+    common_utils._botocore_resolver = functools.cache(original)
+    yield
+    common_utils._botocore_resolver = original

@@ -9,7 +9,8 @@ loaded by those pinned tokenizers releases.
 The container's stack lives in its own venv (tests/hf_container/make_env.sh, ~1.5 min the first time, then
 instant); the loader runs there in a subprocess. Outputs are compared within one stack (toolkit path vs. the
 same handler called directly, both under 4.49); across stacks only tokenization and logits are compared,
-since greedy tokens may legitimately differ between transformers 4.49 and 5.x (FACTS.md).
+since greedy tokens may legitimately differ between transformers 4.49 and 5.x (identical tiny GPT-J weights gave
+matching forward logits but different greedy tokens under 4.49 and 5.23).
 """
 
 from __future__ import annotations

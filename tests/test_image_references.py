@@ -16,6 +16,7 @@ Anything else fails the test with the template, the resource and the reference.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 
@@ -103,9 +104,16 @@ def _all_templates(synth, pipeline_synth):
     return found
 
 
-def _check_dlc(uri: str, region: str, problems: list[str], where: str) -> None:
+@functools.cache
+def _table_uri(framework: str, region: str, version: str, instance_type: str, extra: tuple) -> str:
+    """sagemaker.core.image_uris.retrieve, once per distinct question (the same pin recurs in many templates)."""
     from sagemaker.core import image_uris
 
+    return image_uris.retrieve(framework, region, version=version, instance_type=instance_type, image_scope="inference",
+                               **dict(extra))
+
+
+def _check_dlc(uri: str, region: str, problems: list[str], where: str) -> None:
     repository, tag = uri.split("/", 1)[1].split(":", 1)
     pins = [p for p in _pins() if p.repository == repository and tag in (p.gpu_tag, p.cpu_tag)]
     if not pins:
@@ -118,9 +126,8 @@ def _check_dlc(uri: str, region: str, problems: list[str], where: str) -> None:
     if pin.sdk_framework == "pytorch" and py:
         extra["py_version"] = py.group(1)
     try:
-        expected = image_uris.retrieve(
-            pin.sdk_framework, region, version=pin.sdk_version,
-            instance_type="ml.g5.xlarge" if gpu else "ml.m5.xlarge", image_scope="inference", **extra,
+        expected = _table_uri(
+            pin.sdk_framework, region, pin.sdk_version, "ml.g5.xlarge" if gpu else "ml.m5.xlarge", tuple(sorted(extra.items()))
         )
     except ValueError as err:
         problems.append(f"{where}: {uri}: the sagemaker table has no such image in {region}: {err}")

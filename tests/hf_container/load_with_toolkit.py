@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
 def torch_threads() -> None:
     import torch
 
-    torch.set_num_threads(1)  # the test machines have 2 cores; one worker, one thread, as FACTS.md advises
+    torch.set_num_threads(1)  # the test machines have 2 cores: one worker, one thread (more only contend)
 
 
 if __name__ == "__main__":
