@@ -9,7 +9,8 @@ from pathlib import Path
 
 import aws_cdk as cdk
 
-from endpoint_config import ConfigError, load_config
+from deployment import load_config
+from endpoint_config import ConfigError
 from stacks import add_stacks
 from stacks.pipeline_stack import add_pipeline
 

@@ -34,7 +34,7 @@ def synth_passes(passes: int) -> dict[str, Any]:
     t0 = time.perf_counter()
     import aws_cdk as cdk
 
-    from endpoint_config import load_config
+    from deployment import load_config
     from stacks import add_stacks
 
     import_s = time.perf_counter() - t0

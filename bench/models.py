@@ -54,7 +54,7 @@ def build(config_text: str, config_path: Path, endpoint: str, out: Path, force: 
     """Build `endpoint` of the config with model_build.cli.build_endpoint; (artifact dir, seconds or -1 if reused)."""
     import time
 
-    from endpoint_config import load_config
+    from deployment import load_config
     from model_build.cli import build_endpoint
 
     config_path.parent.mkdir(parents=True, exist_ok=True)

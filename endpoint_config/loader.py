@@ -1,9 +1,14 @@
-"""Read a config file, validate it and resolve one environment into the endpoints to deploy."""
+"""Read a config file, validate it against the schema and resolve one environment into the endpoints to deploy.
+
+The rules that need the serving systems (systems.checks) are not run here: this package imports none of ours.
+`deployment.load_config` reads through `read_config` and resolves with those rules (`endpoint_rules`).
+"""
 
 from __future__ import annotations
 
 import difflib
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -157,8 +162,13 @@ def parse_config(raw: Any, path: Path) -> AppConfig:
         raise ConfigError(f"{path}: invalid config:\n  - " + "\n  - ".join(lines)) from None
 
 
-def load_config(path: str | Path, environment: str | None = None) -> Deployment:
-    """Load, validate and resolve `environment` (the only one, or the implicit default, when not given)."""
+# Rules run per endpoint once its schema rules pass: (endpoint, environment name, the environment's region or
+# None) -> problems, each "endpoint 'NAME': key: message" (deployment.endpoint_rules: the serving systems').
+EndpointRules = Callable[[EndpointSpec, str, "str | None"], list[str]]
+
+
+def read_config(path: str | Path) -> AppConfig:
+    """Read and validate the whole file against the schema (no environment resolved, no system rules)."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"config file {str(path)!r} does not exist (cdk: -c config=PATH; model_build: --config PATH)")
@@ -168,11 +178,12 @@ def load_config(path: str | Path, environment: str | None = None) -> Deployment:
         mark = getattr(err, "problem_mark", None)
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         raise ConfigError(f"{path}: not valid YAML{at}: {getattr(err, 'problem', err)}") from None
-    config = parse_config(raw, path)
-    return resolve(config, path, environment)
+    return parse_config(raw, path)
 
 
-def resolve(config: AppConfig, path: Path, environment: str | None) -> Deployment:
+def resolve(config: AppConfig, path: Path, environment: str | None, *, endpoint_rules: EndpointRules) -> Deployment:
+    """Apply `environment`'s overrides (the only one, or the implicit default, when not given) and check every
+    endpoint: the schema's cross-field rules, then `endpoint_rules` where those pass."""
     envs = config.environments
     if not envs:
         if environment not in (None, DEFAULT_ENVIRONMENT):
@@ -202,10 +213,8 @@ def resolve(config: AppConfig, path: Path, environment: str | None) -> Deploymen
             continue
         where = f"environment {env_name!r}: " if env.overrides.get(ep.name) else ""
         found = endpoint_problems(merged)
-        if not found and env.region:
-            from systems.checks import region_problems
-
-            found = [f"environment {env_name!r}: {p}" for p in region_problems(merged, env.region)]
+        if not found:
+            found = endpoint_rules(merged, env_name, env.region)
         problems += [where + p for p in found]
         endpoints.append(merged)
     if problems:
@@ -213,14 +222,8 @@ def resolve(config: AppConfig, path: Path, environment: str | None) -> Deploymen
     return Deployment(path, config.project, env_name, env, tuple(endpoints), config)
 
 
-def load_all_environments(path: str | Path) -> dict[str, Deployment]:
-    """Every environment of a file, each resolved and checked (what the pipeline deploys)."""
-    first = load_config(path, next(iter(_environment_names(path)), None))
-    names = list(first.app_config.environments) or [DEFAULT_ENVIRONMENT]
-    return {name: resolve(first.app_config, Path(path), name) for name in names}
-
-
-def _environment_names(path: str | Path) -> list[str]:
+def environment_names(path: str | Path) -> list[str]:
+    """The environment names a file defines, read without validating it (empty when it defines none)."""
     raw = yaml.safe_load(Path(path).read_text()) if Path(path).is_file() else None
     envs = raw.get("environments") if isinstance(raw, dict) else None
     return list(envs) if isinstance(envs, dict) else []

@@ -28,8 +28,16 @@ SYSTEM_NAMES = (
 DTYPES = ("fp16", "bf16", "fp32")
 BYTES_PER_PARAM = {"fp16": 2, "bf16": 2, "fp32": 4}
 
-# CloudWatch Logs accepts only these retention periods (days).
-LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653)  # fmt: skip
+# CloudWatch Logs accepts only these retention periods (days; PutRetentionPolicy), named as aws-cdk-lib's
+# aws_logs.RetentionDays members, which the stacks use.
+LOG_RETENTION = {
+    1: "ONE_DAY", 3: "THREE_DAYS", 5: "FIVE_DAYS", 7: "ONE_WEEK", 14: "TWO_WEEKS", 30: "ONE_MONTH",
+    60: "TWO_MONTHS", 90: "THREE_MONTHS", 120: "FOUR_MONTHS", 150: "FIVE_MONTHS", 180: "SIX_MONTHS",
+    365: "ONE_YEAR", 400: "THIRTEEN_MONTHS", 545: "EIGHTEEN_MONTHS", 731: "TWO_YEARS", 1096: "THREE_YEARS",
+    1827: "FIVE_YEARS", 2192: "SIX_YEARS", 2557: "SEVEN_YEARS", 2922: "EIGHT_YEARS", 3288: "NINE_YEARS",
+    3653: "TEN_YEARS",
+}  # fmt: skip
+LOG_RETENTION_DAYS = tuple(LOG_RETENTION)
 
 TIMEOUT_BOUNDS = (60, 3600)  # SageMaker's limits for both container timeouts
 NAME_PATTERN = r"^[a-z0-9](?:[a-z0-9-]*[a-z0-9])?$"
@@ -312,9 +320,6 @@ def endpoint_problems(ep: EndpointSpec) -> list[str]:
                 f"value {ep.instance_count} is outside autoscaling's range "
                 f"{a.min_capacity}-{a.max_capacity}; the initial count must lie within it",
             )
-    if not problems and ep.system in SYSTEM_NAMES:
-        # Rules that need the serving system's facts (what it serves, on what hardware).
-        from systems.checks import system_problems
-
-        problems += system_problems(ep)
+    # The rules that need the serving system's facts (what it serves, on what hardware) are systems.checks';
+    # deployment.load_config runs them after these pass.
     return problems

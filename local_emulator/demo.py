@@ -10,7 +10,6 @@ the deployed config, a prompt answered by the served model, latency) -> prompts 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import subprocess
 import sys
@@ -21,7 +20,9 @@ from pathlib import Path
 
 import boto3
 
-from endpoint_config import ConfigError, load_config
+from deployment import load_config
+from endpoint_config import ConfigError
+from endpoint_runtime import invoke
 from workstation.deploy import DeployError, deploy, destroy, run
 
 from . import moto_server
@@ -42,13 +43,6 @@ def _step(n: int, text: str) -> float:
 
 def _done(t0: float) -> None:
     print(f"    done in {time.monotonic() - t0:.1f} s", flush=True)
-
-
-def _load_invoke_module():
-    spec = importlib.util.spec_from_file_location("invoke_handler", ROOT / "lambda" / "invoke" / "handler.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _wait_ping(url: str, process: subprocess.Popen, timeout_s: float = 120) -> None:
@@ -123,7 +117,6 @@ def run_demo(config_path: str, endpoint: str | None, port: int, keep_logs: Path)
 
         t = _step(6, "send prompts through lambda/invoke (sagemaker-runtime -> the local server)")
         print("    (the tiny model has random weights: its text is noise; the path it took is the point)")
-        invoke = _load_invoke_module()
         for prompt in PROMPTS:
             payload = {"inputs": prompt, "parameters": {"max_new_tokens": 24, "do_sample": False}}
             t1 = time.monotonic()

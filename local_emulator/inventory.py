@@ -1,12 +1,15 @@
 """List what the app left in an AWS account (real or emulated), per service, leaving out CDK's bootstrap.
 
-Used after `cdk destroy` to prove teardown: every list must be empty.
+Used after `cdk destroy` to prove teardown: every list must be empty. `empty_bucket` lives in workstation.deploy
+(destroy needs it, and workstation does not import local_emulator); it is re-exported here under its old name.
 """
 
 from __future__ import annotations
 
 import boto3
 from botocore.exceptions import ClientError
+
+from workstation.deploy import empty_bucket
 
 # CDK bootstrap resources (the CDKToolkit stack) are the account's, not the app's.
 _BOOTSTRAP_MARK = "hnb659fds"
@@ -50,13 +53,4 @@ def leftovers(session: boto3.Session | None = None, *, stack_prefix: str = "") -
     return found
 
 
-def empty_bucket(bucket: str, session: boto3.Session | None = None) -> int:
-    """Delete every object version and delete marker, as CDK's auto-delete custom resource does on AWS.
-
-    The emulator cannot run that Lambda-backed resource, so the demo calls this before `cdk destroy`.
-    """
-    s3 = (session or boto3.Session()).resource("s3")
-    versions = s3.Bucket(bucket).object_versions
-    count = sum(1 for _ in versions.all())
-    versions.delete()
-    return count
+__all__ = ["empty_bucket", "leftovers"]

@@ -2,14 +2,13 @@
 
 Kept light on purpose: the CDK app and the CLI's error paths import this package, so nothing here imports
 torch or transformers (those load only inside the commands that need them).
+
+BuildError lives in `artifact` (the recipes in systems/ raise it too, and systems must not import model_build);
+it is the same class under this name.
 """
 
 from __future__ import annotations
 
-
-class BuildError(Exception):
-    """A user-facing build failure. The message names the thing, the value and what is allowed; the CLI
-    prints it as is (no traceback) and exits 2."""
-
+from artifact import BuildError
 
 __all__ = ["BuildError"]

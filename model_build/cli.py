@@ -16,7 +16,6 @@ so error paths answer fast.
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import shutil
 import sys
@@ -33,10 +32,18 @@ BUILD_ROOT = Path("build")
 
 
 def recipe_for(system: str) -> Any:
-    """The build recipe of a serving system: module systems.<system with underscores>.recipe."""
-    module = f"systems.{system.replace('-', '_')}.recipe"
+    """The build recipe of a serving system: the module its ServingSystem names (systems.REGISTRY)."""
+    from systems import get_system
+
     try:
-        return importlib.import_module(module)
+        serving_system = get_system(system)
+    except KeyError as err:
+        raise BuildError(err.args[0]) from None
+    module = serving_system.recipe
+    if module is None:
+        raise BuildError(f"system {system!r} has no build recipe")
+    try:
+        return serving_system.load_recipe()
     except ModuleNotFoundError as err:
         if err.name and module.startswith(err.name):
             raise BuildError(f"system {system!r} has no build recipe (no module {module})") from None
@@ -44,7 +51,7 @@ def recipe_for(system: str) -> Any:
 
 
 def _load_endpoint(args: argparse.Namespace) -> tuple[Any, Any]:
-    from endpoint_config import load_config
+    from deployment import load_config
 
     deployment = load_config(args.config, args.env)
     return deployment, deployment.endpoint(args.endpoint)
@@ -153,7 +160,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
 
 
 def cmd_preflight(args: argparse.Namespace) -> int:
-    from endpoint_config import load_config
+    from deployment import load_config
     from model_build.preflight import format_checks, run_preflight
 
     deployment = load_config(args.config, args.env)
@@ -186,16 +193,16 @@ def cmd_smoke(args: argparse.Namespace) -> int:
 
 
 def cmd_clean(args: argparse.Namespace) -> int:
-    import boto3
-
-    from endpoint_config import artifact_bucket_name, load_config
+    from deployment import load_config
+    from endpoint_config import artifact_bucket_name
+    from model_build.aws import caller_account, session_for
     from model_build.clean import delete, plan
 
     deployment = load_config(args.config, args.env)
     if args.endpoint:
         deployment.endpoint(args.endpoint)  # an unknown name is a config error that lists the defined ones
-    session = boto3.session.Session(region_name=deployment.environment.region)
-    account = session.client("sts").get_caller_identity()["Account"]
+    session = session_for(deployment.environment)
+    account = caller_account(session)
     region = deployment.environment.region or session.region_name
     bucket = artifact_bucket_name(deployment.project, deployment.environment_name, account, region)
     plans = plan(deployment, session, bucket, Path(args.build_root), [args.endpoint] if args.endpoint else None)
@@ -276,11 +283,12 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; returns the exit status (2 for user errors, printed without a traceback)."""
     from endpoint_config import ConfigError
+    from model_build.aws import AccountError
 
     args = parser().parse_args(argv)
     try:
         return args.run(args)
-    except (ConfigError, BuildError) as err:
+    except (ConfigError, BuildError, AccountError) as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_USER_ERROR
     except KeyboardInterrupt:

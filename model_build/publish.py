@@ -28,8 +28,6 @@ Prefer `model_data: s3-prefix`: no packing, no extraction at container start.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import shutil
 import subprocess
@@ -41,10 +39,11 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
+
+from artifact.manifest import MANIFEST_NAME, Manifest, ManifestError, sha256_file
 
 MiB = 1024 * 1024
-MANIFEST_NAME = "manifest.json"
 TARBALL_NAME = "model.tar.gz"
 # S3 refuses multipart parts below 5 MiB (except the last one).
 MIN_PART_SIZE = 5 * MiB
@@ -95,8 +94,8 @@ class PublishReport:
 # ---------------------------------------------------------------------------------------------- manifest
 
 
-def load_manifest(build_dir: Path) -> dict[str, Any]:
-    """The build dir's manifest.json: `files: [{path, size, sha256}]` and `content_hash`."""
+def load_manifest(build_dir: Path) -> Manifest:
+    """The build dir's manifest.json (artifact.manifest.Manifest), which must list its files."""
     path = Path(build_dir) / MANIFEST_NAME
     if not path.is_file():
         raise PublishError(
@@ -104,46 +103,14 @@ def load_manifest(build_dir: Path) -> dict[str, Any]:
             "run `python -m model_build build ...` first"
         )
     try:
-        manifest = json.loads(path.read_text())
-    except json.JSONDecodeError as err:
-        raise PublishError(f"{path} is not valid JSON ({err}); rebuild the artifact") from None
-    files = manifest.get("files")
-    if not isinstance(files, list) or not isinstance(manifest.get("content_hash"), str):
-        raise PublishError(f"{path} lacks `files` or `content_hash`; rebuild the artifact")
-    for entry in files:
-        if not {"path", "size", "sha256"} <= set(entry):
-            raise PublishError(f"{path}: file entry {entry!r} lacks path, size or sha256; rebuild the artifact")
-        rel = Path(entry["path"])
-        if rel.is_absolute() or ".." in rel.parts or entry["path"] == MANIFEST_NAME:
-            raise PublishError(f"{path}: file entry {entry['path']!r} is not a plain relative path")
-    return manifest
+        return Manifest.load(path, require_files=True)
+    except ManifestError as err:
+        raise PublishError(f"{err}; rebuild the artifact") from None
 
 
-def sha256_file(path: Path, chunk: int = 8 * MiB) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-    return h.hexdigest()
-
-
-def verify_build_dir(build_dir: Path, manifest: dict[str, Any], *, workers: int = 4) -> None:
+def verify_build_dir(build_dir: Path, manifest: Manifest, *, workers: int = 4) -> None:
     """Refuse a build dir whose files differ from its manifest (edited, truncated or missing since the build)."""
-
-    def check(entry: dict[str, Any]) -> str | None:
-        path = build_dir / entry["path"]
-        if not path.is_file():
-            return f"{entry['path']}: missing"
-        size = path.stat().st_size
-        if size != entry["size"]:
-            return f"{entry['path']}: size {size} bytes, the manifest says {entry['size']}"
-        digest = sha256_file(path)
-        if digest != entry["sha256"]:
-            return f"{entry['path']}: sha256 {digest[:12]}..., the manifest says {entry['sha256'][:12]}..."
-        return None
-
-    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        problems = [p for p in pool.map(check, manifest["files"]) if p]
+    problems = manifest.verify(build_dir, workers=workers)
     if problems:
         raise PublishError(
             f"{build_dir} changed since it was built (refusing to publish):\n  - "
@@ -348,7 +315,7 @@ def publish_artifact(
         prefix += "/"
     manifest = load_manifest(build_dir)
     s3 = s3_client or _s3_client(max_concurrency)
-    report = PublishReport(bucket=bucket, prefix=prefix, model_data=model_data, content_hash=manifest["content_hash"])
+    report = PublishReport(bucket=bucket, prefix=prefix, model_data=model_data, content_hash=manifest.content_hash)
     config = _transfer_config(max_concurrency, multipart_threshold, multipart_chunksize)
     manifest_path = build_dir / MANIFEST_NAME
     manifest_sha = sha256_file(manifest_path)
@@ -398,16 +365,16 @@ def publish_artifact(
 
 
 def _prefix_items(build_dir, manifest, s3, bucket, prefix, report, max_concurrency) -> list[_Item]:
-    entries = manifest["files"]
+    entries = manifest.files
     with ThreadPoolExecutor(max_workers=max(1, min(max_concurrency, len(entries) or 1))) as pool:
-        found = list(pool.map(lambda e: _existing(s3, bucket, prefix + e["path"]), entries))
+        found = list(pool.map(lambda e: _existing(s3, bucket, prefix + e.path), entries))
     items = []
     for entry, have in zip(entries, found):
-        if have == (entry["size"], entry["sha256"]):
+        if have == (entry.size, entry.sha256):
             report.skipped_files += 1
-            report.skipped_bytes += entry["size"]
+            report.skipped_bytes += entry.size
         else:
-            items.append((build_dir / entry["path"], prefix + entry["path"], entry["size"], {"sha256": entry["sha256"]}))
+            items.append((build_dir / entry.path, prefix + entry.path, entry.size, {"sha256": entry.sha256}))
     return items
 
 
@@ -422,7 +389,7 @@ def _tarball_items(build_dir, manifest, s3, bucket, prefix, report, packer) -> l
         if err.response.get("Error", {}).get("Code") not in ("404", "NoSuchKey", "NotFound"):
             raise
         head = None
-    if head and head.get("Metadata", {}).get("content-hash") == manifest["content_hash"]:
+    if head and head.get("Metadata", {}).get("content-hash") == manifest.content_hash:
         report.skipped_files += 1
         report.skipped_bytes += head["ContentLength"]
         return []
@@ -430,14 +397,14 @@ def _tarball_items(build_dir, manifest, s3, bucket, prefix, report, packer) -> l
     tmp = Path(tempfile.mkdtemp(prefix=".model-tar-", dir=build_dir.resolve().parent))
     dest = tmp / TARBALL_NAME
     t0 = time.monotonic()
-    names = [e["path"] for e in manifest["files"]] + [MANIFEST_NAME]
+    names = [e.path for e in manifest.files] + [MANIFEST_NAME]
     try:
         report.packer = pack_tarball(build_dir, names, dest, packer=packer)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     report.pack_seconds = time.monotonic() - t0
-    meta = {"sha256": sha256_file(dest), "content-hash": manifest["content_hash"]}
+    meta = {"sha256": sha256_file(dest), "content-hash": manifest.content_hash}
     return [(dest, key, dest.stat().st_size, meta)]
 
 
@@ -451,10 +418,8 @@ def publish_endpoint(
     progress: bool | None = None,
 ) -> PublishReport:
     """Publish build_dir as the artifact of one endpoint of a resolved config (`endpoint_config.Deployment`)."""
-    import boto3
-    from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
-
     from endpoint_config import artifact_bucket_name, artifact_prefix
+    from model_build.aws import AccountError, checked_account, session_for
 
     ep = deployment.endpoint(endpoint_name)  # ConfigError names the endpoints defined
     build_dir = Path(build_dir)
@@ -465,28 +430,21 @@ def publish_endpoint(
             f"{ep.name}` (or `python -m model_build build ...`) first"
         )
     manifest = load_manifest(build_dir)
-    content_hash = manifest["content_hash"]
+    content_hash = manifest.content_hash
     if ep.artifact_hash and ep.artifact_hash != content_hash:
         raise PublishError(
             f"endpoint {ep.name!r} pins artifact_hash {ep.artifact_hash[:12]}..., but {build_dir} holds "
             f"{content_hash[:12]}...; remove the pin to publish this build, or publish the pinned build"
         )
 
-    session = session or boto3.session.Session(region_name=deployment.environment.region)
+    session = session or session_for(deployment.environment)
     region = deployment.environment.region or session.region_name
     if not region:
         raise PublishError("no AWS region: set `region:` on the environment in the config, or AWS_REGION")
     try:
-        account = session.client("sts", region_name=region).get_caller_identity()["Account"]
-    except NoCredentialsError:
-        raise PublishError("no AWS credentials: configure a profile or AWS_* variables") from None
-    except (ClientError, BotoCoreError) as err:
-        raise PublishError(f"cannot resolve the AWS account (sts get-caller-identity): {err}") from None
-    if deployment.environment.account and deployment.environment.account != account:
-        raise PublishError(
-            f"environment {deployment.environment_name!r} is account {deployment.environment.account}, but the "
-            f"credentials are account {account}; use credentials of {deployment.environment.account}"
-        )
+        account = checked_account(deployment, session, region)
+    except AccountError as err:
+        raise PublishError(str(err)) from None
     bucket = artifact_bucket_name(deployment.project, deployment.environment_name, account, region)
     from botocore.config import Config
 

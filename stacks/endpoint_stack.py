@@ -2,10 +2,21 @@
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
-from aws_cdk import Annotations, Aws, CfnMapping, CfnOutput, CfnParameter, CfnRule, CfnRuleAssertion, Fn, Stack, Token
+from aws_cdk import (
+    Annotations,
+    Aws,
+    CfnMapping,
+    CfnOutput,
+    CfnParameter,
+    CfnRule,
+    CfnRuleAssertion,
+    FileSystem,
+    Fn,
+    Stack,
+    Token,
+)
 from aws_cdk import aws_ecr_assets as ecr_assets
 from constructs import Construct
 
@@ -150,7 +161,10 @@ class EndpointStack(Stack):
             # The emulator cannot publish a Docker image asset (no Docker engine) and never runs containers:
             # point at the environment's own repository with a tag named by the container's source hash.
             repo = image_repository_name(deployment.project, deployment.environment_name)
-            tag = f"{system.name}-{_context_hash(SYSTEMS_DIR / system.own_container.context)[:16]}"
+            own = system.own_container
+            # CDK's own asset fingerprint with the asset's excludes: the hash a DockerImageAsset of this context gets.
+            fingerprint = FileSystem.fingerprint(str(SYSTEMS_DIR / own.context), exclude=list(own.exclude))
+            tag = f"{system.name}-{fingerprint[:16]}"
             return ContainerImage(
                 uri=f"{self.account}.dkr.ecr.{self.region}.{Aws.URL_SUFFIX}/{repo}:{tag}",
                 repository_arn=self.format_arn(service="ecr", resource="repository", resource_name=repo),
@@ -183,11 +197,3 @@ class EndpointStack(Stack):
             "", ["arn:", Aws.PARTITION, ":ecr:", Aws.REGION, ":", account, f":repository/{pin.repository}"]
         )
         return ContainerImage(uri=uri, repository_arn=arn)
-
-
-def _context_hash(directory: Path) -> str:
-    """sha256 over a Docker build context's files (paths and bytes), skipping caches: a stable image tag."""
-    digest = hashlib.sha256()
-    for path in sorted(p for p in directory.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
-        digest.update(path.relative_to(directory).as_posix().encode() + b"\0" + path.read_bytes())
-    return digest.hexdigest()

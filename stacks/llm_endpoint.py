@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from aws_cdk import Aws, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_applicationautoscaling as appscaling
@@ -13,7 +14,10 @@ from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
 from endpoint_config import Autoscaling, EndpointSpec
+from endpoint_config.schema import LOG_RETENTION, TIMEOUT_BOUNDS
+from systems import request_contract
 
+from .lambda_asset import function_code
 from .nag import acknowledge
 
 VARIANT_NAME = "AllTraffic"
@@ -95,12 +99,14 @@ class LlmEndpoint(Construct):
         if model_copies < 1:
             raise ValueError(f"LlmEndpoint {endpoint_name!r}: model_copies must be at least 1, got {model_copies}")
         self.model_copies = model_copies
+        low, high = TIMEOUT_BOUNDS
         for name, value in (("download_timeout_s", download_timeout_s), ("startup_timeout_s", startup_timeout_s)):
-            if not 60 <= value <= 3600:
-                raise ValueError(f"LlmEndpoint {endpoint_name!r}: {name} must be between 60 and 3600 s, got {value}")
+            if not low <= value <= high:
+                raise ValueError(f"LlmEndpoint {endpoint_name!r}: {name} must be between {low} and {high} s, got {value}")
         if not model_data.prefix.endswith("/"):
             raise ValueError(f"LlmEndpoint {endpoint_name!r}: model_data.prefix must end with '/', got {model_data.prefix!r}")
         self.endpoint_name = endpoint_name
+        self.environment = dict(environment)  # the container's; InvokeFunction copies the request limits from it
         Stack.of(self)
 
         # SageMaker writes to this group itself; owning it gives it a retention and lets destroy remove it.
@@ -364,9 +370,14 @@ class InvokeFunction(_PythonFunction):
         super().__init__(
             scope,
             construct_id,
-            code=lambda_.Code.from_asset(code_path),
-            handler="handler.handler",
-            environment={"ENDPOINT_NAME": endpoint.endpoint_name, "READ_TIMEOUT_S": "55"},
+            # invoke/handler.py and what it imports: request_contract.py (systems/, the contract every entry point
+            # ships) staged at the asset's root, where the handler's `import request_contract` finds it.
+            code=function_code(Path(code_path) / "handler.py"),
+            handler="invoke/handler.handler",
+            # The request limits the container enforces (request_contract.limits()), so that the function refuses
+            # what the model would: the same values, or neither sets them and both use the module's defaults.
+            environment={"ENDPOINT_NAME": endpoint.endpoint_name, "READ_TIMEOUT_S": "55",
+                         **{k: v for k, v in endpoint.environment.items() if k in request_contract.LIMIT_ENV}},
             # Above the client's 5 s connect + 55 s read timeouts; the read timeout stays below SageMaker's
             # 60 s InvokeEndpoint limit, so the function answers 504 itself instead of being killed.
             timeout=Duration.seconds(65),
@@ -396,8 +407,8 @@ class SmokeTestFunction(_PythonFunction):
         super().__init__(
             scope,
             construct_id,
-            # The whole lambda/ folder: the smoke handler reuses lambda/invoke's request code.
-            code=lambda_.Code.from_asset(lambda_root, exclude=["**/__pycache__"]),
+            # smoke/handler.py and the endpoint_runtime modules it imports (the checks, lambda/invoke's request code).
+            code=function_code(Path(lambda_root) / "smoke" / "handler.py"),
             handler="smoke/handler.handler",
             environment={
                 "STACK_NAME": Aws.STACK_NAME,
@@ -415,13 +426,6 @@ class SmokeTestFunction(_PythonFunction):
         endpoint.grant_smoke_test(self.function)
 
 
-_RETENTION_BY_DAYS = {
-    1: "ONE_DAY", 3: "THREE_DAYS", 5: "FIVE_DAYS", 7: "ONE_WEEK", 14: "TWO_WEEKS", 30: "ONE_MONTH",
-    60: "TWO_MONTHS", 90: "THREE_MONTHS", 120: "FOUR_MONTHS", 150: "FIVE_MONTHS", 180: "SIX_MONTHS",
-    365: "ONE_YEAR", 400: "THIRTEEN_MONTHS", 545: "EIGHTEEN_MONTHS", 731: "TWO_YEARS", 1096: "THREE_YEARS",
-    1827: "FIVE_YEARS", 2192: "SIX_YEARS", 2557: "SEVEN_YEARS", 2922: "EIGHT_YEARS", 3288: "NINE_YEARS",
-    3653: "TEN_YEARS",
-}  # fmt: skip
 
 
 def _nag_text(value: str) -> str:
@@ -432,9 +436,9 @@ def _nag_text(value: str) -> str:
 
 
 def _retention(days: int) -> logs.RetentionDays:
-    if days not in _RETENTION_BY_DAYS:
+    if days not in LOG_RETENTION:
         raise ValueError(f"log retention {days} days is not one CloudWatch Logs offers")
-    return logs.RetentionDays[_RETENTION_BY_DAYS[days]]
+    return logs.RetentionDays[LOG_RETENTION[days]]
 
 
 __all__ = ["ContainerImage", "InvokeFunction", "LlmEndpoint", "ModelData", "SmokeTestFunction"]

@@ -6,10 +6,10 @@ a new hash, so the CfnModel's properties change and CloudFormation replaces the 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from artifact.manifest import MANIFEST_NAME, Manifest, ManifestError
 from endpoint_config import ConfigError, EndpointSpec
 
 UNBUILT_HASH = "0" * 64
@@ -34,24 +34,22 @@ def resolve_artifact(spec: EndpointSpec, build_root: Path, *, allow_unbuilt: boo
     """
     if spec.artifact_hash:
         return ArtifactRef(spec.artifact_hash, "config")
-    manifest_path = build_root / spec.name / "manifest.json"
+    manifest_path = build_root / spec.name / MANIFEST_NAME
     if manifest_path.is_file():
         try:
-            manifest = json.loads(manifest_path.read_text())
-        except json.JSONDecodeError as err:
-            raise ConfigError(f"endpoint {spec.name!r}: {manifest_path} is not valid JSON ({err}); rebuild it") from None
-        for key, want in (("system", spec.system), ("dtype", spec.dtype)):
-            if manifest.get(key) != want:
+            manifest = Manifest.load(manifest_path)
+        except ManifestError as err:
+            raise ConfigError(f"endpoint {spec.name!r}: {err}; rebuild it") from None
+        for key, have, want in (("system", manifest.system, spec.system), ("dtype", manifest.dtype, spec.dtype)):
+            if have != want:
                 raise ConfigError(
                     f"endpoint {spec.name!r}: the built artifact in {manifest_path.parent} has {key} "
-                    f"{manifest.get(key)!r} but the config says {want!r}; rebuild with "
+                    f"{have!r} but the config says {want!r}; rebuild with "
                     f"`python -m model_build build --config ... --endpoint {spec.name}`"
                 )
-        content_hash = manifest.get("content_hash", "")
-        if len(content_hash) != 64:
+        if len(manifest.content_hash) != 64:
             raise ConfigError(f"endpoint {spec.name!r}: {manifest_path} has no content_hash; rebuild it")
-        total = sum(int(f.get("size", 0)) for f in manifest.get("files", [])) or None
-        return ArtifactRef(content_hash, "manifest", total)
+        return ArtifactRef(manifest.content_hash, "manifest", manifest.total_bytes)
     if allow_unbuilt:
         return ArtifactRef(UNBUILT_HASH, "unbuilt")
     raise ConfigError(

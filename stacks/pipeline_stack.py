@@ -47,7 +47,8 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
-from endpoint_config import ConfigError, Deployment, artifact_bucket_name, load_all_environments
+from deployment import load_all_environments
+from endpoint_config import ConfigError, Deployment, artifact_bucket_name
 from endpoint_config.schema import PipelineSpec
 from systems import get_system
 from systems.base import docker_hub_bases
@@ -120,7 +121,7 @@ def _profile_commands(profile: str, role_arn: str, region: str) -> list[str]:
 class PipelineStack(Stack):
     """Keyword-only props:
       config_path: the config file, relative to the repository root (the pipeline's steps read it from the source).
-      deployments: every environment of that file, resolved (`endpoint_config.load_all_environments`).
+      deployments: every environment of that file, resolved (`deployment.load_all_environments`).
       pipeline: the file's `pipeline:` section.
     """
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import importlib
 import math
 import re
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Callable, Literal
 
 from endpoint_config import EndpointSpec, InstanceType
@@ -51,8 +53,10 @@ class OwnContainer:
 class ServingSystem:
     """One `system:` value of the config file.
 
-    name: the config value. image: the pinned AWS container image, or `own_container` for an image built from
-    this repository. legacy: retired upstream; kept as a pinned recipe and announced at synth together with
+    name: the config value. recipe: the module that builds the system's artifact, `build(endpoint, out_dir,
+    progress=True) -> manifest` (it imports torch and the converters, so only model_build loads it, through
+    `load_recipe`); None: the system has no build step. image: the pinned AWS container image, or
+    `own_container` for an image built from this repository. legacy: retired upstream; kept as a pinned recipe and announced at synth together with
     `replacement`. environment: the container's environment variables for one endpoint. architectures: the
     model kinds it serves. network_isolation: the container needs no network (its model data comes from S3
     through SageMaker). default download/startup timeouts: the floor when the config leaves them out; larger
@@ -62,6 +66,7 @@ class ServingSystem:
     name: str
     summary: str
     environment: Callable[[EndpointSpec], dict[str, str]]
+    recipe: str | None = None
     image: ImagePin | None = None
     own_container: OwnContainer | None = None
     architectures: tuple[Literal["decoder", "encoder-decoder"], ...] = ("decoder",)
@@ -89,6 +94,12 @@ class ServingSystem:
             raise ValueError(f"system {self.name!r}: give exactly one of image= or own_container=")
         if self.staged_weights_environment is not None and self.network_isolation:
             raise ValueError(f"system {self.name!r}: an engine that reads its weights from S3 needs network access")
+
+    def load_recipe(self) -> ModuleType:
+        """Import the build recipe. LookupError when the system has none."""
+        if self.recipe is None:
+            raise LookupError(f"system {self.name!r} has no build recipe")
+        return importlib.import_module(self.recipe)
 
     def model_copies(self, ep: EndpointSpec, instance: InstanceType) -> int:
         """How many copies of the model one instance serves."""

@@ -1,6 +1,6 @@
 """Config rules that need to know the serving system: what it serves, on what hardware, how big a model fits.
 
-Called by endpoint_config.load_config after the schema checks; messages follow the same form
+Called by deployment.load_config after the schema checks; messages follow the same form
 (endpoint, key, value, what is allowed). The model-size rule has three moments:
   config: weights estimated from the parameter count (local safetensors headers, the known-model table or
           `model_parameters`) against the GPUs' memory -- `system_problems`;

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from model_build import BuildError
+from artifact import BuildError
 from systems import recipe_common as common
 from systems.images import PythonStack
 

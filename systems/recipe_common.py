@@ -15,8 +15,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from artifact import BuildError
 from endpoint_config import EndpointSpec
-from model_build import BuildError
 from systems.images import HF_CONTAINER_TRANSFORMERS
 
 TOKENIZER_FILES = (
@@ -191,7 +191,7 @@ def write_build_manifest(
 ) -> dict[str, Any]:
     """Hash the artifact and write its manifest.json: system, endpoint, the source model (where the weights came
     from and what they are; `model_extra` before the count), then the recipe's own `fields`, in that order."""
-    from model_build.manifest import write_manifest
+    from artifact.manifest import write_manifest
 
     model = {
         "source": endpoint.model,

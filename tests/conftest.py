@@ -76,7 +76,7 @@ def synth(tmp_path_factory):
     """synth(config, env=None, build_root=None, allow_unbuilt=True) -> Synthesized, cached per session."""
     import aws_cdk as cdk
 
-    from endpoint_config import load_config
+    from deployment import load_config
     from stacks import add_stacks
 
     cache: dict[tuple, Synthesized] = {}

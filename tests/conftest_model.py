@@ -60,7 +60,7 @@ def model_config(tmp_path_factory: pytest.TempPathFactory, tiny_models: dict[str
 @pytest.fixture(scope="session")
 def build_artifact(tmp_path_factory: pytest.TempPathFactory, model_config: Path) -> Callable[..., Path]:
     """build_artifact(endpoint_name, tag="") -> artifact dir; each (name, tag) is built once per session."""
-    from endpoint_config import load_config
+    from deployment import load_config
     from model_build.cli import build_endpoint
 
     deployment = load_config(model_config)

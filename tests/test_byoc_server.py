@@ -166,10 +166,17 @@ def test_json_with_charset_and_accept_any(url: str) -> None:
     assert reply.status_code == 200 and reply.json() == [{"generated_text": "Hi|64|1.0"}]
 
 
+def test_return_full_text_puts_the_prompt_first(url: str) -> None:
+    """request_contract's return_full_text: the server prefixes each continuation with its prompt."""
+    reply = post(url, {"inputs": ["Hi", "Yo"], "parameters": {"return_full_text": True}})
+    assert reply.status_code == 200 and reply.json() == [{"generated_text": "HiHi|64|1.0"}, {"generated_text": "YoYo|64|1.0"}]
+
+
 def test_handler_may_refuse_with_400(url: str) -> None:
     reply = post(url, {"inputs": "too long"})
     assert reply.status_code == 400
-    assert reply.json() == {"error": "inputs tokens + parameters.max_new_tokens must be <= 16; got 20"}
+    assert reply.json() == {"error": "inputs tokens + parameters.max_new_tokens must be <= 16; got 20",
+                            "error_type": "validation"}
 
 
 # ---- errors -------------------------------------------------------------------------------------------
@@ -180,22 +187,22 @@ def test_handler_may_refuse_with_400(url: str) -> None:
     [
         (
             {"inputs": "Hi", "parameters": {"max_new_tokens": 0}},
-            "parameters.max_new_tokens: Input should be greater than or equal to 1, got 0",
+            "parameters.max_new_tokens must be between 1 and 512, got 0",
         ),
         (
             {"inputs": "Hi", "parameters": {"temperature": 9}},
-            "parameters.temperature: Input should be less than or equal to 5, got 9",
+            "parameters.temperature must be greater than 0 and at most 5, got 9",
         ),
         (
             {"inputs": "Hi", "parameters": {"max_tokens": 3}},
-            "unknown key 'parameters.max_tokens'; allowed: max_new_tokens",
+            "unknown parameters ['max_tokens']; allowed parameters are ['do_sample', 'max_new_tokens'",
         ),
-        ({"inputs": "Hi", "extra": 1}, "unknown key 'extra'; allowed: inputs, parameters"),
+        ({"inputs": "Hi", "extra": 1}, "unknown request keys ['extra']; allowed keys are ['inputs', 'parameters']"),
         ({"parameters": {}}, "inputs is required"),
         ({"input": "Hi", "inputs": "Hi"}, "give either 'input' or 'inputs', not both"),
-        ({"inputs": ""}, "inputs[0] is empty"),
-        ({"inputs": ["a"] * 9}, "inputs: List should have at most 8 items after validation, not 9"),
-        (["Hi"], "request body must be a JSON object, got list"),
+        ({"inputs": ""}, 'inputs must be a non-empty string, got ""'),
+        ({"inputs": ["a"] * 9}, "inputs must be a list of 1 to 8 strings, got a list of 9"),
+        (["Hi"], "request must be a JSON object with keys ['inputs', 'parameters'], got array"),
     ],
 )
 def test_bad_request_is_400_with_its_message(url: str, body: object, message: str) -> None:
@@ -209,7 +216,8 @@ def test_invalid_json_is_400(url: str) -> None:
     assert reply.status_code == 400 and reply.json()["error"].startswith("request body is not valid JSON: ")
     reply = post(url, content=b'"\xff"', headers={"content-type": "application/json"})
     assert reply.status_code == 400
-    assert reply.json() == {"error": "request body is not UTF-8 text: invalid start byte at byte 1"}
+    assert reply.json() == {"error": "request body is not valid UTF-8: invalid start byte at byte 1",
+                            "error_type": "validation"}
 
 
 @pytest.mark.parametrize(("body", "needles"), [c[1:] for c in BAD_BODIES], ids=[c[0] for c in BAD_BODIES])
@@ -295,6 +303,7 @@ def program_dir() -> Iterator[Path]:
     root = Path(tempfile.mkdtemp(prefix="byoc-test-"))
     root.chmod(0o755)
     shutil.copytree(SERVER_DIR, root / "byoc_server", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copyfile(SERVER_DIR.parent / "request_contract.py", root / "request_contract.py")  # as the Dockerfiles COPY it
     (root / "fake_handler.py").write_text(FAKE_HANDLER_SOURCE)
     (root / "model").mkdir()
     yield root

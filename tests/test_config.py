@@ -9,7 +9,8 @@ import textwrap
 import pytest
 from conftest import ROOT
 
-from endpoint_config import ConfigError, hosting_instance_types, load_config, parse_instance_type
+from deployment import load_config
+from endpoint_config import ConfigError, hosting_instance_types, parse_instance_type
 
 pytest_plugins = ["conftest_model"]  # tiny_models, for the build-time size refusal
 

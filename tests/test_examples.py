@@ -114,7 +114,30 @@ def test_reference_setup(all_examples, example, synth):
     if "copies" in want and want["copies"] > 1:
         assert f"each instance serves {want['copies']} copies of the model" in messages
     assert ("is retired upstream" in messages) == bool(want.get("legacy"))
-    from endpoint_config import load_config
+    from deployment import load_config
 
     scaled = load_config(ROOT / "config" / "examples" / example, "dev").endpoints[0].autoscaling is not None
     assert bool(by_type.get("AWS::ApplicationAutoScaling::ScalingPolicy")) == scaled
+
+
+def test_invoke_function_has_the_containers_request_limits(all_examples):
+    """The invoke function refuses what the model would: it gets the request_contract limits (MAX_NEW_TOKENS,
+    MAX_BATCH_SIZE, MAX_INPUT_CHARS) the container's environment sets, and none the container does not."""
+    from systems.request_contract import LIMIT_ENV
+
+    with_limits = 0
+    for synthesized in all_examples.values():
+        for name, template in synthesized.templates.items():
+            resources = list(template["Resources"].values())
+            models = [r for r in resources if r["Type"] == "AWS::SageMaker::Model"]
+            if not models:
+                continue
+            [model] = models
+            [function] = [r for r in resources if r["Type"] == "AWS::Lambda::Function"
+                          and r["Properties"].get("Handler") == "invoke/handler.handler"]  # fmt: skip
+            container = model["Properties"]["PrimaryContainer"].get("Environment", {})
+            want = {k: v for k, v in container.items() if k in LIMIT_ENV}
+            got = {k: v for k, v in function["Properties"]["Environment"]["Variables"].items() if k in LIMIT_ENV}
+            assert got == want, name
+            with_limits += bool(want)
+    assert with_limits  # the byoc examples set them (tensorrt-byoc from its engine profile)

@@ -85,7 +85,7 @@ def source_model(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def artifact(tmp_path_factory, source_model: Path) -> Path:
     """The tiny GPT-2 built by the real recipe (fp16, as the demo config says), verified under transformers 5."""
-    from endpoint_config import load_config
+    from deployment import load_config
     from systems.hf_fastload.recipe import build
 
     endpoint = load_config(ROOT / "config" / "local.yaml", "local").endpoints[0]

@@ -64,7 +64,8 @@ import botocore.session
 import pytest
 from botocore.awsrequest import AWSResponse
 
-from endpoint_config import artifact_bucket_name, load_config
+from deployment import load_config
+from endpoint_config import artifact_bucket_name
 from model_build.smoke import load_smoke_module
 
 pytest_plugins = ["conftest_model"]  # the emulator and moto_env fixtures
@@ -645,7 +646,7 @@ def actions(needs: Sequence[Need]) -> set[str]:
 def test_invoke_lambda_role_allows_every_call_of_the_invoke_handler(moto_env, envs, monkeypatch):
     env = envs["dev"]
     ctx = env.endpoint_stack
-    role = function_environment(ctx, "handler.handler", monkeypatch)
+    role = function_environment(ctx, "invoke/handler.handler", monkeypatch)
     moto_env.set_invoke_results([GOOD], account=env.where.account)
     key = set_lambda_credentials(monkeypatch, account_session(env.where.account, env.where.region))
     invoke = smoke.load_invoke_module()

@@ -7,7 +7,8 @@ import re
 
 import pytest
 
-from endpoint_config import ConfigError, hosting_instance_types, load_config, parse_instance_type
+from deployment import load_config
+from endpoint_config import ConfigError, hosting_instance_types, parse_instance_type
 from endpoint_config.instances import FAMILIES, GAUDI, GPU, NEURON, REFUSED_FAMILIES
 
 MIB = 2**20

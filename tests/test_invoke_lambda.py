@@ -24,7 +24,7 @@ import pytest
 from helpers import BAD_BODIES, EMOJI_BODY
 
 ROOT = Path(__file__).resolve().parents[1]
-HANDLER_PATH = ROOT / "lambda" / "invoke" / "handler.py"
+HANDLER_PATH = ROOT / "endpoint_runtime" / "invoke.py"  # lambda/invoke/handler.py imports it
 
 pytest_plugins = ["conftest_model"]  # the emulator and moto_env fixtures (round trip through the moto server)
 
@@ -33,7 +33,7 @@ ENV_KEYS = ("ENDPOINT_NAME", "MAX_REQUEST_BYTES", "MAX_NEW_TOKENS", "MAX_BATCH_S
 
 
 def _load_handler():
-    # The folder is called `lambda` (a keyword), so load the file by path.
+    # A fresh module per test session, configured by the environment the tests set.
     spec = importlib.util.spec_from_file_location("invoke_lambda_handler", HANDLER_PATH)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -145,17 +145,18 @@ BAD_REQUESTS = [
     ("do-sample-string", P({"do_sample": "yes"}), 400, ['parameters.do_sample must be true or false, got "yes" (string)']),
     ("repetition-penalty", P({"repetition_penalty": 11}), 400,
      ["parameters.repetition_penalty must be greater than 0 and at most 10, got 11"]),
-    ("stop-string", P({"stop": "###"}), 400, ['parameters.stop must be a list of at most 4 strings, got "###" (string)']),
-    ("stop-too-many", P({"stop": ["a", "b", "c", "d", "e"]}), 400, ["parameters.stop must have at most 4 entries, got 5"]),
-    ("stop-empty-item", P({"stop": ["a", ""]}), 400, ['parameters.stop[1] must be a non-empty string, got "" (string)']),
-    ("seed-negative", P({"seed": -1}), 400, ["parameters.seed must be between 0 and 18446744073709551615, got -1"]),
+    # stop and typical_p: no container behind this function honours them (request_contract.PARAMETERS)
+    ("stop-refused", P({"stop": ["###"]}), 400, ["unknown parameters ['stop']"]),
+    ("typical-p-refused", P({"typical_p": 0.9}), 400, ["unknown parameters ['typical_p']"]),
+    ("seed-negative", P({"seed": -1}), 400, ["parameters.seed must be between 0 and 4294967295, got -1"]),
+    ("seed-above-32-bits", P({"seed": 2**32}), 400, ["parameters.seed must be between 0 and 4294967295, got 4294967296"]),
     ("get-method", proxy('{"inputs": "x"}', method="GET"), 405, ["method must be POST, got GET"]),
     ("odd-request-context", {"body": "nope", "requestContext": {"http": None}}, 400, ["body is not valid JSON"]),
     # a direct event was decoded by the Lambda runtime: the same strict rules apply to it as to a body
     ("direct-lone-surrogate", {"inputs": "a\ud800"}, 400, ["inputs contains a lone UTF-16 surrogate \\ud800"]),
-    ("direct-lone-surrogate-stop", P({"stop": ["\udc00"]}), 400, ["parameters.stop[0] contains a lone UTF-16"]),
-    ("direct-too-deep", P({"stop": json.loads("[" * 31 + '"a"' + "]" * 31)}), 400,
-     ["parameters.stop" + "[0]" * 30 + ":", "nested more than 32 levels deep"]),
+    ("direct-lone-surrogate-param", P({"top_k": ["\udc00"]}), 400, ["parameters.top_k[0] contains a lone UTF-16"]),
+    ("direct-too-deep", P({"top_k": json.loads("[" * 31 + '"a"' + "]" * 31)}), 400,
+     ["parameters.top_k" + "[0]" * 30 + ":", "nested more than 32 levels deep"]),
 ]
 
 
@@ -195,8 +196,8 @@ def test_max_new_tokens_limit_comes_from_env(monkeypatch, fake):
 
 def test_valid_parameters_are_forwarded_unchanged(fake):
     params = {"max_new_tokens": 512, "temperature": 5, "top_p": 1, "top_k": 0, "do_sample": True,
-              "repetition_penalty": 1.2, "stop": ["\n\n", "###"], "seed": 2**64 - 1, "return_full_text": False,
-              "typical_p": 0.9}
+              "repetition_penalty": 1.2, "seed": 2**32 - 1, "return_full_text": False, "min_new_tokens": 2,
+              "num_beams": 1}
     status, body = call({"inputs": ["a", "b"], "parameters": params})
     assert status == 200, body
     sent = json.loads(fake.calls[0]["Body"])
@@ -278,13 +279,13 @@ def test_client_is_created_once_with_timeouts_and_bounded_retries(monkeypatch):
 
 def test_one_json_log_line_without_the_prompt(fake, capsys):
     secret = "my very private prompt"
-    call(proxy(json.dumps({"inputs": secret, "parameters": {"stop": ["END"]}})))
+    call(proxy(json.dumps({"inputs": secret, "parameters": {"top_k": 5}})))
     call({"inputs": [secret], "parameters": {"max_new_tokens": 9999}})
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
     assert len(lines) == 2
     ok, bad = lines
     assert ok["endpoint"] == "llm-endpoint" and ok["status"] == 200 and isinstance(ok["latency_ms"], int)
-    assert ok["event_kind"] == "proxy" and ok["parameter_keys"] == ["stop"]
+    assert ok["event_kind"] == "proxy" and ok["parameter_keys"] == ["top_k"]
     assert bad["status"] == 400 and "max_new_tokens" in bad["error"]
     assert secret not in json.dumps(lines) and "generated_text" not in json.dumps(lines)
 

@@ -114,7 +114,7 @@ def test_torch_save_opt_in(build_artifact: Callable[..., Path]) -> None:
 def test_failed_verification_leaves_nothing(
     model_config: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from endpoint_config import load_config
+    from deployment import load_config
     from model_build import BuildError
     from model_build.cli import build_endpoint
     from systems.hf_fastload import recipe

@@ -348,7 +348,7 @@ def test_pipeline_flag_without_pipeline_section_is_a_config_error():
 def _deployments_with(**changes):
     import yaml
 
-    from endpoint_config.loader import parse_config, resolve
+    from deployment import parse_config, resolve
 
     raw = yaml.safe_load((ROOT / CONFIG).read_text())
     for dotted, value in changes.items():

@@ -12,7 +12,8 @@ import yaml
 from botocore.stub import Stubber
 from helpers import Session
 
-from endpoint_config import artifact_bucket_name, artifact_prefix, load_config
+from deployment import load_config
+from endpoint_config import artifact_bucket_name, artifact_prefix
 from local_emulator import moto_server
 from model_build.cli import main
 from model_build.preflight import run_preflight

@@ -18,7 +18,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # until the repo's pytest config sets `pythonpath = .`
     sys.path.insert(0, str(ROOT))
 
-from endpoint_config import artifact_bucket_name, artifact_prefix, load_config
+from deployment import load_config
+from endpoint_config import artifact_bucket_name, artifact_prefix
 from local_emulator import moto_server
 from model_build.publish import MiB, PublishError, choose_packer, pack_tarball, publish_artifact, publish_endpoint
 

@@ -3,7 +3,7 @@
 The endpoint stack is created with boto3 from a small template with the Model/EndpointConfig/Endpoint of an
 endpoint stack (no CDK). moto's InvokeEndpoint answers with canned results set through its
 /moto-api/static/sagemaker/endpoint-results API. What moto cannot produce -- a stack in UPDATE_ROLLBACK_COMPLETE,
-an endpoint that is not InService, CodePipeline job results -- comes from botocore's Stubber.
+an endpoint that is not InService -- comes from botocore's Stubber.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import yaml
 from botocore.stub import Stubber
 from helpers import Session
 
-from endpoint_config import load_config
+from deployment import load_config
 from local_emulator import moto_server
 from model_build.cli import main
 from model_build.smoke import SMOKE_HANDLER, load_smoke_module, run_smoke
@@ -296,26 +296,6 @@ def test_lambda_handler_configuration_errors(monkeypatch):
     assert "LATENCY_BUDGET_MS must be an integer between 100 and 60000" in smoke.handler({}, None)["failures"][0]
 
 
-def test_lambda_reports_codepipeline_job(moto_env, monkeypatch):
-    monkeypatch.setenv("STACK_NAME", "no-such-stack")
-    cp = boto3.client("codepipeline")
-    with Stubber(cp) as stub:
-        stub.add_response(
-            "put_job_failure_result",
-            {},
-            {"jobId": "job-1", "failureDetails": {"type": "JobFailed", "message": stub_any_message()}},
-        )
-        out = smoke.handler({"CodePipeline.job": {"id": "job-1"}}, None, session=Session(codepipeline=cp))
-        stub.assert_no_pending_responses()
-    assert not out["ok"]
-
-
-def stub_any_message():
-    from botocore.stub import ANY
-
-    return ANY
-
-
 def test_lambda_file_needs_only_stdlib_and_boto3():
     tree = ast.parse(SMOKE_HANDLER.read_text())
     roots = {
@@ -326,4 +306,5 @@ def test_lambda_file_needs_only_stdlib_and_boto3():
     }
     import sys
 
-    assert roots - set(sys.stdlib_module_names) == {"boto3", "botocore"}
+    # endpoint_runtime: the package shipped with it (tests/test_lambda_code.py checks the whole asset).
+    assert roots - set(sys.stdlib_module_names) == {"boto3", "botocore", "endpoint_runtime"}

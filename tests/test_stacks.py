@@ -258,7 +258,7 @@ def test_execution_role_reads_its_endpoints_artifacts_and_pulls_one_repository(l
 
 def test_invoke_function_may_only_invoke_its_endpoint(local):
     stack = "llm-endpoints-local-tiny-gpt2"
-    [fn] = [f for f in local.resources(stack, "AWS::Lambda::Function") if f["Properties"]["Handler"] == "handler.handler"]
+    [fn] = [f for f in local.resources(stack, "AWS::Lambda::Function") if f["Properties"]["Handler"] == "invoke/handler.handler"]
     props = fn["Properties"]
     assert props["Environment"]["Variables"] == {"ENDPOINT_NAME": "local-tiny-gpt2", "READ_TIMEOUT_S": "55"}
     assert props["Timeout"] == 65 and props["Runtime"] == "python3.14"

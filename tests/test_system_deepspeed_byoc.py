@@ -12,7 +12,7 @@ import httpx
 import pytest
 from helpers import running
 
-from endpoint_config import load_config
+from deployment import load_config
 from model_build import BuildError
 from systems.byoc_server.contract import GenerationParameters, RequestError
 
@@ -314,7 +314,7 @@ def test_http_errors(server_url: str) -> None:
     bad = httpx.post(url, json={"inputs": "Hi", "parameters": {"top_p": 2}}, timeout=30)
     assert (
         bad.status_code == 400
-        and bad.json()["error"] == "parameters.top_p: Input should be less than or equal to 1, got 2"
+        and bad.json()["error"] == "parameters.top_p must be greater than 0 and at most 1, got 2"
     )
     assert httpx.post(url, content=b"Hi", headers={"content-type": "text/plain"}).status_code == 415
 

@@ -48,8 +48,12 @@ class FakeInput:
     def is_empty(self) -> bool:
         return self._body is None
 
+    def get_as_bytes(self) -> bytes:  # the real one returns the body's bytes (a bytearray)
+        return bytearray(self._body.encode() if isinstance(self._body, str) else
+                         self._body if isinstance(self._body, bytes) else json.dumps(self._body).encode())
+
     def get_as_json(self) -> Any:
-        return json.loads(self._body) if isinstance(self._body, (str, bytes)) else self._body
+        return json.loads(self.get_as_bytes())
 
 
 class FakeOutput:
@@ -141,7 +145,7 @@ def djl_config(tmp_path_factory: pytest.TempPathFactory, tiny_models: dict[str, 
 
 @pytest.fixture(scope="session")
 def djl_build(tmp_path_factory: pytest.TempPathFactory, djl_config: Path, tiny_t5: Path):
-    from endpoint_config import load_config
+    from deployment import load_config
     from model_build.cli import build_endpoint
 
     deployment = load_config(djl_config)
@@ -354,6 +358,8 @@ def test_djl_deepspeed_custom_handler(djl_build) -> None:
     assert props["option.entryPoint"] == "model.py" and props["engine"] == "DeepSpeed"
     source = REPO_ROOT / "systems/djl_common/handler/model.py"
     assert (artifact / "model.py").read_bytes() == source.read_bytes()
+    contract = REPO_ROOT / "systems/request_contract.py"  # model.py imports it as a sibling
+    assert (artifact / "request_contract.py").read_bytes() == contract.read_bytes()
     check_manifest(artifact, "djl-deepspeed", "ds-custom", "fp32")
 
     handler = import_handler(artifact / "model.py", "djl_decoder_model")
@@ -363,11 +369,9 @@ def test_djl_deepspeed_custom_handler(djl_build) -> None:
     out = handler.handle(FakeInput(properties, {"inputs": ["Hello", "The quick"], "parameters": {"max_new_tokens": 5}}))
     assert out.code == 200 and len(out.content) == 2 and all(isinstance(r["generated_text"], str) for r in out.content)
     bad = handler.handle(FakeInput(properties, {"inputs": "Hi", "parameters": {"temperature": 0}}))
-    assert (
-        bad.code == 400
-        and "parameters.temperature: value 0" in bad.content["error"]
-        and "> 0.0" in bad.content["error"]
-    )
+    assert bad.code == 400 and bad.content == {
+        "error": "parameters.temperature must be greater than 0 and at most 5, got 0", "error_type": "validation"
+    }
 
 
 def test_djl_accelerate_artifact(djl_build) -> None:
@@ -431,7 +435,7 @@ def test_fastertransformer_artifact(djl_build, tiny_t5: Path) -> None:
         "option.dtype": "fp32",
         "option.model_loading_timeout": "3600",
     }
-    assert files_of(artifact / "code") == {"serving.properties", "model.py"}
+    assert files_of(artifact / "code") == {"serving.properties", "model.py", "request_contract.py"}
     source_files = {p.name for p in tiny_t5.iterdir() if p.is_file()}
     assert files_of(artifact / "weights") == source_files  # config, generation_config, safetensors, tokenizer
     # The tokenizer.json written by tokenizers 0.23 has pair-style BPE merges, which the image's tokenizers
@@ -484,7 +488,7 @@ def test_ft_handler_warmup_and_generate(ft_handler) -> None:
     assert handler._model["engine"] == "transformers" and handler._model["encoder_decoder"]
     model_object = handler._model["model"]
     request = {"inputs": ["translate: hello", "The quick brown fox"],
-               "parameters": {"max_seq_len": 6, "beam_width": 2, "repetition_penalty": 1.2, "len_penalty": 1.0}}  # fmt: skip
+               "parameters": {"max_new_tokens": 6, "num_beams": 2, "repetition_penalty": 1.2, "seed": 1}}  # fmt: skip
     out = handler.handle(FakeInput(properties, json.dumps(request).encode()))
     assert out.code == 200 and len(out.content["outputs"]) == 2
     assert all(isinstance(t, str) for t in out.content["outputs"])
@@ -492,8 +496,8 @@ def test_ft_handler_warmup_and_generate(ft_handler) -> None:
         FakeInput(properties, {"inputs": "hello", "parameters": {"temperature": 0.7, "top_k": 5, "top_p": 0.9}})
     )
     assert sampled.code == 200 and len(sampled.content["outputs"]) == 1
-    greedy1 = handler.handle(FakeInput(properties, {"inputs": "hello", "parameters": {"max_seq_len": 4}}))
-    greedy2 = handler.handle(FakeInput(properties, {"inputs": "hello", "parameters": {"max_seq_len": 4}}))
+    greedy1 = handler.handle(FakeInput(properties, {"inputs": "hello", "parameters": {"max_new_tokens": 4}}))
+    greedy2 = handler.handle(FakeInput(properties, {"inputs": "hello", "parameters": {"max_new_tokens": 4}}))
     assert greedy1.content == greedy2.content  # defaults are greedy (FT's top_k=1)
     assert handler._model["model"] is model_object  # loaded once
 
@@ -501,15 +505,15 @@ def test_ft_handler_warmup_and_generate(ft_handler) -> None:
 @pytest.mark.parametrize(
     ("parameters", "expected"),
     [
-        ({"max_seq_len": 0}, "parameters.max_seq_len: value 0 is out of range; allowed: >= 1 and <= 512"),
-        ({"max_seq_len": 100000}, "allowed: >= 1 and <= 512"),
-        ({"temperature": 0}, "parameters.temperature: value 0 is out of range; allowed: > 0.0 and <= 5.0"),
-        ({"top_p": 1.5}, "parameters.top_p: value 1.5 is out of range; allowed: >= 0.0 and <= 1.0"),
-        ({"top_k": -1}, "parameters.top_k: value -1 is out of range; allowed: >= 0 and <= 1000"),
-        ({"beam_width": 9}, "parameters.beam_width: value 9 is out of range; allowed: >= 1 and <= 8"),
-        ({"beam_width": 2.5}, "parameters.beam_width: value 2.5 must be an integer"),
-        ({"repetition_penalty": "high"}, "parameters.repetition_penalty: value 'high' must be a number"),
-        ({"max_new_tokens": 5}, "parameters.max_new_tokens: not supported; allowed: max_seq_len, temperature"),
+        ({"max_new_tokens": 0}, "parameters.max_new_tokens must be between 1 and 512, got 0"),
+        ({"max_new_tokens": 100000}, "parameters.max_new_tokens must be between 1 and 512, got 100000"),
+        ({"temperature": 0}, "parameters.temperature must be greater than 0 and at most 5, got 0"),
+        ({"top_p": 1.5}, "parameters.top_p must be greater than 0 and at most 1, got 1.5"),
+        ({"top_k": -1}, "parameters.top_k must be between 0 and 1000, got -1"),
+        ({"num_beams": 9}, "parameters.num_beams must be between 1 and 8, got 9"),
+        ({"num_beams": 2.5}, "parameters.num_beams must be an integer between 1 and 8, got 2.5 (number)"),
+        ({"repetition_penalty": "high"}, 'parameters.repetition_penalty must be a number greater than 0 and at most 10, got "high"'),
+        ({"max_seq_len": 5}, "unknown parameters ['max_seq_len']; allowed parameters are ['do_sample', 'max_new_tokens'"),
     ],
 )
 def test_ft_handler_bad_parameters(ft_handler, parameters: dict, expected: str) -> None:
@@ -522,10 +526,10 @@ def test_ft_handler_bad_parameters(ft_handler, parameters: dict, expected: str) 
     ("body", "expected"),
     [
         (b"{not json", "request body is not valid JSON"),
-        ({"prompt": "x"}, 'must be a JSON object with "inputs"'),
+        ({"prompt": "x"}, "unknown request keys ['prompt']"),
         ({"inputs": ""}, "must be a non-empty string"),
-        ({"inputs": ["a"] * 17}, "17 prompts given; allowed: 1 to 16"),
-        ({"inputs": "a", "stream": True}, "request key 'stream' is not supported"),
+        ({"inputs": ["a"] * 9}, "inputs must be a list of 1 to 8 strings, got a list of 9"),
+        ({"inputs": "a", "stream": True}, "unknown request keys ['stream']"),
     ],
 )
 def test_ft_handler_bad_requests(ft_handler, body: Any, expected: str) -> None:
@@ -698,17 +702,18 @@ def test_stand_ins_refuse_the_wrong_call_shape() -> None:
 
 
 REQUEST = {"inputs": ["first prompt", "second prompt"],
-           "parameters": {"max_seq_len": 6, "beam_width": 2, "temperature": 0.7, "top_k": 5, "top_p": 0.9,
-                          "repetition_penalty": 1.2, "len_penalty": 1.0}}  # fmt: skip
+           "parameters": {"max_new_tokens": 6, "num_beams": 2, "temperature": 0.7, "top_k": 5, "top_p": 0.9,
+                          "repetition_penalty": 1.2, "seed": 3}}  # fmt: skip
 
 
 def test_ft_handler_t5_call_shape(ft_stand_in) -> None:
     handler, properties, fake = ft_stand_in("t5")
     assert handler.handle(FakeInput(properties)) is None
-    out = handler.handle(FakeInput(properties, REQUEST))
+    request = {**REQUEST, "parameters": {**REQUEST["parameters"], "min_new_tokens": 1}}
+    out = handler.handle(FakeInput(properties, request))
     assert out.code == 200 and out.content == {"outputs": ["t5(first prompt)", "t5(second prompt)"]}
     (call,) = fake.created[0].calls
-    assert (call["max_seq_len"], call["beam_size"], call["top_k"], call["len_penalty"]) == (6, 2, 5, 1.0)
+    assert (call["max_seq_len"], call["beam_size"], call["top_k"], call["min_length"], call["random_seed"]) == (6, 2, 5, 1, 3)
 
 
 @pytest.mark.parametrize("model_type", ["gpt2", "bloom", "gpt_neox"])
@@ -722,15 +727,15 @@ def test_ft_handler_decoder_call_shape(ft_stand_in, model_type: str) -> None:
     assert (call["batch_size"], call["output_len"], call["beam_width"]) == (2, 6, 2)
 
 
-def test_ft_handler_opt_refuses_len_penalty(ft_stand_in) -> None:
+def test_ft_handler_opt_refuses_min_new_tokens(ft_stand_in) -> None:
     handler, properties, fake = ft_stand_in("opt")
     handler.handle(FakeInput(properties))
-    bad = handler.handle(FakeInput(properties, REQUEST))
+    bad = handler.handle(FakeInput(properties, {**REQUEST, "parameters": {**REQUEST["parameters"], "min_new_tokens": 1}}))
     assert bad.code == 400 and bad.content["error"] == (
-        "parameters.len_penalty: not supported for model type 'opt' by FasterTransformer; allowed: max_seq_len, "
-        "beam_width, temperature, top_k, top_p, repetition_penalty"
+        "parameters.min_new_tokens: not supported for model type 'opt' by FasterTransformer; allowed: "
+        "max_new_tokens, num_beams, temperature, top_k, top_p, repetition_penalty, seed"
     )
-    request = {"inputs": "one", "parameters": {k: v for k, v in REQUEST["parameters"].items() if k != "len_penalty"}}
+    request = {"inputs": "one", "parameters": REQUEST["parameters"]}
     out = handler.handle(FakeInput(properties, request))
     assert out.code == 200 and out.content == {"outputs": ["gen(one)#beam0"]}
 
@@ -796,7 +801,8 @@ def test_cli_error_exit_code(djl_config: Path, tmp_path: Path) -> None:
 
 
 def test_config_refuses_t5_for_decoder_system(djl_config: Path, tiny_t5: Path, tmp_path: Path) -> None:
-    from endpoint_config import ConfigError, load_config
+    from deployment import load_config
+    from endpoint_config import ConfigError
 
     bad = tmp_path / "bad.yaml"
     bad.write_text(
@@ -822,7 +828,8 @@ def test_tensorrt_profile_refused() -> None:
 
 @pytest.mark.parametrize("system", DJL_SYSTEMS)
 def test_example_config(system: str) -> None:
-    from endpoint_config import load_config, parse_instance_type
+    from deployment import load_config
+    from endpoint_config import parse_instance_type
     from systems import get_system
 
     path = REPO_ROOT / "config" / "examples" / f"{system}.yaml"

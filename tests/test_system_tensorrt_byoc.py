@@ -48,7 +48,7 @@ def trt_config(tmp_path_factory: pytest.TempPathFactory, tiny_models: dict[str, 
 
 @pytest.fixture(scope="session")
 def trt_deployment(trt_config: Path):
-    from endpoint_config import load_config
+    from deployment import load_config
 
     return load_config(trt_config)
 
@@ -464,7 +464,8 @@ def test_system_facts_and_container(trt_deployment) -> None:
 
 
 def test_gpu_only_and_example_config(tiny_models: dict[str, Path], tmp_path: Path) -> None:
-    from endpoint_config import ConfigError, load_config
+    from deployment import load_config
+    from endpoint_config import ConfigError
 
     path = tmp_path / "cpu.yaml"
     path.write_text(

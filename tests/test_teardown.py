@@ -117,7 +117,7 @@ def test_an_environment_that_retains_data_keeps_exactly_its_buckets_and_reposito
         assert any("accesslogs" in b for b in buckets)
 
         # Deploying again: creating the named bucket fails (already exists); the preflight says so and how to adopt.
-        from endpoint_config import load_config
+        from deployment import load_config
         from model_build.preflight import kept_data_checks
 
         deployment = load_config(config, "emu")

@@ -21,6 +21,7 @@ from pathlib import Path
 import boto3
 
 from endpoint_config import Deployment, artifact_bucket_name
+from model_build.aws import caller_account, session_for
 
 ROOT = Path(__file__).resolve().parent.parent
 CDK = str(ROOT / "node_modules" / ".bin" / "cdk")
@@ -53,7 +54,7 @@ def _context(deployment: Deployment) -> list[str]:
 
 
 def _session(deployment: Deployment) -> boto3.Session:
-    return boto3.Session(region_name=deployment.environment.region)
+    return session_for(deployment.environment)
 
 
 def _failed(checks, *, skip_artifacts: bool) -> list[str]:
@@ -93,7 +94,7 @@ def deploy(deployment: Deployment, *, echo: Callable[[str], None] = print, runti
     run([CDK, "synth", "--quiet", "--no-notices", *_context(deployment), "-o", str(assembly)], echo=echo)
     app = ["--app", str(assembly)]
 
-    account = session.client("sts").get_caller_identity()["Account"]
+    account = caller_account(session)
     region = deployment.environment.region or session.region_name
     required, parameter = required_bootstrap_version(assembly)
     have = bootstrap_version(session, parameter)
@@ -136,13 +137,24 @@ def deploy(deployment: Deployment, *, echo: Callable[[str], None] = print, runti
     echo(f"deployed {len(endpoint_stacks)} endpoint(s) to environment {env_name}")
 
 
-def destroy(deployment: Deployment, *, echo: Callable[[str], None] = print) -> None:
-    from local_emulator.inventory import empty_bucket
+def empty_bucket(bucket: str, session: boto3.Session | None = None) -> int:
+    """Delete every object version and delete marker, as CDK's auto-delete custom resource does on AWS.
 
+    The emulator cannot run that Lambda-backed resource, so destroy (and with it the demo) calls this before
+    `cdk destroy`.
+    """
+    s3 = (session or boto3.Session()).resource("s3")
+    versions = s3.Bucket(bucket).object_versions
+    count = sum(1 for _ in versions.all())
+    versions.delete()
+    return count
+
+
+def destroy(deployment: Deployment, *, echo: Callable[[str], None] = print) -> None:
     session = _session(deployment)
     env = deployment.environment
     if env.emulator and not env.retain_data:
-        account = session.client("sts").get_caller_identity()["Account"]
+        account = caller_account(session)
         bucket = artifact_bucket_name(deployment.project, deployment.environment_name, account, env.region or session.region_name)
         try:
             removed = empty_bucket(bucket, session)
@@ -193,7 +205,8 @@ def bootstrap_version(session: boto3.Session, parameter: str = DEFAULT_BOOTSTRAP
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
-    from endpoint_config import ConfigError, load_config
+    from deployment import load_config
+    from endpoint_config import ConfigError
 
     parser = argparse.ArgumentParser(prog="python -m workstation", description="deploy or destroy one environment")
     parser.add_argument("action", choices=["deploy", "destroy"])
@@ -212,4 +225,4 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-__all__ = ["DeployError", "deploy", "destroy", "main"]
+__all__ = ["DeployError", "deploy", "destroy", "empty_bucket", "main"]

@@ -35,7 +35,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 
-from .contract import Handler, RequestError, decode_body, parse_request
+from .contract import Handler, RequestError, decode_body, parse_request, request_contract
 
 log = logging.getLogger("byoc_server")
 
@@ -152,14 +152,15 @@ def create_app(
                     f"handler returned {type(texts).__name__} of {len(texts) if isinstance(texts, list) else '?'} "
                     f"items for {len(generation.inputs)} inputs"
                 )
-        except RequestError as err:
-            return _error(400, str(err))
+        except RequestError as err:  # request_contract's error shape: {"error", "error_type"}
+            return JSONResponse(request_contract.error_body(err), status_code=err.status)
         except Exception as err:
             request_id = uuid.uuid4().hex[:12]
             log.error("request %s failed:\n%s", request_id, traceback.format_exc())
             return _error(
                 500, f"generation failed ({type(err).__name__}); see the container log, request id {request_id}"
             )
-        return JSONResponse([{"generated_text": str(t)} for t in texts])
+        prefix = list(generation.inputs) if generation.parameters.return_full_text else [""] * len(texts)
+        return JSONResponse([{"generated_text": p + str(t)} for p, t in zip(prefix, texts)])
 
     return app

@@ -49,6 +49,7 @@ def container_environment(endpoint: EndpointSpec) -> dict[str, str]:
 
 SYSTEM = ServingSystem(
     name="deepspeed-byoc",
+    recipe="systems.deepspeed_byoc.recipe",
     summary="DeepSpeed-Inference kernel injection (fp16, tensor parallel) in our own container, sharded safetensors",
     own_container=OwnContainer(dockerfile="deepspeed_byoc/container/Dockerfile", context="."),
     environment=container_environment,

@@ -20,9 +20,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from artifact import BuildError
+from artifact.source import resolve_model_source
 from endpoint_config import EndpointSpec
-from model_build import BuildError
-from model_build.source import resolve_model_source
 from systems import recipe_common as common
 from systems.deepspeed_byoc import (
     BASE_IMAGE,

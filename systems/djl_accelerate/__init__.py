@@ -55,6 +55,7 @@ def container_environment(endpoint: EndpointSpec) -> dict[str, str]:
 
 SYSTEM = djl_system(
     name="djl-accelerate",
+    recipe="systems.djl_accelerate.recipe",
     summary="DJL Serving 0.27 Python engine, Hugging Face handler with accelerate device_map over the GPUs",
     image=DJL_DEEPSPEED_LEGACY,
     environment=container_environment,

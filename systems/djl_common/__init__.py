@@ -17,8 +17,8 @@ import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from artifact import BuildError
 from endpoint_config import EndpointSpec, parse_instance_type
-from model_build import BuildError
 from systems.base import ServingSystem
 
 SERVING_PROPERTIES = "serving.properties"

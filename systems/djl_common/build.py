@@ -21,10 +21,11 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from artifact import BuildError
+from artifact.source import resolve_model_source
 from endpoint_config import EndpointSpec
-from model_build import BuildError
-from model_build.source import resolve_model_source
 from systems import recipe_common as common
+from systems import request_contract
 from systems.container_tokenizer import plan_tokenizer
 from systems.images import ImagePin
 
@@ -103,6 +104,7 @@ def build_decoder_artifact(
         write_properties(out_dir, properties)
     if custom_handler is not None:
         shutil.copyfile(custom_handler, out_dir / "model.py")
+        shutil.copyfile(request_contract.__file__, out_dir / "request_contract.py")  # model.py imports it
     steps.update()
 
     steps.set_postfix_str("verify")

@@ -30,8 +30,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from artifact import BuildError
 from endpoint_config import EndpointSpec
-from model_build import BuildError
 from systems.base import ServingSystem
 
 from . import MODEL_LOADING_TIMEOUT_S, SAGEMAKER_MODEL_DIR, check_engine_options, option_environment
@@ -94,7 +94,7 @@ def check_max_model_len(endpoint: EndpointSpec, source: Path) -> None:
 def build_lmi(
     endpoint: EndpointSpec, out_dir: Path, progress: bool, system: ServingSystem, model_types=None
 ) -> dict[str, Any]:
-    from model_build.source import resolve_model_source
+    from artifact.source import resolve_model_source
 
     from .build import build_decoder_artifact
 

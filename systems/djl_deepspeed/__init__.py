@@ -59,6 +59,7 @@ def container_environment(endpoint: EndpointSpec) -> dict[str, str]:
 
 SYSTEM = djl_system(
     name="djl-deepspeed",
+    recipe="systems.djl_deepspeed.recipe",
     summary="DJL Serving 0.27 DeepSpeed engine (tensor parallel, kernel injection); legacy, pinned last image",
     image=DJL_DEEPSPEED_LEGACY,
     environment=container_environment,

@@ -61,6 +61,7 @@ def staged_weights_environment(weights_s3_uri: str) -> dict[str, str]:
 
 SYSTEM = djl_system(
     name="djl-fastertransformer",
+    recipe="systems.djl_fastertransformer.recipe",
     summary="DJL Serving 0.24 FasterTransformer engine (t5, gpt2, opt, gpt_neox, bloom), weights staged in S3; legacy",
     image=DJL_FASTERTRANSFORMER_LEGACY,
     environment=container_environment,

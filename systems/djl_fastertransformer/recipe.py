@@ -24,17 +24,18 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from artifact import BuildError
+from artifact.source import resolve_model_source
 from endpoint_config import EndpointSpec
-from model_build import BuildError
-from model_build.source import resolve_model_source
 from systems import recipe_common as common
+from systems import request_contract
 from systems.container_tokenizer import plan_tokenizer
 from systems.djl_common import check_engine_options, copies_per_instance, write_properties
 from systems.djl_fastertransformer import CODE_DIR, HANDLER_FILE, MODEL_TYPES, SYSTEM, WEIGHTS_DIR, serving_properties
 from systems.images import DJL_FASTERTRANSFORMER_LEGACY
 
 HANDLER_SOURCE = Path(__file__).parent / "handler" / "model.py"
-# What the engine needs from a checkpoint (model_build.source's allow_patterns). Safetensors are preferred;
+# What the engine needs from a checkpoint (artifact.source's allow_patterns). Safetensors are preferred;
 # *.bin / *.pt are fetched only when a checkpoint has no safetensors, so a Hub repo holding both is not
 # downloaded twice.
 BASE_PATTERNS = ("*.json", "*.txt", "*.model")
@@ -147,6 +148,7 @@ def build(endpoint: EndpointSpec, out_dir: Path, progress: bool = True) -> dict[
     tokenizer_export.write(weights)
     write_properties(code, serving_properties(endpoint))
     shutil.copyfile(HANDLER_SOURCE, code / HANDLER_FILE)
+    shutil.copyfile(request_contract.__file__, code / "request_contract.py")  # model.py imports it
     steps.update()
 
     steps.set_postfix_str("verify")

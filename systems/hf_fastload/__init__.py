@@ -34,6 +34,7 @@ def container_environment(endpoint: EndpointSpec) -> dict[str, str]:
 
 SYSTEM = ServingSystem(
     name="hf-fastload",
+    recipe="systems.hf_fastload.recipe",
     summary="transformers causal LM on the Hugging Face PyTorch inference DLC, sharded safetensors, fast load",
     image=HF_PYTORCH_INFERENCE,
     environment=container_environment,

@@ -24,10 +24,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from artifact import BuildError
+from artifact.source import resolve_model_source
 from endpoint_config import EndpointSpec
-from model_build import BuildError
-from model_build.source import resolve_model_source
 from systems import recipe_common as common
+from systems import request_contract
 from systems.container_tokenizer import plan_tokenizer
 from systems.images import HF_CONTAINER_TRANSFORMERS, HF_PYTORCH_INFERENCE
 
@@ -100,6 +101,7 @@ def build(endpoint: EndpointSpec, out_dir: Path, progress: bool = True) -> dict[
     tokenizer_export.write(out_dir)
     (out_dir / "code").mkdir(exist_ok=True)
     shutil.copyfile(HANDLER_SOURCE, out_dir / "code" / "inference.py")
+    shutil.copyfile(request_contract.__file__, out_dir / "code" / "request_contract.py")  # inference.py imports it
     steps.update()
 
     steps.set_postfix_str("verify")

@@ -63,6 +63,7 @@ def container_environment(endpoint: EndpointSpec) -> dict[str, str]:
 
 SYSTEM = djl_system(
     name="lmi-trtllm",
+    recipe="systems.lmi_trtllm.recipe",
     summary="LMI TensorRT-LLM container: engines compiled at start, in-flight batching, OPTION_* environment",
     image=DJL_TENSORRTLLM,
     environment=container_environment,

@@ -38,6 +38,7 @@ def container_environment(endpoint: EndpointSpec) -> dict[str, str]:
 
 SYSTEM = djl_system(
     name="lmi-vllm",
+    recipe="systems.lmi_vllm.recipe",
     summary="LMI (DJL Serving) with vLLM in async mode, configured by OPTION_* environment variables",
     image=DJL_LMI,
     environment=container_environment,

@@ -45,6 +45,7 @@ def container_environment(endpoint: EndpointSpec) -> dict[str, str]:
 
 SYSTEM = ServingSystem(
     name="tensorrt-byoc",
+    recipe="systems.tensorrt_byoc.recipe",
     summary="GPT-2 as ONNX, TensorRT engine built at container start on the serving GPU (own container)",
     own_container=OwnContainer(dockerfile="tensorrt_byoc/container/Dockerfile", context="."),
     environment=container_environment,

@@ -31,10 +31,10 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from artifact import BuildError
+from artifact.source import resolve_model_source
 from endpoint_config import EndpointSpec
 from endpoint_config.schema import TensorRTProfile
-from model_build import BuildError
-from model_build.source import resolve_model_source
 from systems.recipe_common import library_versions, load_source, write_build_manifest
 
 SYSTEM = "tensorrt-byoc"

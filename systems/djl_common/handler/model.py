@@ -6,27 +6,25 @@ batch after. Loading follows the engine in serving.properties (passed as propert
   engine DeepSpeed: transformers model + deepspeed.init_inference(tensor parallel, kernel injection);
   engine Python:    transformers with accelerate's device_map="auto" across the worker's GPUs;
   no GPU (tests):   plain transformers on CPU in fp32.
-Request: {"inputs": str | [str], "parameters": {max_new_tokens, temperature, top_p, top_k, do_sample,
-repetition_penalty}} -> [{"generated_text": continuation}] per input. Bad requests get HTTP 400 with a message
-naming the parameter, the value and the limit. Only stdlib + torch + transformers (+ deepspeed on GPU).
+Request: request_contract.py's (shipped beside this file; {"inputs": str | [str], "parameters": {...}}) ->
+[{"generated_text": continuation}] per input. Bad requests get HTTP 400 and request_contract.error_body (the
+message names the parameter, the value and the limit). Only stdlib + torch + transformers (+ deepspeed on GPU).
 """
 
 from __future__ import annotations
 
 import logging
-import os
 from typing import Any
 
 from djl_python import Input, Output
 
-LIMITS = {  # name: (type, low, low exclusive, high)
-    "max_new_tokens": (int, 1, False, int(os.environ.get("DJL_MAX_NEW_TOKENS", "1024"))),
-    "temperature": (float, 0.0, True, 5.0),
-    "top_p": (float, 0.0, True, 1.0),
-    "top_k": (int, 0, False, 1000),
-    "repetition_penalty": (float, 0.0, True, 10.0),
-}
-MAX_INPUTS = 16
+try:
+    import request_contract  # beside this file in the artifact (systems/djl_common/build.py copies both)
+    # DJL imports model.py as `importlib.import_module("model")` from the model directory (djl-serving
+    # engines/python/setup/djl_python/service_loader.py, load_model_service), so its siblings import alike.
+except ImportError:  # the repository
+    from systems import request_contract
+
 DTYPES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}
 
 _model: dict[str, Any] = {}
@@ -62,38 +60,14 @@ def load(properties: dict[str, str]) -> dict[str, Any]:
 
 
 def parse_request(data: Any) -> tuple[list[str], dict[str, Any]]:
-    if not isinstance(data, dict) or "inputs" not in data:
-        raise ValueError('request must be a JSON object with "inputs" (a string or a list of strings)')
-    prompts = [data["inputs"]] if isinstance(data["inputs"], str) else data["inputs"]
-    if not isinstance(prompts, list) or not prompts or not all(isinstance(p, str) and p for p in prompts):
-        raise ValueError("inputs: must be a non-empty string or a list of non-empty strings")
-    if len(prompts) > MAX_INPUTS:
-        raise ValueError(f"inputs: {len(prompts)} prompts given; allowed: 1 to {MAX_INPUTS}")
-    raw = data.get("parameters") or {}
-    if not isinstance(raw, dict):
-        raise ValueError("parameters: must be a JSON object")
-    params: dict[str, Any] = {"max_new_tokens": 64}
-    for key, value in raw.items():
-        if key == "do_sample":
-            if not isinstance(value, bool):
-                raise ValueError(f"parameters.do_sample: value {value!r} must be true or false")
-            params[key] = value
-            continue
-        if key not in LIMITS:
-            raise ValueError(f"parameters.{key}: not supported; allowed: do_sample, {', '.join(LIMITS)}")
-        kind, low, low_open, high = LIMITS[key]
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, (int, float))
-            or (kind is int and not isinstance(value, int))
-        ):
-            raise ValueError(f"parameters.{key}: value {value!r} must be {'an integer' if kind is int else 'a number'}")
-        if value < low or (low_open and value == low) or value > high:
-            raise ValueError(
-                f"parameters.{key}: value {value!r} is out of range; allowed: {'>' if low_open else '>='} {low} and <= {high}"
-            )
-        params[key] = kind(value)
-    params.setdefault("do_sample", any(k in params for k in ("temperature", "top_p", "top_k")))
+    """request_contract's check; returns (prompts, generate's parameters: do_sample on when a sampling knob is
+    set, unless do_sample says otherwise; return_full_text and seed are the handler's). Raises RequestError."""
+    prompts, params = request_contract.validate_request(data)
+    sampling = ("temperature", "top_p", "top_k")
+    params.setdefault("do_sample", any(k in params for k in sampling))
+    if not params["do_sample"]:
+        for key in sampling:
+            params.pop(key, None)
     return prompts, params
 
 
@@ -101,11 +75,15 @@ def generate(model: dict[str, Any], prompts: list[str], params: dict[str, Any]) 
     import torch
 
     tokenizer = model["tokenizer"]
+    params = dict(params)
+    full_text, seed = params.pop("return_full_text", False), params.pop("seed", None)
     encoded = tokenizer(prompts, return_tensors="pt", padding=True).to(model["device"])
     with torch.inference_mode():
+        if seed is not None:
+            torch.manual_seed(seed)
         out = model["model"].generate(**encoded, **params, pad_token_id=tokenizer.pad_token_id)
     texts = tokenizer.batch_decode(out[:, encoded["input_ids"].shape[1] :], skip_special_tokens=True)
-    return [{"generated_text": t} for t in texts]
+    return [{"generated_text": p + t if full_text else t} for p, t in zip(prompts, texts)]
 
 
 def handle(inputs: Input) -> Output | None:
@@ -114,10 +92,13 @@ def handle(inputs: Input) -> Output | None:
     if inputs.is_empty():  # the server's warm-up call at start: the model is loaded, nothing to answer
         return None
     try:
-        prompts, params = parse_request(inputs.get_as_json())
-    except ValueError as err:
+        # The raw body, decoded strictly (request_contract.decode_body), not Input.get_as_json's plain json.loads
+        # (djl-serving engines/python/setup/djl_python/inputs.py: get_as_bytes returns the body, get_as_json is
+        # json.loads of it).
+        prompts, params = parse_request(request_contract.decode_body(inputs.get_as_bytes()))
+    except request_contract.RequestError as err:
         out = Output()
-        out.set_code(400)
-        out.set_message(str(err))
-        return out.add_as_json({"error": str(err)})
+        out.set_code(err.status)
+        out.set_message(err.message)
+        return out.add_as_json(request_contract.error_body(err))
     return Output().add_as_json(generate(_model, prompts, params))

@@ -2,12 +2,14 @@
 artifact's code/ folder, and serving.properties names it (option.entryPoint=model.py).
 
 DJL calls `handle(inputs)` first with an empty input when the worker starts: the model loads then (once per
-worker, kept in a module global) and the call answers None. Every later call is one request:
-    {"inputs": str | [str, ...], "parameters": {"max_seq_len": 1..MAX_SEQ_LEN, "temperature": (0, 5],
-     "top_k": 0..1000, "top_p": [0, 1], "beam_width": 1..8, "repetition_penalty": (0, 10], "len_penalty": [0, 5]}}
- -> {"outputs": [str, ...]}, one text per input (max_seq_len: the most tokens generated per input). An invalid
-    request gets HTTP 400 and {"error": message} where the message names the parameter, the value and the
-    allowed range.
+worker, kept in a module global) and the call answers None. Every later call is one request in
+request_contract.py's shape (shipped beside this file), translated to FasterTransformer's arguments:
+    max_new_tokens -> max_seq_len (t5) / output_len (GPT-style), num_beams -> beam_width, seed -> random_seed,
+    min_new_tokens -> min_length; temperature, top_k, top_p, repetition_penalty as they are; do_sample false
+    drops the sampling knobs (FT is greedy with its default top_k=1); return_full_text puts the prompt first.
+ -> {"outputs": [str, ...]}, one text per input. An invalid request gets HTTP 400 and request_contract.error_body
+    (the message names the parameter, the value and the allowed range); so does a parameter the model type's
+    generate() cannot take (check_for_model).
 
 Engines: FasterTransformer (`import fastertransformer`, its `init_inference`, as the 0.24 image provides) when
 importable; otherwise transformers `generate` (CPU/tests; transformers 5 has no text2text pipeline any more).
@@ -40,34 +42,31 @@ from __future__ import annotations
 
 import importlib.util
 import logging
-import os
 from typing import Any
 
 from djl_python import Input, Output
 
-MAX_SEQ_LEN = int(os.environ.get("FT_MAX_SEQ_LEN", "512"))
-MAX_INPUTS = 16
-DEFAULT_MAX_SEQ_LEN = 128
-# name: (type, low, low exclusive, high)
-LIMITS: dict[str, tuple[type, float, bool, float]] = {
-    "max_seq_len": (int, 1, False, MAX_SEQ_LEN),
-    "temperature": (float, 0.0, True, 5.0),
-    "top_k": (int, 0, False, 1000),
-    "top_p": (float, 0.0, False, 1.0),
-    "beam_width": (int, 1, False, 8),
-    "repetition_penalty": (float, 0.0, True, 10.0),
-    "len_penalty": (float, 0.0, False, 5.0),
-}
+try:
+    import request_contract  # beside this file in the artifact's code/ (the recipe copies both)
+    # DJL imports model.py as `importlib.import_module("model")` from the model directory (djl-serving
+    # engines/python/setup/djl_python/service_loader.py, load_model_service), so its siblings import alike.
+except ImportError:  # the repository
+    from systems import request_contract
+
 DTYPES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}
-# The request's sampling parameters each FasterTransformer model's generate() accepts (module docstring).
-SAMPLING = ("temperature", "top_k", "top_p", "repetition_penalty", "len_penalty")
+# The keyword arguments each FasterTransformer model's generate() accepts beyond the lengths and beams (module
+# docstring): random_seed for all, min_length for T5 and GPTModel (BLOOM inherits it), not OPT or GPT-NeoX.
+SAMPLING = ("temperature", "top_k", "top_p", "repetition_penalty", "random_seed", "min_length")
 SAMPLING_BY_MODEL_TYPE: dict[str, tuple[str, ...]] = {
     "t5": SAMPLING,
     "gpt2": SAMPLING,
-    "opt": ("temperature", "top_k", "top_p", "repetition_penalty"),
-    "gpt_neox": SAMPLING,
+    "opt": ("temperature", "top_k", "top_p", "repetition_penalty", "random_seed"),
+    "gpt_neox": ("temperature", "top_k", "top_p", "repetition_penalty", "random_seed"),
     "bloom": SAMPLING,  # BLOOMModel inherits GPTModel.generate
 }
+# request_contract's parameter -> FasterTransformer's
+FT_NAMES = {"max_new_tokens": "max_seq_len", "num_beams": "beam_width", "seed": "random_seed",
+            "min_new_tokens": "min_length"}  # fmt: skip
 # What this handler serves with FasterTransformer: the engine=FasterTransformer (non-Triton) model types of DJL
 # 0.24 (0.24.0-dlc wlm/src/main/java/ai/djl/serving/wlm/LmiUtils.java FASTERTRANSFORMER_MODELS). The package
 # also knows gptj, but only in Triton mode: its GPTJModel.initialize raises NotImplementedError("Not supported
@@ -77,8 +76,7 @@ MODEL_TYPES = tuple(SAMPLING_BY_MODEL_TYPE)
 _model: dict[str, Any] = {}
 
 
-class RequestError(ValueError):
-    """The client's fault: answered with HTTP 400."""
+RequestError = request_contract.RequestError  # the client's fault: answered with HTTP 400
 
 
 def model_location(properties: dict[str, str]) -> str:
@@ -156,50 +154,27 @@ def load_transformers(location: str, dtype: str) -> dict[str, Any]:
 
 
 def parse_request(data: Any) -> tuple[list[str], dict[str, Any]]:
-    """Validate one request; RequestError names the key, the value and the limit."""
-    if not isinstance(data, dict) or "inputs" not in data:
-        raise RequestError('request must be a JSON object with "inputs" (a string or a list of strings)')
-    unknown = sorted(set(data) - {"inputs", "parameters"})
-    if unknown:
-        raise RequestError(f"request key {unknown[0]!r} is not supported; allowed: inputs, parameters")
-    inputs = data["inputs"]
-    prompts = [inputs] if isinstance(inputs, str) else inputs
-    if not isinstance(prompts, list) or not all(isinstance(p, str) and p for p in prompts):
-        raise RequestError(f"inputs: value {inputs!r} must be a non-empty string or a list of non-empty strings")
-    if not 1 <= len(prompts) <= MAX_INPUTS:
-        raise RequestError(f"inputs: {len(prompts)} prompts given; allowed: 1 to {MAX_INPUTS} per request")
-    raw = data.get("parameters") or {}
-    if not isinstance(raw, dict):
-        raise RequestError(f"parameters: value {raw!r} must be a JSON object")
-    params: dict[str, Any] = {"max_seq_len": DEFAULT_MAX_SEQ_LEN}
-    for key, value in raw.items():
-        if key not in LIMITS:
-            raise RequestError(f"parameters.{key}: not supported; allowed: {', '.join(LIMITS)}")
-        kind, low, low_open, high = LIMITS[key]
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, (int, float))
-            or (kind is int and not isinstance(value, int))
-        ):
-            raise RequestError(
-                f"parameters.{key}: value {value!r} must be {'an integer' if kind is int else 'a number'}"
-            )
-        if value < low or (low_open and value == low) or value > high:
-            raise RequestError(
-                f"parameters.{key}: value {value!r} is out of range; allowed: {'>' if low_open else '>='} {low} and <= {high}"
-            )
-        params[key] = kind(value)
+    """request_contract's check, then FasterTransformer's names (FT_NAMES); RequestError names key, value, limit."""
+    prompts, given = request_contract.validate_request(data)
+    if given.get("do_sample") is False:  # greedy: FT's default top_k=1
+        for key in ("temperature", "top_k", "top_p"):
+            given.pop(key, None)
+    given.pop("do_sample", None)
+    params = {FT_NAMES.get(k, k): v for k, v in given.items()}
+    params.setdefault("return_full_text", False)
     return prompts, params
 
 
 def check_for_model(params: dict[str, Any], model_type: str) -> None:
     """Refuse a parameter the model's FasterTransformer generate() cannot take (RequestError: HTTP 400)."""
     allowed = SAMPLING_BY_MODEL_TYPE[model_type]
+    contract_name = {v: k for k, v in FT_NAMES.items()}
     for key in params:
         if key in SAMPLING and key not in allowed:
             raise RequestError(
-                f"parameters.{key}: not supported for model type {model_type!r} by FasterTransformer; allowed: "
-                f"max_seq_len, beam_width, {', '.join(allowed)}"
+                f"parameters.{contract_name.get(key, key)}: not supported for model type {model_type!r} by "
+                f"FasterTransformer; allowed: max_new_tokens, num_beams, "
+                f"{', '.join(contract_name.get(k, k) for k in allowed)}"
             )
 
 
@@ -223,22 +198,27 @@ def ft_generate(ft_model: Any, model_type: str, prompts: list[str], params: dict
 
 
 def generate(model: dict[str, Any], prompts: list[str], params: dict[str, Any]) -> list[str]:
+    params = dict(params)
+    full_text = params.pop("return_full_text", False)
     if model["engine"] == "fastertransformer":
-        return ft_generate(model["model"], model["model_type"], prompts, params)
-    return _generate_transformers(model, prompts, params)
+        texts = ft_generate(model["model"], model["model_type"], prompts, params)
+    else:
+        texts = _generate_transformers(model, prompts, params)
+    return [p + t for p, t in zip(prompts, texts)] if full_text else texts
 
 
 def _generate_transformers(model: dict[str, Any], prompts: list[str], params: dict[str, Any]) -> list[str]:
-    """FasterTransformer's parameters in transformers terms: beam_width -> num_beams, len_penalty ->
+    """FasterTransformer's parameters in transformers terms: beam_width -> num_beams, min_length -> min_new_tokens,
     length_penalty; FT samples when top_k > 1, 0 < top_p < 1 or a temperature is given (greedy otherwise)."""
     import torch
 
     tokenizer, lm = model["tokenizer"], model["model"]
     kwargs: dict[str, Any] = {"max_new_tokens": params["max_seq_len"]}
+    if "min_length" in params:
+        kwargs["min_new_tokens"] = params["min_length"]
     beams = params.get("beam_width", 1)
     if beams > 1:
         kwargs["num_beams"] = beams
-        kwargs["length_penalty"] = params.get("len_penalty", 1.0)
     top_k, top_p = params.get("top_k", 1), params.get("top_p", 0.0)
     sample = beams == 1 and (top_k > 1 or 0 < top_p < 1 or "temperature" in params)
     kwargs["do_sample"] = sample
@@ -252,6 +232,8 @@ def _generate_transformers(model: dict[str, Any], prompts: list[str], params: di
         kwargs["repetition_penalty"] = params["repetition_penalty"]
     encoded = tokenizer(prompts, return_tensors="pt", padding=True).to(lm.device)
     with torch.inference_mode():
+        if "random_seed" in params:
+            torch.manual_seed(params["random_seed"])
         out = lm.generate(**encoded, **kwargs, pad_token_id=tokenizer.pad_token_id)
     if not model["encoder_decoder"]:
         out = out[:, encoded["input_ids"].shape[1] :]
@@ -264,15 +246,13 @@ def handle(inputs: Input) -> Output | None:
     if inputs.is_empty():  # the server's warm-up call at worker start: the model is now loaded
         return None
     try:
-        try:
-            data = inputs.get_as_json()
-        except Exception as err:
-            raise RequestError(f"request body is not valid JSON: {err}") from None
-        prompts, params = parse_request(data)
+        # The raw body, decoded strictly (request_contract.decode_body), not Input.get_as_json's plain json.loads
+        # (djl-serving engines/python/setup/djl_python/inputs.py: get_as_bytes returns the body).
+        prompts, params = parse_request(request_contract.decode_body(inputs.get_as_bytes()))
         check_for_model(params, _model["model_type"])
     except RequestError as err:
         out = Output()
-        out.set_code(400)
+        out.set_code(err.status)
         out.set_message("Bad Request")
-        return out.add_as_json({"error": str(err)})
+        return out.add_as_json(request_contract.error_body(err))
     return Output().add_as_json({"outputs": generate(_model, prompts, params)})

@@ -1,0 +1,186 @@
+"""The artifact manifest: what was built, from what, with which libraries, how it was verified, and the
+sha256 of every file.
+
+`content_hash` names the artifact: it is a hash over the sorted (path, sha256) pairs, so two builds with the
+same bytes get the same name (and the same S3 prefix), and any changed byte gives a new one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+MANIFEST_NAME = "manifest.json"
+SCHEMA_VERSION = 1
+CHUNK_BYTES = 8 * 1024 * 1024
+
+
+def artifact_files(directory: Path) -> list[Path]:
+    """Every regular file under `directory` except the manifest itself, sorted by relative POSIX path."""
+    files = [p for p in directory.rglob("*") if p.is_file() and p.relative_to(directory).as_posix() != MANIFEST_NAME]
+    return sorted(files, key=lambda p: p.relative_to(directory).as_posix())
+
+
+def hash_files(directory: str | Path, progress: bool = True) -> list[dict[str, Any]]:
+    """sha256 of every artifact file, with one tqdm bar over all bytes (large models take minutes)."""
+    from tqdm.auto import tqdm
+
+    root = Path(directory)
+    files = artifact_files(root)
+    total = sum(p.stat().st_size for p in files)
+    entries = []
+    with tqdm(total=total, unit="B", unit_scale=True, desc="hashing", disable=not progress) as bar:
+        for path in files:
+            digest = hashlib.sha256()
+            with path.open("rb") as f:
+                while chunk := f.read(CHUNK_BYTES):
+                    digest.update(chunk)
+                    bar.update(len(chunk))
+            entries.append(
+                {"path": path.relative_to(root).as_posix(), "size": path.stat().st_size, "sha256": digest.hexdigest()}
+            )
+    return entries
+
+
+def content_hash(files: list[dict[str, Any]]) -> str:
+    """sha256 over sorted "path\\0sha256\\n" lines: independent of file order, timestamps and the manifest."""
+    digest = hashlib.sha256()
+    for entry in sorted(files, key=lambda e: e["path"]):
+        digest.update(f"{entry['path']}\0{entry['sha256']}\n".encode())
+    return digest.hexdigest()
+
+
+def write_manifest(directory: str | Path, progress: bool = True, **fields: Any) -> dict[str, Any]:
+    """Hash every file in `directory` and write manifest.json with `fields` plus files and content_hash."""
+    root = Path(directory)
+    files = hash_files(root, progress=progress)
+    manifest = {"schema_version": SCHEMA_VERSION, **fields, "files": files, "content_hash": content_hash(files)}
+    (root / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2, sort_keys=False) + "\n")
+    return manifest
+
+
+def read_manifest(directory: str | Path) -> dict[str, Any]:
+    """Read manifest.json of a built artifact; FileNotFoundError says which directory lacks one."""
+    path = Path(directory) / MANIFEST_NAME
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} does not exist: build the endpoint first (python -m model_build build ...)")
+    return json.loads(path.read_text())
+
+
+def verify_files(directory: str | Path, manifest: dict[str, Any] | None = None) -> list[str]:
+    """Re-hash the artifact and list every difference from its manifest (empty list: intact)."""
+    root = Path(directory)
+    manifest = manifest or read_manifest(root)
+    recorded = {e["path"]: e for e in manifest["files"]}
+    actual = {e["path"]: e for e in hash_files(root, progress=False)}
+    problems = [f"{p}: missing" for p in recorded.keys() - actual.keys()]
+    problems += [f"{p}: not in the manifest" for p in actual.keys() - recorded.keys()]
+    for path in recorded.keys() & actual.keys():
+        if recorded[path]["size"] != actual[path]["size"] or recorded[path]["sha256"] != actual[path]["sha256"]:
+            problems.append(f"{path}: size or sha256 differs from the manifest")
+    if content_hash(manifest["files"]) != manifest.get("content_hash"):
+        problems.append("content_hash does not match the files listed")
+    return sorted(problems)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The typed manifest: the one reader (publish and the stacks' synth load it here). Stdlib only: synth imports it.
+
+
+class ManifestError(ValueError):
+    """A manifest.json that cannot be used; the message names the file and what is wrong with it."""
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    path: str  # relative POSIX path inside the artifact
+    size: int
+    sha256: str
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """A built artifact's manifest.json. `document` is the whole JSON object (build facts, verification, ...)."""
+
+    content_hash: str
+    files: tuple[FileEntry, ...] = ()
+    document: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    path: Path | None = None
+
+    @property
+    def system(self) -> str | None:
+        return self.document.get("system")
+
+    @property
+    def dtype(self) -> str | None:
+        return self.document.get("dtype")
+
+    @property
+    def total_bytes(self) -> int | None:
+        """The artifact's size (None when the manifest lists no files)."""
+        return sum(f.size for f in self.files) or None
+
+    @classmethod
+    def load(cls, path: str | Path, *, require_files: bool = False) -> Manifest:
+        """Read and check manifest.json (a file, or the artifact directory holding it). Raises ManifestError.
+
+        `require_files`: the manifest must list its files (publishing needs them; synth needs only the hash)."""
+        path = Path(path)
+        if path.is_dir():
+            path = path / MANIFEST_NAME
+        if not path.is_file():
+            raise ManifestError(f"{path} does not exist: build the endpoint first (python -m model_build build ...)")
+        try:
+            document = json.loads(path.read_text())
+        except json.JSONDecodeError as err:
+            raise ManifestError(f"{path} is not valid JSON ({err})") from None
+        if not isinstance(document, dict):
+            raise ManifestError(f"{path} is not a JSON object")
+        files = document.get("files")
+        if not isinstance(document.get("content_hash"), str) or (require_files and not isinstance(files, list)):
+            raise ManifestError(f"{path} lacks `files` or `content_hash`")
+        entries = []
+        for entry in files if isinstance(files, list) else []:
+            if not isinstance(entry, dict) or not {"path", "size", "sha256"} <= set(entry):
+                raise ManifestError(f"{path}: file entry {entry!r} lacks path, size or sha256")
+            rel = Path(entry["path"])
+            if rel.is_absolute() or ".." in rel.parts or entry["path"] == MANIFEST_NAME:
+                raise ManifestError(f"{path}: file entry {entry['path']!r} is not a plain relative path")
+            entries.append(FileEntry(entry["path"], int(entry["size"]), entry["sha256"]))
+        return cls(document["content_hash"], tuple(entries), document, path)
+
+    def computed_content_hash(self) -> str:
+        """The content hash of the files listed (equal to `content_hash` for an intact manifest)."""
+        return content_hash([{"path": f.path, "sha256": f.sha256} for f in self.files])
+
+    def verify(self, directory: str | Path, *, workers: int = 4) -> list[str]:
+        """Re-hash every listed file under `directory`: one line per file that is missing or differs (empty: intact)."""
+        root = Path(directory)
+
+        def check(entry: FileEntry) -> str | None:
+            file = root / entry.path
+            if not file.is_file():
+                return f"{entry.path}: missing"
+            size = file.stat().st_size
+            if size != entry.size:
+                return f"{entry.path}: size {size} bytes, the manifest says {entry.size}"
+            digest = sha256_file(file)
+            if digest != entry.sha256:
+                return f"{entry.path}: sha256 {digest[:12]}..., the manifest says {entry.sha256[:12]}..."
+            return None
+
+        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+            return [p for p in pool.map(check, self.files) if p]
+
+
+def sha256_file(path: str | Path) -> str:
+    """sha256 of one file, read in CHUNK_BYTES blocks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(CHUNK_BYTES):
+            digest.update(block)
+    return digest.hexdigest()

@@ -1,0 +1,50 @@
+"""Where the config and the serving systems meet: load a config file, resolve an environment, run every rule.
+
+    endpoint_config   the schema and its own rules (imports none of ours)
+    systems           the serving systems and their rules on a config (systems.checks)
+    deployment        this module: the one place that uses both; stacks, model_build, workstation and the
+                      CDK app load their configs here
+
+`load_config` and `load_all_environments` behave as they did in endpoint_config: one ConfigError listing every
+problem, the schema's first, then, for endpoints whose schema rules pass, the serving system's (what it serves,
+on what hardware, how big a model fits) and the image's region.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from endpoint_config import DEFAULT_ENVIRONMENT, AppConfig, ConfigError, Deployment, EndpointSpec, loader, read_config
+from endpoint_config.loader import environment_names, parse_config
+from systems.checks import region_problems, system_problems
+
+
+def endpoint_rules(ep: EndpointSpec, environment_name: str, region: str | None) -> list[str]:
+    """The serving system's rules for one endpoint whose schema rules passed; with a region, the pinned image must
+    be published there."""
+    found = system_problems(ep)
+    if not found and region:
+        found = [f"environment {environment_name!r}: {p}" for p in region_problems(ep, region)]
+    return found
+
+
+def resolve(config: AppConfig, path: Path, environment: str | None) -> Deployment:
+    """Resolve one environment of a parsed file, checked by every rule."""
+    return loader.resolve(config, path, environment, endpoint_rules=endpoint_rules)
+
+
+def load_config(path: str | Path, environment: str | None = None) -> Deployment:
+    """Load, validate and resolve `environment` (the only one, or the implicit default, when not given)."""
+    return resolve(read_config(path), Path(path), environment)
+
+
+def load_all_environments(path: str | Path) -> dict[str, Deployment]:
+    """Every environment of a file, each resolved and checked (what the pipeline deploys)."""
+    first = load_config(path, next(iter(environment_names(path)), None))
+    names = list(first.app_config.environments) or [DEFAULT_ENVIRONMENT]
+    return {name: resolve(first.app_config, Path(path), name) for name in names}
+
+
+__all__ = [
+    "ConfigError", "Deployment", "endpoint_rules", "load_all_environments", "load_config", "parse_config", "resolve",
+]

@@ -1,0 +1,403 @@
+"""Post-deploy smoke test of one endpoint stack: the Lambda handler and the core logic the CLI reuses.
+
+Runtime: Python 3.12+, stdlib + the boto3/botocore the runtime ships, and `endpoint_runtime.invoke`. Nothing
+else. The Lambda entry point is lambda/smoke/handler.py; `model_build/smoke.py` (the workstation CLI,
+`python -m model_build smoke`) imports this module and calls `smoke_test`, so the checks are written once.
+
+What it checks, each failure with one message that says what is wrong and what to do:
+  stack      the endpoint stack is CREATE_COMPLETE or UPDATE_COMPLETE (UPDATE_ROLLBACK_COMPLETE means the
+             last deploy failed and the endpoint still serves the previous version)
+  endpoint   the stack has exactly one AWS::SageMaker::Endpoint and one AWS::SageMaker::EndpointConfig, and
+             the endpoint is the one clients call (ENDPOINT_NAME; the local emulator names it itself)
+  status     DescribeEndpoint says InService
+  config     the endpoint runs the endpoint config the stack deployed: a failed blue/green update rolls the
+             endpoint back to its old config and it still says InService
+  invoke     the configured prompt, sent through endpoint_runtime.invoke's `invoke` (same validation and error
+             mapping as the invoke function), answers 200
+  response   the answer is a non-empty list of objects, each with a string `generated_text`
+  latency    the InvokeEndpoint round trip is within the latency budget
+
+Lambda environment
+  STACK_NAME           (required) the endpoint stack
+  ENDPOINT_NAME        the endpoint clients call; must be the stack's endpoint (unless EMULATOR=true)
+  PROMPT               default "The capital of France is"
+  MAX_NEW_TOKENS       default 16 (lambda/invoke reads it as its cap too; equal to the request, so harmless)
+  LATENCY_BUDGET_MS    default 30000
+  EMULATOR             "true": the stack's endpoint may have another name (moto ignores EndpointName)
+
+IAM: cloudformation:DescribeStacks + ListStackResources on the stack, sagemaker:DescribeEndpoint +
+InvokeEndpoint on the endpoint (LlmEndpoint.grant_smoke_test).
+Timeout: above InvokeEndpoint's 60 s, e.g. 90 s.
+
+The function returns ``{"ok", "stack", "endpoint", "latency_ms", "checks": [{name, ok, message}], "failures"}``.
+The pipeline runs the same checks as `python -m model_build smoke` in a CodeBuild step, not through this function.
+
+Packaging: the function's asset holds smoke/handler.py and the endpoint_runtime modules it imports (this one and
+endpoint_runtime/invoke.py), nothing else (stacks/lambda_asset.py builds it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import boto3
+import botocore.exceptions
+from botocore.config import Config
+
+from endpoint_runtime import invoke as invoke_module
+
+DEFAULT_PROMPT = "The capital of France is"
+DEFAULT_MAX_NEW_TOKENS = 16
+DEFAULT_LATENCY_BUDGET_MS = 30000
+# A stack in these states runs what its template says; anything else is mid-deploy, failed or rolled back.
+GOOD_STACK_STATES = ("CREATE_COMPLETE", "UPDATE_COMPLETE")
+ENDPOINT_TYPE = "AWS::SageMaker::Endpoint"
+CONFIG_TYPE = "AWS::SageMaker::EndpointConfig"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Results
+
+
+@dataclass(frozen=True)
+class Check:
+    """One check: its name, whether it passed, and a message (on failure: what is wrong and what to do)."""
+
+    name: str
+    ok: bool
+    message: str
+    skipped: bool = False  # did not run (its prerequisite failed, or it does not apply); counts as passed
+
+    @property
+    def label(self) -> str:
+        return "SKIP" if self.skipped else ("PASS" if self.ok else "FAIL")
+
+
+def format_checks(checks: list[Check]) -> str:
+    """A plain-text table: status, check name, message."""
+    width = max((len(c.name) for c in checks), default=5)
+    return "\n".join(f"{c.label:4}  {c.name:<{width}}  {c.message}" for c in checks)
+
+
+@dataclass
+class SmokeResult:
+    stack: str
+    endpoint: str | None = None
+    latency_ms: int | None = None
+    checks: list[Check] = field(default_factory=list)
+    outputs: Any = None  # the model's answer, for the operator (never logged by the Lambda)
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.checks)
+
+    @property
+    def failures(self) -> list[Check]:
+        return [c for c in self.checks if not c.ok]
+
+    def add(self, name: str, ok: bool, message: str, skipped: bool = False) -> bool:
+        self.checks.append(Check(name, ok, message, skipped))
+        return ok
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "stack": self.stack,
+            "endpoint": self.endpoint,
+            "latency_ms": self.latency_ms,
+            "checks": [asdict(c) for c in self.checks],
+            "failures": [f"{c.name}: {c.message}" for c in self.failures],
+        }
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# lambda/invoke's request code (validation, error mapping), imported
+
+
+def load_invoke_module():
+    """The invoke function's module (kept for callers that want the module object, e.g. its `handler`)."""
+    return invoke_module
+
+
+def make_runtime_client(session=None, read_timeout_s: float = 55.0):
+    """A sagemaker-runtime client that never retries: a retry would hide a failure and distort the latency."""
+    session = session or boto3.session.Session()
+    return session.client(
+        "sagemaker-runtime",
+        config=Config(
+            connect_timeout=5, read_timeout=read_timeout_s, retries={"mode": "standard", "total_max_attempts": 1}
+        ),
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The checks
+
+
+def _aws_message(err: Exception) -> str:
+    if isinstance(err, botocore.exceptions.ClientError):
+        e = err.response.get("Error", {})
+        return f"{e.get('Code', 'error')}: {e.get('Message', '')}".strip()
+    return f"{type(err).__name__}: {err}"
+
+
+def _name_from_physical_id(physical_id: str) -> str:
+    # SageMaker resources' physical ids are ARNs (".../endpoint-config/NAME"); the APIs take the name.
+    return physical_id.rsplit("/", 1)[-1]
+
+
+def check_response_shape(outputs: Any) -> str | None:
+    """None when `outputs` is a non-empty list of objects with a string `generated_text`, else what is wrong."""
+    if not isinstance(outputs, list) or not outputs:
+        kind = "an empty list" if outputs == [] else type(outputs).__name__
+        return f"expected a non-empty list of objects with a string 'generated_text', got {kind}: {json.dumps(outputs)[:120]}"
+    for i, item in enumerate(outputs):
+        if not isinstance(item, dict):
+            return f"item {i} is {type(item).__name__}, not an object with 'generated_text'"
+        if not isinstance(item.get("generated_text"), str):
+            got = "missing" if "generated_text" not in item else type(item["generated_text"]).__name__
+            return f"item {i}: 'generated_text' is {got}, expected a string (keys: {sorted(item)[:8]})"
+    return None
+
+
+def smoke_test(
+    stack_name: str,
+    *,
+    expected_endpoint: str | None = None,
+    prompt: str = DEFAULT_PROMPT,
+    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
+    latency_budget_ms: int = DEFAULT_LATENCY_BUDGET_MS,
+    emulator: bool = False,
+    session=None,
+    runtime_client=None,
+) -> SmokeResult:
+    """Check the stack, its endpoint and one real invocation. Never raises for AWS errors: each is a failed check."""
+    session = session or boto3.session.Session()
+    result = SmokeResult(stack=stack_name)
+    cfn = session.client("cloudformation")
+    sm = session.client("sagemaker")
+
+    # -- the stack
+    try:
+        stack = cfn.describe_stacks(StackName=stack_name)["Stacks"][0]
+    except botocore.exceptions.ClientError as err:
+        if "does not exist" in str(err):
+            result.add(
+                "stack",
+                False,
+                f"stack {stack_name} does not exist in region {sm.meta.region_name}: deploy it "
+                f"first (npx cdk deploy {stack_name}), or check the region and account",
+            )
+        else:
+            result.add("stack", False, f"cannot describe stack {stack_name}: {_aws_message(err)}")
+        return result
+    except botocore.exceptions.BotoCoreError as err:
+        result.add("stack", False, f"cannot describe stack {stack_name}: {_aws_message(err)}")
+        return result
+    status = stack["StackStatus"]
+    if status in GOOD_STACK_STATES:
+        result.add("stack", True, f"{stack_name} is {status}")
+    elif "ROLLBACK" in status:
+        result.add(
+            "stack",
+            False,
+            f"stack {stack_name} is {status}: its last deploy failed and was rolled back, so the "
+            f"endpoint serves the previous version; read the stack events (aws cloudformation "
+            f"describe-stack-events --stack-name {stack_name}), fix the cause and deploy again",
+        )
+    else:
+        result.add(
+            "stack",
+            False,
+            f"stack {stack_name} is {status}, not CREATE_COMPLETE or UPDATE_COMPLETE: wait for "
+            f"the deploy to finish (or fix it) and run the smoke test again",
+        )
+
+    # -- the endpoint and endpoint config the stack deployed
+    try:
+        pages = cfn.get_paginator("list_stack_resources").paginate(StackName=stack_name)
+        resources = [r for page in pages for r in page["StackResourceSummaries"]]
+    except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError) as err:
+        result.add("endpoint", False, f"cannot list the resources of stack {stack_name}: {_aws_message(err)}")
+        return result
+    found = {
+        t: [
+            _name_from_physical_id(r["PhysicalResourceId"])
+            for r in resources
+            if r["ResourceType"] == t and r.get("PhysicalResourceId")
+        ]
+        for t in (ENDPOINT_TYPE, CONFIG_TYPE)
+    }
+    for t, names in found.items():
+        if len(names) != 1:
+            result.add(
+                "endpoint",
+                False,
+                f"stack {stack_name} has {len(names)} resources of type {t}, expected 1: "
+                f"is it an endpoint stack of this app?",
+            )
+            return result
+    endpoint, deployed_config = found[ENDPOINT_TYPE][0], found[CONFIG_TYPE][0]
+    result.endpoint = endpoint
+    if expected_endpoint and endpoint.casefold() != expected_endpoint.casefold():
+        if emulator:
+            result.add(
+                "endpoint", True, f"{endpoint} (the emulator names endpoints itself; on AWS it is {expected_endpoint})"
+            )
+        else:
+            result.add(
+                "endpoint",
+                False,
+                f"stack {stack_name} deployed endpoint {endpoint}, but clients call "
+                f"{expected_endpoint}: the stack and the config disagree; synthesize and "
+                f"deploy the stack from this config again",
+            )
+    else:
+        result.add("endpoint", True, endpoint)
+
+    try:
+        described = sm.describe_endpoint(EndpointName=endpoint)
+    except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError) as err:
+        result.add(
+            "status",
+            False,
+            f"cannot describe endpoint {endpoint}: {_aws_message(err)}; it may have been "
+            f"deleted outside CloudFormation: deploy stack {stack_name} again",
+        )
+        return result
+    endpoint_status = described.get("EndpointStatus")
+    in_service = endpoint_status == "InService"
+    if in_service:
+        result.add("status", True, "InService")
+    else:
+        reason = described.get("FailureReason")
+        result.add(
+            "status",
+            False,
+            f"endpoint {endpoint} is {endpoint_status}, not InService"
+            + (f" ({reason})" if reason else "")
+            + ": wait for it (Creating/Updating) or read its CloudWatch logs "
+            f"(/aws/sagemaker/Endpoints/{endpoint}) and redeploy (Failed)",
+        )
+    running = described.get("EndpointConfigName", "")
+    # Compared without case: SageMaker ARNs (the physical ids) carry names in lower case.
+    if running.casefold() == deployed_config.casefold():
+        result.add("config", True, f"runs {running}, the config the stack deployed")
+    else:
+        result.add(
+            "config",
+            False,
+            f"endpoint {endpoint} runs endpoint config {running}, but stack {stack_name} "
+            f"deployed {deployed_config}: the update did not take effect (rolled back, or "
+            f"changed outside CloudFormation); read the endpoint's events and logs, then "
+            f"deploy the stack again",
+        )
+    if not in_service:
+        result.add("invoke", True, f"not run: endpoint is {endpoint_status}", skipped=True)
+        return result
+
+    # -- one invocation with the configured prompt
+    invoke = invoke_module
+    client = runtime_client or make_runtime_client(session)
+    payload = {"inputs": prompt, "parameters": {"max_new_tokens": max_new_tokens, "do_sample": False}}
+    log: dict[str, Any] = {}
+    started = time.monotonic()
+    # Clients call the configured name; on AWS it is the deployed one (checked above). The emulator names
+    # endpoints itself but answers (or its stand-in model server answers) under the configured name.
+    invoke_name = expected_endpoint if (emulator and expected_endpoint) else endpoint
+    status_code, body = invoke.invoke(invoke_name, payload, client=client, log=log)
+    wall_ms = int(round((time.monotonic() - started) * 1000))
+    latency_ms = body.get("latency_ms", wall_ms) if status_code == 200 else wall_ms
+    result.latency_ms = latency_ms
+    if status_code != 200:
+        detail = f" [{log['aws_error']}]" if log.get("aws_error") else ""
+        result.add(
+            "invoke",
+            False,
+            f"invoking {endpoint} returned {status_code} {body.get('error_type')}: {body.get('error')}{detail}",
+        )
+    else:
+        result.add("invoke", True, f"200 in {latency_ms} ms")
+        result.outputs = body.get("outputs")
+        problem = check_response_shape(result.outputs)
+        if problem:
+            result.add(
+                "response",
+                False,
+                f"endpoint {endpoint} answered in the wrong shape: {problem}; the serving "
+                f"container's output format does not match the text-generation contract",
+            )
+        else:
+            result.add("response", True, f"{len(result.outputs)} generated_text item(s)")
+    if status_code != 200:
+        result.add("latency", True, "not measured: the invocation failed", skipped=True)
+    elif latency_ms <= latency_budget_ms:
+        result.add("latency", True, f"{latency_ms} ms <= {latency_budget_ms} ms budget")
+    else:
+        result.add(
+            "latency",
+            False,
+            f"{latency_ms} ms is over the {latency_budget_ms} ms budget "
+            f"(smoke_test.latency_budget_ms, {max_new_tokens} new tokens): check the "
+            f"instance type, the engine settings and the endpoint's metrics, or raise the budget",
+        )
+    return result
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Lambda entry point
+
+
+class ConfigError(Exception):
+    """The function's own environment is wrong."""
+
+
+def _env_int(name: str, default: int, lo: int, hi: int) -> int:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(
+            f"environment variable {name} must be an integer between {lo} and {hi}, got {raw!r}"
+        ) from None
+    if not lo <= value <= hi:
+        raise ConfigError(f"environment variable {name} must be between {lo} and {hi}, got {value}")
+    return value
+
+
+def settings_from_env() -> dict[str, Any]:
+    stack = os.environ.get("STACK_NAME", "").strip()
+    if not stack:
+        raise ConfigError(
+            "environment variable STACK_NAME is not set: this function does not know which stack to check"
+        )
+    return {
+        "stack_name": stack,
+        "expected_endpoint": os.environ.get("ENDPOINT_NAME", "").strip() or None,
+        "prompt": os.environ.get("PROMPT") or DEFAULT_PROMPT,
+        "max_new_tokens": _env_int("MAX_NEW_TOKENS", DEFAULT_MAX_NEW_TOKENS, 1, 256),
+        "latency_budget_ms": _env_int("LATENCY_BUDGET_MS", DEFAULT_LATENCY_BUDGET_MS, 100, 60000),
+        "emulator": os.environ.get("EMULATOR", "").strip().lower() == "true",
+    }
+
+
+def _log(record: dict) -> None:
+    sys.stdout.write(json.dumps(record, separators=(",", ":"), default=str) + "\n")
+    sys.stdout.flush()
+
+
+def handler(event: Any, context: Any = None, *, session=None, runtime_client=None) -> dict:
+    try:
+        result = smoke_test(**settings_from_env(), session=session, runtime_client=runtime_client).to_dict()
+    except ConfigError as err:
+        result = {"ok": False, "failures": [f"configuration: {err}"], "checks": []}
+    # The model's text is not logged; the checks and their messages are.
+    _log({"message": "smoke", "request_id": getattr(context, "aws_request_id", None), **result})
+    return result

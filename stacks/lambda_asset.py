@@ -1,0 +1,143 @@
+"""A Lambda function's code asset built from exactly the files its handler imports.
+
+A function's entry file lives in lambda/<function>/; the code it shares with other functions and with the
+workstation CLI lives in importable packages of this repository (endpoint_runtime/). `function_code` follows the
+entry file's imports (an AST scan, transitively) to the repository's own modules and ships those, at their
+package paths, next to the entry file: `lambda/smoke/handler.py` + `endpoint_runtime/smoke.py` ... becomes
+`smoke/handler.py`, `endpoint_runtime/__init__.py`, `endpoint_runtime/smoke.py`, .... Anything else a module imports
+must come with the Lambda runtime (stdlib, boto3/botocore); `local_imports` says which imports are the repository's.
+A module the functions import by a bare top-level name (STAGED_MODULES: `import request_contract`) is shipped at
+the asset's root; an import in an `except ImportError:` handler is the repository's fallback for that case and
+is not followed.
+
+The asset is built by a local bundling step (plain Python, no Docker engine) and named by a hash of the files it
+holds, so it changes exactly when one of them does.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import shutil
+from pathlib import Path
+
+import jsii
+from aws_cdk import AssetHashType, BundlingOptions, DockerImage, ILocalBundling
+from aws_cdk import aws_lambda as lambda_
+
+ROOT = Path(__file__).resolve().parent.parent
+LAMBDA_ROOT = ROOT / "lambda"
+# Modules the functions import by a top-level name, staged at the asset's root: name -> repository file.
+STAGED_MODULES = {"request_contract": ROOT / "systems" / "request_contract.py"}
+_IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError"}
+
+
+def _module_file(name: str) -> Path | None:
+    """The repository file of module `name` (a package's __init__.py), or None when it is not one of ours."""
+    if name in STAGED_MODULES:
+        return STAGED_MODULES[name]
+    base = ROOT.joinpath(*name.split("."))
+    if (base / "__init__.py").is_file():
+        return base / "__init__.py"
+    if base.with_suffix(".py").is_file() and len(name.split(".")) > 1:
+        return base.with_suffix(".py")
+    return None
+
+
+def _package_of(path: Path) -> str | None:
+    """The dotted package a repository file belongs to (None for a file outside a package, e.g. an entry file)."""
+    parent = path.parent
+    if not (parent / "__init__.py").is_file():
+        return None
+    return ".".join(parent.relative_to(ROOT).parts)
+
+
+def _import_nodes(node: ast.AST):
+    """Every Import/ImportFrom under `node`, except those in `except ImportError:` handlers."""
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, ast.ExceptHandler) and _catches_import_error(child):
+            continue
+        if isinstance(child, (ast.Import, ast.ImportFrom)):
+            yield child
+        yield from _import_nodes(child)
+
+
+def _catches_import_error(handler: ast.ExceptHandler) -> bool:
+    kinds = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+    return any(isinstance(k, ast.Name) and k.id in _IMPORT_ERRORS for k in kinds)
+
+
+def local_imports(path: Path) -> set[Path]:
+    """The repository files `path` imports directly: modules, their packages' __init__.py, and for
+    `from pkg import name` the submodule `pkg/name.py` when there is one."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    names: set[str] = set()
+    for node in _import_nodes(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                package = _package_of(path)
+                if package is None:
+                    raise ValueError(f"{path}: relative import outside a package")
+                parts = package.split(".")
+                base = ".".join(parts[: len(parts) - node.level + 1] + ([node.module] if node.module else []))
+            else:
+                base = node.module
+            names.add(base)
+            names.update(f"{base}.{alias.name}" for alias in node.names)
+    found: set[Path] = set()
+    for name in names:
+        parts = name.split(".")
+        for i in range(1, len(parts) + 1):  # importing a.b.c runs a/__init__.py and a/b/__init__.py too
+            module = _module_file(".".join(parts[:i]))
+            if module is not None:
+                found.add(module)
+    return found
+
+
+def asset_files(entry: Path) -> dict[str, Path]:
+    """Asset path -> repository file: the entry file at `<its folder>/<name>` and every repository module it
+    imports, directly or not, at its package path."""
+    entry = entry.resolve()
+    files = {f"{entry.parent.name}/{entry.name}": entry}
+    todo, seen = [entry], {entry}
+    while todo:
+        for module in local_imports(todo.pop()):
+            if module not in seen:
+                seen.add(module)
+                todo.append(module)
+                staged = next((n for n, f in STAGED_MODULES.items() if f == module), None)
+                files[f"{staged}.py" if staged else module.relative_to(ROOT).as_posix()] = module
+    return dict(sorted(files.items()))
+
+
+@jsii.implements(ILocalBundling)
+class _CopyFiles:
+    def __init__(self, files: dict[str, Path]) -> None:
+        self._files = files
+
+    def try_bundle(self, output_dir: str, *args, **options) -> bool:
+        out = Path(output_dir)
+        for relative, source in self._files.items():
+            target = out / relative
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, target)  # follows links: the asset holds the file's bytes
+        return True
+
+
+def function_code(entry: Path) -> lambda_.Code:
+    """The code asset of the function whose entry file is `entry` (handler `<folder>/<file stem>.<function>`)."""
+    files = asset_files(entry)
+    digest = hashlib.sha256()
+    for relative, source in files.items():
+        digest.update(relative.encode() + b"\0" + source.read_bytes() + b"\0")
+    return lambda_.Code.from_asset(
+        str(entry.parent),
+        asset_hash_type=AssetHashType.CUSTOM,
+        asset_hash=digest.hexdigest(),
+        bundling=BundlingOptions(image=DockerImage.from_registry("unused"), local=_CopyFiles(files)),
+    )
+
+
+__all__ = ["LAMBDA_ROOT", "asset_files", "function_code", "local_imports"]
