@@ -16,13 +16,17 @@ from pathlib import Path
 
 from endpoint_config import DEFAULT_ENVIRONMENT, AppConfig, ConfigError, Deployment, EndpointSpec, loader, read_config
 from endpoint_config.loader import environment_names, parse_config
+from endpoint_config.schema import PipelineSpec
+from systems import get_system
 from systems.checks import region_problems, system_problems
 
 
 def endpoint_rules(ep: EndpointSpec, environment_name: str, region: str | None) -> list[str]:
-    """The serving system's rules for one endpoint whose schema rules passed; with a region, the pinned image must
-    be published there."""
-    found = system_problems(ep)
+    """The serving system's rules for one endpoint whose schema rules passed: what it serves and on what hardware
+    (systems.checks), and its `engine:` options against the system's own typed model (ServingSystem.engine_options:
+    every key it does not implement, or a value it does not allow, is an error naming endpoint, key, value and what
+    the system allows); with a region, the pinned image must be published there."""
+    found = system_problems(ep) + get_system(ep.system).engine_problems(ep)
     if not found and region:
         found = [f"environment {environment_name!r}: {p}" for p in region_problems(ep, region)]
     return found
@@ -45,6 +49,30 @@ def load_all_environments(path: str | Path) -> dict[str, Deployment]:
     return {name: resolve(first.app_config, Path(path), name) for name in names}
 
 
+def pipeline_region_problems(deployments: dict[str, Deployment], pipeline: PipelineSpec, region: str) -> list[str]:
+    """The pipeline's rule that needs resolved environments and the pipeline's resolved region (from the config or
+    the CDK CLI's default): every stage deploys in that region. The pipeline's other rules are the schema's
+    (endpoint_config.schema.pipeline_problems), run by load_config."""
+    problems = []
+    for env_name in pipeline.stages:
+        env_region = deployments[env_name].environment.region
+        if env_region and env_region != region:
+            problems.append(
+                f"environment {env_name!r}: region: value {env_region!r} differs from the pipeline's region {region!r}; "
+                "cross-region stages are not supported (CDK would add a replication support stack and key that this "
+                "project does not review): put the pipeline in the environments' region (pipeline.region), or give "
+                "each region its own pipeline"
+            )
+    return problems
+
+
+def check_pipeline(config_path: str | Path, deployments: dict[str, Deployment], pipeline: PipelineSpec, region: str) -> None:
+    """Raise one ConfigError listing every pipeline_region_problems."""
+    if problems := pipeline_region_problems(deployments, pipeline, region):
+        raise ConfigError(f"{config_path}: invalid pipeline config:\n  - " + "\n  - ".join(problems))
+
+
 __all__ = [
-    "ConfigError", "Deployment", "endpoint_rules", "load_all_environments", "load_config", "parse_config", "resolve",
+    "ConfigError", "Deployment", "check_pipeline", "endpoint_rules", "load_all_environments", "load_config",
+    "parse_config", "pipeline_region_problems", "resolve",
 ]

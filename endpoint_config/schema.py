@@ -83,7 +83,10 @@ class TensorRTProfile(_Strict):
 
 
 class EngineOptions(_Strict):
-    """Serving-engine settings; each system uses the ones it understands and refuses the others."""
+    """Serving-engine settings: the union of the keys any system accepts, with their bounds. Which keys (and values)
+    a system implements is its own typed model (systems.base.SystemEngineOptions subclasses, registered as
+    ServingSystem.engine_options); deployment.endpoint_rules refuses the rest, naming endpoint, key, value and
+    what the system allows."""
 
     max_batch_size: int | None = Field(None, ge=1, le=1024, description="rolling/continuous batch size")
     max_model_len: int | None = Field(None, ge=16, le=1_048_576, description="prompt + generated tokens")
@@ -195,6 +198,10 @@ class SecretRef(_Strict):
     json_key: str | None = Field(None, pattern=r"^[A-Za-z0-9_.-]{1,128}$")
 
 
+# CodeBuild's Linux GPU fleet offers two sizes only: small (1 x A10G/T4 class) and large (multi-GPU).
+CODEBUILD_GPU_COMPUTE = ("SMALL", "LARGE")
+
+
 class PipelineBuild(_Strict):
     """The CodeBuild project that builds and publishes model artifacts."""
 
@@ -263,7 +270,34 @@ class AppConfig(_Strict):
                             f"pipeline.{key}: environment {env_name!r} is not defined "
                             f"(defined: {', '.join(self.environments) or 'none'})"
                         )
+            if problems := pipeline_problems(self):
+                raise ValueError("\n  - ".join(problems))
         return self
+
+
+def pipeline_problems(config: AppConfig) -> list[str]:
+    """The rules a `pipeline:` section adds that need no resolved environment (the pipeline's region is resolved
+    at synth: deployment.pipeline_region_problems). One message per problem."""
+    pipeline = config.pipeline
+    if pipeline is None:
+        return []
+    problems = []
+    if pipeline.build.gpu and pipeline.build.compute not in CODEBUILD_GPU_COMPUTE:
+        problems.append(
+            f"pipeline.build.compute: value {pipeline.build.compute!r} is not offered on CodeBuild's GPU fleet; "
+            f"allowed with gpu: true: {', '.join(CODEBUILD_GPU_COMPUTE)}"
+        )
+    # Overrides cannot change artifact_hash, so every stage deploys the file's pin.
+    for env_name in pipeline.stages:
+        for ep in config.endpoints:
+            if not ep.artifact_hash:
+                problems.append(
+                    f"environment {env_name!r}: endpoint {ep.name!r}: artifact_hash: required key is missing: the "
+                    "pipeline synthesizes the endpoint stacks before its model build runs, so each endpoint pins its "
+                    "artifact's content hash (`python -m model_build build --config ... --endpoint "
+                    f"{ep.name}` prints it)"
+                )
+    return problems
 
 
 def endpoint_problems(ep: EndpointSpec) -> list[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 from aws_cdk import Environment, Tags
@@ -15,6 +16,7 @@ from .artifact_store import ArtifactStoreStack
 from .endpoint_stack import EndpointStack
 from .model_artifact import resolve_artifact
 from .nag import add_nag_checks
+from .trusted_pipeline import TrustedPipeline
 
 
 def stack_environment(deployment: Deployment) -> Environment:
@@ -27,13 +29,17 @@ def stack_environment(deployment: Deployment) -> Environment:
     )
 
 
-def add_artifact_stack(scope: Construct, deployment: Deployment) -> ArtifactStoreStack:
-    """The environment's artifact store stack, in `scope` (the App, or a `Stage` of the pipeline)."""
+def add_artifact_stack(
+    scope: Construct, deployment: Deployment, *, trusted_pipeline: TrustedPipeline | None = None
+) -> ArtifactStoreStack:
+    """The environment's artifact store stack, in `scope` (the App, or a `Stage` of the pipeline); with
+    `trusted_pipeline`, also the model publisher role that pipeline role may assume."""
     # Construct ids equal the stack names, so `cdk deploy <stack name>` selects what `cdk list` shows.
     return ArtifactStoreStack(
         scope,
         deployment.stack_name("artifacts"),
         deployment=deployment,
+        trusted_pipeline=trusted_pipeline,
         env=stack_environment(deployment),
         stack_name=deployment.stack_name("artifacts"),
         description=f"{deployment.project} ({deployment.environment_name}): model artifact bucket and image repository",
@@ -47,8 +53,11 @@ def add_endpoint_stacks(
     build_root: Path,
     allow_unbuilt: bool = False,
     artifacts: ArtifactStoreStack | None = None,
+    trusted_pipelines: Mapping[str, TrustedPipeline] | None = None,
 ) -> dict[str, EndpointStack]:
-    """One stack per endpoint, in `scope`; each depends on `artifacts` when it is given (same scope only)."""
+    """One stack per endpoint, in `scope`; each depends on `artifacts` when it is given (same scope only).
+    `trusted_pipelines` (endpoint name -> pipeline role): those endpoints' stacks also create their smoke-test role
+    for that pipeline role."""
     env = stack_environment(deployment)
     stacks: dict[str, EndpointStack] = {}
     for spec in deployment.endpoints:
@@ -60,6 +69,7 @@ def add_endpoint_stacks(
             spec=spec,
             system=get_system(spec.system),
             artifact=resolve_artifact(spec, build_root, allow_unbuilt=allow_unbuilt),
+            trusted_pipeline=(trusted_pipelines or {}).get(spec.name),
             env=env,
             stack_name=deployment.stack_name(spec.name),
             description=f"{deployment.project} ({deployment.environment_name}): SageMaker endpoint {spec.name} ({spec.system})",
@@ -95,6 +105,7 @@ def add_stacks(app: Construct, deployment: Deployment, *, build_root: Path, allo
 __all__ = [
     "ArtifactStoreStack",
     "EndpointStack",
+    "TrustedPipeline",
     "add_artifact_stack",
     "add_endpoint_stacks",
     "add_stacks",

@@ -11,6 +11,7 @@ from constructs import Construct
 from endpoint_config import Deployment, artifact_bucket_name, image_repository_name
 
 from .nag import acknowledge
+from .trusted_pipeline import TrustedPipeline, role_name
 
 
 class ArtifactStoreStack(Stack):
@@ -21,9 +22,20 @@ class ArtifactStoreStack(Stack):
         access logs and the repository: keep them (True, CDK's default) or delete them with their contents.
         `emulator` leaves out the Lambda-backed auto-delete custom resource, which the local emulator cannot run
         (the demo empties the bucket itself before destroy).
+      trusted_pipeline: None (the default) creates no role for a pipeline. Given, the stack creates the role
+        `<project>-<env>-model-publisher` (`publisher_role_name`), which only that pipeline role may assume and which
+        may publish into models/* of the bucket (`grant_publish`): what the pipeline's model build step assumes.
     """
 
-    def __init__(self, scope: Construct, construct_id: str, *, deployment: Deployment, **kwargs) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        deployment: Deployment,
+        trusted_pipeline: TrustedPipeline | None = None,
+        **kwargs,
+    ) -> None:
         super().__init__(scope, construct_id, **kwargs)
         env = deployment.environment
         retain = env.retain_data
@@ -32,8 +44,10 @@ class ArtifactStoreStack(Stack):
 
         bucket_name = artifact_bucket_name(deployment.project, deployment.environment_name, Aws.ACCOUNT_ID, Aws.REGION)
         repository_name = image_repository_name(deployment.project, deployment.environment_name)
+        self.publisher_role_name = role_name(deployment.project, deployment.environment_name, "model-publisher")
         if env.adopt_kept_data:
             self._adopt(bucket_name, repository_name)
+            self._publisher_role(deployment, trusted_pipeline)
             return
 
         self.access_logs = s3.Bucket(
@@ -104,6 +118,31 @@ class ArtifactStoreStack(Stack):
             )
 
         self._outputs()
+        self._publisher_role(deployment, trusted_pipeline)
+
+    def _publisher_role(self, deployment: Deployment, trusted_pipeline: TrustedPipeline | None) -> iam.Role | None:
+        """The role a trusted pipeline's model build assumes to publish into this bucket (none without one)."""
+        self.publisher_role = None
+        if trusted_pipeline is None:
+            return None
+        role = iam.Role(
+            self,
+            "ModelPublisherRole",
+            role_name=self.publisher_role_name,
+            assumed_by=trusted_pipeline.principal(self),
+            description="Assumed by the pipeline's model build: writes models/* of the "
+            f"{deployment.environment_name} artifact bucket",
+            max_session_duration=Duration.hours(4),
+        )
+        self.grant_publish(role)
+        acknowledge(
+            role,
+            "AwsSolutions-IAM5[Resource::<ArtifactBucket.Arn>/models/*]",
+            "The model build publishes content-addressed files (models/<endpoint>/<hash>/...) whose names are known "
+            "only after the build; write access is limited to the models/ prefix of this one bucket.",
+        )
+        self.publisher_role = role
+        return role
 
     def _adopt(self, bucket_name: str, repository_name: str) -> None:
         """`adopt_kept_data: true`: the bucket and repository an earlier deploy kept (retain_data) exist outside any

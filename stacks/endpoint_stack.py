@@ -18,6 +18,7 @@ from aws_cdk import (
     Token,
 )
 from aws_cdk import aws_ecr_assets as ecr_assets
+from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from endpoint_config import (
@@ -36,6 +37,7 @@ from systems.checks import UNSIZED_MODEL_WARNING_ID, unsized_model_warning
 
 from .llm_endpoint import ContainerImage, InvokeFunction, LlmEndpoint, ModelData, SmokeTestFunction
 from .model_artifact import ArtifactRef
+from .trusted_pipeline import TrustedPipeline, role_name
 
 ROOT = Path(__file__).resolve().parent.parent
 LAMBDA_ROOT = ROOT / "lambda"
@@ -49,6 +51,9 @@ class EndpointStack(Stack):
       spec: this endpoint's validated config, environment overrides applied.
       system: the serving system named by `spec.system` (image, container environment, default timeouts).
       artifact: the built artifact's content hash, which names its S3 prefix.
+      trusted_pipeline: None (the default) creates no role for a pipeline. Given, the stack creates the role
+        `<project>-<env>-<endpoint>-smoke` (`smoke_role_name`), which only that pipeline role may assume and which may
+        do what the smoke test does (`LlmEndpoint.grant_smoke_test`): what the pipeline's smoke step assumes.
     """
 
     def __init__(
@@ -60,6 +65,7 @@ class EndpointStack(Stack):
         spec: EndpointSpec,
         system: ServingSystem,
         artifact: ArtifactRef,
+        trusted_pipeline: TrustedPipeline | None = None,
         **kwargs,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
@@ -153,6 +159,19 @@ class EndpointStack(Stack):
         CfnOutput(self, "InvokeFunctionName", value=self.invoke.function.function_name)
         CfnOutput(self, "SmokeTestFunctionName", value=self.smoke.function.function_name)
         CfnOutput(self, "ModelDataUri", value=model_data.s3_uri)
+
+        self.smoke_role_name = role_name(deployment.project, deployment.environment_name, spec.name, "smoke")
+        self.smoke_role: iam.Role | None = None
+        if trusted_pipeline is not None:
+            self.smoke_role = iam.Role(
+                self,
+                "SmokeTestRole",
+                role_name=self.smoke_role_name,
+                assumed_by=trusted_pipeline.principal(self),
+                description=f"Assumed by the pipeline's smoke test: invokes endpoint {endpoint_name} only",
+            )
+            # The same grant as the smoke-test Lambda: both run `smoke_test` (endpoint_runtime/smoke.py).
+            self.endpoint.grant_smoke_test(self.smoke_role)
 
     def _image(self, system: ServingSystem, gpu: bool, deployment: Deployment) -> ContainerImage:
         """Our own image built from the repository, or the pinned AWS image (a region->registry mapping where the

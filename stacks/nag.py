@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from aws_cdk import Acknowledgment, App, Validations
+from aws_cdk import Acknowledgment, App, Stack, Validations
 from cdk_nag import AwsSolutionsChecks
 from constructs import Construct, IConstruct
 
@@ -38,4 +38,13 @@ def acknowledge(
     )
 
 
-__all__ = ["Construct", "acknowledge", "add_nag_checks"]
+def logical_id(construct: IConstruct) -> str:
+    """The logical id cdk-nag prints (as `<id>` or `<id.Arn>`) for a construct's CloudFormation resource, for
+    finding ids that name a resource CDK generates (CDK Pipelines' artifact bucket and projects). CDK derives it from
+    the construct path, so an acknowledgement built with it is keyed on that path, not on a copied hash."""
+    cfn = construct if hasattr(construct, "logical_id") else construct.node.default_child
+    stack = Stack.of(cfn)
+    return stack.resolve(stack.get_logical_id(cfn))
+
+
+__all__ = ["Construct", "acknowledge", "add_nag_checks", "logical_id"]

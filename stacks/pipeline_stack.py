@@ -23,7 +23,7 @@ the config names the content-addressed S3 prefix; `publish` refuses a build whos
 Cross-account access. CodeBuild runs in the pipeline account; the artifact bucket and the endpoints live in the
 environment's account. The CDK bootstrap roles do not fit: the deploy role may not write our bucket or invoke an
 endpoint, and widening the bootstrap would grant that to every CDK app. Instead the environment's own stacks
-create two narrow roles with fixed names that trust only the matching CodeBuild role of the pipeline (by
+(given `trusted_pipeline`, stacks/trusted_pipeline.py) create two narrow roles with fixed names that trust only the matching CodeBuild role of the pipeline (by
 `aws:PrincipalArn`): `<project>-<env>-model-publisher` (artifacts stack: ListBucket on the bucket, Get/Put/Abort
 multipart on `models/*`: `ArtifactStoreStack.grant_publish`) and `<project>-<env>-<endpoint>-smoke` (endpoint stack:
 what the smoke test calls, `LlmEndpoint.grant_smoke_test`: DescribeStacks + ListStackResources on its stack,
@@ -34,7 +34,6 @@ credentials during long builds). Same-account environments use the same mechanis
 
 from __future__ import annotations
 
-import hashlib
 import importlib.metadata
 import json
 import os
@@ -47,7 +46,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
-from deployment import load_all_environments
+from deployment import check_pipeline, load_all_environments
 from endpoint_config import ConfigError, Deployment, artifact_bucket_name
 from endpoint_config.schema import PipelineSpec
 from systems import get_system
@@ -55,7 +54,8 @@ from systems.base import docker_hub_bases
 from systems.images import ImagePin
 
 from . import add_artifact_stack, add_endpoint_stacks, tag_environment
-from .nag import acknowledge, add_nag_checks
+from .nag import acknowledge, add_nag_checks, logical_id
+from .trusted_pipeline import TrustedPipeline, role_name
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -65,8 +65,6 @@ COMPUTE_TYPES = {
     "LARGE": codebuild.ComputeType.LARGE,
     "X2_LARGE": codebuild.ComputeType.X2_LARGE,
 }
-# CodeBuild's Linux GPU fleet offers two sizes only: small (1 x A10G/T4 class) and large (multi-GPU).
-GPU_COMPUTE = ("SMALL", "LARGE")
 # An AWS Deep Learning Container with CUDA and Python 3.12 (PyTorch 2.6, the framework of the pinned HF inference
 # image, systems/images.py); CodeBuild pulls it from the DLC registry of the region. The tag is the one the
 # `sagemaker` package's table gives (sagemaker.core.image_uris.retrieve("pytorch", version="2.6.0",
@@ -103,15 +101,6 @@ CDK_ASSETS_VERSION = "4.7.3"
 CDK_LIB_VERSION = importlib.metadata.version("aws-cdk-lib")
 
 
-def role_name(*parts: str) -> str:
-    """A fixed IAM role name (<= 64 characters): both accounts must know it before either role exists."""
-    name = "-".join(parts)
-    if len(name) <= 64:
-        return name
-    digest = hashlib.sha256(name.encode()).hexdigest()[:8]
-    return f"{name[:55]}-{digest}"
-
-
 def _profile_commands(profile: str, role_arn: str, region: str) -> list[str]:
     """Write an AWS profile that assumes `role_arn` with the CodeBuild container's own credentials."""
     body = f"[profile {profile}]\\nrole_arn = {role_arn}\\ncredential_source = EcsContainer\\nregion = {region}\\n"
@@ -141,7 +130,7 @@ class PipelineStack(Stack):
         first = deployments[pipeline.stages[0]]
         project = first.project
         self.pipeline_account = self.account
-        _check(config_path, deployments, pipeline, self.region)
+        check_pipeline(config_path, deployments, pipeline, self.region)
 
         source = pipelines.CodePipelineSource.connection(
             pipeline.repository, pipeline.branch, connection_arn=pipeline.connection_arn
@@ -265,21 +254,27 @@ class PipelineStack(Stack):
         stage_env = {"account": account, "region": region}
 
         artifacts_stage = Stage(self.node.root, f"{env_name}-artifacts", env=stage_env)
-        artifacts = add_artifact_stack(artifacts_stage, deployment)
+        # The environment's stacks create the roles these steps assume, each trusting only the step's role here.
         build_role_name = role_name(project, env_name, "model-build")
-        publisher = _publisher_role(artifacts, deployment, self.pipeline_account, build_role_name)
+        artifacts = add_artifact_stack(
+            artifacts_stage, deployment, trusted_pipeline=TrustedPipeline(self.pipeline_account, build_role_name)
+        )
+        publisher = f"arn:{artifacts.partition}:iam::{artifacts.account}:role/{artifacts.publisher_role_name}"
         tag_environment(artifacts_stage, deployment)
 
         endpoints_stage = Stage(self.node.root, f"{env_name}-endpoints", env=stage_env)
+        smoke_cb_roles = {spec.name: role_name(project, env_name, spec.name, "smoke-cb") for spec in deployment.endpoints}
         endpoint_stacks = add_endpoint_stacks(
-            endpoints_stage, deployment, build_root=ROOT / "build", allow_unbuilt=False
+            endpoints_stage,
+            deployment,
+            build_root=ROOT / "build",
+            allow_unbuilt=False,
+            trusted_pipelines={name: TrustedPipeline(self.pipeline_account, cb) for name, cb in smoke_cb_roles.items()},
         )
-        smoke_names: dict[str, tuple[str, str]] = {}
-        for spec, stack in zip(deployment.endpoints, endpoint_stacks.values(), strict=True):
-            cb_role = role_name(project, env_name, spec.name, "smoke-cb")
-            target = role_name(project, env_name, spec.name, "smoke")
-            _smoke_role(stack, deployment, spec.name, target, self.pipeline_account, cb_role)
-            smoke_names[spec.name] = (cb_role, target)
+        smoke_names = {
+            spec.name: (smoke_cb_roles[spec.name], stack.smoke_role_name)
+            for spec, stack in zip(deployment.endpoints, endpoint_stacks.values(), strict=True)
+        }
         tag_environment(endpoints_stage, deployment)
 
         pre_artifacts: list[pipelines.Step] = []
@@ -413,7 +408,7 @@ class PipelineStack(Stack):
             "The pipeline's artifact bucket is created by CDK Pipelines and holds only transient, KMS-encrypted build "
             "artifacts; reads and writes come from the pipeline's own roles and are recorded by CloudTrail.",
         )
-        bucket = f"<{self._logical_id(pipeline.artifact_bucket)}.Arn>/*"
+        bucket = f"<{logical_id(pipeline.artifact_bucket)}.Arn>/*"
         artifacts_read = {
             "Action::s3:GetObject*": _S3_GROUPS,
             "Action::s3:GetBucket*": _S3_GROUPS,
@@ -424,7 +419,7 @@ class PipelineStack(Stack):
         key = {"Action::kms:GenerateDataKey*": _KMS_GROUPS, "Action::kms:ReEncrypt*": _KMS_GROUPS}
 
         def project_findings(project) -> dict[str, str]:
-            lid = self._logical_id(project)
+            lid = logical_id(project)
             return {
                 f"Resource::arn:{self.partition}:logs:{self.region}:{self.account}:log-group:/aws/codebuild/<{lid}>:*": _LOGS,
                 f"Resource::arn:{self.partition}:codebuild:{self.region}:{self.account}:report-group/<{lid}>-*": _REPORTS,
@@ -493,10 +488,6 @@ class PipelineStack(Stack):
                      "resource-level permissions; the pull actions themselves are limited to that one repository."},
                 )
 
-    def _logical_id(self, construct) -> str:
-        cfn = construct.node.default_child if not hasattr(construct, "logical_id") else construct
-        return self.resolve(self.get_logical_id(cfn))
-
 
 _LOGS = "CodeBuild writes log streams named at run time under the project's own log group (/aws/codebuild/<project>:*)."
 _REPORTS = "CodeBuild report groups of this project are named <project>-<report>; CDK grants that prefix only."
@@ -509,79 +500,6 @@ _S3_GROUPS = (
     "s3:Abort*) on the pipeline's own artifact bucket only."
 )
 _KMS_GROUPS = "CDK's key grants use kms:GenerateDataKey* and kms:ReEncrypt* on the pipeline's own artifact key only."
-
-
-def _publisher_role(artifacts, deployment: Deployment, pipeline_account: str, build_role_name: str) -> str:
-    """In the environment's artifacts stack: the role the pipeline's model build assumes to publish. Returns its ARN."""
-    name = role_name(deployment.project, deployment.environment_name, "model-publisher")
-    role = iam.Role(
-        artifacts,
-        "ModelPublisherRole",
-        role_name=name,
-        assumed_by=_pipeline_role_principal(artifacts, pipeline_account, build_role_name),
-        description=f"Assumed by the pipeline's model build: writes models/* of the {deployment.environment_name} artifact bucket",
-        max_session_duration=Duration.hours(4),
-    )
-    artifacts.grant_publish(role)
-    acknowledge(
-        role,
-        "AwsSolutions-IAM5[Resource::<ArtifactBucket.Arn>/models/*]",
-        "The model build publishes content-addressed files (models/<endpoint>/<hash>/...) whose names are known only "
-        "after the build; write access is limited to the models/ prefix of this one bucket.",
-    )
-    return f"arn:{artifacts.partition}:iam::{artifacts.account}:role/{name}"
-
-
-def _smoke_role(stack, deployment: Deployment, endpoint: str, name: str, pipeline_account: str, cb_role_name: str) -> iam.Role:
-    """In the endpoint's stack: the role the pipeline's smoke test assumes; it may read this stack and describe and
-    invoke its endpoint (what `model_build smoke` calls), nothing else."""
-    spec = deployment.endpoint(endpoint)
-    role = iam.Role(
-        stack,
-        "SmokeTestRole",
-        role_name=name,
-        assumed_by=_pipeline_role_principal(stack, pipeline_account, cb_role_name),
-        description=f"Assumed by the pipeline's smoke test: invokes endpoint {deployment.endpoint_name(spec)} only",
-    )
-    # The same grant as the stack's smoke-test Lambda: both run lambda/smoke/handler.py `smoke_test`.
-    stack.endpoint.grant_smoke_test(role)
-    return role
-
-
-def _pipeline_role_principal(stack: Stack, pipeline_account: str, role_name_: str) -> iam.IPrincipal:
-    """The pipeline account, narrowed to one role by name (survives the role's re-creation, unlike a role ARN)."""
-    return iam.AccountPrincipal(pipeline_account).with_conditions(
-        {"ArnEquals": {"aws:PrincipalArn": f"arn:{stack.partition}:iam::{pipeline_account}:role/{role_name_}"}}
-    )
-
-
-def _check(config_path: str, deployments: dict[str, Deployment], pipeline: PipelineSpec, region: str) -> None:
-    problems = []
-    for env_name in pipeline.stages:
-        env_region = deployments[env_name].environment.region
-        if env_region and env_region != region:
-            problems.append(
-                f"environment {env_name!r}: region: value {env_region!r} differs from the pipeline's region {region!r}; "
-                "cross-region stages are not supported (CDK would add a replication support stack and key that this "
-                "project does not review): put the pipeline in the environments' region (pipeline.region), or give "
-                "each region its own pipeline"
-            )
-    if pipeline.build.gpu and pipeline.build.compute not in GPU_COMPUTE:
-        problems.append(
-            f"pipeline.build.compute: value {pipeline.build.compute!r} is not offered on CodeBuild's GPU fleet; "
-            f"allowed with gpu: true: {', '.join(GPU_COMPUTE)}"
-        )
-    for env_name in pipeline.stages:
-        for ep in deployments[env_name].endpoints:
-            if not ep.artifact_hash:
-                problems.append(
-                    f"environment {env_name!r}: endpoint {ep.name!r}: artifact_hash: required key is missing: the "
-                    "pipeline synthesizes the endpoint stacks before its model build runs, so each endpoint pins its "
-                    "artifact's content hash (`python -m model_build build --config ... --endpoint "
-                    f"{ep.name}` prints it)"
-                )
-    if problems:
-        raise ConfigError(f"{config_path}: invalid pipeline config:\n  - " + "\n  - ".join(problems))
 
 
 def add_pipeline(app, config_path: str | os.PathLike) -> PipelineStack:

@@ -2,7 +2,8 @@
 
 The registry: `REGISTRY` names, for every `system:` value of the config (endpoint_config.SYSTEM_NAMES), the
 package that defines its ServingSystem as `SYSTEM`; that ServingSystem names its build recipe (`recipe`,
-loaded by `load_recipe`). `get_system(name)` imports only the system's light package (no torch), so the CDK app
+loaded by `load_recipe`) and the typed model of the `engine:` options it implements (`engine_options`, checked
+by `engine_problems`, read by `engine`). `get_system(name)` imports only the system's light package (no torch), so the CDK app
 stays quick.
 
 Dependency direction: systems imports endpoint_config (the schema) and artifact (what a build needs), never

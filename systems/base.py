@@ -5,9 +5,12 @@ from __future__ import annotations
 import importlib
 import math
 import re
+import types
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Callable, Literal
+from typing import Any, Callable, ClassVar, Literal, Union, get_args, get_origin
+
+from pydantic import BaseModel, ConfigDict
 
 from endpoint_config import EndpointSpec, InstanceType
 
@@ -34,6 +37,86 @@ def docker_hub_bases(own: OwnContainer) -> list[str]:
 def _has_registry(image: str) -> bool:
     first, sep, _ = image.partition("/")
     return bool(sep) and ("." in first or ":" in first or first == "localhost")
+
+
+class SystemEngineOptions(BaseModel):
+    """The `engine:` options one serving system accepts: each system subclasses this with exactly the keys it
+    implements (and Literal types for the values it allows), like djl-serving's properties_manager has one
+    properties class per engine. The config schema keeps the union of all keys (endpoint_config.EngineOptions);
+    `engine_problems` checks an endpoint's options against its system's model and `engine_options` reads them.
+
+    Class-level refusal texts: REFUSALS maps a key to the whole message after "engine.<key>: " (formatted with
+    value and system) when a system words it its own way; HINTS adds a reason to the default "remove the key".
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    REFUSALS: ClassVar[dict[str, str]] = {"tensorrt_profile": "is only used by system 'tensorrt-byoc', not {system!r}"}
+    HINTS: ClassVar[dict[str, str]] = {}
+
+    def conflicts(self) -> list[str]:
+        """Rules between the accepted keys: the message after "endpoint '<name>': "."""
+        return []
+
+    @classmethod
+    def accepts(cls, key: str, value: Any) -> bool:
+        field = cls.model_fields.get(key)
+        if field is None:
+            return False
+        allowed = _allowed_values(field.annotation)
+        return allowed is None or value in allowed
+
+    @classmethod
+    def read(cls, ep: EndpointSpec) -> SystemEngineOptions:
+        """The endpoint's options as this typed model. Keys the system refuses are left out: the config and the
+        build refuse them (`engine_problems`); what reads options for synth (container environment, properties)
+        reads only what the system implements."""
+        return cls.model_validate({k: v for k, v in given_engine_options(ep).items() if cls.accepts(k, v)})
+
+
+# The order the keys are checked in (the first refusal is the one a build reports).
+_CHECK_ORDER = ("rolling_batch", "entry_point", "custom_handler", "max_batch_size", "max_model_len", "tensorrt_profile")
+
+
+def _allowed_values(annotation: Any) -> tuple[Any, ...] | None:
+    """The values a Literal field allows (None among them dropped); None: not a Literal."""
+    if get_origin(annotation) is Literal:
+        return tuple(a for a in get_args(annotation) if a is not None)
+    if get_origin(annotation) in (Union, types.UnionType):
+        found = [v for a in get_args(annotation) if (v := _allowed_values(a)) is not None]
+        return tuple(x for v in found for x in v) if found else None
+    return None
+
+
+def given_engine_options(ep: EndpointSpec) -> dict[str, Any]:
+    """The `engine:` keys the endpoint sets (defaults left out: `custom_handler: false` is everybody's)."""
+    fields = type(ep.engine).model_fields
+    return {k: v for k, v in ep.engine.model_dump().items() if v != fields[k].default}
+
+
+def engine_problems(ep: EndpointSpec, options: type[SystemEngineOptions]) -> list[str]:
+    """Every `engine:` key of `ep` that `options` (its system's model) does not accept, as
+    "endpoint '<name>': engine.<key>: value <value> is not supported by system '<system>'; <allowed>"."""
+    given = given_engine_options(ep)
+    problems: list[str] = []
+    for key in sorted(given, key=lambda k: _CHECK_ORDER.index(k) if k in _CHECK_ORDER else len(_CHECK_ORDER)):
+        value = given[key]
+        if options.accepts(key, value):
+            continue
+        field = options.model_fields.get(key)
+        allowed_values = _allowed_values(field.annotation) if field is not None else None
+        if key in options.REFUSALS:
+            tail = options.REFUSALS[key].format(value=value, system=ep.system)
+        else:
+            if field is None:
+                allowed = "remove the key" + (f" ({options.HINTS[key]})" if key in options.HINTS else "")
+            else:
+                allowed = f"allowed: {', '.join(map(str, allowed_values))} (or leave it out)"
+            tail = f"value {value!r} is not supported by system {ep.system!r}; {allowed}"
+        problems.append(f"endpoint {ep.name!r}: engine.{key}: {tail}")
+    if not problems:
+        problems = [f"endpoint {ep.name!r}: {p}" for p in options.model_validate(given).conflicts()]
+    return problems
 
 
 @dataclass(frozen=True)
@@ -88,6 +171,8 @@ class ServingSystem:
     # default AMI (driver 470 / CUDA 11.4 on ml.g5 and ml.p4d, per docs.aws.amazon.com/sagemaker/latest/dg/
     # inference-gpu-drivers.html); values: botocore's ProductionVariantInferenceAmiVersion enum. None: default AMI.
     inference_ami_version: str | None = None
+    # The `engine:` options this system accepts (its own typed model); the default accepts none.
+    engine_options: type[SystemEngineOptions] = SystemEngineOptions
 
     def __post_init__(self) -> None:
         if (self.image is None) == (self.own_container is None):
@@ -100,6 +185,15 @@ class ServingSystem:
         if self.recipe is None:
             raise LookupError(f"system {self.name!r} has no build recipe")
         return importlib.import_module(self.recipe)
+
+    def engine_problems(self, ep: EndpointSpec) -> list[str]:
+        """The endpoint's `engine:` keys this system does not accept (messages name endpoint, key, value, what
+        is allowed)."""
+        return engine_problems(ep, self.engine_options)
+
+    def engine(self, ep: EndpointSpec) -> Any:
+        """The endpoint's engine options as this system's typed model (see SystemEngineOptions.read)."""
+        return self.engine_options.read(ep)
 
     def model_copies(self, ep: EndpointSpec, instance: InstanceType) -> int:
         """How many copies of the model one instance serves."""

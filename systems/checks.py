@@ -84,8 +84,6 @@ def system_problems(ep: EndpointSpec) -> list[str]:
                 )
     if ep.weights_format == "torch-save" and ep.system != "hf-fastload":
         bad("weights_format", f"value 'torch-save' is only offered by system 'hf-fastload', not {ep.system!r}")
-    if ep.engine.tensorrt_profile is not None and ep.system != "tensorrt-byoc":
-        bad("engine.tensorrt_profile", f"is only used by system 'tensorrt-byoc', not {ep.system!r}")
     return problems
 
 

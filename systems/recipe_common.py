@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -67,12 +67,39 @@ def check_tokenizer(
     return present
 
 
-def read_model_config(source: Path) -> dict[str, Any]:
-    """The source's config.json; refuses a directory without one."""
+def read_model_config(source: Path, endpoint: EndpointSpec | None = None) -> dict[str, Any]:
+    """The source's config.json; refuses a directory without one (naming `endpoint` and its model when given)."""
     config_path = source / "config.json"
     if not config_path.is_file():
+        if endpoint is not None:
+            raise BuildError(
+                f"endpoint {endpoint.name!r}: model: value {endpoint.model!r} has no config.json ({source}); "
+                "allowed: a transformers model directory or Hub id"
+            )
         raise BuildError(f"model directory {str(source)!r} has no config.json; it is not a transformers model")
     return json.loads(config_path.read_text())
+
+
+def check_causal_lm(
+    endpoint: EndpointSpec,
+    config: Mapping[str, Any],
+    *,
+    refuse_encoder_decoder: bool = True,
+    serves: str = "decoder-only causal LMs",
+) -> None:
+    """The one "is this a causal LM" check: refuses a model_type AutoModelForCausalLM cannot load (and, unless
+    `refuse_encoder_decoder` is false, an encoder-decoder model). `serves` says what the system serves instead."""
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    model_type = config.get("model_type")
+    encoder_decoder = refuse_encoder_decoder and bool(config.get("is_encoder_decoder"))
+    if encoder_decoder or model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+        kind = "an encoder-decoder model" if encoder_decoder else "not a causal language model"
+        arch = (config.get("architectures") or [None])[0]
+        raise BuildError(
+            f"endpoint {endpoint.name!r}: model: value {endpoint.model!r} is {kind} (model_type {model_type!r}, "
+            f"architecture {arch!r}); system {endpoint.system!r} serves {serves} (e.g. gptj, gpt2, llama, mistral)"
+        )
 
 
 def config_for_container(out_dir: Path, dtype: str) -> None:
@@ -210,3 +237,83 @@ def library_versions(*names: str) -> dict[str, str]:
     import importlib
 
     return {name: importlib.import_module(name).__version__ for name in names or DEFAULT_LIBRARIES}
+
+
+def run_recipe(
+    endpoint: EndpointSpec,
+    out_dir: Path,
+    progress: bool,
+    *,
+    source: Path,
+    source_config: Mapping[str, Any],
+    write: Sequence[tuple[str, Callable[[Any, Any], None]]],
+    fields: Callable[[], dict[str, Any]],
+    reload: Callable[[], tuple[Any, Any]] | None = None,
+    load: Callable[[Path], tuple[Any, Any]] | None = None,
+    reference: Callable[[Any, Any], Any] = reference_outputs,
+    note: Mapping[str, str] | None = None,
+    failure: str = "the written artifact does not reproduce the source model",
+    verify: Callable[[Any, Any], dict[str, Any]] | None = None,
+    verify_label: str = "verify",
+    name_endpoint: bool = True,
+    model_extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The one recipe skeleton: load the source, compute its reference outputs, write, reload, compare, manifest.
+
+    Each step is one tick of the progress bar. `load(path)` (default: load_pretrained in the endpoint's dtype)
+    reads the source (through load_source: the size check); `reference(model, tokenizer)` is what the artifact must reproduce. `write` is the recipe's own
+    (label, step(model, tokenizer)) steps; the source model is freed after the first of them (one copy in
+    memory at a time), so only that one gets it. Verification: `reload()` gives (model, tokenizer) of the
+    written artifact, compared with the source within TOLERANCE[dtype] (compare_with_source: `note`,
+    `failure`); or, instead, `verify(model, tokenizer)` with the source model kept, which returns the
+    manifest's `verification` or raises. The manifest: write_build_manifest with `fields()`, then
+    `verification`; its `system` is endpoint.system (the registry picked this recipe by it).
+    """
+    from tqdm.auto import tqdm
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    steps = tqdm(total=len(write) + 3, desc=f"build {endpoint.name}", unit="step", disable=not progress)
+
+    steps.set_postfix_str("load source")
+    if load is None:
+        load = lambda path: load_pretrained(path, endpoint.dtype)  # noqa: E731
+    model, tokenizer = load_source(endpoint, source, load, name_endpoint=name_endpoint)
+    parameter_count = sum(p.numel() for p in model.parameters())
+    expected = reference(model, tokenizer) if verify is None else None
+    steps.update()
+
+    for label, step in write:
+        steps.set_postfix_str(label)
+        step(model, tokenizer)
+        if verify is None:
+            model = None  # free the source copy before the artifact is loaded
+        steps.update()
+
+    steps.set_postfix_str(verify_label)
+    if verify is None:
+        assert reload is not None, "run_recipe needs reload or verify"
+        artifact = reference(*reload())
+        verification = compare_with_source(
+            endpoint.name, endpoint.dtype, expected, artifact, note=note, failure=failure
+        )
+    else:
+        verification = verify(model, tokenizer)
+    del model
+    steps.update()
+
+    steps.set_postfix_str("hash")
+    manifest = write_build_manifest(
+        out_dir,
+        endpoint,
+        system=endpoint.system,
+        source_config=source_config,
+        parameter_count=parameter_count,
+        progress=progress,
+        model_extra=model_extra,
+        **fields(),
+        verification=verification,
+    )
+    steps.update()
+    steps.close()
+    return manifest

@@ -297,8 +297,10 @@ def test_every_recipe_reads_its_weights_through_the_size_check():
     """recipe_common.load_source is where the build refuses weights that do not fit: every recipe's build path
     must read the source model through it (directly, or via the DJL/LMI shared builders that do)."""
     systems = ROOT / "systems"
-    shared = {"build_decoder_artifact(": systems / "djl_common/build.py", "build_lmi(": systems / "djl_common/lmi.py"}
-    assert "load_source(" in shared["build_decoder_artifact("].read_text()
+    shared = {"run_recipe(": systems / "recipe_common.py", "build_decoder_artifact(": systems / "djl_common/build.py",
+              "build_lmi(": systems / "djl_common/lmi.py"}  # fmt: skip
+    assert "load_source(" in shared["run_recipe("].read_text().split("def run_recipe(")[1]
+    assert "run_recipe(" in shared["build_decoder_artifact("].read_text()
     assert "build_decoder_artifact(" in shared["build_lmi("].read_text()
     recipes = sorted(systems.glob("*/recipe.py"))
     assert len(recipes) == 8

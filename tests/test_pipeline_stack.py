@@ -375,12 +375,33 @@ def _deployments_with(**changes):
     ],
 )
 def test_pipeline_config_problems_are_reported(changes, message):
+    """The schema's pipeline rules fail when the file is read (load_config, cdk synth alike); the region rule, which
+    needs the pipeline's resolved region, when the pipeline stack is synthesized (deployment.check_pipeline)."""
+    from deployment import check_pipeline
     from endpoint_config import ConfigError
-    from stacks.pipeline_stack import _check
 
-    deployments, spec = _deployments_with(**changes)
     with pytest.raises(ConfigError, match=message):
-        _check(CONFIG, deployments, spec, "us-east-1")
+        deployments, spec = _deployments_with(**changes)
+        check_pipeline(CONFIG, deployments, spec, "us-east-1")
+
+
+def test_pipeline_rules_are_reported_by_load_config(tmp_path):
+    import yaml
+
+    from deployment import load_config
+    from endpoint_config import ConfigError
+
+    raw = yaml.safe_load((ROOT / CONFIG).read_text())
+    raw["endpoints"][0].pop("artifact_hash")
+    raw["pipeline"]["build"] = {"compute": "MEDIUM", "gpu": True}
+    path = tmp_path / "pipeline.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    with pytest.raises(ConfigError) as err:
+        load_config(path, "dev")
+    message = str(err.value)
+    assert message.startswith(f"{path}: invalid config:\n  - pipeline.build.compute: value 'MEDIUM' is not offered")
+    assert "environment 'dev': endpoint 'gptj-fastload': artifact_hash: required key is missing" in message
+    assert "environment 'prod': endpoint 'gptj-fastload': artifact_hash: required key is missing" in message
 
 
 HF_SECRET = {"secret": "hf/read-token", "json_key": "token"}

@@ -188,10 +188,15 @@ def test_manifest(artifact: Path) -> None:
     ],
 )  # fmt: skip
 def test_recipe_refuses(tmp_path: Path, tiny_gptj: Path, extra: dict, message: str) -> None:
+    from endpoint_config.schema import EngineOptions
     from systems.deepspeed_byoc import recipe
 
+    # engine options the system refuses are refused by the config too (deployment.endpoint_rules): set them after it
+    endpoint = _endpoint(tmp_path, tiny_gptj, **{k: v for k, v in extra.items() if k != "engine"})
+    if "engine" in extra:
+        endpoint = endpoint.model_copy(update={"engine": EngineOptions(**extra["engine"])})
     with pytest.raises(BuildError) as err:
-        recipe.build(_endpoint(tmp_path, tiny_gptj, **extra), tmp_path / "out", progress=False)
+        recipe.build(endpoint, tmp_path / "out", progress=False)
     assert message in str(err.value)
     assert not (tmp_path / "out").exists()  # refused before any work
 

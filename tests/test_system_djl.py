@@ -126,26 +126,32 @@ def djl_config(tmp_path_factory: pytest.TempPathFactory, tiny_models: dict[str, 
         ep("ft", "djl-fastertransformer", tiny_t5, tp=4),
         ep("vllm", "lmi-vllm", gptj, max_batch_size=32, max_model_len=512),
         ep("trt", "lmi-trtllm", gptj, max_model_len=512),
-        # error cases
-        ep("vllm-rb", "lmi-vllm", gptj, rolling_batch="lmi-dist"),
+        # error cases (engine options a system does not implement are refused by the config already: BAD_ENGINE)
         ep("vllm-len", "lmi-vllm", gptj, max_model_len=4096),
-        ep("acc-len", "djl-accelerate", gptj, max_model_len=512),
-        ep("ds-entry", "djl-deepspeed", gptj, entry_point="djl_python.vllm"),
-        ep("ft-batch", "djl-fastertransformer", tiny_t5, tp=4, max_batch_size=8),
         ep("ft-gpt2", "djl-fastertransformer", tiny_models["gpt2"], tp=4),
         ep("ft-gptj", "djl-fastertransformer", gptj, tp=4),
         ep("ft-mt5", "djl-fastertransformer", fake_checkpoint("mt5"), tp=4),
         ep("ft-llama", "djl-fastertransformer", fake_checkpoint("llama"), tp=4),
-        ep("trt-rb", "lmi-trtllm", gptj, rolling_batch="trtllm"),
     ]) + "\n"  # fmt: skip
     path = root / "djl.yaml"
     path.write_text(text)
     return path
 
 
+# Engine options each system's typed model refuses: (a configured endpoint of that system, the `engine:` it gets).
+BAD_ENGINE = {
+    "vllm-rb": ("vllm", {"rolling_batch": "lmi-dist"}),
+    "acc-len": ("acc", {"max_model_len": 512}),
+    "ds-entry": ("ds", {"entry_point": "djl_python.vllm"}),
+    "ft-batch": ("ft", {"max_batch_size": 8}),
+    "trt-rb": ("trt", {"rolling_batch": "trtllm"}),
+}
+
+
 @pytest.fixture(scope="session")
 def djl_build(tmp_path_factory: pytest.TempPathFactory, djl_config: Path, tiny_t5: Path):
     from deployment import load_config
+    from endpoint_config.schema import EngineOptions
     from model_build.cli import build_endpoint
 
     deployment = load_config(djl_config)
@@ -163,6 +169,9 @@ def djl_build(tmp_path_factory: pytest.TempPathFactory, djl_config: Path, tiny_t
             return deployment.endpoint("ds").model_copy(
                 update={"name": "ds-t5", "model": str(tiny_t5), "tensor_parallel_degree": 1}
             )
+        if name in BAD_ENGINE:  # likewise refused by the config (deployment.endpoint_rules); the recipe must too
+            base, engine = BAD_ENGINE[name]
+            return deployment.endpoint(base).model_copy(update={"name": name, "engine": EngineOptions(**engine)})
         return deployment.endpoint(name)
 
     build.endpoint = endpoint  # type: ignore[attr-defined]
@@ -793,8 +802,47 @@ def test_build_errors(djl_build, tiny_t5: Path, tiny_models, tmp_path: Path, nam
     assert not out.exists() and list(tmp_path.iterdir()) == []  # nothing half-written
 
 
+BAD_ENGINE_MESSAGES = {
+    "vllm-rb": "endpoint 'vllm-rb': engine.rolling_batch: value 'lmi-dist' is not supported by system 'lmi-vllm'; "
+    "remove the key (LMI async mode: the engine batches continuously by itself (OPTION_ROLLING_BATCH=disable))",
+    "acc-len": "endpoint 'acc-len': engine.max_model_len: value 512 is not supported by system 'djl-accelerate'; "
+    "remove the key",
+    "ds-entry": "endpoint 'ds-entry': engine.entry_point: value 'djl_python.vllm' is not supported by system "
+    "'djl-deepspeed'; allowed: djl_python.deepspeed (or leave it out)",
+    "ft-batch": "endpoint 'ft-batch': engine.max_batch_size: value 8 is not supported by system "
+    "'djl-fastertransformer'; remove the key",
+    "trt-rb": "endpoint 'trt-rb': engine.rolling_batch: value 'trtllm' is not supported by system 'lmi-trtllm'; "
+    "remove the key",
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_ENGINE))
+def test_config_refuses_engine_options_the_system_does_not_implement(
+    djl_config: Path, tmp_path: Path, name: str
+) -> None:
+    """The config refuses them (one place: deployment.endpoint_rules against the system's typed model), with the
+    same message the build gives."""
+    import yaml
+
+    from deployment import load_config
+    from endpoint_config import ConfigError
+
+    base, engine = BAD_ENGINE[name]
+    (spec,) = [e for e in yaml.safe_load(djl_config.read_text())["endpoints"] if e["name"] == base]
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({"endpoints": [{**spec, "name": name, "engine": engine}]}))
+    with pytest.raises(ConfigError) as info:
+        load_config(bad)
+    assert BAD_ENGINE_MESSAGES[name] in str(info.value)
+
+
 def test_cli_error_exit_code(djl_config: Path, tmp_path: Path) -> None:
-    result = run_cli("build", "--config", str(djl_config), "--endpoint", "vllm-rb", "--out", str(tmp_path / "x"))
+    import yaml
+
+    (spec,) = [e for e in yaml.safe_load(djl_config.read_text())["endpoints"] if e["name"] == "vllm"]
+    config = tmp_path / "bad.yaml"
+    config.write_text(yaml.safe_dump({"endpoints": [{**spec, "name": "vllm-rb", "engine": {"rolling_batch": "lmi-dist"}}]}))
+    result = run_cli("build", "--config", str(config), "--endpoint", "vllm-rb", "--out", str(tmp_path / "x"))
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "engine.rolling_batch: value 'lmi-dist' is not supported by system 'lmi-vllm'" in result.stderr
     assert not (tmp_path / "x").exists()
@@ -819,8 +867,8 @@ def test_tensorrt_profile_refused() -> None:
 
     ep = EndpointSpec(name="x", system="lmi-trtllm", model="m", instance_type="ml.g5.12xlarge",
                       engine={"tensorrt_profile": {"max_batch": 4}})  # fmt: skip
-    with pytest.raises(BuildError, match="engine.tensorrt_profile: .* remove the key"):
-        check_engine_options(ep, rolling_batch=("trtllm",))
+    with pytest.raises(BuildError, match="engine.tensorrt_profile: is only used by system 'tensorrt-byoc', not 'lmi-trtllm'"):
+        check_engine_options(ep)
 
 
 # ---- example configs -------------------------------------------------------------------------------------

@@ -9,8 +9,10 @@ us instead of by an image AWS stopped publishing. The artifact is sharded fp16 s
 
 from __future__ import annotations
 
+from typing import ClassVar, Literal
+
 from endpoint_config import EndpointSpec
-from systems.base import OwnContainer, ServingSystem
+from systems.base import OwnContainer, ServingSystem, SystemEngineOptions
 
 HANDLER = "handler:DeepSpeedHandler"  # the module lies in /opt/program in the image
 
@@ -23,6 +25,23 @@ TRANSFORMERS_VERSION = "4.36.2"
 # Model types whose blocks DeepSpeed 0.12.6 replaces with its fused kernels (its HF decoder injection
 # policies). GPT-J is the reference model.
 KERNEL_INJECTION_MODEL_TYPES = ("gptj", "gpt2", "gpt_neo", "gpt_neox", "opt", "bloom")
+
+
+class DeepSpeedByocEngineOptions(SystemEngineOptions):
+    """The `engine:` options deepspeed-byoc implements: max_batch_size (MAX_BATCH_SIZE, prompts per request),
+    max_model_len (deepspeed.json max_out_tokens, DeepSpeed's KV workspace), rolling_batch only as `disable`."""
+
+    REFUSALS: ClassVar[dict[str, str]] = {
+        **SystemEngineOptions.REFUSALS,
+        "rolling_batch": "value {value!r} is not offered by DeepSpeed kernel injection (static batches per request); "
+        "allowed: disable, or leave it out",
+        "entry_point": "value {value!r} is a DJL setting; system 'deepspeed-byoc' runs its own handler (leave it out)",
+        "custom_handler": "value true is a DJL setting; system 'deepspeed-byoc' always runs its own handler (leave it out)",
+    }
+
+    max_batch_size: int | None = None
+    max_model_len: int | None = None
+    rolling_batch: Literal["disable"] | None = None
 
 
 def container_environment(endpoint: EndpointSpec) -> dict[str, str]:
@@ -42,13 +61,15 @@ def container_environment(endpoint: EndpointSpec) -> dict[str, str]:
         "BYOC_PROCESSES": str(endpoint.tensor_parallel_degree),
         "BYOC_HANDLER": HANDLER,
     }
-    if endpoint.engine.max_batch_size is not None:
-        env["MAX_BATCH_SIZE"] = str(endpoint.engine.max_batch_size)
+    engine = DeepSpeedByocEngineOptions.read(endpoint)
+    if engine.max_batch_size is not None:
+        env["MAX_BATCH_SIZE"] = str(engine.max_batch_size)
     return env
 
 
 SYSTEM = ServingSystem(
     name="deepspeed-byoc",
+    engine_options=DeepSpeedByocEngineOptions,
     recipe="systems.deepspeed_byoc.recipe",
     summary="DeepSpeed-Inference kernel injection (fp16, tensor parallel) in our own container, sharded safetensors",
     own_container=OwnContainer(dockerfile="deepspeed_byoc/container/Dockerfile", context="."),

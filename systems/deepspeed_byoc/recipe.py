@@ -31,6 +31,7 @@ from systems.deepspeed_byoc import (
     SYSTEM,
     TORCH_VERSION,
     TRANSFORMERS_VERSION,
+    DeepSpeedByocEngineOptions,
 )
 
 ENGINE_CONFIG = "deepspeed.json"
@@ -48,18 +49,9 @@ def check_endpoint(endpoint: EndpointSpec) -> None:
                              "(DeepSpeed's kernel-injection dtype)")  # fmt: skip
     if endpoint.weights_format != "safetensors":
         raise _bad(endpoint, f"weights_format: value {endpoint.weights_format!r} is not allowed; allowed: safetensors")
-    engine = endpoint.engine
-    if engine.rolling_batch not in (None, "disable"):
-        raise _bad(endpoint, f"engine.rolling_batch: value {engine.rolling_batch!r} is not offered by DeepSpeed "
-                             "kernel injection (static batches per request); allowed: disable, or leave it out")  # fmt: skip
-    if engine.entry_point is not None:
-        raise _bad(endpoint, f"engine.entry_point: value {engine.entry_point!r} is a DJL setting; system "
-                             "'deepspeed-byoc' runs its own handler (leave it out)")  # fmt: skip
-    if engine.custom_handler:
-        raise _bad(endpoint, "engine.custom_handler: value true is a DJL setting; system 'deepspeed-byoc' always "
-                             "runs its own handler (leave it out)")  # fmt: skip
-    if engine.tensorrt_profile is not None:
-        raise _bad(endpoint, "engine.tensorrt_profile: is only used by system 'tensorrt-byoc' (leave it out)")
+    problems = SYSTEM.engine_problems(endpoint)  # DeepSpeedByocEngineOptions: the keys it accepts
+    if problems:
+        raise BuildError(problems[0])
 
 
 def check_architecture(endpoint: EndpointSpec, source: Path) -> dict[str, Any]:
@@ -86,7 +78,7 @@ def check_architecture(endpoint: EndpointSpec, source: Path) -> dict[str, Any]:
 def engine_config(endpoint: EndpointSpec, source_config: dict[str, Any]) -> dict[str, Any]:
     """deepspeed.json: the arguments of deepspeed.init_inference that the handler passes."""
     context = source_config.get("n_positions") or source_config.get("max_position_embeddings")
-    max_model_len = endpoint.engine.max_model_len
+    max_model_len = DeepSpeedByocEngineOptions.read(endpoint).max_model_len
     if max_model_len and context and max_model_len > context:
         raise _bad(
             endpoint,
@@ -114,69 +106,46 @@ def build(endpoint: EndpointSpec, out_dir: Path, progress: bool = True) -> dict[
     source_config = check_architecture(endpoint, source)
     engine = engine_config(endpoint, source_config)
 
-    from tqdm.auto import tqdm
-
     from systems.deepspeed_byoc.handler.handler import DeepSpeedHandler
 
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    steps = tqdm(total=5, desc=f"build {endpoint.name}", unit="step", disable=not progress)
 
-    steps.set_postfix_str("load source")
-    model, tokenizer = common.load_source(
-        endpoint, source, lambda path: common.load_pretrained(path, DTYPE), name_endpoint=False
-    )
-    parameter_count = sum(p.numel() for p in model.parameters())
-    reference = common.reference_outputs(model, tokenizer)
-    steps.update()
+    def write_weights(model: Any, _tokenizer: Any) -> None:
+        model.save_pretrained(out_dir, max_shard_size=endpoint.max_shard_size, safe_serialization=True)
+        common.config_for_container(out_dir, DTYPE)
 
-    steps.set_postfix_str("write safetensors")
-    model.save_pretrained(out_dir, max_shard_size=endpoint.max_shard_size, safe_serialization=True)
-    common.config_for_container(out_dir, DTYPE)
-    del model  # one copy in memory at a time
-    steps.update()
+    def write_engine_config(_model: Any, _tokenizer: Any) -> None:
+        for name in tokenizer_files:
+            shutil.copy2(source / name, out_dir / name)
+        (out_dir / ENGINE_CONFIG).write_text(json.dumps(engine, indent=2, sort_keys=True) + "\n")
 
-    steps.set_postfix_str("tokenizer + engine config")
-    for name in tokenizer_files:
-        shutil.copy2(source / name, out_dir / name)
-    (out_dir / ENGINE_CONFIG).write_text(json.dumps(engine, indent=2, sort_keys=True) + "\n")
-    steps.update()
+    def reload() -> tuple[Any, Any]:
+        handler = DeepSpeedHandler()
+        handler.load(out_dir, kernel_injection=False, tp_size=1)
+        return handler.model, handler.tokenizer
 
-    steps.set_postfix_str("verify")
-    handler = DeepSpeedHandler()
-    handler.load(out_dir, kernel_injection=False, tp_size=1)
-    verification = common.compare_with_source(
-        endpoint.name,
-        DTYPE,
-        reference,
-        common.reference_outputs(handler.model, handler.tokenizer),
-        note={"path": "transformers (non-injected), build machine; kernel injection is checked on a GPU"},
-    )
-    del handler
-    steps.update()
-
-    steps.set_postfix_str("hash")
-    manifest = common.write_build_manifest(
-        out_dir,
+    return common.run_recipe(
         endpoint,
-        system=SYSTEM.name,
+        out_dir,
+        progress,
+        source=source,
         source_config=source_config,
-        parameter_count=parameter_count,
-        progress=progress,
-        dtype=DTYPE,
-        weights_format="safetensors",
-        max_shard_size=endpoint.max_shard_size,
-        engine=engine,
-        libraries=common.library_versions(),
-        target_container={
-            "dockerfile": f"systems/{SYSTEM.own_container.dockerfile}",
-            "base_image": BASE_IMAGE,
-            "torch": TORCH_VERSION,
-            "deepspeed": DEEPSPEED_VERSION,
-            "transformers": TRANSFORMERS_VERSION,
+        name_endpoint=False,
+        write=[("write safetensors", write_weights), ("tokenizer + engine config", write_engine_config)],
+        reload=reload,  # dtype: DTYPE, the only one check_endpoint allows
+        note={"path": "transformers (non-injected), build machine; kernel injection is checked on a GPU"},
+        fields=lambda: {
+            "dtype": DTYPE,
+            "weights_format": "safetensors",
+            "max_shard_size": endpoint.max_shard_size,
+            "engine": engine,
+            "libraries": common.library_versions(),
+            "target_container": {
+                "dockerfile": f"systems/{SYSTEM.own_container.dockerfile}",
+                "base_image": BASE_IMAGE,
+                "torch": TORCH_VERSION,
+                "deepspeed": DEEPSPEED_VERSION,
+                "transformers": TRANSFORMERS_VERSION,
+            },
         },
-        verification=verification,
     )
-    steps.update()
-    steps.close()
-    return manifest

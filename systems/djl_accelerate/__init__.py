@@ -10,13 +10,25 @@ No torch import here.
 
 from __future__ import annotations
 
+from typing import Literal
+
 from endpoint_config import EndpointSpec
-from systems.djl_common import MODEL_LOADING_TIMEOUT_S, SAGEMAKER_MODEL_DIR, djl_system
+from systems.djl_common import MODEL_LOADING_TIMEOUT_S, SAGEMAKER_MODEL_DIR, DjlEngineOptions, djl_system
 from systems.images import DJL_DEEPSPEED_LEGACY
 
 ENTRY_POINT = "djl_python.huggingface"
 DEFAULT_STARTUP_TIMEOUT_S = 600
 MAX_BATCH_DELAY_MS = 100
+
+
+class AccelerateEngineOptions(DjlEngineOptions):
+    """The `engine:` options djl-accelerate implements. No max_model_len: the Hugging Face handler has no
+    engine-wide length limit to set, so it is refused, not ignored."""
+
+    max_batch_size: int | None = None  # batch_size (+ max_batch_delay): DJL dynamic batching
+    rolling_batch: Literal["disable"] | None = None  # the plain transformers path
+    entry_point: Literal["djl_python.huggingface"] | None = None
+    custom_handler: bool = False  # ship our model.py as the entry point
 
 
 def serving_properties(endpoint: EndpointSpec) -> dict[str, str]:
@@ -28,9 +40,10 @@ def serving_properties(endpoint: EndpointSpec) -> dict[str, str]:
       (lmi-dist/vLLM) by itself; this system is the plain transformers path.
     option.model_id=/opt/ml/model and option.model_loading_timeout: as in djl-deepspeed.
     """
+    engine = AccelerateEngineOptions.read(endpoint)
     props = {
         "engine": "Python",
-        "option.entryPoint": endpoint.engine.entry_point or ENTRY_POINT,
+        "option.entryPoint": engine.entry_point or ENTRY_POINT,
         "option.model_id": SAGEMAKER_MODEL_DIR,
         "option.task": "text-generation",
         "option.dtype": endpoint.dtype,
@@ -39,10 +52,10 @@ def serving_properties(endpoint: EndpointSpec) -> dict[str, str]:
         "option.rolling_batch": "disable",
         "option.model_loading_timeout": str(MODEL_LOADING_TIMEOUT_S),
     }
-    if endpoint.engine.custom_handler:
+    if engine.custom_handler:
         props["option.entryPoint"] = "model.py"
-    if endpoint.engine.max_batch_size is not None:
-        props["batch_size"] = str(endpoint.engine.max_batch_size)
+    if engine.max_batch_size is not None:
+        props["batch_size"] = str(engine.max_batch_size)
         props["max_batch_delay"] = str(MAX_BATCH_DELAY_MS)
     return props
 
@@ -54,6 +67,7 @@ def container_environment(endpoint: EndpointSpec) -> dict[str, str]:
 
 
 SYSTEM = djl_system(
+    engine_options=AccelerateEngineOptions,
     name="djl-accelerate",
     recipe="systems.djl_accelerate.recipe",
     summary="DJL Serving 0.27 Python engine, Hugging Face handler with accelerate device_map over the GPUs",

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from endpoint_config import EndpointSpec
-from systems.djl_accelerate import ENTRY_POINT, SYSTEM, serving_properties
+from systems.djl_accelerate import SYSTEM, serving_properties
 from systems.djl_common import check_engine_options
 from systems.djl_common.build import build_decoder_artifact
 from systems.images import DJL_DEEPSPEED_LEGACY
@@ -17,10 +17,7 @@ CUSTOM_HANDLER = Path(__file__).resolve().parents[1] / "djl_common" / "handler" 
 
 
 def build(endpoint: EndpointSpec, out_dir: Path, progress: bool = True) -> dict[str, Any]:
-    # engine.max_model_len: the Hugging Face handler has no engine-wide length limit to set; refused, not ignored.
-    check_engine_options(
-        endpoint, rolling_batch=("disable",), entry_points=(ENTRY_POINT,), max_model_len=False, custom_handler=True
-    )
+    engine = check_engine_options(endpoint)  # AccelerateEngineOptions: no max_model_len (refused, not ignored)
     return build_decoder_artifact(
         endpoint,
         out_dir,
@@ -28,6 +25,6 @@ def build(endpoint: EndpointSpec, out_dir: Path, progress: bool = True) -> dict[
         engine="Python",
         progress=progress,
         properties=serving_properties(endpoint),
-        custom_handler=CUSTOM_HANDLER if endpoint.engine.custom_handler else None,
+        custom_handler=CUSTOM_HANDLER if engine.custom_handler else None,
         notes=SYSTEM.engine_notes,
     )

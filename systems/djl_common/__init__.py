@@ -14,12 +14,13 @@ serving.properties leaves out; it cannot override it.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any, ClassVar
 
 from artifact import BuildError
 from endpoint_config import EndpointSpec, parse_instance_type
-from systems.base import ServingSystem
+from systems.base import ServingSystem, SystemEngineOptions
 
 SERVING_PROPERTIES = "serving.properties"
 # Where SageMaker mounts the model data (an uncompressed S3 prefix, or the extracted model.tar.gz).
@@ -110,43 +111,34 @@ def refuse(endpoint: EndpointSpec, key: str, value: object, allowed: str) -> Bui
     )
 
 
-def check_engine_options(
-    endpoint: EndpointSpec,
-    *,
-    rolling_batch: Iterable[str | None],
-    entry_points: Iterable[str] = (),
-    max_batch_size: bool = True,
-    max_model_len: bool = True,
-    custom_handler: bool = False,
-    no_rolling_batch: str = "the engine batches by itself",
-) -> None:
-    """Refuse the `engine:` settings a system does not implement, before any heavy work.
+class DjlEngineOptions(SystemEngineOptions):
+    """What every DJL Serving / LMI system's engine options share: how a refusal reads. Each system subclasses it
+    with the keys it accepts (its __init__.py); none accepts tensorrt_profile (system 'tensorrt-byoc')."""
 
-    rolling_batch: the engine.rolling_batch values allowed; empty: none (`no_rolling_batch` says why)."""
-    engine = endpoint.engine
-    allowed_rb = [v for v in rolling_batch if v is not None]
-    if engine.rolling_batch is not None and engine.rolling_batch not in allowed_rb:
-        allowed = f"allowed: {', '.join(allowed_rb)} (or leave it out)" if allowed_rb else f"remove the key ({no_rolling_batch})"
-        raise refuse(endpoint, "engine.rolling_batch", engine.rolling_batch, allowed)
-    entry_points = tuple(entry_points)
-    if engine.entry_point is not None and engine.entry_point not in entry_points:
-        allowed = f"allowed: {', '.join(entry_points)} (or leave it out)" if entry_points else "remove the key"
-        raise refuse(endpoint, "engine.entry_point", engine.entry_point, allowed)
-    if engine.custom_handler and not custom_handler:
-        raise refuse(endpoint, "engine.custom_handler", True, "allowed: false (the engine's own handler serves)")
-    if engine.custom_handler and engine.entry_point is not None:
-        raise BuildError(
-            f"endpoint {endpoint.name!r}: engine.entry_point: value {engine.entry_point!r} conflicts with "
-            "engine.custom_handler: true (the artifact's model.py is the entry point); set only one of them"
-        )
-    if engine.max_batch_size is not None and not max_batch_size:
-        raise refuse(endpoint, "engine.max_batch_size", engine.max_batch_size, "remove the key")
-    if engine.max_model_len is not None and not max_model_len:
-        raise refuse(endpoint, "engine.max_model_len", engine.max_model_len, "remove the key")
-    if engine.tensorrt_profile is not None:
-        raise refuse(
-            endpoint, "engine.tensorrt_profile", engine.tensorrt_profile.model_dump(),
-            "remove the key (it belongs to system 'tensorrt-byoc')",
-        )  # fmt: skip
+    REFUSALS: ClassVar[dict[str, str]] = {
+        **SystemEngineOptions.REFUSALS,
+        "custom_handler": "value True is not supported by system {system!r}; allowed: false (the engine's own handler serves)",
+    }
+
+    def conflicts(self) -> list[str]:
+        entry_point = getattr(self, "entry_point", None)
+        if getattr(self, "custom_handler", False) and entry_point is not None:
+            return [
+                f"engine.entry_point: value {entry_point!r} conflicts with engine.custom_handler: true (the "
+                "artifact's model.py is the entry point); set only one of them"
+            ]
+        return []
+
+
+def check_engine_options(endpoint: EndpointSpec) -> Any:
+    """Refuse the `engine:` settings the endpoint's system does not implement (its typed model,
+    ServingSystem.engine_options), before any heavy work; returns the options as that model."""
+    from systems import get_system
+
+    system = get_system(endpoint.system)
+    problems = system.engine_problems(endpoint)
+    if problems:
+        raise BuildError(problems[0])
     if endpoint.weights_format != "safetensors":
         raise refuse(endpoint, "weights_format", endpoint.weights_format, "allowed: safetensors")
+    return system.engine(endpoint)

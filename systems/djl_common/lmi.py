@@ -28,13 +28,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from artifact import BuildError
 from endpoint_config import EndpointSpec
 from systems.base import ServingSystem
 
-from . import MODEL_LOADING_TIMEOUT_S, SAGEMAKER_MODEL_DIR, check_engine_options, option_environment
+from . import MODEL_LOADING_TIMEOUT_S, SAGEMAKER_MODEL_DIR, DjlEngineOptions, check_engine_options, option_environment
 
 # Why engine.rolling_batch is refused for the LMI systems (shown in the error).
 ASYNC_MODE_BATCHING = "LMI async mode: the engine batches continuously by itself (OPTION_ROLLING_BATCH=disable)"
@@ -46,6 +46,17 @@ ASYNC_MODE_BATCHING = "LMI async mode: the engine batches continuously by itself
 # sagemaker service model, ProductionVariant.InferenceAmiVersion documentation), which runs CUDA 12.8 and 13.0
 # natively. Unverified: which instance families that AMI is offered on (the botocore text lists none).
 LMI_INFERENCE_AMI_VERSION = "al2023-ami-sagemaker-inference-gpu-4-1"
+
+
+class LmiEngineOptions(DjlEngineOptions):
+    """The `engine:` options both LMI systems implement (lmi-vllm and lmi-trtllm subclass it): no rolling_batch
+    (async mode sets OPTION_ROLLING_BATCH=disable itself), no entry_point (the image's async handler), no
+    custom_handler."""
+
+    HINTS: ClassVar[dict[str, str]] = {"rolling_batch": ASYNC_MODE_BATCHING}
+
+    max_batch_size: int | None = None  # OPTION_MAX_ROLLING_BATCH_SIZE
+    max_model_len: int | None = None
 
 
 def base_options(endpoint: EndpointSpec, entry_point: str) -> dict[str, str]:
@@ -63,8 +74,9 @@ def base_options(endpoint: EndpointSpec, entry_point: str) -> dict[str, str]:
         "dtype": endpoint.dtype,
         "model_loading_timeout": str(MODEL_LOADING_TIMEOUT_S),
     }
-    if endpoint.engine.max_batch_size is not None:
-        options["max_rolling_batch_size"] = str(endpoint.engine.max_batch_size)
+    engine = LmiEngineOptions.read(endpoint)
+    if engine.max_batch_size is not None:
+        options["max_rolling_batch_size"] = str(engine.max_batch_size)
     return options
 
 
@@ -77,7 +89,7 @@ def context_length(config: dict[str, Any]) -> int | None:
 
 def check_max_model_len(endpoint: EndpointSpec, source: Path) -> None:
     """vLLM and TensorRT-LLM refuse a length beyond the model's positions; say so at build time."""
-    length = endpoint.engine.max_model_len
+    length = LmiEngineOptions.read(endpoint).max_model_len
     if length is None:
         return
     config_path = source / "config.json"
@@ -98,7 +110,7 @@ def build_lmi(
 
     from .build import build_decoder_artifact
 
-    check_engine_options(endpoint, rolling_batch=(), no_rolling_batch=ASYNC_MODE_BATCHING)
+    check_engine_options(endpoint)
     check_max_model_len(endpoint, resolve_model_source(endpoint.model, endpoint.revision))
     return build_decoder_artifact(
         endpoint,

@@ -8,8 +8,10 @@ engine configuration lives in serving.properties (see `serving_properties`). No 
 
 from __future__ import annotations
 
+from typing import Literal
+
 from endpoint_config import EndpointSpec
-from systems.djl_common import MODEL_LOADING_TIMEOUT_S, SAGEMAKER_MODEL_DIR, djl_system
+from systems.djl_common import MODEL_LOADING_TIMEOUT_S, SAGEMAKER_MODEL_DIR, DjlEngineOptions, djl_system
 from systems.images import DJL_DEEPSPEED_LEGACY
 
 ENTRY_POINT = "djl_python.deepspeed"
@@ -17,6 +19,16 @@ ENTRY_POINT = "djl_python.deepspeed"
 DEFAULT_STARTUP_TIMEOUT_S = 900
 # Dynamic batching wait when engine.max_batch_size is set (ms): requests arriving within it share a batch.
 MAX_BATCH_DELAY_MS = 100
+
+
+class DeepSpeedEngineOptions(DjlEngineOptions):
+    """The `engine:` options djl-deepspeed implements (serving.properties keys in `serving_properties`)."""
+
+    max_batch_size: int | None = None  # batch_size (+ max_batch_delay): DJL dynamic batching
+    max_model_len: int | None = None  # option.max_tokens
+    rolling_batch: Literal["disable"] | None = None  # GPT-J is no DeepSpeed rolling-batch architecture
+    entry_point: Literal["djl_python.deepspeed"] | None = None
+    custom_handler: bool = False  # ship our model.py as the entry point
 
 
 def serving_properties(endpoint: EndpointSpec) -> dict[str, str]:
@@ -30,9 +42,10 @@ def serving_properties(endpoint: EndpointSpec) -> dict[str, str]:
     option.max_tokens: DeepSpeed's inference-time limit on prompt + generated tokens (engine.max_model_len).
     option.model_loading_timeout: 3600 s, so SageMaker's startup health check is the one limit (djl_common).
     """
+    engine = DeepSpeedEngineOptions.read(endpoint)
     props = {
         "engine": "DeepSpeed",
-        "option.entryPoint": endpoint.engine.entry_point or ENTRY_POINT,
+        "option.entryPoint": engine.entry_point or ENTRY_POINT,
         "option.model_id": SAGEMAKER_MODEL_DIR,
         "option.task": "text-generation",
         "option.dtype": endpoint.dtype,
@@ -40,12 +53,12 @@ def serving_properties(endpoint: EndpointSpec) -> dict[str, str]:
         "option.rolling_batch": "disable",
         "option.model_loading_timeout": str(MODEL_LOADING_TIMEOUT_S),
     }
-    if endpoint.engine.custom_handler:
+    if engine.custom_handler:
         props["option.entryPoint"] = "model.py"
-    if endpoint.engine.max_model_len is not None:
-        props["option.max_tokens"] = str(endpoint.engine.max_model_len)
-    if endpoint.engine.max_batch_size is not None:
-        props["batch_size"] = str(endpoint.engine.max_batch_size)
+    if engine.max_model_len is not None:
+        props["option.max_tokens"] = str(engine.max_model_len)
+    if engine.max_batch_size is not None:
+        props["batch_size"] = str(engine.max_batch_size)
         props["max_batch_delay"] = str(MAX_BATCH_DELAY_MS)
     return props
 
@@ -58,6 +71,7 @@ def container_environment(endpoint: EndpointSpec) -> dict[str, str]:
 
 
 SYSTEM = djl_system(
+    engine_options=DeepSpeedEngineOptions,
     name="djl-deepspeed",
     recipe="systems.djl_deepspeed.recipe",
     summary="DJL Serving 0.27 DeepSpeed engine (tensor parallel, kernel injection); legacy, pinned last image",

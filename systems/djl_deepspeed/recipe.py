@@ -18,14 +18,14 @@ from typing import Any
 from endpoint_config import EndpointSpec
 from systems.djl_common import check_engine_options
 from systems.djl_common.build import build_decoder_artifact
-from systems.djl_deepspeed import ENTRY_POINT, SYSTEM, serving_properties
+from systems.djl_deepspeed import SYSTEM, serving_properties
 from systems.images import DJL_DEEPSPEED_LEGACY
 
 CUSTOM_HANDLER = Path(__file__).resolve().parents[1] / "djl_common" / "handler" / "model.py"
 
 
 def build(endpoint: EndpointSpec, out_dir: Path, progress: bool = True) -> dict[str, Any]:
-    check_engine_options(endpoint, rolling_batch=("disable",), entry_points=(ENTRY_POINT,), custom_handler=True)
+    engine = check_engine_options(endpoint)
     return build_decoder_artifact(
         endpoint,
         out_dir,
@@ -33,6 +33,6 @@ def build(endpoint: EndpointSpec, out_dir: Path, progress: bool = True) -> dict[
         engine="DeepSpeed",
         progress=progress,
         properties=serving_properties(endpoint),
-        custom_handler=CUSTOM_HANDLER if endpoint.engine.custom_handler else None,
+        custom_handler=CUSTOM_HANDLER if engine.custom_handler else None,
         notes=SYSTEM.engine_notes,
     )

@@ -19,8 +19,10 @@ No torch import here.
 
 from __future__ import annotations
 
+from typing import Literal
+
 from endpoint_config import EndpointSpec
-from systems.djl_common import MODEL_LOADING_TIMEOUT_S, djl_system
+from systems.djl_common import MODEL_LOADING_TIMEOUT_S, DjlEngineOptions, djl_system
 from systems.images import DJL_FASTERTRANSFORMER_LEGACY
 
 # Model types served (engine=FasterTransformer, the package's non-Triton path), as DJL 0.24 itself routes them:
@@ -33,6 +35,15 @@ MODEL_TYPES = ("t5", "gpt2", "opt", "gpt_neox", "bloom")
 CODE_DIR = "code"
 WEIGHTS_DIR = "weights"
 HANDLER_FILE = "model.py"
+
+
+class FasterTransformerEngineOptions(DjlEngineOptions):
+    """The `engine:` options djl-fastertransformer implements: one request per call in model.py (no dynamic
+    batching, so no max_batch_size), no rolling batch in FasterTransformer for T5, per-request length limits
+    instead of an engine-wide one (no max_model_len), and model.py is always the handler (no entry_point)."""
+
+    rolling_batch: Literal["disable"] | None = None
+    custom_handler: bool = False  # model.py serves either way
 
 
 def serving_properties(endpoint: EndpointSpec) -> dict[str, str]:
@@ -60,6 +71,7 @@ def staged_weights_environment(weights_s3_uri: str) -> dict[str, str]:
 
 
 SYSTEM = djl_system(
+    engine_options=FasterTransformerEngineOptions,
     name="djl-fastertransformer",
     recipe="systems.djl_fastertransformer.recipe",
     summary="DJL Serving 0.24 FasterTransformer engine (t5, gpt2, opt, gpt_neox, bloom), weights staged in S3; legacy",

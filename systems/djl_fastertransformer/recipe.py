@@ -19,7 +19,6 @@ FasterTransformer conversion itself only runs on a GPU in the 0.24 image.
 from __future__ import annotations
 
 import fnmatch
-import json
 import shutil
 from pathlib import Path
 from typing import Any
@@ -108,97 +107,67 @@ def _seq2seq_reference(model: Any, tokenizer: Any) -> tuple[Any, list[int], list
 
 
 def build(endpoint: EndpointSpec, out_dir: Path, progress: bool = True) -> dict[str, Any]:
-    # One request per call in model.py (no dynamic batching), no rolling batch in FasterTransformer for T5,
-    # per-request length limits instead of an engine-wide one, and model.py is always the handler.
-    check_engine_options(
-        endpoint, rolling_batch=("disable",), max_batch_size=False, max_model_len=False, custom_handler=True
-    )
+    check_engine_options(endpoint)  # FasterTransformerEngineOptions says what it accepts and why
     source, names, weights_kind = select_files(endpoint)
-    config = json.loads((source / "config.json").read_text())
+    config = common.read_model_config(source, endpoint)
     check_model(endpoint, config)
     stack = DJL_FASTERTRANSFORMER_LEGACY.python_stack
     tokenizer_export = plan_tokenizer(
         source, stack, f"transformers {stack.transformers} (djl-inference:{DJL_FASTERTRANSFORMER_LEGACY.gpu_tag})"
     )
     encoder_decoder = bool(config.get("is_encoder_decoder"))
-
-    from tqdm.auto import tqdm
-
     out_dir = Path(out_dir)
     code, weights = out_dir / CODE_DIR, out_dir / WEIGHTS_DIR
-    code.mkdir(parents=True, exist_ok=True)
-    weights.mkdir(parents=True, exist_ok=True)
-    reference = _seq2seq_reference if encoder_decoder else common.reference_outputs
-    steps = tqdm(total=4, desc=f"build {endpoint.name}", unit="step", disable=not progress)
 
     def load(path: Path) -> tuple[Any, Any]:
         return common.load_pretrained(path, endpoint.dtype, encoder_decoder=encoder_decoder)
 
-    steps.set_postfix_str("load source")
-    model, tokenizer = common.load_source(endpoint, source, load)
-    parameter_count = sum(p.numel() for p in model.parameters())
-    source_outputs = reference(model, tokenizer)
-    del model
-    steps.update()
+    def stage(_model: Any, _tokenizer: Any) -> None:
+        code.mkdir(parents=True, exist_ok=True)
+        weights.mkdir(parents=True, exist_ok=True)
+        for name in names:
+            if name not in common.TOKENIZER_FILES:
+                shutil.copyfile(source / name, weights / name)  # follows Hub-cache symlinks to the blobs
+        tokenizer_export.write(weights)
+        write_properties(code, serving_properties(endpoint))
+        shutil.copyfile(HANDLER_SOURCE, code / HANDLER_FILE)
+        shutil.copyfile(request_contract.__file__, code / "request_contract.py")  # model.py imports it
 
-    steps.set_postfix_str("stage weights + code")
-    for name in names:
-        if name not in common.TOKENIZER_FILES:
-            shutil.copyfile(source / name, weights / name)  # follows Hub-cache symlinks to the blobs
-    tokenizer_export.write(weights)
-    write_properties(code, serving_properties(endpoint))
-    shutil.copyfile(HANDLER_SOURCE, code / HANDLER_FILE)
-    shutil.copyfile(request_contract.__file__, code / "request_contract.py")  # model.py imports it
-    steps.update()
-
-    steps.set_postfix_str("verify")
-    loaded, loaded_tokenizer = load(weights)
-    artifact_outputs = reference(loaded, loaded_tokenizer)
-    del loaded
-    verification = common.compare_with_source(
-        endpoint.name,
-        endpoint.dtype,
-        source_outputs,
-        artifact_outputs,
+    return common.run_recipe(
+        endpoint,
+        out_dir,
+        progress,
+        source=source,
+        source_config=config,
+        load=load,
+        reference=_seq2seq_reference if encoder_decoder else common.reference_outputs,
+        write=[("stage weights + code", stage)],
+        reload=lambda: load(weights),
         note={
             "method": "transformers load of the staged weights/ vs the source model, same dtype (FasterTransformer's "
             "conversion runs on a GPU only)"
         },
         failure="the staged weights do not reproduce the source model",
-    )
-    steps.update()
-
-
-    steps.set_postfix_str("hash")
-    manifest = common.write_build_manifest(
-        out_dir,
-        endpoint,
-        system=SYSTEM.name,
-        source_config=config,
-        parameter_count=parameter_count,
-        progress=progress,
         model_extra={"encoder_decoder": encoder_decoder},
-        dtype=endpoint.dtype,
-        weights_format=weights_kind,
-        # model_data: the SageMaker model data (subfolder of the uploaded artifact); staged_weights: stays in S3,
-        # its URI goes to SYSTEM.staged_weights_environment.
-        parts={"model_data": CODE_DIR, "staged_weights": WEIGHTS_DIR},
-        libraries=common.library_versions("torch", "transformers"),
-        tokenizer_rewritten=tokenizer_export.rewritten,
-        target_container={
-            "image_repository": DJL_FASTERTRANSFORMER_LEGACY.repository,
-            "image_tag_gpu": DJL_FASTERTRANSFORMER_LEGACY.gpu_tag,
+        fields=lambda: {
+            "dtype": endpoint.dtype,
+            "weights_format": weights_kind,
+            # model_data: the SageMaker model data (subfolder of the uploaded artifact); staged_weights: stays in
+            # S3, its URI goes to SYSTEM.staged_weights_environment.
+            "parts": {"model_data": CODE_DIR, "staged_weights": WEIGHTS_DIR},
+            "libraries": common.library_versions("torch", "transformers"),
+            "tokenizer_rewritten": tokenizer_export.rewritten,
+            "target_container": {
+                "image_repository": DJL_FASTERTRANSFORMER_LEGACY.repository,
+                "image_tag_gpu": DJL_FASTERTRANSFORMER_LEGACY.gpu_tag,
+            },
+            "serving": {
+                "engine": "FasterTransformer",
+                "serving_properties": f"{CODE_DIR}/serving.properties",
+                "handler": f"{CODE_DIR}/{HANDLER_FILE}",
+                "model_copies_per_instance": copies_per_instance(endpoint),
+                "tensor_parallel_degree": endpoint.tensor_parallel_degree,
+                "notes": SYSTEM.engine_notes,
+            },
         },
-        serving={
-            "engine": "FasterTransformer",
-            "serving_properties": f"{CODE_DIR}/serving.properties",
-            "handler": f"{CODE_DIR}/{HANDLER_FILE}",
-            "model_copies_per_instance": copies_per_instance(endpoint),
-            "tensor_parallel_degree": endpoint.tensor_parallel_degree,
-            "notes": SYSTEM.engine_notes,
-        },
-        verification=verification,
     )
-    steps.update()
-    steps.close()
-    return manifest

@@ -8,8 +8,20 @@ here: the CDK app imports this module to synthesize the endpoint.
 from __future__ import annotations
 
 from endpoint_config import EndpointSpec
-from systems.base import ServingSystem
+from systems.base import ServingSystem, SystemEngineOptions
 from systems.images import HF_PYTORCH_INFERENCE
+
+
+class HfFastloadEngineOptions(SystemEngineOptions):
+    """The `engine:` keys hf-fastload accepts. It reads none of them (the handler batches per request and takes
+    its limits from the request contract); they are accepted and unused, as they always were, so configs that
+    set them stay valid. tensorrt_profile is refused (system 'tensorrt-byoc')."""
+
+    max_batch_size: int | None = None
+    max_model_len: int | None = None
+    rolling_batch: str | None = None
+    entry_point: str | None = None
+    custom_handler: bool = False
 
 
 def container_environment(endpoint: EndpointSpec) -> dict[str, str]:
@@ -34,6 +46,7 @@ def container_environment(endpoint: EndpointSpec) -> dict[str, str]:
 
 SYSTEM = ServingSystem(
     name="hf-fastload",
+    engine_options=HfFastloadEngineOptions,
     recipe="systems.hf_fastload.recipe",
     summary="transformers causal LM on the Hugging Face PyTorch inference DLC, sharded safetensors, fast load",
     image=HF_PYTORCH_INFERENCE,

@@ -24,7 +24,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from artifact import BuildError
 from artifact.source import resolve_model_source
 from endpoint_config import EndpointSpec
 from systems import recipe_common as common
@@ -37,21 +36,6 @@ TOLERANCE = common.TOLERANCE  # the shared table (compare_with_source reads it);
 TORCH_SAVE_FILE = "model.pt"
 
 
-def check_architecture(source: Path) -> dict[str, Any]:
-    """The source config.json; refuses models that AutoModelForCausalLM cannot load."""
-    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
-
-    config = common.read_model_config(source)
-    model_type = config.get("model_type")
-    if model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
-        raise BuildError(
-            f"model {str(source)!r}: model_type {model_type!r} (architectures {config.get('architectures')}) is "
-            "not a causal language model; system 'hf-fastload' serves AutoModelForCausalLM models "
-            "(e.g. gpt2, gptj, llama, mistral)"
-        )
-    return config
-
-
 def build(endpoint: EndpointSpec, out_dir: Path, progress: bool = True) -> dict[str, Any]:
     """Write the verified artifact of `endpoint` into `out_dir` (empty or absent) and return its manifest.
 
@@ -60,79 +44,62 @@ def build(endpoint: EndpointSpec, out_dir: Path, progress: bool = True) -> dict[
     """
     source = resolve_model_source(endpoint.model, endpoint.revision)
     tokenizer_export = plan_tokenizer(source, HF_PYTORCH_INFERENCE.python_stack, common.HF_CONTAINER_TARGET)
-    source_config = check_architecture(source)
+    source_config = common.read_model_config(source)
+    common.check_causal_lm(endpoint, source_config, refuse_encoder_decoder=False, serves="AutoModelForCausalLM models")
 
     import torch
-    from tqdm.auto import tqdm
 
     from systems.hf_fastload.handler import inference as handler
 
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    dtype = handler.TORCH_DTYPES[endpoint.dtype]
-    steps = tqdm(total=5, desc=f"build {endpoint.name}", unit="step", disable=not progress)
 
-    steps.set_postfix_str("load source")
-    model, tokenizer = common.load_source(
-        endpoint, source, lambda path: common.load_pretrained(path, endpoint.dtype), name_endpoint=False
-    )
-    parameter_count = sum(p.numel() for p in model.parameters())
-    reference = common.reference_outputs(model, tokenizer)
-    steps.update()
+    def write_weights(model: Any, _tokenizer: Any) -> None:
+        if endpoint.weights_format == "safetensors":
+            model.save_pretrained(out_dir, max_shard_size=endpoint.max_shard_size, safe_serialization=True)
+        else:
+            print(
+                f"endpoint {endpoint.name!r}: weights_format 'torch-save' writes a pickled whole model: loading it "
+                "executes code from the file, is slower than safetensors and needs the same transformers version",
+                file=sys.stderr,
+            )
+            model.config.save_pretrained(out_dir)
+            if model.generation_config is not None:
+                model.generation_config.save_pretrained(out_dir)
+            torch.save(model, out_dir / TORCH_SAVE_FILE)
+        common.config_for_container(out_dir, endpoint.dtype)
 
-    steps.set_postfix_str(f"write {endpoint.weights_format}")
-    if endpoint.weights_format == "safetensors":
-        model.save_pretrained(out_dir, max_shard_size=endpoint.max_shard_size, safe_serialization=True)
-    else:
-        print(
-            f"endpoint {endpoint.name!r}: weights_format 'torch-save' writes a pickled whole model: loading it "
-            "executes code from the file, is slower than safetensors and needs the same transformers version",
-            file=sys.stderr,
+    def write_code(_model: Any, _tokenizer: Any) -> None:
+        tokenizer_export.write(out_dir)
+        (out_dir / "code").mkdir(exist_ok=True)
+        shutil.copyfile(HANDLER_SOURCE, out_dir / "code" / "inference.py")
+        shutil.copyfile(request_contract.__file__, out_dir / "code" / "request_contract.py")  # inference.py imports it
+
+    def reload() -> tuple[Any, Any]:
+        loaded = handler.load_model(
+            out_dir, dtype=handler.TORCH_DTYPES[endpoint.dtype], weights_format=endpoint.weights_format
         )
-        model.config.save_pretrained(out_dir)
-        if model.generation_config is not None:
-            model.generation_config.save_pretrained(out_dir)
-        torch.save(model, out_dir / TORCH_SAVE_FILE)
-    common.config_for_container(out_dir, endpoint.dtype)
-    del model  # free the source copy before loading the artifact (large models: one copy in memory at a time)
-    steps.update()
+        return loaded["model"], loaded["tokenizer"]
 
-    steps.set_postfix_str("tokenizer + handler")
-    tokenizer_export.write(out_dir)
-    (out_dir / "code").mkdir(exist_ok=True)
-    shutil.copyfile(HANDLER_SOURCE, out_dir / "code" / "inference.py")
-    shutil.copyfile(request_contract.__file__, out_dir / "code" / "request_contract.py")  # inference.py imports it
-    steps.update()
-
-    steps.set_postfix_str("verify")
-    loaded = handler.load_model(out_dir, dtype=dtype, weights_format=endpoint.weights_format)
-    verification = common.compare_with_source(
-        endpoint.name, endpoint.dtype, reference, common.reference_outputs(loaded["model"], loaded["tokenizer"])
-    )
-    del loaded
-    steps.update()
-
-    steps.set_postfix_str("hash")
-    manifest = common.write_build_manifest(
-        out_dir,
+    return common.run_recipe(
         endpoint,
-        system="hf-fastload",
+        out_dir,
+        progress,
+        source=source,
         source_config=source_config,
-        parameter_count=parameter_count,
-        progress=progress,
-        dtype=endpoint.dtype,
-        weights_format=endpoint.weights_format,
-        max_shard_size=endpoint.max_shard_size,
-        libraries=common.library_versions(),
-        target_container={
-            "image_repository": HF_PYTORCH_INFERENCE.repository,
-            "image_tag_gpu": HF_PYTORCH_INFERENCE.gpu_tag,
-            "image_tag_cpu": HF_PYTORCH_INFERENCE.cpu_tag,
-            "transformers": HF_CONTAINER_TRANSFORMERS,
+        name_endpoint=False,
+        write=[(f"write {endpoint.weights_format}", write_weights), ("tokenizer + handler", write_code)],
+        reload=reload,
+        fields=lambda: {
+            "dtype": endpoint.dtype,
+            "weights_format": endpoint.weights_format,
+            "max_shard_size": endpoint.max_shard_size,
+            "libraries": common.library_versions(),
+            "target_container": {
+                "image_repository": HF_PYTORCH_INFERENCE.repository,
+                "image_tag_gpu": HF_PYTORCH_INFERENCE.gpu_tag,
+                "image_tag_cpu": HF_PYTORCH_INFERENCE.cpu_tag,
+                "transformers": HF_CONTAINER_TRANSFORMERS,
+            },
+            "tokenizer_rewritten": tokenizer_export.rewritten,
         },
-        tokenizer_rewritten=tokenizer_export.rewritten,
-        verification=verification,
     )
-    steps.update()
-    steps.close()
-    return manifest

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from endpoint_config import EndpointSpec
 from systems.djl_common import djl_system
-from systems.djl_common.lmi import LMI_INFERENCE_AMI_VERSION, base_options, option_environment
+from systems.djl_common.lmi import LMI_INFERENCE_AMI_VERSION, LmiEngineOptions, base_options, option_environment
 from systems.images import DJL_TENSORRTLLM
 
 # LMI 0.33's TensorRT-LLM handler, an async `handle` (0.33.0-dlc engines/python/setup/djl_python/lmi_trtllm/
@@ -35,6 +35,11 @@ DEFAULT_STARTUP_TIMEOUT_S = 1800
 MODEL_TYPES = ("llama", "falcon", "gptj", "mistral", "mixtral", "qwen2", "gpt2", "gpt_bigcode", "phi", "opt", "gemma")
 # Share of engine.max_model_len a prompt may take (OPTION_MAX_INPUT_LEN); the rest is kept for the answer.
 PROMPT_SHARE = (3, 4)
+
+
+class TrtllmEngineOptions(LmiEngineOptions):
+    """lmi-trtllm's `engine:` options: max_batch_size (OPTION_MAX_ROLLING_BATCH_SIZE, TensorRT-LLM
+    max_batch_size) and max_model_len (OPTION_MAX_SEQ_LEN and OPTION_MAX_INPUT_LEN, `length_options`)."""
 
 
 def length_options(max_model_len: int) -> dict[str, str]:
@@ -56,12 +61,14 @@ def length_options(max_model_len: int) -> dict[str, str]:
 
 def container_environment(endpoint: EndpointSpec) -> dict[str, str]:
     options = base_options(endpoint, ENTRY_POINT)
-    if endpoint.engine.max_model_len is not None:
-        options.update(length_options(endpoint.engine.max_model_len))
+    engine = TrtllmEngineOptions.read(endpoint)
+    if engine.max_model_len is not None:
+        options.update(length_options(engine.max_model_len))
     return option_environment(options)
 
 
 SYSTEM = djl_system(
+    engine_options=TrtllmEngineOptions,
     name="lmi-trtllm",
     recipe="systems.lmi_trtllm.recipe",
     summary="LMI TensorRT-LLM container: engines compiled at start, in-flight batching, OPTION_* environment",

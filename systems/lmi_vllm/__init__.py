@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from endpoint_config import EndpointSpec
 from systems.djl_common import djl_system
-from systems.djl_common.lmi import LMI_INFERENCE_AMI_VERSION, base_options, option_environment
+from systems.djl_common.lmi import LMI_INFERENCE_AMI_VERSION, LmiEngineOptions, base_options, option_environment
 from systems.images import DJL_LMI
 
 # The async vLLM handler LMI 27 recommends when async_mode=true on its vLLM image (SERVING_FEATURES=vllm):
@@ -23,6 +23,11 @@ ENTRY_POINT = "djl_python.lmi_vllm.vllm_async_service"
 DEFAULT_STARTUP_TIMEOUT_S = 900
 
 
+class VllmEngineOptions(LmiEngineOptions):
+    """lmi-vllm's `engine:` options: max_batch_size (OPTION_MAX_ROLLING_BATCH_SIZE, vLLM max_num_seqs) and
+    max_model_len (OPTION_MAX_MODEL_LEN)."""
+
+
 def container_environment(endpoint: EndpointSpec) -> dict[str, str]:
     """Async mode + entry point (systems/djl_common/lmi.py), tensor parallel degree, dtype, model location.
     OPTION_MAX_MODEL_LEN (engine.max_model_len) caps prompt + generated tokens and so the KV cache vLLM
@@ -31,12 +36,14 @@ def container_environment(endpoint: EndpointSpec) -> dict[str, str]:
     EngineArgs field). OPTION_MODEL_LOADING_TIMEOUT matches the startup health check maximum (3600 s), so DJL
     does not kill a worker SageMaker would still wait for. Unset ones keep LMI's defaults."""
     options = base_options(endpoint, ENTRY_POINT)
-    if endpoint.engine.max_model_len is not None:
-        options["max_model_len"] = str(endpoint.engine.max_model_len)
+    engine = VllmEngineOptions.read(endpoint)
+    if engine.max_model_len is not None:
+        options["max_model_len"] = str(engine.max_model_len)
     return option_environment(options)
 
 
 SYSTEM = djl_system(
+    engine_options=VllmEngineOptions,
     name="lmi-vllm",
     recipe="systems.lmi_vllm.recipe",
     summary="LMI (DJL Serving) with vLLM in async mode, configured by OPTION_* environment variables",

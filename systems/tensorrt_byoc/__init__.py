@@ -14,11 +14,24 @@ from __future__ import annotations
 
 from endpoint_config import EndpointSpec
 from endpoint_config.schema import TensorRTProfile
-from systems.base import OwnContainer, ServingSystem
+from systems.base import OwnContainer, ServingSystem, SystemEngineOptions
 
 ENGINE_CACHE_DIR = "/opt/ml/engine-cache"
 # GPT-2 small engine builds take a few minutes on a T4/A10G; model download and load add little.
 STARTUP_TIMEOUT_S = 900
+
+
+class TensorRTByocEngineOptions(SystemEngineOptions):
+    """The `engine:` options tensorrt-byoc implements: tensorrt_profile, the optimisation profile (batch and
+    sequence bounds) the container builds its engine for. The other keys are accepted and unused, as they always
+    were (the profile bounds batch and length)."""
+
+    tensorrt_profile: TensorRTProfile = TensorRTProfile()
+    max_batch_size: int | None = None
+    max_model_len: int | None = None
+    rolling_batch: str | None = None
+    entry_point: str | None = None
+    custom_handler: bool = False
 
 
 def container_environment(endpoint: EndpointSpec) -> dict[str, str]:
@@ -31,7 +44,7 @@ def container_environment(endpoint: EndpointSpec) -> dict[str, str]:
       to start on an artifact built for another profile.
     MAX_BATCH_SIZE / MAX_NEW_TOKENS: the request limits byoc_server enforces (contract.py), from the same profile.
     """
-    profile = endpoint.engine.tensorrt_profile or TensorRTProfile()
+    profile = TensorRTByocEngineOptions.read(endpoint).tensorrt_profile
     return {
         "TRT_BACKEND": "tensorrt",
         "TRT_ENGINE_CACHE_DIR": ENGINE_CACHE_DIR,
@@ -44,6 +57,7 @@ def container_environment(endpoint: EndpointSpec) -> dict[str, str]:
 
 
 SYSTEM = ServingSystem(
+    engine_options=TensorRTByocEngineOptions,
     name="tensorrt-byoc",
     recipe="systems.tensorrt_byoc.recipe",
     summary="GPT-2 as ONNX, TensorRT engine built at container start on the serving GPU (own container)",

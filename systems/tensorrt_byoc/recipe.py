@@ -35,7 +35,8 @@ from artifact import BuildError
 from artifact.source import resolve_model_source
 from endpoint_config import EndpointSpec
 from endpoint_config.schema import TensorRTProfile
-from systems.recipe_common import library_versions, load_source, write_build_manifest
+from systems.recipe_common import library_versions, read_model_config, run_recipe
+from systems.tensorrt_byoc import TensorRTByocEngineOptions
 
 SYSTEM = "tensorrt-byoc"
 GRAPH_FILE = "decoder.onnx"
@@ -62,12 +63,7 @@ VERIFY_NEW_TOKENS = 6
 
 
 def check_architecture(source: Path, endpoint: EndpointSpec) -> dict[str, Any]:
-    config_path = source / "config.json"
-    if not config_path.is_file():
-        raise BuildError(
-            f"endpoint {endpoint.name!r}: model {endpoint.model!r}: {config_path} does not exist; not a transformers model"
-        )
-    config = json.loads(config_path.read_text())
+    config = read_model_config(source, endpoint)
     model_type = config.get("model_type")
     if model_type != "gpt2":
         raise BuildError(
@@ -92,7 +88,7 @@ def check_architecture(source: Path, endpoint: EndpointSpec) -> dict[str, Any]:
 
 
 def resolve_profile(endpoint: EndpointSpec, n_positions: int) -> TensorRTProfile:
-    profile = endpoint.engine.tensorrt_profile or TensorRTProfile()
+    profile = TensorRTByocEngineOptions.read(endpoint).tensorrt_profile
     if profile.max_sequence_length > n_positions:
         raise BuildError(
             f"endpoint {endpoint.name!r}: engine.tensorrt_profile.max_sequence_length: value "
@@ -285,80 +281,72 @@ def build(endpoint: EndpointSpec, out_dir: Path, progress: bool = True) -> dict[
 
     import torch
     import transformers
-    from tqdm.auto import tqdm
 
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    steps = tqdm(total=5, desc=f"build {endpoint.name}", unit="step", disable=not progress)
+    graph_files: list[str] = []
+    profile_data: dict[str, Any] = {}
 
     def load(path: Path) -> tuple[Any, Any]:
         model = transformers.AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
         return model, transformers.AutoTokenizer.from_pretrained(path)
 
-    steps.set_postfix_str("load source")
-    model, tokenizer = load_source(endpoint, source, load)
-    if not getattr(tokenizer, "is_fast", False):
-        raise BuildError(
-            f"endpoint {endpoint.name!r}: model {endpoint.model!r}: the tokenizer has no fast (tokenizers) form; the container needs tokenizer.json"
-        )
-    cfg = model.config
-    parameter_count = sum(p.numel() for p in model.parameters())
-    steps.update()
+    def export(model: Any, tokenizer: Any) -> None:
+        if not getattr(tokenizer, "is_fast", False):
+            raise BuildError(
+                f"endpoint {endpoint.name!r}: model {endpoint.model!r}: the tokenizer has no fast (tokenizers) form; the container needs tokenizer.json"
+            )
+        graph_files.extend(export_onnx(model, out_dir))
 
-    steps.set_postfix_str("export ONNX")
-    graph_files = export_onnx(model, out_dir)
-    steps.update()
+    def write_profile_and_tokenizer(model: Any, tokenizer: Any) -> None:
+        cfg = model.config
+        eos = model.generation_config.eos_token_id if model.generation_config is not None else None
+        eos = eos if eos is not None else tokenizer.eos_token_id
+        info = {
+            "architecture": "gpt2",
+            "num_layers": cfg.n_layer,
+            "num_heads": cfg.n_head,
+            "head_dim": cfg.n_embd // cfg.n_head,
+            "hidden_size": cfg.n_embd,
+            "vocab_size": cfg.vocab_size,
+            "n_positions": cfg.n_positions,
+            "eos_token_id": eos[0] if isinstance(eos, list) else eos,
+            "pad_token_id": tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos,
+            "onnx_dtype": "fp32",
+            "serving_dtype": endpoint.dtype,
+            "opset": OPSET,
+        }
+        (out_dir / INFO_FILE).write_text(json.dumps(info, indent=2) + "\n")
+        profile_data.update(write_profile(out_dir, profile, info))
+        tokenizer.backend_tokenizer.save(str(out_dir / "tokenizer.json"))
+        for name in TOKENIZER_FILES:
+            if (source / name).is_file():
+                shutil.copy2(source / name, out_dir / name)
 
-    steps.set_postfix_str("profile + tokenizer")
-    eos = model.generation_config.eos_token_id if model.generation_config is not None else None
-    eos = eos if eos is not None else tokenizer.eos_token_id
-    info = {
-        "architecture": "gpt2",
-        "num_layers": cfg.n_layer,
-        "num_heads": cfg.n_head,
-        "head_dim": cfg.n_embd // cfg.n_head,
-        "hidden_size": cfg.n_embd,
-        "vocab_size": cfg.vocab_size,
-        "n_positions": cfg.n_positions,
-        "eos_token_id": eos[0] if isinstance(eos, list) else eos,
-        "pad_token_id": tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos,
-        "onnx_dtype": "fp32",
-        "serving_dtype": endpoint.dtype,
-        "opset": OPSET,
-    }
-    (out_dir / INFO_FILE).write_text(json.dumps(info, indent=2) + "\n")
-    profile_data = write_profile(out_dir, profile, info)
-    tokenizer.backend_tokenizer.save(str(out_dir / "tokenizer.json"))
-    for name in TOKENIZER_FILES:
-        if (source / name).is_file():
-            shutil.copy2(source / name, out_dir / name)
-    steps.update()
+    def check(model: Any, tokenizer: Any) -> dict[str, Any]:
+        verification = verify(out_dir, model, tokenizer, endpoint.name)
+        if not verification["passed"]:
+            raise BuildError(
+                f"endpoint {endpoint.name!r}: the exported ONNX graph does not reproduce the source model: max abs "
+                f"logit diff {verification['max_abs_logit_diff']:.3g} (allowed <= {TOLERANCE}), greedy tokens match: "
+                f"{verification['greedy_tokens_match']}, tokenizer ids match: {verification['tokenizer_ids_match']}"
+            )
+        return verification
 
-    steps.set_postfix_str("verify (ONNX Runtime vs PyTorch)")
-    verification = verify(out_dir, model, tokenizer, endpoint.name)
-    if not verification["passed"]:
-        raise BuildError(
-            f"endpoint {endpoint.name!r}: the exported ONNX graph does not reproduce the source model: max abs logit "
-            f"diff {verification['max_abs_logit_diff']:.3g} (allowed <= {TOLERANCE}), greedy tokens match: "
-            f"{verification['greedy_tokens_match']}, tokenizer ids match: {verification['tokenizer_ids_match']}"
-        )
-    steps.update()
-
-    steps.set_postfix_str("hash")
-    manifest = write_build_manifest(
-        out_dir,
+    return run_recipe(
         endpoint,
-        system=SYSTEM,
+        out_dir,
+        progress,
+        source=source,
         source_config=source_config,  # model_type: gpt2 (check_architecture)
-        parameter_count=parameter_count,
-        progress=progress,
-        dtype=endpoint.dtype,
-        onnx={"files": graph_files, "opset": OPSET, "dtype": "fp32", "exporter": "torch.onnx.export (TorchScript)"},
-        tensorrt_profile=profile_data,
-        engine_build="at container start on the serving GPU, cached by (GPU, TensorRT version, ONNX sha256, profile, precision)",
-        libraries=library_versions("torch", "transformers", "onnx", "onnxruntime", "tokenizers"),
-        verification=verification,
+        load=load,
+        write=[("export ONNX", export), ("profile + tokenizer", write_profile_and_tokenizer)],
+        verify=check,  # the handler's own code on ONNX Runtime against the source model (kept in memory)
+        verify_label="verify (ONNX Runtime vs PyTorch)",
+        fields=lambda: {
+            "dtype": endpoint.dtype,
+            "onnx": {"files": graph_files, "opset": OPSET, "dtype": "fp32", "exporter": "torch.onnx.export (TorchScript)"},
+            "tensorrt_profile": profile_data,
+            "engine_build": "at container start on the serving GPU, cached by (GPU, TensorRT version, ONNX sha256, profile, precision)",
+            "libraries": library_versions("torch", "transformers", "onnx", "onnxruntime", "tokenizers"),
+        },
     )
-    steps.update()
-    steps.close()
-    return manifest
