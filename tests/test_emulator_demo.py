@@ -16,6 +16,13 @@ def test_demo_deploys_serves_and_destroys_leaving_nothing(tmp_path, capsys):
     code = demo_main(["--port", str(moto_server.free_port()), "--logs", str(tmp_path)])
     out, err = capsys.readouterr()
     assert code == 0, out[-4000:] + err[-4000:]
+    # The demo runs what `make deploy` runs (workstation.deploy), in this order (tests/test_workstation.py checks
+    # that the make targets call it).
+    order = [s for s in ("==> preflight (", "==> cdk synth", "==> cdk deploy llm-endpoints-local-artifacts", "==> model_build publish tiny-gpt2",
+                         "==> preflight: artifacts published", "==> cdk deploy llm-endpoints-local-tiny-gpt2",
+                         "==> smoke test tiny-gpt2") if s in out]
+    assert len(order) == 7 and [out.index(s) for s in order] == sorted(out.index(s) for s in order)
+    assert "PASS  response" in out and "PASS  config" in out
     assert "InService" in out
     assert out.count("output: ") == 2 and "latency:" in out
     assert "s3 buckets                   0 left" in out
