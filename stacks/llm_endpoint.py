@@ -221,8 +221,8 @@ class LlmEndpoint(Construct):
             ],
         )
 
-        # An update would otherwise reset the fleet to InitialInstanceCount (UpdateEndpoint,
-        # https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_UpdateEndpoint.html): keep what autoscaling
+        # An update would otherwise reset the fleet to InitialInstanceCount ("Update endpoints that use auto scaling",
+        # https://docs.aws.amazon.com/sagemaker/latest/dg/endpoint-scaling-update.html): keep what autoscaling
         # set; take weights and data capture from the new config, and the count too when nothing scales it.
         excluded = ["DesiredWeight", "DataCaptureConfig"] + (["DesiredInstanceCount"] if spec.autoscaling is None else [])
         self.endpoint = sagemaker.CfnEndpoint(
