@@ -53,9 +53,9 @@ cdk-cli: node_modules/.package-lock.json
 install: $(STAMP) cdk-cli
 
 hf-container-env: $(STAMP)
-	bash tests/hf_container/make_env.sh
+	bash tests/systems/hf_container/make_env.sh
 
-# checkov (tests/test_checkov.py) pins an older boto3 than requirements.txt, so it gets its own venv; rebuilt from
+# checkov (tests/stacks/test_checkov.py) pins an older boto3 than requirements.txt, so it gets its own venv; rebuilt from
 # scratch when requirements-checkov.txt changes (the stamp is inside the venv).
 CHECKOV_VENV := .venv-checkov
 $(CHECKOV_VENV)/.installed: requirements-checkov.txt
@@ -69,7 +69,7 @@ checkov-env: $(CHECKOV_VENV)/.installed
 demo: install
 	$(PY) -m local_emulator.demo
 
-# tests/test_buildspecs.py runs the pipeline's buildspecs in a clean shell; pip reads this wheelhouse instead of PyPI.
+# tests/stacks/test_buildspecs.py runs the pipeline's buildspecs in a clean shell; pip reads this wheelhouse instead of PyPI.
 WHEELHOUSE := .venv-wheelhouse
 $(WHEELHOUSE)/.downloaded: requirements.txt $(STAMP)
 	$(PY) -m pip download --quiet --disable-pip-version-check -r requirements.txt -d $(WHEELHOUSE) 2>&1 | $(QUIET_PIP)

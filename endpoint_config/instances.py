@@ -5,7 +5,7 @@ against), so it tracks AWS without a hand-kept list. What the API model does not
 instance has (NVIDIA GPUs, AWS Neuron chips, Habana Gaudi), how many for each size, how much memory each has,
 and whether it has local NVMe instance storage (SageMaker then refuses VolumeSizeInGB) -- is kept here per
 instance family, each entry with its source. Every type in botocore's enum is covered: a family below with
-facts for that size, or a family refused with its reason (tests/test_instances.py walks the whole enum).
+facts for that size, or a family refused with its reason (tests/config/test_instances.py walks the whole enum).
 
 Sources, by the short names used next to each family:
   [EC2-API] Amazon EC2 DescribeInstanceTypes (GpuInfo / NeuronInfo, InstanceStorageInfo), as AWS publishes it

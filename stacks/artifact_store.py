@@ -181,7 +181,7 @@ class ArtifactStoreStack(Stack):
         (s3:PutObject), AbortMultipartUpload on a failed upload (s3:AbortMultipartUpload). Operation -> action
         from the Service Authorization Reference for Amazon S3 and the S3 API reference (HeadBucket, HeadObject).
         Explicit actions, not bucket.grant_put's s3:PutObject* / s3:Abort* groups: write nothing else.
-        tests/test_iam_coverage.py runs publish and checks this grant covers every call."""
+        tests/stacks/test_iam_coverage.py runs publish and checks this grant covers every call."""
         listing = iam.Grant.add_to_principal(grantee=grantee, actions=["s3:ListBucket"], resource_arns=[self.bucket.bucket_arn])
         objects = iam.Grant.add_to_principal(
             grantee=grantee,

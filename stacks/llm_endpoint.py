@@ -295,7 +295,7 @@ class LlmEndpoint(Construct):
     def grant_smoke_test(self, grantee: iam.IGrantable) -> iam.Grant:
         """What lambda/smoke/handler.py `smoke_test` calls (also run by `python -m model_build smoke`):
         cloudformation DescribeStacks + ListStackResources on this endpoint's stack, then DescribeEndpoint and
-        InvokeEndpoint on the endpoint. tests/test_iam_coverage.py runs that code and checks this grant covers it."""
+        InvokeEndpoint on the endpoint. tests/stacks/test_iam_coverage.py runs that code and checks this grant covers it."""
         stack = Stack.of(self)
         # stack_id, not Aws.STACK_ID: a scoped token, so a grantee in another stack gets this stack's id
         # (exported), never its own.

@@ -27,7 +27,7 @@ endpoint, and widening the bootstrap would grant that to every CDK app. Instead 
 `aws:PrincipalArn`): `<project>-<env>-model-publisher` (artifacts stack: ListBucket on the bucket, Get/Put/Abort
 multipart on `models/*`: `ArtifactStoreStack.grant_publish`) and `<project>-<env>-<endpoint>-smoke` (endpoint stack:
 what the smoke test calls, `LlmEndpoint.grant_smoke_test`: DescribeStacks + ListStackResources on its stack,
-DescribeEndpoint + InvokeEndpoint on its endpoint; tests/test_iam_coverage.py runs the code and checks the grant). The CodeBuild roles may only `sts:AssumeRole` those roles;
+DescribeEndpoint + InvokeEndpoint on its endpoint; tests/stacks/test_iam_coverage.py runs the code and checks the grant). The CodeBuild roles may only `sts:AssumeRole` those roles;
 the steps reach them through an AWS profile with `credential_source = EcsContainer` (boto3 refreshes the
 credentials during long builds). Same-account environments use the same mechanism, so dev and prod do not differ.
 """
@@ -68,7 +68,7 @@ COMPUTE_TYPES = {
 # An AWS Deep Learning Container with CUDA and Python 3.12 (PyTorch 2.6, the framework of the pinned HF inference
 # image, systems/images.py); CodeBuild pulls it from the DLC registry of the region. The tag is the one the
 # `sagemaker` package's table gives (sagemaker.core.image_uris.retrieve("pytorch", version="2.6.0",
-# py_version="py312", image_scope="inference", GPU instance)): tests/test_image_references.py checks every image a
+# py_version="py312", image_scope="inference", GPU instance)): tests/stacks/test_image_references.py checks every image a
 # template names against those tables. "2.6.0-gpu-py312-cu124-ubuntu22.04" without the -ec2/-sagemaker suffix is
 # not published (aws/deep-learning-containers release notes, v1.x-pt-*-2.6.0-inf-gpu-py312).
 GPU_BUILD_IMAGE = ImagePin(
@@ -95,7 +95,7 @@ SYNTH_INSTALL = "make venv-deploy cdk-cli"
 SMOKE_INSTALL = "make venv-deploy"  # also the model build step's: it checks what is published before installing more
 MODEL_BUILD_INSTALL = "make venv-build"
 # The CDK CLI the pipeline's self-mutation installs: the one package.json pins (it reads this aws-cdk-lib's cloud
-# assemblies; CLI 3.x cannot). cdk-assets: checked to read these asset manifests by tests/test_buildspecs.py.
+# assemblies; CLI 3.x cannot). cdk-assets: checked to read these asset manifests by tests/stacks/test_buildspecs.py.
 CDK_CLI_VERSION = json.loads((ROOT / "package.json").read_text())["devDependencies"]["aws-cdk"]
 CDK_ASSETS_VERSION = "4.7.3"
 CDK_LIB_VERSION = importlib.metadata.version("aws-cdk-lib")
@@ -204,7 +204,7 @@ class PipelineStack(Stack):
             "llm-endpoints:cdk-assets-schema",
             f"the asset projects install cdk-assets@{CDK_ASSETS_VERSION}, the newest on npm, which reads cloud assembly "
             f"schema 54 at most; aws-cdk-lib {CDK_LIB_VERSION} writes 55, so publishing assets fails until a newer "
-            "cdk-assets is pinned (CDK_ASSETS_VERSION; tests/test_buildspecs.py checks it)",
+            "cdk-assets is pinned (CDK_ASSETS_VERSION; tests/stacks/test_buildspecs.py checks it)",
         )
         if self.spec.images.docker_hub_secret:
             return

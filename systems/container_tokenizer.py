@@ -20,7 +20,7 @@ A tokenizer saved by transformers 5 / tokenizers >= 0.20 does not load in the tr
 Files that already suit the target are copied byte for byte; only what the target cannot read is rewritten,
 and what has no equivalent in the target's format is refused with the reason (BuildError). The build then
 reloads the written tokenizer and compares its token ids with the source's (recipe verification), and
-tests/test_hf_container_compat.py loads the rewritten files with the pinned old versions.
+tests/systems/test_hf_container_compat.py loads the rewritten files with the pinned old versions.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""Helpers shared by several test modules: a server app on a free localhost port, and a boto3 session for
-tests against the moto server (whose fixtures, `emulator` and `moto_env`, are in conftest_model.py).
+"""Helpers shared by several test modules: the repository's paths and example configs, the model_build CLI, a
+server app on a free localhost port, and a boto3 session for tests against the moto server (whose fixtures,
+`emulator` and `moto_env`, are in tests/conftest.py).
 
 Plain functions and classes, imported where used (`from helpers import running`); no fixtures here, so that
 importing this module never collides with pytest's plugin loading.
@@ -7,16 +8,91 @@ importing this module never collides with pytest's plugin loading.
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import boto3
 import httpx
+import yaml
 
 from local_emulator.moto_server import free_port
+
+# ---------------------------------------------------------------------------------------------------- repository
+
+ROOT = Path(__file__).resolve().parent.parent
+FAKE_HASH = "ab" * 32
+
+EXAMPLES = sorted((ROOT / "config" / "examples").glob("*.yaml"))
+# (config path, environment) for every environment of every example (None: a file without environments).
+EXAMPLE_CASES = [
+    (path.relative_to(ROOT).as_posix(), env)
+    for path in EXAMPLES
+    for env in (list(yaml.safe_load(path.read_text()).get("environments") or {}) or [None])
+]
+
+
+def cdk_context() -> dict:
+    """An App built in-process does not read cdk.json: merge its context so tests see what `cdk synth` sees."""
+    return json.loads((ROOT / "cdk.json").read_text())["context"]
+
+
+@dataclass
+class Synthesized:
+    outdir: Path
+    templates: dict[str, dict]  # stack name -> template JSON
+    stacks: dict[str, object]
+
+    def template(self, stack_name: str):
+        from aws_cdk.assertions import Template
+
+        return Template.from_json(self.templates[stack_name])
+
+    def resources(self, stack_name: str, type_name: str) -> list[dict]:
+        return [r for r in self.templates[stack_name]["Resources"].values() if r["Type"] == type_name]
+
+
+def synthesize(
+    config: str | Path, env: str | None, outdir: Path, build_root: Path | None = None, allow_unbuilt: bool = True
+) -> Synthesized:
+    """The app's stacks for one config and environment, synthesized in this process as `cdk synth` writes them
+    (cdk-nag included: raises on an unacknowledged finding). Tests use the session-cached `synth` fixture."""
+    import aws_cdk as cdk
+
+    from deployment import load_config
+    from stacks import add_stacks
+
+    app = cdk.App(context=cdk_context(), outdir=str(outdir))
+    stacks = add_stacks(
+        app, load_config(ROOT / config, env), build_root=build_root or outdir / "no-build", allow_unbuilt=allow_unbuilt
+    )
+    app.synth()
+    templates = {name: json.loads((outdir / f"{name}.template.json").read_text()) for name in stacks}
+    return Synthesized(outdir, templates, stacks)
+
+
+def write_fake_manifest(build_root: Path, name: str, system: str, dtype: str, content_hash: str = FAKE_HASH) -> None:
+    """What the stack reads from a build: system, dtype and content hash (synth needs no weights)."""
+    d = build_root / name
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "manifest.json").write_text(json.dumps({"system": system, "dtype": dtype, "content_hash": content_hash}))
+
+
+def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """`python -m model_build ARGS` in a subprocess, as a user runs it."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run(
+        [sys.executable, "-m", "model_build", *args],
+        capture_output=True, text=True, cwd=cwd or ROOT, env=env, timeout=120,
+    )  # fmt: skip
 
 # ---------------------------------------------------------------------------------------------------- HTTP
 

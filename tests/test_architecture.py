@@ -17,7 +17,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from conftest import ROOT
+from helpers import ROOT
 
 # Our top-level packages (a directory of .py files, or one module), and each Lambda function's own folder.
 PACKAGES = {

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import subprocess
 
-from conftest import ROOT
+from helpers import ROOT
 
 OUTSIDE = re.compile(r"FACTS\.md|\.\./shared\b")
 

@@ -1,0 +1,133 @@
+"""Every file in config/examples/ synthesizes in every environment it defines, passes cdk-nag and cfn-lint."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+import yaml
+from helpers import EXAMPLE_CASES, EXAMPLES, ROOT
+
+CASES = EXAMPLE_CASES
+
+
+@pytest.mark.parametrize("config,env", CASES, ids=[f"{c.split('/')[-1]}:{e}" for c, e in CASES])
+def test_example_synthesizes_with_nag_clean(all_examples, config, env):
+    synthesized = all_examples[(config, env)]
+    report = json.loads((synthesized.outdir / "validation-report.json").read_text())
+    findings = [
+        v for plugin in report["pluginReports"] for v in plugin.get("violations", [])
+        if not v["ruleName"].startswith("Annotation::llm-endpoints:")
+    ]
+    assert findings == []
+    for name, template in synthesized.templates.items():
+        if name.endswith("-artifacts"):
+            continue
+        types = {r["Type"] for r in template["Resources"].values()}
+        assert {"AWS::SageMaker::Model", "AWS::SageMaker::EndpointConfig", "AWS::SageMaker::Endpoint"} <= types
+
+
+def test_cfn_lint_passes_on_every_example_template(all_examples):
+    paths = [str(s.outdir / f"{name}.template.json") for s in all_examples.values() for name in s.templates]
+    result = subprocess.run([str(ROOT / ".venv" / "bin" / "cfn-lint"), *paths], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-2000:]
+
+
+def test_there_is_an_example_per_system():
+    from endpoint_config import SYSTEM_NAMES
+
+    systems = {ep["system"] for path in EXAMPLES for ep in yaml.safe_load(path.read_text())["endpoints"]}
+    missing = [s for s in SYSTEM_NAMES if s not in systems]
+    assert not missing, f"systems without an example config: {missing}"
+
+
+def _endpoint_resources(synthesized, stack):
+    resources = synthesized.templates[stack]["Resources"].values()
+    by_type = {}
+    for r in resources:
+        by_type.setdefault(r["Type"], []).append(r)
+    [model] = by_type["AWS::SageMaker::Model"]
+    [config] = by_type["AWS::SageMaker::EndpointConfig"]
+    [variant] = config["Properties"]["ProductionVariants"]
+    return model["Properties"], variant, by_type
+
+
+# The reference setups of the systems our users come from, as the example files reproduce them.
+REFERENCE = {
+    "djl-deepspeed.yaml": dict(stack="llm-endpoints-dev-gptj-deepspeed", image="djl-inference:0.27.0-deepspeed0.12.6-cu121",
+                               instance="ml.g5.12xlarge", timeouts=(600, 900), copies=2, legacy=True),
+    "djl-accelerate.yaml": dict(stack="llm-endpoints-dev-gptj-accelerate", image="djl-inference:0.27.0-deepspeed0.12.6-cu121",
+                                instance="ml.g5.12xlarge", copies=2),
+    "djl-fastertransformer.yaml": dict(stack="llm-endpoints-dev-flan-t5-xxl-ft", image="djl-inference:0.24.0-fastertransformer5.3.0-cu118",
+                                       instance="ml.g5.12xlarge", timeouts=(600, 600), copies=1, legacy=True, staged=True),
+    "lmi-vllm.yaml": dict(stack="llm-endpoints-dev-gptj-vllm", image="djl-inference:0.36.0-lmi27.0.0-cu130",
+                          instance="ml.g5.12xlarge", env={"OPTION_ASYNC_MODE": "true", "OPTION_MODEL_ID": "/opt/ml/model"}),
+    "lmi-trtllm.yaml": dict(stack="llm-endpoints-dev-mistral-trtllm", image="djl-inference:0.33.0-tensorrtllm0.21.0-cu128",
+                            instance="ml.g5.12xlarge", env={"OPTION_ASYNC_MODE": "true", "OPTION_MAX_SEQ_LEN": "4096",
+                                                            "OPTION_MAX_INPUT_LEN": "3072"}),
+    "hf-fastload.yaml": dict(stack="llm-endpoints-dev-gptj-fastload", image="huggingface-pytorch-inference:2.6.0-transformers4.49.0-gpu",
+                             instance="ml.g5.2xlarge", timeouts=(600, 600), copies=1),
+    "tensorrt-byoc.yaml": dict(stack="llm-endpoints-dev-gpt2-tensorrt", own_image=True, instance="ml.g4dn.xlarge",
+                               env={"TRT_BACKEND": "tensorrt", "TRT_MAX_BATCH": "10", "TRT_MAX_SEQUENCE_LENGTH": "42"}),
+    "deepspeed-byoc.yaml": dict(own_image=True, instance="ml.g5.2xlarge", env={"DS_KERNEL_INJECTION": "true"}),
+}
+
+
+@pytest.mark.parametrize("example", sorted(REFERENCE))
+def test_reference_setup(all_examples, example, synth):
+    want = REFERENCE[example]
+    synthesized = all_examples[(f"config/examples/{example}", "dev")]
+    stack = want.get("stack") or next(n for n in synthesized.templates if not n.endswith("-artifacts"))
+    model, variant, by_type = _endpoint_resources(synthesized, stack)
+    container = model["PrimaryContainer"]
+    image = json.dumps(container["Image"])
+    if want.get("own_image"):
+        assert "cdk-hnb659fds-container-assets" in image  # built from this repository (DockerImageAsset)
+    else:
+        assert want["image"] in image
+    assert variant["InstanceType"] == want["instance"]
+    assert "VolumeSizeInGB" not in variant  # every reference instance has local NVMe
+    if "timeouts" in want:
+        assert (variant["ModelDataDownloadTimeoutInSeconds"], variant["ContainerStartupHealthCheckTimeoutInSeconds"]) == want["timeouts"]
+    for key, value in want.get("env", {}).items():
+        assert container["Environment"][key] == value, key
+    data = json.dumps(container.get("ModelDataSource", {}))
+    if want.get("staged"):
+        # Weights stay in S3 for the engine to fetch; SageMaker downloads the code/ part only.
+        assert data.endswith('/code/"]]}}}') and model["EnableNetworkIsolation"] is False
+        staged = json.dumps(container["Environment"])
+        assert '"s3://' in staged and '/weights/"' in staged
+    else:
+        assert "S3Prefix" in data
+    messages = json.dumps(json.loads((synthesized.outdir / f"{stack}.metadata.json").read_text()))
+    if "copies" in want and want["copies"] > 1:
+        assert f"each instance serves {want['copies']} copies of the model" in messages
+    assert ("is retired upstream" in messages) == bool(want.get("legacy"))
+    from deployment import load_config
+
+    scaled = load_config(ROOT / "config" / "examples" / example, "dev").endpoints[0].autoscaling is not None
+    assert bool(by_type.get("AWS::ApplicationAutoScaling::ScalingPolicy")) == scaled
+
+
+def test_invoke_function_has_the_containers_request_limits(all_examples):
+    """The invoke function refuses what the model would: it gets the request_contract limits (MAX_NEW_TOKENS,
+    MAX_BATCH_SIZE, MAX_INPUT_CHARS) the container's environment sets, and none the container does not."""
+    from systems.request_contract import LIMIT_ENV
+
+    with_limits = 0
+    for synthesized in all_examples.values():
+        for name, template in synthesized.templates.items():
+            resources = list(template["Resources"].values())
+            models = [r for r in resources if r["Type"] == "AWS::SageMaker::Model"]
+            if not models:
+                continue
+            [model] = models
+            [function] = [r for r in resources if r["Type"] == "AWS::Lambda::Function"
+                          and r["Properties"].get("Handler") == "invoke/handler.handler"]  # fmt: skip
+            container = model["Properties"]["PrimaryContainer"].get("Environment", {})
+            want = {k: v for k, v in container.items() if k in LIMIT_ENV}
+            got = {k: v for k, v in function["Properties"]["Environment"]["Variables"].items() if k in LIMIT_ENV}
+            assert got == want, name
+            with_limits += bool(want)
+    assert with_limits  # the byoc examples set them (tensorrt-byoc from its engine profile)

@@ -1,0 +1,310 @@
+"""The post-deploy smoke test (model_build/smoke.py + lambda/smoke/handler.py) against the moto server.
+
+The endpoint stack is created with boto3 from a small template with the Model/EndpointConfig/Endpoint of an
+endpoint stack (no CDK). moto's InvokeEndpoint answers with canned results set through its
+/moto-api/static/sagemaker/endpoint-results API. What moto cannot produce -- a stack in UPDATE_ROLLBACK_COMPLETE,
+an endpoint that is not InService -- comes from botocore's Stubber.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import time
+from pathlib import Path
+
+import boto3
+import pytest
+import yaml
+from botocore.stub import Stubber
+from helpers import Session
+
+from deployment import load_config
+from local_emulator import moto_server
+from model_build.cli import main
+from model_build.smoke import SMOKE_HANDLER, load_smoke_module, run_smoke
+
+ROOT = Path(__file__).resolve().parents[2]
+smoke = load_smoke_module()
+GOOD = [{"generated_text": "The capital of France is Paris."}]
+
+
+
+
+def write_config(tmp_path: Path, **changes) -> Path:
+    """config/local.yaml with changes to its one endpoint (and `account` for the environment)."""
+    raw = yaml.safe_load((ROOT / "config" / "local.yaml").read_text())
+    if "account" in changes:
+        raw["environments"]["local"]["account"] = changes.pop("account")
+    raw["endpoints"][0].update(changes)
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+@pytest.fixture
+def deployment():
+    return load_config(ROOT / "config" / "local.yaml", "local")
+
+
+def template(endpoint_name: str) -> str:
+    return json.dumps(
+        {
+            "Resources": {
+                "Model": {
+                    "Type": "AWS::SageMaker::Model",
+                    "Properties": {
+                        "ExecutionRoleArn": f"arn:aws:iam::{moto_server.EMULATOR_ACCOUNT}:role/sagemaker-exec",
+                        "PrimaryContainer": {"Image": "763104351884.dkr.ecr.us-east-1.amazonaws.com/x:1"},
+                    },
+                },
+                "EndpointConfig": {
+                    "Type": "AWS::SageMaker::EndpointConfig",
+                    "Properties": {
+                        "ProductionVariants": [
+                            {
+                                "VariantName": "AllTraffic",
+                                "ModelName": {"Fn::GetAtt": ["Model", "ModelName"]},
+                                "InitialInstanceCount": 1,
+                                "InstanceType": "ml.m5.xlarge",
+                                "InitialVariantWeight": 1.0,
+                            }
+                        ]
+                    },
+                },
+                "Endpoint": {
+                    "Type": "AWS::SageMaker::Endpoint",
+                    "Properties": {
+                        "EndpointName": endpoint_name,
+                        "EndpointConfigName": {"Fn::GetAtt": ["EndpointConfig", "EndpointConfigName"]},
+                    },
+                },
+            }
+        }
+    )
+
+
+def deploy_stack(deployment, name: str = "tiny-gpt2") -> tuple[str, str]:
+    """Create the endpoint stack the way `cdk deploy` would; returns (endpoint name, endpoint config name)."""
+    spec = deployment.endpoint(name)
+    stack = deployment.stack_name(spec.name)
+    cfn = boto3.client("cloudformation")
+    cfn.create_stack(StackName=stack, TemplateBody=template(deployment.endpoint_name(spec)))
+    assert cfn.describe_stacks(StackName=stack)["Stacks"][0]["StackStatus"] == "CREATE_COMPLETE"
+    endpoint = boto3.client("sagemaker").list_endpoints()["Endpoints"][0]["EndpointName"]
+    return endpoint, boto3.client("sagemaker").describe_endpoint(EndpointName=endpoint)["EndpointConfigName"]
+
+
+def by_name(result) -> dict:
+    return {c.name: c for c in result.checks}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def test_deployed_endpoint_passes(moto_env, deployment):
+    endpoint, config = deploy_stack(deployment)
+    moto_env.set_invoke_results([GOOD])
+    result = run_smoke(deployment, "tiny-gpt2")
+    assert result.ok, smoke.format_checks(result.checks)
+    checks = by_name(result)
+    assert [c.name for c in result.checks] == ["stack", "endpoint", "status", "config", "invoke", "response", "latency"]
+    # moto ignores EndpointName: the endpoint comes from the stack, and the name difference is explained.
+    assert result.endpoint == endpoint != "tiny-gpt2"
+    assert "the emulator names endpoints itself" in checks["endpoint"].message
+    assert config in checks["config"].message
+    assert result.outputs == GOOD and 0 <= result.latency_ms <= 30000
+
+
+def test_rolled_back_endpoint_fails_on_config_mismatch(moto_env, deployment):
+    """A failed blue/green update leaves the endpoint InService on another config than the stack deployed."""
+    endpoint, config = deploy_stack(deployment)
+    sm = boto3.client("sagemaker")
+    model = sm.list_models()["Models"][0]["ModelName"]
+    sm.create_endpoint_config(
+        EndpointConfigName="previous-config",
+        ProductionVariants=[
+            {"VariantName": "AllTraffic", "ModelName": model, "InitialInstanceCount": 1, "InstanceType": "ml.m5.xlarge"}
+        ],
+    )
+    # moto has no UpdateEndpoint: put the endpoint back on the other config by recreating it under its name.
+    sm.delete_endpoint(EndpointName=endpoint)
+    sm.create_endpoint(EndpointName=endpoint, EndpointConfigName="previous-config")
+    assert sm.describe_endpoint(EndpointName=endpoint)["EndpointStatus"] == "InService"
+    moto_env.set_invoke_results([GOOD])
+    result = run_smoke(deployment, "tiny-gpt2")
+    assert not result.ok
+    assert [c.name for c in result.failures] == ["config"]
+    msg = result.failures[0].message
+    assert f"runs endpoint config previous-config, but stack llm-endpoints-local-tiny-gpt2 deployed {config}" in msg
+    assert "deploy the stack again" in msg
+
+
+SHAPES = [
+    ({"generated_text": "Paris"}, "got dict"),
+    ([], "got an empty list"),
+    ([{"text": "Paris"}], "'generated_text' is missing"),
+    ([{"generated_text": 42}], "'generated_text' is int"),
+    (["Paris"], "item 0 is str"),
+    ([{"generated_text": "a"}, {"generated_text": None}], "item 1: 'generated_text' is NoneType"),
+]
+
+
+@pytest.mark.parametrize("body, expected", SHAPES)
+def test_response_shape_rules(body, expected):
+    assert expected in smoke.check_response_shape(body)
+    assert smoke.check_response_shape(GOOD + [{"generated_text": "", "details": {}}]) is None
+
+
+@pytest.mark.parametrize("body, expected", [SHAPES[0], SHAPES[2]])
+def test_bad_shape_fails(moto_env, deployment, body, expected):
+    deploy_stack(deployment)
+    moto_env.set_invoke_results([body])
+    result = run_smoke(deployment, "tiny-gpt2")
+    assert [c.name for c in result.failures] == ["response"]
+    assert expected in result.failures[0].message and "wrong shape" in result.failures[0].message
+
+
+def test_non_json_answer_fails_invoke(moto_env, deployment):
+    deploy_stack(deployment)
+    moto_env.set_invoke_results(["not json"])
+    result = run_smoke(deployment, "tiny-gpt2")
+    assert [c.name for c in result.failures] == ["invoke"]
+    assert "returned 502 model_error" in result.failures[0].message and "non-JSON" in result.failures[0].message
+    assert by_name(result)["latency"].skipped
+
+
+def test_slow_answer_exceeds_latency_budget(moto_env, tmp_path):
+    deployment = load_config(write_config(tmp_path, smoke_test={"latency_budget_ms": 100}), "local")
+    deploy_stack(deployment)
+    moto_env.set_invoke_results([GOOD])
+    runtime = smoke.make_runtime_client()
+    # A slow model: every InvokeEndpoint request waits 250 ms before it is sent.
+    runtime.meta.events.register("before-send.sagemaker-runtime.InvokeEndpoint", lambda **_: time.sleep(0.25))
+    result = run_smoke(deployment, "tiny-gpt2", runtime_client=runtime)
+    assert [c.name for c in result.failures] == ["latency"]
+    assert result.latency_ms >= 250
+    assert "ms is over the 100 ms budget (smoke_test.latency_budget_ms, 16 new tokens)" in result.failures[0].message
+
+
+def test_missing_stack(moto_env, deployment):
+    result = run_smoke(deployment, "tiny-gpt2")
+    assert [c.name for c in result.checks] == ["stack"] and not result.ok
+    assert (
+        "llm-endpoints-local-tiny-gpt2 does not exist in region us-east-1: deploy it first" in result.checks[0].message
+    )
+
+
+def test_rolled_back_stack_and_endpoint_not_in_service(moto_env, deployment):
+    """moto has no rollbacks and its endpoints are always InService: Stubber plays a rolled-back update."""
+    endpoint, config = deploy_stack(deployment)
+    stack = deployment.stack_name("tiny-gpt2")
+    real = boto3.client("cloudformation")
+    resources = real.list_stack_resources(StackName=stack)
+    cfn = boto3.client("cloudformation")
+    sm = boto3.client("sagemaker")
+    with Stubber(cfn) as cfn_stub, Stubber(sm) as sm_stub:
+        stack_desc = real.describe_stacks(StackName=stack)["Stacks"][0]
+        cfn_stub.add_response(
+            "describe_stacks",
+            {"Stacks": [{**stack_desc, "StackStatus": "UPDATE_ROLLBACK_COMPLETE"}]},
+            {"StackName": stack},
+        )
+        cfn_stub.add_response(
+            "list_stack_resources",
+            {"StackResourceSummaries": resources["StackResourceSummaries"]},
+            {"StackName": stack},
+        )
+        desc = boto3.client("sagemaker").describe_endpoint(EndpointName=endpoint)
+        desc.pop("ResponseMetadata")
+        desc.pop("DataCaptureConfig", None)  # moto returns an empty one, which the API model does not allow
+        sm_stub.add_response(
+            "describe_endpoint",
+            {**desc, "EndpointStatus": "Failed", "FailureReason": "health check"},
+            {"EndpointName": endpoint},
+        )
+        result = run_smoke(deployment, "tiny-gpt2", session=Session(cloudformation=cfn, sagemaker=sm))
+    failures = {c.name: c.message for c in result.failures}
+    assert list(failures) == ["stack", "status"]
+    assert "UPDATE_ROLLBACK_COMPLETE: its last deploy failed and was rolled back" in failures["stack"]
+    assert "is Failed, not InService (health check)" in failures["status"]
+    assert by_name(result)["invoke"].skipped
+
+
+def test_wrong_account_is_refused_first(moto_env, tmp_path):
+    deployment = load_config(write_config(tmp_path, account="111122223333"), "local")
+    result = run_smoke(deployment, "tiny-gpt2")
+    assert [c.name for c in result.checks] == ["credentials"]
+    assert "is account 111122223333, but the credentials are account 123456789012" in result.checks[0].message
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# CLI
+
+
+def test_cli_smoke_passes_and_fails(moto_env, deployment, capsys):
+    deploy_stack(deployment)
+    moto_env.set_invoke_results([GOOD])
+    argv = ["smoke", "--config", str(ROOT / "config" / "local.yaml"), "--endpoint", "tiny-gpt2"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "PASS  config" in out and "passed in" in out and "Paris" in out
+    moto_env.reset()  # stack gone
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert "FAIL  stack" in captured.out
+    assert captured.err.startswith(
+        "error: smoke test of endpoint 'tiny-gpt2' (stack llm-endpoints-local-tiny-gpt2) failed:"
+    )
+    assert "Traceback" not in captured.err
+
+
+def test_cli_unknown_endpoint(moto_env, capsys):
+    assert main(["smoke", "--config", str(ROOT / "config" / "local.yaml"), "--endpoint", "nope"]) == 2
+    assert "no endpoint named 'nope'" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The Lambda handler
+
+
+def test_lambda_handler_reads_its_environment(moto_env, deployment, monkeypatch, capsys):
+    endpoint, _ = deploy_stack(deployment)
+    moto_env.set_invoke_results([GOOD])
+    monkeypatch.setenv("STACK_NAME", deployment.stack_name("tiny-gpt2"))
+    monkeypatch.setenv("ENDPOINT_NAME", "tiny-gpt2")
+    monkeypatch.setenv("EMULATOR", "true")
+    monkeypatch.setenv("PROMPT", "Hello")
+    out = smoke.handler({}, None)
+    assert out["ok"] and out["endpoint"] == endpoint and out["failures"] == []
+    log = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert log["message"] == "smoke" and log["ok"] and "Paris" not in json.dumps(log)  # no model text in logs
+    # Without EMULATOR=true, a stack whose endpoint is not the one clients call is a failure.
+    monkeypatch.delenv("EMULATOR")
+    out = smoke.handler({}, None)
+    assert not out["ok"] and out["failures"][0].startswith(
+        "endpoint: stack llm-endpoints-local-tiny-gpt2 deployed endpoint"
+    )
+
+
+def test_lambda_handler_configuration_errors(monkeypatch):
+    monkeypatch.delenv("STACK_NAME", raising=False)
+    out = smoke.handler({}, None)
+    assert not out["ok"] and "STACK_NAME is not set" in out["failures"][0]
+    monkeypatch.setenv("STACK_NAME", "s")
+    monkeypatch.setenv("LATENCY_BUDGET_MS", "fast")
+    assert "LATENCY_BUDGET_MS must be an integer between 100 and 60000" in smoke.handler({}, None)["failures"][0]
+
+
+def test_lambda_file_needs_only_stdlib_and_boto3():
+    tree = ast.parse(SMOKE_HANDLER.read_text())
+    roots = {
+        (n.module if isinstance(n, ast.ImportFrom) else a.name).split(".")[0]
+        for n in ast.walk(tree)
+        if isinstance(n, (ast.Import, ast.ImportFrom))
+        for a in (n.names if isinstance(n, ast.Import) else [n])
+    }
+    import sys
+
+    # endpoint_runtime: the package shipped with it (tests/lambda/test_lambda_code.py checks the whole asset).
+    assert roots - set(sys.stdlib_module_names) == {"boto3", "botocore", "endpoint_runtime"}

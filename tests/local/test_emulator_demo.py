@@ -1,0 +1,52 @@
+"""The `make demo` chain against the local emulator: deploy, publish, InService, invoke, destroy, nothing left."""
+
+from __future__ import annotations
+
+import boto3
+import pytest
+
+from local_emulator import moto_server
+from local_emulator.demo import main as demo_main
+from local_emulator.inventory import empty_bucket, leftovers
+
+pytestmark = pytest.mark.emulator
+
+
+def test_demo_deploys_serves_and_destroys_leaving_nothing(demo_run):
+    code, out, err = demo_run
+    assert code == 0, out[-4000:] + err[-4000:]
+    # The demo runs what `make deploy` runs (workstation.deploy), in this order (tests/workstation/test_workstation.py checks
+    # that the make targets call it).
+    order = [s for s in ("==> preflight (", "==> cdk synth", "==> cdk deploy llm-endpoints-local-artifacts", "==> model_build publish tiny-gpt2",
+                         "==> preflight: artifacts published", "==> cdk deploy llm-endpoints-local-tiny-gpt2",
+                         "==> smoke test tiny-gpt2") if s in out]
+    assert len(order) == 7 and [out.index(s) for s in order] == sorted(out.index(s) for s in order)
+    assert "PASS  response" in out and "PASS  config" in out
+    assert "InService" in out
+    assert out.count("output: ") == 2 and "latency:" in out
+    assert "s3 buckets                   0 left" in out
+    assert "nothing left" in out
+
+
+def test_inventory_sees_what_is_left(tmp_path):
+    """The teardown check can fail: a resource left behind shows up in its service's list."""
+    emulator = moto_server.start(tmp_path)
+    try:
+        with emulator.activated():
+            session = boto3.Session(region_name=emulator.region)
+            s3 = session.client("s3")
+            s3.create_bucket(Bucket="left-behind")
+            s3.put_object(Bucket="left-behind", Key="a", Body=b"x")
+            session.client("logs").create_log_group(logGroupName="/aws/sagemaker/Endpoints/x")
+            found = leftovers(session)
+            assert found["s3 buckets"] == ["left-behind"]
+            assert found["log groups"] == ["/aws/sagemaker/Endpoints/x"]
+            assert empty_bucket("left-behind", session) == 1
+    finally:
+        emulator.stop()
+
+
+def test_demo_refuses_a_config_without_an_emulator_environment(tmp_path, capsys):
+    code = demo_main(["--config", "config/examples/minimal.yaml", "--logs", str(tmp_path)])
+    assert code == 1
+    assert "must set emulator: true" in capsys.readouterr().err

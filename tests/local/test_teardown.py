@@ -1,0 +1,188 @@
+"""Teardown: every example's endpoints deployed to the local emulator with the real CDK CLI, then destroyed;
+nothing of the app may be left. An environment that retains data keeps exactly its buckets and repository.
+
+The two scenarios take about 25 s, mostly waiting on the CDK CLI, so they run in a subprocess of their own (this file
+run as a script, started by tests/local/conftest.py when collection finishes, with its own emulator and synth) beside
+the other tests; each test reads its scenario's outcome: "ok", or the failure with its traceback.
+
+The emulator knows no g5/g6 instance types, so GPU types are mapped to the g4dn size with the same GPU count;
+artifacts are pinned by hash (the emulator never starts a container, so no weights are needed).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import boto3
+import pytest
+import yaml
+from helpers import FAKE_HASH, ROOT, synthesize
+
+from local_emulator import moto_server
+from local_emulator.inventory import leftovers
+
+pytestmark = pytest.mark.emulator
+
+CDK = str(ROOT / "node_modules" / ".bin" / "cdk")
+EMULATOR_TYPES = {"ml.g5.xlarge": "ml.g4dn.xlarge", "ml.g5.2xlarge": "ml.g4dn.2xlarge", "ml.g5.12xlarge": "ml.g4dn.12xlarge"}
+
+
+def combined_emulator_config(retain_data: bool) -> dict:
+    """All endpoints of all example files in one emulator environment."""
+    endpoints, seen = [], {}
+    for path in sorted((ROOT / "config" / "examples").glob("*.yaml")):
+        for ep in yaml.safe_load(path.read_text())["endpoints"]:
+            if ep["name"] in seen:  # the same endpoint in two examples (hf-fastload.yaml, pipeline.yaml)
+                assert ep["system"] == seen[ep["name"]], f"two example endpoints named {ep['name']!r}: rename one"
+                continue
+            seen[ep["name"]] = ep["system"]
+            ep = {**ep, "artifact_hash": FAKE_HASH}
+            ep["instance_type"] = EMULATOR_TYPES.get(ep["instance_type"], ep["instance_type"])
+            ep.pop("volume_size_gb", None)
+            endpoints.append(ep)
+    return {
+        "project": "teardown",
+        "environments": {
+            "emu": {
+                "account": moto_server.EMULATOR_ACCOUNT,
+                "region": moto_server.EMULATOR_REGION,
+                "retain_data": retain_data,
+                "emulator": True,
+            }
+        },
+        "endpoints": endpoints,
+    }
+
+
+def _cdk(args: list[str], assembly: Path, emulator: moto_server.Emulator) -> subprocess.CompletedProcess:
+    """The real CDK CLI against the emulator, on an already synthesized cloud assembly."""
+    env = {
+        **os.environ,
+        **emulator.client_env(),
+        "CDK_DISABLE_CLI_TELEMETRY": "true",
+        "PATH": f"{ROOT / '.venv' / 'bin'}{os.pathsep}{os.environ['PATH']}",
+    }
+    result = subprocess.run(
+        [CDK, *args, "--no-notices", "--app", str(assembly)],
+        cwd=ROOT, env=env, capture_output=True, text=True,
+    )
+    assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
+    return result
+
+
+def every_example_endpoint_deploys_and_destroys_leaving_nothing(emulator, tmp_path, synth):
+    config = tmp_path / "all-examples.yaml"
+    spec = combined_emulator_config(retain_data=False)
+    config.write_text(yaml.safe_dump(spec))
+    assembly = synth(str(config), allow_unbuilt=False).outdir  # in-process, as `cdk synth` would write it
+    _cdk(["bootstrap", f"aws://{moto_server.EMULATOR_ACCOUNT}/{moto_server.EMULATOR_REGION}"], assembly, emulator)
+    _cdk(["deploy", "--all", "--require-approval", "never"], assembly, emulator)
+    with emulator.activated():
+        session = boto3.Session(region_name=emulator.region)
+        deployed = leftovers(session, stack_prefix="teardown-")
+        assert len(deployed["cloudformation stacks"]) == 1 + len(spec["endpoints"])
+        assert len(deployed["sagemaker endpoints"]) == len(spec["endpoints"])
+        assert len(deployed["sagemaker models"]) == len(spec["endpoints"])
+        assert len(deployed["lambda functions"]) == 2 * len(spec["endpoints"])  # invoke + smoke test
+        assert any(g.startswith("/aws/sagemaker/Endpoints/emu-") for g in deployed["log groups"])
+        _cdk(["destroy", "--all", "--force"], assembly, emulator)
+        left = leftovers(session, stack_prefix="teardown-")
+    assert {kind: names for kind, names in left.items() if names} == {}
+
+
+def an_environment_that_retains_data_keeps_exactly_its_buckets_and_repository(emulator, tmp_path, synth):
+    config = tmp_path / "retain.yaml"
+    spec = combined_emulator_config(retain_data=True)
+    spec["endpoints"] = spec["endpoints"][:1]
+    config.write_text(yaml.safe_dump(spec))
+    assembly = synth(str(config), allow_unbuilt=False).outdir  # in-process, as `cdk synth` would write it
+    # The emulator was bootstrapped by the scenario above; bootstrap is idempotent.
+    _cdk(["bootstrap", f"aws://{moto_server.EMULATOR_ACCOUNT}/{moto_server.EMULATOR_REGION}"], assembly, emulator)
+    _cdk(["deploy", "--all", "--require-approval", "never"], assembly, emulator)
+    kept_bucket = "teardown-emu-artifacts-123456789012-us-east-1"
+    with emulator.activated():
+        boto3.client("s3", region_name=emulator.region).put_object(Bucket=kept_bucket, Key="models/x/keep.txt", Body=b"1")
+    _cdk(["destroy", "--all", "--force"], assembly, emulator)
+    with emulator.activated():
+        session = boto3.Session(region_name=emulator.region)
+        left = {kind: names for kind, names in leftovers(session, stack_prefix="teardown-").items() if names}
+        buckets = left.pop("s3 buckets")
+        assert left == {"ecr repositories": ["teardown-emu"]}
+        assert len(buckets) == 2 and kept_bucket in buckets
+        assert any("accesslogs" in b for b in buckets)
+
+        # Deploying again: creating the named bucket fails (already exists); the preflight says so and how to adopt.
+        from deployment import load_config
+        from model_build.preflight import kept_data_checks
+
+        deployment = load_config(config, "emu")
+        [kept] = kept_data_checks(deployment, session, moto_server.EMULATOR_ACCOUNT, emulator.region)
+        assert not kept.ok and "set `adopt_kept_data: true` on environment 'emu'" in kept.message
+    spec["environments"]["emu"]["adopt_kept_data"] = True
+    config = tmp_path / "retain-adopt.yaml"  # a new file: the session's synth cache is keyed by path
+    config.write_text(yaml.safe_dump(spec))
+    adopted = synth(str(config), allow_unbuilt=False).outdir
+    _cdk(["deploy", "teardown-emu-artifacts", "--require-approval", "never"], adopted, emulator)
+    with emulator.activated():
+        [ok] = kept_data_checks(load_config(config, "emu"), session, moto_server.EMULATOR_ACCOUNT, emulator.region)
+        assert ok.ok and "is deployed" in ok.message
+        body = session.client("s3").get_object(Bucket=kept_bucket, Key="models/x/keep.txt")["Body"].read()
+        assert body == b"1", "the adopted bucket keeps its contents"
+        # Removed without `cdk destroy` (the adopting stack references the bucket and repository by name and creates
+        # neither, as tests/stacks/test_stacks.py asserts on its template): the kept data is cleaned up below.
+        session.client("cloudformation").delete_stack(StackName="teardown-emu-artifacts")
+        # Clean up what was kept, so later tests on this emulator start empty.
+        for bucket in buckets:
+            session.resource("s3").Bucket(bucket).object_versions.delete()
+            session.client("s3").delete_bucket(Bucket=bucket)
+        session.client("ecr").delete_repository(repositoryName="teardown-emu", force=True)
+
+
+SCENARIOS = [every_example_endpoint_deploys_and_destroys_leaving_nothing,
+             an_environment_that_retains_data_keeps_exactly_its_buckets_and_repository]  # fmt: skip
+
+
+def test_every_example_endpoint_deploys_and_destroys_leaving_nothing(teardown_outcomes):
+    outcome = teardown_outcomes[every_example_endpoint_deploys_and_destroys_leaving_nothing.__name__]
+    assert outcome == "ok", outcome
+
+
+def test_an_environment_that_retains_data_keeps_exactly_its_buckets_and_repository(teardown_outcomes):
+    outcome = teardown_outcomes[an_environment_that_retains_data_keeps_exactly_its_buckets_and_repository.__name__]
+    assert outcome == "ok", outcome
+
+
+def run_scenarios(workdir: Path) -> dict[str, str]:
+    """Each scenario in order on one emulator: {name: "ok" or the failure and its traceback}."""
+    import traceback
+
+    outcomes, synthesized = {}, 0
+
+    def synth(config: str, env: str | None = None, allow_unbuilt: bool = True):
+        nonlocal synthesized
+        synthesized += 1
+        return synthesize(config, env, workdir / f"cdkout-{synthesized}", allow_unbuilt=allow_unbuilt)
+
+    emulator = moto_server.start(workdir / "moto")
+    try:
+        for scenario in SCENARIOS:
+            scenario_dir = workdir / scenario.__name__
+            scenario_dir.mkdir()
+            try:
+                scenario(emulator, scenario_dir, synth)
+                outcomes[scenario.__name__] = "ok"
+            except Exception:  # reported to the test, which fails with it
+                outcomes[scenario.__name__] = traceback.format_exc()
+    finally:
+        emulator.stop()
+    return outcomes
+
+
+if __name__ == "__main__":  # python tests/local/test_teardown.py WORKDIR: writes WORKDIR/outcomes.json
+    import json
+    import sys
+
+    workdir = Path(sys.argv[1])
+    (workdir / "outcomes.json").write_text(json.dumps(run_scenarios(workdir)))

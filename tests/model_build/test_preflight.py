@@ -1,0 +1,446 @@
+"""model_build/preflight.py: STS and S3 against the moto server; Service Quotas with botocore's Stubber
+(moto's Service Quotas knows only `vpc` and has no ListServiceQuotas)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import boto3
+import pytest
+import yaml
+from botocore.stub import Stubber
+from helpers import Session
+
+from deployment import load_config
+from endpoint_config import artifact_bucket_name, artifact_prefix
+from local_emulator import moto_server
+from model_build.cli import main
+from model_build.preflight import run_preflight
+
+ROOT = Path(__file__).resolve().parents[2]
+ACCOUNT, REGION = moto_server.EMULATOR_ACCOUNT, moto_server.EMULATOR_REGION
+HASH_A, HASH_B = "a" * 64, "b" * 64
+
+
+
+
+def write_config(
+    tmp_path: Path,
+    *,
+    emulator: bool = False,
+    account: str | None = ACCOUNT,
+    region: str | None = REGION,
+    endpoints: list[dict] | None = None,
+) -> Path:
+    env: dict = {"emulator": emulator}
+    if account:
+        env["account"] = account
+    if region:
+        env["region"] = region
+    base = {"system": "hf-fastload", "model": "gpt2", "instance_type": "ml.g5.2xlarge"}
+    endpoints = endpoints or [
+        {"name": "chat", "instance_count": 1, "autoscaling": {"min_capacity": 1, "max_capacity": 2, "target_value": 4}},
+        {"name": "batch", "instance_count": 1},
+        {"name": "small", "instance_type": "ml.m5.xlarge", "instance_count": 2},
+    ]
+    raw = {"project": "pf", "environments": {"dev": env}, "endpoints": [{**base, **e} for e in endpoints]}
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+def build(root: Path, endpoint: str, content_hash: str) -> None:
+    (root / endpoint).mkdir(parents=True, exist_ok=True)
+    (root / endpoint / "manifest.json").write_text(json.dumps({"endpoint": endpoint, "content_hash": content_hash}))
+
+
+def publish(deployment, endpoint: str, content_hash: str, body_hash: str | None = None) -> None:
+    s3 = boto3.client("s3")
+    bucket = artifact_bucket_name(deployment.project, deployment.environment_name, ACCOUNT, REGION)
+    s3.create_bucket(Bucket=bucket) if bucket not in [b["Name"] for b in s3.list_buckets()["Buckets"]] else None
+    s3.put_object(
+        Bucket=bucket,
+        Key=artifact_prefix(endpoint, content_hash) + "manifest.json",
+        Body=json.dumps({"content_hash": body_hash or content_hash}).encode(),
+    )
+
+
+def quota(instance_type: str, value: float, code: str = "L-0001") -> dict:
+    return {
+        "ServiceCode": "sagemaker",
+        "QuotaName": f"{instance_type} for endpoint usage",
+        "QuotaCode": code,
+        "Value": value,
+    }
+
+
+def quotas_session(defaults: list[dict], applied: list[dict]):
+    """Service Quotas answers through Stubber: defaults on two pages (pagination), then applied values."""
+    sq = boto3.client("service-quotas", region_name=REGION)
+    stub = Stubber(sq)
+    half = len(defaults) // 2
+    stub.add_response(
+        "list_aws_default_service_quotas",
+        {"Quotas": defaults[:half], "NextToken": "page2"},
+        {"ServiceCode": "sagemaker"},
+    )
+    stub.add_response(
+        "list_aws_default_service_quotas",
+        {"Quotas": defaults[half:]},
+        {"ServiceCode": "sagemaker", "NextToken": "page2"},
+    )
+    stub.add_response("list_service_quotas", {"Quotas": applied}, {"ServiceCode": "sagemaker"})
+    stub.activate()
+    return Session(**{"service-quotas": sq}), stub
+
+
+def deploy_artifact_stack(deployment) -> None:
+    """A stand-in artifact stack (its bucket is what publish() creates): the bucket belongs to a deployed stack."""
+    boto3.client("cloudformation").create_stack(
+        StackName=deployment.stack_name("artifacts"),
+        TemplateBody=json.dumps({"Resources": {"Marker": {"Type": "AWS::CloudFormation::WaitConditionHandle"}}}),
+    )
+
+
+def checks_by_name(checks) -> dict:
+    return {c.name: c for c in checks}
+
+
+DEFAULTS = [
+    quota("ml.g5.2xlarge", 0, "L-G52X"),
+    quota("ml.g5.xlarge", 0, "L-G5X"),
+    quota("ml.m5.xlarge", 4, "L-M5X"),
+    quota("ml.c5.large", 2, "L-C5L"),
+    {"ServiceCode": "sagemaker", "QuotaName": "Total domains", "QuotaCode": "L-D", "Value": 1.0},
+]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def test_all_checks_pass(moto_env, tmp_path):
+    deployment = load_config(write_config(tmp_path), "dev")
+    for ep, h in (("chat", HASH_A), ("batch", HASH_B), ("small", HASH_A)):
+        build(tmp_path / "build", ep, h)
+        publish(deployment, ep, h)
+    deploy_artifact_stack(deployment)
+    # chat (2 at peak) + batch (1) share ml.g5.2xlarge: 3, twice for updates: 6. small: 2, twice: 4.
+    session, stub = quotas_session(DEFAULTS, [quota("ml.g5.2xlarge", 6, "L-G52X")])
+    checks = run_preflight(deployment, session, build_root=tmp_path / "build")
+    stub.assert_no_pending_responses()
+    assert [c.name for c in checks] == [
+        "region",
+        "credentials",
+        "quota ml.g5.2xlarge",
+        "quota ml.m5.xlarge",
+        "kept data",
+        "artifact chat",
+        "artifact batch",
+        "artifact small",
+    ]
+    assert all(c.ok and not c.skipped for c in checks), [c.message for c in checks if not c.ok]
+    by = checks_by_name(checks)
+    assert by["credentials"].message.startswith(f"account {ACCOUNT}")
+    assert by["quota ml.g5.2xlarge"].message == "6 >= 6 (chat (2), batch (1), x2 for updates)"
+
+
+def test_quota_shortfalls_name_the_quota_and_what_to_request(moto_env, tmp_path):
+    deployment = load_config(write_config(tmp_path), "dev")
+    # g5.2xlarge: applied 2 < 3 needed (deploy fails); m5.xlarge: default 3, enough to run 2, not to update (4).
+    defaults = [d if "m5" not in d["QuotaName"] else quota("ml.m5.xlarge", 3, "L-M5X") for d in DEFAULTS]
+    session, _ = quotas_session(defaults, [quota("ml.g5.2xlarge", 2, "L-G52X")])
+    by = checks_by_name(run_preflight(deployment, session, build_root=tmp_path / "build"))
+    g5, m5 = by["quota ml.g5.2xlarge"], by["quota ml.m5.xlarge"]
+    assert not g5.ok and not m5.ok
+    assert "quota 'ml.g5.2xlarge for endpoint usage' (L-G52X) is 2 in us-east-1, but the endpoints need 3" in g5.message
+    assert "chat (2), batch (1)" in g5.message and "the deploy would fail" in g5.message
+    assert "--quota-code L-G52X --desired-value 6 --region us-east-1" in g5.message
+    assert "is 3 in us-east-1 (AWS default): enough for small (2) to run" in m5.message
+    assert "not for an update" in m5.message and "--quota-code L-M5X --desired-value 4" in m5.message
+
+
+def test_instance_type_not_offered_in_region(moto_env, tmp_path):
+    deployment = load_config(
+        write_config(tmp_path, endpoints=[{"name": "big", "instance_type": "ml.g5.12xlarge"}]), "dev"
+    )
+    session, _ = quotas_session(DEFAULTS, [])
+    by = checks_by_name(run_preflight(deployment, session, build_root=tmp_path / "build"))
+    msg = by["quota ml.g5.12xlarge"].message
+    assert not by["quota ml.g5.12xlarge"].ok
+    assert msg.startswith(
+        "ml.g5.12xlarge is not offered for SageMaker endpoints in us-east-1 (no quota "
+        "'ml.g5.12xlarge for endpoint usage')"
+    )
+    assert "change instance_type of big (1)" in msg and "offered in that family: ml.g5.2xlarge, ml.g5.xlarge" in msg
+
+
+def test_quotas_unreadable(moto_env, tmp_path):
+    deployment = load_config(write_config(tmp_path), "dev")
+    sq = boto3.client("service-quotas", region_name=REGION)
+    with Stubber(sq) as stub:
+        stub.add_client_error("list_aws_default_service_quotas", "AccessDeniedException", "not allowed")
+        checks = run_preflight(deployment, Session(**{"service-quotas": sq}), build_root=tmp_path / "build")
+    by = checks_by_name(checks)
+    assert not by["quotas"].ok and "AccessDeniedException: not allowed" in by["quotas"].message
+    assert "servicequotas:ListServiceQuotas" in by["quotas"].message
+
+
+def test_artifact_problems(moto_env, tmp_path):
+    deployment = load_config(
+        write_config(
+            tmp_path,
+            endpoints=[
+                {"name": "chat"},
+                {"name": "pinned", "artifact_hash": HASH_B},
+                {"name": "unbuilt"},
+                {"name": "stale"},
+            ],
+        ),
+        "dev",
+    )
+    root = tmp_path / "build"
+    session, _ = quotas_session(DEFAULTS, [quota("ml.g5.2xlarge", 8, "L-G52X")])
+    build(root, "chat", HASH_A)
+    build(root, "stale", HASH_A)
+    by = checks_by_name(run_preflight(deployment, session, build_root=root))
+    assert (
+        "artifact bucket pf-dev-artifacts-123456789012-us-east-1 does not exist: deploy the artifacts stack"
+        in by["artifact chat"].message
+        and "npx cdk deploy" in by["artifact chat"].message
+    )
+
+    build(root, "pinned", HASH_A)  # the pin wins over the local build, as in the stack
+    publish(deployment, "pinned", HASH_B)
+    publish(deployment, "stale", HASH_A, body_hash=HASH_B)  # a manifest that does not match its prefix
+    session, _ = quotas_session(DEFAULTS, [quota("ml.g5.2xlarge", 8, "L-G52X")])
+    by = checks_by_name(run_preflight(deployment, session, build_root=root))
+    assert by["artifact pinned"].ok and "the config's artifact_hash" in by["artifact pinned"].message
+    chat = by["artifact chat"]
+    assert not chat.ok and f"models/chat/{HASH_A}/manifest.json does not exist" in chat.message
+    assert "python -m model_build publish --config" in chat.message and "--endpoint chat" in chat.message
+    assert not by["artifact unbuilt"].ok and "no local build" in by["artifact unbuilt"].message
+    assert "python -m model_build build" in by["artifact unbuilt"].message
+    assert (
+        not by["artifact stale"].ok
+        and "holds content hash bbbbbbbbbbbb..., not aaaaaaaaaaaa..." in by["artifact stale"].message
+    )
+
+
+def test_wrong_account_stops_early(moto_env, tmp_path):
+    deployment = load_config(write_config(tmp_path, account="111122223333"), "dev")
+    checks = run_preflight(deployment, build_root=tmp_path / "build")
+    assert [(c.name, c.ok) for c in checks] == [("region", True), ("credentials", False)]
+    assert "is account 111122223333, but the credentials are account 123456789012" in checks[1].message
+    assert "change `account:` in the config" in checks[1].message
+
+
+def test_no_credentials(moto_env, tmp_path, monkeypatch):
+    for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(k)
+    checks = run_preflight(load_config(write_config(tmp_path), "dev"), build_root=tmp_path / "build")
+    assert [(c.name, c.ok) for c in checks] == [("region", True), ("credentials", False)]
+    assert checks[1].message.startswith("no AWS credentials")
+
+
+@pytest.mark.parametrize(
+    "cli_region, expected",
+    [
+        (None, "no AWS region: set `region:` on environment 'dev'"),
+        # The config's region is checked when the config loads; one from the AWS CLI settings is not.
+        ("xx-nowhere-9", "xx-nowhere-9 is not a SageMaker region known to botocore"),
+    ],
+)
+def test_region_problems(moto_env, tmp_path, monkeypatch, cli_region, expected):
+    monkeypatch.delenv("AWS_REGION")
+    if cli_region:
+        monkeypatch.setenv("AWS_DEFAULT_REGION", cli_region)  # what botocore reads (not AWS_REGION)
+    else:
+        monkeypatch.delenv("AWS_DEFAULT_REGION")
+    checks = run_preflight(load_config(write_config(tmp_path, region=None), "dev"), build_root=tmp_path / "build")
+    assert [(c.name, c.ok) for c in checks] == [("region", False)]
+    assert expected in checks[0].message
+
+
+def test_cli_preflight_on_the_emulator_config(moto_env, tmp_path, capsys):
+    """config/local.yaml (emulator: true): quotas are skipped; the artifact decides the exit status."""
+    config = ROOT / "config" / "local.yaml"
+    deployment = load_config(config, "local")
+    argv = ["preflight", "--config", str(config), "--build-root", str(tmp_path / "build")]
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert "SKIP  quota ml.m5.xlarge" in captured.out and "FAIL  artifact tiny-gpt2" in captured.out
+    assert captured.err.startswith(
+        "error: preflight of environment 'local': 1 of 5 checks failed:\n  - artifact tiny-gpt2: "
+    )
+    assert "Traceback" not in captured.err
+
+    build(tmp_path / "build", "tiny-gpt2", HASH_A)
+    deploy_artifact_stack(deployment)
+    bucket = artifact_bucket_name(deployment.project, "local", ACCOUNT, REGION)
+    boto3.client("s3").create_bucket(Bucket=bucket)
+    boto3.client("s3").put_object(
+        Bucket=bucket,
+        Key=artifact_prefix("tiny-gpt2", HASH_A) + "manifest.json",
+        Body=json.dumps({"content_hash": HASH_A}).encode(),
+    )
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "PASS  artifact tiny-gpt2" in out and "all 5 checks passed" in out
+
+
+def test_before_the_artifact_stack_the_artifact_checks_are_pending(moto_env, tmp_path):
+    """`make deploy` (and `make demo`) run the preflight before the artifact stack exists: its artifact checks
+    are reported as pending (PEND, not a failure); they run for real after publish."""
+    from model_build.preflight import ARTIFACTS_PENDING, Check, artifacts_pending, format_checks
+
+    deployment = load_config(ROOT / "config" / "local.yaml", "local")
+    checks = artifacts_pending(run_preflight(deployment, build_root=tmp_path / "build"))
+    pending = checks_by_name(checks)["artifact tiny-gpt2"]
+    assert pending.ok and pending.label == "PEND" and pending.message == ARTIFACTS_PENDING
+    report = format_checks(checks)
+    assert f"PEND  artifact tiny-gpt2  {ARTIFACTS_PENDING}" in report and "FAIL" not in report
+    assert "runs after the artifact stack is deployed" in ARTIFACTS_PENDING
+
+    # A redeploy: the artifact is already published, so the same call reports it as passed.
+    build(tmp_path / "build", "tiny-gpt2", HASH_A)
+    publish(deployment, "tiny-gpt2", HASH_A)
+    checks = artifacts_pending(run_preflight(deployment, build_root=tmp_path / "build"))
+    assert checks_by_name(checks)["artifact tiny-gpt2"].label == "PASS"
+    # Only artifact checks wait for a later step: any other failure stays a failure.
+    assert [c.label for c in artifacts_pending([Check("credentials", False, "expired")])] == ["FAIL"]
+
+
+def test_make_deploy_prints_the_artifact_checks_as_pending(moto_env, monkeypatch):
+    """The wiring in workstation/deploy.py: its first preflight report (what `make demo` shows) says PEND. The
+    command runner is cut off at the first command after the preflight (a build or `cdk synth`)."""
+    from model_build.preflight import ARTIFACTS_PENDING
+    from workstation import deploy as deploy_module
+
+    def stop(cmd: list[str], **_: object) -> str:
+        raise deploy_module.DeployError(f"stopped before {Path(cmd[0]).name}")
+
+    monkeypatch.setattr(deploy_module, "run", stop)
+    lines: list[str] = []
+    with pytest.raises(deploy_module.DeployError, match="stopped before"):
+        deploy_module.deploy(load_config(ROOT / "config" / "local.yaml", "local"), echo=lines.append)
+    assert f"PEND  artifact tiny-gpt2  {ARTIFACTS_PENDING}" in lines
+    assert not [line for line in lines if line.startswith("FAIL")]
+
+
+# ---- kept data (retain_data), instance-type changes under autoscaling, bootstrap version --------------------------
+
+
+def _checks_named(checks, prefix):
+    return [c for c in checks if c.name.startswith(prefix)]
+
+
+def test_kept_bucket_and_repository_must_be_adopted_and_adoption_needs_them(moto_env, tmp_path):
+    from model_build.preflight import kept_data_checks
+
+    path = write_config(tmp_path, emulator=True)
+    deployment = load_config(path, "dev")
+    session = boto3.Session(region_name=REGION)
+    [fresh] = kept_data_checks(deployment, session, ACCOUNT, REGION)
+    assert fresh.ok and "nothing kept" in fresh.message
+
+    bucket = artifact_bucket_name("pf", "dev", ACCOUNT, REGION)
+    boto3.client("s3").create_bucket(Bucket=bucket)
+    boto3.client("ecr").create_repository(repositoryName="pf-dev")
+    [kept] = kept_data_checks(deployment, session, ACCOUNT, REGION)
+    assert not kept.ok
+    assert f"bucket {bucket} and repository pf-dev were kept by an earlier deploy" in kept.message
+    assert "set `adopt_kept_data: true` on environment 'dev'" in kept.message
+
+    raw = yaml.safe_load(path.read_text())
+    raw["environments"]["dev"]["adopt_kept_data"] = True
+    path.write_text(yaml.safe_dump(raw))
+    [adopting] = kept_data_checks(load_config(path, "dev"), session, ACCOUNT, REGION)
+    assert adopting.ok and adopting.message == f"adopting the kept bucket {bucket} and repository pf-dev"
+
+    boto3.client("ecr").delete_repository(repositoryName="pf-dev")
+    [missing] = kept_data_checks(load_config(path, "dev"), session, ACCOUNT, REGION)
+    assert not missing.ok and "but repository pf-dev do not exist: remove adopt_kept_data" in missing.message
+
+
+def test_adopting_needs_an_environment_that_retains_data(tmp_path):
+    from endpoint_config import ConfigError
+
+    raw = yaml.safe_load(write_config(tmp_path).read_text())
+    raw["environments"]["dev"].update(adopt_kept_data=True, retain_data=False)
+    (tmp_path / "bad.yaml").write_text(yaml.safe_dump(raw))
+    with pytest.raises(ConfigError, match="environment 'dev': adopt_kept_data: true uses a bucket and repository kept"):
+        load_config(tmp_path / "bad.yaml", "dev")
+
+
+def test_instance_type_change_on_an_autoscaled_endpoint_is_refused_with_the_two_steps(moto_env, tmp_path):
+    """SageMaker refuses UpdateEndpoint changing the instance type of a variant registered with Application Auto
+    Scaling: the preflight finds it (deployed config vs the file) and says how to deploy it in two steps."""
+    from model_build.preflight import instance_change_checks
+
+    sm = boto3.client("sagemaker")
+    role = f"arn:aws:iam::{ACCOUNT}:role/x"
+    for name in ("dev-chat", "dev-batch"):
+        sm.create_model(ModelName=name, ExecutionRoleArn=role, PrimaryContainer={"Image": "i"})
+        sm.create_endpoint_config(EndpointConfigName=name, ProductionVariants=[{
+            "VariantName": "AllTraffic", "ModelName": name, "InstanceType": "ml.m5.xlarge", "InitialInstanceCount": 1,
+        }])
+        sm.create_endpoint(EndpointName=name, EndpointConfigName=name)
+    boto3.client("application-autoscaling").register_scalable_target(
+        ServiceNamespace="sagemaker", ResourceId="endpoint/dev-chat/variant/AllTraffic",
+        ScalableDimension="sagemaker:variant:DesiredInstanceCount", MinCapacity=1, MaxCapacity=2,
+    )
+    deployment = load_config(write_config(tmp_path, emulator=True), "dev")  # the file says ml.g5.2xlarge for both
+    checks = {c.name: c for c in instance_change_checks(deployment, boto3.Session(region_name=REGION), REGION)}
+    assert not checks["instance chat"].ok
+    assert "endpoint dev-chat runs ml.m5.xlarge and is registered with Application Auto Scaling" in checks["instance chat"].message
+    assert "(1) set `autoscaling: null` for endpoint 'chat' (keep instance_type ml.m5.xlarge)" in checks["instance chat"].message
+    assert checks["instance batch"].ok  # not scaled: SageMaker replaces the fleet
+    assert "instance small" not in checks  # not deployed
+
+
+def test_bootstrap_version_is_read_and_compared_with_what_the_templates_need(moto_env, synth):
+    from workstation.deploy import DEFAULT_BOOTSTRAP_PARAMETER, bootstrap_version, required_bootstrap_version
+
+    required, parameter = required_bootstrap_version(synth("config/examples/minimal.yaml").outdir)
+    assert (required, parameter) == (6, DEFAULT_BOOTSTRAP_PARAMETER)  # every template's CheckBootstrapVersion rule
+    session = boto3.Session(region_name=REGION)
+    assert bootstrap_version(session) is None
+    boto3.client("ssm").put_parameter(Name=parameter, Value="5", Type="String")
+    assert bootstrap_version(session) == 5  # too old: `make deploy` runs `cdk bootstrap` to upgrade
+
+
+def test_clean_keeps_what_is_pinned_built_or_deployed_and_deletes_only_with_the_flag(moto_env, tmp_path, capsys):
+    """`model_build clean`: old content-addressed artifacts accumulate; the deployed one (the old fleet's, during an
+    update) and what the next deploy publishes must stay. A dry run by default."""
+    HASH_C = "c" * 64
+    config = write_config(tmp_path, emulator=True, endpoints=[{"name": "chat"}])
+    deployment = load_config(config, "dev")
+    bucket = artifact_bucket_name("pf", "dev", ACCOUNT, REGION)
+    s3 = boto3.client("s3")
+    s3.create_bucket(Bucket=bucket)
+    for h in (HASH_A, HASH_B, HASH_C):
+        for name in ("manifest.json", "model.safetensors"):
+            s3.put_object(Bucket=bucket, Key=f"models/chat/{h}/{name}", Body=b"x")
+    build(tmp_path / "build", "chat", HASH_B)  # what the next deploy publishes
+    sm = boto3.client("sagemaker")  # the running endpoint reads HASH_C
+    sm.create_model(ModelName="m", ExecutionRoleArn=f"arn:aws:iam::{ACCOUNT}:role/x", PrimaryContainer={
+        "Image": "i", "ModelDataSource": {"S3DataSource": {
+            "S3Uri": f"s3://{bucket}/models/chat/{HASH_C}/", "S3DataType": "S3Prefix", "CompressionType": "None"}},
+    })
+    sm.create_endpoint_config(EndpointConfigName="c", ProductionVariants=[
+        {"VariantName": "AllTraffic", "ModelName": "m", "InstanceType": "ml.m5.xlarge", "InitialInstanceCount": 1}])
+    sm.create_endpoint(EndpointName=deployment.endpoint_name(deployment.endpoint("chat")), EndpointConfigName="c")
+    argv = ["clean", "--config", str(config), "--env", "dev", "--build-root", str(tmp_path / "build")]
+
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert f"keep    {HASH_B[:12]}  (built)" in out and f"keep    {HASH_C[:12]}  (deployed)" in out
+    assert f"remove  {HASH_A[:12]}  (2 objects)" in out and "dry run: 1 artifact(s)" in out
+    assert len(s3.list_objects_v2(Bucket=bucket)["Contents"]) == 6, "a dry run deletes nothing"
+
+    assert main([*argv, "--delete"]) == 0
+    left = {o["Key"].split("/")[2] for o in s3.list_objects_v2(Bucket=bucket)["Contents"]}
+    assert left == {HASH_B, HASH_C}
+    assert main([*argv, "--endpoint", "nope"]) == 2
+    assert "no endpoint named 'nope'; defined: chat" in capsys.readouterr().err

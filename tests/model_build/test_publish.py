@@ -1,0 +1,232 @@
+"""model_build.publish against a real moto S3 server: upload, skip unchanged, refuse edits, multipart, tar-gz."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import sys
+import tarfile
+import uuid
+from pathlib import Path
+
+import boto3
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:  # until the repo's pytest config sets `pythonpath = .`
+    sys.path.insert(0, str(ROOT))
+
+from deployment import load_config
+from endpoint_config import artifact_bucket_name, artifact_prefix
+from model_build.publish import MiB, PublishError, choose_packer, pack_tarball, publish_artifact, publish_endpoint
+
+
+@pytest.fixture(scope="module")
+def s3(emulator):
+    env = emulator.client_env()
+    return boto3.client(
+        "s3", endpoint_url=emulator.url, region_name=emulator.region,
+        aws_access_key_id=env["AWS_ACCESS_KEY_ID"], aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+    )
+
+
+@pytest.fixture
+def bucket(s3):
+    name = f"test-{uuid.uuid4().hex[:12]}"
+    s3.create_bucket(Bucket=name)
+    return name
+
+
+def _write_manifest(build: Path) -> dict:
+    """What model_build writes: every file but the manifest, with size and sha256, plus a content hash."""
+    files = []
+    for p in sorted(build.rglob("*")):
+        if p.is_file() and p.name != "manifest.json":
+            data = p.read_bytes()
+            files.append({"path": p.relative_to(build).as_posix(), "size": len(data), "sha256": hashlib.sha256(data).hexdigest()})
+    content_hash = hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()
+    manifest = {"files": files, "content_hash": content_hash}
+    (build / "manifest.json").write_text(json.dumps(manifest, indent=1))
+    return manifest
+
+
+def make_build(root: Path, big_bytes: int = 0) -> Path:
+    build = root / f"build-{uuid.uuid4().hex[:8]}"
+    (build / "code").mkdir(parents=True)
+    (build / "config.json").write_text(json.dumps({"model_type": "gpt2", "n_layer": 2}))
+    rnd = os.urandom(300_000)
+    (build / "model-00001-of-00002.safetensors").write_bytes(rnd)
+    (build / "model-00002-of-00002.safetensors").write_bytes(rnd[::-1])
+    (build / "code" / "inference.py").write_text("def model_fn(model_dir):\n    return None\n")
+    if big_bytes:
+        (build / "big.safetensors").write_bytes(os.urandom(big_bytes))
+    _write_manifest(build)
+    return build
+
+
+def record_writes(s3) -> list[str]:
+    """Keys in the order their objects became visible (PutObject, CompleteMultipartUpload)."""
+    order: list[str] = []
+
+    def on_call(params, **kwargs):
+        order.append(params["Key"])
+
+    s3.meta.events.register("before-parameter-build.s3.PutObject", on_call, unique_id="rec-put")
+    s3.meta.events.register("before-parameter-build.s3.CompleteMultipartUpload", on_call, unique_id="rec-mpu")
+    return order
+
+
+def unregister(s3) -> None:
+    s3.meta.events.unregister("before-parameter-build.s3.PutObject", unique_id="rec-put")
+    s3.meta.events.unregister("before-parameter-build.s3.CompleteMultipartUpload", unique_id="rec-mpu")
+
+
+def test_upload_then_republish_skips_everything(s3, bucket, tmp_path):
+    build = make_build(tmp_path)
+    manifest = json.loads((build / "manifest.json").read_text())
+    prefix = artifact_prefix("ep", manifest["content_hash"])
+    order = record_writes(s3)
+    try:
+        first = publish_artifact(build, bucket, prefix, s3_client=s3, progress=False)
+    finally:
+        unregister(s3)
+    n = len(manifest["files"]) + 1
+    assert (first.uploaded_files, first.skipped_files) == (n, 0)
+    assert first.uploaded_bytes == sum(p.stat().st_size for p in build.rglob("*") if p.is_file())
+    # manifest.json is written last: its presence marks a complete artifact.
+    assert len(order) == n and order[-1] == prefix + "manifest.json"
+    keys = {o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix=prefix)["Contents"]}
+    assert keys == {prefix + f["path"] for f in manifest["files"]} | {prefix + "manifest.json"}
+    head = s3.head_object(Bucket=bucket, Key=prefix + "config.json")
+    assert head["Metadata"]["sha256"] == next(f["sha256"] for f in manifest["files"] if f["path"] == "config.json")
+    body = s3.get_object(Bucket=bucket, Key=prefix + "model-00001-of-00002.safetensors")["Body"].read()
+    assert body == (build / "model-00001-of-00002.safetensors").read_bytes()
+
+    second = publish_artifact(build, bucket, prefix, s3_client=s3, progress=False)
+    assert (second.uploaded_files, second.uploaded_bytes, second.skipped_files) == (0, 0, n)
+
+    # An object of the same size but without our sha256 metadata (or with another) is not trusted.
+    s3.put_object(Bucket=bucket, Key=prefix + "config.json", Body=(build / "config.json").read_bytes())
+    third = publish_artifact(build, bucket, prefix, s3_client=s3, progress=False)
+    assert third.uploaded == [prefix + "config.json"]
+
+
+def test_changed_build_dir_is_refused_naming_the_file(s3, bucket, tmp_path):
+    build = make_build(tmp_path)
+    shard = build / "model-00002-of-00002.safetensors"
+    data = bytearray(shard.read_bytes())
+    data[100] ^= 0xFF  # same size, other content
+    shard.write_bytes(bytes(data))
+    with pytest.raises(PublishError, match=r"changed since it was built(.|\n)*model-00002-of-00002\.safetensors: sha256"):
+        publish_artifact(build, bucket, "models/ep/x/", s3_client=s3, progress=False)
+    (build / "config.json").write_text("{}")
+    with pytest.raises(PublishError, match=r"config\.json: size"):
+        publish_artifact(build, bucket, "models/ep/x/", s3_client=s3, progress=False)
+    assert s3.list_objects_v2(Bucket=bucket).get("KeyCount", 0) == 0  # nothing was sent
+
+
+def test_multipart_upload_with_small_threshold(s3, bucket, tmp_path):
+    build = make_build(tmp_path, big_bytes=12 * MiB)
+    report = publish_artifact(
+        build, bucket, "models/ep/mp/", s3_client=s3, progress=False,
+        multipart_threshold=5 * MiB, max_concurrency=4,
+    )
+    assert report.uploaded_files == 6
+    head = s3.head_object(Bucket=bucket, Key="models/ep/mp/big.safetensors")
+    assert head["ETag"].strip('"').endswith("-3")  # 3 parts of 5 MiB: the multipart path ran
+    assert head["ContentLength"] == 12 * MiB
+    assert head["Metadata"]["sha256"] == hashlib.sha256((build / "big.safetensors").read_bytes()).hexdigest()
+    body = s3.get_object(Bucket=bucket, Key="models/ep/mp/big.safetensors")["Body"].read()
+    assert body == (build / "big.safetensors").read_bytes()
+    again = publish_artifact(build, bucket, "models/ep/mp/", s3_client=s3, progress=False, multipart_threshold=5 * MiB)
+    assert again.uploaded_files == 0  # multipart objects keep the sha256 metadata: skipped too
+
+
+@pytest.mark.parametrize("packer", [None, "tar+gzip", "tarfile"])
+def test_tar_gz_mode_round_trips(s3, bucket, tmp_path, packer):
+    build = make_build(tmp_path)
+    report = publish_artifact(build, bucket, "models/ep/tgz/", s3_client=s3, progress=False,
+                              model_data="tar-gz", packer=packer)
+    assert report.uploaded == ["models/ep/tgz/model.tar.gz", "models/ep/tgz/manifest.json"]
+    assert report.model_data_url == f"s3://{bucket}/models/ep/tgz/model.tar.gz"
+    assert report.packer == (packer or choose_packer())
+    blob = s3.get_object(Bucket=bucket, Key="models/ep/tgz/model.tar.gz")["Body"].read()
+    with tarfile.open(fileobj=io.BytesIO(blob), mode="r:gz") as tar:
+        members = {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
+    expected = {p.relative_to(build).as_posix(): p.read_bytes() for p in build.rglob("*") if p.is_file()}
+    assert members == expected  # files at the archive root, as SageMaker extracts into /opt/ml/model
+    again = publish_artifact(build, bucket, "models/ep/tgz/", s3_client=s3, progress=False, model_data="tar-gz")
+    assert (again.uploaded_files, again.packer) == (0, None)  # same content hash: not even packed
+
+
+def test_packers_are_deterministic_and_agree(tmp_path):
+    build = make_build(tmp_path)
+    names = [p.relative_to(build).as_posix() for p in build.rglob("*") if p.is_file()]
+    out = {}
+    for packer in ("tar+gzip", "tarfile"):
+        a, b = tmp_path / f"{packer}-a.tgz", tmp_path / f"{packer}-b.tgz"
+        pack_tarball(build, names, a, packer=packer)
+        pack_tarball(build, names, b, packer=packer)
+        assert a.read_bytes() == b.read_bytes()
+        with tarfile.open(a) as tar:
+            out[packer] = sorted((m.name, m.size) for m in tar.getmembers())
+    assert out["tar+gzip"] == out["tarfile"]
+
+
+def test_pigz_is_preferred_when_installed(tmp_path, monkeypatch):
+    # This machine has no pigz: a stand-in with pigz's command line (gzip accepts -1 -n -c too) runs the path.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "pigz").write_text('#!/bin/sh\nexec gzip "$@"\n')
+    (bin_dir / "pigz").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    assert choose_packer() == "tar+pigz"
+    build = make_build(tmp_path)
+    dest = tmp_path / "m.tar.gz"
+    assert pack_tarball(build, ["config.json", "code/inference.py"], dest) == "tar+pigz"
+    with tarfile.open(dest) as tar:
+        assert sorted(tar.getnames()) == ["code/inference.py", "config.json"]
+
+
+def test_missing_bucket_is_named(s3, tmp_path):
+    with pytest.raises(PublishError, match=r"bucket 'no-such-bucket-x' does not exist"):
+        publish_artifact(make_build(tmp_path), "no-such-bucket-x", "models/ep/h/", s3_client=s3, progress=False)
+
+
+# ---------------------------------------------------------------------------------------------- publish_endpoint
+
+
+@pytest.fixture
+def deployment():
+    return load_config(ROOT / "config" / "local.yaml", "local")
+
+
+def test_publish_endpoint_resolves_bucket_and_prefix(emulator, s3, tmp_path, deployment):
+    ep = deployment.endpoints[0]
+    env = deployment.environment
+    bucket = artifact_bucket_name(deployment.project, deployment.environment_name, env.account, env.region)
+    build = make_build(tmp_path)
+    manifest = json.loads((build / "manifest.json").read_text())
+    with emulator.activated():
+        with pytest.raises(PublishError, match="deploy the artifacts stack first"):
+            publish_endpoint(deployment, ep.name, build, progress=False)
+        s3.create_bucket(Bucket=bucket)
+        try:
+            report = publish_endpoint(deployment, ep.name, build, progress=False)
+        finally:
+            keys = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket).get("Contents", [])]
+            for k in keys:
+                s3.delete_object(Bucket=bucket, Key=k)
+            s3.delete_bucket(Bucket=bucket)
+    prefix = f"models/{ep.name}/{manifest['content_hash']}/"
+    assert (report.bucket, report.prefix) == (bucket, prefix)
+    assert prefix + "manifest.json" in keys
+    assert report.model_data_url == f"s3://{bucket}/{prefix}"
+
+
+def test_publish_endpoint_without_manifest(emulator, tmp_path, deployment):
+    (tmp_path / "empty").mkdir()
+    with emulator.activated(), pytest.raises(PublishError, match=r"run `python -m model_build build"):
+        publish_endpoint(deployment, deployment.endpoints[0].name, tmp_path / "empty", progress=False)

@@ -1,0 +1,58 @@
+"""Fixtures of the stack tests: the pipeline app synthesized once per session, with and without the GPU build
+options (cdk-nag runs in both synths)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from helpers import cdk_context
+
+
+@pytest.fixture(scope="session")
+def pipeline_synth(tmp_path_factory):
+    """config/examples/pipeline.yaml with -c pipeline=true, synthesized once per session (~18 s; cdk-nag runs in
+    synth): (outdir, pipeline stack, pipeline template, {stage: {stack name: (template, account, template path)}})."""
+    import aws_cdk as cdk
+
+    from stacks.pipeline_stack import add_pipeline
+
+    outdir = tmp_path_factory.mktemp("pipeline-cdkout")
+    app = cdk.App(context=cdk_context(), outdir=str(outdir))
+    stack = add_pipeline(app, "config/examples/pipeline.yaml")
+    assembly = app.synth()  # raises on any unacknowledged cdk-nag finding
+    stages = {}
+    for nested in ("dev-artifacts", "dev-endpoints", "prod-artifacts", "prod-endpoints"):
+        sub = assembly.get_nested_assembly(f"assembly-{nested}")
+        stages[nested] = {s.stack_name: (s.template, s.environment.account, s.template_full_path) for s in sub.stacks}
+    template = json.loads((outdir / "llm-endpoints-pipeline.template.json").read_text())
+    return outdir, stack, template, stages
+
+
+@pytest.fixture(scope="session")
+def gpu_pipeline(tmp_path_factory) -> dict:
+    """The GPU option, a Hugging Face token from Secrets Manager, and an own image built with a Docker Hub login,
+    synthesized with cdk-nag (one environment only, to keep it quick); tests/stacks/test_image_references.py reads it too."""
+    import aws_cdk as cdk
+    from test_pipeline_stack import CONFIG, DOCKER_HUB_SECRET, HF_SECRET, TOOLS, _deployments_with
+
+    from stacks.nag import add_nag_checks
+    from stacks.pipeline_stack import PipelineStack
+
+    deployments, spec = _deployments_with(
+        **{
+            "pipeline.build": {"compute": "SMALL", "gpu": True, "hf_token": HF_SECRET},
+            "pipeline.images": {"compute": "X2_LARGE", "timeout_minutes": 180, "docker_hub_secret": DOCKER_HUB_SECRET},
+            "endpoints.0.system": "deepspeed-byoc",
+            "pipeline.stages": ["dev"], "pipeline.manual_approval_before": [],
+        }
+    )
+    outdir = tmp_path_factory.mktemp("gpu-pipeline")
+    app = cdk.App(context=cdk_context(), outdir=str(outdir))
+    PipelineStack(
+        app, "P", config_path=CONFIG, deployments=deployments, pipeline=spec,
+        env={"account": TOOLS, "region": "us-east-1"},
+    )
+    add_nag_checks(app)
+    app.synth()  # the GPU image's own findings (CB5, ecr:GetAuthorizationToken) are acknowledged
+    return json.loads((outdir / "P.template.json").read_text())

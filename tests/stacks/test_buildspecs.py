@@ -1,0 +1,281 @@
+"""The pipeline's CodeBuild steps, run exactly as the synthesized buildspecs list them, in a clean shell.
+
+The last review found a synth step that ran `npx cdk synth` outside the virtual environment: CodeBuild's shell had
+no aws_cdk, so the pipeline failed on every run while every test passed here. This module takes the buildspec of
+each CodeBuild project in the synthesized pipeline template and runs its install and build commands, in phase
+order, with `sh -e` (CodeBuild's default shell on Linux, failing on the first command that fails), in a fresh
+copy of the repository (the files git would check out, nothing built), with a clean environment: no virtualenv on
+PATH, a new HOME, only the system python3 and node, and what the step's own commands install.
+
+What stands in for CodeBuild's world here, and why:
+  PyPI           a wheelhouse downloaded from PyPI by `make test` (.venv-wheelhouse), given to pip with
+                 PIP_FIND_LINKS + PIP_NO_INDEX; PIP_NO_COMPILE=0 (pip's spelling of "do not byte-compile") saves
+                 half a minute and changes nothing a step runs
+  npm            npm's own cache (prefer-offline)
+  AWS            the local emulator (moto server, AWS_ENDPOINT_URL), and the container credentials endpoint that
+                 `credential_source = EcsContainer` profiles read, served on loopback
+  runtimes       the machine's python3 and node, standing in for the pinned runtime-versions (checked against the
+                 image's runtime table by tests/stacks/test_image_references.py)
+
+How far each step runs here: Synth completely (its cdk.out is checked); Smoke until the smoke test asks the
+emulator for the endpoint stack, which does not exist there (so it must fail with the smoke test's own message,
+not an import error); ModelBuild completely for an artifact that is already published (the emulator's bucket
+holds its manifest); the self-mutation and asset projects install their pinned CLIs, which must read this
+assembly (`cdk ls`, `cdk-assets ls`). Tests runs `make test` itself, which is this suite (so it is not rerun).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from http.server import ThreadingHTTPServer
+from pathlib import Path
+
+import boto3
+import pytest
+from helpers import ROOT
+from test_iam_coverage import _ContainerCredentials
+
+from local_emulator import moto_server
+
+pytestmark = pytest.mark.emulator
+
+CONFIG = "config/examples/pipeline.yaml"
+WHEELHOUSE = ROOT / ".venv-wheelhouse"
+PHASES = ("install", "pre_build", "build", "post_build")
+
+
+def _flat(value) -> str:
+    if isinstance(value, str):
+        return value
+    if "Fn::Join" in value:
+        sep, parts = value["Fn::Join"]
+        return sep.join(_flat(p) for p in parts)
+    return {"AWS::Partition": "aws", "AWS::URLSuffix": "amazonaws.com"}.get(value.get("Ref"), json.dumps(value))
+
+
+def _projects(template: dict) -> dict[str, dict]:
+    """CodeBuild projects by the pipeline action that runs them (Synth, Tests, ModelBuild@dev-endpoints, ...)."""
+    [pipeline] = [r for r in template["Resources"].values() if r["Type"] == "AWS::CodePipeline::Pipeline"]
+    by_action = {}
+    for stage in pipeline["Properties"]["Stages"]:
+        for action in stage["Actions"]:
+            ref = action["Configuration"].get("ProjectName", {})
+            if isinstance(ref, dict) and "Ref" in ref:
+                by_action[f"{action['Name']}@{stage['Name']}"] = template["Resources"][ref["Ref"]]["Properties"]
+    return by_action
+
+
+def _script(spec: dict) -> str:
+    return "\n".join(c for phase in PHASES for c in spec["phases"].get(phase, {}).get("commands", []))
+
+
+# What decides what the steps install: a checkout is reused (with the venv and node_modules its steps made) only while
+# these are unchanged, so a warm run skips the install but never runs on what another set of requirements installed.
+INSTALL_INPUTS = ("Makefile", "requirements.txt", "requirements-build.txt", "package.json", "package-lock.json")
+CHECKOUTS = ROOT / ".venv-buildspecs"
+
+
+def _tree_files() -> list[str]:
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT, capture_output=True, check=True
+    ).stdout.decode().split("\0")
+    return [name for name in listed if name and (ROOT / name).is_file()]
+
+
+@pytest.fixture(scope="module")
+def checkout() -> Path:
+    """The files a `git clone` of this working tree would have (tracked and untracked-but-not-ignored), in a folder
+    named by the hash of the install inputs. A new hash gets a new folder, so a step's own install commands create its
+    venv and node_modules from nothing; an unchanged one keeps them (pip's first install and the first import of
+    aws_cdk cost most of a minute), while every other file is refreshed from the working tree."""
+    import hashlib
+
+    digest = hashlib.sha256(b"".join((ROOT / name).read_bytes() for name in INSTALL_INPUTS)).hexdigest()[:16]
+    dest = CHECKOUTS / digest / "repo"
+    for old in CHECKOUTS.glob("*"):
+        if old.name != digest:
+            shutil.rmtree(old, ignore_errors=True)
+    files = _tree_files()
+    keep = {".venv", "node_modules"}
+    if dest.is_dir():  # drop what the working tree no longer has (and last run's outputs), keep the installs
+        wanted = set(files)
+        for path in sorted(dest.rglob("*"), reverse=True):
+            rel = path.relative_to(dest)
+            if rel.parts[0] in keep:
+                continue
+            if path.is_file() and rel.as_posix() not in wanted:
+                path.unlink()
+        shutil.rmtree(dest / "cdk.out", ignore_errors=True)
+    for name in files:
+        (dest / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / name, dest / name)
+    return dest
+
+
+@pytest.fixture(scope="module")
+def aws(tmp_path_factory):
+    """The emulator and a container-credentials endpoint, as a CodeBuild container would reach them."""
+    emulator = moto_server.start(tmp_path_factory.mktemp("moto"))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _ContainerCredentials)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield emulator, f"http://127.0.0.1:{server.server_port}/creds"
+    server.shutdown()
+    server.server_close()
+    emulator.stop()
+
+
+# How this machine reaches the registries (its CA bundle): CodeBuild has its own; nothing of the project's.
+NETWORK_VARIABLES = ("NODE_EXTRA_CA_CERTS", "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "PIP_CERT")
+
+
+def _network_env() -> dict[str, str]:
+    return {k: os.environ[k] for k in NETWORK_VARIABLES if k in os.environ}
+
+
+def _clean_env(home: Path, project: dict, aws) -> dict[str, str]:
+    emulator, credentials_uri = aws
+    env = {
+        **_network_env(),
+        "HOME": str(home),
+        "PATH": os.pathsep.join([str(Path(sys.base_prefix) / "bin"), "/usr/bin", "/bin"]),
+        "LANG": "C.UTF-8",
+        "PIP_FIND_LINKS": str(WHEELHOUSE),
+        "PIP_NO_INDEX": "1",
+        "PIP_NO_COMPILE": "0",
+        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+        "npm_config_cache": os.environ.get("npm_config_cache", str(Path.home() / ".npm")),
+        "npm_config_prefer_offline": "true",
+        "npm_config_audit": "false",
+        "npm_config_fund": "false",
+        "CDK_DISABLE_CLI_TELEMETRY": "true",
+        "AWS_ENDPOINT_URL": emulator.url,
+        "AWS_ENDPOINT_URL_S3_FOR_CLOUDFORMATION": emulator.url.replace("127.0.0.1", "localhost"),
+        "AWS_REGION": emulator.region,
+        "AWS_DEFAULT_REGION": emulator.region,
+        "AWS_EC2_METADATA_DISABLED": "true",
+        "AWS_CONTAINER_CREDENTIALS_FULL_URI": credentials_uri,
+    }
+    for variable in project["Environment"].get("EnvironmentVariables", []):
+        if variable.get("Type", "PLAINTEXT") == "PLAINTEXT":
+            env[variable["Name"]] = _flat(variable["Value"])
+    return env
+
+
+def run_step(project: dict, checkout: Path, aws, tmp_path: Path) -> subprocess.CompletedProcess:
+    spec = json.loads(_flat(project["Source"]["BuildSpec"]))
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    return subprocess.run(
+        ["sh", "-e", "-c", _script(spec)], cwd=checkout, env=_clean_env(home, project, aws),
+        capture_output=True, text=True, timeout=600,
+    )
+
+
+@pytest.fixture(scope="module")
+def projects(pipeline_synth) -> dict[str, dict]:
+    _, _, template, _ = pipeline_synth
+    return _projects(template)
+
+
+def test_the_clean_shell_has_no_virtualenv_and_no_aws_cdk(checkout, aws, tmp_path):
+    """The premise: what the old synth command ran (`python3 app.py`) cannot import aws_cdk in this shell."""
+    result = subprocess.run(
+        ["sh", "-e", "-c", "python3 -c 'import aws_cdk'"], cwd=checkout,
+        env=_clean_env(tmp_path, {"Environment": {}}, aws), capture_output=True, text=True,
+    )
+    assert result.returncode != 0 and "No module named 'aws_cdk'" in result.stderr
+
+
+def test_synth_step_synthesizes_the_pipeline_in_a_clean_shell(projects, checkout, aws, tmp_path):
+    result = run_step(projects["Synth@Build"], checkout, aws, tmp_path)
+    assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
+    assert (checkout / "cdk.out" / "llm-endpoints-pipeline.template.json").is_file()
+    assert not (checkout / ".venv" / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}"
+                / "site-packages" / "torch").exists(), "synth installs the deploy set only"
+
+
+def test_smoke_step_runs_the_smoke_test_with_the_assumed_role(projects, checkout, aws, tmp_path):
+    """Its venv, its AWS profile (assumed through the container credentials) and `model_build smoke` all work: it
+    gets as far as asking the emulator for the endpoint stack, which was never deployed there."""
+    result = run_step(projects["Smoke-gptj-fastload@dev-endpoints"], checkout, aws, tmp_path)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert "Traceback" not in output and "No module named" not in output, output[-3000:]
+    assert "llm-endpoints-dev-gptj-fastload" in output and "does not exist" in output, output[-3000:]
+
+
+def test_model_build_step_skips_a_published_artifact_without_installing_the_build_set(projects, checkout, aws, tmp_path):
+    import yaml
+
+    emulator, _ = aws
+    raw = yaml.safe_load((ROOT / CONFIG).read_text())
+    env = raw["environments"]["dev"]
+    [endpoint] = raw["endpoints"]
+    bucket = f"{raw['project']}-dev-artifacts-{env['account']}-{env['region']}"
+    with emulator.activated():
+        s3 = boto3.client("s3", region_name=emulator.region)
+        s3.create_bucket(Bucket=bucket)
+        s3.put_object(Bucket=bucket, Key=f"models/{endpoint['name']}/{endpoint['artifact_hash']}/manifest.json", Body=b"{}")
+    result = run_step(projects["ModelBuild@dev-endpoints"], checkout, aws, tmp_path)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-3000:]
+    assert f"{endpoint['name']}: s3://{bucket}/models/{endpoint['name']}/{endpoint['artifact_hash']}/manifest.json is published" in output
+    assert not (checkout / ".venv" / ".build").exists(), "nothing to build: the build set is not installed"
+
+
+def _install_step_clis(projects: dict, stage_suffix: str, tmp_path: Path, checkout: Path) -> dict[str, str]:
+    """Run the install commands of the projects of one pipeline stage (UpdatePipeline, Assets) into an npm prefix;
+    the environment to run the installed CLIs with."""
+    prefix = tmp_path / "npm-global"
+    env = {
+        **_network_env(),
+        "HOME": str(tmp_path), "PATH": f"{prefix / 'bin'}:{checkout / 'node_modules' / '.bin'}:/usr/bin:/bin",
+        "npm_config_prefix": str(prefix), "npm_config_cache": os.environ.get("npm_config_cache", str(Path.home() / ".npm")),
+        "npm_config_prefer_offline": "true", "CDK_DISABLE_CLI_TELEMETRY": "true",
+    }
+    installs = {
+        c for name, project in projects.items() if name.endswith(stage_suffix)
+        for c in json.loads(_flat(project["Source"]["BuildSpec"]))["phases"]["install"]["commands"]
+    }
+    assert installs, f"no project in stage {stage_suffix}"
+    for command in sorted(installs):
+        installed = subprocess.run(["sh", "-e", "-c", command], env=env, capture_output=True, text=True, timeout=300)
+        assert installed.returncode == 0, f"{command}: {(installed.stdout + installed.stderr)[-2000:]}"
+    return env
+
+
+def _assembly(checkout: Path) -> Path:
+    assembly = checkout / "cdk.out"
+    if not (assembly / "manifest.json").is_file():
+        pytest.skip("needs the synth step's cdk.out (test_synth_step_synthesizes_the_pipeline_in_a_clean_shell)")
+    return assembly
+
+
+def test_self_mutation_installs_the_pinned_cli_which_reads_this_assembly(projects, checkout, tmp_path):
+    """`npm install -g aws-cdk@<pin>` (CDK Pipelines installed `aws-cdk@2` by default); the deploy needs AWS, so the
+    CLI lists the assembly the synth step wrote instead."""
+    assembly = _assembly(checkout)
+    env = _install_step_clis(projects, "@UpdatePipeline", tmp_path, checkout)
+    listed = subprocess.run(["cdk", "ls", "--app", str(assembly)], env=env, capture_output=True, text=True, cwd=tmp_path)
+    assert listed.returncode == 0 and "llm-endpoints-pipeline" in listed.stdout, listed.stdout + listed.stderr
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="cdk-assets 4.7.3, the newest release on npm (2026-09-18), reads cloud assembly schema <= 54; aws-cdk-lib "
+    "2.275 writes 55, so CDK Pipelines' asset projects cannot publish. Fails until a cdk-assets that reads 55 is "
+    "pinned in stacks/pipeline_stack.py CDK_ASSETS_VERSION (then this XPASS fails: remove the mark).",
+)
+def test_asset_projects_install_a_cdk_assets_that_reads_this_assembly(projects, checkout, tmp_path):
+    assembly = _assembly(checkout)
+    env = _install_step_clis(projects, "@Assets", tmp_path, checkout)
+    manifests = sorted(assembly.rglob("*.assets.json"))
+    assert manifests
+    for manifest in manifests:
+        listed = subprocess.run(["cdk-assets", "--path", str(manifest), "ls"], env=env, capture_output=True, text=True)
+        assert listed.returncode == 0, listed.stdout + listed.stderr

@@ -1,0 +1,954 @@
+"""IAM coverage: each runtime principal's synthesized identity policy allows every AWS call its code makes.
+
+Principals, all read from config/examples/pipeline.yaml synthesized with -c pipeline=true (the `pipeline_synth`
+session fixture, shared with test_pipeline_stack.py), and the code each one runs:
+
+  invoke Lambda         lambda/invoke/handler.py `handler`, with the function's environment from the template
+  smoke Lambda          lambda/smoke/handler.py `handler` (smoke_test), likewise
+  pipeline smoke role   the smoke step's command, `python -m model_build smoke ...` (model_build/smoke.py ->
+                        smoke_test), with the AWS profile the step's install commands write (role_arn of the role)
+  publisher role        the model build step's commands under its profile: the `head_object` check, and
+                        `python -m model_build publish` (model_build/publish.py), including a failed multipart upload
+  model-build and smoke what CodeBuild does with the step's own role: resolve the profile (sts:AssumeRole of the
+  CodeBuild roles       target role, whose trust policy must name the CodeBuild role) and read the step's
+                        SECRETS_MANAGER environment variables
+  SageMaker execution   SageMaker itself: what AWS documents for an execution role passed to CreateModel
+  role
+
+Method. The real code runs against the local emulator (moto server) in the environment's account: moto switches to
+the account of an assumed role ("The ARN can point to another account, providing an opportunity to switch
+accounts": moto/sts/models.py `assume_role`), so a Lambda runs with credentials of its account, and the pipeline's
+profiles (`credential_source = EcsContainer`, served here by a loopback stand-in of the container credentials
+endpoint) assume the synthesized roles by their ARNs exactly as in CodeBuild. botocore event hooks on every client
+record each call: service, operation, parameters, and the access key that signed it (so each call is attributed to
+the identity that made it). Each call maps to the IAM action(s) it needs and the resource (and condition keys) it
+addresses; the principal's policy statements, rendered from the template (Fn::Join, Ref, Fn::GetAtt, pseudo
+parameters), must allow every one, or the test names the call.
+
+Why not moto's own IAM enforcement (INITIAL_NO_AUTH_ACTION_COUNT, moto/core/authorization.py and
+moto/iam/access_control.py in moto 5.2.5): it would refuse correct policies and accept wrong ones here.
+  - Resources are evaluated only where a service computes them: moto/core/responses.py `call_action` passes "*"
+    unless the service's responses class defines `_determine_resource` (sqs, iam and sts only). A statement scoped
+    to an endpoint or stack ARN never matches "*", so every SageMaker and CloudFormation call would be denied.
+  - moto/s3/responses.py ACTION_MAP authorizes HeadBucket as "s3:HeadBucket", which is no IAM action (AWS checks
+    s3:ListBucket, API_HeadBucket), and answers 404 for a missing key whatever s3:ListBucket says.
+  - Conditions: moto/iam/policy_conditions.py `verify_condition` passes when the request supplies no value for the
+    key, so the execution role's s3:prefix condition would never be tested.
+So the decision is made here, against AWS's documented mapping, while the calls come from the real code.
+
+Resources in the template are rendered conservatively: what the template pins (names, pseudo parameters of the
+stack's known account and region, a stack's own id) is rendered exactly; anything not resolvable renders to a
+pattern that matches nothing, so an unknown never passes as a grant.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import json
+import re
+import shlex
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import boto3
+import botocore.exceptions
+import botocore.session
+import pytest
+from botocore.awsrequest import AWSResponse
+
+from deployment import load_config
+from endpoint_config import artifact_bucket_name
+from model_build.smoke import load_smoke_module
+
+ROOT = Path(__file__).resolve().parents[2]
+CONFIG = "config/examples/pipeline.yaml"  # relative, as the pipeline's steps name it in the source checkout
+ENDPOINT = "gptj-fastload"
+GOOD = [{"generated_text": "The capital of France is Paris."}]
+STACK_ID_SUFFIX = "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"  # CloudFormation's id part of a stack ARN: any value
+CODEBUILD_KEY = "AKIACODEBUILDSTANDIN"  # the CodeBuild role's key, served by the container credentials stand-in
+smoke = load_smoke_module()
+
+
+# ======================================================================================================= the checker
+
+
+@dataclass(frozen=True)
+class Call:
+    """One AWS API call as the code made it."""
+
+    service: str  # botocore's service name: "s3", "sagemaker-runtime", "cloudformation", ...
+    operation: str
+    params: Mapping[str, Any]
+    signer: str | None = None  # the access key id that signed the request
+
+
+@dataclass(frozen=True)
+class Where:
+    """Partition, region and account of the principal: the code addresses its resources by name there."""
+
+    account: str
+    region: str
+    partition: str = "aws"
+
+
+@dataclass(frozen=True)
+class Need:
+    """One permission a call needs: an IAM action on a resource, with the request's condition keys."""
+
+    action: str
+    resource: str
+    why: str
+    context: Mapping[str, str] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        extra = f" with {dict(self.context)}" if self.context else ""
+        return f"{self.action} on {self.resource}{extra} (for {self.why})"
+
+
+# API operation -> IAM action(s). Sources: the Service Authorization Reference's "API operations defined by Amazon S3"
+# table (https://docs.aws.amazon.com/service-authorization/latest/reference/list_s3.html#list_s3-operations) and the
+# S3 API reference: HeadBucket needs s3:ListBucket (API_HeadBucket), HeadObject s3:GetObject (API_HeadObject),
+# CreateMultipartUpload/UploadPart/CompleteMultipartUpload s3:PutObject, AbortMultipartUpload s3:AbortMultipartUpload,
+# ListObjectsV2 s3:ListBucket.
+S3_ACTIONS: dict[str, tuple[str, str]] = {  # operation -> (action, "bucket" | "object")
+    "HeadBucket": ("s3:ListBucket", "bucket"),
+    "ListObjectsV2": ("s3:ListBucket", "bucket"),
+    "HeadObject": ("s3:GetObject", "object"),
+    "GetObject": ("s3:GetObject", "object"),
+    "PutObject": ("s3:PutObject", "object"),
+    "CreateMultipartUpload": ("s3:PutObject", "object"),
+    "UploadPart": ("s3:PutObject", "object"),
+    "CompleteMultipartUpload": ("s3:PutObject", "object"),
+    "AbortMultipartUpload": ("s3:AbortMultipartUpload", "object"),
+}
+# Other services: the Service Authorization Reference names these actions as the operations (list_awscloudformation,
+# list_amazonsagemaker, list_awssecuritytokenservice, list_awssecretsmanager). sagemaker-runtime authorizes with the
+# sagemaker prefix, and InvokeEndpointWithResponseStream with sagemaker:InvokeEndpoint ("your IAM permissions must
+# allow the sagemaker:InvokeEndpoint action", API_runtime_InvokeEndpointWithResponseStream). GetCallerIdentity
+# needs no permission ("No permissions are required to perform this operation", STS API_GetCallerIdentity).
+ACTIONS: dict[tuple[str, str], tuple[str, ...]] = {
+    ("cloudformation", "DescribeStacks"): ("cloudformation:DescribeStacks",),
+    ("cloudformation", "ListStackResources"): ("cloudformation:ListStackResources",),
+    ("sagemaker", "DescribeEndpoint"): ("sagemaker:DescribeEndpoint",),
+    ("sagemaker-runtime", "InvokeEndpoint"): ("sagemaker:InvokeEndpoint",),
+    ("sagemaker-runtime", "InvokeEndpointWithResponseStream"): ("sagemaker:InvokeEndpoint",),
+    ("sts", "AssumeRole"): ("sts:AssumeRole",),
+    ("sts", "GetCallerIdentity"): (),
+    ("secretsmanager", "GetSecretValue"): ("secretsmanager:GetSecretValue",),
+}
+
+
+def needs_of(call: Call, where: Where) -> list[Need]:
+    """The permissions one call needs. An operation without a mapping is an error: add it, with its source."""
+    why = f"{call.service} {call.operation}"
+    p = call.params
+    if call.service == "s3":
+        if call.operation not in S3_ACTIONS:
+            raise KeyError(f"no IAM mapping for s3 {call.operation}: add it to S3_ACTIONS with its source")
+        action, scope = S3_ACTIONS[call.operation]
+        bucket = f"arn:{where.partition}:s3:::{p['Bucket']}"
+        if scope == "bucket":
+            context = {"s3:prefix": p["Prefix"]} if "Prefix" in p else {}
+            return [Need(action, bucket, why, context)]
+        found = [Need(action, f"{bucket}/{p['Key']}", why)]
+        if call.operation == "HeadObject":
+            # Without s3:ListBucket, S3 answers a HEAD of a missing key with 403 instead of 404 (API_HeadObject);
+            # publish and the model build's check read 404 as "not published yet".
+            found.append(Need("s3:ListBucket", bucket, f"{why} (404 for a missing key)"))
+        return found
+    if (call.service, call.operation) not in ACTIONS:
+        raise KeyError(f"no IAM mapping for {call.service} {call.operation}: add it to ACTIONS with its source")
+    return [Need(action, _resource_of(call, where), why) for action in ACTIONS[(call.service, call.operation)]]
+
+
+def _resource_of(call: Call, where: Where) -> str:
+    p, base = call.params, f"arn:{where.partition}:{{service}}:{where.region}:{where.account}"
+    if "EndpointName" in p:  # SageMaker ARNs carry the endpoint name in lower case
+        return base.format(service="sagemaker") + f":endpoint/{p['EndpointName'].lower()}"
+    if "StackName" in p:
+        name = p["StackName"]
+        return name if name.startswith("arn:") else base.format(service="cloudformation") + f":stack/{name}/{STACK_ID_SUFFIX}"
+    if "RoleArn" in p:
+        return p["RoleArn"]
+    if "SecretId" in p:
+        return secret_arn(p["SecretId"], where)
+    raise KeyError(f"no resource mapping for {call.service} {call.operation} {dict(p)}")
+
+
+def secret_arn(secret_id: str, where: Where) -> str:
+    """A secret named by ARN or by name; Secrets Manager appends six random characters to the name in the ARN."""
+    if secret_id.startswith("arn:"):
+        return secret_id if re.search(r"-[A-Za-z0-9]{6}$", secret_id) else f"{secret_id}-AbCdEf"
+    return f"arn:{where.partition}:secretsmanager:{where.region}:{where.account}:secret:{secret_id}-AbCdEf"
+
+
+# ------------------------------------------------------------------------------------------- rendering a template
+
+NEVER = "(?!)"  # what an unresolvable value renders to: a pattern that matches nothing
+
+
+@dataclass(frozen=True)
+class StackContext:
+    """One synthesized template and what its pseudo parameters resolve to."""
+
+    template: Mapping[str, Any]
+    stack_name: str
+    where: Where
+
+    @property
+    def resources(self) -> Mapping[str, Any]:
+        return self.template["Resources"]
+
+    def find(self, type_name: str, predicate: Callable[[Mapping[str, Any]], bool] = lambda _: True) -> tuple[str, dict]:
+        found = [(lid, r) for lid, r in self.resources.items() if r["Type"] == type_name and predicate(r)]
+        assert len(found) == 1, f"{self.stack_name}: expected one {type_name}, found {[lid for lid, _ in found]}"
+        return found[0]
+
+
+def wildcard(text: str) -> str:
+    """An IAM pattern (* and ?) as a regular expression."""
+    return "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in text)
+
+
+def render(value: Any, ctx: StackContext, *, patterns: bool = True) -> str:
+    """A template value as a regular expression: literal text (IAM wildcards kept when `patterns`), pseudo
+    parameters and known attributes resolved, anything else NEVER."""
+    w = ctx.where
+    if isinstance(value, str):
+        return wildcard(value) if patterns else re.escape(value)
+    if not isinstance(value, dict) or len(value) != 1:
+        return NEVER
+    [(fn, arg)] = value.items()
+    if fn == "Fn::Join":
+        sep, parts = arg
+        return re.escape(sep).join(render(part, ctx, patterns=patterns) for part in parts)
+    if fn == "Ref":
+        pseudo = {
+            "AWS::Partition": w.partition, "AWS::Region": w.region, "AWS::AccountId": w.account,
+            "AWS::URLSuffix": "amazonaws.com", "AWS::StackName": ctx.stack_name,
+        }
+        if arg in pseudo:
+            return re.escape(pseudo[arg])
+        if arg == "AWS::StackId":
+            return re.escape(f"arn:{w.partition}:cloudformation:{w.region}:{w.account}:stack/{ctx.stack_name}/") + "[^/]+"
+        return NEVER
+    if fn == "Fn::GetAtt" and arg[1] == "Arn" and arg[0] in ctx.resources:
+        return _render_arn(ctx.resources[arg[0]], ctx)
+    return NEVER
+
+
+def _render_arn(resource: Mapping[str, Any], ctx: StackContext) -> str:
+    w, props = ctx.where, resource.get("Properties", {})
+    prefix = re.escape(f"arn:{w.partition}:")
+    if resource["Type"] == "AWS::S3::Bucket" and "BucketName" in props:
+        return prefix + re.escape("s3:::") + render(props["BucketName"], ctx, patterns=False)
+    if resource["Type"] == "AWS::Logs::LogGroup" and "LogGroupName" in props:
+        head = re.escape(f"logs:{w.region}:{w.account}:log-group:")
+        return prefix + head + render(props["LogGroupName"], ctx, patterns=False) + re.escape(":") + ".*"
+    if resource["Type"] == "AWS::IAM::Role" and "RoleName" in props:
+        return prefix + re.escape(f"iam::{w.account}:role/") + render(props["RoleName"], ctx, patterns=False)
+    return NEVER
+
+
+# ------------------------------------------------------------------------------------------- evaluating policies
+
+
+@dataclass(frozen=True)
+class Policy:
+    """The identity policy statements of one role, with the context to render them."""
+
+    statements: Sequence[Mapping[str, Any]]
+    ctx: StackContext
+    name: str
+
+
+def role_policy(ctx: StackContext, role_lid: str) -> Policy:
+    """Inline policies of the role plus every AWS::IAM::Policy attached to it."""
+    role = ctx.resources[role_lid]
+    assert role["Type"] == "AWS::IAM::Role", role_lid
+    assert not role["Properties"].get("ManagedPolicyArns"), f"{role_lid}: managed policies cannot be evaluated here"
+    statements = [s for p in role["Properties"].get("Policies", []) for s in p["PolicyDocument"]["Statement"]]
+    for r in ctx.resources.values():
+        if r["Type"] in ("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy") and {"Ref": role_lid} in r["Properties"].get("Roles", []):
+            statements += r["Properties"]["PolicyDocument"]["Statement"]
+    return Policy(statements, ctx, f"{ctx.stack_name}/{role_lid}")
+
+
+def _listed(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def _matches_action(patterns: Any, action: str) -> bool:  # action names are case-insensitive in IAM
+    return any(re.fullmatch(wildcard(p), action, re.IGNORECASE) for p in _listed(patterns))
+
+
+# Condition operators evaluated here (IAM User Guide, "Condition operators"); a key absent from the request does
+# not match. Any other operator makes the statement not apply: never a grant by accident.
+_OPERATORS: dict[str, bool] = {"StringEquals": False, "StringLike": True, "ArnEquals": True, "ArnLike": True}
+
+
+def _conditions_hold(conditions: Mapping[str, Any], context: Mapping[str, str], ctx: StackContext) -> bool:
+    for operator, tests in conditions.items():
+        if operator not in _OPERATORS:
+            return False
+        for key, expected in tests.items():
+            if key not in context:
+                return False
+            pats = [render(v, ctx, patterns=_OPERATORS[operator]) for v in _listed(expected)]
+            if not any(re.fullmatch(p, context[key]) for p in pats):
+                return False
+    return True
+
+
+def _statement_applies(s: Mapping[str, Any], need: Need, ctx: StackContext) -> bool:
+    if "NotAction" in s or "NotResource" in s or not _matches_action(s.get("Action", []), need.action):
+        return False  # NotAction/NotResource are not used by these stacks; not evaluated, so never a grant
+    if not any(re.fullmatch(render(r, ctx), need.resource) for r in _listed(s.get("Resource", []))):
+        return False
+    return _conditions_hold(s.get("Condition", {}), need.context, ctx)
+
+
+def allows(policy: Policy, need: Need) -> bool:
+    applying = [s for s in policy.statements if _statement_applies(s, need, policy.ctx)]
+    return bool(applying) and all(s["Effect"] == "Allow" for s in applying)
+
+
+def missing(policy: Policy, needs: Sequence[Need]) -> list[str]:
+    """Every need the policy does not allow, described."""
+    return sorted({str(n) for n in needs if not allows(policy, n)})
+
+
+def trusts(ctx: StackContext, role_lid: str, caller_arn: str) -> bool:
+    """Whether the role's trust policy lets `caller_arn` call sts:AssumeRole (an account principal stands for every
+    identity of that account; conditions see aws:PrincipalArn)."""
+    caller_root = re.sub(r":(role|user)/.*$", ":root", caller_arn)
+    for s in ctx.resources[role_lid]["Properties"]["AssumeRolePolicyDocument"]["Statement"]:
+        principals = [render(p, ctx, patterns=False) for p in _listed(s.get("Principal", {}).get("AWS", []))]
+        if (
+            s["Effect"] == "Allow"
+            and _matches_action(s["Action"], "sts:AssumeRole")
+            and any(re.fullmatch(p, caller_arn) or re.fullmatch(p, caller_root) for p in principals)
+            and _conditions_hold(s.get("Condition", {}), {"aws:PrincipalArn": caller_arn}, ctx)
+        ):
+            return True
+    return False
+
+
+# ======================================================================================================= recording
+
+
+class Recorder:
+    """Records every call of every botocore client created while installed, with the key that signed it."""
+
+    def __init__(self) -> None:
+        self.calls: list[Call] = []
+        self.assumed: dict[str, str] = {}  # access key id -> role ARN, from AssumeRole answers
+        self._lock = threading.Lock()
+
+    def attach(self, events: Any) -> None:
+        events.register("provide-client-params", self._on_params)
+        events.register_last("request-created", self._on_signed)  # after the signer (a request-created handler)
+        events.register("after-call.sts.AssumeRole", self._on_assumed)
+
+    @staticmethod
+    def _on_params(params: Mapping[str, Any], model: Any, context: dict, **_: Any) -> None:
+        context["iam_coverage_call"] = (model.service_model.service_name, model.name, dict(params))
+
+    def _on_signed(self, request: Any, **_: Any) -> None:
+        stashed = getattr(request, "context", {}).get("iam_coverage_call")
+        if stashed is None:
+            return
+        auth = request.headers.get("Authorization", b"")
+        auth = auth.decode() if isinstance(auth, bytes) else auth
+        key = re.search(r"Credential=([^/]+)/", auth)
+        with self._lock:
+            self.calls.append(Call(*stashed, signer=key.group(1) if key else None))
+
+    def _on_assumed(self, parsed: Mapping[str, Any], context: Mapping[str, Any], **_: Any) -> None:
+        if "Credentials" in parsed:
+            self.assumed[parsed["Credentials"]["AccessKeyId"]] = context["iam_coverage_call"][2]["RoleArn"]
+
+    def signed_by(self, key: str) -> list[Call]:
+        return [c for c in self.calls if c.signer == key]
+
+    def by_assumed_role(self) -> dict[str, list[Call]]:
+        """Role ARN -> the calls signed with credentials of that role (each session assumes it anew)."""
+        out: dict[str, list[Call]] = {}
+        for call in self.calls:
+            if call.signer in self.assumed:
+                out.setdefault(self.assumed[call.signer], []).append(call)
+        return out
+
+
+@contextmanager
+def recording(monkeypatch: pytest.MonkeyPatch, *fixes: Callable[[Any], None]) -> Iterator[Recorder]:
+    """Record the calls of every client created inside the block; `fixes` are attached to those clients too."""
+    recorder = Recorder()
+    original = botocore.session.Session.create_client
+
+    def create_client(self: botocore.session.Session, *args: Any, **kwargs: Any) -> Any:
+        client = original(self, *args, **kwargs)
+        recorder.attach(client.meta.events)
+        for fix in fixes:
+            fix(client.meta.events)
+        return client
+
+    with monkeypatch.context() as m:
+        m.setattr(botocore.session.Session, "create_client", create_client)
+        yield recorder
+
+
+# ======================================================================================================= the world
+
+
+@dataclass(frozen=True)
+class Env:
+    """One pipeline environment: its deployment, account/region, and the synthesized templates."""
+
+    name: str
+    where: Where
+    pipeline: StackContext  # the pipeline stack (CodeBuild projects and roles)
+    stacks: Mapping[str, StackContext]  # stack name -> context, both stages of the environment
+
+    @property
+    def endpoint_stack(self) -> StackContext:
+        return self.stacks[f"llm-endpoints-{self.name}-{ENDPOINT}"]
+
+    @property
+    def artifacts_stack(self) -> StackContext:
+        return self.stacks[f"llm-endpoints-{self.name}-artifacts"]
+
+    def role_named(self, role_arn: str) -> tuple[StackContext, str]:
+        """The synthesized role whose RoleName is the ARN's name, in this environment's stacks."""
+        name = role_arn.rsplit("/", 1)[-1]
+        found = [
+            (ctx, lid) for ctx in self.stacks.values() for lid, r in ctx.resources.items()
+            if r["Type"] == "AWS::IAM::Role" and r["Properties"].get("RoleName") == name
+        ]
+        assert len(found) == 1, f"no single role named {name} in the {self.name} stacks: {found}"
+        return found[0]
+
+    def codebuild(self, action: str) -> tuple[dict, str, Where]:
+        """(project properties, its role's logical id, where it runs) of one action of the <env>-endpoints stage."""
+        [pipeline] = [r for r in self.pipeline.resources.values() if r["Type"] == "AWS::CodePipeline::Pipeline"]
+        [stage] = [s for s in pipeline["Properties"]["Stages"] if s["Name"] == f"{self.name}-endpoints"]
+        [act] = [a for a in stage["Actions"] if a["Name"] == action]
+        project = self.pipeline.resources[act["Configuration"]["ProjectName"]["Ref"]]["Properties"]
+        return project, project["ServiceRole"]["Fn::GetAtt"][0], self.pipeline.where
+
+
+def flat(value: Any) -> str:
+    """A template string value that holds no unresolved token (buildspecs): Fn::Join of literals and partition."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and "Fn::Join" in value:
+        sep, parts = value["Fn::Join"]
+        return sep.join(flat(p) for p in parts)
+    if value == {"Ref": "AWS::Partition"}:
+        return "aws"
+    raise AssertionError(f"unresolved token in a buildspec: {value}")
+
+
+@pytest.fixture(scope="module")
+def envs(pipeline_synth) -> dict[str, Env]:
+    _, pipeline_stack, pipeline_template, stages = pipeline_synth
+    pipeline_where = Where(pipeline_stack.account, pipeline_stack.region)
+    out = {}
+    for name in ("dev", "prod"):
+        env = load_config(ROOT / CONFIG, name).environment
+        where = Where(env.account, env.region)
+        stacks = {
+            stack_name: StackContext(template, stack_name, where)
+            for stage in (f"{name}-artifacts", f"{name}-endpoints")
+            for stack_name, (template, _, _) in stages[stage].items()
+        }
+        out[name] = Env(name, where, StackContext(pipeline_template, "llm-endpoints-pipeline", pipeline_where), stacks)
+    return out
+
+
+def account_session(account: str, region: str) -> boto3.session.Session:
+    """Credentials in `account` on the emulator (moto switches to an assumed role's account)."""
+    creds = boto3.client("sts").assume_role(
+        RoleArn=f"arn:aws:iam::{account}:role/iam-coverage-stand-in", RoleSessionName="iam-coverage"
+    )["Credentials"]
+    return boto3.session.Session(
+        aws_access_key_id=creds["AccessKeyId"], aws_secret_access_key=creds["SecretAccessKey"],
+        aws_session_token=creds["SessionToken"], region_name=region,
+    )
+
+
+def deploy_endpoint_stack(session: boto3.session.Session, ctx: StackContext) -> Callable[[Any], None]:
+    """What a deployed endpoint stack looks like on AWS, in the emulator; returns the fix to attach to clients.
+
+    moto's CloudFormation names SageMaker resources itself (it ignores EndpointName), so the endpoint is also created
+    under its real name through the SageMaker API on the stack's endpoint config, and ListStackResources answers
+    are corrected to name it, as CloudFormation does on AWS. Everything else is moto's."""
+    _, endpoint = ctx.find("AWS::SageMaker::Endpoint")
+    name = endpoint["Properties"]["EndpointName"]
+    account, region = ctx.where.account, ctx.where.region
+    template = {
+        "Resources": {
+            "Model": {"Type": "AWS::SageMaker::Model", "Properties": {
+                "ExecutionRoleArn": f"arn:aws:iam::{account}:role/sagemaker-exec",
+                "PrimaryContainer": {"Image": "763104351884.dkr.ecr.us-east-1.amazonaws.com/x:1"}}},
+            "EndpointConfig": {"Type": "AWS::SageMaker::EndpointConfig", "Properties": {"ProductionVariants": [{
+                "VariantName": "AllTraffic", "ModelName": {"Fn::GetAtt": ["Model", "ModelName"]},
+                "InitialInstanceCount": 1, "InstanceType": "ml.m5.xlarge", "InitialVariantWeight": 1.0}]}},
+            "Endpoint": {"Type": "AWS::SageMaker::Endpoint", "Properties": {
+                "EndpointName": name, "EndpointConfigName": {"Fn::GetAtt": ["EndpointConfig", "EndpointConfigName"]}}},
+        }
+    }  # fmt: skip
+    cfn, sm = session.client("cloudformation"), session.client("sagemaker")
+    cfn.create_stack(StackName=ctx.stack_name, TemplateBody=json.dumps(template))
+    listed = cfn.list_stack_resources(StackName=ctx.stack_name)["StackResourceSummaries"]
+    [moto_endpoint] = [r["PhysicalResourceId"] for r in listed if r["ResourceType"] == "AWS::SageMaker::Endpoint"]
+    [config] = [r["PhysicalResourceId"] for r in listed if r["ResourceType"] == "AWS::SageMaker::EndpointConfig"]
+    sm.create_endpoint(EndpointName=name, EndpointConfigName=config.rsplit("/", 1)[-1])
+    real = f"arn:aws:sagemaker:{region}:{account}:endpoint/{name}"
+
+    def name_the_endpoint(parsed: dict, **_: Any) -> None:
+        for summary in parsed.get("StackResourceSummaries", []):
+            if summary.get("PhysicalResourceId") == moto_endpoint:
+                summary["PhysicalResourceId"] = real
+
+    return lambda events: events.register("after-call.cloudformation.ListStackResources", name_the_endpoint)
+
+
+def set_lambda_credentials(monkeypatch: pytest.MonkeyPatch, session: boto3.session.Session) -> str:
+    """The Lambda runtime hands the function's role credentials over AWS_* variables; returns the access key."""
+    creds = session.get_credentials()
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", creds.access_key)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", creds.secret_key)
+    monkeypatch.setenv("AWS_SESSION_TOKEN", creds.token)
+    monkeypatch.setattr(boto3, "DEFAULT_SESSION", None)
+    return creds.access_key
+
+
+def function_environment(ctx: StackContext, handler: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Set the function's environment variables as the template gives them; returns its role's logical id."""
+    _, fn = ctx.find("AWS::Lambda::Function", lambda r: r["Properties"]["Handler"] == handler)
+    for key, value in fn["Properties"]["Environment"]["Variables"].items():
+        monkeypatch.setenv(key, ctx.stack_name if value == {"Ref": "AWS::StackName"} else flat(value))
+    return fn["Properties"]["Role"]["Fn::GetAtt"][0]
+
+
+class _ContainerCredentials(BaseHTTPRequestHandler):
+    """The container credentials endpoint's answer (botocore ContainerProvider reads these four fields)."""
+
+    body = json.dumps({"AccessKeyId": CODEBUILD_KEY, "SecretAccessKey": "testing", "Token": "testing",
+                       "Expiration": "2099-01-01T00:00:00Z"}).encode()  # fmt: skip
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(self.body)
+
+    def log_message(self, *_: Any) -> None:
+        pass
+
+
+@contextmanager
+def codebuild_step(project: Mapping[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict]:
+    """The step's shell as CodeBuild sets it up: its environment variables, the AWS profile its install commands
+    write (run here with bash, HOME in tmp), and the service role's credentials over the container credentials
+    endpoint, which `credential_source = EcsContainer` reads (botocore accepts AWS_CONTAINER_CREDENTIALS_FULL_URI on
+    a loopback host; CodeBuild sets the relative variant). Yields the buildspec."""
+    spec = json.loads(flat(project["Source"]["BuildSpec"]))
+    home = tmp_path / "home"
+    home.mkdir()
+    for command in spec["phases"]["install"]["commands"]:
+        if "~/.aws" in command:
+            subprocess.run(["bash", "-c", command], check=True, env={"HOME": str(home), "PATH": "/usr/bin:/bin"})
+    assert (home / ".aws" / "config").is_file(), "the step's install commands write no AWS profile"
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _ContainerCredentials)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+            monkeypatch.delenv(var, raising=False)
+        monkeypatch.setenv("HOME", str(home))
+        monkeypatch.setenv("AWS_CONFIG_FILE", str(home / ".aws" / "config"))
+        monkeypatch.setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", f"http://127.0.0.1:{server.server_port}/creds")
+        for variable in project["Environment"].get("EnvironmentVariables", []):
+            if variable.get("Type", "PLAINTEXT") == "PLAINTEXT":
+                monkeypatch.setenv(variable["Name"], flat(variable["Value"]))
+        monkeypatch.setattr(boto3, "DEFAULT_SESSION", None)
+        yield spec
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def step_secret_needs(project: Mapping[str, Any], spec: Mapping[str, Any], where: Where) -> list[Need]:
+    """What CodeBuild reads with the step's role before the commands run: SECRETS_MANAGER environment variables
+    (project or buildspec env; value "secret-id[:json-key:...]"), https://docs.aws.amazon.com/codebuild/latest/
+    userguide/build-spec-ref.html#build-spec.env.secrets-manager. Parameter Store variables are not mapped yet."""
+    values = [
+        flat(v["Value"]) for v in project["Environment"].get("EnvironmentVariables", [])
+        if v.get("Type") == "SECRETS_MANAGER"
+    ] + list(spec.get("env", {}).get("secrets-manager", {}).values())
+    assert not any(v.get("Type") == "PARAMETER_STORE" for v in project["Environment"].get("EnvironmentVariables", []))
+    assert "parameter-store" not in spec.get("env", {}), "map Parameter Store variables (ssm:GetParameters) here"
+    found = []
+    for value in values:
+        parts = value.split(":")
+        secret_id = ":".join(parts[:7]) if value.startswith("arn:") else parts[0]  # an ARN holds 6 colons
+        found.append(Need("secretsmanager:GetSecretValue", secret_arn(secret_id, where), f"CodeBuild secret {value}"))
+    return found
+
+
+def python_checks(command: str) -> list[tuple[str, list[str]]]:
+    """The `python -c '<code>' ARGS` checks of a build command: (code, argv)."""
+    found = []
+    for match in re.finditer(r"python3? -c ('[^']*')([^;&|]*)", command):
+        args = [a for a in shlex.split(match.group(2)) if not re.match(r"\d*[<>]", a)]  # redirections are no args
+        found.append((shlex.split(match.group(1))[0], args))
+    return found
+
+
+def model_build_commands(command: str, name: str) -> list[list[str]]:
+    """The argv of each `python -m model_build <name> ...` in a build command."""
+    return [shlex.split(m.group(1)) for m in re.finditer(rf"python3? -m model_build ({name} [^;&|]*)", command)]
+
+
+def run_python_check(code: str, argv: list[str], monkeypatch: pytest.MonkeyPatch) -> bool:
+    """Run a `python -c` check in this process (its clients are recorded); True when it exits 0."""
+    with monkeypatch.context() as m:
+        m.setattr(sys, "argv", ["-c", *argv])
+        try:
+            exec(compile(code, "<build command check>", "exec"), {"__name__": "__main__"})  # noqa: S102 - the buildspec's own code
+        except botocore.exceptions.ClientError:
+            return False
+    return True
+
+
+def principal_needs(calls: Sequence[Call], where: Where) -> list[Need]:
+    return [n for c in calls for n in needs_of(c, where)]
+
+
+def actions(needs: Sequence[Need]) -> set[str]:
+    return {n.action for n in needs}
+
+
+# ======================================================================================================= the principals
+
+
+def test_invoke_lambda_role_allows_every_call_of_the_invoke_handler(moto_env, envs, monkeypatch):
+    env = envs["dev"]
+    ctx = env.endpoint_stack
+    role = function_environment(ctx, "invoke/handler.handler", monkeypatch)
+    moto_env.set_invoke_results([GOOD], account=env.where.account)
+    key = set_lambda_credentials(monkeypatch, account_session(env.where.account, env.where.region))
+    invoke = smoke.load_invoke_module()
+    invoke.reset_client()
+    try:
+        with recording(monkeypatch) as rec:
+            answer = invoke.handler({"inputs": "The capital of France is", "parameters": {"max_new_tokens": 8}}, None)
+    finally:
+        invoke.reset_client()
+    assert answer["statusCode"] == 200, answer
+    assert rec.calls and rec.signed_by(key) == rec.calls, "every call is made with the function's credentials"
+    needs = principal_needs(rec.calls, ctx.where)
+    assert actions(needs) == {"sagemaker:InvokeEndpoint"}
+    assert missing(role_policy(ctx, role), needs) == []
+
+
+def test_smoke_lambda_role_allows_every_call_of_the_smoke_test(moto_env, envs, monkeypatch):
+    env = envs["dev"]
+    ctx = env.endpoint_stack
+    role = function_environment(ctx, "smoke/handler.handler", monkeypatch)
+    fix = deploy_endpoint_stack(account_session(env.where.account, env.where.region), ctx)
+    moto_env.set_invoke_results([GOOD], account=env.where.account)
+    key = set_lambda_credentials(monkeypatch, account_session(env.where.account, env.where.region))
+    with recording(monkeypatch, fix) as rec:
+        result = smoke.handler({}, None)
+    assert result["ok"], result["failures"]  # every check ran: the recorded calls are the whole code path
+    assert rec.calls and rec.signed_by(key) == rec.calls
+    needs = principal_needs(rec.calls, ctx.where)
+    assert actions(needs) == {
+        "cloudformation:DescribeStacks", "cloudformation:ListStackResources",
+        "sagemaker:DescribeEndpoint", "sagemaker:InvokeEndpoint",
+    }
+    assert missing(role_policy(ctx, role), needs) == []
+
+
+@pytest.mark.parametrize("env_name", ["dev", "prod"])
+def test_pipeline_smoke_roles_allow_every_call_of_model_build_smoke(moto_env, envs, env_name, monkeypatch, tmp_path):
+    """The smoke step: its CodeBuild role assumes the endpoint stack's smoke role (in the environment's account),
+    which runs `model_build smoke`. prod is the cross-account case the old DescribeStackResources grant broke."""
+    from model_build.cli import main
+
+    env = envs[env_name]
+    monkeypatch.chdir(ROOT)  # CodeBuild runs the commands in the source checkout
+    project, cb_role, cb_where = env.codebuild(f"Smoke-{ENDPOINT}")
+    fix = deploy_endpoint_stack(account_session(env.where.account, env.where.region), env.endpoint_stack)
+    moto_env.set_invoke_results([GOOD], account=env.where.account)
+    with codebuild_step(project, tmp_path, monkeypatch) as spec, recording(monkeypatch, fix) as rec:
+        [argv] = [a for c in spec["phases"]["build"]["commands"] for a in model_build_commands(c, "smoke")]
+        assert main(argv) == 0, "the smoke test passes: every call of the code path was made"
+    _check_codebuild_role(env, rec, project, spec, cb_role, cb_where)
+    [(target, calls)] = rec.by_assumed_role().items()
+    target_ctx, target_lid = env.role_named(target)
+    needs = principal_needs(calls, target_ctx.where)
+    assert actions(needs) == {
+        "cloudformation:DescribeStacks", "cloudformation:ListStackResources",
+        "sagemaker:DescribeEndpoint", "sagemaker:InvokeEndpoint",
+    }
+    assert target_ctx is env.endpoint_stack
+    assert missing(role_policy(target_ctx, target_lid), needs) == []
+
+
+def test_publisher_and_model_build_roles_allow_every_call_of_the_model_build_commands(moto_env, envs, monkeypatch, tmp_path):
+    """The model build step's commands: the head_object check, then (the build, which needs the Hugging Face Hub,
+    skipped here) `model_build publish` of a build with the pinned hash: once failing mid multipart upload (s3transfer
+    aborts it: s3transfer/tasks.py CreateMultipartUploadTask adds abort_multipart_upload as failure cleanup), then
+    for real; then the check again."""
+    import model_build.cli as cli
+    import model_build.publish as publish
+
+    env = envs["dev"]
+    monkeypatch.chdir(ROOT)  # CodeBuild runs the commands in the source checkout
+    project, cb_role, cb_where = env.codebuild("ModelBuild")
+    deployment = load_config(ROOT / CONFIG, env.name)
+    spec_ep = deployment.endpoint(ENDPOINT)
+    setup = account_session(env.where.account, env.where.region)
+    setup.client("s3").create_bucket(
+        Bucket=artifact_bucket_name(deployment.project, env.name, env.where.account, env.where.region)
+    )
+    monkeypatch.setattr(cli, "BUILD_ROOT", _fake_build(tmp_path / "build", spec_ep.name, spec_ep.artifact_hash))
+    # A 6 MiB file goes multipart at S3's 5 MiB minimum part size; publish's 64 MiB default would need 64 MiB.
+    monkeypatch.setattr(publish, "publish_artifact", functools.partial(publish.publish_artifact, multipart_threshold=publish.MIN_PART_SIZE))
+    with codebuild_step(project, tmp_path, monkeypatch) as spec, recording(monkeypatch) as rec:
+        [command] = spec["phases"]["build"]["commands"]
+        [(code, argv)] = python_checks(command)
+        [publish_argv] = model_build_commands(command, "publish")
+        assert not run_python_check(code, argv, monkeypatch), "nothing is published yet"
+        with monkeypatch.context() as m:
+            m.setattr(botocore.session.Session, "create_client", _failing_upload_part(botocore.session.Session.create_client))
+            assert cli.main(publish_argv) == 2, "the injected UploadPart failure fails the publish"
+        assert cli.main(publish_argv) == 0
+        assert run_python_check(code, argv, monkeypatch), "the pinned artifact's manifest.json is published"
+    _check_codebuild_role(env, rec, project, spec, cb_role, cb_where)
+    [(target, calls)] = rec.by_assumed_role().items()
+    target_ctx, target_lid = env.role_named(target)
+    assert target_ctx is env.artifacts_stack
+    needs = principal_needs(calls, target_ctx.where)
+    assert {(c.service, c.operation) for c in calls} == {
+        ("s3", "HeadBucket"), ("s3", "HeadObject"), ("s3", "PutObject"), ("s3", "CreateMultipartUpload"),
+        ("s3", "UploadPart"), ("s3", "CompleteMultipartUpload"), ("s3", "AbortMultipartUpload"),
+        ("sts", "GetCallerIdentity"),
+    }
+    assert missing(role_policy(target_ctx, target_lid), needs) == []
+
+
+def _check_codebuild_role(env: Env, rec: Recorder, project, spec, cb_role: str, cb_where: Where) -> None:
+    """The step's own role: it signs only the AssumeRole of the profile's role (plus what CodeBuild reads for the
+    step's secrets), its policy allows that, and the target role's trust policy names it."""
+    strangers = [c for c in rec.calls if c.signer != CODEBUILD_KEY and c.signer not in rec.assumed]
+    assert not strangers, f"calls made neither by the step's role nor by the role its profile assumes: {strangers}"
+    own = rec.signed_by(CODEBUILD_KEY)
+    assert {(c.service, c.operation) for c in own} == {("sts", "AssumeRole")}
+    needs = principal_needs(own, cb_where) + step_secret_needs(project, spec, cb_where)
+    assert missing(role_policy(env.pipeline, cb_role), needs) == []
+    role_name = env.pipeline.resources[cb_role]["Properties"]["RoleName"]
+    caller = f"arn:{cb_where.partition}:iam::{cb_where.account}:role/{role_name}"
+    for target in {c.params["RoleArn"] for c in own}:
+        ctx, lid = env.role_named(target)
+        assert trusts(ctx, lid, caller), f"{target} does not trust {caller}"
+
+
+def _fake_build(root: Path, name: str, content_hash: str) -> Path:
+    """A build directory as `model_build build` leaves it, with the pinned content hash (publish checks the files
+    against the manifest, and the hash against the pin, not the weights)."""
+    import hashlib
+
+    build = root / name
+    build.mkdir(parents=True)
+    files = {"config.json": b'{"model_type": "gptj"}', "model-00001-of-00001.safetensors": bytes(6 * 1024 * 1024)}
+    entries = []
+    for rel, data in files.items():
+        (build / rel).write_bytes(data)
+        entries.append({"path": rel, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()})
+    (build / "manifest.json").write_text(json.dumps({"files": entries, "content_hash": content_hash}))
+    return root
+
+
+def _failing_upload_part(create_client: Callable[..., Any]) -> Callable[..., Any]:
+    """create_client whose clients answer every UploadPart with an error, without sending it."""
+
+    def fail(model: Any, **_: Any) -> tuple[AWSResponse, dict]:
+        return AWSResponse("https://s3", 500, {}, None), {"Error": {"Code": "InjectedFailure", "Message": "test"}}
+
+    def wrapped(self: Any, *args: Any, **kwargs: Any) -> Any:
+        client = create_client(self, *args, **kwargs)
+        client.meta.events.register("before-call.s3.UploadPart", fail)
+        return client
+
+    return wrapped
+
+
+@pytest.mark.parametrize("env_name", ["dev", "prod"])
+def test_execution_role_allows_what_sagemaker_does_for_the_model(envs, env_name):
+    """SageMaker's calls with the execution role, as AWS documents them for a role passed to CreateModel ("How to use
+    SageMaker AI execution roles", CreateModel API section, https://docs.aws.amazon.com/sagemaker/latest/dg/
+    sagemaker-roles.html): s3:GetObject of the model data, the ECR pull of the image (ecr:GetAuthorizationToken on
+    *), CloudWatch Logs (CreateLogGroup, CreateLogStream, PutLogEvents, DescribeLogStreams) and
+    cloudwatch:PutMetricData. Uncompressed S3Prefix model data is every object under the prefix (API
+    S3ModelDataSource), so SageMaker lists it: s3:ListBucket with s3:prefix. The metrics namespace of endpoint
+    instances is /aws/sagemaker/Endpoints (aws-cdk aws-sagemaker-alpha endpoint.ts, metricCpuUtilization & co)."""
+    env = envs[env_name]
+    ctx = env.endpoint_stack
+    _, model = ctx.find("AWS::SageMaker::Model")
+    _, endpoint = ctx.find("AWS::SageMaker::Endpoint")
+    role = model["Properties"]["ExecutionRoleArn"]["Fn::GetAtt"][0]
+    container = model["Properties"]["PrimaryContainer"]
+    bucket, prefix = _model_data(container, ctx)
+    old_prefix = re.sub(r"/[0-9a-f]{64}/", "/" + "0" * 64 + "/", prefix)  # the previous artifact, blue/green
+    assert old_prefix != prefix
+    image = re.fullmatch(r"(\d{12})\.dkr\.ecr\.([a-z0-9-]+)\.amazonaws\.com/([^:@]+)[:@].*", container["Image"])
+    assert image, container["Image"]
+    repo = f"arn:aws:ecr:{image.group(2)}:{image.group(1)}:repository/{image.group(3)}"
+    group = f"arn:aws:logs:{ctx.where.region}:{ctx.where.account}:log-group:/aws/sagemaker/Endpoints/{endpoint['Properties']['EndpointName']}"
+    needs = [
+        Need("s3:GetObject", f"arn:aws:s3:::{bucket}/{prefix}config.json", "model data"),
+        Need("s3:GetObject", f"arn:aws:s3:::{bucket}/{old_prefix}config.json", "the old fleet's model data"),
+        Need("s3:ListBucket", f"arn:aws:s3:::{bucket}", "listing the model data prefix", {"s3:prefix": prefix}),
+        Need("s3:ListBucket", f"arn:aws:s3:::{bucket}", "listing the old prefix", {"s3:prefix": old_prefix}),
+        *(Need(a, repo, "image pull") for a in ("ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer", "ecr:BatchCheckLayerAvailability")),
+        Need("ecr:GetAuthorizationToken", "*", "image pull"),
+        # The group ARN with the trailing :* is the form CloudWatch Logs authorizes (IAM policies use it for all
+        # actions but the tagging ones, iam-access-control-overview-cwl); streams are named by SageMaker.
+        Need("logs:CreateLogGroup", f"{group}:*", "SageMaker may create the endpoint's log group"),
+        Need("logs:DescribeLogStreams", f"{group}:*", "container logs"),
+        Need("logs:CreateLogStream", f"{group}:log-stream:AllTraffic/i-0123456789abcdef0", "container logs"),
+        Need("logs:PutLogEvents", f"{group}:log-stream:AllTraffic/i-0123456789abcdef0", "container logs"),
+        Need("cloudwatch:PutMetricData", "*", "instance metrics", {"cloudwatch:namespace": "/aws/sagemaker/Endpoints"}),
+    ]  # fmt: skip
+    policy = role_policy(ctx, role)
+    assert missing(policy, needs) == []
+    # ... and no other endpoint's artifacts.
+    other = Need("s3:GetObject", f"arn:aws:s3:::{bucket}/models/other-endpoint/{'0' * 64}/config.json", "not granted")
+    assert missing(policy, [other]) == [str(other)]
+
+
+def _model_data(container: Mapping[str, Any], ctx: StackContext) -> tuple[str, str]:
+    """(bucket, key prefix) of the model's S3 data, the account and region pseudo parameters resolved."""
+    source = container["ModelDataSource"]["S3DataSource"]
+    assert (source["S3DataType"], source["CompressionType"]) == ("S3Prefix", "None")
+    parts = source["S3Uri"]["Fn::Join"][1]
+    text = "".join(
+        p if isinstance(p, str) else {"AWS::AccountId": ctx.where.account, "AWS::Region": ctx.where.region}[p["Ref"]]
+        for p in parts
+    )
+    bucket, _, prefix = text.removeprefix("s3://").partition("/")
+    return bucket, prefix
+
+
+# ======================================================================================================= the checker itself
+
+
+def _smoke_role_policy(envs: Mapping[str, Env]) -> tuple[Policy, list[Need]]:
+    """The prod pipeline smoke role's policy and what one smoke test needs (the calls a run records)."""
+    env = envs["prod"]
+    ctx, lid = env.role_named(f"arn:aws:iam::{env.where.account}:role/llm-endpoints-prod-{ENDPOINT}-smoke")
+    calls = [
+        Call("cloudformation", "DescribeStacks", {"StackName": ctx.stack_name}),
+        Call("cloudformation", "ListStackResources", {"StackName": ctx.stack_name}),
+        Call("sagemaker", "DescribeEndpoint", {"EndpointName": f"prod-{ENDPOINT}"}),
+        Call("sagemaker-runtime", "InvokeEndpoint", {"EndpointName": f"prod-{ENDPOINT}", "Body": b"{}"}),
+        Call("sts", "GetCallerIdentity", {}),
+    ]
+    return role_policy(ctx, lid), principal_needs(calls, ctx.where)
+
+
+def test_checker_reports_an_action_removed_from_a_copy_of_the_policy(envs):
+    policy, needs = _smoke_role_policy(envs)
+    assert missing(policy, needs) == []
+    statements = copy.deepcopy(list(policy.statements))
+    [stack_statement] = [s for s in statements if "cloudformation:ListStackResources" in s["Action"]]
+    stack_statement["Action"] = [a for a in stack_statement["Action"] if a != "cloudformation:ListStackResources"]
+    reported = missing(Policy(statements, policy.ctx, policy.name), needs)
+    assert reported == [
+        "cloudformation:ListStackResources on arn:aws:cloudformation:us-east-1:444455556666:stack/"
+        f"llm-endpoints-prod-gptj-fastload/{STACK_ID_SUFFIX} (for cloudformation ListStackResources)"
+    ]
+
+
+def test_checker_reports_the_old_smoke_role_grant(envs):
+    """The grant that kept prod from being promoted: DescribeStackResources, while the code calls DescribeStacks and
+    ListStackResources."""
+    policy, needs = _smoke_role_policy(envs)
+    old = [
+        {"Effect": "Allow", "Action": ["sagemaker:InvokeEndpoint", "sagemaker:DescribeEndpoint"],
+         "Resource": f"arn:aws:sagemaker:us-east-1:444455556666:endpoint/prod-{ENDPOINT}"},
+        {"Effect": "Allow", "Action": "cloudformation:DescribeStackResources",
+         "Resource": f"arn:aws:cloudformation:us-east-1:444455556666:stack/{policy.ctx.stack_name}/*"},
+    ]  # fmt: skip
+    reported = missing(Policy(old, policy.ctx, "old"), needs)
+    assert [r.split(" on ")[0] for r in reported] == ["cloudformation:DescribeStacks", "cloudformation:ListStackResources"]
+
+
+def test_checker_reports_wrong_resources_conditions_and_denies(envs):
+    policy, _ = _smoke_role_policy(envs)
+    where = policy.ctx.where
+    other = needs_of(Call("sagemaker-runtime", "InvokeEndpoint", {"EndpointName": "prod-other"}), where)
+    assert missing(policy, other) == [str(other[0])]
+    other_stack = needs_of(Call("cloudformation", "DescribeStacks", {"StackName": "llm-endpoints-prod-other"}), where)
+    assert missing(policy, other_stack) == [str(other_stack[0])]
+    # A condition the request does not meet, and an explicit Deny, both refuse.
+    listing = Need("s3:ListBucket", "arn:aws:s3:::b", "t", {"s3:prefix": "models/other/x"})
+    conditioned = {"Effect": "Allow", "Action": "s3:ListBucket", "Resource": "arn:aws:s3:::b",
+                   "Condition": {"StringLike": {"s3:prefix": ["models/mine/*"]}}}  # fmt: skip
+    assert missing(Policy([conditioned], policy.ctx, "c"), [listing]) == [str(listing)]
+    assert missing(Policy([conditioned], policy.ctx, "c"), [Need("s3:ListBucket", "arn:aws:s3:::b", "t", {"s3:prefix": "models/mine/x"})]) == []
+    deny = {"Effect": "Deny", "Action": "s3:*", "Resource": "*"}
+    assert missing(Policy([conditioned, deny], policy.ctx, "d"), [listing]) == [str(listing)]
+
+
+def test_trust_check_names_only_the_step_role(envs):
+    env = envs["prod"]
+    ctx, lid = env.role_named(f"arn:aws:iam::{env.where.account}:role/llm-endpoints-prod-{ENDPOINT}-smoke")
+    pipeline = f"arn:aws:iam::{env.pipeline.where.account}:role"
+    assert trusts(ctx, lid, f"{pipeline}/llm-endpoints-prod-{ENDPOINT}-smoke-cb")
+    assert not trusts(ctx, lid, f"{pipeline}/llm-endpoints-prod-model-build")  # another role of the pipeline account
+    assert not trusts(ctx, lid, f"arn:aws:iam::999999999999:role/llm-endpoints-prod-{ENDPOINT}-smoke-cb")
+
+
+def test_step_secrets_need_get_secret_value_on_the_secret():
+    """The model build step's HF_TOKEN (pipeline.build.hf_token) arrives as a SECRETS_MANAGER variable; CDK grants
+    GetSecretValue on the secret's name with Secrets Manager's six-character suffix (secret:NAME-??????)."""
+    where = Where("111111111111", "us-east-1")
+    arn = "arn:aws:secretsmanager:us-east-1:111111111111:secret:hf/token-AbC123"
+    project = {"Environment": {"EnvironmentVariables": [
+        {"Name": "HF_TOKEN", "Type": "SECRETS_MANAGER", "Value": "hf/token:token"},
+        {"Name": "OTHER", "Type": "SECRETS_MANAGER", "Value": f"{arn}:key::"},
+        {"Name": "AWS_PROFILE", "Type": "PLAINTEXT", "Value": "publisher"},
+    ]}}  # fmt: skip
+    needs = step_secret_needs(project, {}, where)
+    assert [n.resource for n in needs] == [f"{arn[:-6]}AbCdEf", arn]
+    ctx = StackContext({"Resources": {}}, "s", where)
+    cdk_style = {"Effect": "Allow", "Action": "secretsmanager:GetSecretValue",
+                 "Resource": {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":secretsmanager:us-east-1:111111111111:secret:hf/token-??????"]]}}  # fmt: skip
+    assert missing(Policy([cdk_style], ctx, "cdk"), needs) == []
+    assert missing(Policy([], ctx, "none"), needs[:1]) == [str(needs[0])]
+
+
+def test_mapping_refuses_an_operation_it_does_not_know():
+    where = Where("111111111111", "us-east-1")
+    with pytest.raises(KeyError, match="no IAM mapping for s3 DeleteObject"):
+        needs_of(Call("s3", "DeleteObject", {"Bucket": "b", "Key": "k"}), where)
+    with pytest.raises(KeyError, match="no IAM mapping for sagemaker UpdateEndpoint"):
+        needs_of(Call("sagemaker", "UpdateEndpoint", {"EndpointName": "e"}), where)
+    assert [str(n) for n in needs_of(Call("s3", "HeadObject", {"Bucket": "b", "Key": "k"}), where)] == [
+        "s3:GetObject on arn:aws:s3:::b/k (for s3 HeadObject)",
+        "s3:ListBucket on arn:aws:s3:::b (for s3 HeadObject (404 for a missing key))",
+    ]
+    assert needs_of(Call("sts", "GetCallerIdentity", {}), where) == []

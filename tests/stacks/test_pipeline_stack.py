@@ -1,0 +1,476 @@
+"""The CDK Pipelines stack (stacks/pipeline_stack.py), synthesized once from config/examples/pipeline.yaml.
+
+What is verified here by assertions on the synthesized templates only: CodePipeline/CodeBuild cannot run locally
+(the emulator has neither), so stage order, step commands, roles and gates are checked as CloudFormation, and the
+templates are checked by cfn-lint and cdk-nag. Nothing here runs a build, an approval or a smoke test.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+from helpers import ROOT, cdk_context
+
+CONFIG = "config/examples/pipeline.yaml"
+PIPELINE = "llm-endpoints-pipeline"
+DEV, PROD, TOOLS = "111111111111", "444455556666", "111111111111"
+
+
+@pytest.fixture(scope="session")
+def piped(pipeline_synth):
+    """(outdir, pipeline stack, template, {stage name: {stack name: (template, account, path)}}), synthesized once
+    per session in conftest.py (tests/stacks/test_iam_coverage.py reads the same synthesis)."""
+    return pipeline_synth
+
+
+def _resources(template, type_name):
+    return {lid: r for lid, r in template["Resources"].items() if r["Type"] == type_name}
+
+
+def _pipeline_stages(template):
+    [pipeline] = _resources(template, "AWS::CodePipeline::Pipeline").values()
+    return pipeline["Properties"]["Stages"]
+
+
+def _stage(template, name):
+    return next(s for s in _pipeline_stages(template) if s["Name"] == name)
+
+
+def _flat(value) -> str:
+    """A CloudFormation value as text: Fn::Join parts concatenated, other intrinsics as JSON."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and "Fn::Join" in value:
+        sep, parts = value["Fn::Join"]
+        return sep.join(_flat(p) for p in parts)
+    if isinstance(value, dict) and value == {"Ref": "AWS::Partition"}:
+        return "aws"
+    return json.dumps(value)
+
+
+def _project_for(template, stage_name, action_name):
+    action = next(a for a in _stage(template, stage_name)["Actions"] if a["Name"] == action_name)
+    lid = action["Configuration"]["ProjectName"]["Ref"]
+    return template["Resources"][lid]
+
+
+def _buildspec(project) -> dict:
+    return json.loads(_flat(project["Properties"]["Source"]["BuildSpec"]))
+
+
+def _role_statements(template, role_lid):
+    return [
+        s
+        for r in _resources(template, "AWS::IAM::Policy").values()
+        if {"Ref": role_lid} in r["Properties"]["Roles"]
+        for s in r["Properties"]["PolicyDocument"]["Statement"]
+    ]
+
+
+def _project_role_lid(project):
+    return project["Properties"]["ServiceRole"]["Fn::GetAtt"][0]
+
+
+def test_stage_order_dev_then_approval_then_prod(piped):
+    _, _, template, _ = piped
+    names = [s["Name"] for s in _pipeline_stages(template)]
+    assert names == [
+        "Source", "Build", "UpdatePipeline", "Assets",
+        "dev-artifacts", "dev-endpoints", "prod-artifacts", "prod-endpoints",
+    ]
+    [source] = _stage(template, "Source")["Actions"]
+    assert source["ActionTypeId"]["Provider"] == "CodeStarSourceConnection"
+    assert source["Configuration"]["FullRepositoryId"] == "example-org/llm-sagemaker-endpoints"
+    assert source["Configuration"]["BranchName"] == "main"
+    assert source["Configuration"]["ConnectionArn"].startswith("arn:aws:codeconnections:us-east-1:111111111111:")
+
+
+def test_manual_approval_runs_before_prod_deploys_only(piped):
+    _, _, template, _ = piped
+    approvals = [
+        (stage["Name"], a) for stage in _pipeline_stages(template) for a in stage["Actions"]
+        if a["ActionTypeId"]["Category"] == "Approval"
+    ]
+    assert [(name, a["Name"]) for name, a in approvals] == [("prod-artifacts", "Approve-prod")]
+    prod = _stage(template, "prod-artifacts")["Actions"]
+    approval_order = approvals[0][1]["RunOrder"]
+    assert all(a["RunOrder"] > approval_order for a in prod if a["ActionTypeId"]["Category"] == "Deploy")
+
+
+def test_endpoints_stage_builds_before_deploy_and_smoke_tests_after(piped):
+    _, _, template, _ = piped
+    for env in ("dev", "prod"):
+        actions = _stage(template, f"{env}-endpoints")["Actions"]
+        order = {a["Name"]: a["RunOrder"] for a in actions}
+        deploys = [o for n, o in order.items() if n.endswith((".Prepare", ".Deploy"))]
+        assert deploys, order
+        assert order["ModelBuild"] < min(deploys), "the model must be published before the endpoint deploys"
+        assert order["Smoke-gptj-fastload"] > max(deploys), "the smoke test gates promotion after the deploy"
+        # The artifact stack deploys in the stage before: the bucket exists before the build publishes into it.
+        artifacts = _stage(template, f"{env}-artifacts")["Actions"]
+        assert any(a["ActionTypeId"]["Provider"] == "CloudFormation" for a in artifacts)
+
+
+def test_synth_step_installs_only_the_deploy_set_and_synthesizes_in_the_venv(piped):
+    """`npx cdk synth` in a clean CodeBuild shell ran the system python3 (no aws_cdk): the synth step goes through
+    make, which puts the venv first on PATH (tests/stacks/test_buildspecs.py runs these commands in a clean shell)."""
+    _, _, template, _ = piped
+    spec = _buildspec(_project_for(template, "Build", "Synth"))
+    assert spec["phases"]["install"]["commands"] == ["make venv-deploy cdk-cli"]
+    assert spec["phases"]["build"]["commands"] == [f"make synth-pipeline CONFIG={CONFIG}"]
+    assert spec["phases"]["install"]["runtime-versions"] == {"python": "3.12", "nodejs": "24"}
+    assert spec["artifacts"]["base-directory"] == "cdk.out"
+    assert any(s["Name"] == "UpdatePipeline" for s in _pipeline_stages(template)), "self-mutation is on"
+
+
+def test_tests_gate_the_first_environment_before_its_approval(piped):
+    _, _, template, _ = piped
+    stage = _stage(template, "dev-artifacts")
+    actions = {a["Name"]: a for a in stage["Actions"]}
+    spec = _buildspec(_project_for(template, "dev-artifacts", "Tests"))
+    assert spec["phases"]["build"]["commands"] == ["make test"]
+    assert spec["phases"]["install"]["runtime-versions"] == {"python": "3.12", "nodejs": "24"}
+    deploys = [a for name, a in actions.items() if name not in ("Tests",)]
+    assert all(a["RunOrder"] > actions["Tests"]["RunOrder"] for a in deploys)
+
+
+def test_every_curated_codebuild_image_pins_its_runtimes_and_the_cli_versions_are_the_tested_ones(piped):
+    """standard:7.0 defaults to Node 18 and Python 3.11; CDK Pipelines' self-mutation installed `aws-cdk@2` and the
+    asset projects `cdk-assets@latest` (CLI 3.x cannot read this aws-cdk-lib's assemblies)."""
+    from stacks.pipeline_stack import CDK_ASSETS_VERSION, CDK_CLI_VERSION
+
+    _, _, template, _ = piped
+    projects = _resources(template, "AWS::CodeBuild::Project")
+    assert len(projects) >= 6
+    for lid, project in projects.items():
+        environment = project["Properties"]["Environment"]
+        spec = _buildspec(project)
+        assert _flat(environment["Image"]) == "aws/codebuild/standard:8.0", lid
+        assert spec["phases"]["install"]["runtime-versions"] == {"python": "3.12", "nodejs": "24"}, lid
+        install = " ".join(spec["phases"]["install"].get("commands", []))
+        if "npm install -g aws-cdk" in install:
+            assert f"aws-cdk@{CDK_CLI_VERSION}" in install
+        if "cdk-assets" in install:
+            assert f"cdk-assets@{CDK_ASSETS_VERSION}" in install
+    assert json.loads((ROOT / "package.json").read_text())["devDependencies"]["aws-cdk"] == CDK_CLI_VERSION
+
+
+def test_the_connection_source_may_use_the_connection_under_both_service_prefixes(piped):
+    _, _, template, _ = piped
+    granted = set()
+    for policy in _resources(template, "AWS::IAM::Policy").values():
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+            actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+            if "codeconnections:UseConnection" in actions:
+                assert "codestar-connections:UseConnection" in actions
+                resources = statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
+                granted |= {r.split(":")[2] for r in resources}
+    assert granted == {"codestar-connections", "codeconnections"}
+
+
+def test_model_build_step_builds_and_publishes_each_endpoint_with_the_configured_compute(piped):
+    _, _, template, _ = piped
+    for env, account in (("dev", DEV), ("prod", PROD)):
+        project = _project_for(template, f"{env}-endpoints", "ModelBuild")
+        environment = project["Properties"]["Environment"]
+        assert environment["ComputeType"] == "BUILD_GENERAL1_2XLARGE"  # pipeline.build.compute: X2_LARGE
+        assert environment["Type"] == "LINUX_CONTAINER" and environment.get("PrivilegedMode") is not True
+        spec = _buildspec(project)
+        install = " ".join(spec["phases"]["install"]["commands"])
+        assert f"role_arn = arn:aws:iam::{account}:role/llm-endpoints-{env}-model-publisher" in install
+        assert "credential_source = EcsContainer" in install
+        [command] = spec["phases"]["build"]["commands"]
+        where = f"--config {CONFIG} --env {env} --endpoint gptj-fastload"
+        assert f"python -m model_build build {where}" in command
+        assert f"python -m model_build publish {where}" in command
+        # A published pinned artifact (its manifest.json) skips the rebuild.
+        assert f"llm-endpoints-{env}-artifacts-{account}-us-east-1 models/gptj-fastload/5f0c3c7a" in command
+        assert {"Name": "AWS_PROFILE", "Type": "PLAINTEXT", "Value": "publisher"} in environment["EnvironmentVariables"]
+
+
+def test_smoke_step_per_endpoint_runs_model_build_smoke(piped):
+    _, _, template, _ = piped
+    for env in ("dev", "prod"):
+        project = _project_for(template, f"{env}-endpoints", "Smoke-gptj-fastload")
+        spec = _buildspec(project)
+        assert spec["phases"]["build"]["commands"] == [
+            f".venv/bin/python -m model_build smoke --config {CONFIG} --env {env} --endpoint gptj-fastload"
+        ]
+        variables = project["Properties"]["Environment"]["EnvironmentVariables"]
+        assert {"Name": "AWS_PROFILE", "Type": "PLAINTEXT", "Value": "smoke"} in variables
+
+
+def test_build_and_smoke_codebuild_roles_may_only_assume_their_target_role(piped):
+    _, _, template, _ = piped
+    for env, account in (("dev", DEV), ("prod", PROD)):
+        for action, target in (("ModelBuild", "model-publisher"), ("Smoke-gptj-fastload", "gptj-fastload-smoke")):
+            role_lid = _project_role_lid(_project_for(template, f"{env}-endpoints", action))
+            statements = _role_statements(template, role_lid)
+            own = [s for s in statements if "sts:AssumeRole" in json.dumps(s["Action"])]
+            assert [(s["Action"], _flat(s["Resource"])) for s in own] == [
+                ("sts:AssumeRole", f"arn:aws:iam::{account}:role/llm-endpoints-{env}-{target}")
+            ]
+            # Everything else is CodeBuild's own default grant: logs, reports, the pipeline's artifact bucket + key.
+            for s in statements:
+                if s in own:
+                    continue
+                actions = s["Action"] if isinstance(s["Action"], list) else [s["Action"]]
+                assert all(a.split(":")[0] in {"logs", "codebuild", "s3", "kms"} for a in actions), s
+                assert not any(a.startswith(("sagemaker:", "iam:", "cloudformation:")) for a in actions), s
+
+
+def test_publisher_role_writes_only_models_prefix_of_its_bucket_and_trusts_one_pipeline_role(piped):
+    _, _, _, stages = piped
+    for env in ("dev", "prod"):
+        template, _, _ = stages[f"{env}-artifacts"][f"llm-endpoints-{env}-artifacts"]
+        roles = {lid: r for lid, r in _resources(template, "AWS::IAM::Role").items() if lid.startswith("ModelPublisherRole")}
+        [(lid, role)] = roles.items()
+        assert role["Properties"]["RoleName"] == f"llm-endpoints-{env}-model-publisher"
+        [trust] = role["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+        assert _flat(trust["Principal"]["AWS"]) == f"arn:aws:iam::{TOOLS}:root"
+        assert _flat(trust["Condition"]["ArnEquals"]["aws:PrincipalArn"]) == (
+            f"arn:aws:iam::{TOOLS}:role/llm-endpoints-{env}-model-build"
+        )
+        statements = _role_statements(template, lid)
+        by_action = {json.dumps(s["Action"]): s for s in statements}
+        assert set(by_action) == {'"s3:ListBucket"', '["s3:AbortMultipartUpload", "s3:GetObject", "s3:PutObject"]'}
+        write = by_action['["s3:AbortMultipartUpload", "s3:GetObject", "s3:PutObject"]']
+        assert write["Resource"] == {"Fn::Join": ["", [{"Fn::GetAtt": ["ArtifactBucket", "Arn"]}, "/models/*"]]}
+        assert by_action['"s3:ListBucket"']["Resource"] == {"Fn::GetAtt": ["ArtifactBucket", "Arn"]}
+
+
+def test_smoke_role_invokes_and_describes_one_endpoint(piped):
+    _, _, _, stages = piped
+    for env, account in (("dev", DEV), ("prod", PROD)):
+        template, _, _ = stages[f"{env}-endpoints"][f"llm-endpoints-{env}-gptj-fastload"]
+        [(lid, role)] = [(k, r) for k, r in _resources(template, "AWS::IAM::Role").items() if k.startswith("SmokeTestRole")]
+        assert role["Properties"]["RoleName"] == f"llm-endpoints-{env}-gptj-fastload-smoke"
+        [trust] = role["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+        assert _flat(trust["Condition"]["ArnEquals"]["aws:PrincipalArn"]).endswith(
+            f":role/llm-endpoints-{env}-gptj-fastload-smoke-cb"
+        )
+        statements = [(s["Action"], s["Resource"]) for s in _role_statements(template, lid)]
+        # What `model_build smoke` calls (tests/stacks/test_iam_coverage.py runs it): the same grant as the smoke Lambda.
+        assert sorted(statements, key=json.dumps) == sorted([
+            (
+                ["sagemaker:DescribeEndpoint", "sagemaker:InvokeEndpoint"],
+                f"arn:aws:sagemaker:us-east-1:{account}:endpoint/{env}-gptj-fastload",
+            ),
+            (["cloudformation:DescribeStacks", "cloudformation:ListStackResources"], {"Ref": "AWS::StackId"}),
+        ], key=json.dumps)
+
+
+def test_artifact_bucket_is_kms_encrypted_with_key_rotation(piped):
+    _, _, template, _ = piped
+    [key] = _resources(template, "AWS::KMS::Key").values()
+    assert key["Properties"]["EnableKeyRotation"] is True
+    [pipeline] = _resources(template, "AWS::CodePipeline::Pipeline").values()
+    store = pipeline["Properties"]["ArtifactStore"]
+    assert store["EncryptionKey"]["Type"] == "KMS"
+    buckets = _resources(template, "AWS::S3::Bucket")
+    [bucket] = buckets.values()
+    [rule] = bucket["Properties"]["BucketEncryption"]["ServerSideEncryptionConfiguration"]
+    assert rule["ServerSideEncryptionByDefault"]["SSEAlgorithm"] == "aws:kms"
+    for project in _resources(template, "AWS::CodeBuild::Project").values():
+        assert "EncryptionKey" in project["Properties"]
+
+
+def test_prod_is_deployed_cross_account_through_its_bootstrap_roles(piped):
+    _, _, template, stages = piped
+    for env, account in (("dev", DEV), ("prod", PROD)):
+        for stage in (f"{env}-artifacts", f"{env}-endpoints"):
+            assert {acct for _, acct, _ in stages[stage].values()} == {account}
+            deploys = [a for a in _stage(template, stage)["Actions"] if a["ActionTypeId"]["Provider"] == "CloudFormation"]
+            assert deploys and all(
+                f":iam::{account}:role/cdk-hnb659fds-deploy-role-{account}-us-east-1" in _flat(a["RoleArn"]) for a in deploys
+            )
+    # The pipeline's key may be used by the prod account (cross-account keys).
+    [key] = _resources(template, "AWS::KMS::Key").values()
+    assert PROD in json.dumps(key["Properties"]["KeyPolicy"])
+
+
+def test_synth_needs_no_docker(piped):
+    _, _, template, _ = piped
+    synth = _project_for(template, "Build", "Synth")
+    assert synth["Properties"]["Environment"].get("PrivilegedMode") is not True
+
+
+def test_cdk_nag_is_clean_on_pipeline_and_stage_stacks(piped):
+    outdir, _, _, _ = piped
+    report = json.loads((outdir / "validation-report.json").read_text())
+    assert report.get("pluginReports"), "cdk-nag did not run"
+    violations = [
+        v for plugin in report["pluginReports"] for v in plugin.get("violations", [])
+        if not v["ruleName"].startswith("Annotation::llm-endpoints:")
+    ]
+    assert violations == []
+
+
+def test_cfn_lint_passes_on_pipeline_and_stage_templates(piped):
+    outdir, _, _, stages = piped
+    paths = [str(outdir / f"{PIPELINE}.template.json")]
+    paths += [path for stacks in stages.values() for _, _, path in stacks.values()]
+    assert len(paths) == 5
+    result = subprocess.run(
+        [str(ROOT / ".venv" / "bin" / "cfn-lint"), "--format", "json", *paths], cwd=ROOT, capture_output=True, text=True
+    )
+    findings = json.loads(result.stdout or "[]")
+    # One known finding, in CDK Pipelines' own output: the CloudFormation deploy actions name the target account's
+    # bootstrap deploy role with Fn::Join (E3703 prefers Fn::Sub, which CDK does not emit there). Anything else fails.
+    unexpected = [
+        f for f in findings
+        if not (f["Rule"]["Id"] == "E3703" and f["Location"]["Path"][-2:] == ["Configuration", "RoleArn"]
+                and f["Filename"].endswith(f"{PIPELINE}.template.json"))
+    ]
+    assert unexpected == [], json.dumps(unexpected, indent=1)[-5000:] + result.stderr[-2000:]
+    # Every such action is a CloudFormation deploy action.
+    [pipeline] = _resources(piped[2], "AWS::CodePipeline::Pipeline").values()
+    for f in findings:
+        stage, action = f["Location"]["Path"][4], f["Location"]["Path"][6]
+        assert pipeline["Properties"]["Stages"][stage]["Actions"][action]["ActionTypeId"]["Provider"] == "CloudFormation"
+
+
+# ------------------------------------------------------------------------------------------ config errors (no synth)
+
+
+def test_pipeline_flag_without_pipeline_section_is_a_config_error():
+    import aws_cdk as cdk
+
+    from endpoint_config import ConfigError
+    from stacks.pipeline_stack import add_pipeline
+
+    with pytest.raises(ConfigError, match=r"pipeline: required key is missing: -c pipeline=true"):
+        add_pipeline(cdk.App(context=cdk_context()), "config/examples/hf-fastload.yaml")
+
+
+def _deployments_with(**changes):
+    import yaml
+
+    from deployment import parse_config, resolve
+
+    raw = yaml.safe_load((ROOT / CONFIG).read_text())
+    for dotted, value in changes.items():
+        target = raw
+        *head, last = dotted.split(".")
+        for key in head:
+            target = target[int(key)] if isinstance(target, list) else target[key]
+        if value is None:
+            target.pop(last)
+        else:
+            target[last] = value
+    config = parse_config(raw, ROOT / CONFIG)
+    return {env: resolve(config, ROOT / CONFIG, env) for env in config.environments}, config.pipeline
+
+
+@pytest.mark.parametrize(
+    "changes,message",
+    [
+        ({"endpoints.0.artifact_hash": None}, r"endpoint 'gptj-fastload': artifact_hash: required key is missing"),
+        ({"pipeline.build": {"compute": "X2_LARGE", "gpu": True}},
+         r"pipeline.build.compute: value 'X2_LARGE' is not offered on CodeBuild's GPU fleet; allowed with gpu: true: SMALL, LARGE"),
+        ({"environments.prod.region": "us-west-2"},
+         r"environment 'prod': region: value 'us-west-2' differs from the pipeline's region 'us-east-1'"),
+    ],
+)
+def test_pipeline_config_problems_are_reported(changes, message):
+    """The schema's pipeline rules fail when the file is read (load_config, cdk synth alike); the region rule, which
+    needs the pipeline's resolved region, when the pipeline stack is synthesized (deployment.check_pipeline)."""
+    from deployment import check_pipeline
+    from endpoint_config import ConfigError
+
+    with pytest.raises(ConfigError, match=message):
+        deployments, spec = _deployments_with(**changes)
+        check_pipeline(CONFIG, deployments, spec, "us-east-1")
+
+
+def test_pipeline_rules_are_reported_by_load_config(tmp_path):
+    import yaml
+
+    from deployment import load_config
+    from endpoint_config import ConfigError
+
+    raw = yaml.safe_load((ROOT / CONFIG).read_text())
+    raw["endpoints"][0].pop("artifact_hash")
+    raw["pipeline"]["build"] = {"compute": "MEDIUM", "gpu": True}
+    path = tmp_path / "pipeline.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    with pytest.raises(ConfigError) as err:
+        load_config(path, "dev")
+    message = str(err.value)
+    assert message.startswith(f"{path}: invalid config:\n  - pipeline.build.compute: value 'MEDIUM' is not offered")
+    assert "environment 'dev': endpoint 'gptj-fastload': artifact_hash: required key is missing" in message
+    assert "environment 'prod': endpoint 'gptj-fastload': artifact_hash: required key is missing" in message
+
+
+HF_SECRET = {"secret": "hf/read-token", "json_key": "token"}
+DOCKER_HUB_SECRET = "arn:aws:secretsmanager:us-east-1:111111111111:secret:dockerhub-AbCdEf"
+
+
+def test_gpu_build_uses_a_linux_gpu_image_and_its_compute(gpu_pipeline):
+    from stacks.pipeline_stack import GPU_BUILD_IMAGE
+
+    template = gpu_pipeline
+    environment = _project_for(template, "dev-endpoints", "ModelBuild")["Properties"]["Environment"]
+    assert (environment["Type"], environment["ComputeType"]) == ("LINUX_GPU_CONTAINER", "BUILD_GENERAL1_SMALL")
+    image = _flat(environment["Image"])
+    assert image.startswith("763104351884.dkr.ecr.") and image.endswith(f"/pytorch-inference:{GPU_BUILD_IMAGE.gpu_tag}")
+    assert "runtime-versions" not in _buildspec(_project_for(template, "dev-endpoints", "ModelBuild"))["phases"]["install"]
+
+    # The token: read by CodeBuild at build start, never in the template; the project role may read that secret.
+    [variable] = [v for v in environment["EnvironmentVariables"] if v["Name"] == "HF_TOKEN"]
+    assert variable == {"Name": "HF_TOKEN", "Type": "SECRETS_MANAGER", "Value": "hf/read-token:token"}
+    role_lid = _project_for(template, "dev-endpoints", "ModelBuild")["Properties"]["ServiceRole"]["Fn::GetAtt"][0]
+    reads = [s for s in _role_statements(template, role_lid) if "secretsmanager:GetSecretValue" in json.dumps(s["Action"])]
+    assert reads and all("hf/read-token" in json.dumps(s["Resource"]) for s in reads)
+
+    # The own image: built by an asset project of the configured size and timeout, after a Docker Hub login.
+    projects = _resources(template, "AWS::CodeBuild::Project")
+    images = [p for lid, p in projects.items() if lid.startswith("PipelineAssetsDockerAsset")]
+    assert images, "the deepspeed-byoc image is published by an asset project"
+    for project in images:
+        assert project["Properties"]["Environment"]["ComputeType"] == "BUILD_GENERAL1_2XLARGE"
+        assert project["Properties"]["TimeoutInMinutes"] == 180
+        assert project["Properties"]["Environment"]["PrivilegedMode"] is True
+        login = json.loads(_buildspec(project)["phases"]["pre_build"]["commands"][1].split("'")[1])
+        assert login["domainCredentials"] == {"https://index.docker.io/v1/": {"secretsManagerSecretId": DOCKER_HUB_SECRET}}
+    # The CPU default stays on CodeBuild's curated image (see the main synth).
+
+
+def test_role_names_fit_iam_limit():
+    from stacks.pipeline_stack import role_name
+
+    assert role_name("llm-endpoints", "dev", "model-build") == "llm-endpoints-dev-model-build"
+    long = role_name("p" * 20, "e" * 12, "x" * 40, "smoke-cb")
+    assert len(long) <= 64 and long != role_name("p" * 20, "e" * 12, "x" * 39 + "y", "smoke-cb")
+
+
+def _warnings(outdir) -> str:
+    """The assembly's annotations (manifest.json and the stacks' *.metadata.json files)."""
+    return "".join(p.read_text() for p in [outdir / "manifest.json", *sorted(outdir.glob("*.metadata.json"))])
+
+
+def test_synth_warns_what_only_a_pipeline_run_would_show(piped, tmp_path):
+    """cdk-assets cannot read this aws-cdk-lib's asset manifests (tests/stacks/test_buildspecs.py shows it); an own image on
+    Docker Hub without a login is rate-limited. Both said at synth, where the pipeline's reviewer reads."""
+    import aws_cdk as cdk
+
+    from stacks.pipeline_stack import PipelineStack
+    from systems import get_system
+    from systems.base import docker_hub_bases
+
+    outdir = piped[0]
+    assert "llm-endpoints:cdk-assets-schema" in _warnings(outdir)
+    assert "llm-endpoints:docker-hub-anonymous" not in _warnings(outdir)  # hf-fastload: no own image
+    assert docker_hub_bases(get_system("deepspeed-byoc").own_container) == ["pytorch/pytorch:2.1.2-cuda12.1-cudnn8-devel"]
+    assert docker_hub_bases(get_system("tensorrt-byoc").own_container) == []  # nvcr.io
+
+    deployments, spec = _deployments_with(
+        **{"endpoints.0.system": "deepspeed-byoc", "pipeline.stages": ["dev"], "pipeline.manual_approval_before": []}
+    )
+    app = cdk.App(context=cdk_context(), outdir=str(tmp_path))
+    PipelineStack(app, "P", config_path=CONFIG, deployments=deployments, pipeline=spec,
+                  env={"account": TOOLS, "region": "us-east-1"})
+    app.synth()
+    assert "builds from pytorch/pytorch:2.1.2-cuda12.1-cudnn8-devel on Docker Hub" in _warnings(tmp_path)

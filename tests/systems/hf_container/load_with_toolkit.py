@@ -1,0 +1,146 @@
+"""Serve one request from an artifact directory the way the SageMaker Hugging Face container does.
+
+Run INSIDE .venv-hf-container (tests/systems/hf_container/make_env.sh): transformers 4.49 + inference toolkit 2.6.
+
+    .venv-hf-container/bin/python -I tests/systems/hf_container/load_with_toolkit.py ARTIFACT_DIR "prompt" \
+        [--max-new-tokens 16] [--mode toolkit|direct|both]
+
+toolkit: the real `HuggingFaceHandlerService` is initialized with a real MMS `Context` (mms.service.Service
+    builds it, as the model server does) whose `model_dir` is the artifact; the toolkit puts `<model_dir>/code`
+    on sys.path, imports the artifact's own `inference.py` and wires its model_fn/input_fn/predict_fn/output_fn.
+    The request goes through `handle()` exactly as MMS hands it over (batch of one, body bytes, headers via
+    mms' RequestProcessor), so decoding, content-type handling and error wrapping are the toolkit's.
+direct: the same `code/inference.py` imported on its own (no toolkit), its four functions called in order,
+    plus the prompt's token ids, last-position logits and what the tokenizer loaded as, for cross-checks.
+
+Prints one JSON object on stdout: {"versions": {...}, "toolkit": {...}, "direct": {...}}; each part has
+"ok" and either "reply" (the decoded JSON reply) or "error". Exit status 0 only when every mode run is ok.
+Logs go to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import logging
+import sys
+import time
+import traceback
+from pathlib import Path
+
+
+def versions() -> dict[str, str]:
+    from importlib.metadata import version
+
+    names = ("transformers", "tokenizers", "huggingface-hub", "safetensors", "torch",
+             "sagemaker-huggingface-inference-toolkit", "sagemaker-inference", "multi-model-server")  # fmt: skip
+    return {n: version(n) for n in names}
+
+
+def request_body(prompt: str, max_new_tokens: int) -> bytes:
+    return json.dumps(
+        {"inputs": prompt, "parameters": {"max_new_tokens": max_new_tokens, "min_new_tokens": max_new_tokens,
+                                          "do_sample": False}}
+    ).encode()  # fmt: skip
+
+
+def run_toolkit(model_dir: Path, body: bytes) -> dict:
+    from mms.metrics.metrics_store import MetricsStore
+    from mms.service import Service
+    from sagemaker_huggingface_inference_toolkit.handler_service import HuggingFaceHandlerService
+
+    handler = HuggingFaceHandlerService()
+    # What mms.model_loader.MmsModelLoader does for a class-based handler: Service(...) owns the Context.
+    service = Service("model", str(model_dir), None, handler.handle, None, 1)
+    context = service.context
+    context.metrics = MetricsStore("load", "model")
+    t0 = time.perf_counter()
+    handler.initialize(context)  # MMS calls this at worker start; it loads code/inference.py + model_fn
+    load_s = time.perf_counter() - t0
+    user_module = sys.modules.get("inference")
+    # One request as the MMS frontend sends it (mms.service.Service.predict's batch format).
+    batch = [{
+        "requestId": b"req-1",
+        "parameters": [{"name": "body", "contentType": "application/json", "value": body}],
+        "headers": [{"name": b"Content-Type", "value": b"application/json"},
+                    {"name": b"Accept", "value": b"application/json"}],
+    }]  # fmt: skip
+    headers, input_batch, req_id_map = Service.retrieve_data_for_inference(batch)
+    context.request_ids = req_id_map
+    context.request_processor = headers
+    context.metrics = MetricsStore(req_id_map, "model")
+    t0 = time.perf_counter()
+    reply = handler.handle(input_batch, context)  # raises mms PredictionException(message, 400) on error
+    predict_s = time.perf_counter() - t0
+    return {
+        "ok": True,
+        "reply": json.loads(reply[0]),
+        "content_type": context.get_response_content_type(0),
+        "user_module": getattr(user_module, "__file__", None),
+        "used_user_functions": {
+            name: getattr(getattr(handler, name), "__module__", None) == "inference"
+            for name in ("load", "preprocess", "predict", "postprocess")
+        },
+        "load_s": round(load_s, 3),
+        "predict_s": round(predict_s, 3),
+    }
+
+
+def run_direct(model_dir: Path, body: bytes) -> dict:
+    import torch
+
+    spec = importlib.util.spec_from_file_location("artifact_inference_direct", model_dir / "code" / "inference.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    model = module.model_fn(str(model_dir))
+    data = module.input_fn(body, "application/json")
+    reply = json.loads(module.output_fn(module.predict_fn(data, model), "application/json"))
+    prompt = data["inputs"]
+    ids = model["tokenizer"](prompt, return_tensors="pt")["input_ids"]
+    with torch.inference_mode():
+        logits = model["model"](input_ids=ids.to(model["device"])).logits[0, -1].float().cpu()
+    return {
+        "ok": True,
+        "reply": reply,
+        "prompt_ids": ids[0].tolist(),
+        "last_logits": [round(float(x), 5) for x in logits],
+        "dtype": str(next(model["model"].parameters()).dtype),
+        "tokenizer": {
+            "class": type(model["tokenizer"]).__name__,
+            "additional_special_tokens": list(model["tokenizer"].additional_special_tokens),
+            "chat_template": getattr(model["tokenizer"], "chat_template", None),
+        },
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("model_dir", type=Path)
+    ap.add_argument("prompt")
+    ap.add_argument("--max-new-tokens", type=int, default=16)
+    ap.add_argument("--mode", choices=("toolkit", "direct", "both"), default="both")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    torch_threads()
+    body = request_body(args.prompt, args.max_new_tokens)
+    result: dict = {"versions": versions()}
+    modes = ("toolkit", "direct") if args.mode == "both" else (args.mode,)
+    for mode in modes:
+        try:
+            result[mode] = (run_toolkit if mode == "toolkit" else run_direct)(args.model_dir.resolve(), body)
+        except Exception as err:  # noqa: BLE001 - reported as data; the exit status says it failed
+            traceback.print_exc(file=sys.stderr)
+            result[mode] = {"ok": False, "error": f"{type(err).__name__}: {err}"}
+    print(json.dumps(result))
+    return 0 if all(result[m]["ok"] for m in modes) else 1
+
+
+def torch_threads() -> None:
+    import torch
+
+    torch.set_num_threads(1)  # the test machines have 2 cores: one worker, one thread (more only contend)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

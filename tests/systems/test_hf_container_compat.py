@@ -1,0 +1,349 @@
+"""An hf-fastload artifact built here (transformers 5) loads and serves under the serving container's library
+stack: transformers 4.49 + SageMaker HF inference toolkit 2.6 (image huggingface-pytorch-inference
+2.6.0-transformers4.49.0), through the toolkit's own handler service and the artifact's code/inference.py.
+The source model's tokenizer is saved by transformers 5 (class TokenizersBackend, extra special tokens as a
+list, chat_template.jinja), as a user's model saved today is: the recipe rewrites what 4.49 cannot read
+(systems/container_tokenizer.py). The tokenizer.json rewritten for the DJL images (tokenizers 0.14/0.15) is
+loaded by those pinned tokenizers releases.
+
+The container's stack lives in its own venv (tests/systems/hf_container/make_env.sh, ~1.5 min the first time, then
+instant); the loader runs there in a subprocess. Outputs are compared within one stack (toolkit path vs. the
+same handler called directly, both under 4.49); across stacks only tokenization and logits are compared,
+since greedy tokens may legitimately differ between transformers 4.49 and 5.x (identical tiny GPT-J weights gave
+matching forward logits but different greedy tokens under 4.49 and 5.23).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+if str(ROOT) not in sys.path:  # until the repo's pytest config sets `pythonpath = .`
+    sys.path.insert(0, str(ROOT))
+
+MAKE_ENV = HERE / "hf_container" / "make_env.sh"
+LOADER = HERE / "hf_container" / "load_with_toolkit.py"
+VENV = ROOT / ".venv-hf-container"
+PROMPT = "Once upon a time there was"
+NEW_TOKENS = 12
+# pip's words when an index cannot be reached (the only reason to skip rather than fail).
+NETWORK_ERRORS = re.compile(
+    r"NewConnectionError|Max retries exceeded|Temporary failure in name resolution|Name or service not known|"
+    r"Connection refused|Network is unreachable|ConnectTimeoutError|ReadTimeoutError|ProxyError|SSLError"
+)
+
+
+@pytest.fixture(scope="module")
+def container_python() -> Path:
+    proc = subprocess.run(["bash", str(MAKE_ENV), str(VENV)], capture_output=True, text=True, timeout=1200)
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-25:])
+        if NETWORK_ERRORS.search(proc.stdout + proc.stderr):
+            pytest.skip(f"cannot build the transformers-4.49 env: a package registry is unreachable:\n{tail}")
+        pytest.fail(f"tests/systems/hf_container/make_env.sh failed (not a network problem):\n{tail}")
+    return VENV / "bin" / "python"
+
+
+EXTRA_SPECIAL_TOKENS = ["<|tool|>", "<|user|>"]
+CHAT_TEMPLATE = "{% for m in messages %}{{ m['content'] }}{% endfor %}"
+
+
+def save_tokenizer_with_transformers5(model_dir: Path) -> None:
+    """Replace a tiny model's tokenizer files by what transformers 5's save_pretrained writes for a generic
+    fast tokenizer: tokenizer.json (tokenizers 0.23) + tokenizer_config.json with `TokenizersBackend`,
+    `extra_special_tokens` as a list, and chat_template.jinja."""
+    import transformers
+
+    original = transformers.AutoTokenizer.from_pretrained(model_dir)
+    for name in ("vocab.json", "merges.txt", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.json"):
+        (model_dir / name).unlink(missing_ok=True)
+    saved = transformers.PreTrainedTokenizerFast(
+        tokenizer_object=original.backend_tokenizer, eos_token=original.eos_token,
+        additional_special_tokens=EXTRA_SPECIAL_TOKENS, chat_template=CHAT_TEMPLATE,
+    )  # fmt: skip
+    saved.save_pretrained(model_dir)
+
+
+@pytest.fixture(scope="module")
+def source_model(tmp_path_factory) -> Path:
+    """A tiny GPT-2 whose tokenizer was saved by transformers 5 (what a user's model saved today looks like)."""
+    from model_build.tiny_models import make_tiny_model
+
+    source = make_tiny_model("gpt2", tmp_path_factory.mktemp("hf-compat-source") / "source")
+    save_tokenizer_with_transformers5(source)
+    return source
+
+
+@pytest.fixture(scope="module")
+def artifact(tmp_path_factory, source_model: Path) -> Path:
+    """The tiny GPT-2 built by the real recipe (fp16, as the demo config says), verified under transformers 5."""
+    from deployment import load_config
+    from systems.hf_fastload.recipe import build
+
+    endpoint = load_config(ROOT / "config" / "local.yaml", "local").endpoints[0]
+    endpoint = endpoint.model_copy(update={"model": str(source_model)})
+    out = tmp_path_factory.mktemp("hf-compat") / "artifact"
+    build(endpoint, out, progress=False)
+    return out
+
+
+def load_in_container(python: Path, model_dir: Path, mode: str = "both") -> tuple[int, dict, str]:
+    proc = subprocess.run(
+        [str(python), "-I", str(LOADER), str(model_dir), PROMPT, "--max-new-tokens", str(NEW_TOKENS), "--mode", mode],
+        capture_output=True, text=True, timeout=300,
+    )
+    try:
+        result = json.loads(proc.stdout.strip().splitlines()[-1])
+    except (IndexError, json.JSONDecodeError):
+        pytest.fail(f"the loader printed no JSON (exit {proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
+    return proc.returncode, result, proc.stderr
+
+
+@pytest.fixture(scope="module")
+def served(container_python, artifact) -> dict:
+    code, result, stderr = load_in_container(container_python, artifact)
+    assert code == 0, f"the artifact did not serve under transformers 4.49:\n{json.dumps(result, indent=1)}\n{stderr[-4000:]}"
+    return result
+
+
+def test_the_env_is_the_containers_stack(served):
+    v = served["versions"]
+    assert v["transformers"] == "4.49.0"
+    assert v["sagemaker-huggingface-inference-toolkit"] == "2.6.0"
+    assert v["tokenizers"].startswith("0.21.")
+
+
+def test_toolkit_serves_the_artifact_with_its_own_handler(served, artifact):
+    tk = served["toolkit"]
+    assert tk["ok"] and tk["content_type"] == "application/json"
+    # The toolkit imported the artifact's code/inference.py and used all four of its functions.
+    assert Path(tk["user_module"]) == artifact / "code" / "inference.py"
+    assert tk["used_user_functions"] == {"load": True, "preprocess": True, "predict": True, "postprocess": True}
+    reply = tk["reply"]
+    assert isinstance(reply, list) and len(reply) == 1
+    text = reply[0]["generated_text"]
+    assert isinstance(text, str) and text.strip(), f"no text generated: {reply!r}"
+    assert not text.startswith(PROMPT)  # continuation only (the handler's contract)
+
+
+def test_the_transformers5_tokenizer_is_rewritten_for_449(source_model, artifact):
+    """Built from a transformers-5 save: the artifact's tokenizer_config.json names what 4.49 knows, and the
+    build verified (under transformers 5) that the rewritten tokenizer gives the source's token ids."""
+    source_config = json.loads((source_model / "tokenizer_config.json").read_text())
+    assert source_config["tokenizer_class"] == "TokenizersBackend"
+    assert source_config["extra_special_tokens"] == EXTRA_SPECIAL_TOKENS
+    assert (source_model / "chat_template.jinja").is_file()
+    config = json.loads((artifact / "tokenizer_config.json").read_text())
+    assert config["tokenizer_class"] == "PreTrainedTokenizerFast" and "extra_special_tokens" not in config
+    assert config["additional_special_tokens"] == EXTRA_SPECIAL_TOKENS and config["chat_template"] == CHAT_TEMPLATE
+    assert not (artifact / "chat_template.jinja").exists()
+    # tokenizers 0.21 (transformers 4.49) reads the pair-style merges: tokenizer.json is the source's, unchanged
+    assert (artifact / "tokenizer.json").read_bytes() == (source_model / "tokenizer.json").read_bytes()
+    manifest = json.loads((artifact / "manifest.json").read_text())
+    assert manifest["verification"]["tokenizer_ids_match"] and len(manifest["tokenizer_rewritten"]) == 1
+
+
+def test_449_loads_the_rewritten_tokenizer_as_written(served):
+    tokenizer = served["direct"]["tokenizer"]
+    assert tokenizer == {"class": "PreTrainedTokenizerFast", "additional_special_tokens": EXTRA_SPECIAL_TOKENS,
+                         "chat_template": CHAT_TEMPLATE}  # fmt: skip
+
+
+def test_toolkit_reply_equals_the_handler_called_directly_under_449(served):
+    # Same stack, same greedy request: going through the toolkit must not change the answer.
+    assert served["direct"]["ok"]
+    assert served["toolkit"]["reply"] == served["direct"]["reply"]
+    # the fp16 artifact computes in fp32 on a CPU (the handler's compute_dtype), under 4.49 as under 5.x
+    assert served["direct"]["dtype"] == "torch.float32"
+
+
+def test_tokens_and_logits_agree_with_transformers5(served, artifact):
+    """Across stacks: the same prompt ids and (within fp16 noise) the same next-token logits."""
+    import torch
+
+    spec = importlib.util.spec_from_file_location("artifact_inference_t5", artifact / "code" / "inference.py")
+    handler = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(handler)
+    model = handler.load_model(artifact)
+    ids = model["tokenizer"](PROMPT, return_tensors="pt")["input_ids"]
+    with torch.inference_mode():
+        logits = model["model"](input_ids=ids).logits[0, -1].float()
+    assert ids[0].tolist() == served["direct"]["prompt_ids"]
+    diff = (logits - torch.tensor(served["direct"]["last_logits"])).abs().max().item()
+    assert diff <= 1e-2, f"next-token logits differ by {diff} between transformers 4.49 and {handler.transformers.__version__}"
+
+
+def test_a_transformers5_only_artifact_fails_there(container_python, artifact, tmp_path):
+    """The check can fail: a tokenizer saved by transformers 5 (class TokenizersBackend) loads under 5.x but
+    not under 4.49, and the toolkit path reports it."""
+    import transformers
+
+    bad = tmp_path / "t5-only"
+    shutil.copytree(artifact, bad)
+    for name in ("vocab.json", "merges.txt", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.json"):
+        (bad / name).unlink(missing_ok=True)
+    source_tok = transformers.AutoTokenizer.from_pretrained(artifact)
+    generic = transformers.PreTrainedTokenizerFast(tokenizer_object=source_tok.backend_tokenizer, eos_token="<|endoftext|>")
+    generic.save_pretrained(bad)
+    assert json.loads((bad / "tokenizer_config.json").read_text())["tokenizer_class"] == "TokenizersBackend"
+    assert transformers.AutoTokenizer.from_pretrained(bad)(PROMPT)["input_ids"]  # fine under transformers 5
+
+    code, result, _ = load_in_container(container_python, bad, mode="toolkit")
+    assert code != 0
+    assert result["toolkit"]["ok"] is False
+    assert "TokenizersBackend" in result["toolkit"]["error"]
+
+
+# ---- tokenizer.json for the DJL images' old tokenizers (0.14 / 0.15) ---------------------------------------
+
+OLD_TOKENIZERS = ("0.14.1", "0.15.2")  # what the DJL 0.24 / 0.27 images' transformers pins resolve to (make_env.sh)
+DJL_STACK_FLOOR = ">=0.14,<0.19"  # transformers 4.39.0's tokenizers requirement (systems/images.py)
+SAMPLE_TEXTS = ["Once upon a time there was a small town.", "  Hello,   world!  2048 ", "The quick brown fox"]
+
+
+@pytest.fixture(scope="module")
+def tokenizers_023(tmp_path_factory, source_model: Path) -> dict[str, Path]:
+    """Model directories whose tokenizer.json tokenizers 0.23 wrote, in the three shapes the rewrite handles:
+    byte-level BPE (pair merges; the transformers-5 GPT-2 save), sentencepiece-style BPE (pair merges +
+    Metaspace) and Unigram (Metaspace)."""
+    from tokenizers import SentencePieceBPETokenizer, SentencePieceUnigramTokenizer
+
+    from model_build.tiny_models import CORPUS
+
+    root = tmp_path_factory.mktemp("tokenizers-023")
+    made = {"bpe-bytelevel": source_model}
+    for name, tokenizer, vocab in (("bpe-metaspace", SentencePieceBPETokenizer(), 400),
+                                   ("unigram-metaspace", SentencePieceUnigramTokenizer(), 300)):  # fmt: skip
+        extra = {"unk_token": "<unk>"} if name.startswith("unigram") else {}
+        tokenizer.train_from_iterator([CORPUS] * 4, vocab_size=vocab, special_tokens=["<unk>"], show_progress=False, **extra)
+        (root / name).mkdir()
+        tokenizer.save(str(root / name / "tokenizer.json"))
+        made[name] = root / name
+    return made
+
+
+def rewrite_for(source: Path, out: Path, tokenizers_requirement: str) -> list[str]:
+    from systems.container_tokenizer import plan_tokenizer
+    from systems.images import PythonStack
+
+    export = plan_tokenizer(source, PythonStack(transformers="==4.39.0", tokenizers=tokenizers_requirement), "test")
+    export.write(out)
+    return export.rewritten
+
+
+def test_rewritten_tokenizer_json_loads_in_old_tokenizers(container_python, tokenizers_023, tmp_path):
+    """tokenizers 0.14.1 and 0.15.2 cannot read what 0.23 writes; they read the rewrite and encode every sample
+    exactly as 0.23 encodes the original."""
+    from tokenizers import Tokenizer
+
+    expected, files = {}, {}
+    for name, source in tokenizers_023.items():
+        rewritten = rewrite_for(source, tmp_path / name, DJL_STACK_FLOOR)
+        assert any(r.startswith("tokenizer.json:") for r in rewritten), (name, rewritten)
+        original = Tokenizer.from_file(str(source / "tokenizer.json"))
+        expected[name] = [original.encode(text).ids for text in SAMPLE_TEXTS]
+        assert [Tokenizer.from_file(str(tmp_path / name / "tokenizer.json")).encode(t).ids for t in SAMPLE_TEXTS] == expected[name]
+        files[name] = {"original": str(source / "tokenizer.json"), "rewritten": str(tmp_path / name / "tokenizer.json")}
+    script = (
+        "import json, sys\n"
+        "sys.path.insert(0, sys.argv[1])\n"
+        "import tokenizers\n"
+        "from tokenizers import Tokenizer\n"
+        "files, texts = json.loads(sys.argv[2]), json.loads(sys.argv[3])\n"
+        "out = {'version': tokenizers.__version__}\n"
+        "for name, paths in files.items():\n"
+        "    for kind, path in paths.items():\n"
+        "        try:\n"
+        "            out[name + '/' + kind] = [Tokenizer.from_file(path).encode(t).ids for t in texts]\n"
+        "        except Exception as err:\n"
+        "            out[name + '/' + kind] = 'error: ' + str(err)\n"
+        "print(json.dumps(out))\n"
+    )
+    for version in OLD_TOKENIZERS:
+        folder = VENV / "old-tokenizers" / version
+        proc = subprocess.run([str(container_python), "-I", "-c", script, str(folder), json.dumps(files),
+                               json.dumps(SAMPLE_TEXTS)], capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        result = json.loads(proc.stdout)
+        assert result["version"] == version
+        for name in files:
+            # the check can fail: the original (tokenizers 0.23's format) is refused by the old release
+            assert str(result[f"{name}/original"]).startswith("error: data did not match any variant"), (version, name)
+            assert result[f"{name}/rewritten"] == expected[name], (version, name)
+
+
+def test_tokenizer_json_is_copied_unchanged_for_newer_tokenizers(tokenizers_023, tmp_path):
+    for name, source in tokenizers_023.items():
+        assert not any(r.startswith("tokenizer.json") for r in rewrite_for(source, tmp_path / name, ">=0.20"))
+        assert (tmp_path / name / "tokenizer.json").read_bytes() == (source / "tokenizer.json").read_bytes()
+
+
+def _tokenizer_dir(tmp_path: Path, data: dict, config: dict | None = None) -> Path:
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "tokenizer.json").write_text(json.dumps(data))
+    if config is not None:
+        (tmp_path / "tokenizer_config.json").write_text(json.dumps(config))
+    return tmp_path
+
+
+def _bpe(merges: list, **model: object) -> dict:
+    return {"version": "1.0", "model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2}, "merges": merges, **model},
+            "pre_tokenizer": None, "decoder": None, "normalizer": None, "post_processor": None, "added_tokens": []}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("data", "requirement", "expected"),
+    [
+        (_bpe([["a b", "c"]]), ">=0.14,<0.19", "BPE merge ['a b', 'c'] has a token with a space"),
+        (_bpe(["a b"], ignore_merges=True), ">=0.14,<0.19", "BPE ignore_merges: true"),
+        ({**_bpe([["a", "b"]]), "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+            {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "always", "split": False}]}},
+         ">=0.14,<0.19", "Metaspace split: false"),
+        ({**_bpe([["a", "b"]]), "pre_tokenizer": {"type": "Metaspace", "replacement": "\u2581",
+                                                  "prepend_scheme": "first", "split": True}},
+         ">=0.14,<0.15", "Metaspace prepend_scheme: 'first'"),
+    ],
+)  # fmt: skip
+def test_tokenizer_json_without_an_old_equivalent_is_refused(tmp_path, data, requirement, expected):
+    from model_build import BuildError
+
+    with pytest.raises(BuildError) as info:
+        rewrite_for(_tokenizer_dir(tmp_path / "src", data), tmp_path / "out", requirement)
+    message = str(info.value)
+    assert expected in message and "tokenizer.json" in message and "tokenizers 0.14" in message
+    assert "allowed:" in message and not (tmp_path / "out").exists()
+
+
+def test_prepend_scheme_first_is_kept_for_tokenizers_015(tmp_path):
+    data = {**_bpe([["a", "b"]]), "pre_tokenizer": {"type": "Metaspace", "replacement": "\u2581",
+                                                    "prepend_scheme": "first", "split": True}}  # fmt: skip
+    rewrite_for(_tokenizer_dir(tmp_path / "src", data), tmp_path / "out", ">=0.15,<0.19")
+    written = json.loads((tmp_path / "out" / "tokenizer.json").read_text())
+    assert written["pre_tokenizer"] == {"type": "Metaspace", "replacement": "\u2581", "add_prefix_space": True,
+                                        "prepend_scheme": "first"}  # fmt: skip
+    assert written["model"]["merges"] == ["a b"]
+
+
+def test_transformers5_class_without_tokenizer_json_is_refused(tmp_path):
+    from model_build import BuildError
+    from systems.container_tokenizer import plan_tokenizer
+    from systems.images import HF_PYTORCH_INFERENCE
+
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "TokenizersBackend"}))
+    (tmp_path / "vocab.json").write_text("{}")
+    with pytest.raises(BuildError, match=r"tokenizer_class 'TokenizersBackend' is a transformers 5 class and there is "
+                                         r"no tokenizer.json, so transformers 4.49.0 .*; allowed: "):  # fmt: skip
+        plan_tokenizer(tmp_path, HF_PYTORCH_INFERENCE.python_stack, "transformers 4.49.0 (the serving container)")
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q"]))
