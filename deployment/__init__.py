@@ -17,6 +17,7 @@ from pathlib import Path
 from endpoint_config import DEFAULT_ENVIRONMENT, AppConfig, ConfigError, Deployment, EndpointSpec, loader, read_config
 from endpoint_config.loader import environment_names, parse_config
 from endpoint_config.schema import PipelineSpec
+from endpoint_config.security import isolation_problems
 from systems import get_system
 from systems.checks import region_problems, system_problems
 
@@ -26,7 +27,10 @@ def endpoint_rules(ep: EndpointSpec, environment_name: str, region: str | None) 
     (systems.checks), and its `engine:` options against the system's own typed model (ServingSystem.engine_options:
     every key it does not implement, or a value it does not allow, is an error naming endpoint, key, value and what
     the system allows); with a region, the pinned image must be published there."""
-    found = system_problems(ep) + get_system(ep.system).engine_problems(ep)
+    system = get_system(ep.system)
+    found = system_problems(ep) + system.engine_problems(ep)
+    # network.network_isolation against a system whose engine reads S3 itself (endpoint_config/security.py).
+    found += isolation_problems(ep, engine_reads_s3=system.staged_weights_environment is not None)
     if not found and region:
         found = [f"environment {environment_name!r}: {p}" for p in region_problems(ep, region)]
     return found

@@ -11,7 +11,19 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from .hosting import Hosting, hosting_problems
 from .instances import hosting_instance_types, parse_instance_type
+from .invocation import Invocation, invocation_problems
+from .operations import AlarmsSpec, DeploymentSpec, operations_problems
+from .security import (
+    DataCapture,
+    EndpointEncryption,
+    EnvironmentEncryption,
+    Network,
+    adopted_bucket_key_problem,
+    security_problems,
+)
+from .streaming import StreamingSpec, streaming_problems
 
 # The serving systems a config can name. Each lives in systems/<name with underscores>/.
 SYSTEM_NAMES = (
@@ -55,9 +67,13 @@ class Autoscaling(_Strict):
 
     SageMaker's metric (SageMakerVariantConcurrentRequestsPerModelHighResolution) counts concurrent requests per
     instance, not per model copy: on systems that run several copies per instance (the DJL/LMI systems at a tensor
-    parallel degree below the GPU count) the stack sets the policy's target to target_value x copies."""
+    parallel degree below the GPU count) the stack sets the policy's target to target_value x copies.
 
-    min_capacity: int = Field(1, ge=1, le=100)
+    With invocation.mode async the policy tracks the queue instead: target_value is queued requests per instance
+    (ApproximateBacklogSizePerInstance), and min_capacity may be 0 (stacks/async_inference.py)."""
+
+    # 0 only for an asynchronous endpoint (invocation.mode: async; endpoint_config/invocation.py says why).
+    min_capacity: int = Field(1, ge=0, le=100)
     max_capacity: int = Field(ge=1, le=100)
     target_value: float = Field(gt=0, le=1000, description="concurrent requests per model copy")
     scale_in_cooldown_s: int = Field(300, ge=0, le=3600)
@@ -94,6 +110,10 @@ class EngineOptions(_Strict):
     entry_point: str | None = Field(None, description="DJL handler module, e.g. djl_python.deepspeed")
     custom_handler: bool = Field(False, description="ship our own model.py instead of the engine's handler")
     tensorrt_profile: TensorRTProfile | None = None
+    # hf-fastload's decode path (systems/hf_fastload: HF_FASTLOAD_DECODE); None = that system's default, eager.
+    decode: Literal["eager", "static-cache", "compiled"] | None = Field(
+        None, description="hf-fastload: eager, static-cache or compiled (static KV cache + torch.compile on GPU)"
+    )
 
 
 class InvokeFunctionSpec(_Strict):
@@ -139,12 +159,25 @@ class EndpointSpec(_Strict):
     engine: EngineOptions = EngineOptions()
     smoke_test: SmokeTest = SmokeTest()
     invoke_function: InvokeFunctionSpec = InvokeFunctionSpec()
+    # real-time (default) or asynchronous inference (endpoint_config/invocation.py).
+    invocation: Invocation = Invocation()
+    # The streaming front door (endpoint_config/streaming.py; off by default).
+    streaming: StreamingSpec = StreamingSpec()
     # How SageMaker spreads requests over the instances (ProductionVariant RoutingConfig): least-outstanding-requests
     # sends each to the instance with the fewest in flight, which suits long, uneven generations; random is
     # SageMaker's default.
     routing: Literal["random", "least-outstanding-requests"] = "random"
     # Pin an already published artifact (its manifest content hash) instead of reading build/<name>/manifest.json.
     artifact_hash: str | None = Field(None, pattern=r"^[0-9a-f]{64}$")
+    # The model on the variant (default) or as an inference component, scaling to zero (endpoint_config/hosting.py).
+    hosting: Hosting = Hosting()
+    # Guarded updates and alarms (endpoint_config/operations.py), on by default; null turns one off.
+    deployment: DeploymentSpec | None = DeploymentSpec()
+    alarms: AlarmsSpec | None = AlarmsSpec()
+    # Data capture, private networking and KMS keys (endpoint_config/security.py); all off by default.
+    data_capture: DataCapture | None = None
+    network: Network | None = None
+    encryption: EndpointEncryption | None = None
 
 
 class EndpointOverride(_Strict):
@@ -157,6 +190,9 @@ class EndpointOverride(_Strict):
     container_startup_health_check_timeout_s: Timeout | None = None
     autoscaling: Autoscaling | None = None
     log_retention_days: int | None = None
+    # Each replaces the endpoint's whole block in this environment (null turns it off).
+    deployment: DeploymentSpec | None = None
+    alarms: AlarmsSpec | None = None
 
 
 class EnvironmentSpec(_Strict):
@@ -173,6 +209,8 @@ class EnvironmentSpec(_Strict):
     # resources, which the emulator cannot run.
     emulator: bool = False
     overrides: dict[str, EndpointOverride] = Field(default_factory=dict)
+    # The artifact bucket's KMS key (endpoint_config/security.py); default SSE-S3.
+    encryption: EnvironmentEncryption | None = None
 
     @model_validator(mode="after")
     def _adopt_needs_retain(self) -> EnvironmentSpec:
@@ -181,6 +219,8 @@ class EnvironmentSpec(_Strict):
                 "adopt_kept_data: true uses a bucket and repository kept by an earlier deploy, which only "
                 "retain_data: true keeps (and keeps again on destroy); set retain_data: true or drop adopt_kept_data"
             )
+        if problem := adopted_bucket_key_problem(self.adopt_kept_data, self.encryption):
+            raise ValueError(problem)
         return self
 
 
@@ -309,6 +349,7 @@ def endpoint_problems(ep: EndpointSpec) -> list[str]:
 
     if ep.system not in SYSTEM_NAMES:
         bad("system", f"value {ep.system!r} is not a serving system; allowed: {', '.join(SYSTEM_NAMES)}")
+    problems.extend(streaming_problems(ep.name, ep.system, ep.streaming, ep.hosting.mode))
 
     known = hosting_instance_types()
     if ep.instance_type not in known:
@@ -354,6 +395,10 @@ def endpoint_problems(ep: EndpointSpec) -> list[str]:
                 f"value {ep.instance_count} is outside autoscaling's range "
                 f"{a.min_capacity}-{a.max_capacity}; the initial count must lie within it",
             )
+    problems.extend(invocation_problems(ep))
+    problems.extend(operations_problems(ep))
+    problems.extend(security_problems(ep))
+    problems.extend(hosting_problems(ep, instance))
     # The rules that need the serving system's facts (what it serves, on what hardware) are systems.checks';
     # deployment.load_config runs them after these pass.
     return problems

@@ -11,6 +11,10 @@ Every answer is proxy-style: ``{"statusCode", "headers", "body": "<json>"}``.
 
 Environment
   ENDPOINT_NAME       (required) the SageMaker endpoint; never taken from the request
+  INVOCATION_MODE     "async" for an endpoint with invocation.mode async: every event goes to
+                      endpoint_runtime/async_invoke.py (submit, fetch a result); unset: real-time, as below
+  INFERENCE_COMPONENT_NAME  the inference component to run, for an endpoint whose model is one (hosting.mode
+                      inference-components); sent as InvokeEndpoint's InferenceComponentName. Unset: none is named
   MAX_REQUEST_BYTES   request body cap, default 65536
   MAX_NEW_TOKENS      upper bound for parameters.max_new_tokens, default 512
   MAX_BATCH_SIZE      upper bound for the length of a list ``inputs``, default 8
@@ -101,6 +105,10 @@ def endpoint_name_from_env() -> str:
         raise ConfigError("environment variable ENDPOINT_NAME is not set: this function does not know which "
                           "SageMaker endpoint to invoke")
     return name
+
+
+def inference_component_from_env() -> str | None:
+    return os.environ.get("INFERENCE_COMPONENT_NAME", "").strip() or None
 
 
 def max_request_bytes() -> int:
@@ -295,7 +303,9 @@ def _log(record: dict) -> None:
     sys.stdout.flush()
 
 
-def invoke(endpoint_name: str, payload: dict, client=None, *, log: dict | None = None) -> tuple[int, dict]:
+def invoke(
+    endpoint_name: str, payload: dict, client=None, *, log: dict | None = None, inference_component: str | None = None
+) -> tuple[int, dict]:
     """Validate `payload` and invoke `endpoint_name`. Returns (HTTP status, JSON-able body). Never raises for
     request, model or AWS errors. Reused by the handler, the CLI smoke test and the local demo.
     `log`, when given, receives details for the operator's log line (AWS error code and message)."""
@@ -311,8 +321,11 @@ def invoke(endpoint_name: str, payload: dict, client=None, *, log: dict | None =
     started = time.monotonic()
     try:
         client = client or get_client()
+        # InferenceComponentName: which component's model runs, on an endpoint that hosts inference components.
+        component = {"InferenceComponentName": inference_component} if inference_component else {}
         response = client.invoke_endpoint(
             EndpointName=endpoint_name,
+            **component,
             ContentType="application/json",
             Accept="application/json",
             Body=body,
@@ -348,6 +361,11 @@ def _respond(status: int, body: dict) -> dict:
 
 
 def handler(event: Any, context: Any = None) -> dict:
+    if os.environ.get("INVOCATION_MODE") == "async":
+        # An asynchronous endpoint takes only InvokeEndpointAsync (invocation.mode async): submit and fetch instead.
+        from endpoint_runtime import async_invoke
+
+        return async_invoke.handler(event, context)
     started = time.monotonic()
     record: dict[str, Any] = {
         "message": "invoke",
@@ -364,7 +382,7 @@ def handler(event: Any, context: Any = None) -> dict:
             record["inputs_count"] = len(inputs) if isinstance(inputs, list) else 1
             if isinstance(payload.get("parameters"), dict):
                 record["parameter_keys"] = sorted(map(str, payload["parameters"]))[:20]
-        status, body = invoke(endpoint_name, payload, log=record)
+        status, body = invoke(endpoint_name, payload, log=record, inference_component=inference_component_from_env())
     except RequestError as e:
         status, body = _error(e.status, e.error_type, e.message)
     except ConfigError as e:

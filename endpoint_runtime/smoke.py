@@ -20,6 +20,8 @@ What it checks, each failure with one message that says what is wrong and what t
 Lambda environment
   STACK_NAME           (required) the endpoint stack
   ENDPOINT_NAME        the endpoint clients call; must be the stack's endpoint (unless EMULATOR=true)
+  INFERENCE_COMPONENT_NAME  the component the invocation names, on an endpoint whose model is an inference
+                       component (hosting.mode inference-components); unset: none
   PROMPT               default "The capital of France is"
   MAX_NEW_TOKENS       default 16 (lambda/invoke reads it as its cap too; equal to the request, so harmless)
   LATENCY_BUDGET_MS    default 30000
@@ -173,6 +175,7 @@ def smoke_test(
     max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
     latency_budget_ms: int = DEFAULT_LATENCY_BUDGET_MS,
     emulator: bool = False,
+    inference_component: str | None = None,
     session=None,
     runtime_client=None,
 ) -> SmokeResult:
@@ -310,7 +313,7 @@ def smoke_test(
     # Clients call the configured name; on AWS it is the deployed one (checked above). The emulator names
     # endpoints itself but answers (or its stand-in model server answers) under the configured name.
     invoke_name = expected_endpoint if (emulator and expected_endpoint) else endpoint
-    status_code, body = invoke.invoke(invoke_name, payload, client=client, log=log)
+    status_code, body = invoke.invoke(invoke_name, payload, client=client, log=log, inference_component=inference_component)
     wall_ms = int(round((time.monotonic() - started) * 1000))
     latency_ms = body.get("latency_ms", wall_ms) if status_code == 200 else wall_ms
     result.latency_ms = latency_ms
@@ -385,6 +388,7 @@ def settings_from_env() -> dict[str, Any]:
         "max_new_tokens": _env_int("MAX_NEW_TOKENS", DEFAULT_MAX_NEW_TOKENS, 1, 256),
         "latency_budget_ms": _env_int("LATENCY_BUDGET_MS", DEFAULT_LATENCY_BUDGET_MS, 100, 60000),
         "emulator": os.environ.get("EMULATOR", "").strip().lower() == "true",
+        "inference_component": os.environ.get("INFERENCE_COMPONENT_NAME", "").strip() or None,
     }
 
 

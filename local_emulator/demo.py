@@ -4,7 +4,8 @@ make a tiny GPT-2 offline -> model_build build -> local AWS emulator (moto) -> s
 SageMaker container contract on localhost -> `make deploy`'s code (preflight, cdk synth, bootstrap, artifact
 stack, publish into the emulated bucket, preflight of the artifacts, endpoint stack, smoke test: InService on
 the deployed config, a prompt answered by the served model, latency) -> prompts through lambda/invoke ->
-`make destroy`'s code -> nothing of the app left. Every process it starts is stopped.
+one prompt streamed token by token through lambda/stream's code (InvokeEndpointWithResponseStream) -> `make destroy`'s
+code -> nothing of the app left. Every process it starts is stopped.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import boto3
 
 from deployment import load_config
 from endpoint_config import ConfigError
-from endpoint_runtime import invoke
+from endpoint_runtime import invoke, stream
 from workstation.deploy import DeployError, deploy, destroy, run
 
 from . import moto_server
@@ -30,6 +31,7 @@ from .inventory import leftovers
 
 ROOT = Path(__file__).resolve().parent.parent
 PROMPTS = ["The weather today is", "Infrastructure as code means"]
+STREAM_PROMPT = "Streaming sends each token"
 
 
 class DemoError(Exception):
@@ -128,12 +130,16 @@ def run_demo(config_path: str, endpoint: str | None, port: int, keep_logs: Path)
             print(f"    prompt: {prompt!r}\n    output: {text!r}\n    latency: {wall:.0f} ms")
         _done(t)
 
+        t = _step(7, "stream a prompt through lambda/stream's code (InvokeEndpointWithResponseStream -> the local server)")
+        _stream_prompt(deployment.endpoint_name(spec), runtime)
+        _done(t)
+
         with emulator.activated():
-            t = _step(7, "make destroy: empty the bucket (as auto-delete does on AWS), cdk destroy")
+            t = _step(8, "make destroy: empty the bucket (as auto-delete does on AWS), cdk destroy")
             destroy(deployment, echo=lambda line: print(f"    {line}"))
             _done(t)
 
-            t = _step(8, "check nothing of the app is left in the emulator")
+            t = _step(9, "check nothing of the app is left in the emulator")
             session = boto3.Session(region_name=region)
             left = leftovers(session, stack_prefix=f"{deployment.project}-")
             for kind, names in left.items():
@@ -143,6 +149,32 @@ def run_demo(config_path: str, endpoint: str | None, port: int, keep_logs: Path)
             _done(t)
         print("\n==> stopping the model server and the emulator")
     print(f"\ndemo finished in {time.monotonic() - started:.1f} s: built, deployed, served, destroyed; nothing left.")
+
+
+def _stream_prompt(endpoint_name: str, runtime) -> None:
+    """One prompt through endpoint_runtime/stream.py, the streaming front door's code, printing each token as its
+    line arrives. The local server streams with the artifact's stream_fn (LMI's JSON-lines framing in AWS
+    event-stream messages); a deployed hf-fastload endpoint does not stream (docs/production.md, "Streaming")."""
+    # min_new_tokens: the tiny model's random weights could pick the end-of-text token first.
+    payload = {"inputs": STREAM_PROMPT, "parameters": {"max_new_tokens": 24, "min_new_tokens": 8, "do_sample": False}}
+    started = time.monotonic()
+    status, answer = stream.open_stream(endpoint_name, payload, client=runtime)
+    if status != 200:
+        raise DemoError(f"the stream was refused with {status}: {answer}")
+    print(f"    prompt: {STREAM_PROMPT!r}\n    tokens: ", end="", flush=True)
+    first_at, count, last = None, 0, {}
+    for raw in answer:
+        last = json.loads(raw)
+        if "token" in last:
+            first_at = first_at or time.monotonic()
+            count += 1
+            print(json.dumps(last["token"]["text"], ensure_ascii=False)[1:-1] + "|", end="", flush=True)
+    print()
+    if "error" in last or first_at is None:
+        raise DemoError(f"the stream ended without tokens or with an error: {last}")
+    total = (time.monotonic() - started) * 1000
+    print(f"    streamed {count} tokens; time to first token: {(first_at - started) * 1000:.0f} ms; "
+          f"all: {total:.0f} ms")
 
 
 def _stop(process: subprocess.Popen) -> None:

@@ -43,6 +43,24 @@ def leftovers(session: boto3.Session | None = None, *, stack_prefix: str = "") -
     )
     found["log groups"] = sorted(g["logGroupName"] for g in session.client("logs").describe_log_groups().get("logGroups", []))
     found["lambda functions"] = sorted(f["FunctionName"] for f in session.client("lambda").list_functions()["Functions"])
+    # The endpoints' alarms and topics, and the environment's dashboard (stacks/endpoint_alarms.py). The emulator
+    # creates the topics and the dashboard; it skips AWS::CloudWatch::Alarm (moto's CloudWatch Alarm is no
+    # CloudFormation model), so the alarm list shows only that nothing else left one behind.
+    cloudwatch = session.client("cloudwatch")
+    found["cloudwatch alarms"] = sorted(
+        a["AlarmName"] for page in cloudwatch.get_paginator("describe_alarms").paginate() for a in page["MetricAlarms"]
+    )
+    found["cloudwatch dashboards"] = sorted(d["DashboardName"] for d in cloudwatch.list_dashboards().get("DashboardEntries", []))
+    found["sns topics"] = sorted(
+        t["TopicArn"].rsplit(":", 1)[-1] for page in session.client("sns").get_paginator("list_topics").paginate()
+        for t in page["Topics"]
+    )
+    # The VPCs `network: {create_vpc: true}` creates (stacks/endpoint_network.py), with their endpoints and flow logs;
+    # the region's default VPC is the account's.
+    ec2 = session.client("ec2")
+    found["vpcs"] = sorted(v["VpcId"] for v in ec2.describe_vpcs()["Vpcs"] if not v.get("IsDefault"))
+    found["vpc endpoints"] = sorted(e["VpcEndpointId"] for e in ec2.describe_vpc_endpoints()["VpcEndpoints"])
+    found["flow logs"] = sorted(f["FlowLogId"] for f in ec2.describe_flow_logs()["FlowLogs"])
     try:
         targets = session.client("application-autoscaling").describe_scalable_targets(ServiceNamespace="sagemaker")
         found["scaling targets"] = sorted(t["ResourceId"] for t in targets["ScalableTargets"])

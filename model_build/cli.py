@@ -6,6 +6,7 @@
     publish --config PATH --endpoint NAME [--env ENV] [--artifact DIR]
     preflight --config PATH [--env ENV] [--build-root DIR]   credentials, region, quotas, published artifacts
     smoke   --config PATH --endpoint NAME [--env ENV]        post-deploy: stack, endpoint config, one prompt
+    result  --output-location S3URI [--failure-location S3URI] [--wait S]   an asynchronous request's result
 
 User errors (bad config, missing model, failed verification) print one message to stderr and exit 2, with
 no traceback; a build writes into a temporary directory next to its output and renames it at the end, so
@@ -28,6 +29,7 @@ from typing import Any
 from model_build import BuildError
 
 EXIT_USER_ERROR = 2
+RESULT_PENDING = 3  # `result`: the asynchronous request has no result yet
 BUILD_ROOT = Path("build")
 
 
@@ -192,6 +194,30 @@ def cmd_smoke(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_result(args: argparse.Namespace) -> int:
+    """The result of an asynchronous request (the locations its submit returned): prints it as JSON. Exit 0 when
+    completed, 1 when it failed, 3 while still pending (after --wait seconds of polling)."""
+    import json
+
+    import botocore.exceptions
+
+    from endpoint_runtime.async_invoke import RequestError, fetch_result
+
+    deadline = time.monotonic() + args.wait
+    while True:
+        try:
+            result = fetch_result(args.output_location, args.failure_location, max_bytes=args.max_bytes)
+        except RequestError as err:
+            raise BuildError(err.message) from None
+        except (botocore.exceptions.ClientError, botocore.exceptions.NoCredentialsError) as err:
+            raise BuildError(f"could not read the result: {err}") from None
+        if result["status"] != "pending" or time.monotonic() >= deadline:
+            break
+        time.sleep(min(5.0, max(0.0, deadline - time.monotonic())))
+    print(json.dumps(result, indent=2, ensure_ascii=False))
+    return {"completed": 0, "failed": 1, "pending": RESULT_PENDING}[result["status"]]
+
+
 def cmd_clean(args: argparse.Namespace) -> int:
     from deployment import load_config
     from endpoint_config import artifact_bucket_name
@@ -269,6 +295,14 @@ def parser() -> argparse.ArgumentParser:
     smoke = sub.add_parser("smoke", help="after a deploy: stack state, deployed config, one prompt within budget")
     endpoint_args(smoke)
     smoke.set_defaults(run=cmd_smoke)
+
+    result = sub.add_parser("result", help="the result of an asynchronous request: pending, completed or failed")
+    result.add_argument("--output-location", required=True, help="the OutputLocation its submit returned (s3://...)")
+    result.add_argument("--failure-location", default=None, help="the FailureLocation its submit returned (s3://...)")
+    result.add_argument("--wait", type=float, default=0.0, help="poll this many seconds while pending (default 0)")
+    result.add_argument("--max-bytes", type=int, default=64 * 1024 * 1024,
+                        help="largest result printed (default 64 MiB; larger ones: only their size)")
+    result.set_defaults(run=cmd_result)
 
     clean = sub.add_parser("clean", help="list (or --delete) published artifacts no endpoint pins, builds or runs")
     clean.add_argument("--config", required=True, help="endpoint config file (YAML)")

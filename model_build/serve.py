@@ -4,7 +4,11 @@ It speaks the container contract (GET /ping, POST /invocations) by calling the a
 `code/inference.py` functions, imported from the artifact the way the Hugging Face inference toolkit does,
 so what is tested locally is the handler that ships. It also answers the sagemaker-runtime InvokeEndpoint
 path (POST /endpoints/{name}/invocations), so a boto3 `sagemaker-runtime` client with
-`endpoint_url=http://127.0.0.1:PORT` reaches the model as it would a deployed endpoint.
+`endpoint_url=http://127.0.0.1:PORT` reaches the model as it would a deployed endpoint, and the
+InvokeEndpointWithResponseStream path (POST /endpoints/{name}/invocations-response-stream): the artifact's
+`stream_fn` (one JSON line per token, LMI's framing) sent as AWS event-stream PayloadPart messages, one per line,
+as boto3's EventStream reads them (model_build/event_stream.py); a failure after the first token is a
+ModelStreamError message, one before it the same 424 ModelError as InvokeEndpoint's.
 
 Errors: on /invocations a ValueError from the handler is 400 {"error": message}, anything else 500. The
 real toolkit answers 400 for every exception (sagemaker-huggingface-inference-toolkit, handler_service.handle:
@@ -18,6 +22,7 @@ message quoting a lone surrogate from the request still encodes.
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import json
 import threading
 import traceback
@@ -26,7 +31,9 @@ from types import ModuleType
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+
+from . import event_stream
 
 HANDLER_PATH = Path("code") / "inference.py"
 
@@ -77,6 +84,24 @@ class ModelHost:
         except Exception as err:
             traceback.print_exc()
             return 500, json.dumps({"error": f"{type(err).__name__}: {err}"})
+
+    def stream(self, body: bytes, content_type: str | None) -> tuple[int, Any]:
+        """Start input_fn -> stream_fn; return (200, an iterator of the reply's chunks) once the first chunk is
+        ready (so a bad request still gets its status), else (status, error JSON) as `invoke` does."""
+        if not self.loaded.is_set() or self.model is None:
+            return 503, json.dumps({"error": self.load_error or "model is still loading"})
+        handler = self.handler
+        if not hasattr(handler, "stream_fn"):
+            return 501, json.dumps({"error": "the artifact's code/inference.py has no stream_fn: it does not stream"})
+        try:
+            chunks = handler.stream_fn(handler.input_fn(body, content_type), self.model)
+            first = next(chunks, None)
+        except ValueError as err:
+            return 400, json.dumps({"error": str(err)})
+        except Exception as err:
+            traceback.print_exc()
+            return 500, json.dumps({"error": f"{type(err).__name__}: {err}"})
+        return 200, itertools.chain([] if first is None else [first], chunks)
 
 
 def create_app(artifact_dir: str | Path, endpoint_name: str | None = None, torch_threads: int = 1) -> FastAPI:
@@ -135,7 +160,44 @@ def create_app(artifact_dir: str | Path, endpoint_name: str | None = None, torch
             headers={"x-Amzn-Invoked-Production-Variant": "AllTraffic"},
         )
 
+    @app.post("/endpoints/{name}/invocations-response-stream")
+    async def invoke_endpoint_with_response_stream(name: str, request: Request) -> Response:
+        from starlette.concurrency import run_in_threadpool
+
+        if endpoint_name is not None and name != endpoint_name:
+            return _aws_error(400, "ValidationError", f"Endpoint {name} of account 123456789012 not found.")
+        body = await request.body()
+        status, content = await run_in_threadpool(host.stream, body, request.headers.get("content-type"))
+        if status != 200:
+            message = json.loads(content).get("error", content)
+            return _aws_error(
+                424,
+                "ModelError",
+                f"Received client error ({status}) from primary with message \"{content}\".",
+                OriginalStatusCode=status,
+                OriginalMessage=message,
+            )
+        # A sync iterator: Starlette pulls it in a worker thread, sending each message as it is produced.
+        return StreamingResponse(
+            _event_messages(content),
+            media_type=event_stream.CONTENT_TYPE,
+            headers={"x-Amzn-Invoked-Production-Variant": "AllTraffic",
+                     "X-Amzn-SageMaker-Content-Type": "application/jsonlines"},
+        )  # fmt: skip
+
     return app
+
+
+def _event_messages(chunks: Any) -> Any:
+    """The reply's chunks as PayloadPart messages; a failure mid-reply ends the stream with a ModelStreamError
+    (SageMaker's StreamBroken: the container closed the stream)."""
+    try:
+        for chunk in chunks:
+            yield event_stream.payload_part(chunk)
+    except Exception as err:
+        traceback.print_exc()
+        yield event_stream.model_stream_error(f"the model failed while streaming: {type(err).__name__}: {err}",
+                                              "StreamBroken")  # fmt: skip
 
 
 async def _run(host: ModelHost, body: bytes, request: Request) -> tuple[int, str]:
@@ -161,6 +223,7 @@ def serve(
     """Serve until interrupted (the CLI's `serve`)."""
     import uvicorn
 
+    name = endpoint_name or "<name>"
     print(f"serving {artifact_dir} on http://{host}:{port} (GET /ping, POST /invocations, "
-          f"POST /endpoints/{endpoint_name or '<name>'}/invocations)")  # fmt: skip
+          f"POST /endpoints/{name}/invocations, POST /endpoints/{name}/invocations-response-stream)")  # fmt: skip
     uvicorn.run(create_app(artifact_dir, endpoint_name=endpoint_name), host=host, port=port, log_level="info")

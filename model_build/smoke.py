@@ -30,6 +30,7 @@ def run_smoke(deployment: Any, endpoint_name: str, session: Any = None, runtime_
 
     Raises `endpoint_config.ConfigError` for an endpoint the config does not define; every AWS-side problem
     is a failed check in the result."""
+    from endpoint_config.hosting import component_name
     from model_build.aws import AccountError, checked_account, session_for
 
     spec = deployment.endpoint(endpoint_name)
@@ -59,6 +60,10 @@ def run_smoke(deployment: Any, endpoint_name: str, session: Any = None, runtime_
         max_new_tokens=spec.smoke_test.max_new_tokens,
         latency_budget_ms=spec.smoke_test.latency_budget_ms,
         emulator=env.emulator,
+        # hosting.mode inference-components: the invocation names the endpoint's component (as the Lambda's does).
+        inference_component=(
+            component_name(deployment.endpoint_name(spec)) if spec.hosting.uses_components else None
+        ),
         session=session,
         runtime_client=runtime_client,
     )

@@ -6,14 +6,16 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from aws_cdk import Environment, Tags
+from aws_cdk import Aws, Environment, Tags
 from constructs import Construct
 
 from endpoint_config import Deployment
 from systems import get_system
 
 from .artifact_store import ArtifactStoreStack
+from .endpoint_alarms import EnvironmentDashboard, dashboard_endpoints
 from .endpoint_stack import EndpointStack
+from .llm_endpoint import VARIANT_NAME
 from .model_artifact import resolve_artifact
 from .nag import add_nag_checks
 from .trusted_pipeline import TrustedPipeline
@@ -35,7 +37,7 @@ def add_artifact_stack(
     """The environment's artifact store stack, in `scope` (the App, or a `Stage` of the pipeline); with
     `trusted_pipeline`, also the model publisher role that pipeline role may assume."""
     # Construct ids equal the stack names, so `cdk deploy <stack name>` selects what `cdk list` shows.
-    return ArtifactStoreStack(
+    stack = ArtifactStoreStack(
         scope,
         deployment.stack_name("artifacts"),
         deployment=deployment,
@@ -44,6 +46,16 @@ def add_artifact_stack(
         stack_name=deployment.stack_name("artifacts"),
         description=f"{deployment.project} ({deployment.environment_name}): model artifact bucket and image repository",
     )
+    # The environment's one dashboard lives here: the stack exists once per environment and every deploy path (make
+    # deploy, the pipeline's artifacts stage, the demo) deploys it first; endpoint names are known from the config,
+    # so it needs no reference to the endpoint stacks. The region in the name keeps the same project and environment
+    # name deployed in two regions apart.
+    EnvironmentDashboard(
+        stack, "Dashboard",
+        dashboard_name=f"{deployment.project}-{deployment.environment_name}-endpoints-{Aws.REGION}",
+        endpoints=dashboard_endpoints(deployment, VARIANT_NAME),
+    )
+    return stack
 
 
 def add_endpoint_stacks(

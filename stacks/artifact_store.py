@@ -10,6 +10,7 @@ from constructs import Construct
 
 from endpoint_config import Deployment, artifact_bucket_name, image_repository_name
 
+from .endpoint_network import BucketKey, BucketKeyRef
 from .nag import acknowledge
 from .trusted_pipeline import TrustedPipeline, role_name
 
@@ -45,6 +46,10 @@ class ArtifactStoreStack(Stack):
         bucket_name = artifact_bucket_name(deployment.project, deployment.environment_name, Aws.ACCOUNT_ID, Aws.REGION)
         repository_name = image_repository_name(deployment.project, deployment.environment_name)
         self.publisher_role_name = role_name(deployment.project, deployment.environment_name, "model-publisher")
+        # encryption.bucket_key: the bucket's SSE-KMS key, created here or given by ARN (stacks/endpoint_network.py).
+        self.bucket_key = (
+            BucketKey(self, "BucketKey", deployment=deployment, retain=retain) if BucketKeyRef.of(deployment) else None
+        )
         if env.adopt_kept_data:
             self._adopt(bucket_name, repository_name)
             self._publisher_role(deployment, trusted_pipeline)
@@ -77,7 +82,10 @@ class ArtifactStoreStack(Stack):
             self,
             "ArtifactBucket",
             bucket_name=bucket_name,
-            encryption=s3.BucketEncryption.S3_MANAGED,
+            encryption=s3.BucketEncryption.KMS if self.bucket_key else s3.BucketEncryption.S3_MANAGED,
+            encryption_key=self.bucket_key.key if self.bucket_key else None,
+            # S3 Bucket Keys: S3 asks KMS for a bucket-level key now and then instead of a data key per object.
+            bucket_key_enabled=True if self.bucket_key else None,
             block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
             enforce_ssl=True,
             versioned=True,
@@ -188,4 +196,8 @@ class ArtifactStoreStack(Stack):
             actions=["s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload"],
             resource_arns=[self.bucket.arn_for_objects("models/*")],
         )
-        return listing.combine(objects)
+        grant = listing.combine(objects)
+        if self.bucket_key is not None:
+            # SSE-KMS: PutObject (and multipart uploads) need the bucket key (stacks/endpoint_network.py, [S3-KMS]).
+            grant = grant.combine(self.bucket_key.grant_s3_use(grantee))
+        return grant

@@ -32,11 +32,14 @@ from endpoint_config import (
     parse_instance_type,
 )
 from endpoint_config.models import model_facts
+from endpoint_config.security import network_isolation
 from systems import ServingSystem
 from systems.checks import UNSIZED_MODEL_WARNING_ID, unsized_model_warning
 
+from .endpoint_network import BucketKeyRef, EndpointSecurity, PrivateNetwork
 from .llm_endpoint import ContainerImage, InvokeFunction, LlmEndpoint, ModelData, SmokeTestFunction
 from .model_artifact import ArtifactRef
+from .streaming import StreamingFrontDoor
 from .trusted_pipeline import TrustedPipeline, role_name
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -86,6 +89,15 @@ class EndpointStack(Stack):
             model_data = ModelData(
                 bucket_name=bucket, prefix=prefix, compressed=spec.model_data == "tar-gz", read_prefix=artifact_root(spec.name)
             )
+        # data_capture / network / encryption: the created VPC, and what the blocks add to the endpoint
+        # (stacks/endpoint_network.py).
+        self.network = (
+            PrivateNetwork(self, "Network", endpoint_name=endpoint_name, log_retention_days=spec.log_retention_days)
+            if spec.network is not None and spec.network.create_vpc else None
+        )
+        security = EndpointSecurity.resolve(
+            spec, artifact_bucket=bucket, bucket_key=BucketKeyRef.of(deployment), network=self.network
+        )
         self.endpoint = LlmEndpoint(
             self,
             "LlmEndpoint",
@@ -96,18 +108,31 @@ class EndpointStack(Stack):
             environment=environment,
             download_timeout_s=system.download_timeout_s(spec, weight_bytes),
             startup_timeout_s=system.startup_timeout_s(spec, weight_bytes),
-            network_isolation=system.network_isolation,
+            network_isolation=network_isolation(spec, system.network_isolation),
             model_copies=system.model_copies(spec, instance),
             inference_ami_version=system.inference_ami_version if instance.is_gpu else None,
+            security=security,
         )
         self.invoke = InvokeFunction(
             self, "Invoke", endpoint=self.endpoint, code_path=str(INVOKE_CODE), log_retention_days=spec.log_retention_days,
             reserved_concurrency=spec.invoke_function.reserved_concurrency,
         )
+        if self.network is not None:
+            # The created VPC has the SageMaker Runtime endpoint: the invoke function calls the endpoint from inside.
+            security.place_function(self.invoke.function)
         self.smoke = SmokeTestFunction(
             self, "SmokeTestFunction", endpoint=self.endpoint, lambda_root=str(LAMBDA_ROOT), spec=spec,
             emulator=deployment.environment.emulator,
         )
+        # streaming: the function URL that streams tokens (stacks/streaming.py), in the created VPC like the invoke
+        # function when the endpoint has one.
+        self.stream: StreamingFrontDoor | None = None
+        if spec.streaming.enabled:
+            self.stream = StreamingFrontDoor(
+                self, "Stream", endpoint=self.endpoint, spec=spec.streaming, log_retention_days=spec.log_retention_days
+            )
+            if self.network is not None:
+                security.place_function(self.stream.function)
 
         if artifact.is_placeholder:
             Annotations.of(self).add_warning_v2(
@@ -143,7 +168,7 @@ class EndpointStack(Stack):
         if unsized := unsized_model_warning(spec, built_bytes=artifact.total_bytes):
             Annotations.of(self).add_warning_v2(UNSIZED_MODEL_WARNING_ID, unsized)
         copies = system.model_copies(spec, instance)
-        if copies > 1:
+        if copies > 1 and not spec.hosting.uses_components:  # components: SageMaker places the copies
             Annotations.of(self).add_info(
                 f"endpoint {spec.name!r}: {instance.gpu_count} GPUs of {spec.instance_type} at tensor_parallel_degree "
                 f"{spec.tensor_parallel_degree}: each instance serves {copies} copies of the model"
@@ -159,6 +184,8 @@ class EndpointStack(Stack):
         CfnOutput(self, "InvokeFunctionName", value=self.invoke.function.function_name)
         CfnOutput(self, "SmokeTestFunctionName", value=self.smoke.function.function_name)
         CfnOutput(self, "ModelDataUri", value=model_data.s3_uri)
+        if self.endpoint.component is not None:  # hosting.mode inference-components: callers name it too
+            CfnOutput(self, "InferenceComponentName", value=self.endpoint.component.component_name)
 
         self.smoke_role_name = role_name(deployment.project, deployment.environment_name, spec.name, "smoke")
         self.smoke_role: iam.Role | None = None

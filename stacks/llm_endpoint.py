@@ -13,10 +13,14 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
-from endpoint_config import Autoscaling, EndpointSpec
+from endpoint_config import Autoscaling, EndpointSpec, parse_instance_type
 from endpoint_config.schema import LOG_RETENTION, TIMEOUT_BOUNDS
 from systems import request_contract
 
+from .async_inference import AsyncInference
+from .endpoint_alarms import EndpointAlarms, RollbackAlarms, deployment_config
+from .endpoint_network import EndpointSecurity
+from .inference_components import InferenceComponent, component_endpoint_config
 from .lambda_asset import function_code
 from .nag import acknowledge
 
@@ -66,7 +70,8 @@ class LlmEndpoint(Construct):
     Keyword-only props:
       endpoint_name: the SageMaker endpoint name (fixed, so clients keep it across updates). Model and
         endpoint config names are left to CloudFormation, so any change to them replaces them cleanly.
-      spec: the validated endpoint config (instance type and count, volume, timeouts, autoscaling).
+      spec: the validated endpoint config (instance type and count, volume, timeouts, autoscaling; its `deployment:`
+        and `alarms:` blocks become the DeploymentConfig, rollback alarms and health alarms: stacks/endpoint_alarms.py).
       image: the container image and the repository ARN the execution role may pull from.
       model_data: the artifact location; the execution role may read only its `readable_prefix`.
       environment: the container environment.
@@ -77,6 +82,8 @@ class LlmEndpoint(Construct):
         instance, so the scaling target is the per-copy target times this.
       inference_ami_version: the variant's InferenceAmiVersion (default None: SageMaker's default AMI), for images
         whose CUDA needs a newer driver than the default AMI's.
+      security: the endpoint's data capture, VPC placement and KMS keys (stacks/endpoint_network.py; default None:
+        none of them).
     """
 
     def __init__(
@@ -94,6 +101,7 @@ class LlmEndpoint(Construct):
         network_isolation: bool = True,
         model_copies: int = 1,
         inference_ami_version: str | None = None,
+        security: EndpointSecurity | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         if model_copies < 1:
@@ -165,7 +173,8 @@ class LlmEndpoint(Construct):
             self.role,
             "AwsSolutions-IAM5[Resource::*]",
             "ecr:GetAuthorizationToken and cloudwatch:PutMetricData support no resource-level permissions; "
-            "PutMetricData is limited to SageMaker's endpoint namespace by a condition.",
+            "PutMetricData is limited to SageMaker's endpoint namespace by a condition. With a VPC, the network "
+            "interface actions SageMaker documents for a model's VpcConfig, on * as documented (sagemaker-roles.html).",
         )
         acknowledge(
             self.role,
@@ -199,8 +208,18 @@ class LlmEndpoint(Construct):
         # SageMaker checks the role's access when it creates the model: the policy must be attached first.
         self.model.node.add_dependency(self.role)
 
+        # invocation.mode async: AsyncInferenceConfig, its S3 folders and topics, the role's grants (stacks/async_inference.py).
+        self.async_inference = (
+            AsyncInference(self, "AsyncInference", endpoint_name=endpoint_name, invocation=spec.invocation,
+                           artifact_bucket=model_data.bucket_name, execution_role=self.role)
+            if spec.invocation.is_async else None
+        )
         volume = spec.volume_size_gb
-        self.endpoint_config = sagemaker.CfnEndpointConfig(
+        # hosting.mode inference-components: a variant without a model (stacks/inference_components.py).
+        self.endpoint_config = component_endpoint_config(
+            self, "EndpointConfig", spec=spec, role=self.role, variant_name=VARIANT_NAME,
+            routing_strategy=ROUTING_STRATEGIES[spec.routing], inference_ami_version=inference_ami_version,
+        ) if spec.hosting.uses_components else sagemaker.CfnEndpointConfig(
             self,
             "EndpointConfig",
             production_variants=[
@@ -219,12 +238,34 @@ class LlmEndpoint(Construct):
                     inference_ami_version=inference_ami_version,
                 )
             ],
+            async_inference_config=self.async_inference.config if self.async_inference else None,
         )
+
+        if security is not None:
+            security.apply(role=self.role, model=self.model, endpoint_config=self.endpoint_config)
 
         # An update would otherwise reset the fleet to InitialInstanceCount ("Update endpoints that use auto scaling",
         # https://docs.aws.amazon.com/sagemaker/latest/dg/endpoint-scaling-update.html): keep what autoscaling
         # set; take weights and data capture from the new config, and the count too when nothing scales it.
-        excluded = ["DesiredWeight", "DataCaptureConfig"] + (["DesiredInstanceCount"] if spec.autoscaling is None else [])
+        # With inference components SageMaker's managed instance scaling sets the count: keep it too.
+        scaled = spec.autoscaling is not None or spec.hosting.uses_components
+        excluded = ["DesiredWeight", "DataCaptureConfig"] + ([] if scaled else ["DesiredInstanceCount"])
+        # deployment: guarded updates; the rollback alarms watch the new fleet (stacks/endpoint_alarms.py).
+        self.rollback_alarms = None
+        if spec.deployment is not None and spec.deployment.auto_rollback is not None:
+            self.rollback_alarms = RollbackAlarms(
+                self, "RollbackAlarms", endpoint_name=endpoint_name, variant_name=VARIANT_NAME,
+                endpoint_config_name=self.endpoint_config.attr_endpoint_config_name, spec=spec.deployment.auto_rollback,
+            )
+            self.rollback_alarms.grant_describe(self.role)
+        guarded = (
+            deployment_config(
+                spec.deployment, endpoint_name=endpoint_name,
+                rollback_alarm_names=self.rollback_alarms.alarm_names if self.rollback_alarms else [],
+                variant_count=len(self.endpoint_config.production_variants),
+            )
+            if spec.deployment is not None else None
+        )
         self.endpoint = sagemaker.CfnEndpoint(
             self,
             "Endpoint",
@@ -234,10 +275,30 @@ class LlmEndpoint(Construct):
             exclude_retained_variant_properties=[
                 sagemaker.CfnEndpoint.VariantPropertyProperty(variant_property_type=t) for t in excluded
             ],
+            deployment_config=guarded,
         )
         self.endpoint.node.add_dependency(self.log_group)
+        # hosting.mode inference-components: the model as an inference component, with its copy scaling.
+        self.component = InferenceComponent(
+            self, "InferenceComponent", endpoint=self.endpoint, endpoint_name=endpoint_name, model=self.model,
+            role=self.role, spec=spec, variant_name=VARIANT_NAME, download_timeout_s=download_timeout_s,
+            startup_timeout_s=startup_timeout_s,
+        ) if spec.hosting.uses_components else None
+        if self.rollback_alarms is not None:
+            # The alarms name the new config: they must move to it (and the role may read them) before the update.
+            self.endpoint.node.add_dependency(self.rollback_alarms, self.role)
+        # alarms: the endpoint's health alarms and their topic (stacks/endpoint_alarms.py).
+        self.alarms = (
+            EndpointAlarms(
+                self, "Alarms", endpoint_name=endpoint_name, variant_name=VARIANT_NAME, spec=spec.alarms,
+                gpu_count=parse_instance_type(spec.instance_type).gpu_count, asynchronous=spec.invocation.is_async,
+            )
+            if spec.alarms is not None else None
+        )
 
-        if spec.autoscaling is not None:
+        if spec.autoscaling is not None and self.async_inference is not None:
+            self.async_inference.add_scaling(spec.autoscaling, variant_name=VARIANT_NAME, endpoint=self.endpoint)
+        elif spec.autoscaling is not None:
             self._add_autoscaling(spec.autoscaling)
 
     def _add_autoscaling(self, scaling: Autoscaling) -> None:
@@ -274,6 +335,12 @@ class LlmEndpoint(Construct):
         # SageMaker ARNs carry the endpoint name in lower case.
         return Stack.of(self).format_arn(service="sagemaker", resource="endpoint", resource_name=self.endpoint_name.lower())
 
+    @property
+    def component_environment(self) -> dict[str, str]:
+        """INFERENCE_COMPONENT_NAME for the functions that invoke an inference-component endpoint (InvokeEndpoint's
+        InferenceComponentName names the model to run); empty for a model on the variant."""
+        return {"INFERENCE_COMPONENT_NAME": self.component.component_name} if self.component is not None else {}
+
     # Grants, as aws-cdk's aws-sagemaker-alpha `Endpoint.grantInvoke` does (packages/@aws-cdk/aws-sagemaker-alpha/
     # lib/endpoint.ts: iam.Grant.addToPrincipal, sagemaker:InvokeEndpoint on the endpoint ARN). Every principal that
     # calls this endpoint gets its permissions here, so no two hand-written action lists can drift apart.
@@ -282,9 +349,11 @@ class LlmEndpoint(Construct):
         """InvokeEndpoint. It also authorizes InvokeEndpointWithResponseStream, which has no IAM action of its own
         ("your IAM permissions must allow the sagemaker:InvokeEndpoint action",
         https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_runtime_InvokeEndpointWithResponseStream.html)."""
-        return iam.Grant.add_to_principal(
+        grant = iam.Grant.add_to_principal(
             grantee=grantee, actions=["sagemaker:InvokeEndpoint"], resource_arns=[self.endpoint_arn]
         )
+        # A call naming an inference component is authorized on the component too (InferenceComponent.grant_invoke).
+        return grant.combine(self.component.grant_invoke(grantee)) if self.component is not None else grant
 
     def grant_describe(self, grantee: iam.IGrantable) -> iam.Grant:
         """DescribeEndpoint: status, failure reason and the endpoint config it runs."""
@@ -377,7 +446,10 @@ class InvokeFunction(_PythonFunction):
             # The request limits the container enforces (request_contract.limits()), so that the function refuses
             # what the model would: the same values, or neither sets them and both use the module's defaults.
             environment={"ENDPOINT_NAME": endpoint.endpoint_name, "READ_TIMEOUT_S": "55",
-                         **{k: v for k, v in endpoint.environment.items() if k in request_contract.LIMIT_ENV}},
+                         **{k: v for k, v in endpoint.environment.items() if k in request_contract.LIMIT_ENV},
+                         **endpoint.component_environment,
+                         # invocation.mode async: INVOCATION_MODE and the S3 folders (endpoint_runtime/async_invoke.py).
+                         **(endpoint.async_inference.environment if endpoint.async_inference else {})},
             # Above the client's 5 s connect + 55 s read timeouts; the read timeout stays below SageMaker's
             # 60 s InvokeEndpoint limit, so the function answers 504 itself instead of being killed.
             timeout=Duration.seconds(65),
@@ -386,7 +458,10 @@ class InvokeFunction(_PythonFunction):
             log_retention_days=log_retention_days,
             reserved_concurrency=reserved_concurrency,
         )
-        endpoint.grant_invoke(self.function)
+        if endpoint.async_inference is not None:  # it takes InvokeEndpointAsync only: submit and fetch instead
+            endpoint.async_inference.grant_invoke_function(self.function, endpoint.endpoint_arn)
+        else:
+            endpoint.grant_invoke(self.function)
 
 
 class SmokeTestFunction(_PythonFunction):
@@ -413,6 +488,7 @@ class SmokeTestFunction(_PythonFunction):
             environment={
                 "STACK_NAME": Aws.STACK_NAME,
                 "ENDPOINT_NAME": endpoint.endpoint_name,
+                **endpoint.component_environment,
                 "PROMPT": smoke.prompt,
                 "MAX_NEW_TOKENS": str(smoke.max_new_tokens),
                 "LATENCY_BUDGET_MS": str(smoke.latency_budget_ms),

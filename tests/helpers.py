@@ -17,6 +17,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -186,3 +187,48 @@ BAD_BODIES: list[tuple[str, bytes, list[str]]] = [
 
 # A surrogate *pair* is valid JSON for one character above U+FFFF: the checks above must let it through.
 EMOJI_BODY = b'{"inputs": "smile \\ud83d\\ude00", "parameters": {"max_new_tokens": 2}}'
+
+
+# ---------------------------------------------------------------------------------------------------- the pipeline
+
+PIPELINE_CONFIG = "config/examples/pipeline.yaml"
+TOOLS = "111111111111"  # the pipeline's (tools) account in PIPELINE_CONFIG
+HF_SECRET = {"secret": "hf/read-token", "json_key": "token"}
+DOCKER_HUB_SECRET = "arn:aws:secretsmanager:us-east-1:111111111111:secret:dockerhub-AbCdEf"
+CODEBUILD_KEY = "AKIACODEBUILDSTANDIN"  # the CodeBuild role's key, served by the container credentials stand-in
+
+
+def deployments_with(**changes):
+    """config/examples/pipeline.yaml with dotted keys changed (None removes one): ({env: Deployment}, PipelineSpec)."""
+    import yaml
+
+    from deployment import parse_config, resolve
+
+    raw = yaml.safe_load((ROOT / PIPELINE_CONFIG).read_text())
+    for dotted, value in changes.items():
+        target = raw
+        *head, last = dotted.split(".")
+        for key in head:
+            target = target[int(key)] if isinstance(target, list) else target[key]
+        if value is None:
+            target.pop(last)
+        else:
+            target[last] = value
+    config = parse_config(raw, ROOT / PIPELINE_CONFIG)
+    return {env: resolve(config, ROOT / PIPELINE_CONFIG, env) for env in config.environments}, config.pipeline
+
+
+class ContainerCredentials(BaseHTTPRequestHandler):
+    """The container credentials endpoint's answer (botocore ContainerProvider reads these four fields)."""
+
+    body = json.dumps({"AccessKeyId": CODEBUILD_KEY, "SecretAccessKey": "testing", "Token": "testing",
+                       "Expiration": "2099-01-01T00:00:00Z"}).encode()  # fmt: skip
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(self.body)
+
+    def log_message(self, *_: Any) -> None:
+        pass

@@ -33,6 +33,7 @@ PACKAGES = {
     "bench": ROOT / "bench",
     "lambda/invoke": ROOT / "lambda" / "invoke",
     "lambda/smoke": ROOT / "lambda" / "smoke",
+    "lambda/stream": ROOT / "lambda" / "stream",
     "app": ROOT / "app.py",
 }
 
@@ -56,6 +57,7 @@ ALLOWED: dict[str, set[str]] = {
     # Each function's asset ships only the modules its handler imports (stacks/lambda_asset.py).
     "lambda/invoke": {"endpoint_runtime", "systems"},
     "lambda/smoke": {"endpoint_runtime", "systems"},
+    "lambda/stream": {"endpoint_runtime"},
     "app": {"endpoint_config", "deployment", "stacks"},
 }
 

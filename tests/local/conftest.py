@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -36,7 +37,10 @@ class BackgroundRun:
         env = {**os.environ, "PYTHONUNBUFFERED": "1",
                "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")])}
         with (workdir / "stdout").open("wb") as out, (workdir / "stderr").open("wb") as err:
-            process = subprocess.Popen(command(workdir), cwd=ROOT, stdout=out, stderr=err, env=env)
+            # A session of its own, so close() stops what it started too (the emulator, the CDK CLI).
+            process = subprocess.Popen(
+                command(workdir), cwd=ROOT, stdout=out, stderr=err, env=env, start_new_session=True
+            )
         return cls(process, workdir)
 
     def wait(self, timeout: float = 600) -> tuple[int, str, str]:
@@ -45,9 +49,11 @@ class BackgroundRun:
         return code, (self.workdir / "stdout").read_text(), (self.workdir / "stderr").read_text()
 
     def close(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)  # whatever of its process group is still running
+        except ProcessLookupError:
+            pass
+        self.process.wait()
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 

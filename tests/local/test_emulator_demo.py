@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import boto3
 import pytest
 
@@ -24,6 +26,9 @@ def test_demo_deploys_serves_and_destroys_leaving_nothing(demo_run):
     assert "PASS  response" in out and "PASS  config" in out
     assert "InService" in out
     assert out.count("output: ") == 2 and "latency:" in out
+    # The streamed prompt (lambda/stream's code against the local server's response-stream path): tokens one by one.
+    streamed = re.search(r"streamed (\d+) tokens; time to first token: (\d+) ms; all: (\d+) ms", out)
+    assert streamed and int(streamed.group(1)) >= 8 and int(streamed.group(2)) <= int(streamed.group(3)), out[-3000:]
     assert "s3 buckets                   0 left" in out
     assert "nothing left" in out
 

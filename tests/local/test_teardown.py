@@ -41,6 +41,19 @@ def combined_emulator_config(retain_data: bool) -> dict:
             ep = {**ep, "artifact_hash": FAKE_HASH}
             ep["instance_type"] = EMULATOR_TYPES.get(ep["instance_type"], ep["instance_type"])
             ep.pop("volume_size_gb", None)
+            # hosting.mode inference-components deploys as a model on the variant here: moto 5.2.5 has no
+            # AWS::SageMaker::InferenceComponent (moto/cloudformation/parsing.py `parse_resource` warns and skips a
+            # type it does not know; moto/sagemaker/models.py has no inference component API), so the component, its
+            # scaling target and everything naming it could not be created, nor their teardown checked.
+            ep.pop("hosting", None)
+            # network.create_vpc deploys here but cannot be destroyed: moto (5.2.5, and its main branch at 0af643a)
+            # deletes no AWS::EC2::RouteTable, VPCEndpoint or FlowLog of a stack (none of them has a
+            # delete_from_cloudformation_json: moto/ec2/models/route_tables.py, vpcs.py VPCEndPoint, flow_logs.py), and
+            # its delete_vpc refuses a VPC that still has a second route table. The endpoint is placed in a VPC by id
+            # instead: the model's VpcConfig is still deployed and destroyed, nothing of a VPC is created.
+            if (ep.get("network") or {}).get("create_vpc"):
+                ep["network"] = {**ep["network"], "create_vpc": False, "subnet_ids": ["subnet-00000001", "subnet-00000002"],
+                                 "security_group_ids": ["sg-00000001"]}  # fmt: skip
             endpoints.append(ep)
     return {
         "project": "teardown",
@@ -66,7 +79,7 @@ def _cdk(args: list[str], assembly: Path, emulator: moto_server.Emulator) -> sub
     }
     result = subprocess.run(
         [CDK, *args, "--no-notices", "--app", str(assembly)],
-        cwd=ROOT, env=env, capture_output=True, text=True,
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,  # a hang fails the scenario, not the session
     )
     assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
     return result
@@ -85,8 +98,19 @@ def every_example_endpoint_deploys_and_destroys_leaving_nothing(emulator, tmp_pa
         assert len(deployed["cloudformation stacks"]) == 1 + len(spec["endpoints"])
         assert len(deployed["sagemaker endpoints"]) == len(spec["endpoints"])
         assert len(deployed["sagemaker models"]) == len(spec["endpoints"])
-        assert len(deployed["lambda functions"]) == 2 * len(spec["endpoints"])  # invoke + smoke test
+        streamed = sum(1 for ep in spec["endpoints"] if (ep.get("streaming") or {}).get("enabled"))
+        assert len(deployed["lambda functions"]) == 2 * len(spec["endpoints"]) + streamed  # invoke, smoke, stream
         assert any(g.startswith("/aws/sagemaker/Endpoints/emu-") for g in deployed["log groups"])
+        # The asynchronous example (production.yaml's summarize-async): moto creates its endpoint config with the
+        # AsyncInferenceConfig from the template (moto/sagemaker/models.py FakeEndpointConfig
+        # create_from_cloudformation_json reads AsyncInferenceConfig); its scaling resources are skipped like all.
+        sm = session.client("sagemaker")
+        outputs = [
+            sm.describe_endpoint_config(EndpointConfigName=c["EndpointConfigName"]).get("AsyncInferenceConfig", {})
+            .get("OutputConfig", {}).get("S3OutputPath", "")
+            for c in sm.list_endpoint_configs(MaxResults=100)["EndpointConfigs"]
+        ]  # fmt: skip
+        assert [o for o in outputs if o] == ["s3://teardown-emu-artifacts-123456789012-us-east-1/async/emu-summarize-async/output"]
         _cdk(["destroy", "--all", "--force"], assembly, emulator)
         left = leftovers(session, stack_prefix="teardown-")
     assert {kind: names for kind, names in left.items() if names} == {}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers import cdk_context
+from helpers import DOCKER_HUB_SECRET, HF_SECRET, PIPELINE_CONFIG, TOOLS, cdk_context, deployments_with
 
 
 @pytest.fixture(scope="session")
@@ -34,12 +34,11 @@ def gpu_pipeline(tmp_path_factory) -> dict:
     """The GPU option, a Hugging Face token from Secrets Manager, and an own image built with a Docker Hub login,
     synthesized with cdk-nag (one environment only, to keep it quick); tests/stacks/test_image_references.py reads it too."""
     import aws_cdk as cdk
-    from test_pipeline_stack import CONFIG, DOCKER_HUB_SECRET, HF_SECRET, TOOLS, _deployments_with
 
     from stacks.nag import add_nag_checks
     from stacks.pipeline_stack import PipelineStack
 
-    deployments, spec = _deployments_with(
+    deployments, spec = deployments_with(
         **{
             "pipeline.build": {"compute": "SMALL", "gpu": True, "hf_token": HF_SECRET},
             "pipeline.images": {"compute": "X2_LARGE", "timeout_minutes": 180, "docker_hub_secret": DOCKER_HUB_SECRET},
@@ -50,7 +49,7 @@ def gpu_pipeline(tmp_path_factory) -> dict:
     outdir = tmp_path_factory.mktemp("gpu-pipeline")
     app = cdk.App(context=cdk_context(), outdir=str(outdir))
     PipelineStack(
-        app, "P", config_path=CONFIG, deployments=deployments, pipeline=spec,
+        app, "P", config_path=PIPELINE_CONFIG, deployments=deployments, pipeline=spec,
         env={"account": TOOLS, "region": "us-east-1"},
     )
     add_nag_checks(app)

@@ -37,8 +37,7 @@ from pathlib import Path
 
 import boto3
 import pytest
-from helpers import ROOT
-from test_iam_coverage import _ContainerCredentials
+from helpers import ROOT, ContainerCredentials
 
 from local_emulator import moto_server
 
@@ -121,7 +120,7 @@ def checkout() -> Path:
 def aws(tmp_path_factory):
     """The emulator and a container-credentials endpoint, as a CodeBuild container would reach them."""
     emulator = moto_server.start(tmp_path_factory.mktemp("moto"))
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _ContainerCredentials)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), ContainerCredentials)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield emulator, f"http://127.0.0.1:{server.server_port}/creds"
     server.shutdown()

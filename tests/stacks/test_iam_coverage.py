@@ -5,6 +5,8 @@ session fixture, shared with test_pipeline_stack.py), and the code each one runs
 
   invoke Lambda         lambda/invoke/handler.py `handler`, with the function's environment from the template
   smoke Lambda          lambda/smoke/handler.py `handler` (smoke_test), likewise
+  stream Lambda         lambda/stream/app.py's request code (endpoint_runtime/stream.py `handle_request`), with its
+                        environment from config/examples/production.yaml's chat-vllm stack (prod)
   pipeline smoke role   the smoke step's command, `python -m model_build smoke ...` (model_build/smoke.py ->
                         smoke_test), with the AWS profile the step's install commands write (role_arn of the role)
   publisher role        the model build step's commands under its profile: the `head_object` check, and
@@ -63,6 +65,7 @@ import botocore.exceptions
 import botocore.session
 import pytest
 from botocore.awsrequest import AWSResponse
+from helpers import CODEBUILD_KEY, ContainerCredentials
 
 from deployment import load_config
 from endpoint_config import artifact_bucket_name
@@ -73,7 +76,6 @@ CONFIG = "config/examples/pipeline.yaml"  # relative, as the pipeline's steps na
 ENDPOINT = "gptj-fastload"
 GOOD = [{"generated_text": "The capital of France is Paris."}]
 STACK_ID_SUFFIX = "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"  # CloudFormation's id part of a stack ARN: any value
-CODEBUILD_KEY = "AKIACODEBUILDSTANDIN"  # the CodeBuild role's key, served by the container credentials stand-in
 smoke = load_smoke_module()
 
 
@@ -140,6 +142,9 @@ ACTIONS: dict[tuple[str, str], tuple[str, ...]] = {
     ("sagemaker", "DescribeEndpoint"): ("sagemaker:DescribeEndpoint",),
     ("sagemaker-runtime", "InvokeEndpoint"): ("sagemaker:InvokeEndpoint",),
     ("sagemaker-runtime", "InvokeEndpointWithResponseStream"): ("sagemaker:InvokeEndpoint",),
+    # The action the SageMaker Developer Guide's asynchronous-inference Prerequisites page names for the call
+    # (async-inference-create-endpoint-prerequisites: "sagemaker:InvokeEndpointAsync").
+    ("sagemaker-runtime", "InvokeEndpointAsync"): ("sagemaker:InvokeEndpointAsync",),
     ("sts", "AssumeRole"): ("sts:AssumeRole",),
     ("sts", "GetCallerIdentity"): (),
     ("secretsmanager", "GetSecretValue"): ("secretsmanager:GetSecretValue",),
@@ -166,7 +171,15 @@ def needs_of(call: Call, where: Where) -> list[Need]:
         return found
     if (call.service, call.operation) not in ACTIONS:
         raise KeyError(f"no IAM mapping for {call.service} {call.operation}: add it to ACTIONS with its source")
-    return [Need(action, _resource_of(call, where), why) for action in ACTIONS[(call.service, call.operation)]]
+    found = [Need(action, _resource_of(call, where), why) for action in ACTIONS[(call.service, call.operation)]]
+    if call.service == "sagemaker-runtime" and p.get("InferenceComponentName"):
+        # The Service Authorization Reference lists inference-component beside the required endpoint as a resource
+        # type of InvokeEndpoint (and InvokeEndpointWithResponseStream): a call naming a component needs the action
+        # on the component's ARN too (iann0036/iam-dataset aws/iam_definition.json, its machine-readable copy).
+        component = f"arn:{where.partition}:sagemaker:{where.region}:{where.account}:inference-component/"
+        found += [Need(n.action, component + p["InferenceComponentName"].lower(), f"{why} (its inference component)")
+                  for n in found]  # fmt: skip
+    return found
 
 
 def _resource_of(call: Call, where: Where) -> str:
@@ -291,8 +304,12 @@ def _matches_action(patterns: Any, action: str) -> bool:  # action names are cas
 
 
 # Condition operators evaluated here (IAM User Guide, "Condition operators"); a key absent from the request does
-# not match. Any other operator makes the statement not apply: never a grant by accident.
-_OPERATORS: dict[str, bool] = {"StringEquals": False, "StringLike": True, "ArnEquals": True, "ArnLike": True}
+# not match. Any other operator makes the statement not apply: never a grant by accident. ForAnyValue:StringEquals
+# (a multivalued key such as kms:ResourceAliases, IAM User Guide "Multivalued context keys") holds when any of the
+# request's values equals one given; a Need carries one value per key, so it is StringEquals on that value.
+_OPERATORS: dict[str, bool] = {
+    "StringEquals": False, "StringLike": True, "ArnEquals": True, "ArnLike": True, "ForAnyValue:StringEquals": False,
+}  # fmt: skip
 
 
 def _conditions_hold(conditions: Mapping[str, Any], context: Mapping[str, str], ctx: StackContext) -> bool:
@@ -540,22 +557,6 @@ def function_environment(ctx: StackContext, handler: str, monkeypatch: pytest.Mo
     return fn["Properties"]["Role"]["Fn::GetAtt"][0]
 
 
-class _ContainerCredentials(BaseHTTPRequestHandler):
-    """The container credentials endpoint's answer (botocore ContainerProvider reads these four fields)."""
-
-    body = json.dumps({"AccessKeyId": CODEBUILD_KEY, "SecretAccessKey": "testing", "Token": "testing",
-                       "Expiration": "2099-01-01T00:00:00Z"}).encode()  # fmt: skip
-
-    def do_GET(self) -> None:  # noqa: N802 - http.server's name
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.end_headers()
-        self.wfile.write(self.body)
-
-    def log_message(self, *_: Any) -> None:
-        pass
-
-
 @contextmanager
 def codebuild_step(project: Mapping[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict]:
     """The step's shell as CodeBuild sets it up: its environment variables, the AWS profile its install commands
@@ -569,7 +570,7 @@ def codebuild_step(project: Mapping[str, Any], tmp_path: Path, monkeypatch: pyte
         if "~/.aws" in command:
             subprocess.run(["bash", "-c", command], check=True, env={"HOME": str(home), "PATH": "/usr/bin:/bin"})
     assert (home / ".aws" / "config").is_file(), "the step's install commands write no AWS profile"
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _ContainerCredentials)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), ContainerCredentials)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
@@ -852,6 +853,123 @@ def _model_data(container: Mapping[str, Any], ctx: StackContext) -> tuple[str, s
     return bucket, prefix
 
 
+# ------------------------------------------------------------------------------------------- asynchronous inference
+# config/examples/production.yaml's summarize-async endpoint (invocation.mode async) in prod: not part of the
+# pipeline example, so its template comes from the session's production synth (shared with test_async_inference.py).
+
+ASYNC_CONFIG, ASYNC_STACK = "config/examples/production.yaml", "llm-endpoints-prod-summarize-async"
+
+
+@pytest.fixture(scope="module")
+def async_ctx(synth) -> StackContext:
+    env = load_config(ROOT / ASYNC_CONFIG, "prod").environment
+    return StackContext(synth(ASYNC_CONFIG, "prod").templates[ASYNC_STACK], ASYNC_STACK, Where(env.account, env.region))
+
+
+def _resolved(value: Any, ctx: StackContext) -> str:
+    """A template string (Fn::Join of literals and pseudo parameters) as CloudFormation would resolve it."""
+    if isinstance(value, str):
+        return value
+    if "Fn::Join" in value:
+        sep, parts = value["Fn::Join"]
+        return sep.join(_resolved(p, ctx) for p in parts)
+    pseudo = {"AWS::AccountId": ctx.where.account, "AWS::Region": ctx.where.region, "AWS::Partition": ctx.where.partition}
+    return pseudo[value["Ref"]]
+
+
+def _async_output_config(ctx: StackContext) -> tuple[str, str]:
+    _, config = ctx.find("AWS::SageMaker::EndpointConfig")
+    output = config["Properties"]["AsyncInferenceConfig"]["OutputConfig"]
+    return _resolved(output["S3OutputPath"], ctx), _resolved(output["S3FailurePath"], ctx)
+
+
+def test_async_invoke_lambda_role_allows_every_call_of_submit_and_fetch(moto_env, async_ctx, monkeypatch):
+    """The invoke function of an async endpoint (lambda/invoke, INVOCATION_MODE async: endpoint_runtime/async_invoke.py):
+    a submit (upload + InvokeEndpointAsync), then a pending and a completed result read.
+    moto writes the answer into a bucket of its own (moto/sagemakerruntime/models.py); SageMaker writes it under the
+    endpoint config's S3OutputPath ("<S3OutputPath>/<file>", async-inference-check-predictions): the answer is put
+    there and the call's answer corrected to name it, as deploy_endpoint_stack corrects ListStackResources."""
+    import urllib.request
+
+    from endpoint_runtime import async_invoke
+
+    ctx, where = async_ctx, async_ctx.where
+    _, fn = ctx.find("AWS::Lambda::Function", lambda r: r["Properties"]["Handler"] == "invoke/handler.handler")
+    for key, value in fn["Properties"]["Environment"]["Variables"].items():
+        monkeypatch.setenv(key, _resolved(value, ctx))
+    role = fn["Properties"]["Role"]["Fn::GetAtt"][0]
+    setup = account_session(where.account, where.region).client("s3")  # created before recording: not recorded
+    setup.create_bucket(Bucket=artifact_bucket_name("llm-endpoints", "prod", where.account, where.region))
+    body = json.dumps({"account_id": where.account, "region": where.region,
+                       "results": [{"data": json.dumps(GOOD)}]}).encode()  # fmt: skip
+    urllib.request.urlopen(urllib.request.Request(
+        f"{moto_env.url}/moto-api/static/sagemaker/async-endpoint-results", data=body, method="POST",
+        headers={"Content-Type": "application/json"}), timeout=10).read()  # fmt: skip
+    output_path, failure_path = _async_output_config(ctx)
+
+    def as_sagemaker_writes(parsed: dict, **_: Any) -> None:
+        source_bucket, source_key = parsed["OutputLocation"].removeprefix("s3://").split("/", 1)
+        bucket, prefix = output_path.removeprefix("s3://").split("/", 1)
+        key = f"{prefix}/{parsed['InferenceId']}.out"
+        setup.copy_object(Bucket=bucket, Key=key, CopySource={"Bucket": source_bucket, "Key": source_key})
+        parsed["OutputLocation"] = f"s3://{bucket}/{key}"
+        parsed["FailureLocation"] = f"{failure_path}/{parsed['InferenceId']}-error.out"
+
+    key = set_lambda_credentials(monkeypatch, account_session(where.account, where.region))
+    invoke = smoke.load_invoke_module()  # the function's entry: its handler hands the events to async_invoke
+    async_invoke.reset_clients()
+    try:
+        with recording(monkeypatch, lambda events: events.register("after-call.sagemaker-runtime.InvokeEndpointAsync",
+                                                                   as_sagemaker_writes)) as rec:
+            submitted = invoke.handler({"inputs": "Summarize: a fox.", "parameters": {"max_new_tokens": 8}})
+            assert submitted["statusCode"] == 202, submitted
+            locations = {k: v for k, v in json.loads(submitted["body"]).items() if k in ("output_location", "failure_location")}
+            pending = invoke.handler({"output_location": f"{output_path}/not-yet.out"})
+            done = invoke.handler(locations)
+    finally:
+        async_invoke.reset_clients()
+    assert json.loads(pending["body"]) == {"status": "pending"}
+    assert done["statusCode"] == 200 and json.loads(done["body"])["output"] == GOOD, done
+    assert rec.calls and rec.signed_by(key) == rec.calls, "every call is made with the function's credentials"
+    needs = principal_needs(rec.calls, where)
+    assert actions(needs) == {"s3:PutObject", "sagemaker:InvokeEndpointAsync", "s3:ListBucket", "s3:GetObject"}
+    policy = role_policy(ctx, role)
+    assert missing(policy, needs) == []
+    # ... and nothing beyond this endpoint's folders: not the model artifacts, not another endpoint's results.
+    bucket = f"arn:aws:s3:::{artifact_bucket_name('llm-endpoints', 'prod', where.account, where.region)}"
+    beyond = [
+        Need("s3:GetObject", f"{bucket}/models/summarize-async/{'0' * 64}/config.json", "not granted"),
+        Need("s3:GetObject", f"{bucket}/async/prod-chat-vllm/output/x.out", "not granted"),
+        Need("s3:PutObject", f"{bucket}/async/prod-summarize-async/output/x.out", "not granted"),
+        Need("s3:ListBucket", bucket, "not granted", {"s3:prefix": "async/prod-chat-vllm/output/x.out"}),
+        Need("sagemaker:InvokeEndpoint", f"arn:aws:sagemaker:{where.region}:{where.account}:endpoint/prod-summarize-async", "not granted"),
+    ]  # fmt: skip
+    assert missing(policy, beyond) == sorted(str(n) for n in beyond)
+
+
+def test_execution_role_allows_what_sagemaker_does_for_async_requests(async_ctx):
+    """SageMaker, with the execution role, reads each request's payload from the input folder and writes the answer
+    or the failure (multipart for large ones) under S3OutputPath / S3FailurePath (async-inference-create-endpoint-
+    prerequisites: s3:GetObject, s3:PutObject, s3:AbortMultipartUpload; sns:Publish is asserted on the template in
+    tests/stacks/test_async_inference.py: the topics' ARNs are generated at deploy time)."""
+    ctx = async_ctx
+    _, model = ctx.find("AWS::SageMaker::Model")
+    policy = role_policy(ctx, model["Properties"]["ExecutionRoleArn"]["Fn::GetAtt"][0])
+    output_path, failure_path = _async_output_config(ctx)
+    input_path = _resolved(ctx.find("AWS::Lambda::Function", lambda r: "INPUT_LOCATION" in r["Properties"]["Environment"]["Variables"])[1]["Properties"]["Environment"]["Variables"]["INPUT_LOCATION"], ctx)
+    arn = lambda uri: "arn:aws:s3:::" + uri.removeprefix("s3://")  # noqa: E731
+    needs = [
+        Need("s3:GetObject", arn(f"{input_path}/abc.json"), "the request payload"),
+        Need("s3:PutObject", arn(f"{output_path}/abc.out"), "the answer"),
+        Need("s3:AbortMultipartUpload", arn(f"{output_path}/abc.out"), "a failed multipart answer"),
+        Need("s3:PutObject", arn(f"{failure_path}/abc-error.out"), "the failure"),
+    ]
+    assert missing(policy, needs) == []
+    wrong = [Need("s3:PutObject", arn(f"{input_path}/abc.json"), "not granted"),
+             Need("s3:PutObject", arn(output_path.replace("summarize-async", "chat-vllm") + "/abc.out"), "not granted")]
+    assert missing(policy, wrong) == sorted(str(n) for n in wrong)
+
+
 # ======================================================================================================= the checker itself
 
 
@@ -952,3 +1070,100 @@ def test_mapping_refuses_an_operation_it_does_not_know():
         "s3:ListBucket on arn:aws:s3:::b (for s3 HeadObject (404 for a missing key))",
     ]
     assert needs_of(Call("sts", "GetCallerIdentity", {}), where) == []
+
+
+# ------------------------------------------------------------------------------------------- the streaming front door
+
+STREAM_CONFIG = "config/examples/production.yaml"  # chat-vllm has streaming: {enabled: true}
+STREAM_KEY = "AKIASTREAMFUNCTION01"
+
+
+class _ResponseStream(BaseHTTPRequestHandler):
+    """SageMaker's InvokeEndpointWithResponseStream answer on loopback (moto implements no such operation): a token
+    and the summary line as event-stream PayloadParts (model_build/event_stream.py, what boto3 decodes)."""
+
+    def do_POST(self) -> None:  # noqa: N802
+        from model_build import event_stream
+
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        body = event_stream.payload_part(b'{"token": {"text": " Paris"}}\n') + event_stream.payload_part(
+            b'{"generated_text": " Paris"}\n'
+        )
+        self.send_response(200)
+        self.send_header("Content-Type", event_stream.CONTENT_TYPE)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_stream_lambda_role_allows_every_call_of_the_stream_function(synth, monkeypatch):
+    """The stream function (handler stream/run.sh -> lambda/stream/app.py -> endpoint_runtime/stream.py
+    `handle_request`) with its environment from the production example's chat-vllm stack, prod."""
+    from endpoint_runtime import stream
+
+    env = load_config(ROOT / STREAM_CONFIG, "prod").environment
+    stack_name = "llm-endpoints-prod-chat-vllm"
+    ctx = StackContext(synth(STREAM_CONFIG, "prod").templates[stack_name], stack_name, Where(env.account, env.region))
+    role = function_environment(ctx, "stream/run.sh", monkeypatch)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _ResponseStream)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    for key, value in {"AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME": f"http://127.0.0.1:{server.server_address[1]}",
+                       "AWS_ACCESS_KEY_ID": STREAM_KEY, "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": env.region,
+                       "AWS_CONFIG_FILE": "/dev/null", "AWS_SHARED_CREDENTIALS_FILE": "/dev/null"}.items():  # fmt: skip
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
+    monkeypatch.setattr(boto3, "DEFAULT_SESSION", None)
+    stream.reset_client()
+    try:
+        with recording(monkeypatch) as rec:
+            status, _, body = stream.handle_request("POST", b'{"inputs": "The capital of France is"}')
+            lines = [json.loads(line) for line in body]
+    finally:
+        stream.reset_client()
+        server.shutdown()
+        server.server_close()
+    assert status == 200 and lines[-1]["generated_text"] == " Paris", lines
+    assert rec.calls and rec.signed_by(STREAM_KEY) == rec.calls
+    needs = principal_needs(rec.calls, ctx.where)
+    assert actions(needs) == {"sagemaker:InvokeEndpoint"}  # InvokeEndpointWithResponseStream's action
+    assert [c.operation for c in rec.calls] == ["InvokeEndpointWithResponseStream"]
+    assert missing(role_policy(ctx, role), needs) == []
+
+
+# ------------------------------------------------------------------------------------------- inference components
+# config/examples/production.yaml's assist-ic endpoint (hosting.mode inference-components) in prod: the invoke
+# function names the component (INFERENCE_COMPONENT_NAME from the template).
+
+IC_CONFIG, IC_STACK = "config/examples/production.yaml", "llm-endpoints-prod-assist-ic"
+
+
+def test_invoke_lambda_role_allows_invoking_the_inference_component(moto_env, synth, monkeypatch):
+    env = load_config(ROOT / IC_CONFIG, "prod").environment
+    ctx = StackContext(synth(IC_CONFIG, "prod").templates[IC_STACK], IC_STACK, Where(env.account, env.region))
+    role = function_environment(ctx, "invoke/handler.handler", monkeypatch)
+    moto_env.set_invoke_results([GOOD], account=ctx.where.account)
+    key = set_lambda_credentials(monkeypatch, account_session(ctx.where.account, ctx.where.region))
+    invoke = smoke.load_invoke_module()
+    invoke.reset_client()
+    try:
+        with recording(monkeypatch) as rec:
+            answer = invoke.handler({"inputs": "The capital of France is", "parameters": {"max_new_tokens": 8}}, None)
+    finally:
+        invoke.reset_client()
+    assert answer["statusCode"] == 200, answer
+    assert rec.calls and rec.signed_by(key) == rec.calls
+    [call] = rec.calls
+    assert call.params["InferenceComponentName"] == "prod-assist-ic-ic"
+    needs = principal_needs(rec.calls, ctx.where)
+    base = f"arn:aws:sagemaker:{ctx.where.region}:{ctx.where.account}"
+    assert [n.resource for n in needs] == [f"{base}:endpoint/prod-assist-ic", f"{base}:inference-component/prod-assist-ic-ic"]
+    policy = role_policy(ctx, role)
+    assert missing(policy, needs) == []
+    # The checker holds a grant on the endpoint alone to be short of the component, and this role to no other one.
+    endpoint_only = [{"Effect": "Allow", "Action": "sagemaker:InvokeEndpoint", "Resource": needs[0].resource}]
+    assert missing(Policy(endpoint_only, ctx, "endpoint only"), needs) == [str(needs[1])]
+    other = Need("sagemaker:InvokeEndpoint", f"{base}:inference-component/prod-chat-vllm-ic", "not granted")
+    assert missing(policy, [other]) == [str(other)]

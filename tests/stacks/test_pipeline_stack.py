@@ -11,11 +11,11 @@ import json
 import subprocess
 
 import pytest
-from helpers import ROOT, cdk_context
+from helpers import DOCKER_HUB_SECRET, PIPELINE_CONFIG, ROOT, TOOLS, cdk_context, deployments_with
 
-CONFIG = "config/examples/pipeline.yaml"
+CONFIG = PIPELINE_CONFIG
 PIPELINE = "llm-endpoints-pipeline"
-DEV, PROD, TOOLS = "111111111111", "444455556666", "111111111111"
+DEV, PROD = "111111111111", "444455556666"
 
 
 @pytest.fixture(scope="session")
@@ -345,25 +345,6 @@ def test_pipeline_flag_without_pipeline_section_is_a_config_error():
         add_pipeline(cdk.App(context=cdk_context()), "config/examples/hf-fastload.yaml")
 
 
-def _deployments_with(**changes):
-    import yaml
-
-    from deployment import parse_config, resolve
-
-    raw = yaml.safe_load((ROOT / CONFIG).read_text())
-    for dotted, value in changes.items():
-        target = raw
-        *head, last = dotted.split(".")
-        for key in head:
-            target = target[int(key)] if isinstance(target, list) else target[key]
-        if value is None:
-            target.pop(last)
-        else:
-            target[last] = value
-    config = parse_config(raw, ROOT / CONFIG)
-    return {env: resolve(config, ROOT / CONFIG, env) for env in config.environments}, config.pipeline
-
-
 @pytest.mark.parametrize(
     "changes,message",
     [
@@ -381,7 +362,7 @@ def test_pipeline_config_problems_are_reported(changes, message):
     from endpoint_config import ConfigError
 
     with pytest.raises(ConfigError, match=message):
-        deployments, spec = _deployments_with(**changes)
+        deployments, spec = deployments_with(**changes)
         check_pipeline(CONFIG, deployments, spec, "us-east-1")
 
 
@@ -404,8 +385,6 @@ def test_pipeline_rules_are_reported_by_load_config(tmp_path):
     assert "environment 'prod': endpoint 'gptj-fastload': artifact_hash: required key is missing" in message
 
 
-HF_SECRET = {"secret": "hf/read-token", "json_key": "token"}
-DOCKER_HUB_SECRET = "arn:aws:secretsmanager:us-east-1:111111111111:secret:dockerhub-AbCdEf"
 
 
 def test_gpu_build_uses_a_linux_gpu_image_and_its_compute(gpu_pipeline):
@@ -466,7 +445,7 @@ def test_synth_warns_what_only_a_pipeline_run_would_show(piped, tmp_path):
     assert docker_hub_bases(get_system("deepspeed-byoc").own_container) == ["pytorch/pytorch:2.1.2-cuda12.1-cudnn8-devel"]
     assert docker_hub_bases(get_system("tensorrt-byoc").own_container) == []  # nvcr.io
 
-    deployments, spec = _deployments_with(
+    deployments, spec = deployments_with(
         **{"endpoints.0.system": "deepspeed-byoc", "pipeline.stages": ["dev"], "pipeline.manual_approval_before": []}
     )
     app = cdk.App(context=cdk_context(), outdir=str(tmp_path))

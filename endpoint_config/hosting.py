@@ -1,0 +1,267 @@
+"""The `hosting:` block of an endpoint: the model on the production variant (`mode: endpoint`, the default) or as a
+SageMaker inference component on an endpoint whose variant holds no model (`mode: inference-components`), which is
+what lets a real-time endpoint scale its instances to zero.
+
+Sources (each bound below names where it comes from):
+  AWS::SageMaker::InferenceComponent, CloudFormation Template Reference
+    (https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/aws-resource-sagemaker-inferencecomponent.html)
+    and its InferenceComponentComputeResourceRequirements / InferenceComponentRuntimeConfig /
+    InferenceComponentStartupParameters pages; AWS::SageMaker::EndpointConfig ManagedInstanceScaling and
+    RoutingConfig (aws-properties-sagemaker-endpointconfig-managedinstancescaling.html, -routingconfig.html).
+  The same shapes with their bounds in botocore's SageMaker model (botocore/data/sagemaker/2017-07-24/service-2.json):
+    NumberOfAcceleratorDevicesRequired min 1, NumberOfCpuCoresRequired min 0.25, MinMemoryRequiredInMb min 128,
+    CopyCount min 0, ModelDataDownloadTimeoutInSeconds / ContainerStartupHealthCheckTimeoutInSeconds 60-3600,
+    ManagedInstanceScaling MinInstanceCount min 0 / MaxInstanceCount min 1, InferenceComponentName at most 63
+    characters of [a-zA-Z0-9-].
+  SageMaker Developer Guide, "Scale an endpoint to zero instances"
+    (https://docs.aws.amazon.com/sagemaker/latest/dg/endpoint-auto-scaling-zero-instances.html): an endpoint "can
+    scale to and from zero instances only if it hosts inference components"; the variant's ManagedInstanceScaling
+    MinInstanceCount must be 0; the inference component is registered with minimum capacity 0 and woken by a step
+    scaling policy on the NoCapacityInvocationFailures alarm.
+
+Which serving systems may run as inference components (INFERENCE_COMPONENT_SYSTEMS, the others refused with
+REFUSED_SYSTEMS' reason):
+  lmi-vllm, lmi-trtllm: LMI (DJL Serving) containers. djl-serving's own docs send several models or model copies to
+    inference components ("For serving multiple models or model copies use SageMaker's Inference Components which
+    ensures resource isolation between models and model copies", deepjavalibrary/djl-serving
+    serving/docs/lmcache_performance.md), and AWS names the LMI and TGI DLCs among the containers its inference
+    component scaling work covers ("Supercharge your auto scaling for generative AI inference - Introducing
+    Container Caching in SageMaker Inference", AWS Machine Learning Blog, 2024-12-03). Both systems set
+    OPTION_TENSOR_PARALLEL_DEGREE themselves (systems/djl_common/lmi.py), so a copy uses exactly the GPUs it is given.
+  Refused: every other system, for the reason in REFUSED_SYSTEMS (no source documents it under inference components;
+    our own containers have never run under one, which only a GPU account can show).
+
+Imports none of ours (endpoint_config's rule); schema.py imports this module for the field type and runs
+`hosting_problems` from `endpoint_problems`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+if TYPE_CHECKING:
+    from .instances import InstanceType
+    from .schema import EndpointSpec
+
+HOSTING_MODES = ("endpoint", "inference-components")
+INFERENCE_COMPONENTS = "inference-components"
+
+INFERENCE_COMPONENT_SYSTEMS = ("lmi-trtllm", "lmi-vllm")
+REFUSED_SYSTEMS = {
+    "hf-fastload": "its Hugging Face PyTorch inference image is not documented for inference components (no AWS or "
+                   "Hugging Face source found)",
+    "djl-deepspeed": "a legacy system pinned to a retired DJL 0.27 image, not documented for inference components; "
+                     "its maintained replacement lmi-vllm runs as one",
+    "djl-accelerate": "a legacy system pinned to a retired DJL 0.27 image, not documented for inference components; "
+                      "its maintained replacement lmi-vllm runs as one",
+    "djl-fastertransformer": "a legacy system pinned to a retired DJL 0.24 image, not documented for inference "
+                             "components; its maintained replacement lmi-trtllm runs as one",
+    "deepspeed-byoc": "our own container has never run as an inference component (only a GPU account can show that "
+                      "it keeps to the GPUs and memory SageMaker gives it)",
+    "tensorrt-byoc": "our own container has never run as an inference component (only a GPU account can show that "
+                     "it keeps to the GPUs and memory SageMaker gives it)",
+}  # fmt: skip
+
+# botocore: NumberOfCpuCoresRequired {"min": 0.25}; MinMemoryRequiredInMb {"min": 128}. No maximum is published: the
+# instance's own size is the limit, which SageMaker checks when it places a copy.
+MIN_CPU_CORES = 0.25
+MIN_MEMORY_MB = 128
+# An inference component name: InferenceComponentName {"max": 63}, pattern ^[a-zA-Z0-9](-*[a-zA-Z0-9])*$.
+COMPONENT_NAME_MAX = 63
+COMPONENT_NAME_SUFFIX = "-ic"
+
+
+class _Strict(BaseModel):
+    """Unknown keys are errors (the schema's rule; this module cannot import endpoint_config.schema)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class InstanceScaling(_Strict):
+    """ProductionVariant ManagedInstanceScaling: SageMaker adds instances when a copy finds no room and removes idle
+    ones. MinInstanceCount min 0 (0 lets the endpoint scale to zero, opt-in: it needs copy_scaling.min_copies 0 as
+    well), MaxInstanceCount min 1 (botocore); the upper bound 100 is the config's, as for instance_count."""
+
+    min_instances: int = Field(1, ge=0, le=100)
+    max_instances: int = Field(1, ge=1, le=100)
+
+
+class ComputeRequirements(_Strict):
+    """InferenceComponentComputeResourceRequirements, per model copy.
+
+    accelerators: NumberOfAcceleratorDevicesRequired; default (None) the endpoint's tensor_parallel_degree, the GPUs
+      the engine shards one copy over. cpu_cores: NumberOfCpuCoresRequired (min 0.25). min_memory_mb:
+      MinMemoryRequiredInMb (min 128), host memory reserved for one copy."""
+
+    accelerators: int | None = Field(None, ge=1, le=64)
+    cpu_cores: float = Field(1.0, ge=MIN_CPU_CORES, le=512)
+    min_memory_mb: int = Field(1024, ge=MIN_MEMORY_MB, le=4_194_304)
+
+
+class CopyScaling(_Strict):
+    """Application Auto Scaling of the component's copies (sagemaker:inference-component:DesiredCopyCount): target
+    tracking on SageMakerInferenceComponentConcurrentRequestsPerCopyHighResolution. min_copies 0 lets the component
+    (and with instance_scaling.min_instances 0, the endpoint) scale to zero; the stack then adds the documented
+    step scaling policy and NoCapacityInvocationFailures alarm that bring one copy back."""
+
+    min_copies: int = Field(0, ge=0, le=100)
+    max_copies: int = Field(ge=1, le=100)
+    target_concurrency: float = Field(gt=0, le=1000, description="concurrent requests per copy")
+    scale_in_cooldown_s: int = Field(300, ge=0, le=3600)
+    scale_out_cooldown_s: int = Field(60, ge=0, le=3600)
+
+
+class Hosting(_Strict):
+    """How the model is hosted. `mode: endpoint` (default): the model on the production variant, today's stacks.
+    `mode: inference-components`: an endpoint config whose variant names no model, with an endpoint-level execution
+    role, managed instance scaling and least-outstanding-requests routing; the model runs as one inference component
+    with `compute` per copy, `copies` copies at deploy time and, with `copy_scaling`, copy autoscaling."""
+
+    mode: Literal["endpoint", "inference-components"] = "endpoint"
+    instance_scaling: InstanceScaling | None = None
+    compute: ComputeRequirements | None = None
+    # RuntimeConfig.CopyCount at deploy time. CloudFormation and botocore allow 0, but SageMaker refuses to create a
+    # component with 0 copies ("Inference components copy count an integer larger than 0", measured in an account:
+    # github.com/stdapi-ai/stdapi.ai issue 43, 2026-08-27): zero is reached by copy scaling afterwards.
+    copies: int = Field(1, ge=1, le=100, description="RuntimeConfig.CopyCount at deploy time")
+    copy_scaling: CopyScaling | None = None
+
+    @property
+    def uses_components(self) -> bool:
+        return self.mode == INFERENCE_COMPONENTS
+
+    @property
+    def scales_to_zero(self) -> bool:
+        """Copies may reach zero, so the stack wires the wake-up (step scaling policy + alarm)."""
+        return self.uses_components and self.copy_scaling is not None and self.copy_scaling.min_copies == 0
+
+
+def component_name(endpoint_name: str) -> str:
+    """The inference component's name: the endpoint's plus "-ic" (one component per endpoint, so it is unique where
+    the endpoint name is). Fixed, because the invoke function, the scaling target and the alarm name it."""
+    name = f"{endpoint_name}{COMPONENT_NAME_SUFFIX}"
+    if len(name) > COMPONENT_NAME_MAX:
+        raise ValueError(f"inference component name {name!r} is longer than SageMaker's {COMPONENT_NAME_MAX} characters")
+    return name
+
+
+def accelerators_per_copy(ep: EndpointSpec, instance: InstanceType) -> int:
+    """The GPUs one copy gets: the configured count, else the tensor parallel degree (0 on an instance without GPUs)."""
+    if not instance.is_gpu:
+        return 0
+    compute = ep.hosting.compute
+    return compute.accelerators if compute is not None and compute.accelerators is not None else ep.tensor_parallel_degree
+
+
+def hosting_problems(ep: EndpointSpec, instance: InstanceType) -> list[str]:
+    """The `hosting:` rules cfn-lint cannot check: they need the serving system, the instance's GPUs and the rest of
+    the endpoint. One message per problem, naming endpoint, key, value and what is allowed. `instance` holds the
+    facts of `ep.instance_type` (endpoint_problems runs this only when those are known)."""
+    hosting = ep.hosting
+    problems: list[str] = []
+
+    def bad(key: str, message: str) -> None:
+        problems.append(f"endpoint {ep.name!r}: {key}: {message}")
+
+    if not hosting.uses_components:
+        for key in ("instance_scaling", "compute", "copy_scaling"):
+            if getattr(hosting, key) is not None:
+                bad(f"hosting.{key}", "is only used with hosting.mode: inference-components; set that mode or remove the key")
+        if hosting.copies != 1:
+            bad("hosting.copies", f"value {hosting.copies} is only used with hosting.mode: inference-components; remove the key")
+        return problems
+
+    if ep.system not in INFERENCE_COMPONENT_SYSTEMS:
+        reason = REFUSED_SYSTEMS.get(ep.system, "no source documents it under inference components")
+        bad(
+            "hosting.mode",
+            f"value {INFERENCE_COMPONENTS!r} is not supported by system {ep.system!r}: {reason}; systems that run as "
+            f"inference components: {', '.join(INFERENCE_COMPONENT_SYSTEMS)}",
+        )
+    if ep.autoscaling is not None:
+        bad(
+            "autoscaling",
+            "is not used with hosting.mode: inference-components (SageMaker scales the instances itself, "
+            "hosting.instance_scaling, and copies scale by hosting.copy_scaling); remove autoscaling",
+        )
+
+    scaling = hosting.instance_scaling or InstanceScaling()
+    if scaling.min_instances > scaling.max_instances:
+        bad(
+            "hosting.instance_scaling",
+            f"min_instances {scaling.min_instances} is above max_instances {scaling.max_instances}",
+        )
+    elif not max(1, scaling.min_instances) <= ep.instance_count <= scaling.max_instances:
+        bad(
+            "instance_count",
+            f"value {ep.instance_count} is outside hosting.instance_scaling's range "
+            f"{max(1, scaling.min_instances)}-{scaling.max_instances}; the initial count must lie within it",
+        )
+
+    copy = hosting.copy_scaling
+    if copy is not None:
+        if copy.min_copies > copy.max_copies:
+            bad("hosting.copy_scaling", f"min_copies {copy.min_copies} is above max_copies {copy.max_copies}")
+        elif not max(1, copy.min_copies) <= hosting.copies <= copy.max_copies:
+            bad(
+                "hosting.copies",
+                f"value {hosting.copies} is outside hosting.copy_scaling's range "
+                f"{max(1, copy.min_copies)}-{copy.max_copies}; the deploy-time count must lie within it",
+            )
+
+    # Scale to zero needs both halves ("Scale an endpoint to zero instances": MinInstanceCount 0 and the component's
+    # minimum capacity 0): copies at zero on instances kept running pay for idle GPUs, and instances allowed to
+    # reach zero never do while copies stay.
+    copies_reach_zero = copy is not None and copy.min_copies == 0
+    if copies_reach_zero and scaling.min_instances > 0:
+        bad(
+            "hosting.copy_scaling.min_copies",
+            f"value 0 needs hosting.instance_scaling.min_instances: 0 (got {scaling.min_instances}): with no copy the "
+            "endpoint serves nothing, yet its instances keep running; set min_instances: 0, or min_copies: 1 or more",
+        )
+    if scaling.min_instances == 0 and not copies_reach_zero:
+        bad(
+            "hosting.instance_scaling.min_instances",
+            "value 0 needs hosting.copy_scaling with min_copies: 0: instances only reach zero when the component's "
+            "copies do; add copy_scaling with min_copies: 0, or set min_instances: 1 or more",
+        )
+
+    compute = hosting.compute
+    if not instance.is_gpu:
+        if compute is not None and compute.accelerators is not None:
+            bad("hosting.compute.accelerators", f"value {compute.accelerators} needs a GPU instance; {ep.instance_type} has none (remove the key)")
+    else:
+        gpus = accelerators_per_copy(ep, instance)
+        if gpus > instance.gpu_count:
+            bad(
+                "hosting.compute.accelerators",
+                f"value {gpus} is more than the {instance.gpu_count} GPUs of {ep.instance_type}; allowed: 1-{instance.gpu_count}",
+            )
+        elif gpus != ep.tensor_parallel_degree:
+            # The engine shards one copy over tensor_parallel_degree GPUs (OPTION_TENSOR_PARALLEL_DEGREE): fewer GPUs
+            # and it cannot start, more and they sit idle.
+            bad(
+                "hosting.compute.accelerators",
+                f"value {gpus} differs from tensor_parallel_degree {ep.tensor_parallel_degree}, the GPUs one copy's "
+                f"engine shards over; allowed: {ep.tensor_parallel_degree} (or leave it out)",
+            )
+        elif copy is not None and not problems:
+            per_instance = instance.gpu_count // gpus
+            room = per_instance * scaling.max_instances
+            if copy.max_copies > room:
+                bad(
+                    "hosting.copy_scaling.max_copies",
+                    f"value {copy.max_copies} cannot be placed: {scaling.max_instances} instance(s) of "
+                    f"{ep.instance_type} hold {per_instance} copies of {gpus} GPU(s) each ({room} in all); allowed: "
+                    f"1-{room}, or raise hosting.instance_scaling.max_instances",
+                )
+    return problems
+
+
+__all__ = [
+    "ComputeRequirements", "CopyScaling", "HOSTING_MODES", "Hosting", "INFERENCE_COMPONENTS",
+    "INFERENCE_COMPONENT_SYSTEMS", "InstanceScaling", "REFUSED_SYSTEMS", "accelerators_per_copy", "component_name",
+    "hosting_problems",
+]  # fmt: skip

@@ -1,0 +1,165 @@
+"""The `invocation:` block of an endpoint: real-time (the default) or SageMaker asynchronous inference.
+
+Asynchronous inference queues each request, reads its payload from S3 and writes the answer (or the failure) to S3,
+optionally announcing either on an SNS topic; the endpoint can scale to zero instances while the queue is empty.
+Sources (each fact below is cited where it is used):
+  AWS::SageMaker::EndpointConfig AsyncInferenceConfig / AsyncInferenceClientConfig / AsyncInferenceOutputConfig /
+    AsyncInferenceNotificationConfig, CloudFormation Template Reference
+    (https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/aws-properties-sagemaker-endpointconfig-asyncinferenceconfig.html)
+  the same shapes with their bounds in botocore's SageMaker model (botocore/data/sagemaker/2017-07-24/service-2.json:
+    MaxConcurrentInvocationsPerInstance 1-1000, DestinationS3Uri at most 512 characters, SnsTopicArn's pattern) and
+    sagemaker-runtime's InvokeEndpointAsync (InvocationTimeoutSecondsHeader 1-3600, RequestTTLSecondsHeader 60-21600)
+  SageMaker Developer Guide, "Asynchronous inference" (https://docs.aws.amazon.com/sagemaker/latest/dg/async-inference.html):
+    "The presence of an asynchronous inference configuration (AsyncInferenceConfig) object in the endpoint
+    configuration implies that the endpoint can only receive asynchronous invocations."
+  SageMaker Developer Guide, "Autoscale an asynchronous endpoint"
+    (https://docs.aws.amazon.com/sagemaker/latest/dg/async-inference-autoscale.html): MinCapacity 0.
+  SageMaker Developer Guide, "Scale an endpoint to zero instances"
+    (https://docs.aws.amazon.com/sagemaker/latest/dg/endpoint-auto-scaling-zero-instances.html): a real-time
+    endpoint "can scale to and from zero instances only if it hosts inference components".
+
+Imports none of ours (endpoint_config's rule); schema.py imports this module for the field type.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+if TYPE_CHECKING:
+    from .schema import EndpointSpec
+
+INVOCATION_MODES = ("real-time", "async")
+# The `hosting.mode` value of an endpoint whose models run as inference components (another block's key, read with
+# getattr: see invocation_problems).
+INFERENCE_COMPONENTS = "inference-components"
+# botocore sagemaker MaxConcurrentInvocationsPerInstance: {"min": 1, "max": 1000}.
+MAX_CONCURRENT_INVOCATIONS_BOUNDS = (1, 1000)
+# sagemaker-runtime InvokeEndpointAsync: InvocationTimeoutSeconds 1-3600 (SageMaker's default 900 s),
+# RequestTTLSeconds 60-21600 (SageMaker's default 6 hours).
+INVOCATION_TIMEOUT_BOUNDS = (1, 3600)
+REQUEST_TTL_BOUNDS = (60, 21600)
+# botocore DestinationS3Uri: at most 512 characters. A location must name a key prefix inside a bucket (the execution
+# role may write only there) and end without "/": SageMaker writes "<S3OutputPath>/<file>" (the outputLocation of the
+# notification example in "Check prediction results", async-inference-check-predictions.html).
+S3_PATH_PATTERN = r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]/[^\s]*[^/\s]$"
+# botocore SnsTopicArn's pattern, with the region required (a topic always has one).
+SNS_TOPIC_PATTERN = r"^arn:aws[a-z\-]*:sns:[a-z0-9\-]+:[0-9]{12}:[a-zA-Z0-9_.-]{1,256}$"
+# The fields only an async endpoint uses: set in real-time mode they would be silently ignored, so they are refused.
+ASYNC_ONLY = (
+    "max_concurrent_invocations_per_instance", "output_path", "failure_path", "success_topic", "error_topic",
+    "invocation_timeout_s", "request_ttl_s",
+)
+
+
+class Invocation(BaseModel):
+    """How clients call the endpoint.
+
+    mode: real-time (default: InvokeEndpoint, answers within SageMaker's 60 s) or async (InvokeEndpointAsync: the
+      request is queued, its payload read from S3, the answer written to S3; up to an hour per request).
+    max_concurrent_invocations_per_instance: requests SageMaker sends one instance's container at once (1-1000;
+      default None: SageMaker chooses).
+    output_path / failure_path: where SageMaker writes answers and failures, s3://bucket/prefix without a trailing
+      "/" (default None: s3://<the environment's artifact bucket>/async/<endpoint>/output and .../failures).
+    notifications: true (default) announces each answer and failure on SNS: success_topic / error_topic when given
+      (topic ARNs), else a topic the stack creates; false: no notifications (then no topic may be given).
+    invocation_timeout_s: how long one request may run (1-3600; default None: SageMaker's 900 s), sent by the
+      invoke function with every request.
+    request_ttl_s: how long a request may wait in the queue (60-21600; default None: SageMaker's 6 hours), likewise.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    mode: Literal["real-time", "async"] = "real-time"
+    max_concurrent_invocations_per_instance: int | None = Field(
+        None, ge=MAX_CONCURRENT_INVOCATIONS_BOUNDS[0], le=MAX_CONCURRENT_INVOCATIONS_BOUNDS[1]
+    )
+    output_path: str | None = Field(None, pattern=S3_PATH_PATTERN, max_length=512)
+    failure_path: str | None = Field(None, pattern=S3_PATH_PATTERN, max_length=512)
+    notifications: bool = True
+    success_topic: str | None = Field(None, pattern=SNS_TOPIC_PATTERN, max_length=2048)
+    error_topic: str | None = Field(None, pattern=SNS_TOPIC_PATTERN, max_length=2048)
+    invocation_timeout_s: int | None = Field(None, ge=INVOCATION_TIMEOUT_BOUNDS[0], le=INVOCATION_TIMEOUT_BOUNDS[1])
+    request_ttl_s: int | None = Field(None, ge=REQUEST_TTL_BOUNDS[0], le=REQUEST_TTL_BOUNDS[1])
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Invocation:
+        if self.mode == "real-time":
+            given = [k for k in ASYNC_ONLY if getattr(self, k) is not None]
+            given += [] if self.notifications else ["notifications"]  # not the default: meant for an async endpoint
+            if given:
+                one = len(given) == 1
+                raise ValueError(
+                    f"{', '.join(f'{k} (value {getattr(self, k)!r})' for k in given)}: only an asynchronous endpoint "
+                    f"uses {'this key' if one else 'these keys'}; set mode: async or remove {'it' if one else 'them'}"
+                )
+        if not self.notifications:
+            given = [k for k in ("success_topic", "error_topic") if getattr(self, k) is not None]
+            if given:
+                raise ValueError(
+                    f"{', '.join(f'{k} (value {getattr(self, k)!r})' for k in given)}: a topic is given while "
+                    "notifications is false; allowed: notifications: true with topics, or false without"
+                )
+        if self.output_path is not None and self.output_path == self.failure_path:
+            raise ValueError(f"failure_path: value {self.failure_path!r} is the output_path too; answers and failures "
+                             "need separate locations (fetching a result tells them apart by location)")
+        return self
+
+    @property
+    def is_async(self) -> bool:
+        return self.mode == "async"
+
+
+def split_s3_path(uri: str) -> tuple[str, str]:
+    """s3://bucket/key/prefix -> (bucket, "key/prefix")."""
+    match = re.fullmatch(r"s3://([^/]+)/(.+)", uri)
+    if match is None:
+        raise ValueError(f"not an s3://bucket/prefix location: {uri!r}")
+    return match.group(1), match.group(2)
+
+
+def async_prefixes(endpoint_name: str) -> dict[str, str]:
+    """Key prefixes of one endpoint's asynchronous traffic in the artifact bucket (no trailing "/"): where the
+    invoke function uploads request payloads, and the default answer and failure locations."""
+    root = f"async/{endpoint_name}"
+    return {"input": f"{root}/input", "output": f"{root}/output", "failure": f"{root}/failures"}
+
+
+def invocation_problems(ep: EndpointSpec) -> list[str]:
+    """The rules of `invocation:` that involve the rest of the endpoint (one message per problem, each naming the
+    endpoint, the key, the value and what is allowed). Other helpers' blocks (`streaming:`, `hosting:`) are read
+    with getattr: this module must not fail while they do not exist."""
+    problems: list[str] = []
+    invocation: Invocation = getattr(ep, "invocation", None) or Invocation()
+
+    def bad(key: str, message: str) -> None:
+        problems.append(f"endpoint {ep.name!r}: {key}: {message}")
+
+    scaling = ep.autoscaling
+    hosting_mode = getattr(getattr(ep, "hosting", None), "mode", None)
+    if invocation.is_async:
+        # An async endpoint "can only receive asynchronous invocations" (async-inference.html): a response stream
+        # (InvokeEndpointWithResponseStream) is a real-time invocation.
+        streaming = getattr(ep, "streaming", None)
+        if streaming is not None and getattr(streaming, "enabled", True) not in (False, None):
+            bad("streaming", "an asynchronous endpoint (invocation.mode: async) only receives asynchronous "
+                "invocations, so SageMaker cannot stream its answers; remove streaming or use mode: real-time")
+        # Inference components are documented for real-time inference only ("Deploy models for real-time
+        # inference"; the scale-to-zero page's inference-component procedure); no AWS page found here describes an
+        # asynchronous endpoint hosting them, so the combination is refused rather than deployed untested.
+        if hosting_mode == INFERENCE_COMPONENTS:
+            bad("hosting.mode", f"value {hosting_mode!r} cannot be combined with invocation.mode: async: SageMaker "
+                "documents inference components for real-time endpoints only; allowed with async: 'endpoint' (the default)")
+    elif scaling is not None and scaling.min_capacity == 0 and hosting_mode != INFERENCE_COMPONENTS:
+        # Real-time endpoints scale to zero only when they host inference components (endpoint-auto-scaling-zero-
+        # instances.html); an async endpoint queues requests while at zero (async-inference-autoscale.html).
+        bad("autoscaling", "min_capacity 0 is allowed only with invocation.mode: async (SageMaker queues its "
+            "requests while no instance runs); a real-time endpoint needs at least 1 (allowed: 1-100)")
+    return problems
+
+
+__all__ = [
+    "ASYNC_ONLY", "INVOCATION_MODES", "Invocation", "async_prefixes", "invocation_problems", "split_s3_path",
+]

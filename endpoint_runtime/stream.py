@@ -1,0 +1,350 @@
+"""The streaming front door's code: validates a generation request, calls SageMaker's
+InvokeEndpointWithResponseStream and re-frames the model's reply into a stream of JSON lines for the client, one
+token per line, as the tokens arrive. Its Lambda entry point is lambda/stream/app.py (a small stdlib HTTP server
+run behind the AWS Lambda Web Adapter, stacks/streaming.py); the local demo drives this module against the local
+server.
+
+Runtime: Python 3.14, stdlib + the boto3/botocore the Lambda runtime ships.
+
+Request: what the invoke function takes (endpoint_runtime/invoke.py, the one contract of
+systems/request_contract.py: the same keys, bounds, strict JSON, body cap and error shape), plus two rules of
+streaming: one prompt (a string, or a list of one), and parameters.num_beams 1 (LMI: "num_beams ... only works with
+non-streaming case", djl-serving 0.36.0-lmi27-dlc serving/docs/lmi/user_guides/lmi_input_output_schema.md). The
+request sent to the model carries "stream": true, which is how LMI is asked to stream (same document).
+
+Answer
+  before streaming starts, an error is a plain JSON reply with its status, exactly as the invoke function's
+    ({"error": message, "error_type": kind}; 400, 405, 413, 429, 500, 502, 503, 504, see invoke.py);
+  once SageMaker has accepted the call: status 200, Content-Type application/jsonlines, one JSON object per line:
+    {"token": {"text": "..."}}                       one per token, as the model sends it
+    {"generated_text": "...", "details": {...}, "endpoint": name, "time_to_first_token_ms": t, "latency_ms": l}
+                                                     last line of a complete generation
+    {"error": message, "error_type": kind}           last line when the stream fails midway (the status is sent)
+
+The model's bytes come in PayloadPart events that SageMaker cuts where it likes: a line, even a UTF-8 character,
+may span parts, so `LineSplitter` joins bytes until a newline ("The inference stream provides the response payload
+incrementally as a series of parts", API reference, InvokeEndpointWithResponseStream). Two line framings are read:
+LMI's JSON lines ({"token": {"text": ...}}, djl-serving's schema above) and Server-Sent Events lines
+("data: {...}", what TGI-style servers and LMI's `output_formatter=sse` send), so a container of either kind works.
+
+Environment: ENDPOINT_NAME (required), MAX_REQUEST_BYTES / MAX_NEW_TOKENS / MAX_BATCH_SIZE / MAX_INPUT_CHARS as
+invoke.py; READ_TIMEOUT_S: the longest wait for the next part, default 60 (1-900); STREAM_DEADLINE_S: when a stream
+must end with an error line rather than be cut off by the function's own timeout (unset: no deadline; the stack sets
+it a few seconds below the timeout). IAM: sagemaker:InvokeEndpoint
+on the endpoint, which also authorizes InvokeEndpointWithResponseStream (stacks/llm_endpoint.py grant_invoke).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import botocore.exceptions
+from botocore.config import Config
+
+from endpoint_runtime import invoke
+
+contract = invoke.contract
+RequestError = invoke.RequestError
+ConfigError = invoke.ConfigError
+
+CONTENT_TYPE = "application/jsonlines"
+DEFAULT_READ_TIMEOUT_S = 60.0
+MAX_READ_TIMEOUT_S = 900.0  # the longest a Lambda function runs
+STREAM_HEADERS = {"Content-Type": CONTENT_TYPE, "Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff"}
+
+# SageMaker's ModelStreamError codes (API reference, ResponseStream): ModelInvocationTimeExceeded ("did not complete
+# sending the inference response in the allotted time") and StreamBroken. botocore keeps only the message of an
+# event-stream exception (parsers.py BaseEventStreamParser._do_error_parse), so the timeout is told by its words.
+_STREAM_TIMED_OUT = re.compile(r"allotted time|timed? ?out|InvocationTimeExceeded", re.IGNORECASE)
+
+
+def read_timeout_s() -> float:
+    return invoke._env_number("READ_TIMEOUT_S", DEFAULT_READ_TIMEOUT_S, 1, MAX_READ_TIMEOUT_S)
+
+
+def stream_deadline_s() -> float | None:
+    value = invoke._env_number("STREAM_DEADLINE_S", 0, 0, MAX_READ_TIMEOUT_S)
+    return value or None
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Request: the invoke function's validation, then streaming's own two rules
+
+
+def prepare(payload: Any) -> bytes:
+    """The body to send to SageMaker for a decoded request: checked by the contract (invoke.validate_payload), one
+    prompt, num_beams 1, "stream": true. Raises RequestError (a 4xx) or ConfigError (a 500)."""
+    request = invoke.validate_payload(payload)
+    inputs = request["inputs"]
+    if isinstance(inputs, list):
+        if len(inputs) != 1:
+            raise RequestError(f"inputs: a streamed request takes one prompt (a string), got a list of {len(inputs)}")
+        request["inputs"] = inputs[0]
+    beams = request.get("parameters", {}).get("num_beams", 1)
+    if beams != 1:
+        raise RequestError(f"parameters.num_beams must be 1 when streaming (beam search returns whole sequences), "
+                           f"got {beams}")  # fmt: skip
+    request["stream"] = True
+    return json.dumps(request, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The model's bytes -> lines -> tokens
+
+
+class LineSplitter:
+    """Joins PayloadPart bytes into complete lines (without the newline; blank lines dropped)."""
+
+    def __init__(self) -> None:
+        self._rest = b""
+
+    def feed(self, data: bytes) -> list[bytes]:
+        *lines, self._rest = (self._rest + data).split(b"\n")
+        return [line for line in lines if line.strip()]
+
+    def flush(self) -> list[bytes]:
+        """What is left when the stream ends (a last line without its newline)."""
+        rest, self._rest = self._rest, b""
+        return [rest] if rest.strip() else []
+
+
+class ModelStreamFailed(Exception):
+    """The model reported an error inside its stream (LMI's error line)."""
+
+
+def parse_line(line: bytes) -> dict | None:
+    """One line of the model's reply as a JSON object; None for lines that carry nothing (SSE comments and
+    fields other than data, `data: [DONE]`). Raises ValueError for a line that is not JSON."""
+    text = line.decode("utf-8").strip()
+    if text.startswith("data:"):
+        text = text[5:].strip()
+    elif text.startswith((":", "event:", "id:", "retry:")):
+        return None
+    if not text or text == "[DONE]":
+        return None
+    value = json.loads(text)
+    if not isinstance(value, dict):
+        raise ValueError(f"a line of the model's reply is JSON {contract.json_type(value)}, not an object")
+    return value
+
+
+def token_text(obj: dict) -> str | None:
+    """The text of the token a line carries (None: no token, or a special token such as LMI's error marker).
+    Raises ModelStreamFailed for an error line: {"error": ...} (LMI before inference, vLLM's error chunk) or
+    details.finish_reason "error" (LMI during inference; lmi_input_output_schema.md, "Error Responses")."""
+    if "error" in obj:
+        raise ModelStreamFailed(invoke._model_message(json.dumps(obj)) or "the model reported an error")
+    details = obj.get("details")
+    if isinstance(details, dict) and details.get("finish_reason") == "error":
+        raise ModelStreamFailed("the model reported an error during generation")
+    token = obj.get("token")
+    if not isinstance(token, dict) or token.get("special") or token.get("special_token"):
+        return None
+    text = token.get("text")
+    return text if isinstance(text, str) else None
+
+
+def _line(obj: dict) -> bytes:
+    return (json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# SageMaker client (cached per warm Lambda, like invoke.py's)
+
+_client = None
+
+
+def make_client():
+    client = boto3.client(
+        "sagemaker-runtime",
+        config=Config(connect_timeout=invoke.CONNECT_TIMEOUT_S, read_timeout=read_timeout_s(),
+                      retries={"mode": "standard", "total_max_attempts": invoke.MAX_ATTEMPTS}),
+    )  # fmt: skip
+    client.meta.events.register_first(
+        "needs-retry.sagemaker-runtime.InvokeEndpointWithResponseStream", invoke._no_retry_on_read_timeout
+    )
+    return client
+
+
+def get_client():
+    global _client
+    if _client is None:
+        _client = make_client()
+    return _client
+
+
+def reset_client() -> None:
+    global _client
+    _client = None
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The stream
+
+
+def open_stream(endpoint_name: str, payload: Any, client=None, *, log: dict | None = None) -> tuple[int, Any]:
+    """Validate `payload` and start the stream: (200, an iterator of the client's JSON lines as bytes), or
+    (status, error body) when the request is refused or SageMaker refuses the call. Never raises for request, model
+    or AWS errors. `log` (the request's log record) receives the AWS error and, as the stream ends, its figures."""
+    log = {} if log is None else log
+    try:
+        body = prepare(payload)
+        deadline_s = stream_deadline_s()
+    except RequestError as e:
+        return e.status, contract.error_body(e)
+    except ConfigError as e:
+        return 500, {"error": str(e), "error_type": "configuration"}
+    started = time.monotonic()
+    try:
+        client = client or get_client()
+        response = client.invoke_endpoint_with_response_stream(
+            EndpointName=endpoint_name, ContentType="application/json", Accept=CONTENT_TYPE, Body=body
+        )
+    except ConfigError as e:
+        return 500, {"error": str(e), "error_type": "configuration"}
+    except botocore.exceptions.ClientError as e:
+        log["aws_error"] = str(e)[:500]
+        return invoke.map_client_error(e, endpoint_name)
+    except (botocore.exceptions.ReadTimeoutError, botocore.exceptions.ConnectTimeoutError) as e:
+        log["aws_error"] = type(e).__name__
+        return 504, {"error": f"endpoint {endpoint_name!r} did not start answering within "
+                              f"{time.monotonic() - started:.0f} s", "error_type": "timeout"}  # fmt: skip
+    except botocore.exceptions.NoCredentialsError as e:
+        return 500, {"error": f"no AWS credentials: {e}", "error_type": "configuration"}
+    except (botocore.exceptions.EndpointConnectionError, botocore.exceptions.ConnectionError,
+            botocore.exceptions.HTTPClientError) as e:  # fmt: skip
+        log["aws_error"] = str(e)[:500]
+        return 502, {"error": f"could not reach SageMaker: {type(e).__name__}", "error_type": "upstream_error"}
+    return 200, _client_lines(response["Body"], endpoint_name, started, log, deadline_s)
+
+
+class _DeadlineReached(Exception):
+    pass
+
+
+def _client_lines(events: Any, endpoint_name: str, started: float, log: dict, deadline_s: float | None = None
+                  ) -> Iterator[bytes]:
+    """SageMaker's events -> the client's lines. Ends with the summary line, or with an error line."""
+    splitter = LineSplitter()
+    tokens: list[str] = []
+    final: dict = {}
+    first_token_at = None
+    error: tuple[str, str] | None = None
+
+    def lines_of(raw_lines: list[bytes]) -> Iterator[bytes]:
+        nonlocal first_token_at
+        for raw in raw_lines:
+            obj = parse_line(raw)
+            if obj is None:
+                continue
+            text = token_text(obj)
+            if isinstance(obj.get("generated_text"), str):
+                final.update(generated_text=obj["generated_text"])
+            if isinstance(obj.get("details"), dict):
+                final.update(details=obj["details"])
+            if text:
+                if first_token_at is None:
+                    first_token_at = time.monotonic()
+                tokens.append(text)
+                yield _line({"token": {"text": text}})
+
+    try:
+        for event in events:
+            if deadline_s is not None and time.monotonic() - started > deadline_s:
+                raise _DeadlineReached()
+            part = event.get("PayloadPart")
+            if part is not None:
+                yield from lines_of(splitter.feed(part.get("Bytes", b"")))
+        yield from lines_of(splitter.flush())
+    except GeneratorExit:  # the client went away: release SageMaker's connection now
+        getattr(events, "close", lambda: None)()
+        raise
+    except _DeadlineReached:
+        getattr(events, "close", lambda: None)()
+        error = ("timeout", f"the stream from endpoint {endpoint_name!r} reached this function's limit of "
+                            f"{deadline_s:.0f} s")
+    except ModelStreamFailed as e:
+        error = ("model_error", f"the model on endpoint {endpoint_name!r} failed while streaming: {e}")
+    except (ValueError, UnicodeDecodeError) as e:
+        error = ("model_error", f"endpoint {endpoint_name!r} streamed a line that is not a JSON object: {e}")
+    except botocore.exceptions.ClientError as e:  # EventStreamError: ModelStreamError, InternalStreamFailure
+        log["aws_error"] = str(e)[:500]
+        code = (e.response or {}).get("Error", {}).get("Code", "")
+        message = (e.response or {}).get("Error", {}).get("Message", "") or ""
+        if code == "ModelStreamError" and _STREAM_TIMED_OUT.search(message):
+            error = ("timeout", f"endpoint {endpoint_name!r} did not finish its reply within SageMaker's time limit")
+        elif code == "ModelStreamError":
+            error = ("model_error", f"the model on endpoint {endpoint_name!r} broke off its stream ({message})")
+        else:
+            error = ("upstream_error", f"SageMaker's stream from endpoint {endpoint_name!r} failed ({code})")
+    except (botocore.exceptions.ReadTimeoutError, botocore.exceptions.ConnectTimeoutError) as e:
+        log["aws_error"] = type(e).__name__
+        error = ("timeout", f"endpoint {endpoint_name!r} sent nothing for {read_timeout_s():.0f} s")
+    except (botocore.exceptions.ConnectionError, botocore.exceptions.HTTPClientError) as e:
+        log["aws_error"] = str(e)[:500]
+        error = ("upstream_error", f"the stream from endpoint {endpoint_name!r} was cut off ({type(e).__name__})")
+
+    latency_ms = int(round((time.monotonic() - started) * 1000))
+    ttft_ms = None if first_token_at is None else int(round((first_token_at - started) * 1000))
+    log.update(stream_tokens=len(tokens), time_to_first_token_ms=ttft_ms, stream_latency_ms=latency_ms)
+    if error is not None:
+        log["stream_error_type"] = error[0]
+        yield _line({"error": error[1], "error_type": error[0]})
+        return
+    yield _line({
+        "generated_text": final.get("generated_text", "".join(tokens)),
+        "details": final.get("details", {}),
+        "endpoint": endpoint_name,
+        "time_to_first_token_ms": ttft_ms,
+        "latency_ms": latency_ms,
+    })  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# One HTTP request, as lambda/stream/app.py receives it from the Lambda Web Adapter
+
+
+def handle_request(method: str, body: bytes, request_id: str | None = None) -> tuple[int, dict[str, str], Any]:
+    """(status, headers, body): body is bytes (a JSON error or answer) or an iterator of bytes (the stream).
+    Writes one structured log line per request when the reply (streamed or not) is complete; never the prompt."""
+    record: dict[str, Any] = {"message": "stream", "request_id": request_id}
+    started = time.monotonic()
+    try:
+        if method.upper() != "POST":
+            raise RequestError(f"method must be POST, got {method}", status=405, error_type="method_not_allowed")
+        endpoint_name = invoke.endpoint_name_from_env()
+        record["endpoint"] = endpoint_name
+        payload = invoke.parse_body(body)
+        status, answer = open_stream(endpoint_name, payload, log=record)
+    except RequestError as e:
+        status, answer = e.status, contract.error_body(e)
+    except ConfigError as e:
+        status, answer = 500, {"error": str(e), "error_type": "configuration"}
+    except Exception as e:  # noqa: BLE001 - the caller gets a JSON 500, the log gets the type
+        status, answer = 500, {"error": "internal error", "error_type": "internal"}
+        record["exception"] = type(e).__name__
+    record["status"] = status
+    if status != 200:
+        record.update(error_type=answer.get("error_type"), error=answer.get("error"),
+                      latency_ms=int(round((time.monotonic() - started) * 1000)))  # fmt: skip
+        invoke._log(record)
+        return status, dict(invoke.JSON_HEADERS), json.dumps(answer, ensure_ascii=False).encode("utf-8")
+
+    def logged() -> Iterator[bytes]:
+        try:
+            yield from answer
+        finally:  # also when the client goes away mid-stream (the generator is closed)
+            invoke._log(record)
+
+    return 200, dict(STREAM_HEADERS), logged()
+
+
+__all__ = [
+    "CONTENT_TYPE", "LineSplitter", "ModelStreamFailed", "handle_request", "open_stream", "parse_line", "prepare",
+    "token_text",
+]

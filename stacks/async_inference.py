@@ -1,0 +1,333 @@
+"""SageMaker asynchronous inference for one endpoint: the endpoint config's AsyncInferenceConfig, its S3 locations and
+SNS topics, what the execution role and the invoke function may do there, and scaling on the queue (to zero).
+
+Sources:
+  CloudFormation Template Reference, AWS::SageMaker::EndpointConfig AsyncInferenceConfig, AsyncInferenceOutputConfig
+    (S3OutputPath, S3FailurePath, NotificationConfig, KmsKeyId), AsyncInferenceNotificationConfig (SuccessTopic,
+    ErrorTopic), AsyncInferenceClientConfig (MaxConcurrentInvocationsPerInstance)
+    https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/aws-properties-sagemaker-endpointconfig-asyncinferenceconfig.html
+  SageMaker Developer Guide, "Prerequisites" of asynchronous endpoints (async-inference-create-endpoint-prerequisites):
+    the role SageMaker runs the endpoint with reads the request payloads and writes the answers in S3 (s3:GetObject,
+    s3:PutObject, s3:AbortMultipartUpload), publishes to the topics (sns:Publish), and callers need
+    sagemaker:InvokeEndpointAsync; "Check prediction results" (async-inference-check-predictions): "In order to receive
+    Amazon SNS notifications, your IAM role must have sns:Publish permissions".
+  SageMaker Developer Guide, "Autoscale an asynchronous endpoint" (async-inference-autoscale.html): target tracking on
+    the customized metric ApproximateBacklogSizePerInstance (namespace AWS/SageMaker, dimension EndpointName, statistic
+    Average), MinCapacity 0, and the optional policy that scales up from zero: a StepScaling policy (ChangeInCapacity,
+    MetricAggregationType Average, Cooldown 300, one step MetricIntervalLowerBound 0 -> ScalingAdjustment 1) run by a
+    CloudWatch alarm on HasBacklogWithoutCapacity (Average, Period 60, EvaluationPeriods 2, DatapointsToAlarm 2,
+    Threshold 1, GreaterThanOrEqualToThreshold, TreatMissingData missing). "If you don't specify this optional policy,
+    then your endpoint only initiates scaling up from zero after the number of backlog requests exceeds the target
+    tracking value."
+  SageMaker Developer Guide, "Monitor asynchronous endpoints" (async-inference-monitor.html): HasBacklogWithoutCapacity
+    "is 1 when there are requests in the queue but zero instances behind the endpoint", published per EndpointName.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aws_cdk import Aws
+from aws_cdk import aws_applicationautoscaling as appscaling
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_sagemaker as sagemaker
+from aws_cdk import aws_sns as sns
+from constructs import Construct, IConstruct
+
+from endpoint_config import Autoscaling
+from endpoint_config.invocation import Invocation, async_prefixes, split_s3_path
+
+from .nag import acknowledge
+
+BACKLOG_METRIC = "ApproximateBacklogSizePerInstance"
+SCALE_FROM_ZERO_METRIC = "HasBacklogWithoutCapacity"
+METRIC_NAMESPACE = "AWS/SageMaker"
+# The documented scale-from-zero policy and alarm (async-inference-autoscale.html), as numbers.
+SCALE_FROM_ZERO_COOLDOWN_S = 300
+ALARM_PERIOD_S = 60
+ALARM_EVALUATION_PERIODS = 2
+
+
+@dataclass(frozen=True)
+class S3Location:
+    """One S3 folder: bucket (may hold CloudFormation tokens) and key prefix without a trailing "/"."""
+
+    bucket: str
+    prefix: str
+
+    @property
+    def uri(self) -> str:
+        return f"s3://{self.bucket}/{self.prefix}"
+
+    @property
+    def bucket_arn(self) -> str:
+        return f"arn:{Aws.PARTITION}:s3:::{self.bucket}"
+
+    @property
+    def objects_arn(self) -> str:
+        """Every object inside the folder (the "/" keeps a sibling folder with a longer name out)."""
+        return f"{self.bucket_arn}/{self.prefix}/*"
+
+
+@dataclass(frozen=True)
+class AsyncLocations:
+    """Where the invoke function puts request payloads and where SageMaker writes answers and failures."""
+
+    input: S3Location
+    output: S3Location
+    failure: S3Location
+
+
+def async_locations(invocation: Invocation, *, endpoint_name: str, artifact_bucket: str) -> AsyncLocations:
+    """The locations of one endpoint: the config's output_path/failure_path, else folders of the environment's
+    artifact bucket under async/<endpoint>/ (the input folder always is: the invoke function writes it)."""
+    default = async_prefixes(endpoint_name)
+
+    def location(uri: str | None, key: str) -> S3Location:
+        if uri is None:
+            return S3Location(artifact_bucket, default[key])
+        bucket, prefix = split_s3_path(uri)
+        return S3Location(bucket, prefix)
+
+    return AsyncLocations(
+        input=S3Location(artifact_bucket, default["input"]),
+        output=location(invocation.output_path, "output"),
+        failure=location(invocation.failure_path, "failure"),
+    )
+
+
+class AsyncInference(Construct):
+    """The asynchronous side of one endpoint.
+
+    Keyword-only props:
+      endpoint_name: the SageMaker endpoint's name (the metrics' EndpointName dimension, the prefixes' folder).
+      invocation: the validated `invocation:` block; mode must be async.
+      artifact_bucket: the environment's artifact bucket name, home of the default locations.
+      execution_role: the endpoint's execution role, granted what SageMaker does with it here (and nothing else).
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        endpoint_name: str,
+        invocation: Invocation,
+        artifact_bucket: str,
+        execution_role: iam.IRole,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        if not invocation.is_async:
+            raise ValueError(f"AsyncInference {endpoint_name!r}: invocation.mode must be 'async', got {invocation.mode!r}")
+        self.endpoint_name = endpoint_name
+        self.invocation = invocation
+        self.locations = async_locations(invocation, endpoint_name=endpoint_name, artifact_bucket=artifact_bucket)
+
+        self.success_topic_arn = self._topic("SuccessTopic", invocation.success_topic, "answers")
+        self.error_topic_arn = self._topic("ErrorTopic", invocation.error_topic, "failures")
+
+        # What SageMaker does with the execution role for asynchronous requests: read the payload the invoke function
+        # uploaded, write the answer or the failure (multipart for large answers), announce it.
+        execution_role.add_to_principal_policy(
+            iam.PolicyStatement(actions=["s3:GetObject"], resources=[self.locations.input.objects_arn])
+        )
+        execution_role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["s3:PutObject", "s3:AbortMultipartUpload"],
+                resources=[self.locations.output.objects_arn, self.locations.failure.objects_arn],
+            )
+        )
+        topics = [t for t in (self.success_topic_arn, self.error_topic_arn) if t is not None]
+        if topics:
+            execution_role.add_to_principal_policy(iam.PolicyStatement(actions=["sns:Publish"], resources=topics))
+        acknowledge(
+            execution_role,
+            [f"AwsSolutions-IAM5[Resource::{_nag_text(loc.objects_arn)}]"
+             for loc in (self.locations.input, self.locations.output, self.locations.failure)],
+            "Asynchronous inference: SageMaker reads each request's payload from this endpoint's input folder and "
+            "writes each answer or failure under a name it chooses (from the inference id) into this endpoint's output "
+            "and failure folders; access is limited to those three folders.",
+        )
+
+    def _topic(self, construct_id: str, given: str | None, what: str) -> str | None:
+        """The ARN of a notification topic: the one given, one created here, or None without notifications."""
+        if not self.invocation.notifications:
+            return None
+        if given is not None:
+            return given
+        topic = sns.Topic(
+            self,
+            construct_id,
+            display_name=f"{self.endpoint_name} asynchronous inference {what}",
+            # TLS only (a topic policy that denies aws:SecureTransport false), cdk-nag AwsSolutions-SNS3.
+            enforce_ssl=True,
+        )
+        acknowledge(
+            topic,
+            "AwsSolutions-SNS2",
+            "The notifications carry the inference id and the S3 locations of the answer or failure, never the answer "
+            "itself (IncludeInferenceResponseIn is not set; AsyncInferenceNotificationConfig); SNS encrypts in transit "
+            "(TLS enforced by the topic policy). A KMS key would need a key policy for SageMaker's publishes.",
+        )
+        return topic.topic_arn
+
+    @property
+    def config(self) -> sagemaker.CfnEndpointConfig.AsyncInferenceConfigProperty:
+        """The endpoint config's AsyncInferenceConfig."""
+        notification = None
+        if self.success_topic_arn is not None or self.error_topic_arn is not None:
+            notification = sagemaker.CfnEndpointConfig.AsyncInferenceNotificationConfigProperty(
+                success_topic=self.success_topic_arn, error_topic=self.error_topic_arn
+            )
+        client = None
+        if self.invocation.max_concurrent_invocations_per_instance is not None:
+            client = sagemaker.CfnEndpointConfig.AsyncInferenceClientConfigProperty(
+                max_concurrent_invocations_per_instance=self.invocation.max_concurrent_invocations_per_instance
+            )
+        return sagemaker.CfnEndpointConfig.AsyncInferenceConfigProperty(
+            output_config=sagemaker.CfnEndpointConfig.AsyncInferenceOutputConfigProperty(
+                s3_output_path=self.locations.output.uri,
+                s3_failure_path=self.locations.failure.uri,
+                notification_config=notification,
+            ),
+            client_config=client,
+        )
+
+    def add_scaling(self, scaling: Autoscaling, *, variant_name: str, endpoint: IConstruct) -> None:
+        """Target tracking on the queue per instance; with min_capacity 0 also the documented scale-from-zero step
+        policy and its HasBacklogWithoutCapacity alarm (without it, a queue shorter than the target would wait at zero
+        instances). No RoleARN: Application Auto Scaling uses its service-linked role for SageMaker."""
+        target = appscaling.CfnScalableTarget(
+            self,
+            "ScalableTarget",
+            service_namespace="sagemaker",
+            scalable_dimension="sagemaker:variant:DesiredInstanceCount",
+            resource_id=f"endpoint/{self.endpoint_name}/variant/{variant_name}",
+            min_capacity=scaling.min_capacity,
+            max_capacity=scaling.max_capacity,
+        )
+        target.node.add_dependency(endpoint)
+        dimensions = [appscaling.CfnScalingPolicy.MetricDimensionProperty(name="EndpointName", value=self.endpoint_name)]
+        appscaling.CfnScalingPolicy(
+            self,
+            "BacklogScaling",
+            policy_name=f"{self.endpoint_name}-backlog",
+            policy_type="TargetTrackingScaling",
+            scaling_target_id=target.ref,
+            target_tracking_scaling_policy_configuration=appscaling.CfnScalingPolicy.TargetTrackingScalingPolicyConfigurationProperty(
+                # Queued requests per instance (the metric divides the queue by the instance count).
+                target_value=scaling.target_value,
+                customized_metric_specification=appscaling.CfnScalingPolicy.CustomizedMetricSpecificationProperty(
+                    metric_name=BACKLOG_METRIC, namespace=METRIC_NAMESPACE, dimensions=dimensions, statistic="Average"
+                ),
+                scale_in_cooldown=scaling.scale_in_cooldown_s,
+                scale_out_cooldown=scaling.scale_out_cooldown_s,
+            ),
+        )
+        if scaling.min_capacity > 0:
+            return
+        from_zero = appscaling.CfnScalingPolicy(
+            self,
+            "ScaleFromZero",
+            policy_name=f"{self.endpoint_name}-{SCALE_FROM_ZERO_METRIC}",
+            policy_type="StepScaling",
+            scaling_target_id=target.ref,
+            step_scaling_policy_configuration=appscaling.CfnScalingPolicy.StepScalingPolicyConfigurationProperty(
+                adjustment_type="ChangeInCapacity",
+                metric_aggregation_type="Average",
+                cooldown=SCALE_FROM_ZERO_COOLDOWN_S,
+                step_adjustments=[
+                    appscaling.CfnScalingPolicy.StepAdjustmentProperty(metric_interval_lower_bound=0, scaling_adjustment=1)
+                ],
+            ),
+        )
+        cloudwatch.CfnAlarm(
+            self,
+            "BacklogWithoutCapacity",
+            alarm_description=(
+                f"Requests wait in the queue of {self.endpoint_name} while it runs no instance: scale up from zero"
+            ),
+            namespace=METRIC_NAMESPACE,
+            metric_name=SCALE_FROM_ZERO_METRIC,
+            dimensions=[cloudwatch.CfnAlarm.DimensionProperty(name="EndpointName", value=self.endpoint_name)],
+            statistic="Average",
+            period=ALARM_PERIOD_S,
+            evaluation_periods=ALARM_EVALUATION_PERIODS,
+            datapoints_to_alarm=ALARM_EVALUATION_PERIODS,
+            threshold=1,
+            comparison_operator="GreaterThanOrEqualToThreshold",
+            treat_missing_data="missing",
+            alarm_actions=[from_zero.attr_arn],
+        )
+
+    # Grants for the function that submits requests and reads results (the endpoint's invoke function in async mode,
+    # endpoint_runtime/async_invoke.py). Operation -> action: PutObject s3:PutObject, ListObjectsV2 s3:ListBucket (with the s3:prefix
+    # condition key), GetObject s3:GetObject (Service Authorization Reference for Amazon S3, list_amazons3.html);
+    # InvokeEndpointAsync sagemaker:InvokeEndpointAsync (the Prerequisites page above).
+
+    def grant_submit(self, grantee: iam.IGrantable, endpoint_arn: str) -> iam.Grant:
+        """Upload request payloads into the input folder and submit them to this endpoint."""
+        upload = iam.Grant.add_to_principal(
+            grantee=grantee, actions=["s3:PutObject"], resource_arns=[self.locations.input.objects_arn]
+        )
+        submit = iam.Grant.add_to_principal(
+            grantee=grantee, actions=["sagemaker:InvokeEndpointAsync"], resource_arns=[endpoint_arn]
+        )
+        return upload.combine(submit)
+
+    def grant_read_results(self, grantee: iam.IGrantable) -> iam.Grant:
+        """Find (list with the key as prefix) and read answers and failures, in their two folders only."""
+        grant: iam.Grant | None = None
+        for loc in (self.locations.output, self.locations.failure):
+            listing = iam.Grant.add_to_principal(
+                grantee=grantee,
+                actions=["s3:ListBucket"],
+                resource_arns=[loc.bucket_arn],
+                conditions={"StringLike": {"s3:prefix": [f"{loc.prefix}/*"]}},
+            )
+            reading = iam.Grant.add_to_principal(grantee=grantee, actions=["s3:GetObject"], resource_arns=[loc.objects_arn])
+            both = listing.combine(reading)
+            grant = both if grant is None else grant.combine(both)
+        assert grant is not None
+        return grant
+
+    def grant_invoke_function(self, function: lambda_.Function, endpoint_arn: str) -> iam.Grant:
+        """What the endpoint's invoke function does in async mode (submit and read results), with cdk-nag's IAM5
+        findings of those grants acknowledged on its role."""
+        grant = self.grant_submit(function, endpoint_arn).combine(self.grant_read_results(function))
+        acknowledge(
+            function.role,
+            [f"AwsSolutions-IAM5[Resource::{_nag_text(loc.objects_arn)}]"
+             for loc in (self.locations.input, self.locations.output, self.locations.failure)],
+            "Asynchronous inference: request payloads are uploaded under new names (one per request) into this "
+            "endpoint's input folder, and answers and failures are read from this endpoint's output and failure "
+            "folders, under names SageMaker derives from each inference id; access is limited to those folders.",
+        )
+        return grant
+
+    @property
+    def environment(self) -> dict[str, str]:
+        """What the invoke function needs to know (endpoint_runtime/async_invoke.py reads these)."""
+        env = {
+            "INVOCATION_MODE": "async",
+            "INPUT_LOCATION": self.locations.input.uri,
+            "OUTPUT_LOCATION": self.locations.output.uri,
+            "FAILURE_LOCATION": self.locations.failure.uri,
+        }
+        if self.invocation.invocation_timeout_s is not None:
+            env["INVOCATION_TIMEOUT_S"] = str(self.invocation.invocation_timeout_s)
+        if self.invocation.request_ttl_s is not None:
+            env["REQUEST_TTL_S"] = str(self.invocation.request_ttl_s)
+        return env
+
+
+def _nag_text(value: str) -> str:
+    """How cdk-nag writes a string holding pseudo parameters in its finding ids (e.g. <AWS::AccountId>)."""
+    for token, text in ((Aws.ACCOUNT_ID, "<AWS::AccountId>"), (Aws.REGION, "<AWS::Region>"), (Aws.PARTITION, "<AWS::Partition>")):
+        value = value.replace(token, text)
+    return value
+
+
+__all__ = ["AsyncInference", "AsyncLocations", "S3Location", "async_locations"]

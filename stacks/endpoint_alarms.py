@@ -1,0 +1,407 @@
+"""CloudWatch alarms, the alarm topic and the environment dashboard of the SageMaker endpoints, and the endpoint's
+DeploymentConfig (guarded updates with automatic rollback). Config: endpoint_config/operations.py.
+
+Metrics, namespaces and dimensions are the ones SageMaker publishes
+(https://docs.aws.amazon.com/sagemaker/latest/dg/monitoring-cloudwatch.html):
+  AWS/SageMaker, dimensions EndpointName + VariantName: Invocations, Invocation4XXErrors and Invocation5XXErrors
+    (1 per 4xx/5xx response, else 0: the Average is the error rate), InvocationsPerInstance (1/instances per
+    request), ModelLatency (microseconds).
+  /aws/sagemaker/Endpoints, the same dimensions: CPUUtilization, MemoryUtilization, DiskUtilization (0-100) and
+    GPUUtilization, GPUMemoryUtilization (0-100 x the instance's GPU count).
+  During a deployment the new fleet's metrics also carry EndpointConfigName (deployment guardrails, "Monitor model
+    latency on the new fleet": https://docs.aws.amazon.com/sagemaker/latest/dg/deployment-guardrails-configuration.html).
+ModelSetupTime gets no alarm: SageMaker publishes it for serverless endpoints ("the time it takes to launch new
+compute resources for a serverless endpoint", same page), and these endpoints run on instances.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aws_cdk import ArnFormat, Aws, CfnOutput, Duration, Stack
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as cw_actions
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_sagemaker as sagemaker
+from aws_cdk import aws_sns as sns
+from constructs import Construct
+
+from endpoint_config import Deployment, parse_instance_type
+from endpoint_config.operations import (
+    MAX_ROLLBACK_ALARMS,
+    AlarmsSpec,
+    AutoRollback,
+    BlueGreen,
+    DeploymentSpec,
+    Rolling,
+    fleet_range,
+)
+
+from .nag import acknowledge
+
+INVOCATION_NAMESPACE = "AWS/SageMaker"
+INSTANCE_NAMESPACE = "/aws/sagemaker/Endpoints"
+MICROSECONDS_PER_MS = 1000
+
+
+def _metric(
+    namespace: str, name: str, dimensions: dict[str, str], statistic: str, period_s: int, label: str | None = None
+) -> cloudwatch.Metric:
+    return cloudwatch.Metric(
+        namespace=namespace, metric_name=name, dimensions_map=dimensions, statistic=statistic,
+        period=Duration.seconds(period_s), label=label,
+    )
+
+
+def _dimensions(endpoint_name: str, variant_name: str) -> dict[str, str]:
+    return {"EndpointName": endpoint_name, "VariantName": variant_name}
+
+
+class RollbackAlarms(Construct):
+    """The alarms SageMaker watches during an update (AutoRollbackConfiguration), on the NEW fleet only: each metric
+    carries the EndpointConfigName of the config being deployed, so an old fleet that already errs does not stop
+    every update. No actions: SageMaker reads their state itself.
+
+    Keyword-only props:
+      endpoint_name, variant_name: the endpoint and its variant.
+      endpoint_config_name: the endpoint config being deployed (a token: CloudFormation names the config).
+      spec: the `deployment.auto_rollback` block (thresholds, period, evaluation periods, existing alarm names).
+
+    Alarm names are fixed (`<endpoint>-rollback-...`), so the endpoint names them without a reference; the endpoint
+    must depend on this construct, so each update moves the alarms to the new config before SageMaker starts.
+    """
+
+    def __init__(
+        self, scope: Construct, construct_id: str, *, endpoint_name: str, variant_name: str, endpoint_config_name: str,
+        spec: AutoRollback,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        if not spec.alarm_keys() and not spec.extra_alarm_names:
+            raise ValueError(f"RollbackAlarms {endpoint_name!r}: no alarm to create or watch")
+        dimensions = {**_dimensions(endpoint_name, variant_name), "EndpointConfigName": endpoint_config_name}
+        # (construct id, alarm name, metric, threshold, description)
+        wanted: list[tuple[str, str, cloudwatch.Metric, float, str]] = []
+        if spec.errors_5xx_rate is not None:
+            wanted.append(("Errors5xx", f"{endpoint_name}-rollback-5xx-rate",
+                           _metric(INVOCATION_NAMESPACE, "Invocation5XXErrors", dimensions, "Average", spec.period_s),
+                           spec.errors_5xx_rate, f"5xx rate of the new fleet above {spec.errors_5xx_rate:g}"))
+        if spec.latency_p99_ms is not None:
+            wanted.append(("LatencyP99", f"{endpoint_name}-rollback-latency-p99",
+                           _metric(INVOCATION_NAMESPACE, "ModelLatency", dimensions, "p99", spec.period_s),
+                           spec.latency_p99_ms * MICROSECONDS_PER_MS,  # ModelLatency is in microseconds
+                           f"p99 model latency of the new fleet above {spec.latency_p99_ms} ms"))
+        self.alarms: list[cloudwatch.Alarm] = [
+            cloudwatch.Alarm(
+                self, cid, alarm_name=name, alarm_description=f"Rolls back an update of {endpoint_name}: {what}",
+                metric=metric, threshold=threshold,
+                comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                evaluation_periods=spec.evaluation_periods, datapoints_to_alarm=spec.evaluation_periods,
+                # No traffic on the new fleet yet is not a failure.
+                treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            )
+            for cid, name, metric, threshold, what in wanted
+        ]
+        # Plain strings, not the alarms' Ref: SageMaker takes names, and the caller orders the endpoint after this.
+        self.alarm_names: list[str] = [name for _, name, *_ in wanted] + list(spec.extra_alarm_names)
+        if len(self.alarm_names) > MAX_ROLLBACK_ALARMS:
+            raise ValueError(
+                f"RollbackAlarms {endpoint_name!r}: {len(self.alarm_names)} alarms; SageMaker watches at most {MAX_ROLLBACK_ALARMS}"
+            )
+
+    def grant_describe(self, grantee: iam.IGrantable) -> iam.Grant:
+        """cloudwatch:DescribeAlarms on these alarms: what the endpoint's execution role needs ("Ensure that your IAM
+        execution role has permission to perform the cloudwatch:DescribeAlarms action on the auto-rollback alarms you
+        specify", https://docs.aws.amazon.com/sagemaker/latest/dg/deployment-guardrails-configuration.html). Scoped to
+        the alarms' ARNs: DescribeAlarms takes alarm resources (only composite alarms need "*", per the DescribeAlarms
+        API reference, https://docs.aws.amazon.com/AmazonCloudWatch/latest/APIReference/API_DescribeAlarms.html)."""
+        stack = Stack.of(self)
+        # arn:<partition>:cloudwatch:<region>:<account>:alarm:<name>, the "alarm" resource type of the Service
+        # Authorization Reference (https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazoncloudwatch.html).
+        arns = [
+            stack.format_arn(service="cloudwatch", resource="alarm", resource_name=name,
+                             arn_format=ArnFormat.COLON_RESOURCE_NAME)
+            for name in self.alarm_names
+        ]
+        return iam.Grant.add_to_principal(grantee=grantee, actions=["cloudwatch:DescribeAlarms"], resource_arns=arns)
+
+
+def deployment_config(
+    deployment: DeploymentSpec, *, rollback_alarm_names: list[str], variant_count: int, endpoint_name: str
+) -> sagemaker.CfnEndpoint.DeploymentConfigProperty:
+    """CfnEndpoint DeploymentConfig from the `deployment:` block. `variant_count`: the endpoint config's production
+    variants: SageMaker refuses a rolling deployment on a multi-variant endpoint (deployment guardrails, Exclusions:
+    https://docs.aws.amazon.com/sagemaker/latest/dg/deployment-guardrails-exclusions.html). The stacks create one
+    variant today; the check holds the day a second one is added."""
+    policy = deployment.policy
+    if isinstance(policy, Rolling) and variant_count > 1:
+        raise ValueError(
+            f"endpoint {endpoint_name!r}: deployment.rolling is refused by SageMaker on an endpoint with {variant_count} "
+            "production variants (rolling deployments need a single variant); use blue_green"
+        )
+    rollback = None
+    if rollback_alarm_names:
+        rollback = sagemaker.CfnEndpoint.AutoRollbackConfigProperty(
+            alarms=[sagemaker.CfnEndpoint.AlarmProperty(alarm_name=n) for n in rollback_alarm_names]
+        )
+    if isinstance(policy, BlueGreen):
+        routing = sagemaker.CfnEndpoint.TrafficRoutingConfigProperty(
+            type=policy.traffic.upper(),  # ALL_AT_ONCE | CANARY | LINEAR
+            wait_interval_in_seconds=policy.wait_interval_s,
+            canary_size=_capacity(policy.canary_size),
+            linear_step_size=_capacity(policy.linear_step),
+        )
+        return sagemaker.CfnEndpoint.DeploymentConfigProperty(
+            blue_green_update_policy=sagemaker.CfnEndpoint.BlueGreenUpdatePolicyProperty(
+                traffic_routing_configuration=routing,
+                termination_wait_in_seconds=policy.termination_wait_s,
+                maximum_execution_timeout_in_seconds=policy.maximum_execution_timeout_s,
+            ),
+            auto_rollback_configuration=rollback,
+        )
+    return sagemaker.CfnEndpoint.DeploymentConfigProperty(
+        rolling_update_policy=sagemaker.CfnEndpoint.RollingUpdatePolicyProperty(
+            maximum_batch_size=_capacity(policy.maximum_batch_size),
+            wait_interval_in_seconds=policy.wait_interval_s,
+            rollback_maximum_batch_size=_capacity(policy.rollback_maximum_batch_size),
+            maximum_execution_timeout_in_seconds=policy.maximum_execution_timeout_s,
+        ),
+        auto_rollback_configuration=rollback,
+    )
+
+
+def _capacity(size) -> sagemaker.CfnEndpoint.CapacitySizeProperty | None:
+    if size is None:
+        return None
+    api = size.api()
+    return sagemaker.CfnEndpoint.CapacitySizeProperty(type=api["type"], value=api["value"])
+
+
+class EndpointAlarms(Construct):
+    """Alarms on one endpoint's health, notifying an SNS topic: the stack's own (TLS-only publishing, CloudWatch
+    allowed to publish) or the existing `spec.topic_arn`.
+
+    Keyword-only props:
+      endpoint_name, variant_name: the endpoint and its variant.
+      spec: the `alarms:` block (thresholds; null thresholds create no alarm).
+      gpu_count: NVIDIA GPUs per instance (0: no GPU alarm); GPUMemoryUtilization sums the GPUs, so the per-GPU
+        threshold is multiplied by it.
+      asynchronous: the endpoint takes InvokeEndpointAsync only; SageMaker then publishes no Invocations metric, so
+        the no-invocations alarm is refused (the config refuses it first).
+    """
+
+    def __init__(
+        self, scope: Construct, construct_id: str, *, endpoint_name: str, variant_name: str, spec: AlarmsSpec,
+        gpu_count: int, asynchronous: bool = False,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        if gpu_count < 0:
+            raise ValueError(f"EndpointAlarms {endpoint_name!r}: gpu_count must be 0 or more, got {gpu_count}")
+        if asynchronous and spec.no_invocations_periods is not None:
+            raise ValueError(f"EndpointAlarms {endpoint_name!r}: no_invocations_periods on an asynchronous endpoint (no Invocations metric)")
+        if spec.topic_arn is not None:
+            self.topic: sns.ITopic = sns.Topic.from_topic_arn(self, "Topic", spec.topic_arn)
+        else:
+            self.topic = self._topic(endpoint_name)
+        CfnOutput(self, "TopicArn", value=self.topic.topic_arn, description=f"Alarm notifications of {endpoint_name}")
+
+        dims = _dimensions(endpoint_name, variant_name)
+        period = spec.period_s
+        window = dict(evaluation_periods=spec.evaluation_periods, datapoints_to_alarm=spec.datapoints_to_alarm)
+        above = cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD
+        quiet_ok = cloudwatch.TreatMissingData.NOT_BREACHING
+        # (construct id, name suffix, metric, threshold, description)
+        wanted: list[tuple[str, str, cloudwatch.Metric, float, str]] = []
+        if spec.errors_5xx_rate is not None:
+            wanted.append(("Errors5xx", "5xx-rate", _metric(INVOCATION_NAMESPACE, "Invocation5XXErrors", dims, "Average", period),
+                           spec.errors_5xx_rate, f"share of invocations answered 5xx above {spec.errors_5xx_rate:g}"))
+        if spec.errors_4xx_rate is not None:
+            wanted.append(("Errors4xx", "4xx-rate", _metric(INVOCATION_NAMESPACE, "Invocation4XXErrors", dims, "Average", period),
+                           spec.errors_4xx_rate, f"share of invocations answered 4xx above {spec.errors_4xx_rate:g}"))
+        if spec.latency_p99_ms is not None:
+            wanted.append(("LatencyP99", "latency-p99", _metric(INVOCATION_NAMESPACE, "ModelLatency", dims, "p99", period),
+                           spec.latency_p99_ms * MICROSECONDS_PER_MS, f"p99 model latency above {spec.latency_p99_ms} ms"))
+        if spec.gpu_memory_percent is not None and gpu_count:
+            # The fullest instance, not the average: one instance out of GPU memory fails its requests.
+            wanted.append(("GpuMemory", "gpu-memory", _metric(INSTANCE_NAMESPACE, "GPUMemoryUtilization", dims, "Maximum", period),
+                           spec.gpu_memory_percent * gpu_count,
+                           f"GPU memory above {spec.gpu_memory_percent:g} % per GPU ({gpu_count} GPUs per instance)"))
+        if spec.disk_percent is not None:
+            wanted.append(("Disk", "disk", _metric(INSTANCE_NAMESPACE, "DiskUtilization", dims, "Maximum", period),
+                           spec.disk_percent, f"disk above {spec.disk_percent:g} % on an instance"))
+        self.alarms: list[cloudwatch.Alarm] = []
+        action = cw_actions.SnsAction(self.topic)
+        for cid, suffix, metric, threshold, what in wanted:
+            alarm = cloudwatch.Alarm(
+                self, cid, alarm_name=f"{endpoint_name}-{suffix}", alarm_description=f"{endpoint_name}: {what}",
+                metric=metric, threshold=threshold, comparison_operator=above, treat_missing_data=quiet_ok, **window,
+            )
+            alarm.add_alarm_action(action)
+            self.alarms.append(alarm)
+        if spec.no_invocations_periods is not None:
+            # SageMaker publishes no datapoint in a minute without invocations: missing data is the signal.
+            alarm = cloudwatch.Alarm(
+                self, "NoInvocations", alarm_name=f"{endpoint_name}-no-invocations",
+                alarm_description=f"{endpoint_name}: no invocations for {spec.no_invocations_periods} x {period} s",
+                metric=_metric(INVOCATION_NAMESPACE, "Invocations", dims, "Sum", period),
+                threshold=1, comparison_operator=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
+                evaluation_periods=spec.no_invocations_periods, datapoints_to_alarm=spec.no_invocations_periods,
+                treat_missing_data=cloudwatch.TreatMissingData.BREACHING,
+            )
+            alarm.add_alarm_action(action)
+            self.alarms.append(alarm)
+
+    def _topic(self, endpoint_name: str) -> sns.Topic:
+        topic = sns.Topic(
+            self, "Topic", display_name=f"SageMaker endpoint {endpoint_name} alarms",
+            # A TopicPolicy denying publish and subscribe without TLS (aws:SecureTransport): cdk-nag AwsSolutions-SNS3.
+            enforce_ssl=True,
+        )
+        # The TopicPolicy replaces the topic's default policy, so CloudWatch's right to publish is stated, limited to
+        # this account's alarms (the statement of "Allow CloudWatch alarms ... to publish to a topic",
+        # https://docs.aws.amazon.com/sns/latest/dg/sns-access-policy-use-cases.html).
+        topic.add_to_resource_policy(iam.PolicyStatement(
+            sid="CloudWatchAlarmsPublish",
+            principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+            actions=["sns:Publish"],
+            resources=[topic.topic_arn],
+            conditions={
+                "ArnLike": {"aws:SourceArn": f"arn:{Aws.PARTITION}:cloudwatch:{Aws.REGION}:{Aws.ACCOUNT_ID}:alarm:*"},
+                "StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID},
+            },
+        ))
+        acknowledge(
+            topic,
+            "AwsSolutions-SNS2",
+            "Alarm notifications carry alarm names, states and metric values, no request data. Encrypting the topic needs "
+            "a customer managed KMS key whose policy admits cloudwatch.amazonaws.com: CloudWatch cannot publish to a topic "
+            "under the AWS managed key (SNS Developer Guide, 'Enable compatibility between event sources from AWS services "
+            "and encrypted topics', sns-key-management.html). Set alarms.topic_arn to an encrypted topic of your own to "
+            "use one.",
+        )
+        return topic
+
+
+# ----------------------------------------------------------------------------------------------- the dashboard
+
+
+@dataclass(frozen=True)
+class DashboardEndpoint:
+    """One endpoint's row on the environment dashboard."""
+
+    endpoint_name: str
+    variant_name: str
+    gpu_count: int
+    min_capacity: int
+    max_capacity: int
+    asynchronous: bool = False
+
+
+def dashboard_endpoints(deployment: Deployment, variant_name: str) -> list[DashboardEndpoint]:
+    """The rows of `deployment`'s dashboard: every endpoint of the environment, with its scaling range."""
+    rows = []
+    for spec in deployment.endpoints:
+        low, high = fleet_range(spec)
+        if spec.autoscaling is not None:
+            low = spec.autoscaling.min_capacity  # 0 for a scale-to-zero endpoint: the chart shows it
+        rows.append(DashboardEndpoint(
+            endpoint_name=deployment.endpoint_name(spec),
+            variant_name=variant_name,
+            gpu_count=parse_instance_type(spec.instance_type).gpu_count,
+            min_capacity=low,
+            max_capacity=high,
+            asynchronous=getattr(getattr(spec, "invocation", None), "mode", None) == "async",
+        ))
+    return rows
+
+
+class EnvironmentDashboard(Construct):
+    """One CloudWatch dashboard for an environment's endpoints: per endpoint a row of invocations, latency
+    percentiles, errors, instances against the scaling range and, on GPU instances, GPU and GPU memory utilization.
+
+    Keyword-only props:
+      dashboard_name: fixed, so operators find it (letters, digits, '-' and '_'; the region may be a token).
+      endpoints: the rows, in order.
+      period_s: the charts' period (default 300).
+
+    The instance count is not a published metric: it is derived as Sum(Invocations) / Sum(InvocationsPerInstance)
+    (InvocationsPerInstance sends 1/instances per request), so it shows only while requests arrive, and not at all
+    for asynchronous endpoints (SageMaker publishes neither metric for them).
+    """
+
+    def __init__(
+        self, scope: Construct, construct_id: str, *, dashboard_name: str, endpoints: list[DashboardEndpoint],
+        period_s: int = 300,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        if not endpoints:
+            raise ValueError(f"EnvironmentDashboard {dashboard_name!r}: no endpoint to show")
+        if period_s % 60:
+            raise ValueError(f"EnvironmentDashboard {dashboard_name!r}: period_s must be a multiple of 60, got {period_s}")
+        self.dashboard = cloudwatch.Dashboard(self, "Dashboard", dashboard_name=dashboard_name)
+        for row in endpoints:
+            self.dashboard.add_widgets(cloudwatch.TextWidget(markdown=f"### {row.endpoint_name}", width=24, height=1))
+            self.dashboard.add_widgets(*self._row(row, period_s))
+
+    @staticmethod
+    def _row(row: DashboardEndpoint, period_s: int) -> list[cloudwatch.IWidget]:
+        dims = _dimensions(row.endpoint_name, row.variant_name)
+
+        def inv(name: str, statistic: str, label: str) -> cloudwatch.Metric:
+            return _metric(INVOCATION_NAMESPACE, name, dims, statistic, period_s, label)
+
+        widgets: list[cloudwatch.IWidget] = [
+            cloudwatch.GraphWidget(
+                title="Invocations", width=6,
+                left=[inv("Invocations", "Sum", "invocations")] if not row.asynchronous else [],
+                right=[inv("Invocation4XXErrors", "Sum", "4xx"), inv("Invocation5XXErrors", "Sum", "5xx")],
+            ),
+            cloudwatch.GraphWidget(
+                title="Model latency (ms)", width=6,
+                left=[
+                    cloudwatch.MathExpression(
+                        expression=f"p{p}us / {MICROSECONDS_PER_MS}", label=f"p{p}",
+                        using_metrics={f"p{p}us": inv("ModelLatency", f"p{p}", f"p{p}")}, period=Duration.seconds(period_s),
+                    )
+                    for p in (50, 90, 99)
+                ],
+            ),
+            cloudwatch.GraphWidget(
+                title="Error rate", width=6,
+                left=[inv("Invocation4XXErrors", "Average", "4xx rate"), inv("Invocation5XXErrors", "Average", "5xx rate")],
+            ),
+        ]
+        scaling = [
+            cloudwatch.HorizontalAnnotation(value=row.min_capacity, label="min capacity"),
+            cloudwatch.HorizontalAnnotation(value=row.max_capacity, label="max capacity"),
+        ]
+        if row.asynchronous:
+            widgets.append(cloudwatch.TextWidget(
+                markdown=f"Instances: scaling range {row.min_capacity}-{row.max_capacity}; no invocation count is "
+                "published for asynchronous endpoints.", width=6, height=6,
+            ))
+        else:
+            widgets.append(cloudwatch.GraphWidget(
+                title="Instances (from invocations)", width=6, left_annotations=scaling,
+                left=[cloudwatch.MathExpression(
+                    expression="invocations / per_instance", label="instances",
+                    using_metrics={"invocations": inv("Invocations", "Sum", "invocations"),
+                                   "per_instance": inv("InvocationsPerInstance", "Sum", "per instance")},
+                    period=Duration.seconds(period_s),
+                )],
+            ))
+        if row.gpu_count:
+            def inst(name: str, label: str) -> cloudwatch.Metric:
+                return _metric(INSTANCE_NAMESPACE, name, dims, "Average", period_s, label)
+
+            top = cloudwatch.HorizontalAnnotation(value=100 * row.gpu_count, label=f"{row.gpu_count} GPUs full")
+            widgets.append(cloudwatch.GraphWidget(
+                title=f"GPU utilization and memory (% summed over {row.gpu_count} GPUs)", width=12, left_annotations=[top],
+                left=[inst("GPUUtilization", "GPU utilization"), inst("GPUMemoryUtilization", "GPU memory")],
+            ))
+        return widgets
+
+
+__all__ = [
+    "DashboardEndpoint", "EndpointAlarms", "EnvironmentDashboard", "RollbackAlarms", "dashboard_endpoints",
+    "deployment_config",
+]

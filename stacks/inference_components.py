@@ -1,0 +1,266 @@
+"""An endpoint whose model runs as a SageMaker inference component (`hosting.mode: inference-components`).
+
+LlmEndpoint builds the role, the model, the endpoint and its log group in both modes; in this one it asks
+`component_endpoint_config` for the endpoint config and adds an `InferenceComponent` after the endpoint.
+
+What differs from the model-on-the-variant endpoint, with the sources:
+  - The endpoint config's variant names no model and carries ManagedInstanceScaling; the execution role moves to the
+    endpoint config (ExecutionRoleArn). AWS::SageMaker::EndpointConfig, ProductionVariant / ManagedInstanceScaling /
+    RoutingConfig (https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/aws-properties-sagemaker-endpointconfig-productionvariant.html).
+  - The model runs as AWS::SageMaker::InferenceComponent: Specification {ModelName, ComputeResourceRequirements
+    {NumberOfAcceleratorDevicesRequired, NumberOfCpuCoresRequired, MinMemoryRequiredInMb}, StartupParameters
+    {ModelDataDownloadTimeoutInSeconds, ContainerStartupHealthCheckTimeoutInSeconds}}, RuntimeConfig {CopyCount},
+    EndpointName, VariantName, InferenceComponentName
+    (https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/aws-resource-sagemaker-inferencecomponent.html).
+    The startup timeouts belong to the component, so the variant sets none.
+  - Copies scale with Application Auto Scaling on the scalable dimension sagemaker:inference-component:DesiredCopyCount
+    of resource inference-component/<name>, target tracking on the predefined metric
+    SageMakerInferenceComponentConcurrentRequestsPerCopyHighResolution (botocore application-autoscaling MetricType and
+    ScalableDimension enums). No RoleARN: Application Auto Scaling uses its service-linked role, whose managed policy
+    AWSApplicationAutoscalingSageMakerEndpointPolicy allows sagemaker:DescribeInferenceComponent and
+    sagemaker:UpdateInferenceComponentRuntimeConfig (AWS managed policy document, as recorded in
+    iann0036/iam-dataset aws/managedpolicies/AWSApplicationAutoscalingSageMakerEndpointPolicy.json).
+  - Scale from zero is "Scale an endpoint to zero instances"
+    (https://docs.aws.amazon.com/sagemaker/latest/dg/endpoint-auto-scaling-zero-instances.html): a StepScaling policy
+    {AdjustmentType ChangeInCapacity, MetricAggregationType Maximum, Cooldown 60, StepAdjustments
+    [{MetricIntervalLowerBound 0, ScalingAdjustment 1}]} triggered by a CloudWatch alarm on AWS/SageMaker
+    NoCapacityInvocationFailures {InferenceComponentName}, Sum over 60 s, 1 of 1 datapoints, threshold 1, which
+    "SageMaker AI emits ... when an endpoint receives an inference request, but the endpoint has no active instances".
+    One change: GreaterThanOrEqualToThreshold where the page writes GreaterThanThreshold, so one failed request in a
+    minute wakes the component (the page's alarm needs two).
+"""
+
+from __future__ import annotations
+
+from aws_cdk import RemovalPolicy, Stack
+from aws_cdk import aws_applicationautoscaling as appscaling
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_sagemaker as sagemaker
+from constructs import Construct
+
+from endpoint_config import EndpointSpec, parse_instance_type
+from endpoint_config.hosting import (
+    ComputeRequirements,
+    CopyScaling,
+    InstanceScaling,
+    accelerators_per_copy,
+    component_name,
+)
+from endpoint_config.schema import LOG_RETENTION, TIMEOUT_BOUNDS
+
+SCALABLE_DIMENSION = "sagemaker:inference-component:DesiredCopyCount"
+COPY_SCALING_METRIC = "SageMakerInferenceComponentConcurrentRequestsPerCopyHighResolution"
+NO_CAPACITY_METRIC = "NoCapacityInvocationFailures"
+# The documented scale-from-zero step policy and alarm (module docstring).
+WAKE_COOLDOWN_S = 60
+WAKE_ALARM_PERIOD_S = 60
+
+
+def component_endpoint_config(
+    scope: Construct,
+    construct_id: str,
+    *,
+    spec: EndpointSpec,
+    role: iam.IRole,
+    variant_name: str,
+    routing_strategy: str,
+    inference_ami_version: str | None = None,
+) -> sagemaker.CfnEndpointConfig:
+    """The endpoint config of an inference-component endpoint: one variant with instances but no model, managed
+    instance scaling (hosting.instance_scaling), the given RoutingConfig strategy and `role` as ExecutionRoleArn."""
+    if not spec.hosting.uses_components:
+        raise ValueError(f"endpoint {spec.name!r}: hosting.mode is {spec.hosting.mode!r}, not inference-components")
+    scaling = spec.hosting.instance_scaling or InstanceScaling()
+    return sagemaker.CfnEndpointConfig(
+        scope,
+        construct_id,
+        execution_role_arn=role.role_arn,
+        production_variants=[
+            sagemaker.CfnEndpointConfig.ProductionVariantProperty(
+                variant_name=variant_name,
+                initial_instance_count=spec.instance_count,
+                instance_type=spec.instance_type,
+                volume_size_in_gb=spec.volume_size_gb,
+                managed_instance_scaling=sagemaker.CfnEndpointConfig.ManagedInstanceScalingProperty(
+                    status="ENABLED",
+                    min_instance_count=scaling.min_instances,
+                    max_instance_count=scaling.max_instances,
+                ),
+                routing_config=sagemaker.CfnEndpointConfig.RoutingConfigProperty(routing_strategy=routing_strategy),
+                inference_ami_version=inference_ami_version,
+            )
+        ],
+    )
+
+
+class InferenceComponent(Construct):
+    """The endpoint's model as one inference component, its log group and, with hosting.copy_scaling, copy
+    autoscaling (and the wake-up from zero copies when min_copies is 0).
+
+    Keyword-only props:
+      endpoint: the CfnEndpoint to place the component on (its EndpointName attribute, so the component waits for it).
+      endpoint_name: that endpoint's name; the component is named `component_name(endpoint_name)`.
+      model: the CfnModel the component runs (Specification.ModelName).
+      role: the execution role; it may write the component's log group.
+      spec: the validated endpoint config, hosting.mode inference-components.
+      variant_name: the endpoint config's variant.
+      download_timeout_s / startup_timeout_s: StartupParameters (60-3600, as the config validates).
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        endpoint: sagemaker.CfnEndpoint,
+        endpoint_name: str,
+        model: sagemaker.CfnModel,
+        role: iam.IRole,
+        spec: EndpointSpec,
+        variant_name: str,
+        download_timeout_s: int,
+        startup_timeout_s: int,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        hosting = spec.hosting
+        if not hosting.uses_components:
+            raise ValueError(f"InferenceComponent {endpoint_name!r}: hosting.mode is {hosting.mode!r}, not inference-components")
+        low, high = TIMEOUT_BOUNDS
+        for name, value in (("download_timeout_s", download_timeout_s), ("startup_timeout_s", startup_timeout_s)):
+            if not low <= value <= high:
+                raise ValueError(f"InferenceComponent {endpoint_name!r}: {name} must be between {low} and {high} s, got {value}")
+        if spec.log_retention_days not in LOG_RETENTION:
+            raise ValueError(f"log retention {spec.log_retention_days} days is not one CloudWatch Logs offers")
+        self.component_name = component_name(endpoint_name)
+        stack = Stack.of(self)
+        # SageMaker ARNs carry names in lower case; ours are lower case already (the config's name pattern).
+        self.component_arn = stack.format_arn(
+            service="sagemaker", resource="inference-component", resource_name=self.component_name.lower()
+        )
+
+        # Component containers log to /aws/sagemaker/InferenceComponents/<component> (the group name public SageMaker
+        # code reads; no AWS page found that states it: unverified). Owned here, as the endpoint's group is, so it
+        # gets a retention and destroy removes it instead of leaving a group SageMaker created.
+        self.log_group = logs.LogGroup(
+            self,
+            "Logs",
+            log_group_name=f"/aws/sagemaker/InferenceComponents/{self.component_name}",
+            retention=logs.RetentionDays[LOG_RETENTION[spec.log_retention_days]],
+            removal_policy=RemovalPolicy.DESTROY,
+        )
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
+                resources=[self.log_group.log_group_arn],
+            )
+        )
+
+        instance = parse_instance_type(spec.instance_type)
+        compute = hosting.compute or ComputeRequirements()
+        gpus = accelerators_per_copy(spec, instance)
+        self.component = sagemaker.CfnInferenceComponent(
+            self,
+            "Component",
+            inference_component_name=self.component_name,
+            endpoint_name=endpoint.attr_endpoint_name,
+            variant_name=variant_name,
+            specification=sagemaker.CfnInferenceComponent.InferenceComponentSpecificationProperty(
+                model_name=model.attr_model_name,
+                compute_resource_requirements=sagemaker.CfnInferenceComponent.InferenceComponentComputeResourceRequirementsProperty(
+                    number_of_accelerator_devices_required=gpus or None,
+                    number_of_cpu_cores_required=compute.cpu_cores,
+                    min_memory_required_in_mb=compute.min_memory_mb,
+                ),
+                startup_parameters=sagemaker.CfnInferenceComponent.InferenceComponentStartupParametersProperty(
+                    model_data_download_timeout_in_seconds=download_timeout_s,
+                    container_startup_health_check_timeout_in_seconds=startup_timeout_s,
+                ),
+            ),
+            runtime_config=sagemaker.CfnInferenceComponent.InferenceComponentRuntimeConfigProperty(
+                copy_count=hosting.copies
+            ),
+        )
+        self.component.node.add_dependency(self.log_group)
+        # The container writes its logs with the role's policy: attached before the first copy starts.
+        self.component.node.add_dependency(role)
+
+        self.scalable_target: appscaling.CfnScalableTarget | None = None
+        if hosting.copy_scaling is not None:
+            self._add_copy_scaling(hosting.copy_scaling)
+
+    def _add_copy_scaling(self, scaling: CopyScaling) -> None:
+        target = appscaling.CfnScalableTarget(
+            self,
+            "CopyScalableTarget",
+            service_namespace="sagemaker",
+            scalable_dimension=SCALABLE_DIMENSION,
+            resource_id=f"inference-component/{self.component_name}",
+            min_capacity=scaling.min_copies,
+            max_capacity=scaling.max_copies,
+        )
+        target.node.add_dependency(self.component)
+        self.scalable_target = target
+        appscaling.CfnScalingPolicy(
+            self,
+            "CopyConcurrencyScaling",
+            policy_name=f"{self.component_name}-concurrency",
+            policy_type="TargetTrackingScaling",
+            scaling_target_id=target.ref,
+            target_tracking_scaling_policy_configuration=appscaling.CfnScalingPolicy.TargetTrackingScalingPolicyConfigurationProperty(
+                target_value=scaling.target_concurrency,
+                predefined_metric_specification=appscaling.CfnScalingPolicy.PredefinedMetricSpecificationProperty(
+                    predefined_metric_type=COPY_SCALING_METRIC
+                ),
+                scale_in_cooldown=scaling.scale_in_cooldown_s,
+                scale_out_cooldown=scaling.scale_out_cooldown_s,
+            ),
+        )
+        if scaling.min_copies > 0:
+            return
+        # Target tracking cannot leave zero copies (no copy, no per-copy metric): the documented wake-up adds one.
+        wake = appscaling.CfnScalingPolicy(
+            self,
+            "ScaleFromZero",
+            policy_name=f"{self.component_name}-scale-from-zero",
+            policy_type="StepScaling",
+            scaling_target_id=target.ref,
+            step_scaling_policy_configuration=appscaling.CfnScalingPolicy.StepScalingPolicyConfigurationProperty(
+                adjustment_type="ChangeInCapacity",
+                metric_aggregation_type="Maximum",
+                cooldown=WAKE_COOLDOWN_S,
+                step_adjustments=[
+                    appscaling.CfnScalingPolicy.StepAdjustmentProperty(metric_interval_lower_bound=0, scaling_adjustment=1)
+                ],
+            ),
+        )
+        self.wake_alarm = cloudwatch.CfnAlarm(
+            self,
+            "NoCapacityAlarm",
+            alarm_description=(
+                f"Inference component {self.component_name} was invoked with no copy to serve it: add one "
+                "(scale from zero)"
+            ),
+            namespace="AWS/SageMaker",
+            metric_name=NO_CAPACITY_METRIC,
+            dimensions=[cloudwatch.CfnAlarm.DimensionProperty(name="InferenceComponentName", value=self.component_name)],
+            statistic="Sum",
+            period=WAKE_ALARM_PERIOD_S,
+            evaluation_periods=1,
+            datapoints_to_alarm=1,
+            threshold=1,
+            comparison_operator="GreaterThanOrEqualToThreshold",
+            actions_enabled=True,
+            alarm_actions=[wake.attr_arn],
+        )
+
+    def grant_invoke(self, grantee: iam.IGrantable) -> iam.Grant:
+        """sagemaker:InvokeEndpoint on this component. The Service Authorization Reference lists inference-component
+        as a resource type of InvokeEndpoint besides the required endpoint (iann0036/iam-dataset
+        aws/iam_definition.json, sagemaker InvokeEndpoint: endpoint*, inference-component), so a call naming a
+        component is granted on both ARNs; LlmEndpoint.grant_invoke adds the endpoint's."""
+        return iam.Grant.add_to_principal(grantee=grantee, actions=["sagemaker:InvokeEndpoint"], resource_arns=[self.component_arn])
+
+
+__all__ = ["COPY_SCALING_METRIC", "InferenceComponent", "SCALABLE_DIMENSION", "component_endpoint_config"]

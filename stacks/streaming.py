@@ -1,0 +1,193 @@
+"""The streaming front door of one endpoint: a Lambda function URL in RESPONSE_STREAM invoke mode whose function
+(lambda/stream, code in endpoint_runtime/stream.py) calls SageMaker's InvokeEndpointWithResponseStream and passes
+the tokens on as they come. Built by EndpointStack when the endpoint's `streaming.enabled` is true.
+
+Why a function URL and not API Gateway's REST API streaming. Both can stream a Lambda function's reply: a function
+URL with InvokeMode RESPONSE_STREAM ("Lambda invokes your function using the InvokeWithResponseStream API
+operation. The maximum response payload size is 200 MB", https://docs.aws.amazon.com/lambda/latest/dg/
+config-rs-invoke-furls.html), and a REST API whose Lambda proxy integration has responseTransferMode STREAM
+(https://docs.aws.amazon.com/apigateway/latest/developerguide/response-transfer-mode.html; aws-cdk-lib
+aws_apigateway.ResponseTransferMode). Either way the function itself must stream, which a Python function does only
+through the AWS Lambda Web Adapter or a custom runtime ("Lambda supports response streaming on Node.js managed
+runtimes. For other languages, you can use a custom runtime ... or use the Lambda Web Adapter",
+https://docs.aws.amazon.com/lambda/latest/dg/configuration-response-streaming.html). The API adds a second
+service, its own per-stream limits (an idle timeout of 5 minutes on regional endpoints, 15 minutes at most, and
+throttled bandwidth after 10 MB, response-transfer-mode.html "Considerations"), a stage and its logging to run and
+pay for; it would be the choice for API keys, usage plans or a WAF. A function URL with AuthType AWS_IAM gives SigV4
+authentication and the stream with one resource, so that is what this builds.
+
+The Web Adapter: the layer published by awslabs/aws-lambda-web-adapter in account 753240598075,
+arn:aws:lambda:<region>:753240598075:layer:LambdaAdapterLayerArm64:<version> (README "Zip Packages"). Pinned to
+version 25, the adapter's last stable release v0.9.1 (commit 1b4d29f "docs: update to use v0.9.1", which moved the
+README's ARNs from 24 to 25; version 26 is 1.0.0-rc1, a release candidate). Published for arm64, at v0.9.1, in the
+regions its release workflow lists with arm64_supported (tag v0.9.1, .github/workflows/prod.json): LAYER_REGIONS.
+In China the adapter is published by other accounts and for x86_64 only, so it is not offered there. The layer ARN
+is a constant: synth stays deterministic and the version changes only by editing ADAPTER_LAYER_VERSION.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from pathlib import Path
+
+import jsii
+from aws_cdk import (
+    ArnFormat,
+    AssetHashType,
+    BundlingOptions,
+    CfnOutput,
+    DockerImage,
+    Duration,
+    ILocalBundling,
+    Stack,
+    Token,
+)
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from constructs import Construct
+
+from endpoint_config.streaming import StreamingSpec
+from systems import request_contract
+
+from .lambda_asset import LAMBDA_ROOT, asset_files
+from .llm_endpoint import LlmEndpoint, _PythonFunction
+
+STREAM_CODE = LAMBDA_ROOT / "stream"
+ADAPTER_ACCOUNT = "753240598075"
+ADAPTER_LAYER_NAME = "LambdaAdapterLayerArm64"  # the function runs on arm64 (_PythonFunction)
+ADAPTER_LAYER_VERSION = 25  # v0.9.1
+LAYER_REGIONS = (
+    "af-south-1", "ap-east-1", "ap-northeast-1", "ap-northeast-2", "ap-northeast-3", "ap-south-1", "ap-southeast-1",
+    "ap-southeast-2", "ap-southeast-3", "ca-central-1", "eu-central-1", "eu-north-1", "eu-south-1", "eu-west-1",
+    "eu-west-2", "eu-west-3", "me-south-1", "sa-east-1", "us-east-1", "us-east-2", "us-west-1", "us-west-2",
+)  # fmt: skip
+# The adapter's port and the server's readiness path (lambda/stream/app.py).
+ADAPTER_PORT = "8080"
+READY_PATH = "/_ready"
+# The longest wait for the model's next part (at most 60 s), and the stream's deadline: both end a stream with an
+# error line a few seconds before the function's own timeout (streaming.timeout_s) would cut it off unannounced.
+READ_TIMEOUT_S = 60
+DEADLINE_MARGIN_S = 5
+# The start script (the handler) must be executable: the adapter's wrapper execs it.
+_EXECUTABLE = {"stream/run.sh": STREAM_CODE / "run.sh"}
+
+
+def adapter_layer_arn(stack: Stack, version: int = ADAPTER_LAYER_VERSION) -> str:
+    """The Web Adapter layer's ARN in `stack`'s region (a token when the region is only known at deploy time).
+    ValueError for a known region where version `version` of the arm64 layer is not published."""
+    region = stack.region
+    if not Token.is_unresolved(region) and region not in LAYER_REGIONS:
+        raise ValueError(
+            f"the AWS Lambda Web Adapter layer {ADAPTER_LAYER_NAME}:{version} that streaming needs is not published "
+            f"in region {region}; regions: {', '.join(LAYER_REGIONS)}"
+        )
+    return stack.format_arn(
+        service="lambda", account=ADAPTER_ACCOUNT, resource="layer",
+        resource_name=f"{ADAPTER_LAYER_NAME}:{version}", arn_format=ArnFormat.COLON_RESOURCE_NAME,
+    )  # fmt: skip
+
+
+@jsii.implements(ILocalBundling)
+class _CopyStreamFiles:
+    """The asset: what lambda/stream/app.py imports (stacks/lambda_asset.py) plus run.sh, executable."""
+
+    def __init__(self, files: dict[str, Path]) -> None:
+        self._files = files
+
+    def try_bundle(self, output_dir: str, *args, **options) -> bool:
+        for relative, source in self._files.items():
+            target = Path(output_dir) / relative
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, target)
+            os.chmod(target, 0o755 if relative in _EXECUTABLE else 0o644)  # the zip keeps each file's mode
+        return True
+
+
+def stream_code() -> lambda_.Code:
+    files = {**asset_files(STREAM_CODE / "app.py"), **_EXECUTABLE}
+    files = dict(sorted(files.items()))
+    digest = hashlib.sha256()
+    for relative, source in files.items():
+        mode = b"755" if relative in _EXECUTABLE else b"644"
+        digest.update(relative.encode() + b"\0" + mode + b"\0" + source.read_bytes() + b"\0")
+    return lambda_.Code.from_asset(
+        str(STREAM_CODE),
+        asset_hash_type=AssetHashType.CUSTOM,
+        asset_hash=digest.hexdigest(),
+        bundling=BundlingOptions(image=DockerImage.from_registry("unused"), local=_CopyStreamFiles(files)),
+    )
+
+
+class StreamingFrontDoor(_PythonFunction):
+    """The function (lambda/stream behind the Web Adapter) and its function URL.
+
+    Keyword-only props:
+      endpoint: the endpoint it streams from; its role gets exactly `endpoint.grant_invoke` (InvokeEndpoint on that
+        endpoint, which also authorizes InvokeEndpointWithResponseStream) plus its own log stream.
+      spec: the endpoint's `streaming:` block (must be enabled). auth "iam" -> AuthType AWS_IAM (the default);
+        "none" -> AuthType NONE, which the config accepts only with acknowledge_unauthenticated.
+      log_retention_days: the function's log group retention.
+      adapter_layer_version: the Web Adapter layer version (default ADAPTER_LAYER_VERSION, v0.9.1).
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        endpoint: LlmEndpoint,
+        spec: StreamingSpec,
+        log_retention_days: int,
+        adapter_layer_version: int = ADAPTER_LAYER_VERSION,
+    ) -> None:
+        if not spec.enabled:
+            raise ValueError("StreamingFrontDoor needs a streaming spec with enabled: true")
+        if spec.auth == "none" and not spec.acknowledge_unauthenticated:
+            raise ValueError("streaming auth 'none' needs acknowledge_unauthenticated: true")
+        super().__init__(
+            scope,
+            construct_id,
+            code=stream_code(),
+            handler="stream/run.sh",
+            environment={
+                # The adapter (awslabs/aws-lambda-web-adapter README, v0.9.1 "Configurations"): the wrapper that
+                # starts the handler script, streaming mode (must match the URL's invoke mode), the server's port,
+                # and a readiness path the server answers 200 on.
+                "AWS_LAMBDA_EXEC_WRAPPER": "/opt/bootstrap",
+                "AWS_LWA_INVOKE_MODE": "response_stream",
+                "AWS_LWA_PORT": ADAPTER_PORT,
+                "AWS_LWA_READINESS_CHECK_PATH": READY_PATH,
+                "ENDPOINT_NAME": endpoint.endpoint_name,
+                "READ_TIMEOUT_S": str(min(READ_TIMEOUT_S, spec.timeout_s - 2 * DEADLINE_MARGIN_S)),
+                "STREAM_DEADLINE_S": str(spec.timeout_s - DEADLINE_MARGIN_S),
+                # The limits the container enforces, as the invoke function gets them (request_contract.limits()).
+                **{k: v for k, v in endpoint.environment.items() if k in request_contract.LIMIT_ENV},
+            },
+            timeout=Duration.seconds(spec.timeout_s),
+            statements=[],
+            description=f"Streams generated tokens from SageMaker endpoint {endpoint.endpoint_name}",
+            log_retention_days=log_retention_days,
+            reserved_concurrency=spec.reserved_concurrency,
+        )
+        stack = Stack.of(self)
+        self.function.add_layers(
+            lambda_.LayerVersion.from_layer_version_arn(self, "WebAdapter", adapter_layer_arn(stack, adapter_layer_version))
+        )
+        endpoint.grant_invoke(self.function)
+        self.url = self.function.add_function_url(
+            auth_type=lambda_.FunctionUrlAuthType.AWS_IAM if spec.auth == "iam" else lambda_.FunctionUrlAuthType.NONE,
+            invoke_mode=lambda_.InvokeMode.RESPONSE_STREAM,
+        )
+        CfnOutput(self, "Url", value=self.url.url, description="POST a generation request; signed with SigV4 (IAM)"
+                  if spec.auth == "iam" else "POST a generation request (unauthenticated)")  # fmt: skip
+
+    def grant_invoke_url(self, grantee: iam.IGrantable) -> iam.Grant:
+        """What a caller needs with auth iam: lambda:InvokeFunctionUrl and, through the URL, lambda:InvokeFunction
+        ("Starting in October 2025, new function URLs will require both", https://docs.aws.amazon.com/lambda/latest/
+        dg/urls-auth.html); aws-cdk-lib's FunctionUrl.grant_invoke_url grants both."""
+        return self.url.grant_invoke_url(grantee)
+
+
+__all__ = ["ADAPTER_LAYER_VERSION", "LAYER_REGIONS", "StreamingFrontDoor", "adapter_layer_arn", "stream_code"]

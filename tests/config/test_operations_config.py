@@ -1,0 +1,171 @@
+"""`deployment:` and `alarms:` (endpoint_config/operations.py): defaults, and every rule with its message. Model-level
+checks (fast); one file through load_config shows the message as users see it."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+from pydantic import ValidationError
+
+from deployment import load_config
+from endpoint_config import ConfigError
+from endpoint_config.operations import AlarmsSpec, AutoRollback, DeploymentSpec, operations_problems
+from endpoint_config.schema import EndpointSpec
+
+BASE = dict(name="chat", system="lmi-vllm", model="EleutherAI/gpt-j-6B", instance_type="ml.g5.12xlarge",
+            tensor_parallel_degree=2)
+
+
+def spec(**changes) -> EndpointSpec:
+    return EndpointSpec.model_validate({**BASE, **changes})
+
+
+def refused(model, data: dict, *fragments: str) -> None:
+    with pytest.raises(ValidationError) as err:
+        model.model_validate(data)
+    text = str(err.value)
+    for fragment in fragments:
+        assert fragment in text, text
+
+
+def test_defaults_are_on_and_safe():
+    ep = spec()
+    assert ep.deployment.policy_key == "blue_green"
+    assert ep.deployment.policy.traffic == "all_at_once" and ep.deployment.policy.wait_interval_s == 300
+    assert ep.deployment.auto_rollback.alarm_keys() == ("errors_5xx_rate", "latency_p99_ms")
+    assert ep.alarms.topic_arn is None and ep.alarms.no_invocations_periods is None  # created topic; quiet is fine
+    assert operations_problems(ep) == []
+    assert spec(deployment=None, alarms=None).deployment is None
+
+
+def test_blue_green_and_rolling_are_exclusive():
+    refused(DeploymentSpec, {"blue_green": {}, "rolling": {"maximum_batch_size": {"percent": 25}}},
+            "blue_green and rolling are exclusive")
+
+
+@pytest.mark.parametrize(
+    ("block", "fragment"),
+    [
+        ({"traffic": "canary", "canary_size": {"percent": 60}}, "canary_size: value 60 % is outside the 1-50 %"),
+        ({"traffic": "linear", "linear_step": {"percent": 5}}, "linear_step: value 5 % is outside the 10-50 %"),
+        ({"traffic": "linear", "linear_step": {"percent": 60}}, "linear_step: value 60 % is outside the 10-50 %"),
+        ({"traffic": "canary"}, "canary_size: required key is missing"),
+        ({"traffic": "linear"}, "linear_step: required key is missing"),
+        ({"canary_size": {"percent": 10}}, "canary_size: is used by traffic canary only, not all_at_once"),
+        ({"wait_interval_s": 3601}, "less than or equal to 3600"),
+        ({"termination_wait_s": -1}, "greater than or equal to 0"),
+        ({"maximum_execution_timeout_s": 599}, "greater than or equal to 600"),
+        ({"maximum_execution_timeout_s": 28801}, "less than or equal to 28800"),
+        ({"traffic": "canary", "canary_size": {"percent": 10, "instances": 1}}, "give exactly one of instances"),
+    ],
+)
+def test_blue_green_bounds(block, fragment):
+    refused(DeploymentSpec, {"blue_green": block}, fragment)
+
+
+@pytest.mark.parametrize(("percent", "ok"), [(4, False), (5, True), (50, True), (51, False)])
+def test_rolling_batch_is_5_to_50_percent(percent, ok):
+    data = {"rolling": {"maximum_batch_size": {"percent": percent}}}
+    if ok:
+        assert DeploymentSpec.model_validate(data).policy_key == "rolling"
+    else:
+        refused(DeploymentSpec, data, f"maximum_batch_size: value {percent} % is outside the 5-50 %")
+
+
+def test_auto_rollback_alarm_count_and_names():
+    names = [f"team-alarm-{i}" for i in range(9)]
+    refused(AutoRollback, {"extra_alarm_names": names}, "value 11 alarms", "limit of 10")
+    assert len(AutoRollback.model_validate({"extra_alarm_names": names[:8]}).extra_alarm_names) == 8
+    refused(AutoRollback, {"errors_5xx_rate": None, "latency_p99_ms": None}, "no alarm left", "auto_rollback: null")
+    refused(AutoRollback, {"extra_alarm_names": ["a", "a"]}, "named twice")
+    refused(AutoRollback, {"extra_alarm_names": ["   "]}, "is not a CloudWatch alarm name")
+
+
+def test_alarm_periods_follow_cloudwatch():
+    refused(AutoRollback, {"period_s": 90}, "period_s: value 90 is not a multiple of 60")
+    refused(AlarmsSpec, {"period_s": 3000, "evaluation_periods": 30}, "is above the 86400 s")
+    refused(AlarmsSpec, {"datapoints_to_alarm": 4, "evaluation_periods": 3}, "datapoints_to_alarm: value 4 is above")
+    refused(AlarmsSpec, {"topic_arn": "arn:aws:sqs:us-east-1:111122223333:q"}, "topic_arn")
+    refused(AlarmsSpec, {"errors_5xx_rate": 5}, "less than or equal to 1")
+    refused(AlarmsSpec, {"gpu_memory_pct": 90}, "gpu_memory_pct")  # unknown keys are errors
+
+
+# --------------------------------------------------------------------------------- rules on the fleet
+
+
+def test_stepped_updates_need_two_instances():
+    [problem] = operations_problems(spec(deployment={"blue_green": {"traffic": "canary", "canary_size": {"percent": 50}}}))
+    assert problem.startswith("endpoint 'chat': deployment.blue_green: canary traffic need a fleet of at least 2")
+    [problem] = operations_problems(spec(deployment={"rolling": {"maximum_batch_size": {"percent": 50}}}))
+    assert "rolling batches need a fleet of at least 2" in problem
+
+
+def test_instance_sized_steps_against_the_autoscaling_range():
+    scaling = {"min_capacity": 2, "max_capacity": 20, "target_value": 4}
+    ok = spec(instance_count=2, autoscaling=scaling,
+              deployment={"blue_green": {"traffic": "canary", "canary_size": {"instances": 1}}})
+    assert operations_problems(ok) == []
+    [problem] = operations_problems(spec(instance_count=2, autoscaling=scaling,
+                                         deployment={"blue_green": {"traffic": "canary", "canary_size": {"instances": 2}}}))
+    assert "deployment.blue_green.canary_size: value 2 instance(s) is 10-100 % of a fleet of 2-20 (autoscaling)" in problem
+    # 1 of 20 instances is 5 %: below the 10 % a linear step needs; no count fits both ends of 2-20.
+    [problem] = operations_problems(spec(instance_count=2, autoscaling=scaling,
+                                         deployment={"blue_green": {"traffic": "linear", "linear_step": {"instances": 1}}}))
+    assert "allows 10-50 % for a linear step; allowed here: no instance count fits: use percent" in problem
+
+
+def test_execution_timeout_must_exceed_the_waits():
+    deployment = {"blue_green": {"traffic": "canary", "canary_size": {"percent": 25}, "wait_interval_s": 600,
+                                 "termination_wait_s": 300, "maximum_execution_timeout_s": 1500}}
+    [problem] = operations_problems(spec(instance_count=4, deployment=deployment))
+    assert "maximum_execution_timeout_s: value 1500 s is not longer than the update's waits, 1500 s" in problem
+    assert "allowed: 1501-28800" in problem
+    deployment["blue_green"]["maximum_execution_timeout_s"] = 1501
+    assert operations_problems(spec(instance_count=4, deployment=deployment)) == []
+
+
+def test_rollback_alarms_must_fit_in_one_bake():
+    deployment = {"blue_green": {"wait_interval_s": 120}, "auto_rollback": {"period_s": 60, "evaluation_periods": 3}}
+    [problem] = operations_problems(spec(deployment=deployment))
+    assert "deployment.auto_rollback: period_s x evaluation_periods = 180 s is longer than blue_green.wait_interval_s 120 s" in problem
+
+
+def test_guardrails_are_refused_on_inf1():
+    [problem] = operations_problems(spec(instance_type="ml.inf1.xlarge", tensor_parallel_degree=1))
+    assert "deployment.blue_green: is not available on ml.inf1.xlarge" in problem
+    assert operations_problems(spec(instance_type="ml.inf1.xlarge", tensor_parallel_degree=1, deployment=None)) == []
+
+
+def test_no_invocations_alarm_is_refused_on_async_endpoints():
+    ep = spec(invocation={"mode": "async"}, alarms={"no_invocations_periods": 6})
+    assert any("alarms.no_invocations_periods: value 6 cannot work on an asynchronous endpoint" in p
+               for p in operations_problems(ep))
+
+
+def test_messages_through_load_config(tmp_path):
+    path = tmp_path / "ops.yaml"
+    path.write_text(textwrap.dedent("""\
+        environments:
+          prod:
+            overrides:
+              chat: {deployment: {blue_green: {traffic: canary, canary_size: {instances: 3}}}, alarms: null}
+        endpoints:
+          - name: chat
+            system: lmi-vllm
+            model: EleutherAI/gpt-j-6B
+            instance_type: ml.g5.12xlarge
+            tensor_parallel_degree: 2
+            instance_count: 4
+            deployment: {blue_green: {traffic: linear, linear_step: {percent: 70}}}
+        """))
+    with pytest.raises(ConfigError) as err:
+        load_config(path, "prod")
+    assert f"{path}: invalid config:\n  - endpoint 'chat': deployment.blue_green: linear_step: value 70 % is outside " \
+           "the 10-50 % of the fleet SageMaker allows for a linear step" in str(err.value)
+    # The environment's override replaces the whole block; its fleet rule names the environment.
+    path.write_text(path.read_text().replace("linear_step: {percent: 70}", "linear_step: {percent: 25}"))
+    with pytest.raises(ConfigError) as err:
+        load_config(path, "prod")
+    assert "  - environment 'prod': endpoint 'chat': deployment.blue_green.canary_size: value 3 instance(s) is 75 % of a " \
+           "fleet of 4; SageMaker allows at most 50 % for a canary; allowed here: 1-2 instances" in str(err.value)

@@ -1,0 +1,134 @@
+"""Guarded updates (`deployment:`): the endpoint's DeploymentConfig, its rollback alarms on the new fleet and the
+execution role's right to read them, on config/examples/production.yaml (chat-vllm: canary with auto-rollback;
+assist-ic: the defaults)."""
+
+from __future__ import annotations
+
+import pytest
+from aws_cdk import App, Stack
+
+from endpoint_config.operations import DeploymentSpec
+from stacks.endpoint_alarms import deployment_config
+
+PROD = ("config/examples/production.yaml", "prod")
+CHAT = "llm-endpoints-prod-chat-vllm"
+DEFAULTS = "llm-endpoints-prod-assist-ic"
+
+
+@pytest.fixture(scope="module")
+def prod(synth):
+    return synth(*PROD)
+
+
+def _one(prod, stack: str, type_name: str) -> tuple[str, dict]:
+    [(logical_id, resource)] = [(k, r) for k, r in prod.templates[stack]["Resources"].items() if r["Type"] == type_name]
+    return logical_id, resource
+
+
+def _rollback_alarms(prod, stack: str) -> dict[str, dict]:
+    return {k: r for k, r in prod.templates[stack]["Resources"].items()
+            if r["Type"] == "AWS::CloudWatch::Alarm" and "-rollback-" in str(r["Properties"].get("AlarmName", ""))}
+
+
+def test_canary_blue_green_with_auto_rollback(prod):
+    _, endpoint = _one(prod, CHAT, "AWS::SageMaker::Endpoint")
+    props = endpoint["Properties"]
+    assert props["DeploymentConfig"] == {
+        "BlueGreenUpdatePolicy": {
+            "TrafficRoutingConfiguration": {"Type": "CANARY", "CanarySize": {"Type": "INSTANCE_COUNT", "Value": 1},
+                                            "WaitIntervalInSeconds": 600},
+            "TerminationWaitInSeconds": 300,
+            "MaximumExecutionTimeoutInSeconds": 3600,
+        },
+        "AutoRollbackConfiguration": {"Alarms": [{"AlarmName": "prod-chat-vllm-rollback-5xx-rate"},
+                                                 {"AlarmName": "prod-chat-vllm-rollback-latency-p99"}]},
+    }
+    assert props["RetainAllVariantProperties"] is True  # kept: autoscaling's count survives the update
+
+
+def test_rollback_alarms_watch_the_new_fleet_and_come_first(prod):
+    config_id, _ = _one(prod, CHAT, "AWS::SageMaker::EndpointConfig")
+    _, endpoint = _one(prod, CHAT, "AWS::SageMaker::Endpoint")
+    alarms = _rollback_alarms(prod, CHAT)
+    assert sorted(a["Properties"]["AlarmName"] for a in alarms.values()) == [
+        "prod-chat-vllm-rollback-5xx-rate", "prod-chat-vllm-rollback-latency-p99"]
+    for logical_id, alarm in alarms.items():
+        p = alarm["Properties"]
+        assert {"Name": "EndpointConfigName", "Value": {"Fn::GetAtt": [config_id, "EndpointConfigName"]}} in p["Dimensions"]
+        assert {"Name": "EndpointName", "Value": "prod-chat-vllm"} in p["Dimensions"]
+        assert (p["Period"], p["EvaluationPeriods"], p["TreatMissingData"]) == (60, 5, "notBreaching")
+        assert "AlarmActions" not in p  # SageMaker reads their state; nobody is paged by a rollback alarm
+        assert logical_id in endpoint["DependsOn"]
+    by_name = {a["Properties"]["AlarmName"]: a["Properties"] for a in alarms.values()}
+    latency = by_name["prod-chat-vllm-rollback-latency-p99"]
+    assert (latency["MetricName"], latency["ExtendedStatistic"], latency["Threshold"]) == ("ModelLatency", "p99", 20_000_000)
+    errors = by_name["prod-chat-vllm-rollback-5xx-rate"]
+    assert (errors["MetricName"], errors["Statistic"], errors["Threshold"]) == ("Invocation5XXErrors", "Average", 0.01)
+
+
+def test_execution_role_may_describe_exactly_its_rollback_alarms(prod):
+    statements = [
+        s for r in prod.templates[CHAT]["Resources"].values() if r["Type"] == "AWS::IAM::Policy"
+        for s in r["Properties"]["PolicyDocument"]["Statement"] if s["Action"] == "cloudwatch:DescribeAlarms"
+    ]
+    [statement] = statements
+    names = sorted(str(arn).rsplit(":", 1)[-1] for arn in statement["Resource"])
+    assert names == ["prod-chat-vllm-rollback-5xx-rate", "prod-chat-vllm-rollback-latency-p99"]
+    assert all(":cloudwatch:us-east-1:111122223333:alarm:" in str(arn) for arn in statement["Resource"])
+
+
+def test_defaults_give_all_at_once_with_a_bake_and_rollback(prod):
+    _, endpoint = _one(prod, DEFAULTS, "AWS::SageMaker::Endpoint")
+    config = endpoint["Properties"]["DeploymentConfig"]
+    # WaitIntervalInSeconds is required by SageMaker (TrafficRoutingConfig) even for all at once.
+    assert config["BlueGreenUpdatePolicy"]["TrafficRoutingConfiguration"] == {"Type": "ALL_AT_ONCE", "WaitIntervalInSeconds": 300}
+    assert [a["AlarmName"] for a in config["AutoRollbackConfiguration"]["Alarms"]] == [
+        "prod-assist-ic-rollback-5xx-rate", "prod-assist-ic-rollback-latency-p99"]
+    assert len(_rollback_alarms(prod, DEFAULTS)) == 2
+
+
+def test_rolling_policy_and_its_multi_variant_refusal():
+    spec = DeploymentSpec.model_validate({
+        "rolling": {"maximum_batch_size": {"percent": 25}, "rollback_maximum_batch_size": {"instances": 2},
+                    "wait_interval_s": 120, "maximum_execution_timeout_s": 3600},
+        "auto_rollback": {"extra_alarm_names": ["team-slo"]},
+    })
+    config = deployment_config(spec, rollback_alarm_names=["a", "team-slo"], variant_count=1, endpoint_name="e")
+    rolling = config.rolling_update_policy
+    assert config.blue_green_update_policy is None
+    assert (rolling.maximum_batch_size.type, rolling.maximum_batch_size.value) == ("CAPACITY_PERCENT", 25)
+    assert (rolling.rollback_maximum_batch_size.type, rolling.rollback_maximum_batch_size.value) == ("INSTANCE_COUNT", 2)
+    assert (rolling.wait_interval_in_seconds, rolling.maximum_execution_timeout_in_seconds) == (120, 3600)
+    assert [a.alarm_name for a in config.auto_rollback_configuration.alarms] == ["a", "team-slo"]
+    with pytest.raises(ValueError, match="deployment.rolling is refused by SageMaker on an endpoint with 2 production variants"):
+        deployment_config(spec, rollback_alarm_names=[], variant_count=2, endpoint_name="e")
+    # Blue/green has no such limit.
+    blue_green = DeploymentSpec.model_validate({"auto_rollback": None})
+    assert deployment_config(blue_green, rollback_alarm_names=[], variant_count=2, endpoint_name="e").auto_rollback_configuration is None
+
+
+def test_rollback_alarms_construct_validates_its_props():
+    from endpoint_config.operations import AutoRollback
+    from stacks.endpoint_alarms import RollbackAlarms
+
+    stack = Stack(App(), "S")
+    names = [f"x{i}" for i in range(9)]
+    spec = AutoRollback.model_construct(errors_5xx_rate=0.01, latency_p99_ms=1000, period_s=60, evaluation_periods=1,
+                                        extra_alarm_names=tuple(names))  # 11: past the model's own check
+    with pytest.raises(ValueError, match="11 alarms; SageMaker watches at most 10"):
+        RollbackAlarms(stack, "R", endpoint_name="e", variant_name="AllTraffic", endpoint_config_name="c", spec=spec)
+
+
+def test_an_example_without_the_block_gets_the_defaults(synth):
+    """config/examples/lmi-vllm.yaml says nothing about deployment: the safe defaults are in its template."""
+    resources = synth("config/examples/lmi-vllm.yaml", "dev").templates["llm-endpoints-dev-gptj-vllm"]["Resources"]
+    [endpoint] = [r for r in resources.values() if r["Type"] == "AWS::SageMaker::Endpoint"]
+    assert endpoint["Properties"]["DeploymentConfig"] == {
+        "BlueGreenUpdatePolicy": {"TrafficRoutingConfiguration": {"Type": "ALL_AT_ONCE", "WaitIntervalInSeconds": 300},
+                                  "TerminationWaitInSeconds": 0},
+        "AutoRollbackConfiguration": {"Alarms": [{"AlarmName": "dev-gptj-vllm-rollback-5xx-rate"},
+                                                 {"AlarmName": "dev-gptj-vllm-rollback-latency-p99"}]},
+    }
+    rollback = [r["Properties"] for r in resources.values() if r["Type"] == "AWS::CloudWatch::Alarm"
+                and "-rollback-" in str(r["Properties"].get("AlarmName", ""))]
+    assert {(p["Period"], p["EvaluationPeriods"]) for p in rollback} == {(60, 3)} and len(rollback) == 2
