@@ -120,6 +120,17 @@ class Manifest:
         return self.document.get("dtype")
 
     @property
+    def compute_dtype(self) -> dict[str, str | None]:
+        """The dtype the serving handler computes in, per device kind: {"gpu": ..., "cpu": ...} (hf-fastload
+        writes `compute_dtype`; a bf16 artifact adds "cpu_native_bf16": "bf16", the dtype on a CPU with native
+        bf16). Manifests written before the field computed in their storage dtype everywhere, so that is what
+        an old manifest reads as."""
+        given = self.document.get("compute_dtype")
+        if isinstance(given, dict):
+            return {str(k): v for k, v in given.items()}
+        return {"gpu": self.dtype, "cpu": self.dtype}
+
+    @property
     def total_bytes(self) -> int | None:
         """The artifact's size (None when the manifest lists no files)."""
         return sum(f.size for f in self.files) or None

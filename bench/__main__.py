@@ -1,6 +1,8 @@
 """`python -m bench` (what `make bench` runs): every benchmark once, results in bench/results/.
 
-    python -m bench [--reps 5] [--gptj] [--demo] [--make-test] [--only coldstart,publish,serving,devloop]
+    python -m bench [--reps 5] [--gptj] [--demo] [--make-test] [--only coldstart,s3coldstart,publish,serving,devloop,gpu]
+
+The gpu section runs where torch.cuda.is_available() (elsewhere it records that it skipped).
 """
 
 from __future__ import annotations
@@ -14,11 +16,30 @@ os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 ROOT = Path(__file__).resolve().parent
-SECTIONS = ("coldstart", "publish", "serving", "devloop")
+SECTIONS = ("coldstart", "s3coldstart", "publish", "serving", "devloop", "gpu")
 
 
 def log(msg: str) -> None:
     print(msg, flush=True)
+
+
+def keep_earlier_sections(results: dict, path: Path) -> None:
+    """A run of some sections (--only) keeps the other sections of the previous results.json, each marked with
+    the date of the run that measured it (results.md says which)."""
+    import json
+
+    if not path.is_file():
+        return
+    earlier = json.loads(path.read_text())
+    date = earlier.get("machine", {}).get("date")
+    marks = earlier.get("kept_from_earlier_run") or {}
+    kept = {k: v for k, v in earlier.get("sections", {}).items() if k not in results["sections"]}
+    if kept:
+        results["kept_from_earlier_run"] = {k: marks.get(k, date) for k in kept}
+        results["sections"] = {**kept, **results["sections"]}
+        earlier_seconds = earlier.get("section_seconds", {})
+        results["section_seconds"] = {**{k: earlier_seconds[k] for k in kept if k in earlier_seconds},
+                                      **results["section_seconds"]}  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -61,7 +82,8 @@ def main(argv: list[str] | None = None) -> int:
         t = time.perf_counter()
         results["sections"][name] = fn()
         timings[name] = time.perf_counter() - t
-        log(f"   ({timings[name]:.0f} s)")
+        results.setdefault("loadavg_after_section", {})[name] = [round(x, 2) for x in os.getloadavg()]
+        log(f"   ({timings[name]:.0f} s; load average {os.getloadavg()[0]:.1f})")
         from bench.stats import write_json
 
         write_json(raw / "partial-results.json", results)  # a later section failing keeps this one's numbers
@@ -73,8 +95,18 @@ def main(argv: list[str] | None = None) -> int:
         section("coldstart", lambda: coldstart.bench(raw, "gpt2-large", args.reps, log))
         if args.gptj:
             section("coldstart_gptj", lambda: coldstart.bench(raw, "gptj-6b", args.reps, log))
+    if "s3coldstart" in only:
+        from bench import coldstart, s3coldstart
+
+        log(s3coldstart.__doc__)
+
+        def run_s3coldstart() -> dict:
+            paths = coldstart.prepare(raw, "gpt2-large", log)
+            return s3coldstart.bench(raw, paths["c"], paths["b"], args.reps, log)
+
+        section("s3coldstart", run_s3coldstart)
     if "publish" in only:
-        from bench import coldstart, models, publish, serving
+        from bench import coldstart, models, publish
 
         log(publish.__doc__)
 
@@ -102,7 +134,6 @@ def main(argv: list[str] | None = None) -> int:
             return {
                 "tiny-gpt2": serving.bench(raw, "tiny-gpt2", tiny.resolve(), log, rounds=args.reps, per_worker=2),
                 "gpt2-124m": serving.bench(raw, "gpt2-124m", src124, log, rounds=args.reps, per_worker=1, cell_cap_s=12),
-                "gpu": serving.gpu_bench(raw, log),
             }
 
         section("serving", run_serving)
@@ -112,8 +143,15 @@ def main(argv: list[str] | None = None) -> int:
         log(devloop.__doc__)
         section("devloop", lambda: devloop.bench(raw, args.reps, log, demo=args.demo, make_test=args.make_test))
 
+    if "gpu" in only:
+        from bench import gpu
+
+        log(gpu.__doc__)
+        section("gpu", lambda: gpu.bench(raw, args.reps, log))
+
     results["section_seconds"] = timings
     results["total_seconds"] = time.perf_counter() - started
+    keep_earlier_sections(results, args.results / "results.json")
     report.write(results, args.results)
     log(f"total {results['total_seconds']:.0f} s; wrote {args.results}/results.json, results.md and plots")
     return 0

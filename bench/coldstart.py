@@ -3,7 +3,8 @@
 Variants (same model, same machine, interleaved per run so each run sees the same machine state):
   a  from_pretrained(original fp32 checkpoint) + tokenizer + 1-token greedy generate (what a user does)
   b  the old recipe: torch.load(model.pt, weights_only=False) of a pickled whole fp16 model + tokenizer + generate
-  c  our artifact (hf-fastload build: fp16 sharded safetensors) via the handler's model_fn + predict_fn(1 token)
+  c  our artifact (hf-fastload build: fp16 sharded safetensors) via the handler's model_fn + predict_fn(1 token);
+     the handler computes in fp32 on a CPU (its compute dtype), so the fp16 weights are widened while loading
   d  raw bound: read every byte of the artifact's files into memory (no parsing, no compute)
 Page cache: "cold" evicts each variant's files first (fsync + posix_fadvise(POSIX_FADV_DONTNEED) per file);
 "warm" runs right after, on the pages the cold run read. Eviction is checked: (d) cold must be slower than warm.
@@ -27,7 +28,7 @@ PROMPT = "The quick brown fox"
 VARIANTS = {
     "a": "from_pretrained, original fp32 safetensors checkpoint",
     "b": "torch.load(weights_only=False), pickled whole fp16 model (old recipe)",
-    "c": "our artifact: fp16 sharded safetensors via handler model_fn + predict_fn",
+    "c": "our artifact: fp16 sharded safetensors via handler model_fn + predict_fn (fp32 compute on CPU)",
     "d": "raw bound: read the artifact's bytes into memory",
 }
 

@@ -14,7 +14,38 @@ SHAPES = {
     "gpt2-large": ("gpt2", dict(vocab_size=50257, n_positions=1024, n_embd=1280, n_layer=36, n_head=20)),
     "gpt2-124m": ("gpt2", dict(vocab_size=50257, n_positions=1024, n_embd=768, n_layer=12, n_head=12)),
     "gptj-6b": ("gptj", dict(vocab_size=50400, n_positions=2048, n_embd=4096, n_layer=28, n_head=16, rotary_dim=64)),
+    # the same code paths at test size (tests/model_build/test_bench.py)
+    "tiny-gpt2": ("gpt2", dict(vocab_size=1024, n_positions=256, n_embd=32, n_layer=2, n_head=4)),
+    "tiny-gptj": ("gptj", dict(vocab_size=1024, n_positions=256, n_embd=32, n_layer=2, n_head=4, rotary_dim=4)),
 }
+
+
+def random_model(shape: str, *, dtype: str = "fp32", device: str = "cpu"):  # noqa: ANN201
+    """(model in eval mode, its config) of `shape` with random weights (seed 0), made on `device` in `dtype`
+    (GPT-J-6B on a GPU: seconds instead of minutes of CPU init), plus the offline tokenizer's eos id."""
+    import torch
+    import transformers
+
+    model_type, kwargs = SHAPES[shape]
+    config_cls = transformers.GPT2Config if model_type == "gpt2" else transformers.GPTJConfig
+    model_cls = transformers.GPT2LMHeadModel if model_type == "gpt2" else transformers.GPTJForCausalLM
+    torch.manual_seed(0)
+    with torch.device(device):
+        model = model_cls(config_cls(**kwargs, **_special_ids(kwargs)))
+    from systems.hf_fastload.handler.inference import TORCH_DTYPES
+
+    return model.to(TORCH_DTYPES[dtype]).eval()
+
+
+def _special_ids(kwargs: dict) -> dict[str, int]:
+    import tempfile
+
+    from model_build.tiny_models import EOS, write_gpt2_tokenizer
+
+    with tempfile.TemporaryDirectory() as tmp:
+        write_gpt2_tokenizer(Path(tmp), kwargs["n_positions"])
+        eos_id = json.loads((Path(tmp) / "vocab.json").read_text())[EOS]
+    return dict(bos_token_id=eos_id, eos_token_id=eos_id, pad_token_id=eos_id)
 
 
 def make_checkpoint(shape: str, out: Path) -> Path:

@@ -1,6 +1,8 @@
 """Benchmark 2: build, hash and publish an artifact to the local AWS emulator's S3 (moto server, 127.0.0.1).
 
 Variants per run (interleaved, emulator state reset before each run so every upload starts empty):
+  plain c8    the emulator's upload ceiling: every file uploaded by one boto3 transfer manager with publish's
+              settings (max_concurrency 8, 64 MiB parts) and nothing else (no hashing, no HEADs, no manifest)
   prefix c8   model_data s3-prefix, transfer manager max_concurrency 8 (files + multipart parts in parallel)
   prefix c1   the same with max_concurrency 1 (multipart concurrency off)
   republish   the unchanged artifact again, c8: one HEAD per file, nothing uploaded
@@ -33,6 +35,20 @@ def tarfile_default_pack(build_dir: Path, dest: Path) -> None:
             tar.add(p, arcname=p.relative_to(build_dir).as_posix())
 
 
+def plain_upload(s3, artifact: Path, bucket: str, prefix: str, max_concurrency: int) -> float:  # noqa: ANN001
+    """Seconds to upload every file of `artifact` under `prefix` with one transfer manager (the ceiling)."""
+    from boto3.s3.transfer import TransferConfig, create_transfer_manager
+
+    config = TransferConfig(max_concurrency=max_concurrency, multipart_threshold=64 * MiB, multipart_chunksize=64 * MiB)
+    t = time.perf_counter()
+    with create_transfer_manager(s3, config) as manager:
+        futures = [manager.upload(str(p), bucket, f"{prefix}/{p.relative_to(artifact).as_posix()}")
+                   for p in files_of(artifact)]  # fmt: skip
+        for f in futures:
+            f.result()
+    return time.perf_counter() - t
+
+
 def bench(raw: Path, artifact: Path, tar_artifact: Path, reps: int, log, with_reads: bool = False) -> dict[str, Any]:  # noqa: ANN001
     import boto3
     from botocore.config import Config
@@ -44,7 +60,7 @@ def bench(raw: Path, artifact: Path, tar_artifact: Path, reps: int, log, with_re
     tar_size = sum(p.stat().st_size for p in files_of(tar_artifact))
     emu = moto_server.start(raw / "moto-logs")
     samples: dict[str, list[float]] = {k: [] for k in (
-        "prefix_c8", "prefix_c1", "republish_c8", "tar_ours", "tar_ours_pack", "tar_default_pack",
+        "plain_upload_c8", "prefix_c8", "prefix_c1", "republish_c8", "tar_ours", "tar_ours_pack", "tar_default_pack",
         "tar_prefix_c8", "hash_only", "read_warm", "read_cold")}  # fmt: skip
     tar_sizes: dict[str, int] = {}
     try:
@@ -65,6 +81,7 @@ def bench(raw: Path, artifact: Path, tar_artifact: Path, reps: int, log, with_re
                     t = time.perf_counter()
                     read_all(files_of(artifact))
                     samples["read_cold"].append(time.perf_counter() - t)
+                samples["plain_upload_c8"].append(plain_upload(s3, artifact, BUCKET, f"plain/{rep}", 8))
                 for key, conc in (("prefix_c8", 8), ("prefix_c1", 1)):
                     r = publish_artifact(artifact, BUCKET, f"{key}/{rep}", s3_client=s3, max_concurrency=conc, progress=False)
                     samples[key].append(r.seconds)
@@ -88,14 +105,14 @@ def bench(raw: Path, artifact: Path, tar_artifact: Path, reps: int, log, with_re
                     tar_sizes["tarfile_default"] = (tmp / "model.tar.gz").stat().st_size
                 finally:
                     shutil.rmtree(tmp, ignore_errors=True)
-                log(f"  run {rep + 1}/{reps}: prefix c8 {samples['prefix_c8'][-1]:.2f} s, c1 {samples['prefix_c1'][-1]:.2f} s, "
+                log(f"  run {rep + 1}/{reps}: plain upload c8 {samples['plain_upload_c8'][-1]:.2f} s, prefix c8 {samples['prefix_c8'][-1]:.2f} s, c1 {samples['prefix_c1'][-1]:.2f} s, "
                     f"republish {samples['republish_c8'][-1]:.2f} s, tar.gz ours {samples['tar_ours'][-1]:.2f} s "
                     f"(pack {samples['tar_ours_pack'][-1]:.2f}), tarfile default pack {samples['tar_default_pack'][-1]:.2f} s")  # fmt: skip
     finally:
         emu.stop()
     s = {k: summarize(v) for k, v in samples.items()}
     mbps = {}
-    for k in ("prefix_c8", "prefix_c1", "hash_only", "read_warm", "read_cold"):
+    for k in ("plain_upload_c8", "prefix_c8", "prefix_c1", "hash_only", "read_warm", "read_cold"):
         mbps[k] = summarize([size / MiB / x for x in samples[k]])
     for k in ("tar_prefix_c8", "tar_ours", "tar_ours_pack", "tar_default_pack"):
         mbps[k] = summarize([tar_size / MiB / x for x in samples[k]])
@@ -110,6 +127,7 @@ def bench(raw: Path, artifact: Path, tar_artifact: Path, reps: int, log, with_re
         "seconds": s,
         "mib_per_s": mbps,
         "ratios": {
+            "prefix_c8_over_plain_upload_c8": ratio(s["prefix_c8"], s["plain_upload_c8"]),
             "c1_over_c8": ratio(s["prefix_c1"], s["prefix_c8"]),
             "republish_over_c8": ratio(s["republish_c8"], s["prefix_c8"]),
             "tar_ours_over_prefix": ratio(s["tar_ours"], s["tar_prefix_c8"]),
@@ -117,6 +135,7 @@ def bench(raw: Path, artifact: Path, tar_artifact: Path, reps: int, log, with_re
             "prefix_c8_over_read_cold": ratio(s["prefix_c8"], s["read_cold"]),
             "prefix_c8_over_read_warm": ratio(s["prefix_c8"], s["read_warm"]),
         },
+        "targets": {"publish_within_10pct_of_plain_upload": s["prefix_c8"]["median"] <= 1.10 * s["plain_upload_c8"]["median"]},
         "method": (
             f"{reps} interleaved runs against a moto S3 server on 127.0.0.1 (reset each run). publish = "
             "model_build.publish.publish_artifact: verify sha256 of every file, HEAD existing keys, upload, "

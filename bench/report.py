@@ -29,12 +29,15 @@ def machine() -> dict[str, Any]:
         "cpu": cpu, "cores": os.cpu_count(), "ram_gib": round(ram / 2**30, 1),
         "python": platform.python_version(), "platform": platform.platform(),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "loadavg_at_start": [round(x, 2) for x in os.getloadavg()],  # other work on the machine skews timings
     }  # fmt: skip
     try:
         import torch
         import transformers
 
         info.update(torch=torch.__version__, transformers=transformers.__version__, cuda=torch.cuda.is_available())
+        if torch.cuda.is_available():
+            info["gpu"] = torch.cuda.get_device_name(0)
     except ImportError:
         pass
     return info
@@ -77,7 +80,8 @@ def _coldstart_md(c: dict[str, Any]) -> list[str]:
         table(["ratio", "median", "range"], ratio_rows), "",
         "\"load only\" = ready minus the first-token part, per run. (a) and (c) memory-map safetensors, so part of "
         "their reading happens inside the first token: load-only is a lower bound for them, the ready column is the "
-        "measure. The first token of (b) and (c) is an fp16 forward on a CPU without fast fp16 matmuls.", "",
+        "measure. (c) computes in fp32 on a CPU (the handler's compute dtype, whatever the stored dtype); (b), the "
+        "old recipe, computes in its pickled fp16.", "",
         f"Page-cache eviction effective (raw read cold/warm > 1.2): **{c['eviction_effective']}**. "
         f"torch+transformers import in a fresh process (not in the numbers above): "
         f"{spread(c['import_torch_transformers_s'])} s. Torch threads: {c['torch_threads']}.", "",
@@ -90,6 +94,7 @@ def _coldstart_md(c: dict[str, Any]) -> list[str]:
 def _publish_md(p: dict[str, Any]) -> list[str]:
     s, m = p["seconds"], p["mib_per_s"]
     names = {
+        "plain_upload_c8": "plain upload of the same files, c8 (the emulator's ceiling)",
         "read_cold": "raw read, cold cache (bound)", "read_warm": "raw read, warm cache", "hash_only": "sha256 of every file",
         "prefix_c8": "publish s3-prefix, max_concurrency 8", "prefix_c1": "publish s3-prefix, max_concurrency 1",
         "republish_c8": "re-publish unchanged (c8)", "tar_prefix_c8": "small artifact: s3-prefix c8",
@@ -107,7 +112,83 @@ def _publish_md(p: dict[str, Any]) -> list[str]:
         + ", ".join(f"{k} {v / 2**20:.0f} MiB" for k, v in p["tar_sizes"].items()) + ".", "",
         table(["what", "seconds: median [min-max]", "MiB/s (median)"], rows), "",
         table(["ratio", "median", "range"], ratio_rows), "",
-    ]
+    ] + ([f"Target: publish (prefix c8) within 10 % of the plain upload: **"
+          f"{'met' if p['targets']['publish_within_10pct_of_plain_upload'] else 'missed'}** "
+          f"({fmt(p['ratios']['prefix_c8_over_plain_upload_c8']['median'])}x).", ""] if "targets" in p else [])  # fmt: skip
+
+
+def _s3coldstart_md(c: dict[str, Any]) -> list[str]:
+    rows = [[f"({v}) {label}", spread(c["seconds"][v]), spread(c["download_seconds"][v])] for v, label in c["variants"].items()]
+    ratio_rows = [[k, fmt(v["median"]), f"{fmt(v['min'])}-{fmt(v['max'])}"] for k, v in c["ratios"].items()]
+    t = c["targets"]
+    return [
+        "## 1b. Cold start from S3: published artifact to first token (local emulator's S3)", "",
+        c["method"], "",
+        f"Our artifact {c['artifact_bytes'] / 2**20:.0f} MiB (s3-prefix); the old recipe's pickle "
+        f"{c['pickle_bytes'] / 2**20:.0f} MiB, as model.tar.gz {c['old_tar_gz_bytes'] / 2**20:.0f} MiB; "
+        f"download concurrency {c['max_concurrency']}.", "",
+        table(["variant", "seconds to first token: median [min-max]", "of which download"], rows), "",
+        table(["ratio", "median", "range"], ratio_rows), "",
+        f"Targets: ours within 1.5x of the download alone **{'met' if t['ours_within_1.5x_of_raw'] else 'missed'}**; "
+        f"ours >= 3x faster than the old recipe **{'met' if t['ours_3x_faster_than_old'] else 'missed'}**.", "",
+    ]  # fmt: skip
+
+
+def _gpu_md(g: dict[str, Any]) -> list[str]:
+    out = ["## 5. GPU", ""]
+    if "skipped" in g:
+        return out + [f"GPU section: {g['skipped']}", ""]
+    dev = g["device"]
+    bw = g["bandwidth"]["bytes_per_s"]
+    out += [f"Device: {dev.get('name')} ({dev.get('memory_gib', '-')} GiB, CUDA {dev.get('cuda', '-')}); "
+            f"device-to-device copy bandwidth {fmt(bw['median'] / 1e9)} GB/s [{fmt(bw['min'] / 1e9)}-{fmt(bw['max'] / 1e9)}].", ""]  # fmt: skip
+    c = g.get("coldstart", {})
+    if "error" in c:
+        out += [f"Cold start: FAILED: {c['error']}", ""]
+    elif c:
+        rows = [[f"{v}: {label}", f"{c['bytes'][v] / 2**30:.2f}", spread(c["seconds"][f"{v}_cold"]),
+                 spread(c["seconds"][f"{v}_warm"])] for v, label in c["variants"].items()]  # fmt: skip
+        ratio_rows = [[k, fmt(v["median"]), f"{fmt(v['min'])}-{fmt(v['max'])}"] for k, v in c["ratios"].items()]
+        out += [f"### Cold start to the first token ({g['shape']} shape, fp16)", "", c["method"], "",
+                table(["variant", "GiB", "cold s: median [min-max]", "warm s"], rows), "",
+                table(["ratio", "median", "range"], ratio_rows), "",
+                f"Page-cache eviction effective: **{c['eviction_effective']}**. Targets: " + "; ".join(
+                    f"{s}: ours within 1.5x of raw **{'met' if v['ours_within_1.5x_of_raw'] else 'missed'}**, ours "
+                    f">= 3x faster than old **{'met' if v['ours_3x_faster_than_old'] else 'missed'}**"
+                    for s, v in c["targets"].items()), ""]  # fmt: skip
+    d = g.get("decode", {})
+    if "error" in d:
+        out += [f"Decode: FAILED: {d['error']}", ""]
+    elif d:
+        rows = []
+        for name, by_batch in d["systems"].items():
+            if "skipped" in by_batch or "error" in by_batch:
+                rows.append([name, "-", by_batch.get("skipped") or "FAILED: " + by_batch["error"][:100], "", "", ""])
+                continue
+            for b, r in by_batch.items():
+                rows.append([name, b, spread(r["decode_tokens_per_s"]), fmt(r["bound_tokens_per_s"]),
+                             fmt(r["fraction_of_bound"]), spread(r["end_to_end_tokens_per_s"])])  # fmt: skip
+        out += [f"### Decode ({d['new_tokens']} new tokens, weights {d['weight_bytes'] / 2**30:.2f} GiB, {d['dtype']}; "
+                f"fast path: {d['fast_path']})", "",
+                table(["system", "batch", "decode tokens/s", "bound tokens/s", "fraction of bound",
+                       "end-to-end tokens/s"], rows), "",
+                "Fast path's greedy tokens equal HF eager's: " + ", ".join(
+                    f"batch {b} **{v}**" for b, v in d["tokens_equal"].items()) + ". Ratios to HF eager: " + "; ".join(
+                    f"{n} " + ", ".join(f"batch {b} {fmt(v['median'])}x" for b, v in r.items())
+                    for n, r in d["ratios_vs_hf_eager"].items()) + ".", "",
+                "Targets: " + "; ".join(f"{k} **{'met' if v else 'missed'}**" for k, v in d["targets"].items()), ""]  # fmt: skip
+    o = g.get("gpt2_onnxruntime_vs_pytorch", {})
+    if "error" in o:
+        out += [f"GPT-2 ONNX Runtime vs PyTorch: FAILED: {o['error']}", ""]
+    elif o:
+        rows = [[name, b, spread(r["decode_tokens_per_s"]), spread(r["end_to_end_tokens_per_s"])]
+                for name, by_batch in o["systems"].items() for b, r in by_batch.items()]  # fmt: skip
+        out += [f"### GPT-2 ({o.get('shape')}): ONNX Runtime ({', '.join(o['onnxruntime_providers'])}, "
+                f"{o['onnx_dtype']}) vs PyTorch ({o['torch_dtype']}), {o['new_tokens']} new tokens", "",
+                table(["backend", "batch", "decode tokens/s", "end-to-end tokens/s"], rows), "",
+                "ONNX Runtime / PyTorch decode tokens/s: " + ", ".join(
+                    f"batch {b} {fmt(v['median'])}x" for b, v in o["ratios_onnxruntime_over_pytorch"].items()), ""]  # fmt: skip
+    return out
 
 
 def _serving_md(sv: dict[str, Any]) -> list[str]:
@@ -132,9 +213,6 @@ def _serving_md(sv: dict[str, Any]) -> list[str]:
             out.append(f"- tokens/s of {system} / hf-fastload: " + ", ".join(
                 f"c{c} {fmt(v['median'])} ({fmt(v['min'])}-{fmt(v['max'])})" for c, v in by_c.items()))
         out.append("")
-    gpu = sv.get("gpu", {})
-    if gpu:
-        out += [f"GPU section: {gpu.get('skipped', 'ran')}", "", "```", gpu.get("plan", ""), "```", ""]
     return out
 
 
@@ -164,15 +242,28 @@ def markdown(results: dict[str, Any]) -> str:
         f"{results.get('total_seconds', 0):.0f} s (" + ", ".join(f"{k} {v:.0f} s" for k, v in results.get('section_seconds', {}).items()) + ").", "",
     ]  # fmt: skip
     sec = results["sections"]
+    if m.get("loadavg_at_start"):
+        after = results.get("loadavg_after_section") or {}
+        lines += [f"Load average (1/5/15 min) at the start: {m['loadavg_at_start']}" + (
+            "; after each section: " + ", ".join(f"{k} {v}" for k, v in after.items()) if after else "") +
+            f" ({m.get('cores')} cores: above that, other work shared the CPU and skews the times).", ""]  # fmt: skip
+    kept = results.get("kept_from_earlier_run") or {}
+    if kept:
+        lines += ["Sections kept from an earlier run (not re-run this time): " + ", ".join(
+            f"{k} ({v})" for k, v in kept.items()) + ".", ""]  # fmt: skip
     for key in ("coldstart", "coldstart_gptj"):
         if key in sec:
             lines += _coldstart_md(sec[key])
+    if "s3coldstart" in sec:
+        lines += _s3coldstart_md(sec["s3coldstart"])
     if "publish" in sec:
         lines += _publish_md(sec["publish"])
     if "serving" in sec:
         lines += _serving_md(sec["serving"])
     if "devloop" in sec:
         lines += _devloop_md(sec["devloop"])
+    if "gpu" in sec:
+        lines += _gpu_md(sec["gpu"])
     return "\n".join(lines) + "\n"
 
 
@@ -232,6 +323,39 @@ def plots(results: dict[str, Any], out: Path) -> list[Path]:
             ax.legend(fontsize=7)
         fig.tight_layout()
         written.append(out / "serving_latency.png")
+        fig.savefig(written[-1], dpi=100)
+        plt.close(fig)
+    s3 = sec.get("s3coldstart")
+    if s3:
+        fig, ax = plt.subplots(figsize=(7, 3.5))
+        xs = list(s3["variants"])
+        med = [s3["seconds"][v]["median"] for v in xs]
+        err = [[m - s3["seconds"][v]["min"] for v, m in zip(xs, med)], [s3["seconds"][v]["max"] - m for v, m in zip(xs, med)]]
+        ax.bar(xs, med, yerr=err, capsize=3, label="to first token")
+        ax.bar(xs, [s3["download_seconds"][v]["median"] for v in xs], 0.4, label="of which download")
+        ax.set_ylabel("seconds (median, min-max)")
+        ax.set_title("Cold start from the emulator's S3")
+        ax.legend()
+        fig.tight_layout()
+        written.append(out / "s3coldstart.png")
+        fig.savefig(written[-1], dpi=100)
+        plt.close(fig)
+    d = (sec.get("gpu") or {}).get("decode") or {}
+    if d.get("systems"):
+        fig, ax = plt.subplots(figsize=(7, 4))
+        for name, by_batch in d["systems"].items():
+            if "skipped" in by_batch or "error" in by_batch:
+                continue
+            bs = list(by_batch)
+            ax.plot([int(b) for b in bs], [by_batch[b]["decode_tokens_per_s"]["median"] for b in bs], "o-", label=name)
+        first = next(v for v in d["systems"].values() if "skipped" not in v and "error" not in v)
+        ax.plot([int(b) for b in first], [first[b]["bound_tokens_per_s"] for b in first], "k--", label="bandwidth bound")
+        ax.set_xlabel("batch")
+        ax.set_ylabel("decode tokens/s")
+        ax.set_title(f"Decode, {sec['gpu']['device'].get('name')}")
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        written.append(out / "gpu_decode.png")
         fig.savefig(written[-1], dpi=100)
         plt.close(fig)
     return written

@@ -182,27 +182,3 @@ def bench(raw: Path, model_name: str, source: Path, log, *, concurrencies=(1, 4,
                 c: ratio(cells[c]["tokens_per_s"], hf[c]["tokens_per_s"]) for c in cells if c in hf
             }
     return out
-
-
-GPU_PLAN = """GPU comparisons (plan; bench.serving.gpu_bench is called by every `python -m bench` and runs where torch.cuda.is_available()):
-  1. HF eager fp16 vs DeepSpeed kernel injection (DS_KERNEL_INJECTION=true, deepspeed-byoc handler) on the GPT-J-6B shape:
-     tokens/s at batch 1 (32 new tokens), p50/p99 at concurrency 1/4/8, and the fraction of the memory-bandwidth
-     bound: tokens/s * weight bytes (12.1 GB) / the GPU's HBM bandwidth (e.g. A10G 600 GB/s -> ~50 tok/s bound).
-  2. PyTorch eager vs TensorRT (tensorrt-byoc handler, TRT_BACKEND=tensorrt, engine built from the artifact's ONNX)
-     on the GPT-2 124M shape: same metrics, plus engine build time (first start) vs cached engine start.
-  To do in the hook: start each pair's servers with CUDA settings and fp16 artifacts, then reuse bench_server()."""
-
-
-def gpu_bench(raw: Path, log) -> dict[str, Any]:  # noqa: ANN001
-    """The GPU section's hook; skipped with a printed reason when there is no CUDA device."""
-    import torch
-
-    if not torch.cuda.is_available():
-        reason = "skipped: torch.cuda.is_available() is False (CPU-only machine; no GPU lent to this task)"
-        log(f"  GPU section {reason}")
-        return {"skipped": reason, "plan": GPU_PLAN}
-    # Not implemented beyond the plan: the serving client above is device-agnostic; the missing part is
-    # starting the servers with CUDA settings (DS_KERNEL_INJECTION, TRT_BACKEND=tensorrt) and fp16 artifacts.
-    reason = "CUDA is available but the GPU comparisons are not implemented yet; see plan"
-    log(f"  GPU section: {reason}")
-    return {"skipped": reason, "plan": GPU_PLAN}

@@ -7,21 +7,31 @@ here: the CDK app imports this module to synthesize the endpoint.
 
 from __future__ import annotations
 
+from typing import Literal
+
 from endpoint_config import EndpointSpec
 from systems.base import ServingSystem, SystemEngineOptions
 from systems.images import HF_PYTORCH_INFERENCE
 
 
 class HfFastloadEngineOptions(SystemEngineOptions):
-    """The `engine:` keys hf-fastload accepts. It reads none of them (the handler batches per request and takes
-    its limits from the request contract); they are accepted and unused, as they always were, so configs that
-    set them stay valid. tensorrt_profile is refused (system 'tensorrt-byoc')."""
+    """The `engine:` keys hf-fastload accepts. It reads `decode` (the handler's decode path, HF_FASTLOAD_DECODE);
+    the others are accepted and unused, as they always were (the handler batches per request and takes its
+    limits from the request contract), so configs that set them stay valid. tensorrt_profile is refused
+    (system 'tensorrt-byoc').
+
+    decode: eager (default: transformers' dynamic KV cache), static-cache (a preallocated KV cache) or compiled
+      (static KV cache + torch.compile of the decoding step, on GPU). Default eager: the compiled path is not yet
+      shown faster on a GPU by `make bench` (no GPU run yet); a model without static-cache support under the
+      container's transformers (GPT-2 in 4.49) decodes eagerly whatever is set.
+    """
 
     max_batch_size: int | None = None
     max_model_len: int | None = None
     rolling_batch: str | None = None
     entry_point: str | None = None
     custom_handler: bool = False
+    decode: Literal["eager", "static-cache", "compiled"] = "eager"
 
 
 def container_environment(endpoint: EndpointSpec) -> dict[str, str]:
@@ -32,7 +42,9 @@ def container_environment(endpoint: EndpointSpec) -> dict[str, str]:
       models take minutes to load, the default 60 s kills the worker mid-load.
     SAGEMAKER_CONTAINER_LOG_LEVEL=20: INFO logs in CloudWatch (load progress, errors).
     SAGEMAKER_PROGRAM / SAGEMAKER_SUBMIT_DIRECTORY: the handler the toolkit imports (the artifact's code/).
-    HF_FASTLOAD_DTYPE: the dtype the artifact was built and verified in (the manifest says the same).
+    HF_FASTLOAD_DTYPE: the dtype the artifact was built and verified in (the manifest says the same); the
+      handler computes in it on GPU and in fp32 on CPU (bf16 where the CPU has native bf16 and the artifact is bf16).
+    HF_FASTLOAD_DECODE: the decode path (engine.decode; the handler's DECODE_MODES).
     """
     return {
         "SAGEMAKER_MODEL_SERVER_WORKERS": "1",
@@ -41,6 +53,7 @@ def container_environment(endpoint: EndpointSpec) -> dict[str, str]:
         "SAGEMAKER_PROGRAM": "inference.py",
         "SAGEMAKER_SUBMIT_DIRECTORY": "/opt/ml/model/code",
         "HF_FASTLOAD_DTYPE": endpoint.dtype,
+        "HF_FASTLOAD_DECODE": HfFastloadEngineOptions.read(endpoint).decode,
     }
 
 

@@ -91,6 +91,9 @@ def build(endpoint: EndpointSpec, out_dir: Path, progress: bool = True) -> dict[
         reload=reload,
         fields=lambda: {
             "dtype": endpoint.dtype,
+            # what the handler computes in (GPU: the stored dtype; CPU: fp32, bf16 stays on a native-bf16 CPU);
+            # the verification above ran in the stored dtype
+            "compute_dtype": handler.compute_dtype_rule(endpoint.dtype),
             "weights_format": endpoint.weights_format,
             "max_shard_size": endpoint.max_shard_size,
             "libraries": common.library_versions(),

@@ -1,4 +1,5 @@
-"""The benchmark harness's statistics and report code on tiny inputs (no timing, no models, no servers)."""
+"""The benchmark harness: statistics and report code on tiny inputs, and the GPU and S3 cold-start sections run on
+the CPU at tiny shapes (the GPU section's code is the one `make bench` runs where CUDA is; here it cannot rot)."""
 
 from __future__ import annotations
 
@@ -53,12 +54,13 @@ def _fake_results() -> dict:
     cell = {**latency_summary([0.1, 0.2], 0, 1.0, 32), "req_per_s": s, "tokens_per_s": s, "latency_s": s, "rounds": 5}
     serving = {"tiny-gpt2": {"new_tokens": 32, "rounds": 5, "servers": {
         "hf-fastload": {"ready_s": 1.0, "cells": {"1": cell, "4": cell}}, "deepspeed-byoc": {"error": "boom"}},
-        "ratios_tokens_per_s_vs_hf": {}}, "gpu": {"skipped": "no cuda", "plan": "plan"}}  # fmt: skip
+        "ratios_tokens_per_s_vs_hf": {}}}  # fmt: skip
     devloop = {"synth_all_examples": {"cases": 3, "import_aws_cdk_s": 1.0, "first_pass_s": s, "later_pass_s": s,
                                       "per_case_later_s": s, "first_over_later": ratio(s, s), "method": "m"},
                "demo": {"seconds": 30.0, "returncode": 0}}  # fmt: skip
     return {"machine": report.machine(), "reps": 5, "total_seconds": 12.0, "section_seconds": {"coldstart": 1.0},
-            "sections": {"coldstart": cold, "publish": publish, "serving": serving, "devloop": devloop}}  # fmt: skip
+            "sections": {"coldstart": cold, "publish": publish, "serving": serving, "devloop": devloop,
+                         "gpu": {"skipped": "no cuda"}}}  # fmt: skip
 
 
 def test_report_writes_json_markdown_and_plots(tmp_path: Path) -> None:
@@ -79,3 +81,63 @@ def test_report_writes_json_markdown_and_plots(tmp_path: Path) -> None:
 def test_write_json_is_strict(tmp_path: Path) -> None:
     write_json(tmp_path / "r.json", {"x": float("inf"), "y": [float("nan"), 1]})
     assert json.loads((tmp_path / "r.json").read_text()) == {"x": None, "y": [None, 1]}
+
+
+# ---- the GPU section and the S3 cold start, run for real at tiny shapes on the CPU ------------------------------
+
+
+def test_gpu_section_runs_at_tiny_shapes_on_cpu(tmp_path: Path, tiny_models: dict[str, Path], gpt2_artifact: Path) -> None:
+    """Every part of `python -m bench --only gpu` (cold start, bandwidth, decode with the fast path, ONNX Runtime vs
+    PyTorch) at tiny shapes on the CPU, rendered into the report. Numbers at this size mean nothing; the code paths
+    and the fast path's tokens do."""
+    from bench import gpu, models
+
+    lines: list[str] = []
+    assert "skipped" in gpu.bench(tmp_path, 1, lines.append)  # no CUDA here: the section says why it did not run
+    paths = gpu.prepare(tmp_path, "tiny-gptj", "cpu", lines.append)
+    cold = gpu.coldstart(paths, "cpu", 1, lines.append, warmup=False)
+    assert set(cold["seconds"]) == {f"{v}_{s}" for v in gpu.VARIANTS for s in ("cold", "warm")}
+    assert cold["seconds"]["ours_cold"]["n"] == 1 and cold["bytes"]["ours"] == cold["bytes"]["raw"] > 0
+    bandwidth = gpu.memory_bandwidth("cpu", 2**20, 1)
+    assert bandwidth["bytes_per_s"]["median"] > 0
+    decode = gpu.decode(paths["ours"], "cpu", 1, lines.append, batches=(2,), new_tokens=3,
+                        bandwidth=bandwidth["bytes_per_s"]["median"], warmup=0, check_tokens=4)  # fmt: skip
+    assert decode["fast_path"] == "compiled" and decode["tokens_equal"] == {"2": True}  # static cache == eager
+    assert decode["systems"]["deepspeed_kernel_injection"] == {"skipped": "kernel injection needs CUDA"}
+    assert set(decode["systems"]["ours_fast"]) == {"2"} and decode["weight_bytes"] > 0
+    text = "endpoints:\n" + models.endpoint_yaml("trt", tiny_models["gpt2"], dtype="fp32", system="tensorrt-byoc",
+        instance_type="ml.g4dn.xlarge", extra="    engine: {tensorrt_profile: {max_batch: 2, max_sequence_length: 40}}\n")  # fmt: skip
+    trt, _ = models.build(text, tmp_path / "trt.yaml", "trt", tmp_path / "trt")
+    onnx = gpu.onnx_vs_torch(trt, gpt2_artifact, "cpu", 1, lines.append, batches=(2,), new_tokens=3, warmup=0)
+    assert onnx["onnxruntime_providers"][-1] == "CPUExecutionProvider" and set(onnx["systems"]) == {"onnxruntime", "pytorch"}
+    section = {"device": gpu.device_description("cpu"), "reps": 1, "shape": "tiny-gptj", "bandwidth": bandwidth,
+               "coldstart": cold, "decode": decode, "gpt2_onnxruntime_vs_pytorch": {"shape": "tiny-gpt2", **onnx}}  # fmt: skip
+    results = {"machine": report.machine(), "reps": 1, "sections": {"gpu": section}}
+    report.write(results, tmp_path / "results")
+    md = (tmp_path / "results" / "results.md").read_text()
+    for heading in ("## 5. GPU", "### Cold start to the first token (tiny-gptj", "### Decode", "### GPT-2 (tiny-gpt2)"):
+        assert heading in md
+    assert "FAILED" not in md and "gpu_decode.png" in json.loads((tmp_path / "results" / "results.json").read_text())["plots"]
+
+
+def test_s3_cold_start_and_upload_ceiling_against_the_emulator(tmp_path: Path, tiny_models: dict[str, Path],
+                                                               gpt2_artifact: Path, emulator) -> None:  # fmt: skip
+    from bench import coldstart, publish, s3coldstart
+
+    pickle_dir = coldstart.make_pickle(tiny_models["gpt2"], tmp_path / "pickle")
+    result = s3coldstart.bench(tmp_path, gpt2_artifact, pickle_dir, 1, lambda _: None, emulator=emulator, warmup=False)
+    assert {v: s["n"] for v, s in result["seconds"].items()} == {"ours": 1, "old": 1, "raw": 1}
+    assert result["old_tar_gz_bytes"] > 0 and set(result["ratios"]) == {"old_over_ours", "ours_over_raw"}
+    md = "\n".join(report._s3coldstart_md(result))
+    assert "## 1b. Cold start from S3" in md and "ours >= 3x faster than the old recipe" in md
+    # the download lays the prefix out as SageMaker does: key minus prefix, relative to the model directory
+    import boto3
+
+    with emulator.activated():
+        s3 = boto3.client("s3")
+        s3.create_bucket(Bucket="ceiling")
+        assert publish.plain_upload(s3, gpt2_artifact, "ceiling", "p", 4) > 0
+        got = s3coldstart.download_prefix(s3, "ceiling", "p/", tmp_path / "down")
+    files = sorted(p.relative_to(gpt2_artifact).as_posix() for p in gpt2_artifact.rglob("*") if p.is_file())
+    assert sorted(p.relative_to(tmp_path / "down").as_posix() for p in (tmp_path / "down").rglob("*") if p.is_file()) == files
+    assert got == sum((gpt2_artifact / f).stat().st_size for f in files)

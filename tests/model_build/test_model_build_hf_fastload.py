@@ -43,6 +43,7 @@ def test_gpt2_manifest(gpt2_artifact: Path) -> None:
     manifest = read_manifest(gpt2_artifact)
     assert manifest["system"] == "hf-fastload" and manifest["endpoint"] == "tiny-gpt2"
     assert manifest["dtype"] == "fp16" and manifest["weights_format"] == "safetensors"
+    assert manifest["compute_dtype"] == {"gpu": "fp16", "cpu": "fp32"}  # what the handler computes in
     assert manifest["model"]["architecture"] == "GPT2LMHeadModel"
     assert manifest["model"]["parameter_count"] > 10_000
     assert manifest["libraries"]["transformers"] == transformers.__version__
@@ -58,6 +59,17 @@ def test_gpt2_manifest(gpt2_artifact: Path) -> None:
         assert (gpt2_artifact / entry["path"]).stat().st_size == entry["size"]
     assert verify_files(gpt2_artifact) == []  # re-hashes every file
     assert manifest["content_hash"] == content_hash(manifest["files"])
+
+
+def test_manifest_compute_dtype_reads_old_manifests(tmp_path: Path) -> None:
+    from artifact.manifest import Manifest
+
+    old = {"content_hash": "0" * 64, "dtype": "fp16", "files": []}  # written before compute_dtype existed
+    (tmp_path / "manifest.json").write_text(json.dumps(old))
+    assert Manifest.load(tmp_path).compute_dtype == {"gpu": "fp16", "cpu": "fp16"}  # its handler computed as stored
+    new = {**old, "dtype": "bf16", "compute_dtype": {"gpu": "bf16", "cpu": "fp32", "cpu_native_bf16": "bf16"}}
+    (tmp_path / "manifest.json").write_text(json.dumps(new))
+    assert Manifest.load(tmp_path).compute_dtype["cpu_native_bf16"] == "bf16"
 
 
 def test_tampered_artifact_is_detected(gpt2_artifact: Path, tmp_path: Path) -> None:

@@ -19,12 +19,70 @@ def generate(loaded: dict, inputs, **parameters) -> list[dict[str, str]]:
     return handler.predict_fn({"inputs": inputs, "parameters": parameters}, loaded)
 
 
-def test_model_fn_follows_manifest(loaded: dict) -> None:
+def test_model_fn_follows_manifest_and_computes_in_fp32_on_cpu(loaded: dict) -> None:
     import torch
 
-    assert loaded["model"].dtype == torch.float16  # the manifest's dtype, even on CPU
+    assert not torch.cuda.is_available()  # these tests run on CPU
+    assert loaded["storage_dtype"] == torch.float16  # the manifest's dtype, as stored
+    assert loaded["model"].dtype == loaded["dtype"] == torch.float32  # widened: CPUs lack fast fp16 matmuls
     assert loaded["tokenizer"].padding_side == "left"
     assert loaded["context_length"] == 512
+    assert loaded["decode"] == "eager" and loaded["generate_kwargs"] == {}  # the default decode path
+
+
+def test_compute_dtype_rule(monkeypatch) -> None:
+    import torch
+
+    assert handler.compute_dtype(torch.float16, cuda=True) == torch.float16  # GPU: as stored
+    assert handler.compute_dtype(torch.bfloat16, cuda=True) == torch.bfloat16
+    monkeypatch.setattr(handler, "cpu_has_fast_bf16", lambda: False)
+    assert handler.compute_dtype(torch.float16, cuda=False) == torch.float32
+    assert handler.compute_dtype(torch.bfloat16, cuda=False) == torch.float32
+    monkeypatch.setattr(handler, "cpu_has_fast_bf16", lambda: True)
+    assert handler.compute_dtype(torch.bfloat16, cuda=False) == torch.bfloat16  # native bf16: no widening
+    assert handler.compute_dtype(torch.float16, cuda=False) == torch.float32  # fp16 never computes as bf16
+    assert handler.compute_dtype_rule("bf16") == {"gpu": "bf16", "cpu": "fp32", "cpu_native_bf16": "bf16"}
+    assert handler.compute_dtype_rule("fp16") == {"gpu": "fp16", "cpu": "fp32"}
+
+
+def test_static_cache_path_gives_the_eager_tokens(gpt2_artifact: Path, loaded: dict) -> None:
+    """The fast decode path's greedy tokens equal the eager path's (batch of two, left padding). On CPU the
+    static-cache path runs without torch.compile (transformers compiles only on CUDA by itself); the compiled
+    path's tokens are compared on a GPU by `python -m bench --only gpu`."""
+    fast = handler.load_model(gpt2_artifact, decode="static-cache")
+    assert fast["decode"] == "static-cache" and fast["generate_kwargs"]["cache_implementation"] == "static"
+    prompts = ["The quick brown fox", "Hello"]
+    params = dict(max_new_tokens=8, min_new_tokens=8)
+    assert generate(fast, prompts, **params) == generate(loaded, prompts, **params)
+
+
+def test_decode_switch_is_read_from_the_environment(loaded: dict, monkeypatch) -> None:
+    monkeypatch.setenv(handler.DECODE_ENV, "compiled")
+    assert handler.decode_settings(loaded["model"]) == ("compiled", {"cache_implementation": "static"})
+    monkeypatch.setenv(handler.DECODE_ENV, "fast")
+    with pytest.raises(ValueError, match=r"HF_FASTLOAD_DECODE='fast' is not supported; allowed: eager, static-cache, "
+                                         r"compiled"):  # fmt: skip
+        handler.decode_settings(loaded["model"])
+    no_static = type("NoStatic", (), {"_supports_static_cache": False, "_can_compile_fullgraph": False})()
+    assert handler.decode_settings(no_static, "compiled") == ("eager", {})  # unsupported: eager, not an error
+
+
+def test_engine_decode_reaches_the_container_and_only_hf_fastload_takes_it() -> None:
+    from endpoint_config.schema import EndpointSpec
+    from systems import hf_fastload
+    from systems.base import engine_problems
+    from systems.deepspeed_byoc import DeepSpeedByocEngineOptions
+
+    spec = dict(name="e", system="hf-fastload", model="gpt2", instance_type="ml.g5.xlarge")
+    assert hf_fastload.container_environment(EndpointSpec(**spec))["HF_FASTLOAD_DECODE"] == "eager"
+    fast = EndpointSpec(**spec, engine={"decode": "compiled"})
+    assert hf_fastload.container_environment(fast)["HF_FASTLOAD_DECODE"] == "compiled"
+    other = EndpointSpec(**{**spec, "system": "deepspeed-byoc"}, engine={"decode": "compiled"})
+    assert engine_problems(other, DeepSpeedByocEngineOptions) == [
+        "endpoint 'e': engine.decode: value 'compiled' is not supported by system 'deepspeed-byoc'; remove the key"
+    ]
+    with pytest.raises(ValueError, match="engine.decode"):
+        EndpointSpec(**spec, engine={"decode": "fast"})
 
 
 def test_greedy_is_deterministic_and_continuation_only(loaded: dict) -> None:

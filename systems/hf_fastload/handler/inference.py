@@ -55,26 +55,96 @@ def read_manifest(model_dir: str | Path) -> dict[str, Any]:
 
 
 def choose_dtype(manifest: dict[str, Any], cuda: bool) -> torch.dtype:
-    """The dtype the artifact was built and verified in; without a manifest fp16 on GPU, fp32 on CPU."""
+    """The dtype the artifact was built and verified in (its storage dtype); without a manifest fp16 on GPU,
+    fp32 on CPU."""
     name = os.environ.get("HF_FASTLOAD_DTYPE") or manifest.get("dtype") or ("fp16" if cuda else "fp32")
     if name not in TORCH_DTYPES:
         raise ValueError(f"dtype {name!r} is not supported; allowed: {', '.join(TORCH_DTYPES)}")
     return TORCH_DTYPES[name]
 
 
-def load_model(model_dir: str | Path, dtype: torch.dtype | None = None, weights_format: str | None = None) -> dict:
+def cpu_has_fast_bf16() -> bool:
+    """Whether this CPU multiplies bf16 natively (AVX512-BF16 or AMX tiles), by torch's own capability checks
+    (torch/cpu/__init__.py; absent in older torch: then False). AVX2-only CPUs emulate bf16, slower than fp32."""
+    checks = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
+    return any(bool(getattr(torch.cpu, name, lambda: False)()) for name in checks)
+
+
+def compute_dtype(storage: torch.dtype, cuda: bool) -> torch.dtype:
+    """The dtype the model computes in. GPU: the storage dtype. CPU: fp32 (fp16 and bf16 widen to it exactly;
+    a CPU without fp16 matmul kernels took 7.5 s for GPT-2-large's first fp16 token against 0.76 s in fp32),
+    except bf16 storage on a CPU with native bf16 (`cpu_has_fast_bf16`), which stays bf16."""
+    if cuda or storage == torch.float32:
+        return storage
+    if storage == torch.bfloat16 and cpu_has_fast_bf16():
+        return torch.bfloat16
+    return torch.float32
+
+
+def compute_dtype_rule(storage: str) -> dict[str, str]:
+    """`compute_dtype` as the manifest records it (the recipe writes it): the dtype on GPU, on CPU, and on a CPU
+    with native bf16 where that differs."""
+    rule = {"gpu": storage, "cpu": "fp32"}
+    if storage == "bf16":
+        rule["cpu_native_bf16"] = "bf16"
+    return rule
+
+
+# The decode path (HF_FASTLOAD_DECODE, from the endpoint's `engine.decode`; systems/hf_fastload/__init__.py):
+#   eager         transformers' default dynamic KV cache
+#   static-cache  a preallocated static KV cache (cache_implementation="static"), compilation disabled
+#   compiled      static KV cache, and transformers' generate compiles the decoding forward with torch.compile
+#                 (it does so by itself for a static cache on CUDA: generation/utils.py, `_valid_auto_compile_criteria`
+#                 in 5.x, `get_compiled_call` in `_sample` in 4.49); on CPU it is the static-cache path.
+# (https://huggingface.co/docs/transformers/v4.49.0/en/llm_optims, "Static kv-cache and torch.compile").
+# Off (eager) by default: no GPU run has shown the compiled path faster yet (README, Benchmarks).
+DECODE_MODES = ("eager", "static-cache", "compiled")
+DECODE_ENV = "HF_FASTLOAD_DECODE"
+
+
+def supports_static_cache(model: Any) -> bool:
+    """transformers 4.x flags each architecture (`_supports_static_cache`; GPT-2 lacks it in 4.49); 5.x gives
+    every model the cache classes and flags what compiles (`_can_compile_fullgraph`)."""
+    if _TRANSFORMERS_MAJOR < 5:
+        return bool(getattr(model, "_supports_static_cache", False))
+    return bool(getattr(model, "_can_compile_fullgraph", False))
+
+
+def decode_settings(model: Any, mode: str | None = None) -> tuple[str, dict[str, Any]]:
+    """(the decode path in effect, generate's extra keyword arguments) for `mode` (default: HF_FASTLOAD_DECODE,
+    else eager). A model without static-cache support decodes eagerly, whatever was asked."""
+    mode = mode or os.environ.get(DECODE_ENV) or "eager"
+    if mode not in DECODE_MODES:
+        raise ValueError(f"{DECODE_ENV}={mode!r} is not supported; allowed: {', '.join(DECODE_MODES)}")
+    if mode == "eager" or not supports_static_cache(model):
+        return "eager", {}
+    kwargs: dict[str, Any] = {"cache_implementation": "static"}
+    if mode == "static-cache":
+        kwargs["disable_compile"] = True  # a GenerationConfig field in 4.49 and 5.x
+    return mode, kwargs
+
+
+def load_model(
+    model_dir: str | Path, dtype: torch.dtype | None = None, weights_format: str | None = None, decode: str | None = None
+) -> dict:
     """Load tokenizer and model for serving; model_build's verification calls this too, so the check
     exercises the very code the endpoint runs.
 
-    safetensors (default): memory-mapped, sharded, no code runs on load; on GPU `device_map` places the
-    weights straight onto the device. torch-save (opt-in): the whole pickled model via torch.load, which
-    executes code from the file and is slower; only used when the manifest says so.
+    dtype: given, the model computes in exactly it (the verification passes the storage dtype); else
+    `compute_dtype` of the storage dtype (fp32 on CPU, the storage dtype on GPU).
+    safetensors (default): memory-mapped, sharded, no code runs on load; on GPU `device_map` loads each tensor
+    from its shard straight onto the device, so the model never exists whole in CPU memory (transformers'
+    "large model loading", huggingface/transformers docs/source/en/main_classes/model.md).
+    torch-save (opt-in): the whole pickled model via torch.load, which executes code from the file and is
+    slower; only used when the manifest says so.
+    decode: the decode path (`decode_settings`; default HF_FASTLOAD_DECODE, else eager).
     """
     model_dir = Path(model_dir)
     manifest = read_manifest(model_dir)
     cuda = torch.cuda.is_available()
-    device = torch.device("cuda" if cuda else "cpu")
-    dtype = dtype or choose_dtype(manifest, cuda)
+    device = torch.device("cuda", torch.cuda.current_device()) if cuda else torch.device("cpu")
+    storage = choose_dtype(manifest, cuda)
+    dtype = dtype or compute_dtype(storage, cuda)
     weights_format = weights_format or manifest.get("weights_format", "safetensors")
 
     tokenizer = transformers.AutoTokenizer.from_pretrained(model_dir)
@@ -88,23 +158,29 @@ def load_model(model_dir: str | Path, dtype: torch.dtype | None = None, weights_
     elif weights_format == "safetensors":
         kwargs: dict[str, Any] = dict(use_safetensors=True, **dtype_kwargs(dtype))
         # Load straight into place instead of initializing random weights first. transformers 5 always does;
-        # 4.x needs accelerate for it (the HF inference containers ship it).
+        # 4.x needs accelerate for it. A `device_map` needs accelerate in both (transformers 5.23 raises
+        # "Using a `device_map` ... requires `accelerate`"); the HF inference containers ship it.
         if importlib.util.find_spec("accelerate") is not None:
             kwargs["low_cpu_mem_usage"] = True
-            if cuda:
-                kwargs["device_map"] = "auto"  # weights go straight onto the GPU(s)
+            if cuda:  # every tensor straight onto the GPU; "auto" splits a model over several
+                kwargs["device_map"] = "auto" if torch.cuda.device_count() > 1 else {"": device}
         model = transformers.AutoModelForCausalLM.from_pretrained(model_dir, **kwargs)
         if cuda and "device_map" not in kwargs:
-            model = model.to(device)
+            model = model.to(device)  # without accelerate: a whole CPU copy first
     else:
         raise ValueError(f"weights_format {weights_format!r} is not supported; allowed: safetensors, torch-save")
     model.eval()
     config = model.config
     context = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
+    decode_mode, generate_kwargs = decode_settings(model, decode)
     return {
         "model": model,
         "tokenizer": tokenizer,
         "device": next(model.parameters()).device,
+        "dtype": next(model.parameters()).dtype,  # what it computes in
+        "storage_dtype": storage,
+        "decode": decode_mode,
+        "generate_kwargs": generate_kwargs,  # the decode path's extra `generate` arguments
         "context_length": context,
         "lock": threading.Lock(),  # generate is not re-entrant on one model; serialize calls
     }
@@ -183,7 +259,8 @@ def predict_fn(data: Any, model: dict, context: Any = None) -> list[dict[str, st
     with model["lock"], torch.inference_mode():
         if seed is not None:
             torch.manual_seed(seed)
-        output = lm.generate(**encoded, **params, pad_token_id=tokenizer.pad_token_id)
+        decode_kwargs = model.get("generate_kwargs", {}) if params.get("num_beams", 1) == 1 else {}  # beams: eager
+        output = lm.generate(**encoded, **params, **decode_kwargs, pad_token_id=tokenizer.pad_token_id)
     continuations = tokenizer.batch_decode(output[:, prompt_tokens:], skip_special_tokens=True)
     if return_full_text:
         return [{"generated_text": p + c} for p, c in zip(prompts, continuations)]
@@ -196,3 +273,93 @@ def output_fn(prediction: Any, accept: str | None, context: Any = None) -> str:
     if media not in ("application/json", "*/*"):
         raise ValueError(f"accept type {accept!r} is not supported; allowed: application/json")
     return json.dumps(prediction)
+
+
+def stream_fn(data: Any, model: dict, context: Any = None) -> Any:
+    """Generate for one prompt and yield the reply token by token as JSON lines (bytes), LMI's streaming framing:
+    {"token": {"id": int, "text": str}} per token, then {"generated_text": str, "details": {"finish_reason",
+    "generated_tokens"}} (deepjavalibrary/djl-serving 0.36.0-lmi27-dlc, serving/docs/lmi/user_guides/
+    lmi_input_output_schema.md; LMI puts its last token on that final line too). A generator: validation runs at
+    the first next(), so a bad request raises ValueError before anything is sent.
+
+    model_build's local server calls it for the response-stream path (POST /endpoints/<name>/
+    invocations-response-stream), standing in for a container that streams. SageMaker's Hugging Face inference
+    toolkit never calls it (it has no streaming hook), so a deployed hf-fastload endpoint does not stream
+    (endpoint_config/streaming.py refuses `streaming.enabled` for it)."""
+    import queue
+
+    from transformers.generation.streamers import BaseStreamer
+
+    if isinstance(data, dict) and "stream" in data:  # LMI's request shape asks for a stream with "stream": true
+        if data["stream"] is not True:
+            raise request_contract.RequestError(f"stream must be true on the streaming path, got {data['stream']!r}")
+        data = {k: v for k, v in data.items() if k != "stream"}
+    prompts, params = validate_request(data)
+    if len(prompts) != 1:
+        raise request_contract.RequestError(f"inputs: a streamed request takes one prompt, got a list of {len(prompts)}")
+    if params.get("num_beams", 1) != 1:
+        raise request_contract.RequestError(f"parameters.num_beams must be 1 when streaming, got {params['num_beams']}")
+    tokenizer, lm = model["tokenizer"], model["model"]
+    return_full_text = params.pop("return_full_text")
+    seed = params.pop("seed", None)
+    encoded = tokenizer(prompts, return_tensors="pt").to(model["device"])
+    prompt_tokens = encoded["input_ids"].shape[1]
+    context_length = model.get("context_length")
+    if context_length and prompt_tokens + params["max_new_tokens"] > context_length:
+        raise ValueError(
+            f"inputs tokens + parameters.max_new_tokens must be <= {context_length}; given: {prompt_tokens} "
+            f"inputs tokens and max_new_tokens {params['max_new_tokens']}"
+        )
+    done = object()
+
+    class TokenQueue(BaseStreamer):
+        """generate's streamer: the first put() is the prompt, each later one a new token."""
+
+        def __init__(self) -> None:
+            self.items: queue.Queue = queue.Queue()
+            self.prompt_seen = False
+
+        def put(self, value: Any) -> None:
+            if not self.prompt_seen:
+                self.prompt_seen = True
+                return
+            for token_id in value.reshape(-1).tolist():
+                self.items.put(token_id)
+
+        def end(self) -> None:
+            self.items.put(done)
+
+    tokens = TokenQueue()
+
+    def generate() -> None:
+        try:
+            with model["lock"], torch.inference_mode():
+                if seed is not None:
+                    torch.manual_seed(seed)
+                lm.generate(**encoded, **params, **model.get("generate_kwargs", {}), streamer=tokens,
+                            pad_token_id=tokenizer.pad_token_id)  # fmt: skip
+        except Exception as err:  # handed to the reader, which raises it where the reply is being sent
+            tokens.items.put(err)
+        tokens.items.put(done)
+
+    # A client that goes away stops reading, not generating: the thread finishes its max_new_tokens and ends.
+    threading.Thread(target=generate, name="stream-generate", daemon=True).start()
+    ids: list[int] = []
+    shown = ""
+    while (item := tokens.items.get()) is not done:
+        if isinstance(item, Exception):
+            raise item
+        ids.append(item)
+        text = tokenizer.decode(ids, skip_special_tokens=True)
+        if text.endswith("\ufffd"):  # an incomplete UTF-8 sequence: its next token completes it
+            continue
+        delta, shown = text[len(shown):], text
+        if delta:
+            yield (json.dumps({"token": {"id": item, "text": delta}}) + "\n").encode()
+    text = tokenizer.decode(ids, skip_special_tokens=True)
+    if text[len(shown):]:
+        yield (json.dumps({"token": {"id": ids[-1], "text": text[len(shown):]}}) + "\n").encode()
+    finish = "length" if len(ids) >= params["max_new_tokens"] else "eos_token"
+    final = {"generated_text": (prompts[0] if return_full_text else "") + text,
+             "details": {"finish_reason": finish, "generated_tokens": len(ids)}}  # fmt: skip
+    yield (json.dumps(final) + "\n").encode()
