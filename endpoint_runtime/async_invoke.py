@@ -277,7 +277,8 @@ def handler(event: Any, context: Any = None) -> dict:
         "request_id": getattr(context, "aws_request_id", None),
         "event_kind": "proxy" if realtime.is_proxy_event(event) else "direct",
     }
-    try:
+
+    def run() -> tuple[int, dict]:
         endpoint_name = realtime.endpoint_name_from_env()
         record["endpoint"] = endpoint_name
         payload = realtime.payload_from_event(event)
@@ -286,6 +287,7 @@ def handler(event: Any, context: Any = None) -> dict:
             status, body = result(payload, log=record)
             if status == 200:
                 record["result_status"] = body.get("status")
+            return status, body
         else:
             record["action"] = "submit"
             status, body = submit(
@@ -298,14 +300,9 @@ def handler(event: Any, context: Any = None) -> dict:
             )
             if status == 202:
                 record["inference_id"] = body["inference_id"]
-    except RequestError as e:
-        status, body = _error(e.status, e.error_type, e.message)
-    except ConfigError as e:
-        status, body = _error(500, "configuration", str(e))
-    except Exception as e:  # noqa: BLE001 - the caller gets a JSON 500, the log gets the type
-        status, body = _error(500, "internal", "internal error")
-        record["exception"] = type(e).__name__
-    record.update(status=status, latency_ms=int(round((time.monotonic() - started) * 1000)))
+            return status, body
+
+    status, body = realtime.answered(record, started, run)
     if status >= 400:
         record["error_type"], record["error"] = body.get("error_type"), body.get("error")
     _log(record)

@@ -53,6 +53,7 @@ import os
 import re
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 import boto3
@@ -213,16 +214,19 @@ def _no_retry_on_read_timeout(caught_exception=None, **_: Any):
     return None
 
 
-def make_client():
+def make_client(read_timeout: float | None = None):
+    """A sagemaker-runtime client with bounded retries that never retries a read timeout, for InvokeEndpoint and
+    InvokeEndpointWithResponseStream (endpoint_runtime/stream.py passes its own, longer read timeout)."""
     client = boto3.client(
         "sagemaker-runtime",
         config=Config(
             connect_timeout=CONNECT_TIMEOUT_S,
-            read_timeout=read_timeout_s(),
+            read_timeout=read_timeout_s() if read_timeout is None else read_timeout,
             retries={"mode": "standard", "total_max_attempts": MAX_ATTEMPTS},
         ),
     )
-    client.meta.events.register_first("needs-retry.sagemaker-runtime.InvokeEndpoint", _no_retry_on_read_timeout)
+    for operation in ("InvokeEndpoint", "InvokeEndpointWithResponseStream"):
+        client.meta.events.register_first(f"needs-retry.sagemaker-runtime.{operation}", _no_retry_on_read_timeout)
     return client
 
 
@@ -356,6 +360,23 @@ def invoke(
     return 200, {"endpoint": endpoint_name, "outputs": outputs, "latency_ms": latency_ms}
 
 
+def answered(record: dict, started: float, run: Callable[[], tuple[int, dict]]) -> tuple[int, dict]:
+    """run() -> (status, body), with its errors answered as every function here answers them (a RequestError with
+    its status, a misconfiguration as 500 "configuration", anything else as 500 "internal", its type logged only);
+    the record gets the status and the latency."""
+    try:
+        status, body = run()
+    except RequestError as e:
+        status, body = _error(e.status, e.error_type, e.message)
+    except ConfigError as e:
+        status, body = _error(500, "configuration", str(e))
+    except Exception as e:  # noqa: BLE001 - the caller gets a JSON 500, the log gets the type
+        status, body = _error(500, "internal", "internal error")
+        record["exception"] = type(e).__name__
+    record.update(status=status, latency_ms=int(round((time.monotonic() - started) * 1000)))
+    return status, body
+
+
 def _respond(status: int, body: dict) -> dict:
     return {"statusCode": status, "headers": dict(JSON_HEADERS), "body": json.dumps(body, ensure_ascii=False)}
 
@@ -372,8 +393,8 @@ def handler(event: Any, context: Any = None) -> dict:
         "request_id": getattr(context, "aws_request_id", None),
         "event_kind": "proxy" if is_proxy_event(event) else "direct",
     }
-    endpoint_name = None
-    try:
+
+    def run() -> tuple[int, dict]:
         endpoint_name = endpoint_name_from_env()
         record["endpoint"] = endpoint_name
         payload = payload_from_event(event)
@@ -382,15 +403,9 @@ def handler(event: Any, context: Any = None) -> dict:
             record["inputs_count"] = len(inputs) if isinstance(inputs, list) else 1
             if isinstance(payload.get("parameters"), dict):
                 record["parameter_keys"] = sorted(map(str, payload["parameters"]))[:20]
-        status, body = invoke(endpoint_name, payload, log=record, inference_component=inference_component_from_env())
-    except RequestError as e:
-        status, body = _error(e.status, e.error_type, e.message)
-    except ConfigError as e:
-        status, body = _error(500, "configuration", str(e))
-    except Exception as e:  # noqa: BLE001 - the caller gets a JSON 500, the log gets the type
-        status, body = _error(500, "internal", "internal error")
-        record["exception"] = type(e).__name__
-    record.update(status=status, latency_ms=int(round((time.monotonic() - started) * 1000)))
+        return invoke(endpoint_name, payload, log=record, inference_component=inference_component_from_env())
+
+    status, body = answered(record, started, run)
     if status != 200:
         record["error_type"] = body.get("error_type")
         # 4xx messages describe the request without echoing prompt text; 5xx details come from AWS.

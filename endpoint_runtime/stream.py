@@ -42,9 +42,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-import boto3
 import botocore.exceptions
-from botocore.config import Config
 
 from endpoint_runtime import invoke
 
@@ -160,15 +158,7 @@ _client = None
 
 
 def make_client():
-    client = boto3.client(
-        "sagemaker-runtime",
-        config=Config(connect_timeout=invoke.CONNECT_TIMEOUT_S, read_timeout=read_timeout_s(),
-                      retries={"mode": "standard", "total_max_attempts": invoke.MAX_ATTEMPTS}),
-    )  # fmt: skip
-    client.meta.events.register_first(
-        "needs-retry.sagemaker-runtime.InvokeEndpointWithResponseStream", invoke._no_retry_on_read_timeout
-    )
-    return client
+    return invoke.make_client(read_timeout=read_timeout_s())
 
 
 def get_client():

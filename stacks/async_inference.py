@@ -38,6 +38,7 @@ from constructs import Construct, IConstruct
 
 from endpoint_config import Autoscaling
 from endpoint_config.invocation import Invocation, async_prefixes, split_s3_path
+from stacks.scaling import scale_from_zero_policy
 
 from .nag import acknowledge
 
@@ -228,20 +229,8 @@ class AsyncInference(Construct):
         )
         if scaling.min_capacity > 0:
             return
-        from_zero = appscaling.CfnScalingPolicy(
-            self,
-            "ScaleFromZero",
-            policy_name=f"{self.endpoint_name}-{SCALE_FROM_ZERO_METRIC}",
-            policy_type="StepScaling",
-            scaling_target_id=target.ref,
-            step_scaling_policy_configuration=appscaling.CfnScalingPolicy.StepScalingPolicyConfigurationProperty(
-                adjustment_type="ChangeInCapacity",
-                metric_aggregation_type="Average",
-                cooldown=SCALE_FROM_ZERO_COOLDOWN_S,
-                step_adjustments=[
-                    appscaling.CfnScalingPolicy.StepAdjustmentProperty(metric_interval_lower_bound=0, scaling_adjustment=1)
-                ],
-            ),
+        from_zero = scale_from_zero_policy(
+            self, policy_name=f"{self.endpoint_name}-{SCALE_FROM_ZERO_METRIC}", target=target, metric_aggregation="Average", cooldown_s=SCALE_FROM_ZERO_COOLDOWN_S
         )
         cloudwatch.CfnAlarm(
             self,

@@ -49,6 +49,7 @@ from endpoint_config.hosting import (
     component_name,
 )
 from endpoint_config.schema import LOG_RETENTION, TIMEOUT_BOUNDS
+from stacks.scaling import scale_from_zero_policy
 
 SCALABLE_DIMENSION = "sagemaker:inference-component:DesiredCopyCount"
 COPY_SCALING_METRIC = "SageMakerInferenceComponentConcurrentRequestsPerCopyHighResolution"
@@ -220,20 +221,8 @@ class InferenceComponent(Construct):
         if scaling.min_copies > 0:
             return
         # Target tracking cannot leave zero copies (no copy, no per-copy metric): the documented wake-up adds one.
-        wake = appscaling.CfnScalingPolicy(
-            self,
-            "ScaleFromZero",
-            policy_name=f"{self.component_name}-scale-from-zero",
-            policy_type="StepScaling",
-            scaling_target_id=target.ref,
-            step_scaling_policy_configuration=appscaling.CfnScalingPolicy.StepScalingPolicyConfigurationProperty(
-                adjustment_type="ChangeInCapacity",
-                metric_aggregation_type="Maximum",
-                cooldown=WAKE_COOLDOWN_S,
-                step_adjustments=[
-                    appscaling.CfnScalingPolicy.StepAdjustmentProperty(metric_interval_lower_bound=0, scaling_adjustment=1)
-                ],
-            ),
+        wake = scale_from_zero_policy(
+            self, policy_name=f"{self.component_name}-scale-from-zero", target=target, metric_aggregation="Maximum", cooldown_s=WAKE_COOLDOWN_S
         )
         self.wake_alarm = cloudwatch.CfnAlarm(
             self,
