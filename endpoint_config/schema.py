@@ -349,7 +349,7 @@ def endpoint_problems(ep: EndpointSpec) -> list[str]:
 
     if ep.system not in SYSTEM_NAMES:
         bad("system", f"value {ep.system!r} is not a serving system; allowed: {', '.join(SYSTEM_NAMES)}")
-    problems.extend(streaming_problems(ep.name, ep.system, ep.streaming, ep.hosting.mode))
+    problems.extend(streaming_problems(ep.name, ep.system, ep.streaming))
 
     known = hosting_instance_types()
     if ep.instance_type not in known:

@@ -79,26 +79,18 @@ class StreamingSpec(BaseModel):
         return self
 
 
-def streaming_problems(endpoint: str, system: str, streaming: StreamingSpec, hosting_mode: str | None = None) -> list[str]:
-    """The rules that need the rest of the endpoint: streaming.enabled only on a system whose container streams,
-    and not on inference components (the front door calls the endpoint without an InferenceComponentName, which
-    such an endpoint needs to route a request to its model; not built yet)."""
-    if not streaming.enabled:
+def streaming_problems(endpoint: str, system: str, streaming: StreamingSpec) -> list[str]:
+    """The rules that need the rest of the endpoint: streaming.enabled only on a system whose container streams.
+    Inference components stream too: InvokeEndpointWithResponseStream takes InferenceComponentName ("If the endpoint
+    hosts one or more inference components, this parameter specifies the name of inference component to invoke for a
+    streaming response", botocore's sagemaker-runtime service model), which the front door sends."""
+    if not streaming.enabled or system in STREAMING_SYSTEMS:
         return []
-    problems = []
-    if system not in STREAMING_SYSTEMS:
-        reason = NOT_STREAMING.get(system, "it is not known to stream responses")
-        problems.append(
-            f"endpoint {endpoint!r}: streaming.enabled: value true is not supported by system {system!r}: {reason}; "
-            f"systems that stream: {', '.join(STREAMING_SYSTEMS)}"
-        )
-    if hosting_mode == "inference-components":
-        problems.append(
-            f"endpoint {endpoint!r}: streaming.enabled: value true is not supported with hosting.mode "
-            "'inference-components': the streaming front door does not name the inference component; use "
-            "hosting.mode: endpoint or remove streaming"
-        )
-    return problems
+    reason = NOT_STREAMING.get(system, "it is not known to stream responses")
+    return [
+        f"endpoint {endpoint!r}: streaming.enabled: value true is not supported by system {system!r}: {reason}; "
+        f"systems that stream: {', '.join(STREAMING_SYSTEMS)}"
+    ]
 
 
 __all__ = ["NOT_STREAMING", "STREAMING_SYSTEMS", "StreamingSpec", "streaming_problems"]

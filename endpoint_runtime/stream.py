@@ -27,7 +27,8 @@ incrementally as a series of parts", API reference, InvokeEndpointWithResponseSt
 LMI's JSON lines ({"token": {"text": ...}}, djl-serving's schema above) and Server-Sent Events lines
 ("data: {...}", what TGI-style servers and LMI's `output_formatter=sse` send), so a container of either kind works.
 
-Environment: ENDPOINT_NAME (required), MAX_REQUEST_BYTES / MAX_NEW_TOKENS / MAX_BATCH_SIZE / MAX_INPUT_CHARS as
+Environment: ENDPOINT_NAME (required), INFERENCE_COMPONENT_NAME (the component to run, on an endpoint with
+hosting.mode inference-components; as invoke.py), MAX_REQUEST_BYTES / MAX_NEW_TOKENS / MAX_BATCH_SIZE / MAX_INPUT_CHARS as
 invoke.py; READ_TIMEOUT_S: the longest wait for the next part, default 60 (1-900); STREAM_DEADLINE_S: when a stream
 must end with an error line rather than be cut off by the function's own timeout (unset: no deadline; the stack sets
 it a few seconds below the timeout). IAM: sagemaker:InvokeEndpoint
@@ -177,10 +178,13 @@ def reset_client() -> None:
 # The stream
 
 
-def open_stream(endpoint_name: str, payload: Any, client=None, *, log: dict | None = None) -> tuple[int, Any]:
+def open_stream(
+    endpoint_name: str, payload: Any, client=None, *, log: dict | None = None, inference_component: str | None = None
+) -> tuple[int, Any]:
     """Validate `payload` and start the stream: (200, an iterator of the client's JSON lines as bytes), or
     (status, error body) when the request is refused or SageMaker refuses the call. Never raises for request, model
-    or AWS errors. `log` (the request's log record) receives the AWS error and, as the stream ends, its figures."""
+    or AWS errors. `log` (the request's log record) receives the AWS error and, as the stream ends, its figures.
+    `inference_component`: the component whose model answers, on an endpoint that hosts inference components."""
     log = {} if log is None else log
     try:
         body = prepare(payload)
@@ -192,8 +196,10 @@ def open_stream(endpoint_name: str, payload: Any, client=None, *, log: dict | No
     started = time.monotonic()
     try:
         client = client or get_client()
+        # InferenceComponentName: as InvokeEndpoint's, which component's model runs (botocore sagemaker-runtime model).
+        component = {"InferenceComponentName": inference_component} if inference_component else {}
         response = client.invoke_endpoint_with_response_stream(
-            EndpointName=endpoint_name, ContentType="application/json", Accept=CONTENT_TYPE, Body=body
+            EndpointName=endpoint_name, ContentType="application/json", Accept=CONTENT_TYPE, Body=body, **component
         )
     except ConfigError as e:
         return 500, {"error": str(e), "error_type": "configuration"}
@@ -310,7 +316,9 @@ def handle_request(method: str, body: bytes, request_id: str | None = None) -> t
         endpoint_name = invoke.endpoint_name_from_env()
         record["endpoint"] = endpoint_name
         payload = invoke.parse_body(body)
-        status, answer = open_stream(endpoint_name, payload, log=record)
+        status, answer = open_stream(
+            endpoint_name, payload, log=record, inference_component=invoke.inference_component_from_env()
+        )
     except RequestError as e:
         status, answer = e.status, contract.error_body(e)
     except ConfigError as e:

@@ -160,6 +160,8 @@ class StreamingFrontDoor(_PythonFunction):
                 "AWS_LWA_PORT": ADAPTER_PORT,
                 "AWS_LWA_READINESS_CHECK_PATH": READY_PATH,
                 "ENDPOINT_NAME": endpoint.endpoint_name,
+                # hosting.mode inference-components: the component the stream names (InferenceComponentName).
+                **endpoint.component_environment,
                 "READ_TIMEOUT_S": str(min(READ_TIMEOUT_S, spec.timeout_s - 2 * DEADLINE_MARGIN_S)),
                 "STREAM_DEADLINE_S": str(spec.timeout_s - DEADLINE_MARGIN_S),
                 # The limits the container enforces, as the invoke function gets them (request_contract.limits()).

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import textwrap
 
+import botocore.session
 import pytest
 from pydantic import ValidationError
 
@@ -84,10 +85,10 @@ def test_bounds_and_unknown_keys(tmp_path, streaming, needle):
     assert f"endpoint 'chat': {needle}" in str(err.value), str(err.value)
 
 
-def test_inference_components_are_refused():
-    problems = streaming_problems("chat", "lmi-vllm", StreamingSpec(enabled=True), "inference-components")
-    assert problems == [
-        "endpoint 'chat': streaming.enabled: value true is not supported with hosting.mode 'inference-components': "
-        "the streaming front door does not name the inference component; use hosting.mode: endpoint or remove streaming"
-    ]
-    assert streaming_problems("chat", "hf-fastload", StreamingSpec(), "inference-components") == []
+def test_inference_components_stream():
+    """InvokeEndpointWithResponseStream takes InferenceComponentName (botocore's service model), so a streaming system
+    on inference components loads; the refusal by system stays."""
+    assert "InferenceComponentName" in botocore.session.get_session().get_service_model("sagemaker-runtime") \
+        .operation_model("InvokeEndpointWithResponseStream").input_shape.members
+    assert streaming_problems("chat", "lmi-vllm", StreamingSpec(enabled=True)) == []
+    assert streaming_problems("chat", "hf-fastload", StreamingSpec()) == []

@@ -1099,13 +1099,15 @@ class _ResponseStream(BaseHTTPRequestHandler):
         pass
 
 
-def test_stream_lambda_role_allows_every_call_of_the_stream_function(synth, monkeypatch):
+@pytest.mark.parametrize("endpoint, component", [("chat-vllm", None), ("assist-ic", "prod-assist-ic-ic")])
+def test_stream_lambda_role_allows_every_call_of_the_stream_function(synth, monkeypatch, endpoint, component):
     """The stream function (handler stream/run.sh -> lambda/stream/app.py -> endpoint_runtime/stream.py
-    `handle_request`) with its environment from the production example's chat-vllm stack, prod."""
+    `handle_request`) with its environment from the production example's stacks in prod: chat-vllm (a model on the
+    variant) and assist-ic (an inference component, which each stream request names)."""
     from endpoint_runtime import stream
 
     env = load_config(ROOT / STREAM_CONFIG, "prod").environment
-    stack_name = "llm-endpoints-prod-chat-vllm"
+    stack_name = f"llm-endpoints-prod-{endpoint}"
     ctx = StackContext(synth(STREAM_CONFIG, "prod").templates[stack_name], stack_name, Where(env.account, env.region))
     role = function_environment(ctx, "stream/run.sh", monkeypatch)
     server = ThreadingHTTPServer(("127.0.0.1", 0), _ResponseStream)
@@ -1129,7 +1131,10 @@ def test_stream_lambda_role_allows_every_call_of_the_stream_function(synth, monk
     assert rec.calls and rec.signed_by(STREAM_KEY) == rec.calls
     needs = principal_needs(rec.calls, ctx.where)
     assert actions(needs) == {"sagemaker:InvokeEndpoint"}  # InvokeEndpointWithResponseStream's action
-    assert [c.operation for c in rec.calls] == ["InvokeEndpointWithResponseStream"]
+    [call] = rec.calls
+    assert call.operation == "InvokeEndpointWithResponseStream"
+    assert call.params.get("InferenceComponentName") == component
+    assert len(needs) == (2 if component else 1)  # the endpoint, and the component when one is named
     assert missing(role_policy(ctx, role), needs) == []
 
 

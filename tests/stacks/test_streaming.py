@@ -1,5 +1,5 @@
 """The streaming front door in the synthesized templates (config/examples/production.yaml, prod: chat-vllm has
-`streaming: {enabled: true}`): a function URL in RESPONSE_STREAM mode with IAM auth, the Web Adapter layer and its
+`streaming: {enabled: true}`, and assist-ic, streaming from its inference component): a function URL in RESPONSE_STREAM mode with IAM auth, the Web Adapter layer and its
 settings, a role that may invoke only its endpoint, and an asset that holds the start script executable."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from stacks.streaming import ADAPTER_LAYER_VERSION, LAYER_REGIONS, STREAM_CODE
 
 PRODUCTION = "config/examples/production.yaml"
 STACK = "llm-endpoints-prod-chat-vllm"
+IC_STACK = "llm-endpoints-prod-assist-ic"  # streaming from an inference component
 
 
 @pytest.fixture(scope="module")
@@ -20,8 +21,8 @@ def production(synth):
     return synth(PRODUCTION, "prod")
 
 
-def _stream_function(production):
-    [(lid, fn)] = [(k, r) for k, r in production.templates[STACK]["Resources"].items()
+def _stream_function(production, stack: str = STACK):
+    [(lid, fn)] = [(k, r) for k, r in production.templates[stack]["Resources"].items()
                    if r["Type"] == "AWS::Lambda::Function" and r["Properties"].get("Handler") == "stream/run.sh"]  # fmt: skip
     return lid, fn["Properties"]
 
@@ -63,10 +64,29 @@ def test_role_may_invoke_only_its_endpoint_and_write_its_logs(production):
                       "ec2:UnassignPrivateIpAddresses"}, others  # fmt: skip  (the created VPC's network interfaces)
 
 
-def test_only_the_streaming_endpoint_gets_a_function_url(production):
+def test_only_the_streaming_endpoints_get_a_function_url(production):
     for name, template in production.templates.items():
         urls = [r for r in template["Resources"].values() if r["Type"] == "AWS::Lambda::Url"]
-        assert len(urls) == (1 if name == STACK else 0), name
+        assert len(urls) == (1 if name in (STACK, IC_STACK) else 0), name
+
+
+def test_a_component_endpoint_streams_from_its_component(production):
+    """assist-ic hosts an inference component: the stream function names it (INFERENCE_COMPONENT_NAME, sent as
+    InferenceComponentName) and its role may invoke that endpoint and that component, nothing else."""
+    _, props = _stream_function(production, IC_STACK)
+    resources = production.templates[IC_STACK]["Resources"]
+    [component] = [r["Properties"] for r in resources.values() if r["Type"] == "AWS::SageMaker::InferenceComponent"]
+    assert props["Environment"]["Variables"]["INFERENCE_COMPONENT_NAME"] == component["InferenceComponentName"]
+    role = props["Role"]["Fn::GetAtt"][0]
+    statements = [s for r in resources.values() if r["Type"] == "AWS::IAM::Policy" and {"Ref": role} in r["Properties"]["Roles"]
+                  for s in r["Properties"]["PolicyDocument"]["Statement"]]  # fmt: skip
+    sagemaker = [s for s in statements if any(a.startswith("sagemaker:") for a in _listed(s["Action"]))]
+    resources_granted = sorted(r for s in sagemaker for r in _listed(s["Resource"]))
+    assert {a for s in sagemaker for a in _listed(s["Action"])} == {"sagemaker:InvokeEndpoint"}
+    assert resources_granted == sorted([
+        "arn:aws:sagemaker:us-east-1:111122223333:endpoint/prod-assist-ic",
+        f"arn:aws:sagemaker:us-east-1:111122223333:inference-component/{component['InferenceComponentName']}",
+    ])  # fmt: skip
 
 
 def test_asset_holds_the_start_script_executable_and_only_what_the_app_imports(production):
