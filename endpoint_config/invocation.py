@@ -48,10 +48,17 @@ S3_PATH_PATTERN = r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]/[^\s]*[^/\s]$"
 # botocore SnsTopicArn's pattern, with the region required (a topic always has one).
 SNS_TOPIC_PATTERN = r"^arn:aws[a-z\-]*:sns:[a-z0-9\-]+:[0-9]{12}:[a-zA-Z0-9_.-]{1,256}$"
 # The fields only an async endpoint uses: set in real-time mode they would be silently ignored, so they are refused.
+# InvokeEndpoint's limit: a real-time smoke test cannot wait longer for its answer (schema.SMOKE_BUDGET_MAX_MS).
+SMOKE_REAL_TIME_MAX_MS = 60_000
 ASYNC_ONLY = (
     "max_concurrent_invocations_per_instance", "output_path", "failure_path", "success_topic", "error_topic",
-    "invocation_timeout_s", "request_ttl_s",
+    "invocation_timeout_s", "request_ttl_s", "result_retention_days",
 )
+# A request payload is read when SageMaker dequeues the request: at most RequestTTLSeconds (21600) after the submit,
+# and runs for at most InvocationTimeoutSeconds (3600) (the sagemaker-runtime bounds above). One day, S3 lifecycle's
+# smallest expiration (LifecycleExpiration Days, a positive integer: S3 API reference), outlives both.
+INPUT_RETENTION_DAYS = 1
+RESULT_RETENTION_BOUNDS = (1, 3650)
 
 
 class Invocation(BaseModel):
@@ -68,6 +75,9 @@ class Invocation(BaseModel):
     invocation_timeout_s: how long one request may run (1-3600; default None: SageMaker's 900 s), sent by the
       invoke function with every request.
     request_ttl_s: how long a request may wait in the queue (60-21600; default None: SageMaker's 6 hours), likewise.
+    result_retention_days: expire answers and failures this many days after SageMaker writes them (1-3650; default
+      None: kept until deleted). Only for the artifact bucket's folders (refused with output_path / failure_path).
+      Request payloads in the input folder always expire after INPUT_RETENTION_DAYS (the artifact stack's lifecycle).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -83,6 +93,7 @@ class Invocation(BaseModel):
     error_topic: str | None = Field(None, pattern=SNS_TOPIC_PATTERN, max_length=2048)
     invocation_timeout_s: int | None = Field(None, ge=INVOCATION_TIMEOUT_BOUNDS[0], le=INVOCATION_TIMEOUT_BOUNDS[1])
     request_ttl_s: int | None = Field(None, ge=REQUEST_TTL_BOUNDS[0], le=REQUEST_TTL_BOUNDS[1])
+    result_retention_days: int | None = Field(None, ge=RESULT_RETENTION_BOUNDS[0], le=RESULT_RETENTION_BOUNDS[1])
 
     @model_validator(mode="after")
     def _consistent(self) -> Invocation:
@@ -102,6 +113,13 @@ class Invocation(BaseModel):
                     f"{', '.join(f'{k} (value {getattr(self, k)!r})' for k in given)}: a topic is given while "
                     "notifications is false; allowed: notifications: true with topics, or false without"
                 )
+        if self.result_retention_days is not None and (self.output_path or self.failure_path):
+            given = ", ".join(k for k in ("output_path", "failure_path") if getattr(self, k))
+            raise ValueError(
+                f"result_retention_days (value {self.result_retention_days}) expires answers and failures in the artifact "
+                f"bucket's folders, but {given} names a location of your own: set a lifecycle rule on that bucket "
+                "instead, or remove result_retention_days"
+            )
         if self.output_path is not None and self.output_path == self.failure_path:
             raise ValueError(f"failure_path: value {self.failure_path!r} is the output_path too; answers and failures "
                              "need separate locations (fetching a result tells them apart by location)")
@@ -125,6 +143,16 @@ def async_prefixes(endpoint_name: str) -> dict[str, str]:
     invoke function uploads request payloads, and the default answer and failure locations."""
     root = f"async/{endpoint_name}"
     return {"input": f"{root}/input", "output": f"{root}/output", "failure": f"{root}/failures"}
+
+
+def async_location_uris(invocation: Invocation, *, endpoint_name: str, artifact_bucket: str) -> dict[str, str]:
+    """The s3://bucket/prefix folders of one asynchronous endpoint, keyed input / output / failure: output_path and
+    failure_path when given, else folders of the environment's artifact bucket under async/<endpoint>/ (the input
+    folder always is: the invoke and smoke functions upload there). One source for the stack (stacks/async_inference.py)
+    and the workstation's smoke test (model_build/smoke.py)."""
+    default = async_prefixes(endpoint_name)
+    given = {"output": invocation.output_path, "failure": invocation.failure_path}
+    return {key: given.get(key) or f"s3://{artifact_bucket}/{prefix}" for key, prefix in default.items()}
 
 
 def invocation_problems(ep: EndpointSpec) -> list[str]:
@@ -152,7 +180,13 @@ def invocation_problems(ep: EndpointSpec) -> list[str]:
         if hosting_mode == INFERENCE_COMPONENTS:
             bad("hosting.mode", f"value {hosting_mode!r} cannot be combined with invocation.mode: async: SageMaker "
                 "documents inference components for real-time endpoints only; allowed with async: 'endpoint' (the default)")
-    elif scaling is not None and scaling.min_capacity == 0 and hosting_mode != INFERENCE_COMPONENTS:
+    else:
+        budget = getattr(getattr(ep, "smoke_test", None), "latency_budget_ms", None)
+        if budget is not None and budget > SMOKE_REAL_TIME_MAX_MS:
+            bad("smoke_test.latency_budget_ms", f"value {budget} is above {SMOKE_REAL_TIME_MAX_MS}: a real-time "
+                "invocation answers within InvokeEndpoint's 60 s or not at all; allowed: 100-60000 (up to 840000 "
+                "with invocation.mode: async)")
+    if not invocation.is_async and scaling is not None and scaling.min_capacity == 0 and hosting_mode != INFERENCE_COMPONENTS:
         # Real-time endpoints scale to zero only when they host inference components (endpoint-auto-scaling-zero-
         # instances.html); an async endpoint queues requests while at zero (async-inference-autoscale.html).
         bad("autoscaling", "min_capacity 0 is allowed only with invocation.mode: async (SageMaker queues its "
@@ -161,5 +195,6 @@ def invocation_problems(ep: EndpointSpec) -> list[str]:
 
 
 __all__ = [
-    "ASYNC_ONLY", "INVOCATION_MODES", "Invocation", "async_prefixes", "invocation_problems", "split_s3_path",
+    "ASYNC_ONLY", "INPUT_RETENTION_DAYS", "INVOCATION_MODES", "Invocation", "async_location_uris", "async_prefixes", "invocation_problems",
+    "split_s3_path",
 ]

@@ -13,23 +13,29 @@ What it checks, each failure with one message that says what is wrong and what t
   config     the endpoint runs the endpoint config the stack deployed: a failed blue/green update rolls the
              endpoint back to its old config and it still says InService
   invoke     the configured prompt, sent through endpoint_runtime.invoke's `invoke` (same validation and error
-             mapping as the invoke function), answers 200
-  response   the answer is a non-empty list of objects, each with a string `generated_text`
-  latency    the InvokeEndpoint round trip is within the latency budget
+             mapping as the invoke function), answers 200; on an asynchronous endpoint (which refuses
+             InvokeEndpoint) it is submitted as its invoke function does (endpoint_runtime.async_invoke: the
+             payload into the input folder, InvokeEndpointAsync) and accepted
+  response   the answer is a non-empty list of objects, each with a string `generated_text`; asynchronous: the
+             answer appears in S3 (polled) within the budget and is not a failure
+  latency    the round trip (asynchronous: submit to answer, queueing included) is within the latency budget
 
 Lambda environment
   STACK_NAME           (required) the endpoint stack
   ENDPOINT_NAME        the endpoint clients call; must be the stack's endpoint (unless EMULATOR=true)
   INFERENCE_COMPONENT_NAME  the component the invocation names, on an endpoint whose model is an inference
                        component (hosting.mode inference-components); unset: none
+  INVOCATION_MODE      "async" for an asynchronous endpoint, with INPUT_LOCATION, OUTPUT_LOCATION and
+                       FAILURE_LOCATION (s3:// folders, as the invoke function gets them); unset: real-time
   PROMPT               default "The capital of France is"
   MAX_NEW_TOKENS       default 16 (lambda/invoke reads it as its cap too; equal to the request, so harmless)
-  LATENCY_BUDGET_MS    default 30000
+  LATENCY_BUDGET_MS    default 30000 (100-60000); asynchronous: 300000 (100-840000)
   EMULATOR             "true": the stack's endpoint may have another name (moto ignores EndpointName)
 
 IAM: cloudformation:DescribeStacks + ListStackResources on the stack, sagemaker:DescribeEndpoint +
-InvokeEndpoint on the endpoint (LlmEndpoint.grant_smoke_test).
-Timeout: above InvokeEndpoint's 60 s, e.g. 90 s.
+InvokeEndpoint on the endpoint (LlmEndpoint.grant_smoke_test); asynchronous: InvokeEndpointAsync instead, with
+s3:PutObject in the input folder and s3:ListBucket/GetObject in the output and failure folders.
+Timeout: above InvokeEndpoint's 60 s, e.g. 90 s; asynchronous: the budget plus 60 s (at most Lambda's 900 s).
 
 The function returns ``{"ok", "stack", "endpoint", "latency_ms", "checks": [{name, ok, message}], "failures"}``.
 The pipeline runs the same checks as `python -m model_build smoke` in a CodeBuild step, not through this function.
@@ -51,11 +57,15 @@ import boto3
 import botocore.exceptions
 from botocore.config import Config
 
+from endpoint_runtime import async_invoke
 from endpoint_runtime import invoke as invoke_module
 
 DEFAULT_PROMPT = "The capital of France is"
 DEFAULT_MAX_NEW_TOKENS = 16
-DEFAULT_LATENCY_BUDGET_MS = 30000
+# By invocation mode, as endpoint_config.schema's SMOKE_BUDGET_DEFAULT_MS / SMOKE_BUDGET_MAX_MS (this module ships in a
+# Lambda asset without the config package; tests/lambda/test_smoke.py checks the two agree).
+DEFAULT_LATENCY_BUDGET_MS = {"real-time": 30_000, "async": 300_000}
+MAX_LATENCY_BUDGET_MS = {"real-time": 60_000, "async": 840_000}
 # A stack in these states runs what its template says; anything else is mid-deploy, failed or rolled back.
 GOOD_STACK_STATES = ("CREATE_COMPLETE", "UPDATE_COMPLETE")
 ENDPOINT_TYPE = "AWS::SageMaker::Endpoint"
@@ -173,13 +183,19 @@ def smoke_test(
     expected_endpoint: str | None = None,
     prompt: str = DEFAULT_PROMPT,
     max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
-    latency_budget_ms: int = DEFAULT_LATENCY_BUDGET_MS,
+    latency_budget_ms: int = DEFAULT_LATENCY_BUDGET_MS["real-time"],
     emulator: bool = False,
     inference_component: str | None = None,
+    async_locations: dict[str, str] | None = None,
     session=None,
     runtime_client=None,
+    s3_client=None,
 ) -> SmokeResult:
-    """Check the stack, its endpoint and one real invocation. Never raises for AWS errors: each is a failed check."""
+    """Check the stack, its endpoint and one real invocation. Never raises for AWS errors: each is a failed check.
+
+    async_locations: for an asynchronous endpoint (invocation.mode async), its s3:// input, output and failure
+    folders (keys input/output/failure): the prompt is submitted with InvokeEndpointAsync and the answer polled for
+    in S3 within the latency budget. None: a real-time endpoint, invoked with InvokeEndpoint."""
     session = session or boto3.session.Session()
     result = SmokeResult(stack=stack_name)
     cfn = session.client("cloudformation")
@@ -305,41 +321,37 @@ def smoke_test(
         return result
 
     # -- one invocation with the configured prompt
-    invoke = invoke_module
-    client = runtime_client or make_runtime_client(session)
     payload = {"inputs": prompt, "parameters": {"max_new_tokens": max_new_tokens, "do_sample": False}}
-    log: dict[str, Any] = {}
-    started = time.monotonic()
     # Clients call the configured name; on AWS it is the deployed one (checked above). The emulator names
     # endpoints itself but answers (or its stand-in model server answers) under the configured name.
     invoke_name = expected_endpoint if (emulator and expected_endpoint) else endpoint
-    status_code, body = invoke.invoke(invoke_name, payload, client=client, log=log, inference_component=inference_component)
-    wall_ms = int(round((time.monotonic() - started) * 1000))
-    latency_ms = body.get("latency_ms", wall_ms) if status_code == 200 else wall_ms
-    result.latency_ms = latency_ms
-    if status_code != 200:
-        detail = f" [{log['aws_error']}]" if log.get("aws_error") else ""
+    if async_locations is not None:
+        answer = _answer_async(invoke_name, payload, async_locations, latency_budget_ms, session, runtime_client, s3_client)
+    else:
+        answer = _answer_real_time(invoke_name, payload, session, runtime_client, inference_component)
+    result.latency_ms = answer.latency_ms
+    if not answer.submitted_ok:
+        result.add("invoke", False, f"invoking {endpoint} returned {answer.problem}")
+        result.add("latency", True, "not measured: the invocation failed", skipped=True)
+        return result
+    result.add("invoke", True, answer.invoke_message)
+    if answer.problem is not None:  # submitted, but no answer: a failed or unfinished asynchronous request
+        result.add("response", False, answer.problem)
+        result.add("latency", True, "not measured: no answer", skipped=True)
+        return result
+    result.outputs = answer.outputs
+    problem = check_response_shape(result.outputs)
+    if problem:
         result.add(
-            "invoke",
+            "response",
             False,
-            f"invoking {endpoint} returned {status_code} {body.get('error_type')}: {body.get('error')}{detail}",
+            f"endpoint {endpoint} answered in the wrong shape: {problem}; the serving "
+            f"container's output format does not match the text-generation contract",
         )
     else:
-        result.add("invoke", True, f"200 in {latency_ms} ms")
-        result.outputs = body.get("outputs")
-        problem = check_response_shape(result.outputs)
-        if problem:
-            result.add(
-                "response",
-                False,
-                f"endpoint {endpoint} answered in the wrong shape: {problem}; the serving "
-                f"container's output format does not match the text-generation contract",
-            )
-        else:
-            result.add("response", True, f"{len(result.outputs)} generated_text item(s)")
-    if status_code != 200:
-        result.add("latency", True, "not measured: the invocation failed", skipped=True)
-    elif latency_ms <= latency_budget_ms:
+        result.add("response", True, f"{len(result.outputs)} generated_text item(s)")
+    latency_ms = answer.latency_ms
+    if latency_ms <= latency_budget_ms:
         result.add("latency", True, f"{latency_ms} ms <= {latency_budget_ms} ms budget")
     else:
         result.add(
@@ -350,6 +362,93 @@ def smoke_test(
             f"instance type, the engine settings and the endpoint's metrics, or raise the budget",
         )
     return result
+
+
+@dataclass
+class _Answer:
+    """What one smoke invocation produced. submitted_ok False: the request itself was refused (`problem` says how);
+    True with a `problem`: an asynchronous request that failed or did not finish within the budget."""
+
+    submitted_ok: bool
+    latency_ms: int
+    invoke_message: str = ""
+    outputs: Any = None
+    problem: str | None = None
+
+
+def _elapsed_ms(started: float) -> int:
+    return int(round((time.monotonic() - started) * 1000))
+
+
+def _answer_real_time(endpoint: str, payload: dict, session, runtime_client, inference_component: str | None) -> _Answer:
+    """InvokeEndpoint through endpoint_runtime.invoke (the invoke function's validation and error mapping)."""
+    client = runtime_client or make_runtime_client(session)
+    log: dict[str, Any] = {}
+    started = time.monotonic()
+    status_code, body = invoke_module.invoke(endpoint, payload, client=client, log=log, inference_component=inference_component)
+    wall_ms = _elapsed_ms(started)
+    if status_code != 200:
+        detail = f" [{log['aws_error']}]" if log.get("aws_error") else ""
+        return _Answer(False, wall_ms, problem=f"{status_code} {body.get('error_type')}: {body.get('error')}{detail}")
+    latency_ms = body.get("latency_ms", wall_ms)
+    return _Answer(True, latency_ms, invoke_message=f"200 in {latency_ms} ms", outputs=body.get("outputs"))
+
+
+# Polling an asynchronous answer: first look after 1 s, then 1.5 times longer each time, at most every 10 s.
+ASYNC_POLL_FIRST_S, ASYNC_POLL_GROWTH, ASYNC_POLL_MAX_S = 1.0, 1.5, 10.0
+# The largest answer read back: a smoke prompt's answer is a few hundred bytes.
+ASYNC_MAX_RESULT_BYTES = 1024 * 1024
+
+
+def _answer_async(endpoint: str, payload: dict, locations: dict[str, str], budget_ms: int, session, runtime_client,
+                  s3_client) -> _Answer:
+    """An asynchronous endpoint refuses InvokeEndpoint: submit as its invoke function does (endpoint_runtime.
+    async_invoke: the payload into the input folder, then InvokeEndpointAsync), then poll S3 for the answer or the
+    failure until the budget is spent. The latency is submit to answer, queueing included."""
+    s3 = s3_client or session.client("s3")
+    runtime = runtime_client or make_runtime_client(session)
+    log: dict[str, Any] = {}
+    started = time.monotonic()
+    try:
+        input_location = async_invoke.split_s3_uri(locations["input"], "input location")
+    except async_invoke.RequestError as err:
+        return _Answer(False, 0, problem=f"no submit: {err.message}")
+    status_code, body = async_invoke.submit(endpoint, payload, input_location=input_location, s3=s3, runtime=runtime, log=log)
+    if status_code != 202:
+        detail = f" [{log['aws_error']}]" if log.get("aws_error") else ""
+        return _Answer(False, _elapsed_ms(started), problem=f"{status_code} {body.get('error_type')}: {body.get('error')}{detail}")
+    inference_id, output, failure = body["inference_id"], body.get("output_location"), body.get("failure_location")
+    submitted = f"submitted asynchronous request {inference_id}; SageMaker writes its answer to {output}"
+    if not output:
+        return _Answer(True, _elapsed_ms(started), submitted, problem="InvokeEndpointAsync named no output location")
+    wait = ASYNC_POLL_FIRST_S
+    while True:
+        try:
+            state = async_invoke.fetch_result(output, failure, s3=s3, max_bytes=ASYNC_MAX_RESULT_BYTES)
+        except async_invoke.RequestError as err:
+            return _Answer(True, _elapsed_ms(started), submitted, problem=f"cannot read the answer: {err.message}")
+        except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError) as err:
+            return _Answer(True, _elapsed_ms(started), submitted, problem=f"cannot read the answer at {output}: {_aws_message(err)}")
+        elapsed = _elapsed_ms(started)
+        if state["status"] == "completed":
+            if state.get("output") is None:
+                return _Answer(True, elapsed, submitted, problem=(
+                    f"the answer at {output} is {state.get('size_bytes')} bytes, far more than a "
+                    f"{payload['parameters']['max_new_tokens']}-token answer: read it and check the container"))
+            return _Answer(True, elapsed, submitted, outputs=state["output"])
+        if state["status"] == "failed":
+            return _Answer(True, elapsed, submitted, problem=(
+                f"endpoint {endpoint} failed asynchronous request {inference_id}: {str(state.get('error'))[:300]}; "
+                f"read its CloudWatch logs (/aws/sagemaker/Endpoints/{endpoint})"))
+        if elapsed >= budget_ms:
+            return _Answer(True, elapsed, submitted, problem=(
+                f"no answer to asynchronous request {inference_id} within the {budget_ms} ms budget "
+                f"(smoke_test.latency_budget_ms): it is still queued or running. An endpoint at zero instances "
+                f"starts one only after its HasBacklogWithoutCapacity alarm fires, then loads the model (minutes); "
+                f"check ApproximateBacklogSize and the instance count, fetch the answer later with "
+                f"`python -m model_build result --output-location {output}`, or raise the budget"))
+        time.sleep(min(wait, max(0.0, (budget_ms - elapsed) / 1000)))
+        wait = min(wait * ASYNC_POLL_GROWTH, ASYNC_POLL_MAX_S)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -381,14 +480,29 @@ def settings_from_env() -> dict[str, Any]:
         raise ConfigError(
             "environment variable STACK_NAME is not set: this function does not know which stack to check"
         )
+    mode = os.environ.get("INVOCATION_MODE", "").strip() or "real-time"
+    if mode not in ("real-time", "async"):
+        raise ConfigError(f"environment variable INVOCATION_MODE must be real-time or async, got {mode!r}")
+    async_locations = None
+    if mode == "async":
+        async_locations = {}
+        for key in ("input", "output", "failure"):
+            name = f"{key.upper()}_LOCATION"
+            value = os.environ.get(name, "").strip()
+            if not value.startswith("s3://"):
+                raise ConfigError(f"environment variable {name} must be an s3://bucket/prefix location, got {value!r}")
+            async_locations[key] = value
     return {
         "stack_name": stack,
         "expected_endpoint": os.environ.get("ENDPOINT_NAME", "").strip() or None,
         "prompt": os.environ.get("PROMPT") or DEFAULT_PROMPT,
         "max_new_tokens": _env_int("MAX_NEW_TOKENS", DEFAULT_MAX_NEW_TOKENS, 1, 256),
-        "latency_budget_ms": _env_int("LATENCY_BUDGET_MS", DEFAULT_LATENCY_BUDGET_MS, 100, 60000),
+        "latency_budget_ms": _env_int(
+            "LATENCY_BUDGET_MS", DEFAULT_LATENCY_BUDGET_MS[mode], 100, MAX_LATENCY_BUDGET_MS[mode]
+        ),
         "emulator": os.environ.get("EMULATOR", "").strip().lower() == "true",
         "inference_component": os.environ.get("INFERENCE_COMPONENT_NAME", "").strip() or None,
+        "async_locations": async_locations,
     }
 
 

@@ -6,6 +6,7 @@ CDK CLI (Node) and boto3 (Python) talk to the same state, and stopping it leaves
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -15,7 +16,7 @@ import urllib.request
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 # moto's fixed account id; a config's emulator environment must use it.
 EMULATOR_ACCOUNT = "123456789012"
@@ -77,20 +78,22 @@ class Emulator:
 
     def set_invoke_results(self, bodies: list, account: str = EMULATOR_ACCOUNT) -> None:
         """Queue the answers moto's InvokeEndpoint gives (it never runs a model): one JSON body per call."""
-        import json
+        results = [{"Body": b if isinstance(b, str) else json.dumps(b), "ContentType": "application/json"} for b in bodies]
+        self._queue("endpoint-results", results, account)
 
-        data = json.dumps(
-            {
-                "account_id": account,
-                "region": self.region,
-                "results": [
-                    {"Body": b if isinstance(b, str) else json.dumps(b), "ContentType": "application/json"}
-                    for b in bodies
-                ],
-            }
-        ).encode()
+    def set_async_results(
+        self, results: list[tuple[bool, Any]], account: str = EMULATOR_ACCOUNT, region: str | None = None
+    ) -> None:
+        """Queue what moto's InvokeEndpointAsync calls produce, (is_failure, answer) each: moto writes the answer (or
+        the failure text) into a bucket of its own at once and returns that output and failure location
+        (moto/sagemakerruntime/models.py `invoke_endpoint_async`)."""
+        queued = [{"is_failure": failed, "data": data if isinstance(data, str) else json.dumps(data)} for failed, data in results]
+        self._queue("async-endpoint-results", queued, account, region)
+
+    def _queue(self, kind: str, results: list[dict], account: str, region: str | None = None) -> None:
+        data = json.dumps({"account_id": account, "region": region or self.region, "results": results}).encode()
         req = urllib.request.Request(
-            f"{self.url}/moto-api/static/sagemaker/endpoint-results",
+            f"{self.url}/moto-api/static/sagemaker/{kind}",
             data=data,
             method="POST",
             headers={"Content-Type": "application/json"},

@@ -9,10 +9,34 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from endpoint_config import Deployment, artifact_bucket_name, image_repository_name
+from endpoint_config.invocation import INPUT_RETENTION_DAYS, async_prefixes
 
 from .endpoint_network import BucketKey, BucketKeyRef
 from .nag import acknowledge
 from .trusted_pipeline import TrustedPipeline, role_name
+
+
+def async_lifecycle_rules(deployment: Deployment) -> list[s3.LifecycleRule]:
+    """Expiry of asynchronous traffic in the artifact bucket, per endpoint with invocation.mode async: its request
+    payloads (async/<endpoint>/input/) after INPUT_RETENTION_DAYS, and its answers and failures after
+    `invocation.result_retention_days` when set. The trailing "/" keeps another endpoint whose name starts the same
+    out. The bucket is versioned: an expired object becomes a noncurrent version, which the bucket-wide rule removes
+    30 days later."""
+    rules = []
+    for spec in deployment.endpoints:
+        if not spec.invocation.is_async:
+            continue
+        prefixes = async_prefixes(deployment.endpoint_name(spec))
+        rules.append(s3.LifecycleRule(
+            id=f"{spec.name}-async-input", prefix=prefixes["input"] + "/", expiration=Duration.days(INPUT_RETENTION_DAYS),
+        ))  # fmt: skip
+        if spec.invocation.result_retention_days is not None:
+            rules += [
+                s3.LifecycleRule(id=f"{spec.name}-async-{key}", prefix=prefixes[key] + "/",
+                                 expiration=Duration.days(spec.invocation.result_retention_days))
+                for key in ("output", "failure")
+            ]  # fmt: skip
+    return rules
 
 
 class ArtifactStoreStack(Stack):
@@ -95,7 +119,8 @@ class ArtifactStoreStack(Stack):
                 s3.LifecycleRule(
                     abort_incomplete_multipart_upload_after=Duration.days(7),
                     noncurrent_version_expiration=Duration.days(30),
-                )
+                ),
+                *async_lifecycle_rules(deployment),
             ],
             removal_policy=removal,
             auto_delete_objects=auto_delete,

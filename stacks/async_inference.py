@@ -37,7 +37,7 @@ from aws_cdk import aws_sns as sns
 from constructs import Construct, IConstruct
 
 from endpoint_config import Autoscaling
-from endpoint_config.invocation import Invocation, async_prefixes, split_s3_path
+from endpoint_config.invocation import Invocation, async_location_uris, split_s3_path
 from stacks.scaling import scale_from_zero_policy
 
 from .nag import acknowledge
@@ -82,21 +82,10 @@ class AsyncLocations:
 
 
 def async_locations(invocation: Invocation, *, endpoint_name: str, artifact_bucket: str) -> AsyncLocations:
-    """The locations of one endpoint: the config's output_path/failure_path, else folders of the environment's
-    artifact bucket under async/<endpoint>/ (the input folder always is: the invoke function writes it)."""
-    default = async_prefixes(endpoint_name)
-
-    def location(uri: str | None, key: str) -> S3Location:
-        if uri is None:
-            return S3Location(artifact_bucket, default[key])
-        bucket, prefix = split_s3_path(uri)
-        return S3Location(bucket, prefix)
-
-    return AsyncLocations(
-        input=S3Location(artifact_bucket, default["input"]),
-        output=location(invocation.output_path, "output"),
-        failure=location(invocation.failure_path, "failure"),
-    )
+    """The locations of one endpoint (endpoint_config.invocation.async_location_uris: the config's
+    output_path/failure_path, else folders of the environment's artifact bucket under async/<endpoint>/)."""
+    uris = async_location_uris(invocation, endpoint_name=endpoint_name, artifact_bucket=artifact_bucket)
+    return AsyncLocations(**{key: S3Location(*split_s3_path(uri)) for key, uri in uris.items()})
 
 
 class AsyncInference(Construct):
@@ -282,12 +271,14 @@ class AsyncInference(Construct):
         assert grant is not None
         return grant
 
-    def grant_invoke_function(self, function: lambda_.Function, endpoint_arn: str) -> iam.Grant:
-        """What the endpoint's invoke function does in async mode (submit and read results), with cdk-nag's IAM5
-        findings of those grants acknowledged on its role."""
-        grant = self.grant_submit(function, endpoint_arn).combine(self.grant_read_results(function))
+    def grant_client(self, grantee: iam.IGrantable, endpoint_arn: str) -> iam.Grant:
+        """What a client of this endpoint does (endpoint_runtime/async_invoke.py: submit and read results): the
+        endpoint's invoke function, its smoke-test function and the pipeline's smoke role. cdk-nag's IAM5 findings of
+        those grants are acknowledged on the grantee's role."""
+        grant = self.grant_submit(grantee, endpoint_arn).combine(self.grant_read_results(grantee))
+        role = grantee.role if isinstance(grantee, lambda_.Function) else grantee
         acknowledge(
-            function.role,
+            role,
             [f"AwsSolutions-IAM5[Resource::{_nag_text(loc.objects_arn)}]"
              for loc in (self.locations.input, self.locations.output, self.locations.failure)],
             "Asynchronous inference: request payloads are uploaded under new names (one per request) into this "

@@ -364,7 +364,9 @@ class LlmEndpoint(Construct):
     def grant_smoke_test(self, grantee: iam.IGrantable) -> iam.Grant:
         """What lambda/smoke/handler.py `smoke_test` calls (also run by `python -m model_build smoke`):
         cloudformation DescribeStacks + ListStackResources on this endpoint's stack, then DescribeEndpoint and
-        InvokeEndpoint on the endpoint. tests/stacks/test_iam_coverage.py runs that code and checks this grant covers it."""
+        InvokeEndpoint on the endpoint; an asynchronous endpoint is invoked as its clients do instead (the payload into
+        its input folder, InvokeEndpointAsync, the answer read from its output or failure folder:
+        AsyncInference.grant_client). tests/stacks/test_iam_coverage.py runs that code and checks this grant covers it."""
         stack = Stack.of(self)
         # stack_id, not Aws.STACK_ID: a scoped token, so a grantee in another stack gets this stack's id
         # (exported), never its own.
@@ -373,7 +375,12 @@ class LlmEndpoint(Construct):
             actions=["cloudformation:DescribeStacks", "cloudformation:ListStackResources"],
             resource_arns=[stack.stack_id],
         )
-        return on_stack.combine(self.grant_describe(grantee)).combine(self.grant_invoke(grantee))
+        invoking = (
+            self.async_inference.grant_client(grantee, self.endpoint_arn)
+            if self.async_inference is not None
+            else self.grant_invoke(grantee)
+        )
+        return on_stack.combine(self.grant_describe(grantee)).combine(invoking)
 
 
 class _PythonFunction(Construct):
@@ -459,7 +466,7 @@ class InvokeFunction(_PythonFunction):
             reserved_concurrency=reserved_concurrency,
         )
         if endpoint.async_inference is not None:  # it takes InvokeEndpointAsync only: submit and fetch instead
-            endpoint.async_inference.grant_invoke_function(self.function, endpoint.endpoint_arn)
+            endpoint.async_inference.grant_client(self.function, endpoint.endpoint_arn)
         else:
             endpoint.grant_invoke(self.function)
 
@@ -479,6 +486,7 @@ class SmokeTestFunction(_PythonFunction):
         emulator: bool,
     ) -> None:
         smoke = spec.smoke_test
+        budget_ms = smoke.budget_ms(spec.invocation.mode)
         super().__init__(
             scope,
             construct_id,
@@ -489,12 +497,14 @@ class SmokeTestFunction(_PythonFunction):
                 "STACK_NAME": Aws.STACK_NAME,
                 "ENDPOINT_NAME": endpoint.endpoint_name,
                 **endpoint.component_environment,
+                # invocation.mode async: INVOCATION_MODE and the S3 folders, as the invoke function gets them.
+                **(endpoint.async_inference.environment if endpoint.async_inference else {}),
                 "PROMPT": smoke.prompt,
                 "MAX_NEW_TOKENS": str(smoke.max_new_tokens),
-                "LATENCY_BUDGET_MS": str(smoke.latency_budget_ms),
+                "LATENCY_BUDGET_MS": str(budget_ms),
                 "EMULATOR": "true" if emulator else "false",
             },
-            timeout=Duration.seconds(90),
+            timeout=Duration.seconds(smoke_timeout_s(budget_ms)),
             statements=[],
             description=f"Smoke test of SageMaker endpoint {endpoint.endpoint_name} and its stack",
             log_retention_days=spec.log_retention_days,
@@ -502,6 +512,18 @@ class SmokeTestFunction(_PythonFunction):
         endpoint.grant_smoke_test(self.function)
 
 
+
+
+# The smoke function's Lambda timeout: its other checks take a few seconds; a real-time invocation is bounded by the
+# invoke client's 5 s connect + 55 s read timeouts, an asynchronous one by the budget it polls for. Lambda allows at
+# most 900 s ("up to a maximum value of 900 seconds", https://docs.aws.amazon.com/lambda/latest/dg/configuration-timeout.html),
+# which the async budget's 840 s maximum leaves room under.
+SMOKE_TIMEOUT_MARGIN_S, SMOKE_REAL_TIME_TIMEOUT_S, LAMBDA_MAX_TIMEOUT_S = 60, 90, 900
+
+
+def smoke_timeout_s(budget_ms: int) -> int:
+    """The smoke function's timeout for a latency budget: never below the real-time 90 s, never above 900 s."""
+    return min(LAMBDA_MAX_TIMEOUT_S, max(SMOKE_REAL_TIME_TIMEOUT_S, -(-budget_ms // 1000) + SMOKE_TIMEOUT_MARGIN_S))
 
 
 def _nag_text(value: str) -> str:

@@ -83,6 +83,20 @@ BAD = [
      ["invocation.invocation_timeout_s", "value 3601", "less than or equal to 3600"]),
     ("queue TTL below a minute", ", invocation: {mode: async, request_ttl_s: 59}",
      ["invocation.request_ttl_s", "value 59", "greater than or equal to 60"]),
+    ("result retention on a real-time endpoint", ", invocation: {result_retention_days: 7}",
+     ["endpoint 'summ'", "result_retention_days (value 7)", "only an asynchronous endpoint uses this key"]),
+    ("result retention beside a location of your own", ", invocation: {mode: async, output_path: 's3://my-results/out', "
+     "result_retention_days: 7}",
+     ["result_retention_days (value 7) expires answers and failures in the artifact bucket's folders, but output_path "
+      "names a location of your own: set a lifecycle rule on that bucket instead"]),
+    ("result retention of 0 days", ", invocation: {mode: async, result_retention_days: 0}",
+     ["invocation.result_retention_days", "value 0", "greater than or equal to 1"]),
+    ("real-time smoke budget above InvokeEndpoint's 60 s", ", smoke_test: {latency_budget_ms: 60001}",
+     ["endpoint 'summ'", "smoke_test.latency_budget_ms", "value 60001 is above 60000",
+      "allowed: 100-60000 (up to 840000 with invocation.mode: async)"]),
+    ("async smoke budget above what a Lambda function can wait", ", invocation: {mode: async}, "
+     "smoke_test: {latency_budget_ms: 840001}",
+     ["smoke_test.latency_budget_ms", "value 840001", "less than or equal to 840000"]),
 ]  # fmt: skip
 
 
@@ -136,3 +150,14 @@ def test_invocation_rules_read_other_blocks_defensively():
     zero = SimpleNamespace(min_capacity=0, max_capacity=2)
     assert invocation_problems(_stand_in(invocation=Invocation(), hosting=hosting, autoscaling=zero)) == []
     assert len(invocation_problems(_stand_in(invocation=Invocation(), autoscaling=zero))) == 1
+
+
+def test_smoke_budget_defaults_by_invocation_mode(tmp_path):
+    """The smoke test waits up to 30 s for a real-time answer, 300 s for an asynchronous one (queue and S3 included);
+    an asynchronous endpoint may set up to 840 s, the most its smoke function's 900 s Lambda timeout leaves."""
+    [ep] = load_config(config(tmp_path)).endpoints
+    assert ep.smoke_test.budget_ms(ep.invocation.mode) == 30_000
+    [ep] = load_config(config(tmp_path, ", invocation: {mode: async}")).endpoints
+    assert ep.smoke_test.budget_ms(ep.invocation.mode) == 300_000
+    [ep] = load_config(config(tmp_path, ", invocation: {mode: async}, smoke_test: {latency_budget_ms: 840000}")).endpoints
+    assert ep.smoke_test.budget_ms(ep.invocation.mode) == 840_000

@@ -11,7 +11,6 @@ really writes the model's answer there only a real account shows.
 from __future__ import annotations
 
 import json
-import urllib.request
 
 import boto3
 import pytest
@@ -27,12 +26,7 @@ ANSWER = [{"generated_text": "A fox."}]
 
 def queue_async_results(emulator, *results: tuple[bool, str]) -> None:
     """Queue what moto's next InvokeEndpointAsync calls produce: (is_failure, data) each."""
-    body = json.dumps({"results": [{"is_failure": failed, "data": data} for failed, data in results]}).encode()
-    request = urllib.request.Request(
-        f"{emulator.url}/moto-api/static/sagemaker/async-endpoint-results", data=body, method="POST",
-        headers={"Content-Type": "application/json"},
-    )
-    urllib.request.urlopen(request, timeout=10).read()
+    emulator.set_async_results(list(results))
 
 
 @pytest.fixture

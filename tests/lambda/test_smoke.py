@@ -20,6 +20,7 @@ from botocore.stub import Stubber
 from helpers import Session
 
 from deployment import load_config
+from endpoint_config import artifact_bucket_name
 from local_emulator import moto_server
 from model_build.cli import main
 from model_build.smoke import SMOKE_HANDLER, load_smoke_module, run_smoke
@@ -308,3 +309,138 @@ def test_lambda_file_needs_only_stdlib_and_boto3():
 
     # endpoint_runtime: the package shipped with it (tests/lambda/test_lambda_code.py checks the whole asset).
     assert roots - set(sys.stdlib_module_names) == {"boto3", "botocore", "endpoint_runtime"}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Asynchronous endpoints (invocation.mode async): SageMaker refuses InvokeEndpoint there, so the smoke test submits
+# the prompt as the endpoint's invoke function does and reads the answer from S3. moto's InvokeEndpointAsync writes
+# the queued answer into a bucket of its own at once (local_emulator.moto_server.Emulator.set_async_results).
+
+
+
+@pytest.fixture
+def async_deployment(moto_env, tmp_path):
+    deployment = load_config(write_config(tmp_path, invocation={"mode": "async"}, autoscaling=None), "local")
+    env = deployment.environment
+    boto3.client("s3").create_bucket(Bucket=artifact_bucket_name(deployment.project, "local", env.account, env.region))
+    return deployment
+
+
+def _uploaded_requests(deployment) -> list[dict]:
+    """The request payloads in the endpoint's input folder (the one the stack lets SageMaker read)."""
+    env = deployment.environment
+    s3 = boto3.client("s3")
+    bucket = artifact_bucket_name(deployment.project, "local", env.account, env.region)
+    prefix = f"async/{deployment.endpoint_name(deployment.endpoint('tiny-gpt2'))}/input/"
+    keys = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix=prefix).get("Contents", [])]
+    return [json.loads(s3.get_object(Bucket=bucket, Key=k)["Body"].read()) for k in keys]
+
+
+def test_async_endpoint_is_submitted_and_its_answer_read_from_s3(moto_env, async_deployment):
+    deploy_stack(async_deployment)
+    moto_env.set_async_results([(False, GOOD)])
+    moto_env.set_invoke_results([[{"generated_text": "from InvokeEndpoint"}]])  # what a wrong path would read
+    result = run_smoke(async_deployment, "tiny-gpt2")
+    assert result.ok, smoke.format_checks(result.checks)
+    checks = by_name(result)
+    assert [c.name for c in result.checks] == ["stack", "endpoint", "status", "config", "invoke", "response", "latency"]
+    assert checks["invoke"].message.startswith("submitted asynchronous request ")
+    assert result.outputs == GOOD
+    assert checks["latency"].message.endswith("<= 300000 ms budget")  # the asynchronous default
+    # The payload went where the stack lets SageMaker read it, as the invoke function sends it.
+    assert _uploaded_requests(async_deployment) == [
+        {"inputs": "The capital of France is", "parameters": {"max_new_tokens": 16, "do_sample": False}}
+    ]
+
+
+def test_async_failure_is_reported_with_sagemakers_message(moto_env, async_deployment):
+    deploy_stack(async_deployment)
+    moto_env.set_async_results([(True, "ModelError: the container answered 500")])
+    result = run_smoke(async_deployment, "tiny-gpt2")
+    assert [c.name for c in result.failures] == ["response"]
+    assert "failed asynchronous request" in result.failures[0].message
+    assert "ModelError: the container answered 500" in result.failures[0].message
+    assert by_name(result)["invoke"].ok and by_name(result)["latency"].skipped
+
+
+def test_async_answer_not_written_within_the_budget_fails_and_says_where_to_look(moto_env, tmp_path):
+    deployment = load_config(
+        write_config(tmp_path, invocation={"mode": "async"}, autoscaling=None, smoke_test={"latency_budget_ms": 300}),
+        "local",
+    )
+    env = deployment.environment
+    boto3.client("s3").create_bucket(Bucket=artifact_bucket_name(deployment.project, "local", env.account, env.region))
+    deploy_stack(deployment)
+    moto_env.set_async_results([(False, GOOD)])
+    runtime = smoke.make_runtime_client()
+
+    def never_written(parsed, **_):  # the request stays queued: nothing appears at the locations SageMaker names
+        parsed["OutputLocation"] = parsed["OutputLocation"] + ".not-yet"
+        parsed["FailureLocation"] = parsed["FailureLocation"] + ".not-yet"
+
+    runtime.meta.events.register("after-call.sagemaker-runtime.InvokeEndpointAsync", never_written)
+    started = time.monotonic()
+    result = run_smoke(deployment, "tiny-gpt2", runtime_client=runtime)
+    assert time.monotonic() - started < 10  # polled for the budget only
+    assert [c.name for c in result.failures] == ["response"]
+    message = result.failures[0].message
+    assert "within the 300 ms budget (smoke_test.latency_budget_ms): it is still queued or running" in message
+    assert "HasBacklogWithoutCapacity" in message and "python -m model_build result --output-location s3://" in message
+    assert result.latency_ms >= 300
+
+
+def test_async_submit_refused_fails_invoke(moto_env, async_deployment):
+    """The artifact bucket is gone: the payload cannot be uploaded, so nothing is submitted."""
+    deploy_stack(async_deployment)
+    env = async_deployment.environment
+    boto3.client("s3").delete_bucket(Bucket=artifact_bucket_name(async_deployment.project, "local", env.account, env.region))
+    result = run_smoke(async_deployment, "tiny-gpt2")
+    assert [c.name for c in result.failures] == ["invoke"]
+    assert "cannot upload the request payload (NoSuchBucket)" in result.failures[0].message
+    assert by_name(result)["latency"].skipped
+
+
+def test_lambda_handler_in_async_mode(moto_env, async_deployment, monkeypatch):
+    deploy_stack(async_deployment)
+    moto_env.set_async_results([(False, GOOD)])
+    env = async_deployment.environment
+    name = async_deployment.endpoint_name(async_deployment.endpoint("tiny-gpt2"))
+    root = f"s3://{artifact_bucket_name(async_deployment.project, 'local', env.account, env.region)}/async/{name}"
+    for key, value in {"STACK_NAME": async_deployment.stack_name("tiny-gpt2"), "ENDPOINT_NAME": "tiny-gpt2",
+                       "EMULATOR": "true", "INVOCATION_MODE": "async", "INPUT_LOCATION": f"{root}/input",
+                       "OUTPUT_LOCATION": f"{root}/output", "FAILURE_LOCATION": f"{root}/failures",
+                       "LATENCY_BUDGET_MS": "600000"}.items():  # fmt: skip
+        monkeypatch.setenv(key, value)
+    out = smoke.handler({}, None)
+    assert out["ok"], out["failures"]
+    assert [c["message"] for c in out["checks"] if c["name"] == "latency"][0].endswith("<= 600000 ms budget")
+    assert len(_uploaded_requests(async_deployment)) == 1
+
+
+@pytest.mark.parametrize(
+    "env, expected",
+    [
+        ({"INVOCATION_MODE": "batch"}, "INVOCATION_MODE must be real-time or async, got 'batch'"),
+        ({"INVOCATION_MODE": "async"}, "INPUT_LOCATION must be an s3://bucket/prefix location, got ''"),
+        ({"INVOCATION_MODE": "async", "INPUT_LOCATION": "s3://b/i", "OUTPUT_LOCATION": "s3://b/o",
+          "FAILURE_LOCATION": "s3://b/f", "LATENCY_BUDGET_MS": "900000"},
+         "LATENCY_BUDGET_MS must be between 100 and 840000, got 900000"),
+        ({"LATENCY_BUDGET_MS": "90000"}, "LATENCY_BUDGET_MS must be between 100 and 60000, got 90000"),
+    ],
+)
+def test_lambda_handler_async_configuration_errors(monkeypatch, env, expected):
+    monkeypatch.setenv("STACK_NAME", "s")
+    for key in ("INVOCATION_MODE", "INPUT_LOCATION", "OUTPUT_LOCATION", "FAILURE_LOCATION", "LATENCY_BUDGET_MS"):
+        monkeypatch.delenv(key, raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    out = smoke.handler({}, None)
+    assert not out["ok"] and expected in out["failures"][0]
+
+
+def test_the_lambdas_budget_bounds_are_the_configs():
+    """endpoint_runtime/smoke.py ships without the config package, so it states the bounds again; they must agree."""
+    from endpoint_config.schema import SMOKE_BUDGET_DEFAULT_MS, SMOKE_BUDGET_MAX_MS
+
+    assert smoke.DEFAULT_LATENCY_BUDGET_MS == SMOKE_BUDGET_DEFAULT_MS
+    assert smoke.MAX_LATENCY_BUDGET_MS == SMOKE_BUDGET_MAX_MS

@@ -153,6 +153,75 @@ def test_invoke_function_submits_and_reads_with_least_privilege(resources):
     ], key=repr)  # fmt: skip
 
 
+def test_smoke_function_submits_and_waits_for_the_answer_within_its_budget(resources):
+    """An asynchronous endpoint refuses InvokeEndpoint: the smoke function gets the invoke function's folders and
+    grants (submit, read results), not InvokeEndpoint, and a timeout that covers its polling budget."""
+    functions = of_type(resources, "AWS::Lambda::Function")
+    [invoke] = [f for f in functions.values() if f["Handler"] == "invoke/handler.handler"]
+    [fn] = [f for f in functions.values() if f["Handler"] == "smoke/handler.handler"]
+    env = {k: flat(v) for k, v in fn["Environment"]["Variables"].items()}
+    invoke_env = {k: flat(v) for k, v in invoke["Environment"]["Variables"].items()}
+    for key in ("INVOCATION_MODE", "INPUT_LOCATION", "OUTPUT_LOCATION", "FAILURE_LOCATION"):
+        assert env[key] == invoke_env[key], key
+    assert env["LATENCY_BUDGET_MS"] == "300000"  # the asynchronous default
+    assert fn["Timeout"] == 360  # the budget + 60 s for the other checks
+    found = statements(resources, fn["Role"]["Fn::GetAtt"][0])
+    granted = {action for actions, _, _ in found for action in actions if not action.startswith("logs:")}
+    assert granted == {
+        "cloudformation:DescribeStacks", "cloudformation:ListStackResources", "sagemaker:DescribeEndpoint",
+        "sagemaker:InvokeEndpointAsync", "s3:PutObject", "s3:ListBucket", "s3:GetObject",
+    }  # fmt: skip
+    invoke_found = statements(resources, invoke["Role"]["Fn::GetAtt"][0])
+    def client_side(found) -> list:  # (action, resources, condition) of the async client's actions
+        return sorted(((a, r, c) for actions, r, c in found for a in actions
+                       if a.startswith("s3:") or a == "sagemaker:InvokeEndpointAsync"), key=repr)  # fmt: skip
+
+    assert client_side(found) == client_side(invoke_found)  # the same folders as the invoke function, nothing more
+
+
+def test_smoke_timeout_covers_the_budget_within_lambdas_limit():
+    from stacks.llm_endpoint import smoke_timeout_s
+
+    assert smoke_timeout_s(30_000) == 90  # real-time: above the invoke client's 5 s + 55 s
+    assert smoke_timeout_s(60_000) == 120
+    assert smoke_timeout_s(300_001) == 361  # whole seconds, rounded up
+    assert smoke_timeout_s(840_000) == 900  # Lambda's maximum
+
+
+def test_artifact_bucket_expires_async_payloads_and_the_configured_results(production):
+    """Request payloads expire after a day (a request is dequeued within its 6 h TTL at most); answers and failures
+    after summarize-async's result_retention_days (30). No rule touches another endpoint's folders or the models."""
+    [bucket] = [r["Properties"] for r in production.templates["llm-endpoints-prod-artifacts"]["Resources"].values()
+                if r["Type"] == "AWS::S3::Bucket" and "BucketName" in r["Properties"]]  # fmt: skip
+    rules = {r.get("Id"): r for r in bucket["LifecycleConfiguration"]["Rules"]}
+    assert {k: (r["Prefix"], r["ExpirationInDays"]) for k, r in rules.items() if k} == {
+        "summarize-async-async-input": (f"async/{ENDPOINT}/input/", 1),
+        "summarize-async-async-output": (f"async/{ENDPOINT}/output/", 30),
+        "summarize-async-async-failure": (f"async/{ENDPOINT}/failures/", 30),
+    }
+    [bucket_wide] = [r for k, r in rules.items() if not k]
+    assert "Prefix" not in bucket_wide and bucket_wide["NoncurrentVersionExpiration"] == {"NoncurrentDays": 30}
+
+
+def test_results_are_kept_unless_a_retention_is_set(tmp_path):
+    """Without result_retention_days only the payloads expire; a real-time endpoint adds no rule at all."""
+    import yaml
+    from helpers import ROOT
+
+    from deployment import load_config
+    from stacks.artifact_store import async_lifecycle_rules
+
+    raw = yaml.safe_load((ROOT / CONFIG).read_text())
+    for ep in raw["endpoints"]:
+        ep.get("invocation", {}).pop("result_retention_days", None)
+    path = tmp_path / "production.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    rules = async_lifecycle_rules(load_config(path, "prod"))
+    assert [(r.id, r.prefix, r.expiration.to_days()) for r in rules] == [
+        ("summarize-async-async-input", f"async/{ENDPOINT}/input/", 1)
+    ]
+
+
 def test_async_inference_refuses_a_real_time_invocation():
     import aws_cdk as cdk
     from aws_cdk import aws_iam as iam

@@ -883,31 +883,26 @@ def _async_output_config(ctx: StackContext) -> tuple[str, str]:
     return _resolved(output["S3OutputPath"], ctx), _resolved(output["S3FailurePath"], ctx)
 
 
-def test_async_invoke_lambda_role_allows_every_call_of_submit_and_fetch(moto_env, async_ctx, monkeypatch):
-    """The invoke function of an async endpoint (lambda/invoke, INVOCATION_MODE async: endpoint_runtime/async_invoke.py):
-    a submit (upload + InvokeEndpointAsync), then a pending and a completed result read.
-    moto writes the answer into a bucket of its own (moto/sagemakerruntime/models.py); SageMaker writes it under the
-    endpoint config's S3OutputPath ("<S3OutputPath>/<file>", async-inference-check-predictions): the answer is put
-    there and the call's answer corrected to name it, as deploy_endpoint_stack corrects ListStackResources."""
-    import urllib.request
-
-    from endpoint_runtime import async_invoke
-
-    ctx, where = async_ctx, async_ctx.where
-    _, fn = ctx.find("AWS::Lambda::Function", lambda r: r["Properties"]["Handler"] == "invoke/handler.handler")
+def _async_function_environment(ctx: StackContext, handler: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Set an async endpoint stack's function's environment as CloudFormation resolves it; returns its role's id."""
+    _, fn = ctx.find("AWS::Lambda::Function", lambda r: r["Properties"]["Handler"] == handler)
     for key, value in fn["Properties"]["Environment"]["Variables"].items():
-        monkeypatch.setenv(key, _resolved(value, ctx))
-    role = fn["Properties"]["Role"]["Fn::GetAtt"][0]
-    setup = account_session(where.account, where.region).client("s3")  # created before recording: not recorded
+        monkeypatch.setenv(key, ctx.stack_name if value == {"Ref": "AWS::StackName"} else _resolved(value, ctx))
+    return fn["Properties"]["Role"]["Fn::GetAtt"][0]
+
+
+def _as_sagemaker_writes(moto_env, ctx: StackContext) -> Callable[[Any], None]:
+    """Queue one answer in moto and make it appear where SageMaker writes it: moto puts it into a bucket of its own
+    (moto/sagemakerruntime/models.py); SageMaker writes under the endpoint config's S3OutputPath ("<S3OutputPath>/
+    <file>", async-inference-check-predictions). The answer is copied there (with setup credentials, not recorded) and
+    the call's answer corrected to name it, as deploy_endpoint_stack corrects ListStackResources."""
+    where = ctx.where
+    setup = account_session(where.account, where.region).client("s3")
     setup.create_bucket(Bucket=artifact_bucket_name("llm-endpoints", "prod", where.account, where.region))
-    body = json.dumps({"account_id": where.account, "region": where.region,
-                       "results": [{"data": json.dumps(GOOD)}]}).encode()  # fmt: skip
-    urllib.request.urlopen(urllib.request.Request(
-        f"{moto_env.url}/moto-api/static/sagemaker/async-endpoint-results", data=body, method="POST",
-        headers={"Content-Type": "application/json"}), timeout=10).read()  # fmt: skip
+    moto_env.set_async_results([(False, GOOD)], account=where.account, region=where.region)
     output_path, failure_path = _async_output_config(ctx)
 
-    def as_sagemaker_writes(parsed: dict, **_: Any) -> None:
+    def copy_answer(parsed: dict, **_: Any) -> None:
         source_bucket, source_key = parsed["OutputLocation"].removeprefix("s3://").split("/", 1)
         bucket, prefix = output_path.removeprefix("s3://").split("/", 1)
         key = f"{prefix}/{parsed['InferenceId']}.out"
@@ -915,12 +910,39 @@ def test_async_invoke_lambda_role_allows_every_call_of_submit_and_fetch(moto_env
         parsed["OutputLocation"] = f"s3://{bucket}/{key}"
         parsed["FailureLocation"] = f"{failure_path}/{parsed['InferenceId']}-error.out"
 
+    return lambda events: events.register("after-call.sagemaker-runtime.InvokeEndpointAsync", copy_answer)
+
+
+ASYNC_CLIENT_ACTIONS = {"s3:PutObject", "sagemaker:InvokeEndpointAsync", "s3:ListBucket", "s3:GetObject"}
+
+
+def _beyond_this_endpoint(where: Where) -> list[Need]:
+    """Calls an async client of summarize-async must not be able to make: the model artifacts, another endpoint's
+    results, writing answers, the real-time InvokeEndpoint."""
+    bucket = f"arn:aws:s3:::{artifact_bucket_name('llm-endpoints', 'prod', where.account, where.region)}"
+    return [
+        Need("s3:GetObject", f"{bucket}/models/summarize-async/{'0' * 64}/config.json", "not granted"),
+        Need("s3:GetObject", f"{bucket}/async/prod-chat-vllm/output/x.out", "not granted"),
+        Need("s3:PutObject", f"{bucket}/async/prod-summarize-async/output/x.out", "not granted"),
+        Need("s3:ListBucket", bucket, "not granted", {"s3:prefix": "async/prod-chat-vllm/output/x.out"}),
+        Need("sagemaker:InvokeEndpoint", f"arn:aws:sagemaker:{where.region}:{where.account}:endpoint/prod-summarize-async", "not granted"),
+    ]  # fmt: skip
+
+
+def test_async_invoke_lambda_role_allows_every_call_of_submit_and_fetch(moto_env, async_ctx, monkeypatch):
+    """The invoke function of an async endpoint (lambda/invoke, INVOCATION_MODE async: endpoint_runtime/async_invoke.py):
+    a submit (upload + InvokeEndpointAsync), then a pending and a completed result read."""
+    from endpoint_runtime import async_invoke
+
+    ctx, where = async_ctx, async_ctx.where
+    role = _async_function_environment(ctx, "invoke/handler.handler", monkeypatch)
+    fix = _as_sagemaker_writes(moto_env, ctx)
+    output_path, _ = _async_output_config(ctx)
     key = set_lambda_credentials(monkeypatch, account_session(where.account, where.region))
     invoke = smoke.load_invoke_module()  # the function's entry: its handler hands the events to async_invoke
     async_invoke.reset_clients()
     try:
-        with recording(monkeypatch, lambda events: events.register("after-call.sagemaker-runtime.InvokeEndpointAsync",
-                                                                   as_sagemaker_writes)) as rec:
+        with recording(monkeypatch, fix) as rec:
             submitted = invoke.handler({"inputs": "Summarize: a fox.", "parameters": {"max_new_tokens": 8}})
             assert submitted["statusCode"] == 202, submitted
             locations = {k: v for k, v in json.loads(submitted["body"]).items() if k in ("output_location", "failure_location")}
@@ -932,18 +954,32 @@ def test_async_invoke_lambda_role_allows_every_call_of_submit_and_fetch(moto_env
     assert done["statusCode"] == 200 and json.loads(done["body"])["output"] == GOOD, done
     assert rec.calls and rec.signed_by(key) == rec.calls, "every call is made with the function's credentials"
     needs = principal_needs(rec.calls, where)
-    assert actions(needs) == {"s3:PutObject", "sagemaker:InvokeEndpointAsync", "s3:ListBucket", "s3:GetObject"}
+    assert actions(needs) == ASYNC_CLIENT_ACTIONS
     policy = role_policy(ctx, role)
     assert missing(policy, needs) == []
-    # ... and nothing beyond this endpoint's folders: not the model artifacts, not another endpoint's results.
-    bucket = f"arn:aws:s3:::{artifact_bucket_name('llm-endpoints', 'prod', where.account, where.region)}"
-    beyond = [
-        Need("s3:GetObject", f"{bucket}/models/summarize-async/{'0' * 64}/config.json", "not granted"),
-        Need("s3:GetObject", f"{bucket}/async/prod-chat-vllm/output/x.out", "not granted"),
-        Need("s3:PutObject", f"{bucket}/async/prod-summarize-async/output/x.out", "not granted"),
-        Need("s3:ListBucket", bucket, "not granted", {"s3:prefix": "async/prod-chat-vllm/output/x.out"}),
-        Need("sagemaker:InvokeEndpoint", f"arn:aws:sagemaker:{where.region}:{where.account}:endpoint/prod-summarize-async", "not granted"),
-    ]  # fmt: skip
+    beyond = _beyond_this_endpoint(where)
+    assert missing(policy, beyond) == sorted(str(n) for n in beyond)
+
+
+def test_async_smoke_lambda_role_allows_every_call_of_the_smoke_test(moto_env, async_ctx, monkeypatch):
+    """The smoke function of an async endpoint: the stack checks, then the prompt submitted as a client does and its
+    answer read from the output folder (endpoint_runtime/smoke.py `_answer_async`)."""
+    ctx, where = async_ctx, async_ctx.where
+    role = _async_function_environment(ctx, "smoke/handler.handler", monkeypatch)
+    fixes = (deploy_endpoint_stack(account_session(where.account, where.region), ctx), _as_sagemaker_writes(moto_env, ctx))
+    key = set_lambda_credentials(monkeypatch, account_session(where.account, where.region))
+    with recording(monkeypatch, *fixes) as rec:
+        result = smoke.handler({}, None)
+    assert result["ok"], result["failures"]  # every check ran: the recorded calls are the whole code path
+    assert rec.calls and rec.signed_by(key) == rec.calls
+    needs = principal_needs(rec.calls, where)
+    assert actions(needs) == {
+        "cloudformation:DescribeStacks", "cloudformation:ListStackResources", "sagemaker:DescribeEndpoint",
+        *ASYNC_CLIENT_ACTIONS,
+    }  # fmt: skip
+    policy = role_policy(ctx, role)
+    assert missing(policy, needs) == []
+    beyond = _beyond_this_endpoint(where)
     assert missing(policy, beyond) == sorted(str(n) for n in beyond)
 
 
@@ -956,7 +992,8 @@ def test_execution_role_allows_what_sagemaker_does_for_async_requests(async_ctx)
     _, model = ctx.find("AWS::SageMaker::Model")
     policy = role_policy(ctx, model["Properties"]["ExecutionRoleArn"]["Fn::GetAtt"][0])
     output_path, failure_path = _async_output_config(ctx)
-    input_path = _resolved(ctx.find("AWS::Lambda::Function", lambda r: "INPUT_LOCATION" in r["Properties"]["Environment"]["Variables"])[1]["Properties"]["Environment"]["Variables"]["INPUT_LOCATION"], ctx)
+    _, invoke_fn = ctx.find("AWS::Lambda::Function", lambda r: r["Properties"]["Handler"] == "invoke/handler.handler")
+    input_path = _resolved(invoke_fn["Properties"]["Environment"]["Variables"]["INPUT_LOCATION"], ctx)
     arn = lambda uri: "arn:aws:s3:::" + uri.removeprefix("s3://")  # noqa: E731
     needs = [
         Need("s3:GetObject", arn(f"{input_path}/abc.json"), "the request payload"),
