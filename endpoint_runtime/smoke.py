@@ -12,6 +12,8 @@ What it checks, each failure with one message that says what is wrong and what t
   status     DescribeEndpoint says InService
   config     the endpoint runs the endpoint config the stack deployed: a failed blue/green update rolls the
              endpoint back to its old config and it still says InService
+  component  (inference components only) the component is InService and runs the model the stack deployed: a new
+             model updates the component, not the endpoint config
   invoke     the configured prompt, sent through endpoint_runtime.invoke's `invoke` (same validation and error
              mapping as the invoke function), answers 200; on an asynchronous endpoint (which refuses
              InvokeEndpoint) it is submitted as its invoke function does (endpoint_runtime.async_invoke: the
@@ -33,7 +35,8 @@ Lambda environment
   EMULATOR             "true": the stack's endpoint may have another name (moto ignores EndpointName)
 
 IAM: cloudformation:DescribeStacks + ListStackResources on the stack, sagemaker:DescribeEndpoint +
-InvokeEndpoint on the endpoint (LlmEndpoint.grant_smoke_test); asynchronous: InvokeEndpointAsync instead, with
+InvokeEndpoint on the endpoint (LlmEndpoint.grant_smoke_test), with a component DescribeInferenceComponent and
+InvokeEndpoint on it too; asynchronous: InvokeEndpointAsync instead, with
 s3:PutObject in the input folder and s3:ListBucket/GetObject in the output and failure folders.
 Timeout: above InvokeEndpoint's 60 s, e.g. 90 s; asynchronous: the budget plus 60 s (at most Lambda's 900 s).
 
@@ -70,6 +73,7 @@ MAX_LATENCY_BUDGET_MS = {"real-time": 60_000, "async": 840_000}
 GOOD_STACK_STATES = ("CREATE_COMPLETE", "UPDATE_COMPLETE")
 ENDPOINT_TYPE = "AWS::SageMaker::Endpoint"
 CONFIG_TYPE = "AWS::SageMaker::EndpointConfig"
+MODEL_TYPE = "AWS::SageMaker::Model"
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -250,8 +254,9 @@ def smoke_test(
             for r in resources
             if r["ResourceType"] == t and r.get("PhysicalResourceId")
         ]
-        for t in (ENDPOINT_TYPE, CONFIG_TYPE)
+        for t in (ENDPOINT_TYPE, CONFIG_TYPE, MODEL_TYPE)
     }
+    deployed_models = found.pop(MODEL_TYPE)
     for t, names in found.items():
         if len(names) != 1:
             result.add(
@@ -316,6 +321,12 @@ def smoke_test(
             f"changed outside CloudFormation); read the endpoint's events and logs, then "
             f"deploy the stack again",
         )
+    if inference_component is not None:
+        # The model runs as an inference component: a new model updates the component, not the endpoint config.
+        component_ok = _check_component(result, sm, inference_component, deployed_models, stack_name)
+        if in_service and not component_ok:
+            result.add("invoke", True, f"not run: inference component {inference_component} is not InService", skipped=True)
+            return result
     if not in_service:
         result.add("invoke", True, f"not run: endpoint is {endpoint_status}", skipped=True)
         return result
@@ -362,6 +373,38 @@ def smoke_test(
             f"instance type, the engine settings and the endpoint's metrics, or raise the budget",
         )
     return result
+
+
+def _check_component(result: SmokeResult, sm, component: str, deployed_models: list[str], stack_name: str) -> bool:
+    """The `component` check (hosting.mode inference-components): DescribeInferenceComponent says InService and the
+    component runs the model the stack deployed (a model change updates the component in place, so the endpoint
+    config check cannot see it). True when the component can serve."""
+    try:
+        described = sm.describe_inference_component(InferenceComponentName=component)
+    except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError) as err:
+        result.add("component", False, f"cannot describe inference component {component}: {_aws_message(err)}; it may "
+                   f"have been deleted outside CloudFormation: deploy stack {stack_name} again")
+        return False
+    status = described.get("InferenceComponentStatus")
+    running = (described.get("Specification") or {}).get("ModelName", "")
+    copies = (described.get("RuntimeConfig") or {}).get("CurrentCopyCount")
+    if status != "InService":
+        reason = described.get("FailureReason")
+        result.add("component", False, f"inference component {component} is {status}, not InService"
+                   + (f" ({reason})" if reason else "") + ": wait for it (Creating/Updating) or read its CloudWatch logs "
+                   f"(/aws/sagemaker/InferenceComponents/{component}) and redeploy (Failed)")
+        return False
+    if len(deployed_models) != 1:
+        result.add("component", False, f"stack {stack_name} has {len(deployed_models)} resources of type {MODEL_TYPE}, "
+                   "expected 1: is it an endpoint stack of this app?")
+        return True
+    if running.casefold() != deployed_models[0].casefold():
+        result.add("component", False, f"inference component {component} runs model {running}, but stack {stack_name} "
+                   f"deployed {deployed_models[0]}: the update did not take effect (rolled back, or changed outside "
+                   "CloudFormation); read the component's events and logs, then deploy the stack again")
+        return True
+    result.add("component", True, f"{component} runs {running}, the model the stack deployed ({copies} copies now)")
+    return True
 
 
 @dataclass

@@ -244,6 +244,15 @@ class InferenceComponent(Construct):
             alarm_actions=[wake.attr_arn],
         )
 
+    def grant_describe(self, grantee: iam.IGrantable) -> iam.Grant:
+        """sagemaker:DescribeInferenceComponent on this component (the smoke test's `component` check). AWS's own
+        managed policies scope the action to inference-component ARNs (SageMaker Developer Guide, "AWS managed policies
+        for Amazon SageMaker AI model customization", AmazonSageMakerModelCustomizationCoreAccess, Sid
+        SageMakerInference)."""
+        return iam.Grant.add_to_principal(
+            grantee=grantee, actions=["sagemaker:DescribeInferenceComponent"], resource_arns=[self.component_arn]
+        )
+
     def grant_invoke(self, grantee: iam.IGrantable) -> iam.Grant:
         """sagemaker:InvokeEndpoint on this component. The Service Authorization Reference lists inference-component
         as a resource type of InvokeEndpoint besides the required endpoint (iann0036/iam-dataset

@@ -380,7 +380,9 @@ class LlmEndpoint(Construct):
             if self.async_inference is not None
             else self.grant_invoke(grantee)
         )
-        return on_stack.combine(self.grant_describe(grantee)).combine(invoking)
+        granted = on_stack.combine(self.grant_describe(grantee)).combine(invoking)
+        # hosting.mode inference-components: the `component` check describes the component.
+        return granted.combine(self.component.grant_describe(grantee)) if self.component is not None else granted
 
 
 class _PythonFunction(Construct):

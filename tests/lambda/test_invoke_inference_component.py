@@ -94,40 +94,88 @@ class _Raw(io.BytesIO):
         yield self.getvalue()
 
 
-def test_smoke_function_names_the_component(monkeypatch):
-    """The smoke Lambda (INFERENCE_COMPONENT_NAME from its environment) sends the component with its invocation;
-    without the variable it names none. CloudFormation and SageMaker answer through botocore's Stubber (an
-    InService endpoint running the stack's config), so every check runs."""
+STACK, ENDPOINT_NAME, CONFIG, MODEL = "llm-endpoints-prod-assist-ic", "prod-assist-ic", "prod-assist-ic-config", "Model-a1b2c3"
+ARN = "arn:aws:sagemaker:us-east-1:111122223333:{}/{}"
+T0 = "2026-01-01T00:00:00Z"
+
+
+def _component(status: str = "InService", model: str = MODEL, **extra) -> dict:
+    """A DescribeInferenceComponent answer (botocore's sagemaker model) for COMPONENT on the endpoint."""
+    return {"InferenceComponentName": COMPONENT, "InferenceComponentArn": ARN.format("inference-component", COMPONENT),
+            "EndpointName": ENDPOINT_NAME, "EndpointArn": ARN.format("endpoint", ENDPOINT_NAME),
+            "Specification": {"ModelName": model}, "RuntimeConfig": {"DesiredCopyCount": 1, "CurrentCopyCount": 1},
+            "CreationTime": T0, "LastModifiedTime": T0, "InferenceComponentStatus": status, **extra}  # fmt: skip
+
+
+def _run_smoke(monkeypatch, component_answer, *, component: str | None = COMPONENT) -> tuple[dict, RecordingClient]:
+    """The smoke Lambda against an InService endpoint running the stack's config; CloudFormation and SageMaker answer
+    through botocore's Stubber (moto has no inference components). `component_answer`: DescribeInferenceComponent's
+    answer (a dict), or a ClientError code (a str); with no component named it is not asked."""
     from botocore.stub import Stubber
     from helpers import Session
 
-    stack, endpoint_name, config = "llm-endpoints-prod-assist-ic", "prod-assist-ic", "prod-assist-ic-config"
-    for key, value in {"STACK_NAME": stack, "ENDPOINT_NAME": endpoint_name, "AWS_DEFAULT_REGION": "us-east-1",
-                       "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                       "INFERENCE_COMPONENT_NAME": COMPONENT}.items():  # fmt: skip
+    for key, value in {"STACK_NAME": STACK, "ENDPOINT_NAME": ENDPOINT_NAME, "AWS_DEFAULT_REGION": "us-east-1",
+                       "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}.items():  # fmt: skip
         monkeypatch.setenv(key, value)
+    if component:
+        monkeypatch.setenv("INFERENCE_COMPONENT_NAME", component)
+    else:
+        monkeypatch.delenv("INFERENCE_COMPONENT_NAME", raising=False)
     monkeypatch.setattr(boto3, "DEFAULT_SESSION", None)
-    arn = "arn:aws:sagemaker:us-east-1:111122223333:{}/{}"
     resources = [
-        {"LogicalResourceId": "Endpoint", "PhysicalResourceId": arn.format("endpoint", endpoint_name),
-         "ResourceType": "AWS::SageMaker::Endpoint", "LastUpdatedTimestamp": "2026-01-01T00:00:00Z",
-         "ResourceStatus": "CREATE_COMPLETE"},
-        {"LogicalResourceId": "EndpointConfig", "PhysicalResourceId": arn.format("endpoint-config", config),
-         "ResourceType": "AWS::SageMaker::EndpointConfig", "LastUpdatedTimestamp": "2026-01-01T00:00:00Z",
-         "ResourceStatus": "CREATE_COMPLETE"},
+        {"LogicalResourceId": logical, "PhysicalResourceId": ARN.format(kind, name), "ResourceType": rtype,
+         "LastUpdatedTimestamp": T0, "ResourceStatus": "CREATE_COMPLETE"}
+        for logical, kind, name, rtype in [
+            ("Endpoint", "endpoint", ENDPOINT_NAME, "AWS::SageMaker::Endpoint"),
+            ("EndpointConfig", "endpoint-config", CONFIG, "AWS::SageMaker::EndpointConfig"),
+            # Ref of AWS::SageMaker::Model is its ARN, which carries the name in lower case.
+            ("Model", "model", MODEL.lower(), "AWS::SageMaker::Model"),
+        ]
     ]  # fmt: skip
     runtime = RecordingClient()
     cfn, sm = boto3.client("cloudformation"), boto3.client("sagemaker")
-    for _ in range(2):
-        with Stubber(cfn) as cfn_stub, Stubber(sm) as sm_stub:
-            cfn_stub.add_response("describe_stacks", {"Stacks": [{
-                "StackName": stack, "StackStatus": "CREATE_COMPLETE", "CreationTime": "2026-01-01T00:00:00Z"}]})  # fmt: skip
-            cfn_stub.add_response("list_stack_resources", {"StackResourceSummaries": resources})
-            sm_stub.add_response("describe_endpoint", {
-                "EndpointName": endpoint_name, "EndpointArn": arn.format("endpoint", endpoint_name),
-                "EndpointConfigName": config, "EndpointStatus": "InService", "CreationTime": "2026-01-01T00:00:00Z",
-                "LastModifiedTime": "2026-01-01T00:00:00Z"})  # fmt: skip
-            result = smoke.handler({}, None, session=Session(cloudformation=cfn, sagemaker=sm), runtime_client=runtime)
-        assert result["ok"], result["failures"]
-        monkeypatch.delenv("INFERENCE_COMPONENT_NAME", raising=False)  # the second run: none named
-    assert [c.get("InferenceComponentName") for c in runtime.calls] == [COMPONENT, None]
+    with Stubber(cfn) as cfn_stub, Stubber(sm) as sm_stub:
+        cfn_stub.add_response("describe_stacks", {"Stacks": [{"StackName": STACK, "StackStatus": "CREATE_COMPLETE", "CreationTime": T0}]})
+        cfn_stub.add_response("list_stack_resources", {"StackResourceSummaries": resources})
+        sm_stub.add_response("describe_endpoint", {
+            "EndpointName": ENDPOINT_NAME, "EndpointArn": ARN.format("endpoint", ENDPOINT_NAME), "EndpointConfigName": CONFIG,
+            "EndpointStatus": "InService", "CreationTime": T0, "LastModifiedTime": T0})  # fmt: skip
+        if component and isinstance(component_answer, dict):
+            sm_stub.add_response("describe_inference_component", component_answer, {"InferenceComponentName": component})
+        elif component:
+            sm_stub.add_client_error("describe_inference_component", component_answer, "not found")
+        result = smoke.handler({}, None, session=Session(cloudformation=cfn, sagemaker=sm), runtime_client=runtime)
+        sm_stub.assert_no_pending_responses()
+    return result, runtime
+
+
+def test_smoke_function_names_the_component_and_checks_it_runs_the_stacks_model(monkeypatch):
+    """The smoke Lambda (INFERENCE_COMPONENT_NAME from its environment) checks the component and sends it with its
+    invocation; without the variable it does neither."""
+    result, runtime = _run_smoke(monkeypatch, _component())
+    assert result["ok"], result["failures"]
+    [check] = [c for c in result["checks"] if c["name"] == "component"]
+    assert check["message"] == f"{COMPONENT} runs {MODEL}, the model the stack deployed (1 copies now)"
+    assert [c.get("InferenceComponentName") for c in runtime.calls] == [COMPONENT]
+    result, runtime = _run_smoke(monkeypatch, None, component=None)
+    assert result["ok"] and "component" not in [c["name"] for c in result["checks"]]
+    assert [c.get("InferenceComponentName") for c in runtime.calls] == [None]
+
+
+@pytest.mark.parametrize("answer, fragment, invoked", [
+    (_component(model="Model-old999"), f"runs model Model-old999, but stack {STACK} deployed {MODEL.lower()}: the update "
+     "did not take effect", True),
+    (_component(status="Failed", FailureReason="health check"), f"inference component {COMPONENT} is Failed, not "
+     f"InService (health check): wait for it (Creating/Updating) or read its CloudWatch logs "
+     f"(/aws/sagemaker/InferenceComponents/{COMPONENT})", False),
+    ("ValidationException", f"cannot describe inference component {COMPONENT}: ValidationException: not found; it may "
+     f"have been deleted outside CloudFormation: deploy stack {STACK} again", False),
+])  # fmt: skip
+def test_component_check_failures(monkeypatch, answer, fragment, invoked):
+    """A component that runs another model than the stack deployed (a rolled-back or outside change: the endpoint
+    config is unchanged, so only this check sees it), one that is not InService, one that is gone."""
+    result, runtime = _run_smoke(monkeypatch, answer)
+    assert not result["ok"]
+    assert [f.split(":", 1)[0] for f in result["failures"]] == ["component"]
+    assert fragment in result["failures"][0]
+    assert bool(runtime.calls) is invoked  # a component that cannot serve is not invoked

@@ -47,7 +47,9 @@ from __future__ import annotations
 
 import copy
 import functools
+import io
 import json
+import os
 import re
 import shlex
 import subprocess
@@ -140,6 +142,8 @@ ACTIONS: dict[tuple[str, str], tuple[str, ...]] = {
     ("cloudformation", "DescribeStacks"): ("cloudformation:DescribeStacks",),
     ("cloudformation", "ListStackResources"): ("cloudformation:ListStackResources",),
     ("sagemaker", "DescribeEndpoint"): ("sagemaker:DescribeEndpoint",),
+    # On the component's ARN, as AWS's managed policies scope it (AmazonSageMakerModelCustomizationCoreAccess).
+    ("sagemaker", "DescribeInferenceComponent"): ("sagemaker:DescribeInferenceComponent",),
     ("sagemaker-runtime", "InvokeEndpoint"): ("sagemaker:InvokeEndpoint",),
     ("sagemaker-runtime", "InvokeEndpointWithResponseStream"): ("sagemaker:InvokeEndpoint",),
     # The action the SageMaker Developer Guide's asynchronous-inference Prerequisites page names for the call
@@ -184,6 +188,8 @@ def needs_of(call: Call, where: Where) -> list[Need]:
 
 def _resource_of(call: Call, where: Where) -> str:
     p, base = call.params, f"arn:{where.partition}:{{service}}:{where.region}:{where.account}"
+    if call.operation == "DescribeInferenceComponent":  # SageMaker ARNs carry names in lower case
+        return base.format(service="sagemaker") + f":inference-component/{p['InferenceComponentName'].lower()}"
     if "EndpointName" in p:  # SageMaker ARNs carry the endpoint name in lower case
         return base.format(service="sagemaker") + f":endpoint/{p['EndpointName'].lower()}"
     if "StackName" in p:
@@ -1209,3 +1215,50 @@ def test_invoke_lambda_role_allows_invoking_the_inference_component(moto_env, sy
     assert missing(Policy(endpoint_only, ctx, "endpoint only"), needs) == [str(needs[1])]
     other = Need("sagemaker:InvokeEndpoint", f"{base}:inference-component/prod-chat-vllm-ic", "not granted")
     assert missing(policy, [other]) == [str(other)]
+
+
+def test_smoke_lambda_role_allows_checking_and_invoking_the_inference_component(moto_env, synth, monkeypatch):
+    """The smoke function of assist-ic: the stack checks, the `component` check (DescribeInferenceComponent, which
+    moto lacks: answered before sending, after the call is signed and recorded) and the invocation naming it."""
+    env = load_config(ROOT / IC_CONFIG, "prod").environment
+    ctx = StackContext(synth(IC_CONFIG, "prod").templates[IC_STACK], IC_STACK, Where(env.account, env.region))
+    role = function_environment(ctx, "smoke/handler.handler", monkeypatch)
+    session = account_session(ctx.where.account, ctx.where.region)
+    fix = deploy_endpoint_stack(session, ctx)
+    [model] = [r["PhysicalResourceId"].rsplit("/", 1)[-1] for r in session.client("cloudformation").list_stack_resources(
+        StackName=IC_STACK)["StackResourceSummaries"] if r["ResourceType"] == "AWS::SageMaker::Model"]  # fmt: skip
+    component = os.environ["INFERENCE_COMPONENT_NAME"]
+
+    def describe_component(request: Any, **_: Any) -> Any:
+        body = json.dumps({"InferenceComponentName": component, "InferenceComponentStatus": "InService",
+                           "InferenceComponentArn": f"arn:aws:sagemaker:{ctx.where.region}:{ctx.where.account}:inference-component/{component}",
+                           "EndpointName": "prod-assist-ic", "EndpointArn": "arn:aws:sagemaker:x:1:endpoint/prod-assist-ic",
+                           "Specification": {"ModelName": model}, "CreationTime": 0, "LastModifiedTime": 0}).encode()  # fmt: skip
+        return AWSResponse(request.url, 200, {"Content-Type": "application/x-amz-json-1.1"}, _Body(body))
+
+    def answer_component(events: Any) -> None:
+        events.register("before-send.sagemaker.DescribeInferenceComponent", describe_component)
+
+    moto_env.set_invoke_results([GOOD], account=ctx.where.account)
+    key = set_lambda_credentials(monkeypatch, session)
+    with recording(monkeypatch, fix, answer_component) as rec:
+        result = smoke.handler({}, None)
+    assert result["ok"], result["failures"]
+    assert rec.calls and rec.signed_by(key) == rec.calls
+    needs = principal_needs(rec.calls, ctx.where)
+    assert actions(needs) == {
+        "cloudformation:DescribeStacks", "cloudformation:ListStackResources", "sagemaker:DescribeEndpoint",
+        "sagemaker:DescribeInferenceComponent", "sagemaker:InvokeEndpoint",
+    }  # fmt: skip
+    policy = role_policy(ctx, role)
+    assert missing(policy, needs) == []
+    other = Need("sagemaker:DescribeInferenceComponent",
+                 f"arn:aws:sagemaker:{ctx.where.region}:{ctx.where.account}:inference-component/prod-chat-vllm-ic", "not granted")
+    assert missing(policy, [other]) == [str(other)]
+
+
+class _Body(io.BytesIO):
+    """A urllib3-like raw body for botocore's AWSResponse."""
+
+    def stream(self, *_args: Any, **_kwargs: Any) -> Iterator[bytes]:
+        yield self.getvalue()
