@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .hosting import Hosting, hosting_problems
 from .instances import hosting_instance_types, parse_instance_type
-from .invocation import Invocation, invocation_problems
+from .invocation import SMOKE_BUDGET_DEFAULT_MS, SMOKE_BUDGET_MAX_MS, Invocation, invocation_problems
 from .operations import AlarmsSpec, DeploymentSpec, operations_problems
 from .security import (
     DataCapture,
@@ -123,14 +123,6 @@ class InvokeFunctionSpec(_Strict):
     # concurrency): a GPU endpoint serves a handful of concurrent generations; more only queue and time out.
     # None: unreserved, the account's shared pool (Lambda's default).
     reserved_concurrency: int | None = Field(None, ge=1, le=1000)
-
-
-# The smoke test's latency budget: real-time answers come within InvokeEndpoint's 60 s; an asynchronous answer is
-# polled for in S3 by the smoke function, whose Lambda timeout is at most 900 s (Lambda Developer Guide, "Configure
-# Lambda function timeout": "up to a maximum value of 900 seconds"), 60 s of it kept for
-# the other checks (endpoint_config.invocation.invocation_problems enforces the real-time bound).
-SMOKE_BUDGET_DEFAULT_MS = {"real-time": 30_000, "async": 300_000}
-SMOKE_BUDGET_MAX_MS = {"real-time": 60_000, "async": 840_000}
 
 
 class SmokeTest(_Strict):

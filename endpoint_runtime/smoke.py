@@ -65,8 +65,8 @@ from endpoint_runtime import invoke as invoke_module
 
 DEFAULT_PROMPT = "The capital of France is"
 DEFAULT_MAX_NEW_TOKENS = 16
-# By invocation mode, as endpoint_config.schema's SMOKE_BUDGET_DEFAULT_MS / SMOKE_BUDGET_MAX_MS (this module ships in a
-# Lambda asset without the config package; tests/lambda/test_smoke.py checks the two agree).
+# By invocation mode, as endpoint_config.invocation's SMOKE_BUDGET_DEFAULT_MS / SMOKE_BUDGET_MAX_MS (this module ships
+# in a Lambda asset without the config package; tests/lambda/test_smoke.py checks the two agree).
 DEFAULT_LATENCY_BUDGET_MS = {"real-time": 30_000, "async": 300_000}
 MAX_LATENCY_BUDGET_MS = {"real-time": 60_000, "async": 840_000}
 # A stack in these states runs what its template says; anything else is mid-deploy, failed or rolled back.
@@ -323,6 +323,8 @@ def smoke_test(
         )
     if inference_component is not None:
         # The model runs as an inference component: a new model updates the component, not the endpoint config.
+    # The stack's Model is named by its physical id, the model's ARN (AWS::SageMaker::Model's primaryIdentifier is
+    # ModelArn in its CloudFormation registry schema, as cfn-lint ships it).
         component_ok = _check_component(result, sm, inference_component, deployed_models, stack_name)
         if in_service and not component_ok:
             result.add("invoke", True, f"not run: inference component {inference_component} is not InService", skipped=True)

@@ -128,7 +128,8 @@ def _run_smoke(monkeypatch, component_answer, *, component: str | None = COMPONE
         for logical, kind, name, rtype in [
             ("Endpoint", "endpoint", ENDPOINT_NAME, "AWS::SageMaker::Endpoint"),
             ("EndpointConfig", "endpoint-config", CONFIG, "AWS::SageMaker::EndpointConfig"),
-            # Ref of AWS::SageMaker::Model is its ARN, which carries the name in lower case.
+            # The Model's physical id is its ARN (primaryIdentifier ModelArn in the resource's CloudFormation
+            # registry schema), which carries the name in lower case.
             ("Model", "model", MODEL.lower(), "AWS::SageMaker::Model"),
         ]
     ]  # fmt: skip
@@ -179,3 +180,16 @@ def test_component_check_failures(monkeypatch, answer, fragment, invoked):
     assert [f.split(":", 1)[0] for f in result["failures"]] == ["component"]
     assert fragment in result["failures"][0]
     assert bool(runtime.calls) is invoked  # a component that cannot serve is not invoked
+
+
+def test_the_stacks_model_is_named_by_its_arn():
+    """The `component` check takes the model's name from the stack's physical id, which is the model's ARN: the
+    primaryIdentifier of AWS::SageMaker::Model in its CloudFormation registry schema (the copy cfn-lint ships)."""
+    from pathlib import Path
+
+    import cfnlint
+
+    schemas = Path(cfnlint.__file__).parent / "data" / "schemas"
+    digest = json.loads((schemas / "providers" / "us-east-1.json").read_text())["AWS::SageMaker::Model"]
+    schema = json.loads((schemas / "resources" / f"{digest}.json").read_text())
+    assert schema["primaryIdentifier"] == ["/properties/ModelArn"]

@@ -440,7 +440,7 @@ def test_lambda_handler_async_configuration_errors(monkeypatch, env, expected):
 
 def test_the_lambdas_budget_bounds_are_the_configs():
     """endpoint_runtime/smoke.py ships without the config package, so it states the bounds again; they must agree."""
-    from endpoint_config.schema import SMOKE_BUDGET_DEFAULT_MS, SMOKE_BUDGET_MAX_MS
+    from endpoint_config.invocation import SMOKE_BUDGET_DEFAULT_MS, SMOKE_BUDGET_MAX_MS
 
     assert smoke.DEFAULT_LATENCY_BUDGET_MS == SMOKE_BUDGET_DEFAULT_MS
     assert smoke.MAX_LATENCY_BUDGET_MS == SMOKE_BUDGET_MAX_MS
