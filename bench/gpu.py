@@ -73,10 +73,10 @@ def prepare(raw: Path, shape: str, device: str, log) -> dict[str, Path]:  # noqa
     fp16 (minutes for 6B parameters) and compares it with the reloaded artifact on the same machine's device."""
     import torch
 
+    import request_contract
     from artifact.manifest import write_manifest
     from bench.models import SHAPES, random_model
     from model_build.tiny_models import write_gpt2_tokenizer
-    from systems import request_contract
     from systems.hf_fastload.handler import inference as handler
     from systems.hf_fastload.recipe import HANDLER_SOURCE
     from systems.recipe_common import config_for_container

@@ -3,7 +3,7 @@ The endpoint's invoke function runs it (lambda/invoke/handler.py: endpoint_runti
 event here when INVOCATION_MODE is "async"); `python -m model_build result` uses `fetch_result`.
 
 Runtime: stdlib + the boto3/botocore the Lambda runtime ships, like invoke.py (whose request validation and error
-mapping this module reuses: the same request contract, systems/request_contract.py, as the real-time path).
+mapping this module reuses: the same request contract, request_contract.py, as the real-time path).
 
 How SageMaker asynchronous inference works (SageMaker Developer Guide, "Asynchronous inference",
 https://docs.aws.amazon.com/sagemaker/latest/dg/async-inference.html): the request payload is placed in S3 and

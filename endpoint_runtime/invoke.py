@@ -62,13 +62,8 @@ from botocore.config import Config
 
 # ---------------------------------------------------------------------------------------------------------------
 # Configuration. The request contract (parameter table, limits, JSON safety, error shape) is request_contract.py,
-# the one module every entry point ships (systems/request_contract.py in the repository; the function's asset
-# stages it beside this file, stacks/llm_endpoint.py InvokeFunction).
-
-try:
-    import request_contract as contract  # the Lambda asset: beside this file
-except ImportError:  # the repository (tests, the demo, the smoke test)
-    from systems import request_contract as contract
+# the top-level module every entry point ships under the same name (the function's asset holds it at its root).
+import request_contract as contract
 
 DEFAULT_MAX_REQUEST_BYTES = 64 * 1024
 DEFAULT_MAX_NEW_TOKENS = contract.DEFAULT_MAX_NEW_TOKENS_CAP

@@ -7,7 +7,7 @@ server.
 Runtime: Python 3.14, stdlib + the boto3/botocore the Lambda runtime ships.
 
 Request: what the invoke function takes (endpoint_runtime/invoke.py, the one contract of
-systems/request_contract.py: the same keys, bounds, strict JSON, body cap and error shape), plus two rules of
+request_contract.py: the same keys, bounds, strict JSON, body cap and error shape), plus two rules of
 streaming: one prompt (a string, or a list of one), and parameters.num_beams 1 (LMI: "num_beams ... only works with
 non-streaming case", djl-serving 0.36.0-lmi27-dlc serving/docs/lmi/user_guides/lmi_input_output_schema.md). The
 request sent to the model carries "stream": true, which is how LMI is asked to stream (same document).

@@ -45,7 +45,6 @@ from .trusted_pipeline import TrustedPipeline, role_name
 ROOT = Path(__file__).resolve().parent.parent
 LAMBDA_ROOT = ROOT / "lambda"
 INVOKE_CODE = LAMBDA_ROOT / "invoke"
-SYSTEMS_DIR = ROOT / "systems"
 
 
 class EndpointStack(Stack):
@@ -209,7 +208,7 @@ class EndpointStack(Stack):
             repo = image_repository_name(deployment.project, deployment.environment_name)
             own = system.own_container
             # CDK's own asset fingerprint with the asset's excludes: the hash a DockerImageAsset of this context gets.
-            fingerprint = FileSystem.fingerprint(str(SYSTEMS_DIR / own.context), exclude=list(own.exclude))
+            fingerprint = FileSystem.fingerprint(str(ROOT), exclude=own.exclude)
             tag = f"{system.name}-{fingerprint[:16]}"
             return ContainerImage(
                 uri=f"{self.account}.dkr.ecr.{self.region}.{Aws.URL_SUFFIX}/{repo}:{tag}",
@@ -220,9 +219,9 @@ class EndpointStack(Stack):
             asset = ecr_assets.DockerImageAsset(
                 self,
                 "Image",
-                directory=str(SYSTEMS_DIR / own.context),
+                directory=str(ROOT),
                 file=own.dockerfile,
-                exclude=list(own.exclude),
+                exclude=own.exclude,
                 platform=ecr_assets.Platform.LINUX_AMD64,
             )
             return ContainerImage(uri=asset.image_uri, repository_arn=asset.repository.repository_arn)

@@ -6,9 +6,8 @@ entry file's imports (an AST scan, transitively) to the repository's own modules
 package paths, next to the entry file: `lambda/smoke/handler.py` + `endpoint_runtime/smoke.py` ... becomes
 `smoke/handler.py`, `endpoint_runtime/__init__.py`, `endpoint_runtime/smoke.py`, .... Anything else a module imports
 must come with the Lambda runtime (stdlib, boto3/botocore); `local_imports` says which imports are the repository's.
-A module the functions import by a bare top-level name (STAGED_MODULES: `import request_contract`) is shipped at
-the asset's root; an import in an `except ImportError:` handler is the repository's fallback for that case and
-is not followed.
+A top-level module of ours (`import request_contract`, TOP_LEVEL_MODULES) is shipped at the asset's root, where
+the same import finds it. An import in an `except ImportError:` handler is an optional fallback and is not followed.
 
 The asset is built by a local bundling step (plain Python, no Docker engine) and named by a hash of the files it
 holds, so it changes exactly when one of them does.
@@ -27,15 +26,15 @@ from aws_cdk import aws_lambda as lambda_
 
 ROOT = Path(__file__).resolve().parent.parent
 LAMBDA_ROOT = ROOT / "lambda"
-# Modules the functions import by a top-level name, staged at the asset's root: name -> repository file.
-STAGED_MODULES = {"request_contract": ROOT / "systems" / "request_contract.py"}
+# Our top-level modules (stdlib only; the contracts every entry point ships), shipped at the asset's root.
+TOP_LEVEL_MODULES = frozenset(p.stem for p in ROOT.glob("*_contract.py"))
 _IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError"}
 
 
 def _module_file(name: str) -> Path | None:
     """The repository file of module `name` (a package's __init__.py), or None when it is not one of ours."""
-    if name in STAGED_MODULES:
-        return STAGED_MODULES[name]
+    if name in TOP_LEVEL_MODULES:
+        return ROOT / f"{name}.py"
     base = ROOT.joinpath(*name.split("."))
     if (base / "__init__.py").is_file():
         return base / "__init__.py"
@@ -107,8 +106,7 @@ def asset_files(entry: Path) -> dict[str, Path]:
             if module not in seen:
                 seen.add(module)
                 todo.append(module)
-                staged = next((n for n, f in STAGED_MODULES.items() if f == module), None)
-                files[f"{staged}.py" if staged else module.relative_to(ROOT).as_posix()] = module
+                files[module.relative_to(ROOT).as_posix()] = module
     return dict(sorted(files.items()))
 
 

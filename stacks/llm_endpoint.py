@@ -13,9 +13,9 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
+import request_contract
 from endpoint_config import Autoscaling, EndpointSpec, parse_instance_type
 from endpoint_config.schema import LOG_RETENTION, TIMEOUT_BOUNDS
-from systems import request_contract
 
 from .async_inference import AsyncInference
 from .endpoint_alarms import EndpointAlarms, RollbackAlarms, deployment_config
@@ -448,8 +448,7 @@ class InvokeFunction(_PythonFunction):
         super().__init__(
             scope,
             construct_id,
-            # invoke/handler.py and what it imports: request_contract.py (systems/, the contract every entry point
-            # ships) staged at the asset's root, where the handler's `import request_contract` finds it.
+            # invoke/handler.py and what it imports: endpoint_runtime/ and request_contract.py (at the asset's root).
             code=function_code(Path(code_path) / "handler.py"),
             handler="invoke/handler.handler",
             # The request limits the container enforces (request_contract.limits()), so that the function refuses

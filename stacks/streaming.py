@@ -48,8 +48,8 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
+import request_contract
 from endpoint_config.streaming import StreamingSpec
-from systems import request_contract
 
 from .lambda_asset import LAMBDA_ROOT, asset_files
 from .llm_endpoint import LlmEndpoint, _PythonFunction

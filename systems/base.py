@@ -7,6 +7,7 @@ import math
 import re
 import types
 from dataclasses import dataclass
+from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable, ClassVar, Literal, Union, get_args, get_origin
 
@@ -19,6 +20,7 @@ from .images import ImagePin
 # Sizing the default timeouts from the artifact: S3 -> instance at a conservative 100 MB/s, loading to GPU at
 # 200 MB/s, plus a fixed allowance for the container's own start. Explicit config values always win.
 _DOWNLOAD_BYTES_PER_S = 100e6
+REPO_ROOT = Path(__file__).resolve().parent.parent
 _LOAD_BYTES_PER_S = 200e6
 
 
@@ -27,9 +29,7 @@ _LOAD_BYTES_PER_S = 200e6
 # a "." or ":" (or "localhost") is a registry host.
 def docker_hub_bases(own: OwnContainer) -> list[str]:
     """The base images of an own container's Dockerfile that come from Docker Hub."""
-    from pathlib import Path
-
-    dockerfile = Path(__file__).resolve().parent / own.context / own.dockerfile
+    dockerfile = REPO_ROOT / own.dockerfile
     bases = re.findall(r"^FROM\s+(?:--platform=\S+\s+)?(\S+)", dockerfile.read_text(), re.MULTILINE)
     return [b for b in bases if not b.startswith("$") and b != "scratch" and not _has_registry(b)]
 
@@ -121,15 +121,24 @@ def engine_problems(ep: EndpointSpec, options: type[SystemEngineOptions]) -> lis
 
 @dataclass(frozen=True)
 class OwnContainer:
-    """A container we build from this repository (CDK DockerImageAsset).
-
-    context: the Docker build context, relative to systems/ (so containers can share code in systems/);
-    dockerfile: relative to the context.
-    """
+    """A container we build from this repository (CDK DockerImageAsset). The build context is the repository root
+    holding only `include` (paths from the root; a directory with all it holds), so an image can take the shared
+    server in systems/ and the top-level request contract. dockerfile: its path from the root."""
 
     dockerfile: str
-    context: str = "."
-    exclude: tuple[str, ...] = ("**/__pycache__", "**/tests", "*.md")
+    include: tuple[str, ...]
+    # Left out even inside an included directory.
+    never: tuple[str, ...] = ("**/__pycache__", "**/tests", "*.md")
+
+    @property
+    def exclude(self) -> list[str]:
+        """CDK's glob exclude patterns for the context: everything but `include` (and the Dockerfile), later
+        patterns overriding earlier ones, as aws-cdk-lib's GlobIgnoreStrategy reads them."""
+        kept: list[str] = []
+        for path in (*self.include, self.dockerfile):
+            parts = path.strip("/").split("/")
+            kept += [f"!{'/'.join(parts[:i])}" for i in range(1, len(parts) + 1)] + [f"!{path.strip('/')}/**"]
+        return ["*", ".*", *dict.fromkeys(kept), *self.never]  # ".*": "*" does not match dot files
 
 
 @dataclass(frozen=True)

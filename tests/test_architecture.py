@@ -4,8 +4,9 @@ Every .py file of our packages is parsed with `ast` (imports inside functions co
 dependency), the imports are reduced to top-level package -> top-level package, and the graph must have no cycle
 and no edge the table below does not allow.
 
+    request_contract                     the stdlib request contract every entry point ships (imports nothing)
     artifact, endpoint_config            import none of ours (the artifact format; the config schema)
-    endpoint_runtime                     the code the Lambda functions ship (+ systems' stdlib request contract)
+    endpoint_runtime                     the code the Lambda functions ship (+ the request contract)
     systems                              the serving systems' registry: config schema + artifact
     deployment                           where config and systems meet: load a config, run the systems' rules
     stacks, model_build                  above the meeting point
@@ -21,6 +22,7 @@ from helpers import ROOT
 
 # Our top-level packages (a directory of .py files, or one module), and each Lambda function's own folder.
 PACKAGES = {
+    "request_contract": ROOT / "request_contract.py",
     "artifact": ROOT / "artifact",
     "endpoint_runtime": ROOT / "endpoint_runtime",
     "endpoint_config": ROOT / "endpoint_config",
@@ -39,24 +41,25 @@ PACKAGES = {
 
 # What each package may import of ours. Anything else is a step against the direction.
 ALLOWED: dict[str, set[str]] = {
+    "request_contract": set(),
     "artifact": set(),
-    # What the Lambda functions ship (stdlib + boto3), and systems/request_contract.py (stdlib only), which the
-    # invoke function shares with the containers.
-    "endpoint_runtime": {"systems"},
+    # What the Lambda functions ship (stdlib + boto3), and the request contract (stdlib only), which the invoke
+    # function shares with the containers.
+    "endpoint_runtime": {"request_contract"},
     "endpoint_config": set(),
-    "systems": {"artifact", "endpoint_config"},
+    "systems": {"request_contract", "artifact", "endpoint_config"},
     "deployment": {"endpoint_config", "systems"},
-    "stacks": {"artifact", "endpoint_runtime", "endpoint_config", "systems", "deployment"},
-    "model_build": {"artifact", "endpoint_runtime", "endpoint_config", "systems", "deployment"},
+    "stacks": {"request_contract", "artifact", "endpoint_runtime", "endpoint_config", "systems", "deployment"},
+    "model_build": {"request_contract", "artifact", "endpoint_runtime", "endpoint_config", "systems", "deployment"},
     "workstation": {"artifact", "endpoint_runtime", "endpoint_config", "deployment", "model_build"},
     "local_emulator": {"artifact", "endpoint_runtime", "endpoint_config", "deployment", "model_build", "workstation"},
     "bench": {
-        "artifact", "endpoint_runtime", "endpoint_config", "systems", "deployment", "stacks", "model_build",
+        "request_contract", "artifact", "endpoint_runtime", "endpoint_config", "systems", "deployment", "stacks", "model_build",
         "local_emulator",
     },
     # Each function's asset ships only the modules its handler imports (stacks/lambda_asset.py).
-    "lambda/invoke": {"endpoint_runtime", "systems"},
-    "lambda/smoke": {"endpoint_runtime", "systems"},
+    "lambda/invoke": {"endpoint_runtime", "request_contract"},
+    "lambda/smoke": {"endpoint_runtime", "request_contract"},
     "lambda/stream": {"endpoint_runtime"},
     "app": {"endpoint_config", "deployment", "stacks"},
 }
@@ -120,7 +123,7 @@ def test_every_package_is_in_the_table():
     assert set(ALLOWED) == set(PACKAGES)
     for package, path in PACKAGES.items():
         assert path.exists(), f"{package}: {path} does not exist"
-    on_disk = {p.name for p in ROOT.iterdir() if (p / "__init__.py").is_file()}
+    on_disk = {p.name for p in ROOT.iterdir() if (p / "__init__.py").is_file()} | {p.stem for p in ROOT.glob("*_contract.py")}
     assert on_disk <= OURS, f"top-level packages missing from the architecture table: {sorted(on_disk - OURS)}"
 
 

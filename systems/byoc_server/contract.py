@@ -14,10 +14,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-try:
-    import request_contract  # the image: /opt/program/request_contract.py (the Dockerfiles copy it beside us)
-except ImportError:  # the repository
-    from systems import request_contract
+import request_contract  # the image: /opt/program/request_contract.py (the Dockerfiles copy it beside us)
 
 RequestError = request_contract.RequestError  # a bad request: the server answers 400 with its message
 decode_body = request_contract.decode_body  # strict JSON (request_contract: NaN, huge numbers, surrogates, depth)

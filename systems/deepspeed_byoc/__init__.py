@@ -72,7 +72,10 @@ SYSTEM = ServingSystem(
     engine_options=DeepSpeedByocEngineOptions,
     recipe="systems.deepspeed_byoc.recipe",
     summary="DeepSpeed-Inference kernel injection (fp16, tensor parallel) in our own container, sharded safetensors",
-    own_container=OwnContainer(dockerfile="deepspeed_byoc/container/Dockerfile", context="."),
+    own_container=OwnContainer(
+        dockerfile="systems/deepspeed_byoc/container/Dockerfile",
+        include=("systems/byoc_server", "request_contract.py", "systems/deepspeed_byoc/handler/handler.py"),
+    ),
     environment=container_environment,
     architectures=("decoder",),
     gpu_only=True,

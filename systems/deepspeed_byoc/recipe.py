@@ -141,7 +141,7 @@ def build(endpoint: EndpointSpec, out_dir: Path, progress: bool = True) -> dict[
             "engine": engine,
             "libraries": common.library_versions(),
             "target_container": {
-                "dockerfile": f"systems/{SYSTEM.own_container.dockerfile}",
+                "dockerfile": SYSTEM.own_container.dockerfile,
                 "base_image": BASE_IMAGE,
                 "torch": TORCH_VERSION,
                 "deepspeed": DEEPSPEED_VERSION,

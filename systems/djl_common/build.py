@@ -20,11 +20,11 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+import request_contract
 from artifact import BuildError
 from artifact.source import resolve_model_source
 from endpoint_config import EndpointSpec
 from systems import recipe_common as common
-from systems import request_contract
 from systems.container_tokenizer import plan_tokenizer
 from systems.images import ImagePin
 

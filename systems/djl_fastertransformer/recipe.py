@@ -23,11 +23,11 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import request_contract
 from artifact import BuildError
 from artifact.source import resolve_model_source
 from endpoint_config import EndpointSpec
 from systems import recipe_common as common
-from systems import request_contract
 from systems.container_tokenizer import plan_tokenizer
 from systems.djl_common import check_engine_options, copies_per_instance, write_properties
 from systems.djl_fastertransformer import CODE_DIR, HANDLER_FILE, MODEL_TYPES, SYSTEM, WEIGHTS_DIR, serving_properties

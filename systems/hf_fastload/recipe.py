@@ -24,10 +24,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import request_contract
 from artifact.source import resolve_model_source
 from endpoint_config import EndpointSpec
 from systems import recipe_common as common
-from systems import request_contract
 from systems.container_tokenizer import plan_tokenizer
 from systems.images import HF_CONTAINER_TRANSFORMERS, HF_PYTORCH_INFERENCE
 

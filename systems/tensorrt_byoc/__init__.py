@@ -61,7 +61,10 @@ SYSTEM = ServingSystem(
     name="tensorrt-byoc",
     recipe="systems.tensorrt_byoc.recipe",
     summary="GPT-2 as ONNX, TensorRT engine built at container start on the serving GPU (own container)",
-    own_container=OwnContainer(dockerfile="tensorrt_byoc/container/Dockerfile", context="."),
+    own_container=OwnContainer(
+        dockerfile="systems/tensorrt_byoc/container/Dockerfile",
+        include=("systems/byoc_server", "request_contract.py", "systems/tensorrt_byoc/handler", "systems/tensorrt_byoc/container/start"),
+    ),
     environment=container_environment,
     architectures=("decoder",),
     gpu_only=True,

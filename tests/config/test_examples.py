@@ -113,7 +113,7 @@ def test_reference_setup(all_examples, example, synth):
 def test_invoke_function_has_the_containers_request_limits(all_examples):
     """The invoke function refuses what the model would: it gets the request_contract limits (MAX_NEW_TOKENS,
     MAX_BATCH_SIZE, MAX_INPUT_CHARS) the container's environment sets, and none the container does not."""
-    from systems.request_contract import LIMIT_ENV
+    from request_contract import LIMIT_ENV
 
     with_limits = 0
     for synthesized in all_examples.values():

@@ -6,6 +6,7 @@ import pytest
 
 from endpoint_config import SYSTEM_NAMES
 from systems import get_system, images
+from systems.base import REPO_ROOT
 from systems.images import DLC_REGIONS, ImagePin
 
 PINS = {name: pin for name, pin in vars(images).items() if isinstance(pin, ImagePin)}
@@ -41,9 +42,27 @@ def test_every_system_has_a_pinned_image_or_its_own_container():
         if system.own_container is None:
             assert system.image in PINS.values() and ":" not in system.image.gpu_tag
         else:
-            from stacks.endpoint_stack import SYSTEMS_DIR
+            assert (REPO_ROOT / system.own_container.dockerfile).is_file()
 
-            assert (SYSTEMS_DIR / system.own_container.context / system.own_container.dockerfile).is_file()
+
+def test_own_container_contexts_hold_what_their_dockerfiles_copy(tmp_path):
+    """Every COPY source of an own container's Dockerfile is in its build context as CDK stages it (the repository
+    root with the container's exclude patterns), and nothing outside `include` is."""
+    from aws_cdk import CopyOptions, FileSystem
+
+    for name in SYSTEM_NAMES:
+        own = get_system(name).own_container
+        if own is None:
+            continue
+        staged = tmp_path / name
+        FileSystem.copy_directory(str(REPO_ROOT), str(staged), CopyOptions(exclude=own.exclude))
+        sources = [line.split()[1] for line in (REPO_ROOT / own.dockerfile).read_text().splitlines() if line.startswith("COPY ")]
+        assert sources, name
+        for source in sources:
+            assert (staged / source).exists(), f"{name}: {own.dockerfile} copies {source}, which its context lacks"
+        top = {p.name for p in staged.iterdir()}
+        assert top == {path.split("/")[0] for path in (*own.include, own.dockerfile)}, (name, top)
+        assert not list(staged.rglob("__pycache__")), name
 
 
 def test_legacy_systems_name_a_current_replacement():

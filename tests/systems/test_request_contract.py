@@ -4,7 +4,7 @@ The five: the invoke Lambda (lambda/invoke/handler.py, through its handler), hf-
 then validate_request, which predict_fn calls before any compute), the DJL model.py of djl-deepspeed/-accelerate
 and of djl-fastertransformer (through handle(), with a djl_python double and the generation stubbed out) and
 byoc_server (decode_body + parse_request, what its /invocations route calls). One table of requests, each with the
-answer every entry point must give. All five use systems/request_contract.py, so the table also pins the
+answer every entry point must give. All five use request_contract.py, so the table also pins the
 contract itself: it is written out by hand, not derived from the module.
 """
 
@@ -24,7 +24,7 @@ import pytest
 from helpers import BAD_BODIES, EMOJI_BODY
 
 ROOT = Path(__file__).resolve().parents[2]
-CONTRACT = ROOT / "systems" / "request_contract.py"
+CONTRACT = ROOT / "request_contract.py"
 
 # ---- the table: (id, body, accepted) -------------------------------------------------------------------------
 OK = {"inputs": "Hello"}
@@ -266,7 +266,7 @@ def test_the_limits_come_from_the_environment_for_all(entry_points: dict[str, An
 def test_the_table_covers_every_parameter() -> None:
     """Each parameter of the contract has a refused case for a wrong type and for its bounds; a parameter added
     to request_contract.PARAMETERS without cases here fails."""
-    from systems import request_contract
+    import request_contract
 
     refused = {case_id.split("-")[0] for case_id, _, accepted in CASES if not accepted}
     assert set(request_contract.PARAMETERS) <= refused
@@ -275,7 +275,7 @@ def test_the_table_covers_every_parameter() -> None:
 
 
 def test_the_byoc_typed_parameters_are_the_contracts() -> None:
-    from systems import request_contract
+    import request_contract
     from systems.byoc_server.contract import GenerationParameters, parse_request
 
     assert set(GenerationParameters.model_fields) == set(request_contract.PARAMETERS)
@@ -284,7 +284,7 @@ def test_the_byoc_typed_parameters_are_the_contracts() -> None:
 
 
 def test_the_error_shape_is_one_for_all(entry_points: dict[str, Any], clean_env) -> None:
-    from systems import request_contract
+    import request_contract
 
     err = request_contract.RequestError("parameters.top_k must be between 0 and 1000, got -1")
     assert request_contract.error_body(err) == {"error": err.message, "error_type": "validation"}
@@ -299,6 +299,6 @@ def test_the_module_ships_alone() -> None:
     imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
     imported |= {node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
     assert imported <= set(sys.stdlib_module_names), imported - set(sys.stdlib_module_names)
-    for dockerfile in ("deepspeed_byoc", "tensorrt_byoc"):  # the build context is systems/
+    for dockerfile in ("deepspeed_byoc", "tensorrt_byoc"):  # the build context is the repository root
         text = (ROOT / "systems" / dockerfile / "container" / "Dockerfile").read_text()
         assert "COPY request_contract.py /opt/program/request_contract.py" in text, dockerfile

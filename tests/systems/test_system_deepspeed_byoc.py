@@ -69,8 +69,7 @@ def test_system_facts_and_environment() -> None:
 
     system = get_system("deepspeed-byoc")
     assert system.gpu_only and system.architectures == ("decoder",) and system.image is None
-    assert system.own_container.context == "."
-    assert (REPO / "systems" / system.own_container.dockerfile) == DOCKERFILE and DOCKERFILE.is_file()
+    assert (REPO / system.own_container.dockerfile) == DOCKERFILE and DOCKERFILE.is_file()
     endpoint = load_config(EXAMPLE, "dev").endpoint("gptj-ds-byoc")
     assert system.environment(endpoint) == {
         "DS_KERNEL_INJECTION": "true", "DTYPE": "fp16", "TENSOR_PARALLEL_DEGREE": "1", "BYOC_PROCESSES": "1",
@@ -101,8 +100,7 @@ def test_dockerfile_pins_match_the_recipe() -> None:
     assert re.search(rf"^FROM {re.escape(BASE_IMAGE)}$", text, re.M)
     assert f"deepspeed=={DEEPSPEED_VERSION}" in text and f"transformers=={TRANSFORMERS_VERSION}" in text
     assert 'ENTRYPOINT ["/opt/program/serve"]' in text and "BYOC_HANDLER=handler:DeepSpeedHandler" in text
-    for source in re.findall(r"^COPY (\S+) ", text, re.M):  # paths relative to the build context, systems/
-        assert (REPO / "systems" / source).exists(), source
+    # What the COPY lines take is checked against the staged context (tests/systems/test_images.py).
 
 
 # ---- recipe -------------------------------------------------------------------------------------------

@@ -358,7 +358,7 @@ def test_djl_deepspeed_custom_handler(djl_build) -> None:
     assert props["option.entryPoint"] == "model.py" and props["engine"] == "DeepSpeed"
     source = REPO_ROOT / "systems/djl_common/handler/model.py"
     assert (artifact / "model.py").read_bytes() == source.read_bytes()
-    contract = REPO_ROOT / "systems/request_contract.py"  # model.py imports it as a sibling
+    contract = REPO_ROOT / "request_contract.py"  # model.py imports it as a sibling
     assert (artifact / "request_contract.py").read_bytes() == contract.read_bytes()
     check_manifest(artifact, "djl-deepspeed", "ds-custom", "fp32")
 

@@ -46,12 +46,10 @@ from typing import Any
 
 from djl_python import Input, Output
 
-try:
-    import request_contract  # beside this file in the artifact's code/ (the recipe copies both)
-    # DJL imports model.py as `importlib.import_module("model")` from the model directory (djl-serving
-    # engines/python/setup/djl_python/service_loader.py, load_model_service), so its siblings import alike.
-except ImportError:  # the repository
-    from systems import request_contract
+# Beside this file in the artifact's code/ (the recipe copies it): DJL imports model.py as
+# `importlib.import_module("model")` from the model directory (djl-serving engines/python/setup/djl_python/
+# service_loader.py, load_model_service), so its siblings import alike.
+import request_contract
 
 DTYPES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}
 # The keyword arguments each FasterTransformer model's generate() accepts beyond the lengths and beams (module

@@ -25,10 +25,7 @@ from typing import Any
 import torch
 import transformers
 
-try:
-    import request_contract  # the artifact's code/request_contract.py, beside this file (the recipe copies both)
-except ImportError:  # the repository: systems/request_contract.py
-    from systems import request_contract
+import request_contract  # the artifact's code/request_contract.py beside this file (the recipe copies it); the repository's own top-level module in tests
 
 TORCH_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
 TORCH_SAVE_FILE = "model.pt"

@@ -1,12 +1,12 @@
 """The one generation-request contract: what a request may carry, checked the same way at every entry point.
 
 Shipped, unchanged, by everything that takes a request:
-    the invoke Lambda     staged beside lambda/invoke/handler.py in the function's asset (stacks/llm_endpoint.py)
+    the Lambda functions  at the root of their assets (stacks/lambda_asset.py)
     hf-fastload           the artifact's code/request_contract.py beside code/inference.py (its recipe copies it)
     djl-deepspeed, djl-accelerate, djl-fastertransformer
                           beside the artifact's model.py (systems/djl_common/build.py, djl_fastertransformer/recipe.py)
     deepspeed-byoc, tensorrt-byoc
-                          /opt/program/request_contract.py in the image (the Dockerfiles' build context is systems/)
+                          /opt/program/request_contract.py in the image (OwnContainer.include names it)
 So: stdlib only, no imports of ours, Python 3.10 (the DJL images' interpreter).
 
 Request: {"inputs": str | [str, ...], "parameters": {...}}; {"input": str} is the TensorRT GPT-2 reference
