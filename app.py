@@ -9,12 +9,10 @@ from pathlib import Path
 
 import aws_cdk as cdk
 
-from deployment import load_config
+from deployment import BUILD_ROOT, load_config
 from endpoint_config import ConfigError
 from stacks import add_stacks
 from stacks.pipeline_stack import add_pipeline
-
-ROOT = Path(__file__).resolve().parent
 
 
 def main() -> None:
@@ -25,10 +23,10 @@ def main() -> None:
             # The CodePipeline that deploys every environment of the file (`pipeline:` section).
             add_pipeline(app, config)
         else:
+            build_root = app.node.try_get_context("build_root")
             add_stacks(
                 app,
-                load_config(config, app.node.try_get_context("env")),
-                build_root=Path(app.node.try_get_context("build_root") or ROOT / "build"),
+                load_config(config, app.node.try_get_context("env"), build_root=Path(build_root) if build_root else BUILD_ROOT),
                 allow_unbuilt=str(app.node.try_get_context("allow_unbuilt")).lower() == "true",
             )
     except ConfigError as err:

@@ -52,7 +52,7 @@ class RequestError(ValueError):
         self.error_type = error_type
 
 
-class ConfigError(Exception):
+class SetupError(Exception):
     """The entry point's own environment is wrong (a limit that is not a number): a 500, the operator's to fix."""
 
 
@@ -71,16 +71,25 @@ class Limits(NamedTuple):
 
 
 def env_int(name: str, default: int, low: int, high: int, environ: Any = None) -> int:
-    """An integer setting from the environment (blank or unset: `default`); ConfigError when not in [low, high]."""
+    """An integer setting from the environment (blank or unset: `default`); SetupError when not in [low, high]."""
+    return int(_env_value(name, default, low, high, int, "an integer", environ))
+
+
+def env_number(name: str, default: float, low: float, high: float, environ: Any = None) -> float:
+    """A number setting from the environment (blank or unset: `default`); SetupError when not in [low, high]."""
+    return float(_env_value(name, default, low, high, float, "a number", environ))
+
+
+def _env_value(name: str, default: float, low: float, high: float, kind: Any, what: str, environ: Any) -> float:
     raw = (os.environ if environ is None else environ).get(name)
     if raw is None or str(raw).strip() == "":
         return default
     try:
-        value = int(raw)
+        value = kind(raw)
     except ValueError:
-        raise ConfigError(f"environment variable {name} must be an integer between {low} and {high}, got {raw!r}") from None
-    if not low <= value <= high:
-        raise ConfigError(f"environment variable {name} must be between {low} and {high}, got {raw!r}")
+        raise SetupError(f"environment variable {name} must be {what} between {low} and {high}, got {raw!r}") from None
+    if not low <= value <= high or not math.isfinite(value):
+        raise SetupError(f"environment variable {name} must be between {low} and {high}, got {raw!r}")
     return value
 
 

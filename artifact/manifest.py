@@ -63,30 +63,6 @@ def write_manifest(directory: str | Path, progress: bool = True, **fields: Any) 
     return manifest
 
 
-def read_manifest(directory: str | Path) -> dict[str, Any]:
-    """Read manifest.json of a built artifact; FileNotFoundError says which directory lacks one."""
-    path = Path(directory) / MANIFEST_NAME
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} does not exist: build the endpoint first (python -m model_build build ...)")
-    return json.loads(path.read_text())
-
-
-def verify_files(directory: str | Path, manifest: dict[str, Any] | None = None) -> list[str]:
-    """Re-hash the artifact and list every difference from its manifest (empty list: intact)."""
-    root = Path(directory)
-    manifest = manifest or read_manifest(root)
-    recorded = {e["path"]: e for e in manifest["files"]}
-    actual = {e["path"]: e for e in hash_files(root, progress=False)}
-    problems = [f"{p}: missing" for p in recorded.keys() - actual.keys()]
-    problems += [f"{p}: not in the manifest" for p in actual.keys() - recorded.keys()]
-    for path in recorded.keys() & actual.keys():
-        if recorded[path]["size"] != actual[path]["size"] or recorded[path]["sha256"] != actual[path]["sha256"]:
-            problems.append(f"{path}: size or sha256 differs from the manifest")
-    if content_hash(manifest["files"]) != manifest.get("content_hash"):
-        problems.append("content_hash does not match the files listed")
-    return sorted(problems)
-
-
 # ---------------------------------------------------------------------------------------------------------------
 # The typed manifest: the one reader (publish and the stacks' synth load it here). Stdlib only: synth imports it.
 
@@ -114,6 +90,11 @@ class Manifest:
     @property
     def system(self) -> str | None:
         return self.document.get("system")
+
+    @property
+    def endpoint(self) -> str | None:
+        """The config name of the endpoint the artifact was built for."""
+        return self.document.get("endpoint")
 
     @property
     def dtype(self) -> str | None:
@@ -168,9 +149,18 @@ class Manifest:
         """The content hash of the files listed (equal to `content_hash` for an intact manifest)."""
         return content_hash([{"path": f.path, "sha256": f.sha256} for f in self.files])
 
-    def verify(self, directory: str | Path, *, workers: int = 4) -> list[str]:
-        """Re-hash every listed file under `directory`: one line per file that is missing or differs (empty: intact)."""
+    def verify(self, directory: str | Path, *, workers: int = 4, unlisted: bool = False) -> list[str]:
+        """Re-hash every listed file under `directory`: one line per file that is missing or differs (empty: intact).
+        `unlisted`: also one line per file there the manifest does not list, and one if the content hash does not
+        match the files listed."""
         root = Path(directory)
+        extra = []
+        if unlisted:
+            listed = {f.path for f in self.files}
+            extra = [f"{p.relative_to(root).as_posix()}: not in the manifest" for p in artifact_files(root)
+                     if p.relative_to(root).as_posix() not in listed]
+            if self.computed_content_hash() != self.content_hash:
+                extra.append("content_hash does not match the files listed")
 
         def check(entry: FileEntry) -> str | None:
             file = root / entry.path
@@ -185,7 +175,7 @@ class Manifest:
             return None
 
         with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-            return [p for p in pool.map(check, self.files) if p]
+            return [p for p in pool.map(check, self.files) if p] + extra
 
 
 def sha256_file(path: str | Path) -> str:

@@ -47,7 +47,7 @@ def synth_passes(passes: int) -> dict[str, Any]:
             for i, (config, env) in enumerate(cases):
                 outdir = Path(tmp) / f"{p}-{i}"
                 app = cdk.App(context=context, outdir=str(outdir))
-                add_stacks(app, load_config(config, env), build_root=outdir / "no-build", allow_unbuilt=True)
+                add_stacks(app, load_config(config, env, build_root=outdir / "no-build"), allow_unbuilt=True)
                 app.synth()
             times.append(time.perf_counter() - t)
     return {"import_s": import_s, "pass_s": times, "cases": len(cases)}

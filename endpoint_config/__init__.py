@@ -1,6 +1,6 @@
-"""The one config file users write: schema, instance facts, reading and per-environment resolution.
+"""The one config file users write: schema, instance facts, reading and per-environment overrides.
 
-Imports none of ours. Loading a deployment with every rule, the serving systems' included, is
+Loading a deployment with every rule (the serving systems' included) and its per-endpoint plans is
 `deployment.load_config` / `deployment.load_all_environments`.
 """
 
@@ -8,17 +8,17 @@ from .instances import InstanceType, hosting_instance_types, parse_instance_type
 from .loader import (
     DEFAULT_ENVIRONMENT,
     ConfigError,
-    Deployment,
+    ResolvedEnvironment,
     artifact_bucket_name,
     artifact_prefix,
     artifact_root,
     image_repository_name,
     read_config,
 )
-from .schema import BYTES_PER_PARAM, SYSTEM_NAMES, AppConfig, Autoscaling, EndpointSpec, EnvironmentSpec
+from .schema import BYTES_PER_PARAM, AppConfig, Autoscaling, EndpointSpec, EnvironmentSpec
 
 __all__ = [
-    "AppConfig", "Autoscaling", "BYTES_PER_PARAM", "ConfigError", "DEFAULT_ENVIRONMENT", "Deployment",
-    "EndpointSpec", "EnvironmentSpec", "artifact_bucket_name", "artifact_prefix", "artifact_root", "image_repository_name", "InstanceType", "SYSTEM_NAMES", "hosting_instance_types",
-    "parse_instance_type", "read_config",
-]
+    "AppConfig", "Autoscaling", "BYTES_PER_PARAM", "ConfigError", "DEFAULT_ENVIRONMENT", "EndpointSpec",
+    "EnvironmentSpec", "InstanceType", "ResolvedEnvironment", "artifact_bucket_name", "artifact_prefix",
+    "artifact_root", "hosting_instance_types", "image_repository_name", "parse_instance_type", "read_config",
+]  # fmt: skip

@@ -19,27 +19,17 @@ Sources (each bound below names where it comes from):
     MinInstanceCount must be 0; the inference component is registered with minimum capacity 0 and woken by a step
     scaling policy on the NoCapacityInvocationFailures alarm.
 
-Which serving systems may run as inference components (INFERENCE_COMPONENT_SYSTEMS, the others refused with
-REFUSED_SYSTEMS' reason):
-  lmi-vllm, lmi-trtllm: LMI (DJL Serving) containers. djl-serving's own docs send several models or model copies to
-    inference components ("For serving multiple models or model copies use SageMaker's Inference Components which
-    ensures resource isolation between models and model copies", deepjavalibrary/djl-serving
-    serving/docs/lmcache_performance.md), and AWS names the LMI and TGI DLCs among the containers its inference
-    component scaling work covers ("Supercharge your auto scaling for generative AI inference - Introducing
-    Container Caching in SageMaker Inference", AWS Machine Learning Blog, 2024-12-03). Both systems set
-    OPTION_TENSOR_PARALLEL_DEGREE themselves (systems/djl_common/lmi.py), so a copy uses exactly the GPUs it is given.
-  Refused: every other system, for the reason in REFUSED_SYSTEMS (no source documents it under inference components;
-    our own containers have never run under one, which only a GPU account can show).
+Which serving systems may run as inference components is each system's own fact (ServingSystem.inference_components).
 
-Imports none of ours (endpoint_config's rule); schema.py imports this module for the field type and runs
-`hosting_problems` from `endpoint_problems`.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from .base import Strict
 
 if TYPE_CHECKING:
     from .instances import InstanceType
@@ -47,22 +37,6 @@ if TYPE_CHECKING:
 
 HOSTING_MODES = ("endpoint", "inference-components")
 INFERENCE_COMPONENTS = "inference-components"
-
-INFERENCE_COMPONENT_SYSTEMS = ("lmi-trtllm", "lmi-vllm")
-REFUSED_SYSTEMS = {
-    "hf-fastload": "its Hugging Face PyTorch inference image is not documented for inference components (no AWS or "
-                   "Hugging Face source found)",
-    "djl-deepspeed": "a legacy system pinned to a retired DJL 0.27 image, not documented for inference components; "
-                     "its maintained replacement lmi-vllm runs as one",
-    "djl-accelerate": "a legacy system pinned to a retired DJL 0.27 image, not documented for inference components; "
-                      "its maintained replacement lmi-vllm runs as one",
-    "djl-fastertransformer": "a legacy system pinned to a retired DJL 0.24 image, not documented for inference "
-                             "components; its maintained replacement lmi-trtllm runs as one",
-    "deepspeed-byoc": "our own container has never run as an inference component (only a GPU account can show that "
-                      "it keeps to the GPUs and memory SageMaker gives it)",
-    "tensorrt-byoc": "our own container has never run as an inference component (only a GPU account can show that "
-                     "it keeps to the GPUs and memory SageMaker gives it)",
-}  # fmt: skip
 
 # botocore: NumberOfCpuCoresRequired {"min": 0.25}; MinMemoryRequiredInMb {"min": 128}. No maximum is published: the
 # instance's own size is the limit, which SageMaker checks when it places a copy.
@@ -73,13 +47,7 @@ COMPONENT_NAME_MAX = 63
 COMPONENT_NAME_SUFFIX = "-ic"
 
 
-class _Strict(BaseModel):
-    """Unknown keys are errors (the schema's rule; this module cannot import endpoint_config.schema)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class InstanceScaling(_Strict):
+class InstanceScaling(Strict):
     """ProductionVariant ManagedInstanceScaling: SageMaker adds instances when a copy finds no room and removes idle
     ones. MinInstanceCount min 0 (0 lets the endpoint scale to zero, opt-in: it needs copy_scaling.min_copies 0 as
     well), MaxInstanceCount min 1 (botocore); the upper bound 100 is the config's, as for instance_count."""
@@ -88,7 +56,7 @@ class InstanceScaling(_Strict):
     max_instances: int = Field(1, ge=1, le=100)
 
 
-class ComputeRequirements(_Strict):
+class ComputeRequirements(Strict):
     """InferenceComponentComputeResourceRequirements, per model copy.
 
     accelerators: NumberOfAcceleratorDevicesRequired; default (None) the endpoint's tensor_parallel_degree, the GPUs
@@ -100,7 +68,7 @@ class ComputeRequirements(_Strict):
     min_memory_mb: int = Field(1024, ge=MIN_MEMORY_MB, le=4_194_304)
 
 
-class CopyScaling(_Strict):
+class CopyScaling(Strict):
     """Application Auto Scaling of the component's copies (sagemaker:inference-component:DesiredCopyCount): target
     tracking on SageMakerInferenceComponentConcurrentRequestsPerCopyHighResolution. min_copies 0 lets the component
     (and with instance_scaling.min_instances 0, the endpoint) scale to zero; the stack then adds the documented
@@ -113,7 +81,7 @@ class CopyScaling(_Strict):
     scale_out_cooldown_s: int = Field(60, ge=0, le=3600)
 
 
-class Hosting(_Strict):
+class Hosting(Strict):
     """How the model is hosted. `mode: endpoint` (default): the model on the production variant, today's stacks.
     `mode: inference-components`: an endpoint config whose variant names no model, with an endpoint-level execution
     role, managed instance scaling and least-outstanding-requests routing; the model runs as one inference component
@@ -156,8 +124,8 @@ def accelerators_per_copy(ep: EndpointSpec, instance: InstanceType) -> int:
 
 
 def hosting_problems(ep: EndpointSpec, instance: InstanceType) -> list[str]:
-    """The `hosting:` rules cfn-lint cannot check: they need the serving system, the instance's GPUs and the rest of
-    the endpoint. One message per problem, naming endpoint, key, value and what is allowed. `instance` holds the
+    """The `hosting:` rules cfn-lint cannot check: they need the instance's GPUs and the rest of the endpoint (which
+    systems run as components is ServingSystem.inference_components). One message per problem, naming endpoint, key, value and what is allowed. `instance` holds the
     facts of `ep.instance_type` (endpoint_problems runs this only when those are known)."""
     hosting = ep.hosting
     problems: list[str] = []
@@ -173,13 +141,6 @@ def hosting_problems(ep: EndpointSpec, instance: InstanceType) -> list[str]:
             bad("hosting.copies", f"value {hosting.copies} is only used with hosting.mode: inference-components; remove the key")
         return problems
 
-    if ep.system not in INFERENCE_COMPONENT_SYSTEMS:
-        reason = REFUSED_SYSTEMS.get(ep.system, "no source documents it under inference components")
-        bad(
-            "hosting.mode",
-            f"value {INFERENCE_COMPONENTS!r} is not supported by system {ep.system!r}: {reason}; systems that run as "
-            f"inference components: {', '.join(INFERENCE_COMPONENT_SYSTEMS)}",
-        )
     if ep.autoscaling is not None:
         bad(
             "autoscaling",
@@ -261,7 +222,7 @@ def hosting_problems(ep: EndpointSpec, instance: InstanceType) -> list[str]:
 
 
 __all__ = [
-    "ComputeRequirements", "CopyScaling", "HOSTING_MODES", "Hosting", "INFERENCE_COMPONENTS",
-    "INFERENCE_COMPONENT_SYSTEMS", "InstanceScaling", "REFUSED_SYSTEMS", "accelerators_per_copy", "component_name",
+    "ComputeRequirements", "CopyScaling", "HOSTING_MODES", "Hosting", "INFERENCE_COMPONENTS", "InstanceScaling",
+    "accelerators_per_copy", "component_name",
     "hosting_problems",
 ]  # fmt: skip

@@ -219,6 +219,7 @@ class InstanceType:
         return f"{acc.name} ({ACCELERATOR_KINDS[acc.kind]})"
 
 
+@functools.cache
 def parse_instance_type(name: str) -> InstanceType:
     """Split "ml.g5.12xlarge" into its family facts; the caller checks it is a hosting type first."""
     parts = name.split(".")

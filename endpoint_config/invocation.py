@@ -18,7 +18,6 @@ Sources (each fact below is cited where it is used):
     (https://docs.aws.amazon.com/sagemaker/latest/dg/endpoint-auto-scaling-zero-instances.html): a real-time
     endpoint "can scale to and from zero instances only if it hosts inference components".
 
-Imports none of ours (endpoint_config's rule); schema.py imports this module for the field type.
 """
 
 from __future__ import annotations
@@ -26,14 +25,15 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
+
+from .base import Strict
 
 if TYPE_CHECKING:
     from .schema import EndpointSpec
 
 INVOCATION_MODES = ("real-time", "async")
-# The `hosting.mode` value of an endpoint whose models run as inference components (another block's key, read with
-# getattr: see invocation_problems).
+# The `hosting.mode` value of an endpoint whose models run as inference components.
 INFERENCE_COMPONENTS = "inference-components"
 # botocore sagemaker MaxConcurrentInvocationsPerInstance: {"min": 1, "max": 1000}.
 MAX_CONCURRENT_INVOCATIONS_BOUNDS = (1, 1000)
@@ -66,7 +66,7 @@ INPUT_RETENTION_DAYS = 1
 RESULT_RETENTION_BOUNDS = (1, 3650)
 
 
-class Invocation(BaseModel):
+class Invocation(Strict):
     """How clients call the endpoint.
 
     mode: real-time (default: InvokeEndpoint, answers within SageMaker's 60 s) or async (InvokeEndpointAsync: the
@@ -84,8 +84,6 @@ class Invocation(BaseModel):
       None: kept until deleted). Only for the artifact bucket's folders (refused with output_path / failure_path).
       Request payloads in the input folder always expire after INPUT_RETENTION_DAYS (the artifact stack's lifecycle).
     """
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     mode: Literal["real-time", "async"] = "real-time"
     max_concurrent_invocations_per_instance: int | None = Field(
@@ -162,21 +160,19 @@ def async_location_uris(invocation: Invocation, *, endpoint_name: str, artifact_
 
 def invocation_problems(ep: EndpointSpec) -> list[str]:
     """The rules of `invocation:` that involve the rest of the endpoint (one message per problem, each naming the
-    endpoint, the key, the value and what is allowed). Other helpers' blocks (`streaming:`, `hosting:`) are read
-    with getattr: this module must not fail while they do not exist."""
+    endpoint, the key, the value and what is allowed)."""
     problems: list[str] = []
-    invocation: Invocation = getattr(ep, "invocation", None) or Invocation()
+    invocation = ep.invocation
 
     def bad(key: str, message: str) -> None:
         problems.append(f"endpoint {ep.name!r}: {key}: {message}")
 
     scaling = ep.autoscaling
-    hosting_mode = getattr(getattr(ep, "hosting", None), "mode", None)
+    hosting_mode = ep.hosting.mode
     if invocation.is_async:
         # An async endpoint "can only receive asynchronous invocations" (async-inference.html): a response stream
         # (InvokeEndpointWithResponseStream) is a real-time invocation.
-        streaming = getattr(ep, "streaming", None)
-        if streaming is not None and getattr(streaming, "enabled", True) not in (False, None):
+        if ep.streaming.enabled:
             bad("streaming", "an asynchronous endpoint (invocation.mode: async) only receives asynchronous "
                 "invocations, so SageMaker cannot stream its answers; remove streaming or use mode: real-time")
         # Inference components are documented for real-time inference only ("Deploy models for real-time
@@ -186,7 +182,7 @@ def invocation_problems(ep: EndpointSpec) -> list[str]:
             bad("hosting.mode", f"value {hosting_mode!r} cannot be combined with invocation.mode: async: SageMaker "
                 "documents inference components for real-time endpoints only; allowed with async: 'endpoint' (the default)")
     else:
-        budget, most = getattr(getattr(ep, "smoke_test", None), "latency_budget_ms", None), SMOKE_BUDGET_MAX_MS
+        budget, most = ep.smoke_test.latency_budget_ms, SMOKE_BUDGET_MAX_MS
         if budget is not None and budget > most["real-time"]:
             bad("smoke_test.latency_budget_ms", f"value {budget} is above {most['real-time']}: a real-time "
                 f"invocation answers within InvokeEndpoint's 60 s or not at all; allowed: 100-{most['real-time']} "

@@ -1,20 +1,18 @@
-"""Read a config file, validate it against the schema and resolve one environment into the endpoints to deploy.
+"""Read a config file, validate it against the schema and apply one environment's overrides.
 
-The rules that need the serving systems (systems.checks) are not run here: this package imports none of ours.
-`deployment.load_config` reads through `read_config` and resolves with those rules (`endpoint_rules`).
+The serving systems' rules and the per-endpoint plans are deployment's (`deployment.load_config`).
 """
 
 from __future__ import annotations
 
 import difflib
 import functools
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from .schema import AppConfig, EndpointOverride, EndpointSpec, EnvironmentSpec, endpoint_problems
 
@@ -27,32 +25,22 @@ class ConfigError(Exception):
 
 
 @dataclass(frozen=True)
-class Deployment:
-    """One environment of one config file, with overrides applied and every rule checked."""
+class ResolvedEnvironment:
+    """One environment of a config file with its overrides applied and the schema's rules run. `problems`: every
+    schema problem (deployment adds the serving systems' and raises them together); `checked`: the endpoints whose
+    schema rules passed, on which the systems' rules run."""
 
-    config_path: Path
-    project: str
-    environment_name: str
-    environment: EnvironmentSpec
+    config: AppConfig
+    path: Path
+    name: str
+    spec: EnvironmentSpec
     endpoints: tuple[EndpointSpec, ...]
-    app_config: AppConfig | None = None  # the whole file, for what spans environments (the pipeline)
+    checked: tuple[EndpointSpec, ...]
+    problems: tuple[str, ...]
 
-    def endpoint(self, name: str) -> EndpointSpec:
-        for ep in self.endpoints:
-            if ep.name == name:
-                return ep
-        raise ConfigError(
-            f"{self.config_path}: no endpoint named {name!r}; defined: {', '.join(e.name for e in self.endpoints)}"
-        )
-
-    def endpoint_name(self, ep: EndpointSpec) -> str:
-        """The SageMaker endpoint name: the config name, prefixed by the environment when one is named."""
-        if self.environment_name == DEFAULT_ENVIRONMENT:
-            return ep.name
-        return f"{self.environment_name}-{ep.name}"
-
-    def stack_name(self, suffix: str) -> str:
-        return f"{self.project}-{self.environment_name}-{suffix}"
+    def where(self, ep: EndpointSpec) -> str:
+        """The prefix of a problem of `ep` in this environment ("environment 'x': " when an override applies)."""
+        return f"environment {self.name!r}: " if self.spec.overrides.get(ep.name) else ""
 
 
 def _where(loc: tuple[Any, ...], raw: dict[str, Any]) -> str:
@@ -81,27 +69,23 @@ def _where(loc: tuple[Any, ...], raw: dict[str, Any]) -> str:
     return ": ".join(head + ([".".join(keys)] if keys else []))
 
 
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    """The config block a field holds: its annotation's model, inside `X | None`, lists, tuples and dict values."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    return next((m for arg in get_args(annotation) if (m := _model_in(arg)) is not None), None)
+
+
 def _allowed_keys(loc: tuple[Any, ...]) -> list[str]:
-    model: Any = AppConfig
+    """The keys allowed where an unknown key `loc[-1]` was found, walking the models along `loc`."""
+    model: type[BaseModel] | None = AppConfig
     for key in loc[:-1]:
-        if isinstance(key, int) or model is None:
-            continue
-        field = model.model_fields.get(key)
-        if field is None:
-            if key in {"overrides"}:
-                model = EndpointOverride
-            continue
-        ann = field.annotation
-        for candidate in (EndpointSpec, EnvironmentSpec, EndpointOverride):
-            if candidate.__name__ in str(ann):
-                model = candidate
-                break
-        else:
-            inner = getattr(ann, "__args__", (ann,))
-            model = next((a for a in inner if isinstance(a, type) and hasattr(a, "model_fields")), None)
-    if model is None:
-        return []
-    return list(model.model_fields)
+        if model is None:
+            break
+        field = model.model_fields.get(key) if isinstance(key, str) else None
+        if field is not None:  # else a list index or a mapping's key (an environment's or an endpoint's name)
+            model = _model_in(field.annotation)
+    return list(model.model_fields) if model is not None else []
 
 
 def _format_validation_error(err: ValidationError, raw: dict[str, Any]) -> list[str]:
@@ -115,19 +99,24 @@ def _format_validation_error(err: ValidationError, raw: dict[str, Any]) -> list[
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             lines.append(f"{where}: unknown key{hint}; allowed keys: {', '.join(allowed)}")
             continue
-        value = e.get("input")
-        # A model validator's `input` is the whole model as a dict: for the file-wide rules (duplicate names,
-        # overrides and pipeline stages naming what is not defined) the entire config. Its message names the
-        # values itself, so print the location and the message only.
-        model_rule = isinstance(value, dict) and e["type"] in ("value_error", "assertion_error")
-        shown = "" if e["type"] == "missing" or model_rule else f"value {_clip(repr(value))}: "
-        msg = _message(e)
+        text = describe_error(e)
         if e["type"] == "string_pattern_mismatch" and loc[-1] == "name":
-            msg = "use 1-40 characters of a-z, 0-9 and '-', starting and ending with a letter or digit"
-        elif e["type"] == "missing":
-            msg = "required key is missing"
-        lines.append(f"{where}: {shown}{msg}" if where else f"{shown}{msg}")
+            text = f"value {_clip(repr(e.get('input')))}: use 1-40 characters of a-z, 0-9 and '-', starting and ending with a letter or digit"
+        lines.append(f"{where}: {text}" if where else text)
     return lines
+
+
+def describe_error(e: Any) -> str:
+    """One pydantic error as "value <value>: <message>" (or just the message for a missing key or a model rule)."""
+    value = e.get("input")
+    # A model validator's `input` is the whole model as a dict: for the file-wide rules (duplicate names, overrides
+    # and pipeline stages naming what is not defined) the entire config. Its message names the values itself, so
+    # print the message only.
+    model_rule = isinstance(value, dict) and e["type"] in ("value_error", "assertion_error")
+    if e["type"] == "missing":
+        return "required key is missing"
+    shown = "" if model_rule else f"value {_clip(repr(value))}: "
+    return f"{shown}{_message(e)}"
 
 
 def _message(e: Any) -> str:
@@ -162,11 +151,6 @@ def parse_config(raw: Any, path: Path) -> AppConfig:
         raise ConfigError(f"{path}: invalid config:\n  - " + "\n  - ".join(lines)) from None
 
 
-# Rules run per endpoint once its schema rules pass: (endpoint, environment name, the environment's region or
-# None) -> problems, each "endpoint 'NAME': key: message" (deployment.endpoint_rules: the serving systems').
-EndpointRules = Callable[[EndpointSpec, str, "str | None"], list[str]]
-
-
 def read_config(path: str | Path) -> AppConfig:
     """Read and validate the whole file against the schema (no environment resolved, no system rules)."""
     path = Path(path)
@@ -181,9 +165,9 @@ def read_config(path: str | Path) -> AppConfig:
     return parse_config(raw, path)
 
 
-def resolve(config: AppConfig, path: Path, environment: str | None, *, endpoint_rules: EndpointRules) -> Deployment:
-    """Apply `environment`'s overrides (the only one, or the implicit default, when not given) and check every
-    endpoint: the schema's cross-field rules, then `endpoint_rules` where those pass."""
+def resolve(config: AppConfig, path: Path, environment: str | None) -> ResolvedEnvironment:
+    """Apply `environment`'s overrides (the only one, or the implicit default, when not given) and run the schema's
+    cross-field rules on every endpoint."""
     envs = config.environments
     if not envs:
         if environment not in (None, DEFAULT_ENVIRONMENT):
@@ -204,7 +188,7 @@ def resolve(config: AppConfig, path: Path, environment: str | None, *, endpoint_
     bucket = bucket_name_problem(config.project, env_name, env.region)
     if bucket:
         problems.append(f"environment {env_name!r}: {bucket}" if envs else bucket)
-    endpoints = []
+    endpoints, checked = [], []
     for ep in config.endpoints:
         try:
             merged = _merge(ep, env.overrides.get(ep.name))
@@ -213,13 +197,11 @@ def resolve(config: AppConfig, path: Path, environment: str | None, *, endpoint_
             continue
         where = f"environment {env_name!r}: " if env.overrides.get(ep.name) else ""
         found = endpoint_problems(merged)
-        if not found:
-            found = endpoint_rules(merged, env_name, env.region)
         problems += [where + p for p in found]
         endpoints.append(merged)
-    if problems:
-        raise ConfigError(f"{path}: invalid config:\n  - " + "\n  - ".join(problems))
-    return Deployment(path, config.project, env_name, env, tuple(endpoints), config)
+        if not found:
+            checked.append(merged)
+    return ResolvedEnvironment(config, path, env_name, env, tuple(endpoints), tuple(checked), tuple(problems))
 
 
 def environment_names(path: str | Path) -> list[str]:

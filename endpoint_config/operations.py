@@ -20,9 +20,15 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
+
+from .base import Strict
+
+if TYPE_CHECKING:
+    from .instances import InstanceType
+    from .schema import EndpointSpec
 
 # AutoRollbackConfig.Alarms: "Minimum number of 1 item. Maximum number of 10 items."
 MAX_ROLLBACK_ALARMS = 10
@@ -46,16 +52,10 @@ ALARM_NAME_PATTERN = r"^(?!\s*$).{1,255}$"
 SNS_TOPIC_ARN_PATTERN = r"^arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_-]{1,256}(?:\.fifo)?$"
 
 
-class _Strict(BaseModel):
-    """Unknown keys are errors (the schema's rule; this module cannot import endpoint_config.schema)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
 # ----------------------------------------------------------------------------------------------- deployment:
 
 
-class CapacitySize(_Strict):
+class CapacitySize(Strict):
     """A step of the fleet: `instances: N` or `percent: P` (SageMaker CapacitySize INSTANCE_COUNT | CAPACITY_PERCENT,
     Value >= 1). Exactly one."""
 
@@ -68,14 +68,18 @@ class CapacitySize(_Strict):
             raise ValueError("give exactly one of instances (a number of instances) or percent (of the fleet)")
         return self
 
-    def api(self) -> dict[str, Any]:
-        """CapacitySize as CloudFormation writes it."""
-        if self.instances is not None:
-            return {"type": "INSTANCE_COUNT", "value": self.instances}
-        return {"type": "CAPACITY_PERCENT", "value": self.percent}
+    @property
+    def api_type(self) -> str:
+        """CapacitySize.Type: INSTANCE_COUNT or CAPACITY_PERCENT."""
+        return "INSTANCE_COUNT" if self.instances is not None else "CAPACITY_PERCENT"
 
-    def describe(self) -> str:
-        return f"{self.instances} instance(s)" if self.instances is not None else f"{self.percent} %"
+    @property
+    def api_value(self) -> int:
+        return self.instances if self.instances is not None else self.percent  # type: ignore[return-value]
+
+    def instances_of(self, fleet: int) -> int:
+        """The instances this step is in a fleet of `fleet` (a percentage rounded up, as a batch of at least one)."""
+        return self.instances if self.instances is not None else max(1, math.ceil(self.percent * fleet / 100))  # type: ignore[operator]
 
     def steps(self, largest_fleet: int) -> int:
         """How many steps of this size cover the largest fleet (the most bakes an update can take)."""
@@ -91,7 +95,7 @@ def _percent_rule(key: str, size: CapacitySize | None, low: int, high: int, what
         )
 
 
-class BlueGreen(_Strict):
+class BlueGreen(Strict):
     """A new (green) fleet next to the old (blue) one; traffic moves all at once, as a canary then the rest, or in
     linear steps, each step followed by a bake of `wait_interval_s` during which the rollback alarms are watched.
 
@@ -127,7 +131,7 @@ class BlueGreen(_Strict):
         return 1
 
 
-class Rolling(_Strict):
+class Rolling(Strict):
     """Replace the fleet in batches, each baked for `wait_interval_s`: fewer extra instances than blue/green (useful
     for scarce GPU types), refused by SageMaker on multi-variant endpoints."""
 
@@ -146,7 +150,7 @@ class Rolling(_Strict):
         return self.maximum_batch_size.steps(largest_fleet)
 
 
-class AutoRollback(_Strict):
+class AutoRollback(Strict):
     """Alarms the stack creates on the NEW fleet only (metrics with the EndpointConfigName dimension of the config
     being deployed, as AWS's example "Monitor model latency on the new fleet" does:
     https://docs.aws.amazon.com/sagemaker/latest/dg/deployment-guardrails-configuration.html), so an old fleet that
@@ -207,7 +211,7 @@ def _period_rule(period_s: int, evaluation_periods: int) -> None:
         )
 
 
-class DeploymentSpec(_Strict):
+class DeploymentSpec(Strict):
     """`deployment:` how SageMaker replaces the fleet when the endpoint config changes (a new model, instance type,
     count...): `blue_green:` (the default when neither is given) or `rolling:`, exclusive; `auto_rollback:` the
     alarms that stop and undo a bad update (null: none). `deployment: null` leaves the update to SageMaker's
@@ -238,7 +242,7 @@ class DeploymentSpec(_Strict):
 # ----------------------------------------------------------------------------------------------- alarms:
 
 
-class AlarmsSpec(_Strict):
+class AlarmsSpec(Strict):
     """`alarms:` CloudWatch alarms on the endpoint's metrics, notifying an SNS topic (the stack's own, or `topic_arn`).
     Each threshold may be null to leave that alarm out. Metrics and dimensions as SageMaker publishes them
     (https://docs.aws.amazon.com/sagemaker/latest/dg/monitoring-cloudwatch.html): AWS/SageMaker with EndpointName and
@@ -281,30 +285,28 @@ class AlarmsSpec(_Strict):
 # ----------------------------------------------------------------------------------------------- cross-field rules
 
 
-def fleet_range(ep: Any) -> tuple[int, int]:
+def fleet_range(ep: EndpointSpec) -> tuple[int, int]:
     """The smallest and largest instance count an update can meet: autoscaling keeps its count across updates
     (the stacks retain DesiredInstanceCount when autoscaling is on), so any count in its range; else instance_count."""
-    scaling = getattr(ep, "autoscaling", None)
+    scaling = ep.autoscaling
     if scaling is None:
         return ep.instance_count, ep.instance_count
     return max(1, scaling.min_capacity), max(1, scaling.max_capacity)
 
 
-def operations_problems(ep: Any) -> list[str]:
-    """The `deployment:` rules that need the endpoint's fleet size and instance type. `ep` is an EndpointSpec
-    (duck-typed: this module cannot import the schema). One message per problem, naming endpoint, key, value and
-    what is allowed."""
+def operations_problems(ep: EndpointSpec, instance: InstanceType) -> list[str]:
+    """The `deployment:` and `alarms:` rules that need the endpoint's fleet size and instance type. One message per
+    problem, naming endpoint, key, value and what is allowed."""
     problems: list[str] = []
-    alarms: AlarmsSpec | None = getattr(ep, "alarms", None)
-    invocation = getattr(ep, "invocation", None)
-    if alarms is not None and alarms.no_invocations_periods is not None and getattr(invocation, "mode", None) == "async":
+    alarms = ep.alarms
+    if alarms is not None and alarms.no_invocations_periods is not None and ep.invocation.is_async:
         # "Any metric not listed below is not published if the endpoint is enabled for asynchronous inference. Such
         # metrics include ... Invocations" (https://docs.aws.amazon.com/sagemaker/latest/dg/async-inference-monitor.html).
         problems.append(
             f"endpoint {ep.name!r}: alarms.no_invocations_periods: value {alarms.no_invocations_periods} cannot work on an "
             "asynchronous endpoint (invocation.mode: async): SageMaker does not publish Invocations for it; remove the key"
         )
-    deployment: DeploymentSpec | None = getattr(ep, "deployment", None)
+    deployment = ep.deployment
     if deployment is None:
         return problems
 
@@ -314,8 +316,7 @@ def operations_problems(ep: Any) -> list[str]:
     policy, key = deployment.policy, deployment.policy_key
     low, high = fleet_range(ep)
     fleet = f"{low}" if low == high else f"{low}-{high} (autoscaling)"
-    family = ep.instance_type.split(".")[1] if ep.instance_type.count(".") >= 2 else ""
-    if family == "inf1":
+    if instance.family == "inf1":
         # "Endpoints that use Inf1 (Inferentia-based) instances ... fall back to using a blue/green deployment with
         # all at once traffic shifting and no final baking period" (deployment guardrails, Exclusions).
         bad(

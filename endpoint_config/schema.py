@@ -7,12 +7,13 @@ so `cdk synth` and `model_build` can print it as is and exit non-zero.
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
+from .base import Strict
 from .hosting import Hosting, hosting_problems
-from .instances import hosting_instance_types, parse_instance_type
+from .instances import InstanceType, hosting_instance_types, parse_instance_type
 from .invocation import SMOKE_BUDGET_DEFAULT_MS, SMOKE_BUDGET_MAX_MS, Invocation, invocation_problems
 from .operations import AlarmsSpec, DeploymentSpec, operations_problems
 from .security import (
@@ -23,19 +24,7 @@ from .security import (
     adopted_bucket_key_problem,
     security_problems,
 )
-from .streaming import StreamingSpec, streaming_problems
-
-# The serving systems a config can name. Each lives in systems/<name with underscores>/.
-SYSTEM_NAMES = (
-    "hf-fastload",
-    "djl-deepspeed",
-    "djl-accelerate",
-    "deepspeed-byoc",
-    "djl-fastertransformer",
-    "tensorrt-byoc",
-    "lmi-vllm",
-    "lmi-trtllm",
-)
+from .streaming import StreamingSpec
 
 DTYPES = ("fp16", "bf16", "fp32")
 BYTES_PER_PARAM = {"fp16": 2, "bf16": 2, "fp32": 4}
@@ -56,13 +45,7 @@ NAME_PATTERN = r"^[a-z0-9](?:[a-z0-9-]*[a-z0-9])?$"
 Timeout = Annotated[int, Field(ge=TIMEOUT_BOUNDS[0], le=TIMEOUT_BOUNDS[1])]
 
 
-class _Strict(BaseModel):
-    """Unknown keys are errors: a misspelt key must not be silently ignored."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class Autoscaling(_Strict):
+class Autoscaling(Strict):
     """Target tracking on concurrent requests per model copy.
 
     SageMaker's metric (SageMakerVariantConcurrentRequestsPerModelHighResolution) counts concurrent requests per
@@ -80,43 +63,7 @@ class Autoscaling(_Strict):
     scale_out_cooldown_s: int = Field(60, ge=0, le=3600)
 
 
-class TensorRTProfile(_Strict):
-    """The TensorRT optimisation profile: the engine serves shapes within these bounds only."""
-
-    min_batch: int = Field(1, ge=1, le=256)
-    opt_batch: int | None = Field(None, ge=1, le=256)
-    max_batch: int = Field(10, ge=1, le=256)
-    max_sequence_length: int = Field(42, ge=2, le=8192)
-
-    @model_validator(mode="after")
-    def _ordered(self) -> TensorRTProfile:
-        opt = self.opt_batch if self.opt_batch is not None else self.min_batch
-        if not self.min_batch <= opt <= self.max_batch:
-            raise ValueError(
-                f"batch sizes must satisfy min_batch <= opt_batch <= max_batch, got {self.min_batch}, {opt}, {self.max_batch}"
-            )
-        return self
-
-
-class EngineOptions(_Strict):
-    """Serving-engine settings: the union of the keys any system accepts, with their bounds. Which keys (and values)
-    a system implements is its own typed model (systems.base.SystemEngineOptions subclasses, registered as
-    ServingSystem.engine_options); deployment.endpoint_rules refuses the rest, naming endpoint, key, value and
-    what the system allows."""
-
-    max_batch_size: int | None = Field(None, ge=1, le=1024, description="rolling/continuous batch size")
-    max_model_len: int | None = Field(None, ge=16, le=1_048_576, description="prompt + generated tokens")
-    rolling_batch: Literal["auto", "vllm", "lmi-dist", "trtllm", "disable"] | None = None
-    entry_point: str | None = Field(None, description="DJL handler module, e.g. djl_python.deepspeed")
-    custom_handler: bool = Field(False, description="ship our own model.py instead of the engine's handler")
-    tensorrt_profile: TensorRTProfile | None = None
-    # hf-fastload's decode path (systems/hf_fastload: HF_FASTLOAD_DECODE); None = that system's default, eager.
-    decode: Literal["eager", "static-cache", "compiled"] | None = Field(
-        None, description="hf-fastload: eager, static-cache or compiled (static KV cache + torch.compile on GPU)"
-    )
-
-
-class InvokeFunctionSpec(_Strict):
+class InvokeFunctionSpec(Strict):
     """The invoke Lambda in front of the endpoint."""
 
     # Caps how many requests the function forwards at once (and reserves that share of the account's Lambda
@@ -125,7 +72,7 @@ class InvokeFunctionSpec(_Strict):
     reserved_concurrency: int | None = Field(None, ge=1, le=1000)
 
 
-class SmokeTest(_Strict):
+class SmokeTest(Strict):
     """What the post-deploy smoke test sends and how long it may take.
 
     latency_budget_ms: from sending the prompt to its answer (100-60000 for a real-time endpoint, default 30000;
@@ -141,10 +88,11 @@ class SmokeTest(_Strict):
         return self.latency_budget_ms if self.latency_budget_ms is not None else SMOKE_BUDGET_DEFAULT_MS[invocation_mode]
 
 
-class EndpointSpec(_Strict):
+class EndpointSpec(Strict):
     """One SageMaker endpoint: what model, which serving system, on what hardware."""
 
     name: str = Field(pattern=NAME_PATTERN, min_length=1, max_length=40)
+    # A registered serving system (systems.REGISTRY), checked where the systems are known (deployment).
     system: str
     model: str = Field(min_length=1, description="Hugging Face model id or a local directory")
     revision: str | None = None
@@ -164,7 +112,8 @@ class EndpointSpec(_Strict):
     log_retention_days: int = 30
     # Parameter count, when neither a local model directory nor the known-model table tells it.
     model_parameters: int | None = Field(None, ge=1)
-    engine: EngineOptions = EngineOptions()
+    # Engine options: each system's own typed model (ServingSystem.engine_options) validates them when the config loads.
+    engine: dict[str, Any] = Field(default_factory=dict)
     smoke_test: SmokeTest = SmokeTest()
     invoke_function: InvokeFunctionSpec = InvokeFunctionSpec()
     # real-time (default) or asynchronous inference (endpoint_config/invocation.py).
@@ -187,8 +136,13 @@ class EndpointSpec(_Strict):
     network: Network | None = None
     encryption: EndpointEncryption | None = None
 
+    @property
+    def instance(self) -> InstanceType:
+        """The instance type's facts (GPUs, their memory, local NVMe): the one place the type's name is parsed."""
+        return parse_instance_type(self.instance_type)
 
-class EndpointOverride(_Strict):
+
+class EndpointOverride(Strict):
     """Per-environment changes to one endpoint (capacity and timeouts; the model stays the same)."""
 
     instance_type: str | None = None
@@ -203,7 +157,7 @@ class EndpointOverride(_Strict):
     alarms: AlarmsSpec | None = None
 
 
-class EnvironmentSpec(_Strict):
+class EnvironmentSpec(Strict):
     """A deployment target (dev, prod, ...). Account and region default to the CLI's, as `cdk deploy` does."""
 
     account: str | None = Field(None, pattern=r"^\d{12}$")
@@ -236,7 +190,7 @@ class EnvironmentSpec(_Strict):
 SECRET_ID_PATTERN = r"^(?:arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:[0-9]{12}:secret:)?[A-Za-z0-9/_+=.@-]{1,512}$"
 
 
-class SecretRef(_Strict):
+class SecretRef(Strict):
     """A value read from AWS Secrets Manager by CodeBuild when the build starts (never written into the template).
 
     secret: the secret's name or ARN, in the pipeline's account. json_key: the key when the secret is a JSON object
@@ -250,7 +204,7 @@ class SecretRef(_Strict):
 CODEBUILD_GPU_COMPUTE = ("SMALL", "LARGE")
 
 
-class PipelineBuild(_Strict):
+class PipelineBuild(Strict):
     """The CodeBuild project that builds and publishes model artifacts."""
 
     compute: Literal["SMALL", "MEDIUM", "LARGE", "X2_LARGE"] = "LARGE"
@@ -261,8 +215,8 @@ class PipelineBuild(_Strict):
     timeout_minutes: int = Field(240, ge=5, le=2160, description="CodeBuild allows 5-2160 minutes")
 
 
-class PipelineImages(_Strict):
-    """CDK Pipelines' asset-publishing projects, which `docker build` our own containers (deepspeed-byoc compiles
+class PipelineImages(Strict):
+    """CDK Pipelines' asset-publishing projects, which `docker build` our own containers (an own image may compile
     DeepSpeed's CUDA kernels while its image builds: large compute, long timeout)."""
 
     compute: Literal["SMALL", "MEDIUM", "LARGE", "X2_LARGE"] = "LARGE"
@@ -272,7 +226,7 @@ class PipelineImages(_Strict):
     docker_hub_secret: str | None = Field(None, pattern=SECRET_ID_PATTERN)
 
 
-class PipelineSpec(_Strict):
+class PipelineSpec(Strict):
     """Deploy through CodePipeline (CDK Pipelines): source, synth + tests, then one stage per environment."""
 
     connection_arn: str = Field(pattern=r"^arn:aws[a-z-]*:(codestar-connections|codeconnections):[a-z0-9-]+:\d{12}:connection/[\w-]+$")
@@ -286,7 +240,7 @@ class PipelineSpec(_Strict):
     images: PipelineImages = PipelineImages()
 
 
-class AppConfig(_Strict):
+class AppConfig(Strict):
     project: str = Field("llm-endpoints", pattern=NAME_PATTERN, max_length=20)
     environments: dict[str, EnvironmentSpec] = Field(default_factory=dict)
     endpoints: list[EndpointSpec] = Field(min_length=1)
@@ -355,10 +309,6 @@ def endpoint_problems(ep: EndpointSpec) -> list[str]:
     def bad(key: str, message: str) -> None:
         problems.append(f"endpoint {ep.name!r}: {key}: {message}")
 
-    if ep.system not in SYSTEM_NAMES:
-        bad("system", f"value {ep.system!r} is not a serving system; allowed: {', '.join(SYSTEM_NAMES)}")
-    problems.extend(streaming_problems(ep.name, ep.system, ep.streaming))
-
     known = hosting_instance_types()
     if ep.instance_type not in known:
         close = sorted(t for t in known if t.split(".")[1:2] == ep.instance_type.split(".")[1:2])[:6]
@@ -366,7 +316,7 @@ def endpoint_problems(ep: EndpointSpec) -> list[str]:
         bad("instance_type", f"value {ep.instance_type!r} is not a SageMaker hosting instance type{hint}")
         return problems  # the rules below need a real instance type
 
-    instance = parse_instance_type(ep.instance_type)
+    instance = ep.instance
     if instance.unknown_reason is not None:
         # A hosting type without complete facts: guessing "CPU only" would pick the wrong image and skip the checks.
         bad("instance_type", f"value {ep.instance_type!r} is refused: {instance.unknown_reason}")
@@ -404,8 +354,8 @@ def endpoint_problems(ep: EndpointSpec) -> list[str]:
                 f"{a.min_capacity}-{a.max_capacity}; the initial count must lie within it",
             )
     problems.extend(invocation_problems(ep))
-    problems.extend(operations_problems(ep))
-    problems.extend(security_problems(ep))
+    problems.extend(operations_problems(ep, instance))
+    problems.extend(security_problems(ep, instance))
     problems.extend(hosting_problems(ep, instance))
     # The rules that need the serving system's facts (what it serves, on what hardware) are systems.checks';
     # deployment.load_config runs them after these pass.

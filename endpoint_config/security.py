@@ -17,16 +17,19 @@ Sources (the comments below name them by these short names):
              endpoint, https://docs.aws.amazon.com/sagemaker/latest/dg/host-vpc.html
   [VPC-API]  botocore's sagemaker VpcConfig shape: Subnets 1-16, SecurityGroupIds 1-5.
 
-Imports none of ours but the instance facts (schema.py imports this module).
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
-from .instances import parse_instance_type
+from .base import Strict
+
+if TYPE_CHECKING:
+    from .instances import InstanceType
+    from .schema import EndpointSpec
 
 # A KMS key by its key ARN (single- or multi-Region key). Not an alias or a bare key id: the IAM statements that let
 # the roles use the key name it as their resource, and an alias in a policy's Resource never matches a key
@@ -54,13 +57,7 @@ def data_capture_prefix(endpoint: str) -> str:
     return f"data-capture/{endpoint}/"
 
 
-class _Block(BaseModel):
-    """Unknown keys are errors (as schema._Strict, which cannot be imported here: schema imports this module)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class DataCapture(_Block):
+class DataCapture(Strict):
     """`data_capture:` SageMaker writes a sample of requests and responses to S3 (EndpointConfig DataCaptureConfig).
 
     sampling_percent: share of requests captured (InitialSamplingPercentage; 1-100: 0 would capture nothing).
@@ -98,7 +95,7 @@ class DataCapture(_Block):
         return bucket, prefix.rstrip("/") + "/"
 
 
-class Network(_Block):
+class Network(Strict):
     """`network:` where the model's containers (CfnModel VpcConfig) and the invoke function run.
 
     create_vpc: true creates a VPC for this endpoint: two private subnets in two Availability Zones with no route to
@@ -145,7 +142,7 @@ class Network(_Block):
         return self.create_vpc or bool(self.subnet_ids)
 
 
-class EndpointEncryption(_Block):
+class EndpointEncryption(Strict):
     """`encryption:` of an endpoint: KMS keys by ARN.
 
     volume_key: encrypts the ML storage volume of the endpoint's instances (EndpointConfig KmsKeyId). Refused on
@@ -159,7 +156,7 @@ class EndpointEncryption(_Block):
     async_output_key: KmsKeyArn | None = None
 
 
-class EnvironmentEncryption(_Block):
+class EnvironmentEncryption(Strict):
     """`encryption:` of an environment. bucket_key: the artifact bucket's default encryption (SSE-KMS) key:
     `create` (a customer managed key with rotation, created with the bucket) or an existing key's ARN; default none:
     SSE-S3 (S3 managed keys), as before."""
@@ -167,17 +164,16 @@ class EnvironmentEncryption(_Block):
     bucket_key: Literal["create"] | KmsKeyArn | None = None
 
 
-def security_problems(ep: Any) -> list[str]:
-    """The cross-block rules of these blocks for one endpoint (an EndpointSpec whose instance type is known).
-    Each message names the endpoint, the key, the value and what is allowed."""
+def security_problems(ep: EndpointSpec, instance: InstanceType) -> list[str]:
+    """The cross-block rules of these blocks for one endpoint. Each message names the endpoint, the key, the value
+    and what is allowed."""
     problems: list[str] = []
 
     def bad(key: str, message: str) -> None:
         problems.append(f"endpoint {ep.name!r}: {key}: {message}")
 
-    encryption: EndpointEncryption | None = getattr(ep, "encryption", None)
+    encryption = ep.encryption
     if encryption is not None and encryption.volume_key is not None:
-        instance = parse_instance_type(ep.instance_type)
         if instance.has_local_nvme:
             bad(
                 "encryption.volume_key",
@@ -185,7 +181,7 @@ def security_problems(ep: Any) -> list[str]:
                 "storage, which the instance's hardware encrypts, and SageMaker refuses a KmsKeyId for such types "
                 "(CreateEndpointConfig fails); remove the key, or choose an instance type without local storage",
             )
-    if encryption is not None and encryption.async_output_key is not None and not _is_async(ep):
+    if encryption is not None and encryption.async_output_key is not None and not ep.invocation.is_async:
         bad(
             "encryption.async_output_key",
             f"value {encryption.async_output_key!r} encrypts asynchronous inference results, but the endpoint is "
@@ -194,18 +190,11 @@ def security_problems(ep: Any) -> list[str]:
     return problems
 
 
-def _is_async(ep: Any) -> bool:
-    """Whether the endpoint is invoked asynchronously (the `invocation:` block, when the schema has it)."""
-    invocation = getattr(ep, "invocation", None)
-    mode = getattr(invocation, "mode", None) if invocation is not None else None
-    return mode == "async"
-
-
-def isolation_problems(ep: Any, *, engine_reads_s3: bool) -> list[str]:
+def isolation_problems(ep: EndpointSpec, *, engine_reads_s3: bool) -> list[str]:
     """`network.network_isolation: true` on a system whose engine downloads its weights from S3 itself: the
     isolated container could not reach S3 (EnableNetworkIsolation: "No inbound or outbound network calls can be made
     to or from the model container", CreateModel API)."""
-    network: Network | None = getattr(ep, "network", None)
+    network = ep.network
     if network is None or network.network_isolation is not True or not engine_reads_s3:
         return []
     return [
@@ -215,9 +204,9 @@ def isolation_problems(ep: Any, *, engine_reads_s3: bool) -> list[str]:
     ]
 
 
-def network_isolation(ep: Any, system_default: bool) -> bool:
+def network_isolation(ep: EndpointSpec, system_default: bool) -> bool:
     """The model's EnableNetworkIsolation: the config's choice, else the serving system's."""
-    network: Network | None = getattr(ep, "network", None)
+    network = ep.network
     if network is not None and network.network_isolation is not None:
         return network.network_isolation
     return system_default

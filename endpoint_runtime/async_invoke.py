@@ -44,7 +44,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import sys
 import time
 import uuid
 from typing import Any
@@ -56,7 +55,7 @@ from botocore.config import Config
 from endpoint_runtime import invoke as realtime
 
 RequestError = realtime.RequestError
-ConfigError = realtime.ConfigError
+SetupError = realtime.SetupError
 DEFAULT_MAX_RESULT_BYTES = 5 * 1024 * 1024
 RESULT_KEYS = {"output_location", "failure_location"}
 JSON_HEADERS = {"Content-Type": "application/json"}
@@ -75,7 +74,7 @@ def _env_location(name: str) -> tuple[str, str]:
     raw = os.environ.get(name, "").strip()
     match = _S3_URI.fullmatch(raw)
     if match is None:
-        raise ConfigError(f"environment variable {name} must be an s3://bucket/prefix location, got {raw!r}")
+        raise SetupError(f"environment variable {name} must be an s3://bucket/prefix location, got {raw!r}")
     return match.group(1), match.group(2).rstrip("/")
 
 
@@ -140,7 +139,7 @@ def submit(
         request = realtime.validate_payload(payload)
     except RequestError as e:
         return _error(e.status, e.error_type, e.message)
-    except ConfigError as e:
+    except SetupError as e:
         return _error(500, "configuration", str(e))
     inference_id = inference_id or str(uuid.uuid4())
     bucket, prefix = input_location
@@ -253,7 +252,7 @@ def result(request: dict, *, s3: Any = None, log: dict | None = None) -> tuple[i
         return 200, fetch_result(output, failure, s3=s3)
     except RequestError as e:
         return _error(e.status, e.error_type, e.message)
-    except ConfigError as e:
+    except SetupError as e:
         return _error(500, "configuration", str(e))
     except botocore.exceptions.ClientError as e:
         log["aws_error"] = str(e)[:500]
@@ -262,12 +261,6 @@ def result(request: dict, *, s3: Any = None, log: dict | None = None) -> tuple[i
 
 # ---------------------------------------------------------------------------------------------------------------
 # Handler
-
-
-def _log(record: dict) -> None:
-    """One structured JSON line per request. Never includes prompt text or model output."""
-    sys.stdout.write(json.dumps(record, separators=(",", ":"), default=str) + "\n")
-    sys.stdout.flush()
 
 
 def handler(event: Any, context: Any = None) -> dict:
@@ -305,7 +298,7 @@ def handler(event: Any, context: Any = None) -> dict:
     status, body = realtime.answered(record, started, run)
     if status >= 400:
         record["error_type"], record["error"] = body.get("error_type"), body.get("error")
-    _log(record)
+    realtime.log_record(record)
     return {"statusCode": status, "headers": dict(JSON_HEADERS), "body": json.dumps(body, ensure_ascii=False)}
 
 

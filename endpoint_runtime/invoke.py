@@ -2,7 +2,8 @@
 entry point is lambda/invoke/handler.py (handler ``invoke/handler.handler``); the smoke test and the demo import
 this module.
 
-Runtime: Python 3.12, stdlib + the boto3/botocore the runtime ships. Nothing else.
+Runtime: Python 3.14, stdlib + the boto3/botocore the runtime ships. Nothing else. (An asynchronous endpoint's
+function runs endpoint_runtime/async_invoke.py's handler instead: stacks/functions.py InvokeFunction.)
 
 Events accepted
   * direct invocation: ``{"inputs": ..., "parameters": {...}}``
@@ -11,8 +12,6 @@ Every answer is proxy-style: ``{"statusCode", "headers", "body": "<json>"}``.
 
 Environment
   ENDPOINT_NAME       (required) the SageMaker endpoint; never taken from the request
-  INVOCATION_MODE     "async" for an endpoint with invocation.mode async: every event goes to
-                      endpoint_runtime/async_invoke.py (submit, fetch a result); unset: real-time, as below
   INFERENCE_COMPONENT_NAME  the inference component to run, for an endpoint whose model is one (hosting.mode
                       inference-components); sent as InvokeEndpoint's InferenceComponentName. Unset: none is named
   MAX_REQUEST_BYTES   request body cap, default 65536
@@ -48,7 +47,6 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import math
 import os
 import re
 import sys
@@ -66,39 +64,21 @@ from botocore.config import Config
 import request_contract as contract
 
 DEFAULT_MAX_REQUEST_BYTES = 64 * 1024
-DEFAULT_MAX_NEW_TOKENS = contract.DEFAULT_MAX_NEW_TOKENS_CAP
-DEFAULT_MAX_BATCH_SIZE = contract.DEFAULT_MAX_BATCH_SIZE
 DEFAULT_READ_TIMEOUT_S = 55.0
 CONNECT_TIMEOUT_S = 5.0
 MAX_ATTEMPTS = 2
 SAGEMAKER_INVOKE_LIMIT_S = 60.0
-MAX_JSON_DEPTH = contract.MAX_JSON_DEPTH
 
 JSON_HEADERS = {"Content-Type": "application/json"}
 
-ConfigError = contract.ConfigError  # the function's own environment is wrong: a 500, the operator must fix it
+SetupError = contract.SetupError  # the function's own environment is wrong: a 500, the operator must fix it
 RequestError = contract.RequestError  # the caller's request is wrong: a 4xx
-check_json_tree = contract.check_json_tree
-_json_type = contract.json_type
-
-
-def _env_number(name: str, default: float, lo: float, hi: float) -> float:
-    raw = os.environ.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ConfigError(f"environment variable {name} must be a number between {lo} and {hi}, got {raw!r}") from None
-    if not (lo <= value <= hi) or not math.isfinite(value):
-        raise ConfigError(f"environment variable {name} must be between {lo} and {hi}, got {raw!r}")
-    return value
 
 
 def endpoint_name_from_env() -> str:
     name = os.environ.get("ENDPOINT_NAME", "").strip()
     if not name:
-        raise ConfigError("environment variable ENDPOINT_NAME is not set: this function does not know which "
+        raise SetupError("environment variable ENDPOINT_NAME is not set: this function does not know which "
                           "SageMaker endpoint to invoke")
     return name
 
@@ -111,17 +91,9 @@ def max_request_bytes() -> int:
     return contract.env_int("MAX_REQUEST_BYTES", DEFAULT_MAX_REQUEST_BYTES, 1, 6 * 1024 * 1024)
 
 
-def max_new_tokens_limit() -> int:
-    return contract.limits().max_new_tokens
-
-
-def max_batch_size() -> int:
-    return contract.limits().max_batch_size
-
-
 def read_timeout_s() -> float:
     # Strictly below SageMaker's own limit, so that we, not SageMaker, decide what a timeout looks like.
-    return _env_number("READ_TIMEOUT_S", DEFAULT_READ_TIMEOUT_S, 1, SAGEMAKER_INVOKE_LIMIT_S - 1)
+    return contract.env_number("READ_TIMEOUT_S", DEFAULT_READ_TIMEOUT_S, 1, SAGEMAKER_INVOKE_LIMIT_S - 1)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -130,13 +102,12 @@ def read_timeout_s() -> float:
 
 
 def validate_payload(payload: Any) -> dict:
-    """Check a decoded request; return the payload to send to the model (only known keys). Raises RequestError."""
+    """Parse a decoded request into what is sent to the model: the prompts as given (one string, or a list), and the
+    parameters as the contract checked them, with their defaults (max_new_tokens always), never the caller's raw
+    values. Raises RequestError."""
     prompts, params = contract.validate_request(payload)
-    inputs = payload.get("inputs", payload.get("input"))
-    out: dict[str, Any] = {"inputs": inputs if isinstance(inputs, list) else prompts[0]}
-    if isinstance(payload.get("parameters"), dict):
-        out["parameters"] = dict(payload["parameters"])  # forwarded as the caller wrote them (checked above)
-    return out
+    batched = isinstance(payload.get("inputs", payload.get("input")), list)
+    return {"inputs": prompts if batched else prompts[0], "parameters": params}
 
 
 def parse_body(raw: bytes) -> Any:
@@ -157,11 +128,11 @@ def is_proxy_event(event: Any) -> bool:
 def payload_from_event(event: Any) -> Any:
     """Decode a direct or proxy event into the request payload (not yet validated). Raises RequestError."""
     if not isinstance(event, dict):
-        raise RequestError(f"event must be a JSON object, got {_json_type(event)}")
+        raise RequestError(f"event must be a JSON object, got {contract.json_type(event)}")
     if not is_proxy_event(event):
         # Direct invocation: the event is the payload (the runtime decoded it); hold it to the same rules and
         # byte cap as a body.
-        check_json_tree(event)
+        contract.check_json_tree(event)
         size = len(json.dumps(event, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
         cap = max_request_bytes()
         if size > cap:
@@ -180,7 +151,7 @@ def payload_from_event(event: Any) -> Any:
     if body is None:
         body = ""
     if not isinstance(body, str):
-        raise RequestError(f"body must be a string, got {_json_type(body)}")
+        raise RequestError(f"body must be a string, got {contract.json_type(body)}")
     if event.get("isBase64Encoded"):
         cap = max_request_bytes()
         # Cheap pre-check before decoding: base64 is 4/3 of the size.
@@ -296,7 +267,7 @@ def map_client_error(err: botocore.exceptions.ClientError, endpoint_name: str) -
     return _error(502, "upstream_error", f"SageMaker refused the call to endpoint {endpoint_name!r} ({code})")
 
 
-def _log(record: dict) -> None:
+def log_record(record: dict) -> None:
     """One structured JSON line per request. Never includes prompt text or model output."""
     sys.stdout.write(json.dumps(record, separators=(",", ":"), default=str) + "\n")
     sys.stdout.flush()
@@ -313,7 +284,7 @@ def invoke(
         request = validate_payload(payload)
     except RequestError as e:
         return _error(e.status, e.error_type, e.message)
-    except ConfigError as e:
+    except SetupError as e:
         return _error(500, "configuration", str(e))
     body = json.dumps(request, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
@@ -330,7 +301,7 @@ def invoke(
             Body=body,
         )
         raw = response["Body"].read()
-    except ConfigError as e:
+    except SetupError as e:
         return _error(500, "configuration", str(e))
     except botocore.exceptions.ClientError as e:
         log["aws_error"] = str(e)[:500]
@@ -363,7 +334,7 @@ def answered(record: dict, started: float, run: Callable[[], tuple[int, dict]]) 
         status, body = run()
     except RequestError as e:
         status, body = _error(e.status, e.error_type, e.message)
-    except ConfigError as e:
+    except SetupError as e:
         status, body = _error(500, "configuration", str(e))
     except Exception as e:  # noqa: BLE001 - the caller gets a JSON 500, the log gets the type
         status, body = _error(500, "internal", "internal error")
@@ -377,11 +348,6 @@ def _respond(status: int, body: dict) -> dict:
 
 
 def handler(event: Any, context: Any = None) -> dict:
-    if os.environ.get("INVOCATION_MODE") == "async":
-        # An asynchronous endpoint takes only InvokeEndpointAsync (invocation.mode async): submit and fetch instead.
-        from endpoint_runtime import async_invoke
-
-        return async_invoke.handler(event, context)
     started = time.monotonic()
     record: dict[str, Any] = {
         "message": "invoke",
@@ -407,5 +373,5 @@ def handler(event: Any, context: Any = None) -> dict:
         record["error"] = body.get("error")
     else:
         record["model_latency_ms"] = body.get("latency_ms")
-    _log(record)
+    log_record(record)
     return _respond(status, body)

@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -63,12 +62,12 @@ from botocore.config import Config
 from endpoint_runtime import async_invoke
 from endpoint_runtime import invoke as invoke_module
 
-DEFAULT_PROMPT = "The capital of France is"
-DEFAULT_MAX_NEW_TOKENS = 16
-# By invocation mode, as endpoint_config.invocation's SMOKE_BUDGET_DEFAULT_MS / SMOKE_BUDGET_MAX_MS (this module ships
-# in a Lambda asset without the config package; tests/lambda/test_smoke.py checks the two agree).
-DEFAULT_LATENCY_BUDGET_MS = {"real-time": 30_000, "async": 300_000}
-MAX_LATENCY_BUDGET_MS = {"real-time": 60_000, "async": 840_000}
+contract = invoke_module.contract
+SetupError = contract.SetupError
+
+# The stack sets every setting from the endpoint's plan (its config bounds them); the function only refuses a broken
+# environment: no budget beyond its own longest run (Lambda's 900 s).
+LAMBDA_MAX_RUN_MS = 900_000
 # A stack in these states runs what its template says; anything else is mid-deploy, failed or rolled back.
 GOOD_STACK_STATES = ("CREATE_COMPLETE", "UPDATE_COMPLETE")
 ENDPOINT_TYPE = "AWS::SageMaker::Endpoint"
@@ -135,11 +134,6 @@ class SmokeResult:
 # lambda/invoke's request code (validation, error mapping), imported
 
 
-def load_invoke_module():
-    """The invoke function's module (kept for callers that want the module object, e.g. its `handler`)."""
-    return invoke_module
-
-
 def make_runtime_client(session=None, read_timeout_s: float = 55.0):
     """A sagemaker-runtime client that never retries: a retry would hide a failure and distort the latency."""
     session = session or boto3.session.Session()
@@ -155,9 +149,11 @@ def make_runtime_client(session=None, read_timeout_s: float = 55.0):
 # The checks
 
 
-def _aws_message(err: Exception) -> str:
-    if isinstance(err, botocore.exceptions.ClientError):
-        e = err.response.get("Error", {})
+def aws_message(err: Exception) -> str:
+    """An AWS error as "Code: message" (or the exception's type and text)."""
+    response = getattr(err, "response", None)
+    if isinstance(response, dict):
+        e = response.get("Error", {})
         return f"{e.get('Code', 'error')}: {e.get('Message', '')}".strip()
     return f"{type(err).__name__}: {err}"
 
@@ -185,9 +181,9 @@ def smoke_test(
     stack_name: str,
     *,
     expected_endpoint: str | None = None,
-    prompt: str = DEFAULT_PROMPT,
-    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
-    latency_budget_ms: int = DEFAULT_LATENCY_BUDGET_MS["real-time"],
+    prompt: str,
+    max_new_tokens: int,
+    latency_budget_ms: int,
     emulator: bool = False,
     inference_component: str | None = None,
     async_locations: dict[str, str] | None = None,
@@ -217,10 +213,10 @@ def smoke_test(
                 f"first (npx cdk deploy {stack_name}), or check the region and account",
             )
         else:
-            result.add("stack", False, f"cannot describe stack {stack_name}: {_aws_message(err)}")
+            result.add("stack", False, f"cannot describe stack {stack_name}: {aws_message(err)}")
         return result
     except botocore.exceptions.BotoCoreError as err:
-        result.add("stack", False, f"cannot describe stack {stack_name}: {_aws_message(err)}")
+        result.add("stack", False, f"cannot describe stack {stack_name}: {aws_message(err)}")
         return result
     status = stack["StackStatus"]
     if status in GOOD_STACK_STATES:
@@ -246,7 +242,7 @@ def smoke_test(
         pages = cfn.get_paginator("list_stack_resources").paginate(StackName=stack_name)
         resources = [r for page in pages for r in page["StackResourceSummaries"]]
     except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError) as err:
-        result.add("endpoint", False, f"cannot list the resources of stack {stack_name}: {_aws_message(err)}")
+        result.add("endpoint", False, f"cannot list the resources of stack {stack_name}: {aws_message(err)}")
         return result
     found = {
         t: [
@@ -290,7 +286,7 @@ def smoke_test(
         result.add(
             "status",
             False,
-            f"cannot describe endpoint {endpoint}: {_aws_message(err)}; it may have been "
+            f"cannot describe endpoint {endpoint}: {aws_message(err)}; it may have been "
             f"deleted outside CloudFormation: deploy stack {stack_name} again",
         )
         return result
@@ -384,7 +380,7 @@ def _check_component(result: SmokeResult, sm, component: str, deployed_models: l
     try:
         described = sm.describe_inference_component(InferenceComponentName=component)
     except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError) as err:
-        result.add("component", False, f"cannot describe inference component {component}: {_aws_message(err)}; it may "
+        result.add("component", False, f"cannot describe inference component {component}: {aws_message(err)}; it may "
                    f"have been deleted outside CloudFormation: deploy stack {stack_name} again")
         return False
     status = described.get("InferenceComponentStatus")
@@ -473,7 +469,7 @@ def _answer_async(endpoint: str, payload: dict, locations: dict[str, str], budge
         except async_invoke.RequestError as err:
             return _Answer(True, _elapsed_ms(started), submitted, problem=f"cannot read the answer: {err.message}")
         except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError) as err:
-            return _Answer(True, _elapsed_ms(started), submitted, problem=f"cannot read the answer at {output}: {_aws_message(err)}")
+            return _Answer(True, _elapsed_ms(started), submitted, problem=f"cannot read the answer at {output}: {aws_message(err)}")
         elapsed = _elapsed_ms(started)
         if state["status"] == "completed":
             if state.get("output") is None:
@@ -500,34 +496,15 @@ def _answer_async(endpoint: str, payload: dict, locations: dict[str, str], budge
 # Lambda entry point
 
 
-class ConfigError(Exception):
-    """The function's own environment is wrong."""
-
-
-def _env_int(name: str, default: int, lo: int, hi: int) -> int:
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ConfigError(
-            f"environment variable {name} must be an integer between {lo} and {hi}, got {raw!r}"
-        ) from None
-    if not lo <= value <= hi:
-        raise ConfigError(f"environment variable {name} must be between {lo} and {hi}, got {value}")
-    return value
-
-
 def settings_from_env() -> dict[str, Any]:
     stack = os.environ.get("STACK_NAME", "").strip()
     if not stack:
-        raise ConfigError(
+        raise SetupError(
             "environment variable STACK_NAME is not set: this function does not know which stack to check"
         )
     mode = os.environ.get("INVOCATION_MODE", "").strip() or "real-time"
     if mode not in ("real-time", "async"):
-        raise ConfigError(f"environment variable INVOCATION_MODE must be real-time or async, got {mode!r}")
+        raise SetupError(f"environment variable INVOCATION_MODE must be real-time or async, got {mode!r}")
     async_locations = None
     if mode == "async":
         async_locations = {}
@@ -535,32 +512,37 @@ def settings_from_env() -> dict[str, Any]:
             name = f"{key.upper()}_LOCATION"
             value = os.environ.get(name, "").strip()
             if not value.startswith("s3://"):
-                raise ConfigError(f"environment variable {name} must be an s3://bucket/prefix location, got {value!r}")
+                raise SetupError(f"environment variable {name} must be an s3://bucket/prefix location, got {value!r}")
             async_locations[key] = value
     return {
         "stack_name": stack,
         "expected_endpoint": os.environ.get("ENDPOINT_NAME", "").strip() or None,
-        "prompt": os.environ.get("PROMPT") or DEFAULT_PROMPT,
-        "max_new_tokens": _env_int("MAX_NEW_TOKENS", DEFAULT_MAX_NEW_TOKENS, 1, 256),
-        "latency_budget_ms": _env_int(
-            "LATENCY_BUDGET_MS", DEFAULT_LATENCY_BUDGET_MS[mode], 100, MAX_LATENCY_BUDGET_MS[mode]
-        ),
+        "prompt": _required("PROMPT"),
+        "max_new_tokens": _required_int("MAX_NEW_TOKENS", 1, contract.limits().max_new_tokens),
+        "latency_budget_ms": _required_int("LATENCY_BUDGET_MS", 1, LAMBDA_MAX_RUN_MS),
         "emulator": os.environ.get("EMULATOR", "").strip().lower() == "true",
         "inference_component": os.environ.get("INFERENCE_COMPONENT_NAME", "").strip() or None,
         "async_locations": async_locations,
     }
 
 
-def _log(record: dict) -> None:
-    sys.stdout.write(json.dumps(record, separators=(",", ":"), default=str) + "\n")
-    sys.stdout.flush()
+def _required(name: str) -> str:
+    value = os.environ.get(name, "")
+    if not value.strip():
+        raise SetupError(f"environment variable {name} is not set (the stack sets it from the endpoint's smoke_test)")
+    return value
+
+
+def _required_int(name: str, low: int, high: int) -> int:
+    _required(name)
+    return contract.env_int(name, low, low, high)
 
 
 def handler(event: Any, context: Any = None, *, session=None, runtime_client=None) -> dict:
     try:
         result = smoke_test(**settings_from_env(), session=session, runtime_client=runtime_client).to_dict()
-    except ConfigError as err:
+    except SetupError as err:
         result = {"ok": False, "failures": [f"configuration: {err}"], "checks": []}
     # The model's text is not logged; the checks and their messages are.
-    _log({"message": "smoke", "request_id": getattr(context, "aws_request_id", None), **result})
+    invoke_module.log_record({"message": "smoke", "request_id": getattr(context, "aws_request_id", None), **result})
     return result

@@ -49,7 +49,7 @@ from endpoint_runtime import invoke
 
 contract = invoke.contract
 RequestError = invoke.RequestError
-ConfigError = invoke.ConfigError
+SetupError = invoke.SetupError
 
 CONTENT_TYPE = "application/jsonlines"
 DEFAULT_READ_TIMEOUT_S = 60.0
@@ -63,11 +63,11 @@ _STREAM_TIMED_OUT = re.compile(r"allotted time|timed? ?out|InvocationTimeExceede
 
 
 def read_timeout_s() -> float:
-    return invoke._env_number("READ_TIMEOUT_S", DEFAULT_READ_TIMEOUT_S, 1, MAX_READ_TIMEOUT_S)
+    return contract.env_number("READ_TIMEOUT_S", DEFAULT_READ_TIMEOUT_S, 1, MAX_READ_TIMEOUT_S)
 
 
 def stream_deadline_s() -> float | None:
-    value = invoke._env_number("STREAM_DEADLINE_S", 0, 0, MAX_READ_TIMEOUT_S)
+    value = contract.env_number("STREAM_DEADLINE_S", 0, 0, MAX_READ_TIMEOUT_S)
     return value or None
 
 
@@ -77,7 +77,7 @@ def stream_deadline_s() -> float | None:
 
 def prepare(payload: Any) -> bytes:
     """The body to send to SageMaker for a decoded request: checked by the contract (invoke.validate_payload), one
-    prompt, num_beams 1, "stream": true. Raises RequestError (a 4xx) or ConfigError (a 500)."""
+    prompt, num_beams 1, "stream": true. Raises RequestError (a 4xx) or SetupError (a 500)."""
     request = invoke.validate_payload(payload)
     inputs = request["inputs"]
     if isinstance(inputs, list):
@@ -191,7 +191,7 @@ def open_stream(
         deadline_s = stream_deadline_s()
     except RequestError as e:
         return e.status, contract.error_body(e)
-    except ConfigError as e:
+    except SetupError as e:
         return 500, {"error": str(e), "error_type": "configuration"}
     started = time.monotonic()
     try:
@@ -201,7 +201,7 @@ def open_stream(
         response = client.invoke_endpoint_with_response_stream(
             EndpointName=endpoint_name, ContentType="application/json", Accept=CONTENT_TYPE, Body=body, **component
         )
-    except ConfigError as e:
+    except SetupError as e:
         return 500, {"error": str(e), "error_type": "configuration"}
     except botocore.exceptions.ClientError as e:
         log["aws_error"] = str(e)[:500]
@@ -321,7 +321,7 @@ def handle_request(method: str, body: bytes, request_id: str | None = None) -> t
         )
     except RequestError as e:
         status, answer = e.status, contract.error_body(e)
-    except ConfigError as e:
+    except SetupError as e:
         status, answer = 500, {"error": str(e), "error_type": "configuration"}
     except Exception as e:  # noqa: BLE001 - the caller gets a JSON 500, the log gets the type
         status, answer = 500, {"error": "internal error", "error_type": "internal"}
@@ -330,14 +330,14 @@ def handle_request(method: str, body: bytes, request_id: str | None = None) -> t
     if status != 200:
         record.update(error_type=answer.get("error_type"), error=answer.get("error"),
                       latency_ms=int(round((time.monotonic() - started) * 1000)))  # fmt: skip
-        invoke._log(record)
+        invoke.log_record(record)
         return status, dict(invoke.JSON_HEADERS), json.dumps(answer, ensure_ascii=False).encode("utf-8")
 
     def logged() -> Iterator[bytes]:
         try:
             yield from answer
         finally:  # also when the client goes away mid-stream (the generator is closed)
-            invoke._log(record)
+            invoke.log_record(record)
 
     return 200, dict(STREAM_HEADERS), logged()
 

@@ -65,6 +65,7 @@ def run_demo(config_path: str, endpoint: str | None, port: int, keep_logs: Path)
     if not deployment.environment.emulator:
         raise DemoError(f"{config_path}: the demo deploys to the local emulator; its environment must set emulator: true")
     spec = deployment.endpoints[0] if endpoint is None else deployment.endpoint(endpoint)
+    endpoint_name = deployment.endpoint_name(spec)
     py = sys.executable
     region = deployment.environment.region or moto_server.EMULATOR_REGION
     started = time.monotonic()
@@ -78,8 +79,9 @@ def run_demo(config_path: str, endpoint: str | None, port: int, keep_logs: Path)
 
     t = _step(2, f"model_build build --endpoint {spec.name}")
     run([py, "-m", "model_build", "build", "--config", config_path, "--endpoint", spec.name, "--quiet"])
-    manifest = json.loads((ROOT / "build" / spec.name / "manifest.json").read_text())
-    print(f"    content hash {manifest['content_hash'][:16]}..., {len(manifest['files'])} files")
+    deployment = load_config(config_path)  # planned again: the build's manifest names the artifact now
+    artifact = deployment.plan(spec.name).artifact
+    print(f"    content hash {artifact.content_hash[:16]}..., {artifact.total_bytes:,} bytes")
     _done(t)
 
     with ExitStack() as cleanup:
@@ -122,7 +124,7 @@ def run_demo(config_path: str, endpoint: str | None, port: int, keep_logs: Path)
         for prompt in PROMPTS:
             payload = {"inputs": prompt, "parameters": {"max_new_tokens": 24, "do_sample": False}}
             t1 = time.monotonic()
-            status, body = invoke.invoke(deployment.endpoint_name(spec), payload, client=runtime)
+            status, body = invoke.invoke(endpoint_name, payload, client=runtime)
             wall = (time.monotonic() - t1) * 1000
             if status != 200:
                 raise DemoError(f"invoke returned {status}: {body}")
@@ -131,7 +133,7 @@ def run_demo(config_path: str, endpoint: str | None, port: int, keep_logs: Path)
         _done(t)
 
         t = _step(7, "stream a prompt through lambda/stream's code (InvokeEndpointWithResponseStream -> the local server)")
-        _stream_prompt(deployment.endpoint_name(spec), runtime)
+        _stream_prompt(endpoint_name, runtime)
         _done(t)
 
         with emulator.activated():

@@ -1,15 +1,12 @@
 """List what the app left in an AWS account (real or emulated), per service, leaving out CDK's bootstrap.
 
-Used after `cdk destroy` to prove teardown: every list must be empty. `empty_bucket` lives in workstation.deploy
-(destroy needs it, and workstation does not import local_emulator); it is re-exported here under its old name.
+Used after `cdk destroy` to prove teardown: every list must be empty.
 """
 
 from __future__ import annotations
 
 import boto3
 from botocore.exceptions import ClientError
-
-from workstation.deploy import empty_bucket
 
 # CDK bootstrap resources (the CDKToolkit stack) are the account's, not the app's.
 _BOOTSTRAP_MARK = "hnb659fds"
@@ -71,4 +68,4 @@ def leftovers(session: boto3.Session | None = None, *, stack_prefix: str = "") -
     return found
 
 
-__all__ = ["empty_bucket", "leftovers"]
+__all__ = ["leftovers"]

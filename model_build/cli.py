@@ -1,12 +1,14 @@
 """`python -m model_build`: make tiny test models, build/serve/publish one endpoint's artifact.
 
-    tiny-model {gpt2,gptj,t5} [--out DIR]
-    build   --config PATH --endpoint NAME [--env ENV] [--out DIR]          (default out: build/<endpoint>)
+    tiny-model ARCH [--out DIR]
+    build   --config PATH --endpoint NAME [--env ENV] [--out DIR]          (default out: <build root>/<endpoint>)
     serve   --config PATH --endpoint NAME [--env ENV] [--port 8080] [--host 127.0.0.1] [--artifact DIR]
     publish --config PATH --endpoint NAME [--env ENV] [--artifact DIR]
-    preflight --config PATH [--env ENV] [--build-root DIR]   credentials, region, quotas, published artifacts
+    preflight --config PATH [--env ENV]                       credentials, region, quotas, published artifacts
     smoke   --config PATH --endpoint NAME [--env ENV]        post-deploy: stack, endpoint config, one prompt
     result  --output-location S3URI [--failure-location S3URI] [--wait S]   an asynchronous request's result
+    clean   --config PATH [--env ENV] [--endpoint NAME] [--delete]   published artifacts nothing uses
+Every config command takes --build-root DIR (default: the repository's build/, where synth reads builds too).
 
 User errors (bad config, missing model, failed verification) print one message to stderr and exit 2, with
 no traceback; a build writes into a temporary directory next to its output and renames it at the end, so
@@ -30,7 +32,6 @@ from model_build import BuildError
 
 EXIT_USER_ERROR = 2
 RESULT_PENDING = 3  # `result`: the asynchronous request has no result yet
-BUILD_ROOT = Path("build")
 
 
 def recipe_for(system: str) -> Any:
@@ -52,11 +53,16 @@ def recipe_for(system: str) -> Any:
         raise
 
 
-def _load_endpoint(args: argparse.Namespace) -> tuple[Any, Any]:
+def _load(args: argparse.Namespace) -> Any:
     from deployment import load_config
 
-    deployment = load_config(args.config, args.env)
-    return deployment, deployment.endpoint(args.endpoint)
+    return load_config(args.config, args.env, build_root=Path(args.build_root))
+
+
+def _load_endpoint(args: argparse.Namespace) -> tuple[Any, Any]:
+    """(the Deployment, the endpoint's EndpointPlan)."""
+    deployment = _load(args)
+    return deployment, deployment.plan(args.endpoint)
 
 
 def build_endpoint(endpoint: Any, out_dir: Path, progress: bool = True) -> dict[str, Any]:
@@ -103,6 +109,7 @@ def _make_readable(directory: Path) -> None:
 
 
 def cmd_tiny_model(args: argparse.Namespace) -> int:
+    from deployment.plan import BUILD_ROOT
     from model_build.tiny_models import make_tiny_model
 
     out = Path(args.out or BUILD_ROOT / "tiny-models" / args.arch)
@@ -113,8 +120,9 @@ def cmd_tiny_model(args: argparse.Namespace) -> int:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    _, endpoint = _load_endpoint(args)
-    out = Path(args.out or BUILD_ROOT / endpoint.name)
+    _, plan = _load_endpoint(args)
+    endpoint = plan.spec
+    out = Path(args.out or Path(args.build_root) / endpoint.name)
     started = time.perf_counter()
     manifest = build_endpoint(endpoint, out, progress=not args.quiet)
     check = manifest["verification"]
@@ -127,33 +135,33 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from model_build.manifest import read_manifest
+    from artifact.manifest import MANIFEST_NAME, Manifest, ManifestError
 
-    deployment, endpoint = _load_endpoint(args)
-    artifact = Path(args.artifact or BUILD_ROOT / endpoint.name)
+    _, plan = _load_endpoint(args)
+    artifact = Path(args.artifact or Path(args.build_root) / plan.name)
     try:
-        manifest = read_manifest(artifact)
-    except FileNotFoundError as err:
+        manifest = Manifest.load(artifact / MANIFEST_NAME)
+    except (OSError, ManifestError) as err:
         raise BuildError(f"artifact {str(artifact)!r}: {err}") from None
-    if manifest.get("endpoint") != endpoint.name:
+    if manifest.endpoint != plan.name:
         raise BuildError(
-            f"artifact {str(artifact)!r} was built for endpoint {manifest.get('endpoint')!r}, not {endpoint.name!r}; "
+            f"artifact {str(artifact)!r} was built for endpoint {manifest.endpoint!r}, not {plan.name!r}; "
             "rebuild it or pass the right --artifact"
         )
     from model_build.serve import serve
 
     # The SageMaker endpoint name (environment-prefixed), as clients of the real endpoint use it.
-    serve(artifact, host=args.host, port=args.port, endpoint_name=deployment.endpoint_name(endpoint))
+    serve(artifact, host=args.host, port=args.port, endpoint_name=plan.endpoint_name)
     return 0
 
 
 def cmd_publish(args: argparse.Namespace) -> int:
-    deployment, endpoint = _load_endpoint(args)
-    artifact = Path(args.artifact or BUILD_ROOT / endpoint.name)
+    deployment, plan = _load_endpoint(args)
+    artifact = Path(args.artifact or Path(args.build_root) / plan.name)
     from model_build.publish import PublishError, publish_endpoint
 
     try:
-        report = publish_endpoint(deployment, endpoint.name, artifact)
+        report = publish_endpoint(deployment, plan, artifact)
     except PublishError as err:
         raise BuildError(str(err)) from None
     summary = getattr(report, "summary", None)
@@ -162,11 +170,10 @@ def cmd_publish(args: argparse.Namespace) -> int:
 
 
 def cmd_preflight(args: argparse.Namespace) -> int:
-    from deployment import load_config
     from model_build.preflight import format_checks, run_preflight
 
-    deployment = load_config(args.config, args.env)
-    checks = run_preflight(deployment, build_root=Path(args.build_root))
+    deployment = _load(args)
+    checks = run_preflight(deployment)
     print(format_checks(checks))
     failed = [c for c in checks if not c.ok]
     if failed:
@@ -181,12 +188,12 @@ def cmd_preflight(args: argparse.Namespace) -> int:
 def cmd_smoke(args: argparse.Namespace) -> int:
     from model_build.smoke import format_checks, run_smoke
 
-    deployment, endpoint = _load_endpoint(args)
-    result = run_smoke(deployment, endpoint.name)
+    deployment, plan = _load_endpoint(args)
+    result = run_smoke(deployment, plan)
     print(format_checks(result.checks))
     if not result.ok:
         raise BuildError(
-            f"smoke test of endpoint {endpoint.name!r} (stack {result.stack}) failed:\n  - "
+            f"smoke test of endpoint {plan.name!r} (stack {result.stack}) failed:\n  - "
             + "\n  - ".join(f"{c.name}: {c.message}" for c in result.failures)
         )
     text = result.outputs[0]["generated_text"]
@@ -219,26 +226,30 @@ def cmd_result(args: argparse.Namespace) -> int:
 
 
 def cmd_clean(args: argparse.Namespace) -> int:
-    from deployment import load_config
-    from endpoint_config import artifact_bucket_name
     from model_build.aws import caller_account, session_for
-    from model_build.clean import delete, plan
+    from model_build.clean import CleanError, delete, plan
 
-    deployment = load_config(args.config, args.env)
+    deployment = _load(args)
     if args.endpoint:
-        deployment.endpoint(args.endpoint)  # an unknown name is a config error that lists the defined ones
+        deployment.plan(args.endpoint)  # an unknown name is a config error that lists the defined ones
     session = session_for(deployment.environment)
     account = caller_account(session)
     region = deployment.environment.region or session.region_name
-    bucket = artifact_bucket_name(deployment.project, deployment.environment_name, account, region)
-    plans = plan(deployment, session, bucket, Path(args.build_root), [args.endpoint] if args.endpoint else None)
-    for p in plans:
-        print("\n".join(p.lines()))
-    removable = sum(len(p.remove) for p in plans)
+    bucket = deployment.artifact_bucket(account, region)
+    try:
+        cleanups = plan(deployment, session, bucket, [args.endpoint] if args.endpoint else None)
+    except CleanError as err:
+        raise BuildError(str(err)) from None
+    for cleanup in cleanups:
+        print("\n".join(cleanup.lines()))
+    removable = sum(len(c.remove) for c in cleanups)
     if not args.delete:
         print(f"dry run: {removable} artifact(s) in s3://{bucket}/models/ would be removed; run again with --delete")
         return 0
-    print(f"deleted {delete(session, bucket, plans)} objects of {removable} artifact(s) from s3://{bucket}/models/")
+    deleted, failed = delete(session, bucket, cleanups)
+    print(f"deleted {deleted} objects of {removable} artifact(s) from s3://{bucket}/models/")
+    if failed:
+        raise BuildError(f"S3 refused to delete {len(failed)} object(s):\n  - " + "\n  - ".join(failed[:20]))
     return 0
 
 
@@ -253,6 +264,7 @@ def _port(text: str) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
+    from deployment.plan import BUILD_ROOT
     from model_build.tiny_models import ARCHITECTURES
 
     top = argparse.ArgumentParser(prog="python -m model_build", description=__doc__.split("\n")[0])
@@ -263,14 +275,18 @@ def parser() -> argparse.ArgumentParser:
     tiny.add_argument("--out", help="output directory (default: build/tiny-models/<arch>)")
     tiny.set_defaults(run=cmd_tiny_model)
 
-    def endpoint_args(p: argparse.ArgumentParser) -> None:
+    def config_args(p: argparse.ArgumentParser) -> None:
         p.add_argument("--config", required=True, help="endpoint config file (YAML)")
-        p.add_argument("--endpoint", required=True, help="endpoint name in the config")
         p.add_argument("--env", default=None, help="environment in the config (default: the only one)")
+        p.add_argument("--build-root", default=str(BUILD_ROOT), help=f"where builds are (default: {BUILD_ROOT})")
+
+    def endpoint_args(p: argparse.ArgumentParser) -> None:
+        config_args(p)
+        p.add_argument("--endpoint", required=True, help="endpoint name in the config")
 
     build = sub.add_parser("build", help="convert, verify and hash one endpoint's model artifact")
     endpoint_args(build)
-    build.add_argument("--out", help="output directory (default: build/<endpoint>)")
+    build.add_argument("--out", help="output directory (default: <build root>/<endpoint>)")
     build.add_argument("--quiet", action="store_true", help="no progress bars")
     build.set_defaults(run=cmd_build)
 
@@ -278,18 +294,16 @@ def parser() -> argparse.ArgumentParser:
     endpoint_args(serve)
     serve.add_argument("--port", type=_port, default=8080)
     serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--artifact", help="artifact directory (default: build/<endpoint>)")
+    serve.add_argument("--artifact", help="artifact directory (default: <build root>/<endpoint>)")
     serve.set_defaults(run=cmd_serve)
 
     publish = sub.add_parser("publish", help="upload a built artifact to the environment's artifact bucket")
     endpoint_args(publish)
-    publish.add_argument("--artifact", help="artifact directory (default: build/<endpoint>)")
+    publish.add_argument("--artifact", help="artifact directory (default: <build root>/<endpoint>)")
     publish.set_defaults(run=cmd_publish)
 
     preflight = sub.add_parser("preflight", help="check credentials, region, instance quotas and published artifacts")
-    preflight.add_argument("--config", required=True, help="endpoint config file (YAML)")
-    preflight.add_argument("--env", default=None, help="environment in the config (default: the only one)")
-    preflight.add_argument("--build-root", default=str(BUILD_ROOT), help="where builds are (default: build)")
+    config_args(preflight)
     preflight.set_defaults(run=cmd_preflight)
 
     smoke = sub.add_parser("smoke", help="after a deploy: stack state, deployed config, one prompt within budget")
@@ -305,10 +319,8 @@ def parser() -> argparse.ArgumentParser:
     result.set_defaults(run=cmd_result)
 
     clean = sub.add_parser("clean", help="list (or --delete) published artifacts no endpoint pins, builds or runs")
-    clean.add_argument("--config", required=True, help="endpoint config file (YAML)")
-    clean.add_argument("--env", default=None, help="environment in the config (default: the only one)")
+    config_args(clean)
     clean.add_argument("--endpoint", default=None, help="only this endpoint (default: every endpoint)")
-    clean.add_argument("--build-root", default=str(BUILD_ROOT), help="where builds are (default: build)")
     clean.add_argument("--delete", action="store_true", help="delete them (default: a dry run that only lists)")
     clean.set_defaults(run=cmd_clean)
     return top

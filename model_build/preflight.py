@@ -5,17 +5,20 @@ What a deploy needs and CloudFormation only finds out after minutes (or an hour 
   region        one is set (config, AWS_DEFAULT_REGION or the profile) and SageMaker runs there
   quota <type>  the instance type is offered for endpoints in the region (Service Quotas has a quota named
                 "<type> for endpoint usage") and the account's quota covers what the config's endpoints on that
-                type can run at once, max(instance_count, autoscaling.max_capacity) summed over them, and twice
-                that: an endpoint update is blue/green, so the new fleet starts before the old one stops
+                type can run at once, each one's peak summed (EndpointPlan.quota: the most instances it runs plus
+                what an update adds, by its deployment policy: deployment/plan.py quota_need)
   artifact <e>  the built artifact is published: s3://<artifact bucket>/models/<endpoint>/<hash>/manifest.json
-                exists and carries the content hash of the local build (build/<endpoint>/manifest.json) or
-                of the config's `artifact_hash` pin, which is what the stack deploys
+                exists and carries the content hash the stack deploys (the local build's, or the config's pin)
   kept data     with no artifact stack deployed, the bucket and repository an earlier deploy kept (retain_data)
                 still exist: creating them again fails, so the environment must adopt them (adopt_kept_data);
                 and adopt_kept_data names data that exists
   instance <e>  an autoscaled endpoint whose instance type the config changes: SageMaker refuses that
                 UpdateEndpoint while the variant is registered with Application Auto Scaling, so the deploy is
                 refused with the steps that work
+  mode <e>      a deployed endpoint whose invocation mode (real-time / async) or hosting mode (model on the variant
+                / inference components) the config changes, or whose inference-component endpoint config would
+                change: SageMaker refuses or does not document those updates, so the deploy is refused with the
+                ways that work
 
 Each failure says what to change. Quotas are read with ListServiceQuotas (the applied values), and
 ListAWSDefaultServiceQuotas for quotas that have no applied value. An environment with `emulator: true`
@@ -26,16 +29,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from model_build.smoke import Check, format_checks
+from endpoint_runtime.smoke import Check, aws_message, format_checks
 
-BUILD_ROOT = Path("build")
 QUOTA_SERVICE = "sagemaker"
 QUOTA_NAME = "{instance_type} for endpoint usage"
-# An endpoint update on SageMaker is blue/green by default: both fleets run while the new one starts.
-UPDATE_FACTOR = 2
 
 __all__ = ["Check", "Pending", "artifacts_pending", "format_checks", "run_preflight", "endpoint_quotas"]
 
@@ -68,14 +67,6 @@ class Quota:
     applied: bool  # False: the AWS default (no applied value was listed for the account)
 
 
-def _aws_message(err: Exception) -> str:
-    response = getattr(err, "response", None)
-    if isinstance(response, dict):
-        e = response.get("Error", {})
-        return f"{e.get('Code', 'error')}: {e.get('Message', '')}".strip()
-    return f"{type(err).__name__}: {err}"
-
-
 def endpoint_quotas(client: Any) -> dict[str, Quota]:
     """Every SageMaker "<type> for endpoint usage" quota of the region, by name: applied values where the
     account has them, else the AWS defaults."""
@@ -89,107 +80,69 @@ def endpoint_quotas(client: Any) -> dict[str, Quota]:
     return quotas
 
 
-def _needed_by_type(deployment: Any) -> dict[str, list[tuple[str, int]]]:
-    by_type: dict[str, list[tuple[str, int]]] = {}
-    for ep in deployment.endpoints:
-        peak = max(ep.instance_count, ep.autoscaling.max_capacity if ep.autoscaling else 0)
-        by_type.setdefault(ep.instance_type, []).append((ep.name, peak))
+def _needed_by_type(deployment: Any) -> dict[str, list[Any]]:
+    """Each instance type's endpoints, with their quota needs (EndpointPlan.quota)."""
+    by_type: dict[str, list[Any]] = {}
+    for plan in deployment.plans:
+        by_type.setdefault(plan.quota.instance_type, []).append(plan)
     return by_type
 
 
 def quota_checks(deployment: Any, quotas: dict[str, Quota], region: str) -> list[Check]:
     checks = []
-    for instance_type, users in sorted(_needed_by_type(deployment).items()):
+    for instance_type, plans in sorted(_needed_by_type(deployment).items()):
         name = f"quota {instance_type}"
         quota_name = QUOTA_NAME.format(instance_type=instance_type)
-        need = sum(n for _, n in users)
-        who = ", ".join(f"{ep} ({n})" for ep, n in users)
+        need = sum(p.quota.peak for p in plans)
+        running = sum(p.quota.steady for p in plans)
+        who = "; ".join(f"{p.name}: {p.quota.peak} ({p.quota.basis})" for p in plans)
         quota = quotas.get(quota_name)
         if quota is None:
-            family = instance_type.split(".")[1]
+            family = plans[0].instance.family
             offered = sorted(q[: -len(" for endpoint usage")] for q in quotas if q.startswith(f"ml.{family}."))
             hint = f"; offered in that family: {', '.join(offered[:8])}" if offered else ""
-            checks.append(
-                Check(
-                    name,
-                    False,
-                    (
-                        f"{instance_type} is not offered for SageMaker endpoints in {region} (no quota {quota_name!r}); "
-                        f"change instance_type of {who} or the environment's region{hint}"
-                    ),
-                )
-            )
+            checks.append(Check(name, False, (
+                f"{instance_type} is not offered for SageMaker endpoints in {region} (no quota {quota_name!r}); "
+                f"change instance_type of {', '.join(p.name for p in plans)} or the environment's region{hint}"
+            )))
             continue
         value = int(quota.value)
-        where = f"quota {quota_name!r} ({quota.code}) is {value} in {region}" + (
-            "" if quota.applied else " (AWS default)"
-        )
+        where = f"quota {quota_name!r} ({quota.code}) is {value} in {region}" + ("" if quota.applied else " (AWS default)")
         ask = (
-            f"request at least {need * UPDATE_FACTOR} in the Service Quotas console, or: aws service-quotas "
+            f"request at least {need} in the Service Quotas console, or: aws service-quotas "
             f"request-service-quota-increase --service-code {QUOTA_SERVICE} --quota-code {quota.code} "
-            f"--desired-value {need * UPDATE_FACTOR} --region {region}"
+            f"--desired-value {need} --region {region}"
         )
-        if value < need:
-            checks.append(
-                Check(
-                    name,
-                    False,
-                    (
-                        f"{where}, but the endpoints need {need} instances at peak (max(instance_count, "
-                        f"autoscaling.max_capacity): {who}); the deploy would fail. Lower instance_count/max_capacity or {ask}"
-                    ),
-                )
-            )
-        elif value < need * UPDATE_FACTOR:
-            checks.append(
-                Check(
-                    name,
-                    False,
-                    (
-                        f"{where}: enough for {who} to run ({need}), but not for an update, which runs the old and the "
-                        f"new fleet together ({need * UPDATE_FACTOR}); the next update would fail. {ask[0].upper()}{ask[1:]}"
-                    ),
-                )
-            )
+        if value < running:
+            checks.append(Check(name, False, (
+                f"{where}, but the endpoints run up to {running} instances ({who}); the deploy would fail. Lower "
+                f"instance_count/max_capacity or {ask}"
+            )))
+        elif value < need:
+            checks.append(Check(name, False, (
+                f"{where}: enough to run ({running}), but not for an update, which needs {need} at its peak ({who}); "
+                f"the next update would fail (deployment.rolling with rollback_maximum_batch_size needs fewer). "
+                f"{ask[0].upper()}{ask[1:]}"
+            )))
         else:
-            checks.append(Check(name, True, f"{value} >= {need * UPDATE_FACTOR} ({who}, x{UPDATE_FACTOR} for updates)"))
+            checks.append(Check(name, True, f"{value} >= {need} at peak ({who})"))
     return checks
 
 
-def _expected_hash(deployment: Any, ep: Any, build_root: Path) -> tuple[str | None, str]:
-    """(content hash the stack deploys, where it came from) or (None, what to do)."""
-    if ep.artifact_hash:
-        return ep.artifact_hash, "the config's artifact_hash"
-    path = build_root / ep.name / "manifest.json"
-    if not path.is_file():
-        return None, (
-            f"no local build ({path} does not exist) and no artifact_hash pin: build it with `python -m "
-            f"model_build build --config {deployment.config_path} --env {deployment.environment_name} "
-            f"--endpoint {ep.name}`, or pin a published artifact with artifact_hash"
-        )
-    try:
-        content_hash = json.loads(path.read_text()).get("content_hash")
-    except (OSError, json.JSONDecodeError) as err:
-        return None, f"{path} is not readable JSON ({err}); rebuild the endpoint"
-    if not isinstance(content_hash, str) or len(content_hash) != 64:
-        return None, f"{path} has no content_hash; rebuild the endpoint"
-    return content_hash, str(path)
-
-
-def artifact_checks(deployment: Any, s3: Any, account: str, region: str, build_root: Path) -> list[Check]:
+def artifact_checks(deployment: Any, s3: Any, account: str, region: str) -> list[Check]:
     from botocore.exceptions import BotoCoreError, ClientError
 
-    from endpoint_config import artifact_bucket_name, artifact_prefix
-
-    bucket = artifact_bucket_name(deployment.project, deployment.environment_name, account, region)
+    bucket = deployment.artifact_bucket(account, region)
     checks = []
-    for ep in deployment.endpoints:
+    for plan in deployment.plans:
+        ep = plan.spec
         name = f"artifact {ep.name}"
-        want, source = _expected_hash(deployment, ep, build_root)
-        if want is None:
-            checks.append(Check(name, False, source))
+        if plan.artifact.problem is not None:
+            checks.append(Check(name, False, plan.artifact.problem))
             continue
-        key = artifact_prefix(ep.name, want) + "manifest.json"
+        want = plan.artifact.content_hash
+        source = "the config's artifact_hash" if plan.artifact.source == "config" else "the local build"
+        key = plan.manifest_key
         publish = (
             f"python -m model_build publish --config {deployment.config_path} --env "
             f"{deployment.environment_name} --endpoint {ep.name}"
@@ -210,11 +163,11 @@ def artifact_checks(deployment: Any, s3: Any, account: str, region: str, build_r
                     f"published (or its publish did not finish); run `{publish}`"
                 )
             else:
-                msg = f"cannot read s3://{bucket}/{key}: {_aws_message(err)}"
+                msg = f"cannot read s3://{bucket}/{key}: {aws_message(err)}"
             checks.append(Check(name, False, msg))
             continue
         except BotoCoreError as err:
-            checks.append(Check(name, False, f"cannot read s3://{bucket}/{key}: {_aws_message(err)}"))
+            checks.append(Check(name, False, f"cannot read s3://{bucket}/{key}: {aws_message(err)}"))
             continue
         try:
             published = json.loads(body).get("content_hash")
@@ -243,7 +196,7 @@ def _known_regions(session: Any) -> set[str]:
     return regions
 
 
-def run_preflight(deployment: Any, session: Any = None, *, build_root: Path | str = BUILD_ROOT) -> list[Check]:
+def run_preflight(deployment: Any, session: Any = None) -> list[Check]:
     """Every pre-flight check of a resolved config (`endpoint_config.Deployment`). Never raises for AWS errors:
     each is a failed check. Later checks that need the credentials or the region are left out when those fail."""
     import boto3
@@ -295,7 +248,7 @@ def run_preflight(deployment: Any, session: Any = None, *, build_root: Path | st
                 "credentials",
                 False,
                 f"the credentials do not work (sts get-caller-identity: "
-                f"{_aws_message(err)}); refresh them (aws sso login, new keys)",
+                f"{aws_message(err)}); refresh them (aws sso login, new keys)",
             )
         )
         return checks
@@ -333,7 +286,7 @@ def run_preflight(deployment: Any, session: Any = None, *, build_root: Path | st
                     "quotas",
                     False,
                     (
-                        f"cannot read the SageMaker quotas of {region} ({_aws_message(err)}): allow "
+                        f"cannot read the SageMaker quotas of {region} ({aws_message(err)}): allow "
                         "servicequotas:ListServiceQuotas and servicequotas:ListAWSDefaultServiceQuotas, or check "
                         "'<instance type> for endpoint usage' in the Service Quotas console yourself"
                     ),
@@ -343,8 +296,8 @@ def run_preflight(deployment: Any, session: Any = None, *, build_root: Path | st
             checks += quota_checks(deployment, quotas, region)
 
     checks += kept_data_checks(deployment, session, account, region)
-    checks += instance_change_checks(deployment, session, region)
-    checks += artifact_checks(deployment, session.client("s3", region_name=region), account, region, Path(build_root))
+    checks += update_checks(deployment, session, region)
+    checks += artifact_checks(deployment, session.client("s3", region_name=region), account, region)
     return checks
 
 
@@ -363,14 +316,12 @@ def kept_data_checks(deployment: Any, session: Any, account: str, region: str) -
     (retain_data), they must be adopted (adopt_kept_data: true), or creating them again fails ("already exists")."""
     from botocore.exceptions import ClientError
 
-    from endpoint_config import artifact_bucket_name, image_repository_name
-
     env, env_name = deployment.environment, deployment.environment_name
     stack = deployment.stack_name("artifacts")
     if _stack_exists(session.client("cloudformation", region_name=region), stack):
         return [Check("kept data", True, f"{stack} is deployed: its bucket and repository are in place")]
-    bucket = artifact_bucket_name(deployment.project, env_name, account, region)
-    repository = image_repository_name(deployment.project, env_name)
+    bucket = deployment.artifact_bucket(account, region)
+    repository = deployment.image_repository
     kept = []
     try:
         session.client("s3", region_name=region).head_bucket(Bucket=bucket)
@@ -400,37 +351,97 @@ def kept_data_checks(deployment: Any, session: Any, account: str, region: str) -
     return [Check("kept data", True, "nothing kept from an earlier deploy: the artifact stack creates them")]
 
 
-def instance_change_checks(deployment: Any, session: Any, region: str) -> list[Check]:
-    """An autoscaled endpoint whose deployed instance type differs from the config's: SageMaker refuses an
-    UpdateEndpoint that changes the instance type of a variant registered with Application Auto Scaling
-    ("If the update would change the instance type for any model that is a target for auto scaling, the update
-    fails", https://docs.aws.amazon.com/sagemaker/latest/dg/endpoint-scaling-update.html). Removing the stack's
-    scaling resources first deregisters the variant; a second deploy changes the type and registers it again."""
+def update_checks(deployment: Any, session: Any, region: str) -> list[Check]:
+    """What an update of each deployed endpoint would change that SageMaker refuses (mode_problem) or refuses while
+    the variant autoscales (instance_change_problem). Endpoints not deployed yet have nothing to update."""
     from botocore.exceptions import ClientError
 
     sm = session.client("sagemaker", region_name=region)
     scaling = session.client("application-autoscaling", region_name=region)
     checks = []
-    for ep in deployment.endpoints:
-        name = deployment.endpoint_name(ep)
+    for plan in deployment.plans:
         try:
-            config_name = sm.describe_endpoint(EndpointName=name)["EndpointConfigName"]
-            variants = sm.describe_endpoint_config(EndpointConfigName=config_name)["ProductionVariants"]
+            config_name = sm.describe_endpoint(EndpointName=plan.endpoint_name)["EndpointConfigName"]
+            config = sm.describe_endpoint_config(EndpointConfigName=config_name)
         except ClientError:
             continue  # not deployed yet: nothing to update
-        deployed = {v.get("InstanceType") for v in variants} - {None}
-        if not deployed or deployed == {ep.instance_type}:
-            continue
-        registered = scaling.describe_scalable_targets(
-            ServiceNamespace="sagemaker", ResourceIds=[f"endpoint/{name}/variant/{v['VariantName']}" for v in variants]
-        )["ScalableTargets"]
-        if not registered:
-            checks.append(Check(f"instance {ep.name}", True, f"{', '.join(sorted(deployed))} -> {ep.instance_type}"))
-            continue
-        checks.append(Check(f"instance {ep.name}", False, (
-            f"endpoint {name} runs {', '.join(sorted(deployed))} and is registered with Application Auto Scaling; "
-            f"SageMaker refuses to change its instance type to {ep.instance_type} while it is. Deploy in two steps: "
-            f"(1) set `autoscaling: null` for endpoint {ep.name!r} (keep instance_type {sorted(deployed)[0]}) and "
-            f"deploy, which deregisters it; (2) set instance_type {ep.instance_type} and autoscaling back, and deploy"
-        )))
+        problem = mode_problem(plan, config)
+        if problem is None:
+            problem = instance_change_problem(plan, config, scaling)
+        if problem is not None:
+            checks.append(Check(f"update {plan.name}", False, problem))
     return checks
+
+
+def mode_problem(plan: Any, deployed: dict[str, Any]) -> str | None:
+    """Why updating the deployed endpoint config `deployed` to the plan cannot work in place, or None.
+
+    - real-time <-> async: "The AsyncInferenceConfig parameter cannot be removed from this endpoint" (SageMaker's
+      ValidationException quoted in aws/sagemaker-python-sdk PR #3124); adding it to a real-time endpoint is the same
+      kind of change of the endpoint's type (async-inference.html: an endpoint with AsyncInferenceConfig "can only
+      receive asynchronous invocations").
+    - model on the variant <-> inference components: the two endpoint configs differ in kind (a variant with a model
+      vs one without and an ExecutionRoleArn); no AWS source documents UpdateEndpoint between them.
+    - an inference-component endpoint whose endpoint config changes (instance type, count, scaling range, routing,
+      AMI, volume): the AWS SDK refuses that path ("Currently update_endpoint is supported for single model
+      endpoints", sagemaker-serve model_builder.py) and no AWS page documents it: unverified, refused until an
+      account shows it works. A new model alone updates the component, not the endpoint config, and is allowed."""
+    redeploy = (
+        f"destroy stack {plan.stack_name} and deploy it again (the endpoint is unavailable in between), or deploy the "
+        "new setting under a new endpoint name and move the clients"
+    )
+    deployed_async = "AsyncInferenceConfig" in deployed
+    if deployed_async != plan.is_async:
+        was, now = ("asynchronous", "real-time") if deployed_async else ("real-time", "asynchronous")
+        return (f"endpoint {plan.endpoint_name} is deployed {was}; SageMaker cannot update it to {now} "
+                f"(invocation.mode) in place: {redeploy}")
+    variants = deployed.get("ProductionVariants", [])
+    deployed_components = bool(variants) and not any(v.get("ModelName") for v in variants)
+    if deployed_components != (plan.component_name is not None):
+        was, now = (("inference-components", "endpoint") if deployed_components else ("endpoint", "inference-components"))
+        return (f"endpoint {plan.endpoint_name} is deployed with hosting.mode {was}; changing it to {now} in place is "
+                f"not an update SageMaker documents: {redeploy}")
+    if deployed_components and variants:
+        spec, variant = plan.spec, variants[0]
+        scaling = variant.get("ManagedInstanceScaling") or {}
+        wanted = spec.hosting.instance_scaling
+        changes = [
+            (key, have, want) for key, have, want in (
+                ("instance_type", variant.get("InstanceType"), spec.instance_type),
+                ("instance_count", variant.get("InitialInstanceCount"), spec.instance_count),
+                ("hosting.instance_scaling.min_instances", scaling.get("MinInstanceCount"), wanted.min_instances if wanted else 1),
+                ("hosting.instance_scaling.max_instances", scaling.get("MaxInstanceCount"), wanted.max_instances if wanted else 1),
+                ("volume_size_gb", variant.get("VolumeSizeInGB"), spec.volume_size_gb),
+                ("inference AMI", variant.get("InferenceAmiVersion"), plan.inference_ami_version),
+            ) if have != want
+        ]
+        if changes:
+            what = ", ".join(f"{key} {have!r} -> {want!r}" for key, have, want in changes)
+            return (f"endpoint {plan.endpoint_name} hosts inference components and this deploy changes its endpoint "
+                    f"config ({what}); updating the endpoint config of a component endpoint is not documented by AWS "
+                    f"and refused by the AWS SDK (unverified in an account): {redeploy}")
+    return None
+
+
+def instance_change_problem(plan: Any, deployed: dict[str, Any], scaling: Any) -> str | None:
+    """An autoscaled endpoint whose deployed instance type differs from the config's: SageMaker refuses an
+    UpdateEndpoint that changes the instance type of a variant registered with Application Auto Scaling
+    ("If the update would change the instance type for any model that is a target for auto scaling, the update
+    fails", https://docs.aws.amazon.com/sagemaker/latest/dg/endpoint-scaling-update.html). Removing the stack's
+    scaling resources first deregisters the variant; a second deploy changes the type and registers it again."""
+    variants = deployed.get("ProductionVariants", [])
+    types = {v.get("InstanceType") for v in variants} - {None}
+    if not types or types == {plan.spec.instance_type}:
+        return None
+    registered = scaling.describe_scalable_targets(
+        ServiceNamespace="sagemaker",
+        ResourceIds=[f"endpoint/{plan.endpoint_name}/variant/{v['VariantName']}" for v in variants],
+    )["ScalableTargets"]
+    if not registered:
+        return None
+    return (
+        f"endpoint {plan.endpoint_name} runs {', '.join(sorted(types))} and is registered with Application Auto Scaling; "
+        f"SageMaker refuses to change its instance type to {plan.spec.instance_type} while it is. Deploy in two steps: "
+        f"(1) set `autoscaling: null` for endpoint {plan.name!r} (keep instance_type {sorted(types)[0]}) and deploy, "
+        f"which deregisters it; (2) set instance_type {plan.spec.instance_type} and autoscaling back, and deploy"
+    )

@@ -78,11 +78,6 @@ class PublishReport:
             return f"s3://{self.bucket}/{self.prefix}{TARBALL_NAME}"
         return f"s3://{self.bucket}/{self.prefix}"
 
-    @property
-    def upload_mb_per_s(self) -> float:
-        upload_s = self.seconds - self.pack_seconds
-        return self.uploaded_bytes / MiB / upload_s if upload_s > 0 else 0.0
-
     def summary(self) -> str:
         return (
             f"published {self.model_data_url}: uploaded {self.uploaded_files} files "
@@ -122,12 +117,16 @@ def verify_build_dir(build_dir: Path, manifest: Manifest, *, workers: int = 4) -
 # ---------------------------------------------------------------------------------------------- S3 helpers
 
 
+def _pool_size(max_concurrency: int) -> int:
+    """One pooled connection per transfer thread plus HEAD requests; botocore's default pool is 10."""
+    return max(10, max_concurrency + 4)
+
+
 def _s3_client(max_concurrency: int):
     import boto3
     from botocore.config import Config
 
-    # One pooled connection per transfer thread plus HEAD requests; botocore's default pool is 10.
-    return boto3.client("s3", config=Config(max_pool_connections=max(10, max_concurrency + 4)))
+    return boto3.client("s3", config=Config(max_pool_connections=_pool_size(max_concurrency)))
 
 
 def _existing(s3, bucket: str, key: str) -> tuple[int, str | None] | None:
@@ -151,15 +150,18 @@ def check_bucket(s3, bucket: str) -> None:
     try:
         s3.head_bucket(Bucket=bucket)
     except ClientError as err:
-        code = err.response.get("Error", {}).get("Code")
-        if code in ("404", "NoSuchBucket", "NotFound"):
-            raise PublishError(f"artifact bucket {bucket!r} does not exist") from None
-        if code in ("403", "AccessDenied", "Forbidden"):
-            raise PublishError(
-                f"artifact bucket {bucket!r}: access denied (it belongs to another account, or these "
-                "credentials may not read it)"
-            ) from None
-        raise
+        raise PublishError(_bucket_problem(bucket, err)) from None
+
+
+def _bucket_problem(bucket: str, err) -> str:
+    """What HeadBucket's refusal means, by its error code."""
+    code = err.response.get("Error", {}).get("Code")
+    if code in ("404", "NoSuchBucket", "NotFound"):
+        return f"artifact bucket {bucket!r} does not exist"
+    if code in ("403", "AccessDenied", "Forbidden"):
+        return (f"artifact bucket {bucket!r}: access denied (it belongs to another account, or these credentials may "
+                "not read it)")
+    return f"artifact bucket {bucket!r}: {code}: {err}"
 
 
 class _Progress:
@@ -307,13 +309,16 @@ def publish_artifact(
     model_data: ModelData = "s3-prefix",
     progress: bool | None = None,
     packer: str | None = None,
+    manifest: Manifest | None = None,
+    bucket_checked: bool = False,
 ) -> PublishReport:
-    """Upload the artifact in build_dir under s3://bucket/prefix; manifest.json last. See the module doc."""
+    """Upload the artifact in build_dir under s3://bucket/prefix; manifest.json last. See the module doc.
+    `manifest`: the build's, when the caller has loaded it; `bucket_checked`: the caller found the bucket."""
     started = time.monotonic()
     build_dir = Path(build_dir)
     if prefix and not prefix.endswith("/"):
         prefix += "/"
-    manifest = load_manifest(build_dir)
+    manifest = manifest or load_manifest(build_dir)
     s3 = s3_client or _s3_client(max_concurrency)
     report = PublishReport(bucket=bucket, prefix=prefix, model_data=model_data, content_hash=manifest.content_hash)
     config = _transfer_config(max_concurrency, multipart_threshold, multipart_chunksize)
@@ -321,7 +326,8 @@ def publish_artifact(
     manifest_sha = sha256_file(manifest_path)
     manifest_key = prefix + MANIFEST_NAME
 
-    check_bucket(s3, bucket)
+    if not bucket_checked:
+        check_bucket(s3, bucket)
     have_manifest = _existing(s3, bucket, manifest_key)
     verify_build_dir(build_dir, manifest, workers=min(4, os.cpu_count() or 1))
 
@@ -410,31 +416,33 @@ def _tarball_items(build_dir, manifest, s3, bucket, prefix, report, packer) -> l
 
 def publish_endpoint(
     deployment,
-    endpoint_name: str,
+    plan,
     build_dir: Path,
     *,
     session=None,
     max_concurrency: int = 8,
     progress: bool | None = None,
 ) -> PublishReport:
-    """Publish build_dir as the artifact of one endpoint of a resolved config (`endpoint_config.Deployment`)."""
-    from endpoint_config import artifact_bucket_name, artifact_prefix
+    """Publish build_dir as the artifact of one endpoint (`deployment.EndpointPlan`) of a resolved config: into the
+    environment's artifact bucket, under the prefix the stack deploys."""
+    from botocore.config import Config
+    from botocore.exceptions import ClientError
+
+    from endpoint_config import artifact_prefix
     from model_build.aws import AccountError, checked_account, session_for
 
-    ep = deployment.endpoint(endpoint_name)  # ConfigError names the endpoints defined
+    ep = plan.spec
     build_dir = Path(build_dir)
     if not (build_dir / MANIFEST_NAME).is_file():
         raise PublishError(
-            f"{build_dir} has no {MANIFEST_NAME}: endpoint {ep.name!r} is not built; run "
-            f"`python -m model_build build -c config={deployment.config_path} -c env={deployment.environment_name} "
-            f"{ep.name}` (or `python -m model_build build ...`) first"
+            f"{build_dir} has no {MANIFEST_NAME}: endpoint {ep.name!r} is not built; run `python -m model_build build "
+            f"--config {deployment.config_path} --env {deployment.environment_name} --endpoint {ep.name}` first"
         )
     manifest = load_manifest(build_dir)
-    content_hash = manifest.content_hash
-    if ep.artifact_hash and ep.artifact_hash != content_hash:
+    if ep.artifact_hash and ep.artifact_hash != manifest.content_hash:
         raise PublishError(
             f"endpoint {ep.name!r} pins artifact_hash {ep.artifact_hash[:12]}..., but {build_dir} holds "
-            f"{content_hash[:12]}...; remove the pin to publish this build, or publish the pinned build"
+            f"{manifest.content_hash[:12]}...; remove the pin to publish this build, or publish the pinned build"
         )
 
     session = session or session_for(deployment.environment)
@@ -445,21 +453,20 @@ def publish_endpoint(
         account = checked_account(deployment, session, region)
     except AccountError as err:
         raise PublishError(str(err)) from None
-    bucket = artifact_bucket_name(deployment.project, deployment.environment_name, account, region)
-    from botocore.config import Config
-
-    s3 = session.client("s3", region_name=region, config=Config(max_pool_connections=max(10, max_concurrency + 4)))
+    bucket = deployment.artifact_bucket(account, region)
+    s3 = session.client("s3", region_name=region, config=Config(max_pool_connections=_pool_size(max_concurrency)))
     try:
-        check_bucket(s3, bucket)
-    except PublishError as err:
-        if "does not exist" not in str(err):
-            raise
+        s3.head_bucket(Bucket=bucket)
+    except ClientError as err:
+        if err.response.get("Error", {}).get("Code") not in ("404", "NoSuchBucket", "NotFound"):
+            raise PublishError(_bucket_problem(bucket, err)) from None
         raise PublishError(
             f"artifact bucket {bucket!r} does not exist in account {account}, region {region}: deploy the artifacts "
             f"stack first: `npx cdk deploy -c config={deployment.config_path} -c env={deployment.environment_name} "
             f"{deployment.stack_name('artifacts')}`"
         ) from None
     return publish_artifact(
-        build_dir, bucket, artifact_prefix(ep.name, content_hash),
+        build_dir, bucket, artifact_prefix(ep.name, manifest.content_hash),
         s3_client=s3, max_concurrency=max_concurrency, model_data=ep.model_data, progress=progress,
+        manifest=manifest, bucket_checked=True,
     )

@@ -4,19 +4,17 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from pathlib import Path
 
 from aws_cdk import Aws, Environment, Tags
 from constructs import Construct
 
-from endpoint_config import Deployment
-from systems import get_system
+from deployment import Deployment
 
 from .artifact_store import ArtifactStoreStack
 from .endpoint_alarms import EnvironmentDashboard, dashboard_endpoints
+from .endpoint_network import BucketKeyRef
 from .endpoint_stack import EndpointStack
 from .llm_endpoint import VARIANT_NAME
-from .model_artifact import resolve_artifact
 from .nag import add_nag_checks
 from .trusted_pipeline import TrustedPipeline
 
@@ -62,7 +60,6 @@ def add_endpoint_stacks(
     scope: Construct,
     deployment: Deployment,
     *,
-    build_root: Path,
     allow_unbuilt: bool = False,
     artifacts: ArtifactStoreStack | None = None,
     trusted_pipelines: Mapping[str, TrustedPipeline] | None = None,
@@ -71,25 +68,25 @@ def add_endpoint_stacks(
     `trusted_pipelines` (endpoint name -> pipeline role): those endpoints' stacks also create their smoke-test role
     for that pipeline role."""
     env = stack_environment(deployment)
+    bucket_key = BucketKeyRef.of(deployment)
     stacks: dict[str, EndpointStack] = {}
-    for spec in deployment.endpoints:
-        construct_id = deployment.stack_name(spec.name)
+    for plan in deployment.plans:
         stack = EndpointStack(
             scope,
-            construct_id,
-            deployment=deployment,
-            spec=spec,
-            system=get_system(spec.system),
-            artifact=resolve_artifact(spec, build_root, allow_unbuilt=allow_unbuilt),
-            trusted_pipeline=(trusted_pipelines or {}).get(spec.name),
+            plan.stack_name,
+            plan=plan,
+            image_repository=deployment.image_repository,
+            bucket_key=bucket_key,
+            allow_unbuilt=allow_unbuilt,
+            trusted_pipeline=(trusted_pipelines or {}).get(plan.name),
             env=env,
-            stack_name=deployment.stack_name(spec.name),
-            description=f"{deployment.project} ({deployment.environment_name}): SageMaker endpoint {spec.name} ({spec.system})",
+            stack_name=plan.stack_name,
+            description=f"{plan.project} ({plan.environment_name}): SageMaker endpoint {plan.name} ({plan.system.name})",
         )
         if artifacts is not None:
             stack.add_stack_dependency(artifacts, "the model artifact is read from the artifact bucket")
-        Tags.of(stack).add("llm-endpoints:endpoint", spec.name)
-        stacks[construct_id] = stack
+        Tags.of(stack).add("llm-endpoints:endpoint", plan.name)
+        stacks[plan.stack_name] = stack
     return stacks
 
 
@@ -98,7 +95,7 @@ def tag_environment(scope: Construct, deployment: Deployment) -> None:
     Tags.of(scope).add("llm-endpoints:environment", deployment.environment_name)
 
 
-def add_stacks(app: Construct, deployment: Deployment, *, build_root: Path, allow_unbuilt: bool = False) -> dict[str, object]:
+def add_stacks(app: Construct, deployment: Deployment, *, allow_unbuilt: bool = False) -> dict[str, object]:
     """Add every stack of one environment to `app`; returns them by stack name.
 
     Account and region come from the config, else from the CDK CLI's defaults (CDK_DEFAULT_ACCOUNT/REGION),
@@ -107,7 +104,7 @@ def add_stacks(app: Construct, deployment: Deployment, *, build_root: Path, allo
     artifacts = add_artifact_stack(app, deployment)
     stacks: dict[str, object] = {artifacts.stack_name: artifacts}
     stacks.update(
-        add_endpoint_stacks(app, deployment, build_root=build_root, allow_unbuilt=allow_unbuilt, artifacts=artifacts)
+        add_endpoint_stacks(app, deployment, allow_unbuilt=allow_unbuilt, artifacts=artifacts)
     )
     tag_environment(app, deployment)
     add_nag_checks(app)

@@ -8,7 +8,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from endpoint_config import Deployment, artifact_bucket_name, image_repository_name
+from deployment import Deployment
 from endpoint_config.invocation import INPUT_RETENTION_DAYS, async_prefixes
 
 from .endpoint_network import BucketKey, BucketKeyRef
@@ -23,10 +23,11 @@ def async_lifecycle_rules(deployment: Deployment) -> list[s3.LifecycleRule]:
     out. The bucket is versioned: an expired object becomes a noncurrent version, which the bucket-wide rule removes
     30 days later."""
     rules = []
-    for spec in deployment.endpoints:
-        if not spec.invocation.is_async:
+    for plan in deployment.plans:
+        spec = plan.spec
+        if not plan.is_async:
             continue
-        prefixes = async_prefixes(deployment.endpoint_name(spec))
+        prefixes = async_prefixes(plan.endpoint_name)
         rules.append(s3.LifecycleRule(
             id=f"{spec.name}-async-input", prefix=prefixes["input"] + "/", expiration=Duration.days(INPUT_RETENTION_DAYS),
         ))  # fmt: skip
@@ -67,8 +68,8 @@ class ArtifactStoreStack(Stack):
         removal = RemovalPolicy.RETAIN if retain else RemovalPolicy.DESTROY
         auto_delete = not retain and not env.emulator
 
-        bucket_name = artifact_bucket_name(deployment.project, deployment.environment_name, Aws.ACCOUNT_ID, Aws.REGION)
-        repository_name = image_repository_name(deployment.project, deployment.environment_name)
+        bucket_name = deployment.artifact_bucket(Aws.ACCOUNT_ID, Aws.REGION)
+        repository_name = deployment.image_repository
         self.publisher_role_name = role_name(deployment.project, deployment.environment_name, "model-publisher")
         # encryption.bucket_key: the bucket's SSE-KMS key, created here or given by ARN (stacks/endpoint_network.py).
         self.bucket_key = (

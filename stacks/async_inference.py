@@ -38,9 +38,9 @@ from constructs import Construct, IConstruct
 
 from endpoint_config import Autoscaling
 from endpoint_config.invocation import Invocation, async_location_uris, split_s3_path
-from stacks.scaling import scale_from_zero_policy
 
-from .nag import acknowledge
+from .nag import acknowledge, nag_text
+from .scaling import VARIANT_INSTANCES, scalable_target, scale_from_zero_policy, target_tracking
 
 BACKLOG_METRIC = "ApproximateBacklogSizePerInstance"
 SCALE_FROM_ZERO_METRIC = "HasBacklogWithoutCapacity"
@@ -134,7 +134,7 @@ class AsyncInference(Construct):
             execution_role.add_to_principal_policy(iam.PolicyStatement(actions=["sns:Publish"], resources=topics))
         acknowledge(
             execution_role,
-            [f"AwsSolutions-IAM5[Resource::{_nag_text(loc.objects_arn)}]"
+            [f"AwsSolutions-IAM5[Resource::{nag_text(loc.objects_arn)}]"
              for loc in (self.locations.input, self.locations.output, self.locations.failure)],
             "Asynchronous inference: SageMaker reads each request's payload from this endpoint's input folder and "
             "writes each answer or failure under a name it chooses (from the inference id) into this endpoint's output "
@@ -189,32 +189,20 @@ class AsyncInference(Construct):
         """Target tracking on the queue per instance; with min_capacity 0 also the documented scale-from-zero step
         policy and its HasBacklogWithoutCapacity alarm (without it, a queue shorter than the target would wait at zero
         instances). No RoleARN: Application Auto Scaling uses its service-linked role for SageMaker."""
-        target = appscaling.CfnScalableTarget(
-            self,
-            "ScalableTarget",
-            service_namespace="sagemaker",
-            scalable_dimension="sagemaker:variant:DesiredInstanceCount",
+        target = scalable_target(
+            self, "ScalableTarget", dimension=VARIANT_INSTANCES,
             resource_id=f"endpoint/{self.endpoint_name}/variant/{variant_name}",
-            min_capacity=scaling.min_capacity,
-            max_capacity=scaling.max_capacity,
+            min_capacity=scaling.min_capacity, max_capacity=scaling.max_capacity, after=endpoint,
         )
-        target.node.add_dependency(endpoint)
-        dimensions = [appscaling.CfnScalingPolicy.MetricDimensionProperty(name="EndpointName", value=self.endpoint_name)]
-        appscaling.CfnScalingPolicy(
-            self,
-            "BacklogScaling",
-            policy_name=f"{self.endpoint_name}-backlog",
-            policy_type="TargetTrackingScaling",
-            scaling_target_id=target.ref,
-            target_tracking_scaling_policy_configuration=appscaling.CfnScalingPolicy.TargetTrackingScalingPolicyConfigurationProperty(
-                # Queued requests per instance (the metric divides the queue by the instance count).
-                target_value=scaling.target_value,
-                customized_metric_specification=appscaling.CfnScalingPolicy.CustomizedMetricSpecificationProperty(
-                    metric_name=BACKLOG_METRIC, namespace=METRIC_NAMESPACE, dimensions=dimensions, statistic="Average"
-                ),
-                scale_in_cooldown=scaling.scale_in_cooldown_s,
-                scale_out_cooldown=scaling.scale_out_cooldown_s,
+        target_tracking(
+            self, "BacklogScaling", policy_name=f"{self.endpoint_name}-backlog", target=target,
+            # Queued requests per instance (the metric divides the queue by the instance count).
+            target_value=scaling.target_value,
+            customized_metric=appscaling.CfnScalingPolicy.CustomizedMetricSpecificationProperty(
+                metric_name=BACKLOG_METRIC, namespace=METRIC_NAMESPACE, statistic="Average",
+                dimensions=[appscaling.CfnScalingPolicy.MetricDimensionProperty(name="EndpointName", value=self.endpoint_name)],
             ),
+            scale_in_cooldown_s=scaling.scale_in_cooldown_s, scale_out_cooldown_s=scaling.scale_out_cooldown_s,
         )
         if scaling.min_capacity > 0:
             return
@@ -279,7 +267,7 @@ class AsyncInference(Construct):
         role = grantee.role if isinstance(grantee, lambda_.Function) else grantee
         acknowledge(
             role,
-            [f"AwsSolutions-IAM5[Resource::{_nag_text(loc.objects_arn)}]"
+            [f"AwsSolutions-IAM5[Resource::{nag_text(loc.objects_arn)}]"
              for loc in (self.locations.input, self.locations.output, self.locations.failure)],
             "Asynchronous inference: request payloads are uploaded under new names (one per request) into this "
             "endpoint's input folder, and answers and failures are read from this endpoint's output and failure "
@@ -301,13 +289,6 @@ class AsyncInference(Construct):
         if self.invocation.request_ttl_s is not None:
             env["REQUEST_TTL_S"] = str(self.invocation.request_ttl_s)
         return env
-
-
-def _nag_text(value: str) -> str:
-    """How cdk-nag writes a string holding pseudo parameters in its finding ids (e.g. <AWS::AccountId>)."""
-    for token, text in ((Aws.ACCOUNT_ID, "<AWS::AccountId>"), (Aws.REGION, "<AWS::Region>"), (Aws.PARTITION, "<AWS::Partition>")):
-        value = value.replace(token, text)
-    return value
 
 
 __all__ = ["AsyncInference", "AsyncLocations", "S3Location", "async_locations"]

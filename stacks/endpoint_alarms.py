@@ -26,15 +26,13 @@ from aws_cdk import aws_sagemaker as sagemaker
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
-from endpoint_config import Deployment, parse_instance_type
+from deployment import Deployment
 from endpoint_config.operations import (
     MAX_ROLLBACK_ALARMS,
     AlarmsSpec,
     AutoRollback,
     BlueGreen,
     DeploymentSpec,
-    Rolling,
-    fleet_range,
 )
 
 from .nag import acknowledge
@@ -126,18 +124,12 @@ class RollbackAlarms(Construct):
 
 
 def deployment_config(
-    deployment: DeploymentSpec, *, rollback_alarm_names: list[str], variant_count: int, endpoint_name: str
+    deployment: DeploymentSpec, *, rollback_alarm_names: list[str]
 ) -> sagemaker.CfnEndpoint.DeploymentConfigProperty:
-    """CfnEndpoint DeploymentConfig from the `deployment:` block. `variant_count`: the endpoint config's production
-    variants: SageMaker refuses a rolling deployment on a multi-variant endpoint (deployment guardrails, Exclusions:
-    https://docs.aws.amazon.com/sagemaker/latest/dg/deployment-guardrails-exclusions.html). The stacks create one
-    variant today; the check holds the day a second one is added."""
+    """CfnEndpoint DeploymentConfig from the `deployment:` block (the stacks create one variant, which rolling
+    deployments need: deployment guardrails, Exclusions,
+    https://docs.aws.amazon.com/sagemaker/latest/dg/deployment-guardrails-exclusions.html)."""
     policy = deployment.policy
-    if isinstance(policy, Rolling) and variant_count > 1:
-        raise ValueError(
-            f"endpoint {endpoint_name!r}: deployment.rolling is refused by SageMaker on an endpoint with {variant_count} "
-            "production variants (rolling deployments need a single variant); use blue_green"
-        )
     rollback = None
     if rollback_alarm_names:
         rollback = sagemaker.CfnEndpoint.AutoRollbackConfigProperty(
@@ -172,8 +164,7 @@ def deployment_config(
 def _capacity(size) -> sagemaker.CfnEndpoint.CapacitySizeProperty | None:
     if size is None:
         return None
-    api = size.api()
-    return sagemaker.CfnEndpoint.CapacitySizeProperty(type=api["type"], value=api["value"])
+    return sagemaker.CfnEndpoint.CapacitySizeProperty(type=size.api_type, value=size.api_value)
 
 
 class EndpointAlarms(Construct):
@@ -299,17 +290,15 @@ class DashboardEndpoint:
 def dashboard_endpoints(deployment: Deployment, variant_name: str) -> list[DashboardEndpoint]:
     """The rows of `deployment`'s dashboard: every endpoint of the environment, with its scaling range."""
     rows = []
-    for spec in deployment.endpoints:
-        low, high = fleet_range(spec)
-        if spec.autoscaling is not None:
-            low = spec.autoscaling.min_capacity  # 0 for a scale-to-zero endpoint: the chart shows it
+    for plan in deployment.plans:
+        low, high = plan.instance_range
         rows.append(DashboardEndpoint(
-            endpoint_name=deployment.endpoint_name(spec),
+            endpoint_name=plan.endpoint_name,
             variant_name=variant_name,
-            gpu_count=parse_instance_type(spec.instance_type).gpu_count,
+            gpu_count=plan.instance.gpu_count,
             min_capacity=low,
             max_capacity=high,
-            asynchronous=getattr(getattr(spec, "invocation", None), "mode", None) == "async",
+            asynchronous=plan.is_async,
         ))
     return rows
 

@@ -43,15 +43,15 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
-from endpoint_config import Deployment, EndpointSpec
-from endpoint_config.schema import LOG_RETENTION
+from deployment import Deployment
+from endpoint_config import EndpointSpec
 from endpoint_config.security import CAPTURE_MODES
 
-from .nag import acknowledge
+from .log_groups import owned_log_group
+from .nag import acknowledge, nag_text
 
 # The created VPC: two /20 subnets (4091 addresses each: SageMaker takes addresses per instance, Lambda per
 # function scaling) in the first two Availability Zones of the region.
@@ -176,10 +176,6 @@ class PrivateNetwork(Construct):
 
     def __init__(self, scope: Construct, construct_id: str, *, endpoint_name: str, log_retention_days: int) -> None:
         super().__init__(scope, construct_id)
-        if log_retention_days not in LOG_RETENTION:
-            raise ValueError(
-                f"PrivateNetwork {endpoint_name!r}: log retention {log_retention_days} days is not one CloudWatch Logs offers"
-            )
         self.vpc = ec2.CfnVPC(self, "Vpc", cidr_block=VPC_CIDR, enable_dns_hostnames=True, enable_dns_support=True)
         route_table = ec2.CfnRouteTable(self, "PrivateRoutes", vpc_id=self.vpc.ref)
         self.subnets = []
@@ -258,12 +254,7 @@ class PrivateNetwork(Construct):
             private_dns_enabled=True,
         )
 
-        flow_logs = logs.LogGroup(
-            self,
-            "FlowLogs",
-            retention=logs.RetentionDays[LOG_RETENTION[log_retention_days]],
-            removal_policy=RemovalPolicy.DESTROY,
-        )
+        flow_logs = owned_log_group(self, "FlowLogs", retention_days=log_retention_days)
         # The delivery role as aws-cdk's own FlowLog construct makes it (aws-ec2 lib/vpc-flow-logs.ts,
         # CloudWatchLogsDestination: grantWrite + logs:DescribeLogStreams on the group); ec2.FlowLog needs an IVpc.
         delivery = iam.Role(
@@ -387,7 +378,7 @@ class EndpointSecurity:
             )
             acknowledge(
                 role,
-                f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:s3:::{_nag_text(self.capture_bucket)}/{self.capture_prefix}*]",
+                f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:s3:::{nag_text(self.capture_bucket)}/{self.capture_prefix}*]",
                 "Data capture writes objects SageMaker names by time and request under this endpoint's capture "
                 "prefix; the role may write nothing else.",
             )
@@ -427,17 +418,6 @@ class EndpointSecurity:
         cfn.add_property_override(
             "VpcConfig", {"SubnetIds": list(self.subnet_ids), "SecurityGroupIds": list(self.security_group_ids)}
         )
-
-
-def _nag_text(value: str) -> str:
-    """How cdk-nag writes a string holding pseudo parameters in its finding ids (e.g. <AWS::AccountId>)."""
-    for token, text in (
-        (Aws.ACCOUNT_ID, "<AWS::AccountId>"),
-        (Aws.REGION, "<AWS::Region>"),
-        (Aws.PARTITION, "<AWS::Partition>"),
-    ):
-        value = value.replace(token, text)
-    return value
 
 
 __all__ = ["BucketKey", "BucketKeyRef", "EndpointSecurity", "PrivateNetwork", "bucket_key_alias"]

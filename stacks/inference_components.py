@@ -1,7 +1,7 @@
 """An endpoint whose model runs as a SageMaker inference component (`hosting.mode: inference-components`).
 
-LlmEndpoint builds the role, the model, the endpoint and its log group in both modes; in this one it asks
-`component_endpoint_config` for the endpoint config and adds an `InferenceComponent` after the endpoint.
+LlmEndpoint builds the role, the model, the endpoint and its log group in both modes; in this one it builds a
+`ComponentEndpointConfig` and adds an `InferenceComponent` after the endpoint.
 
 What differs from the model-on-the-variant endpoint, with the sources:
   - The endpoint config's variant names no model and carries ManagedInstanceScaling; the execution role moves to the
@@ -32,26 +32,18 @@ What differs from the model-on-the-variant endpoint, with the sources:
 
 from __future__ import annotations
 
-from aws_cdk import RemovalPolicy, Stack
-from aws_cdk import aws_applicationautoscaling as appscaling
+from aws_cdk import Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
-from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
-from endpoint_config import EndpointSpec, parse_instance_type
-from endpoint_config.hosting import (
-    ComputeRequirements,
-    CopyScaling,
-    InstanceScaling,
-    accelerators_per_copy,
-    component_name,
-)
-from endpoint_config.schema import LOG_RETENTION, TIMEOUT_BOUNDS
-from stacks.scaling import scale_from_zero_policy
+from endpoint_config.hosting import ComputeRequirements, CopyScaling, Hosting
 
-SCALABLE_DIMENSION = "sagemaker:inference-component:DesiredCopyCount"
+from .log_groups import owned_log_group
+from .sagemaker_resources import ROUTING_STRATEGIES, check_timeouts
+from .scaling import COMPONENT_COPIES, scalable_target, scale_from_zero_policy, target_tracking
+
 COPY_SCALING_METRIC = "SageMakerInferenceComponentConcurrentRequestsPerCopyHighResolution"
 NO_CAPACITY_METRIC = "NoCapacityInvocationFailures"
 # The documented scale-from-zero step policy and alarm (module docstring).
@@ -59,41 +51,51 @@ WAKE_COOLDOWN_S = 60
 WAKE_ALARM_PERIOD_S = 60
 
 
-def component_endpoint_config(
-    scope: Construct,
-    construct_id: str,
-    *,
-    spec: EndpointSpec,
-    role: iam.IRole,
-    variant_name: str,
-    routing_strategy: str,
-    inference_ami_version: str | None = None,
-) -> sagemaker.CfnEndpointConfig:
+class ComponentEndpointConfig(sagemaker.CfnEndpointConfig):
     """The endpoint config of an inference-component endpoint: one variant with instances but no model, managed
-    instance scaling (hosting.instance_scaling), the given RoutingConfig strategy and `role` as ExecutionRoleArn."""
-    if not spec.hosting.uses_components:
-        raise ValueError(f"endpoint {spec.name!r}: hosting.mode is {spec.hosting.mode!r}, not inference-components")
-    scaling = spec.hosting.instance_scaling or InstanceScaling()
-    return sagemaker.CfnEndpointConfig(
-        scope,
-        construct_id,
-        execution_role_arn=role.role_arn,
-        production_variants=[
-            sagemaker.CfnEndpointConfig.ProductionVariantProperty(
-                variant_name=variant_name,
-                initial_instance_count=spec.instance_count,
-                instance_type=spec.instance_type,
-                volume_size_in_gb=spec.volume_size_gb,
-                managed_instance_scaling=sagemaker.CfnEndpointConfig.ManagedInstanceScalingProperty(
-                    status="ENABLED",
-                    min_instance_count=scaling.min_instances,
-                    max_instance_count=scaling.max_instances,
-                ),
-                routing_config=sagemaker.CfnEndpointConfig.RoutingConfigProperty(routing_strategy=routing_strategy),
-                inference_ami_version=inference_ami_version,
+    instance scaling between `min_instances` and `max_instances`, the routing strategy, and `role` as the endpoint's
+    ExecutionRoleArn (no model names one)."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        role: iam.IRole,
+        variant_name: str,
+        instance_type: str,
+        instance_count: int,
+        volume_size_gb: int | None,
+        min_instances: int,
+        max_instances: int,
+        routing: str,
+        inference_ami_version: str | None = None,
+    ) -> None:
+        if not max(1, min_instances) <= instance_count <= max_instances:
+            raise ValueError(
+                f"{variant_name}: instance_count {instance_count} is outside the managed scaling range "
+                f"{max(1, min_instances)}-{max_instances}; the initial count must lie within it"
             )
-        ],
-    )
+        super().__init__(
+            scope,
+            construct_id,
+            execution_role_arn=role.role_arn,
+            production_variants=[
+                sagemaker.CfnEndpointConfig.ProductionVariantProperty(
+                    variant_name=variant_name,
+                    initial_instance_count=instance_count,
+                    instance_type=instance_type,
+                    volume_size_in_gb=volume_size_gb,
+                    managed_instance_scaling=sagemaker.CfnEndpointConfig.ManagedInstanceScalingProperty(
+                        status="ENABLED", min_instance_count=min_instances, max_instance_count=max_instances
+                    ),
+                    routing_config=sagemaker.CfnEndpointConfig.RoutingConfigProperty(
+                        routing_strategy=ROUTING_STRATEGIES[routing]
+                    ),
+                    inference_ami_version=inference_ami_version,
+                )
+            ],
+        )
 
 
 class InferenceComponent(Construct):
@@ -102,12 +104,14 @@ class InferenceComponent(Construct):
 
     Keyword-only props:
       endpoint: the CfnEndpoint to place the component on (its EndpointName attribute, so the component waits for it).
-      endpoint_name: that endpoint's name; the component is named `component_name(endpoint_name)`.
+      component_name: the component's name (EndpointPlan.component_name).
       model: the CfnModel the component runs (Specification.ModelName).
       role: the execution role; it may write the component's log group.
-      spec: the validated endpoint config, hosting.mode inference-components.
+      hosting: the endpoint's `hosting:` block (copies, compute per copy, copy scaling).
       variant_name: the endpoint config's variant.
-      download_timeout_s / startup_timeout_s: StartupParameters (60-3600, as the config validates).
+      accelerators: the GPUs one copy gets (0 on an instance without GPUs).
+      download_timeout_s / startup_timeout_s: StartupParameters (60-3600).
+      log_retention_days: the component's log group retention.
     """
 
     def __init__(
@@ -116,25 +120,22 @@ class InferenceComponent(Construct):
         construct_id: str,
         *,
         endpoint: sagemaker.CfnEndpoint,
-        endpoint_name: str,
+        component_name: str,
         model: sagemaker.CfnModel,
         role: iam.IRole,
-        spec: EndpointSpec,
+        hosting: Hosting,
         variant_name: str,
+        accelerators: int,
         download_timeout_s: int,
         startup_timeout_s: int,
+        log_retention_days: int,
     ) -> None:
         super().__init__(scope, construct_id)
-        hosting = spec.hosting
         if not hosting.uses_components:
-            raise ValueError(f"InferenceComponent {endpoint_name!r}: hosting.mode is {hosting.mode!r}, not inference-components")
-        low, high = TIMEOUT_BOUNDS
-        for name, value in (("download_timeout_s", download_timeout_s), ("startup_timeout_s", startup_timeout_s)):
-            if not low <= value <= high:
-                raise ValueError(f"InferenceComponent {endpoint_name!r}: {name} must be between {low} and {high} s, got {value}")
-        if spec.log_retention_days not in LOG_RETENTION:
-            raise ValueError(f"log retention {spec.log_retention_days} days is not one CloudWatch Logs offers")
-        self.component_name = component_name(endpoint_name)
+            raise ValueError(f"InferenceComponent {component_name!r}: hosting.mode is {hosting.mode!r}, not inference-components")
+        check_timeouts(f"InferenceComponent {component_name!r}", download_timeout_s=download_timeout_s,
+                       startup_timeout_s=startup_timeout_s)
+        self.component_name = component_name
         stack = Stack.of(self)
         # SageMaker ARNs carry names in lower case; ours are lower case already (the config's name pattern).
         self.component_arn = stack.format_arn(
@@ -144,12 +145,8 @@ class InferenceComponent(Construct):
         # Component containers log to /aws/sagemaker/InferenceComponents/<component> (the group name public SageMaker
         # code reads; no AWS page found that states it: unverified). Owned here, as the endpoint's group is, so it
         # gets a retention and destroy removes it instead of leaving a group SageMaker created.
-        self.log_group = logs.LogGroup(
-            self,
-            "Logs",
-            log_group_name=f"/aws/sagemaker/InferenceComponents/{self.component_name}",
-            retention=logs.RetentionDays[LOG_RETENTION[spec.log_retention_days]],
-            removal_policy=RemovalPolicy.DESTROY,
+        self.log_group = owned_log_group(
+            self, "Logs", name=f"/aws/sagemaker/InferenceComponents/{self.component_name}", retention_days=log_retention_days
         )
         role.add_to_principal_policy(
             iam.PolicyStatement(
@@ -158,9 +155,7 @@ class InferenceComponent(Construct):
             )
         )
 
-        instance = parse_instance_type(spec.instance_type)
         compute = hosting.compute or ComputeRequirements()
-        gpus = accelerators_per_copy(spec, instance)
         self.component = sagemaker.CfnInferenceComponent(
             self,
             "Component",
@@ -170,7 +165,7 @@ class InferenceComponent(Construct):
             specification=sagemaker.CfnInferenceComponent.InferenceComponentSpecificationProperty(
                 model_name=model.attr_model_name,
                 compute_resource_requirements=sagemaker.CfnInferenceComponent.InferenceComponentComputeResourceRequirementsProperty(
-                    number_of_accelerator_devices_required=gpus or None,
+                    number_of_accelerator_devices_required=accelerators or None,
                     number_of_cpu_cores_required=compute.cpu_cores,
                     min_memory_required_in_mb=compute.min_memory_mb,
                 ),
@@ -187,36 +182,20 @@ class InferenceComponent(Construct):
         # The container writes its logs with the role's policy: attached before the first copy starts.
         self.component.node.add_dependency(role)
 
-        self.scalable_target: appscaling.CfnScalableTarget | None = None
+        self.scalable_target = None
         if hosting.copy_scaling is not None:
             self._add_copy_scaling(hosting.copy_scaling)
 
     def _add_copy_scaling(self, scaling: CopyScaling) -> None:
-        target = appscaling.CfnScalableTarget(
-            self,
-            "CopyScalableTarget",
-            service_namespace="sagemaker",
-            scalable_dimension=SCALABLE_DIMENSION,
-            resource_id=f"inference-component/{self.component_name}",
-            min_capacity=scaling.min_copies,
-            max_capacity=scaling.max_copies,
+        target = scalable_target(
+            self, "CopyScalableTarget", dimension=COMPONENT_COPIES, resource_id=f"inference-component/{self.component_name}",
+            min_capacity=scaling.min_copies, max_capacity=scaling.max_copies, after=self.component,
         )
-        target.node.add_dependency(self.component)
         self.scalable_target = target
-        appscaling.CfnScalingPolicy(
-            self,
-            "CopyConcurrencyScaling",
-            policy_name=f"{self.component_name}-concurrency",
-            policy_type="TargetTrackingScaling",
-            scaling_target_id=target.ref,
-            target_tracking_scaling_policy_configuration=appscaling.CfnScalingPolicy.TargetTrackingScalingPolicyConfigurationProperty(
-                target_value=scaling.target_concurrency,
-                predefined_metric_specification=appscaling.CfnScalingPolicy.PredefinedMetricSpecificationProperty(
-                    predefined_metric_type=COPY_SCALING_METRIC
-                ),
-                scale_in_cooldown=scaling.scale_in_cooldown_s,
-                scale_out_cooldown=scaling.scale_out_cooldown_s,
-            ),
+        target_tracking(
+            self, "CopyConcurrencyScaling", policy_name=f"{self.component_name}-concurrency", target=target,
+            target_value=scaling.target_concurrency, predefined_metric=COPY_SCALING_METRIC,
+            scale_in_cooldown_s=scaling.scale_in_cooldown_s, scale_out_cooldown_s=scaling.scale_out_cooldown_s,
         )
         if scaling.min_copies > 0:
             return
@@ -261,4 +240,4 @@ class InferenceComponent(Construct):
         return iam.Grant.add_to_principal(grantee=grantee, actions=["sagemaker:InvokeEndpoint"], resource_arns=[self.component_arn])
 
 
-__all__ = ["COPY_SCALING_METRIC", "InferenceComponent", "SCALABLE_DIMENSION", "component_endpoint_config"]
+__all__ = ["COPY_SCALING_METRIC", "ComponentEndpointConfig", "InferenceComponent"]

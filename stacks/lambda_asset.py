@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import os
 import shutil
 from pathlib import Path
 
@@ -112,8 +113,9 @@ def asset_files(entry: Path) -> dict[str, Path]:
 
 @jsii.implements(ILocalBundling)
 class _CopyFiles:
-    def __init__(self, files: dict[str, Path]) -> None:
+    def __init__(self, files: dict[str, Path], executable: frozenset[str]) -> None:
         self._files = files
+        self._executable = executable
 
     def try_bundle(self, output_dir: str, *args, **options) -> bool:
         out = Path(output_dir)
@@ -121,20 +123,24 @@ class _CopyFiles:
             target = out / relative
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(source, target)  # follows links: the asset holds the file's bytes
+            os.chmod(target, 0o755 if relative in self._executable else 0o644)  # the zip keeps each file's mode
         return True
 
 
-def function_code(entry: Path) -> lambda_.Code:
-    """The code asset of the function whose entry file is `entry` (handler `<folder>/<file stem>.<function>`)."""
-    files = asset_files(entry)
+def function_code(entry: Path, executable: dict[str, Path] | None = None) -> lambda_.Code:
+    """The code asset of the function whose entry file is `entry` (handler `<folder>/<file stem>.<function>`), plus
+    `executable` (asset path -> file), shipped with mode 755 (a start script the Lambda Web Adapter execs)."""
+    executable = executable or {}
+    files = dict(sorted({**asset_files(entry), **executable}.items()))
     digest = hashlib.sha256()
     for relative, source in files.items():
-        digest.update(relative.encode() + b"\0" + source.read_bytes() + b"\0")
+        mode = b"755" if relative in executable else b"644"
+        digest.update(relative.encode() + b"\0" + mode + b"\0" + source.read_bytes() + b"\0")
     return lambda_.Code.from_asset(
         str(entry.parent),
         asset_hash_type=AssetHashType.CUSTOM,
         asset_hash=digest.hexdigest(),
-        bundling=BundlingOptions(image=DockerImage.from_registry("unused"), local=_CopyFiles(files)),
+        bundling=BundlingOptions(image=DockerImage.from_registry("unused"), local=_CopyFiles(files, frozenset(executable))),
     )
 
 

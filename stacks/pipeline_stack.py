@@ -46,15 +46,15 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
-from deployment import check_pipeline, load_all_environments
-from endpoint_config import ConfigError, Deployment, artifact_bucket_name
+from deployment import Deployment, check_pipeline, load_all_environments
+from endpoint_config import ConfigError
 from endpoint_config.schema import PipelineSpec
 from systems import get_system
 from systems.base import docker_hub_bases
 from systems.images import ImagePin
 
 from . import add_artifact_stack, add_endpoint_stacks, tag_environment
-from .nag import acknowledge, add_nag_checks, logical_id
+from .nag import acknowledge_pipeline_findings, add_nag_checks
 from .trusted_pipeline import TrustedPipeline, role_name
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -127,6 +127,7 @@ class PipelineStack(Stack):
         super().__init__(scope, construct_id, **kwargs)
         self.config_path = config_path
         self.spec = pipeline
+        self.gpu_build_image = GPU_BUILD_IMAGE
         first = deployments[pipeline.stages[0]]
         project = first.project
         self.pipeline_account = self.account
@@ -187,7 +188,7 @@ class PipelineStack(Stack):
         self.build_steps: dict[str, pipelines.CodeBuildStep] = {}
         self.smoke_steps: dict[str, dict[str, pipelines.CodeBuildStep]] = {}
         self.approvals: dict[str, pipelines.ManualApprovalStep] = {}
-        self._own_steps: list[pipelines.CodeBuildStep] = []  # model build and smoke steps, with our own roles
+        self.own_steps: list[pipelines.CodeBuildStep] = []  # model build and smoke steps, with our own roles
         self._previous: str | None = None  # the environment deployed before the one being added
         for env_name in pipeline.stages:
             self._add_environment(project, deployments[env_name], source)
@@ -196,7 +197,7 @@ class PipelineStack(Stack):
         self.pipeline.build_pipeline()
         self._warn_about_asset_publishing(deployments)
         self._grant_connection_use()
-        self._acknowledge_pipeline_findings()
+        acknowledge_pipeline_findings(self)
 
     def _warn_about_asset_publishing(self, deployments: dict[str, Deployment]) -> None:
         """What only a run of the asset stage would show: said at synth, where the reviewer of the pipeline reads."""
@@ -267,7 +268,6 @@ class PipelineStack(Stack):
         endpoint_stacks = add_endpoint_stacks(
             endpoints_stage,
             deployment,
-            build_root=ROOT / "build",
             allow_unbuilt=False,
             trusted_pipelines={name: TrustedPipeline(self.pipeline_account, cb) for name, cb in smoke_cb_roles.items()},
         )
@@ -317,11 +317,11 @@ class PipelineStack(Stack):
             assumed_by=iam.ServicePrincipal("codebuild.amazonaws.com"),
             description=f"Model build of {env_name}: may only assume the model publisher role of {env_name}",
         )
-        bucket = artifact_bucket_name(deployment.project, env_name, account, region)
+        bucket = deployment.artifact_bucket(account, region)
         config = shlex.quote(self.config_path)
         commands = []
-        for spec in deployment.endpoints:
-            key = f"models/{spec.name}/{spec.artifact_hash}/manifest.json"
+        for plan in deployment.plans:
+            spec, key = plan.spec, plan.manifest_key
             where = f"--config {config} --env {env_name} --endpoint {spec.name}"
             published = (
                 ".venv/bin/python -c 'import sys, boto3; boto3.client(\"s3\").head_object(Bucket=sys.argv[1], "
@@ -365,7 +365,7 @@ class PipelineStack(Stack):
             role_policy_statements=[iam.PolicyStatement(actions=["sts:AssumeRole"], resources=[publisher_arn])],
             timeout=Duration.minutes(build.timeout_minutes),
         )
-        self._own_steps.append(step)
+        self.own_steps.append(step)
         return step
 
     def _smoke_step(self, deployment, endpoint, source, account, region, cb_role_name, target_name) -> pipelines.CodeBuildStep:
@@ -391,116 +391,8 @@ class PipelineStack(Stack):
             role_policy_statements=[iam.PolicyStatement(actions=["sts:AssumeRole"], resources=[target_arn])],
             timeout=SMOKE_TIMEOUT,
         )
-        self._own_steps.append(step)
+        self.own_steps.append(step)
         return step
-
-    # ------------------------------------------------------------------------------------------- cdk-nag
-
-    def _acknowledge_pipeline_findings(self) -> None:
-        """CDK Pipelines' generated roles and bucket: each finding id acknowledged on the policy it arises in.
-
-        The ids name CDK's own grants (artifact bucket and key, CodeBuild logs and reports); if a CDK upgrade changes
-        them, synth fails and prints the new ids, to be reviewed here."""
-        pipeline = self.pipeline.pipeline
-        acknowledge(
-            pipeline.artifact_bucket,
-            "AwsSolutions-S1",
-            "The pipeline's artifact bucket is created by CDK Pipelines and holds only transient, KMS-encrypted build "
-            "artifacts; reads and writes come from the pipeline's own roles and are recorded by CloudTrail.",
-        )
-        bucket = f"<{logical_id(pipeline.artifact_bucket)}.Arn>/*"
-        artifacts_read = {
-            "Action::s3:GetObject*": _S3_GROUPS,
-            "Action::s3:GetBucket*": _S3_GROUPS,
-            "Action::s3:List*": _S3_GROUPS,
-            f"Resource::{bucket}": _ARTIFACT_OBJECTS,
-        }
-        artifacts_write = {**artifacts_read, "Action::s3:DeleteObject*": _S3_GROUPS, "Action::s3:Abort*": _S3_GROUPS}
-        key = {"Action::kms:GenerateDataKey*": _KMS_GROUPS, "Action::kms:ReEncrypt*": _KMS_GROUPS}
-
-        def project_findings(project) -> dict[str, str]:
-            lid = logical_id(project)
-            return {
-                f"Resource::arn:{self.partition}:logs:{self.region}:{self.account}:log-group:/aws/codebuild/<{lid}>:*": _LOGS,
-                f"Resource::arn:{self.partition}:codebuild:{self.region}:{self.account}:report-group/<{lid}>-*": _REPORTS,
-            }
-
-        def ack(construct, findings: dict[str, str]) -> None:
-            for finding, reason in findings.items():
-                acknowledge(construct, f"AwsSolutions-IAM5[{finding}]", reason)
-
-        ack(pipeline.role, {**artifacts_write, **key})
-        source_stage = pipeline.node.find_child("Source")
-        for role in source_stage.node.find_all():
-            if isinstance(role, iam.Role):  # the connection source action's role: writes the checked-out source
-                ack(role, {**artifacts_write, **key})
-        synth = self.pipeline.synth_project
-        ack(synth.role, {**artifacts_write, **key, **project_findings(synth)})
-        mutation = self.pipeline.self_mutation_project
-        ack(
-            mutation.role,
-            {
-                **artifacts_read,
-                **key,
-                **project_findings(mutation),
-                "Resource::*": "Self-mutation reads the pipeline stack's state (cloudformation:DescribeStacks) and the "
-                "CDK bootstrap bucket's location (s3:ListBucket), which CDK grants on * before the names are known.",
-                f"Resource::arn:*:iam::{self.account}:role/*": "Self-mutation runs `cdk deploy` of the pipeline stack, "
-                "which assumes the CDK bootstrap roles (cdk-<qualifier>-*-role-<account>-<region>); CDK limits the trust "
-                "to roles tagged aws-cdk:bootstrap-role by a condition.",
-            },
-        )
-        assets = self.node.try_find_child("Pipeline").node.try_find_child("Assets")
-        if assets is not None:  # file/image assets: one shared role per asset kind
-            for kind in ("FileRole", "DockerRole"):
-                role = assets.node.try_find_child(kind)
-                if role is None:
-                    continue
-                ack(
-                    role,
-                    {
-                        **artifacts_read,
-                        f"Resource::arn:{self.partition}:logs:{self.region}:{self.account}:log-group:/aws/codebuild/*": (
-                            "One asset role serves every asset publishing project, whose names CDK generates: log "
-                            "groups under /aws/codebuild/ only."
-                        ),
-                        f"Resource::arn:{self.partition}:codebuild:{self.region}:{self.account}:report-group/*": (
-                            "One asset role serves every asset publishing project: report groups of those projects."
-                        ),
-                        "Resource::*": "CodeBuild's batch actions of the asset projects (StartBuild/BatchGetBuilds/"
-                        "StopBuild), granted by CDK Pipelines on *; the role's writes go through the target accounts' "
-                        "cdk-*-publishing roles only.",
-                    },
-                )
-        for step in [*self._own_steps, self.tests_step]:
-            ack(step.project.role, {**artifacts_read, **key, **project_findings(step.project)})
-        if self.spec.build.gpu:
-            for step in self.build_steps.values():
-                acknowledge(
-                    step.project,
-                    "AwsSolutions-CB5",
-                    "CodeBuild offers no curated GPU image with CUDA and Python 3.12; the model build uses an AWS Deep "
-                    f"Learning Container pinned by tag ({GPU_BUILD_IMAGE.repository}:{GPU_BUILD_IMAGE.gpu_tag}).",
-                )
-                ack(
-                    step.project.role,
-                    {"Resource::*": "Pulling the Deep Learning Container needs ecr:GetAuthorizationToken, which has no "
-                     "resource-level permissions; the pull actions themselves are limited to that one repository."},
-                )
-
-
-_LOGS = "CodeBuild writes log streams named at run time under the project's own log group (/aws/codebuild/<project>:*)."
-_REPORTS = "CodeBuild report groups of this project are named <project>-<report>; CDK grants that prefix only."
-_ARTIFACT_OBJECTS = (
-    "Pipeline artifacts are objects whose keys CodePipeline chooses per execution, in the pipeline's own artifact "
-    "bucket (<bucket>/*); no other bucket."
-)
-_S3_GROUPS = (
-    "CDK's bucket grants use S3 action groups (s3:GetObject*, s3:GetBucket*, s3:List*, and for writers s3:DeleteObject*, "
-    "s3:Abort*) on the pipeline's own artifact bucket only."
-)
-_KMS_GROUPS = "CDK's key grants use kms:GenerateDataKey* and kms:ReEncrypt* on the pipeline's own artifact key only."
-
 
 def add_pipeline(app, config_path: str | os.PathLike) -> PipelineStack:
     """The pipeline stack for `-c pipeline=true`: every environment of the file, deployed through CodePipeline."""

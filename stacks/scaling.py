@@ -1,9 +1,74 @@
-"""Scaling pieces the endpoint constructs share."""
+"""Application Auto Scaling of SageMaker capacity (a variant's instances, a component's copies): one scalable target,
+its target-tracking policy and the step policy that leaves zero. No RoleARN anywhere: Application Auto Scaling uses its
+service-linked role for SageMaker (AWSApplicationAutoscalingSageMakerEndpointPolicy)."""
 
 from __future__ import annotations
 
 from aws_cdk import aws_applicationautoscaling as appscaling
-from constructs import Construct
+from constructs import Construct, IConstruct
+
+VARIANT_INSTANCES = "sagemaker:variant:DesiredInstanceCount"
+COMPONENT_COPIES = "sagemaker:inference-component:DesiredCopyCount"
+
+
+def scalable_target(
+    scope: Construct,
+    construct_id: str,
+    *,
+    dimension: str,
+    resource_id: str,
+    min_capacity: int,
+    max_capacity: int,
+    after: IConstruct,
+) -> appscaling.CfnScalableTarget:
+    """Register `resource_id` (endpoint/<name>/variant/<variant> or inference-component/<name>) for scaling along
+    `dimension`, once `after` (the endpoint or the component) exists."""
+    target = appscaling.CfnScalableTarget(
+        scope,
+        construct_id,
+        service_namespace="sagemaker",
+        scalable_dimension=dimension,
+        resource_id=resource_id,
+        min_capacity=min_capacity,
+        max_capacity=max_capacity,
+    )
+    target.node.add_dependency(after)
+    return target
+
+
+def target_tracking(
+    scope: Construct,
+    construct_id: str,
+    *,
+    policy_name: str,
+    target: appscaling.CfnScalableTarget,
+    target_value: float,
+    scale_in_cooldown_s: int,
+    scale_out_cooldown_s: int,
+    predefined_metric: str | None = None,
+    customized_metric: appscaling.CfnScalingPolicy.CustomizedMetricSpecificationProperty | None = None,
+) -> appscaling.CfnScalingPolicy:
+    """A target-tracking policy on `target`: one of a predefined metric (botocore application-autoscaling MetricType)
+    or a customized one."""
+    if (predefined_metric is None) == (customized_metric is None):
+        raise ValueError(f"{policy_name}: give exactly one of predefined_metric and customized_metric")
+    return appscaling.CfnScalingPolicy(
+        scope,
+        construct_id,
+        policy_name=policy_name,
+        policy_type="TargetTrackingScaling",
+        scaling_target_id=target.ref,
+        target_tracking_scaling_policy_configuration=appscaling.CfnScalingPolicy.TargetTrackingScalingPolicyConfigurationProperty(
+            target_value=target_value,
+            predefined_metric_specification=(
+                appscaling.CfnScalingPolicy.PredefinedMetricSpecificationProperty(predefined_metric_type=predefined_metric)
+                if predefined_metric is not None else None
+            ),
+            customized_metric_specification=customized_metric,
+            scale_in_cooldown=scale_in_cooldown_s,
+            scale_out_cooldown=scale_out_cooldown_s,
+        ),
+    )
 
 
 def scale_from_zero_policy(
@@ -28,3 +93,6 @@ def scale_from_zero_policy(
             ],
         ),
     )
+
+
+__all__ = ["COMPONENT_COPIES", "VARIANT_INSTANCES", "scalable_target", "scale_from_zero_policy", "target_tracking"]

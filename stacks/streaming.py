@@ -27,20 +27,10 @@ is a constant: synth stays deterministic and the version changes only by editing
 
 from __future__ import annotations
 
-import hashlib
-import os
-import shutil
-from pathlib import Path
-
-import jsii
 from aws_cdk import (
     ArnFormat,
-    AssetHashType,
-    BundlingOptions,
     CfnOutput,
-    DockerImage,
     Duration,
-    ILocalBundling,
     Stack,
     Token,
 )
@@ -48,11 +38,11 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
-import request_contract
 from endpoint_config.streaming import StreamingSpec
 
-from .lambda_asset import LAMBDA_ROOT, asset_files
-from .llm_endpoint import LlmEndpoint, _PythonFunction
+from .functions import PythonFunction
+from .lambda_asset import LAMBDA_ROOT, function_code
+from .llm_endpoint import LlmEndpoint
 
 STREAM_CODE = LAMBDA_ROOT / "stream"
 ADAPTER_ACCOUNT = "753240598075"
@@ -89,38 +79,12 @@ def adapter_layer_arn(stack: Stack, version: int = ADAPTER_LAYER_VERSION) -> str
     )  # fmt: skip
 
 
-@jsii.implements(ILocalBundling)
-class _CopyStreamFiles:
-    """The asset: what lambda/stream/app.py imports (stacks/lambda_asset.py) plus run.sh, executable."""
-
-    def __init__(self, files: dict[str, Path]) -> None:
-        self._files = files
-
-    def try_bundle(self, output_dir: str, *args, **options) -> bool:
-        for relative, source in self._files.items():
-            target = Path(output_dir) / relative
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(source, target)
-            os.chmod(target, 0o755 if relative in _EXECUTABLE else 0o644)  # the zip keeps each file's mode
-        return True
-
-
 def stream_code() -> lambda_.Code:
-    files = {**asset_files(STREAM_CODE / "app.py"), **_EXECUTABLE}
-    files = dict(sorted(files.items()))
-    digest = hashlib.sha256()
-    for relative, source in files.items():
-        mode = b"755" if relative in _EXECUTABLE else b"644"
-        digest.update(relative.encode() + b"\0" + mode + b"\0" + source.read_bytes() + b"\0")
-    return lambda_.Code.from_asset(
-        str(STREAM_CODE),
-        asset_hash_type=AssetHashType.CUSTOM,
-        asset_hash=digest.hexdigest(),
-        bundling=BundlingOptions(image=DockerImage.from_registry("unused"), local=_CopyStreamFiles(files)),
-    )
+    """What lambda/stream/app.py imports (stacks/lambda_asset.py) plus run.sh, executable."""
+    return function_code(STREAM_CODE / "app.py", executable=_EXECUTABLE)
 
 
-class StreamingFrontDoor(_PythonFunction):
+class StreamingFrontDoor(PythonFunction):
     """The function (lambda/stream behind the Web Adapter) and its function URL.
 
     Keyword-only props:
@@ -161,14 +125,13 @@ class StreamingFrontDoor(_PythonFunction):
                 "AWS_LWA_READINESS_CHECK_PATH": READY_PATH,
                 "ENDPOINT_NAME": endpoint.endpoint_name,
                 # hosting.mode inference-components: the component the stream names (InferenceComponentName).
-                **endpoint.component_environment,
+                **endpoint.target_environment,
                 "READ_TIMEOUT_S": str(min(READ_TIMEOUT_S, spec.timeout_s - 2 * DEADLINE_MARGIN_S)),
                 "STREAM_DEADLINE_S": str(spec.timeout_s - DEADLINE_MARGIN_S),
-                # The limits the container enforces, as the invoke function gets them (request_contract.limits()).
-                **{k: v for k, v in endpoint.environment.items() if k in request_contract.LIMIT_ENV},
+                # The limits the container enforces, as the invoke function gets them.
+                **endpoint.request_limits,
             },
             timeout=Duration.seconds(spec.timeout_s),
-            statements=[],
             description=f"Streams generated tokens from SageMaker endpoint {endpoint.endpoint_name}",
             log_retention_days=log_retention_days,
             reserved_concurrency=spec.reserved_concurrency,

@@ -1,20 +1,13 @@
 """The serving systems, one package each: recipe (model_build), handler or engine config, and container facts.
 
-The registry: `REGISTRY` names, for every `system:` value of the config (endpoint_config.SYSTEM_NAMES), the
-package that defines its ServingSystem as `SYSTEM`; that ServingSystem names its build recipe (`recipe`,
-loaded by `load_recipe`) and the typed model of the `engine:` options it implements (`engine_options`, checked
-by `engine_problems`, read by `engine`). `get_system(name)` imports only the system's light package (no torch), so the CDK app
-stays quick.
-
-Dependency direction: systems imports endpoint_config (the schema) and artifact (what a build needs), never
-model_build, stacks or deployment.
+`REGISTRY` is the list of systems: each `system:` value of the config names the package that defines its
+ServingSystem as `SYSTEM`. Adding a system is its package plus one line here. `get_system(name)` imports only the
+system's light package (no torch), so the CDK app stays quick.
 """
 
 from __future__ import annotations
 
 import importlib
-
-from endpoint_config import SYSTEM_NAMES
 
 from .base import ServingSystem
 
@@ -31,9 +24,15 @@ REGISTRY: dict[str, str] = {
 
 
 def get_system(name: str) -> ServingSystem:
-    if name not in SYSTEM_NAMES or name not in REGISTRY:
-        raise KeyError(f"unknown serving system {name!r}; known: {', '.join(SYSTEM_NAMES)}")
+    """The registered system `name`; KeyError (naming the known ones) for any other."""
+    if name not in REGISTRY:
+        raise KeyError(f"unknown serving system {name!r}; known: {', '.join(REGISTRY)}")
     return importlib.import_module(REGISTRY[name]).SYSTEM
 
 
-__all__ = ["REGISTRY", "ServingSystem", "get_system"]
+def all_systems() -> dict[str, ServingSystem]:
+    """Every registered system, by name."""
+    return {name: get_system(name) for name in REGISTRY}
+
+
+__all__ = ["REGISTRY", "ServingSystem", "all_systems", "get_system"]

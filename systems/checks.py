@@ -1,20 +1,18 @@
-"""Config rules that need to know the serving system: what it serves, on what hardware, how big a model fits.
+"""The config rules that need the serving system: what it serves and offers, on what hardware, how big a model fits.
 
-Called by deployment.load_config after the schema checks; messages follow the same form
-(endpoint, key, value, what is allowed). The model-size rule has three moments:
-  config: weights estimated from the parameter count (local safetensors headers, the known-model table or
-          `model_parameters`) against the GPUs' memory -- `system_problems`;
-  synth:  a model that could not be sized gets a warning annotation on its stack -- `unsized_model_warning`;
-  build:  the weights actually read are checked before anything is written -- `built_weights_problem`
-          (systems.recipe_common.load_source raises it as a BuildError).
+Run by deployment.load_config on every endpoint whose schema rules passed; messages name the endpoint, the key, the
+value and what is allowed. The model-size rule has three moments: at load, weights estimated from the parameter
+count (`system_problems`); at synth, a warning for a model that could not be sized (`unsized_model_warning`); at
+build, the weights actually read (`built_weights_problem`, raised by systems.recipe_common.load_source).
 """
 
 from __future__ import annotations
 
-from endpoint_config import BYTES_PER_PARAM, EndpointSpec, InstanceType, parse_instance_type
+from endpoint_config import BYTES_PER_PARAM, EndpointSpec, InstanceType
 from endpoint_config.models import model_facts
+from endpoint_config.security import isolation_problems
 
-from . import get_system
+from .base import Capability, ServingSystem, engine_problems
 
 # Weights may take this share of each GPU's memory; the rest holds the KV cache, activations and the CUDA context.
 WEIGHT_SHARE_OF_GPU_MEMORY = 0.8
@@ -31,26 +29,35 @@ def weight_limit_bytes(ep: EndpointSpec) -> int | None:
     """The most weight bytes (all shards together) `ep` fits: the usable share of each GPU times the tensor
     parallel degree (each GPU holds 1/degree of the weights). None on instances without NVIDIA GPUs: there the
     size rule does not apply."""
-    instance = parse_instance_type(ep.instance_type)
-    if not instance.is_gpu:
+    if not ep.instance.is_gpu:
         return None
-    return int(usable_bytes_per_gpu(instance) * ep.tensor_parallel_degree)
+    return int(usable_bytes_per_gpu(ep.instance) * ep.tensor_parallel_degree)
 
 
-def _gpus_phrase(ep: EndpointSpec, instance: InstanceType) -> str:
+def _gpus_phrase(ep: EndpointSpec) -> str:
+    instance = ep.instance
     return (
         f"{WEIGHT_SHARE_OF_GPU_MEMORY:.0%} of the {instance.gpu_memory_gib:.1f} GiB of each {instance.accelerators.name} "
         f"on {ep.instance_type} x tensor_parallel_degree {ep.tensor_parallel_degree}"
     )
 
 
-def system_problems(ep: EndpointSpec) -> list[str]:
-    system = get_system(ep.system)
-    instance = parse_instance_type(ep.instance_type)
+def _offered_by(others: dict[str, ServingSystem], capability: str) -> str:
+    names = [name for name, system in others.items() if getattr(system, capability).supported]
+    return ", ".join(names) or "none"
+
+
+def system_problems(ep: EndpointSpec, system: ServingSystem, systems: dict[str, ServingSystem]) -> list[str]:
+    """Every rule of `system` on `ep`. `systems`: the registry, to name the systems that offer what this one does
+    not."""
+    instance = ep.instance
     problems: list[str] = []
 
     def bad(key: str, message: str) -> None:
         problems.append(f"endpoint {ep.name!r}: {key}: {message}")
+
+    def refused(key: str, value: str, capability: Capability, offered: str, who: str) -> None:
+        bad(key, f"value {value} is not supported by system {ep.system!r}: {capability.note}; {who}: {offered}")
 
     if instance.non_gpu_accelerator is not None:
         # Neuron (Inferentia/Trainium) and Gaudi need their own SDKs and images; every system here is CUDA (or
@@ -82,8 +89,19 @@ def system_problems(ep: EndpointSpec) -> list[str]:
                     f"{instance.gpu_memory_gib:.1f} GiB of each {instance.accelerators.name} on {ep.instance_type} "
                     f"({usable / GIB:.1f} GiB); raise tensor_parallel_degree, pick a larger GPU or a smaller dtype",
                 )
-    if ep.weights_format == "torch-save" and ep.system != "hf-fastload":
-        bad("weights_format", f"value 'torch-save' is only offered by system 'hf-fastload', not {ep.system!r}")
+    if ep.weights_format not in system.weights_formats:
+        offered = ", ".join(name for name, s in systems.items() if ep.weights_format in s.weights_formats) or "none"
+        bad("weights_format", f"value {ep.weights_format!r} is not offered by system {ep.system!r} (allowed: "
+            f"{', '.join(system.weights_formats)}); systems that offer it: {offered}")
+    if ep.streaming.enabled and not system.streaming.supported:
+        refused("streaming.enabled", "true", system.streaming, _offered_by(systems, "streaming"), "systems that stream")
+    if ep.hosting.uses_components and not system.inference_components.supported:
+        refused("hosting.mode", repr(ep.hosting.mode), system.inference_components,
+                _offered_by(systems, "inference_components"), "systems that run as inference components")
+    problems += engine_problems(ep, system.engine_options, {name: s.engine_options for name, s in systems.items()})
+    # network.network_isolation against a system whose engine reads S3 itself (endpoint_config/security.py).
+    problems += isolation_problems(ep, engine_reads_s3=system.staged_weights_environment is not None)
+    problems += system.rules(ep, instance)
     return problems
 
 
@@ -93,13 +111,12 @@ def unsized_model_warning(ep: EndpointSpec, built_bytes: int | None = None) -> s
     `built_bytes`: the built artifact's size when its manifest is at hand -- the build has then read the real
     weights and checked them (built_weights_problem), so there is nothing to warn about.
     """
-    instance = parse_instance_type(ep.instance_type)
-    if not instance.is_gpu or built_bytes or model_facts(ep.model, ep.model_parameters) is not None:
+    if not ep.instance.is_gpu or built_bytes or model_facts(ep.model, ep.model_parameters) is not None:
         return None
     return (
         f"endpoint {ep.name!r}: model {ep.model!r} could not be sized (not a local directory with safetensors "
         "weights, not in the known-model table, no model_parameters), so nothing checked that its weights fit "
-        f"{_gpus_phrase(ep, instance)}; set model_parameters: <parameter count> in the config, or build it first "
+        f"{_gpus_phrase(ep)}; set model_parameters: <parameter count> in the config, or build it first "
         f"(python -m model_build build --config CONFIG --endpoint {ep.name}), which refuses weights that do not fit"
     )
 
@@ -112,8 +129,7 @@ def built_weights_problem(ep: EndpointSpec, parameter_count: int, limit_bytes: i
     weight_bytes = parameter_count * BYTES_PER_PARAM[ep.dtype]
     if limit is None or weight_bytes <= limit:
         return None
-    instance = parse_instance_type(ep.instance_type)
-    basis = f" ({_gpus_phrase(ep, instance)})" if instance.is_gpu and limit_bytes is None else ""
+    basis = f" ({_gpus_phrase(ep)})" if ep.instance.is_gpu and limit_bytes is None else ""
     return (
         f"endpoint {ep.name!r}: model {ep.model!r}: the weights read at build are {weight_bytes:,} bytes "
         f"({parameter_count:,} parameters in {ep.dtype}), more than the fit limit of {limit:,} bytes on "
@@ -122,9 +138,9 @@ def built_weights_problem(ep: EndpointSpec, parameter_count: int, limit_bytes: i
     )
 
 
-def region_problems(ep: EndpointSpec, region: str) -> list[str]:
+def region_problems(ep: EndpointSpec, system: ServingSystem, region: str) -> list[str]:
     """The pinned image must be published in the environment's region."""
-    image = get_system(ep.system).image
+    image = system.image
     if image is None or region in image.available_regions:
         return []
     return [

@@ -73,11 +73,24 @@ def synthesize(
 
     app = cdk.App(context=cdk_context(), outdir=str(outdir))
     stacks = add_stacks(
-        app, load_config(ROOT / config, env), build_root=build_root or outdir / "no-build", allow_unbuilt=allow_unbuilt
+        app, load_config(ROOT / config, env, build_root=build_root or outdir / "no-build"), allow_unbuilt=allow_unbuilt
     )
     app.synth()
     templates = {name: json.loads((outdir / f"{name}.template.json").read_text()) for name in stacks}
     return Synthesized(outdir, templates, stacks)
+
+
+def lambda_entry(handler: str) -> Any:
+    """The function a Lambda `Handler` setting names ("invoke/handler.handler"), loaded from lambda/ by path as the
+    runtime loads it from the asset's root."""
+    import importlib.util
+
+    path, _, name = handler.rpartition(".")
+    spec = importlib.util.spec_from_file_location(f"lambda_entry_{path.replace('/', '_')}", ROOT / "lambda" / f"{path}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return getattr(module, name)
 
 
 def write_fake_manifest(build_root: Path, name: str, system: str, dtype: str, content_hash: str = FAKE_HASH) -> None:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import boto3
 
-from endpoint_config import Deployment, artifact_bucket_name
+from deployment import Deployment, load_config
 from model_build.aws import caller_account, session_for
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -83,11 +83,12 @@ def deploy(deployment: Deployment, *, echo: Callable[[str], None] = print, runti
     if problems:
         raise DeployError("preflight failed:\n  - " + "\n  - ".join(problems))
 
-    for spec in deployment.endpoints:
-        if spec.artifact_hash or (ROOT / "build" / spec.name / "manifest.json").is_file():
-            continue
-        echo(f"==> model_build build {spec.name}")
-        run([py, "-m", "model_build", "build", "--config", config, "--env", env_name, "--endpoint", spec.name, "--quiet"], echo=echo)
+    unbuilt = [plan.name for plan in deployment.plans if plan.artifact.problem is not None]
+    for name in unbuilt:
+        echo(f"==> model_build build {name}")
+        run([py, "-m", "model_build", "build", "--config", config, "--env", env_name, "--endpoint", name, "--quiet"], echo=echo)
+    if unbuilt:  # plan again: the builds' manifests name the artifacts now
+        deployment = load_config(deployment.config_path, env_name)
 
     assembly = _assembly(deployment)
     echo("==> cdk synth")
@@ -113,27 +114,27 @@ def deploy(deployment: Deployment, *, echo: Callable[[str], None] = print, runti
     echo(f"==> cdk deploy {artifacts_stack}")
     run([CDK, "deploy", artifacts_stack, "--exclusively", "--require-approval", "never", "--no-notices", *app], echo=echo)
 
-    for spec in deployment.endpoints:
-        if (ROOT / "build" / spec.name / "manifest.json").is_file():
-            echo(f"==> model_build publish {spec.name}")
-            run([py, "-m", "model_build", "publish", "--config", config, "--env", env_name, "--endpoint", spec.name], echo=echo)
+    for plan in deployment.plans:
+        if plan.artifact.source == "manifest":
+            echo(f"==> model_build publish {plan.name}")
+            run([py, "-m", "model_build", "publish", "--config", config, "--env", env_name, "--endpoint", plan.name], echo=echo)
 
     echo("==> preflight: artifacts published")
     problems = _failed(run_preflight(deployment, session), skip_artifacts=False)
     if problems:
         raise DeployError("the artifacts are not where the endpoint stacks will look:\n  - " + "\n  - ".join(problems))
 
-    endpoint_stacks = [deployment.stack_name(spec.name) for spec in deployment.endpoints]
+    endpoint_stacks = [plan.stack_name for plan in deployment.plans]
     echo(f"==> cdk deploy {' '.join(endpoint_stacks)}")
     run([CDK, "deploy", *endpoint_stacks, "--exclusively", "--require-approval", "never", "--no-notices", *app], echo=echo)
 
-    for spec in deployment.endpoints:
-        echo(f"==> smoke test {spec.name}")
-        result = run_smoke(deployment, spec.name, session=session, runtime_client=runtime_client)
+    for plan in deployment.plans:
+        echo(f"==> smoke test {plan.name}")
+        result = run_smoke(deployment, plan, session=session, runtime_client=runtime_client)
         for line in format_checks(result.checks).splitlines():
             echo(line)
         if not result.ok:
-            raise DeployError(f"smoke test of {spec.name} failed: {'; '.join(c.message for c in result.checks if not c.ok)}")
+            raise DeployError(f"smoke test of {plan.name} failed: {'; '.join(c.message for c in result.checks if not c.ok)}")
     echo(f"deployed {len(endpoint_stacks)} endpoint(s) to environment {env_name}")
 
 
@@ -155,13 +156,13 @@ def destroy(deployment: Deployment, *, echo: Callable[[str], None] = print) -> N
     env = deployment.environment
     if env.emulator and not env.retain_data:
         account = caller_account(session)
-        bucket = artifact_bucket_name(deployment.project, deployment.environment_name, account, env.region or session.region_name)
+        bucket = deployment.artifact_bucket(account, env.region or session.region_name)
         try:
             removed = empty_bucket(bucket, session)
             echo(f"==> emptied {bucket} ({removed} object versions; on AWS CDK's auto-delete resource does this)")
         except session.client("s3").exceptions.NoSuchBucket:
             pass
-    stacks = [deployment.stack_name("artifacts")] + [deployment.stack_name(s.name) for s in deployment.endpoints]
+    stacks = [deployment.stack_name("artifacts")] + [plan.stack_name for plan in deployment.plans]
     echo(f"==> cdk destroy {' '.join(stacks)}")
     # The assembly the last deploy synthesized, else a fresh synth (which needs no build for destroying).
     assembly = _assembly(deployment)
@@ -205,7 +206,6 @@ def bootstrap_version(session: boto3.Session, parameter: str = DEFAULT_BOOTSTRAP
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
-    from deployment import load_config
     from endpoint_config import ConfigError
 
     parser = argparse.ArgumentParser(prog="python -m workstation", description="deploy or destroy one environment")

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import ClassVar, Literal
 
 from endpoint_config import EndpointSpec
-from systems.base import OwnContainer, ServingSystem, SystemEngineOptions
+from systems.base import Capability, EngineOptions, MaxBatchSize, MaxModelLen, OwnContainer, ServingSystem
 
 HANDLER = "handler:DeepSpeedHandler"  # the module lies in /opt/program in the image
 
@@ -27,21 +27,21 @@ TRANSFORMERS_VERSION = "4.36.2"
 KERNEL_INJECTION_MODEL_TYPES = ("gptj", "gpt2", "gpt_neo", "gpt_neox", "opt", "bloom")
 
 
-class DeepSpeedByocEngineOptions(SystemEngineOptions):
+class DeepSpeedByocEngineOptions(EngineOptions):
     """The `engine:` options deepspeed-byoc implements: max_batch_size (MAX_BATCH_SIZE, prompts per request),
     max_model_len (deepspeed.json max_out_tokens, DeepSpeed's KV workspace), rolling_batch only as `disable`."""
 
     REFUSALS: ClassVar[dict[str, str]] = {
-        **SystemEngineOptions.REFUSALS,
         "rolling_batch": "value {value!r} is not offered by DeepSpeed kernel injection (static batches per request); "
         "allowed: disable, or leave it out",
         "entry_point": "value {value!r} is a DJL setting; system 'deepspeed-byoc' runs its own handler (leave it out)",
         "custom_handler": "value true is a DJL setting; system 'deepspeed-byoc' always runs its own handler (leave it out)",
     }
 
-    max_batch_size: int | None = None
-    max_model_len: int | None = None
+    max_batch_size: MaxBatchSize | None = None
+    max_model_len: MaxModelLen | None = None
     rolling_batch: Literal["disable"] | None = None
+    custom_handler: Literal[False] = False
 
 
 def container_environment(endpoint: EndpointSpec) -> dict[str, str]:
@@ -61,7 +61,7 @@ def container_environment(endpoint: EndpointSpec) -> dict[str, str]:
         "BYOC_PROCESSES": str(endpoint.tensor_parallel_degree),
         "BYOC_HANDLER": HANDLER,
     }
-    engine = DeepSpeedByocEngineOptions.read(endpoint)
+    engine = DeepSpeedByocEngineOptions.parse(endpoint)
     if engine.max_batch_size is not None:
         env["MAX_BATCH_SIZE"] = str(engine.max_batch_size)
     return env
@@ -83,4 +83,8 @@ SYSTEM = ServingSystem(
     default_download_timeout_s=900,
     default_startup_timeout_s=900,
     engine_notes="DeepSpeed 0.12.6 kernel injection with transformers 4.36.2 (see the Dockerfile for the pins)",
+    streaming=Capability.no("our own container server (systems/byoc_server) answers /invocations with one whole reply"),
+    inference_components=Capability.no(
+        "our own container has never run as an inference component (only a GPU account can show that it keeps to the GPUs and memory SageMaker gives it)"
+    ),
 )

@@ -78,7 +78,7 @@ def check_architecture(endpoint: EndpointSpec, source: Path) -> dict[str, Any]:
 def engine_config(endpoint: EndpointSpec, source_config: dict[str, Any]) -> dict[str, Any]:
     """deepspeed.json: the arguments of deepspeed.init_inference that the handler passes."""
     context = source_config.get("n_positions") or source_config.get("max_position_embeddings")
-    max_model_len = DeepSpeedByocEngineOptions.read(endpoint).max_model_len
+    max_model_len = DeepSpeedByocEngineOptions.parse(endpoint).max_model_len
     if max_model_len and context and max_model_len > context:
         raise _bad(
             endpoint,

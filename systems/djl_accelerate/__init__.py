@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Literal
 
 from endpoint_config import EndpointSpec
+from systems.base import Capability, MaxBatchSize
 from systems.djl_common import MODEL_LOADING_TIMEOUT_S, SAGEMAKER_MODEL_DIR, DjlEngineOptions, djl_system
 from systems.images import DJL_DEEPSPEED_LEGACY
 
@@ -25,7 +26,7 @@ class AccelerateEngineOptions(DjlEngineOptions):
     """The `engine:` options djl-accelerate implements. No max_model_len: the Hugging Face handler has no
     engine-wide length limit to set, so it is refused, not ignored."""
 
-    max_batch_size: int | None = None  # batch_size (+ max_batch_delay): DJL dynamic batching
+    max_batch_size: MaxBatchSize | None = None  # batch_size (+ max_batch_delay): DJL dynamic batching
     rolling_batch: Literal["disable"] | None = None  # the plain transformers path
     entry_point: Literal["djl_python.huggingface"] | None = None
     custom_handler: bool = False  # ship our model.py as the entry point
@@ -40,7 +41,7 @@ def serving_properties(endpoint: EndpointSpec) -> dict[str, str]:
       (lmi-dist/vLLM) by itself; this system is the plain transformers path.
     option.model_id=/opt/ml/model and option.model_loading_timeout: as in djl-deepspeed.
     """
-    engine = AccelerateEngineOptions.read(endpoint)
+    engine = AccelerateEngineOptions.parse(endpoint)
     props = {
         "engine": "Python",
         "option.entryPoint": engine.entry_point or ENTRY_POINT,
@@ -77,6 +78,12 @@ SYSTEM = djl_system(
     engine_notes=(
         "DJL starts one model copy per tensor_parallel_degree GPUs (ml.g5.12xlarge, 4 GPUs, degree 2: 2 copies); "
         "accelerate splits each copy layer-wise over its GPUs (fits larger models, no tensor-parallel speed-up)."
+    ),
+    streaming=Capability.no(
+        "it runs a retired DJL image (0.27) with this project's non-streaming handler configuration; use lmi-vllm or lmi-trtllm"
+    ),
+    inference_components=Capability.no(
+        "a legacy system pinned to a retired DJL 0.27 image, not documented for inference components; its maintained replacement lmi-vllm runs as one"
     ),
 )
 

@@ -16,11 +16,11 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from artifact import BuildError
-from endpoint_config import EndpointSpec, parse_instance_type
-from systems.base import ServingSystem, SystemEngineOptions
+from endpoint_config import EndpointSpec
+from systems.base import EngineOptions, ServingSystem
 
 SERVING_PROPERTIES = "serving.properties"
 # Where SageMaker mounts the model data (an uncompressed S3 prefix, or the extracted model.tar.gz).
@@ -101,7 +101,7 @@ def copies_per_instance(endpoint: EndpointSpec) -> int:
     """The system's own count of model copies on the endpoint's instance type (for the manifest)."""
     from systems import get_system
 
-    return get_system(endpoint.system).model_copies(endpoint, parse_instance_type(endpoint.instance_type))
+    return get_system(endpoint.system).model_copies(endpoint, endpoint.instance)
 
 
 def refuse(endpoint: EndpointSpec, key: str, value: object, allowed: str) -> BuildError:
@@ -111,14 +111,16 @@ def refuse(endpoint: EndpointSpec, key: str, value: object, allowed: str) -> Bui
     )
 
 
-class DjlEngineOptions(SystemEngineOptions):
-    """What every DJL Serving / LMI system's engine options share: how a refusal reads. Each system subclasses it
-    with the keys it accepts (its __init__.py); none accepts tensorrt_profile (system 'tensorrt-byoc')."""
+class DjlEngineOptions(EngineOptions):
+    """What every DJL Serving / LMI system's engine options share: how a refusal reads, and custom_handler (false
+    unless the system ships our model.py; those systems widen it). Each system subclasses it with the keys it
+    accepts (its __init__.py)."""
 
     REFUSALS: ClassVar[dict[str, str]] = {
-        **SystemEngineOptions.REFUSALS,
         "custom_handler": "value True is not supported by system {system!r}; allowed: false (the engine's own handler serves)",
     }
+
+    custom_handler: Literal[False] = False
 
     def conflicts(self) -> list[str]:
         entry_point = getattr(self, "entry_point", None)
@@ -131,12 +133,12 @@ class DjlEngineOptions(SystemEngineOptions):
 
 
 def check_engine_options(endpoint: EndpointSpec) -> Any:
-    """Refuse the `engine:` settings the endpoint's system does not implement (its typed model,
-    ServingSystem.engine_options), before any heavy work; returns the options as that model."""
-    from systems import get_system
+    """The endpoint's `engine:` options as its system's typed model (ServingSystem.engine_options), refusing, before
+    any heavy work, what the system does not implement (a build called on an endpoint the config did not load)."""
+    from systems import all_systems, get_system
 
     system = get_system(endpoint.system)
-    problems = system.engine_problems(endpoint)
+    problems = system.engine_problems(endpoint, {name: s.engine_options for name, s in all_systems().items()})
     if problems:
         raise BuildError(problems[0])
     if endpoint.weights_format != "safetensors":

@@ -32,7 +32,7 @@ from typing import Any, ClassVar
 
 from artifact import BuildError
 from endpoint_config import EndpointSpec
-from systems.base import ServingSystem
+from systems.base import Capability, MaxBatchSize, MaxModelLen, ServingSystem
 
 from . import MODEL_LOADING_TIMEOUT_S, SAGEMAKER_MODEL_DIR, DjlEngineOptions, check_engine_options, option_environment
 
@@ -48,6 +48,22 @@ ASYNC_MODE_BATCHING = "LMI async mode: the engine batches continuously by itself
 LMI_INFERENCE_AMI_VERSION = "al2023-ami-sagemaker-inference-gpu-4-1"
 
 
+# LMI (djl-serving) streams when the request carries "stream": true, as JSON lines {"token": {"id", "text",
+# "log_prob"}, ...} (deepjavalibrary/djl-serving branch 0.36.0-lmi27-dlc, serving/docs/lmi/user_guides/
+# lmi_input_output_schema.md "When using streaming ... application/jsonlines"; the async mode both systems run builds
+# those lines in engines/python/setup/djl_python/lmi_vllm/request_response_utils.py
+# convert_completion_chunk_response_to_lmi_schema, and on branch 0.33.0-dlc, the lmi-trtllm image's,
+# lmi_trtllm/request_response_utils.py does the same).
+LMI_STREAMING = Capability.yes("LMI jsonlines ({'token': {'text'}} per line, application/jsonlines)")
+# djl-serving's own docs send several models or model copies to inference components ("For serving multiple models
+# or model copies use SageMaker's Inference Components which ensures resource isolation between models and model
+# copies", deepjavalibrary/djl-serving serving/docs/lmcache_performance.md), and AWS names the LMI DLCs among the
+# containers its inference component scaling work covers ("Supercharge your auto scaling for generative AI inference -
+# Introducing Container Caching in SageMaker Inference", AWS Machine Learning Blog, 2024-12-03). Both systems set
+# OPTION_TENSOR_PARALLEL_DEGREE themselves, so a copy uses exactly the GPUs it is given.
+LMI_INFERENCE_COMPONENTS = Capability.yes("LMI runs one engine per component copy on the GPUs the copy is given")
+
+
 class LmiEngineOptions(DjlEngineOptions):
     """The `engine:` options both LMI systems implement (lmi-vllm and lmi-trtllm subclass it): no rolling_batch
     (async mode sets OPTION_ROLLING_BATCH=disable itself), no entry_point (the image's async handler), no
@@ -55,8 +71,8 @@ class LmiEngineOptions(DjlEngineOptions):
 
     HINTS: ClassVar[dict[str, str]] = {"rolling_batch": ASYNC_MODE_BATCHING}
 
-    max_batch_size: int | None = None  # OPTION_MAX_ROLLING_BATCH_SIZE
-    max_model_len: int | None = None
+    max_batch_size: MaxBatchSize | None = None  # OPTION_MAX_ROLLING_BATCH_SIZE
+    max_model_len: MaxModelLen | None = None
 
 
 def base_options(endpoint: EndpointSpec, entry_point: str) -> dict[str, str]:
@@ -74,7 +90,7 @@ def base_options(endpoint: EndpointSpec, entry_point: str) -> dict[str, str]:
         "dtype": endpoint.dtype,
         "model_loading_timeout": str(MODEL_LOADING_TIMEOUT_S),
     }
-    engine = LmiEngineOptions.read(endpoint)
+    engine = LmiEngineOptions.parse(endpoint)
     if engine.max_batch_size is not None:
         options["max_rolling_batch_size"] = str(engine.max_batch_size)
     return options
@@ -89,7 +105,7 @@ def context_length(config: dict[str, Any]) -> int | None:
 
 def check_max_model_len(endpoint: EndpointSpec, source: Path) -> None:
     """vLLM and TensorRT-LLM refuse a length beyond the model's positions; say so at build time."""
-    length = LmiEngineOptions.read(endpoint).max_model_len
+    length = LmiEngineOptions.parse(endpoint).max_model_len
     if length is None:
         return
     config_path = source / "config.json"
@@ -124,4 +140,4 @@ def build_lmi(
     )
 
 
-__all__ = ["base_options", "build_lmi", "check_max_model_len", "option_environment", "LMI_INFERENCE_AMI_VERSION"]
+__all__ = ["LMI_INFERENCE_COMPONENTS", "LMI_STREAMING", "base_options", "build_lmi", "check_max_model_len", "option_environment", "LMI_INFERENCE_AMI_VERSION"]

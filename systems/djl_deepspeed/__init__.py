@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Literal
 
 from endpoint_config import EndpointSpec
+from systems.base import Capability, MaxBatchSize, MaxModelLen
 from systems.djl_common import MODEL_LOADING_TIMEOUT_S, SAGEMAKER_MODEL_DIR, DjlEngineOptions, djl_system
 from systems.images import DJL_DEEPSPEED_LEGACY
 
@@ -24,8 +25,8 @@ MAX_BATCH_DELAY_MS = 100
 class DeepSpeedEngineOptions(DjlEngineOptions):
     """The `engine:` options djl-deepspeed implements (serving.properties keys in `serving_properties`)."""
 
-    max_batch_size: int | None = None  # batch_size (+ max_batch_delay): DJL dynamic batching
-    max_model_len: int | None = None  # option.max_tokens
+    max_batch_size: MaxBatchSize | None = None  # batch_size (+ max_batch_delay): DJL dynamic batching
+    max_model_len: MaxModelLen | None = None  # option.max_tokens
     rolling_batch: Literal["disable"] | None = None  # GPT-J is no DeepSpeed rolling-batch architecture
     entry_point: Literal["djl_python.deepspeed"] | None = None
     custom_handler: bool = False  # ship our model.py as the entry point
@@ -42,7 +43,7 @@ def serving_properties(endpoint: EndpointSpec) -> dict[str, str]:
     option.max_tokens: DeepSpeed's inference-time limit on prompt + generated tokens (engine.max_model_len).
     option.model_loading_timeout: 3600 s, so SageMaker's startup health check is the one limit (djl_common).
     """
-    engine = DeepSpeedEngineOptions.read(endpoint)
+    engine = DeepSpeedEngineOptions.parse(endpoint)
     props = {
         "engine": "DeepSpeed",
         "option.entryPoint": engine.entry_point or ENTRY_POINT,
@@ -83,6 +84,12 @@ SYSTEM = djl_system(
     engine_notes=(
         "DJL starts one model copy per tensor_parallel_degree GPUs (ml.g5.12xlarge, 4 GPUs, degree 2: 2 copies, "
         "each on its own GPU pair); autoscaling targets are per copy. DeepSpeed was dropped from LMI after 0.27.0."
+    ),
+    streaming=Capability.no(
+        "it runs a retired DJL image (0.27) with this project's non-streaming handler configuration; use lmi-vllm or lmi-trtllm"
+    ),
+    inference_components=Capability.no(
+        "a legacy system pinned to a retired DJL 0.27 image, not documented for inference components; its maintained replacement lmi-vllm runs as one"
     ),
 )
 

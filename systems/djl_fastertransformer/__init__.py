@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import Literal
 
 from endpoint_config import EndpointSpec
+from systems.base import Capability
 from systems.djl_common import MODEL_LOADING_TIMEOUT_S, DjlEngineOptions, djl_system
 from systems.images import DJL_FASTERTRANSFORMER_LEGACY
 
@@ -89,6 +90,12 @@ SYSTEM = djl_system(
         "downloads and converts it at start (startup timeout covers both). One model copy per "
         "tensor_parallel_degree GPUs (ml.g5.12xlarge at degree 4: 1 copy). FasterTransformer was dropped "
         "from LMI after 0.24.0."
+    ),
+    streaming=Capability.no(
+        "it runs a retired DJL image (0.24) with this project's non-streaming handler configuration; use lmi-vllm or lmi-trtllm"
+    ),
+    inference_components=Capability.no(
+        "a legacy system pinned to a retired DJL 0.24 image, not documented for inference components; its maintained replacement lmi-trtllm runs as one"
     ),
 )
 

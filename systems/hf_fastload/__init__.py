@@ -10,11 +10,11 @@ from __future__ import annotations
 from typing import Literal
 
 from endpoint_config import EndpointSpec
-from systems.base import ServingSystem, SystemEngineOptions
+from systems.base import Capability, EngineOptions, MaxBatchSize, MaxModelLen, ServingSystem
 from systems.images import HF_PYTORCH_INFERENCE
 
 
-class HfFastloadEngineOptions(SystemEngineOptions):
+class HfFastloadEngineOptions(EngineOptions):
     """The `engine:` keys hf-fastload accepts. It reads `decode` (the handler's decode path, HF_FASTLOAD_DECODE);
     the others are accepted and unused, as they always were (the handler batches per request and takes its
     limits from the request contract), so configs that set them stay valid. tensorrt_profile is refused
@@ -26,8 +26,8 @@ class HfFastloadEngineOptions(SystemEngineOptions):
       container's transformers (GPT-2 in 4.49) decodes eagerly whatever is set.
     """
 
-    max_batch_size: int | None = None
-    max_model_len: int | None = None
+    max_batch_size: MaxBatchSize | None = None
+    max_model_len: MaxModelLen | None = None
     rolling_batch: str | None = None
     entry_point: str | None = None
     custom_handler: bool = False
@@ -53,7 +53,7 @@ def container_environment(endpoint: EndpointSpec) -> dict[str, str]:
         "SAGEMAKER_PROGRAM": "inference.py",
         "SAGEMAKER_SUBMIT_DIRECTORY": "/opt/ml/model/code",
         "HF_FASTLOAD_DTYPE": endpoint.dtype,
-        "HF_FASTLOAD_DECODE": HfFastloadEngineOptions.read(endpoint).decode,
+        "HF_FASTLOAD_DECODE": HfFastloadEngineOptions.parse(endpoint).decode,
     }
 
 
@@ -66,4 +66,12 @@ SYSTEM = ServingSystem(
     environment=container_environment,
     default_download_timeout_s=600,
     default_startup_timeout_s=600,
+    # torch-save: the seed recipe's pickled whole model, opt-in only (runs code on load, slower to load).
+    weights_formats=("safetensors", "torch-save"),
+    streaming=Capability.no(
+        "its container's Hugging Face inference toolkit answers with one whole reply (handler_service.handle returns [response]; aws/sagemaker-huggingface-inference-toolkit) and calls no streaming function"
+    ),
+    inference_components=Capability.no(
+        "its Hugging Face PyTorch inference image is not documented for inference components (no AWS or Hugging Face source found)"
+    ),
 )

@@ -18,7 +18,14 @@ from __future__ import annotations
 
 from endpoint_config import EndpointSpec
 from systems.djl_common import djl_system
-from systems.djl_common.lmi import LMI_INFERENCE_AMI_VERSION, LmiEngineOptions, base_options, option_environment
+from systems.djl_common.lmi import (
+    LMI_INFERENCE_AMI_VERSION,
+    LMI_INFERENCE_COMPONENTS,
+    LMI_STREAMING,
+    LmiEngineOptions,
+    base_options,
+    option_environment,
+)
 from systems.images import DJL_TENSORRTLLM
 
 # LMI 0.33's TensorRT-LLM handler, an async `handle` (0.33.0-dlc engines/python/setup/djl_python/lmi_trtllm/
@@ -61,7 +68,7 @@ def length_options(max_model_len: int) -> dict[str, str]:
 
 def container_environment(endpoint: EndpointSpec) -> dict[str, str]:
     options = base_options(endpoint, ENTRY_POINT)
-    engine = TrtllmEngineOptions.read(endpoint)
+    engine = TrtllmEngineOptions.parse(endpoint)
     if engine.max_model_len is not None:
         options.update(length_options(engine.max_model_len))
     return option_environment(options)
@@ -83,6 +90,8 @@ SYSTEM = djl_system(
         "engine's max_seq_len (prompt + answer); prompts may take 3/4 of it. Needs InferenceAmiVersion "
         f"{LMI_INFERENCE_AMI_VERSION} (NVIDIA driver 580) for its CUDA 12.8 image. Model types: " + ", ".join(MODEL_TYPES)
     ),
+    streaming=LMI_STREAMING,
+    inference_components=LMI_INFERENCE_COMPONENTS,
 )
 
 __all__ = ["SYSTEM", "container_environment", "MODEL_TYPES", "ENTRY_POINT", "length_options"]

@@ -10,7 +10,14 @@ from __future__ import annotations
 
 from endpoint_config import EndpointSpec
 from systems.djl_common import djl_system
-from systems.djl_common.lmi import LMI_INFERENCE_AMI_VERSION, LmiEngineOptions, base_options, option_environment
+from systems.djl_common.lmi import (
+    LMI_INFERENCE_AMI_VERSION,
+    LMI_INFERENCE_COMPONENTS,
+    LMI_STREAMING,
+    LmiEngineOptions,
+    base_options,
+    option_environment,
+)
 from systems.images import DJL_LMI
 
 # The async vLLM handler LMI 27 recommends when async_mode=true on its vLLM image (SERVING_FEATURES=vllm):
@@ -36,7 +43,7 @@ def container_environment(endpoint: EndpointSpec) -> dict[str, str]:
     EngineArgs field). OPTION_MODEL_LOADING_TIMEOUT matches the startup health check maximum (3600 s), so DJL
     does not kill a worker SageMaker would still wait for. Unset ones keep LMI's defaults."""
     options = base_options(endpoint, ENTRY_POINT)
-    engine = VllmEngineOptions.read(endpoint)
+    engine = VllmEngineOptions.parse(endpoint)
     if engine.max_model_len is not None:
         options["max_model_len"] = str(engine.max_model_len)
     return option_environment(options)
@@ -57,6 +64,8 @@ SYSTEM = djl_system(
         "each batches requests continuously (LMI async mode), so scale on concurrent requests per copy. "
         f"Needs InferenceAmiVersion {LMI_INFERENCE_AMI_VERSION} (NVIDIA driver 580) for its CUDA 13 image."
     ),
+    streaming=LMI_STREAMING,
+    inference_components=LMI_INFERENCE_COMPONENTS,
 )
 
 __all__ = ["SYSTEM", "container_environment", "ENTRY_POINT"]

@@ -12,23 +12,43 @@ No torch import here: the CDK app imports this module to synthesize the endpoint
 
 from __future__ import annotations
 
+from pydantic import Field, model_validator
+
 from endpoint_config import EndpointSpec
-from endpoint_config.schema import TensorRTProfile
-from systems.base import OwnContainer, ServingSystem, SystemEngineOptions
+from endpoint_config.base import Strict
+from systems.base import Capability, EngineOptions, MaxBatchSize, MaxModelLen, OwnContainer, ServingSystem
 
 ENGINE_CACHE_DIR = "/opt/ml/engine-cache"
 # GPT-2 small engine builds take a few minutes on a T4/A10G; model download and load add little.
 STARTUP_TIMEOUT_S = 900
 
 
-class TensorRTByocEngineOptions(SystemEngineOptions):
+class TensorRTProfile(Strict):
+    """The TensorRT optimisation profile: the engine serves shapes within these bounds only."""
+
+    min_batch: int = Field(1, ge=1, le=256)
+    opt_batch: int | None = Field(None, ge=1, le=256)
+    max_batch: int = Field(10, ge=1, le=256)
+    max_sequence_length: int = Field(42, ge=2, le=8192)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> TensorRTProfile:
+        opt = self.opt_batch if self.opt_batch is not None else self.min_batch
+        if not self.min_batch <= opt <= self.max_batch:
+            raise ValueError(
+                f"batch sizes must satisfy min_batch <= opt_batch <= max_batch, got {self.min_batch}, {opt}, {self.max_batch}"
+            )
+        return self
+
+
+class TensorRTByocEngineOptions(EngineOptions):
     """The `engine:` options tensorrt-byoc implements: tensorrt_profile, the optimisation profile (batch and
     sequence bounds) the container builds its engine for. The other keys are accepted and unused, as they always
     were (the profile bounds batch and length)."""
 
     tensorrt_profile: TensorRTProfile = TensorRTProfile()
-    max_batch_size: int | None = None
-    max_model_len: int | None = None
+    max_batch_size: MaxBatchSize | None = None
+    max_model_len: MaxModelLen | None = None
     rolling_batch: str | None = None
     entry_point: str | None = None
     custom_handler: bool = False
@@ -44,7 +64,7 @@ def container_environment(endpoint: EndpointSpec) -> dict[str, str]:
       to start on an artifact built for another profile.
     MAX_BATCH_SIZE / MAX_NEW_TOKENS: the request limits byoc_server enforces (contract.py), from the same profile.
     """
-    profile = TensorRTByocEngineOptions.read(endpoint).tensorrt_profile
+    profile = TensorRTByocEngineOptions.parse(endpoint).tensorrt_profile
     return {
         "TRT_BACKEND": "tensorrt",
         "TRT_ENGINE_CACHE_DIR": ENGINE_CACHE_DIR,
@@ -74,5 +94,9 @@ SYSTEM = ServingSystem(
         "The TensorRT engine is built when the container starts (GPU- and TensorRT-version-specific) and cached "
         f"in {ENGINE_CACHE_DIR}; the first start includes the build, so the startup health check allows "
         f"{STARTUP_TIMEOUT_S} s by default. GPT-2 only; profile bounds from engine.tensorrt_profile."
+    ),
+    streaming=Capability.no("our own container server (systems/byoc_server) answers /invocations with one whole reply"),
+    inference_components=Capability.no(
+        "our own container has never run as an inference component (only a GPU account can show that it keeps to the GPUs and memory SageMaker gives it)"
     ),
 )

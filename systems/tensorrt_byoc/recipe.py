@@ -34,9 +34,8 @@ from typing import Any
 from artifact import BuildError
 from artifact.source import resolve_model_source
 from endpoint_config import EndpointSpec
-from endpoint_config.schema import TensorRTProfile
 from systems.recipe_common import library_versions, read_model_config, run_recipe
-from systems.tensorrt_byoc import TensorRTByocEngineOptions
+from systems.tensorrt_byoc import TensorRTByocEngineOptions, TensorRTProfile
 
 SYSTEM = "tensorrt-byoc"
 GRAPH_FILE = "decoder.onnx"
@@ -88,7 +87,7 @@ def check_architecture(source: Path, endpoint: EndpointSpec) -> dict[str, Any]:
 
 
 def resolve_profile(endpoint: EndpointSpec, n_positions: int) -> TensorRTProfile:
-    profile = TensorRTByocEngineOptions.read(endpoint).tensorrt_profile
+    profile = TensorRTByocEngineOptions.parse(endpoint).tensorrt_profile
     if profile.max_sequence_length > n_positions:
         raise BuildError(
             f"endpoint {endpoint.name!r}: engine.tensorrt_profile.max_sequence_length: value "

@@ -143,7 +143,7 @@ MODEL_RULES = [
     ("approval before an unknown environment", f"environments:\n  dev: {{}}\n{PIPELINE}, stages: [dev], "
      "manual_approval_before: [qa]}\n" + endpoint_yaml(), "dev",
      "pipeline.manual_approval_before: environment 'qa' is not defined (defined: dev)"),
-    ("nested model rule", endpoint_yaml(engine="{tensorrt_profile: {min_batch: 5, max_batch: 2}}"), None,
+    ("nested model rule", endpoint_yaml(system="tensorrt-byoc", engine="{tensorrt_profile: {min_batch: 5, max_batch: 2}}"), None,
      "endpoint 'gptj': engine.tensorrt_profile: batch sizes must satisfy min_batch <= opt_batch <= max_batch, "
      "got 5, 5, 2"),
 ]  # fmt: skip

@@ -11,8 +11,8 @@ from helpers import ROOT
 
 from deployment import load_config
 from endpoint_config import ConfigError, EndpointSpec
-from endpoint_config.hosting import INFERENCE_COMPONENT_SYSTEMS, REFUSED_SYSTEMS, Hosting, component_name
-from endpoint_config.schema import SYSTEM_NAMES, endpoint_problems
+from endpoint_config.hosting import Hosting, component_name
+from endpoint_config.schema import endpoint_problems
 
 SCALE_TO_ZERO = {
     "mode": "inference-components",
@@ -47,23 +47,31 @@ def test_the_example_scales_to_zero_and_its_rules_pass():
     assert endpoint_problems(endpoint()) == []
 
 
-def test_every_system_is_either_supported_or_refused_with_a_reason():
-    assert set(INFERENCE_COMPONENT_SYSTEMS) | set(REFUSED_SYSTEMS) == set(SYSTEM_NAMES)
-    assert not set(INFERENCE_COMPONENT_SYSTEMS) & set(REFUSED_SYSTEMS)
+# (system, the one expected message): each system says whether it runs as an inference component, and why not.
+REFUSED_BY_SYSTEM = [
+    ("hf-fastload",
+     "endpoint 'assist': hosting.mode: value 'inference-components' is not supported by system 'hf-fastload': its "
+     "Hugging Face PyTorch inference image is not documented for inference components (no AWS or Hugging Face "
+     "source found); systems that run as inference components: lmi-vllm, lmi-trtllm"),
+    ("tensorrt-byoc",
+     "endpoint 'assist': hosting.mode: value 'inference-components' is not supported by system 'tensorrt-byoc': our "
+     "own container has never run as an inference component (only a GPU account can show that it keeps to the GPUs "
+     "and memory SageMaker gives it); systems that run as inference components: lmi-vllm, lmi-trtllm"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("system", "expected"), REFUSED_BY_SYSTEM, ids=[c[0] for c in REFUSED_BY_SYSTEM])
+def test_a_system_that_does_not_run_as_a_component_is_refused(system, expected):
+    from systems import all_systems, get_system
+    from systems.checks import system_problems
+
+    ep = endpoint(system=system)
+    assert endpoint_problems(ep) == []  # the schema's rules pass: the refusal is the system's
+    assert expected in system_problems(ep, get_system(system), all_systems())
 
 
 # (description, endpoint changes, the one expected message)
 BAD = [
-    ("system without inference component support",
-     dict(system="hf-fastload", instance_type="ml.g5.12xlarge"),
-     "endpoint 'assist': hosting.mode: value 'inference-components' is not supported by system 'hf-fastload': its "
-     "Hugging Face PyTorch inference image is not documented for inference components (no AWS or Hugging Face "
-     "source found); systems that run as inference components: lmi-trtllm, lmi-vllm"),
-    ("our own container",
-     dict(system="tensorrt-byoc"),
-     "endpoint 'assist': hosting.mode: value 'inference-components' is not supported by system 'tensorrt-byoc': our "
-     "own container has never run as an inference component (only a GPU account can show that it keeps to the GPUs "
-     "and memory SageMaker gives it); systems that run as inference components: lmi-trtllm, lmi-vllm"),
     ("variant autoscaling beside copy scaling",
      dict(autoscaling={"min_capacity": 1, "max_capacity": 2, "target_value": 4}),
      "endpoint 'assist': autoscaling: is not used with hosting.mode: inference-components (SageMaker scales the "

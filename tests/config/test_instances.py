@@ -136,12 +136,9 @@ def test_tensor_parallel_8_is_refused_on_the_one_gpu_p5(tmp_path):
 
 
 def test_new_gpu_families_get_the_gpu_image(tmp_path):
-    from systems import get_system
-
-    [ep] = _load(tmp_path, instance_type="ml.g7e.2xlarge").endpoints
-    system = get_system("hf-fastload")
-    uri = system.image_uri("us-east-1", parse_instance_type(ep.instance_type))
-    assert uri == system.image.uri("us-east-1", gpu=True) != system.image.uri("us-east-1", gpu=False)
+    [plan] = _load(tmp_path, instance_type="ml.g7e.2xlarge").plans
+    assert plan.system.name == "hf-fastload"
+    assert plan.image_tag == plan.image.gpu_tag != plan.image.cpu_tag
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,6 @@ is refused at load with a message naming the file, the endpoint, the key, the va
 from __future__ import annotations
 
 import textwrap
-from types import SimpleNamespace
 
 import pytest
 from helpers import ROOT
@@ -131,25 +130,26 @@ def test_async_refuses_inference_components(tmp_path):
     )
 
 
-def _stand_in(**fields):
-    """An endpoint as invocation_problems reads it, for blocks that belong to other modules."""
-    base = dict(name="summ", invocation=Invocation(mode="async"), autoscaling=None, streaming=None, hosting=None)
-    return SimpleNamespace(**{**base, **fields})
+def _endpoint(**fields):
+    """An endpoint as invocation_problems reads it (a real EndpointSpec; no other rule runs)."""
+    from endpoint_config import EndpointSpec
+
+    base = dict(name="summ", system="lmi-vllm", model="m", instance_type="ml.g5.12xlarge", invocation={"mode": "async"})
+    return EndpointSpec.model_validate({**base, **fields})
 
 
-def test_invocation_rules_read_other_blocks_defensively():
-    """hosting.mode and streaming are read with getattr (their blocks are other modules'): a stand-in endpoint
-    without them, or with the default hosting, passes; the refusal does not depend on the schema's wiring."""
-    hosting = SimpleNamespace(mode="inference-components")
-    assert invocation_problems(_stand_in(hosting=hosting)) == [
+def test_invocation_rules_against_the_other_blocks():
+    """Async excludes inference components; a real-time endpoint hosting inference components may scale its variant
+    to zero (that block's own rules apply), a plain real-time one may not."""
+    components = {"mode": "inference-components"}
+    assert invocation_problems(_endpoint(hosting=components)) == [
         "endpoint 'summ': hosting.mode: value 'inference-components' cannot be combined with invocation.mode: async: "
         "SageMaker documents inference components for real-time endpoints only; allowed with async: 'endpoint' (the default)"
     ]
-    assert invocation_problems(_stand_in()) == []
-    # ... and a real-time endpoint hosting inference components may scale to zero (that block's own rules apply).
-    zero = SimpleNamespace(min_capacity=0, max_capacity=2)
-    assert invocation_problems(_stand_in(invocation=Invocation(), hosting=hosting, autoscaling=zero)) == []
-    assert len(invocation_problems(_stand_in(invocation=Invocation(), autoscaling=zero))) == 1
+    assert invocation_problems(_endpoint()) == []
+    zero = {"min_capacity": 0, "max_capacity": 2, "target_value": 4}
+    assert invocation_problems(_endpoint(invocation={}, hosting=components, autoscaling=zero)) == []
+    assert len(invocation_problems(_endpoint(invocation={}, autoscaling=zero))) == 1
 
 
 def test_smoke_budget_defaults_by_invocation_mode(tmp_path):

@@ -10,7 +10,8 @@ from pydantic import ValidationError
 
 from deployment import load_config
 from endpoint_config import ConfigError
-from endpoint_config.operations import AlarmsSpec, AutoRollback, DeploymentSpec, operations_problems
+from endpoint_config.operations import AlarmsSpec, AutoRollback, DeploymentSpec
+from endpoint_config.operations import operations_problems as _operations_problems
 from endpoint_config.schema import EndpointSpec
 
 BASE = dict(name="chat", system="lmi-vllm", model="EleutherAI/gpt-j-6B", instance_type="ml.g5.12xlarge",
@@ -19,6 +20,10 @@ BASE = dict(name="chat", system="lmi-vllm", model="EleutherAI/gpt-j-6B", instanc
 
 def spec(**changes) -> EndpointSpec:
     return EndpointSpec.model_validate({**BASE, **changes})
+
+
+def operations_problems(ep: EndpointSpec) -> list[str]:
+    return _operations_problems(ep, ep.instance)
 
 
 def refused(model, data: dict, *fragments: str) -> None:

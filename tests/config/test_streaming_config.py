@@ -11,8 +11,7 @@ from pydantic import ValidationError
 
 from deployment import load_config
 from endpoint_config import ConfigError
-from endpoint_config.schema import SYSTEM_NAMES
-from endpoint_config.streaming import NOT_STREAMING, STREAMING_SYSTEMS, StreamingSpec, streaming_problems
+from endpoint_config.streaming import StreamingSpec
 
 LMI = """\
 endpoints:
@@ -38,11 +37,6 @@ def test_defaults_off_iam_300_s():
 def test_an_lmi_endpoint_streams(tmp_path):
     [ep] = load(tmp_path, streaming="{enabled: true, reserved_concurrency: 20, timeout_s: 600}").endpoints
     assert ep.streaming.enabled and ep.streaming.reserved_concurrency == 20 and ep.streaming.timeout_s == 600
-
-
-def test_every_system_is_either_streaming_or_refused_with_a_reason():
-    assert set(STREAMING_SYSTEMS) | set(NOT_STREAMING) == set(SYSTEM_NAMES)
-    assert not set(STREAMING_SYSTEMS) & set(NOT_STREAMING)
 
 
 @pytest.mark.parametrize("system", ["hf-fastload", "tensorrt-byoc"])
@@ -85,10 +79,12 @@ def test_bounds_and_unknown_keys(tmp_path, streaming, needle):
     assert f"endpoint 'chat': {needle}" in str(err.value), str(err.value)
 
 
-def test_inference_components_stream():
+def test_inference_components_stream(tmp_path):
     """InvokeEndpointWithResponseStream takes InferenceComponentName (botocore's service model), so a streaming system
-    on inference components loads; the refusal by system stays."""
+    on inference components loads."""
     assert "InferenceComponentName" in botocore.session.get_session().get_service_model("sagemaker-runtime") \
         .operation_model("InvokeEndpointWithResponseStream").input_shape.members
-    assert streaming_problems("chat", "lmi-vllm", StreamingSpec(enabled=True)) == []
-    assert streaming_problems("chat", "hf-fastload", StreamingSpec()) == []
+    components = "\n    hosting: {mode: inference-components}"
+    path = tmp_path / "endpoints.yaml"
+    path.write_text(LMI.format(system="lmi-vllm", streaming="{enabled: true}") + components)
+    assert load_config(path).plan("chat").component_name == "chat-ic"

@@ -14,8 +14,9 @@ import json
 
 import boto3
 import pytest
+from helpers import lambda_entry
 
-from endpoint_runtime import async_invoke, invoke
+from endpoint_runtime import async_invoke
 
 BUCKET = "async-test-artifacts"
 ENDPOINT = "prod-summarize-async"
@@ -80,6 +81,10 @@ def test_an_invalid_request_is_refused_before_anything_is_uploaded(aws):
     assert "Contents" not in boto3.client("s3").list_objects_v2(Bucket=BUCKET)
 
 
+# The function's entry, as the stack names it for an asynchronous endpoint (stacks/functions.py InvokeFunction).
+async_handler = lambda_entry("invoke/handler.async_handler")
+
+
 @pytest.fixture
 def function_env(aws, monkeypatch):
     for key, value in {
@@ -96,12 +101,12 @@ def function_env(aws, monkeypatch):
 
 def test_handler_submits_then_reads_the_result_from_its_own_folders_only(function_env):
     queue_async_results(function_env, (False, json.dumps(ANSWER)))
-    answer = invoke.handler({"body": json.dumps(GOOD), "requestContext": {"http": {"method": "POST"}}})
+    answer = async_handler({"body": json.dumps(GOOD), "requestContext": {"http": {"method": "POST"}}})
     assert answer["statusCode"] == 202, answer
     submitted = json.loads(answer["body"])
     # moto writes into a bucket of its own; SageMaker writes under the endpoint config's S3OutputPath. A location
     # outside this endpoint's folders is refused before any S3 call ...
-    refused = invoke.handler({"output_location": submitted["output_location"]})
+    refused = async_handler({"output_location": submitted["output_location"]})
     assert refused["statusCode"] == 400 and json.loads(refused["body"])["error_type"] == "location_not_allowed"
     # ... one inside is read: put moto's answer where SageMaker would.
     s3 = boto3.client("s3")
@@ -110,21 +115,21 @@ def test_handler_submits_then_reads_the_result_from_its_own_folders_only(functio
     s3.copy_object(Bucket=BUCKET, Key=key, CopySource={"Bucket": source_bucket, "Key": source_key})
     request = {"output_location": f"s3://{BUCKET}/{key}",
                "failure_location": f"s3://{BUCKET}/async/{ENDPOINT}/failures/{submitted['inference_id']}-error.out"}
-    done = invoke.handler(request)
+    done = async_handler(request)
     assert done["statusCode"] == 200 and json.loads(done["body"])["output"] == ANSWER
-    pending = invoke.handler({"output_location": f"s3://{BUCKET}/async/{ENDPOINT}/output/other.out"})
+    pending = async_handler({"output_location": f"s3://{BUCKET}/async/{ENDPOINT}/output/other.out"})
     assert json.loads(pending["body"]) == {"status": "pending"}
 
 
 def test_handler_errors(function_env, monkeypatch):
-    bad = invoke.handler({"output_location": f"s3://{BUCKET}/async/{ENDPOINT}/output/x", "extra": 1})
+    bad = async_handler({"output_location": f"s3://{BUCKET}/async/{ENDPOINT}/output/x", "extra": 1})
     assert bad["statusCode"] == 400 and "unknown key(s) in a result request: extra" in json.loads(bad["body"])["error"]
-    assert invoke.handler({"inputs": "x", "parameters": {"temperature": -1}})["statusCode"] == 400
+    assert async_handler({"inputs": "x", "parameters": {"temperature": -1}})["statusCode"] == 400
     monkeypatch.delenv("INPUT_LOCATION")
-    broken = invoke.handler(GOOD)
+    broken = async_handler(GOOD)
     assert broken["statusCode"] == 500 and "INPUT_LOCATION" in json.loads(broken["body"])["error"]
     monkeypatch.setenv("INPUT_LOCATION", "s3://no-such-bucket-here/in")
-    missing_bucket = invoke.handler(GOOD)
+    missing_bucket = async_handler(GOOD)
     assert missing_bucket["statusCode"] == 500 and "NoSuchBucket" in json.loads(missing_bucket["body"])["error"]
 
 

@@ -115,7 +115,8 @@ def _run_smoke(monkeypatch, component_answer, *, component: str | None = COMPONE
     from helpers import Session
 
     for key, value in {"STACK_NAME": STACK, "ENDPOINT_NAME": ENDPOINT_NAME, "AWS_DEFAULT_REGION": "us-east-1",
-                       "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}.items():  # fmt: skip
+                       "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "PROMPT": "Hello",
+                       "MAX_NEW_TOKENS": "8", "LATENCY_BUDGET_MS": "30000"}.items():  # fmt: skip
         monkeypatch.setenv(key, value)
     if component:
         monkeypatch.setenv("INFERENCE_COMPONENT_NAME", component)

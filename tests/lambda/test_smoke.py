@@ -19,14 +19,15 @@ import yaml
 from botocore.stub import Stubber
 from helpers import Session
 
+import endpoint_runtime.smoke as smoke
 from deployment import load_config
 from endpoint_config import artifact_bucket_name
 from local_emulator import moto_server
 from model_build.cli import main
-from model_build.smoke import SMOKE_HANDLER, load_smoke_module, run_smoke
+from model_build.smoke import run_smoke
 
 ROOT = Path(__file__).resolve().parents[2]
-smoke = load_smoke_module()
+SMOKE_HANDLER = Path(smoke.__file__)  # the checks' source file (the Lambda entry point is lambda/smoke/handler.py)
 GOOD = [{"generated_text": "The capital of France is Paris."}]
 
 
@@ -106,7 +107,7 @@ def by_name(result) -> dict:
 def test_deployed_endpoint_passes(moto_env, deployment):
     endpoint, config = deploy_stack(deployment)
     moto_env.set_invoke_results([GOOD])
-    result = run_smoke(deployment, "tiny-gpt2")
+    result = run_smoke(deployment, deployment.plan("tiny-gpt2"))
     assert result.ok, smoke.format_checks(result.checks)
     checks = by_name(result)
     assert [c.name for c in result.checks] == ["stack", "endpoint", "status", "config", "invoke", "response", "latency"]
@@ -133,7 +134,7 @@ def test_rolled_back_endpoint_fails_on_config_mismatch(moto_env, deployment):
     sm.create_endpoint(EndpointName=endpoint, EndpointConfigName="previous-config")
     assert sm.describe_endpoint(EndpointName=endpoint)["EndpointStatus"] == "InService"
     moto_env.set_invoke_results([GOOD])
-    result = run_smoke(deployment, "tiny-gpt2")
+    result = run_smoke(deployment, deployment.plan("tiny-gpt2"))
     assert not result.ok
     assert [c.name for c in result.failures] == ["config"]
     msg = result.failures[0].message
@@ -161,7 +162,7 @@ def test_response_shape_rules(body, expected):
 def test_bad_shape_fails(moto_env, deployment, body, expected):
     deploy_stack(deployment)
     moto_env.set_invoke_results([body])
-    result = run_smoke(deployment, "tiny-gpt2")
+    result = run_smoke(deployment, deployment.plan("tiny-gpt2"))
     assert [c.name for c in result.failures] == ["response"]
     assert expected in result.failures[0].message and "wrong shape" in result.failures[0].message
 
@@ -169,7 +170,7 @@ def test_bad_shape_fails(moto_env, deployment, body, expected):
 def test_non_json_answer_fails_invoke(moto_env, deployment):
     deploy_stack(deployment)
     moto_env.set_invoke_results(["not json"])
-    result = run_smoke(deployment, "tiny-gpt2")
+    result = run_smoke(deployment, deployment.plan("tiny-gpt2"))
     assert [c.name for c in result.failures] == ["invoke"]
     assert "returned 502 model_error" in result.failures[0].message and "non-JSON" in result.failures[0].message
     assert by_name(result)["latency"].skipped
@@ -182,14 +183,14 @@ def test_slow_answer_exceeds_latency_budget(moto_env, tmp_path):
     runtime = smoke.make_runtime_client()
     # A slow model: every InvokeEndpoint request waits 250 ms before it is sent.
     runtime.meta.events.register("before-send.sagemaker-runtime.InvokeEndpoint", lambda **_: time.sleep(0.25))
-    result = run_smoke(deployment, "tiny-gpt2", runtime_client=runtime)
+    result = run_smoke(deployment, deployment.plan("tiny-gpt2"), runtime_client=runtime)
     assert [c.name for c in result.failures] == ["latency"]
     assert result.latency_ms >= 250
     assert "ms is over the 100 ms budget (smoke_test.latency_budget_ms, 16 new tokens)" in result.failures[0].message
 
 
 def test_missing_stack(moto_env, deployment):
-    result = run_smoke(deployment, "tiny-gpt2")
+    result = run_smoke(deployment, deployment.plan("tiny-gpt2"))
     assert [c.name for c in result.checks] == ["stack"] and not result.ok
     assert (
         "llm-endpoints-local-tiny-gpt2 does not exist in region us-east-1: deploy it first" in result.checks[0].message
@@ -224,7 +225,7 @@ def test_rolled_back_stack_and_endpoint_not_in_service(moto_env, deployment):
             {**desc, "EndpointStatus": "Failed", "FailureReason": "health check"},
             {"EndpointName": endpoint},
         )
-        result = run_smoke(deployment, "tiny-gpt2", session=Session(cloudformation=cfn, sagemaker=sm))
+        result = run_smoke(deployment, deployment.plan("tiny-gpt2"), session=Session(cloudformation=cfn, sagemaker=sm))
     failures = {c.name: c.message for c in result.failures}
     assert list(failures) == ["stack", "status"]
     assert "UPDATE_ROLLBACK_COMPLETE: its last deploy failed and was rolled back" in failures["stack"]
@@ -234,7 +235,7 @@ def test_rolled_back_stack_and_endpoint_not_in_service(moto_env, deployment):
 
 def test_wrong_account_is_refused_first(moto_env, tmp_path):
     deployment = load_config(write_config(tmp_path, account="111122223333"), "local")
-    result = run_smoke(deployment, "tiny-gpt2")
+    result = run_smoke(deployment, deployment.plan("tiny-gpt2"))
     assert [c.name for c in result.checks] == ["credentials"]
     assert "is account 111122223333, but the credentials are account 123456789012" in result.checks[0].message
 
@@ -275,7 +276,8 @@ def test_lambda_handler_reads_its_environment(moto_env, deployment, monkeypatch,
     monkeypatch.setenv("STACK_NAME", deployment.stack_name("tiny-gpt2"))
     monkeypatch.setenv("ENDPOINT_NAME", "tiny-gpt2")
     monkeypatch.setenv("EMULATOR", "true")
-    monkeypatch.setenv("PROMPT", "Hello")
+    for key, value in {"PROMPT": "Hello", "MAX_NEW_TOKENS": "8", "LATENCY_BUDGET_MS": "30000"}.items():
+        monkeypatch.setenv(key, value)
     out = smoke.handler({}, None)
     assert out["ok"] and out["endpoint"] == endpoint and out["failures"] == []
     log = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
@@ -293,8 +295,11 @@ def test_lambda_handler_configuration_errors(monkeypatch):
     out = smoke.handler({}, None)
     assert not out["ok"] and "STACK_NAME is not set" in out["failures"][0]
     monkeypatch.setenv("STACK_NAME", "s")
+    monkeypatch.setenv("PROMPT", "Hello")
+    monkeypatch.setenv("MAX_NEW_TOKENS", "8")
+    assert "LATENCY_BUDGET_MS is not set" in smoke.handler({}, None)["failures"][0]
     monkeypatch.setenv("LATENCY_BUDGET_MS", "fast")
-    assert "LATENCY_BUDGET_MS must be an integer between 100 and 60000" in smoke.handler({}, None)["failures"][0]
+    assert "LATENCY_BUDGET_MS must be an integer between 1 and 900000" in smoke.handler({}, None)["failures"][0]
 
 
 def test_lambda_file_needs_only_stdlib_and_boto3():
@@ -340,7 +345,7 @@ def test_async_endpoint_is_submitted_and_its_answer_read_from_s3(moto_env, async
     deploy_stack(async_deployment)
     moto_env.set_async_results([(False, GOOD)])
     moto_env.set_invoke_results([[{"generated_text": "from InvokeEndpoint"}]])  # what a wrong path would read
-    result = run_smoke(async_deployment, "tiny-gpt2")
+    result = run_smoke(async_deployment, async_deployment.plan("tiny-gpt2"))
     assert result.ok, smoke.format_checks(result.checks)
     checks = by_name(result)
     assert [c.name for c in result.checks] == ["stack", "endpoint", "status", "config", "invoke", "response", "latency"]
@@ -356,7 +361,7 @@ def test_async_endpoint_is_submitted_and_its_answer_read_from_s3(moto_env, async
 def test_async_failure_is_reported_with_sagemakers_message(moto_env, async_deployment):
     deploy_stack(async_deployment)
     moto_env.set_async_results([(True, "ModelError: the container answered 500")])
-    result = run_smoke(async_deployment, "tiny-gpt2")
+    result = run_smoke(async_deployment, async_deployment.plan("tiny-gpt2"))
     assert [c.name for c in result.failures] == ["response"]
     assert "failed asynchronous request" in result.failures[0].message
     assert "ModelError: the container answered 500" in result.failures[0].message
@@ -380,7 +385,7 @@ def test_async_answer_not_written_within_the_budget_fails_and_says_where_to_look
 
     runtime.meta.events.register("after-call.sagemaker-runtime.InvokeEndpointAsync", never_written)
     started = time.monotonic()
-    result = run_smoke(deployment, "tiny-gpt2", runtime_client=runtime)
+    result = run_smoke(deployment, deployment.plan("tiny-gpt2"), runtime_client=runtime)
     assert time.monotonic() - started < 10  # polled for the budget only
     assert [c.name for c in result.failures] == ["response"]
     message = result.failures[0].message
@@ -394,7 +399,7 @@ def test_async_submit_refused_fails_invoke(moto_env, async_deployment):
     deploy_stack(async_deployment)
     env = async_deployment.environment
     boto3.client("s3").delete_bucket(Bucket=artifact_bucket_name(async_deployment.project, "local", env.account, env.region))
-    result = run_smoke(async_deployment, "tiny-gpt2")
+    result = run_smoke(async_deployment, async_deployment.plan("tiny-gpt2"))
     assert [c.name for c in result.failures] == ["invoke"]
     assert "cannot upload the request payload (NoSuchBucket)" in result.failures[0].message
     assert by_name(result)["latency"].skipped
@@ -409,7 +414,7 @@ def test_lambda_handler_in_async_mode(moto_env, async_deployment, monkeypatch):
     for key, value in {"STACK_NAME": async_deployment.stack_name("tiny-gpt2"), "ENDPOINT_NAME": "tiny-gpt2",
                        "EMULATOR": "true", "INVOCATION_MODE": "async", "INPUT_LOCATION": f"{root}/input",
                        "OUTPUT_LOCATION": f"{root}/output", "FAILURE_LOCATION": f"{root}/failures",
-                       "LATENCY_BUDGET_MS": "600000"}.items():  # fmt: skip
+                       "LATENCY_BUDGET_MS": "600000", "PROMPT": "Hello", "MAX_NEW_TOKENS": "8"}.items():  # fmt: skip
         monkeypatch.setenv(key, value)
     out = smoke.handler({}, None)
     assert out["ok"], out["failures"]
@@ -423,24 +428,18 @@ def test_lambda_handler_in_async_mode(moto_env, async_deployment, monkeypatch):
         ({"INVOCATION_MODE": "batch"}, "INVOCATION_MODE must be real-time or async, got 'batch'"),
         ({"INVOCATION_MODE": "async"}, "INPUT_LOCATION must be an s3://bucket/prefix location, got ''"),
         ({"INVOCATION_MODE": "async", "INPUT_LOCATION": "s3://b/i", "OUTPUT_LOCATION": "s3://b/o",
-          "FAILURE_LOCATION": "s3://b/f", "LATENCY_BUDGET_MS": "900000"},
-         "LATENCY_BUDGET_MS must be between 100 and 840000, got 900000"),
-        ({"LATENCY_BUDGET_MS": "90000"}, "LATENCY_BUDGET_MS must be between 100 and 60000, got 90000"),
+          "FAILURE_LOCATION": "s3://b/f", "LATENCY_BUDGET_MS": "900001"},
+         "LATENCY_BUDGET_MS must be between 1 and 900000, got '900001'"),
+        ({"LATENCY_BUDGET_MS": "0"}, "LATENCY_BUDGET_MS must be between 1 and 900000, got '0'"),
     ],
 )
 def test_lambda_handler_async_configuration_errors(monkeypatch, env, expected):
     monkeypatch.setenv("STACK_NAME", "s")
+    monkeypatch.setenv("PROMPT", "Hello")
+    monkeypatch.setenv("MAX_NEW_TOKENS", "8")
     for key in ("INVOCATION_MODE", "INPUT_LOCATION", "OUTPUT_LOCATION", "FAILURE_LOCATION", "LATENCY_BUDGET_MS"):
         monkeypatch.delenv(key, raising=False)
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     out = smoke.handler({}, None)
     assert not out["ok"] and expected in out["failures"][0]
-
-
-def test_the_lambdas_budget_bounds_are_the_configs():
-    """endpoint_runtime/smoke.py ships without the config package, so it states the bounds again; they must agree."""
-    from endpoint_config.invocation import SMOKE_BUDGET_DEFAULT_MS, SMOKE_BUDGET_MAX_MS
-
-    assert smoke.DEFAULT_LATENCY_BUDGET_MS == SMOKE_BUDGET_DEFAULT_MS
-    assert smoke.MAX_LATENCY_BUDGET_MS == SMOKE_BUDGET_MAX_MS

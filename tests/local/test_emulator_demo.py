@@ -9,7 +9,8 @@ import pytest
 
 from local_emulator import moto_server
 from local_emulator.demo import main as demo_main
-from local_emulator.inventory import empty_bucket, leftovers
+from local_emulator.inventory import leftovers
+from workstation.deploy import empty_bucket
 
 pytestmark = pytest.mark.emulator
 

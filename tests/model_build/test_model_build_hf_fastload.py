@@ -38,9 +38,9 @@ def test_gpt2_artifact_layout(gpt2_artifact: Path) -> None:
 def test_gpt2_manifest(gpt2_artifact: Path) -> None:
     import transformers
 
-    from model_build.manifest import content_hash, read_manifest, verify_files
+    from artifact.manifest import Manifest, content_hash
 
-    manifest = read_manifest(gpt2_artifact)
+    manifest = Manifest.load(gpt2_artifact).document
     assert manifest["system"] == "hf-fastload" and manifest["endpoint"] == "tiny-gpt2"
     assert manifest["dtype"] == "fp16" and manifest["weights_format"] == "safetensors"
     assert manifest["compute_dtype"] == {"gpu": "fp16", "cpu": "fp32"}  # what the handler computes in
@@ -57,7 +57,7 @@ def test_gpt2_manifest(gpt2_artifact: Path) -> None:
     assert listed == on_disk - {"manifest.json"}
     for entry in manifest["files"]:
         assert (gpt2_artifact / entry["path"]).stat().st_size == entry["size"]
-    assert verify_files(gpt2_artifact) == []  # re-hashes every file
+    assert Manifest.load(gpt2_artifact).verify(gpt2_artifact, unlisted=True) == []  # re-hashes every file
     assert manifest["content_hash"] == content_hash(manifest["files"])
 
 
@@ -73,7 +73,7 @@ def test_manifest_compute_dtype_reads_old_manifests(tmp_path: Path) -> None:
 
 
 def test_tampered_artifact_is_detected(gpt2_artifact: Path, tmp_path: Path) -> None:
-    from model_build.manifest import verify_files
+    from artifact.manifest import Manifest
 
     copy = shutil.copytree(gpt2_artifact, tmp_path / "copy")
     shard = next(copy.glob("model-*.safetensors"))
@@ -81,26 +81,26 @@ def test_tampered_artifact_is_detected(gpt2_artifact: Path, tmp_path: Path) -> N
     data[-1] ^= 0xFF
     shard.write_bytes(bytes(data))
     (copy / "extra.txt").write_text("x")
-    problems = verify_files(copy)
-    assert f"{shard.name}: size or sha256 differs from the manifest" in problems
+    problems = Manifest.load(copy).verify(copy, unlisted=True)
+    assert any(p.startswith(f"{shard.name}: sha256 ") for p in problems)
     assert "extra.txt: not in the manifest" in problems
 
 
 def test_content_hash_is_stable_across_builds(
     gpt2_artifact: Path, build_artifact: Callable[..., Path]
 ) -> None:
-    from model_build.manifest import read_manifest
+    from artifact.manifest import Manifest
 
-    again = read_manifest(build_artifact("tiny-gpt2", tag="second"))
-    first = read_manifest(gpt2_artifact)
+    again = Manifest.load(build_artifact("tiny-gpt2", tag="second")).document
+    first = Manifest.load(gpt2_artifact).document
     assert again["files"] == first["files"]
     assert again["content_hash"] == first["content_hash"]
 
 
 def test_gptj_fp32_build_verifies(build_artifact: Callable[..., Path]) -> None:
-    from model_build.manifest import read_manifest
+    from artifact.manifest import Manifest
 
-    manifest = read_manifest(build_artifact("tiny-gptj"))
+    manifest = Manifest.load(build_artifact("tiny-gptj")).document
     assert manifest["model"]["architecture"] == "GPTJForCausalLM"
     assert manifest["dtype"] == "fp32"
     assert manifest["verification"]["max_abs_logit_diff"] <= 1e-4
@@ -108,11 +108,11 @@ def test_gptj_fp32_build_verifies(build_artifact: Callable[..., Path]) -> None:
 
 
 def test_torch_save_opt_in(build_artifact: Callable[..., Path]) -> None:
-    from model_build.manifest import read_manifest
+    from artifact.manifest import Manifest
     from systems.hf_fastload.handler import inference as handler
 
     artifact = build_artifact("tiny-gptj-pickle")
-    manifest = read_manifest(artifact)
+    manifest = Manifest.load(artifact).document
     assert manifest["weights_format"] == "torch-save"
     assert (artifact / "model.pt").is_file() and not list(artifact.glob("*.safetensors"))
     loaded = handler.model_fn(str(artifact))  # follows the manifest to torch.load

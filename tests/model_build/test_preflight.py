@@ -10,7 +10,7 @@ import boto3
 import pytest
 import yaml
 from botocore.stub import Stubber
-from helpers import Session
+from helpers import EXAMPLE_CASES, Session
 
 from deployment import load_config
 from endpoint_config import artifact_bucket_name, artifact_prefix
@@ -51,8 +51,15 @@ def write_config(
 
 
 def build(root: Path, endpoint: str, content_hash: str) -> None:
+    """What a build leaves for the plan to read: its manifest (system, dtype, content hash)."""
     (root / endpoint).mkdir(parents=True, exist_ok=True)
-    (root / endpoint / "manifest.json").write_text(json.dumps({"endpoint": endpoint, "content_hash": content_hash}))
+    manifest = {"endpoint": endpoint, "system": "hf-fastload", "dtype": "fp16", "content_hash": content_hash}
+    (root / endpoint / "manifest.json").write_text(json.dumps(manifest))
+
+
+def planned(deployment, build_root: Path):
+    """The deployment planned again with the builds in `build_root` (the plan reads their manifests)."""
+    return load_config(deployment.config_path, deployment.environment_name, build_root=build_root)
 
 
 def publish(deployment, endpoint: str, content_hash: str, body_hash: str | None = None) -> None:
@@ -125,9 +132,9 @@ def test_all_checks_pass(moto_env, tmp_path):
         build(tmp_path / "build", ep, h)
         publish(deployment, ep, h)
     deploy_artifact_stack(deployment)
-    # chat (2 at peak) + batch (1) share ml.g5.2xlarge: 3, twice for updates: 6. small: 2, twice: 4.
+    # chat (2 + a blue/green update's 2) + batch (1 + 1) share ml.g5.2xlarge: 6. small: 2 + 2.
     session, stub = quotas_session(DEFAULTS, [quota("ml.g5.2xlarge", 6, "L-G52X")])
-    checks = run_preflight(deployment, session, build_root=tmp_path / "build")
+    checks = run_preflight(planned(deployment, tmp_path / "build"), session)
     stub.assert_no_pending_responses()
     assert [c.name for c in checks] == [
         "region",
@@ -142,7 +149,10 @@ def test_all_checks_pass(moto_env, tmp_path):
     assert all(c.ok and not c.skipped for c in checks), [c.message for c in checks if not c.ok]
     by = checks_by_name(checks)
     assert by["credentials"].message.startswith(f"account {ACCOUNT}")
-    assert by["quota ml.g5.2xlarge"].message == "6 >= 6 (chat (2), batch (1), x2 for updates)"
+    assert by["quota ml.g5.2xlarge"].message == (
+        "6 >= 6 at peak (chat: 4 (autoscaling.max_capacity 2 + a blue/green update's new fleet of 2); batch: 2 "
+        "(instance_count 1 + a blue/green update's new fleet of 1))"
+    )
 
 
 def test_quota_shortfalls_name_the_quota_and_what_to_request(moto_env, tmp_path):
@@ -150,14 +160,14 @@ def test_quota_shortfalls_name_the_quota_and_what_to_request(moto_env, tmp_path)
     # g5.2xlarge: applied 2 < 3 needed (deploy fails); m5.xlarge: default 3, enough to run 2, not to update (4).
     defaults = [d if "m5" not in d["QuotaName"] else quota("ml.m5.xlarge", 3, "L-M5X") for d in DEFAULTS]
     session, _ = quotas_session(defaults, [quota("ml.g5.2xlarge", 2, "L-G52X")])
-    by = checks_by_name(run_preflight(deployment, session, build_root=tmp_path / "build"))
+    by = checks_by_name(run_preflight(planned(deployment, tmp_path / "build"), session))
     g5, m5 = by["quota ml.g5.2xlarge"], by["quota ml.m5.xlarge"]
     assert not g5.ok and not m5.ok
-    assert "quota 'ml.g5.2xlarge for endpoint usage' (L-G52X) is 2 in us-east-1, but the endpoints need 3" in g5.message
-    assert "chat (2), batch (1)" in g5.message and "the deploy would fail" in g5.message
+    assert "quota 'ml.g5.2xlarge for endpoint usage' (L-G52X) is 2 in us-east-1, but the endpoints run up to 3" in g5.message
+    assert "chat: 4 (autoscaling.max_capacity 2" in g5.message and "the deploy would fail" in g5.message
     assert "--quota-code L-G52X --desired-value 6 --region us-east-1" in g5.message
-    assert "is 3 in us-east-1 (AWS default): enough for small (2) to run" in m5.message
-    assert "not for an update" in m5.message and "--quota-code L-M5X --desired-value 4" in m5.message
+    assert "is 3 in us-east-1 (AWS default): enough to run (2), but not for an update, which needs 4" in m5.message
+    assert "--quota-code L-M5X --desired-value 4" in m5.message
 
 
 def test_instance_type_not_offered_in_region(moto_env, tmp_path):
@@ -165,14 +175,14 @@ def test_instance_type_not_offered_in_region(moto_env, tmp_path):
         write_config(tmp_path, endpoints=[{"name": "big", "instance_type": "ml.g5.12xlarge"}]), "dev"
     )
     session, _ = quotas_session(DEFAULTS, [])
-    by = checks_by_name(run_preflight(deployment, session, build_root=tmp_path / "build"))
+    by = checks_by_name(run_preflight(planned(deployment, tmp_path / "build"), session))
     msg = by["quota ml.g5.12xlarge"].message
     assert not by["quota ml.g5.12xlarge"].ok
     assert msg.startswith(
         "ml.g5.12xlarge is not offered for SageMaker endpoints in us-east-1 (no quota "
         "'ml.g5.12xlarge for endpoint usage')"
     )
-    assert "change instance_type of big (1)" in msg and "offered in that family: ml.g5.2xlarge, ml.g5.xlarge" in msg
+    assert "change instance_type of big" in msg and "offered in that family: ml.g5.2xlarge, ml.g5.xlarge" in msg
 
 
 def test_quotas_unreadable(moto_env, tmp_path):
@@ -180,7 +190,7 @@ def test_quotas_unreadable(moto_env, tmp_path):
     sq = boto3.client("service-quotas", region_name=REGION)
     with Stubber(sq) as stub:
         stub.add_client_error("list_aws_default_service_quotas", "AccessDeniedException", "not allowed")
-        checks = run_preflight(deployment, Session(**{"service-quotas": sq}), build_root=tmp_path / "build")
+        checks = run_preflight(planned(deployment, tmp_path / "build"), Session(**{"service-quotas": sq}))
     by = checks_by_name(checks)
     assert not by["quotas"].ok and "AccessDeniedException: not allowed" in by["quotas"].message
     assert "servicequotas:ListServiceQuotas" in by["quotas"].message
@@ -203,7 +213,7 @@ def test_artifact_problems(moto_env, tmp_path):
     session, _ = quotas_session(DEFAULTS, [quota("ml.g5.2xlarge", 8, "L-G52X")])
     build(root, "chat", HASH_A)
     build(root, "stale", HASH_A)
-    by = checks_by_name(run_preflight(deployment, session, build_root=root))
+    by = checks_by_name(run_preflight(planned(deployment, root), session))
     assert (
         "artifact bucket pf-dev-artifacts-123456789012-us-east-1 does not exist: deploy the artifacts stack"
         in by["artifact chat"].message
@@ -214,12 +224,12 @@ def test_artifact_problems(moto_env, tmp_path):
     publish(deployment, "pinned", HASH_B)
     publish(deployment, "stale", HASH_A, body_hash=HASH_B)  # a manifest that does not match its prefix
     session, _ = quotas_session(DEFAULTS, [quota("ml.g5.2xlarge", 8, "L-G52X")])
-    by = checks_by_name(run_preflight(deployment, session, build_root=root))
+    by = checks_by_name(run_preflight(planned(deployment, root), session))
     assert by["artifact pinned"].ok and "the config's artifact_hash" in by["artifact pinned"].message
     chat = by["artifact chat"]
     assert not chat.ok and f"models/chat/{HASH_A}/manifest.json does not exist" in chat.message
     assert "python -m model_build publish --config" in chat.message and "--endpoint chat" in chat.message
-    assert not by["artifact unbuilt"].ok and "no local build" in by["artifact unbuilt"].message
+    assert not by["artifact unbuilt"].ok and "no built artifact" in by["artifact unbuilt"].message
     assert "python -m model_build build" in by["artifact unbuilt"].message
     assert (
         not by["artifact stale"].ok
@@ -229,7 +239,7 @@ def test_artifact_problems(moto_env, tmp_path):
 
 def test_wrong_account_stops_early(moto_env, tmp_path):
     deployment = load_config(write_config(tmp_path, account="111122223333"), "dev")
-    checks = run_preflight(deployment, build_root=tmp_path / "build")
+    checks = run_preflight(planned(deployment, tmp_path / "build"))
     assert [(c.name, c.ok) for c in checks] == [("region", True), ("credentials", False)]
     assert "is account 111122223333, but the credentials are account 123456789012" in checks[1].message
     assert "change `account:` in the config" in checks[1].message
@@ -238,7 +248,7 @@ def test_wrong_account_stops_early(moto_env, tmp_path):
 def test_no_credentials(moto_env, tmp_path, monkeypatch):
     for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
         monkeypatch.delenv(k)
-    checks = run_preflight(load_config(write_config(tmp_path), "dev"), build_root=tmp_path / "build")
+    checks = run_preflight(planned(load_config(write_config(tmp_path), "dev"), tmp_path / "build"))
     assert [(c.name, c.ok) for c in checks] == [("region", True), ("credentials", False)]
     assert checks[1].message.startswith("no AWS credentials")
 
@@ -257,7 +267,7 @@ def test_region_problems(moto_env, tmp_path, monkeypatch, cli_region, expected):
         monkeypatch.setenv("AWS_DEFAULT_REGION", cli_region)  # what botocore reads (not AWS_REGION)
     else:
         monkeypatch.delenv("AWS_DEFAULT_REGION")
-    checks = run_preflight(load_config(write_config(tmp_path, region=None), "dev"), build_root=tmp_path / "build")
+    checks = run_preflight(planned(load_config(write_config(tmp_path, region=None), "dev"), tmp_path / "build"))
     assert [(c.name, c.ok) for c in checks] == [("region", False)]
     assert expected in checks[0].message
 
@@ -295,7 +305,7 @@ def test_before_the_artifact_stack_the_artifact_checks_are_pending(moto_env, tmp
     from model_build.preflight import ARTIFACTS_PENDING, Check, artifacts_pending, format_checks
 
     deployment = load_config(ROOT / "config" / "local.yaml", "local")
-    checks = artifacts_pending(run_preflight(deployment, build_root=tmp_path / "build"))
+    checks = artifacts_pending(run_preflight(planned(deployment, tmp_path / "build")))
     pending = checks_by_name(checks)["artifact tiny-gpt2"]
     assert pending.ok and pending.label == "PEND" and pending.message == ARTIFACTS_PENDING
     report = format_checks(checks)
@@ -305,7 +315,7 @@ def test_before_the_artifact_stack_the_artifact_checks_are_pending(moto_env, tmp
     # A redeploy: the artifact is already published, so the same call reports it as passed.
     build(tmp_path / "build", "tiny-gpt2", HASH_A)
     publish(deployment, "tiny-gpt2", HASH_A)
-    checks = artifacts_pending(run_preflight(deployment, build_root=tmp_path / "build"))
+    checks = artifacts_pending(run_preflight(planned(deployment, tmp_path / "build")))
     assert checks_by_name(checks)["artifact tiny-gpt2"].label == "PASS"
     # Only artifact checks wait for a later step: any other failure stays a failure.
     assert [c.label for c in artifacts_pending([Check("credentials", False, "expired")])] == ["FAIL"]
@@ -376,7 +386,7 @@ def test_adopting_needs_an_environment_that_retains_data(tmp_path):
 def test_instance_type_change_on_an_autoscaled_endpoint_is_refused_with_the_two_steps(moto_env, tmp_path):
     """SageMaker refuses UpdateEndpoint changing the instance type of a variant registered with Application Auto
     Scaling: the preflight finds it (deployed config vs the file) and says how to deploy it in two steps."""
-    from model_build.preflight import instance_change_checks
+    from model_build.preflight import update_checks
 
     sm = boto3.client("sagemaker")
     role = f"arn:aws:iam::{ACCOUNT}:role/x"
@@ -391,12 +401,47 @@ def test_instance_type_change_on_an_autoscaled_endpoint_is_refused_with_the_two_
         ScalableDimension="sagemaker:variant:DesiredInstanceCount", MinCapacity=1, MaxCapacity=2,
     )
     deployment = load_config(write_config(tmp_path, emulator=True), "dev")  # the file says ml.g5.2xlarge for both
-    checks = {c.name: c for c in instance_change_checks(deployment, boto3.Session(region_name=REGION), REGION)}
-    assert not checks["instance chat"].ok
-    assert "endpoint dev-chat runs ml.m5.xlarge and is registered with Application Auto Scaling" in checks["instance chat"].message
-    assert "(1) set `autoscaling: null` for endpoint 'chat' (keep instance_type ml.m5.xlarge)" in checks["instance chat"].message
-    assert checks["instance batch"].ok  # not scaled: SageMaker replaces the fleet
-    assert "instance small" not in checks  # not deployed
+    checks = {c.name: c for c in update_checks(deployment, boto3.Session(region_name=REGION), REGION)}
+    assert not checks["update chat"].ok
+    assert "endpoint dev-chat runs ml.m5.xlarge and is registered with Application Auto Scaling" in checks["update chat"].message
+    assert "(1) set `autoscaling: null` for endpoint 'chat' (keep instance_type ml.m5.xlarge)" in checks["update chat"].message
+    assert "update batch" not in checks  # not scaled: SageMaker replaces the fleet
+    assert "update small" not in checks  # not deployed
+
+
+def _deployed_config(**variant) -> dict:
+    """A DescribeEndpointConfig answer: a model on its variant, unless the variant names none (inference components)."""
+    return {"EndpointConfigName": "c", "ProductionVariants": [{"VariantName": "AllTraffic", **variant}]}
+
+
+MODEL_ON_VARIANT = _deployed_config(ModelName="m", InstanceType="ml.g5.12xlarge", InitialInstanceCount=1)
+COMPONENTS = _deployed_config(InstanceType="ml.g5.12xlarge", InitialInstanceCount=1,
+                              ManagedInstanceScaling={"Status": "ENABLED", "MinInstanceCount": 0, "MaxInstanceCount": 2},
+                              InferenceAmiVersion="al2023-ami-sagemaker-inference-gpu-4-1")  # fmt: skip
+
+
+@pytest.mark.parametrize(("endpoint", "deployed", "fragment"), [
+    ("summarize-async", MODEL_ON_VARIANT, "is deployed real-time; SageMaker cannot update it to asynchronous"),
+    ("chat-vllm", {**MODEL_ON_VARIANT, "AsyncInferenceConfig": {"OutputConfig": {}}},
+     "is deployed asynchronous; SageMaker cannot update it to real-time"),
+    ("chat-vllm", COMPONENTS, "is deployed with hosting.mode inference-components; changing it to endpoint"),
+    ("assist-ic", MODEL_ON_VARIANT, "is deployed with hosting.mode endpoint; changing it to inference-components"),
+    ("assist-ic", {**COMPONENTS, "ProductionVariants": [{**COMPONENTS["ProductionVariants"][0], "InstanceType": "ml.g6.12xlarge"}]},
+     "hosts inference components and this deploy changes its endpoint config (instance_type 'ml.g6.12xlarge' -> "
+     "'ml.g5.12xlarge')"),
+])  # fmt: skip
+def test_updates_sagemaker_refuses_in_place_are_refused_with_what_works(endpoint, deployed, fragment):
+    """Each mode switch against a deployed endpoint config (config/examples/production.yaml's three endpoints):
+    refused, naming the change and the deploys that work; the deployed kind itself passes."""
+    from model_build.preflight import mode_problem
+
+    plan = load_config(ROOT / "config/examples/production.yaml", "prod").plan(endpoint)
+    problem = mode_problem(plan, deployed)
+    assert problem is not None and fragment in problem, problem
+    assert f"destroy stack {plan.stack_name} and deploy it again" in problem
+    same = {"summarize-async": {**MODEL_ON_VARIANT, "AsyncInferenceConfig": {}}, "chat-vllm": MODEL_ON_VARIANT,
+            "assist-ic": COMPONENTS}[endpoint]  # fmt: skip
+    assert mode_problem(plan, same) is None
 
 
 def test_bootstrap_version_is_read_and_compared_with_what_the_templates_need(moto_env, synth):
@@ -444,3 +489,52 @@ def test_clean_keeps_what_is_pinned_built_or_deployed_and_deletes_only_with_the_
     assert left == {HASH_B, HASH_C}
     assert main([*argv, "--endpoint", "nope"]) == 2
     assert "no endpoint named 'nope'; defined: chat" in capsys.readouterr().err
+
+
+def _expected_peak(spec) -> int:
+    """An endpoint's instance peak, worked out here from the config as the SageMaker pages describe updates: an
+    inference-component endpoint never exceeds its managed scaling's max_instances; otherwise the fleet at its largest
+    plus, while updating, a whole new blue/green fleet, or a rolling batch (the whole fleet on rollback unless
+    rollback_maximum_batch_size says less)."""
+    import math
+
+    if spec.hosting.mode == "inference-components":
+        return spec.hosting.instance_scaling.max_instances if spec.hosting.instance_scaling else 1
+    fleet = spec.autoscaling.max_capacity if spec.autoscaling else spec.instance_count
+    rolling = spec.deployment.rolling if spec.deployment else None
+    if rolling is None:
+        return 2 * fleet
+
+    def size(capacity):
+        return capacity.instances if capacity.instances else max(1, math.ceil(capacity.percent * fleet / 100))
+
+    back = size(rolling.rollback_maximum_batch_size) if rolling.rollback_maximum_batch_size else fleet
+    return fleet + max(size(rolling.maximum_batch_size), back)
+
+
+ROLLING = {"rolling": {"maximum_batch_size": {"percent": 25}, "rollback_maximum_batch_size": {"instances": 1},
+                       "wait_interval_s": 300}, "auto_rollback": {"period_s": 60, "evaluation_periods": 3}}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", [*[f"{c}:{e}" for c, e in EXAMPLE_CASES], "rolling"])
+def test_the_quota_preflight_asks_for_is_the_plans_peak(case, tmp_path):
+    """For every example config and environment (inference components included) and a rolling deployment, the
+    quota figure preflight asks for is each endpoint's peak as worked out independently (_expected_peak), summed
+    per instance type."""
+    from model_build.preflight import Quota, quota_checks
+
+    if case == "rolling":
+        config = write_config(tmp_path, endpoints=[{"name": "big", "instance_count": 8, "deployment": ROLLING}])
+        deployment = load_config(config, "dev")
+    else:
+        path, env = case.split(":")
+        deployment = load_config(ROOT / path, None if env == "None" else env)
+    need: dict[str, int] = {}
+    for plan in deployment.plans:
+        need[plan.spec.instance_type] = need.get(plan.spec.instance_type, 0) + _expected_peak(plan.spec)
+    quotas = {f"{t} for endpoint usage": Quota(f"{t} for endpoint usage", "L-X", 0, True) for t in need}
+    for check in quota_checks(deployment, quotas, REGION):
+        instance_type = check.name.removeprefix("quota ")
+        assert f"--desired-value {need[instance_type]} " in check.message, check.message
+    if case == "rolling":
+        assert need == {"ml.g5.2xlarge": 8 + 2}  # 25 % of 8 forward, 1 back: not the blue/green 16

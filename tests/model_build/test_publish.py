@@ -211,10 +211,10 @@ def test_publish_endpoint_resolves_bucket_and_prefix(emulator, s3, tmp_path, dep
     manifest = json.loads((build / "manifest.json").read_text())
     with emulator.activated():
         with pytest.raises(PublishError, match="deploy the artifacts stack first"):
-            publish_endpoint(deployment, ep.name, build, progress=False)
+            publish_endpoint(deployment, deployment.plan(ep.name), build, progress=False)
         s3.create_bucket(Bucket=bucket)
         try:
-            report = publish_endpoint(deployment, ep.name, build, progress=False)
+            report = publish_endpoint(deployment, deployment.plan(ep.name), build, progress=False)
         finally:
             keys = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket).get("Contents", [])]
             for k in keys:
@@ -229,4 +229,4 @@ def test_publish_endpoint_resolves_bucket_and_prefix(emulator, s3, tmp_path, dep
 def test_publish_endpoint_without_manifest(emulator, tmp_path, deployment):
     (tmp_path / "empty").mkdir()
     with emulator.activated(), pytest.raises(PublishError, match=r"run `python -m model_build build"):
-        publish_endpoint(deployment, deployment.endpoints[0].name, tmp_path / "empty", progress=False)
+        publish_endpoint(deployment, deployment.plans[0], tmp_path / "empty", progress=False)

@@ -130,11 +130,11 @@ def test_execution_role_writes_only_the_result_folders_and_publishes_only_to_its
 
 def test_invoke_function_submits_and_reads_with_least_privilege(resources):
     functions = of_type(resources, "AWS::Lambda::Function")
-    [fn] = [f for f in functions.values() if f["Handler"] == "invoke/handler.handler"]
+    [fn] = [f for f in functions.values() if f["Handler"] == "invoke/handler.async_handler"]
     env = {k: flat(v) for k, v in fn["Environment"]["Variables"].items()}
     assert {k: env.get(k) for k in ("INVOCATION_MODE", "INPUT_LOCATION", "OUTPUT_LOCATION", "FAILURE_LOCATION",
                                     "INVOCATION_TIMEOUT_S", "REQUEST_TTL_S")} == {
-        "INVOCATION_MODE": "async",  # endpoint_runtime/invoke.py hands every event to async_invoke.py
+        "INVOCATION_MODE": "async",  # the smoke test reads it; the handler is async_invoke's
         "INPUT_LOCATION": f"s3://{BUCKET}/async/{ENDPOINT}/input",
         "OUTPUT_LOCATION": f"s3://{BUCKET}/async/{ENDPOINT}/output",
         "FAILURE_LOCATION": f"s3://{BUCKET}/async/{ENDPOINT}/failures",
@@ -157,7 +157,7 @@ def test_smoke_function_submits_and_waits_for_the_answer_within_its_budget(resou
     """An asynchronous endpoint refuses InvokeEndpoint: the smoke function gets the invoke function's folders and
     grants (submit, read results), not InvokeEndpoint, and a timeout that covers its polling budget."""
     functions = of_type(resources, "AWS::Lambda::Function")
-    [invoke] = [f for f in functions.values() if f["Handler"] == "invoke/handler.handler"]
+    [invoke] = [f for f in functions.values() if f["Handler"] == "invoke/handler.async_handler"]
     [fn] = [f for f in functions.values() if f["Handler"] == "smoke/handler.handler"]
     env = {k: flat(v) for k, v in fn["Environment"]["Variables"].items()}
     invoke_env = {k: flat(v) for k, v in invoke["Environment"]["Variables"].items()}
@@ -180,7 +180,7 @@ def test_smoke_function_submits_and_waits_for_the_answer_within_its_budget(resou
 
 
 def test_smoke_timeout_covers_the_budget_within_lambdas_limit():
-    from stacks.llm_endpoint import smoke_timeout_s
+    from stacks.functions import smoke_timeout_s
 
     assert smoke_timeout_s(30_000) == 90  # real-time: above the invoke client's 5 s + 55 s
     assert smoke_timeout_s(60_000) == 120
@@ -239,7 +239,7 @@ def test_the_async_function_ships_exactly_its_imports(production, resources):
     """The invoke function's asset: its handler, the real-time and the async request code, the contract."""
     from pathlib import Path
 
-    [fn] = [f for f in of_type(resources, "AWS::Lambda::Function").values() if f["Handler"] == "invoke/handler.handler"]
+    [fn] = [f for f in of_type(resources, "AWS::Lambda::Function").values() if f["Handler"] == "invoke/handler.async_handler"]
     key = fn["Code"]["S3Key"]
     asset_hash = (key if isinstance(key, str) else key["Fn::Sub"]).rsplit("/", 1)[-1].removesuffix(".zip")
     [directory] = [p for p in Path(production.outdir).rglob(f"asset.{asset_hash}") if p.is_dir()]

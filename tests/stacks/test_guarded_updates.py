@@ -87,24 +87,21 @@ def test_defaults_give_all_at_once_with_a_bake_and_rollback(prod):
     assert len(_rollback_alarms(prod, DEFAULTS)) == 2
 
 
-def test_rolling_policy_and_its_multi_variant_refusal():
+def test_rolling_policy():
     spec = DeploymentSpec.model_validate({
         "rolling": {"maximum_batch_size": {"percent": 25}, "rollback_maximum_batch_size": {"instances": 2},
                     "wait_interval_s": 120, "maximum_execution_timeout_s": 3600},
         "auto_rollback": {"extra_alarm_names": ["team-slo"]},
     })
-    config = deployment_config(spec, rollback_alarm_names=["a", "team-slo"], variant_count=1, endpoint_name="e")
+    config = deployment_config(spec, rollback_alarm_names=["a", "team-slo"])
     rolling = config.rolling_update_policy
     assert config.blue_green_update_policy is None
     assert (rolling.maximum_batch_size.type, rolling.maximum_batch_size.value) == ("CAPACITY_PERCENT", 25)
     assert (rolling.rollback_maximum_batch_size.type, rolling.rollback_maximum_batch_size.value) == ("INSTANCE_COUNT", 2)
     assert (rolling.wait_interval_in_seconds, rolling.maximum_execution_timeout_in_seconds) == (120, 3600)
     assert [a.alarm_name for a in config.auto_rollback_configuration.alarms] == ["a", "team-slo"]
-    with pytest.raises(ValueError, match="deployment.rolling is refused by SageMaker on an endpoint with 2 production variants"):
-        deployment_config(spec, rollback_alarm_names=[], variant_count=2, endpoint_name="e")
-    # Blue/green has no such limit.
     blue_green = DeploymentSpec.model_validate({"auto_rollback": None})
-    assert deployment_config(blue_green, rollback_alarm_names=[], variant_count=2, endpoint_name="e").auto_rollback_configuration is None
+    assert deployment_config(blue_green, rollback_alarm_names=[]).auto_rollback_configuration is None
 
 
 def test_rollback_alarms_construct_validates_its_props():

@@ -67,18 +67,17 @@ import botocore.exceptions
 import botocore.session
 import pytest
 from botocore.awsrequest import AWSResponse
-from helpers import CODEBUILD_KEY, ContainerCredentials
+from helpers import CODEBUILD_KEY, ContainerCredentials, lambda_entry
 
+import endpoint_runtime.invoke as invoke
 from deployment import load_config
 from endpoint_config import artifact_bucket_name
-from model_build.smoke import load_smoke_module
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = "config/examples/pipeline.yaml"  # relative, as the pipeline's steps name it in the source checkout
 ENDPOINT = "gptj-fastload"
 GOOD = [{"generated_text": "The capital of France is Paris."}]
 STACK_ID_SUFFIX = "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"  # CloudFormation's id part of a stack ARN: any value
-smoke = load_smoke_module()
 
 
 # ======================================================================================================= the checker
@@ -654,7 +653,6 @@ def test_invoke_lambda_role_allows_every_call_of_the_invoke_handler(moto_env, en
     role = function_environment(ctx, "invoke/handler.handler", monkeypatch)
     moto_env.set_invoke_results([GOOD], account=env.where.account)
     key = set_lambda_credentials(monkeypatch, account_session(env.where.account, env.where.region))
-    invoke = smoke.load_invoke_module()
     invoke.reset_client()
     try:
         with recording(monkeypatch) as rec:
@@ -676,7 +674,7 @@ def test_smoke_lambda_role_allows_every_call_of_the_smoke_test(moto_env, envs, m
     moto_env.set_invoke_results([GOOD], account=env.where.account)
     key = set_lambda_credentials(monkeypatch, account_session(env.where.account, env.where.region))
     with recording(monkeypatch, fix) as rec:
-        result = smoke.handler({}, None)
+        result = lambda_entry("smoke/handler.handler")({}, None)
     assert result["ok"], result["failures"]  # every check ran: the recorded calls are the whole code path
     assert rec.calls and rec.signed_by(key) == rec.calls
     needs = principal_needs(rec.calls, ctx.where)
@@ -730,7 +728,7 @@ def test_publisher_and_model_build_roles_allow_every_call_of_the_model_build_com
     setup.client("s3").create_bucket(
         Bucket=artifact_bucket_name(deployment.project, env.name, env.where.account, env.where.region)
     )
-    monkeypatch.setattr(cli, "BUILD_ROOT", _fake_build(tmp_path / "build", spec_ep.name, spec_ep.artifact_hash))
+    monkeypatch.setattr("deployment.plan.BUILD_ROOT", _fake_build(tmp_path / "build", spec_ep.name, spec_ep.artifact_hash))
     # A 6 MiB file goes multipart at S3's 5 MiB minimum part size; publish's 64 MiB default would need 64 MiB.
     monkeypatch.setattr(publish, "publish_artifact", functools.partial(publish.publish_artifact, multipart_threshold=publish.MIN_PART_SIZE))
     with codebuild_step(project, tmp_path, monkeypatch) as spec, recording(monkeypatch) as rec:
@@ -936,24 +934,24 @@ def _beyond_this_endpoint(where: Where) -> list[Need]:
 
 
 def test_async_invoke_lambda_role_allows_every_call_of_submit_and_fetch(moto_env, async_ctx, monkeypatch):
-    """The invoke function of an async endpoint (lambda/invoke, INVOCATION_MODE async: endpoint_runtime/async_invoke.py):
+    """The invoke function of an async endpoint (lambda/invoke's async_handler: endpoint_runtime/async_invoke.py):
     a submit (upload + InvokeEndpointAsync), then a pending and a completed result read."""
     from endpoint_runtime import async_invoke
 
     ctx, where = async_ctx, async_ctx.where
-    role = _async_function_environment(ctx, "invoke/handler.handler", monkeypatch)
+    role = _async_function_environment(ctx, "invoke/handler.async_handler", monkeypatch)
     fix = _as_sagemaker_writes(moto_env, ctx)
     output_path, _ = _async_output_config(ctx)
     key = set_lambda_credentials(monkeypatch, account_session(where.account, where.region))
-    invoke = smoke.load_invoke_module()  # the function's entry: its handler hands the events to async_invoke
+    handler = lambda_entry("invoke/handler.async_handler")  # the function's entry, as the template names it
     async_invoke.reset_clients()
     try:
         with recording(monkeypatch, fix) as rec:
-            submitted = invoke.handler({"inputs": "Summarize: a fox.", "parameters": {"max_new_tokens": 8}})
+            submitted = handler({"inputs": "Summarize: a fox.", "parameters": {"max_new_tokens": 8}})
             assert submitted["statusCode"] == 202, submitted
             locations = {k: v for k, v in json.loads(submitted["body"]).items() if k in ("output_location", "failure_location")}
-            pending = invoke.handler({"output_location": f"{output_path}/not-yet.out"})
-            done = invoke.handler(locations)
+            pending = handler({"output_location": f"{output_path}/not-yet.out"})
+            done = handler(locations)
     finally:
         async_invoke.reset_clients()
     assert json.loads(pending["body"]) == {"status": "pending"}
@@ -975,7 +973,7 @@ def test_async_smoke_lambda_role_allows_every_call_of_the_smoke_test(moto_env, a
     fixes = (deploy_endpoint_stack(account_session(where.account, where.region), ctx), _as_sagemaker_writes(moto_env, ctx))
     key = set_lambda_credentials(monkeypatch, account_session(where.account, where.region))
     with recording(monkeypatch, *fixes) as rec:
-        result = smoke.handler({}, None)
+        result = lambda_entry("smoke/handler.handler")({}, None)
     assert result["ok"], result["failures"]  # every check ran: the recorded calls are the whole code path
     assert rec.calls and rec.signed_by(key) == rec.calls
     needs = principal_needs(rec.calls, where)
@@ -998,7 +996,7 @@ def test_execution_role_allows_what_sagemaker_does_for_async_requests(async_ctx)
     _, model = ctx.find("AWS::SageMaker::Model")
     policy = role_policy(ctx, model["Properties"]["ExecutionRoleArn"]["Fn::GetAtt"][0])
     output_path, failure_path = _async_output_config(ctx)
-    _, invoke_fn = ctx.find("AWS::Lambda::Function", lambda r: r["Properties"]["Handler"] == "invoke/handler.handler")
+    _, invoke_fn = ctx.find("AWS::Lambda::Function", lambda r: r["Properties"]["Handler"] == "invoke/handler.async_handler")
     input_path = _resolved(invoke_fn["Properties"]["Environment"]["Variables"]["INPUT_LOCATION"], ctx)
     arn = lambda uri: "arn:aws:s3:::" + uri.removeprefix("s3://")  # noqa: E731
     needs = [
@@ -1194,7 +1192,6 @@ def test_invoke_lambda_role_allows_invoking_the_inference_component(moto_env, sy
     role = function_environment(ctx, "invoke/handler.handler", monkeypatch)
     moto_env.set_invoke_results([GOOD], account=ctx.where.account)
     key = set_lambda_credentials(monkeypatch, account_session(ctx.where.account, ctx.where.region))
-    invoke = smoke.load_invoke_module()
     invoke.reset_client()
     try:
         with recording(monkeypatch) as rec:
@@ -1242,7 +1239,7 @@ def test_smoke_lambda_role_allows_checking_and_invoking_the_inference_component(
     moto_env.set_invoke_results([GOOD], account=ctx.where.account)
     key = set_lambda_credentials(monkeypatch, session)
     with recording(monkeypatch, fix, answer_component) as rec:
-        result = smoke.handler({}, None)
+        result = lambda_entry("smoke/handler.handler")({}, None)
     assert result["ok"], result["failures"]
     assert rec.calls and rec.signed_by(key) == rec.calls
     needs = principal_needs(rec.calls, ctx.where)

@@ -81,8 +81,10 @@ def test_engine_decode_reaches_the_container_and_only_hf_fastload_takes_it() -> 
     assert engine_problems(other, DeepSpeedByocEngineOptions) == [
         "endpoint 'e': engine.decode: value 'compiled' is not supported by system 'deepspeed-byoc'; remove the key"
     ]
-    with pytest.raises(ValueError, match="engine.decode"):
-        EndpointSpec(**spec, engine={"decode": "fast"})
+    assert engine_problems(EndpointSpec(**spec, engine={"decode": "fast"}), hf_fastload.HfFastloadEngineOptions) == [
+        "endpoint 'e': engine.decode: value 'fast' is not supported by system 'hf-fastload'; allowed: eager, "
+        "static-cache, compiled (or leave it out)"
+    ]
 
 
 def test_greedy_is_deterministic_and_continuation_only(loaded: dict) -> None:

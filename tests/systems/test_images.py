@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from endpoint_config import SYSTEM_NAMES
+from systems import REGISTRY as SYSTEM_NAMES
 from systems import get_system, images
 from systems.base import REPO_ROOT
 from systems.images import DLC_REGIONS, ImagePin

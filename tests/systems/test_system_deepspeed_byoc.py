@@ -147,10 +147,10 @@ def test_engine_config(artifact: Path) -> None:
 
 
 def test_manifest(artifact: Path) -> None:
-    from model_build.manifest import read_manifest, verify_files
+    from artifact.manifest import Manifest
     from systems.deepspeed_byoc import DEEPSPEED_VERSION, TRANSFORMERS_VERSION
 
-    manifest = read_manifest(artifact)
+    manifest = Manifest.load(artifact).document
     assert manifest["system"] == "deepspeed-byoc" and manifest["endpoint"] == ENDPOINT and manifest["dtype"] == "fp16"
     assert manifest["model"]["model_type"] == "gptj" and manifest["model"]["architecture"] == "GPTJForCausalLM"
     assert manifest["engine"]["replace_with_kernel_inject"] is True
@@ -163,7 +163,7 @@ def test_manifest(artifact: Path) -> None:
         and check["max_abs_logit_diff"] <= check["tolerance"]
     )
     assert re.fullmatch(r"[0-9a-f]{64}", manifest["content_hash"])
-    assert verify_files(artifact, manifest) == []
+    assert Manifest.load(artifact).verify(artifact, unlisted=True) == []
     assert {f["path"] for f in manifest["files"]} == {p.name for p in artifact.iterdir()} - {"manifest.json"}
 
 
@@ -179,13 +179,12 @@ def test_manifest(artifact: Path) -> None:
     ],
 )  # fmt: skip
 def test_recipe_refuses(tmp_path: Path, tiny_gptj: Path, extra: dict, message: str) -> None:
-    from endpoint_config.schema import EngineOptions
     from systems.deepspeed_byoc import recipe
 
     # engine options the system refuses are refused by the config too (deployment.endpoint_rules): set them after it
     endpoint = _endpoint(tmp_path, tiny_gptj, **{k: v for k, v in extra.items() if k != "engine"})
     if "engine" in extra:
-        endpoint = endpoint.model_copy(update={"engine": EngineOptions(**extra["engine"])})
+        endpoint = endpoint.model_copy(update={"engine": dict(extra["engine"])})
     with pytest.raises(BuildError) as err:
         recipe.build(endpoint, tmp_path / "out", progress=False)
     assert message in str(err.value)

@@ -142,7 +142,6 @@ BAD_ENGINE = {
 @pytest.fixture(scope="session")
 def djl_build(tmp_path_factory: pytest.TempPathFactory, djl_config: Path, tiny_t5: Path):
     from deployment import load_config
-    from endpoint_config.schema import EngineOptions
     from model_build.cli import build_endpoint
 
     deployment = load_config(djl_config)
@@ -162,7 +161,7 @@ def djl_build(tmp_path_factory: pytest.TempPathFactory, djl_config: Path, tiny_t
             )
         if name in BAD_ENGINE:  # likewise refused by the config (deployment.endpoint_rules); the recipe must too
             base, engine = BAD_ENGINE[name]
-            return deployment.endpoint(base).model_copy(update={"name": name, "engine": EngineOptions(**engine)})
+            return deployment.endpoint(base).model_copy(update={"name": name, "engine": dict(engine)})
         return deployment.endpoint(name)
 
     build.endpoint = endpoint  # type: ignore[attr-defined]
@@ -174,11 +173,11 @@ def files_of(directory: Path) -> set[str]:
 
 
 def check_manifest(artifact: Path, system: str, endpoint: str, dtype: str) -> dict[str, Any]:
-    from model_build.manifest import read_manifest, verify_files
+    from artifact.manifest import Manifest
 
-    manifest = read_manifest(artifact)
+    manifest = Manifest.load(artifact).document
     assert (manifest["system"], manifest["endpoint"], manifest["dtype"]) == (system, endpoint, dtype)
-    assert verify_files(artifact, manifest) == []
+    assert Manifest.load(artifact).verify(artifact, unlisted=True) == []
     assert {e["path"] for e in manifest["files"]} == files_of(artifact) - {"manifest.json"}
     check = manifest["verification"]
     assert check["greedy_tokens_match"] and check["tokenizer_ids_match"]
@@ -243,7 +242,7 @@ def test_inference_ami_versions_are_sagemaker_values() -> None:
     """Every AMI a system names is one CreateEndpointConfig accepts (botocore's service model enum)."""
     import botocore.session
 
-    from endpoint_config import SYSTEM_NAMES
+    from systems import REGISTRY as SYSTEM_NAMES
     from systems import get_system
 
     model = botocore.session.get_session().get_service_model("sagemaker")
@@ -858,7 +857,8 @@ def test_tensorrt_profile_refused() -> None:
 
     ep = EndpointSpec(name="x", system="lmi-trtllm", model="m", instance_type="ml.g5.12xlarge",
                       engine={"tensorrt_profile": {"max_batch": 4}})  # fmt: skip
-    with pytest.raises(BuildError, match="engine.tensorrt_profile: is only used by system 'tensorrt-byoc', not 'lmi-trtllm'"):
+    with pytest.raises(BuildError, match=r"engine.tensorrt_profile: value \{'max_batch': 4\} is not supported by system "
+                                         r"'lmi-trtllm'; remove the key \(systems that take it: tensorrt-byoc\)"):
         check_engine_options(ep)
 
 

@@ -141,9 +141,9 @@ def test_artifact_files(trt_build) -> None:
     assert manifest["system"] == "tensorrt-byoc" and manifest["dtype"] == "fp16"
     assert manifest["onnx"]["files"] == ["decoder.onnx"] and manifest["tensorrt_profile"] == profile
     assert len(manifest["content_hash"]) == 64
-    from model_build.manifest import verify_files
+    from artifact.manifest import Manifest
 
-    assert verify_files(artifact) == []
+    assert Manifest.load(artifact).verify(artifact, unlisted=True) == []
 
 
 def test_tokenizer_json_matches_source(trt_artifact: Path, source_model) -> None:
@@ -469,9 +469,9 @@ def test_gpu_only_and_example_config(tiny_models: dict[str, Path], tmp_path: Pat
         load_config(path)
     example = REPO / "config" / "examples" / "tensorrt-byoc.yaml"
     for env in ("dev", "prod"):
-        ep = load_config(example, env).endpoint("gpt2-tensorrt")
-        assert ep.model == "openai-community/gpt2" and ep.engine.tensorrt_profile.max_batch == 10
-        assert ep.engine.tensorrt_profile.max_sequence_length == 42
+        plan = load_config(example, env).plan("gpt2-tensorrt")
+        assert plan.spec.model == "openai-community/gpt2" and plan.engine.tensorrt_profile.max_batch == 10
+        assert plan.engine.tensorrt_profile.max_sequence_length == 42
 
 
 def test_default_length_fits_the_profile(small_handler) -> None:

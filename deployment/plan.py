@@ -1,0 +1,330 @@
+"""What one endpoint becomes on AWS, resolved once from its config entry, its serving system and its built artifact.
+
+Stacks, preflight, publish, smoke, clean, the pipeline and the CLI read an EndpointPlan instead of deriving from the
+raw config again. Account and region stay late-bound: the bucket is a function of them (CDK tokens at synth, real
+values in the CLI). Why a plan and how `instance_type` travels from YAML to CloudFormation: docs/design/plan.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from artifact.manifest import MANIFEST_NAME, Manifest, ManifestError
+from endpoint_config import (
+    BYTES_PER_PARAM,
+    ConfigError,
+    EndpointSpec,
+    InstanceType,
+    artifact_bucket_name,
+    artifact_prefix,
+    artifact_root,
+)
+from endpoint_config.hosting import InstanceScaling, component_name
+from endpoint_config.invocation import async_location_uris
+from endpoint_config.models import model_facts
+from endpoint_config.operations import Rolling
+from endpoint_config.security import network_isolation
+from systems import ServingSystem
+from systems.base import OwnContainer
+from systems.checks import unsized_model_warning
+from systems.images import ImagePin
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+# Where `model_build build` writes each endpoint's artifact (build/<endpoint>/), and where synth and the CLI read it.
+BUILD_ROOT = REPO_ROOT / "build"
+UNBUILT_HASH = "0" * 64
+
+
+@dataclass(frozen=True)
+class ArtifactRef:
+    """Which published artifact an endpoint serves: its content hash (which names its S3 prefix), where that came
+    from ("config": the artifact_hash pin, "manifest": the local build, "unbuilt": none, a placeholder for review;
+    "unusable": a local build that cannot be deployed), and its size when the manifest is at hand (it sizes the
+    timeouts). `problem`: why there is nothing to deploy. The plan resolves either way, so that `model_build build`
+    can (re)build it; what deploys the artifact asks `EndpointPlan.deployable_artifact`."""
+
+    content_hash: str
+    source: str
+    total_bytes: int | None = None
+    problem: str | None = None
+
+    @property
+    def is_placeholder(self) -> bool:
+        return self.source == "unbuilt"
+
+
+def resolve_artifact(spec: EndpointSpec, build_root: Path) -> ArtifactRef:
+    """From the config's `artifact_hash`, else `<build_root>/<name>/manifest.json`, else the unbuilt placeholder."""
+    if spec.artifact_hash:
+        return ArtifactRef(spec.artifact_hash, "config")
+    manifest_path = build_root / spec.name / MANIFEST_NAME
+    if not manifest_path.is_file():
+        return ArtifactRef(UNBUILT_HASH, "unbuilt", problem=(
+            f"endpoint {spec.name!r}: no built artifact ({manifest_path} does not exist). Build it with "
+            f"`python -m model_build build --config CONFIG --endpoint {spec.name}`, pin a published one with "
+            "`artifact_hash:`, or synthesize for review only with `-c allow_unbuilt=true`"))
+    try:
+        manifest = Manifest.load(manifest_path)
+    except ManifestError as err:
+        return ArtifactRef(UNBUILT_HASH, "unusable", problem=f"endpoint {spec.name!r}: {err}; rebuild it")
+    for key, have, want in (("system", manifest.system, spec.system), ("dtype", manifest.dtype, spec.dtype)):
+        if have != want:
+            return ArtifactRef(manifest.content_hash, "unusable", manifest.total_bytes, problem=(
+                f"endpoint {spec.name!r}: the built artifact in {manifest_path.parent} has {key} {have!r} but the "
+                f"config says {want!r}; rebuild with `python -m model_build build --config ... --endpoint {spec.name}`"))
+    if len(manifest.content_hash) != 64:
+        return ArtifactRef(UNBUILT_HASH, "unusable", problem=f"endpoint {spec.name!r}: {manifest_path} has no content_hash; rebuild it")
+    return ArtifactRef(manifest.content_hash, "manifest", manifest.total_bytes)
+
+
+@dataclass(frozen=True)
+class ModelData:
+    """Where the artifact is: an uncompressed S3 prefix (default) or one model.tar.gz under that prefix.
+    read_prefix: what the execution role may read, the endpoint's whole artifact root (models/<endpoint>/): during a
+    blue/green update the old fleet still reads its own content-addressed prefix while the role's policy already
+    names the new model, and the DJL S3 recipes' engines read staged weights beside the model data."""
+
+    bucket_name: str
+    prefix: str  # ends with "/"
+    compressed: bool = False
+    read_prefix: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.prefix.endswith("/"):
+            raise ValueError(f"model data prefix {self.prefix!r} must end with '/'")
+        if not self.prefix.startswith(self.readable_prefix):
+            raise ValueError(f"model data prefix {self.prefix!r} lies outside the readable prefix {self.readable_prefix!r}")
+
+    @property
+    def readable_prefix(self) -> str:
+        return self.read_prefix or self.prefix
+
+    @property
+    def s3_uri(self) -> str:
+        key = f"{self.prefix}model.tar.gz" if self.compressed else self.prefix
+        return f"s3://{self.bucket_name}/{key}"
+
+
+@dataclass(frozen=True)
+class SmokeSettings:
+    """What the post-deploy smoke test sends and how long the answer may take (smoke_test:, by invocation mode)."""
+
+    prompt: str
+    max_new_tokens: int
+    latency_budget_ms: int
+
+
+@dataclass(frozen=True)
+class QuotaNeed:
+    """Endpoint instances of one type the account must be allowed at once: `steady`, the most the endpoint runs
+    (instance_count, autoscaling's max_capacity, or an inference-component endpoint's max_instances), plus `update`,
+    what an update adds while both fleets run. `basis` says how each was found."""
+
+    instance_type: str
+    steady: int
+    update: int
+    basis: str
+
+    @property
+    def peak(self) -> int:
+        return self.steady + self.update
+
+
+def quota_need(spec: EndpointSpec) -> QuotaNeed:
+    """The one computation of an endpoint's instance peak (preflight's quota check and the docs use it).
+
+    Inference components: managed instance scaling never runs more than hosting.instance_scaling.max_instances, model
+    updates included (they replace copies within that fleet). Otherwise the steady fleet is autoscaling's
+    max_capacity (or instance_count), and an update adds: blue/green (the default, also with `deployment: null`),
+    a whole new fleet ("SageMaker AI provisions a new fleet with the updates (the green fleet)", SageMaker DG,
+    "Blue/Green Deployments"); rolling, one batch ("Batch size for each rolling step to provision capacity ... on the
+    new endpoint fleet"), or on rollback the rollback batch, by default the whole old fleet at once
+    (RollingUpdatePolicy.RollbackMaximumBatchSize: "If this field is absent, the default value will be set to 100% of
+    total capacity", botocore's SageMaker service model and the CloudFormation reference)."""
+    if spec.hosting.uses_components:
+        scaling = spec.hosting.instance_scaling or InstanceScaling()
+        return QuotaNeed(spec.instance_type, scaling.max_instances, 0,
+                         "hosting.instance_scaling.max_instances; updates stay within it")
+    steady = spec.autoscaling.max_capacity if spec.autoscaling is not None else spec.instance_count
+    where = "autoscaling.max_capacity" if spec.autoscaling is not None else "instance_count"
+    policy = spec.deployment.policy if spec.deployment is not None else None
+    if isinstance(policy, Rolling):
+        forward = policy.maximum_batch_size.instances_of(steady)
+        rollback = (policy.rollback_maximum_batch_size.instances_of(steady)
+                    if policy.rollback_maximum_batch_size is not None else steady)
+        update = max(forward, rollback)
+        how = (f"a rolling batch of {forward}, or {rollback} on rollback"
+               + ("" if policy.rollback_maximum_batch_size is not None
+                  else " (rollback_maximum_batch_size unset: the whole fleet)"))
+        return QuotaNeed(spec.instance_type, steady, update, f"{where} {steady} + {how}")
+    return QuotaNeed(spec.instance_type, steady, steady, f"{where} {steady} + a blue/green update's new fleet of {steady}")
+
+
+@dataclass(frozen=True)
+class EndpointPlan:
+    """One endpoint in one environment, resolved. `spec` keeps the config blocks the constructs render as they are
+    (deployment, alarms, invocation, hosting, streaming, data capture, network, encryption); every derived fact is a
+    field or property here."""
+
+    spec: EndpointSpec
+    system: ServingSystem
+    project: str
+    environment_name: str
+    endpoint_name: str  # the SageMaker endpoint's name
+    stack_name: str
+    emulator: bool
+    artifact: ArtifactRef
+    engine: Any  # the system's typed engine options (ServingSystem.engine_options)
+    model_copies: int
+    download_timeout_s: int
+    startup_timeout_s: int
+    network_isolation: bool
+    inference_ami_version: str | None
+    component_name: str | None  # hosting.mode inference-components: the one component's name
+    quota: QuotaNeed
+    unsized_warning: str | None
+
+    @property
+    def name(self) -> str:
+        """The endpoint's name in the config (the stack's and the artifact's key)."""
+        return self.spec.name
+
+    def deployable_artifact(self, *, allow_unbuilt: bool = False) -> ArtifactRef:
+        """The artifact to deploy; ConfigError when there is none to deploy (unbuilt, or built for another system or
+        dtype). `allow_unbuilt`: an unbuilt one is the placeholder, for reviewing a template (synth warns)."""
+        artifact = self.artifact
+        if artifact.problem is not None and not (allow_unbuilt and artifact.is_placeholder):
+            raise ConfigError(artifact.problem)
+        return artifact
+
+    @property
+    def instance(self) -> InstanceType:
+        return self.spec.instance
+
+    @property
+    def is_async(self) -> bool:
+        return self.spec.invocation.is_async
+
+    @property
+    def image(self) -> ImagePin | None:
+        """The pinned AWS image (None for an image built from this repository: `own_container`)."""
+        return self.system.image
+
+    @property
+    def own_container(self) -> OwnContainer | None:
+        return self.system.own_container
+
+    @property
+    def image_tag(self) -> str | None:
+        """The pinned image's tag for this instance (GPU or CPU build); None for an own container."""
+        pin = self.system.image
+        if pin is None:
+            return None
+        tag = pin.gpu_tag if self.instance.is_gpu else pin.cpu_tag
+        if tag is None:
+            raise ConfigError(f"endpoint {self.name!r}: system {self.system.name!r} offers no CPU image; choose a GPU instance type")
+        return tag
+
+    # ---- the artifact in S3 ------------------------------------------------------------------------------------
+
+    @property
+    def artifact_root(self) -> str:
+        """Key prefix of every artifact of this endpoint (models/<endpoint>/)."""
+        return artifact_root(self.name)
+
+    @property
+    def artifact_prefix(self) -> str:
+        """Key prefix of the artifact this plan deploys (models/<endpoint>/<content hash>/)."""
+        return artifact_prefix(self.name, self.artifact.content_hash)
+
+    @property
+    def manifest_key(self) -> str:
+        """The published manifest's key: its presence marks a complete artifact (written last by publish)."""
+        return self.artifact_prefix + MANIFEST_NAME
+
+    def artifact_bucket(self, account: str, region: str) -> str:
+        return artifact_bucket_name(self.project, self.environment_name, account, region)
+
+    def model_data(self, bucket: str) -> ModelData:
+        """SageMaker's model data: the artifact's prefix (or its code/ part, for an engine that reads its weights
+        from S3 itself), readable up to the endpoint's artifact root."""
+        if self.system.staged_weights_environment is not None:
+            return ModelData(bucket, f"{self.artifact_prefix}code/", read_prefix=self.artifact_root)
+        return ModelData(bucket, self.artifact_prefix, compressed=self.spec.model_data == "tar-gz",
+                         read_prefix=self.artifact_root)
+
+    def container_environment(self, bucket: str) -> dict[str, str]:
+        environment = self.system.environment(self.spec)
+        if self.system.staged_weights_environment is not None:
+            environment = {**environment,
+                           **self.system.staged_weights_environment(f"s3://{bucket}/{self.artifact_prefix}weights/")}
+        return environment
+
+    # ---- how clients and checks reach it ------------------------------------------------------------------------
+
+    def async_locations(self, bucket: str) -> dict[str, str] | None:
+        """An asynchronous endpoint's s3:// input, output and failure folders (None for a real-time endpoint)."""
+        if not self.is_async:
+            return None
+        return async_location_uris(self.spec.invocation, endpoint_name=self.endpoint_name, artifact_bucket=bucket)
+
+    @property
+    def smoke(self) -> SmokeSettings:
+        smoke = self.spec.smoke_test
+        return SmokeSettings(smoke.prompt, smoke.max_new_tokens, smoke.budget_ms(self.spec.invocation.mode))
+
+    @property
+    def instance_range(self) -> tuple[int, int]:
+        """The fewest and most instances the endpoint can run (the dashboard's scaling range)."""
+        if self.spec.hosting.uses_components:
+            scaling = self.spec.hosting.instance_scaling or InstanceScaling()
+            return scaling.min_instances, scaling.max_instances
+        if self.spec.autoscaling is not None:
+            return self.spec.autoscaling.min_capacity, self.spec.autoscaling.max_capacity
+        return self.spec.instance_count, self.spec.instance_count
+
+
+def plan_endpoint(
+    spec: EndpointSpec,
+    system: ServingSystem,
+    *,
+    project: str,
+    environment_name: str,
+    endpoint_name: str,
+    stack_name: str,
+    emulator: bool,
+    build_root: Path,
+) -> EndpointPlan:
+    """Resolve one endpoint whose rules (the schema's and its system's) passed."""
+    instance = spec.instance
+    artifact = resolve_artifact(spec, build_root)
+    # Timeouts grow with the artifact: its size from the build's manifest, else estimated from the model.
+    facts = model_facts(spec.model, spec.model_parameters)
+    weight_bytes = artifact.total_bytes or (facts.parameters * BYTES_PER_PARAM[spec.dtype] if facts else None)
+    return EndpointPlan(
+        spec=spec,
+        system=system,
+        project=project,
+        environment_name=environment_name,
+        endpoint_name=endpoint_name,
+        stack_name=stack_name,
+        emulator=emulator,
+        artifact=artifact,
+        engine=system.engine(spec),
+        model_copies=system.model_copies(spec, instance),
+        download_timeout_s=system.download_timeout_s(spec, weight_bytes),
+        startup_timeout_s=system.startup_timeout_s(spec, weight_bytes),
+        network_isolation=network_isolation(spec, system.network_isolation),
+        inference_ami_version=system.inference_ami_version if instance.is_gpu else None,
+        component_name=component_name(endpoint_name) if spec.hosting.uses_components else None,
+        quota=quota_need(spec),
+        unsized_warning=unsized_model_warning(spec, built_bytes=artifact.total_bytes),
+    )
+
+
+__all__ = [
+    "ArtifactRef", "BUILD_ROOT", "EndpointPlan", "ModelData", "QuotaNeed", "SmokeSettings", "UNBUILT_HASH",
+    "plan_endpoint", "quota_need", "resolve_artifact",
+]  # fmt: skip

@@ -1,0 +1,219 @@
+"""One SageMaker resource per construct, each with flat typed props and its validation in the constructor: the
+execution role, the model, the endpoint config of a model on its variant, and the endpoint with its guarded updates.
+They subclass the L1 resources, so each keeps the construct id (and CloudFormation logical id) LlmEndpoint gives it:
+a refactor must never make CloudFormation replace a named endpoint. The inference-component endpoint config is
+stacks/inference_components.py's."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aws_cdk import Aws
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_sagemaker as sagemaker
+from constructs import Construct
+
+from deployment.plan import ModelData
+
+from .nag import acknowledge, nag_text
+
+TIMEOUT_BOUNDS_S = (60, 3600)  # ModelDataDownloadTimeoutInSeconds, ContainerStartupHealthCheckTimeoutInSeconds
+# Config value -> ProductionVariant RoutingConfig.RoutingStrategy (botocore's sagemaker RoutingStrategy enum).
+ROUTING_STRATEGIES = {"random": "RANDOM", "least-outstanding-requests": "LEAST_OUTSTANDING_REQUESTS"}
+
+
+@dataclass(frozen=True)
+class ContainerImage:
+    """A container image and the ECR repository the execution role may pull it from."""
+
+    uri: str
+    repository_arn: str
+
+
+def check_timeouts(owner: str, **timeouts_s: int) -> None:
+    low, high = TIMEOUT_BOUNDS_S
+    for name, value in timeouts_s.items():
+        if not low <= value <= high:
+            raise ValueError(f"{owner}: {name} must be between {low} and {high} s, got {value}")
+
+
+class ExecutionRole(iam.Role):
+    """The role SageMaker runs an endpoint's containers with: read the endpoint's model prefix, pull its image, write
+    its log group and the endpoint metrics namespace; nothing else until a block adds to it (async folders, data
+    capture, VPC, KMS)."""
+
+    def __init__(
+        self, scope: Construct, construct_id: str, *, endpoint_name: str, model_data: ModelData, image: ContainerImage,
+        log_group: logs.ILogGroup,
+    ) -> None:
+        super().__init__(
+            scope,
+            construct_id,
+            assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
+            description=f"SageMaker execution role of endpoint {endpoint_name}: reads its model prefix, pulls its image",
+        )
+        bucket_arn = f"arn:{Aws.PARTITION}:s3:::{model_data.bucket_name}"
+        self.add_to_policy(
+            iam.PolicyStatement(actions=["s3:GetObject"], resources=[f"{bucket_arn}/{model_data.readable_prefix}*"])
+        )
+        self.add_to_policy(
+            iam.PolicyStatement(
+                actions=["s3:ListBucket"],
+                resources=[bucket_arn],
+                conditions={"StringLike": {"s3:prefix": [f"{model_data.readable_prefix}*"]}},
+            )
+        )
+        self.add_to_policy(
+            iam.PolicyStatement(
+                actions=["ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer", "ecr:BatchCheckLayerAvailability"],
+                resources=[image.repository_arn],
+            )
+        )
+        self.add_to_policy(iam.PolicyStatement(actions=["ecr:GetAuthorizationToken"], resources=["*"]))
+        # The CreateModel execution-role policy AWS documents: logs:CreateLogGroup too, since SageMaker may create
+        # the group itself ("How to use SageMaker AI execution roles", CreateModel API section,
+        # https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-roles.html). The group ARN with the trailing
+        # :* is the form IAM policies use for every CloudWatch Logs action but the tagging ones
+        # (https://docs.aws.amazon.com/AmazonCloudWatch/latest/logs/iam-access-control-overview-cwl.html).
+        self.add_to_policy(
+            iam.PolicyStatement(
+                actions=["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
+                resources=[log_group.log_group_arn],
+            )
+        )
+        self.add_to_policy(
+            iam.PolicyStatement(
+                actions=["cloudwatch:PutMetricData"],
+                resources=["*"],
+                conditions={"StringEquals": {"cloudwatch:namespace": "/aws/sagemaker/Endpoints"}},
+            )
+        )
+        acknowledge(
+            self,
+            "AwsSolutions-IAM5[Resource::*]",
+            "ecr:GetAuthorizationToken and cloudwatch:PutMetricData support no resource-level permissions; "
+            "PutMetricData is limited to SageMaker's endpoint namespace by a condition. With a VPC, the network "
+            "interface actions SageMaker documents for a model's VpcConfig, on * as documented (sagemaker-roles.html).",
+        )
+        acknowledge(
+            self,
+            f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:s3:::{nag_text(model_data.bucket_name)}/{model_data.readable_prefix}*]",
+            "Read access to this endpoint's artifacts (models/<endpoint>/) only: the files are known only after the "
+            "build, and during a blue/green update the old fleet still reads its own content-addressed prefix while "
+            "the policy already names the new one.",
+        )
+
+
+class SageMakerModel(sagemaker.CfnModel):
+    """The model: one container (image, environment) on the artifact, uncompressed (S3Prefix, CompressionType None:
+    no untar at start) or one model.tar.gz. SageMaker checks the role's access when it creates the model, so the
+    model waits for the role's policy."""
+
+    def __init__(
+        self, scope: Construct, construct_id: str, *, role: iam.Role, image: ContainerImage, model_data: ModelData,
+        environment: dict[str, str], network_isolation: bool,
+    ) -> None:
+        if model_data.compressed:
+            container = sagemaker.CfnModel.ContainerDefinitionProperty(
+                image=image.uri, environment=environment, model_data_url=model_data.s3_uri
+            )
+        else:
+            container = sagemaker.CfnModel.ContainerDefinitionProperty(
+                image=image.uri,
+                environment=environment,
+                model_data_source=sagemaker.CfnModel.ModelDataSourceProperty(
+                    s3_data_source=sagemaker.CfnModel.S3DataSourceProperty(
+                        s3_uri=model_data.s3_uri, s3_data_type="S3Prefix", compression_type="None"
+                    )
+                ),
+            )
+        super().__init__(
+            scope, construct_id, execution_role_arn=role.role_arn, primary_container=container,
+            enable_network_isolation=network_isolation,
+        )
+        self.node.add_dependency(role)
+
+
+class VariantEndpointConfig(sagemaker.CfnEndpointConfig):
+    """The endpoint config of a model on its production variant: instance type and count, volume (None on types with
+    local NVMe, which refuse it), the download and startup health-check timeouts (60-3600 s), routing, the AMI, and
+    for an asynchronous endpoint its AsyncInferenceConfig."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        model: sagemaker.CfnModel,
+        variant_name: str,
+        instance_type: str,
+        instance_count: int,
+        volume_size_gb: int | None,
+        download_timeout_s: int,
+        startup_timeout_s: int,
+        routing: str,
+        inference_ami_version: str | None,
+        async_config: sagemaker.CfnEndpointConfig.AsyncInferenceConfigProperty | None = None,
+    ) -> None:
+        check_timeouts(f"endpoint config of {variant_name}", download_timeout_s=download_timeout_s,
+                       startup_timeout_s=startup_timeout_s)
+        super().__init__(
+            scope,
+            construct_id,
+            production_variants=[
+                sagemaker.CfnEndpointConfig.ProductionVariantProperty(
+                    variant_name=variant_name,
+                    model_name=model.attr_model_name,
+                    initial_instance_count=instance_count,
+                    instance_type=instance_type,
+                    initial_variant_weight=1.0,
+                    volume_size_in_gb=volume_size_gb,
+                    model_data_download_timeout_in_seconds=download_timeout_s,
+                    container_startup_health_check_timeout_in_seconds=startup_timeout_s,
+                    routing_config=sagemaker.CfnEndpointConfig.RoutingConfigProperty(
+                        routing_strategy=ROUTING_STRATEGIES[routing]
+                    ),
+                    inference_ami_version=inference_ami_version,
+                )
+            ],
+            async_inference_config=async_config,
+        )
+
+
+class GuardedEndpoint(sagemaker.CfnEndpoint):
+    """The endpoint, fixed name (clients keep it across updates), on `endpoint_config`, with its DeploymentConfig.
+
+    An update would otherwise reset the fleet to InitialInstanceCount ("Update endpoints that use auto scaling",
+    https://docs.aws.amazon.com/sagemaker/latest/dg/endpoint-scaling-update.html): with `scaled` (autoscaling, or
+    SageMaker's managed instance scaling of a component endpoint) the count SageMaker set is kept; weights and data
+    capture come from the new config, and the count too when nothing scales it."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        endpoint_name: str,
+        endpoint_config: sagemaker.CfnEndpointConfig,
+        scaled: bool,
+        deployment_config: sagemaker.CfnEndpoint.DeploymentConfigProperty | None,
+    ) -> None:
+        excluded = ["DesiredWeight", "DataCaptureConfig"] + ([] if scaled else ["DesiredInstanceCount"])
+        super().__init__(
+            scope,
+            construct_id,
+            endpoint_name=endpoint_name,
+            endpoint_config_name=endpoint_config.attr_endpoint_config_name,
+            retain_all_variant_properties=True,
+            exclude_retained_variant_properties=[
+                sagemaker.CfnEndpoint.VariantPropertyProperty(variant_property_type=t) for t in excluded
+            ],
+            deployment_config=deployment_config,
+        )
+
+
+__all__ = [
+    "ContainerImage", "ExecutionRole", "GuardedEndpoint", "ROUTING_STRATEGIES", "SageMakerModel",
+    "VariantEndpointConfig", "check_timeouts",
+]  # fmt: skip
