@@ -107,8 +107,9 @@ class Parameter(NamedTuple):
 # Bounds: what every engine behind the contract takes without failing. Sampling divides the logits by temperature
 # (transformers TemperatureLogitsWarper) and positive logits by repetition_penalty (RepetitionPenaltyLogitsProcessor,
 # transformers/generation/logits_process.py in 4.34, 4.36, 4.39, 4.49 and 5.x alike); a tiny divisor overflows the
-# logits and sampling fails ("probability tensor contains either inf, nan or element < 0": temperature 1e-300 or
-# repetition_penalty 5e-324 with do_sample gave 500s from every server; tests/systems/test_accepted_requests.py).
+# logits and sampling fails (temperature 1e-300 or repetition_penalty 5e-324 with do_sample: "probability tensor
+# contains either inf, nan or element < 0" from transformers, a 500 from hf-fastload's and deepspeed-byoc's servers;
+# tensorrt-byoc's float64 sampler failed at 5e-324 with "Probabilities contain NaN"; tests/systems/test_accepted_requests.py).
 # transformers 4.34/4.36/4.39 (djl 0.24, deepspeed-byoc, djl 0.27) sample in the model's dtype, fp16 for all but
 # GPT-J (generation/utils.py `next_token_logits = outputs.logits[:, -1, :]`; 4.49 and 5.x take `.float()`), so
 #   temperature >= 0.01: logits grow at most 100x (finite in fp16 up to |logit| 655). vLLM raises any temperature in
