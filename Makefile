@@ -13,7 +13,7 @@ export CDK_DISABLE_CLI_TELEMETRY := true
 # which `cdk synth` runs as "python3 app.py" (cdk.json).
 export PATH := $(CURDIR)/node_modules/.bin:$(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: help install venv-deploy venv-build cdk-cli wheelhouse demo test synth synth-pipeline clean hf-container-env checkov-env deploy destroy bench
+.PHONY: help install venv-deploy venv-build cdk-cli wheelhouse demo test synth synth-pipeline clean hf-container-env tokenizer-envs checkov-env deploy destroy bench
 
 help:
 	@echo "make demo   - build a tiny model, deploy it to a local AWS emulator, serve it, invoke it, destroy it"
@@ -55,6 +55,11 @@ install: $(STAMP) cdk-cli
 hf-container-env: $(STAMP)
 	bash tests/systems/hf_container/make_env.sh
 
+# .venv-tokenizers: the transformers/tokenizers of every serving container, derived from what systems/images.py records
+# (tests/systems/test_container_tokenizers.py); a variant whose pins are unchanged is kept.
+tokenizer-envs: $(STAMP)
+	$(PY) tests/systems/container_tokenizers/make_envs.py
+
 # checkov (tests/stacks/test_checkov.py) pins an older boto3 than requirements.txt, so it gets its own venv; rebuilt from
 # scratch when requirements-checkov.txt changes (the stamp is inside the venv).
 CHECKOV_VENV := .venv-checkov
@@ -77,7 +82,7 @@ $(WHEELHOUSE)/.downloaded: requirements.txt $(STAMP)
 
 wheelhouse: $(WHEELHOUSE)/.downloaded
 
-test: install hf-container-env checkov-env wheelhouse
+test: install hf-container-env tokenizer-envs checkov-env wheelhouse
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest
 

@@ -110,15 +110,33 @@ class Parameter(NamedTuple):
     low: float | None = None
     low_open: bool = False  # True: low itself is refused
     high: float | str | None = None  # a number, or the name of the Limits field that bounds it
+    low_note: str = ""  # what to do instead, added to the refusal of a value below `low`
 
 
+# Bounds: what every engine behind the contract takes without failing. Sampling divides the logits by temperature
+# (transformers TemperatureLogitsWarper) and positive logits by repetition_penalty (RepetitionPenaltyLogitsProcessor,
+# transformers/generation/logits_process.py in 4.34, 4.36, 4.39, 4.49 and 5.x alike); a tiny divisor overflows the
+# logits and sampling fails (temperature 1e-300 or repetition_penalty 5e-324 with do_sample: "probability tensor
+# contains either inf, nan or element < 0" from transformers, a 500 from hf-fastload's and deepspeed-byoc's servers;
+# tensorrt-byoc's float64 sampler failed at 5e-324 with "Probabilities contain NaN"; tests/systems/test_accepted_requests.py).
+# transformers 4.34/4.36/4.39 (djl 0.24, deepspeed-byoc, djl 0.27) sample in the model's dtype, fp16 for all but
+# GPT-J (generation/utils.py `next_token_logits = outputs.logits[:, -1, :]`; 4.49 and 5.x take `.float()`), so
+#   temperature >= 0.01: logits grow at most 100x (finite in fp16 up to |logit| 655). vLLM raises any temperature in
+#     (0, 0.01) to 0.01 itself (vllm/sampling_params.py `_MAX_TEMP = 1e-2`), so nothing is lost there. <= 2: vLLM
+#     refuses more ("temperature must be in [0, 2]", vllm-project/vllm PR #44965; whether LMI 27's vLLM 0.23.1 build
+#     has it is unverified, so the bound is kept to what every version takes).
+#   repetition_penalty >= 0.1: with the smallest temperature a positive logit grows at most 1000x (finite in fp16
+#     up to 65); transformers and vLLM refuse <= 0.
+#   top_p in (0, 1] and top_k >= 0: transformers (TopPLogitsWarper, TopKLogitsWarper; top_k 0 adds no warper) and
+#     vLLM (`top_p must be in (0, 1]`); the smallest positive top_p keeps the most likely token.
+# vLLM source read at commit 00388f6573 of vllm-project/vllm (the file of LMI's exact build could not be read here).
 PARAMETERS: dict[str, Parameter] = {
     "max_new_tokens": Parameter("integer", 1, False, "max_new_tokens"),
     "min_new_tokens": Parameter("integer", 0, False, "max_new_tokens"),  # and <= the request's max_new_tokens
-    "temperature": Parameter("number", 0, True, 5),
+    "temperature": Parameter("number", 0.01, False, 2, "for greedy decoding leave it out and set do_sample false"),
     "top_p": Parameter("number", 0, True, 1),
     "top_k": Parameter("integer", 0, False, 1000),
-    "repetition_penalty": Parameter("number", 0, True, 10),
+    "repetition_penalty": Parameter("number", 0.1, False, 10, "1 means no penalty"),
     "num_beams": Parameter("integer", 1, False, 8),
     "do_sample": Parameter("boolean"),
     "return_full_text": Parameter("boolean"),
@@ -168,7 +186,8 @@ def _check_parameter(key: str, value: Any, spec: Parameter, high: float | None) 
         )
     low = spec.low if spec.low is not None else -math.inf
     if value < low or (spec.low_open and value == low) or (high is not None and value > high):
-        raise RequestError(f"parameters.{key} must be {bounds}, got {_show(value)}")
+        note = f" ({spec.low_note})" if spec.low_note and value <= low else ""
+        raise RequestError(f"parameters.{key} must be {bounds}, got {_show(value)}{note}")
     return value if integer else float(value)
 
 

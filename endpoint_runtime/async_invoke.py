@@ -22,7 +22,8 @@ Answers are proxy-style {"statusCode", "headers", "body": "<json>"}:
        {"status": "failed", "error": <SageMaker's failure text>}; a result above MAX_RESULT_BYTES is not inlined:
        {"status": "completed", "output": null, "size_bytes": N, "output_location": ...}
   4xx/5xx  as the real-time invoke function (endpoint_runtime/invoke.py), plus 400 location_not_allowed for a result
-       location outside this endpoint's output or failure folder.
+       location outside this endpoint's output or failure folder, and 502 upstream_error when S3 or SageMaker cannot
+       be reached (refused, connect or read timeout: TRANSPORT_ERRORS below says which status each botocore family gets).
 
 Environment
   ENDPOINT_NAME        (required) the SageMaker endpoint; never taken from the request
@@ -107,6 +108,28 @@ def _error(status: int, error_type: str, message: str, **extra: Any) -> tuple[in
     return status, {"error": message, "error_type": error_type, **extra}
 
 
+# botocore's exception families and the status each gets here (botocore/exceptions.py):
+#   ClientError                            the service answered with an error: by its code (_s3_error,
+#                                          invoke.map_client_error)
+#   ConnectionError (EndpointConnectionError, ConnectTimeoutError, SSLError, ProxyConnectionError),
+#   HTTPClientError (ReadTimeoutError, ConnectionClosedError, ResponseStreamingError), IncompleteReadError
+#                                          the service could not be reached or broke off: 502 upstream_error
+#   NoCredentialsError, PartialCredentialsError, CredentialRetrievalError, NoRegionError
+#                                          this function's setup: 500 configuration
+#   any other BotoCoreError (ParamValidationError, ...): a bug here, 500 internal (invoke.answered)
+TRANSPORT_ERRORS = (botocore.exceptions.ConnectionError, botocore.exceptions.HTTPClientError,
+                    botocore.exceptions.IncompleteReadError)  # fmt: skip
+SETUP_ERRORS = (botocore.exceptions.NoCredentialsError, botocore.exceptions.PartialCredentialsError,
+                botocore.exceptions.CredentialRetrievalError, botocore.exceptions.NoRegionError)  # fmt: skip
+
+
+def _botocore_error(err: Exception, service: str, what: str) -> tuple[int, dict]:
+    """The answer for an exception of TRANSPORT_ERRORS or SETUP_ERRORS raised while trying to `what`."""
+    if isinstance(err, SETUP_ERRORS):
+        return _error(500, "configuration", f"this function cannot {what}: {type(err).__name__}")
+    return _error(502, "upstream_error", f"could not reach {service} to {what} ({type(err).__name__})")
+
+
 def _s3_error(err: botocore.exceptions.ClientError, what: str) -> tuple[int, dict]:
     code = (err.response or {}).get("Error", {}).get("Code", "")
     if code.startswith("AccessDenied") or code in ("NoSuchBucket", "InvalidAccessKeyId", "ExpiredToken"):
@@ -150,6 +173,9 @@ def submit(
     except botocore.exceptions.ClientError as e:
         log["aws_error"] = str(e)[:500]
         return _s3_error(e, "upload the request payload")
+    except TRANSPORT_ERRORS + SETUP_ERRORS as e:
+        log["aws_error"] = str(e)[:500]
+        return _botocore_error(e, "S3", "upload the request payload")
     extra: dict[str, Any] = {}
     if invocation_timeout_s is not None:
         extra["InvocationTimeoutSeconds"] = invocation_timeout_s
@@ -167,9 +193,9 @@ def submit(
     except botocore.exceptions.ClientError as e:
         log["aws_error"] = str(e)[:500]
         return realtime.map_client_error(e, endpoint_name)
-    except (botocore.exceptions.EndpointConnectionError, botocore.exceptions.ConnectionError) as e:
+    except TRANSPORT_ERRORS + SETUP_ERRORS as e:
         log["aws_error"] = str(e)[:500]
-        return _error(502, "upstream_error", f"could not reach SageMaker: {type(e).__name__}")
+        return _botocore_error(e, "SageMaker", "submit the request")
     return 202, {
         "endpoint": endpoint_name,
         "inference_id": answer.get("InferenceId", inference_id),
@@ -257,6 +283,9 @@ def result(request: dict, *, s3: Any = None, log: dict | None = None) -> tuple[i
     except botocore.exceptions.ClientError as e:
         log["aws_error"] = str(e)[:500]
         return _s3_error(e, "read the result")
+    except TRANSPORT_ERRORS + SETUP_ERRORS as e:
+        log["aws_error"] = str(e)[:500]
+        return _botocore_error(e, "S3", "read the result")
 
 
 # ---------------------------------------------------------------------------------------------------------------

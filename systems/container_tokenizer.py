@@ -1,7 +1,7 @@
 """Tokenizer files a serving image's transformers/tokenizers can read, from a tokenizer saved by any version.
 
 A tokenizer saved by transformers 5 / tokenizers >= 0.20 does not load in the transformers 4.x images
-(systems/images.py, ImagePin.python_stack):
+(systems/images.py: ImagePin.python_stack, OWN_CONTAINER_STACKS; `python_stack_of` gives a system's):
   tokenizer_config.json  `tokenizer_class: TokenizersBackend` (transformers 5's generic class) is unknown to
                          4.x; 4.x's generic fast class reading tokenizer.json is PreTrainedTokenizerFast. v5
                          writes extra special tokens as a list under `extra_special_tokens`, which 4.49 reads
@@ -20,7 +20,7 @@ A tokenizer saved by transformers 5 / tokenizers >= 0.20 does not load in the tr
 Files that already suit the target are copied byte for byte; only what the target cannot read is rewritten,
 and what has no equivalent in the target's format is refused with the reason (BuildError). The build then
 reloads the written tokenizer and compares its token ids with the source's (recipe verification), and
-tests/systems/test_hf_container_compat.py loads the rewritten files with the pinned old versions.
+tests/systems/test_container_tokenizers.py loads every system's built tokenizer with its container's versions.
 """
 
 from __future__ import annotations
@@ -29,11 +29,14 @@ import json
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from artifact import BuildError
 from systems import recipe_common as common
-from systems.images import PythonStack
+from systems.images import OWN_CONTAINER_STACKS, PythonStack
+
+if TYPE_CHECKING:
+    from systems.base import ServingSystem
 
 GENERIC_FAST_CLASS = "PreTrainedTokenizerFast"
 # tokenizers releases that first read a format (measured with the PyPI wheels, see the module docstring).
@@ -61,6 +64,19 @@ class TokenizerExport:
         return sorted(self.files)
 
 
+def python_stack_of(system: ServingSystem) -> PythonStack:
+    """The transformers/tokenizers inside `system`'s container: its DLC's ImagePin.python_stack, or for an image
+    built from this repository the pins of its Dockerfile (systems/images.py OWN_CONTAINER_STACKS)."""
+    if system.image is not None:
+        stack = system.image.python_stack
+    else:
+        stack = OWN_CONTAINER_STACKS.get(system.own_container.dockerfile) if system.own_container else None
+    if stack is None:
+        raise ValueError(f"system {system.name!r}: the transformers/tokenizers of its container are not recorded; "
+                         "add them to systems/images.py (ImagePin.python_stack or OWN_CONTAINER_STACKS)")  # fmt: skip
+    return stack
+
+
 def plan_tokenizer(source: Path, stack: PythonStack, target: str) -> TokenizerExport:
     """What to write so `stack` (the image's transformers/tokenizers) reads the tokenizer in `source`.
 
@@ -74,7 +90,8 @@ def plan_tokenizer(source: Path, stack: PythonStack, target: str) -> TokenizerEx
             "vocab.json + merges.txt (or tokenizer.json / tokenizer.model)"
         )
     export = TokenizerExport(source=source, files=dict.fromkeys(present))
-    if stack.transformers_floor[0] < 5:
+    floor = stack.transformers_floor
+    if floor is not None and floor[0] < 5:
         _config_for_transformers4(export, target)
     if "tokenizer.json" in export.files and stack.tokenizers_floor < PAIR_MERGES_SINCE:
         _tokenizer_json_for(export, stack.tokenizers_floor, target)
@@ -172,4 +189,4 @@ def _nodes(node: Any, kind: str) -> list[dict[str, Any]]:
     return found
 
 
-__all__ = ["TokenizerExport", "plan_tokenizer", "GENERIC_FAST_CLASS"]
+__all__ = ["TokenizerExport", "plan_tokenizer", "python_stack_of", "GENERIC_FAST_CLASS"]

@@ -33,16 +33,19 @@ class PythonStack:
     """The tokenizer-relevant Python libraries inside an image: what a model directory built here must be
     readable by. Requirements are written as the image's own build files (or the pinned transformers release's
     requirements) state them; `verified` is False where that could not be checked (the pin's comment says why).
+    `transformers` None: the image has none, its handler reads tokenizer.json with `tokenizers` alone.
+    tests/systems/test_container_tokenizers.py loads every system's built tokenizer under each stack's oldest and
+    (where bounded) newest versions.
     """
 
-    transformers: str
+    transformers: str | None
     tokenizers: str
     verified: bool = True
 
     @property
-    def transformers_floor(self) -> tuple[int, ...]:
-        """The oldest transformers the image may hold (what model_build must write for)."""
-        return _floor(self.transformers)
+    def transformers_floor(self) -> tuple[int, ...] | None:
+        """The oldest transformers the image may hold (what model_build must write for); None without one."""
+        return None if self.transformers is None else _floor(self.transformers)
 
     @property
     def tokenizers_floor(self) -> tuple[int, ...]:
@@ -118,14 +121,18 @@ HF_CONTAINER_TRANSFORMERS = "4.49.0"
 # djl-*.json tables. The DeepSpeed and FasterTransformer engines were dropped upstream (DeepSpeed after
 # 0.27.0, FasterTransformer after 0.24.0): these are the last images that have them.
 # python_stack: deepjavalibrary/djl-serving branch 0.27.0-dlc, serving/docker/deepspeed.Dockerfile
-# (ARG transformers_version=4.39.0; the later vLLM 0.3.3 / lmi-dist wheels are installed on top, unverified
-# whether they move it); transformers 4.39.0's METADATA requires tokenizers<0.19,>=0.14.
+# (ARG transformers_version=4.39.0; the vLLM 0.3.3 wheel installed after it requires transformers>=4.38.0 (its
+# METADATA), so pip keeps 4.39.0; the lmi-dist 9.0.0 wheel's requirements could not be read (publish.djl.ai is not
+# reachable here)); transformers 4.39.0's METADATA requires tokenizers<0.19,>=0.14 and huggingface-hub>=0.19.3, and
+# the Dockerfile pins huggingface_hub==0.25.1, which tokenizers 0.14.x refuse (their METADATA: huggingface_hub<0.17 in
+# 0.14.0, <0.18 in 0.14.1; pip: "ResolutionImpossible"), so the image holds a 0.15 release (0.15.2, the newest below
+# 0.19: no release lies between them on PyPI).
 DJL_DEEPSPEED_LEGACY = ImagePin(
     repository="djl-inference",
     gpu_tag="0.27.0-deepspeed0.12.6-cu121",
     sdk_framework="djl-deepspeed",
     sdk_version="0.27.0",
-    python_stack=PythonStack(transformers="==4.39.0", tokenizers=">=0.14,<0.19"),
+    python_stack=PythonStack(transformers="==4.39.0", tokenizers=">=0.15,<0.19"),
 )
 # python_stack: djl-serving branch 0.24.0-dlc, serving/docker/fastertransformer.Dockerfile
 # (ARG transformers_version=4.34.0); transformers 4.34.0's METADATA requires tokenizers<0.15,>=0.14.
@@ -167,3 +174,14 @@ DJL_TENSORRTLLM = ImagePin(
     sdk_version="0.33.0",
     python_stack=PythonStack(transformers=">=4.45", tokenizers=">=0.20", verified=False),
 )
+
+
+# Our own images: the versions their Dockerfiles pin (systems/*/container/Dockerfile; a test reads the Dockerfiles
+# and compares). deepspeed-byoc: transformers==4.36.2 tokenizers==0.15.0. tensorrt-byoc: tokenizers==0.23.3 and no
+# transformers (its handler loads tokenizer.json with tokenizers.Tokenizer).
+DEEPSPEED_BYOC_STACK = PythonStack(transformers="==4.36.2", tokenizers="==0.15.0")
+TENSORRT_BYOC_STACK = PythonStack(transformers=None, tokenizers="==0.23.3")
+OWN_CONTAINER_STACKS = {
+    "systems/deepspeed_byoc/container/Dockerfile": DEEPSPEED_BYOC_STACK,
+    "systems/tensorrt_byoc/container/Dockerfile": TENSORRT_BYOC_STACK,
+}

@@ -2,7 +2,7 @@
 the build machine (hf-fastload, the DJL/LMI systems, djl-fastertransformer, deepspeed-byoc, tensorrt-byoc).
 
 What differs between the systems (the transformers version their container reads, the wording of a failure,
-extra manifest keys) is a parameter; what is the same (tokenizer checks, the container-readable config.json,
+extra manifest keys) is a parameter; what is the same (tokenizer file names, the container-readable config.json,
 the reference logits and greedy tokens, the comparison with the source model, the manifest's model and
 library sections) lives here once. No torch import at module level: the CDK app imports the systems.
 """
@@ -37,34 +37,6 @@ TORCH_DTYPE_NAMES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}
 HF_CONTAINER_TARGET = f"transformers {HF_CONTAINER_TRANSFORMERS} (the serving container)"
 TOKENIZER_CLASS_EXAMPLES = "'GPT2Tokenizer', 'GPT2TokenizerFast', 'LlamaTokenizerFast' or 'PreTrainedTokenizerFast'"
 DEFAULT_LIBRARIES = ("torch", "transformers", "safetensors", "tokenizers")
-
-
-def check_tokenizer(
-    source: Path, *, target: str = HF_CONTAINER_TARGET, examples: str = TOKENIZER_CLASS_EXAMPLES
-) -> list[str]:
-    """Tokenizer files to copy; refuses what `target` (the container's transformers 4.x) cannot read.
-
-    `target` names that transformers in the message ("transformers 4.36.2 (the deepspeed-byoc image)"),
-    `examples` the tokenizer classes offered instead.
-    """
-    present = [name for name in TOKENIZER_FILES if (source / name).is_file()]
-    if not present:
-        raise BuildError(
-            f"model directory {str(source)!r} has no tokenizer files; expected tokenizer_config.json with "
-            "vocab.json + merges.txt (or tokenizer.json / tokenizer.model)"
-        )
-    config_path = source / "tokenizer_config.json"
-    if config_path.is_file():
-        tokenizer_class = json.loads(config_path.read_text()).get("tokenizer_class")
-        if tokenizer_class is not None and (
-            tokenizer_class in TRANSFORMERS5_TOKENIZER_CLASSES or not TOKENIZER_CLASS_PATTERN.match(tokenizer_class)
-        ):
-            raise BuildError(
-                f"{config_path}: tokenizer_class {tokenizer_class!r} is unknown to {target}; allowed: a "
-                f"transformers 4.x class such as {examples} (files saved by transformers 5 need re-exporting "
-                "with the original tokenizer files)"
-            )
-    return present
 
 
 def read_model_config(source: Path, endpoint: EndpointSpec | None = None) -> dict[str, Any]:

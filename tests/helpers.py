@@ -202,6 +202,30 @@ BAD_BODIES: list[tuple[str, bytes, list[str]]] = [
 EMOJI_BODY = b'{"inputs": "smile \\ud83d\\ude00", "parameters": {"max_new_tokens": 2}}'
 
 
+# ---------------------------------------------------------------------------------------------------- tokenizers
+
+# What a tokenizer saved by transformers 5 carries beyond the vocabulary: extra special tokens (written as a list under
+# `extra_special_tokens`) and a chat template (written to chat_template.jinja).
+EXTRA_SPECIAL_TOKENS = ["<|tool|>", "<|user|>"]
+CHAT_TEMPLATE = "{% for m in messages %}{{ m['content'] }}{% endfor %}"
+
+
+def save_tokenizer_with_transformers5(model_dir: Path) -> None:
+    """Replace a tiny model's tokenizer files by what transformers 5's save_pretrained writes for a generic
+    fast tokenizer: tokenizer.json (tokenizers 0.23) + tokenizer_config.json with `TokenizersBackend`,
+    `extra_special_tokens` as a list, and chat_template.jinja."""
+    import transformers
+
+    original = transformers.AutoTokenizer.from_pretrained(model_dir)
+    for name in ("vocab.json", "merges.txt", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.json"):
+        (model_dir / name).unlink(missing_ok=True)
+    saved = transformers.PreTrainedTokenizerFast(
+        tokenizer_object=original.backend_tokenizer, eos_token=original.eos_token,
+        additional_special_tokens=EXTRA_SPECIAL_TOKENS, chat_template=CHAT_TEMPLATE,
+    )  # fmt: skip
+    saved.save_pretrained(model_dir)
+
+
 # ---------------------------------------------------------------------------------------------------- the pipeline
 
 PIPELINE_CONFIG = "config/examples/pipeline.yaml"

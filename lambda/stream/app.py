@@ -10,20 +10,103 @@ With AWS_LWA_INVOKE_MODE=response_stream the adapter passes the body on as this 
 (awslabs/aws-lambda-web-adapter README, "AWS_LWA_INVOKE_MODE").
 
 The request code (validation, SageMaker call, re-framing, error shapes) is endpoint_runtime/stream.py; this file only
-speaks HTTP: it reads the body (at most MAX_REQUEST_BYTES + 1 bytes: more is refused with 413 by the shared body
-check), answers GET on the adapter's readiness path, and writes a streamed reply with chunked transfer encoding,
-flushing each line.
+speaks HTTP: it reads the body, answers GET on the adapter's readiness path, and writes a streamed reply with chunked
+transfer encoding, flushing each line.
+
+Request bodies are framed as RFC 9112 section 6 says (https://www.rfc-editor.org/rfc/rfc9112#section-6): by
+Transfer-Encoding: chunked (decoded here, chunk extensions and trailer fields skipped), else by Content-Length (one
+decimal value); a POST with neither gets 411, a coding other than chunked 501 (6.1: "SHOULD respond with 501"),
+chunked not last or a malformed length or chunk 400 (6.3: "MUST respond with the 400 ... and then close the
+connection"). More than MAX_REQUEST_BYTES is 413 without reading the rest. Every refusal of the framing closes the
+connection, as does a request with both headers (6.1: "MUST close the connection after responding"), so bytes of a
+body never read are never taken for the next request. Expect: 100-continue gets 100 only when the framing is
+acceptable, else the final refusal at once (RFC 9110 section 10.1.1).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import BinaryIO
 
 from endpoint_runtime import invoke, stream
 
 READY_PATH = "/_ready"  # AWS_LWA_READINESS_CHECK_PATH (stacks/streaming.py)
+MAX_LINE_BYTES = 4096  # a chunk-size line (size and extensions) or one trailer field line
+MAX_TRAILER_LINES = 64
+_DECIMAL = re.compile(r"[0-9]{1,18}")  # Content-Length = 1*DIGIT (RFC 9110 8.6); int() would also take "+1", "1_0"
+_HEX = re.compile(rb"[0-9A-Fa-f]{1,16}")  # chunk-size = 1*HEXDIG (RFC 9112 7.1)
+
+
+class FramingError(Exception):
+    """The request's body framing is refused: answered with `status` and the connection closed."""
+
+    def __init__(self, status: int, error_type: str, message: str) -> None:
+        super().__init__(message)
+        self.status, self.error_type, self.message = status, error_type, message
+
+
+def body_framing(headers) -> int | None:
+    """The request body's framing from its headers: None for chunked, else the Content-Length. FramingError when
+    neither is given (411), a coding other than chunked is used (501), or a header is malformed (400)."""
+    encodings = headers.get_all("Transfer-Encoding") or []
+    if encodings:
+        codings = [c.strip().lower() for value in encodings for c in value.split(",") if c.strip()]
+        if not codings or codings[-1] != "chunked":
+            raise FramingError(400, "bad_framing", f"Transfer-Encoding {', '.join(codings) or '(empty)'}: chunked must "
+                                                   "be the final coding of a request body")  # fmt: skip
+        if codings != ["chunked"]:
+            raise FramingError(501, "not_implemented", f"Transfer-Encoding {', '.join(codings)} is not supported; "
+                                                       "allowed: chunked")  # fmt: skip
+        return None
+    lengths = {v.strip() for value in headers.get_all("Content-Length") or [] for v in value.split(",")}
+    if not lengths:
+        raise FramingError(411, "length_required", "a POST body needs Content-Length or Transfer-Encoding: chunked")
+    if len(lengths) != 1 or not _DECIMAL.fullmatch(next(iter(lengths))):
+        shown = ", ".join(sorted(lengths))[:60]
+        raise FramingError(400, "bad_framing", f"Content-Length must be one decimal number of bytes, got {shown!r}")
+    return int(lengths.pop())
+
+
+def too_large(cap: int, size: str) -> FramingError:
+    """The body cap's refusal, in the words of the shared body check (invoke.parse_body)."""
+    return FramingError(413, "payload_too_large", f"request body must be at most {cap} bytes, got {size} bytes")
+
+
+def read_chunked(rfile: BinaryIO, cap: int) -> bytes:
+    """A chunked body (RFC 9112 section 7.1), decoded: at most `cap` bytes, else FramingError 413 as soon as the
+    chunk sizes pass it (the rest is left unread). Extensions and trailer fields are read and dropped."""
+    body = bytearray()
+
+    def line(what: str) -> bytes:
+        raw = rfile.readline(MAX_LINE_BYTES + 1)
+        if not raw.endswith(b"\n"):
+            cut = "is longer than %d bytes" % MAX_LINE_BYTES if len(raw) > MAX_LINE_BYTES else "ends before its CRLF"
+            raise FramingError(400, "bad_framing", f"chunked body: a {what} line {cut}")
+        return raw
+
+    while True:
+        size_text = line("chunk-size").split(b";", 1)[0].strip()
+        if not _HEX.fullmatch(size_text):
+            raise FramingError(400, "bad_framing", f"chunked body: chunk size {size_text[:20]!r} is not a hexadecimal "
+                                                   "number")  # fmt: skip
+        size = int(size_text, 16)
+        if size == 0:
+            break
+        if len(body) + size > cap:
+            raise too_large(cap, f"more than {cap}")
+        data = rfile.read(size)
+        if len(data) < size:
+            raise FramingError(400, "bad_framing", f"chunked body ends inside a chunk ({len(data)} of {size} bytes)")
+        body += data
+        if rfile.readline(3) not in (b"\r\n", b"\n"):
+            raise FramingError(400, "bad_framing", "chunked body: chunk data is not followed by CRLF")
+    for _ in range(MAX_TRAILER_LINES + 1):
+        if line("trailer") in (b"\r\n", b"\n"):
+            return bytes(body)
+    raise FramingError(400, "bad_framing", f"chunked body: more than {MAX_TRAILER_LINES} trailer lines")
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -31,6 +114,7 @@ class Handler(BaseHTTPRequestHandler):
     server_version = "llm-endpoints-stream"
 
     def do_GET(self) -> None:  # noqa: N802
+        self._close_if_body()
         if self.path == READY_PATH:
             self._reply(200, {"Content-Type": "text/plain"}, b"ready")
         else:
@@ -38,14 +122,59 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:  # noqa: N802
         try:
-            length = int(self.headers.get("Content-Length") or 0)
-            cap = invoke.max_request_bytes()
-        except ValueError:
-            length, cap = 0, 0
-        body = self.rfile.read(min(max(length, 0), cap + 1)) if length > 0 else b""
-        if length > len(body):
-            self.close_connection = True  # the unread rest of a refused body must not be read as the next request
+            body = self._read_body()
+        except FramingError as e:
+            self._refuse(e)
+            return
+        if "Transfer-Encoding" in self.headers and "Content-Length" in self.headers:
+            self.close_connection = True  # RFC 9112 6.1: read by Transfer-Encoding, then close
         self._reply(*stream.handle_request("POST", body, self._request_id()))
+
+    def handle_expect_100(self) -> bool:
+        """100 Continue only for a body this server will read; otherwise the refusal now, before the body."""
+        if self.command == "POST":
+            try:
+                self._checked_length()
+            except FramingError as e:
+                self._refuse(e)
+                return False
+            except invoke.ConfigError:
+                pass  # do_POST answers the misconfiguration (500)
+        return super().handle_expect_100()
+
+    def _checked_length(self) -> int | None:
+        """body_framing, with a Content-Length above MAX_REQUEST_BYTES refused (413) before any byte is read."""
+        length = body_framing(self.headers)
+        cap = invoke.max_request_bytes()
+        if length is not None and length > cap:
+            raise too_large(cap, str(length))
+        return length
+
+    def _read_body(self) -> bytes:
+        try:
+            length = self._checked_length()
+        except invoke.ConfigError:  # MAX_REQUEST_BYTES is malformed: the shared code answers the 500
+            self.close_connection = True
+            return b""
+        if length is None:
+            return read_chunked(self.rfile, invoke.max_request_bytes())
+        body = self.rfile.read(length) if length else b""
+        if len(body) < length:
+            raise FramingError(400, "bad_framing", f"request body ended after {len(body)} of {length} bytes")
+        return body
+
+    def _close_if_body(self) -> None:
+        # A body this method does not read must not be taken for the next request.
+        if "Transfer-Encoding" in self.headers or (self.headers.get("Content-Length") or "0").strip() != "0":
+            self.close_connection = True
+
+    def _refuse(self, error: FramingError) -> None:
+        self.close_connection = True
+        record = {"message": "stream", "request_id": self._request_id(), "status": error.status,
+                  "error_type": error.error_type, "error": error.message}  # fmt: skip
+        invoke._log(record)
+        body = json.dumps({"error": error.message, "error_type": error.error_type}).encode("utf-8")
+        self._reply(error.status, {**invoke.JSON_HEADERS, "Connection": "close"}, body)
 
     def _other(self) -> None:
         self.close_connection = True

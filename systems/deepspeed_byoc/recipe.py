@@ -3,7 +3,9 @@
 Artifact layout (the directory SageMaker mounts at /opt/ml/model; the handler and server are in the image):
     config.json, generation_config.json       config readable by transformers 4.36 (`torch_dtype` key)
     model-0000N-of-0000M.safetensors + index   fp16 (DeepSpeed's kernel dtype), sharded at `max_shard_size`
-    tokenizer files                           copied verbatim from the source (never re-serialized)
+    tokenizer files                           copied verbatim when the image's transformers 4.36.2 /
+                                              tokenizers 0.15.0 read them, else rewritten for them
+                                              (systems/container_tokenizer.py; manifest `tokenizer_rewritten`)
     deepspeed.json                            the engine config: dtype, tensor_parallel.tp_size,
                                               replace_with_kernel_inject, max_out_tokens
     manifest.json                             what/how/verification + sha256 of every file
@@ -16,7 +18,6 @@ fp16. What kernel injection computes is checked on a GPU only (tests marked gpu)
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from artifact import BuildError
 from artifact.source import resolve_model_source
 from endpoint_config import EndpointSpec
 from systems import recipe_common as common
+from systems.container_tokenizer import plan_tokenizer, python_stack_of
 from systems.deepspeed_byoc import (
     BASE_IMAGE,
     DEEPSPEED_VERSION,
@@ -98,10 +100,8 @@ def build(endpoint: EndpointSpec, out_dir: Path, progress: bool = True) -> dict[
     """Write the verified artifact of `endpoint` into `out_dir` (empty or absent) and return its manifest."""
     check_endpoint(endpoint)
     source = resolve_model_source(endpoint.model, endpoint.revision)
-    tokenizer_files = common.check_tokenizer(
-        source,
-        target=f"transformers {TRANSFORMERS_VERSION} (the deepspeed-byoc image)",
-        examples="'GPT2Tokenizer' or 'GPT2TokenizerFast'",
+    tokenizer_export = plan_tokenizer(
+        source, python_stack_of(SYSTEM), f"transformers {TRANSFORMERS_VERSION} (the deepspeed-byoc image)"
     )
     source_config = check_architecture(endpoint, source)
     engine = engine_config(endpoint, source_config)
@@ -115,8 +115,7 @@ def build(endpoint: EndpointSpec, out_dir: Path, progress: bool = True) -> dict[
         common.config_for_container(out_dir, DTYPE)
 
     def write_engine_config(_model: Any, _tokenizer: Any) -> None:
-        for name in tokenizer_files:
-            shutil.copy2(source / name, out_dir / name)
+        tokenizer_export.write(out_dir)
         (out_dir / ENGINE_CONFIG).write_text(json.dumps(engine, indent=2, sort_keys=True) + "\n")
 
     def reload() -> tuple[Any, Any]:
@@ -147,5 +146,6 @@ def build(endpoint: EndpointSpec, out_dir: Path, progress: bool = True) -> dict[
                 "deepspeed": DEEPSPEED_VERSION,
                 "transformers": TRANSFORMERS_VERSION,
             },
+            "tokenizer_rewritten": tokenizer_export.rewritten,
         },
     )

@@ -7,7 +7,9 @@ Artifact layout (the directory SageMaker mounts at /opt/ml/model):
     decoder.json                  graph facts the handler needs (layers, heads, head_dim, vocab, eos, dtype)
     tensorrt_profile.json         the optimisation profile (endpoint.engine.tensorrt_profile, schema defaults:
                                   batch 1-10, prompt + new tokens <= 42) with the min/opt/max shape of every input
-    tokenizer.json                the source tokenizer in `tokenizers` form (what the handler loads)
+    tokenizer.json                the source tokenizer in `tokenizers` form (what the handler loads), written
+                                  by this machine's tokenizers, which must not be newer than the image's
+                                  (systems/images.py TENSORRT_BYOC_STACK; `check_tokenizers_writer`)
     tokenizer source files        vocab.json, merges.txt, tokenizer_config.json ... copied verbatim
     manifest.json                 what/how/verification + sha256 of every file
 
@@ -59,6 +61,30 @@ VERIFY_PROMPTS = (
 )
 VERIFY_BATCH_SIZES = (1, 2, 4)
 VERIFY_NEW_TOKENS = 6
+
+
+def check_tokenizers_writer(endpoint: EndpointSpec, installed: str | None = None) -> None:
+    """Refuse to write tokenizer.json with a tokenizers release newer (major.minor) than the image's: the image reads
+    it with its own pinned release, and a newer writer may use a form it cannot read (tokenizers 0.20 changed the BPE
+    merges; systems/container_tokenizer.py). Older or equal writers are read by the newer image."""
+    import re
+
+    from systems import get_system
+    from systems.container_tokenizer import python_stack_of
+
+    if installed is None:
+        import tokenizers
+
+        installed = tokenizers.__version__
+    stack = python_stack_of(get_system(SYSTEM))
+    here = tuple(int(part) for part in re.findall(r"\d+", installed)[:2])
+    if here > stack.tokenizers_floor[:2]:
+        raise BuildError(
+            f"endpoint {endpoint.name!r}: this machine's tokenizers {installed} writes tokenizer.json, which the "
+            f"{SYSTEM} image's tokenizers {stack.tokenizers.lstrip('=')} may not read; allowed: a build with "
+            f"tokenizers {stack.tokenizers.lstrip('=')} or older (requirements-build.txt), or an image rebuilt with "
+            f"tokenizers {installed} (systems/tensorrt_byoc/container/Dockerfile and systems/images.py)"
+        )
 
 
 def check_architecture(source: Path, endpoint: EndpointSpec) -> dict[str, Any]:
@@ -274,6 +300,7 @@ def _ort_version() -> str:
 
 def build(endpoint: EndpointSpec, out_dir: Path, progress: bool = True) -> dict[str, Any]:
     """Write the verified artifact of `endpoint` into `out_dir` and return its manifest."""
+    check_tokenizers_writer(endpoint)
     source = resolve_model_source(endpoint.model, endpoint.revision)
     source_config = check_architecture(source, endpoint)
     profile = resolve_profile(endpoint, int(source_config.get("n_positions", 1024)))

@@ -134,15 +134,15 @@ BAD_REQUESTS = [
     ("max-new-tokens-bool", P({"max_new_tokens": True}), 400,
      ["parameters.max_new_tokens must be an integer between 1 and 512, got true (boolean)"]),
     ("temperature-zero", P({"temperature": 0}), 400,
-     ["parameters.temperature must be greater than 0 and at most 5, got 0"]),
+     ["parameters.temperature must be between 0.01 and 2, got 0 (for greedy decoding leave it out and set do_sample false)"]),
     ("temperature-high", P({"temperature": 7.5}), 400,
-     ["parameters.temperature must be greater than 0 and at most 5, got 7.5"]),
+     ["parameters.temperature must be between 0.01 and 2, got 7.5"]),
     ("top-p-high", P({"top_p": 1.5}), 400, ["parameters.top_p must be greater than 0 and at most 1, got 1.5"]),
     ("top-k-high", P({"top_k": 1001}), 400, ["parameters.top_k must be between 0 and 1000, got 1001"]),
     ("top-k-negative", P({"top_k": -1}), 400, ["parameters.top_k must be between 0 and 1000, got -1"]),
     ("do-sample-string", P({"do_sample": "yes"}), 400, ['parameters.do_sample must be true or false, got "yes" (string)']),
     ("repetition-penalty", P({"repetition_penalty": 11}), 400,
-     ["parameters.repetition_penalty must be greater than 0 and at most 10, got 11"]),
+     ["parameters.repetition_penalty must be between 0.1 and 10, got 11"]),
     # stop and typical_p: no container behind this function honours them (request_contract.PARAMETERS)
     ("stop-refused", P({"stop": ["###"]}), 400, ["unknown parameters ['stop']"]),
     ("typical-p-refused", P({"typical_p": 0.9}), 400, ["unknown parameters ['typical_p']"]),
@@ -193,7 +193,7 @@ def test_max_new_tokens_limit_comes_from_env(monkeypatch, fake):
 
 
 def test_valid_parameters_are_forwarded_unchanged(fake):
-    params = {"max_new_tokens": 512, "temperature": 5, "top_p": 1, "top_k": 0, "do_sample": True,
+    params = {"max_new_tokens": 512, "temperature": 2, "top_p": 1, "top_k": 0, "do_sample": True,
               "repetition_penalty": 1.2, "seed": 2**32 - 1, "return_full_text": False, "min_new_tokens": 2,
               "num_beams": 1}
     status, body = call({"inputs": ["a", "b"], "parameters": params})

@@ -50,7 +50,7 @@ def test_invocations_bad_parameter_is_400(server_url: str) -> None:
     body = {"inputs": "Hello", "parameters": {"temperature": 9}}
     reply = httpx.post(f"{server_url}/invocations", json=body, timeout=30)
     assert reply.status_code == 400
-    assert "temperature" in reply.json()["error"] and "at most 5, got 9" in reply.json()["error"]
+    assert "temperature" in reply.json()["error"] and "between 0.01 and 2, got 9" in reply.json()["error"]
 
 
 def test_invocations_bad_json_is_400(server_url: str) -> None:
@@ -90,7 +90,7 @@ def test_handler_refuses_nan_parameters_given_as_python_values(gpt2_artifact: Pa
     from model_build.serve import load_handler
 
     handler = load_handler(gpt2_artifact)
-    with pytest.raises(ValueError, match=r"parameters.temperature must be a number greater than 0 and at most 5, got NaN"):
+    with pytest.raises(ValueError, match=r"parameters.temperature must be a number between 0.01 and 2, got NaN"):
         handler.validate_request({"inputs": "x", "parameters": {"temperature": float("nan")}})
 
 

@@ -191,7 +191,7 @@ def test_handler_may_refuse_with_400(url: str) -> None:
         ),
         (
             {"inputs": "Hi", "parameters": {"temperature": 9}},
-            "parameters.temperature must be greater than 0 and at most 5, got 9",
+            "parameters.temperature must be between 0.01 and 2, got 9",
         ),
         (
             {"inputs": "Hi", "parameters": {"max_tokens": 3}},

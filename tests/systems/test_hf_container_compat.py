@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import CHAT_TEMPLATE, EXTRA_SPECIAL_TOKENS, save_tokenizer_with_transformers5
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -51,26 +52,6 @@ def container_python() -> Path:
             pytest.skip(f"cannot build the transformers-4.49 env: a package registry is unreachable:\n{tail}")
         pytest.fail(f"tests/systems/hf_container/make_env.sh failed (not a network problem):\n{tail}")
     return VENV / "bin" / "python"
-
-
-EXTRA_SPECIAL_TOKENS = ["<|tool|>", "<|user|>"]
-CHAT_TEMPLATE = "{% for m in messages %}{{ m['content'] }}{% endfor %}"
-
-
-def save_tokenizer_with_transformers5(model_dir: Path) -> None:
-    """Replace a tiny model's tokenizer files by what transformers 5's save_pretrained writes for a generic
-    fast tokenizer: tokenizer.json (tokenizers 0.23) + tokenizer_config.json with `TokenizersBackend`,
-    `extra_special_tokens` as a list, and chat_template.jinja."""
-    import transformers
-
-    original = transformers.AutoTokenizer.from_pretrained(model_dir)
-    for name in ("vocab.json", "merges.txt", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.json"):
-        (model_dir / name).unlink(missing_ok=True)
-    saved = transformers.PreTrainedTokenizerFast(
-        tokenizer_object=original.backend_tokenizer, eos_token=original.eos_token,
-        additional_special_tokens=EXTRA_SPECIAL_TOKENS, chat_template=CHAT_TEMPLATE,
-    )  # fmt: skip
-    saved.save_pretrained(model_dir)
 
 
 @pytest.fixture(scope="module")

@@ -34,10 +34,10 @@ def P(**params: Any) -> dict:  # noqa: N802 - a request with these parameters
     return {"inputs": "Hello", "parameters": params}
 
 
-AT_UPPER_BOUNDS = P(max_new_tokens=512, min_new_tokens=512, temperature=5, top_p=1, top_k=1000,
+AT_UPPER_BOUNDS = P(max_new_tokens=512, min_new_tokens=512, temperature=2, top_p=1, top_k=1000,
                     repetition_penalty=10, num_beams=8, do_sample=True, return_full_text=True, seed=2**32 - 1)  # fmt: skip
-AT_LOWER_BOUNDS = P(max_new_tokens=1, min_new_tokens=0, temperature=1e-6, top_p=1e-6, top_k=0,
-                    repetition_penalty=1e-6, num_beams=1, do_sample=False, return_full_text=False, seed=0)  # fmt: skip
+AT_LOWER_BOUNDS = P(max_new_tokens=1, min_new_tokens=0, temperature=0.01, top_p=1e-6, top_k=0,
+                    repetition_penalty=0.1, num_beams=1, do_sample=False, return_full_text=False, seed=0)  # fmt: skip
 
 CASES: list[tuple[str, Any, bool]] = [
     # valid
@@ -84,7 +84,9 @@ CASES: list[tuple[str, Any, bool]] = [
     ("min_new_tokens-above-default-max", P(min_new_tokens=65), False),
     ("min_new_tokens-float", P(min_new_tokens=1.5), False),
     ("temperature-0", P(temperature=0), False),
-    ("temperature-above-5", P(temperature=5.01), False),
+    ("temperature-below-0.01", P(temperature=0.0099), False),
+    ("temperature-1e-300", P(temperature=1e-300), False),
+    ("temperature-above-2", P(temperature=2.01), False),
     ("temperature-string", P(temperature="hot"), False),
     ("temperature-null", P(temperature=None), False),
     ("top_p-0", P(top_p=0), False),
@@ -94,6 +96,7 @@ CASES: list[tuple[str, Any, bool]] = [
     ("top_k-above-1000", P(top_k=1001), False),
     ("top_k-float", P(top_k=5.0), False),
     ("repetition_penalty-0", P(repetition_penalty=0), False),
+    ("repetition_penalty-below-0.1", P(repetition_penalty=0.099), False),
     ("repetition_penalty-above-10", P(repetition_penalty=10.5), False),
     ("repetition_penalty-bool", P(repetition_penalty=False), False),
     ("num_beams-0", P(num_beams=0), False),

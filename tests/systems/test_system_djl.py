@@ -369,7 +369,7 @@ def test_djl_deepspeed_custom_handler(djl_build) -> None:
     assert out.code == 200 and len(out.content) == 2 and all(isinstance(r["generated_text"], str) for r in out.content)
     bad = handler.handle(FakeInput(properties, {"inputs": "Hi", "parameters": {"temperature": 0}}))
     assert bad.code == 400 and bad.content == {
-        "error": "parameters.temperature must be greater than 0 and at most 5, got 0", "error_type": "validation"
+        "error": "parameters.temperature must be between 0.01 and 2, got 0 (for greedy decoding leave it out and set do_sample false)", "error_type": "validation"
     }
 
 
@@ -506,12 +506,12 @@ def test_ft_handler_warmup_and_generate(ft_handler) -> None:
     [
         ({"max_new_tokens": 0}, "parameters.max_new_tokens must be between 1 and 512, got 0"),
         ({"max_new_tokens": 100000}, "parameters.max_new_tokens must be between 1 and 512, got 100000"),
-        ({"temperature": 0}, "parameters.temperature must be greater than 0 and at most 5, got 0"),
+        ({"temperature": 0}, "parameters.temperature must be between 0.01 and 2, got 0 (for greedy decoding leave it out and set do_sample false)"),
         ({"top_p": 1.5}, "parameters.top_p must be greater than 0 and at most 1, got 1.5"),
         ({"top_k": -1}, "parameters.top_k must be between 0 and 1000, got -1"),
         ({"num_beams": 9}, "parameters.num_beams must be between 1 and 8, got 9"),
         ({"num_beams": 2.5}, "parameters.num_beams must be an integer between 1 and 8, got 2.5 (number)"),
-        ({"repetition_penalty": "high"}, 'parameters.repetition_penalty must be a number greater than 0 and at most 10, got "high"'),
+        ({"repetition_penalty": "high"}, 'parameters.repetition_penalty must be a number between 0.1 and 10, got "high"'),
         ({"max_seq_len": 5}, "unknown parameters ['max_seq_len']; allowed parameters are ['do_sample', 'max_new_tokens'"),
     ],
 )
