@@ -163,6 +163,7 @@ def refused(model: dict, data: dict, stream: bool = False) -> chat_contract.Chat
 
 
 def test_a_model_without_a_chat_template_refuses_chat(gpt2_artifact: Path) -> None:
+    assert json.loads((gpt2_artifact / "manifest.json").read_text())["chat_template"] is None
     err = refused(handler.model_fn(str(gpt2_artifact)), OK)
     assert (err.status, err.param, err.code) == (400, "messages", "chat_template_missing")
     assert "this model has no chat template" in err.message and '{"inputs": ...}' in err.message
@@ -192,3 +193,45 @@ def test_the_table_refuses_before_any_compute(loaded: dict) -> None:
     tests/model_build/test_serve_chat.py)."""
     err = refused(loaded, body(n=2))
     assert (err.param, err.code) == ("n", "unsupported_value")
+
+
+# ---- the recipe's chat_template argument -------------------------------------------------------------------------
+
+
+def _gpt2_endpoint(tiny_models: dict[str, Path]):  # noqa: ANN202 - an EndpointSpec
+    from deployment import load_config
+
+    endpoint = load_config(Path(__file__).resolve().parents[2] / "config" / "local.yaml", "local").endpoints[0]
+    return endpoint.model_copy(update={"model": str(tiny_models["gpt2"])})
+
+
+def test_a_chat_template_given_to_the_recipe_serves_chat(tiny_models: dict[str, Path], tmp_path: Path) -> None:
+    """GPT-2 has no chat template (chat refused, manifest null); built with one, it serves chat with it."""
+    from model_build.tiny_models import CHAT_TEMPLATE
+    from systems.hf_fastload.recipe import build
+
+    manifest = build(_gpt2_endpoint(tiny_models), tmp_path / "with", progress=False, chat_template=CHAT_TEMPLATE)
+    assert manifest["chat_template"] == "config"
+    assert json.loads((tmp_path / "with" / "tokenizer_config.json").read_text())["chat_template"] == CHAT_TEMPLATE
+    model = handler.model_fn(str(tmp_path / "with"))
+    prompt = model["tokenizer"].decode(handler.chat_prompt(model, chat_contract.parse_chat_request(OK))["input_ids"][0])
+    assert prompt == "<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n"
+    assert reply(model, body(max_tokens=3))["usage"]["completion_tokens"] == 3
+
+
+@pytest.mark.parametrize(
+    ("template", "expected"),
+    [
+        ("{% for m in messages %}{{ raise_exception('roles must alternate') }}{% endfor %}", "roles must alternate"),
+        ("{{ messages[0].content + 1 }}", "cannot render a conversation with tools and a tool call"),
+        ("{% if %}", "cannot render"),
+        ("Hello", "rendered the sample conversation without its messages"),
+    ],
+)  # fmt: skip
+def test_a_chat_template_that_cannot_render_fails_the_build(tiny_models: dict[str, Path], tmp_path: Path,
+                                                             template: str, expected: str) -> None:  # fmt: skip
+    from artifact import BuildError
+    from systems.hf_fastload.recipe import build
+
+    with pytest.raises(BuildError, match=expected):
+        build(_gpt2_endpoint(tiny_models), tmp_path / "bad", progress=False, chat_template=template)
