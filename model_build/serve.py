@@ -10,6 +10,15 @@ InvokeEndpointWithResponseStream path (POST /endpoints/{name}/invocations-respon
 as boto3's EventStream reads them (model_build/event_stream.py); a failure after the first token is a
 ModelStreamError message, one before it the same 424 ModelError as InvokeEndpoint's.
 
+SageMaker's OpenAI route too: POST /endpoints/{name}/openai/v1/chat/completions and
+/endpoints/{name}/inference-components/{component}/openai/v1/chat/completions, which need an
+`Authorization: Bearer <token>` of sagemaker.core.token_generator.generate_token's shape (model_build/bearer_token.py;
+a bad one gets 403 in AWS's error shape) and answer as the container does ("as is from the container, including
+streaming": SageMaker Developer Guide, "Invoke endpoints with OpenAI-compatible APIs"): the artifact's
+predict_fn's chat.completion, or its stream_fn's server-sent events when the request says "stream": true, and
+refusals in OpenAI's error shape (chat_contract.error_body). Unverified: which container path SageMaker forwards
+the route to (it is not stated in what was read); here the handler's functions answer it, as on /invocations.
+
 Errors: on /invocations a ValueError from the handler is 400 {"error": message}, anything else 500. The
 real toolkit answers 400 for every exception (sagemaker-huggingface-inference-toolkit, handler_service.handle:
 `raise PredictionException(str(e), 400)`); 500 here makes a handler bug visible in tests, so every bad request
@@ -33,7 +42,9 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from . import event_stream
+import chat_contract
+
+from . import bearer_token, event_stream
 
 HANDLER_PATH = Path("code") / "inference.py"
 
@@ -80,10 +91,39 @@ class ModelHost:
             prediction = handler.predict_fn(data, self.model)
             return 200, handler.output_fn(prediction, accept)
         except ValueError as err:
+            if _is_chat_error(err):  # a chat request's refusal: OpenAI's error object, its status
+                return err.status, json.dumps(chat_contract.error_body(err))
             return 400, json.dumps({"error": str(err)})
         except Exception as err:
             traceback.print_exc()
             return 500, json.dumps({"error": f"{type(err).__name__}: {err}"})
+
+    def chat(self, body: bytes) -> tuple[int, Any, str]:
+        """The OpenAI route: (status, JSON text or an iterator of SSE events, media type). The body must be a
+        chat request; a streamed one is answered by stream_fn (once its first event is ready, so a refusal
+        still gets its status), a whole one by predict_fn + output_fn. Refusals and failures in OpenAI's shape."""
+        if not self.loaded.is_set() or self.model is None:
+            return 503, _openai_error(self.load_error or "model is still loading", "service_unavailable"), JSON
+        handler = self.handler
+        try:
+            data = handler.input_fn(body, "application/json")
+            if not chat_contract.is_chat_request(data):  # only chat here: the parser names what is missing
+                chat_contract.parse_chat_request(data)
+            if isinstance(data, dict) and data.get("stream") is True:
+                if not hasattr(handler, "stream_fn"):
+                    raise chat_contract.ChatError("stream: this model's handler does not stream; send stream false",
+                                                  param="stream", code="unsupported_value")  # fmt: skip
+                chunks = iter(handler.stream_fn(data, self.model))
+                first = next(chunks, None)
+                return 200, _sse_events(itertools.chain([] if first is None else [first], chunks)), SSE
+            return 200, handler.output_fn(handler.predict_fn(data, self.model), "application/json"), JSON
+        except ValueError as err:  # a ChatError, or the generation contract's refusal of the body (bad JSON)
+            if _is_chat_error(err):
+                return err.status, json.dumps(chat_contract.error_body(err)), JSON
+            return 400, _openai_error(getattr(err, "message", str(err))), JSON
+        except Exception as err:
+            traceback.print_exc()
+            return 500, _openai_error(f"{type(err).__name__}: {err}", "server_error"), JSON
 
     def stream(self, body: bytes, content_type: str | None) -> tuple[int, Any]:
         """Start input_fn -> stream_fn; return (200, an iterator of the reply's chunks) once the first chunk is
@@ -97,6 +137,8 @@ class ModelHost:
             chunks = handler.stream_fn(handler.input_fn(body, content_type), self.model)
             first = next(chunks, None)
         except ValueError as err:
+            if _is_chat_error(err):
+                return err.status, json.dumps(chat_contract.error_body(err))
             return 400, json.dumps({"error": str(err)})
         except Exception as err:
             traceback.print_exc()
@@ -104,12 +146,40 @@ class ModelHost:
         return 200, itertools.chain([] if first is None else [first], chunks)
 
 
-def create_app(artifact_dir: str | Path, endpoint_name: str | None = None, torch_threads: int = 1) -> FastAPI:
+JSON = "application/json"
+SSE = chat_contract.SSE_CONTENT_TYPE
+
+
+def _is_chat_error(err: Exception) -> bool:
+    """A chat_contract.ChatError, from whichever copy of the module the artifact's handler imported."""
+    return all(hasattr(err, name) for name in ("status", "type", "param", "code", "message"))
+
+
+def _openai_error(message: str, kind: str = "invalid_request_error") -> str:
+    return json.dumps(chat_contract.error_body(chat_contract.ChatError(message, type=kind)), ensure_ascii=True)
+
+
+def _sse_events(chunks: Any) -> Any:
+    """The handler's SSE events; a failure after the first ends the stream with an error event (the openai SDK
+    raises APIError on it) and [DONE]."""
+    try:
+        yield from chunks
+    except Exception as err:
+        traceback.print_exc()
+        yield chat_contract.sse_event(json.loads(_openai_error(f"the model failed while streaming: "
+                                                               f"{type(err).__name__}: {err}", "server_error")))  # fmt: skip
+        yield chat_contract.SSE_DONE
+
+
+def create_app(artifact_dir: str | Path, endpoint_name: str | None = None, torch_threads: int = 1,
+               region: str | None = None, component_name: str | None = None) -> FastAPI:  # fmt: skip
     """The ASGI app. Loading starts when the app starts (lifespan), in a thread.
 
     torch_threads: intra-op threads; 1 suits small CPU boxes (and one model copy per worker).
     endpoint_name: when given, InvokeEndpoint calls naming another endpoint get 404 like SageMaker's
     ValidationError; None accepts any name.
+    region: the OpenAI route's bearer tokens must be scoped to it (None: any region).
+    component_name: the inference component the OpenAI route's component path serves (None: any name).
     """
     from contextlib import asynccontextmanager
 
@@ -146,7 +216,7 @@ def create_app(artifact_dir: str | Path, endpoint_name: str | None = None, torch
         body = await request.body()
         status, content = await _run(host, body, request)
         if status != 200:
-            message = json.loads(content).get("error", content)
+            message = _container_message(content)
             return _aws_error(
                 424,
                 "ModelError",
@@ -169,7 +239,7 @@ def create_app(artifact_dir: str | Path, endpoint_name: str | None = None, torch
         body = await request.body()
         status, content = await run_in_threadpool(host.stream, body, request.headers.get("content-type"))
         if status != 200:
-            message = json.loads(content).get("error", content)
+            message = _container_message(content)
             return _aws_error(
                 424,
                 "ModelError",
@@ -184,6 +254,30 @@ def create_app(artifact_dir: str | Path, endpoint_name: str | None = None, torch
             headers={"x-Amzn-Invoked-Production-Variant": "AllTraffic",
                      "X-Amzn-SageMaker-Content-Type": "application/jsonlines"},
         )  # fmt: skip
+
+    async def openai_chat(request: Request, name: str, component: str | None) -> Response:
+        from starlette.concurrency import run_in_threadpool
+
+        problem = bearer_token.check_authorization(request.headers.get("authorization"), region)
+        if problem is not None:  # checked first, as the service authenticates before it looks anything up
+            return _aws_error(problem.status, problem.code, problem.message)
+        if endpoint_name is not None and name != endpoint_name:
+            return _aws_error(400, "ValidationError", f"Endpoint {name} of account 123456789012 not found.")
+        if component is not None and component_name is not None and component != component_name:
+            return _aws_error(400, "ValidationError", f"Inference component {component} of account 123456789012 "
+                                                      "not found.")  # fmt: skip
+        body = await request.body()
+        status, content, media = await run_in_threadpool(host.chat, body)
+        return (StreamingResponse(content, media_type=media) if media == SSE
+                else Response(content, status_code=status, media_type=media))  # fmt: skip
+
+    @app.post("/endpoints/{name}/openai/v1/chat/completions")
+    async def openai_chat_endpoint(name: str, request: Request) -> Response:
+        return await openai_chat(request, name, None)
+
+    @app.post("/endpoints/{name}/inference-components/{component}/openai/v1/chat/completions")
+    async def openai_chat_component(name: str, component: str, request: Request) -> Response:
+        return await openai_chat(request, name, component)
 
     return app
 
@@ -208,6 +302,13 @@ async def _run(host: ModelHost, body: bytes, request: Request) -> tuple[int, str
     )
 
 
+def _container_message(content: str) -> str:
+    """The container's error message for ModelError's OriginalMessage: the generation contract's "error" string,
+    else (OpenAI's error object) the container's whole body."""
+    error = json.loads(content).get("error", content)
+    return error if isinstance(error, str) else content
+
+
 def _aws_error(status: int, code: str, message: str, **extra: Any) -> Response:
     """An error in the shape botocore parses for sagemaker-runtime (rest-json: x-amzn-ErrorType + body).
 
@@ -225,5 +326,6 @@ def serve(
 
     name = endpoint_name or "<name>"
     print(f"serving {artifact_dir} on http://{host}:{port} (GET /ping, POST /invocations, "
-          f"POST /endpoints/{name}/invocations, POST /endpoints/{name}/invocations-response-stream)")  # fmt: skip
+          f"POST /endpoints/{name}/invocations, POST /endpoints/{name}/invocations-response-stream, "
+          f"POST /endpoints/{name}/openai/v1/chat/completions with a bearer token)")  # fmt: skip
     uvicorn.run(create_app(artifact_dir, endpoint_name=endpoint_name), host=host, port=port, log_level="info")

@@ -1,10 +1,14 @@
-"""Real but tiny models (GPT-2, GPT-J, T5) made offline, for tests and the local demo.
+"""Real but tiny models made offline, for tests and the local demo: GPT-2, GPT-J, T5, and chat models of
+today's architectures (Llama, Qwen2, Qwen3, Mistral, Gemma 2).
 
 There is no Hugging Face Hub on the build machines, so test models are made here: small configs with random
 weights (seeded, so two runs give the same bytes) and a byte-level BPE tokenizer trained in about a second on
 an embedded corpus. GPT-2/GPT-J tokenizers are written as vocab.json + merges.txt with
-`tokenizer_class: GPT2Tokenizer`, the files transformers 4.x (the serving container) reads; a tokenizers-0.23
-`tokenizer.json` would not load there.
+`tokenizer_class: GPT2Tokenizer`, the files transformers 4.x (the serving container) reads.
+The chat models carry a tokenizer.json (the same BPE plus ChatML and hermes tool tokens) with the generic
+`PreTrainedTokenizerFast` class, which transformers 4.49 and 5.x both read (the architectures' own tokenizer
+classes are sentencepiece-based and cannot be built offline), and CHAT_TEMPLATE, a hermes-style template made
+here that renders tools, tool calls and tool results.
 """
 
 from __future__ import annotations
@@ -12,7 +16,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-ARCHITECTURES = ("gpt2", "gptj", "t5")
+CHAT_ARCHITECTURES = ("llama", "qwen2", "qwen3", "mistral", "gemma2")
+ARCHITECTURES = ("gpt2", "gptj", "t5", *CHAT_ARCHITECTURES)
 SEED = 1234
 EOS = "<|endoftext|>"
 VOCAB_SIZE = 1024
@@ -87,6 +92,97 @@ def _write_t5_tokenizer(out_dir: Path) -> int:
     return tokenizer.get_vocab_size()
 
 
+# ChatML turns with hermes tool calling (the layout Hermes-2-Pro and Qwen2.5 models use; written here): tools as
+# JSON inside <tools></tools> in the system turn, each call as {"name", "arguments"} inside <tool_call></tool_call>,
+# results as <tool_response> in a user turn. `enable_thinking` false (chat_template_kwargs) adds an empty think block.
+CHAT_TEMPLATE = """\
+{%- if tools %}
+{{- '<|im_start|>system\\n' }}
+{%- if messages[0].role == 'system' %}{{- messages[0].content + '\\n\\n' }}{%- endif %}
+{{- 'You may call functions. Their signatures are inside <tools></tools>:\\n<tools>' }}
+{%- for tool in tools %}{{- '\\n' + (tool | tojson) }}{%- endfor %}
+{{- '\\n</tools>\\nTo call one, answer with <tool_call>{"name": <name>, "arguments": <object>}</tool_call>.<|im_end|>\\n' }}
+{%- elif messages[0].role == 'system' %}
+{{- '<|im_start|>system\\n' + messages[0].content + '<|im_end|>\\n' }}
+{%- endif %}
+{%- for message in messages %}
+{%- if message.role == 'system' %}
+{%- if not loop.first %}{{- raise_exception('only the first message may be a system message') }}{%- endif %}
+{%- elif message.role == 'user' or (message.role == 'assistant' and not message.tool_calls) %}
+{{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>\\n' }}
+{%- elif message.role == 'assistant' %}
+{{- '<|im_start|>assistant' }}
+{%- if message.content %}{{- '\\n' + message.content }}{%- endif %}
+{%- for call in message.tool_calls %}
+{{- '\\n<tool_call>\\n{"name": "' + call.function.name + '", "arguments": ' + (call.function.arguments | tojson) + '}\\n</tool_call>' }}
+{%- endfor %}
+{{- '<|im_end|>\\n' }}
+{%- elif message.role == 'tool' %}
+{%- if loop.first or messages[loop.index0 - 1].role != 'tool' %}{{- '<|im_start|>user' }}{%- endif %}
+{{- '\\n<tool_response>\\n' + message.content + '\\n</tool_response>' }}
+{%- if loop.last or messages[loop.index0 + 1].role != 'tool' %}{{- '<|im_end|>\\n' }}{%- endif %}
+{%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}
+{{- '<|im_start|>assistant\\n' }}
+{%- if enable_thinking is defined and enable_thinking is false %}{{- '<think>\\n\\n</think>\\n\\n' }}{%- endif %}
+{%- endif %}
+"""
+CHAT_SPECIAL_TOKENS = ("<|im_start|>", "<|im_end|>")  # removed when decoding with skip_special_tokens
+# Ordinary added tokens: they survive decoding, so the tool-call parser sees them (vLLM's hermes parser turns
+# skip_special_tokens off for models that mark them special).
+CHAT_TEXT_TOKENS = ("<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<think>", "</think>")
+CHAT_EOS = "<|im_end|>"
+
+
+def _write_chat_tokenizer(out_dir: Path, model_max_length: int) -> dict[str, int]:
+    """tokenizer.json + tokenizer_config.json (with CHAT_TEMPLATE); returns the special token ids."""
+    from tokenizers import AddedToken
+
+    tokenizer = _train_bpe()
+    tokenizer.add_special_tokens(list(CHAT_SPECIAL_TOKENS))
+    tokenizer.add_tokens([AddedToken(t, special=False, normalized=False) for t in CHAT_TEXT_TOKENS])
+    tokenizer.save(str(out_dir / "tokenizer.json"))
+    tokenizer_config = {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "model_max_length": model_max_length,
+        "bos_token": None,
+        "eos_token": CHAT_EOS,
+        "pad_token": EOS,
+        "unk_token": None,
+        "clean_up_tokenization_spaces": False,
+        # as the real models' tokenizers say: a decoder-only model takes no token_type_ids (transformers 4.49's
+        # generic class returns them otherwise, and generate() refuses them)
+        "model_input_names": ["input_ids", "attention_mask"],
+        "chat_template": CHAT_TEMPLATE,
+    }
+    (out_dir / "tokenizer_config.json").write_text(json.dumps(tokenizer_config, indent=2) + "\n")
+    return {"vocab_size": tokenizer.get_vocab_size(), "eos_token_id": tokenizer.token_to_id(CHAT_EOS),
+            "pad_token_id": tokenizer.token_to_id(EOS), "bos_token_id": tokenizer.token_to_id(EOS)}  # fmt: skip
+
+
+def _chat_config(arch: str, ids: dict[str, int], n_positions: int):  # noqa: ANN202 - a transformers config
+    """A small config of `arch`: 2 layers, 4 query heads over 2 key/value heads (grouped-query attention, as the
+    real models), head size 16, and a RoPE base other than 10000, as the real models have (a config reader that
+    drops it computes different logits, which the container tests would see)."""
+    import transformers
+
+    shape = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                 num_key_value_heads=2, max_position_embeddings=n_positions, tie_word_embeddings=False, **ids)  # fmt: skip
+    rope = {"rope_type": "default", "rope_theta": 1_000_000.0}
+    if arch == "llama":
+        return transformers.LlamaConfig(**shape, head_dim=16, rope_parameters={**rope, "rope_theta": 500_000.0})
+    if arch == "qwen2":
+        return transformers.Qwen2Config(**shape, rope_parameters=rope)
+    if arch == "qwen3":
+        return transformers.Qwen3Config(**shape, head_dim=16, rope_parameters=rope)
+    if arch == "mistral":
+        return transformers.MistralConfig(**shape, head_dim=16, sliding_window=None, rope_parameters=rope)
+    # gemma2: alternating sliding-window and full attention layers, logit soft-capping, as Gemma 2 has
+    return transformers.Gemma2Config(**shape, head_dim=16, query_pre_attn_scalar=16, sliding_window=4096,
+                                     rope_parameters=rope)  # fmt: skip
+
+
 def make_tiny_model(arch: str, out_dir: str | Path) -> Path:
     """Write a tiny `arch` model with tokenizer to `out_dir` (created; existing files overwritten).
 
@@ -100,7 +196,10 @@ def make_tiny_model(arch: str, out_dir: str | Path) -> Path:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     n_positions = 512
-    if arch == "t5":
+    if arch in CHAT_ARCHITECTURES:
+        config = _chat_config(arch, _write_chat_tokenizer(out, n_positions), n_positions)
+        model_cls = transformers.AutoModelForCausalLM
+    elif arch == "t5":
         vocab_size = _write_t5_tokenizer(out)
         tok = json.loads((out / "tokenizer.json").read_text())["added_tokens"]
         ids = {t["content"]: t["id"] for t in tok}
@@ -126,7 +225,7 @@ def make_tiny_model(arch: str, out_dir: str | Path) -> Path:
             )  # fmt: skip
             model_cls = transformers.GPTJForCausalLM
     torch.manual_seed(SEED)
-    model = model_cls(config).eval()
+    model = (model_cls.from_config(config) if arch in CHAT_ARCHITECTURES else model_cls(config)).eval()
     # The source is written in fp32: builds then cast to the configured dtype, as they would a Hub model.
     model.save_pretrained(out)
     return out

@@ -75,11 +75,26 @@ def check_causal_lm(
 
 
 def config_for_container(out_dir: Path, dtype: str) -> None:
-    """transformers 5 writes `dtype`; 4.x reads `torch_dtype`. Write the key the container reads."""
+    """config.json as the containers' transformers 4.x read it, from what transformers 5 writes:
+    `dtype` -> `torch_dtype`; `rope_parameters` {"rope_type", "rope_theta", ...} -> `rope_theta` (+ `rope_scaling`
+    when the type is not "default"), the keys 4.x's configs read (e.g. 4.49 LlamaConfig(rope_theta=10000.0,
+    rope_scaling=None)). Without that 4.x silently uses its default base 10000 (measured: a Llama config saved
+    by 5.23 with rope_theta 500000 loads under 4.49 with rope_theta 10000.0), and the model computes other logits."""
     path = out_dir / "config.json"
     config = json.loads(path.read_text())
     config.pop("dtype", None)
     config["torch_dtype"] = TORCH_DTYPE_NAMES[dtype]
+    rope = config.get("rope_parameters")
+    if isinstance(rope, dict) and "rope_theta" not in config:
+        if not isinstance(rope.get("rope_theta"), (int, float)):
+            raise BuildError(
+                f"{path}: rope_parameters {json.dumps(rope)[:120]} has no single rope_theta (per-layer-type RoPE), "
+                "which transformers 4.x configs cannot express; allowed: a model whose config has one rope_theta, "
+                "or a system whose image has transformers 5"
+            )
+        config["rope_theta"] = rope["rope_theta"]
+        if rope.get("rope_type", "default") != "default":
+            config.setdefault("rope_scaling", {k: v for k, v in rope.items() if k != "rope_theta"})
     path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
 
 

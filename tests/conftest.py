@@ -100,6 +100,45 @@ def gpt2_artifact(tmp_path_factory: pytest.TempPathFactory, tiny_models: dict[st
     return out
 
 
+CHAT_ENDPOINT = """endpoints:
+  - name: tiny-chat
+    system: hf-fastload
+    model: {model}
+    instance_type: ml.m5.xlarge
+    dtype: fp16
+    max_shard_size: 300KB
+"""
+
+
+@pytest.fixture(scope="session")
+def tiny_chat_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The tiny chat models (model_build.tiny_models.CHAT_ARCHITECTURES), made on first use of each."""
+    from model_build.tiny_models import make_tiny_model
+
+    root = tmp_path_factory.mktemp("tiny-chat-models")
+
+    class Models(dict):
+        def __missing__(self, arch: str) -> Path:
+            self[arch] = make_tiny_model(arch, root / arch)
+            return self[arch]
+
+    return Models()
+
+
+@pytest.fixture(scope="session")
+def chat_artifact(tmp_path_factory: pytest.TempPathFactory, tiny_chat_models: dict[str, Path]) -> Path:
+    """The tiny Llama (hermes-style chat template, tool tokens) built as hf-fastload in fp16: the chat tests' model."""
+    from deployment import load_config
+    from model_build.cli import build_endpoint
+
+    root = tmp_path_factory.mktemp("chat-artifact")
+    config = root / "endpoints.yaml"
+    config.write_text(CHAT_ENDPOINT.format(model=tiny_chat_models["llama"]))
+    out = root / "tiny-chat"
+    build_endpoint(load_config(config).endpoint("tiny-chat"), out, progress=False)
+    return out
+
+
 @pytest.fixture(scope="module")
 def emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """One moto server per test module (local_emulator.moto_server.Emulator)."""

@@ -5,6 +5,7 @@ dependency), the imports are reduced to top-level package -> top-level package, 
 and no edge the table below does not allow.
 
     request_contract                     the stdlib request contract every entry point ships (imports nothing)
+    chat_contract                        the stdlib chat (OpenAI Chat Completions) contract beside it
     artifact, endpoint_config            import none of ours (the artifact format; the config schema)
     endpoint_runtime                     the code the Lambda functions ship (+ the request contract)
     systems                              the serving systems' registry: config schema + artifact
@@ -23,6 +24,7 @@ from helpers import ROOT
 # Our top-level packages (a directory of .py files, or one module), and each Lambda function's own folder.
 PACKAGES = {
     "request_contract": ROOT / "request_contract.py",
+    "chat_contract": ROOT / "chat_contract.py",
     "artifact": ROOT / "artifact",
     "endpoint_runtime": ROOT / "endpoint_runtime",
     "endpoint_config": ROOT / "endpoint_config",
@@ -42,15 +44,16 @@ PACKAGES = {
 # What each package may import of ours. Anything else is a step against the direction.
 ALLOWED: dict[str, set[str]] = {
     "request_contract": set(),
+    "chat_contract": {"request_contract"},
     "artifact": set(),
     # What the Lambda functions ship (stdlib + boto3), and the request contract (stdlib only), which the invoke
     # function shares with the containers.
     "endpoint_runtime": {"request_contract"},
     "endpoint_config": set(),
-    "systems": {"request_contract", "artifact", "endpoint_config"},
+    "systems": {"request_contract", "chat_contract", "artifact", "endpoint_config"},
     "deployment": {"artifact", "endpoint_config", "systems"},
     "stacks": {"request_contract", "artifact", "endpoint_runtime", "endpoint_config", "systems", "deployment"},
-    "model_build": {"request_contract", "artifact", "endpoint_runtime", "endpoint_config", "systems", "deployment"},
+    "model_build": {"request_contract", "chat_contract", "artifact", "endpoint_runtime", "endpoint_config", "systems", "deployment"},
     "workstation": {"artifact", "endpoint_runtime", "endpoint_config", "deployment", "model_build"},
     "local_emulator": {"artifact", "endpoint_runtime", "endpoint_config", "deployment", "model_build", "workstation"},
     "bench": {

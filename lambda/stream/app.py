@@ -138,7 +138,7 @@ class Handler(BaseHTTPRequestHandler):
             except FramingError as e:
                 self._refuse(e)
                 return False
-            except invoke.ConfigError:
+            except invoke.SetupError:
                 pass  # do_POST answers the misconfiguration (500)
         return super().handle_expect_100()
 
@@ -153,7 +153,7 @@ class Handler(BaseHTTPRequestHandler):
     def _read_body(self) -> bytes:
         try:
             length = self._checked_length()
-        except invoke.ConfigError:  # MAX_REQUEST_BYTES is malformed: the shared code answers the 500
+        except invoke.SetupError:  # MAX_REQUEST_BYTES is malformed: the shared code answers the 500
             self.close_connection = True
             return b""
         if length is None:

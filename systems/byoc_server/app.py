@@ -7,6 +7,10 @@ tests, where it is `systems.byoc_server`: so stdlib + fastapi/starlette + pydant
     GET  /ping          200 once the model is loaded; 503 while loading; 500 when loading failed
     POST /invocations   application/json, {"inputs": ..., "parameters": {...}} or {"input": "..."}
                         200 [{"generated_text": ...}, ...] one per input
+                        or a chat request ({"messages": ...}, OpenAI Chat Completions: chat_contract.py):
+                        200 a chat.completion, or server-sent chunks when "stream": true and the handler has
+                            generate_stream; refusals in OpenAI's error shape with their status (400), also when
+                            the handler serves no chat (no chat_prompt) or cannot stream
                         400 invalid JSON / request (the message names the key, the limit and the value);
                             also valid JSON a request cannot carry: NaN/Infinity, numbers out of range,
                             lone UTF-16 surrogates, nesting deeper than 32 levels (contract.decode_body)
@@ -32,10 +36,19 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, Response
-from starlette.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from starlette.concurrency import iterate_in_threadpool, run_in_threadpool
 
-from .contract import Handler, RequestError, decode_body, parse_request, request_contract
+from .contract import (
+    ChatError,
+    Handler,
+    RequestError,
+    chat_contract,
+    chat_parameters,
+    decode_body,
+    parse_request,
+    request_contract,
+)
 
 log = logging.getLogger("byoc_server")
 
@@ -75,6 +88,59 @@ class ModelState:
     def generate(self, prompts: list[str], parameters: Any) -> list[str]:
         with self.lock:
             return self.handler.generate(prompts, parameters)
+
+    def generate_stream(self, prompt: str, parameters: Any) -> Any:
+        """The handler's pieces of text, holding the model's lock until the last one."""
+        with self.lock:
+            yield from self.handler.generate_stream(prompt, parameters)
+
+    def chat(self, data: Any) -> tuple[chat_contract.ChatRequest, str, Any]:
+        """Parse a chat request and render its prompt: (request, prompt, generation parameters)."""
+        request = chat_contract.parse_chat_request(data, request_contract.limits())  # no constrained decoding
+        chat_prompt = getattr(self.handler, "chat_prompt", None)
+        if chat_prompt is None:
+            raise ChatError(f"this container's handler ({type(self.handler).__name__}) does not serve chat requests; "
+                            'send a generation request {"inputs": ...}', param="messages", code="chat_not_supported")  # fmt: skip
+        if request.stream and getattr(self.handler, "generate_stream", None) is None:
+            raise ChatError("stream: this container's handler does not stream; send stream false", param="stream",
+                            code="unsupported_value")  # fmt: skip
+        return request, chat_prompt(request), chat_parameters(request)
+
+    def chat_reply(self, request: chat_contract.ChatRequest, prompt: str, parameters: Any) -> dict[str, Any]:
+        """The whole reply: generate, then stop sequences, tool calls and usage (chat_contract)."""
+        [text] = self.generate([prompt], parameters)
+        count = getattr(self.handler, "count_tokens", None)
+        if count is None:  # no token counts: no usage, and "stop" (the length cannot be told)
+            return chat_contract.completion_from_text(request, self.model_name, str(text), "stop")
+        used = count(str(text))
+        finish = "length" if used >= parameters.max_new_tokens else "stop"
+        return chat_contract.completion_from_text(request, self.model_name, str(text), finish, count(prompt), used)
+
+    def chat_events(self, request: chat_contract.ChatRequest, prompt: str, parameters: Any) -> Any:
+        """The streamed reply's SSE events (chat_contract.ChatStream); a failure midway ends it with an error event."""
+        stream = chat_contract.ChatStream(request, self.model_name)
+        yield from stream.start()
+        pieces: list[str] = []
+        try:
+            for piece in self.generate_stream(prompt, parameters):
+                pieces.append(piece)
+                yield from stream.feed(piece)
+                if stream.stopped:
+                    break
+        except Exception:
+            request_id = uuid.uuid4().hex[:12]
+            log.error("chat stream %s failed:\n%s", request_id, traceback.format_exc())
+            yield from stream.error(f"generation failed; see the container log, request id {request_id}")
+            return
+        count = getattr(self.handler, "count_tokens", None)
+        used = count("".join(pieces)) if count else len(pieces)
+        finish = "length" if count and used >= parameters.max_new_tokens else "stop"
+        yield from stream.finish(finish, count(prompt) if count else 0, used)
+
+    @property
+    def model_name(self) -> str:
+        """What chat replies name as their model when the request named none."""
+        return getattr(self.handler, "model_name", None) or self.model_dir.name
 
 
 def _error(status: int, message: str, **headers: str) -> JSONResponse:
@@ -145,7 +211,10 @@ def create_app(
             return _error(503, state.load_error or "model is loading; retry when /ping answers 200")
         try:
             # In a thread: checking a 6 MB body takes a while, and the event loop must keep answering /ping.
-            generation = await run_in_threadpool(lambda: parse_request(decode_body(bytes(body))))
+            data = await run_in_threadpool(decode_body, bytes(body))
+            if chat_contract.is_chat_request(data):
+                return await _chat(state, data)
+            generation = await run_in_threadpool(parse_request, data)
             texts = await run_in_threadpool(state.generate, list(generation.inputs), generation.parameters)
             if not isinstance(texts, list) or len(texts) != len(generation.inputs):
                 raise TypeError(
@@ -164,3 +233,24 @@ def create_app(
         return JSONResponse([{"generated_text": p + str(t)} for p, t in zip(prefix, texts)])
 
     return app
+
+
+async def _chat(state: ModelState, data: Any) -> Response:
+    """/invocations for a chat request: a chat.completion, or SSE when it streams; refusals in OpenAI's shape."""
+    try:
+        request, prompt, parameters = await run_in_threadpool(state.chat, data)
+        if request.stream:
+            events = state.chat_events(request, prompt, parameters)
+            return StreamingResponse(iterate_in_threadpool(events), media_type=chat_contract.SSE_CONTENT_TYPE)
+        reply = await run_in_threadpool(state.chat_reply, request, prompt, parameters)
+    except ChatError as err:
+        return JSONResponse(chat_contract.error_body(err), status_code=err.status)
+    except RequestError as err:  # the handler refused the generation (e.g. prompt + max_new_tokens too long)
+        return JSONResponse(chat_contract.error_body(ChatError(err.message, status=err.status)), status_code=err.status)
+    except Exception as err:
+        request_id = uuid.uuid4().hex[:12]
+        log.error("chat request %s failed:\n%s", request_id, traceback.format_exc())
+        body = ChatError(f"generation failed ({type(err).__name__}); see the container log, request id {request_id}",
+                         status=500, type="server_error")  # fmt: skip
+        return JSONResponse(chat_contract.error_body(body), status_code=500)
+    return JSONResponse(reply)

@@ -5,18 +5,25 @@ JSON): every refusal quotes the key, the limit and the value. Two request shapes
     {"inputs": "text" | ["text", ...], "parameters": {...}}   the Hugging Face / LMI shape
     {"input": "text"}                                          the original TensorRT GPT-2 container's shape
 Reply: {"generated_text": "..."} per input, as a list, like the Hugging Face containers.
+
+Chat: a body with "messages" is an OpenAI Chat Completions request (chat_contract.py, shipped beside
+request_contract.py). A handler serves chat when it also implements ChatHandler.chat_prompt (the request rendered
+by its model's chat template); count_tokens gives the reply's usage, generate_stream lets it stream.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
+import chat_contract  # the image: /opt/program/chat_contract.py, beside request_contract.py
 import request_contract  # the image: /opt/program/request_contract.py (the Dockerfiles copy it beside us)
 
 RequestError = request_contract.RequestError  # a bad request: the server answers 400 with its message
+ChatError = chat_contract.ChatError  # a bad chat request: its status, OpenAI's error object
 decode_body = request_contract.decode_body  # strict JSON (request_contract: NaN, huge numbers, surrogates, depth)
 
 
@@ -63,3 +70,32 @@ class Handler(Protocol):
 
     def generate(self, prompts: list[str], parameters: GenerationParameters) -> list[str]:
         """Generated continuations, one per prompt."""
+
+
+class ChatHandler(Protocol):
+    """What a handler adds to serve chat requests on /invocations (all optional but chat_prompt)."""
+
+    def chat_prompt(self, request: chat_contract.ChatRequest) -> str:
+        """The request rendered by the model's chat template, with its tools (request.template_messages(),
+        request.template_tools(), request.chat_template_kwargs); raise ChatError when the model has no template or
+        the template refuses the messages."""
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens in `text` (the reply's usage; without it the reply has none and says finish_reason "stop")."""
+
+    def generate_stream(self, prompt: str, parameters: GenerationParameters) -> Iterator[str]:
+        """The continuation of `prompt`, piece by piece as it is generated (without it, chat does not stream)."""
+
+
+def chat_parameters(request: chat_contract.ChatRequest) -> GenerationParameters:
+    """The generation parameters of a chat request: max_tokens (the endpoint's limit when not asked), greedy for
+    temperature 0, sampling when a temperature or top_p is given, the seed."""
+    fields: dict[str, Any] = {"max_new_tokens": request.max_tokens}
+    if request.temperature == 0:
+        fields["do_sample"] = False
+    elif request.temperature is not None or request.top_p is not None:
+        fields["do_sample"] = True
+        fields.update({k: getattr(request, k) for k in ("temperature", "top_p") if getattr(request, k) is not None})
+    if request.seed is not None:
+        fields["seed"] = request.seed
+    return GenerationParameters(**fields)

@@ -10,8 +10,14 @@ Artifact layout (the directory SageMaker mounts at /opt/ml/model):
                                               tokenizers 0.21 read them; a tokenizer saved by transformers 5
                                               gets a tokenizer_config.json with a 4.x class
                                               (systems/container_tokenizer.py)
-    code/inference.py                         the request handler (systems/hf_fastload/handler)
+    code/inference.py                         the request handler (systems/hf_fastload/handler), with the
+    code/request_contract.py, chat_contract.py  contracts it imports (the repository's top-level modules)
     manifest.json                             what/how/verification + sha256 of every file
+
+Chat: the tokenizer's chat template serves chat requests; `chat_template` (a recipe argument) replaces it or
+gives one to a tokenizer without. A template is rendered on a sample conversation with tools at build, so a
+template that cannot render fails the build; the manifest's `chat_template` says where the template came from
+("tokenizer", "config") or null: the handler then refuses chat requests.
 
 Verification runs the handler's own loader on the written artifact and compares its logits and greedy
 tokens with the source model in the same dtype, so a build that finishes is known to load and agree.
@@ -24,7 +30,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import chat_contract
 import request_contract
+from artifact import BuildError
 from artifact.source import resolve_model_source
 from endpoint_config import EndpointSpec
 from systems import recipe_common as common
@@ -36,9 +44,25 @@ TOLERANCE = common.TOLERANCE  # the shared table (compare_with_source reads it);
 TORCH_SAVE_FILE = "model.pt"
 
 
-def build(endpoint: EndpointSpec, out_dir: Path, progress: bool = True) -> dict[str, Any]:
+# A conversation that exercises what chat templates branch on: a system message, tools, an assistant tool call,
+# its result. The build renders it with the artifact's template (check_chat_template).
+SAMPLE_CHAT = {
+    "messages": [
+        {"role": "system", "content": "You are brief."},
+        {"role": "user", "content": "What is the weather in Paris?"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]},
+        {"role": "tool", "content": "sunny, 21 C", "tool_call_id": "call_1"},
+    ],
+    "tools": [{"type": "function", "function": {"name": "get_weather", "description": "Weather in a city",
+                                                "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}],
+}  # fmt: skip
+
+
+def build(endpoint: EndpointSpec, out_dir: Path, progress: bool = True, chat_template: str | None = None) -> dict[str, Any]:
     """Write the verified artifact of `endpoint` into `out_dir` (empty or absent) and return its manifest.
 
+    chat_template: a Jinja chat template that replaces the tokenizer's (or gives one to a tokenizer without).
     The caller (model_build.cli) builds into a temporary directory and renames it on success, so a
     failure here never leaves a half-written artifact in place.
     """
@@ -52,6 +76,7 @@ def build(endpoint: EndpointSpec, out_dir: Path, progress: bool = True) -> dict[
     from systems.hf_fastload.handler import inference as handler
 
     out_dir = Path(out_dir)
+    chat: dict[str, str | None] = {}
 
     def write_weights(model: Any, _tokenizer: Any) -> None:
         if endpoint.weights_format == "safetensors":
@@ -73,6 +98,10 @@ def build(endpoint: EndpointSpec, out_dir: Path, progress: bool = True) -> dict[
         (out_dir / "code").mkdir(exist_ok=True)
         shutil.copyfile(HANDLER_SOURCE, out_dir / "code" / "inference.py")
         shutil.copyfile(request_contract.__file__, out_dir / "code" / "request_contract.py")  # inference.py imports it
+        shutil.copyfile(chat_contract.__file__, out_dir / "code" / "chat_contract.py")  # and this one
+        if chat_template is not None:
+            set_chat_template(out_dir, chat_template)
+        chat["source"] = check_chat_template(out_dir, given=chat_template is not None)
 
     def reload() -> tuple[Any, Any]:
         loaded = handler.load_model(
@@ -104,5 +133,42 @@ def build(endpoint: EndpointSpec, out_dir: Path, progress: bool = True) -> dict[
                 "transformers": HF_CONTAINER_TRANSFORMERS,
             },
             "tokenizer_rewritten": tokenizer_export.rewritten,
+            "chat_template": chat["source"],  # "tokenizer", "config" or None: no chat
         },
     )
+
+
+def set_chat_template(out_dir: Path, template: str) -> None:
+    """Put `template` into the artifact's tokenizer_config.json (where transformers 4.49 reads it), in place of
+    the tokenizer's own (a chat_template.jinja would win over it in 4.49, so it goes)."""
+    import json
+
+    path = out_dir / "tokenizer_config.json"
+    config = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    config["chat_template"] = template
+    path.write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    (out_dir / "chat_template.jinja").unlink(missing_ok=True)
+
+
+def check_chat_template(out_dir: Path, given: bool) -> str | None:
+    """Render SAMPLE_CHAT with the artifact's tokenizer and chat template, as the handler will; BuildError when
+    it cannot. Returns where the template came from ("config" when given, "tokenizer"), or None without one."""
+    import jinja2
+    import transformers
+
+    tokenizer = transformers.AutoTokenizer.from_pretrained(out_dir)
+    if not getattr(tokenizer, "chat_template", None):
+        return None
+    request = chat_contract.parse_chat_request(SAMPLE_CHAT)
+    try:
+        text = tokenizer.apply_chat_template(request.template_messages(), tools=request.template_tools(),
+                                             add_generation_prompt=True, tokenize=False)  # fmt: skip
+    except (jinja2.exceptions.TemplateError, TypeError) as err:
+        where = "the chat_template given" if given else "the tokenizer's chat template"
+        raise BuildError(f"{where} cannot render a conversation with tools and a tool call: "
+                         f"{type(err).__name__}: {err}; allowed: a Jinja template that renders OpenAI-style messages, "
+                         "tool_calls and tool results") from None  # fmt: skip
+    if "Paris" not in text:
+        raise BuildError("the chat template rendered the sample conversation without its messages; allowed: a "
+                         "template that renders each message's content")  # fmt: skip
+    return "config" if given else "tokenizer"

@@ -303,7 +303,8 @@ def program_dir() -> Iterator[Path]:
     root = Path(tempfile.mkdtemp(prefix="byoc-test-"))
     root.chmod(0o755)
     shutil.copytree(SERVER_DIR, root / "byoc_server", ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copyfile(SERVER_DIR.parent.parent / "request_contract.py", root / "request_contract.py")  # as the Dockerfiles COPY it
+    for contract in ("request_contract.py", "chat_contract.py"):  # beside byoc_server/, as the images hold them
+        shutil.copyfile(SERVER_DIR.parent.parent / contract, root / contract)
     (root / "fake_handler.py").write_text(FAKE_HANDLER_SOURCE)
     (root / "model").mkdir()
     yield root

@@ -184,6 +184,108 @@ def test_a_transformers5_only_artifact_fails_there(container_python, artifact, t
     assert "TokenizersBackend" in result["toolkit"]["error"]
 
 
+# ---- chat under the container's stack -----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def chat_served(container_python, chat_artifact: Path) -> dict:
+    """A chat request (system + user, a tool on offer, greedy) to the tiny Llama hf-fastload artifact, through the
+    toolkit and directly, under transformers 4.49."""
+    proc = subprocess.run([str(container_python), "-I", str(LOADER), str(chat_artifact), PROMPT, "--max-new-tokens",
+                           str(NEW_TOKENS), "--chat"], capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert proc.returncode == 0, f"chat did not serve under transformers 4.49:\n{proc.stdout[-3000:]}\n{proc.stderr[-4000:]}"
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_toolkit_serves_a_chat_request_with_the_artifacts_handler(chat_served: dict, chat_artifact: Path) -> None:
+    from openai.types.chat import ChatCompletion
+
+    toolkit, direct = chat_served["toolkit"], chat_served["direct"]
+    assert Path(toolkit["user_module"]) == chat_artifact / "code" / "inference.py"
+    reply = ChatCompletion.model_validate(toolkit["reply"])
+    assert reply.choices[0].finish_reason == "length" and reply.usage.completion_tokens == NEW_TOKENS
+    assert toolkit["reply"]["choices"] == direct["reply"]["choices"] and toolkit["reply"]["usage"] == direct["reply"]["usage"]
+    assert direct["stream_text"] == direct["reply"]["choices"][0]["message"]["content"]  # stream_fn under 4.49
+
+
+def test_the_chat_template_and_the_model_agree_with_transformers5(chat_served: dict, chat_artifact: Path) -> None:
+    """The template renders the same prompt (same ids) under 4.49 and 5.x, and the next-token logits agree: with the
+    RoPE base lost from config.json (transformers 5 writes rope_parameters, 4.49 reads rope_theta) they differ by
+    3.2e-3 on this model (measured), so the bound is far below that."""
+    import torch
+
+    import chat_contract
+    from systems.hf_fastload.handler import inference as handler
+
+    model = handler.model_fn(str(chat_artifact))
+    request = chat_contract.parse_chat_request(json.loads(loader_module().chat_body(PROMPT, NEW_TOKENS)))
+    ids = handler.chat_prompt(model, request)["input_ids"]
+    assert ids[0].tolist() == chat_served["direct"]["prompt_ids"]
+    with torch.inference_mode():
+        logits = model["model"](input_ids=ids).logits[0, -1].float()
+    diff = (logits - torch.tensor(chat_served["direct"]["last_logits"])).abs().max().item()
+    assert diff <= 5e-5, f"next-token logits differ by {diff} between transformers 4.49 and 5.x"
+    config = json.loads((chat_artifact / "config.json").read_text())
+    assert config["rope_theta"] == 500_000.0 == config["rope_parameters"]["rope_theta"]
+
+
+def loader_module():  # noqa: ANN201 - the loader script as a module (for the request it sends)
+    spec = importlib.util.spec_from_file_location("loader", LOADER)
+    loader = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(loader)
+    return loader
+
+
+def test_a_generated_tool_call_is_read_under_449(chat_served: dict) -> None:
+    message = chat_served["direct"]["tool_reply"]["choices"][0]["message"]
+    assert chat_served["direct"]["tool_reply"]["choices"][0]["finish_reason"] == "tool_calls"
+    assert message["content"] == "Let me look. "
+    assert [c["function"] for c in message["tool_calls"]] == [{"name": "get_weather", "arguments": '{"city": "Paris"}'}]
+
+
+ARCH_SCRIPT = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import load_with_toolkit as loader
+out = {}
+for arch, path in json.loads(sys.argv[2]).items():
+    try:
+        result = loader.run_direct(__import__("pathlib").Path(path), loader.chat_body("Hello", 2))
+        out[arch] = {"ok": True, "finish_reason": result["reply"]["choices"][0]["finish_reason"]}
+    except Exception as err:
+        out[arch] = {"ok": False, "error": f"{type(err).__name__}: {err}"[:300]}
+    for name in [m for m in sys.modules if m in ("chat_contract", "request_contract")]:
+        del sys.modules[name]  # each artifact's own copies
+    sys.path[:] = [p for p in sys.path if not p.endswith("/code")]
+print(json.dumps(out))
+"""
+
+
+def test_which_tiny_chat_architectures_the_container_serves(container_python, tiny_chat_models, tmp_path_factory) -> None:
+    """Each tiny chat model built as hf-fastload (under transformers 5) and served a chat request under the
+    container's transformers 4.49: Llama, Qwen2, Mistral and Gemma 2 serve; Qwen3 does not (4.49 predates it; it
+    needs transformers 4.51), so the build alone proves nothing about it."""
+    from deployment import load_config
+    from model_build.cli import build_endpoint
+    from model_build.tiny_models import CHAT_ARCHITECTURES
+
+    root = tmp_path_factory.mktemp("chat-archs")
+    built = {}
+    for arch in CHAT_ARCHITECTURES:
+        config = root / f"{arch}.yaml"
+        config.write_text(f"endpoints:\n  - name: tiny-{arch}\n    system: hf-fastload\n    model: {tiny_chat_models[arch]}\n"
+                          "    instance_type: ml.m5.xlarge\n    dtype: fp16\n")  # fmt: skip
+        build_endpoint(load_config(config).endpoint(f"tiny-{arch}"), root / arch, progress=False)
+        built[arch] = str(root / arch)
+    proc = subprocess.run([str(container_python), "-I", "-c", ARCH_SCRIPT, str(LOADER.parent), json.dumps(built)],
+                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    serves = {arch for arch, r in result.items() if r["ok"]}
+    assert serves == {"llama", "qwen2", "mistral", "gemma2"}, result
+    assert "qwen3" in result["qwen3"]["error"] and "does not recognize this architecture" in result["qwen3"]["error"]
+
+
 # ---- tokenizer.json for the DJL images' old tokenizers (0.14 / 0.15) ---------------------------------------
 
 OLD_TOKENIZERS = ("0.14.1", "0.15.2")  # what the DJL 0.24 / 0.27 images' transformers pins resolve to (make_env.sh)

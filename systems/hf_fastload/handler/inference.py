@@ -9,8 +9,12 @@ So: stdlib + torch + transformers only, and the one argument that differs (`torc
 Request: {"inputs": str | [str, ...], "parameters": {...}} (application/json; text/plain is one prompt).
 Reply:   [{"generated_text": str}, ...], one entry per input, holding the continuation only (like
          text-generation-inference); pass "return_full_text": true for prompt + continuation.
+Chat:    a body with "messages" is an OpenAI Chat Completions request (chat_contract.py, copied beside this file
+         like request_contract.py): the tokenizer's chat template renders it (with its tools), the reply is a
+         chat.completion (tool calls read in the hermes format) from predict_fn, SSE chunks from stream_fn.
 Every invalid request raises ValueError whose message names the key, the value and the limit; the toolkit
-and model_build's local server turn it into a 400 reply.
+and model_build's local server turn it into a 400 reply (chat refusals are chat_contract.ChatError, whose
+error_body() is OpenAI's error object).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from typing import Any
 import torch
 import transformers
 
+import chat_contract  # code/chat_contract.py beside this file, as request_contract.py
 import request_contract  # the artifact's code/request_contract.py beside this file (the recipe copies it); the repository's own top-level module in tests
 
 TORCH_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
@@ -171,6 +176,7 @@ def load_model(
     context = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
     decode_mode, generate_kwargs = decode_settings(model, decode)
     return {
+        "name": manifest.get("endpoint") or model_dir.name,  # the model name chat replies give when asked none
         "model": model,
         "tokenizer": tokenizer,
         "device": next(model.parameters()).device,
@@ -239,8 +245,11 @@ def input_fn(input_data: bytes | str, content_type: str | None, context: Any = N
     raise ValueError(f"content type {content_type!r} is not supported; allowed: application/json, text/plain")
 
 
-def predict_fn(data: Any, model: dict, context: Any = None) -> list[dict[str, str]]:
-    """Generate for every prompt; validates first, so a bad request costs no compute."""
+def predict_fn(data: Any, model: dict, context: Any = None) -> list[dict[str, str]] | dict[str, Any]:
+    """Generate for every prompt; validates first, so a bad request costs no compute. A chat request (a body
+    with "messages") gets a chat.completion."""
+    if chat_contract.is_chat_request(data):
+        return chat_completion(data, model)
     prompts, params = validate_request(data)
     tokenizer, lm = model["tokenizer"], model["model"]
     return_full_text = params.pop("return_full_text")
@@ -283,10 +292,9 @@ def stream_fn(data: Any, model: dict, context: Any = None) -> Any:
     invocations-response-stream), standing in for a container that streams. SageMaker's Hugging Face inference
     toolkit never calls it (it has no streaming hook), so a deployed hf-fastload endpoint does not stream
     (endpoint_config/streaming.py refuses `streaming.enabled` for it)."""
-    import queue
-
-    from transformers.generation.streamers import BaseStreamer
-
+    if chat_contract.is_chat_request(data):
+        yield from chat_stream(data, model)
+        return
     if isinstance(data, dict) and "stream" in data:  # LMI's request shape asks for a stream with "stream": true
         if data["stream"] is not True:
             raise request_contract.RequestError(f"stream must be true on the streaming path, got {data['stream']!r}")
@@ -296,7 +304,7 @@ def stream_fn(data: Any, model: dict, context: Any = None) -> Any:
         raise request_contract.RequestError(f"inputs: a streamed request takes one prompt, got a list of {len(prompts)}")
     if params.get("num_beams", 1) != 1:
         raise request_contract.RequestError(f"parameters.num_beams must be 1 when streaming, got {params['num_beams']}")
-    tokenizer, lm = model["tokenizer"], model["model"]
+    tokenizer = model["tokenizer"]
     return_full_text = params.pop("return_full_text")
     seed = params.pop("seed", None)
     encoded = tokenizer(prompts, return_tensors="pt").to(model["device"])
@@ -307,6 +315,28 @@ def stream_fn(data: Any, model: dict, context: Any = None) -> Any:
             f"inputs tokens + parameters.max_new_tokens must be <= {context_length}; given: {prompt_tokens} "
             f"inputs tokens and max_new_tokens {params['max_new_tokens']}"
         )
+    ids: list[int] = []
+    shown = ""
+    for token_id, delta, text in _decoded_stream(tokenizer, _token_stream(model, encoded, params, seed), True):
+        if token_id is not None:
+            ids.append(token_id)
+        shown = text
+        if delta:
+            yield (json.dumps({"token": {"id": ids[-1], "text": delta}}) + "\n").encode()
+    finish = "length" if len(ids) >= params["max_new_tokens"] else "eos_token"
+    final = {"generated_text": (prompts[0] if return_full_text else "") + shown,
+             "details": {"finish_reason": finish, "generated_tokens": len(ids)}}  # fmt: skip
+    yield (json.dumps(final) + "\n").encode()
+
+
+def _token_stream(model: dict, encoded: Any, params: dict[str, Any], seed: int | None) -> Any:
+    """The new token ids of one generate call, as they are made (generate runs in a thread; its failure is
+    raised here, where the reply is being sent)."""
+    import queue
+
+    from transformers.generation.streamers import BaseStreamer
+
+    tokenizer, lm = model["tokenizer"], model["model"]
     done = object()
 
     class TokenQueue(BaseStreamer):
@@ -341,22 +371,139 @@ def stream_fn(data: Any, model: dict, context: Any = None) -> Any:
 
     # A client that goes away stops reading, not generating: the thread finishes its max_new_tokens and ends.
     threading.Thread(target=generate, name="stream-generate", daemon=True).start()
-    ids: list[int] = []
-    shown = ""
     while (item := tokens.items.get()) is not done:
         if isinstance(item, Exception):
             raise item
-        ids.append(item)
-        text = tokenizer.decode(ids, skip_special_tokens=True)
+        yield item
+
+
+def _decoded_stream(tokenizer: Any, token_ids: Any, skip_special_tokens: bool, stop_ids: tuple[int, ...] = ()) -> Any:
+    """(token id, new text, all text so far) per token, then (None, the rest, all text) if text was held back: a
+    token that ends inside a UTF-8 sequence (U+FFFD) gives its text with the next one. Ids in stop_ids (end of
+    sequence) are passed on but not decoded."""
+    ids: list[int] = []
+    shown = ""
+    for token_id in token_ids:
+        if token_id not in stop_ids:
+            ids.append(token_id)
+        text = tokenizer.decode(ids, skip_special_tokens=skip_special_tokens)
         if text.endswith("\ufffd"):  # an incomplete UTF-8 sequence: its next token completes it
+            yield token_id, "", shown
             continue
         delta, shown = text[len(shown):], text
-        if delta:
-            yield (json.dumps({"token": {"id": item, "text": delta}}) + "\n").encode()
-    text = tokenizer.decode(ids, skip_special_tokens=True)
-    if text[len(shown):]:
-        yield (json.dumps({"token": {"id": ids[-1], "text": text[len(shown):]}}) + "\n").encode()
-    finish = "length" if len(ids) >= params["max_new_tokens"] else "eos_token"
-    final = {"generated_text": (prompts[0] if return_full_text else "") + text,
-             "details": {"finish_reason": finish, "generated_tokens": len(ids)}}  # fmt: skip
-    yield (json.dumps(final) + "\n").encode()
+        yield token_id, delta, shown
+    text = tokenizer.decode(ids, skip_special_tokens=skip_special_tokens)
+    if text != shown:
+        yield None, text[len(shown):], text
+
+
+# ---- chat: OpenAI Chat Completions (chat_contract) ---------------------------------------------------------
+
+
+def _chat_request(data: Any, stream: bool) -> chat_contract.ChatRequest:
+    request = chat_contract.parse_chat_request(data, request_contract.limits())  # no constrained decoding here
+    if request.stream != stream:
+        if stream:
+            raise chat_contract.ChatError("stream must be true on the streaming path", param="stream")
+        raise chat_contract.ChatError(
+            "stream: this path answers whole replies (the Hugging Face inference toolkit has no streaming); send "
+            "stream false, or use a streaming route", param="stream", code="unsupported_value")  # fmt: skip
+    return request
+
+
+def _eos_ids(model: dict) -> tuple[int, ...]:
+    """The ids that end a reply: the generation config's eos_token_id (one or a list) and the tokenizer's."""
+    eos = getattr(model["model"].generation_config, "eos_token_id", None)
+    ids = set(eos if isinstance(eos, list) else [eos]) | {model["tokenizer"].eos_token_id}
+    return tuple(i for i in ids if i is not None)
+
+
+def chat_prompt(model: dict, request: chat_contract.ChatRequest) -> Any:
+    """The request rendered by the tokenizer's chat template (with its tools and chat_template_kwargs) and
+    tokenized as it stands (the template writes any BOS itself). A tokenizer without a chat template refuses chat:
+    guessing a prompt format would answer noise."""
+    import jinja2
+
+    tokenizer = model["tokenizer"]
+    if not getattr(tokenizer, "chat_template", None):
+        raise chat_contract.ChatError(
+            "this model has no chat template, so it cannot serve chat requests; send a generation request "
+            '{"inputs": ...}, or build the artifact with a chat template', param="messages", code="chat_template_missing")  # fmt: skip
+    try:
+        text = tokenizer.apply_chat_template(request.template_messages(), tools=request.template_tools(),
+                                             add_generation_prompt=True, tokenize=False, **request.chat_template_kwargs)  # fmt: skip
+    except (jinja2.exceptions.TemplateError, TypeError) as err:
+        raise chat_contract.ChatError(f"messages: the model's chat template cannot render them: {err}",
+                                      param="messages") from None  # fmt: skip
+    encoded = tokenizer(text, return_tensors="pt", add_special_tokens=False)
+    # only what a causal LM takes (a generic tokenizer may add token_type_ids, which generate() refuses)
+    return {k: v.to(model["device"]) for k, v in encoded.items() if k in ("input_ids", "attention_mask")}
+
+
+def _chat_generation(model: dict, request: chat_contract.ChatRequest, prompt_tokens: int) -> dict[str, Any]:
+    """generate's arguments for a chat request. max_tokens asked for must fit the context with the prompt;
+    not asked for, the reply may use the rest of the context up to the endpoint's limit."""
+    context_length = model.get("context_length")
+    room = (context_length - prompt_tokens) if context_length else request.max_tokens
+    if room < 1 or (request.max_tokens_given and request.max_tokens > room):
+        asked = f"max_tokens {request.max_tokens}" if request.max_tokens_given else "at least 1 new token"
+        raise chat_contract.ChatError(
+            f"messages: the prompt has {prompt_tokens} tokens and {asked} was asked for; this model's context is "
+            f"{context_length} tokens", param="messages", code="context_length_exceeded")  # fmt: skip
+    params: dict[str, Any] = {"max_new_tokens": min(request.max_tokens, room)}
+    # temperature 0 is greedy (as vLLM reads it); otherwise a sampling knob means sampling; none given: the
+    # model's generation config decides.
+    if request.temperature == 0:
+        params["do_sample"] = False
+    elif request.temperature is not None or request.top_p is not None:
+        params["do_sample"] = True
+        params.update({k: getattr(request, k) for k in ("temperature", "top_p") if getattr(request, k) is not None})
+    if request.stop:
+        params.update(stop_strings=list(request.stop), tokenizer=model["tokenizer"])
+    return params
+
+
+def chat_completion(data: Any, model: dict) -> dict[str, Any]:
+    """A chat request's whole reply: a chat.completion."""
+    request = _chat_request(data, stream=False)
+    encoded = chat_prompt(model, request)
+    prompt_tokens = encoded["input_ids"].shape[1]
+    params = _chat_generation(model, request, prompt_tokens)
+    tokenizer, lm = model["tokenizer"], model["model"]
+    with model["lock"], torch.inference_mode():
+        if request.seed is not None:
+            torch.manual_seed(request.seed)
+        output = lm.generate(**encoded, **params, **model.get("generate_kwargs", {}), pad_token_id=tokenizer.pad_token_id)
+    new = output[0, prompt_tokens:].tolist()
+    eos = _eos_ids(model)
+    ended = next((i for i, t in enumerate(new) if t in eos), None)
+    kept = new if ended is None else new[:ended]
+    # with tools on offer, special tokens are kept (a model may mark its tool-call tags special; vLLM's hermes
+    # parser does the same), the end-of-sequence token aside
+    text = tokenizer.decode(kept, skip_special_tokens=not request.tools_active)
+    finish = "stop" if ended is not None or len(new) < params["max_new_tokens"] else "length"
+    return chat_contract.completion_from_text(request, model["name"], text, finish, prompt_tokens, len(new))
+
+
+def chat_stream(data: Any, model: dict) -> Any:
+    """A streamed chat request's reply: SSE chunks (chat_contract.ChatStream), validated before the first."""
+    request = _chat_request(data, stream=True)
+    encoded = chat_prompt(model, request)
+    prompt_tokens = encoded["input_ids"].shape[1]
+    params = _chat_generation(model, request, prompt_tokens)
+    stream = chat_contract.ChatStream(request, model["name"])
+    yield from stream.start()
+    eos = _eos_ids(model)
+    count, ended = 0, False
+    tokens = _token_stream(model, encoded, params, request.seed)
+    try:
+        for token_id, delta, _ in _decoded_stream(model["tokenizer"], tokens, not request.tools_active, eos):
+            if token_id is not None:
+                count += 1
+                ended = ended or token_id in eos
+            yield from stream.feed(delta)
+    except Exception as err:  # the status line is sent: the failure goes into the stream, as OpenAI's servers do
+        yield from stream.error(f"generation failed: {type(err).__name__}: {err}")
+        return
+    finish = "stop" if ended or count < params["max_new_tokens"] else "length"
+    yield from stream.finish(finish, prompt_tokens, count)

@@ -12,6 +12,9 @@ toolkit: the real `HuggingFaceHandlerService` is initialized with a real MMS `Co
     mms' RequestProcessor), so decoding, content-type handling and error wrapping are the toolkit's.
 direct: the same `code/inference.py` imported on its own (no toolkit), its four functions called in order,
     plus the prompt's token ids, last-position logits and what the tokenizer loaded as, for cross-checks.
+--chat: the request is an OpenAI chat request with a tool on offer (the artifact's chat template renders it);
+    direct mode adds the streamed reply's text (stream_fn's SSE) and the reply to a scripted generate that emits a
+    hermes tool call (everything after generate is the handler's: decoding, the parser, the reply).
 
 Prints one JSON object on stdout: {"versions": {...}, "toolkit": {...}, "direct": {...}}; each part has
 "ok" and either "reply" (the decoded JSON reply) or "error". Exit status 0 only when every mode run is ok.
@@ -43,6 +46,30 @@ def request_body(prompt: str, max_new_tokens: int) -> bytes:
         {"inputs": prompt, "parameters": {"max_new_tokens": max_new_tokens, "min_new_tokens": max_new_tokens,
                                           "do_sample": False}}
     ).encode()  # fmt: skip
+
+
+WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "Weather in a city",
+                                            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}  # fmt: skip
+TOOL_TEXT = 'Let me look. <tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
+
+
+def chat_body(prompt: str, max_new_tokens: int) -> bytes:
+    return json.dumps({"model": "tiny", "messages": [{"role": "system", "content": "Be brief."},
+                                                     {"role": "user", "content": prompt}],
+                       "tools": [WEATHER], "max_tokens": max_new_tokens, "temperature": 0}).encode()  # fmt: skip
+
+
+class ScriptedLM:
+    """The model's generate, scripted to answer TOOL_TEXT then the end of sequence (random weights cannot)."""
+
+    def __init__(self, real, tokenizer) -> None:  # noqa: ANN001
+        self.generation_config = real.generation_config
+        self.ids = tokenizer(TOOL_TEXT, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+
+    def generate(self, input_ids, streamer=None, **kwargs):  # noqa: ANN001, ANN003, ANN201
+        import torch
+
+        return torch.cat([input_ids, torch.tensor([self.ids[: kwargs["max_new_tokens"]]])], dim=1)
 
 
 def run_toolkit(model_dir: Path, body: bytes) -> dict:
@@ -90,14 +117,25 @@ def run_toolkit(model_dir: Path, body: bytes) -> dict:
 def run_direct(model_dir: Path, body: bytes) -> dict:
     import torch
 
+    if str(model_dir / "code") not in sys.path:  # as the toolkit does: the artifact's code/ first on sys.path
+        sys.path.insert(0, str(model_dir / "code"))
     spec = importlib.util.spec_from_file_location("artifact_inference_direct", model_dir / "code" / "inference.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     model = module.model_fn(str(model_dir))
     data = module.input_fn(body, "application/json")
     reply = json.loads(module.output_fn(module.predict_fn(data, model), "application/json"))
-    prompt = data["inputs"]
-    ids = model["tokenizer"](prompt, return_tensors="pt")["input_ids"]
+    chat: dict = {}
+    if "messages" in data:
+        request = module.chat_contract.parse_chat_request(data)
+        ids = module.chat_prompt(model, request)["input_ids"].cpu()
+        events = b"".join(module.stream_fn({**data, "stream": True}, model)).decode().split("\n\n")
+        chunks = [json.loads(e[len("data: "):]) for e in events if e.startswith("data: {")]
+        chat["stream_text"] = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"])
+        scripted = {**model, "model": ScriptedLM(model["model"], model["tokenizer"])}
+        chat["tool_reply"] = module.predict_fn({**data, "max_tokens": 64}, scripted)  # room for the whole call
+    else:
+        ids = model["tokenizer"](data["inputs"], return_tensors="pt")["input_ids"]
     with torch.inference_mode():
         logits = model["model"](input_ids=ids.to(model["device"])).logits[0, -1].float().cpu()
     return {
@@ -106,6 +144,7 @@ def run_direct(model_dir: Path, body: bytes) -> dict:
         "prompt_ids": ids[0].tolist(),
         "last_logits": [round(float(x), 5) for x in logits],
         "dtype": str(next(model["model"].parameters()).dtype),
+        **chat,
         "tokenizer": {
             "class": type(model["tokenizer"]).__name__,
             "additional_special_tokens": list(model["tokenizer"].additional_special_tokens),
@@ -120,10 +159,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("prompt")
     ap.add_argument("--max-new-tokens", type=int, default=16)
     ap.add_argument("--mode", choices=("toolkit", "direct", "both"), default="both")
+    ap.add_argument("--chat", action="store_true", help="send an OpenAI chat request instead")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     torch_threads()
-    body = request_body(args.prompt, args.max_new_tokens)
+    body = (chat_body if args.chat else request_body)(args.prompt, args.max_new_tokens)
     result: dict = {"versions": versions()}
     modes = ("toolkit", "direct") if args.mode == "both" else (args.mode,)
     for mode in modes:

@@ -1,0 +1,768 @@
+"""The OpenAI Chat Completions contract: what a chat request may carry, its errors and its replies, in one place.
+
+Shipped beside request_contract.py wherever that ships (the artifact's code/, our images, the Lambda assets), so:
+stdlib only, no imports of ours but request_contract (strict JSON, limits), Python 3.10 syntax.
+
+A body with "messages" is a chat request. parse_chat_request() parses it into a ChatRequest, defaults applied,
+holding exactly what may be forwarded (ChatRequest.to_json()), or raises ChatError, whose error_body() is OpenAI's
+error object {"error": {"message", "type", "param", "code"}}. Shapes and field names are the `openai` package's
+own types (openai 3.57.0: openai/types/chat/completion_create_params.py, chat_completion.py,
+chat_completion_chunk.py, chat_completion_*_message_param.py; openai/types/shared/error_object.py).
+
+Replies: completion_body() (a chat.completion), ChatStream (chat.completion.chunk objects as server-sent events,
+usage in a last chunk when asked, then `data: [DONE]`). Tool calls in generated text are read in the hermes
+format, <tool_call>{"name": ..., "arguments": {...}}</tool_call>, as vLLM's hermes parser reads it
+(parse_tool_calls).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import request_contract
+
+# ---- errors -----------------------------------------------------------------------------------------------
+
+
+class ChatError(ValueError):
+    """A refused chat request (a ValueError, so toolkits that answer ValueError with 400 keep doing so).
+
+    status: 400 for everything the request says (OpenAI answers invalid_request_error with 400); 413 for a body
+    over the transport's limit; the other statuses are the servers' (auth, unknown endpoint, overload)."""
+
+    def __init__(self, message: str, status: int = 400, type: str = "invalid_request_error",  # noqa: A002
+                 param: str | None = None, code: str | None = None) -> None:  # fmt: skip
+        super().__init__(message)
+        self.message = message
+        self.status = status
+        self.type = type
+        self.param = param
+        self.code = code
+
+
+def error_body(err: Any) -> dict[str, dict[str, Any]]:
+    """OpenAI's error object (openai/types/shared/error_object.py: message, type, param, code) for a ChatError,
+    or for anything with those attributes."""
+    return {"error": {"message": err.message, "type": err.type, "param": err.param, "code": err.code}}
+
+
+def _refuse(param: str, message: str, code: str | None = None) -> ChatError:
+    return ChatError(f"{param}: {message}", param=param, code=code)
+
+
+# ---- the request ------------------------------------------------------------------------------------------
+
+# Top-level keys a request may carry (what the endpoints behind this contract honour); anything else is refused,
+# naming these. "n" takes 1 only (one choice per request); "model" is accepted whatever it says and echoed:
+# SageMaker routes by the endpoint name in the URL, the endpoint serves one model, and clients must send some
+# model name (the openai SDK requires it; LangChain and gateways send their own defaults), so refusing names would
+# refuse those clients and name nothing wrong with the request.
+REQUEST_KEYS = (
+    "messages", "model", "tools", "tool_choice", "stream", "stream_options", "max_tokens", "max_completion_tokens",
+    "temperature", "top_p", "stop", "seed", "n", "response_format", "chat_template_kwargs",
+)  # fmt: skip
+ROLES = ("system", "developer", "user", "assistant", "tool")  # "developer" is read as "system" (its successor)
+MESSAGE_KEYS = {
+    "system": ("role", "content", "name"),
+    "developer": ("role", "content", "name"),
+    "user": ("role", "content", "name"),
+    "assistant": ("role", "content", "name", "tool_calls", "refusal"),
+    "tool": ("role", "content", "tool_call_id"),
+}
+TOOL_CHOICES = ("none", "auto", "required")
+RESPONSE_FORMATS = ("text", "json_object", "json_schema")
+MAX_STOP = 4  # "Up to 4 sequences" (completion_create_params.py, stop)
+MAX_TEMPERATURE = 2.0  # "between 0 and 2" (completion_create_params.py, temperature)
+# Function and schema names: "a-z, A-Z, 0-9, or contain underscores and dashes, with a maximum length of 64"
+# (shared_params/function_definition.py, response_format_json_schema.py).
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+# The named parameters of tokenizer.apply_chat_template (transformers 4.49 and 5.23): a chat_template_kwargs key
+# with one of these names would replace the handler's own argument (or the template itself), so it is refused.
+# vLLM guards the same kwargs for the same reason.
+RESERVED_TEMPLATE_KWARGS = (
+    "conversation", "messages", "tools", "documents", "chat_template", "add_generation_prompt",
+    "continue_final_message", "tokenize", "sanitize_control_tokens", "padding", "truncation", "max_length",
+    "return_tensors", "return_dict", "return_assistant_tokens_mask", "tokenizer_kwargs",
+)  # fmt: skip
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A function call: arguments is JSON text (an object), as OpenAI sends and expects it."""
+
+    id: str
+    name: str
+    arguments: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": self.arguments}}
+
+
+@dataclass(frozen=True)
+class Message:
+    """One message; content is the text (text parts joined with newlines, as vLLM joins them), None for an
+    assistant message that only calls tools."""
+
+    role: str
+    content: str | None
+    name: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"role": self.role, "content": self.content}
+        if self.name is not None:
+            out["name"] = self.name
+        if self.tool_calls:
+            out["tool_calls"] = [call.to_json() for call in self.tool_calls]
+        if self.tool_call_id is not None:
+            out["tool_call_id"] = self.tool_call_id
+        return out
+
+    def for_template(self) -> dict[str, Any]:
+        """The message as chat templates read it: tool-call arguments as an object (templates render them with
+        `tojson`; vLLM parses them the same way before applying a template)."""
+        out = self.to_json()
+        if self.tool_calls:
+            out["tool_calls"] = [{"id": c.id, "type": "function",
+                                  "function": {"name": c.name, "arguments": json.loads(c.arguments)}}
+                                 for c in self.tool_calls]  # fmt: skip
+        return out
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    parameters: dict[str, Any]
+    description: str | None = None
+    strict: bool | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        function: dict[str, Any] = {"name": self.name, "parameters": self.parameters}
+        if self.description is not None:
+            function["description"] = self.description
+        if self.strict is not None:
+            function["strict"] = self.strict
+        return {"type": "function", "function": function}
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """A parsed chat request, defaults applied.
+
+    tool_choice: "none", "auto" or "required", and tool_name when one function is forced; default "auto" with
+    tools, "none" without (completion_create_params.py, tool_choice).
+    max_tokens: what the request asked (max_completion_tokens wins over the deprecated max_tokens when both are
+    given), else the endpoint's limit; max_tokens_given says which. A handler that was not asked may stop earlier
+    at its context length instead of refusing.
+    temperature, top_p, seed: None when not given (the engine's default, e.g. the model's generation config).
+    """
+
+    messages: tuple[Message, ...]
+    max_tokens: int
+    max_tokens_given: bool = False
+    model: str | None = None
+    tools: tuple[Tool, ...] = ()
+    tool_choice: str = "none"
+    tool_name: str | None = None
+    stream: bool = False
+    include_usage: bool = False
+    temperature: float | None = None
+    top_p: float | None = None
+    stop: tuple[str, ...] = ()
+    seed: int | None = None
+    response_format: str = "text"
+    json_schema: dict[str, Any] | None = None
+    chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def tools_active(self) -> bool:
+        """Whether the model is shown the tools and its output read for tool calls."""
+        return bool(self.tools) and self.tool_choice != "none"
+
+    def template_messages(self) -> list[dict[str, Any]]:
+        return [m.for_template() for m in self.messages]
+
+    def template_tools(self) -> list[dict[str, Any]] | None:
+        """The tools to render into the prompt (None when tool_choice is "none", as vLLM leaves them out)."""
+        return [t.to_json() for t in self.tools] if self.tools_active else None
+
+    def to_json(self) -> dict[str, Any]:
+        """The request as forwarded to an engine that speaks Chat Completions: only what was parsed, normalized
+        (developer -> system, text parts joined, the max_tokens in effect)."""
+        out: dict[str, Any] = {"messages": [m.to_json() for m in self.messages], "max_tokens": self.max_tokens}
+        if self.model is not None:
+            out["model"] = self.model
+        if self.tools:
+            out["tools"] = [t.to_json() for t in self.tools]
+            out["tool_choice"] = (
+                {"type": "function", "function": {"name": self.tool_name}} if self.tool_name else self.tool_choice
+            )
+        if self.stream:
+            out["stream"] = True
+            if self.include_usage:
+                out["stream_options"] = {"include_usage": True}
+        for key in ("temperature", "top_p", "seed"):
+            if getattr(self, key) is not None:
+                out[key] = getattr(self, key)
+        if self.stop:
+            out["stop"] = list(self.stop)
+        if self.response_format != "text":
+            out["response_format"] = {"type": self.response_format}
+            if self.json_schema is not None:
+                out["response_format"]["json_schema"] = self.json_schema
+        if self.chat_template_kwargs:
+            out["chat_template_kwargs"] = dict(self.chat_template_kwargs)
+        return out
+
+
+def is_chat_request(data: Any) -> bool:
+    """A decoded body is a chat request when it is an object with "messages" (the generation contract's bodies
+    carry "inputs")."""
+    return isinstance(data, dict) and "messages" in data
+
+
+def decode_chat_body(body: bytes | bytearray | str) -> Any:
+    """The request body as a JSON value with request_contract's strict decoding (no NaN, bounded numbers and
+    nesting, no lone surrogates, no duplicate keys); ChatError (400) naming what is wrong."""
+    if not (body.strip() if isinstance(body, str) else bytes(body).strip()):
+        raise ChatError('request body is empty; send a JSON object with "messages"')
+    try:
+        return request_contract.decode_body(body)
+    except request_contract.RequestError as err:
+        raise ChatError(err.message) from None
+
+
+def _show(value: Any, limit: int = 60) -> str:
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _type(value: Any) -> str:
+    return request_contract.json_type(value)
+
+
+def _check_keys(where: str, obj: dict[str, Any], known: tuple[str, ...] | list[str]) -> None:
+    unknown = sorted(k for k in obj if k not in known)
+    if unknown:
+        raise _refuse(f"{where}.{unknown[0]}" if where else unknown[0],
+                      f"unknown key{'s' if len(unknown) > 1 else ''} {unknown}; allowed: {sorted(known)}")  # fmt: skip
+
+
+def _string(where: str, value: Any, empty_ok: bool = True) -> str:
+    if not isinstance(value, str):
+        raise _refuse(where, f"must be a string, got {_show(value)} ({_type(value)})")
+    if not empty_ok and not value.strip():
+        raise _refuse(where, "must be a non-empty string")
+    return value
+
+
+def _number(where: str, value: Any, low: float, high: float, low_open: bool = False) -> float:
+    bounds = f"greater than {low:g} and at most {high:g}" if low_open else f"between {low:g} and {high:g}"
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise _refuse(where, f"must be a number {bounds}, got {_show(value)} ({_type(value)})")
+    if value < low or value > high or (low_open and value == low):
+        raise _refuse(where, f"must be {bounds}, got {_show(value)}")
+    return float(value)
+
+
+def _integer(where: str, value: Any, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _refuse(where, f"must be an integer between {low} and {high}, got {_show(value)} ({_type(value)})")
+    if not low <= value <= high:
+        raise _refuse(where, f"must be between {low} and {high}, got {value}")
+    return value
+
+
+def _content(where: str, value: Any, role: str) -> str | None:
+    """A message's content: a string, or a list of text parts (other part types are refused)."""
+    if value is None and role == "assistant":
+        return None
+    if isinstance(value, str):
+        return value
+    if not isinstance(value, list):
+        allowed = "a string, a list of text parts" + (" or null" if role == "assistant" else "")
+        raise _refuse(where, f"must be {allowed}, got {_show(value)} ({_type(value)})")
+    if not value:
+        raise _refuse(where, "must not be an empty list of parts")
+    texts = []
+    for i, part in enumerate(value):
+        here = f"{where}[{i}]"
+        if not isinstance(part, dict):
+            raise _refuse(here, f'must be a content part object {{"type": "text", "text": ...}}, got {_type(part)}')
+        kind = part.get("type")
+        if kind != "text":
+            raise _refuse(f"{here}.type", f"content part type {_show(kind)} is not supported; allowed: \"text\" "
+                                          "(this endpoint serves a text model)")  # fmt: skip
+        _check_keys(here, part, ("type", "text"))
+        texts.append(_string(f"{here}.text", part.get("text")))
+    return "\n".join(texts)
+
+
+def _tool_calls(where: str, value: Any) -> tuple[ToolCall, ...]:
+    if not isinstance(value, list):
+        raise _refuse(where, f"must be a list of tool calls, got {_type(value)}")
+    calls = []
+    for i, item in enumerate(value):
+        here = f"{where}[{i}]"
+        if not isinstance(item, dict):
+            raise _refuse(here, f"must be an object, got {_type(item)}")
+        _check_keys(here, item, ("id", "type", "function"))
+        if item.get("type") != "function":
+            raise _refuse(f"{here}.type", f"must be \"function\", got {_show(item.get('type'))}")
+        call_id = _string(f"{here}.id", item.get("id"), empty_ok=False)
+        function = item.get("function")
+        if not isinstance(function, dict):
+            raise _refuse(f"{here}.function", f"must be an object with name and arguments, got {_type(function)}")
+        _check_keys(f"{here}.function", function, ("name", "arguments"))
+        name = _string(f"{here}.function.name", function.get("name"), empty_ok=False)
+        arguments = _string(f"{here}.function.arguments", function.get("arguments"))
+        try:
+            parsed = json.loads(arguments)
+        except ValueError:
+            parsed = None
+        if not isinstance(parsed, dict):
+            raise _refuse(f"{here}.function.arguments", f"must be a JSON object as text, got {_show(arguments)} "
+                                                        "(chat templates render the arguments as an object)")  # fmt: skip
+        calls.append(ToolCall(id=call_id, name=name, arguments=arguments))
+    return tuple(calls)
+
+
+def _messages(value: Any) -> tuple[Message, ...]:
+    if not isinstance(value, list) or not value:
+        raise _refuse("messages", f"must be a non-empty list of message objects, got {_show(value)} ({_type(value)})")
+    messages: list[Message] = []
+    call_ids: set[str] = set()
+    for i, item in enumerate(value):
+        here = f"messages[{i}]"
+        if not isinstance(item, dict):
+            raise _refuse(here, f"must be an object with role and content, got {_type(item)}")
+        role = item.get("role")
+        if role not in ROLES:
+            raise _refuse(f"{here}.role", f"must be one of {list(ROLES)}, got {_show(role)}")
+        _check_keys(here, item, MESSAGE_KEYS[role])
+        name = _string(f"{here}.name", item["name"]) if "name" in item else None
+        if role == "assistant":
+            calls = _tool_calls(f"{here}.tool_calls", item["tool_calls"]) if item.get("tool_calls") is not None else ()
+            if "content" not in item and not calls:
+                raise _refuse(f"{here}.content", "is required unless the message has tool_calls")
+            content = _content(f"{here}.content", item.get("content"), role)
+            if content is None and not calls:
+                raise _refuse(f"{here}.content", "must not be null unless the message has tool_calls")
+            if item.get("refusal") is not None:
+                _string(f"{here}.refusal", item["refusal"])
+            call_ids.update(call.id for call in calls)
+            messages.append(Message(role, content, name, tool_calls=calls))
+            continue
+        if "content" not in item:
+            raise _refuse(f"{here}.content", "is required")
+        content = _content(f"{here}.content", item["content"], role)
+        if role == "tool":
+            call_id = _string(f"{here}.tool_call_id", item.get("tool_call_id"), empty_ok=False)
+            if call_id not in call_ids:
+                raise _refuse(f"{here}.tool_call_id", f"{_show(call_id)} answers no tool call of an earlier assistant "
+                                                      f"message; known ids: {sorted(call_ids)}")  # fmt: skip
+            messages.append(Message(role, content, tool_call_id=call_id))
+            continue
+        messages.append(Message("system" if role == "developer" else role, content, name))
+    return tuple(messages)
+
+
+def _tools(value: Any) -> tuple[Tool, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise _refuse("tools", f"must be a list of function tools, got {_show(value)} ({_type(value)})")
+    tools: list[Tool] = []
+    for i, item in enumerate(value):
+        here = f"tools[{i}]"
+        if not isinstance(item, dict):
+            raise _refuse(here, f"must be an object, got {_type(item)}")
+        if item.get("type") != "function":
+            raise _refuse(f"{here}.type", f"tool type {_show(item.get('type'))} is not supported; allowed: \"function\"")
+        _check_keys(here, item, ("type", "function"))
+        function = item.get("function")
+        if not isinstance(function, dict):
+            raise _refuse(f"{here}.function", f"must be an object with a name, got {_type(function)}")
+        _check_keys(f"{here}.function", function, ("name", "description", "parameters", "strict"))
+        name = function.get("name")
+        if not isinstance(name, str) or not NAME_PATTERN.match(name):
+            raise _refuse(f"{here}.function.name", f"must be 1 to 64 of a-z, A-Z, 0-9, _ and -, got {_show(name)}")
+        if any(t.name == name for t in tools):
+            raise _refuse(f"{here}.function.name", f"{_show(name)} is defined twice; function names must be unique")
+        description = _string(f"{here}.function.description", function["description"]) \
+            if function.get("description") is not None else None  # fmt: skip
+        # "Omitting parameters defines a function with an empty parameter list" (function_definition.py).
+        parameters = function.get("parameters", {"type": "object", "properties": {}})
+        if not isinstance(parameters, dict):
+            raise _refuse(f"{here}.function.parameters", f"must be a JSON Schema object, got {_type(parameters)}")
+        strict = function.get("strict")
+        if strict is not None and not isinstance(strict, bool):
+            raise _refuse(f"{here}.function.strict", f"must be true, false or null, got {_show(strict)}")
+        tools.append(Tool(name=name, parameters=parameters, description=description, strict=strict))
+    return tuple(tools)
+
+
+def _tool_choice(value: Any, tools: tuple[Tool, ...], constrained_decoding: bool) -> tuple[str, str | None]:
+    if value is None:
+        return ("auto" if tools else "none"), None
+    name = None
+    if isinstance(value, str):
+        if value not in TOOL_CHOICES:
+            raise _refuse("tool_choice", f"must be one of {list(TOOL_CHOICES)} or "
+                                         f'{{"type": "function", "function": {{"name": ...}}}}, got {_show(value)}')  # fmt: skip
+        choice = value
+    elif isinstance(value, dict):
+        if value.get("type") != "function":
+            raise _refuse("tool_choice.type", f"{_show(value.get('type'))} is not supported; allowed: \"function\"")
+        _check_keys("tool_choice", value, ("type", "function"))
+        function = value.get("function")
+        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+            raise _refuse("tool_choice.function", 'must be {"name": <a function in tools>}')
+        _check_keys("tool_choice.function", function, ("name",))
+        name = function["name"]
+        if name not in [t.name for t in tools]:
+            raise _refuse("tool_choice.function.name", f"{_show(name)} is not a function in tools; "
+                                                       f"allowed: {[t.name for t in tools]}")  # fmt: skip
+        choice = "required"
+    else:
+        raise _refuse("tool_choice", f"must be a string or an object, got {_show(value)} ({_type(value)})")
+    if choice == "required" and not tools:
+        raise _refuse("tool_choice", f"{_show(value)} needs tools; the request has none")
+    if choice == "required" and not constrained_decoding:
+        raise _refuse("tool_choice", f"{_show(value)} needs constrained decoding, which this endpoint's engine does "
+                                     "not do; allowed: \"auto\" or \"none\"", code="unsupported_value")  # fmt: skip
+    return choice, name
+
+
+def _response_format(value: Any, constrained_decoding: bool) -> tuple[str, dict[str, Any] | None]:
+    if value is None:
+        return "text", None
+    if not isinstance(value, dict):
+        raise _refuse("response_format", f'must be an object such as {{"type": "text"}}, got {_show(value)}')
+    kind = value.get("type")
+    if kind not in RESPONSE_FORMATS:
+        raise _refuse("response_format.type", f"must be one of {list(RESPONSE_FORMATS)}, got {_show(kind)}")
+    _check_keys("response_format", value, ("type", "json_schema") if kind == "json_schema" else ("type",))
+    if kind == "text":
+        return "text", None
+    if not constrained_decoding:
+        raise _refuse("response_format", f"type {_show(kind)} needs constrained decoding, which this endpoint's "
+                                         "engine does not do; allowed: \"text\"", code="unsupported_value")  # fmt: skip
+    if kind == "json_object":
+        return kind, None
+    schema = value.get("json_schema")
+    if not isinstance(schema, dict):
+        raise _refuse("response_format.json_schema", f"must be an object with name and schema, got {_type(schema)}")
+    _check_keys("response_format.json_schema", schema, ("name", "description", "schema", "strict"))
+    if not isinstance(schema.get("name"), str) or not NAME_PATTERN.match(schema["name"]):
+        raise _refuse("response_format.json_schema.name", f"must be 1 to 64 of a-z, A-Z, 0-9, _ and -, "
+                                                          f"got {_show(schema.get('name'))}")  # fmt: skip
+    if "schema" in schema and not isinstance(schema["schema"], dict):
+        raise _refuse("response_format.json_schema.schema", f"must be a JSON Schema object, got {_type(schema['schema'])}")
+    return kind, schema
+
+
+def _template_kwargs(value: Any) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise _refuse("chat_template_kwargs", f"must be an object, got {_show(value)} ({_type(value)})")
+    for key, item in value.items():
+        where = f"chat_template_kwargs.{key}"
+        if not _IDENTIFIER.match(key):
+            raise _refuse(where, "names must be identifiers (letters, digits, _; at most 64)")
+        if key in RESERVED_TEMPLATE_KWARGS:
+            raise _refuse(where, f"{key!r} is an argument of the template call itself and cannot be set; "
+                                 "allowed: variables the chat template reads, such as enable_thinking")  # fmt: skip
+        if isinstance(item, (dict, list)):
+            raise _refuse(where, f"must be a string, number, true, false or null, got {_type(item)}")
+    return dict(value)
+
+
+def _text_size(messages: tuple[Message, ...], tools: tuple[Tool, ...]) -> int:
+    size = sum(len(m.content or "") + sum(len(c.name) + len(c.arguments) for c in m.tool_calls) for m in messages)
+    return size + sum(len(json.dumps(t.to_json(), ensure_ascii=False)) for t in tools)
+
+
+def parse_chat_request(data: Any, lim: request_contract.Limits | None = None, *,
+                       constrained_decoding: bool = False) -> ChatRequest:  # fmt: skip
+    """Parse a decoded chat request (text-generation-inference's router/src/validation.rs style: parse into a
+    typed request, refuse what does not fit). lim: the endpoint's limits (request_contract.limits(): the
+    environment's MAX_NEW_TOKENS bounds max_tokens, MAX_INPUT_CHARS the text of messages and tools).
+    constrained_decoding: the engine can force JSON output or a tool call (response_format json_object /
+    json_schema, tool_choice "required" or a named function); without it those are refused. Raises ChatError."""
+    lim = lim or request_contract.limits()
+    if not isinstance(data, dict):
+        raise ChatError(f"request must be a JSON object with \"messages\", got {_type(data)}")
+    unknown = sorted(k for k in data if k not in REQUEST_KEYS)
+    if unknown:
+        raise ChatError(f"unknown request key{'s' if len(unknown) > 1 else ''} {unknown}; allowed: "
+                        f"{sorted(REQUEST_KEYS)}", param=unknown[0])  # fmt: skip
+    messages = _messages(data.get("messages"))
+    model = _string("model", data["model"]) if data.get("model") is not None else None
+    tools = _tools(data.get("tools"))
+    tool_choice, tool_name = _tool_choice(data.get("tool_choice"), tools, constrained_decoding)
+
+    stream = data.get("stream")
+    if stream is not None and not isinstance(stream, bool):
+        raise _refuse("stream", f"must be true or false, got {_show(stream)} ({_type(stream)})")
+    include_usage = False
+    options = data.get("stream_options")
+    if options is not None:
+        if not stream:
+            raise _refuse("stream_options", "may only be set when stream is true")
+        if not isinstance(options, dict):
+            raise _refuse("stream_options", f"must be an object, got {_show(options)}")
+        _check_keys("stream_options", options, ("include_usage",))
+        include_usage = options.get("include_usage", False)
+        if not isinstance(include_usage, bool):
+            raise _refuse("stream_options.include_usage", f"must be true or false, got {_show(include_usage)}")
+
+    max_tokens, given = lim.max_new_tokens, False
+    for key in ("max_tokens", "max_completion_tokens"):  # the second, current name wins when both are given
+        if data.get(key) is not None:
+            max_tokens, given = _integer(key, data[key], 1, lim.max_new_tokens), True
+    temperature = _number("temperature", data["temperature"], 0, MAX_TEMPERATURE) \
+        if data.get("temperature") is not None else None  # fmt: skip
+    top_p = _number("top_p", data["top_p"], 0, 1, low_open=True) if data.get("top_p") is not None else None
+    seed = _integer("seed", data["seed"], 0, request_contract.MAX_SEED) if data.get("seed") is not None else None
+    n = data.get("n")
+    if n is not None and (isinstance(n, bool) or n != 1):
+        raise _refuse("n", f"only 1 choice per request is served, got {_show(n)}", code="unsupported_value")
+
+    stop_value = data.get("stop")
+    stops: tuple[str, ...] = ()
+    if isinstance(stop_value, str):
+        stops = (stop_value,)
+    elif isinstance(stop_value, list):
+        if len(stop_value) > MAX_STOP:
+            raise _refuse("stop", f"takes at most {MAX_STOP} sequences, got {len(stop_value)}")
+        stops = tuple(_string(f"stop[{i}]", s) for i, s in enumerate(stop_value))
+    elif stop_value is not None:
+        raise _refuse("stop", f"must be a string or a list of up to {MAX_STOP} strings, got {_show(stop_value)}")
+    if any(s == "" for s in stops):
+        raise _refuse("stop", "stop sequences must not be empty strings")
+
+    response_format, json_schema = _response_format(data.get("response_format"), constrained_decoding)
+    template_kwargs = _template_kwargs(data.get("chat_template_kwargs"))
+    size = _text_size(messages, tools)
+    if size > lim.max_input_chars:
+        raise ChatError(f"messages and tools hold {size} characters of text; the limit is {lim.max_input_chars}",
+                        param="messages", code="string_above_max_length")  # fmt: skip
+    return ChatRequest(
+        messages=messages, max_tokens=max_tokens, max_tokens_given=given, model=model, tools=tools,
+        tool_choice=tool_choice, tool_name=tool_name, stream=bool(stream), include_usage=include_usage,
+        temperature=temperature, top_p=top_p, stop=stops, seed=seed, response_format=response_format,
+        json_schema=json_schema, chat_template_kwargs=template_kwargs,
+    )  # fmt: skip
+
+
+# ---- tool calls in generated text (hermes) ----------------------------------------------------------------
+# As vLLM's Hermes2ProToolParser.extract_tool_calls reads them (vllm-project/vllm, vllm/tool_parsers/
+# hermes_tool_parser.py at commit 02bb669bf661df8b946121215ecb213468247b22): every <tool_call>...</tool_call>
+# (or an unclosed <tool_call> to the end) holds a JSON object with "name" and "arguments"; the arguments are
+# returned as JSON text (json.dumps(..., ensure_ascii=False)); the content is the text before the first
+# <tool_call>, None when empty; if any call does not parse, there are no tool calls and the whole text is the
+# content. Ids as vLLM's make_tool_call_id (vllm/entrypoints/chat_utils.py): "chatcmpl-tool-" + a random uuid.
+
+TOOL_CALL_START = "<tool_call>"
+TOOL_CALL_END = "</tool_call>"
+_TOOL_CALL = re.compile(r"<tool_call>(.*?)</tool_call>|<tool_call>(.*)", re.DOTALL)
+
+
+def make_tool_call_id() -> str:
+    return f"chatcmpl-tool-{uuid.uuid4().hex}"
+
+
+def parse_tool_calls(text: str) -> tuple[str | None, list[ToolCall]]:
+    """(content, tool calls) of a generated text in the hermes format; no calls: (text, [])."""
+    if TOOL_CALL_START not in text:
+        return text, []
+    try:
+        raw = [json.loads(first or rest) for first, rest in _TOOL_CALL.findall(text)]
+        calls = [ToolCall(id=make_tool_call_id(), name=_called_name(item),
+                          arguments=json.dumps(item["arguments"], ensure_ascii=False)) for item in raw]  # fmt: skip
+    except (ValueError, TypeError, KeyError):
+        return text, []
+    content = text[: text.find(TOOL_CALL_START)]
+    return (content or None), calls
+
+
+def _called_name(item: Any) -> str:
+    name = item["name"]
+    if not isinstance(name, str):
+        raise TypeError("the tool call's name is not a string")
+    return name
+
+
+# ---- stop sequences ---------------------------------------------------------------------------------------
+
+
+def truncate_at_stop(text: str, stops: tuple[str, ...] | list[str]) -> tuple[str, bool]:
+    """(text before the earliest stop sequence, whether one was found); the reply never holds the stop sequence
+    ("The returned text will not contain the stop sequence", completion_create_params.py)."""
+    cut = min((i for i in (text.find(s) for s in stops) if i >= 0), default=-1)
+    return (text[:cut], True) if cut >= 0 else (text, False)
+
+
+def _partial_overlap(text: str, tag: str) -> int:
+    """Length of the longest end of `text` that begins `tag` (text held back until it is known not to be one)."""
+    for n in range(min(len(tag) - 1, len(text)), 0, -1):
+        if text.endswith(tag[:n]):
+            return n
+    return 0
+
+
+# ---- replies ----------------------------------------------------------------------------------------------
+
+
+def completion_id() -> str:
+    return f"chatcmpl-{uuid.uuid4().hex}"
+
+
+def usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
+    """completion_usage.py's required fields."""
+    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens}  # fmt: skip
+
+
+def completion_body(model: str, content: str | None, tool_calls: list[ToolCall] | tuple[ToolCall, ...],
+                    finish_reason: str, prompt_tokens: int | None = None, completion_tokens: int | None = None,
+                    id: str | None = None, created: int | None = None) -> dict[str, Any]:  # noqa: A002  # fmt: skip
+    """A chat.completion (chat_completion.py): one choice; usage when the token counts are known."""
+    message: dict[str, Any] = {"role": "assistant", "content": content, "refusal": None}
+    if tool_calls:
+        message["tool_calls"] = [call.to_json() for call in tool_calls]
+    body: dict[str, Any] = {
+        "id": id or completion_id(), "object": "chat.completion", "created": created or int(time.time()),
+        "model": model, "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish_reason}],
+    }  # fmt: skip
+    if prompt_tokens is not None and completion_tokens is not None:
+        body["usage"] = usage(prompt_tokens, completion_tokens)
+    return body
+
+
+def completion_from_text(request: ChatRequest, model: str, text: str, finish_reason: str,
+                         prompt_tokens: int | None = None, completion_tokens: int | None = None) -> dict[str, Any]:  # fmt: skip
+    """The reply to `request` from the generated `text`: cut at the first stop sequence (finish_reason "stop"),
+    tool calls read when the request offered tools ("tool_calls")."""
+    text, stopped = truncate_at_stop(text, request.stop)
+    if stopped:
+        finish_reason = "stop"
+    content: str | None = text
+    calls: list[ToolCall] = []
+    if request.tools_active:
+        content, calls = parse_tool_calls(text)
+        if calls:
+            finish_reason = "tool_calls"
+    return completion_body(request.model or model, content, calls, finish_reason, prompt_tokens, completion_tokens)
+
+
+def chunk(id: str, created: int, model: str, delta: dict[str, Any] | None, finish_reason: str | None = None,  # noqa: A002
+          include_usage: bool = False, usage_counts: dict[str, int] | None = None) -> dict[str, Any]:  # fmt: skip
+    """A chat.completion.chunk (chat_completion_chunk.py). delta None: the usage chunk, whose choices are empty.
+    With include_usage every chunk has "usage" (null but on the last) (chat_completion_stream_options_param.py)."""
+    choices = [] if delta is None else [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}]
+    out: dict[str, Any] = {"id": id, "object": "chat.completion.chunk", "created": created, "model": model,
+                           "choices": choices}  # fmt: skip
+    if include_usage or usage_counts is not None:
+        out["usage"] = usage_counts
+    return out
+
+
+SSE_DONE = b"data: [DONE]\n\n"
+SSE_CONTENT_TYPE = "text/event-stream"
+
+
+def sse_event(obj: Any) -> bytes:
+    """One server-sent event carrying JSON (the `data: ` framing the openai SDK's SSE decoder reads)."""
+    return b"data: " + json.dumps(obj, ensure_ascii=False).encode() + b"\n\n"
+
+
+class ChatStream:
+    """The SSE reply to a streamed chat request, built from text as it is generated.
+
+        stream = ChatStream(request, model)
+        yield from stream.start()
+        for piece in generated: yield from stream.feed(piece); if stream.stopped: break
+        yield from stream.finish("length" or "stop", prompt_tokens, completion_tokens)
+
+    Text that may be the start of a stop sequence, or of <tool_call> when tools are offered, is held back until
+    the next piece settles it. Once a tool call starts, the rest is buffered and sent at the end as tool_calls
+    deltas (name and whole arguments per call), with finish_reason "tool_calls"; text that then does not parse
+    as tool calls is sent as content (parse_tool_calls' rule)."""
+
+    def __init__(self, request: ChatRequest, model: str) -> None:
+        self.request = request
+        self.id = completion_id()
+        self.created = int(time.time())
+        self.model = request.model or model
+        self.text = ""  # everything generated, cut at a stop sequence
+        self.sent = 0  # characters of self.text sent as content
+        self.stopped = False
+        self.in_tool_call = False
+
+    def _event(self, delta: dict[str, Any] | None, finish_reason: str | None = None,
+               usage_counts: dict[str, int] | None = None) -> bytes:  # fmt: skip
+        return sse_event(chunk(self.id, self.created, self.model, delta, finish_reason,
+                               self.request.include_usage, usage_counts))  # fmt: skip
+
+    def start(self) -> list[bytes]:
+        return [self._event({"role": "assistant", "content": ""})]
+
+    def feed(self, piece: str) -> list[bytes]:
+        if self.stopped or not piece:
+            return []
+        self.text += piece
+        self.text, self.stopped = truncate_at_stop(self.text, self.request.stop)
+        return self._send(final=self.stopped)
+
+    def _send(self, final: bool) -> list[bytes]:
+        if self.in_tool_call:
+            return []
+        end = len(self.text)
+        start = self.text.find(TOOL_CALL_START, self.sent) if self.request.tools_active else -1
+        if start >= 0:
+            self.in_tool_call, end = True, start
+        elif not final:  # hold back what may begin a tool call or a stop sequence
+            tags = ((TOOL_CALL_START,) if self.request.tools_active else ()) + tuple(self.request.stop)
+            end -= max((_partial_overlap(self.text, tag) for tag in tags), default=0)
+        if end <= self.sent:
+            return []
+        delta, self.sent = self.text[self.sent:end], end
+        return [self._event({"content": delta})]
+
+    def finish(self, finish_reason: str, prompt_tokens: int, completion_tokens: int) -> list[bytes]:
+        """The rest of the text, the tool calls, the finishing chunk, the usage chunk when asked, [DONE]."""
+        events = self._send(final=True)
+        if self.stopped:
+            finish_reason = "stop"
+        if self.in_tool_call:
+            _, calls = parse_tool_calls(self.text)
+            if calls:
+                finish_reason = "tool_calls"
+                events += [self._event({"tool_calls": [{"index": i, **call.to_json()}]}) for i, call in enumerate(calls)]
+            else:  # not a tool call after all: the held text is content
+                events.append(self._event({"content": self.text[self.sent:]}))
+            self.sent = len(self.text)
+        events.append(self._event({}, finish_reason))
+        if self.request.include_usage:
+            events.append(self._event(None, usage_counts=usage(prompt_tokens, completion_tokens)))
+        events.append(SSE_DONE)
+        return events
+
+    def error(self, message: str) -> list[bytes]:
+        """A failure after the stream started: an error event (the openai SDK raises APIError on it) and
+        [DONE]; the HTTP status was sent already."""
+        return [sse_event(error_body(ChatError(message, status=500, type="server_error"))), SSE_DONE]

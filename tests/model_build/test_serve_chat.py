@@ -1,0 +1,309 @@
+"""SageMaker's OpenAI route on the local server, driven by clients no one here wrote: the openai SDK (3.57.0) and
+LangChain's ChatOpenAI (langchain-openai 1.7.4), with bearer tokens from sagemaker.core.token_generator.generate_token
+made from the emulator's fake credentials. The model is the tiny Llama built as hf-fastload (its artifact's own
+code/inference.py answers); the tool round trip uses a scripted stand-in handler (scripted_inference.py) because
+random weights cannot choose a tool. The table of bad requests (tests/chat_cases.py) runs against the OpenAI route,
+/invocations and the InvokeEndpoint path."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from chat_cases import CASES, OK, WEATHER, ChatCase
+from helpers import running
+
+from model_build import bearer_token
+
+ENDPOINT = "tiny-chat"
+REGION = "us-east-1"
+# The moto emulator's credentials (local_emulator/moto_server.py, client_env).
+FAKE_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SESSION_TOKEN": "testing"}
+
+
+def make_token(**kwargs: Any) -> str:
+    from sagemaker.core.token_generator import generate_token
+
+    with pytest.MonkeyPatch.context() as patch:
+        for key, value in FAKE_CREDENTIALS.items():
+            patch.setenv(key, value)
+        return generate_token(region=kwargs.pop("region", REGION), **kwargs)
+
+
+@pytest.fixture(scope="module")
+def token() -> str:
+    return make_token()
+
+
+@pytest.fixture(scope="module")
+def server_url(chat_artifact: Path) -> Iterator[str]:
+    from model_build.serve import create_app
+
+    with running(create_app(chat_artifact, endpoint_name=ENDPOINT, region=REGION, component_name="chat-ic"),
+                 timeout=60) as url:  # fmt: skip
+        yield url
+
+
+def base_url(server_url: str, component: str | None = None) -> str:
+    middle = f"/inference-components/{component}" if component else ""
+    return f"{server_url}/endpoints/{ENDPOINT}{middle}/openai/v1"
+
+
+@pytest.fixture(scope="module")
+def client(server_url: str, token: str):
+    from openai import OpenAI
+
+    return OpenAI(base_url=base_url(server_url), api_key=token, max_retries=0, timeout=60)
+
+
+# ---- the openai SDK --------------------------------------------------------------------------------------------
+
+
+def test_plain_chat(client) -> None:
+    reply = client.chat.completions.create(model="tiny-chat", max_tokens=8, temperature=0,
+                                           messages=[{"role": "system", "content": "Be brief."},
+                                                     {"role": "user", "content": "What is the capital of France?"}])  # fmt: skip
+    choice = reply.choices[0]
+    assert reply.object == "chat.completion" and reply.model == "tiny-chat" and reply.id.startswith("chatcmpl-")
+    assert choice.message.role == "assistant" and isinstance(choice.message.content, str) and choice.message.content
+    assert choice.finish_reason == "length" and reply.usage.completion_tokens == 8
+    assert reply.usage.total_tokens == reply.usage.prompt_tokens + 8 and not choice.message.tool_calls
+
+
+def test_streaming_with_usage_gives_the_same_text(client) -> None:
+    ask = dict(model="tiny-chat", max_tokens=10, temperature=0, messages=[{"role": "user", "content": "Hello"}])
+    whole = client.chat.completions.create(**ask)
+    chunks = list(client.chat.completions.create(**ask, stream=True, stream_options={"include_usage": True}))
+    assert len(chunks) >= 4  # role, tokens, finish, usage: it streamed, not one blob
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == whole.choices[0].message.content
+    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == whole.choices[0].finish_reason
+    assert chunks[-1].choices == [] and chunks[-1].usage.model_dump() == whole.usage.model_dump()
+    assert len({c.id for c in chunks}) == 1
+
+
+def test_the_inference_component_path(server_url: str, token: str) -> None:
+    from openai import OpenAI
+
+    component = OpenAI(base_url=base_url(server_url, "chat-ic"), api_key=token, max_retries=0)
+    assert component.chat.completions.create(model="x", max_tokens=2, messages=[{"role": "user", "content": "Hi"}]).choices
+    other = OpenAI(base_url=base_url(server_url, "other-ic"), api_key=token, max_retries=0)
+    with pytest.raises(Exception, match="Inference component other-ic of account 123456789012 not found"):
+        other.chat.completions.create(model="x", messages=[{"role": "user", "content": "Hi"}])
+
+
+@pytest.fixture(scope="module")
+def scripted_url(chat_artifact: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The chat artifact with code/inference.py replaced by the scripted stand-in (the real handler beside it)."""
+    from model_build.serve import create_app
+
+    artifact = tmp_path_factory.mktemp("scripted") / "tiny-chat"
+    shutil.copytree(chat_artifact, artifact)
+    (artifact / "code" / "inference.py").rename(artifact / "code" / "real_inference.py")
+    shutil.copyfile(Path(__file__).with_name("scripted_inference.py"), artifact / "code" / "inference.py")
+    with running(create_app(artifact, endpoint_name=ENDPOINT, region=REGION), timeout=60) as url:
+        yield url
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_a_tool_round_trip(scripted_url: str, token: str, stream: bool) -> None:
+    """The model asks for a tool, the client runs it and sends the result back, the model answers with it: the
+    SDK's own message objects go back as they came."""
+    from openai import OpenAI
+
+    client = OpenAI(base_url=base_url(scripted_url), api_key=token, max_retries=0)
+    messages: list[Any] = [{"role": "user", "content": "What is the weather in Paris?"}]
+    if stream:
+        chunks = list(client.chat.completions.create(model="m", messages=messages, tools=[WEATHER], stream=True))
+        calls = [t for c in chunks for t in c.choices[0].delta.tool_calls or []]
+        assert [c.choices[0].finish_reason for c in chunks][-1] == "tool_calls" and len(calls) == 1
+        call_id, name, arguments = calls[0].id, calls[0].function.name, calls[0].function.arguments
+        messages.append({"role": "assistant", "content": None, "tool_calls": [
+            {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}]})  # fmt: skip
+    else:
+        first = client.chat.completions.create(model="m", messages=messages, tools=[WEATHER])
+        assert first.choices[0].finish_reason == "tool_calls"
+        [call] = first.choices[0].message.tool_calls
+        call_id, name, arguments = call.id, call.function.name, call.function.arguments
+        messages.append(first.choices[0].message)  # the SDK's ChatCompletionMessage, as applications send it back
+    assert name == "get_weather" and json.loads(arguments) == {"city": "Paris"} and call_id.startswith("chatcmpl-tool-")
+    messages.append({"role": "tool", "tool_call_id": call_id, "content": "sunny, 21 C"})
+    final = client.chat.completions.create(model="m", messages=messages, tools=[WEATHER])
+    assert final.choices[0].message.content == "The tool said: sunny, 21 C."
+    assert final.choices[0].finish_reason == "stop" and not final.choices[0].message.tool_calls
+
+
+def test_sdk_errors_carry_openais_error_object(client) -> None:
+    import openai
+
+    with pytest.raises(openai.BadRequestError) as info:
+        client.chat.completions.create(model="tiny-chat", max_tokens=600, messages=[{"role": "user", "content": "Hi"}])
+    assert info.value.status_code == 400 and info.value.param == "max_tokens"
+    assert info.value.type == "invalid_request_error" and "must be between 1 and 512" in info.value.message
+    with pytest.raises(openai.BadRequestError) as info:
+        client.chat.completions.create(model="tiny-chat", messages=[{"role": "user", "content": "Hi"}],
+                                       tools=[WEATHER], tool_choice="required")  # fmt: skip
+    assert info.value.code == "unsupported_value" and info.value.param == "tool_choice"
+
+
+# ---- the bearer token ------------------------------------------------------------------------------------------
+
+
+def post_chat(server_url: str, headers: dict[str, str], body: Any = OK) -> httpx.Response:
+    content = body if isinstance(body, bytes) else json.dumps(body).encode()
+    return httpx.post(f"{base_url(server_url)}/chat/completions", content=content, timeout=60,
+                      headers={"content-type": "application/json", **headers})  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("authorization", "code", "fragment"),
+    [
+        (None, "MissingAuthenticationTokenException", "Missing Authentication Token"),
+        ("Basic dXNlcjpwYXNz", "InvalidSignatureException", "must be 'Bearer <token>'"),
+        ("Bearer sk-proj-abc123", "InvalidSignatureException", "must start with 'sagemaker-api-key-'"),
+        ("Bearer sagemaker-api-key-not*base64", "InvalidSignatureException", "is not base64"),
+    ],
+)  # fmt: skip
+def test_a_missing_or_malformed_token_is_403_in_aws_shape(server_url: str, authorization, code, fragment) -> None:
+    reply = post_chat(server_url, {"authorization": authorization} if authorization else {})
+    assert reply.status_code == 403 and reply.headers["x-amzn-errortype"] == code
+    assert fragment in reply.json()["message"]
+
+
+def test_the_sdk_without_a_sagemaker_token_gets_permission_denied(server_url: str) -> None:
+    import openai
+
+    client = openai.OpenAI(base_url=base_url(server_url), api_key="sk-not-a-sagemaker-token", max_retries=0)
+    with pytest.raises(openai.PermissionDeniedError, match="sagemaker-api-key-"):
+        client.chat.completions.create(model="m", messages=[{"role": "user", "content": "Hi"}])
+
+
+def test_a_token_for_another_region_is_refused(server_url: str) -> None:
+    reply = post_chat(server_url, {"authorization": f"Bearer {make_token(region='eu-west-1')}"})
+    assert reply.status_code == 403 and "scoped to a valid region, not 'eu-west-1'" in reply.json()["message"]
+
+
+def test_the_token_shape_checks(token: str) -> None:
+    """What generate_token makes passes; each part changed is refused, naming the part (check_authorization)."""
+    import base64
+
+    assert bearer_token.check_authorization(f"Bearer {token}", REGION) is None
+    url = base64.b64decode(token[len(bearer_token.PREFIX):]).decode()
+
+    def with_url(new: str) -> str:
+        return "Bearer " + bearer_token.PREFIX + base64.b64encode(new.encode()).decode()
+
+    signed = datetime.strptime(url.split("X-Amz-Date=")[1][:16], "%Y%m%dT%H%M%SZ").replace(tzinfo=timezone.utc)
+    cases = {
+        "Action=CallWithBearerToken": ("Action=InvokeEndpoint", "it must be for Action='CallWithBearerToken'"),
+        "%2Fsagemaker%2F": ("%2Fs3%2F", "Credential should be scoped to correct service: 'sagemaker'"),
+        "X-Amz-Expires=43200": ("X-Amz-Expires=86400", "allowed: 1 to 43200"),
+        "sagemaker.amazonaws.com/": ("evil.example.com/", "presigned for 'evil.example.com'"),
+        "&Version=1": ("", "lacks ['Version']"),
+        "X-Amz-Signature=": ("X-Amz-Signature=zz", "64 hexadecimal digits"),
+    }
+    for old, (new, fragment) in cases.items():
+        assert old in url, old
+        problem = bearer_token.check_authorization(with_url(url.replace(old, new, 1)), REGION, now=signed)
+        assert problem is not None and problem.status == 403 and fragment in problem.message, (old, problem)
+    expired = bearer_token.check_authorization(f"Bearer {token}", REGION, now=signed + timedelta(hours=12, seconds=1))
+    assert expired is not None and "expired at" in expired.message
+    future = bearer_token.check_authorization(f"Bearer {token}", REGION, now=signed - timedelta(minutes=16))
+    assert future is not None and "in the future" in future.message
+    assert bearer_token.check_authorization(f"Bearer {token}", None, now=signed) is None  # any region
+
+
+def test_an_unknown_endpoint_is_sagemakers_validation_error(server_url: str, token: str) -> None:
+    reply = httpx.post(f"{server_url}/endpoints/other/openai/v1/chat/completions", json=OK, timeout=30,
+                       headers={"authorization": f"Bearer {token}"})  # fmt: skip
+    assert reply.status_code == 400 and reply.headers["x-amzn-errortype"] == "ValidationError"
+
+
+# ---- the table: every bad request at every entry point of the server -------------------------------------------
+
+
+def _openai_error(reply: httpx.Response, case: ChatCase) -> None:
+    assert reply.status_code == case.status, (case.id, reply.status_code, reply.text[:300])
+    error = reply.json()["error"]
+    assert set(error) == {"message", "type", "param", "code"}, (case.id, error)
+    assert (error["type"], error["param"]) == (case.type, case.param), (case.id, error)
+    assert case.fragment in error["message"], (case.id, error["message"])
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_the_openai_route_refuses_each_bad_request(server_url: str, token: str, case: ChatCase) -> None:
+    _openai_error(post_chat(server_url, {"authorization": f"Bearer {token}"}, case.body), case)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_invocations_refuses_each_bad_request(server_url: str, case: ChatCase) -> None:
+    """/invocations takes both contracts: a body it knows is chat (an object with "messages") is refused in
+    OpenAI's shape; one it cannot tell gets the generation contract's {"error": message} with the same status."""
+    content = case.body if isinstance(case.body, bytes) else json.dumps(case.body).encode()
+    reply = httpx.post(f"{server_url}/invocations", content=content, headers={"content-type": "application/json"},
+                       timeout=60)  # fmt: skip
+    if case.decodes:
+        _openai_error(reply, case)
+    else:
+        assert reply.status_code == case.status and isinstance(reply.json()["error"], str), (case.id, reply.text)
+
+
+def test_invoke_endpoint_carries_the_chat_refusal_in_its_model_error(server_url: str) -> None:
+    """SageMaker's InvokeEndpoint path: the container's 400 comes back as 424 ModelError with its body."""
+    import boto3
+
+    runtime = boto3.client("sagemaker-runtime", endpoint_url=server_url, region_name=REGION,
+                           aws_access_key_id="testing", aws_secret_access_key="testing")  # fmt: skip
+    reply = runtime.invoke_endpoint(EndpointName=ENDPOINT, ContentType="application/json",
+                                    Body=json.dumps({**OK, "max_tokens": 2}))  # fmt: skip
+    assert json.loads(reply["Body"].read())["object"] == "chat.completion"
+    with pytest.raises(runtime.exceptions.ModelError) as info:
+        runtime.invoke_endpoint(EndpointName=ENDPOINT, ContentType="application/json", Body=json.dumps({**OK, "n": 3}))
+    original = json.loads(info.value.response["OriginalMessage"])
+    assert info.value.response["OriginalStatusCode"] == 400 and original["error"]["param"] == "n"
+
+
+def test_the_response_stream_path_carries_sse(server_url: str) -> None:
+    """InvokeEndpointWithResponseStream with a streamed chat request: the payload parts are the SSE events."""
+    import boto3
+
+    runtime = boto3.client("sagemaker-runtime", endpoint_url=server_url, region_name=REGION,
+                           aws_access_key_id="testing", aws_secret_access_key="testing")  # fmt: skip
+    reply = runtime.invoke_endpoint_with_response_stream(
+        EndpointName=ENDPOINT, ContentType="application/json", Body=json.dumps({**OK, "max_tokens": 3, "stream": True}))
+    text = b"".join(e["PayloadPart"]["Bytes"] for e in reply["Body"] if "PayloadPart" in e).decode()
+    assert text.startswith("data: {") and text.endswith("data: [DONE]\n\n") and '"chat.completion.chunk"' in text
+
+
+# ---- a second client library: LangChain's ChatOpenAI -------------------------------------------------------------
+
+
+def test_langchain_chat_openai(server_url: str, scripted_url: str, token: str) -> None:
+    """langchain-openai's ChatOpenAI: invoke, stream, and a tool call bound with bind_tools."""
+    from langchain_core.messages import HumanMessage, ToolMessage
+    from langchain_openai import ChatOpenAI
+
+    llm = ChatOpenAI(model="tiny-chat", base_url=base_url(server_url), api_key=token, max_tokens=6, temperature=0,
+                     max_retries=0)  # fmt: skip
+    answer = llm.invoke("Hello")
+    assert isinstance(answer.content, str) and answer.response_metadata["finish_reason"] == "length"
+    assert answer.usage_metadata["output_tokens"] == 6
+    assert "".join(str(c.content) for c in llm.stream("Hello")) == answer.content
+
+    def get_weather(city: str) -> str:
+        """Weather in a city."""
+        return f"sunny in {city}"
+
+    tooled = ChatOpenAI(model="m", base_url=base_url(scripted_url), api_key=token, max_retries=0).bind_tools([get_weather])
+    question = HumanMessage("What is the weather in Paris?")
+    first = tooled.invoke([question])
+    [call] = first.tool_calls
+    assert call["name"] == "get_weather" and call["args"] == {"city": "Paris"}
+    result = ToolMessage(get_weather(**call["args"]), tool_call_id=call["id"])
+    assert tooled.invoke([question, first, result]).content == "The tool said: sunny in Paris."
