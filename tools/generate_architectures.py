@@ -134,6 +134,58 @@ def sglang_architectures(wheel: Wheel) -> frozenset[str]:
     return frozenset(served)
 
 
+def _flag_strings(source: str) -> set[str]:
+    """Every string constant of a file that is a long command-line flag ("--max-model-len")."""
+    return {
+        n.value for n in ast.walk(ast.parse(source))
+        if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.startswith("--")
+        and n.value[2:].replace("-", "").isalnum()
+    }  # fmt: skip
+
+
+def _annotated_fields(source: str, classes: set[str] | None = None) -> dict[str, str]:
+    """name -> annotation text of the annotated fields in the class bodies of a file (all classes, or `classes`)."""
+    fields = {}
+    for cls in (n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.ClassDef)):
+        if classes is None or cls.name in classes:
+            for node in cls.body:
+                if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and not node.target.id.startswith("_"):
+                    fields[node.target.id] = ast.unparse(node.annotation)
+    return fields
+
+
+def vllm_cli_flags(wheel: Wheel) -> frozenset[str]:
+    """The flags `vllm serve` / the OpenAI API server accept: the literal flags of vllm/engine/arg_utils.py (with
+    --no-<flag> for the EngineArgs fields typed bool, which get argparse.BooleanOptionalAction there, get_kwargs),
+    and the fields of BaseFrontendArgs/FrontendArgs (vllm/entrypoints/launchers/cli_args.py adds each as
+    --<field>, bool fields with BooleanOptionalAction too)."""
+    engine = wheel.read("vllm/engine/arg_utils.py")
+    flags = _flag_strings(engine)
+    engine_fields = _annotated_fields(engine, {"EngineArgs"})
+    flags |= {f"--no-{f[2:]}" for f in list(flags) if "bool" in engine_fields.get(f[2:].replace("-", "_"), "")}
+    # The frontend arguments moved from entrypoints/openai/ (0.23) to entrypoints/launchers/ (0.30).
+    frontend_file = next(m for m in ("vllm/entrypoints/launchers/cli_args.py", "vllm/entrypoints/openai/cli_args.py")
+                         if wheel.members(m, ".py"))  # fmt: skip
+    frontend = wheel.read(frontend_file)
+    for name, annotation in _annotated_fields(frontend, {"BaseFrontendArgs", "FrontendArgs"}).items():
+        flags.add("--" + name.replace("_", "-"))
+        if "bool" in annotation:
+            flags.add("--no-" + name.replace("_", "-"))
+    return frozenset(flags | _flag_strings(frontend))
+
+
+def sglang_cli_flags(wheel: Wheel) -> frozenset[str]:
+    """The flags sglang.launch_server accepts: each annotated field of sglang/srt/arg_groups/fields/*.py becomes
+    --<field> (server_args.py, add_cli_args_from_dataclass) plus its `aliases`, and the flags server_args.py adds
+    by hand."""
+    flags = set()
+    for member in wheel.members("sglang/srt/arg_groups/fields/", ".py"):
+        source = wheel.read(member)
+        flags |= {"--" + name.replace("_", "-") for name in _annotated_fields(source)}
+        flags |= _flag_strings(source)  # aliases=["--tensor-parallel-size", ...]
+    return frozenset(flags | _flag_strings(wheel.read("sglang/srt/server_args.py")))
+
+
 def transformers_causal_lm(wheel: Wheel) -> dict[str, str]:
     """MODEL_FOR_CAUSAL_LM_MAPPING_NAMES (model_type -> class) of transformers/models/auto/modeling_auto.py."""
     for node in ast.parse(wheel.read("transformers/models/auto/modeling_auto.py")).body:
@@ -154,7 +206,7 @@ def first_transformers_release(probes: list[Wheel], oldest: dict[str, str]) -> d
 
 def render(
     architectures: dict[str, frozenset[str]], stamps: dict[str, str], transformers: dict[str, dict[str, str]],
-    removed: dict[str, dict[str, str]], first_release: dict[str, str],
+    removed: dict[str, dict[str, str]], first_release: dict[str, str], cli_flags: dict[str, frozenset[str]],
 ) -> str:  # fmt: skip
     q = json.dumps  # double-quoted string literals, as the rest of the code base writes them
 
@@ -205,19 +257,28 @@ def render(
         "TRANSFORMERS_FIRST_RELEASE: dict[str, str] = {",
     ]
     lines += [f"    {q(k)}: {q(v)}," for k, v in sorted(first_release.items())]
+    lines += [
+        "}",
+        "",
+        "# The long flags each engine's server accepts (what an SM_VLLM_/SM_SGLANG_ variable must name).",
+        "CLI_FLAGS: dict[str, frozenset[str]] = {",
+    ]
+    lines += [f"    {q(key)}: {frozenset_literal(cli_flags[key])}," for key in sorted(cli_flags)]
     lines += ["}", ""]
     return "\n".join(lines)
 
 
 def build(wheel_dir: Path) -> str:
-    architectures, stamps, transformers, removed = {}, {}, {}, {}
+    architectures, stamps, transformers, removed, cli_flags = {}, {}, {}, {}, {}
     for version in VLLM_RELEASES:
         wheel = download("vllm", version, wheel_dir)
         architectures[wheel.key], removed[wheel.key] = vllm_architectures(wheel)
+        cli_flags[wheel.key] = vllm_cli_flags(wheel)
         stamps[wheel.key] = f"{wheel.stamp} vllm/model_executor/models/registry.py"
     for version in SGLANG_RELEASES:
         wheel = download("sglang", version, wheel_dir)
         architectures[wheel.key] = sglang_architectures(wheel)
+        cli_flags[wheel.key] = sglang_cli_flags(wheel)
         stamps[wheel.key] = f"{wheel.stamp} sglang/srt/models/*.py EntryClass"
     for version in TRANSFORMERS_RELEASES:
         wheel = download("transformers", version, wheel_dir)
@@ -226,7 +287,7 @@ def build(wheel_dir: Path) -> str:
         stamps[wheel.key] = f"{wheel.stamp} transformers/models/auto/modeling_auto.py MODEL_FOR_CAUSAL_LM_MAPPING_NAMES"
     probes = [download("transformers", v, wheel_dir) for v in TRANSFORMERS_PROBES]
     first = first_transformers_release(probes, transformers[TRANSFORMERS_RELEASES[0]])
-    return render(architectures, stamps, transformers, removed, first)
+    return render(architectures, stamps, transformers, removed, first, cli_flags)
 
 
 def literal_values(source: str, name: str) -> frozenset:
