@@ -1618,7 +1618,7 @@ VLLM_REMOVED: dict[str, dict[str, str]] = {
 }
 
 # The first transformers minor release whose MODEL_FOR_CAUSAL_LM_MAPPING_NAMES maps each causal-LM class
-# that 4.49.0 (the oldest pinned image) lacks; probed releases: 4.50.0, 4.51.0, 4.52.1, 4.53.0, 4.54.0, 4.55.0, 4.56.0, 4.57.1, 5.0.0, 5.1.0, 5.2.0, 5.3.0, 5.4.0, 5.5.0.
+# that 4.49.0 (the oldest pinned image) lacks; releases read: 4.50.0, 4.51.0, 4.51.3, 4.52.1, 4.53.0, 4.54.0, 4.55.0, 4.56.0, 4.57.1, 5.0.0, 5.1.0, 5.2.0, 5.3.0, 5.4.0, 5.5.0, 5.5.3.
 TRANSFORMERS_FIRST_RELEASE: dict[str, str] = {
     "AfmoeForCausalLM": "5.0.0",
     "ApertusForCausalLM": "4.56.0",
@@ -1642,7 +1642,7 @@ TRANSFORMERS_FIRST_RELEASE: dict[str, str] = {
     "Gemma3nForConditionalGeneration": "4.53.0",
     "Gemma4ForCausalLM": "5.5.0",
     "Gemma4ForConditionalGeneration": "5.5.0",
-    "Glm4ForCausalLM": "4.52.1",
+    "Glm4ForCausalLM": "4.51.3",
     "Glm4MoeForCausalLM": "4.54.0",
     "Glm4MoeLiteForCausalLM": "5.0.0",
     "GlmMoeDsaForCausalLM": "5.2.0",

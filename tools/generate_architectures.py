@@ -194,10 +194,14 @@ def transformers_causal_lm(wheel: Wheel) -> dict[str, str]:
     raise SystemExit(f"{wheel.key}: no MODEL_FOR_CAUSAL_LM_MAPPING_NAMES in modeling_auto.py")
 
 
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split("."))
+
+
 def first_transformers_release(probes: list[Wheel], oldest: dict[str, str]) -> dict[str, str]:
     """For each causal-LM class absent from the oldest pinned table: the first probed release that maps it."""
     first: dict[str, str] = {}
-    for wheel in sorted(probes, key=lambda w: tuple(int(p) for p in w.version.split("."))):
+    for wheel in sorted(probes, key=lambda w: _version(w.version)):
         for cls in transformers_causal_lm(wheel).values():
             if cls not in oldest.values():
                 first.setdefault(cls, wheel.version)
@@ -253,7 +257,8 @@ def render(
         "}",
         "",
         "# The first transformers minor release whose MODEL_FOR_CAUSAL_LM_MAPPING_NAMES maps each causal-LM class",
-        "# that 4.49.0 (the oldest pinned image) lacks; probed releases: " + ", ".join(TRANSFORMERS_PROBES) + ".",
+        "# that 4.49.0 (the oldest pinned image) lacks; releases read: "
+        + ", ".join(sorted(set(TRANSFORMERS_PROBES) | set(TRANSFORMERS_RELEASES[1:]), key=_version)) + ".",
         "TRANSFORMERS_FIRST_RELEASE: dict[str, str] = {",
     ]
     lines += [f"    {q(k)}: {q(v)}," for k, v in sorted(first_release.items())]
@@ -285,7 +290,7 @@ def build(wheel_dir: Path) -> str:
         transformers[version] = transformers_causal_lm(wheel)
         architectures[wheel.key] = frozenset(transformers[version].values())
         stamps[wheel.key] = f"{wheel.stamp} transformers/models/auto/modeling_auto.py MODEL_FOR_CAUSAL_LM_MAPPING_NAMES"
-    probes = [download("transformers", v, wheel_dir) for v in TRANSFORMERS_PROBES]
+    probes = [download("transformers", v, wheel_dir) for v in sorted(set(TRANSFORMERS_PROBES) | set(TRANSFORMERS_RELEASES))]
     first = first_transformers_release(probes, transformers[TRANSFORMERS_RELEASES[0]])
     return render(architectures, stamps, transformers, removed, first, cli_flags)
 
