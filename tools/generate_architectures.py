@@ -410,6 +410,65 @@ def check_options(wheel_dir: Path) -> list[str]:
     return problems
 
 
+# Where each quantization method of endpoint_config/gpus.py ENGINE_PRECISION is implemented: the class whose
+# get_min_capability the engine compares with the GPU (vllm/config/vllm.py, sglang/srt/model_loader/loader.py).
+PRECISION_CLASSES = {
+    "vllm==0.30.0": {
+        "fp8": ("vllm/model_executor/layers/quantization/fp8.py", "Fp8Config"),
+        "modelopt": ("vllm/model_executor/layers/quantization/modelopt.py", "ModelOptFp8Config"),
+        "compressed-tensors": (
+            "vllm/model_executor/layers/quantization/compressed_tensors/compressed_tensors.py", "CompressedTensorsConfig",
+        ),
+        "mxfp4": ("vllm/model_executor/layers/quantization/mxfp4.py", "Mxfp4Config"),
+        "modelopt_fp4": ("vllm/model_executor/layers/quantization/modelopt.py", "ModelOptNvFp4Config"),
+        "awq": ("vllm/model_executor/layers/quantization/auto_awq.py", "AutoAWQConfig"),
+        "gptq": ("vllm/model_executor/layers/quantization/auto_gptq.py", "AutoGPTQConfig"),
+    },
+    "sglang==0.5.20": {
+        "fp8": ("sglang/srt/layers/quantization/fp8.py", "Fp8Config"),
+        "modelopt_fp8": ("sglang/srt/layers/quantization/modelopt_quant.py", "ModelOptFp8Config"),
+        "w8a8_fp8": ("sglang/srt/layers/quantization/w8a8_fp8.py", "W8A8Fp8Config"),
+        "compressed-tensors": (
+            "sglang/srt/layers/quantization/compressed_tensors/compressed_tensors.py", "CompressedTensorsConfig",
+        ),
+        "mxfp4": ("sglang/srt/layers/quantization/mxfp4.py", "Mxfp4Config"),
+        "modelopt_fp4": ("sglang/srt/layers/quantization/modelopt_quant.py", "ModelOptFp4Config"),
+        "nvfp4_online": ("sglang/srt/layers/quantization/nvfp4_online.py", "NvFp4OnlineConfig"),
+        "awq": ("sglang/srt/layers/quantization/awq/awq.py", "AWQConfig"),
+        "gptq": ("sglang/srt/layers/quantization/gptq/gptq.py", "GPTQConfig"),
+        "bitsandbytes": ("sglang/srt/layers/quantization/bitsandbytes.py", "BitsAndBytesConfig"),
+    },
+}
+
+
+def min_capabilities(source: str, cls: str) -> set[int]:
+    """Every integer a class's get_min_capability can return (a conditional return gives several)."""
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ClassDef) and node.name == cls:
+            for fn in node.body:
+                if isinstance(fn, ast.FunctionDef) and fn.name == "get_min_capability":
+                    return {n.value for n in ast.walk(fn) if isinstance(n, ast.Constant) and type(n.value) is int}
+    raise SystemExit(f"{cls} has no get_min_capability")
+
+
+def check_precision(wheel_dir: Path) -> list[str]:
+    """endpoint_config/gpus.py ENGINE_PRECISION minimums against the engines' get_min_capability."""
+    from endpoint_config.gpus import ENGINE_PRECISION
+
+    problems = []
+    for engine, classes in PRECISION_CLASSES.items():
+        project, version = engine.split("==")
+        wheel = download(project, version, wheel_dir)
+        if set(classes) != set(ENGINE_PRECISION[engine]):
+            problems.append(f"ENGINE_PRECISION[{engine}] names {sorted(ENGINE_PRECISION[engine])}, the tool {sorted(classes)}")
+        for method, (member, cls) in classes.items():
+            support = ENGINE_PRECISION[engine].get(method)
+            found = min_capabilities(wheel.read(member), cls)
+            if support is not None and support.minimum not in found:
+                problems.append(f"ENGINE_PRECISION[{engine}][{method}].minimum {support.minimum}: {cls} returns {sorted(found)}")
+    return problems
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="compare instead of writing; exit 1 on a difference")
@@ -419,7 +478,7 @@ def main(argv: list[str] | None = None) -> int:
         wheel_dir = args.wheel_dir or Path(tmp)
         wheel_dir.mkdir(parents=True, exist_ok=True)
         text = build(wheel_dir)
-        problems = check_options(wheel_dir)
+        problems = check_options(wheel_dir) + check_precision(wheel_dir)
     if args.check:
         if OUTPUT.read_text() != text:
             problems.insert(0, f"{OUTPUT.relative_to(REPO_ROOT)} differs from what the wheels give: regenerate it")
