@@ -166,6 +166,8 @@ class SglangOptions(BaseModel):
                 text = str(value)
                 if text.strip().lower() in ("", "true", "false"):
                     raise ValueError(f"{name}: value {text!r} would be read by the container as a boolean or a bare flag")
+                if "\n" in text:  # the entrypoint reads `env` line by line
+                    raise ValueError(f"{name}: value {text!r} has a line break, which the container splits; use a file")
                 env[ENV_PREFIX + name.upper()] = text
         if self.enable_chunked_prefill is False:
             env[f"{ENV_PREFIX}CHUNKED_PREFILL_SIZE"] = "-1"

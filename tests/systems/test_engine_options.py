@@ -112,6 +112,7 @@ def test_unknown_keys_and_values_are_refused_with_what_is_allowed():
         (lambda: VllmSpeculativeConfig(method="ngram", num_speculative_tokens=3), "needs prompt_lookup_max"),
         (lambda: VllmOptions(chat_template="false"), "boolean or a bare flag"),
         (lambda: VllmOptions(chat_template='["a", "b"]'), "JSON array"),
+        (lambda: SglangOptions(chat_template="{% for m in messages %}\n{{ m.content }}{% endfor %}"), "line break"),
         (lambda: SglangOptions(enable_lora=True), "enable_lora needs max_lora_rank and lora_target_modules"),
         (lambda: SglangOptions(max_lora_rank=8), "apply only with enable_lora"),
         (lambda: SglangOptions(enable_lora=True, max_lora_rank=8, lora_target_modules="all", max_loaded_loras=4),
