@@ -13,7 +13,7 @@ export CDK_DISABLE_CLI_TELEMETRY := true
 # which `cdk synth` runs as "python3 app.py" (cdk.json).
 export PATH := $(CURDIR)/node_modules/.bin:$(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: help install venv-deploy venv-build cdk-cli wheelhouse demo test synth synth-pipeline clean hf-container-env tokenizer-envs checkov-env deploy destroy bench
+.PHONY: help install venv-deploy venv-build cdk-cli wheelhouse demo test synth synth-pipeline clean hf-container-env tokenizer-envs checkov-env deploy destroy bench engine-tables engine-tables-check
 
 help:
 	@echo "make demo   - build a tiny model, deploy it to a local AWS emulator, serve it, invoke it, destroy it"
@@ -23,6 +23,7 @@ help:
 	@echo "make destroy CONFIG=path ENV=name - tear that environment down"
 	@echo "make bench  - benchmarks: cold start, publish, serving, dev loop -> bench/results/ (~15 min)"
 	@echo "make clean  - remove build outputs (build/, cdk.out/)"
+	@echo "make engine-tables-check - compare systems/architectures.py and the engine option sets with the engines' wheels"
 
 # Three Python sets, each a superset of the one before: what a job installs is all it gets.
 #   venv-deploy  requirements.txt: synth, deploy, publish, smoke (the pipeline's synth and smoke steps)
@@ -105,3 +106,11 @@ bench: install
 
 clean:
 	rm -rf build cdk.out
+
+# The engines' model registries, CLI flags and option value sets, read from their PyPI wheels (~900 MB download:
+# vLLM, SGLang, transformers releases); not part of `make test`.
+engine-tables: install
+	$(PY) tools/generate_architectures.py
+
+engine-tables-check: install
+	$(PY) tools/generate_architectures.py --check

@@ -1,0 +1,120 @@
+"""Today's engine images, pinned: the AWS vLLM and SGLang DLCs for SageMaker and the Hugging Face PyTorch inference
+images on transformers 4.51.3 and 5.5.3. Same `ImagePin` as systems/images.py; tests/systems/test_images_current.py
+cross-checks each against the `sagemaker` package's tables (sagemaker-core 2.27.0) in every region they list.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from systems.images import DLC_REGIONS, ImagePin, PythonStack
+
+# Regions the sagemaker tables (vllm.json 0.30.0, sglang.json 0.5.20) list for the vLLM and SGLang DLCs that
+# systems/images.py has no registry account for (its _DLC_ACCOUNT_BY_REGION predates them); the tables give
+# ap-east-2 975050140332, ap-southeast-5 550225433462, ap-southeast-6 633930458069, ap-southeast-7 590183813437,
+# me-west-1 124382933778, mx-central-1 637423239942. Until those accounts are added there, the pins leave the
+# regions out (the cross-check test holds this list to exactly what the tables add).
+REGIONS_WITHOUT_ACCOUNT = ("ap-east-2", "ap-southeast-5", "ap-southeast-6", "ap-southeast-7", "me-west-1", "mx-central-1")
+# vllm.json and sglang.json list no China or GovCloud region for these versions (nor the ISO regions, which
+# DLC_REGIONS does not cover).
+_ENGINE_DLC_REGIONS = tuple(r for r in DLC_REGIONS if not r.startswith(("cn-", "us-gov-")))
+
+
+@dataclass(frozen=True)
+class ImageFacts:
+    """What an image holds beyond its tag: the CUDA toolkit (the host driver it needs follows from it,
+    endpoint_config/gpus.py), the engine, and where each fact was read."""
+
+    pin: ImagePin
+    cuda: str  # CUDA toolkit version of the image
+    engine: str  # "<project>==<version>" of the serving engine inside (a key of systems/architectures.py)
+    python: str
+    source: str
+
+
+# The AWS vLLM DLC for SageMaker, newest in the sagemaker package's vllm.json (0.23.0 .. 0.30.0; the DLC docs
+# list 0.31.0 too, which the sagemaker table does not have yet, so retrieve() cannot name it).
+# retrieve("vllm", region, version="0.30.0", instance_type=<GPU type>) -> vllm:0.30.0-gpu-py312-cu130-ubuntu24.04-sagemaker
+# (GPU only; the table has no CPU processor). aws/deep-learning-containers docs/src/data/vllm/0.30.0-gpu-sagemaker.yml
+# (commit 51c7d99316): cuda cu130, ubuntu24.04, py312, tags "0.30.0-gpu-py312-cu130-ubuntu24.04-sagemaker" and the
+# moving "0.30-gpu-py312-cu130-ubuntu24.04-sagemaker-v1", "0.30.0-gpu-py312", "0.30-gpu-py312". The image is the
+# upstream vllm/vllm-openai:v0.30.0 with the SageMaker entrypoint (docker/vllm/Dockerfile, target vllm-sagemaker;
+# .github/config/image/vllm/sagemaker-ubuntu.yml names base_image vllm/vllm-openai:v<version>, CUDA 13.0.2).
+# python_stack: the vllm 0.30.0 wheel's METADATA requires transformers>=5.10.4 (which requires
+# tokenizers<=0.23.0,>=0.22.0); the version pip resolved in the image is unverified, so the floor is written for.
+# Not pinned: vllm-server.json's "vllm:server-sagemaker-cuda-v2", a moving tag of the Amazon Linux 2023 build.
+VLLM_DLC = ImagePin(
+    repository="vllm",
+    gpu_tag="0.30.0-gpu-py312-cu130-ubuntu24.04-sagemaker",
+    sdk_framework="vllm",
+    sdk_version="0.30.0",
+    regions=_ENGINE_DLC_REGIONS,
+    python_stack=PythonStack(transformers=">=5.10.4", tokenizers=">=0.22.0,<=0.23.0", verified=False),
+)
+# The AWS SGLang DLC for SageMaker, newest in sglang.json (0.5.13 .. 0.5.20; the DLC docs list 0.5.21 too).
+# retrieve("sglang", region, version="0.5.20", ...) -> sglang:0.5.20-gpu-py312-cu130-ubuntu24.04-sagemaker.
+# aws/deep-learning-containers .github/config/image/sglang/sagemaker-ubuntu.yml (commit 1c7a22c611):
+# framework_version 0.5.20, base_image lmsysorg/sglang:v0.5.20, CUDA 13.0.3, Python 3.12;
+# docs/src/data/sglang/0.5.20-gpu-sagemaker.yml (commit 2a48521ce6). The entrypoint is
+# scripts/docker/sglang/sagemaker_entrypoint.sh, installed as /usr/bin/serve (docker/sglang/Dockerfile).
+# python_stack: the sglang 0.5.20 wheel's METADATA pins transformers==5.12.1 and tokenizers==0.22.2.
+SGLANG_DLC = ImagePin(
+    repository="sglang",
+    gpu_tag="0.5.20-gpu-py312-cu130-ubuntu24.04-sagemaker",
+    sdk_framework="sglang",
+    sdk_version="0.5.20",
+    regions=_ENGINE_DLC_REGIONS,
+    python_stack=PythonStack(transformers="==5.12.1", tokenizers="==0.22.2"),
+)
+# Hugging Face PyTorch inference DLC, transformers 4.51.3 (huggingface.json 4.51.3 / pytorch2.6.0).
+# aws/deep-learning-containers huggingface/pytorch/inference/docker/2.6/py3/cu124/Dockerfile.gpu at 6dbb542b45
+# (the parent of a5db58a294, which moved the file to 5.1.0): ARG TRANSFORMERS_VERSION=4.51.3,
+# SAGEMAKER_HF_INFERENCE_VERSION=2.6.0, torch 2.6.0+cu124, Python 3.12.8, FROM nvidia/cuda:12.4.1-base-ubuntu22.04;
+# tokenizers: transformers 4.51.3's METADATA requires tokenizers<0.22,>=0.21.
+HF_PYTORCH_INFERENCE_4_51 = ImagePin(
+    repository="huggingface-pytorch-inference",
+    gpu_tag="2.6.0-transformers4.51.3-gpu-py312-cu124-ubuntu22.04",
+    cpu_tag="2.6.0-transformers4.51.3-cpu-py312-ubuntu22.04",
+    sdk_framework="huggingface",
+    sdk_version="4.51.3",
+    sdk_base_framework_version="pytorch2.6.0",
+    python_stack=PythonStack(transformers="==4.51.3", tokenizers=">=0.21,<0.22"),
+)
+# Hugging Face PyTorch inference DLC, transformers 5.5.3 (huggingface.json 5.5.3 / pytorch2.6.0).
+# aws/deep-learning-containers commit cc7c8dc2a1 ("Hugging Face PyTorch inference DLC for Transformers v5", #5953):
+# Dockerfile.gpu ARG TRANSFORMERS_VERSION=5.5.3, torch 2.6.0+cu124, Python 3.12.8; buildspec.yml tag
+# "2.6.0-transformers5.5.3-gpu-py312-cu124-ubuntu22.04". The inference toolkit is installed from git,
+# sagemaker-huggingface-inference-toolkit@f0c3eb2, not the 2.6.0 release (which imports
+# `is_tf_available` from transformers.file_utils, gone in transformers 5); the toolkit's PR #141 "Update
+# dependencies for transformers v5" (merged 2026-03) made it import under 5.x. Unverified: that f0c3eb2 contains
+# #141 (the commit was not readable here; the DLC commit installs it precisely for transformers v5).
+# tokenizers: transformers 5.5.3's METADATA requires tokenizers<=0.23.0,>=0.22.0.
+HF_PYTORCH_INFERENCE_5_5 = ImagePin(
+    repository="huggingface-pytorch-inference",
+    gpu_tag="2.6.0-transformers5.5.3-gpu-py312-cu124-ubuntu22.04",
+    cpu_tag="2.6.0-transformers5.5.3-cpu-py312-ubuntu22.04",
+    sdk_framework="huggingface",
+    sdk_version="5.5.3",
+    sdk_base_framework_version="pytorch2.6.0",
+    python_stack=PythonStack(transformers="==5.5.3", tokenizers=">=0.22.0,<=0.23.0"),
+)
+
+CURRENT_IMAGES: tuple[ImageFacts, ...] = (
+    ImageFacts(VLLM_DLC, cuda="13.0", engine="vllm==0.30.0", python="3.12",
+               source="DLC docs/src/data/vllm/0.30.0-gpu-sagemaker.yml (cu130); config sagemaker-ubuntu.yml CUDA 13.0.2"),
+    ImageFacts(SGLANG_DLC, cuda="13.0", engine="sglang==0.5.20", python="3.12",
+               source="DLC .github/config/image/sglang/sagemaker-ubuntu.yml @1c7a22c611: CUDA 13.0.3"),
+    ImageFacts(HF_PYTORCH_INFERENCE_4_51, cuda="12.4", engine="transformers==4.51.3", python="3.12",
+               source="DLC huggingface/pytorch/inference/docker/2.6/py3/cu124/Dockerfile.gpu @6dbb542b45"),
+    ImageFacts(HF_PYTORCH_INFERENCE_5_5, cuda="12.4", engine="transformers==5.5.3", python="3.12",
+               source="DLC huggingface/pytorch/inference/docker/2.6/py3/cu124/Dockerfile.gpu @cc7c8dc2a1"),
+)  # fmt: skip
+
+# Neuron (inf2/trn): the Hugging Face vLLM Neuron image is NOT pinned. What was established:
+# huggingface-vllm-neuronx.json lists 0.4.1, 0.4.2, 0.4.4 (tag prefix "0.11.0-optimum0.4.4": vLLM 0.11.0 through
+# optimum-neuron 0.4.4, Neuron SDK 2.26.1, py310, 11 regions), while the DLC docs
+# (docs/src/data/huggingface-vllm-inference-neuronx/0.11-neuronx-sdk2.26.1.yml) name
+# "0.11.0-optimum0.4.5-neuronx-py310-sdk2.26.1-ubuntu22.04": the two sources disagree on the tag, and
+# sagemaker.core.image_uris.retrieve refuses the framework for ml.inf2 ("Unsupported processor: inf ... neuronx")
+# and ml.trn1 (Trainium allows only pytorch), so no pin could be cross-checked. Its container contract
+# (entrypoint, environment convention) and optimum-neuron's option set were not read. Not offered.
