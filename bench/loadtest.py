@@ -108,6 +108,20 @@ def _ours(target: Any, tokenizer: Path, levels: list[int], requests: int, warmup
     return result
 
 
+def run_ours_cli(base_url: str, out_dir: Path, tokenizer: Path, concurrency: int, requests: int, warmup: int,
+                 input_tokens: int, output_tokens: int) -> dict:  # fmt: skip
+    """`python -m model_build.loadtest` in its own process (as AIPerf runs in its own); its one level."""
+    cmd = [sys.executable, "-m", "model_build.loadtest", "--target", "openai", "--url", base_url, "--model", "paced",
+           "--tokenizer", str(tokenizer), "--concurrency", str(concurrency), "--requests", str(requests),
+           "--warmup", str(warmup), "--input-tokens", str(input_tokens), "--output-tokens", str(output_tokens),
+           "--seed", "1", "--out", str(out_dir), "--quiet"]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=REPO,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})  # fmt: skip
+    if done.returncode != 0:
+        raise RuntimeError(f"model_build loadtest exited {done.returncode}: {done.stderr[-800:]}")
+    return json.loads((out_dir / "loadtest.json").read_text())["levels"][0]
+
+
 def compare(ours: dict, theirs: dict) -> dict[str, Any]:
     """Ours / AIPerf's, metric by metric, for one concurrency level."""
     pairs = {
@@ -139,7 +153,6 @@ def cross_check(raw: Path, tokenizer: Path, log, *, ttft_ms: float = 50.0, itl_m
                 output_tokens: int = 32, input_tokens: int = 64, levels=(1, 8), requests: int = 48,
                 warmup: int = 4) -> dict[str, Any]:  # fmt: skip
     from local_emulator.moto_server import free_port
-    from model_build import loadtest
 
     version = aiperf_version()
     port = free_port()
@@ -156,10 +169,8 @@ def cross_check(raw: Path, tokenizer: Path, log, *, ttft_ms: float = 50.0, itl_m
     }  # fmt: skip
     try:
         wait_ready(url, proc)
-        ours = _ours(loadtest.OpenAITarget(f"{url}/v1", "paced"), tokenizer, list(levels), requests, warmup,
-                     input_tokens, output_tokens, raw / "loadtest", "crosscheck-ours")  # fmt: skip
-        for lv in ours["levels"]:
-            c = lv["concurrency"]
+        for c in levels:  # per level: ours, then AIPerf, each in its own process, back to back
+            lv = run_ours_cli(url + "/v1", raw / f"ours-c{c}", tokenizer, c, requests, warmup, input_tokens, output_tokens)
             cell: dict[str, Any] = {"ours": {k: lv[k] for k in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "output_tokens_per_s",
                                                                 "requests_per_s", "errors")}}  # fmt: skip
             if version is None:
@@ -180,9 +191,37 @@ def cross_check(raw: Path, tokenizer: Path, log, *, ttft_ms: float = 50.0, itl_m
     return out
 
 
+def text_vocab_checkpoint(out: Path) -> Path:
+    """GPT-2 124M's blocks (12 layers, 768 wide, random weights) with the offline tokenizer's own vocabulary:
+    bench/models.py's gpt2-124m keeps GPT-2's 50257 ids, which the small tokenizer decodes to no text for almost
+    every generated id, so a stream carries (and a load test can time) no text."""
+    out = Path(out)
+    if (out / "config.json").is_file():
+        return out
+    import torch
+    import transformers
+
+    from bench import models
+    from model_build.tiny_models import EOS, write_gpt2_tokenizer
+
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.mkdir(parents=True, exist_ok=True)
+    kwargs = dict(models.SHAPES["gpt2-124m"][1])
+    write_gpt2_tokenizer(tmp, kwargs["n_positions"])
+    vocab = json.loads((tmp / "vocab.json").read_text())
+    kwargs["vocab_size"] = len(vocab)
+    eos = vocab[EOS]
+    torch.manual_seed(0)
+    model = transformers.GPT2LMHeadModel(transformers.GPT2Config(**kwargs, bos_token_id=eos, eos_token_id=eos,
+                                                                 pad_token_id=eos)).eval()  # fmt: skip
+    model.save_pretrained(tmp)
+    tmp.rename(out)
+    return out
+
+
 def local_server(raw: Path, log, *, levels=(1, 2, 4), requests: int = 12, output_tokens: int = 32,
                  input_tokens: int = 64) -> dict[str, Any]:  # fmt: skip
-    """The GPT-2 124M shape served by `python -m model_build serve`: our load test on its response stream; AIPerf
+    """GPT-2 124M's blocks served by `python -m model_build serve`: our load test on its response stream; AIPerf
     against its OpenAI route where it has one."""
     import httpx
 
@@ -190,16 +229,17 @@ def local_server(raw: Path, log, *, levels=(1, 2, 4), requests: int = 12, output
     from local_emulator.moto_server import free_port
     from model_build import loadtest
 
-    source = models.make_checkpoint("gpt2-124m", raw / "src-gpt2-124m").resolve()
+    source = text_vocab_checkpoint(raw / "src-gpt2-124m-textvocab").resolve()
     artifacts = {"hf-fastload": None}
     text = "endpoints:\n" + models.endpoint_yaml("srv-hf", source, dtype="fp32")
     artifacts["hf-fastload"], _ = models.build(text, raw / "config-loadtest-gpt2-124m.yaml", "srv-hf",
-                                               (raw / "serve-gpt2-124m-loadtest" / "srv-hf").resolve())  # fmt: skip
+                                               (raw / "serve-gpt2-124m-textvocab" / "srv-hf").resolve())  # fmt: skip
     artifacts["hf-fastload:config"] = raw / "config-loadtest-gpt2-124m.yaml"
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     proc = serving.start_server("hf-fastload", artifacts, port, raw / "server-loadtest-gpt2-124m.log")
-    out: dict[str, Any] = {"model": "gpt2-124m shape (random weights), fp32 on CPU, one torch thread"}
+    out: dict[str, Any] = {"model": "GPT-2 124M blocks with the offline tokenizer's vocabulary (random weights), fp32 "
+                                    "on CPU, one torch thread"}  # fmt: skip
     try:
         serving.wait_ready(url, proc)
         for k, v in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}.items():

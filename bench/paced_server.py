@@ -3,8 +3,8 @@ generator's TTFT, ITL and throughput can be checked against known values (and ag
 
     python -m bench.paced_server --port 8123 --ttft-ms 50 --itl-ms 10 [--tokens 32]
 
-Paths (any endpoint name): OpenAI chat completions (`POST .../chat/completions`: `/v1/chat/completions`,
-`/endpoints/<ep>/openai/v1/chat/completions`), streamed as SSE `data:` chunks with usage when
+Paths (any endpoint name): OpenAI chat completions (`POST /v1/chat/completions`,
+`/endpoints/<ep>[/inference-components/<ic>]/openai/v1/chat/completions`), streamed as SSE `data:` chunks with usage when
 `stream_options.include_usage` asks, or one JSON answer; our generation format on `/invocations` and
 sagemaker-runtime's `/endpoints/<ep>/invocations` (`[{"generated_text"}]`) and
 `/endpoints/<ep>/invocations-response-stream` (AWS event-stream PayloadParts of LMI JSON lines, as
@@ -19,11 +19,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import time
 from typing import Any
 
 from model_build import event_stream
 
+# vLLM-style and SageMaker's OpenAI routes (SageMaker Developer Guide, realtime-endpoints-openai-compatible)
+CHAT_PATH = re.compile(r"^(/endpoints/[^/]+(/inference-components/[^/]+)?/openai)?/v1/chat/completions$")
 WORD = " tok"  # every token's text: one GPT-2 BPE token, so a tokenizer counts what the server says it sent
 
 
@@ -81,7 +84,7 @@ def create_app(pacing: Pacing):
         except ValueError as err:
             await _send_json(send, 400, {"error": f"body is not JSON: {err}"})
             return
-        if path.endswith("/chat/completions"):
+        if CHAT_PATH.match(path):
             await _chat(pacing, request, send)
         elif path.endswith("/invocations-response-stream"):
             await _lmi_stream(pacing, request, send)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import math
 import os
@@ -41,11 +42,13 @@ EXIT_SLO_MISSED = 1
 EXIT_USER_ERROR = 2
 MAX_CONCURRENCY = 1024
 ERROR_TEXT_CHARS = 300
+JSON_CONTENT = {"Content-Type": "application/json"}
 
 DEFINITIONS = {
-    "ttft_ms": "request sent -> first chunk carrying output text",
-    "itl_ms": "gaps between consecutive chunks carrying output text, pooled over requests (AIPerf: inter_chunk_latency)",
-    "tpot_ms": "per request (last text chunk - first text chunk) / (output tokens - 1) (AIPerf: inter_token_latency)",
+    "ttft_ms": "request sent -> first streamed event carrying output text",
+    "itl_ms": "gaps between consecutive streamed events (SSE events, LMI lines) carrying output text, each stamped "
+              "when its bytes arrived, pooled over requests (AIPerf: inter_chunk_latency)",
+    "tpot_ms": "per request (last text event - first text event) / (output tokens - 1) (AIPerf: inter_token_latency)",
     "e2e_ms": "request sent -> reply complete",
     "output_tokens_per_s": "output tokens of successful requests / (first request sent -> last reply complete)",
     "output_tokens_per_s_per_request": "output tokens / e2e, per request",
@@ -304,32 +307,42 @@ class OpenAITarget:
     async def send(self, prompt: Prompt) -> RequestRecord:
         import httpx
 
-        body = self.body(prompt)
+        body = json.dumps(self.body(prompt)).encode()  # encoded before the clock starts
         record = RequestRecord(start=time.perf_counter(), end=0.0, input_tokens=prompt.input_tokens)
         texts: list[str] = []
         usage: dict[str, Any] = {}
         try:
-            async with self.client.stream("POST", self.url, json=body) as reply:
+            async with self.client.stream("POST", self.url, content=body, headers=JSON_CONTENT) as reply:
                 if reply.status_code != 200:
                     detail = (await reply.aread()).decode("utf-8", "replace")
                     record.error_kind, record.error = _http_kind(reply.status_code), _short(f"HTTP {reply.status_code}: {detail}")
                 elif self.streaming:
-                    async for line in reply.aiter_lines():
-                        if not line.startswith("data:"):
-                            continue
-                        data = line[5:].strip()
-                        if data == "[DONE]":
+                    # Raw bytes, stamped as they arrive (before any parsing): each SSE event carrying text gets the
+                    # arrival time of the bytes that completed it, as AIPerf stamps its messages.
+                    rest, finished = b"", False
+                    async for raw in reply.aiter_raw():
+                        arrived = time.perf_counter()
+                        *lines, rest = (rest + raw).split(b"\n")
+                        for line in lines:
+                            if not line.startswith(b"data:"):
+                                continue
+                            data = line[5:].strip()
+                            if data == b"[DONE]":
+                                finished = True
+                                break
+                            obj = json.loads(data)
+                            if obj.get("error"):
+                                record.error_kind, record.error = "model_error", _short(obj["error"])
+                                finished = True
+                                break
+                            usage = obj.get("usage") or usage
+                            text = "".join((c.get("delta") or {}).get("content") or (c.get("delta") or {}).get("reasoning_content") or ""
+                                           for c in obj.get("choices") or [])  # fmt: skip
+                            if text:
+                                record.chunk_times.append(arrived)
+                                texts.append(text)
+                        if finished:
                             break
-                        obj = json.loads(data)
-                        if isinstance(obj, dict) and obj.get("error"):
-                            record.error_kind, record.error = "model_error", _short(obj["error"])
-                            break
-                        usage = obj.get("usage") or usage
-                        text = "".join((c.get("delta") or {}).get("content") or (c.get("delta") or {}).get("reasoning_content") or ""
-                                       for c in obj.get("choices") or [])  # fmt: skip
-                        if text:
-                            record.chunk_times.append(time.perf_counter())
-                            texts.append(text)
                 else:
                     obj = json.loads(await reply.aread())
                     usage = obj.get("usage") or {}
@@ -441,7 +454,6 @@ class SageMakerRuntimeTarget:
                     if part is None:
                         continue
                     arrived = time.perf_counter()
-                    got_text = False
                     for raw in splitter.feed(part.get("Bytes", b"")):
                         obj = stream.parse_line(raw)
                         if obj is None:
@@ -450,12 +462,10 @@ class SageMakerRuntimeTarget:
                         details = obj.get("details")
                         if isinstance(details, dict) and isinstance(details.get("generated_tokens"), int):
                             server_count = details["generated_tokens"]
-                        if text:
+                        if text:  # one token per line (LMI's framing), stamped with its part's arrival
                             texts.append(text)
                             lines += 1
-                            got_text = True
-                    if got_text:
-                        record.chunk_times.append(arrived)
+                            record.chunk_times.append(arrived)
                 record.end = time.perf_counter()
                 _count_output(record, "".join(texts), server_count, lines, "stream-lines", self.counter)
             else:
@@ -570,7 +580,14 @@ def run(target: Any, workload: Workload, price: Price | None = None, progress: b
         finally:
             await target.close()
 
-    asyncio.run(all_levels())
+    # The objects alive now (a large heap where torch or transformers are imported) are frozen out of the cyclic
+    # garbage collector, whose full passes over them would otherwise pause the event loop mid-measurement.
+    gc.collect()
+    gc.freeze()
+    try:
+        asyncio.run(all_levels())
+    finally:
+        gc.unfreeze()
     if workload.dataset:
         source = f"dataset {workload.dataset}"
     else:

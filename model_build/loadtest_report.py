@@ -2,9 +2,10 @@
 written as JSON, Markdown and a latency-vs-throughput plot, kept per artifact content hash.
 
 Definitions (what each number is; AIPerf 0.13.0's names in brackets, from its aiperf/metrics/types/*.py):
-  ttft_ms    request sent -> first chunk carrying output text                    [time_to_first_token]
-  itl_ms     gaps between consecutive chunks carrying output text, pooled over requests [inter_chunk_latency]
-  tpot_ms    per request (last text chunk - first text chunk) / (output tokens - 1) [inter_token_latency]
+  ttft_ms    request sent -> first streamed event (SSE event, LMI line) carrying output text [time_to_first_token]
+  itl_ms     gaps between consecutive events carrying output text, each stamped when its bytes arrived, pooled
+             over requests                                                        [inter_chunk_latency]
+  tpot_ms    per request (last text event - first text event) / (output tokens - 1) [inter_token_latency]
   e2e_ms     request sent -> reply complete (the stream closed)        [request_latency ends at the last text chunk]
   output_tokens_per_s            output tokens of successful requests / wall time of the level
                                  (first request sent -> last reply complete)  [output_token_throughput]
@@ -32,8 +33,8 @@ PERCENTILES = (50, 90, 95, 99)
 
 @dataclass
 class RequestRecord:
-    """One measured request. Times are time.perf_counter() seconds; chunk_times are the arrivals of the chunks
-    that carried output text (empty for a target that does not stream)."""
+    """One measured request. Times are time.perf_counter() seconds; chunk_times are the arrivals of the streamed
+    events that carried output text (empty for a target that does not stream)."""
 
     start: float
     end: float
