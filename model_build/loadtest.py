@@ -667,7 +667,11 @@ def configure_parser(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     w.add_argument("--seed", type=int)
     w.add_argument("--timeout", type=_positive_float, dest="request_timeout_s", help="per request, s (default 120)")
     c = p.add_argument_group("cost and objectives")
-    c.add_argument("--price-per-hour", type=_positive_float, help="the instance's on-demand USD per hour")
+    c.add_argument("--price-per-hour", type=_positive_float, help="the instance's USD per hour (wins over the others)")
+    c.add_argument("--instance-type", help="the endpoint's instance type, e.g. ml.g5.2xlarge (for a looked-up price)")
+    c.add_argument("--price-list-api", action="store_true",
+                   help="look the on-demand hosting price up in the AWS Price List API (pricing:GetProducts)")
+    c.add_argument("--price-table", type=Path, help="dated price table (JSON) to read, or to keep a looked-up price in")
     c.add_argument("--instance-count", type=int, default=1, help="instances behind the endpoint (default 1)")
     c.add_argument("--slo", type=Path, help="YAML/JSON with p95_ttft_ms, p95_itl_ms, min_output_tokens_per_s, "
                                             "concurrency, max_usd_per_million_tokens, max_error_rate: exit 1 if missed")
@@ -733,6 +737,34 @@ def workload_from_args(args: argparse.Namespace) -> Workload:
     return parse_workload(values)
 
 
+def price_from_args(args: argparse.Namespace) -> Price:
+    """--price-per-hour, else the Price List API (kept in --price-table when given), else --price-table; none: no
+    price (and no $ per million tokens)."""
+    from model_build import loadtest_prices
+
+    count, kind = args.instance_count, args.instance_type
+    if args.price_per_hour is not None:
+        return Price(usd_per_hour=args.price_per_hour, instance_count=count, instance_type=kind,
+                     source="given (--price-per-hour)")  # fmt: skip
+    if not (args.price_list_api or args.price_table):
+        return Price(instance_count=count, instance_type=kind)
+    if not kind or not args.region:
+        raise LoadTestError("a looked-up price needs --instance-type and --region")
+    try:
+        if args.price_list_api:
+            usd = loadtest_prices.fetch_hosting_price(kind, args.region)
+            if args.price_table:
+                table = json.loads(args.price_table.read_text()) if args.price_table.is_file() else {"prices": {}}
+                table.get("prices", {}).setdefault(args.region, {})[kind] = usd
+                loadtest_prices.write_table(args.price_table, table["prices"])
+            source = f"{loadtest_prices.SOURCE}, fetched {datetime.now(timezone.utc).date().isoformat()}"
+        else:
+            usd, source = loadtest_prices.price_from_table(args.price_table, kind, args.region)
+    except (loadtest_prices.PriceError, ValueError) as err:
+        raise LoadTestError(f"price: {err}") from None
+    return Price(usd_per_hour=usd, instance_count=count, instance_type=kind, source=source)
+
+
 def run_args(args: argparse.Namespace) -> int:
     """The command: run, write loadtest.{json,md,png} under --out, print the Markdown, judge --slo."""
     try:
@@ -740,8 +772,7 @@ def run_args(args: argparse.Namespace) -> int:
         slo = parse_slo(_read_mapping(args.slo, "--slo"), "--slo") if args.slo else None
         if args.instance_count < 1:
             raise LoadTestError(f"--instance-count must be >= 1, got {args.instance_count}")
-        price = Price(usd_per_hour=args.price_per_hour, instance_count=args.instance_count,
-                      source="--price-per-hour" if args.price_per_hour else None)  # fmt: skip
+        price = price_from_args(args)
         result = run(target_from_args(args), workload, price, progress=not args.quiet)
         if slo is not None:
             result["slo"] = slo.model_dump()

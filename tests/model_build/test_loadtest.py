@@ -304,6 +304,10 @@ def test_the_command_writes_its_report_and_gates_on_the_slo(paced: str, tmp_path
      "error: --api-key-env: environment variable LOADTEST_NO_SUCH_VAR is not set"),
     (["--target", "openai", "--url", "http://h/v1", "--input-tokens", "x"], "--input-tokens: expected MEAN or MEAN:STDDEV"),
     (["--target", "openai", "--url", "http://h/v1", "--price-per-hour", "-1"], "--price-per-hour: expected a number > 0"),
+    (["--target", "openai", "--url", "http://h/v1", "--price-table", "p.json"],
+     "error: a looked-up price needs --instance-type and --region"),
+    (["--target", "openai", "--url", "http://h/v1", "--price-table", "p.json", "--instance-type", "ml.g5.xlarge",
+      "--region", "us-east-1"], "error: price: price table p.json: No such file"),
 ])  # fmt: skip
 def test_bad_arguments_exit_2_with_one_message(args: list[str], message: str, tmp_path: Path,
                                                monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
@@ -323,3 +327,53 @@ def test_the_command_hooks_into_an_argparse_tree() -> None:
     loadtest.add_parser(top.add_subparsers(dest="command", required=True))
     args = top.parse_args(["loadtest", "--target", "sagemaker-runtime", "--endpoint-name", "e", "--concurrency", "1,8"])
     assert args.run is loadtest.run_args and args.concurrency == [1, 8]
+
+
+# ---------------------------------------------------------------------------------------------------- prices
+
+
+def _product(usd: str, unit: str = "Hrs") -> str:
+    """A GetProducts PriceList item in the Price List API's product/terms layout."""
+    return json.dumps({"product": {"attributes": {"component": "Hosting", "instanceName": "ml.g5.2xlarge"}},
+                       "terms": {"OnDemand": {"T1": {"priceDimensions": {"D1": {"unit": unit,
+                                                                               "pricePerUnit": {"USD": usd}}}}}}})  # fmt: skip
+
+
+def test_the_hosting_price_from_the_price_list_api_and_a_dated_table(tmp_path: Path) -> None:
+    import boto3
+    from botocore.stub import Stubber
+
+    from model_build import loadtest_prices
+
+    client = boto3.client("pricing", region_name="us-east-1", aws_access_key_id="testing",
+                          aws_secret_access_key="testing")  # fmt: skip
+    query = {"ServiceCode": "AmazonSageMaker", "Filters": [
+        {"Type": "TERM_MATCH", "Field": "component", "Value": "Hosting"},
+        {"Type": "TERM_MATCH", "Field": "instanceName", "Value": "ml.g5.2xlarge"},
+        {"Type": "TERM_MATCH", "Field": "regionCode", "Value": "us-west-2"}]}  # fmt: skip
+    with Stubber(client) as stub:
+        stub.add_response("get_products", {"FormatVersion": "aws_v1", "PriceList": [_product("1.2345")]}, query)
+        assert loadtest_prices.fetch_hosting_price("ml.g5.2xlarge", "us-west-2", client) == 1.2345
+        stub.add_response("get_products", {"FormatVersion": "aws_v1", "PriceList": []}, query)
+        with pytest.raises(loadtest_prices.PriceError, match="returned 0 products for ml.g5.2xlarge hosting in us-west-2"):
+            loadtest_prices.fetch_hosting_price("ml.g5.2xlarge", "us-west-2", client)
+        stub.add_client_error("get_products", "AccessDeniedException", "not authorized to pricing:GetProducts")
+        with pytest.raises(loadtest_prices.PriceError, match="refused the query"):
+            loadtest_prices.fetch_hosting_price("ml.g5.2xlarge", "us-west-2", client)
+    with pytest.raises(loadtest_prices.PriceError, match="expected one hourly price dimension"):
+        loadtest_prices.hosting_price_from_products([_product("1", unit="GB-Mo")], "t", "r")
+    with pytest.raises(loadtest_prices.PriceError, match="returned 2 products"):
+        loadtest_prices.hosting_price_from_products([_product("1"), _product("2")], "t", "r")
+
+    table = loadtest_prices.write_table(tmp_path / "prices.json", {"us-west-2": {"ml.g5.2xlarge": 1.2345}})
+    usd, source = loadtest_prices.price_from_table(table, "ml.g5.2xlarge", "us-west-2")
+    assert usd == 1.2345 and "Price List Query API" in source and "fetched 20" in source
+    with pytest.raises(loadtest_prices.PriceError, match="has no price for ml.g5.xlarge in us-west-2"):
+        loadtest_prices.price_from_table(table, "ml.g5.xlarge", "us-west-2")
+    with pytest.raises(loadtest_prices.PriceError, match="No such file"):
+        loadtest_prices.price_from_table(tmp_path / "none.json", "ml.g5.xlarge", "us-west-2")
+    args = loadtest.configure_parser(__import__("argparse").ArgumentParser()).parse_args([
+        "--target", "openai", "--url", "http://h/v1", "--price-table", str(table), "--instance-type", "ml.g5.2xlarge",
+        "--region", "us-west-2", "--instance-count", "2"])  # fmt: skip
+    price = loadtest.price_from_args(args)
+    assert price.total_usd_per_hour == 2 * 1.2345 and price.source == source
