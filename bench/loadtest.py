@@ -108,13 +108,13 @@ def _ours(target: Any, tokenizer: Path, levels: list[int], requests: int, warmup
     return result
 
 
-def run_ours_cli(base_url: str, out_dir: Path, tokenizer: Path, concurrency: int, requests: int, warmup: int,
+def run_ours_cli(base_url: str, out_dir: Path, tokenizer: Path | None, concurrency: int, requests: int, warmup: int,
                  input_tokens: int, output_tokens: int) -> dict:  # fmt: skip
     """`python -m model_build.loadtest` in its own process (as AIPerf runs in its own); its one level."""
     cmd = [sys.executable, "-m", "model_build.loadtest", "--target", "openai", "--url", base_url, "--model", "paced",
-           "--tokenizer", str(tokenizer), "--concurrency", str(concurrency), "--requests", str(requests),
-           "--warmup", str(warmup), "--input-tokens", str(input_tokens), "--output-tokens", str(output_tokens),
-           "--seed", "1", "--out", str(out_dir), "--quiet"]  # fmt: skip
+           "--concurrency", str(concurrency), "--requests", str(requests), "--warmup", str(warmup),
+           "--input-tokens", str(input_tokens), "--output-tokens", str(output_tokens), "--seed", "1",
+           "--out", str(out_dir), "--quiet"] + (["--tokenizer", str(tokenizer)] if tokenizer else [])  # fmt: skip
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=REPO,
                           env={**os.environ, "PYTHONPATH": str(REPO)})  # fmt: skip
     if done.returncode != 0:
@@ -273,26 +273,33 @@ def local_server(raw: Path, log, *, levels=(1, 2, 4), requests: int = 12, output
     return out
 
 
-def ceiling(raw: Path, log, *, levels=(1, 8, 32, 64), requests: int = 2000) -> dict[str, Any]:
-    """Requests/s our load test drives (openai target, streamed) against the paced server answering at once."""
+def ceiling(raw: Path, tokenizer: Path, log, *, levels=(1, 8, 32, 64), requests: int = 2000, warmup: int = 50,
+            with_aiperf: bool = True) -> dict[str, Any]:
+    """Requests/s our load test (its own process, openai target, streamed) drives against the paced server
+    answering at once; AIPerf against the same server at the highest level, for reference."""
     from local_emulator.moto_server import free_port
-    from model_build import loadtest
 
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     proc = start_paced(port, 0, 0, 1, raw / "paced-ceiling.log")
+    cells: dict[str, Any] = {}
+    reference: dict[str, Any] = {}
     try:
         wait_ready(url, proc)
-        workload = loadtest.parse_workload({"input_tokens": {"mean": 16}, "output_tokens": {"mean": 1},
-                                            "concurrency": list(levels), "requests": requests, "warmup_requests": 50})  # fmt: skip
-        result = loadtest.run(loadtest.OpenAITarget(f"{url}/v1", "paced"), workload, progress=False)
+        for c in levels:
+            # no tokenizer: the server counts the one token; prompts of 16 words (AIPerf needs its tokenizer)
+            lv = run_ours_cli(url + "/v1", raw / f"ceiling-c{c}", None, c, requests, warmup, 16, 1)
+            cells[str(c)] = {"requests_per_s": lv["requests_per_s"], "e2e_ms": lv["e2e_ms"], "errors": lv["errors"]}
+        if with_aiperf and aiperf_version() is not None:
+            theirs = run_aiperf(url, raw / "aiperf-ceiling", tokenizer, levels[-1], requests, warmup, 16, 1)
+            reference = {"concurrency": levels[-1], "requests_per_s": theirs["request_throughput"]["avg"],
+                         "request_latency_p50_ms": theirs["request_latency"]["p50"]}  # fmt: skip
     finally:
         stop(proc)
-    cells = {str(lv["concurrency"]): {"requests_per_s": lv["requests_per_s"], "e2e_ms": lv["e2e_ms"],
-                                      "errors": lv["errors"]} for lv in result["levels"]}  # fmt: skip
-    log("  " + "; ".join(f"c={c}: {v['requests_per_s']:.0f} req/s" for c, v in cells.items()))
+    log("  " + "; ".join(f"c={c}: {v['requests_per_s']:.0f} req/s" for c, v in cells.items())
+        + (f"; AIPerf c={reference['concurrency']}: {reference['requests_per_s']:.0f} req/s" if reference else ""))
     return {"target": "openai, streamed, 1 output token, paced server answering at once (own process)",
-            "requests_per_level": requests, "levels": cells,
+            "requests_per_level": requests, "levels": cells, "aiperf_reference": reference or None,
             "max_requests_per_s": max(v["requests_per_s"] for v in cells.values())}  # fmt: skip
 
 
@@ -302,7 +309,7 @@ def _pct(xs: list[float], q: float) -> float:
     return percentile(xs, q)
 
 
-def front_doors(raw: Path, log, *, reps: int = 400, tokens: int = 8) -> dict[str, Any]:
+def front_doors(raw: Path, log, *, reps: int = 400, tokens: int = 8, warmup: int = 20) -> dict[str, Any]:
     """The invoke and stream functions' code in process against direct boto3 calls, same server, interleaved."""
     import boto3
     from botocore.config import Config
@@ -347,7 +354,7 @@ def front_doors(raw: Path, log, *, reps: int = 400, tokens: int = 8) -> dict[str
         variants = {"direct_invoke": direct_invoke, "invoke_function": via_invoke, "direct_stream": direct_stream,
                     "stream_function": via_stream}  # fmt: skip
         for fn in variants.values():  # warm-up: connections, imports
-            for _ in range(20):
+            for _ in range(warmup):
                 fn()
         times: dict[str, list[float]] = {k: [] for k in variants}
         rng = random.Random(0)
@@ -384,7 +391,7 @@ def bench(raw: Path, reps: int, log) -> dict[str, Any]:
         make_tiny_model("gpt2", tokenizer)
     out: dict[str, Any] = {}
     for name, fn in (("cross_check", lambda: cross_check(raw, tokenizer, log)),
-                     ("ceiling", lambda: ceiling(raw, log)),
+                     ("ceiling", lambda: ceiling(raw, tokenizer, log)),
                      ("front_doors", lambda: front_doors(raw, log, reps=max(reps, 5) * 80)),
                      ("local_server", lambda: local_server(raw, log))):  # fmt: skip
         try:

@@ -56,6 +56,9 @@ DEFINITIONS = {
 }
 
 
+TARGETS: dict[str, Any] = {}  # kind -> target class (a load-generating process rebuilds its target by kind)
+
+
 class LoadTestError(Exception):
     """A user error: bad workload, target or arguments. Printed as one line, exit 2."""
 
@@ -97,6 +100,7 @@ class Workload(BaseModel):
     parameters: dict[str, Any] = {}  # merged into our format's "parameters"
     extra_body: dict[str, Any] = {}  # merged into every OpenAI request body
     max_tokens_field: Literal["max_completion_tokens", "max_tokens"] = "max_completion_tokens"
+    processes: int | None = Field(default=None, ge=1, le=256)  # load-generating processes; None: processes_for()
 
     @field_validator("concurrency")
     @classmethod
@@ -246,6 +250,11 @@ def make_prompts(workload: Workload, count: int, seed: int, counter: TokenCounte
 # Targets
 
 
+def _register(cls: Any) -> Any:
+    TARGETS[cls.kind] = cls
+    return cls
+
+
 def sagemaker_openai_base_url(region: str, endpoint: str, inference_component: str | None = None) -> str:
     """SageMaker's OpenAI-compatible route (SageMaker Developer Guide, realtime-endpoints-openai-compatible)."""
     component = f"/inference-components/{inference_component}" if inference_component else ""
@@ -261,17 +270,18 @@ def _http_kind(status: int) -> str:
     return "throttled" if status == 429 else f"http_{status // 100}xx"
 
 
+@_register
 class OpenAITarget:
     """Chat completions at `base_url` + /chat/completions, streamed (SSE) unless stream=False."""
 
     kind = "openai"
 
-    def __init__(self, base_url: str, model: str, api_key: str | None = None, stream: bool = True,
-                 counter: TokenCounter | None = None) -> None:  # fmt: skip
+    def __init__(self, base_url: str, model: str, api_key: str | None = None, stream: bool = True) -> None:
         if not base_url.startswith(("http://", "https://")):
             raise LoadTestError(f"--url must start with http:// or https://, got {base_url!r}")
+        self.spec = {"base_url": base_url, "model": model, "api_key": api_key, "stream": stream}
         self.url = base_url.rstrip("/") + "/chat/completions"
-        self.model, self.api_key, self.streaming, self.counter = model, api_key, stream, counter
+        self.model, self.api_key, self.streaming = model, api_key, stream
         self.client: Any = None
         self.workload: Workload | None = None
 
@@ -355,36 +365,48 @@ class OpenAITarget:
             record.error_kind, record.error = "bad_reply", _short(f"{type(err).__name__}: {err}")
         record.end = time.perf_counter()
         if record.ok:
-            _count_output(record, "".join(texts), usage.get("completion_tokens"), len(record.chunk_times) or None,
-                          "stream-chunks", self.counter)  # fmt: skip
+            _keep_output(record, "".join(texts), usage.get("completion_tokens"), len(record.chunk_times), "stream-chunks")
         return record
 
 
-def _count_output(record: RequestRecord, text: str, server_count: Any, line_count: int | None, line_source: str,
-                  counter: TokenCounter | None) -> None:  # fmt: skip
-    """Output tokens, best source first: the server's own count, a tokenizer, one token per streamed line/chunk,
-    one per word (approximation)."""
+def _keep_output(record: RequestRecord, text: str, server_count: Any, line_count: int, line_source: str) -> None:
+    """What the output tokens are counted from, after the level (count_output): counting is kept out of the
+    measured loop, and out of the load-generating processes."""
     if isinstance(server_count, int) and not isinstance(server_count, bool) and server_count >= 0:
         record.output_tokens, record.output_tokens_source = server_count, "server"
-    elif counter is not None:
+    else:
+        record.output_text, record.line_count, record.line_source = text, line_count, line_source
+
+
+def count_output(record: RequestRecord, counter: TokenCounter | None) -> None:
+    """Output tokens, best source first: the server's own count (kept while measuring), a tokenizer, one token per
+    streamed line or chunk, one per word (approximation)."""
+    if not record.ok or record.output_tokens is not None:
+        return
+    text = record.output_text or ""
+    if counter is not None:
         record.output_tokens, record.output_tokens_source = counter.count(text), "tokenizer"
-    elif line_count:
-        record.output_tokens, record.output_tokens_source = line_count, line_source
+    elif record.line_count:
+        record.output_tokens, record.output_tokens_source = record.line_count, record.line_source
     else:
         record.output_tokens, record.output_tokens_source = len(text.split()), "approximation (words)"
+    record.output_text = None
 
 
+@_register
 class SageMakerRuntimeTarget:
     """InvokeEndpointWithResponseStream (stream=True) or InvokeEndpoint through boto3, one thread per request."""
 
     kind = "sagemaker-runtime"
 
     def __init__(self, endpoint_name: str, region: str | None = None, endpoint_url: str | None = None,
-                 inference_component: str | None = None, stream: bool = True, counter: TokenCounter | None = None) -> None:  # fmt: skip
+                 inference_component: str | None = None, stream: bool = True) -> None:  # fmt: skip
         if not endpoint_name:
             raise LoadTestError("--endpoint-name is required for the sagemaker-runtime target")
+        self.spec = {"endpoint_name": endpoint_name, "region": region, "endpoint_url": endpoint_url,
+                     "inference_component": inference_component, "stream": stream}  # fmt: skip
         self.endpoint_name, self.region, self.endpoint_url = endpoint_name, region, endpoint_url
-        self.inference_component, self.streaming, self.counter = inference_component, stream, counter
+        self.inference_component, self.streaming = inference_component, stream
         self.client: Any = None
         self.executor: ThreadPoolExecutor | None = None
         self.workload: Workload | None = None
@@ -467,7 +489,7 @@ class SageMakerRuntimeTarget:
                             lines += 1
                             record.chunk_times.append(arrived)
                 record.end = time.perf_counter()
-                _count_output(record, "".join(texts), server_count, lines, "stream-lines", self.counter)
+                _keep_output(record, "".join(texts), server_count, lines, "stream-lines")
             else:
                 reply = self.client.invoke_endpoint(EndpointName=self.endpoint_name, ContentType="application/json",
                                                     Accept="application/json", Body=body, **component)  # fmt: skip
@@ -476,7 +498,7 @@ class SageMakerRuntimeTarget:
                 outputs = json.loads(raw)
                 items = outputs if isinstance(outputs, list) else [outputs]
                 text = "".join(str(o.get("generated_text", "")) for o in items if isinstance(o, dict))
-                _count_output(record, text, None, None, "", self.counter)
+                _keep_output(record, text, None, 0, "")
         except stream.ModelStreamFailed as err:
             record.error_kind, record.error = "model_error", _short(err)
         except botocore.exceptions.ClientError as err:
@@ -520,24 +542,23 @@ class Price(BaseModel):
         return None if self.usd_per_hour is None else self.usd_per_hour * self.instance_count
 
 
-async def _run_level(target: Any, prompts: list[Prompt], concurrency: int, count: int | None,
-                     duration_s: float | None, warmup: list[Prompt], progress: bool) -> list[RequestRecord]:  # fmt: skip
-    from tqdm import tqdm
+async def _warm_up(target: Any, warmup: list[Prompt], concurrency: int) -> None:
+    queue = list(reversed(warmup))
 
-    async def drain(queue: list[Prompt]) -> None:
-        async def worker() -> None:
-            while queue:
-                await target.send(queue.pop())
+    async def worker() -> None:
+        while queue:
+            await target.send(queue.pop())
 
-        await asyncio.gather(*(worker() for _ in range(min(concurrency, len(queue)))))
+    await asyncio.gather(*(worker() for _ in range(min(concurrency, len(queue)))))
 
-    if warmup:
-        await drain(list(reversed(warmup)))
+
+async def _measure(target: Any, prompts: list[Prompt], concurrency: int, count: int | None, duration_s: float | None,
+                   on_done: Any = None) -> list[RequestRecord]:  # fmt: skip
+    """`concurrency` requests in flight until `count` were sent or `duration_s` passed (requests started before
+    the end complete)."""
     records: list[RequestRecord] = []
     issued = 0
     deadline = None if duration_s is None else time.perf_counter() + duration_s
-    bar = tqdm(total=count, desc=f"concurrency {concurrency}", unit="req", file=sys.stderr, disable=not progress,
-               leave=False)  # fmt: skip
 
     async def worker() -> None:
         nonlocal issued
@@ -545,21 +566,109 @@ async def _run_level(target: Any, prompts: list[Prompt], concurrency: int, count
             prompt = prompts[issued % len(prompts)]
             issued += 1
             records.append(await target.send(prompt))
-            bar.update(1)
+            if on_done is not None:
+                on_done()
 
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return records
+
+
+def _split(total: int, parts: int) -> list[int]:
+    return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
+
+
+def _process_level(kind: str, spec: dict, workload_json: str, prompts: list[Prompt], concurrency: int,
+                   count: int | None, warmup: list[Prompt], barrier: Any, done: Any, results: Any) -> None:  # fmt: skip
+    """One load-generating process's share of a level: its own target and event loop; warm up, wait for the
+    others at the barrier, measure, hand the records back."""
+    workload = Workload.model_validate_json(workload_json)
+    target = TARGETS[kind](**spec)
+
+    def one_done() -> None:
+        with done.get_lock():
+            done.value += 1
+
+    async def go() -> list[RequestRecord]:
+        await target.open(concurrency, workload)
+        try:
+            await _warm_up(target, warmup, concurrency)
+            await asyncio.get_running_loop().run_in_executor(None, barrier.wait)
+            return await _measure(target, prompts, concurrency, count, workload.duration_s, one_done)
+        finally:
+            await target.close()
+
+    gc.collect()
+    gc.freeze()
     try:
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        results.put(asyncio.run(go()))
+    except BaseException as err:  # the parent reports it; a broken barrier releases the others
+        barrier.abort()
+        results.put(f"{type(err).__name__}: {err}")
+
+
+def processes_for(workload: Workload, concurrency: int) -> int:
+    """Load-generating processes for a level: `processes`, else one per 4 requests in flight up to the CPU count.
+    One event loop parses every stream's events; at 8 streams on a 2-core machine it delayed the first token by
+    tens of ms more than AIPerf's client did (bench/loadtest.py), so the streams are spread over processes."""
+    if workload.processes is not None:
+        return min(workload.processes, concurrency)
+    return max(1, min(os.cpu_count() or 1, math.ceil(concurrency / 4)))
+
+
+def _run_level_in_processes(target: Any, workload: Workload, prompts: list[Prompt], concurrency: int,
+                            count: int | None, warmup: list[Prompt], processes: int, progress: bool) -> list[RequestRecord]:  # fmt: skip
+    import multiprocessing
+    import queue as queue_module
+
+    from tqdm import tqdm
+
+    ctx = multiprocessing.get_context("spawn")  # no fork of a process that may hold threads (torch, tqdm)
+    barrier, done, results = ctx.Barrier(processes), ctx.Value("i", 0), ctx.Queue()
+    shares = _split(concurrency, processes)
+    counts = _split(count, processes) if count is not None else [None] * processes
+    warmups = [warmup[i::processes] for i in range(processes)]
+    workers = [ctx.Process(target=_process_level, daemon=True, args=(
+        target.kind, target.spec, workload.model_dump_json(), prompts[i::processes] or prompts, shares[i], counts[i],
+        warmups[i], barrier, done, results)) for i in range(processes)]  # fmt: skip
+    for w in workers:
+        w.start()
+    records: list[RequestRecord] = []
+    failures: list[str] = []
+    bar = tqdm(total=count, desc=f"concurrency {concurrency} ({processes} processes)", unit="req", file=sys.stderr,
+               disable=not progress, leave=False)  # fmt: skip
+    try:
+        received = 0
+        while received < processes:
+            try:
+                got = results.get(timeout=0.2)
+            except queue_module.Empty:
+                if not any(w.is_alive() for w in workers) and results.empty():
+                    failures.append("a load-generating process exited without its results")
+                    break
+                bar.update(done.value - bar.n)
+                continue
+            received += 1
+            if isinstance(got, str):
+                failures.append(got)
+            else:
+                records += got
     finally:
         bar.close()
+        for w in workers:
+            w.join(timeout=10)
+            if w.is_alive():
+                w.kill()
+    if failures:
+        raise LoadTestError(f"concurrency {concurrency}: a load-generating process failed: {failures[0]}")
     return records
 
 
 def run(target: Any, workload: Workload, price: Price | None = None, progress: bool = True) -> dict[str, Any]:
     """Run every concurrency level of the workload against the target; the result (JSON-able dict)."""
+    from tqdm import tqdm
+
     price = price or Price()
     counter = TokenCounter(workload.tokenizer) if workload.tokenizer else None
-    if counter is not None and getattr(target, "counter", None) is None:
-        target.counter = counter
     dataset = read_dataset(workload.dataset) if workload.dataset else None
     if dataset is not None and isinstance(target, SageMakerRuntimeTarget) and any("messages" in e for e in dataset):
         raise LoadTestError(f"dataset {workload.dataset}: lines with \"messages\" need the openai target; the "
@@ -567,27 +676,41 @@ def run(target: Any, workload: Workload, price: Price | None = None, progress: b
     started = datetime.now(timezone.utc)
     levels = []
 
-    async def all_levels() -> None:
-        await target.open(max(workload.concurrency), workload)
+    async def in_this_process(c: int, prompts: list[Prompt], count: int | None, warmup: list[Prompt]) -> list[RequestRecord]:
+        await target.open(c, workload)
         try:
-            for c in workload.concurrency:
-                count = workload.requests_at(c)
-                pool = count if count is not None else max(64, 8 * c)
-                prompts = make_prompts(workload, pool, workload.seed * 1_000_003 + c, counter, dataset)
-                warmup = make_prompts(workload, workload.warmup_requests, workload.seed * 1_000_003 - c, counter, dataset)
-                records = await _run_level(target, prompts, c, count, workload.duration_s, warmup, progress)
-                levels.append(summarize_level(c, records, target.streaming, price.total_usd_per_hour))
+            await _warm_up(target, warmup, c)
+            bar = tqdm(total=count, desc=f"concurrency {c}", unit="req", file=sys.stderr, disable=not progress,
+                       leave=False)  # fmt: skip
+            try:
+                return await _measure(target, prompts, c, count, workload.duration_s, lambda: bar.update(1))
+            finally:
+                bar.close()
         finally:
             await target.close()
 
-    # The objects alive now (a large heap where torch or transformers are imported) are frozen out of the cyclic
-    # garbage collector, whose full passes over them would otherwise pause the event loop mid-measurement.
-    gc.collect()
-    gc.freeze()
-    try:
-        asyncio.run(all_levels())
-    finally:
-        gc.unfreeze()
+    for c in workload.concurrency:
+        count = workload.requests_at(c)
+        pool = count if count is not None else max(64, 8 * c)
+        prompts = make_prompts(workload, pool, workload.seed * 1_000_003 + c, counter, dataset)
+        warmup = make_prompts(workload, workload.warmup_requests, workload.seed * 1_000_003 - c, counter, dataset)
+        processes = processes_for(workload, c)
+        if processes > 1:
+            records = _run_level_in_processes(target, workload, prompts, c, count, warmup, processes, progress)
+        else:
+            # The objects alive now (a large heap where torch or transformers are imported) are frozen out of the
+            # cyclic garbage collector, whose full passes over them would otherwise pause the event loop.
+            gc.collect()
+            gc.freeze()
+            try:
+                records = asyncio.run(in_this_process(c, prompts, count, warmup))
+            finally:
+                gc.unfreeze()
+        for record in records:
+            count_output(record, counter)
+        level = summarize_level(c, records, target.streaming, price.total_usd_per_hour)
+        level["processes"] = processes
+        levels.append(level)
     if workload.dataset:
         source = f"dataset {workload.dataset}"
     else:
@@ -665,6 +788,8 @@ def configure_parser(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     w.add_argument("--duration", type=_positive_float, dest="duration_s", help="seconds per level instead of a count")
     w.add_argument("--warmup", type=int, dest="warmup_requests", help="warm-up requests per level (default 0)")
     w.add_argument("--seed", type=int)
+    w.add_argument("--processes", type=int, help="load-generating processes per level (default: one per 4 in flight, "
+                                                  "up to the CPU count)")
     w.add_argument("--timeout", type=_positive_float, dest="request_timeout_s", help="per request, s (default 120)")
     c = p.add_argument_group("cost and objectives")
     c.add_argument("--price-per-hour", type=_positive_float, help="the instance's USD per hour (wins over the others)")
@@ -727,7 +852,7 @@ def target_from_args(args: argparse.Namespace) -> Any:
 def workload_from_args(args: argparse.Namespace) -> Workload:
     values = _read_mapping(args.workload, "--workload") if args.workload else {}
     for key in ("input_tokens", "output_tokens", "dataset", "tokenizer", "concurrency", "requests", "duration_s",
-                "warmup_requests", "seed", "request_timeout_s"):  # fmt: skip
+                "warmup_requests", "seed", "request_timeout_s", "processes"):  # fmt: skip
         if getattr(args, key, None) is not None:
             values[key] = getattr(args, key)
     if args.duration_s is not None and args.requests is None:

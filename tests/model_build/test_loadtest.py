@@ -151,6 +151,15 @@ def test_connection_timeout_and_http_errors_are_counted_by_kind(paced: str, aws_
     assert level["errors_by_kind"] == {"timeout": 2}
 
 
+def test_a_level_spread_over_load_generating_processes(paced: str) -> None:
+    """Each process its own target and event loop, started together at a barrier; the records pooled."""
+    level = loadtest.run(OpenAITarget(f"{paced}/v1", "paced"), _workload(concurrency=[4], processes=2), progress=False)
+    level = level["levels"][0]
+    assert level["processes"] == 2
+    _assert_paced(level, 4)
+    assert loadtest.processes_for(_workload(), 1) == 1 and loadtest.processes_for(_workload(processes=8), 3) == 3
+
+
 def test_duration_mode_keeps_sending_until_the_time_is_up(paced: str) -> None:
     level = loadtest.run(OpenAITarget(f"{paced}/v1", "m"), _workload(requests=None, duration_s=0.6, concurrency=[2]),
                          progress=False)["levels"][0]  # fmt: skip
@@ -377,3 +386,19 @@ def test_the_hosting_price_from_the_price_list_api_and_a_dated_table(tmp_path: P
         "--region", "us-west-2", "--instance-count", "2"])  # fmt: skip
     price = loadtest.price_from_args(args)
     assert price.total_usd_per_hour == 2 * 1.2345 and price.source == source
+
+
+def test_the_benchmark_sections_run_small(tmp_path: Path) -> None:
+    """bench/loadtest.py's front-door overhead and ceiling, as `make bench` runs them, at a few requests, and
+    their part of results.md."""
+    from bench import loadtest as bench_loadtest
+    from bench import report
+
+    doors = bench_loadtest.front_doors(tmp_path, lambda _: None, reps=5, warmup=1)
+    assert set(doors["ms"]) == {"direct_invoke", "invoke_function", "direct_stream", "stream_function"}
+    assert all(v["p50"] > 0 for v in doors["ms"].values())
+    ceiling = bench_loadtest.ceiling(tmp_path, tmp_path / "tokenizer-for-aiperf-only", lambda _: None, levels=(2,), requests=10, warmup=0,
+                                     with_aiperf=False)  # fmt: skip
+    assert ceiling["levels"]["2"]["errors"] == 0 and ceiling["max_requests_per_s"] > 0
+    text = "\n".join(report._loadtest_md({"front_doors": doors, "ceiling": ceiling}))
+    assert "invoke_function adds" in text and "stream_function adds" in text and "Ceiling" in text
