@@ -268,7 +268,9 @@ def _loadtest_md(lt: dict[str, Any]) -> list[str]:
     if ce and "error" not in ce:
         out += [f"Ceiling ({ce['target']}, {ce['requests_per_level']} requests per level): " + ", ".join(
             f"concurrency {c} {fmt(v['requests_per_s'])} req/s (e2e p50 {fmt(v['e2e_ms'].get('p50'))} ms)"
-            for c, v in ce["levels"].items()) + f"; at most {fmt(ce['max_requests_per_s'])} req/s.", ""]  # fmt: skip
+            for c, v in ce["levels"].items()) + f"; at most {fmt(ce['max_requests_per_s'])} req/s" + (
+            f"; AIPerf at concurrency {ce['aiperf_reference']['concurrency']}: "
+            f"{fmt(ce['aiperf_reference']['requests_per_s'])} req/s" if ce.get("aiperf_reference") else "") + ".", ""]  # fmt: skip
     fd = lt.get("front_doors") or {}
     if fd and "error" not in fd:
         rows = [[k, v["p50"], v["p99"]] for k, v in fd["ms"].items()]

@@ -329,9 +329,13 @@ class OpenAITarget:
                 elif self.streaming:
                     # Raw bytes, stamped as they arrive (before any parsing): each SSE event carrying text gets the
                     # arrival time of the bytes that completed it, as AIPerf stamps its messages.
+                    # Read to the end even after [DONE]: a reply left unread closes its connection, and the next
+                    # request would pay a new TCP connection inside its time to first token.
                     rest, finished = b"", False
                     async for raw in reply.aiter_raw():
                         arrived = time.perf_counter()
+                        if finished:
+                            continue
                         *lines, rest = (rest + raw).split(b"\n")
                         for line in lines:
                             if not line.startswith(b"data:"):
@@ -351,8 +355,6 @@ class OpenAITarget:
                             if text:
                                 record.chunk_times.append(arrived)
                                 texts.append(text)
-                        if finished:
-                            break
                 else:
                     obj = json.loads(await reply.aread())
                     usage = obj.get("usage") or {}
