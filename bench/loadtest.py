@@ -122,6 +122,36 @@ def run_ours_cli(base_url: str, out_dir: Path, tokenizer: Path | None, concurren
     return json.loads((out_dir / "loadtest.json").read_text())["levels"][0]
 
 
+async def _bare_httpx_ttft(url: str, requests: int, input_tokens: int, output_tokens: int) -> list[float]:
+    import httpx
+
+    body = json.dumps({"model": "paced", "messages": [{"role": "user", "content": "the " * input_tokens}],
+                       "max_completion_tokens": output_tokens, "stream": True}).encode()  # fmt: skip
+    ttft = []
+    async with httpx.AsyncClient() as client:
+        for _ in range(requests):
+            started, first = time.perf_counter(), None
+            async with client.stream("POST", url, content=body, headers={"Content-Type": "application/json"}) as reply:
+                async for raw in reply.aiter_raw():
+                    if first is None and b'"content": " tok"' in raw:
+                        first = time.perf_counter() - started
+            ttft.append(first * 1000)
+    return ttft
+
+
+def bare_httpx_ttft(url: str, requests: int, input_tokens: int, output_tokens: int) -> dict[str, float]:
+    """A control for the client's own cost: TTFT p50 of the bare httpx loop (no load-test bookkeeping), in its own
+    process, one request at a time."""
+    code = ("import asyncio, json, sys; from bench.loadtest import _bare_httpx_ttft; "
+            "print(json.dumps(asyncio.run(_bare_httpx_ttft(*json.loads(sys.argv[1])))))")
+    done = subprocess.run([sys.executable, "-c", code, json.dumps([url, requests, input_tokens, output_tokens])],
+                          capture_output=True, text=True, timeout=600, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})  # fmt: skip
+    if done.returncode != 0:
+        raise RuntimeError(f"bare httpx control failed: {done.stderr[-500:]}")
+    xs = json.loads(done.stdout)
+    return {"p50": statistics.median(xs), "min": min(xs), "n": len(xs)}
+
+
 def compare(ours: dict, theirs: dict) -> dict[str, Any]:
     """Ours / AIPerf's, metric by metric, for one concurrency level."""
     pairs = {
@@ -181,6 +211,9 @@ def cross_check(raw: Path, tokenizer: Path, log, *, ttft_ms: float = 50.0, itl_m
                     "time_to_first_token", "inter_token_latency", "inter_chunk_latency", "request_latency",
                     "output_token_throughput", "request_throughput", "benchmark_duration", "credit_to_start_latency")}
                 cell["comparison"] = compare(lv, theirs)
+            if c == 1:
+                cell["bare_httpx_ttft_ms"] = bare_httpx_ttft(url + "/v1/chat/completions", requests, input_tokens,
+                                                             output_tokens)  # fmt: skip
             out["levels"][str(c)] = cell
             log(f"  c={c}: ours TTFT p50 {lv['ttft_ms']['p50']:.1f} ms, TPOT {lv['tpot_ms']['p50']:.2f} ms, "
                 f"{lv['output_tokens_per_s']:.0f} tok/s" + ("" if version is None else

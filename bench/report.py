@@ -255,13 +255,19 @@ def _loadtest_md(lt: dict[str, Any]) -> list[str]:
             out += [table(["concurrency", "metric", "ours", "AIPerf", "ours/AIPerf", "within 10 %"], rows), ""]
             out += ["Definitions: TPOT (ours) and AIPerf's inter_token_latency are both (last text chunk - first) / "
                     "(tokens - 1) per request; ITL (ours) and inter_chunk_latency both pool the gaps between text "
-                    "chunks; AIPerf's request_latency ends at the last text chunk, ours when the reply ends. Idle time "
+                    "events; AIPerf's request_latency ends at the last text event, ours when the reply ends. Idle time "
                     "per concurrency slot between a reply and the next request (wall x concurrency / requests - mean "
                     "latency), which moves throughput at equal latency: " + "; ".join(
                         f"concurrency {c}: ours {fmt(g['ours'])} ms, AIPerf {fmt(g['aiperf'])} ms "
                         f"(its credit-to-start p50 {fmt(g['aiperf_credit_to_start_p50_ms'])} ms)"
                         for c, cell in cc["levels"].items()
-                        if (g := (cell.get("comparison") or {}).get("idle_ms_between_requests_per_slot"))) + ".", ""]
+                        if (g := (cell.get("comparison") or {}).get("idle_ms_between_requests_per_slot"))) + "."]
+            bare = (cc["levels"].get("1") or {}).get("bare_httpx_ttft_ms")
+            if bare:
+                out += [f"Control for the client's own cost at concurrency 1: a bare httpx streaming loop (no load-test "
+                        f"bookkeeping, its own process) sees TTFT p50 {fmt(bare['p50'])} ms (min {fmt(bare['min'])}) "
+                        f"against the same server."]  # fmt: skip
+            out += [""]
         else:
             out += ["AIPerf not run: " + "; ".join(str(cell.get("aiperf")) for cell in cc["levels"].values()), ""]
     ce = lt.get("ceiling") or {}
