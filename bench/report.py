@@ -253,7 +253,7 @@ def _loadtest_md(lt: dict[str, Any]) -> list[str]:
                 rows.append([c, name, v["ours"], v["aiperf"], v["ratio"], "yes" if v["within_10pct"] else "**no**"])
         if rows:
             out += [table(["concurrency", "metric", "ours", "AIPerf", "ours/AIPerf", "within 10 %"], rows), ""]
-            out += ["Definitions: TPOT (ours) and AIPerf's inter_token_latency are both (last text chunk - first) / "
+            out += ["Definitions: TPOT (ours) and AIPerf's inter_token_latency are both (last text event - first) / "
                     "(tokens - 1) per request; ITL (ours) and inter_chunk_latency both pool the gaps between text "
                     "events; AIPerf's request_latency ends at the last text event, ours when the reply ends. Idle time "
                     "per concurrency slot between a reply and the next request (wall x concurrency / requests - mean "
