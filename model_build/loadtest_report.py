@@ -285,12 +285,15 @@ def plot(result: dict[str, Any], path: Path) -> Path:
 
 
 def write_outputs(result: dict[str, Any], out_dir: Path, stem: str = "loadtest") -> dict[str, Path]:
-    """<stem>.json, <stem>.md and <stem>.png in out_dir."""
+    """<stem>.json, <stem>.md and, where matplotlib is installed, <stem>.png in out_dir."""
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {"json": out_dir / f"{stem}.json", "markdown": out_dir / f"{stem}.md", "plot": out_dir / f"{stem}.png"}
     paths["json"].write_text(json.dumps(clean_json(result), indent=1) + "\n")
     paths["markdown"].write_text(markdown(clean_json(result)))
-    plot(clean_json(result), paths["plot"])
+    try:
+        plot(clean_json(result), paths["plot"])
+    except ImportError:  # matplotlib is a development dependency; the deploy set (requirements.txt) has none
+        del paths["plot"]
     return paths
 
 
