@@ -255,11 +255,15 @@ def test_the_slo_passes_a_met_objective_and_names_each_miss(openai_result: dict)
         loadtest_report.parse_slo({"max_error_rate": 2})
 
 
-def test_results_are_written_and_kept_per_artifact_hash(openai_result: dict, tmp_path: Path) -> None:
+def test_results_are_written_and_kept_per_artifact_hash(openai_result: dict, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     paths = loadtest_report.write_outputs(openai_result, tmp_path / "out")
     data = json.loads(paths["json"].read_text(), parse_constant=lambda c: pytest.fail(f"{c} in strict JSON"))
     assert data["levels"][0]["concurrency"] == 1 and paths["plot"].read_bytes()[:4] == b"\x89PNG"
     assert "| 4 | 8 | 0 |" in paths["markdown"].read_text()
+    with monkeypatch.context() as m:  # the deploy set has no matplotlib: JSON and Markdown only
+        m.setitem(sys.modules, "matplotlib", None)
+        assert set(loadtest_report.write_outputs(openai_result, tmp_path / "bare")) == {"json", "markdown"}
     first = loadtest_report.save_result(openai_result, tmp_path / "kept", "tiny-gpt2", "ab12" * 16)
     second = loadtest_report.save_result(openai_result, tmp_path / "kept", "tiny-gpt2", "cd34" * 16)
     assert first.parent.name == "ab12" * 16 and first.parent.parent.name == "tiny-gpt2"
