@@ -406,3 +406,17 @@ def test_the_benchmark_sections_run_small(tmp_path: Path) -> None:
     assert ceiling["levels"]["2"]["errors"] == 0 and ceiling["max_requests_per_s"] > 0
     text = "\n".join(report._loadtest_md({"front_doors": doors, "ceiling": ceiling}))
     assert "invoke_function adds" in text and "stream_function adds" in text and "Ceiling" in text
+
+
+def test_a_sagemaker_bearer_token_for_the_openai_route(aws_env: None) -> None:
+    """--sagemaker-token: sagemaker.core.token_generator's token from the AWS credentials, sent as the bearer."""
+    import argparse
+
+    args = loadtest.configure_parser(argparse.ArgumentParser()).parse_args([
+        "--target", "openai", "--sagemaker-token", "--region", "us-east-1",
+        "--url", loadtest.sagemaker_openai_base_url("us-east-1", "dev-chat", "ic-1")])  # fmt: skip
+    target = loadtest.target_from_args(args)
+    assert target.api_key.startswith("sagemaker-api-key-") and target.describe()["authorization"] == "bearer"
+    assert target.url == ("https://runtime.sagemaker.us-east-1.amazonaws.com/endpoints/dev-chat/inference-components/"
+                          "ic-1/openai/v1/chat/completions")  # fmt: skip
+    assert target.api_key not in json.dumps(target.describe())
