@@ -144,7 +144,10 @@ class Slo(BaseModel):
 
 
 def parse_slo(value: Any, where: str = "slo") -> Slo:
-    """A dict (from YAML/JSON) -> Slo; ValueError naming each bad key, its value and what is allowed."""
+    """A dict (from YAML/JSON), or another model with the same fields (the config's `slo:` block), -> Slo;
+    ValueError naming each bad key, its value and what is allowed."""
+    if isinstance(value, BaseModel) and not isinstance(value, Slo):
+        value = value.model_dump()
     try:
         return value if isinstance(value, Slo) else Slo.model_validate(value)
     except ValidationError as err:

@@ -249,6 +249,13 @@ def test_the_slo_passes_a_met_objective_and_names_each_miss(openai_result: dict)
                                                 for lv in openai_result["levels"]]}  # fmt: skip
     assert "not measured (the target does not stream)" in loadtest_report.evaluate_slo(
         not_streamed, {"concurrency": 1, "p95_itl_ms": 50})[0]
+    from pydantic import BaseModel
+
+    class ConfigSlo(BaseModel):  # the config's own `slo:` model, as the lead's schema may define it
+        concurrency: int
+        p95_ttft_ms: float
+
+    assert len(loadtest_report.evaluate_slo(openai_result, ConfigSlo(concurrency=4, p95_ttft_ms=10))) == 1
     with pytest.raises(ValueError, match="min_output_tokens_per_s needs concurrency"):
         loadtest_report.parse_slo({"min_output_tokens_per_s": 10})
     with pytest.raises(ValueError, match=r"slo.max_error_rate: .*less than or equal to 1 \(got 2\)"):
