@@ -13,7 +13,7 @@ export CDK_DISABLE_CLI_TELEMETRY := true
 # which `cdk synth` runs as "python3 app.py" (cdk.json).
 export PATH := $(CURDIR)/node_modules/.bin:$(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: help install venv-deploy venv-build cdk-cli wheelhouse demo test synth synth-pipeline clean hf-container-env tokenizer-envs checkov-env deploy destroy bench engine-tables engine-tables-check
+.PHONY: help install venv-deploy venv-build cdk-cli wheelhouse demo test synth synth-pipeline clean hf-container-env tokenizer-envs checkov-env aiperf-env deploy destroy bench engine-tables engine-tables-check
 
 help:
 	@echo "make demo   - build a tiny model, deploy it to a local AWS emulator, serve it, invoke it, destroy it"
@@ -72,6 +72,17 @@ $(CHECKOV_VENV)/.installed: requirements-checkov.txt
 
 checkov-env: $(CHECKOV_VENV)/.installed
 
+# AIPerf (make bench's load-test cross-check, bench/loadtest.py) requires huggingface-hub<2.0 against our 2.4.0: its own
+# venv, rebuilt from scratch when requirements-aiperf.txt changes.
+AIPERF_VENV := .venv-aiperf
+$(AIPERF_VENV)/.installed: requirements-aiperf.txt
+	rm -rf $(AIPERF_VENV)
+	python3 -m venv $(AIPERF_VENV)
+	$(AIPERF_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-aiperf.txt 2>&1 | $(QUIET_PIP)
+	touch $@
+
+aiperf-env: $(AIPERF_VENV)/.installed
+
 demo: install
 	$(PY) -m local_emulator.demo
 
@@ -101,7 +112,7 @@ deploy: install
 destroy: install
 	$(PY) -m workstation destroy --config $(CONFIG) $(if $(ENV),--env $(ENV))
 
-bench: install
+bench: install aiperf-env
 	$(PY) -m bench
 
 clean:

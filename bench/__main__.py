@@ -1,6 +1,6 @@
 """`python -m bench` (what `make bench` runs): every benchmark once, results in bench/results/.
 
-    python -m bench [--reps 5] [--gptj] [--demo] [--make-test] [--only coldstart,s3coldstart,publish,serving,devloop,gpu]
+    python -m bench [--reps 5] [--gptj] [--demo] [--make-test] [--only coldstart,s3coldstart,publish,serving,devloop,gpu,loadtest]
 
 The gpu section runs where torch.cuda.is_available() (elsewhere it records that it skipped).
 """
@@ -16,7 +16,7 @@ os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 ROOT = Path(__file__).resolve().parent
-SECTIONS = ("coldstart", "s3coldstart", "publish", "serving", "devloop", "gpu")
+SECTIONS = ("coldstart", "s3coldstart", "publish", "serving", "devloop", "gpu", "loadtest")
 
 
 def log(msg: str) -> None:
@@ -148,6 +148,12 @@ def main(argv: list[str] | None = None) -> int:
 
         log(gpu.__doc__)
         section("gpu", lambda: gpu.bench(raw, args.reps, log))
+
+    if "loadtest" in only:
+        from bench import loadtest
+
+        log(loadtest.__doc__)
+        section("loadtest", lambda: loadtest.bench(raw, args.reps, log))
 
     results["section_seconds"] = timings
     results["total_seconds"] = time.perf_counter() - started

@@ -232,6 +232,75 @@ def _devloop_md(d: dict[str, Any]) -> list[str]:
     return out + [""]
 
 
+def _loadtest_md(lt: dict[str, Any]) -> list[str]:
+    """bench/loadtest.py: the AIPerf cross-check, the load test's ceiling, the front doors' added latency."""
+    out = ["## Load test (`model_build loadtest`), cross-checked against AIPerf", ""]
+    cc = lt.get("cross_check") or {}
+    if "error" in cc:
+        out += [f"Cross-check failed: {cc['error']}", ""]
+    elif cc:
+        srv, wl = cc["server"], cc["workload"]
+        out += [f"Paced server: first token after {srv['ttft_ms']:g} ms, then one token every {srv['itl_ms']:g} ms, "
+                f"{srv['output_tokens']} tokens; {wl['requests']} requests per level after {wl['warmup']} warm-up, "
+                f"{wl['input_tokens']} input tokens; AIPerf {cc.get('aiperf_version') or 'not installed'}. "
+                f"Expected: TTFT {cc['expected']['ttft_ms']:g} ms, TPOT {cc['expected']['tpot_ms']:g} ms, "
+                f"e2e {cc['expected']['e2e_ms']:g} ms.", ""]  # fmt: skip
+        rows = []
+        for c, cell in cc["levels"].items():
+            for name, v in (cell.get("comparison") or {}).items():
+                if name == "idle_ms_between_requests_per_slot":
+                    continue
+                rows.append([c, name, v["ours"], v["aiperf"], v["ratio"], "yes" if v["within_10pct"] else "**no**"])
+        if rows:
+            out += [table(["concurrency", "metric", "ours", "AIPerf", "ours/AIPerf", "within 10 %"], rows), ""]
+            out += ["Definitions: TPOT (ours) and AIPerf's inter_token_latency are both (last text event - first) / "
+                    "(tokens - 1) per request; ITL (ours) and inter_chunk_latency both pool the gaps between text "
+                    "events; AIPerf's request_latency ends at the last text event, ours when the reply ends. Idle time "
+                    "per concurrency slot between a reply and the next request (wall x concurrency / requests - mean "
+                    "latency), which moves throughput at equal latency: " + "; ".join(
+                        f"concurrency {c}: ours {fmt(g['ours'])} ms, AIPerf {fmt(g['aiperf'])} ms "
+                        f"(its credit-to-start p50 {fmt(g['aiperf_credit_to_start_p50_ms'])} ms)"
+                        for c, cell in cc["levels"].items()
+                        if (g := (cell.get("comparison") or {}).get("idle_ms_between_requests_per_slot"))) + "."]
+            bare = (cc["levels"].get("1") or {}).get("bare_httpx_ttft_ms")
+            if bare:
+                out += [f"Control for the client's own cost at concurrency 1: a bare httpx streaming loop (no load-test "
+                        f"bookkeeping, its own process) sees TTFT p50 {fmt(bare['p50'])} ms (min {fmt(bare['min'])}) "
+                        f"against the same server."]  # fmt: skip
+            out += [""]
+        else:
+            out += ["AIPerf not run: " + "; ".join(str(cell.get("aiperf")) for cell in cc["levels"].values()), ""]
+    ce = lt.get("ceiling") or {}
+    if ce and "error" not in ce:
+        out += [f"Ceiling ({ce['target']}, {ce['requests_per_level']} requests per level): " + ", ".join(
+            f"concurrency {c} {fmt(v['requests_per_s'])} req/s (e2e p50 {fmt(v['e2e_ms'].get('p50'))} ms)"
+            for c, v in ce["levels"].items()) + f"; at most {fmt(ce['max_requests_per_s'])} req/s" + (
+            f"; AIPerf at concurrency {ce['aiperf_reference']['concurrency']}: "
+            f"{fmt(ce['aiperf_reference']['requests_per_s'])} req/s" if ce.get("aiperf_reference") else "") + ".", ""]  # fmt: skip
+    fd = lt.get("front_doors") or {}
+    if fd and "error" not in fd:
+        rows = [[k, v["p50"], v["p99"]] for k, v in fd["ms"].items()]
+        out += [f"Front doors ({fd['server']}; {fd['reps']} interleaved rounds), ms:", "",
+                table(["call", "p50", "p99"], rows), ""]  # fmt: skip
+        for door in ("invoke_function", "stream_function"):
+            a = fd[f"{door}_added_ms"]
+            out.append(f"- {door} adds {fmt(a['p50_difference'])} ms at p50 (paired {fmt(a['paired_p50'])} ms), "
+                       f"{fmt(a['p99_difference'])} ms at p99: goal 5 ms p50 {'met' if a['goal_5ms_p50_met'] else '**missed**'}")
+        out.append("")
+    ls = lt.get("local_server") or {}
+    if ls and "error" not in ls:
+        res = ls.get("ours_response_stream") or {}
+        rows = [[lv["concurrency"], lv["requests"], lv["errors"], lv["ttft_ms"].get("p50"), lv["itl_ms"].get("p50"),
+                 lv["e2e_ms"].get("p50"), lv["output_tokens_per_s"]] for lv in res.get("levels", [])]  # fmt: skip
+        out += [f"Local server ({ls['model']}), sagemaker-runtime response stream:", "",
+                table(["concurrency", "requests", "errors", "TTFT p50 ms", "ITL p50 ms", "e2e p50 ms", "output tok/s"], rows),
+                "", f"OpenAI route: {ls.get('openai_route')}", ""]  # fmt: skip
+    for name in ("cross_check", "ceiling", "front_doors", "local_server"):
+        if "error" in (lt.get(name) or {}):
+            out += [f"{name} failed: {lt[name]['error']}", ""]
+    return out
+
+
 def markdown(results: dict[str, Any]) -> str:
     m = results["machine"]
     lines = [
@@ -264,6 +333,8 @@ def markdown(results: dict[str, Any]) -> str:
         lines += _devloop_md(sec["devloop"])
     if "gpu" in sec:
         lines += _gpu_md(sec["gpu"])
+    if "loadtest" in sec:
+        lines += _loadtest_md(sec["loadtest"])
     return "\n".join(lines) + "\n"
 
 
