@@ -8,6 +8,7 @@
     smoke   --config PATH --endpoint NAME [--env ENV]        post-deploy: stack, endpoint config, one prompt
     result  --output-location S3URI [--failure-location S3URI] [--wait S]   an asynchronous request's result
     clean   --config PATH [--env ENV] [--endpoint NAME] [--delete]   published artifacts nothing uses
+    loadtest ...                                             a load test of a served endpoint (docs/loadtest.md)
 Every config command takes --build-root DIR (default: the repository's build/, where synth reads builds too).
 
 User errors (bad config, missing model, failed verification) print one message to stderr and exit 2, with
@@ -323,6 +324,10 @@ def parser() -> argparse.ArgumentParser:
     clean.add_argument("--endpoint", default=None, help="only this endpoint (default: every endpoint)")
     clean.add_argument("--delete", action="store_true", help="delete them (default: a dry run that only lists)")
     clean.set_defaults(run=cmd_clean)
+
+    from model_build import loadtest
+
+    loadtest.add_parser(sub)
     return top
 
 

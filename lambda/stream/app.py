@@ -172,7 +172,7 @@ class Handler(BaseHTTPRequestHandler):
         self.close_connection = True
         record = {"message": "stream", "request_id": self._request_id(), "status": error.status,
                   "error_type": error.error_type, "error": error.message}  # fmt: skip
-        invoke._log(record)
+        invoke.log_record(record)
         body = json.dumps({"error": error.message, "error_type": error.error_type}).encode("utf-8")
         self._reply(error.status, {**invoke.JSON_HEADERS, "Connection": "close"}, body)
 

@@ -96,8 +96,8 @@ def test_the_function_answers_502_for_both_actions_when_s3_is_a_closed_port(unre
         monkeypatch.setenv(key, value)
     async_invoke.reset_clients()
     try:
-        submitted = invoke.handler({"body": json.dumps(GOOD), "requestContext": {"http": {"method": "POST"}}})
-        fetched = invoke.handler({"output_location": f"s3://{BUCKET}/async/{ENDPOINT}/output/x.out"})
+        submitted = async_invoke.handler({"body": json.dumps(GOOD), "requestContext": {"http": {"method": "POST"}}})
+        fetched = async_invoke.handler({"output_location": f"s3://{BUCKET}/async/{ENDPOINT}/output/x.out"})
     finally:
         async_invoke.reset_clients()
     for answer in (submitted, fetched):
