@@ -65,7 +65,7 @@ def deployed_hashes(session: Any, endpoint_name: str, endpoint: str) -> set[str]
     configs = {described.get("EndpointConfigName")} | {(described.get("PendingDeploymentSummary") or {}).get("EndpointConfigName")}
     models: set[str] = set()
     hosts_components = False
-    for config in configs - {None}:
+    for config in sorted(configs - {None}):
         found = _describe(sm.describe_endpoint_config, f"endpoint config {config}", EndpointConfigName=config)
         for variant in (found or {}).get("ProductionVariants", []):
             if variant.get("ModelName"):
