@@ -34,7 +34,6 @@ credentials during long builds). Same-account environments use the same mechanis
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
 import os
 import shlex
@@ -81,7 +80,8 @@ GPU_BUILD_IMAGE = ImagePin(
 # (aws/aws-codebuild-docker-images, ubuntu/standard/8.0/runtimes.yml). standard:7.0 offers Node 18/20 only, both
 # end-of-life, and defaults to Python 3.11. CodeBuild picks an image's default runtimes unless the buildspec pins
 # them (docs.aws.amazon.com/codebuild/latest/userguide/available-runtimes.html), so every curated-image step pins.
-CPU_BUILD_IMAGE = codebuild.LinuxBuildImage.STANDARD_8_0
+# aws-cdk-lib 2.273 has no LinuxBuildImage.STANDARD_8_0 constant (added in 2.274): the same image by its id.
+CPU_BUILD_IMAGE = codebuild.LinuxBuildImage.from_code_build_image_id("aws/codebuild/standard:8.0")
 RUNTIME_VERSIONS = {"python": "3.12", "nodejs": "24"}
 # Runtime selection is not supported on custom images (the GPU DLC): those steps get no runtime-versions.
 PINNED_RUNTIMES = codebuild.BuildSpec.from_object({"phases": {"install": {"runtime-versions": RUNTIME_VERSIONS}}})
@@ -95,10 +95,11 @@ SYNTH_INSTALL = "make venv-deploy cdk-cli"
 SMOKE_INSTALL = "make venv-deploy"  # also the model build step's: it checks what is published before installing more
 MODEL_BUILD_INSTALL = "make venv-build"
 # The CDK CLI the pipeline's self-mutation installs: the one package.json pins (it reads this aws-cdk-lib's cloud
-# assemblies; CLI 3.x cannot). cdk-assets: checked to read these asset manifests by tests/stacks/test_buildspecs.py.
+# assemblies; CLI 3.x cannot). cdk-assets 4.7.3, the newest on npm, reads cloud assembly schema 54 at most, which is why
+# requirements.txt pins aws-cdk-lib 2.273.0 (the last release on schema 54; 2.274+ write 55): tests/stacks/
+# test_buildspecs.py runs this cdk-assets on the synthesized asset manifests.
 CDK_CLI_VERSION = json.loads((ROOT / "package.json").read_text())["devDependencies"]["aws-cdk"]
 CDK_ASSETS_VERSION = "4.7.3"
-CDK_LIB_VERSION = importlib.metadata.version("aws-cdk-lib")
 
 
 def _profile_commands(profile: str, role_arn: str, region: str) -> list[str]:
@@ -195,18 +196,12 @@ class PipelineStack(Stack):
 
         Tags.of(self).add("llm-endpoints:project", project)
         self.pipeline.build_pipeline()
-        self._warn_about_asset_publishing(deployments)
+        self._warn_about_docker_hub(deployments)
         self._grant_connection_use()
         acknowledge_pipeline_findings(self)
 
-    def _warn_about_asset_publishing(self, deployments: dict[str, Deployment]) -> None:
+    def _warn_about_docker_hub(self, deployments: dict[str, Deployment]) -> None:
         """What only a run of the asset stage would show: said at synth, where the reviewer of the pipeline reads."""
-        Annotations.of(self).add_warning_v2(
-            "llm-endpoints:cdk-assets-schema",
-            f"the asset projects install cdk-assets@{CDK_ASSETS_VERSION}, the newest on npm, which reads cloud assembly "
-            f"schema 54 at most; aws-cdk-lib {CDK_LIB_VERSION} writes 55, so publishing assets fails until a newer "
-            "cdk-assets is pinned (CDK_ASSETS_VERSION; tests/stacks/test_buildspecs.py checks it)",
-        )
         if self.spec.images.docker_hub_secret:
             return
         for deployment in deployments.values():

@@ -14,7 +14,7 @@ import boto3
 import pytest
 from botocore.config import Config
 
-from endpoint_runtime import async_invoke, invoke
+from endpoint_runtime import async_invoke
 
 BUCKET = "async-transport"
 ENDPOINT = "prod-async"

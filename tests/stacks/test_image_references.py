@@ -139,9 +139,11 @@ def _check_dlc(uri: str, region: str, problems: list[str], where: str) -> None:
 def _check_codebuild(uri: str, spec, problems: list[str], where: str) -> None:
     from aws_cdk import aws_codebuild as codebuild
 
-    curated = {getattr(codebuild.LinuxBuildImage, n).image_id for n in dir(codebuild.LinuxBuildImage) if n.startswith("STANDARD_")}
-    if uri not in curated:
-        problems.append(f"{where}: {uri} is not a CodeBuild curated image aws-cdk-lib knows")
+    # aws-cdk-lib's constants, plus the images whose runtimes.yml this test holds (standard:8.0 is newer than the
+    # pinned aws-cdk-lib 2.273's constants).
+    known = {getattr(codebuild.LinuxBuildImage, n).image_id for n in dir(codebuild.LinuxBuildImage) if n.startswith("STANDARD_")}
+    if uri not in known | set(CODEBUILD_RUNTIMES):
+        problems.append(f"{where}: {uri} is not a CodeBuild curated image aws-cdk-lib or runtimes.yml names")
         return
     runtimes = json.loads(spec)["phases"].get("install", {}).get("runtime-versions") if isinstance(spec, str) else None
     offered = CODEBUILD_RUNTIMES.get(uri)

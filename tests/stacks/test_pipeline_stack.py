@@ -431,8 +431,7 @@ def _warnings(outdir) -> str:
 
 
 def test_synth_warns_what_only_a_pipeline_run_would_show(piped, tmp_path):
-    """cdk-assets cannot read this aws-cdk-lib's asset manifests (tests/stacks/test_buildspecs.py shows it); an own image on
-    Docker Hub without a login is rate-limited. Both said at synth, where the pipeline's reviewer reads."""
+    """An own image on Docker Hub without a login is rate-limited: said at synth, where the pipeline's reviewer reads."""
     import aws_cdk as cdk
 
     from stacks.pipeline_stack import PipelineStack
@@ -440,7 +439,6 @@ def test_synth_warns_what_only_a_pipeline_run_would_show(piped, tmp_path):
     from systems.base import docker_hub_bases
 
     outdir = piped[0]
-    assert "llm-endpoints:cdk-assets-schema" in _warnings(outdir)
     assert "llm-endpoints:docker-hub-anonymous" not in _warnings(outdir)  # hf-fastload: no own image
     assert docker_hub_bases(get_system("deepspeed-byoc").own_container) == ["pytorch/pytorch:2.1.2-cuda12.1-cudnn8-devel"]
     assert docker_hub_bases(get_system("tensorrt-byoc").own_container) == []  # nvcr.io
