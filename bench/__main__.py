@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     results: dict = {"machine": report.machine(), "reps": args.reps, "sections": {}}
     timings: dict[str, float] = {}
 
-    def section(name: str, fn) -> None:  # noqa: ANN001
+    def section(name: str, fn) -> None:
         log(f"== {name}")
         t = time.perf_counter()
         results["sections"][name] = fn()

@@ -35,7 +35,7 @@ def tarfile_default_pack(build_dir: Path, dest: Path) -> None:
             tar.add(p, arcname=p.relative_to(build_dir).as_posix())
 
 
-def plain_upload(s3, artifact: Path, bucket: str, prefix: str, max_concurrency: int) -> float:  # noqa: ANN001
+def plain_upload(s3, artifact: Path, bucket: str, prefix: str, max_concurrency: int) -> float:
     """Seconds to upload every file of `artifact` under `prefix` with one transfer manager (the ceiling)."""
     from boto3.s3.transfer import TransferConfig, create_transfer_manager
 
@@ -49,7 +49,7 @@ def plain_upload(s3, artifact: Path, bucket: str, prefix: str, max_concurrency: 
     return time.perf_counter() - t
 
 
-def bench(raw: Path, artifact: Path, tar_artifact: Path, reps: int, log, with_reads: bool = False) -> dict[str, Any]:  # noqa: ANN001
+def bench(raw: Path, artifact: Path, tar_artifact: Path, reps: int, log, with_reads: bool = False) -> dict[str, Any]:
     import boto3
     from botocore.config import Config
 

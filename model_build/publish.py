@@ -205,7 +205,7 @@ def _upload_all(
     from s3transfer.subscribers import BaseSubscriber
 
     class _OnProgress(BaseSubscriber):
-        def on_progress(self, future, bytes_transferred, **kwargs):  # noqa: ARG002
+        def on_progress(self, future, bytes_transferred, **kwargs):
             progress.update(bytes_transferred)
 
     if not items:
@@ -220,7 +220,7 @@ def _upload_all(
         for key, fut in futures:
             try:
                 fut.result()
-            except Exception as err:  # noqa: BLE001 - collected and reported together below
+            except Exception as err:
                 failed.append(f"{key}: {err}")
     except BaseException:  # Ctrl-C: abort in-flight multipart uploads instead of waiting for them
         manager.shutdown(cancel=True)

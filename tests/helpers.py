@@ -261,7 +261,7 @@ class ContainerCredentials(BaseHTTPRequestHandler):
     body = json.dumps({"AccessKeyId": CODEBUILD_KEY, "SecretAccessKey": "testing", "Token": "testing",
                        "Expiration": "2099-01-01T00:00:00Z"}).encode()  # fmt: skip
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+    def do_GET(self) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.end_headers()
