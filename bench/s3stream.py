@@ -57,12 +57,16 @@ STREAMER_ENV = {
     # one 1.4 GiB load took 438 s in a trial here (3.4 MiB/s, load average 7) against ~26 s for the download idle.
     "RUNAI_STREAMER_CONCURRENCY": str(CONCURRENCY),
     "RUNAI_STREAMER_CHUNK_BYTESIZE": str(PART_BYTES),
+    # At most one 64 MiB chunk in flight per reader, so 8 requests at once as the download: the native client
+    # derives a window from a 10 Gbps target (187.5 MB here, "S3 in-flight window" in its DEBUG log), and every
+    # concurrent ranged GET holds its own copy of the whole object in the emulator's memory.
+    "RUNAI_STREAMER_S3_MAX_INFLIGHT_MIB": str(PART_BYTES // MiB),
     # The native client's own part size (undocumented; read by the 0.17.0 library, which logs "with a part size of
     # 67108864 bytes" with RUNAI_STREAMER_LOG_LEVEL=DEBUG when set): else each 64 MiB chunk is fetched as 8 MiB parts.
     "RUNAI_STREAMER_S3_CLIENT_PART_SIZE": str(PART_BYTES),
     # The native client aborts a transfer slower than its low-speed limit for this long (default 1000 ms); the
     # emulator takes seconds to its first byte under 8 concurrent ranges, which failed every load with "failure to
-    # meet throughput minimum". Real S3 needs none of these four.
+    # meet throughput minimum". Real S3 needs none of these settings (8 readers is the default there).
     "RUNAI_STREAMER_S3_REQUEST_TIMEOUT_MS": "120000",
 }
 
