@@ -252,31 +252,31 @@ def _upload_all(
 
     if not items:
         return
-    manager = create_transfer_manager(s3, config)
     futures = []
     failed: list[str] = []
     if verifier is not None:
         s3.meta.events.register(_COMPLETE_EVENT, verifier.gate, unique_id=verifier.event_id)
     try:
-        for path, key, _size, metadata in items:
-            extra = {"Metadata": metadata, "ContentType": _content_type(key)}
-            fut = manager.upload(str(path), bucket, key, extra_args=extra, subscribers=[_OnProgress()])
-            futures.append((key, fut))
-            if verifier is not None:
-                verifier.uploading(key, fut)
-        for key, fut in futures:
-            try:
-                fut.result()
-            except Exception as err:  # collected and reported together below
-                if verifier is None or not verifier.refused(key):
-                    failed.append(f"{key}: {err}")
-    except BaseException:  # Ctrl-C: abort in-flight multipart uploads instead of waiting for them
-        manager.shutdown(cancel=True)
-        raise
+        # Leaving the manager's `with` on an exception (Ctrl-C included) cancels every in-flight transfer, and
+        # s3transfer aborts the multipart uploads it cancels. Not manager.shutdown(cancel=True): s3transfer 0.19.3
+        # passes its flag on as the message and the message as the exception type (manager.py
+        # TransferManager.shutdown), so it raises TypeError instead of cancelling.
+        with create_transfer_manager(s3, config) as manager:
+            for path, key, _size, metadata in items:
+                extra = {"Metadata": metadata, "ContentType": _content_type(key)}
+                fut = manager.upload(str(path), bucket, key, extra_args=extra, subscribers=[_OnProgress()])
+                futures.append((key, fut))
+                if verifier is not None:
+                    verifier.uploading(key, fut)
+            for key, fut in futures:
+                try:
+                    fut.result()
+                except Exception as err:  # collected and reported together below
+                    if verifier is None or not verifier.refused(key):
+                        failed.append(f"{key}: {err}")
     finally:
         if verifier is not None:
             s3.meta.events.unregister(_COMPLETE_EVENT, unique_id=verifier.event_id)
-    manager.shutdown(cancel=bool(failed))
     if failed:
         raise PublishError(
             f"upload to s3://{bucket} failed for {len(failed)} file(s); manifest.json was not written, so the "
