@@ -143,5 +143,5 @@ def test_a_model_on_the_variant_has_none_of_it(production):
     assert "ModelName" in variant and "ManagedInstanceScaling" not in variant
     assert "ExecutionRoleArn" not in one(resources, "AWS::SageMaker::EndpointConfig")[1]["Properties"]
     for fn in _functions(resources).values():
-        assert "INFERENCE_COMPONENT_NAME" not in fn["Properties"]["Environment"]["Variables"]
+        assert "INFERENCE_COMPONENT_NAME" not in fn["Properties"].get("Environment", {}).get("Variables", {})
     assert "InferenceComponentName" not in production.templates[VARIANT_STACK]["Outputs"]
