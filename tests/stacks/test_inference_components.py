@@ -222,7 +222,7 @@ class _SageMakerAndCloudFormation(BaseHTTPRequestHandler):
         body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
         return gzip.decompress(body) if self.headers.get("Content-Encoding") == "gzip" else body
 
-    def do_POST(self) -> None:  # noqa: N802 - the http.server hook's name
+    def do_POST(self) -> None:
         type(self).calls.append({"target": self.headers["X-Amz-Target"], **json.loads(self._body())})
         status, payload = type(self).answer
         body = json.dumps(payload).encode()
@@ -232,7 +232,7 @@ class _SageMakerAndCloudFormation(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def do_PUT(self) -> None:  # noqa: N802
+    def do_PUT(self) -> None:
         type(self).responses.append(json.loads(self._body()))
         self.send_response(200)
         self.send_header("Content-Length", "0")
