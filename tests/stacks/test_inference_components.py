@@ -331,9 +331,11 @@ def test_a_guarded_component_rolls_in_copies_with_alarms_on_its_own_metrics(guar
 
 
 def _schema(type_name: str) -> dict:
-    import cfnlint
+    """cfn-lint's copy of the CloudFormation registry schema (found without importing cfnlint: ~4 s)."""
+    import importlib.util
 
-    providers = Path(cfnlint.__file__).parent / "data" / "schemas" / "providers" / "us-east-1.json"
+    [package] = importlib.util.find_spec("cfnlint").submodule_search_locations
+    providers = Path(package) / "data" / "schemas" / "providers" / "us-east-1.json"
     digest = json.loads(providers.read_text())[type_name]
     return json.loads((providers.parent.parent / "resources" / f"{digest}.json").read_text())
 
