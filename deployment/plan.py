@@ -26,6 +26,7 @@ from endpoint_config.invocation import async_location_uris
 from endpoint_config.models import model_facts
 from endpoint_config.operations import Rolling
 from endpoint_config.security import network_isolation
+from endpoint_config.slo import ManagedBenchmark, managed_benchmark, results_prefix
 from systems import ServingSystem
 from systems.base import OwnContainer
 from systems.checks import unsized_model_warning
@@ -274,6 +275,17 @@ class EndpointPlan:
     def smoke(self) -> SmokeSettings:
         smoke = self.spec.smoke_test
         return SmokeSettings(smoke.prompt, smoke.max_new_tokens, smoke.budget_ms(self.spec.invocation.mode))
+
+    @property
+    def loadtest_prefix(self) -> str:
+        """Where the SLO gate keeps its results in the artifact bucket: loadtest/<endpoint>/<content hash>/."""
+        return results_prefix(self.name)
+
+    @property
+    def managed_benchmark(self) -> ManagedBenchmark | None:
+        """slo.managed_benchmark: the AIWorkloadConfig of the gate's workload (endpoint_config/slo.py)."""
+        return managed_benchmark(self.spec.slo, endpoint_name=self.endpoint_name,
+                                 streaming=self.system.streaming.supported, model=self.spec.model)
 
     @property
     def instance_range(self) -> tuple[int, int]:
