@@ -33,6 +33,7 @@ from endpoint_config.operations import (
     resolved_deployment,
 )
 from endpoint_config.security import network_isolation
+from endpoint_config.slo import ManagedBenchmark, managed_benchmark, results_prefix
 from systems import ServingSystem
 from systems.base import OwnContainer
 from systems.checks import unsized_model_warning
@@ -301,6 +302,17 @@ class EndpointPlan:
     @property
     def deployment_warning(self) -> str | None:
         return component_deployment_warning(self.spec)
+
+    @property
+    def loadtest_prefix(self) -> str:
+        """Where the SLO gate keeps its results in the artifact bucket: loadtest/<endpoint>/<content hash>/."""
+        return results_prefix(self.name)
+
+    @property
+    def managed_benchmark(self) -> ManagedBenchmark | None:
+        """slo.managed_benchmark: the AIWorkloadConfig of the gate's workload (endpoint_config/slo.py)."""
+        return managed_benchmark(self.spec.slo, endpoint_name=self.endpoint_name,
+                                 streaming=self.system.streaming.supported, model=self.spec.model)
 
     @property
     def instance_range(self) -> tuple[int, int]:

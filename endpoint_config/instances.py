@@ -31,12 +31,12 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 
-import botocore.session
-
 
 @functools.cache
 def hosting_instance_types() -> frozenset[str]:
     """Every instance type SageMaker accepts for a production variant, from botocore's service model."""
+    import botocore.session  # here: importing botocore costs half a second, and most imports of the config never ask
+
     model = botocore.session.get_session().get_service_model("sagemaker")
     return frozenset(model.shape_for("ProductionVariantInstanceType").enum)
 

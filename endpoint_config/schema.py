@@ -24,6 +24,7 @@ from .security import (
     adopted_bucket_key_problem,
     security_problems,
 )
+from .slo import Slo, slo_problems
 from .streaming import StreamingSpec
 
 DTYPES = ("fp16", "bf16", "fp32")
@@ -135,6 +136,8 @@ class EndpointSpec(Strict):
     data_capture: DataCapture | None = None
     network: Network | None = None
     encryption: EndpointEncryption | None = None
+    # Service level objectives, judged by a load test after every deploy's smoke test (endpoint_config/slo.py).
+    slo: Slo | None = None
 
     @property
     def instance(self) -> InstanceType:
@@ -357,6 +360,7 @@ def endpoint_problems(ep: EndpointSpec) -> list[str]:
     problems.extend(operations_problems(ep, instance))
     problems.extend(security_problems(ep, instance))
     problems.extend(hosting_problems(ep, instance))
+    problems.extend(slo_problems(ep))
     # The rules that need the serving system's facts (what it serves, on what hardware) are systems.checks';
     # deployment.load_config runs them after these pass.
     return problems

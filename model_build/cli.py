@@ -9,6 +9,8 @@
     result  --output-location S3URI [--failure-location S3URI] [--wait S]   an asynchronous request's result
     clean   --config PATH [--env ENV] [--endpoint NAME] [--delete]   published artifacts nothing uses
     loadtest ...                                             a load test of a served endpoint (docs/loadtest.md)
+    slo-gate  --config PATH --endpoint NAME [--env ENV]      post-deploy: the load test of its slo:, exit 1 if missed
+    benchmark --config PATH --endpoint NAME [--env ENV]      SageMaker's managed benchmark (CreateAIBenchmarkJob)
 Every config command takes --build-root DIR (default: the repository's build/, where synth reads builds too).
 
 User errors (bad config, missing model, failed verification) print one message to stderr and exit 2, with
@@ -325,9 +327,11 @@ def parser() -> argparse.ArgumentParser:
     clean.add_argument("--delete", action="store_true", help="delete them (default: a dry run that only lists)")
     clean.set_defaults(run=cmd_clean)
 
-    from model_build import loadtest
+    from model_build import loadtest, loadtest_benchmark, loadtest_gate
 
     loadtest.add_parser(sub)
+    loadtest_gate.add_parser(sub, endpoint_args)
+    loadtest_benchmark.add_parser(sub, endpoint_args)
     return top
 
 

@@ -36,6 +36,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from endpoint_config.slo import TokenDistribution
 from model_build.loadtest_report import RequestRecord, evaluate_slo, parse_slo, summarize_level, write_outputs
 
 EXIT_SLO_MISSED = 1
@@ -65,16 +66,6 @@ class LoadTestError(Exception):
 
 # ---------------------------------------------------------------------------------------------------------------
 # Workload
-
-
-class TokenDistribution(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    mean: int = Field(ge=1, le=1_000_000)
-    stddev: float = Field(default=0.0, ge=0)
-
-    def sample(self, rng: random.Random) -> int:
-        return self.mean if not self.stddev else max(1, round(rng.gauss(self.mean, self.stddev)))
 
 
 class Workload(BaseModel):
@@ -402,13 +393,16 @@ class SageMakerRuntimeTarget:
     kind = "sagemaker-runtime"
 
     def __init__(self, endpoint_name: str, region: str | None = None, endpoint_url: str | None = None,
-                 inference_component: str | None = None, stream: bool = True) -> None:  # fmt: skip
+                 inference_component: str | None = None, stream: bool = True, session: Any = None) -> None:  # fmt: skip
         if not endpoint_name:
             raise LoadTestError("--endpoint-name is required for the sagemaker-runtime target")
         self.spec = {"endpoint_name": endpoint_name, "region": region, "endpoint_url": endpoint_url,
                      "inference_component": inference_component, "stream": stream}  # fmt: skip
         self.endpoint_name, self.region, self.endpoint_url = endpoint_name, region, endpoint_url
         self.inference_component, self.streaming = inference_component, stream
+        # A boto3 session to make the client from (the caller's credentials, already resolved); a load-generating
+        # process of its own makes a new one from `spec`.
+        self.session = session
         self.client: Any = None
         self.executor: ThreadPoolExecutor | None = None
         self.workload: Workload | None = None
@@ -430,7 +424,7 @@ class SageMakerRuntimeTarget:
         # No retries: a load test reports what the endpoint answered. One pooled connection per request in flight.
         config = Config(connect_timeout=10, read_timeout=workload.request_timeout_s, max_pool_connections=concurrency,
                         retries={"mode": "standard", "total_max_attempts": 1})  # fmt: skip
-        session = boto3.session.Session(region_name=self.region)
+        session = self.session or boto3.session.Session(region_name=self.region)
         if session.get_credentials() is None:  # every request would fail the same way: say it once, before
             raise LoadTestError("sagemaker-runtime: no AWS credentials found (environment, profile or role); the "
                                 "local server needs any, e.g. AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing")
@@ -801,7 +795,8 @@ def configure_parser(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     c.add_argument("--price-table", type=Path, help="dated price table (JSON) to read, or to keep a looked-up price in")
     c.add_argument("--instance-count", type=int, default=1, help="instances behind the endpoint (default 1)")
     c.add_argument("--slo", type=Path, help="YAML/JSON with p95_ttft_ms, p95_itl_ms, min_output_tokens_per_s, "
-                                            "concurrency, max_usd_per_million_tokens, max_error_rate: exit 1 if missed")
+                                            "concurrency, max_usd_per_million_tokens, max_error_rate (a config's slo: "
+                                            "block; its usd_per_hour prices when no price flag does): exit 1 if missed")
     p.add_argument("--out", type=Path, default=Path("build/loadtest"), help="where loadtest.{json,md,png} go")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p
@@ -900,6 +895,9 @@ def run_args(args: argparse.Namespace) -> int:
         if args.instance_count < 1:
             raise LoadTestError(f"--instance-count must be >= 1, got {args.instance_count}")
         price = price_from_args(args)
+        if price.usd_per_hour is None and slo is not None and slo.usd_per_hour is not None:
+            price = Price(usd_per_hour=slo.usd_per_hour, instance_count=args.instance_count,
+                          instance_type=args.instance_type, source=f"{args.slo}: usd_per_hour")  # fmt: skip
         result = run(target_from_args(args), workload, price, progress=not args.quiet)
         if slo is not None:
             result["slo"] = slo.model_dump()

@@ -26,7 +26,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ValidationError
+
+from endpoint_config.slo import Slo
 
 PERCENTILES = (50, 90, 95, 99)
 
@@ -122,30 +124,10 @@ def usd_per_million_tokens(usd_per_hour: float | None, tokens_per_s: float) -> f
 # SLO
 
 
-class Slo(BaseModel):
-    """Service level objectives of one endpoint. Latency, error and cost limits are judged at `concurrency` when
-    it is given, else at every level the load test measured; the throughput floor needs `concurrency`."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    concurrency: int | None = Field(default=None, ge=1, le=10_000)
-    p95_ttft_ms: float | None = Field(default=None, gt=0)
-    p95_itl_ms: float | None = Field(default=None, gt=0)
-    min_output_tokens_per_s: float | None = Field(default=None, gt=0)
-    max_usd_per_million_tokens: float | None = Field(default=None, gt=0)
-    max_error_rate: float | None = Field(default=None, ge=0, le=1)
-
-    @model_validator(mode="after")
-    def _throughput_needs_a_concurrency(self) -> Slo:
-        if self.min_output_tokens_per_s is not None and self.concurrency is None:
-            raise ValueError("min_output_tokens_per_s needs concurrency: the aggregate throughput is judged at one "
-                             "concurrency level")  # fmt: skip
-        return self
-
-
 def parse_slo(value: Any, where: str = "slo") -> Slo:
-    """A dict (from YAML/JSON), or another model with the same fields (the config's `slo:` block), -> Slo;
-    ValueError naming each bad key, its value and what is allowed."""
+    """A dict (from YAML/JSON), or another model with the same fields, -> Slo, the config's own `slo:` model
+    (endpoint_config/slo.py: objectives, the gate's workload, the price); ValueError naming each bad key, its value
+    and what is allowed."""
     if isinstance(value, BaseModel) and not isinstance(value, Slo):
         value = value.model_dump()
     try:

@@ -63,10 +63,11 @@ def add_endpoint_stacks(
     allow_unbuilt: bool = False,
     artifacts: ArtifactStoreStack | None = None,
     trusted_pipelines: Mapping[str, TrustedPipeline] | None = None,
+    trusted_gates: Mapping[str, TrustedPipeline] | None = None,
 ) -> dict[str, EndpointStack]:
     """One stack per endpoint, in `scope`; each depends on `artifacts` when it is given (same scope only).
     `trusted_pipelines` (endpoint name -> pipeline role): those endpoints' stacks also create their smoke-test role
-    for that pipeline role."""
+    for that pipeline role; `trusted_gates` likewise their SLO gate role."""
     env = stack_environment(deployment)
     bucket_key = BucketKeyRef.of(deployment)
     stacks: dict[str, EndpointStack] = {}
@@ -79,6 +80,7 @@ def add_endpoint_stacks(
             bucket_key=bucket_key,
             allow_unbuilt=allow_unbuilt,
             trusted_pipeline=(trusted_pipelines or {}).get(plan.name),
+            trusted_gate=(trusted_gates or {}).get(plan.name),
             env=env,
             stack_name=plan.stack_name,
             description=f"{plan.project} ({plan.environment_name}): SageMaker endpoint {plan.name} ({plan.system.name})",

@@ -24,6 +24,7 @@ from systems.base import REPO_ROOT
 from systems.checks import UNSIZED_MODEL_WARNING_ID
 
 from .artifact_guard import PublishedArtifactCheck
+from .benchmark import ManagedBenchmark, SloGateRole
 from .endpoint_network import BucketKeyRef, EndpointSecurity, PrivateNetwork
 from .functions import InvokeFunction, SmokeTestFunction
 from .llm_endpoint import LlmEndpoint
@@ -42,6 +43,8 @@ class EndpointStack(Stack):
       trusted_pipeline: None (the default) creates no role for a pipeline. Given, the stack creates the role
         `<project>-<env>-<endpoint>-smoke` (`smoke_role_name`), which only that pipeline role may assume and which may
         do what the smoke test does (`LlmEndpoint.grant_smoke_test`): what the pipeline's smoke step assumes.
+      trusted_gate: likewise for the pipeline's SLO gate step, of an endpoint with `slo:` (stacks/benchmark.py).
+    An endpoint with `slo.managed_benchmark` also gets its AIWorkloadConfig and benchmark role (stacks/benchmark.py).
     """
 
     def __init__(
@@ -54,6 +57,7 @@ class EndpointStack(Stack):
         bucket_key: BucketKeyRef | None = None,
         allow_unbuilt: bool = False,
         trusted_pipeline: TrustedPipeline | None = None,
+        trusted_gate: TrustedPipeline | None = None,
         **kwargs,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
@@ -104,6 +108,16 @@ class EndpointStack(Stack):
             )
             if self.network is not None:
                 security.place_function(self.stream.function)
+
+        # slo: the pipeline's gate role, and SageMaker's managed benchmark (stacks/benchmark.py).
+        self.slo_gate = None
+        if spec.slo is not None and trusted_gate is not None:
+            self.slo_gate = SloGateRole(self, "SloGate", plan=plan, endpoint=self.endpoint, bucket_name=bucket,
+                                        bucket_key=bucket_key, trusted_pipeline=trusted_gate)
+        self.managed_benchmark = None
+        if plan.managed_benchmark is not None:
+            self.managed_benchmark = ManagedBenchmark(self, "ManagedBenchmark", plan=plan, endpoint=self.endpoint,
+                                                      bucket_name=bucket, bucket_key=bucket_key)
 
         if artifact.is_placeholder:
             self._refuse_unbuilt(spec.name)

@@ -12,7 +12,9 @@ Pipeline stages, in `pipeline.stages` order, two per environment:
                           (its manifest.json is in the bucket);
                     the endpoint stacks;
                     post: Smoke-<endpoint> (CodeBuild): `model_build smoke` per endpoint; a failure stops the
-                          pipeline, so a broken environment is never promoted.
+                          pipeline, so a broken environment is never promoted;
+                          then SloGate-<endpoint> for an endpoint with `slo:`: `model_build slo-gate`, the load test
+                          of its objectives (model_build/loadtest_gate.py), which refuses promotion when one is missed.
 
 Why the artifacts need their own stage: the model must be published into the environment's bucket after the bucket
 exists and before the endpoint stacks deploy (SageMaker reads the model while CloudFormation creates the endpoint).
@@ -53,6 +55,7 @@ from systems.base import docker_hub_bases
 from systems.images import ImagePin
 
 from . import add_artifact_stack, add_endpoint_stacks, tag_environment
+from .benchmark import gate_role_name
 from .nag import acknowledge_pipeline_findings, add_nag_checks
 from .trusted_pipeline import TrustedPipeline, role_name
 
@@ -89,6 +92,7 @@ PINNED_RUNTIMES = codebuild.BuildSpec.from_object({"phases": {"install": {"runti
 # stages the Docker build context, so the synth project needs no Docker even for own containers.
 DOCKER_FOR_SYNTH = False
 SMOKE_TIMEOUT = Duration.minutes(20)
+SLO_GATE_TIMEOUT = Duration.minutes(60)
 TESTS_TIMEOUT = Duration.minutes(60)
 # What each step installs (Makefile targets, one requirements set each): the synth and smoke steps need no torch.
 SYNTH_INSTALL = "make venv-deploy cdk-cli"
@@ -188,6 +192,7 @@ class PipelineStack(Stack):
         self.stages: dict[str, tuple[Stage, Stage]] = {}
         self.build_steps: dict[str, pipelines.CodeBuildStep] = {}
         self.smoke_steps: dict[str, dict[str, pipelines.CodeBuildStep]] = {}
+        self.gate_steps: dict[str, dict[str, pipelines.CodeBuildStep]] = {}
         self.approvals: dict[str, pipelines.ManualApprovalStep] = {}
         self.own_steps: list[pipelines.CodeBuildStep] = []  # model build and smoke steps, with our own roles
         self._previous: str | None = None  # the environment deployed before the one being added
@@ -260,11 +265,14 @@ class PipelineStack(Stack):
 
         endpoints_stage = Stage(self.node.root, f"{env_name}-endpoints", env=stage_env)
         smoke_cb_roles = {spec.name: role_name(project, env_name, spec.name, "smoke-cb") for spec in deployment.endpoints}
+        gate_cb_roles = {spec.name: role_name(project, env_name, spec.name, "slo-cb")
+                         for spec in deployment.endpoints if spec.slo is not None}  # fmt: skip
         endpoint_stacks = add_endpoint_stacks(
             endpoints_stage,
             deployment,
             allow_unbuilt=False,
             trusted_pipelines={name: TrustedPipeline(self.pipeline_account, cb) for name, cb in smoke_cb_roles.items()},
+            trusted_gates={name: TrustedPipeline(self.pipeline_account, cb) for name, cb in gate_cb_roles.items()},
         )
         smoke_names = {
             spec.name: (smoke_cb_roles[spec.name], stack.smoke_role_name)
@@ -292,10 +300,17 @@ class PipelineStack(Stack):
             name: self._smoke_step(deployment, name, source, account, region, cb_role, target)
             for name, (cb_role, target) in smoke_names.items()
         }
-        self.pipeline.add_stage(endpoints_stage, pre=[build_step], post=list(smoke_steps.values()))
+        gate_steps = {
+            name: self._gate_step(deployment, name, source, account, region, cb_role, gate_role_name(deployment.plan(name)))
+            for name, cb_role in gate_cb_roles.items()
+        }
+        for name, gate in gate_steps.items():
+            gate.add_step_dependency(smoke_steps[name])  # a load test of an endpoint that failed its smoke test says nothing
+        self.pipeline.add_stage(endpoints_stage, pre=[build_step], post=[*smoke_steps.values(), *gate_steps.values()])
         self.stages[env_name] = (artifacts_stage, endpoints_stage)
         self.build_steps[env_name] = build_step
         self.smoke_steps[env_name] = smoke_steps
+        self.gate_steps[env_name] = gate_steps
         self._previous = env_name
 
     def _target(self, deployment: Deployment) -> tuple[str, str]:
@@ -388,6 +403,37 @@ class PipelineStack(Stack):
         )
         self.own_steps.append(step)
         return step
+
+    def _gate_step(self, deployment, endpoint, source, account, region, cb_role_name, target_name) -> pipelines.CodeBuildStep:
+        """The SLO gate of one endpoint: `model_build slo-gate` under the endpoint stack's gate role (stacks/
+        benchmark.py SloGateRole), which may invoke that endpoint and keep results in the environment's bucket."""
+        env_name = deployment.environment_name
+        target_arn = f"arn:{self.partition}:iam::{account}:role/{target_name}"
+        role = iam.Role(
+            self,
+            f"SloGateRole-{env_name}-{endpoint}",
+            role_name=cb_role_name,
+            assumed_by=iam.ServicePrincipal("codebuild.amazonaws.com"),
+            description=f"SLO gate of {env_name}/{endpoint}: may only assume that endpoint's SLO gate role",
+        )
+        config = shlex.quote(self.config_path)
+        step = pipelines.CodeBuildStep(
+            f"SloGate-{endpoint}",
+            input=source,
+            install_commands=[SMOKE_INSTALL, *_profile_commands("slo", target_arn, region)],
+            commands=[f".venv/bin/python -m model_build slo-gate --config {config} --env {env_name} --endpoint {endpoint} --quiet"],
+            env={"AWS_PROFILE": "slo"},
+            # 4 vCPUs: the load generator spreads streams over processes (one per 4 in flight, model_build/loadtest.py
+            # processes_for), so its own CPU does not cap what it measures at the gate's usual levels.
+            build_environment=codebuild.BuildEnvironment(build_image=CPU_BUILD_IMAGE, compute_type=codebuild.ComputeType.MEDIUM),
+            partial_build_spec=PINNED_RUNTIMES,
+            role=role,
+            role_policy_statements=[iam.PolicyStatement(actions=["sts:AssumeRole"], resources=[target_arn])],
+            timeout=SLO_GATE_TIMEOUT,
+        )
+        self.own_steps.append(step)
+        return step
+
 
 def add_pipeline(app, config_path: str | os.PathLike) -> PipelineStack:
     """The pipeline stack for `-c pipeline=true`: every environment of the file, deployed through CodePipeline."""

@@ -95,6 +95,11 @@ def system_problems(ep: EndpointSpec, system: ServingSystem, systems: dict[str, 
             f"{', '.join(system.weights_formats)}); systems that offer it: {offered}")
     if ep.streaming.enabled and not system.streaming.supported:
         refused("streaming.enabled", "true", system.streaming, _offered_by(systems, "streaming"), "systems that stream")
+    if ep.slo is not None and not system.streaming.supported:  # time to first token and between tokens need a stream
+        for key in ("p95_ttft_ms", "p95_itl_ms"):
+            if getattr(ep.slo, key) is not None:
+                bad(f"slo.{key}", f"is measured on a token stream and system {ep.system!r} does not stream "
+                    f"({system.streaming.note}); systems that stream: {_offered_by(systems, 'streaming')}")
     if ep.hosting.uses_components and not system.inference_components.supported:
         refused("hosting.mode", repr(ep.hosting.mode), system.inference_components,
                 _offered_by(systems, "inference_components"), "systems that run as inference components")

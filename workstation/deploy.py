@@ -3,7 +3,9 @@
 deploy:  preflight (region, credentials, quotas) -> model_build build for endpoints with no local build and no
          pinned hash -> one `cdk synth` -> `cdk bootstrap` when the account has no CDKToolkit stack -> deploy the
          artifact stack -> publish every artifact (unchanged files are skipped) -> preflight again (now the
-         artifacts must be in the bucket with the right hash) -> deploy the endpoint stacks -> smoke-test each.
+         artifacts must be in the bucket with the right hash) -> deploy the endpoint stacks -> smoke-test each ->
+         the SLO gate of each endpoint with `slo:` (a load test judged against its objectives, model_build/
+         loadtest_gate.py).
 destroy: empty the artifact bucket where CloudFormation cannot (the emulator, which cannot run CDK's
          auto-delete Lambda) -> `cdk destroy` of this environment's stacks.
 Each step prints what it does; the first failure stops with one message and a non-zero exit.
@@ -135,7 +137,31 @@ def deploy(deployment: Deployment, *, echo: Callable[[str], None] = print, runti
             echo(line)
         if not result.ok:
             raise DeployError(f"smoke test of {plan.name} failed: {'; '.join(c.message for c in result.checks if not c.ok)}")
+    slo_gates(deployment, session=session, runtime_client=runtime_client, echo=echo)
     echo(f"deployed {len(endpoint_stacks)} endpoint(s) to environment {env_name}")
+
+
+def slo_gates(deployment: Deployment, *, session: boto3.Session, runtime_client=None,
+              echo: Callable[[str], None] = print) -> None:
+    """The SLO gate of every endpoint with `slo:`, after its smoke test: DeployError on the first missed objective
+    (the message has the numbers and the last kept result that met them). `runtime_client`: the sagemaker-runtime
+    client the smoke test used; the load test sends to the same URL (the demo's local server)."""
+    from model_build.loadtest import LoadTestError
+    from model_build.loadtest_gate import run_gate
+
+    endpoint_url = runtime_client.meta.endpoint_url if runtime_client is not None else None
+    for plan in deployment.plans:
+        if plan.spec.slo is None:
+            continue
+        echo(f"==> SLO gate {plan.name} (load test at concurrency {', '.join(map(str, plan.spec.slo.levels))})")
+        try:
+            gate = run_gate(deployment, plan, session=session, endpoint_url=endpoint_url)
+        except LoadTestError as err:
+            raise DeployError(f"SLO gate of {plan.name}: {err}") from None
+        for line in gate.lines():
+            echo(line)
+        if not gate.ok:
+            raise DeployError(gate.message())
 
 
 def empty_bucket(bucket: str, session: boto3.Session | None = None) -> int:
@@ -225,4 +251,4 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-__all__ = ["DeployError", "deploy", "destroy", "empty_bucket", "main"]
+__all__ = ["DeployError", "deploy", "destroy", "empty_bucket", "main", "slo_gates"]

@@ -22,9 +22,11 @@ def test_demo_deploys_serves_and_destroys_leaving_nothing(demo_run):
     # that the make targets call it).
     order = [s for s in ("==> preflight (", "==> cdk synth", "==> cdk deploy llm-endpoints-local-artifacts", "==> model_build publish tiny-gpt2",
                          "==> preflight: artifacts published", "==> cdk deploy llm-endpoints-local-tiny-gpt2",
-                         "==> smoke test tiny-gpt2") if s in out]
-    assert len(order) == 7 and [out.index(s) for s in order] == sorted(out.index(s) for s in order)
+                         "==> smoke test tiny-gpt2", "==> SLO gate tiny-gpt2") if s in out]
+    assert len(order) == 8 and [out.index(s) for s in order] == sorted(out.index(s) for s in order)
     assert "PASS  response" in out and "PASS  config" in out
+    # config/local.yaml's slo: the load test against the served model, kept in the emulator's artifact bucket
+    assert "PASS  every objective met" in out and "kept  s3://llm-endpoints-local-artifacts-" in out
     assert "InService" in out
     assert out.count("output: ") == 2 and "latency:" in out
     # The streamed prompt (lambda/stream's code against the local server's response-stream path): tokens one by one.

@@ -19,7 +19,7 @@ What stands in for CodeBuild's world here, and why:
 
 How far each step runs here: Synth completely (its cdk.out is checked); Smoke until the smoke test asks the
 emulator for the endpoint stack, which does not exist there (so it must fail with the smoke test's own message,
-not an import error); ModelBuild completely for an artifact that is already published (the emulator's bucket
+not an import error); SloGate likewise until it reads the artifact bucket the emulator lacks; ModelBuild completely for an artifact that is already published (the emulator's bucket
 holds its manifest); the self-mutation and asset projects install their pinned CLIs, which must read this
 assembly (`cdk ls`, `cdk-assets ls`). Tests runs `make test` itself, which is this suite (so it is not rerun).
 """
@@ -206,6 +206,17 @@ def test_smoke_step_runs_the_smoke_test_with_the_assumed_role(projects, checkout
     assert result.returncode != 0
     assert "Traceback" not in output and "No module named" not in output, output[-3000:]
     assert "llm-endpoints-dev-gptj-fastload" in output and "does not exist" in output, output[-3000:]
+
+
+def test_slo_gate_step_runs_the_gate_with_the_assumed_role(projects, checkout, aws, tmp_path):
+    """Its venv (the deploy set: the load test needs nothing more), its AWS profile and `model_build slo-gate`: it
+    gets as far as reading earlier results from the environment's artifact bucket, which the emulator does not have,
+    and stops with that, before any request is sent."""
+    result = run_step(projects["SloGate-gptj-fastload@dev-endpoints"], checkout, aws, tmp_path)
+    output = result.stdout + result.stderr
+    assert result.returncode == 2, output[-3000:]
+    assert "Traceback" not in output and "No module named" not in output, output[-3000:]
+    assert "error: SLO gate of endpoint 'gptj-fastload'" in output and "NoSuchBucket" in output, output[-3000:]
 
 
 def test_model_build_step_skips_a_published_artifact_without_installing_the_build_set(projects, checkout, aws, tmp_path):

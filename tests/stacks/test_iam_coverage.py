@@ -11,6 +11,11 @@ session fixture, shared with test_pipeline_stack.py), and the code each one runs
                         smoke_test), with the AWS profile the step's install commands write (role_arn of the role)
   publisher role        the model build step's commands under its profile: the `head_object` check, and
                         `python -m model_build publish` (model_build/publish.py), including a failed multipart upload
+  pipeline SLO gate     the gate step's command, `python -m model_build slo-gate ...` (model_build/loadtest_gate.py:
+  role                  the load test, reading and keeping results in the artifact bucket)
+  benchmark caller      `python -m model_build benchmark` (model_build/loadtest_benchmark.py) with the managed policy
+  policy                config/examples/production.yaml's chat-vllm stack creates; and the role SageMaker assumes for
+                        the job, against what the Developer Guide says the job needs
   model-build and smoke what CodeBuild does with the step's own role: resolve the profile (sts:AssumeRole of the
   CodeBuild roles       target role, whose trust policy must name the CodeBuild role) and read the step's
                         SECRETS_MANAGER environment variables
@@ -149,6 +154,10 @@ ACTIONS: dict[tuple[str, str], tuple[str, ...]] = {
     # (async-inference-create-endpoint-prerequisites: "sagemaker:InvokeEndpointAsync").
     ("sagemaker-runtime", "InvokeEndpointAsync"): ("sagemaker:InvokeEndpointAsync",),
     ("sts", "AssumeRole"): ("sts:AssumeRole",),
+    # The managed benchmark: the API operations' own names (the Service Authorization Reference lists SageMaker
+    # actions by operation name; the AI benchmark rows were not read here, see README's facts table).
+    ("sagemaker", "CreateAIBenchmarkJob"): ("sagemaker:CreateAIBenchmarkJob",),
+    ("sagemaker", "DescribeAIBenchmarkJob"): ("sagemaker:DescribeAIBenchmarkJob",),
     ("sts", "GetCallerIdentity"): (),
     ("secretsmanager", "GetSecretValue"): ("secretsmanager:GetSecretValue",),
 }
@@ -175,6 +184,10 @@ def needs_of(call: Call, where: Where) -> list[Need]:
     if (call.service, call.operation) not in ACTIONS:
         raise KeyError(f"no IAM mapping for {call.service} {call.operation}: add it to ACTIONS with its source")
     found = [Need(action, _resource_of(call, where), why) for action in ACTIONS[(call.service, call.operation)]]
+    if call.operation == "CreateAIBenchmarkJob":
+        # The role SageMaker assumes for the job: passing it is iam:PassRole on it (IAM User Guide, "Grant a user
+        # permissions to pass a role to an AWS service").
+        found.append(Need("iam:PassRole", p["RoleArn"], f"{why} (its RoleArn)"))
     if call.service == "sagemaker-runtime" and p.get("InferenceComponentName"):
         # The Service Authorization Reference lists inference-component beside the required endpoint as a resource
         # type of InvokeEndpoint (and InvokeEndpointWithResponseStream): a call naming a component needs the action
@@ -187,6 +200,8 @@ def needs_of(call: Call, where: Where) -> list[Need]:
 
 def _resource_of(call: Call, where: Where) -> str:
     p, base = call.params, f"arn:{where.partition}:{{service}}:{where.region}:{where.account}"
+    if "AIBenchmarkJobName" in p:  # the job's ARN: botocore's AIBenchmarkJobArn pattern, ai-benchmark-job/<name>
+        return base.format(service="sagemaker") + f":ai-benchmark-job/{p['AIBenchmarkJobName']}"
     if call.operation == "DescribeInferenceComponent":  # SageMaker ARNs carry names in lower case
         return base.format(service="sagemaker") + f":inference-component/{p['InferenceComponentName'].lower()}"
     if "EndpointName" in p:  # SageMaker ARNs carry the endpoint name in lower case
@@ -1259,3 +1274,126 @@ class _Body(io.BytesIO):
 
     def stream(self, *_args: Any, **_kwargs: Any) -> Iterator[bytes]:
         yield self.getvalue()
+
+
+# ------------------------------------------------------------------------------------------- the SLO gate and benchmark
+
+
+def test_pipeline_slo_gate_role_allows_every_call_of_model_build_slo_gate(moto_env, envs, monkeypatch, tmp_path):
+    """The SLO gate step in prod (another account): its CodeBuild role assumes the endpoint stack's gate role, which
+    runs `model_build slo-gate`: config/examples/pipeline.yaml's workload through InvokeEndpoint (hf-fastload does not
+    stream), an earlier result read back and the new one kept in the artifact bucket."""
+    import gc
+
+    from model_build.cli import main
+
+    env = envs["prod"]
+    monkeypatch.chdir(ROOT)  # CodeBuild runs the commands in the source checkout
+    monkeypatch.setattr("deployment.plan.BUILD_ROOT", tmp_path / "build")  # the gate's build/loadtest/ copy
+    # The load test's full collection before its level pauses for seconds over this process's heap (jsii, torch);
+    # in CodeBuild the gate is a process of its own. Nothing here is timed.
+    monkeypatch.setattr(gc, "collect", lambda generation=2: 0)
+    project, cb_role, cb_where = env.codebuild(f"SloGate-{ENDPOINT}")
+    setup = account_session(env.where.account, env.where.region)
+    bucket = artifact_bucket_name("llm-endpoints", env.name, env.where.account, env.where.region)
+    setup.client("s3").create_bucket(Bucket=bucket)
+    earlier = f"loadtest/{ENDPOINT}/{'ab' * 32}/20260101T000000000000Z.json"
+    setup.client("s3").put_object(Bucket=bucket, Key=earlier, Body=json.dumps({"levels": []}).encode())
+    moto_env.set_invoke_results([GOOD] * 24, account=env.where.account)  # 16 requests + 2 warm-up
+    with codebuild_step(project, tmp_path, monkeypatch) as spec, recording(monkeypatch) as rec:
+        [argv] = [a for c in spec["phases"]["build"]["commands"] for a in model_build_commands(c, "slo-gate")]
+        assert main(argv) == 0, "the gate passes: every call of its code path was made"
+    _check_codebuild_role(env, rec, project, spec, cb_role, cb_where)
+    [(target, calls)] = rec.by_assumed_role().items()
+    target_ctx, target_lid = env.role_named(target)
+    assert target_ctx is env.endpoint_stack
+    assert {(c.service, c.operation) for c in calls} == {
+        ("sts", "GetCallerIdentity"), ("sagemaker-runtime", "InvokeEndpoint"), ("s3", "ListObjectsV2"),
+        ("s3", "GetObject"), ("s3", "PutObject"),
+    }  # fmt: skip
+    needs = principal_needs(calls, target_ctx.where)
+    assert missing(role_policy(target_ctx, target_lid), needs) == []
+    # and no further: another endpoint, or another prefix of the bucket
+    other = [Need("sagemaker:InvokeEndpoint", f"arn:aws:sagemaker:us-east-1:{env.where.account}:endpoint/prod-other", "t"),
+             Need("s3:PutObject", f"arn:aws:s3:::{bucket}/models/{ENDPOINT}/x", "t"),
+             Need("s3:ListBucket", f"arn:aws:s3:::{bucket}", "t", {"s3:prefix": "models/"})]  # fmt: skip
+    assert missing(role_policy(target_ctx, target_lid), other) == sorted(str(n) for n in other)
+
+
+BENCH_CONFIG, BENCH_STACK, BENCH_ENDPOINT = "config/examples/production.yaml", "llm-endpoints-prod-chat-vllm", "chat-vllm"
+
+
+def test_benchmark_caller_policy_allows_every_call_of_model_build_benchmark(moto_env, synth, monkeypatch, tmp_path):
+    """`python -m model_build benchmark --wait` with the caller policy the stack creates: CreateAIBenchmarkJob passing
+    the benchmark role, one DescribeAIBenchmarkJob. moto has neither operation: each is answered before sending,
+    after it is signed and recorded."""
+    from helpers import write_fake_manifest
+
+    from model_build.cli import main
+
+    env = load_config(ROOT / BENCH_CONFIG, "prod").environment
+    ctx = StackContext(synth(BENCH_CONFIG, "prod").templates[BENCH_STACK], BENCH_STACK, Where(env.account, env.region))
+    _, caller = ctx.find("AWS::IAM::ManagedPolicy")
+    policy = Policy(caller["Properties"]["PolicyDocument"]["Statement"], ctx, "BenchmarkCallerPolicy")
+    write_fake_manifest(tmp_path, BENCH_ENDPOINT, "lmi-vllm", "fp16")
+    requests: list[dict] = []
+
+    def answer(request: Any, **_: Any) -> AWSResponse:
+        requests.append(json.loads(request.body))
+        name = requests[0]["AIBenchmarkJobName"]
+        arn = f"arn:aws:sagemaker:{env.region}:{env.account}:ai-benchmark-job/{name}"
+        reply = {"AIBenchmarkJobArn": arn} if len(requests) == 1 else {
+            **requests[0], "AIBenchmarkJobArn": arn, "AIBenchmarkJobStatus": "Completed", "CreationTime": 0}
+        return AWSResponse(request.url, 200, {"Content-Type": "application/x-amz-json-1.1"}, _Body(json.dumps(reply).encode()))
+
+    def stand_in(events: Any) -> None:
+        for op in ("CreateAIBenchmarkJob", "DescribeAIBenchmarkJob"):
+            events.register(f"before-send.sagemaker.{op}", answer)
+
+    key = set_lambda_credentials(monkeypatch, account_session(env.account, env.region))
+    with recording(monkeypatch, stand_in) as rec:
+        assert main(["benchmark", "--config", BENCH_CONFIG, "--env", "prod", "--endpoint", BENCH_ENDPOINT,
+                     "--build-root", str(tmp_path), "--wait", "5"]) == 0  # fmt: skip
+    assert rec.calls and rec.signed_by(key) == rec.calls
+    assert [c.operation for c in rec.calls] == ["GetCallerIdentity", "CreateAIBenchmarkJob", "DescribeAIBenchmarkJob"]
+    create = requests[0]
+    assert create["RoleArn"] == f"arn:aws:iam::{env.account}:role/llm-endpoints-prod-{BENCH_ENDPOINT}-benchmark"
+    assert create["AIWorkloadConfigIdentifier"] == load_config(ROOT / BENCH_CONFIG, "prod").plan(
+        BENCH_ENDPOINT).managed_benchmark.workload_config_name
+    assert create["OutputConfig"]["S3OutputLocation"].startswith(
+        f"s3://llm-endpoints-prod-artifacts-{env.account}-{env.region}/loadtest/{BENCH_ENDPOINT}/{'ab' * 32}/managed/")
+    needs = principal_needs(rec.calls, ctx.where)
+    assert actions(needs) == {"sagemaker:CreateAIBenchmarkJob", "sagemaker:DescribeAIBenchmarkJob", "iam:PassRole"}
+    assert missing(policy, needs) == []
+    other_role = Need("iam:PassRole", f"arn:aws:iam::{env.account}:role/llm-endpoints-prod-chat-vllm-smoke", "t")
+    assert missing(policy, [other_role]) == [str(other_role)]
+
+
+def test_benchmark_role_allows_what_the_job_needs_and_trusts_sagemaker(synth, tmp_path):
+    """What the Developer Guide's benchmark page asks of the job's role ("grants SageMaker AI access to your endpoint
+    and output bucket"; results in output.tar.gz at the output location): InvokeEndpoint on the endpoint and the
+    output written under the job's location, the bucket key through S3; nothing else, and only SageMaker may assume
+    it. Which calls the job really makes only an account shows (README's facts table)."""
+    from helpers import write_fake_manifest
+
+    from model_build.loadtest_benchmark import benchmark_request, job_name
+
+    write_fake_manifest(tmp_path, BENCH_ENDPOINT, "lmi-vllm", "fp16")
+    deployment = load_config(ROOT / BENCH_CONFIG, "prod", build_root=tmp_path)
+    env = deployment.environment
+    ctx = StackContext(synth(BENCH_CONFIG, "prod").templates[BENCH_STACK], BENCH_STACK, Where(env.account, env.region))
+    lid, role = ctx.find("AWS::IAM::Role", lambda r: r["Properties"].get("RoleName", "").endswith("-benchmark"))
+    assert role["Properties"]["AssumeRolePolicyDocument"]["Statement"] == [
+        {"Action": "sts:AssumeRole", "Effect": "Allow", "Principal": {"Service": "sagemaker.amazonaws.com"}}]
+    plan = deployment.plan(BENCH_ENDPOINT)
+    output = benchmark_request(plan, account=env.account, region=env.region, partition="aws",
+                               name=job_name(plan))["OutputConfig"]["S3OutputLocation"]  # fmt: skip
+    object_arn = "arn:aws:s3:::" + output.removeprefix("s3://") + "output.tar.gz"
+    needs = [Need("sagemaker:InvokeEndpoint", f"arn:aws:sagemaker:{env.region}:{env.account}:endpoint/prod-chat-vllm", "job"),
+             Need("s3:PutObject", object_arn, "job output")]  # fmt: skip
+    policy = role_policy(ctx, lid)
+    assert missing(policy, needs) == []
+    granted = {a for s in policy.statements for a in _listed(s["Action"])}
+    assert granted == {"sagemaker:InvokeEndpoint", "s3:PutObject", "kms:Decrypt", "kms:GenerateDataKey"}
+    elsewhere = Need("s3:PutObject", f"arn:aws:s3:::llm-endpoints-prod-artifacts-{env.account}-{env.region}/models/x", "t")
+    assert missing(policy, [elsewhere]) == [str(elsewhere)]
