@@ -18,7 +18,14 @@ from .endpoint_alarms import EndpointAlarms, RollbackAlarms, deployment_config
 from .endpoint_network import EndpointSecurity
 from .inference_components import ComponentEndpointConfig, InferenceComponent
 from .log_groups import owned_log_group
-from .sagemaker_resources import ContainerImage, ExecutionRole, GuardedEndpoint, SageMakerModel, VariantEndpointConfig
+from .sagemaker_resources import (
+    ContainerImage,
+    ExecutionRole,
+    GuardedEndpoint,
+    SageMakerModel,
+    VariantEndpointConfig,
+    retain_when_replaced,
+)
 from .scaling import VARIANT_INSTANCES, scalable_target, target_tracking
 
 VARIANT_NAME = "AllTraffic"
@@ -91,6 +98,8 @@ class LlmEndpoint(Construct):
             )
         if security is not None:
             security.apply(role=self.role, model=self.model, endpoint_config=self.endpoint_config)
+        # A replaced model or config may still serve after a rollback: kept, `model_build clean` removes unused ones.
+        retain_when_replaced(self.model, self.endpoint_config)
 
         # deployment: guarded updates; the rollback alarms watch the new fleet (stacks/endpoint_alarms.py).
         self.rollback_alarms = None

@@ -129,3 +129,22 @@ def test_an_example_without_the_block_gets_the_defaults(synth):
     rollback = [r["Properties"] for r in resources.values() if r["Type"] == "AWS::CloudWatch::Alarm"
                 and "-rollback-" in str(r["Properties"].get("AlarmName", ""))]
     assert {(p["Period"], p["EvaluationPeriods"]) for p in rollback} == {(60, 3)} and len(rollback) == 2
+
+
+@pytest.mark.parametrize("stack", [CHAT, DEFAULTS, "llm-endpoints-prod-summarize-async"])
+def test_a_replaced_model_or_config_is_kept_for_the_rollback_that_may_still_run_it(prod, stack):
+    """A new artifact or instance type replaces the Model and the EndpointConfig; after a rolled-back guarded update
+    the endpoint may run the old ones while CloudFormation counts the update done, so the replaced ones are kept
+    (UpdateReplacePolicy Retain) and `model_build clean` deletes the ones nothing uses; a destroy deletes the current
+    ones (DeletionPolicy Delete). Variant endpoints, async and inference-component endpoints alike."""
+    for type_name in ("AWS::SageMaker::Model", "AWS::SageMaker::EndpointConfig"):
+        _, resource = _one(prod, stack, type_name)
+        assert resource.get("UpdateReplacePolicy") == "Retain", (stack, type_name)
+        assert resource.get("DeletionPolicy", "Delete") == "Delete", (stack, type_name)
+        tags = {t["Key"]: t["Value"] for t in resource["Properties"]["Tags"]}
+        # what `model_build clean` finds them by: CloudFormation puts no stack tags on an EndpointConfig
+        # (cfn-lint's AWS::SageMaker::EndpointConfig schema: tagging.cloudFormationSystemTags false)
+        assert tags == {"llm-endpoints:project": "llm-endpoints", "llm-endpoints:environment": "prod",
+                        "llm-endpoints:endpoint": stack.removeprefix("llm-endpoints-prod-")}
+    _, endpoint = _one(prod, stack, "AWS::SageMaker::Endpoint")
+    assert "UpdateReplacePolicy" not in endpoint  # the endpoint itself is updated in place, never replaced
