@@ -13,7 +13,7 @@ import request_contract
 from deployment import EndpointPlan
 from endpoint_config.hosting import accelerators_per_copy
 
-from .async_inference import AsyncInference
+from .async_inference import AsyncInference, AsyncKeys
 from .endpoint_alarms import EndpointAlarms, RollbackAlarms, deployment_config
 from .endpoint_network import EndpointSecurity
 from .inference_components import ComponentEndpointConfig, InferenceComponent
@@ -77,7 +77,8 @@ class LlmEndpoint(Construct):
         # invocation.mode async: AsyncInferenceConfig, its S3 folders and topics, the role's grants.
         self.async_inference = (
             AsyncInference(self, "AsyncInference", endpoint_name=plan.endpoint_name, invocation=spec.invocation,
-                           artifact_bucket=artifact_bucket, execution_role=self.role)
+                           artifact_bucket=artifact_bucket, execution_role=self.role,
+                           keys=AsyncKeys(security.bucket_key, security.async_output_key) if security else AsyncKeys())
             if plan.is_async else None
         )
         if plan.component_name is not None:  # hosting.mode inference-components: a variant without a model

@@ -8,6 +8,7 @@ import pytest
 from aws_cdk import App, Stack
 
 from endpoint_config.operations import DeploymentSpec
+from model_build.clean import TAG_ENDPOINT, TAG_ENVIRONMENT, TAG_PROJECT
 from stacks.endpoint_alarms import deployment_config
 
 PROD = ("config/examples/production.yaml", "prod")
@@ -144,7 +145,7 @@ def test_a_replaced_model_or_config_is_kept_for_the_rollback_that_may_still_run_
         tags = {t["Key"]: t["Value"] for t in resource["Properties"]["Tags"]}
         # what `model_build clean` finds them by: CloudFormation puts no stack tags on an EndpointConfig
         # (cfn-lint's AWS::SageMaker::EndpointConfig schema: tagging.cloudFormationSystemTags false)
-        assert tags == {"llm-endpoints:project": "llm-endpoints", "llm-endpoints:environment": "prod",
-                        "llm-endpoints:endpoint": stack.removeprefix("llm-endpoints-prod-")}
+        assert tags == {TAG_PROJECT: "llm-endpoints", TAG_ENVIRONMENT: "prod",
+                        TAG_ENDPOINT: stack.removeprefix("llm-endpoints-prod-")}
     _, endpoint = _one(prod, stack, "AWS::SageMaker::Endpoint")
     assert "UpdateReplacePolicy" not in endpoint  # the endpoint itself is updated in place, never replaced
