@@ -102,6 +102,14 @@ CDK_CLI_VERSION = json.loads((ROOT / "package.json").read_text())["devDependenci
 CDK_ASSETS_VERSION = "4.7.3"
 
 
+# The CodeBuild actions CDK Pipelines gives its asset roles on "*" (PipelineStack._scope_asset_builds narrows them).
+ASSET_BUILD_ACTIONS = ("codebuild:BatchGetBuilds", "codebuild:StartBuild", "codebuild:StopBuild")
+
+
+def _listed(value: object) -> list:
+    return value if isinstance(value, list) else [value]
+
+
 def _profile_commands(profile: str, role_arn: str, region: str) -> list[str]:
     """Write an AWS profile that assumes `role_arn` with the CodeBuild container's own credentials."""
     body = f"[profile {profile}]\\nrole_arn = {role_arn}\\ncredential_source = EcsContainer\\nregion = {region}\\n"
@@ -198,6 +206,7 @@ class PipelineStack(Stack):
         self.pipeline.build_pipeline()
         self._warn_about_docker_hub(deployments)
         self._grant_connection_use()
+        self._scope_asset_builds()
         acknowledge_pipeline_findings(self)
 
     def _warn_about_docker_hub(self, deployments: dict[str, Deployment]) -> None:
@@ -241,6 +250,33 @@ class PipelineStack(Stack):
         for role in source_stage.node.find_all():
             if isinstance(role, iam.Role):
                 role.add_to_principal_policy(statement)
+
+    def _scope_asset_builds(self) -> None:
+        """CDK Pipelines gives each asset role (one per asset kind, the service role of every asset publishing
+        project) codebuild:StartBuild, StopBuild and BatchGetBuilds on "*" (aws-cdk-lib 2.273.0
+        pipelines/lib/private/asset-singleton-role.js, in its constructor, with no option to narrow it): an asset build
+        could start any project in the account with a buildspec override, the model build and its publisher role
+        included. The pipeline starts the asset builds with its own CodeBuild action role (which CDK scopes to the
+        projects); the asset role keeps the three actions on its own asset projects only. The role offers no way to
+        remove a statement, so the statement's Resource is overridden in the template; tests/stacks/
+        test_pipeline_stack.py checks no pipeline role keeps such a grant on "*"."""
+        assets = self.pipeline.node.try_find_child("Assets")
+        if assets is None:
+            return
+        for role in [c for c in assets.node.children if isinstance(c, iam.Role)]:
+            projects = [c for c in assets.node.find_all()
+                        if isinstance(c, codebuild.Project) and c.role is not None and c.role.node.path == role.node.path]
+            policy = role.node.try_find_child("DefaultPolicy")
+            if not projects or policy is None:
+                continue
+            statements = self.resolve(policy.document)["Statement"]
+            found = [i for i, st in enumerate(statements)
+                     if sorted(_listed(st["Action"])) == sorted(ASSET_BUILD_ACTIONS) and st.get("Resource") == "*"]
+            if len(found) != 1:  # CDK changed how it grants these: review, do not guess
+                raise ValueError(f"{role.node.path}: expected one statement of {ASSET_BUILD_ACTIONS} on '*', found {len(found)}")
+            policy.node.default_child.add_property_override(
+                f"PolicyDocument.Statement.{found[0]}.Resource", [p.project_arn for p in projects]
+            )
 
     # ------------------------------------------------------------------------------------------- environments
 
