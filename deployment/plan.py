@@ -35,6 +35,11 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 # Where `model_build build` writes each endpoint's artifact (build/<endpoint>/), and where synth and the CLI read it.
 BUILD_ROOT = REPO_ROOT / "build"
 UNBUILT_HASH = "0" * 64
+# How long SageMaker lets one request run in the container (botocore sagemaker-runtime 2017-05-13): InvokeEndpoint
+# "A customer's model containers must respond to requests within 60 seconds"; InvokeEndpointAsync
+# InvocationTimeoutSeconds "The default is 15 minutes, or 900 seconds" (1-3600).
+REAL_TIME_INVOCATION_TIMEOUT_S = 60
+ASYNC_DEFAULT_INVOCATION_TIMEOUT_S = 900
 
 
 @dataclass(frozen=True)
@@ -260,7 +265,21 @@ class EndpointPlan:
         if self.system.staged_weights_environment is not None:
             environment = {**environment,
                            **self.system.staged_weights_environment(f"s3://{bucket}/{self.artifact_prefix}weights/")}
+        if self.system.request_timeout is not None:  # the container's own request timeout, tied to the invocation's
+            environment = {**environment,
+                           **self.system.request_timeout.environment(self.invocation_timeout_s, self.startup_timeout_s)}
         return environment
+
+    @property
+    def invocation_timeout_s(self) -> int:
+        """The longest one request may run in the container: an asynchronous endpoint's invocation_timeout_s (which
+        the invoke function sends) or SageMaker's 900 s default; a real-time one SageMaker's 60 s, or the streaming
+        function's timeout when it streams (the longest a stream lasts through the front door)."""
+        if self.is_async:
+            return self.spec.invocation.invocation_timeout_s or ASYNC_DEFAULT_INVOCATION_TIMEOUT_S
+        if self.spec.streaming.enabled:
+            return max(REAL_TIME_INVOCATION_TIMEOUT_S, self.spec.streaming.timeout_s)
+        return REAL_TIME_INVOCATION_TIMEOUT_S
 
     # ---- how clients and checks reach it ------------------------------------------------------------------------
 
@@ -325,6 +344,7 @@ def plan_endpoint(
 
 
 __all__ = [
-    "ArtifactRef", "BUILD_ROOT", "EndpointPlan", "ModelData", "QuotaNeed", "SmokeSettings", "UNBUILT_HASH",
+    "ASYNC_DEFAULT_INVOCATION_TIMEOUT_S", "ArtifactRef", "BUILD_ROOT", "EndpointPlan", "ModelData", "QuotaNeed",
+    "REAL_TIME_INVOCATION_TIMEOUT_S", "SmokeSettings", "UNBUILT_HASH",
     "plan_endpoint", "quota_need", "resolve_artifact",
 ]  # fmt: skip

@@ -150,6 +150,12 @@ def test_invoke_function_submits_and_reads_with_least_privilege(resources):
         (("s3:GetObject",), (f"{objects}/failures/*", f"{objects}/output/*"), None),
         (("s3:ListBucket",), (bucket,), {"StringLike": {"s3:prefix": [f"async/{ENDPOINT}/output/*"]}}),
         (("s3:ListBucket",), (bucket,), {"StringLike": {"s3:prefix": [f"async/{ENDPOINT}/failures/*"]}}),
+        # The bucket is SSE-KMS (prod's bucket_key: create): the upload and the reads use its key, through S3 only,
+        # named by its alias (the key lives in the artifacts stack). tests/stacks/test_iam_coverage.py checks
+        # every role's KMS use against the templates' encryption.
+        (("kms:Decrypt", "kms:GenerateDataKey"), (f"arn:aws:kms:{REGION}:{ACCOUNT}:key/*",),
+         {"StringEquals": {"kms:ViaService": f"s3.{REGION}.amazonaws.com"},
+          "ForAnyValue:StringEquals": {"kms:ResourceAliases": ["alias/llm-endpoints-prod-artifacts"]}}),
     ], key=repr)  # fmt: skip
 
 
@@ -170,11 +176,12 @@ def test_smoke_function_submits_and_waits_for_the_answer_within_its_budget(resou
     assert granted == {
         "cloudformation:DescribeStacks", "cloudformation:ListStackResources", "sagemaker:DescribeEndpoint",
         "sagemaker:InvokeEndpointAsync", "s3:PutObject", "s3:ListBucket", "s3:GetObject",
+        "kms:Decrypt", "kms:GenerateDataKey",  # the SSE-KMS bucket's key, as the invoke function has it
     }  # fmt: skip
     invoke_found = statements(resources, invoke["Role"]["Fn::GetAtt"][0])
     def client_side(found) -> list:  # (action, resources, condition) of the async client's actions
         return sorted(((a, r, c) for actions, r, c in found for a in actions
-                       if a.startswith("s3:") or a == "sagemaker:InvokeEndpointAsync"), key=repr)  # fmt: skip
+                       if a.startswith(("s3:", "kms:")) or a == "sagemaker:InvokeEndpointAsync"), key=repr)  # fmt: skip
 
     assert client_side(found) == client_side(invoke_found)  # the same folders as the invoke function, nothing more
 
