@@ -40,6 +40,11 @@ UNBUILT_HASH = "0" * 64
 # InvocationTimeoutSeconds "The default is 15 minutes, or 900 seconds" (1-3600).
 REAL_TIME_INVOCATION_TIMEOUT_S = 60
 ASYNC_DEFAULT_INVOCATION_TIMEOUT_S = 900
+# The documented scale-from-zero alarm of an asynchronous endpoint (SageMaker DG "Autoscale an asynchronous endpoint",
+# async-inference-autoscale.html: HasBacklogWithoutCapacity, Period 60, EvaluationPeriods 2); stacks/async_inference.py
+# builds it with these.
+SCALE_FROM_ZERO_ALARM_PERIOD_S = 60
+SCALE_FROM_ZERO_ALARM_EVALUATION_PERIODS = 2
 
 
 @dataclass(frozen=True)
@@ -114,11 +119,15 @@ class ModelData:
 
 @dataclass(frozen=True)
 class SmokeSettings:
-    """What the post-deploy smoke test sends and how long the answer may take (smoke_test:, by invocation mode)."""
+    """What the post-deploy smoke test sends and how long the answer may take (smoke_test:, by invocation mode).
+    wake_budget_ms: an asynchronous endpoint that scales to zero (autoscaling.min_capacity 0) keeps 0 instances
+    across an update (RetainAllVariantProperties keeps the scaled DesiredInstanceCount), so right after a deploy the
+    prompt may wait for a scale-up from zero: the time the smoke test allows then (None: it never runs 0)."""
 
     prompt: str
     max_new_tokens: int
     latency_budget_ms: int
+    wake_budget_ms: int | None = None
 
 
 @dataclass(frozen=True)
@@ -292,7 +301,15 @@ class EndpointPlan:
     @property
     def smoke(self) -> SmokeSettings:
         smoke = self.spec.smoke_test
-        return SmokeSettings(smoke.prompt, smoke.max_new_tokens, smoke.budget_ms(self.spec.invocation.mode))
+        budget = smoke.budget_ms(self.spec.invocation.mode)
+        wake = None
+        if self.is_async and self.spec.autoscaling is not None and self.spec.autoscaling.min_capacity == 0:
+            # The scale-from-zero alarm, then the longest SageMaker lets the new instance take to download the model
+            # and pass its health check (the endpoint's own timeouts), then the latency budget itself (instance
+            # launch, queueing, the generation; how long a launch takes is not documented).
+            alarm_s = SCALE_FROM_ZERO_ALARM_PERIOD_S * SCALE_FROM_ZERO_ALARM_EVALUATION_PERIODS
+            wake = budget + 1000 * (alarm_s + self.download_timeout_s + self.startup_timeout_s)
+        return SmokeSettings(smoke.prompt, smoke.max_new_tokens, budget, wake)
 
     @property
     def instance_range(self) -> tuple[int, int]:
@@ -345,6 +362,7 @@ def plan_endpoint(
 
 __all__ = [
     "ASYNC_DEFAULT_INVOCATION_TIMEOUT_S", "ArtifactRef", "BUILD_ROOT", "EndpointPlan", "ModelData", "QuotaNeed",
-    "REAL_TIME_INVOCATION_TIMEOUT_S", "SmokeSettings", "UNBUILT_HASH",
+    "REAL_TIME_INVOCATION_TIMEOUT_S", "SCALE_FROM_ZERO_ALARM_EVALUATION_PERIODS", "SCALE_FROM_ZERO_ALARM_PERIOD_S",
+    "SmokeSettings", "UNBUILT_HASH",
     "plan_endpoint", "quota_need", "resolve_artifact",
 ]  # fmt: skip

@@ -40,6 +40,7 @@ from aws_cdk import aws_sagemaker as sagemaker
 from aws_cdk import aws_sns as sns
 from constructs import Construct, IConstruct
 
+from deployment.plan import SCALE_FROM_ZERO_ALARM_EVALUATION_PERIODS, SCALE_FROM_ZERO_ALARM_PERIOD_S
 from endpoint_config import Autoscaling
 from endpoint_config.invocation import Invocation, async_location_uris, split_s3_path
 
@@ -50,10 +51,11 @@ from .scaling import VARIANT_INSTANCES, scalable_target, scale_from_zero_policy,
 BACKLOG_METRIC = "ApproximateBacklogSizePerInstance"
 SCALE_FROM_ZERO_METRIC = "HasBacklogWithoutCapacity"
 METRIC_NAMESPACE = "AWS/SageMaker"
-# The documented scale-from-zero policy and alarm (async-inference-autoscale.html), as numbers.
+# The documented scale-from-zero policy and alarm (async-inference-autoscale.html), as numbers; the alarm's are the
+# plan's, which sizes the smoke test's wait for a scale-up from zero with them.
 SCALE_FROM_ZERO_COOLDOWN_S = 300
-ALARM_PERIOD_S = 60
-ALARM_EVALUATION_PERIODS = 2
+ALARM_PERIOD_S = SCALE_FROM_ZERO_ALARM_PERIOD_S
+ALARM_EVALUATION_PERIODS = SCALE_FROM_ZERO_ALARM_EVALUATION_PERIODS
 
 
 @dataclass(frozen=True)

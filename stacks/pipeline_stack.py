@@ -89,6 +89,9 @@ PINNED_RUNTIMES = codebuild.BuildSpec.from_object({"phases": {"install": {"runti
 # stages the Docker build context, so the synth project needs no Docker even for own containers.
 DOCKER_FOR_SYNTH = False
 SMOKE_TIMEOUT = Duration.minutes(20)
+# Beyond the smoke test's own wait (its budget, or the wake budget of an asynchronous endpoint at zero instances):
+# installing the deploy set and the other checks.
+SMOKE_STEP_MARGIN_MIN = 10
 TESTS_TIMEOUT = Duration.minutes(60)
 # What each step installs (Makefile targets, one requirements set each): the synth and smoke steps need no torch.
 SYNTH_INSTALL = "make venv-deploy cdk-cli"
@@ -104,6 +107,13 @@ CDK_ASSETS_VERSION = "4.7.3"
 
 # The CodeBuild actions CDK Pipelines gives its asset roles on "*" (PipelineStack._scope_asset_builds narrows them).
 ASSET_BUILD_ACTIONS = ("codebuild:BatchGetBuilds", "codebuild:StartBuild", "codebuild:StopBuild")
+
+
+def smoke_step_timeout(smoke) -> Duration:
+    """The smoke step's CodeBuild timeout: SMOKE_TIMEOUT, or longer when the smoke test may wait longer (an
+    asynchronous endpoint scaling up from zero right after its deploy: deployment.plan SmokeSettings.wake_budget_ms)."""
+    wait_min = -(-max(smoke.latency_budget_ms, smoke.wake_budget_ms or 0) // 60_000)
+    return Duration.minutes(max(SMOKE_TIMEOUT.to_minutes(), wait_min + SMOKE_STEP_MARGIN_MIN))
 
 
 def _listed(value: object) -> list:
@@ -420,7 +430,7 @@ class PipelineStack(Stack):
             partial_build_spec=PINNED_RUNTIMES,
             role=role,
             role_policy_statements=[iam.PolicyStatement(actions=["sts:AssumeRole"], resources=[target_arn])],
-            timeout=SMOKE_TIMEOUT,
+            timeout=smoke_step_timeout(deployment.plan(endpoint).smoke),
         )
         self.own_steps.append(step)
         return step

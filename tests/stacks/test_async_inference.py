@@ -170,7 +170,10 @@ def test_smoke_function_submits_and_waits_for_the_answer_within_its_budget(resou
     for key in ("INVOCATION_MODE", "INPUT_LOCATION", "OUTPUT_LOCATION", "FAILURE_LOCATION"):
         assert env[key] == invoke_env[key], key
     assert env["LATENCY_BUDGET_MS"] == "300000"  # the asynchronous default
-    assert fn["Timeout"] == 360  # the budget + 60 s for the other checks
+    # summarize-async scales to zero and keeps 0 instances across an update: after a deploy the prompt may wait for
+    # the scale-up: the alarm (2 x 60 s), its download and startup timeouts (600 + 600 s), then the budget.
+    assert env["WAKE_BUDGET_MS"] == str(300_000 + 1000 * (120 + 600 + 600))
+    assert fn["Timeout"] == 900  # that wait + 60 s, within Lambda's 900 s (the function stops waiting before it ends)
     found = statements(resources, fn["Role"]["Fn::GetAtt"][0])
     granted = {action for actions, _, _ in found for action in actions if not action.startswith("logs:")}
     assert granted == {
@@ -254,3 +257,13 @@ def test_the_async_function_ships_exactly_its_imports(production, resources):
         "endpoint_runtime/__init__.py", "endpoint_runtime/async_invoke.py", "endpoint_runtime/invoke.py",
         "invoke/handler.py", "request_contract.py",
     ]
+
+
+def test_the_pipeline_smoke_step_lasts_as_long_as_the_smoke_test_may_wait():
+    """The pipeline's smoke step runs `model_build smoke`, which waits the whole wake budget of an endpoint at zero
+    instances: its CodeBuild timeout covers that wait plus the install, never below 20 minutes."""
+    from deployment.plan import SmokeSettings
+    from stacks.pipeline_stack import smoke_step_timeout
+
+    assert smoke_step_timeout(SmokeSettings("p", 8, 30_000)).to_minutes() == 20
+    assert smoke_step_timeout(SmokeSettings("p", 8, 300_000, wake_budget_ms=1_620_000)).to_minutes() == 27 + 10
