@@ -1208,13 +1208,13 @@ def test_every_role_may_use_the_key_of_every_sse_kms_object_it_may_write_or_read
 @pytest.fixture(scope="module")
 def pipeline_async_stack(tmp_path_factory) -> dict[str, StackContext]:
     """summarize-async deployed by a pipeline (its smoke role, which LlmEndpoint.grant_smoke_test gives what the smoke
-    test calls), with an async_output_key and the bucket key given by ARN: the key cases production.yaml lacks. One
-    endpoint stack, synthesized alone (no cdk-nag: the grants are what is checked)."""
+    test calls; the artifacts stack's publisher role), with an async_output_key and the bucket key given by ARN: the
+    key cases production.yaml lacks. The two stacks synthesized alone (no cdk-nag: the grants are what is checked)."""
     import aws_cdk as cdk
     import yaml
     from helpers import cdk_context
 
-    from stacks import BucketKeyRef
+    from stacks import BucketKeyRef, add_artifact_stack
     from stacks.endpoint_stack import EndpointStack
     from stacks.trusted_pipeline import TrustedPipeline
 
@@ -1233,16 +1233,20 @@ def pipeline_async_stack(tmp_path_factory) -> dict[str, StackContext]:
         trusted_pipeline=TrustedPipeline("111111111111", "llm-endpoints-prod-summarize-async-smoke-cb"),
         env={"account": "111122223333", "region": "us-east-1"},
     )  # fmt: skip
-    template = cdk.assertions.Template.from_stack(stack).to_json()
-    return {plan.stack_name: StackContext(template, plan.stack_name, Where("111122223333", "us-east-1"))}
+    artifacts = add_artifact_stack(app, deployment, trusted_pipeline=TrustedPipeline("111111111111", "x-model-build"))
+    assembly, where = app.synth(), Where("111122223333", "us-east-1")
+    return {s.stack_name: StackContext(assembly.get_stack_by_name(s.stack_name).template, s.stack_name, where)
+            for s in (stack, artifacts)}
 
 
 def test_pipeline_smoke_role_of_an_async_endpoint_may_use_both_keys(pipeline_async_stack):
     """The pipeline's smoke role uploads the prompt under the bucket key (given by ARN) and reads the answer
-    SageMaker encrypted with the async output key; the invoke and smoke functions likewise."""
-    [ctx] = pipeline_async_stack.values()
+    SageMaker encrypted with the async output key; the invoke and smoke functions likewise; the publisher writes the
+    models under the bucket key."""
+    ctx = pipeline_async_stack["llm-endpoints-prod-summarize-async"]
     gaps, holders = _sweep(pipeline_async_stack)
     assert gaps == []
+    assert any(h.startswith("llm-endpoints-prod-artifacts/") for h in holders), holders  # the publisher role
     smoke_lid = next(lid for lid, r in ctx.resources.items() if r["Type"] == "AWS::IAM::Role"
                      and r["Properties"].get("RoleName") == "llm-endpoints-prod-summarize-async-smoke")  # fmt: skip
     assert f"{ctx.stack_name}/{smoke_lid}" in holders
@@ -1250,10 +1254,14 @@ def test_pipeline_smoke_role_of_an_async_endpoint_may_use_both_keys(pipeline_asy
     output, _ = _async_output_config(ctx)
     answer = Call("s3", "GetObject", {"Bucket": output.removeprefix("s3://").split("/")[0],
                                       "Key": output.split("/", 3)[3] + "/abc.out"})  # fmt: skip
-    needs = kms_needs(answer, ctx.where, encrypted_locations(ctx))
+    encrypted = encrypted_locations(*pipeline_async_stack.values())
+    needs = kms_needs(answer, ctx.where, encrypted)
     assert [(n.action, n.resource) for n in needs] == [("kms:Decrypt", OUTPUT_KEY)]
+    upload = Call("s3", "PutObject", {"Bucket": answer.params["Bucket"], "Key": "async/prod-summarize-async/input/x.json"})
+    needs += kms_needs(upload, ctx.where, encrypted)
+    assert [(n.action, n.resource) for n in needs][1:] == [("kms:GenerateDataKey", GIVEN_BUCKET_KEY)]
     assert missing(policy, needs) == []
-    assert len(holders) >= 4, holders  # execution role, invoke and smoke functions, the pipeline's smoke role
+    assert len(holders) >= 5, holders  # execution role, invoke and smoke functions, the pipeline's smoke role, publisher
 
 
 def test_kms_check_reports_a_client_without_the_key(production_contexts, async_ctx):
