@@ -43,6 +43,16 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 # Where `model_build build` writes each endpoint's artifact (build/<endpoint>/), and where synth and the CLI read it.
 BUILD_ROOT = REPO_ROOT / "build"
 UNBUILT_HASH = "0" * 64
+# How long SageMaker lets one request run in the container (botocore sagemaker-runtime 2017-05-13): InvokeEndpoint
+# "A customer's model containers must respond to requests within 60 seconds"; InvokeEndpointAsync
+# InvocationTimeoutSeconds "The default is 15 minutes, or 900 seconds" (1-3600).
+REAL_TIME_INVOCATION_TIMEOUT_S = 60
+ASYNC_DEFAULT_INVOCATION_TIMEOUT_S = 900
+# The documented scale-from-zero alarm of an asynchronous endpoint (SageMaker DG "Autoscale an asynchronous endpoint",
+# async-inference-autoscale.html: HasBacklogWithoutCapacity, Period 60, EvaluationPeriods 2); stacks/async_inference.py
+# builds it with these.
+SCALE_FROM_ZERO_ALARM_PERIOD_S = 60
+SCALE_FROM_ZERO_ALARM_EVALUATION_PERIODS = 2
 
 
 @dataclass(frozen=True)
@@ -117,11 +127,15 @@ class ModelData:
 
 @dataclass(frozen=True)
 class SmokeSettings:
-    """What the post-deploy smoke test sends and how long the answer may take (smoke_test:, by invocation mode)."""
+    """What the post-deploy smoke test sends and how long the answer may take (smoke_test:, by invocation mode).
+    wake_budget_ms: an asynchronous endpoint that scales to zero (autoscaling.min_capacity 0) keeps 0 instances
+    across an update (RetainAllVariantProperties keeps the scaled DesiredInstanceCount), so right after a deploy the
+    prompt may wait for a scale-up from zero: the time the smoke test allows then (None: it never runs 0)."""
 
     prompt: str
     max_new_tokens: int
     latency_budget_ms: int
+    wake_budget_ms: int | None = None
 
 
 @dataclass(frozen=True)
@@ -268,7 +282,21 @@ class EndpointPlan:
         if self.system.staged_weights_environment is not None:
             environment = {**environment,
                            **self.system.staged_weights_environment(f"s3://{bucket}/{self.artifact_prefix}weights/")}
+        if self.system.request_timeout is not None:  # the container's own request timeout, tied to the invocation's
+            environment = {**environment,
+                           **self.system.request_timeout.environment(self.invocation_timeout_s, self.startup_timeout_s)}
         return environment
+
+    @property
+    def invocation_timeout_s(self) -> int:
+        """The longest one request may run in the container: an asynchronous endpoint's invocation_timeout_s (which
+        the invoke function sends) or SageMaker's 900 s default; a real-time one SageMaker's 60 s, or the streaming
+        function's timeout when it streams (the longest a stream lasts through the front door)."""
+        if self.is_async:
+            return self.spec.invocation.invocation_timeout_s or ASYNC_DEFAULT_INVOCATION_TIMEOUT_S
+        if self.spec.streaming.enabled:
+            return max(REAL_TIME_INVOCATION_TIMEOUT_S, self.spec.streaming.timeout_s)
+        return REAL_TIME_INVOCATION_TIMEOUT_S
 
     # ---- how clients and checks reach it ------------------------------------------------------------------------
 
@@ -281,7 +309,15 @@ class EndpointPlan:
     @property
     def smoke(self) -> SmokeSettings:
         smoke = self.spec.smoke_test
-        return SmokeSettings(smoke.prompt, smoke.max_new_tokens, smoke.budget_ms(self.spec.invocation.mode))
+        budget = smoke.budget_ms(self.spec.invocation.mode)
+        wake = None
+        if self.is_async and self.spec.autoscaling is not None and self.spec.autoscaling.min_capacity == 0:
+            # The scale-from-zero alarm, then the longest SageMaker lets the new instance take to download the model
+            # and pass its health check (the endpoint's own timeouts), then the latency budget itself (instance
+            # launch, queueing, the generation; how long a launch takes is not documented).
+            alarm_s = SCALE_FROM_ZERO_ALARM_PERIOD_S * SCALE_FROM_ZERO_ALARM_EVALUATION_PERIODS
+            wake = budget + 1000 * (alarm_s + self.download_timeout_s + self.startup_timeout_s)
+        return SmokeSettings(smoke.prompt, smoke.max_new_tokens, budget, wake)
 
     @property
     def copy_range(self) -> tuple[int, int]:
@@ -364,6 +400,8 @@ def plan_endpoint(
 
 
 __all__ = [
-    "ArtifactRef", "BUILD_ROOT", "EndpointPlan", "ModelData", "QuotaNeed", "SmokeSettings", "UNBUILT_HASH",
+    "ASYNC_DEFAULT_INVOCATION_TIMEOUT_S", "ArtifactRef", "BUILD_ROOT", "EndpointPlan", "ModelData", "QuotaNeed",
+    "REAL_TIME_INVOCATION_TIMEOUT_S", "SCALE_FROM_ZERO_ALARM_EVALUATION_PERIODS", "SCALE_FROM_ZERO_ALARM_PERIOD_S",
+    "SmokeSettings", "UNBUILT_HASH",
     "plan_endpoint", "quota_need", "resolve_artifact",
 ]  # fmt: skip

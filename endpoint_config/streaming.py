@@ -19,7 +19,8 @@ class StreamingSpec(Strict):
 
     enabled: bool = False
     # iam: the function URL's AuthType AWS_IAM, callers need lambda:InvokeFunctionUrl on it and sign with SigV4.
-    # none: anyone who learns the URL can generate tokens on the GPUs you pay for; only with the acknowledgement.
+    # none: anyone who learns the URL can generate tokens on the GPUs you pay for; only with the acknowledgement
+    # and reserved_concurrency (the cap on concurrent streams); synth warns.
     auth: Literal["iam", "none"] = "iam"
     acknowledge_unauthenticated: bool = False
     # Caps concurrent streams (and reserves that share of the account's Lambda concurrency). None: unreserved.
@@ -34,6 +35,16 @@ class StreamingSpec(Strict):
                 "auth: value 'none' makes the function URL callable by anyone on the internet, generating on the "
                 "endpoint at your cost; allowed: 'iam' (the default), or 'none' together with "
                 "acknowledge_unauthenticated: true"
+            )
+        if self.auth == "none" and self.reserved_concurrency is None:
+            # A public URL with no cap lets anyone take the account's whole unreserved Lambda concurrency and keep
+            # the GPUs busy; reserved concurrency is the one cap a function URL has (Lambda Developer Guide,
+            # "Configuring reserved concurrency"; urls-auth.html: AuthType NONE "Lambda doesn't perform IAM
+            # authentication on requests to your function URL").
+            raise ValueError(
+                "reserved_concurrency: value None with auth 'none' leaves a public URL without a cap on concurrent "
+                "streams (it could take the account's unreserved Lambda concurrency and keep the GPUs busy); "
+                "allowed: 1-1000 (the most streams at once), or auth: iam"
             )
         if self.acknowledge_unauthenticated and self.auth != "none":
             raise ValueError(

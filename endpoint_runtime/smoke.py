@@ -10,6 +10,10 @@ What it checks, each failure with one message that says what is wrong and what t
   endpoint   the stack has exactly one AWS::SageMaker::Endpoint and one AWS::SageMaker::EndpointConfig, and
              the endpoint is the one clients call (ENDPOINT_NAME; the local emulator names it itself)
   status     DescribeEndpoint says InService
+  capacity   (asynchronous, only when it runs 0 instances) the endpoint scaled to zero: an update keeps the scaled
+             count (RetainAllVariantProperties), so right after a deploy the prompt may wait for a scale-up from
+             zero; the answer is awaited within WAKE_BUDGET_MS instead of the latency budget, and where the caller
+             cannot wait that long (the smoke Lambda's 900 s) the answer is left unchecked, never a failure
   config     the endpoint runs the endpoint config the stack deployed: a failed blue/green update rolls the
              endpoint back to its old config and it still says InService
   component  (inference components only) the component is InService and runs the model the stack deployed: a new
@@ -32,6 +36,8 @@ Lambda environment
   PROMPT               default "The capital of France is"
   MAX_NEW_TOKENS       default 16 (lambda/invoke reads it as its cap too; equal to the request, so harmless)
   LATENCY_BUDGET_MS    default 30000 (100-60000); asynchronous: 300000 (100-840000)
+  WAKE_BUDGET_MS       asynchronous endpoints that scale to zero: the wait for an answer when the endpoint runs 0
+                       instances (deployment.plan SmokeSettings.wake_budget_ms); unset: the latency budget
   EMULATOR             "true": the stack's endpoint may have another name (moto ignores EndpointName)
 
 IAM: cloudformation:DescribeStacks + ListStackResources on the stack, sagemaker:DescribeEndpoint +
@@ -66,8 +72,12 @@ contract = invoke_module.contract
 SetupError = contract.SetupError
 
 # The stack sets every setting from the endpoint's plan (its config bounds them); the function only refuses a broken
-# environment: no budget beyond its own longest run (Lambda's 900 s).
+# environment: no budget beyond its own longest run (Lambda's 900 s). The wake budget may be longer (the function
+# then stops waiting before its own end: LAMBDA_END_MARGIN_MS), within SageMaker's 3600 s download and startup
+# timeouts, their alarm and the budget.
 LAMBDA_MAX_RUN_MS = 900_000
+WAKE_BUDGET_MAX_MS = 3 * 3_600_000
+LAMBDA_END_MARGIN_MS = 15_000
 # A stack in these states runs what its template says; anything else is mid-deploy, failed or rolled back.
 GOOD_STACK_STATES = ("CREATE_COMPLETE", "UPDATE_COMPLETE")
 ENDPOINT_TYPE = "AWS::SageMaker::Endpoint"
@@ -187,6 +197,8 @@ def smoke_test(
     emulator: bool = False,
     inference_component: str | None = None,
     async_locations: dict[str, str] | None = None,
+    wake_budget_ms: int | None = None,
+    must_end_within_ms: int | None = None,
     session=None,
     runtime_client=None,
     s3_client=None,
@@ -195,7 +207,10 @@ def smoke_test(
 
     async_locations: for an asynchronous endpoint (invocation.mode async), its s3:// input, output and failure
     folders (keys input/output/failure): the prompt is submitted with InvokeEndpointAsync and the answer polled for
-    in S3 within the latency budget. None: a real-time endpoint, invoked with InvokeEndpoint."""
+    in S3 within the latency budget. None: a real-time endpoint, invoked with InvokeEndpoint.
+    wake_budget_ms: the wait instead of the latency budget when the asynchronous endpoint runs 0 instances (its
+    scale-up from zero included). must_end_within_ms: the caller's own time limit (the Lambda's remaining time): a
+    wait for a waking endpoint that would pass it ends with the answer unchecked (skipped)."""
     session = session or boto3.session.Session()
     result = SmokeResult(stack=stack_name)
     cfn = session.client("cloudformation")
@@ -328,6 +343,14 @@ def smoke_test(
     if not in_service:
         result.add("invoke", True, f"not run: endpoint is {endpoint_status}", skipped=True)
         return result
+    budget_ms, waking = latency_budget_ms, False
+    if async_locations is not None and running_instances(described) == 0:
+        waking = True
+        budget_ms = max(latency_budget_ms, wake_budget_ms or 0)
+        result.add("capacity", True, (
+            f"endpoint {endpoint} runs 0 instances (it scaled to zero; an update keeps the scaled count): the prompt "
+            f"waits for the scale-up from zero (the HasBacklogWithoutCapacity alarm, then an instance starts), up to "
+            f"{budget_ms} ms"))
 
     # -- one invocation with the configured prompt
     payload = {"inputs": prompt, "parameters": {"max_new_tokens": max_new_tokens, "do_sample": False}}
@@ -335,7 +358,9 @@ def smoke_test(
     # endpoints itself but answers (or its stand-in model server answers) under the configured name.
     invoke_name = expected_endpoint if (emulator and expected_endpoint) else endpoint
     if async_locations is not None:
-        answer = _answer_async(invoke_name, payload, async_locations, latency_budget_ms, session, runtime_client, s3_client)
+        give_up_ms = must_end_within_ms if waking else None
+        answer = _answer_async(invoke_name, payload, async_locations, budget_ms, session, runtime_client, s3_client,
+                               give_up_ms=give_up_ms)
     else:
         answer = _answer_real_time(invoke_name, payload, session, runtime_client, inference_component)
     result.latency_ms = answer.latency_ms
@@ -344,6 +369,10 @@ def smoke_test(
         result.add("latency", True, "not measured: the invocation failed", skipped=True)
         return result
     result.add("invoke", True, answer.invoke_message)
+    if answer.unawaited is not None:  # waking from zero for longer than the caller may wait: not a failure
+        result.add("response", True, answer.unawaited, skipped=True)
+        result.add("latency", True, "not measured: the endpoint was scaling up from zero", skipped=True)
+        return result
     if answer.problem is not None:  # submitted, but no answer: a failed or unfinished asynchronous request
         result.add("response", False, answer.problem)
         result.add("latency", True, "not measured: no answer", skipped=True)
@@ -360,7 +389,9 @@ def smoke_test(
     else:
         result.add("response", True, f"{len(result.outputs)} generated_text item(s)")
     latency_ms = answer.latency_ms
-    if latency_ms <= latency_budget_ms:
+    if waking and latency_ms <= budget_ms:
+        result.add("latency", True, f"{latency_ms} ms <= {budget_ms} ms budget (scale-up from zero included)")
+    elif latency_ms <= latency_budget_ms:
         result.add("latency", True, f"{latency_ms} ms <= {latency_budget_ms} ms budget")
     else:
         result.add(
@@ -371,6 +402,13 @@ def smoke_test(
             f"instance type, the engine settings and the endpoint's metrics, or raise the budget",
         )
     return result
+
+
+def running_instances(described: dict[str, Any]) -> int | None:
+    """The instances the endpoint runs now (DescribeEndpoint ProductionVariants[].CurrentInstanceCount, summed);
+    None when SageMaker reports no count."""
+    counts = [v["CurrentInstanceCount"] for v in described.get("ProductionVariants", []) if "CurrentInstanceCount" in v]
+    return sum(counts) if counts else None
 
 
 def _check_component(result: SmokeResult, sm, component: str, deployed_models: list[str], stack_name: str) -> bool:
@@ -415,6 +453,7 @@ class _Answer:
     invoke_message: str = ""
     outputs: Any = None
     problem: str | None = None
+    unawaited: str | None = None  # why the answer was not waited for (the caller's own time ran out)
 
 
 def _elapsed_ms(started: float) -> int:
@@ -442,10 +481,11 @@ ASYNC_MAX_RESULT_BYTES = 1024 * 1024
 
 
 def _answer_async(endpoint: str, payload: dict, locations: dict[str, str], budget_ms: int, session, runtime_client,
-                  s3_client) -> _Answer:
+                  s3_client, give_up_ms: int | None = None) -> _Answer:
     """An asynchronous endpoint refuses InvokeEndpoint: submit as its invoke function does (endpoint_runtime.
     async_invoke: the payload into the input folder, then InvokeEndpointAsync), then poll S3 for the answer or the
-    failure until the budget is spent. The latency is submit to answer, queueing included."""
+    failure until the budget is spent. The latency is submit to answer, queueing included. give_up_ms: stop waiting
+    then without a verdict (`unawaited`), when it comes before the budget."""
     s3 = s3_client or session.client("s3")
     runtime = runtime_client or make_runtime_client(session)
     log: dict[str, Any] = {}
@@ -481,6 +521,11 @@ def _answer_async(endpoint: str, payload: dict, locations: dict[str, str], budge
             return _Answer(True, elapsed, submitted, problem=(
                 f"endpoint {endpoint} failed asynchronous request {inference_id}: {str(state.get('error'))[:300]}; "
                 f"read its CloudWatch logs (/aws/sagemaker/Endpoints/{endpoint})"))
+        if give_up_ms is not None and give_up_ms < budget_ms and elapsed >= give_up_ms:
+            return _Answer(True, elapsed, submitted, unawaited=(
+                f"not awaited: endpoint {endpoint} is scaling up from zero, which may take up to {budget_ms} ms, "
+                f"longer than this run may last ({give_up_ms} ms); run `python -m model_build smoke` (which waits "
+                f"that long), or fetch the answer later with `python -m model_build result --output-location {output}`"))
         if elapsed >= budget_ms:
             return _Answer(True, elapsed, submitted, problem=(
                 f"no answer to asynchronous request {inference_id} within the {budget_ms} ms budget "
@@ -488,7 +533,8 @@ def _answer_async(endpoint: str, payload: dict, locations: dict[str, str], budge
                 f"starts one only after its HasBacklogWithoutCapacity alarm fires, then loads the model (minutes); "
                 f"check ApproximateBacklogSize and the instance count, fetch the answer later with "
                 f"`python -m model_build result --output-location {output}`, or raise the budget"))
-        time.sleep(min(wait, max(0.0, (budget_ms - elapsed) / 1000)))
+        until = min(budget_ms, give_up_ms) if give_up_ms is not None else budget_ms
+        time.sleep(min(wait, max(0.0, (until - elapsed) / 1000)))
         wait = min(wait * ASYNC_POLL_GROWTH, ASYNC_POLL_MAX_S)
 
 
@@ -523,6 +569,8 @@ def settings_from_env() -> dict[str, Any]:
         "emulator": os.environ.get("EMULATOR", "").strip().lower() == "true",
         "inference_component": os.environ.get("INFERENCE_COMPONENT_NAME", "").strip() or None,
         "async_locations": async_locations,
+        "wake_budget_ms": (_required_int("WAKE_BUDGET_MS", 1, WAKE_BUDGET_MAX_MS)
+                           if os.environ.get("WAKE_BUDGET_MS", "").strip() else None),
     }
 
 
@@ -539,8 +587,12 @@ def _required_int(name: str, low: int, high: int) -> int:
 
 
 def handler(event: Any, context: Any = None, *, session=None, runtime_client=None) -> dict:
+    # The function's own end (Lambda context): a wait for a scale-up from zero stops before it, unjudged.
+    remaining = getattr(context, "get_remaining_time_in_millis", None)
+    must_end_within_ms = max(0, remaining() - LAMBDA_END_MARGIN_MS) if remaining is not None else None
     try:
-        result = smoke_test(**settings_from_env(), session=session, runtime_client=runtime_client).to_dict()
+        result = smoke_test(**settings_from_env(), must_end_within_ms=must_end_within_ms, session=session,
+                            runtime_client=runtime_client).to_dict()
     except SetupError as err:
         result = {"ok": False, "failures": [f"configuration: {err}"], "checks": []}
     # The model's text is not logged; the checks and their messages are.

@@ -1,10 +1,17 @@
-"""`python -m model_build clean`: delete old content-addressed artifacts from the artifact bucket. Dry run by default.
+"""`python -m model_build clean`: delete old content-addressed artifacts from the artifact bucket, and the SageMaker
+Models and EndpointConfigs of this project that nothing uses. Dry run by default.
 
 Every build publishes under models/<endpoint>/<content hash>/, so old artifacts accumulate. For each endpoint this keeps
 what is pinned (the config's artifact_hash), built (the local build: what the next deploy publishes) and deployed
 (every model the endpoint can run now: its endpoint config's, the pending config's during an update, and its
-inference components'), and lists every other prefix under models/<endpoint>/ as removable. Anything it cannot read
-stops the clean with nothing deleted: an artifact is removed only when SageMaker says what runs.
+inference components'), and lists every other prefix under models/<endpoint>/ as removable.
+
+The endpoint stacks keep a replaced Model and EndpointConfig (UpdateReplacePolicy Retain, stacks/sagemaker_resources.py
+`retain_when_replaced`): after a rolled-back update the endpoint may still run them. Those carry the stack's tags
+(RESOURCE_TAGS); one is removable when neither the endpoint (running or pending config, their models, its components'
+models) nor the endpoint's stack (its current Model and EndpointConfig) names it. Anything it cannot read stops the
+clean with nothing deleted, and so does a stack with a deploy in progress: something is removed only when SageMaker
+and CloudFormation say what runs.
 """
 
 from __future__ import annotations
@@ -14,6 +21,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 HASH = re.compile(r"^[0-9a-f]{64}$")
+# The tags every resource of an endpoint stack carries (stacks/__init__.py add_endpoint_stacks and tag_environment);
+# CloudFormation adds no stack tags of its own to an EndpointConfig (cfn-lint's AWS::SageMaker::EndpointConfig
+# schema: tagging.cloudFormationSystemTags false), so these are what finds a kept one.
+TAG_PROJECT, TAG_ENVIRONMENT, TAG_ENDPOINT = "llm-endpoints:project", "llm-endpoints:environment", "llm-endpoints:endpoint"
+MODEL, CONFIG = "model", "endpoint-config"
 
 
 class CleanError(Exception):
@@ -25,6 +37,9 @@ class EndpointCleanup:
     endpoint: str
     keep: dict[str, list[str]] = field(default_factory=dict)  # hash -> why (pinned, built, deployed)
     remove: dict[str, int] = field(default_factory=dict)  # hash -> object count
+    # (kind, name) of this endpoint's tagged Models and EndpointConfigs -> why kept; and those nothing uses
+    keep_resources: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+    remove_resources: list[tuple[str, str]] = field(default_factory=list)
 
     def lines(self) -> list[str]:
         out = [f"{self.endpoint}:"]
@@ -32,7 +47,19 @@ class EndpointCleanup:
         out += [f"  remove  {h[:12]}  ({n} objects)" for h, n in sorted(self.remove.items())]
         if not self.keep and not self.remove:
             out.append("  nothing published")
+        out += [f"  keep    {kind} {name}  ({', '.join(why)})" for (kind, name), why in sorted(self.keep_resources.items())]
+        out += [f"  remove  {kind} {name}  (no endpoint or stack uses it)" for kind, name in sorted(self.remove_resources)]
         return out
+
+
+@dataclass
+class InUse:
+    """What an endpoint can run now: its endpoint configs (running and pending), their models and its components'
+    models, and the content hashes of those models' artifacts."""
+
+    configs: set[str] = field(default_factory=set)
+    models: set[str] = field(default_factory=set)
+    hashes: set[str] = field(default_factory=set)
 
 
 def _absent(err: Any) -> bool:
@@ -58,14 +85,20 @@ def _describe(call: Any, what: str, **kwargs: Any) -> dict[str, Any] | None:
 
 def deployed_hashes(session: Any, endpoint_name: str, endpoint: str) -> set[str]:
     """Content hashes of the artifacts endpoint `endpoint_name` can run now (empty when it does not exist)."""
+    return in_use(session, endpoint_name, endpoint).hashes
+
+
+def in_use(session: Any, endpoint_name: str, endpoint: str) -> InUse:
+    """What endpoint `endpoint_name` (config name `endpoint`) can run now (nothing when it does not exist)."""
     sm = session.client("sagemaker")
     described = _describe(sm.describe_endpoint, f"endpoint {endpoint_name}", EndpointName=endpoint_name)
     if described is None:
-        return set()
+        return InUse()
     configs = {described.get("EndpointConfigName")} | {(described.get("PendingDeploymentSummary") or {}).get("EndpointConfigName")}
+    configs -= {None}
     models: set[str] = set()
     hosts_components = False
-    for config in sorted(configs - {None}):
+    for config in sorted(configs):
         found = _describe(sm.describe_endpoint_config, f"endpoint config {config}", EndpointConfigName=config)
         for variant in (found or {}).get("ProductionVariants", []):
             if variant.get("ModelName"):
@@ -84,7 +117,7 @@ def deployed_hashes(session: Any, endpoint_name: str, endpoint: str) -> set[str]
             found_hash = re.search(rf"/models/{re.escape(endpoint)}/([0-9a-f]{{64}})/", uri)
             if found_hash:
                 hashes.add(found_hash.group(1))
-    return hashes
+    return InUse(configs, models, hashes)
 
 
 def _component_models(sm: Any, endpoint_name: str) -> set[str]:
@@ -109,6 +142,7 @@ def plan(deployment: Any, session: Any, bucket: str, endpoints: list[str] | None
 
     s3 = session.client("s3")
     cleanups = []
+    running_of: dict[str, InUse] = {}
     for endpoint_plan in deployment.plans:
         spec = endpoint_plan.spec
         if endpoints and spec.name not in endpoints:
@@ -118,8 +152,9 @@ def plan(deployment: Any, session: Any, bucket: str, endpoints: list[str] | None
         reasons = {
             "pinned": {spec.artifact_hash} - {None},
             "built": {built} - {None},
-            "deployed": deployed_hashes(session, endpoint_plan.endpoint_name, spec.name),
         }
+        running = running_of[spec.name] = in_use(session, endpoint_plan.endpoint_name, spec.name)
+        reasons["deployed"] = running.hashes
         for why, hashes in reasons.items():
             for h in hashes:
                 cleanup.keep.setdefault(h, []).append(why)
@@ -134,7 +169,82 @@ def plan(deployment: Any, session: Any, bucket: str, endpoints: list[str] | None
             raise CleanError(f"cannot list s3://{bucket}/{endpoint_plan.artifact_root} ({err}); nothing was deleted") from None
         cleanup.remove = {h: n for h, n in counts.items() if h not in cleanup.keep}
         cleanups.append(cleanup)
+    # The kept Models and EndpointConfigs, once what every endpoint runs is known.
+    tagged = tagged_resources(session, deployment.project)
+    plans = {p.name: p for p in deployment.plans}
+    for cleanup in cleanups:
+        _plan_resources(cleanup, session, deployment, plans[cleanup.endpoint], running_of[cleanup.endpoint], tagged)
     return cleanups
+
+
+def _plan_resources(cleanup: EndpointCleanup, session: Any, deployment: Any, endpoint_plan: Any, running: InUse,
+                    tagged: dict[tuple[str, str], dict[str, str]]) -> None:
+    """Sort the endpoint's tagged Models and EndpointConfigs into kept (what runs, what its stack names) and
+    removable."""
+    mine = {TAG_PROJECT: deployment.project, TAG_ENVIRONMENT: deployment.environment_name, TAG_ENDPOINT: endpoint_plan.name}
+    candidates = sorted(key for key, tags in tagged.items() if all(tags.get(k) == v for k, v in mine.items()))
+    if not candidates:
+        return
+    uses = {(CONFIG, n.casefold()): "runs now" for n in running.configs}
+    uses.update({(MODEL, n.casefold()): "runs now" for n in running.models})
+    for key in stack_resources(session, endpoint_plan.stack_name):
+        uses.setdefault(key, "the stack's current one")
+    for kind, name in candidates:
+        why = uses.get((kind, name.casefold()))
+        if why:
+            cleanup.keep_resources[(kind, name)] = [why]
+        else:
+            cleanup.remove_resources.append((kind, name))
+
+
+def stack_resources(session: Any, stack_name: str) -> set[tuple[str, str]]:
+    """(kind, name in lower case) of the Models and EndpointConfigs stack `stack_name` has now; empty when the stack
+    does not exist. CleanError while a deploy runs (what the stack names is changing) or when it cannot be read."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    cfn = session.client("cloudformation")
+    try:
+        stacks = cfn.describe_stacks(StackName=stack_name)["Stacks"]
+        status = stacks[0]["StackStatus"] if stacks else ""
+        if status.endswith("_IN_PROGRESS"):
+            raise CleanError(f"stack {stack_name} is {status}: a deploy is running; run the clean after it ends; "
+                             "nothing was deleted")
+        pages = cfn.get_paginator("list_stack_resources").paginate(StackName=stack_name)
+        summaries = [r for page in pages for r in page["StackResourceSummaries"]]
+    except ClientError as err:
+        # CloudFormation's answer for a stack that does not exist: ValidationError "Stack with id X does not exist".
+        if err.response.get("Error", {}).get("Code") == "ValidationError" and "does not exist" in str(err):
+            return set()
+        raise CleanError(f"cannot tell what stack {stack_name} deployed ({err}); nothing was deleted") from None
+    except BotoCoreError as err:
+        raise CleanError(f"cannot tell what stack {stack_name} deployed ({err}); nothing was deleted") from None
+    kinds = {"AWS::SageMaker::Model": MODEL, "AWS::SageMaker::EndpointConfig": CONFIG}
+    # The physical id of a SageMaker resource is its ARN, which names it in lower case.
+    return {(kinds[r["ResourceType"]], r["PhysicalResourceId"].rsplit("/", 1)[-1].casefold())
+            for r in summaries if r["ResourceType"] in kinds and r.get("PhysicalResourceId")}
+
+
+def tagged_resources(session: Any, project: str) -> dict[tuple[str, str], dict[str, str]]:
+    """(kind, name) -> tags of every Model and EndpointConfig in the account and region tagged with `project`
+    (ListModels / ListEndpointConfigs, then ListTags of each). CleanError when any call fails."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    sm = session.client("sagemaker")
+    found: dict[tuple[str, str], dict[str, str]] = {}
+    listings = ((MODEL, "list_models", "Models", "ModelName", "ModelArn"),
+                (CONFIG, "list_endpoint_configs", "EndpointConfigs", "EndpointConfigName", "EndpointConfigArn"))
+    try:
+        for kind, operation, key, name_key, arn_key in listings:
+            for page in sm.get_paginator(operation).paginate():
+                for item in page.get(key, []):
+                    tags = {t["Key"]: t["Value"] for tag_page in sm.get_paginator("list_tags").paginate(
+                        ResourceArn=item[arn_key]) for t in tag_page.get("Tags", [])}  # fmt: skip
+                    if tags.get(TAG_PROJECT) == project:
+                        found[(kind, item[name_key])] = tags
+    except (ClientError, BotoCoreError) as err:
+        raise CleanError(f"cannot list this project's SageMaker models and endpoint configs ({err}); nothing was "
+                         "deleted") from None
+    return found
 
 
 def delete(session: Any, bucket: str, cleanups: list[EndpointCleanup]) -> tuple[int, list[str]]:
@@ -158,4 +268,28 @@ def delete(session: Any, bucket: str, cleanups: list[EndpointCleanup]) -> tuple[
     return deleted, failed
 
 
-__all__ = ["CleanError", "EndpointCleanup", "delete", "deployed_hashes", "plan"]
+def delete_resources(session: Any, cleanups: list[EndpointCleanup]) -> tuple[int, list[str]]:
+    """Delete every removable EndpointConfig, then every removable Model: (deleted, one line per refusal). One
+    deleted meanwhile counts as deleted."""
+    sm = session.client("sagemaker")
+    deleted, failed = 0, []
+    calls = {CONFIG: lambda name: sm.delete_endpoint_config(EndpointConfigName=name),
+             MODEL: lambda name: sm.delete_model(ModelName=name)}
+    for kind in (CONFIG, MODEL):  # a config names models: it goes first
+        for cleanup in cleanups:
+            for name in [n for k, n in cleanup.remove_resources if k == kind]:
+                try:
+                    calls[kind](name)
+                    deleted += 1
+                except Exception as err:  # noqa: BLE001 - every refusal is reported, none stops the others
+                    if _absent(err):
+                        deleted += 1
+                    else:
+                        failed.append(f"{kind} {name}: {err}")
+    return deleted, failed
+
+
+__all__ = [
+    "CleanError", "EndpointCleanup", "InUse", "delete", "delete_resources", "deployed_hashes", "in_use", "plan",
+    "stack_resources", "tagged_resources",
+]  # fmt: skip

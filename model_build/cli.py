@@ -7,7 +7,7 @@
     preflight --config PATH [--env ENV]                       credentials, region, quotas, published artifacts
     smoke   --config PATH --endpoint NAME [--env ENV]        post-deploy: stack, endpoint config, one prompt
     result  --output-location S3URI [--failure-location S3URI] [--wait S]   an asynchronous request's result
-    clean   --config PATH [--env ENV] [--endpoint NAME] [--delete]   published artifacts nothing uses
+    clean   --config PATH [--env ENV] [--endpoint NAME] [--delete]   published artifacts, models, configs nothing uses
     loadtest ...                                             a load test of a served endpoint (docs/loadtest.md)
     slo-gate  --config PATH --endpoint NAME [--env ENV]      post-deploy: the load test of its slo:, exit 1 if missed
     benchmark --config PATH --endpoint NAME [--env ENV]      SageMaker's managed benchmark (CreateAIBenchmarkJob)
@@ -230,7 +230,7 @@ def cmd_result(args: argparse.Namespace) -> int:
 
 def cmd_clean(args: argparse.Namespace) -> int:
     from model_build.aws import caller_account, session_for
-    from model_build.clean import CleanError, delete, plan
+    from model_build.clean import CleanError, delete, delete_resources, plan
 
     deployment = _load(args)
     if args.endpoint:
@@ -246,13 +246,19 @@ def cmd_clean(args: argparse.Namespace) -> int:
     for cleanup in cleanups:
         print("\n".join(cleanup.lines()))
     removable = sum(len(c.remove) for c in cleanups)
+    resources = sum(len(c.remove_resources) for c in cleanups)
     if not args.delete:
-        print(f"dry run: {removable} artifact(s) in s3://{bucket}/models/ would be removed; run again with --delete")
+        print(f"dry run: {removable} artifact(s) in s3://{bucket}/models/ and {resources} SageMaker model(s) and "
+              "endpoint config(s) would be removed; run again with --delete")
         return 0
     deleted, failed = delete(session, bucket, cleanups)
     print(f"deleted {deleted} objects of {removable} artifact(s) from s3://{bucket}/models/")
+    gone, refused = delete_resources(session, cleanups)
+    print(f"deleted {gone} of {resources} SageMaker model(s) and endpoint config(s) no endpoint or stack uses")
     if failed:
         raise BuildError(f"S3 refused to delete {len(failed)} object(s):\n  - " + "\n  - ".join(failed[:20]))
+    if refused:
+        raise BuildError(f"SageMaker refused to delete {len(refused)} resource(s):\n  - " + "\n  - ".join(refused[:20]))
     return 0
 
 
@@ -321,7 +327,8 @@ def parser() -> argparse.ArgumentParser:
                         help="largest result printed (default 64 MiB; larger ones: only their size)")
     result.set_defaults(run=cmd_result)
 
-    clean = sub.add_parser("clean", help="list (or --delete) published artifacts no endpoint pins, builds or runs")
+    clean = sub.add_parser("clean", help="list (or --delete) published artifacts no endpoint pins, builds or runs, and the "
+                                   "SageMaker models and endpoint configs no endpoint or stack uses")
     config_args(clean)
     clean.add_argument("--endpoint", default=None, help="only this endpoint (default: every endpoint)")
     clean.add_argument("--delete", action="store_true", help="delete them (default: a dry run that only lists)")

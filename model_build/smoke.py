@@ -41,6 +41,7 @@ def run_smoke(deployment: Any, plan: Any, session: Any = None, runtime_client: A
         prompt=smoke.prompt,
         max_new_tokens=smoke.max_new_tokens,
         latency_budget_ms=smoke.latency_budget_ms,
+        wake_budget_ms=smoke.wake_budget_ms,
         async_locations=plan.async_locations(plan.artifact_bucket(account, region)) if plan.is_async else None,
         emulator=plan.emulator,
         inference_component=plan.component_name,

@@ -21,13 +21,17 @@ Sources:
     tracking value."
   SageMaker Developer Guide, "Monitor asynchronous endpoints" (async-inference-monitor.html): HasBacklogWithoutCapacity
     "is 1 when there are requests in the queue but zero instances behind the endpoint", published per EndpointName.
+  S3 User Guide, "Using server-side encryption with AWS KMS keys (SSE-KMS)" (UsingKMSEncryption.html): uploading an
+    object under SSE-KMS needs kms:GenerateDataKey (and kms:Decrypt for a multipart upload), reading one kms:Decrypt,
+    on the caller's credentials; botocore sagemaker AsyncInferenceOutputConfig.KmsKeyId: "The ... KMS key that
+    SageMaker uses to encrypt the asynchronous inference output in Amazon S3".
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from aws_cdk import Aws
+from aws_cdk import Aws, Stack
 from aws_cdk import aws_applicationautoscaling as appscaling
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
@@ -36,19 +40,22 @@ from aws_cdk import aws_sagemaker as sagemaker
 from aws_cdk import aws_sns as sns
 from constructs import Construct, IConstruct
 
+from deployment.plan import SCALE_FROM_ZERO_ALARM_EVALUATION_PERIODS, SCALE_FROM_ZERO_ALARM_PERIOD_S
 from endpoint_config import Autoscaling
 from endpoint_config.invocation import Invocation, async_location_uris, split_s3_path
 
+from .endpoint_network import BucketKeyRef
 from .nag import acknowledge, nag_text
 from .scaling import VARIANT_INSTANCES, scalable_target, scale_from_zero_policy, target_tracking
 
 BACKLOG_METRIC = "ApproximateBacklogSizePerInstance"
 SCALE_FROM_ZERO_METRIC = "HasBacklogWithoutCapacity"
 METRIC_NAMESPACE = "AWS/SageMaker"
-# The documented scale-from-zero policy and alarm (async-inference-autoscale.html), as numbers.
+# The documented scale-from-zero policy and alarm (async-inference-autoscale.html), as numbers; the alarm's are the
+# plan's, which sizes the smoke test's wait for a scale-up from zero with them.
 SCALE_FROM_ZERO_COOLDOWN_S = 300
-ALARM_PERIOD_S = 60
-ALARM_EVALUATION_PERIODS = 2
+ALARM_PERIOD_S = SCALE_FROM_ZERO_ALARM_PERIOD_S
+ALARM_EVALUATION_PERIODS = SCALE_FROM_ZERO_ALARM_EVALUATION_PERIODS
 
 
 @dataclass(frozen=True)
@@ -70,6 +77,18 @@ class S3Location:
     def objects_arn(self) -> str:
         """Every object inside the folder (the "/" keeps a sibling folder with a longer name out)."""
         return f"{self.bucket_arn}/{self.prefix}/*"
+
+
+@dataclass(frozen=True)
+class AsyncKeys:
+    """The KMS keys of the asynchronous folders. bucket_key: the artifact bucket's default encryption (SSE-KMS), which
+    encrypts what is written into its folders (the request payloads always, the answers and failures when they are
+    in the bucket and no output_key is set); output_key: encryption.async_output_key, the key SageMaker encrypts
+    answers and failures with. A bucket named by output_path / failure_path keeps its own default encryption, which
+    the stack cannot see: name its key as encryption.async_output_key."""
+
+    bucket_key: BucketKeyRef | None = None
+    output_key: str | None = None
 
 
 @dataclass(frozen=True)
@@ -96,6 +115,7 @@ class AsyncInference(Construct):
       invocation: the validated `invocation:` block; mode must be async.
       artifact_bucket: the environment's artifact bucket name, home of the default locations.
       execution_role: the endpoint's execution role, granted what SageMaker does with it here (and nothing else).
+      keys: the folders' KMS keys (AsyncKeys; default none: SSE-S3), which every client's grant includes.
     """
 
     def __init__(
@@ -107,12 +127,15 @@ class AsyncInference(Construct):
         invocation: Invocation,
         artifact_bucket: str,
         execution_role: iam.IRole,
+        keys: AsyncKeys = AsyncKeys(),
     ) -> None:
         super().__init__(scope, construct_id)
         if not invocation.is_async:
             raise ValueError(f"AsyncInference {endpoint_name!r}: invocation.mode must be 'async', got {invocation.mode!r}")
         self.endpoint_name = endpoint_name
         self.invocation = invocation
+        self.keys = keys
+        self.artifact_bucket = artifact_bucket
         self.locations = async_locations(invocation, endpoint_name=endpoint_name, artifact_bucket=artifact_bucket)
 
         self.success_topic_arn = self._topic("SuccessTopic", invocation.success_topic, "answers")
@@ -234,17 +257,22 @@ class AsyncInference(Construct):
     # InvokeEndpointAsync sagemaker:InvokeEndpointAsync (the Prerequisites page above).
 
     def grant_submit(self, grantee: iam.IGrantable, endpoint_arn: str) -> iam.Grant:
-        """Upload request payloads into the input folder and submit them to this endpoint."""
+        """Upload request payloads into the input folder (with the bucket's key under SSE-KMS) and submit them to
+        this endpoint."""
         upload = iam.Grant.add_to_principal(
             grantee=grantee, actions=["s3:PutObject"], resource_arns=[self.locations.input.objects_arn]
         )
         submit = iam.Grant.add_to_principal(
             grantee=grantee, actions=["sagemaker:InvokeEndpointAsync"], resource_arns=[endpoint_arn]
         )
-        return upload.combine(submit)
+        grant = upload.combine(submit)
+        if self.keys.bucket_key is not None:  # the input folder is always in the artifact bucket
+            grant = grant.combine(self.keys.bucket_key.grant_s3_use(grantee))
+        return grant
 
     def grant_read_results(self, grantee: iam.IGrantable) -> iam.Grant:
-        """Find (list with the key as prefix) and read answers and failures, in their two folders only."""
+        """Find (list with the key as prefix) and read answers and failures, in their two folders only, with the key
+        that encrypts them (grant_read_key)."""
         grant: iam.Grant | None = None
         for loc in (self.locations.output, self.locations.failure):
             listing = iam.Grant.add_to_principal(
@@ -257,7 +285,24 @@ class AsyncInference(Construct):
             both = listing.combine(reading)
             grant = both if grant is None else grant.combine(both)
         assert grant is not None
-        return grant
+        key = self.grant_read_key(grantee)
+        return grant.combine(key) if key is not None else grant
+
+    def grant_read_key(self, grantee: iam.IGrantable) -> iam.Grant | None:
+        """kms:Decrypt, through S3 in this region only, on the key the answers and failures are encrypted with:
+        output_key when set (SageMaker encrypts with it), else the bucket key when a folder is in the artifact bucket;
+        None when they are not KMS-encrypted as far as the stack knows."""
+        if self.keys.output_key is not None:
+            stack = Stack.of(grantee) if isinstance(grantee, Construct) else None
+            region = stack.region if stack is not None else Aws.REGION
+            return iam.Grant.add_to_principal(
+                grantee=grantee, actions=["kms:Decrypt"], resource_arns=[self.keys.output_key],
+                conditions={"StringEquals": {"kms:ViaService": f"s3.{region}.amazonaws.com"}},
+            )  # fmt: skip
+        in_bucket = any(loc.bucket == self.artifact_bucket for loc in (self.locations.output, self.locations.failure))
+        if self.keys.bucket_key is not None and in_bucket:
+            return self.keys.bucket_key.grant_s3_use(grantee)
+        return None
 
     def grant_client(self, grantee: iam.IGrantable, endpoint_arn: str) -> iam.Grant:
         """What a client of this endpoint does (endpoint_runtime/async_invoke.py: submit and read results): the
@@ -273,6 +318,15 @@ class AsyncInference(Construct):
             "endpoint's input folder, and answers and failures are read from this endpoint's output and failure "
             "folders, under names SageMaker derives from each inference id; access is limited to those folders.",
         )
+        if self.keys.bucket_key is not None and self.keys.bucket_key.alias_name is not None:
+            acknowledge(
+                role,
+                "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:kms:<AWS::Region>:<AWS::AccountId>:key/*]",
+                "The artifact bucket's key is created by the artifacts stack (another stack, or another pipeline "
+                f"stage); it is named by its alias {self.keys.bucket_key.alias_name} (kms:ResourceAliases), and only "
+                "through S3 in this region (kms:ViaService): uploading a request payload and reading an answer "
+                "under SSE-KMS need it.",
+            )
         return grant
 
     @property
@@ -291,4 +345,4 @@ class AsyncInference(Construct):
         return env
 
 
-__all__ = ["AsyncInference", "AsyncLocations", "S3Location", "async_locations"]
+__all__ = ["AsyncInference", "AsyncKeys", "AsyncLocations", "S3Location", "async_locations"]

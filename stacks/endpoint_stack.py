@@ -95,7 +95,7 @@ class EndpointStack(Stack):
         self.smoke = SmokeTestFunction(
             self, "SmokeTestFunction", endpoint_name=plan.endpoint_name, prompt=smoke.prompt,
             max_new_tokens=smoke.max_new_tokens, latency_budget_ms=smoke.latency_budget_ms,
-            environment=self.endpoint.target_environment,
+            wake_budget_ms=smoke.wake_budget_ms, environment=self.endpoint.target_environment,
             emulator=plan.emulator, log_retention_days=spec.log_retention_days,
         )
         self.endpoint.grant_smoke_test(self.smoke.function)

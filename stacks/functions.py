@@ -105,7 +105,9 @@ class SmokeTestFunction(PythonFunction):
     prompt's answer and latency). The same code runs as `model_build smoke`.
 
     Keyword-only props: endpoint_name; prompt, max_new_tokens, latency_budget_ms (the endpoint's smoke settings; the
-    budget also sets the function's timeout); environment (the inference component, the async folders); emulator;
+    budget also sets the function's timeout); wake_budget_ms (an asynchronous endpoint that scales to zero: the wait
+    when it runs 0 instances, which also sets the timeout, within Lambda's 900 s: the function stops waiting before its
+    end and leaves the answer unchecked); environment (the inference component, the async folders); emulator;
     log_retention_days."""
 
     def __init__(
@@ -120,6 +122,7 @@ class SmokeTestFunction(PythonFunction):
         environment: dict[str, str],
         emulator: bool,
         log_retention_days: int,
+        wake_budget_ms: int | None = None,
     ) -> None:
         super().__init__(
             scope,
@@ -133,9 +136,10 @@ class SmokeTestFunction(PythonFunction):
                 "PROMPT": prompt,
                 "MAX_NEW_TOKENS": str(max_new_tokens),
                 "LATENCY_BUDGET_MS": str(latency_budget_ms),
+                **({"WAKE_BUDGET_MS": str(wake_budget_ms)} if wake_budget_ms is not None else {}),
                 "EMULATOR": "true" if emulator else "false",
             },
-            timeout=Duration.seconds(smoke_timeout_s(latency_budget_ms)),
+            timeout=Duration.seconds(smoke_timeout_s(max(latency_budget_ms, wake_budget_ms or 0))),
             description=f"Smoke test of SageMaker endpoint {endpoint_name} and its stack",
             log_retention_days=log_retention_days,
         )

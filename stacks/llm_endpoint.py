@@ -13,12 +13,19 @@ import request_contract
 from deployment import EndpointPlan
 from endpoint_config.hosting import ComputeRequirements, accelerators_per_copy
 
-from .async_inference import AsyncInference
+from .async_inference import AsyncInference, AsyncKeys
 from .endpoint_alarms import EndpointAlarms, RollbackAlarms, deployment_config
 from .endpoint_network import EndpointSecurity
 from .inference_components import ComponentEndpointConfig, InferenceComponent
 from .log_groups import owned_log_group
-from .sagemaker_resources import ContainerImage, ExecutionRole, GuardedEndpoint, SageMakerModel, VariantEndpointConfig
+from .sagemaker_resources import (
+    ContainerImage,
+    ExecutionRole,
+    GuardedEndpoint,
+    SageMakerModel,
+    VariantEndpointConfig,
+    retain_when_replaced,
+)
 from .scaling import VARIANT_INSTANCES, scalable_target, target_tracking
 
 VARIANT_NAME = "AllTraffic"
@@ -71,7 +78,8 @@ class LlmEndpoint(Construct):
         # invocation.mode async: AsyncInferenceConfig, its S3 folders and topics, the role's grants.
         self.async_inference = (
             AsyncInference(self, "AsyncInference", endpoint_name=plan.endpoint_name, invocation=spec.invocation,
-                           artifact_bucket=artifact_bucket, execution_role=self.role)
+                           artifact_bucket=artifact_bucket, execution_role=self.role,
+                           keys=AsyncKeys(security.bucket_key, security.async_output_key) if security else AsyncKeys())
             if plan.is_async else None
         )
         if plan.component_name is not None:  # hosting.mode inference-components: a variant without a model
@@ -96,6 +104,8 @@ class LlmEndpoint(Construct):
             )
         if security is not None:
             security.apply(role=self.role, model=self.model, endpoint_config=self.endpoint_config)
+        # A replaced model or config may still serve after a rollback: kept, `model_build clean` removes unused ones.
+        retain_when_replaced(self.model, self.endpoint_config)
 
         # deployment: guarded updates (stacks/endpoint_alarms.py). A model on the variant: the endpoint's
         # DeploymentConfig, its rollback alarms on the new fleet. An inference component: a new model updates the

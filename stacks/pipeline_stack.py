@@ -93,6 +93,9 @@ PINNED_RUNTIMES = codebuild.BuildSpec.from_object({"phases": {"install": {"runti
 DOCKER_FOR_SYNTH = False
 SMOKE_TIMEOUT = Duration.minutes(20)
 SLO_GATE_TIMEOUT = Duration.minutes(60)
+# Beyond the smoke test's own wait (its budget, or the wake budget of an asynchronous endpoint at zero instances):
+# installing the deploy set and the other checks.
+SMOKE_STEP_MARGIN_MIN = 10
 TESTS_TIMEOUT = Duration.minutes(60)
 # What each step installs (Makefile targets, one requirements set each): the synth and smoke steps need no torch.
 SYNTH_INSTALL = "make venv-deploy cdk-cli"
@@ -104,6 +107,21 @@ MODEL_BUILD_INSTALL = "make venv-build"
 # test_buildspecs.py runs this cdk-assets on the synthesized asset manifests.
 CDK_CLI_VERSION = json.loads((ROOT / "package.json").read_text())["devDependencies"]["aws-cdk"]
 CDK_ASSETS_VERSION = "4.7.3"
+
+
+# The CodeBuild actions CDK Pipelines gives its asset roles on "*" (PipelineStack._scope_asset_builds narrows them).
+ASSET_BUILD_ACTIONS = ("codebuild:BatchGetBuilds", "codebuild:StartBuild", "codebuild:StopBuild")
+
+
+def smoke_step_timeout(smoke) -> Duration:
+    """The smoke step's CodeBuild timeout: SMOKE_TIMEOUT, or longer when the smoke test may wait longer (an
+    asynchronous endpoint scaling up from zero right after its deploy: deployment.plan SmokeSettings.wake_budget_ms)."""
+    wait_min = -(-max(smoke.latency_budget_ms, smoke.wake_budget_ms or 0) // 60_000)
+    return Duration.minutes(max(SMOKE_TIMEOUT.to_minutes(), wait_min + SMOKE_STEP_MARGIN_MIN))
+
+
+def _listed(value: object) -> list:
+    return value if isinstance(value, list) else [value]
 
 
 def _profile_commands(profile: str, role_arn: str, region: str) -> list[str]:
@@ -203,6 +221,7 @@ class PipelineStack(Stack):
         self.pipeline.build_pipeline()
         self._warn_about_docker_hub(deployments)
         self._grant_connection_use()
+        self._scope_asset_builds()
         acknowledge_pipeline_findings(self)
 
     def _warn_about_docker_hub(self, deployments: dict[str, Deployment]) -> None:
@@ -246,6 +265,33 @@ class PipelineStack(Stack):
         for role in source_stage.node.find_all():
             if isinstance(role, iam.Role):
                 role.add_to_principal_policy(statement)
+
+    def _scope_asset_builds(self) -> None:
+        """CDK Pipelines gives each asset role (one per asset kind, the service role of every asset publishing
+        project) codebuild:StartBuild, StopBuild and BatchGetBuilds on "*" (aws-cdk-lib 2.273.0
+        pipelines/lib/private/asset-singleton-role.js, in its constructor, with no option to narrow it): an asset build
+        could start any project in the account with a buildspec override, the model build and its publisher role
+        included. The pipeline starts the asset builds with its own CodeBuild action role (which CDK scopes to the
+        projects); the asset role keeps the three actions on its own asset projects only. The role offers no way to
+        remove a statement, so the statement's Resource is overridden in the template; tests/stacks/
+        test_pipeline_stack.py checks no pipeline role keeps such a grant on "*"."""
+        assets = self.pipeline.node.try_find_child("Assets")
+        if assets is None:
+            return
+        for role in [c for c in assets.node.children if isinstance(c, iam.Role)]:
+            projects = [c for c in assets.node.find_all()
+                        if isinstance(c, codebuild.Project) and c.role is not None and c.role.node.path == role.node.path]
+            policy = role.node.try_find_child("DefaultPolicy")
+            if not projects or policy is None:
+                continue
+            statements = self.resolve(policy.document)["Statement"]
+            found = [i for i, st in enumerate(statements)
+                     if sorted(_listed(st["Action"])) == sorted(ASSET_BUILD_ACTIONS) and st.get("Resource") == "*"]
+            if len(found) != 1:  # CDK changed how it grants these: review, do not guess
+                raise ValueError(f"{role.node.path}: expected one statement of {ASSET_BUILD_ACTIONS} on '*', found {len(found)}")
+            policy.node.default_child.add_property_override(
+                f"PolicyDocument.Statement.{found[0]}.Resource", [p.project_arn for p in projects]
+            )
 
     # ------------------------------------------------------------------------------------------- environments
 
@@ -399,7 +445,7 @@ class PipelineStack(Stack):
             partial_build_spec=PINNED_RUNTIMES,
             role=role,
             role_policy_statements=[iam.PolicyStatement(actions=["sts:AssumeRole"], resources=[target_arn])],
-            timeout=SMOKE_TIMEOUT,
+            timeout=smoke_step_timeout(deployment.plan(endpoint).smoke),
         )
         self.own_steps.append(step)
         return step

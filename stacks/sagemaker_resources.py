@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from aws_cdk import Aws
+from aws_cdk import Acknowledgment, Aws, CfnDeletionPolicy, CfnResource, Validations
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sagemaker as sagemaker
@@ -21,6 +21,8 @@ from .nag import acknowledge, nag_text
 TIMEOUT_BOUNDS_S = (60, 3600)  # ModelDataDownloadTimeoutInSeconds, ContainerStartupHealthCheckTimeoutInSeconds
 # Config value -> ProductionVariant RoutingConfig.RoutingStrategy (botocore's sagemaker RoutingStrategy enum).
 ROUTING_STRATEGIES = {"random": "RANDOM", "least-outstanding-requests": "LEAST_OUTSTANDING_REQUESTS"}
+# cfn-lint's rule "Both UpdateReplacePolicy and DeletionPolicy are needed to protect resource from deletion".
+REPLACE_ONLY_RETAIN = "W3011"
 
 
 @dataclass(frozen=True)
@@ -181,13 +183,36 @@ class VariantEndpointConfig(sagemaker.CfnEndpointConfig):
         )
 
 
+def retain_when_replaced(*resources: CfnResource) -> None:
+    """UpdateReplacePolicy Retain (DeletionPolicy stays Delete) on the endpoint's Model and EndpointConfig: a new
+    artifact or instance type replaces both, and CloudFormation deletes the replaced ones in its clean-up once the
+    update reports success. After a failed guarded update SageMaker returns the endpoint to InService on its old
+    config, possibly with no FailureReason (hashicorp/terraform-provider-aws #48997, #46663: Terraform took that for
+    success and deleted the config still serving); whether CloudFormation's update handler can report that as
+    success is not documented, so the old Model and EndpointConfig are kept and `python -m model_build clean`
+    deletes the ones no endpoint and no stack uses (model_build/clean.py). A destroy still deletes the current ones."""
+    for resource in resources:
+        resource.cfn_options.update_replace_policy = CfnDeletionPolicy.RETAIN
+        # cfn-lint W3011 (CDK's synth-time "CloudFormation Validate" too) asks for DeletionPolicy Retain beside it;
+        # a destroy is meant to delete the current ones.
+        resource.add_metadata("cfn-lint", {"config": {"ignore_checks": [REPLACE_ONLY_RETAIN]}})
+        Validations.of(resource).acknowledge(Acknowledgment(
+            id=f"CloudFormation-Validate::{REPLACE_ONLY_RETAIN}",
+            reason="Kept only when replaced (a rollback may still run it); a destroy deletes the current one.",
+        ))
+
+
 class GuardedEndpoint(sagemaker.CfnEndpoint):
     """The endpoint, fixed name (clients keep it across updates), on `endpoint_config`, with its DeploymentConfig.
 
     An update would otherwise reset the fleet to InitialInstanceCount ("Update endpoints that use auto scaling",
     https://docs.aws.amazon.com/sagemaker/latest/dg/endpoint-scaling-update.html): with `scaled` (autoscaling, or
-    SageMaker's managed instance scaling of a component endpoint) the count SageMaker set is kept; weights and data
-    capture come from the new config, and the count too when nothing scales it."""
+    SageMaker's managed instance scaling of a component endpoint) the count SageMaker set is kept; the weights come
+    from the new config, and the count too when nothing scales it. DataCaptureConfig is not excluded: botocore's
+    VariantPropertyType documents it as "(Not currently supported.)" (sagemaker 2017-07-24 service model, botocore
+    1.44.8), so sending it risks every UpdateEndpoint. DataCaptureConfig is an endpoint-config setting, not among
+    the variant properties RetainAllVariantProperties names (instance count, weight); that an update applies the new
+    config's capture settings is unverified (README, facts table)."""
 
     def __init__(
         self,
@@ -199,7 +224,7 @@ class GuardedEndpoint(sagemaker.CfnEndpoint):
         scaled: bool,
         deployment_config: sagemaker.CfnEndpoint.DeploymentConfigProperty | None,
     ) -> None:
-        excluded = ["DesiredWeight", "DataCaptureConfig"] + ([] if scaled else ["DesiredInstanceCount"])
+        excluded = ["DesiredWeight"] + ([] if scaled else ["DesiredInstanceCount"])
         super().__init__(
             scope,
             construct_id,
@@ -215,5 +240,5 @@ class GuardedEndpoint(sagemaker.CfnEndpoint):
 
 __all__ = [
     "ContainerImage", "ExecutionRole", "GuardedEndpoint", "ROUTING_STRATEGIES", "SageMakerModel",
-    "VariantEndpointConfig", "check_timeouts",
+    "VariantEndpointConfig", "check_timeouts", "retain_when_replaced",
 ]  # fmt: skip

@@ -28,6 +28,7 @@ is a constant: synth stays deterministic and the version changes only by editing
 from __future__ import annotations
 
 from aws_cdk import (
+    Annotations,
     ArnFormat,
     CfnOutput,
     Duration,
@@ -53,6 +54,8 @@ LAYER_REGIONS = (
     "ap-southeast-2", "ap-southeast-3", "ca-central-1", "eu-central-1", "eu-north-1", "eu-south-1", "eu-west-1",
     "eu-west-2", "eu-west-3", "me-south-1", "sa-east-1", "us-east-1", "us-east-2", "us-west-1", "us-west-2",
 )  # fmt: skip
+# The synth warning of a public streaming URL (auth none).
+PUBLIC_STREAM_WARNING_ID = "llm-endpoints:public-stream-url"
 # The adapter's port and the server's readiness path (lambda/stream/app.py).
 ADAPTER_PORT = "8080"
 READY_PATH = "/_ready"
@@ -91,7 +94,8 @@ class StreamingFrontDoor(PythonFunction):
       endpoint: the endpoint it streams from; its role gets exactly `endpoint.grant_invoke` (InvokeEndpoint on that
         endpoint, which also authorizes InvokeEndpointWithResponseStream) plus its own log stream.
       spec: the endpoint's `streaming:` block (must be enabled). auth "iam" -> AuthType AWS_IAM (the default);
-        "none" -> AuthType NONE, which the config accepts only with acknowledge_unauthenticated.
+        "none" -> AuthType NONE, which the config accepts only with acknowledge_unauthenticated and
+        reserved_concurrency, and which synth warns about.
       log_retention_days: the function's log group retention.
       adapter_layer_version: the Web Adapter layer version (default ADAPTER_LAYER_VERSION, v0.9.1).
     """
@@ -110,6 +114,8 @@ class StreamingFrontDoor(PythonFunction):
             raise ValueError("StreamingFrontDoor needs a streaming spec with enabled: true")
         if spec.auth == "none" and not spec.acknowledge_unauthenticated:
             raise ValueError("streaming auth 'none' needs acknowledge_unauthenticated: true")
+        if spec.auth == "none" and spec.reserved_concurrency is None:
+            raise ValueError("streaming auth 'none' needs reserved_concurrency: the public URL's only cap")
         super().__init__(
             scope,
             construct_id,
@@ -147,6 +153,15 @@ class StreamingFrontDoor(PythonFunction):
         )
         CfnOutput(self, "Url", value=self.url.url, description="POST a generation request; signed with SigV4 (IAM)"
                   if spec.auth == "iam" else "POST a generation request (unauthenticated)")  # fmt: skip
+        if spec.auth == "none":
+            # Said where the reviewer of the template reads: the URL grants Principal * (lambda:InvokeFunctionUrl
+            # with FunctionUrlAuthType NONE), so anyone who learns it generates on the endpoint.
+            Annotations.of(self).add_warning_v2(
+                PUBLIC_STREAM_WARNING_ID,
+                f"endpoint {endpoint.endpoint_name}: the streaming function URL has auth 'none' (Principal *): anyone "
+                f"who learns the URL generates on the endpoint at your cost, at most {spec.reserved_concurrency} "
+                "streams at once (reserved_concurrency); prefer auth: iam",
+            )
 
     def grant_invoke_url(self, grantee: iam.IGrantable) -> iam.Grant:
         """What a caller needs with auth iam: lambda:InvokeFunctionUrl and, through the URL, lambda:InvokeFunction
@@ -155,4 +170,7 @@ class StreamingFrontDoor(PythonFunction):
         return self.url.grant_invoke_url(grantee)
 
 
-__all__ = ["ADAPTER_LAYER_VERSION", "LAYER_REGIONS", "StreamingFrontDoor", "adapter_layer_arn", "stream_code"]
+__all__ = [
+    "ADAPTER_LAYER_VERSION", "LAYER_REGIONS", "PUBLIC_STREAM_WARNING_ID", "StreamingFrontDoor", "adapter_layer_arn",
+    "stream_code",
+]  # fmt: skip

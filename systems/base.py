@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -142,8 +142,47 @@ class OwnContainer:
         return ["*", ".*", *dict.fromkeys(kept), *self.never]  # ".*": "*" does not match dot files
 
 
+@dataclass(frozen=True)
+class RequestTimeout:
+    """How a system's container limits the time of one request, and how a plan sets that limit.
+
+    environment(request_s, startup_s): the container environment that lets one request run `request_s` seconds
+      (`startup_s`: the startup health-check timeout, for a server whose one clock also times the model load).
+    limit_s(endpoint, environment): the limit the container then applies (math.inf: none), read the way the
+      container's own code reads its configuration (each system cites the file and version).
+    """
+
+    environment: Callable[[int, int], dict[str, str]]
+    limit_s: Callable[[EndpointSpec, Mapping[str, str]], float]
+
+
 def no_rules(ep: EndpointSpec, instance: InstanceType) -> list[str]:
     return []
+
+
+# Our own containers (systems/byoc_server): nginx proxies /invocations to the app and gives up on a reply after
+# proxy_read_timeout ("between two successive read operations", nginx ngx_http_proxy_module; the app answers at once
+# at the end, so it bounds the whole request). It is set in the image to SageMaker's longest invocation,
+# InvocationTimeoutSeconds' 3600 s (botocore sagemaker-runtime InvokeEndpointAsync), so no invocation the config
+# allows is cut by the proxy; SageMaker's own timeout ends the shorter ones.
+BYOC_NGINX_CONF = REPO_ROOT / "systems" / "byoc_server" / "nginx.conf"
+
+
+def byoc_request_timeout() -> RequestTimeout:
+    def environment(request_s: int, startup_s: int) -> dict[str, str]:
+        return {}  # fixed in the image
+
+    def limit_s(endpoint: EndpointSpec, env: Mapping[str, str]) -> float:
+        text = BYOC_NGINX_CONF.read_text()
+        location = re.search(r"location ~ \^/\(ping\|invocations\)\$ \{(.*?)\}", text, re.DOTALL)
+        if location is None:
+            raise ValueError(f"{BYOC_NGINX_CONF}: no location for /invocations")
+        timeouts = [int(t) for t in re.findall(r"proxy_(?:read|send)_timeout\s+(\d+)s;", location.group(1))]
+        if len(timeouts) != 2:
+            raise ValueError(f"{BYOC_NGINX_CONF}: expected proxy_read_timeout and proxy_send_timeout in seconds")
+        return min(timeouts)
+
+    return RequestTimeout(environment=environment, limit_s=limit_s)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -161,6 +200,9 @@ class ServingSystem:
       them (the artifact's weights/ stays in S3, code/ is the model data); such a container needs the network.
     rules: the rules only this system has, on an endpoint whose schema rules passed.
     legacy / replacement: retired upstream, kept as a pinned recipe and announced at synth with its replacement.
+    request_timeout: how the container limits one request's time (RequestTimeout); the plan sets it to the
+      endpoint's invocation timeout (deployment.plan EndpointPlan.invocation_timeout_s). Every registered system
+      states it (tests/systems/test_request_timeouts.py).
     """
 
     name: str
@@ -189,6 +231,7 @@ class ServingSystem:
     # default AMI (driver 470 / CUDA 11.4 on ml.g5 and ml.p4d, per docs.aws.amazon.com/sagemaker/latest/dg/
     # inference-gpu-drivers.html); values: botocore's ProductionVariantInferenceAmiVersion enum. None: default AMI.
     inference_ami_version: str | None = None
+    request_timeout: RequestTimeout | None = None
 
     def __post_init__(self) -> None:
         if (self.image is None) == (self.own_container is None):

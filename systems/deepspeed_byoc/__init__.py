@@ -12,7 +12,15 @@ from __future__ import annotations
 from typing import ClassVar, Literal
 
 from endpoint_config import EndpointSpec
-from systems.base import Capability, EngineOptions, MaxBatchSize, MaxModelLen, OwnContainer, ServingSystem
+from systems.base import (
+    Capability,
+    EngineOptions,
+    MaxBatchSize,
+    MaxModelLen,
+    OwnContainer,
+    ServingSystem,
+    byoc_request_timeout,
+)
 
 HANDLER = "handler:DeepSpeedHandler"  # the module lies in /opt/program in the image
 
@@ -68,6 +76,7 @@ def container_environment(endpoint: EndpointSpec) -> dict[str, str]:
 
 
 SYSTEM = ServingSystem(
+    request_timeout=byoc_request_timeout(),
     name="deepspeed-byoc",
     engine_options=DeepSpeedByocEngineOptions,
     recipe="systems.deepspeed_byoc.recipe",

@@ -14,7 +14,13 @@ from typing import Literal
 
 from endpoint_config import EndpointSpec
 from systems.base import Capability, MaxBatchSize
-from systems.djl_common import MODEL_LOADING_TIMEOUT_S, SAGEMAKER_MODEL_DIR, DjlEngineOptions, djl_system
+from systems.djl_common import (
+    MODEL_LOADING_TIMEOUT_S,
+    SAGEMAKER_MODEL_DIR,
+    DjlEngineOptions,
+    djl_request_timeout,
+    djl_system,
+)
 from systems.images import DJL_DEEPSPEED_LEGACY
 
 ENTRY_POINT = "djl_python.huggingface"
@@ -68,6 +74,7 @@ def container_environment(endpoint: EndpointSpec) -> dict[str, str]:
 
 
 SYSTEM = djl_system(
+    request_timeout=djl_request_timeout(serving_properties),
     engine_options=AccelerateEngineOptions,
     name="djl-accelerate",
     recipe="systems.djl_accelerate.recipe",

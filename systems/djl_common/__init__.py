@@ -13,14 +13,15 @@ serving.properties leaves out; it cannot override it.
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from artifact import BuildError
 from endpoint_config import EndpointSpec
-from systems.base import EngineOptions, ServingSystem
+from systems.base import EngineOptions, RequestTimeout, ServingSystem
 
 SERVING_PROPERTIES = "serving.properties"
 # Where SageMaker mounts the model data (an uncompressed S3 prefix, or the extracted model.tar.gz).
@@ -87,12 +88,43 @@ def option_environment(options: Mapping[str, str | int | bool]) -> dict[str, str
     return env
 
 
+# option.predict_timeout: how long DJL's Python engine waits for the Python worker's answer to one request (standard
+# and rolling-batch paths: PyProcess.predictStandard, RollingBatch), 120 s unless set (PyEnv.getPredictTimeout reads
+# the PREDICT_TIMEOUT environment variable as its default). The same in the 0.24.0-dlc, 0.27.0-dlc, 0.33.0-dlc and
+# 0.36.0-lmi27-dlc branches of deepjavalibrary/djl-serving (engines/python/src/main/java/ai/djl/python/engine/).
+# In async mode (option.async_mode true, rolling batch off: the LMI systems) requests go to AsyncRequestManager,
+# which waits without a timeout (PyProcess.predict); the option is set there too, so a mode change stays covered.
+PREDICT_TIMEOUT_DEFAULT_S = 120
+
+
+def djl_request_timeout(properties: Callable[[EndpointSpec], Mapping[str, str]] | None = None) -> RequestTimeout:
+    """The request timeout of a DJL system whose serving.properties (if any) `properties` gives: set through
+    OPTION_PREDICT_TIMEOUT, which fills option.predict_timeout when serving.properties leaves it out (putIfAbsent)."""
+
+    def environment(request_s: int, startup_s: int) -> dict[str, str]:
+        return {"OPTION_PREDICT_TIMEOUT": str(request_s)}
+
+    def limit_s(endpoint: EndpointSpec, env: Mapping[str, str]) -> float:
+        props = dict(properties(endpoint)) if properties is not None else {}
+        for key, value in env.items():  # ModelInfo's "load default settings from env" loop: putIfAbsent
+            if key.startswith("OPTION_"):
+                props.setdefault("option." + key.removeprefix("OPTION_").lower(), value)
+        if props.get("option.async_mode") == "true" and props.get("option.rolling_batch") == "disable":
+            return math.inf
+        given = props.get("option.predict_timeout") or env.get("PREDICT_TIMEOUT")
+        return int(given) if given else PREDICT_TIMEOUT_DEFAULT_S
+
+    return RequestTimeout(environment=environment, limit_s=limit_s)
+
+
 def djl_system(**fields: object) -> ServingSystem:
     """A DJL Serving / LMI system: GPU images that start one model copy per `tensor_parallel_degree` GPUs
     (ml.g5.12xlarge, 4 GPUs, at degree 2 serves 2 copies; autoscaling targets are per copy). `fields` are the
-    system's own ServingSystem fields; these defaults are what every DJL/LMI system shares."""
+    system's own ServingSystem fields; these defaults are what every DJL/LMI system shares (a system with a
+    serving.properties passes its own request_timeout, which reads it)."""
     shared: dict[str, object] = dict(
-        architectures=("decoder",), gpu_only=True, default_download_timeout_s=600, copies_fill_gpus=True
+        architectures=("decoder",), gpu_only=True, default_download_timeout_s=600, copies_fill_gpus=True,
+        request_timeout=djl_request_timeout(),
     )
     return ServingSystem(**{**shared, **fields})
 

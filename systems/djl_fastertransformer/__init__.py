@@ -23,7 +23,7 @@ from typing import Literal
 
 from endpoint_config import EndpointSpec
 from systems.base import Capability
-from systems.djl_common import MODEL_LOADING_TIMEOUT_S, DjlEngineOptions, djl_system
+from systems.djl_common import MODEL_LOADING_TIMEOUT_S, DjlEngineOptions, djl_request_timeout, djl_system
 from systems.images import DJL_FASTERTRANSFORMER_LEGACY
 
 # Model types served (engine=FasterTransformer, the package's non-Triton path), as DJL 0.24 itself routes them:
@@ -72,6 +72,7 @@ def staged_weights_environment(weights_s3_uri: str) -> dict[str, str]:
 
 
 SYSTEM = djl_system(
+    request_timeout=djl_request_timeout(serving_properties),
     engine_options=FasterTransformerEngineOptions,
     name="djl-fastertransformer",
     recipe="systems.djl_fastertransformer.recipe",

@@ -7,10 +7,12 @@ here: the CDK app imports this module to synthesize the endpoint.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from typing import Literal
 
 from endpoint_config import EndpointSpec
-from systems.base import Capability, EngineOptions, MaxBatchSize, MaxModelLen, ServingSystem
+from systems.base import Capability, EngineOptions, MaxBatchSize, MaxModelLen, RequestTimeout, ServingSystem
 from systems.images import HF_PYTORCH_INFERENCE
 
 
@@ -38,8 +40,8 @@ def container_environment(endpoint: EndpointSpec) -> dict[str, str]:
     """The container's environment for one endpoint.
 
     SAGEMAKER_MODEL_SERVER_WORKERS=1: each worker loads its own copy of the model; an LLM fills the GPU, so one.
-    SAGEMAKER_MODEL_SERVER_TIMEOUT=600: the model server's per-request/loading timeout (seconds); large
-      models take minutes to load, the default 60 s kills the worker mid-load.
+    The model server's timeout is not here: the plan sets it from the endpoint's invocation timeout
+      (REQUEST_TIMEOUT, model_server_timeout_environment).
     SAGEMAKER_CONTAINER_LOG_LEVEL=20: INFO logs in CloudWatch (load progress, errors).
     SAGEMAKER_PROGRAM / SAGEMAKER_SUBMIT_DIRECTORY: the handler the toolkit imports (the artifact's code/).
     HF_FASTLOAD_DTYPE: the dtype the artifact was built and verified in (the manifest says the same); the
@@ -48,13 +50,39 @@ def container_environment(endpoint: EndpointSpec) -> dict[str, str]:
     """
     return {
         "SAGEMAKER_MODEL_SERVER_WORKERS": "1",
-        "SAGEMAKER_MODEL_SERVER_TIMEOUT": "600",
         "SAGEMAKER_CONTAINER_LOG_LEVEL": "20",
         "SAGEMAKER_PROGRAM": "inference.py",
         "SAGEMAKER_SUBMIT_DIRECTORY": "/opt/ml/model/code",
         "HF_FASTLOAD_DTYPE": endpoint.dtype,
         "HF_FASTLOAD_DECODE": HfFastloadEngineOptions.parse(endpoint).decode,
     }
+
+
+# The model server's timeout. The HF inference toolkit (2.6.0) starts Multi Model Server with the config file
+# sagemaker-inference (1.10.1) writes: default_response_timeout = SAGEMAKER_MODEL_SERVER_TIMEOUT (default "60") and,
+# when set, default_response_timeout_seconds = SAGEMAKER_MODEL_SERVER_TIMEOUT_SECONDS (aws/sagemaker-inference-toolkit
+# src/sagemaker_inference/model_server.py `_generate_mms_config_properties`, environment.py; the seconds variable
+# since v1.9.3). MMS 1.1.11, the image's (MMS_VERSION in aws/deep-learning-containers huggingface/pytorch/inference/
+# docker/2.6), prefers default_response_timeout_seconds and otherwise reads default_response_timeout in MINUTES
+# ("due to a bug that's what it did", awslabs/multi-model-server ConfigManager.getDefaultResponseTimeoutSeconds,
+# commit 45711731); WorkerThread waits that long for each reply of the Python worker, the model load's included.
+MMS_TIMEOUT_S, MMS_TIMEOUT_MIN = "SAGEMAKER_MODEL_SERVER_TIMEOUT_SECONDS", "SAGEMAKER_MODEL_SERVER_TIMEOUT"
+
+
+def model_server_timeout_environment(request_s: int, startup_s: int) -> dict[str, str]:
+    """Both variables, consistent: the seconds one MMS reads, and the minutes one (rounded up) for a toolkit that
+    predates the seconds variable. One clock times every reply, the model load too: at least the startup timeout."""
+    seconds = max(request_s, startup_s)
+    return {MMS_TIMEOUT_S: str(seconds), MMS_TIMEOUT_MIN: str(math.ceil(seconds / 60))}
+
+
+def model_server_timeout_s(endpoint: EndpointSpec, environment: Mapping[str, str]) -> float:
+    """The reply timeout MMS 1.1.11 applies, as sagemaker-inference 1.10.1 and MMS read the environment."""
+    seconds = int(environment.get(MMS_TIMEOUT_S) or 0)  # the toolkit writes it only when set and non-zero
+    return seconds if seconds > 0 else 60 * int(environment.get(MMS_TIMEOUT_MIN, "60"))
+
+
+REQUEST_TIMEOUT = RequestTimeout(environment=model_server_timeout_environment, limit_s=model_server_timeout_s)
 
 
 SYSTEM = ServingSystem(
@@ -74,4 +102,5 @@ SYSTEM = ServingSystem(
     inference_components=Capability.no(
         "its Hugging Face PyTorch inference image is not documented for inference components (no AWS or Hugging Face source found)"
     ),
+    request_timeout=REQUEST_TIMEOUT,
 )

@@ -16,7 +16,15 @@ from pydantic import Field, model_validator
 
 from endpoint_config import EndpointSpec
 from endpoint_config.base import Strict
-from systems.base import Capability, EngineOptions, MaxBatchSize, MaxModelLen, OwnContainer, ServingSystem
+from systems.base import (
+    Capability,
+    EngineOptions,
+    MaxBatchSize,
+    MaxModelLen,
+    OwnContainer,
+    ServingSystem,
+    byoc_request_timeout,
+)
 
 ENGINE_CACHE_DIR = "/opt/ml/engine-cache"
 # GPT-2 small engine builds take a few minutes on a T4/A10G; model download and load add little.
@@ -77,6 +85,7 @@ def container_environment(endpoint: EndpointSpec) -> dict[str, str]:
 
 
 SYSTEM = ServingSystem(
+    request_timeout=byoc_request_timeout(),
     engine_options=TensorRTByocEngineOptions,
     name="tensorrt-byoc",
     recipe="systems.tensorrt_byoc.recipe",

@@ -58,8 +58,19 @@ def test_auth_none_needs_the_acknowledgement(tmp_path):
         load(tmp_path, streaming="{enabled: true, auth: none}")
     assert "endpoint 'chat': streaming: auth: value 'none' makes the function URL callable by anyone" in str(err.value)
     assert "acknowledge_unauthenticated: true" in str(err.value)
-    [ep] = load(tmp_path, streaming="{enabled: true, auth: none, acknowledge_unauthenticated: true}").endpoints
-    assert ep.streaming.auth == "none"
+    [ep] = load(tmp_path, streaming="{enabled: true, auth: none, acknowledge_unauthenticated: true, "
+                               "reserved_concurrency: 5}").endpoints
+    assert ep.streaming.auth == "none" and ep.streaming.reserved_concurrency == 5
+
+
+def test_auth_none_needs_a_cap_on_concurrent_streams(tmp_path):
+    """A public URL (Principal *) without reserved concurrency could take the account's whole unreserved Lambda
+    concurrency and keep the GPUs busy: refused, naming the key, the value and what is allowed."""
+    with pytest.raises(ConfigError) as err:
+        load(tmp_path, streaming="{enabled: true, auth: none, acknowledge_unauthenticated: true}")
+    message = str(err.value)
+    assert "endpoint 'chat': streaming: reserved_concurrency: value None with auth 'none' leaves a public URL" in message
+    assert "allowed: 1-1000 (the most streams at once), or auth: iam" in message
 
 
 def test_the_acknowledgement_without_auth_none_is_refused():

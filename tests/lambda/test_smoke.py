@@ -433,15 +433,117 @@ def test_lambda_handler_in_async_mode(moto_env, async_deployment, monkeypatch):
           "FAILURE_LOCATION": "s3://b/f", "LATENCY_BUDGET_MS": "900001"},
          "LATENCY_BUDGET_MS must be between 1 and 900000, got '900001'"),
         ({"LATENCY_BUDGET_MS": "0"}, "LATENCY_BUDGET_MS must be between 1 and 900000, got '0'"),
+        ({"LATENCY_BUDGET_MS": "1000", "WAKE_BUDGET_MS": "later"}, "WAKE_BUDGET_MS must be"),
     ],
 )
 def test_lambda_handler_async_configuration_errors(monkeypatch, env, expected):
     monkeypatch.setenv("STACK_NAME", "s")
     monkeypatch.setenv("PROMPT", "Hello")
     monkeypatch.setenv("MAX_NEW_TOKENS", "8")
-    for key in ("INVOCATION_MODE", "INPUT_LOCATION", "OUTPUT_LOCATION", "FAILURE_LOCATION", "LATENCY_BUDGET_MS"):
+    for key in ("INVOCATION_MODE", "INPUT_LOCATION", "OUTPUT_LOCATION", "FAILURE_LOCATION", "LATENCY_BUDGET_MS",
+                "WAKE_BUDGET_MS"):
         monkeypatch.delenv(key, raising=False)
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     out = smoke.handler({}, None)
     assert not out["ok"] and expected in out["failures"][0]
+
+
+# An asynchronous endpoint that scales to zero keeps 0 instances across an update (RetainAllVariantProperties keeps the
+# scaled DesiredInstanceCount): right after a deploy the prompt waits for the scale-up from zero. The smoke test
+# waits the plan's wake budget then (not the latency budget), and where its caller cannot wait that long (the Lambda)
+# it stops before its own end with the answer unchecked, never a failure. moto scales the variant to zero the way
+# Application Auto Scaling does (UpdateEndpointWeightsAndCapacities, DesiredInstanceCount 0).
+
+
+def _scaled_to_zero(tmp_path, budget_ms: int):
+    deployment = load_config(write_config(
+        tmp_path, invocation={"mode": "async"}, smoke_test={"latency_budget_ms": budget_ms},
+        autoscaling={"min_capacity": 0, "max_capacity": 1, "target_value": 1}), "local")  # fmt: skip
+    env = deployment.environment
+    boto3.client("s3").create_bucket(Bucket=artifact_bucket_name(deployment.project, "local", env.account, env.region))
+    endpoint, _ = deploy_stack(deployment)
+    sm = boto3.client("sagemaker")
+    sm.update_endpoint_weights_and_capacities(EndpointName=endpoint, DesiredWeightsAndCapacities=[
+        {"VariantName": "AllTraffic", "DesiredInstanceCount": 0}])  # fmt: skip
+    assert smoke.running_instances(sm.describe_endpoint(EndpointName=endpoint)) == 0
+    return deployment
+
+
+@pytest.fixture
+def timers():
+    """Timers a test starts, cancelled when it ends (an answer due after the test must not arrive into the next)."""
+    started: list = []
+    yield started
+    for timer in started:
+        timer.cancel()
+
+
+def _answer_later(moto_env, after_s: float, timers: list):
+    """A runtime client whose accepted request is answered `after_s` later (the scale-up from zero): the answer
+    moto wrote at once is moved to the location SageMaker named only then."""
+    import threading
+
+    moto_env.set_async_results([(False, GOOD)])
+    runtime = smoke.make_runtime_client()
+
+    def later(parsed, **_):
+        source = parsed["OutputLocation"]
+        parsed["OutputLocation"] = target = source + ".after-scale-up"
+        parsed["FailureLocation"] = parsed["FailureLocation"] + ".after-scale-up"
+
+        def move():
+            bucket, key = source.removeprefix("s3://").split("/", 1)
+            boto3.client("s3").copy_object(Bucket=bucket, Key=target.split("/", 3)[3],
+                                           CopySource={"Bucket": bucket, "Key": key})  # fmt: skip
+
+        timer = threading.Timer(after_s, move)
+        timers.append(timer)
+        timer.start()
+
+    runtime.meta.events.register("after-call.sagemaker-runtime.InvokeEndpointAsync", later)
+    return runtime
+
+
+def test_an_async_endpoint_at_zero_instances_is_given_the_wake_budget(moto_env, tmp_path, timers):
+    """The answer comes after the 300 ms latency budget (the scale-up): within the wake budget it passes."""
+    deployment = _scaled_to_zero(tmp_path, budget_ms=300)
+    plan = deployment.plan("tiny-gpt2")
+    wake = plan.smoke.wake_budget_ms
+    assert wake == 300 + 1000 * (2 * 60 + plan.download_timeout_s + plan.startup_timeout_s)
+    result = run_smoke(deployment, plan, runtime_client=_answer_later(moto_env, after_s=0.5, timers=timers))
+    assert result.ok, smoke.format_checks(result.checks)
+    checks = by_name(result)
+    assert "runs 0 instances" in checks["capacity"].message and f"up to {wake} ms" in checks["capacity"].message
+    assert checks["latency"].message.endswith(f"<= {wake} ms budget (scale-up from zero included)")
+    assert result.latency_ms > 300 and result.outputs == GOOD
+
+
+def test_the_smoke_lambda_stops_waiting_for_a_scale_up_before_its_own_end(moto_env, tmp_path, monkeypatch, timers):
+    """The Lambda may run 900 s at most, the scale-up may take longer: with 15.5 s of its own time left (0.5 s to
+    wait after its 15 s margin) it returns unjudged, without failing and without hanging."""
+    deployment = _scaled_to_zero(tmp_path, budget_ms=300)
+    env, plan = deployment.environment, deployment.plan("tiny-gpt2")
+    root = f"s3://{artifact_bucket_name(deployment.project, 'local', env.account, env.region)}/async/{plan.endpoint_name}"
+    for key, value in {"STACK_NAME": plan.stack_name, "ENDPOINT_NAME": "tiny-gpt2", "EMULATOR": "true",
+                       "INVOCATION_MODE": "async", "INPUT_LOCATION": f"{root}/input", "OUTPUT_LOCATION": f"{root}/output",
+                       "FAILURE_LOCATION": f"{root}/failures", "LATENCY_BUDGET_MS": "300",
+                       "WAKE_BUDGET_MS": str(plan.smoke.wake_budget_ms), "PROMPT": "Hello", "MAX_NEW_TOKENS": "8"}.items():  # fmt: skip
+        monkeypatch.setenv(key, value)
+
+    class Context:
+        aws_request_id = "r"
+
+        @staticmethod
+        def get_remaining_time_in_millis() -> int:
+            return 15_500
+
+    started = time.monotonic()
+    out = smoke.handler({}, Context(), runtime_client=_answer_later(moto_env, after_s=30, timers=timers))
+    assert time.monotonic() - started < 8
+    assert out["ok"], out["failures"]
+    checks = {c["name"]: c for c in out["checks"]}
+    assert checks["response"]["skipped"] and checks["latency"]["skipped"]
+    assert checks["response"]["message"].startswith(f"not awaited: endpoint tiny-gpt2 is scaling up from zero, which may "
+                                                    f"take up to {plan.smoke.wake_budget_ms} ms")
+    assert "python -m model_build smoke" in checks["response"]["message"]

@@ -191,3 +191,118 @@ def test_clean_error_names_the_resource(moto_env):
         with pytest.raises(CleanError, match=r"cannot tell what endpoint dev-chat runs .*ThrottlingException"):
             deployed_hashes(_Session(sagemaker=real), "dev-chat", "chat")
     assert issubclass(CleanError, Exception) and not issubclass(CleanError, ClientError)
+
+
+# ------------------------------------------------------------------------- kept Models and EndpointConfigs
+# The endpoint stacks keep a replaced Model and EndpointConfig (UpdateReplacePolicy Retain): after a rolled-back
+# update the endpoint may still run them. `clean` finds them by the stacks' tags and removes those no endpoint and no
+# stack uses.
+
+TAGS = {"llm-endpoints:project": "pf", "llm-endpoints:environment": "dev", "llm-endpoints:endpoint": "chat"}
+
+
+def _tagged(**overrides) -> list[dict]:
+    return [{"Key": k, "Value": v} for k, v in {**TAGS, **overrides}.items()]
+
+
+def _model_and_config(sm, bucket: str, name: str, key: str, tags: list[dict] | None) -> None:
+    model_on(bucket, f"m-{name}", key)
+    sm.create_endpoint_config(EndpointConfigName=f"c-{name}", ProductionVariants=[{
+        "VariantName": "AllTraffic", "ModelName": f"m-{name}", "InstanceType": "ml.m5.xlarge", "InitialInstanceCount": 1}])  # fmt: skip
+    for kind in ("model", "endpoint-config"):
+        prefix = "m" if kind == "model" else "c"
+        if tags:
+            sm.add_tags(ResourceArn=f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:{kind}/{prefix}-{name}", Tags=tags)
+
+
+def _the_stack(sm, bucket: str, runs: int) -> tuple[str, str, object]:
+    """The endpoint's stack as CloudFormation has it after the rolled-back update: its current Model and
+    EndpointConfig (the new ones, m-new and c-new, named by their ARNs as CloudFormation's physical ids are), answered
+    by botocore's Stubber `runs` times (the clean is run that often; moto's CloudFormation is not needed for two
+    reads)."""
+    _model_and_config(sm, bucket, "new", "c", _tagged())
+    cfn = boto3.client("cloudformation")
+    stub = Stubber(cfn)
+    for _ in range(runs):
+        stub.add_response("describe_stacks", {"Stacks": [{"StackName": "pf-dev-chat", "CreationTime": 0,
+                                                           "StackStatus": "UPDATE_COMPLETE"}]}, {"StackName": "pf-dev-chat"})
+        stub.add_response("list_stack_resources", {"StackResourceSummaries": [
+            {"LogicalResourceId": lid, "ResourceType": kind, "LastUpdatedTimestamp": 0, "ResourceStatus": "UPDATE_COMPLETE",
+             "PhysicalResourceId": f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:{arn_kind}/{name}"}
+            for lid, kind, arn_kind, name in (("Model", "AWS::SageMaker::Model", "model", "m-new"),
+                                              ("Config", "AWS::SageMaker::EndpointConfig", "endpoint-config", "c-new"))]},
+            {"StackName": "pf-dev-chat"})  # fmt: skip
+    stub.activate()
+    return "m-new", "c-new", cfn
+
+
+def test_clean_removes_kept_models_and_configs_nothing_uses_and_keeps_what_runs(moto_env, tmp_path, capsys, monkeypatch):
+    """A rolled-back update: the endpoint runs c-old (m-old) while the stack names c-new (m-new). Those four stay; the
+    older pair goes, with its artifact; another endpoint's, another project's and untagged ones are never touched."""
+    bucket, s3 = published("a", "b", "c")
+    sm = boto3.client("sagemaker")
+    _model_and_config(sm, bucket, "older", "a", _tagged())
+    _model_and_config(sm, bucket, "old", "b", _tagged())
+    _model_and_config(sm, bucket, "sibling", "a", _tagged(**{"llm-endpoints:endpoint": "other"}))
+    _model_and_config(sm, bucket, "foreign", "a", _tagged(**{"llm-endpoints:project": "someone-else"}))
+    _model_and_config(sm, bucket, "untagged", "a", None)
+    sm.create_endpoint(EndpointName="dev-chat", EndpointConfigName="c-old")
+    stack_model, stack_config, cfn = _the_stack(sm, bucket, runs=2)
+    monkeypatch.setattr("model_build.aws.session_for", lambda env: _Session(cloudformation=cfn))
+    config = str(write_config(tmp_path))
+    # The build the rolled-back deploy published (hash c): kept as built.
+    (tmp_path / "build" / "chat").mkdir(parents=True)
+    (tmp_path / "build" / "chat" / "manifest.json").write_text(json.dumps({"system": "hf-fastload", "dtype": "fp16",
+                                                                          "content_hash": HASHES["c"]}))
+    build = ["--build-root", str(tmp_path / "build")]
+
+    assert main(["clean", "--config", config, "--env", "dev", *build]) == 0
+    out = capsys.readouterr().out
+    assert "  remove  model m-older  (no endpoint or stack uses it)" in out
+    assert "  remove  endpoint-config c-older  (no endpoint or stack uses it)" in out
+    assert "  keep    model m-old  (runs now)" in out and "  keep    endpoint-config c-old  (runs now)" in out
+    assert "  keep    model m-new  (the stack's current one)" in out
+    assert "2 SageMaker model(s) and endpoint config(s) would be removed" in out
+    assert {m["ModelName"] for m in sm.list_models()["Models"]} >= {"m-older", "m-old"}  # a dry run deletes nothing
+
+    assert main(["clean", "--config", config, "--env", "dev", *build, "--delete"]) == 0
+    assert "deleted 2 of 2 SageMaker model(s) and endpoint config(s)" in capsys.readouterr().out
+    assert {m["ModelName"] for m in sm.list_models()["Models"]} == {
+        "m-old", stack_model, "m-sibling", "m-foreign", "m-untagged"}
+    assert {c["EndpointConfigName"] for c in sm.list_endpoint_configs()["EndpointConfigs"]} == {
+        "c-old", stack_config, "c-sibling", "c-foreign", "c-untagged"}
+    assert hashes_left(s3, bucket) == {HASHES["b"], HASHES["c"]}  # m-older's artifact went with it (c: built)
+
+
+def test_a_deploy_in_progress_or_an_unreadable_listing_stops_the_clean(moto_env):
+    """What a stack names changes while it deploys, so a stack in progress stops the clean; so does a listing of the
+    tagged resources SageMaker refuses (both before anything is deleted)."""
+    from model_build.clean import stack_resources, tagged_resources
+
+    cfn = boto3.client("cloudformation")
+    with Stubber(cfn) as stub:
+        stub.add_response("describe_stacks", {"Stacks": [{"StackName": "pf-dev-chat", "CreationTime": 0,
+                                                           "StackStatus": "UPDATE_IN_PROGRESS"}]})  # fmt: skip
+        with pytest.raises(CleanError, match="stack pf-dev-chat is UPDATE_IN_PROGRESS: a deploy is running"):
+            stack_resources(_Session(cloudformation=cfn), "pf-dev-chat")
+    with Stubber(cfn) as stub:  # CloudFormation's answer for a stack that does not exist
+        stub.add_client_error("describe_stacks", "ValidationError", "Stack with id pf-dev-nothing does not exist")
+        assert stack_resources(_Session(cloudformation=cfn), "pf-dev-nothing") == set()
+    sm = boto3.client("sagemaker")
+    with Stubber(sm) as stub:
+        stub.add_client_error("list_models", "AccessDeniedException", "not authorized to perform sagemaker:ListModels")
+        with pytest.raises(CleanError, match="cannot list this project's SageMaker models.*AccessDeniedException"):
+            tagged_resources(_Session(sagemaker=sm), "pf")
+
+
+def test_a_resource_sagemaker_refuses_to_delete_is_reported(moto_env):
+    from model_build.clean import EndpointCleanup, delete_resources
+
+    sm = boto3.client("sagemaker")
+    with Stubber(sm) as stub:
+        stub.add_client_error("delete_endpoint_config", "ValidationException", "Could not find endpoint configuration c-gone.")
+        stub.add_client_error("delete_model", "AccessDeniedException", "not authorized to perform sagemaker:DeleteModel")
+        cleanup = EndpointCleanup("chat", remove_resources=[("endpoint-config", "c-gone"), ("model", "m-kept")])
+        deleted, failed = delete_resources(_Session(sagemaker=sm), [cleanup])
+    assert deleted == 1  # already gone counts as deleted
+    assert len(failed) == 1 and failed[0].startswith("model m-kept: ") and "AccessDeniedException" in failed[0]

@@ -150,6 +150,12 @@ def test_invoke_function_submits_and_reads_with_least_privilege(resources):
         (("s3:GetObject",), (f"{objects}/failures/*", f"{objects}/output/*"), None),
         (("s3:ListBucket",), (bucket,), {"StringLike": {"s3:prefix": [f"async/{ENDPOINT}/output/*"]}}),
         (("s3:ListBucket",), (bucket,), {"StringLike": {"s3:prefix": [f"async/{ENDPOINT}/failures/*"]}}),
+        # The bucket is SSE-KMS (prod's bucket_key: create): the upload and the reads use its key, through S3 only,
+        # named by its alias (the key lives in the artifacts stack). tests/stacks/test_iam_coverage.py checks
+        # every role's KMS use against the templates' encryption.
+        (("kms:Decrypt", "kms:GenerateDataKey"), (f"arn:aws:kms:{REGION}:{ACCOUNT}:key/*",),
+         {"StringEquals": {"kms:ViaService": f"s3.{REGION}.amazonaws.com"},
+          "ForAnyValue:StringEquals": {"kms:ResourceAliases": ["alias/llm-endpoints-prod-artifacts"]}}),
     ], key=repr)  # fmt: skip
 
 
@@ -164,17 +170,21 @@ def test_smoke_function_submits_and_waits_for_the_answer_within_its_budget(resou
     for key in ("INVOCATION_MODE", "INPUT_LOCATION", "OUTPUT_LOCATION", "FAILURE_LOCATION"):
         assert env[key] == invoke_env[key], key
     assert env["LATENCY_BUDGET_MS"] == "300000"  # the asynchronous default
-    assert fn["Timeout"] == 360  # the budget + 60 s for the other checks
+    # summarize-async scales to zero and keeps 0 instances across an update: after a deploy the prompt may wait for
+    # the scale-up: the alarm (2 x 60 s), its download and startup timeouts (600 + 600 s), then the budget.
+    assert env["WAKE_BUDGET_MS"] == str(300_000 + 1000 * (120 + 600 + 600))
+    assert fn["Timeout"] == 900  # that wait + 60 s, within Lambda's 900 s (the function stops waiting before it ends)
     found = statements(resources, fn["Role"]["Fn::GetAtt"][0])
     granted = {action for actions, _, _ in found for action in actions if not action.startswith("logs:")}
     assert granted == {
         "cloudformation:DescribeStacks", "cloudformation:ListStackResources", "sagemaker:DescribeEndpoint",
         "sagemaker:InvokeEndpointAsync", "s3:PutObject", "s3:ListBucket", "s3:GetObject",
+        "kms:Decrypt", "kms:GenerateDataKey",  # the SSE-KMS bucket's key, as the invoke function has it
     }  # fmt: skip
     invoke_found = statements(resources, invoke["Role"]["Fn::GetAtt"][0])
     def client_side(found) -> list:  # (action, resources, condition) of the async client's actions
         return sorted(((a, r, c) for actions, r, c in found for a in actions
-                       if a.startswith("s3:") or a == "sagemaker:InvokeEndpointAsync"), key=repr)  # fmt: skip
+                       if a.startswith(("s3:", "kms:")) or a == "sagemaker:InvokeEndpointAsync"), key=repr)  # fmt: skip
 
     assert client_side(found) == client_side(invoke_found)  # the same folders as the invoke function, nothing more
 
@@ -247,3 +257,13 @@ def test_the_async_function_ships_exactly_its_imports(production, resources):
         "endpoint_runtime/__init__.py", "endpoint_runtime/async_invoke.py", "endpoint_runtime/invoke.py",
         "invoke/handler.py", "request_contract.py",
     ]
+
+
+def test_the_pipeline_smoke_step_lasts_as_long_as_the_smoke_test_may_wait():
+    """The pipeline's smoke step runs `model_build smoke`, which waits the whole wake budget of an endpoint at zero
+    instances: its CodeBuild timeout covers that wait plus the install, never below 20 minutes."""
+    from deployment.plan import SmokeSettings
+    from stacks.pipeline_stack import smoke_step_timeout
+
+    assert smoke_step_timeout(SmokeSettings("p", 8, 30_000)).to_minutes() == 20
+    assert smoke_step_timeout(SmokeSettings("p", 8, 300_000, wake_budget_ms=1_620_000)).to_minutes() == 27 + 10

@@ -10,6 +10,7 @@ from aws_cdk import App, Stack
 from helpers import alarm_series
 
 from endpoint_config.operations import DeploymentSpec
+from model_build.clean import TAG_ENDPOINT, TAG_ENVIRONMENT, TAG_PROJECT
 from stacks.endpoint_alarms import deployment_config
 
 PROD = ("config/examples/production.yaml", "prod")
@@ -159,3 +160,22 @@ def test_an_example_without_the_block_gets_the_defaults(synth):
                 and "-rollback-" in str(r["Properties"].get("AlarmName", ""))]
     assert len(rollback) == 3 and {p["EvaluationPeriods"] for p in rollback} == {3}
     assert {s["Period"] for p in rollback for s in alarm_series(p)} == {60}
+
+
+@pytest.mark.parametrize("stack", [CHAT, COMPONENT, ASYNC])
+def test_a_replaced_model_or_config_is_kept_for_the_rollback_that_may_still_run_it(prod, stack):
+    """A new artifact or instance type replaces the Model and the EndpointConfig; after a rolled-back guarded update
+    the endpoint may run the old ones while CloudFormation counts the update done, so the replaced ones are kept
+    (UpdateReplacePolicy Retain) and `model_build clean` deletes the ones nothing uses; a destroy deletes the current
+    ones (DeletionPolicy Delete). Variant endpoints, async and inference-component endpoints alike."""
+    for type_name in ("AWS::SageMaker::Model", "AWS::SageMaker::EndpointConfig"):
+        _, resource = _one(prod, stack, type_name)
+        assert resource.get("UpdateReplacePolicy") == "Retain", (stack, type_name)
+        assert resource.get("DeletionPolicy", "Delete") == "Delete", (stack, type_name)
+        tags = {t["Key"]: t["Value"] for t in resource["Properties"]["Tags"]}
+        # what `model_build clean` finds them by: CloudFormation puts no stack tags on an EndpointConfig
+        # (cfn-lint's AWS::SageMaker::EndpointConfig schema: tagging.cloudFormationSystemTags false)
+        assert tags == {TAG_PROJECT: "llm-endpoints", TAG_ENVIRONMENT: "prod",
+                        TAG_ENDPOINT: stack.removeprefix("llm-endpoints-prod-")}
+    _, endpoint = _one(prod, stack, "AWS::SageMaker::Endpoint")
+    assert "UpdateReplacePolicy" not in endpoint  # the endpoint itself is updated in place, never replaced

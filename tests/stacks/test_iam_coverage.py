@@ -46,6 +46,13 @@ So the decision is made here, against AWS's documented mapping, while the calls 
 Resources in the template are rendered conservatively: what the template pins (names, pseudo parameters of the
 stack's known account and region, a stack's own id) is rendered exactly; anything not resolvable renders to a
 pattern that matches nothing, so an unknown never passes as a grant.
+
+SSE-KMS. moto does not enforce KMS on S3, so the key a call needs is derived here: the templates say which bucket
+(BucketEncryption aws:kms) and which prefixes (an endpoint config's async KmsKeyId, data capture's KmsKeyId) are
+encrypted with which key, and every recorded S3 call on such an object needs kms:GenerateDataKey (writes; multipart
+parts kms:Decrypt too) or kms:Decrypt (reads) on that key, through S3 (kms_needs). A static sweep adds the same for
+every S3 object grant of every role in the templates (kms_gaps), so a principal whose code is not run is held to it
+too.
 """
 
 from __future__ import annotations
@@ -288,7 +295,20 @@ def _render_arn(resource: Mapping[str, Any], ctx: StackContext) -> str:
         return prefix + head + render(props["LogGroupName"], ctx, patterns=False) + re.escape(":") + ".*"
     if resource["Type"] == "AWS::IAM::Role" and "RoleName" in props:
         return prefix + re.escape(f"iam::{w.account}:role/") + render(props["RoleName"], ctx, patterns=False)
+    if resource["Type"] == "AWS::KMS::Key":  # its id is generated: the logical id stands for it (created_key_arn)
+        return re.escape(created_key_arn(ctx, _logical_id_of(resource, ctx)))
     return NEVER
+
+
+def _logical_id_of(resource: Mapping[str, Any], ctx: StackContext) -> str:
+    [lid] = [lid for lid, r in ctx.resources.items() if r is resource]
+    return lid
+
+
+def created_key_arn(ctx: StackContext, logical_id: str) -> str:
+    """The ARN a KMS key created by the template has here: its generated key id is stood in by its logical id."""
+    w = ctx.where
+    return f"arn:{w.partition}:kms:{w.region}:{w.account}:key/{logical_id}"
 
 
 # ------------------------------------------------------------------------------------------- evaluating policies
@@ -651,8 +671,124 @@ def run_python_check(code: str, argv: list[str], monkeypatch: pytest.MonkeyPatch
     return True
 
 
-def principal_needs(calls: Sequence[Call], where: Where) -> list[Need]:
-    return [n for c in calls for n in needs_of(c, where)]
+def principal_needs(calls: Sequence[Call], where: Where, encrypted: Sequence[Encrypted] = ()) -> list[Need]:
+    """What the calls need: each call's own actions, and the KMS key use of those on SSE-KMS objects."""
+    return [n for c in calls for n in [*needs_of(c, where), *kms_needs(c, where, encrypted)]]
+
+
+# ------------------------------------------------------------------------------------------- SSE-KMS
+# S3 User Guide, "Using server-side encryption with AWS KMS keys (SSE-KMS)" (UsingKMSEncryption.html): "To upload an
+# object encrypted with an AWS KMS key to Amazon S3, you need kms:GenerateDataKey permissions on the key. To download
+# an object encrypted with an AWS KMS key, you need kms:Decrypt permissions"; "Multipart upload API and permissions"
+# (mpuoverview.html#mpuAndPermissions): a multipart upload under SSE-KMS needs kms:Decrypt and kms:GenerateDataKey.
+# The requests reach KMS through S3 (kms:ViaService s3.<region>.amazonaws.com). HeadObject and the listings read no
+# object data: none.
+KMS_FOR_S3: dict[str, tuple[str, ...]] = {
+    "PutObject": ("kms:GenerateDataKey",),
+    "CreateMultipartUpload": ("kms:GenerateDataKey", "kms:Decrypt"),
+    "UploadPart": ("kms:GenerateDataKey", "kms:Decrypt"),
+    "CompleteMultipartUpload": ("kms:GenerateDataKey", "kms:Decrypt"),
+    "GetObject": ("kms:Decrypt",),
+}
+
+
+@dataclass(frozen=True)
+class KmsKey:
+    arn: str
+    alias: str | None = None  # a created key's alias (kms:ResourceAliases of the request)
+
+
+@dataclass(frozen=True)
+class Encrypted:
+    """Objects under s3://bucket/prefix are encrypted with `key` (prefix "": the bucket's default encryption)."""
+
+    bucket: str
+    prefix: str
+    key: KmsKey
+
+
+def encrypted_locations(*contexts: StackContext) -> list[Encrypted]:
+    """Every SSE-KMS location the templates set up, most specific first: buckets whose default encryption is aws:kms,
+    the async answers and failures of an endpoint config with OutputConfig.KmsKeyId, data capture with KmsKeyId."""
+    found: list[Encrypted] = []
+    for ctx in contexts:
+        for lid, r in ctx.resources.items():
+            props = r.get("Properties", {})
+            if r["Type"] == "AWS::S3::Bucket" and "BucketName" in props:
+                for rule in props.get("BucketEncryption", {}).get("ServerSideEncryptionConfiguration", []):
+                    default = rule.get("ServerSideEncryptionByDefault", {})
+                    if default.get("SSEAlgorithm") == "aws:kms":
+                        found.append(Encrypted(_resolved(props["BucketName"], ctx), "", _key(default["KMSMasterKeyID"], ctx)))
+            if r["Type"] == "AWS::SageMaker::EndpointConfig":
+                output = props.get("AsyncInferenceConfig", {}).get("OutputConfig", {})
+                if "KmsKeyId" in output:
+                    for path in (output["S3OutputPath"], output["S3FailurePath"]):
+                        bucket, prefix = _resolved(path, ctx).removeprefix("s3://").split("/", 1)
+                        found.append(Encrypted(bucket, prefix + "/", _key(output["KmsKeyId"], ctx)))
+                capture = props.get("DataCaptureConfig", {})
+                if "KmsKeyId" in capture:
+                    bucket, prefix = _resolved(capture["DestinationS3Uri"], ctx).removeprefix("s3://").split("/", 1)
+                    found.append(Encrypted(bucket, prefix, _key(capture["KmsKeyId"], ctx)))
+    return sorted(found, key=lambda e: -len(e.prefix))
+
+
+def _key(value: Any, ctx: StackContext) -> KmsKey:
+    """A KMS key a template names: an ARN, or a key it creates (with its alias, if it has one)."""
+    if isinstance(value, str):
+        return KmsKey(value)
+    lid = value["Fn::GetAtt"][0] if "Fn::GetAtt" in value else value["Ref"]
+    aliases = [r["Properties"]["AliasName"] for r in ctx.resources.values() if r["Type"] == "AWS::KMS::Alias"
+               and r["Properties"]["TargetKeyId"] in ({"Ref": lid}, {"Fn::GetAtt": [lid, "Arn"]})]  # fmt: skip
+    return KmsKey(created_key_arn(ctx, lid), aliases[0] if aliases else None)
+
+
+def kms_needs(call: Call, where: Where, encrypted: Sequence[Encrypted]) -> list[Need]:
+    """The KMS key use one S3 call needs when its object is SSE-KMS encrypted (KMS_FOR_S3)."""
+    if call.service != "s3" or call.operation not in KMS_FOR_S3:
+        return []
+    return _key_needs(call.params["Bucket"], call.params["Key"], KMS_FOR_S3[call.operation], where,
+                      f"s3 {call.operation} under SSE-KMS", encrypted)  # fmt: skip
+
+
+def _key_needs(bucket: str, key: str, kms_actions: Sequence[str], where: Where, why: str,
+               encrypted: Sequence[Encrypted]) -> list[Need]:
+    location = next((e for e in encrypted if e.bucket == bucket and key.startswith(e.prefix)), None)
+    if location is None:
+        return []
+    context = {"kms:ViaService": f"s3.{where.region}.amazonaws.com"}
+    if location.key.alias:
+        context["kms:ResourceAliases"] = location.key.alias
+    return [Need(action, location.key.arn, why, context) for action in kms_actions]
+
+
+def kms_gaps(policy: Policy, encrypted: Sequence[Encrypted]) -> list[str]:
+    """Every S3 object write or read a role's policy allows on an SSE-KMS location whose key use it does not allow:
+    the static half of the check, for principals whose code is not run (a sample key under each granted prefix)."""
+    gaps = []
+    for s in policy.statements:
+        if s["Effect"] != "Allow":
+            continue
+        for operation, s3_action in (("PutObject", "s3:PutObject"), ("GetObject", "s3:GetObject")):
+            if not _matches_action(s.get("Action", []), s3_action):
+                continue
+            for resource in _listed(s.get("Resource", [])):
+                text = _sample(resource, policy.ctx)
+                if text is None or not text.startswith("arn:aws:s3:::") or "/" not in text:
+                    continue
+                bucket, key = text.removeprefix("arn:aws:s3:::").split("/", 1)
+                needs = _key_needs(bucket, key, KMS_FOR_S3[operation], policy.ctx.where,
+                                   f"{s3_action} on {text} under SSE-KMS", encrypted)  # fmt: skip
+                gaps += missing(policy, needs)
+    return sorted(set(gaps))
+
+
+def _sample(value: Any, ctx: StackContext) -> str | None:
+    """A concrete name a policy resource covers (wildcards filled in), or None when it holds an unresolved token."""
+    try:
+        text = _resolved(value, ctx)
+    except (KeyError, TypeError):
+        return None
+    return text.replace("*", "x").replace("?", "x")
 
 
 def actions(needs: Sequence[Need]) -> set[str]:
@@ -885,6 +1021,14 @@ def async_ctx(synth) -> StackContext:
     return StackContext(synth(ASYNC_CONFIG, "prod").templates[ASYNC_STACK], ASYNC_STACK, Where(env.account, env.region))
 
 
+@pytest.fixture(scope="module")
+def production_contexts(synth) -> dict[str, StackContext]:
+    """Every stack of config/examples/production.yaml in prod, whose artifact bucket is SSE-KMS (bucket_key: create)."""
+    env = load_config(ROOT / ASYNC_CONFIG, "prod").environment
+    return {name: StackContext(template, name, Where(env.account, env.region))
+            for name, template in synth(ASYNC_CONFIG, "prod").templates.items()}
+
+
 def _resolved(value: Any, ctx: StackContext) -> str:
     """A template string (Fn::Join of literals and pseudo parameters) as CloudFormation would resolve it."""
     if isinstance(value, str):
@@ -933,6 +1077,8 @@ def _as_sagemaker_writes(moto_env, ctx: StackContext) -> Callable[[Any], None]:
 
 
 ASYNC_CLIENT_ACTIONS = {"s3:PutObject", "sagemaker:InvokeEndpointAsync", "s3:ListBucket", "s3:GetObject"}
+# The artifact bucket of production.yaml's prod is SSE-KMS: the payload upload and the answer's read use its key.
+KMS_CLIENT_ACTIONS = {"kms:GenerateDataKey", "kms:Decrypt"}
 
 
 def _beyond_this_endpoint(where: Where) -> list[Need]:
@@ -948,9 +1094,10 @@ def _beyond_this_endpoint(where: Where) -> list[Need]:
     ]  # fmt: skip
 
 
-def test_async_invoke_lambda_role_allows_every_call_of_submit_and_fetch(moto_env, async_ctx, monkeypatch):
+def test_async_invoke_lambda_role_allows_every_call_of_submit_and_fetch(moto_env, async_ctx, production_contexts, monkeypatch):
     """The invoke function of an async endpoint (lambda/invoke's async_handler: endpoint_runtime/async_invoke.py):
-    a submit (upload + InvokeEndpointAsync), then a pending and a completed result read."""
+    a submit (upload + InvokeEndpointAsync), then a pending and a completed result read, each with the bucket's
+    KMS key (SSE-KMS)."""
     from endpoint_runtime import async_invoke
 
     ctx, where = async_ctx, async_ctx.where
@@ -972,15 +1119,15 @@ def test_async_invoke_lambda_role_allows_every_call_of_submit_and_fetch(moto_env
     assert json.loads(pending["body"]) == {"status": "pending"}
     assert done["statusCode"] == 200 and json.loads(done["body"])["output"] == GOOD, done
     assert rec.calls and rec.signed_by(key) == rec.calls, "every call is made with the function's credentials"
-    needs = principal_needs(rec.calls, where)
-    assert actions(needs) == ASYNC_CLIENT_ACTIONS
+    needs = principal_needs(rec.calls, where, encrypted_locations(*production_contexts.values()))
+    assert actions(needs) == ASYNC_CLIENT_ACTIONS | KMS_CLIENT_ACTIONS
     policy = role_policy(ctx, role)
     assert missing(policy, needs) == []
     beyond = _beyond_this_endpoint(where)
     assert missing(policy, beyond) == sorted(str(n) for n in beyond)
 
 
-def test_async_smoke_lambda_role_allows_every_call_of_the_smoke_test(moto_env, async_ctx, monkeypatch):
+def test_async_smoke_lambda_role_allows_every_call_of_the_smoke_test(moto_env, async_ctx, production_contexts, monkeypatch):
     """The smoke function of an async endpoint: the stack checks, then the prompt submitted as a client does and its
     answer read from the output folder (endpoint_runtime/smoke.py `_answer_async`)."""
     ctx, where = async_ctx, async_ctx.where
@@ -991,10 +1138,10 @@ def test_async_smoke_lambda_role_allows_every_call_of_the_smoke_test(moto_env, a
         result = lambda_entry("smoke/handler.handler")({}, None)
     assert result["ok"], result["failures"]  # every check ran: the recorded calls are the whole code path
     assert rec.calls and rec.signed_by(key) == rec.calls
-    needs = principal_needs(rec.calls, where)
+    needs = principal_needs(rec.calls, where, encrypted_locations(*production_contexts.values()))
     assert actions(needs) == {
         "cloudformation:DescribeStacks", "cloudformation:ListStackResources", "sagemaker:DescribeEndpoint",
-        *ASYNC_CLIENT_ACTIONS,
+        *ASYNC_CLIENT_ACTIONS, *KMS_CLIENT_ACTIONS,
     }  # fmt: skip
     policy = role_policy(ctx, role)
     assert missing(policy, needs) == []
@@ -1024,6 +1171,124 @@ def test_execution_role_allows_what_sagemaker_does_for_async_requests(async_ctx)
     wrong = [Need("s3:PutObject", arn(f"{input_path}/abc.json"), "not granted"),
              Need("s3:PutObject", arn(output_path.replace("summarize-async", "chat-vllm") + "/abc.out"), "not granted")]
     assert missing(policy, wrong) == sorted(str(n) for n in wrong)
+
+
+# ------------------------------------------------------------------------------------------- SSE-KMS, every role
+# The static half of the KMS check: every role of every stack, whether or not its code runs here.
+
+OUTPUT_KEY = "arn:aws:kms:us-east-1:111122223333:key/0f0e0d0c-0b0a-0908-0706-050403020100"
+GIVEN_BUCKET_KEY = "arn:aws:kms:us-east-1:111122223333:key/1a2b3c4d-5e6f-7081-92a3-b4c5d6e7f809"
+
+
+def _role_policies(ctx: StackContext) -> dict[str, Policy]:
+    """Every role's identity policy (inline and attached; AWS managed policies grant no KMS use of our keys)."""
+    out = {}
+    for lid, r in ctx.resources.items():
+        if r["Type"] == "AWS::IAM::Role":
+            statements = [st for pol in r["Properties"].get("Policies", []) for st in pol["PolicyDocument"]["Statement"]]
+            for other in ctx.resources.values():
+                if other["Type"] in ("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy") and {"Ref": lid} in other["Properties"].get("Roles", []):
+                    statements += other["Properties"]["PolicyDocument"]["Statement"]
+            out[lid] = Policy(statements, ctx, f"{ctx.stack_name}/{lid}")
+    return out
+
+
+def _without_kms(policy: Policy) -> Policy:
+    return Policy([st for st in policy.statements if "kms:" not in json.dumps(st.get("Action"))], policy.ctx, "no kms")
+
+
+def _sweep(contexts: Mapping[str, StackContext]) -> tuple[list[str], set[str]]:
+    """(gaps, the roles that hold at least one SSE-KMS object grant) over every role of `contexts`."""
+    encrypted = encrypted_locations(*contexts.values())
+    gaps, holders = [], set()
+    for ctx in contexts.values():
+        for lid, policy in _role_policies(ctx).items():
+            gaps += [f"{ctx.stack_name}/{lid}: {g}" for g in kms_gaps(policy, encrypted)]
+            if kms_gaps(_without_kms(policy), encrypted):  # it writes or reads SSE-KMS objects
+                holders.add(f"{ctx.stack_name}/{lid}")
+    return gaps, holders
+
+
+def test_every_role_may_use_the_key_of_every_sse_kms_object_it_may_write_or_read(production_contexts):
+    """config/examples/production.yaml (prod): the artifact bucket is SSE-KMS. The roles with object grants there
+    (every execution role, the invoke and smoke functions of the async endpoint) each may use its key, through S3."""
+    gaps, holders = _sweep(production_contexts)
+    assert gaps == []
+    stacks = {h.split("/")[0] for h in holders}
+    assert stacks == {f"llm-endpoints-prod-{name}" for name in ("chat-vllm", "summarize-async", "assist-ic")}
+    async_roles = {h for h in holders if h.startswith("llm-endpoints-prod-summarize-async/")}
+    assert len(async_roles) == 3, async_roles  # the execution role, the invoke function's, the smoke function's
+
+
+@pytest.fixture(scope="module")
+def pipeline_async_stack(tmp_path_factory) -> dict[str, StackContext]:
+    """summarize-async deployed by a pipeline (its smoke role, which LlmEndpoint.grant_smoke_test gives what the smoke
+    test calls; the artifacts stack's publisher role), with an async_output_key and the bucket key given by ARN: the
+    key cases production.yaml lacks. The two stacks synthesized alone (no cdk-nag: the grants are what is checked)."""
+    import aws_cdk as cdk
+    import yaml
+    from helpers import cdk_context
+
+    from stacks import BucketKeyRef, add_artifact_stack
+    from stacks.endpoint_stack import EndpointStack
+    from stacks.trusted_pipeline import TrustedPipeline
+
+    raw = yaml.safe_load((ROOT / ASYNC_CONFIG).read_text())
+    raw["environments"]["prod"]["encryption"] = {"bucket_key": GIVEN_BUCKET_KEY}
+    raw["endpoints"] = [e for e in raw["endpoints"] if e["name"] == "summarize-async"]
+    raw["endpoints"][0]["encryption"] = {"async_output_key": OUTPUT_KEY}
+    config = tmp_path_factory.mktemp("pipeline-async") / "config.yaml"
+    config.write_text(yaml.safe_dump(raw))
+    deployment = load_config(config, "prod", build_root=config.parent / "no-build")
+    plan = deployment.plan("summarize-async")
+    app = cdk.App(context=cdk_context(), outdir=str(config.parent / "cdk.out"))
+    stack = EndpointStack(
+        app, plan.stack_name, plan=plan, image_repository=deployment.image_repository,
+        bucket_key=BucketKeyRef.of(deployment), allow_unbuilt=True,
+        trusted_pipeline=TrustedPipeline("111111111111", "llm-endpoints-prod-summarize-async-smoke-cb"),
+        env={"account": "111122223333", "region": "us-east-1"},
+    )  # fmt: skip
+    artifacts = add_artifact_stack(app, deployment, trusted_pipeline=TrustedPipeline("111111111111", "x-model-build"))
+    assembly, where = app.synth(), Where("111122223333", "us-east-1")
+    return {s.stack_name: StackContext(assembly.get_stack_by_name(s.stack_name).template, s.stack_name, where)
+            for s in (stack, artifacts)}
+
+
+def test_pipeline_smoke_role_of_an_async_endpoint_may_use_both_keys(pipeline_async_stack):
+    """The pipeline's smoke role uploads the prompt under the bucket key (given by ARN) and reads the answer
+    SageMaker encrypted with the async output key; the invoke and smoke functions likewise; the publisher writes the
+    models under the bucket key."""
+    ctx = pipeline_async_stack["llm-endpoints-prod-summarize-async"]
+    gaps, holders = _sweep(pipeline_async_stack)
+    assert gaps == []
+    assert any(h.startswith("llm-endpoints-prod-artifacts/") for h in holders), holders  # the publisher role
+    smoke_lid = next(lid for lid, r in ctx.resources.items() if r["Type"] == "AWS::IAM::Role"
+                     and r["Properties"].get("RoleName") == "llm-endpoints-prod-summarize-async-smoke")  # fmt: skip
+    assert f"{ctx.stack_name}/{smoke_lid}" in holders
+    policy = role_policy(ctx, smoke_lid)
+    output, _ = _async_output_config(ctx)
+    answer = Call("s3", "GetObject", {"Bucket": output.removeprefix("s3://").split("/")[0],
+                                      "Key": output.split("/", 3)[3] + "/abc.out"})  # fmt: skip
+    encrypted = encrypted_locations(*pipeline_async_stack.values())
+    needs = kms_needs(answer, ctx.where, encrypted)
+    assert [(n.action, n.resource) for n in needs] == [("kms:Decrypt", OUTPUT_KEY)]
+    upload = Call("s3", "PutObject", {"Bucket": answer.params["Bucket"], "Key": "async/prod-summarize-async/input/x.json"})
+    needs += kms_needs(upload, ctx.where, encrypted)
+    assert [(n.action, n.resource) for n in needs][1:] == [("kms:GenerateDataKey", GIVEN_BUCKET_KEY)]
+    assert missing(policy, needs) == []
+    assert len(holders) >= 5, holders  # execution role, invoke and smoke functions, the pipeline's smoke role, publisher
+
+
+def test_kms_check_reports_a_client_without_the_key(production_contexts, async_ctx):
+    """What the review found (B1): the async invoke role with its S3 grants and no kms:* use. Its upload and its
+    read are reported, the missing key named."""
+    encrypted = encrypted_locations(*production_contexts.values())
+    _, fn = async_ctx.find("AWS::Lambda::Function", lambda r: r["Properties"]["Handler"] == "invoke/handler.async_handler")
+    policy = role_policy(async_ctx, fn["Properties"]["Role"]["Fn::GetAtt"][0])
+    reported = kms_gaps(_without_kms(policy), encrypted)
+    assert [r.split(" on ")[0] for r in reported] == ["kms:Decrypt", "kms:Decrypt", "kms:GenerateDataKey"]
+    assert all(":key/" in r and "kms:ViaService" in r for r in reported)
+    assert kms_gaps(policy, encrypted) == []
 
 
 # ======================================================================================================= the checker itself

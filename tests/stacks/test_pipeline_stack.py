@@ -7,8 +7,10 @@ templates are checked by cfn-lint and cdk-nag. Nothing here runs a build, an app
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
+from pathlib import Path
 
 import pytest
 from helpers import DOCKER_HUB_SECRET, PIPELINE_CONFIG, ROOT, TOOLS, cdk_context, deployments_with
@@ -451,3 +453,76 @@ def test_synth_warns_what_only_a_pipeline_run_would_show(piped, tmp_path):
                   env={"account": TOOLS, "region": "us-east-1"})
     app.synth()
     assert "builds from pytorch/pytorch:2.1.2-cuda12.1-cudnn8-devel on Docker Hub" in _warnings(tmp_path)
+
+
+# ------------------------------------------------------------------------------------------ no role acts on "*"
+# Which actions have resource types: cfn-lint's copy of the Service Authorization Reference (cfnlint/data/
+# AdditionalSpecs/Policies.json, cfn-lint 1.58: "Resources" per action, none for an action that takes none).
+# The one exception, reviewed: the self-mutation project reads the bootstrap stack's status (DescribeStacks) and
+# the bootstrap bucket (ListBucket) with its own credentials, which CDK Pipelines grants on "*" because the bootstrap
+# names are per account (aws-cdk-lib pipelines codepipeline.ts, "needed to check the status of the bootstrap stack
+# when doing `cdk deploy`"); the project already runs `cdk deploy` through the bootstrap deploy role.
+STAR_EXCEPTIONS = {("PipelineUpdatePipelineSelfMutationRole", "cloudformation:DescribeStacks"),
+                   ("PipelineUpdatePipelineSelfMutationRole", "s3:ListBucket")}  # fmt: skip
+
+
+@functools.cache
+def _policy_specs() -> dict:
+    import importlib.util
+
+    package = Path(importlib.util.find_spec("cfnlint").origin).parent  # located, not imported (slow to import)
+    return json.loads((package / "data" / "AdditionalSpecs" / "Policies.json").read_text())
+
+
+def _resource_types(action: str) -> list[str]:
+    service, name = action.split(":")
+    [entry] = [v for k, v in _policy_specs()[service]["Actions"].items() if k.lower() == name.lower()]
+    return entry.get("Resources", [])
+
+
+def star_grants(template) -> list[tuple[str, str]]:
+    """(role logical id, action) of every Allow on Resource "*" of an action that has a resource type."""
+    found = []
+    for policy in _resources(template, "AWS::IAM::Policy").values():
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+            resources = statement.get("Resource")
+            if statement["Effect"] != "Allow" or "*" not in (resources if isinstance(resources, list) else [resources]):
+                continue
+            for action in (statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]):
+                if "*" in action or _resource_types(action):  # a wildcard action is treated as naming resources
+                    found += [(role["Ref"], action) for role in policy["Properties"]["Roles"]]
+    return found
+
+
+def test_no_pipeline_role_may_act_on_every_resource_of_an_action_that_names_resources(piped, gpu_pipeline):
+    """CDK Pipelines granted its asset roles codebuild:StartBuild on "*": an asset build could start the model build
+    project, whose role may assume the publisher role, with a buildspec override. The asset roles now start only their
+    own asset projects; no other pipeline role acts on "*" but where the action has no resource type
+    (ecr:GetAuthorizationToken of the GPU build) and the reviewed exception."""
+    for template in (piped[2], gpu_pipeline):
+        left = [(role, action) for role, action in star_grants(template)
+                if not any(role.startswith(prefix) and action == a for prefix, a in STAR_EXCEPTIONS)]
+        assert left == []
+    # Both asset kinds (files; the GPU pipeline's own image too) start exactly their own projects.
+    for template in (piped[2], gpu_pipeline):
+        roles = {lid for lid in _resources(template, "AWS::IAM::Role") if lid.startswith("PipelineAssets")}
+        assert roles, "the pipeline publishes assets"
+        for role in roles:
+            projects = sorted(lid for lid, p in _resources(template, "AWS::CodeBuild::Project").items()
+                              if p["Properties"]["ServiceRole"] == {"Fn::GetAtt": [role, "Arn"]})
+            [policy] = [p for p in _resources(template, "AWS::IAM::Policy").values() if {"Ref": role} in p["Properties"]["Roles"]]
+            [builds] = [s for s in policy["Properties"]["PolicyDocument"]["Statement"] if "codebuild:StartBuild" in s["Action"]]
+            assert sorted(r["Fn::GetAtt"][0] for r in builds["Resource"]) == projects and projects, role
+    kinds = {lid.removeprefix("PipelineAssets")[:4] for lid in _resources(gpu_pipeline, "AWS::IAM::Role") if lid.startswith("PipelineAssets")}
+    assert kinds == {"File", "Dock"}
+
+
+def test_the_star_check_reports_the_old_asset_grant(piped):
+    """What CDK Pipelines wrote (aws-cdk-lib 2.273 asset-singleton-role.js) is reported by the check."""
+    old = {"Resources": {"PipelineAssetsFileRoleDefaultPolicy": {"Type": "AWS::IAM::Policy", "Properties": {
+        "Roles": [{"Ref": "PipelineAssetsFileRole59943A77"}], "PolicyDocument": {"Statement": [
+            {"Effect": "Allow", "Action": ["codebuild:BatchGetBuilds", "codebuild:StartBuild", "codebuild:StopBuild"],
+             "Resource": "*"},
+            {"Effect": "Allow", "Action": "ecr:GetAuthorizationToken", "Resource": "*"}]}}}}}  # fmt: skip
+    assert star_grants(old) == [("PipelineAssetsFileRole59943A77", a) for a in
+                                ("codebuild:BatchGetBuilds", "codebuild:StartBuild", "codebuild:StopBuild")]

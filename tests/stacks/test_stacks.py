@@ -428,10 +428,10 @@ def test_updates_retain_the_scaled_instance_count_and_apply_the_rest(dev, minima
     autoscaling chose; without autoscaling the config's count is the truth, so it is excluded from retention."""
     scaled = _endpoint(dev, "llm-endpoints-dev-gptj-fastload")
     assert scaled["RetainAllVariantProperties"] is True
-    assert [p["VariantPropertyType"] for p in scaled["ExcludeRetainedVariantProperties"]] == ["DesiredWeight", "DataCaptureConfig"]
+    assert [p["VariantPropertyType"] for p in scaled["ExcludeRetainedVariantProperties"]] == ["DesiredWeight"]
     fixed = _endpoint(minimal, "llm-endpoints-default-gpt2-small")
     assert [p["VariantPropertyType"] for p in fixed["ExcludeRetainedVariantProperties"]] == [
-        "DesiredWeight", "DataCaptureConfig", "DesiredInstanceCount",
+        "DesiredWeight", "DesiredInstanceCount",
     ]
 
 

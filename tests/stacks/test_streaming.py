@@ -116,3 +116,47 @@ def test_a_region_without_the_adapter_layer_is_refused():
 def _listed(value):
     return value if isinstance(value, list) else [value]
 
+
+
+def test_a_public_url_is_capped_and_warned_about_at_synth(tmp_path):
+    """streaming.auth none (with its acknowledgement and the cap the config requires): AuthType NONE, the function's
+    reserved concurrency, and a synth warning naming the endpoint and the cap. One endpoint stack, synthesized alone."""
+    import aws_cdk as cdk
+    import yaml
+    from aws_cdk.assertions import Annotations, Match, Template
+    from helpers import ROOT, cdk_context
+
+    from deployment import load_config
+    from stacks.endpoint_stack import EndpointStack
+    from stacks.streaming import PUBLIC_STREAM_WARNING_ID
+
+    raw = yaml.safe_load((ROOT / PRODUCTION).read_text())
+    raw["endpoints"] = [e for e in raw["endpoints"] if e["name"] == "chat-vllm"]
+    raw["endpoints"][0]["streaming"] = {"enabled": True, "auth": "none", "acknowledge_unauthenticated": True,
+                                        "reserved_concurrency": 5}  # fmt: skip
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump(raw))
+    deployment = load_config(config, "prod", build_root=tmp_path / "no-build")
+    plan = deployment.plan("chat-vllm")
+    stack = EndpointStack(cdk.App(context=cdk_context()), plan.stack_name, plan=plan, allow_unbuilt=True,
+                          image_repository=deployment.image_repository,
+                          env={"account": "111122223333", "region": "us-east-1"})  # fmt: skip
+    template = Template.from_stack(stack)
+    template.has_resource_properties("AWS::Lambda::Url", {"AuthType": "NONE", "InvokeMode": "RESPONSE_STREAM"})
+    template.has_resource_properties("AWS::Lambda::Function", {"Handler": "stream/run.sh", "ReservedConcurrentExecutions": 5})
+    template.has_resource_properties("AWS::Lambda::Permission", {"Principal": "*", "FunctionUrlAuthType": "NONE"})
+    warnings = Annotations.from_stack(stack).find_warning("*", Match.string_like_regexp("auth 'none' \\(Principal \\*\\)"))
+    [warning] = warnings
+    assert PUBLIC_STREAM_WARNING_ID in str(warning.entry.data)
+    assert "endpoint prod-chat-vllm" in str(warning.entry.data) and "at most 5 streams at once" in str(warning.entry.data)
+
+
+def test_the_construct_refuses_a_public_url_without_a_cap():
+    """The construct checks its props itself: a spec built past the config's validation is refused too."""
+    from endpoint_config.streaming import StreamingSpec
+    from stacks.streaming import StreamingFrontDoor
+
+    spec = StreamingSpec.model_construct(enabled=True, auth="none", acknowledge_unauthenticated=True,
+                                         reserved_concurrency=None, timeout_s=300)  # fmt: skip
+    with pytest.raises(ValueError, match="streaming auth 'none' needs reserved_concurrency"):
+        StreamingFrontDoor(None, "S", endpoint=None, spec=spec, log_retention_days=7)

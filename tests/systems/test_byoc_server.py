@@ -359,7 +359,7 @@ def test_serve_runs_app_behind_nginx_and_stops_on_sigterm(program_dir: Path) -> 
     try:
         conf = (SERVER_DIR / "nginx.conf").read_text()
         assert (
-            "listen 8080 deferred;" in conf and "client_max_body_size 6m;" in conf and "proxy_read_timeout 60s;" in conf
+            "listen 8080 deferred;" in conf and "client_max_body_size 6m;" in conf and "proxy_read_timeout 3600s;" in conf
         )
         conf = conf.replace("listen 8080", f"listen 127.0.0.1:{port}").replace("/tmp/", f"{runtime}/")
         (runtime / "nginx.conf").write_text(conf)
