@@ -281,7 +281,7 @@ def delete_resources(session: Any, cleanups: list[EndpointCleanup]) -> tuple[int
                 try:
                     calls[kind](name)
                     deleted += 1
-                except Exception as err:  # noqa: BLE001 - every refusal is reported, none stops the others
+                except Exception as err:  # every refusal is reported, none stops the others
                     if _absent(err):
                         deleted += 1
                     else:
