@@ -136,7 +136,8 @@ def describe_error(e: Any) -> str:
     hint = _KIND_HINTS.get(e["type"])
     if e["type"] == "string_type" and isinstance(value, (bool, int, float)):
         # YAML read it as a boolean or number: quotes keep it text.
-        hint = f"{hint}: write it in quotes (YAML reads an unquoted {shown_value(value)} as a {type(value).__name__})"
+        kind = "a boolean" if isinstance(value, bool) else "a number"
+        hint = f"{hint}: write it in quotes (YAML reads an unquoted {shown_value(value)} as {kind})"
     return f"{shown}{_message(e)}" + (f"; {hint}" if hint else "")
 
 
@@ -240,13 +241,6 @@ def resolve(config: AppConfig, path: Path, environment: str | None) -> ResolvedE
     arns += [(f"endpoint {ep.name!r}: ", key, arn) for ep in endpoints for key, arn in config_arns(ep.model_dump())]
     problems += arn_region_problems(arns, env.region, f"environment {env_name!r} deploys to" if envs else "it deploys to")
     return ResolvedEnvironment(config, path, env_name, env, tuple(endpoints), tuple(checked), tuple(problems))
-
-
-def environment_names(path: str | Path) -> list[str]:
-    """The environment names a file defines, read without validating it (empty when it defines none)."""
-    raw = read_document(path).data
-    envs = raw.get("environments") if isinstance(raw, dict) else None
-    return list(envs) if isinstance(envs, dict) else []
 
 
 # S3 bucket names are 3-63 characters (https://docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html).

@@ -76,7 +76,7 @@ BAD_FILES = [
      ["endpoint 'gptj': streaming.enabled: value 'true': Input should be a valid boolean"]),
     ("number for text", "environments:\n  prod:\n    account: 111122223333\n" + ENDPOINTS, "prod",
      ["environment 'prod': account: value 111122223333: Input should be a valid string; allowed: text: write it in "
-      "quotes (YAML reads an unquoted 111122223333 as a int) (line 3)"]),
+      "quotes (YAML reads an unquoted 111122223333 as a number) (line 3)"]),
     ("quoted engine option", ENDPOINTS + "    engine: {max_batch_size: '8'}\n", None,
      ["endpoint 'gptj': engine.max_batch_size: value '8': Input should be a valid integer"]),
     ("stack and endpoint names collide across environments",
