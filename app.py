@@ -15,8 +15,10 @@ from stacks import add_stacks
 from stacks.pipeline_stack import add_pipeline
 
 
-def main() -> None:
-    app = cdk.App()
+def main(app: cdk.App | None = None) -> None:
+    """Synthesize into `app` (default: the App the CDK CLI configures through its environment). A bad config prints
+    one message and exits 2 before anything is written."""
+    app = app if app is not None else cdk.App()
     config = app.node.try_get_context("config") or "config/local.yaml"
     try:
         if str(app.node.try_get_context("pipeline")).lower() == "true":

@@ -22,8 +22,10 @@ from endpoint_config import (
     loader,
     read_config,
 )
-from endpoint_config.loader import ResolvedEnvironment, environment_names, parse_config
+from endpoint_config.hosting import component_name
+from endpoint_config.loader import ResolvedEnvironment, parse_config
 from endpoint_config.schema import PipelineSpec
+from endpoint_config.security import arn_region_problems, config_arns
 from systems import REGISTRY, all_systems, get_system
 from systems.checks import region_problems, system_problems
 
@@ -76,9 +78,48 @@ def stack_name(project: str, environment_name: str, suffix: str) -> str:
     return f"{project}-{environment_name}-{suffix}"
 
 
+# The environment's artifact store stack is stack_name(project, environment, ARTIFACT_STACK_SUFFIX).
+ARTIFACT_STACK_SUFFIX = "artifacts"
+
+
 def sagemaker_endpoint_name(environment_name: str, ep: EndpointSpec) -> str:
     """The SageMaker endpoint name: the config name, prefixed by the environment when one is named."""
     return ep.name if environment_name == DEFAULT_ENVIRONMENT else f"{environment_name}-{ep.name}"
+
+
+def resource_names(project: str, environment_name: str, ep: EndpointSpec) -> dict[str, str]:
+    """The fixed names one endpoint's resources get in one environment, by kind: its stack, its SageMaker endpoint and,
+    with hosting.mode inference-components, its component (the plan's stack_name, endpoint_name, component_name).
+    The rest is named after these with a fixed suffix (the log group, alarms, scaling policies, the pipeline's roles)
+    or by CloudFormation (models, endpoint configs, Lambda functions)."""
+    endpoint = sagemaker_endpoint_name(environment_name, ep)
+    names = {"stack": stack_name(project, environment_name, ep.name), "SageMaker endpoint": endpoint}
+    if ep.hosting.uses_components:
+        names["inference component"] = component_name(endpoint)
+    return names
+
+
+def name_collision_problems(config: AppConfig) -> list[str]:
+    """Two entries of the file that would make the same stack, endpoint or component name, in any two of its
+    environments (`prod` + `a-chat` and `prod-a` + `chat` both make `prod-a-chat`), or an endpoint stack named as an
+    environment's artifact stack. All environments count: the pipeline deploys every one, and environments may share
+    an account and region, where the second deploy would fail on (or take over) the first one's resource."""
+    owners: dict[tuple[str, str], str] = {}
+    problems: list[str] = []
+    for env_name in list(config.environments) or [DEFAULT_ENVIRONMENT]:
+        where = f"environment {env_name!r}, " if config.environments else ""
+        claims = [("stack", stack_name(config.project, env_name, ARTIFACT_STACK_SUFFIX), f"{where}the artifact stack")]
+        for ep in config.endpoints:
+            claims += [(kind, name, f"{where}endpoint {ep.name!r}") for kind, name in resource_names(config.project, env_name, ep).items()]
+        for kind, name, who in claims:
+            first = owners.setdefault((kind, name), who)
+            if first != who:
+                fix = "rename the endpoint" if "artifact stack" in first + who else "rename one of the endpoints or environments"
+                problems.append(
+                    f"{first} and {who} both make the {kind} {name!r}; each stack, endpoint and component name must be "
+                    f"unique across all environments of the file: {fix}"
+                )
+    return problems
 
 
 def endpoint_rules(resolved: ResolvedEnvironment, ep: EndpointSpec) -> list[str]:
@@ -98,25 +139,25 @@ def resolve(config: AppConfig, path: Path, environment: str | None, *, build_roo
     """Resolve one environment of a parsed file, checked by every rule, each endpoint planned; its artifacts are read
     from `build_root` (build/<endpoint>/manifest.json) where the config pins none."""
     resolved = loader.resolve(config, path, environment)
-    problems = list(resolved.problems)
+    problems = list(resolved.problems) + name_collision_problems(config)
     for ep in resolved.checked:
         problems += [resolved.where(ep) + p for p in endpoint_rules(resolved, ep)]
     if problems:
         raise ConfigError(f"{path}: invalid config:\n  - " + "\n  - ".join(problems))
-    plans = tuple(
-        plan_endpoint(
+    plans = []
+    for ep in resolved.endpoints:
+        names = resource_names(config.project, resolved.name, ep)
+        plans.append(plan_endpoint(
             ep,
             get_system(ep.system),
             project=config.project,
             environment_name=resolved.name,
-            endpoint_name=sagemaker_endpoint_name(resolved.name, ep),
-            stack_name=stack_name(config.project, resolved.name, ep.name),
+            endpoint_name=names["SageMaker endpoint"],
+            stack_name=names["stack"],
             emulator=resolved.spec.emulator,
             build_root=build_root,
-        )
-        for ep in resolved.endpoints
-    )
-    return Deployment(path, config.project, resolved.name, resolved.spec, plans, config)
+        ))
+    return Deployment(path, config.project, resolved.name, resolved.spec, tuple(plans), config)
 
 
 def load_config(path: str | Path, environment: str | None = None, *, build_root: Path = BUILD_ROOT) -> Deployment:
@@ -126,14 +167,15 @@ def load_config(path: str | Path, environment: str | None = None, *, build_root:
 
 def load_all_environments(path: str | Path, *, build_root: Path = BUILD_ROOT) -> dict[str, Deployment]:
     """Every environment of a file, each resolved and checked (what the pipeline deploys)."""
-    first = load_config(path, next(iter(environment_names(path)), None), build_root=build_root)
-    names = list(first.app_config.environments) or [DEFAULT_ENVIRONMENT]
-    return {name: resolve(first.app_config, Path(path), name, build_root=build_root) for name in names}
+    config = read_config(path)
+    names = list(config.environments) or [DEFAULT_ENVIRONMENT]
+    return {name: resolve(config, Path(path), name, build_root=build_root) for name in names}
 
 
 def pipeline_region_problems(deployments: dict[str, Deployment], pipeline: PipelineSpec, region: str) -> list[str]:
-    """The pipeline's rule that needs resolved environments and the pipeline's resolved region (from the config or
-    the CDK CLI's default): every stage deploys in that region. The pipeline's other rules are the schema's
+    """The pipeline's rules that need resolved environments and the pipeline's resolved region (from the config or
+    the CDK CLI's default): every stage deploys in that region, and the pipeline's ARNs (its connection, its secrets)
+    lie in it. The pipeline's other rules are the schema's
     (endpoint_config.schema.pipeline_problems), run by load_config."""
     problems = []
     for env_name in pipeline.stages:
@@ -145,7 +187,8 @@ def pipeline_region_problems(deployments: dict[str, Deployment], pipeline: Pipel
                 "project does not review): put the pipeline in the environments' region (pipeline.region), or give "
                 "each region its own pipeline"
             )
-    return problems
+    pipeline_arns = [("pipeline.", key, arn) for key, arn in config_arns(pipeline.model_dump())]
+    return problems + arn_region_problems(pipeline_arns, region, "the pipeline deploys to")
 
 
 def check_pipeline(config_path: str | Path, deployments: dict[str, Deployment], pipeline: PipelineSpec, region: str) -> None:
@@ -155,6 +198,7 @@ def check_pipeline(config_path: str | Path, deployments: dict[str, Deployment], 
 
 
 __all__ = [
-    "BUILD_ROOT", "ConfigError", "Deployment", "EndpointPlan", "check_pipeline", "load_all_environments",
-    "load_config", "parse_config", "pipeline_region_problems", "resolve", "sagemaker_endpoint_name", "stack_name",
+    "ARTIFACT_STACK_SUFFIX", "BUILD_ROOT", "ConfigError", "Deployment", "EndpointPlan", "check_pipeline",
+    "load_all_environments", "load_config", "name_collision_problems", "parse_config", "pipeline_region_problems",
+    "resource_names", "resolve", "sagemaker_endpoint_name", "stack_name",
 ]  # fmt: skip

@@ -7,14 +7,16 @@ from __future__ import annotations
 
 import difflib
 import functools
+import reprlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, get_args
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
 from .schema import AppConfig, EndpointOverride, EndpointSpec, EnvironmentSpec, endpoint_problems
+from .security import arn_region_problems, config_arns
+from .yaml_reader import YamlDocument, YamlReadError, read_yaml
 
 # A config with only `endpoints:` deploys to this implicit environment, with the CLI's account and region.
 DEFAULT_ENVIRONMENT = "default"
@@ -88,22 +90,37 @@ def _allowed_keys(loc: tuple[Any, ...]) -> list[str]:
     return list(model.model_fields) if model is not None else []
 
 
-def _format_validation_error(err: ValidationError, raw: dict[str, Any]) -> list[str]:
+def _format_validation_error(err: ValidationError, raw: dict[str, Any], document: YamlDocument | None) -> list[str]:
     lines = []
     for e in err.errors():
         loc = tuple(e["loc"])
         where = _where(loc, raw)
+        line = document.line_of(loc) if document is not None and loc else None
+        at = f" (line {line})" if line is not None else ""
         if e["type"] == "extra_forbidden":
             allowed = _allowed_keys(loc)
             close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
-            lines.append(f"{where}: unknown key{hint}; allowed keys: {', '.join(allowed)}")
+            lines.append(f"{where}: unknown key{hint}; allowed keys: {', '.join(allowed)}{at}")
             continue
         text = describe_error(e)
         if e["type"] == "string_pattern_mismatch" and loc[-1] == "name":
-            text = f"value {_clip(repr(e.get('input')))}: use 1-40 characters of a-z, 0-9 and '-', starting and ending with a letter or digit"
-        lines.append(f"{where}: {text}" if where else text)
+            text = f"value {shown_value(e.get('input'))}: use 1-40 characters of a-z, 0-9 and '-', starting and ending with a letter or digit"
+        lines.append((f"{where}: {text}" if where else text) + at)
     return lines
+
+
+# What a value of the wrong kind should have been (pydantic's strict-mode error types).
+_KIND_HINTS = {
+    "bool_type": "allowed: true or false",
+    "int_type": "allowed: a whole number, written without quotes",
+    "float_type": "allowed: a number, written without quotes",
+    "string_type": "allowed: text",
+    "dict_type": "allowed: a mapping of keys",
+    "model_type": "allowed: a mapping of keys",
+    "list_type": "allowed: a list",
+    "tuple_type": "allowed: a list",
+}
 
 
 def describe_error(e: Any) -> str:
@@ -115,8 +132,13 @@ def describe_error(e: Any) -> str:
     model_rule = isinstance(value, dict) and e["type"] in ("value_error", "assertion_error")
     if e["type"] == "missing":
         return "required key is missing"
-    shown = "" if model_rule else f"value {_clip(repr(value))}: "
-    return f"{shown}{_message(e)}"
+    shown = "" if model_rule else f"value {shown_value(value)}: "
+    hint = _KIND_HINTS.get(e["type"])
+    if e["type"] == "string_type" and isinstance(value, (bool, int, float)):
+        # YAML read it as a boolean or number: quotes keep it text.
+        kind = "a boolean" if isinstance(value, bool) else "a number"
+        hint = f"{hint}: write it in quotes (YAML reads an unquoted {shown_value(value)} as {kind})"
+    return f"{shown}{_message(e)}" + (f"; {hint}" if hint else "")
 
 
 def _message(e: Any) -> str:
@@ -128,8 +150,16 @@ def _message(e: Any) -> str:
     return e["msg"]
 
 
-def _clip(text: str, limit: int = 160) -> str:
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+# A value shown in a message: never the whole of a large one (reprlib looks at a few items of each collection and the
+# start of each string, so a huge value costs no more than a small one).
+_SHOWN = reprlib.Repr()  # Python 3.11's Repr takes no arguments
+_SHOWN.maxlevel, _SHOWN.maxdict, _SHOWN.maxlist, _SHOWN.maxtuple, _SHOWN.maxset = 2, 3, 3, 3, 3
+_SHOWN.maxstring, _SHOWN.maxother, _SHOWN.maxlong = 80, 80, 40
+
+
+def shown_value(value: Any) -> str:
+    """`value` for an error message: its repr, cut short."""
+    return _SHOWN.repr(value)
 
 
 def _merge(ep: EndpointSpec, override: EndpointOverride | None) -> EndpointSpec:
@@ -143,28 +173,33 @@ def _merge(ep: EndpointSpec, override: EndpointOverride | None) -> EndpointSpec:
     return EndpointSpec.model_validate(data)
 
 
-def parse_config(raw: Any, path: Path) -> AppConfig:
+def parse_config(raw: Any, path: Path, document: YamlDocument | None = None) -> AppConfig:
+    """Validate `raw` (the file's data) against the schema; `document`, when given, adds each error's line."""
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: the file must be a mapping with an 'endpoints:' list, got {type(raw).__name__}")
     try:
         return AppConfig.model_validate(raw)
     except ValidationError as err:
-        lines = _format_validation_error(err, raw)
+        lines = _format_validation_error(err, raw, document)
         raise ConfigError(f"{path}: invalid config:\n  - " + "\n  - ".join(lines)) from None
 
 
-def read_config(path: str | Path) -> AppConfig:
-    """Read and validate the whole file against the schema (no environment resolved, no system rules)."""
+def read_document(path: str | Path) -> YamlDocument:
+    """The file's YAML, read within the bounds of endpoint_config/yaml_reader.py (size, aliases, depth, duplicate
+    keys, UTF-8); ConfigError naming the file and the line otherwise."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"config file {str(path)!r} does not exist (cdk: -c config=PATH; model_build: --config PATH)")
     try:
-        raw = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise ConfigError(f"{path}: not valid YAML{at}: {getattr(err, 'problem', err)}") from None
-    return parse_config(raw, path)
+        return read_yaml(path)
+    except YamlReadError as err:
+        raise ConfigError(f"{path}: {err}") from None
+
+
+def read_config(path: str | Path) -> AppConfig:
+    """Read and validate the whole file against the schema (no environment resolved, no system rules)."""
+    document = read_document(path)
+    return parse_config(document.data, Path(path), document)
 
 
 def resolve(config: AppConfig, path: Path, environment: str | None) -> ResolvedEnvironment:
@@ -203,14 +238,11 @@ def resolve(config: AppConfig, path: Path, environment: str | None) -> ResolvedE
         endpoints.append(merged)
         if not found:
             checked.append(merged)
+    env_where = f"environment {env_name!r}: " if envs else ""
+    arns = [(env_where, key, arn) for key, arn in config_arns(env.model_dump(exclude={"overrides"}))]
+    arns += [(f"endpoint {ep.name!r}: ", key, arn) for ep in endpoints for key, arn in config_arns(ep.model_dump())]
+    problems += arn_region_problems(arns, env.region, f"environment {env_name!r} deploys to" if envs else "it deploys to")
     return ResolvedEnvironment(config, path, env_name, env, tuple(endpoints), tuple(checked), tuple(problems))
-
-
-def environment_names(path: str | Path) -> list[str]:
-    """The environment names a file defines, read without validating it (empty when it defines none)."""
-    raw = yaml.safe_load(Path(path).read_text()) if Path(path).is_file() else None
-    envs = raw.get("environments") if isinstance(raw, dict) else None
-    return list(envs) if isinstance(envs, dict) else []
 
 
 # S3 bucket names are 3-63 characters (https://docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html).

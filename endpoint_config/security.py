@@ -16,12 +16,18 @@ Sources (the comments below name them by these short names):
              have only one hosting instance"; without internet access, containers reach S3 only through an S3 VPC
              endpoint, https://docs.aws.amazon.com/sagemaker/latest/dg/host-vpc.html
   [VPC-API]  botocore's sagemaker VpcConfig shape: Subnets 1-16, SecurityGroupIds 1-5.
+  [ARN]      IAM User Guide, "Amazon Resource Names (ARNs)": arn:partition:service:region:account-id:resource, where
+             "A partition is a group of AWS Regions", and the region is empty for global resources,
+             https://docs.aws.amazon.com/IAM/latest/UserGuide/reference-arns.html
 
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Literal
+import functools
+import re
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -212,7 +218,72 @@ def network_isolation(ep: EndpointSpec, system_default: bool) -> bool:
     return system_default
 
 
+# ------------------------------------------------------------------------------------------------ ARNs and regions
+
+ARN_PARTS = re.compile(r"^arn:(?P<partition>[^:]*):(?P<service>[^:]*):(?P<region>[^:]*):(?P<account>[^:]*):.+$")
+
+
+def config_arns(value: Any, key: str = "") -> Iterator[tuple[str, str]]:
+    """(dotted key, ARN) of every ARN among `value`'s strings (a block's model_dump()): each key of the config that
+    names an AWS resource by ARN, the ones added later included."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from config_arns(v, f"{key}.{k}" if key else str(k))
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            yield from config_arns(v, f"{key}[{i}]")
+    elif isinstance(value, str) and value.startswith("arn:"):
+        yield key, value
+
+
+@functools.cache
+def region_partition(region: str) -> str | None:
+    """The partition of a region botocore knows (aws, aws-cn, aws-us-gov, ...); None for a region it does not."""
+    import botocore.exceptions
+    import botocore.session
+
+    try:
+        return botocore.session.get_session().get_partition_for_region(region)
+    except botocore.exceptions.UnknownRegionError:
+        return None
+
+
+def arn_region_problems(arns: list[tuple[str, str, str]], region: str | None, deploys: str) -> list[str]:
+    """Each ARN of `arns` (who, key, ARN) that lies outside `region` or its partition ([ARN]). The services that use
+    these resources (SageMaker, CloudWatch, S3, SNS, KMS, CodeBuild) run in the environment's region, and a KMS key,
+    an SNS topic or a secret lives in one region. With no region known yet (the CLI's, at deploy) every regional ARN
+    must name the same one. `deploys` words the region in the message ("environment 'prod' deploys to")."""
+    problems: list[str] = []
+    partition = region_partition(region) if region else None
+    regional = [(who, key, arn, m) for who, key, arn in arns if (m := ARN_PARTS.match(arn))]
+    if region is None:
+        named = {m["region"] for *_, m in regional if m["region"]}
+        partitions = {m["partition"] for *_, m in regional}
+        if len(named) > 1 or len(partitions) > 1:
+            what = f"regions {', '.join(sorted(named))}" if len(named) > 1 else f"partitions {', '.join(sorted(partitions))}"
+            listed = "; ".join(f"{who}{key}: {arn!r}" for who, key, arn, _ in regional)
+            problems.append(
+                f"the ARNs name {what} ({listed}), but {deploys} one region; allowed: resources of that one region "
+                "(set the region in the config and they are checked against it)"
+            )
+        return problems
+    for who, key, arn, m in regional:
+        wrong = []
+        if partition is not None and m["partition"] != partition:
+            wrong.append(f"partition {m['partition']!r}")
+        if m["region"] and m["region"] != region:
+            wrong.append(f"region {m['region']!r}")
+        if wrong:
+            allowed = f"region {region}" + (f", partition {partition}" if partition else "")
+            problems.append(
+                f"{who}{key}: value {arn!r} is in {' and '.join(wrong)}, but {deploys} {region!r}; allowed: a resource "
+                f"in {allowed} (the services that use it run there)"
+            )
+    return problems
+
+
 __all__ = [
+    "ARN_PARTS",
     "CAPTURE_MODES",
     "DataCapture",
     "EndpointEncryption",
@@ -220,9 +291,12 @@ __all__ = [
     "KMS_KEY_ARN_PATTERN",
     "Network",
     "adopted_bucket_key_problem",
+    "arn_region_problems",
+    "config_arns",
     "data_capture_prefix",
     "isolation_problems",
     "network_isolation",
+    "region_partition",
     "security_problems",
 ]
 

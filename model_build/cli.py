@@ -15,14 +15,16 @@ Every config command takes --build-root DIR (default: the repository's build/, w
 
 User errors (bad config, missing model, failed verification) print one message to stderr and exit 2, with
 no traceback; a build writes into a temporary directory next to its output and renames it at the end, so
-a failure leaves nothing half-written. torch/transformers load only inside the commands that need them,
+a failure leaves nothing half-written (and the next build removes what a killed one left: `remove_stale_build_dirs`). torch/transformers load only inside the commands that need them,
 so error paths answer fast.
 """
 
 from __future__ import annotations
 
 import argparse
+import fcntl
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -68,10 +70,57 @@ def _load_endpoint(args: argparse.Namespace) -> tuple[Any, Any]:
     return deployment, deployment.plan(args.endpoint)
 
 
+# A build's temporary directories beside its output: `.<name>.tmp-XXXXXXXX` (the new artifact) and `.<name>.old-XXXXXXXX`
+# (the previous one, for the moment between the two renames); XXXXXXXX is mkdtemp's random part.
+_BUILD_DIR = re.compile(r"^\.(?P<name>.+)\.(?P<kind>tmp|old)-[a-z0-9_]{8}$")
+# A temporary directory younger than this is left alone even when unlocked: its build may be between mkdtemp and flock.
+STALE_AFTER_S = 60
+
+
+def _hold(directory: Path) -> int:
+    """Lock `directory` for this build: an exclusive flock on its descriptor, which the kernel releases when the
+    process ends, however it ends (kill -9 included). Returns the descriptor; closing it releases the lock."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    return fd
+
+
+def remove_stale_build_dirs(parent: Path) -> list[str]:
+    """Remove the temporary directories killed builds left in `parent`: those no running build holds (its flock,
+    `_hold`) and older than STALE_AFTER_S. A build killed between its two renames left its output's previous version
+    in `.<name>.old-*` and no `<name>`: that version is put back first. Returns what was removed or restored."""
+    done: list[str] = []
+    for entry in sorted(parent.iterdir()) if parent.is_dir() else []:
+        match = _BUILD_DIR.match(entry.name)
+        if match is None or entry.is_symlink() or not entry.is_dir():
+            continue
+        try:
+            fd = os.open(entry, os.O_RDONLY | os.O_DIRECTORY)
+        except OSError:
+            continue  # removed meanwhile
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue  # a running build's
+            if time.time() - os.fstat(fd).st_mtime < STALE_AFTER_S:
+                continue
+            output, previous = parent / match["name"], entry / match["name"]
+            if match["kind"] == "old" and not output.exists() and previous.is_dir():
+                os.replace(previous, output)
+                done.append(f"restored {output.name} from {entry.name}")
+            shutil.rmtree(entry, ignore_errors=True)
+            done.append(f"removed {entry.name}")
+        finally:
+            os.close(fd)
+    return done
+
+
 def build_endpoint(endpoint: Any, out_dir: Path, progress: bool = True) -> dict[str, Any]:
     """Build `endpoint` into `out_dir` atomically: into a sibling temp dir, renamed into place on success.
 
-    An existing `out_dir` is replaced only after the new build has passed its verification.
+    An existing `out_dir` is replaced only after the new build has passed its verification. The temp dirs are locked
+    while the build runs; a killed build's are removed by the next build in the same directory.
     """
     recipe = recipe_for(endpoint.system)
     out_dir = Path(out_dir).absolute()
@@ -81,13 +130,17 @@ def build_endpoint(endpoint: Any, out_dir: Path, progress: bool = True) -> dict[
         if not p.exists():
             created.append(p)
     parent.mkdir(parents=True, exist_ok=True)
+    for line in remove_stale_build_dirs(parent):
+        print(f"left by a killed build in {parent}: {line}", file=sys.stderr)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=parent))
+    locks = [_hold(tmp)]
     try:
         manifest = recipe.build(endpoint, tmp, progress=progress)
         _make_readable(tmp)
         old = None
         if out_dir.exists():
             old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.old-", dir=parent))
+            locks.append(_hold(old))
             os.replace(out_dir, old / out_dir.name)
         os.replace(tmp, out_dir)
         if old is not None:
@@ -101,6 +154,9 @@ def build_endpoint(endpoint: Any, out_dir: Path, progress: bool = True) -> dict[
             except OSError:
                 break
         raise
+    finally:
+        for fd in locks:
+            os.close(fd)
 
 
 def _make_readable(directory: Path) -> None:

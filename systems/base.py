@@ -11,10 +11,11 @@ from pathlib import Path
 from types import ModuleType
 from typing import Annotated, Any, ClassVar, Literal, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
 from endpoint_config import EndpointSpec, InstanceType
-from endpoint_config.loader import describe_error
+from endpoint_config.base import Strict
+from endpoint_config.loader import describe_error, shown_value
 
 from .images import ImagePin
 
@@ -46,14 +47,12 @@ class Capability:
         return cls(False, why)
 
 
-class EngineOptions(BaseModel):
+class EngineOptions(Strict):
     """The `engine:` options of one serving system: each system subclasses this with exactly the keys it implements
     and the values it allows (as djl-serving's properties_manager has one class per engine); pydantic validates an
-    endpoint's `engine:` mapping against it. REFUSALS maps a key to the whole message after "engine.<key>: "
-    (formatted with value and system) where a system words a refusal its own way; HINTS adds a reason to the
-    default "remove the key"."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    endpoint's `engine:` mapping against it, strictly like every config block (endpoint_config.base.Strict).
+    REFUSALS maps a key to the whole message after "engine.<key>: " (formatted with value and system) where a system
+    words a refusal its own way; HINTS adds a reason to the default "remove the key"."""
 
     REFUSALS: ClassVar[dict[str, str]] = {}
     HINTS: ClassVar[dict[str, str]] = {}
@@ -91,10 +90,10 @@ def _engine_error(error: Any, options: type[EngineOptions], system: str, others:
     if top_level and error["type"] == "extra_forbidden":
         takers = [name for name, model in others.items() if key in model.model_fields]
         why = options.HINTS.get(key) or (f"systems that take it: {', '.join(takers)}" if takers else "")
-        return f"{where}: value {value!r} is not supported by system {system!r}; remove the key" + (f" ({why})" if why else "")
+        return f"{where}: value {shown_value(value)} is not supported by system {system!r}; remove the key" + (f" ({why})" if why else "")
     if top_level and error["type"] == "literal_error":
         allowed = ", ".join(map(str, _literal_values(options.model_fields[key].annotation)))
-        return f"{where}: value {value!r} is not supported by system {system!r}; allowed: {allowed} (or leave it out)"
+        return f"{where}: value {shown_value(value)} is not supported by system {system!r}; allowed: {allowed} (or leave it out)"
     return f"{where}: {describe_error(error)}"
 
 
