@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from artifact.manifest import MANIFEST_NAME, Manifest, ManifestError
+from chat_contract import ChatFeatures
 from endpoint_config import (
     BYTES_PER_PARAM,
     ConfigError,
@@ -114,6 +115,11 @@ class SmokeSettings:
     prompt: str
     max_new_tokens: int
     latency_budget_ms: int
+    # The chat check (endpoint_runtime/smoke.py chat_check): through the route the endpoint's clients use,
+    # "openai" (SageMaker's OpenAI route, chat.openai_route) or "invoke" (InvokeEndpoint, as the invoke function
+    # sends it); None: the endpoint serves no chat. chat_tools: also a tool call (a tool-call parser is configured).
+    chat_route: str | None = None
+    chat_tools: bool = False
 
 
 @dataclass(frozen=True)
@@ -273,7 +279,19 @@ class EndpointPlan:
     @property
     def smoke(self) -> SmokeSettings:
         smoke = self.spec.smoke_test
-        return SmokeSettings(smoke.prompt, smoke.max_new_tokens, smoke.budget_ms(self.spec.invocation.mode))
+        chat = self.spec.chat
+        route = None if chat is None else ("openai" if chat.openai_route is not None else "invoke")
+        tools = chat is not None and self.system.chat.route == "native" and self.chat_features.tool_calls
+        return SmokeSettings(smoke.prompt, smoke.max_new_tokens, smoke.budget_ms(self.spec.invocation.mode), route, tools)
+
+    @property
+    def chat_features(self) -> ChatFeatures:
+        """What the front doors know of the endpoint's chat (chat_contract.CHAT_ENV): nothing without a chat: block,
+        else the system's route, whether tool calls are parsed (the engine's parser) and constrained decoding."""
+        if self.spec.chat is None:
+            return ChatFeatures()
+        chat = self.system.chat
+        return ChatFeatures(chat.route, chat.parses_tool_calls(self.spec), chat.constrained_decoding)
 
     @property
     def instance_range(self) -> tuple[int, int]:

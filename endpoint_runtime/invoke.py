@@ -451,11 +451,13 @@ def model_chat_error(status: int, body: dict) -> dict:
     return as_chat_error(status, {k: v for k, v in body.items() if k != "model_message"})
 
 
-def prepare_chat(payload: Any, *, stream: bool) -> dict:
+def prepare_chat(payload: Any, *, stream: bool, feats: chat_contract.ChatFeatures | None = None) -> dict:
     """The chat request to forward, exactly as chat_contract parsed it (ChatRequest.to_json), for this endpoint's
     features and limits. stream: the front door streams (the request must say stream true) or answers whole replies
-    (stream false). Raises ChatError, or SetupError for the function's own bad environment."""
-    request = chat_contract.parse_for_endpoint(payload, chat_contract.features(), contract.limits())
+    (stream false). feats: the endpoint's chat features (default: this function's environment, CHAT_ENV). Raises
+    ChatError, or SetupError for the function's own bad environment."""
+    feats = chat_contract.features() if feats is None else feats
+    request = chat_contract.parse_for_endpoint(payload, feats, contract.limits())
     if request.stream != stream:
         door = ("the streaming front door sends server-sent events: send stream true" if stream else
                 "the invoke function answers whole replies: send stream false, or use the streaming front door "
@@ -465,12 +467,13 @@ def prepare_chat(payload: Any, *, stream: bool) -> dict:
 
 
 def invoke_chat(endpoint_name: str, payload: Any, client=None, *, log: dict | None = None,
-                inference_component: str | None = None) -> tuple[int, dict]:  # fmt: skip
+                inference_component: str | None = None, feats: chat_contract.ChatFeatures | None = None,
+                ) -> tuple[int, dict]:  # fmt: skip
     """Parse a chat request and invoke `endpoint_name` with it: (200, the container's chat.completion), or (status,
     OpenAI's error object). Never raises for request, model or AWS errors."""
     log = {} if log is None else log
     try:
-        request = prepare_chat(payload, stream=False)
+        request = prepare_chat(payload, stream=False, feats=feats)
     except chat_contract.ChatError as e:
         return e.status, chat_contract.error_body(e)
     except SetupError as e:

@@ -20,12 +20,14 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from deployment import EndpointPlan
+from endpoint_runtime.smoke import chat_environment
 from systems.base import REPO_ROOT
 from systems.checks import UNSIZED_MODEL_WARNING_ID
 
 from .endpoint_network import BucketKeyRef, EndpointSecurity, PrivateNetwork
 from .functions import InvokeFunction, SmokeTestFunction
 from .llm_endpoint import LlmEndpoint
+from .openai_route import OpenAIRouteAccess
 from .sagemaker_resources import ContainerImage
 from .streaming import StreamingFrontDoor
 from .trusted_pipeline import TrustedPipeline, role_name
@@ -83,7 +85,8 @@ class EndpointStack(Stack):
         self.smoke = SmokeTestFunction(
             self, "SmokeTestFunction", endpoint_name=plan.endpoint_name, prompt=smoke.prompt,
             max_new_tokens=smoke.max_new_tokens, latency_budget_ms=smoke.latency_budget_ms,
-            environment=self.endpoint.target_environment,
+            environment={**self.endpoint.target_environment,
+                         **chat_environment(smoke.chat_route, smoke.chat_tools, plan.chat_features)},
             emulator=plan.emulator, log_retention_days=spec.log_retention_days,
         )
         self.endpoint.grant_smoke_test(self.smoke.function)
@@ -96,6 +99,12 @@ class EndpointStack(Stack):
             )
             if self.network is not None:
                 security.place_function(self.stream.function)
+
+        # chat: SageMaker's OpenAI route, its callers' grants and base URLs (stacks/openai_route.py).
+        self.openai_route = OpenAIRouteAccess(
+            self, "OpenAIRoute", endpoint=self.endpoint, spec=spec.chat.openai_route,
+            role_name=role_name(plan.project, plan.environment_name, spec.name, "openai"),
+        ) if spec.chat is not None else None
 
         if artifact.is_placeholder:
             self._refuse_unbuilt(spec.name)

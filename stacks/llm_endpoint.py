@@ -152,8 +152,10 @@ class LlmEndpoint(Construct):
     @property
     def request_limits(self) -> dict[str, str]:
         """The request limits the container enforces (request_contract.limits()), for a front door that refuses what
-        the model would: the same values, or neither sets them and both use the contract's defaults."""
-        return {k: v for k, v in self.environment.items() if k in request_contract.LIMIT_ENV}
+        the model would: the same values, or neither sets them and both use the contract's defaults; and the
+        endpoint's chat features (chat_contract.CHAT_ENV, none without a chat: block)."""
+        limits = {k: v for k, v in self.environment.items() if k in request_contract.LIMIT_ENV}
+        return {**limits, **self.plan.chat_features.environment()}
 
     @property
     def target_environment(self) -> dict[str, str]:
@@ -206,6 +208,9 @@ class LlmEndpoint(Construct):
         )
         invoking = self.grant_client(grantee)
         granted = on_stack.combine(self.grant_describe(grantee)).combine(invoking)
+        if self.plan.smoke.chat_route == "openai":  # the chat check goes through SageMaker's OpenAI route
+            granted = granted.combine(iam.Grant.add_to_principal(
+                grantee=grantee, actions=["sagemaker:CallWithBearerToken"], resource_arns=["*"]))  # fmt: skip
         # hosting.mode inference-components: the `component` check describes the component.
         return granted.combine(self.component.grant_describe(grantee)) if self.component is not None else granted
 
