@@ -30,11 +30,6 @@ from constructs import Construct
 from endpoint_config.chat import OpenAIRouteSpec
 
 from .llm_endpoint import LlmEndpoint
-from .nag import acknowledge
-
-BEARER_WILDCARD_REASON = ("sagemaker:CallWithBearerToken has no resource type (cfn-lint's Policies.json, the Service "
-                          "Authorization Reference's data): '*' is the only resource it takes; InvokeEndpoint stays "
-                          "scoped to this endpoint")  # fmt: skip
 
 BEARER_ACTION = "sagemaker:CallWithBearerToken"
 _ARN = re.compile(r"^arn:(?P<partition>aws[a-z-]*):iam::(?P<account>\d{12}):(?P<kind>role|user)/(?P<path>.+)$")
@@ -76,7 +71,6 @@ class OpenAIRouteAccess(Construct):
                       description="Assume this role to call the endpoint's OpenAI route")  # fmt: skip
         for grantee in self.grantees:
             self.grant_route(grantee)
-        acknowledge(self, "AwsSolutions-IAM5[Resource::*]", BEARER_WILDCARD_REASON)
         CfnOutput(self, "BaseUrl", value=base_url(endpoint.endpoint_name),
                   description="OpenAI SDK base_url (api_key: a token from sagemaker.core.token_generator.generate_token)")  # fmt: skip
         if endpoint.component is not None:
@@ -85,8 +79,7 @@ class OpenAIRouteAccess(Construct):
 
     def grant_route(self, grantee: iam.IGrantable) -> iam.Grant:
         """sagemaker:InvokeEndpoint on the endpoint (and component) and sagemaker:CallWithBearerToken."""
-        bearer = iam.Grant.add_to_principal(grantee=grantee, actions=[BEARER_ACTION], resource_arns=["*"])
-        return self.endpoint.grant_invoke(grantee).combine(bearer)
+        return self.endpoint.grant_invoke(grantee).combine(self.endpoint.grant_bearer_token(grantee))
 
     def _caller(self, stack: Stack, index: int, arn: str) -> iam.IGrantable:
         """An existing role or user of the stack's account, to attach a policy to. CDK silently skips a policy for a
@@ -107,4 +100,4 @@ class OpenAIRouteAccess(Construct):
         return iam.User.from_user_arn(self, f"Caller{index}", arn)
 
 
-__all__ = ["BEARER_ACTION", "BEARER_WILDCARD_REASON", "OpenAIRouteAccess", "base_url"]
+__all__ = ["BEARER_ACTION", "OpenAIRouteAccess", "base_url"]
