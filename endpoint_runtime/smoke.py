@@ -536,7 +536,7 @@ def chat_check(result: SmokeResult, endpoint: str, chat: ChatSmoke, *, session=N
     forced = {**ask, "messages": [{"role": "user", "content": "What is the weather in Paris?"}], "tools": [SMOKE_TOOL],
               "tool_choice": {"type": "function", "function": {"name": "get_weather"}}, "max_tokens": 64}  # fmt: skip
     status, reply, how = _chat_exchange(endpoint, forced, chat, session, runtime, inference_component)
-    problem = _chat_problem(status, reply) or _tool_call_problem(reply)
+    problem = _chat_problem(status, reply, need_text=False) or _tool_call_problem(reply)
     result.add("tool_call", problem is None, f"{how}: {problem}" if problem else f"{how}: called get_weather")
 
 
@@ -558,8 +558,9 @@ def _chat_exchange(endpoint: str, request: dict, chat: ChatSmoke, session, runti
     return status, reply, "InvokeEndpoint"
 
 
-def _chat_problem(status: int, reply: Any) -> str | None:
-    """None for a chat.completion whose first choice is an assistant message, else what is wrong."""
+def _chat_problem(status: int, reply: Any, need_text: bool = True) -> str | None:
+    """None for a chat.completion whose first choice is an assistant message (with content or tool calls when
+    need_text), else what is wrong."""
     if status != 200:
         error = reply.get("error") if isinstance(reply, dict) else None
         message = error.get("message") if isinstance(error, dict) else (error or reply)
@@ -570,7 +571,7 @@ def _chat_problem(status: int, reply: Any) -> str | None:
     message = choices[0].get("message") if isinstance(choices, list) and choices and isinstance(choices[0], dict) else None
     if not isinstance(message, dict) or message.get("role") != "assistant":
         return f"the answer is not a chat.completion with an assistant message: {json.dumps(reply)[:200]}"
-    if not isinstance(message.get("content"), str) and not message.get("tool_calls"):
+    if need_text and not isinstance(message.get("content"), str) and not message.get("tool_calls"):
         return "the assistant message has neither content nor tool_calls"
     return None
 

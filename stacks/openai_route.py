@@ -55,11 +55,10 @@ class OpenAIRouteAccess(Construct):
     def __init__(self, scope: Construct, construct_id: str, *, endpoint: LlmEndpoint, spec: OpenAIRouteSpec | None,
                  role_name: str) -> None:  # fmt: skip
         super().__init__(scope, construct_id)
-        stack = Stack.of(self)
         self.endpoint = endpoint
         self.grantees: list[iam.IGrantable] = []
         for i, arn in enumerate(spec.callers if spec else ()):
-            self.grantees.append(self._caller(stack, i, arn))
+            self.grantees.append(caller_principal(self, i, arn))
         self.role: iam.Role | None = None
         if spec is not None and spec.create_role:
             self.role = iam.Role(
@@ -68,36 +67,52 @@ class OpenAIRouteAccess(Construct):
             )  # fmt: skip
             self.grantees.append(self.role)
             CfnOutput(self, "RoleArn", value=self.role.role_arn,
-                      description="Assume this role to call the endpoint's OpenAI route")  # fmt: skip
+                      description="Assume this role to call the endpoint's OpenAI route"
+                      ).override_logical_id("OpenAIRoleArn")  # fmt: skip
         for grantee in self.grantees:
             self.grant_route(grantee)
+        # Outputs under fixed logical ids (OpenAIBaseUrl, OpenAIComponentBaseUrl, OpenAIRoleArn): what clients read.
         CfnOutput(self, "BaseUrl", value=base_url(endpoint.endpoint_name),
-                  description="OpenAI SDK base_url (api_key: a token from sagemaker.core.token_generator.generate_token)")  # fmt: skip
+                  description="OpenAI SDK base_url (api_key: a token from sagemaker.core.token_generator.generate_token)"
+                  ).override_logical_id("OpenAIBaseUrl")  # fmt: skip
         if endpoint.component is not None:
             CfnOutput(self, "ComponentBaseUrl", value=base_url(endpoint.endpoint_name, endpoint.component.component_name),
-                      description="OpenAI SDK base_url of the endpoint's inference component")  # fmt: skip
+                      description="OpenAI SDK base_url of the endpoint's inference component"
+                      ).override_logical_id("OpenAIComponentBaseUrl")  # fmt: skip
 
     def grant_route(self, grantee: iam.IGrantable) -> iam.Grant:
         """sagemaker:InvokeEndpoint on the endpoint (and component) and sagemaker:CallWithBearerToken."""
         return self.endpoint.grant_invoke(grantee).combine(self.endpoint.grant_bearer_token(grantee))
 
-    def _caller(self, stack: Stack, index: int, arn: str) -> iam.IGrantable:
-        """An existing role or user of the stack's account, to attach a policy to. CDK silently skips a policy for a
-        principal of another account (it cannot attach one there; SageMaker endpoints take no resource policy), so
-        such an ARN is refused."""
-        match = _ARN.match(arn)
-        if match is None:
-            raise ValueError(f"chat.openai_route.callers[{index}]: value {arn!r} is not an IAM role or user ARN")
-        if not Token.is_unresolved(stack.account) and match["account"] != stack.account:
-            raise ValueError(f"chat.openai_route.callers[{index}]: value {arn!r} is in account {match['account']}, not "
-                             f"the endpoint's {stack.account}: a policy can only be attached in the same account; "
-                             "allowed: roles and users of the endpoint's account, or create_role: true")  # fmt: skip
-        if not Token.is_unresolved(stack.partition) and match["partition"] != stack.partition:
-            raise ValueError(f"chat.openai_route.callers[{index}]: value {arn!r} is in partition {match['partition']}, "
-                             f"not the endpoint's {stack.partition}")  # fmt: skip
-        if match["kind"] == "role":
-            return iam.Role.from_role_arn(self, f"Caller{index}", arn, mutable=True)
-        return iam.User.from_user_arn(self, f"Caller{index}", arn)
+
+def _partition(stack: Stack) -> str | None:
+    """The stack's partition when its region is known (CDK leaves Aws.PARTITION a token even then)."""
+    if not Token.is_unresolved(stack.partition):
+        return stack.partition
+    if Token.is_unresolved(stack.region):
+        return None
+    return "aws-cn" if stack.region.startswith("cn-") else "aws-us-gov" if stack.region.startswith("us-gov-") else "aws"
 
 
-__all__ = ["BEARER_ACTION", "OpenAIRouteAccess", "base_url"]
+def caller_principal(scope: Construct, index: int, arn: str) -> iam.IGrantable:
+    """An existing role or user of the scope's account (chat.openai_route.callers[index]) to attach a policy to. CDK
+    silently adds no policy for a principal of another account (it cannot attach one there, and SageMaker endpoints
+    take no resource policy), so such an ARN is refused, as is one in another partition."""
+    stack = Stack.of(scope)
+    match = _ARN.match(arn)
+    if match is None:
+        raise ValueError(f"chat.openai_route.callers[{index}]: value {arn!r} is not an IAM role or user ARN")
+    if not Token.is_unresolved(stack.account) and match["account"] != stack.account:
+        raise ValueError(f"chat.openai_route.callers[{index}]: value {arn!r} is in account {match['account']}, not "
+                         f"the endpoint's {stack.account}: a policy can only be attached in the same account; "
+                         "allowed: roles and users of the endpoint's account, or create_role: true")  # fmt: skip
+    partition = _partition(stack)
+    if partition is not None and match["partition"] != partition:
+        raise ValueError(f"chat.openai_route.callers[{index}]: value {arn!r} is in partition {match['partition']}, "
+                         f"not the endpoint's {partition}")  # fmt: skip
+    if match["kind"] == "role":
+        return iam.Role.from_role_arn(scope, f"Caller{index}", arn, mutable=True)
+    return iam.User.from_user_arn(scope, f"Caller{index}", arn)
+
+
+__all__ = ["BEARER_ACTION", "OpenAIRouteAccess", "base_url", "caller_principal"]
