@@ -8,6 +8,10 @@ function runs endpoint_runtime/async_invoke.py's handler instead: stacks/functio
 Events accepted
   * direct invocation: ``{"inputs": ..., "parameters": {...}}``
   * API Gateway (REST or HTTP API) / Lambda Function URL proxy: ``{"body": "<json>", "isBase64Encoded": bool, ...}``
+  * a chat request (OpenAI Chat Completions, chat_contract.py): a body with "messages", or any body on a path
+    ending in /chat/completions; answered with the container's chat.completion as it is, refused with OpenAI's
+    error object ({"error": {"message", "type", "param", "code"}}) at the status below. Only for an endpoint whose
+    config has a chat: block (CHAT_ROUTE set); "stream" must be false here (the stream function streams).
 Every answer is proxy-style: ``{"statusCode", "headers", "body": "<json>"}``.
 
 Environment
@@ -19,6 +23,7 @@ Environment
   MAX_BATCH_SIZE      upper bound for the length of a list ``inputs``, default 8
   MAX_INPUT_CHARS     characters per prompt, default 16384
   (the last three are request_contract.py's limits, the same names and defaults as the containers read)
+  CHAT_ROUTE, CHAT_TOOL_CALLS, CHAT_CONSTRAINED_DECODING   the endpoint's chat (chat_contract.CHAT_ENV)
   READ_TIMEOUT_S      socket read timeout towards SageMaker, default 55 (must stay below SageMaker's 60 s
                       InvokeEndpoint limit; the Lambda timeout must be above CONNECT + READ, e.g. 65 s)
 
@@ -29,13 +34,14 @@ Status codes (body ``{"error": message, "error_type": kind}``, like text-generat
        (SageMaker ModelError whose OriginalStatusCode is 4xx: the model's own message is passed on)
   405  a proxy event whose HTTP method is not POST
   413  body larger than MAX_REQUEST_BYTES
-  429  SageMaker throttled the call (ThrottlingException)
+  429  SageMaker throttled the call (a throttling code), with Retry-After
   500  this function is misconfigured (ENDPOINT_NAME missing, bad limit values, no credentials,
        access denied) or failed unexpectedly
   502  SageMaker or the model failed (ModelError 5xx, other ValidationError, non-JSON model output, ...)
   503  the endpoint does not exist (SageMaker "Endpoint ... not found") or is not ready
-       (ModelNotReadyException, ServiceUnavailable). Not 404: the caller's URL exists and the caller
-       cannot name an endpoint; a missing endpoint is an operator-side outage (e.g. mid-redeploy).
+       (ModelNotReadyException, ServiceUnavailable), or its inference component is scaled to zero ("no capacity");
+       the retryable ones with Retry-After (RETRYABLE_ERRORS, the table every front door uses). Not 404: the
+       caller's URL exists and the caller cannot name an endpoint; a missing endpoint is an operator-side outage.
   504  no answer in time (read/connect timeout, or SageMaker's own 60 s invocation timeout)
 
 Retries: standard mode, at most 2 attempts, but a *read timeout is never retried*: the model may still be

@@ -21,6 +21,10 @@ What it checks, each failure with one message that says what is wrong and what t
   response   the answer is a non-empty list of objects, each with a string `generated_text`; asynchronous: the
              answer appears in S3 (polled) within the budget and is not a failure
   latency    the round trip (asynchronous: submit to answer, queueing included) is within the latency budget
+  chat       (an endpoint with a chat: block) a chat request answered with an assistant message, through the
+             route the endpoint's clients use: SageMaker's OpenAI route with a bearer token (chat.openai_route) or
+             InvokeEndpoint as the invoke function sends it (chat_check)
+  tool_call  (a tool-call parser configured) a request that names get_weather as its tool_choice gets that call
 
 Lambda environment
   STACK_NAME           (required) the endpoint stack
@@ -33,10 +37,13 @@ Lambda environment
   MAX_NEW_TOKENS       default 16 (lambda/invoke reads it as its cap too; equal to the request, so harmless)
   LATENCY_BUDGET_MS    default 30000 (100-60000); asynchronous: 300000 (100-840000)
   EMULATOR             "true": the stack's endpoint may have another name (moto ignores EndpointName)
+  SMOKE_CHAT_ROUTE     openai | invoke: the chat check's route (unset: no chat check); SMOKE_CHAT_TOOLS true/false;
+                       CHAT_ROUTE/CHAT_TOOL_CALLS/CHAT_CONSTRAINED_DECODING: the endpoint's chat, as the invoke function
 
 IAM: cloudformation:DescribeStacks + ListStackResources on the stack, sagemaker:DescribeEndpoint +
 InvokeEndpoint on the endpoint (LlmEndpoint.grant_smoke_test), with a component DescribeInferenceComponent and
-InvokeEndpoint on it too; asynchronous: InvokeEndpointAsync instead, with
+InvokeEndpoint on it too (and sagemaker:CallWithBearerToken for the OpenAI route's chat check); asynchronous:
+InvokeEndpointAsync instead, with
 s3:PutObject in the input folder and s3:ListBucket/GetObject in the output and failure folders.
 Timeout: above InvokeEndpoint's 60 s, e.g. 90 s; asynchronous: the budget plus 60 s (at most Lambda's 900 s).
 

@@ -21,6 +21,13 @@ Answer
                                                      last line of a complete generation
     {"error": message, "error_type": kind}           last line when the stream fails midway (the status is sent)
 
+Chat (OpenAI Chat Completions, chat_contract.py; a body with "messages" or a path ending in /chat/completions, for
+an endpoint with a chat: block): the parsed request, "stream": true required, is sent as is; the answer is OpenAI
+server-sent events (Content-Type text/event-stream): each chat.completion.chunk the container sends (as SSE, or as
+LMI's JSON lines) as `data: {...}`, the usage chunk when the request asked for it (the container's), then
+`data: [DONE]`; a failure midway is an error event {"error": {...}} (which the openai SDK raises) and [DONE];
+refusals before the stream are OpenAI's error object with the invoke function's status.
+
 The model's bytes come in PayloadPart events that SageMaker cuts where it likes: a line, even a UTF-8 character,
 may span parts, so `LineSplitter` joins bytes until a newline ("The inference stream provides the response payload
 incrementally as a series of parts", API reference, InvokeEndpointWithResponseStream). Two line framings are read:
