@@ -36,7 +36,7 @@ class ChatError(ValueError):
     status: 400 for everything the request says (OpenAI answers invalid_request_error with 400); 413 for a body
     over the transport's limit; the other statuses are the servers' (auth, unknown endpoint, overload)."""
 
-    def __init__(self, message: str, status: int = 400, type: str = "invalid_request_error",  # noqa: A002
+    def __init__(self, message: str, status: int = 400, type: str = "invalid_request_error",
                  param: str | None = None, code: str | None = None) -> None:  # fmt: skip
         super().__init__(message)
         self.message = message
@@ -708,7 +708,7 @@ def usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
 
 def completion_body(model: str, content: str | None, tool_calls: list[ToolCall] | tuple[ToolCall, ...],
                     finish_reason: str, prompt_tokens: int | None = None, completion_tokens: int | None = None,
-                    id: str | None = None, created: int | None = None) -> dict[str, Any]:  # noqa: A002  # fmt: skip
+                    id: str | None = None, created: int | None = None) -> dict[str, Any]:  # fmt: skip
     """A chat.completion (chat_completion.py): one choice; usage when the token counts are known."""
     message: dict[str, Any] = {"role": "assistant", "content": content, "refusal": None}
     if tool_calls:
@@ -738,7 +738,7 @@ def completion_from_text(request: ChatRequest, model: str, text: str, finish_rea
     return completion_body(request.model or model, content, calls, finish_reason, prompt_tokens, completion_tokens)
 
 
-def chunk(id: str, created: int, model: str, delta: dict[str, Any] | None, finish_reason: str | None = None,  # noqa: A002
+def chunk(id: str, created: int, model: str, delta: dict[str, Any] | None, finish_reason: str | None = None,
           include_usage: bool = False, usage_counts: dict[str, int] | None = None) -> dict[str, Any]:  # fmt: skip
     """A chat.completion.chunk (chat_completion_chunk.py). delta None: the usage chunk, whose choices are empty.
     With include_usage every chunk has "usage" (null but on the last) (chat_completion_stream_options_param.py)."""

@@ -1,6 +1,6 @@
 """`python -m bench` (what `make bench` runs): every benchmark once, results in bench/results/.
 
-    python -m bench [--reps 5] [--gptj] [--demo] [--make-test] [--only coldstart,s3coldstart,publish,serving,devloop,gpu,loadtest]
+    python -m bench [--reps 5] [--gptj] [--demo] [--make-test] [--only coldstart,s3coldstart,s3stream,publish,serving,devloop,gpu,loadtest]
 
 The gpu section runs where torch.cuda.is_available() (elsewhere it records that it skipped).
 """
@@ -16,7 +16,7 @@ os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 ROOT = Path(__file__).resolve().parent
-SECTIONS = ("coldstart", "s3coldstart", "publish", "serving", "devloop", "gpu", "loadtest")
+SECTIONS = ("coldstart", "s3coldstart", "s3stream", "publish", "serving", "devloop", "gpu", "loadtest")
 
 
 def log(msg: str) -> None:
@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     results: dict = {"machine": report.machine(), "reps": args.reps, "sections": {}}
     timings: dict[str, float] = {}
 
-    def section(name: str, fn) -> None:  # noqa: ANN001
+    def section(name: str, fn) -> None:
         log(f"== {name}")
         t = time.perf_counter()
         results["sections"][name] = fn()
@@ -105,6 +105,11 @@ def main(argv: list[str] | None = None) -> int:
             return s3coldstart.bench(raw, paths["c"], paths["b"], args.reps, log)
 
         section("s3coldstart", run_s3coldstart)
+    if "s3stream" in only:
+        from bench import coldstart, s3stream
+
+        log(s3stream.__doc__)
+        section("s3stream", lambda: s3stream.bench(raw, coldstart.prepare(raw, "gpt2-large", log)["c"], args.reps, log))
     if "publish" in only:
         from bench import coldstart, models, publish
 

@@ -141,7 +141,7 @@ def run_variant(name: str, paths: dict[str, Path]) -> tuple[float, float]:
     return t2 - t0, t2 - t1
 
 
-def prepare(raw: Path, shape: str, log) -> dict[str, Any]:  # noqa: ANN001
+def prepare(raw: Path, shape: str, log) -> dict[str, Any]:
     """Checkpoint, pickle and built artifact of `shape` under raw/ (each made once, then reused)."""
     t = time.perf_counter()
     source = models.make_checkpoint(shape, raw / f"src-{shape}").resolve()
@@ -158,7 +158,7 @@ def prepare(raw: Path, shape: str, log) -> dict[str, Any]:  # noqa: ANN001
             "build_s": build_s}  # fmt: skip
 
 
-def bench(raw: Path, shape: str, reps: int, log) -> dict[str, Any]:  # noqa: ANN001
+def bench(raw: Path, shape: str, reps: int, log) -> dict[str, Any]:
     import torch
 
     paths = prepare(raw, shape, log)

@@ -53,7 +53,7 @@ def synth_passes(passes: int) -> dict[str, Any]:
     return {"import_s": import_s, "pass_s": times, "cases": len(cases)}
 
 
-def bench(raw: Path, reps: int, log, *, demo: bool = True, make_test: bool = False) -> dict[str, Any]:  # noqa: ANN001
+def bench(raw: Path, reps: int, log, *, demo: bool = True, make_test: bool = False) -> dict[str, Any]:
     from local_emulator.moto_server import free_port
 
     out: dict[str, Any] = {}

@@ -65,7 +65,7 @@ def memory_bandwidth(device: str, nbytes: int, reps: int) -> dict[str, Any]:
             "method": "torch Tensor.copy_ between two fp16 tensors on the device; 2 * bytes / seconds"}  # fmt: skip
 
 
-def prepare(raw: Path, shape: str, device: str, log) -> dict[str, Path]:  # noqa: ANN001
+def prepare(raw: Path, shape: str, device: str, log) -> dict[str, Path]:
     """Our artifact and the old recipe's pickle of `shape` (random weights made on `device`, fp16), made once.
 
     The artifact has the recipe's layout (sharded safetensors, container config, tokenizer, code/, manifest)
@@ -137,7 +137,7 @@ def first_token(variant: str, paths: dict[str, Path], device: str) -> float:
     return seconds
 
 
-def coldstart(paths: dict[str, Path], device: str, reps: int, log, *, warmup: bool = True) -> dict[str, Any]:  # noqa: ANN001
+def coldstart(paths: dict[str, Path], device: str, reps: int, log, *, warmup: bool = True) -> dict[str, Any]:
     files = {"ours": files_of(paths["ours"]), "old": files_of(paths["old"]), "raw": files_of(paths["ours"])}
     sizes = {k: sum(p.stat().st_size for p in v) for k, v in files.items()}
     for v in ("raw", "ours") if warmup else ():  # untimed: CUDA context, lazy imports, first reads
@@ -171,7 +171,7 @@ def coldstart(paths: dict[str, Path], device: str, reps: int, log, *, warmup: bo
     }  # fmt: skip
 
 
-def _timed(fn, device: str) -> float:  # noqa: ANN001
+def _timed(fn, device: str) -> float:
     sync(device)
     t = time.perf_counter()
     fn()
@@ -179,7 +179,7 @@ def _timed(fn, device: str) -> float:  # noqa: ANN001
     return time.perf_counter() - t
 
 
-def decode_rates(generate, batch: int, new_tokens: int, reps: int, device: str, warmup: int = 2) -> dict[str, Any]:  # noqa: ANN001
+def decode_rates(generate, batch: int, new_tokens: int, reps: int, device: str, warmup: int = 2) -> dict[str, Any]:
     """`generate(batch, n)` produces n new tokens per row; decode tokens/s = batch*(N-1)/(t(N) - t(1)) per rep."""
     for _ in range(warmup):  # torch.compile traces and CUDA graphs are captured here, not in the numbers
         generate(batch, new_tokens)
@@ -194,7 +194,7 @@ def decode_rates(generate, batch: int, new_tokens: int, reps: int, device: str, 
     return {"decode_tokens_per_s": summarize(rates), "end_to_end_tokens_per_s": summarize(e2e)}
 
 
-def _handler_generate(bundle: dict):  # noqa: ANN202
+def _handler_generate(bundle: dict):
     from systems.hf_fastload.handler import inference as handler
 
     def generate(batch: int, n: int) -> list[dict[str, str]]:
@@ -205,7 +205,7 @@ def _handler_generate(bundle: dict):  # noqa: ANN202
 
 
 def decode(artifact: Path, device: str, reps: int, log, *, batches=(1, 8), new_tokens: int = 64, bandwidth: float,
-           warmup: int = 2, check_tokens: int = 16) -> dict[str, Any]:  # fmt: skip  # noqa: ANN001
+           warmup: int = 2, check_tokens: int = 16) -> dict[str, Any]:  # fmt: skip
     """Decode tokens/s of HF eager, our fast path and DeepSpeed kernel injection, against the bandwidth bound."""
     from systems.hf_fastload.handler import inference as handler
 
@@ -253,7 +253,7 @@ def decode(artifact: Path, device: str, reps: int, log, *, batches=(1, 8), new_t
     return out
 
 
-def _deepspeed(bundle: dict, device: str, batches, new_tokens: int, reps: int, warmup: int) -> dict[str, Any]:  # noqa: ANN001
+def _deepspeed(bundle: dict, device: str, batches, new_tokens: int, reps: int, warmup: int) -> dict[str, Any]:
     """DeepSpeed-Inference kernel injection on the same model, measured last (it replaces the model's blocks)."""
     if not device.startswith("cuda"):
         return {"skipped": "kernel injection needs CUDA"}
@@ -266,7 +266,7 @@ def _deepspeed(bundle: dict, device: str, batches, new_tokens: int, reps: int, w
         engine = deepspeed.init_inference(bundle["model"], dtype=torch.float16, replace_with_kernel_inject=True)
         injected = {**bundle, "model": engine.module, "generate_kwargs": {}}
         return {str(b): decode_rates(_handler_generate(injected), b, new_tokens, reps, device, warmup) for b in batches}
-    except Exception as err:  # noqa: BLE001 - a failing injection must not lose the other systems' numbers
+    except Exception as err:
         return {"error": f"{type(err).__name__}: {err}"[:500]}
 
 
@@ -288,7 +288,7 @@ def build_onnx_pair(raw: Path, shape: str, device: str, *, max_batch: int, max_s
     return arts
 
 
-def onnx_vs_torch(trt_artifact: Path, torch_artifact: Path, device: str, reps: int, log, *, batches=(1, 8),  # noqa: ANN001
+def onnx_vs_torch(trt_artifact: Path, torch_artifact: Path, device: str, reps: int, log, *, batches=(1, 8),
                   new_tokens: int = 64, warmup: int = 1) -> dict[str, Any]:  # fmt: skip
     """GPT-2: the tensorrt-byoc handler's ONNX Runtime backend against the hf-fastload handler (PyTorch, eager)
     on artifacts of the same checkpoint."""
@@ -333,7 +333,7 @@ def device_description(device: str) -> dict[str, Any]:
     return {"device": device, "name": "CPU stand-in (test shapes)"}
 
 
-def bench(raw: Path, reps: int, log, *, device: str | None = None, shape: str = "gptj-6b",  # noqa: ANN001
+def bench(raw: Path, reps: int, log, *, device: str | None = None, shape: str = "gptj-6b",
           onnx_shape: str = "gpt2-124m", batches=(1, 8), new_tokens: int = 64,
           bandwidth_bytes: int = 2 * 2**30) -> dict[str, Any]:  # fmt: skip
     """The whole GPU section. device None: CUDA if available, else a skipped record (the CPU run of `make bench`)."""
@@ -369,13 +369,13 @@ def bench(raw: Path, reps: int, log, *, device: str | None = None, shape: str = 
     for name, run in parts:
         try:
             out[name] = run()
-        except Exception as err:  # noqa: BLE001 - one part failing must not lose the others' numbers
+        except Exception as err:
             out[name] = {"error": f"{type(err).__name__}: {err}"[:500]}
             log(f"  {name}: FAILED {out[name]['error']}")
     return out
 
 
-def _onnx_part(raw: Path, shape: str, device: str, reps: int, log, batches, new_tokens: int) -> dict[str, Any]:  # noqa: ANN001
+def _onnx_part(raw: Path, shape: str, device: str, reps: int, log, batches, new_tokens: int) -> dict[str, Any]:
     arts = build_onnx_pair(raw, shape, device, max_batch=max(batches), max_sequence_length=new_tokens + 32)
     out = onnx_vs_torch(arts["tensorrt-byoc"], arts["hf-fastload"], device, reps, log, batches=batches,
                         new_tokens=new_tokens)  # fmt: skip

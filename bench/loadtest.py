@@ -37,7 +37,7 @@ def start_paced(port: int, ttft_ms: float, itl_ms: float, tokens: int, log_path:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     cmd = [sys.executable, "-m", "bench.paced_server", "--port", str(port), "--ttft-ms", str(ttft_ms),
            "--itl-ms", str(itl_ms), "--tokens", str(tokens)]  # fmt: skip
-    return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=open(log_path, "wb"), stderr=subprocess.STDOUT)  # noqa: SIM115
+    return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=open(log_path, "wb"), stderr=subprocess.STDOUT)
 
 
 def wait_ready(url: str, proc: subprocess.Popen, timeout: float = 60) -> None:
@@ -429,7 +429,7 @@ def bench(raw: Path, reps: int, log) -> dict[str, Any]:
                      ("local_server", lambda: local_server(raw, log))):  # fmt: skip
         try:
             out[name] = fn()
-        except Exception as err:  # noqa: BLE001 - one part failing must not lose the others' numbers
+        except Exception as err:
             out[name] = {"error": f"{type(err).__name__}: {err}"}
             log(f"  {name}: FAILED {type(err).__name__}: {err}")
     return out

@@ -20,7 +20,7 @@ SHAPES = {
 }
 
 
-def random_model(shape: str, *, dtype: str = "fp32", device: str = "cpu"):  # noqa: ANN201
+def random_model(shape: str, *, dtype: str = "fp32", device: str = "cpu"):
     """(model in eval mode, its config) of `shape` with random weights (seed 0), made on `device` in `dtype`
     (GPT-J-6B on a GPU: seconds instead of minutes of CPU init), plus the offline tokenizer's eos id."""
     import torch

@@ -66,7 +66,7 @@ async def _send_json(send, status: int, obj: Any, headers: list | None = None) -
 
 
 def create_app(pacing: Pacing):
-    async def app(scope, receive, send):  # noqa: ANN001, ANN202 - the ASGI signature
+    async def app(scope, receive, send):
         if scope["type"] == "lifespan":
             while (await receive())["type"] != "lifespan.shutdown":
                 await send({"type": "lifespan.startup.complete"})

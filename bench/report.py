@@ -134,6 +134,22 @@ def _s3coldstart_md(c: dict[str, Any]) -> list[str]:
     ]  # fmt: skip
 
 
+def _s3stream_md(c: dict[str, Any]) -> list[str]:
+    out = ["## 1c. Streamed weights: Run:ai Model Streamer vs download then load (local emulator's S3)", ""]
+    if "skipped" in c:
+        return out + [f"Not run: {c['skipped']}", ""]
+    rows = [[f"({v}) {label}", spread(c["seconds"][v]), fmt(c["mib_per_s"][v]["median"])] for v, label in c["variants"].items()]
+    ratio_rows = [[k, fmt(v["median"]), f"{fmt(v['min'])}-{fmt(v['max'])}"] for k, v in c["ratios"].items()]
+    env = ", ".join(f"{k}={v}" for k, v in c["streamer_env"].items())
+    return out + [
+        c["method"], "",
+        f"Artifact {c['artifact_bytes'] / 2**20:.0f} MiB ({(c.get('tensor_bytes') or 0) / 2**20:.0f} MiB of tensors); "
+        + ", ".join(f"{k} {v}" for k, v in c["versions"].items()) + f". Streamer settings (emulator): {env}.", "",
+        table(["variant", "seconds to every tensor in memory: median [min-max]", "MiB/s (median)"], rows), "",
+        table(["ratio", "median", "range"], ratio_rows), "",
+    ]  # fmt: skip
+
+
 def _gpu_md(g: dict[str, Any]) -> list[str]:
     out = ["## 5. GPU", ""]
     if "skipped" in g:
@@ -325,6 +341,8 @@ def markdown(results: dict[str, Any]) -> str:
             lines += _coldstart_md(sec[key])
     if "s3coldstart" in sec:
         lines += _s3coldstart_md(sec["s3coldstart"])
+    if "s3stream" in sec:
+        lines += _s3stream_md(sec["s3stream"])
     if "publish" in sec:
         lines += _publish_md(sec["publish"])
     if "serving" in sec:

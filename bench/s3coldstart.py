@@ -117,7 +117,7 @@ def publish_both(s3: Any, artifact: Path, pickle_dir: Path, scratch: Path) -> di
     return {"old_tar_gz_bytes": size}
 
 
-def bench(raw: Path, artifact: Path, pickle_dir: Path, reps: int, log, *, emulator: Any = None,  # noqa: ANN001
+def bench(raw: Path, artifact: Path, pickle_dir: Path, reps: int, log, *, emulator: Any = None,
           max_concurrency: int = 8, warmup: bool = True) -> dict[str, Any]:  # fmt: skip
     """Publish once, then `reps` interleaved runs of ours, old and raw. `emulator`: a running moto server
     (local_emulator.moto_server.Emulator) to use; None starts one for this benchmark."""

@@ -56,7 +56,7 @@ def start_server(system: str, artifacts: dict[str, Path], port: int, log_path: P
         cmd = [sys.executable, "-m", "bench.byoc_launch", "deepspeed", str(artifacts[system]), str(port)]
     else:
         cmd = [sys.executable, "-m", "bench.byoc_launch", "tensorrt", str(artifacts[system]), str(port)]
-    log = open(log_path, "wb")  # noqa: SIM115
+    log = open(log_path, "wb")
     return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
 
 
@@ -168,7 +168,7 @@ def bench(raw: Path, model_name: str, source: Path, log, *, concurrencies=(1, 4,
             log(f"  {model_name} {system}: ready {ready:.1f} s; " + "; ".join(
                 f"c{c} p50 {v['p50_s'] * 1000:.0f} ms, {v['tokens_per_s']['median']:.0f} tok/s, {v['errors']} err"
                 for c, v in cells.items()))
-        except Exception as err:  # noqa: BLE001 - one server failing must not lose the others' numbers
+        except Exception as err:
             out["servers"][system] = {"error": f"{type(err).__name__}: {err}"}
             log(f"  {model_name} {system}: FAILED {err} (log {raw / f'server-{model_name}-{system}.log'})")
         finally:

@@ -22,10 +22,17 @@ from endpoint_config import (
     artifact_prefix,
     artifact_root,
 )
-from endpoint_config.hosting import InstanceScaling, component_name
+from endpoint_config.hosting import InstanceScaling, component_name, copy_range
 from endpoint_config.invocation import async_location_uris
 from endpoint_config.models import model_facts
-from endpoint_config.operations import Rolling
+from endpoint_config.operations import (
+    AlarmsSpec,
+    DeploymentSpec,
+    Rolling,
+    component_deployment_warning,
+    resolved_alarms,
+    resolved_deployment,
+)
 from endpoint_config.security import network_isolation
 from systems import ServingSystem
 from systems.base import OwnContainer
@@ -292,6 +299,26 @@ class EndpointPlan:
             return ChatFeatures()
         chat = self.system.chat
         return ChatFeatures(chat.route, chat.parses_tool_calls(self.spec), chat.constrained_decoding)
+
+    @property
+    def copy_range(self) -> tuple[int, int]:
+        """The fewest and most copies of the inference component (the dashboard's range); (0, 0) without one."""
+        return copy_range(self.spec.hosting) if self.component_name is not None else (0, 0)
+
+    @property
+    def alarms(self) -> AlarmsSpec | None:
+        """`alarms:` as the stack creates them (operations.resolved_alarms: async latency, data capture's disk)."""
+        return resolved_alarms(self.spec)
+
+    @property
+    def deployment(self) -> DeploymentSpec | None:
+        """`deployment:` as the stack applies it (operations.resolved_deployment): on an inference-component endpoint
+        the component's rolling update, or None when none applies (deployment_warning says why)."""
+        return resolved_deployment(self.spec)
+
+    @property
+    def deployment_warning(self) -> str | None:
+        return component_deployment_warning(self.spec)
 
     @property
     def instance_range(self) -> tuple[int, int]:

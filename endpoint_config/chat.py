@@ -60,7 +60,7 @@ class ChatSpec(Strict):
     openai_route: OpenAIRouteSpec | None = None
 
 
-def chat_problems(ep) -> list[str]:  # noqa: ANN001 - an EndpointSpec (schema imports this module)
+def chat_problems(ep) -> list[str]:  # ep: an EndpointSpec (schema imports this module, so no annotation)
     """The rules between `chat:` and the endpoint's other blocks, each naming the key, the value and what is allowed."""
     if ep.chat is None:
         return []

@@ -106,6 +106,20 @@ class Hosting(Strict):
         return self.uses_components and self.copy_scaling is not None and self.copy_scaling.min_copies == 0
 
 
+def copy_range(hosting: Hosting) -> tuple[int, int]:
+    """The fewest and most copies the component runs: copy_scaling's range (its minimum may be 0), else `copies`."""
+    scaling = hosting.copy_scaling
+    return (scaling.min_copies, scaling.max_copies) if scaling is not None else (hosting.copies, hosting.copies)
+
+
+def update_copy_range(hosting: Hosting) -> tuple[int, int]:
+    """The copies a model update meets: the count the component runs when it is deployed again, which the stack keeps
+    (stacks/inference_components.py KeptCopyCount), but never 0 (SageMaker refuses a component with no copy, and a
+    deploy must start one to be checked): copy_range with its minimum raised to 1."""
+    low, high = copy_range(hosting)
+    return max(1, low), high
+
+
 def component_name(endpoint_name: str) -> str:
     """The inference component's name: the endpoint's plus "-ic" (one component per endpoint, so it is unique where
     the endpoint name is). Fixed, because the invoke function, the scaling target and the alarm name it."""
@@ -223,6 +237,6 @@ def hosting_problems(ep: EndpointSpec, instance: InstanceType) -> list[str]:
 
 __all__ = [
     "ComputeRequirements", "CopyScaling", "HOSTING_MODES", "Hosting", "INFERENCE_COMPONENTS", "InstanceScaling",
-    "accelerators_per_copy", "component_name",
-    "hosting_problems",
+    "accelerators_per_copy", "component_name", "copy_range",
+    "hosting_problems", "update_copy_range",
 ]  # fmt: skip

@@ -136,7 +136,9 @@ def _merge(ep: EndpointSpec, override: EndpointOverride | None) -> EndpointSpec:
     if override is None:
         return ep
     changes = override.model_dump(exclude_unset=True)
-    data = ep.model_dump()
+    # exclude_unset: the merged endpoint knows which keys the file gave (model_fields_set), as one without overrides
+    # does; some defaults depend on the rest of the endpoint (operations.resolved_alarms).
+    data = ep.model_dump(exclude_unset=True)
     data.update(changes)
     return EndpointSpec.model_validate(data)
 

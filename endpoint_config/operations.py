@@ -7,13 +7,20 @@ The bounds are SageMaker's and CloudWatch's, each named where it is checked:
   TrafficRoutingConfig  https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_TrafficRoutingConfig.html
   CapacitySize          https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_CapacitySize.html
   RollingUpdatePolicy   https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_RollingUpdatePolicy.html
+  InferenceComponentRollingUpdatePolicy, InferenceComponentCapacitySize (an inference component's update: botocore
+                        1.44.8 sagemaker service model, and cfn-lint 1.58's AWS::SageMaker::InferenceComponent schema)
   AutoRollbackConfig    https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_AutoRollbackConfig.html
   Exclusions            https://docs.aws.amazon.com/sagemaker/latest/dg/deployment-guardrails-exclusions.html
   PutMetricAlarm        https://docs.aws.amazon.com/AmazonCloudWatch/latest/APIReference/API_PutMetricAlarm.html
 
 The rules inside one block are pydantic validators; the rules that need the endpoint's fleet size (instance_count,
 autoscaling) or instance type are `operations_problems`, which endpoint_config.schema.endpoint_problems runs.
-This module imports nothing of ours, so the schema can import it.
+On an inference-component endpoint (`hosting.mode: inference-components`) a new model updates the component, not
+the endpoint config: `deployment:` then becomes the component's DeploymentConfig, which takes a rolling update only
+(InferenceComponentDeploymentConfig: RollingUpdatePolicy required), in copies or percent of the copy count.
+`resolved_deployment` and `resolved_alarms` give the blocks as the stacks apply them, with the defaults that depend on
+the endpoint (async latency, data capture's disk limit, the component's rolling default) filled in.
+This module imports only .base and .hosting (neither imports the schema at run time), so the schema can import it.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import Field, model_validator
 
 from .base import Strict
+from .hosting import update_copy_range
 
 if TYPE_CHECKING:
     from .instances import InstanceType
@@ -41,6 +49,25 @@ EXECUTION_TIMEOUT_BOUNDS = (600, 28800)
 CANARY_MAX_PERCENT = 50
 LINEAR_PERCENT = (10, 50)
 ROLLING_PERCENT = (5, 50)
+# InferenceComponentRollingUpdatePolicy.MaximumBatchSize: "The value must be between 5% to 50% of the copy count of
+# the inference component" (botocore 1.44.8). The default batch on a component is one copy, where that is within
+# those bounds at every copy count an update can meet (2 to 20 copies), else 5 %.
+COMPONENT_DEFAULT_BATCH_COPIES = 1
+COMPONENT_FALLBACK_BATCH_PERCENT = 5
+# "To prevent impact to inference requests, Data Capture stops capturing requests at high levels of disk usage. It
+# is recommended you keep your disk utilization below 75% in order to ensure data capture continues capturing
+# requests" (SageMaker Developer Guide, "Capture data from real-time endpoint",
+# https://docs.aws.amazon.com/sagemaker/latest/dg/model-monitor-data-capture-endpoint.html). With capture on, the disk
+# alarm fires at 75 % at the latest; by default at 70 %, to leave time to act before capture stops.
+CAPTURE_DISK_LIMIT_PERCENT = 75
+CAPTURE_DISK_DEFAULT_PERCENT = 70
+# An asynchronous request may run for its invocation timeout: InvokeEndpointAsync InvocationTimeoutSeconds, "The
+# default is 15 minutes, or 900 seconds" (botocore 1.44.8 sagemaker-runtime). SageMaker publishes ModelLatency for
+# asynchronous endpoints (https://docs.aws.amazon.com/sagemaker/latest/dg/async-inference-monitor.html, "Common Endpoint
+# Metrics"), one datapoint per finished request, so the real-time default (30 s) would alarm, and roll updates back,
+# on every long generation. The async default is 90 % of the timeout: p99 close to where requests are cut off.
+ASYNC_DEFAULT_INVOCATION_TIMEOUT_S = 900
+ASYNC_LATENCY_SHARE = 0.9
 # PutMetricAlarm: Period is 10, 20, 30 or a multiple of 60; SageMaker's endpoint metrics are published each minute
 # (https://docs.aws.amazon.com/sagemaker/latest/dg/monitoring-cloudwatch.html), so a shorter period sees no data.
 # "For alarms with a period of less than one hour (3,600 seconds), the total evaluation period can't be longer
@@ -56,36 +83,52 @@ SNS_TOPIC_ARN_PATTERN = r"^arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_-]{1,
 
 
 class CapacitySize(Strict):
-    """A step of the fleet: `instances: N` or `percent: P` (SageMaker CapacitySize INSTANCE_COUNT | CAPACITY_PERCENT,
+    """A step of the fleet: `instances: N`, `copies: N` (an inference component's copies) or `percent: P` (SageMaker
+    CapacitySize INSTANCE_COUNT | CAPACITY_PERCENT; InferenceComponentCapacitySize COPY_COUNT | CAPACITY_PERCENT;
     Value >= 1). Exactly one."""
 
     instances: int | None = Field(None, ge=1, le=100)
+    copies: int | None = Field(None, ge=1, le=100)
     percent: int | None = Field(None, ge=1, le=100)
 
     @model_validator(mode="after")
     def _one(self) -> CapacitySize:
-        if (self.instances is None) == (self.percent is None):
-            raise ValueError("give exactly one of instances (a number of instances) or percent (of the fleet)")
+        if [self.instances, self.copies, self.percent].count(None) != 2:
+            raise ValueError(
+                "give exactly one of instances (a number of instances), copies (of an inference component) or percent "
+                "(of the fleet)"
+            )
         return self
 
     @property
+    def count(self) -> int | None:
+        """The number of instances or copies (None for a percentage)."""
+        return self.instances if self.instances is not None else self.copies
+
+    @property
+    def unit(self) -> str:
+        return "instances" if self.instances is not None else "copies" if self.copies is not None else "percent"
+
+    @property
     def api_type(self) -> str:
-        """CapacitySize.Type: INSTANCE_COUNT or CAPACITY_PERCENT."""
-        return "INSTANCE_COUNT" if self.instances is not None else "CAPACITY_PERCENT"
+        """CapacitySize.Type (INSTANCE_COUNT, CAPACITY_PERCENT) or InferenceComponentCapacitySize.Type (COPY_COUNT,
+        CAPACITY_PERCENT)."""
+        return {"instances": "INSTANCE_COUNT", "copies": "COPY_COUNT", "percent": "CAPACITY_PERCENT"}[self.unit]
 
     @property
     def api_value(self) -> int:
-        return self.instances if self.instances is not None else self.percent  # type: ignore[return-value]
+        return self.count if self.count is not None else self.percent  # type: ignore[return-value]
 
     def instances_of(self, fleet: int) -> int:
-        """The instances this step is in a fleet of `fleet` (a percentage rounded up, as a batch of at least one)."""
-        return self.instances if self.instances is not None else max(1, math.ceil(self.percent * fleet / 100))  # type: ignore[operator]
+        """The units (instances or copies) this step is in a fleet of `fleet` (a percentage rounded up, as a batch of
+        at least one)."""
+        return self.count if self.count is not None else max(1, math.ceil(self.percent * fleet / 100))  # type: ignore[operator]
 
     def steps(self, largest_fleet: int) -> int:
         """How many steps of this size cover the largest fleet (the most bakes an update can take)."""
         if self.percent is not None:
             return math.ceil(100 / self.percent)
-        return math.ceil(largest_fleet / self.instances)
+        return math.ceil(largest_fleet / self.count)  # type: ignore[operator]
 
 
 def _percent_rule(key: str, size: CapacitySize | None, low: int, high: int, what: str) -> None:
@@ -157,7 +200,9 @@ class AutoRollback(Strict):
     already errs cannot stop every update. Any alarm in ALARM during a bake rolls the update back.
 
     errors_5xx_rate: Invocation5XXErrors Average (the fraction of invocations answered 5xx: SageMaker sends 1 per
-      5xx response and 0 otherwise), above which to roll back; null: no such alarm.
+      5xx response and 0 otherwise), above which to roll back; null: no such alarm. Where SageMaker publishes
+      InvocationModelErrors (real-time endpoints and inference components), the same threshold also rolls back on
+      the share of requests that failed other than with a 4xx: 5xx, timeouts, socket errors, malformed responses.
     latency_p99_ms: p99 ModelLatency in milliseconds above which to roll back; null: no such alarm.
     period_s x evaluation_periods: how long a breach must last; it must fit in one bake (wait_interval_s).
     extra_alarm_names: alarms that already exist in the account, watched as well (at most 10 in all)."""
@@ -176,7 +221,7 @@ class AutoRollback(Strict):
                 raise ValueError(f"extra_alarm_names: value {name!r} is not a CloudWatch alarm name (1-255 characters, not blank)")
         if len(set(self.extra_alarm_names)) != len(self.extra_alarm_names):
             raise ValueError("extra_alarm_names: an alarm is named twice")
-        count = len(self.alarm_keys()) + len(self.extra_alarm_names)
+        count = self.created_alarm_count + len(self.extra_alarm_names)
         if count == 0:
             raise ValueError(
                 "no alarm left: errors_5xx_rate and latency_p99_ms are null and extra_alarm_names is empty; "
@@ -184,14 +229,20 @@ class AutoRollback(Strict):
             )
         if count > MAX_ROLLBACK_ALARMS:
             raise ValueError(
-                f"value {count} alarms ({len(self.alarm_keys())} created by the stack + {len(self.extra_alarm_names)} in "
-                f"extra_alarm_names) is above SageMaker's limit of {MAX_ROLLBACK_ALARMS} (AutoRollbackConfig.Alarms)"
+                f"value {count} alarms ({self.created_alarm_count} created by the stack + {len(self.extra_alarm_names)} "
+                f"in extra_alarm_names) is above SageMaker's limit of {MAX_ROLLBACK_ALARMS} (AutoRollbackConfig.Alarms)"
             )
         return self
 
     def alarm_keys(self) -> tuple[str, ...]:
         """The alarms the stack creates: which thresholds are set."""
         return tuple(k for k in ("errors_5xx_rate", "latency_p99_ms") if getattr(self, k) is not None)
+
+    @property
+    def created_alarm_count(self) -> int:
+        """The most alarms the stack creates: one per threshold, and errors_5xx_rate's model-errors alarm beside its
+        5xx alarm (counted even where SageMaker does not publish the metric: the limit holds either way)."""
+        return len(self.alarm_keys()) + (1 if self.errors_5xx_rate is not None else 0)
 
     @property
     def window_s(self) -> int:
@@ -237,6 +288,11 @@ class DeploymentSpec(Strict):
     @property
     def policy_key(self) -> str:
         return "rolling" if self.rolling is not None else "blue_green"
+
+    @property
+    def policy_given(self) -> bool:
+        """Whether the config names a policy (blue_green or rolling), not only the default."""
+        return self.blue_green is not None or self.rolling is not None
 
 
 # ----------------------------------------------------------------------------------------------- alarms:
@@ -286,26 +342,106 @@ class AlarmsSpec(Strict):
 
 
 def fleet_range(ep: EndpointSpec) -> tuple[int, int]:
-    """The smallest and largest instance count an update can meet: autoscaling keeps its count across updates
-    (the stacks retain DesiredInstanceCount when autoscaling is on), so any count in its range; else instance_count."""
+    """The smallest and largest fleet an update can meet: on an inference-component endpoint its copies
+    (hosting.update_copy_range: the stack keeps the scaled count); else instances, where autoscaling keeps its count
+    across updates (the stacks retain DesiredInstanceCount when autoscaling is on), so any count in its range, or
+    instance_count."""
+    if ep.hosting.uses_components:
+        return update_copy_range(ep.hosting)
     scaling = ep.autoscaling
     if scaling is None:
         return ep.instance_count, ep.instance_count
     return max(1, scaling.min_capacity), max(1, scaling.max_capacity)
 
 
-def operations_problems(ep: EndpointSpec, instance: InstanceType) -> list[str]:
-    """The `deployment:` and `alarms:` rules that need the endpoint's fleet size and instance type. One message per
-    problem, naming endpoint, key, value and what is allowed."""
-    problems: list[str] = []
+# ----------------------------------------------------------------------------------------------- as the stacks apply them
+
+
+def async_latency_default_ms(ep: EndpointSpec) -> int:
+    """The latency threshold of an asynchronous endpoint when the config gives none: ASYNC_LATENCY_SHARE of its
+    invocation timeout (ASYNC_DEFAULT_INVOCATION_TIMEOUT_S when unset)."""
+    timeout_s = ep.invocation.invocation_timeout_s or ASYNC_DEFAULT_INVOCATION_TIMEOUT_S
+    return int(timeout_s * 1000 * ASYNC_LATENCY_SHARE)
+
+
+def _latency_default(block: AlarmsSpec | AutoRollback, ep: EndpointSpec) -> dict[str, int]:
+    if ep.invocation.is_async and "latency_p99_ms" not in block.model_fields_set and block.latency_p99_ms is not None:
+        return {"latency_p99_ms": async_latency_default_ms(ep)}
+    return {}
+
+
+def resolved_alarms(ep: EndpointSpec) -> AlarmsSpec | None:
+    """`alarms:` as the stack creates them: an asynchronous endpoint's latency threshold from its invocation timeout,
+    and with data capture the disk threshold at CAPTURE_DISK_DEFAULT_PERCENT, unless the config sets them."""
     alarms = ep.alarms
-    if alarms is not None and alarms.no_invocations_periods is not None and ep.invocation.is_async:
-        # "Any metric not listed below is not published if the endpoint is enabled for asynchronous inference. Such
-        # metrics include ... Invocations" (https://docs.aws.amazon.com/sagemaker/latest/dg/async-inference-monitor.html).
-        problems.append(
-            f"endpoint {ep.name!r}: alarms.no_invocations_periods: value {alarms.no_invocations_periods} cannot work on an "
-            "asynchronous endpoint (invocation.mode: async): SageMaker does not publish Invocations for it; remove the key"
-        )
+    if alarms is None:
+        return None
+    update: dict[str, float] = dict(_latency_default(alarms, ep))
+    if ep.data_capture is not None and "disk_percent" not in alarms.model_fields_set:
+        update["disk_percent"] = CAPTURE_DISK_DEFAULT_PERCENT
+    return alarms.model_copy(update=update) if update else alarms
+
+
+def default_component_rolling(ep: EndpointSpec) -> Rolling | None:
+    """The rolling update a component gets when `deployment:` names no policy: one copy per batch where one copy is
+    5-50 % of every copy count an update can meet, else 5 %; None when the component can run a single copy (no batch
+    is then at most 50 % of it)."""
+    low, high = fleet_range(ep)
+    if low < 2:
+        return None
+    batch = (
+        CapacitySize(copies=COMPONENT_DEFAULT_BATCH_COPIES)
+        if 100 * COMPONENT_DEFAULT_BATCH_COPIES / high >= ROLLING_PERCENT[0]
+        else CapacitySize(percent=COMPONENT_FALLBACK_BATCH_PERCENT)
+    )
+    return Rolling(maximum_batch_size=batch)
+
+
+def resolved_deployment(ep: EndpointSpec) -> DeploymentSpec | None:
+    """`deployment:` as the stacks apply it. On an inference-component endpoint: the component's rolling update (the
+    configured one, else default_component_rolling), or None when there is none to apply (SageMaker's own update of
+    the component, unguarded; component_deployment_warning says so). Elsewhere the block as configured. Either way
+    auto_rollback's latency threshold of an asynchronous endpoint comes from its invocation timeout unless given."""
+    deployment = ep.deployment
+    if deployment is None:
+        return None
+    update: dict[str, object] = {}
+    if ep.hosting.uses_components and deployment.rolling is None:
+        rolling = default_component_rolling(ep)
+        if rolling is None:
+            return None
+        update["rolling"] = rolling
+    rollback = deployment.auto_rollback
+    if rollback is not None:
+        latency = _latency_default(rollback, ep)
+        if latency:
+            update["auto_rollback"] = rollback.model_copy(update=latency)
+    return deployment.model_copy(update=update) if update else deployment
+
+
+def component_deployment_warning(ep: EndpointSpec) -> str | None:
+    """Why an inference component's model updates go unguarded although `deployment:` is on (the default), or None."""
+    if not ep.hosting.uses_components or ep.deployment is None or resolved_deployment(ep) is not None:
+        return None
+    low, _ = fleet_range(ep)
+    return (
+        f"endpoint {ep.name!r}: model updates of its inference component are not guarded: a component updates only in "
+        f"rolling batches of 5-50 % of its copies, and it can run {low} copy at an update (hosting.copies / "
+        "copy_scaling.min_copies), so SageMaker's own update applies (all copies at once, no rollback alarms). Set "
+        "deployment: null to accept that, or keep at least 2 copies and set deployment.rolling"
+    )
+
+
+# ----------------------------------------------------------------------------------------------- cross-field rules
+
+
+def operations_problems(ep: EndpointSpec, instance: InstanceType) -> list[str]:
+    """The `deployment:` and `alarms:` rules that need the endpoint's fleet size, instance type, hosting and
+    invocation mode. One message per problem, naming endpoint, key, value and what is allowed."""
+    problems: list[str] = []
+    alarms = resolved_alarms(ep)  # what the stack creates: the defaults that depend on the endpoint filled in
+    if alarms is not None:
+        problems += _alarm_problems(ep, alarms)
     deployment = ep.deployment
     if deployment is None:
         return problems
@@ -313,10 +449,31 @@ def operations_problems(ep: EndpointSpec, instance: InstanceType) -> list[str]:
     def bad(key: str, message: str) -> None:
         problems.append(f"endpoint {ep.name!r}: deployment.{key}: {message}")
 
+    components = ep.hosting.uses_components
+    found_before = len(problems)
+    for size_key, size in _sizes(deployment):
+        if components and size.instances is not None:
+            bad(size_key, f"value {{instances: {size.instances}}} counts instances, but on an inference-component "
+                "endpoint a model update replaces copies of the component; allowed: {copies: N} or {percent: P}")
+        elif not components and size.copies is not None:
+            bad(size_key, f"value {{copies: {size.copies}}} counts inference-component copies, and this endpoint "
+                "(hosting.mode: endpoint) has none; allowed: {instances: N} or {percent: P}")
+    if components and deployment.blue_green is not None:
+        bad("blue_green", "cannot apply to an inference component: a new model updates the component "
+            "(UpdateInferenceComponent), whose DeploymentConfig takes a RollingUpdatePolicy only, and blue/green "
+            "acts on the endpoint config, which a model update does not change; use rolling: {maximum_batch_size: "
+            "{copies: N} or {percent: P}}, or deployment: null")
+        return problems
+    if len(problems) > found_before:  # the rules below assume sizes of the right unit
+        return problems
+
     policy, key = deployment.policy, deployment.policy_key
     low, high = fleet_range(ep)
-    fleet = f"{low}" if low == high else f"{low}-{high} (autoscaling)"
-    if instance.family == "inf1":
+    unit = "copies" if components else "instances"
+    where = ("hosting.copies / copy_scaling.min_copies" if components else "instance_count / autoscaling.min_capacity")
+    ranged = "copy_scaling" if components else "autoscaling"
+    fleet = f"{low} {unit}" if low == high else f"{low}-{high} {unit} ({ranged})"
+    if instance.family == "inf1" and not components:
         # "Endpoints that use Inf1 (Inferentia-based) instances ... fall back to using a blue/green deployment with
         # all at once traffic shifting and no final baking period" (deployment guardrails, Exclusions).
         bad(
@@ -326,17 +483,19 @@ def operations_problems(ep: EndpointSpec, instance: InstanceType) -> list[str]:
         )
         return problems
 
+    one = "copy" if components else "instance"
     stepped = isinstance(policy, Rolling) or policy.traffic != "all_at_once"
     if stepped and low < 2:
         what = "rolling batches" if isinstance(policy, Rolling) else f"{policy.traffic} traffic"
         bad(
             key,
-            f"{what} need a fleet of at least 2 instances, and this one can be {low} (instance_count / "
-            "autoscaling.min_capacity): one instance is 100 % of the fleet, above the 50 % SageMaker allows per "
-            "step; use blue_green with traffic all_at_once, or at least 2 instances",
+            f"{what} need a fleet of at least 2 {unit}, and this one can be {low} ({where}): one {one} is 100 % of "
+            "the fleet, above the 50 % SageMaker allows per step; "
+            + ("set deployment: null (SageMaker's own update of the component, unguarded) or keep at least 2 copies"
+               if components else "use blue_green with traffic all_at_once, or at least 2 instances"),
         )
     elif stepped:
-        # Instance counts against the fleet: the fraction shrinks as the fleet grows, so check both ends.
+        # Counts against the fleet: the fraction shrinks as the fleet grows, so check both ends.
         if isinstance(policy, Rolling):
             checks = [("rolling.maximum_batch_size", policy.maximum_batch_size, ROLLING_PERCENT, "a rolling batch")]
         elif policy.traffic == "canary":
@@ -344,22 +503,22 @@ def operations_problems(ep: EndpointSpec, instance: InstanceType) -> list[str]:
         else:
             checks = [("blue_green.linear_step", policy.linear_step, LINEAR_PERCENT, "a linear step")]
         for size_key, size, (lo_pct, hi_pct), what in checks:
-            if size.instances is None:
+            if size.count is None:
                 continue
-            largest_share = 100 * size.instances / low
-            smallest_share = 100 * size.instances / high
+            largest_share = 100 * size.count / low
+            smallest_share = 100 * size.count / high
             if largest_share > hi_pct or smallest_share < lo_pct:
                 allowed_low = max(1, math.ceil(lo_pct * high / 100))
                 allowed_high = math.floor(hi_pct * low / 100)
                 allowed = (
-                    f"{allowed_low}-{allowed_high} instances" if allowed_low <= allowed_high else "no instance count fits: use percent"
+                    f"{allowed_low}-{allowed_high} {unit}" if allowed_low <= allowed_high else f"no {one} count fits: use percent"
                 )
                 share = f"{largest_share:.0f} %" if low == high else f"{smallest_share:.0f}-{largest_share:.0f} %"
                 limit = f"at most {hi_pct} %" if lo_pct == 0 else f"{lo_pct}-{hi_pct} %"
                 bad(
                     size_key,
-                    f"value {size.instances} instance(s) is {share} of a fleet of {fleet}; SageMaker allows {limit} "
-                    f"for {what}; allowed here: {allowed}",
+                    f"value {size.count} {one if size.count == 1 else unit} is {share} of a fleet of {fleet}; SageMaker "
+                    f"allows {limit} for {what}; allowed here: {allowed}",
                 )
 
     waits = policy.wait_interval_s * policy.traffic_steps(high) + getattr(policy, "termination_wait_s", 0)
@@ -368,23 +527,78 @@ def operations_problems(ep: EndpointSpec, instance: InstanceType) -> list[str]:
         bad(
             f"{key}.maximum_execution_timeout_s",
             f"value {timeout} s is not longer than the update's waits, {waits} s (wait_interval_s "
-            f"{policy.wait_interval_s} x {policy.traffic_steps(high)} step(s) at a fleet of {high}"
+            f"{policy.wait_interval_s} x {policy.traffic_steps(high)} step(s) at a fleet of {high} {unit}"
             + (f" + termination_wait_s {policy.termination_wait_s}" if getattr(policy, "termination_wait_s", 0) else "")
             + f"); the timeout must exceed them ({key} MaximumExecutionTimeoutInSeconds); allowed: {waits + 1}-"
             f"{EXECUTION_TIMEOUT_BOUNDS[1]}",
         )
-    rollback = deployment.auto_rollback
-    if rollback is not None and rollback.alarm_keys() and rollback.window_s > policy.wait_interval_s:
+    applied = resolved_deployment(ep)
+    rollback = applied.auto_rollback if applied is not None else None
+    bake = applied.policy.wait_interval_s if applied is not None else policy.wait_interval_s
+    if rollback is not None and rollback.alarm_keys() and rollback.window_s > bake:
         bad(
             "auto_rollback",
             f"period_s x evaluation_periods = {rollback.window_s} s is longer than {key}.wait_interval_s "
-            f"{policy.wait_interval_s} s: a new-fleet alarm could not reach ALARM within one bake; shorten the alarm "
+            f"{bake} s: a new-fleet alarm could not reach ALARM within one bake; shorten the alarm "
             f"window or raise wait_interval_s to at least {rollback.window_s}",
         )
+    if rollback is not None:
+        problems += _latency_problems(ep, rollback, "deployment.auto_rollback")
+    return problems
+
+
+def _sizes(deployment: DeploymentSpec) -> list[tuple[str, CapacitySize]]:
+    found = []
+    if deployment.blue_green is not None:
+        found += [(f"blue_green.{k}", getattr(deployment.blue_green, k)) for k in ("canary_size", "linear_step")]
+    if deployment.rolling is not None:
+        found += [(f"rolling.{k}", getattr(deployment.rolling, k))
+                  for k in ("maximum_batch_size", "rollback_maximum_batch_size")]
+    return [(k, size) for k, size in found if size is not None]
+
+
+def _latency_problems(ep: EndpointSpec, block: AlarmsSpec | AutoRollback, key: str) -> list[str]:
+    """An asynchronous endpoint's latency threshold above its invocation timeout: no request runs longer (SageMaker
+    cuts it off and counts a failure), so the alarm could never fire."""
+    latency = block.latency_p99_ms
+    if not ep.invocation.is_async or latency is None:
+        return []
+    timeout_s = ep.invocation.invocation_timeout_s or ASYNC_DEFAULT_INVOCATION_TIMEOUT_S
+    if latency <= timeout_s * 1000:
+        return []
+    given = "invocation.invocation_timeout_s" if ep.invocation.invocation_timeout_s else "SageMaker's default invocation timeout"
+    return [
+        f"endpoint {ep.name!r}: {key}.latency_p99_ms: value {latency} ms is above the {timeout_s * 1000} ms "
+        f"({given}, {timeout_s} s) after which an asynchronous request is cut off, so this alarm could never fire; "
+        f"allowed: 1-{timeout_s * 1000}, or leave it out ({async_latency_default_ms(ep)} ms, "
+        f"{ASYNC_LATENCY_SHARE:.0%} of the timeout)"
+    ]
+
+
+def _alarm_problems(ep: EndpointSpec, alarms: AlarmsSpec) -> list[str]:
+    problems = []
+    if alarms.no_invocations_periods is not None and ep.invocation.is_async:
+        # "Any metric not listed below is not published if the endpoint is enabled for asynchronous inference. Such
+        # metrics include ... Invocations" (https://docs.aws.amazon.com/sagemaker/latest/dg/async-inference-monitor.html).
+        problems.append(
+            f"endpoint {ep.name!r}: alarms.no_invocations_periods: value {alarms.no_invocations_periods} cannot work on an "
+            "asynchronous endpoint (invocation.mode: async): SageMaker does not publish Invocations for it; remove the key"
+        )
+    disk = alarms.disk_percent
+    if ep.data_capture is not None and disk is not None and disk > CAPTURE_DISK_LIMIT_PERCENT:
+        problems.append(
+            f"endpoint {ep.name!r}: alarms.disk_percent: value {disk:g} is above {CAPTURE_DISK_LIMIT_PERCENT}, where "
+            "data capture (data_capture:) stops capturing requests (SageMaker keeps disk use below 75 % for it): the "
+            f"alarm would fire only after capture stopped; allowed with data capture: 1-{CAPTURE_DISK_LIMIT_PERCENT} "
+            f"(or leave it out: {CAPTURE_DISK_DEFAULT_PERCENT})"
+        )
+    problems += _latency_problems(ep, alarms, "alarms")
     return problems
 
 
 __all__ = [
-    "AlarmsSpec", "AutoRollback", "BlueGreen", "CapacitySize", "DeploymentSpec", "MAX_ROLLBACK_ALARMS", "Rolling",
-    "fleet_range", "operations_problems",
+    "AlarmsSpec", "AutoRollback", "BlueGreen", "CAPTURE_DISK_DEFAULT_PERCENT", "CAPTURE_DISK_LIMIT_PERCENT",
+    "CapacitySize", "DeploymentSpec", "MAX_ROLLBACK_ALARMS", "Rolling", "async_latency_default_ms",
+    "component_deployment_warning", "default_component_rolling", "fleet_range", "operations_problems",
+    "resolved_alarms", "resolved_deployment",
 ]

@@ -508,7 +508,7 @@ def answered(record: dict, started: float, run: Callable[[], tuple[int, dict]]) 
         status, body = _error(e.status, e.error_type, e.message)
     except SetupError as e:
         status, body = _error(500, "configuration", str(e))
-    except Exception as e:  # noqa: BLE001 - the caller gets a JSON 500, the log gets the type
+    except Exception as e:
         status, body = _error(500, "internal", "internal error")
         record["exception"] = type(e).__name__
     record.update(status=status, latency_ms=int(round((time.monotonic() - started) * 1000)))

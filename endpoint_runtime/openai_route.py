@@ -49,7 +49,7 @@ def post_chat(url: str, token: str, request: dict, timeout_s: float = 60) -> tup
     http = urllib.request.Request(url, data=data, method="POST", headers={
         "Content-Type": "application/json", "Authorization": f"Bearer {token}"})  # fmt: skip
     try:
-        with urllib.request.urlopen(http, timeout=timeout_s) as reply:  # noqa: S310 - an https (or local) URL we build
+        with urllib.request.urlopen(http, timeout=timeout_s) as reply:  # an https (or local) URL we build
             status, raw = reply.status, reply.read()
     except urllib.error.HTTPError as err:
         status, raw = err.code, err.read()

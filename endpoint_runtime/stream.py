@@ -423,7 +423,7 @@ def handle_request(method: str, body: bytes, request_id: str | None = None, path
         status, answer = e.status, contract.error_body(e)
     except SetupError as e:
         status, answer = 500, {"error": str(e), "error_type": "configuration"}
-    except Exception as e:  # noqa: BLE001 - the caller gets a JSON 500, the log gets the type
+    except Exception as e:
         status, answer = 500, {"error": "internal error", "error_type": "internal"}
         record["exception"] = type(e).__name__
     record["status"] = status

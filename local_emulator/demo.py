@@ -94,7 +94,7 @@ def run_demo(config_path: str, endpoint: str | None, port: int, keep_logs: Path)
         _done(t)
 
         t = _step(4, f"serve the artifact under the SageMaker container contract on 127.0.0.1:{port}")
-        server_log = open(keep_logs / "serve.log", "wb")  # noqa: SIM115
+        server_log = open(keep_logs / "serve.log", "wb")
         cleanup.callback(server_log.close)
         server = subprocess.Popen(
             [py, "-m", "model_build", "serve", "--config", config_path, "--endpoint", spec.name, "--port", str(port)],

@@ -114,7 +114,7 @@ def start(log_dir: Path, port: int | None = None, timeout_s: float = 30) -> Emul
     port = port or free_port()
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"moto-{port}.log"
-    log = open(log_path, "wb")  # noqa: SIM115 - the child process owns it until stop()
+    log = open(log_path, "wb")
     process = subprocess.Popen(
         [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
         stdout=log,

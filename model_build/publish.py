@@ -14,8 +14,13 @@ What makes it fast:
   from one shared pool of `max_concurrency` threads (files in parallel, and parts of a large shard in parallel);
 - objects already present with the same size and the same `sha256` object metadata are skipped, so
   re-publishing an unchanged artifact costs one HEAD request per file;
-- the build dir is verified (size + sha256 of every file against its manifest) before anything is sent,
-  hashing files in parallel (hashlib releases the GIL): a build dir edited after the build is refused.
+- the build dir is verified against its manifest while it uploads, not before: sizes first (a missing or
+  resized file is refused before anything is sent), files sent in one request (below the multipart threshold)
+  are hashed before they are sent, and the multipart files are hashed in parallel with their upload (hashlib
+  releases the GIL). A multipart upload is completed only once its file's sha256 equals the manifest's and the
+  file is unchanged (size, mtime, inode) since the publish began, so an edited file never becomes an object
+  carrying the manifest's sha256 (which a later publish would trust and skip); any difference refuses
+  manifest.json, and the artifact stays incomplete. Measured in `make bench` (publish): see README.
 
 tar-gz packing: `tar | pigz -1` when pigz is installed (gzip on every core),
 else Python's tarfile + gzip at level 1. Measured here on 50 MiB of fp16 weights (2 cores, no pigz):
@@ -36,12 +41,12 @@ import tarfile
 import tempfile
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from artifact.manifest import MANIFEST_NAME, Manifest, ManifestError, sha256_file
+from artifact.manifest import MANIFEST_NAME, FileEntry, Manifest, ManifestError, sha256_file
 
 MiB = 1024 * 1024
 TARBALL_NAME = "model.tar.gz"
@@ -107,11 +112,46 @@ def verify_build_dir(build_dir: Path, manifest: Manifest, *, workers: int = 4) -
     """Refuse a build dir whose files differ from its manifest (edited, truncated or missing since the build)."""
     problems = manifest.verify(build_dir, workers=workers)
     if problems:
-        raise PublishError(
-            f"{build_dir} changed since it was built (refusing to publish):\n  - "
-            + "\n  - ".join(problems)
-            + "\nrebuild it with `python -m model_build build ...`"
-        )
+        raise _changed_error(build_dir, problems)
+
+
+def _changed_error(build_dir: Path, problems: list[str], *, after_upload: bool = False) -> PublishError:
+    where = (" while it was being published; manifest.json was not written, so the artifact stays incomplete"
+             if after_upload else "")  # fmt: skip
+    return PublishError(
+        f"{build_dir} changed since it was built (refusing to publish{where}):\n  - "
+        + "\n  - ".join(problems)
+        + "\nrebuild it with `python -m model_build build ...`"
+    )
+
+
+# (size, mtime, inode, device): a write changes mtime, a replace (write to a temporary file + rename) the inode.
+_Fingerprint = tuple[int, int, int, int]
+
+
+def _fingerprint(path: Path) -> _Fingerprint | None:
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    return (st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev)
+
+
+def _check_sizes(build_dir: Path, manifest: Manifest) -> dict[str, _Fingerprint]:
+    """Every listed file is there with the manifest's size (refused before anything is sent, else); returns each
+    file's fingerprint, taken now: the start of the window in which it must not change."""
+    problems, prints = [], {}
+    for entry in manifest.files:
+        found = _fingerprint(build_dir / entry.path)
+        if found is None or not (build_dir / entry.path).is_file():
+            problems.append(f"{entry.path}: missing")
+        elif found[0] != entry.size:
+            problems.append(f"{entry.path}: size {found[0]} bytes, the manifest says {entry.size}")
+        else:
+            prints[entry.path] = found
+    if problems:
+        raise _changed_error(build_dir, problems)
+    return prints
 
 
 # ---------------------------------------------------------------------------------------------- S3 helpers
@@ -198,39 +238,125 @@ def _transfer_config(max_concurrency: int, multipart_threshold: int, multipart_c
 
 
 def _upload_all(
-    s3, bucket: str, items: list[_Item], config, progress: _Progress
+    s3, bucket: str, items: list[_Item], config, progress: _Progress, verifier: _Verifier | None = None
 ) -> None:
-    """Upload (local path, key, size, metadata) items through one transfer manager; raise naming every failed key."""
+    """Upload (local path, key, size, metadata) items through one transfer manager; raise naming every failed key.
+    With a verifier: each multipart upload completes only once the verifier passes its file, and a file the
+    verifier refuses is left to the verifier to report (its upload was aborted or never completed)."""
     from boto3.s3.transfer import create_transfer_manager
     from s3transfer.subscribers import BaseSubscriber
 
     class _OnProgress(BaseSubscriber):
-        def on_progress(self, future, bytes_transferred, **kwargs):  # noqa: ARG002
+        def on_progress(self, future, bytes_transferred, **kwargs):
             progress.update(bytes_transferred)
 
     if not items:
         return
-    manager = create_transfer_manager(s3, config)
     futures = []
     failed: list[str] = []
+    if verifier is not None:
+        s3.meta.events.register(_COMPLETE_EVENT, verifier.gate, unique_id=verifier.event_id)
     try:
-        for path, key, _size, metadata in items:
-            extra = {"Metadata": metadata, "ContentType": _content_type(key)}
-            futures.append((key, manager.upload(str(path), bucket, key, extra_args=extra, subscribers=[_OnProgress()])))
-        for key, fut in futures:
-            try:
-                fut.result()
-            except Exception as err:  # noqa: BLE001 - collected and reported together below
-                failed.append(f"{key}: {err}")
-    except BaseException:  # Ctrl-C: abort in-flight multipart uploads instead of waiting for them
-        manager.shutdown(cancel=True)
-        raise
-    manager.shutdown(cancel=bool(failed))
+        # Leaving the manager's `with` on an exception (Ctrl-C included) cancels every in-flight transfer, and
+        # s3transfer aborts the multipart uploads it cancels. Not manager.shutdown(cancel=True): s3transfer 0.19.3
+        # passes its flag on as the message and the message as the exception type (manager.py
+        # TransferManager.shutdown), so it raises TypeError instead of cancelling.
+        with create_transfer_manager(s3, config) as manager:
+            for path, key, _size, metadata in items:
+                extra = {"Metadata": metadata, "ContentType": _content_type(key)}
+                fut = manager.upload(str(path), bucket, key, extra_args=extra, subscribers=[_OnProgress()])
+                futures.append((key, fut))
+                if verifier is not None:
+                    verifier.uploading(key, fut)
+            for key, fut in futures:
+                try:
+                    fut.result()
+                except Exception as err:  # collected and reported together below
+                    if verifier is None or not verifier.refused(key):
+                        failed.append(f"{key}: {err}")
+    finally:
+        if verifier is not None:
+            s3.meta.events.unregister(_COMPLETE_EVENT, unique_id=verifier.event_id)
     if failed:
         raise PublishError(
             f"upload to s3://{bucket} failed for {len(failed)} file(s); manifest.json was not written, so the "
             "artifact stays incomplete; publish again to finish:\n  - " + "\n  - ".join(failed)
         )
+
+
+# botocore's event before the CompleteMultipartUpload call is built: raising there fails the call, and s3transfer
+# then aborts the multipart upload (s3transfer/tasks.py, CreateMultipartUploadTask's failure cleanup).
+_COMPLETE_EVENT = "before-parameter-build.s3.CompleteMultipartUpload"
+
+
+class _FileChanged(Exception):
+    """A file differs from the manifest; raised in the completion gate so its multipart upload is aborted."""
+
+
+class _Verifier:
+    """Hashes files in parallel with their upload and checks each against the manifest and against its
+    fingerprint at the start of the publish; gates each multipart upload's completion on that check."""
+
+    def __init__(self, build_dir: Path, entries: dict[str, FileEntry], prints: dict[str, _Fingerprint], workers: int):
+        self.build_dir, self.entries, self.prints = build_dir, entries, prints  # entries by S3 key
+        self.pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="publish-hash")
+        self.hashes: dict[str, Future] = {}
+        self.uploads: dict[str, object] = {}
+        self.problems: dict[str, str] = {}
+        self.lock = threading.Lock()
+        self.event_id = f"publish-verify-{id(self)}"
+
+    def start(self, keys: list[str]) -> None:
+        for key in keys:
+            fut = self.pool.submit(sha256_file, self.build_dir / self.entries[key].path)
+            self.hashes[key] = fut
+            fut.add_done_callback(lambda _, key=key: self._cancel_if_refused(key))
+
+    def uploading(self, key: str, transfer_future) -> None:
+        with self.lock:
+            self.uploads[key] = transfer_future
+        if key in self.hashes and self.hashes[key].done():
+            self._cancel_if_refused(key)
+
+    def _cancel_if_refused(self, key: str) -> None:
+        """A wrong hash stops that file's upload at once instead of at its completion."""
+        if self.check(key, final=False):
+            with self.lock:
+                upload = self.uploads.get(key)
+            if upload is not None:
+                upload.cancel()
+
+    def check(self, key: str, *, final: bool = True) -> str | None:
+        """The problem with this key's file (None: intact). Waits for its hash; `final` also compares the
+        file's fingerprint now with the one taken at the start."""
+        entry = self.entries[key]
+        try:
+            digest = self.hashes[key].result()
+        except OSError as err:
+            problem = f"{entry.path}: unreadable while being published ({err.strerror or err})"
+        else:
+            problem = None
+            if digest != entry.sha256:
+                problem = f"{entry.path}: sha256 {digest[:12]}..., the manifest says {entry.sha256[:12]}..."
+            elif final and _fingerprint(self.build_dir / entry.path) != self.prints[entry.path]:
+                problem = f"{entry.path}: changed while it was being published (size, mtime or inode)"
+        if problem:
+            with self.lock:
+                self.problems.setdefault(key, problem)
+        return problem
+
+    def gate(self, params, **kwargs) -> None:
+        """Before a multipart upload completes (all its parts read and sent): refuse a file that is not intact."""
+        key = params.get("Key")
+        if key in self.hashes and (problem := self.check(key)):
+            raise _FileChanged(problem)
+
+    def refused(self, key: str) -> bool:
+        with self.lock:
+            return key in self.problems
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _content_type(key: str) -> str:
@@ -329,23 +455,34 @@ def publish_artifact(
     if not bucket_checked:
         check_bucket(s3, bucket)
     have_manifest = _existing(s3, bucket, manifest_key)
-    verify_build_dir(build_dir, manifest, workers=min(4, os.cpu_count() or 1))
+    workers = min(4, os.cpu_count() or 1)
 
+    verifier = None
     if model_data == "tar-gz":
+        verify_build_dir(build_dir, manifest, workers=workers)  # the archive is packed from these files
         items = _tarball_items(build_dir, manifest, s3, bucket, prefix, report, packer)
     elif model_data == "s3-prefix":
+        prints = _check_sizes(build_dir, manifest)
         items = _prefix_items(build_dir, manifest, s3, bucket, prefix, report, max_concurrency)
+        verifier = _Verifier(build_dir, {prefix + e.path: e for e in manifest.files}, prints, workers)
     else:
         raise ValueError(f"model_data must be 's3-prefix' or 'tar-gz', not {model_data!r}")
 
     tmp_dirs = [p.parent for p, key, _, _ in items if key.endswith(TARBALL_NAME)]
     try:
+        if verifier is not None:
+            _verify_single_request_files(verifier, config.multipart_threshold)
+            verifier.start([k for k in verifier.entries if k not in verifier.hashes])  # the multipart-sized rest
         bar = _Progress(sum(size for _, _, size, _ in items), progress, f"upload {prefix}")
         try:
-            _upload_all(s3, bucket, items, config, bar)
+            _upload_all(s3, bucket, items, config, bar, verifier)
         finally:
             bar.close()
+        if verifier is not None:
+            _finish_verification(verifier, items, s3, bucket, config.multipart_threshold)
     finally:
+        if verifier is not None:
+            verifier.close()
         for d in tmp_dirs:
             shutil.rmtree(d, ignore_errors=True)
     for _, key, size, _ in items:
@@ -368,6 +505,30 @@ def publish_artifact(
         report.uploaded_bytes += manifest_size
     report.seconds = time.monotonic() - started
     return report
+
+
+def _verify_single_request_files(verifier: _Verifier, multipart_threshold: int) -> None:
+    """Files sent in one PutObject (below the multipart threshold) have no completion to gate: hash them before
+    anything is sent (they are the small ones), and refuse at once if one differs."""
+    small = [k for k, e in verifier.entries.items() if e.size < multipart_threshold]
+    verifier.start(small)
+    problems = [p for k in small if (p := verifier.check(k, final=False))]
+    if problems:
+        raise _changed_error(verifier.build_dir, problems)
+
+
+def _finish_verification(verifier: _Verifier, items: list[_Item], s3, bucket: str, multipart_threshold: int) -> None:
+    """After the uploads: every file (uploaded or skipped) hashed to the manifest's sha256 and unchanged since the
+    start, else refuse manifest.json. A file sent in one request that changed after it was hashed may have been
+    sent changed: its object is replaced by an empty one without sha256 metadata, so no later publish skips it
+    (s3:PutObject, which publishing has; deleting would need s3:DeleteObject, which it has not)."""
+    problems = [p for k in verifier.entries if (p := verifier.check(k))]
+    if not problems:
+        return
+    for _, key, size, _ in items:
+        if size < multipart_threshold and verifier.refused(key):
+            s3.put_object(Bucket=bucket, Key=key, Body=b"", ContentType=_content_type(key))
+    raise _changed_error(verifier.build_dir, problems, after_upload=True)
 
 
 def _prefix_items(build_dir, manifest, s3, bucket, prefix, report, max_concurrency) -> list[_Item]:

@@ -208,7 +208,7 @@ def create_app(artifact_dir: str | Path, endpoint_name: str | None = None, torch
     host = ModelHost(Path(artifact_dir))
 
     @asynccontextmanager
-    async def lifespan(app: FastAPI):  # noqa: ANN202
+    async def lifespan(app: FastAPI):
         import torch
 
         torch.set_num_threads(torch_threads)

@@ -161,7 +161,7 @@ def _write_chat_tokenizer(out_dir: Path, model_max_length: int) -> dict[str, int
             "pad_token_id": tokenizer.token_to_id(EOS), "bos_token_id": tokenizer.token_to_id(EOS)}  # fmt: skip
 
 
-def _chat_config(arch: str, ids: dict[str, int], n_positions: int):  # noqa: ANN202 - a transformers config
+def _chat_config(arch: str, ids: dict[str, int], n_positions: int):
     """A small config of `arch`: 2 layers, 4 query heads over 2 key/value heads (grouped-query attention, as the
     real models), head size 16, and a RoPE base other than 10000, as the real models have (a config reader that
     drops it computes different logits, which the container tests would see)."""

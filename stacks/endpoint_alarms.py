@@ -1,15 +1,18 @@
 """CloudWatch alarms, the alarm topic and the environment dashboard of the SageMaker endpoints, and the endpoint's
 DeploymentConfig (guarded updates with automatic rollback). Config: endpoint_config/operations.py.
 
-Metrics, namespaces and dimensions are the ones SageMaker publishes
-(https://docs.aws.amazon.com/sagemaker/latest/dg/monitoring-cloudwatch.html):
-  AWS/SageMaker, dimensions EndpointName + VariantName: Invocations, Invocation4XXErrors and Invocation5XXErrors
-    (1 per 4xx/5xx response, else 0: the Average is the error rate), InvocationsPerInstance (1/instances per
-    request), ModelLatency (microseconds).
-  /aws/sagemaker/Endpoints, the same dimensions: CPUUtilization, MemoryUtilization, DiskUtilization (0-100) and
-    GPUUtilization, GPUMemoryUtilization (0-100 x the instance's GPU count).
-  During a deployment the new fleet's metrics also carry EndpointConfigName (deployment guardrails, "Monitor model
-    latency on the new fleet": https://docs.aws.amazon.com/sagemaker/latest/dg/deployment-guardrails-configuration.html).
+Every metric is one SageMaker publishes for the endpoint's hosting mode (stacks/sagemaker_metrics.py, from
+https://docs.aws.amazon.com/sagemaker/latest/dg/monitoring-cloudwatch.html):
+  model on the variant: AWS/SageMaker with EndpointName + VariantName (Invocations, Invocation4XXErrors and
+    Invocation5XXErrors: 1 per 4xx/5xx response, else 0, so the Average is the error rate; InvocationModelErrors
+    likewise for every non-2xx answer, timeout or socket error; ModelLatency in microseconds), and
+    /aws/sagemaker/Endpoints with the same dimensions (DiskUtilization 0-100, GPUMemoryUtilization 0-100 x GPUs).
+    During an update the new fleet's metrics also carry EndpointConfigName (deployment guardrails, "Monitor model
+    latency on the new fleet").
+  inference components: the invocation metrics with InferenceComponentName, and GPU memory per copy in
+    /aws/sagemaker/InferenceComponents (GPUMemoryUtilizationNormalized, 0-100 %, "reported by each copy"); the
+    instances' disk stays in /aws/sagemaker/Endpoints.
+  asynchronous: no Invocations and no InvocationModelErrors ("exhaustive list", async-inference-monitor).
 ModelSetupTime gets no alarm: SageMaker publishes it for serverless endpoints ("the time it takes to launch new
 compute resources for a serverless endpoint", same page), and these endpoints run on instances.
 """
@@ -36,58 +39,99 @@ from endpoint_config.operations import (
 )
 
 from .nag import acknowledge
+from .sagemaker_metrics import (
+    ASYNC,
+    COMPONENT_COPIES,
+    COMPONENTS,
+    ENDPOINT_INSTANCES,
+    INVOCATIONS,
+    hosting_mode,
+    published_metric,
+)
 
-INVOCATION_NAMESPACE = "AWS/SageMaker"
-INSTANCE_NAMESPACE = "/aws/sagemaker/Endpoints"
+INVOCATION_NAMESPACE = INVOCATIONS
+INSTANCE_NAMESPACE = ENDPOINT_INSTANCES
 MICROSECONDS_PER_MS = 1000
-
-
-def _metric(
-    namespace: str, name: str, dimensions: dict[str, str], statistic: str, period_s: int, label: str | None = None
-) -> cloudwatch.Metric:
-    return cloudwatch.Metric(
-        namespace=namespace, metric_name=name, dimensions_map=dimensions, statistic=statistic,
-        period=Duration.seconds(period_s), label=label,
-    )
+# The share of invocations that failed other than with a 4xx: InvocationModelErrors counts every non-2xx answer,
+# timeout and socket error, Invocation4XXErrors the client errors among them (both 1 per request, so their Averages
+# are shares of the same requests).
+NON_CLIENT_ERRORS = "model_errors - errors_4xx"
 
 
 def _dimensions(endpoint_name: str, variant_name: str) -> dict[str, str]:
     return {"EndpointName": endpoint_name, "VariantName": variant_name}
 
 
+def _invocation_dimensions(endpoint_name: str, variant_name: str, component_name: str | None) -> dict[str, str]:
+    """Whose invocations: the component's (InferenceComponentName) or the variant's (EndpointName, VariantName)."""
+    return {"InferenceComponentName": component_name} if component_name else _dimensions(endpoint_name, variant_name)
+
+
+def _non_client_errors(mode: str, dimensions: dict[str, str], period_s: int) -> cloudwatch.MathExpression:
+    def average(name: str) -> cloudwatch.Metric:
+        return published_metric(mode, INVOCATIONS, name, dimensions, "Average", period_s)
+
+    return cloudwatch.MathExpression(
+        expression=NON_CLIENT_ERRORS, label="non-4xx error rate", period=Duration.seconds(period_s),
+        using_metrics={"model_errors": average("InvocationModelErrors"), "errors_4xx": average("Invocation4XXErrors")},
+    )
+
+
 class RollbackAlarms(Construct):
-    """The alarms SageMaker watches during an update (AutoRollbackConfiguration), on the NEW fleet only: each metric
-    carries the EndpointConfigName of the config being deployed, so an old fleet that already errs does not stop
-    every update. No actions: SageMaker reads their state itself.
+    """The alarms SageMaker watches during an update (AutoRollbackConfiguration). No actions: SageMaker reads their
+    state itself.
 
     Keyword-only props:
-      endpoint_name, variant_name: the endpoint and its variant.
-      endpoint_config_name: the endpoint config being deployed (a token: CloudFormation names the config).
+      endpoint_name: the endpoint (the alarms' name prefix).
       spec: the `deployment.auto_rollback` block (thresholds, period, evaluation periods, existing alarm names).
+      variant_name, endpoint_config_name: a model on the variant: the alarms watch the NEW fleet only, each metric
+        carrying the EndpointConfigName of the config being deployed (a token: CloudFormation names the config), so
+        an old fleet that already errs does not stop every update.
+      component_name: an inference component instead: its invocation metrics (InferenceComponentName), as AWS's own
+        rolling-update example alarms on them (aws-samples/sagemaker-genai-hosting-examples, 03-features/
+        deployment-guardrails/enhance-deployment-guardrails-with-inference-component-rolling-deployment.ipynb);
+        SageMaker publishes no dimension that tells a component's new copies from its old ones.
+      asynchronous: the endpoint takes InvokeEndpointAsync (no InvocationModelErrors: the model-errors alarm is left
+        out).
 
     Alarm names are fixed (`<endpoint>-rollback-...`), so the endpoint names them without a reference; the endpoint
-    must depend on this construct, so each update moves the alarms to the new config before SageMaker starts.
+    (or component) must depend on this construct, so each update moves the alarms before SageMaker starts.
     """
 
     def __init__(
-        self, scope: Construct, construct_id: str, *, endpoint_name: str, variant_name: str, endpoint_config_name: str,
-        spec: AutoRollback,
+        self, scope: Construct, construct_id: str, *, endpoint_name: str, spec: AutoRollback,
+        variant_name: str | None = None, endpoint_config_name: str | None = None, component_name: str | None = None,
+        asynchronous: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
         if not spec.alarm_keys() and not spec.extra_alarm_names:
             raise ValueError(f"RollbackAlarms {endpoint_name!r}: no alarm to create or watch")
-        dimensions = {**_dimensions(endpoint_name, variant_name), "EndpointConfigName": endpoint_config_name}
+        if (component_name is None) == (variant_name is None or endpoint_config_name is None):
+            raise ValueError(
+                f"RollbackAlarms {endpoint_name!r}: give either component_name or variant_name and endpoint_config_name"
+            )
+        mode = hosting_mode(component=component_name is not None, asynchronous=asynchronous)
+        if component_name is not None:
+            dimensions, fleet = {"InferenceComponentName": component_name}, f"component {component_name}"
+        else:
+            dimensions = {**_dimensions(endpoint_name, variant_name), "EndpointConfigName": endpoint_config_name}
+            fleet = "the new fleet"
         # (construct id, alarm name, metric, threshold, description)
-        wanted: list[tuple[str, str, cloudwatch.Metric, float, str]] = []
+        wanted: list[tuple[str, str, cloudwatch.IMetric, float, str]] = []
         if spec.errors_5xx_rate is not None:
             wanted.append(("Errors5xx", f"{endpoint_name}-rollback-5xx-rate",
-                           _metric(INVOCATION_NAMESPACE, "Invocation5XXErrors", dimensions, "Average", spec.period_s),
-                           spec.errors_5xx_rate, f"5xx rate of the new fleet above {spec.errors_5xx_rate:g}"))
+                           published_metric(mode, INVOCATIONS, "Invocation5XXErrors", dimensions, "Average", spec.period_s),
+                           spec.errors_5xx_rate, f"5xx rate of {fleet} above {spec.errors_5xx_rate:g}"))
+            if mode != ASYNC:
+                wanted.append(("ModelErrors", f"{endpoint_name}-rollback-model-errors",
+                               _non_client_errors(mode, dimensions, spec.period_s), spec.errors_5xx_rate,
+                               f"share of requests to {fleet} failing other than 4xx (5xx, timeouts, socket errors) "
+                               f"above {spec.errors_5xx_rate:g}"))
         if spec.latency_p99_ms is not None:
             wanted.append(("LatencyP99", f"{endpoint_name}-rollback-latency-p99",
-                           _metric(INVOCATION_NAMESPACE, "ModelLatency", dimensions, "p99", spec.period_s),
+                           published_metric(mode, INVOCATIONS, "ModelLatency", dimensions, "p99", spec.period_s),
                            spec.latency_p99_ms * MICROSECONDS_PER_MS,  # ModelLatency is in microseconds
-                           f"p99 model latency of the new fleet above {spec.latency_p99_ms} ms"))
+                           f"p99 model latency of {fleet} above {spec.latency_p99_ms} ms"))
         self.alarms: list[cloudwatch.Alarm] = [
             cloudwatch.Alarm(
                 self, cid, alarm_name=name, alarm_description=f"Rolls back an update of {endpoint_name}: {what}",
@@ -173,51 +217,68 @@ class EndpointAlarms(Construct):
 
     Keyword-only props:
       endpoint_name, variant_name: the endpoint and its variant.
-      spec: the `alarms:` block (thresholds; null thresholds create no alarm).
-      gpu_count: NVIDIA GPUs per instance (0: no GPU alarm); GPUMemoryUtilization sums the GPUs, so the per-GPU
-        threshold is multiplied by it.
+      spec: the `alarms:` block as the stack applies it (EndpointPlan.alarms; null thresholds create no alarm).
+      gpu_count: NVIDIA GPUs per instance (0: no GPU alarm); on a model on the variant GPUMemoryUtilization sums the
+        GPUs, so the per-GPU threshold is multiplied by it.
       asynchronous: the endpoint takes InvokeEndpointAsync only; SageMaker then publishes no Invocations metric, so
-        the no-invocations alarm is refused (the config refuses it first).
+        the no-invocations alarm is refused (the config refuses it first), and no InvocationModelErrors.
+      component_name: the endpoint's inference component: invocation alarms on InferenceComponentName and GPU memory
+        per copy (GPUMemoryUtilizationNormalized, 0-100 %: the threshold as given), the fullest copy.
     """
 
     def __init__(
         self, scope: Construct, construct_id: str, *, endpoint_name: str, variant_name: str, spec: AlarmsSpec,
-        gpu_count: int, asynchronous: bool = False,
+        gpu_count: int, asynchronous: bool = False, component_name: str | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         if gpu_count < 0:
             raise ValueError(f"EndpointAlarms {endpoint_name!r}: gpu_count must be 0 or more, got {gpu_count}")
         if asynchronous and spec.no_invocations_periods is not None:
             raise ValueError(f"EndpointAlarms {endpoint_name!r}: no_invocations_periods on an asynchronous endpoint (no Invocations metric)")
+        mode = hosting_mode(component=component_name is not None, asynchronous=asynchronous)
         if spec.topic_arn is not None:
             self.topic: sns.ITopic = sns.Topic.from_topic_arn(self, "Topic", spec.topic_arn)
         else:
             self.topic = self._topic(endpoint_name)
         CfnOutput(self, "TopicArn", value=self.topic.topic_arn, description=f"Alarm notifications of {endpoint_name}")
 
-        dims = _dimensions(endpoint_name, variant_name)
+        dims = _dimensions(endpoint_name, variant_name)  # the instances (a component endpoint's too)
+        calls = _invocation_dimensions(endpoint_name, variant_name, component_name)
         period = spec.period_s
         window = dict(evaluation_periods=spec.evaluation_periods, datapoints_to_alarm=spec.datapoints_to_alarm)
         above = cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD
         quiet_ok = cloudwatch.TreatMissingData.NOT_BREACHING
+
+        def series(namespace: str, name: str, dimensions: dict[str, str], statistic: str) -> cloudwatch.Metric:
+            return published_metric(mode, namespace, name, dimensions, statistic, period)
+
         # (construct id, name suffix, metric, threshold, description)
-        wanted: list[tuple[str, str, cloudwatch.Metric, float, str]] = []
+        wanted: list[tuple[str, str, cloudwatch.IMetric, float, str]] = []
         if spec.errors_5xx_rate is not None:
-            wanted.append(("Errors5xx", "5xx-rate", _metric(INVOCATION_NAMESPACE, "Invocation5XXErrors", dims, "Average", period),
+            wanted.append(("Errors5xx", "5xx-rate", series(INVOCATIONS, "Invocation5XXErrors", calls, "Average"),
                            spec.errors_5xx_rate, f"share of invocations answered 5xx above {spec.errors_5xx_rate:g}"))
+            if mode != ASYNC:
+                wanted.append(("ModelErrors", "model-errors", _non_client_errors(mode, calls, period), spec.errors_5xx_rate,
+                               "share of invocations failing other than 4xx (5xx, timeouts, socket errors, malformed "
+                               f"answers) above {spec.errors_5xx_rate:g}"))
         if spec.errors_4xx_rate is not None:
-            wanted.append(("Errors4xx", "4xx-rate", _metric(INVOCATION_NAMESPACE, "Invocation4XXErrors", dims, "Average", period),
+            wanted.append(("Errors4xx", "4xx-rate", series(INVOCATIONS, "Invocation4XXErrors", calls, "Average"),
                            spec.errors_4xx_rate, f"share of invocations answered 4xx above {spec.errors_4xx_rate:g}"))
         if spec.latency_p99_ms is not None:
-            wanted.append(("LatencyP99", "latency-p99", _metric(INVOCATION_NAMESPACE, "ModelLatency", dims, "p99", period),
+            wanted.append(("LatencyP99", "latency-p99", series(INVOCATIONS, "ModelLatency", calls, "p99"),
                            spec.latency_p99_ms * MICROSECONDS_PER_MS, f"p99 model latency above {spec.latency_p99_ms} ms"))
-        if spec.gpu_memory_percent is not None and gpu_count:
+        if spec.gpu_memory_percent is not None and gpu_count and mode == COMPONENTS:
+            # Per copy, 0-100 %: the fullest copy, whatever the instance's other GPUs hold.
+            wanted.append(("GpuMemory", "gpu-memory",
+                           series(COMPONENT_COPIES, "GPUMemoryUtilizationNormalized", calls, "Maximum"),
+                           spec.gpu_memory_percent, f"GPU memory above {spec.gpu_memory_percent:g} % in a copy"))
+        elif spec.gpu_memory_percent is not None and gpu_count:
             # The fullest instance, not the average: one instance out of GPU memory fails its requests.
-            wanted.append(("GpuMemory", "gpu-memory", _metric(INSTANCE_NAMESPACE, "GPUMemoryUtilization", dims, "Maximum", period),
+            wanted.append(("GpuMemory", "gpu-memory", series(INSTANCE_NAMESPACE, "GPUMemoryUtilization", dims, "Maximum"),
                            spec.gpu_memory_percent * gpu_count,
                            f"GPU memory above {spec.gpu_memory_percent:g} % per GPU ({gpu_count} GPUs per instance)"))
         if spec.disk_percent is not None:
-            wanted.append(("Disk", "disk", _metric(INSTANCE_NAMESPACE, "DiskUtilization", dims, "Maximum", period),
+            wanted.append(("Disk", "disk", series(INSTANCE_NAMESPACE, "DiskUtilization", dims, "Maximum"),
                            spec.disk_percent, f"disk above {spec.disk_percent:g} % on an instance"))
         self.alarms: list[cloudwatch.Alarm] = []
         action = cw_actions.SnsAction(self.topic)
@@ -233,7 +294,7 @@ class EndpointAlarms(Construct):
             alarm = cloudwatch.Alarm(
                 self, "NoInvocations", alarm_name=f"{endpoint_name}-no-invocations",
                 alarm_description=f"{endpoint_name}: no invocations for {spec.no_invocations_periods} x {period} s",
-                metric=_metric(INVOCATION_NAMESPACE, "Invocations", dims, "Sum", period),
+                metric=series(INVOCATIONS, "Invocations", calls, "Sum"),
                 threshold=1, comparison_operator=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
                 evaluation_periods=spec.no_invocations_periods, datapoints_to_alarm=spec.no_invocations_periods,
                 treat_missing_data=cloudwatch.TreatMissingData.BREACHING,
@@ -277,7 +338,8 @@ class EndpointAlarms(Construct):
 
 @dataclass(frozen=True)
 class DashboardEndpoint:
-    """One endpoint's row on the environment dashboard."""
+    """One endpoint's row on the environment dashboard: its instance range and, with an inference component, the
+    component's name and copy range."""
 
     endpoint_name: str
     variant_name: str
@@ -285,13 +347,21 @@ class DashboardEndpoint:
     min_capacity: int
     max_capacity: int
     asynchronous: bool = False
+    component_name: str | None = None
+    min_copies: int = 0
+    max_copies: int = 0
+
+    @property
+    def mode(self) -> str:
+        return hosting_mode(component=self.component_name is not None, asynchronous=self.asynchronous)
 
 
 def dashboard_endpoints(deployment: Deployment, variant_name: str) -> list[DashboardEndpoint]:
-    """The rows of `deployment`'s dashboard: every endpoint of the environment, with its scaling range."""
+    """The rows of `deployment`'s dashboard: every endpoint of the environment, with its scaling ranges."""
     rows = []
     for plan in deployment.plans:
         low, high = plan.instance_range
+        fewest_copies, most_copies = plan.copy_range
         rows.append(DashboardEndpoint(
             endpoint_name=plan.endpoint_name,
             variant_name=variant_name,
@@ -299,22 +369,29 @@ def dashboard_endpoints(deployment: Deployment, variant_name: str) -> list[Dashb
             min_capacity=low,
             max_capacity=high,
             asynchronous=plan.is_async,
+            component_name=plan.component_name,
+            min_copies=fewest_copies,
+            max_copies=most_copies,
         ))
     return rows
 
 
 class EnvironmentDashboard(Construct):
     """One CloudWatch dashboard for an environment's endpoints: per endpoint a row of invocations, latency
-    percentiles, errors, instances against the scaling range and, on GPU instances, GPU and GPU memory utilization.
+    percentiles, errors, capacity against the scaling range and, on GPU instances, GPU and GPU memory utilization.
 
     Keyword-only props:
       dashboard_name: fixed, so operators find it (letters, digits, '-' and '_'; the region may be a token).
       endpoints: the rows, in order.
       period_s: the charts' period (default 300).
 
-    The instance count is not a published metric: it is derived as Sum(Invocations) / Sum(InvocationsPerInstance)
-    (InvocationsPerInstance sends 1/instances per request), so it shows only while requests arrive, and not at all
-    for asynchronous endpoints (SageMaker publishes neither metric for them).
+    Capacity is not a published metric. A model on the variant: instances = Sum(Invocations) /
+    Sum(InvocationsPerInstance) (InvocationsPerInstance sends 1/instances per request), so it shows only while requests
+    arrive, and not at all for asynchronous endpoints (SageMaker publishes neither metric for them). An inference
+    component: copies = Sum(Invocations) / Sum(InvocationsPerCopy) likewise, and instances as the SampleCount of
+    CPUUtilization per minute, one datapoint per running instance ("check the sample count statistic for a 1 minute
+    period. The count should be equal to the number of active instances", SageMaker Developer Guide,
+    async-inference-troubleshooting.html), which shows zero instances as no data.
     """
 
     def __init__(
@@ -333,54 +410,77 @@ class EnvironmentDashboard(Construct):
 
     @staticmethod
     def _row(row: DashboardEndpoint, period_s: int) -> list[cloudwatch.IWidget]:
+        mode = row.mode
         dims = _dimensions(row.endpoint_name, row.variant_name)
+        calls = _invocation_dimensions(row.endpoint_name, row.variant_name, row.component_name)
 
         def inv(name: str, statistic: str, label: str) -> cloudwatch.Metric:
-            return _metric(INVOCATION_NAMESPACE, name, dims, statistic, period_s, label)
+            return published_metric(mode, INVOCATIONS, name, calls, statistic, period_s, label)
 
+        def per_period(expression: str, label: str, **metrics: cloudwatch.Metric) -> cloudwatch.MathExpression:
+            return cloudwatch.MathExpression(expression=expression, label=label, using_metrics=metrics,
+                                             period=Duration.seconds(period_s))
+
+        rates = [inv("Invocation4XXErrors", "Average", "4xx rate"), inv("Invocation5XXErrors", "Average", "5xx rate")]
+        if mode != ASYNC:
+            rates.append(_non_client_errors(mode, calls, period_s))
         widgets: list[cloudwatch.IWidget] = [
             cloudwatch.GraphWidget(
                 title="Invocations", width=6,
-                left=[inv("Invocations", "Sum", "invocations")] if not row.asynchronous else [],
+                left=[inv("Invocations", "Sum", "invocations")] if mode != ASYNC else [],
                 right=[inv("Invocation4XXErrors", "Sum", "4xx"), inv("Invocation5XXErrors", "Sum", "5xx")],
             ),
             cloudwatch.GraphWidget(
                 title="Model latency (ms)", width=6,
                 left=[
-                    cloudwatch.MathExpression(
-                        expression=f"p{p}us / {MICROSECONDS_PER_MS}", label=f"p{p}",
-                        using_metrics={f"p{p}us": inv("ModelLatency", f"p{p}", f"p{p}")}, period=Duration.seconds(period_s),
-                    )
+                    per_period(f"p{p}us / {MICROSECONDS_PER_MS}", f"p{p}", **{f"p{p}us": inv("ModelLatency", f"p{p}", f"p{p}")})
                     for p in (50, 90, 99)
                 ],
             ),
-            cloudwatch.GraphWidget(
-                title="Error rate", width=6,
-                left=[inv("Invocation4XXErrors", "Average", "4xx rate"), inv("Invocation5XXErrors", "Average", "5xx rate")],
-            ),
+            cloudwatch.GraphWidget(title="Error rate", width=6, left=rates),
         ]
-        scaling = [
-            cloudwatch.HorizontalAnnotation(value=row.min_capacity, label="min capacity"),
-            cloudwatch.HorizontalAnnotation(value=row.max_capacity, label="max capacity"),
-        ]
-        if row.asynchronous:
+
+        def annotated(low: int, high: int, what: str) -> list[cloudwatch.HorizontalAnnotation]:
+            return [cloudwatch.HorizontalAnnotation(value=low, label=f"min {what}"),
+                    cloudwatch.HorizontalAnnotation(value=high, label=f"max {what}")]
+
+        if mode == ASYNC:
             widgets.append(cloudwatch.TextWidget(
                 markdown=f"Instances: scaling range {row.min_capacity}-{row.max_capacity}; no invocation count is "
                 "published for asynchronous endpoints.", width=6, height=6,
             ))
+        elif mode == COMPONENTS:
+            widgets.append(cloudwatch.GraphWidget(
+                title="Copies (from invocations)", width=6, left_annotations=annotated(row.min_copies, row.max_copies, "copies"),
+                left=[per_period("invocations / per_copy", "copies", invocations=inv("Invocations", "Sum", "invocations"),
+                                 per_copy=inv("InvocationsPerCopy", "Sum", "per copy"))],
+            ))
+            widgets.append(cloudwatch.GraphWidget(
+                title="Instances (CPU samples per minute)", width=6,
+                left_annotations=annotated(row.min_capacity, row.max_capacity, "instances"),
+                left=[published_metric(mode, INSTANCE_NAMESPACE, "CPUUtilization", dims, "SampleCount", 60, "instances")],
+            ))
         else:
             widgets.append(cloudwatch.GraphWidget(
-                title="Instances (from invocations)", width=6, left_annotations=scaling,
-                left=[cloudwatch.MathExpression(
-                    expression="invocations / per_instance", label="instances",
-                    using_metrics={"invocations": inv("Invocations", "Sum", "invocations"),
-                                   "per_instance": inv("InvocationsPerInstance", "Sum", "per instance")},
-                    period=Duration.seconds(period_s),
-                )],
+                title="Instances (from invocations)", width=6,
+                left_annotations=annotated(row.min_capacity, row.max_capacity, "capacity"),
+                left=[per_period("invocations / per_instance", "instances",
+                                 invocations=inv("Invocations", "Sum", "invocations"),
+                                 per_instance=inv("InvocationsPerInstance", "Sum", "per instance"))],
             ))
-        if row.gpu_count:
+        if row.gpu_count and mode == COMPONENTS:
+            def copy(name: str, label: str) -> cloudwatch.Metric:
+                return published_metric(mode, COMPONENT_COPIES, name, calls, "Average", period_s, label)
+
+            widgets.append(cloudwatch.GraphWidget(
+                title="GPU utilization and memory per copy (%)", width=12,
+                left_annotations=[cloudwatch.HorizontalAnnotation(value=100, label="a copy's GPUs full")],
+                left=[copy("GPUUtilizationNormalized", "GPU utilization"),
+                      copy("GPUMemoryUtilizationNormalized", "GPU memory")],
+            ))
+        elif row.gpu_count:
             def inst(name: str, label: str) -> cloudwatch.Metric:
-                return _metric(INSTANCE_NAMESPACE, name, dims, "Average", period_s, label)
+                return published_metric(mode, INSTANCE_NAMESPACE, name, dims, "Average", period_s, label)
 
             top = cloudwatch.HorizontalAnnotation(value=100 * row.gpu_count, label=f"{row.gpu_count} GPUs full")
             widgets.append(cloudwatch.GraphWidget(

@@ -24,6 +24,7 @@ from endpoint_runtime.smoke import chat_environment
 from systems.base import REPO_ROOT
 from systems.checks import UNSIZED_MODEL_WARNING_ID
 
+from .artifact_guard import PublishedArtifactCheck
 from .endpoint_network import BucketKeyRef, EndpointSecurity, PrivateNetwork
 from .functions import InvokeFunction, SmokeTestFunction
 from .llm_endpoint import LlmEndpoint
@@ -72,6 +73,13 @@ class EndpointStack(Stack):
             self, "LlmEndpoint", plan=plan, image=self._image(plan, image_repository), artifact_bucket=bucket,
             security=security,
         )
+        if not plan.emulator:
+            # Nothing is created for an artifact whose publish did not finish, however the stack is deployed.
+            self.artifact_check = PublishedArtifactCheck(
+                self, "ArtifactCheck", bucket_name=bucket, manifest_key=plan.manifest_key,
+                content_hash=artifact.content_hash, bucket_key=bucket_key, log_retention_days=spec.log_retention_days,
+            )
+            self.endpoint.model.node.add_dependency(self.artifact_check.resource)
         self.invoke = InvokeFunction(
             self, "Invoke", endpoint_name=plan.endpoint_name, asynchronous=plan.is_async,
             environment={**self.endpoint.request_limits, **self.endpoint.target_environment},

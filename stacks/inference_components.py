@@ -7,6 +7,21 @@ What differs from the model-on-the-variant endpoint, with the sources:
   - The endpoint config's variant names no model and carries ManagedInstanceScaling; the execution role moves to the
     endpoint config (ExecutionRoleArn). AWS::SageMaker::EndpointConfig, ProductionVariant / ManagedInstanceScaling /
     RoutingConfig (https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/aws-properties-sagemaker-endpointconfig-productionvariant.html).
+  - The instances are placed from the endpoint config before any model is attached, so the network placement the
+    Model has (VpcConfig, EnableNetworkIsolation) is on the endpoint config too: CreateEndpointConfig has both
+    (botocore 1.44.8 CreateEndpointConfigInput: EnableNetworkIsolation "Sets whether all model containers deployed to
+    the endpoint are isolated"), and the AWS SDK's own component path writes them there with the role:
+    aws/sagemaker-python-sdk sagemaker-core `Session.endpoint_from_production_variants` (config_options["VpcConfig"],
+    ["EnableNetworkIsolation"], ["ExecutionRoleArn"]), called by sagemaker-serve model_builder.py's
+    INFERENCE_COMPONENT_BASED branch. Whether SageMaker also honours the Model's own settings for a copy is not
+    documented: both carry them.
+  - A model update goes through UpdateInferenceComponent: the component's DeploymentConfig guards it (a
+    RollingUpdatePolicy in copies or percent of the copy count, and the rollback alarms), not the endpoint's
+    (botocore InferenceComponentDeploymentConfig, cfn-lint 1.58's AWS::SageMaker::InferenceComponent schema, where
+    DeploymentConfig is writeOnly).
+  - RuntimeConfig.CopyCount is re-sent with every update of the component, and CloudFormation cannot read the count
+    autoscaling set (CopyCount writeOnly, DesiredCopyCount readOnly in that schema): with copy scaling the count comes
+    from KeptCopyCount, which reads it at deploy time (lambda/copy_count/handler.py).
   - The model runs as AWS::SageMaker::InferenceComponent: Specification {ModelName, ComputeResourceRequirements
     {NumberOfAcceleratorDevicesRequired, NumberOfCpuCoresRequired, MinMemoryRequiredInMb}, StartupParameters
     {ModelDataDownloadTimeoutInSeconds, ContainerStartupHealthCheckTimeoutInSeconds}}, RuntimeConfig {CopyCount},
@@ -32,14 +47,21 @@ What differs from the model-on-the-variant endpoint, with the sources:
 
 from __future__ import annotations
 
-from aws_cdk import Stack
+import hashlib
+import json
+from collections.abc import Sequence
+
+from aws_cdk import CustomResource, Duration, Stack, Token
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
-from endpoint_config.hosting import ComputeRequirements, CopyScaling, Hosting
+from endpoint_config.hosting import CopyScaling
+from endpoint_config.operations import Rolling
 
+from .functions import PythonFunction
+from .lambda_asset import LAMBDA_ROOT, function_code
 from .log_groups import owned_log_group
 from .sagemaker_resources import ROUTING_STRATEGIES, check_timeouts
 from .scaling import COMPONENT_COPIES, scalable_target, scale_from_zero_policy, target_tracking
@@ -49,12 +71,15 @@ NO_CAPACITY_METRIC = "NoCapacityInvocationFailures"
 # The documented scale-from-zero step policy and alarm (module docstring).
 WAKE_COOLDOWN_S = 60
 WAKE_ALARM_PERIOD_S = 60
+# KeptCopyCount's function: one DescribeInferenceComponent and one PUT of the answer.
+KEPT_COUNT_TIMEOUT_S = 60
 
 
 class ComponentEndpointConfig(sagemaker.CfnEndpointConfig):
     """The endpoint config of an inference-component endpoint: one variant with instances but no model, managed
-    instance scaling between `min_instances` and `max_instances`, the routing strategy, and `role` as the endpoint's
-    ExecutionRoleArn (no model names one)."""
+    instance scaling between `min_instances` and `max_instances`, the routing strategy, and what a model would carry
+    on a model-on-the-variant endpoint: `role` as the ExecutionRoleArn, `network_isolation` as
+    EnableNetworkIsolation and `subnet_ids` / `security_group_ids` as VpcConfig (both empty: no VPC)."""
 
     def __init__(
         self,
@@ -70,7 +95,13 @@ class ComponentEndpointConfig(sagemaker.CfnEndpointConfig):
         max_instances: int,
         routing: str,
         inference_ami_version: str | None = None,
+        network_isolation: bool = False,
+        subnet_ids: tuple[str, ...] = (),
+        security_group_ids: tuple[str, ...] = (),
     ) -> None:
+        if bool(subnet_ids) != bool(security_group_ids):
+            raise ValueError(f"{variant_name}: a VpcConfig needs both subnet_ids and security_group_ids, got "
+                             f"{len(subnet_ids)} subnet(s) and {len(security_group_ids)} security group(s)")
         if not max(1, min_instances) <= instance_count <= max_instances:
             raise ValueError(
                 f"{variant_name}: instance_count {instance_count} is outside the managed scaling range "
@@ -80,6 +111,10 @@ class ComponentEndpointConfig(sagemaker.CfnEndpointConfig):
             scope,
             construct_id,
             execution_role_arn=role.role_arn,
+            enable_network_isolation=network_isolation,
+            vpc_config=sagemaker.CfnEndpointConfig.VpcConfigProperty(
+                subnets=list(subnet_ids), security_group_ids=list(security_group_ids)
+            ) if subnet_ids else None,
             production_variants=[
                 sagemaker.CfnEndpointConfig.ProductionVariantProperty(
                     variant_name=variant_name,
@@ -98,20 +133,91 @@ class ComponentEndpointConfig(sagemaker.CfnEndpointConfig):
         )
 
 
+def component_deployment_config(
+    rolling: Rolling, rollback_alarm_names: Sequence[str]
+) -> sagemaker.CfnInferenceComponent.InferenceComponentDeploymentConfigProperty:
+    """The component's DeploymentConfig: InferenceComponentDeploymentConfig {RollingUpdatePolicy {MaximumBatchSize,
+    WaitIntervalInSeconds, MaximumExecutionTimeoutInSeconds, RollbackMaximumBatchSize}, AutoRollbackConfiguration
+    {Alarms}} (botocore 1.44.8; RollingUpdatePolicy is required there, Alarms 1-10). Batches count copies or percent
+    (InferenceComponentCapacitySize COPY_COUNT | CAPACITY_PERCENT), never instances."""
+    sizes = [rolling.maximum_batch_size, rolling.rollback_maximum_batch_size]
+    if any(size is not None and size.instances is not None for size in sizes):
+        raise ValueError("an inference component's rolling batches count copies or percent, not instances")
+
+    def capacity(size):
+        if size is None:
+            return None
+        return sagemaker.CfnInferenceComponent.InferenceComponentCapacitySizeProperty(type=size.api_type, value=size.api_value)
+
+    names = list(rollback_alarm_names)
+    return sagemaker.CfnInferenceComponent.InferenceComponentDeploymentConfigProperty(
+        rolling_update_policy=sagemaker.CfnInferenceComponent.InferenceComponentRollingUpdatePolicyProperty(
+            maximum_batch_size=capacity(rolling.maximum_batch_size),
+            wait_interval_in_seconds=rolling.wait_interval_s,
+            maximum_execution_timeout_in_seconds=rolling.maximum_execution_timeout_s,
+            rollback_maximum_batch_size=capacity(rolling.rollback_maximum_batch_size),
+        ),
+        auto_rollback_configuration=sagemaker.CfnInferenceComponent.AutoRollbackConfigurationProperty(
+            alarms=[sagemaker.CfnInferenceComponent.AlarmProperty(alarm_name=n) for n in names]
+        ) if names else None,
+    )
+
+
+class KeptCopyCount(Construct):
+    """The copy count to deploy a component with: the count its copy autoscaling set, read at deploy time by the
+    custom resource Custom::KeptCopyCount (lambda/copy_count/handler.py) and kept within [floor, ceiling]; `initial`
+    while the component does not exist. `copy_count` is that number (a token).
+
+    Keyword-only props: component_name, component_arn (what the function may describe), floor / ceiling / initial
+    (1 <= floor <= initial <= ceiling), revision (changes whenever anything else of the component does, so the count is
+    read again before every update of it), model_name (the component's model: a new one is an update too),
+    log_retention_days (the function's log group)."""
+
+    def __init__(
+        self, scope: Construct, construct_id: str, *, component_name: str, component_arn: str, floor: int, ceiling: int,
+        initial: int, revision: str, model_name: str, log_retention_days: int,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        if not 1 <= floor <= initial <= ceiling:
+            raise ValueError(
+                f"KeptCopyCount {component_name!r}: need 1 <= floor <= initial <= ceiling, got {floor}, {initial}, {ceiling}"
+            )
+        self.function = PythonFunction(
+            self, "Function", code=function_code(LAMBDA_ROOT / "copy_count" / "handler.py"),
+            handler="copy_count/handler.handler", environment={}, timeout=Duration.seconds(KEPT_COUNT_TIMEOUT_S),
+            description=f"Reads the copy count of inference component {component_name} before each deploy",
+            log_retention_days=log_retention_days,
+        )
+        iam.Grant.add_to_principal(
+            grantee=self.function.function, actions=["sagemaker:DescribeInferenceComponent"], resource_arns=[component_arn]
+        )
+        self.resource = CustomResource(
+            self, "Resource", service_token=self.function.function.function_arn, resource_type="Custom::KeptCopyCount",
+            properties={"ComponentName": component_name, "Floor": floor, "Ceiling": ceiling, "Initial": initial,
+                        "Revision": revision, "ModelName": model_name},
+        )
+        self.resource.node.add_dependency(self.function)  # its role's policy before the first call
+        self.copy_count = Token.as_number(self.resource.get_att("CopyCount"))
+
+
 class InferenceComponent(Construct):
-    """The endpoint's model as one inference component, its log group and, with hosting.copy_scaling, copy
-    autoscaling (and the wake-up from zero copies when min_copies is 0).
+    """The endpoint's model as one inference component, its log group, its guarded updates and, with copy_scaling,
+    copy autoscaling (and the wake-up from zero copies when min_copies is 0) with the count kept across deploys.
 
     Keyword-only props:
       endpoint: the CfnEndpoint to place the component on (its EndpointName attribute, so the component waits for it).
       component_name: the component's name (EndpointPlan.component_name).
       model: the CfnModel the component runs (Specification.ModelName).
       role: the execution role; it may write the component's log group.
-      hosting: the endpoint's `hosting:` block (copies, compute per copy, copy scaling).
       variant_name: the endpoint config's variant.
       accelerators: the GPUs one copy gets (0 on an instance without GPUs).
+      cpu_cores, min_memory_mb: the rest of a copy's ComputeResourceRequirements.
       download_timeout_s / startup_timeout_s: StartupParameters (60-3600).
-      log_retention_days: the component's log group retention.
+      log_retention_days: the component's log group retention (and KeptCopyCount's function's).
+      copies: RuntimeConfig.CopyCount at the first deploy (>= 1).
+      copy_scaling: copy autoscaling (None: always `copies`).
+      rolling: the rolling update guarding a model update (None: SageMaker's own update, unguarded).
+      rollback_alarm_names: the alarms that roll an update back (with rolling only; at most 10).
     """
 
     def __init__(
@@ -123,18 +229,26 @@ class InferenceComponent(Construct):
         component_name: str,
         model: sagemaker.CfnModel,
         role: iam.IRole,
-        hosting: Hosting,
         variant_name: str,
         accelerators: int,
+        cpu_cores: float,
+        min_memory_mb: int,
         download_timeout_s: int,
         startup_timeout_s: int,
         log_retention_days: int,
+        copies: int,
+        copy_scaling: CopyScaling | None = None,
+        rolling: Rolling | None = None,
+        rollback_alarm_names: Sequence[str] = (),
     ) -> None:
         super().__init__(scope, construct_id)
-        if not hosting.uses_components:
-            raise ValueError(f"InferenceComponent {component_name!r}: hosting.mode is {hosting.mode!r}, not inference-components")
         check_timeouts(f"InferenceComponent {component_name!r}", download_timeout_s=download_timeout_s,
                        startup_timeout_s=startup_timeout_s)
+        if copies < 1:
+            raise ValueError(f"InferenceComponent {component_name!r}: copies must be 1 or more (SageMaker refuses a "
+                             f"component with no copy), got {copies}")
+        if rollback_alarm_names and rolling is None:
+            raise ValueError(f"InferenceComponent {component_name!r}: rollback alarms act only with a rolling update")
         self.component_name = component_name
         stack = Stack.of(self)
         # SageMaker ARNs carry names in lower case; ours are lower case already (the config's name pattern).
@@ -155,7 +269,23 @@ class InferenceComponent(Construct):
             )
         )
 
-        compute = hosting.compute or ComputeRequirements()
+        deployment = component_deployment_config(rolling, rollback_alarm_names) if rolling is not None else None
+        self.kept_copies: KeptCopyCount | None = None
+        copy_count: int | float = copies
+        if copy_scaling is not None:
+            # Everything else of the component, so the count is read again before each of its updates.
+            revision = hashlib.sha256(json.dumps({
+                "variant": variant_name, "accelerators": accelerators, "cpu_cores": cpu_cores,
+                "min_memory_mb": min_memory_mb, "timeouts": [download_timeout_s, startup_timeout_s],
+                "rolling": rolling.model_dump() if rolling is not None else None,
+                "rollback_alarms": list(rollback_alarm_names),
+            }, sort_keys=True).encode()).hexdigest()[:16]
+            self.kept_copies = KeptCopyCount(
+                self, "KeptCopyCount", component_name=component_name, component_arn=self.component_arn,
+                floor=max(1, copy_scaling.min_copies), ceiling=copy_scaling.max_copies, initial=copies,
+                revision=revision, model_name=model.attr_model_name, log_retention_days=log_retention_days,
+            )
+            copy_count = self.kept_copies.copy_count
         self.component = sagemaker.CfnInferenceComponent(
             self,
             "Component",
@@ -166,25 +296,24 @@ class InferenceComponent(Construct):
                 model_name=model.attr_model_name,
                 compute_resource_requirements=sagemaker.CfnInferenceComponent.InferenceComponentComputeResourceRequirementsProperty(
                     number_of_accelerator_devices_required=accelerators or None,
-                    number_of_cpu_cores_required=compute.cpu_cores,
-                    min_memory_required_in_mb=compute.min_memory_mb,
+                    number_of_cpu_cores_required=cpu_cores,
+                    min_memory_required_in_mb=min_memory_mb,
                 ),
                 startup_parameters=sagemaker.CfnInferenceComponent.InferenceComponentStartupParametersProperty(
                     model_data_download_timeout_in_seconds=download_timeout_s,
                     container_startup_health_check_timeout_in_seconds=startup_timeout_s,
                 ),
             ),
-            runtime_config=sagemaker.CfnInferenceComponent.InferenceComponentRuntimeConfigProperty(
-                copy_count=hosting.copies
-            ),
+            runtime_config=sagemaker.CfnInferenceComponent.InferenceComponentRuntimeConfigProperty(copy_count=copy_count),
+            deployment_config=deployment,
         )
         self.component.node.add_dependency(self.log_group)
         # The container writes its logs with the role's policy: attached before the first copy starts.
         self.component.node.add_dependency(role)
 
         self.scalable_target = None
-        if hosting.copy_scaling is not None:
-            self._add_copy_scaling(hosting.copy_scaling)
+        if copy_scaling is not None:
+            self._add_copy_scaling(copy_scaling)
 
     def _add_copy_scaling(self, scaling: CopyScaling) -> None:
         target = scalable_target(
@@ -240,4 +369,6 @@ class InferenceComponent(Construct):
         return iam.Grant.add_to_principal(grantee=grantee, actions=["sagemaker:InvokeEndpoint"], resource_arns=[self.component_arn])
 
 
-__all__ = ["COPY_SCALING_METRIC", "ComponentEndpointConfig", "InferenceComponent"]
+__all__ = [
+    "COPY_SCALING_METRIC", "ComponentEndpointConfig", "InferenceComponent", "KeptCopyCount", "component_deployment_config",
+]

@@ -5,13 +5,13 @@ scaling.py); this one wires them and holds the grants every caller of the endpoi
 
 from __future__ import annotations
 
-from aws_cdk import Stack
+from aws_cdk import Annotations, Stack
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 import request_contract
 from deployment import EndpointPlan
-from endpoint_config.hosting import accelerators_per_copy
+from endpoint_config.hosting import ComputeRequirements, accelerators_per_copy
 
 from .async_inference import AsyncInference
 from .endpoint_alarms import EndpointAlarms, RollbackAlarms, deployment_config
@@ -26,6 +26,7 @@ VARIANT_NAME = "AllTraffic"
 BEARER_WILDCARD_REASON = ("sagemaker:CallWithBearerToken has no resource type (cfn-lint's Policies.json, the Service "
                           "Authorization Reference's data): '*' is the only resource it takes; InvokeEndpoint stays "
                           "scoped to this endpoint")  # fmt: skip
+UNGUARDED_COMPONENT_WARNING_ID = "llm-endpoints:unguarded-component-updates"
 # Concurrency, not invocations, tracks LLM load: one request holds a model copy for seconds.
 SCALING_METRIC = "SageMakerVariantConcurrentRequestsPerModelHighResolution"
 
@@ -79,11 +80,15 @@ class LlmEndpoint(Construct):
         )
         if plan.component_name is not None:  # hosting.mode inference-components: a variant without a model
             scaling = spec.hosting.instance_scaling
+            # The instances are placed from the endpoint config: the Model's network placement goes there too.
             self.endpoint_config = ComponentEndpointConfig(
                 self, "EndpointConfig", role=self.role, variant_name=VARIANT_NAME, instance_type=spec.instance_type,
                 instance_count=spec.instance_count, volume_size_gb=spec.volume_size_gb,
                 min_instances=scaling.min_instances if scaling else 1, max_instances=scaling.max_instances if scaling else 1,
                 routing=spec.routing, inference_ami_version=plan.inference_ami_version,
+                network_isolation=plan.network_isolation,
+                subnet_ids=security.subnet_ids if security is not None else (),
+                security_group_ids=security.security_group_ids if security is not None else (),
             )
         else:
             self.endpoint_config = VariantEndpointConfig(
@@ -96,39 +101,55 @@ class LlmEndpoint(Construct):
         if security is not None:
             security.apply(role=self.role, model=self.model, endpoint_config=self.endpoint_config)
 
-        # deployment: guarded updates; the rollback alarms watch the new fleet (stacks/endpoint_alarms.py).
+        # deployment: guarded updates (stacks/endpoint_alarms.py). A model on the variant: the endpoint's
+        # DeploymentConfig, its rollback alarms on the new fleet. An inference component: a new model updates the
+        # component, so the rolling update and its alarms (on the component's metrics) are the component's, and the
+        # endpoint keeps SageMaker's default for its own config (which preflight refuses to change in place).
+        deployment = plan.deployment
         self.rollback_alarms = None
-        if spec.deployment is not None and spec.deployment.auto_rollback is not None:
+        if deployment is not None and deployment.auto_rollback is not None:
             self.rollback_alarms = RollbackAlarms(
-                self, "RollbackAlarms", endpoint_name=plan.endpoint_name, variant_name=VARIANT_NAME,
-                endpoint_config_name=self.endpoint_config.attr_endpoint_config_name, spec=spec.deployment.auto_rollback,
+                self, "RollbackAlarms", endpoint_name=plan.endpoint_name, spec=deployment.auto_rollback,
+                asynchronous=plan.is_async,
+                **({"component_name": plan.component_name} if plan.component_name is not None else
+                   {"variant_name": VARIANT_NAME, "endpoint_config_name": self.endpoint_config.attr_endpoint_config_name}),
             )
             self.rollback_alarms.grant_describe(self.role)
+        rollback_names = self.rollback_alarms.alarm_names if self.rollback_alarms else []
         self.endpoint = GuardedEndpoint(
             self, "Endpoint", endpoint_name=plan.endpoint_name, endpoint_config=self.endpoint_config,
             scaled=spec.autoscaling is not None or plan.component_name is not None,
-            deployment_config=deployment_config(
-                spec.deployment, rollback_alarm_names=self.rollback_alarms.alarm_names if self.rollback_alarms else [],
-            ) if spec.deployment is not None else None,
+            deployment_config=deployment_config(deployment, rollback_alarm_names=rollback_names)
+            if deployment is not None and plan.component_name is None else None,
         )
         self.endpoint.node.add_dependency(self.log_group)
         # hosting.mode inference-components: the model as an inference component, with its copy scaling.
-        self.component = InferenceComponent(
-            self, "InferenceComponent", endpoint=self.endpoint, component_name=plan.component_name, model=self.model,
-            role=self.role, hosting=spec.hosting, variant_name=VARIANT_NAME,
-            accelerators=accelerators_per_copy(spec, plan.instance), download_timeout_s=plan.download_timeout_s,
-            startup_timeout_s=plan.startup_timeout_s, log_retention_days=spec.log_retention_days,
-        ) if plan.component_name is not None else None
+        self.component = None
+        if plan.component_name is not None:
+            compute = spec.hosting.compute or ComputeRequirements()
+            self.component = InferenceComponent(
+                self, "InferenceComponent", endpoint=self.endpoint, component_name=plan.component_name, model=self.model,
+                role=self.role, variant_name=VARIANT_NAME, accelerators=accelerators_per_copy(spec, plan.instance),
+                cpu_cores=compute.cpu_cores, min_memory_mb=compute.min_memory_mb,
+                download_timeout_s=plan.download_timeout_s, startup_timeout_s=plan.startup_timeout_s,
+                log_retention_days=spec.log_retention_days, copies=spec.hosting.copies,
+                copy_scaling=spec.hosting.copy_scaling, rolling=deployment.rolling if deployment is not None else None,
+                rollback_alarm_names=rollback_names,
+            )
+            if plan.deployment_warning:
+                Annotations.of(self).add_warning_v2(UNGUARDED_COMPONENT_WARNING_ID, plan.deployment_warning)
         if self.rollback_alarms is not None:
-            # The alarms name the new config: they must move to it (and the role may read them) before the update.
-            self.endpoint.node.add_dependency(self.rollback_alarms, self.role)
+            # The alarms must be in place (and the role may read them) before the update they guard: on a model on
+            # the variant they name the new config, so they move to it first.
+            guarded = self.component.component if self.component is not None else self.endpoint
+            guarded.node.add_dependency(self.rollback_alarms, self.role)
         # alarms: the endpoint's health alarms and their topic (stacks/endpoint_alarms.py).
         self.alarms = (
             EndpointAlarms(
-                self, "Alarms", endpoint_name=plan.endpoint_name, variant_name=VARIANT_NAME, spec=spec.alarms,
-                gpu_count=plan.instance.gpu_count, asynchronous=plan.is_async,
+                self, "Alarms", endpoint_name=plan.endpoint_name, variant_name=VARIANT_NAME, spec=plan.alarms,
+                gpu_count=plan.instance.gpu_count, asynchronous=plan.is_async, component_name=plan.component_name,
             )
-            if spec.alarms is not None else None
+            if plan.alarms is not None else None
         )
 
         if spec.autoscaling is not None and self.async_inference is not None:

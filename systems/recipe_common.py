@@ -278,7 +278,7 @@ def run_recipe(
 
     steps.set_postfix_str("load source")
     if load is None:
-        load = lambda path: load_pretrained(path, endpoint.dtype)  # noqa: E731
+        load = lambda path: load_pretrained(path, endpoint.dtype)
     model, tokenizer = load_source(endpoint, source, load, name_endpoint=name_endpoint)
     parameter_count = sum(p.numel() for p in model.parameters())
     expected = reference(model, tokenizer) if verify is None else None

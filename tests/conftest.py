@@ -26,7 +26,7 @@ for _var in ("CDK_DEFAULT_ACCOUNT", "CDK_DEFAULT_REGION"):
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from helpers import Synthesized, synthesize  # noqa: E402 - after the path set-up above
+from helpers import Synthesized, synthesize
 
 # ---------------------------------------------------------------------------------------------------- synth
 

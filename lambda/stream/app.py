@@ -113,14 +113,14 @@ class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # chunked replies need 1.1
     server_version = "llm-endpoints-stream"
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         self._close_if_body()
         if self.path == READY_PATH:
             self._reply(200, {"Content-Type": "text/plain"}, b"ready")
         else:
             self._reply(*stream.handle_request("GET", b"", self._request_id(), self.path))
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         try:
             body = self._read_body()
         except FramingError as e:
@@ -220,7 +220,7 @@ class Handler(BaseHTTPRequestHandler):
             if close is not None:
                 close()
 
-    def log_message(self, format: str, *args) -> None:  # noqa: A002
+    def log_message(self, format: str, *args) -> None:
         pass  # endpoint_runtime.stream writes one structured line per request
 
 

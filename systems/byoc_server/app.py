@@ -173,7 +173,7 @@ def create_app(
     state = ModelState(handler, Path(model_dir) if model_dir is not None else model_dir_from_env())
 
     @asynccontextmanager
-    async def lifespan(app: FastAPI):  # noqa: ANN202
+    async def lifespan(app: FastAPI):
         if load_in_background:
             threading.Thread(target=state.load, name="model-load", daemon=True).start()
         else:

@@ -138,7 +138,7 @@ def decoder_module(model: Any) -> Any:
             self.transformer = model.transformer
             self.lm_head = model.lm_head
 
-        def forward(self, input_ids, position_ids, attention_bias, past_key_values):  # noqa: ANN001, ANN202
+        def forward(self, input_ids, position_ids, attention_bias, past_key_values):
             t = self.transformer
             batch, seq = input_ids.shape[0], input_ids.shape[1]
             h = t.wte(input_ids) + t.wpe(position_ids)

@@ -20,7 +20,7 @@ class FakeRuntime:
         runtime = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802
+            def do_POST(self):
                 self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 runtime.requests.append(self.path)
                 status, error_type, body, delay = runtime.answers[0] if runtime.answers else (200, None, {}, 0)

@@ -101,7 +101,7 @@ def call(event) -> tuple[int, dict]:
 # ----------------------------------------------------------------------------------------------------------------
 # Validation: every bad request gets a 4xx naming the key, the value and the limit, and SageMaker is never called.
 
-P = lambda params: {"inputs": "hello", "parameters": params}  # noqa: E731
+P = lambda params: {"inputs": "hello", "parameters": params}
 
 BAD_REQUESTS = [
     # (id, event, status, substrings that must be in the message)

@@ -28,7 +28,7 @@ CAP = 2048  # MAX_REQUEST_BYTES for these tests
 class EchoRuntime(BaseHTTPRequestHandler):
     """InvokeEndpointWithResponseStream answering the prompt back as one token and the summary."""
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         prompt = request["inputs"]
         parts = [

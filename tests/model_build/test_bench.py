@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
+
+import pytest
 
 from bench import report
 from bench.stats import latency_summary, percentile, ratio, spread, summarize, table, write_json
@@ -141,3 +144,33 @@ def test_s3_cold_start_and_upload_ceiling_against_the_emulator(tmp_path: Path, t
     files = sorted(p.relative_to(gpt2_artifact).as_posix() for p in gpt2_artifact.rglob("*") if p.is_file())
     assert sorted(p.relative_to(tmp_path / "down").as_posix() for p in (tmp_path / "down").rglob("*") if p.is_file()) == files
     assert got == sum((gpt2_artifact / f).stat().st_size for f in files)
+
+
+def test_streamed_weights_against_download_then_load_from_the_emulator(tmp_path: Path, gpt2_artifact: Path, emulator) -> None:
+    """The real streamer (a pinned dev requirement) reads the published shards from the emulator's S3; its tensors
+    and small files equal the download's (checked inside bench), and the three variants are timed."""
+    from bench import s3stream
+
+    result = s3stream.bench(tmp_path, gpt2_artifact, 1, lambda _: None, emulator=emulator)
+    assert "skipped" not in result, result.get("skipped")
+    assert {v: s["n"] for v, s in result["seconds"].items()} == {"stream": 1, "download_load": 1, "download": 1}
+    assert result["tensor_bytes"] > 0 and set(result["ratios"]) == {
+        "stream_over_download_load", "stream_over_download", "download_load_over_download"}
+    assert not any(k in os.environ for k in s3stream.STREAMER_ENV)  # the settings do not leak out of the run
+    md = "\n".join(report._s3stream_md(result))
+    assert "## 1c. Streamed weights" in md and "runai-model-streamer 0.17.0" in md
+
+
+def test_streamed_tensors_that_differ_are_reported() -> None:
+    import torch
+
+    from bench import s3stream
+
+    same = {"tensors": {"w": torch.ones(3, dtype=torch.float16)}, "small_files": ["config.json"]}
+    s3stream.check_same(same, {"tensors": {"w": torch.ones(3, dtype=torch.float16)}, "small_files": ["config.json"]})
+    with pytest.raises(AssertionError, match=r"differ from the downloaded ones: \['w'\]"):
+        s3stream.check_same(same, {"tensors": {"w": torch.zeros(3, dtype=torch.float16)}, "small_files": ["config.json"]})
+    with pytest.raises(AssertionError, match="differ by name"):
+        s3stream.check_same(same, {"tensors": {"v": torch.ones(3, dtype=torch.float16)}, "small_files": ["config.json"]})
+    with pytest.raises(AssertionError, match="small files differ"):
+        s3stream.check_same(same, {"tensors": same["tensors"], "small_files": []})

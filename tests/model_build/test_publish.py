@@ -124,7 +124,93 @@ def test_changed_build_dir_is_refused_naming_the_file(s3, bucket, tmp_path):
     (build / "config.json").write_text("{}")
     with pytest.raises(PublishError, match=r"config\.json: size"):
         publish_artifact(build, bucket, "models/ep/x/", s3_client=s3, progress=False)
-    assert s3.list_objects_v2(Bucket=bucket).get("KeyCount", 0) == 0  # nothing was sent
+    assert s3.list_objects_v2(Bucket=bucket).get("KeyCount", 0) == 0  # refused before anything was sent
+
+
+def _edit_once(s3, operation: str, key: str, path: Path) -> dict:
+    """Flip a byte of `path` in place (same size and inode, new mtime) the first time `operation` is called for
+    `key`: an edit while the publish is running. Returns the state: {"done": bool, "original": bytes}."""
+    state = {"done": False, "original": path.read_bytes()}
+
+    def edit(params, **kwargs):
+        if params.get("Key") == key and not state["done"]:
+            state["done"] = True
+            with open(path, "r+b") as f:
+                f.seek(1000)
+                byte = f.read(1)
+                f.seek(1000)
+                f.write(bytes([byte[0] ^ 0xFF]))
+
+    s3.meta.events.register(f"before-parameter-build.s3.{operation}", edit, unique_id=f"edit-{operation}")
+    return state
+
+
+def _complete(s3, bucket: str, prefix: str) -> bool:
+    keys = {o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix=prefix).get("Contents", [])}
+    return prefix + "manifest.json" in keys
+
+
+def test_edit_during_a_multipart_upload_marks_nothing_complete(s3, bucket, tmp_path):
+    """The file changes after its upload began: its multipart upload is aborted (no object carries the manifest's
+    sha256 for other bytes), manifest.json is not written, and a publish of the restored file completes."""
+    build = make_build(tmp_path, big_bytes=12 * MiB)
+    prefix = "models/ep/edit-mid/"
+    big = build / "big.safetensors"
+    state = _edit_once(s3, "UploadPart", prefix + "big.safetensors", big)
+    try:
+        with pytest.raises(PublishError, match=r"changed since it was built \(refusing to publish while it was being "
+                           r"published; manifest.json was not written(.|\n)*big\.safetensors: (sha256|changed while)"):
+            publish_artifact(build, bucket, prefix, s3_client=s3, progress=False, multipart_threshold=5 * MiB,
+                             max_concurrency=2)
+    finally:
+        s3.meta.events.unregister("before-parameter-build.s3.UploadPart", unique_id="edit-UploadPart")
+    assert state["done"]
+    assert not _complete(s3, bucket, prefix)
+    keys = {o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix=prefix).get("Contents", [])}
+    assert prefix + "big.safetensors" not in keys  # never completed
+    assert not s3.list_multipart_uploads(Bucket=bucket).get("Uploads")  # and aborted, not left to linger
+
+    big.write_bytes(state["original"])  # restored: the same bytes as built, a new mtime
+    report = publish_artifact(build, bucket, prefix, s3_client=s3, progress=False, multipart_threshold=5 * MiB)
+    assert prefix + "big.safetensors" in report.uploaded and report.uploaded[-1] == prefix + "manifest.json"
+    assert s3.get_object(Bucket=bucket, Key=prefix + "big.safetensors")["Body"].read() == state["original"]
+
+
+def test_multipart_file_edited_before_publish_is_refused_while_uploading(s3, bucket, tmp_path):
+    build = make_build(tmp_path, big_bytes=12 * MiB)
+    big = build / "big.safetensors"
+    data = bytearray(big.read_bytes())
+    data[5] ^= 0xFF  # same size: only its hash, computed while it uploads, can tell
+    big.write_bytes(bytes(data))
+    prefix = "models/ep/edit-before/"
+    with pytest.raises(PublishError, match=r"manifest.json was not written(.|\n)*big\.safetensors: sha256"):
+        publish_artifact(build, bucket, prefix, s3_client=s3, progress=False, multipart_threshold=5 * MiB)
+    keys = {o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix=prefix).get("Contents", [])}
+    assert prefix + "big.safetensors" not in keys and prefix + "manifest.json" not in keys
+    assert not s3.list_multipart_uploads(Bucket=bucket).get("Uploads")
+
+
+def test_edit_during_a_single_request_upload_leaves_no_trusted_object(s3, bucket, tmp_path):
+    """A file sent in one PutObject is hashed before it is sent; changed while it was sent, its object is replaced
+    by an empty one without sha256 metadata, so the next publish uploads it again instead of skipping it."""
+    build = make_build(tmp_path)
+    prefix = "models/ep/edit-put/"
+    shard = build / "model-00001-of-00002.safetensors"
+    state = _edit_once(s3, "PutObject", prefix + shard.name, shard)
+    try:
+        with pytest.raises(PublishError, match=r"manifest.json was not written(.|\n)*model-00001-of-00002"
+                           r"\.safetensors: changed while it was being published"):
+            publish_artifact(build, bucket, prefix, s3_client=s3, progress=False)
+    finally:
+        s3.meta.events.unregister("before-parameter-build.s3.PutObject", unique_id="edit-PutObject")
+    assert state["done"] and not _complete(s3, bucket, prefix)
+    head = s3.head_object(Bucket=bucket, Key=prefix + shard.name)
+    assert head["ContentLength"] == 0 and "sha256" not in head["Metadata"]
+
+    shard.write_bytes(state["original"])
+    report = publish_artifact(build, bucket, prefix, s3_client=s3, progress=False)
+    assert prefix + shard.name in report.uploaded and _complete(s3, bucket, prefix)
+    assert s3.get_object(Bucket=bucket, Key=prefix + shard.name)["Body"].read() == state["original"]
 
 
 def test_multipart_upload_with_small_threshold(s3, bucket, tmp_path):
@@ -230,3 +316,69 @@ def test_publish_endpoint_without_manifest(emulator, tmp_path, deployment):
     (tmp_path / "empty").mkdir()
     with emulator.activated(), pytest.raises(PublishError, match=r"run `python -m model_build build"):
         publish_endpoint(deployment, deployment.plans[0], tmp_path / "empty", progress=False)
+
+
+def test_ctrl_c_stops_the_publish_cleanly(emulator, s3, tmp_path, deployment):
+    """SIGINT to `python -m model_build publish` while a multipart upload runs: exit 130 with one line, no traceback,
+    the in-flight multipart uploads aborted, no manifest.json (so nothing marks the artifact complete), and the
+    process gone within seconds rather than after the remaining uploads. (s3transfer 0.19.3's
+    TransferManager.shutdown(cancel=True) raised TypeError here: model_build/publish.py says why it is not used.)"""
+    import signal
+    import subprocess
+    import time
+
+    ep = deployment.endpoints[0]
+    env = deployment.environment
+    bucket = artifact_bucket_name(deployment.project, deployment.environment_name, env.account, env.region)
+    build = make_build(tmp_path, big_bytes=80 * MiB)  # above the 64 MiB multipart threshold
+    s3.create_bucket(Bucket=bucket)
+    command = [sys.executable, "-m", "model_build", "publish", "--config", str(ROOT / "config" / "local.yaml"),
+               "--env", "local", "--endpoint", ep.name, "--artifact", str(build)]  # fmt: skip
+    child = subprocess.Popen(command, cwd=ROOT, env={**os.environ, **emulator.client_env()}, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while not s3.list_multipart_uploads(Bucket=bucket).get("Uploads"):
+            assert child.poll() is None and time.monotonic() < deadline, "the multipart upload never started"
+            time.sleep(0.05)
+        child.send_signal(signal.SIGINT)
+        interrupted = time.monotonic()
+        out, err = child.communicate(timeout=60)
+        took = time.monotonic() - interrupted
+        keys = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket).get("Contents", [])]
+        pending = s3.list_multipart_uploads(Bucket=bucket).get("Uploads", [])
+    finally:
+        if child.poll() is None:
+            child.kill()
+        for key in [o["Key"] for o in s3.list_objects_v2(Bucket=bucket).get("Contents", [])]:
+            s3.delete_object(Bucket=bucket, Key=key)
+        for upload in s3.list_multipart_uploads(Bucket=bucket).get("Uploads", []):
+            s3.abort_multipart_upload(Bucket=bucket, Key=upload["Key"], UploadId=upload["UploadId"])
+        s3.delete_bucket(Bucket=bucket)
+    assert child.returncode == 130, out + err
+    assert "Traceback" not in err and err.strip().splitlines()[-1].startswith("interrupted"), err
+    assert not [k for k in keys if k.endswith("manifest.json")], keys
+    assert not pending, pending
+    assert took < 10, f"the publish took {took:.1f} s to stop"
+
+
+def test_a_failed_upload_is_named_and_nothing_is_marked_complete(s3, bucket, tmp_path):
+    """One PUT refused by S3: PublishError naming the key (the cancel of the other transfers must not raise
+    instead), and no manifest.json."""
+    from botocore.exceptions import ClientError
+
+    build = make_build(tmp_path)
+
+    def refuse(params, **kwargs):
+        if params.get("Key", "").endswith("config.json"):
+            raise ClientError({"Error": {"Code": "AccessDenied", "Message": "denied"}}, "PutObject")
+
+    s3.meta.events.register("before-parameter-build.s3.PutObject", refuse, unique_id="refuse-config")
+    try:
+        with pytest.raises(PublishError) as err:
+            publish_artifact(build, bucket, "p/", s3_client=s3, progress=False)
+    finally:
+        s3.meta.events.unregister("before-parameter-build.s3.PutObject", unique_id="refuse-config")
+    assert "failed for 1 file(s); manifest.json was not written" in str(err.value)
+    assert "p/config.json: An error occurred (AccessDenied)" in str(err.value)
+    assert not _complete(s3, bucket, "p/")

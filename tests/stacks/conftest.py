@@ -1,5 +1,5 @@
 """Fixtures of the stack tests: the pipeline app synthesized once per session, with and without the GPU build
-options (cdk-nag runs in both synths)."""
+options (cdk-nag runs in both synths), and one guarded inference-component endpoint stack."""
 
 from __future__ import annotations
 
@@ -55,3 +55,36 @@ def gpu_pipeline(tmp_path_factory) -> dict:
     add_nag_checks(app)
     app.synth()  # the GPU image's own findings (CB5, ecr:GetAuthorizationToken) are acknowledged
     return json.loads((outdir / "P.template.json").read_text())
+
+
+# An inference-component endpoint with what config/examples/production.yaml's assist-ic leaves out: a rolling update
+# of the component with its rollback alarms, and a created VPC (tests/stacks/test_inference_components.py,
+# test_alarms.py).
+GUARDED_COMPONENT = """\
+project: llm-endpoints
+environments:
+  prod: {account: "111122223333", region: us-east-1}
+endpoints:
+  - name: guarded-ic
+    system: lmi-vllm
+    model: EleutherAI/gpt-j-6B
+    instance_type: ml.g5.12xlarge
+    tensor_parallel_degree: 1
+    hosting:
+      mode: inference-components
+      instance_scaling: {min_instances: 1, max_instances: 2}
+      copies: 2
+      copy_scaling: {min_copies: 2, max_copies: 8, target_concurrency: 4}
+    deployment: {rolling: {maximum_batch_size: {copies: 1}, wait_interval_s: 600}}
+    network: {create_vpc: true}
+"""
+
+
+@pytest.fixture(scope="session")
+def guarded_component(tmp_path_factory) -> dict:
+    """GUARDED_COMPONENT's endpoint stack template (its stack alone, ~2 s)."""
+    from helpers import synthesize_endpoint_stack
+
+    path = tmp_path_factory.mktemp("guarded-component") / "guarded.yaml"
+    path.write_text(GUARDED_COMPONENT)
+    return synthesize_endpoint_stack(path, "prod", "guarded-ic")

@@ -1,5 +1,8 @@
 """Alarms (`alarms:`) and the environment dashboard, on config/examples/production.yaml: chat-vllm tunes the block and
-sends to an existing topic; assist-ic and summarize-async keep the defaults (a topic of their own)."""
+sends to an existing topic (and captures data: disk at 70 %); assist-ic (an inference component) and summarize-async
+(asynchronous: latency from its invocation timeout) keep the defaults (a topic of their own). The class check: every
+alarm and dashboard metric in these templates is one SageMaker publishes for its endpoint's hosting mode
+(stacks/sagemaker_metrics.py PUBLISHED)."""
 
 from __future__ import annotations
 
@@ -7,9 +10,12 @@ import json
 
 import pytest
 from aws_cdk import App, Stack
+from helpers import alarm_series
 
+from deployment import load_config
 from endpoint_config.operations import AlarmsSpec
 from stacks.endpoint_alarms import EndpointAlarms
+from stacks.sagemaker_metrics import COMPONENTS, PUBLISHED, REAL_TIME, hosting_mode, is_published, published_metric
 
 PROD = ("config/examples/production.yaml", "prod")
 CHAT = "llm-endpoints-prod-chat-vllm"
@@ -36,11 +42,14 @@ def health_alarms(prod, stack: str, endpoint: str) -> dict[str, dict]:
 
 def test_tuned_alarms_go_to_the_existing_topic(prod):
     alarms = health_alarms(prod, CHAT, "prod-chat-vllm")
-    assert sorted(alarms) == ["4xx-rate", "5xx-rate", "disk", "gpu-memory", "latency-p99", "no-invocations"]
+    assert sorted(alarms) == ["4xx-rate", "5xx-rate", "disk", "gpu-memory", "latency-p99", "model-errors", "no-invocations"]
     for props in alarms.values():
         assert props["AlarmActions"] == [ONCALL]
-        assert {"Name": "EndpointName", "Value": "prod-chat-vllm"} in props["Dimensions"]
-        assert {"Name": "VariantName", "Value": "AllTraffic"} in props["Dimensions"]
+        for series in alarm_series(props):
+            assert {"Name": "EndpointName", "Value": "prod-chat-vllm"} in series["Dimensions"]
+            assert {"Name": "VariantName", "Value": "AllTraffic"} in series["Dimensions"]
+    # data_capture is on: capture stops at 75 % disk, so the disk alarm defaults to 70.
+    assert alarms["disk"]["Threshold"] == 70
     # Its own topic is not created when one is given (other blocks' topics may exist: none is named for alarms).
     assert not [r for r in prod.templates[CHAT]["Resources"].values()
                 if r["Type"] == "AWS::SNS::Topic" and "alarms" in str(r["Properties"].get("DisplayName", ""))]
@@ -57,10 +66,12 @@ def test_tuned_alarms_go_to_the_existing_topic(prod):
 
 def test_defaults_create_a_tls_only_topic_cloudwatch_may_publish_to(prod):
     alarms = health_alarms(prod, DEFAULTS, "prod-assist-ic")
-    assert sorted(alarms) == ["4xx-rate", "5xx-rate", "disk", "gpu-memory", "latency-p99"]  # no-invocations: off
+    assert sorted(alarms) == ["4xx-rate", "5xx-rate", "disk", "gpu-memory", "latency-p99", "model-errors"]  # no-invocations: off
     thresholds = {k: p["Threshold"] for k, p in alarms.items()}
-    assert thresholds == {"4xx-rate": 0.05, "5xx-rate": 0.01, "disk": 90, "gpu-memory": 380, "latency-p99": 30_000_000}
-    assert {(p["Period"], p["EvaluationPeriods"], p["DatapointsToAlarm"]) for p in alarms.values()} == {(300, 3, 2)}
+    assert thresholds == {"4xx-rate": 0.05, "5xx-rate": 0.01, "disk": 90, "gpu-memory": 95, "latency-p99": 30_000_000,
+                          "model-errors": 0.01}
+    assert {(s["Period"], p["EvaluationPeriods"], p["DatapointsToAlarm"]) for p in alarms.values()
+            for s in alarm_series(p)} == {(300, 3, 2)}
     resources = prod.templates[DEFAULTS]["Resources"]
     [topic_id] = [k for k, r in resources.items()
                   if r["Type"] == "AWS::SNS::Topic" and "alarms" in str(r["Properties"].get("DisplayName", ""))]
@@ -84,10 +95,16 @@ def test_one_dashboard_per_environment_in_the_artifact_stack(prod):
     body = json.loads("".join(p if isinstance(p, str) else "us-east-1" for p in body_parts))
     metrics = [m for w in body["widgets"] if w["type"] == "metric" for m in w["properties"]["metrics"]]
     names = {(m[0], m[1], m[3]) for m in metrics if isinstance(m[0], str)}
-    for endpoint in ("prod-chat-vllm", "prod-summarize-async", "prod-assist-ic"):
+    for endpoint in ("prod-chat-vllm", "prod-summarize-async"):
         assert ("AWS/SageMaker", "ModelLatency", endpoint) in names
         assert ("AWS/SageMaker", "Invocation5XXErrors", endpoint) in names
-        assert ("/aws/sagemaker/Endpoints", "GPUMemoryUtilization", endpoint) in names  # all three are on g5
+        assert ("/aws/sagemaker/Endpoints", "GPUMemoryUtilization", endpoint) in names  # both on g5
+    # The inference component's row: its own invocations and its copies' GPUs, the instances by their CPU samples.
+    assert ("AWS/SageMaker", "ModelLatency", "prod-assist-ic-ic") in names
+    assert ("AWS/SageMaker", "InvocationsPerCopy", "prod-assist-ic-ic") in names
+    assert ("/aws/sagemaker/InferenceComponents", "GPUMemoryUtilizationNormalized", "prod-assist-ic-ic") in names
+    assert ("/aws/sagemaker/Endpoints", "CPUUtilization", "prod-assist-ic") in names
+    assert ("AWS/SageMaker", "ModelLatency", "prod-assist-ic") not in names
     # Latency percentiles, and the instance count against chat-vllm's scaling range 2-6.
     stats = {m[-1]["stat"] for m in metrics if isinstance(m[0], str) and m[1] == "ModelLatency"}
     assert {"p50", "p90", "p99"} <= stats
@@ -95,6 +112,12 @@ def test_one_dashboard_per_environment_in_the_artifact_stack(prod):
                    "Instances (from invocations)" and "prod-chat-vllm" in json.dumps(w)]
     annotations = {a["value"] for a in instances["properties"]["annotations"]["horizontal"]}
     assert annotations == {2, 6}
+    # assist-ic: copies 0-4 (copy_scaling) on instances 0-2 (instance_scaling).
+    ranges = {w["properties"]["title"]: {a["value"] for a in w["properties"]["annotations"]["horizontal"]}
+              for w in body["widgets"] if w["type"] == "metric" and "prod-assist-ic" in json.dumps(w)
+              and "annotations" in w["properties"] and "horizontal" in w["properties"]["annotations"]}
+    assert ranges["Copies (from invocations)"] == {0, 4}
+    assert ranges["Instances (CPU samples per minute)"] == {0, 2}
     # Asynchronous endpoints publish no Invocations: no invocation count for summarize-async.
     assert ("AWS/SageMaker", "Invocations", "prod-summarize-async") not in names
 
@@ -107,7 +130,10 @@ def test_endpoint_alarms_validates_its_props():
     with pytest.raises(ValueError, match="gpu_count must be 0 or more"):
         EndpointAlarms(stack, "B", endpoint_name="e", variant_name="AllTraffic", spec=AlarmsSpec(), gpu_count=-1)
     cpu = EndpointAlarms(stack, "C", endpoint_name="e", variant_name="AllTraffic", spec=AlarmsSpec(), gpu_count=0)
-    assert len(cpu.alarms) == 4  # no GPU alarm without a GPU
+    assert len(cpu.alarms) == 5  # no GPU alarm without a GPU
+    with pytest.raises(ValueError, match="an inference-component endpoint is real-time only"):
+        EndpointAlarms(stack, "D", endpoint_name="e", variant_name="AllTraffic", spec=AlarmsSpec(), gpu_count=0,
+                       asynchronous=True, component_name="e-ic")
 
 
 def test_an_example_without_the_block_gets_the_defaults(synth):
@@ -115,8 +141,90 @@ def test_an_example_without_the_block_gets_the_defaults(synth):
     synthesized = synth("config/examples/lmi-vllm.yaml", "dev")
     alarms = health_alarms(synthesized, "llm-endpoints-dev-gptj-vllm", "dev-gptj-vllm")
     assert {k: p["Threshold"] for k, p in alarms.items()} == {
-        "5xx-rate": 0.01, "4xx-rate": 0.05, "latency-p99": 30_000_000, "gpu-memory": 380, "disk": 90}
+        "5xx-rate": 0.01, "model-errors": 0.01, "4xx-rate": 0.05, "latency-p99": 30_000_000, "gpu-memory": 380, "disk": 90}
     resources = synthesized.templates["llm-endpoints-dev-gptj-vllm"]["Resources"]
     assert [r["Type"] for r in resources.values()].count("AWS::SNS::Topic") == 1
     artifacts = synthesized.templates["llm-endpoints-dev-artifacts"]["Resources"]
     assert [r["Type"] for r in artifacts.values()].count("AWS::CloudWatch::Dashboard") == 1
+
+
+def test_an_async_endpoint_alarms_on_latency_near_its_invocation_timeout(prod):
+    """summarize-async allows 1800 s per request (invocation_timeout_s): its p99 alarm defaults to 90 % of that,
+    not the real-time 30 s; and no model-errors alarm (no InvocationModelErrors for async endpoints)."""
+    alarms = health_alarms(prod, ASYNC, "prod-summarize-async")
+    assert alarms["latency-p99"]["Threshold"] == 1_620_000_000  # microseconds
+    assert sorted(alarms) == ["4xx-rate", "5xx-rate", "disk", "gpu-memory", "latency-p99"]
+
+
+# --------------------------------------------------------------------------------- the class: what SageMaker publishes
+
+
+def _mode_of(template: dict) -> str:
+    resources = template["Resources"].values()
+    component = any(r["Type"] == "AWS::SageMaker::InferenceComponent" for r in resources)
+    asynchronous = any(r["Type"] == "AWS::SageMaker::EndpointConfig" and "AsyncInferenceConfig" in r["Properties"]
+                       for r in resources)
+    return hosting_mode(component=component, asynchronous=asynchronous)
+
+
+def _dimension_names(dimensions) -> set[str]:
+    return {d["Name"] for d in dimensions or []}
+
+
+def test_every_alarm_watches_a_series_sagemaker_publishes(prod, guarded_component):
+    """Every AWS::CloudWatch::Alarm of the endpoint stacks (health, rollback, scale-from-zero: all of them) watches
+    metrics that SageMaker publishes for the stack's hosting mode, in exactly that namespace with exactly those
+    dimensions (stacks/sagemaker_metrics.py PUBLISHED, written from the SageMaker Developer Guide)."""
+    templates = {name: t for name, t in prod.templates.items() if name != ARTIFACTS}
+    templates["guarded-ic"] = guarded_component
+    seen_modes = set()
+    for name, template in templates.items():
+        mode = _mode_of(template)
+        seen_modes.add(mode)
+        for lid, r in template["Resources"].items():
+            if r["Type"] == "AWS::CloudWatch::Alarm":
+                for series in alarm_series(r["Properties"]):
+                    assert is_published(mode, series["Namespace"], series["MetricName"], _dimension_names(series["Dimensions"])), (
+                        name, lid, mode, series)
+            if r["Type"] == "AWS::ApplicationAutoScaling::ScalingPolicy":
+                custom = r["Properties"].get("TargetTrackingScalingPolicyConfiguration", {}).get("CustomizedMetricSpecification")
+                if custom:
+                    assert is_published(mode, custom["Namespace"], custom["MetricName"], _dimension_names(custom["Dimensions"])), (name, lid)
+    assert seen_modes == set(PUBLISHED)  # the three hosting modes were all checked
+
+
+def test_every_dashboard_metric_is_one_sagemaker_publishes(prod):
+    deployment = load_config("config/examples/production.yaml", "prod")
+    mode_by_name = {}
+    for plan in deployment.plans:
+        mode = hosting_mode(component=plan.component_name is not None, asynchronous=plan.is_async)
+        mode_by_name[plan.endpoint_name] = mode
+        if plan.component_name:
+            mode_by_name[plan.component_name] = mode
+    [dashboard] = prod.resources(ARTIFACTS, "AWS::CloudWatch::Dashboard")
+    body = json.loads("".join(p if isinstance(p, str) else "us-east-1" for p in dashboard["Properties"]["DashboardBody"]["Fn::Join"][1]))
+    checked = 0
+    for widget in body["widgets"]:
+        for m in widget["properties"].get("metrics", []) if widget["type"] == "metric" else []:
+            if not isinstance(m[0], str):
+                continue  # an expression; its inputs are listed as metrics of their own
+            namespace, name, *rest = [x for x in m if not isinstance(x, dict)]
+            dimensions = dict(zip(rest[::2], rest[1::2], strict=True))
+            [mode] = {mode_by_name[v] for v in dimensions.values() if v in mode_by_name}
+            assert is_published(mode, namespace, name, set(dimensions)), (widget["properties"].get("title"), m)
+            checked += 1
+    assert checked > 30
+
+
+def test_a_series_sagemaker_does_not_publish_is_refused_at_synth():
+    for mode, namespace, name, dimensions in [
+        (COMPONENTS, "AWS/SageMaker", "Invocation5XXErrors", {"EndpointName": "e", "VariantName": "AllTraffic"}),
+        (COMPONENTS, "/aws/sagemaker/Endpoints", "GPUMemoryUtilization", {"InferenceComponentName": "c"}),
+        ("async", "AWS/SageMaker", "InvocationModelErrors", {"EndpointName": "e", "VariantName": "AllTraffic"}),
+        ("async", "AWS/SageMaker", "Invocations", {"EndpointName": "e", "VariantName": "AllTraffic"}),
+        (REAL_TIME, "/aws/sagemaker/InferenceComponents", "GPUMemoryUtilizationNormalized", {"InferenceComponentName": "c"}),
+    ]:
+        with pytest.raises(ValueError, match=f"SageMaker publishes no {namespace} {name} with dimensions"):
+            published_metric(mode, namespace, name, dimensions, "Average", 60)
+    with pytest.raises(ValueError, match="hosting mode 'serverless' is not one of"):
+        is_published("serverless", "AWS/SageMaker", "Invocations", {"EndpointName"})

@@ -1,18 +1,22 @@
 """Guarded updates (`deployment:`): the endpoint's DeploymentConfig, its rollback alarms on the new fleet and the
 execution role's right to read them, on config/examples/production.yaml (chat-vllm: canary with auto-rollback;
-assist-ic: the defaults)."""
+summarize-async: the defaults, latency from its invocation timeout; assist-ic: an inference component, whose updates
+tests/stacks/test_inference_components.py covers) and config/examples/lmi-vllm.yaml (the defaults)."""
 
 from __future__ import annotations
 
 import pytest
 from aws_cdk import App, Stack
+from helpers import alarm_series
 
 from endpoint_config.operations import DeploymentSpec
 from stacks.endpoint_alarms import deployment_config
 
 PROD = ("config/examples/production.yaml", "prod")
 CHAT = "llm-endpoints-prod-chat-vllm"
-DEFAULTS = "llm-endpoints-prod-assist-ic"
+COMPONENT = "llm-endpoints-prod-assist-ic"
+ASYNC = "llm-endpoints-prod-summarize-async"
+CHAT_ALARMS = ["prod-chat-vllm-rollback-5xx-rate", "prod-chat-vllm-rollback-model-errors", "prod-chat-vllm-rollback-latency-p99"]
 
 
 @pytest.fixture(scope="module")
@@ -40,8 +44,7 @@ def test_canary_blue_green_with_auto_rollback(prod):
             "TerminationWaitInSeconds": 300,
             "MaximumExecutionTimeoutInSeconds": 3600,
         },
-        "AutoRollbackConfiguration": {"Alarms": [{"AlarmName": "prod-chat-vllm-rollback-5xx-rate"},
-                                                 {"AlarmName": "prod-chat-vllm-rollback-latency-p99"}]},
+        "AutoRollbackConfiguration": {"Alarms": [{"AlarmName": n} for n in CHAT_ALARMS]},
     }
     assert props["RetainAllVariantProperties"] is True  # kept: autoscaling's count survives the update
 
@@ -50,13 +53,14 @@ def test_rollback_alarms_watch_the_new_fleet_and_come_first(prod):
     config_id, _ = _one(prod, CHAT, "AWS::SageMaker::EndpointConfig")
     _, endpoint = _one(prod, CHAT, "AWS::SageMaker::Endpoint")
     alarms = _rollback_alarms(prod, CHAT)
-    assert sorted(a["Properties"]["AlarmName"] for a in alarms.values()) == [
-        "prod-chat-vllm-rollback-5xx-rate", "prod-chat-vllm-rollback-latency-p99"]
+    assert sorted(a["Properties"]["AlarmName"] for a in alarms.values()) == sorted(CHAT_ALARMS)
     for logical_id, alarm in alarms.items():
         p = alarm["Properties"]
-        assert {"Name": "EndpointConfigName", "Value": {"Fn::GetAtt": [config_id, "EndpointConfigName"]}} in p["Dimensions"]
-        assert {"Name": "EndpointName", "Value": "prod-chat-vllm"} in p["Dimensions"]
-        assert (p["Period"], p["EvaluationPeriods"], p["TreatMissingData"]) == (60, 5, "notBreaching")
+        for series in alarm_series(p):
+            assert {"Name": "EndpointConfigName", "Value": {"Fn::GetAtt": [config_id, "EndpointConfigName"]}} in series["Dimensions"]
+            assert {"Name": "EndpointName", "Value": "prod-chat-vllm"} in series["Dimensions"]
+            assert series["Period"] == 60
+        assert (p["EvaluationPeriods"], p["TreatMissingData"]) == (5, "notBreaching")
         assert "AlarmActions" not in p  # SageMaker reads their state; nobody is paged by a rollback alarm
         assert logical_id in endpoint["DependsOn"]
     by_name = {a["Properties"]["AlarmName"]: a["Properties"] for a in alarms.values()}
@@ -64,6 +68,13 @@ def test_rollback_alarms_watch_the_new_fleet_and_come_first(prod):
     assert (latency["MetricName"], latency["ExtendedStatistic"], latency["Threshold"]) == ("ModelLatency", "p99", 20_000_000)
     errors = by_name["prod-chat-vllm-rollback-5xx-rate"]
     assert (errors["MetricName"], errors["Statistic"], errors["Threshold"]) == ("Invocation5XXErrors", "Average", 0.01)
+    # Timeouts, socket errors and malformed answers roll back too: InvocationModelErrors less the client's 4xx.
+    model_errors = by_name["prod-chat-vllm-rollback-model-errors"]
+    [expression] = [q for q in model_errors["Metrics"] if "Expression" in q]
+    assert (expression["Expression"], model_errors["Threshold"]) == ("model_errors - errors_4xx", 0.01)
+    assert sorted((q["Id"], q["MetricStat"]["Metric"]["MetricName"], q["MetricStat"]["Stat"]) for q in model_errors["Metrics"]
+                  if "MetricStat" in q) == [("errors_4xx", "Invocation4XXErrors", "Average"),
+                                            ("model_errors", "InvocationModelErrors", "Average")]
 
 
 def test_execution_role_may_describe_exactly_its_rollback_alarms(prod):
@@ -73,18 +84,27 @@ def test_execution_role_may_describe_exactly_its_rollback_alarms(prod):
     ]
     [statement] = statements
     names = sorted(str(arn).rsplit(":", 1)[-1] for arn in statement["Resource"])
-    assert names == ["prod-chat-vllm-rollback-5xx-rate", "prod-chat-vllm-rollback-latency-p99"]
+    assert names == sorted(CHAT_ALARMS)
     assert all(":cloudwatch:us-east-1:111122223333:alarm:" in str(arn) for arn in statement["Resource"])
 
 
-def test_defaults_give_all_at_once_with_a_bake_and_rollback(prod):
-    _, endpoint = _one(prod, DEFAULTS, "AWS::SageMaker::Endpoint")
+def test_an_async_endpoint_rolls_back_on_latency_near_its_invocation_timeout(prod):
+    """summarize-async allows 1800 s per request: the rollback alarm's default is 90 % of that, not the real-time
+    30 s; SageMaker publishes no InvocationModelErrors for async endpoints, so there is no model-errors alarm."""
+    _, endpoint = _one(prod, ASYNC, "AWS::SageMaker::Endpoint")
     config = endpoint["Properties"]["DeploymentConfig"]
-    # WaitIntervalInSeconds is required by SageMaker (TrafficRoutingConfig) even for all at once.
     assert config["BlueGreenUpdatePolicy"]["TrafficRoutingConfiguration"] == {"Type": "ALL_AT_ONCE", "WaitIntervalInSeconds": 300}
-    assert [a["AlarmName"] for a in config["AutoRollbackConfiguration"]["Alarms"]] == [
-        "prod-assist-ic-rollback-5xx-rate", "prod-assist-ic-rollback-latency-p99"]
-    assert len(_rollback_alarms(prod, DEFAULTS)) == 2
+    by_name = {a["Properties"]["AlarmName"]: a["Properties"] for a in _rollback_alarms(prod, ASYNC).values()}
+    assert sorted(by_name) == ["prod-summarize-async-rollback-5xx-rate", "prod-summarize-async-rollback-latency-p99"]
+    assert by_name["prod-summarize-async-rollback-latency-p99"]["Threshold"] == 1_620_000_000  # microseconds
+
+
+def test_a_component_endpoint_has_no_endpoint_level_guard(prod):
+    """Blue/green on the endpoint acts only when the endpoint config changes, which a model update of a component
+    does not (and which preflight refuses): the endpoint of assist-ic carries no DeploymentConfig."""
+    _, endpoint = _one(prod, COMPONENT, "AWS::SageMaker::Endpoint")
+    assert "DeploymentConfig" not in endpoint["Properties"]
+    assert not _rollback_alarms(prod, COMPONENT)
 
 
 def test_rolling_policy():
@@ -111,9 +131,17 @@ def test_rollback_alarms_construct_validates_its_props():
     stack = Stack(App(), "S")
     names = [f"x{i}" for i in range(9)]
     spec = AutoRollback.model_construct(errors_5xx_rate=0.01, latency_p99_ms=1000, period_s=60, evaluation_periods=1,
-                                        extra_alarm_names=tuple(names))  # 11: past the model's own check
-    with pytest.raises(ValueError, match="11 alarms; SageMaker watches at most 10"):
+                                        extra_alarm_names=tuple(names))  # 12: past the model's own check
+    with pytest.raises(ValueError, match="12 alarms; SageMaker watches at most 10"):
         RollbackAlarms(stack, "R", endpoint_name="e", variant_name="AllTraffic", endpoint_config_name="c", spec=spec)
+    fine = AutoRollback()
+    with pytest.raises(ValueError, match="give either component_name or variant_name and endpoint_config_name"):
+        RollbackAlarms(stack, "B", endpoint_name="e", spec=fine, variant_name="AllTraffic")
+    with pytest.raises(ValueError, match="give either component_name or variant_name and endpoint_config_name"):
+        RollbackAlarms(stack, "C", endpoint_name="e", spec=fine, component_name="e-ic", variant_name="AllTraffic",
+                       endpoint_config_name="c")
+    with pytest.raises(ValueError, match="an inference-component endpoint is real-time only"):
+        RollbackAlarms(stack, "D", endpoint_name="e", spec=fine, component_name="e-ic", asynchronous=True)
 
 
 def test_an_example_without_the_block_gets_the_defaults(synth):
@@ -124,8 +152,10 @@ def test_an_example_without_the_block_gets_the_defaults(synth):
         "BlueGreenUpdatePolicy": {"TrafficRoutingConfiguration": {"Type": "ALL_AT_ONCE", "WaitIntervalInSeconds": 300},
                                   "TerminationWaitInSeconds": 0},
         "AutoRollbackConfiguration": {"Alarms": [{"AlarmName": "dev-gptj-vllm-rollback-5xx-rate"},
+                                                 {"AlarmName": "dev-gptj-vllm-rollback-model-errors"},
                                                  {"AlarmName": "dev-gptj-vllm-rollback-latency-p99"}]},
     }
     rollback = [r["Properties"] for r in resources.values() if r["Type"] == "AWS::CloudWatch::Alarm"
                 and "-rollback-" in str(r["Properties"].get("AlarmName", ""))]
-    assert {(p["Period"], p["EvaluationPeriods"]) for p in rollback} == {(60, 3)} and len(rollback) == 2
+    assert len(rollback) == 3 and {p["EvaluationPeriods"] for p in rollback} == {3}
+    assert {s["Period"] for p in rollback for s in alarm_series(p)} == {60}

@@ -630,7 +630,7 @@ def run_python_check(code: str, argv: list[str], monkeypatch: pytest.MonkeyPatch
     with monkeypatch.context() as m:
         m.setattr(sys, "argv", ["-c", *argv])
         try:
-            exec(compile(code, "<build command check>", "exec"), {"__name__": "__main__"})  # noqa: S102 - the buildspec's own code
+            exec(compile(code, "<build command check>", "exec"), {"__name__": "__main__"})
         except botocore.exceptions.ClientError:
             return False
     return True
@@ -998,7 +998,7 @@ def test_execution_role_allows_what_sagemaker_does_for_async_requests(async_ctx)
     output_path, failure_path = _async_output_config(ctx)
     _, invoke_fn = ctx.find("AWS::Lambda::Function", lambda r: r["Properties"]["Handler"] == "invoke/handler.async_handler")
     input_path = _resolved(invoke_fn["Properties"]["Environment"]["Variables"]["INPUT_LOCATION"], ctx)
-    arn = lambda uri: "arn:aws:s3:::" + uri.removeprefix("s3://")  # noqa: E731
+    arn = lambda uri: "arn:aws:s3:::" + uri.removeprefix("s3://")
     needs = [
         Need("s3:GetObject", arn(f"{input_path}/abc.json"), "the request payload"),
         Need("s3:PutObject", arn(f"{output_path}/abc.out"), "the answer"),
@@ -1123,7 +1123,7 @@ class _ResponseStream(BaseHTTPRequestHandler):
     """SageMaker's InvokeEndpointWithResponseStream answer on loopback (moto implements no such operation): a token
     and the summary line as event-stream PayloadParts (model_build/event_stream.py, what boto3 decodes)."""
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         from model_build import event_stream
 
         self.rfile.read(int(self.headers.get("Content-Length", 0)))

@@ -62,7 +62,7 @@ class FakeHandler:
             raise OSError(f"no weights in {model_dir}")
         self.model_dir = model_dir
 
-    def generate(self, prompts: list[str], parameters) -> list[str]:  # noqa: ANN001
+    def generate(self, prompts: list[str], parameters) -> list[str]:
         self.calls.append((prompts, parameters))
         if prompts[0] == "boom":
             raise RuntimeError(SECRET)
@@ -95,7 +95,7 @@ def url_6mb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield base
 
 
-def post(url: str, body: object = None, **kwargs) -> httpx.Response:  # noqa: ANN003
+def post(url: str, body: object = None, **kwargs) -> httpx.Response:
     if body is not None:
         kwargs["json"] = body
     return httpx.post(f"{url}/invocations", timeout=10, **kwargs)

@@ -32,7 +32,7 @@ class ChatHandler:
     def load(self, model_dir: Path) -> None:
         pass
 
-    def chat_prompt(self, request) -> str:  # noqa: ANN001
+    def chat_prompt(self, request) -> str:
         if any(m.content == "no template" for m in request.messages):
             raise ChatError("messages: the template refuses this", param="messages")
         tools = " ".join(t["function"]["name"] for t in request.template_tools() or [])
@@ -157,7 +157,7 @@ class GenerateOnly:
 
 
 class NoStream(GenerateOnly):
-    def chat_prompt(self, request) -> str:  # noqa: ANN001
+    def chat_prompt(self, request) -> str:
         return "prompt"
 
 

@@ -229,7 +229,7 @@ def test_the_chat_template_and_the_model_agree_with_transformers5(chat_served: d
     assert config["rope_theta"] == 500_000.0 == config["rope_parameters"]["rope_theta"]
 
 
-def loader_module():  # noqa: ANN201 - the loader script as a module (for the request it sends)
+def loader_module():
     spec = importlib.util.spec_from_file_location("loader", LOADER)
     loader = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(loader)

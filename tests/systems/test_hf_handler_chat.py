@@ -205,7 +205,7 @@ def test_the_table_refuses_before_any_compute(loaded: dict) -> None:
 # ---- the recipe's chat_template argument -------------------------------------------------------------------------
 
 
-def _gpt2_endpoint(tiny_models: dict[str, Path]):  # noqa: ANN202 - an EndpointSpec
+def _gpt2_endpoint(tiny_models: dict[str, Path]):
     from deployment import load_config
 
     endpoint = load_config(Path(__file__).resolve().parents[2] / "config" / "local.yaml", "local").endpoints[0]

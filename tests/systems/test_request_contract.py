@@ -30,7 +30,7 @@ CONTRACT = ROOT / "request_contract.py"
 OK = {"inputs": "Hello"}
 
 
-def P(**params: Any) -> dict:  # noqa: N802 - a request with these parameters
+def P(**params: Any) -> dict:
     return {"inputs": "Hello", "parameters": params}
 
 

@@ -31,7 +31,7 @@ def _config(tmp_path: Path, model: Path, **extra: object) -> Path:
     return path
 
 
-def _endpoint(tmp_path: Path, model: Path, **extra: object):  # noqa: ANN202
+def _endpoint(tmp_path: Path, model: Path, **extra: object):
     return load_config(_config(tmp_path, model, **extra)).endpoint(ENDPOINT)
 
 
@@ -46,7 +46,7 @@ def artifact(tmp_path_factory: pytest.TempPathFactory, tiny_gptj: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def handler(artifact: Path):  # noqa: ANN201
+def handler(artifact: Path):
     import torch
 
     from systems.deepspeed_byoc.handler.handler import DeepSpeedHandler
@@ -209,14 +209,14 @@ def test_recipe_refuses_a_model_type_without_injection_policy(tmp_path: Path, ti
 # ---- handler (non-injected path) ----------------------------------------------------------------------
 
 
-def test_handler_loads_the_plain_model_on_cpu(handler) -> None:  # noqa: ANN001
+def test_handler_loads_the_plain_model_on_cpu(handler) -> None:
     assert handler.kernel_injection is False and handler.tp_size == 1
     assert type(handler.model).__name__ == "GPTJForCausalLM" and str(handler.device) == "cpu"
     assert next(handler.model.parameters()).dtype.__repr__() == "torch.float16"
     assert handler.context_length == 512
 
 
-def test_greedy_is_deterministic(handler) -> None:  # noqa: ANN001
+def test_greedy_is_deterministic(handler) -> None:
     p = params(max_new_tokens=6, min_new_tokens=6)
     first = handler.generate(["The quick brown fox", "Hello"], p)
     assert len(first) == 2 and all(first)
@@ -224,11 +224,11 @@ def test_greedy_is_deterministic(handler) -> None:  # noqa: ANN001
     assert handler.generate(["Hello"], p) == first[1:]  # left padding: a batch row equals the single prompt
 
 
-def test_max_new_tokens_changes_the_length(handler, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
+def test_max_new_tokens_changes_the_length(handler, monkeypatch: pytest.MonkeyPatch) -> None:
     generated: list[int] = []
     real_generate = handler.model.generate
 
-    def spy(**kwargs):  # noqa: ANN003, ANN202 - counts the tokens the model produced
+    def spy(**kwargs):
         output = real_generate(**kwargs)
         generated.append(output.shape[1] - kwargs["input_ids"].shape[1])
         return output
@@ -241,12 +241,12 @@ def test_max_new_tokens_changes_the_length(handler, monkeypatch: pytest.MonkeyPa
     assert len(long) > len(short) and long.startswith(short)  # greedy: the longer run extends the shorter
 
 
-def test_sampling_with_a_seed_is_reproducible(handler) -> None:  # noqa: ANN001
+def test_sampling_with_a_seed_is_reproducible(handler) -> None:
     p = params(max_new_tokens=8, min_new_tokens=8, do_sample=True, temperature=1.5, top_k=50, seed=7)
     assert handler.generate(["Once upon a time"], p) == handler.generate(["Once upon a time"], p)
 
 
-def test_prompt_plus_new_tokens_beyond_the_context_is_a_request_error(handler) -> None:  # noqa: ANN001
+def test_prompt_plus_new_tokens_beyond_the_context_is_a_request_error(handler) -> None:
     with pytest.raises(
         RequestError, match=r"must be <= 512 \(the model's context\); got \d+ inputs tokens \+ max_new_tokens 512"
     ):
@@ -275,7 +275,7 @@ def test_environment_overrides(artifact: Path, monkeypatch: pytest.MonkeyPatch) 
 
 
 @pytest.fixture(scope="module")
-def server_url(handler, artifact: Path) -> Iterator[str]:  # noqa: ANN001
+def server_url(handler, artifact: Path) -> Iterator[str]:
     from systems.byoc_server.app import create_app
 
     class Preloaded:  # the session's handler is loaded already; the server's load() is then a no-op
@@ -289,7 +289,7 @@ def server_url(handler, artifact: Path) -> Iterator[str]:  # noqa: ANN001
         yield url
 
 
-def test_http_both_request_shapes(server_url: str, handler) -> None:  # noqa: ANN001
+def test_http_both_request_shapes(server_url: str, handler) -> None:
     expected = handler.generate(["Hello"], params(max_new_tokens=5, min_new_tokens=5))
     reply = httpx.post(
         f"{server_url}/invocations",

@@ -195,7 +195,7 @@ def test_build_refuses_a_graph_that_fails_verification(trt_deployment, tmp_path:
 
     original = recipe.export_onnx
 
-    def export_then_corrupt(model, out_dir):  # noqa: ANN001, ANN202
+    def export_then_corrupt(model, out_dir):
         files = original(model, out_dir)
         graph = onnx.load(str(out_dir / recipe.GRAPH_FILE))
         init = next(i for i in graph.graph.initializer if i.name.endswith("mlp.c_fc.bias"))

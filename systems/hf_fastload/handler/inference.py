@@ -19,6 +19,7 @@ error_body() is OpenAI's error object).
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -126,6 +127,21 @@ def decode_settings(model: Any, mode: str | None = None) -> tuple[str, dict[str,
     return mode, kwargs
 
 
+def skip_weight_init() -> Any:
+    """transformers 5 builds the model on the meta device but still runs every module's weight init there, work the
+    checkpoint then overwrites (5.23: modeling_utils.py `get_init_context`; GPT-2's Conv1D calls nn.init.normal_,
+    which torch runs through its Python reference on meta tensors): ~0.13 CPU-s of the GPT-2-large load here.
+    `initialization.no_init_weights` skips those calls; 4.x's from_pretrained skips them itself (`no_init_weights`
+    with low_cpu_mem_usage), so there this is a no-op. Weights missing from the checkpoint are still initialized:
+    5.23 runs `_initialize_missing_keys` with its own guarded init functions in place of torch.nn.init's
+    (tests/systems/test_hf_handler_load.py checks it)."""
+    if _TRANSFORMERS_MAJOR >= 5:
+        from transformers.initialization import no_init_weights
+
+        return no_init_weights()
+    return contextlib.nullcontext()
+
+
 def load_model(
     model_dir: str | Path, dtype: torch.dtype | None = None, weights_format: str | None = None, decode: str | None = None
 ) -> dict:
@@ -166,7 +182,8 @@ def load_model(
             kwargs["low_cpu_mem_usage"] = True
             if cuda:  # every tensor straight onto the GPU; "auto" splits a model over several
                 kwargs["device_map"] = "auto" if torch.cuda.device_count() > 1 else {"": device}
-        model = transformers.AutoModelForCausalLM.from_pretrained(model_dir, **kwargs)
+        with skip_weight_init():
+            model = transformers.AutoModelForCausalLM.from_pretrained(model_dir, **kwargs)
         if cuda and "device_map" not in kwargs:
             model = model.to(device)  # without accelerate: a whole CPU copy first
     else:

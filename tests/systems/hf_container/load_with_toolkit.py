@@ -62,11 +62,11 @@ def chat_body(prompt: str, max_new_tokens: int) -> bytes:
 class ScriptedLM:
     """The model's generate, scripted to answer TOOL_TEXT then the end of sequence (random weights cannot)."""
 
-    def __init__(self, real, tokenizer) -> None:  # noqa: ANN001
+    def __init__(self, real, tokenizer) -> None:
         self.generation_config = real.generation_config
         self.ids = tokenizer(TOOL_TEXT, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
 
-    def generate(self, input_ids, streamer=None, **kwargs):  # noqa: ANN001, ANN003, ANN201
+    def generate(self, input_ids, streamer=None, **kwargs):
         import torch
 
         return torch.cat([input_ids, torch.tensor([self.ids[: kwargs["max_new_tokens"]]])], dim=1)
@@ -169,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     for mode in modes:
         try:
             result[mode] = (run_toolkit if mode == "toolkit" else run_direct)(args.model_dir.resolve(), body)
-        except Exception as err:  # noqa: BLE001 - reported as data; the exit status says it failed
+        except Exception as err:
             traceback.print_exc(file=sys.stderr)
             result[mode] = {"ok": False, "error": f"{type(err).__name__}: {err}"}
     print(json.dumps(result))

@@ -1,0 +1,61 @@
+"""The published-artifact check before the Model: a custom resource (endpoint_runtime/artifact_check.py) that fails
+the deploy unless the artifact's manifest.json, which publish writes last, is in the bucket with the plan's content
+hash. Left out on the local emulator, which cannot run Lambda-backed custom resources."""
+
+from __future__ import annotations
+
+from aws_cdk import Aws, CfnCustomResource, Duration
+from aws_cdk import aws_iam as iam
+from constructs import Construct
+
+from .endpoint_network import BucketKeyRef
+from .functions import PythonFunction
+from .lambda_asset import LAMBDA_ROOT, function_code
+from .nag import acknowledge
+
+
+class PublishedArtifactCheck(Construct):
+    """Keyword-only props: bucket_name (the artifact bucket, may hold tokens); manifest_key (the plan's);
+    content_hash (the artifact the stack deploys: a new hash re-runs the check); bucket_key (the bucket's KMS key,
+    None when it has none); log_retention_days.
+
+    Depend on `resource` (the custom resource) from whatever must not be created for an unpublished artifact."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        bucket_name: str,
+        manifest_key: str,
+        content_hash: str,
+        log_retention_days: int,
+        bucket_key: BucketKeyRef | None = None,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.handler = PythonFunction(
+            self, "Function", code=function_code(LAMBDA_ROOT / "artifact_check" / "handler.py"),
+            handler="artifact_check/handler.handler", environment={}, timeout=Duration.seconds(60),
+            description=f"Fails the deploy unless s3://.../{manifest_key} is published", log_retention_days=log_retention_days,
+        )  # fmt: skip
+        function = self.handler.function
+        function.add_to_role_policy(iam.PolicyStatement(
+            actions=["s3:GetObject"], resources=[f"arn:{Aws.PARTITION}:s3:::{bucket_name}/{manifest_key}"]))  # fmt: skip
+        if bucket_key is not None:  # an SSE-KMS object is read with the key (S3 User Guide, "Using SSE-KMS")
+            bucket_key.grant_s3_use(function)
+            if bucket_key.alias_name is not None:
+                acknowledge(
+                    function.role,  # type: ignore[arg-type]
+                    "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:kms:<AWS::Region>:<AWS::AccountId>:key/*]",
+                    "The artifact bucket's key is created by the artifacts stack; it is named by its alias "
+                    f"{bucket_key.alias_name} (kms:ResourceAliases), and only through S3 in this region (kms:ViaService).",
+                )
+        self.resource = CfnCustomResource(self, "Resource", service_token=function.function_arn)
+        self.resource.add_property_override("Bucket", bucket_name)
+        self.resource.add_property_override("ManifestKey", manifest_key)
+        self.resource.add_property_override("ContentHash", content_hash)
+        # The answer must come after the role may read the manifest.
+        self.resource.node.add_dependency(function.role)  # type: ignore[arg-type]
+
+
+__all__ = ["PublishedArtifactCheck"]

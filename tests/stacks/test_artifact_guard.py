@@ -1,0 +1,159 @@
+"""The published-artifact check (stacks/artifact_guard.py, endpoint_runtime/artifact_check.py): the template makes
+the Model wait for it and gives its function exactly the read it makes; the handler, against the emulator's S3 and
+answering a real HTTP server in CloudFormation's place, passes a published artifact and fails every other case with
+the reason CloudFormation shows."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import boto3
+import pytest
+from helpers import ROOT
+
+from deployment import load_config
+
+CONFIG, ENV = "config/examples/production.yaml", "prod"
+HASH = "ab" * 32
+
+
+@pytest.fixture(scope="module")
+def production(synth):
+    return synth(CONFIG, ENV)
+
+
+def _check_and_model(template: dict) -> tuple[str, dict, dict]:
+    resources = template["Resources"]
+    [(check_id, check)] = [(k, r) for k, r in resources.items() if r["Type"] == "AWS::CloudFormation::CustomResource"]
+    [model] = [r for r in resources.values() if r["Type"] == "AWS::SageMaker::Model"]
+    return check_id, check, model
+
+
+def test_every_model_waits_for_its_artifacts_manifest(production):
+    deployment = load_config(ROOT / CONFIG, ENV)
+    for plan in deployment.plans:
+        template = production.templates[plan.stack_name]
+        check_id, check, model = _check_and_model(template)
+        assert check_id in model["DependsOn"], plan.name
+        props = check["Properties"]
+        assert props["ManifestKey"] == plan.manifest_key and props["ContentHash"] == plan.artifact.content_hash
+        assert "Fn::Join" in json.dumps(props["Bucket"])  # the bucket of the deploying account and region
+
+
+def test_the_check_may_read_the_manifest_and_nothing_else(production):
+    """s3:GetObject on the one manifest key (the only call endpoint_runtime/artifact_check.py makes), KMS through S3
+    for the bucket key production.yaml creates, and its own logs."""
+    deployment = load_config(ROOT / CONFIG, ENV)
+    plan = deployment.plans[0]
+    resources = production.templates[plan.stack_name]["Resources"]
+    _, check, _ = _check_and_model(production.templates[plan.stack_name])
+    [function_id] = [k for k, r in resources.items() if r["Type"] == "AWS::Lambda::Function"
+                     and check["Properties"]["ServiceToken"] == {"Fn::GetAtt": [k, "Arn"]}]  # fmt: skip
+    role_id = resources[function_id]["Properties"]["Role"]["Fn::GetAtt"][0]
+    actions: dict[str, list] = {}
+    for policy in [r for r in resources.values() if r["Type"] == "AWS::IAM::Policy"]:
+        if {"Ref": role_id} in policy["Properties"]["Roles"]:
+            for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+                for action in [statement["Action"]] if isinstance(statement["Action"], str) else statement["Action"]:
+                    actions.setdefault(action, []).append(statement["Resource"])
+    assert sorted(actions) == ["kms:Decrypt", "kms:GenerateDataKey", "logs:CreateLogStream", "logs:PutLogEvents",
+                               "s3:GetObject"]  # fmt: skip
+    [manifest_arn] = actions["s3:GetObject"]
+    assert json.dumps(manifest_arn).endswith(f'/{plan.manifest_key}"]]}}') and "*" not in json.dumps(manifest_arn)
+
+
+def test_the_emulator_stack_has_no_check(synth):
+    """The local emulator cannot run Lambda-backed custom resources: config/local.yaml's stacks leave it out."""
+    local = synth("config/local.yaml", "local")
+    for name, template in local.templates.items():
+        assert not [r for r in template["Resources"].values() if r["Type"] == "AWS::CloudFormation::CustomResource"], name
+
+
+class _CloudFormation:
+    """A real HTTP server in CloudFormation's place: records the PUT response the handler sends."""
+
+    def __init__(self) -> None:
+        self.responses: list[dict] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_PUT(self) -> None:
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                outer.responses.append(json.loads(body))
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/response?X-Amz-Signature=x"
+
+
+@pytest.fixture
+def cloudformation() -> Iterator[_CloudFormation]:
+    cf = _CloudFormation()
+    yield cf
+    cf.server.shutdown()
+
+
+def _event(cf: _CloudFormation, request_type: str, bucket: str, key: str, content_hash: str = HASH) -> dict:
+    return {
+        "RequestType": request_type, "ResponseURL": cf.url, "StackId": "arn:aws:cloudformation:us-east-1:1:stack/s/1",
+        "RequestId": "r-1", "LogicalResourceId": "ArtifactCheck", "ResourceType": "AWS::CloudFormation::CustomResource",
+        "ResourceProperties": {"ServiceToken": "arn", "Bucket": bucket, "ManifestKey": key, "ContentHash": content_hash},
+    }  # fmt: skip
+
+
+def test_the_handler_passes_a_published_artifact_and_fails_every_other_case(moto_env, cloudformation, monkeypatch):
+    from endpoint_runtime import artifact_check
+
+    s3 = boto3.client("s3")
+    bucket, key = "guard-bucket", f"models/chat/{HASH}/manifest.json"
+    s3.create_bucket(Bucket=bucket)
+    monkeypatch.setattr(artifact_check, "_clients", {})
+
+    def answer(event: dict) -> dict:
+        artifact_check.handler(event)
+        response = cloudformation.responses.pop()
+        assert (response["RequestId"], response["LogicalResourceId"]) == ("r-1", "ArtifactCheck")
+        return response
+
+    missing = answer(_event(cloudformation, "Create", bucket, key))
+    assert missing["Status"] == "FAILED"
+    assert f"is not published: s3://{bucket}/{key} does not exist" in missing["Reason"]
+    assert "python -m model_build publish" in missing["Reason"]
+
+    s3.put_object(Bucket=bucket, Key=key, Body=json.dumps({"content_hash": "cd" * 32}).encode())
+    other = answer(_event(cloudformation, "Update", bucket, key))
+    assert other["Status"] == "FAILED" and "names content hash cdcdcdcdcdcd..., not abababababab..." in other["Reason"]
+
+    s3.put_object(Bucket=bucket, Key=key, Body=b"[1, 2]")
+    assert "is not a manifest" in answer(_event(cloudformation, "Create", bucket, key))["Reason"]
+
+    s3.put_object(Bucket=bucket, Key=key, Body=json.dumps({"content_hash": HASH, "files": []}).encode())
+    published = answer(_event(cloudformation, "Create", bucket, key))
+    assert published["Status"] == "SUCCESS" and published["PhysicalResourceId"] == f"{bucket}/{key}"
+
+    gone = _event(cloudformation, "Delete", "no-such-bucket", key)  # Delete never reads S3
+    gone["PhysicalResourceId"] = f"{bucket}/{key}"
+    assert answer(gone) == {**answer(gone), "Status": "SUCCESS", "PhysicalResourceId": f"{bucket}/{key}"}
+
+    denied = answer(_event(cloudformation, "Create", "no-such-bucket", key))
+    assert denied["Status"] == "FAILED" and "cannot read s3://no-such-bucket/" in denied["Reason"]
+
+
+def test_a_broken_event_still_gets_an_answer(cloudformation):
+    """CloudFormation waits up to an hour for an answer that never comes: any failure answers FAILED."""
+    from endpoint_runtime import artifact_check
+
+    event = _event(cloudformation, "Create", "b", "k")
+    del event["ResourceProperties"]["ContentHash"]
+    artifact_check.handler(event)
+    [response] = cloudformation.responses
+    assert response["Status"] == "FAILED" and "the artifact check failed: KeyError" in response["Reason"]
