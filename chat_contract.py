@@ -52,6 +52,69 @@ def error_body(err: Any) -> dict[str, dict[str, Any]]:
     return {"error": {"message": err.message, "type": err.type, "param": err.param, "code": err.code}}
 
 
+def error_type_for(status: int) -> str:
+    """OpenAI's error type for an HTTP status: the request's fault (4xx), rate limits (429), the server's (5xx)."""
+    if status == 429:
+        return "rate_limit_error"
+    if status == 503:
+        return "service_unavailable"
+    return "server_error" if status >= 500 else "invalid_request_error"
+
+
+def from_error(status: int, message: str, code: str | None = None, param: str | None = None) -> ChatError:
+    """A front door's own refusal or failure (the generation contract's {"error", "error_type"}) as a ChatError:
+    its message, its kind as OpenAI's code, the type its status calls for."""
+    return ChatError(message, status=status, type=error_type_for(status), param=param, code=code)
+
+
+# What the front doors (the invoke and stream functions) know about the endpoint's chat, from their environment,
+# which the stack sets from the serving system (ServingSystem.chat) and the endpoint's `chat:` block:
+#   CHAT_ROUTE                 native | handler; unset or empty: the endpoint serves no chat (requests refused)
+#   CHAT_TOOL_CALLS            true: tool calls are read from the model's output (else tools are refused)
+#   CHAT_CONSTRAINED_DECODING  true: the engine can force JSON or a tool call
+CHAT_ENV = ("CHAT_ROUTE", "CHAT_TOOL_CALLS", "CHAT_CONSTRAINED_DECODING")
+
+
+@dataclass(frozen=True)
+class ChatFeatures:
+    route: str | None = None
+    tool_calls: bool = False
+    constrained_decoding: bool = False
+
+    def environment(self) -> dict[str, str]:
+        """The variables that give these features to a front door (empty when the endpoint serves no chat)."""
+        if self.route is None:
+            return {}
+        return {"CHAT_ROUTE": self.route, "CHAT_TOOL_CALLS": str(self.tool_calls).lower(),
+                "CHAT_CONSTRAINED_DECODING": str(self.constrained_decoding).lower()}  # fmt: skip
+
+
+def features(environ: Any = None) -> ChatFeatures:
+    """The endpoint's chat features from the environment (CHAT_ENV); request_contract.SetupError for a malformed
+    value (the function's own configuration: a 500, never the caller's fault)."""
+    import os
+
+    env = os.environ if environ is None else environ
+    route = (env.get("CHAT_ROUTE") or "").strip() or None
+    if route not in (None, "native", "handler"):
+        raise request_contract.SetupError(f"environment variable CHAT_ROUTE must be native or handler, got {route!r}")
+    flags = []
+    for name in ("CHAT_TOOL_CALLS", "CHAT_CONSTRAINED_DECODING"):
+        value = (env.get(name) or "false").strip().lower()
+        if value not in ("true", "false"):
+            raise request_contract.SetupError(f"environment variable {name} must be true or false, got {value!r}")
+        flags.append(value == "true")
+    return ChatFeatures(route, *flags)
+
+
+def parse_for_endpoint(data: Any, feats: ChatFeatures, lim: request_contract.Limits | None = None) -> ChatRequest:
+    """parse_chat_request with the endpoint's features; a chat request to an endpoint that serves none is refused."""
+    if feats.route is None:
+        raise ChatError("this endpoint serves no chat requests (its config has no chat: block); send a generation "
+                        'request {"inputs": ...}', param="messages", code="chat_not_enabled")  # fmt: skip
+    return parse_chat_request(data, lim, constrained_decoding=feats.constrained_decoding, tool_calls=feats.tool_calls)
+
+
 def _refuse(param: str, message: str, code: str | None = None) -> ChatError:
     return ChatError(f"{param}: {message}", param=param, code=code)
 
@@ -496,12 +559,14 @@ def _text_size(messages: tuple[Message, ...], tools: tuple[Tool, ...]) -> int:
 
 
 def parse_chat_request(data: Any, lim: request_contract.Limits | None = None, *,
-                       constrained_decoding: bool = False) -> ChatRequest:  # fmt: skip
+                       constrained_decoding: bool = False, tool_calls: bool = True) -> ChatRequest:  # fmt: skip
     """Parse a decoded chat request (text-generation-inference's router/src/validation.rs style: parse into a
     typed request, refuse what does not fit). lim: the endpoint's limits (request_contract.limits(): the
     environment's MAX_NEW_TOKENS bounds max_tokens, MAX_INPUT_CHARS the text of messages and tools).
     constrained_decoding: the engine can force JSON output or a tool call (response_format json_object /
-    json_schema, tool_choice "required" or a named function); without it those are refused. Raises ChatError."""
+    json_schema, tool_choice "required" or a named function); without it those are refused. tool_calls: the
+    endpoint reads tool calls out of the model's output; without it tools are refused unless tool_choice is "none"
+    (vLLM 0.23 refuses them alike without a tool parser). Raises ChatError."""
     lim = lim or request_contract.limits()
     if not isinstance(data, dict):
         raise ChatError(f"request must be a JSON object with \"messages\", got {_type(data)}")
@@ -513,6 +578,10 @@ def parse_chat_request(data: Any, lim: request_contract.Limits | None = None, *,
     model = _string("model", data["model"]) if data.get("model") is not None else None
     tools = _tools(data.get("tools"))
     tool_choice, tool_name = _tool_choice(data.get("tool_choice"), tools, constrained_decoding)
+    if tools and tool_choice != "none" and not tool_calls:
+        raise _refuse("tools", "this endpoint reads no tool calls from the model's output (its engine has no tool-call "
+                               "parser configured: engine.tool_call_parser); send tool_choice \"none\" or no tools",
+                      code="unsupported_value")  # fmt: skip
 
     stream = data.get("stream")
     if stream is not None and not isinstance(stream, bool):

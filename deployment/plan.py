@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from artifact.manifest import MANIFEST_NAME, Manifest, ManifestError
+from chat_contract import ChatFeatures
 from endpoint_config import (
     BYTES_PER_PARAM,
     ConfigError,
@@ -136,6 +137,11 @@ class SmokeSettings:
     max_new_tokens: int
     latency_budget_ms: int
     wake_budget_ms: int | None = None
+    # The chat check (endpoint_runtime/smoke.py chat_check): through the route the endpoint's clients use,
+    # "openai" (SageMaker's OpenAI route, chat.openai_route) or "invoke" (InvokeEndpoint, as the invoke function
+    # sends it); None: the endpoint serves no chat. chat_tools: also a tool call (a tool-call parser is configured).
+    chat_route: str | None = None
+    chat_tools: bool = False
 
 
 @dataclass(frozen=True)
@@ -317,7 +323,19 @@ class EndpointPlan:
             # launch, queueing, the generation; how long a launch takes is not documented).
             alarm_s = SCALE_FROM_ZERO_ALARM_PERIOD_S * SCALE_FROM_ZERO_ALARM_EVALUATION_PERIODS
             wake = budget + 1000 * (alarm_s + self.download_timeout_s + self.startup_timeout_s)
-        return SmokeSettings(smoke.prompt, smoke.max_new_tokens, budget, wake)
+        chat = self.spec.chat
+        route = None if chat is None else ("openai" if chat.openai_route is not None else "invoke")
+        tools = chat is not None and self.system.chat.route == "native" and self.chat_features.tool_calls
+        return SmokeSettings(smoke.prompt, smoke.max_new_tokens, budget, wake, chat_route=route, chat_tools=tools)
+
+    @property
+    def chat_features(self) -> ChatFeatures:
+        """What the front doors know of the endpoint's chat (chat_contract.CHAT_ENV): nothing without a chat: block,
+        else the system's route, whether tool calls are parsed (the engine's parser) and constrained decoding."""
+        if self.spec.chat is None:
+            return ChatFeatures()
+        chat = self.system.chat
+        return ChatFeatures(chat.route, chat.parses_tool_calls(self.spec), chat.constrained_decoding)
 
     @property
     def copy_range(self) -> tuple[int, int]:

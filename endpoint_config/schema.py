@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, model_validator
 
 from .base import Strict
+from .chat import ChatSpec, chat_problems
 from .hosting import Hosting, hosting_problems
 from .instances import InstanceType, hosting_instance_types, parse_instance_type
 from .invocation import SMOKE_BUDGET_DEFAULT_MS, SMOKE_BUDGET_MAX_MS, Invocation, invocation_problems
@@ -121,6 +122,8 @@ class EndpointSpec(Strict):
     invocation: Invocation = Invocation()
     # The streaming front door (endpoint_config/streaming.py; off by default).
     streaming: StreamingSpec = StreamingSpec()
+    # OpenAI chat completions and who may use SageMaker's OpenAI route (endpoint_config/chat.py; off by default).
+    chat: ChatSpec | None = None
     # How SageMaker spreads requests over the instances (ProductionVariant RoutingConfig): least-outstanding-requests
     # sends each to the instance with the fewest in flight, which suits long, uneven generations; random is
     # SageMaker's default.
@@ -361,6 +364,7 @@ def endpoint_problems(ep: EndpointSpec) -> list[str]:
     problems.extend(security_problems(ep, instance))
     problems.extend(hosting_problems(ep, instance))
     problems.extend(slo_problems(ep))
+    problems.extend(chat_problems(ep))
     # The rules that need the serving system's facts (what it serves, on what hardware) are systems.checks';
     # deployment.load_config runs them after these pass.
     return problems

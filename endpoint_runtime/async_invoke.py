@@ -328,7 +328,8 @@ def handler(event: Any, context: Any = None) -> dict:
     if status >= 400:
         record["error_type"], record["error"] = body.get("error_type"), body.get("error")
     realtime.log_record(record)
-    return {"statusCode": status, "headers": dict(JSON_HEADERS), "body": json.dumps(body, ensure_ascii=False)}
+    # Retry-After on SageMaker's retryable errors, as every front door answers them (invoke.RETRYABLE_ERRORS).
+    return {"statusCode": status, "headers": realtime.response_headers(body), "body": json.dumps(body, ensure_ascii=False)}
 
 
 __all__ = ["fetch_result", "handler", "reset_clients", "result", "submit"]

@@ -8,6 +8,10 @@ function runs endpoint_runtime/async_invoke.py's handler instead: stacks/functio
 Events accepted
   * direct invocation: ``{"inputs": ..., "parameters": {...}}``
   * API Gateway (REST or HTTP API) / Lambda Function URL proxy: ``{"body": "<json>", "isBase64Encoded": bool, ...}``
+  * a chat request (OpenAI Chat Completions, chat_contract.py): a body with "messages", or any body on a path
+    ending in /chat/completions; answered with the container's chat.completion as it is, refused with OpenAI's
+    error object ({"error": {"message", "type", "param", "code"}}) at the status below. Only for an endpoint whose
+    config has a chat: block (CHAT_ROUTE set); "stream" must be false here (the stream function streams).
 Every answer is proxy-style: ``{"statusCode", "headers", "body": "<json>"}``.
 
 Environment
@@ -19,6 +23,7 @@ Environment
   MAX_BATCH_SIZE      upper bound for the length of a list ``inputs``, default 8
   MAX_INPUT_CHARS     characters per prompt, default 16384
   (the last three are request_contract.py's limits, the same names and defaults as the containers read)
+  CHAT_ROUTE, CHAT_TOOL_CALLS, CHAT_CONSTRAINED_DECODING   the endpoint's chat (chat_contract.CHAT_ENV)
   READ_TIMEOUT_S      socket read timeout towards SageMaker, default 55 (must stay below SageMaker's 60 s
                       InvokeEndpoint limit; the Lambda timeout must be above CONNECT + READ, e.g. 65 s)
 
@@ -29,13 +34,14 @@ Status codes (body ``{"error": message, "error_type": kind}``, like text-generat
        (SageMaker ModelError whose OriginalStatusCode is 4xx: the model's own message is passed on)
   405  a proxy event whose HTTP method is not POST
   413  body larger than MAX_REQUEST_BYTES
-  429  SageMaker throttled the call (ThrottlingException)
+  429  SageMaker throttled the call (a throttling code), with Retry-After
   500  this function is misconfigured (ENDPOINT_NAME missing, bad limit values, no credentials,
        access denied) or failed unexpectedly
   502  SageMaker or the model failed (ModelError 5xx, other ValidationError, non-JSON model output, ...)
   503  the endpoint does not exist (SageMaker "Endpoint ... not found") or is not ready
-       (ModelNotReadyException, ServiceUnavailable). Not 404: the caller's URL exists and the caller
-       cannot name an endpoint; a missing endpoint is an operator-side outage (e.g. mid-redeploy).
+       (ModelNotReadyException, ServiceUnavailable), or its inference component is scaled to zero ("no capacity");
+       the retryable ones with Retry-After (RETRYABLE_ERRORS, the table every front door uses). Not 404: the
+       caller's URL exists and the caller cannot name an endpoint; a missing endpoint is an operator-side outage.
   504  no answer in time (read/connect timeout, or SageMaker's own 60 s invocation timeout)
 
 Retries: standard mode, at most 2 attempts, but a *read timeout is never retried*: the model may still be
@@ -52,7 +58,7 @@ import re
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import boto3
 import botocore.exceptions
@@ -61,6 +67,7 @@ from botocore.config import Config
 # ---------------------------------------------------------------------------------------------------------------
 # Configuration. The request contract (parameter table, limits, JSON safety, error shape) is request_contract.py,
 # the top-level module every entry point ships under the same name (the function's asset holds it at its root).
+import chat_contract
 import request_contract as contract
 
 DEFAULT_MAX_REQUEST_BYTES = 64 * 1024
@@ -220,6 +227,57 @@ _NOT_FOUND = re.compile(r"\bEndpoint\b.*\bnot found\b", re.IGNORECASE | re.DOTAL
 _TIMED_OUT = re.compile(r"timed out", re.IGNORECASE)
 
 
+class Retryable(NamedTuple):
+    """A SageMaker error a caller should retry: the status and error_type every front door answers it with (the
+    invoke, stream and asynchronous submit functions, through this table), and the Retry-After it suggests."""
+
+    code: str
+    status: int
+    error_type: str
+    retry_after_s: int
+    what: str
+    message: re.Pattern[str] | None = None  # for a code that also means other things (ValidationError)
+
+    def matches(self, code: str, message: str) -> bool:
+        return code == self.code and (self.message is None or bool(self.message.search(message)))
+
+
+# SageMaker's retryable errors. Codes: botocore 1.44.8's sagemaker-runtime service model (InvokeEndpoint errors:
+# ServiceUnavailable, HTTP 503, "Try your call again"; ModelNotReadyException, HTTP 429, "Wait and try your request
+# again"); the scaled-to-zero component's ValidationError, "Inference Component has no capacity to process this
+# request. ApplicationAutoScaling may be in-progress (if configured) ..." (aws-samples/sagemaker-genai-hosting-examples,
+# scale-to-zero notebook; the SageMaker DG, "Scale an endpoint to zero instances": "any attempts to invoke the endpoint
+# will produce an error" while an instance is provisioned, which "takes several minutes"); throttling: the codes
+# botocore's standard retry mode treats as throttling (botocore/retries/standard.py, _THROTTLED_ERROR_CODES).
+# Retry-After: a choice, not a SageMaker figure: a minute for a copy to start, seconds otherwise.
+THROTTLING_CODES = (
+    "Throttling", "ThrottlingException", "ThrottledException", "RequestThrottledException", "TooManyRequestsException",
+    "ProvisionedThroughputExceededException", "TransactionInProgressException", "RequestLimitExceeded",
+    "BandwidthLimitExceeded", "LimitExceededException", "RequestThrottled", "SlowDown", "PriorRequestNotComplete",
+    "EC2ThrottledException",
+)  # fmt: skip
+RETRYABLE_ERRORS: tuple[Retryable, ...] = (
+    Retryable("ValidationError", 503, "no_capacity", 60, "has no model copy running (its inference component is "
+              "scaled to zero) and SageMaker is starting one", re.compile(r"no capacity", re.IGNORECASE)),
+    Retryable("ModelNotReadyException", 503, "endpoint_unavailable", 10, "is not ready (ModelNotReadyException)"),
+    Retryable("ServiceUnavailable", 503, "endpoint_unavailable", 5, "is not ready (ServiceUnavailable)"),
+    *(Retryable(code, 429, "throttled", 1, f"is throttling requests ({code})") for code in THROTTLING_CODES),
+)  # fmt: skip
+
+
+def retryable_error(code: str, message: str) -> Retryable | None:
+    return next((r for r in RETRYABLE_ERRORS if r.matches(code, message)), None)
+
+
+def response_headers(body: dict) -> dict[str, str]:
+    """The JSON reply's headers: Retry-After when the error is retryable (its body carries retry_after_s)."""
+    headers = dict(JSON_HEADERS)
+    retry_after = body.get("retry_after_s") if isinstance(body, dict) else None
+    if isinstance(retry_after, int):
+        headers["Retry-After"] = str(retry_after)
+    return headers
+
+
 def _model_message(original: Any) -> str:
     """A container's error body is often TGI-style JSON {"error": ...}; pass on just the message."""
     if not isinstance(original, str):
@@ -235,7 +293,15 @@ def _model_message(original: Any) -> str:
     return original
 
 
-def map_client_error(err: botocore.exceptions.ClientError, endpoint_name: str) -> tuple[int, dict]:
+def _original(original_message: Any) -> dict:
+    """The container's own error body, kept for a chat reply (model_chat_error) and dropped from other replies."""
+    return {"model_message": original_message} if isinstance(original_message, str) else {}
+
+
+def map_client_error(err: botocore.exceptions.ClientError, endpoint_name: str, *,
+                     keep_model_message: bool = False) -> tuple[int, dict]:  # fmt: skip
+    """A SageMaker error as (status, body). keep_model_message: a model's 4xx keeps the container's own error body
+    as model_message (a chat reply passes the container's OpenAI error object on: model_chat_error)."""
     resp = err.response or {}
     error = resp.get("Error", {}) or {}
     code = error.get("Code", "")
@@ -249,7 +315,7 @@ def map_client_error(err: botocore.exceptions.ClientError, endpoint_name: str) -
             original_status = None
         if original_status is not None and 400 <= original_status < 500:
             return _error(400, "model_rejected_input", _model_message(original_message) or message,
-                          model_status=original_status)
+                          model_status=original_status, **(_original(original_message) if keep_model_message else {}))
         if _TIMED_OUT.search(message):
             return _error(504, "timeout", f"endpoint {endpoint_name!r} did not answer within SageMaker's "
                                           f"{SAGEMAKER_INVOKE_LIMIT_S:.0f} s invocation limit")
@@ -257,10 +323,10 @@ def map_client_error(err: botocore.exceptions.ClientError, endpoint_name: str) -
                       + (f" (status {original_status})" if original_status else ""))
     if code == "ValidationError" and _NOT_FOUND.search(message):
         return _error(503, "endpoint_not_found", f"endpoint {endpoint_name!r} was not found in this region")
-    if code in ("ModelNotReadyException", "ServiceUnavailable"):
-        return _error(503, "endpoint_unavailable", f"endpoint {endpoint_name!r} is not ready ({code})")
-    if code in ("ThrottlingException", "Throttling", "TooManyRequestsException"):
-        return _error(429, "throttled", f"endpoint {endpoint_name!r} is throttling requests; retry later")
+    retry = retryable_error(code, message)
+    if retry is not None:
+        return _error(retry.status, retry.error_type, f"endpoint {endpoint_name!r} {retry.what}; retry after "
+                      f"{retry.retry_after_s} s", retry_after_s=retry.retry_after_s)  # fmt: skip
     if code.startswith("AccessDenied") or code in ("UnrecognizedClientException", "InvalidSignatureException",
                                                     "ExpiredTokenException"):
         return _error(500, "configuration", f"this function may not invoke endpoint {endpoint_name!r} ({code})")
@@ -286,8 +352,17 @@ def invoke(
         return _error(e.status, e.error_type, e.message)
     except SetupError as e:
         return _error(500, "configuration", str(e))
-    body = json.dumps(request, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    status, answer = call_endpoint(endpoint_name, request, client, log=log, inference_component=inference_component)
+    if status != 200:
+        return status, answer
+    return 200, {"endpoint": endpoint_name, "outputs": answer["json"], "latency_ms": answer["latency_ms"]}
 
+
+def call_endpoint(endpoint_name: str, request: dict, client=None, *, log: dict, inference_component: str | None = None,
+                  keep_model_message: bool = False) -> tuple[int, dict]:  # fmt: skip
+    """InvokeEndpoint with `request` (already checked): (200, {"json": the decoded answer, "latency_ms"}), or the
+    error (status, body) every front door answers (map_client_error, timeouts, connection failures)."""
+    body = json.dumps(request, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     started = time.monotonic()
     try:
         client = client or get_client()
@@ -305,7 +380,7 @@ def invoke(
         return _error(500, "configuration", str(e))
     except botocore.exceptions.ClientError as e:
         log["aws_error"] = str(e)[:500]
-        return map_client_error(e, endpoint_name)
+        return map_client_error(e, endpoint_name, keep_model_message=keep_model_message)
     except (botocore.exceptions.ReadTimeoutError, botocore.exceptions.ConnectTimeoutError) as e:
         elapsed = time.monotonic() - started
         log["aws_error"] = type(e).__name__
@@ -323,7 +398,104 @@ def invoke(
     except ValueError:
         return _error(502, "model_error", f"endpoint {endpoint_name!r} returned a non-JSON response "
                                           f"({response.get('ContentType', 'unknown content type')}, {len(raw)} bytes)")
-    return 200, {"endpoint": endpoint_name, "outputs": outputs, "latency_ms": latency_ms}
+    return 200, {"json": outputs, "latency_ms": latency_ms}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Chat: OpenAI Chat Completions (chat_contract.py) for endpoints whose config has a `chat:` block (the stack sets
+# chat_contract.CHAT_ENV from the serving system). A request is chat when its path ends in /chat/completions (so a
+# body that is not even JSON is refused in OpenAI's shape there) or its body is an object with "messages".
+# Replies: the container's chat.completion as it is; refusals and failures as OpenAI's error object with the
+# status the generation contract gives them.
+
+CHAT_PATH_SUFFIX = "/chat/completions"
+
+
+def event_path(event: Any) -> str:
+    """The HTTP path of a proxy event (function URL / HTTP API: rawPath; REST API: path), "" for a direct one."""
+    if not isinstance(event, dict):
+        return ""
+    ctx = event.get("requestContext")
+    http = ctx.get("http") if isinstance(ctx, dict) else None
+    for value in (event.get("rawPath"), event.get("path"), http.get("path") if isinstance(http, dict) else None):
+        if isinstance(value, str) and value:
+            return value
+    return ""
+
+
+def is_chat_path(path: str) -> bool:
+    return path.rstrip("/").endswith(CHAT_PATH_SUFFIX)
+
+
+def as_chat_error(status: int, body: dict) -> dict:
+    """A front door's error body in OpenAI's shape ({"error": {"message", "type", "param", "code"}}); one already
+    in that shape is returned as it is. retry_after_s stays beside it, for the Retry-After header."""
+    if isinstance(body.get("error"), dict):
+        return body
+    err = chat_contract.from_error(status, str(body.get("error", "")), body.get("error_type"))
+    out: dict[str, Any] = chat_contract.error_body(err)
+    if "retry_after_s" in body:
+        out["retry_after_s"] = body["retry_after_s"]
+    return out
+
+
+def model_chat_error(status: int, body: dict) -> dict:
+    """A model's own refusal of a chat request (ModelError with a 4xx OriginalStatusCode) in OpenAI's shape: the
+    container's error object when it sent one ({"error": {...}}, or vLLM's flat {"object": "error", "message", ...}),
+    else the message."""
+    try:
+        sent = json.loads(body.get("model_message") or "")
+    except ValueError:
+        sent = None
+    if isinstance(sent, dict) and isinstance(sent.get("error"), dict) and isinstance(sent["error"].get("message"), str):
+        inner = sent["error"]
+        return {"error": {"message": inner["message"], "type": inner.get("type") or "invalid_request_error",
+                          "param": inner.get("param"), "code": inner.get("code")}}  # fmt: skip
+    if isinstance(sent, dict) and sent.get("object") == "error" and isinstance(sent.get("message"), str):
+        return {"error": {"message": sent["message"], "type": sent.get("type") or "invalid_request_error",
+                          "param": sent.get("param"), "code": sent.get("code")}}  # fmt: skip
+    return as_chat_error(status, {k: v for k, v in body.items() if k != "model_message"})
+
+
+def prepare_chat(payload: Any, *, stream: bool, feats: chat_contract.ChatFeatures | None = None) -> dict:
+    """The chat request to forward, exactly as chat_contract parsed it (ChatRequest.to_json), for this endpoint's
+    features and limits. stream: the front door streams (the request must say stream true) or answers whole replies
+    (stream false). feats: the endpoint's chat features (default: this function's environment, CHAT_ENV). Raises
+    ChatError, or SetupError for the function's own bad environment."""
+    feats = chat_contract.features() if feats is None else feats
+    request = chat_contract.parse_for_endpoint(payload, feats, contract.limits())
+    if request.stream != stream:
+        door = ("the streaming front door sends server-sent events: send stream true" if stream else
+                "the invoke function answers whole replies: send stream false, or use the streaming front door "
+                "(streaming.enabled)")  # fmt: skip
+        raise chat_contract.ChatError(f"stream: {door}", param="stream", code="unsupported_value")
+    return request.to_json()
+
+
+def invoke_chat(endpoint_name: str, payload: Any, client=None, *, log: dict | None = None,
+                inference_component: str | None = None, feats: chat_contract.ChatFeatures | None = None,
+                ) -> tuple[int, dict]:  # fmt: skip
+    """Parse a chat request and invoke `endpoint_name` with it: (200, the container's chat.completion), or (status,
+    OpenAI's error object). Never raises for request, model or AWS errors."""
+    log = {} if log is None else log
+    try:
+        request = prepare_chat(payload, stream=False, feats=feats)
+    except chat_contract.ChatError as e:
+        return e.status, chat_contract.error_body(e)
+    except SetupError as e:
+        return 500, as_chat_error(500, {"error": str(e), "error_type": "configuration"})
+    log["chat"] = True
+    status, answer = call_endpoint(endpoint_name, request, client, log=log, inference_component=inference_component,
+                                   keep_model_message=True)
+    if status != 200:
+        return status, model_chat_error(status, answer) if answer.get("error_type") == "model_rejected_input" \
+            else as_chat_error(status, answer)  # fmt: skip
+    reply = answer["json"]
+    if not isinstance(reply, dict) or not isinstance(reply.get("choices"), list):
+        return 502, as_chat_error(502, {"error": f"endpoint {endpoint_name!r} answered a chat request with JSON that "
+                                                 "is not a chat.completion", "error_type": "model_error"})  # fmt: skip
+    log["latency_ms_model"] = answer["latency_ms"]
+    return 200, reply
 
 
 def answered(record: dict, started: float, run: Callable[[], tuple[int, dict]]) -> tuple[int, dict]:
@@ -344,7 +516,7 @@ def answered(record: dict, started: float, run: Callable[[], tuple[int, dict]]) 
 
 
 def _respond(status: int, body: dict) -> dict:
-    return {"statusCode": status, "headers": dict(JSON_HEADERS), "body": json.dumps(body, ensure_ascii=False)}
+    return {"statusCode": status, "headers": response_headers(body), "body": json.dumps(body, ensure_ascii=False)}
 
 
 def handler(event: Any, context: Any = None) -> dict:
@@ -354,24 +526,35 @@ def handler(event: Any, context: Any = None) -> dict:
         "request_id": getattr(context, "aws_request_id", None),
         "event_kind": "proxy" if is_proxy_event(event) else "direct",
     }
+    chat = is_chat_path(event_path(event))  # the path says chat before the body is read
 
     def run() -> tuple[int, dict]:
+        nonlocal chat
         endpoint_name = endpoint_name_from_env()
         record["endpoint"] = endpoint_name
         payload = payload_from_event(event)
+        component = inference_component_from_env()
+        if chat or chat_contract.is_chat_request(payload):
+            chat = True
+            if isinstance(payload, dict) and isinstance(payload.get("messages"), list):
+                record["messages_count"] = len(payload["messages"])
+            return invoke_chat(endpoint_name, payload, log=record, inference_component=component)
         if isinstance(payload, dict):
             inputs = payload.get("inputs")
             record["inputs_count"] = len(inputs) if isinstance(inputs, list) else 1
             if isinstance(payload.get("parameters"), dict):
                 record["parameter_keys"] = sorted(map(str, payload["parameters"]))[:20]
-        return invoke(endpoint_name, payload, log=record, inference_component=inference_component_from_env())
+        return invoke(endpoint_name, payload, log=record, inference_component=component)
 
     status, body = answered(record, started, run)
+    if chat and status != 200:
+        body = as_chat_error(status, body)  # the door's own refusals (body cap, method, JSON) in OpenAI's shape too
     if status != 200:
-        record["error_type"] = body.get("error_type")
+        error = body.get("error")
+        record["error_type"] = error.get("code") if isinstance(error, dict) else body.get("error_type")
         # 4xx messages describe the request without echoing prompt text; 5xx details come from AWS.
-        record["error"] = body.get("error")
+        record["error"] = error.get("message") if isinstance(error, dict) else error
     else:
-        record["model_latency_ms"] = body.get("latency_ms")
+        record["model_latency_ms"] = body.get("latency_ms", record.pop("latency_ms_model", None))
     log_record(record)
     return _respond(status, body)

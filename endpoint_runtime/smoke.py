@@ -25,6 +25,10 @@ What it checks, each failure with one message that says what is wrong and what t
   response   the answer is a non-empty list of objects, each with a string `generated_text`; asynchronous: the
              answer appears in S3 (polled) within the budget and is not a failure
   latency    the round trip (asynchronous: submit to answer, queueing included) is within the latency budget
+  chat       (an endpoint with a chat: block) a chat request answered with an assistant message, through the
+             route the endpoint's clients use: SageMaker's OpenAI route with a bearer token (chat.openai_route) or
+             InvokeEndpoint as the invoke function sends it (chat_check)
+  tool_call  (a tool-call parser configured) a request that names get_weather as its tool_choice gets that call
 
 Lambda environment
   STACK_NAME           (required) the endpoint stack
@@ -39,10 +43,13 @@ Lambda environment
   WAKE_BUDGET_MS       asynchronous endpoints that scale to zero: the wait for an answer when the endpoint runs 0
                        instances (deployment.plan SmokeSettings.wake_budget_ms); unset: the latency budget
   EMULATOR             "true": the stack's endpoint may have another name (moto ignores EndpointName)
+  SMOKE_CHAT_ROUTE     openai | invoke: the chat check's route (unset: no chat check); SMOKE_CHAT_TOOLS true/false;
+                       CHAT_ROUTE/CHAT_TOOL_CALLS/CHAT_CONSTRAINED_DECODING: the endpoint's chat, as the invoke function
 
 IAM: cloudformation:DescribeStacks + ListStackResources on the stack, sagemaker:DescribeEndpoint +
 InvokeEndpoint on the endpoint (LlmEndpoint.grant_smoke_test), with a component DescribeInferenceComponent and
-InvokeEndpoint on it too; asynchronous: InvokeEndpointAsync instead, with
+InvokeEndpoint on it too (and sagemaker:CallWithBearerToken for the OpenAI route's chat check); asynchronous:
+InvokeEndpointAsync instead, with
 s3:PutObject in the input folder and s3:ListBucket/GetObject in the output and failure folders.
 Timeout: above InvokeEndpoint's 60 s, e.g. 90 s; asynchronous: the budget plus 60 s (at most Lambda's 900 s).
 
@@ -65,7 +72,7 @@ import boto3
 import botocore.exceptions
 from botocore.config import Config
 
-from endpoint_runtime import async_invoke
+from endpoint_runtime import async_invoke, openai_route
 from endpoint_runtime import invoke as invoke_module
 
 contract = invoke_module.contract
@@ -199,6 +206,7 @@ def smoke_test(
     async_locations: dict[str, str] | None = None,
     wake_budget_ms: int | None = None,
     must_end_within_ms: int | None = None,
+    chat: ChatSmoke | None = None,
     session=None,
     runtime_client=None,
     s3_client=None,
@@ -401,6 +409,9 @@ def smoke_test(
             f"(smoke_test.latency_budget_ms, {max_new_tokens} new tokens): check the "
             f"instance type, the engine settings and the endpoint's metrics, or raise the budget",
         )
+    if chat is not None:  # the endpoint serves chat: one exchange through its clients' route
+        chat_check(result, invoke_name, chat, session=session, runtime_client=runtime_client,
+                   inference_component=inference_component)  # fmt: skip
     return result
 
 
@@ -539,6 +550,100 @@ def _answer_async(endpoint: str, payload: dict, locations: dict[str, str], budge
 
 
 # ---------------------------------------------------------------------------------------------------------------
+# The chat check (an endpoint with a chat: block)
+
+
+@dataclass(frozen=True)
+class ChatSmoke:
+    """What the chat check sends and through which route (EndpointPlan.smoke: chat_route, chat_tools).
+
+    route: "openai", SageMaker's OpenAI route with a bearer token made from the smoke test's own credentials (the
+      callers of chat.openai_route use it); "invoke", InvokeEndpoint with the chat request as the invoke function
+      sends it. tools: also force one tool call (the engine has a tool-call parser). features: the endpoint's chat
+      features, as the invoke function has them (chat_contract.CHAT_ENV)."""
+
+    route: str
+    tools: bool
+    features: invoke_module.chat_contract.ChatFeatures
+    max_tokens: int = 16
+
+
+SMOKE_TOOL = {"type": "function", "function": {
+    "name": "get_weather", "description": "The weather in a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}  # fmt: skip
+
+
+def chat_check(result: SmokeResult, endpoint: str, chat: ChatSmoke, *, session=None, runtime_client=None,
+               inference_component: str | None = None) -> None:  # fmt: skip
+    """Adds the check "chat" (a chat.completion with an assistant message) and, with chat.tools, "tool_call" (a
+    request that names get_weather as tool_choice answers with that call and JSON-object arguments)."""
+    session = session or boto3.session.Session()
+    runtime = runtime_client or make_runtime_client(session)
+    ask = {"messages": [{"role": "user", "content": "What is the capital of France?"}], "max_tokens": chat.max_tokens}
+    status, reply, how = _chat_exchange(endpoint, ask, chat, session, runtime, inference_component)
+    problem = _chat_problem(status, reply)
+    result.add("chat", problem is None, f"{how}: {problem}" if problem else f"{how}: a chat.completion "
+               f"({reply['choices'][0].get('finish_reason')})")  # fmt: skip
+    if not chat.tools or problem is not None:
+        return
+    forced = {**ask, "messages": [{"role": "user", "content": "What is the weather in Paris?"}], "tools": [SMOKE_TOOL],
+              "tool_choice": {"type": "function", "function": {"name": "get_weather"}}, "max_tokens": 64}  # fmt: skip
+    status, reply, how = _chat_exchange(endpoint, forced, chat, session, runtime, inference_component)
+    problem = _chat_problem(status, reply, need_text=False) or _tool_call_problem(reply)
+    result.add("tool_call", problem is None, f"{how}: {problem}" if problem else f"{how}: called get_weather")
+
+
+def _chat_exchange(endpoint: str, request: dict, chat: ChatSmoke, session, runtime, component: str | None
+                   ) -> tuple[int, Any, str]:  # fmt: skip
+    if chat.route == "openai":
+        url = openai_route.chat_url(runtime.meta.endpoint_url, endpoint, component)
+        credentials = session.get_credentials()
+        if credentials is None:
+            return 0, "no AWS credentials to make a bearer token from", "OpenAI route"
+        token = openai_route.bearer_token(credentials, runtime.meta.region_name)
+        try:
+            status, reply = openai_route.post_chat(url, token, request)
+        except OSError as err:
+            return 0, f"could not reach {url}: {err}", "OpenAI route"
+        return status, reply, "OpenAI route"
+    status, reply = invoke_module.invoke_chat(endpoint, request, client=runtime, inference_component=component,
+                                              feats=chat.features)  # fmt: skip
+    return status, reply, "InvokeEndpoint"
+
+
+def _chat_problem(status: int, reply: Any, need_text: bool = True) -> str | None:
+    """None for a chat.completion whose first choice is an assistant message (with content or tool calls when
+    need_text), else what is wrong."""
+    if status != 200:
+        error = reply.get("error") if isinstance(reply, dict) else None
+        message = error.get("message") if isinstance(error, dict) else (error or reply)
+        if status == 503 and isinstance(reply, dict) and reply.get("retry_after_s"):
+            return f"503: {message} (the endpoint is starting capacity; retry after {reply['retry_after_s']} s)"
+        return f"{status or 'no answer'}: {str(message)[:300]}"
+    choices = reply.get("choices") if isinstance(reply, dict) else None
+    message = choices[0].get("message") if isinstance(choices, list) and choices and isinstance(choices[0], dict) else None
+    if not isinstance(message, dict) or message.get("role") != "assistant":
+        return f"the answer is not a chat.completion with an assistant message: {json.dumps(reply)[:200]}"
+    if need_text and not isinstance(message.get("content"), str) and not message.get("tool_calls"):
+        return "the assistant message has neither content nor tool_calls"
+    return None
+
+
+def _tool_call_problem(reply: dict) -> str | None:
+    calls = reply["choices"][0]["message"].get("tool_calls") or []
+    if not calls:
+        return "asked to call get_weather (a named tool_choice), the model answered without a tool call: check the engine's tool_call_parser"
+    function = calls[0].get("function") if isinstance(calls[0], dict) else None
+    try:
+        arguments = json.loads(function.get("arguments")) if isinstance(function, dict) else None
+    except (TypeError, ValueError):
+        arguments = None
+    if not isinstance(function, dict) or function.get("name") != "get_weather" or not isinstance(arguments, dict):
+        return f"the tool call is not get_weather with JSON-object arguments: {json.dumps(calls[0])[:200]}"
+    return None
+
+
+# ---------------------------------------------------------------------------------------------------------------
 # Lambda entry point
 
 
@@ -571,7 +676,29 @@ def settings_from_env() -> dict[str, Any]:
         "async_locations": async_locations,
         "wake_budget_ms": (_required_int("WAKE_BUDGET_MS", 1, WAKE_BUDGET_MAX_MS)
                            if os.environ.get("WAKE_BUDGET_MS", "").strip() else None),
+        "chat": chat_settings_from_env(),
     }
+
+
+def chat_settings_from_env() -> ChatSmoke | None:
+    """SMOKE_CHAT_ROUTE (openai | invoke; unset: no chat check), SMOKE_CHAT_TOOLS (true/false) and the endpoint's
+    chat features (chat_contract.CHAT_ENV), as the stack sets them from the plan."""
+    route = os.environ.get("SMOKE_CHAT_ROUTE", "").strip()
+    if not route:
+        return None
+    if route not in ("openai", "invoke"):
+        raise SetupError(f"environment variable SMOKE_CHAT_ROUTE must be openai or invoke, got {route!r}")
+    tools = os.environ.get("SMOKE_CHAT_TOOLS", "false").strip().lower()
+    if tools not in ("true", "false"):
+        raise SetupError(f"environment variable SMOKE_CHAT_TOOLS must be true or false, got {tools!r}")
+    return ChatSmoke(route, tools == "true", invoke_module.chat_contract.features())
+
+
+def chat_environment(route: str | None, tools: bool, features: Any) -> dict[str, str]:
+    """The smoke function's chat settings (read back by chat_settings_from_env); empty without chat."""
+    if route is None:
+        return {}
+    return {"SMOKE_CHAT_ROUTE": route, "SMOKE_CHAT_TOOLS": str(tools).lower(), **features.environment()}
 
 
 def _required(name: str) -> str:

@@ -21,6 +21,13 @@ Answer
                                                      last line of a complete generation
     {"error": message, "error_type": kind}           last line when the stream fails midway (the status is sent)
 
+Chat (OpenAI Chat Completions, chat_contract.py; a body with "messages" or a path ending in /chat/completions, for
+an endpoint with a chat: block): the parsed request, "stream": true required, is sent as is; the answer is OpenAI
+server-sent events (Content-Type text/event-stream): each chat.completion.chunk the container sends (as SSE, or as
+LMI's JSON lines) as `data: {...}`, the usage chunk when the request asked for it (the container's), then
+`data: [DONE]`; a failure midway is an error event {"error": {...}} (which the openai SDK raises) and [DONE];
+refusals before the stream are OpenAI's error object with the invoke function's status.
+
 The model's bytes come in PayloadPart events that SageMaker cuts where it likes: a line, even a UTF-8 character,
 may span parts, so `LineSplitter` joins bytes until a newline ("The inference stream provides the response payload
 incrementally as a series of parts", API reference, InvokeEndpointWithResponseStream). Two line framings are read:
@@ -193,19 +200,53 @@ def open_stream(
         return e.status, contract.error_body(e)
     except SetupError as e:
         return 500, {"error": str(e), "error_type": "configuration"}
+    status, answer = _start(endpoint_name, body, client, log, inference_component, CONTENT_TYPE)
+    if status != 200:
+        return status, answer
+    return 200, _relay(answer["events"], endpoint_name, answer["started"], log, deadline_s, TokenLines(endpoint_name))
+
+
+def open_chat_stream(
+    endpoint_name: str, payload: Any, client=None, *, log: dict | None = None, inference_component: str | None = None
+) -> tuple[int, Any]:
+    """A chat request (chat_contract, stream true) streamed: (200, an iterator of OpenAI server-sent events:
+    chat.completion.chunk objects as the container sends them, the usage chunk when the request asked for it, then
+    `data: [DONE]`), or (status, OpenAI's error object). The container's chunks may come as SSE (`data: {...}`) or as
+    JSON lines (LMI's framing, systems/lmi_vllm/chat.py); both are sent on as SSE."""
+    log = {} if log is None else log
+    try:
+        request = invoke.prepare_chat(payload, stream=True)
+        deadline_s = stream_deadline_s()
+    except invoke.chat_contract.ChatError as e:
+        return e.status, invoke.chat_contract.error_body(e)
+    except SetupError as e:
+        return 500, invoke.as_chat_error(500, {"error": str(e), "error_type": "configuration"})
+    log["chat"] = True
+    body = json.dumps(request, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    status, answer = _start(endpoint_name, body, client, log, inference_component, invoke.chat_contract.SSE_CONTENT_TYPE,
+                            keep_model_message=True)  # fmt: skip
+    if status != 200:
+        return status, (invoke.model_chat_error(status, answer) if answer.get("error_type") == "model_rejected_input"
+                        else invoke.as_chat_error(status, answer))  # fmt: skip
+    return 200, _relay(answer["events"], endpoint_name, answer["started"], log, deadline_s, ChatEvents(endpoint_name))
+
+
+def _start(endpoint_name: str, body: bytes, client: Any, log: dict, inference_component: str | None, accept: str,
+           keep_model_message: bool = False) -> tuple[int, dict]:  # fmt: skip
+    """InvokeEndpointWithResponseStream: (200, {"events", "started"}) or the error every front door answers."""
     started = time.monotonic()
     try:
         client = client or get_client()
         # InferenceComponentName: as InvokeEndpoint's, which component's model runs (botocore sagemaker-runtime model).
         component = {"InferenceComponentName": inference_component} if inference_component else {}
         response = client.invoke_endpoint_with_response_stream(
-            EndpointName=endpoint_name, ContentType="application/json", Accept=CONTENT_TYPE, Body=body, **component
+            EndpointName=endpoint_name, ContentType="application/json", Accept=accept, Body=body, **component
         )
     except SetupError as e:
         return 500, {"error": str(e), "error_type": "configuration"}
     except botocore.exceptions.ClientError as e:
         log["aws_error"] = str(e)[:500]
-        return invoke.map_client_error(e, endpoint_name)
+        return invoke.map_client_error(e, endpoint_name, keep_model_message=keep_model_message)
     except (botocore.exceptions.ReadTimeoutError, botocore.exceptions.ConnectTimeoutError) as e:
         log["aws_error"] = type(e).__name__
         return 504, {"error": f"endpoint {endpoint_name!r} did not start answering within "
@@ -216,38 +257,99 @@ def open_stream(
             botocore.exceptions.HTTPClientError) as e:  # fmt: skip
         log["aws_error"] = str(e)[:500]
         return 502, {"error": f"could not reach SageMaker: {type(e).__name__}", "error_type": "upstream_error"}
-    return 200, _client_lines(response["Body"], endpoint_name, started, log, deadline_s)
+    return 200, {"events": response["Body"], "started": started}
 
 
 class _DeadlineReached(Exception):
     pass
 
 
+class TokenLines:
+    """The generation contract's framing: {"token": {"text"}} per token, then the summary line or an error line."""
+
+    def __init__(self, endpoint_name: str) -> None:
+        self.endpoint_name = endpoint_name
+        self.tokens: list[str] = []
+        self.final: dict = {}
+
+    def lines(self, obj: dict) -> Iterator[bytes]:
+        text = token_text(obj)
+        if isinstance(obj.get("generated_text"), str):
+            self.final.update(generated_text=obj["generated_text"])
+        if isinstance(obj.get("details"), dict):
+            self.final.update(details=obj["details"])
+        if text:
+            self.tokens.append(text)
+            yield _line({"token": {"text": text}})
+
+    def finish(self, ttft_ms: int | None, latency_ms: int) -> list[bytes]:
+        return [_line({
+            "generated_text": self.final.get("generated_text", "".join(self.tokens)),
+            "details": self.final.get("details", {}),
+            "endpoint": self.endpoint_name,
+            "time_to_first_token_ms": ttft_ms,
+            "latency_ms": latency_ms,
+        })]  # fmt: skip
+
+    def error(self, kind: str, message: str) -> list[bytes]:
+        return [_line({"error": message, "error_type": kind})]
+
+    @property
+    def count(self) -> int:
+        return len(self.tokens)
+
+
+class ChatEvents:
+    """OpenAI's framing: each chat.completion.chunk as `data: {...}`, then `data: [DONE]`; a failure midway is an
+    error event ({"error": {...}}, which the openai SDK raises as APIError) and [DONE]."""
+
+    def __init__(self, endpoint_name: str) -> None:
+        self.endpoint_name = endpoint_name
+        self.count = 0
+
+    def lines(self, obj: dict) -> Iterator[bytes]:
+        if "error" in obj:
+            error = obj["error"]
+            message = error.get("message") if isinstance(error, dict) else error
+            raise ModelStreamFailed(str(message) or "the model reported an error")
+        if obj.get("object") != "chat.completion.chunk":
+            raise ValueError(f"a chat stream sent {str(obj.get('object') or sorted(obj)[:4])!r}, not a "
+                             "chat.completion.chunk")  # fmt: skip
+        self.count += 1
+        yield invoke.chat_contract.sse_event(obj)
+
+    def finish(self, ttft_ms: int | None, latency_ms: int) -> list[bytes]:
+        return [invoke.chat_contract.SSE_DONE]
+
+    def error(self, kind: str, message: str) -> list[bytes]:
+        status = 504 if kind == "timeout" else 502
+        err = invoke.chat_contract.from_error(status, message, kind)
+        return [invoke.chat_contract.sse_event(invoke.chat_contract.error_body(err)), invoke.chat_contract.SSE_DONE]
+
+
 def _client_lines(events: Any, endpoint_name: str, started: float, log: dict, deadline_s: float | None = None
                   ) -> Iterator[bytes]:
-    """SageMaker's events -> the client's lines. Ends with the summary line, or with an error line."""
+    """SageMaker's events -> the generation contract's token lines (_relay with TokenLines)."""
+    return _relay(events, endpoint_name, started, log, deadline_s, TokenLines(endpoint_name))
+
+
+def _relay(events: Any, endpoint_name: str, started: float, log: dict, deadline_s: float | None, framer: Any
+           ) -> Iterator[bytes]:
+    """SageMaker's events -> the client's lines, framed by `framer` (TokenLines, ChatEvents). Ends with the
+    framer's finish, or with its error."""
     splitter = LineSplitter()
-    tokens: list[str] = []
-    final: dict = {}
-    first_token_at = None
+    first_at = None
     error: tuple[str, str] | None = None
 
     def lines_of(raw_lines: list[bytes]) -> Iterator[bytes]:
-        nonlocal first_token_at
+        nonlocal first_at
         for raw in raw_lines:
             obj = parse_line(raw)
             if obj is None:
                 continue
-            text = token_text(obj)
-            if isinstance(obj.get("generated_text"), str):
-                final.update(generated_text=obj["generated_text"])
-            if isinstance(obj.get("details"), dict):
-                final.update(details=obj["details"])
-            if text:
-                if first_token_at is None:
-                    first_token_at = time.monotonic()
-                tokens.append(text)
-                yield _line({"token": {"text": text}})
+            for out in framer.lines(obj):
+                first_at = first_at or time.monotonic()
+                yield out
 
     try:
         for event in events:
@@ -286,39 +388,37 @@ def _client_lines(events: Any, endpoint_name: str, started: float, log: dict, de
         error = ("upstream_error", f"the stream from endpoint {endpoint_name!r} was cut off ({type(e).__name__})")
 
     latency_ms = int(round((time.monotonic() - started) * 1000))
-    ttft_ms = None if first_token_at is None else int(round((first_token_at - started) * 1000))
-    log.update(stream_tokens=len(tokens), time_to_first_token_ms=ttft_ms, stream_latency_ms=latency_ms)
+    ttft_ms = None if first_at is None else int(round((first_at - started) * 1000))
+    log.update(stream_tokens=framer.count, time_to_first_token_ms=ttft_ms, stream_latency_ms=latency_ms)
     if error is not None:
         log["stream_error_type"] = error[0]
-        yield _line({"error": error[1], "error_type": error[0]})
+        yield from framer.error(*error)
         return
-    yield _line({
-        "generated_text": final.get("generated_text", "".join(tokens)),
-        "details": final.get("details", {}),
-        "endpoint": endpoint_name,
-        "time_to_first_token_ms": ttft_ms,
-        "latency_ms": latency_ms,
-    })  # fmt: skip
+    yield from framer.finish(ttft_ms, latency_ms)
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # One HTTP request, as lambda/stream/app.py receives it from the Lambda Web Adapter
 
 
-def handle_request(method: str, body: bytes, request_id: str | None = None) -> tuple[int, dict[str, str], Any]:
+def handle_request(method: str, body: bytes, request_id: str | None = None, path: str = "") -> tuple[int, dict[str, str], Any]:
     """(status, headers, body): body is bytes (a JSON error or answer) or an iterator of bytes (the stream).
-    Writes one structured log line per request when the reply (streamed or not) is complete; never the prompt."""
+    A chat request (its path ends in /chat/completions, or its body has "messages") is streamed as OpenAI
+    server-sent events, and refused in OpenAI's error shape. Writes one structured log line per request when the
+    reply (streamed or not) is complete; never the prompt."""
     record: dict[str, Any] = {"message": "stream", "request_id": request_id}
     started = time.monotonic()
+    chat = invoke.is_chat_path(path)
     try:
         if method.upper() != "POST":
             raise RequestError(f"method must be POST, got {method}", status=405, error_type="method_not_allowed")
         endpoint_name = invoke.endpoint_name_from_env()
         record["endpoint"] = endpoint_name
         payload = invoke.parse_body(body)
-        status, answer = open_stream(
-            endpoint_name, payload, log=record, inference_component=invoke.inference_component_from_env()
-        )
+        chat = chat or invoke.chat_contract.is_chat_request(payload)
+        opener = open_chat_stream if chat else open_stream
+        status, answer = opener(endpoint_name, payload, log=record,
+                                inference_component=invoke.inference_component_from_env())  # fmt: skip
     except RequestError as e:
         status, answer = e.status, contract.error_body(e)
     except SetupError as e:
@@ -328,10 +428,14 @@ def handle_request(method: str, body: bytes, request_id: str | None = None) -> t
         record["exception"] = type(e).__name__
     record["status"] = status
     if status != 200:
-        record.update(error_type=answer.get("error_type"), error=answer.get("error"),
+        if chat:
+            answer = invoke.as_chat_error(status, answer)
+        error = answer.get("error")
+        record.update(error_type=error.get("code") if isinstance(error, dict) else answer.get("error_type"),
+                      error=error.get("message") if isinstance(error, dict) else error,
                       latency_ms=int(round((time.monotonic() - started) * 1000)))  # fmt: skip
         invoke.log_record(record)
-        return status, dict(invoke.JSON_HEADERS), json.dumps(answer, ensure_ascii=False).encode("utf-8")
+        return status, invoke.response_headers(answer), json.dumps(answer, ensure_ascii=False).encode("utf-8")
 
     def logged() -> Iterator[bytes]:
         try:
@@ -339,10 +443,11 @@ def handle_request(method: str, body: bytes, request_id: str | None = None) -> t
         finally:  # also when the client goes away mid-stream (the generator is closed)
             invoke.log_record(record)
 
-    return 200, dict(STREAM_HEADERS), logged()
+    headers = {**STREAM_HEADERS, "Content-Type": invoke.chat_contract.SSE_CONTENT_TYPE} if chat else dict(STREAM_HEADERS)
+    return 200, headers, logged()
 
 
 __all__ = [
-    "CONTENT_TYPE", "LineSplitter", "ModelStreamFailed", "handle_request", "open_stream", "parse_line", "prepare",
-    "token_text",
+    "CONTENT_TYPE", "ChatEvents", "LineSplitter", "ModelStreamFailed", "TokenLines", "handle_request", "open_chat_stream",
+    "open_stream", "parse_line", "prepare", "token_text",
 ]

@@ -4,7 +4,8 @@ make a tiny GPT-2 offline -> model_build build -> local AWS emulator (moto) -> s
 SageMaker container contract on localhost -> `make deploy`'s code (preflight, cdk synth, bootstrap, artifact
 stack, publish into the emulated bucket, preflight of the artifacts, endpoint stack, smoke test: InService on
 the deployed config, a prompt answered by the served model, latency) -> prompts through lambda/invoke ->
-one prompt streamed token by token through lambda/stream's code (InvokeEndpointWithResponseStream) -> `make destroy`'s
+one prompt streamed token by token through lambda/stream's code (InvokeEndpointWithResponseStream) -> a chat exchange
+through the openai SDK, streamed (SageMaker's OpenAI route, when the endpoint has a chat: block) -> `make destroy`'s
 code -> nothing of the app left. Every process it starts is stopped.
 """
 
@@ -32,6 +33,7 @@ from .inventory import leftovers
 ROOT = Path(__file__).resolve().parent.parent
 PROMPTS = ["The weather today is", "Infrastructure as code means"]
 STREAM_PROMPT = "Streaming sends each token"
+CHAT_QUESTION = "What does infrastructure as code mean?"
 
 
 class DemoError(Exception):
@@ -136,12 +138,20 @@ def run_demo(config_path: str, endpoint: str | None, port: int, keep_logs: Path)
         _stream_prompt(endpoint_name, runtime)
         _done(t)
 
+        step = 8
+        if spec.chat is not None:
+            with emulator.activated():  # the emulator's credentials sign the bearer token
+                t = _step(step, "a chat exchange through the openai SDK, streamed (SageMaker's OpenAI route -> the local server)")
+                _chat_exchange(local_url, endpoint_name, region)
+                _done(t)
+            step += 1
+
         with emulator.activated():
-            t = _step(8, "make destroy: empty the bucket (as auto-delete does on AWS), cdk destroy")
+            t = _step(step, "make destroy: empty the bucket (as auto-delete does on AWS), cdk destroy")
             destroy(deployment, echo=lambda line: print(f"    {line}"))
             _done(t)
 
-            t = _step(9, "check nothing of the app is left in the emulator")
+            t = _step(step + 1, "check nothing of the app is left in the emulator")
             session = boto3.Session(region_name=region)
             left = leftovers(session, stack_prefix=f"{deployment.project}-")
             for kind, names in left.items():
@@ -177,6 +187,38 @@ def _stream_prompt(endpoint_name: str, runtime) -> None:
     total = (time.monotonic() - started) * 1000
     print(f"    streamed {count} tokens; time to first token: {(first_at - started) * 1000:.0f} ms; "
           f"all: {total:.0f} ms")
+
+
+def _chat_exchange(local_url: str, endpoint_name: str, region: str) -> None:
+    """One chat request through the openai SDK at the endpoint's OpenAI route (the base URL the stack outputs, here
+    on the local server), streamed with usage in the last chunk. The bearer token is made as
+    sagemaker.core.token_generator.generate_token makes it (endpoint_runtime/openai_route.py, which the smoke test
+    uses; importing the sagemaker package would add seconds here), from the emulator's credentials. The served
+    handler renders the config's chat template and answers SSE chunks."""
+    from openai import OpenAI
+
+    from endpoint_runtime.openai_route import bearer_token
+
+    base_url = f"{local_url}/endpoints/{endpoint_name}/openai/v1"
+    token = bearer_token(boto3.Session().get_credentials(), region)
+    client = OpenAI(base_url=base_url, api_key=token, max_retries=0, timeout=60)
+    messages = [{"role": "system", "content": "You are brief."}, {"role": "user", "content": CHAT_QUESTION}]
+    print(f"    base_url: {base_url}\n    user: {CHAT_QUESTION!r}\n    assistant: ", end="", flush=True)
+    started, first_at, usage, finish = time.monotonic(), None, None, None
+    chunks = client.chat.completions.create(model=endpoint_name, messages=messages, max_tokens=24, temperature=0,
+                                            stream=True, stream_options={"include_usage": True})  # fmt: skip
+    for chunk in chunks:
+        usage = chunk.usage or usage
+        for choice in chunk.choices:
+            finish = choice.finish_reason or finish
+            if choice.delta.content:
+                first_at = first_at or time.monotonic()
+                print(json.dumps(choice.delta.content, ensure_ascii=False)[1:-1] + "|", end="", flush=True)
+    print()
+    if first_at is None or usage is None:
+        raise DemoError(f"the chat stream brought no text or no usage chunk (finish_reason {finish!r})")
+    print(f"    finish_reason: {finish}; usage: {usage.prompt_tokens} prompt + {usage.completion_tokens} completion "
+          f"tokens; time to first token: {(first_at - started) * 1000:.0f} ms")
 
 
 def _stop(process: subprocess.Popen) -> None:

@@ -43,6 +43,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 import chat_contract
+from endpoint_runtime.invoke import retryable_error
 
 from . import bearer_token, event_stream
 
@@ -61,8 +62,23 @@ def load_handler(artifact_dir: Path) -> ModuleType:
     return module
 
 
+# What SageMaker answers InvokeEndpoint for an inference component scaled to zero copies: ValidationError (HTTP 400)
+# "Inference Component has no capacity to process this request. ApplicationAutoScaling may be in-progress (if
+# configured) or try to increase the capacity by invoking UpdateInferenceComponentRuntimeConfig API."
+# (aws-samples/sagemaker-genai-hosting-examples, scale-to-zero notebook). What its OpenAI route answers then is not
+# documented: this server answers the retryable 503 with Retry-After the front doors give (invoke.RETRYABLE_ERRORS).
+NO_CAPACITY_MESSAGE = ("Inference Component has no capacity to process this request. ApplicationAutoScaling may be "
+                       "in-progress (if configured) or try to increase the capacity by invoking "
+                       "UpdateInferenceComponentRuntimeConfig API.")  # fmt: skip
+NO_CAPACITY = retryable_error("ValidationError", NO_CAPACITY_MESSAGE)
+# While the model loads, /invocations and the OpenAI route answer 503 with this Retry-After (a choice: a tiny model
+# loads in seconds; the container contract's GET /ping says when it is ready).
+LOADING_RETRY_AFTER_S = 5
+
+
 class ModelHost:
-    """Loads the model in a background thread (so /ping can answer 503 while loading) and runs requests."""
+    """Loads the model in a background thread (so /ping can answer 503 while loading) and runs requests.
+    capacity: model copies running; 0 plays an inference component scaled to zero (tests set it)."""
 
     def __init__(self, artifact_dir: Path) -> None:
         self.artifact_dir = Path(artifact_dir)
@@ -70,6 +86,7 @@ class ModelHost:
         self.model: Any = None
         self.load_error: str | None = None
         self.loaded = threading.Event()
+        self.capacity = 1
 
     def load(self) -> None:
         try:
@@ -155,8 +172,13 @@ def _is_chat_error(err: Exception) -> bool:
     return all(hasattr(err, name) for name in ("status", "type", "param", "code", "message"))
 
 
-def _openai_error(message: str, kind: str = "invalid_request_error") -> str:
-    return json.dumps(chat_contract.error_body(chat_contract.ChatError(message, type=kind)), ensure_ascii=True)
+def _openai_error(message: str, kind: str = "invalid_request_error", code: str | None = None) -> str:
+    return json.dumps(chat_contract.error_body(chat_contract.ChatError(message, type=kind, code=code)), ensure_ascii=True)
+
+
+def _loading(status: int) -> dict[str, str]:
+    """Retry-After on the 503 of a model still loading."""
+    return {"Retry-After": str(LOADING_RETRY_AFTER_S)} if status == 503 else {}
 
 
 def _sse_events(chunks: Any) -> Any:
@@ -207,12 +229,14 @@ def create_app(artifact_dir: str | Path, endpoint_name: str | None = None, torch
     async def invocations(request: Request) -> Response:
         body = await request.body()
         status, content = await _run(host, body, request)
-        return Response(content=content, status_code=status, media_type="application/json")
+        return Response(content=content, status_code=status, media_type="application/json", headers=_loading(status))
 
     @app.post("/endpoints/{name}/invocations")
     async def invoke_endpoint(name: str, request: Request) -> Response:
         if endpoint_name is not None and name != endpoint_name:
             return _aws_error(400, "ValidationError", f"Endpoint {name} of account 123456789012 not found.")
+        if host.capacity == 0:
+            return _aws_error(400, "ValidationError", NO_CAPACITY_MESSAGE)
         body = await request.body()
         status, content = await _run(host, body, request)
         if status != 200:
@@ -236,6 +260,8 @@ def create_app(artifact_dir: str | Path, endpoint_name: str | None = None, torch
 
         if endpoint_name is not None and name != endpoint_name:
             return _aws_error(400, "ValidationError", f"Endpoint {name} of account 123456789012 not found.")
+        if host.capacity == 0:
+            return _aws_error(400, "ValidationError", NO_CAPACITY_MESSAGE)
         body = await request.body()
         status, content = await run_in_threadpool(host.stream, body, request.headers.get("content-type"))
         if status != 200:
@@ -266,10 +292,14 @@ def create_app(artifact_dir: str | Path, endpoint_name: str | None = None, torch
         if component is not None and component_name is not None and component != component_name:
             return _aws_error(400, "ValidationError", f"Inference component {component} of account 123456789012 "
                                                       "not found.")  # fmt: skip
+        if host.capacity == 0:
+            return Response(_openai_error(f"endpoint {name}: {NO_CAPACITY_MESSAGE}", "service_unavailable", "no_capacity"),
+                            status_code=NO_CAPACITY.status, media_type=JSON,
+                            headers={"Retry-After": str(NO_CAPACITY.retry_after_s)})  # fmt: skip
         body = await request.body()
         status, content, media = await run_in_threadpool(host.chat, body)
         return (StreamingResponse(content, media_type=media) if media == SSE
-                else Response(content, status_code=status, media_type=media))  # fmt: skip
+                else Response(content, status_code=status, media_type=media, headers=_loading(status)))  # fmt: skip
 
     @app.post("/endpoints/{name}/openai/v1/chat/completions")
     async def openai_chat_endpoint(name: str, request: Request) -> Response:

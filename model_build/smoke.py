@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from endpoint_runtime.smoke import Check, SmokeResult, format_checks, smoke_test
+from endpoint_runtime.smoke import ChatSmoke, Check, SmokeResult, format_checks, smoke_test
 
 
 def run_smoke(deployment: Any, plan: Any, session: Any = None, runtime_client: Any = None) -> SmokeResult:
@@ -45,6 +45,8 @@ def run_smoke(deployment: Any, plan: Any, session: Any = None, runtime_client: A
         async_locations=plan.async_locations(plan.artifact_bucket(account, region)) if plan.is_async else None,
         emulator=plan.emulator,
         inference_component=plan.component_name,
+        # chat: a chat exchange (and a tool call) through the route the endpoint's clients use
+        chat=ChatSmoke(smoke.chat_route, smoke.chat_tools, plan.chat_features) if smoke.chat_route else None,
         session=session,
         runtime_client=runtime_client,
     )

@@ -20,6 +20,7 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from deployment import EndpointPlan
+from endpoint_runtime.smoke import chat_environment
 from systems.base import REPO_ROOT
 from systems.checks import UNSIZED_MODEL_WARNING_ID
 
@@ -28,6 +29,7 @@ from .benchmark import ManagedBenchmark, SloGateRole
 from .endpoint_network import BucketKeyRef, EndpointSecurity, PrivateNetwork
 from .functions import InvokeFunction, SmokeTestFunction
 from .llm_endpoint import LlmEndpoint
+from .openai_route import OpenAIRouteAccess
 from .sagemaker_resources import ContainerImage
 from .streaming import StreamingFrontDoor
 from .trusted_pipeline import TrustedPipeline, role_name
@@ -95,7 +97,9 @@ class EndpointStack(Stack):
         self.smoke = SmokeTestFunction(
             self, "SmokeTestFunction", endpoint_name=plan.endpoint_name, prompt=smoke.prompt,
             max_new_tokens=smoke.max_new_tokens, latency_budget_ms=smoke.latency_budget_ms,
-            wake_budget_ms=smoke.wake_budget_ms, environment=self.endpoint.target_environment,
+            wake_budget_ms=smoke.wake_budget_ms,
+            environment={**self.endpoint.target_environment,
+                         **chat_environment(smoke.chat_route, smoke.chat_tools, plan.chat_features)},
             emulator=plan.emulator, log_retention_days=spec.log_retention_days,
         )
         self.endpoint.grant_smoke_test(self.smoke.function)
@@ -118,6 +122,11 @@ class EndpointStack(Stack):
         if plan.managed_benchmark is not None:
             self.managed_benchmark = ManagedBenchmark(self, "ManagedBenchmark", plan=plan, endpoint=self.endpoint,
                                                       bucket_name=bucket, bucket_key=bucket_key)
+        # chat: SageMaker's OpenAI route, its callers' grants and base URLs (stacks/openai_route.py).
+        self.openai_route = OpenAIRouteAccess(
+            self, "OpenAIRoute", endpoint=self.endpoint, spec=spec.chat.openai_route,
+            role_name=role_name(plan.project, plan.environment_name, spec.name, "openai"),
+        ) if spec.chat is not None else None
 
         if artifact.is_placeholder:
             self._refuse_unbuilt(spec.name)

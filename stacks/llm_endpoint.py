@@ -18,6 +18,7 @@ from .endpoint_alarms import EndpointAlarms, RollbackAlarms, deployment_config
 from .endpoint_network import EndpointSecurity
 from .inference_components import ComponentEndpointConfig, InferenceComponent
 from .log_groups import owned_log_group
+from .nag import acknowledge
 from .sagemaker_resources import (
     ContainerImage,
     ExecutionRole,
@@ -29,6 +30,9 @@ from .sagemaker_resources import (
 from .scaling import VARIANT_INSTANCES, scalable_target, target_tracking
 
 VARIANT_NAME = "AllTraffic"
+BEARER_WILDCARD_REASON = ("sagemaker:CallWithBearerToken has no resource type (cfn-lint's Policies.json, the Service "
+                          "Authorization Reference's data): '*' is the only resource it takes; InvokeEndpoint stays "
+                          "scoped to this endpoint")  # fmt: skip
 UNGUARDED_COMPONENT_WARNING_ID = "llm-endpoints:unguarded-component-updates"
 # Concurrency, not invocations, tracks LLM load: one request holds a model copy for seconds.
 SCALING_METRIC = "SageMakerVariantConcurrentRequestsPerModelHighResolution"
@@ -183,8 +187,10 @@ class LlmEndpoint(Construct):
     @property
     def request_limits(self) -> dict[str, str]:
         """The request limits the container enforces (request_contract.limits()), for a front door that refuses what
-        the model would: the same values, or neither sets them and both use the contract's defaults."""
-        return {k: v for k, v in self.environment.items() if k in request_contract.LIMIT_ENV}
+        the model would: the same values, or neither sets them and both use the contract's defaults; and the
+        endpoint's chat features (chat_contract.CHAT_ENV, none without a chat: block)."""
+        limits = {k: v for k, v in self.environment.items() if k in request_contract.LIMIT_ENV}
+        return {**limits, **self.plan.chat_features.environment()}
 
     @property
     def target_environment(self) -> dict[str, str]:
@@ -216,6 +222,15 @@ class LlmEndpoint(Construct):
             return self.async_inference.grant_client(grantee, self.endpoint_arn)
         return self.grant_invoke(grantee)
 
+    def grant_bearer_token(self, grantee: iam.IGrantable) -> iam.Grant:
+        """sagemaker:CallWithBearerToken, what SageMaker's OpenAI route needs besides InvokeEndpoint (SageMaker DG,
+        "Invoke endpoints with OpenAI-compatible APIs"). The action has no resource type (cfn-lint 1.58.0
+        cfnlint/data/AdditionalSpecs/Policies.json, service sagemaker: "callwithbearertoken": {}), so "*" is the only
+        resource it takes; the finding it raises is acknowledged on the grantee's policy."""
+        grant = iam.Grant.add_to_principal(grantee=grantee, actions=["sagemaker:CallWithBearerToken"], resource_arns=["*"])
+        acknowledge(getattr(grantee, "role", None) or grantee, "AwsSolutions-IAM5[Resource::*]", BEARER_WILDCARD_REASON)
+        return grant
+
     def grant_describe(self, grantee: iam.IGrantable) -> iam.Grant:
         """DescribeEndpoint: status, failure reason and the endpoint config it runs."""
         return iam.Grant.add_to_principal(
@@ -237,6 +252,8 @@ class LlmEndpoint(Construct):
         )
         invoking = self.grant_client(grantee)
         granted = on_stack.combine(self.grant_describe(grantee)).combine(invoking)
+        if self.plan.smoke.chat_route == "openai":  # the chat check goes through SageMaker's OpenAI route
+            granted = granted.combine(self.grant_bearer_token(grantee))
         # hosting.mode inference-components: the `component` check describes the component.
         return granted.combine(self.component.grant_describe(grantee)) if self.component is not None else granted
 

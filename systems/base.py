@@ -47,6 +47,34 @@ class Capability:
         return cls(False, why)
 
 
+@dataclass(frozen=True)
+class ChatCapability(Capability):
+    """Whether and how a system serves OpenAI chat completions (chat_contract.py), or why not (the note).
+
+    route: "native", the engine's own chat route renders the template and answers (LMI's "messages" requests);
+      "handler", our handler code applies the model's chat template and answers; None: no chat.
+    constrained_decoding: the engine can force JSON or a tool call (response_format json_object/json_schema,
+      tool_choice "required" or a named function); without it the front doors refuse those.
+    tool_calls: whether the endpoint's replies carry parsed tool calls, given its `engine:` options (the native
+      engines parse them only with a tool-call parser configured; our handlers always read the hermes format)."""
+
+    route: Literal["native", "handler"] | None = None
+    constrained_decoding: bool = False
+    tool_calls: Callable[[EndpointSpec], bool] | None = None
+
+    @classmethod
+    def native(cls, how: str, *, constrained_decoding: bool,
+               tool_calls: Callable[[EndpointSpec], bool] | None) -> ChatCapability:  # fmt: skip
+        return cls(True, how, "native", constrained_decoding, tool_calls)
+
+    @classmethod
+    def handler(cls, how: str) -> ChatCapability:
+        return cls(True, how, "handler", False, lambda ep: True)
+
+    def parses_tool_calls(self, ep: EndpointSpec) -> bool:
+        return self.supported and self.tool_calls is not None and self.tool_calls(ep)
+
+
 class EngineOptions(Strict):
     """The `engine:` options of one serving system: each system subclasses this with exactly the keys it implements
     and the values it allows (as djl-serving's properties_manager has one class per engine); pydantic validates an
@@ -194,6 +222,8 @@ class ServingSystem:
     environment: the container's environment for one endpoint (it reads `engine_options` itself).
     streaming / inference_components: whether the container streams tokens (InvokeEndpointWithResponseStream) and
       runs as an inference component, with how or why not.
+    chat: whether and how it serves OpenAI chat completions (ChatCapability), stated by every system; an endpoint's
+      `chat:` block is refused on a system without it (systems/chat.py).
     network_isolation: the container works with no network (its model data comes from S3 through SageMaker).
     staged_weights_environment: for an engine that reads its weights from S3 itself, the environment pointing it at
       them (the artifact's weights/ stays in S3, code/ is the model data); such a container needs the network.
@@ -209,6 +239,7 @@ class ServingSystem:
     environment: Callable[[EndpointSpec], dict[str, str]]
     streaming: Capability
     inference_components: Capability
+    chat: ChatCapability
     recipe: str | None = None
     image: ImagePin | None = None
     own_container: OwnContainer | None = None
@@ -231,6 +262,9 @@ class ServingSystem:
     # inference-gpu-drivers.html); values: botocore's ProductionVariantInferenceAmiVersion enum. None: default AMI.
     inference_ami_version: str | None = None
     request_timeout: RequestTimeout | None = None
+    # The systems/architectures.py table ("<project>==<version>") of the model architectures the container's engine
+    # serves, where an engine registry decides (vLLM); None: the image's transformers decides (systems/model_support.py).
+    model_registry: str | None = None
 
     def __post_init__(self) -> None:
         if (self.image is None) == (self.own_container is None):

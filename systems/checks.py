@@ -13,6 +13,8 @@ from endpoint_config.models import model_facts
 from endpoint_config.security import isolation_problems
 
 from .base import Capability, ServingSystem, engine_problems
+from .chat import chat_problems
+from .model_support import load_problems as architecture_problems
 
 # Weights may take this share of each GPU's memory; the rest holds the KV cache, activations and the CUDA context.
 WEIGHT_SHARE_OF_GPU_MEMORY = 0.8
@@ -106,6 +108,7 @@ def system_problems(ep: EndpointSpec, system: ServingSystem, systems: dict[str, 
     problems += engine_problems(ep, system.engine_options, {name: s.engine_options for name, s in systems.items()})
     # network.network_isolation against a system whose engine reads S3 itself (endpoint_config/security.py).
     problems += isolation_problems(ep, engine_reads_s3=system.staged_weights_environment is not None)
+    problems += chat_problems(ep, system, systems) + architecture_problems(ep, system, systems)
     problems += system.rules(ep, instance)
     return problems
 

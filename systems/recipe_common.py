@@ -72,6 +72,20 @@ def check_causal_lm(
             f"endpoint {endpoint.name!r}: model: value {endpoint.model!r} is {kind} (model_type {model_type!r}, "
             f"architecture {arch!r}); system {endpoint.system!r} serves {serves} (e.g. gptj, gpt2, llama, mistral)"
         )
+    # The container's own transformers or engine must know the architecture too (systems/model_support.py).
+    if problem := _architecture_problem(endpoint, config):
+        raise BuildError(problem)
+
+
+def _architecture_problem(endpoint: EndpointSpec, config: Mapping[str, Any]) -> str | None:
+    from systems import all_systems
+    from systems.model_support import architecture_problem
+
+    names = config.get("architectures")
+    if not (isinstance(names, list) and names and isinstance(names[0], str)):
+        return None
+    systems = all_systems()
+    return architecture_problem(endpoint, systems[endpoint.system], names[0], systems)
 
 
 def config_for_container(out_dir: Path, dtype: str) -> None:

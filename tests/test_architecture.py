@@ -46,12 +46,12 @@ ALLOWED: dict[str, set[str]] = {
     "request_contract": set(),
     "chat_contract": {"request_contract"},
     "artifact": set(),
-    # What the Lambda functions ship (stdlib + boto3), and the request contract (stdlib only), which the invoke
-    # function shares with the containers.
-    "endpoint_runtime": {"request_contract"},
+    # What the Lambda functions ship (stdlib + boto3), and the request and chat contracts (stdlib only), which the
+    # invoke and stream functions share with the containers.
+    "endpoint_runtime": {"request_contract", "chat_contract"},
     "endpoint_config": set(),
     "systems": {"request_contract", "chat_contract", "artifact", "endpoint_config"},
-    "deployment": {"artifact", "endpoint_config", "systems"},
+    "deployment": {"chat_contract", "artifact", "endpoint_config", "systems"},
     "stacks": {"request_contract", "artifact", "endpoint_runtime", "endpoint_config", "systems", "deployment"},
     "model_build": {"request_contract", "chat_contract", "artifact", "endpoint_runtime", "endpoint_config", "systems", "deployment"},
     "workstation": {"artifact", "endpoint_runtime", "endpoint_config", "deployment", "model_build"},

@@ -118,7 +118,7 @@ class Handler(BaseHTTPRequestHandler):
         if self.path == READY_PATH:
             self._reply(200, {"Content-Type": "text/plain"}, b"ready")
         else:
-            self._reply(*stream.handle_request("GET", b"", self._request_id()))
+            self._reply(*stream.handle_request("GET", b"", self._request_id(), self.path))
 
     def do_POST(self) -> None:
         try:
@@ -128,7 +128,7 @@ class Handler(BaseHTTPRequestHandler):
             return
         if "Transfer-Encoding" in self.headers and "Content-Length" in self.headers:
             self.close_connection = True  # RFC 9112 6.1: read by Transfer-Encoding, then close
-        self._reply(*stream.handle_request("POST", body, self._request_id()))
+        self._reply(*stream.handle_request("POST", body, self._request_id(), self.path))
 
     def handle_expect_100(self) -> bool:
         """100 Continue only for a body this server will read; otherwise the refusal now, before the body."""
@@ -173,12 +173,15 @@ class Handler(BaseHTTPRequestHandler):
         record = {"message": "stream", "request_id": self._request_id(), "status": error.status,
                   "error_type": error.error_type, "error": error.message}  # fmt: skip
         invoke.log_record(record)
-        body = json.dumps({"error": error.message, "error_type": error.error_type}).encode("utf-8")
+        answer = {"error": error.message, "error_type": error.error_type}
+        if invoke.is_chat_path(self.path):  # a chat client reads OpenAI's error object
+            answer = invoke.as_chat_error(error.status, answer)
+        body = json.dumps(answer).encode("utf-8")
         self._reply(error.status, {**invoke.JSON_HEADERS, "Connection": "close"}, body)
 
     def _other(self) -> None:
         self.close_connection = True
-        self._reply(*stream.handle_request(self.command, b"", self._request_id()))
+        self._reply(*stream.handle_request(self.command, b"", self._request_id(), self.path))
 
     do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = _other
 

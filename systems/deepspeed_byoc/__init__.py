@@ -21,6 +21,7 @@ from systems.base import (
     ServingSystem,
     byoc_request_timeout,
 )
+from systems.chat import BYOC_NO_CHAT
 
 HANDLER = "handler:DeepSpeedHandler"  # the module lies in /opt/program in the image
 
@@ -93,6 +94,7 @@ SYSTEM = ServingSystem(
     default_startup_timeout_s=900,
     engine_notes="DeepSpeed 0.12.6 kernel injection with transformers 4.36.2 (see the Dockerfile for the pins)",
     streaming=Capability.no("our own container server (systems/byoc_server) answers /invocations with one whole reply"),
+    chat=BYOC_NO_CHAT,
     inference_components=Capability.no(
         "our own container has never run as an inference component (only a GPU account can show that it keeps to the GPUs and memory SageMaker gives it)"
     ),

@@ -25,6 +25,7 @@ from artifact import BuildError
 from artifact.source import resolve_model_source
 from endpoint_config import EndpointSpec
 from systems import recipe_common as common
+from systems.chat_template import write_chat_template
 from systems.container_tokenizer import plan_tokenizer
 from systems.images import ImagePin
 
@@ -64,11 +65,14 @@ def build_decoder_artifact(
     target = f"transformers {stack.transformers} (djl-inference:{image.gpu_tag})"
     tokenizer_export = plan_tokenizer(source, stack, target)
     out_dir = Path(out_dir)
+    chat: dict[str, str | None] = {"source": None}
 
     def write_weights(model: Any, _tokenizer: Any) -> None:
         model.save_pretrained(out_dir, max_shard_size=endpoint.max_shard_size, safe_serialization=True)
         common.config_for_container(out_dir, endpoint.dtype)
         tokenizer_export.write(out_dir)
+        if endpoint.chat is not None:  # the chat template the engine's chat route renders (systems/chat_template.py)
+            chat["source"] = write_chat_template(endpoint, out_dir)
         if properties is not None:
             write_properties(out_dir, properties)
         if custom_handler is not None:
@@ -101,6 +105,7 @@ def build_decoder_artifact(
                 "tokenizers": stack.tokenizers,
             },
             "tokenizer_rewritten": tokenizer_export.rewritten,
+            "chat_template": chat["source"],  # "tokenizer", "config", or None (no chat block)
             "serving": serving,
         }
 

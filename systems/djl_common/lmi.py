@@ -74,6 +74,11 @@ class LmiEngineOptions(DjlEngineOptions):
     max_batch_size: MaxBatchSize | None = None  # OPTION_MAX_ROLLING_BATCH_SIZE
     max_model_len: MaxModelLen | None = None
 
+    @classmethod
+    def shared(cls, endpoint: EndpointSpec) -> LmiEngineOptions:
+        """The keys both LMI systems share, from an endpoint whose own system may take more (lmi-vllm's parsers)."""
+        return LmiEngineOptions.model_validate({k: v for k, v in endpoint.engine.items() if k in LmiEngineOptions.model_fields})
+
 
 def base_options(endpoint: EndpointSpec, entry_point: str) -> dict[str, str]:
     """The options both LMI systems set. OPTION_MODEL_ID=/opt/ml/model: LMI loads from a local directory given
@@ -90,7 +95,7 @@ def base_options(endpoint: EndpointSpec, entry_point: str) -> dict[str, str]:
         "dtype": endpoint.dtype,
         "model_loading_timeout": str(MODEL_LOADING_TIMEOUT_S),
     }
-    engine = LmiEngineOptions.parse(endpoint)
+    engine = LmiEngineOptions.shared(endpoint)
     if engine.max_batch_size is not None:
         options["max_rolling_batch_size"] = str(engine.max_batch_size)
     return options
@@ -105,7 +110,7 @@ def context_length(config: dict[str, Any]) -> int | None:
 
 def check_max_model_len(endpoint: EndpointSpec, source: Path) -> None:
     """vLLM and TensorRT-LLM refuse a length beyond the model's positions; say so at build time."""
-    length = LmiEngineOptions.parse(endpoint).max_model_len
+    length = LmiEngineOptions.shared(endpoint).max_model_len
     if length is None:
         return
     config_path = source / "config.json"

@@ -12,6 +12,7 @@ from typing import Literal
 
 from endpoint_config import EndpointSpec
 from systems.base import Capability, MaxBatchSize, MaxModelLen
+from systems.chat import LEGACY_DJL_NO_CHAT
 from systems.djl_common import (
     MODEL_LOADING_TIMEOUT_S,
     SAGEMAKER_MODEL_DIR,
@@ -95,6 +96,7 @@ SYSTEM = djl_system(
     streaming=Capability.no(
         "it runs a retired DJL image (0.27) with this project's non-streaming handler configuration; use lmi-vllm or lmi-trtllm"
     ),
+    chat=LEGACY_DJL_NO_CHAT,
     inference_components=Capability.no(
         "a legacy system pinned to a retired DJL 0.27 image, not documented for inference components; its maintained replacement lmi-vllm runs as one"
     ),

@@ -13,6 +13,7 @@ from typing import Literal
 
 from endpoint_config import EndpointSpec
 from systems.base import Capability, EngineOptions, MaxBatchSize, MaxModelLen, RequestTimeout, ServingSystem
+from systems.chat import HF_HANDLER_CHAT
 from systems.images import HF_PYTORCH_INFERENCE
 
 
@@ -99,6 +100,7 @@ SYSTEM = ServingSystem(
     streaming=Capability.no(
         "its container's Hugging Face inference toolkit answers with one whole reply (handler_service.handle returns [response]; aws/sagemaker-huggingface-inference-toolkit) and calls no streaming function"
     ),
+    chat=HF_HANDLER_CHAT,
     inference_components=Capability.no(
         "its Hugging Face PyTorch inference image is not documented for inference components (no AWS or Hugging Face source found)"
     ),

@@ -36,6 +36,7 @@ from artifact import BuildError
 from artifact.source import resolve_model_source
 from endpoint_config import EndpointSpec
 from systems import recipe_common as common
+from systems.chat_template import write_chat_template
 from systems.container_tokenizer import plan_tokenizer
 from systems.images import HF_CONTAINER_TRANSFORMERS, HF_PYTORCH_INFERENCE
 
@@ -99,9 +100,8 @@ def build(endpoint: EndpointSpec, out_dir: Path, progress: bool = True, chat_tem
         shutil.copyfile(HANDLER_SOURCE, out_dir / "code" / "inference.py")
         shutil.copyfile(request_contract.__file__, out_dir / "code" / "request_contract.py")  # inference.py imports it
         shutil.copyfile(chat_contract.__file__, out_dir / "code" / "chat_contract.py")  # and this one
-        if chat_template is not None:
-            set_chat_template(out_dir, chat_template)
-        chat["source"] = check_chat_template(out_dir, given=chat_template is not None)
+        # chat_template, else the config's chat.template; a chat endpoint without one is refused (systems/chat_template.py)
+        chat["source"] = write_chat_template(endpoint, out_dir, chat_template)
 
     def reload() -> tuple[Any, Any]:
         loaded = handler.load_model(

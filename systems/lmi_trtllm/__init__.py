@@ -17,6 +17,7 @@ engines/python/setup/djl_python/properties_manager/trt_properties.py (max_input_
 from __future__ import annotations
 
 from endpoint_config import EndpointSpec
+from systems.chat import LMI_TRTLLM_CHAT
 from systems.djl_common import djl_system
 from systems.djl_common.lmi import (
     LMI_INFERENCE_AMI_VERSION,
@@ -91,6 +92,7 @@ SYSTEM = djl_system(
         f"{LMI_INFERENCE_AMI_VERSION} (NVIDIA driver 580) for its CUDA 12.8 image. Model types: " + ", ".join(MODEL_TYPES)
     ),
     streaming=LMI_STREAMING,
+    chat=LMI_TRTLLM_CHAT,
     inference_components=LMI_INFERENCE_COMPONENTS,
 )
 

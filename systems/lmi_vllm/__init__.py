@@ -14,11 +14,11 @@ from systems.djl_common.lmi import (
     LMI_INFERENCE_AMI_VERSION,
     LMI_INFERENCE_COMPONENTS,
     LMI_STREAMING,
-    LmiEngineOptions,
     base_options,
     option_environment,
 )
 from systems.images import DJL_LMI
+from systems.lmi_vllm.chat import CHAT, LmiVllmChatOptions
 
 # The async vLLM handler LMI 27 recommends when async_mode=true on its vLLM image (SERVING_FEATURES=vllm):
 # deepjavalibrary/djl-serving 0.36.0-lmi27-dlc engines/python/src/main/java/ai/djl/python/engine/PyModel.java,
@@ -30,9 +30,9 @@ ENTRY_POINT = "djl_python.lmi_vllm.vllm_async_service"
 DEFAULT_STARTUP_TIMEOUT_S = 900
 
 
-class VllmEngineOptions(LmiEngineOptions):
-    """lmi-vllm's `engine:` options: max_batch_size (OPTION_MAX_ROLLING_BATCH_SIZE, vLLM max_num_seqs) and
-    max_model_len (OPTION_MAX_MODEL_LEN)."""
+class VllmEngineOptions(LmiVllmChatOptions):
+    """lmi-vllm's `engine:` options: max_batch_size (OPTION_MAX_ROLLING_BATCH_SIZE, vLLM max_num_seqs),
+    max_model_len (OPTION_MAX_MODEL_LEN), tool_call_parser and reasoning_parser (systems/lmi_vllm/chat.py)."""
 
 
 def container_environment(endpoint: EndpointSpec) -> dict[str, str]:
@@ -46,6 +46,7 @@ def container_environment(endpoint: EndpointSpec) -> dict[str, str]:
     engine = VllmEngineOptions.parse(endpoint)
     if engine.max_model_len is not None:
         options["max_model_len"] = str(engine.max_model_len)
+    options.update(engine.chat_options())
     return option_environment(options)
 
 
@@ -66,6 +67,9 @@ SYSTEM = djl_system(
     ),
     streaming=LMI_STREAMING,
     inference_components=LMI_INFERENCE_COMPONENTS,
+    chat=CHAT,
+    # LMI 27 installs vLLM 0.23.1.dev4+gcd87ce883 (lmi-container-requirements.txt); the nearest release read: 0.23.0.
+    model_registry="vllm==0.23.0",
 )
 
 __all__ = ["SYSTEM", "container_environment", "ENTRY_POINT"]

@@ -25,6 +25,7 @@ from systems.base import (
     ServingSystem,
     byoc_request_timeout,
 )
+from systems.chat import BYOC_NO_CHAT
 
 ENGINE_CACHE_DIR = "/opt/ml/engine-cache"
 # GPT-2 small engine builds take a few minutes on a T4/A10G; model download and load add little.
@@ -105,6 +106,7 @@ SYSTEM = ServingSystem(
         f"{STARTUP_TIMEOUT_S} s by default. GPT-2 only; profile bounds from engine.tensorrt_profile."
     ),
     streaming=Capability.no("our own container server (systems/byoc_server) answers /invocations with one whole reply"),
+    chat=BYOC_NO_CHAT,
     inference_components=Capability.no(
         "our own container has never run as an inference component (only a GPU account can show that it keeps to the GPUs and memory SageMaker gives it)"
     ),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import threading
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -41,12 +42,16 @@ def token() -> str:
     return make_token()
 
 
+SERVED_APPS: dict[str, Any] = {}  # url -> the app serving it (tests reach its ModelHost)
+
+
 @pytest.fixture(scope="module")
 def server_url(chat_artifact: Path) -> Iterator[str]:
     from model_build.serve import create_app
 
-    with running(create_app(chat_artifact, endpoint_name=ENDPOINT, region=REGION, component_name="chat-ic"),
-                 timeout=60) as url:  # fmt: skip
+    app = create_app(chat_artifact, endpoint_name=ENDPOINT, region=REGION, component_name="chat-ic")
+    with running(app, timeout=60) as url:
+        SERVED_APPS[url] = app
         yield url
 
 
@@ -307,3 +312,194 @@ def test_langchain_chat_openai(server_url: str, scripted_url: str, token: str) -
     assert call["name"] == "get_weather" and call["args"] == {"city": "Paris"}
     result = ToolMessage(get_weather(**call["args"]), tool_call_id=call["id"])
     assert tooled.invoke([question, first, result]).content == "The tool said: sunny in Paris."
+
+
+# ---- our front doors in front of the served model: the stream function and the invoke function -----------------
+
+
+@pytest.fixture(scope="module")
+def stream_door_url(server_url: str) -> Iterator[str]:
+    """lambda/stream/app.py's server with its SageMaker runtime client pointed at the local server (as the Lambda Web
+    Adapter runs it, as InvokeEndpointWithResponseStream reaches the container)."""
+    import importlib.util
+
+    import boto3
+
+    from endpoint_runtime import stream
+
+    spec = importlib.util.spec_from_file_location("stream_app_serve", Path(__file__).resolve().parents[2] / "lambda" / "stream" / "app.py")
+    app = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(app)
+    with pytest.MonkeyPatch.context() as patch:
+        for key, value in {"ENDPOINT_NAME": ENDPOINT, "CHAT_ROUTE": "handler", "CHAT_TOOL_CALLS": "true"}.items():
+            patch.setenv(key, value)
+        patch.setattr(stream, "_client", boto3.client("sagemaker-runtime", endpoint_url=server_url, region_name=REGION,
+                                                      aws_access_key_id="testing", aws_secret_access_key="testing"))  # fmt: skip
+        server = app.serve(port=0)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+        server.shutdown()
+        server.server_close()
+
+
+def test_the_openai_sdk_streams_through_the_stream_function_from_the_real_handler(stream_door_url: str, client) -> None:
+    """The stream function in front of the served artifact: the handler's SSE chunks, through SageMaker's event
+    stream and the function's re-framing, read by the openai SDK; the same text as the OpenAI route answers."""
+    from openai import OpenAI
+
+    ask = dict(model="tiny-chat", max_tokens=6, temperature=0, messages=[{"role": "user", "content": "Hello"}])
+    door = OpenAI(base_url=f"{stream_door_url}/v1", api_key="function-url", max_retries=0, timeout=60)
+    chunks = list(door.chat.completions.create(**ask, stream=True, stream_options={"include_usage": True}))
+    whole = client.chat.completions.create(**ask)
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == whole.choices[0].message.content
+    assert chunks[-1].usage.model_dump() == whole.usage.model_dump()
+
+
+def test_the_invoke_function_answers_the_containers_chat_completion(server_url: str, monkeypatch) -> None:
+    import boto3
+
+    from endpoint_runtime import invoke
+
+    monkeypatch.setenv("CHAT_ROUTE", "handler")
+    runtime = boto3.client("sagemaker-runtime", endpoint_url=server_url, region_name=REGION,
+                           aws_access_key_id="testing", aws_secret_access_key="testing")  # fmt: skip
+    status, reply = invoke.invoke_chat(ENDPOINT, {**OK, "max_tokens": 3}, client=runtime)
+    assert status == 200 and reply["object"] == "chat.completion" and reply["usage"]["completion_tokens"] == 3
+
+
+# ---- a component at zero capacity and a model still loading: retryable 503 with Retry-After -----------------------
+
+
+def test_zero_capacity_is_a_retryable_503_at_the_local_server_and_through_our_doors(server_url, token, monkeypatch) -> None:
+    """The server plays a component scaled to zero: its InvokeEndpoint path answers SageMaker's ValidationError, which
+    the invoke function turns into 503 no_capacity with Retry-After; its OpenAI route answers 503 with Retry-After;
+    the smoke test's chat check says to retry."""
+    import boto3
+
+    from endpoint_runtime import invoke
+    from endpoint_runtime.smoke import ChatSmoke, SmokeResult, chat_check
+
+    host = server_app_host(server_url)
+    monkeypatch.setattr(host, "capacity", 0)
+    reply = post_chat(server_url, {"authorization": f"Bearer {token}"})
+    assert reply.status_code == 503 and reply.headers["retry-after"] == "60"
+    assert reply.json()["error"]["code"] == "no_capacity" and "has no capacity" in reply.json()["error"]["message"]
+    runtime = boto3.client("sagemaker-runtime", endpoint_url=server_url, region_name=REGION, aws_access_key_id="testing",
+                           aws_secret_access_key="testing", config=invoke.Config(retries={"total_max_attempts": 1}))  # fmt: skip
+    status, body = invoke.invoke(ENDPOINT, {"inputs": "hi"}, client=runtime)
+    assert (status, body["error_type"], body["retry_after_s"]) == (503, "no_capacity", 60)
+    assert invoke.response_headers(body)["Retry-After"] == "60"
+    result = SmokeResult(stack="s")
+    features = chat_contract_features()
+    chat_check(result, ENDPOINT, ChatSmoke("invoke", False, features), session=fake_session(), runtime_client=runtime)
+    assert not result.ok and "503" in result.checks[0].message and "retry after 60 s" in result.checks[0].message
+
+
+def test_a_model_still_loading_answers_503_with_retry_after(tmp_path: Path) -> None:
+    from model_build.serve import LOADING_RETRY_AFTER_S, create_app
+
+    with running(create_app(tmp_path), ready=False) as url:  # no code/inference.py: the load never succeeds
+        reply = httpx.post(f"{url}/invocations", json={"inputs": "hi"}, timeout=10)
+    assert reply.status_code == 503 and reply.headers["retry-after"] == str(LOADING_RETRY_AFTER_S)
+
+
+# ---- the smoke test's chat check through each route ---------------------------------------------------------------
+
+
+def test_the_smoke_chat_check_passes_through_both_routes(server_url: str) -> None:
+    import boto3
+
+    from endpoint_runtime.smoke import ChatSmoke, SmokeResult, chat_check
+
+    runtime = boto3.client("sagemaker-runtime", endpoint_url=server_url, region_name=REGION,
+                           aws_access_key_id="testing", aws_secret_access_key="testing")  # fmt: skip
+    for route in ("openai", "invoke"):
+        result = SmokeResult(stack="s")
+        chat_check(result, ENDPOINT, ChatSmoke(route, False, chat_contract_features()), session=fake_session(),
+                   runtime_client=runtime)  # fmt: skip
+        assert result.ok and [c.name for c in result.checks] == ["chat"], (route, result.checks)
+        assert result.checks[0].message.startswith("OpenAI route" if route == "openai" else "InvokeEndpoint")
+
+
+class ToolReplies:
+    """A runtime client answering a chat request with a given tool call (the smoke tool check's logic)."""
+
+    def __init__(self, calls: list[dict]) -> None:
+        self.calls, self.sent = calls, []
+
+    def invoke_endpoint(self, **kwargs: Any) -> Any:
+        import io
+
+        import chat_contract
+
+        request = json.loads(kwargs["Body"])
+        self.sent.append(request)
+        reply = chat_contract.completion_body("m", "Paris is the capital.", [], "stop", 5, 5)
+        if "tools" in request:
+            reply["choices"][0]["message"].update(content=None, tool_calls=self.calls)
+        return {"Body": io.BytesIO(json.dumps(reply).encode())}
+
+
+@pytest.mark.parametrize(("calls", "ok", "fragment"), [
+    ([{"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}], True,
+     "called get_weather"),
+    ([], False, "answered without a tool call: check the engine's tool_call_parser"),
+    ([{"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "Paris"}}], False,
+     "is not get_weather with JSON-object arguments"),
+])  # fmt: skip
+def test_the_smoke_tool_check_forces_one_call_and_reads_it(calls, ok, fragment) -> None:
+    from chat_contract import ChatFeatures
+    from endpoint_runtime.smoke import ChatSmoke, SmokeResult, chat_check
+
+    runtime = ToolReplies(calls)
+    result = SmokeResult(stack="s")
+    chat_check(result, ENDPOINT, ChatSmoke("invoke", True, ChatFeatures("native", True, True)), session=fake_session(),
+               runtime_client=runtime)  # fmt: skip
+    assert [c.name for c in result.checks] == ["chat", "tool_call"] and result.checks[0].ok
+    assert result.checks[1].ok is ok and fragment in result.checks[1].message
+    assert runtime.sent[1]["tool_choice"] == {"type": "function", "function": {"name": "get_weather"}}
+
+
+def test_our_bearer_token_is_what_generate_token_makes(token: str) -> None:
+    """endpoint_runtime/openai_route.py (botocore only, for the smoke Lambda) against sagemaker-core's generate_token:
+    the same presigned query, accepted by the shape check."""
+    import base64
+    from urllib.parse import parse_qs
+
+    from botocore.credentials import Credentials
+
+    from endpoint_runtime.openai_route import bearer_token
+
+    ours = bearer_token(Credentials("testing", "testing", "testing"), REGION, expires_s=43200)
+    assert bearer_token_check(ours) is None
+
+    def query(t: str) -> dict:
+        host, _, q = base64.b64decode(t[len("sagemaker-api-key-"):]).decode().partition("/?")
+        params = parse_qs(q)
+        return {"host": host, **{k: v for k, v in params.items() if k not in ("X-Amz-Date", "X-Amz-Signature")}}
+
+    theirs, mine = query(token), query(ours)
+    mine["X-Amz-Credential"] = [c.replace(c.split("/")[1], "D") for c in mine["X-Amz-Credential"]]
+    theirs["X-Amz-Credential"] = [c.replace(c.split("/")[1], "D") for c in theirs["X-Amz-Credential"]]
+    assert mine == theirs
+
+
+def bearer_token_check(token: str) -> Any:
+    return bearer_token.check_authorization(f"Bearer {token}", REGION)
+
+
+def server_app_host(server_url: str) -> Any:
+    """The ModelHost of the module's server (its app is the one `running` serves)."""
+    return SERVED_APPS[server_url].state.host
+
+
+def chat_contract_features() -> Any:
+    from chat_contract import ChatFeatures
+
+    return ChatFeatures("handler", True, False)
+
+
+def fake_session() -> Any:
+    import boto3
+
+    return boto3.session.Session(aws_access_key_id="testing", aws_secret_access_key="testing", region_name=REGION)

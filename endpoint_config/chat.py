@@ -1,0 +1,74 @@
+"""The `chat:` block of an endpoint: serve OpenAI chat completions (chat_contract.py) and, optionally, let named
+callers use SageMaker's own OpenAI route (https://runtime.sagemaker.<region>.amazonaws.com/endpoints/<endpoint>/
+openai/v1, authenticated by a bearer token from sagemaker.core.token_generator.generate_token; SageMaker Developer
+Guide, "Invoke endpoints with OpenAI-compatible APIs").
+
+Which systems serve chat, and how, is each system's own fact (ServingSystem.chat, systems/chat.py checks it); the
+engine's tool-call and reasoning parsers are engine options of the systems that have them (engine.tool_call_parser).
+"""
+
+from __future__ import annotations
+
+from pydantic import Field, model_validator
+
+from .base import Strict
+
+# An IAM role or user (IAM User Guide, "IAM identifiers": arn:<partition>:iam::<account>:role/<path><name>; names and
+# paths use letters, digits and +=,.@_- ; a path is / or /segments/).
+CALLER_ARN = r"^arn:aws[a-z-]*:iam::\d{12}:(?:role|user)/[\w+=,.@/-]{1,512}$"
+# A Jinja chat template inline in the config; transformers' own templates are a few KB, the largest (tool-calling
+# models) some tens of KB.
+MAX_TEMPLATE_CHARS = 100_000
+
+
+class OpenAIRouteSpec(Strict):
+    """Who may call the endpoint through SageMaker's OpenAI route. Each gets exactly sagemaker:InvokeEndpoint on the
+    endpoint (and its inference component) and sagemaker:CallWithBearerToken (stacks/openai_route.py).
+
+    callers: IAM roles or users of the environment's account (the stack attaches a policy to each).
+    create_role: the stack also creates a role for the application, assumable by principals of the account that are
+      allowed sts:AssumeRole on it; its ARN is a stack output."""
+
+    callers: list[str] = Field(default_factory=list, max_length=20)
+    create_role: bool = False
+
+    @model_validator(mode="after")
+    def _someone(self) -> OpenAIRouteSpec:
+        import re
+
+        for i, arn in enumerate(self.callers):
+            if not re.match(CALLER_ARN, arn):
+                raise ValueError(f"callers[{i}]: value {arn!r} is not an IAM role or user ARN "
+                                 "(arn:aws:iam::<account>:role/<name> or arn:aws:iam::<account>:user/<name>)")  # fmt: skip
+        if len(set(self.callers)) != len(self.callers):
+            raise ValueError(f"callers: {sorted(a for a in self.callers if self.callers.count(a) > 1)[0]!r} is listed twice")
+        if not self.callers and not self.create_role:
+            raise ValueError("names nobody: give callers (role or user ARNs) or create_role: true, or remove openai_route")
+        return self
+
+
+class ChatSpec(Strict):
+    """Serve OpenAI chat completions on this endpoint.
+
+    template: a Jinja chat template that replaces the model's own (or gives one to a model without): model_build
+      writes it into the artifact's tokenizer_config.json and renders a sample conversation with it, so a template
+      that cannot render fails the build. Without it the model's own template is used, and a model with none is
+      refused (at load for a local directory, at build otherwise).
+    openai_route: callers of SageMaker's OpenAI route (real-time endpoints only)."""
+
+    template: str | None = Field(None, min_length=1, max_length=MAX_TEMPLATE_CHARS)
+    openai_route: OpenAIRouteSpec | None = None
+
+
+def chat_problems(ep) -> list[str]:  # ep: an EndpointSpec (schema imports this module, so no annotation)
+    """The rules between `chat:` and the endpoint's other blocks, each naming the key, the value and what is allowed."""
+    if ep.chat is None:
+        return []
+    if ep.invocation.is_async:
+        return [f"endpoint {ep.name!r}: chat: an asynchronous endpoint (invocation.mode async) is not served chat here: "
+                "SageMaker's OpenAI route serves real-time endpoints and inference components, and the asynchronous "
+                "invoke function takes generation requests only; remove chat or use invocation.mode real-time"]  # fmt: skip
+    return []
+
+
+__all__ = ["CALLER_ARN", "ChatSpec", "OpenAIRouteSpec", "chat_problems"]

@@ -1,0 +1,103 @@
+"""Whether a system's container knows a model's architecture (config.json "architectures"), from the generated tables
+of systems/architectures.py: refused at load (a local model directory) and at build (the files read), naming the
+version that knows it or the systems that serve it.
+
+What a container knows: its engine's model registry where the system names one (ServingSystem.model_registry, e.g.
+LMI 27's vLLM), else its transformers (ImagePin.python_stack / OWN_CONTAINER_STACKS, pinned to one version):
+AutoModelForCausalLM builds only the classes of its MODEL_FOR_CAUSAL_LM_MAPPING_NAMES. A version with its own table
+(transformers 4.49.0, 4.51.3, 5.5.3) is read exactly; another pinned one (4.34-4.39) is known to lack every class
+TRANSFORMERS_FIRST_RELEASE dates after it, and nothing else is claimed (the tables start at 4.49.0). A range
+(LMI's ">=4.56,<=5.9") or an image without recorded libraries is not checked here.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from endpoint_config import EndpointSpec
+
+from .architectures import ARCHITECTURES, TRANSFORMERS_FIRST_RELEASE, VLLM_REMOVED
+from .base import ServingSystem
+from .images import OWN_CONTAINER_STACKS
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in text.split("."))
+
+
+def _transformers_pin(system: ServingSystem) -> str | None:
+    """The one transformers version in the system's container (an "==X" pin), else None."""
+    stack = system.image.python_stack if system.image is not None else (
+        OWN_CONTAINER_STACKS.get(system.own_container.dockerfile) if system.own_container else None)  # fmt: skip
+    if stack is None or not stack.verified or stack.transformers is None:
+        return None
+    match = re.fullmatch(r"==\s*(\d+(?:\.\d+)*)", stack.transformers.strip())
+    return match.group(1) if match else None
+
+
+def unknown_reason(system: ServingSystem, architecture: str) -> str | None:
+    """Why `system`'s container cannot build `architecture`, or None when it can or this cannot tell."""
+    registry = system.model_registry
+    if registry is not None:
+        if architecture in ARCHITECTURES[registry]:
+            return None
+        dropped = VLLM_REMOVED.get(registry, {}).get(architecture)
+        engine = registry.replace("==", " ")
+        return f"{engine}, the engine in the image of system {system.name!r}, does not serve it" + (
+            f" (its last release that did: {dropped})" if dropped else "")  # fmt: skip
+    pinned = _transformers_pin(system)
+    if pinned is None:
+        return None
+    first = TRANSFORMERS_FIRST_RELEASE.get(architecture)
+    table = ARCHITECTURES.get(f"transformers=={pinned}")
+    if table is not None:
+        if architecture in table:
+            return None
+    elif not (first and _version(first) > _version(pinned)):
+        return None  # a pin without its own table: only a class first released after it is known to be missing
+    needs = f"; it needs transformers >= {first}" if first else (
+        "; no transformers release read here builds it with AutoModelForCausalLM")  # fmt: skip
+    return f"transformers {pinned}, in the image of system {system.name!r}, does not know it{needs}"
+
+
+def architecture_problem(ep: EndpointSpec, system: ServingSystem, architecture: str,
+                         systems: dict[str, ServingSystem]) -> str | None:  # fmt: skip
+    """The refusal of `architecture` for `ep` on `system`, naming the systems whose containers know it."""
+    reason = unknown_reason(system, architecture)
+    if reason is None:
+        return None
+    serving = [name for name, other in systems.items()
+               if other is not system and _knows(other, architecture)]  # fmt: skip
+    where = f"systems that serve it: {', '.join(serving)}" if serving else "no registered system is known to serve it"
+    return f"endpoint {ep.name!r}: model: value {ep.model!r} has architecture {architecture!r}: {reason}; {where}"
+
+
+def _knows(system: ServingSystem, architecture: str) -> bool:
+    """Known for sure: in the engine's registry, or in the pinned transformers' own table."""
+    registry = system.model_registry
+    if registry is not None:
+        return architecture in ARCHITECTURES[registry]
+    pinned = _transformers_pin(system)
+    return pinned is not None and architecture in ARCHITECTURES.get(f"transformers=={pinned}", frozenset())
+
+
+def local_architecture(model: str) -> str | None:
+    """config.json's first "architectures" entry of a local model directory (None for a Hub id or no config)."""
+    config = Path(model) / "config.json"
+    try:
+        names = json.loads(config.read_text()).get("architectures") if config.is_file() else None
+    except (OSError, ValueError):
+        return None
+    return names[0] if isinstance(names, list) and names and isinstance(names[0], str) else None
+
+
+def load_problems(ep: EndpointSpec, system: ServingSystem, systems: dict[str, ServingSystem]) -> list[str]:
+    """At load: a local model directory's architecture against the system's container."""
+    architecture = local_architecture(ep.model)
+    problem = architecture_problem(ep, system, architecture, systems) if architecture else None
+    return [problem] if problem else []
+
+
+__all__ = ["architecture_problem", "load_problems", "local_architecture", "unknown_reason"]
