@@ -13,7 +13,7 @@ import pytest
 from helpers import ROOT, cdk_context
 
 THROWAWAY = '''
-from systems.base import Capability, EngineOptions, ServingSystem
+from systems.base import Capability, ChatCapability, EngineOptions, ServingSystem
 from systems.images import HF_PYTORCH_INFERENCE
 
 
@@ -33,6 +33,7 @@ SYSTEM = ServingSystem(
     image=HF_PYTORCH_INFERENCE,
     streaming=Capability.yes("its container streams, by its own word"),
     inference_components=Capability.no("never tried"),
+    chat=ChatCapability.no("no chat template handling in this test"),
 )
 '''
 

@@ -246,7 +246,7 @@ def test_async_inference_refuses_a_real_time_invocation():
 
 
 def test_the_async_function_ships_exactly_its_imports(production, resources):
-    """The invoke function's asset: its handler, the real-time and the async request code, the contract."""
+    """The invoke function's asset: its handler, the real-time and the async request code, the contracts."""
     from pathlib import Path
 
     [fn] = [f for f in of_type(resources, "AWS::Lambda::Function").values() if f["Handler"] == "invoke/handler.async_handler"]
@@ -254,7 +254,7 @@ def test_the_async_function_ships_exactly_its_imports(production, resources):
     asset_hash = (key if isinstance(key, str) else key["Fn::Sub"]).rsplit("/", 1)[-1].removesuffix(".zip")
     [directory] = [p for p in Path(production.outdir).rglob(f"asset.{asset_hash}") if p.is_dir()]
     assert sorted(p.relative_to(directory).as_posix() for p in directory.rglob("*") if p.is_file()) == [
-        "endpoint_runtime/__init__.py", "endpoint_runtime/async_invoke.py", "endpoint_runtime/invoke.py",
+        "chat_contract.py", "endpoint_runtime/__init__.py", "endpoint_runtime/async_invoke.py", "endpoint_runtime/invoke.py",
         "invoke/handler.py", "request_contract.py",
     ]
 

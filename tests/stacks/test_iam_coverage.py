@@ -57,6 +57,7 @@ too.
 
 from __future__ import annotations
 
+import base64
 import copy
 import functools
 import io
@@ -1217,7 +1218,8 @@ def test_every_role_may_use_the_key_of_every_sse_kms_object_it_may_write_or_read
     stacks = {h.split("/")[0] for h in holders}
     assert stacks == {f"llm-endpoints-prod-{name}" for name in ("chat-vllm", "summarize-async", "assist-ic")}
     async_roles = {h for h in holders if h.startswith("llm-endpoints-prod-summarize-async/")}
-    assert len(async_roles) == 3, async_roles  # the execution role, the invoke function's, the smoke function's
+    # the execution role, the invoke function's, the smoke function's, the artifact check's (reads the manifest)
+    assert len(async_roles) == 4, async_roles
 
 
 @pytest.fixture(scope="module")
@@ -1256,12 +1258,10 @@ def pipeline_async_stack(tmp_path_factory) -> dict[str, StackContext]:
 
 def test_pipeline_smoke_role_of_an_async_endpoint_may_use_both_keys(pipeline_async_stack):
     """The pipeline's smoke role uploads the prompt under the bucket key (given by ARN) and reads the answer
-    SageMaker encrypted with the async output key; the invoke and smoke functions likewise; the publisher writes the
-    models under the bucket key."""
+    SageMaker encrypted with the async output key; the invoke and smoke functions likewise."""
     ctx = pipeline_async_stack["llm-endpoints-prod-summarize-async"]
     gaps, holders = _sweep(pipeline_async_stack)
     assert gaps == []
-    assert any(h.startswith("llm-endpoints-prod-artifacts/") for h in holders), holders  # the publisher role
     smoke_lid = next(lid for lid, r in ctx.resources.items() if r["Type"] == "AWS::IAM::Role"
                      and r["Properties"].get("RoleName") == "llm-endpoints-prod-summarize-async-smoke")  # fmt: skip
     assert f"{ctx.stack_name}/{smoke_lid}" in holders
@@ -1276,7 +1276,8 @@ def test_pipeline_smoke_role_of_an_async_endpoint_may_use_both_keys(pipeline_asy
     needs += kms_needs(upload, ctx.where, encrypted)
     assert [(n.action, n.resource) for n in needs][1:] == [("kms:GenerateDataKey", GIVEN_BUCKET_KEY)]
     assert missing(policy, needs) == []
-    assert len(holders) >= 5, holders  # execution role, invoke and smoke functions, the pipeline's smoke role, publisher
+    # execution role, invoke, smoke and artifact-check functions, the pipeline's smoke role
+    assert len(holders) >= 5, holders
 
 
 def test_kms_check_reports_a_client_without_the_key(production_contexts, async_ctx):
@@ -1518,9 +1519,22 @@ def test_smoke_lambda_role_allows_checking_and_invoking_the_inference_component(
 
     moto_env.set_invoke_results([GOOD], account=ctx.where.account)
     key = set_lambda_credentials(monkeypatch, session)
+    # The chat check goes through SageMaker's OpenAI route, which moto lacks: the route answers here, and gets a
+    # bearer token made from the function's own credentials (its grant: tests/stacks/test_openai_route.py).
+    from endpoint_runtime import openai_route
+
+    tokens: list[str] = []
+
+    def route_answers(url: str, token: str, request: dict, timeout_s: float = 60) -> tuple[int, Any]:
+        tokens.append(token)
+        return 200, {"object": "chat.completion", "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": "Paris."}, "finish_reason": "stop"}]}
+
+    monkeypatch.setattr(openai_route, "post_chat", route_answers)
     with recording(monkeypatch, fix, answer_component) as rec:
         result = lambda_entry("smoke/handler.handler")({}, None)
     assert result["ok"], result["failures"]
+    assert tokens and key in base64.b64decode(tokens[0].removeprefix(openai_route.TOKEN_PREFIX)).decode()
     assert rec.calls and rec.signed_by(key) == rec.calls
     needs = principal_needs(rec.calls, ctx.where)
     assert actions(needs) == {

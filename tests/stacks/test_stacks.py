@@ -260,7 +260,11 @@ def test_invoke_function_may_only_invoke_its_endpoint(local):
     stack = "llm-endpoints-local-tiny-gpt2"
     [fn] = [f for f in local.resources(stack, "AWS::Lambda::Function") if f["Properties"]["Handler"] == "invoke/handler.handler"]
     props = fn["Properties"]
-    assert props["Environment"]["Variables"] == {"ENDPOINT_NAME": "local-tiny-gpt2", "READ_TIMEOUT_S": "55"}
+    assert props["Environment"]["Variables"] == {
+        "ENDPOINT_NAME": "local-tiny-gpt2", "READ_TIMEOUT_S": "55",
+        # the local file's chat: block on hf-fastload (our handler applies the template; chat_contract.CHAT_ENV)
+        "CHAT_ROUTE": "handler", "CHAT_TOOL_CALLS": "true", "CHAT_CONSTRAINED_DECODING": "false",
+    }  # fmt: skip
     assert props["Timeout"] == 65 and props["Runtime"] == "python3.14"
     statements = _statements(local, stack, "InvokeRole")
     [invoke] = [s for s in statements if s["Action"] == "sagemaker:InvokeEndpoint"]
