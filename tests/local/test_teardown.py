@@ -54,11 +54,10 @@ def combined_emulator_config(retain_data: bool) -> dict:
             if (ep.get("network") or {}).get("create_vpc"):
                 ep["network"] = {**ep["network"], "create_vpc": False, "subnet_ids": ["subnet-00000001", "subnet-00000002"],
                                  "security_group_ids": ["sg-00000001"]}  # fmt: skip
-            # the OpenAI route's callers are roles of the endpoint's account (its policy is attached to them)
-            route = (ep.get("chat") or {}).get("openai_route") or {}
-            if route.get("callers"):
-                ep["chat"] = {**ep["chat"], "openai_route": {**route, "callers": [
-                    arn.replace(":111122223333:", f":{moto_server.EMULATOR_ACCOUNT}:") for arn in route["callers"]]}}
+            # the OpenAI route's callers are existing roles (their policy is attached to them), which the emulator
+            # lacks: the route's created role stands in (its grants, deploy and destroy are the same kind)
+            if (ep.get("chat") or {}).get("openai_route"):
+                ep["chat"] = {**ep["chat"], "openai_route": {"create_role": True}}
             endpoints.append(ep)
     return {
         "project": "teardown",
