@@ -25,6 +25,7 @@ Sources, by the short names used below:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 # Compute capability as major*10 + minor (vLLM's and SGLang's own spelling: 89 = 8.9).
@@ -88,36 +89,47 @@ class PrecisionSupport:
     minimum: Capability  # below: the engine refuses to start
     native: Capability | None  # from here on: native tensor-core math; between: a slower weight-only kernel
     source: str = field(compare=False)
+    # The activation dtypes (the engine's --dtype) the method computes in: each config class's
+    # get_supported_act_dtypes, which the engine checks at start (vLLM config/vllm.py _get_quantization_config:
+    # "... is not supported for quantization method"; SGLang model_loader/loader.py). None: not recorded.
+    act_dtypes: tuple[str, ...] | None = None
 
 
 ENGINE_PRECISION: dict[str, dict[str, PrecisionSupport]] = {
     "vllm==0.30.0": {
-        "fp8": PrecisionSupport(75, 89, "[VLLM] Fp8Config.get_min_capability 75; supports_fp8 from 89, Marlin below"),
-        "modelopt": PrecisionSupport(80, 89, "[VLLM] ModelOptFp8Config.get_min_capability 80; FP8 math from 89"),
+        "fp8": PrecisionSupport(75, 89, "[VLLM] Fp8Config.get_min_capability 75; supports_fp8 from 89, Marlin below",
+                                ("bf16", "fp16")),
+        "modelopt": PrecisionSupport(80, 89, "[VLLM] ModelOptFp8Config.get_min_capability 80; FP8 math from 89",
+                                     ("bf16", "fp16")),
         "compressed-tensors": PrecisionSupport(
             70, None, "[VLLM] CompressedTensorsConfig 70; per scheme: W8A8 FP8 89, W8A16 FP8 75, W4A4 NVFP4 75, "
-            "W4A4 MXFP4 80, WNA16 75",
+            "W4A4 MXFP4 80, WNA16 75", ("fp32", "fp16", "bf16"),
         ),
-        "mxfp4": PrecisionSupport(80, 100, "[VLLM] Mxfp4Config.get_min_capability 80 (gpt-oss: GptOssMxfp4Config)"),
-        "modelopt_fp4": PrecisionSupport(75, 100, "[VLLM] ModelOptNvFp4Config 75 (Marlin FP4 from 75); CUTLASS FP4 from 100"),
-        "awq": PrecisionSupport(75, None, "[VLLM] AutoAWQConfig.get_min_capability 75"),
-        "gptq": PrecisionSupport(60, None, "[VLLM] AutoGPTQConfig.get_min_capability 60"),
+        "mxfp4": PrecisionSupport(80, 100, "[VLLM] Mxfp4Config.get_min_capability 80 (gpt-oss: GptOssMxfp4Config); "
+                                  "get_supported_act_dtypes: bfloat16 only", ("bf16",)),
+        "modelopt_fp4": PrecisionSupport(75, 100, "[VLLM] ModelOptNvFp4Config 75 (Marlin FP4 from 75); CUTLASS FP4 from 100",
+                                         ("bf16", "fp16")),
+        "awq": PrecisionSupport(75, None, "[VLLM] AutoAWQConfig.get_min_capability 75", ("fp16", "bf16")),
+        "gptq": PrecisionSupport(60, None, "[VLLM] AutoGPTQConfig.get_min_capability 60", ("fp16", "bf16")),
     },
     "sglang==0.5.20": {
-        "fp8": PrecisionSupport(80, 89, "[SGL] Fp8Config.get_min_capability 80 (mxfp8: 100)"),
-        "modelopt_fp8": PrecisionSupport(89, 89, "[SGL] ModelOptFp8Config.get_min_capability 89"),
-        "w8a8_fp8": PrecisionSupport(89, 89, "[SGL] W8A8Fp8Config.get_min_capability 89"),
+        "fp8": PrecisionSupport(80, 89, "[SGL] Fp8Config.get_min_capability 80 (mxfp8: 100)", ("bf16", "fp16")),
+        "modelopt_fp8": PrecisionSupport(89, 89, "[SGL] ModelOptFp8Config.get_min_capability 89", ("bf16", "fp16")),
+        "w8a8_fp8": PrecisionSupport(89, 89, "[SGL] W8A8Fp8Config.get_min_capability 89", ("fp16", "bf16")),
         "compressed-tensors": PrecisionSupport(
             70, None, "[SGL] CompressedTensorsConfig 70; per scheme: W8A8 FP8 89, W4A4 NVFP4 100, WNA16 80",
+            ("fp16", "bf16"),
         ),
-        "mxfp4": PrecisionSupport(80, 100, "[SGL] Mxfp4Config.get_min_capability 80"),
-        "modelopt_fp4": PrecisionSupport(80, 100, "[SGL] ModelOptFp4Config.get_min_capability 80"),
-        "nvfp4_online": PrecisionSupport(100, 100, "[SGL] NvFp4OnlineConfig.get_min_capability 100"),
+        "mxfp4": PrecisionSupport(80, 100, "[SGL] Mxfp4Config.get_min_capability 80", ("bf16", "fp16")),
+        "modelopt_fp4": PrecisionSupport(80, 100, "[SGL] ModelOptFp4Config.get_min_capability 80", ("bf16", "fp16")),
+        "nvfp4_online": PrecisionSupport(100, 100, "[SGL] NvFp4OnlineConfig.get_min_capability 100", ("bf16", "fp16")),
+        # act_dtypes not recorded: SGLang swaps AWQ/GPTQ for their Marlin configs (bf16 too) where it can.
         "awq": PrecisionSupport(75, None, "[SGL] AWQConfig.get_min_capability 75 (awq_marlin 80)"),
         "gptq": PrecisionSupport(60, None, "[SGL] GPTQConfig.get_min_capability 60 (gptq_marlin 80)"),
-        "bitsandbytes": PrecisionSupport(70, None, "[SGL] BitsAndBytesConfig.get_min_capability 70"),
+        "bitsandbytes": PrecisionSupport(70, None, "[SGL] BitsAndBytesConfig.get_min_capability 70",
+                                         ("fp32", "fp16", "bf16")),
     },
-}
+}  # fmt: skip
 
 # The CUDA toolkit of each pinned image: the oldest compute capability its binaries can target, and the minimum
 # host driver. CUDA 13.0 dropped Volta (NVIDIA/cuDecomp#97: "CUDA 13.0 dropped support for Volta (SM70), but not
@@ -191,7 +203,20 @@ def precision_problems(gpu: str, dtype: str, engine: str | None = None, quant_me
         if support is None:
             known = ", ".join(sorted(table)) if table else "none recorded for this engine"
             found.append(f"quantization {quant_method!r} on {engine}: no recorded GPU floor; recorded: {known}")
-        elif facts.capability < support.minimum:
-            found.append(f"{engine} loads {quant_method} weights from compute capability {support.minimum / 10:.1f}; "
-                         f"{gpu} is {facts.capability_text}")  # fmt: skip
+        else:
+            if facts.capability < support.minimum:
+                found.append(f"{engine} loads {quant_method} weights from compute capability {support.minimum / 10:.1f}; "
+                             f"{gpu} is {facts.capability_text}")  # fmt: skip
+            if support.act_dtypes is not None and dtype not in support.act_dtypes:
+                found.append(f"{engine} computes {quant_method} weights in {' or '.join(support.act_dtypes)} only, "
+                             f"not {dtype}; set dtype: {support.act_dtypes[0]}")  # fmt: skip
     return found
+
+
+def families_where(accepts: Callable[[GpuFacts], bool]) -> list[str]:
+    """The hosting instance families (ml.<family>.*) whose GPU `accepts`, for "what would work" in a refusal."""
+    from .instances import _ACCELERATED, GPU
+
+    return [f"ml.{name}" for name, family in _ACCELERATED.items()
+            if family.accelerators is not None and family.accelerators.kind == GPU
+            and accepts(gpu_facts(family.accelerators.name))]  # fmt: skip

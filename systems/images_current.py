@@ -118,3 +118,11 @@ CURRENT_IMAGES: tuple[ImageFacts, ...] = (
 # sagemaker.core.image_uris.retrieve refuses the framework for ml.inf2 ("Unsupported processor: inf ... neuronx")
 # and ml.trn1 (Trainium allows only pytorch), so no pin could be cross-checked. Its container contract
 # (entrypoint, environment convention) and optimum-neuron's option set were not read. Not offered.
+
+
+def facts_of(pin: ImagePin) -> ImageFacts:
+    """The recorded facts of a pinned image of CURRENT_IMAGES; KeyError naming the image otherwise."""
+    for facts in CURRENT_IMAGES:
+        if facts.pin == pin:
+            return facts
+    raise KeyError(f"image {pin.repository}:{pin.gpu_tag} has no recorded CUDA and engine (systems/images_current.py)")

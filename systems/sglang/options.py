@@ -14,6 +14,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from systems.base import EngineOptions
+
 ENGINE_PROJECT = "sglang"
 ENGINE_VERSION = "0.5.20"
 ENV_PREFIX = "SM_SGLANG_"
@@ -93,7 +95,7 @@ class SglangSpeculativeConfig(BaseModel):
         return env
 
 
-class SglangOptions(BaseModel):
+class SglangOptions(EngineOptions):
     """The engine options of the `sglang` system. None means "not written": SGLang's own default applies."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -122,12 +124,9 @@ class SglangOptions(BaseModel):
     lora_target_modules: LoraTargetModule | None = None  # one value: the container passes one argv token
     load_format: LoadFormat | None = None
 
-    @model_validator(mode="after")
-    def _rules_between_fields(self) -> SglangOptions:
-        problems = self.problems()
-        if problems:
-            raise ValueError("; ".join(problems))
-        return self
+    def conflicts(self) -> list[str]:
+        """The rules between fields, each "engine: <rule>" (engine_problems prefixes the endpoint)."""
+        return [f"engine: {problem}" for problem in self.problems()]
 
     def problems(self) -> list[str]:
         """The rules SGLang 0.5.20 enforces between these options at start-up, each with its source."""
@@ -156,6 +155,8 @@ class SglangOptions(BaseModel):
 
     def environment(self) -> dict[str, str]:
         """The container environment: `SM_SGLANG_<FLAG>` for each option set (what the entrypoint turns into flags)."""
+        if problems := self.problems():
+            raise ValueError("; ".join(problems))
         env: dict[str, str] = {}
         for name in ("tp_size", "context_length", "max_running_requests", "mem_fraction_static", "max_prefill_tokens",
                      "chunked_prefill_size", "kv_cache_dtype", "quantization", "ep_size", "tool_call_parser",
