@@ -163,7 +163,7 @@ def _layout(c: dict[str, Any]) -> tuple[int, int, int] | None:
             experts, top_k, expert = c["num_local_experts"], c["num_experts_per_tok"], dense(c["intermediate_size"])
             router, weights = h * experts, expert
         elif kind == "qwen3_moe" and _qwen_moe_layer(c, index):
-            experts, top_k, expert = c["num_experts"], c["num_experts_per_tok"], dense(c["moe_intermediate_size"])
+            experts, top_k, expert = _qwen_experts(c), c["num_experts_per_tok"], dense(c["moe_intermediate_size"])
             router, weights = h * experts, expert
         elif kind == "gpt_oss":
             experts, top_k = c["num_local_experts"], c.get("num_experts_per_tok") or c["experts_per_token"]
@@ -185,7 +185,13 @@ def _qwen_moe_layer(c: dict[str, Any], index: int) -> bool:
     """Qwen3-MoE decoder layers are sparse unless listed in mlp_only_layers or off the decoder_sparse_step grid
     (transformers models/qwen3_moe/modeling_qwen3_moe.py, Qwen3MoeDecoderLayer)."""
     step = c.get("decoder_sparse_step", 1)
-    return index not in (c.get("mlp_only_layers") or []) and c["num_experts"] > 0 and (index + 1) % step == 0
+    return index not in (c.get("mlp_only_layers") or []) and _qwen_experts(c) > 0 and (index + 1) % step == 0
+
+
+def _qwen_experts(c: dict[str, Any]) -> int:
+    """Qwen3-MoE's expert count: `num_experts` as the Hub configs (transformers 4.51) write it, `num_local_experts`
+    as transformers 5 saves it (Qwen3MoeConfig's attribute_map names both)."""
+    return c["num_experts"] if "num_experts" in c else c["num_local_experts"]
 
 
 def read_checkpoint(config: dict[str, Any], hf_quant_config: dict[str, Any] | None = None) -> CheckpointFacts:
