@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from pydantic import ValidationError
+
 from endpoint_config import EndpointSpec, InstanceType
 
 from ..base import Capability, EngineProfile, ServingSystem
@@ -89,7 +91,10 @@ def profile(endpoint: EndpointSpec) -> EngineProfile:
 
 
 def rules(endpoint: EndpointSpec, instance: InstanceType) -> list[str]:
-    engine = SglangEngineOptions.parse(endpoint)
+    try:
+        engine = SglangEngineOptions.parse(endpoint)
+    except ValidationError:
+        return []  # engine_problems names what is wrong with the options
     if engine.tp_size is not None and engine.tp_size != endpoint.tensor_parallel_degree:
         return [
             f"endpoint {endpoint.name!r}: engine.tp_size: value {engine.tp_size} differs from tensor_parallel_degree "

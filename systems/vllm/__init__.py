@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from pydantic import ValidationError
+
 from endpoint_config import EndpointSpec, InstanceType
 
 from ..base import Capability, EngineProfile, ServingSystem, StreamedWeights
@@ -108,7 +110,10 @@ def profile(endpoint: EndpointSpec) -> EngineProfile:
 
 def rules(endpoint: EndpointSpec, instance: InstanceType) -> list[str]:
     """What only this system refuses (the compatibility checks every engine system gets are systems/checks.py's)."""
-    engine = VllmEngineOptions.parse(endpoint)
+    try:
+        engine = VllmEngineOptions.parse(endpoint)
+    except ValidationError:
+        return []  # engine_problems names what is wrong with the options
     found = []
     where = f"endpoint {endpoint.name!r}: "
     if engine.tensor_parallel_size is not None and engine.tensor_parallel_size != endpoint.tensor_parallel_degree:
