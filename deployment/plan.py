@@ -307,9 +307,8 @@ def plan_endpoint(
     instance = spec.instance
     artifact = resolve_artifact(spec, build_root)
     # Timeouts grow with the artifact: its size from the build's manifest, else estimated from the model.
-    if system.estimate_weight_bytes is not None:
-        estimated = system.estimate_weight_bytes(spec)
-    else:
+    estimated = system.estimate_weight_bytes(spec) if system.estimate_weight_bytes is not None else None
+    if estimated is None:
         facts = model_facts(spec.model, spec.model_parameters)
         estimated = facts.parameters * BYTES_PER_PARAM[spec.dtype] if facts else None
     weight_bytes = artifact.total_bytes or estimated

@@ -151,7 +151,7 @@ class EngineProfile:
     """What the compatibility checks (systems/checks.py) need to know about a system's engine for one endpoint.
 
     engine: the engine inside the image, "<project>==<version>" (a key of systems/architectures.ARCHITECTURES and
-      endpoint_config/gpus.ENGINE_PRECISION). cuda: the image's CUDA toolkit (a key of gpus.CUDA).
+      systems/precision.ENGINE_PRECISION). cuda: the image's CUDA toolkit (a key of gpus.CUDA).
     memory_fraction: the share of each GPU's memory the engine fills with weights and KV cache, and where that
       number comes from. max_model_len: the longest sequence the engine is configured for (None: the model's own).
     kv_cache_bytes: bytes of one cached K or V element (None: the activation dtype's). runtime_quantization: the

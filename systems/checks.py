@@ -18,13 +18,14 @@ the KV cache the engine must reserve fit the GPUs.
 from __future__ import annotations
 
 from endpoint_config import BYTES_PER_PARAM, EndpointSpec, InstanceType
-from endpoint_config.gpus import families_where, gpu_facts, image_problems, precision_problems
+from endpoint_config.gpus import families_where, gpu_facts, image_problems
 from endpoint_config.models import model_facts
 from endpoint_config.security import isolation_problems
 
 from .architectures import ARCHITECTURES, SOURCES, TRANSFORMERS_FIRST_RELEASE, VLLM_REMOVED
 from .base import Capability, EngineProfile, ServingSystem, engine_problems
 from .checkpoint_facts import DTYPE_BYTES, Checkpoint, checkpoint_of
+from .precision import precision_problems
 
 # Weights may take this share of each GPU's memory; the rest holds the KV cache, activations and the CUDA context.
 WEIGHT_SHARE_OF_GPU_MEMORY = 0.8
@@ -83,13 +84,15 @@ def system_problems(ep: EndpointSpec, system: ServingSystem, systems: dict[str, 
     elif system.gpu_only and not instance.is_gpu:
         bad("instance_type", f"value {ep.instance_type!r} has no NVIDIA GPU; system {ep.system!r} needs one (e.g. ml.g5.2xlarge)")
 
+    # A profiled engine with the model's config.json at hand gets compatibility_problems' exact fit check instead.
+    checkpoint = checkpoint_of(ep.model) if system.profile is not None else None
     facts = model_facts(ep.model, ep.model_parameters)
     if facts is not None:
         kind = "encoder-decoder" if facts.encoder_decoder else "decoder"
         if kind not in system.architectures:
             served = " and ".join(system.architectures)
             bad("model", f"value {ep.model!r} is an {kind} model; system {ep.system!r} serves {served} models only")
-        if instance.is_gpu and system.profile is None:  # a profiled engine gets compatibility_problems' fit check
+        if instance.is_gpu and checkpoint is None:
             need = facts.parameters * BYTES_PER_PARAM[ep.dtype] / ep.tensor_parallel_degree
             usable = usable_bytes_per_gpu(instance)
             if need > usable:
@@ -115,7 +118,7 @@ def system_problems(ep: EndpointSpec, system: ServingSystem, systems: dict[str, 
     problems += isolation_problems(ep, engine_reads_s3=system.staged_weights_environment is not None)
     problems += system.rules(ep, instance)
     if system.profile is not None and instance.is_gpu and not problems:
-        problems += compatibility_problems(ep, system, systems)
+        problems += compatibility_problems(ep, system, systems, checkpoint)
     return problems
 
 

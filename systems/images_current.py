@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from systems.images import DLC_REGIONS, ImagePin, PythonStack
+from systems.images import DLC_REGIONS, HF_PYTORCH_INFERENCE, ImagePin, PythonStack
 
 # Regions the sagemaker tables (vllm.json 0.30.0, sglang.json 0.5.20) list for the vLLM and SGLang DLCs that
 # systems/images.py has no registry account for (its _DLC_ACCOUNT_BY_REGION predates them); the tables give
@@ -66,20 +66,8 @@ SGLANG_DLC = ImagePin(
     regions=_ENGINE_DLC_REGIONS,
     python_stack=PythonStack(transformers="==5.12.1", tokenizers="==0.22.2"),
 )
-# Hugging Face PyTorch inference DLC, transformers 4.51.3 (huggingface.json 4.51.3 / pytorch2.6.0).
-# aws/deep-learning-containers huggingface/pytorch/inference/docker/2.6/py3/cu124/Dockerfile.gpu at 6dbb542b45
-# (the parent of a5db58a294, which moved the file to 5.1.0): ARG TRANSFORMERS_VERSION=4.51.3,
-# SAGEMAKER_HF_INFERENCE_VERSION=2.6.0, torch 2.6.0+cu124, Python 3.12.8, FROM nvidia/cuda:12.4.1-base-ubuntu22.04;
-# tokenizers: transformers 4.51.3's METADATA requires tokenizers<0.22,>=0.21.
-HF_PYTORCH_INFERENCE_4_51 = ImagePin(
-    repository="huggingface-pytorch-inference",
-    gpu_tag="2.6.0-transformers4.51.3-gpu-py312-cu124-ubuntu22.04",
-    cpu_tag="2.6.0-transformers4.51.3-cpu-py312-ubuntu22.04",
-    sdk_framework="huggingface",
-    sdk_version="4.51.3",
-    sdk_base_framework_version="pytorch2.6.0",
-    python_stack=PythonStack(transformers="==4.51.3", tokenizers=">=0.21,<0.22"),
-)
+# Hugging Face PyTorch inference DLC, transformers 4.51.3: hf-fastload's image, pinned in systems/images.py.
+HF_PYTORCH_INFERENCE_4_51 = HF_PYTORCH_INFERENCE
 # Hugging Face PyTorch inference DLC, transformers 5.5.3 (huggingface.json 5.5.3 / pytorch2.6.0).
 # aws/deep-learning-containers commit cc7c8dc2a1 ("Hugging Face PyTorch inference DLC for Transformers v5", #5953):
 # Dockerfile.gpu ARG TRANSFORMERS_VERSION=5.5.3, torch 2.6.0+cu124, Python 3.12.8; buildspec.yml tag

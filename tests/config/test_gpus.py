@@ -8,8 +8,9 @@ import re
 import botocore.session
 import pytest
 
-from endpoint_config.gpus import AMI_DRIVERS, ENGINE_PRECISION, GPUS, gpu_facts, image_problems, precision_problems
+from endpoint_config.gpus import AMI_DRIVERS, GPUS, gpu_facts, image_problems
 from endpoint_config.instances import _ACCELERATED, GPU
+from systems.precision import ENGINE_PRECISION, precision_problems
 
 
 def test_every_gpu_of_the_instance_table_has_an_entry():

@@ -169,7 +169,10 @@ REFUSED = [
      r"dtype: value 'fp16': vllm==0.30.0 computes mxfp4 weights in bf16 only, not fp16; set dtype: bf16"),
     ("bf16-t4", endpoint_yaml("x", "vllm", "meta-llama/Llama-3.1-8B-Instruct", "ml.g4dn.12xlarge", tp=4),
      r"bf16 needs compute capability 8.0 \(Ampere\) or newer; NVIDIA T4 is 7.5: use fp16"),
-    # the image's CUDA vs the GPU
+    # the image's CUDA vs the GPU: CUDA 13 has no Volta, CUDA 12.4 no Blackwell
+    ("cuda124-blackwell", endpoint_yaml("x", "hf-fastload", "Qwen/Qwen3-32B", "ml.g7e.2xlarge"),
+     r"the image of system 'hf-fastload' \(2.6.0-transformers4.51.3-gpu-py312-cu124-ubuntu22.04\) cannot run there: "
+     r"NVIDIA RTX PRO 6000 Blackwell Server Edition \(Blackwell, 12.0\) needs an image built with CUDA >= 12.8"),
     ("cuda13-v100", endpoint_yaml("x", "sglang", "Qwen/Qwen3-32B", "ml.p3.16xlarge", dtype="fp16", tp=8),
      r"the image of system 'sglang' \(0.5.20-gpu-py312-cu130-ubuntu24.04-sagemaker\) cannot run there: NVIDIA V100 "
      r"\(compute capability 7.0\) is older than CUDA 13.0 supports \(from 7.5\)"),
@@ -209,7 +212,7 @@ ACCEPTED = [
     endpoint_yaml("moe-g7e", "sglang", "Qwen/Qwen3-30B-A3B", "ml.g7e.2xlarge"),
     endpoint_yaml("fp16-t4", "vllm", "meta-llama/Llama-3.1-8B-Instruct", "ml.g4dn.12xlarge", dtype="fp16", tp=4,
                   engine={"max_model_len": 8192}),
-    endpoint_yaml("qwen3-hf", "hf-fastload", "Qwen/Qwen3-32B", "ml.g7e.2xlarge"),  # transformers 4.51 has Qwen3
+    endpoint_yaml("qwen3-hf", "hf-fastload", "Qwen/Qwen3-32B", "ml.g6e.12xlarge", tp=4),  # transformers 4.51: Qwen3
 ]  # fmt: skip
 
 
