@@ -41,7 +41,9 @@ class ImageFacts:
 # upstream vllm/vllm-openai:v0.30.0 with the SageMaker entrypoint (docker/vllm/Dockerfile, target vllm-sagemaker;
 # .github/config/image/vllm/sagemaker-ubuntu.yml names base_image vllm/vllm-openai:v<version>, CUDA 13.0.2).
 # python_stack: the vllm 0.30.0 wheel's METADATA requires transformers>=5.10.4 (which requires
-# tokenizers<=0.23.0,>=0.22.0); the version pip resolved in the image is unverified, so the floor is written for.
+# tokenizers<=0.23.0,>=0.22.0; but tokenizers 0.22.0's METADATA requires huggingface-hub<1.0 and transformers
+# 5.10.4's huggingface-hub>=1.5.0, so pip cannot pair them: 0.22.1, which allows huggingface-hub<2.0, is the floor);
+# the version pip resolved in the image is unverified, so the floor is written for.
 # Not pinned: vllm-server.json's "vllm:server-sagemaker-cuda-v2", a moving tag of the Amazon Linux 2023 build.
 VLLM_DLC = ImagePin(
     repository="vllm",
@@ -49,7 +51,7 @@ VLLM_DLC = ImagePin(
     sdk_framework="vllm",
     sdk_version="0.30.0",
     regions=_ENGINE_DLC_REGIONS,
-    python_stack=PythonStack(transformers=">=5.10.4", tokenizers=">=0.22.0,<=0.23.0", verified=False),
+    python_stack=PythonStack(transformers=">=5.10.4", tokenizers=">=0.22.1,<=0.23.0", verified=False),
 )
 # The AWS SGLang DLC for SageMaker, newest in sglang.json (0.5.13 .. 0.5.20; the DLC docs list 0.5.21 too).
 # retrieve("sglang", region, version="0.5.20", ...) -> sglang:0.5.20-gpu-py312-cu130-ubuntu24.04-sagemaker.

@@ -13,13 +13,12 @@ from __future__ import annotations
 import json
 import re
 import shutil
-from pathlib import Path
 
 import pytest
+from engine_configs import build, endpoint_yaml, load, refusals
 from engine_stand_in import StandIn, flags_of, serving, vllm_argv
 
 from artifact import BuildError
-from endpoint_config import ConfigError
 from systems.architectures import CLI_FLAGS
 
 ENGINE_ARCHS = ("llama", "qwen2", "qwen3", "mistral", "gemma2", "gemma3", "mixtral", "qwen3_moe", "gpt_oss")
@@ -28,37 +27,6 @@ ARCH_CLASSES = {
     "mistral": "MistralForCausalLM", "gemma2": "Gemma2ForCausalLM", "gemma3": "Gemma3ForCausalLM",
     "mixtral": "MixtralForCausalLM", "qwen3_moe": "Qwen3MoeForCausalLM", "gpt_oss": "GptOssForCausalLM",
 }  # fmt: skip
-
-
-def endpoint_yaml(name: str, system: str, model: str, instance: str = "ml.g6e.xlarge", dtype: str = "bf16",
-                  tp: int = 1, engine: dict | None = None, extra: str = "") -> str:  # fmt: skip
-    text = (f"  - name: {name}\n    system: {system}\n    model: {model}\n    dtype: {dtype}\n"
-            f"    instance_type: {instance}\n    tensor_parallel_degree: {tp}\n")  # fmt: skip
-    if engine:
-        text += f"    engine: {json.dumps(engine)}\n"
-    return text + extra
-
-
-def load(tmp_path: Path, *endpoints: str):
-    from deployment import load_config
-
-    path = tmp_path / f"config-{len(list(tmp_path.glob('config-*')))}.yaml"
-    path.write_text("endpoints:\n" + "".join(endpoints))
-    return load_config(path, build_root=tmp_path / "no-build")
-
-
-def refusals(tmp_path: Path, *endpoints: str) -> str:
-    with pytest.raises(ConfigError) as caught:
-        load(tmp_path, *endpoints)
-    return str(caught.value)
-
-
-def build(tmp_path: Path, endpoint: str, name: str):
-    from model_build.cli import build_endpoint
-
-    plan = load(tmp_path, endpoint).plans[0]
-    out = tmp_path / "build" / name
-    return plan, build_endpoint(plan.spec, out, progress=False), out
 
 
 # ---- the system -------------------------------------------------------------------------------------------------
