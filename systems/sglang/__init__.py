@@ -95,12 +95,20 @@ def rules(endpoint: EndpointSpec, instance: InstanceType) -> list[str]:
         engine = SglangEngineOptions.parse(endpoint)
     except ValidationError:
         return []  # engine_problems names what is wrong with the options
-    if engine.tp_size is not None and engine.tp_size != endpoint.tensor_parallel_degree:
-        return [
+    found = []
+    degree = endpoint.tensor_parallel_degree
+    if engine.tp_size is not None and engine.tp_size != degree:
+        found.append(
             f"endpoint {endpoint.name!r}: engine.tp_size: value {engine.tp_size} differs from tensor_parallel_degree "
-            f"{endpoint.tensor_parallel_degree}, which sets it (and an inference component's GPUs); remove engine.tp_size"
-        ]
-    return []
+            f"{degree}, which sets it (and an inference component's GPUs); remove engine.tp_size"
+        )
+    elif engine.ep_size is not None and engine.ep_size > 1 and engine.ep_size != degree:
+        # srt/arg_groups/moe_hook.py: "The expert parallel size must be 1 or the same as the tensor parallel size".
+        found.append(
+            f"endpoint {endpoint.name!r}: engine.ep_size: value {engine.ep_size} must be 1 or equal the tensor "
+            f"parallel size, tensor_parallel_degree {degree}"
+        )
+    return found
 
 
 SYSTEM = ServingSystem(

@@ -142,10 +142,11 @@ class SglangOptions(EngineOptions):
             found.append("enable_lora needs max_lora_rank and lora_target_modules (no adapters are loaded at start)")
         if self.max_loaded_loras is not None and self.max_loaded_loras < self.max_lora_batch:
             found.append("max_loaded_loras must be >= max_loras_per_batch (arg_groups/lora_hook.py; default 8)")
-        if self.ep_size is not None and self.ep_size > 1 and self.ep_size != (self.tp_size or 1):
+        # Without tp_size here, the system compares ep_size with the endpoint's tensor_parallel_degree, which sets it.
+        if self.ep_size is not None and self.ep_size > 1 and self.tp_size is not None and self.ep_size != self.tp_size:
             # arg_groups/moe_hook.py: "The expert parallel size must be 1 or the same as the tensor parallel size"
             # (FlashInfer MoE backends); parallel_hook.py: ep_size * moe_dp_size <= tp_size.
-            found.append(f"ep_size ({self.ep_size}) must be 1 or equal tp_size ({self.tp_size or 1})")
+            found.append(f"ep_size ({self.ep_size}) must be 1 or equal tp_size ({self.tp_size})")
         return found
 
     @property

@@ -87,6 +87,7 @@ def test_default_memory_share_is_an_upper_bound_of_sglangs_rule():
         ({"mem_fraction_static": 0.6}, 2, r"28.4 GiB of weights .* more than the 26.8 GiB the engine fills of each 44.7 "
                                           r"GiB NVIDIA L40S .*\(engine.mem_fraction_static"),
         ({"context_length": 65536}, 2, r"engine.context_length: value 65536 is beyond the 40960 positions"),
+        ({"ep_size": 4}, 2, r"engine.ep_size: value 4 must be 1 or equal the tensor parallel size, tensor_parallel_degree 2"),
     ],
 )
 def test_sglang_refusals(tmp_path, engine, tp, expected):
