@@ -25,6 +25,7 @@ from endpoint_config.security import isolation_problems
 from .architectures import ARCHITECTURES, SOURCES, TRANSFORMERS_FIRST_RELEASE, VLLM_REMOVED
 from .base import Capability, EngineProfile, ServingSystem, engine_problems
 from .checkpoint_facts import DTYPE_BYTES, Checkpoint, checkpoint_of
+from .engine_systems import RUNTIME_QUANTIZATION_BITS
 from .precision import precision_problems
 
 # Weights may take this share of each GPU's memory; the rest holds the KV cache, activations and the CUDA context.
@@ -224,8 +225,6 @@ def _fit_problems(ep: EndpointSpec, profile: EngineProfile, checkpoint: Checkpoi
     of one max_model_len sequence, against the share of each GPU's memory the engine fills."""
     facts, instance, tp = checkpoint.facts, ep.instance, ep.tensor_parallel_degree
     requested = profile.runtime_quantization
-    from .engine_systems import RUNTIME_QUANTIZATION_BITS
-
     if facts.quantization is None and requested in RUNTIME_QUANTIZATION_BITS and facts.total_parameters:
         weights = facts.total_parameters * RUNTIME_QUANTIZATION_BITS[requested] / 8  # a lower bound
         precision = f"at least {RUNTIME_QUANTIZATION_BITS[requested]:g} bits a weight ({requested} at load)"

@@ -65,12 +65,9 @@ OPENAI_STREAMING = Capability.yes(
     "the engine's OpenAI server streams chat completions as server-sent events on /invocations "
     "(InvokeEndpointWithResponseStream) for an OpenAI chat body with \"stream\": true"
 )
-OPENAI_CHAT_ONLY = (
-    "its /invocations takes OpenAI chat completion (vLLM also completion) bodies only, not {\"inputs\", \"parameters\"}"
-)
 
 __all__ = [
     "DEFAULT_DOWNLOAD_TIMEOUT_S", "DEFAULT_STARTUP_TIMEOUT_S", "DTYPE_FLAG", "INFERENCE_AMI_VERSION",
-    "KV_ELEMENT_BYTES", "OPENAI_CHAT_ONLY", "OPENAI_STREAMING", "RUNTIME_QUANTIZATION_BITS", "artifact_weight_bytes",
+    "KV_ELEMENT_BYTES", "OPENAI_STREAMING", "RUNTIME_QUANTIZATION_BITS", "artifact_weight_bytes",
     "kv_element_bytes",
 ]  # fmt: skip
