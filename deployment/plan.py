@@ -280,6 +280,9 @@ class EndpointPlan:
         from S3 itself), readable up to the endpoint's artifact root."""
         if self.system.staged_weights_environment is not None:
             return ModelData(bucket, f"{self.artifact_prefix}code/", read_prefix=self.artifact_root)
+        if self.system.streamed_weights is not None and self.system.streams_weights(self.spec):
+            part = self.system.streamed_weights.model_data_part
+            return ModelData(bucket, f"{self.artifact_prefix}{part}", read_prefix=self.artifact_root)
         return ModelData(bucket, self.artifact_prefix, compressed=self.spec.model_data == "tar-gz",
                          read_prefix=self.artifact_root)
 
@@ -291,6 +294,9 @@ class EndpointPlan:
         if self.system.request_timeout is not None:  # the container's own request timeout, tied to the invocation's
             environment = {**environment,
                            **self.system.request_timeout.environment(self.invocation_timeout_s, self.startup_timeout_s)}
+        if self.system.streamed_weights is not None and self.system.streams_weights(self.spec):
+            environment = {**environment,
+                           **self.system.streamed_weights.environment(self.spec, f"s3://{bucket}/{self.artifact_prefix}")}
         return environment
 
     @property
@@ -394,8 +400,11 @@ def plan_endpoint(
     instance = spec.instance
     artifact = resolve_artifact(spec, build_root)
     # Timeouts grow with the artifact: its size from the build's manifest, else estimated from the model.
-    facts = model_facts(spec.model, spec.model_parameters)
-    weight_bytes = artifact.total_bytes or (facts.parameters * BYTES_PER_PARAM[spec.dtype] if facts else None)
+    estimated = system.estimate_weight_bytes(spec) if system.estimate_weight_bytes is not None else None
+    if estimated is None:
+        facts = model_facts(spec.model, spec.model_parameters)
+        estimated = facts.parameters * BYTES_PER_PARAM[spec.dtype] if facts else None
+    weight_bytes = artifact.total_bytes or estimated
     return EndpointPlan(
         spec=spec,
         system=system,
@@ -409,11 +418,11 @@ def plan_endpoint(
         model_copies=system.model_copies(spec, instance),
         download_timeout_s=system.download_timeout_s(spec, weight_bytes),
         startup_timeout_s=system.startup_timeout_s(spec, weight_bytes),
-        network_isolation=network_isolation(spec, system.network_isolation),
+        network_isolation=network_isolation(spec, system.network_isolation_default(spec)),
         inference_ami_version=system.inference_ami_version if instance.is_gpu else None,
         component_name=component_name(endpoint_name) if spec.hosting.uses_components else None,
         quota=quota_need(spec),
-        unsized_warning=unsized_model_warning(spec, built_bytes=artifact.total_bytes),
+        unsized_warning=unsized_model_warning(spec, built_bytes=artifact.total_bytes, estimated_bytes=estimated),
     )
 
 

@@ -1,5 +1,5 @@
-"""GPU generations: compute capability and native precisions of every GPU the instance table names, which
-precisions each pinned engine runs on which compute capability, and the host driver each image's CUDA needs.
+"""GPU generations: compute capability and native precisions of every GPU the instance table names, and the host
+driver each CUDA toolkit needs (which precisions each pinned engine runs where: systems/precision.py).
 
 Sources, by the short names used below:
   [CC]       NVIDIA, "CUDA GPU Compute Capability" (developer.nvidia.com/cuda-gpus; 12.0: RTX PRO 6000 and RTX PRO
@@ -12,19 +12,13 @@ Sources, by the short names used below:
              MXFP8 and NVFP4 on 10.0/10.3 (Blackwell data center); NVFP4 partial, MXFP8 no, on 12.0.
   [TRT-RTX]  NVIDIA TensorRT-RTX support matrix: 12.0 FP8 and FP4 GEMM yes; 8.9 FP8 yes, FP4 no; 8.6 BF16 yes, FP8
              no; 7.5 BF16 no.
-  [VLLM]     vLLM 0.30.0 wheel: platforms/cuda.py supports_fp8 = capability >= 89; quantization/utils/
-             marlin_utils_fp8.py and marlin_utils_fp4.py: weight-only FP8/FP4 Marlin kernels from 75; each
-             QuantizationConfig.get_min_capability (config/vllm.py refuses a method below it); csrc
-             nvfp4_scaled_mm_entry.cu cutlass_scaled_mm_supports_fp4: capability >= 100 and CUDA >= 12.8 (read in
-             the vllm-project/vllm source index, version not pinned: unverified at 0.30.0).
-  [SGL]      SGLang 0.5.20 wheel: each quantization config's get_min_capability (model_loader/loader.py refuses a
-             method below it).
   [CUDA-MV]  NVIDIA "CUDA Minor Version Compatibility": CUDA 13.x needs driver >= 580, CUDA 12.x >= 525.
   [AMI]      botocore 1.44.8 sagemaker model, ProductionVariant.InferenceAmiVersion documentation.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 # Compute capability as major*10 + minor (vLLM's and SGLang's own spelling: 89 = 8.9).
@@ -79,45 +73,6 @@ GPUS: dict[str, GpuFacts] = {
     )
 }
 
-
-# The lowest compute capability at which each pinned engine loads a checkpoint quantized with a method (the
-# config.json quant_method, or the --quantization value), and the capability from which it runs that precision
-# on native tensor cores instead of a weight-only fallback. Keys: the engine as systems/architectures.py names it.
-@dataclass(frozen=True)
-class PrecisionSupport:
-    minimum: Capability  # below: the engine refuses to start
-    native: Capability | None  # from here on: native tensor-core math; between: a slower weight-only kernel
-    source: str = field(compare=False)
-
-
-ENGINE_PRECISION: dict[str, dict[str, PrecisionSupport]] = {
-    "vllm==0.30.0": {
-        "fp8": PrecisionSupport(75, 89, "[VLLM] Fp8Config.get_min_capability 75; supports_fp8 from 89, Marlin below"),
-        "modelopt": PrecisionSupport(80, 89, "[VLLM] ModelOptFp8Config.get_min_capability 80; FP8 math from 89"),
-        "compressed-tensors": PrecisionSupport(
-            70, None, "[VLLM] CompressedTensorsConfig 70; per scheme: W8A8 FP8 89, W8A16 FP8 75, W4A4 NVFP4 75, "
-            "W4A4 MXFP4 80, WNA16 75",
-        ),
-        "mxfp4": PrecisionSupport(80, 100, "[VLLM] Mxfp4Config.get_min_capability 80 (gpt-oss: GptOssMxfp4Config)"),
-        "modelopt_fp4": PrecisionSupport(75, 100, "[VLLM] ModelOptNvFp4Config 75 (Marlin FP4 from 75); CUTLASS FP4 from 100"),
-        "awq": PrecisionSupport(75, None, "[VLLM] AutoAWQConfig.get_min_capability 75"),
-        "gptq": PrecisionSupport(60, None, "[VLLM] AutoGPTQConfig.get_min_capability 60"),
-    },
-    "sglang==0.5.20": {
-        "fp8": PrecisionSupport(80, 89, "[SGL] Fp8Config.get_min_capability 80 (mxfp8: 100)"),
-        "modelopt_fp8": PrecisionSupport(89, 89, "[SGL] ModelOptFp8Config.get_min_capability 89"),
-        "w8a8_fp8": PrecisionSupport(89, 89, "[SGL] W8A8Fp8Config.get_min_capability 89"),
-        "compressed-tensors": PrecisionSupport(
-            70, None, "[SGL] CompressedTensorsConfig 70; per scheme: W8A8 FP8 89, W4A4 NVFP4 100, WNA16 80",
-        ),
-        "mxfp4": PrecisionSupport(80, 100, "[SGL] Mxfp4Config.get_min_capability 80"),
-        "modelopt_fp4": PrecisionSupport(80, 100, "[SGL] ModelOptFp4Config.get_min_capability 80"),
-        "nvfp4_online": PrecisionSupport(100, 100, "[SGL] NvFp4OnlineConfig.get_min_capability 100"),
-        "awq": PrecisionSupport(75, None, "[SGL] AWQConfig.get_min_capability 75 (awq_marlin 80)"),
-        "gptq": PrecisionSupport(60, None, "[SGL] GPTQConfig.get_min_capability 60 (gptq_marlin 80)"),
-        "bitsandbytes": PrecisionSupport(70, None, "[SGL] BitsAndBytesConfig.get_min_capability 70"),
-    },
-}
 
 # The CUDA toolkit of each pinned image: the oldest compute capability its binaries can target, and the minimum
 # host driver. CUDA 13.0 dropped Volta (NVIDIA/cuDecomp#97: "CUDA 13.0 dropped support for Volta (SM70), but not
@@ -178,20 +133,10 @@ def image_problems(gpu: str, cuda: str, ami: str | None) -> list[str]:
     return found
 
 
-def precision_problems(gpu: str, dtype: str, engine: str | None = None, quant_method: str | None = None) -> list[str]:
-    """Why `gpu` cannot run weights of `dtype` (fp16/bf16/fp32) or a checkpoint quantized with `quant_method` on
-    `engine` (a key of ENGINE_PRECISION); a slower weight-only fallback is not a problem, only a refusal is."""
-    facts = gpu_facts(gpu)
-    found = []
-    if dtype == "bf16" and not facts.bf16:
-        found.append(f"bf16 needs compute capability 8.0 (Ampere) or newer; {gpu} is {facts.capability_text}: use fp16")
-    if quant_method is not None:
-        table = ENGINE_PRECISION.get(engine or "")
-        support = table.get(quant_method) if table else None
-        if support is None:
-            known = ", ".join(sorted(table)) if table else "none recorded for this engine"
-            found.append(f"quantization {quant_method!r} on {engine}: no recorded GPU floor; recorded: {known}")
-        elif facts.capability < support.minimum:
-            found.append(f"{engine} loads {quant_method} weights from compute capability {support.minimum / 10:.1f}; "
-                         f"{gpu} is {facts.capability_text}")  # fmt: skip
-    return found
+def families_where(accepts: Callable[[GpuFacts], bool]) -> list[str]:
+    """The hosting instance families (ml.<family>.*) whose GPU `accepts`, for "what would work" in a refusal."""
+    from .instances import _ACCELERATED, GPU
+
+    return [f"ml.{name}" for name, family in _ACCELERATED.items()
+            if family.accelerators is not None and family.accelerators.kind == GPU
+            and accepts(gpu_facts(family.accelerators.name))]  # fmt: skip

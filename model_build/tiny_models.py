@@ -1,5 +1,5 @@
 """Real but tiny models made offline, for tests and the local demo: GPT-2, GPT-J, T5, and chat models of
-today's architectures (Llama, Qwen2, Qwen3, Mistral, Gemma 2).
+today's architectures (Llama, Qwen2, Qwen3, Mistral, Gemma 2, Gemma 3, Mixtral, Qwen3-MoE, gpt-oss).
 
 There is no Hugging Face Hub on the build machines, so test models are made here: small configs with random
 weights (seeded, so two runs give the same bytes) and a byte-level BPE tokenizer trained in about a second on
@@ -17,7 +17,11 @@ import json
 from pathlib import Path
 
 CHAT_ARCHITECTURES = ("llama", "qwen2", "qwen3", "mistral", "gemma2")
-ARCHITECTURES = ("gpt2", "gptj", "t5", *CHAT_ARCHITECTURES)
+# Today's other families, for the engine systems' checks (same chat tokenizer): Gemma 3's text model (sliding and full
+# attention layers), and the mixture-of-experts decoders Mixtral, Qwen3-MoE and gpt-oss (unquantized here: its
+# MXFP4 experts need GPU kernels to write).
+ENGINE_ARCHITECTURES = ("gemma3", "mixtral", "qwen3_moe", "gpt_oss")
+ARCHITECTURES = ("gpt2", "gptj", "t5", *CHAT_ARCHITECTURES, *ENGINE_ARCHITECTURES)
 SEED = 1234
 EOS = "<|endoftext|>"
 VOCAB_SIZE = 1024
@@ -178,9 +182,27 @@ def _chat_config(arch: str, ids: dict[str, int], n_positions: int):
         return transformers.Qwen3Config(**shape, head_dim=16, rope_parameters=rope)
     if arch == "mistral":
         return transformers.MistralConfig(**shape, head_dim=16, sliding_window=None, rope_parameters=rope)
-    # gemma2: alternating sliding-window and full attention layers, logit soft-capping, as Gemma 2 has
-    return transformers.Gemma2Config(**shape, head_dim=16, query_pre_attn_scalar=16, sliding_window=4096,
-                                     rope_parameters=rope)  # fmt: skip
+    if arch == "gemma2":
+        # alternating sliding-window and full attention layers, logit soft-capping, as Gemma 2 has
+        return transformers.Gemma2Config(**shape, head_dim=16, query_pre_attn_scalar=16, sliding_window=4096,
+                                         rope_parameters=rope)  # fmt: skip
+    if arch == "gemma3":  # one sliding-window and one full attention layer (Gemma 3 has 5 of the first per 1)
+        return transformers.Gemma3TextConfig(**shape, head_dim=16, query_pre_attn_scalar=16, sliding_window=256,
+                                             layer_types=["sliding_attention", "full_attention"])  # fmt: skip
+    if arch == "mixtral":
+        return transformers.MixtralConfig(**shape, head_dim=16, num_local_experts=4, num_experts_per_tok=2,
+                                          sliding_window=None, rope_parameters=rope)  # fmt: skip
+    if arch == "qwen3_moe":
+        return transformers.Qwen3MoeConfig(**shape, head_dim=16, moe_intermediate_size=32, num_experts=4,
+                                           num_experts_per_tok=2, decoder_sparse_step=1, mlp_only_layers=[],
+                                           rope_parameters=rope)  # fmt: skip
+    # gpt_oss: experts with biases, attention sinks, alternating sliding (128) and full attention, as gpt-oss has
+    # and YaRN RoPE stretched 32-fold (gpt-oss: 4096 original positions to 131072; here 16 to 512)
+    yarn = {"rope_type": "yarn", "rope_theta": 150_000.0, "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0,
+            "original_max_position_embeddings": n_positions // 32, "truncate": False}
+    return transformers.GptOssConfig(**{**shape, "intermediate_size": 64}, head_dim=16, num_local_experts=4,
+                                     num_experts_per_tok=2, sliding_window=128, rope_parameters=yarn,
+                                     layer_types=["sliding_attention", "full_attention"])  # fmt: skip
 
 
 def make_tiny_model(arch: str, out_dir: str | Path) -> Path:
@@ -196,7 +218,7 @@ def make_tiny_model(arch: str, out_dir: str | Path) -> Path:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     n_positions = 512
-    if arch in CHAT_ARCHITECTURES:
+    if arch in CHAT_ARCHITECTURES or arch in ENGINE_ARCHITECTURES:
         config = _chat_config(arch, _write_chat_tokenizer(out, n_positions), n_positions)
         model_cls = transformers.AutoModelForCausalLM
     elif arch == "t5":
@@ -225,7 +247,8 @@ def make_tiny_model(arch: str, out_dir: str | Path) -> Path:
             )  # fmt: skip
             model_cls = transformers.GPTJForCausalLM
     torch.manual_seed(SEED)
-    model = (model_cls.from_config(config) if arch in CHAT_ARCHITECTURES else model_cls(config)).eval()
+    chat = arch in CHAT_ARCHITECTURES or arch in ENGINE_ARCHITECTURES
+    model = (model_cls.from_config(config) if chat else model_cls(config)).eval()
     # The source is written in fp32: builds then cast to the configured dtype, as they would a Hub model.
     model.save_pretrained(out)
     return out

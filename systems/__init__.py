@@ -20,6 +20,8 @@ REGISTRY: dict[str, str] = {
     "tensorrt-byoc": "systems.tensorrt_byoc",
     "lmi-vllm": "systems.lmi_vllm",
     "lmi-trtllm": "systems.lmi_trtllm",
+    "vllm": "systems.vllm",
+    "sglang": "systems.sglang",
 }
 
 

@@ -210,6 +210,42 @@ def byoc_request_timeout() -> RequestTimeout:
         return min(timeouts)
 
     return RequestTimeout(environment=environment, limit_s=limit_s)
+@dataclass(frozen=True)
+class EngineProfile:
+    """What the compatibility checks (systems/checks.py) need to know about a system's engine for one endpoint.
+
+    engine: the engine inside the image, "<project>==<version>" (a key of systems/architectures.ARCHITECTURES and
+      systems/precision.ENGINE_PRECISION). cuda: the image's CUDA toolkit (a key of gpus.CUDA).
+    memory_fraction: the share of each GPU's memory the engine fills with weights and KV cache, and where that
+      number comes from. max_model_len: the longest sequence the engine is configured for (None: the model's own).
+    kv_cache_bytes: bytes of one cached K or V element (None: the activation dtype's). runtime_quantization: the
+      method the engine is told to load with (its --quantization; None: the checkpoint's own), quantizes_at_load: the
+      methods that quantize an unquantized checkpoint while loading. reserves_full_sequence: the
+      engine refuses to start unless its KV cache holds one sequence of max_model_len (vLLM does).
+    """
+
+    engine: str
+    cuda: str
+    memory_fraction: float
+    memory_source: str
+    max_model_len: int | None = None
+    kv_cache_bytes: float | None = None
+    runtime_quantization: str | None = None
+    quantizes_at_load: frozenset[str] = frozenset()  # the methods that quantize an unquantized checkpoint at load
+    reserves_full_sequence: bool = False
+
+
+@dataclass(frozen=True)
+class StreamedWeights:
+    """An engine option that reads the weights from S3 itself while the container starts (vLLM's Run:ai model
+    streamer). For an endpoint that uses it (`enabled`), SageMaker downloads only `model_data_part` of the artifact
+    (a folder of it, ending in "/"), `environment(endpoint, artifact_s3_uri)` points the engine at the artifact's
+    own S3 prefix, and the container needs the network (its execution role's S3 and KMS grants already cover the
+    artifact: it is what SageMaker itself reads with)."""
+
+    enabled: Callable[[EndpointSpec], bool]
+    environment: Callable[[EndpointSpec, str], dict[str, str]]
+    model_data_part: str
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -227,6 +263,10 @@ class ServingSystem:
     network_isolation: the container works with no network (its model data comes from S3 through SageMaker).
     staged_weights_environment: for an engine that reads its weights from S3 itself, the environment pointing it at
       them (the artifact's weights/ stays in S3, code/ is the model data); such a container needs the network.
+    streamed_weights: an engine option that streams the weights from S3 (StreamedWeights), per endpoint.
+    profile: the engine facts the compatibility checks need for one endpoint (EngineProfile); None: not checked.
+    estimate_weight_bytes: the model's weight bytes on the GPUs before a build (sizes the timeouts and the checks);
+      None: parameters x the dtype's bytes, from endpoint_config.models.
     rules: the rules only this system has, on an endpoint whose schema rules passed.
     legacy / replacement: retired upstream, kept as a pinned recipe and announced at synth with its replacement.
     request_timeout: how the container limits one request's time (RequestTimeout); the plan sets it to the
@@ -265,12 +305,27 @@ class ServingSystem:
     # The systems/architectures.py table ("<project>==<version>") of the model architectures the container's engine
     # serves, where an engine registry decides (vLLM); None: the image's transformers decides (systems/model_support.py).
     model_registry: str | None = None
+    streamed_weights: StreamedWeights | None = None
+    profile: Callable[[EndpointSpec], EngineProfile] | None = None
+    estimate_weight_bytes: Callable[[EndpointSpec], float | None] | None = None
 
     def __post_init__(self) -> None:
         if (self.image is None) == (self.own_container is None):
             raise ValueError(f"system {self.name!r}: give exactly one of image= or own_container=")
         if self.staged_weights_environment is not None and self.network_isolation:
             raise ValueError(f"system {self.name!r}: an engine that reads its weights from S3 needs network access")
+
+    def streams_weights(self, ep: EndpointSpec) -> bool:
+        """The endpoint's engine streams its weights from S3 (an engine option: `streamed_weights`)."""
+        return self.streamed_weights is not None and self.streamed_weights.enabled(ep)
+
+    def reads_weights_from_s3(self, ep: EndpointSpec) -> bool:
+        """The container fetches the weights from S3 itself (staged or streamed), so it needs the network."""
+        return self.staged_weights_environment is not None or self.streams_weights(ep)
+
+    def network_isolation_default(self, ep: EndpointSpec) -> bool:
+        """EnableNetworkIsolation when the config does not say: the system's, unless the engine reads S3 itself."""
+        return self.network_isolation and not self.reads_weights_from_s3(ep)
 
     def load_recipe(self) -> ModuleType:
         """Import the build recipe. LookupError when the system has none."""

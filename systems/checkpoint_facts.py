@@ -11,7 +11,10 @@ in tests/systems/test_checkpoint_facts.py).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 # vLLM modelopt.py LINEAR_ALGOS (+ MIXED_PRECISION): ModelOpt quant_algo -> the method vLLM loads it with.
@@ -39,10 +42,34 @@ class CheckpointFacts:
     quantization: Quantization | None
     total_parameters: int | None  # None: the family's layout is not known here
     active_parameters: int | None  # per token; equals total for a dense model
+    expert_weight_parameters: int = 0  # the experts' weight matrices (no biases): what MXFP4 checkpoints quantize
+    kv: KvLayout | None = None  # the attention cache's shape; None: the family's layout is not known here
+    max_position_embeddings: int | None = None
+    scaled_rope: bool = False  # rope_scaling / a non-default rope_parameters: the engines may derive a longer context
 
     @property
     def is_moe(self) -> bool:
         return self.total_parameters is not None and self.active_parameters != self.total_parameters
+
+
+@dataclass(frozen=True)
+class KvLayout:
+    """What one token costs in the attention cache: `full_layers` keep every token, `sliding_layers` only the last
+    `window` (gpt-oss, Gemma 2/3 alternate the two: config.json `layer_types`), each with kv_heads x head_dim keys and
+    as many values."""
+
+    full_layers: int
+    sliding_layers: int
+    window: int | None
+    kv_heads: int
+    head_dim: int
+
+    def bytes_per_sequence(self, tokens: int, element_bytes: float, tensor_parallel: int = 1) -> float:
+        """Cache bytes on one GPU for one sequence of `tokens`: key and value heads split over the tensor-parallel
+        group (a head is never split: with fewer heads than GPUs each GPU keeps one)."""
+        heads = max(1, self.kv_heads // tensor_parallel)
+        cached = self.full_layers * tokens + self.sliding_layers * min(tokens, self.window or tokens)
+        return 2 * heads * self.head_dim * element_bytes * cached
 
 
 def quantization_of(config: dict[str, Any], hf_quant_config: dict[str, Any] | None = None) -> Quantization | None:
@@ -82,11 +109,34 @@ def _text_config(config: dict[str, Any]) -> dict[str, Any]:
     return {**config, **text} if isinstance(text, dict) else config
 
 
-def _layout(c: dict[str, Any]) -> tuple[int, int] | None:
-    """(total, active) parameters of the decoder families whose transformers module layout is encoded here."""
-    families = ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "mixtral", "qwen3_moe", "gpt_oss")
+FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "mixtral", "qwen3_moe", "gpt_oss")
+
+
+def _kv_layout(c: dict[str, Any]) -> KvLayout:
+    """The cache shape of the FAMILIES: per-layer `layer_types` where the config lists them (transformers 4.5x+
+    configs of gpt_oss, gemma2, gemma3_text), else a `sliding_window` on every layer where the family applies one
+    (mistral, mixtral; qwen2/qwen3 only with use_sliding_window), else full attention everywhere."""
+    layers, heads = c["num_hidden_layers"], c["num_attention_heads"]
+    kv_heads = c.get("num_key_value_heads") or heads
+    head_dim = c.get("head_dim") or c["hidden_size"] // heads
+    window = c.get("sliding_window")
+    kinds = c.get("layer_types")
+    if isinstance(kinds, list) and len(kinds) == layers:
+        sliding = sum(1 for kind in kinds if kind == "sliding_attention")
+    elif c.get("model_type") == "gemma2" and window:
+        sliding = (layers + 1) // 2  # transformers Gemma2Config: even layers slide ("sliding_attention" if not i % 2)
+    elif window and (c.get("model_type") in ("mistral", "mixtral") or c.get("use_sliding_window")):
+        sliding = layers
+    else:
+        sliding = 0
+    return KvLayout(layers - sliding, sliding, window if sliding else None, kv_heads, head_dim)
+
+
+def _layout(c: dict[str, Any]) -> tuple[int, int, int] | None:
+    """(total, active, expert weight) parameters of the decoder families whose transformers module layout is encoded
+    here."""
     kind = c.get("model_type")
-    if kind not in families:
+    if kind not in FAMILIES:
         return None
     h, layers, vocab = c["hidden_size"], c["num_hidden_layers"], c["vocab_size"]
     heads = c["num_attention_heads"]
@@ -107,34 +157,41 @@ def _layout(c: dict[str, Any]) -> tuple[int, int] | None:
     def dense(intermediate: int) -> int:
         return 3 * h * intermediate  # gate, up, down projections
 
-    total = active = 0
+    total = active = expert_weights = 0
     for index in range(layers):
         if kind == "mixtral":
             experts, top_k, expert = c["num_local_experts"], c["num_experts_per_tok"], dense(c["intermediate_size"])
-            router = h * experts
+            router, weights = h * experts, expert
         elif kind == "qwen3_moe" and _qwen_moe_layer(c, index):
-            experts, top_k, expert = c["num_experts"], c["num_experts_per_tok"], dense(c["moe_intermediate_size"])
-            router = h * experts
+            experts, top_k, expert = _qwen_experts(c), c["num_experts_per_tok"], dense(c["moe_intermediate_size"])
+            router, weights = h * experts, expert
         elif kind == "gpt_oss":
             experts, top_k = c["num_local_experts"], c.get("num_experts_per_tok") or c["experts_per_token"]
             i = c["intermediate_size"]
             expert = h * 2 * i + 2 * i + i * h + h  # fused gate_up with bias, down with bias
-            router = h * experts + experts
+            router, weights = h * experts + experts, h * 2 * i + i * h
         else:
             mlp = dense(c["intermediate_size"])
             total, active = total + attention + norms + mlp, active + attention + norms + mlp
             continue
         total += attention + norms + router + experts * expert
         active += attention + norms + router + top_k * expert
+        expert_weights += experts * weights
     embeddings = vocab * h * (1 if c.get("tie_word_embeddings", kind.startswith("gemma")) else 2) + h  # + final norm
-    return total + embeddings, active + embeddings
+    return total + embeddings, active + embeddings, expert_weights
 
 
 def _qwen_moe_layer(c: dict[str, Any], index: int) -> bool:
     """Qwen3-MoE decoder layers are sparse unless listed in mlp_only_layers or off the decoder_sparse_step grid
     (transformers models/qwen3_moe/modeling_qwen3_moe.py, Qwen3MoeDecoderLayer)."""
     step = c.get("decoder_sparse_step", 1)
-    return index not in (c.get("mlp_only_layers") or []) and c["num_experts"] > 0 and (index + 1) % step == 0
+    return index not in (c.get("mlp_only_layers") or []) and _qwen_experts(c) > 0 and (index + 1) % step == 0
+
+
+def _qwen_experts(c: dict[str, Any]) -> int:
+    """Qwen3-MoE's expert count: `num_experts` as the Hub configs (transformers 4.51) write it, `num_local_experts`
+    as transformers 5 saves it (Qwen3MoeConfig's attribute_map names both)."""
+    return c["num_experts"] if "num_experts" in c else c["num_local_experts"]
 
 
 def read_checkpoint(config: dict[str, Any], hf_quant_config: dict[str, Any] | None = None) -> CheckpointFacts:
@@ -154,4 +211,151 @@ def read_checkpoint(config: dict[str, Any], hf_quant_config: dict[str, Any] | No
         quantization=quantization_of(config, hf_quant_config),
         total_parameters=counts[0] if counts else None,
         active_parameters=counts[1] if counts else None,
+        expert_weight_parameters=counts[2] if counts else 0,
+        kv=_kv_layout(shape) if counts else None,
+        max_position_embeddings=shape.get("max_position_embeddings"),
+        scaled_rope=_scaled_rope(shape),
     )
+
+
+def _scaled_rope(c: dict[str, Any]) -> bool:
+    rope = c.get("rope_scaling") or c.get("rope_parameters")
+    return isinstance(rope, dict) and rope.get("rope_type", rope.get("type", "default")) != "default"
+
+
+# ---- a model's checkpoint before any build: a local directory's own files, or the config.json of a known Hub model
+
+# Bytes per element of the safetensors dtypes (the header's "dtype" strings, safetensors' format specification).
+SAFETENSORS_DTYPE_BYTES = {
+    "F64": 8, "I64": 8, "U64": 8, "F32": 4, "I32": 4, "U32": 4, "F16": 2, "BF16": 2, "I16": 2, "U16": 2,
+    "F8_E4M3": 1, "F8_E5M2": 1, "F8_E8M0": 1, "I8": 1, "U8": 1, "BOOL": 1,
+}  # fmt: skip
+DTYPE_BYTES = {"fp16": 2, "bf16": 2, "fp32": 4}
+# MXFP4 (OCP Microscaling Formats v1.0): 4-bit E2M1 elements in blocks of 32 sharing one 8-bit E8M0 scale.
+MXFP4_BITS_PER_WEIGHT = 4 + 8 / 32
+
+# config.json of the Hub models the example configs deploy (the Hub is not reachable from this project's machines),
+# each as published copies quote it; only the keys the checks read. Sources:
+#   Qwen/Qwen3-32B, Qwen/Qwen3-30B-A3B, meta-llama/Llama-3.1-8B-Instruct: the Hub config.json files as reproduced in
+#     citsjtu2020/LLM-Prof sglang/Model_Config.md (Llama-3.1-8B's base config; the Instruct model's differs only in
+#     eos_token_id), transformers_version 4.51.0 / 4.43.0.dev0;
+#   openai/gpt-oss-20b: https://huggingface.co/openai/gpt-oss-20b/blob/main/config.json as quoted in tinygrad's
+#     GPT-OSS test (TORCH_PARAMS["20B"]), transformers_version 4.57.0.
+# Unverified against the Hub files themselves; a config that differs is caught at build, which reads the real files.
+KNOWN_CHECKPOINTS: dict[str, dict[str, Any]] = {
+    "Qwen/Qwen3-32B": {
+        "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 5120, "intermediate_size": 25600,
+        "num_hidden_layers": 64, "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 128,
+        "max_position_embeddings": 40960, "sliding_window": None, "use_sliding_window": False,
+        "tie_word_embeddings": False, "torch_dtype": "bfloat16", "vocab_size": 151936,
+    },
+    "Qwen/Qwen3-30B-A3B": {
+        "architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "hidden_size": 2048,
+        "intermediate_size": 6144, "moe_intermediate_size": 768, "num_experts": 128, "num_experts_per_tok": 8,
+        "decoder_sparse_step": 1, "mlp_only_layers": [], "num_hidden_layers": 48, "num_attention_heads": 32,
+        "num_key_value_heads": 4, "head_dim": 128, "max_position_embeddings": 40960, "sliding_window": None,
+        "use_sliding_window": False, "tie_word_embeddings": False, "torch_dtype": "bfloat16", "vocab_size": 151936,
+    },
+    "meta-llama/Llama-3.1-8B-Instruct": {
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336,
+        "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
+        "max_position_embeddings": 131072, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+        "vocab_size": 128256,
+    },
+    "openai/gpt-oss-20b": {
+        "architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss", "hidden_size": 2880, "intermediate_size": 2880,
+        "num_hidden_layers": 24, "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 64,
+        "num_local_experts": 32, "num_experts_per_tok": 4, "experts_per_token": 4, "attention_bias": True,
+        "layer_types": ["sliding_attention", "full_attention"] * 12, "sliding_window": 128,
+        "max_position_embeddings": 131072, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+        "vocab_size": 201088,
+        "quantization_config": {
+            "modules_to_not_convert": ["model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens",
+                                       "lm_head"],
+            "quant_method": "mxfp4",
+        },
+    },
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A model's facts before a build: from a local directory (its config.json and the safetensors headers, so the
+    weight bytes are exact) or from KNOWN_CHECKPOINTS (the bytes estimated from the layout and precision)."""
+
+    model: str
+    facts: CheckpointFacts
+    source: str  # where the config came from, for messages
+    file_bytes: int | None = None  # the safetensors tensors' bytes, read from the headers (local directories)
+    files: tuple[str, ...] = field(default=(), compare=False)
+
+    def weight_bytes(self, dtype: str) -> int | None:
+        """The weights' bytes on the GPUs when the engine computes in `dtype` (fp16/bf16/fp32): an unquantized
+        checkpoint is cast to it at load; a pre-quantized one keeps its own bytes (the files' when read, else the
+        MXFP4 estimate: experts at 4.25 bits, the rest bf16). None: not known before a build."""
+        quantization, total = self.facts.quantization, self.facts.total_parameters
+        if quantization is None:
+            if total is not None:
+                return total * DTYPE_BYTES[dtype]
+            # A family the layout does not encode: the files' element count at the target dtype.
+            return None if self.file_bytes is None else self._file_elements() * DTYPE_BYTES[dtype]
+        if self.file_bytes is not None:
+            return self.file_bytes
+        if quantization.method == "mxfp4" and total is not None and self.facts.expert_weight_parameters:
+            experts = self.facts.expert_weight_parameters
+            return int(experts * MXFP4_BITS_PER_WEIGHT / 8 + (total - experts) * 2)
+        return None
+
+    def artifact_bytes(self) -> int | None:
+        """The checkpoint's weight files as they are (what a copying recipe publishes and SageMaker downloads): the
+        files' bytes when read, else the estimate in the config's own dtype (bf16/fp16 2 bytes, fp32 4)."""
+        if self.file_bytes is not None:
+            return self.file_bytes
+        if self.facts.quantization is not None:
+            return self.weight_bytes("bf16")
+        own = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}.get(str(self.facts.dtype), "bf16")
+        return self.weight_bytes(own)
+
+    def _file_elements(self) -> int:
+        return sum(_safetensors_header_sizes(Path(f))[0] for f in self.files)
+
+
+def _safetensors_header_sizes(path: Path) -> tuple[int, int]:
+    """(elements, bytes) of every tensor in one safetensors file, from its header alone (8-byte little-endian
+    length + JSON: {name: {dtype, shape, data_offsets}}), without reading the tensors."""
+    with open(path, "rb") as f:
+        (length,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(length))
+    elements = size = 0
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        count = 1
+        for dim in info["shape"]:
+            count *= dim
+        elements += count
+        size += info["data_offsets"][1] - info["data_offsets"][0]
+    return elements, size
+
+
+def read_local_checkpoint(directory: Path, model: str | None = None) -> Checkpoint:
+    """A local model directory's facts: config.json (+ hf_quant_config.json) and the safetensors headers."""
+    config_path = directory / "config.json"
+    config = json.loads(config_path.read_text())
+    quant_path = directory / "hf_quant_config.json"
+    hf_quant = json.loads(quant_path.read_text()) if quant_path.is_file() else None
+    files = tuple(str(p) for p in sorted(directory.glob("*.safetensors")))
+    file_bytes = sum(_safetensors_header_sizes(Path(f))[1] for f in files) if files else None
+    return Checkpoint(model or str(directory), read_checkpoint(config, hf_quant), f"{config_path}", file_bytes, files)
+
+
+def checkpoint_of(model: str) -> Checkpoint | None:
+    """`model`'s facts before a build: a local directory with a config.json, else a KNOWN_CHECKPOINTS Hub id, else
+    None (nothing is known until the build reads the files)."""
+    path = Path(model)
+    if path.is_dir() and (path / "config.json").is_file():
+        return read_local_checkpoint(path, model)
+    known = KNOWN_CHECKPOINTS.get(model)
+    if known is not None:
+        return Checkpoint(model, read_checkpoint(known), f"{model} config.json (systems/checkpoint_facts.py KNOWN_CHECKPOINTS)")
+    return None

@@ -4,17 +4,31 @@ Run by deployment.load_config on every endpoint whose schema rules passed; messa
 value and what is allowed. The model-size rule has three moments: at load, weights estimated from the parameter
 count (`system_problems`); at synth, a warning for a model that could not be sized (`unsized_model_warning`); at
 build, the weights actually read (`built_weights_problem`, raised by systems.recipe_common.load_source).
+
+Systems with an engine profile (ServingSystem.profile: vllm, sglang, hf-fastload) get the compatibility checks
+instead of the parameter-count rule (`compatibility_problems`): the image's CUDA against the GPU and the host
+driver; and where the model's config.json is known (a local directory, or systems/checkpoint_facts.py
+KNOWN_CHECKPOINTS) or read at build (`checkpoint_problems`, from the real files): the architecture against the
+engine's own model registry (systems/architectures.py, generated from the engine's wheel), the precision (dtype and
+pre-quantization) against the GPU generation (endpoint_config/gpus.py), max_model_len against the model's
+positions, and whether the weights (bytes from the real precision; every expert of a mixture-of-experts model) and
+the KV cache the engine must reserve fit the GPUs.
 """
 
 from __future__ import annotations
 
 from endpoint_config import BYTES_PER_PARAM, EndpointSpec, InstanceType
+from endpoint_config.gpus import families_where, gpu_facts, image_problems
 from endpoint_config.models import model_facts
 from endpoint_config.security import isolation_problems
 
-from .base import Capability, ServingSystem, engine_problems
+from .architectures import ARCHITECTURES, SOURCES, TRANSFORMERS_FIRST_RELEASE, VLLM_REMOVED
+from .base import Capability, EngineProfile, ServingSystem, engine_problems
 from .chat import chat_problems
+from .checkpoint_facts import DTYPE_BYTES, Checkpoint, checkpoint_of
+from .engine_systems import RUNTIME_QUANTIZATION_BITS
 from .model_support import load_problems as architecture_problems
+from .precision import precision_problems
 
 # Weights may take this share of each GPU's memory; the rest holds the KV cache, activations and the CUDA context.
 WEIGHT_SHARE_OF_GPU_MEMORY = 0.8
@@ -73,13 +87,15 @@ def system_problems(ep: EndpointSpec, system: ServingSystem, systems: dict[str, 
     elif system.gpu_only and not instance.is_gpu:
         bad("instance_type", f"value {ep.instance_type!r} has no NVIDIA GPU; system {ep.system!r} needs one (e.g. ml.g5.2xlarge)")
 
+    # A profiled engine with the model's config.json at hand gets compatibility_problems' exact fit check instead.
+    checkpoint = checkpoint_of(ep.model) if system.profile is not None else None
     facts = model_facts(ep.model, ep.model_parameters)
     if facts is not None:
         kind = "encoder-decoder" if facts.encoder_decoder else "decoder"
         if kind not in system.architectures:
             served = " and ".join(system.architectures)
             bad("model", f"value {ep.model!r} is an {kind} model; system {ep.system!r} serves {served} models only")
-        if instance.is_gpu:
+        if instance.is_gpu and checkpoint is None:
             need = facts.parameters * BYTES_PER_PARAM[ep.dtype] / ep.tensor_parallel_degree
             usable = usable_bytes_per_gpu(instance)
             if need > usable:
@@ -108,18 +124,160 @@ def system_problems(ep: EndpointSpec, system: ServingSystem, systems: dict[str, 
     problems += engine_problems(ep, system.engine_options, {name: s.engine_options for name, s in systems.items()})
     # network.network_isolation against a system whose engine reads S3 itself (endpoint_config/security.py).
     problems += isolation_problems(ep, engine_reads_s3=system.staged_weights_environment is not None)
-    problems += chat_problems(ep, system, systems) + architecture_problems(ep, system, systems)
+    problems += chat_problems(ep, system, systems)
+    # A system with an engine profile has its architecture checked with the checkpoint's other facts (known models
+    # too, and again at build from the real files: checkpoint_problems); the others' local models here.
+    if system.profile is None:
+        problems += architecture_problems(ep, system, systems)
     problems += system.rules(ep, instance)
+    if system.profile is not None and instance.is_gpu and not problems:
+        problems += compatibility_problems(ep, system, systems, checkpoint)
     return problems
 
 
-def unsized_model_warning(ep: EndpointSpec, built_bytes: int | None = None) -> str | None:
+# ---- compatibility of model, engine, GPU and precision, before deploy ------------------------------------------
+
+
+def engine_of(system: ServingSystem) -> str | None:
+    """The engine inside a system's pinned image ("<project>==<version>"), where systems/images_current.py records it."""
+    from .images_current import facts_of
+
+    if system.image is None:
+        return None
+    try:
+        return facts_of(system.image).engine
+    except KeyError:
+        return None
+
+
+def compatibility_problems(
+    ep: EndpointSpec, system: ServingSystem, systems: dict[str, ServingSystem], checkpoint: Checkpoint | None = None
+) -> list[str]:
+    """The image against the instance, and, where the model's config.json is known before a build (`checkpoint`, by
+    default checkpoint_of(ep.model)), checkpoint_problems. For a system with a profile, on a GPU instance."""
+    assert system.profile is not None
+    profile = system.profile(ep)
+    gpu = ep.instance.accelerators.name
+    problems = [
+        f"endpoint {ep.name!r}: instance_type: value {ep.instance_type!r}: the image of system {ep.system!r} "
+        f"({system.image.gpu_tag if system.image else 'own'}) cannot run there: {problem}"
+        for problem in image_problems(gpu, profile.cuda, system.inference_ami_version)
+    ]
+    checkpoint = checkpoint or checkpoint_of(ep.model)
+    if checkpoint is not None:
+        problems += checkpoint_problems(ep, profile, checkpoint, systems)
+    return problems
+
+
+def checkpoint_problems(
+    ep: EndpointSpec, profile: EngineProfile, checkpoint: Checkpoint, systems: dict[str, ServingSystem]
+) -> list[str]:
+    """What the checkpoint's own facts refuse on this engine and instance, each naming what would work. Run at load
+    (config.json of a local or known model) and by the engine systems' recipes at build (the real files)."""
+    facts, instance, engine = checkpoint.facts, ep.instance, profile.engine
+    gpu = gpu_facts(instance.accelerators.name)
+    problems: list[str] = []
+
+    def bad(key: str, message: str) -> None:
+        problems.append(f"endpoint {ep.name!r}: {key}: {message}")
+
+    served = ARCHITECTURES.get(engine)
+    if served is not None and facts.architecture is not None and facts.architecture not in served:
+        takers = [name for name, other in systems.items()
+                  if (e := engine_of(other)) in ARCHITECTURES and facts.architecture in ARCHITECTURES[e]]  # fmt: skip
+        why = ""
+        if engine.startswith("transformers==") and facts.architecture in TRANSFORMERS_FIRST_RELEASE:
+            why = f"; transformers maps it from release {TRANSFORMERS_FIRST_RELEASE[facts.architecture]} on"
+        elif facts.architecture in VLLM_REMOVED.get(engine, {}):
+            why = f"; vLLM served it last in release {VLLM_REMOVED[engine][facts.architecture]}"
+        bad("model", f"value {ep.model!r} is a {facts.architecture} ({checkpoint.source}), which {engine} in the image "
+            f"of system {ep.system!r} does not serve (its model registry: {SOURCES[engine].split(' sha256')[0]}){why}; "
+            f"systems that serve it: {', '.join(takers) or 'none'}")
+
+    quantization = facts.quantization
+    method = quantization.method if quantization is not None else None
+    requested = profile.runtime_quantization
+    if requested is not None:
+        if method is None and requested not in profile.quantizes_at_load:
+            bad("engine.quantization", f"value {requested!r} needs a checkpoint quantized with it, and {ep.model!r} "
+                f"is not pre-quantized; quantizing at load: {', '.join(sorted(profile.quantizes_at_load))}")
+        elif method is not None and requested != method and method not in requested:
+            # vllm/config/model.py _verify_quantization: "Quantization method specified in the model config (...)
+            # does not match the quantization method specified in the `quantization` argument".
+            bad("engine.quantization", f"value {requested!r} differs from the checkpoint's own {method!r} "
+                f"(config.json quantization_config); remove engine.quantization")
+    for problem in precision_problems(gpu.name, ep.dtype, engine, method or requested):
+        bad("instance_type" if "compute capability" in problem else "dtype",
+            f"value {ep.instance_type if 'compute capability' in problem else ep.dtype!r}: {problem}"
+            + _what_runs(problem, ep.dtype, engine, method or requested))
+
+    length = profile.max_model_len
+    positions = facts.max_position_embeddings
+    if length is not None and positions is not None and length > positions and not facts.scaled_rope:
+        key = "engine.context_length" if engine.startswith("sglang") else "engine.max_model_len"
+        bad(key, f"value {length} is beyond the {positions} positions of {ep.model!r} (config.json "
+            f"max_position_embeddings, no rope scaling); allowed: up to {positions}")
+
+    problems += _fit_problems(ep, profile, checkpoint, gpu.name)
+    return problems
+
+
+def _what_runs(problem: str, dtype: str, engine: str, method: str | None) -> str:
+    """The instance families a precision refusal would accept, or the dtype that would."""
+    if "compute capability" not in problem:
+        return ""
+    families = families_where(
+        lambda g: not [p for p in precision_problems(g.name, dtype, engine, method) if "compute capability" in p]
+    )
+    return f"; instance families that run it: {', '.join(families) or 'none'}"
+
+
+def _fit_problems(ep: EndpointSpec, profile: EngineProfile, checkpoint: Checkpoint, gpu: str) -> list[str]:
+    """The weights on each GPU (1/tensor_parallel_degree of them), plus, for an engine that reserves it, the KV cache
+    of one max_model_len sequence, against the share of each GPU's memory the engine fills."""
+    facts, instance, tp = checkpoint.facts, ep.instance, ep.tensor_parallel_degree
+    requested = profile.runtime_quantization
+    if facts.quantization is None and requested in RUNTIME_QUANTIZATION_BITS and facts.total_parameters:
+        weights = facts.total_parameters * RUNTIME_QUANTIZATION_BITS[requested] / 8  # a lower bound
+        precision = f"at least {RUNTIME_QUANTIZATION_BITS[requested]:g} bits a weight ({requested} at load)"
+    else:
+        weights = checkpoint.weight_bytes(ep.dtype)
+        precision = (f"{facts.quantization.method} as stored" if facts.quantization is not None
+                     else f"{ep.dtype}, {DTYPE_BYTES[ep.dtype]} bytes a parameter")
+    if weights is None:
+        return []
+    budget = profile.memory_fraction * instance.gpu_memory_gib * GIB
+    per_gpu = weights / tp
+    length = profile.max_model_len or facts.max_position_embeddings
+    element = DTYPE_BYTES[ep.dtype] if profile.kv_cache_bytes is None else profile.kv_cache_bytes
+    cache = 0.0
+    if profile.reserves_full_sequence and facts.kv is not None and length and element:
+        cache = facts.kv.bytes_per_sequence(length, element, tp)
+    if per_gpu + cache <= budget:
+        return []
+    moe = (f"; every one of its {facts.total_parameters / 1e9:.1f} B mixture-of-experts parameters, not just the "
+           f"{facts.active_parameters / 1e9:.1f} B active per token" if facts.is_moe else "")
+    need = f"{per_gpu / GIB:.1f} GiB of weights ({precision}{moe}) per GPU at tensor_parallel_degree {tp}"
+    if cache:
+        need += f" + {cache / GIB:.1f} GiB of KV cache for one sequence of max_model_len {length} (the engine refuses to start without it)"
+    fixes = "raise tensor_parallel_degree or pick a GPU with more memory"
+    if cache:
+        fixes += ", lower max_model_len, or store the KV cache in fp8 (engine.kv_cache_dtype)"
+    return [
+        f"endpoint {ep.name!r}: instance_type: model {ep.model!r} needs {need}, more than the "
+        f"{budget / GIB:.1f} GiB the engine fills of each {instance.gpu_memory_gib:.1f} GiB {gpu} on "
+        f"{ep.instance_type} ({profile.memory_source}); {fixes}"
+    ]
+
+
+def unsized_model_warning(ep: EndpointSpec, built_bytes: int | None = None, estimated_bytes: float | None = None) -> str | None:
     """The synth warning for a GPU endpoint whose model could not be sized before a build, else None.
 
     `built_bytes`: the built artifact's size when its manifest is at hand -- the build has then read the real
-    weights and checked them (built_weights_problem), so there is nothing to warn about.
+    weights and checked them (built_weights_problem), so there is nothing to warn about. `estimated_bytes`: the
+    system's own estimate (ServingSystem.estimate_weight_bytes), when it has one.
     """
-    if not ep.instance.is_gpu or built_bytes or model_facts(ep.model, ep.model_parameters) is not None:
+    if not ep.instance.is_gpu or built_bytes or estimated_bytes or model_facts(ep.model, ep.model_parameters) is not None:
         return None
     return (
         f"endpoint {ep.name!r}: model {ep.model!r} could not be sized (not a local directory with safetensors "

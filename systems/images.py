@@ -100,21 +100,27 @@ class ImagePin:
         return f"arn:{partition}:ecr:{region}:{self.registry_account(region)}:repository/{self.repository}"
 
 
-# Hugging Face PyTorch inference DLC with transformers 4.49 and torch 2.6.
-# python_stack: aws/deep-learning-containers huggingface/pytorch/inference/docker/2.6/py3/cu124/Dockerfile.gpu
-# (commits df83469a1d .. f596f3588e, the 4.49 image) installs transformers[...]==${TRANSFORMERS_VERSION} with
-# ARG TRANSFORMERS_VERSION=4.49.0; tokenizers: transformers 4.49.0's wheel METADATA requires tokenizers<0.22,>=0.21.
+# Hugging Face PyTorch inference DLC with transformers 4.51.3 and torch 2.6 (huggingface.json 4.51.3 / pytorch2.6.0):
+# the newest line whose inference toolkit is a release. aws/deep-learning-containers
+# huggingface/pytorch/inference/docker/2.6/py3/cu124/Dockerfile.gpu at 6dbb542b45 (2026-02-24; the parent of
+# a5db58a294, which moved the file to transformers 5.1.0): ARG TRANSFORMERS_VERSION=4.51.3,
+# HUGGINGFACE_HUB_VERSION=0.30.0, ACCELERATE_VERSION=1.6.0, SAGEMAKER_HF_INFERENCE_VERSION=2.6.0, torch 2.6.0+cu124,
+# Python 3.12.8, FROM nvidia/cuda:12.4.1-base-ubuntu22.04; tokenizers: transformers 4.51.3's METADATA requires
+# tokenizers<0.22,>=0.21. Not the 5.5.3 image: its toolkit is an unreleased git commit (f0c3eb2, not readable here),
+# because toolkit 2.6.0 -- the newest on PyPI -- imports `is_tf_available` from transformers.file_utils, which
+# transformers 5 removed (systems/images_current.py says more). 4.51 adds Qwen3, Qwen3-MoE, Llama 4 and Gemma 3 to
+# 4.49's architectures (systems/architectures.py TRANSFORMERS_FIRST_RELEASE), not gpt-oss (4.55).
 HF_PYTORCH_INFERENCE = ImagePin(
     repository="huggingface-pytorch-inference",
-    gpu_tag="2.6.0-transformers4.49.0-gpu-py312-cu124-ubuntu22.04",
-    cpu_tag="2.6.0-transformers4.49.0-cpu-py312-ubuntu22.04",
+    gpu_tag="2.6.0-transformers4.51.3-gpu-py312-cu124-ubuntu22.04",
+    cpu_tag="2.6.0-transformers4.51.3-cpu-py312-ubuntu22.04",
     sdk_framework="huggingface",
-    sdk_version="4.49.0",
+    sdk_version="4.51.3",
     sdk_base_framework_version="pytorch2.6.0",
-    python_stack=PythonStack(transformers="==4.49.0", tokenizers=">=0.21,<0.22"),
+    python_stack=PythonStack(transformers="==4.51.3", tokenizers=">=0.21,<0.22"),
 )
 # The library versions inside that image: model_build writes only what they read.
-HF_CONTAINER_TRANSFORMERS = "4.49.0"
+HF_CONTAINER_TRANSFORMERS = "4.51.3"
 
 
 # DJL Serving large-model-inference (LMI) images, repository djl-inference. Tags from the sagemaker package's

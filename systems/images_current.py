@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from systems.images import DLC_REGIONS, ImagePin, PythonStack
+from systems.images import DLC_REGIONS, HF_PYTORCH_INFERENCE, ImagePin, PythonStack
 
 # Regions the sagemaker tables (vllm.json 0.30.0, sglang.json 0.5.20) list for the vLLM and SGLang DLCs that
 # systems/images.py has no registry account for (its _DLC_ACCOUNT_BY_REGION predates them); the tables give
@@ -41,7 +41,9 @@ class ImageFacts:
 # upstream vllm/vllm-openai:v0.30.0 with the SageMaker entrypoint (docker/vllm/Dockerfile, target vllm-sagemaker;
 # .github/config/image/vllm/sagemaker-ubuntu.yml names base_image vllm/vllm-openai:v<version>, CUDA 13.0.2).
 # python_stack: the vllm 0.30.0 wheel's METADATA requires transformers>=5.10.4 (which requires
-# tokenizers<=0.23.0,>=0.22.0); the version pip resolved in the image is unverified, so the floor is written for.
+# tokenizers<=0.23.0,>=0.22.0; but tokenizers 0.22.0's METADATA requires huggingface-hub<1.0 and transformers
+# 5.10.4's huggingface-hub>=1.5.0, so pip cannot pair them: 0.22.1, which allows huggingface-hub<2.0, is the floor);
+# the version pip resolved in the image is unverified, so the floor is written for.
 # Not pinned: vllm-server.json's "vllm:server-sagemaker-cuda-v2", a moving tag of the Amazon Linux 2023 build.
 VLLM_DLC = ImagePin(
     repository="vllm",
@@ -49,7 +51,7 @@ VLLM_DLC = ImagePin(
     sdk_framework="vllm",
     sdk_version="0.30.0",
     regions=_ENGINE_DLC_REGIONS,
-    python_stack=PythonStack(transformers=">=5.10.4", tokenizers=">=0.22.0,<=0.23.0", verified=False),
+    python_stack=PythonStack(transformers=">=5.10.4", tokenizers=">=0.22.1,<=0.23.0", verified=False),
 )
 # The AWS SGLang DLC for SageMaker, newest in sglang.json (0.5.13 .. 0.5.20; the DLC docs list 0.5.21 too).
 # retrieve("sglang", region, version="0.5.20", ...) -> sglang:0.5.20-gpu-py312-cu130-ubuntu24.04-sagemaker.
@@ -66,20 +68,8 @@ SGLANG_DLC = ImagePin(
     regions=_ENGINE_DLC_REGIONS,
     python_stack=PythonStack(transformers="==5.12.1", tokenizers="==0.22.2"),
 )
-# Hugging Face PyTorch inference DLC, transformers 4.51.3 (huggingface.json 4.51.3 / pytorch2.6.0).
-# aws/deep-learning-containers huggingface/pytorch/inference/docker/2.6/py3/cu124/Dockerfile.gpu at 6dbb542b45
-# (the parent of a5db58a294, which moved the file to 5.1.0): ARG TRANSFORMERS_VERSION=4.51.3,
-# SAGEMAKER_HF_INFERENCE_VERSION=2.6.0, torch 2.6.0+cu124, Python 3.12.8, FROM nvidia/cuda:12.4.1-base-ubuntu22.04;
-# tokenizers: transformers 4.51.3's METADATA requires tokenizers<0.22,>=0.21.
-HF_PYTORCH_INFERENCE_4_51 = ImagePin(
-    repository="huggingface-pytorch-inference",
-    gpu_tag="2.6.0-transformers4.51.3-gpu-py312-cu124-ubuntu22.04",
-    cpu_tag="2.6.0-transformers4.51.3-cpu-py312-ubuntu22.04",
-    sdk_framework="huggingface",
-    sdk_version="4.51.3",
-    sdk_base_framework_version="pytorch2.6.0",
-    python_stack=PythonStack(transformers="==4.51.3", tokenizers=">=0.21,<0.22"),
-)
+# Hugging Face PyTorch inference DLC, transformers 4.51.3: hf-fastload's image, pinned in systems/images.py.
+HF_PYTORCH_INFERENCE_4_51 = HF_PYTORCH_INFERENCE
 # Hugging Face PyTorch inference DLC, transformers 5.5.3 (huggingface.json 5.5.3 / pytorch2.6.0).
 # aws/deep-learning-containers commit cc7c8dc2a1 ("Hugging Face PyTorch inference DLC for Transformers v5", #5953):
 # Dockerfile.gpu ARG TRANSFORMERS_VERSION=5.5.3, torch 2.6.0+cu124, Python 3.12.8; buildspec.yml tag
@@ -118,3 +108,11 @@ CURRENT_IMAGES: tuple[ImageFacts, ...] = (
 # sagemaker.core.image_uris.retrieve refuses the framework for ml.inf2 ("Unsupported processor: inf ... neuronx")
 # and ml.trn1 (Trainium allows only pytorch), so no pin could be cross-checked. Its container contract
 # (entrypoint, environment convention) and optimum-neuron's option set were not read. Not offered.
+
+
+def facts_of(pin: ImagePin) -> ImageFacts:
+    """The recorded facts of a pinned image of CURRENT_IMAGES; KeyError naming the image otherwise."""
+    for facts in CURRENT_IMAGES:
+        if facts.pin == pin:
+            return facts
+    raise KeyError(f"image {pin.repository}:{pin.gpu_tag} has no recorded CUDA and engine (systems/images_current.py)")

@@ -410,7 +410,7 @@ def check_options(wheel_dir: Path) -> list[str]:
     return problems
 
 
-# Where each quantization method of endpoint_config/gpus.py ENGINE_PRECISION is implemented: the class whose
+# Where each quantization method of systems/precision.py ENGINE_PRECISION is implemented: the class whose
 # get_min_capability the engine compares with the GPU (vllm/config/vllm.py, sglang/srt/model_loader/loader.py).
 PRECISION_CLASSES = {
     "vllm==0.30.0": {
@@ -452,8 +452,8 @@ def min_capabilities(source: str, cls: str) -> set[int]:
 
 
 def check_precision(wheel_dir: Path) -> list[str]:
-    """endpoint_config/gpus.py ENGINE_PRECISION minimums against the engines' get_min_capability."""
-    from endpoint_config.gpus import ENGINE_PRECISION
+    """systems/precision.py ENGINE_PRECISION minimums against the engines' get_min_capability."""
+    from systems.precision import ENGINE_PRECISION
 
     problems = []
     for engine, classes in PRECISION_CLASSES.items():

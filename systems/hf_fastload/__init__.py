@@ -12,9 +12,17 @@ from collections.abc import Mapping
 from typing import Literal
 
 from endpoint_config import EndpointSpec
-from systems.base import Capability, EngineOptions, MaxBatchSize, MaxModelLen, RequestTimeout, ServingSystem
+from systems.base import (
+    Capability,
+    EngineOptions,
+    EngineProfile,
+    MaxBatchSize,
+    MaxModelLen,
+    RequestTimeout,
+    ServingSystem,
+)
 from systems.chat import HF_HANDLER_CHAT
-from systems.images import HF_PYTORCH_INFERENCE
+from systems.images import HF_CONTAINER_TRANSFORMERS, HF_PYTORCH_INFERENCE
 
 
 class HfFastloadEngineOptions(EngineOptions):
@@ -84,6 +92,27 @@ def model_server_timeout_s(endpoint: EndpointSpec, environment: Mapping[str, str
 
 
 REQUEST_TIMEOUT = RequestTimeout(environment=model_server_timeout_environment, limit_s=model_server_timeout_s)
+def profile(endpoint: EndpointSpec) -> EngineProfile:
+    """What the compatibility checks (systems/checks.py) need: transformers 4.51.3's causal-LM mapping decides which
+    architectures load, the image is CUDA 12.4 (systems/images_current.py), and the weights may fill the share of a
+    GPU the size rule allows (the handler's KV cache grows per request; nothing is reserved at start)."""
+    from systems.checks import WEIGHT_SHARE_OF_GPU_MEMORY
+
+    return EngineProfile(
+        engine=f"transformers=={HF_CONTAINER_TRANSFORMERS}",
+        cuda="12.4",
+        memory_fraction=WEIGHT_SHARE_OF_GPU_MEMORY,
+        memory_source=f"the weights' share of a GPU, systems/checks.py WEIGHT_SHARE_OF_GPU_MEMORY {WEIGHT_SHARE_OF_GPU_MEMORY}",
+    )
+
+
+def weight_bytes(endpoint: EndpointSpec) -> float | None:
+    """The artifact's weights before a build, for a model whose config.json is known (systems/checkpoint_facts.py):
+    the recipe casts them to the endpoint's dtype. None: endpoint_config.models sizes it, or nothing does."""
+    from systems.checkpoint_facts import checkpoint_of
+
+    checkpoint = checkpoint_of(endpoint.model)
+    return None if checkpoint is None else checkpoint.weight_bytes(endpoint.dtype)
 
 
 SYSTEM = ServingSystem(
@@ -105,4 +134,6 @@ SYSTEM = ServingSystem(
         "its Hugging Face PyTorch inference image is not documented for inference components (no AWS or Hugging Face source found)"
     ),
     request_timeout=REQUEST_TIMEOUT,
+    profile=profile,
+    estimate_weight_bytes=weight_bytes,
 )

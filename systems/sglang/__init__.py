@@ -1,0 +1,157 @@
+"""sglang: the AWS SGLang container for SageMaker (SGLang 0.5.20, image systems/images_current.py SGLANG_DLC).
+
+The container's entrypoint turns every `SM_SGLANG_<FLAG>` variable into SGLang's `--<flag>` (systems/sglang/options.py
+says how, from its source), adds --port 8080, --host 0.0.0.0 and --model-path /opt/ml/model unless set, and runs
+`python3 -m sglang.launch_server`. The artifact is the checkpoint's own files in the uncompressed S3 prefix SageMaker
+mounts at /opt/ml/model. No torch import.
+
+Streaming the weights from S3 is not offered: SGLang 0.5.20 itself loads an s3:// --model-path with the Run:ai
+streamer (srt/arg_groups/model_path_hook.py sets load_format runai_streamer), but its image is built with the
+`all` extra (sgl-project/sglang docker/Dockerfile `pip install -e "python[${BUILD_TYPE}]"`, BUILD_TYPE=all), which
+brings runai-model-streamer through `diffusion` without its `s3` extra (sglang 0.5.20 METADATA: the s3 backend is
+only in the `runai` extra), so whether the DLC can read S3 this way is unverified.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from pydantic import ValidationError
+
+from endpoint_config import EndpointSpec, InstanceType
+
+from ..base import Capability, EngineProfile, ServingSystem
+from ..engine_systems import (
+    DEFAULT_DOWNLOAD_TIMEOUT_S,
+    DEFAULT_STARTUP_TIMEOUT_S,
+    DTYPE_FLAG,
+    ENGINE_SERVER_REQUEST_TIMEOUT,
+    INFERENCE_AMI_VERSION,
+    OPENAI_STREAMING,
+    artifact_weight_bytes,
+    kv_element_bytes,
+    openai_chat,
+)
+from ..images_current import SGLANG_DLC, facts_of
+from .options import ENGINE_PROJECT, ENGINE_VERSION, ENV_PREFIX, RUNTIME_QUANTIZATION, SglangOptions
+
+ENGINE = f"{ENGINE_PROJECT}=={ENGINE_VERSION}"
+
+
+class SglangEngineOptions(SglangOptions):
+    """The `sglang` system's `engine:` options: SGLang's own (SglangOptions), each rendered as SM_SGLANG_<FLAG>."""
+
+    HINTS: ClassVar[dict[str, str]] = {
+        "max_batch_size": "SGLang's name for concurrent requests is max_running_requests",
+        "max_model_len": "SGLang's name for it is context_length",
+        "tensor_parallel_size": "set tensor_parallel_degree (it renders SGLang's --tp-size)",
+        "stream_weights_from_s3": "not offered for sglang: whether its image has the Run:ai streamer's S3 backend is "
+        "unverified (systems/sglang/__init__.py); system 'vllm' offers it",
+    }
+
+
+def default_memory_fraction(gpu_memory_gib: float, tensor_parallel: int) -> float:
+    """An upper bound of the mem_fraction_static SGLang picks when none is given: (GPU memory - reserved) / GPU
+    memory with the smallest reserve its rule can give, 1536 MiB + tp/8 GiB (srt/arg_groups/memory_hook.py
+    handle_gpu_memory_settings; its other branches reserve more: activations, CUDA graphs, >= 10 GiB on GPUs over
+    60 GiB). An upper bound, so the fit check refuses only what cannot fit."""
+    total_mib = gpu_memory_gib * 1024
+    reserved_mib = 1536 + tensor_parallel / 8 * 1024
+    return round((total_mib - reserved_mib) / total_mib, 3)
+
+
+def container_environment(endpoint: EndpointSpec) -> dict[str, str]:
+    """The engine options as SM_SGLANG_* variables, plus the tensor-parallel size (tensor_parallel_degree), the
+    dtype the engine casts the weights to and the served model name (the endpoint's name). --model-path stays the
+    entrypoint's default, /opt/ml/model, where SageMaker mounts the artifact."""
+    env = SglangEngineOptions.parse(endpoint).environment()
+    env[f"{ENV_PREFIX}TP_SIZE"] = str(endpoint.tensor_parallel_degree)
+    env[f"{ENV_PREFIX}DTYPE"] = DTYPE_FLAG[endpoint.dtype]
+    env[f"{ENV_PREFIX}SERVED_MODEL_NAME"] = endpoint.name
+    return dict(sorted(env.items()))
+
+
+def profile(endpoint: EndpointSpec) -> EngineProfile:
+    engine = SglangEngineOptions.parse(endpoint)
+    fraction = engine.mem_fraction_static
+    instance = endpoint.instance
+    return EngineProfile(
+        engine=ENGINE,
+        cuda=facts_of(SGLANG_DLC).cuda,
+        memory_fraction=fraction if fraction is not None
+        else default_memory_fraction(instance.gpu_memory_gib, endpoint.tensor_parallel_degree),
+        memory_source="engine.mem_fraction_static (weights + KV cache pool)" if fraction is not None
+        else "at most what SGLang's default mem_fraction_static leaves (srt/arg_groups/memory_hook.py)",
+        max_model_len=engine.context_length,
+        kv_cache_bytes=kv_element_bytes(engine.kv_cache_dtype),
+        runtime_quantization=engine.quantization,
+        quantizes_at_load=RUNTIME_QUANTIZATION,
+        # SGLang sizes its KV pool from what is left and refuses only an empty pool
+        # (srt/model_executor/pool_configurator.py "Not enough memory"); a long request then waits or is cut.
+        reserves_full_sequence=False,
+    )
+
+
+def rules(endpoint: EndpointSpec, instance: InstanceType) -> list[str]:
+    try:
+        engine = SglangEngineOptions.parse(endpoint)
+    except ValidationError:
+        return []  # engine_problems names what is wrong with the options
+    found = []
+    degree = endpoint.tensor_parallel_degree
+    if engine.tp_size is not None and engine.tp_size != degree:
+        found.append(
+            f"endpoint {endpoint.name!r}: engine.tp_size: value {engine.tp_size} differs from tensor_parallel_degree "
+            f"{degree}, which sets it (and an inference component's GPUs); remove engine.tp_size"
+        )
+    elif engine.ep_size is not None and engine.ep_size > 1 and engine.ep_size != degree:
+        # srt/arg_groups/moe_hook.py: "The expert parallel size must be 1 or the same as the tensor parallel size".
+        found.append(
+            f"endpoint {endpoint.name!r}: engine.ep_size: value {engine.ep_size} must be 1 or equal the tensor "
+            f"parallel size, tensor_parallel_degree {degree}"
+        )
+    return found
+
+
+
+def parses_tool_calls(endpoint: EndpointSpec) -> bool:
+    """Whether replies carry parsed tool calls: the engine parses them only with a tool-call parser configured."""
+    options = SglangEngineOptions.model_validate(endpoint.engine)
+    return options.tool_call_parser is not None
+
+
+SYSTEM = ServingSystem(
+    name="sglang",
+    summary="the AWS SGLang container for SageMaker (SGLang 0.5.20), SM_SGLANG_* options, the checkpoint as it is",
+    recipe="systems.sglang.recipe",
+    image=SGLANG_DLC,
+    engine_options=SglangEngineOptions,
+    environment=container_environment,
+    gpu_only=True,  # sglang.json lists GPU images only
+    default_download_timeout_s=DEFAULT_DOWNLOAD_TIMEOUT_S,
+    default_startup_timeout_s=DEFAULT_STARTUP_TIMEOUT_S,
+    inference_ami_version=INFERENCE_AMI_VERSION,
+    streaming=OPENAI_STREAMING,
+    chat=openai_chat(
+        "SGLang 0.5.20's OpenAI server answers chat completions on /invocations (sglang/srt/entrypoints/http_"
+        "server.py, openai/serving_chat.py): the model's chat template, tool calls parsed with engine.tool_ca"
+        'll_parser, JSON schemas and a named tool_choice by its grammar backend',
+        parses_tool_calls,
+    ),
+    request_timeout=ENGINE_SERVER_REQUEST_TIMEOUT,
+    model_registry=ENGINE,
+    inference_components=Capability.yes(
+        "one SGLang server per component copy, tp_size = the copy's GPUs (tensor_parallel_degree); no LoRA adapter "
+        "components (the image has no SageMaker /adapters routes, docs/engine-reference.md)"
+    ),
+    network_isolation=True,
+    profile=profile,
+    estimate_weight_bytes=artifact_weight_bytes,
+    rules=rules,
+    engine_notes=(
+        f"SGLang's OpenAI server, configured by SM_SGLANG_* variables; needs InferenceAmiVersion "
+        f"{INFERENCE_AMI_VERSION} (NVIDIA driver 580) for its CUDA 13.0 image. Clients send OpenAI chat completions."
+    ),
+)
+
+__all__ = ["ENGINE", "SYSTEM", "SglangEngineOptions", "container_environment", "default_memory_fraction", "profile"]

@@ -14,6 +14,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from systems.base import EngineOptions
+
 ENGINE_PROJECT = "sglang"
 ENGINE_VERSION = "0.5.20"
 ENV_PREFIX = "SM_SGLANG_"
@@ -93,7 +95,7 @@ class SglangSpeculativeConfig(BaseModel):
         return env
 
 
-class SglangOptions(BaseModel):
+class SglangOptions(EngineOptions):
     """The engine options of the `sglang` system. None means "not written": SGLang's own default applies."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -122,12 +124,9 @@ class SglangOptions(BaseModel):
     lora_target_modules: LoraTargetModule | None = None  # one value: the container passes one argv token
     load_format: LoadFormat | None = None
 
-    @model_validator(mode="after")
-    def _rules_between_fields(self) -> SglangOptions:
-        problems = self.problems()
-        if problems:
-            raise ValueError("; ".join(problems))
-        return self
+    def conflicts(self) -> list[str]:
+        """The rules between fields, each "engine: <rule>" (engine_problems prefixes the endpoint)."""
+        return [f"engine: {problem}" for problem in self.problems()]
 
     def problems(self) -> list[str]:
         """The rules SGLang 0.5.20 enforces between these options at start-up, each with its source."""
@@ -143,10 +142,11 @@ class SglangOptions(BaseModel):
             found.append("enable_lora needs max_lora_rank and lora_target_modules (no adapters are loaded at start)")
         if self.max_loaded_loras is not None and self.max_loaded_loras < self.max_lora_batch:
             found.append("max_loaded_loras must be >= max_loras_per_batch (arg_groups/lora_hook.py; default 8)")
-        if self.ep_size is not None and self.ep_size > 1 and self.ep_size != (self.tp_size or 1):
+        # Without tp_size here, the system compares ep_size with the endpoint's tensor_parallel_degree, which sets it.
+        if self.ep_size is not None and self.ep_size > 1 and self.tp_size is not None and self.ep_size != self.tp_size:
             # arg_groups/moe_hook.py: "The expert parallel size must be 1 or the same as the tensor parallel size"
             # (FlashInfer MoE backends); parallel_hook.py: ep_size * moe_dp_size <= tp_size.
-            found.append(f"ep_size ({self.ep_size}) must be 1 or equal tp_size ({self.tp_size or 1})")
+            found.append(f"ep_size ({self.ep_size}) must be 1 or equal tp_size ({self.tp_size})")
         return found
 
     @property
@@ -156,6 +156,8 @@ class SglangOptions(BaseModel):
 
     def environment(self) -> dict[str, str]:
         """The container environment: `SM_SGLANG_<FLAG>` for each option set (what the entrypoint turns into flags)."""
+        if problems := self.problems():
+            raise ValueError("; ".join(problems))
         env: dict[str, str] = {}
         for name in ("tp_size", "context_length", "max_running_requests", "mem_fraction_static", "max_prefill_tokens",
                      "chunked_prefill_size", "kv_cache_dtype", "quantization", "ep_size", "tool_call_parser",

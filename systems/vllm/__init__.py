@@ -1,0 +1,181 @@
+"""vllm: the AWS vLLM container for SageMaker (vLLM 0.30.0, image systems/images_current.py VLLM_DLC).
+
+The container turns every `SM_VLLM_<FLAG>` variable into vLLM's `--<flag>` (systems/vllm/options.py says how, from
+its entrypoint's source) and serves vLLM's OpenAI server on port 8080. The artifact is the checkpoint's own files
+(safetensors, config, tokenizer, chat template) in the uncompressed S3 prefix SageMaker mounts at /opt/ml/model,
+which the entrypoint passes as --model when SM_VLLM_MODEL is unset. With `engine.stream_weights_from_s3` the engine
+reads the weights from the artifact's S3 prefix itself instead (vLLM's Run:ai model streamer). No torch import.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from pydantic import ValidationError
+
+from endpoint_config import EndpointSpec, InstanceType
+
+from ..base import Capability, EngineProfile, ServingSystem, StreamedWeights
+from ..engine_systems import (
+    DEFAULT_DOWNLOAD_TIMEOUT_S,
+    DEFAULT_STARTUP_TIMEOUT_S,
+    DTYPE_FLAG,
+    ENGINE_SERVER_REQUEST_TIMEOUT,
+    INFERENCE_AMI_VERSION,
+    OPENAI_STREAMING,
+    artifact_weight_bytes,
+    kv_element_bytes,
+    openai_chat,
+)
+from ..images_current import VLLM_DLC, facts_of
+from .options import ENGINE_PROJECT, ENGINE_VERSION, ENV_PREFIX, RUNTIME_QUANTIZATION, VllmOptions
+
+ENGINE = f"{ENGINE_PROJECT}=={ENGINE_VERSION}"
+# vllm/config/cache.py CacheConfig.gpu_memory_utilization: "If unspecified, will use the default value of 0.92".
+DEFAULT_GPU_MEMORY_UTILIZATION = 0.92
+# The artifact's folder SageMaker downloads when the engine streams the weights itself: a copy of the checkpoint's
+# small files (config, tokenizer, chat template), so /opt/ml/model is never empty (systems/checkpoint_artifact.py).
+METADATA_PART = "metadata/"
+
+
+class VllmEngineOptions(VllmOptions):
+    """The `vllm` system's `engine:` options: vLLM's own (VllmOptions, each rendered as SM_VLLM_<FLAG>) and one of
+    this project's: stream_weights_from_s3.
+
+    stream_weights_from_s3: the engine streams the safetensors from the artifact's S3 prefix into GPU memory while
+      it starts (SM_VLLM_MODEL=s3://..., SM_VLLM_LOAD_FORMAT=runai_streamer) instead of SageMaker downloading them
+      to /opt/ml/model first. vLLM 0.30.0: config/model.py ModelConfig.maybe_pull_model_tokenizer_for_runai pulls
+      the config and tokenizer files of an s3:// model ("*.model", "*.py", "*.json", then all but the weights) and
+      streams the weights with model_executor/model_loader/runai_streamer_loader.py; config/vllm.py refuses any
+      other load_format for an object-storage model. The container then needs the network (no
+      network_isolation) and reads S3 with the execution role, which already reads the artifact.
+    """
+
+    HINTS: ClassVar[dict[str, str]] = {
+        "max_batch_size": "vLLM's name for concurrent sequences is max_num_seqs",
+        "tp_size": "set tensor_parallel_degree (it renders vLLM's --tensor-parallel-size)",
+        "context_length": "vLLM's name for it is max_model_len",
+    }
+
+    stream_weights_from_s3: bool = False
+
+    def problems(self) -> list[str]:
+        found = super().problems()
+        if self.stream_weights_from_s3 and self.load_format not in (None, "runai_streamer"):
+            found.append(
+                f"stream_weights_from_s3 loads with load_format runai_streamer, not {self.load_format!r}: vLLM refuses "
+                "any other format for an s3:// model (vllm/config/vllm.py); remove load_format"
+            )
+        return found
+
+
+def container_environment(endpoint: EndpointSpec) -> dict[str, str]:
+    """The engine options as SM_VLLM_* variables, plus what the endpoint decides: the tensor-parallel size (the
+    endpoint's tensor_parallel_degree, which also sizes an inference component's GPUs), the dtype the engine casts
+    the weights to, and the served model name (the endpoint's name: what OpenAI clients send as `model`; vLLM also
+    accepts an empty one, entrypoints/serve/engine/serving.py _is_model_supported)."""
+    env = VllmEngineOptions.parse(endpoint).environment()
+    env[f"{ENV_PREFIX}TENSOR_PARALLEL_SIZE"] = str(endpoint.tensor_parallel_degree)
+    env[f"{ENV_PREFIX}DTYPE"] = DTYPE_FLAG[endpoint.dtype]
+    env[f"{ENV_PREFIX}SERVED_MODEL_NAME"] = endpoint.name
+    return dict(sorted(env.items()))
+
+
+def streams_from_s3(endpoint: EndpointSpec) -> bool:
+    return VllmEngineOptions.parse(endpoint).stream_weights_from_s3
+
+
+def streamed_environment(endpoint: EndpointSpec, artifact_s3_uri: str) -> dict[str, str]:
+    """The model as the artifact's own S3 prefix (the entrypoint passes SM_VLLM_MODEL as --model) and the Run:ai
+    streamer as the load format."""
+    return {f"{ENV_PREFIX}MODEL": artifact_s3_uri, f"{ENV_PREFIX}LOAD_FORMAT": "runai_streamer"}
+
+
+def profile(endpoint: EndpointSpec) -> EngineProfile:
+    engine = VllmEngineOptions.parse(endpoint)
+    utilization = engine.gpu_memory_utilization
+    return EngineProfile(
+        engine=ENGINE,
+        cuda=facts_of(VLLM_DLC).cuda,
+        memory_fraction=utilization if utilization is not None else DEFAULT_GPU_MEMORY_UTILIZATION,
+        memory_source="engine.gpu_memory_utilization" if utilization is not None
+        else f"vLLM's default gpu_memory_utilization {DEFAULT_GPU_MEMORY_UTILIZATION}",
+        max_model_len=engine.max_model_len,
+        kv_cache_bytes=kv_element_bytes(engine.kv_cache_dtype),
+        runtime_quantization=engine.quantization,
+        quantizes_at_load=RUNTIME_QUANTIZATION,
+        # vllm/v1/core/kv_cache_utils.py check_enough_kv_cache_memory: the KV cache must hold "at least one request
+        # with the model's max_model_len", else vLLM does not start.
+        reserves_full_sequence=True,
+    )
+
+
+def rules(endpoint: EndpointSpec, instance: InstanceType) -> list[str]:
+    """What only this system refuses (the compatibility checks every engine system gets are systems/checks.py's)."""
+    try:
+        engine = VllmEngineOptions.parse(endpoint)
+    except ValidationError:
+        return []  # engine_problems names what is wrong with the options
+    found = []
+    where = f"endpoint {endpoint.name!r}: "
+    if engine.tensor_parallel_size is not None and engine.tensor_parallel_size != endpoint.tensor_parallel_degree:
+        found.append(
+            f"{where}engine.tensor_parallel_size: value {engine.tensor_parallel_size} differs from "
+            f"tensor_parallel_degree {endpoint.tensor_parallel_degree}, which sets it (and an inference component's "
+            "GPUs); remove engine.tensor_parallel_size"
+        )
+    network = endpoint.network
+    if engine.stream_weights_from_s3 and network is not None and network.network_isolation is True:
+        found.append(
+            f"{where}network.network_isolation: value True is not allowed with engine.stream_weights_from_s3: the "
+            "engine reads the weights from S3 itself while the container starts, and an isolated container can make "
+            "no network calls (CreateModel EnableNetworkIsolation); remove one of the two"
+        )
+    return found
+
+
+
+def parses_tool_calls(endpoint: EndpointSpec) -> bool:
+    """Whether replies carry parsed tool calls: the engine parses them only with a tool-call parser configured."""
+    options = VllmEngineOptions.model_validate(endpoint.engine)
+    return options.tool_call_parser is not None and options.enable_auto_tool_choice
+
+
+SYSTEM = ServingSystem(
+    name="vllm",
+    summary="the AWS vLLM container for SageMaker (vLLM 0.30.0), SM_VLLM_* options, the checkpoint as it is",
+    recipe="systems.vllm.recipe",
+    image=VLLM_DLC,
+    engine_options=VllmEngineOptions,
+    environment=container_environment,
+    gpu_only=True,  # vllm.json lists GPU images only
+    default_download_timeout_s=DEFAULT_DOWNLOAD_TIMEOUT_S,
+    default_startup_timeout_s=DEFAULT_STARTUP_TIMEOUT_S,
+    inference_ami_version=INFERENCE_AMI_VERSION,
+    streaming=OPENAI_STREAMING,
+    chat=openai_chat(
+        "vLLM 0.30.0's OpenAI server answers chat completions on /invocations (vllm/entrypoints/serve/sagemak"
+        "er/api_router.py): the model's chat template, tool calls parsed with engine.tool_call_parser and ena"
+        'ble_auto_tool_choice, reasoning with engine.reasoning_parser, JSON schemas and a named tool_choice b'
+        'y its structured outputs',
+        parses_tool_calls,
+    ),
+    request_timeout=ENGINE_SERVER_REQUEST_TIMEOUT,
+    model_registry=ENGINE,
+    inference_components=Capability.yes(
+        "one vLLM engine per component copy, tensor_parallel_size = the copy's GPUs (tensor_parallel_degree); LoRA "
+        "adapters load through SageMaker's /adapters routes when allow_runtime_lora_updating is set"
+    ),
+    # The model data comes from S3 through SageMaker: the engine needs no network unless it streams the weights.
+    network_isolation=True,
+    streamed_weights=StreamedWeights(streams_from_s3, streamed_environment, METADATA_PART),
+    profile=profile,
+    estimate_weight_bytes=artifact_weight_bytes,
+    rules=rules,
+    engine_notes=(
+        f"vLLM's OpenAI server, configured by SM_VLLM_* variables; needs InferenceAmiVersion {INFERENCE_AMI_VERSION} "
+        "(NVIDIA driver 580) for its CUDA 13.0 image. Clients send OpenAI chat completions."
+    ),
+)
+
+__all__ = ["ENGINE", "SYSTEM", "VllmEngineOptions", "container_environment", "profile", "streamed_environment"]

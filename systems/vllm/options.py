@@ -14,6 +14,8 @@ from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from systems.base import EngineOptions
+
 ENGINE_PROJECT = "vllm"
 ENGINE_VERSION = "0.30.0"
 ENV_PREFIX = "SM_VLLM_"
@@ -120,7 +122,7 @@ class VllmSpeculativeConfig(BaseModel):
         return self.model_dump_json(exclude_none=True)
 
 
-class VllmOptions(BaseModel):
+class VllmOptions(EngineOptions):
     """The engine options of the `vllm` system. None means "not written": vLLM's own default applies."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -152,12 +154,9 @@ class VllmOptions(BaseModel):
     allow_runtime_lora_updating: bool = False
     load_format: LoadFormat | None = None
 
-    @model_validator(mode="after")
-    def _rules_between_fields(self) -> VllmOptions:
-        problems = self.problems()
-        if problems:
-            raise ValueError("; ".join(problems))
-        return self
+    def conflicts(self) -> list[str]:
+        """The rules between fields, each "engine: <rule>" (engine_problems prefixes the endpoint)."""
+        return [f"engine: {problem}" for problem in self.problems()]
 
     def problems(self) -> list[str]:
         """The rules vLLM 0.30.0 enforces between these options at start-up, each with its source."""
@@ -182,6 +181,8 @@ class VllmOptions(BaseModel):
     def environment(self) -> dict[str, str]:
         """The container environment: `SM_VLLM_<FLAG>` for each option set (what the entrypoint turns into
         flags), plus VLLM_ALLOW_RUNTIME_LORA_UPDATING, which vLLM reads itself."""
+        if problems := self.problems():
+            raise ValueError("; ".join(problems))
         env: dict[str, str] = {}
 
         def flag(name: str, value: object) -> None:

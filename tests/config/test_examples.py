@@ -66,7 +66,7 @@ REFERENCE = {
     "lmi-trtllm.yaml": dict(stack="llm-endpoints-dev-mistral-trtllm", image="djl-inference:0.33.0-tensorrtllm0.21.0-cu128",
                             instance="ml.g5.12xlarge", env={"OPTION_ASYNC_MODE": "true", "OPTION_MAX_SEQ_LEN": "4096",
                                                             "OPTION_MAX_INPUT_LEN": "3072"}),
-    "hf-fastload.yaml": dict(stack="llm-endpoints-dev-gptj-fastload", image="huggingface-pytorch-inference:2.6.0-transformers4.49.0-gpu",
+    "hf-fastload.yaml": dict(stack="llm-endpoints-dev-gptj-fastload", image="huggingface-pytorch-inference:2.6.0-transformers4.51.3-gpu",
                              instance="ml.g5.2xlarge", timeouts=(600, 600), copies=1),
     "tensorrt-byoc.yaml": dict(stack="llm-endpoints-dev-gpt2-tensorrt", own_image=True, instance="ml.g4dn.xlarge",
                                env={"TRT_BACKEND": "tensorrt", "TRT_MAX_BATCH": "10", "TRT_MAX_SEQUENCE_LENGTH": "42"}),

@@ -47,7 +47,7 @@ def test_gpt2_manifest(gpt2_artifact: Path) -> None:
     assert manifest["model"]["architecture"] == "GPT2LMHeadModel"
     assert manifest["model"]["parameter_count"] > 10_000
     assert manifest["libraries"]["transformers"] == transformers.__version__
-    assert manifest["target_container"]["transformers"] == "4.49.0"
+    assert manifest["target_container"]["transformers"] == "4.51.3"
     check = manifest["verification"]
     assert check["greedy_tokens_match"] is True and 0 <= check["max_abs_logit_diff"] <= check["tolerance"]
     assert check["prompt"]
@@ -140,7 +140,7 @@ def test_failed_verification_leaves_nothing(
     ("endpoint", "expected"),
     [
         ("missing-model", ["model '", "no/such-model", "is not an existing directory", "allowed:"]),
-        ("bad-tokenizer", ["tokenizer_class 'TokenizersBackend'", "4.49.0", "allowed:", "GPT2Tokenizer"]),
+        ("bad-tokenizer", ["tokenizer_class 'TokenizersBackend'", "4.51.3", "allowed:", "GPT2Tokenizer"]),
         ("no-such-endpoint", ["no endpoint named 'no-such-endpoint'", "defined: tiny-gpt2"]),
     ],
 )

@@ -109,7 +109,7 @@ def test_model_reads_uncompressed_prefix_named_by_content_hash(local):
     assert "ModelDataUrl" not in container
     assert container["Image"] == (
         "763104351884.dkr.ecr.us-east-1.amazonaws.com/huggingface-pytorch-inference:"
-        "2.6.0-transformers4.49.0-cpu-py312-ubuntu22.04"
+        "2.6.0-transformers4.51.3-cpu-py312-ubuntu22.04"
     )
     assert container["Environment"]["SAGEMAKER_MODEL_SERVER_WORKERS"] == "1"
     assert model["Properties"]["EnableNetworkIsolation"] is True
@@ -123,7 +123,7 @@ def test_gpu_instance_gets_gpu_image_in_its_region(prod):
     [model] = prod.resources("llm-endpoints-prod-gptj-fastload", "AWS::SageMaker::Model")
     assert model["Properties"]["PrimaryContainer"]["Image"] == (
         "763104351884.dkr.ecr.us-west-2.amazonaws.com/huggingface-pytorch-inference:"
-        "2.6.0-transformers4.49.0-gpu-py312-cu124-ubuntu22.04"
+        "2.6.0-transformers4.51.3-gpu-py312-cu124-ubuntu22.04"
     )
 
 
@@ -135,7 +135,7 @@ def test_region_agnostic_stack_maps_region_to_registry(minimal):
     assert mapping["af-south-1"] == {"account": "626614931356"}
     [model] = minimal.resources(stack, "AWS::SageMaker::Model")
     image = json.dumps(model["Properties"]["PrimaryContainer"]["Image"])
-    assert "Fn::FindInMap" in image and "huggingface-pytorch-inference:2.6.0-transformers4.49.0-gpu" in image
+    assert "Fn::FindInMap" in image and "huggingface-pytorch-inference:2.6.0-transformers4.51.3-gpu" in image
 
 
 def test_endpoint_config_has_instance_and_timeouts(dev, prod, local):

@@ -14,6 +14,7 @@ import yaml
 
 from systems import architectures
 from systems.architectures import ARCHITECTURES, CLI_FLAGS, SOURCES, TRANSFORMERS_CAUSAL_LM, TRANSFORMERS_FIRST_RELEASE
+from systems.images import HF_CONTAINER_TRANSFORMERS
 
 ROOT = Path(__file__).resolve().parents[2]
 MAKE_ENV = ROOT / "tests" / "systems" / "hf_container" / "make_env.sh"
@@ -23,7 +24,7 @@ VENV = ROOT / ".venv-hf-container"
 # table: lmi-trtllm (TensorRT-LLM 0.21's registry is in a wheel on pypi.nvidia.com, not readable here) and the
 # legacy DJL / own-container systems (pinned recipes for their reference models).
 SYSTEM_ENGINES = {
-    "hf-fastload": "transformers==4.49.0",
+    "hf-fastload": "transformers==4.51.3",
     "lmi-vllm": "vllm==0.23.0",  # LMI 0.36.0-lmi27 ships vLLM 0.23.1.dev4+gcd87ce883 (four commits after v0.23.0)
     "vllm": "vllm==0.30.0",
     "sglang": "sglang==0.5.20",
@@ -52,21 +53,22 @@ def container_python() -> Path:
     if proc.returncode != 0:
         tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-25:])
         if re.search(r"NewConnectionError|Max retries exceeded|Temporary failure in name resolution", tail):
-            pytest.skip(f"cannot build the transformers-4.49 env: a package registry is unreachable:\n{tail}")
+            pytest.skip(f"cannot build the transformers-4.51 env: a package registry is unreachable:\n{tail}")
         pytest.fail(f"tests/systems/hf_container/make_env.sh failed:\n{tail}")
     return VENV / "bin" / "python"
 
 
-def test_transformers_4_49_table_is_the_containers_mapping(container_python):
+def test_hf_fastload_table_is_the_containers_mapping(container_python):
+    """The generated transformers table of hf-fastload's image equals the mapping its transformers holds."""
     code = (
         "import json, transformers; from transformers.models.auto.modeling_auto import "
         "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES as m; print(json.dumps([transformers.__version__, dict(m)]))"
     )
     version, mapping = json.loads(subprocess.run([str(container_python), "-c", code], check=True, capture_output=True,
                                                  text=True).stdout)  # fmt: skip
-    assert version == "4.49.0"
-    assert TRANSFORMERS_CAUSAL_LM["4.49.0"] == mapping
-    assert ARCHITECTURES["transformers==4.49.0"] == frozenset(mapping.values())
+    assert version == HF_CONTAINER_TRANSFORMERS == "4.51.3"
+    assert TRANSFORMERS_CAUSAL_LM[version] == mapping
+    assert ARCHITECTURES[f"transformers=={version}"] == frozenset(mapping.values())
 
 
 def test_tables_are_sorted_and_stamped():
@@ -133,3 +135,18 @@ def test_architectures_of_issue_19_models_where_each_engine_has_them():
                                                                    "Qwen3MoeForCausalLM"}  # fmt: skip
     assert set(wanted) - set(served["transformers==4.51.3"]) == {"GptOssForCausalLM"}  # added in 4.55.0
     assert TRANSFORMERS_FIRST_RELEASE["GptOssForCausalLM"] == "4.55.0"
+
+
+def test_each_profiled_system_checks_against_the_engine_its_image_holds():
+    """The compatibility checks read each system's engine from systems/images_current.py; it is the engine whose
+    table this file holds for the system, and what its profile names."""
+    from systems import all_systems
+    from systems.checks import engine_of
+    from systems.images import HF_CONTAINER_TRANSFORMERS
+
+    systems = all_systems()
+    profiled = {name for name, system in systems.items() if system.profile is not None}
+    assert profiled == {"hf-fastload", "vllm", "sglang"}
+    for name in profiled:
+        assert engine_of(systems[name]) == SYSTEM_ENGINES[name], name
+    assert SYSTEM_ENGINES["hf-fastload"] == f"transformers=={HF_CONTAINER_TRANSFORMERS}"

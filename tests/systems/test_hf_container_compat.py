@@ -1,14 +1,14 @@
 """An hf-fastload artifact built here (transformers 5) loads and serves under the serving container's library
-stack: transformers 4.49 + SageMaker HF inference toolkit 2.6 (image huggingface-pytorch-inference
-2.6.0-transformers4.49.0), through the toolkit's own handler service and the artifact's code/inference.py.
+stack: transformers 4.51.3 + SageMaker HF inference toolkit 2.6 (image huggingface-pytorch-inference
+2.6.0-transformers4.51.3), through the toolkit's own handler service and the artifact's code/inference.py.
 The source model's tokenizer is saved by transformers 5 (class TokenizersBackend, extra special tokens as a
-list, chat_template.jinja), as a user's model saved today is: the recipe rewrites what 4.49 cannot read
+list, chat_template.jinja), as a user's model saved today is: the recipe rewrites what 4.x cannot read
 (systems/container_tokenizer.py). The tokenizer.json rewritten for the DJL images (tokenizers 0.14/0.15) is
 loaded by those pinned tokenizers releases.
 
 The container's stack lives in its own venv (tests/systems/hf_container/make_env.sh, ~1.5 min the first time, then
 instant); the loader runs there in a subprocess. Outputs are compared within one stack (toolkit path vs. the
-same handler called directly, both under 4.49); across stacks only tokenization and logits are compared,
+same handler called directly, both under 4.51); across stacks only tokenization and logits are compared,
 since greedy tokens may legitimately differ between transformers 4.49 and 5.x (identical tiny GPT-J weights gave
 matching forward logits but different greedy tokens under 4.49 and 5.23).
 """
@@ -49,7 +49,7 @@ def container_python() -> Path:
     if proc.returncode != 0:
         tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-25:])
         if NETWORK_ERRORS.search(proc.stdout + proc.stderr):
-            pytest.skip(f"cannot build the transformers-4.49 env: a package registry is unreachable:\n{tail}")
+            pytest.skip(f"cannot build the transformers-4.51 env: a package registry is unreachable:\n{tail}")
         pytest.fail(f"tests/systems/hf_container/make_env.sh failed (not a network problem):\n{tail}")
     return VENV / "bin" / "python"
 
@@ -92,13 +92,13 @@ def load_in_container(python: Path, model_dir: Path, mode: str = "both") -> tupl
 @pytest.fixture(scope="module")
 def served(container_python, artifact) -> dict:
     code, result, stderr = load_in_container(container_python, artifact)
-    assert code == 0, f"the artifact did not serve under transformers 4.49:\n{json.dumps(result, indent=1)}\n{stderr[-4000:]}"
+    assert code == 0, f"the artifact did not serve under transformers 4.51:\n{json.dumps(result, indent=1)}\n{stderr[-4000:]}"
     return result
 
 
 def test_the_env_is_the_containers_stack(served):
     v = served["versions"]
-    assert v["transformers"] == "4.49.0"
+    assert v["transformers"] == "4.51.3"
     assert v["sagemaker-huggingface-inference-toolkit"] == "2.6.0"
     assert v["tokenizers"].startswith("0.21.")
 
@@ -116,8 +116,8 @@ def test_toolkit_serves_the_artifact_with_its_own_handler(served, artifact):
     assert not text.startswith(PROMPT)  # continuation only (the handler's contract)
 
 
-def test_the_transformers5_tokenizer_is_rewritten_for_449(source_model, artifact):
-    """Built from a transformers-5 save: the artifact's tokenizer_config.json names what 4.49 knows, and the
+def test_the_transformers5_tokenizer_is_rewritten_for_4x(source_model, artifact):
+    """Built from a transformers-5 save: the artifact's tokenizer_config.json names what 4.51 knows, and the
     build verified (under transformers 5) that the rewritten tokenizer gives the source's token ids."""
     source_config = json.loads((source_model / "tokenizer_config.json").read_text())
     assert source_config["tokenizer_class"] == "TokenizersBackend"
@@ -127,23 +127,23 @@ def test_the_transformers5_tokenizer_is_rewritten_for_449(source_model, artifact
     assert config["tokenizer_class"] == "PreTrainedTokenizerFast" and "extra_special_tokens" not in config
     assert config["additional_special_tokens"] == EXTRA_SPECIAL_TOKENS and config["chat_template"] == CHAT_TEMPLATE
     assert not (artifact / "chat_template.jinja").exists()
-    # tokenizers 0.21 (transformers 4.49) reads the pair-style merges: tokenizer.json is the source's, unchanged
+    # tokenizers 0.21 (transformers 4.51) reads the pair-style merges: tokenizer.json is the source's, unchanged
     assert (artifact / "tokenizer.json").read_bytes() == (source_model / "tokenizer.json").read_bytes()
     manifest = json.loads((artifact / "manifest.json").read_text())
     assert manifest["verification"]["tokenizer_ids_match"] and len(manifest["tokenizer_rewritten"]) == 1
 
 
-def test_449_loads_the_rewritten_tokenizer_as_written(served):
+def test_4x_loads_the_rewritten_tokenizer_as_written(served):
     tokenizer = served["direct"]["tokenizer"]
     assert tokenizer == {"class": "PreTrainedTokenizerFast", "additional_special_tokens": EXTRA_SPECIAL_TOKENS,
                          "chat_template": CHAT_TEMPLATE}  # fmt: skip
 
 
-def test_toolkit_reply_equals_the_handler_called_directly_under_449(served):
+def test_toolkit_reply_equals_the_handler_called_directly_under_4x(served):
     # Same stack, same greedy request: going through the toolkit must not change the answer.
     assert served["direct"]["ok"]
     assert served["toolkit"]["reply"] == served["direct"]["reply"]
-    # the fp16 artifact computes in fp32 on a CPU (the handler's compute_dtype), under 4.49 as under 5.x
+    # the fp16 artifact computes in fp32 on a CPU (the handler's compute_dtype), under 4.51 as under 5.x
     assert served["direct"]["dtype"] == "torch.float32"
 
 
@@ -160,12 +160,12 @@ def test_tokens_and_logits_agree_with_transformers5(served, artifact):
         logits = model["model"](input_ids=ids).logits[0, -1].float()
     assert ids[0].tolist() == served["direct"]["prompt_ids"]
     diff = (logits - torch.tensor(served["direct"]["last_logits"])).abs().max().item()
-    assert diff <= 1e-2, f"next-token logits differ by {diff} between transformers 4.49 and {handler.transformers.__version__}"
+    assert diff <= 1e-2, f"next-token logits differ by {diff} between transformers 4.51 and {handler.transformers.__version__}"
 
 
 def test_a_transformers5_only_artifact_fails_there(container_python, artifact, tmp_path):
     """The check can fail: a tokenizer saved by transformers 5 (class TokenizersBackend) loads under 5.x but
-    not under 4.49, and the toolkit path reports it."""
+    not under 4.51, and the toolkit path reports it."""
     import transformers
 
     bad = tmp_path / "t5-only"
@@ -190,10 +190,10 @@ def test_a_transformers5_only_artifact_fails_there(container_python, artifact, t
 @pytest.fixture(scope="module")
 def chat_served(container_python, chat_artifact: Path) -> dict:
     """A chat request (system + user, a tool on offer, greedy) to the tiny Llama hf-fastload artifact, through the
-    toolkit and directly, under transformers 4.49."""
+    toolkit and directly, under transformers 4.51."""
     proc = subprocess.run([str(container_python), "-I", str(LOADER), str(chat_artifact), PROMPT, "--max-new-tokens",
                            str(NEW_TOKENS), "--chat"], capture_output=True, text=True, timeout=300)  # fmt: skip
-    assert proc.returncode == 0, f"chat did not serve under transformers 4.49:\n{proc.stdout[-3000:]}\n{proc.stderr[-4000:]}"
+    assert proc.returncode == 0, f"chat did not serve under transformers 4.51:\n{proc.stdout[-3000:]}\n{proc.stderr[-4000:]}"
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
@@ -205,12 +205,12 @@ def test_toolkit_serves_a_chat_request_with_the_artifacts_handler(chat_served: d
     reply = ChatCompletion.model_validate(toolkit["reply"])
     assert reply.choices[0].finish_reason == "length" and reply.usage.completion_tokens == NEW_TOKENS
     assert toolkit["reply"]["choices"] == direct["reply"]["choices"] and toolkit["reply"]["usage"] == direct["reply"]["usage"]
-    assert direct["stream_text"] == direct["reply"]["choices"][0]["message"]["content"]  # stream_fn under 4.49
+    assert direct["stream_text"] == direct["reply"]["choices"][0]["message"]["content"]  # stream_fn under 4.51
 
 
 def test_the_chat_template_and_the_model_agree_with_transformers5(chat_served: dict, chat_artifact: Path) -> None:
-    """The template renders the same prompt (same ids) under 4.49 and 5.x, and the next-token logits agree: with the
-    RoPE base lost from config.json (transformers 5 writes rope_parameters, 4.49 reads rope_theta) they differ by
+    """The template renders the same prompt (same ids) under 4.51 and 5.x, and the next-token logits agree: with the
+    RoPE base lost from config.json (transformers 5 writes rope_parameters, 4.x reads rope_theta) they differ by
     3.2e-3 on this model (measured), so the bound is far below that."""
     import torch
 
@@ -224,7 +224,7 @@ def test_the_chat_template_and_the_model_agree_with_transformers5(chat_served: d
     with torch.inference_mode():
         logits = model["model"](input_ids=ids).logits[0, -1].float()
     diff = (logits - torch.tensor(chat_served["direct"]["last_logits"])).abs().max().item()
-    assert diff <= 5e-5, f"next-token logits differ by {diff} between transformers 4.49 and 5.x"
+    assert diff <= 5e-5, f"next-token logits differ by {diff} between transformers 4.51 and 5.x"
     config = json.loads((chat_artifact / "config.json").read_text())
     assert config["rope_theta"] == 500_000.0 == config["rope_parameters"]["rope_theta"]
 
@@ -236,7 +236,7 @@ def loader_module():
     return loader
 
 
-def test_a_generated_tool_call_is_read_under_449(chat_served: dict) -> None:
+def test_a_generated_tool_call_is_read_under_4x(chat_served: dict) -> None:
     message = chat_served["direct"]["tool_reply"]["choices"][0]["message"]
     assert chat_served["direct"]["tool_reply"]["choices"][0]["finish_reason"] == "tool_calls"
     assert message["content"] == "Let me look. "
@@ -263,11 +263,9 @@ print(json.dumps(out))
 
 def test_which_tiny_chat_architectures_the_container_serves(container_python, tiny_chat_models, tmp_path_factory) -> None:
     """Each tiny chat model built as hf-fastload (under transformers 5) and served a chat request under the
-    container's transformers 4.49: Llama, Qwen2, Mistral and Gemma 2 serve; Qwen3 does not (4.49 predates it; it
-    needs transformers 4.51): the config is refused at load for it (systems/model_support.py), and the recipe's
-    build of it, run here without that check, gives an artifact the container cannot load."""
+    container's transformers 4.51.3: all of them, Qwen3 included (4.49, the image before, predates it: "does not
+    recognize this architecture"). gpt-oss (4.55) is refused before any build (tests/systems/test_system_vllm.py)."""
     from deployment import load_config
-    from endpoint_config import ConfigError, EndpointSpec
     from model_build.cli import build_endpoint
     from model_build.tiny_models import CHAT_ARCHITECTURES
 
@@ -277,24 +275,14 @@ def test_which_tiny_chat_architectures_the_container_serves(container_python, ti
         config = root / f"{arch}.yaml"
         config.write_text(f"endpoints:\n  - name: tiny-{arch}\n    system: hf-fastload\n    model: {tiny_chat_models[arch]}\n"
                           "    instance_type: ml.m5.xlarge\n    dtype: fp16\n")  # fmt: skip
-        if arch == "qwen3":
-            with pytest.raises(ConfigError, match="it needs transformers >= 4.51.0; systems that serve it: lmi-vllm"):
-                load_config(config)
-            endpoint = EndpointSpec(name="tiny-qwen3", system="hf-fastload", model=str(tiny_chat_models[arch]),
-                                    instance_type="ml.m5.xlarge")  # fmt: skip
-            with pytest.MonkeyPatch.context() as patch:  # the build refuses it too: bypassed to show why
-                patch.setattr("systems.recipe_common._architecture_problem", lambda *_: None)
-                build_endpoint(endpoint, root / arch, progress=False)
-        else:
-            build_endpoint(load_config(config).endpoint(f"tiny-{arch}"), root / arch, progress=False)
+        build_endpoint(load_config(config).endpoint(f"tiny-{arch}"), root / arch, progress=False)
         built[arch] = str(root / arch)
     proc = subprocess.run([str(container_python), "-I", "-c", ARCH_SCRIPT, str(LOADER.parent), json.dumps(built)],
                           capture_output=True, text=True, timeout=600)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     serves = {arch for arch, r in result.items() if r["ok"]}
-    assert serves == {"llama", "qwen2", "mistral", "gemma2"}, result
-    assert "qwen3" in result["qwen3"]["error"] and "does not recognize this architecture" in result["qwen3"]["error"]
+    assert serves == set(CHAT_ARCHITECTURES) == {"llama", "qwen2", "qwen3", "mistral", "gemma2"}, result
 
 
 # ---- tokenizer.json for the DJL images' old tokenizers (0.14 / 0.15) ---------------------------------------
@@ -435,8 +423,8 @@ def test_transformers5_class_without_tokenizer_json_is_refused(tmp_path):
     (tmp_path / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "TokenizersBackend"}))
     (tmp_path / "vocab.json").write_text("{}")
     with pytest.raises(BuildError, match=r"tokenizer_class 'TokenizersBackend' is a transformers 5 class and there is "
-                                         r"no tokenizer.json, so transformers 4.49.0 .*; allowed: "):  # fmt: skip
-        plan_tokenizer(tmp_path, HF_PYTORCH_INFERENCE.python_stack, "transformers 4.49.0 (the serving container)")
+                                         r"no tokenizer.json, so transformers 4.51.3 .*; allowed: "):  # fmt: skip
+        plan_tokenizer(tmp_path, HF_PYTORCH_INFERENCE.python_stack, "transformers 4.51.3 (the serving container)")
 
 
 if __name__ == "__main__":

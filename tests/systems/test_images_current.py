@@ -11,7 +11,8 @@ from systems import images_current
 from systems.images import DLC_REGIONS, ImagePin
 from systems.images_current import CURRENT_IMAGES, REGIONS_WITHOUT_ACCOUNT
 
-PINS = {name: pin for name, pin in vars(images_current).items() if isinstance(pin, ImagePin)}
+# The pins defined there (HF_PYTORCH_INFERENCE is imported from systems/images.py, tested with its table).
+PINS = {name: pin for name, pin in vars(images_current).items() if isinstance(pin, ImagePin) and name != "HF_PYTORCH_INFERENCE"}
 
 
 def _table(framework: str) -> dict:

@@ -1,6 +1,6 @@
 """Serve one request from an artifact directory the way the SageMaker Hugging Face container does.
 
-Run INSIDE .venv-hf-container (tests/systems/hf_container/make_env.sh): transformers 4.49 + inference toolkit 2.6.
+Run INSIDE .venv-hf-container (tests/systems/hf_container/make_env.sh): transformers 4.51.3 + inference toolkit 2.6.
 
     .venv-hf-container/bin/python -I tests/systems/hf_container/load_with_toolkit.py ARTIFACT_DIR "prompt" \
         [--max-new-tokens 16] [--mode toolkit|direct|both]

@@ -1,27 +1,27 @@
 #!/usr/bin/env bash
-# Build .venv-hf-container: the library stack of the SageMaker image
-#   huggingface-pytorch-inference:2.6.0-transformers4.49.0 (inference toolkit 2.6.0, transformers 4.49.0),
-# so tests can prove that an artifact built here loads with the container's versions.
+# Build .venv-hf-container: the library stack of the SageMaker image hf-fastload runs,
+#   huggingface-pytorch-inference:2.6.0-transformers4.51.3 (inference toolkit 2.6.0, transformers 4.51.3),
+# so tests can prove that an artifact built here loads with the container's versions (systems/images.py
+# HF_PYTORCH_INFERENCE; the pins below follow it).
 #
 # Pins (why):
 #   torch 2.13.0        the only torch wheel on this disk without GBs of CUDA downloads (the image has 2.6.0;
-#                       the model code in transformers 4.49 is what decides loadability, not torch).
-#   transformers 4.49.0 the image's version.
-#   huggingface-hub 0.29.1
+#                       the model code in transformers 4.51 is what decides loadability, not torch).
+#   transformers 4.51.3, huggingface-hub 0.30.0, accelerate 1.6.0
 #                       the image's: aws/deep-learning-containers huggingface/pytorch/inference/docker/2.6/py3/cu124/
-#                       Dockerfile.gpu (4.49 image, commits df83469a1d..f596f3588e) sets ARG HUGGINGFACE_HUB_VERSION=0.29.1.
-#   tokenizers 0.21.0, safetensors 0.5.2
-#                       inside transformers 4.49's ranges (tokenizers>=0.21,<0.22; safetensors>=0.4.1), the releases
-#                       current when 4.49 shipped (Feb 2025); the Dockerfile does not pin them (unverified which the
-#                       image resolved). Note: that Dockerfile installs sagemaker-huggingface-inference-toolkit==2.4.1
-#                       (later "<3"); 2.6.0 below is newer than what the image's first build had (unverified which
-#                       version the published tag holds).
-#   sagemaker-huggingface-inference-toolkit 2.6.0 installed --no-deps: its declared extras-in-disguise
-#                       (librosa, pyctcdecode, phonemizer: audio pipelines) are never imported by the handler service;
-#                       what it imports is pinned below (sagemaker-inference, retrying, Pillow, numpy, mms).
-#   multi-model-server 1.1.11 (+ its deps): the toolkit imports `mms.service` at import time.
-#   accelerate 1.3.0    the HF inference images ship accelerate; transformers 4.49 needs it for
-#                       `low_cpu_mem_usage=True` / `device_map`, which the hf-fastload handler passes.
+#                       Dockerfile.gpu at 6dbb542b45 sets ARG TRANSFORMERS_VERSION=4.51.3, HUGGINGFACE_HUB_VERSION=0.30.0,
+#                       ACCELERATE_VERSION=1.6.0 (accelerate: transformers needs it for `low_cpu_mem_usage=True` /
+#                       `device_map`, which the hf-fastload handler passes).
+#   tokenizers 0.21.1, safetensors 0.5.3
+#                       inside transformers 4.51.3's ranges (its METADATA: tokenizers>=0.21,<0.22; safetensors>=0.4.3),
+#                       the releases current when 4.51.3 shipped (April 2025); the Dockerfile does not pin them
+#                       (unverified which the image resolved).
+#   sagemaker-huggingface-inference-toolkit 2.6.0 installed --no-deps (the Dockerfile's
+#                       SAGEMAKER_HF_INFERENCE_VERSION=2.6.0): its declared extras-in-disguise (librosa, pyctcdecode,
+#                       phonemizer: audio pipelines) are never imported by the handler service; what it imports is
+#                       pinned below (sagemaker-inference, retrying, Pillow, numpy, mms).
+#   multi-model-server 1.1.11 (+ its deps): the toolkit imports `mms.service` at import time (the Dockerfile's
+#                       MMS_VERSION=1.1.11).
 #
 # Old tokenizers releases, each in its own --target folder under $VENV/old-tokenizers/<version> (imported by
 # putting that folder first on sys.path): what the DJL images' transformers pins allow.
@@ -39,10 +39,10 @@ PYTHON="${PYTHON:-python3.11}"
 command -v "$PYTHON" >/dev/null || PYTHON=python3
 
 PINS="torch==2.13.0
-transformers==4.49.0
-tokenizers==0.21.0
-huggingface-hub==0.29.1
-safetensors==0.5.2
+transformers==4.51.3
+tokenizers==0.21.1
+huggingface-hub==0.30.0
+safetensors==0.5.3
 numpy==1.26.4
 sagemaker-inference==1.10.1
 retrying==1.3.4
@@ -51,7 +51,7 @@ multi-model-server==1.1.11
 model-archiver==1.0.3
 psutil==6.1.1
 future==1.0.0
-accelerate==1.3.0"
+accelerate==1.6.0"
 NODEPS="sagemaker-huggingface-inference-toolkit==2.6.0"
 
 OLD_TOKENIZERS="0.14.1 0.15.2"
@@ -98,7 +98,7 @@ pip_install --no-deps $NODEPS
 "$VENV/bin/python" - <<'PY'
 import transformers, tokenizers, torch
 from sagemaker_huggingface_inference_toolkit.handler_service import HuggingFaceHandlerService  # noqa: F401
-assert transformers.__version__ == "4.49.0", transformers.__version__
+assert transformers.__version__ == "4.51.3", transformers.__version__
 print(f"ok: transformers {transformers.__version__}, tokenizers {tokenizers.__version__}, torch {torch.__version__}")
 PY
 install_old_tokenizers

@@ -1,0 +1,267 @@
+"""The build recipe of the engine systems (vllm, sglang): the checkpoint's own files, copied unchanged and verified.
+
+The engines load a plain Hugging Face model directory and cast the weights to --dtype themselves, so the artifact is
+the checkpoint as it is: safetensors shards (+ index), config.json, generation_config.json, tokenizer files, chat
+template, hf_quant_config.json; pre-quantized weights stay exactly as their producer wrote them. `metadata/` holds a
+copy of the small files, the part SageMaker downloads when the engine streams the weights from S3 itself.
+
+What a CPU verifies, recorded in the manifest's `verification`:
+  files        every copy has the source file's sha256 (hashed while copying, then again by the manifest);
+  headers      every safetensors file parses: header JSON, known dtypes, each tensor's byte range = shape x dtype
+               size, ranges contiguous and covering the data section, file size = 8 + header + data;
+  index        model.safetensors.index.json names exactly the tensors the shards hold, each in its shard;
+  parameters   unquantized: the tensors hold exactly the parameters transformers builds for config.json's
+               architecture (instantiated on the meta device, no memory), so a truncated or mismatched checkpoint is
+               refused; pre-quantized: not comparable (packed elements, scales), recorded as not verified;
+  tokenizer    it loads with transformers (the engines' images have transformers 5), round-trips a prompt, and the
+               chat template renders a conversation when there is one;
+  fit          the compatibility checks of systems/checks.py on the real files (architecture, precision, GPU fit).
+What only the GPU shows: that the engine's kernels accept the quantized layout and the weights produce sensible
+text; nothing here runs the engine.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import struct
+from pathlib import Path
+from typing import Any
+
+from artifact import BuildError
+from endpoint_config import EndpointSpec
+
+from .base import ServingSystem
+from .checkpoint_facts import SAFETENSORS_DTYPE_BYTES, read_local_checkpoint
+
+# What a build fetches from the Hub: weights as safetensors only (no pickles), configs, tokenizer, chat template.
+SOURCE_PATTERNS = ("*.json", "*.safetensors", "*.txt", "*.model", "tokenizer*", "*.jinja")
+# The small files the engines read besides the weights (transformers' names; vLLM also reads hf_quant_config.json).
+METADATA_FILES = (
+    "config.json", "generation_config.json", "hf_quant_config.json", "tokenizer_config.json", "tokenizer.json",
+    "special_tokens_map.json", "added_tokens.json", "vocab.json", "merges.txt", "tokenizer.model",
+    "chat_template.jinja", "chat_template.json",
+)  # fmt: skip
+INDEX_FILE = "model.safetensors.index.json"
+METADATA_DIR = "metadata"
+CHUNK = 8 * 2**20
+VERIFY_MESSAGES = [{"role": "system", "content": "You are brief."}, {"role": "user", "content": "The capital of France?"}]
+
+
+def _fail(endpoint: EndpointSpec, message: str) -> BuildError:
+    return BuildError(f"endpoint {endpoint.name!r}: model {endpoint.model!r}: {message}")
+
+
+def check_safetensors(path: Path) -> tuple[dict[str, list[int]], int]:
+    """{tensor: shape} of one safetensors file and its element count, after checking its layout (module docstring);
+    ValueError saying what is wrong."""
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        head = f.read(8)
+        if len(head) < 8:
+            raise ValueError(f"{path.name}: {size} bytes, too short for a safetensors header")
+        (length,) = struct.unpack("<Q", head)
+        if 8 + length > size:
+            raise ValueError(f"{path.name}: header length {length} runs past the file's {size} bytes (truncated?)")
+        try:
+            header = json.loads(f.read(length))
+        except ValueError as err:
+            raise ValueError(f"{path.name}: the header is not JSON ({err})") from None
+    shapes, spans, elements = {}, [], 0
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        dtype, shape, (begin, end) = info.get("dtype"), info.get("shape"), info.get("data_offsets", (0, -1))
+        if dtype not in SAFETENSORS_DTYPE_BYTES:
+            raise ValueError(f"{path.name}: tensor {name!r} has dtype {dtype!r}; known: {', '.join(SAFETENSORS_DTYPE_BYTES)}")
+        count = 1
+        for dim in shape:
+            count *= dim
+        if end - begin != count * SAFETENSORS_DTYPE_BYTES[dtype]:
+            raise ValueError(f"{path.name}: tensor {name!r} {dtype}{shape} spans {end - begin} bytes, not "
+                             f"{count * SAFETENSORS_DTYPE_BYTES[dtype]}")  # fmt: skip
+        shapes[name], elements = list(shape), elements + count
+        spans.append((begin, end, name))
+    position = 0
+    for begin, end, name in sorted(spans):
+        if begin != position:
+            raise ValueError(f"{path.name}: tensor {name!r} starts at byte {begin} of the data, expected {position} "
+                             "(overlapping or a gap)")  # fmt: skip
+        position = end
+    if 8 + length + position != size:
+        raise ValueError(f"{path.name}: {size} bytes, but header and tensors take {8 + length + position} (truncated or padded)")
+    return shapes, elements
+
+
+def check_weights(source: Path) -> tuple[list[Path], dict[str, list[int]], int]:
+    """The shards, {tensor: shape} over all of them and the element count; ValueError on any inconsistency."""
+    shards = sorted(source.glob("*.safetensors"))
+    if not shards:
+        pickles = sorted(p.name for p in source.glob("*.bin")) + sorted(p.name for p in source.glob("*.pt"))
+        extra = f" (it has {', '.join(pickles[:3])}: pickled weights, which this project does not publish)" if pickles else ""
+        raise ValueError(f"no *.safetensors weights in {source}{extra}; allowed: a checkpoint with safetensors weights")
+    shapes: dict[str, list[int]] = {}
+    where: dict[str, str] = {}
+    elements = 0
+    for shard in shards:
+        found, count = check_safetensors(shard)
+        for name in found:
+            if name in where:
+                raise ValueError(f"tensor {name!r} is in both {where[name]} and {shard.name}")
+            where[name] = shard.name
+        shapes.update(found)
+        elements += count
+    index_path = source / INDEX_FILE
+    if index_path.is_file():
+        weight_map = json.loads(index_path.read_text()).get("weight_map", {})
+        missing = sorted(set(where) - set(weight_map))
+        absent = sorted(set(weight_map) - set(where))
+        misplaced = sorted(n for n in set(where) & set(weight_map) if weight_map[n] != where[n])
+        for label, names in (("not in the index", missing), ("in the index but in no shard", absent),
+                             ("in another shard than the index says", misplaced)):  # fmt: skip
+            if names:
+                raise ValueError(f"{INDEX_FILE}: {len(names)} tensor(s) {label}, e.g. {names[0]!r}")
+    return shards, shapes, elements
+
+
+def architecture_parameters(config_path: Path) -> int | None:
+    """The parameters transformers builds for a config.json (on the meta device: no memory); None when transformers
+    has no causal-LM class for it."""
+    import torch
+    import transformers
+
+    config = transformers.AutoConfig.from_pretrained(config_path.parent)
+    try:
+        with torch.device("meta"):
+            model = transformers.AutoModelForCausalLM.from_config(config)
+    except ValueError:
+        return None
+    return sum(p.numel() for p in model.parameters())
+
+
+def check_tokenizer(source: Path) -> dict[str, Any]:
+    """Load the tokenizer as the engines do (transformers AutoTokenizer), round-trip a prompt, render the chat
+    template when there is one."""
+    import transformers
+
+    tokenizer = transformers.AutoTokenizer.from_pretrained(source)
+    prompt = "The capital of France is Paris."
+    ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+    decoded = tokenizer.decode(ids, skip_special_tokens=True)
+    if decoded.strip() != prompt:
+        raise ValueError(f"the tokenizer does not round-trip {prompt!r}: decodes to {decoded!r}")
+    record: dict[str, Any] = {"class": type(tokenizer).__name__, "round_trip": True, "chat_template": False}
+    if getattr(tokenizer, "chat_template", None):
+        rendered = tokenizer.apply_chat_template(VERIFY_MESSAGES, tokenize=False, add_generation_prompt=True)
+        if VERIFY_MESSAGES[-1]["content"] not in rendered:
+            raise ValueError("the chat template renders a conversation without its last message")
+        record["chat_template"] = True
+    return record
+
+
+def _copy(source: Path, target: Path) -> str:
+    """Copy one file, returning the sha256 of what was read."""
+    digest = hashlib.sha256()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(source, "rb") as src, open(target, "wb") as dst:
+        while chunk := src.read(CHUNK):
+            digest.update(chunk)
+            dst.write(chunk)
+    return digest.hexdigest()
+
+
+def build_checkpoint_artifact(endpoint: EndpointSpec, out_dir: Path, progress: bool, system: ServingSystem) -> dict[str, Any]:
+    """Resolve the model, check it (layout, parameters, tokenizer, compatibility), copy it, write the manifest."""
+    from tqdm.auto import tqdm
+
+    from artifact.manifest import write_manifest
+    from artifact.source import resolve_model_source
+
+    from . import all_systems
+    from .checks import checkpoint_problems
+
+    out_dir = Path(out_dir)
+    steps = tqdm(total=5, desc=f"build {endpoint.name}", unit="step", disable=not progress)
+    steps.set_postfix_str("resolve")
+    source = resolve_model_source(endpoint.model, endpoint.revision, allow_patterns=SOURCE_PATTERNS)
+    if not (source / "config.json").is_file():
+        raise _fail(endpoint, f"{source} has no config.json; allowed: a Hugging Face model directory or Hub id")
+    steps.update()
+
+    steps.set_postfix_str("check")
+    try:
+        shards, _, elements = check_weights(source)
+        checkpoint = read_local_checkpoint(source, endpoint.model)
+    except ValueError as err:
+        raise _fail(endpoint, str(err)) from None
+    facts = checkpoint.facts
+    verification: dict[str, Any] = {"safetensors_headers": f"{len(shards)} file(s), {elements:,} elements"}
+    if facts.quantization is None:
+        expected = architecture_parameters(source / "config.json")
+        if expected is not None and expected != elements:
+            raise _fail(endpoint, f"the safetensors hold {elements:,} parameters, but config.json's "
+                        f"{facts.architecture} has {expected:,} (transformers on the meta device): a truncated or "
+                        "mismatched checkpoint; nothing was written")  # fmt: skip
+        verification["parameters"] = (f"{elements:,} = config.json's {facts.architecture}" if expected is not None
+                                      else "not checked: transformers has no causal-LM class for this config")
+    else:
+        verification["parameters"] = (f"not verified: {facts.quantization.method} packs elements and scales, so the "
+                                      "tensors cannot be matched to the unquantized architecture on a CPU")
+    try:
+        verification["tokenizer"] = check_tokenizer(source)
+    except Exception as err:
+        raise _fail(endpoint, f"the tokenizer does not load or work: {type(err).__name__}: {err}") from None
+    assert system.profile is not None
+    problems = checkpoint_problems(endpoint, system.profile(endpoint), checkpoint, all_systems())
+    if problems:
+        raise BuildError("the checkpoint's own files refuse this endpoint; nothing was written:\n  - " + "\n  - ".join(problems))
+    steps.update()
+
+    steps.set_postfix_str("copy")
+    copied: dict[str, str] = {}
+    names = [p.name for p in shards] + [n for n in (INDEX_FILE, *METADATA_FILES) if (source / n).is_file()]
+    for name in names:
+        copied[name] = _copy(source / name, out_dir / name)
+    for name in METADATA_FILES:
+        if (source / name).is_file():
+            copied[f"{METADATA_DIR}/{name}"] = _copy(source / name, out_dir / METADATA_DIR / name)
+    steps.update()
+
+    steps.set_postfix_str("hash")
+    fields = {
+        "system": endpoint.system,
+        "endpoint": endpoint.name,
+        "dtype": endpoint.dtype,
+        "model": {
+            "source": endpoint.model,
+            "revision": endpoint.revision,
+            "architecture": facts.architecture,
+            "model_type": facts.model_type,
+            "checkpoint_dtype": facts.dtype,
+            "quantization": None if facts.quantization is None else {
+                "method": facts.quantization.method, "detail": facts.quantization.detail,
+                "weight_bits": facts.quantization.weight_bits,
+            },
+            "parameter_count": facts.total_parameters or elements,
+            "active_parameter_count": facts.active_parameters,
+            "weight_bytes": checkpoint.file_bytes,
+        },
+        "image": {"repository": system.image.repository, "tag": system.image.gpu_tag} if system.image else None,
+        "environment": system.environment(endpoint),
+        "parts": {"model_data": "", "streamed_model_data": f"{METADATA_DIR}/"},
+    }
+    # Checked right below: a mismatch fails the build, and the build directory is discarded (model_build's atomic build).
+    verification["files"] = f"{len(copied)} files byte-identical to the source (sha256 read while copying and again)"
+    manifest = write_manifest(out_dir, progress=progress, **fields, verification=verification)
+    steps.update()
+
+    steps.set_postfix_str("verify")
+    hashed = {entry["path"]: entry["sha256"] for entry in manifest["files"]}
+    differ = sorted(path for path, digest in copied.items() if hashed.get(path) != digest)
+    if differ or set(hashed) != set(copied):
+        unexpected = sorted(set(hashed) - set(copied))
+        raise _fail(endpoint, f"the written files differ from the source: {', '.join(differ + unexpected)}")
+    steps.update()
+    steps.close()
+    return manifest
+

@@ -1,0 +1,14 @@
+"""Build the vllm artifact: the checkpoint's own files, copied and verified (systems/checkpoint_artifact.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from endpoint_config import EndpointSpec
+from systems.checkpoint_artifact import build_checkpoint_artifact
+from systems.vllm import SYSTEM
+
+
+def build(endpoint: EndpointSpec, out_dir: Path, progress: bool = True) -> dict[str, Any]:
+    return build_checkpoint_artifact(endpoint, out_dir, progress, SYSTEM)
