@@ -293,15 +293,18 @@ def test_build_refuses_weights_that_do_not_fit(tiny_models, tmp_path):
 
 def test_every_recipe_reads_its_weights_through_the_size_check():
     """recipe_common.load_source is where the build refuses weights that do not fit: every recipe's build path
-    must read the source model through it (directly, or via the DJL/LMI shared builders that do)."""
+    must read the source model through it (directly, or via the DJL/LMI shared builders that do); the engine
+    systems' recipes copy the checkpoint through checkpoint_artifact, which runs the fit check on the real files."""
     systems = ROOT / "systems"
     shared = {"run_recipe(": systems / "recipe_common.py", "build_decoder_artifact(": systems / "djl_common/build.py",
-              "build_lmi(": systems / "djl_common/lmi.py"}  # fmt: skip
+              "build_lmi(": systems / "djl_common/lmi.py",
+              "build_checkpoint_artifact(": systems / "checkpoint_artifact.py"}  # fmt: skip
     assert "load_source(" in shared["run_recipe("].read_text().split("def run_recipe(")[1]
     assert "run_recipe(" in shared["build_decoder_artifact("].read_text()
     assert "build_decoder_artifact(" in shared["build_lmi("].read_text()
+    assert "checkpoint_problems(" in shared["build_checkpoint_artifact("].read_text().split("def build_checkpoint_artifact(")[1]
     recipes = sorted(systems.glob("*/recipe.py"))
-    assert len(recipes) == 8
+    assert len(recipes) == 10
     for recipe in recipes:
         text = recipe.read_text()
         assert any(call in text for call in ("load_source(", *shared)), f"{recipe} reads weights without load_source"
