@@ -315,10 +315,8 @@ def handle_request(method: str, body: bytes, request_id: str | None = None) -> t
             raise RequestError(f"method must be POST, got {method}", status=405, error_type="method_not_allowed")
         endpoint_name = invoke.endpoint_name_from_env()
         record["endpoint"] = endpoint_name
-        payload = invoke.parse_body(body)
-        status, answer = open_stream(
-            endpoint_name, payload, log=record, inference_component=invoke.inference_component_from_env()
-        )
+        payload, component = invoke.target_component(invoke.parse_body(body))  # "adapter": one of the endpoint's
+        status, answer = open_stream(endpoint_name, payload, log=record, inference_component=component)
     except RequestError as e:
         status, answer = e.status, contract.error_body(e)
     except SetupError as e:

@@ -44,6 +44,7 @@ def run_smoke(deployment: Any, plan: Any, session: Any = None, runtime_client: A
         async_locations=plan.async_locations(plan.artifact_bucket(account, region)) if plan.is_async else None,
         emulator=plan.emulator,
         inference_component=plan.component_name,
+        adapters={a.name: a.component_name for a in plan.adapters} or None,
         session=session,
         runtime_client=runtime_client,
     )

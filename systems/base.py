@@ -46,6 +46,28 @@ class Capability:
         return cls(False, why)
 
 
+@dataclass(frozen=True)
+class LoraSizing:
+    """A container's LoRA options for one endpoint's adapters: how many adapters it serves at once, the highest rank
+    it accepts (a build refuses an adapter above it), and the container environment that sets both."""
+
+    max_adapters: int
+    max_rank: int
+    environment: dict[str, str]
+    # Where max_rank comes from, for refusals ("engine.max_lora_rank", or the engine's default).
+    rank_source: str
+    # The values the engine accepts as its max rank (a refusal names the smallest that fits); empty: any.
+    allowed_ranks: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class AdapterSupport(Capability):
+    """Whether a system serves LoRA adapters as SageMaker adapter inference components (endpoint_config/adapters.py),
+    and `sizing`: its LoRA options for an endpoint's configured adapters (enable, max adapters, max rank)."""
+
+    sizing: Callable[[EndpointSpec], LoraSizing] | None = None
+
+
 class EngineOptions(BaseModel):
     """The `engine:` options of one serving system: each system subclasses this with exactly the keys it implements
     and the values it allows (as djl-serving's properties_manager has one class per engine); pydantic validates an
@@ -156,6 +178,7 @@ class ServingSystem:
     environment: the container's environment for one endpoint (it reads `engine_options` itself).
     streaming / inference_components: whether the container streams tokens (InvokeEndpointWithResponseStream) and
       runs as an inference component, with how or why not.
+    adapters: whether it loads LoRA adapters as adapter inference components, and how it sizes its LoRA options.
     network_isolation: the container works with no network (its model data comes from S3 through SageMaker).
     staged_weights_environment: for an engine that reads its weights from S3 itself, the environment pointing it at
       them (the artifact's weights/ stays in S3, code/ is the model data); such a container needs the network.
@@ -189,12 +212,22 @@ class ServingSystem:
     # default AMI (driver 470 / CUDA 11.4 on ml.g5 and ml.p4d, per docs.aws.amazon.com/sagemaker/latest/dg/
     # inference-gpu-drivers.html); values: botocore's ProductionVariantInferenceAmiVersion enum. None: default AMI.
     inference_ami_version: str | None = None
+    adapters: AdapterSupport = AdapterSupport.no("no way to load LoRA adapter inference components is established for it")
 
     def __post_init__(self) -> None:
         if (self.image is None) == (self.own_container is None):
             raise ValueError(f"system {self.name!r}: give exactly one of image= or own_container=")
         if self.staged_weights_environment is not None and self.network_isolation:
             raise ValueError(f"system {self.name!r}: an engine that reads its weights from S3 needs network access")
+
+    def lora_sizing(self, ep: EndpointSpec) -> LoraSizing | None:
+        """The container's LoRA options for `ep`'s adapters (None without adapters). LookupError when the system
+        serves none (the config refuses adapters there first: systems/checks.py)."""
+        if not ep.adapters:
+            return None
+        if not self.adapters.supported or self.adapters.sizing is None:
+            raise LookupError(f"system {self.name!r} serves no LoRA adapters: {self.adapters.note}")
+        return self.adapters.sizing(ep)
 
     def load_recipe(self) -> ModuleType:
         """Import the build recipe. LookupError when the system has none."""

@@ -74,6 +74,12 @@ class LmiEngineOptions(DjlEngineOptions):
     max_batch_size: MaxBatchSize | None = None  # OPTION_MAX_ROLLING_BATCH_SIZE
     max_model_len: MaxModelLen | None = None
 
+    @classmethod
+    def parse(cls, ep: EndpointSpec) -> LmiEngineOptions:
+        """The keys this class knows: what both systems share reads an lmi-vllm endpoint's options too, whose own
+        keys (max_lora_rank) its system's model validated when the config loaded."""
+        return cls.model_validate({k: v for k, v in ep.engine.items() if k in cls.model_fields})
+
 
 def base_options(endpoint: EndpointSpec, entry_point: str) -> dict[str, str]:
     """The options both LMI systems set. OPTION_MODEL_ID=/opt/ml/model: LMI loads from a local directory given
