@@ -2,7 +2,7 @@
 config/examples/lmi-vllm-lora.yaml (session-cached synth, cdk-nag included; cfn-lint runs on it in
 tests/config/test_examples.py), the AWS shapes it relies on, and how the invoke, stream and smoke code address an
 adapter. The emulator has no inference components (moto 5.2.5: tests/local/test_teardown.py says so), so the
-components are checked here on the template; their build and publish are tests/model_build/test_adapters.py's."""
+components are checked here on the template; their build and publish are tests/model_build/test_adapter_build.py's."""
 
 from __future__ import annotations
 

@@ -20,6 +20,7 @@ from deployment.adapters import adapter_build_dir
 from local_emulator import moto_server
 from model_build import cli
 from model_build.adapters import build_adapter, config_problems, safetensors_shapes
+from model_build.preflight import artifact_checks
 from model_build.tiny_adapters import make_tiny_adapter
 
 CONFIG = """\
@@ -82,8 +83,13 @@ def test_build_then_publish_through_the_cli(emulator, tmp_path, capsys, tiny_cha
     with emulator.activated():
         s3 = boto3.client("s3", region_name=emulator.region)
         s3.create_bucket(Bucket=bucket)
+        deployment = load_config(config, "emu", build_root=build_root)
         try:
+            # Preflight (what `make deploy` runs after publishing) finds the adapter missing, then in place.
+            check = artifact_checks(deployment, s3, moto_server.EMULATOR_ACCOUNT, moto_server.EMULATOR_REGION)[-1]
+            assert (check.name, check.ok) == ("artifact tiny-lora adapter sql", False) and "is not published" in check.message
             assert cli.main(["publish", *args]) == 0
+            assert all(c.ok for c in artifact_checks(deployment, s3, moto_server.EMULATOR_ACCOUNT, moto_server.EMULATOR_REGION))
             keys = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix="models/tiny-lora/adapters/")["Contents"]]
             archive = s3.get_object(Bucket=bucket, Key=adapter.prefix + "model.tar.gz")["Body"].read()
         finally:
