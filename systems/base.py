@@ -75,6 +75,7 @@ class ChatCapability(Capability):
         return self.supported and self.tool_calls is not None and self.tool_calls(ep)
 
 
+@dataclass(frozen=True)
 class LoraSizing:
     """A container's LoRA options for one endpoint's adapters: how many adapters it serves at once, the highest rank
     it accepts (a build refuses an adapter above it), and the container environment that sets both."""

@@ -18,8 +18,8 @@ the KV cache the engine must reserve fit the GPUs.
 from __future__ import annotations
 
 from endpoint_config import BYTES_PER_PARAM, EndpointSpec, InstanceType
-from endpoint_config.gpus import families_where, gpu_facts, image_problems
 from endpoint_config.adapters import adapter_rank, local_adapter_config
+from endpoint_config.gpus import families_where, gpu_facts, image_problems
 from endpoint_config.models import model_facts
 from endpoint_config.security import isolation_problems
 
