@@ -22,6 +22,7 @@ from endpoint_config import (
     loader,
     read_config,
 )
+from endpoint_config.adapters import component_name_problem
 from endpoint_config.hosting import component_name
 from endpoint_config.loader import ResolvedEnvironment, parse_config
 from endpoint_config.schema import PipelineSpec
@@ -129,6 +130,10 @@ def endpoint_rules(resolved: ResolvedEnvironment, ep: EndpointSpec) -> list[str]
         return [f"endpoint {ep.name!r}: system: value {ep.system!r} is not a serving system; allowed: {', '.join(REGISTRY)}"]
     system = get_system(ep.system)
     found = system_problems(ep, system, all_systems())
+    # An adapter's inference component is named after the endpoint, whose name depends on the environment.
+    endpoint_name = sagemaker_endpoint_name(resolved.name, ep)
+    found += [f"endpoint {ep.name!r}: adapters[{i}].name: value {a.name!r}: {problem}" for i, a in enumerate(ep.adapters)
+              if (problem := component_name_problem(endpoint_name, a.name))]
     region = resolved.spec.region
     if not found and region:
         found = [f"environment {resolved.name!r}: {p}" for p in region_problems(ep, system, region)]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from artifact.manifest import MANIFEST_NAME, Manifest, ManifestError
 from chat_contract import ChatFeatures
@@ -39,6 +39,9 @@ from systems import ServingSystem
 from systems.base import OwnContainer
 from systems.checks import unsized_model_warning
 from systems.images import ImagePin
+
+if TYPE_CHECKING:
+    from .adapters import AdapterPlan
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # Where `model_build build` writes each endpoint's artifact (build/<endpoint>/), and where synth and the CLI read it.
@@ -213,6 +216,8 @@ class EndpointPlan:
     component_name: str | None  # hosting.mode inference-components: the one component's name
     quota: QuotaNeed
     unsized_warning: str | None
+    # LoRA adapters, each an adapter inference component on `component_name` (deployment/adapters.py).
+    adapters: tuple[AdapterPlan, ...] = ()
 
     @property
     def name(self) -> str:
@@ -397,6 +402,8 @@ def plan_endpoint(
     build_root: Path,
 ) -> EndpointPlan:
     """Resolve one endpoint whose rules (the schema's and its system's) passed."""
+    from .adapters import plan_adapters  # it imports ArtifactRef from here
+
     instance = spec.instance
     artifact = resolve_artifact(spec, build_root)
     # Timeouts grow with the artifact: its size from the build's manifest, else estimated from the model.
@@ -423,6 +430,7 @@ def plan_endpoint(
         component_name=component_name(endpoint_name) if spec.hosting.uses_components else None,
         quota=quota_need(spec),
         unsized_warning=unsized_model_warning(spec, built_bytes=artifact.total_bytes, estimated_bytes=estimated),
+        adapters=plan_adapters(spec, endpoint_name, build_root),
     )
 
 

@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
+from .adapters import AdapterSpec, adapter_problems
 from .base import Strict
 from .chat import ChatSpec, chat_problems
 from .hosting import Hosting, hosting_problems
@@ -132,6 +133,8 @@ class EndpointSpec(Strict):
     artifact_hash: str | None = Field(None, pattern=r"^[0-9a-f]{64}$")
     # The model on the variant (default) or as an inference component, scaling to zero (endpoint_config/hosting.py).
     hosting: Hosting = Hosting()
+    # LoRA adapters, each an adapter inference component on the base component (endpoint_config/adapters.py).
+    adapters: list[AdapterSpec] = Field(default_factory=list)
     # Guarded updates and alarms (endpoint_config/operations.py), on by default; null turns one off.
     deployment: DeploymentSpec | None = DeploymentSpec()
     alarms: AlarmsSpec | None = AlarmsSpec()
@@ -305,6 +308,12 @@ def pipeline_problems(config: AppConfig) -> list[str]:
                     "artifact's content hash (`python -m model_build build --config ... --endpoint "
                     f"{ep.name}` prints it)"
                 )
+            problems += [
+                f"environment {env_name!r}: endpoint {ep.name!r}: adapters[{i}].artifact_hash: required key is missing: "
+                "the pipeline synthesizes before its model build runs, so each adapter pins its artifact's content hash "
+                "too (`python -m model_build build` prints it)"
+                for i, adapter in enumerate(ep.adapters) if not adapter.artifact_hash
+            ]
     return problems
 
 
@@ -365,6 +374,7 @@ def endpoint_problems(ep: EndpointSpec) -> list[str]:
     problems.extend(hosting_problems(ep, instance))
     problems.extend(slo_problems(ep))
     problems.extend(chat_problems(ep))
+    problems.extend(adapter_problems(ep))
     # The rules that need the serving system's facts (what it serves, on what hardware) are systems.checks';
     # deployment.load_config runs them after these pass.
     return problems

@@ -18,6 +18,8 @@ Environment
   ENDPOINT_NAME       (required) the SageMaker endpoint; never taken from the request
   INFERENCE_COMPONENT_NAME  the inference component to run, for an endpoint whose model is one (hosting.mode
                       inference-components); sent as InvokeEndpoint's InferenceComponentName. Unset: none is named
+  ADAPTER_COMPONENTS  JSON {adapter name: inference component} of the endpoint's LoRA adapters: a request with
+                      "adapter": "<name>" is sent to that adapter's component (`target_component`)
   MAX_REQUEST_BYTES   request body cap, default 65536
   MAX_NEW_TOKENS      upper bound for parameters.max_new_tokens, default 512
   MAX_BATCH_SIZE      upper bound for the length of a list ``inputs``, default 8
@@ -92,6 +94,45 @@ def endpoint_name_from_env() -> str:
 
 def inference_component_from_env() -> str | None:
     return os.environ.get("INFERENCE_COMPONENT_NAME", "").strip() or None
+
+
+# A request may name one of the endpoint's LoRA adapters: {"inputs": ..., "parameters": ..., "adapter": "<name>"}. The
+# function sends it to that adapter's inference component (InvokeEndpoint's InferenceComponentName, as SageMaker's
+# adapter components are invoked: SageMaker Developer Guide, "Fine-tune models with adapter inference components");
+# without the key, the base model's component answers.
+ADAPTER_KEY = "adapter"
+
+
+def adapter_components_from_env() -> dict[str, str]:
+    """ADAPTER_COMPONENTS: adapter name -> inference component, as JSON (the stack sets it; unset: no adapters)."""
+    raw = os.environ.get("ADAPTER_COMPONENTS", "").strip()
+    if not raw:
+        return {}
+    try:
+        parsed = json.loads(raw)
+    except ValueError:
+        parsed = None
+    if not isinstance(parsed, dict) or not all(isinstance(k, str) and isinstance(v, str) and v for k, v in parsed.items()):
+        raise SetupError("environment variable ADAPTER_COMPONENTS must be a JSON object of adapter name -> inference "
+                         "component name")
+    return parsed
+
+
+def target_component(payload: Any) -> tuple[Any, str | None]:
+    """(the request without its "adapter" key, the inference component to invoke): the named adapter's component, or
+    INFERENCE_COMPONENT_NAME (the base model; None on an endpoint without components) when the request names none.
+    RequestError for an adapter the endpoint does not have."""
+    base = inference_component_from_env()
+    if not isinstance(payload, dict) or ADAPTER_KEY not in payload:
+        return payload, base
+    adapters = adapter_components_from_env()
+    name = payload[ADAPTER_KEY]
+    if not isinstance(name, str) or name not in adapters:
+        shown = repr(name)[:80] if isinstance(name, str) else contract.json_type(name)
+        allowed = ", ".join(sorted(adapters)) or "none (this endpoint serves no adapters)"
+        raise RequestError(f"adapter: value {shown} is not an adapter of this endpoint; allowed: {allowed} (or leave "
+                           "the key out for the base model)")
+    return {k: v for k, v in payload.items() if k != ADAPTER_KEY}, adapters[name]
 
 
 def max_request_bytes() -> int:
@@ -532,8 +573,8 @@ def handler(event: Any, context: Any = None) -> dict:
         nonlocal chat
         endpoint_name = endpoint_name_from_env()
         record["endpoint"] = endpoint_name
-        payload = payload_from_event(event)
-        component = inference_component_from_env()
+        payload, component = target_component(payload_from_event(event))  # "adapter": one of the endpoint's
+        record["inference_component"] = component
         if chat or chat_contract.is_chat_request(payload):
             chat = True
             if isinstance(payload, dict) and isinstance(payload.get("messages"), list):

@@ -29,12 +29,15 @@ What it checks, each failure with one message that says what is wrong and what t
              route the endpoint's clients use: SageMaker's OpenAI route with a bearer token (chat.openai_route) or
              InvokeEndpoint as the invoke function sends it (chat_check)
   tool_call  (a tool-call parser configured) a request that names get_weather as its tool_choice gets that call
+  adapter X  (per LoRA adapter) its adapter inference component is InService on the base component, and the prompt
+             sent to it answers in that shape within the budget
 
 Lambda environment
   STACK_NAME           (required) the endpoint stack
   ENDPOINT_NAME        the endpoint clients call; must be the stack's endpoint (unless EMULATOR=true)
   INFERENCE_COMPONENT_NAME  the component the invocation names, on an endpoint whose model is an inference
                        component (hosting.mode inference-components); unset: none
+  ADAPTER_COMPONENTS   JSON {adapter name: inference component} of the endpoint's LoRA adapters; unset: none
   INVOCATION_MODE      "async" for an asynchronous endpoint, with INPUT_LOCATION, OUTPUT_LOCATION and
                        FAILURE_LOCATION (s3:// folders, as the invoke function gets them); unset: real-time
   PROMPT               default "The capital of France is"
@@ -207,6 +210,7 @@ def smoke_test(
     wake_budget_ms: int | None = None,
     must_end_within_ms: int | None = None,
     chat: ChatSmoke | None = None,
+    adapters: dict[str, str] | None = None,
     session=None,
     runtime_client=None,
     s3_client=None,
@@ -218,7 +222,8 @@ def smoke_test(
     in S3 within the latency budget. None: a real-time endpoint, invoked with InvokeEndpoint.
     wake_budget_ms: the wait instead of the latency budget when the asynchronous endpoint runs 0 instances (its
     scale-up from zero included). must_end_within_ms: the caller's own time limit (the Lambda's remaining time): a
-    wait for a waking endpoint that would pass it ends with the answer unchecked (skipped)."""
+    wait for a waking endpoint that would pass it ends with the answer unchecked (skipped).
+    adapters: adapter name -> adapter inference component; each is checked and invoked after the base (check_adapters)."""
     session = session or boto3.session.Session()
     result = SmokeResult(stack=stack_name)
     cfn = session.client("cloudformation")
@@ -412,6 +417,9 @@ def smoke_test(
     if chat is not None:  # the endpoint serves chat: one exchange through its clients' route
         chat_check(result, invoke_name, chat, session=session, runtime_client=runtime_client,
                    inference_component=inference_component)  # fmt: skip
+    if adapters:
+        check_adapters(result, sm, adapters, base=inference_component, endpoint=invoke_name, payload=payload,
+                       latency_budget_ms=latency_budget_ms, client=runtime_client or make_runtime_client(session))
     return result
 
 
@@ -420,6 +428,38 @@ def running_instances(described: dict[str, Any]) -> int | None:
     None when SageMaker reports no count."""
     counts = [v["CurrentInstanceCount"] for v in described.get("ProductionVariants", []) if "CurrentInstanceCount" in v]
     return sum(counts) if counts else None
+
+
+def check_adapters(result: SmokeResult, sm, adapters: dict[str, str], *, base: str | None, endpoint: str, payload: dict,
+                   latency_budget_ms: int, client) -> None:
+    """One check per LoRA adapter ("adapter <name>"): its adapter inference component is InService on the base
+    component, and the smoke prompt sent to it (InvokeEndpoint naming the adapter's component, through
+    endpoint_runtime.invoke) answers in the text-generation shape within the latency budget."""
+    for name, component in sorted(adapters.items()):
+        check = f"adapter {name}"
+        try:
+            described = sm.describe_inference_component(InferenceComponentName=component)
+        except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError) as err:
+            result.add(check, False, f"cannot describe adapter inference component {component}: {aws_message(err)}")
+            continue
+        status = described.get("InferenceComponentStatus")
+        on = (described.get("Specification") or {}).get("BaseInferenceComponentName")
+        if status != "InService":
+            reason = described.get("FailureReason")
+            result.add(check, False, f"adapter inference component {component} is {status}, not InService"
+                       + (f" ({reason})" if reason else "") + ": wait for it, or read the base component's logs "
+                       f"(/aws/sagemaker/InferenceComponents/{base}) and redeploy")
+            continue
+        if base is not None and (on or "").casefold() != base.casefold():
+            result.add(check, False, f"adapter inference component {component} is on base component {on}, not {base}: "
+                       "deploy the stack again")
+            continue
+        answer = _answer_real_time(endpoint, payload, None, client, component)
+        problem = answer.problem if not answer.submitted_ok else check_response_shape(answer.outputs)
+        if problem is None and answer.latency_ms > latency_budget_ms:
+            problem = f"{answer.latency_ms} ms is over the {latency_budget_ms} ms budget (smoke_test.latency_budget_ms)"
+        result.add(check, problem is None, f"{component}: 200 in {answer.latency_ms} ms" if problem is None
+                   else f"invoking adapter component {component}: {problem}")
 
 
 def _check_component(result: SmokeResult, sm, component: str, deployed_models: list[str], stack_name: str) -> bool:
@@ -677,6 +717,7 @@ def settings_from_env() -> dict[str, Any]:
         "wake_budget_ms": (_required_int("WAKE_BUDGET_MS", 1, WAKE_BUDGET_MAX_MS)
                            if os.environ.get("WAKE_BUDGET_MS", "").strip() else None),
         "chat": chat_settings_from_env(),
+        "adapters": invoke_module.adapter_components_from_env() or None,
     }
 
 

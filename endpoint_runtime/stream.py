@@ -414,11 +414,10 @@ def handle_request(method: str, body: bytes, request_id: str | None = None, path
             raise RequestError(f"method must be POST, got {method}", status=405, error_type="method_not_allowed")
         endpoint_name = invoke.endpoint_name_from_env()
         record["endpoint"] = endpoint_name
-        payload = invoke.parse_body(body)
+        payload, component = invoke.target_component(invoke.parse_body(body))  # "adapter": one of the endpoint's
         chat = chat or invoke.chat_contract.is_chat_request(payload)
         opener = open_chat_stream if chat else open_stream
-        status, answer = opener(endpoint_name, payload, log=record,
-                                inference_component=invoke.inference_component_from_env())  # fmt: skip
+        status, answer = opener(endpoint_name, payload, log=record, inference_component=component)
     except RequestError as e:
         status, answer = e.status, contract.error_body(e)
     except SetupError as e:

@@ -194,6 +194,11 @@ def cmd_build(args: argparse.Namespace) -> int:
         f"built {endpoint.name} -> {out} in {time.perf_counter() - started:.1f} s: content hash "
         f"{manifest['content_hash'][:12]}, {len(manifest['files'])} files, {verified}"
     )
+    from model_build.adapters import build_adapters
+
+    for adapter, built in build_adapters(plan, Path(args.build_root), progress=not args.quiet):
+        print(f"built adapter {adapter.name} of {endpoint.name}: content hash {built['content_hash'][:12]}, rank "
+              f"{built['lora']['rank']} (container max {built['container']['max_rank']}), {built['verification']['fit']}")
     return 0
 
 
@@ -221,14 +226,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def cmd_publish(args: argparse.Namespace) -> int:
     deployment, plan = _load_endpoint(args)
     artifact = Path(args.artifact or Path(args.build_root) / plan.name)
+    from model_build.adapters import publish_adapters
     from model_build.publish import PublishError, publish_endpoint
 
     try:
         report = publish_endpoint(deployment, plan, artifact)
+        adapter_reports = publish_adapters(deployment, plan, Path(args.build_root))
     except PublishError as err:
         raise BuildError(str(err)) from None
     summary = getattr(report, "summary", None)
     print(summary() if callable(summary) else report)
+    for adapter_report in adapter_reports:
+        print(adapter_report.summary())
     return 0
 
 

@@ -134,18 +134,19 @@ def artifact_checks(deployment: Any, s3: Any, account: str, region: str) -> list
 
     bucket = deployment.artifact_bucket(account, region)
     checks = []
-    for plan in deployment.plans:
-        ep = plan.spec
-        name = f"artifact {ep.name}"
-        if plan.artifact.problem is not None:
-            checks.append(Check(name, False, plan.artifact.problem))
+    # Each endpoint's artifact, then each of its LoRA adapters' (published by the same `publish` command).
+    targets = [(f"artifact {plan.name}", plan.name, plan.artifact, plan.manifest_key) for plan in deployment.plans]
+    targets += [(f"artifact {plan.name} adapter {a.name}", plan.name, a.artifact, a.manifest_key)
+                for plan in deployment.plans for a in plan.adapters]
+    for name, endpoint, artifact, key in targets:
+        if artifact.problem is not None:
+            checks.append(Check(name, False, artifact.problem))
             continue
-        want = plan.artifact.content_hash
-        source = "the config's artifact_hash" if plan.artifact.source == "config" else "the local build"
-        key = plan.manifest_key
+        want = artifact.content_hash
+        source = "the config's artifact_hash" if artifact.source == "config" else "the local build"
         publish = (
             f"python -m model_build publish --config {deployment.config_path} --env "
-            f"{deployment.environment_name} --endpoint {ep.name}"
+            f"{deployment.environment_name} --endpoint {endpoint}"
         )
         try:
             body = s3.get_object(Bucket=bucket, Key=key)["Body"].read()

@@ -586,11 +586,7 @@ def publish_endpoint(
 ) -> PublishReport:
     """Publish build_dir as the artifact of one endpoint (`deployment.EndpointPlan`) of a resolved config: into the
     environment's artifact bucket, under the prefix the stack deploys."""
-    from botocore.config import Config
-    from botocore.exceptions import ClientError
-
     from endpoint_config import artifact_prefix
-    from model_build.aws import AccountError, checked_account, session_for
 
     ep = plan.spec
     build_dir = Path(build_dir)
@@ -605,6 +601,21 @@ def publish_endpoint(
             f"endpoint {ep.name!r} pins artifact_hash {ep.artifact_hash[:12]}..., but {build_dir} holds "
             f"{manifest.content_hash[:12]}...; remove the pin to publish this build, or publish the pinned build"
         )
+    bucket, s3 = artifact_bucket_client(deployment, session=session, max_concurrency=max_concurrency)
+    return publish_artifact(
+        build_dir, bucket, artifact_prefix(ep.name, manifest.content_hash),
+        s3_client=s3, max_concurrency=max_concurrency, model_data=ep.model_data, progress=progress,
+        manifest=manifest, bucket_checked=True,
+    )
+
+
+def artifact_bucket_client(deployment, *, session=None, max_concurrency: int = 8) -> tuple[str, object]:
+    """The environment's artifact bucket and an S3 client for it, after checking the account and that the bucket
+    exists (PublishError naming what to deploy first)."""
+    from botocore.config import Config
+    from botocore.exceptions import ClientError
+
+    from model_build.aws import AccountError, checked_account, session_for
 
     session = session or session_for(deployment.environment)
     region = deployment.environment.region or session.region_name
@@ -626,8 +637,4 @@ def publish_endpoint(
             f"stack first: `npx cdk deploy -c config={deployment.config_path} -c env={deployment.environment_name} "
             f"{deployment.stack_name('artifacts')}`"
         ) from None
-    return publish_artifact(
-        build_dir, bucket, artifact_prefix(ep.name, manifest.content_hash),
-        s3_client=s3, max_concurrency=max_concurrency, model_data=ep.model_data, progress=progress,
-        manifest=manifest, bucket_checked=True,
-    )
+    return bucket, s3

@@ -47,6 +47,7 @@ def run_smoke(deployment: Any, plan: Any, session: Any = None, runtime_client: A
         inference_component=plan.component_name,
         # chat: a chat exchange (and a tool call) through the route the endpoint's clients use
         chat=ChatSmoke(smoke.chat_route, smoke.chat_tools, plan.chat_features) if smoke.chat_route else None,
+        adapters={a.name: a.component_name for a in plan.adapters} or None,
         session=session,
         runtime_client=runtime_client,
     )

@@ -20,6 +20,7 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from deployment import EndpointPlan
+from deployment.adapters import deployable_adapters
 from endpoint_runtime.smoke import chat_environment
 from systems.base import REPO_ROOT
 from systems.checks import UNSIZED_MODEL_WARNING_ID
@@ -65,6 +66,7 @@ class EndpointStack(Stack):
         super().__init__(scope, construct_id, **kwargs)
         spec = plan.spec
         artifact = plan.deployable_artifact(allow_unbuilt=allow_unbuilt)
+        adapters = deployable_adapters(plan.adapters, allow_unbuilt=allow_unbuilt)
         bucket = plan.artifact_bucket(Aws.ACCOUNT_ID, Aws.REGION)
         # data_capture / network / encryption: the created VPC, and what the blocks add to the endpoint
         # (stacks/endpoint_network.py).
@@ -128,7 +130,7 @@ class EndpointStack(Stack):
             role_name=role_name(plan.project, plan.environment_name, spec.name, "openai"),
         ) if spec.chat is not None else None
 
-        if artifact.is_placeholder:
+        if artifact.is_placeholder or any(a.artifact.is_placeholder for a in adapters):
             self._refuse_unbuilt(spec.name)
         if plan.unsized_warning:
             Annotations.of(self).add_warning_v2(UNSIZED_MODEL_WARNING_ID, plan.unsized_warning)

@@ -13,6 +13,7 @@ import request_contract
 from deployment import EndpointPlan
 from endpoint_config.hosting import ComputeRequirements, accelerators_per_copy
 
+from .adapters import AdapterComponents
 from .async_inference import AsyncInference, AsyncKeys
 from .endpoint_alarms import EndpointAlarms, RollbackAlarms, deployment_config
 from .endpoint_network import EndpointSecurity
@@ -148,6 +149,11 @@ class LlmEndpoint(Construct):
             )
             if plan.deployment_warning:
                 Annotations.of(self).add_warning_v2(UNGUARDED_COMPONENT_WARNING_ID, plan.deployment_warning)
+        # adapters: each LoRA adapter an adapter inference component on that component (stacks/adapters.py).
+        self.adapters = AdapterComponents(
+            self, "Adapters", endpoint=self.endpoint, base=self.component, adapters=plan.adapters,
+            artifact_bucket=artifact_bucket,
+        ) if plan.adapters and self.component is not None else None
         if self.rollback_alarms is not None:
             # The alarms must be in place (and the role may read them) before the update they guard: on a model on
             # the variant they name the new config, so they move to it first.
@@ -195,10 +201,11 @@ class LlmEndpoint(Construct):
     @property
     def target_environment(self) -> dict[str, str]:
         """What a function that calls this endpoint needs beyond its name: the component to name (InvokeEndpoint's
-        InferenceComponentName) and an asynchronous endpoint's mode and S3 folders."""
+        InferenceComponentName), the adapters' components, and an asynchronous endpoint's mode and S3 folders."""
         return {
             **({"INFERENCE_COMPONENT_NAME": self.component.component_name} if self.component is not None else {}),
             **(self.async_inference.environment if self.async_inference is not None else {}),
+            **(self.adapters.environment if self.adapters is not None else {}),
         }
 
     # Grants, as aws-cdk's aws-sagemaker-alpha `Endpoint.grantInvoke` does (packages/@aws-cdk/aws-sagemaker-alpha/
@@ -213,7 +220,9 @@ class LlmEndpoint(Construct):
             grantee=grantee, actions=["sagemaker:InvokeEndpoint"], resource_arns=[self.endpoint_arn]
         )
         # A call naming an inference component is authorized on the component too (InferenceComponent.grant_invoke).
-        return grant.combine(self.component.grant_invoke(grantee)) if self.component is not None else grant
+        if self.component is not None:
+            grant = grant.combine(self.component.grant_invoke(grantee))
+        return grant.combine(self.adapters.grant_invoke(grantee)) if self.adapters is not None else grant
 
     def grant_client(self, grantee: iam.IGrantable) -> iam.Grant:
         """What a client calls: InvokeEndpoint, or for an asynchronous endpoint (which takes InvokeEndpointAsync only)
@@ -254,7 +263,9 @@ class LlmEndpoint(Construct):
         granted = on_stack.combine(self.grant_describe(grantee)).combine(invoking)
         if self.plan.smoke.chat_route == "openai":  # the chat check goes through SageMaker's OpenAI route
             granted = granted.combine(self.grant_bearer_token(grantee))
-        # hosting.mode inference-components: the `component` check describes the component.
+        # hosting.mode inference-components: the `component` check describes the component (and each adapter's).
+        if self.adapters is not None:
+            granted = granted.combine(self.adapters.grant_describe(grantee))
         return granted.combine(self.component.grant_describe(grantee)) if self.component is not None else granted
 
 

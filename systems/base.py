@@ -75,6 +75,28 @@ class ChatCapability(Capability):
         return self.supported and self.tool_calls is not None and self.tool_calls(ep)
 
 
+@dataclass(frozen=True)
+class LoraSizing:
+    """A container's LoRA options for one endpoint's adapters: how many adapters it serves at once, the highest rank
+    it accepts (a build refuses an adapter above it), and the container environment that sets both."""
+
+    max_adapters: int
+    max_rank: int
+    environment: dict[str, str]
+    # Where max_rank comes from, for refusals ("engine.max_lora_rank", or the engine's default).
+    rank_source: str
+    # The values the engine accepts as its max rank (a refusal names the smallest that fits); empty: any.
+    allowed_ranks: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class AdapterSupport(Capability):
+    """Whether a system serves LoRA adapters as SageMaker adapter inference components (endpoint_config/adapters.py),
+    and `sizing`: its LoRA options for an endpoint's configured adapters (enable, max adapters, max rank)."""
+
+    sizing: Callable[[EndpointSpec], LoraSizing] | None = None
+
+
 class EngineOptions(Strict):
     """The `engine:` options of one serving system: each system subclasses this with exactly the keys it implements
     and the values it allows (as djl-serving's properties_manager has one class per engine); pydantic validates an
@@ -260,6 +282,7 @@ class ServingSystem:
       runs as an inference component, with how or why not.
     chat: whether and how it serves OpenAI chat completions (ChatCapability), stated by every system; an endpoint's
       `chat:` block is refused on a system without it (systems/chat.py).
+    adapters: whether it loads LoRA adapters as adapter inference components, and how it sizes its LoRA options.
     network_isolation: the container works with no network (its model data comes from S3 through SageMaker).
     staged_weights_environment: for an engine that reads its weights from S3 itself, the environment pointing it at
       them (the artifact's weights/ stays in S3, code/ is the model data); such a container needs the network.
@@ -308,6 +331,7 @@ class ServingSystem:
     streamed_weights: StreamedWeights | None = None
     profile: Callable[[EndpointSpec], EngineProfile] | None = None
     estimate_weight_bytes: Callable[[EndpointSpec], float | None] | None = None
+    adapters: AdapterSupport = AdapterSupport.no("no way to load LoRA adapter inference components is established for it")
 
     def __post_init__(self) -> None:
         if (self.image is None) == (self.own_container is None):
@@ -326,6 +350,14 @@ class ServingSystem:
     def network_isolation_default(self, ep: EndpointSpec) -> bool:
         """EnableNetworkIsolation when the config does not say: the system's, unless the engine reads S3 itself."""
         return self.network_isolation and not self.reads_weights_from_s3(ep)
+    def lora_sizing(self, ep: EndpointSpec) -> LoraSizing | None:
+        """The container's LoRA options for `ep`'s adapters (None without adapters). LookupError when the system
+        serves none (the config refuses adapters there first: systems/checks.py)."""
+        if not ep.adapters:
+            return None
+        if not self.adapters.supported or self.adapters.sizing is None:
+            raise LookupError(f"system {self.name!r} serves no LoRA adapters: {self.adapters.note}")
+        return self.adapters.sizing(ep)
 
     def load_recipe(self) -> ModuleType:
         """Import the build recipe. LookupError when the system has none."""

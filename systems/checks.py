@@ -18,12 +18,13 @@ the KV cache the engine must reserve fit the GPUs.
 from __future__ import annotations
 
 from endpoint_config import BYTES_PER_PARAM, EndpointSpec, InstanceType
+from endpoint_config.adapters import adapter_rank, local_adapter_config
 from endpoint_config.gpus import families_where, gpu_facts, image_problems
 from endpoint_config.models import model_facts
 from endpoint_config.security import isolation_problems
 
 from .architectures import ARCHITECTURES, SOURCES, TRANSFORMERS_FIRST_RELEASE, VLLM_REMOVED
-from .base import Capability, EngineProfile, ServingSystem, engine_problems
+from .base import Capability, EngineProfile, LoraSizing, ServingSystem, engine_problems
 from .chat import chat_problems
 from .checkpoint_facts import DTYPE_BYTES, Checkpoint, checkpoint_of
 from .engine_systems import RUNTIME_QUANTIZATION_BITS
@@ -121,7 +122,12 @@ def system_problems(ep: EndpointSpec, system: ServingSystem, systems: dict[str, 
     if ep.hosting.uses_components and not system.inference_components.supported:
         refused("hosting.mode", repr(ep.hosting.mode), system.inference_components,
                 _offered_by(systems, "inference_components"), "systems that run as inference components")
+    if ep.adapters and not system.adapters.supported:
+        refused("adapters", f"({len(ep.adapters)} adapters)", system.adapters, _offered_by(systems, "adapters"),
+                "systems that serve LoRA adapters")
     problems += engine_problems(ep, system.engine_options, {name: s.engine_options for name, s in systems.items()})
+    if ep.adapters and system.adapters.supported and not problems:
+        problems += adapter_rank_problems(ep, system)
     # network.network_isolation against a system whose engine reads S3 itself (endpoint_config/security.py).
     problems += isolation_problems(ep, engine_reads_s3=system.staged_weights_environment is not None)
     problems += chat_problems(ep, system, systems)
@@ -133,6 +139,32 @@ def system_problems(ep: EndpointSpec, system: ServingSystem, systems: dict[str, 
     if system.profile is not None and instance.is_gpu and not problems:
         problems += compatibility_problems(ep, system, systems, checkpoint)
     return problems
+
+
+def adapter_rank_problems(ep: EndpointSpec, system: ServingSystem) -> list[str]:
+    """Local adapters whose adapter_config.json declares a rank above what the container is started with (the build
+    checks every adapter, Hub ones included: model_build/adapters.py)."""
+    sizing = system.lora_sizing(ep)
+    assert sizing is not None  # ep has adapters
+    problems = []
+    for i, adapter in enumerate(ep.adapters):
+        config = local_adapter_config(adapter.model)
+        rank = adapter_rank(config) if config is not None else None
+        if rank is not None and rank > sizing.max_rank:
+            problems.append(rank_refusal(ep, i, rank, sizing))
+    return problems
+
+
+def rank_refusal(ep: EndpointSpec, index: int, rank: int, sizing: LoraSizing) -> str:
+    """The one wording of "adapter rank above the container's maximum", at load and at build."""
+    adapter = ep.adapters[index]
+    fits = [r for r in sizing.allowed_ranks if r >= rank] if sizing.allowed_ranks else [rank]
+    hint = f"set engine.max_lora_rank: {fits[0]}" if fits else "no max_lora_rank the engine accepts covers it"
+    return (
+        f"endpoint {ep.name!r}: adapters[{index}] ({adapter.name!r}, {adapter.model!r}): rank {rank} is above the "
+        f"container's max LoRA rank {sizing.max_rank} ({sizing.rank_source}); {hint}, or use an adapter of rank "
+        f"<= {sizing.max_rank}"
+    )
 
 
 # ---- compatibility of model, engine, GPU and precision, before deploy ------------------------------------------

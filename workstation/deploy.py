@@ -85,7 +85,9 @@ def deploy(deployment: Deployment, *, echo: Callable[[str], None] = print, runti
     if problems:
         raise DeployError("preflight failed:\n  - " + "\n  - ".join(problems))
 
-    unbuilt = [plan.name for plan in deployment.plans if plan.artifact.problem is not None]
+    # `build` builds an endpoint's LoRA adapters after its model: one unbuilt adapter rebuilds the endpoint.
+    unbuilt = [plan.name for plan in deployment.plans
+               if plan.artifact.problem is not None or any(a.artifact.problem is not None for a in plan.adapters)]
     for name in unbuilt:
         echo(f"==> model_build build {name}")
         run([py, "-m", "model_build", "build", "--config", config, "--env", env_name, "--endpoint", name, "--quiet"], echo=echo)

@@ -75,9 +75,15 @@ class LmiEngineOptions(DjlEngineOptions):
     max_model_len: MaxModelLen | None = None
 
     @classmethod
+    def parse(cls, ep: EndpointSpec) -> LmiEngineOptions:
+        """The keys this class knows: what both systems share reads an lmi-vllm endpoint's options too, whose own
+        keys (max_lora_rank) its system's model validated when the config loaded."""
+        return cls.model_validate({k: v for k, v in ep.engine.items() if k in cls.model_fields})
+
+    @classmethod
     def shared(cls, endpoint: EndpointSpec) -> LmiEngineOptions:
         """The keys both LMI systems share, from an endpoint whose own system may take more (lmi-vllm's parsers)."""
-        return LmiEngineOptions.model_validate({k: v for k, v in endpoint.engine.items() if k in LmiEngineOptions.model_fields})
+        return LmiEngineOptions.parse(endpoint)
 
 
 def base_options(endpoint: EndpointSpec, entry_point: str) -> dict[str, str]:

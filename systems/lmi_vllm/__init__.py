@@ -8,7 +8,10 @@ Image choice and the option names: systems/images.py (DJL_LMI) and docs/engine-r
 
 from __future__ import annotations
 
-from endpoint_config import EndpointSpec
+from typing import Literal, get_args
+
+from endpoint_config import EndpointSpec, InstanceType
+from systems.base import AdapterSupport, LoraSizing
 from systems.djl_common import djl_system
 from systems.djl_common.lmi import (
     LMI_INFERENCE_AMI_VERSION,
@@ -30,9 +33,51 @@ ENTRY_POINT = "djl_python.lmi_vllm.vllm_async_service"
 DEFAULT_STARTUP_TIMEOUT_S = 900
 
 
+# LoRA (adapters:). LMI's options, all passed to vLLM's EngineArgs (0.36.0-lmi27-dlc
+# engines/python/setup/djl_python/properties_manager/: properties.py Properties.enable_lora (default False),
+# vllm_rb_properties.py VllmRbProperties.max_loras (default 4, LMI's own; vLLM's is 1) and, for max_lora_rank, the
+# pass-through of any option named like an EngineArgs field, get_additional_vllm_engine_args; documented together in
+# serving/docs/adapters.md "Configurations": OPTION_ENABLE_LORA, OPTION_MAX_LORAS, OPTION_MAX_LORA_RANK, default 16).
+# The adapter management API refuses to register an adapter unless option.enable_lora is true ("LoRA is not enabled.",
+# serving/src/main/java/ai/djl/serving/http/AdapterManagementRequestHandler.java), and the async handler LMI 27 runs
+# registers adapters with vLLM (lmi_vllm/vllm_async_service.py register_adapter -> add_lora) and picks one per request
+# from the X-Amzn-SageMaker-Adapter-Identifier header (async_utils.py _extract_lora_adapter).
+# The ranks vLLM accepts for max_lora_rank: vllm/config/lora.py MaxLoRARanks in vLLM 0.23.0 (the PyPI wheel
+# vllm-0.23.0-2-cp38-abi3-manylinux_2_28_x86_64.whl, sha256 872aeb7c...31c03c; LMI 27 ships its own build
+# 0.23.1.dev4+gcd87ce883, serving/docker/lmi-container-requirements.txt). vLLM refuses an adapter whose `r` exceeds it
+# ("LoRA rank {r} is greater than max_lora_rank", vllm/lora/peft_helper.py PEFTHelper.validate_legal).
+LoraRank = Literal[1, 8, 16, 32, 64, 128, 256, 320, 512]
+LORA_RANKS: tuple[int, ...] = get_args(LoraRank)
+DEFAULT_MAX_LORA_RANK = 16  # vLLM LoRAConfig.max_lora_rank; LMI leaves it (serving/docs/adapters.md: default 16)
+
+
 class VllmEngineOptions(LmiVllmChatOptions):
     """lmi-vllm's `engine:` options: max_batch_size (OPTION_MAX_ROLLING_BATCH_SIZE, vLLM max_num_seqs),
-    max_model_len (OPTION_MAX_MODEL_LEN), tool_call_parser and reasoning_parser (systems/lmi_vllm/chat.py)."""
+    max_model_len (OPTION_MAX_MODEL_LEN), tool_call_parser and reasoning_parser (systems/lmi_vllm/chat.py) and, with
+    adapters, max_lora_rank (OPTION_MAX_LORA_RANK)."""
+
+    max_lora_rank: LoraRank | None = None
+
+
+def lora_sizing(endpoint: EndpointSpec) -> LoraSizing:
+    """LoRA on for the endpoint's adapters: every configured adapter may be in one batch (OPTION_MAX_LORAS = their
+    count; vLLM keeps max_cpu_loras = max_loras when unset, vllm/config/lora.py), ranks up to engine.max_lora_rank
+    (default 16: an adapter of a higher rank is refused at load when it is local, and by the build)."""
+    engine = VllmEngineOptions.parse(endpoint)
+    rank = engine.max_lora_rank or DEFAULT_MAX_LORA_RANK
+    source = "engine.max_lora_rank" if engine.max_lora_rank else f"vLLM's default max_lora_rank {DEFAULT_MAX_LORA_RANK}"
+    count = len(endpoint.adapters)
+    options = {"enable_lora": "true", "max_loras": str(count), "max_lora_rank": str(rank)}
+    return LoraSizing(max_adapters=count, max_rank=rank, environment=option_environment(options), rank_source=source,
+                      allowed_ranks=LORA_RANKS)
+
+
+def rules(endpoint: EndpointSpec, instance: InstanceType) -> list[str]:
+    """engine.max_lora_rank sizes LoRA, which only adapters turn on."""
+    if endpoint.engine.get("max_lora_rank") is not None and not endpoint.adapters:
+        return [f"endpoint {endpoint.name!r}: engine.max_lora_rank: value {endpoint.engine['max_lora_rank']!r} applies "
+                "only to LoRA adapters; add adapters: or remove the key"]
+    return []
 
 
 def container_environment(endpoint: EndpointSpec) -> dict[str, str]:
@@ -47,7 +92,8 @@ def container_environment(endpoint: EndpointSpec) -> dict[str, str]:
     if engine.max_model_len is not None:
         options["max_model_len"] = str(engine.max_model_len)
     options.update(engine.chat_options())
-    return option_environment(options)
+    lora = lora_sizing(endpoint).environment if endpoint.adapters else {}
+    return {**option_environment(options), **lora}
 
 
 SYSTEM = djl_system(
@@ -70,6 +116,13 @@ SYSTEM = djl_system(
     chat=CHAT,
     # LMI 27 installs vLLM 0.23.1.dev4+gcd87ce883 (lmi-container-requirements.txt); the nearest release read: 0.23.0.
     model_registry="vllm==0.23.0",
+    adapters=AdapterSupport(
+        True,
+        "LMI's adapter API registers each adapter inference component with vLLM (option.enable_lora, max_loras, "
+        "max_lora_rank)",
+        sizing=lora_sizing,
+    ),
+    rules=rules,
 )
 
 __all__ = ["SYSTEM", "container_environment", "ENTRY_POINT"]

@@ -38,6 +38,11 @@ def combined_emulator_config(retain_data: bool) -> dict:
                 assert ep["system"] == seen[ep["name"]], f"two example endpoints named {ep['name']!r}: rename one"
                 continue
             seen[ep["name"]] = ep["system"]
+            if ep.get("adapters"):
+                # LoRA adapters are adapter inference components on the base component: neither can exist here
+                # (below). What would be left, the model on a variant, is what assist-ic (production.yaml) deploys,
+                # and an 8 B model does not fit the T4 that stands in for its GPU here.
+                continue
             ep = {**ep, "artifact_hash": FAKE_HASH}
             ep["instance_type"] = EMULATOR_TYPES.get(ep["instance_type"], ep["instance_type"])
             ep.pop("volume_size_gb", None)

@@ -1548,6 +1548,79 @@ def test_smoke_lambda_role_allows_checking_and_invoking_the_inference_component(
     assert missing(policy, [other]) == [str(other)]
 
 
+# ------------------------------------------------------------------------------------------------ LoRA adapters
+# config/examples/lmi-vllm-lora.yaml's llama-lora (dev): two adapter inference components on the base component. A
+# request naming an adapter ({"adapter": "sql"}) invokes that adapter's component; the smoke test describes and
+# invokes each one.
+
+LORA_CONFIG, LORA_STACK = "config/examples/lmi-vllm-lora.yaml", "llm-endpoints-dev-llama-lora"
+LORA_ADAPTERS = {"sql": "dev-llama-lora-sql", "support": "dev-llama-lora-support"}
+
+
+def test_invoke_lambda_role_allows_invoking_each_adapter_component(moto_env, synth, monkeypatch):
+    env = load_config(ROOT / LORA_CONFIG, "dev").environment
+    ctx = StackContext(synth(LORA_CONFIG, "dev").templates[LORA_STACK], LORA_STACK, Where(env.account, env.region))
+    role = function_environment(ctx, "invoke/handler.handler", monkeypatch)
+    moto_env.set_invoke_results([GOOD, GOOD], account=ctx.where.account)
+    key = set_lambda_credentials(monkeypatch, account_session(ctx.where.account, ctx.where.region))
+    invoke.reset_client()
+    try:
+        with recording(monkeypatch) as rec:
+            answers = [invoke.handler({"inputs": "Count the rows", "parameters": {"max_new_tokens": 8}, "adapter": name}, None)
+                       for name in LORA_ADAPTERS]
+    finally:
+        invoke.reset_client()
+    assert [a["statusCode"] for a in answers] == [200, 200], answers
+    assert rec.calls and rec.signed_by(key) == rec.calls
+    assert [c.params["InferenceComponentName"] for c in rec.calls] == list(LORA_ADAPTERS.values())
+    needs = principal_needs(rec.calls, ctx.where)
+    base = f"arn:aws:sagemaker:{ctx.where.region}:{ctx.where.account}"
+    assert {n.resource for n in needs} == {f"{base}:endpoint/dev-llama-lora", *(f"{base}:inference-component/{c}" for c in LORA_ADAPTERS.values())}
+    policy = role_policy(ctx, role)
+    assert missing(policy, needs) == []
+    # A grant on the endpoint and the base component is short of the adapters.
+    base_only = [{"Effect": "Allow", "Action": "sagemaker:InvokeEndpoint",
+                  "Resource": [f"{base}:endpoint/dev-llama-lora", f"{base}:inference-component/dev-llama-lora-ic"]}]
+    assert len(missing(Policy(base_only, ctx, "base only"), needs)) == 2
+
+
+def test_smoke_lambda_role_allows_checking_and_invoking_each_adapter(moto_env, synth, monkeypatch):
+    """The smoke function of llama-lora: the base component's checks, then DescribeInferenceComponent and an
+    invocation for each adapter component (moto has no components: described before sending, after signing)."""
+    env = load_config(ROOT / LORA_CONFIG, "dev").environment
+    ctx = StackContext(synth(LORA_CONFIG, "dev").templates[LORA_STACK], LORA_STACK, Where(env.account, env.region))
+    role = function_environment(ctx, "smoke/handler.handler", monkeypatch)
+    session = account_session(ctx.where.account, ctx.where.region)
+    fix = deploy_endpoint_stack(session, ctx)
+    [model] = [r["PhysicalResourceId"].rsplit("/", 1)[-1] for r in session.client("cloudformation").list_stack_resources(
+        StackName=LORA_STACK)["StackResourceSummaries"] if r["ResourceType"] == "AWS::SageMaker::Model"]  # fmt: skip
+    base_component = os.environ["INFERENCE_COMPONENT_NAME"]
+
+    def describe_component(request: Any, **_: Any) -> Any:
+        name = json.loads(request.body)["InferenceComponentName"]
+        spec = {"ModelName": model} if name == base_component else {"BaseInferenceComponentName": base_component}
+        body = json.dumps({"InferenceComponentName": name, "InferenceComponentStatus": "InService",
+                           "InferenceComponentArn": f"arn:aws:sagemaker:{ctx.where.region}:{ctx.where.account}:inference-component/{name}",
+                           "EndpointName": "dev-llama-lora", "EndpointArn": "arn:aws:sagemaker:x:1:endpoint/dev-llama-lora",
+                           "Specification": spec, "CreationTime": 0, "LastModifiedTime": 0}).encode()  # fmt: skip
+        return AWSResponse(request.url, 200, {"Content-Type": "application/x-amz-json-1.1"}, _Body(body))
+
+    def answer_components(events: Any) -> None:
+        events.register("before-send.sagemaker.DescribeInferenceComponent", describe_component)
+
+    moto_env.set_invoke_results([GOOD, GOOD, GOOD], account=ctx.where.account)
+    key = set_lambda_credentials(monkeypatch, session)
+    with recording(monkeypatch, fix, answer_components) as rec:
+        result = lambda_entry("smoke/handler.handler")({}, None)
+    assert result["ok"], result["failures"]
+    assert [c["name"] for c in result["checks"]][-2:] == ["adapter sql", "adapter support"]
+    assert rec.calls and rec.signed_by(key) == rec.calls
+    needs = principal_needs(rec.calls, ctx.where)
+    components = {n.resource.rsplit("/", 1)[-1] for n in needs if ":inference-component/" in n.resource}
+    assert components == {base_component, *LORA_ADAPTERS.values()}
+    assert missing(role_policy(ctx, role), needs) == []
+
+
 class _Body(io.BytesIO):
     """A urllib3-like raw body for botocore's AWSResponse."""
 
