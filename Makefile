@@ -96,6 +96,7 @@ wheelhouse: $(WHEELHOUSE)/.downloaded
 
 test: install hf-container-env tokenizer-envs checkov-env wheelhouse
 	$(VENV)/bin/ruff check .
+	$(PY) -m mypy
 	$(PY) -m pytest
 
 CONFIG ?= config/local.yaml

@@ -200,7 +200,8 @@ class InstanceType:
 
     @property
     def gpu_memory_gib(self) -> float:
-        return self.accelerators.memory_gib if self.gpu_count else 0.0
+        acc = self.accelerators
+        return acc.memory_gib if acc is not None and self.gpu_count else 0.0
 
     @property
     def has_local_nvme(self) -> bool:

@@ -117,10 +117,10 @@ class Invocation(Strict):
                     "notifications is false; allowed: notifications: true with topics, or false without"
                 )
         if self.result_retention_days is not None and (self.output_path or self.failure_path):
-            given = ", ".join(k for k in ("output_path", "failure_path") if getattr(self, k))
+            own = ", ".join(k for k in ("output_path", "failure_path") if getattr(self, k))
             raise ValueError(
                 f"result_retention_days (value {self.result_retention_days}) expires answers and failures in the artifact "
-                f"bucket's folders, but {given} names a location of your own: set a lifecycle rule on that bucket "
+                f"bucket's folders, but {own} names a location of your own: set a lifecycle rule on that bucket "
                 "instead, or remove result_retention_days"
             )
         if self.output_path is not None and self.output_path == self.failure_path:

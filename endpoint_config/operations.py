@@ -170,6 +170,7 @@ class BlueGreen(Strict):
         if self.traffic == "canary":
             return 2  # the canary, then the rest
         if self.traffic == "linear":
+            assert self.linear_step is not None, "the validator requires linear_step for traffic linear"
             return self.linear_step.steps(largest_fleet)
         return 1
 
@@ -496,17 +497,19 @@ def operations_problems(ep: EndpointSpec, instance: InstanceType) -> list[str]:
         )
     elif stepped:
         # Counts against the fleet: the fraction shrinks as the fleet grows, so check both ends.
+        # A missing canary_size / linear_step is the BlueGreen validator's error, not this check's.
+        checks: list[tuple[str, CapacitySize | None, tuple[int, int], str]]
         if isinstance(policy, Rolling):
             checks = [("rolling.maximum_batch_size", policy.maximum_batch_size, ROLLING_PERCENT, "a rolling batch")]
         elif policy.traffic == "canary":
             checks = [("blue_green.canary_size", policy.canary_size, (0, CANARY_MAX_PERCENT), "a canary")]
         else:
             checks = [("blue_green.linear_step", policy.linear_step, LINEAR_PERCENT, "a linear step")]
-        for size_key, size, (lo_pct, hi_pct), what in checks:
-            if size.count is None:
+        for size_key, step, (lo_pct, hi_pct), what in checks:
+            if step is None or step.count is None:
                 continue
-            largest_share = 100 * size.count / low
-            smallest_share = 100 * size.count / high
+            largest_share = 100 * step.count / low
+            smallest_share = 100 * step.count / high
             if largest_share > hi_pct or smallest_share < lo_pct:
                 allowed_low = max(1, math.ceil(lo_pct * high / 100))
                 allowed_high = math.floor(hi_pct * low / 100)
@@ -517,18 +520,19 @@ def operations_problems(ep: EndpointSpec, instance: InstanceType) -> list[str]:
                 limit = f"at most {hi_pct} %" if lo_pct == 0 else f"{lo_pct}-{hi_pct} %"
                 bad(
                     size_key,
-                    f"value {size.count} {one if size.count == 1 else unit} is {share} of a fleet of {fleet}; SageMaker "
+                    f"value {step.count} {one if step.count == 1 else unit} is {share} of a fleet of {fleet}; SageMaker "
                     f"allows {limit} for {what}; allowed here: {allowed}",
                 )
 
-    waits = policy.wait_interval_s * policy.traffic_steps(high) + getattr(policy, "termination_wait_s", 0)
+    termination_wait_s = policy.termination_wait_s if isinstance(policy, BlueGreen) else 0
+    waits = policy.wait_interval_s * policy.traffic_steps(high) + termination_wait_s
     timeout = policy.maximum_execution_timeout_s
     if timeout is not None and timeout <= waits:
         bad(
             f"{key}.maximum_execution_timeout_s",
             f"value {timeout} s is not longer than the update's waits, {waits} s (wait_interval_s "
             f"{policy.wait_interval_s} x {policy.traffic_steps(high)} step(s) at a fleet of {high} {unit}"
-            + (f" + termination_wait_s {policy.termination_wait_s}" if getattr(policy, "termination_wait_s", 0) else "")
+            + (f" + termination_wait_s {termination_wait_s}" if termination_wait_s else "")
             + f"); the timeout must exceed them ({key} MaximumExecutionTimeoutInSeconds); allowed: {waits + 1}-"
             f"{EXECUTION_TIMEOUT_BOUNDS[1]}",
         )

@@ -93,8 +93,10 @@ class _Core12Constructor(SafeConstructor):
         return float(value)
 
 
-_Core12Constructor.add_constructor("tag:yaml.org,2002:int", _Core12Constructor.construct_yaml_int)
-_Core12Constructor.add_constructor("tag:yaml.org,2002:float", _Core12Constructor.construct_yaml_float)
+# type-var: types-PyYAML bounds a constructor's first argument to PyYAML's own Loader classes, not to the constructor
+# class it is registered on (PyYAML calls it with any loader built on that class, as _BoundedLoader is).
+_Core12Constructor.add_constructor("tag:yaml.org,2002:int", _Core12Constructor.construct_yaml_int)  # type: ignore[type-var]
+_Core12Constructor.add_constructor("tag:yaml.org,2002:float", _Core12Constructor.construct_yaml_float)  # type: ignore[type-var]
 
 
 class _BoundedLoader(Reader, Scanner, Parser, Composer, _Core12Constructor, _Core12Resolver):
@@ -111,7 +113,7 @@ class _BoundedLoader(Reader, Scanner, Parser, Composer, _Core12Constructor, _Cor
         self._depth = 0
         self.lines: dict[tuple[Any, ...], int] = {}
 
-    def compose_node(self, parent: Node | None, index: Any) -> Node:
+    def compose_node(self, parent: Node | None, index: Any) -> Node | None:
         self._depth += 1
         try:
             if self._depth > MAX_DEPTH:
@@ -177,14 +179,15 @@ class _Inspection:
 
     def children(self, node: Node, path: tuple[Any, ...]) -> list[tuple[Node, tuple[Any, ...]]]:
         if isinstance(node, SequenceNode):
-            out = []
+            items: list[tuple[Node, tuple[Any, ...]]] = []
             for index, item in enumerate(node.value):
                 self.loader.lines.setdefault((*path, index), item.start_mark.line + 1)
-                out.append((item, (*path, index)))
-            return out
+                items.append((item, (*path, index)))
+            return items
         if not isinstance(node, MappingNode):
             return []
-        out, seen = [], {}
+        out: list[tuple[Node, tuple[Any, ...]]] = []
+        seen: dict[Any, int] = {}  # key -> its line
         for key_node, value_node in node.value:
             if key_node.tag == MERGE_TAG:
                 out.append((value_node, path))

@@ -674,9 +674,10 @@ def _tool_call_problem(reply: dict) -> str | None:
     if not calls:
         return "asked to call get_weather (a named tool_choice), the model answered without a tool call: check the engine's tool_call_parser"
     function = calls[0].get("function") if isinstance(calls[0], dict) else None
+    raw_arguments = function.get("arguments") if isinstance(function, dict) else None
     try:
-        arguments = json.loads(function.get("arguments")) if isinstance(function, dict) else None
-    except (TypeError, ValueError):
+        arguments = json.loads(raw_arguments) if isinstance(raw_arguments, (str, bytes, bytearray)) else None
+    except ValueError:
         arguments = None
     if not isinstance(function, dict) or function.get("name") != "get_weather" or not isinstance(arguments, dict):
         return f"the tool call is not get_weather with JSON-object arguments: {json.dumps(calls[0])[:200]}"

@@ -106,16 +106,16 @@ class RollbackAlarms(Construct):
         super().__init__(scope, construct_id)
         if not spec.alarm_keys() and not spec.extra_alarm_names:
             raise ValueError(f"RollbackAlarms {endpoint_name!r}: no alarm to create or watch")
-        if (component_name is None) == (variant_name is None or endpoint_config_name is None):
+        if component_name is not None and (variant_name is None or endpoint_config_name is None):
+            dimensions, fleet = {"InferenceComponentName": component_name}, f"component {component_name}"
+        elif component_name is None and variant_name is not None and endpoint_config_name is not None:
+            dimensions = {**_dimensions(endpoint_name, variant_name), "EndpointConfigName": endpoint_config_name}
+            fleet = "the new fleet"
+        else:
             raise ValueError(
                 f"RollbackAlarms {endpoint_name!r}: give either component_name or variant_name and endpoint_config_name"
             )
         mode = hosting_mode(component=component_name is not None, asynchronous=asynchronous)
-        if component_name is not None:
-            dimensions, fleet = {"InferenceComponentName": component_name}, f"component {component_name}"
-        else:
-            dimensions = {**_dimensions(endpoint_name, variant_name), "EndpointConfigName": endpoint_config_name}
-            fleet = "the new fleet"
         # (construct id, alarm name, metric, threshold, description)
         wanted: list[tuple[str, str, cloudwatch.IMetric, float, str]] = []
         if spec.errors_5xx_rate is not None:

@@ -342,6 +342,7 @@ class EndpointSecurity:
         capture = self.spec.data_capture
         if capture is None:
             return None
+        assert self.capture_prefix is not None, "resolve() sets the capture destination with data_capture"
         return sagemaker.CfnEndpointConfig.DataCaptureConfigProperty(
             enable_capture=True,
             initial_sampling_percentage=capture.sampling_percent,

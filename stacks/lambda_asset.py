@@ -76,14 +76,15 @@ def local_imports(path: Path) -> set[Path]:
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
+            # `from . import x` has no module (ast.ImportFrom.module is None); `from x import y` has level 0.
+            prefix: list[str] = []
             if node.level:
                 package = _package_of(path)
                 if package is None:
                     raise ValueError(f"{path}: relative import outside a package")
                 parts = package.split(".")
-                base = ".".join(parts[: len(parts) - node.level + 1] + ([node.module] if node.module else []))
-            else:
-                base = node.module
+                prefix = parts[: len(parts) - node.level + 1]
+            base = ".".join(prefix + ([node.module] if node.module else []))
             names.add(base)
             names.update(f"{base}.{alias.name}" for alias in node.names)
     found: set[Path] = set()

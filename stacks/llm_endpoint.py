@@ -171,18 +171,18 @@ class LlmEndpoint(Construct):
         if spec.autoscaling is not None and self.async_inference is not None:
             self.async_inference.add_scaling(spec.autoscaling, variant_name=VARIANT_NAME, endpoint=self.endpoint)
         elif spec.autoscaling is not None:
-            scaling = spec.autoscaling
+            autoscaling = spec.autoscaling
             # No RoleARN: Application Auto Scaling uses its service-linked role for SageMaker endpoints.
             target = scalable_target(
                 self, "ScalableTarget", dimension=VARIANT_INSTANCES,
                 resource_id=f"endpoint/{plan.endpoint_name}/variant/{VARIANT_NAME}",
-                min_capacity=scaling.min_capacity, max_capacity=scaling.max_capacity, after=self.endpoint,
+                min_capacity=autoscaling.min_capacity, max_capacity=autoscaling.max_capacity, after=self.endpoint,
             )
             target_tracking(
                 self, "ConcurrencyScaling", policy_name=f"{plan.endpoint_name}-concurrency", target=target,
                 # The metric counts concurrent requests per instance; the config's target is per model copy.
-                target_value=scaling.target_value * plan.model_copies, predefined_metric=SCALING_METRIC,
-                scale_in_cooldown_s=scaling.scale_in_cooldown_s, scale_out_cooldown_s=scaling.scale_out_cooldown_s,
+                target_value=autoscaling.target_value * plan.model_copies, predefined_metric=SCALING_METRIC,
+                scale_in_cooldown_s=autoscaling.scale_in_cooldown_s, scale_out_cooldown_s=autoscaling.scale_out_cooldown_s,
             )
 
     @property
