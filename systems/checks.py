@@ -29,6 +29,7 @@ from .chat import chat_problems
 from .checkpoint_facts import DTYPE_BYTES, Checkpoint, checkpoint_of
 from .engine_systems import RUNTIME_QUANTIZATION_BITS
 from .model_support import load_problems as architecture_problems
+from .model_support import systems_serving
 from .precision import precision_problems
 
 # Weights may take this share of each GPU's memory; the rest holds the KV cache, activations and the CUDA context.
@@ -131,9 +132,9 @@ def system_problems(ep: EndpointSpec, system: ServingSystem, systems: dict[str, 
     # network.network_isolation against a system whose engine reads S3 itself (endpoint_config/security.py).
     problems += isolation_problems(ep, engine_reads_s3=system.staged_weights_environment is not None)
     problems += chat_problems(ep, system, systems)
-    # A system with an engine profile has its architecture checked with the checkpoint's other facts (known models
-    # too, and again at build from the real files: checkpoint_problems); the others' local models here.
-    if system.profile is None:
+    # A system with an engine profile on a GPU has its architecture checked with the checkpoint's other facts (known
+    # models too, and again at build from the real files: checkpoint_problems); the rest, local models here.
+    if system.profile is None or not instance.is_gpu:
         problems += architecture_problems(ep, system, systems)
     problems += system.rules(ep, instance)
     if system.profile is not None and instance.is_gpu and not problems:
@@ -215,8 +216,7 @@ def checkpoint_problems(
 
     served = ARCHITECTURES.get(engine)
     if served is not None and facts.architecture is not None and facts.architecture not in served:
-        takers = [name for name, other in systems.items()
-                  if (e := engine_of(other)) in ARCHITECTURES and facts.architecture in ARCHITECTURES[e]]  # fmt: skip
+        takers = systems_serving(facts.architecture, systems, but=systems.get(ep.system))
         why = ""
         if engine.startswith("transformers==") and facts.architecture in TRANSFORMERS_FIRST_RELEASE:
             why = f"; transformers maps it from release {TRANSFORMERS_FIRST_RELEASE[facts.architecture]} on"

@@ -68,10 +68,15 @@ def architecture_problem(ep: EndpointSpec, system: ServingSystem, architecture: 
     reason = unknown_reason(system, architecture)
     if reason is None:
         return None
-    serving = [name for name, other in systems.items()
-               if other is not system and _knows(other, architecture)]  # fmt: skip
+    serving = systems_serving(architecture, systems, but=system)
     where = f"systems that serve it: {', '.join(serving)}" if serving else "no registered system is known to serve it"
     return f"endpoint {ep.name!r}: model: value {ep.model!r} has architecture {architecture!r}: {reason}; {where}"
+
+
+def systems_serving(architecture: str, systems: dict[str, ServingSystem], but: ServingSystem | None = None) -> list[str]:
+    """The systems (other than `but`) whose containers are known to build `architecture`: the one list every
+    architecture refusal names (at load here, and with the checkpoint's facts in systems/checks.py)."""
+    return [name for name, other in systems.items() if other is not but and _knows(other, architecture)]
 
 
 def _knows(system: ServingSystem, architecture: str) -> bool:
@@ -100,4 +105,4 @@ def load_problems(ep: EndpointSpec, system: ServingSystem, systems: dict[str, Se
     return [problem] if problem else []
 
 
-__all__ = ["architecture_problem", "load_problems", "local_architecture", "unknown_reason"]
+__all__ = ["architecture_problem", "load_problems", "local_architecture", "systems_serving", "unknown_reason"]

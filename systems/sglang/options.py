@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
+from endpoint_config.base import Strict
 from systems.base import EngineOptions
 
 ENGINE_PROJECT = "sglang"
@@ -67,7 +68,7 @@ LoraTargetModule = Literal[
 _NEEDS_DRAFTER_MODEL = frozenset({"EAGLE", "EAGLE3", "STANDALONE", "DFLASH", "DSPARK"})
 
 
-class SglangSpeculativeConfig(BaseModel):
+class SglangSpeculativeConfig(Strict):
     """The --speculative-* flags (sglang/srt/arg_groups/fields/spec.py)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)

@@ -12,8 +12,9 @@ from __future__ import annotations
 import json
 from typing import Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
+from endpoint_config.base import Strict
 from systems.base import EngineOptions
 
 ENGINE_PROJECT = "vllm"
@@ -88,7 +89,7 @@ _DRAFTER_FROM_TARGET = frozenset(
 _NEEDS_DRAFTER_MODEL = frozenset({"eagle", "eagle3", "draft_model", "medusa", "mlp_speculator", "dflash", "dspark"})
 
 
-class VllmSpeculativeConfig(BaseModel):
+class VllmSpeculativeConfig(Strict):
     """--speculative-config: a JSON object (vllm/config/speculative.py, SpeculativeConfig; fields used here)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)

@@ -52,11 +52,11 @@ REFUSED_BY_SYSTEM = [
     ("hf-fastload",
      "endpoint 'assist': hosting.mode: value 'inference-components' is not supported by system 'hf-fastload': its "
      "Hugging Face PyTorch inference image is not documented for inference components (no AWS or Hugging Face "
-     "source found); systems that run as inference components: lmi-vllm, lmi-trtllm"),
+     "source found); systems that run as inference components: lmi-vllm, lmi-trtllm, vllm, sglang"),
     ("tensorrt-byoc",
      "endpoint 'assist': hosting.mode: value 'inference-components' is not supported by system 'tensorrt-byoc': our "
      "own container has never run as an inference component (only a GPU account can show that it keeps to the GPUs "
-     "and memory SageMaker gives it); systems that run as inference components: lmi-vllm, lmi-trtllm"),
+     "and memory SageMaker gives it); systems that run as inference components: lmi-vllm, lmi-trtllm, vllm, sglang"),
 ]  # fmt: skip
 
 

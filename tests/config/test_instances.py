@@ -136,9 +136,11 @@ def test_tensor_parallel_8_is_refused_on_the_one_gpu_p5(tmp_path):
 
 
 def test_new_gpu_families_get_the_gpu_image(tmp_path):
-    [plan] = _load(tmp_path, instance_type="ml.g7e.2xlarge").plans
+    [plan] = _load(tmp_path, instance_type="ml.g6e.2xlarge").plans
     assert plan.system.name == "hf-fastload"
     assert plan.image_tag == plan.image.gpu_tag != plan.image.cpu_tag
+    # Blackwell (g7e) needs an image built with CUDA >= 12.8; hf-fastload's has 12.4 (systems/checks.py)
+    assert "needs an image built with CUDA >= 12.8; this one has CUDA 12.4" in _error(tmp_path, instance_type="ml.g7e.2xlarge")
 
 
 @pytest.mark.parametrize(

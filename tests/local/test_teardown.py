@@ -43,6 +43,11 @@ def combined_emulator_config(retain_data: bool) -> dict:
                 # (below). What would be left, the model on a variant, is what assist-ic (production.yaml) deploys,
                 # and an 8 B model does not fit the T4 that stands in for its GPU here.
                 continue
+            if ep["system"] in ("vllm", "sglang"):
+                # Their CUDA 13 images need an Ampere or newer GPU (systems/checks.py refuses a T4 or V100), and
+                # moto 5.2.5's SageMaker instance types stop at g4dn and p3 (moto/sagemaker/models.py
+                # validate_instance_type): no type stands in. Their stacks hold the same resource types as lmi-vllm's.
+                continue
             ep = {**ep, "artifact_hash": FAKE_HASH}
             ep["instance_type"] = EMULATOR_TYPES.get(ep["instance_type"], ep["instance_type"])
             ep.pop("volume_size_gb", None)

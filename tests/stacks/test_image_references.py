@@ -40,8 +40,10 @@ FROM_LINE = re.compile(r"^FROM\s+(?:--platform=\S+\s+)?(\S+)", re.MULTILINE)
 
 def _pins() -> list[ImagePin]:
     from stacks.pipeline_stack import GPU_BUILD_IMAGE
+    from systems import images_current
 
-    return [p for p in vars(pinned_images).values() if isinstance(p, ImagePin)] + [GPU_BUILD_IMAGE]
+    pins = {id(p): p for module in (pinned_images, images_current) for p in vars(module).values() if isinstance(p, ImagePin)}
+    return [*pins.values(), GPU_BUILD_IMAGE]
 
 
 def _render(value, mapping: dict, region: str) -> str:

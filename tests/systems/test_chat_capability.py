@@ -59,7 +59,8 @@ def test_every_system_states_whether_and_how_it_serves_chat() -> None:
         else:
             assert chat.route is None and chat.tool_calls is None and not chat.constrained_decoding, name
     served = {name: s.chat.route for name, s in systems.items() if s.chat.supported}
-    assert served == {"hf-fastload": "handler", "lmi-vllm": "native", "lmi-trtllm": "native"}
+    assert served == {"hf-fastload": "handler", "lmi-vllm": "native", "lmi-trtllm": "native", "vllm": "native",
+                      "sglang": "native"}
 
 
 def test_chat_on_a_system_without_it_names_the_systems_that_serve_it(tmp_path: Path) -> None:
@@ -123,7 +124,7 @@ def test_lmi_vllm_parsers_render_as_lmi_reads_them(tmp_path: Path) -> None:
         ("lmi-vllm", "{reasoning_parser: hermes}", "engine.reasoning_parser: value 'hermes' is not supported by "
                                                    "system 'lmi-vllm'; allowed: cohere_command3"),
         ("lmi-trtllm", "{tool_call_parser: hermes}", "is not supported by system 'lmi-trtllm'; remove the key "
-                                                    "(systems that take it: lmi-vllm)"),
+                                                    "(systems that take it: lmi-vllm, vllm, sglang)"),
         ("hf-fastload", "{reasoning_parser: qwen3}", "systems that take it: lmi-vllm"),
     ],
 )  # fmt: skip
@@ -132,12 +133,18 @@ def test_parsers_are_refused_where_the_engine_lacks_them(tmp_path: Path, system:
 
 
 def test_an_architecture_the_containers_transformers_does_not_know_is_refused_at_load(tmp_path: Path) -> None:
-    """The issue's measured case: a Qwen3 model for hf-fastload, whose container has transformers 4.49."""
+    """The issue's measured case, a Qwen3 model for a container with transformers 4.49 (hf-fastload's image before
+    4.51.3), and its successor: gpt-oss for hf-fastload's transformers 4.51.3 (gpt-oss came in 4.55)."""
+    gpt_oss = model_dir(tmp_path, "GptOssForCausalLM")
+    text = refusal(tmp_path, model=str(gpt_oss), instance="ml.m5.xlarge")  # on a CPU: read from config.json alone
+    assert ("has architecture 'GptOssForCausalLM': transformers 4.51.3, in the image of system 'hf-fastload', does "
+            "not know it; it needs transformers >= 4.55.0; systems that serve it: lmi-vllm, vllm, sglang") in text  # fmt: skip
+    text = refusal(tmp_path, model=str(gpt_oss))  # on a GPU: with the checkpoint's other facts (systems/checks.py)
+    assert "transformers maps it from release 4.55.0 on; systems that serve it: lmi-vllm, vllm, sglang" in text
+    assert load(tmp_path, model=str(gpt_oss), system="lmi-vllm").plans  # LMI 27's vLLM 0.23 serves it
     qwen3 = model_dir(tmp_path, "Qwen3ForCausalLM")
-    text = refusal(tmp_path, model=str(qwen3))
-    assert ("has architecture 'Qwen3ForCausalLM': transformers 4.49.0, in the image of system 'hf-fastload', does not "
-            "know it; it needs transformers >= 4.51.0; systems that serve it: lmi-vllm") in text  # fmt: skip
-    assert load(tmp_path, model=str(qwen3), system="lmi-vllm").plans  # LMI 27's vLLM 0.23 serves it
+    assert "it needs transformers >= 4.51.0" in refusal(tmp_path, model=str(qwen3), system="deepspeed-byoc")
+    assert load(tmp_path, model=str(qwen3)).plans  # hf-fastload's transformers 4.51.3 knows it
     gemma4 = model_dir(tmp_path, "Gemma4ForCausalLM")
     assert "it needs transformers >= 5.5.0" in refusal(tmp_path, model=str(gemma4), system="deepspeed-byoc")
     unknown = model_dir(tmp_path, "NoSuchForCausalLM")
@@ -152,10 +159,11 @@ def test_the_build_refuses_the_architecture_too() -> None:
     from endpoint_config import EndpointSpec
     from systems.recipe_common import check_causal_lm
 
-    ep = EndpointSpec(name="bot", system="hf-fastload", model="Qwen/Qwen3-0.6B", instance_type="ml.g5.2xlarge")
-    with pytest.raises(BuildError, match=r"'Qwen3ForCausalLM': transformers 4\.49\.0.*needs transformers >= 4\.51\.0"):
-        check_causal_lm(ep, {"model_type": "qwen3", "architectures": ["Qwen3ForCausalLM"]}, refuse_encoder_decoder=False)
-    check_causal_lm(ep.model_copy(update={"system": "lmi-vllm"}), {"model_type": "qwen3", "architectures": ["Qwen3ForCausalLM"]})
+    ep = EndpointSpec(name="bot", system="hf-fastload", model="openai/gpt-oss-20b", instance_type="ml.g5.2xlarge")
+    config = {"model_type": "gpt_oss", "architectures": ["GptOssForCausalLM"]}
+    with pytest.raises(BuildError, match=r"'GptOssForCausalLM': transformers 4\.51\.3.*needs transformers >= 4\.55\.0"):
+        check_causal_lm(ep, config, refuse_encoder_decoder=False)
+    check_causal_lm(ep.model_copy(update={"system": "lmi-vllm"}), config)
 
 
 def test_the_chat_template_is_written_into_the_artifact_and_checked(tiny_models: dict[str, Path], tmp_path: Path) -> None:

@@ -128,7 +128,7 @@ REFUSED = [
     # architecture vs the pinned engine's registry
     ("hf-arch", endpoint_yaml("x", "hf-fastload", "openai/gpt-oss-20b", "ml.g6e.xlarge"),
      r"model: value 'openai/gpt-oss-20b' is a GptOssForCausalLM .*which transformers==4.51.3 in the image of system "
-     r"'hf-fastload' does not serve .*transformers maps it from release 4.55.0 on; systems that serve it: vllm, sglang"),
+     r"'hf-fastload' does not serve .*transformers maps it from release 4.55.0 on; systems that serve it: lmi-vllm, vllm, sglang"),
     # precision vs GPU generation, and MXFP4's activation dtype
     ("mxfp4-t4", endpoint_yaml("x", "vllm", "openai/gpt-oss-20b", "ml.g4dn.2xlarge", dtype="fp16"),
      r"instance_type: value 'ml.g4dn.2xlarge': vllm==0.30.0 loads mxfp4 weights from compute capability 8.0; "
