@@ -26,7 +26,21 @@ for _var in ("CDK_DEFAULT_ACCOUNT", "CDK_DEFAULT_REGION"):
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from helpers import Synthesized, synthesize
+from helpers import Background, Synthesized, synthesize
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked `late` run last, in their order: they collect what a `background` command did meanwhile."""
+    items[:] = [i for i in items if i.get_closest_marker("late") is None] + [i for i in items if i.get_closest_marker("late")]
+
+
+@pytest.fixture(scope="session")
+def background(tmp_path_factory) -> Iterator[dict[str, Background]]:
+    """Commands running in the background, by name (helpers.Background); any still running at the end is stopped."""
+    running: dict[str, Background] = {}
+    yield running
+    for command in running.values():
+        command.stop()
 
 # ---------------------------------------------------------------------------------------------------- synth
 

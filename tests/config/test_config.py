@@ -195,13 +195,10 @@ def test_cdk_synth_exits_non_zero_with_the_message_and_no_traceback(tmp_path):
     assert not list(out.glob("*.template.json"))
 
 
-def test_cdk_synth_writes_templates_for_an_example(tmp_path):
-    out = tmp_path / "cdk.out"
-    result = subprocess.run(
-        [str(ROOT / "node_modules/.bin/cdk"), "synth", "--no-notices", "-q", "-c", "config=config/examples/hf-fastload.yaml",
-         "-c", "env=prod", "-c", "allow_unbuilt=true", "-o", str(out)],
-        cwd=ROOT, capture_output=True, text=True, env={**_app_env(), "PATH": f"{ROOT / '.venv/bin'}:{os.environ['PATH']}"},
-    )
+@pytest.mark.late
+def test_cdk_synth_writes_templates_for_an_example(cli_synth_of_an_example):
+    run, out = cli_synth_of_an_example  # started with the config tests (tests/config/conftest.py)
+    result = run.result()
     assert result.returncode == 0, result.stderr[-3000:]
     assert sorted(p.name for p in out.glob("*.template.json")) == [
         "llm-endpoints-prod-artifacts.template.json", "llm-endpoints-prod-gptj-fastload.template.json"

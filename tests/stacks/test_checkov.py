@@ -15,10 +15,8 @@ the JSON report (its summary still counts them), `--compact` leaves out code blo
 
 from __future__ import annotations
 
-import copy
 import fnmatch
 import json
-import os
 import re
 import subprocess
 import time
@@ -28,13 +26,10 @@ from typing import Any
 
 import pytest
 import yaml
-from helpers import EXAMPLE_CASES as CASES
-from helpers import ROOT, write_fake_manifest
+from helpers import CHECKOV_CANARY as CANARY
+from helpers import ROOT
 
-CHECKOV = ROOT / ".venv-checkov" / "bin" / "checkov"
 SKIP_FILE = ROOT / "checkov-skips.yaml"
-LOCAL = "config/local.yaml"
-CANARY = "canary/bad-artifacts.template.json"
 # What checkov must report on the canary's bucket: access logging, versioning, the four public access block settings.
 # (Not encryption: checkov's CKV_AWS_19 passes a bucket without BucketEncryption, which S3 now encrypts by default.)
 CANARY_CHECKS = {"CKV_AWS_18", "CKV_AWS_21", "CKV_AWS_53", "CKV_AWS_54", "CKV_AWS_55", "CKV_AWS_56"}
@@ -120,42 +115,8 @@ def unskipped(findings: list[Finding], skips: list[Skip]) -> list[Finding]:
     return [f for f in findings if not any(s.matches(f) for s in skips)]
 
 
-def _suite_templates(synth, pipeline_synth, build_root: Path) -> dict[str, dict]:
-    """Every template the suite synthesizes, by path under the scan dir (see checkov-skips.yaml's header)."""
-    templates: dict[str, dict] = {}
-    for config, env in CASES:  # test_examples.py's cases: every example file in every environment
-        for name, template in synth(config, env).templates.items():
-            templates[f"{Path(config).stem}/{env or 'default'}/{name}.template.json"] = template
-    # As tests/stacks/test_stacks.py synthesizes the embedded default: a (fake) build, so no unbuilt placeholder.
-    write_fake_manifest(build_root, "tiny-gpt2", "hf-fastload", "fp16")
-    local = synth(LOCAL, build_root=build_root, allow_unbuilt=False)
-    for name, template in local.templates.items():
-        templates[f"local/local/{name}.template.json"] = template
-    _, _, pipeline, stages = pipeline_synth
-    templates["pipeline-stack/llm-endpoints-pipeline.template.json"] = pipeline
-    for stage, stacks in stages.items():
-        for name, (template, _, _) in stacks.items():
-            templates[f"pipeline-stack/{stage}/{name}.template.json"] = template
-    return templates
-
-
-def _canary(templates: dict[str, dict]) -> dict:
-    """The local artifact stack with the artifact bucket's public access block, versioning and logging removed."""
-    canary = copy.deepcopy(templates["local/local/llm-endpoints-local-artifacts.template.json"])
-    props = canary["Resources"]["ArtifactBucket"]["Properties"]
-    del props["PublicAccessBlockConfiguration"], props["VersioningConfiguration"], props["LoggingConfiguration"]
-    return canary
-
-
-def _run_checkov(directory: Path) -> dict[str, Any]:
-    """checkov's CloudFormation report on `directory` (exit code 1 means checks failed; anything else is an error)."""
-    if not CHECKOV.exists():
-        pytest.fail(f"{CHECKOV} is missing: run `make checkov-env` (`make test` does)")
-    # checkov asks PyPI for a newer release at import unless this is set (checkov/common/util/banner.py).
-    env = {**os.environ, "CKV_SKIP_PACKAGE_UPDATE_CHECK": "true"}
-    command = [str(CHECKOV), "-d", str(directory), "--framework", "cloudformation", "--skip-download", "--quiet",
-               "--compact", "-o", "json"]
-    result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
+def _report(result: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    """checkov's CloudFormation report (exit code 1 means checks failed; anything else is an error)."""
     assert result.returncode in (0, 1), f"checkov exited {result.returncode}:\n{result.stderr[-3000:]}"
     report = json.loads(result.stdout)
     # One framework gives one report object; several give a list of them.
@@ -181,23 +142,18 @@ def _findings(report: dict[str, Any]) -> list[Finding]:
 
 
 @pytest.fixture(scope="session")
-def scan(synth, pipeline_synth, tmp_path_factory) -> Scan:
-    templates = _suite_templates(synth, pipeline_synth, tmp_path_factory.mktemp("checkov-build"))
-    templates[CANARY] = _canary(templates)
-    directory = tmp_path_factory.mktemp("checkov-templates")
-    for relative, template in templates.items():
-        path = directory / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(template, indent=1))
-    start = time.monotonic()
-    report = _run_checkov(directory)
-    return Scan(report["summary"], _findings(report), templates, time.monotonic() - start)
+def scan(checkov_scan) -> Scan:
+    """The scan tests/stacks/conftest.py started in the background, early in the session; its tests run last."""
+    templates, command, started = checkov_scan
+    report = _report(command.result())
+    return Scan(report["summary"], _findings(report), templates, time.monotonic() - started)
 
 
 def _real(findings: list[Finding]) -> list[Finding]:
     return [f for f in findings if f.template != CANARY]
 
 
+@pytest.mark.late
 def test_checkov_scanned_every_resource_of_every_template(scan):
     assert scan.summary["parsing_errors"] == 0, scan.summary
     # A template checkov failed to recognize as CloudFormation would be silently left out: count its resources.
@@ -205,6 +161,7 @@ def test_checkov_scanned_every_resource_of_every_template(scan):
     assert scan.summary["passed"] > 1000, scan.summary
 
 
+@pytest.mark.late
 def test_no_failed_check_outside_the_skip_file(scan):
     failures = unskipped(_real(scan.findings), load_skips())
     if failures:
@@ -215,6 +172,7 @@ def test_no_failed_check_outside_the_skip_file(scan):
         )
 
 
+@pytest.mark.late
 def test_every_skip_still_matches_a_failed_check(scan):
     real = _real(scan.findings)  # the canary must not keep a skip alive
     stale = [s for s in load_skips() if not any(s.matches(f) for f in real)]
@@ -225,6 +183,7 @@ def test_every_skip_still_matches_a_failed_check(scan):
         ))
 
 
+@pytest.mark.late
 def test_checkov_and_the_skip_filter_report_a_bad_bucket(scan):
     canary = {f.check_id for f in unskipped(scan.findings, load_skips())
               if f.template == CANARY and f.logical_id == "ArtifactBucket"}
