@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import ast
+import subprocess
 import sys
 from pathlib import Path
 
@@ -23,9 +24,12 @@ IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError"}
 
 
 def _source_files():
-    for path in sorted(ROOT.rglob("*.py")):
-        rel = path.relative_to(ROOT)
-        if rel.parts[0].startswith(".") or any(rel.as_posix().startswith(d + "/") for d in SKIP_DIRS):
+    """The repository's Python files (tracked, or new and not ignored): git lists them without walking the venvs."""
+    listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "*.py"], cwd=ROOT,
+                            capture_output=True, text=True, check=True).stdout.split()  # fmt: skip
+    for name in sorted(set(listed)):
+        rel, path = Path(name), ROOT / name
+        if rel.parts[0].startswith(".") or any(rel.as_posix().startswith(d + "/") for d in SKIP_DIRS) or not path.is_file():
             continue
         yield rel, path
 
