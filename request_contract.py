@@ -1,23 +1,9 @@
 """The one generation-request contract: what a request may carry, checked the same way at every entry point.
 
-Shipped, unchanged, by everything that takes a request:
-    the Lambda functions  at the root of their assets (stacks/lambda_asset.py)
-    hf-fastload           the artifact's code/request_contract.py beside code/inference.py (its recipe copies it)
-    djl-deepspeed, djl-accelerate, djl-fastertransformer
-                          beside the artifact's model.py (systems/djl_common/build.py, djl_fastertransformer/recipe.py)
-    deepspeed-byoc, tensorrt-byoc
-                          /opt/program/request_contract.py in the image (OwnContainer.include names it)
-So: stdlib only, no imports of ours, Python 3.10 (the DJL images' interpreter).
-
-Request: {"inputs": str | [str, ...], "parameters": {...}}; {"input": str} is the TensorRT GPT-2 reference
-container's shape and means {"inputs": [str]}. PARAMETERS below is the whole parameter table. A refusal is a
-RequestError (a ValueError, so toolkits that map ValueError to 400 keep doing so) whose message names the key,
-the limit and the value; error_body() is the reply's JSON, {"error": message, "error_type": kind}, the shape of
-text-generation-inference's errors.
-
-Engine limits come from the endpoint's environment, read in one place (limits()): MAX_NEW_TOKENS (the cap on
-parameters.max_new_tokens), MAX_BATCH_SIZE (prompts per request) and MAX_INPUT_CHARS (characters per prompt).
-The stack sets them on the container and the invoke function from the same spec.
+Shipped unchanged by the Lambda functions, hf-fastload, the djl-* systems and our own images: so stdlib only, no
+imports of ours, Python 3.10. Request {"inputs": str | [str, ...], "parameters": {...}} (PARAMETERS is the table);
+a refusal is RequestError (a ValueError); limits() reads MAX_NEW_TOKENS, MAX_BATCH_SIZE and MAX_INPUT_CHARS.
+Where it ships, and the reply shape: docs/design/front-doors.md.
 """
 
 from __future__ import annotations

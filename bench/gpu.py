@@ -1,22 +1,8 @@
 """Benchmark 5 (GPU): cold start, decode speed against the memory-bandwidth bound, ONNX Runtime against PyTorch.
 
 Runs where torch.cuda.is_available() (`python -m bench --only gpu`); elsewhere it records why it skipped.
-tests/model_build/test_bench.py runs the same functions on the CPU at tiny shapes, so the code cannot rot.
-
-  cold start to the first token (GPT-J-6B shape, random weights made here, fp16, ~12 GB), interleaved runs,
-  page cache evicted before each (fsync + POSIX_FADV_DONTNEED; checked: the raw read must be slower cold):
-    ours  our artifact (sharded fp16 safetensors + code/inference.py) through the handler: model_fn (shards
-          straight into GPU memory) + predict_fn (1 new token)
-    old   the old recipe: torch.load(model.pt, weights_only=False, map_location=device) of the whole pickled fp16
-          model + tokenizer + 1-token greedy generate
-    raw   read every byte of our artifact into host memory (the bound)
-  decode tokens/s at batch 1 and 8 (greedy, fixed output length): HF eager fp16 (the handler's eager path),
-    our fast path (the handler's `compiled` path: static KV cache + torch.compile), DeepSpeed kernel injection
-    where `deepspeed` imports; each against the bound batch * bandwidth / weight bytes (every decode step reads
-    every weight once), bandwidth measured in this run by a device-to-device copy (read + write bytes / time).
-    Decode rate = batch * (N - 1) / (t(N tokens) - t(1 token)): the prompt's prefill is taken out.
-  GPT-2 (124M shape): ONNX Runtime (the tensorrt-byoc handler's onnxruntime backend: CUDA provider when the
-    installed build has it) against PyTorch (the hf-fastload handler, eager), decode tokens/s at batch 1 and 8.
+tests/model_build/test_bench.py runs the same functions on the CPU at tiny shapes. What each variant measures, and
+how: docs/design/bench.md.
 """
 
 from __future__ import annotations

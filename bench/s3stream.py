@@ -1,25 +1,7 @@
-"""Benchmark 7: streamed weights against download-then-load, from the local emulator's S3 (moto server on
-127.0.0.1), in one process on this machine: our published artifact's safetensors to CPU tensors in memory.
+"""Benchmark 7: streamed weights (Run:ai Model Streamer) against download-then-load, from the local emulator's S3.
 
-Variants (interleaved per run; each run starts from nothing on disk, and what it wrote is deleted after):
-  stream         the Run:ai Model Streamer (the `runai-model-streamer` package with its S3 backend, what vLLM's
-                 `--load-format runai_streamer` runs: vllm 0.33.0, model_executor/model_loader/
-                 runai_streamer_loader.py): `list_safetensors` + `SafetensorsStreamer.stream_files` on the s3://
-                 shards straight into CPU tensors, and the other files (config, tokenizer) with its `pull_files`,
-                 as vLLM pulls them (vllm 0.33.0, config/model.py `maybe_pull_model_tokenizer_for_runai`)
-  download_load  SageMaker-style: every object under the prefix to a directory (bench.s3coldstart.download_prefix:
-                 one boto3 transfer manager, 8 ranged GETs of 64 MiB at once), then every shard read into CPU
-                 tensors (safetensors `load_file(backend="pread")`: private memory, like the streamer's tensors;
-                 the default mmap backend would defer the reading to first use)
-  download       the download alone
-Both end with the same tensors in memory (checked once, untimed) and the same small files on disk.
-
-The streamer's S3 settings come from its environment (runai-model-streamer 0.17.0: runai_model_streamer_s3/
-credentials/credentials.py: no boto3 session unless RUNAI_STREAMER_NO_BOTO3_SESSION=0, so the native AWS SDK's
-default credential chain reads AWS_ACCESS_KEY_ID/...; docs/src/env-vars.md of run-ai/runai-model-streamer at
-f73a19a: AWS_ENDPOINT_URL, RUNAI_STREAMER_S3_USE_VIRTUAL_ADDRESSING, RUNAI_STREAMER_CONCURRENCY (default 8 for
-object storage), RUNAI_STREAMER_CHUNK_BYTESIZE (default 8 MiB for object storage), RUNAI_STREAMER_MEMORY_LIMIT).
-`STREAMER_ENV` below gives both variants the same request shape; see its comments for why each is set.
+Variants `stream`, `download_load` and `download`, interleaved per run; `STREAMER_ENV` gives them the same request
+shape. The variants in full, and their sources (vLLM, runai-model-streamer versions): docs/design/bench.md.
 """
 
 from __future__ import annotations

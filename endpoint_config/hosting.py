@@ -1,26 +1,7 @@
 """The `hosting:` block of an endpoint: the model on the production variant (`mode: endpoint`, the default) or as a
-SageMaker inference component on an endpoint whose variant holds no model (`mode: inference-components`), which is
-what lets a real-time endpoint scale its instances to zero.
+SageMaker inference component on a variant that holds no model (`mode: inference-components`, which can scale to 0).
 
-Sources (each bound below names where it comes from):
-  AWS::SageMaker::InferenceComponent, CloudFormation Template Reference
-    (https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/aws-resource-sagemaker-inferencecomponent.html)
-    and its InferenceComponentComputeResourceRequirements / InferenceComponentRuntimeConfig /
-    InferenceComponentStartupParameters pages; AWS::SageMaker::EndpointConfig ManagedInstanceScaling and
-    RoutingConfig (aws-properties-sagemaker-endpointconfig-managedinstancescaling.html, -routingconfig.html).
-  The same shapes with their bounds in botocore's SageMaker model (botocore/data/sagemaker/2017-07-24/service-2.json):
-    NumberOfAcceleratorDevicesRequired min 1, NumberOfCpuCoresRequired min 0.25, MinMemoryRequiredInMb min 128,
-    CopyCount min 0, ModelDataDownloadTimeoutInSeconds / ContainerStartupHealthCheckTimeoutInSeconds 60-3600,
-    ManagedInstanceScaling MinInstanceCount min 0 / MaxInstanceCount min 1, InferenceComponentName at most 63
-    characters of [a-zA-Z0-9-].
-  SageMaker Developer Guide, "Scale an endpoint to zero instances"
-    (https://docs.aws.amazon.com/sagemaker/latest/dg/endpoint-auto-scaling-zero-instances.html): an endpoint "can
-    scale to and from zero instances only if it hosts inference components"; the variant's ManagedInstanceScaling
-    MinInstanceCount must be 0; the inference component is registered with minimum capacity 0 and woken by a step
-    scaling policy on the NoCapacityInvocationFailures alarm.
-
-Which serving systems may run as inference components is each system's own fact (ServingSystem.inference_components).
-
+Each bound below names its source; the sources in full: docs/design/inference-components.md.
 """
 
 from __future__ import annotations

@@ -1,23 +1,6 @@
 """The `invocation:` block of an endpoint: real-time (the default) or SageMaker asynchronous inference.
 
-Asynchronous inference queues each request, reads its payload from S3 and writes the answer (or the failure) to S3,
-optionally announcing either on an SNS topic; the endpoint can scale to zero instances while the queue is empty.
-Sources (each fact below is cited where it is used):
-  AWS::SageMaker::EndpointConfig AsyncInferenceConfig / AsyncInferenceClientConfig / AsyncInferenceOutputConfig /
-    AsyncInferenceNotificationConfig, CloudFormation Template Reference
-    (https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/aws-properties-sagemaker-endpointconfig-asyncinferenceconfig.html)
-  the same shapes with their bounds in botocore's SageMaker model (botocore/data/sagemaker/2017-07-24/service-2.json:
-    MaxConcurrentInvocationsPerInstance 1-1000, DestinationS3Uri at most 512 characters, SnsTopicArn's pattern) and
-    sagemaker-runtime's InvokeEndpointAsync (InvocationTimeoutSecondsHeader 1-3600, RequestTTLSecondsHeader 60-21600)
-  SageMaker Developer Guide, "Asynchronous inference" (https://docs.aws.amazon.com/sagemaker/latest/dg/async-inference.html):
-    "The presence of an asynchronous inference configuration (AsyncInferenceConfig) object in the endpoint
-    configuration implies that the endpoint can only receive asynchronous invocations."
-  SageMaker Developer Guide, "Autoscale an asynchronous endpoint"
-    (https://docs.aws.amazon.com/sagemaker/latest/dg/async-inference-autoscale.html): MinCapacity 0.
-  SageMaker Developer Guide, "Scale an endpoint to zero instances"
-    (https://docs.aws.amazon.com/sagemaker/latest/dg/endpoint-auto-scaling-zero-instances.html): a real-time
-    endpoint "can scale to and from zero instances only if it hosts inference components".
-
+Each fact is cited where it is used; the sources in full: docs/design/async-inference.md.
 """
 
 from __future__ import annotations

@@ -1,26 +1,9 @@
 """Two operations blocks of an endpoint: `deployment:` (guarded updates with automatic rollback) and `alarms:`
 (CloudWatch alarms to an SNS topic, and the environment's dashboard). Both are on by default; `null` turns one off.
 
-The bounds are SageMaker's and CloudWatch's, each named where it is checked:
-  DeploymentConfig      https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_DeploymentConfig.html
-  BlueGreenUpdatePolicy https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_BlueGreenUpdatePolicy.html
-  TrafficRoutingConfig  https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_TrafficRoutingConfig.html
-  CapacitySize          https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_CapacitySize.html
-  RollingUpdatePolicy   https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_RollingUpdatePolicy.html
-  InferenceComponentRollingUpdatePolicy, InferenceComponentCapacitySize (an inference component's update: botocore
-                        1.44.8 sagemaker service model, and cfn-lint 1.58's AWS::SageMaker::InferenceComponent schema)
-  AutoRollbackConfig    https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_AutoRollbackConfig.html
-  Exclusions            https://docs.aws.amazon.com/sagemaker/latest/dg/deployment-guardrails-exclusions.html
-  PutMetricAlarm        https://docs.aws.amazon.com/AmazonCloudWatch/latest/APIReference/API_PutMetricAlarm.html
-
-The rules inside one block are pydantic validators; the rules that need the endpoint's fleet size (instance_count,
-autoscaling) or instance type are `operations_problems`, which endpoint_config.schema.endpoint_problems runs.
-On an inference-component endpoint (`hosting.mode: inference-components`) a new model updates the component, not
-the endpoint config: `deployment:` then becomes the component's DeploymentConfig, which takes a rolling update only
-(InferenceComponentDeploymentConfig: RollingUpdatePolicy required), in copies or percent of the copy count.
-`resolved_deployment` and `resolved_alarms` give the blocks as the stacks apply them, with the defaults that depend on
-the endpoint (async latency, data capture's disk limit, the component's rolling default) filled in.
-This module imports only .base and .hosting (neither imports the schema at run time), so the schema can import it.
+Rules inside a block are pydantic validators; those that need the fleet or the instance type are
+`operations_problems`. Imports only .base and .hosting, so the schema can import it.
+Sources, and the inference-component case: docs/design/metrics-and-alarms.md.
 """
 
 from __future__ import annotations

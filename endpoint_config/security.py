@@ -1,25 +1,8 @@
 """Data capture, private networking and encryption: the `data_capture:`, `network:` and `encryption:` blocks of an
 endpoint, and an environment's `encryption:` (the artifact bucket's key).
 
-Sources (the comments below name them by these short names):
-  [DC-API]   SageMaker API reference, DataCaptureConfig and CreateEndpointConfig (also botocore's sagemaker service
-             model: CaptureMode enum Input | Output | InputAndOutput, InitialSamplingPercentage 0-100,
-             DestinationS3Uri at most 512 characters, JsonContentTypes 1-10 entries),
-             https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_DataCaptureConfig.html
-  [DC-DG]    SageMaker Developer Guide, "Data capture" and "Capture data from real-time endpoint",
-             https://docs.aws.amazon.com/sagemaker/latest/dg/model-monitor-data-capture.html
-  [KMS-API]  SageMaker API reference, CreateEndpointConfig KmsKeyId: "You can't request a KmsKeyId when using an
-             instance type with local storage ... the call to CreateEndpointConfig fails",
-             https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_CreateEndpointConfig.html
-  [HOST-VPC] SageMaker Developer Guide, "Give SageMaker AI Hosted Endpoints Access to Resources in Your Amazon VPC":
-             "You must create at least two subnets in different availability zones in your private VPC, even if you
-             have only one hosting instance"; without internet access, containers reach S3 only through an S3 VPC
-             endpoint, https://docs.aws.amazon.com/sagemaker/latest/dg/host-vpc.html
-  [VPC-API]  botocore's sagemaker VpcConfig shape: Subnets 1-16, SecurityGroupIds 1-5.
-  [ARN]      IAM User Guide, "Amazon Resource Names (ARNs)": arn:partition:service:region:account-id:resource, where
-             "A partition is a group of AWS Regions", and the region is empty for global resources,
-             https://docs.aws.amazon.com/IAM/latest/UserGuide/reference-arns.html
-
+The short source names in the comments ([DC-API], [DC-DG], [KMS-API], [HOST-VPC], [VPC-API], [ARN]) are defined
+in docs/design/network.md.
 """
 
 from __future__ import annotations

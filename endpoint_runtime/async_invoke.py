@@ -1,43 +1,8 @@
 """Asynchronous inference: submit a generation request to an endpoint with invocation.mode async, and fetch its result.
-The endpoint's invoke function runs it (lambda/invoke/handler.py: endpoint_runtime/invoke.py `handler` hands every
-event here when INVOCATION_MODE is "async"); `python -m model_build result` uses `fetch_result`.
 
-Runtime: stdlib + the boto3/botocore the Lambda runtime ships, like invoke.py (whose request validation and error
-mapping this module reuses: the same request contract, request_contract.py, as the real-time path).
-
-How SageMaker asynchronous inference works (SageMaker Developer Guide, "Asynchronous inference",
-https://docs.aws.amazon.com/sagemaker/latest/dg/async-inference.html): the request payload is placed in S3 and
-InvokeEndpointAsync names it (InputLocation); SageMaker queues the request and answers at once with an identifier and
-the output location; when the model has answered, the result is in S3 at OutputLocation, or a failure at
-FailureLocation (sagemaker-runtime InvokeEndpointAsync, botocore service model: InputLocation, InferenceId,
-InvocationTimeoutSeconds 1-3600, RequestTTLSeconds 60-21600; response OutputLocation, FailureLocation, InferenceId).
-"Check prediction results" (async-inference-check-predictions.html) polls the output location until the object exists.
-
-Events accepted (direct invocation, or an API Gateway / function URL proxy event whose body is the same JSON)
-  submit:  {"inputs": ..., "parameters": {...}}                (the real-time invoke function's request)
-  result:  {"output_location": "s3://...", "failure_location": "s3://..."}   (failure_location optional)
-Answers are proxy-style {"statusCode", "headers", "body": "<json>"}:
-  202  submitted: {"endpoint", "inference_id", "input_location", "output_location", "failure_location"}
-  200  a result: {"status": "pending"} | {"status": "completed", "output": <the model's JSON or text>} |
-       {"status": "failed", "error": <SageMaker's failure text>}; a result above MAX_RESULT_BYTES is not inlined:
-       {"status": "completed", "output": null, "size_bytes": N, "output_location": ...}
-  4xx/5xx  as the real-time invoke function (endpoint_runtime/invoke.py), plus 400 location_not_allowed for a result
-       location outside this endpoint's output or failure folder, and 502 upstream_error when S3 or SageMaker cannot
-       be reached (refused, connect or read timeout: TRANSPORT_ERRORS below says which status each botocore family gets).
-
-Environment
-  ENDPOINT_NAME        (required) the SageMaker endpoint; never taken from the request
-  INPUT_LOCATION       (required) s3://bucket/prefix where request payloads are uploaded (one object per request)
-  OUTPUT_LOCATION, FAILURE_LOCATION  (required for results) the endpoint config's S3OutputPath and S3FailurePath: the
-                       only folders results are read from
-  INVOCATION_TIMEOUT_S, REQUEST_TTL_S  optional, sent with every request
-  MAX_RESULT_BYTES     largest result returned inline, default 5 MiB (a Lambda response is at most 6 MB)
-  MAX_REQUEST_BYTES, MAX_NEW_TOKENS, MAX_BATCH_SIZE, MAX_INPUT_CHARS   as invoke.py
-
-IAM (stacks/async_inference.py grant_submit, grant_read_results): s3:PutObject on the input folder,
-sagemaker:InvokeEndpointAsync on the endpoint, s3:ListBucket (s3:prefix in the output and failure folders) and
-s3:GetObject in those folders. Results are found by listing with the key as prefix, so a missing result is an empty
-listing, not the 403 a GetObject without bucket-wide s3:ListBucket would give (S3 API reference, GetObject).
+Run by the invoke function when INVOCATION_MODE is "async" (endpoint_runtime/invoke.py `handler`); `python -m
+model_build result` uses `fetch_result`. Stdlib + the Lambda runtime's boto3; reuses invoke.py's validation.
+Events, answers, environment, IAM and sources: docs/design/front-doors.md.
 """
 
 from __future__ import annotations

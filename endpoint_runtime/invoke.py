@@ -1,53 +1,9 @@
-"""The invoke function's code: validates a text-generation request and invokes one SageMaker endpoint. Its Lambda
-entry point is lambda/invoke/handler.py (handler ``invoke/handler.handler``); the smoke test and the demo import
-this module.
+"""The invoke function's code: validates a text-generation request and invokes one SageMaker endpoint.
 
-Runtime: Python 3.14, stdlib + the boto3/botocore the runtime ships. Nothing else. (An asynchronous endpoint's
-function runs endpoint_runtime/async_invoke.py's handler instead: stacks/functions.py InvokeFunction.)
-
-Events accepted
-  * direct invocation: ``{"inputs": ..., "parameters": {...}}``
-  * API Gateway (REST or HTTP API) / Lambda Function URL proxy: ``{"body": "<json>", "isBase64Encoded": bool, ...}``
-  * a chat request (OpenAI Chat Completions, chat_contract.py): a body with "messages", or any body on a path
-    ending in /chat/completions; answered with the container's chat.completion as it is, refused with OpenAI's
-    error object ({"error": {"message", "type", "param", "code"}}) at the status below. Only for an endpoint whose
-    config has a chat: block (CHAT_ROUTE set); "stream" must be false here (the stream function streams).
-Every answer is proxy-style: ``{"statusCode", "headers", "body": "<json>"}``.
-
-Environment
-  ENDPOINT_NAME       (required) the SageMaker endpoint; never taken from the request
-  INFERENCE_COMPONENT_NAME  the inference component to run, for an endpoint whose model is one (hosting.mode
-                      inference-components); sent as InvokeEndpoint's InferenceComponentName. Unset: none is named
-  ADAPTER_COMPONENTS  JSON {adapter name: inference component} of the endpoint's LoRA adapters: a request with
-                      "adapter": "<name>" is sent to that adapter's component (`target_component`)
-  MAX_REQUEST_BYTES   request body cap, default 65536
-  MAX_NEW_TOKENS      upper bound for parameters.max_new_tokens, default 512
-  MAX_BATCH_SIZE      upper bound for the length of a list ``inputs``, default 8
-  MAX_INPUT_CHARS     characters per prompt, default 16384
-  (the last three are request_contract.py's limits, the same names and defaults as the containers read)
-  CHAT_ROUTE, CHAT_TOOL_CALLS, CHAT_CONSTRAINED_DECODING   the endpoint's chat (chat_contract.CHAT_ENV)
-  READ_TIMEOUT_S      socket read timeout towards SageMaker, default 55 (must stay below SageMaker's 60 s
-                      InvokeEndpoint limit; the Lambda timeout must be above CONNECT + READ, e.g. 65 s)
-
-Status codes (body ``{"error": message, "error_type": kind}``, like text-generation-inference)
-  200  ``{"endpoint", "outputs", "latency_ms"}``
-  400  invalid request (not JSON, bad keys/values; also JSON a request cannot carry: NaN/Infinity, numbers out
-       of range, lone UTF-16 surrogates, nesting deeper than 32 levels), or the model rejected the input
-       (SageMaker ModelError whose OriginalStatusCode is 4xx: the model's own message is passed on)
-  405  a proxy event whose HTTP method is not POST
-  413  body larger than MAX_REQUEST_BYTES
-  429  SageMaker throttled the call (a throttling code), with Retry-After
-  500  this function is misconfigured (ENDPOINT_NAME missing, bad limit values, no credentials,
-       access denied) or failed unexpectedly
-  502  SageMaker or the model failed (ModelError 5xx, other ValidationError, non-JSON model output, ...)
-  503  the endpoint does not exist (SageMaker "Endpoint ... not found") or is not ready
-       (ModelNotReadyException, ServiceUnavailable), or its inference component is scaled to zero ("no capacity");
-       the retryable ones with Retry-After (RETRYABLE_ERRORS, the table every front door uses). Not 404: the
-       caller's URL exists and the caller cannot name an endpoint; a missing endpoint is an operator-side outage.
-  504  no answer in time (read/connect timeout, or SageMaker's own 60 s invocation timeout)
-
-Retries: standard mode, at most 2 attempts, but a *read timeout is never retried*: the model may still be
-generating for the first attempt, and a second 55 s wait would outlive both the caller and the Lambda.
+Lambda entry point lambda/invoke/handler.py; the smoke test and the demo import it. Stdlib + the runtime's boto3.
+Environment: ENDPOINT_NAME (required), INFERENCE_COMPONENT_NAME, ADAPTER_COMPONENTS, MAX_REQUEST_BYTES, the
+request_contract limits, CHAT_*, READ_TIMEOUT_S (default 55, below SageMaker's 60 s; a read timeout is not retried).
+Events, status codes, retries and each variable in full: docs/design/front-doors.md.
 """
 
 from __future__ import annotations

@@ -1,66 +1,10 @@
-"""Post-deploy smoke test of one endpoint stack: the Lambda handler and the core logic the CLI reuses.
+"""Post-deploy smoke test of one endpoint stack: the Lambda handler (lambda/smoke/handler.py) and `smoke_test`,
+which `python -m model_build smoke` reuses, so the checks are written once. Stdlib + boto3 + endpoint_runtime.invoke.
 
-Runtime: Python 3.12+, stdlib + the boto3/botocore the runtime ships, and `endpoint_runtime.invoke`. Nothing
-else. The Lambda entry point is lambda/smoke/handler.py; `model_build/smoke.py` (the workstation CLI,
-`python -m model_build smoke`) imports this module and calls `smoke_test`, so the checks are written once.
-
-What it checks, each failure with one message that says what is wrong and what to do:
-  stack      the endpoint stack is CREATE_COMPLETE or UPDATE_COMPLETE (UPDATE_ROLLBACK_COMPLETE means the
-             last deploy failed and the endpoint still serves the previous version)
-  endpoint   the stack has exactly one AWS::SageMaker::Endpoint and one AWS::SageMaker::EndpointConfig, and
-             the endpoint is the one clients call (ENDPOINT_NAME; the local emulator names it itself)
-  status     DescribeEndpoint says InService
-  capacity   (asynchronous, only when it runs 0 instances) the endpoint scaled to zero: an update keeps the scaled
-             count (RetainAllVariantProperties), so right after a deploy the prompt may wait for a scale-up from
-             zero; the answer is awaited within WAKE_BUDGET_MS instead of the latency budget, and where the caller
-             cannot wait that long (the smoke Lambda's 900 s) the answer is left unchecked, never a failure
-  config     the endpoint runs the endpoint config the stack deployed: a failed blue/green update rolls the
-             endpoint back to its old config and it still says InService
-  component  (inference components only) the component is InService and runs the model the stack deployed: a new
-             model updates the component, not the endpoint config
-  invoke     the configured prompt, sent through endpoint_runtime.invoke's `invoke` (same validation and error
-             mapping as the invoke function), answers 200; on an asynchronous endpoint (which refuses
-             InvokeEndpoint) it is submitted as its invoke function does (endpoint_runtime.async_invoke: the
-             payload into the input folder, InvokeEndpointAsync) and accepted
-  response   the answer is a non-empty list of objects, each with a string `generated_text`; asynchronous: the
-             answer appears in S3 (polled) within the budget and is not a failure
-  latency    the round trip (asynchronous: submit to answer, queueing included) is within the latency budget
-  chat       (an endpoint with a chat: block) a chat request answered with an assistant message, through the
-             route the endpoint's clients use: SageMaker's OpenAI route with a bearer token (chat.openai_route) or
-             InvokeEndpoint as the invoke function sends it (chat_check)
-  tool_call  (a tool-call parser configured) a request that names get_weather as its tool_choice gets that call
-  adapter X  (per LoRA adapter) its adapter inference component is InService on the base component, and the prompt
-             sent to it answers in that shape within the budget
-
-Lambda environment
-  STACK_NAME           (required) the endpoint stack
-  ENDPOINT_NAME        the endpoint clients call; must be the stack's endpoint (unless EMULATOR=true)
-  INFERENCE_COMPONENT_NAME  the component the invocation names, on an endpoint whose model is an inference
-                       component (hosting.mode inference-components); unset: none
-  ADAPTER_COMPONENTS   JSON {adapter name: inference component} of the endpoint's LoRA adapters; unset: none
-  INVOCATION_MODE      "async" for an asynchronous endpoint, with INPUT_LOCATION, OUTPUT_LOCATION and
-                       FAILURE_LOCATION (s3:// folders, as the invoke function gets them); unset: real-time
-  PROMPT               default "The capital of France is"
-  MAX_NEW_TOKENS       default 16 (lambda/invoke reads it as its cap too; equal to the request, so harmless)
-  LATENCY_BUDGET_MS    default 30000 (100-60000); asynchronous: 300000 (100-840000)
-  WAKE_BUDGET_MS       asynchronous endpoints that scale to zero: the wait for an answer when the endpoint runs 0
-                       instances (deployment.plan SmokeSettings.wake_budget_ms); unset: the latency budget
-  EMULATOR             "true": the stack's endpoint may have another name (moto ignores EndpointName)
-  SMOKE_CHAT_ROUTE     openai | invoke: the chat check's route (unset: no chat check); SMOKE_CHAT_TOOLS true/false;
-                       CHAT_ROUTE/CHAT_TOOL_CALLS/CHAT_CONSTRAINED_DECODING: the endpoint's chat, as the invoke function
-
-IAM: cloudformation:DescribeStacks + ListStackResources on the stack, sagemaker:DescribeEndpoint +
-InvokeEndpoint on the endpoint (LlmEndpoint.grant_smoke_test), with a component DescribeInferenceComponent and
-InvokeEndpoint on it too (and sagemaker:CallWithBearerToken for the OpenAI route's chat check); asynchronous:
-InvokeEndpointAsync instead, with
-s3:PutObject in the input folder and s3:ListBucket/GetObject in the output and failure folders.
-Timeout: above InvokeEndpoint's 60 s, e.g. 90 s; asynchronous: the budget plus 60 s (at most Lambda's 900 s).
-
-The function returns ``{"ok", "stack", "endpoint", "latency_ms", "checks": [{name, ok, message}], "failures"}``.
-The pipeline runs the same checks as `python -m model_build smoke` in a CodeBuild step, not through this function.
-
-Packaging: the function's asset holds smoke/handler.py and the endpoint_runtime modules it imports (this one and
-endpoint_runtime/invoke.py), nothing else (stacks/lambda_asset.py builds it).
+Checks: stack, endpoint, status, capacity, config, component, invoke, response, latency, chat, tool_call, adapter X.
+Lambda environment: STACK_NAME (required), ENDPOINT_NAME, INFERENCE_COMPONENT_NAME, ADAPTER_COMPONENTS, INVOCATION_MODE
+(+ INPUT/OUTPUT/FAILURE_LOCATION), PROMPT, MAX_NEW_TOKENS, LATENCY_BUDGET_MS, WAKE_BUDGET_MS, EMULATOR, SMOKE_CHAT_*;
+each explained, with the IAM, timeout, result and packaging: docs/design/smoke-test.md.
 """
 
 from __future__ import annotations

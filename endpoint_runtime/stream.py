@@ -1,45 +1,8 @@
-"""The streaming front door's code: validates a generation request, calls SageMaker's
-InvokeEndpointWithResponseStream and re-frames the model's reply into a stream of JSON lines for the client, one
-token per line, as the tokens arrive. Its Lambda entry point is lambda/stream/app.py (a small stdlib HTTP server
-run behind the AWS Lambda Web Adapter, stacks/streaming.py); the local demo drives this module against the local
-server.
-
-Runtime: Python 3.14, stdlib + the boto3/botocore the Lambda runtime ships.
-
-Request: what the invoke function takes (endpoint_runtime/invoke.py, the one contract of
-request_contract.py: the same keys, bounds, strict JSON, body cap and error shape), plus two rules of
-streaming: one prompt (a string, or a list of one), and parameters.num_beams 1 (LMI: "num_beams ... only works with
-non-streaming case", djl-serving 0.36.0-lmi27-dlc serving/docs/lmi/user_guides/lmi_input_output_schema.md). The
-request sent to the model carries "stream": true, which is how LMI is asked to stream (same document).
-
-Answer
-  before streaming starts, an error is a plain JSON reply with its status, exactly as the invoke function's
-    ({"error": message, "error_type": kind}; 400, 405, 413, 429, 500, 502, 503, 504, see invoke.py);
-  once SageMaker has accepted the call: status 200, Content-Type application/jsonlines, one JSON object per line:
-    {"token": {"text": "..."}}                       one per token, as the model sends it
-    {"generated_text": "...", "details": {...}, "endpoint": name, "time_to_first_token_ms": t, "latency_ms": l}
-                                                     last line of a complete generation
-    {"error": message, "error_type": kind}           last line when the stream fails midway (the status is sent)
-
-Chat (OpenAI Chat Completions, chat_contract.py; a body with "messages" or a path ending in /chat/completions, for
-an endpoint with a chat: block): the parsed request, "stream": true required, is sent as is; the answer is OpenAI
-server-sent events (Content-Type text/event-stream): each chat.completion.chunk the container sends (as SSE, or as
-LMI's JSON lines) as `data: {...}`, the usage chunk when the request asked for it (the container's), then
-`data: [DONE]`; a failure midway is an error event {"error": {...}} (which the openai SDK raises) and [DONE];
-refusals before the stream are OpenAI's error object with the invoke function's status.
-
-The model's bytes come in PayloadPart events that SageMaker cuts where it likes: a line, even a UTF-8 character,
-may span parts, so `LineSplitter` joins bytes until a newline ("The inference stream provides the response payload
-incrementally as a series of parts", API reference, InvokeEndpointWithResponseStream). Two line framings are read:
-LMI's JSON lines ({"token": {"text": ...}}, djl-serving's schema above) and Server-Sent Events lines
-("data: {...}", what TGI-style servers and LMI's `output_formatter=sse` send), so a container of either kind works.
-
-Environment: ENDPOINT_NAME (required), INFERENCE_COMPONENT_NAME (the component to run, on an endpoint with
-hosting.mode inference-components; as invoke.py), MAX_REQUEST_BYTES / MAX_NEW_TOKENS / MAX_BATCH_SIZE / MAX_INPUT_CHARS as
-invoke.py; READ_TIMEOUT_S: the longest wait for the next part, default 60 (1-900); STREAM_DEADLINE_S: when a stream
-must end with an error line rather than be cut off by the function's own timeout (unset: no deadline; the stack sets
-it a few seconds below the timeout). IAM: sagemaker:InvokeEndpoint
-on the endpoint, which also authorizes InvokeEndpointWithResponseStream (stacks/llm_endpoint.py grant_invoke).
+"""The streaming front door's code: validates a generation request, calls SageMaker's InvokeEndpointWithResponseStream
+and re-frames the reply for the client as it arrives: JSON lines, one token per line (OpenAI server-sent events for
+a chat request). Lambda entry point lambda/stream/app.py; the local demo drives it too.
+Environment as invoke.py, plus READ_TIMEOUT_S (wait for the next part, default 60, 1-900) and STREAM_DEADLINE_S.
+Request rules, answer framing, `LineSplitter` and sources: docs/design/front-doors.md.
 """
 
 from __future__ import annotations

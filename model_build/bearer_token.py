@@ -1,22 +1,8 @@
 """The shape check of SageMaker's bearer tokens, for the local server's OpenAI route (model_build/serve.py).
 
-A token, as sagemaker.core.token_generator.generate_token makes it (sagemaker-core 2.27.0,
-sagemaker/core/token_generator/token_generator.py, _generate_token): "sagemaker-api-key-" + base64 of a SigV4
-presigned URL without its scheme,
-    sagemaker.amazonaws.com/?Action=CallWithBearerToken&X-Amz-Algorithm=AWS4-HMAC-SHA256
-        &X-Amz-Credential=<key id>/<yyyymmdd>/<region>/sagemaker/aws4_request&X-Amz-Date=<yyyymmddTHHMMSSZ>
-        &X-Amz-Expires=<1..43200>&X-Amz-SignedHeaders=host[&X-Amz-Security-Token=...]&X-Amz-Signature=<64 hex>
-        &Version=1
-valid for at most 12 hours (TOKEN_DURATION 43200 s there; the SageMaker Developer Guide, "Invoke endpoints with
-OpenAI-compatible APIs", says the same). This checks all of that, the expiry and the region; it cannot check the
-signature or IAM (that needs the caller's secret key and AWS's policy evaluation: only a real account shows them).
-
-A refusal is what AWS's REST-JSON services answer when authentication fails: HTTP 403, an x-amzn-ErrorType header
-and {"message": ...} (MissingAuthenticationTokenException without credentials, InvalidSignatureException for a
-signature that does not hold, e.g. "Credential should be scoped to correct service: 'sagemaker'", which
-sagemaker-runtime answers for a credential scoped to another service). Unverified: which code and wording
-SageMaker's OpenAI route itself uses for each case (not documented in what was read); the status is what
-clients branch on (the openai SDK raises PermissionDeniedError for 403).
+Checks the shape sagemaker-core 2.27.0's generate_token makes, the expiry (at most 12 hours) and the region; not the
+signature or IAM. A refusal is HTTP 403 in AWS's REST-JSON error shape (SageMaker's own wording unverified).
+The token's layout and the sources: docs/design/local-server.md.
 """
 
 from __future__ import annotations

@@ -1,22 +1,8 @@
 """`python -m model_build`: make tiny test models, build/serve/publish one endpoint's artifact.
 
-    tiny-model ARCH [--out DIR]
-    build   --config PATH --endpoint NAME [--env ENV] [--out DIR]          (default out: <build root>/<endpoint>)
-    serve   --config PATH --endpoint NAME [--env ENV] [--port 8080] [--host 127.0.0.1] [--artifact DIR]
-    publish --config PATH --endpoint NAME [--env ENV] [--artifact DIR]
-    preflight --config PATH [--env ENV]                       credentials, region, quotas, published artifacts
-    smoke   --config PATH --endpoint NAME [--env ENV]        post-deploy: stack, endpoint config, one prompt
-    result  --output-location S3URI [--failure-location S3URI] [--wait S]   an asynchronous request's result
-    clean   --config PATH [--env ENV] [--endpoint NAME] [--delete]   published artifacts, models, configs nothing uses
-    loadtest ...                                             a load test of a served endpoint (docs/loadtest.md)
-    slo-gate  --config PATH --endpoint NAME [--env ENV]      post-deploy: the load test of its slo:, exit 1 if missed
-    benchmark --config PATH --endpoint NAME [--env ENV]      SageMaker's managed benchmark (CreateAIBenchmarkJob)
-Every config command takes --build-root DIR (default: the repository's build/, where synth reads builds too).
-
-User errors (bad config, missing model, failed verification) print one message to stderr and exit 2, with
-no traceback; a build writes into a temporary directory next to its output and renames it at the end, so
-a failure leaves nothing half-written (and the next build removes what a killed one left: `remove_stale_build_dirs`). torch/transformers load only inside the commands that need them,
-so error paths answer fast.
+Commands: tiny-model, build, serve, publish, preflight, smoke, result, clean, loadtest, slo-gate, benchmark (`--help`).
+User errors print one message to stderr and exit 2; a build writes a temporary directory renamed at the end.
+Each command's usage, and why: docs/design/cli.md.
 """
 
 from __future__ import annotations

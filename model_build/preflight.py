@@ -1,28 +1,8 @@
 """Pre-flight checks before `cdk deploy`: `python -m model_build preflight --config PATH [--env ENV]`.
 
-What a deploy needs and CloudFormation only finds out after minutes (or an hour of rollback):
-  credentials   STS GetCallerIdentity works, and the account is the config's `account:` when one is set
-  region        one is set (config, AWS_DEFAULT_REGION or the profile) and SageMaker runs there
-  quota <type>  the instance type is offered for endpoints in the region (Service Quotas has a quota named
-                "<type> for endpoint usage") and the account's quota covers what the config's endpoints on that
-                type can run at once, each one's peak summed (EndpointPlan.quota: the most instances it runs plus
-                what an update adds, by its deployment policy: deployment/plan.py quota_need)
-  artifact <e>  the built artifact is published: s3://<artifact bucket>/models/<endpoint>/<hash>/manifest.json
-                exists and carries the content hash the stack deploys (the local build's, or the config's pin)
-  kept data     with no artifact stack deployed, the bucket and repository an earlier deploy kept (retain_data)
-                still exist: creating them again fails, so the environment must adopt them (adopt_kept_data);
-                and adopt_kept_data names data that exists
-  instance <e>  an autoscaled endpoint whose instance type the config changes: SageMaker refuses that
-                UpdateEndpoint while the variant is registered with Application Auto Scaling, so the deploy is
-                refused with the steps that work
-  mode <e>      a deployed endpoint whose invocation mode (real-time / async) or hosting mode (model on the variant
-                / inference components) the config changes, or whose inference-component endpoint config would
-                change: SageMaker refuses or does not document those updates, so the deploy is refused with the
-                ways that work
-
-Each failure says what to change. Quotas are read with ListServiceQuotas (the applied values), and
-ListAWSDefaultServiceQuotas for quotas that have no applied value. An environment with `emulator: true`
-skips the quota checks (the local emulator has no SageMaker quotas).
+Checks what CloudFormation only finds out after minutes: credentials, region, quota <type>, artifact <e>, kept data,
+instance <e>, mode <e>; each failure says what to change. `emulator: true` skips the quota checks.
+What each check asks AWS, and why: docs/design/cli.md.
 """
 
 from __future__ import annotations

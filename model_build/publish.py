@@ -1,34 +1,8 @@
 """Publish a built artifact directory to the environment's artifact bucket.
 
-Layout in S3 (content addressed, see `endpoint_config.artifact_prefix`):
-
-    s3://<bucket>/models/<endpoint>/<content hash>/<every file of the manifest>     model_data: s3-prefix
-    s3://<bucket>/models/<endpoint>/<content hash>/model.tar.gz                     model_data: tar-gz
-    s3://<bucket>/models/<endpoint>/<content hash>/manifest.json                    both, uploaded LAST
-
-`manifest.json` is written after everything else succeeded: its presence marks a complete artifact, so a
-deploy can check one key, and an interrupted publish leaves no manifest (the next run finishes the job).
-
-What makes it fast:
-- one boto3 transfer manager for all files: multipart uploads with parts of every file sent in parallel
-  from one shared pool of `max_concurrency` threads (files in parallel, and parts of a large shard in parallel);
-- objects already present with the same size and the same `sha256` object metadata are skipped, so
-  re-publishing an unchanged artifact costs one HEAD request per file;
-- the build dir is verified against its manifest while it uploads, not before: sizes first (a missing or
-  resized file is refused before anything is sent), files sent in one request (below the multipart threshold)
-  are hashed before they are sent, and the multipart files are hashed in parallel with their upload (hashlib
-  releases the GIL). A multipart upload is completed only once its file's sha256 equals the manifest's and the
-  file is unchanged (size, mtime, inode) since the publish began, so an edited file never becomes an object
-  carrying the manifest's sha256 (which a later publish would trust and skip); any difference refuses
-  manifest.json, and the artifact stays incomplete. Measured in `make bench` (publish): see README.
-
-tar-gz packing: `tar | pigz -1` when pigz is installed (gzip on every core),
-else Python's tarfile + gzip at level 1. Measured here on 50 MiB of fp16 weights (2 cores, no pigz):
-tarfile level 1 28 MiB/s, `tar | gzip -1` 24 MiB/s (level 6: 26 / 21 MiB/s), compressed size 92 % of the
-input at any level. Level 1 because fp16/bf16 weights barely compress and higher levels only cost time.
-`tar+gzip` stays available as an explicit packer. The archive is deterministic (sorted names, mtime 0,
-uid/gid 0, no gzip timestamp), and files sit at its root (SageMaker extracts it into /opt/ml/model).
-Prefer `model_data: s3-prefix`: no packing, no extraction at container start.
+Content addressed: s3://<bucket>/models/<endpoint>/<content hash>/..., manifest.json uploaded LAST (its presence
+marks a complete artifact). One transfer manager, unchanged objects skipped, files verified while they upload.
+The layout, what makes it fast, tar-gz packing and its measurements: docs/design/publish.md.
 """
 
 from __future__ import annotations

@@ -1,31 +1,8 @@
 """A local stand-in for the SageMaker inference container, on a built artifact directory.
 
-It speaks the container contract (GET /ping, POST /invocations) by calling the artifact's own
-`code/inference.py` functions, imported from the artifact the way the Hugging Face inference toolkit does,
-so what is tested locally is the handler that ships. It also answers the sagemaker-runtime InvokeEndpoint
-path (POST /endpoints/{name}/invocations), so a boto3 `sagemaker-runtime` client with
-`endpoint_url=http://127.0.0.1:PORT` reaches the model as it would a deployed endpoint, and the
-InvokeEndpointWithResponseStream path (POST /endpoints/{name}/invocations-response-stream): the artifact's
-`stream_fn` (one JSON line per token, LMI's framing) sent as AWS event-stream PayloadPart messages, one per line,
-as boto3's EventStream reads them (model_build/event_stream.py); a failure after the first token is a
-ModelStreamError message, one before it the same 424 ModelError as InvokeEndpoint's.
-
-SageMaker's OpenAI route too: POST /endpoints/{name}/openai/v1/chat/completions and
-/endpoints/{name}/inference-components/{component}/openai/v1/chat/completions, which need an
-`Authorization: Bearer <token>` of sagemaker.core.token_generator.generate_token's shape (model_build/bearer_token.py;
-a bad one gets 403 in AWS's error shape) and answer as the container does ("as is from the container, including
-streaming": SageMaker Developer Guide, "Invoke endpoints with OpenAI-compatible APIs"): the artifact's
-predict_fn's chat.completion, or its stream_fn's server-sent events when the request says "stream": true, and
-refusals in OpenAI's error shape (chat_contract.error_body). Unverified: which container path SageMaker forwards
-the route to (it is not stated in what was read); here the handler's functions answer it, as on /invocations.
-
-Errors: on /invocations a ValueError from the handler is 400 {"error": message}, anything else 500. The
-real toolkit answers 400 for every exception (sagemaker-huggingface-inference-toolkit, handler_service.handle:
-`raise PredictionException(str(e), 400)`); 500 here makes a handler bug visible in tests, so every bad request
-must end in a ValueError (the handler's input_fn refuses what json.loads alone would let through). On the
-InvokeEndpoint path they come back as SageMaker does it: HTTP 424 `ModelError` carrying the container's
-status and message (boto3 raises `client.exceptions.ModelError`). Error bodies are ASCII-escaped JSON, so a
-message quoting a lone surrogate from the request still encodes.
+Serves /ping and /invocations, sagemaker-runtime's InvokeEndpoint and response-stream paths, and SageMaker's OpenAI
+route, all through the artifact's own code/inference.py. A handler ValueError is 400, anything else 500 (on the
+InvokeEndpoint path: 424 ModelError). Paths, error mapping, sources, unverified: docs/design/local-server.md.
 """
 
 from __future__ import annotations

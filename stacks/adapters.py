@@ -1,22 +1,7 @@
 """An endpoint's LoRA adapters as SageMaker adapter inference components on its base inference component
-(`adapters:`, endpoint_config/adapters.py; the plan's deployment/adapters.py).
+(`adapters:`, endpoint_config/adapters.py; the plan's deployment/adapters.py). Each adapter DependsOn the base.
 
-Each adapter is one AWS::SageMaker::InferenceComponent with Specification {BaseInferenceComponentName: the base
-component, Container {ArtifactUrl: the adapter's model.tar.gz}} and EndpointName: no ModelName, no
-ComputeResourceRequirements ("you omit the ComputeResourceRequirements key ... The adapter inference component uses
-the compute resources of the base inference component", SageMaker Developer Guide, "Fine-tune models with adapter
-inference components", realtime-endpoints-adapt.html, whose example also sets no VariantName and no RuntimeConfig).
-Both properties are in the CloudFormation schema cfn-lint 1.58 ships (InferenceComponentSpecification
-.BaseInferenceComponentName, InferenceComponentContainerSpecification.ArtifactUrl) and botocore 1.44.8's
-InferenceComponentSpecification.
-
-Order: each adapter DependsOn the base component, so CloudFormation creates it after the base and deletes it before
-("Before you can create an adapter inference component, you must have an existing inference component that contains the
-foundation model", botocore's BaseInferenceComponentName documentation). SageMaker downloads the archive with the
-endpoint's execution role, whose S3 read covers the endpoint's artifact root, where adapters are published.
-Not verified (only an account shows it): whether SageMaker writes adapter components' container logs to a log group
-of their own (none is created here), and an update that replaces an adapter component (its name is fixed, as the
-base's is).
+The resource's shape, the ordering, the sources and what is unverified: docs/design/inference-components.md.
 """
 
 from __future__ import annotations

@@ -1,30 +1,7 @@
 """SageMaker asynchronous inference for one endpoint: the endpoint config's AsyncInferenceConfig, its S3 locations and
 SNS topics, what the execution role and the invoke function may do there, and scaling on the queue (to zero).
 
-Sources:
-  CloudFormation Template Reference, AWS::SageMaker::EndpointConfig AsyncInferenceConfig, AsyncInferenceOutputConfig
-    (S3OutputPath, S3FailurePath, NotificationConfig, KmsKeyId), AsyncInferenceNotificationConfig (SuccessTopic,
-    ErrorTopic), AsyncInferenceClientConfig (MaxConcurrentInvocationsPerInstance)
-    https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/aws-properties-sagemaker-endpointconfig-asyncinferenceconfig.html
-  SageMaker Developer Guide, "Prerequisites" of asynchronous endpoints (async-inference-create-endpoint-prerequisites):
-    the role SageMaker runs the endpoint with reads the request payloads and writes the answers in S3 (s3:GetObject,
-    s3:PutObject, s3:AbortMultipartUpload), publishes to the topics (sns:Publish), and callers need
-    sagemaker:InvokeEndpointAsync; "Check prediction results" (async-inference-check-predictions): "In order to receive
-    Amazon SNS notifications, your IAM role must have sns:Publish permissions".
-  SageMaker Developer Guide, "Autoscale an asynchronous endpoint" (async-inference-autoscale.html): target tracking on
-    the customized metric ApproximateBacklogSizePerInstance (namespace AWS/SageMaker, dimension EndpointName, statistic
-    Average), MinCapacity 0, and the optional policy that scales up from zero: a StepScaling policy (ChangeInCapacity,
-    MetricAggregationType Average, Cooldown 300, one step MetricIntervalLowerBound 0 -> ScalingAdjustment 1) run by a
-    CloudWatch alarm on HasBacklogWithoutCapacity (Average, Period 60, EvaluationPeriods 2, DatapointsToAlarm 2,
-    Threshold 1, GreaterThanOrEqualToThreshold, TreatMissingData missing). "If you don't specify this optional policy,
-    then your endpoint only initiates scaling up from zero after the number of backlog requests exceeds the target
-    tracking value."
-  SageMaker Developer Guide, "Monitor asynchronous endpoints" (async-inference-monitor.html): HasBacklogWithoutCapacity
-    "is 1 when there are requests in the queue but zero instances behind the endpoint", published per EndpointName.
-  S3 User Guide, "Using server-side encryption with AWS KMS keys (SSE-KMS)" (UsingKMSEncryption.html): uploading an
-    object under SSE-KMS needs kms:GenerateDataKey (and kms:Decrypt for a multipart upload), reading one kms:Decrypt,
-    on the caller's credentials; botocore sagemaker AsyncInferenceOutputConfig.KmsKeyId: "The ... KMS key that
-    SageMaker uses to encrypt the asynchronous inference output in Amazon S3".
+Sources (CloudFormation, SageMaker Developer Guide, S3 SSE-KMS): docs/design/async-inference.md.
 """
 
 from __future__ import annotations

@@ -1,37 +1,9 @@
-"""Data capture, private networking and KMS keys of an endpoint (the `data_capture:`, `network:` and `encryption:`
-blocks, endpoint_config/security.py), and the artifact bucket's key (an environment's `encryption.bucket_key`).
+"""Data capture, private networking and KMS keys of an endpoint (endpoint_config/security.py's blocks), and the
+artifact bucket's key: `EndpointSecurity` (what one endpoint's blocks add), `PrivateNetwork` (`network.create_vpc`:
+a VPC with no route to the internet), `BucketKey` (created or given by ARN, with its grants).
 
-  EndpointSecurity  what one endpoint's blocks resolve to, and what they add to its model, endpoint config and
-                    execution role (LlmEndpoint applies it)
-  PrivateNetwork    `network.create_vpc`: a VPC with no route to the internet for one endpoint
-  BucketKey         the artifact bucket's key: created (`bucket_key: create`) or given by ARN, with the grants the
-                    execution roles and the publisher need
-
-Sources:
-  [HOST-VPC]  SageMaker Developer Guide, "Give SageMaker AI Hosted Endpoints Access to Resources in Your Amazon VPC"
-              (https://docs.aws.amazon.com/sagemaker/latest/dg/host-vpc.html): at least two subnets in different
-              Availability Zones; model containers without internet access reach S3 only through an S3 VPC
-              endpoint. That page names no other endpoint for hosting (no ECR or CloudWatch Logs endpoint): the
-              image pull and the container logs are not documented as travelling through the model's VPC.
-  [RUNTIME]   SageMaker Developer Guide, "Connect to SageMaker AI Within your VPC"
-              (https://docs.aws.amazon.com/sagemaker/latest/dg/interface-vpc-endpoint.html): the SageMaker Runtime
-              interface endpoint lets code in the VPC invoke the endpoint without internet access.
-  [ROLES]     SageMaker Developer Guide, "How to use SageMaker AI execution roles", CreateModel API section
-              (https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-roles.html): a model with VpcConfig needs
-              ec2:CreateNetworkInterface, CreateNetworkInterfacePermission, DeleteNetworkInterface,
-              DeleteNetworkInterfacePermission, DescribeNetworkInterfaces, DescribeVpcs, DescribeDhcpOptions,
-              DescribeSubnets and DescribeSecurityGroups on "*".
-  [LAMBDA-VPC] Lambda Developer Guide, "Giving Lambda functions access to resources in an Amazon VPC", execution
-              role permissions: ec2:CreateNetworkInterface, DescribeNetworkInterfaces, DescribeSubnets,
-              DeleteNetworkInterface, AssignPrivateIpAddresses, UnassignPrivateIpAddresses (the AWS managed policy
-              AWSLambdaVPCAccessExecutionRole, v3: https://docs.aws.amazon.com/aws-managed-policy/latest/reference/
-              AWSLambdaVPCAccessExecutionRole.html, less its logs actions, which the function's role has for its own
-              group), https://docs.aws.amazon.com/lambda/latest/dg/configuration-vpc.html
-  [S3-KMS]    S3 User Guide, "Using server-side encryption with AWS KMS keys (SSE-KMS)": uploading or downloading an
-              object encrypted with a KMS key needs kms:GenerateDataKey and kms:Decrypt on the key (multipart uploads
-              included), https://docs.aws.amazon.com/AmazonS3/latest/userguide/UsingKMSEncryption.html
-  [KMS-ALIAS] AWS KMS Developer Guide, "Use aliases to control access to KMS keys" (kms:ResourceAliases) and the
-              kms:ViaService condition key, https://docs.aws.amazon.com/kms/latest/developerguide/alias-authorization.html
+The short source names in the comments ([HOST-VPC], [RUNTIME], [ROLES], [LAMBDA-VPC], [S3-KMS], [KMS-ALIAS]) are
+defined in docs/design/network.md.
 """
 
 from __future__ import annotations

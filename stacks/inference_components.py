@@ -2,47 +2,7 @@
 
 LlmEndpoint builds the role, the model, the endpoint and its log group in both modes; in this one it builds a
 `ComponentEndpointConfig` and adds an `InferenceComponent` after the endpoint.
-
-What differs from the model-on-the-variant endpoint, with the sources:
-  - The endpoint config's variant names no model and carries ManagedInstanceScaling; the execution role moves to the
-    endpoint config (ExecutionRoleArn). AWS::SageMaker::EndpointConfig, ProductionVariant / ManagedInstanceScaling /
-    RoutingConfig (https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/aws-properties-sagemaker-endpointconfig-productionvariant.html).
-  - The instances are placed from the endpoint config before any model is attached, so the network placement the
-    Model has (VpcConfig, EnableNetworkIsolation) is on the endpoint config too: CreateEndpointConfig has both
-    (botocore 1.44.8 CreateEndpointConfigInput: EnableNetworkIsolation "Sets whether all model containers deployed to
-    the endpoint are isolated"), and the AWS SDK's own component path writes them there with the role:
-    aws/sagemaker-python-sdk sagemaker-core `Session.endpoint_from_production_variants` (config_options["VpcConfig"],
-    ["EnableNetworkIsolation"], ["ExecutionRoleArn"]), called by sagemaker-serve model_builder.py's
-    INFERENCE_COMPONENT_BASED branch. Whether SageMaker also honours the Model's own settings for a copy is not
-    documented: both carry them.
-  - A model update goes through UpdateInferenceComponent: the component's DeploymentConfig guards it (a
-    RollingUpdatePolicy in copies or percent of the copy count, and the rollback alarms), not the endpoint's
-    (botocore InferenceComponentDeploymentConfig, cfn-lint 1.58's AWS::SageMaker::InferenceComponent schema, where
-    DeploymentConfig is writeOnly).
-  - RuntimeConfig.CopyCount is re-sent with every update of the component, and CloudFormation cannot read the count
-    autoscaling set (CopyCount writeOnly, DesiredCopyCount readOnly in that schema): with copy scaling the count comes
-    from KeptCopyCount, which reads it at deploy time (lambda/copy_count/handler.py).
-  - The model runs as AWS::SageMaker::InferenceComponent: Specification {ModelName, ComputeResourceRequirements
-    {NumberOfAcceleratorDevicesRequired, NumberOfCpuCoresRequired, MinMemoryRequiredInMb}, StartupParameters
-    {ModelDataDownloadTimeoutInSeconds, ContainerStartupHealthCheckTimeoutInSeconds}}, RuntimeConfig {CopyCount},
-    EndpointName, VariantName, InferenceComponentName
-    (https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/aws-resource-sagemaker-inferencecomponent.html).
-    The startup timeouts belong to the component, so the variant sets none.
-  - Copies scale with Application Auto Scaling on the scalable dimension sagemaker:inference-component:DesiredCopyCount
-    of resource inference-component/<name>, target tracking on the predefined metric
-    SageMakerInferenceComponentConcurrentRequestsPerCopyHighResolution (botocore application-autoscaling MetricType and
-    ScalableDimension enums). No RoleARN: Application Auto Scaling uses its service-linked role, whose managed policy
-    AWSApplicationAutoscalingSageMakerEndpointPolicy allows sagemaker:DescribeInferenceComponent and
-    sagemaker:UpdateInferenceComponentRuntimeConfig (AWS managed policy document, as recorded in
-    iann0036/iam-dataset aws/managedpolicies/AWSApplicationAutoscalingSageMakerEndpointPolicy.json).
-  - Scale from zero is "Scale an endpoint to zero instances"
-    (https://docs.aws.amazon.com/sagemaker/latest/dg/endpoint-auto-scaling-zero-instances.html): a StepScaling policy
-    {AdjustmentType ChangeInCapacity, MetricAggregationType Maximum, Cooldown 60, StepAdjustments
-    [{MetricIntervalLowerBound 0, ScalingAdjustment 1}]} triggered by a CloudWatch alarm on AWS/SageMaker
-    NoCapacityInvocationFailures {InferenceComponentName}, Sum over 60 s, 1 of 1 datapoints, threshold 1, which
-    "SageMaker AI emits ... when an endpoint receives an inference request, but the endpoint has no active instances".
-    One change: GreaterThanOrEqualToThreshold where the page writes GreaterThanThreshold, so one failed request in a
-    minute wakes the component (the page's alarm needs two).
+What differs from a model-on-the-variant endpoint, with the sources: docs/design/inference-components.md.
 """
 
 from __future__ import annotations
@@ -68,7 +28,7 @@ from .scaling import COMPONENT_COPIES, scalable_target, scale_from_zero_policy, 
 
 COPY_SCALING_METRIC = "SageMakerInferenceComponentConcurrentRequestsPerCopyHighResolution"
 NO_CAPACITY_METRIC = "NoCapacityInvocationFailures"
-# The documented scale-from-zero step policy and alarm (module docstring).
+# The documented scale-from-zero step policy and alarm (docs/design/inference-components.md).
 WAKE_COOLDOWN_S = 60
 WAKE_ALARM_PERIOD_S = 60
 # KeptCopyCount's function: one DescribeInferenceComponent and one PUT of the answer.

@@ -1,22 +1,7 @@
 """SageMaker's OpenAI route as a front door of one endpoint: the callers the config names (chat.openai_route) get
-exactly what the route needs, and the stack outputs the base URL clients give the OpenAI SDK.
-
-The route (SageMaker Developer Guide, "Invoke endpoints with OpenAI-compatible APIs"; the AWS ML blog "Announcing
-OpenAI-compatible API support for Amazon SageMaker AI endpoints", 2026-05-21): POST
-https://runtime.sagemaker.<region>.<suffix>/endpoints/<endpoint>/openai/v1/chat/completions, or
-.../endpoints/<endpoint>/inference-components/<component>/openai/v1/chat/completions, with a bearer token from
-sagemaker.core.token_generator.generate_token; the caller "requires sagemaker:CallWithBearerToken and
-sagemaker:InvokeEndpoint".
-
-What each caller is granted (LlmEndpoint.grant_invoke plus one statement):
-  sagemaker:InvokeEndpoint on the endpoint and, with hosting.mode inference-components, on its component;
-  sagemaker:CallWithBearerToken on "*": the action has no resource type, so "*" is the only resource it takes
-    (cfn-lint 1.58.0 cfnlint/data/AdditionalSpecs/Policies.json, service sagemaker: "callwithbearertoken": {}, where
-    "invokeendpoint" lists the resources endpoint and inference-component; AWS's own managed policy
-    AmazonSageMakerJobRuntimeAccess grants it on "*", and the AWS sample notebook
-    aws-samples/sagemaker-genai-hosting-examples 03-features/openai/sagemaker-inference-openai-api.ipynb does too).
-    It lets a token stand for the caller's own credentials; what the token may then call is what InvokeEndpoint
-    allows, so the endpoint grant is what scopes it.
+sagemaker:InvokeEndpoint on the endpoint (and its component) plus sagemaker:CallWithBearerToken on "*" (the action
+has no resource type), and the stack outputs the base URL clients give the OpenAI SDK.
+The route's URLs and the source of each grant: docs/design/front-doors.md.
 """
 
 from __future__ import annotations

@@ -1,37 +1,9 @@
 """Continuous delivery with CDK Pipelines: source -> synth + tests -> per environment: artifacts, model build, endpoints,
 smoke tests; a manual approval before the environments that ask for one.
 
-Pipeline stages, in `pipeline.stages` order, two per environment:
-
-  <env>-artifacts   the ArtifactStoreStack (artifact bucket + image repository) and the role the model build assumes
-                    to publish into that bucket. Preceded by a ManualApprovalStep when <env> is in
-                    `manual_approval_before`, and for the first environment by the Tests step (`make test`), which
-                    the approval waits for.
-  <env>-endpoints   pre:  ModelBuild (CodeBuild): `model_build build` + `publish` of every endpoint, skipped (and the
-                          build set not even installed) for an endpoint whose pinned artifact is already published
-                          (its manifest.json is in the bucket);
-                    the endpoint stacks;
-                    post: Smoke-<endpoint> (CodeBuild): `model_build smoke` per endpoint; a failure stops the
-                          pipeline, so a broken environment is never promoted;
-                          then SloGate-<endpoint> for an endpoint with `slo:`: `model_build slo-gate`, the load test
-                          of its objectives (model_build/loadtest_gate.py), which refuses promotion when one is missed.
-
-Why the artifacts need their own stage: the model must be published into the environment's bucket after the bucket
-exists and before the endpoint stacks deploy (SageMaker reads the model while CloudFormation creates the endpoint).
-
-Why every endpoint pins `artifact_hash`: the pipeline synthesizes the endpoint stacks before any model is built, so
-the config names the content-addressed S3 prefix; `publish` refuses a build whose hash differs from the pin.
-
-Cross-account access. CodeBuild runs in the pipeline account; the artifact bucket and the endpoints live in the
-environment's account. The CDK bootstrap roles do not fit: the deploy role may not write our bucket or invoke an
-endpoint, and widening the bootstrap would grant that to every CDK app. Instead the environment's own stacks
-(given `trusted_pipeline`, stacks/trusted_pipeline.py) create two narrow roles with fixed names that trust only the matching CodeBuild role of the pipeline (by
-`aws:PrincipalArn`): `<project>-<env>-model-publisher` (artifacts stack: ListBucket on the bucket, Get/Put/Abort
-multipart on `models/*`: `ArtifactStoreStack.grant_publish`) and `<project>-<env>-<endpoint>-smoke` (endpoint stack:
-what the smoke test calls, `LlmEndpoint.grant_smoke_test`: DescribeStacks + ListStackResources on its stack,
-DescribeEndpoint + InvokeEndpoint on its endpoint; tests/stacks/test_iam_coverage.py runs the code and checks the grant). The CodeBuild roles may only `sts:AssumeRole` those roles;
-the steps reach them through an AWS profile with `credential_source = EcsContainer` (boto3 refreshes the
-credentials during long builds). Same-account environments use the same mechanism, so dev and prod do not differ.
+Two stages per environment, <env>-artifacts and <env>-endpoints (ModelBuild, the stacks, Smoke-<e>, SloGate-<e>);
+cross-account steps assume narrow roles the environment's stacks create (stacks/trusted_pipeline.py).
+The stages, why they are so, and the cross-account design: docs/design/pipeline.md.
 """
 
 from __future__ import annotations

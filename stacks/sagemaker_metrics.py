@@ -2,44 +2,8 @@
 dashboard build their metrics from (`published_metric` refuses a series that is not in it, at synth), and that
 tests/stacks/test_alarms.py checks every alarm and dashboard metric of the synthesized templates against.
 
-Sources (the pages' own tables, quoted where the table below uses them):
-  [METRICS] SageMaker Developer Guide, "Amazon SageMaker AI metrics in Amazon CloudWatch"
-    (https://docs.aws.amazon.com/sagemaker/latest/dg/monitoring-cloudwatch.html):
-    - "SageMaker AI endpoint metrics", namespace /aws/sagemaker/Endpoints: CPUUtilization, MemoryUtilization,
-      DiskUtilization, GPUUtilization and GPUMemoryUtilization ("0-100 and is multiplied by the number of GPUs"); and,
-      "provided only for endpoints that host active inference components", CPUUtilizationNormalized,
-      GPUUtilizationNormalized, GPUMemoryUtilizationNormalized, CPUReservation, GPUReservation, MemoryReservation.
-      "Dimensions for endpoint metrics: EndpointName, VariantName".
-    - "SageMaker AI endpoint invocation metrics", namespace AWS/SageMaker: ConcurrentRequestsPerCopy,
-      ConcurrentRequestsPerModel, Invocation4XXErrors, Invocation5XXErrors, InvocationModelErrors ("did not result in
-      2XX HTTP response. This includes 4XX/5XX status codes, low-level socket errors, malformed HTTP responses, and
-      request timeouts. For each error response, 1 is sent; otherwise, 0"), Invocations, InvocationsPerCopy,
-      InvocationsPerInstance, ModelLatency (microseconds; "Average, Sum, Min, Max, Sample Count, Percentiles"),
-      OverheadLatency. "Dimensions for endpoint invocation metrics: EndpointName, VariantName: Filters endpoint
-      invocation metrics for a ProductionVariant ... InferenceComponentName: Filters inference component invocation
-      metrics". *PerCopy are the component's, *PerModel and *PerInstance the variant's.
-    - "SageMaker AI inference component metrics", namespace /aws/sagemaker/InferenceComponents:
-      CPUUtilizationNormalized, GPUMemoryUtilizationNormalized, GPUUtilizationNormalized, MemoryUtilizationNormalized,
-      each "reported by each copy of the inference component" (0-100 %). "Dimensions for inference component metrics:
-      InferenceComponentName".
-  [ASYNC] "Alarms and logs for tracking metrics from asynchronous endpoints"
-    (https://docs.aws.amazon.com/sagemaker/latest/dg/async-inference-monitor.html): "The metrics below are an
-    exhaustive list of metrics for asynchronous endpoints ... Any metric not listed below is not published if the
-    endpoint is enabled for asynchronous inference. Such metrics include (but are not limited to): OverheadLatency,
-    Invocations, InvocationsPerInstance". Listed: Invocation4XXErrors, Invocation5XXErrors, ModelLatency ("the same as
-    the metrics published for real-time endpoints"); with EndpointName: ApproximateBacklogSize,
-    ApproximateBacklogSizePerInstance, ApproximateAgeOfOldestRequest; with EndpointName and VariantName:
-    RequestDownloadFailures, ResponseUploadFailures, NotificationFailures, RequestDownloadLatency,
-    ResponseUploadLatency, ExpiredRequests, InvocationFailures, InvocationsProcesssed (spelt so), TimeInBacklog,
-    TotalProcessingTime; "also includes host-level metrics". InvocationModelErrors is not listed: not published.
-  [ASYNC-SCALE] "Autoscale an asynchronous endpoint" (async-inference-autoscale.html): HasBacklogWithoutCapacity,
-    AWS/SageMaker, dimension EndpointName (the scale-from-zero alarm).
-  [ZERO] "Scale an endpoint to zero instances" (endpoint-auto-scaling-zero-instances.html):
-    NoCapacityInvocationFailures, AWS/SageMaker, dimension InferenceComponentName.
-  [GUARDRAILS] "Monitor model latency on the new fleet" (deployment-guardrails-configuration.html): during an update
-    "CloudWatch publishes the metrics with the dimension EndpointConfigName:{New-Ep-Config}" beside EndpointName and
-    VariantName; its examples alarm on ModelLatency and Invocation5XXErrors. The page lists no other metric with that
-    dimension, so carrying it on InvocationModelErrors and Invocation4XXErrors is unverified (README facts table).
+The short source names in the table ([METRICS], [ASYNC], [ASYNC-SCALE], [ZERO], [GUARDRAILS]) and the pages' quotes:
+docs/design/metrics-and-alarms.md.
 """
 
 from __future__ import annotations

@@ -1,28 +1,8 @@
-"""The streaming front door of one endpoint: a Lambda function URL in RESPONSE_STREAM invoke mode whose function
-(lambda/stream, code in endpoint_runtime/stream.py) calls SageMaker's InvokeEndpointWithResponseStream and passes
-the tokens on as they come. Built by EndpointStack when the endpoint's `streaming.enabled` is true.
-
-Why a function URL and not API Gateway's REST API streaming. Both can stream a Lambda function's reply: a function
-URL with InvokeMode RESPONSE_STREAM ("Lambda invokes your function using the InvokeWithResponseStream API
-operation. The maximum response payload size is 200 MB", https://docs.aws.amazon.com/lambda/latest/dg/
-config-rs-invoke-furls.html), and a REST API whose Lambda proxy integration has responseTransferMode STREAM
-(https://docs.aws.amazon.com/apigateway/latest/developerguide/response-transfer-mode.html; aws-cdk-lib
-aws_apigateway.ResponseTransferMode). Either way the function itself must stream, which a Python function does only
-through the AWS Lambda Web Adapter or a custom runtime ("Lambda supports response streaming on Node.js managed
-runtimes. For other languages, you can use a custom runtime ... or use the Lambda Web Adapter",
-https://docs.aws.amazon.com/lambda/latest/dg/configuration-response-streaming.html). The API adds a second
-service, its own per-stream limits (an idle timeout of 5 minutes on regional endpoints, 15 minutes at most, and
-throttled bandwidth after 10 MB, response-transfer-mode.html "Considerations"), a stage and its logging to run and
-pay for; it would be the choice for API keys, usage plans or a WAF. A function URL with AuthType AWS_IAM gives SigV4
-authentication and the stream with one resource, so that is what this builds.
-
-The Web Adapter: the layer published by awslabs/aws-lambda-web-adapter in account 753240598075,
-arn:aws:lambda:<region>:753240598075:layer:LambdaAdapterLayerArm64:<version> (README "Zip Packages"). Pinned to
-version 25, the adapter's last stable release v0.9.1 (commit 1b4d29f "docs: update to use v0.9.1", which moved the
-README's ARNs from 24 to 25; version 26 is 1.0.0-rc1, a release candidate). Published for arm64, at v0.9.1, in the
-regions its release workflow lists with arm64_supported (tag v0.9.1, .github/workflows/prod.json): LAYER_REGIONS.
-In China the adapter is published by other accounts and for x86_64 only, so it is not offered there. The layer ARN
-is a constant: synth stays deterministic and the version changes only by editing ADAPTER_LAYER_VERSION.
+"""The streaming front door of one endpoint: a Lambda function URL (RESPONSE_STREAM, AWS_IAM) whose function
+(lambda/stream, code in endpoint_runtime/stream.py) calls InvokeEndpointWithResponseStream and passes the tokens on
+as they come, through the AWS Lambda Web Adapter layer (pinned: ADAPTER_LAYER_VERSION, LAYER_REGIONS). Built by
+EndpointStack when the endpoint's `streaming.enabled` is true.
+Why a function URL and not API Gateway, and the adapter's pin with its sources: docs/design/front-doors.md.
 """
 
 from __future__ import annotations

@@ -1,23 +1,8 @@
 """The build recipe of the engine systems (vllm, sglang): the checkpoint's own files, copied unchanged and verified.
 
-The engines load a plain Hugging Face model directory and cast the weights to --dtype themselves, so the artifact is
-the checkpoint as it is: safetensors shards (+ index), config.json, generation_config.json, tokenizer files, chat
-template, hf_quant_config.json; pre-quantized weights stay exactly as their producer wrote them. `metadata/` holds a
-copy of the small files, the part SageMaker downloads when the engine streams the weights from S3 itself.
-
-What a CPU verifies, recorded in the manifest's `verification`:
-  files        every copy has the source file's sha256 (hashed while copying, then again by the manifest);
-  headers      every safetensors file parses: header JSON, known dtypes, each tensor's byte range = shape x dtype
-               size, ranges contiguous and covering the data section, file size = 8 + header + data;
-  index        model.safetensors.index.json names exactly the tensors the shards hold, each in its shard;
-  parameters   unquantized: the tensors hold exactly the parameters transformers builds for config.json's
-               architecture (instantiated on the meta device, no memory), so a truncated or mismatched checkpoint is
-               refused; pre-quantized: not comparable (packed elements, scales), recorded as not verified;
-  tokenizer    it loads with transformers (the engines' images have transformers 5), round-trips a prompt, and the
-               chat template renders a conversation when there is one;
-  fit          the compatibility checks of systems/checks.py on the real files (architecture, precision, GPU fit).
-What only the GPU shows: that the engine's kernels accept the quantized layout and the weights produce sensible
-text; nothing here runs the engine.
+`metadata/` holds a copy of the small files (what SageMaker downloads when the engine streams the weights itself).
+A CPU verifies files, headers, index, parameters, tokenizer and fit (the manifest's `verification`); only the GPU
+shows that the engine accepts the weights. Each check in full: docs/design/engines.md.
 """
 
 from __future__ import annotations
@@ -53,7 +38,7 @@ def _fail(endpoint: EndpointSpec, message: str) -> BuildError:
 
 
 def check_safetensors(path: Path) -> tuple[dict[str, list[int]], int]:
-    """{tensor: shape} of one safetensors file and its element count, after checking its layout (module docstring);
+    """{tensor: shape} of one safetensors file and its element count, after checking its layout (docs/design/engines.md);
     ValueError saying what is wrong."""
     size = path.stat().st_size
     with open(path, "rb") as f:

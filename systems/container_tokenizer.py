@@ -1,26 +1,8 @@
 """Tokenizer files a serving image's transformers/tokenizers can read, from a tokenizer saved by any version.
 
-A tokenizer saved by transformers 5 / tokenizers >= 0.20 does not load in the transformers 4.x images
-(systems/images.py: ImagePin.python_stack, OWN_CONTAINER_STACKS; `python_stack_of` gives a system's):
-  tokenizer_config.json  `tokenizer_class: TokenizersBackend` (transformers 5's generic class) is unknown to
-                         4.x; 4.x's generic fast class reading tokenizer.json is PreTrainedTokenizerFast. v5
-                         writes extra special tokens as a list under `extra_special_tokens`, which 4.49 reads
-                         as a dict (tokenization_utils_base.py: `_set_model_specific_special_tokens(...)`
-                         iterates `.items()`); 4.x's key for the list is `additional_special_tokens`. v5 keeps the
-                         chat template in chat_template.jinja, which transformers 4.49 reads (CHAT_TEMPLATE_FILE)
-                         but 4.39 and 4.34 do not (their tokenization_utils_base.py only read "chat_template"
-                         from tokenizer_config.json).
-  tokenizer.json         tokenizers >= 0.20 writes BPE merges as pairs, [["a", "b"], ...]; 0.19 and older read
-                         only "a b" strings (huggingface/tokenizers PR #2078 calls them the v1 and v2 forms;
-                         measured: 0.19.1 fails with "data did not match any variant of untagged enum
-                         ModelWrapper", 0.20.0 reads pairs). tokenizers >= 0.19 writes Metaspace as
-                         {replacement, prepend_scheme, split}; 0.14/0.15 need `add_prefix_space` (measured:
-                         0.14.1 serializes {replacement, add_prefix_space}, 0.15.2 adds prepend_scheme, 0.19.1
-                         has {replacement, prepend_scheme, split}; 0.14.1 and 0.15.2 fail on the new form).
-Files that already suit the target are copied byte for byte; only what the target cannot read is rewritten,
-and what has no equivalent in the target's format is refused with the reason (BuildError). The build then
-reloads the written tokenizer and compares its token ids with the source's (recipe verification), and
-tests/systems/test_container_tokenizers.py loads every system's built tokenizer with its container's versions.
+Files that already suit the target are copied byte for byte; only what the target cannot read is rewritten
+(tokenizer_config.json's class and special tokens, the chat template file, tokenizer.json's BPE merges and
+Metaspace), and what has no equivalent is refused (BuildError). The version differences: docs/design/engines.md.
 """
 
 from __future__ import annotations
@@ -39,7 +21,7 @@ if TYPE_CHECKING:
     from systems.base import ServingSystem
 
 GENERIC_FAST_CLASS = "PreTrainedTokenizerFast"
-# tokenizers releases that first read a format (measured with the PyPI wheels, see the module docstring).
+# tokenizers releases that first read a format (measured with the PyPI wheels, see docs/design/engines.md).
 PAIR_MERGES_SINCE = (0, 20)
 NEW_METASPACE_SINCE = (0, 19)
 PREPEND_SCHEME_SINCE = (0, 15)

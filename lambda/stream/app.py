@@ -1,26 +1,8 @@
-"""Entry point of the streaming front door: a small stdlib HTTP server that the AWS Lambda Web Adapter forwards the
-function URL's requests to, and whose chunked reply it streams back (stacks/streaming.py; handler `stream/run.sh`
-starts this file).
-
-Why a web server in a Lambda function: Lambda streams a response natively only from Node.js managed runtimes; for
-Python it takes a custom runtime or the Lambda Web Adapter ("Lambda supports response streaming on Node.js managed
-runtimes. For other languages, you can use a custom runtime with a custom Runtime API integration to stream
-responses or use the Lambda Web Adapter", https://docs.aws.amazon.com/lambda/latest/dg/configuration-response-streaming.html).
-With AWS_LWA_INVOKE_MODE=response_stream the adapter passes the body on as this server writes it
-(awslabs/aws-lambda-web-adapter README, "AWS_LWA_INVOKE_MODE").
-
-The request code (validation, SageMaker call, re-framing, error shapes) is endpoint_runtime/stream.py; this file only
-speaks HTTP: it reads the body, answers GET on the adapter's readiness path, and writes a streamed reply with chunked
-transfer encoding, flushing each line.
-
-Request bodies are framed as RFC 9112 section 6 says (https://www.rfc-editor.org/rfc/rfc9112#section-6): by
-Transfer-Encoding: chunked (decoded here, chunk extensions and trailer fields skipped), else by Content-Length (one
-decimal value); a POST with neither gets 411, a coding other than chunked 501 (6.1: "SHOULD respond with 501"),
-chunked not last or a malformed length or chunk 400 (6.3: "MUST respond with the 400 ... and then close the
-connection"). More than MAX_REQUEST_BYTES is 413 without reading the rest. Every refusal of the framing closes the
-connection, as does a request with both headers (6.1: "MUST close the connection after responding"), so bytes of a
-body never read are never taken for the next request. Expect: 100-continue gets 100 only when the framing is
-acceptable, else the final refusal at once (RFC 9110 section 10.1.1).
+"""Entry point of the streaming front door: a small stdlib HTTP server behind the AWS Lambda Web Adapter, which streams
+its chunked reply back (stacks/streaming.py; `stream/run.sh` starts this file). It only speaks HTTP: body framing
+per RFC 9112 section 6 (chunked or Content-Length; 411/501/400/413, every refusal closes the connection), the
+adapter's readiness GET, a streamed reply. The request code is endpoint_runtime/stream.py.
+Why a web server in a Lambda function, and the RFC citations: docs/design/front-doors.md.
 """
 
 from __future__ import annotations

@@ -1,26 +1,9 @@
 """The SageMaker container contract for our own images: GET /ping and POST /invocations around a `Handler`.
 
-The server does HTTP, validation and errors; the handler does the model (contract.Handler). Used by the
-deepspeed-byoc and tensorrt-byoc containers, where this package is importable as `byoc_server`, and by the
-tests, where it is `systems.byoc_server`: so stdlib + fastapi/starlette + pydantic only, relative imports.
-
-    GET  /ping          200 once the model is loaded; 503 while loading; 500 when loading failed
-    POST /invocations   application/json, {"inputs": ..., "parameters": {...}} or {"input": "..."}
-                        200 [{"generated_text": ...}, ...] one per input
-                        or a chat request ({"messages": ...}, OpenAI Chat Completions: chat_contract.py):
-                        200 a chat.completion, or server-sent chunks when "stream": true and the handler has
-                            generate_stream; refusals in OpenAI's error shape with their status (400), also when
-                            the handler serves no chat (no chat_prompt) or cannot stream
-                        400 invalid JSON / request (the message names the key, the limit and the value);
-                            also valid JSON a request cannot carry: NaN/Infinity, numbers out of range,
-                            lone UTF-16 surrogates, nesting deeper than 32 levels (contract.decode_body)
-                        406 an Accept header that excludes application/json
-                        413 body larger than MAX_BODY_BYTES
-                        415 content type other than application/json
-                        503 model not loaded yet
-                        500 the handler failed: {"error": ...} names the exception type and a request id;
-                            the traceback goes to the log (CloudWatch), never to the caller
-The model loads once, at startup, in a background thread, so /ping can answer 503 while it loads.
+The server does HTTP, validation and errors; the handler does the model (contract.Handler). Importable as
+`byoc_server` in the deepspeed-byoc and tensorrt-byoc images and as `systems.byoc_server` in the tests: so stdlib +
+fastapi/starlette + pydantic only, relative imports. The model loads once, at startup, in a background thread.
+The status codes of each route: docs/design/engines.md.
 """
 
 from __future__ import annotations

@@ -1,27 +1,8 @@
 """What lmi-vllm and lmi-trtllm share: the container environment that configures current LMI, and the recipe.
 
-Current LMI is configured through the container environment (OPTION_<NAME> -> option.<name>), which is what
-AWS documents for it; the artifact holds only weights + config + tokenizer (+ manifest), no serving.properties.
-Why not also a serving.properties: the artifact is content-addressed (its hash names its S3 prefix), so engine
-settings inside it would make a batch-size change re-upload gigabytes of unchanged weights; and two sources of
-the same setting invite drift (serving.properties would win: DJL applies OPTION_* with putIfAbsent, see
-systems/djl_common). The manifest records the environment the build was made for.
-
-Both systems run LMI's *async mode*, the mode LMI is moving to: the vLLM user guide of the pinned image says
-"Starting with LMI v17, the default mode for running vLLM is async mode ... Async mode will become the default,
-and only supported mode, in an upcoming release" (deepjavalibrary/djl-serving branch 0.36.0-lmi27-dlc,
-serving/docs/lmi/user_guides/vllm_user_guide.md), and LMI 0.33's TensorRT-LLM image serves through the async
-handler only (its recommended entry point is djl_python.lmi_trtllm.trtllm_async_service, an `async def handle`;
-0.33.0-dlc engines/python/src/main/java/ai/djl/python/engine/PyModel.java). The three options are the ones DJL's
-own tests and recommender use for that mode:
-    OPTION_ASYNC_MODE=true        -> option.async_mode, read by PyModel.java (pyEnv.setAsyncMode) to start the
-                                     Python engine in async mode (djl_python_engine.py: PythonAsyncEngine)
-    OPTION_ROLLING_BATCH=disable  -> LMI's own rolling batcher off: the engine (vLLM's AsyncLLMEngine,
-                                     TensorRT-LLM's executor) batches continuously by itself
-    OPTION_ENTRYPOINT=<handler>   -> option.entryPoint (ModelInfo.java maps "entrypoint" to "entryPoint")
-(0.36.0-lmi27-dlc wlm/.../LmiConfigRecommender.java sets async_mode=true + rolling_batch=disable for vLLM and
-TensorRT-LLM images; 0.33.0-dlc tests/integration/llm/prepare.py build_trtllm_handler_model sets exactly
-rolling_batch=disable, async_mode=True, entryPoint=djl_python.lmi_trtllm.trtllm_async_service.)
+LMI is configured through OPTION_* environment variables only (no serving.properties in the content-addressed
+artifact), in LMI's async mode: OPTION_ASYNC_MODE=true, OPTION_ROLLING_BATCH=disable, OPTION_ENTRYPOINT=<handler>.
+Why, with the djl-serving sources: docs/design/engines.md.
 """
 
 from __future__ import annotations

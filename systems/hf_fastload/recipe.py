@@ -1,26 +1,8 @@
 """Build the hf-fastload artifact of one endpoint, and prove it serves what the source model computes.
 
-Artifact layout (the directory SageMaker mounts at /opt/ml/model):
-    config.json, generation_config.json       config readable by transformers 4.49 (`torch_dtype` key)
-    model-0000N-of-0000M.safetensors + index   sharded at `max_shard_size`, in the configured dtype
-      (or model.pt with `weights_format: torch-save`: the seed recipe's pickled whole model; opt-in only,
-       because torch.load executes code from the file, loads ~4x slower than safetensors, and the pickle
-       names library classes, so it breaks when transformers versions differ)
-    tokenizer files                           copied verbatim from the source when transformers 4.49 /
-                                              tokenizers 0.21 read them; a tokenizer saved by transformers 5
-                                              gets a tokenizer_config.json with a 4.x class
-                                              (systems/container_tokenizer.py)
-    code/inference.py                         the request handler (systems/hf_fastload/handler), with the
-    code/request_contract.py, chat_contract.py  contracts it imports (the repository's top-level modules)
-    manifest.json                             what/how/verification + sha256 of every file
-
-Chat: the tokenizer's chat template serves chat requests; `chat_template` (a recipe argument) replaces it or
-gives one to a tokenizer without. A template is rendered on a sample conversation with tools at build, so a
-template that cannot render fails the build; the manifest's `chat_template` says where the template came from
-("tokenizer", "config") or null: the handler then refuses chat requests.
-
-Verification runs the handler's own loader on the written artifact and compares its logits and greedy
-tokens with the source model in the same dtype, so a build that finishes is known to load and agree.
+The artifact: config readable by transformers 4.49, sharded safetensors (or opt-in torch-save model.pt), tokenizer
+files, code/inference.py with the contracts, manifest.json. Verification runs the handler's own loader on the
+written artifact and compares logits and greedy tokens with the source model. Layout, chat: docs/design/engines.md.
 """
 
 from __future__ import annotations

@@ -1,26 +1,8 @@
 """lmi-vllm's chat options: the tool-call and reasoning parsers of the vLLM inside LMI 27, and the OPTION_*
-variables that turn them on.
+variables that turn them on. A tool parser always turns auto tool choice on (vLLM refuses tool_choice otherwise).
 
-How LMI 27 serves chat (deepjavalibrary/djl-serving branch 0.36.0-lmi27-dlc,
-engines/python/setup/djl_python/lmi_vllm/vllm_async_service.py): a body with "messages" becomes vLLM's
-ChatCompletionRequest and is answered by vLLM's own OpenAIServingChat, built with chat_template=option.chat_template
-(else the tokenizer's), enable_auto_tools=option.enable_auto_tool_choice, tool_parser=option.tool_call_parser and
-reasoning_parser=option.reasoning_parser (properties_manager/vllm_rb_properties.py, VllmRbProperties); a whole reply
-is vLLM's chat.completion JSON, a streamed one vLLM's chat.completion.chunk objects, one JSON object per line
-(lmi_vllm/request_response_utils.py vllm_stream_output_formatter strips vLLM's "data: " framing).
-
-The parser names are the keys of vLLM 0.23.0's registries: vllm/tool_parsers/__init__.py _TOOL_PARSERS_TO_REGISTER
-and vllm/reasoning/__init__.py _REASONING_PARSERS_TO_REGISTER, read from the wheel
-vllm-0.23.0-2-cp38-abi3-manylinux_2_28_x86_64.whl (sha256 872aeb7c...31c03c, the wheel systems/architectures.py's
-vllm==0.23.0 table was read from). LMI 27 installs its own build 0.23.1.dev4+gcd87ce883
-(serving/docker/lmi-container-requirements.txt at that branch), which could not be read here: unverified that its
-registries equal 0.23.0's. LMI checks the tool parser at start when auto tool choice is on, and the reasoning parser
-when option.enable_reasoning is true (VllmRbProperties.validate_tool_call_parser / validate_reasoning_parser), so a
-name its vLLM lacks fails the container's start, not a request.
-
-What vLLM 0.23.0 needs for tools (vllm/entrypoints/serve/render/serving.py render_chat): without a tool parser any
-tool_choice but "none" is refused ("required" or a named function "requires --tool-call-parser to be set"), and
-"auto" needs --enable-auto-tool-choice too. So a tool parser here always turns auto tool choice on.
+The parser names are vLLM 0.23.0's registries (that LMI 27's own vLLM build has the same is unverified); how LMI 27
+serves chat, and the sources: docs/design/engines.md.
 """
 
 from __future__ import annotations

@@ -1,27 +1,8 @@
 """Build the tensorrt-byoc artifact of one endpoint: GPT-2 -> ONNX (fp32, KV cache), verified with ONNX Runtime.
 
-Artifact layout (the directory SageMaker mounts at /opt/ml/model):
-    decoder.onnx                  one graph for prefill and decode steps (inputs/outputs: handler/engine.py);
-                                  fp32 weights: TensorRT picks fp16/bf16 kernels itself when it builds the
-                                  engine on the serving GPU (weights > 1.8 GB go to decoder.onnx.data)
-    decoder.json                  graph facts the handler needs (layers, heads, head_dim, vocab, eos, dtype)
-    tensorrt_profile.json         the optimisation profile (endpoint.engine.tensorrt_profile, schema defaults:
-                                  batch 1-10, prompt + new tokens <= 42) with the min/opt/max shape of every input
-    tokenizer.json                the source tokenizer in `tokenizers` form (what the handler loads), written
-                                  by this machine's tokenizers, which must not be newer than the image's
-                                  (systems/images.py TENSORRT_BYOC_STACK; `check_tokenizers_writer`)
-    tokenizer source files        vocab.json, merges.txt, tokenizer_config.json ... copied verbatim
-    manifest.json                 what/how/verification + sha256 of every file
-
-No TensorRT engine here: an engine only runs on the GPU model and TensorRT version it was built with, so the
-container builds it at start (and caches it; see handler/engine.py).
-
-Why our own decoder module rather than exporting transformers' GPT2LMHeadModel: the exported graph must take
-the KV cache as plain tensors with dynamic batch/sequence axes and contain no Python-side cache objects or
-mask-building control flow, which TensorRT cannot take. The module below is GPT-2's math on the source
-model's own parameters, and the verification compares the exported graph, run by the handler's own code on
-ONNX Runtime, against transformers' model: logits at every prompt position and every decode step, and the
-greedy tokens, over several prompts and batch sizes (left padding included).
+Artifact: decoder.onnx (+ .data), decoder.json, tensorrt_profile.json, tokenizer.json (+ source files), manifest.json;
+no TensorRT engine (the container builds it at start). Our own decoder module, verified against transformers' model.
+The layout, and why our own decoder module: docs/design/engines.md.
 """
 
 from __future__ import annotations

@@ -1,41 +1,9 @@
 """DJL Serving handler (`model.py`) of the djl-fastertransformer system; model_build copies it to the
 artifact's code/ folder, and serving.properties names it (option.entryPoint=model.py).
 
-DJL calls `handle(inputs)` first with an empty input when the worker starts: the model loads then (once per
-worker, kept in a module global) and the call answers None. Every later call is one request in
-request_contract.py's shape (shipped beside this file), translated to FasterTransformer's arguments:
-    max_new_tokens -> max_seq_len (t5) / output_len (GPT-style), num_beams -> beam_width, seed -> random_seed,
-    min_new_tokens -> min_length; temperature, top_k, top_p, repetition_penalty as they are; do_sample false
-    drops the sampling knobs (FT is greedy with its default top_k=1); return_full_text puts the prompt first.
- -> {"outputs": [str, ...]}, one text per input. An invalid request gets HTTP 400 and request_contract.error_body
-    (the message names the parameter, the value and the allowed range); so does a parameter the model type's
-    generate() cannot take (check_for_model).
-
-Engines: FasterTransformer (`import fastertransformer`, its `init_inference`, as the 0.24 image provides) when
-importable; otherwise transformers `generate` (CPU/tests; transformers 5 has no text2text pipeline any more).
-Model location: `model_id` from the properties (DJL has already downloaded an s3:// model_id and passes the
-local copy), else the model directory.
-
-FasterTransformer's models take different generate arguments (the call shapes below are those of DJL 0.24's
-own handler, deepjavalibrary/djl-serving branch 0.24.0-dlc, engines/python/setup/djl_python/fastertransformer.py,
-FasterTransformerService.inference, non-Triton path):
-    t5:                          model.pipeline_generate(inputs, max_seq_len=..., beam_width=..., top_k=..., ...)
-    gpt2, opt, gpt_neox, bloom:  model.pipeline_generate(inputs, batch_size=len(inputs), output_len=...,
-                                                         beam_width=..., top_k=..., ...)
-The signatures are those of the `fastertransformer` Python package the image installs (fastertransformer-0.24.0
-wheel from publish.djl.ai, per 0.24.0-dlc serving/docker/fastertransformer.Dockerfile). Its source is DJL's fork
-of NVIDIA/FasterTransformer, python/fastertransformer/ (read at rohithkrn/FasterTransformer, branch nalrohit_dev,
-commit 8622699, package version 0.23.0; unverified that the 0.24.0 wheel is byte-identical):
-    t5model.py       T5Model.pipeline_generate(self, inputs, **kwargs) -> generate -> FTT5.forward(input_token,
-                     inputs_embeds, beam_size, max_seq_len, top_k, top_p, beam_search_diversity_rate, temperature,
-                     len_penalty, repetition_penalty, presence_penalty, min_length, random_seed, ...)
-    gptmodel.py      GPTModel.pipeline_generate(self, inputs, batch_size=1, output_len=32, beam_width=1,
-                     skip_end_tokens=True, detokenize=True, **kwargs); kwargs go through generate(), which turns
-                     top_k, top_p, temperature, repetition_penalty, random_seed, len_penalty, min_length into
-                     per-batch tensors for the torch op (OPTModel.generate converts only top_k, top_p,
-                     temperature, repetition_penalty, random_seed; GPTNeoXModel.generate also len_penalty)
-A keyword one model does not take raises TypeError (or reaches the torch op as a plain float), so each call
-passes only what that model's signature has.
+`handle(inputs)`: the first, empty call loads the model; every later call is one request_contract.py request,
+translated to FasterTransformer's arguments (transformers `generate` where fastertransformer does not import),
+-> {"outputs": [str, ...]}; an invalid request gets 400. The argument mapping and its sources: docs/design/engines.md.
 """
 
 from __future__ import annotations
@@ -52,8 +20,8 @@ from djl_python import Input, Output
 import request_contract
 
 DTYPES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}
-# The keyword arguments each FasterTransformer model's generate() accepts beyond the lengths and beams (module
-# docstring): random_seed for all, min_length for T5 and GPTModel (BLOOM inherits it), not OPT or GPT-NeoX.
+# The keyword arguments each FasterTransformer model's generate() accepts beyond the lengths and beams
+# (docs/design/engines.md): random_seed for all, min_length for T5 and GPTModel (BLOOM inherits it), not OPT or GPT-NeoX.
 SAMPLING = ("temperature", "top_k", "top_p", "repetition_penalty", "random_seed", "min_length")
 SAMPLING_BY_MODEL_TYPE: dict[str, tuple[str, ...]] = {
     "t5": SAMPLING,
@@ -177,7 +145,7 @@ def check_for_model(params: dict[str, Any], model_type: str) -> None:
 
 
 def ft_generate(ft_model: Any, model_type: str, prompts: list[str], params: dict[str, Any]) -> list[str]:
-    """One FasterTransformer call in the shape `model_type`'s pipeline_generate takes (module docstring)."""
+    """One FasterTransformer call in the shape `model_type`'s pipeline_generate takes (docs/design/engines.md)."""
     sampling = {k: v for k, v in params.items() if k in SAMPLING}
     beam_width = params.get("beam_width", 1)
     if model_type == "t5":

@@ -1,24 +1,8 @@
 """Execution backends for the exported decoder graph (`decoder.onnx`, see systems/tensorrt_byoc/recipe.py).
 
-The graph, one for prefill and decode (prefill passes a one-slot dummy past that the bias masks out):
-    inputs   input_ids        int64   [batch, seq]
-             position_ids     int64   [batch, seq]
-             attention_bias   float32 [batch, 1, seq, total]        0 = attend, -10000 = masked
-             past_key_values  float32 [layers, 2, batch, heads, past, head_dim]
-    outputs  logits           float32 [batch, seq, vocab]
-             present_key_values float32 [layers, 2, batch, heads, total, head_dim]   total = past + seq
-
-Backends (env TRT_BACKEND):
-  tensorrt     the production path. A TensorRT engine is specific to the GPU model and the TensorRT version, so
-               it cannot be built on the (GPU-less) build machine: it is built here, at container start, from
-               decoder.onnx and tensorrt_profile.json, and cached in TRT_ENGINE_CACHE_DIR under a key made of
-               (GPU name + compute capability, TensorRT version, sha256 of the ONNX files, profile, precision).
-               A restart that finds the cache (same container filesystem / volume) loads the engine in seconds;
-               a fresh instance builds it again (minutes for GPT-2: SageMaker's
-               ContainerStartupHealthCheckTimeoutInSeconds must cover that; the system's default is 900 s).
-               A file lock makes concurrent starters wait for one build instead of building twice.
-  onnxruntime  ONNX Runtime on the same graph (CUDA provider when onnxruntime-gpu is installed, else CPU): the
-               fallback and what the CPU tests run, behind the same handler and server.
+TRT_BACKEND: `tensorrt` (production; the engine is built at container start and cached in TRT_ENGINE_CACHE_DIR,
+keyed by GPU, TensorRT version, ONNX sha256, profile and precision) or `onnxruntime` (the fallback, the CPU tests).
+The graph's inputs and outputs, and why the engine is built at start: docs/design/engines.md.
 """
 
 from __future__ import annotations
