@@ -604,6 +604,11 @@ def parse_chat_request(data: Any, lim: request_contract.Limits | None = None, *,
             max_tokens, given = _integer(key, data[key], 1, lim.max_new_tokens), True
     temperature = _number("temperature", data["temperature"], 0, MAX_TEMPERATURE) \
         if data.get("temperature") is not None else None  # fmt: skip
+    # 0 is greedy decoding (OpenAI's meaning); between 0 and the generation contract's floor, sampling divides the
+    # logits into infinities and the engine fails (request_contract.py's bounds): refused, as there.
+    floor = request_contract.PARAMETERS["temperature"].low
+    if temperature is not None and 0 < temperature < floor:
+        raise _refuse("temperature", f"must be 0 (greedy) or between {floor:g} and {MAX_TEMPERATURE:g}, got {_show(temperature)}")
     top_p = _number("top_p", data["top_p"], 0, 1, low_open=True) if data.get("top_p") is not None else None
     seed = _integer("seed", data["seed"], 0, request_contract.MAX_SEED) if data.get("seed") is not None else None
     n = data.get("n")

@@ -62,7 +62,7 @@ class InUse:
     hashes: set[str] = field(default_factory=set)
 
 
-def _absent(err: Any) -> bool:
+def not_found(err: Any) -> bool:
     """SageMaker's answer for a resource that does not exist: a ValidationException saying it "Could not find" it (the
     Describe* operations model no error of their own; botocore's sagemaker service model)."""
     error = getattr(err, "response", {}).get("Error", {})
@@ -76,7 +76,7 @@ def _describe(call: Any, what: str, **kwargs: Any) -> dict[str, Any] | None:
     try:
         return call(**kwargs)
     except ClientError as err:
-        if _absent(err):
+        if not_found(err):
             return None
         raise CleanError(f"cannot tell what {what} runs ({err}); nothing was deleted") from None
     except BotoCoreError as err:
@@ -282,7 +282,7 @@ def delete_resources(session: Any, cleanups: list[EndpointCleanup]) -> tuple[int
                     calls[kind](name)
                     deleted += 1
                 except Exception as err:  # every refusal is reported, none stops the others
-                    if _absent(err):
+                    if not_found(err):
                         deleted += 1
                     else:
                         failed.append(f"{kind} {name}: {err}")

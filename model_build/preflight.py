@@ -337,6 +337,8 @@ def update_checks(deployment: Any, session: Any, region: str) -> list[Check]:
     the variant autoscales (instance_change_problem). Endpoints not deployed yet have nothing to update."""
     from botocore.exceptions import ClientError
 
+    from model_build.clean import not_found
+
     sm = session.client("sagemaker", region_name=region)
     scaling = session.client("application-autoscaling", region_name=region)
     checks = []
@@ -344,8 +346,16 @@ def update_checks(deployment: Any, session: Any, region: str) -> list[Check]:
         try:
             config_name = sm.describe_endpoint(EndpointName=plan.endpoint_name)["EndpointConfigName"]
             config = sm.describe_endpoint_config(EndpointConfigName=config_name)
-        except ClientError:
-            continue  # not deployed yet: nothing to update
+        except ClientError as err:
+            if not_found(err):
+                continue  # not deployed yet: nothing to update
+            # any other refusal (access denied, throttling) leaves the update unchecked: say so, never pass it
+            error = err.response.get("Error", {})
+            checks.append(Check(f"update {plan.name}", False, f"cannot read the deployed endpoint {plan.endpoint_name} "
+                                f"({error.get('Code')}: {error.get('Message')}), so whether SageMaker accepts this update "
+                                "in place is unchecked; fix the credentials' sagemaker:DescribeEndpoint and "
+                                "DescribeEndpointConfig, or retry"))  # fmt: skip
+            continue
         problem = mode_problem(plan, config)
         if problem is None:
             problem = instance_change_problem(plan, config, scaling)

@@ -124,6 +124,9 @@ CASES: list[ChatCase] = [
     ChatCase("max-completion-tokens-float", body(max_completion_tokens=5.5), 400, BAD, "max_completion_tokens",
              "must be an integer"),
     ChatCase("temperature-above-2", body(temperature=2.5), 400, BAD, "temperature", "must be between 0 and 2"),
+    # sampling at a temperature below the generation contract's floor divides the logits into infinities (issue 17
+    # item 15 on the chat route): 0 (greedy) or at least 0.01
+    ChatCase("temperature-tiny", body(temperature=1e-300), 400, BAD, "temperature", "must be 0 (greedy) or between 0.01 and 2"),
     ChatCase("temperature-string", body(temperature="hot"), 400, BAD, "temperature", "must be a number"),
     ChatCase("top-p-0", body(top_p=0), 400, BAD, "top_p", "must be greater than 0 and at most 1"),
     ChatCase("n-2", body(n=2), 400, BAD, "n", "only 1 choice per request"),

@@ -19,6 +19,7 @@ from model_build.cli import main
 from model_build.preflight import run_preflight
 
 ROOT = Path(__file__).resolve().parents[2]
+REGION = moto_server.EMULATOR_REGION
 ACCOUNT, REGION = moto_server.EMULATOR_ACCOUNT, moto_server.EMULATOR_REGION
 HASH_A, HASH_B = "a" * 64, "b" * 64
 
@@ -538,3 +539,29 @@ def test_the_quota_preflight_asks_for_is_the_plans_peak(case, tmp_path):
         assert f"--desired-value {need[instance_type]} " in check.message, check.message
     if case == "rolling":
         assert need == {"ml.g5.2xlarge": 8 + 2}  # 25 % of 8 forward, 1 back: not the blue/green 16
+
+
+def test_an_endpoint_preflight_cannot_read_is_a_failed_update_check_not_a_new_one(moto_env):
+    """Only SageMaker's "Could not find" means "not deployed yet" (the class of issue 17 item 18): with
+    sagemaker:DescribeEndpoint refused by IAM (moto enforcing it), every endpoint's update check fails and says
+    why, instead of passing as a first deploy."""
+    import httpx
+
+    from model_build.preflight import update_checks
+
+    deployment = load_config(ROOT / "config/examples/production.yaml", "prod")
+    assert update_checks(deployment, boto3.Session(region_name=REGION), REGION) == []  # none deployed: nothing to check
+    iam = boto3.client("iam")
+    iam.create_user(UserName="operator")
+    iam.put_user_policy(UserName="operator", PolicyName="no-sagemaker", PolicyDocument=json.dumps({
+        "Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": ["sts:GetCallerIdentity"], "Resource": "*"}]}))  # fmt: skip
+    key = iam.create_access_key(UserName="operator")["AccessKey"]
+    operator = boto3.Session(aws_access_key_id=key["AccessKeyId"], aws_secret_access_key=key["SecretAccessKey"],
+                             region_name=REGION)  # fmt: skip
+    httpx.post(f"{moto_env.url}/moto-api/reset-auth", content=b"0").raise_for_status()  # from now on, IAM decides
+    try:
+        checks = update_checks(deployment, operator, REGION)
+    finally:
+        httpx.post(f"{moto_env.url}/moto-api/reset-auth", content=b"inf").raise_for_status()
+    assert [c.name for c in checks] == [f"update {p.name}" for p in deployment.plans]
+    assert all(not c.ok and "AccessDenied" in c.message and "unchecked" in c.message for c in checks), checks

@@ -227,3 +227,16 @@ def test_the_module_ships_alone() -> None:
     imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
     imported |= {node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
     assert imported - set(sys.stdlib_module_names) == {"request_contract"}
+
+
+@pytest.mark.parametrize("temperature", [0, 1e-300, 0.005, 0.01, 0.7, 2])
+def test_chat_accepts_no_sampling_temperature_the_generation_contract_refuses(temperature):
+    """The class of issue 17 item 15 across both contracts: a chat temperature is greedy (0) or within the generation
+    contract's bounds, so no front door forwards one the engines fail on."""
+    low = request_contract.PARAMETERS["temperature"].low
+    try:
+        parsed = chat_contract.parse_chat_request({"messages": [{"role": "user", "content": "a"}], "temperature": temperature})
+    except chat_contract.ChatError:
+        assert 0 < temperature < low
+        return
+    assert parsed.temperature == 0 or low <= parsed.temperature <= 2
