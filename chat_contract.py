@@ -303,12 +303,7 @@ def decode_chat_body(body: bytes | bytearray | str) -> Any:
         raise ChatError(err.message) from None
 
 
-def _show(value: Any, limit: int = 60) -> str:
-    try:
-        text = json.dumps(value, ensure_ascii=False)
-    except (TypeError, ValueError):
-        text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+_show = request_contract._show  # one wording of a shown value for both contracts
 
 
 def _type(value: Any) -> str:

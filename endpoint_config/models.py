@@ -34,20 +34,22 @@ KNOWN_MODELS: dict[str, ModelFacts] = {
 }
 
 
-def _safetensors_parameters(path: Path) -> int:
-    """Parameter count from a safetensors header alone (8-byte length + JSON), without reading the weights."""
+def safetensors_header_sizes(path: Path) -> tuple[int, int]:
+    """(elements, bytes) of every tensor in one safetensors file, from its header alone (8-byte little-endian
+    length + JSON: {name: {dtype, shape, data_offsets}}), without reading the tensors."""
     with open(path, "rb") as f:
         (length,) = struct.unpack("<Q", f.read(8))
         header = json.loads(f.read(length))
-    total = 0
+    elements = size = 0
     for name, info in header.items():
         if name == "__metadata__":
             continue
         count = 1
         for dim in info["shape"]:
             count *= dim
-        total += count
-    return total
+        elements += count
+        size += info["data_offsets"][1] - info["data_offsets"][0]
+    return elements, size
 
 
 def model_facts(model: str, declared_parameters: int | None = None) -> ModelFacts | None:
@@ -62,7 +64,7 @@ def model_facts(model: str, declared_parameters: int | None = None) -> ModelFact
         if declared_parameters is not None:
             return ModelFacts(declared_parameters, bool(encoder_decoder), "model_parameters")
         if shards:
-            return ModelFacts(sum(_safetensors_parameters(p) for p in shards), bool(encoder_decoder), "local files")
+            return ModelFacts(sum(safetensors_header_sizes(p)[0] for p in shards), bool(encoder_decoder), "local files")
     known = KNOWN_MODELS.get(model)
     if known is not None:
         return ModelFacts(declared_parameters or known.parameters, known.encoder_decoder, known.source)

@@ -12,10 +12,11 @@ in tests/systems/test_checkpoint_facts.py).
 from __future__ import annotations
 
 import json
-import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from endpoint_config.models import safetensors_header_sizes
 
 # vLLM modelopt.py LINEAR_ALGOS (+ MIXED_PRECISION): ModelOpt quant_algo -> the method vLLM loads it with.
 MODELOPT_ALGOS = {
@@ -317,25 +318,7 @@ class Checkpoint:
         return self.weight_bytes(own)
 
     def _file_elements(self) -> int:
-        return sum(_safetensors_header_sizes(Path(f))[0] for f in self.files)
-
-
-def _safetensors_header_sizes(path: Path) -> tuple[int, int]:
-    """(elements, bytes) of every tensor in one safetensors file, from its header alone (8-byte little-endian
-    length + JSON: {name: {dtype, shape, data_offsets}}), without reading the tensors."""
-    with open(path, "rb") as f:
-        (length,) = struct.unpack("<Q", f.read(8))
-        header = json.loads(f.read(length))
-    elements = size = 0
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        count = 1
-        for dim in info["shape"]:
-            count *= dim
-        elements += count
-        size += info["data_offsets"][1] - info["data_offsets"][0]
-    return elements, size
+        return sum(safetensors_header_sizes(Path(f))[0] for f in self.files)
 
 
 def read_local_checkpoint(directory: Path, model: str | None = None) -> Checkpoint:
@@ -345,7 +328,7 @@ def read_local_checkpoint(directory: Path, model: str | None = None) -> Checkpoi
     quant_path = directory / "hf_quant_config.json"
     hf_quant = json.loads(quant_path.read_text()) if quant_path.is_file() else None
     files = tuple(str(p) for p in sorted(directory.glob("*.safetensors")))
-    file_bytes = sum(_safetensors_header_sizes(Path(f))[1] for f in files) if files else None
+    file_bytes = sum(safetensors_header_sizes(Path(f))[1] for f in files) if files else None
     return Checkpoint(model or str(directory), read_checkpoint(config, hf_quant), f"{config_path}", file_bytes, files)
 
 
