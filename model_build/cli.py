@@ -209,6 +209,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _positive_mib(text: str) -> int:
+    """--max-bandwidth: MiB/s, a positive number, as bytes/s."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0 or value != value or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of MiB/s, got {text!r}")
+    return int(value * 2**20)
+
+
 def cmd_publish(args: argparse.Namespace) -> int:
     deployment, plan = _load_endpoint(args)
     artifact = Path(args.artifact or Path(args.build_root) / plan.name)
@@ -216,7 +227,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
     from model_build.publish import PublishError, publish_endpoint
 
     try:
-        report = publish_endpoint(deployment, plan, artifact)
+        report = publish_endpoint(deployment, plan, artifact, max_bandwidth=args.max_bandwidth)
         adapter_reports = publish_adapters(deployment, plan, Path(args.build_root))
     except PublishError as err:
         raise BuildError(str(err)) from None
@@ -364,6 +375,8 @@ def parser() -> argparse.ArgumentParser:
     publish = sub.add_parser("publish", help="upload a built artifact to the environment's artifact bucket")
     endpoint_args(publish)
     publish.add_argument("--artifact", help="artifact directory (default: <build root>/<endpoint>)")
+    publish.add_argument("--max-bandwidth", type=_positive_mib, metavar="MIB_PER_S",
+                         help="cap the upload at this many MiB/s over all transfers (a shared link); default: none")
     publish.set_defaults(run=cmd_publish)
 
     preflight = sub.add_parser("preflight", help="check credentials, region, instance quotas and published artifacts")

@@ -199,7 +199,8 @@ class _Progress:
         self._bar.close()
 
 
-def _transfer_config(max_concurrency: int, multipart_threshold: int, multipart_chunksize: int | None):
+def _transfer_config(max_concurrency: int, multipart_threshold: int, multipart_chunksize: int | None,
+                     max_bandwidth: int | None = None):  # fmt: skip
     from boto3.s3.transfer import TransferConfig
 
     chunk = multipart_chunksize or max(MIN_PART_SIZE, min(multipart_threshold, 64 * MiB))
@@ -208,6 +209,7 @@ def _transfer_config(max_concurrency: int, multipart_threshold: int, multipart_c
         multipart_chunksize=max(MIN_PART_SIZE, chunk),  # s3transfer also raises it past 10,000 parts
         max_concurrency=max_concurrency,
         use_threads=True,
+        max_bandwidth=max_bandwidth,  # bytes/s over all threads (s3transfer's bandwidth limiter); None: no cap
     )
 
 
@@ -411,9 +413,11 @@ def publish_artifact(
     packer: str | None = None,
     manifest: Manifest | None = None,
     bucket_checked: bool = False,
+    max_bandwidth: int | None = None,
 ) -> PublishReport:
     """Upload the artifact in build_dir under s3://bucket/prefix; manifest.json last. See the module doc.
-    `manifest`: the build's, when the caller has loaded it; `bucket_checked`: the caller found the bucket."""
+    `manifest`: the build's, when the caller has loaded it; `bucket_checked`: the caller found the bucket;
+    `max_bandwidth`: bytes per second for all uploads together (a shared link), None for no cap."""
     started = time.monotonic()
     build_dir = Path(build_dir)
     if prefix and not prefix.endswith("/"):
@@ -421,7 +425,7 @@ def publish_artifact(
     manifest = manifest or load_manifest(build_dir)
     s3 = s3_client or _s3_client(max_concurrency)
     report = PublishReport(bucket=bucket, prefix=prefix, model_data=model_data, content_hash=manifest.content_hash)
-    config = _transfer_config(max_concurrency, multipart_threshold, multipart_chunksize)
+    config = _transfer_config(max_concurrency, multipart_threshold, multipart_chunksize, max_bandwidth)
     manifest_path = build_dir / MANIFEST_NAME
     manifest_sha = sha256_file(manifest_path)
     manifest_key = prefix + MANIFEST_NAME
@@ -557,6 +561,7 @@ def publish_endpoint(
     session=None,
     max_concurrency: int = 8,
     progress: bool | None = None,
+    max_bandwidth: int | None = None,
 ) -> PublishReport:
     """Publish build_dir as the artifact of one endpoint (`deployment.EndpointPlan`) of a resolved config: into the
     environment's artifact bucket, under the prefix the stack deploys."""
@@ -579,7 +584,7 @@ def publish_endpoint(
     return publish_artifact(
         build_dir, bucket, artifact_prefix(ep.name, manifest.content_hash),
         s3_client=s3, max_concurrency=max_concurrency, model_data=ep.model_data, progress=progress,
-        manifest=manifest, bucket_checked=True,
+        manifest=manifest, bucket_checked=True, max_bandwidth=max_bandwidth,
     )
 
 

@@ -333,7 +333,8 @@ def test_ctrl_c_stops_the_publish_cleanly(emulator, s3, tmp_path, deployment):
     build = make_build(tmp_path, big_bytes=80 * MiB)  # above the 64 MiB multipart threshold
     s3.create_bucket(Bucket=bucket)
     command = [sys.executable, "-m", "model_build", "publish", "--config", str(ROOT / "config" / "local.yaml"),
-               "--env", "local", "--endpoint", ep.name, "--artifact", str(build)]  # fmt: skip
+               "--env", "local", "--endpoint", ep.name, "--artifact", str(build),
+               "--max-bandwidth", "16"]  # ~5 s for the 80 MiB: the signal lands mid-upload on any machine  # fmt: skip
     child = subprocess.Popen(command, cwd=ROOT, env={**os.environ, **emulator.client_env()}, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)  # fmt: skip
     try:
@@ -382,3 +383,14 @@ def test_a_failed_upload_is_named_and_nothing_is_marked_complete(s3, bucket, tmp
     assert "failed for 1 file(s); manifest.json was not written" in str(err.value)
     assert "p/config.json: An error occurred (AccessDenied)" in str(err.value)
     assert not _complete(s3, bucket, "p/")
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "fast", "nan", "inf"])
+def test_a_bandwidth_cap_that_is_not_a_positive_number_is_refused(value, capsys):
+    from model_build.cli import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["publish", "--config", str(ROOT / "config" / "local.yaml"), "--endpoint", "tiny-gpt2", "--max-bandwidth", value])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert f"--max-bandwidth: must be a positive number of MiB/s, got {value!r}" in err and "Traceback" not in err
