@@ -83,6 +83,12 @@ BAD_FILES = [
      environments("prod", "prod-a") + "endpoints:\n" + ENDPOINT.replace("gptj", "a-chat") + ENDPOINT.replace("gptj", "chat"),
      "prod", ["environment 'prod', endpoint 'a-chat' and environment 'prod-a', endpoint 'chat' both make the stack "
               "'llm-endpoints-prod-a-chat'", "both make the SageMaker endpoint 'prod-a-chat'"]),
+    ("component names collide across environments",
+     environments("prod", "prod-a") + "endpoints:\n" + "".join(
+         ENDPOINT.replace("gptj", name).replace("hf-fastload", "lmi-vllm").replace("EleutherAI/gpt-j-6B", "gpt2")
+         + "    hosting: {mode: inference-components}\n" for name in ("a-chat", "chat")),
+     "prod", ["environment 'prod', endpoint 'a-chat' and environment 'prod-a', endpoint 'chat' both make the "
+              "inference component 'prod-a-chat-ic'"]),
     ("endpoint named as the artifact stack", ENDPOINTS.replace("gptj", "artifacts"), None,
      ["the artifact stack and endpoint 'artifacts' both make the stack 'llm-endpoints-default-artifacts'",
       "rename the endpoint"]),
