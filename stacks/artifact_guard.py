@@ -42,7 +42,7 @@ class PublishedArtifactCheck(Construct):
         function.add_to_role_policy(iam.PolicyStatement(
             actions=["s3:GetObject"], resources=[f"arn:{Aws.PARTITION}:s3:::{bucket_name}/{manifest_key}"]))  # fmt: skip
         if bucket_key is not None:  # an SSE-KMS object is read with the key (S3 User Guide, "Using SSE-KMS")
-            bucket_key.grant_s3_use(function)
+            bucket_key.grant_s3_use(function, read_only=True)  # it only reads the manifest
             if bucket_key.alias_name is not None:
                 acknowledge(
                     function.role,  # type: ignore[arg-type]

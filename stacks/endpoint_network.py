@@ -78,20 +78,19 @@ class BucketKeyRef:
             return BucketKeyRef(alias_name=bucket_key_alias(deployment.project, deployment.environment_name))
         return BucketKeyRef(key_arn=encryption.bucket_key)
 
-    def grant_s3_use(self, grantee: iam.IGrantable) -> iam.Grant:
-        """kms:Decrypt + kms:GenerateDataKey through S3 ([S3-KMS]); a created key is matched by its alias
-        (kms:ResourceAliases, [KMS-ALIAS]) within this account and region."""
+    def grant_s3_use(self, grantee: iam.IGrantable, *, read_only: bool = False) -> iam.Grant:
+        """kms:Decrypt + kms:GenerateDataKey through S3 ([S3-KMS]), or kms:Decrypt alone for a reader (`read_only`);
+        a created key is matched by its alias (kms:ResourceAliases, [KMS-ALIAS]) within this account and region."""
         stack = Stack.of(grantee) if isinstance(grantee, Construct) else None
         region = stack.region if stack is not None else Aws.REGION
+        actions = ["kms:Decrypt"] if read_only else list(S3_KMS_ACTIONS)
         if self.key_arn is not None:
             return iam.Grant.add_to_principal(
-                grantee=grantee, actions=list(S3_KMS_ACTIONS), resource_arns=[self.key_arn], conditions=_s3_via(region)
+                grantee=grantee, actions=actions, resource_arns=[self.key_arn], conditions=_s3_via(region)
             )
         keys = f"arn:{Aws.PARTITION}:kms:{Aws.REGION}:{Aws.ACCOUNT_ID}:key/*"
         conditions = {**_s3_via(region), "ForAnyValue:StringEquals": {"kms:ResourceAliases": [self.alias_name]}}
-        return iam.Grant.add_to_principal(
-            grantee=grantee, actions=list(S3_KMS_ACTIONS), resource_arns=[keys], conditions=conditions
-        )
+        return iam.Grant.add_to_principal(grantee=grantee, actions=actions, resource_arns=[keys], conditions=conditions)
 
 
 class BucketKey(Construct):
