@@ -12,7 +12,6 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -53,18 +52,11 @@ STREAMER_ENV = {
 }
 
 
-@contextlib.contextmanager
-def streamer_env() -> Iterator[None]:
-    saved = {k: os.environ.get(k) for k in STREAMER_ENV}
-    os.environ.update(STREAMER_ENV)
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+def streamer_env() -> contextlib.AbstractContextManager:
+    """The streamer's settings in this process's environment for a block, the environment restored after."""
+    from unittest import mock
+
+    return mock.patch.dict(os.environ, STREAMER_ENV)
 
 
 def stream(url: str, dest: Path) -> dict[str, Any]:

@@ -82,8 +82,9 @@ def _no_request_limit(endpoint: EndpointSpec, environment: Mapping[str, str]) ->
 # Neither engine's HTTP server limits how long one request runs: vLLM 0.30.0 serves with uvicorn.Config(app,
 # **uvicorn_kwargs) (vllm/entrypoints/launchers/launcher.py serve_http; only the keep-alive is set, envs.py
 # VLLM_HTTP_TIMEOUT_KEEP_ALIVE), SGLang 0.5.20 with uvicorn and timeout_keep_alive only
-# (sglang/srt/entrypoints/http_server.py); uvicorn has no per-request timeout. SageMaker's invocation timeout ends
-# a request.
+# (sglang/srt/entrypoints/http_server.py). uvicorn.Config's timeouts (0.54.0, read here: keep-alive, notify,
+# graceful shutdown, worker health check, websocket ping) bound no request; the images' own uvicorn release is
+# unverified. SageMaker's invocation timeout ends a request.
 ENGINE_SERVER_REQUEST_TIMEOUT = RequestTimeout(environment=_no_request_limit_environment, limit_s=_no_request_limit)
 
 

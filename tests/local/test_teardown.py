@@ -44,9 +44,10 @@ def combined_emulator_config(retain_data: bool) -> dict:
                 # and an 8 B model does not fit the T4 that stands in for its GPU here.
                 continue
             if ep["system"] in ("vllm", "sglang"):
-                # Their CUDA 13 images need an Ampere or newer GPU (systems/checks.py refuses a T4 or V100), and
-                # moto 5.2.5's SageMaker instance types stop at g4dn and p3 (moto/sagemaker/models.py
-                # validate_instance_type): no type stands in. Their stacks hold the same resource types as lmi-vllm's.
+                # Their CUDA 13 images need an Ampere or newer GPU (systems/checks.py refuses a T4 or V100), and the
+                # endpoint config types moto 5.2.5 takes stop at g4dn and p3 (moto/sagemaker/models.py
+                # FakeEndpointConfig.validate_instance_type): no type stands in. Their stacks hold the same resource
+                # types as lmi-vllm's.
                 continue
             ep = {**ep, "artifact_hash": FAKE_HASH}
             ep["instance_type"] = EMULATOR_TYPES.get(ep["instance_type"], ep["instance_type"])
