@@ -61,6 +61,28 @@ def synth(tmp_path_factory):
 
 
 @pytest.fixture(scope="session", autouse=True)
+def _botocore_reads_each_service_model_once():
+    """Every boto3/botocore Session makes its own data loader, which parses the service models' JSON again (the
+    SageMaker model alone is several MB): the code under test makes a new session per call, so the suite parsed
+    them some thousands of times. One loader per data path serves all sessions; nothing registered on botocore's
+    `service-data-loaded` event changes the loaded data (botocore 1.44, boto3), so the answers are the same."""
+    import botocore.loaders
+    import botocore.session
+
+    original = botocore.session.create_loader
+    loaders: dict[str | None, botocore.loaders.Loader] = {}
+
+    def shared_loader(search_path_string: str | None = None) -> botocore.loaders.Loader:
+        if search_path_string not in loaders:
+            loaders[search_path_string] = original(search_path_string)
+        return loaders[search_path_string]
+
+    botocore.session.create_loader = shared_loader
+    yield
+    botocore.session.create_loader = original
+
+
+@pytest.fixture(scope="session", autouse=True)
 def _sagemaker_tables_load_endpoints_once():
     """sagemaker.core.image_uris.retrieve builds a new botocore endpoint resolver, reading botocore's endpoints.json
     (~0.1 s), on every call; the image tests ask it hundreds of questions. One resolver serves them all: the

@@ -151,6 +151,14 @@ def wait_for_ping(url: str, status: int | None = 200, timeout: float = 20) -> in
         time.sleep(0.05)
 
 
+def serve_in_thread(server: Any) -> threading.Thread:
+    """`server.serve_forever()` in a daemon thread. It checks for shutdown() every poll_interval, 0.5 s by default:
+    every fixture that stopped a server waited that long, so it polls every 20 ms."""
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+    thread.start()
+    return thread
+
+
 @contextmanager
 def running(app: Any, ready: bool = True, timeout: float = 20) -> Iterator[str]:
     """uvicorn serving `app` in a thread on a free localhost port; yields its URL once /ping answers (200 with

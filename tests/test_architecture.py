@@ -17,6 +17,7 @@ and no edge the table below does not allow.
 from __future__ import annotations
 
 import ast
+import subprocess
 from pathlib import Path
 
 from helpers import ROOT
@@ -71,9 +72,19 @@ ALLOWED: dict[str, set[str]] = {
 OURS = {name for name in PACKAGES if "/" not in name}
 
 
+def _repository_python_files() -> set[Path]:
+    """The repository's .py files, tracked or new; ignored outputs (bench/raw/'s copied artifacts, build/) are not ours."""
+    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "*.py"], cwd=ROOT, capture_output=True,
+                            text=True, check=True).stdout.split()
+    return {ROOT / name for name in listed}
+
+
+REPOSITORY_FILES = _repository_python_files()
+
+
 def _files(package: str) -> list[Path]:
     path = PACKAGES[package]
-    return [path] if path.suffix == ".py" else sorted(path.rglob("*.py"))
+    return [path] if path.suffix == ".py" else sorted(p for p in path.rglob("*.py") if p in REPOSITORY_FILES)
 
 
 def _imported(path: Path) -> set[str]:

@@ -4,11 +4,11 @@ server cannot produce (endpoint not found, ModelError with OriginalStatusCode, t
 from __future__ import annotations
 
 import json
-import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from helpers import serve_in_thread
 
 
 class FakeRuntime:
@@ -45,7 +45,7 @@ class FakeRuntime:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        serve_in_thread(self.server)
 
 
 @pytest.fixture(scope="module")

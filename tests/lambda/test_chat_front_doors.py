@@ -9,7 +9,6 @@ from __future__ import annotations
 import base64
 import io
 import json
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from typing import Any
 import httpx
 import pytest
 from chat_cases import CASES, GOOD, OK, WEATHER, ChatCase, body
+from helpers import serve_in_thread
 
 import chat_contract
 from endpoint_runtime import async_invoke, invoke, stream
@@ -88,7 +88,7 @@ def stream_url() -> Iterator[str]:
     app = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(app)
     server = app.serve(port=0)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    serve_in_thread(server)
     yield f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()
     server.server_close()

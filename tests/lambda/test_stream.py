@@ -6,7 +6,6 @@ and the function's HTTP server, one by one."""
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +14,7 @@ import boto3
 import botocore.exceptions
 import httpx
 import pytest
-from helpers import ROOT, running
+from helpers import ROOT, running, serve_in_thread
 
 from endpoint_runtime import invoke, stream
 from model_build import event_stream
@@ -232,7 +231,7 @@ def test_the_functions_http_server_streams_chunked_lines(watched, monkeypatch):
         monkeypatch.setenv(key, value)
     stream.reset_client()
     server = _load_app_module().serve(port=0)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    serve_in_thread(server)
     base = f"http://127.0.0.1:{server.server_address[1]}"
     try:
         assert httpx.get(f"{base}/_ready").status_code == 200

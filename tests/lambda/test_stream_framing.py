@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from helpers import ROOT
+from helpers import ROOT, serve_in_thread
 
 from endpoint_runtime import stream
 from model_build import event_stream
@@ -60,7 +59,7 @@ def _load_app_module():
 def runtime_url() -> Iterator[str]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), EchoRuntime)
     server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    serve_in_thread(server)
     yield f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()
     server.server_close()
@@ -74,7 +73,7 @@ def app_port(runtime_url, monkeypatch) -> Iterator[int]:
         monkeypatch.setenv(key, value)
     stream.reset_client()
     server = _load_app_module().serve(port=0)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    serve_in_thread(server)
     try:
         yield server.server_address[1]
     finally:
@@ -122,8 +121,9 @@ class Connection:
         return self.reader.read(1) == b""
 
     def idle(self) -> bool:
-        """True when the connection is open and the server sends nothing more (no second answer to one request)."""
-        self.sock.settimeout(0.5)
+        """True when the connection is open and the server sends nothing more (no second answer to one request):
+        a second answer would follow the first at once on loopback, so 0.2 s of silence is enough."""
+        self.sock.settimeout(0.2)
         try:
             return self.sock.recv(1, socket.MSG_PEEK) != b""
         except TimeoutError:

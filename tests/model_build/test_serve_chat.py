@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import threading
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -18,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 from chat_cases import CASES, OK, WEATHER, ChatCase
-from helpers import running
+from helpers import running, serve_in_thread
 
 from model_build import bearer_token
 
@@ -336,7 +335,7 @@ def stream_door_url(server_url: str) -> Iterator[str]:
         patch.setattr(stream, "_client", boto3.client("sagemaker-runtime", endpoint_url=server_url, region_name=REGION,
                                                       aws_access_key_id="testing", aws_secret_access_key="testing"))  # fmt: skip
         server = app.serve(port=0)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
+        serve_in_thread(server)
         yield f"http://127.0.0.1:{server.server_address[1]}"
         server.shutdown()
         server.server_close()

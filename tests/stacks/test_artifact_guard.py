@@ -6,13 +6,12 @@ the reason CloudFormation shows."""
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import boto3
 import pytest
-from helpers import ROOT
+from helpers import ROOT, serve_in_thread
 
 from deployment import load_config
 
@@ -91,7 +90,7 @@ class _CloudFormation:
                 pass
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        serve_in_thread(self.server)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/response?X-Amz-Signature=x"
 
 

@@ -31,13 +31,12 @@ import os
 import shutil
 import subprocess
 import sys
-import threading
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import boto3
 import pytest
-from helpers import ROOT, ContainerCredentials
+from helpers import ROOT, ContainerCredentials, serve_in_thread
 
 from local_emulator import moto_server
 
@@ -121,7 +120,7 @@ def aws(tmp_path_factory):
     """The emulator and a container-credentials endpoint, as a CodeBuild container would reach them."""
     emulator = moto_server.start(tmp_path_factory.mktemp("moto"))
     server = ThreadingHTTPServer(("127.0.0.1", 0), ContainerCredentials)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    serve_in_thread(server)
     yield emulator, f"http://127.0.0.1:{server.server_port}/creds"
     server.shutdown()
     server.server_close()

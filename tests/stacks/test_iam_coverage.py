@@ -80,7 +80,7 @@ import botocore.exceptions
 import botocore.session
 import pytest
 from botocore.awsrequest import AWSResponse
-from helpers import CODEBUILD_KEY, ContainerCredentials, lambda_entry
+from helpers import CODEBUILD_KEY, ContainerCredentials, lambda_entry, serve_in_thread
 
 import endpoint_runtime.invoke as invoke
 from deployment import load_config
@@ -612,7 +612,7 @@ def codebuild_step(project: Mapping[str, Any], tmp_path: Path, monkeypatch: pyte
             subprocess.run(["bash", "-c", command], check=True, env={"HOME": str(home), "PATH": "/usr/bin:/bin"})
     assert (home / ".aws" / "config").is_file(), "the step's install commands write no AWS profile"
     server = ThreadingHTTPServer(("127.0.0.1", 0), ContainerCredentials)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    serve_in_thread(server)
     try:
         for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
             monkeypatch.delenv(var, raising=False)
@@ -1433,7 +1433,7 @@ def test_stream_lambda_role_allows_every_call_of_the_stream_function(synth, monk
     ctx = StackContext(synth(STREAM_CONFIG, "prod").templates[stack_name], stack_name, Where(env.account, env.region))
     role = function_environment(ctx, "stream/run.sh", monkeypatch)
     server = ThreadingHTTPServer(("127.0.0.1", 0), _ResponseStream)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    serve_in_thread(server)
     for key, value in {"AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME": f"http://127.0.0.1:{server.server_address[1]}",
                        "AWS_ACCESS_KEY_ID": STREAM_KEY, "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": env.region,
                        "AWS_CONFIG_FILE": "/dev/null", "AWS_SHARED_CREDENTIALS_FILE": "/dev/null"}.items():  # fmt: skip

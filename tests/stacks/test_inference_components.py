@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import gzip
 import json
-import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import boto3
 import botocore.config
 import pytest
-from helpers import lambda_entry
+from helpers import lambda_entry, serve_in_thread
 
 CONFIG, ENV = "config/examples/production.yaml", "prod"
 IC_STACK, VARIANT_STACK = "llm-endpoints-prod-assist-ic", "llm-endpoints-prod-chat-vllm"
@@ -245,8 +244,7 @@ class _SageMakerAndCloudFormation(BaseHTTPRequestHandler):
 @pytest.fixture(scope="module")
 def local_services():
     server = ThreadingHTTPServer(("127.0.0.1", 0), _SageMakerAndCloudFormation)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    serve_in_thread(server)
     yield f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()
     server.server_close()

@@ -31,6 +31,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from helpers import serve_in_thread
+
 VLLM_PREFIX, SGLANG_PREFIX = "SM_VLLM_", "SM_SGLANG_"
 MODEL_DIR = "/opt/ml/model"
 
@@ -205,8 +207,7 @@ def serving(stand_in: StandIn) -> Iterator[str]:
             return self._send(status, reply)
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    serve_in_thread(server)
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}"
     finally:
