@@ -8,6 +8,7 @@ session and its templates shared by all tests. Everything is written under pytes
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from collections.abc import Iterator
@@ -26,7 +27,10 @@ for _var in ("CDK_DEFAULT_ACCOUNT", "CDK_DEFAULT_REGION"):
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from helpers import Background, Synthesized, synthesize
+import template_scan as template_scan_module
+from background import Lane, lane_of, start_all
+from helpers import EXAMPLE_CASES, Synthesized, cdk_context, synthesize, write_fake_manifest
+from template_scan import ADOPTING_PREFIX, LOCAL_PREFIX, PIPELINE_PREFIX, TemplateScan, example_path
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -35,20 +39,27 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture(scope="session")
-def background(tmp_path_factory) -> Iterator[dict[str, Background]]:
-    """Commands running in the background, by name (helpers.Background); any still running at the end is stopped."""
-    running: dict[str, Background] = {}
-    yield running
-    for command in running.values():
-        command.stop()
+def background(request: pytest.FixtureRequest) -> Iterator[Lane]:
+    """The session's lane of background commands (tests/background.py); what is left of it is stopped at the end."""
+    lane = lane_of(request.config)
+    yield lane
+    lane.close()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _background_starts_at_the_first_test(request: pytest.FixtureRequest, background: Lane) -> None:
+    """The template scan, when a test of the session reads it, and the test modules' starters (tests/background.py
+    starts_early) submit their commands now."""
+    if any("template_scan" in item.fixturenames for item in request.session.items):
+        request.getfixturevalue("template_scan")
+    start_all(request)
+
 
 # ---------------------------------------------------------------------------------------------------- synth
 
 @pytest.fixture(scope="session")
 def synth(tmp_path_factory):
     """synth(config, env=None, build_root=None, allow_unbuilt=True) -> Synthesized, cached per session."""
-
-
     cache: dict[tuple, Synthesized] = {}
 
     def _synth(config: str, env: str | None = None, build_root: Path | None = None, allow_unbuilt: bool = True):
@@ -98,6 +109,65 @@ def _sagemaker_tables_load_endpoints_once():
     common_utils._botocore_resolver = functools.cache(original)
     yield
     common_utils._botocore_resolver = original
+
+
+@pytest.fixture(scope="session")
+def pipeline_synth(tmp_path_factory):
+    """config/examples/pipeline.yaml with -c pipeline=true, synthesized once per session (~18 s; cdk-nag runs in
+    synth): (outdir, pipeline stack, pipeline template, {stage: {stack name: (template, account, template path)}})."""
+    import aws_cdk as cdk
+
+    from stacks.pipeline_stack import add_pipeline
+
+    outdir = tmp_path_factory.mktemp("pipeline-cdkout")
+    app = cdk.App(context=cdk_context(), outdir=str(outdir))
+    stack = add_pipeline(app, "config/examples/pipeline.yaml")
+    assembly = app.synth()  # raises on any unacknowledged cdk-nag finding
+    stages = {}
+    for nested in ("dev-artifacts", "dev-endpoints", "prod-artifacts", "prod-endpoints"):
+        sub = assembly.get_nested_assembly(f"assembly-{nested}")
+        stages[nested] = {s.stack_name: (s.template, s.environment.account, s.template_full_path) for s in sub.stacks}
+    template = json.loads((outdir / "llm-endpoints-pipeline.template.json").read_text())
+    return outdir, stack, template, stages
+
+
+@pytest.fixture(scope="session")
+def local_built(synth, tmp_path_factory):
+    """config/local.yaml synthesized with a (fake) build of its model, so without the unbuilt placeholder."""
+    build_root = tmp_path_factory.mktemp("local-build")
+    write_fake_manifest(build_root, "tiny-gpt2", "hf-fastload", "fp16")
+    return synth("config/local.yaml", build_root=build_root, allow_unbuilt=False)
+
+
+@pytest.fixture(scope="session")
+def adopting(synth, tmp_path_factory):
+    """prod of the hf-fastload example with adopt_kept_data: the bucket and repository kept by an earlier destroy."""
+    import yaml
+
+    raw = yaml.safe_load((ROOT / "config/examples/hf-fastload.yaml").read_text())
+    raw["environments"]["prod"]["adopt_kept_data"] = True
+    path = tmp_path_factory.mktemp("adopt") / "adopt.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return synth(str(path), "prod")
+
+
+@pytest.fixture(scope="session")
+def template_scan(synth, pipeline_synth, local_built, adopting, background, tmp_path_factory) -> TemplateScan:
+    """Every template the suite synthesizes (each example in each environment, config/local.yaml built, the adopting
+    variant, the pipeline and its stages' stacks), scanned by cfn-lint and checkov in the background lane
+    (tests/template_scan.py); made at the session's first test when a test reads it."""
+    templates: dict[str, dict] = {}
+    for config, env in EXAMPLE_CASES:
+        for name, template in synth(config, env).templates.items():
+            templates[example_path(config, env, name)] = template
+    templates.update({f"{LOCAL_PREFIX}{name}.template.json": t for name, t in local_built.templates.items()})
+    templates.update({f"{ADOPTING_PREFIX}{name}.template.json": t for name, t in adopting.templates.items()})
+    _, _, pipeline, stages = pipeline_synth
+    templates[f"{PIPELINE_PREFIX}llm-endpoints-pipeline.template.json"] = pipeline
+    for stage, stacks in stages.items():
+        for name, (template, _, _) in stacks.items():
+            templates[f"{PIPELINE_PREFIX}{stage}/{name}.template.json"] = template
+    return template_scan_module.start(templates, tmp_path_factory.mktemp("template-scan"), background)
 
 
 # ---------------------------------------------------------------------------------------------------- tiny models and the emulator

@@ -306,28 +306,3 @@ class ContainerCredentials(BaseHTTPRequestHandler):
 
 # checkov's canary template (tests/stacks/conftest.py writes it, tests/stacks/test_checkov.py reads its findings).
 CHECKOV_CANARY = "canary/bad-artifacts.template.json"
-
-
-class Background:
-    """A command run in the background while the suite goes on (this machine has two cores and pytest uses one):
-    started by a fixture early in the session, its result collected by a test that pytest runs last
-    (`@pytest.mark.late`, ordered by tests/conftest.py). Output goes to files, so a full pipe never blocks it."""
-
-    def __init__(self, args: list[str], *, directory: Path, cwd: Path = ROOT, env: dict | None = None) -> None:
-        directory.mkdir(parents=True, exist_ok=True)
-        self.args, self._out, self._err = args, directory / "stdout", directory / "stderr"
-        with self._out.open("w") as out, self._err.open("w") as err:
-            self._process = subprocess.Popen(args, cwd=cwd, env=env, stdout=out, stderr=err, text=True)
-
-    def result(self, timeout: float = 900) -> subprocess.CompletedProcess[str]:
-        try:
-            code = self._process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self._process.kill()
-            raise
-        return subprocess.CompletedProcess(self.args, code, self._out.read_text(), self._err.read_text())
-
-    def stop(self) -> None:
-        if self._process.poll() is None:
-            self._process.kill()
-            self._process.wait()

@@ -1,4 +1,5 @@
-"""Fixtures of the config tests: every example config synthesized in every environment it defines."""
+"""Fixtures of the config tests: every example config synthesized in every environment it defines, and the real
+CDK CLI's runs in the background lane (tests/background.py)."""
 
 from __future__ import annotations
 
@@ -6,35 +7,39 @@ import os
 from pathlib import Path
 
 import pytest
-from helpers import EXAMPLE_CASES, ROOT, Background
+from background import Background, starts_early
+from helpers import EXAMPLE_CASES, ROOT
 
 
 @pytest.fixture(scope="session")
-def all_examples(synth, background, tmp_path_factory):
-    """{(config path, environment): Synthesized} for every example (helpers.EXAMPLE_CASES), cdk-nag included; starts
-    cfn-lint on all their templates in the background (test_examples.py collects it, last)."""
-    examples = {case: synth(*case) for case in EXAMPLE_CASES}
-    paths = [str(s.outdir / f"{name}.template.json") for s in examples.values() for name in s.templates]
-    background.setdefault("examples-cfn-lint", Background(
-        [str(ROOT / ".venv" / "bin" / "cfn-lint"), *paths], directory=tmp_path_factory.mktemp("examples-cfn-lint")))
-    return examples
+def all_examples(synth):
+    """{(config path, environment): Synthesized} for every example (helpers.EXAMPLE_CASES), cdk-nag included (cfn-lint
+    and checkov scan them: tests/conftest.py template_scan)."""
+    return {case: synth(*case) for case in EXAMPLE_CASES}
+
+
+CLI_ENV = {**os.environ, "CDK_DISABLE_CLI_TELEMETRY": "true", "PATH": f"{ROOT / '.venv/bin'}:{os.environ['PATH']}"}
+
+
+@starts_early
+def start_cli_synths(request: pytest.FixtureRequest) -> dict[str, tuple[Background, Path]]:
+    """The real CDK CLI, in the background (~10 s of node and a Python app each): {name: (the run, its output folder)}:
+    "example" synthesizes config/examples/hf-fastload.yaml (prod), "bad-config" a file whose tensor parallel degree
+    does not divide the instance's GPUs."""
+    lane = request.getfixturevalue("background")
+    root = request.getfixturevalue("tmp_path_factory").mktemp("cli-synth")
+    bad = root / "bad.yaml"
+    bad.write_text("endpoints:\n  - {name: gptj, system: hf-fastload, model: EleutherAI/gpt-j-6b, instance_type: ml.g5.12xlarge, "
+                   "tensor_parallel_degree: 3}\n")  # fmt: skip
+    runs = {}
+    for name, args in {"example": ["-c", "config=config/examples/hf-fastload.yaml", "-c", "env=prod", "-c", "allow_unbuilt=true"],
+                       "bad-config": ["-c", f"config={bad}"]}.items():  # fmt: skip
+        out = root / name / "cdk.out"
+        command = [str(ROOT / "node_modules/.bin/cdk"), "synth", "--no-notices", "-q", *args, "-o", str(out)]
+        runs[name] = (lane.submit(f"cli-synth-{name}", command, env=CLI_ENV), out)
+    return runs
 
 
 @pytest.fixture(scope="session")
-def cli_synth_of_an_example(background, tmp_path_factory) -> tuple[Background, Path]:
-    """The real CDK CLI synthesizing config/examples/hf-fastload.yaml (prod) into a fresh directory, in the
-    background (~15 s of node and a Python app): (the run, its output directory)."""
-    out = tmp_path_factory.mktemp("cli-synth") / "cdk.out"
-    command = [str(ROOT / "node_modules/.bin/cdk"), "synth", "--no-notices", "-q", "-c",
-               "config=config/examples/hf-fastload.yaml", "-c", "env=prod", "-c", "allow_unbuilt=true", "-o", str(out)]
-    env = {**os.environ, "CDK_DISABLE_CLI_TELEMETRY": "true", "PATH": f"{ROOT / '.venv/bin'}:{os.environ['PATH']}"}
-    run = background.setdefault("cli-synth", Background(command, directory=out.parent / "log", env=env))
-    return run, out
-
-
-@pytest.fixture(scope="session", autouse=True)
-def _background_commands_start_with_the_config_tests(request):
-    """Start the config tests' background commands at their first test, when the session runs a test that reads one."""
-    for fixture in ("cli_synth_of_an_example",):
-        if any(fixture in item.fixturenames for item in request.session.items):
-            request.getfixturevalue(fixture)
+def cli_synths(request: pytest.FixtureRequest) -> dict[str, tuple[Background, Path]]:
+    return start_cli_synths(request)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
 import textwrap
 
 import pytest
@@ -177,18 +175,11 @@ def test_all_errors_are_reported_at_once(tmp_path):
     assert all(k in str(err.value) for k in ("dtype", "instance_count", "model_data_download_timeout_s"))
 
 
-def _app_env() -> dict[str, str]:
-    return {**os.environ, "CDK_DISABLE_CLI_TELEMETRY": "true"}
-
-
-def test_cdk_synth_exits_non_zero_with_the_message_and_no_traceback(tmp_path):
+@pytest.mark.late
+def test_cdk_synth_exits_non_zero_with_the_message_and_no_traceback(cli_synths):
     """The real CDK CLI on a bad file: the message, a non-zero exit, no traceback and no template written."""
-    bad = write(tmp_path, endpoint_yaml(instance_type="ml.g5.12xlarge", tensor_parallel_degree=3))
-    out = tmp_path / "cdk.out"
-    result = subprocess.run(
-        [str(ROOT / "node_modules/.bin/cdk"), "synth", "--no-notices", "-c", f"config={bad}", "-o", str(out)],
-        cwd=ROOT, capture_output=True, text=True, env={**_app_env(), "PATH": f"{ROOT / '.venv/bin'}:{os.environ['PATH']}"},
-    )
+    run, out = cli_synths["bad-config"]  # run in the background (tests/config/conftest.py)
+    result = run.result()
     assert result.returncode != 0
     assert "endpoint 'gptj': tensor_parallel_degree: value 3 does not divide the 4 GPUs" in result.stderr
     assert "Traceback" not in result.stdout + result.stderr
@@ -196,8 +187,8 @@ def test_cdk_synth_exits_non_zero_with_the_message_and_no_traceback(tmp_path):
 
 
 @pytest.mark.late
-def test_cdk_synth_writes_templates_for_an_example(cli_synth_of_an_example):
-    run, out = cli_synth_of_an_example  # started with the config tests (tests/config/conftest.py)
+def test_cdk_synth_writes_templates_for_an_example(cli_synths):
+    run, out = cli_synths["example"]  # run in the background (tests/config/conftest.py)
     result = run.result()
     assert result.returncode == 0, result.stderr[-3000:]
     assert sorted(p.name for p in out.glob("*.template.json")) == [

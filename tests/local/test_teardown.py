@@ -183,11 +183,13 @@ SCENARIOS = [every_example_endpoint_deploys_and_destroys_leaving_nothing,
              an_environment_that_retains_data_keeps_exactly_its_buckets_and_repository]  # fmt: skip
 
 
+@pytest.mark.late
 def test_every_example_endpoint_deploys_and_destroys_leaving_nothing(teardown_outcomes):
     outcome = teardown_outcomes[every_example_endpoint_deploys_and_destroys_leaving_nothing.__name__]
     assert outcome == "ok", outcome
 
 
+@pytest.mark.late
 def test_an_environment_that_retains_data_keeps_exactly_its_buckets_and_repository(teardown_outcomes):
     outcome = teardown_outcomes[an_environment_that_retains_data_keeps_exactly_its_buckets_and_repository.__name__]
     assert outcome == "ok", outcome

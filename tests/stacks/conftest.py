@@ -1,50 +1,13 @@
-"""Fixtures of the stack tests: the pipeline app synthesized once per session, with and without the GPU build
-options (cdk-nag runs in both synths), and one guarded inference-component endpoint stack."""
+"""Fixtures of the stack tests: the pipeline app with the GPU build options (cdk-nag runs in synth; the plain
+pipeline's synth, `pipeline_synth`, is in tests/conftest.py with the template scan that reads it), and one guarded
+inference-component endpoint stack."""
 
 from __future__ import annotations
 
-import copy
 import json
-import os
-import time
-from pathlib import Path
 
 import pytest
-from helpers import (
-    CHECKOV_CANARY,
-    DOCKER_HUB_SECRET,
-    EXAMPLE_CASES,
-    HF_SECRET,
-    PIPELINE_CONFIG,
-    ROOT,
-    TOOLS,
-    Background,
-    cdk_context,
-    deployments_with,
-    write_fake_manifest,
-)
-
-CHECKOV = ROOT / ".venv-checkov" / "bin" / "checkov"
-
-
-@pytest.fixture(scope="session")
-def pipeline_synth(tmp_path_factory):
-    """config/examples/pipeline.yaml with -c pipeline=true, synthesized once per session (~18 s; cdk-nag runs in
-    synth): (outdir, pipeline stack, pipeline template, {stage: {stack name: (template, account, template path)}})."""
-    import aws_cdk as cdk
-
-    from stacks.pipeline_stack import add_pipeline
-
-    outdir = tmp_path_factory.mktemp("pipeline-cdkout")
-    app = cdk.App(context=cdk_context(), outdir=str(outdir))
-    stack = add_pipeline(app, "config/examples/pipeline.yaml")
-    assembly = app.synth()  # raises on any unacknowledged cdk-nag finding
-    stages = {}
-    for nested in ("dev-artifacts", "dev-endpoints", "prod-artifacts", "prod-endpoints"):
-        sub = assembly.get_nested_assembly(f"assembly-{nested}")
-        stages[nested] = {s.stack_name: (s.template, s.environment.account, s.template_full_path) for s in sub.stacks}
-    template = json.loads((outdir / "llm-endpoints-pipeline.template.json").read_text())
-    return outdir, stack, template, stages
+from helpers import DOCKER_HUB_SECRET, HF_SECRET, PIPELINE_CONFIG, TOOLS, cdk_context, deployments_with
 
 
 @pytest.fixture(scope="session")
@@ -106,62 +69,3 @@ def guarded_component(tmp_path_factory) -> dict:
     path = tmp_path_factory.mktemp("guarded-component") / "guarded.yaml"
     path.write_text(GUARDED_COMPONENT)
     return synthesize_endpoint_stack(path, "prod", "guarded-ic")
-
-
-# ---- checkov (tests/stacks/test_checkov.py): started early, in the background; its tests run last
-
-def _suite_templates(synth, pipeline_synth, build_root: Path) -> dict[str, dict]:
-    """Every template the suite synthesizes, by path under the scan dir (see checkov-skips.yaml's header)."""
-    templates: dict[str, dict] = {}
-    for config, env in EXAMPLE_CASES:  # test_examples.py's cases: every example file in every environment
-        for name, template in synth(config, env).templates.items():
-            templates[f"{Path(config).stem}/{env or 'default'}/{name}.template.json"] = template
-    # As tests/stacks/test_stacks.py synthesizes the embedded default: a (fake) build, so no unbuilt placeholder.
-    write_fake_manifest(build_root, "tiny-gpt2", "hf-fastload", "fp16")
-    local = synth("config/local.yaml", build_root=build_root, allow_unbuilt=False)
-    for name, template in local.templates.items():
-        templates[f"local/local/{name}.template.json"] = template
-    _, _, pipeline, stages = pipeline_synth
-    templates["pipeline-stack/llm-endpoints-pipeline.template.json"] = pipeline
-    for stage, stacks in stages.items():
-        for name, (template, _, _) in stacks.items():
-            templates[f"pipeline-stack/{stage}/{name}.template.json"] = template
-    return templates
-
-
-def _canary(templates: dict[str, dict]) -> dict:
-    """The local artifact stack with the artifact bucket's public access block, versioning and logging removed."""
-    canary = copy.deepcopy(templates["local/local/llm-endpoints-local-artifacts.template.json"])
-    props = canary["Resources"]["ArtifactBucket"]["Properties"]
-    del props["PublicAccessBlockConfiguration"], props["VersioningConfiguration"], props["LoggingConfiguration"]
-    return canary
-
-
-
-@pytest.fixture(scope="session")
-def checkov_scan(synth, pipeline_synth, background, tmp_path_factory) -> tuple[dict[str, dict], Background, float]:
-    """(templates by path under the scan dir, the checkov run, when it started): one checkov process per session
-    scans one directory of every template the suite synthesizes plus the canary."""
-    if not CHECKOV.exists():
-        pytest.fail(f"{CHECKOV} is missing: run `make checkov-env` (`make test` does)")
-    templates = _suite_templates(synth, pipeline_synth, tmp_path_factory.mktemp("checkov-build"))
-    templates[CHECKOV_CANARY] = _canary(templates)
-    directory = tmp_path_factory.mktemp("checkov-templates")
-    for relative, template in templates.items():
-        path = directory / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(template, indent=1))
-    # checkov asks PyPI for a newer release at import unless this is set (checkov/common/util/banner.py).
-    env = {**os.environ, "CKV_SKIP_PACKAGE_UPDATE_CHECK": "true"}
-    command = [str(CHECKOV), "-d", str(directory), "--framework", "cloudformation", "--skip-download", "--quiet",
-               "--compact", "-o", "json"]  # fmt: skip
-    started = time.monotonic()
-    run = background.setdefault("checkov", Background(command, directory=tmp_path_factory.mktemp("checkov-run"), env=env))
-    return templates, run, started
-
-
-@pytest.fixture(scope="session", autouse=True)
-def _checkov_starts_with_the_stack_tests(request):
-    """Start the checkov scan at the first stack test when the session runs a test that reads it."""
-    if any("scan" in item.fixturenames for item in request.session.items):
-        request.getfixturevalue("checkov_scan")

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import functools
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
 from helpers import DOCKER_HUB_SECRET, PIPELINE_CONFIG, ROOT, TOOLS, cdk_context, deployments_with
+from template_scan import PIPELINE_PREFIX
 
 CONFIG = PIPELINE_CONFIG
 PIPELINE = "llm-endpoints-pipeline"
@@ -310,15 +310,14 @@ def test_cdk_nag_is_clean_on_pipeline_and_stage_stacks(piped):
     assert violations == []
 
 
-def test_cfn_lint_passes_on_pipeline_and_stage_templates(piped):
-    outdir, _, _, stages = piped
-    paths = [str(outdir / f"{PIPELINE}.template.json")]
-    paths += [path for stacks in stages.values() for _, _, path in stacks.values()]
+@pytest.mark.late
+def test_cfn_lint_passes_on_pipeline_and_stage_templates(piped, template_scan):
+    """cfn-lint, run in the background on every template of the suite (tests/conftest.py template_scan)."""
+    _, _, _, stages = piped
+    paths = [f"{PIPELINE_PREFIX}{PIPELINE}.template.json"]
+    paths += [f"{PIPELINE_PREFIX}{stage}/{name}.template.json" for stage, stacks in stages.items() for name in stacks]
     assert len(paths) == 5
-    result = subprocess.run(
-        [str(ROOT / ".venv" / "bin" / "cfn-lint"), "--format", "json", *paths], cwd=ROOT, capture_output=True, text=True
-    )
-    findings = json.loads(result.stdout or "[]")
+    findings = template_scan.cfn_lint_findings_on(paths)
     # One known finding, in CDK Pipelines' own output: the CloudFormation deploy actions name the target account's
     # bootstrap deploy role with Fn::Join (E3703 prefers Fn::Sub, which CDK does not emit there). Anything else fails.
     unexpected = [
@@ -326,7 +325,7 @@ def test_cfn_lint_passes_on_pipeline_and_stage_templates(piped):
         if not (f["Rule"]["Id"] == "E3703" and f["Location"]["Path"][-2:] == ["Configuration", "RoleArn"]
                 and f["Filename"].endswith(f"{PIPELINE}.template.json"))
     ]
-    assert unexpected == [], json.dumps(unexpected, indent=1)[-5000:] + result.stderr[-2000:]
+    assert unexpected == [], json.dumps(unexpected, indent=1)[-5000:]
     # Every such action is a CloudFormation deploy action.
     [pipeline] = _resources(piped[2], "AWS::CodePipeline::Pipeline").values()
     for f in findings:

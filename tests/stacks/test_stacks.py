@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-import subprocess
 
 import pytest
 from aws_cdk.assertions import Match
-from helpers import FAKE_HASH, ROOT, write_fake_manifest
+from helpers import FAKE_HASH, write_fake_manifest
+from template_scan import ADOPTING_PREFIX, BAD_TIMEOUT, CFN_LINT_CANARY, LOCAL_PREFIX, example_path
 
 LOCAL = "config/local.yaml"
 EXAMPLE = "config/examples/hf-fastload.yaml"
@@ -15,10 +15,9 @@ MINIMAL = "config/examples/minimal.yaml"
 
 
 @pytest.fixture(scope="session")
-def local(synth, tmp_path_factory):
-    build_root = tmp_path_factory.mktemp("build")
-    write_fake_manifest(build_root, "tiny-gpt2", "hf-fastload", "fp16")
-    return synth(LOCAL, build_root=build_root, allow_unbuilt=False)
+def local(local_built):
+    """config/local.yaml with a (fake) build (tests/conftest.py)."""
+    return local_built
 
 
 @pytest.fixture(scope="session")
@@ -327,18 +326,6 @@ def test_artifact_built_for_another_dtype_is_refused(synth, tmp_path):
         synth(LOCAL, build_root=tmp_path, allow_unbuilt=False)
 
 
-@pytest.fixture(scope="session")
-def adopting(synth, tmp_path_factory):
-    """prod of the hf-fastload example with adopt_kept_data: the bucket and repository kept by an earlier destroy."""
-    import yaml
-
-    raw = yaml.safe_load((ROOT / EXAMPLE).read_text())
-    raw["environments"]["prod"]["adopt_kept_data"] = True
-    path = tmp_path_factory.mktemp("adopt") / "adopt.yaml"
-    path.write_text(yaml.safe_dump(raw))
-    return synth(str(path), "prod")
-
-
 def test_adopting_kept_data_uses_them_by_name_and_restores_the_tls_policy(adopting):
     resources = adopting.templates["llm-endpoints-prod-artifacts"]["Resources"]
     # The environment's dashboard lives in this stack too (stacks/__init__.py); it holds no data.
@@ -353,25 +340,22 @@ def test_adopting_kept_data_uses_them_by_name_and_restores_the_tls_policy(adopti
     assert json.dumps(outputs["ArtifactBucketName"]["Value"]).count("llm-endpoints-prod-artifacts-") == 1
 
 
-def test_cfn_lint_passes_on_every_template(local, dev, prod, minimal, adopting):
-    paths = [
-        str(s.outdir / f"{name}.template.json") for s in (local, dev, prod, minimal, adopting) for name in s.templates
-    ]
-    result = subprocess.run(
-        [str(ROOT / ".venv" / "bin" / "cfn-lint"), *paths], cwd=ROOT, capture_output=True, text=True
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
+@pytest.mark.late
+def test_cfn_lint_passes_on_every_template(template_scan, local, dev, prod, minimal, adopting):
+    """cfn-lint, run in the background on every template of the suite (tests/conftest.py template_scan): none of
+    these has a finding."""
+    paths = [f"{LOCAL_PREFIX}{name}.template.json" for name in local.templates]
+    paths += [example_path(EXAMPLE, env, name) for env, s in (("dev", dev), ("prod", prod)) for name in s.templates]
+    paths += [example_path(MINIMAL, None, name) for name in minimal.templates]
+    paths += [f"{ADOPTING_PREFIX}{name}.template.json" for name in adopting.templates]
+    assert template_scan.cfn_lint_findings_on(paths) == []
 
 
-def test_cfn_lint_would_catch_a_bad_timeout(local, tmp_path):
-    template = json.loads(json.dumps(local.templates["llm-endpoints-local-tiny-gpt2"]))
-    for res in template["Resources"].values():
-        if res["Type"] == "AWS::SageMaker::EndpointConfig":
-            res["Properties"]["ProductionVariants"][0]["ModelDataDownloadTimeoutInSeconds"] = 7200
-    path = tmp_path / "bad.template.json"
-    path.write_text(json.dumps(template))
-    result = subprocess.run([str(ROOT / ".venv" / "bin" / "cfn-lint"), str(path)], cwd=ROOT, capture_output=True, text=True)
-    assert result.returncode != 0 and "7200" in result.stdout
+@pytest.mark.late
+def test_cfn_lint_would_catch_a_bad_timeout(template_scan):
+    """The scan's cfn-lint canary: the local endpoint stack with ModelDataDownloadTimeoutInSeconds over 3600."""
+    [finding] = template_scan.cfn_lint_findings_on([CFN_LINT_CANARY])
+    assert str(BAD_TIMEOUT) in finding["Message"] and finding["Location"]["Path"][-1] == "ModelDataDownloadTimeoutInSeconds"
 
 
 def test_cdk_nag_reports_have_no_unacknowledged_findings(local, dev, prod, minimal):

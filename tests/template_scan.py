@@ -1,0 +1,98 @@
+"""Every template the suite synthesizes, written to one directory and scanned there once per session by cfn-lint and
+by checkov, in the background lane (tests/background.py); tests/conftest.py's `template_scan` fixture builds it at the
+session's first test. Each scanner's start-up costs seconds (cfn-lint loads its schemas, checkov its checks), so one
+run of each replaces one per test module.
+
+Two canaries sit beside the real templates, so every scan shows it can fail: for checkov, the local artifact stack with
+its bucket's public access block, versioning and logging removed; for cfn-lint, the local endpoint stack with a model
+download timeout over SageMaker's limit of 3600 s. The tests that read a scan filter its findings by template path.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from background import Background, Lane
+from helpers import CHECKOV_CANARY, ROOT
+
+CHECKOV = ROOT / ".venv-checkov" / "bin" / "checkov"
+CFN_LINT = ROOT / ".venv" / "bin" / "cfn-lint"
+CFN_LINT_CANARY = "canary/bad-timeout.template.json"
+BAD_TIMEOUT = 7200  # ModelDataDownloadTimeoutInSeconds: SageMaker allows 60 to 3600
+
+# Where each synthesized set sits in the scanned directory (the paths checkov-skips.yaml's globs name).
+ADOPTING_PREFIX = "hf-fastload/prod-adopting/"
+LOCAL_PREFIX = "local/local/"
+PIPELINE_PREFIX = "pipeline-stack/"
+
+
+def example_path(config: str, env: str | None, stack: str) -> str:
+    return f"{Path(config).stem}/{env or 'default'}/{stack}.template.json"
+
+
+@dataclass
+class TemplateScan:
+    """The scanned directory, its templates by path under it, and the two scanners' runs."""
+
+    directory: Path
+    templates: dict[str, dict]
+    cfn_lint: Background
+    checkov: Background
+    cfn_lint_findings_cache: list[dict] = field(default_factory=list)
+
+    def path(self, relative: str) -> str:
+        return str(self.directory / relative)
+
+    def cfn_lint_findings(self) -> list[dict]:
+        """cfn-lint's findings (its JSON output: Rule, Filename, Location, Message), for every template."""
+        if not self.cfn_lint_findings_cache:
+            result = self.cfn_lint.result()
+            # cfn-lint exits 0 with nothing found, else a bit mask of the levels found (2 error, 4 warning, 8 info).
+            assert result.returncode < 16 and result.stdout.strip(), f"cfn-lint failed to run:\n{result.stderr[-3000:]}"
+            self.cfn_lint_findings_cache.extend(json.loads(result.stdout))
+        return self.cfn_lint_findings_cache
+
+    def cfn_lint_findings_on(self, relatives: Iterable[str]) -> list[dict]:
+        """The findings on the templates at these paths under the directory."""
+        wanted = {str(self.directory / r) for r in relatives}
+        assert wanted <= {str(self.directory / r) for r in self.templates}, "a template the scan does not hold"
+        return [f for f in self.cfn_lint_findings() if f["Filename"] in wanted]
+
+
+def checkov_canary(templates: dict[str, dict]) -> dict:
+    """The local artifact stack with the artifact bucket's public access block, versioning and logging removed."""
+    canary = copy.deepcopy(templates[f"{LOCAL_PREFIX}llm-endpoints-local-artifacts.template.json"])
+    props = canary["Resources"]["ArtifactBucket"]["Properties"]
+    del props["PublicAccessBlockConfiguration"], props["VersioningConfiguration"], props["LoggingConfiguration"]
+    return canary
+
+
+def cfn_lint_canary(templates: dict[str, dict]) -> dict:
+    """The local endpoint stack with a model download timeout SageMaker refuses."""
+    canary = copy.deepcopy(templates[f"{LOCAL_PREFIX}llm-endpoints-local-tiny-gpt2.template.json"])
+    for resource in canary["Resources"].values():
+        if resource["Type"] == "AWS::SageMaker::EndpointConfig":
+            resource["Properties"]["ProductionVariants"][0]["ModelDataDownloadTimeoutInSeconds"] = BAD_TIMEOUT
+    return canary
+
+
+def start(templates: dict[str, dict], directory: Path, lane: Lane) -> TemplateScan:
+    """Write the templates and both canaries under `directory`; queue cfn-lint and checkov on them."""
+    templates = {**templates}
+    templates[CHECKOV_CANARY] = checkov_canary(templates)
+    templates[CFN_LINT_CANARY] = cfn_lint_canary(templates)
+    for relative, template in templates.items():
+        path = directory / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(template, indent=1))
+    cfn_lint = lane.submit("cfn-lint", [str(CFN_LINT), "--format", "json", *(str(directory / r) for r in templates)])
+    # checkov asks PyPI for a newer release at import unless this is set (checkov/common/util/banner.py).
+    env = {**os.environ, "CKV_SKIP_PACKAGE_UPDATE_CHECK": "true"}
+    checkov = lane.submit("checkov", [str(CHECKOV), "-d", str(directory), "--framework", "cloudformation",
+                                      "--skip-download", "--quiet", "--compact", "-o", "json"], env=env)  # fmt: skip
+    return TemplateScan(directory, templates, cfn_lint, checkov)
