@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from background import Background, starts_early
 
 from systems import architectures
 from systems.architectures import ARCHITECTURES, CLI_FLAGS, SOURCES, TRANSFORMERS_CAUSAL_LM, TRANSFORMERS_FIRST_RELEASE
@@ -46,26 +47,30 @@ EXAMPLE_MODEL_ARCHITECTURES = {
 }
 
 
-@pytest.fixture(scope="module")
-def container_python() -> Path:
-    """The venv with the 4.49 container's transformers (built by make_env.sh; instant once built)."""
+# What the container's transformers maps: its version and MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, as JSON.
+MAPPING_SCRIPT = ("import json, transformers; from transformers.models.auto.modeling_auto import "
+                  "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES as m; print(json.dumps([transformers.__version__, dict(m)]))")  # fmt: skip
+
+
+@starts_early
+def start_reading_the_containers_mapping(request: pytest.FixtureRequest) -> Background:
+    """The venv with the container's transformers (built by make_env.sh; instant once built), asked for its mapping in
+    the background lane (tests/background.py)."""
     proc = subprocess.run(["bash", str(MAKE_ENV), str(VENV)], capture_output=True, text=True, timeout=1200)
     if proc.returncode != 0:
         tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-25:])
         if re.search(r"NewConnectionError|Max retries exceeded|Temporary failure in name resolution", tail):
             pytest.skip(f"cannot build the transformers-4.51 env: a package registry is unreachable:\n{tail}")
         pytest.fail(f"tests/systems/hf_container/make_env.sh failed:\n{tail}")
-    return VENV / "bin" / "python"
+    return request.getfixturevalue("background").submit("hf-container-mapping", [str(VENV / "bin" / "python"), "-c", MAPPING_SCRIPT])
 
 
-def test_hf_fastload_table_is_the_containers_mapping(container_python):
+@pytest.mark.late
+def test_hf_fastload_table_is_the_containers_mapping(request):
     """The generated transformers table of hf-fastload's image equals the mapping its transformers holds."""
-    code = (
-        "import json, transformers; from transformers.models.auto.modeling_auto import "
-        "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES as m; print(json.dumps([transformers.__version__, dict(m)]))"
-    )
-    version, mapping = json.loads(subprocess.run([str(container_python), "-c", code], check=True, capture_output=True,
-                                                 text=True).stdout)  # fmt: skip
+    run = start_reading_the_containers_mapping(request).result()
+    assert run.returncode == 0, run.stderr[-3000:]
+    version, mapping = json.loads(run.stdout)
     assert version == HF_CONTAINER_TRANSFORMERS == "4.51.3"
     assert TRANSFORMERS_CAUSAL_LM[version] == mapping
     assert ARCHITECTURES[f"transformers=={version}"] == frozenset(mapping.values())

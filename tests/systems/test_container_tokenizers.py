@@ -17,9 +17,11 @@ import json
 import re
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from background import Background, starts_early
 from helpers import CHAT_TEMPLATE, EXTRA_SPECIAL_TOKENS, ROOT, save_tokenizer_with_transformers5
 
 from systems import REGISTRY, get_system
@@ -52,8 +54,8 @@ make_envs = _make_envs_module()
 VARIANTS = make_envs.variants()
 
 
-@pytest.fixture(scope="module")
-def envs() -> dict[str, Path]:
+def make_the_envs() -> dict[str, Path]:
+    """Every variant's venv (make_envs.py keeps the ones whose pins are unchanged): {variant key: venv}."""
     proc = subprocess.run([sys.executable, str(HERE / "make_envs.py"), str(ENVS_ROOT)], capture_output=True, text=True,
                           timeout=1800)  # fmt: skip
     if proc.returncode != 0:
@@ -65,11 +67,10 @@ def envs() -> dict[str, Path]:
     return {variant.key: ENVS_ROOT / variant.key for variant in VARIANTS}
 
 
-@pytest.fixture(scope="module")
-def source_model(tmp_path_factory) -> Path:
+def make_source_model(root: Path) -> Path:
     from model_build.tiny_models import make_tiny_model
 
-    source = make_tiny_model("gpt2", tmp_path_factory.mktemp("container-tokenizers") / "source")
+    source = make_tiny_model("gpt2", root / "source")
     save_tokenizer_with_transformers5(source)
     return source
 
@@ -94,19 +95,63 @@ def tokenizer_dir(system: str, artifact: Path) -> Path:
     return artifact
 
 
-@pytest.fixture(scope="module")
-def artifacts(tmp_path_factory, source_model: Path) -> dict[str, Path]:
-    """Every system's artifact, built by its recipe from the transformers-5 tokenizer."""
+def build_every_system(root: Path, source_model: Path) -> dict[str, Path]:
+    """Every system's artifact, built by its recipe from the transformers-5 tokenizer: {system: tokenizer folder}."""
     from deployment import load_config
     from model_build.cli import build_endpoint
 
-    root = tmp_path_factory.mktemp("container-tokenizer-builds")
     deployment = load_config(_config(root, source_model))
     built = {}
     for system in REGISTRY:
         build_endpoint(deployment.endpoint(f"tok-{system}"), root / system, progress=False)
         built[system] = tokenizer_dir(system, root / system)
     return built
+
+
+@dataclass
+class Prepared:
+    source_model: Path
+    artifacts: dict[str, Path]
+    loads: dict[str, tuple[Background, dict[str, tuple[str, Path]]]]  # job name -> (its run, {label: (mode, folder)})
+
+
+def _mode(system: str) -> str:
+    return "auto" if python_stack_of(get_system(system)).transformers is not None else "tokenizers"
+
+
+def _oldest_of(system: str):
+    return next(v for v in VARIANTS if system in v.systems and v.key.startswith("oldest-"))
+
+
+@starts_early
+def start_loads(request: pytest.FixtureRequest) -> Prepared:
+    """Build every system's artifact here, then queue each load in the background lane (tests/background.py): each
+    variant's loads of every artifact, and the source as saved, which the old containers must refuse."""
+    root = request.getfixturevalue("tmp_path_factory").mktemp("container-tokenizers")
+    lane = request.getfixturevalue("background")
+    envs = make_the_envs()
+    source = make_source_model(root)
+    (root / "builds").mkdir()
+    artifacts = build_every_system(root / "builds", source)
+    wanted = {variant.key: (variant.key, {s: (_mode(s), artifacts[s]) for s in variant.systems}) for variant in VARIANTS}
+    wanted["refused-hf"] = (_oldest_of("hf-fastload").key, {"source": ("auto", source)})
+    wanted["refused-ds"] = (_oldest_of("deepspeed-byoc").key, {"source": ("auto", source), "raw": ("tokenizers", source)})
+    loads = {}
+    for name, (variant_key, dirs) in wanted.items():
+        args = [str(make_envs.base_python(ENVS_ROOT)), "-I", str(HERE / "load_tokenizer.py"), str(envs[variant_key]),
+                json.dumps(TEXTS), *(f"{mode}:{directory}" for mode, directory in dirs.values())]  # fmt: skip
+        loads[name] = (lane.submit(f"tokenizers-{name}", args), dirs)
+    return Prepared(source, artifacts, loads)
+
+
+@pytest.fixture(scope="module")
+def prepared(request: pytest.FixtureRequest) -> Prepared:
+    return start_loads(request)
+
+
+@pytest.fixture(scope="module")
+def source_model(prepared: Prepared) -> Path:
+    return prepared.source_model
 
 
 @pytest.fixture(scope="module")
@@ -118,20 +163,13 @@ def expected(source_model: Path) -> list[list[int]]:
     return [tokenizer(text, add_special_tokens=False)["input_ids"] for text in TEXTS]
 
 
-def load_with(envs: dict[str, Path], variant_key: str, dirs: dict[str, tuple[str, Path]]) -> dict:
-    """Run load_tokenizer.py with one variant's libraries on {label: (mode, directory)}."""
-    args = [f"{mode}:{directory}" for mode, directory in dirs.values()]
-    proc = subprocess.run([str(make_envs.base_python(ENVS_ROOT)), "-I", str(HERE / "load_tokenizer.py"),
-                           str(envs[variant_key]), json.dumps(TEXTS), *args], capture_output=True, text=True,
-                          timeout=300)  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
-    by_dir = out["results"]
-    return {"versions": out["versions"], **{label: by_dir[str(directory)] for label, (_, directory) in dirs.items()}}
-
-
-def _mode(system: str) -> str:
-    return "auto" if python_stack_of(get_system(system)).transformers is not None else "tokenizers"
+def loaded(prepared: Prepared, name: str) -> dict:
+    """One background load's result: {"versions": ..., label: result for each folder}."""
+    run, dirs = prepared.loads[name]
+    result = run.result()
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = json.loads(result.stdout.strip().splitlines()[-1])
+    return {"versions": out["versions"], **{label: out["results"][str(directory)] for label, (_, directory) in dirs.items()}}
 
 
 def test_every_system_has_its_containers_versions_and_every_variant_is_tested():
@@ -141,15 +179,16 @@ def test_every_system_has_its_containers_versions_and_every_variant_is_tested():
         assert python_stack_of(get_system(system)).tokenizers  # recorded for every container
 
 
+@pytest.mark.late
 @pytest.mark.parametrize("variant", VARIANTS, ids=[v.key for v in VARIANTS])
-def test_each_systems_tokenizer_loads_in_its_container_and_round_trips(envs, artifacts, expected, variant):
-    loaded = load_with(envs, variant.key, {s: (_mode(s), artifacts[s]) for s in variant.systems})
-    versions = loaded.pop("versions")
+def test_each_systems_tokenizer_loads_in_its_container_and_round_trips(prepared, expected, variant):
+    results = loaded(prepared, variant.key)
+    versions = results.pop("versions")
     for pin in variant.pins:  # the libraries really are the container's
         name, requirement = re.match(r"([a-z]+)(.*)", pin).groups()
         if requirement.startswith("=="):
             assert versions[name].startswith(requirement[2:]), (pin, versions)
-    for system, result in loaded.items():
+    for system, result in results.items():
         assert result["ok"], f"{system} under {versions}: {result.get('error')}"
         assert result["ids"] == expected, (system, versions)
         assert result["decoded"] == TEXTS, (system, versions)
@@ -159,20 +198,16 @@ def test_each_systems_tokenizer_loads_in_its_container_and_round_trips(envs, art
             assert result["chat_template"] == CHAT_TEMPLATE, (system, versions)
 
 
-def _oldest_of(system: str):
-    return next(v for v in VARIANTS if system in v.systems and v.key.startswith("oldest-"))
-
-
-def test_the_check_fails_on_a_tokenizer_the_old_containers_cannot_read(envs, source_model):
+@pytest.mark.late
+def test_the_check_fails_on_a_tokenizer_the_old_containers_cannot_read(prepared):
     """The source as transformers 5 saved it (not rewritten) fails in the containers, so the passing loads above are
     the recipes' doing: transformers 4.49 knows no class TokenizersBackend, tokenizers 0.15 cannot parse the pair-style
     BPE merges of tokenizers 0.23's tokenizer.json."""
-    loaded = load_with(envs, _oldest_of("hf-fastload").key, {"source": ("auto", source_model)})
-    assert not loaded["source"]["ok"] and "TokenizersBackend" in loaded["source"]["error"], loaded
-    loaded = load_with(envs, _oldest_of("deepspeed-byoc").key, {"source": ("auto", source_model),
-                                                                 "raw": ("tokenizers", source_model)})  # fmt: skip
+    results = loaded(prepared, "refused-hf")
+    assert not results["source"]["ok"] and "TokenizersBackend" in results["source"]["error"], results
+    results = loaded(prepared, "refused-ds")
     for label in ("source", "raw"):
-        assert not loaded[label]["ok"] and "did not match any variant" in loaded[label]["error"], loaded
+        assert not results[label]["ok"] and "did not match any variant" in results[label]["error"], results
 
 
 def test_the_own_images_dockerfiles_pin_what_systems_images_records():
