@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import itertools
 import json
+import sys
 import threading
 import traceback
 from pathlib import Path
@@ -35,7 +36,12 @@ def load_handler(artifact_dir: Path) -> ModuleType:
     spec = importlib.util.spec_from_file_location(f"artifact_inference_{abs(hash(str(path)))}", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    # Serving leaves the artifact as it was built: no code/__pycache__ beside the files its manifest lists.
+    previous, sys.dont_write_bytecode = sys.dont_write_bytecode, True
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.dont_write_bytecode = previous
     return module
 
 

@@ -26,6 +26,11 @@ for _var in ("CDK_DEFAULT_ACCOUNT", "CDK_DEFAULT_REGION"):
     os.environ.pop(_var, None)
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+# Where PYTHONDONTWRITEBYTECODE is set (this machine sets it), every subprocess of the suite (the CDK CLI's app,
+# model_build, the demo, the buildspec steps) compiled the repository's modules again: ~0.3 s each, dozens of times.
+# __pycache__ is git-ignored and left out of every asset and build context (systems/base.py OwnContainer.never). This
+# process keeps the setting: it imports artifacts' code/ from their build folders, which must stay as built.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 import template_scan as template_scan_module
 from background import Lane, lane_of, start_all

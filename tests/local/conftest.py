@@ -41,14 +41,22 @@ def _submit(config: pytest.Config, name: str) -> Background:
     return lane_of(config).submit(name, RUNS[name][1], env=ENV, own_session=True)
 
 
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> None:
+    """The first commands of the background lane, queued while the rest of the suite is still being collected (both
+    runs take tens of seconds; collection takes ten)."""
+    if file_path.parent == HERE and not parent.config.option.collectonly:
+        for name, (module, _) in RUNS.items():
+            if file_path.name == module:
+                _submit(parent.config, name)
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """The first commands of the background lane: both runs take tens of seconds."""
-    if session.config.option.collectonly:
-        return
+    """A run none of the session's tests reads (deselected with -k or -m) is stopped."""
+    lane = lane_of(session.config)
     modules = {item.path.name for item in session.items if item.path.parent == HERE}
     for name, (module, _) in RUNS.items():
-        if module in modules:
-            _submit(session.config, name)
+        if name in lane and module not in modules:
+            lane[name].stop()
 
 
 @pytest.fixture(scope="session")

@@ -94,6 +94,22 @@ def test_handler_refuses_nan_parameters_given_as_python_values(gpt2_artifact: Pa
         handler.validate_request({"inputs": "x", "parameters": {"temperature": float("nan")}})
 
 
+def test_loading_the_handler_leaves_the_artifact_as_built(gpt2_artifact: Path, tmp_path: Path, monkeypatch) -> None:
+    """Even where Python writes bytecode, serving an artifact writes nothing into it (its manifest lists its files)."""
+    import shutil
+    import sys
+
+    from artifact.manifest import Manifest
+    from model_build.serve import load_handler
+
+    copy = tmp_path / "artifact"
+    shutil.copytree(gpt2_artifact, copy)
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    load_handler(copy)
+    assert sys.dont_write_bytecode is False  # put back as it was
+    assert Manifest.load(copy).verify(copy, unlisted=True) == []
+
+
 # A handler that quotes the request in its message, as an artifact built before input_fn refused lone
 # surrogates did: the InvokeEndpoint path must still encode its error (it answered 500 before).
 QUOTING_HANDLER = """

@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import sys
 import types
 from pathlib import Path
 from typing import Any
 
 import pytest
-from background import Background, starts_early
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -394,26 +392,12 @@ def test_djl_accelerate_artifact(djl_build) -> None:
     check_manifest(artifact, "djl-accelerate", "acc", "fp16")
 
 
-@starts_early
-def start_lmi_vllm_build_via_cli(request: pytest.FixtureRequest) -> tuple[Background, Path]:
-    """`python -m model_build build` of the tiny GPT-J for lmi-vllm, as a user runs it, in the background lane
-    (tests/background.py; ~10 s, most of it importing torch and transformers): (the run, its output folder)."""
-    root = request.getfixturevalue("tmp_path_factory").mktemp("lmi-vllm-cli")
-    config = root / "endpoints.yaml"
-    config.write_text(f"endpoints:\n  - name: vllm\n    system: lmi-vllm\n    model: {request.getfixturevalue('tiny_models')['gptj']}\n"
-                      "    dtype: fp32\n    instance_type: ml.g5.12xlarge\n    tensor_parallel_degree: 2\n"
-                      "    max_shard_size: 300KB\n    engine: {max_batch_size: 32, max_model_len: 512}\n")  # fmt: skip
-    out = root / "vllm"
-    args = [sys.executable, "-m", "model_build", "build", "--config", str(config), "--endpoint", "vllm", "--out", str(out), "--quiet"]
-    return request.getfixturevalue("background").submit("lmi-vllm-cli-build", args, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}), out
-
-
-@pytest.mark.late
-def test_lmi_vllm_artifact_via_cli(request) -> None:
-    run, out = start_lmi_vllm_build_via_cli(request)
-    result = run.result()
-    assert result.returncode == 0, result.stderr
-    assert "built vllm" in result.stdout and "greedy tokens match: True" in result.stdout
+def test_lmi_vllm_artifact(djl_build) -> None:
+    """Built in this process like the other DJL systems (`python -m model_build build` as a subprocess: the demo,
+    tests/local/test_emulator_demo.py; its errors: tests/model_build/test_model_build_hf_fastload.py)."""
+    out = djl_build("vllm")
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["verification"]["greedy_tokens_match"] is True
     assert "serving.properties" not in files_of(out)  # LMI is configured by the environment only
     check_decoder_weights(out, "fp32")
     manifest = check_manifest(out, "lmi-vllm", "vllm", "fp32")
