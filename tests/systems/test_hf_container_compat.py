@@ -137,11 +137,18 @@ def start_container_runs(request: pytest.FixtureRequest) -> Prepared:
     tokenizers_023 = make_tokenizers_023(root / "tokenizers-023", source)
     rewritten = rewrite_every_shape(tokenizers_023, root / "rewritten")
     files = {name: shape["files"] for name, shape in rewritten.items()}
+    jobs = [
+        {"name": "served", "model_dir": str(artifact), "modes": ["toolkit", "direct"], "chat": False},
+        {"name": "t5-only", "model_dir": str(bad), "modes": ["toolkit"], "chat": False},
+        {"name": "chat", "model_dir": str(chat_artifact), "modes": ["toolkit", "direct"], "chat": True},
+    ]
+    jobs = [{"prompt": PROMPT, "max_new_tokens": NEW_TOKENS, **job} for job in jobs]
+    jobs += [{"name": f"arch-{arch}", "model_dir": path, "modes": ["direct"], "chat": True, "prompt": "Hello",
+              "max_new_tokens": 2} for arch, path in built.items()]  # fmt: skip
+    (root / "jobs.json").write_text(json.dumps(jobs))
     runs = {
-        "served": lane.submit("hf-compat-served", loader_args(python, artifact, "--mode", "both")),
-        "t5-only": lane.submit("hf-compat-t5-only", loader_args(python, bad, "--mode", "toolkit")),
-        "chat": lane.submit("hf-compat-chat", loader_args(python, chat_artifact, "--chat")),
-        "archs": lane.submit("hf-compat-archs", [str(python), "-I", "-c", ARCH_SCRIPT, str(LOADER.parent), json.dumps(built)]),
+        # One process for every load: importing torch, transformers and the toolkit is most of each load's time.
+        "loads": lane.submit("hf-compat-loads", [str(python), "-I", str(LOADER), "--batch", str(root / "jobs.json")]),
         **{f"old-tokenizers-{version}": lane.submit(
             f"hf-compat-tokenizers-{version}",
             [str(python), "-I", "-c", OLD_TOKENIZERS_SCRIPT, str(VENV / "old-tokenizers" / version), json.dumps(files),
@@ -165,19 +172,25 @@ def artifact(prepared: Prepared) -> Path:
     return prepared.artifact
 
 
-def run_output(run: Background) -> tuple[int, dict, str]:
-    """A loader run's (exit code, its JSON, stderr)."""
-    result = run.result()
+@pytest.fixture(scope="module")
+def loads(prepared: Prepared) -> dict:
+    """{"versions": the container stack's, "jobs": {job name: {mode: result}}} from the one batch of loads."""
+    result = prepared.runs["loads"].result()
     try:
-        return result.returncode, json.loads(result.stdout.strip().splitlines()[-1]), result.stderr
+        return json.loads(result.stdout.strip().splitlines()[-1])
     except (IndexError, json.JSONDecodeError):
         pytest.fail(f"the loader printed no JSON (exit {result.returncode}):\n{result.stdout[-2000:]}\n{result.stderr[-4000:]}")
 
 
+def job(loads: dict, name: str) -> dict:
+    """One job's results, as the loader prints them for one artifact: {"versions", mode: result, ...}."""
+    return {"versions": loads["versions"], **loads["jobs"][name]}
+
+
 @pytest.fixture(scope="module")
-def served(prepared: Prepared) -> dict:
-    code, result, stderr = run_output(prepared.runs["served"])
-    assert code == 0, f"the artifact did not serve under transformers 4.51:\n{json.dumps(result, indent=1)}\n{stderr[-4000:]}"
+def served(loads: dict) -> dict:
+    result = job(loads, "served")
+    assert result["toolkit"]["ok"] and result["direct"]["ok"], f"the artifact did not serve under transformers 4.51:\n{json.dumps(result, indent=1)}"
     return result
 
 
@@ -254,7 +267,7 @@ def test_tokens_and_logits_agree_with_transformers5(served, artifact):
 
 
 @pytest.mark.late
-def test_a_transformers5_only_artifact_fails_there(prepared: Prepared):
+def test_a_transformers5_only_artifact_fails_there(prepared: Prepared, loads: dict):
     """The check can fail: a tokenizer saved by transformers 5 (class TokenizersBackend) loads under 5.x but
     not under 4.51, and the toolkit path reports it."""
     import transformers
@@ -263,8 +276,7 @@ def test_a_transformers5_only_artifact_fails_there(prepared: Prepared):
     assert json.loads((bad / "tokenizer_config.json").read_text())["tokenizer_class"] == "TokenizersBackend"
     assert transformers.AutoTokenizer.from_pretrained(bad)(PROMPT)["input_ids"]  # fine under transformers 5
 
-    code, result, _ = run_output(prepared.runs["t5-only"])
-    assert code != 0
+    result = job(loads, "t5-only")
     assert result["toolkit"]["ok"] is False
     assert "TokenizersBackend" in result["toolkit"]["error"]
 
@@ -273,11 +285,11 @@ def test_a_transformers5_only_artifact_fails_there(prepared: Prepared):
 
 
 @pytest.fixture(scope="module")
-def chat_served(prepared: Prepared) -> dict:
+def chat_served(loads: dict) -> dict:
     """A chat request (system + user, a tool on offer, greedy) to the tiny Llama hf-fastload artifact, through the
     toolkit and directly, under transformers 4.51."""
-    code, result, stderr = run_output(prepared.runs["chat"])
-    assert code == 0, f"chat did not serve under transformers 4.51:\n{json.dumps(result)[-3000:]}\n{stderr[-4000:]}"
+    result = job(loads, "chat")
+    assert result["toolkit"]["ok"] and result["direct"]["ok"], f"chat did not serve under transformers 4.51:\n{json.dumps(result)[-3000:]}"
     return result
 
 
@@ -330,36 +342,17 @@ def test_a_generated_tool_call_is_read_under_4x(chat_served: dict) -> None:
     assert [c["function"] for c in message["tool_calls"]] == [{"name": "get_weather", "arguments": '{"city": "Paris"}'}]
 
 
-ARCH_SCRIPT = """
-import json, sys
-sys.path.insert(0, sys.argv[1])
-import load_with_toolkit as loader
-out = {}
-for arch, path in json.loads(sys.argv[2]).items():
-    try:
-        result = loader.run_direct(__import__("pathlib").Path(path), loader.chat_body("Hello", 2))
-        out[arch] = {"ok": True, "finish_reason": result["reply"]["choices"][0]["finish_reason"]}
-    except Exception as err:
-        out[arch] = {"ok": False, "error": f"{type(err).__name__}: {err}"[:300]}
-    for name in [m for m in sys.modules if m in ("chat_contract", "request_contract")]:
-        del sys.modules[name]  # each artifact's own copies
-    sys.path[:] = [p for p in sys.path if not p.endswith("/code")]
-print(json.dumps(out))
-"""
-
-
 @pytest.mark.late
-def test_which_tiny_chat_architectures_the_container_serves(prepared: Prepared) -> None:
+def test_which_tiny_chat_architectures_the_container_serves(loads: dict) -> None:
     """Each tiny chat model built as hf-fastload (under transformers 5) and served a chat request under the
     container's transformers 4.51.3: all of them, Qwen3 included (4.49, the image before, predates it: "does not
     recognize this architecture"). gpt-oss (4.55) is refused before any build (tests/systems/test_system_vllm.py)."""
     from model_build.tiny_models import CHAT_ARCHITECTURES
 
-    run = prepared.runs["archs"].result()
-    assert run.returncode == 0, run.stderr[-3000:]
-    result = json.loads(run.stdout.strip().splitlines()[-1])
-    serves = {arch for arch, r in result.items() if r["ok"]}
-    assert serves == set(CHAT_ARCHITECTURES) == {"llama", "qwen2", "qwen3", "mistral", "gemma2"}, result
+    result = {name.removeprefix("arch-"): r["direct"] for name, r in loads["jobs"].items() if name.startswith("arch-")}
+    serves = {arch for arch, r in result.items() if r["ok"] and r["reply"]["choices"][0]["finish_reason"]}
+    errors = {arch: r.get("error", "served") for arch, r in result.items()}
+    assert serves == set(CHAT_ARCHITECTURES) == {"llama", "qwen2", "qwen3", "mistral", "gemma2"}, errors
 
 
 # ---- tokenizer.json for the DJL images' old tokenizers (0.14 / 0.15) ---------------------------------------

@@ -4,6 +4,7 @@ Run INSIDE .venv-hf-container (tests/systems/hf_container/make_env.sh): transfor
 
     .venv-hf-container/bin/python -I tests/systems/hf_container/load_with_toolkit.py ARTIFACT_DIR "prompt" \
         [--max-new-tokens 16] [--mode toolkit|direct|both]
+    .venv-hf-container/bin/python -I tests/systems/hf_container/load_with_toolkit.py --batch JOBS.json
 
 toolkit: the real `HuggingFaceHandlerService` is initialized with a real MMS `Context` (mms.service.Service
     builds it, as the model server does) whose `model_dir` is the artifact; the toolkit puts `<model_dir>/code`
@@ -153,16 +154,46 @@ def run_direct(model_dir: Path, body: bytes) -> dict:
     }
 
 
+def forget_artifact_modules() -> None:
+    """Before the next artifact in the same process: drop what the last one's code/ put on sys.path and in sys.modules
+    (the toolkit imports the user module by the name "inference"; the handler imports the two contracts by name)."""
+    for name in ("inference", "chat_contract", "request_contract", "artifact_inference_direct"):
+        sys.modules.pop(name, None)
+    sys.path[:] = [p for p in sys.path if not p.endswith("/code")]
+    importlib.invalidate_caches()
+
+
+def run_batch(jobs: list[dict]) -> dict:
+    """Several loads in one process (the imports of torch, transformers and the toolkit are most of each one's time):
+    each job {"name", "model_dir", "prompt", "max_new_tokens", "modes": [...], "chat": bool} -> its result by mode."""
+    results: dict = {}
+    for job in jobs:
+        forget_artifact_modules()
+        body = (chat_body if job["chat"] else request_body)(job["prompt"], job["max_new_tokens"])
+        results[job["name"]] = {}
+        for mode in job["modes"]:
+            try:
+                results[job["name"]][mode] = (run_toolkit if mode == "toolkit" else run_direct)(Path(job["model_dir"]).resolve(), body)
+            except Exception as err:
+                traceback.print_exc(file=sys.stderr)
+                results[job["name"]][mode] = {"ok": False, "error": f"{type(err).__name__}: {err}"[:2000]}
+    return results
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("model_dir", type=Path)
-    ap.add_argument("prompt")
+    ap.add_argument("model_dir", type=Path, nargs="?")
+    ap.add_argument("prompt", nargs="?")
+    ap.add_argument("--batch", type=Path, help="a JSON file of jobs (run_batch); prints {versions, jobs}")
     ap.add_argument("--max-new-tokens", type=int, default=16)
     ap.add_argument("--mode", choices=("toolkit", "direct", "both"), default="both")
     ap.add_argument("--chat", action="store_true", help="send an OpenAI chat request instead")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     torch_threads()
+    if args.batch:
+        print(json.dumps({"versions": versions(), "jobs": run_batch(json.loads(args.batch.read_text()))}))
+        return 0
     body = (chat_body if args.chat else request_body)(args.prompt, args.max_new_tokens)
     result: dict = {"versions": versions()}
     modes = ("toolkit", "direct") if args.mode == "both" else (args.mode,)
