@@ -1,9 +1,10 @@
 """checkov, a second scanner beside cfn-lint and cdk-nag, over every template the suite synthesizes.
 
-One checkov process per session (its start-up alone takes ~5 s) scans one directory holding the templates of every
-example config in every environment, config/local.yaml, the pipeline stack and its stages' stacks, and one canary: a
-copy of the artifact stack whose bucket lost its public access block, versioning and access logging, which shows that
-the scan and the skip filter (which accepts two of those checks on other buckets) do report a real problem.
+One checkov process per session (its start-up alone takes ~5 s), in the background lane, scans one directory holding
+the templates of every example config in every environment, config/local.yaml, its adopting variant, the pipeline
+stack and its stages' stacks (tests/template_scan.py, where cfn-lint scans them too), and two canaries: a copy of the
+artifact stack whose bucket lost its public access block, versioning and access logging, which shows that the scan
+and the skip filter (which accepts two of those checks on other buckets) do report a real problem, and cfn-lint's.
 Accepted findings live in checkov-skips.yaml, each with its reason; a failed check it does not list fails here, and
 so does an entry that matches nothing.
 
