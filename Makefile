@@ -13,7 +13,7 @@ export CDK_DISABLE_CLI_TELEMETRY := true
 # which `cdk synth` runs as "python3 app.py" (cdk.json).
 export PATH := $(CURDIR)/node_modules/.bin:$(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: help install venv-deploy venv-build cdk-cli wheelhouse demo test synth synth-pipeline clean hf-container-env tokenizer-envs checkov-env aiperf-env deploy destroy bench engine-tables engine-tables-check
+.PHONY: help install venv-deploy venv-build cdk-cli wheelhouse buildspecs-checkout demo test synth synth-pipeline clean hf-container-env tokenizer-envs checkov-env aiperf-env deploy destroy bench engine-tables engine-tables-check
 
 help:
 	@echo "make demo   - build a tiny model, deploy it to a local AWS emulator, serve it, invoke it, destroy it"
@@ -94,7 +94,16 @@ $(WHEELHOUSE)/.downloaded: requirements.txt $(STAMP)
 
 wheelhouse: $(WHEELHOUSE)/.downloaded
 
-test: install hf-container-env tokenizer-envs checkov-env wheelhouse
+# The clean-shell checkout those tests run the buildspecs in, with the Synth step's own install command already run
+# there (from nothing when the install inputs change; tests/stacks/test_buildspecs.py prepare).
+BUILDSPECS_STAMP := .venv-buildspecs/.prepared
+$(BUILDSPECS_STAMP): $(WHEELHOUSE)/.downloaded node_modules/.package-lock.json requirements.txt requirements-build.txt package.json package-lock.json Makefile
+	PYTHONPATH=.:tests $(PY) tests/stacks/test_buildspecs.py --prepare
+	touch $@
+
+buildspecs-checkout: $(BUILDSPECS_STAMP)
+
+test: install hf-container-env tokenizer-envs checkov-env wheelhouse buildspecs-checkout
 	$(VENV)/bin/ruff check .
 	$(PY) -m mypy
 	$(PY) -m pytest

@@ -334,7 +334,7 @@ def test_ctrl_c_stops_the_publish_cleanly(emulator, s3, tmp_path, deployment):
     s3.create_bucket(Bucket=bucket)
     command = [sys.executable, "-m", "model_build", "publish", "--config", str(ROOT / "config" / "local.yaml"),
                "--env", "local", "--endpoint", ep.name, "--artifact", str(build),
-               "--max-bandwidth", "16"]  # ~5 s for the 80 MiB: the signal lands mid-upload on any machine  # fmt: skip
+               "--max-bandwidth", "4"]  # ~20 s for the 80 MiB: the signal lands mid-upload on a loaded machine  # fmt: skip
     child = subprocess.Popen(command, cwd=ROOT, env={**os.environ, **emulator.client_env()}, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)  # fmt: skip
     try:

@@ -96,7 +96,7 @@ def make_checkout() -> Path:
     digest = hashlib.sha256(b"".join((ROOT / name).read_bytes() for name in INSTALL_INPUTS)).hexdigest()[:16]
     dest = CHECKOUTS / digest / "repo"
     for old in CHECKOUTS.glob("*"):
-        if old.name != digest:
+        if old.is_dir() and old.name != digest:
             shutil.rmtree(old, ignore_errors=True)
     files = _tree_files()
     keep = {".venv", "node_modules"}
@@ -123,9 +123,9 @@ def _network_env() -> dict[str, str]:
     return {k: os.environ[k] for k in NETWORK_VARIABLES if k in os.environ}
 
 
-def _clean_env(home: Path, project: dict, aws) -> dict[str, str]:
-    emulator, credentials_uri = aws
-    env = {
+def _shell_env(home: Path) -> dict[str, str]:
+    """CodeBuild's shell without AWS: no virtualenv on PATH, a new HOME, pip on the wheelhouse, npm on its cache."""
+    return {
         **_network_env(),
         "HOME": str(home),
         "PATH": os.pathsep.join([str(Path(sys.base_prefix) / "bin"), "/usr/bin", "/bin"]),
@@ -139,6 +139,13 @@ def _clean_env(home: Path, project: dict, aws) -> dict[str, str]:
         "npm_config_audit": "false",
         "npm_config_fund": "false",
         "CDK_DISABLE_CLI_TELEMETRY": "true",
+    }
+
+
+def _clean_env(home: Path, project: dict, aws) -> dict[str, str]:
+    emulator, credentials_uri = aws
+    env = {
+        **_shell_env(home),
         "AWS_ENDPOINT_URL": emulator.url,
         "AWS_ENDPOINT_URL_S3_FOR_CLOUDFORMATION": emulator.url.replace("127.0.0.1", "localhost"),
         "AWS_REGION": emulator.region,
@@ -200,10 +207,11 @@ def clean_shell(projects: dict, checkout: Path, aws, home: Path) -> dict:
 
 
 def synth(projects: dict, checkout: Path, aws, home: Path) -> dict:
+    spec = json.loads(_flat(projects["Synth@Build"]["Source"]["BuildSpec"]))
     result = run_step(projects["Synth@Build"], checkout, aws, home)
     site = checkout / ".venv" / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
     return _outcome(result, template_written=(checkout / "cdk.out" / "llm-endpoints-pipeline.template.json").is_file(),
-                    torch_installed=(site / "torch").exists())  # fmt: skip
+                    torch_installed=(site / "torch").exists(), install_commands=spec["phases"]["install"]["commands"])  # fmt: skip
 
 
 def smoke(projects: dict, checkout: Path, aws, home: Path) -> dict:
@@ -321,8 +329,11 @@ def test_the_clean_shell_has_no_virtualenv_and_no_aws_cdk(steps):
 
 @pytest.mark.late
 def test_synth_step_synthesizes_the_pipeline_in_a_clean_shell(steps):
+    from stacks.pipeline_stack import SYNTH_INSTALL
+
     result = outcome(steps, "synth")
     assert result["returncode"] == 0, result["output"][-4000:]
+    assert result["install_commands"] == [SYNTH_INSTALL]  # what `make buildspecs-checkout` ran first (prepare)
     assert result["template_written"]
     assert not result["torch_installed"], "synth installs the deploy set only"
 
@@ -386,7 +397,26 @@ def test_asset_projects_install_a_cdk_assets_that_reads_this_assembly(steps):
         assert listed["returncode"] == 0, (manifest, listed["output"])
 
 
-if __name__ == "__main__":  # python tests/stacks/test_buildspecs.py WORKDIR CHECKOUT: writes WORKDIR/outcomes.json
+def prepare() -> None:
+    """`make buildspecs-checkout`, before pytest: the checkout, and in it the Synth step's own install command
+    (stacks.pipeline_stack.SYNTH_INSTALL, which its buildspec names) in the clean shell. It creates the checkout's venv
+    and node_modules from nothing when the install inputs change (about 40 s), so that first install is not on the
+    tests' clock; the synth step's test runs the whole step again, install included."""
+    import tempfile
+
+    from stacks.pipeline_stack import SYNTH_INSTALL
+
+    checkout = make_checkout()
+    with tempfile.TemporaryDirectory() as home:
+        result = subprocess.run(["sh", "-e", "-c", SYNTH_INSTALL], cwd=checkout, env=_shell_env(Path(home)),
+                                capture_output=True, text=True, timeout=1200)  # fmt: skip
+    if result.returncode != 0:
+        sys.exit(f"{SYNTH_INSTALL} failed in {checkout}:\n{(result.stdout + result.stderr)[-4000:]}")
+
+
+if __name__ == "__main__" and sys.argv[1:] == ["--prepare"]:
+    prepare()
+elif __name__ == "__main__":  # python tests/stacks/test_buildspecs.py WORKDIR CHECKOUT: writes WORKDIR/outcomes.json
     workdir, checkout_dir = Path(sys.argv[1]), Path(sys.argv[2])
     projects_read = json.loads((workdir / "projects.json").read_text())
     (workdir / "outcomes.json").write_text(json.dumps(run_steps(workdir, checkout_dir, projects_read)))
