@@ -332,7 +332,12 @@ def test_ctrl_c_stops_the_publish_cleanly(emulator, s3, tmp_path, deployment):
     bucket = artifact_bucket_name(deployment.project, deployment.environment_name, env.account, env.region)
     build = make_build(tmp_path, big_bytes=80 * MiB)  # above the 64 MiB multipart threshold
     s3.create_bucket(Bucket=bucket)
-    command = [sys.executable, "-m", "model_build", "publish", "--config", str(ROOT / "config" / "local.yaml"),
+    # Ctrl-C in a terminal reaches a process whose SIGINT is the default; a command started in the background by a
+    # non-interactive shell (as a CI runner may start `make test`) inherits SIGINT ignored, and Python then leaves it
+    # ignored. So the CLI runs with Python's own SIGINT handler, as from a terminal.
+    as_from_a_terminal = ("import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+                          "runpy.run_module('model_build', run_name='__main__', alter_sys=True)")  # fmt: skip
+    command = [sys.executable, "-c", as_from_a_terminal, "publish", "--config", str(ROOT / "config" / "local.yaml"),
                "--env", "local", "--endpoint", ep.name, "--artifact", str(build),
                "--max-bandwidth", "4"]  # ~20 s for the 80 MiB: the signal lands mid-upload on a loaded machine  # fmt: skip
     child = subprocess.Popen(command, cwd=ROOT, env={**os.environ, **emulator.client_env()}, stdout=subprocess.PIPE,
