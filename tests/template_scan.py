@@ -52,8 +52,10 @@ class TemplateScan:
         """cfn-lint's findings (its JSON output: Rule, Filename, Location, Message), for every template."""
         if not self.cfn_lint_findings_cache:
             result = self.cfn_lint.result()
-            # cfn-lint exits 0 with nothing found, else a bit mask of the levels found (2 error, 4 warning, 8 info).
-            assert result.returncode < 16 and result.stdout.strip(), f"cfn-lint failed to run:\n{result.stderr[-3000:]}"
+            # cfn-lint exits with the levels found OR-ed together (8 informational, 4 warning, 2 error: cfn-lint 1.58
+            # cfnlint/runner/cli.py), so always even; an odd code is a crash (an uncaught exception exits 1).
+            assert result.returncode % 2 == 0 and result.returncode < 16 and result.stdout.strip(), (
+                f"cfn-lint failed to run (exit {result.returncode}):\n{result.stderr[-3000:]}")
             self.cfn_lint_findings_cache.extend(json.loads(result.stdout))
         return self.cfn_lint_findings_cache
 
