@@ -104,6 +104,7 @@ $(BUILDSPECS_STAMP): $(WHEELHOUSE)/.downloaded node_modules/.package-lock.json r
 buildspecs-checkout: $(BUILDSPECS_STAMP)
 
 test: install hf-container-env tokenizer-envs checkov-env wheelhouse buildspecs-checkout
+	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/ruff check .
 	$(PY) -m mypy
 	$(PY) -m pytest

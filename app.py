@@ -28,7 +28,9 @@ def main(app: cdk.App | None = None) -> None:
             build_root = app.node.try_get_context("build_root")
             add_stacks(
                 app,
-                load_config(config, app.node.try_get_context("env"), build_root=Path(build_root) if build_root else BUILD_ROOT),
+                load_config(
+                    config, app.node.try_get_context("env"), build_root=Path(build_root) if build_root else BUILD_ROOT
+                ),
                 allow_unbuilt=str(app.node.try_get_context("allow_unbuilt")).lower() == "true",
             )
     except ConfigError as err:

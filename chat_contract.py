@@ -36,8 +36,14 @@ class ChatError(ValueError):
     status: 400 for everything the request says (OpenAI answers invalid_request_error with 400); 413 for a body
     over the transport's limit; the other statuses are the servers' (auth, unknown endpoint, overload)."""
 
-    def __init__(self, message: str, status: int = 400, type: str = "invalid_request_error",
-                 param: str | None = None, code: str | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        message: str,
+        status: int = 400,
+        type: str = "invalid_request_error",
+        param: str | None = None,
+        code: str | None = None,
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.status = status
@@ -85,8 +91,11 @@ class ChatFeatures:
         """The variables that give these features to a front door (empty when the endpoint serves no chat)."""
         if self.route is None:
             return {}
-        return {"CHAT_ROUTE": self.route, "CHAT_TOOL_CALLS": str(self.tool_calls).lower(),
-                "CHAT_CONSTRAINED_DECODING": str(self.constrained_decoding).lower()}  # fmt: skip
+        return {
+            "CHAT_ROUTE": self.route,
+            "CHAT_TOOL_CALLS": str(self.tool_calls).lower(),
+            "CHAT_CONSTRAINED_DECODING": str(self.constrained_decoding).lower(),
+        }
 
 
 def features(environ: Any = None) -> ChatFeatures:
@@ -110,8 +119,12 @@ def features(environ: Any = None) -> ChatFeatures:
 def parse_for_endpoint(data: Any, feats: ChatFeatures, lim: request_contract.Limits | None = None) -> ChatRequest:
     """parse_chat_request with the endpoint's features; a chat request to an endpoint that serves none is refused."""
     if feats.route is None:
-        raise ChatError("this endpoint serves no chat requests (its config has no chat: block); send a generation "
-                        'request {"inputs": ...}', param="messages", code="chat_not_enabled")  # fmt: skip
+        raise ChatError(
+            "this endpoint serves no chat requests (its config has no chat: block); send a generation "
+            'request {"inputs": ...}',
+            param="messages",
+            code="chat_not_enabled",
+        )
     return parse_chat_request(data, lim, constrained_decoding=feats.constrained_decoding, tool_calls=feats.tool_calls)
 
 
@@ -127,9 +140,22 @@ def _refuse(param: str, message: str, code: str | None = None) -> ChatError:
 # model name (the openai SDK requires it; LangChain and gateways send their own defaults), so refusing names would
 # refuse those clients and name nothing wrong with the request.
 REQUEST_KEYS = (
-    "messages", "model", "tools", "tool_choice", "stream", "stream_options", "max_tokens", "max_completion_tokens",
-    "temperature", "top_p", "stop", "seed", "n", "response_format", "chat_template_kwargs",
-)  # fmt: skip
+    "messages",
+    "model",
+    "tools",
+    "tool_choice",
+    "stream",
+    "stream_options",
+    "max_tokens",
+    "max_completion_tokens",
+    "temperature",
+    "top_p",
+    "stop",
+    "seed",
+    "n",
+    "response_format",
+    "chat_template_kwargs",
+)
 ROLES = ("system", "developer", "user", "assistant", "tool")  # "developer" is read as "system" (its successor)
 MESSAGE_KEYS = {
     "system": ("role", "content", "name"),
@@ -149,10 +175,23 @@ NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 # with one of these names would replace the handler's own argument (or the template itself), so it is refused.
 # vLLM guards the same kwargs for the same reason.
 RESERVED_TEMPLATE_KWARGS = (
-    "conversation", "messages", "tools", "documents", "chat_template", "add_generation_prompt",
-    "continue_final_message", "tokenize", "sanitize_control_tokens", "padding", "truncation", "max_length",
-    "return_tensors", "return_dict", "return_assistant_tokens_mask", "tokenizer_kwargs",
-)  # fmt: skip
+    "conversation",
+    "messages",
+    "tools",
+    "documents",
+    "chat_template",
+    "add_generation_prompt",
+    "continue_final_message",
+    "tokenize",
+    "sanitize_control_tokens",
+    "padding",
+    "truncation",
+    "max_length",
+    "return_tensors",
+    "return_dict",
+    "return_assistant_tokens_mask",
+    "tokenizer_kwargs",
+)
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 
 
@@ -194,9 +233,10 @@ class Message:
         `tojson`; vLLM parses them the same way before applying a template)."""
         out = self.to_json()
         if self.tool_calls:
-            out["tool_calls"] = [{"id": c.id, "type": "function",
-                                  "function": {"name": c.name, "arguments": json.loads(c.arguments)}}
-                                 for c in self.tool_calls]  # fmt: skip
+            out["tool_calls"] = [
+                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": json.loads(c.arguments)}}
+                for c in self.tool_calls
+            ]
         return out
 
 
@@ -313,8 +353,10 @@ def _type(value: Any) -> str:
 def _check_keys(where: str, obj: dict[str, Any], known: tuple[str, ...] | list[str]) -> None:
     unknown = sorted(k for k in obj if k not in known)
     if unknown:
-        raise _refuse(f"{where}.{unknown[0]}" if where else unknown[0],
-                      f"unknown key{'s' if len(unknown) > 1 else ''} {unknown}; allowed: {sorted(known)}")  # fmt: skip
+        raise _refuse(
+            f"{where}.{unknown[0]}" if where else unknown[0],
+            f"unknown key{'s' if len(unknown) > 1 else ''} {unknown}; allowed: {sorted(known)}",
+        )
 
 
 def _string(where: str, value: Any, empty_ok: bool = True) -> str:
@@ -360,8 +402,11 @@ def _content(where: str, value: Any, role: str) -> str | None:
             raise _refuse(here, f'must be a content part object {{"type": "text", "text": ...}}, got {_type(part)}')
         kind = part.get("type")
         if kind != "text":
-            raise _refuse(f"{here}.type", f"content part type {_show(kind)} is not supported; allowed: \"text\" "
-                                          "(this endpoint serves a text model)")  # fmt: skip
+            raise _refuse(
+                f"{here}.type",
+                f'content part type {_show(kind)} is not supported; allowed: "text" '
+                "(this endpoint serves a text model)",
+            )
         _check_keys(here, part, ("type", "text"))
         texts.append(_string(f"{here}.text", part.get("text")))
     return "\n".join(texts)
@@ -377,7 +422,7 @@ def _tool_calls(where: str, value: Any) -> tuple[ToolCall, ...]:
             raise _refuse(here, f"must be an object, got {_type(item)}")
         _check_keys(here, item, ("id", "type", "function"))
         if item.get("type") != "function":
-            raise _refuse(f"{here}.type", f"must be \"function\", got {_show(item.get('type'))}")
+            raise _refuse(f"{here}.type", f'must be "function", got {_show(item.get("type"))}')
         call_id = _string(f"{here}.id", item.get("id"), empty_ok=False)
         function = item.get("function")
         if not isinstance(function, dict):
@@ -390,8 +435,11 @@ def _tool_calls(where: str, value: Any) -> tuple[ToolCall, ...]:
         except ValueError:
             parsed = None
         if not isinstance(parsed, dict):
-            raise _refuse(f"{here}.function.arguments", f"must be a JSON object as text, got {_show(arguments)} "
-                                                        "(chat templates render the arguments as an object)")  # fmt: skip
+            raise _refuse(
+                f"{here}.function.arguments",
+                f"must be a JSON object as text, got {_show(arguments)} "
+                "(chat templates render the arguments as an object)",
+            )
         calls.append(ToolCall(id=call_id, name=name, arguments=arguments))
     return tuple(calls)
 
@@ -428,8 +476,11 @@ def _messages(value: Any) -> tuple[Message, ...]:
         if role == "tool":
             call_id = _string(f"{here}.tool_call_id", item.get("tool_call_id"), empty_ok=False)
             if call_id not in call_ids:
-                raise _refuse(f"{here}.tool_call_id", f"{_show(call_id)} answers no tool call of an earlier assistant "
-                                                      f"message; known ids: {sorted(call_ids)}")  # fmt: skip
+                raise _refuse(
+                    f"{here}.tool_call_id",
+                    f"{_show(call_id)} answers no tool call of an earlier assistant "
+                    f"message; known ids: {sorted(call_ids)}",
+                )
             messages.append(Message(role, content, tool_call_id=call_id))
             continue
         messages.append(Message("system" if role == "developer" else role, content, name))
@@ -447,7 +498,7 @@ def _tools(value: Any) -> tuple[Tool, ...]:
         if not isinstance(item, dict):
             raise _refuse(here, f"must be an object, got {_type(item)}")
         if item.get("type") != "function":
-            raise _refuse(f"{here}.type", f"tool type {_show(item.get('type'))} is not supported; allowed: \"function\"")
+            raise _refuse(f"{here}.type", f'tool type {_show(item.get("type"))} is not supported; allowed: "function"')
         _check_keys(here, item, ("type", "function"))
         function = item.get("function")
         if not isinstance(function, dict):
@@ -458,8 +509,11 @@ def _tools(value: Any) -> tuple[Tool, ...]:
             raise _refuse(f"{here}.function.name", f"must be 1 to 64 of a-z, A-Z, 0-9, _ and -, got {_show(name)}")
         if any(t.name == name for t in tools):
             raise _refuse(f"{here}.function.name", f"{_show(name)} is defined twice; function names must be unique")
-        description = _string(f"{here}.function.description", function["description"]) \
-            if function.get("description") is not None else None  # fmt: skip
+        description = (
+            _string(f"{here}.function.description", function["description"])
+            if function.get("description") is not None
+            else None
+        )
         # "Omitting parameters defines a function with an empty parameter list" (function_definition.py).
         parameters = function.get("parameters", {"type": "object", "properties": {}})
         if not isinstance(parameters, dict):
@@ -477,12 +531,15 @@ def _tool_choice(value: Any, tools: tuple[Tool, ...], constrained_decoding: bool
     name = None
     if isinstance(value, str):
         if value not in TOOL_CHOICES:
-            raise _refuse("tool_choice", f"must be one of {list(TOOL_CHOICES)} or "
-                                         f'{{"type": "function", "function": {{"name": ...}}}}, got {_show(value)}')  # fmt: skip
+            raise _refuse(
+                "tool_choice",
+                f"must be one of {list(TOOL_CHOICES)} or "
+                f'{{"type": "function", "function": {{"name": ...}}}}, got {_show(value)}',
+            )
         choice = value
     elif isinstance(value, dict):
         if value.get("type") != "function":
-            raise _refuse("tool_choice.type", f"{_show(value.get('type'))} is not supported; allowed: \"function\"")
+            raise _refuse("tool_choice.type", f'{_show(value.get("type"))} is not supported; allowed: "function"')
         _check_keys("tool_choice", value, ("type", "function"))
         function = value.get("function")
         if not isinstance(function, dict) or not isinstance(function.get("name"), str):
@@ -490,16 +547,22 @@ def _tool_choice(value: Any, tools: tuple[Tool, ...], constrained_decoding: bool
         _check_keys("tool_choice.function", function, ("name",))
         name = function["name"]
         if name not in [t.name for t in tools]:
-            raise _refuse("tool_choice.function.name", f"{_show(name)} is not a function in tools; "
-                                                       f"allowed: {[t.name for t in tools]}")  # fmt: skip
+            raise _refuse(
+                "tool_choice.function.name",
+                f"{_show(name)} is not a function in tools; allowed: {[t.name for t in tools]}",
+            )
         choice = "required"
     else:
         raise _refuse("tool_choice", f"must be a string or an object, got {_show(value)} ({_type(value)})")
     if choice == "required" and not tools:
         raise _refuse("tool_choice", f"{_show(value)} needs tools; the request has none")
     if choice == "required" and not constrained_decoding:
-        raise _refuse("tool_choice", f"{_show(value)} needs constrained decoding, which this endpoint's engine does "
-                                     "not do; allowed: \"auto\" or \"none\"", code="unsupported_value")  # fmt: skip
+        raise _refuse(
+            "tool_choice",
+            f"{_show(value)} needs constrained decoding, which this endpoint's engine does "
+            'not do; allowed: "auto" or "none"',
+            code="unsupported_value",
+        )
     return choice, name
 
 
@@ -515,8 +578,12 @@ def _response_format(value: Any, constrained_decoding: bool) -> tuple[str, dict[
     if kind == "text":
         return "text", None
     if not constrained_decoding:
-        raise _refuse("response_format", f"type {_show(kind)} needs constrained decoding, which this endpoint's "
-                                         "engine does not do; allowed: \"text\"", code="unsupported_value")  # fmt: skip
+        raise _refuse(
+            "response_format",
+            f"type {_show(kind)} needs constrained decoding, which this endpoint's "
+            'engine does not do; allowed: "text"',
+            code="unsupported_value",
+        )
     if kind == "json_object":
         return kind, None
     schema = value.get("json_schema")
@@ -524,10 +591,14 @@ def _response_format(value: Any, constrained_decoding: bool) -> tuple[str, dict[
         raise _refuse("response_format.json_schema", f"must be an object with name and schema, got {_type(schema)}")
     _check_keys("response_format.json_schema", schema, ("name", "description", "schema", "strict"))
     if not isinstance(schema.get("name"), str) or not NAME_PATTERN.match(schema["name"]):
-        raise _refuse("response_format.json_schema.name", f"must be 1 to 64 of a-z, A-Z, 0-9, _ and -, "
-                                                          f"got {_show(schema.get('name'))}")  # fmt: skip
+        raise _refuse(
+            "response_format.json_schema.name",
+            f"must be 1 to 64 of a-z, A-Z, 0-9, _ and -, got {_show(schema.get('name'))}",
+        )
     if "schema" in schema and not isinstance(schema["schema"], dict):
-        raise _refuse("response_format.json_schema.schema", f"must be a JSON Schema object, got {_type(schema['schema'])}")
+        raise _refuse(
+            "response_format.json_schema.schema", f"must be a JSON Schema object, got {_type(schema['schema'])}"
+        )
     return kind, schema
 
 
@@ -541,8 +612,11 @@ def _template_kwargs(value: Any) -> dict[str, Any]:
         if not _IDENTIFIER.match(key):
             raise _refuse(where, "names must be identifiers (letters, digits, _; at most 64)")
         if key in RESERVED_TEMPLATE_KWARGS:
-            raise _refuse(where, f"{key!r} is an argument of the template call itself and cannot be set; "
-                                 "allowed: variables the chat template reads, such as enable_thinking")  # fmt: skip
+            raise _refuse(
+                where,
+                f"{key!r} is an argument of the template call itself and cannot be set; "
+                "allowed: variables the chat template reads, such as enable_thinking",
+            )
         if isinstance(item, (dict, list)):
             raise _refuse(where, f"must be a string, number, true, false or null, got {_type(item)}")
     return dict(value)
@@ -553,8 +627,13 @@ def _text_size(messages: tuple[Message, ...], tools: tuple[Tool, ...]) -> int:
     return size + sum(len(json.dumps(t.to_json(), ensure_ascii=False)) for t in tools)
 
 
-def parse_chat_request(data: Any, lim: request_contract.Limits | None = None, *,
-                       constrained_decoding: bool = False, tool_calls: bool = True) -> ChatRequest:  # fmt: skip
+def parse_chat_request(
+    data: Any,
+    lim: request_contract.Limits | None = None,
+    *,
+    constrained_decoding: bool = False,
+    tool_calls: bool = True,
+) -> ChatRequest:
     """Parse a decoded chat request (text-generation-inference's router/src/validation.rs style: parse into a
     typed request, refuse what does not fit). lim: the endpoint's limits (request_contract.limits(): the
     environment's MAX_NEW_TOKENS bounds max_tokens, MAX_INPUT_CHARS the text of messages and tools).
@@ -564,19 +643,24 @@ def parse_chat_request(data: Any, lim: request_contract.Limits | None = None, *,
     (vLLM 0.23 refuses them alike without a tool parser). Raises ChatError."""
     lim = lim or request_contract.limits()
     if not isinstance(data, dict):
-        raise ChatError(f"request must be a JSON object with \"messages\", got {_type(data)}")
+        raise ChatError(f'request must be a JSON object with "messages", got {_type(data)}')
     unknown = sorted(k for k in data if k not in REQUEST_KEYS)
     if unknown:
-        raise ChatError(f"unknown request key{'s' if len(unknown) > 1 else ''} {unknown}; allowed: "
-                        f"{sorted(REQUEST_KEYS)}", param=unknown[0])  # fmt: skip
+        raise ChatError(
+            f"unknown request key{'s' if len(unknown) > 1 else ''} {unknown}; allowed: {sorted(REQUEST_KEYS)}",
+            param=unknown[0],
+        )
     messages = _messages(data.get("messages"))
     model = _string("model", data["model"]) if data.get("model") is not None else None
     tools = _tools(data.get("tools"))
     tool_choice, tool_name = _tool_choice(data.get("tool_choice"), tools, constrained_decoding)
     if tools and tool_choice != "none" and not tool_calls:
-        raise _refuse("tools", "this endpoint reads no tool calls from the model's output (its engine has no tool-call "
-                               "parser configured: engine.tool_call_parser); send tool_choice \"none\" or no tools",
-                      code="unsupported_value")  # fmt: skip
+        raise _refuse(
+            "tools",
+            "this endpoint reads no tool calls from the model's output (its engine has no tool-call "
+            'parser configured: engine.tool_call_parser); send tool_choice "none" or no tools',
+            code="unsupported_value",
+        )
 
     stream = data.get("stream")
     if stream is not None and not isinstance(stream, bool):
@@ -597,13 +681,16 @@ def parse_chat_request(data: Any, lim: request_contract.Limits | None = None, *,
     for key in ("max_tokens", "max_completion_tokens"):  # the second, current name wins when both are given
         if data.get(key) is not None:
             max_tokens, given = _integer(key, data[key], 1, lim.max_new_tokens), True
-    temperature = _number("temperature", data["temperature"], 0, MAX_TEMPERATURE) \
-        if data.get("temperature") is not None else None  # fmt: skip
+    temperature = (
+        _number("temperature", data["temperature"], 0, MAX_TEMPERATURE) if data.get("temperature") is not None else None
+    )
     # 0 is greedy decoding (OpenAI's meaning); between 0 and the generation contract's floor, sampling divides the
     # logits into infinities and the engine fails (request_contract.py's bounds): refused, as there.
     floor = request_contract.PARAMETERS["temperature"].low
     if temperature is not None and 0 < temperature < floor:
-        raise _refuse("temperature", f"must be 0 (greedy) or between {floor:g} and {MAX_TEMPERATURE:g}, got {_show(temperature)}")
+        raise _refuse(
+            "temperature", f"must be 0 (greedy) or between {floor:g} and {MAX_TEMPERATURE:g}, got {_show(temperature)}"
+        )
     top_p = _number("top_p", data["top_p"], 0, 1, low_open=True) if data.get("top_p") is not None else None
     seed = _integer("seed", data["seed"], 0, request_contract.MAX_SEED) if data.get("seed") is not None else None
     n = data.get("n")
@@ -627,14 +714,29 @@ def parse_chat_request(data: Any, lim: request_contract.Limits | None = None, *,
     template_kwargs = _template_kwargs(data.get("chat_template_kwargs"))
     size = _text_size(messages, tools)
     if size > lim.max_input_chars:
-        raise ChatError(f"messages and tools hold {size} characters of text; the limit is {lim.max_input_chars}",
-                        param="messages", code="string_above_max_length")  # fmt: skip
+        raise ChatError(
+            f"messages and tools hold {size} characters of text; the limit is {lim.max_input_chars}",
+            param="messages",
+            code="string_above_max_length",
+        )
     return ChatRequest(
-        messages=messages, max_tokens=max_tokens, max_tokens_given=given, model=model, tools=tools,
-        tool_choice=tool_choice, tool_name=tool_name, stream=bool(stream), include_usage=include_usage,
-        temperature=temperature, top_p=top_p, stop=stops, seed=seed, response_format=response_format,
-        json_schema=json_schema, chat_template_kwargs=template_kwargs,
-    )  # fmt: skip
+        messages=messages,
+        max_tokens=max_tokens,
+        max_tokens_given=given,
+        model=model,
+        tools=tools,
+        tool_choice=tool_choice,
+        tool_name=tool_name,
+        stream=bool(stream),
+        include_usage=include_usage,
+        temperature=temperature,
+        top_p=top_p,
+        stop=stops,
+        seed=seed,
+        response_format=response_format,
+        json_schema=json_schema,
+        chat_template_kwargs=template_kwargs,
+    )
 
 
 # ---- tool calls in generated text (hermes) ----------------------------------------------------------------
@@ -660,8 +762,14 @@ def parse_tool_calls(text: str) -> tuple[str | None, list[ToolCall]]:
         return text, []
     try:
         raw = [json.loads(first or rest) for first, rest in _TOOL_CALL.findall(text)]
-        calls = [ToolCall(id=make_tool_call_id(), name=_called_name(item),
-                          arguments=json.dumps(item["arguments"], ensure_ascii=False)) for item in raw]  # fmt: skip
+        calls = [
+            ToolCall(
+                id=make_tool_call_id(),
+                name=_called_name(item),
+                arguments=json.dumps(item["arguments"], ensure_ascii=False),
+            )
+            for item in raw
+        ]
     except (ValueError, TypeError, KeyError):
         return text, []
     content = text[: text.find(TOOL_CALL_START)]
@@ -702,28 +810,47 @@ def completion_id() -> str:
 
 def usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
     """completion_usage.py's required fields."""
-    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens}  # fmt: skip
+    return {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+    }
 
 
-def completion_body(model: str, content: str | None, tool_calls: list[ToolCall] | tuple[ToolCall, ...],
-                    finish_reason: str, prompt_tokens: int | None = None, completion_tokens: int | None = None,
-                    id: str | None = None, created: int | None = None) -> dict[str, Any]:  # fmt: skip
+def completion_body(
+    model: str,
+    content: str | None,
+    tool_calls: list[ToolCall] | tuple[ToolCall, ...],
+    finish_reason: str,
+    prompt_tokens: int | None = None,
+    completion_tokens: int | None = None,
+    id: str | None = None,
+    created: int | None = None,
+) -> dict[str, Any]:
     """A chat.completion (chat_completion.py): one choice; usage when the token counts are known."""
     message: dict[str, Any] = {"role": "assistant", "content": content, "refusal": None}
     if tool_calls:
         message["tool_calls"] = [call.to_json() for call in tool_calls]
     body: dict[str, Any] = {
-        "id": id or completion_id(), "object": "chat.completion", "created": created or int(time.time()),
-        "model": model, "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish_reason}],
-    }  # fmt: skip
+        "id": id or completion_id(),
+        "object": "chat.completion",
+        "created": created or int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish_reason}],
+    }
     if prompt_tokens is not None and completion_tokens is not None:
         body["usage"] = usage(prompt_tokens, completion_tokens)
     return body
 
 
-def completion_from_text(request: ChatRequest, model: str, text: str, finish_reason: str,
-                         prompt_tokens: int | None = None, completion_tokens: int | None = None) -> dict[str, Any]:  # fmt: skip
+def completion_from_text(
+    request: ChatRequest,
+    model: str,
+    text: str,
+    finish_reason: str,
+    prompt_tokens: int | None = None,
+    completion_tokens: int | None = None,
+) -> dict[str, Any]:
     """The reply to `request` from the generated `text`: cut at the first stop sequence (finish_reason "stop"),
     tool calls read when the request offered tools ("tool_calls")."""
     text, stopped = truncate_at_stop(text, request.stop)
@@ -738,13 +865,25 @@ def completion_from_text(request: ChatRequest, model: str, text: str, finish_rea
     return completion_body(request.model or model, content, calls, finish_reason, prompt_tokens, completion_tokens)
 
 
-def chunk(id: str, created: int, model: str, delta: dict[str, Any] | None, finish_reason: str | None = None,
-          include_usage: bool = False, usage_counts: dict[str, int] | None = None) -> dict[str, Any]:  # fmt: skip
+def chunk(
+    id: str,
+    created: int,
+    model: str,
+    delta: dict[str, Any] | None,
+    finish_reason: str | None = None,
+    include_usage: bool = False,
+    usage_counts: dict[str, int] | None = None,
+) -> dict[str, Any]:
     """A chat.completion.chunk (chat_completion_chunk.py). delta None: the usage chunk, whose choices are empty.
     With include_usage every chunk has "usage" (null but on the last) (chat_completion_stream_options_param.py)."""
     choices = [] if delta is None else [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}]
-    out: dict[str, Any] = {"id": id, "object": "chat.completion.chunk", "created": created, "model": model,
-                           "choices": choices}  # fmt: skip
+    out: dict[str, Any] = {
+        "id": id,
+        "object": "chat.completion.chunk",
+        "created": created,
+        "model": model,
+        "choices": choices,
+    }
     if include_usage or usage_counts is not None:
         out["usage"] = usage_counts
     return out
@@ -782,10 +921,12 @@ class ChatStream:
         self.stopped = False
         self.in_tool_call = False
 
-    def _event(self, delta: dict[str, Any] | None, finish_reason: str | None = None,
-               usage_counts: dict[str, int] | None = None) -> bytes:  # fmt: skip
-        return sse_event(chunk(self.id, self.created, self.model, delta, finish_reason,
-                               self.request.include_usage, usage_counts))  # fmt: skip
+    def _event(
+        self, delta: dict[str, Any] | None, finish_reason: str | None = None, usage_counts: dict[str, int] | None = None
+    ) -> bytes:
+        return sse_event(
+            chunk(self.id, self.created, self.model, delta, finish_reason, self.request.include_usage, usage_counts)
+        )
 
     def start(self) -> list[bytes]:
         return [self._event({"role": "assistant", "content": ""})]
@@ -809,7 +950,7 @@ class ChatStream:
             end -= max((_partial_overlap(self.text, tag) for tag in tags), default=0)
         if end <= self.sent:
             return []
-        delta, self.sent = self.text[self.sent:end], end
+        delta, self.sent = self.text[self.sent : end], end
         return [self._event({"content": delta})]
 
     def finish(self, finish_reason: str, prompt_tokens: int, completion_tokens: int) -> list[bytes]:
@@ -821,9 +962,11 @@ class ChatStream:
             _, calls = parse_tool_calls(self.text)
             if calls:
                 finish_reason = "tool_calls"
-                events += [self._event({"tool_calls": [{"index": i, **call.to_json()}]}) for i, call in enumerate(calls)]
+                events += [
+                    self._event({"tool_calls": [{"index": i, **call.to_json()}]}) for i, call in enumerate(calls)
+                ]
             else:  # not a tool call after all: the held text is content
-                events.append(self._event({"content": self.text[self.sent:]}))
+                events.append(self._event({"content": self.text[self.sent :]}))
             self.sent = len(self.text)
         events.append(self._event({}, finish_reason))
         if self.request.include_usage:

@@ -131,7 +131,14 @@ PARAMETERS: dict[str, Parameter] = {
 TOP_LEVEL_KEYS = ("inputs", "parameters")
 
 
-_JSON_TYPES = ((bool, "boolean"), (int, "integer"), (float, "number"), (str, "string"), (list, "array"), (dict, "object"))
+_JSON_TYPES = (
+    (bool, "boolean"),
+    (int, "integer"),
+    (float, "number"),
+    (str, "string"),
+    (list, "array"),
+    (dict, "object"),
+)
 
 
 def json_type(value: Any) -> str:
@@ -204,8 +211,9 @@ def validate_request(data: Any, lim: Limits | None = None) -> tuple[list[str], d
             raise RequestError(f"inputs must be a list of 1 to {batch} strings, got a list of {len(inputs)}")
         prompts = inputs
     else:
-        raise RequestError(f"inputs must be a non-empty string or a list of 1 to {batch} non-empty strings, "
-                           f"got {json_type(inputs)}")  # fmt: skip
+        raise RequestError(
+            f"inputs must be a non-empty string or a list of 1 to {batch} non-empty strings, got {json_type(inputs)}"
+        )
     for i, item in enumerate(prompts):
         where = "inputs" if isinstance(inputs, str) else f"inputs[{i}]"
         if not isinstance(item, str):
@@ -231,8 +239,10 @@ def validate_request(data: Any, lim: Limits | None = None) -> tuple[list[str], d
         params[key] = _check_parameter(key, value, spec, high)
     params.setdefault("max_new_tokens", min(DEFAULT_MAX_NEW_TOKENS, lim.max_new_tokens))
     if params.get("min_new_tokens", 0) > params["max_new_tokens"]:
-        raise RequestError(f"parameters.min_new_tokens must be at most max_new_tokens ({params['max_new_tokens']}), "
-                           f"got {params['min_new_tokens']}")  # fmt: skip
+        raise RequestError(
+            f"parameters.min_new_tokens must be at most max_new_tokens ({params['max_new_tokens']}), "
+            f"got {params['min_new_tokens']}"
+        )
     return list(prompts), params
 
 
@@ -340,8 +350,13 @@ def decode_json(text: str) -> Any:
     if not text.strip():
         raise RequestError('request body is not valid JSON: the body is empty; send an object with "inputs"')
     try:
-        value = json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float,
-                           parse_int=_bounded_int, object_pairs_hook=_no_duplicates)  # fmt: skip
+        value = json.loads(
+            text,
+            parse_constant=_reject_constant,
+            parse_float=_finite_float,
+            parse_int=_bounded_int,
+            object_pairs_hook=_no_duplicates,
+        )
     except _Refused as err:
         raise RequestError(str(err)) from None
     except ValueError as err:  # json.JSONDecodeError is a ValueError

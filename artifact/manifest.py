@@ -157,8 +157,11 @@ class Manifest:
         extra = []
         if unlisted:
             listed = {f.path for f in self.files}
-            extra = [f"{p.relative_to(root).as_posix()}: not in the manifest" for p in artifact_files(root)
-                     if p.relative_to(root).as_posix() not in listed]
+            extra = [
+                f"{p.relative_to(root).as_posix()}: not in the manifest"
+                for p in artifact_files(root)
+                if p.relative_to(root).as_posix() not in listed
+            ]
             if self.computed_content_hash() != self.content_hash:
                 extra.append("content_hash does not match the files listed")
 

@@ -38,15 +38,23 @@ def keep_earlier_sections(results: dict, path: Path) -> None:
         results["kept_from_earlier_run"] = {k: marks.get(k, date) for k in kept}
         results["sections"] = {**kept, **results["sections"]}
         earlier_seconds = earlier.get("section_seconds", {})
-        results["section_seconds"] = {**{k: earlier_seconds[k] for k in kept if k in earlier_seconds},
-                                      **results["section_seconds"]}  # fmt: skip
+        results["section_seconds"] = {
+            **{k: earlier_seconds[k] for k in kept if k in earlier_seconds},
+            **results["section_seconds"],
+        }
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     p.add_argument("--reps", type=int, default=5, help="runs per measurement (>= 5 for the report)")
-    p.add_argument("--gptj", action="store_true", help="also cold-start the GPT-J-6B shape (12 GB fp16; needs ~24 GiB RAM)")
-    p.add_argument("--demo", action="store_true", help="also time one `make demo` (~50 s; the default run stays under 15 min without it)")
+    p.add_argument(
+        "--gptj", action="store_true", help="also cold-start the GPT-J-6B shape (12 GB fp16; needs ~24 GiB RAM)"
+    )
+    p.add_argument(
+        "--demo",
+        action="store_true",
+        help="also time one `make demo` (~50 s; the default run stays under 15 min without it)",
+    )
     p.add_argument("--make-test", action="store_true", help="also time `make test` (minutes)")
     p.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated subset of {', '.join(SECTIONS)}")
     p.add_argument("--report-only", action="store_true", help="re-render results.md and plots from results.json")
@@ -119,8 +127,9 @@ def main(argv: list[str] | None = None) -> int:
             large = coldstart.prepare(raw, "gpt2-large", log)["c"]
             src124 = models.make_checkpoint("gpt2-124m", raw / "src-gpt2-124m").resolve()
             text = "endpoints:\n" + models.endpoint_yaml("pub-gpt2-124m", src124, dtype="fp16")
-            small, _ = models.build(text, raw / "config-pub-gpt2-124m.yaml", "pub-gpt2-124m",
-                                    (raw / "art-pub-gpt2-124m").resolve())  # fmt: skip
+            small, _ = models.build(
+                text, raw / "config-pub-gpt2-124m.yaml", "pub-gpt2-124m", (raw / "art-pub-gpt2-124m").resolve()
+            )
             return publish.bench(raw, large, small, args.reps, log)
 
         section("publish", run_publish)
@@ -138,7 +147,9 @@ def main(argv: list[str] | None = None) -> int:
             src124 = models.make_checkpoint("gpt2-124m", raw / "src-gpt2-124m").resolve()
             return {
                 "tiny-gpt2": serving.bench(raw, "tiny-gpt2", tiny.resolve(), log, rounds=args.reps, per_worker=2),
-                "gpt2-124m": serving.bench(raw, "gpt2-124m", src124, log, rounds=args.reps, per_worker=1, cell_cap_s=12),
+                "gpt2-124m": serving.bench(
+                    raw, "gpt2-124m", src124, log, rounds=args.reps, per_worker=1, cell_cap_s=12
+                ),
             }
 
         section("serving", run_serving)

@@ -152,10 +152,18 @@ def prepare(raw: Path, shape: str, log) -> dict[str, Any]:
     endpoint = f"bench-{shape}"
     text = "endpoints:\n" + models.endpoint_yaml(endpoint, source)
     artifact, build_s = models.build(text, raw / f"config-{shape}.yaml", endpoint, (raw / f"art-{shape}").resolve())
-    log(f"  prepared {shape}: checkpoint {made_ckpt:.1f} s, pickle {made_pickle:.1f} s, "
-        f"build {'reused' if build_s < 0 else f'{build_s:.1f} s'}")  # fmt: skip
-    return {"a": source, "b": pickle_dir, "c": artifact, "config": raw / f"config-{shape}.yaml", "endpoint": endpoint,
-            "build_s": build_s}  # fmt: skip
+    log(
+        f"  prepared {shape}: checkpoint {made_ckpt:.1f} s, pickle {made_pickle:.1f} s, "
+        f"build {'reused' if build_s < 0 else f'{build_s:.1f} s'}"
+    )
+    return {
+        "a": source,
+        "b": pickle_dir,
+        "c": artifact,
+        "config": raw / f"config-{shape}.yaml",
+        "endpoint": endpoint,
+        "build_s": build_s,
+    }
 
 
 def bench(raw: Path, shape: str, reps: int, log) -> dict[str, Any]:
@@ -165,7 +173,9 @@ def bench(raw: Path, shape: str, reps: int, log) -> dict[str, Any]:
     files = {"a": files_of(paths["a"]), "b": files_of(paths["b"]), "c": files_of(paths["c"]), "d": files_of(paths["c"])}
     sizes = {k: sum(p.stat().st_size for p in v) for k, v in files.items()}
     log("  sizes on disk: " + ", ".join(f"{k} {v / 2**30:.2f} GiB" for k, v in sizes.items()))
-    for name in "ad":  # untimed: first-call costs (transformers' lazy imports of GPT-2 + generate, first reads) out of run 1
+    for (
+        name
+    ) in "ad":  # untimed: first-call costs (transformers' lazy imports of GPT-2 + generate, first reads) out of run 1
         run_variant(name, paths)
     ready = {(v, s): [] for v in "abcd" for s in ("cold", "warm")}
     first_token = {(v, s): [] for v in "abcd" for s in ("cold", "warm")}
@@ -177,8 +187,11 @@ def bench(raw: Path, shape: str, reps: int, log) -> dict[str, Any]:
                 total, tok = run_variant(v, paths)
                 ready[(v, state)].append(total)
                 first_token[(v, state)].append(tok)
-        log(f"  run {rep + 1}/{reps}: " + ", ".join(
-            f"{v} {ready[(v, 'cold')][-1]:.2f}/{ready[(v, 'warm')][-1]:.2f} s" for v in "abcd") + " (cold/warm)")
+        log(
+            f"  run {rep + 1}/{reps}: "
+            + ", ".join(f"{v} {ready[(v, 'cold')][-1]:.2f}/{ready[(v, 'warm')][-1]:.2f} s" for v in "abcd")
+            + " (cold/warm)"
+        )
     out: dict[str, Any] = {
         "shape": shape,
         "variants": VARIANTS,
@@ -190,7 +203,10 @@ def bench(raw: Path, shape: str, reps: int, log) -> dict[str, Any]:
             "posix_fadvise(POSIX_FADV_DONTNEED) on every file of the variant before the run; warm: the run right "
             f"after. {reps} interleaved runs, after one untimed pass of (a) and (d)."
         ),
-        "ready_s": {}, "first_token_part_s": {}, "read_gib_per_s": {}, "ratios": {},
+        "ready_s": {},
+        "first_token_part_s": {},
+        "read_gib_per_s": {},
+        "ratios": {},
     }
     for (v, s), xs in ready.items():
         out["ready_s"][f"{v}_{s}"] = summarize(xs)

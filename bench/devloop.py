@@ -57,8 +57,13 @@ def bench(raw: Path, reps: int, log, *, demo: bool = True, make_test: bool = Fal
     from local_emulator.moto_server import free_port
 
     out: dict[str, Any] = {}
-    res = subprocess.run([sys.executable, "-m", "bench.devloop", "synth", str(reps + 1)], cwd=REPO,
-                         capture_output=True, text=True, check=True)  # fmt: skip
+    res = subprocess.run(
+        [sys.executable, "-m", "bench.devloop", "synth", str(reps + 1)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     data = json.loads(res.stdout.strip().splitlines()[-1])
     first = [data["import_s"] + data["pass_s"][0]]
     later = data["pass_s"][1:]
@@ -70,18 +75,28 @@ def bench(raw: Path, reps: int, log, *, demo: bool = True, make_test: bool = Fal
         "first_over_later": ratio(summarize(first), summarize(later)),
         "per_case_later_s": summarize([x / data["cases"] for x in later]),
         "method": f"one fresh process: import aws_cdk + synth every (example, environment) = pass 1; then {reps} "
-                  "more passes in the same process (cdk-nag validation included)",
+        "more passes in the same process (cdk-nag validation included)",
     }
-    log(f"  synth {data['cases']} example configs: first pass (with import) {first[0]:.1f} s, later passes "
-        f"{summarize(later)['median']:.1f} s")
+    log(
+        f"  synth {data['cases']} example configs: first pass (with import) {first[0]:.1f} s, later passes "
+        f"{summarize(later)['median']:.1f} s"
+    )
     if demo:
         t = time.perf_counter()
-        r = subprocess.run([sys.executable, "-m", "local_emulator.demo", "--port", str(free_port())], cwd=REPO,
-                           capture_output=True, text=True)  # fmt: skip
+        r = subprocess.run(
+            [sys.executable, "-m", "local_emulator.demo", "--port", str(free_port())],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+        )
         secs = time.perf_counter() - t
         (raw / "demo.log").write_text(r.stdout + r.stderr)
-        out["demo"] = {"seconds": secs, "returncode": r.returncode, "n": 1,
-                       "method": "one `python -m local_emulator.demo --port <free>` (what `make demo` runs), n=1"}
+        out["demo"] = {
+            "seconds": secs,
+            "returncode": r.returncode,
+            "n": 1,
+            "method": "one `python -m local_emulator.demo --port <free>` (what `make demo` runs), n=1",
+        }
         log(f"  make demo (python -m local_emulator.demo): {secs:.1f} s, exit {r.returncode}")
     if make_test:
         t = time.perf_counter()

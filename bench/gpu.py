@@ -47,8 +47,11 @@ def memory_bandwidth(device: str, nbytes: int, reps: int) -> dict[str, Any]:
         sync(device)
         rates.append(2 * nbytes / (time.perf_counter() - t))
     del src, dst
-    return {"bytes_per_s": summarize(rates), "copy_bytes": nbytes,
-            "method": "torch Tensor.copy_ between two fp16 tensors on the device; 2 * bytes / seconds"}  # fmt: skip
+    return {
+        "bytes_per_s": summarize(rates),
+        "copy_bytes": nbytes,
+        "method": "torch Tensor.copy_ between two fp16 tensors on the device; 2 * bytes / seconds",
+    }
 
 
 def prepare(raw: Path, shape: str, device: str, log) -> dict[str, Path]:
@@ -85,9 +88,16 @@ def prepare(raw: Path, shape: str, device: str, log) -> dict[str, Path]:
     os.replace(old / "model.pt.tmp", old / "model.pt")
     del model
     gc.collect()
-    write_manifest(art, progress=False, system="hf-fastload", endpoint=f"bench-gpu-{shape}", dtype="fp16",
-                   compute_dtype=handler.compute_dtype_rule("fp16"), weights_format="safetensors",
-                   verification={"skipped": "bench artifact of random weights (bench/gpu.py prepare)"})  # fmt: skip
+    write_manifest(
+        art,
+        progress=False,
+        system="hf-fastload",
+        endpoint=f"bench-gpu-{shape}",
+        dtype="fp16",
+        compute_dtype=handler.compute_dtype_rule("fp16"),
+        weights_format="safetensors",
+        verification={"skipped": "bench artifact of random weights (bench/gpu.py prepare)"},
+    )
     log(f"  prepared {shape} on {device}: {time.perf_counter() - t:.1f} s")
     return {"ours": art, "old": old}
 
@@ -147,14 +157,21 @@ def coldstart(paths: dict[str, Path], device: str, reps: int, log, *, warmup: bo
         ratios[f"old_over_ours_{state}"] = ratio(s[f"old_{state}"], s[f"ours_{state}"])
     ratios["raw_cold_over_warm"] = ratio(s["raw_cold"], s["raw_warm"])
     return {
-        "variants": VARIANTS, "bytes": sizes, "seconds": s, "ratios": ratios,
+        "variants": VARIANTS,
+        "bytes": sizes,
+        "seconds": s,
+        "ratios": ratios,
         "eviction_effective": ratios["raw_cold_over_warm"]["median"] > 1.2,
-        "targets": {st: {"ours_within_1.5x_of_raw": ratios[f"ours_over_raw_{st}"]["median"] <= 1.5,
-                         "ours_3x_faster_than_old": ratios[f"old_over_ours_{st}"]["median"] >= 3.0}
-                    for st in ("cold", "warm")},
+        "targets": {
+            st: {
+                "ours_within_1.5x_of_raw": ratios[f"ours_over_raw_{st}"]["median"] <= 1.5,
+                "ours_3x_faster_than_old": ratios[f"old_over_ours_{st}"]["median"] >= 3.0,
+            }
+            for st in ("cold", "warm")
+        },
         "method": f"{reps} interleaved runs (ours, old, raw; each cold then warm) after one untimed raw + ours; "
-                  "cold = fsync + posix_fadvise(POSIX_FADV_DONTNEED) on every file of the variant first",
-    }  # fmt: skip
+        "cold = fsync + posix_fadvise(POSIX_FADV_DONTNEED) on every file of the variant first",
+    }
 
 
 def _timed(fn, device: str) -> float:
@@ -190,8 +207,18 @@ def _handler_generate(bundle: dict):
     return generate
 
 
-def decode(artifact: Path, device: str, reps: int, log, *, batches=(1, 8), new_tokens: int = 64, bandwidth: float,
-           warmup: int = 2, check_tokens: int = 16) -> dict[str, Any]:  # fmt: skip
+def decode(
+    artifact: Path,
+    device: str,
+    reps: int,
+    log,
+    *,
+    batches=(1, 8),
+    new_tokens: int = 64,
+    bandwidth: float,
+    warmup: int = 2,
+    check_tokens: int = 16,
+) -> dict[str, Any]:
     """Decode tokens/s of HF eager, our fast path and DeepSpeed kernel injection, against the bandwidth bound."""
     from systems.hf_fastload.handler import inference as handler
 
@@ -202,8 +229,14 @@ def decode(artifact: Path, device: str, reps: int, log, *, batches=(1, 8), new_t
     fast_bundle = {**bundle}
     fast_bundle["decode"], fast_bundle["generate_kwargs"] = handler.decode_settings(model, fast_mode)
     paths: dict[str, dict] = {"hf_eager": bundle, "ours_fast": fast_bundle}
-    out: dict[str, Any] = {"weight_bytes": weight_bytes, "dtype": str(bundle["dtype"]), "new_tokens": new_tokens,
-                           "fast_path": fast_bundle["decode"], "systems": {}, "tokens_equal": {}}  # fmt: skip
+    out: dict[str, Any] = {
+        "weight_bytes": weight_bytes,
+        "dtype": str(bundle["dtype"]),
+        "new_tokens": new_tokens,
+        "fast_path": fast_bundle["decode"],
+        "systems": {},
+        "tokens_equal": {},
+    }
     for b in batches:  # correctness first: the fast path's greedy tokens equal eager's
         fast_text, eager_text = (_handler_generate(x)(b, check_tokens) for x in (fast_bundle, bundle))
         out["tokens_equal"][str(b)] = fast_text == eager_text
@@ -220,14 +253,19 @@ def decode(artifact: Path, device: str, reps: int, log, *, batches=(1, 8), new_t
             bound = int(b) * bandwidth / weight_bytes
             r["bound_tokens_per_s"] = bound
             r["fraction_of_bound"] = r["decode_tokens_per_s"]["median"] / bound  # NaN when no run gave a rate
-        log(f"  decode {name}: " + ", ".join(
-            f"batch {b} {r['decode_tokens_per_s']['median']:.1f} tok/s ({r['fraction_of_bound']:.0%} of bound)"
-            for b, r in by_batch.items()))  # fmt: skip
+        log(
+            f"  decode {name}: "
+            + ", ".join(
+                f"batch {b} {r['decode_tokens_per_s']['median']:.1f} tok/s ({r['fraction_of_bound']:.0%} of bound)"
+                for b, r in by_batch.items()
+            )
+        )
     eager = out["systems"]["hf_eager"]
     out["ratios_vs_hf_eager"] = {
         name: {b: ratio(r[b]["decode_tokens_per_s"], eager[b]["decode_tokens_per_s"]) for b in r}
-        for name, r in out["systems"].items() if name != "hf_eager" and "skipped" not in r and "error" not in r
-    }  # fmt: skip
+        for name, r in out["systems"].items()
+        if name != "hf_eager" and "skipped" not in r and "error" not in r
+    }
     first = str(batches[0])
     fast = out["systems"]["ours_fast"][first]
     out["targets"] = {
@@ -266,16 +304,28 @@ def build_onnx_pair(raw: Path, shape: str, device: str, *, max_batch: int, max_s
         f"    engine: {{tensorrt_profile: {{max_batch: {max_batch}, max_sequence_length: {max_sequence_length}}}}}\n"
     )
     arts = {}
-    for system, name, extra, instance in (("hf-fastload", f"onnxcmp-hf-{shape}", "", "ml.g5.xlarge"),
-                                          ("tensorrt-byoc", f"onnxcmp-trt-{shape}", profile, "ml.g4dn.xlarge")):  # fmt: skip
-        text = "endpoints:\n" + models.endpoint_yaml(name, source, dtype=dtype, system=system, instance_type=instance,
-                                                     extra=extra)  # fmt: skip
+    for system, name, extra, instance in (
+        ("hf-fastload", f"onnxcmp-hf-{shape}", "", "ml.g5.xlarge"),
+        ("tensorrt-byoc", f"onnxcmp-trt-{shape}", profile, "ml.g4dn.xlarge"),
+    ):
+        text = "endpoints:\n" + models.endpoint_yaml(
+            name, source, dtype=dtype, system=system, instance_type=instance, extra=extra
+        )
         arts[system], _ = models.build(text, raw / f"config-{name}.yaml", name, (raw / f"art-{name}").resolve())
     return arts
 
 
-def onnx_vs_torch(trt_artifact: Path, torch_artifact: Path, device: str, reps: int, log, *, batches=(1, 8),
-                  new_tokens: int = 64, warmup: int = 1) -> dict[str, Any]:  # fmt: skip
+def onnx_vs_torch(
+    trt_artifact: Path,
+    torch_artifact: Path,
+    device: str,
+    reps: int,
+    log,
+    *,
+    batches=(1, 8),
+    new_tokens: int = 64,
+    warmup: int = 1,
+) -> dict[str, Any]:
     """GPT-2: the tensorrt-byoc handler's ONNX Runtime backend against the hf-fastload handler (PyTorch, eager)
     on artifacts of the same checkpoint."""
     from systems.byoc_server.contract import GenerationParameters
@@ -290,9 +340,13 @@ def onnx_vs_torch(trt_artifact: Path, torch_artifact: Path, device: str, reps: i
         return trt.generate_ids([ids] * batch, GenerationParameters(max_new_tokens=n, min_new_tokens=n))
 
     torch_bundle = handler.load_model(torch_artifact, decode="eager")
-    out: dict[str, Any] = {"new_tokens": new_tokens, "onnxruntime_providers": list(trt.backend.providers),
-                           "torch_dtype": str(torch_bundle["dtype"]), "onnx_dtype": trt.info.get("dtype"),
-                           "systems": {}}  # fmt: skip
+    out: dict[str, Any] = {
+        "new_tokens": new_tokens,
+        "onnxruntime_providers": list(trt.backend.providers),
+        "torch_dtype": str(torch_bundle["dtype"]),
+        "onnx_dtype": trt.info.get("dtype"),
+        "systems": {},
+    }
     out["systems"]["onnxruntime"] = {
         str(b): decode_rates(ort_generate, b, new_tokens, reps, device, warmup) for b in batches
     }
@@ -300,12 +354,19 @@ def onnx_vs_torch(trt_artifact: Path, torch_artifact: Path, device: str, reps: i
         str(b): decode_rates(_handler_generate(torch_bundle), b, new_tokens, reps, device, warmup) for b in batches
     }
     out["ratios_onnxruntime_over_pytorch"] = {
-        str(b): ratio(out["systems"]["onnxruntime"][str(b)]["decode_tokens_per_s"],
-                      out["systems"]["pytorch"][str(b)]["decode_tokens_per_s"]) for b in batches
-    }  # fmt: skip
-    log(f"  GPT-2 (ORT {', '.join(out['onnxruntime_providers'])}): " + ", ".join(
-        f"batch {b}: ORT/PyTorch decode tokens/s {out['ratios_onnxruntime_over_pytorch'][str(b)]['median']:.2f}x"
-        for b in batches))  # fmt: skip
+        str(b): ratio(
+            out["systems"]["onnxruntime"][str(b)]["decode_tokens_per_s"],
+            out["systems"]["pytorch"][str(b)]["decode_tokens_per_s"],
+        )
+        for b in batches
+    }
+    log(
+        f"  GPT-2 (ORT {', '.join(out['onnxruntime_providers'])}): "
+        + ", ".join(
+            f"batch {b}: ORT/PyTorch decode tokens/s {out['ratios_onnxruntime_over_pytorch'][str(b)]['median']:.2f}x"
+            for b in batches
+        )
+    )
     return out
 
 
@@ -314,14 +375,27 @@ def device_description(device: str) -> dict[str, Any]:
 
     if device.startswith("cuda"):
         props = torch.cuda.get_device_properties(torch.device(device))
-        return {"device": device, "name": props.name, "memory_gib": round(props.total_memory / 2**30, 1),
-                "cuda": torch.version.cuda}  # fmt: skip
+        return {
+            "device": device,
+            "name": props.name,
+            "memory_gib": round(props.total_memory / 2**30, 1),
+            "cuda": torch.version.cuda,
+        }
     return {"device": device, "name": "CPU stand-in (test shapes)"}
 
 
-def bench(raw: Path, reps: int, log, *, device: str | None = None, shape: str = "gptj-6b",
-          onnx_shape: str = "gpt2-124m", batches=(1, 8), new_tokens: int = 64,
-          bandwidth_bytes: int = 2 * 2**30) -> dict[str, Any]:  # fmt: skip
+def bench(
+    raw: Path,
+    reps: int,
+    log,
+    *,
+    device: str | None = None,
+    shape: str = "gptj-6b",
+    onnx_shape: str = "gpt2-124m",
+    batches=(1, 8),
+    new_tokens: int = 64,
+    bandwidth_bytes: int = 2 * 2**30,
+) -> dict[str, Any]:
     """The whole GPU section. device None: CUDA if available, else a skipped record (the CPU run of `make bench`)."""
     import torch
 
@@ -363,6 +437,7 @@ def bench(raw: Path, reps: int, log, *, device: str | None = None, shape: str = 
 
 def _onnx_part(raw: Path, shape: str, device: str, reps: int, log, batches, new_tokens: int) -> dict[str, Any]:
     arts = build_onnx_pair(raw, shape, device, max_batch=max(batches), max_sequence_length=new_tokens + 32)
-    out = onnx_vs_torch(arts["tensorrt-byoc"], arts["hf-fastload"], device, reps, log, batches=batches,
-                        new_tokens=new_tokens)  # fmt: skip
+    out = onnx_vs_torch(
+        arts["tensorrt-byoc"], arts["hf-fastload"], device, reps, log, batches=batches, new_tokens=new_tokens
+    )
     return {"shape": shape, **out}

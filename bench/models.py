@@ -73,8 +73,14 @@ def make_checkpoint(shape: str, out: Path) -> Path:
     return out
 
 
-def endpoint_yaml(name: str, model: Path, dtype: str = "fp16", system: str = "hf-fastload",
-                  instance_type: str = "ml.m5.xlarge", extra: str = "") -> str:
+def endpoint_yaml(
+    name: str,
+    model: Path,
+    dtype: str = "fp16",
+    system: str = "hf-fastload",
+    instance_type: str = "ml.m5.xlarge",
+    extra: str = "",
+) -> str:
     return (
         f"  - name: {name}\n    system: {system}\n    model: {model}\n    dtype: {dtype}\n"
         f"    instance_type: {instance_type}\n{extra}"

@@ -59,9 +59,14 @@ async def _read_body(receive) -> bytes:
 
 async def _send_json(send, status: int, obj: Any, headers: list | None = None) -> None:
     data = json.dumps(obj).encode()
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
-                + (headers or [])})  # fmt: skip
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
+            + (headers or []),
+        }
+    )
     await send({"type": "http.response.body", "body": data})
 
 
@@ -92,8 +97,9 @@ def create_app(pacing: Pacing):
             n = _count((request.get("parameters") or {}).get("max_new_tokens"), pacing.default_tokens)
             async for _ in pacing.tokens(n):
                 pass
-            await _send_json(send, 200, [{"generated_text": WORD * n}],
-                             [(b"x-amzn-invoked-production-variant", b"AllTraffic")])  # fmt: skip
+            await _send_json(
+                send, 200, [{"generated_text": WORD * n}], [(b"x-amzn-invoked-production-variant", b"AllTraffic")]
+            )
         else:
             await _send_json(send, 404, {"error": f"no route POST {path}"})
 
@@ -108,21 +114,43 @@ async def _chat(pacing: Pacing, request: dict, send) -> None:
     if not request.get("stream"):
         async for _ in pacing.tokens(n):
             pass
-        await _send_json(send, 200, {**base, "object": "chat.completion", "usage": usage, "choices": [
-            {"index": 0, "message": {"role": "assistant", "content": WORD * n}, "finish_reason": "length"}]})
+        await _send_json(
+            send,
+            200,
+            {
+                **base,
+                "object": "chat.completion",
+                "usage": usage,
+                "choices": [
+                    {"index": 0, "message": {"role": "assistant", "content": WORD * n}, "finish_reason": "length"}
+                ],
+            },
+        )
         return
-    await send({"type": "http.response.start", "status": 200,
-                "headers": [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 200,
+            "headers": [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")],
+        }
+    )
 
     async def event(obj: Any) -> None:
-        await send({"type": "http.response.body", "body": b"data: " + json.dumps(obj).encode() + b"\n\n",
-                    "more_body": True})  # fmt: skip
+        await send(
+            {"type": "http.response.body", "body": b"data: " + json.dumps(obj).encode() + b"\n\n", "more_body": True}
+        )
 
     chunk = {**base, "object": "chat.completion.chunk"}
     await event({**chunk, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]})
     async for i in pacing.tokens(n):
-        await event({**chunk, "choices": [{"index": 0, "delta": {"content": WORD},
-                                           "finish_reason": "length" if i == n - 1 else None}]})  # fmt: skip
+        await event(
+            {
+                **chunk,
+                "choices": [
+                    {"index": 0, "delta": {"content": WORD}, "finish_reason": "length" if i == n - 1 else None}
+                ],
+            }
+        )
     if (request.get("stream_options") or {}).get("include_usage"):
         await event({**chunk, "choices": [], "usage": usage})
     await send({"type": "http.response.body", "body": b"data: [DONE]\n\n", "more_body": False})
@@ -130,13 +158,25 @@ async def _chat(pacing: Pacing, request: dict, send) -> None:
 
 async def _lmi_stream(pacing: Pacing, request: dict, send) -> None:
     n = _count((request.get("parameters") or {}).get("max_new_tokens"), pacing.default_tokens)
-    await send({"type": "http.response.start", "status": 200,
-                "headers": [(b"content-type", event_stream.CONTENT_TYPE.encode()),
-                            (b"x-amzn-sagemaker-content-type", b"application/jsonlines")]})  # fmt: skip
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 200,
+            "headers": [
+                (b"content-type", event_stream.CONTENT_TYPE.encode()),
+                (b"x-amzn-sagemaker-content-type", b"application/jsonlines"),
+            ],
+        }
+    )
     async for i in pacing.tokens(n):
         line = {"token": {"id": i, "text": WORD}}
-        await send({"type": "http.response.body", "more_body": True,
-                    "body": event_stream.payload_part((json.dumps(line) + "\n").encode())})  # fmt: skip
+        await send(
+            {
+                "type": "http.response.body",
+                "more_body": True,
+                "body": event_stream.payload_part((json.dumps(line) + "\n").encode()),
+            }
+        )
     final = {"generated_text": WORD * n, "details": {"finish_reason": "length", "generated_tokens": n}}
     await send({"type": "http.response.body", "body": event_stream.payload_part((json.dumps(final) + "\n").encode())})
 

@@ -45,8 +45,9 @@ def plain_upload(s3, artifact: Path, bucket: str, prefix: str, max_concurrency: 
     config = TransferConfig(max_concurrency=max_concurrency, multipart_threshold=64 * MiB, multipart_chunksize=64 * MiB)
     t = time.perf_counter()
     with create_transfer_manager(s3, config) as manager:
-        futures = [manager.upload(str(p), bucket, f"{prefix}/{p.relative_to(artifact).as_posix()}")
-                   for p in files_of(artifact)]  # fmt: skip
+        futures = [
+            manager.upload(str(p), bucket, f"{prefix}/{p.relative_to(artifact).as_posix()}") for p in files_of(artifact)
+        ]
         for f in futures:
             f.result()
     return time.perf_counter() - t
@@ -62,9 +63,22 @@ def bench(raw: Path, artifact: Path, tar_artifact: Path, reps: int, log, with_re
     size = sum(p.stat().st_size for p in files_of(artifact))
     tar_size = sum(p.stat().st_size for p in files_of(tar_artifact))
     emu = moto_server.start(raw / "moto-logs")
-    samples: dict[str, list[float]] = {k: [] for k in (
-        "plain_upload_c8", "prefix_c8", "prefix_c1", "republish_c8", "tar_ours", "tar_ours_pack", "tar_default_pack",
-        "tar_prefix_c8", "hash_only", "read_warm", "read_cold")}  # fmt: skip
+    samples: dict[str, list[float]] = {
+        k: []
+        for k in (
+            "plain_upload_c8",
+            "prefix_c8",
+            "prefix_c1",
+            "republish_c8",
+            "tar_ours",
+            "tar_ours_pack",
+            "tar_default_pack",
+            "tar_prefix_c8",
+            "hash_only",
+            "read_warm",
+            "read_cold",
+        )
+    }
     tar_sizes: dict[str, int] = {}
     try:
         with emu.activated():
@@ -88,17 +102,30 @@ def bench(raw: Path, artifact: Path, tar_artifact: Path, reps: int, log, with_re
                 for key, conc in (("prefix_c1", 1), ("prefix_c8", 8)):  # c8 last: the republish below reuses it
                     emu.reset()  # every upload into an empty emulator, as the plain one (see the module doc)
                     s3.create_bucket(Bucket=BUCKET)
-                    r = publish_artifact(artifact, BUCKET, f"{key}/{rep}", s3_client=s3, max_concurrency=conc, progress=False)
+                    r = publish_artifact(
+                        artifact, BUCKET, f"{key}/{rep}", s3_client=s3, max_concurrency=conc, progress=False
+                    )
                     samples[key].append(r.seconds)
-                r = publish_artifact(artifact, BUCKET, f"prefix_c8/{rep}", s3_client=s3, max_concurrency=8, progress=False)
+                r = publish_artifact(
+                    artifact, BUCKET, f"prefix_c8/{rep}", s3_client=s3, max_concurrency=8, progress=False
+                )
                 assert r.uploaded_bytes == 0, f"republish uploaded {r.uploaded_bytes} bytes"
                 samples["republish_c8"].append(r.seconds)
                 emu.reset()  # free the emulator's memory before the tar runs
                 s3.create_bucket(Bucket=BUCKET)
-                r = publish_artifact(tar_artifact, BUCKET, f"tarp/{rep}", s3_client=s3, max_concurrency=8, progress=False)
+                r = publish_artifact(
+                    tar_artifact, BUCKET, f"tarp/{rep}", s3_client=s3, max_concurrency=8, progress=False
+                )
                 samples["tar_prefix_c8"].append(r.seconds)
-                r = publish_artifact(tar_artifact, BUCKET, f"tar/{rep}", s3_client=s3, max_concurrency=8,
-                                     model_data="tar-gz", progress=False)  # fmt: skip
+                r = publish_artifact(
+                    tar_artifact,
+                    BUCKET,
+                    f"tar/{rep}",
+                    s3_client=s3,
+                    max_concurrency=8,
+                    model_data="tar-gz",
+                    progress=False,
+                )
                 samples["tar_ours"].append(r.seconds)
                 samples["tar_ours_pack"].append(r.pack_seconds)
                 tar_sizes["ours"] = s3.head_object(Bucket=BUCKET, Key=f"tar/{rep}/model.tar.gz")["ContentLength"]
@@ -110,9 +137,11 @@ def bench(raw: Path, artifact: Path, tar_artifact: Path, reps: int, log, with_re
                     tar_sizes["tarfile_default"] = (tmp / "model.tar.gz").stat().st_size
                 finally:
                     shutil.rmtree(tmp, ignore_errors=True)
-                log(f"  run {rep + 1}/{reps}: plain upload c8 {samples['plain_upload_c8'][-1]:.2f} s, prefix c8 {samples['prefix_c8'][-1]:.2f} s, c1 {samples['prefix_c1'][-1]:.2f} s, "
+                log(
+                    f"  run {rep + 1}/{reps}: plain upload c8 {samples['plain_upload_c8'][-1]:.2f} s, prefix c8 {samples['prefix_c8'][-1]:.2f} s, c1 {samples['prefix_c1'][-1]:.2f} s, "
                     f"republish {samples['republish_c8'][-1]:.2f} s, tar.gz ours {samples['tar_ours'][-1]:.2f} s "
-                    f"(pack {samples['tar_ours_pack'][-1]:.2f}), tarfile default pack {samples['tar_default_pack'][-1]:.2f} s")  # fmt: skip
+                    f"(pack {samples['tar_ours_pack'][-1]:.2f}), tarfile default pack {samples['tar_default_pack'][-1]:.2f} s"
+                )
     finally:
         emu.stop()
     s = {k: summarize(v) for k, v in samples.items()}
@@ -140,7 +169,9 @@ def bench(raw: Path, artifact: Path, tar_artifact: Path, reps: int, log, with_re
             "prefix_c8_over_read_cold": ratio(s["prefix_c8"], s["read_cold"]),
             "prefix_c8_over_read_warm": ratio(s["prefix_c8"], s["read_warm"]),
         },
-        "targets": {"publish_within_10pct_of_plain_upload": s["prefix_c8"]["median"] <= 1.10 * s["plain_upload_c8"]["median"]},
+        "targets": {
+            "publish_within_10pct_of_plain_upload": s["prefix_c8"]["median"] <= 1.10 * s["plain_upload_c8"]["median"]
+        },
         "method": (
             f"{reps} interleaved runs against a moto S3 server on 127.0.0.1 (reset before each upload). publish = "
             "model_build.publish.publish_artifact: check sizes, HEAD existing keys, upload while hashing (a multipart "

@@ -26,11 +26,14 @@ def machine() -> dict[str, Any]:
     except (ValueError, OSError):
         pass
     info: dict[str, Any] = {
-        "cpu": cpu, "cores": os.cpu_count(), "ram_gib": round(ram / 2**30, 1),
-        "python": platform.python_version(), "platform": platform.platform(),
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "ram_gib": round(ram / 2**30, 1),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "loadavg_at_start": [round(x, 2) for x in os.getloadavg()],  # other work on the machine skews timings
-    }  # fmt: skip
+    }
     try:
         import torch
         import transformers
@@ -62,32 +65,61 @@ def _coldstart_md(c: dict[str, Any]) -> list[str]:
     gib = {k: v / 2**30 for k, v in c["bytes"].items()}
     rows = []
     for v, label in c["variants"].items():
-        rows.append([
-            f"({v}) {label}", f"{gib[v]:.2f}", spread(c["ready_s"][f"{v}_cold"]), spread(c["ready_s"][f"{v}_warm"]),
-            spread(c["first_token_part_s"][f"{v}_warm"]), spread(load_only(c, f"{v}_cold")),
-            spread(load_only(c, f"{v}_warm")), fmt(c["read_gib_per_s"][f"{v}_cold"]["median"]),
-        ])  # fmt: skip
+        rows.append(
+            [
+                f"({v}) {label}",
+                f"{gib[v]:.2f}",
+                spread(c["ready_s"][f"{v}_cold"]),
+                spread(c["ready_s"][f"{v}_warm"]),
+                spread(c["first_token_part_s"][f"{v}_warm"]),
+                spread(load_only(c, f"{v}_cold")),
+                spread(load_only(c, f"{v}_warm")),
+                fmt(c["read_gib_per_s"][f"{v}_cold"]["median"]),
+            ]
+        )
     r = dict(c["ratios"])
     r.update(load_only_ratios(c))
     ratio_rows = [[k, fmt(v["median"]), f"{fmt(v['min'])}-{fmt(v['max'])}"] for k, v in r.items()]
     t = c["targets"]
     return [
-        f"## 1. Cold start, artifact to first token ({c['shape']} shape, random weights)", "",
-        c["method"], "",
-        table(["variant", "GiB on disk", "cold s: median [min-max]", "warm s", "of which first token (warm) s",
-               "load only, cold s", "load only, warm s", "cold GiB/s"], rows), "",  # fmt: skip
-        "Ratios (median of medians; range = per-run ratios):", "",
-        table(["ratio", "median", "range"], ratio_rows), "",
-        "\"load only\" = ready minus the first-token part, per run. (a) and (c) memory-map safetensors, so part of "
+        f"## 1. Cold start, artifact to first token ({c['shape']} shape, random weights)",
+        "",
+        c["method"],
+        "",
+        table(
+            [
+                "variant",
+                "GiB on disk",
+                "cold s: median [min-max]",
+                "warm s",
+                "of which first token (warm) s",
+                "load only, cold s",
+                "load only, warm s",
+                "cold GiB/s",
+            ],
+            rows,
+        ),
+        "",
+        "Ratios (median of medians; range = per-run ratios):",
+        "",
+        table(["ratio", "median", "range"], ratio_rows),
+        "",
+        '"load only" = ready minus the first-token part, per run. (a) and (c) memory-map safetensors, so part of '
         "their reading happens inside the first token: load-only is a lower bound for them, the ready column is the "
         "measure. (c) computes in fp32 on a CPU (the handler's compute dtype, whatever the stored dtype); (b), the "
-        "old recipe, computes in its pickled fp16.", "",
+        "old recipe, computes in its pickled fp16.",
+        "",
         f"Page-cache eviction effective (raw read cold/warm > 1.2): **{c['eviction_effective']}**. "
         f"torch+transformers import in a fresh process (not in the numbers above): "
-        f"{spread(c['import_torch_transformers_s'])} s. Torch threads: {c['torch_threads']}.", "",
-        "Targets: " + "; ".join(
+        f"{spread(c['import_torch_transformers_s'])} s. Torch threads: {c['torch_threads']}.",
+        "",
+        "Targets: "
+        + "; ".join(
             f"{s}: (c) within 1.5x of (d) **{'met' if v['c_within_1.5x_of_d'] else 'missed'}**, (c) >= 3x faster "
-            f"than (b) **{'met' if v['c_3x_faster_than_b'] else 'missed'}**" for s, v in t.items()), "",
+            f"than (b) **{'met' if v['c_3x_faster_than_b'] else 'missed'}**"
+            for s, v in t.items()
+        ),
+        "",
     ]
 
 
@@ -95,59 +127,94 @@ def _publish_md(p: dict[str, Any]) -> list[str]:
     s, m = p["seconds"], p["mib_per_s"]
     names = {
         "plain_upload_c8": "plain upload of the same files, c8 (the emulator's ceiling)",
-        "read_cold": "raw read, cold cache (bound)", "read_warm": "raw read, warm cache", "hash_only": "sha256 of every file",
-        "prefix_c8": "publish s3-prefix, max_concurrency 8", "prefix_c1": "publish s3-prefix, max_concurrency 1",
-        "republish_c8": "re-publish unchanged (c8)", "tar_prefix_c8": "small artifact: s3-prefix c8",
-        "tar_ours": "small artifact: tar.gz, our packer + upload", "tar_ours_pack": "small artifact: our packing only",
+        "read_cold": "raw read, cold cache (bound)",
+        "read_warm": "raw read, warm cache",
+        "hash_only": "sha256 of every file",
+        "prefix_c8": "publish s3-prefix, max_concurrency 8",
+        "prefix_c1": "publish s3-prefix, max_concurrency 1",
+        "republish_c8": "re-publish unchanged (c8)",
+        "tar_prefix_c8": "small artifact: s3-prefix c8",
+        "tar_ours": "small artifact: tar.gz, our packer + upload",
+        "tar_ours_pack": "small artifact: our packing only",
         "tar_default_pack": "small artifact: tarfile 'w:gz' defaults, packing only",
         "tar_default_total_est": "small artifact: tarfile defaults pack + our upload",
-    }  # fmt: skip
+    }
     rows = [[label, spread(s[k]), fmt(m[k]["median"]) if k in m else "-"] for k, label in names.items() if k in s]
     ratio_rows = [[k, fmt(v["median"]), f"{fmt(v['min'])}-{fmt(v['max'])}"] for k, v in p["ratios"].items()]
     return [
-        "## 2. Build and publish to the local emulator's S3", "",
-        p["method"], "",
+        "## 2. Build and publish to the local emulator's S3",
+        "",
+        p["method"],
+        "",
         f"Artifact {p['artifact_bytes'] / 2**20:.0f} MiB (GPT-2-large fp16); small artifact {p['tar_artifact_bytes'] / 2**20:.0f} MiB "
         f"(GPT-2 124M fp16). Packer chosen here: {p['packer']}. Archive sizes: "
-        + ", ".join(f"{k} {v / 2**20:.0f} MiB" for k, v in p["tar_sizes"].items()) + ".", "",
-        table(["what", "seconds: median [min-max]", "MiB/s (median)"], rows), "",
-        table(["ratio", "median", "range"], ratio_rows), "",
-    ] + ([f"Target: publish (prefix c8) within 10 % of the plain upload: **"
-          f"{'met' if p['targets']['publish_within_10pct_of_plain_upload'] else 'missed'}** "
-          f"({fmt(p['ratios']['prefix_c8_over_plain_upload_c8']['median'])}x).", ""] if "targets" in p else [])  # fmt: skip
+        + ", ".join(f"{k} {v / 2**20:.0f} MiB" for k, v in p["tar_sizes"].items())
+        + ".",
+        "",
+        table(["what", "seconds: median [min-max]", "MiB/s (median)"], rows),
+        "",
+        table(["ratio", "median", "range"], ratio_rows),
+        "",
+    ] + (
+        [
+            f"Target: publish (prefix c8) within 10 % of the plain upload: **"
+            f"{'met' if p['targets']['publish_within_10pct_of_plain_upload'] else 'missed'}** "
+            f"({fmt(p['ratios']['prefix_c8_over_plain_upload_c8']['median'])}x).",
+            "",
+        ]
+        if "targets" in p
+        else []
+    )
 
 
 def _s3coldstart_md(c: dict[str, Any]) -> list[str]:
-    rows = [[f"({v}) {label}", spread(c["seconds"][v]), spread(c["download_seconds"][v])] for v, label in c["variants"].items()]
+    rows = [
+        [f"({v}) {label}", spread(c["seconds"][v]), spread(c["download_seconds"][v])]
+        for v, label in c["variants"].items()
+    ]
     ratio_rows = [[k, fmt(v["median"]), f"{fmt(v['min'])}-{fmt(v['max'])}"] for k, v in c["ratios"].items()]
     t = c["targets"]
     return [
-        "## 1b. Cold start from S3: published artifact to first token (local emulator's S3)", "",
-        c["method"], "",
+        "## 1b. Cold start from S3: published artifact to first token (local emulator's S3)",
+        "",
+        c["method"],
+        "",
         f"Our artifact {c['artifact_bytes'] / 2**20:.0f} MiB (s3-prefix); the old recipe's pickle "
         f"{c['pickle_bytes'] / 2**20:.0f} MiB, as model.tar.gz {c['old_tar_gz_bytes'] / 2**20:.0f} MiB; "
-        f"download concurrency {c['max_concurrency']}.", "",
-        table(["variant", "seconds to first token: median [min-max]", "of which download"], rows), "",
-        table(["ratio", "median", "range"], ratio_rows), "",
+        f"download concurrency {c['max_concurrency']}.",
+        "",
+        table(["variant", "seconds to first token: median [min-max]", "of which download"], rows),
+        "",
+        table(["ratio", "median", "range"], ratio_rows),
+        "",
         f"Targets: ours within 1.5x of the download alone **{'met' if t['ours_within_1.5x_of_raw'] else 'missed'}**; "
-        f"ours >= 3x faster than the old recipe **{'met' if t['ours_3x_faster_than_old'] else 'missed'}**.", "",
-    ]  # fmt: skip
+        f"ours >= 3x faster than the old recipe **{'met' if t['ours_3x_faster_than_old'] else 'missed'}**.",
+        "",
+    ]
 
 
 def _s3stream_md(c: dict[str, Any]) -> list[str]:
     out = ["## 1c. Streamed weights: Run:ai Model Streamer vs download then load (local emulator's S3)", ""]
     if "skipped" in c:
         return out + [f"Not run: {c['skipped']}", ""]
-    rows = [[f"({v}) {label}", spread(c["seconds"][v]), fmt(c["mib_per_s"][v]["median"])] for v, label in c["variants"].items()]
+    rows = [
+        [f"({v}) {label}", spread(c["seconds"][v]), fmt(c["mib_per_s"][v]["median"])]
+        for v, label in c["variants"].items()
+    ]
     ratio_rows = [[k, fmt(v["median"]), f"{fmt(v['min'])}-{fmt(v['max'])}"] for k, v in c["ratios"].items()]
     env = ", ".join(f"{k}={v}" for k, v in c["streamer_env"].items())
     return out + [
-        c["method"], "",
+        c["method"],
+        "",
         f"Artifact {c['artifact_bytes'] / 2**20:.0f} MiB ({(c.get('tensor_bytes') or 0) / 2**20:.0f} MiB of tensors); "
-        + ", ".join(f"{k} {v}" for k, v in c["versions"].items()) + f". Streamer settings (emulator): {env}.", "",
-        table(["variant", "seconds to every tensor in memory: median [min-max]", "MiB/s (median)"], rows), "",
-        table(["ratio", "median", "range"], ratio_rows), "",
-    ]  # fmt: skip
+        + ", ".join(f"{k} {v}" for k, v in c["versions"].items())
+        + f". Streamer settings (emulator): {env}.",
+        "",
+        table(["variant", "seconds to every tensor in memory: median [min-max]", "MiB/s (median)"], rows),
+        "",
+        table(["ratio", "median", "range"], ratio_rows),
+        "",
+    ]
 
 
 def _gpu_md(g: dict[str, Any]) -> list[str]:
@@ -156,22 +223,42 @@ def _gpu_md(g: dict[str, Any]) -> list[str]:
         return out + [f"GPU section: {g['skipped']}", ""]
     dev = g["device"]
     bw = g["bandwidth"]["bytes_per_s"]
-    out += [f"Device: {dev.get('name')} ({dev.get('memory_gib', '-')} GiB, CUDA {dev.get('cuda', '-')}); "
-            f"device-to-device copy bandwidth {fmt(bw['median'] / 1e9)} GB/s [{fmt(bw['min'] / 1e9)}-{fmt(bw['max'] / 1e9)}].", ""]  # fmt: skip
+    out += [
+        f"Device: {dev.get('name')} ({dev.get('memory_gib', '-')} GiB, CUDA {dev.get('cuda', '-')}); "
+        f"device-to-device copy bandwidth {fmt(bw['median'] / 1e9)} GB/s [{fmt(bw['min'] / 1e9)}-{fmt(bw['max'] / 1e9)}].",
+        "",
+    ]
     c = g.get("coldstart", {})
     if "error" in c:
         out += [f"Cold start: FAILED: {c['error']}", ""]
     elif c:
-        rows = [[f"{v}: {label}", f"{c['bytes'][v] / 2**30:.2f}", spread(c["seconds"][f"{v}_cold"]),
-                 spread(c["seconds"][f"{v}_warm"])] for v, label in c["variants"].items()]  # fmt: skip
+        rows = [
+            [
+                f"{v}: {label}",
+                f"{c['bytes'][v] / 2**30:.2f}",
+                spread(c["seconds"][f"{v}_cold"]),
+                spread(c["seconds"][f"{v}_warm"]),
+            ]
+            for v, label in c["variants"].items()
+        ]
         ratio_rows = [[k, fmt(v["median"]), f"{fmt(v['min'])}-{fmt(v['max'])}"] for k, v in c["ratios"].items()]
-        out += [f"### Cold start to the first token ({g['shape']} shape, fp16)", "", c["method"], "",
-                table(["variant", "GiB", "cold s: median [min-max]", "warm s"], rows), "",
-                table(["ratio", "median", "range"], ratio_rows), "",
-                f"Page-cache eviction effective: **{c['eviction_effective']}**. Targets: " + "; ".join(
-                    f"{s}: ours within 1.5x of raw **{'met' if v['ours_within_1.5x_of_raw'] else 'missed'}**, ours "
-                    f">= 3x faster than old **{'met' if v['ours_3x_faster_than_old'] else 'missed'}**"
-                    for s, v in c["targets"].items()), ""]  # fmt: skip
+        out += [
+            f"### Cold start to the first token ({g['shape']} shape, fp16)",
+            "",
+            c["method"],
+            "",
+            table(["variant", "GiB", "cold s: median [min-max]", "warm s"], rows),
+            "",
+            table(["ratio", "median", "range"], ratio_rows),
+            "",
+            f"Page-cache eviction effective: **{c['eviction_effective']}**. Targets: "
+            + "; ".join(
+                f"{s}: ours within 1.5x of raw **{'met' if v['ours_within_1.5x_of_raw'] else 'missed'}**, ours "
+                f">= 3x faster than old **{'met' if v['ours_3x_faster_than_old'] else 'missed'}**"
+                for s, v in c["targets"].items()
+            ),
+            "",
+        ]
     d = g.get("decode", {})
     if "error" in d:
         out += [f"Decode: FAILED: {d['error']}", ""]
@@ -182,28 +269,56 @@ def _gpu_md(g: dict[str, Any]) -> list[str]:
                 rows.append([name, "-", by_batch.get("skipped") or "FAILED: " + by_batch["error"][:100], "", "", ""])
                 continue
             for b, r in by_batch.items():
-                rows.append([name, b, spread(r["decode_tokens_per_s"]), fmt(r["bound_tokens_per_s"]),
-                             fmt(r["fraction_of_bound"]), spread(r["end_to_end_tokens_per_s"])])  # fmt: skip
-        out += [f"### Decode ({d['new_tokens']} new tokens, weights {d['weight_bytes'] / 2**30:.2f} GiB, {d['dtype']}; "
-                f"fast path: {d['fast_path']})", "",
-                table(["system", "batch", "decode tokens/s", "bound tokens/s", "fraction of bound",
-                       "end-to-end tokens/s"], rows), "",
-                "Fast path's greedy tokens equal HF eager's: " + ", ".join(
-                    f"batch {b} **{v}**" for b, v in d["tokens_equal"].items()) + ". Ratios to HF eager: " + "; ".join(
-                    f"{n} " + ", ".join(f"batch {b} {fmt(v['median'])}x" for b, v in r.items())
-                    for n, r in d["ratios_vs_hf_eager"].items()) + ".", "",
-                "Targets: " + "; ".join(f"{k} **{'met' if v else 'missed'}**" for k, v in d["targets"].items()), ""]  # fmt: skip
+                rows.append(
+                    [
+                        name,
+                        b,
+                        spread(r["decode_tokens_per_s"]),
+                        fmt(r["bound_tokens_per_s"]),
+                        fmt(r["fraction_of_bound"]),
+                        spread(r["end_to_end_tokens_per_s"]),
+                    ]
+                )
+        out += [
+            f"### Decode ({d['new_tokens']} new tokens, weights {d['weight_bytes'] / 2**30:.2f} GiB, {d['dtype']}; "
+            f"fast path: {d['fast_path']})",
+            "",
+            table(
+                ["system", "batch", "decode tokens/s", "bound tokens/s", "fraction of bound", "end-to-end tokens/s"],
+                rows,
+            ),
+            "",
+            "Fast path's greedy tokens equal HF eager's: "
+            + ", ".join(f"batch {b} **{v}**" for b, v in d["tokens_equal"].items())
+            + ". Ratios to HF eager: "
+            + "; ".join(
+                f"{n} " + ", ".join(f"batch {b} {fmt(v['median'])}x" for b, v in r.items())
+                for n, r in d["ratios_vs_hf_eager"].items()
+            )
+            + ".",
+            "",
+            "Targets: " + "; ".join(f"{k} **{'met' if v else 'missed'}**" for k, v in d["targets"].items()),
+            "",
+        ]
     o = g.get("gpt2_onnxruntime_vs_pytorch", {})
     if "error" in o:
         out += [f"GPT-2 ONNX Runtime vs PyTorch: FAILED: {o['error']}", ""]
     elif o:
-        rows = [[name, b, spread(r["decode_tokens_per_s"]), spread(r["end_to_end_tokens_per_s"])]
-                for name, by_batch in o["systems"].items() for b, r in by_batch.items()]  # fmt: skip
-        out += [f"### GPT-2 ({o.get('shape')}): ONNX Runtime ({', '.join(o['onnxruntime_providers'])}, "
-                f"{o['onnx_dtype']}) vs PyTorch ({o['torch_dtype']}), {o['new_tokens']} new tokens", "",
-                table(["backend", "batch", "decode tokens/s", "end-to-end tokens/s"], rows), "",
-                "ONNX Runtime / PyTorch decode tokens/s: " + ", ".join(
-                    f"batch {b} {fmt(v['median'])}x" for b, v in o["ratios_onnxruntime_over_pytorch"].items()), ""]  # fmt: skip
+        rows = [
+            [name, b, spread(r["decode_tokens_per_s"]), spread(r["end_to_end_tokens_per_s"])]
+            for name, by_batch in o["systems"].items()
+            for b, r in by_batch.items()
+        ]
+        out += [
+            f"### GPT-2 ({o.get('shape')}): ONNX Runtime ({', '.join(o['onnxruntime_providers'])}, "
+            f"{o['onnx_dtype']}) vs PyTorch ({o['torch_dtype']}), {o['new_tokens']} new tokens",
+            "",
+            table(["backend", "batch", "decode tokens/s", "end-to-end tokens/s"], rows),
+            "",
+            "ONNX Runtime / PyTorch decode tokens/s: "
+            + ", ".join(f"batch {b} {fmt(v['median'])}x" for b, v in o["ratios_onnxruntime_over_pytorch"].items()),
+            "",
+        ]
     return out
 
 
@@ -219,30 +334,72 @@ def _serving_md(sv: dict[str, Any]) -> list[str]:
                 rows.append([system, "-", "FAILED: " + d["error"][:80], "", "", "", "", ""])
                 continue
             for c, cell in d["cells"].items():
-                rows.append([system, c, f"{cell['p50_s'] * 1000:.0f}", f"{cell['p90_s'] * 1000:.0f}",
-                             f"{cell['p99_s'] * 1000:.0f}", spread(cell["req_per_s"]), spread(cell["tokens_per_s"]),
-                             f"{cell['errors']}/{cell['requests']}"])  # fmt: skip
-        out += [f"### {name}: {s['new_tokens']} new tokens per request, {s['rounds']} rounds per cell", "",
-                table(["server", "concurrency", "p50 ms", "p90 ms", "p99 ms", "req/s [min-max]", "tokens/s [min-max]",
-                       "errors/requests"], rows), ""]  # fmt: skip
+                rows.append(
+                    [
+                        system,
+                        c,
+                        f"{cell['p50_s'] * 1000:.0f}",
+                        f"{cell['p90_s'] * 1000:.0f}",
+                        f"{cell['p99_s'] * 1000:.0f}",
+                        spread(cell["req_per_s"]),
+                        spread(cell["tokens_per_s"]),
+                        f"{cell['errors']}/{cell['requests']}",
+                    ]
+                )
+        out += [
+            f"### {name}: {s['new_tokens']} new tokens per request, {s['rounds']} rounds per cell",
+            "",
+            table(
+                [
+                    "server",
+                    "concurrency",
+                    "p50 ms",
+                    "p90 ms",
+                    "p99 ms",
+                    "req/s [min-max]",
+                    "tokens/s [min-max]",
+                    "errors/requests",
+                ],
+                rows,
+            ),
+            "",
+        ]
         for system, by_c in s.get("ratios_tokens_per_s_vs_hf", {}).items():
-            out.append(f"- tokens/s of {system} / hf-fastload: " + ", ".join(
-                f"c{c} {fmt(v['median'])} ({fmt(v['min'])}-{fmt(v['max'])})" for c, v in by_c.items()))
+            out.append(
+                f"- tokens/s of {system} / hf-fastload: "
+                + ", ".join(f"c{c} {fmt(v['median'])} ({fmt(v['min'])}-{fmt(v['max'])})" for c, v in by_c.items())
+            )
         out.append("")
     return out
 
 
 def _devloop_md(d: dict[str, Any]) -> list[str]:
     s = d["synth_all_examples"]
-    out = ["## 4. Developer loop", "", s["method"], "",
-           table(["what", "seconds: median [min-max]"], [
-               [f"synth all {s['cases']} example configs x environments, first pass (incl. import aws_cdk "
-                f"{s['import_aws_cdk_s']:.1f} s)", spread(s["first_pass_s"])],
-               ["same, later passes in the same process", spread(s["later_pass_s"])],
-               ["per config x environment, later passes", spread(s["per_case_later_s"])],
-           ]), "", f"first / later pass: {fmt(s['first_over_later']['median'])}", ""]  # fmt: skip
+    out = [
+        "## 4. Developer loop",
+        "",
+        s["method"],
+        "",
+        table(
+            ["what", "seconds: median [min-max]"],
+            [
+                [
+                    f"synth all {s['cases']} example configs x environments, first pass (incl. import aws_cdk "
+                    f"{s['import_aws_cdk_s']:.1f} s)",
+                    spread(s["first_pass_s"]),
+                ],
+                ["same, later passes in the same process", spread(s["later_pass_s"])],
+                ["per config x environment, later passes", spread(s["per_case_later_s"])],
+            ],
+        ),
+        "",
+        f"first / later pass: {fmt(s['first_over_later']['median'])}",
+        "",
+    ]
     if "demo" in d:
-        out.append(f"- one `make demo` (python -m local_emulator.demo): {d['demo']['seconds']:.1f} s, exit {d['demo']['returncode']} (n=1)")
+        out.append(
+            f"- one `make demo` (python -m local_emulator.demo): {d['demo']['seconds']:.1f} s, exit {d['demo']['returncode']} (n=1)"
+        )
     if "make_test" in d:
         out.append(f"- `make test`: {d['make_test']['seconds']:.1f} s, exit {d['make_test']['returncode']} (n=1)")
     return out + [""]
@@ -256,11 +413,14 @@ def _loadtest_md(lt: dict[str, Any]) -> list[str]:
         out += [f"Cross-check failed: {cc['error']}", ""]
     elif cc:
         srv, wl = cc["server"], cc["workload"]
-        out += [f"Paced server: first token after {srv['ttft_ms']:g} ms, then one token every {srv['itl_ms']:g} ms, "
-                f"{srv['output_tokens']} tokens; {wl['requests']} requests per level after {wl['warmup']} warm-up, "
-                f"{wl['input_tokens']} input tokens; AIPerf {cc.get('aiperf_version') or 'not installed'}. "
-                f"Expected: TTFT {cc['expected']['ttft_ms']:g} ms, TPOT {cc['expected']['tpot_ms']:g} ms, "
-                f"e2e {cc['expected']['e2e_ms']:g} ms.", ""]  # fmt: skip
+        out += [
+            f"Paced server: first token after {srv['ttft_ms']:g} ms, then one token every {srv['itl_ms']:g} ms, "
+            f"{srv['output_tokens']} tokens; {wl['requests']} requests per level after {wl['warmup']} warm-up, "
+            f"{wl['input_tokens']} input tokens; AIPerf {cc.get('aiperf_version') or 'not installed'}. "
+            f"Expected: TTFT {cc['expected']['ttft_ms']:g} ms, TPOT {cc['expected']['tpot_ms']:g} ms, "
+            f"e2e {cc['expected']['e2e_ms']:g} ms.",
+            "",
+        ]
         rows = []
         for c, cell in cc["levels"].items():
             for name, v in (cell.get("comparison") or {}).items():
@@ -269,48 +429,89 @@ def _loadtest_md(lt: dict[str, Any]) -> list[str]:
                 rows.append([c, name, v["ours"], v["aiperf"], v["ratio"], "yes" if v["within_10pct"] else "**no**"])
         if rows:
             out += [table(["concurrency", "metric", "ours", "AIPerf", "ours/AIPerf", "within 10 %"], rows), ""]
-            out += ["Definitions: TPOT (ours) and AIPerf's inter_token_latency are both (last text event - first) / "
-                    "(tokens - 1) per request; ITL (ours) and inter_chunk_latency both pool the gaps between text "
-                    "events; AIPerf's request_latency ends at the last text event, ours when the reply ends. Idle time "
-                    "per concurrency slot between a reply and the next request (wall x concurrency / requests - mean "
-                    "latency), which moves throughput at equal latency: " + "; ".join(
-                        f"concurrency {c}: ours {fmt(g['ours'])} ms, AIPerf {fmt(g['aiperf'])} ms "
-                        f"(its credit-to-start p50 {fmt(g['aiperf_credit_to_start_p50_ms'])} ms)"
-                        for c, cell in cc["levels"].items()
-                        if (g := (cell.get("comparison") or {}).get("idle_ms_between_requests_per_slot"))) + "."]
+            out += [
+                "Definitions: TPOT (ours) and AIPerf's inter_token_latency are both (last text event - first) / "
+                "(tokens - 1) per request; ITL (ours) and inter_chunk_latency both pool the gaps between text "
+                "events; AIPerf's request_latency ends at the last text event, ours when the reply ends. Idle time "
+                "per concurrency slot between a reply and the next request (wall x concurrency / requests - mean "
+                "latency), which moves throughput at equal latency: "
+                + "; ".join(
+                    f"concurrency {c}: ours {fmt(g['ours'])} ms, AIPerf {fmt(g['aiperf'])} ms "
+                    f"(its credit-to-start p50 {fmt(g['aiperf_credit_to_start_p50_ms'])} ms)"
+                    for c, cell in cc["levels"].items()
+                    if (g := (cell.get("comparison") or {}).get("idle_ms_between_requests_per_slot"))
+                )
+                + "."
+            ]
             bare = (cc["levels"].get("1") or {}).get("bare_httpx_ttft_ms")
             if bare:
-                out += [f"Control for the client's own cost at concurrency 1: a bare httpx streaming loop (no load-test "
-                        f"bookkeeping, its own process) sees TTFT p50 {fmt(bare['p50'])} ms (min {fmt(bare['min'])}) "
-                        f"against the same server."]  # fmt: skip
+                out += [
+                    f"Control for the client's own cost at concurrency 1: a bare httpx streaming loop (no load-test "
+                    f"bookkeeping, its own process) sees TTFT p50 {fmt(bare['p50'])} ms (min {fmt(bare['min'])}) "
+                    f"against the same server."
+                ]
             out += [""]
         else:
             out += ["AIPerf not run: " + "; ".join(str(cell.get("aiperf")) for cell in cc["levels"].values()), ""]
     ce = lt.get("ceiling") or {}
     if ce and "error" not in ce:
-        out += [f"Ceiling ({ce['target']}, {ce['requests_per_level']} requests per level): " + ", ".join(
-            f"concurrency {c} {fmt(v['requests_per_s'])} req/s (e2e p50 {fmt(v['e2e_ms'].get('p50'))} ms)"
-            for c, v in ce["levels"].items()) + f"; at most {fmt(ce['max_requests_per_s'])} req/s" + (
-            f"; AIPerf at concurrency {ce['aiperf_reference']['concurrency']}: "
-            f"{fmt(ce['aiperf_reference']['requests_per_s'])} req/s" if ce.get("aiperf_reference") else "") + ".", ""]  # fmt: skip
+        out += [
+            f"Ceiling ({ce['target']}, {ce['requests_per_level']} requests per level): "
+            + ", ".join(
+                f"concurrency {c} {fmt(v['requests_per_s'])} req/s (e2e p50 {fmt(v['e2e_ms'].get('p50'))} ms)"
+                for c, v in ce["levels"].items()
+            )
+            + f"; at most {fmt(ce['max_requests_per_s'])} req/s"
+            + (
+                f"; AIPerf at concurrency {ce['aiperf_reference']['concurrency']}: "
+                f"{fmt(ce['aiperf_reference']['requests_per_s'])} req/s"
+                if ce.get("aiperf_reference")
+                else ""
+            )
+            + ".",
+            "",
+        ]
     fd = lt.get("front_doors") or {}
     if fd and "error" not in fd:
         rows = [[k, v["p50"], v["p99"]] for k, v in fd["ms"].items()]
-        out += [f"Front doors ({fd['server']}; {fd['reps']} interleaved rounds), ms:", "",
-                table(["call", "p50", "p99"], rows), ""]  # fmt: skip
+        out += [
+            f"Front doors ({fd['server']}; {fd['reps']} interleaved rounds), ms:",
+            "",
+            table(["call", "p50", "p99"], rows),
+            "",
+        ]
         for door in ("invoke_function", "stream_function"):
             a = fd[f"{door}_added_ms"]
-            out.append(f"- {door} adds {fmt(a['p50_difference'])} ms at p50 (paired {fmt(a['paired_p50'])} ms), "
-                       f"{fmt(a['p99_difference'])} ms at p99: goal 5 ms p50 {'met' if a['goal_5ms_p50_met'] else '**missed**'}")
+            out.append(
+                f"- {door} adds {fmt(a['p50_difference'])} ms at p50 (paired {fmt(a['paired_p50'])} ms), "
+                f"{fmt(a['p99_difference'])} ms at p99: goal 5 ms p50 {'met' if a['goal_5ms_p50_met'] else '**missed**'}"
+            )
         out.append("")
     ls = lt.get("local_server") or {}
     if ls and "error" not in ls:
         res = ls.get("ours_response_stream") or {}
-        rows = [[lv["concurrency"], lv["requests"], lv["errors"], lv["ttft_ms"].get("p50"), lv["itl_ms"].get("p50"),
-                 lv["e2e_ms"].get("p50"), lv["output_tokens_per_s"]] for lv in res.get("levels", [])]  # fmt: skip
-        out += [f"Local server ({ls['model']}), sagemaker-runtime response stream:", "",
-                table(["concurrency", "requests", "errors", "TTFT p50 ms", "ITL p50 ms", "e2e p50 ms", "output tok/s"], rows),
-                "", f"OpenAI route: {ls.get('openai_route')}", ""]  # fmt: skip
+        rows = [
+            [
+                lv["concurrency"],
+                lv["requests"],
+                lv["errors"],
+                lv["ttft_ms"].get("p50"),
+                lv["itl_ms"].get("p50"),
+                lv["e2e_ms"].get("p50"),
+                lv["output_tokens_per_s"],
+            ]
+            for lv in res.get("levels", [])
+        ]
+        out += [
+            f"Local server ({ls['model']}), sagemaker-runtime response stream:",
+            "",
+            table(
+                ["concurrency", "requests", "errors", "TTFT p50 ms", "ITL p50 ms", "e2e p50 ms", "output tok/s"], rows
+            ),
+            "",
+            f"OpenAI route: {ls.get('openai_route')}",
+            "",
+        ]
     for name in ("cross_check", "ceiling", "front_doors", "local_server"):
         if "error" in (lt.get(name) or {}):
             out += [f"{name} failed: {lt[name]['error']}", ""]
@@ -320,22 +521,34 @@ def _loadtest_md(lt: dict[str, Any]) -> list[str]:
 def markdown(results: dict[str, Any]) -> str:
     m = results["machine"]
     lines = [
-        "# Benchmarks (`make bench`)", "",
+        "# Benchmarks (`make bench`)",
+        "",
         f"Machine: {m.get('cpu')}, {m.get('cores')} cores, {m.get('ram_gib')} GiB RAM; Python {m.get('python')}, "
-        f"torch {m.get('torch')}, transformers {m.get('transformers')}, CUDA {m.get('cuda')}; {m.get('date')}.", "",
+        f"torch {m.get('torch')}, transformers {m.get('transformers')}, CUDA {m.get('cuda')}; {m.get('date')}.",
+        "",
         f"Every number: median [min-max] of {results['reps']} runs unless it says n=1. Total runtime "
-        f"{results.get('total_seconds', 0):.0f} s (" + ", ".join(f"{k} {v:.0f} s" for k, v in results.get('section_seconds', {}).items()) + ").", "",
-    ]  # fmt: skip
+        f"{results.get('total_seconds', 0):.0f} s ("
+        + ", ".join(f"{k} {v:.0f} s" for k, v in results.get("section_seconds", {}).items())
+        + ").",
+        "",
+    ]
     sec = results["sections"]
     if m.get("loadavg_at_start"):
         after = results.get("loadavg_after_section") or {}
-        lines += [f"Load average (1/5/15 min) at the start: {m['loadavg_at_start']}" + (
-            "; after each section: " + ", ".join(f"{k} {v}" for k, v in after.items()) if after else "") +
-            f" ({m.get('cores')} cores: above that, other work shared the CPU and skews the times).", ""]  # fmt: skip
+        lines += [
+            f"Load average (1/5/15 min) at the start: {m['loadavg_at_start']}"
+            + ("; after each section: " + ", ".join(f"{k} {v}" for k, v in after.items()) if after else "")
+            + f" ({m.get('cores')} cores: above that, other work shared the CPU and skews the times).",
+            "",
+        ]
     kept = results.get("kept_from_earlier_run") or {}
     if kept:
-        lines += ["Sections kept from an earlier run (not re-run this time): " + ", ".join(
-            f"{k} ({v})" for k, v in kept.items()) + ".", ""]  # fmt: skip
+        lines += [
+            "Sections kept from an earlier run (not re-run this time): "
+            + ", ".join(f"{k} ({v})" for k, v in kept.items())
+            + ".",
+            "",
+        ]
     for key in ("coldstart", "coldstart_gptj"):
         if key in sec:
             lines += _coldstart_md(sec[key])
@@ -372,9 +585,13 @@ def plots(results: dict[str, Any], out: Path) -> list[Path]:
             med = [c["ready_s"][f"{v}_{state}"]["median"] for v in xs]
             lo = [m - c["ready_s"][f"{v}_{state}"]["min"] for v, m in zip(xs, med)]
             hi = [c["ready_s"][f"{v}_{state}"]["max"] - m for v, m in zip(xs, med)]
-            ax.bar([j + i * 0.4 for j in range(len(xs))], med, 0.4, yerr=[lo, hi], capsize=3, label=f"page cache {state}")
-        ax.set_xticks([j + 0.2 for j in range(len(xs))], ["(a) from_pretrained\nfp32", "(b) torch.load\npickle fp16",
-                                                          "(c) ours\nsafetensors fp16", "(d) raw read"])  # fmt: skip
+            ax.bar(
+                [j + i * 0.4 for j in range(len(xs))], med, 0.4, yerr=[lo, hi], capsize=3, label=f"page cache {state}"
+            )
+        ax.set_xticks(
+            [j + 0.2 for j in range(len(xs))],
+            ["(a) from_pretrained\nfp32", "(b) torch.load\npickle fp16", "(c) ours\nsafetensors fp16", "(d) raw read"],
+        )
         ax.set_ylabel("seconds to first token (median, min-max)")
         ax.set_title(f"Cold start, {c['shape']} shape")
         ax.legend()
@@ -384,8 +601,21 @@ def plots(results: dict[str, Any], out: Path) -> list[Path]:
         plt.close(fig)
     p = sec.get("publish")
     if p:
-        keys = [k for k in ("read_cold", "read_warm", "hash_only", "prefix_c8", "prefix_c1", "tar_prefix_c8", "tar_ours",
-                            "tar_ours_pack", "tar_default_pack") if k in p["mib_per_s"]]  # fmt: skip
+        keys = [
+            k
+            for k in (
+                "read_cold",
+                "read_warm",
+                "hash_only",
+                "prefix_c8",
+                "prefix_c1",
+                "tar_prefix_c8",
+                "tar_ours",
+                "tar_ours_pack",
+                "tar_default_pack",
+            )
+            if k in p["mib_per_s"]
+        ]
         fig, ax = plt.subplots(figsize=(8, 4))
         ax.barh(keys, [p["mib_per_s"][k]["median"] for k in keys])
         ax.set_xscale("log")
@@ -419,7 +649,10 @@ def plots(results: dict[str, Any], out: Path) -> list[Path]:
         fig, ax = plt.subplots(figsize=(7, 3.5))
         xs = list(s3["variants"])
         med = [s3["seconds"][v]["median"] for v in xs]
-        err = [[m - s3["seconds"][v]["min"] for v, m in zip(xs, med)], [s3["seconds"][v]["max"] - m for v, m in zip(xs, med)]]
+        err = [
+            [m - s3["seconds"][v]["min"] for v, m in zip(xs, med)],
+            [s3["seconds"][v]["max"] - m for v, m in zip(xs, med)],
+        ]
         ax.bar(xs, med, yerr=err, capsize=3, label="to first token")
         ax.bar(xs, [s3["download_seconds"][v]["median"] for v in xs], 0.4, label="of which download")
         ax.set_ylabel("seconds (median, min-max)")
@@ -438,7 +671,9 @@ def plots(results: dict[str, Any], out: Path) -> list[Path]:
             bs = list(by_batch)
             ax.plot([int(b) for b in bs], [by_batch[b]["decode_tokens_per_s"]["median"] for b in bs], "o-", label=name)
         first = next(v for v in d["systems"].values() if "skipped" not in v and "error" not in v)
-        ax.plot([int(b) for b in first], [first[b]["bound_tokens_per_s"] for b in first], "k--", label="bandwidth bound")
+        ax.plot(
+            [int(b) for b in first], [first[b]["bound_tokens_per_s"] for b in first], "k--", label="bandwidth bound"
+        )
         ax.set_xlabel("batch")
         ax.set_ylabel("decode tokens/s")
         ax.set_title(f"Decode, {sec['gpu']['device'].get('name')}")

@@ -41,7 +41,9 @@ def transfer_config(max_concurrency: int) -> Any:
     (with boto3's default 8 MiB parts the emulator took 171 s instead of ~30 s for the 1.4 GB tar.gz)."""
     from boto3.s3.transfer import TransferConfig
 
-    return TransferConfig(max_concurrency=max_concurrency, multipart_threshold=64 * 2**20, multipart_chunksize=64 * 2**20)
+    return TransferConfig(
+        max_concurrency=max_concurrency, multipart_threshold=64 * 2**20, multipart_chunksize=64 * 2**20
+    )
 
 
 def download_prefix(s3: Any, bucket: str, prefix: str, dest: Path, max_concurrency: int = 8) -> int:
@@ -88,7 +90,9 @@ def run_variant(variant: str, s3: Any, scratch: Path, max_concurrency: int) -> t
                 handler.predict_fn({"inputs": PROMPT, "parameters": {"max_new_tokens": 1}}, bundle)
                 del bundle
         elif variant == "old":
-            s3.download_file(BUCKET, "old/model.tar.gz", str(dest / "model.tar.gz"), Config=transfer_config(max_concurrency))
+            s3.download_file(
+                BUCKET, "old/model.tar.gz", str(dest / "model.tar.gz"), Config=transfer_config(max_concurrency)
+            )
             t1 = time.perf_counter()
             with tarfile.open(dest / "model.tar.gz", "r:gz") as tar:
                 tar.extractall(dest / "model", filter="data")
@@ -117,8 +121,17 @@ def publish_both(s3: Any, artifact: Path, pickle_dir: Path, scratch: Path) -> di
     return {"old_tar_gz_bytes": size}
 
 
-def bench(raw: Path, artifact: Path, pickle_dir: Path, reps: int, log, *, emulator: Any = None,
-          max_concurrency: int = 8, warmup: bool = True) -> dict[str, Any]:  # fmt: skip
+def bench(
+    raw: Path,
+    artifact: Path,
+    pickle_dir: Path,
+    reps: int,
+    log,
+    *,
+    emulator: Any = None,
+    max_concurrency: int = 8,
+    warmup: bool = True,
+) -> dict[str, Any]:
     """Publish once, then `reps` interleaved runs of ours, old and raw. `emulator`: a running moto server
     (local_emulator.moto_server.Emulator) to use; None starts one for this benchmark."""
     import boto3
@@ -143,8 +156,10 @@ def bench(raw: Path, artifact: Path, pickle_dir: Path, reps: int, log, *, emulat
                     total, dl = run_variant(v, s3, scratch, max_concurrency)
                     samples[v].append(total)
                     download[v].append(dl)
-                log(f"  S3 cold start run {rep + 1}/{reps}: "
-                    + ", ".join(f"{v} {samples[v][-1]:.2f} s (download {download[v][-1]:.2f})" for v in VARIANTS))  # fmt: skip
+                log(
+                    f"  S3 cold start run {rep + 1}/{reps}: "
+                    + ", ".join(f"{v} {samples[v][-1]:.2f} s (download {download[v][-1]:.2f})" for v in VARIANTS)
+                )
             emu.reset()  # free the emulator's memory
     finally:
         if emulator is None:
@@ -161,8 +176,10 @@ def bench(raw: Path, artifact: Path, pickle_dir: Path, reps: int, log, *, emulat
         "seconds": s,
         "download_seconds": {v: summarize(x) for v, x in download.items()},
         "ratios": ratios,
-        "targets": {"ours_within_1.5x_of_raw": ratios["ours_over_raw"]["median"] <= 1.5,
-                    "ours_3x_faster_than_old": ratios["old_over_ours"]["median"] >= 3.0},  # fmt: skip
+        "targets": {
+            "ours_within_1.5x_of_raw": ratios["ours_over_raw"]["median"] <= 1.5,
+            "ours_3x_faster_than_old": ratios["old_over_ours"]["median"] >= 3.0,
+        },
         "method": (
             f"published once to a moto S3 server on 127.0.0.1, then {reps} interleaved runs (ours, old, raw) after "
             "one untimed raw + ours; each run downloads into a fresh directory; seconds from nothing downloaded "

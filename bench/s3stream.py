@@ -145,7 +145,9 @@ def bench(raw: Path, artifact: Path, reps: int, log, *, emulator: Any = None, wa
             emu.reset()
             s3 = boto3.client("s3", config=Config(max_pool_connections=CONCURRENCY + 4))
             s3.create_bucket(Bucket=BUCKET)
-            publish_artifact(artifact, BUCKET, PREFIX.rstrip("/"), s3_client=s3, max_concurrency=CONCURRENCY, progress=False)
+            publish_artifact(
+                artifact, BUCKET, PREFIX.rstrip("/"), s3_client=s3, max_concurrency=CONCURRENCY, progress=False
+            )
             if warmup:  # untimed: imports, first calls, and the equality check
                 _, streamed = run_variant("stream", s3, scratch)
                 _, loaded = run_variant("download_load", s3, scratch)
@@ -159,9 +161,11 @@ def bench(raw: Path, artifact: Path, reps: int, log, *, emulator: Any = None, wa
                     samples[v].append(seconds)
                     del got
                     gc.collect()
-                log(f"  streamed weights run {rep + 1}/{reps}: "
+                log(
+                    f"  streamed weights run {rep + 1}/{reps}: "
                     + ", ".join(f"{v} {samples[v][-1]:.2f} s" for v in VARIANTS)
-                    + f" (load average {os.getloadavg()[0]:.1f})")  # fmt: skip
+                    + f" (load average {os.getloadavg()[0]:.1f})"
+                )
             emu.reset()
     finally:
         if emulator is None:

@@ -32,25 +32,49 @@ def build_all(raw: Path, model_name: str, source: Path) -> dict[str, Path]:
     """hf-fastload, deepspeed-byoc and tensorrt-byoc artifacts of one source model (built once, reused)."""
     defs = {
         "hf-fastload": models.endpoint_yaml("srv-hf", source, dtype="fp32"),
-        "deepspeed-byoc": models.endpoint_yaml("srv-ds", source, dtype="fp16", system="deepspeed-byoc", instance_type="ml.g5.2xlarge"),
-        "tensorrt-byoc": models.endpoint_yaml("srv-trt", source, dtype="fp32", system="tensorrt-byoc", instance_type="ml.g4dn.xlarge"),
-    }  # fmt: skip
+        "deepspeed-byoc": models.endpoint_yaml(
+            "srv-ds", source, dtype="fp16", system="deepspeed-byoc", instance_type="ml.g5.2xlarge"
+        ),
+        "tensorrt-byoc": models.endpoint_yaml(
+            "srv-trt", source, dtype="fp32", system="tensorrt-byoc", instance_type="ml.g4dn.xlarge"
+        ),
+    }
     names = {"hf-fastload": "srv-hf", "deepspeed-byoc": "srv-ds", "tensorrt-byoc": "srv-trt"}
     out = {}
     for system, text in defs.items():
         cfg = raw / f"config-serve-{model_name}-{names[system]}.yaml"
-        art, _ = models.build("endpoints:\n" + text, cfg, names[system], (raw / f"serve-{model_name}" / names[system]).resolve())
+        art, _ = models.build(
+            "endpoints:\n" + text, cfg, names[system], (raw / f"serve-{model_name}" / names[system]).resolve()
+        )
         out[system] = art
         out[system + ":config"] = cfg
     return out
 
 
 def start_server(system: str, artifacts: dict[str, Path], port: int, log_path: Path) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "ORT_INTRA_OP_THREADS": "1",
-           "TOKENIZERS_PARALLELISM": "false", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}  # fmt: skip
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO),
+        "OMP_NUM_THREADS": "1",
+        "ORT_INTRA_OP_THREADS": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+        "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+    }
     if system == "hf-fastload":
-        cmd = [sys.executable, "-m", "model_build", "serve", "--config", str(artifacts[system + ":config"]),
-               "--endpoint", "srv-hf", "--port", str(port), "--artifact", str(artifacts[system])]  # fmt: skip
+        cmd = [
+            sys.executable,
+            "-m",
+            "model_build",
+            "serve",
+            "--config",
+            str(artifacts[system + ":config"]),
+            "--endpoint",
+            "srv-hf",
+            "--port",
+            str(port),
+            "--artifact",
+            str(artifacts[system]),
+        ]
     elif system == "deepspeed-byoc":
         env["DTYPE"] = "fp32"  # the handler's container override: fp16 matmuls on CPU are not what is measured
         cmd = [sys.executable, "-m", "bench.byoc_launch", "deepspeed", str(artifacts[system]), str(port)]
@@ -86,7 +110,9 @@ def stop(proc: subprocess.Popen) -> None:
             proc.wait()
 
 
-async def load_round(url: str, concurrency: int, total: int, new_tokens: int, deadline: float) -> tuple[list[float], int, float]:
+async def load_round(
+    url: str, concurrency: int, total: int, new_tokens: int, deadline: float
+) -> tuple[list[float], int, float]:
     """`total` requests with `concurrency` in flight; (latencies of 2xx replies, errors, wall seconds)."""
     import httpx
 
@@ -122,8 +148,9 @@ async def load_round(url: str, concurrency: int, total: int, new_tokens: int, de
     return latencies, errors, wall
 
 
-def bench_server(url: str, concurrencies: tuple[int, ...], rounds: int, per_worker: int, new_tokens: int,
-                 cell_cap_s: float) -> dict[str, Any]:  # fmt: skip
+def bench_server(
+    url: str, concurrencies: tuple[int, ...], rounds: int, per_worker: int, new_tokens: int, cell_cap_s: float
+) -> dict[str, Any]:
     # warm-up: one request (first-call costs out of the numbers)
     asyncio.run(load_round(url, 1, 1, new_tokens, time.perf_counter() + 60))
     cells = {}
@@ -150,13 +177,28 @@ def bench_server(url: str, concurrencies: tuple[int, ...], rounds: int, per_work
     return cells
 
 
-def bench(raw: Path, model_name: str, source: Path, log, *, concurrencies=(1, 4, 8), rounds=5, per_worker=1,
-          new_tokens=32, cell_cap_s=40.0) -> dict[str, Any]:  # fmt: skip
+def bench(
+    raw: Path,
+    model_name: str,
+    source: Path,
+    log,
+    *,
+    concurrencies=(1, 4, 8),
+    rounds=5,
+    per_worker=1,
+    new_tokens=32,
+    cell_cap_s=40.0,
+) -> dict[str, Any]:
     from local_emulator.moto_server import free_port
 
     artifacts = build_all(raw, model_name, source)
-    out: dict[str, Any] = {"model": model_name, "new_tokens": new_tokens, "rounds": rounds,
-                           "requests_per_round": {str(c): c * per_worker for c in concurrencies}, "servers": {}}  # fmt: skip
+    out: dict[str, Any] = {
+        "model": model_name,
+        "new_tokens": new_tokens,
+        "rounds": rounds,
+        "requests_per_round": {str(c): c * per_worker for c in concurrencies},
+        "servers": {},
+    }
     for system in SERVERS:
         port = free_port()
         url = f"http://127.0.0.1:{port}"
@@ -165,9 +207,13 @@ def bench(raw: Path, model_name: str, source: Path, log, *, concurrencies=(1, 4,
             ready = wait_ready(url, proc)
             cells = bench_server(url, concurrencies, rounds, per_worker, new_tokens, cell_cap_s)
             out["servers"][system] = {"ready_s": ready, "cells": cells}
-            log(f"  {model_name} {system}: ready {ready:.1f} s; " + "; ".join(
-                f"c{c} p50 {v['p50_s'] * 1000:.0f} ms, {v['tokens_per_s']['median']:.0f} tok/s, {v['errors']} err"
-                for c, v in cells.items()))
+            log(
+                f"  {model_name} {system}: ready {ready:.1f} s; "
+                + "; ".join(
+                    f"c{c} p50 {v['p50_s'] * 1000:.0f} ms, {v['tokens_per_s']['median']:.0f} tok/s, {v['errors']} err"
+                    for c, v in cells.items()
+                )
+            )
         except Exception as err:
             out["servers"][system] = {"error": f"{type(err).__name__}: {err}"}
             log(f"  {model_name} {system}: FAILED {err} (log {raw / f'server-{model_name}-{system}.log'})")

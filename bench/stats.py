@@ -24,7 +24,15 @@ def summarize(values: Sequence[float]) -> dict[str, Any]:
     """median, min, max, q1, q3 (IQR), n and the raw samples of one measurement."""
     xs = [float(v) for v in values]
     if not xs:
-        return {"n": 0, "median": math.nan, "min": math.nan, "max": math.nan, "q1": math.nan, "q3": math.nan, "samples": []}
+        return {
+            "n": 0,
+            "median": math.nan,
+            "min": math.nan,
+            "max": math.nan,
+            "q1": math.nan,
+            "q3": math.nan,
+            "samples": [],
+        }
     return {
         "n": len(xs),
         "median": statistics.median(xs),
@@ -45,7 +53,12 @@ def ratio(numerator: dict[str, Any] | Sequence[float], denominator: dict[str, An
         return {"median": math.nan, "min": math.nan, "max": math.nan}
     if a["n"] == b["n"] and all(x > 0 for x in b["samples"]):
         per_run = [x / y for x, y in zip(a["samples"], b["samples"])]
-        return {"median": a["median"] / b["median"], "min": min(per_run), "max": max(per_run), "per_run_median": statistics.median(per_run)}
+        return {
+            "median": a["median"] / b["median"],
+            "min": min(per_run),
+            "max": max(per_run),
+            "per_run_median": statistics.median(per_run),
+        }
     return {
         "median": a["median"] / b["median"],
         "min": a["min"] / b["max"] if b["max"] else math.nan,
@@ -82,7 +95,9 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return "\n".join(out)
 
 
-def latency_summary(latencies_s: Sequence[float], errors: int, wall_s: float, tokens_per_request: int) -> dict[str, Any]:
+def latency_summary(
+    latencies_s: Sequence[float], errors: int, wall_s: float, tokens_per_request: int
+) -> dict[str, Any]:
     """Serving numbers of one load window: p50/p90/p99 latency (s), req/s, tokens/s, errors."""
     ok = len(latencies_s)
     return {

@@ -111,11 +111,18 @@ def name_collision_problems(config: AppConfig) -> list[str]:
         where = f"environment {env_name!r}, " if config.environments else ""
         claims = [("stack", stack_name(config.project, env_name, ARTIFACT_STACK_SUFFIX), f"{where}the artifact stack")]
         for ep in config.endpoints:
-            claims += [(kind, name, f"{where}endpoint {ep.name!r}") for kind, name in resource_names(config.project, env_name, ep).items()]
+            claims += [
+                (kind, name, f"{where}endpoint {ep.name!r}")
+                for kind, name in resource_names(config.project, env_name, ep).items()
+            ]
         for kind, name, who in claims:
             first = owners.setdefault((kind, name), who)
             if first != who:
-                fix = "rename the endpoint" if "artifact stack" in first + who else "rename one of the endpoints or environments"
+                fix = (
+                    "rename the endpoint"
+                    if "artifact stack" in first + who
+                    else "rename one of the endpoints or environments"
+                )
                 problems.append(
                     f"{first} and {who} both make the {kind} {name!r}; each stack, endpoint and component name must be "
                     f"unique across all environments of the file: {fix}"
@@ -127,13 +134,18 @@ def endpoint_rules(resolved: ResolvedEnvironment, ep: EndpointSpec) -> list[str]
     """The serving system's rules for one endpoint whose schema rules passed (systems.checks), and with a region,
     that the pinned image is published there."""
     if ep.system not in REGISTRY:
-        return [f"endpoint {ep.name!r}: system: value {ep.system!r} is not a serving system; allowed: {', '.join(REGISTRY)}"]
+        return [
+            f"endpoint {ep.name!r}: system: value {ep.system!r} is not a serving system; allowed: {', '.join(REGISTRY)}"
+        ]
     system = get_system(ep.system)
     found = system_problems(ep, system, all_systems())
     # An adapter's inference component is named after the endpoint, whose name depends on the environment.
     endpoint_name = sagemaker_endpoint_name(resolved.name, ep)
-    found += [f"endpoint {ep.name!r}: adapters[{i}].name: value {a.name!r}: {problem}" for i, a in enumerate(ep.adapters)
-              if (problem := component_name_problem(endpoint_name, a.name))]
+    found += [
+        f"endpoint {ep.name!r}: adapters[{i}].name: value {a.name!r}: {problem}"
+        for i, a in enumerate(ep.adapters)
+        if (problem := component_name_problem(endpoint_name, a.name))
+    ]
     region = resolved.spec.region
     if not found and region:
         found = [f"environment {resolved.name!r}: {p}" for p in region_problems(ep, system, region)]
@@ -152,16 +164,18 @@ def resolve(config: AppConfig, path: Path, environment: str | None, *, build_roo
     plans = []
     for ep in resolved.endpoints:
         names = resource_names(config.project, resolved.name, ep)
-        plans.append(plan_endpoint(
-            ep,
-            get_system(ep.system),
-            project=config.project,
-            environment_name=resolved.name,
-            endpoint_name=names["SageMaker endpoint"],
-            stack_name=names["stack"],
-            emulator=resolved.spec.emulator,
-            build_root=build_root,
-        ))
+        plans.append(
+            plan_endpoint(
+                ep,
+                get_system(ep.system),
+                project=config.project,
+                environment_name=resolved.name,
+                endpoint_name=names["SageMaker endpoint"],
+                stack_name=names["stack"],
+                emulator=resolved.spec.emulator,
+                build_root=build_root,
+            )
+        )
     return Deployment(path, config.project, resolved.name, resolved.spec, tuple(plans), config)
 
 
@@ -196,14 +210,28 @@ def pipeline_region_problems(deployments: dict[str, Deployment], pipeline: Pipel
     return problems + arn_region_problems(pipeline_arns, region, "the pipeline deploys to")
 
 
-def check_pipeline(config_path: str | Path, deployments: dict[str, Deployment], pipeline: PipelineSpec, region: str) -> None:
+def check_pipeline(
+    config_path: str | Path, deployments: dict[str, Deployment], pipeline: PipelineSpec, region: str
+) -> None:
     """Raise one ConfigError listing every pipeline_region_problems."""
     if problems := pipeline_region_problems(deployments, pipeline, region):
         raise ConfigError(f"{config_path}: invalid pipeline config:\n  - " + "\n  - ".join(problems))
 
 
 __all__ = [
-    "ARTIFACT_STACK_SUFFIX", "BUILD_ROOT", "ConfigError", "Deployment", "EndpointPlan", "check_pipeline",
-    "load_all_environments", "load_config", "name_collision_problems", "parse_config", "pipeline_region_problems",
-    "resource_names", "resolve", "sagemaker_endpoint_name", "stack_name",
-]  # fmt: skip
+    "ARTIFACT_STACK_SUFFIX",
+    "BUILD_ROOT",
+    "ConfigError",
+    "Deployment",
+    "EndpointPlan",
+    "check_pipeline",
+    "load_all_environments",
+    "load_config",
+    "name_collision_problems",
+    "parse_config",
+    "pipeline_region_problems",
+    "resource_names",
+    "resolve",
+    "sagemaker_endpoint_name",
+    "stack_name",
+]

@@ -73,19 +73,34 @@ def resolve_adapter_artifact(ep: EndpointSpec, adapter: AdapterSpec, build_root:
     manifest_path = adapter_build_dir(build_root, ep.name, adapter.name) / MANIFEST_NAME
     rebuild = f"build it with `python -m model_build build --config CONFIG --endpoint {ep.name}`"
     if not manifest_path.is_file():
-        return ArtifactRef(UNBUILT_HASH, "unbuilt", problem=(
-            f"{where}: no built adapter ({manifest_path} does not exist); {rebuild}, pin a published one with "
-            "`artifact_hash:`, or synthesize for review only with `-c allow_unbuilt=true`"))
+        return ArtifactRef(
+            UNBUILT_HASH,
+            "unbuilt",
+            problem=(
+                f"{where}: no built adapter ({manifest_path} does not exist); {rebuild}, pin a published one with "
+                "`artifact_hash:`, or synthesize for review only with `-c allow_unbuilt=true`"
+            ),
+        )
     try:
         manifest = Manifest.load(manifest_path)
     except ManifestError as err:
         return ArtifactRef(UNBUILT_HASH, "unusable", problem=f"{where}: {err}; {rebuild}")
     document = manifest.document
-    for key, want in (("kind", ADAPTER_KIND), ("endpoint", ep.name), ("adapter", adapter.name), ("model", adapter.model)):
+    for key, want in (
+        ("kind", ADAPTER_KIND),
+        ("endpoint", ep.name),
+        ("adapter", adapter.name),
+        ("model", adapter.model),
+    ):
         if document.get(key) != want:
-            return ArtifactRef(UNBUILT_HASH, "unusable", problem=(
-                f"{where}: the build in {manifest_path.parent} has {key} {document.get(key)!r}, the config says "
-                f"{want!r}; {rebuild}"))
+            return ArtifactRef(
+                UNBUILT_HASH,
+                "unusable",
+                problem=(
+                    f"{where}: the build in {manifest_path.parent} has {key} {document.get(key)!r}, the config says "
+                    f"{want!r}; {rebuild}"
+                ),
+            )
     if len(manifest.content_hash) != 64:
         return ArtifactRef(UNBUILT_HASH, "unusable", problem=f"{where}: {manifest_path} has no content_hash; {rebuild}")
     return ArtifactRef(manifest.content_hash, "manifest", manifest.total_bytes)
@@ -94,8 +109,12 @@ def resolve_adapter_artifact(ep: EndpointSpec, adapter: AdapterSpec, build_root:
 def plan_adapters(ep: EndpointSpec, endpoint_name: str, build_root: Path) -> tuple[AdapterPlan, ...]:
     """Every adapter of `ep` (whose rules passed), in config order."""
     return tuple(
-        AdapterPlan(adapter, ep.name, adapter_component_name(endpoint_name, adapter.name),
-                    resolve_adapter_artifact(ep, adapter, build_root))
+        AdapterPlan(
+            adapter,
+            ep.name,
+            adapter_component_name(endpoint_name, adapter.name),
+            resolve_adapter_artifact(ep, adapter, build_root),
+        )
         for adapter in ep.adapters
     )
 
@@ -110,6 +129,12 @@ def deployable_adapters(adapters: tuple[AdapterPlan, ...], *, allow_unbuilt: boo
 
 
 __all__ = [
-    "ADAPTER_ARCHIVE", "ADAPTER_KIND", "AdapterPlan", "adapter_build_dir", "adapter_root", "deployable_adapters",
-    "plan_adapters", "resolve_adapter_artifact",
-]  # fmt: skip
+    "ADAPTER_ARCHIVE",
+    "ADAPTER_KIND",
+    "AdapterPlan",
+    "adapter_build_dir",
+    "adapter_root",
+    "deployable_adapters",
+    "plan_adapters",
+    "resolve_adapter_artifact",
+]

@@ -83,21 +83,34 @@ def resolve_artifact(spec: EndpointSpec, build_root: Path) -> ArtifactRef:
         return ArtifactRef(spec.artifact_hash, "config")
     manifest_path = build_root / spec.name / MANIFEST_NAME
     if not manifest_path.is_file():
-        return ArtifactRef(UNBUILT_HASH, "unbuilt", problem=(
-            f"endpoint {spec.name!r}: no built artifact ({manifest_path} does not exist). Build it with "
-            f"`python -m model_build build --config CONFIG --endpoint {spec.name}`, pin a published one with "
-            "`artifact_hash:`, or synthesize for review only with `-c allow_unbuilt=true`"))
+        return ArtifactRef(
+            UNBUILT_HASH,
+            "unbuilt",
+            problem=(
+                f"endpoint {spec.name!r}: no built artifact ({manifest_path} does not exist). Build it with "
+                f"`python -m model_build build --config CONFIG --endpoint {spec.name}`, pin a published one with "
+                "`artifact_hash:`, or synthesize for review only with `-c allow_unbuilt=true`"
+            ),
+        )
     try:
         manifest = Manifest.load(manifest_path)
     except ManifestError as err:
         return ArtifactRef(UNBUILT_HASH, "unusable", problem=f"endpoint {spec.name!r}: {err}; rebuild it")
     for key, have, want in (("system", manifest.system, spec.system), ("dtype", manifest.dtype, spec.dtype)):
         if have != want:
-            return ArtifactRef(manifest.content_hash, "unusable", manifest.total_bytes, problem=(
-                f"endpoint {spec.name!r}: the built artifact in {manifest_path.parent} has {key} {have!r} but the "
-                f"config says {want!r}; rebuild with `python -m model_build build --config ... --endpoint {spec.name}`"))
+            return ArtifactRef(
+                manifest.content_hash,
+                "unusable",
+                manifest.total_bytes,
+                problem=(
+                    f"endpoint {spec.name!r}: the built artifact in {manifest_path.parent} has {key} {have!r} but the "
+                    f"config says {want!r}; rebuild with `python -m model_build build --config ... --endpoint {spec.name}`"
+                ),
+            )
     if len(manifest.content_hash) != 64:
-        return ArtifactRef(UNBUILT_HASH, "unusable", problem=f"endpoint {spec.name!r}: {manifest_path} has no content_hash; rebuild it")
+        return ArtifactRef(
+            UNBUILT_HASH, "unusable", problem=f"endpoint {spec.name!r}: {manifest_path} has no content_hash; rebuild it"
+        )
     return ArtifactRef(manifest.content_hash, "manifest", manifest.total_bytes)
 
 
@@ -117,7 +130,9 @@ class ModelData:
         if not self.prefix.endswith("/"):
             raise ValueError(f"model data prefix {self.prefix!r} must end with '/'")
         if not self.prefix.startswith(self.readable_prefix):
-            raise ValueError(f"model data prefix {self.prefix!r} lies outside the readable prefix {self.readable_prefix!r}")
+            raise ValueError(
+                f"model data prefix {self.prefix!r} lies outside the readable prefix {self.readable_prefix!r}"
+            )
 
     @property
     def readable_prefix(self) -> str:
@@ -176,21 +191,32 @@ def quota_need(spec: EndpointSpec) -> QuotaNeed:
     total capacity", botocore's SageMaker service model and the CloudFormation reference)."""
     if spec.hosting.uses_components:
         scaling = spec.hosting.instance_scaling or InstanceScaling()
-        return QuotaNeed(spec.instance_type, scaling.max_instances, 0,
-                         "hosting.instance_scaling.max_instances; updates stay within it")
+        return QuotaNeed(
+            spec.instance_type,
+            scaling.max_instances,
+            0,
+            "hosting.instance_scaling.max_instances; updates stay within it",
+        )
     steady = spec.autoscaling.max_capacity if spec.autoscaling is not None else spec.instance_count
     where = "autoscaling.max_capacity" if spec.autoscaling is not None else "instance_count"
     policy = spec.deployment.policy if spec.deployment is not None else None
     if isinstance(policy, Rolling):
         forward = policy.maximum_batch_size.instances_of(steady)
-        rollback = (policy.rollback_maximum_batch_size.instances_of(steady)
-                    if policy.rollback_maximum_batch_size is not None else steady)
+        rollback = (
+            policy.rollback_maximum_batch_size.instances_of(steady)
+            if policy.rollback_maximum_batch_size is not None
+            else steady
+        )
         update = max(forward, rollback)
-        how = (f"a rolling batch of {forward}, or {rollback} on rollback"
-               + ("" if policy.rollback_maximum_batch_size is not None
-                  else " (rollback_maximum_batch_size unset: the whole fleet)"))
+        how = f"a rolling batch of {forward}, or {rollback} on rollback" + (
+            ""
+            if policy.rollback_maximum_batch_size is not None
+            else " (rollback_maximum_batch_size unset: the whole fleet)"
+        )
         return QuotaNeed(spec.instance_type, steady, update, f"{where} {steady} + {how}")
-    return QuotaNeed(spec.instance_type, steady, steady, f"{where} {steady} + a blue/green update's new fleet of {steady}")
+    return QuotaNeed(
+        spec.instance_type, steady, steady, f"{where} {steady} + a blue/green update's new fleet of {steady}"
+    )
 
 
 @dataclass(frozen=True)
@@ -257,7 +283,9 @@ class EndpointPlan:
             return None
         tag = pin.gpu_tag if self.instance.is_gpu else pin.cpu_tag
         if tag is None:
-            raise ConfigError(f"endpoint {self.name!r}: system {self.system.name!r} offers no CPU image; choose a GPU instance type")
+            raise ConfigError(
+                f"endpoint {self.name!r}: system {self.system.name!r} offers no CPU image; choose a GPU instance type"
+            )
         return tag
 
     # ---- the artifact in S3 ------------------------------------------------------------------------------------
@@ -288,20 +316,27 @@ class EndpointPlan:
         if self.system.streamed_weights is not None and self.system.streams_weights(self.spec):
             part = self.system.streamed_weights.model_data_part
             return ModelData(bucket, f"{self.artifact_prefix}{part}", read_prefix=self.artifact_root)
-        return ModelData(bucket, self.artifact_prefix, compressed=self.spec.model_data == "tar-gz",
-                         read_prefix=self.artifact_root)
+        return ModelData(
+            bucket, self.artifact_prefix, compressed=self.spec.model_data == "tar-gz", read_prefix=self.artifact_root
+        )
 
     def container_environment(self, bucket: str) -> dict[str, str]:
         environment = self.system.environment(self.spec)
         if self.system.staged_weights_environment is not None:
-            environment = {**environment,
-                           **self.system.staged_weights_environment(f"s3://{bucket}/{self.artifact_prefix}weights/")}
+            environment = {
+                **environment,
+                **self.system.staged_weights_environment(f"s3://{bucket}/{self.artifact_prefix}weights/"),
+            }
         if self.system.request_timeout is not None:  # the container's own request timeout, tied to the invocation's
-            environment = {**environment,
-                           **self.system.request_timeout.environment(self.invocation_timeout_s, self.startup_timeout_s)}
+            environment = {
+                **environment,
+                **self.system.request_timeout.environment(self.invocation_timeout_s, self.startup_timeout_s),
+            }
         if self.system.streamed_weights is not None and self.system.streams_weights(self.spec):
-            environment = {**environment,
-                           **self.system.streamed_weights.environment(self.spec, f"s3://{bucket}/{self.artifact_prefix}")}
+            environment = {
+                **environment,
+                **self.system.streamed_weights.environment(self.spec, f"s3://{bucket}/{self.artifact_prefix}"),
+            }
         return environment
 
     @property
@@ -376,8 +411,12 @@ class EndpointPlan:
     @property
     def managed_benchmark(self) -> ManagedBenchmark | None:
         """slo.managed_benchmark: the AIWorkloadConfig of the gate's workload (endpoint_config/slo.py)."""
-        return managed_benchmark(self.spec.slo, endpoint_name=self.endpoint_name,
-                                 streaming=self.system.streaming.supported, model=self.spec.model)
+        return managed_benchmark(
+            self.spec.slo,
+            endpoint_name=self.endpoint_name,
+            streaming=self.system.streaming.supported,
+            model=self.spec.model,
+        )
 
     @property
     def instance_range(self) -> tuple[int, int]:
@@ -435,8 +474,18 @@ def plan_endpoint(
 
 
 __all__ = [
-    "ASYNC_DEFAULT_INVOCATION_TIMEOUT_S", "ArtifactRef", "BUILD_ROOT", "EndpointPlan", "ModelData", "QuotaNeed",
-    "REAL_TIME_INVOCATION_TIMEOUT_S", "SCALE_FROM_ZERO_ALARM_EVALUATION_PERIODS", "SCALE_FROM_ZERO_ALARM_PERIOD_S",
-    "SmokeSettings", "UNBUILT_HASH",
-    "plan_endpoint", "quota_need", "resolve_artifact",
-]  # fmt: skip
+    "ASYNC_DEFAULT_INVOCATION_TIMEOUT_S",
+    "ArtifactRef",
+    "BUILD_ROOT",
+    "EndpointPlan",
+    "ModelData",
+    "QuotaNeed",
+    "REAL_TIME_INVOCATION_TIMEOUT_S",
+    "SCALE_FROM_ZERO_ALARM_EVALUATION_PERIODS",
+    "SCALE_FROM_ZERO_ALARM_PERIOD_S",
+    "SmokeSettings",
+    "UNBUILT_HASH",
+    "plan_endpoint",
+    "quota_need",
+    "resolve_artifact",
+]

@@ -18,7 +18,20 @@ from .loader import (
 from .schema import BYTES_PER_PARAM, AppConfig, Autoscaling, EndpointSpec, EnvironmentSpec
 
 __all__ = [
-    "AppConfig", "Autoscaling", "BYTES_PER_PARAM", "ConfigError", "DEFAULT_ENVIRONMENT", "EndpointSpec",
-    "EnvironmentSpec", "InstanceType", "ResolvedEnvironment", "artifact_bucket_name", "artifact_prefix",
-    "artifact_root", "hosting_instance_types", "image_repository_name", "parse_instance_type", "read_config",
-]  # fmt: skip
+    "AppConfig",
+    "Autoscaling",
+    "BYTES_PER_PARAM",
+    "ConfigError",
+    "DEFAULT_ENVIRONMENT",
+    "EndpointSpec",
+    "EnvironmentSpec",
+    "InstanceType",
+    "ResolvedEnvironment",
+    "artifact_bucket_name",
+    "artifact_prefix",
+    "artifact_root",
+    "hosting_instance_types",
+    "image_repository_name",
+    "parse_instance_type",
+    "read_config",
+]

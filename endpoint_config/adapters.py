@@ -114,11 +114,21 @@ def adapter_rank(config: dict[str, Any]) -> int | None:
     if not isinstance(r, int) or isinstance(r, bool) or r < 1:
         return None
     pattern = config.get("rank_pattern") or {}
-    ranks = [v for v in pattern.values() if isinstance(v, int) and not isinstance(v, bool)] if isinstance(pattern, dict) else []
+    ranks = (
+        [v for v in pattern.values() if isinstance(v, int) and not isinstance(v, bool)]
+        if isinstance(pattern, dict)
+        else []
+    )
     return max([r, *ranks])
 
 
 __all__ = [
-    "ADAPTER_CONFIG", "AdapterSpec", "COMPONENT_NAME_PATTERN", "adapter_component_name", "adapter_problems",
-    "adapter_rank", "component_name_problem", "local_adapter_config",
-]  # fmt: skip
+    "ADAPTER_CONFIG",
+    "AdapterSpec",
+    "COMPONENT_NAME_PATTERN",
+    "adapter_component_name",
+    "adapter_problems",
+    "adapter_rank",
+    "component_name_problem",
+    "local_adapter_config",
+]

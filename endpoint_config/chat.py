@@ -38,12 +38,18 @@ class OpenAIRouteSpec(Strict):
 
         for i, arn in enumerate(self.callers):
             if not re.match(CALLER_ARN, arn):
-                raise ValueError(f"callers[{i}]: value {arn!r} is not an IAM role or user ARN "
-                                 "(arn:aws:iam::<account>:role/<name> or arn:aws:iam::<account>:user/<name>)")  # fmt: skip
+                raise ValueError(
+                    f"callers[{i}]: value {arn!r} is not an IAM role or user ARN "
+                    "(arn:aws:iam::<account>:role/<name> or arn:aws:iam::<account>:user/<name>)"
+                )
         if len(set(self.callers)) != len(self.callers):
-            raise ValueError(f"callers: {sorted(a for a in self.callers if self.callers.count(a) > 1)[0]!r} is listed twice")
+            raise ValueError(
+                f"callers: {sorted(a for a in self.callers if self.callers.count(a) > 1)[0]!r} is listed twice"
+            )
         if not self.callers and not self.create_role:
-            raise ValueError("names nobody: give callers (role or user ARNs) or create_role: true, or remove openai_route")
+            raise ValueError(
+                "names nobody: give callers (role or user ARNs) or create_role: true, or remove openai_route"
+            )
         return self
 
 
@@ -65,9 +71,11 @@ def chat_problems(ep) -> list[str]:  # ep: an EndpointSpec (schema imports this 
     if ep.chat is None:
         return []
     if ep.invocation.is_async:
-        return [f"endpoint {ep.name!r}: chat: an asynchronous endpoint (invocation.mode async) is not served chat here: "
-                "SageMaker's OpenAI route serves real-time endpoints and inference components, and the asynchronous "
-                "invoke function takes generation requests only; remove chat or use invocation.mode real-time"]  # fmt: skip
+        return [
+            f"endpoint {ep.name!r}: chat: an asynchronous endpoint (invocation.mode async) is not served chat here: "
+            "SageMaker's OpenAI route serves real-time endpoints and inference components, and the asynchronous "
+            "invoke function takes generation requests only; remove chat or use invocation.mode real-time"
+        ]
     return []
 
 

@@ -45,19 +45,37 @@ class GpuFacts:
 
 def _gpu(name: str, capability: Capability, architecture: str, source: str, *, verified: bool = True) -> GpuFacts:
     # BF16 from 8.0, FP8 from 8.9, FP4 on Blackwell (10.x, 12.x) [TE] [TRT-RTX] [VLLM].
-    return GpuFacts(name, capability, architecture, bf16=capability >= 80, fp8=capability >= 89,
-                    fp4=capability >= 100, source=source, verified=verified)  # fmt: skip
+    return GpuFacts(
+        name,
+        capability,
+        architecture,
+        bf16=capability >= 80,
+        fp8=capability >= 89,
+        fp4=capability >= 100,
+        source=source,
+        verified=verified,
+    )
 
 
 GPUS: dict[str, GpuFacts] = {
     f.name: f
     for f in (
-        _gpu("NVIDIA K80", 37, "Kepler", "[CC] legacy table (Tesla K80 3.7); the row was not in the excerpt read",
-             verified=False),
+        _gpu(
+            "NVIDIA K80",
+            37,
+            "Kepler",
+            "[CC] legacy table (Tesla K80 3.7); the row was not in the excerpt read",
+            verified=False,
+        ),
         _gpu("NVIDIA V100", 70, "Volta", "[CC] legacy table: 7.0 NVIDIA V100; [TRT] 7.0 V100"),
         _gpu("NVIDIA T4", 75, "Turing", "[TRT] 7.5 NVIDIA T4; [TRT-RTX] 7.5: BF16 no"),
-        _gpu("NVIDIA A10G", 86, "Ampere",
-             "NVIDIA does not list the A10G (AWS's A10 variant); [CC] 8.6 is the A10's: assumed", verified=False),
+        _gpu(
+            "NVIDIA A10G",
+            86,
+            "Ampere",
+            "NVIDIA does not list the A10G (AWS's A10 variant); [CC] 8.6 is the A10's: assumed",
+            verified=False,
+        ),
         _gpu("NVIDIA A100", 80, "Ampere", "[TRT] 8.0 NVIDIA A100/GA100"),
         _gpu("NVIDIA A100 80GB", 80, "Ampere", "[TRT] 8.0 NVIDIA A100/GA100 (same GA100 chip as the 40 GB part)"),
         _gpu("NVIDIA L4", 89, "Ada Lovelace", "[CC] 8.9 NVIDIA L4; [TE] FP8 from 8.9"),
@@ -66,10 +84,18 @@ GPUS: dict[str, GpuFacts] = {
         _gpu("NVIDIA H200", 90, "Hopper", "[CC] 9.0 NVIDIA H200"),
         _gpu("NVIDIA B200", 100, "Blackwell", "[CC] 10.0 NVIDIA B200; [TE] NVFP4/MXFP8 on 10.0"),
         _gpu("NVIDIA B300", 103, "Blackwell Ultra", "[CC] 10.3 NVIDIA B300; [TE] NVFP4/MXFP8 on 10.3"),
-        _gpu("NVIDIA RTX PRO 4500 Blackwell Server Edition", 120, "Blackwell",
-             "[CC] 12.0 NVIDIA RTX PRO 4500 Blackwell Server Edition; [TRT-RTX] 12.0 FP8 and FP4 GEMM"),
-        _gpu("NVIDIA RTX PRO 6000 Blackwell Server Edition", 120, "Blackwell",
-             "[CC] 12.0 NVIDIA RTX PRO 6000 Blackwell Server Edition; [TRT-RTX] 12.0 FP8 and FP4 GEMM"),
+        _gpu(
+            "NVIDIA RTX PRO 4500 Blackwell Server Edition",
+            120,
+            "Blackwell",
+            "[CC] 12.0 NVIDIA RTX PRO 4500 Blackwell Server Edition; [TRT-RTX] 12.0 FP8 and FP4 GEMM",
+        ),
+        _gpu(
+            "NVIDIA RTX PRO 6000 Blackwell Server Edition",
+            120,
+            "Blackwell",
+            "[CC] 12.0 NVIDIA RTX PRO 6000 Blackwell Server Edition; [TRT-RTX] 12.0 FP8 and FP4 GEMM",
+        ),
     )
 }
 
@@ -119,17 +145,23 @@ def image_problems(gpu: str, cuda: str, ami: str | None) -> list[str]:
         return [f"CUDA {cuda} has no recorded driver and architecture range; known: {', '.join(sorted(CUDA))}"]
     found = []
     if facts.capability < toolkit.min_capability:
-        found.append(f"{gpu} (compute capability {facts.capability_text}) is older than CUDA {cuda} supports "
-                     f"(from {toolkit.min_capability / 10:.1f})")  # fmt: skip
+        found.append(
+            f"{gpu} (compute capability {facts.capability_text}) is older than CUDA {cuda} supports "
+            f"(from {toolkit.min_capability / 10:.1f})"
+        )
     if toolkit.max_capability is not None and facts.capability > toolkit.max_capability:
-        found.append(f"{gpu} ({facts.architecture}, {facts.capability_text}) needs an image built with CUDA >= 12.8; "
-                     f"this one has CUDA {cuda}")  # fmt: skip
+        found.append(
+            f"{gpu} ({facts.architecture}, {facts.capability_text}) needs an image built with CUDA >= 12.8; "
+            f"this one has CUDA {cuda}"
+        )
     if toolkit.min_driver >= 580:
         driver = AMI_DRIVERS.get(ami) if ami else None
         if driver is None or driver < toolkit.min_driver:
             needed = [a for a, d in AMI_DRIVERS.items() if d >= toolkit.min_driver]
-            found.append(f"CUDA {cuda} needs NVIDIA driver >= {toolkit.min_driver}; InferenceAmiVersion "
-                         f"{ami or '(default)'} does not give it; allowed: {', '.join(needed)}")  # fmt: skip
+            found.append(
+                f"CUDA {cuda} needs NVIDIA driver >= {toolkit.min_driver}; InferenceAmiVersion "
+                f"{ami or '(default)'} does not give it; allowed: {', '.join(needed)}"
+            )
     return found
 
 
@@ -137,6 +169,10 @@ def families_where(accepts: Callable[[GpuFacts], bool]) -> list[str]:
     """The hosting instance families (ml.<family>.*) whose GPU `accepts`, for "what would work" in a refusal."""
     from .instances import _ACCELERATED, GPU
 
-    return [f"ml.{name}" for name, family in _ACCELERATED.items()
-            if family.accelerators is not None and family.accelerators.kind == GPU
-            and accepts(gpu_facts(family.accelerators.name))]  # fmt: skip
+    return [
+        f"ml.{name}"
+        for name, family in _ACCELERATED.items()
+        if family.accelerators is not None
+        and family.accelerators.kind == GPU
+        and accepts(gpu_facts(family.accelerators.name))
+    ]

@@ -106,7 +106,9 @@ def component_name(endpoint_name: str) -> str:
     the endpoint name is). Fixed, because the invoke function, the scaling target and the alarm name it."""
     name = f"{endpoint_name}{COMPONENT_NAME_SUFFIX}"
     if len(name) > COMPONENT_NAME_MAX:
-        raise ValueError(f"inference component name {name!r} is longer than SageMaker's {COMPONENT_NAME_MAX} characters")
+        raise ValueError(
+            f"inference component name {name!r} is longer than SageMaker's {COMPONENT_NAME_MAX} characters"
+        )
     return name
 
 
@@ -115,7 +117,9 @@ def accelerators_per_copy(ep: EndpointSpec, instance: InstanceType) -> int:
     if not instance.is_gpu:
         return 0
     compute = ep.hosting.compute
-    return compute.accelerators if compute is not None and compute.accelerators is not None else ep.tensor_parallel_degree
+    return (
+        compute.accelerators if compute is not None and compute.accelerators is not None else ep.tensor_parallel_degree
+    )
 
 
 def hosting_problems(ep: EndpointSpec, instance: InstanceType) -> list[str]:
@@ -131,9 +135,15 @@ def hosting_problems(ep: EndpointSpec, instance: InstanceType) -> list[str]:
     if not hosting.uses_components:
         for key in ("instance_scaling", "compute", "copy_scaling"):
             if getattr(hosting, key) is not None:
-                bad(f"hosting.{key}", "is only used with hosting.mode: inference-components; set that mode or remove the key")
+                bad(
+                    f"hosting.{key}",
+                    "is only used with hosting.mode: inference-components; set that mode or remove the key",
+                )
         if hosting.copies != 1:
-            bad("hosting.copies", f"value {hosting.copies} is only used with hosting.mode: inference-components; remove the key")
+            bad(
+                "hosting.copies",
+                f"value {hosting.copies} is only used with hosting.mode: inference-components; remove the key",
+            )
         return problems
 
     if ep.autoscaling is not None:
@@ -187,7 +197,10 @@ def hosting_problems(ep: EndpointSpec, instance: InstanceType) -> list[str]:
     compute = hosting.compute
     if not instance.is_gpu:
         if compute is not None and compute.accelerators is not None:
-            bad("hosting.compute.accelerators", f"value {compute.accelerators} needs a GPU instance; {ep.instance_type} has none (remove the key)")
+            bad(
+                "hosting.compute.accelerators",
+                f"value {compute.accelerators} needs a GPU instance; {ep.instance_type} has none (remove the key)",
+            )
     else:
         gpus = accelerators_per_copy(ep, instance)
         if gpus > instance.gpu_count:
@@ -217,7 +230,15 @@ def hosting_problems(ep: EndpointSpec, instance: InstanceType) -> list[str]:
 
 
 __all__ = [
-    "ComputeRequirements", "CopyScaling", "HOSTING_MODES", "Hosting", "INFERENCE_COMPONENTS", "InstanceScaling",
-    "accelerators_per_copy", "component_name", "copy_range",
-    "hosting_problems", "update_copy_range",
-]  # fmt: skip
+    "ComputeRequirements",
+    "CopyScaling",
+    "HOSTING_MODES",
+    "Hosting",
+    "INFERENCE_COMPONENTS",
+    "InstanceScaling",
+    "accelerators_per_copy",
+    "component_name",
+    "copy_range",
+    "hosting_problems",
+    "update_copy_range",
+]

@@ -38,8 +38,14 @@ SMOKE_BUDGET_DEFAULT_MS = {"real-time": 30_000, "async": 300_000}
 SMOKE_BUDGET_MAX_MS = {"real-time": 60_000, "async": 840_000}
 # The fields only an async endpoint uses: set in real-time mode they would be silently ignored, so they are refused.
 ASYNC_ONLY = (
-    "max_concurrent_invocations_per_instance", "output_path", "failure_path", "success_topic", "error_topic",
-    "invocation_timeout_s", "request_ttl_s", "result_retention_days",
+    "max_concurrent_invocations_per_instance",
+    "output_path",
+    "failure_path",
+    "success_topic",
+    "error_topic",
+    "invocation_timeout_s",
+    "request_ttl_s",
+    "result_retention_days",
 )
 # A request payload is read when SageMaker dequeues the request: at most RequestTTLSeconds (21600) after the submit,
 # and runs for at most InvocationTimeoutSeconds (3600) (the sagemaker-runtime bounds above). One day, S3 lifecycle's
@@ -107,8 +113,10 @@ class Invocation(Strict):
                 "instead, or remove result_retention_days"
             )
         if self.output_path is not None and self.output_path == self.failure_path:
-            raise ValueError(f"failure_path: value {self.failure_path!r} is the output_path too; answers and failures "
-                             "need separate locations (fetching a result tells them apart by location)")
+            raise ValueError(
+                f"failure_path: value {self.failure_path!r} is the output_path too; answers and failures "
+                "need separate locations (fetching a result tells them apart by location)"
+            )
         return self
 
     @property
@@ -156,29 +164,54 @@ def invocation_problems(ep: EndpointSpec) -> list[str]:
         # An async endpoint "can only receive asynchronous invocations" (async-inference.html): a response stream
         # (InvokeEndpointWithResponseStream) is a real-time invocation.
         if ep.streaming.enabled:
-            bad("streaming", "an asynchronous endpoint (invocation.mode: async) only receives asynchronous "
-                "invocations, so SageMaker cannot stream its answers; remove streaming or use mode: real-time")
+            bad(
+                "streaming",
+                "an asynchronous endpoint (invocation.mode: async) only receives asynchronous "
+                "invocations, so SageMaker cannot stream its answers; remove streaming or use mode: real-time",
+            )
         # Inference components are documented for real-time inference only ("Deploy models for real-time
         # inference"; the scale-to-zero page's inference-component procedure); no AWS page found here describes an
         # asynchronous endpoint hosting them, so the combination is refused rather than deployed untested.
         if hosting_mode == INFERENCE_COMPONENTS:
-            bad("hosting.mode", f"value {hosting_mode!r} cannot be combined with invocation.mode: async: SageMaker "
-                "documents inference components for real-time endpoints only; allowed with async: 'endpoint' (the default)")
+            bad(
+                "hosting.mode",
+                f"value {hosting_mode!r} cannot be combined with invocation.mode: async: SageMaker "
+                "documents inference components for real-time endpoints only; allowed with async: 'endpoint' (the default)",
+            )
     else:
         budget, most = ep.smoke_test.latency_budget_ms, SMOKE_BUDGET_MAX_MS
         if budget is not None and budget > most["real-time"]:
-            bad("smoke_test.latency_budget_ms", f"value {budget} is above {most['real-time']}: a real-time "
+            bad(
+                "smoke_test.latency_budget_ms",
+                f"value {budget} is above {most['real-time']}: a real-time "
                 f"invocation answers within InvokeEndpoint's 60 s or not at all; allowed: 100-{most['real-time']} "
-                f"(up to {most['async']} with invocation.mode: async)")
-    if not invocation.is_async and scaling is not None and scaling.min_capacity == 0 and hosting_mode != INFERENCE_COMPONENTS:
+                f"(up to {most['async']} with invocation.mode: async)",
+            )
+    if (
+        not invocation.is_async
+        and scaling is not None
+        and scaling.min_capacity == 0
+        and hosting_mode != INFERENCE_COMPONENTS
+    ):
         # Real-time endpoints scale to zero only when they host inference components (endpoint-auto-scaling-zero-
         # instances.html); an async endpoint queues requests while at zero (async-inference-autoscale.html).
-        bad("autoscaling", "min_capacity 0 is allowed only with invocation.mode: async (SageMaker queues its "
-            "requests while no instance runs); a real-time endpoint needs at least 1 (allowed: 1-100)")
+        bad(
+            "autoscaling",
+            "min_capacity 0 is allowed only with invocation.mode: async (SageMaker queues its "
+            "requests while no instance runs); a real-time endpoint needs at least 1 (allowed: 1-100)",
+        )
     return problems
 
 
 __all__ = [
-    "ASYNC_ONLY", "INPUT_RETENTION_DAYS", "INVOCATION_MODES", "Invocation", "SMOKE_BUDGET_DEFAULT_MS",
-    "SMOKE_BUDGET_MAX_MS", "async_location_uris", "async_prefixes", "invocation_problems", "split_s3_path",
+    "ASYNC_ONLY",
+    "INPUT_RETENTION_DAYS",
+    "INVOCATION_MODES",
+    "Invocation",
+    "SMOKE_BUDGET_DEFAULT_MS",
+    "SMOKE_BUDGET_MAX_MS",
+    "async_location_uris",
+    "async_prefixes",
+    "invocation_problems",
+    "split_s3_path",
 ]

@@ -241,7 +241,9 @@ def resolve(config: AppConfig, path: Path, environment: str | None) -> ResolvedE
     env_where = f"environment {env_name!r}: " if envs else ""
     arns = [(env_where, key, arn) for key, arn in config_arns(env.model_dump(exclude={"overrides"}))]
     arns += [(f"endpoint {ep.name!r}: ", key, arn) for ep in endpoints for key, arn in config_arns(ep.model_dump())]
-    problems += arn_region_problems(arns, env.region, f"environment {env_name!r} deploys to" if envs else "it deploys to")
+    problems += arn_region_problems(
+        arns, env.region, f"environment {env_name!r} deploys to" if envs else "it deploys to"
+    )
     return ResolvedEnvironment(config, path, env_name, env, tuple(endpoints), tuple(checked), tuple(problems))
 
 
@@ -257,7 +259,9 @@ def longest_region() -> str:
     import botocore.session
 
     session = botocore.session.get_session()
-    regions = {r for p in session.get_available_partitions() for r in session.get_available_regions("s3", partition_name=p)}
+    regions = {
+        r for p in session.get_available_partitions() for r in session.get_available_regions("s3", partition_name=p)
+    }
     return max(sorted(regions), key=len)
 
 

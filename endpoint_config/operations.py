@@ -133,20 +133,30 @@ class BlueGreen(Strict):
     linear_step: CapacitySize | None = None  # traffic: linear only; 10-50 % of the fleet
     wait_interval_s: int = Field(300, ge=WAIT_BOUNDS[0], le=WAIT_BOUNDS[1])
     termination_wait_s: int = Field(0, ge=WAIT_BOUNDS[0], le=WAIT_BOUNDS[1])
-    maximum_execution_timeout_s: int | None = Field(None, ge=EXECUTION_TIMEOUT_BOUNDS[0], le=EXECUTION_TIMEOUT_BOUNDS[1])
+    maximum_execution_timeout_s: int | None = Field(
+        None, ge=EXECUTION_TIMEOUT_BOUNDS[0], le=EXECUTION_TIMEOUT_BOUNDS[1]
+    )
 
     @model_validator(mode="after")
     def _sizes_match_traffic(self) -> BlueGreen:
         if self.traffic == "canary" and self.canary_size is None:
-            raise ValueError("canary_size: required key is missing: traffic canary needs the canary's size, e.g. {percent: 25}")
+            raise ValueError(
+                "canary_size: required key is missing: traffic canary needs the canary's size, e.g. {percent: 25}"
+            )
         if self.traffic == "linear" and self.linear_step is None:
-            raise ValueError("linear_step: required key is missing: traffic linear needs the step size, e.g. {percent: 25}")
+            raise ValueError(
+                "linear_step: required key is missing: traffic linear needs the step size, e.g. {percent: 25}"
+            )
         if self.traffic != "canary" and self.canary_size is not None:
             raise ValueError(f"canary_size: is used by traffic canary only, not {self.traffic}; remove it")
         if self.traffic != "linear" and self.linear_step is not None:
             raise ValueError(f"linear_step: is used by traffic linear only, not {self.traffic}; remove it")
-        _percent_rule("canary_size", self.canary_size, 1, CANARY_MAX_PERCENT, "a canary (TrafficRoutingConfig.CanarySize)")
-        _percent_rule("linear_step", self.linear_step, *LINEAR_PERCENT, "a linear step (TrafficRoutingConfig.LinearStepSize)")
+        _percent_rule(
+            "canary_size", self.canary_size, 1, CANARY_MAX_PERCENT, "a canary (TrafficRoutingConfig.CanarySize)"
+        )
+        _percent_rule(
+            "linear_step", self.linear_step, *LINEAR_PERCENT, "a linear step (TrafficRoutingConfig.LinearStepSize)"
+        )
         return self
 
     def traffic_steps(self, largest_fleet: int) -> int:
@@ -166,11 +176,18 @@ class Rolling(Strict):
     wait_interval_s: int = Field(300, ge=WAIT_BOUNDS[0], le=WAIT_BOUNDS[1])
     # None: SageMaker brings the whole old fleet back at once on rollback (its documented default, 100 %).
     rollback_maximum_batch_size: CapacitySize | None = None
-    maximum_execution_timeout_s: int | None = Field(None, ge=EXECUTION_TIMEOUT_BOUNDS[0], le=EXECUTION_TIMEOUT_BOUNDS[1])
+    maximum_execution_timeout_s: int | None = Field(
+        None, ge=EXECUTION_TIMEOUT_BOUNDS[0], le=EXECUTION_TIMEOUT_BOUNDS[1]
+    )
 
     @model_validator(mode="after")
     def _batch_bounds(self) -> Rolling:
-        _percent_rule("maximum_batch_size", self.maximum_batch_size, *ROLLING_PERCENT, "a rolling batch (RollingUpdatePolicy.MaximumBatchSize)")
+        _percent_rule(
+            "maximum_batch_size",
+            self.maximum_batch_size,
+            *ROLLING_PERCENT,
+            "a rolling batch (RollingUpdatePolicy.MaximumBatchSize)",
+        )
         return self
 
     def traffic_steps(self, largest_fleet: int) -> int:
@@ -202,7 +219,9 @@ class AutoRollback(Strict):
         _period_rule(self.period_s, self.evaluation_periods)
         for name in self.extra_alarm_names:
             if not re.match(ALARM_NAME_PATTERN, name, re.DOTALL):
-                raise ValueError(f"extra_alarm_names: value {name!r} is not a CloudWatch alarm name (1-255 characters, not blank)")
+                raise ValueError(
+                    f"extra_alarm_names: value {name!r} is not a CloudWatch alarm name (1-255 characters, not blank)"
+                )
         if len(set(self.extra_alarm_names)) != len(self.extra_alarm_names):
             raise ValueError("extra_alarm_names: an alarm is named twice")
         count = self.created_alarm_count + len(self.extra_alarm_names)
@@ -260,7 +279,7 @@ class DeploymentSpec(Strict):
     def _exclusive(self) -> DeploymentSpec:
         if self.blue_green is not None and self.rolling is not None:
             raise ValueError(
-                "blue_green and rolling are exclusive (DeploymentConfig: \"Only one update policy should be used\"); "
+                'blue_green and rolling are exclusive (DeploymentConfig: "Only one update policy should be used"); '
                 "keep one of them"
             )
         return self
@@ -437,16 +456,25 @@ def operations_problems(ep: EndpointSpec, instance: InstanceType) -> list[str]:
     found_before = len(problems)
     for size_key, size in _sizes(deployment):
         if components and size.instances is not None:
-            bad(size_key, f"value {{instances: {size.instances}}} counts instances, but on an inference-component "
-                "endpoint a model update replaces copies of the component; allowed: {copies: N} or {percent: P}")
+            bad(
+                size_key,
+                f"value {{instances: {size.instances}}} counts instances, but on an inference-component "
+                "endpoint a model update replaces copies of the component; allowed: {copies: N} or {percent: P}",
+            )
         elif not components and size.copies is not None:
-            bad(size_key, f"value {{copies: {size.copies}}} counts inference-component copies, and this endpoint "
-                "(hosting.mode: endpoint) has none; allowed: {instances: N} or {percent: P}")
+            bad(
+                size_key,
+                f"value {{copies: {size.copies}}} counts inference-component copies, and this endpoint "
+                "(hosting.mode: endpoint) has none; allowed: {instances: N} or {percent: P}",
+            )
     if components and deployment.blue_green is not None:
-        bad("blue_green", "cannot apply to an inference component: a new model updates the component "
+        bad(
+            "blue_green",
+            "cannot apply to an inference component: a new model updates the component "
             "(UpdateInferenceComponent), whose DeploymentConfig takes a RollingUpdatePolicy only, and blue/green "
             "acts on the endpoint config, which a model update does not change; use rolling: {maximum_batch_size: "
-            "{copies: N} or {percent: P}}, or deployment: null")
+            "{copies: N} or {percent: P}}, or deployment: null",
+        )
         return problems
     if len(problems) > found_before:  # the rules below assume sizes of the right unit
         return problems
@@ -454,7 +482,7 @@ def operations_problems(ep: EndpointSpec, instance: InstanceType) -> list[str]:
     policy, key = deployment.policy, deployment.policy_key
     low, high = fleet_range(ep)
     unit = "copies" if components else "instances"
-    where = ("hosting.copies / copy_scaling.min_copies" if components else "instance_count / autoscaling.min_capacity")
+    where = "hosting.copies / copy_scaling.min_copies" if components else "instance_count / autoscaling.min_capacity"
     ranged = "copy_scaling" if components else "autoscaling"
     fleet = f"{low} {unit}" if low == high else f"{low}-{high} {unit} ({ranged})"
     if instance.family == "inf1" and not components:
@@ -475,8 +503,11 @@ def operations_problems(ep: EndpointSpec, instance: InstanceType) -> list[str]:
             key,
             f"{what} need a fleet of at least 2 {unit}, and this one can be {low} ({where}): one {one} is 100 % of "
             "the fleet, above the 50 % SageMaker allows per step; "
-            + ("set deployment: null (SageMaker's own update of the component, unguarded) or keep at least 2 copies"
-               if components else "use blue_green with traffic all_at_once, or at least 2 instances"),
+            + (
+                "set deployment: null (SageMaker's own update of the component, unguarded) or keep at least 2 copies"
+                if components
+                else "use blue_green with traffic all_at_once, or at least 2 instances"
+            ),
         )
     elif stepped:
         # Counts against the fleet: the fraction shrinks as the fleet grows, so check both ends.
@@ -497,7 +528,9 @@ def operations_problems(ep: EndpointSpec, instance: InstanceType) -> list[str]:
                 allowed_low = max(1, math.ceil(lo_pct * high / 100))
                 allowed_high = math.floor(hi_pct * low / 100)
                 allowed = (
-                    f"{allowed_low}-{allowed_high} {unit}" if allowed_low <= allowed_high else f"no {one} count fits: use percent"
+                    f"{allowed_low}-{allowed_high} {unit}"
+                    if allowed_low <= allowed_high
+                    else f"no {one} count fits: use percent"
                 )
                 share = f"{largest_share:.0f} %" if low == high else f"{smallest_share:.0f}-{largest_share:.0f} %"
                 limit = f"at most {hi_pct} %" if lo_pct == 0 else f"{lo_pct}-{hi_pct} %"
@@ -539,8 +572,10 @@ def _sizes(deployment: DeploymentSpec) -> list[tuple[str, CapacitySize]]:
     if deployment.blue_green is not None:
         found += [(f"blue_green.{k}", getattr(deployment.blue_green, k)) for k in ("canary_size", "linear_step")]
     if deployment.rolling is not None:
-        found += [(f"rolling.{k}", getattr(deployment.rolling, k))
-                  for k in ("maximum_batch_size", "rollback_maximum_batch_size")]
+        found += [
+            (f"rolling.{k}", getattr(deployment.rolling, k))
+            for k in ("maximum_batch_size", "rollback_maximum_batch_size")
+        ]
     return [(k, size) for k, size in found if size is not None]
 
 
@@ -553,7 +588,11 @@ def _latency_problems(ep: EndpointSpec, block: AlarmsSpec | AutoRollback, key: s
     timeout_s = ep.invocation.invocation_timeout_s or ASYNC_DEFAULT_INVOCATION_TIMEOUT_S
     if latency <= timeout_s * 1000:
         return []
-    given = "invocation.invocation_timeout_s" if ep.invocation.invocation_timeout_s else "SageMaker's default invocation timeout"
+    given = (
+        "invocation.invocation_timeout_s"
+        if ep.invocation.invocation_timeout_s
+        else "SageMaker's default invocation timeout"
+    )
     return [
         f"endpoint {ep.name!r}: {key}.latency_p99_ms: value {latency} ms is above the {timeout_s * 1000} ms "
         f"({given}, {timeout_s} s) after which an asynchronous request is cut off, so this alarm could never fire; "
@@ -584,8 +623,20 @@ def _alarm_problems(ep: EndpointSpec, alarms: AlarmsSpec) -> list[str]:
 
 
 __all__ = [
-    "AlarmsSpec", "AutoRollback", "BlueGreen", "CAPTURE_DISK_DEFAULT_PERCENT", "CAPTURE_DISK_LIMIT_PERCENT",
-    "CapacitySize", "DeploymentSpec", "MAX_ROLLBACK_ALARMS", "Rolling", "async_latency_default_ms",
-    "component_deployment_warning", "default_component_rolling", "fleet_range", "operations_problems",
-    "resolved_alarms", "resolved_deployment",
+    "AlarmsSpec",
+    "AutoRollback",
+    "BlueGreen",
+    "CAPTURE_DISK_DEFAULT_PERCENT",
+    "CAPTURE_DISK_LIMIT_PERCENT",
+    "CapacitySize",
+    "DeploymentSpec",
+    "MAX_ROLLBACK_ALARMS",
+    "Rolling",
+    "async_latency_default_ms",
+    "component_deployment_warning",
+    "default_component_rolling",
+    "fleet_range",
+    "operations_problems",
+    "resolved_alarms",
+    "resolved_deployment",
 ]

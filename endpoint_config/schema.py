@@ -35,12 +35,29 @@ BYTES_PER_PARAM = {"fp16": 2, "bf16": 2, "fp32": 4}
 # CloudWatch Logs accepts only these retention periods (days; PutRetentionPolicy), named as aws-cdk-lib's
 # aws_logs.RetentionDays members, which the stacks use.
 LOG_RETENTION = {
-    1: "ONE_DAY", 3: "THREE_DAYS", 5: "FIVE_DAYS", 7: "ONE_WEEK", 14: "TWO_WEEKS", 30: "ONE_MONTH",
-    60: "TWO_MONTHS", 90: "THREE_MONTHS", 120: "FOUR_MONTHS", 150: "FIVE_MONTHS", 180: "SIX_MONTHS",
-    365: "ONE_YEAR", 400: "THIRTEEN_MONTHS", 545: "EIGHTEEN_MONTHS", 731: "TWO_YEARS", 1096: "THREE_YEARS",
-    1827: "FIVE_YEARS", 2192: "SIX_YEARS", 2557: "SEVEN_YEARS", 2922: "EIGHT_YEARS", 3288: "NINE_YEARS",
+    1: "ONE_DAY",
+    3: "THREE_DAYS",
+    5: "FIVE_DAYS",
+    7: "ONE_WEEK",
+    14: "TWO_WEEKS",
+    30: "ONE_MONTH",
+    60: "TWO_MONTHS",
+    90: "THREE_MONTHS",
+    120: "FOUR_MONTHS",
+    150: "FIVE_MONTHS",
+    180: "SIX_MONTHS",
+    365: "ONE_YEAR",
+    400: "THIRTEEN_MONTHS",
+    545: "EIGHTEEN_MONTHS",
+    731: "TWO_YEARS",
+    1096: "THREE_YEARS",
+    1827: "FIVE_YEARS",
+    2192: "SIX_YEARS",
+    2557: "SEVEN_YEARS",
+    2922: "EIGHT_YEARS",
+    3288: "NINE_YEARS",
     3653: "TEN_YEARS",
-}  # fmt: skip
+}
 LOG_RETENTION_DAYS = tuple(LOG_RETENTION)
 
 TIMEOUT_BOUNDS = (60, 3600)  # SageMaker's limits for both container timeouts
@@ -88,7 +105,9 @@ class SmokeTest(Strict):
 
     def budget_ms(self, invocation_mode: str) -> int:
         """The budget in force for an endpoint invoked in this mode ("real-time" or "async")."""
-        return self.latency_budget_ms if self.latency_budget_ms is not None else SMOKE_BUDGET_DEFAULT_MS[invocation_mode]
+        return (
+            self.latency_budget_ms if self.latency_budget_ms is not None else SMOKE_BUDGET_DEFAULT_MS[invocation_mode]
+        )
 
 
 class EndpointSpec(Strict):
@@ -238,7 +257,9 @@ class PipelineImages(Strict):
 class PipelineSpec(Strict):
     """Deploy through CodePipeline (CDK Pipelines): source, synth + tests, then one stage per environment."""
 
-    connection_arn: str = Field(pattern=r"^arn:aws[a-z-]*:(codestar-connections|codeconnections):[a-z0-9-]+:\d{12}:connection/[\w-]+$")
+    connection_arn: str = Field(
+        pattern=r"^arn:aws[a-z-]*:(codestar-connections|codeconnections):[a-z0-9-]+:\d{12}:connection/[\w-]+$"
+    )
     repository: str = Field(pattern=r"^[\w.-]+/[\w.-]+$", description="owner/name")
     branch: str = Field("main", min_length=1)
     account: str | None = Field(None, pattern=r"^\d{12}$")
@@ -312,7 +333,8 @@ def pipeline_problems(config: AppConfig) -> list[str]:
                 f"environment {env_name!r}: endpoint {ep.name!r}: adapters[{i}].artifact_hash: required key is missing: "
                 "the pipeline synthesizes before its model build runs, so each adapter pins its artifact's content hash "
                 "too (`python -m model_build build` prints it)"
-                for i, adapter in enumerate(ep.adapters) if not adapter.artifact_hash
+                for i, adapter in enumerate(ep.adapters)
+                if not adapter.artifact_hash
             ]
     return problems
 

@@ -243,7 +243,11 @@ def arn_region_problems(arns: list[tuple[str, str, str]], region: str | None, de
         named = {m["region"] for *_, m in regional if m["region"]}
         partitions = {m["partition"] for *_, m in regional}
         if len(named) > 1 or len(partitions) > 1:
-            what = f"regions {', '.join(sorted(named))}" if len(named) > 1 else f"partitions {', '.join(sorted(partitions))}"
+            what = (
+                f"regions {', '.join(sorted(named))}"
+                if len(named) > 1
+                else f"partitions {', '.join(sorted(partitions))}"
+            )
             listed = "; ".join(f"{who}{key}: {arn!r}" for who, key, arn, _ in regional)
             problems.append(
                 f"the ARNs name {what} ({listed}), but {deploys} one region; allowed: resources of that one region "

@@ -38,10 +38,22 @@ MAX_LEVEL = 1024  # the load test's highest concurrency level (model_build/loadt
 # The regions whose CloudFormation registry has AWS::SageMaker::AIWorkloadConfig, per cfn-lint 1.58.0's provider
 # schemas (tests/config/test_slo_config.py reads them again and compares).
 AI_WORKLOAD_CONFIG_REGIONS = (
-    "ap-northeast-1", "ap-southeast-1", "eu-central-1", "eu-isoe-west-1", "eu-west-1", "eusc-de-east-1", "us-east-1",
-    "us-east-2", "us-iso-east-1", "us-iso-west-1", "us-isob-east-1", "us-isob-west-1", "us-isof-east-1",
-    "us-isof-south-1", "us-west-2",
-)  # fmt: skip
+    "ap-northeast-1",
+    "ap-southeast-1",
+    "eu-central-1",
+    "eu-isoe-west-1",
+    "eu-west-1",
+    "eusc-de-east-1",
+    "us-east-1",
+    "us-east-2",
+    "us-iso-east-1",
+    "us-iso-west-1",
+    "us-isob-east-1",
+    "us-isob-west-1",
+    "us-isof-east-1",
+    "us-isof-south-1",
+    "us-west-2",
+)
 # AIWorkloadConfigName's pattern and length (the registry schema above; CreateAIWorkloadConfig allows 63 as well).
 WORKLOAD_CONFIG_NAME = re.compile(r"^[a-z0-9](-*[a-z0-9]){0,62}$")
 # A Hugging Face Hub repo id: "name" or "org/name" (letters, digits, '-', '_', '.'), what AIPerf's tokenizer takes.
@@ -103,15 +115,19 @@ class Slo(Strict):
     @model_validator(mode="after")
     def _consistent(self) -> Slo:
         if all(getattr(self, key) is None for key in OBJECTIVES):
-            raise ValueError(f"no objective given: a gate with none passes everything; give at least one of "
-                             f"{', '.join(OBJECTIVES)}")  # fmt: skip
+            raise ValueError(
+                f"no objective given: a gate with none passes everything; give at least one of {', '.join(OBJECTIVES)}"
+            )
         if self.min_output_tokens_per_s is not None and self.concurrency is None:
-            raise ValueError("min_output_tokens_per_s needs concurrency: the aggregate throughput is judged at one "
-                             "concurrency level")  # fmt: skip
+            raise ValueError(
+                "min_output_tokens_per_s needs concurrency: the aggregate throughput is judged at one concurrency level"
+            )
         levels = self.workload.concurrency
         if self.concurrency is not None and levels is not None and self.concurrency not in levels:
-            raise ValueError(f"concurrency: value {self.concurrency} is not among workload.concurrency {levels}: the "
-                             "objectives would be judged at a level the gate never runs")  # fmt: skip
+            raise ValueError(
+                f"concurrency: value {self.concurrency} is not among workload.concurrency {levels}: the "
+                "objectives would be judged at a level the gate never runs"
+            )
         return self
 
     @property
@@ -131,15 +147,24 @@ def slo_problems(ep: EndpointSpec) -> list[str]:
         problems.append(f"endpoint {ep.name!r}: slo.{key}: {message}")
 
     if ep.invocation.is_async:
-        bad("(block)", "an asynchronous endpoint is not load-tested (its answers come through S3, not a stream); "
-                       "remove slo: or use invocation.mode real-time")  # fmt: skip
+        bad(
+            "(block)",
+            "an asynchronous endpoint is not load-tested (its answers come through S3, not a stream); "
+            "remove slo: or use invocation.mode real-time",
+        )
     if slo.max_usd_per_million_tokens is not None and slo.usd_per_hour is None:
-        bad("usd_per_hour", f"required key is missing: max_usd_per_million_tokens is computed from the hourly price of "
-                            f"{ep.instance_type}; give its on-demand price in your region (`python -m model_build "
-                            f"loadtest --price-list-api --instance-type {ep.instance_type} --region ...` looks it up)")  # fmt: skip
+        bad(
+            "usd_per_hour",
+            f"required key is missing: max_usd_per_million_tokens is computed from the hourly price of "
+            f"{ep.instance_type}; give its on-demand price in your region (`python -m model_build "
+            f"loadtest --price-list-api --instance-type {ep.instance_type} --region ...` looks it up)",
+        )
     if slo.managed_benchmark and len(slo.levels) != 1:
-        bad("managed_benchmark", f"an AIPerf workload runs one concurrency, the gate's workload has {slo.levels}: set "
-                                 "slo.concurrency, or give workload.concurrency one level")  # fmt: skip
+        bad(
+            "managed_benchmark",
+            f"an AIPerf workload runs one concurrency, the gate's workload has {slo.levels}: set "
+            "slo.concurrency, or give workload.concurrency one level",
+        )
     return problems
 
 
@@ -220,6 +245,17 @@ def results_prefix(endpoint: str) -> str:
 
 
 __all__ = [
-    "AI_WORKLOAD_CONFIG_REGIONS", "OBJECTIVES", "ManagedBenchmark", "Slo", "SloWorkload", "TokenDistribution",
-    "aiperf_workload", "benchmark_role_name", "hub_tokenizer", "managed_benchmark", "results_prefix", "slo_problems", "workload_config_name",
-]  # fmt: skip
+    "AI_WORKLOAD_CONFIG_REGIONS",
+    "OBJECTIVES",
+    "ManagedBenchmark",
+    "Slo",
+    "SloWorkload",
+    "TokenDistribution",
+    "aiperf_workload",
+    "benchmark_role_name",
+    "hub_tokenizer",
+    "managed_benchmark",
+    "results_prefix",
+    "slo_problems",
+    "workload_config_name",
+]

@@ -64,8 +64,11 @@ class _Core12Resolver(BaseResolver):
 for _tag, _pattern, _first in (
     ("bool", r"true|True|TRUE|false|False|FALSE", "tTfF"),
     ("int", r"[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+", "-+0123456789"),
-    ("float", r"[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN)",
-     "-+0123456789."),
+    (
+        "float",
+        r"[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN)",
+        "-+0123456789.",
+    ),
     ("null", r"~|null|Null|NULL|", ["~", "n", "N", ""]),
     ("merge", r"<<", "<"),
 ):
@@ -81,8 +84,9 @@ class _Core12Constructor(SafeConstructor):
         try:
             return int(digits, base)
         except ValueError:  # Python refuses to convert more than sys.get_int_max_str_digits() digits
-            raise ConstructorError(None, None, f"an integer of {len(digits)} digits is out of any range here",
-                                   node.start_mark) from None
+            raise ConstructorError(
+                None, None, f"an integer of {len(digits)} digits is out of any range here", node.start_mark
+            ) from None
 
     def construct_yaml_float(self, node: ScalarNode) -> float:
         value = self.construct_scalar(node).lower()

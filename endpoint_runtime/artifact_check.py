@@ -34,8 +34,10 @@ def publication_problem(s3: Any, bucket: str, manifest_key: str, content_hash: s
     except ClientError as err:
         code = err.response.get("Error", {}).get("Code", "")
         if code in ("NoSuchKey", "404", "NotFound"):
-            return (f"the artifact {content_hash[:12]}... is not published: {where} does not exist (publish writes it "
-                    f"last, so an interrupted or missing publish leaves none); {publish}, then deploy again")
+            return (
+                f"the artifact {content_hash[:12]}... is not published: {where} does not exist (publish writes it "
+                f"last, so an interrupted or missing publish leaves none); {publish}, then deploy again"
+            )
         return f"cannot read {where} ({code or err}); the deploy stops until the artifact's manifest can be read"
     except BotoCoreError as err:
         return f"cannot read {where} ({err}); the deploy stops until the artifact's manifest can be read"
@@ -44,20 +46,32 @@ def publication_problem(s3: Any, bucket: str, manifest_key: str, content_hash: s
     except (ValueError, AttributeError):
         return f"{where} is not a manifest (not a JSON object); {publish}, then deploy again"
     if found != content_hash:
-        return f"{where} names content hash {str(found)[:12]}..., not {content_hash[:12]}...; {publish}, then deploy again"
+        return (
+            f"{where} names content hash {str(found)[:12]}..., not {content_hash[:12]}...; {publish}, then deploy again"
+        )
     return None
 
 
 def respond(event: dict[str, Any], status: str, reason: str = "") -> None:
     """PUT the custom resource response to the request's pre-signed URL."""
-    physical = event.get("PhysicalResourceId") or f"{event['ResourceProperties'].get('Bucket')}/{event['ResourceProperties'].get('ManifestKey')}"
-    body = json.dumps({
-        "Status": status, "Reason": reason[:MAX_REASON_CHARS] or status, "PhysicalResourceId": physical,
-        "StackId": event["StackId"], "RequestId": event["RequestId"], "LogicalResourceId": event["LogicalResourceId"],
-    }).encode("utf-8")  # fmt: skip
+    physical = (
+        event.get("PhysicalResourceId")
+        or f"{event['ResourceProperties'].get('Bucket')}/{event['ResourceProperties'].get('ManifestKey')}"
+    )
+    body = json.dumps(
+        {
+            "Status": status,
+            "Reason": reason[:MAX_REASON_CHARS] or status,
+            "PhysicalResourceId": physical,
+            "StackId": event["StackId"],
+            "RequestId": event["RequestId"],
+            "LogicalResourceId": event["LogicalResourceId"],
+        }
+    ).encode("utf-8")
     # The pre-signed URL is signed without a content type: send none (an empty header, as the User Guide's example).
-    request = urllib.request.Request(event["ResponseURL"], data=body, method="PUT",
-                                     headers={"Content-Type": "", "Content-Length": str(len(body))})  # fmt: skip
+    request = urllib.request.Request(
+        event["ResponseURL"], data=body, method="PUT", headers={"Content-Type": "", "Content-Length": str(len(body))}
+    )
     with urllib.request.urlopen(request, timeout=30) as answer:  # the pre-signed URL CloudFormation gave
         answer.read()
 
@@ -74,8 +88,15 @@ def handler(event: dict[str, Any], context: Any = None) -> None:
 
             _clients["s3"] = boto3.client("s3")
         problem = publication_problem(_clients["s3"], props["Bucket"], props["ManifestKey"], props["ContentHash"])
-        print(json.dumps({"message": "artifact_check", "manifest": f"s3://{props['Bucket']}/{props['ManifestKey']}",
-                          "problem": problem}))  # fmt: skip
+        print(
+            json.dumps(
+                {
+                    "message": "artifact_check",
+                    "manifest": f"s3://{props['Bucket']}/{props['ManifestKey']}",
+                    "problem": problem,
+                }
+            )
+        )
         respond(event, "FAILED" if problem else "SUCCESS", problem or "")
     except Exception as err:  # answer anyway: CloudFormation would otherwise wait an hour for the response
         respond(event, "FAILED", f"the artifact check failed: {type(err).__name__}: {err}")

@@ -82,10 +82,17 @@ def _error(status: int, error_type: str, message: str, **extra: Any) -> tuple[in
 #   NoCredentialsError, PartialCredentialsError, CredentialRetrievalError, NoRegionError
 #                                          this function's setup: 500 configuration
 #   any other BotoCoreError (ParamValidationError, ...): a bug here, 500 internal (invoke.answered)
-TRANSPORT_ERRORS = (botocore.exceptions.ConnectionError, botocore.exceptions.HTTPClientError,
-                    botocore.exceptions.IncompleteReadError)  # fmt: skip
-SETUP_ERRORS = (botocore.exceptions.NoCredentialsError, botocore.exceptions.PartialCredentialsError,
-                botocore.exceptions.CredentialRetrievalError, botocore.exceptions.NoRegionError)  # fmt: skip
+TRANSPORT_ERRORS = (
+    botocore.exceptions.ConnectionError,
+    botocore.exceptions.HTTPClientError,
+    botocore.exceptions.IncompleteReadError,
+)
+SETUP_ERRORS = (
+    botocore.exceptions.NoCredentialsError,
+    botocore.exceptions.PartialCredentialsError,
+    botocore.exceptions.CredentialRetrievalError,
+    botocore.exceptions.NoRegionError,
+)
 
 
 def _botocore_error(err: Exception, service: str, what: str) -> tuple[int, dict]:
@@ -196,8 +203,9 @@ def _read_if_present(s3: Any, uri: str, what: str, cap: int) -> tuple[bool, Any,
     return True, _decode(s3.get_object(Bucket=bucket, Key=key)["Body"].read()), size
 
 
-def fetch_result(output_location: str, failure_location: str | None = None, *, s3: Any = None,
-                 max_bytes: int | None = None) -> dict:
+def fetch_result(
+    output_location: str, failure_location: str | None = None, *, s3: Any = None, max_bytes: int | None = None
+) -> dict:
     """The state of one asynchronous request: {"status": "pending"}, {"status": "completed", "output": ...} or
     {"status": "failed", "error": ...}. A result larger than `max_bytes` (default MAX_RESULT_BYTES) is not read:
     "output" is None and "size_bytes" says why. Raises RequestError for a malformed location and botocore's
@@ -226,8 +234,12 @@ def result(request: dict, *, s3: Any = None, log: dict | None = None) -> tuple[i
     log = {} if log is None else log
     unknown = sorted(set(request) - RESULT_KEYS)
     if unknown:
-        return _error(400, "validation", f"unknown key(s) in a result request: {', '.join(map(str, unknown))[:200]}; "
-                                         f"allowed: {', '.join(sorted(RESULT_KEYS))}")
+        return _error(
+            400,
+            "validation",
+            f"unknown key(s) in a result request: {', '.join(map(str, unknown))[:200]}; "
+            f"allowed: {', '.join(sorted(RESULT_KEYS))}",
+        )
     output, failure = request.get("output_location"), request.get("failure_location")
     try:
         output_folder = _env_location("OUTPUT_LOCATION")
@@ -235,11 +247,18 @@ def result(request: dict, *, s3: Any = None, log: dict | None = None) -> tuple[i
         if output is None:
             raise RequestError("output_location: required key is missing")
         if not _inside(output, output_folder):
-            return _error(400, "location_not_allowed", f"output_location must lie in s3://{output_folder[0]}/"
-                                                       f"{output_folder[1]}/, got {str(output)[:200]!r}")
+            return _error(
+                400,
+                "location_not_allowed",
+                f"output_location must lie in s3://{output_folder[0]}/{output_folder[1]}/, got {str(output)[:200]!r}",
+            )
         if failure is not None and not _inside(failure, failure_folder):
-            return _error(400, "location_not_allowed", f"failure_location must lie in s3://{failure_folder[0]}/"
-                                                       f"{failure_folder[1]}/, got {str(failure)[:200]!r}")
+            return _error(
+                400,
+                "location_not_allowed",
+                f"failure_location must lie in s3://{failure_folder[0]}/"
+                f"{failure_folder[1]}/, got {str(failure)[:200]!r}",
+            )
         return 200, fetch_result(output, failure, s3=s3)
     except RequestError as e:
         return _error(e.status, e.error_type, e.message)
@@ -294,7 +313,11 @@ def handler(event: Any, context: Any = None) -> dict:
         record["error_type"], record["error"] = body.get("error_type"), body.get("error")
     realtime.log_record(record)
     # Retry-After on SageMaker's retryable errors, as every front door answers them (invoke.RETRYABLE_ERRORS).
-    return {"statusCode": status, "headers": realtime.response_headers(body), "body": json.dumps(body, ensure_ascii=False)}
+    return {
+        "statusCode": status,
+        "headers": realtime.response_headers(body),
+        "body": json.dumps(body, ensure_ascii=False),
+    }
 
 
 __all__ = ["fetch_result", "handler", "reset_clients", "result", "submit"]

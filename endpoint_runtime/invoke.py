@@ -43,8 +43,10 @@ RequestError = contract.RequestError  # the caller's request is wrong: a 4xx
 def endpoint_name_from_env() -> str:
     name = os.environ.get("ENDPOINT_NAME", "").strip()
     if not name:
-        raise SetupError("environment variable ENDPOINT_NAME is not set: this function does not know which "
-                          "SageMaker endpoint to invoke")
+        raise SetupError(
+            "environment variable ENDPOINT_NAME is not set: this function does not know which "
+            "SageMaker endpoint to invoke"
+        )
     return name
 
 
@@ -68,9 +70,12 @@ def adapter_components_from_env() -> dict[str, str]:
         parsed = json.loads(raw)
     except ValueError:
         parsed = None
-    if not isinstance(parsed, dict) or not all(isinstance(k, str) and isinstance(v, str) and v for k, v in parsed.items()):
-        raise SetupError("environment variable ADAPTER_COMPONENTS must be a JSON object of adapter name -> inference "
-                         "component name")
+    if not isinstance(parsed, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) and v for k, v in parsed.items()
+    ):
+        raise SetupError(
+            "environment variable ADAPTER_COMPONENTS must be a JSON object of adapter name -> inference component name"
+        )
     return parsed
 
 
@@ -86,8 +91,10 @@ def target_component(payload: Any) -> tuple[Any, str | None]:
     if not isinstance(name, str) or name not in adapters:
         shown = repr(name)[:80] if isinstance(name, str) else contract.json_type(name)
         allowed = ", ".join(sorted(adapters)) or "none (this endpoint serves no adapters)"
-        raise RequestError(f"adapter: value {shown} is not an adapter of this endpoint; allowed: {allowed} (or leave "
-                           "the key out for the base model)")
+        raise RequestError(
+            f"adapter: value {shown} is not an adapter of this endpoint; allowed: {allowed} (or leave "
+            "the key out for the base model)"
+        )
     return {k: v for k, v in payload.items() if k != ADAPTER_KEY}, adapters[name]
 
 
@@ -120,8 +127,11 @@ def parse_body(raw: bytes) -> Any:
     RequestError."""
     cap = max_request_bytes()
     if len(raw) > cap:
-        raise RequestError(f"request body must be at most {cap} bytes, got {len(raw)} bytes", status=413,
-                           error_type="payload_too_large")
+        raise RequestError(
+            f"request body must be at most {cap} bytes, got {len(raw)} bytes",
+            status=413,
+            error_type="payload_too_large",
+        )
     return contract.decode_body(raw)
 
 
@@ -140,8 +150,11 @@ def payload_from_event(event: Any) -> Any:
         size = len(json.dumps(event, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
         cap = max_request_bytes()
         if size > cap:
-            raise RequestError(f"request body must be at most {cap} bytes, got {size} bytes", status=413,
-                               error_type="payload_too_large")
+            raise RequestError(
+                f"request body must be at most {cap} bytes, got {size} bytes",
+                status=413,
+                error_type="payload_too_large",
+            )
         return event
 
     ctx = event.get("requestContext")
@@ -160,8 +173,11 @@ def payload_from_event(event: Any) -> Any:
         cap = max_request_bytes()
         # Cheap pre-check before decoding: base64 is 4/3 of the size.
         if len(body) > (cap + 2) // 3 * 4 + 4:
-            raise RequestError(f"request body must be at most {cap} bytes, got about {len(body) * 3 // 4} bytes",
-                               status=413, error_type="payload_too_large")
+            raise RequestError(
+                f"request body must be at most {cap} bytes, got about {len(body) * 3 // 4} bytes",
+                status=413,
+                error_type="payload_too_large",
+            )
         try:
             raw = base64.b64decode(body, validate=True)
         except (binascii.Error, ValueError) as e:
@@ -216,6 +232,7 @@ def reset_client() -> None:
 # ---------------------------------------------------------------------------------------------------------------
 # Invocation
 
+
 def _error(status: int, error_type: str, message: str, **extra: Any) -> tuple[int, dict]:
     return status, {"error": message, "error_type": error_type, **extra}
 
@@ -248,18 +265,34 @@ class Retryable(NamedTuple):
 # botocore's standard retry mode treats as throttling (botocore/retries/standard.py, _THROTTLED_ERROR_CODES).
 # Retry-After: a choice, not a SageMaker figure: a minute for a copy to start, seconds otherwise.
 THROTTLING_CODES = (
-    "Throttling", "ThrottlingException", "ThrottledException", "RequestThrottledException", "TooManyRequestsException",
-    "ProvisionedThroughputExceededException", "TransactionInProgressException", "RequestLimitExceeded",
-    "BandwidthLimitExceeded", "LimitExceededException", "RequestThrottled", "SlowDown", "PriorRequestNotComplete",
+    "Throttling",
+    "ThrottlingException",
+    "ThrottledException",
+    "RequestThrottledException",
+    "TooManyRequestsException",
+    "ProvisionedThroughputExceededException",
+    "TransactionInProgressException",
+    "RequestLimitExceeded",
+    "BandwidthLimitExceeded",
+    "LimitExceededException",
+    "RequestThrottled",
+    "SlowDown",
+    "PriorRequestNotComplete",
     "EC2ThrottledException",
-)  # fmt: skip
+)
 RETRYABLE_ERRORS: tuple[Retryable, ...] = (
-    Retryable("ValidationError", 503, "no_capacity", 60, "has no model copy running (its inference component is "
-              "scaled to zero) and SageMaker is starting one", re.compile(r"no capacity", re.IGNORECASE)),
+    Retryable(
+        "ValidationError",
+        503,
+        "no_capacity",
+        60,
+        "has no model copy running (its inference component is scaled to zero) and SageMaker is starting one",
+        re.compile(r"no capacity", re.IGNORECASE),
+    ),
     Retryable("ModelNotReadyException", 503, "endpoint_unavailable", 10, "is not ready (ModelNotReadyException)"),
     Retryable("ServiceUnavailable", 503, "endpoint_unavailable", 5, "is not ready (ServiceUnavailable)"),
     *(Retryable(code, 429, "throttled", 1, f"is throttling requests ({code})") for code in THROTTLING_CODES),
-)  # fmt: skip
+)
 
 
 def retryable_error(code: str, message: str) -> Retryable | None:
@@ -295,8 +328,9 @@ def _original(original_message: Any) -> dict:
     return {"model_message": original_message} if isinstance(original_message, str) else {}
 
 
-def map_client_error(err: botocore.exceptions.ClientError, endpoint_name: str, *,
-                     keep_model_message: bool = False) -> tuple[int, dict]:  # fmt: skip
+def map_client_error(
+    err: botocore.exceptions.ClientError, endpoint_name: str, *, keep_model_message: bool = False
+) -> tuple[int, dict]:
     """A SageMaker error as (status, body). keep_model_message: a model's 4xx keeps the container's own error body
     as model_message (a chat reply passes the container's OpenAI error object on: model_chat_error)."""
     resp = err.response or {}
@@ -311,21 +345,41 @@ def map_client_error(err: botocore.exceptions.ClientError, endpoint_name: str, *
         except (TypeError, ValueError):
             original_status = None
         if original_status is not None and 400 <= original_status < 500:
-            return _error(400, "model_rejected_input", _model_message(original_message) or message,
-                          model_status=original_status, **(_original(original_message) if keep_model_message else {}))
+            return _error(
+                400,
+                "model_rejected_input",
+                _model_message(original_message) or message,
+                model_status=original_status,
+                **(_original(original_message) if keep_model_message else {}),
+            )
         if _TIMED_OUT.search(message):
-            return _error(504, "timeout", f"endpoint {endpoint_name!r} did not answer within SageMaker's "
-                                          f"{SAGEMAKER_INVOKE_LIMIT_S:.0f} s invocation limit")
-        return _error(502, "model_error", f"the model on endpoint {endpoint_name!r} failed"
-                      + (f" (status {original_status})" if original_status else ""))
+            return _error(
+                504,
+                "timeout",
+                f"endpoint {endpoint_name!r} did not answer within SageMaker's "
+                f"{SAGEMAKER_INVOKE_LIMIT_S:.0f} s invocation limit",
+            )
+        return _error(
+            502,
+            "model_error",
+            f"the model on endpoint {endpoint_name!r} failed"
+            + (f" (status {original_status})" if original_status else ""),
+        )
     if code == "ValidationError" and _NOT_FOUND.search(message):
         return _error(503, "endpoint_not_found", f"endpoint {endpoint_name!r} was not found in this region")
     retry = retryable_error(code, message)
     if retry is not None:
-        return _error(retry.status, retry.error_type, f"endpoint {endpoint_name!r} {retry.what}; retry after "
-                      f"{retry.retry_after_s} s", retry_after_s=retry.retry_after_s)  # fmt: skip
-    if code.startswith("AccessDenied") or code in ("UnrecognizedClientException", "InvalidSignatureException",
-                                                    "ExpiredTokenException"):
+        return _error(
+            retry.status,
+            retry.error_type,
+            f"endpoint {endpoint_name!r} {retry.what}; retry after {retry.retry_after_s} s",
+            retry_after_s=retry.retry_after_s,
+        )
+    if code.startswith("AccessDenied") or code in (
+        "UnrecognizedClientException",
+        "InvalidSignatureException",
+        "ExpiredTokenException",
+    ):
         return _error(500, "configuration", f"this function may not invoke endpoint {endpoint_name!r} ({code})")
     return _error(502, "upstream_error", f"SageMaker refused the call to endpoint {endpoint_name!r} ({code})")
 
@@ -355,8 +409,15 @@ def invoke(
     return 200, {"endpoint": endpoint_name, "outputs": answer["json"], "latency_ms": answer["latency_ms"]}
 
 
-def call_endpoint(endpoint_name: str, request: dict, client=None, *, log: dict, inference_component: str | None = None,
-                  keep_model_message: bool = False) -> tuple[int, dict]:  # fmt: skip
+def call_endpoint(
+    endpoint_name: str,
+    request: dict,
+    client=None,
+    *,
+    log: dict,
+    inference_component: str | None = None,
+    keep_model_message: bool = False,
+) -> tuple[int, dict]:
     """InvokeEndpoint with `request` (already checked): (200, {"json": the decoded answer, "latency_ms"}), or the
     error (status, body) every front door answers (map_client_error, timeouts, connection failures)."""
     body = json.dumps(request, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
@@ -384,8 +445,11 @@ def call_endpoint(endpoint_name: str, request: dict, client=None, *, log: dict, 
         return _error(504, "timeout", f"endpoint {endpoint_name!r} did not answer within {elapsed:.0f} s")
     except botocore.exceptions.NoCredentialsError as e:
         return _error(500, "configuration", f"no AWS credentials: {e}")
-    except (botocore.exceptions.EndpointConnectionError, botocore.exceptions.ConnectionError,
-            botocore.exceptions.HTTPClientError) as e:
+    except (
+        botocore.exceptions.EndpointConnectionError,
+        botocore.exceptions.ConnectionError,
+        botocore.exceptions.HTTPClientError,
+    ) as e:
         log["aws_error"] = str(e)[:500]
         return _error(502, "upstream_error", f"could not reach SageMaker: {type(e).__name__}")
     latency_ms = int(round((time.monotonic() - started) * 1000))
@@ -393,8 +457,12 @@ def call_endpoint(endpoint_name: str, request: dict, client=None, *, log: dict, 
     try:
         outputs = json.loads(raw)
     except ValueError:
-        return _error(502, "model_error", f"endpoint {endpoint_name!r} returned a non-JSON response "
-                                          f"({response.get('ContentType', 'unknown content type')}, {len(raw)} bytes)")
+        return _error(
+            502,
+            "model_error",
+            f"endpoint {endpoint_name!r} returned a non-JSON response "
+            f"({response.get('ContentType', 'unknown content type')}, {len(raw)} bytes)",
+        )
     return 200, {"json": outputs, "latency_ms": latency_ms}
 
 
@@ -446,11 +514,23 @@ def model_chat_error(status: int, body: dict) -> dict:
         sent = None
     if isinstance(sent, dict) and isinstance(sent.get("error"), dict) and isinstance(sent["error"].get("message"), str):
         inner = sent["error"]
-        return {"error": {"message": inner["message"], "type": inner.get("type") or "invalid_request_error",
-                          "param": inner.get("param"), "code": inner.get("code")}}  # fmt: skip
+        return {
+            "error": {
+                "message": inner["message"],
+                "type": inner.get("type") or "invalid_request_error",
+                "param": inner.get("param"),
+                "code": inner.get("code"),
+            }
+        }
     if isinstance(sent, dict) and sent.get("object") == "error" and isinstance(sent.get("message"), str):
-        return {"error": {"message": sent["message"], "type": sent.get("type") or "invalid_request_error",
-                          "param": sent.get("param"), "code": sent.get("code")}}  # fmt: skip
+        return {
+            "error": {
+                "message": sent["message"],
+                "type": sent.get("type") or "invalid_request_error",
+                "param": sent.get("param"),
+                "code": sent.get("code"),
+            }
+        }
     return as_chat_error(status, {k: v for k, v in body.items() if k != "model_message"})
 
 
@@ -462,16 +542,25 @@ def prepare_chat(payload: Any, *, stream: bool, feats: chat_contract.ChatFeature
     feats = chat_contract.features() if feats is None else feats
     request = chat_contract.parse_for_endpoint(payload, feats, contract.limits())
     if request.stream != stream:
-        door = ("the streaming front door sends server-sent events: send stream true" if stream else
-                "the invoke function answers whole replies: send stream false, or use the streaming front door "
-                "(streaming.enabled)")  # fmt: skip
+        door = (
+            "the streaming front door sends server-sent events: send stream true"
+            if stream
+            else "the invoke function answers whole replies: send stream false, or use the streaming front door "
+            "(streaming.enabled)"
+        )
         raise chat_contract.ChatError(f"stream: {door}", param="stream", code="unsupported_value")
     return request.to_json()
 
 
-def invoke_chat(endpoint_name: str, payload: Any, client=None, *, log: dict | None = None,
-                inference_component: str | None = None, feats: chat_contract.ChatFeatures | None = None,
-                ) -> tuple[int, dict]:  # fmt: skip
+def invoke_chat(
+    endpoint_name: str,
+    payload: Any,
+    client=None,
+    *,
+    log: dict | None = None,
+    inference_component: str | None = None,
+    feats: chat_contract.ChatFeatures | None = None,
+) -> tuple[int, dict]:
     """Parse a chat request and invoke `endpoint_name` with it: (200, the container's chat.completion), or (status,
     OpenAI's error object). Never raises for request, model or AWS errors."""
     log = {} if log is None else log
@@ -482,15 +571,22 @@ def invoke_chat(endpoint_name: str, payload: Any, client=None, *, log: dict | No
     except SetupError as e:
         return 500, as_chat_error(500, {"error": str(e), "error_type": "configuration"})
     log["chat"] = True
-    status, answer = call_endpoint(endpoint_name, request, client, log=log, inference_component=inference_component,
-                                   keep_model_message=True)
+    status, answer = call_endpoint(
+        endpoint_name, request, client, log=log, inference_component=inference_component, keep_model_message=True
+    )
     if status != 200:
-        return status, model_chat_error(status, answer) if answer.get("error_type") == "model_rejected_input" \
-            else as_chat_error(status, answer)  # fmt: skip
+        return status, model_chat_error(status, answer) if answer.get(
+            "error_type"
+        ) == "model_rejected_input" else as_chat_error(status, answer)
     reply = answer["json"]
     if not isinstance(reply, dict) or not isinstance(reply.get("choices"), list):
-        return 502, as_chat_error(502, {"error": f"endpoint {endpoint_name!r} answered a chat request with JSON that "
-                                                 "is not a chat.completion", "error_type": "model_error"})  # fmt: skip
+        return 502, as_chat_error(
+            502,
+            {
+                "error": f"endpoint {endpoint_name!r} answered a chat request with JSON that is not a chat.completion",
+                "error_type": "model_error",
+            },
+        )
     log["latency_ms_model"] = answer["latency_ms"]
     return 200, reply
 

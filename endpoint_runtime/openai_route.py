@@ -28,8 +28,12 @@ def bearer_token(credentials: Any, region: str, expires_s: int = 900) -> str:
 
     if not 1 <= expires_s <= TOKEN_MAX_S:
         raise ValueError(f"expires_s must be 1 to {TOKEN_MAX_S}, got {expires_s}")
-    request = AWSRequest(method="POST", url=f"https://{TOKEN_HOST}/", headers={"host": TOKEN_HOST},
-                         params={"Action": "CallWithBearerToken"})  # fmt: skip
+    request = AWSRequest(
+        method="POST",
+        url=f"https://{TOKEN_HOST}/",
+        headers={"host": TOKEN_HOST},
+        params={"Action": "CallWithBearerToken"},
+    )
     frozen = credentials.get_frozen_credentials() if hasattr(credentials, "get_frozen_credentials") else credentials
     SigV4QueryAuth(frozen, "sagemaker", region, expires=expires_s).add_auth(request)
     url = request.url.replace("https://", "") + "&Version=1"
@@ -46,8 +50,9 @@ def chat_url(runtime_url: str, endpoint: str, component: str | None = None) -> s
 def post_chat(url: str, token: str, request: dict, timeout_s: float = 60) -> tuple[int, Any]:
     """POST a (non-streamed) chat request: (status, the decoded JSON answer, or the text when it is not JSON)."""
     data = json.dumps(request).encode("utf-8")
-    http = urllib.request.Request(url, data=data, method="POST", headers={
-        "Content-Type": "application/json", "Authorization": f"Bearer {token}"})  # fmt: skip
+    http = urllib.request.Request(
+        url, data=data, method="POST", headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}"}
+    )
     try:
         with urllib.request.urlopen(http, timeout=timeout_s) as reply:  # an https (or local) URL we build
             status, raw = reply.status, reply.read()

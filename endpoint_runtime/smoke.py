@@ -291,11 +291,13 @@ def smoke_test(
         )
     if inference_component is not None:
         # The model runs as an inference component: a new model updates the component, not the endpoint config.
-    # The stack's Model is named by its physical id, the model's ARN (AWS::SageMaker::Model's primaryIdentifier is
-    # ModelArn in its CloudFormation registry schema, as cfn-lint ships it).
+        # The stack's Model is named by its physical id, the model's ARN (AWS::SageMaker::Model's primaryIdentifier is
+        # ModelArn in its CloudFormation registry schema, as cfn-lint ships it).
         component_ok = _check_component(result, sm, inference_component, deployed_models, stack_name)
         if in_service and not component_ok:
-            result.add("invoke", True, f"not run: inference component {inference_component} is not InService", skipped=True)
+            result.add(
+                "invoke", True, f"not run: inference component {inference_component} is not InService", skipped=True
+            )
             return result
     if not in_service:
         result.add("invoke", True, f"not run: endpoint is {endpoint_status}", skipped=True)
@@ -304,10 +306,15 @@ def smoke_test(
     if async_locations is not None and running_instances(described) == 0:
         waking = True
         budget_ms = max(latency_budget_ms, wake_budget_ms or 0)
-        result.add("capacity", True, (
-            f"endpoint {endpoint} runs 0 instances (it scaled to zero; an update keeps the scaled count): the prompt "
-            f"waits for the scale-up from zero (the HasBacklogWithoutCapacity alarm, then an instance starts), up to "
-            f"{budget_ms} ms"))
+        result.add(
+            "capacity",
+            True,
+            (
+                f"endpoint {endpoint} runs 0 instances (it scaled to zero; an update keeps the scaled count): the prompt "
+                f"waits for the scale-up from zero (the HasBacklogWithoutCapacity alarm, then an instance starts), up to "
+                f"{budget_ms} ms"
+            ),
+        )
 
     # -- one invocation with the configured prompt
     payload = {"inputs": prompt, "parameters": {"max_new_tokens": max_new_tokens, "do_sample": False}}
@@ -316,8 +323,9 @@ def smoke_test(
     invoke_name = expected_endpoint if (emulator and expected_endpoint) else endpoint
     if async_locations is not None:
         give_up_ms = must_end_within_ms if waking else None
-        answer = _answer_async(invoke_name, payload, async_locations, budget_ms, session, runtime_client, s3_client,
-                               give_up_ms=give_up_ms)
+        answer = _answer_async(
+            invoke_name, payload, async_locations, budget_ms, session, runtime_client, s3_client, give_up_ms=give_up_ms
+        )
     else:
         answer = _answer_real_time(invoke_name, payload, session, runtime_client, inference_component)
     result.latency_ms = answer.latency_ms
@@ -359,11 +367,25 @@ def smoke_test(
             f"instance type, the engine settings and the endpoint's metrics, or raise the budget",
         )
     if chat is not None:  # the endpoint serves chat: one exchange through its clients' route
-        chat_check(result, invoke_name, chat, session=session, runtime_client=runtime_client,
-                   inference_component=inference_component)  # fmt: skip
+        chat_check(
+            result,
+            invoke_name,
+            chat,
+            session=session,
+            runtime_client=runtime_client,
+            inference_component=inference_component,
+        )
     if adapters:
-        check_adapters(result, sm, adapters, base=inference_component, endpoint=invoke_name, payload=payload,
-                       latency_budget_ms=latency_budget_ms, client=runtime_client or make_runtime_client(session))
+        check_adapters(
+            result,
+            sm,
+            adapters,
+            base=inference_component,
+            endpoint=invoke_name,
+            payload=payload,
+            latency_budget_ms=latency_budget_ms,
+            client=runtime_client or make_runtime_client(session),
+        )
     return result
 
 
@@ -374,8 +396,17 @@ def running_instances(described: dict[str, Any]) -> int | None:
     return sum(counts) if counts else None
 
 
-def check_adapters(result: SmokeResult, sm, adapters: dict[str, str], *, base: str | None, endpoint: str, payload: dict,
-                   latency_budget_ms: int, client) -> None:
+def check_adapters(
+    result: SmokeResult,
+    sm,
+    adapters: dict[str, str],
+    *,
+    base: str | None,
+    endpoint: str,
+    payload: dict,
+    latency_budget_ms: int,
+    client,
+) -> None:
     """One check per LoRA adapter ("adapter <name>"): its adapter inference component is InService on the base
     component, and the smoke prompt sent to it (InvokeEndpoint naming the adapter's component, through
     endpoint_runtime.invoke) answers in the text-generation shape within the latency budget."""
@@ -390,20 +421,34 @@ def check_adapters(result: SmokeResult, sm, adapters: dict[str, str], *, base: s
         on = (described.get("Specification") or {}).get("BaseInferenceComponentName")
         if status != "InService":
             reason = described.get("FailureReason")
-            result.add(check, False, f"adapter inference component {component} is {status}, not InService"
-                       + (f" ({reason})" if reason else "") + ": wait for it, or read the base component's logs "
-                       f"(/aws/sagemaker/InferenceComponents/{base}) and redeploy")
+            result.add(
+                check,
+                False,
+                f"adapter inference component {component} is {status}, not InService"
+                + (f" ({reason})" if reason else "")
+                + ": wait for it, or read the base component's logs "
+                f"(/aws/sagemaker/InferenceComponents/{base}) and redeploy",
+            )
             continue
         if base is not None and (on or "").casefold() != base.casefold():
-            result.add(check, False, f"adapter inference component {component} is on base component {on}, not {base}: "
-                       "deploy the stack again")
+            result.add(
+                check,
+                False,
+                f"adapter inference component {component} is on base component {on}, not {base}: "
+                "deploy the stack again",
+            )
             continue
         answer = _answer_real_time(endpoint, payload, None, client, component)
         problem = answer.problem if not answer.submitted_ok else check_response_shape(answer.outputs)
         if problem is None and answer.latency_ms > latency_budget_ms:
             problem = f"{answer.latency_ms} ms is over the {latency_budget_ms} ms budget (smoke_test.latency_budget_ms)"
-        result.add(check, problem is None, f"{component}: 200 in {answer.latency_ms} ms" if problem is None
-                   else f"invoking adapter component {component}: {problem}")
+        result.add(
+            check,
+            problem is None,
+            f"{component}: 200 in {answer.latency_ms} ms"
+            if problem is None
+            else f"invoking adapter component {component}: {problem}",
+        )
 
 
 def _check_component(result: SmokeResult, sm, component: str, deployed_models: list[str], stack_name: str) -> bool:
@@ -413,26 +458,43 @@ def _check_component(result: SmokeResult, sm, component: str, deployed_models: l
     try:
         described = sm.describe_inference_component(InferenceComponentName=component)
     except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError) as err:
-        result.add("component", False, f"cannot describe inference component {component}: {aws_message(err)}; it may "
-                   f"have been deleted outside CloudFormation: deploy stack {stack_name} again")
+        result.add(
+            "component",
+            False,
+            f"cannot describe inference component {component}: {aws_message(err)}; it may "
+            f"have been deleted outside CloudFormation: deploy stack {stack_name} again",
+        )
         return False
     status = described.get("InferenceComponentStatus")
     running = (described.get("Specification") or {}).get("ModelName", "")
     copies = (described.get("RuntimeConfig") or {}).get("CurrentCopyCount")
     if status != "InService":
         reason = described.get("FailureReason")
-        result.add("component", False, f"inference component {component} is {status}, not InService"
-                   + (f" ({reason})" if reason else "") + ": wait for it (Creating/Updating) or read its CloudWatch logs "
-                   f"(/aws/sagemaker/InferenceComponents/{component}) and redeploy (Failed)")
+        result.add(
+            "component",
+            False,
+            f"inference component {component} is {status}, not InService"
+            + (f" ({reason})" if reason else "")
+            + ": wait for it (Creating/Updating) or read its CloudWatch logs "
+            f"(/aws/sagemaker/InferenceComponents/{component}) and redeploy (Failed)",
+        )
         return False
     if len(deployed_models) != 1:
-        result.add("component", False, f"stack {stack_name} has {len(deployed_models)} resources of type {MODEL_TYPE}, "
-                   "expected 1: is it an endpoint stack of this app?")
+        result.add(
+            "component",
+            False,
+            f"stack {stack_name} has {len(deployed_models)} resources of type {MODEL_TYPE}, "
+            "expected 1: is it an endpoint stack of this app?",
+        )
         return True
     if running.casefold() != deployed_models[0].casefold():
-        result.add("component", False, f"inference component {component} runs model {running}, but stack {stack_name} "
-                   f"deployed {deployed_models[0]}: the update did not take effect (rolled back, or changed outside "
-                   "CloudFormation); read the component's events and logs, then deploy the stack again")
+        result.add(
+            "component",
+            False,
+            f"inference component {component} runs model {running}, but stack {stack_name} "
+            f"deployed {deployed_models[0]}: the update did not take effect (rolled back, or changed outside "
+            "CloudFormation); read the component's events and logs, then deploy the stack again",
+        )
         return True
     result.add("component", True, f"{component} runs {running}, the model the stack deployed ({copies} copies now)")
     return True
@@ -455,12 +517,16 @@ def _elapsed_ms(started: float) -> int:
     return int(round((time.monotonic() - started) * 1000))
 
 
-def _answer_real_time(endpoint: str, payload: dict, session, runtime_client, inference_component: str | None) -> _Answer:
+def _answer_real_time(
+    endpoint: str, payload: dict, session, runtime_client, inference_component: str | None
+) -> _Answer:
     """InvokeEndpoint through endpoint_runtime.invoke (the invoke function's validation and error mapping)."""
     client = runtime_client or make_runtime_client(session)
     log: dict[str, Any] = {}
     started = time.monotonic()
-    status_code, body = invoke_module.invoke(endpoint, payload, client=client, log=log, inference_component=inference_component)
+    status_code, body = invoke_module.invoke(
+        endpoint, payload, client=client, log=log, inference_component=inference_component
+    )
     wall_ms = _elapsed_ms(started)
     if status_code != 200:
         detail = f" [{log['aws_error']}]" if log.get("aws_error") else ""
@@ -475,8 +541,16 @@ ASYNC_POLL_FIRST_S, ASYNC_POLL_GROWTH, ASYNC_POLL_MAX_S = 1.0, 1.5, 10.0
 ASYNC_MAX_RESULT_BYTES = 1024 * 1024
 
 
-def _answer_async(endpoint: str, payload: dict, locations: dict[str, str], budget_ms: int, session, runtime_client,
-                  s3_client, give_up_ms: int | None = None) -> _Answer:
+def _answer_async(
+    endpoint: str,
+    payload: dict,
+    locations: dict[str, str],
+    budget_ms: int,
+    session,
+    runtime_client,
+    s3_client,
+    give_up_ms: int | None = None,
+) -> _Answer:
     """An asynchronous endpoint refuses InvokeEndpoint: submit as its invoke function does (endpoint_runtime.
     async_invoke: the payload into the input folder, then InvokeEndpointAsync), then poll S3 for the answer or the
     failure until the budget is spent. The latency is submit to answer, queueing included. give_up_ms: stop waiting
@@ -489,10 +563,14 @@ def _answer_async(endpoint: str, payload: dict, locations: dict[str, str], budge
         input_location = async_invoke.split_s3_uri(locations["input"], "input location")
     except async_invoke.RequestError as err:
         return _Answer(False, 0, problem=f"no submit: {err.message}")
-    status_code, body = async_invoke.submit(endpoint, payload, input_location=input_location, s3=s3, runtime=runtime, log=log)
+    status_code, body = async_invoke.submit(
+        endpoint, payload, input_location=input_location, s3=s3, runtime=runtime, log=log
+    )
     if status_code != 202:
         detail = f" [{log['aws_error']}]" if log.get("aws_error") else ""
-        return _Answer(False, _elapsed_ms(started), problem=f"{status_code} {body.get('error_type')}: {body.get('error')}{detail}")
+        return _Answer(
+            False, _elapsed_ms(started), problem=f"{status_code} {body.get('error_type')}: {body.get('error')}{detail}"
+        )
     inference_id, output, failure = body["inference_id"], body.get("output_location"), body.get("failure_location")
     submitted = f"submitted asynchronous request {inference_id}; SageMaker writes its answer to {output}"
     if not output:
@@ -504,30 +582,56 @@ def _answer_async(endpoint: str, payload: dict, locations: dict[str, str], budge
         except async_invoke.RequestError as err:
             return _Answer(True, _elapsed_ms(started), submitted, problem=f"cannot read the answer: {err.message}")
         except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError) as err:
-            return _Answer(True, _elapsed_ms(started), submitted, problem=f"cannot read the answer at {output}: {aws_message(err)}")
+            return _Answer(
+                True, _elapsed_ms(started), submitted, problem=f"cannot read the answer at {output}: {aws_message(err)}"
+            )
         elapsed = _elapsed_ms(started)
         if state["status"] == "completed":
             if state.get("output") is None:
-                return _Answer(True, elapsed, submitted, problem=(
-                    f"the answer at {output} is {state.get('size_bytes')} bytes, far more than a "
-                    f"{payload['parameters']['max_new_tokens']}-token answer: read it and check the container"))
+                return _Answer(
+                    True,
+                    elapsed,
+                    submitted,
+                    problem=(
+                        f"the answer at {output} is {state.get('size_bytes')} bytes, far more than a "
+                        f"{payload['parameters']['max_new_tokens']}-token answer: read it and check the container"
+                    ),
+                )
             return _Answer(True, elapsed, submitted, outputs=state["output"])
         if state["status"] == "failed":
-            return _Answer(True, elapsed, submitted, problem=(
-                f"endpoint {endpoint} failed asynchronous request {inference_id}: {str(state.get('error'))[:300]}; "
-                f"read its CloudWatch logs (/aws/sagemaker/Endpoints/{endpoint})"))
+            return _Answer(
+                True,
+                elapsed,
+                submitted,
+                problem=(
+                    f"endpoint {endpoint} failed asynchronous request {inference_id}: {str(state.get('error'))[:300]}; "
+                    f"read its CloudWatch logs (/aws/sagemaker/Endpoints/{endpoint})"
+                ),
+            )
         if give_up_ms is not None and give_up_ms < budget_ms and elapsed >= give_up_ms:
-            return _Answer(True, elapsed, submitted, unawaited=(
-                f"not awaited: endpoint {endpoint} is scaling up from zero, which may take up to {budget_ms} ms, "
-                f"longer than this run may last ({give_up_ms} ms); run `python -m model_build smoke` (which waits "
-                f"that long), or fetch the answer later with `python -m model_build result --output-location {output}`"))
+            return _Answer(
+                True,
+                elapsed,
+                submitted,
+                unawaited=(
+                    f"not awaited: endpoint {endpoint} is scaling up from zero, which may take up to {budget_ms} ms, "
+                    f"longer than this run may last ({give_up_ms} ms); run `python -m model_build smoke` (which waits "
+                    f"that long), or fetch the answer later with `python -m model_build result --output-location {output}`"
+                ),
+            )
         if elapsed >= budget_ms:
-            return _Answer(True, elapsed, submitted, problem=(
-                f"no answer to asynchronous request {inference_id} within the {budget_ms} ms budget "
-                f"(smoke_test.latency_budget_ms): it is still queued or running. An endpoint at zero instances "
-                f"starts one only after its HasBacklogWithoutCapacity alarm fires, then loads the model (minutes); "
-                f"check ApproximateBacklogSize and the instance count, fetch the answer later with "
-                f"`python -m model_build result --output-location {output}`, or raise the budget"))
+            return _Answer(
+                True,
+                elapsed,
+                submitted,
+                problem=(
+                    f"no answer to asynchronous request {inference_id} within the {budget_ms} ms budget "
+                    f"(smoke_test.latency_budget_ms): it is still queued or running. An endpoint at zero instances "
+                    f"starts one only after its HasBacklogWithoutCapacity alarm fires, then loads the model (minutes); "
+                    f"check ApproximateBacklogSize and the instance count, fetch the answer later with "
+                    f"`python -m model_build result --output-location {output}`, or raise the budget"
+                ),
+            )
         until = min(budget_ms, give_up_ms) if give_up_ms is not None else budget_ms
         time.sleep(min(wait, max(0.0, (until - elapsed) / 1000)))
         wait = min(wait * ASYNC_POLL_GROWTH, ASYNC_POLL_MAX_S)
@@ -552,13 +656,25 @@ class ChatSmoke:
     max_tokens: int = 16
 
 
-SMOKE_TOOL = {"type": "function", "function": {
-    "name": "get_weather", "description": "The weather in a city",
-    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}  # fmt: skip
+SMOKE_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "The weather in a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    },
+}
 
 
-def chat_check(result: SmokeResult, endpoint: str, chat: ChatSmoke, *, session=None, runtime_client=None,
-               inference_component: str | None = None) -> None:  # fmt: skip
+def chat_check(
+    result: SmokeResult,
+    endpoint: str,
+    chat: ChatSmoke,
+    *,
+    session=None,
+    runtime_client=None,
+    inference_component: str | None = None,
+) -> None:
     """Adds the check "chat" (a chat.completion with an assistant message) and, with chat.tools, "tool_call" (a
     request that names get_weather as tool_choice answers with that call and JSON-object arguments)."""
     session = session or boto3.session.Session()
@@ -566,19 +682,28 @@ def chat_check(result: SmokeResult, endpoint: str, chat: ChatSmoke, *, session=N
     ask = {"messages": [{"role": "user", "content": "What is the capital of France?"}], "max_tokens": chat.max_tokens}
     status, reply, how = _chat_exchange(endpoint, ask, chat, session, runtime, inference_component)
     problem = _chat_problem(status, reply)
-    result.add("chat", problem is None, f"{how}: {problem}" if problem else f"{how}: a chat.completion "
-               f"({reply['choices'][0].get('finish_reason')})")  # fmt: skip
+    result.add(
+        "chat",
+        problem is None,
+        f"{how}: {problem}" if problem else f"{how}: a chat.completion ({reply['choices'][0].get('finish_reason')})",
+    )
     if not chat.tools or problem is not None:
         return
-    forced = {**ask, "messages": [{"role": "user", "content": "What is the weather in Paris?"}], "tools": [SMOKE_TOOL],
-              "tool_choice": {"type": "function", "function": {"name": "get_weather"}}, "max_tokens": 64}  # fmt: skip
+    forced = {
+        **ask,
+        "messages": [{"role": "user", "content": "What is the weather in Paris?"}],
+        "tools": [SMOKE_TOOL],
+        "tool_choice": {"type": "function", "function": {"name": "get_weather"}},
+        "max_tokens": 64,
+    }
     status, reply, how = _chat_exchange(endpoint, forced, chat, session, runtime, inference_component)
     problem = _chat_problem(status, reply, need_text=False) or _tool_call_problem(reply)
     result.add("tool_call", problem is None, f"{how}: {problem}" if problem else f"{how}: called get_weather")
 
 
-def _chat_exchange(endpoint: str, request: dict, chat: ChatSmoke, session, runtime, component: str | None
-                   ) -> tuple[int, Any, str]:  # fmt: skip
+def _chat_exchange(
+    endpoint: str, request: dict, chat: ChatSmoke, session, runtime, component: str | None
+) -> tuple[int, Any, str]:
     if chat.route == "openai":
         url = openai_route.chat_url(runtime.meta.endpoint_url, endpoint, component)
         credentials = session.get_credentials()
@@ -590,8 +715,9 @@ def _chat_exchange(endpoint: str, request: dict, chat: ChatSmoke, session, runti
         except OSError as err:
             return 0, f"could not reach {url}: {err}", "OpenAI route"
         return status, reply, "OpenAI route"
-    status, reply = invoke_module.invoke_chat(endpoint, request, client=runtime, inference_component=component,
-                                              feats=chat.features)  # fmt: skip
+    status, reply = invoke_module.invoke_chat(
+        endpoint, request, client=runtime, inference_component=component, feats=chat.features
+    )
     return status, reply, "InvokeEndpoint"
 
 
@@ -605,7 +731,9 @@ def _chat_problem(status: int, reply: Any, need_text: bool = True) -> str | None
             return f"503: {message} (the endpoint is starting capacity; retry after {reply['retry_after_s']} s)"
         return f"{status or 'no answer'}: {str(message)[:300]}"
     choices = reply.get("choices") if isinstance(reply, dict) else None
-    message = choices[0].get("message") if isinstance(choices, list) and choices and isinstance(choices[0], dict) else None
+    message = (
+        choices[0].get("message") if isinstance(choices, list) and choices and isinstance(choices[0], dict) else None
+    )
     if not isinstance(message, dict) or message.get("role") != "assistant":
         return f"the answer is not a chat.completion with an assistant message: {json.dumps(reply)[:200]}"
     if need_text and not isinstance(message.get("content"), str) and not message.get("tool_calls"):
@@ -635,9 +763,7 @@ def _tool_call_problem(reply: dict) -> str | None:
 def settings_from_env() -> dict[str, Any]:
     stack = os.environ.get("STACK_NAME", "").strip()
     if not stack:
-        raise SetupError(
-            "environment variable STACK_NAME is not set: this function does not know which stack to check"
-        )
+        raise SetupError("environment variable STACK_NAME is not set: this function does not know which stack to check")
     mode = os.environ.get("INVOCATION_MODE", "").strip() or "real-time"
     if mode not in ("real-time", "async"):
         raise SetupError(f"environment variable INVOCATION_MODE must be real-time or async, got {mode!r}")
@@ -659,8 +785,11 @@ def settings_from_env() -> dict[str, Any]:
         "emulator": os.environ.get("EMULATOR", "").strip().lower() == "true",
         "inference_component": os.environ.get("INFERENCE_COMPONENT_NAME", "").strip() or None,
         "async_locations": async_locations,
-        "wake_budget_ms": (_required_int("WAKE_BUDGET_MS", 1, WAKE_BUDGET_MAX_MS)
-                           if os.environ.get("WAKE_BUDGET_MS", "").strip() else None),
+        "wake_budget_ms": (
+            _required_int("WAKE_BUDGET_MS", 1, WAKE_BUDGET_MAX_MS)
+            if os.environ.get("WAKE_BUDGET_MS", "").strip()
+            else None
+        ),
         "chat": chat_settings_from_env(),
         "adapters": invoke_module.adapter_components_from_env() or None,
     }
@@ -704,8 +833,9 @@ def handler(event: Any, context: Any = None, *, session=None, runtime_client=Non
     remaining = getattr(context, "get_remaining_time_in_millis", None)
     must_end_within_ms = max(0, remaining() - LAMBDA_END_MARGIN_MS) if remaining is not None else None
     try:
-        result = smoke_test(**settings_from_env(), must_end_within_ms=must_end_within_ms, session=session,
-                            runtime_client=runtime_client).to_dict()
+        result = smoke_test(
+            **settings_from_env(), must_end_within_ms=must_end_within_ms, session=session, runtime_client=runtime_client
+        ).to_dict()
     except SetupError as err:
         result = {"ok": False, "failures": [f"configuration: {err}"], "checks": []}
     # The model's text is not logged; the checks and their messages are.

@@ -56,8 +56,9 @@ def prepare(payload: Any) -> bytes:
         request["inputs"] = inputs[0]
     beams = request.get("parameters", {}).get("num_beams", 1)
     if beams != 1:
-        raise RequestError(f"parameters.num_beams must be 1 when streaming (beam search returns whole sequences), "
-                           f"got {beams}")  # fmt: skip
+        raise RequestError(
+            f"parameters.num_beams must be 1 when streaming (beam search returns whole sequences), got {beams}"
+        )
     request["stream"] = True
     return json.dumps(request, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
@@ -186,16 +187,33 @@ def open_chat_stream(
         return 500, invoke.as_chat_error(500, {"error": str(e), "error_type": "configuration"})
     log["chat"] = True
     body = json.dumps(request, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-    status, answer = _start(endpoint_name, body, client, log, inference_component, invoke.chat_contract.SSE_CONTENT_TYPE,
-                            keep_model_message=True)  # fmt: skip
+    status, answer = _start(
+        endpoint_name,
+        body,
+        client,
+        log,
+        inference_component,
+        invoke.chat_contract.SSE_CONTENT_TYPE,
+        keep_model_message=True,
+    )
     if status != 200:
-        return status, (invoke.model_chat_error(status, answer) if answer.get("error_type") == "model_rejected_input"
-                        else invoke.as_chat_error(status, answer))  # fmt: skip
+        return status, (
+            invoke.model_chat_error(status, answer)
+            if answer.get("error_type") == "model_rejected_input"
+            else invoke.as_chat_error(status, answer)
+        )
     return 200, _relay(answer["events"], endpoint_name, answer["started"], log, deadline_s, ChatEvents(endpoint_name))
 
 
-def _start(endpoint_name: str, body: bytes, client: Any, log: dict, inference_component: str | None, accept: str,
-           keep_model_message: bool = False) -> tuple[int, dict]:  # fmt: skip
+def _start(
+    endpoint_name: str,
+    body: bytes,
+    client: Any,
+    log: dict,
+    inference_component: str | None,
+    accept: str,
+    keep_model_message: bool = False,
+) -> tuple[int, dict]:
     """InvokeEndpointWithResponseStream: (200, {"events", "started"}) or the error every front door answers."""
     started = time.monotonic()
     try:
@@ -212,12 +230,17 @@ def _start(endpoint_name: str, body: bytes, client: Any, log: dict, inference_co
         return invoke.map_client_error(e, endpoint_name, keep_model_message=keep_model_message)
     except (botocore.exceptions.ReadTimeoutError, botocore.exceptions.ConnectTimeoutError) as e:
         log["aws_error"] = type(e).__name__
-        return 504, {"error": f"endpoint {endpoint_name!r} did not start answering within "
-                              f"{time.monotonic() - started:.0f} s", "error_type": "timeout"}  # fmt: skip
+        return 504, {
+            "error": f"endpoint {endpoint_name!r} did not start answering within {time.monotonic() - started:.0f} s",
+            "error_type": "timeout",
+        }
     except botocore.exceptions.NoCredentialsError as e:
         return 500, {"error": f"no AWS credentials: {e}", "error_type": "configuration"}
-    except (botocore.exceptions.EndpointConnectionError, botocore.exceptions.ConnectionError,
-            botocore.exceptions.HTTPClientError) as e:  # fmt: skip
+    except (
+        botocore.exceptions.EndpointConnectionError,
+        botocore.exceptions.ConnectionError,
+        botocore.exceptions.HTTPClientError,
+    ) as e:
         log["aws_error"] = str(e)[:500]
         return 502, {"error": f"could not reach SageMaker: {type(e).__name__}", "error_type": "upstream_error"}
     return 200, {"events": response["Body"], "started": started}
@@ -246,13 +269,17 @@ class TokenLines:
             yield _line({"token": {"text": text}})
 
     def finish(self, ttft_ms: int | None, latency_ms: int) -> list[bytes]:
-        return [_line({
-            "generated_text": self.final.get("generated_text", "".join(self.tokens)),
-            "details": self.final.get("details", {}),
-            "endpoint": self.endpoint_name,
-            "time_to_first_token_ms": ttft_ms,
-            "latency_ms": latency_ms,
-        })]  # fmt: skip
+        return [
+            _line(
+                {
+                    "generated_text": self.final.get("generated_text", "".join(self.tokens)),
+                    "details": self.final.get("details", {}),
+                    "endpoint": self.endpoint_name,
+                    "time_to_first_token_ms": ttft_ms,
+                    "latency_ms": latency_ms,
+                }
+            )
+        ]
 
     def error(self, kind: str, message: str) -> list[bytes]:
         return [_line({"error": message, "error_type": kind})]
@@ -276,8 +303,9 @@ class ChatEvents:
             message = error.get("message") if isinstance(error, dict) else error
             raise ModelStreamFailed(str(message) or "the model reported an error")
         if obj.get("object") != "chat.completion.chunk":
-            raise ValueError(f"a chat stream sent {str(obj.get('object') or sorted(obj)[:4])!r}, not a "
-                             "chat.completion.chunk")  # fmt: skip
+            raise ValueError(
+                f"a chat stream sent {str(obj.get('object') or sorted(obj)[:4])!r}, not a chat.completion.chunk"
+            )
         self.count += 1
         yield invoke.chat_contract.sse_event(obj)
 
@@ -290,14 +318,16 @@ class ChatEvents:
         return [invoke.chat_contract.sse_event(invoke.chat_contract.error_body(err)), invoke.chat_contract.SSE_DONE]
 
 
-def _client_lines(events: Any, endpoint_name: str, started: float, log: dict, deadline_s: float | None = None
-                  ) -> Iterator[bytes]:
+def _client_lines(
+    events: Any, endpoint_name: str, started: float, log: dict, deadline_s: float | None = None
+) -> Iterator[bytes]:
     """SageMaker's events -> the generation contract's token lines (_relay with TokenLines)."""
     return _relay(events, endpoint_name, started, log, deadline_s, TokenLines(endpoint_name))
 
 
-def _relay(events: Any, endpoint_name: str, started: float, log: dict, deadline_s: float | None, framer: Any
-           ) -> Iterator[bytes]:
+def _relay(
+    events: Any, endpoint_name: str, started: float, log: dict, deadline_s: float | None, framer: Any
+) -> Iterator[bytes]:
     """SageMaker's events -> the client's lines, framed by `framer` (TokenLines, ChatEvents). Ends with the
     framer's finish, or with its error."""
     splitter = LineSplitter()
@@ -327,8 +357,10 @@ def _relay(events: Any, endpoint_name: str, started: float, log: dict, deadline_
         raise
     except _DeadlineReached:
         getattr(events, "close", lambda: None)()
-        error = ("timeout", f"the stream from endpoint {endpoint_name!r} reached this function's limit of "
-                            f"{deadline_s:.0f} s")
+        error = (
+            "timeout",
+            f"the stream from endpoint {endpoint_name!r} reached this function's limit of {deadline_s:.0f} s",
+        )
     except ModelStreamFailed as e:
         error = ("model_error", f"the model on endpoint {endpoint_name!r} failed while streaming: {e}")
     except (ValueError, UnicodeDecodeError) as e:
@@ -364,7 +396,9 @@ def _relay(events: Any, endpoint_name: str, started: float, log: dict, deadline_
 # One HTTP request, as lambda/stream/app.py receives it from the Lambda Web Adapter
 
 
-def handle_request(method: str, body: bytes, request_id: str | None = None, path: str = "") -> tuple[int, dict[str, str], Any]:
+def handle_request(
+    method: str, body: bytes, request_id: str | None = None, path: str = ""
+) -> tuple[int, dict[str, str], Any]:
     """(status, headers, body): body is bytes (a JSON error or answer) or an iterator of bytes (the stream).
     A chat request (its path ends in /chat/completions, or its body has "messages") is streamed as OpenAI
     server-sent events, and refused in OpenAI's error shape. Writes one structured log line per request when the
@@ -393,9 +427,11 @@ def handle_request(method: str, body: bytes, request_id: str | None = None, path
         if chat:
             answer = invoke.as_chat_error(status, answer)
         error = answer.get("error")
-        record.update(error_type=error.get("code") if isinstance(error, dict) else answer.get("error_type"),
-                      error=error.get("message") if isinstance(error, dict) else error,
-                      latency_ms=int(round((time.monotonic() - started) * 1000)))  # fmt: skip
+        record.update(
+            error_type=error.get("code") if isinstance(error, dict) else answer.get("error_type"),
+            error=error.get("message") if isinstance(error, dict) else error,
+            latency_ms=int(round((time.monotonic() - started) * 1000)),
+        )
         invoke.log_record(record)
         return status, invoke.response_headers(answer), json.dumps(answer, ensure_ascii=False).encode("utf-8")
 
@@ -405,11 +441,22 @@ def handle_request(method: str, body: bytes, request_id: str | None = None, path
         finally:  # also when the client goes away mid-stream (the generator is closed)
             invoke.log_record(record)
 
-    headers = {**STREAM_HEADERS, "Content-Type": invoke.chat_contract.SSE_CONTENT_TYPE} if chat else dict(STREAM_HEADERS)
+    headers = (
+        {**STREAM_HEADERS, "Content-Type": invoke.chat_contract.SSE_CONTENT_TYPE} if chat else dict(STREAM_HEADERS)
+    )
     return 200, headers, logged()
 
 
 __all__ = [
-    "CONTENT_TYPE", "ChatEvents", "LineSplitter", "ModelStreamFailed", "TokenLines", "handle_request", "open_chat_stream",
-    "open_stream", "parse_line", "prepare", "token_text",
+    "CONTENT_TYPE",
+    "ChatEvents",
+    "LineSplitter",
+    "ModelStreamFailed",
+    "TokenLines",
+    "handle_request",
+    "open_chat_stream",
+    "open_stream",
+    "parse_line",
+    "prepare",
+    "token_text",
 ]

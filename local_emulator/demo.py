@@ -65,7 +65,9 @@ def _wait_ping(url: str, process: subprocess.Popen, timeout_s: float = 120) -> N
 def run_demo(config_path: str, endpoint: str | None, port: int, keep_logs: Path) -> None:
     deployment = load_config(config_path)
     if not deployment.environment.emulator:
-        raise DemoError(f"{config_path}: the demo deploys to the local emulator; its environment must set emulator: true")
+        raise DemoError(
+            f"{config_path}: the demo deploys to the local emulator; its environment must set emulator: true"
+        )
     spec = deployment.endpoints[0] if endpoint is None else deployment.endpoint(endpoint)
     endpoint_name = deployment.endpoint_name(spec)
     py = sys.executable
@@ -117,7 +119,9 @@ def run_demo(config_path: str, endpoint: str | None, port: int, keep_logs: Path)
         _done(t)
 
         with emulator.activated():
-            t = _step(5, "make deploy: preflight, synth, bootstrap, artifact stack, publish, endpoint stack, smoke test")
+            t = _step(
+                5, "make deploy: preflight, synth, bootstrap, artifact stack, publish, endpoint stack, smoke test"
+            )
             deploy(deployment, echo=lambda line: print(f"    {line}"), runtime_client=runtime)
             _done(t)
 
@@ -134,14 +138,19 @@ def run_demo(config_path: str, endpoint: str | None, port: int, keep_logs: Path)
             print(f"    prompt: {prompt!r}\n    output: {text!r}\n    latency: {wall:.0f} ms")
         _done(t)
 
-        t = _step(7, "stream a prompt through lambda/stream's code (InvokeEndpointWithResponseStream -> the local server)")
+        t = _step(
+            7, "stream a prompt through lambda/stream's code (InvokeEndpointWithResponseStream -> the local server)"
+        )
         _stream_prompt(endpoint_name, runtime)
         _done(t)
 
         step = 8
         if spec.chat is not None:
             with emulator.activated():  # the emulator's credentials sign the bearer token
-                t = _step(step, "a chat exchange through the openai SDK, streamed (SageMaker's OpenAI route -> the local server)")
+                t = _step(
+                    step,
+                    "a chat exchange through the openai SDK, streamed (SageMaker's OpenAI route -> the local server)",
+                )
                 _chat_exchange(local_url, endpoint_name, region)
                 _done(t)
             step += 1
@@ -185,8 +194,9 @@ def _stream_prompt(endpoint_name: str, runtime) -> None:
     if "error" in last or first_at is None:
         raise DemoError(f"the stream ended without tokens or with an error: {last}")
     total = (time.monotonic() - started) * 1000
-    print(f"    streamed {count} tokens; time to first token: {(first_at - started) * 1000:.0f} ms; "
-          f"all: {total:.0f} ms")
+    print(
+        f"    streamed {count} tokens; time to first token: {(first_at - started) * 1000:.0f} ms; all: {total:.0f} ms"
+    )
 
 
 def _chat_exchange(local_url: str, endpoint_name: str, region: str) -> None:
@@ -205,8 +215,14 @@ def _chat_exchange(local_url: str, endpoint_name: str, region: str) -> None:
     messages = [{"role": "system", "content": "You are brief."}, {"role": "user", "content": CHAT_QUESTION}]
     print(f"    base_url: {base_url}\n    user: {CHAT_QUESTION!r}\n    assistant: ", end="", flush=True)
     started, first_at, usage, finish = time.monotonic(), None, None, None
-    chunks = client.chat.completions.create(model=endpoint_name, messages=messages, max_tokens=24, temperature=0,
-                                            stream=True, stream_options={"include_usage": True})  # fmt: skip
+    chunks = client.chat.completions.create(
+        model=endpoint_name,
+        messages=messages,
+        max_tokens=24,
+        temperature=0,
+        stream=True,
+        stream_options={"include_usage": True},
+    )
     for chunk in chunks:
         usage = chunk.usage or usage
         for choice in chunk.choices:
@@ -217,8 +233,10 @@ def _chat_exchange(local_url: str, endpoint_name: str, region: str) -> None:
     print()
     if first_at is None or usage is None:
         raise DemoError(f"the chat stream brought no text or no usage chunk (finish_reason {finish!r})")
-    print(f"    finish_reason: {finish}; usage: {usage.prompt_tokens} prompt + {usage.completion_tokens} completion "
-          f"tokens; time to first token: {(first_at - started) * 1000:.0f} ms")
+    print(
+        f"    finish_reason: {finish}; usage: {usage.prompt_tokens} prompt + {usage.completion_tokens} completion "
+        f"tokens; time to first token: {(first_at - started) * 1000:.0f} ms"
+    )
 
 
 def _stop(process: subprocess.Popen) -> None:

@@ -31,15 +31,21 @@ def leftovers(session: boto3.Session | None = None, *, stack_prefix: str = "") -
     ]
     found["cloudformation stacks"] = _not_bootstrap(stacks)
     found["sagemaker endpoints"] = sorted(e["EndpointName"] for e in sm.list_endpoints()["Endpoints"])
-    found["sagemaker endpoint configs"] = sorted(c["EndpointConfigName"] for c in sm.list_endpoint_configs()["EndpointConfigs"])
+    found["sagemaker endpoint configs"] = sorted(
+        c["EndpointConfigName"] for c in sm.list_endpoint_configs()["EndpointConfigs"]
+    )
     found["sagemaker models"] = sorted(m["ModelName"] for m in sm.list_models()["Models"])
     found["iam roles"] = _not_bootstrap([r["RoleName"] for r in session.client("iam").list_roles()["Roles"]])
     found["s3 buckets"] = _not_bootstrap([b["Name"] for b in session.client("s3").list_buckets().get("Buckets", [])])
     found["ecr repositories"] = _not_bootstrap(
         [r["repositoryName"] for r in session.client("ecr").describe_repositories().get("repositories", [])]
     )
-    found["log groups"] = sorted(g["logGroupName"] for g in session.client("logs").describe_log_groups().get("logGroups", []))
-    found["lambda functions"] = sorted(f["FunctionName"] for f in session.client("lambda").list_functions()["Functions"])
+    found["log groups"] = sorted(
+        g["logGroupName"] for g in session.client("logs").describe_log_groups().get("logGroups", [])
+    )
+    found["lambda functions"] = sorted(
+        f["FunctionName"] for f in session.client("lambda").list_functions()["Functions"]
+    )
     # The endpoints' alarms and topics, and the environment's dashboard (stacks/endpoint_alarms.py). The emulator
     # creates the topics and the dashboard; it skips AWS::CloudWatch::Alarm (moto's CloudWatch Alarm is no
     # CloudFormation model), so the alarm list shows only that nothing else left one behind.
@@ -47,9 +53,12 @@ def leftovers(session: boto3.Session | None = None, *, stack_prefix: str = "") -
     found["cloudwatch alarms"] = sorted(
         a["AlarmName"] for page in cloudwatch.get_paginator("describe_alarms").paginate() for a in page["MetricAlarms"]
     )
-    found["cloudwatch dashboards"] = sorted(d["DashboardName"] for d in cloudwatch.list_dashboards().get("DashboardEntries", []))
+    found["cloudwatch dashboards"] = sorted(
+        d["DashboardName"] for d in cloudwatch.list_dashboards().get("DashboardEntries", [])
+    )
     found["sns topics"] = sorted(
-        t["TopicArn"].rsplit(":", 1)[-1] for page in session.client("sns").get_paginator("list_topics").paginate()
+        t["TopicArn"].rsplit(":", 1)[-1]
+        for page in session.client("sns").get_paginator("list_topics").paginate()
         for t in page["Topics"]
     )
     # The VPCs `network: {create_vpc: true}` creates (stacks/endpoint_network.py), with their endpoints and flow logs;

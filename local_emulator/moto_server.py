@@ -78,7 +78,9 @@ class Emulator:
 
     def set_invoke_results(self, bodies: list, account: str = EMULATOR_ACCOUNT) -> None:
         """Queue the answers moto's InvokeEndpoint gives (it never runs a model): one JSON body per call."""
-        results = [{"Body": b if isinstance(b, str) else json.dumps(b), "ContentType": "application/json"} for b in bodies]
+        results = [
+            {"Body": b if isinstance(b, str) else json.dumps(b), "ContentType": "application/json"} for b in bodies
+        ]
         self._queue("endpoint-results", results, account)
 
     def set_async_results(
@@ -87,7 +89,10 @@ class Emulator:
         """Queue what moto's InvokeEndpointAsync calls produce, (is_failure, answer) each: moto writes the answer (or
         the failure text) into a bucket of its own at once and returns that output and failure location
         (moto/sagemakerruntime/models.py `invoke_endpoint_async`)."""
-        queued = [{"is_failure": failed, "data": data if isinstance(data, str) else json.dumps(data)} for failed, data in results]
+        queued = [
+            {"is_failure": failed, "data": data if isinstance(data, str) else json.dumps(data)}
+            for failed, data in results
+        ]
         self._queue("async-endpoint-results", queued, account, region)
 
     def _queue(self, kind: str, results: list[dict], account: str, region: str | None = None) -> None:

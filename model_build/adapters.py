@@ -39,7 +39,9 @@ ADAPTER_PICKLE = "adapter_model.bin"
 SOURCE_PATTERNS = (ADAPTER_CONFIG, ADAPTER_WEIGHTS, ADAPTER_PICKLE)
 # peft's saved names: base_model.model.<module>.lora_A.weight / .lora_B.weight (Linear, Conv1D) and
 # .lora_embedding_A / .lora_embedding_B (Embedding); the adapter's own name is dropped when peft saves.
-_TENSOR = re.compile(r"^base_model\.model\.(?P<module>.+)\.(?P<kind>lora_A|lora_B|lora_embedding_A|lora_embedding_B)(?:\.weight)?$")
+_TENSOR = re.compile(
+    r"^base_model\.model\.(?P<module>.+)\.(?P<kind>lora_A|lora_B|lora_embedding_A|lora_embedding_B)(?:\.weight)?$"
+)
 
 
 def safetensors_shapes(path: Path) -> dict[str, list[int]]:
@@ -76,11 +78,15 @@ def config_problems(config: dict[str, Any]) -> list[str]:
     if config.get("use_dora"):
         problems.append("use_dora: value True is not supported by vLLM (no DoRA); allowed: false")
     if config.get("task_type") not in (None, "CAUSAL_LM"):
-        problems.append(f"task_type: value {config.get('task_type')!r} is not a text-generation adapter; allowed: 'CAUSAL_LM'")
+        problems.append(
+            f"task_type: value {config.get('task_type')!r} is not a text-generation adapter; allowed: 'CAUSAL_LM'"
+        )
     return problems
 
 
-def fit_problems(adapter: dict[str, list[int]], base: dict[str, list[int]], fan_in_fan_out: bool) -> tuple[list[str], int]:
+def fit_problems(
+    adapter: dict[str, list[int]], base: dict[str, list[int]], fan_in_fan_out: bool
+) -> tuple[list[str], int]:
     """(every way the adapter's tensors do not fit the base's weights, the highest rank its tensors carry)."""
     problems: list[str] = []
     highest = 0
@@ -103,7 +109,9 @@ def fit_problems(adapter: dict[str, list[int]], base: dict[str, list[int]], fan_
             rank, fits = shape[1], shape[0] == weight[1]
         else:
             out_features, in_features = (weight[1], weight[0]) if fan_in_fan_out else (weight[0], weight[1])
-            rank, fits = (shape[0], shape[1] == in_features) if kind == "lora_A" else (shape[1], shape[0] == out_features)
+            rank, fits = (
+                (shape[0], shape[1] == in_features) if kind == "lora_A" else (shape[1], shape[0] == out_features)
+            )
         highest = max(highest, rank)
         if not fits:
             problems.append(f"tensor {name!r}: shape {shape} does not fit the base's {module}.weight {weight}")
@@ -114,7 +122,9 @@ def _source_files(source: Path, out: Path, where: str) -> None:
     """adapter_config.json and the weights into `out`: safetensors copied unchanged; a pickled .bin read with
     torch.load(weights_only=True) (tensors only, no code runs) and written as safetensors."""
     if not (source / ADAPTER_CONFIG).is_file():
-        raise BuildError(f"{where}: {source} has no {ADAPTER_CONFIG}: not a PEFT adapter (peft's save_pretrained writes it)")
+        raise BuildError(
+            f"{where}: {source} has no {ADAPTER_CONFIG}: not a PEFT adapter (peft's save_pretrained writes it)"
+        )
     shutil.copyfile(source / ADAPTER_CONFIG, out / ADAPTER_CONFIG)
     if (source / ADAPTER_WEIGHTS).is_file():
         shutil.copyfile(source / ADAPTER_WEIGHTS, out / ADAPTER_WEIGHTS)
@@ -128,7 +138,9 @@ def _source_files(source: Path, out: Path, where: str) -> None:
         raise BuildError(f"{where}: {source} has neither {ADAPTER_WEIGHTS} nor {ADAPTER_PICKLE}")
 
 
-def build_adapter(plan: Any, adapter: Any, out_dir: Path, progress: bool = False, base_dir: Path | None = None) -> dict[str, Any]:
+def build_adapter(
+    plan: Any, adapter: Any, out_dir: Path, progress: bool = False, base_dir: Path | None = None
+) -> dict[str, Any]:
     """Check adapter `adapter` (deployment.adapters.AdapterPlan) of endpoint `plan` against its base and its
     container's LoRA limits, and write its artifact into `out_dir` atomically. Raises BuildError naming what is wrong.
     `base_dir`: a directory with the base's safetensors (its built artifact); default: the base model's source."""
@@ -153,7 +165,12 @@ def build_adapter(plan: Any, adapter: Any, out_dir: Path, progress: bool = False
         if rank > sizing.max_rank:
             raise BuildError(rank_refusal(ep, index, rank, sizing))
         trained_on = config.get("base_model_name_or_path")
-        if isinstance(trained_on, str) and _is_hub_id(trained_on) and _is_hub_id(ep.model) and trained_on.lower() != ep.model.lower():
+        if (
+            isinstance(trained_on, str)
+            and _is_hub_id(trained_on)
+            and _is_hub_id(ep.model)
+            and trained_on.lower() != ep.model.lower()
+        ):
             raise BuildError(
                 f"{where}: it was trained on {trained_on!r} (adapter_config.json base_model_name_or_path), but the "
                 f"endpoint serves {ep.model!r}; use an adapter of {ep.model!r}, or serve {trained_on!r}"
@@ -170,15 +187,35 @@ def build_adapter(plan: Any, adapter: Any, out_dir: Path, progress: bool = False
             raise BuildError(rank_refusal(ep, index, tensor_rank, sizing))
         base_config = _json_or_empty(base / "config.json")
         return write_manifest(
-            out, progress=progress, kind="lora-adapter", endpoint=ep.name, adapter=spec.name, model=spec.model,
-            revision=spec.revision, system=ep.system,
-            base={"model": ep.model, "revision": ep.revision, "trained_on": trained_on,
-                  "architectures": base_config.get("architectures"), "model_type": base_config.get("model_type")},
-            lora={"r": config.get("r"), "rank": max(rank, tensor_rank), "lora_alpha": config.get("lora_alpha"),
-                  "target_modules": config.get("target_modules")},
+            out,
+            progress=progress,
+            kind="lora-adapter",
+            endpoint=ep.name,
+            adapter=spec.name,
+            model=spec.model,
+            revision=spec.revision,
+            system=ep.system,
+            base={
+                "model": ep.model,
+                "revision": ep.revision,
+                "trained_on": trained_on,
+                "architectures": base_config.get("architectures"),
+                "model_type": base_config.get("model_type"),
+            },
+            lora={
+                "r": config.get("r"),
+                "rank": max(rank, tensor_rank),
+                "lora_alpha": config.get("lora_alpha"),
+                "target_modules": config.get("target_modules"),
+            },
             container={"max_rank": sizing.max_rank, "max_adapters": sizing.max_adapters},
-            verification={"tensors": len(tensors), "fit": "every LoRA tensor's shape matches the base's weight",
-                          "base_name": "compared" if _is_hub_id(str(trained_on)) and _is_hub_id(ep.model) else "not compared (a local path)"},
+            verification={
+                "tensors": len(tensors),
+                "fit": "every LoRA tensor's shape matches the base's weight",
+                "base_name": "compared"
+                if _is_hub_id(str(trained_on)) and _is_hub_id(ep.model)
+                else "not compared (a local path)",
+            },
         )
 
     return write_atomically(Path(out_dir), fill)
@@ -225,11 +262,15 @@ def build_adapters(plan: Any, build_root: Path, progress: bool = False) -> list[
 
     built = Path(build_root) / plan.name  # the base's artifact, when built: its safetensors hold the same shapes
     base_dir = built if any(built.glob("*.safetensors")) else None
-    return [(a, build_adapter(plan, a, adapter_build_dir(build_root, plan.name, a.name), progress, base_dir))
-            for a in plan.adapters]
+    return [
+        (a, build_adapter(plan, a, adapter_build_dir(build_root, plan.name, a.name), progress, base_dir))
+        for a in plan.adapters
+    ]
 
 
-def publish_adapters(deployment: Any, plan: Any, build_root: Path, *, session: Any = None, progress: bool | None = None) -> list[Any]:
+def publish_adapters(
+    deployment: Any, plan: Any, build_root: Path, *, session: Any = None, progress: bool | None = None
+) -> list[Any]:
     """Publish every adapter of `plan` from its local build as model.tar.gz under its own content hash
     (models/<endpoint>/adapters/<adapter>/<hash>/; publish.publish_artifact: manifest.json last, unchanged archives
     skipped). A pinned adapter must be the build's."""
@@ -256,12 +297,27 @@ def publish_adapters(deployment: Any, plan: Any, build_root: Path, *, session: A
                 f"holds {manifest.content_hash[:12]}...; remove the pin to publish this build, or publish the pinned build"
             )
         prefix = f"{adapter_root(plan.name, adapter.name)}{manifest.content_hash}/"
-        reports.append(publish_artifact(build_dir, bucket, prefix, s3_client=s3, model_data="tar-gz", progress=progress,
-                                        manifest=manifest, bucket_checked=True))
+        reports.append(
+            publish_artifact(
+                build_dir,
+                bucket,
+                prefix,
+                s3_client=s3,
+                model_data="tar-gz",
+                progress=progress,
+                manifest=manifest,
+                bucket_checked=True,
+            )
+        )
     return reports
 
 
 __all__ = [
-    "build_adapter", "build_adapters", "config_problems", "fit_problems", "publish_adapters", "safetensors_shapes",
+    "build_adapter",
+    "build_adapters",
+    "config_problems",
+    "fit_problems",
+    "publish_adapters",
+    "safetensors_shapes",
     "write_atomically",
-]  # fmt: skip
+]

@@ -21,8 +21,16 @@ ALGORITHM = "AWS4-HMAC-SHA256"
 SERVICE = "sagemaker"
 MAX_EXPIRES_S = 43200  # 12 hours
 CLOCK_SKEW = timedelta(minutes=15)  # AWS accepts a request date at most 15 minutes ahead (RequestExpired)
-_REQUIRED = ("Action", "X-Amz-Algorithm", "X-Amz-Credential", "X-Amz-Date", "X-Amz-Expires", "X-Amz-SignedHeaders",
-             "X-Amz-Signature", "Version")  # fmt: skip
+_REQUIRED = (
+    "Action",
+    "X-Amz-Algorithm",
+    "X-Amz-Credential",
+    "X-Amz-Date",
+    "X-Amz-Expires",
+    "X-Amz-SignedHeaders",
+    "X-Amz-Signature",
+    "Version",
+)
 _KNOWN = (*_REQUIRED, "X-Amz-Security-Token")
 _SIGNATURE = re.compile(r"^[0-9a-f]{64}$")
 _REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d+$")
@@ -38,22 +46,28 @@ def _invalid(message: str) -> TokenProblem:
     return TokenProblem(403, "InvalidSignatureException", message)
 
 
-def check_authorization(header: str | None, region: str | None = None, now: datetime | None = None) -> TokenProblem | None:
+def check_authorization(
+    header: str | None, region: str | None = None, now: datetime | None = None
+) -> TokenProblem | None:
     """None when `header` ("Bearer <token>") carries a well-formed, unexpired SageMaker bearer token scoped to
     `region` (any region when None); else the refusal."""
     if not header or not header.strip():
-        return TokenProblem(403, "MissingAuthenticationTokenException",
-                            "Missing Authentication Token: send Authorization: Bearer <token from "
-                            "sagemaker.core.token_generator.generate_token>")  # fmt: skip
+        return TokenProblem(
+            403,
+            "MissingAuthenticationTokenException",
+            "Missing Authentication Token: send Authorization: Bearer <token from "
+            "sagemaker.core.token_generator.generate_token>",
+        )
     scheme, _, token = header.strip().partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         return _invalid(f"Authorization must be 'Bearer <token>', got a {scheme!r} credential")
     token = token.strip()
     if not token.startswith(PREFIX):
-        return _invalid(f"the bearer token must start with {PREFIX!r} (generate_token makes it); got one starting "
-                        f"{token[:12]!r}")  # fmt: skip
+        return _invalid(
+            f"the bearer token must start with {PREFIX!r} (generate_token makes it); got one starting {token[:12]!r}"
+        )
     try:
-        url = base64.b64decode(token[len(PREFIX):], validate=True).decode("utf-8")
+        url = base64.b64decode(token[len(PREFIX) :], validate=True).decode("utf-8")
     except (binascii.Error, ValueError):
         return _invalid(f"the bearer token after {PREFIX!r} is not base64 of a presigned URL")
     host, _, query = url.partition("/?")
@@ -68,8 +82,10 @@ def check_authorization(header: str | None, region: str | None = None, now: date
         return _invalid(f"the bearer token has unexpected or repeated parameters {extra or sorted(params)}")
     value = {k: v[0] for k, v in params.items()}
     if value["Action"] != ACTION or value["Version"] != "1":
-        return _invalid(f"the bearer token is for Action={value['Action']!r} Version={value['Version']!r}; "
-                        f"it must be for Action={ACTION!r} Version='1'")  # fmt: skip
+        return _invalid(
+            f"the bearer token is for Action={value['Action']!r} Version={value['Version']!r}; "
+            f"it must be for Action={ACTION!r} Version='1'"
+        )
     if value["X-Amz-Algorithm"] != ALGORITHM or value["X-Amz-SignedHeaders"] != "host":
         return _invalid(f"the bearer token must be signed with {ALGORITHM} over the host header")
     if not _SIGNATURE.match(value["X-Amz-Signature"]):
@@ -79,10 +95,14 @@ def check_authorization(header: str | None, region: str | None = None, now: date
         return _invalid("the bearer token's X-Amz-Credential must be <key id>/<date>/<region>/sagemaker/aws4_request")
     key_id, day, scope_region, service, _ = scope
     if service != SERVICE:
-        return _invalid(f"Credential should be scoped to correct service: '{SERVICE}' (the token is scoped to {service!r})")
+        return _invalid(
+            f"Credential should be scoped to correct service: '{SERVICE}' (the token is scoped to {service!r})"
+        )
     if not _REGION.match(scope_region) or (region is not None and scope_region != region):
-        return _invalid(f"Credential should be scoped to a valid region, not {scope_region!r}"
-                        + (f"; this endpoint is in {region!r}" if region else ""))  # fmt: skip
+        return _invalid(
+            f"Credential should be scoped to a valid region, not {scope_region!r}"
+            + (f"; this endpoint is in {region!r}" if region else "")
+        )
     try:
         signed = datetime.strptime(value["X-Amz-Date"], "%Y%m%dT%H%M%SZ").replace(tzinfo=timezone.utc)
         expires = int(value["X-Amz-Expires"])

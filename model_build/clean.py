@@ -24,7 +24,11 @@ HASH = re.compile(r"^[0-9a-f]{64}$")
 # The tags every resource of an endpoint stack carries (stacks/__init__.py add_endpoint_stacks and tag_environment);
 # CloudFormation adds no stack tags of its own to an EndpointConfig (cfn-lint's AWS::SageMaker::EndpointConfig
 # schema: tagging.cloudFormationSystemTags false), so these are what finds a kept one.
-TAG_PROJECT, TAG_ENVIRONMENT, TAG_ENDPOINT = "llm-endpoints:project", "llm-endpoints:environment", "llm-endpoints:endpoint"
+TAG_PROJECT, TAG_ENVIRONMENT, TAG_ENDPOINT = (
+    "llm-endpoints:project",
+    "llm-endpoints:environment",
+    "llm-endpoints:endpoint",
+)
 MODEL, CONFIG = "model", "endpoint-config"
 
 
@@ -47,8 +51,12 @@ class EndpointCleanup:
         out += [f"  remove  {h[:12]}  ({n} objects)" for h, n in sorted(self.remove.items())]
         if not self.keep and not self.remove:
             out.append("  nothing published")
-        out += [f"  keep    {kind} {name}  ({', '.join(why)})" for (kind, name), why in sorted(self.keep_resources.items())]
-        out += [f"  remove  {kind} {name}  (no endpoint or stack uses it)" for kind, name in sorted(self.remove_resources)]
+        out += [
+            f"  keep    {kind} {name}  ({', '.join(why)})" for (kind, name), why in sorted(self.keep_resources.items())
+        ]
+        out += [
+            f"  remove  {kind} {name}  (no endpoint or stack uses it)" for kind, name in sorted(self.remove_resources)
+        ]
         return out
 
 
@@ -66,7 +74,10 @@ def not_found(err: Any) -> bool:
     """SageMaker's answer for a resource that does not exist: a ValidationException saying it "Could not find" it (the
     Describe* operations model no error of their own; botocore's sagemaker service model)."""
     error = getattr(err, "response", {}).get("Error", {})
-    return error.get("Code") in ("ValidationException", "ResourceNotFound") and "could not find" in error.get("Message", "").lower()
+    return (
+        error.get("Code") in ("ValidationException", "ResourceNotFound")
+        and "could not find" in error.get("Message", "").lower()
+    )
 
 
 def _describe(call: Any, what: str, **kwargs: Any) -> dict[str, Any] | None:
@@ -94,7 +105,9 @@ def in_use(session: Any, endpoint_name: str, endpoint: str) -> InUse:
     described = _describe(sm.describe_endpoint, f"endpoint {endpoint_name}", EndpointName=endpoint_name)
     if described is None:
         return InUse()
-    configs = {described.get("EndpointConfigName")} | {(described.get("PendingDeploymentSummary") or {}).get("EndpointConfigName")}
+    configs = {described.get("EndpointConfigName")} | {
+        (described.get("PendingDeploymentSummary") or {}).get("EndpointConfigName")
+    }
     configs -= {None}
     models: set[str] = set()
     hosts_components = False
@@ -113,7 +126,9 @@ def in_use(session: Any, endpoint_name: str, endpoint: str) -> InUse:
         for container in [model.get("PrimaryContainer"), *model.get("Containers", [])]:
             if not container:
                 continue
-            uri = container.get("ModelDataUrl") or container.get("ModelDataSource", {}).get("S3DataSource", {}).get("S3Uri", "")
+            uri = container.get("ModelDataUrl") or container.get("ModelDataSource", {}).get("S3DataSource", {}).get(
+                "S3Uri", ""
+            )
             found_hash = re.search(rf"/models/{re.escape(endpoint)}/([0-9a-f]{{64}})/", uri)
             if found_hash:
                 hashes.add(found_hash.group(1))
@@ -126,10 +141,14 @@ def _component_models(sm: Any, endpoint_name: str) -> set[str]:
     try:
         components = [c["InferenceComponentName"] for page in pages for c in page.get("InferenceComponents", [])]
     except Exception as err:
-        raise CleanError(f"cannot list the inference components of endpoint {endpoint_name} ({err}); nothing was deleted") from None
+        raise CleanError(
+            f"cannot list the inference components of endpoint {endpoint_name} ({err}); nothing was deleted"
+        ) from None
     models = set()
     for component in components:
-        found = _describe(sm.describe_inference_component, f"inference component {component}", InferenceComponentName=component)
+        found = _describe(
+            sm.describe_inference_component, f"inference component {component}", InferenceComponentName=component
+        )
         model = ((found or {}).get("Specification") or {}).get("ModelName")
         if model:
             models.add(model)
@@ -166,7 +185,9 @@ def plan(deployment: Any, session: Any, bucket: str, endpoints: list[str] | None
                     if len(parts) > 3 and HASH.match(parts[2]):
                         counts[parts[2]] = counts.get(parts[2], 0) + 1
         except (ClientError, BotoCoreError) as err:
-            raise CleanError(f"cannot list s3://{bucket}/{endpoint_plan.artifact_root} ({err}); nothing was deleted") from None
+            raise CleanError(
+                f"cannot list s3://{bucket}/{endpoint_plan.artifact_root} ({err}); nothing was deleted"
+            ) from None
         cleanup.remove = {h: n for h, n in counts.items() if h not in cleanup.keep}
         cleanups.append(cleanup)
     # The kept Models and EndpointConfigs, once what every endpoint runs is known.
@@ -177,11 +198,21 @@ def plan(deployment: Any, session: Any, bucket: str, endpoints: list[str] | None
     return cleanups
 
 
-def _plan_resources(cleanup: EndpointCleanup, session: Any, deployment: Any, endpoint_plan: Any, running: InUse,
-                    tagged: dict[tuple[str, str], dict[str, str]]) -> None:
+def _plan_resources(
+    cleanup: EndpointCleanup,
+    session: Any,
+    deployment: Any,
+    endpoint_plan: Any,
+    running: InUse,
+    tagged: dict[tuple[str, str], dict[str, str]],
+) -> None:
     """Sort the endpoint's tagged Models and EndpointConfigs into kept (what runs, what its stack names) and
     removable."""
-    mine = {TAG_PROJECT: deployment.project, TAG_ENVIRONMENT: deployment.environment_name, TAG_ENDPOINT: endpoint_plan.name}
+    mine = {
+        TAG_PROJECT: deployment.project,
+        TAG_ENVIRONMENT: deployment.environment_name,
+        TAG_ENDPOINT: endpoint_plan.name,
+    }
     candidates = sorted(key for key, tags in tagged.items() if all(tags.get(k) == v for k, v in mine.items()))
     if not candidates:
         return
@@ -207,8 +238,9 @@ def stack_resources(session: Any, stack_name: str) -> set[tuple[str, str]]:
         stacks = cfn.describe_stacks(StackName=stack_name)["Stacks"]
         status = stacks[0]["StackStatus"] if stacks else ""
         if status.endswith("_IN_PROGRESS"):
-            raise CleanError(f"stack {stack_name} is {status}: a deploy is running; run the clean after it ends; "
-                             "nothing was deleted")
+            raise CleanError(
+                f"stack {stack_name} is {status}: a deploy is running; run the clean after it ends; nothing was deleted"
+            )
         pages = cfn.get_paginator("list_stack_resources").paginate(StackName=stack_name)
         summaries = [r for page in pages for r in page["StackResourceSummaries"]]
     except ClientError as err:
@@ -220,8 +252,11 @@ def stack_resources(session: Any, stack_name: str) -> set[tuple[str, str]]:
         raise CleanError(f"cannot tell what stack {stack_name} deployed ({err}); nothing was deleted") from None
     kinds = {"AWS::SageMaker::Model": MODEL, "AWS::SageMaker::EndpointConfig": CONFIG}
     # The physical id of a SageMaker resource is its ARN, which names it in lower case.
-    return {(kinds[r["ResourceType"]], r["PhysicalResourceId"].rsplit("/", 1)[-1].casefold())
-            for r in summaries if r["ResourceType"] in kinds and r.get("PhysicalResourceId")}
+    return {
+        (kinds[r["ResourceType"]], r["PhysicalResourceId"].rsplit("/", 1)[-1].casefold())
+        for r in summaries
+        if r["ResourceType"] in kinds and r.get("PhysicalResourceId")
+    }
 
 
 def tagged_resources(session: Any, project: str) -> dict[tuple[str, str], dict[str, str]]:
@@ -231,19 +266,25 @@ def tagged_resources(session: Any, project: str) -> dict[tuple[str, str], dict[s
 
     sm = session.client("sagemaker")
     found: dict[tuple[str, str], dict[str, str]] = {}
-    listings = ((MODEL, "list_models", "Models", "ModelName", "ModelArn"),
-                (CONFIG, "list_endpoint_configs", "EndpointConfigs", "EndpointConfigName", "EndpointConfigArn"))
+    listings = (
+        (MODEL, "list_models", "Models", "ModelName", "ModelArn"),
+        (CONFIG, "list_endpoint_configs", "EndpointConfigs", "EndpointConfigName", "EndpointConfigArn"),
+    )
     try:
         for kind, operation, key, name_key, arn_key in listings:
             for page in sm.get_paginator(operation).paginate():
                 for item in page.get(key, []):
-                    tags = {t["Key"]: t["Value"] for tag_page in sm.get_paginator("list_tags").paginate(
-                        ResourceArn=item[arn_key]) for t in tag_page.get("Tags", [])}  # fmt: skip
+                    tags = {
+                        t["Key"]: t["Value"]
+                        for tag_page in sm.get_paginator("list_tags").paginate(ResourceArn=item[arn_key])
+                        for t in tag_page.get("Tags", [])
+                    }
                     if tags.get(TAG_PROJECT) == project:
                         found[(kind, item[name_key])] = tags
     except (ClientError, BotoCoreError) as err:
-        raise CleanError(f"cannot list this project's SageMaker models and endpoint configs ({err}); nothing was "
-                         "deleted") from None
+        raise CleanError(
+            f"cannot list this project's SageMaker models and endpoint configs ({err}); nothing was deleted"
+        ) from None
     return found
 
 
@@ -260,7 +301,7 @@ def delete(session: Any, bucket: str, cleanups: list[EndpointCleanup]) -> tuple[
                 for obj in page.get("Contents", [])
             ]
             for start in range(0, len(keys), 1000):  # DeleteObjects takes at most 1000 keys
-                batch = keys[start:start + 1000]
+                batch = keys[start : start + 1000]
                 answer = s3.delete_objects(Bucket=bucket, Delete={"Objects": batch, "Quiet": True})
                 errors = answer.get("Errors", [])
                 failed += [f"{e.get('Key')}: {e.get('Code')} {e.get('Message', '')}".strip() for e in errors]
@@ -273,8 +314,10 @@ def delete_resources(session: Any, cleanups: list[EndpointCleanup]) -> tuple[int
     deleted meanwhile counts as deleted."""
     sm = session.client("sagemaker")
     deleted, failed = 0, []
-    calls = {CONFIG: lambda name: sm.delete_endpoint_config(EndpointConfigName=name),
-             MODEL: lambda name: sm.delete_model(ModelName=name)}
+    calls = {
+        CONFIG: lambda name: sm.delete_endpoint_config(EndpointConfigName=name),
+        MODEL: lambda name: sm.delete_model(ModelName=name),
+    }
     for kind in (CONFIG, MODEL):  # a config names models: it goes first
         for cleanup in cleanups:
             for name in [n for k, n in cleanup.remove_resources if k == kind]:
@@ -290,6 +333,14 @@ def delete_resources(session: Any, cleanups: list[EndpointCleanup]) -> tuple[int
 
 
 __all__ = [
-    "CleanError", "EndpointCleanup", "InUse", "delete", "delete_resources", "deployed_hashes", "in_use", "plan",
-    "stack_resources", "tagged_resources",
-]  # fmt: skip
+    "CleanError",
+    "EndpointCleanup",
+    "InUse",
+    "delete",
+    "delete_resources",
+    "deployed_hashes",
+    "in_use",
+    "plan",
+    "stack_resources",
+    "tagged_resources",
+]

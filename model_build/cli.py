@@ -172,8 +172,10 @@ def cmd_build(args: argparse.Namespace) -> int:
     manifest = build_endpoint(endpoint, out, progress=not args.quiet)
     check = manifest["verification"]
     if "max_abs_logit_diff" in check:
-        verified = (f"max abs logit diff {check['max_abs_logit_diff']:.3g} (<= {check['tolerance']}), greedy tokens "
-                    f"match: {check['greedy_tokens_match']}")
+        verified = (
+            f"max abs logit diff {check['max_abs_logit_diff']:.3g} (<= {check['tolerance']}), greedy tokens "
+            f"match: {check['greedy_tokens_match']}"
+        )
     else:  # a copied checkpoint (the engine systems): what was checked, by name
         verified = "verified: " + ", ".join(check)
     print(
@@ -183,8 +185,10 @@ def cmd_build(args: argparse.Namespace) -> int:
     from model_build.adapters import build_adapters
 
     for adapter, built in build_adapters(plan, Path(args.build_root), progress=not args.quiet):
-        print(f"built adapter {adapter.name} of {endpoint.name}: content hash {built['content_hash'][:12]}, rank "
-              f"{built['lora']['rank']} (container max {built['container']['max_rank']}), {built['verification']['fit']}")
+        print(
+            f"built adapter {adapter.name} of {endpoint.name}: content hash {built['content_hash'][:12]}, rank "
+            f"{built['lora']['rank']} (container max {built['container']['max_rank']}), {built['verification']['fit']}"
+        )
     return 0
 
 
@@ -314,8 +318,10 @@ def cmd_clean(args: argparse.Namespace) -> int:
     removable = sum(len(c.remove) for c in cleanups)
     resources = sum(len(c.remove_resources) for c in cleanups)
     if not args.delete:
-        print(f"dry run: {removable} artifact(s) in s3://{bucket}/models/ and {resources} SageMaker model(s) and "
-              "endpoint config(s) would be removed; run again with --delete")
+        print(
+            f"dry run: {removable} artifact(s) in s3://{bucket}/models/ and {resources} SageMaker model(s) and "
+            "endpoint config(s) would be removed; run again with --delete"
+        )
         return 0
     deleted, failed = delete(session, bucket, cleanups)
     print(f"deleted {deleted} objects of {removable} artifact(s) from s3://{bucket}/models/")
@@ -375,8 +381,12 @@ def parser() -> argparse.ArgumentParser:
     publish = sub.add_parser("publish", help="upload a built artifact to the environment's artifact bucket")
     endpoint_args(publish)
     publish.add_argument("--artifact", help="artifact directory (default: <build root>/<endpoint>)")
-    publish.add_argument("--max-bandwidth", type=_positive_mib, metavar="MIB_PER_S",
-                         help="cap the upload at this many MiB/s over all transfers (a shared link); default: none")
+    publish.add_argument(
+        "--max-bandwidth",
+        type=_positive_mib,
+        metavar="MIB_PER_S",
+        help="cap the upload at this many MiB/s over all transfers (a shared link); default: none",
+    )
     publish.set_defaults(run=cmd_publish)
 
     preflight = sub.add_parser("preflight", help="check credentials, region, instance quotas and published artifacts")
@@ -391,12 +401,19 @@ def parser() -> argparse.ArgumentParser:
     result.add_argument("--output-location", required=True, help="the OutputLocation its submit returned (s3://...)")
     result.add_argument("--failure-location", default=None, help="the FailureLocation its submit returned (s3://...)")
     result.add_argument("--wait", type=float, default=0.0, help="poll this many seconds while pending (default 0)")
-    result.add_argument("--max-bytes", type=int, default=64 * 1024 * 1024,
-                        help="largest result printed (default 64 MiB; larger ones: only their size)")
+    result.add_argument(
+        "--max-bytes",
+        type=int,
+        default=64 * 1024 * 1024,
+        help="largest result printed (default 64 MiB; larger ones: only their size)",
+    )
     result.set_defaults(run=cmd_result)
 
-    clean = sub.add_parser("clean", help="list (or --delete) published artifacts no endpoint pins, builds or runs, and the "
-                                   "SageMaker models and endpoint configs no endpoint or stack uses")
+    clean = sub.add_parser(
+        "clean",
+        help="list (or --delete) published artifacts no endpoint pins, builds or runs, and the "
+        "SageMaker models and endpoint configs no endpoint or stack uses",
+    )
     config_args(clean)
     clean.add_argument("--endpoint", default=None, help="only this endpoint (default: every endpoint)")
     clean.add_argument("--delete", action="store_true", help="delete them (default: a dry run that only lists)")

@@ -48,7 +48,7 @@ JSON_CONTENT = {"Content-Type": "application/json"}
 DEFINITIONS = {
     "ttft_ms": "request sent -> first streamed event carrying output text",
     "itl_ms": "gaps between consecutive streamed events (SSE events, LMI lines) carrying output text, each stamped "
-              "when its bytes arrived, pooled over requests (AIPerf: inter_chunk_latency)",
+    "when its bytes arrived, pooled over requests (AIPerf: inter_chunk_latency)",
     "tpot_ms": "per request (last text event - first text event) / (output tokens - 1) (AIPerf: inter_token_latency)",
     "e2e_ms": "request sent -> reply complete",
     "output_tokens_per_s": "output tokens of successful requests / (first request sent -> last reply complete)",
@@ -121,8 +121,10 @@ def parse_workload(value: dict[str, Any], where: str = "workload") -> Workload:
     try:
         return Workload.model_validate(value)
     except ValidationError as err:
-        problems = [f"{where}.{'.'.join(str(p) for p in e['loc']) or '(top level)'}: {e['msg']} (got {e.get('input')!r})"
-                    for e in err.errors()]  # fmt: skip
+        problems = [
+            f"{where}.{'.'.join(str(p) for p in e['loc']) or '(top level)'}: {e['msg']} (got {e.get('input')!r})"
+            for e in err.errors()
+        ]
         raise LoadTestError("; ".join(problems)) from None
 
 
@@ -149,8 +151,10 @@ class TokenCounter:
                 self._encode = lambda text: slow.encode(text, add_special_tokens=False)
                 self._decode = slow.decode
         except ImportError as err:
-            raise LoadTestError(f"tokenizer: counting tokens needs the {err.name} package (requirements-build.txt), "
-                                f"or leave the tokenizer out for the word approximation") from None  # fmt: skip
+            raise LoadTestError(
+                f"tokenizer: counting tokens needs the {err.name} package (requirements-build.txt), "
+                f"or leave the tokenizer out for the word approximation"
+            ) from None
         except (OSError, ValueError) as err:
             raise LoadTestError(f"tokenizer: {path} could not be loaded: {err}") from None
 
@@ -163,10 +167,12 @@ class TokenCounter:
 
 # Short common English words, each one GPT-2 BPE token with its leading space: without a tokenizer, a prompt of n
 # "tokens" is n of them (an approximation; the report says which counting was used).
-WORDS = ("the of and to in is it for on with as at by from this that be are was have not but or an all we can "
-         "one has more will about time if they out up so what when make like their some then them into over "
-         "only new other just also back after use two how our work first well way even want because any these "
-         "give day most us very long good great little world year still last right").split()  # fmt: skip
+WORDS = (
+    "the of and to in is it for on with as at by from this that be are was have not but or an all we can "
+    "one has more will about time if they out up so what when make like their some then them into over "
+    "only new other just also back after use two how our work first well way even want because any these "
+    "give day most us very long good great little world year still last right"
+).split()
 
 
 @dataclass
@@ -199,25 +205,29 @@ def read_dataset(path: Path) -> list[dict[str, Any]]:
         except ValueError as err:
             raise LoadTestError(f"{where}: not JSON ({err})") from None
         if not isinstance(obj, dict) or (("prompt" in obj) == ("messages" in obj)):
-            raise LoadTestError(f"{where}: must be an object with exactly one of \"prompt\" or \"messages\"")
+            raise LoadTestError(f'{where}: must be an object with exactly one of "prompt" or "messages"')
         if "prompt" in obj and (not isinstance(obj["prompt"], str) or not obj["prompt"]):
-            raise LoadTestError(f"{where}: \"prompt\" must be a non-empty string, got {obj['prompt']!r}")
+            raise LoadTestError(f'{where}: "prompt" must be a non-empty string, got {obj["prompt"]!r}')
         if "messages" in obj:
             msgs = obj["messages"]
-            if not isinstance(msgs, list) or not msgs or not all(
-                    isinstance(m, dict) and isinstance(m.get("role"), str) and "content" in m for m in msgs):
-                raise LoadTestError(f"{where}: \"messages\" must be a non-empty list of {{\"role\", \"content\"}} objects")
+            if (
+                not isinstance(msgs, list)
+                or not msgs
+                or not all(isinstance(m, dict) and isinstance(m.get("role"), str) and "content" in m for m in msgs)
+            ):
+                raise LoadTestError(f'{where}: "messages" must be a non-empty list of {{"role", "content"}} objects')
         out = obj.get("output_tokens")
         if out is not None and (not isinstance(out, int) or isinstance(out, bool) or out < 1):
-            raise LoadTestError(f"{where}: \"output_tokens\" must be an integer >= 1, got {out!r}")
+            raise LoadTestError(f'{where}: "output_tokens" must be an integer >= 1, got {out!r}')
         entries.append(obj)
     if not entries:
         raise LoadTestError(f"dataset: {path} has no prompts")
     return entries
 
 
-def make_prompts(workload: Workload, count: int, seed: int, counter: TokenCounter | None,
-                 dataset: list[dict[str, Any]] | None) -> list[Prompt]:  # fmt: skip
+def make_prompts(
+    workload: Workload, count: int, seed: int, counter: TokenCounter | None, dataset: list[dict[str, Any]] | None
+) -> list[Prompt]:
     """`count` prompts: synthetic from the seed, or the dataset's entries in order (cycled)."""
     rng = random.Random(seed)
     prompts = []
@@ -233,7 +243,9 @@ def make_prompts(workload: Workload, count: int, seed: int, counter: TokenCounte
             prompts.append(Prompt(entry["prompt"], None, n_in, out))
         else:
             joined = " ".join(str(m.get("content", "")) for m in entry["messages"])
-            prompts.append(Prompt(None, entry["messages"], counter.count(joined) if counter else len(joined.split()), out))
+            prompts.append(
+                Prompt(None, entry["messages"], counter.count(joined) if counter else len(joined.split()), out)
+            )
     return prompts
 
 
@@ -277,10 +289,15 @@ class OpenAITarget:
         self.workload: Workload | None = None
 
     def describe(self) -> dict[str, Any]:
-        return {"kind": self.kind, "url": self.url, "model": self.model, "stream": self.streaming,
-                "authorization": "bearer" if self.api_key else "none",
-                "description": f"OpenAI chat completions {self.url} (model {self.model}"
-                               f"{', streamed' if self.streaming else ''})"}  # fmt: skip
+        return {
+            "kind": self.kind,
+            "url": self.url,
+            "model": self.model,
+            "stream": self.streaming,
+            "authorization": "bearer" if self.api_key else "none",
+            "description": f"OpenAI chat completions {self.url} (model {self.model}"
+            f"{', streamed' if self.streaming else ''})",
+        }
 
     async def open(self, concurrency: int, workload: Workload) -> None:
         import httpx
@@ -288,9 +305,10 @@ class OpenAITarget:
         self.workload = workload
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         self.client = httpx.AsyncClient(
-            headers=headers, timeout=httpx.Timeout(workload.request_timeout_s, connect=10.0),
+            headers=headers,
+            timeout=httpx.Timeout(workload.request_timeout_s, connect=10.0),
             limits=httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency),
-        )  # fmt: skip
+        )
 
     async def close(self) -> None:
         if self.client is not None:
@@ -299,8 +317,12 @@ class OpenAITarget:
     def body(self, prompt: Prompt) -> dict[str, Any]:
         workload = self.workload
         messages = prompt.messages or [{"role": "user", "content": prompt.text}]
-        body: dict[str, Any] = {"model": self.model, "messages": messages, workload.max_tokens_field: prompt.output_tokens,
-                                "stream": self.streaming}  # fmt: skip
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": messages,
+            workload.max_tokens_field: prompt.output_tokens,
+            "stream": self.streaming,
+        }
         if self.streaming:
             body["stream_options"] = {"include_usage": True}
         return {**body, **workload.extra_body}
@@ -316,7 +338,10 @@ class OpenAITarget:
             async with self.client.stream("POST", self.url, content=body, headers=JSON_CONTENT) as reply:
                 if reply.status_code != 200:
                     detail = (await reply.aread()).decode("utf-8", "replace")
-                    record.error_kind, record.error = _http_kind(reply.status_code), _short(f"HTTP {reply.status_code}: {detail}")
+                    record.error_kind, record.error = (
+                        _http_kind(reply.status_code),
+                        _short(f"HTTP {reply.status_code}: {detail}"),
+                    )
                 elif self.streaming:
                     # Raw bytes, stamped as they arrive (before any parsing): each SSE event carrying text gets the
                     # arrival time of the bytes that completed it, as AIPerf stamps its messages.
@@ -341,8 +366,12 @@ class OpenAITarget:
                                 finished = True
                                 break
                             usage = obj.get("usage") or usage
-                            text = "".join((c.get("delta") or {}).get("content") or (c.get("delta") or {}).get("reasoning_content") or ""
-                                           for c in obj.get("choices") or [])  # fmt: skip
+                            text = "".join(
+                                (c.get("delta") or {}).get("content")
+                                or (c.get("delta") or {}).get("reasoning_content")
+                                or ""
+                                for c in obj.get("choices") or []
+                            )
                             if text:
                                 record.chunk_times.append(arrived)
                                 texts.append(text)
@@ -351,14 +380,19 @@ class OpenAITarget:
                     usage = obj.get("usage") or {}
                     texts = [(c.get("message") or {}).get("content") or "" for c in obj.get("choices") or []]
         except httpx.TimeoutException as err:
-            record.error_kind, record.error = "timeout", f"{type(err).__name__} after {time.perf_counter() - record.start:.1f} s"
+            record.error_kind, record.error = (
+                "timeout",
+                f"{type(err).__name__} after {time.perf_counter() - record.start:.1f} s",
+            )
         except httpx.TransportError as err:
             record.error_kind, record.error = "connection", _short(f"{type(err).__name__}: {err}")
         except (ValueError, AttributeError, TypeError) as err:  # a reply that is not the OpenAI shape
             record.error_kind, record.error = "bad_reply", _short(f"{type(err).__name__}: {err}")
         record.end = time.perf_counter()
         if record.ok:
-            _keep_output(record, "".join(texts), usage.get("completion_tokens"), len(record.chunk_times), "stream-chunks")
+            _keep_output(
+                record, "".join(texts), usage.get("completion_tokens"), len(record.chunk_times), "stream-chunks"
+            )
         return record
 
 
@@ -392,12 +426,24 @@ class SageMakerRuntimeTarget:
 
     kind = "sagemaker-runtime"
 
-    def __init__(self, endpoint_name: str, region: str | None = None, endpoint_url: str | None = None,
-                 inference_component: str | None = None, stream: bool = True, session: Any = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        endpoint_name: str,
+        region: str | None = None,
+        endpoint_url: str | None = None,
+        inference_component: str | None = None,
+        stream: bool = True,
+        session: Any = None,
+    ) -> None:
         if not endpoint_name:
             raise LoadTestError("--endpoint-name is required for the sagemaker-runtime target")
-        self.spec = {"endpoint_name": endpoint_name, "region": region, "endpoint_url": endpoint_url,
-                     "inference_component": inference_component, "stream": stream}  # fmt: skip
+        self.spec = {
+            "endpoint_name": endpoint_name,
+            "region": region,
+            "endpoint_url": endpoint_url,
+            "inference_component": inference_component,
+            "stream": stream,
+        }
         self.endpoint_name, self.region, self.endpoint_url = endpoint_name, region, endpoint_url
         self.inference_component, self.streaming = inference_component, stream
         # A boto3 session to make the client from (the caller's credentials, already resolved); a load-generating
@@ -410,10 +456,16 @@ class SageMakerRuntimeTarget:
     def describe(self) -> dict[str, Any]:
         op = "InvokeEndpointWithResponseStream" if self.streaming else "InvokeEndpoint"
         ic = f", component {self.inference_component}" if self.inference_component else ""
-        return {"kind": self.kind, "endpoint": self.endpoint_name, "inference_component": self.inference_component,
-                "region": self.region, "endpoint_url": self.endpoint_url, "stream": self.streaming,
-                "description": f"sagemaker-runtime {op} {self.endpoint_name}{ic}"
-                               + (f" at {self.endpoint_url}" if self.endpoint_url else "")}  # fmt: skip
+        return {
+            "kind": self.kind,
+            "endpoint": self.endpoint_name,
+            "inference_component": self.inference_component,
+            "region": self.region,
+            "endpoint_url": self.endpoint_url,
+            "stream": self.streaming,
+            "description": f"sagemaker-runtime {op} {self.endpoint_name}{ic}"
+            + (f" at {self.endpoint_url}" if self.endpoint_url else ""),
+        }
 
     async def open(self, concurrency: int, workload: Workload) -> None:
         import boto3
@@ -422,12 +474,18 @@ class SageMakerRuntimeTarget:
 
         self.workload = workload
         # No retries: a load test reports what the endpoint answered. One pooled connection per request in flight.
-        config = Config(connect_timeout=10, read_timeout=workload.request_timeout_s, max_pool_connections=concurrency,
-                        retries={"mode": "standard", "total_max_attempts": 1})  # fmt: skip
+        config = Config(
+            connect_timeout=10,
+            read_timeout=workload.request_timeout_s,
+            max_pool_connections=concurrency,
+            retries={"mode": "standard", "total_max_attempts": 1},
+        )
         session = self.session or boto3.session.Session(region_name=self.region)
         if session.get_credentials() is None:  # every request would fail the same way: say it once, before
-            raise LoadTestError("sagemaker-runtime: no AWS credentials found (environment, profile or role); the "
-                                "local server needs any, e.g. AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing")
+            raise LoadTestError(
+                "sagemaker-runtime: no AWS credentials found (environment, profile or role); the "
+                "local server needs any, e.g. AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing"
+            )
         try:
             self.client = session.client("sagemaker-runtime", endpoint_url=self.endpoint_url, config=config)
         except (botocore.exceptions.NoRegionError, ValueError) as err:
@@ -440,8 +498,10 @@ class SageMakerRuntimeTarget:
 
     def body(self, prompt: Prompt) -> bytes:
         if prompt.text is None:
-            raise LoadTestError("the sagemaker-runtime target sends {\"inputs\": prompt}: a dataset line with "
-                                "\"messages\" needs the openai target")  # fmt: skip
+            raise LoadTestError(
+                'the sagemaker-runtime target sends {"inputs": prompt}: a dataset line with '
+                '"messages" needs the openai target'
+            )
         params: dict[str, Any] = {"max_new_tokens": prompt.output_tokens}
         if self.workload.exact_output_tokens:
             params["min_new_tokens"] = prompt.output_tokens
@@ -464,8 +524,12 @@ class SageMakerRuntimeTarget:
         try:
             if self.streaming:
                 reply = self.client.invoke_endpoint_with_response_stream(
-                    EndpointName=self.endpoint_name, ContentType="application/json", Accept="application/jsonlines",
-                    Body=body, **component)  # fmt: skip
+                    EndpointName=self.endpoint_name,
+                    ContentType="application/json",
+                    Accept="application/jsonlines",
+                    Body=body,
+                    **component,
+                )
                 splitter, texts, lines, server_count = stream.LineSplitter(), [], 0, None
                 for event in reply["Body"]:
                     part = event.get("PayloadPart")
@@ -487,8 +551,13 @@ class SageMakerRuntimeTarget:
                 record.end = time.perf_counter()
                 _keep_output(record, "".join(texts), server_count, lines, "stream-lines")
             else:
-                reply = self.client.invoke_endpoint(EndpointName=self.endpoint_name, ContentType="application/json",
-                                                    Accept="application/json", Body=body, **component)  # fmt: skip
+                reply = self.client.invoke_endpoint(
+                    EndpointName=self.endpoint_name,
+                    ContentType="application/json",
+                    Accept="application/json",
+                    Body=body,
+                    **component,
+                )
                 raw = reply["Body"].read()
                 record.end = time.perf_counter()
                 outputs = json.loads(raw)
@@ -500,16 +569,28 @@ class SageMakerRuntimeTarget:
         except botocore.exceptions.ClientError as err:
             error = (err.response or {}).get("Error", {})
             code = error.get("Code", "") or type(err).__name__
-            kinds = {"ModelError": "model_error", "ModelStreamError": "model_error", "ThrottlingException": "throttled",
-                     "ValidationError": "validation", "ModelNotReadyException": "not_ready",
-                     "ServiceUnavailable": "not_ready", "InternalStreamFailure": "aws_error"}  # fmt: skip
-            record.error_kind, record.error = kinds.get(code, "aws_error"), _short(f"{code}: {error.get('Message', err)}")
+            kinds = {
+                "ModelError": "model_error",
+                "ModelStreamError": "model_error",
+                "ThrottlingException": "throttled",
+                "ValidationError": "validation",
+                "ModelNotReadyException": "not_ready",
+                "ServiceUnavailable": "not_ready",
+                "InternalStreamFailure": "aws_error",
+            }
+            record.error_kind, record.error = (
+                kinds.get(code, "aws_error"),
+                _short(f"{code}: {error.get('Message', err)}"),
+            )
         except (botocore.exceptions.ReadTimeoutError, botocore.exceptions.ConnectTimeoutError) as err:
             record.error_kind, record.error = "timeout", _short(err)
         except botocore.exceptions.NoCredentialsError as err:
             record.error_kind, record.error = "credentials", _short(err)
-        except (botocore.exceptions.EndpointConnectionError, botocore.exceptions.ConnectionError,
-                botocore.exceptions.HTTPClientError) as err:  # fmt: skip
+        except (
+            botocore.exceptions.EndpointConnectionError,
+            botocore.exceptions.ConnectionError,
+            botocore.exceptions.HTTPClientError,
+        ) as err:
             record.error_kind, record.error = "connection", _short(f"{type(err).__name__}: {err}")
         except (ValueError, UnicodeDecodeError) as err:  # a line or a reply that is not JSON
             record.error_kind, record.error = "bad_reply", _short(f"{type(err).__name__}: {err}")
@@ -548,8 +629,14 @@ async def _warm_up(target: Any, warmup: list[Prompt], concurrency: int) -> None:
     await asyncio.gather(*(worker() for _ in range(min(concurrency, len(queue)))))
 
 
-async def _measure(target: Any, prompts: list[Prompt], concurrency: int, count: int | None, duration_s: float | None,
-                   on_done: Any = None) -> list[RequestRecord]:  # fmt: skip
+async def _measure(
+    target: Any,
+    prompts: list[Prompt],
+    concurrency: int,
+    count: int | None,
+    duration_s: float | None,
+    on_done: Any = None,
+) -> list[RequestRecord]:
     """`concurrency` requests in flight until `count` were sent or `duration_s` passed (requests started before
     the end complete)."""
     records: list[RequestRecord] = []
@@ -573,8 +660,18 @@ def _split(total: int, parts: int) -> list[int]:
     return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
 
 
-def _process_level(kind: str, spec: dict, workload_json: str, prompts: list[Prompt], concurrency: int,
-                   count: int | None, warmup: list[Prompt], barrier: Any, done: Any, results: Any) -> None:  # fmt: skip
+def _process_level(
+    kind: str,
+    spec: dict,
+    workload_json: str,
+    prompts: list[Prompt],
+    concurrency: int,
+    count: int | None,
+    warmup: list[Prompt],
+    barrier: Any,
+    done: Any,
+    results: Any,
+) -> None:
     """One load-generating process's share of a level: its own target and event loop; warm up, wait for the
     others at the barrier, measure, hand the records back."""
     workload = Workload.model_validate_json(workload_json)
@@ -611,8 +708,16 @@ def processes_for(workload: Workload, concurrency: int) -> int:
     return max(1, min(os.cpu_count() or 1, math.ceil(concurrency / 4)))
 
 
-def _run_level_in_processes(target: Any, workload: Workload, prompts: list[Prompt], concurrency: int,
-                            count: int | None, warmup: list[Prompt], processes: int, progress: bool) -> list[RequestRecord]:  # fmt: skip
+def _run_level_in_processes(
+    target: Any,
+    workload: Workload,
+    prompts: list[Prompt],
+    concurrency: int,
+    count: int | None,
+    warmup: list[Prompt],
+    processes: int,
+    progress: bool,
+) -> list[RequestRecord]:
     import multiprocessing
     import queue as queue_module
 
@@ -623,15 +728,37 @@ def _run_level_in_processes(target: Any, workload: Workload, prompts: list[Promp
     shares = _split(concurrency, processes)
     counts = _split(count, processes) if count is not None else [None] * processes
     warmups = [warmup[i::processes] for i in range(processes)]
-    workers = [ctx.Process(target=_process_level, daemon=True, args=(
-        target.kind, target.spec, workload.model_dump_json(), prompts[i::processes] or prompts, shares[i], counts[i],
-        warmups[i], barrier, done, results)) for i in range(processes)]  # fmt: skip
+    workers = [
+        ctx.Process(
+            target=_process_level,
+            daemon=True,
+            args=(
+                target.kind,
+                target.spec,
+                workload.model_dump_json(),
+                prompts[i::processes] or prompts,
+                shares[i],
+                counts[i],
+                warmups[i],
+                barrier,
+                done,
+                results,
+            ),
+        )
+        for i in range(processes)
+    ]
     for w in workers:
         w.start()
     records: list[RequestRecord] = []
     failures: list[str] = []
-    bar = tqdm(total=count, desc=f"concurrency {concurrency} ({processes} processes)", unit="req", file=sys.stderr,
-               disable=not progress, leave=False)  # fmt: skip
+    bar = tqdm(
+        total=count,
+        desc=f"concurrency {concurrency} ({processes} processes)",
+        unit="req",
+        file=sys.stderr,
+        disable=not progress,
+        leave=False,
+    )
     try:
         received = 0
         while received < processes:
@@ -667,17 +794,22 @@ def run(target: Any, workload: Workload, price: Price | None = None, progress: b
     counter = TokenCounter(workload.tokenizer) if workload.tokenizer else None
     dataset = read_dataset(workload.dataset) if workload.dataset else None
     if dataset is not None and isinstance(target, SageMakerRuntimeTarget) and any("messages" in e for e in dataset):
-        raise LoadTestError(f"dataset {workload.dataset}: lines with \"messages\" need the openai target; the "
-                            f"sagemaker-runtime target sends {{\"inputs\": prompt}}")  # fmt: skip
+        raise LoadTestError(
+            f'dataset {workload.dataset}: lines with "messages" need the openai target; the '
+            f'sagemaker-runtime target sends {{"inputs": prompt}}'
+        )
     started = datetime.now(timezone.utc)
     levels = []
 
-    async def in_this_process(c: int, prompts: list[Prompt], count: int | None, warmup: list[Prompt]) -> list[RequestRecord]:
+    async def in_this_process(
+        c: int, prompts: list[Prompt], count: int | None, warmup: list[Prompt]
+    ) -> list[RequestRecord]:
         await target.open(c, workload)
         try:
             await _warm_up(target, warmup, c)
-            bar = tqdm(total=count, desc=f"concurrency {c}", unit="req", file=sys.stderr, disable=not progress,
-                       leave=False)  # fmt: skip
+            bar = tqdm(
+                total=count, desc=f"concurrency {c}", unit="req", file=sys.stderr, disable=not progress, leave=False
+            )
             try:
                 return await _measure(target, prompts, c, count, workload.duration_s, lambda: bar.update(1))
             finally:
@@ -710,13 +842,20 @@ def run(target: Any, workload: Workload, price: Price | None = None, progress: b
     if workload.dataset:
         source = f"dataset {workload.dataset}"
     else:
-        source = (f"synthetic prompts of {workload.input_tokens.mean} +- {workload.input_tokens.stddev:g} input tokens "
-                  f"({'counted with the tokenizer ' + str(workload.tokenizer) if counter else 'approximation: one common English word per token'})")  # fmt: skip
-    amount = (f"{workload.requests_at(workload.concurrency[0]) if workload.requests else 'max(10, 2 x concurrency)'} requests"
-              if workload.duration_s is None else f"{workload.duration_s:g} s")  # fmt: skip
-    description = (f"{source}; {workload.output_tokens.mean} +- {workload.output_tokens.stddev:g} output tokens asked; "
-                   f"concurrency {', '.join(map(str, workload.concurrency))}; {amount} per level after "
-                   f"{workload.warmup_requests} warm-up requests")  # fmt: skip
+        source = (
+            f"synthetic prompts of {workload.input_tokens.mean} +- {workload.input_tokens.stddev:g} input tokens "
+            f"({'counted with the tokenizer ' + str(workload.tokenizer) if counter else 'approximation: one common English word per token'})"
+        )
+    amount = (
+        f"{workload.requests_at(workload.concurrency[0]) if workload.requests else 'max(10, 2 x concurrency)'} requests"
+        if workload.duration_s is None
+        else f"{workload.duration_s:g} s"
+    )
+    description = (
+        f"{source}; {workload.output_tokens.mean} +- {workload.output_tokens.stddev:g} output tokens asked; "
+        f"concurrency {', '.join(map(str, workload.concurrency))}; {amount} per level after "
+        f"{workload.warmup_requests} warm-up requests"
+    )
     return {
         "tool": "python -m model_build loadtest",
         "schema_version": 1,
@@ -764,10 +903,16 @@ def configure_parser(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     t.add_argument("--target", choices=("openai", "sagemaker-runtime"), required=True)
     t.add_argument("--url", help="openai: base URL ending before /chat/completions (e.g. http://127.0.0.1:8000/v1)")
     t.add_argument("--model", default="default", help="openai: the model field (default: default)")
-    t.add_argument("--api-key-env", default=None,
-                   help="openai: environment variable holding a bearer token (default: OPENAI_API_KEY when set)")
-    t.add_argument("--sagemaker-token", action="store_true",
-                   help="openai: a SageMaker bearer token from the AWS credentials (sagemaker.core.token_generator)")
+    t.add_argument(
+        "--api-key-env",
+        default=None,
+        help="openai: environment variable holding a bearer token (default: OPENAI_API_KEY when set)",
+    )
+    t.add_argument(
+        "--sagemaker-token",
+        action="store_true",
+        help="openai: a SageMaker bearer token from the AWS credentials (sagemaker.core.token_generator)",
+    )
     t.add_argument("--endpoint-name", help="sagemaker-runtime: the endpoint")
     t.add_argument("--inference-component", help="sagemaker-runtime: InferenceComponentName")
     t.add_argument("--region", default=None, help="AWS region (default: the AWS configuration's)")
@@ -777,26 +922,36 @@ def configure_parser(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     w.add_argument("--workload", type=Path, help="YAML/JSON file with the workload keys (input_tokens, ...)")
     w.add_argument("--input-tokens", type=_distribution, help="MEAN[:STDDEV] synthetic prompt tokens (default 128)")
     w.add_argument("--output-tokens", type=_distribution, help="MEAN[:STDDEV] tokens asked per request (default 64)")
-    w.add_argument("--dataset", type=Path, help="JSONL of {\"prompt\"} or {\"messages\"} lines")
+    w.add_argument("--dataset", type=Path, help='JSONL of {"prompt"} or {"messages"} lines')
     w.add_argument("--tokenizer", type=Path, help="tokenizer directory for counting tokens")
     w.add_argument("--concurrency", type=_levels, help="levels, e.g. 1,4,8 (default 1)")
     w.add_argument("--requests", type=int, help="requests per level (default max(10, 2 x concurrency))")
     w.add_argument("--duration", type=_positive_float, dest="duration_s", help="seconds per level instead of a count")
     w.add_argument("--warmup", type=int, dest="warmup_requests", help="warm-up requests per level (default 0)")
     w.add_argument("--seed", type=int)
-    w.add_argument("--processes", type=int, help="load-generating processes per level (default: one per 4 in flight, "
-                                                  "up to the CPU count)")
+    w.add_argument(
+        "--processes",
+        type=int,
+        help="load-generating processes per level (default: one per 4 in flight, up to the CPU count)",
+    )
     w.add_argument("--timeout", type=_positive_float, dest="request_timeout_s", help="per request, s (default 120)")
     c = p.add_argument_group("cost and objectives")
     c.add_argument("--price-per-hour", type=_positive_float, help="the instance's USD per hour (wins over the others)")
     c.add_argument("--instance-type", help="the endpoint's instance type, e.g. ml.g5.2xlarge (for a looked-up price)")
-    c.add_argument("--price-list-api", action="store_true",
-                   help="look the on-demand hosting price up in the AWS Price List API (pricing:GetProducts)")
+    c.add_argument(
+        "--price-list-api",
+        action="store_true",
+        help="look the on-demand hosting price up in the AWS Price List API (pricing:GetProducts)",
+    )
     c.add_argument("--price-table", type=Path, help="dated price table (JSON) to read, or to keep a looked-up price in")
     c.add_argument("--instance-count", type=int, default=1, help="instances behind the endpoint (default 1)")
-    c.add_argument("--slo", type=Path, help="YAML/JSON with p95_ttft_ms, p95_itl_ms, min_output_tokens_per_s, "
-                                            "concurrency, max_usd_per_million_tokens, max_error_rate (a config's slo: "
-                                            "block; its usd_per_hour prices when no price flag does): exit 1 if missed")
+    c.add_argument(
+        "--slo",
+        type=Path,
+        help="YAML/JSON with p95_ttft_ms, p95_itl_ms, min_output_tokens_per_s, "
+        "concurrency, max_usd_per_million_tokens, max_error_rate (a config's slo: "
+        "block; its usd_per_hour prices when no price flag does): exit 1 if missed",
+    )
     p.add_argument("--out", type=Path, default=Path("build/loadtest"), help="where loadtest.{json,md,png} go")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p
@@ -821,14 +976,18 @@ def target_from_args(args: argparse.Namespace) -> Any:
         if not args.url:
             raise LoadTestError("--url is required for the openai target")
         if args.endpoint_name or args.inference_component or args.endpoint_url:
-            raise LoadTestError("--endpoint-name, --inference-component and --endpoint-url are for the sagemaker-runtime "
-                                "target; the openai target takes --url")  # fmt: skip
+            raise LoadTestError(
+                "--endpoint-name, --inference-component and --endpoint-url are for the sagemaker-runtime "
+                "target; the openai target takes --url"
+            )
         api_key = None
         if args.sagemaker_token:
             try:
                 from sagemaker.core.token_generator import generate_token
             except ImportError:
-                raise LoadTestError("--sagemaker-token needs the sagemaker-core package (requirements-dev.txt)") from None
+                raise LoadTestError(
+                    "--sagemaker-token needs the sagemaker-core package (requirements-dev.txt)"
+                ) from None
             try:
                 api_key = generate_token(region=args.region)
             except (ValueError, RuntimeError) as err:
@@ -842,14 +1001,26 @@ def target_from_args(args: argparse.Namespace) -> Any:
         return OpenAITarget(args.url, args.model, api_key, stream=not args.no_stream)
     if args.url or args.sagemaker_token:
         raise LoadTestError("--url and --sagemaker-token are for the openai target")
-    return SageMakerRuntimeTarget(args.endpoint_name, args.region, args.endpoint_url, args.inference_component,
-                                  stream=not args.no_stream)  # fmt: skip
+    return SageMakerRuntimeTarget(
+        args.endpoint_name, args.region, args.endpoint_url, args.inference_component, stream=not args.no_stream
+    )
 
 
 def workload_from_args(args: argparse.Namespace) -> Workload:
     values = _read_mapping(args.workload, "--workload") if args.workload else {}
-    for key in ("input_tokens", "output_tokens", "dataset", "tokenizer", "concurrency", "requests", "duration_s",
-                "warmup_requests", "seed", "request_timeout_s", "processes"):  # fmt: skip
+    for key in (
+        "input_tokens",
+        "output_tokens",
+        "dataset",
+        "tokenizer",
+        "concurrency",
+        "requests",
+        "duration_s",
+        "warmup_requests",
+        "seed",
+        "request_timeout_s",
+        "processes",
+    ):
         if getattr(args, key, None) is not None:
             values[key] = getattr(args, key)
     if args.duration_s is not None and args.requests is None:
@@ -866,8 +1037,12 @@ def price_from_args(args: argparse.Namespace) -> Price:
 
     count, kind = args.instance_count, args.instance_type
     if args.price_per_hour is not None:
-        return Price(usd_per_hour=args.price_per_hour, instance_count=count, instance_type=kind,
-                     source="given (--price-per-hour)")  # fmt: skip
+        return Price(
+            usd_per_hour=args.price_per_hour,
+            instance_count=count,
+            instance_type=kind,
+            source="given (--price-per-hour)",
+        )
     if not (args.price_list_api or args.price_table):
         return Price(instance_count=count, instance_type=kind)
     if not kind or not args.region:
@@ -896,8 +1071,12 @@ def run_args(args: argparse.Namespace) -> int:
             raise LoadTestError(f"--instance-count must be >= 1, got {args.instance_count}")
         price = price_from_args(args)
         if price.usd_per_hour is None and slo is not None and slo.usd_per_hour is not None:
-            price = Price(usd_per_hour=slo.usd_per_hour, instance_count=args.instance_count,
-                          instance_type=args.instance_type, source=f"{args.slo}: usd_per_hour")  # fmt: skip
+            price = Price(
+                usd_per_hour=slo.usd_per_hour,
+                instance_count=args.instance_count,
+                instance_type=args.instance_type,
+                source=f"{args.slo}: usd_per_hour",
+            )
         result = run(target_from_args(args), workload, price, progress=not args.quiet)
         if slo is not None:
             result["slo"] = slo.model_dump()
@@ -923,8 +1102,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = configure_parser(argparse.ArgumentParser(prog="python -m model_build loadtest",
-                                                    description=__doc__.splitlines()[0])).parse_args(argv)  # fmt: skip
+    args = configure_parser(
+        argparse.ArgumentParser(prog="python -m model_build loadtest", description=__doc__.splitlines()[0])
+    ).parse_args(argv)
     try:
         return run_args(args)
     except KeyboardInterrupt:
@@ -937,7 +1117,19 @@ if __name__ == "__main__":
 
 
 __all__ = [
-    "LoadTestError", "OpenAITarget", "Price", "Prompt", "SageMakerRuntimeTarget", "TokenCounter", "Workload",
-    "add_parser", "main", "make_prompts", "parse_workload", "read_dataset", "run", "run_args",
+    "LoadTestError",
+    "OpenAITarget",
+    "Price",
+    "Prompt",
+    "SageMakerRuntimeTarget",
+    "TokenCounter",
+    "Workload",
+    "add_parser",
+    "main",
+    "make_prompts",
+    "parse_workload",
+    "read_dataset",
+    "run",
+    "run_args",
     "sagemaker_openai_base_url",
 ]

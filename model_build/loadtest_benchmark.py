@@ -44,12 +44,16 @@ def benchmark_request(plan: Any, *, account: str, region: str, partition: str, n
 
     managed = plan.managed_benchmark
     if managed is None:
-        raise BuildError(f"endpoint {plan.name!r} has no managed benchmark: set slo.managed_benchmark: true (and deploy "
-                         "the endpoint stack, which creates its AIWorkloadConfig and role)")  # fmt: skip
+        raise BuildError(
+            f"endpoint {plan.name!r} has no managed benchmark: set slo.managed_benchmark: true (and deploy "
+            "the endpoint stack, which creates its AIWorkloadConfig and role)"
+        )
     plan.deployable_artifact()  # ConfigError without one: results land under the artifact's hash
     if region not in AI_WORKLOAD_CONFIG_REGIONS:
-        raise BuildError(f"region {region}: SageMaker's AIWorkloadConfig is not offered there; regions with it: "
-                         f"{', '.join(AI_WORKLOAD_CONFIG_REGIONS)}")  # fmt: skip
+        raise BuildError(
+            f"region {region}: SageMaker's AIWorkloadConfig is not offered there; regions with it: "
+            f"{', '.join(AI_WORKLOAD_CONFIG_REGIONS)}"
+        )
     endpoint: dict[str, Any] = {"Identifier": plan.endpoint_name}
     if plan.component_name is not None:
         endpoint["InferenceComponents"] = [{"Identifier": plan.component_name}]
@@ -58,14 +62,17 @@ def benchmark_request(plan: Any, *, account: str, region: str, partition: str, n
     return {
         "AIBenchmarkJobName": name,
         "BenchmarkTarget": {"Endpoint": endpoint},
-        "OutputConfig": {"S3OutputLocation": f"s3://{bucket}/{plan.loadtest_prefix}{plan.artifact.content_hash}/managed/{name}/"},
+        "OutputConfig": {
+            "S3OutputLocation": f"s3://{bucket}/{plan.loadtest_prefix}{plan.artifact.content_hash}/managed/{name}/"
+        },
         "AIWorkloadConfigIdentifier": managed.workload_config_name,
         "RoleArn": f"arn:{partition}:iam::{account}:role/{role}",
     }
 
 
-def start_benchmark(deployment: Any, plan: Any, *, session: Any = None, wait_s: float = 0.0,
-                    echo: Callable[[str], None] = print) -> tuple[str, dict[str, Any]]:  # fmt: skip
+def start_benchmark(
+    deployment: Any, plan: Any, *, session: Any = None, wait_s: float = 0.0, echo: Callable[[str], None] = print
+) -> tuple[str, dict[str, Any]]:
     """Start the job; with `wait_s`, poll it until it ends or the time is up. Returns (its status, the last
     DescribeAIBenchmarkJob answer, or the request when not waiting)."""
     import botocore.exceptions
@@ -76,16 +83,21 @@ def start_benchmark(deployment: Any, plan: Any, *, session: Any = None, wait_s: 
     session = session or session_for(env)
     region = env.region or session.region_name
     if not region:
-        raise BuildError(f"no AWS region: set `region:` on environment {deployment.environment_name!r} or AWS_DEFAULT_REGION")
+        raise BuildError(
+            f"no AWS region: set `region:` on environment {deployment.environment_name!r} or AWS_DEFAULT_REGION"
+        )
     account = checked_account(deployment, session, region)
     name = job_name(plan)
-    request = benchmark_request(plan, account=account, region=region, name=name,
-                                partition=session.get_partition_for_region(region))  # fmt: skip
+    request = benchmark_request(
+        plan, account=account, region=region, name=name, partition=session.get_partition_for_region(region)
+    )
     sagemaker = session.client("sagemaker", region_name=region)
     try:
         arn = sagemaker.create_ai_benchmark_job(**request)["AIBenchmarkJobArn"]
-        echo(f"started {arn}\n    workload {request['AIWorkloadConfigIdentifier']}, results "
-             f"{request['OutputConfig']['S3OutputLocation']}")  # fmt: skip
+        echo(
+            f"started {arn}\n    workload {request['AIWorkloadConfigIdentifier']}, results "
+            f"{request['OutputConfig']['S3OutputLocation']}"
+        )
         status, described = "InProgress", request
         deadline = time.monotonic() + wait_s
         while wait_s > 0:
@@ -108,8 +120,16 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
     status, described = start_benchmark(deployment, plan, wait_s=args.wait)
     if args.wait <= 0:
         return 0
-    print(json.dumps({k: described.get(k) for k in ("AIBenchmarkJobName", "AIBenchmarkJobStatus", "FailureReason",
-                                                    "OutputConfig")}, indent=1, default=str))  # fmt: skip
+    print(
+        json.dumps(
+            {
+                k: described.get(k)
+                for k in ("AIBenchmarkJobName", "AIBenchmarkJobStatus", "FailureReason", "OutputConfig")
+            },
+            indent=1,
+            default=str,
+        )
+    )
     return TERMINAL.get(status, JOB_PENDING)
 
 

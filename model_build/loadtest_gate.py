@@ -62,11 +62,16 @@ class GateResult:
         out += [f"    MISS  {m}" for m in self.misses] or ["    PASS  every objective met"]
         if self.misses and self.last_met is not None:
             same = self.last_met.artifact_hash == self.artifact_hash
-            out.append(f"    regressed since artifact {self.last_met.artifact_hash[:12]} ({self.last_met.stamp}, "
-                       f"{self.last_met.where}), which met these objectives: {headline(self.last_met.result, slo)}"
-                       + ("; the same artifact, so the endpoint's load, instances or configuration changed" if same
-                          else f"; the change is between artifact {self.last_met.artifact_hash[:12]} and "
-                               f"{self.artifact_hash[:12]}"))  # fmt: skip
+            out.append(
+                f"    regressed since artifact {self.last_met.artifact_hash[:12]} ({self.last_met.stamp}, "
+                f"{self.last_met.where}), which met these objectives: {headline(self.last_met.result, slo)}"
+                + (
+                    "; the same artifact, so the endpoint's load, instances or configuration changed"
+                    if same
+                    else f"; the change is between artifact {self.last_met.artifact_hash[:12]} and "
+                    f"{self.artifact_hash[:12]}"
+                )
+            )
         elif self.misses:
             out.append("    no earlier result met these objectives")
         out += [f"    kept  {where}" for where in self.kept]
@@ -87,10 +92,12 @@ def headline(result: dict[str, Any], slo: dict[str, Any]) -> str:
     for level in result.get("levels", []):
         if wanted is not None and level["concurrency"] != wanted:
             continue
-        parts.append(f"concurrency {level['concurrency']}: p95 TTFT {_fmt(level['ttft_ms'].get('p95'), ' ms')}, "
-                     f"p95 ITL {_fmt(level['itl_ms'].get('p95'), ' ms')}, {_fmt(level['output_tokens_per_s'])} output "
-                     f"tokens/s, error rate {_fmt(level['error_rate'])}, $ per M output tokens "
-                     f"{_fmt(level.get('usd_per_million_output_tokens'))}")  # fmt: skip
+        parts.append(
+            f"concurrency {level['concurrency']}: p95 TTFT {_fmt(level['ttft_ms'].get('p95'), ' ms')}, "
+            f"p95 ITL {_fmt(level['itl_ms'].get('p95'), ' ms')}, {_fmt(level['output_tokens_per_s'])} output "
+            f"tokens/s, error rate {_fmt(level['error_rate'])}, $ per M output tokens "
+            f"{_fmt(level.get('usd_per_million_output_tokens'))}"
+        )
     return "; ".join(parts) or "no level measured"
 
 
@@ -102,8 +109,9 @@ class ResultStore:
     """Results of one endpoint: always under `root` on this machine; also in S3 (`s3` client, `bucket`, `prefix`)
     when given, where earlier results are then read from (a pipeline's build/ does not outlive its build)."""
 
-    def __init__(self, root: Path, endpoint: str, s3: Any = None, bucket: str | None = None,
-                 prefix: str | None = None) -> None:  # fmt: skip
+    def __init__(
+        self, root: Path, endpoint: str, s3: Any = None, bucket: str | None = None, prefix: str | None = None
+    ) -> None:
         self.root, self.endpoint = Path(root), endpoint
         self.s3, self.bucket, self.prefix = s3, bucket, prefix
 
@@ -119,7 +127,7 @@ class ResultStore:
         # <prefix><hash>/<stamp>.json only (the managed benchmark writes its own folders under <hash>/managed/)
         results = []
         for key in keys:
-            parts = key[len(self.prefix):].split("/")
+            parts = key[len(self.prefix) :].split("/")
             if len(parts) == 2 and parts[1].endswith(".json"):
                 results.append((key, parts[0], parts[1]))
         out = []
@@ -151,8 +159,13 @@ def gate_workload(slo: Any) -> Any:
     from model_build.loadtest import Workload
 
     w = slo.workload
-    return Workload(input_tokens=w.input_tokens, output_tokens=w.output_tokens, concurrency=slo.levels,
-                    requests=w.requests, warmup_requests=w.warmup_requests)  # fmt: skip
+    return Workload(
+        input_tokens=w.input_tokens,
+        output_tokens=w.output_tokens,
+        concurrency=slo.levels,
+        requests=w.requests,
+        warmup_requests=w.warmup_requests,
+    )
 
 
 def gate_price(plan: Any) -> Any:
@@ -162,12 +175,24 @@ def gate_price(plan: Any) -> Any:
     slo, spec = plan.spec.slo, plan.spec
     if slo.usd_per_hour is None:
         return Price(instance_count=spec.instance_count, instance_type=spec.instance_type)
-    return Price(usd_per_hour=slo.usd_per_hour, instance_count=spec.instance_count, instance_type=spec.instance_type,
-                 source="the config's slo.usd_per_hour")  # fmt: skip
+    return Price(
+        usd_per_hour=slo.usd_per_hour,
+        instance_count=spec.instance_count,
+        instance_type=spec.instance_type,
+        source="the config's slo.usd_per_hour",
+    )
 
 
-def run_gate(deployment: Any, plan: Any, *, session: Any = None, endpoint_url: str | None = None,
-             results_root: Path | None = None, keep_in_s3: bool = True, progress: bool = False) -> GateResult:  # fmt: skip
+def run_gate(
+    deployment: Any,
+    plan: Any,
+    *,
+    session: Any = None,
+    endpoint_url: str | None = None,
+    results_root: Path | None = None,
+    keep_in_s3: bool = True,
+    progress: bool = False,
+) -> GateResult:
     """Load-test one deployed endpoint (`deployment.EndpointPlan`) as its `slo:` says and judge the objectives.
     `endpoint_url`: another sagemaker-runtime URL (the local server). `keep_in_s3`: keep and read results in the
     environment's artifact bucket too. AWS and user errors raise (AccountError, LoadTestError, botocore's)."""
@@ -184,8 +209,9 @@ def run_gate(deployment: Any, plan: Any, *, session: Any = None, endpoint_url: s
     session = session or session_for(env)
     region = env.region or session.region_name
     if not region:
-        raise LoadTestError(f"no AWS region: set `region:` on environment {deployment.environment_name!r} or "
-                            "AWS_DEFAULT_REGION")  # fmt: skip
+        raise LoadTestError(
+            f"no AWS region: set `region:` on environment {deployment.environment_name!r} or AWS_DEFAULT_REGION"
+        )
     if results_root is None:
         from deployment.plan import BUILD_ROOT
 
@@ -193,17 +219,28 @@ def run_gate(deployment: Any, plan: Any, *, session: Any = None, endpoint_url: s
     store = ResultStore(results_root, plan.name)
     if keep_in_s3:
         bucket = plan.artifact_bucket(checked_account(deployment, session, region), region)
-        store = ResultStore(results_root, plan.name, session.client("s3", region_name=region), bucket,
-                            plan.loadtest_prefix)  # fmt: skip
+        store = ResultStore(
+            results_root, plan.name, session.client("s3", region_name=region), bucket, plan.loadtest_prefix
+        )
     history = store.history()  # before the load test: a bucket we may not read fails fast
-    target = SageMakerRuntimeTarget(plan.endpoint_name, region, endpoint_url, plan.component_name,
-                                    stream=plan.system.streaming.supported, session=session)  # fmt: skip
+    target = SageMakerRuntimeTarget(
+        plan.endpoint_name,
+        region,
+        endpoint_url,
+        plan.component_name,
+        stream=plan.system.streaming.supported,
+        session=session,
+    )
     result = run(target, gate_workload(slo), gate_price(plan), progress=progress)
     result["slo"] = slo.model_dump(mode="json")
     result["slo_misses"] = gate.misses = evaluate_slo(result, slo)
-    result["endpoint"] = {"name": plan.name, "endpoint_name": plan.endpoint_name,
-                          "environment": deployment.environment_name, "instance_type": plan.spec.instance_type,
-                          "instance_count": plan.spec.instance_count}  # fmt: skip
+    result["endpoint"] = {
+        "name": plan.name,
+        "endpoint_name": plan.endpoint_name,
+        "environment": deployment.environment_name,
+        "instance_type": plan.spec.instance_type,
+        "instance_count": plan.spec.instance_count,
+    }
     gate.result = result
     gate.kept = store.keep(result, plan.artifact.content_hash)
     if gate.misses:
@@ -224,8 +261,14 @@ def cmd_slo_gate(args: argparse.Namespace) -> int:
     deployment = load_config(args.config, args.env, build_root=Path(args.build_root))
     plan = deployment.plan(args.endpoint)
     try:
-        gate = run_gate(deployment, plan, endpoint_url=args.endpoint_url, keep_in_s3=not args.local_only,
-                        results_root=Path(args.results) if args.results else None, progress=not args.quiet)  # fmt: skip
+        gate = run_gate(
+            deployment,
+            plan,
+            endpoint_url=args.endpoint_url,
+            keep_in_s3=not args.local_only,
+            results_root=Path(args.results) if args.results else None,
+            progress=not args.quiet,
+        )
     except (LoadTestError, botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as err:
         print(f"error: SLO gate of endpoint {plan.name!r}: {err}", file=sys.stderr)
         return EXIT_USER_ERROR
@@ -238,12 +281,17 @@ def cmd_slo_gate(args: argparse.Namespace) -> int:
 
 def add_parser(subparsers: Any, endpoint_args: Callable[[argparse.ArgumentParser], None]) -> argparse.ArgumentParser:
     """`python -m model_build slo-gate`: one line in model_build/cli.py's parser()."""
-    p = subparsers.add_parser("slo-gate", help="after a deploy: the load test of the endpoint's slo:, exit 1 when missed")
+    p = subparsers.add_parser(
+        "slo-gate", help="after a deploy: the load test of the endpoint's slo:, exit 1 when missed"
+    )
     endpoint_args(p)
     p.add_argument("--endpoint-url", default=None, help="another sagemaker-runtime URL (the local server)")
     p.add_argument("--results", default=None, help="where results are kept on this machine (default: build/loadtest)")
-    p.add_argument("--local-only", action="store_true", help="keep and compare results on this machine only, not "
-                                                             "in the artifact bucket")  # fmt: skip
+    p.add_argument(
+        "--local-only",
+        action="store_true",
+        help="keep and compare results on this machine only, not in the artifact bucket",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(run=cmd_slo_gate)
     return p

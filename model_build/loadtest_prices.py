@@ -21,8 +21,10 @@ from pathlib import Path
 from typing import Any
 
 PRICE_LIST_REGION = "us-east-1"
-SOURCE = ("AWS Price List Query API GetProducts: AmazonSageMaker, component=Hosting, instanceName, regionCode; "
-          "OnDemand, unit Hrs, USD")  # fmt: skip
+SOURCE = (
+    "AWS Price List Query API GetProducts: AmazonSageMaker, component=Hosting, instanceName, regionCode; "
+    "OnDemand, unit Hrs, USD"
+)
 
 
 class PriceError(Exception):
@@ -42,8 +44,11 @@ def hosting_price_from_products(products: list[Any], instance_type: str, region:
     terms = (items[0].get("terms") or {}).get("OnDemand") or {}
     if len(terms) != 1:
         raise PriceError(f"{where}: expected one OnDemand term, got {len(terms)}")
-    dims = [d for d in next(iter(terms.values())).get("priceDimensions", {}).values()
-            if str(d.get("unit", "")).lower() == "hrs"]  # fmt: skip
+    dims = [
+        d
+        for d in next(iter(terms.values())).get("priceDimensions", {}).values()
+        if str(d.get("unit", "")).lower() == "hrs"
+    ]
     if len(dims) != 1:
         raise PriceError(f"{where}: expected one hourly price dimension, got {len(dims)}")
     usd = (dims[0].get("pricePerUnit") or {}).get("USD")
@@ -64,8 +69,10 @@ def fetch_hosting_price(instance_type: str, region: str, client: Any = None) -> 
         import boto3
 
         client = boto3.client("pricing", region_name=PRICE_LIST_REGION)
-    filters = [{"Type": "TERM_MATCH", "Field": k, "Value": v}
-               for k, v in (("component", "Hosting"), ("instanceName", instance_type), ("regionCode", region))]  # fmt: skip
+    filters = [
+        {"Type": "TERM_MATCH", "Field": k, "Value": v}
+        for k, v in (("component", "Hosting"), ("instanceName", instance_type), ("regionCode", region))
+    ]
     products: list[Any] = []
     try:
         for page in client.get_paginator("get_products").paginate(ServiceCode="AmazonSageMaker", Filters=filters):
@@ -95,8 +102,10 @@ def price_from_table(path: Path, instance_type: str, region: str) -> tuple[float
         raise PriceError(f"price table {path}: expected {{fetched_at, source, prices: {{region: {{type: USD}}}}}}")
     price = (table["prices"].get(region) or {}).get(instance_type)
     if not isinstance(price, (int, float)) or isinstance(price, bool) or price <= 0:
-        raise PriceError(f"price table {path} (fetched {table['fetched_at']}) has no price for {instance_type} in "
-                         f"{region}; it has {sorted(table['prices'])} regions")  # fmt: skip
+        raise PriceError(
+            f"price table {path} (fetched {table['fetched_at']}) has no price for {instance_type} in "
+            f"{region}; it has {sorted(table['prices'])} regions"
+        )
     return float(price), f"{path}: {table.get('source', 'unknown source')}, fetched {table['fetched_at']}"
 
 

@@ -75,8 +75,9 @@ def stats(values: Iterable[float]) -> dict[str, Any]:
     return out
 
 
-def summarize_level(concurrency: int, records: list[RequestRecord], streaming: bool,
-                    usd_per_hour: float | None) -> dict[str, Any]:  # fmt: skip
+def summarize_level(
+    concurrency: int, records: list[RequestRecord], streaming: bool, usd_per_hour: float | None
+) -> dict[str, Any]:
     """The numbers of one concurrency level (see the module docstring for each definition)."""
     ok = [r for r in records if r.ok]
     failed = [r for r in records if not r.ok]
@@ -84,8 +85,11 @@ def summarize_level(concurrency: int, records: list[RequestRecord], streaming: b
     tokens = sum(r.output_tokens or 0 for r in ok)
     ttft = [(r.chunk_times[0] - r.start) * 1000 for r in ok if r.chunk_times]
     gaps = [(b - a) * 1000 for r in ok for a, b in zip(r.chunk_times, r.chunk_times[1:])]
-    tpot = [(r.chunk_times[-1] - r.chunk_times[0]) * 1000 / (r.output_tokens - 1)
-            for r in ok if len(r.chunk_times) >= 2 and (r.output_tokens or 0) >= 2]  # fmt: skip
+    tpot = [
+        (r.chunk_times[-1] - r.chunk_times[0]) * 1000 / (r.output_tokens - 1)
+        for r in ok
+        if len(r.chunk_times) >= 2 and (r.output_tokens or 0) >= 2
+    ]
     per_request = [r.output_tokens / (r.end - r.start) for r in ok if r.output_tokens and r.end > r.start]
     throughput = tokens / wall if wall > 0 else math.nan
     level: dict[str, Any] = {
@@ -95,8 +99,10 @@ def summarize_level(concurrency: int, records: list[RequestRecord], streaming: b
         "errors": len(failed),
         "error_rate": len(failed) / len(records) if records else math.nan,
         "errors_by_kind": dict(Counter(r.error_kind for r in failed)),
-        "error_examples": {kind: next(r.error for r in failed if r.error_kind == kind)
-                           for kind in sorted({r.error_kind for r in failed})},  # fmt: skip
+        "error_examples": {
+            kind: next(r.error for r in failed if r.error_kind == kind)
+            for kind in sorted({r.error_kind for r in failed})
+        },
         "wall_s": wall,
         "requests_per_s": len(ok) / wall if wall > 0 else math.nan,
         "output_tokens": tokens,
@@ -147,8 +153,10 @@ def evaluate_slo(result: dict[str, Any], slo: Slo | dict[str, Any]) -> list[str]
     levels = {lv["concurrency"]: lv for lv in result.get("levels", [])}
     if slo.concurrency is not None:
         if slo.concurrency not in levels:
-            return [f"no measurement at concurrency {slo.concurrency} (the load test ran "
-                    f"{', '.join(map(str, sorted(levels))) or 'no level'})"]  # fmt: skip
+            return [
+                f"no measurement at concurrency {slo.concurrency} (the load test ran "
+                f"{', '.join(map(str, sorted(levels))) or 'no level'})"
+            ]
         judged = [levels[slo.concurrency]]
     else:
         judged = [levels[c] for c in sorted(levels)]
@@ -156,8 +164,9 @@ def evaluate_slo(result: dict[str, Any], slo: Slo | dict[str, Any]) -> list[str]
         return ["the result has no concurrency level to judge"]
     misses: list[str] = []
 
-    def check(level: dict, name: str, value: float | None, limit: float, worse: str, unit: str,
-              reason: str | None = None) -> None:  # fmt: skip
+    def check(
+        level: dict, name: str, value: float | None, limit: float, worse: str, unit: str, reason: str | None = None
+    ) -> None:
         at = f"at concurrency {level['concurrency']}"
         if value is None or (isinstance(value, float) and math.isnan(value)):
             misses.append(f"{name} {at}: not measured ({reason or 'no successful request'}); limit {limit:g}{unit}")
@@ -175,12 +184,24 @@ def evaluate_slo(result: dict[str, Any], slo: Slo | dict[str, Any]) -> list[str]
         if slo.max_error_rate is not None:
             check(level, "error rate", level["error_rate"], slo.max_error_rate, "above", "")
         if slo.max_usd_per_million_tokens is not None:
-            check(level, "$ per million output tokens", level.get("usd_per_million_output_tokens"),
-                  slo.max_usd_per_million_tokens, "above", "",
-                  None if result.get("price", {}).get("usd_per_hour") is not None else "no instance price given")
+            check(
+                level,
+                "$ per million output tokens",
+                level.get("usd_per_million_output_tokens"),
+                slo.max_usd_per_million_tokens,
+                "above",
+                "",
+                None if result.get("price", {}).get("usd_per_hour") is not None else "no instance price given",
+            )
         if slo.min_output_tokens_per_s is not None:
-            check(level, "aggregate output tokens/s", level["output_tokens_per_s"], slo.min_output_tokens_per_s,
-                  "below", "")  # fmt: skip
+            check(
+                level,
+                "aggregate output tokens/s",
+                level["output_tokens_per_s"],
+                slo.min_output_tokens_per_s,
+                "below",
+                "",
+            )
     return misses
 
 
@@ -209,26 +230,36 @@ def _fmt(x: Any, digits: int = 3) -> str:
 def markdown(result: dict[str, Any]) -> str:
     target, workload, price = result["target"], result["workload"], result.get("price") or {}
     lines = [
-        f"# Load test: {target.get('description', target.get('kind'))}", "",
+        f"# Load test: {target.get('description', target.get('kind'))}",
+        "",
         f"{result.get('started_at', '')}; {workload.get('description', '')}.",
         f"Output tokens counted by: {', '.join(sorted({s for lv in result['levels'] for s in lv['output_tokens_source']})) or '-'}.",
-        "Price: " + (f"${price['usd_per_hour']:g}/h ({price.get('source')})" if price.get("usd_per_hour") is not None
-                     else "none given, so no $ per million tokens") + ".", "",
+        "Price: "
+        + (
+            f"${price['usd_per_hour']:g}/h ({price.get('source')})"
+            if price.get("usd_per_hour") is not None
+            else "none given, so no $ per million tokens"
+        )
+        + ".",
+        "",
         "| concurrency | requests | errors | req/s | output tok/s | tok/s per request p50 | TTFT p50 / p90 / p99 ms "
         "| ITL p50 / p90 / p99 ms | TPOT p50 ms | e2e p50 / p90 / p99 ms | $ per M output tokens |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
-    ]  # fmt: skip
+    ]
 
     def trio(s: dict) -> str:
         return " / ".join(_fmt(s.get(f"p{q}")) for q in (50, 90, 99)) if s.get("n") else "-"
 
     for lv in result["levels"]:
-        errors = f"{lv['errors']}" + (f" ({', '.join(f'{k} {v}' for k, v in lv['errors_by_kind'].items())})"
-                                      if lv["errors"] else "")  # fmt: skip
-        lines.append(f"| {lv['concurrency']} | {lv['requests']} | {errors} | {_fmt(lv['requests_per_s'])} | "
-                     f"{_fmt(lv['output_tokens_per_s'])} | {_fmt(lv['output_tokens_per_s_per_request'].get('p50'))} | "
-                     f"{trio(lv['ttft_ms'])} | {trio(lv['itl_ms'])} | {_fmt(lv['tpot_ms'].get('p50'))} | "
-                     f"{trio(lv['e2e_ms'])} | {_fmt(lv.get('usd_per_million_output_tokens'))} |")  # fmt: skip
+        errors = f"{lv['errors']}" + (
+            f" ({', '.join(f'{k} {v}' for k, v in lv['errors_by_kind'].items())})" if lv["errors"] else ""
+        )
+        lines.append(
+            f"| {lv['concurrency']} | {lv['requests']} | {errors} | {_fmt(lv['requests_per_s'])} | "
+            f"{_fmt(lv['output_tokens_per_s'])} | {_fmt(lv['output_tokens_per_s_per_request'].get('p50'))} | "
+            f"{trio(lv['ttft_ms'])} | {trio(lv['itl_ms'])} | {_fmt(lv['tpot_ms'].get('p50'))} | "
+            f"{trio(lv['e2e_ms'])} | {_fmt(lv.get('usd_per_million_output_tokens'))} |"
+        )
     examples = {k: v for lv in result["levels"] for k, v in lv.get("error_examples", {}).items()}
     if examples:
         lines += ["", "Errors (one example of each kind):"] + [f"- {k}: {v}" for k, v in sorted(examples.items())]
@@ -255,8 +286,13 @@ def plot(result: dict[str, Any], path: Path) -> Path:
             if any(y is not None for y in ys):
                 ax.plot(xs, [math.nan if y is None else y for y in ys], style, alpha=alpha, label=f"{label} {q}")
     for x, lv in zip(xs, levels):
-        ax.annotate(f"c={lv['concurrency']}", (x, lv["e2e_ms"].get("p50") or 0), textcoords="offset points",
-                    xytext=(4, 4), fontsize=8)  # fmt: skip
+        ax.annotate(
+            f"c={lv['concurrency']}",
+            (x, lv["e2e_ms"].get("p50") or 0),
+            textcoords="offset points",
+            xytext=(4, 4),
+            fontsize=8,
+        )
     ax.set_xlabel("aggregate output tokens/s")
     ax.set_ylabel("latency (ms)")
     ax.set_title(f"Latency vs throughput: {result['target'].get('description', '')}"[:90], fontsize=9)
@@ -308,6 +344,17 @@ def load_results(root: Path, endpoint: str) -> list[tuple[str, Path, dict[str, A
 
 
 __all__ = [
-    "RequestRecord", "Slo", "evaluate_slo", "load_results", "markdown", "parse_slo", "percentile", "plot",
-    "save_result", "stats", "summarize_level", "usd_per_million_tokens", "write_outputs",
+    "RequestRecord",
+    "Slo",
+    "evaluate_slo",
+    "load_results",
+    "markdown",
+    "parse_slo",
+    "percentile",
+    "plot",
+    "save_result",
+    "stats",
+    "summarize_level",
+    "usd_per_million_tokens",
+    "write_outputs",
 ]

@@ -33,6 +33,7 @@ class Pending(Check):
 def artifacts_pending(checks: list[Check], why: str = ARTIFACTS_PENDING) -> list[Check]:
     """The preflight before the artifact stack is deployed: its artifact checks that did not pass become
     Pending (`why`); passing ones (a redeploy) stay as they are. `make deploy` runs them for real after publish."""
+
     def waits(check: Check) -> bool:
         return check.name.startswith("artifact ") and not check.ok
 
@@ -81,29 +82,49 @@ def quota_checks(deployment: Any, quotas: dict[str, Quota], region: str) -> list
             family = plans[0].instance.family
             offered = sorted(q[: -len(" for endpoint usage")] for q in quotas if q.startswith(f"ml.{family}."))
             hint = f"; offered in that family: {', '.join(offered[:8])}" if offered else ""
-            checks.append(Check(name, False, (
-                f"{instance_type} is not offered for SageMaker endpoints in {region} (no quota {quota_name!r}); "
-                f"change instance_type of {', '.join(p.name for p in plans)} or the environment's region{hint}"
-            )))
+            checks.append(
+                Check(
+                    name,
+                    False,
+                    (
+                        f"{instance_type} is not offered for SageMaker endpoints in {region} (no quota {quota_name!r}); "
+                        f"change instance_type of {', '.join(p.name for p in plans)} or the environment's region{hint}"
+                    ),
+                )
+            )
             continue
         value = int(quota.value)
-        where = f"quota {quota_name!r} ({quota.code}) is {value} in {region}" + ("" if quota.applied else " (AWS default)")
+        where = f"quota {quota_name!r} ({quota.code}) is {value} in {region}" + (
+            "" if quota.applied else " (AWS default)"
+        )
         ask = (
             f"request at least {need} in the Service Quotas console, or: aws service-quotas "
             f"request-service-quota-increase --service-code {QUOTA_SERVICE} --quota-code {quota.code} "
             f"--desired-value {need} --region {region}"
         )
         if value < running:
-            checks.append(Check(name, False, (
-                f"{where}, but the endpoints run up to {running} instances ({who}); the deploy would fail. Lower "
-                f"instance_count/max_capacity or {ask}"
-            )))
+            checks.append(
+                Check(
+                    name,
+                    False,
+                    (
+                        f"{where}, but the endpoints run up to {running} instances ({who}); the deploy would fail. Lower "
+                        f"instance_count/max_capacity or {ask}"
+                    ),
+                )
+            )
         elif value < need:
-            checks.append(Check(name, False, (
-                f"{where}: enough to run ({running}), but not for an update, which needs {need} at its peak ({who}); "
-                f"the next update would fail (deployment.rolling with rollback_maximum_batch_size needs fewer). "
-                f"{ask[0].upper()}{ask[1:]}"
-            )))
+            checks.append(
+                Check(
+                    name,
+                    False,
+                    (
+                        f"{where}: enough to run ({running}), but not for an update, which needs {need} at its peak ({who}); "
+                        f"the next update would fail (deployment.rolling with rollback_maximum_batch_size needs fewer). "
+                        f"{ask[0].upper()}{ask[1:]}"
+                    ),
+                )
+            )
         else:
             checks.append(Check(name, True, f"{value} >= {need} at peak ({who})"))
     return checks
@@ -116,8 +137,11 @@ def artifact_checks(deployment: Any, s3: Any, account: str, region: str) -> list
     checks = []
     # Each endpoint's artifact, then each of its LoRA adapters' (published by the same `publish` command).
     targets = [(f"artifact {plan.name}", plan.name, plan.artifact, plan.manifest_key) for plan in deployment.plans]
-    targets += [(f"artifact {plan.name} adapter {a.name}", plan.name, a.artifact, a.manifest_key)
-                for plan in deployment.plans for a in plan.adapters]
+    targets += [
+        (f"artifact {plan.name} adapter {a.name}", plan.name, a.artifact, a.manifest_key)
+        for plan in deployment.plans
+        for a in plan.adapters
+    ]
     for name, endpoint, artifact, key in targets:
         if artifact.problem is not None:
             checks.append(Check(name, False, artifact.problem))
@@ -316,17 +340,29 @@ def kept_data_checks(deployment: Any, session: Any, account: str, region: str) -
         pass
     where = f"environment {env_name!r} in {deployment.config_path}"
     if kept and not env.adopt_kept_data:
-        return [Check("kept data", False, (
-            f"{' and '.join(kept)} were kept by an earlier deploy (retain_data: true) and belong to no stack, so "
-            f"creating {stack} again would fail (already exists): set `adopt_kept_data: true` on {where} to use "
-            "them as they are (README: Clean-up), or delete them if their contents are no longer wanted"
-        ))]
+        return [
+            Check(
+                "kept data",
+                False,
+                (
+                    f"{' and '.join(kept)} were kept by an earlier deploy (retain_data: true) and belong to no stack, so "
+                    f"creating {stack} again would fail (already exists): set `adopt_kept_data: true` on {where} to use "
+                    "them as they are (README: Clean-up), or delete them if their contents are no longer wanted"
+                ),
+            )
+        ]
     if env.adopt_kept_data and len(kept) < 2:
         missing = [name for name in (f"bucket {bucket}", f"repository {repository}") if name not in kept]
-        return [Check("kept data", False, (
-            f"adopt_kept_data: true on {where}, but {' and '.join(missing)} do not exist: remove adopt_kept_data to "
-            "create them"
-        ))]
+        return [
+            Check(
+                "kept data",
+                False,
+                (
+                    f"adopt_kept_data: true on {where}, but {' and '.join(missing)} do not exist: remove adopt_kept_data to "
+                    "create them"
+                ),
+            )
+        ]
     if kept:
         return [Check("kept data", True, f"adopting the kept {' and '.join(kept)}")]
     return [Check("kept data", True, "nothing kept from an earlier deploy: the artifact stack creates them")]
@@ -351,10 +387,16 @@ def update_checks(deployment: Any, session: Any, region: str) -> list[Check]:
                 continue  # not deployed yet: nothing to update
             # any other refusal (access denied, throttling) leaves the update unchecked: say so, never pass it
             error = err.response.get("Error", {})
-            checks.append(Check(f"update {plan.name}", False, f"cannot read the deployed endpoint {plan.endpoint_name} "
-                                f"({error.get('Code')}: {error.get('Message')}), so whether SageMaker accepts this update "
-                                "in place is unchecked; fix the credentials' sagemaker:DescribeEndpoint and "
-                                "DescribeEndpointConfig, or retry"))  # fmt: skip
+            checks.append(
+                Check(
+                    f"update {plan.name}",
+                    False,
+                    f"cannot read the deployed endpoint {plan.endpoint_name} "
+                    f"({error.get('Code')}: {error.get('Message')}), so whether SageMaker accepts this update "
+                    "in place is unchecked; fix the credentials' sagemaker:DescribeEndpoint and "
+                    "DescribeEndpointConfig, or retry",
+                )
+            )
             continue
         problem = mode_problem(plan, config)
         if problem is None:
@@ -384,33 +426,49 @@ def mode_problem(plan: Any, deployed: dict[str, Any]) -> str | None:
     deployed_async = "AsyncInferenceConfig" in deployed
     if deployed_async != plan.is_async:
         was, now = ("asynchronous", "real-time") if deployed_async else ("real-time", "asynchronous")
-        return (f"endpoint {plan.endpoint_name} is deployed {was}; SageMaker cannot update it to {now} "
-                f"(invocation.mode) in place: {redeploy}")
+        return (
+            f"endpoint {plan.endpoint_name} is deployed {was}; SageMaker cannot update it to {now} "
+            f"(invocation.mode) in place: {redeploy}"
+        )
     variants = deployed.get("ProductionVariants", [])
     deployed_components = bool(variants) and not any(v.get("ModelName") for v in variants)
     if deployed_components != (plan.component_name is not None):
-        was, now = (("inference-components", "endpoint") if deployed_components else ("endpoint", "inference-components"))
-        return (f"endpoint {plan.endpoint_name} is deployed with hosting.mode {was}; changing it to {now} in place is "
-                f"not an update SageMaker documents: {redeploy}")
+        was, now = ("inference-components", "endpoint") if deployed_components else ("endpoint", "inference-components")
+        return (
+            f"endpoint {plan.endpoint_name} is deployed with hosting.mode {was}; changing it to {now} in place is "
+            f"not an update SageMaker documents: {redeploy}"
+        )
     if deployed_components and variants:
         spec, variant = plan.spec, variants[0]
         scaling = variant.get("ManagedInstanceScaling") or {}
         wanted = spec.hosting.instance_scaling
         changes = [
-            (key, have, want) for key, have, want in (
+            (key, have, want)
+            for key, have, want in (
                 ("instance_type", variant.get("InstanceType"), spec.instance_type),
                 ("instance_count", variant.get("InitialInstanceCount"), spec.instance_count),
-                ("hosting.instance_scaling.min_instances", scaling.get("MinInstanceCount"), wanted.min_instances if wanted else 1),
-                ("hosting.instance_scaling.max_instances", scaling.get("MaxInstanceCount"), wanted.max_instances if wanted else 1),
+                (
+                    "hosting.instance_scaling.min_instances",
+                    scaling.get("MinInstanceCount"),
+                    wanted.min_instances if wanted else 1,
+                ),
+                (
+                    "hosting.instance_scaling.max_instances",
+                    scaling.get("MaxInstanceCount"),
+                    wanted.max_instances if wanted else 1,
+                ),
                 ("volume_size_gb", variant.get("VolumeSizeInGB"), spec.volume_size_gb),
                 ("inference AMI", variant.get("InferenceAmiVersion"), plan.inference_ami_version),
-            ) if have != want
+            )
+            if have != want
         ]
         if changes:
             what = ", ".join(f"{key} {have!r} -> {want!r}" for key, have, want in changes)
-            return (f"endpoint {plan.endpoint_name} hosts inference components and this deploy changes its endpoint "
-                    f"config ({what}); updating the endpoint config of a component endpoint is not documented by AWS "
-                    f"and refused by the AWS SDK (unverified in an account): {redeploy}")
+            return (
+                f"endpoint {plan.endpoint_name} hosts inference components and this deploy changes its endpoint "
+                f"config ({what}); updating the endpoint config of a component endpoint is not documented by AWS "
+                f"and refused by the AWS SDK (unverified in an account): {redeploy}"
+            )
     return None
 
 

@@ -90,8 +90,11 @@ def verify_build_dir(build_dir: Path, manifest: Manifest, *, workers: int = 4) -
 
 
 def _changed_error(build_dir: Path, problems: list[str], *, after_upload: bool = False) -> PublishError:
-    where = (" while it was being published; manifest.json was not written, so the artifact stays incomplete"
-             if after_upload else "")  # fmt: skip
+    where = (
+        " while it was being published; manifest.json was not written, so the artifact stays incomplete"
+        if after_upload
+        else ""
+    )
     return PublishError(
         f"{build_dir} changed since it was built (refusing to publish{where}):\n  - "
         + "\n  - ".join(problems)
@@ -173,8 +176,10 @@ def _bucket_problem(bucket: str, err) -> str:
     if code in ("404", "NoSuchBucket", "NotFound"):
         return f"artifact bucket {bucket!r} does not exist"
     if code in ("403", "AccessDenied", "Forbidden"):
-        return (f"artifact bucket {bucket!r}: access denied (it belongs to another account, or these credentials may "
-                "not read it)")
+        return (
+            f"artifact bucket {bucket!r}: access denied (it belongs to another account, or these credentials may "
+            "not read it)"
+        )
     return f"artifact bucket {bucket!r}: {code}: {err}"
 
 
@@ -186,8 +191,14 @@ class _Progress:
 
         # enabled=None: show the bar only on a terminal (tqdm's own rule), so CI logs stay clean.
         self._bar = tqdm(
-            total=total, unit="B", unit_scale=True, unit_divisor=1024, desc=desc,
-            disable=None if enabled is None else not enabled, file=sys.stderr, leave=False,
+            total=total,
+            unit="B",
+            unit_scale=True,
+            unit_divisor=1024,
+            desc=desc,
+            disable=None if enabled is None else not enabled,
+            file=sys.stderr,
+            leave=False,
         )
         self._lock = threading.Lock()
 
@@ -199,8 +210,9 @@ class _Progress:
         self._bar.close()
 
 
-def _transfer_config(max_concurrency: int, multipart_threshold: int, multipart_chunksize: int | None,
-                     max_bandwidth: int | None = None):  # fmt: skip
+def _transfer_config(
+    max_concurrency: int, multipart_threshold: int, multipart_chunksize: int | None, max_bandwidth: int | None = None
+):
     from boto3.s3.transfer import TransferConfig
 
     chunk = multipart_chunksize or max(MIN_PART_SIZE, min(multipart_threshold, 64 * MiB))
@@ -355,9 +367,7 @@ def choose_packer() -> str:
     return "tarfile"
 
 
-def pack_tarball(
-    build_dir: Path, names: list[str], dest: Path, *, packer: str | None = None, level: int = 1
-) -> str:
+def pack_tarball(build_dir: Path, names: list[str], dest: Path, *, packer: str | None = None, level: int = 1) -> str:
     """Pack `names` (relative to build_dir) at the archive root into dest (.tar.gz); returns the packer used.
 
     SageMaker extracts model.tar.gz into /opt/ml/model, so files sit at the root of the archive.
@@ -368,8 +378,20 @@ def pack_tarball(
     if packer in ("tar+pigz", "tar+gzip"):
         gz = ["pigz", f"-{level}", "-n", "-c"] if packer == "tar+pigz" else ["gzip", f"-{level}", "-n", "-c"]
         tar = [
-            "tar", "-C", str(build_dir), "--sort=name", "--mtime=@0", "--owner=0", "--group=0",
-            "--numeric-owner", "--format=gnu", "-cf", "-", "--no-recursion", "--", *names,
+            "tar",
+            "-C",
+            str(build_dir),
+            "--sort=name",
+            "--mtime=@0",
+            "--owner=0",
+            "--group=0",
+            "--numeric-owner",
+            "--format=gnu",
+            "-cf",
+            "-",
+            "--no-recursion",
+            "--",
+            *names,
         ]
         with open(dest, "wb") as out:
             t = subprocess.Popen(tar, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -386,7 +408,10 @@ def pack_tarball(
         raise ValueError(f"unknown packer {packer!r}")
     import gzip
 
-    with open(dest, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=level, mtime=0) as gzf:
+    with (
+        open(dest, "wb") as raw,
+        gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=level, mtime=0) as gzf,
+    ):
         with tarfile.open(fileobj=gzf, mode="w", format=tarfile.GNU_FORMAT) as tar:
             for name in names:
                 info = tar.gettarinfo(str(build_dir / name), arcname=name)
@@ -475,7 +500,9 @@ def publish_artifact(
         report.skipped_bytes += manifest_size
     else:
         s3.upload_file(
-            str(manifest_path), bucket, manifest_key,
+            str(manifest_path),
+            bucket,
+            manifest_key,
             ExtraArgs={"Metadata": {"sha256": manifest_sha}, "ContentType": "application/json"},
         )
         report.uploaded.append(manifest_key)
@@ -582,9 +609,16 @@ def publish_endpoint(
         )
     bucket, s3 = artifact_bucket_client(deployment, session=session, max_concurrency=max_concurrency)
     return publish_artifact(
-        build_dir, bucket, artifact_prefix(ep.name, manifest.content_hash),
-        s3_client=s3, max_concurrency=max_concurrency, model_data=ep.model_data, progress=progress,
-        manifest=manifest, bucket_checked=True, max_bandwidth=max_bandwidth,
+        build_dir,
+        bucket,
+        artifact_prefix(ep.name, manifest.content_hash),
+        s3_client=s3,
+        max_concurrency=max_concurrency,
+        model_data=ep.model_data,
+        progress=progress,
+        manifest=manifest,
+        bucket_checked=True,
+        max_bandwidth=max_bandwidth,
     )
 
 

@@ -50,9 +50,11 @@ def load_handler(artifact_dir: Path) -> ModuleType:
 # configured) or try to increase the capacity by invoking UpdateInferenceComponentRuntimeConfig API."
 # (aws-samples/sagemaker-genai-hosting-examples, scale-to-zero notebook). What its OpenAI route answers then is not
 # documented: this server answers the retryable 503 with Retry-After the front doors give (invoke.RETRYABLE_ERRORS).
-NO_CAPACITY_MESSAGE = ("Inference Component has no capacity to process this request. ApplicationAutoScaling may be "
-                       "in-progress (if configured) or try to increase the capacity by invoking "
-                       "UpdateInferenceComponentRuntimeConfig API.")  # fmt: skip
+NO_CAPACITY_MESSAGE = (
+    "Inference Component has no capacity to process this request. ApplicationAutoScaling may be "
+    "in-progress (if configured) or try to increase the capacity by invoking "
+    "UpdateInferenceComponentRuntimeConfig API."
+)
 NO_CAPACITY = retryable_error("ValidationError", NO_CAPACITY_MESSAGE)
 # While the model loads, /invocations and the OpenAI route answer 503 with this Retry-After (a choice: a tiny model
 # loads in seconds; the container contract's GET /ping says when it is ready).
@@ -111,8 +113,11 @@ class ModelHost:
                 chat_contract.parse_chat_request(data)
             if isinstance(data, dict) and data.get("stream") is True:
                 if not hasattr(handler, "stream_fn"):
-                    raise chat_contract.ChatError("stream: this model's handler does not stream; send stream false",
-                                                  param="stream", code="unsupported_value")  # fmt: skip
+                    raise chat_contract.ChatError(
+                        "stream: this model's handler does not stream; send stream false",
+                        param="stream",
+                        code="unsupported_value",
+                    )
                 chunks = iter(handler.stream_fn(data, self.model))
                 first = next(chunks, None)
                 return 200, _sse_events(itertools.chain([] if first is None else [first], chunks)), SSE
@@ -156,7 +161,9 @@ def _is_chat_error(err: Exception) -> bool:
 
 
 def _openai_error(message: str, kind: str = "invalid_request_error", code: str | None = None) -> str:
-    return json.dumps(chat_contract.error_body(chat_contract.ChatError(message, type=kind, code=code)), ensure_ascii=True)
+    return json.dumps(
+        chat_contract.error_body(chat_contract.ChatError(message, type=kind, code=code)), ensure_ascii=True
+    )
 
 
 def _loading(status: int) -> dict[str, str]:
@@ -171,13 +178,19 @@ def _sse_events(chunks: Any) -> Any:
         yield from chunks
     except Exception as err:
         traceback.print_exc()
-        yield chat_contract.sse_event(json.loads(_openai_error(f"the model failed while streaming: "
-                                                               f"{type(err).__name__}: {err}", "server_error")))  # fmt: skip
+        yield chat_contract.sse_event(
+            json.loads(_openai_error(f"the model failed while streaming: {type(err).__name__}: {err}", "server_error"))
+        )
         yield chat_contract.SSE_DONE
 
 
-def create_app(artifact_dir: str | Path, endpoint_name: str | None = None, torch_threads: int = 1,
-               region: str | None = None, component_name: str | None = None) -> FastAPI:  # fmt: skip
+def create_app(
+    artifact_dir: str | Path,
+    endpoint_name: str | None = None,
+    torch_threads: int = 1,
+    region: str | None = None,
+    component_name: str | None = None,
+) -> FastAPI:
     """The ASGI app. Loading starts when the app starts (lifespan), in a thread.
 
     torch_threads: intra-op threads; 1 suits small CPU boxes (and one model copy per worker).
@@ -227,7 +240,7 @@ def create_app(artifact_dir: str | Path, endpoint_name: str | None = None, torch
             return _aws_error(
                 424,
                 "ModelError",
-                f"Received client error ({status}) from primary with message \"{content}\".",
+                f'Received client error ({status}) from primary with message "{content}".',
                 OriginalStatusCode=status,
                 OriginalMessage=message,
             )
@@ -252,7 +265,7 @@ def create_app(artifact_dir: str | Path, endpoint_name: str | None = None, torch
             return _aws_error(
                 424,
                 "ModelError",
-                f"Received client error ({status}) from primary with message \"{content}\".",
+                f'Received client error ({status}) from primary with message "{content}".',
                 OriginalStatusCode=status,
                 OriginalMessage=message,
             )
@@ -260,9 +273,11 @@ def create_app(artifact_dir: str | Path, endpoint_name: str | None = None, torch
         return StreamingResponse(
             _event_messages(content),
             media_type=event_stream.CONTENT_TYPE,
-            headers={"x-Amzn-Invoked-Production-Variant": "AllTraffic",
-                     "X-Amzn-SageMaker-Content-Type": "application/jsonlines"},
-        )  # fmt: skip
+            headers={
+                "x-Amzn-Invoked-Production-Variant": "AllTraffic",
+                "X-Amzn-SageMaker-Content-Type": "application/jsonlines",
+            },
+        )
 
     async def openai_chat(request: Request, name: str, component: str | None) -> Response:
         from starlette.concurrency import run_in_threadpool
@@ -273,16 +288,23 @@ def create_app(artifact_dir: str | Path, endpoint_name: str | None = None, torch
         if endpoint_name is not None and name != endpoint_name:
             return _aws_error(400, "ValidationError", f"Endpoint {name} of account 123456789012 not found.")
         if component is not None and component_name is not None and component != component_name:
-            return _aws_error(400, "ValidationError", f"Inference component {component} of account 123456789012 "
-                                                      "not found.")  # fmt: skip
+            return _aws_error(
+                400, "ValidationError", f"Inference component {component} of account 123456789012 not found."
+            )
         if host.capacity == 0:
-            return Response(_openai_error(f"endpoint {name}: {NO_CAPACITY_MESSAGE}", "service_unavailable", "no_capacity"),
-                            status_code=NO_CAPACITY.status, media_type=JSON,
-                            headers={"Retry-After": str(NO_CAPACITY.retry_after_s)})  # fmt: skip
+            return Response(
+                _openai_error(f"endpoint {name}: {NO_CAPACITY_MESSAGE}", "service_unavailable", "no_capacity"),
+                status_code=NO_CAPACITY.status,
+                media_type=JSON,
+                headers={"Retry-After": str(NO_CAPACITY.retry_after_s)},
+            )
         body = await request.body()
         status, content, media = await run_in_threadpool(host.chat, body)
-        return (StreamingResponse(content, media_type=media) if media == SSE
-                else Response(content, status_code=status, media_type=media, headers=_loading(status)))  # fmt: skip
+        return (
+            StreamingResponse(content, media_type=media)
+            if media == SSE
+            else Response(content, status_code=status, media_type=media, headers=_loading(status))
+        )
 
     @app.post("/endpoints/{name}/openai/v1/chat/completions")
     async def openai_chat_endpoint(name: str, request: Request) -> Response:
@@ -303,8 +325,9 @@ def _event_messages(chunks: Any) -> Any:
             yield event_stream.payload_part(chunk)
     except Exception as err:
         traceback.print_exc()
-        yield event_stream.model_stream_error(f"the model failed while streaming: {type(err).__name__}: {err}",
-                                              "StreamBroken")  # fmt: skip
+        yield event_stream.model_stream_error(
+            f"the model failed while streaming: {type(err).__name__}: {err}", "StreamBroken"
+        )
 
 
 async def _run(host: ModelHost, body: bytes, request: Request) -> tuple[int, str]:
@@ -338,7 +361,9 @@ def serve(
     import uvicorn
 
     name = endpoint_name or "<name>"
-    print(f"serving {artifact_dir} on http://{host}:{port} (GET /ping, POST /invocations, "
-          f"POST /endpoints/{name}/invocations, POST /endpoints/{name}/invocations-response-stream, "
-          f"POST /endpoints/{name}/openai/v1/chat/completions with a bearer token)")  # fmt: skip
+    print(
+        f"serving {artifact_dir} on http://{host}:{port} (GET /ping, POST /invocations, "
+        f"POST /endpoints/{name}/invocations, POST /endpoints/{name}/invocations-response-stream, "
+        f"POST /endpoints/{name}/openai/v1/chat/completions with a bearer token)"
+    )
     uvicorn.run(create_app(artifact_dir, endpoint_name=endpoint_name), host=host, port=port, log_level="info")

@@ -27,9 +27,14 @@ def make_tiny_adapter(
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_pretrained(base_dir)
     config = LoraConfig(
-        r=rank, lora_alpha=2 * rank, target_modules=list(target_modules), lora_dropout=0.0, bias="none",
-        task_type="CAUSAL_LM", init_lora_weights=False,
-    )  # fmt: skip
+        r=rank,
+        lora_alpha=2 * rank,
+        target_modules=list(target_modules),
+        lora_dropout=0.0,
+        bias="none",
+        task_type="CAUSAL_LM",
+        init_lora_weights=False,
+    )
     out = Path(out_dir)
     get_peft_model(model, config).save_pretrained(out)
     if trained_on is not None:

@@ -161,8 +161,12 @@ def _write_chat_tokenizer(out_dir: Path, model_max_length: int) -> dict[str, int
         "chat_template": CHAT_TEMPLATE,
     }
     (out_dir / "tokenizer_config.json").write_text(json.dumps(tokenizer_config, indent=2) + "\n")
-    return {"vocab_size": tokenizer.get_vocab_size(), "eos_token_id": tokenizer.token_to_id(CHAT_EOS),
-            "pad_token_id": tokenizer.token_to_id(EOS), "bos_token_id": tokenizer.token_to_id(EOS)}  # fmt: skip
+    return {
+        "vocab_size": tokenizer.get_vocab_size(),
+        "eos_token_id": tokenizer.token_to_id(CHAT_EOS),
+        "pad_token_id": tokenizer.token_to_id(EOS),
+        "bos_token_id": tokenizer.token_to_id(EOS),
+    }
 
 
 def _chat_config(arch: str, ids: dict[str, int], n_positions: int):
@@ -171,8 +175,16 @@ def _chat_config(arch: str, ids: dict[str, int], n_positions: int):
     drops it computes different logits, which the container tests would see)."""
     import transformers
 
-    shape = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                 num_key_value_heads=2, max_position_embeddings=n_positions, tie_word_embeddings=False, **ids)  # fmt: skip
+    shape = dict(
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=n_positions,
+        tie_word_embeddings=False,
+        **ids,
+    )
     rope = {"rope_type": "default", "rope_theta": 1_000_000.0}
     if arch == "llama":
         return transformers.LlamaConfig(**shape, head_dim=16, rope_parameters={**rope, "rope_theta": 500_000.0})
@@ -184,25 +196,52 @@ def _chat_config(arch: str, ids: dict[str, int], n_positions: int):
         return transformers.MistralConfig(**shape, head_dim=16, sliding_window=None, rope_parameters=rope)
     if arch == "gemma2":
         # alternating sliding-window and full attention layers, logit soft-capping, as Gemma 2 has
-        return transformers.Gemma2Config(**shape, head_dim=16, query_pre_attn_scalar=16, sliding_window=4096,
-                                         rope_parameters=rope)  # fmt: skip
+        return transformers.Gemma2Config(
+            **shape, head_dim=16, query_pre_attn_scalar=16, sliding_window=4096, rope_parameters=rope
+        )
     if arch == "gemma3":  # one sliding-window and one full attention layer (Gemma 3 has 5 of the first per 1)
-        return transformers.Gemma3TextConfig(**shape, head_dim=16, query_pre_attn_scalar=16, sliding_window=256,
-                                             layer_types=["sliding_attention", "full_attention"])  # fmt: skip
+        return transformers.Gemma3TextConfig(
+            **shape,
+            head_dim=16,
+            query_pre_attn_scalar=16,
+            sliding_window=256,
+            layer_types=["sliding_attention", "full_attention"],
+        )
     if arch == "mixtral":
-        return transformers.MixtralConfig(**shape, head_dim=16, num_local_experts=4, num_experts_per_tok=2,
-                                          sliding_window=None, rope_parameters=rope)  # fmt: skip
+        return transformers.MixtralConfig(
+            **shape, head_dim=16, num_local_experts=4, num_experts_per_tok=2, sliding_window=None, rope_parameters=rope
+        )
     if arch == "qwen3_moe":
-        return transformers.Qwen3MoeConfig(**shape, head_dim=16, moe_intermediate_size=32, num_experts=4,
-                                           num_experts_per_tok=2, decoder_sparse_step=1, mlp_only_layers=[],
-                                           rope_parameters=rope)  # fmt: skip
+        return transformers.Qwen3MoeConfig(
+            **shape,
+            head_dim=16,
+            moe_intermediate_size=32,
+            num_experts=4,
+            num_experts_per_tok=2,
+            decoder_sparse_step=1,
+            mlp_only_layers=[],
+            rope_parameters=rope,
+        )
     # gpt_oss: experts with biases, attention sinks, alternating sliding (128) and full attention, as gpt-oss has
     # and YaRN RoPE stretched 32-fold (gpt-oss: 4096 original positions to 131072; here 16 to 512)
-    yarn = {"rope_type": "yarn", "rope_theta": 150_000.0, "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0,
-            "original_max_position_embeddings": n_positions // 32, "truncate": False}
-    return transformers.GptOssConfig(**{**shape, "intermediate_size": 64}, head_dim=16, num_local_experts=4,
-                                     num_experts_per_tok=2, sliding_window=128, rope_parameters=yarn,
-                                     layer_types=["sliding_attention", "full_attention"])  # fmt: skip
+    yarn = {
+        "rope_type": "yarn",
+        "rope_theta": 150_000.0,
+        "factor": 32.0,
+        "beta_fast": 32.0,
+        "beta_slow": 1.0,
+        "original_max_position_embeddings": n_positions // 32,
+        "truncate": False,
+    }
+    return transformers.GptOssConfig(
+        **{**shape, "intermediate_size": 64},
+        head_dim=16,
+        num_local_experts=4,
+        num_experts_per_tok=2,
+        sliding_window=128,
+        rope_parameters=yarn,
+        layer_types=["sliding_attention", "full_attention"],
+    )
 
 
 def make_tiny_model(arch: str, out_dir: str | Path) -> Path:
@@ -226,10 +265,17 @@ def make_tiny_model(arch: str, out_dir: str | Path) -> Path:
         tok = json.loads((out / "tokenizer.json").read_text())["added_tokens"]
         ids = {t["content"]: t["id"] for t in tok}
         config = transformers.T5Config(
-            vocab_size=vocab_size, d_model=64, d_kv=16, d_ff=128, num_layers=2, num_decoder_layers=2,
-            num_heads=4, pad_token_id=ids["<pad>"], eos_token_id=ids["</s>"],
+            vocab_size=vocab_size,
+            d_model=64,
+            d_kv=16,
+            d_ff=128,
+            num_layers=2,
+            num_decoder_layers=2,
+            num_heads=4,
+            pad_token_id=ids["<pad>"],
+            eos_token_id=ids["</s>"],
             decoder_start_token_id=ids["<pad>"],
-        )  # fmt: skip
+        )
         model_cls = transformers.T5ForConditionalGeneration
     else:
         vocab_size = write_gpt2_tokenizer(out, n_positions)
@@ -242,9 +288,15 @@ def make_tiny_model(arch: str, out_dir: str | Path) -> Path:
             model_cls = transformers.GPT2LMHeadModel
         else:
             config = transformers.GPTJConfig(
-                vocab_size=vocab_size, n_positions=n_positions, n_embd=64, n_layer=2, n_head=4, rotary_dim=8,
-                tie_word_embeddings=False, **ids,
-            )  # fmt: skip
+                vocab_size=vocab_size,
+                n_positions=n_positions,
+                n_embd=64,
+                n_layer=2,
+                n_head=4,
+                rotary_dim=8,
+                tie_word_embeddings=False,
+                **ids,
+            )
             model_cls = transformers.GPTJForCausalLM
     torch.manual_seed(SEED)
     chat = arch in CHAT_ARCHITECTURES or arch in ENGINE_ARCHITECTURES

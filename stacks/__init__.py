@@ -49,7 +49,8 @@ def add_artifact_stack(
     # so it needs no reference to the endpoint stacks. The region in the name keeps the same project and environment
     # name deployed in two regions apart.
     EnvironmentDashboard(
-        stack, "Dashboard",
+        stack,
+        "Dashboard",
         dashboard_name=f"{deployment.project}-{deployment.environment_name}-endpoints-{Aws.REGION}",
         endpoints=dashboard_endpoints(deployment, VARIANT_NAME),
     )
@@ -105,9 +106,7 @@ def add_stacks(app: Construct, deployment: Deployment, *, allow_unbuilt: bool = 
     """
     artifacts = add_artifact_stack(app, deployment)
     stacks: dict[str, object] = {artifacts.stack_name: artifacts}
-    stacks.update(
-        add_endpoint_stacks(app, deployment, allow_unbuilt=allow_unbuilt, artifacts=artifacts)
-    )
+    stacks.update(add_endpoint_stacks(app, deployment, allow_unbuilt=allow_unbuilt, artifacts=artifacts))
     tag_environment(app, deployment)
     add_nag_checks(app)
     return stacks

@@ -64,11 +64,17 @@ class AdapterComponents(Construct):
             self.components[adapter.name] = component
         # SageMaker ARNs carry names in lower case; ours are lower case already (the config's name patterns).
         self.component_arns = [
-            stack.format_arn(service="sagemaker", resource="inference-component", resource_name=a.component_name.lower())
+            stack.format_arn(
+                service="sagemaker", resource="inference-component", resource_name=a.component_name.lower()
+            )
             for a in adapters
         ]
-        CfnOutput(self, "ComponentNames", value=json.dumps(self.names, sort_keys=True),
-                  description="Adapter name -> its inference component (InvokeEndpoint's InferenceComponentName)")
+        CfnOutput(
+            self,
+            "ComponentNames",
+            value=json.dumps(self.names, sort_keys=True),
+            description="Adapter name -> its inference component (InvokeEndpoint's InferenceComponentName)",
+        )
 
     @property
     def names(self) -> dict[str, str]:
@@ -84,7 +90,9 @@ class AdapterComponents(Construct):
         """sagemaker:InvokeEndpoint on every adapter component (a call naming a component is authorized on the
         endpoint and the component: InferenceComponent.grant_invoke says why; LlmEndpoint.grant_invoke adds the
         endpoint)."""
-        return iam.Grant.add_to_principal(grantee=grantee, actions=["sagemaker:InvokeEndpoint"], resource_arns=self.component_arns)
+        return iam.Grant.add_to_principal(
+            grantee=grantee, actions=["sagemaker:InvokeEndpoint"], resource_arns=self.component_arns
+        )
 
     def grant_describe(self, grantee: iam.IGrantable) -> iam.Grant:
         """sagemaker:DescribeInferenceComponent on every adapter component (the smoke test's adapter checks)."""

@@ -34,13 +34,21 @@ class PublishedArtifactCheck(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         self.handler = PythonFunction(
-            self, "Function", code=function_code(LAMBDA_ROOT / "artifact_check" / "handler.py"),
-            handler="artifact_check/handler.handler", environment={}, timeout=Duration.seconds(60),
-            description=f"Fails the deploy unless s3://.../{manifest_key} is published", log_retention_days=log_retention_days,
-        )  # fmt: skip
+            self,
+            "Function",
+            code=function_code(LAMBDA_ROOT / "artifact_check" / "handler.py"),
+            handler="artifact_check/handler.handler",
+            environment={},
+            timeout=Duration.seconds(60),
+            description=f"Fails the deploy unless s3://.../{manifest_key} is published",
+            log_retention_days=log_retention_days,
+        )
         function = self.handler.function
-        function.add_to_role_policy(iam.PolicyStatement(
-            actions=["s3:GetObject"], resources=[f"arn:{Aws.PARTITION}:s3:::{bucket_name}/{manifest_key}"]))  # fmt: skip
+        function.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["s3:GetObject"], resources=[f"arn:{Aws.PARTITION}:s3:::{bucket_name}/{manifest_key}"]
+            )
+        )
         if bucket_key is not None:  # an SSE-KMS object is read with the key (S3 User Guide, "Using SSE-KMS")
             bucket_key.grant_s3_use(function, read_only=True)  # it only reads the manifest
             if bucket_key.alias_name is not None:

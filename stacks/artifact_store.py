@@ -28,15 +28,22 @@ def async_lifecycle_rules(deployment: Deployment) -> list[s3.LifecycleRule]:
         if not plan.is_async:
             continue
         prefixes = async_prefixes(plan.endpoint_name)
-        rules.append(s3.LifecycleRule(
-            id=f"{spec.name}-async-input", prefix=prefixes["input"] + "/", expiration=Duration.days(INPUT_RETENTION_DAYS),
-        ))  # fmt: skip
+        rules.append(
+            s3.LifecycleRule(
+                id=f"{spec.name}-async-input",
+                prefix=prefixes["input"] + "/",
+                expiration=Duration.days(INPUT_RETENTION_DAYS),
+            )
+        )
         if spec.invocation.result_retention_days is not None:
             rules += [
-                s3.LifecycleRule(id=f"{spec.name}-async-{key}", prefix=prefixes[key] + "/",
-                                 expiration=Duration.days(spec.invocation.result_retention_days))
+                s3.LifecycleRule(
+                    id=f"{spec.name}-async-{key}",
+                    prefix=prefixes[key] + "/",
+                    expiration=Duration.days(spec.invocation.result_retention_days),
+                )
                 for key in ("output", "failure")
-            ]  # fmt: skip
+            ]
     return rules
 
 
@@ -216,7 +223,9 @@ class ArtifactStoreStack(Stack):
         from the Service Authorization Reference for Amazon S3 and the S3 API reference (HeadBucket, HeadObject).
         Explicit actions, not bucket.grant_put's s3:PutObject* / s3:Abort* groups: write nothing else.
         tests/stacks/test_iam_coverage.py runs publish and checks this grant covers every call."""
-        listing = iam.Grant.add_to_principal(grantee=grantee, actions=["s3:ListBucket"], resource_arns=[self.bucket.bucket_arn])
+        listing = iam.Grant.add_to_principal(
+            grantee=grantee, actions=["s3:ListBucket"], resource_arns=[self.bucket.bucket_arn]
+        )
         objects = iam.Grant.add_to_principal(
             grantee=grantee,
             actions=["s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload"],

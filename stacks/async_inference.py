@@ -108,7 +108,9 @@ class AsyncInference(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         if not invocation.is_async:
-            raise ValueError(f"AsyncInference {endpoint_name!r}: invocation.mode must be 'async', got {invocation.mode!r}")
+            raise ValueError(
+                f"AsyncInference {endpoint_name!r}: invocation.mode must be 'async', got {invocation.mode!r}"
+            )
         self.endpoint_name = endpoint_name
         self.invocation = invocation
         self.keys = keys
@@ -134,8 +136,10 @@ class AsyncInference(Construct):
             execution_role.add_to_principal_policy(iam.PolicyStatement(actions=["sns:Publish"], resources=topics))
         acknowledge(
             execution_role,
-            [f"AwsSolutions-IAM5[Resource::{nag_text(loc.objects_arn)}]"
-             for loc in (self.locations.input, self.locations.output, self.locations.failure)],
+            [
+                f"AwsSolutions-IAM5[Resource::{nag_text(loc.objects_arn)}]"
+                for loc in (self.locations.input, self.locations.output, self.locations.failure)
+            ],
             "Asynchronous inference: SageMaker reads each request's payload from this endpoint's input folder and "
             "writes each answer or failure under a name it chooses (from the inference id) into this endpoint's output "
             "and failure folders; access is limited to those three folders.",
@@ -190,24 +194,40 @@ class AsyncInference(Construct):
         policy and its HasBacklogWithoutCapacity alarm (without it, a queue shorter than the target would wait at zero
         instances). No RoleARN: Application Auto Scaling uses its service-linked role for SageMaker."""
         target = scalable_target(
-            self, "ScalableTarget", dimension=VARIANT_INSTANCES,
+            self,
+            "ScalableTarget",
+            dimension=VARIANT_INSTANCES,
             resource_id=f"endpoint/{self.endpoint_name}/variant/{variant_name}",
-            min_capacity=scaling.min_capacity, max_capacity=scaling.max_capacity, after=endpoint,
+            min_capacity=scaling.min_capacity,
+            max_capacity=scaling.max_capacity,
+            after=endpoint,
         )
         target_tracking(
-            self, "BacklogScaling", policy_name=f"{self.endpoint_name}-backlog", target=target,
+            self,
+            "BacklogScaling",
+            policy_name=f"{self.endpoint_name}-backlog",
+            target=target,
             # Queued requests per instance (the metric divides the queue by the instance count).
             target_value=scaling.target_value,
             customized_metric=appscaling.CfnScalingPolicy.CustomizedMetricSpecificationProperty(
-                metric_name=BACKLOG_METRIC, namespace=METRIC_NAMESPACE, statistic="Average",
-                dimensions=[appscaling.CfnScalingPolicy.MetricDimensionProperty(name="EndpointName", value=self.endpoint_name)],
+                metric_name=BACKLOG_METRIC,
+                namespace=METRIC_NAMESPACE,
+                statistic="Average",
+                dimensions=[
+                    appscaling.CfnScalingPolicy.MetricDimensionProperty(name="EndpointName", value=self.endpoint_name)
+                ],
             ),
-            scale_in_cooldown_s=scaling.scale_in_cooldown_s, scale_out_cooldown_s=scaling.scale_out_cooldown_s,
+            scale_in_cooldown_s=scaling.scale_in_cooldown_s,
+            scale_out_cooldown_s=scaling.scale_out_cooldown_s,
         )
         if scaling.min_capacity > 0:
             return
         from_zero = scale_from_zero_policy(
-            self, policy_name=f"{self.endpoint_name}-{SCALE_FROM_ZERO_METRIC}", target=target, metric_aggregation="Average", cooldown_s=SCALE_FROM_ZERO_COOLDOWN_S
+            self,
+            policy_name=f"{self.endpoint_name}-{SCALE_FROM_ZERO_METRIC}",
+            target=target,
+            metric_aggregation="Average",
+            cooldown_s=SCALE_FROM_ZERO_COOLDOWN_S,
         )
         cloudwatch.CfnAlarm(
             self,
@@ -258,7 +278,9 @@ class AsyncInference(Construct):
                 resource_arns=[loc.bucket_arn],
                 conditions={"StringLike": {"s3:prefix": [f"{loc.prefix}/*"]}},
             )
-            reading = iam.Grant.add_to_principal(grantee=grantee, actions=["s3:GetObject"], resource_arns=[loc.objects_arn])
+            reading = iam.Grant.add_to_principal(
+                grantee=grantee, actions=["s3:GetObject"], resource_arns=[loc.objects_arn]
+            )
             both = listing.combine(reading)
             grant = both if grant is None else grant.combine(both)
         assert grant is not None
@@ -273,9 +295,11 @@ class AsyncInference(Construct):
             stack = Stack.of(grantee) if isinstance(grantee, Construct) else None
             region = stack.region if stack is not None else Aws.REGION
             return iam.Grant.add_to_principal(
-                grantee=grantee, actions=["kms:Decrypt"], resource_arns=[self.keys.output_key],
+                grantee=grantee,
+                actions=["kms:Decrypt"],
+                resource_arns=[self.keys.output_key],
                 conditions={"StringEquals": {"kms:ViaService": f"s3.{region}.amazonaws.com"}},
-            )  # fmt: skip
+            )
         in_bucket = any(loc.bucket == self.artifact_bucket for loc in (self.locations.output, self.locations.failure))
         if self.keys.bucket_key is not None and in_bucket:
             return self.keys.bucket_key.grant_s3_use(grantee)
@@ -289,8 +313,10 @@ class AsyncInference(Construct):
         role = grantee.role if isinstance(grantee, lambda_.Function) else grantee
         acknowledge(
             role,
-            [f"AwsSolutions-IAM5[Resource::{nag_text(loc.objects_arn)}]"
-             for loc in (self.locations.input, self.locations.output, self.locations.failure)],
+            [
+                f"AwsSolutions-IAM5[Resource::{nag_text(loc.objects_arn)}]"
+                for loc in (self.locations.input, self.locations.output, self.locations.failure)
+            ],
             "Asynchronous inference: request payloads are uploaded under new names (one per request) into this "
             "endpoint's input folder, and answers and failures are read from this endpoint's output and failure "
             "folders, under names SageMaker derives from each inference id; access is limited to those folders.",

@@ -46,73 +46,117 @@ def gate_role_name(plan: EndpointPlan) -> str:
 class SloGateRole(Construct):
     """`<project>-<env>-<endpoint>-slo`, which only the pipeline's SLO gate step role may assume."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, plan: EndpointPlan, endpoint: LlmEndpoint,
-                 bucket_name: str, bucket_key: BucketKeyRef | None, trusted_pipeline: TrustedPipeline) -> None:  # fmt: skip
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        plan: EndpointPlan,
+        endpoint: LlmEndpoint,
+        bucket_name: str,
+        bucket_key: BucketKeyRef | None,
+        trusted_pipeline: TrustedPipeline,
+    ) -> None:
         super().__init__(scope, construct_id)
         prefix = plan.loadtest_prefix
         self.role = iam.Role(
-            self, "Role", role_name=gate_role_name(plan), assumed_by=trusted_pipeline.principal(Stack.of(self)),
+            self,
+            "Role",
+            role_name=gate_role_name(plan),
+            assumed_by=trusted_pipeline.principal(Stack.of(self)),
             description=f"Assumed by the pipeline's SLO gate: load-tests endpoint {plan.endpoint_name}, keeps results "
-                        f"under {prefix}",
-        )  # fmt: skip
+            f"under {prefix}",
+        )
         endpoint.grant_invoke(self.role)
-        self.role.add_to_principal_policy(iam.PolicyStatement(
-            actions=["s3:ListBucket"], resources=[f"arn:{Aws.PARTITION}:s3:::{bucket_name}"],
-            conditions={"StringLike": {"s3:prefix": [f"{prefix}*"]}},
-        ))  # fmt: skip
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["s3:ListBucket"],
+                resources=[f"arn:{Aws.PARTITION}:s3:::{bucket_name}"],
+                conditions={"StringLike": {"s3:prefix": [f"{prefix}*"]}},
+            )
+        )
         objects = _objects_arn(bucket_name, f"{prefix}*")
-        self.role.add_to_principal_policy(iam.PolicyStatement(actions=["s3:GetObject", "s3:PutObject"], resources=[objects]))
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(actions=["s3:GetObject", "s3:PutObject"], resources=[objects])
+        )
         if bucket_key is not None:
             bucket_key.grant_s3_use(self.role)
         acknowledge(
-            self.role, f"AwsSolutions-IAM5[Resource::{nag_text(objects)}]",
+            self.role,
+            f"AwsSolutions-IAM5[Resource::{nag_text(objects)}]",
             "The gate keeps each result under its artifact hash and time (loadtest/<endpoint>/<hash>/<time>.json) and "
             "reads earlier ones back: names known only when it runs, within this endpoint's prefix of one bucket.",
-        )  # fmt: skip
+        )
         if bucket_key is not None and bucket_key.alias_name is not None:
-            acknowledge(self.role, "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:kms:<AWS::Region>:<AWS::AccountId>:key/*]",
-                        "The created bucket key is named by its alias (kms:ResourceAliases) and used only through S3 "
-                        "(kms:ViaService): its key id is known only to the artifact stack.")  # fmt: skip
+            acknowledge(
+                self.role,
+                "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:kms:<AWS::Region>:<AWS::AccountId>:key/*]",
+                "The created bucket key is named by its alias (kms:ResourceAliases) and used only through S3 "
+                "(kms:ViaService): its key id is known only to the artifact stack.",
+            )
 
 
 class ManagedBenchmark(Construct):
     """The AIWorkloadConfig of the gate's workload, the role a benchmark job runs as, and the caller's policy."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, plan: EndpointPlan, endpoint: LlmEndpoint,
-                 bucket_name: str, bucket_key: BucketKeyRef | None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        plan: EndpointPlan,
+        endpoint: LlmEndpoint,
+        bucket_name: str,
+        bucket_key: BucketKeyRef | None,
+    ) -> None:
         super().__init__(scope, construct_id)
         spec = plan.managed_benchmark
         assert spec is not None
         stack = Stack.of(self)
         self._refuse_unoffered_region(stack, plan)
         self.workload_config = sagemaker.CfnAIWorkloadConfig(
-            self, "WorkloadConfig", ai_workload_config_name=spec.workload_config_name,
+            self,
+            "WorkloadConfig",
+            ai_workload_config_name=spec.workload_config_name,
             ai_workload_configs=sagemaker.CfnAIWorkloadConfig.AIWorkloadConfigsProperty(
-                workload_spec=sagemaker.CfnAIWorkloadConfig.WorkloadSpecProperty(inline=spec.inline)),
-        )  # fmt: skip
+                workload_spec=sagemaker.CfnAIWorkloadConfig.WorkloadSpecProperty(inline=spec.inline)
+            ),
+        )
         self.role = iam.Role(
-            self, "Role", role_name=benchmark_role_name(plan.project, plan.environment_name, plan.name),
+            self,
+            "Role",
+            role_name=benchmark_role_name(plan.project, plan.environment_name, plan.name),
             assumed_by=iam.ServicePrincipal(SAGEMAKER_PRINCIPAL),
             description=f"Assumed by SageMaker for AI benchmark jobs of endpoint {plan.endpoint_name}",
-        )  # fmt: skip
+        )
         endpoint.grant_invoke(self.role)
         outputs = _objects_arn(bucket_name, f"{plan.loadtest_prefix}*/managed/*")
         self.role.add_to_principal_policy(iam.PolicyStatement(actions=["s3:PutObject"], resources=[outputs]))
         if bucket_key is not None:
             bucket_key.grant_s3_use(self.role)
-        acknowledge(self.role, f"AwsSolutions-IAM5[Resource::{nag_text(outputs)}]",
-                    "A benchmark job writes its results under loadtest/<endpoint>/<artifact hash>/managed/<job>/, "
-                    "named when the job starts: within this endpoint's prefix of one bucket.")  # fmt: skip
+        acknowledge(
+            self.role,
+            f"AwsSolutions-IAM5[Resource::{nag_text(outputs)}]",
+            "A benchmark job writes its results under loadtest/<endpoint>/<artifact hash>/managed/<job>/, "
+            "named when the job starts: within this endpoint's prefix of one bucket.",
+        )
         if bucket_key is not None and bucket_key.alias_name is not None:
-            acknowledge(self.role, "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:kms:<AWS::Region>:<AWS::AccountId>:key/*]",
-                        "The created bucket key is named by its alias (kms:ResourceAliases) and used only through S3 "
-                        "(kms:ViaService): its key id is known only to the artifact stack.")  # fmt: skip
+            acknowledge(
+                self.role,
+                "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:kms:<AWS::Region>:<AWS::AccountId>:key/*]",
+                "The created bucket key is named by its alias (kms:ResourceAliases) and used only through S3 "
+                "(kms:ViaService): its key id is known only to the artifact stack.",
+            )
 
-        jobs = stack.format_arn(service="sagemaker", resource="ai-benchmark-job", resource_name=f"{plan.endpoint_name}-*")
-        workload = stack.format_arn(service="sagemaker", resource="ai-workload-config",
-                                    resource_name=spec.workload_config_name)  # fmt: skip
+        jobs = stack.format_arn(
+            service="sagemaker", resource="ai-benchmark-job", resource_name=f"{plan.endpoint_name}-*"
+        )
+        workload = stack.format_arn(
+            service="sagemaker", resource="ai-workload-config", resource_name=spec.workload_config_name
+        )
         self.caller_policy = iam.ManagedPolicy(
-            self, "CallerPolicy",
+            self,
+            "CallerPolicy",
             description=f"Run `python -m model_build benchmark` for endpoint {plan.endpoint_name}",
             statements=[
                 # The job's ARN; and the workload config's, in case IAM also authorizes the call on the resource it
@@ -121,9 +165,12 @@ class ManagedBenchmark(Construct):
                 iam.PolicyStatement(actions=["sagemaker:DescribeAIBenchmarkJob"], resources=[jobs]),
                 iam.PolicyStatement(actions=["iam:PassRole"], resources=[self.role.role_arn]),
             ],
-        )  # fmt: skip
-        acknowledge(self.caller_policy, f"AwsSolutions-IAM5[Resource::{nag_text(jobs)}]",
-                    "Each benchmark run is a new job named <endpoint>-<artifact hash>-<time>: this endpoint's jobs only.")
+        )
+        acknowledge(
+            self.caller_policy,
+            f"AwsSolutions-IAM5[Resource::{nag_text(jobs)}]",
+            "Each benchmark run is a new job named <endpoint>-<artifact hash>-<time>: this endpoint's jobs only.",
+        )
         CfnOutput(self, "WorkloadConfigName", value=spec.workload_config_name)
         CfnOutput(self, "RoleArn", value=self.role.role_arn)
         CfnOutput(self, "CallerPolicyArn", value=self.caller_policy.managed_policy_arn)
@@ -134,14 +181,22 @@ class ManagedBenchmark(Construct):
         where = f"endpoint {plan.name!r}: slo.managed_benchmark"
         if not Token.is_unresolved(stack.region):
             if stack.region not in AI_WORKLOAD_CONFIG_REGIONS:
-                raise ConfigError(f"{where}: AWS::SageMaker::AIWorkloadConfig is not offered in {stack.region}; regions "
-                                  f"with it: {', '.join(AI_WORKLOAD_CONFIG_REGIONS)}")  # fmt: skip
+                raise ConfigError(
+                    f"{where}: AWS::SageMaker::AIWorkloadConfig is not offered in {stack.region}; regions "
+                    f"with it: {', '.join(AI_WORKLOAD_CONFIG_REGIONS)}"
+                )
             return
-        CfnRule(stack, "ManagedBenchmarkRegion", assertions=[CfnRuleAssertion(
-            assert_=Fn.condition_contains(list(AI_WORKLOAD_CONFIG_REGIONS), Aws.REGION),
-            assert_description=f"{where}: AWS::SageMaker::AIWorkloadConfig is offered in "
-                               f"{', '.join(AI_WORKLOAD_CONFIG_REGIONS)} only",
-        )])  # fmt: skip
+        CfnRule(
+            stack,
+            "ManagedBenchmarkRegion",
+            assertions=[
+                CfnRuleAssertion(
+                    assert_=Fn.condition_contains(list(AI_WORKLOAD_CONFIG_REGIONS), Aws.REGION),
+                    assert_description=f"{where}: AWS::SageMaker::AIWorkloadConfig is offered in "
+                    f"{', '.join(AI_WORKLOAD_CONFIG_REGIONS)} only",
+                )
+            ],
+        )
 
 
 __all__ = ["ManagedBenchmark", "SAGEMAKER_PRINCIPAL", "SloGateRole", "gate_role_name"]

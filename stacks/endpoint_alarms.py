@@ -72,7 +72,9 @@ def _non_client_errors(mode: str, dimensions: dict[str, str], period_s: int) -> 
         return published_metric(mode, INVOCATIONS, name, dimensions, "Average", period_s)
 
     return cloudwatch.MathExpression(
-        expression=NON_CLIENT_ERRORS, label="non-4xx error rate", period=Duration.seconds(period_s),
+        expression=NON_CLIENT_ERRORS,
+        label="non-4xx error rate",
+        period=Duration.seconds(period_s),
         using_metrics={"model_errors": average("InvocationModelErrors"), "errors_4xx": average("Invocation4XXErrors")},
     )
 
@@ -99,8 +101,15 @@ class RollbackAlarms(Construct):
     """
 
     def __init__(
-        self, scope: Construct, construct_id: str, *, endpoint_name: str, spec: AutoRollback,
-        variant_name: str | None = None, endpoint_config_name: str | None = None, component_name: str | None = None,
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        endpoint_name: str,
+        spec: AutoRollback,
+        variant_name: str | None = None,
+        endpoint_config_name: str | None = None,
+        component_name: str | None = None,
         asynchronous: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
@@ -119,25 +128,47 @@ class RollbackAlarms(Construct):
         # (construct id, alarm name, metric, threshold, description)
         wanted: list[tuple[str, str, cloudwatch.IMetric, float, str]] = []
         if spec.errors_5xx_rate is not None:
-            wanted.append(("Errors5xx", f"{endpoint_name}-rollback-5xx-rate",
-                           published_metric(mode, INVOCATIONS, "Invocation5XXErrors", dimensions, "Average", spec.period_s),
-                           spec.errors_5xx_rate, f"5xx rate of {fleet} above {spec.errors_5xx_rate:g}"))
+            wanted.append(
+                (
+                    "Errors5xx",
+                    f"{endpoint_name}-rollback-5xx-rate",
+                    published_metric(mode, INVOCATIONS, "Invocation5XXErrors", dimensions, "Average", spec.period_s),
+                    spec.errors_5xx_rate,
+                    f"5xx rate of {fleet} above {spec.errors_5xx_rate:g}",
+                )
+            )
             if mode != ASYNC:
-                wanted.append(("ModelErrors", f"{endpoint_name}-rollback-model-errors",
-                               _non_client_errors(mode, dimensions, spec.period_s), spec.errors_5xx_rate,
-                               f"share of requests to {fleet} failing other than 4xx (5xx, timeouts, socket errors) "
-                               f"above {spec.errors_5xx_rate:g}"))
+                wanted.append(
+                    (
+                        "ModelErrors",
+                        f"{endpoint_name}-rollback-model-errors",
+                        _non_client_errors(mode, dimensions, spec.period_s),
+                        spec.errors_5xx_rate,
+                        f"share of requests to {fleet} failing other than 4xx (5xx, timeouts, socket errors) "
+                        f"above {spec.errors_5xx_rate:g}",
+                    )
+                )
         if spec.latency_p99_ms is not None:
-            wanted.append(("LatencyP99", f"{endpoint_name}-rollback-latency-p99",
-                           published_metric(mode, INVOCATIONS, "ModelLatency", dimensions, "p99", spec.period_s),
-                           spec.latency_p99_ms * MICROSECONDS_PER_MS,  # ModelLatency is in microseconds
-                           f"p99 model latency of {fleet} above {spec.latency_p99_ms} ms"))
+            wanted.append(
+                (
+                    "LatencyP99",
+                    f"{endpoint_name}-rollback-latency-p99",
+                    published_metric(mode, INVOCATIONS, "ModelLatency", dimensions, "p99", spec.period_s),
+                    spec.latency_p99_ms * MICROSECONDS_PER_MS,  # ModelLatency is in microseconds
+                    f"p99 model latency of {fleet} above {spec.latency_p99_ms} ms",
+                )
+            )
         self.alarms: list[cloudwatch.Alarm] = [
             cloudwatch.Alarm(
-                self, cid, alarm_name=name, alarm_description=f"Rolls back an update of {endpoint_name}: {what}",
-                metric=metric, threshold=threshold,
+                self,
+                cid,
+                alarm_name=name,
+                alarm_description=f"Rolls back an update of {endpoint_name}: {what}",
+                metric=metric,
+                threshold=threshold,
                 comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-                evaluation_periods=spec.evaluation_periods, datapoints_to_alarm=spec.evaluation_periods,
+                evaluation_periods=spec.evaluation_periods,
+                datapoints_to_alarm=spec.evaluation_periods,
                 # No traffic on the new fleet yet is not a failure.
                 treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
             )
@@ -160,8 +191,9 @@ class RollbackAlarms(Construct):
         # arn:<partition>:cloudwatch:<region>:<account>:alarm:<name>, the "alarm" resource type of the Service
         # Authorization Reference (https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazoncloudwatch.html).
         arns = [
-            stack.format_arn(service="cloudwatch", resource="alarm", resource_name=name,
-                             arn_format=ArnFormat.COLON_RESOURCE_NAME)
+            stack.format_arn(
+                service="cloudwatch", resource="alarm", resource_name=name, arn_format=ArnFormat.COLON_RESOURCE_NAME
+            )
             for name in self.alarm_names
         ]
         return iam.Grant.add_to_principal(grantee=grantee, actions=["cloudwatch:DescribeAlarms"], resource_arns=arns)
@@ -227,14 +259,24 @@ class EndpointAlarms(Construct):
     """
 
     def __init__(
-        self, scope: Construct, construct_id: str, *, endpoint_name: str, variant_name: str, spec: AlarmsSpec,
-        gpu_count: int, asynchronous: bool = False, component_name: str | None = None,
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        endpoint_name: str,
+        variant_name: str,
+        spec: AlarmsSpec,
+        gpu_count: int,
+        asynchronous: bool = False,
+        component_name: str | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         if gpu_count < 0:
             raise ValueError(f"EndpointAlarms {endpoint_name!r}: gpu_count must be 0 or more, got {gpu_count}")
         if asynchronous and spec.no_invocations_periods is not None:
-            raise ValueError(f"EndpointAlarms {endpoint_name!r}: no_invocations_periods on an asynchronous endpoint (no Invocations metric)")
+            raise ValueError(
+                f"EndpointAlarms {endpoint_name!r}: no_invocations_periods on an asynchronous endpoint (no Invocations metric)"
+            )
         mode = hosting_mode(component=component_name is not None, asynchronous=asynchronous)
         if spec.topic_arn is not None:
             self.topic: sns.ITopic = sns.Topic.from_topic_arn(self, "Topic", spec.topic_arn)
@@ -255,48 +297,106 @@ class EndpointAlarms(Construct):
         # (construct id, name suffix, metric, threshold, description)
         wanted: list[tuple[str, str, cloudwatch.IMetric, float, str]] = []
         if spec.errors_5xx_rate is not None:
-            wanted.append(("Errors5xx", "5xx-rate", series(INVOCATIONS, "Invocation5XXErrors", calls, "Average"),
-                           spec.errors_5xx_rate, f"share of invocations answered 5xx above {spec.errors_5xx_rate:g}"))
+            wanted.append(
+                (
+                    "Errors5xx",
+                    "5xx-rate",
+                    series(INVOCATIONS, "Invocation5XXErrors", calls, "Average"),
+                    spec.errors_5xx_rate,
+                    f"share of invocations answered 5xx above {spec.errors_5xx_rate:g}",
+                )
+            )
             if mode != ASYNC:
-                wanted.append(("ModelErrors", "model-errors", _non_client_errors(mode, calls, period), spec.errors_5xx_rate,
-                               "share of invocations failing other than 4xx (5xx, timeouts, socket errors, malformed "
-                               f"answers) above {spec.errors_5xx_rate:g}"))
+                wanted.append(
+                    (
+                        "ModelErrors",
+                        "model-errors",
+                        _non_client_errors(mode, calls, period),
+                        spec.errors_5xx_rate,
+                        "share of invocations failing other than 4xx (5xx, timeouts, socket errors, malformed "
+                        f"answers) above {spec.errors_5xx_rate:g}",
+                    )
+                )
         if spec.errors_4xx_rate is not None:
-            wanted.append(("Errors4xx", "4xx-rate", series(INVOCATIONS, "Invocation4XXErrors", calls, "Average"),
-                           spec.errors_4xx_rate, f"share of invocations answered 4xx above {spec.errors_4xx_rate:g}"))
+            wanted.append(
+                (
+                    "Errors4xx",
+                    "4xx-rate",
+                    series(INVOCATIONS, "Invocation4XXErrors", calls, "Average"),
+                    spec.errors_4xx_rate,
+                    f"share of invocations answered 4xx above {spec.errors_4xx_rate:g}",
+                )
+            )
         if spec.latency_p99_ms is not None:
-            wanted.append(("LatencyP99", "latency-p99", series(INVOCATIONS, "ModelLatency", calls, "p99"),
-                           spec.latency_p99_ms * MICROSECONDS_PER_MS, f"p99 model latency above {spec.latency_p99_ms} ms"))
+            wanted.append(
+                (
+                    "LatencyP99",
+                    "latency-p99",
+                    series(INVOCATIONS, "ModelLatency", calls, "p99"),
+                    spec.latency_p99_ms * MICROSECONDS_PER_MS,
+                    f"p99 model latency above {spec.latency_p99_ms} ms",
+                )
+            )
         if spec.gpu_memory_percent is not None and gpu_count and mode == COMPONENTS:
             # Per copy, 0-100 %: the fullest copy, whatever the instance's other GPUs hold.
-            wanted.append(("GpuMemory", "gpu-memory",
-                           series(COMPONENT_COPIES, "GPUMemoryUtilizationNormalized", calls, "Maximum"),
-                           spec.gpu_memory_percent, f"GPU memory above {spec.gpu_memory_percent:g} % in a copy"))
+            wanted.append(
+                (
+                    "GpuMemory",
+                    "gpu-memory",
+                    series(COMPONENT_COPIES, "GPUMemoryUtilizationNormalized", calls, "Maximum"),
+                    spec.gpu_memory_percent,
+                    f"GPU memory above {spec.gpu_memory_percent:g} % in a copy",
+                )
+            )
         elif spec.gpu_memory_percent is not None and gpu_count:
             # The fullest instance, not the average: one instance out of GPU memory fails its requests.
-            wanted.append(("GpuMemory", "gpu-memory", series(INSTANCE_NAMESPACE, "GPUMemoryUtilization", dims, "Maximum"),
-                           spec.gpu_memory_percent * gpu_count,
-                           f"GPU memory above {spec.gpu_memory_percent:g} % per GPU ({gpu_count} GPUs per instance)"))
+            wanted.append(
+                (
+                    "GpuMemory",
+                    "gpu-memory",
+                    series(INSTANCE_NAMESPACE, "GPUMemoryUtilization", dims, "Maximum"),
+                    spec.gpu_memory_percent * gpu_count,
+                    f"GPU memory above {spec.gpu_memory_percent:g} % per GPU ({gpu_count} GPUs per instance)",
+                )
+            )
         if spec.disk_percent is not None:
-            wanted.append(("Disk", "disk", series(INSTANCE_NAMESPACE, "DiskUtilization", dims, "Maximum"),
-                           spec.disk_percent, f"disk above {spec.disk_percent:g} % on an instance"))
+            wanted.append(
+                (
+                    "Disk",
+                    "disk",
+                    series(INSTANCE_NAMESPACE, "DiskUtilization", dims, "Maximum"),
+                    spec.disk_percent,
+                    f"disk above {spec.disk_percent:g} % on an instance",
+                )
+            )
         self.alarms: list[cloudwatch.Alarm] = []
         action = cw_actions.SnsAction(self.topic)
         for cid, suffix, metric, threshold, what in wanted:
             alarm = cloudwatch.Alarm(
-                self, cid, alarm_name=f"{endpoint_name}-{suffix}", alarm_description=f"{endpoint_name}: {what}",
-                metric=metric, threshold=threshold, comparison_operator=above, treat_missing_data=quiet_ok, **window,
+                self,
+                cid,
+                alarm_name=f"{endpoint_name}-{suffix}",
+                alarm_description=f"{endpoint_name}: {what}",
+                metric=metric,
+                threshold=threshold,
+                comparison_operator=above,
+                treat_missing_data=quiet_ok,
+                **window,
             )
             alarm.add_alarm_action(action)
             self.alarms.append(alarm)
         if spec.no_invocations_periods is not None:
             # SageMaker publishes no datapoint in a minute without invocations: missing data is the signal.
             alarm = cloudwatch.Alarm(
-                self, "NoInvocations", alarm_name=f"{endpoint_name}-no-invocations",
+                self,
+                "NoInvocations",
+                alarm_name=f"{endpoint_name}-no-invocations",
                 alarm_description=f"{endpoint_name}: no invocations for {spec.no_invocations_periods} x {period} s",
                 metric=series(INVOCATIONS, "Invocations", calls, "Sum"),
-                threshold=1, comparison_operator=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
-                evaluation_periods=spec.no_invocations_periods, datapoints_to_alarm=spec.no_invocations_periods,
+                threshold=1,
+                comparison_operator=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
+                evaluation_periods=spec.no_invocations_periods,
+                datapoints_to_alarm=spec.no_invocations_periods,
                 treat_missing_data=cloudwatch.TreatMissingData.BREACHING,
             )
             alarm.add_alarm_action(action)
@@ -304,23 +404,29 @@ class EndpointAlarms(Construct):
 
     def _topic(self, endpoint_name: str) -> sns.Topic:
         topic = sns.Topic(
-            self, "Topic", display_name=f"SageMaker endpoint {endpoint_name} alarms",
+            self,
+            "Topic",
+            display_name=f"SageMaker endpoint {endpoint_name} alarms",
             # A TopicPolicy denying publish and subscribe without TLS (aws:SecureTransport): cdk-nag AwsSolutions-SNS3.
             enforce_ssl=True,
         )
         # The TopicPolicy replaces the topic's default policy, so CloudWatch's right to publish is stated, limited to
         # this account's alarms (the statement of "Allow CloudWatch alarms ... to publish to a topic",
         # https://docs.aws.amazon.com/sns/latest/dg/sns-access-policy-use-cases.html).
-        topic.add_to_resource_policy(iam.PolicyStatement(
-            sid="CloudWatchAlarmsPublish",
-            principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
-            actions=["sns:Publish"],
-            resources=[topic.topic_arn],
-            conditions={
-                "ArnLike": {"aws:SourceArn": f"arn:{Aws.PARTITION}:cloudwatch:{Aws.REGION}:{Aws.ACCOUNT_ID}:alarm:*"},
-                "StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID},
-            },
-        ))
+        topic.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="CloudWatchAlarmsPublish",
+                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+                actions=["sns:Publish"],
+                resources=[topic.topic_arn],
+                conditions={
+                    "ArnLike": {
+                        "aws:SourceArn": f"arn:{Aws.PARTITION}:cloudwatch:{Aws.REGION}:{Aws.ACCOUNT_ID}:alarm:*"
+                    },
+                    "StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID},
+                },
+            )
+        )
         acknowledge(
             topic,
             "AwsSolutions-SNS2",
@@ -362,17 +468,19 @@ def dashboard_endpoints(deployment: Deployment, variant_name: str) -> list[Dashb
     for plan in deployment.plans:
         low, high = plan.instance_range
         fewest_copies, most_copies = plan.copy_range
-        rows.append(DashboardEndpoint(
-            endpoint_name=plan.endpoint_name,
-            variant_name=variant_name,
-            gpu_count=plan.instance.gpu_count,
-            min_capacity=low,
-            max_capacity=high,
-            asynchronous=plan.is_async,
-            component_name=plan.component_name,
-            min_copies=fewest_copies,
-            max_copies=most_copies,
-        ))
+        rows.append(
+            DashboardEndpoint(
+                endpoint_name=plan.endpoint_name,
+                variant_name=variant_name,
+                gpu_count=plan.instance.gpu_count,
+                min_capacity=low,
+                max_capacity=high,
+                asynchronous=plan.is_async,
+                component_name=plan.component_name,
+                min_copies=fewest_copies,
+                max_copies=most_copies,
+            )
+        )
     return rows
 
 
@@ -395,14 +503,21 @@ class EnvironmentDashboard(Construct):
     """
 
     def __init__(
-        self, scope: Construct, construct_id: str, *, dashboard_name: str, endpoints: list[DashboardEndpoint],
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        dashboard_name: str,
+        endpoints: list[DashboardEndpoint],
         period_s: int = 300,
     ) -> None:
         super().__init__(scope, construct_id)
         if not endpoints:
             raise ValueError(f"EnvironmentDashboard {dashboard_name!r}: no endpoint to show")
         if period_s % 60:
-            raise ValueError(f"EnvironmentDashboard {dashboard_name!r}: period_s must be a multiple of 60, got {period_s}")
+            raise ValueError(
+                f"EnvironmentDashboard {dashboard_name!r}: period_s must be a multiple of 60, got {period_s}"
+            )
         self.dashboard = cloudwatch.Dashboard(self, "Dashboard", dashboard_name=dashboard_name)
         for row in endpoints:
             self.dashboard.add_widgets(cloudwatch.TextWidget(markdown=f"### {row.endpoint_name}", width=24, height=1))
@@ -418,22 +533,27 @@ class EnvironmentDashboard(Construct):
             return published_metric(mode, INVOCATIONS, name, calls, statistic, period_s, label)
 
         def per_period(expression: str, label: str, **metrics: cloudwatch.Metric) -> cloudwatch.MathExpression:
-            return cloudwatch.MathExpression(expression=expression, label=label, using_metrics=metrics,
-                                             period=Duration.seconds(period_s))
+            return cloudwatch.MathExpression(
+                expression=expression, label=label, using_metrics=metrics, period=Duration.seconds(period_s)
+            )
 
         rates = [inv("Invocation4XXErrors", "Average", "4xx rate"), inv("Invocation5XXErrors", "Average", "5xx rate")]
         if mode != ASYNC:
             rates.append(_non_client_errors(mode, calls, period_s))
         widgets: list[cloudwatch.IWidget] = [
             cloudwatch.GraphWidget(
-                title="Invocations", width=6,
+                title="Invocations",
+                width=6,
                 left=[inv("Invocations", "Sum", "invocations")] if mode != ASYNC else [],
                 right=[inv("Invocation4XXErrors", "Sum", "4xx"), inv("Invocation5XXErrors", "Sum", "5xx")],
             ),
             cloudwatch.GraphWidget(
-                title="Model latency (ms)", width=6,
+                title="Model latency (ms)",
+                width=6,
                 left=[
-                    per_period(f"p{p}us / {MICROSECONDS_PER_MS}", f"p{p}", **{f"p{p}us": inv("ModelLatency", f"p{p}", f"p{p}")})
+                    per_period(
+                        f"p{p}us / {MICROSECONDS_PER_MS}", f"p{p}", **{f"p{p}us": inv("ModelLatency", f"p{p}", f"p{p}")}
+                    )
                     for p in (50, 90, 99)
                 ],
             ),
@@ -441,56 +561,102 @@ class EnvironmentDashboard(Construct):
         ]
 
         def annotated(low: int, high: int, what: str) -> list[cloudwatch.HorizontalAnnotation]:
-            return [cloudwatch.HorizontalAnnotation(value=low, label=f"min {what}"),
-                    cloudwatch.HorizontalAnnotation(value=high, label=f"max {what}")]
+            return [
+                cloudwatch.HorizontalAnnotation(value=low, label=f"min {what}"),
+                cloudwatch.HorizontalAnnotation(value=high, label=f"max {what}"),
+            ]
 
         if mode == ASYNC:
-            widgets.append(cloudwatch.TextWidget(
-                markdown=f"Instances: scaling range {row.min_capacity}-{row.max_capacity}; no invocation count is "
-                "published for asynchronous endpoints.", width=6, height=6,
-            ))
+            widgets.append(
+                cloudwatch.TextWidget(
+                    markdown=f"Instances: scaling range {row.min_capacity}-{row.max_capacity}; no invocation count is "
+                    "published for asynchronous endpoints.",
+                    width=6,
+                    height=6,
+                )
+            )
         elif mode == COMPONENTS:
-            widgets.append(cloudwatch.GraphWidget(
-                title="Copies (from invocations)", width=6, left_annotations=annotated(row.min_copies, row.max_copies, "copies"),
-                left=[per_period("invocations / per_copy", "copies", invocations=inv("Invocations", "Sum", "invocations"),
-                                 per_copy=inv("InvocationsPerCopy", "Sum", "per copy"))],
-            ))
-            widgets.append(cloudwatch.GraphWidget(
-                title="Instances (CPU samples per minute)", width=6,
-                left_annotations=annotated(row.min_capacity, row.max_capacity, "instances"),
-                left=[published_metric(mode, INSTANCE_NAMESPACE, "CPUUtilization", dims, "SampleCount", 60, "instances")],
-            ))
+            widgets.append(
+                cloudwatch.GraphWidget(
+                    title="Copies (from invocations)",
+                    width=6,
+                    left_annotations=annotated(row.min_copies, row.max_copies, "copies"),
+                    left=[
+                        per_period(
+                            "invocations / per_copy",
+                            "copies",
+                            invocations=inv("Invocations", "Sum", "invocations"),
+                            per_copy=inv("InvocationsPerCopy", "Sum", "per copy"),
+                        )
+                    ],
+                )
+            )
+            widgets.append(
+                cloudwatch.GraphWidget(
+                    title="Instances (CPU samples per minute)",
+                    width=6,
+                    left_annotations=annotated(row.min_capacity, row.max_capacity, "instances"),
+                    left=[
+                        published_metric(
+                            mode, INSTANCE_NAMESPACE, "CPUUtilization", dims, "SampleCount", 60, "instances"
+                        )
+                    ],
+                )
+            )
         else:
-            widgets.append(cloudwatch.GraphWidget(
-                title="Instances (from invocations)", width=6,
-                left_annotations=annotated(row.min_capacity, row.max_capacity, "capacity"),
-                left=[per_period("invocations / per_instance", "instances",
-                                 invocations=inv("Invocations", "Sum", "invocations"),
-                                 per_instance=inv("InvocationsPerInstance", "Sum", "per instance"))],
-            ))
+            widgets.append(
+                cloudwatch.GraphWidget(
+                    title="Instances (from invocations)",
+                    width=6,
+                    left_annotations=annotated(row.min_capacity, row.max_capacity, "capacity"),
+                    left=[
+                        per_period(
+                            "invocations / per_instance",
+                            "instances",
+                            invocations=inv("Invocations", "Sum", "invocations"),
+                            per_instance=inv("InvocationsPerInstance", "Sum", "per instance"),
+                        )
+                    ],
+                )
+            )
         if row.gpu_count and mode == COMPONENTS:
+
             def copy(name: str, label: str) -> cloudwatch.Metric:
                 return published_metric(mode, COMPONENT_COPIES, name, calls, "Average", period_s, label)
 
-            widgets.append(cloudwatch.GraphWidget(
-                title="GPU utilization and memory per copy (%)", width=12,
-                left_annotations=[cloudwatch.HorizontalAnnotation(value=100, label="a copy's GPUs full")],
-                left=[copy("GPUUtilizationNormalized", "GPU utilization"),
-                      copy("GPUMemoryUtilizationNormalized", "GPU memory")],
-            ))
+            widgets.append(
+                cloudwatch.GraphWidget(
+                    title="GPU utilization and memory per copy (%)",
+                    width=12,
+                    left_annotations=[cloudwatch.HorizontalAnnotation(value=100, label="a copy's GPUs full")],
+                    left=[
+                        copy("GPUUtilizationNormalized", "GPU utilization"),
+                        copy("GPUMemoryUtilizationNormalized", "GPU memory"),
+                    ],
+                )
+            )
         elif row.gpu_count:
+
             def inst(name: str, label: str) -> cloudwatch.Metric:
                 return published_metric(mode, INSTANCE_NAMESPACE, name, dims, "Average", period_s, label)
 
             top = cloudwatch.HorizontalAnnotation(value=100 * row.gpu_count, label=f"{row.gpu_count} GPUs full")
-            widgets.append(cloudwatch.GraphWidget(
-                title=f"GPU utilization and memory (% summed over {row.gpu_count} GPUs)", width=12, left_annotations=[top],
-                left=[inst("GPUUtilization", "GPU utilization"), inst("GPUMemoryUtilization", "GPU memory")],
-            ))
+            widgets.append(
+                cloudwatch.GraphWidget(
+                    title=f"GPU utilization and memory (% summed over {row.gpu_count} GPUs)",
+                    width=12,
+                    left_annotations=[top],
+                    left=[inst("GPUUtilization", "GPU utilization"), inst("GPUMemoryUtilization", "GPU memory")],
+                )
+            )
         return widgets
 
 
 __all__ = [
-    "DashboardEndpoint", "EndpointAlarms", "EnvironmentDashboard", "RollbackAlarms", "dashboard_endpoints",
+    "DashboardEndpoint",
+    "EndpointAlarms",
+    "EnvironmentDashboard",
+    "RollbackAlarms",
+    "dashboard_endpoints",
     "deployment_config",
 ]

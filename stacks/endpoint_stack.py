@@ -71,25 +71,41 @@ class EndpointStack(Stack):
         # data_capture / network / encryption: the created VPC, and what the blocks add to the endpoint
         # (stacks/endpoint_network.py).
         self.network = (
-            PrivateNetwork(self, "Network", endpoint_name=plan.endpoint_name, log_retention_days=spec.log_retention_days)
-            if spec.network is not None and spec.network.create_vpc else None
+            PrivateNetwork(
+                self, "Network", endpoint_name=plan.endpoint_name, log_retention_days=spec.log_retention_days
+            )
+            if spec.network is not None and spec.network.create_vpc
+            else None
         )
         security = EndpointSecurity.resolve(spec, artifact_bucket=bucket, bucket_key=bucket_key, network=self.network)
         self.endpoint = LlmEndpoint(
-            self, "LlmEndpoint", plan=plan, image=self._image(plan, image_repository), artifact_bucket=bucket,
+            self,
+            "LlmEndpoint",
+            plan=plan,
+            image=self._image(plan, image_repository),
+            artifact_bucket=bucket,
             security=security,
         )
         if not plan.emulator:
             # Nothing is created for an artifact whose publish did not finish, however the stack is deployed.
             self.artifact_check = PublishedArtifactCheck(
-                self, "ArtifactCheck", bucket_name=bucket, manifest_key=plan.manifest_key,
-                content_hash=artifact.content_hash, bucket_key=bucket_key, log_retention_days=spec.log_retention_days,
+                self,
+                "ArtifactCheck",
+                bucket_name=bucket,
+                manifest_key=plan.manifest_key,
+                content_hash=artifact.content_hash,
+                bucket_key=bucket_key,
+                log_retention_days=spec.log_retention_days,
             )
             self.endpoint.model.node.add_dependency(self.artifact_check.resource)
         self.invoke = InvokeFunction(
-            self, "Invoke", endpoint_name=plan.endpoint_name, asynchronous=plan.is_async,
+            self,
+            "Invoke",
+            endpoint_name=plan.endpoint_name,
+            asynchronous=plan.is_async,
             environment={**self.endpoint.request_limits, **self.endpoint.target_environment},
-            log_retention_days=spec.log_retention_days, reserved_concurrency=spec.invoke_function.reserved_concurrency,
+            log_retention_days=spec.log_retention_days,
+            reserved_concurrency=spec.invoke_function.reserved_concurrency,
         )
         self.endpoint.grant_client(self.invoke.function)
         if self.network is not None:
@@ -97,12 +113,19 @@ class EndpointStack(Stack):
             security.place_function(self.invoke.function)
         smoke = plan.smoke
         self.smoke = SmokeTestFunction(
-            self, "SmokeTestFunction", endpoint_name=plan.endpoint_name, prompt=smoke.prompt,
-            max_new_tokens=smoke.max_new_tokens, latency_budget_ms=smoke.latency_budget_ms,
+            self,
+            "SmokeTestFunction",
+            endpoint_name=plan.endpoint_name,
+            prompt=smoke.prompt,
+            max_new_tokens=smoke.max_new_tokens,
+            latency_budget_ms=smoke.latency_budget_ms,
             wake_budget_ms=smoke.wake_budget_ms,
-            environment={**self.endpoint.target_environment,
-                         **chat_environment(smoke.chat_route, smoke.chat_tools, plan.chat_features)},
-            emulator=plan.emulator, log_retention_days=spec.log_retention_days,
+            environment={
+                **self.endpoint.target_environment,
+                **chat_environment(smoke.chat_route, smoke.chat_tools, plan.chat_features),
+            },
+            emulator=plan.emulator,
+            log_retention_days=spec.log_retention_days,
         )
         self.endpoint.grant_smoke_test(self.smoke.function)
         # streaming: the function URL that streams tokens (stacks/streaming.py), in the created VPC like the invoke
@@ -118,17 +141,32 @@ class EndpointStack(Stack):
         # slo: the pipeline's gate role, and SageMaker's managed benchmark (stacks/benchmark.py).
         self.slo_gate = None
         if spec.slo is not None and trusted_gate is not None:
-            self.slo_gate = SloGateRole(self, "SloGate", plan=plan, endpoint=self.endpoint, bucket_name=bucket,
-                                        bucket_key=bucket_key, trusted_pipeline=trusted_gate)
+            self.slo_gate = SloGateRole(
+                self,
+                "SloGate",
+                plan=plan,
+                endpoint=self.endpoint,
+                bucket_name=bucket,
+                bucket_key=bucket_key,
+                trusted_pipeline=trusted_gate,
+            )
         self.managed_benchmark = None
         if plan.managed_benchmark is not None:
-            self.managed_benchmark = ManagedBenchmark(self, "ManagedBenchmark", plan=plan, endpoint=self.endpoint,
-                                                      bucket_name=bucket, bucket_key=bucket_key)
+            self.managed_benchmark = ManagedBenchmark(
+                self, "ManagedBenchmark", plan=plan, endpoint=self.endpoint, bucket_name=bucket, bucket_key=bucket_key
+            )
         # chat: SageMaker's OpenAI route, its callers' grants and base URLs (stacks/openai_route.py).
-        self.openai_route = OpenAIRouteAccess(
-            self, "OpenAIRoute", endpoint=self.endpoint, spec=spec.chat.openai_route,
-            role_name=role_name(plan.project, plan.environment_name, spec.name, "openai"),
-        ) if spec.chat is not None else None
+        self.openai_route = (
+            OpenAIRouteAccess(
+                self,
+                "OpenAIRoute",
+                endpoint=self.endpoint,
+                spec=spec.chat.openai_route,
+                role_name=role_name(plan.project, plan.environment_name, spec.name, "openai"),
+            )
+            if spec.chat is not None
+            else None
+        )
 
         if artifact.is_placeholder or any(a.artifact.is_placeholder for a in adapters):
             self._refuse_unbuilt(spec.name)
@@ -212,14 +250,20 @@ class EndpointStack(Stack):
             )
         if own is not None:
             asset = ecr_assets.DockerImageAsset(
-                self, "Image", directory=str(REPO_ROOT), file=own.dockerfile, exclude=own.exclude,
+                self,
+                "Image",
+                directory=str(REPO_ROOT),
+                file=own.dockerfile,
+                exclude=own.exclude,
                 platform=ecr_assets.Platform.LINUX_AMD64,
             )
             return ContainerImage(uri=asset.image_uri, repository_arn=asset.repository.repository_arn)
         pin, tag = plan.image, plan.image_tag
         assert pin is not None and tag is not None  # ServingSystem: exactly one of image and own_container
         if not Token.is_unresolved(self.region):
-            return ContainerImage(uri=pin.uri(self.region, gpu=plan.instance.is_gpu), repository_arn=pin.repository_arn(self.region))
+            return ContainerImage(
+                uri=pin.uri(self.region, gpu=plan.instance.is_gpu), repository_arn=pin.repository_arn(self.region)
+            )
         mapping = CfnMapping(
             self,
             "ImageRegistries",

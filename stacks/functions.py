@@ -48,7 +48,9 @@ class PythonFunction(Construct):
         log_group = owned_log_group(self, "Logs", retention_days=log_retention_days)
         role = iam.Role(self, "Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"), description=description)
         role.add_to_policy(
-            iam.PolicyStatement(actions=["logs:CreateLogStream", "logs:PutLogEvents"], resources=[log_group.log_group_arn])
+            iam.PolicyStatement(
+                actions=["logs:CreateLogStream", "logs:PutLogEvents"], resources=[log_group.log_group_arn]
+            )
         )
         self.function = lambda_.Function(
             self,

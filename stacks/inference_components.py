@@ -60,8 +60,10 @@ class ComponentEndpointConfig(sagemaker.CfnEndpointConfig):
         security_group_ids: tuple[str, ...] = (),
     ) -> None:
         if bool(subnet_ids) != bool(security_group_ids):
-            raise ValueError(f"{variant_name}: a VpcConfig needs both subnet_ids and security_group_ids, got "
-                             f"{len(subnet_ids)} subnet(s) and {len(security_group_ids)} security group(s)")
+            raise ValueError(
+                f"{variant_name}: a VpcConfig needs both subnet_ids and security_group_ids, got "
+                f"{len(subnet_ids)} subnet(s) and {len(security_group_ids)} security group(s)"
+            )
         if not max(1, min_instances) <= instance_count <= max_instances:
             raise ValueError(
                 f"{variant_name}: instance_count {instance_count} is outside the managed scaling range "
@@ -74,7 +76,9 @@ class ComponentEndpointConfig(sagemaker.CfnEndpointConfig):
             enable_network_isolation=network_isolation,
             vpc_config=sagemaker.CfnEndpointConfig.VpcConfigProperty(
                 subnets=list(subnet_ids), security_group_ids=list(security_group_ids)
-            ) if subnet_ids else None,
+            )
+            if subnet_ids
+            else None,
             production_variants=[
                 sagemaker.CfnEndpointConfig.ProductionVariantProperty(
                     variant_name=variant_name,
@@ -107,7 +111,9 @@ def component_deployment_config(
     def capacity(size):
         if size is None:
             return None
-        return sagemaker.CfnInferenceComponent.InferenceComponentCapacitySizeProperty(type=size.api_type, value=size.api_value)
+        return sagemaker.CfnInferenceComponent.InferenceComponentCapacitySizeProperty(
+            type=size.api_type, value=size.api_value
+        )
 
     names = list(rollback_alarm_names)
     return sagemaker.CfnInferenceComponent.InferenceComponentDeploymentConfigProperty(
@@ -119,7 +125,9 @@ def component_deployment_config(
         ),
         auto_rollback_configuration=sagemaker.CfnInferenceComponent.AutoRollbackConfigurationProperty(
             alarms=[sagemaker.CfnInferenceComponent.AlarmProperty(alarm_name=n) for n in names]
-        ) if names else None,
+        )
+        if names
+        else None,
     )
 
 
@@ -134,8 +142,18 @@ class KeptCopyCount(Construct):
     log_retention_days (the function's log group)."""
 
     def __init__(
-        self, scope: Construct, construct_id: str, *, component_name: str, component_arn: str, floor: int, ceiling: int,
-        initial: int, revision: str, model_name: str, log_retention_days: int,
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        component_name: str,
+        component_arn: str,
+        floor: int,
+        ceiling: int,
+        initial: int,
+        revision: str,
+        model_name: str,
+        log_retention_days: int,
     ) -> None:
         super().__init__(scope, construct_id)
         if not 1 <= floor <= initial <= ceiling:
@@ -143,18 +161,33 @@ class KeptCopyCount(Construct):
                 f"KeptCopyCount {component_name!r}: need 1 <= floor <= initial <= ceiling, got {floor}, {initial}, {ceiling}"
             )
         self.function = PythonFunction(
-            self, "Function", code=function_code(LAMBDA_ROOT / "copy_count" / "handler.py"),
-            handler="copy_count/handler.handler", environment={}, timeout=Duration.seconds(KEPT_COUNT_TIMEOUT_S),
+            self,
+            "Function",
+            code=function_code(LAMBDA_ROOT / "copy_count" / "handler.py"),
+            handler="copy_count/handler.handler",
+            environment={},
+            timeout=Duration.seconds(KEPT_COUNT_TIMEOUT_S),
             description=f"Reads the copy count of inference component {component_name} before each deploy",
             log_retention_days=log_retention_days,
         )
         iam.Grant.add_to_principal(
-            grantee=self.function.function, actions=["sagemaker:DescribeInferenceComponent"], resource_arns=[component_arn]
+            grantee=self.function.function,
+            actions=["sagemaker:DescribeInferenceComponent"],
+            resource_arns=[component_arn],
         )
         self.resource = CustomResource(
-            self, "Resource", service_token=self.function.function.function_arn, resource_type="Custom::KeptCopyCount",
-            properties={"ComponentName": component_name, "Floor": floor, "Ceiling": ceiling, "Initial": initial,
-                        "Revision": revision, "ModelName": model_name},
+            self,
+            "Resource",
+            service_token=self.function.function.function_arn,
+            resource_type="Custom::KeptCopyCount",
+            properties={
+                "ComponentName": component_name,
+                "Floor": floor,
+                "Ceiling": ceiling,
+                "Initial": initial,
+                "Revision": revision,
+                "ModelName": model_name,
+            },
         )
         self.resource.node.add_dependency(self.function)  # its role's policy before the first call
         self.copy_count = Token.as_number(self.resource.get_att("CopyCount"))
@@ -202,11 +235,16 @@ class InferenceComponent(Construct):
         rollback_alarm_names: Sequence[str] = (),
     ) -> None:
         super().__init__(scope, construct_id)
-        check_timeouts(f"InferenceComponent {component_name!r}", download_timeout_s=download_timeout_s,
-                       startup_timeout_s=startup_timeout_s)
+        check_timeouts(
+            f"InferenceComponent {component_name!r}",
+            download_timeout_s=download_timeout_s,
+            startup_timeout_s=startup_timeout_s,
+        )
         if copies < 1:
-            raise ValueError(f"InferenceComponent {component_name!r}: copies must be 1 or more (SageMaker refuses a "
-                             f"component with no copy), got {copies}")
+            raise ValueError(
+                f"InferenceComponent {component_name!r}: copies must be 1 or more (SageMaker refuses a "
+                f"component with no copy), got {copies}"
+            )
         if rollback_alarm_names and rolling is None:
             raise ValueError(f"InferenceComponent {component_name!r}: rollback alarms act only with a rolling update")
         self.component_name = component_name
@@ -220,7 +258,10 @@ class InferenceComponent(Construct):
         # code reads; no AWS page found that states it: unverified). Owned here, as the endpoint's group is, so it
         # gets a retention and destroy removes it instead of leaving a group SageMaker created.
         self.log_group = owned_log_group(
-            self, "Logs", name=f"/aws/sagemaker/InferenceComponents/{self.component_name}", retention_days=log_retention_days
+            self,
+            "Logs",
+            name=f"/aws/sagemaker/InferenceComponents/{self.component_name}",
+            retention_days=log_retention_days,
         )
         role.add_to_principal_policy(
             iam.PolicyStatement(
@@ -234,16 +275,31 @@ class InferenceComponent(Construct):
         copy_count: int | float = copies
         if copy_scaling is not None:
             # Everything else of the component, so the count is read again before each of its updates.
-            revision = hashlib.sha256(json.dumps({
-                "variant": variant_name, "accelerators": accelerators, "cpu_cores": cpu_cores,
-                "min_memory_mb": min_memory_mb, "timeouts": [download_timeout_s, startup_timeout_s],
-                "rolling": rolling.model_dump() if rolling is not None else None,
-                "rollback_alarms": list(rollback_alarm_names),
-            }, sort_keys=True).encode()).hexdigest()[:16]
+            revision = hashlib.sha256(
+                json.dumps(
+                    {
+                        "variant": variant_name,
+                        "accelerators": accelerators,
+                        "cpu_cores": cpu_cores,
+                        "min_memory_mb": min_memory_mb,
+                        "timeouts": [download_timeout_s, startup_timeout_s],
+                        "rolling": rolling.model_dump() if rolling is not None else None,
+                        "rollback_alarms": list(rollback_alarm_names),
+                    },
+                    sort_keys=True,
+                ).encode()
+            ).hexdigest()[:16]
             self.kept_copies = KeptCopyCount(
-                self, "KeptCopyCount", component_name=component_name, component_arn=self.component_arn,
-                floor=max(1, copy_scaling.min_copies), ceiling=copy_scaling.max_copies, initial=copies,
-                revision=revision, model_name=model.attr_model_name, log_retention_days=log_retention_days,
+                self,
+                "KeptCopyCount",
+                component_name=component_name,
+                component_arn=self.component_arn,
+                floor=max(1, copy_scaling.min_copies),
+                ceiling=copy_scaling.max_copies,
+                initial=copies,
+                revision=revision,
+                model_name=model.attr_model_name,
+                log_retention_days=log_retention_days,
             )
             copy_count = self.kept_copies.copy_count
         self.component = sagemaker.CfnInferenceComponent(
@@ -264,7 +320,9 @@ class InferenceComponent(Construct):
                     container_startup_health_check_timeout_in_seconds=startup_timeout_s,
                 ),
             ),
-            runtime_config=sagemaker.CfnInferenceComponent.InferenceComponentRuntimeConfigProperty(copy_count=copy_count),
+            runtime_config=sagemaker.CfnInferenceComponent.InferenceComponentRuntimeConfigProperty(
+                copy_count=copy_count
+            ),
             deployment_config=deployment,
         )
         self.component.node.add_dependency(self.log_group)
@@ -277,20 +335,34 @@ class InferenceComponent(Construct):
 
     def _add_copy_scaling(self, scaling: CopyScaling) -> None:
         target = scalable_target(
-            self, "CopyScalableTarget", dimension=COMPONENT_COPIES, resource_id=f"inference-component/{self.component_name}",
-            min_capacity=scaling.min_copies, max_capacity=scaling.max_copies, after=self.component,
+            self,
+            "CopyScalableTarget",
+            dimension=COMPONENT_COPIES,
+            resource_id=f"inference-component/{self.component_name}",
+            min_capacity=scaling.min_copies,
+            max_capacity=scaling.max_copies,
+            after=self.component,
         )
         self.scalable_target = target
         target_tracking(
-            self, "CopyConcurrencyScaling", policy_name=f"{self.component_name}-concurrency", target=target,
-            target_value=scaling.target_concurrency, predefined_metric=COPY_SCALING_METRIC,
-            scale_in_cooldown_s=scaling.scale_in_cooldown_s, scale_out_cooldown_s=scaling.scale_out_cooldown_s,
+            self,
+            "CopyConcurrencyScaling",
+            policy_name=f"{self.component_name}-concurrency",
+            target=target,
+            target_value=scaling.target_concurrency,
+            predefined_metric=COPY_SCALING_METRIC,
+            scale_in_cooldown_s=scaling.scale_in_cooldown_s,
+            scale_out_cooldown_s=scaling.scale_out_cooldown_s,
         )
         if scaling.min_copies > 0:
             return
         # Target tracking cannot leave zero copies (no copy, no per-copy metric): the documented wake-up adds one.
         wake = scale_from_zero_policy(
-            self, policy_name=f"{self.component_name}-scale-from-zero", target=target, metric_aggregation="Maximum", cooldown_s=WAKE_COOLDOWN_S
+            self,
+            policy_name=f"{self.component_name}-scale-from-zero",
+            target=target,
+            metric_aggregation="Maximum",
+            cooldown_s=WAKE_COOLDOWN_S,
         )
         self.wake_alarm = cloudwatch.CfnAlarm(
             self,
@@ -301,7 +373,9 @@ class InferenceComponent(Construct):
             ),
             namespace="AWS/SageMaker",
             metric_name=NO_CAPACITY_METRIC,
-            dimensions=[cloudwatch.CfnAlarm.DimensionProperty(name="InferenceComponentName", value=self.component_name)],
+            dimensions=[
+                cloudwatch.CfnAlarm.DimensionProperty(name="InferenceComponentName", value=self.component_name)
+            ],
             statistic="Sum",
             period=WAKE_ALARM_PERIOD_S,
             evaluation_periods=1,
@@ -326,9 +400,15 @@ class InferenceComponent(Construct):
         as a resource type of InvokeEndpoint besides the required endpoint (iann0036/iam-dataset
         aws/iam_definition.json, sagemaker InvokeEndpoint: endpoint*, inference-component), so a call naming a
         component is granted on both ARNs; LlmEndpoint.grant_invoke adds the endpoint's."""
-        return iam.Grant.add_to_principal(grantee=grantee, actions=["sagemaker:InvokeEndpoint"], resource_arns=[self.component_arn])
+        return iam.Grant.add_to_principal(
+            grantee=grantee, actions=["sagemaker:InvokeEndpoint"], resource_arns=[self.component_arn]
+        )
 
 
 __all__ = [
-    "COPY_SCALING_METRIC", "ComponentEndpointConfig", "InferenceComponent", "KeptCopyCount", "component_deployment_config",
+    "COPY_SCALING_METRIC",
+    "ComponentEndpointConfig",
+    "InferenceComponent",
+    "KeptCopyCount",
+    "component_deployment_config",
 ]

@@ -141,7 +141,9 @@ def function_code(entry: Path, executable: dict[str, Path] | None = None) -> lam
         str(entry.parent),
         asset_hash_type=AssetHashType.CUSTOM,
         asset_hash=digest.hexdigest(),
-        bundling=BundlingOptions(image=DockerImage.from_registry("unused"), local=_CopyFiles(files, frozenset(executable))),
+        bundling=BundlingOptions(
+            image=DockerImage.from_registry("unused"), local=_CopyFiles(files, frozenset(executable))
+        ),
     )
 
 

@@ -31,9 +31,11 @@ from .sagemaker_resources import (
 from .scaling import VARIANT_INSTANCES, scalable_target, target_tracking
 
 VARIANT_NAME = "AllTraffic"
-BEARER_WILDCARD_REASON = ("sagemaker:CallWithBearerToken has no resource type (cfn-lint's Policies.json, the Service "
-                          "Authorization Reference's data): '*' is the only resource it takes; InvokeEndpoint stays "
-                          "scoped to this endpoint")  # fmt: skip
+BEARER_WILDCARD_REASON = (
+    "sagemaker:CallWithBearerToken has no resource type (cfn-lint's Policies.json, the Service "
+    "Authorization Reference's data): '*' is the only resource it takes; InvokeEndpoint stays "
+    "scoped to this endpoint"
+)
 UNGUARDED_COMPONENT_WARNING_ID = "llm-endpoints:unguarded-component-updates"
 # Concurrency, not invocations, tracks LLM load: one request holds a model copy for seconds.
 SCALING_METRIC = "SageMakerVariantConcurrentRequestsPerModelHighResolution"
@@ -73,38 +75,68 @@ class LlmEndpoint(Construct):
             self, "Logs", name=f"/aws/sagemaker/Endpoints/{plan.endpoint_name}", retention_days=spec.log_retention_days
         )
         self.role = ExecutionRole(
-            self, "ExecutionRole", endpoint_name=plan.endpoint_name, model_data=self.model_data, image=image,
+            self,
+            "ExecutionRole",
+            endpoint_name=plan.endpoint_name,
+            model_data=self.model_data,
+            image=image,
             log_group=self.log_group,
         )
         self.model = SageMakerModel(
-            self, "Model", role=self.role, image=image, model_data=self.model_data, environment=self.environment,
+            self,
+            "Model",
+            role=self.role,
+            image=image,
+            model_data=self.model_data,
+            environment=self.environment,
             network_isolation=plan.network_isolation,
         )
         # invocation.mode async: AsyncInferenceConfig, its S3 folders and topics, the role's grants.
         self.async_inference = (
-            AsyncInference(self, "AsyncInference", endpoint_name=plan.endpoint_name, invocation=spec.invocation,
-                           artifact_bucket=artifact_bucket, execution_role=self.role,
-                           keys=AsyncKeys(security.bucket_key, security.async_output_key) if security else AsyncKeys())
-            if plan.is_async else None
+            AsyncInference(
+                self,
+                "AsyncInference",
+                endpoint_name=plan.endpoint_name,
+                invocation=spec.invocation,
+                artifact_bucket=artifact_bucket,
+                execution_role=self.role,
+                keys=AsyncKeys(security.bucket_key, security.async_output_key) if security else AsyncKeys(),
+            )
+            if plan.is_async
+            else None
         )
         if plan.component_name is not None:  # hosting.mode inference-components: a variant without a model
             scaling = spec.hosting.instance_scaling
             # The instances are placed from the endpoint config: the Model's network placement goes there too.
             self.endpoint_config = ComponentEndpointConfig(
-                self, "EndpointConfig", role=self.role, variant_name=VARIANT_NAME, instance_type=spec.instance_type,
-                instance_count=spec.instance_count, volume_size_gb=spec.volume_size_gb,
-                min_instances=scaling.min_instances if scaling else 1, max_instances=scaling.max_instances if scaling else 1,
-                routing=spec.routing, inference_ami_version=plan.inference_ami_version,
+                self,
+                "EndpointConfig",
+                role=self.role,
+                variant_name=VARIANT_NAME,
+                instance_type=spec.instance_type,
+                instance_count=spec.instance_count,
+                volume_size_gb=spec.volume_size_gb,
+                min_instances=scaling.min_instances if scaling else 1,
+                max_instances=scaling.max_instances if scaling else 1,
+                routing=spec.routing,
+                inference_ami_version=plan.inference_ami_version,
                 network_isolation=plan.network_isolation,
                 subnet_ids=security.subnet_ids if security is not None else (),
                 security_group_ids=security.security_group_ids if security is not None else (),
             )
         else:
             self.endpoint_config = VariantEndpointConfig(
-                self, "EndpointConfig", model=self.model, variant_name=VARIANT_NAME, instance_type=spec.instance_type,
-                instance_count=spec.instance_count, volume_size_gb=spec.volume_size_gb,
-                download_timeout_s=plan.download_timeout_s, startup_timeout_s=plan.startup_timeout_s,
-                routing=spec.routing, inference_ami_version=plan.inference_ami_version,
+                self,
+                "EndpointConfig",
+                model=self.model,
+                variant_name=VARIANT_NAME,
+                instance_type=spec.instance_type,
+                instance_count=spec.instance_count,
+                volume_size_gb=spec.volume_size_gb,
+                download_timeout_s=plan.download_timeout_s,
+                startup_timeout_s=plan.startup_timeout_s,
+                routing=spec.routing,
+                inference_ami_version=plan.inference_ami_version,
                 async_config=self.async_inference.config if self.async_inference else None,
             )
         if security is not None:
@@ -120,18 +152,31 @@ class LlmEndpoint(Construct):
         self.rollback_alarms = None
         if deployment is not None and deployment.auto_rollback is not None:
             self.rollback_alarms = RollbackAlarms(
-                self, "RollbackAlarms", endpoint_name=plan.endpoint_name, spec=deployment.auto_rollback,
+                self,
+                "RollbackAlarms",
+                endpoint_name=plan.endpoint_name,
+                spec=deployment.auto_rollback,
                 asynchronous=plan.is_async,
-                **({"component_name": plan.component_name} if plan.component_name is not None else
-                   {"variant_name": VARIANT_NAME, "endpoint_config_name": self.endpoint_config.attr_endpoint_config_name}),
+                **(
+                    {"component_name": plan.component_name}
+                    if plan.component_name is not None
+                    else {
+                        "variant_name": VARIANT_NAME,
+                        "endpoint_config_name": self.endpoint_config.attr_endpoint_config_name,
+                    }
+                ),
             )
             self.rollback_alarms.grant_describe(self.role)
         rollback_names = self.rollback_alarms.alarm_names if self.rollback_alarms else []
         self.endpoint = GuardedEndpoint(
-            self, "Endpoint", endpoint_name=plan.endpoint_name, endpoint_config=self.endpoint_config,
+            self,
+            "Endpoint",
+            endpoint_name=plan.endpoint_name,
+            endpoint_config=self.endpoint_config,
             scaled=spec.autoscaling is not None or plan.component_name is not None,
             deployment_config=deployment_config(deployment, rollback_alarm_names=rollback_names)
-            if deployment is not None and plan.component_name is None else None,
+            if deployment is not None and plan.component_name is None
+            else None,
         )
         self.endpoint.node.add_dependency(self.log_group)
         # hosting.mode inference-components: the model as an inference component, with its copy scaling.
@@ -139,21 +184,39 @@ class LlmEndpoint(Construct):
         if plan.component_name is not None:
             compute = spec.hosting.compute or ComputeRequirements()
             self.component = InferenceComponent(
-                self, "InferenceComponent", endpoint=self.endpoint, component_name=plan.component_name, model=self.model,
-                role=self.role, variant_name=VARIANT_NAME, accelerators=accelerators_per_copy(spec, plan.instance),
-                cpu_cores=compute.cpu_cores, min_memory_mb=compute.min_memory_mb,
-                download_timeout_s=plan.download_timeout_s, startup_timeout_s=plan.startup_timeout_s,
-                log_retention_days=spec.log_retention_days, copies=spec.hosting.copies,
-                copy_scaling=spec.hosting.copy_scaling, rolling=deployment.rolling if deployment is not None else None,
+                self,
+                "InferenceComponent",
+                endpoint=self.endpoint,
+                component_name=plan.component_name,
+                model=self.model,
+                role=self.role,
+                variant_name=VARIANT_NAME,
+                accelerators=accelerators_per_copy(spec, plan.instance),
+                cpu_cores=compute.cpu_cores,
+                min_memory_mb=compute.min_memory_mb,
+                download_timeout_s=plan.download_timeout_s,
+                startup_timeout_s=plan.startup_timeout_s,
+                log_retention_days=spec.log_retention_days,
+                copies=spec.hosting.copies,
+                copy_scaling=spec.hosting.copy_scaling,
+                rolling=deployment.rolling if deployment is not None else None,
                 rollback_alarm_names=rollback_names,
             )
             if plan.deployment_warning:
                 Annotations.of(self).add_warning_v2(UNGUARDED_COMPONENT_WARNING_ID, plan.deployment_warning)
         # adapters: each LoRA adapter an adapter inference component on that component (stacks/adapters.py).
-        self.adapters = AdapterComponents(
-            self, "Adapters", endpoint=self.endpoint, base=self.component, adapters=plan.adapters,
-            artifact_bucket=artifact_bucket,
-        ) if plan.adapters and self.component is not None else None
+        self.adapters = (
+            AdapterComponents(
+                self,
+                "Adapters",
+                endpoint=self.endpoint,
+                base=self.component,
+                adapters=plan.adapters,
+                artifact_bucket=artifact_bucket,
+            )
+            if plan.adapters and self.component is not None
+            else None
+        )
         if self.rollback_alarms is not None:
             # The alarms must be in place (and the role may read them) before the update they guard: on a model on
             # the variant they name the new config, so they move to it first.
@@ -162,10 +225,17 @@ class LlmEndpoint(Construct):
         # alarms: the endpoint's health alarms and their topic (stacks/endpoint_alarms.py).
         self.alarms = (
             EndpointAlarms(
-                self, "Alarms", endpoint_name=plan.endpoint_name, variant_name=VARIANT_NAME, spec=plan.alarms,
-                gpu_count=plan.instance.gpu_count, asynchronous=plan.is_async, component_name=plan.component_name,
+                self,
+                "Alarms",
+                endpoint_name=plan.endpoint_name,
+                variant_name=VARIANT_NAME,
+                spec=plan.alarms,
+                gpu_count=plan.instance.gpu_count,
+                asynchronous=plan.is_async,
+                component_name=plan.component_name,
             )
-            if plan.alarms is not None else None
+            if plan.alarms is not None
+            else None
         )
 
         if spec.autoscaling is not None and self.async_inference is not None:
@@ -174,21 +244,32 @@ class LlmEndpoint(Construct):
             autoscaling = spec.autoscaling
             # No RoleARN: Application Auto Scaling uses its service-linked role for SageMaker endpoints.
             target = scalable_target(
-                self, "ScalableTarget", dimension=VARIANT_INSTANCES,
+                self,
+                "ScalableTarget",
+                dimension=VARIANT_INSTANCES,
                 resource_id=f"endpoint/{plan.endpoint_name}/variant/{VARIANT_NAME}",
-                min_capacity=autoscaling.min_capacity, max_capacity=autoscaling.max_capacity, after=self.endpoint,
+                min_capacity=autoscaling.min_capacity,
+                max_capacity=autoscaling.max_capacity,
+                after=self.endpoint,
             )
             target_tracking(
-                self, "ConcurrencyScaling", policy_name=f"{plan.endpoint_name}-concurrency", target=target,
+                self,
+                "ConcurrencyScaling",
+                policy_name=f"{plan.endpoint_name}-concurrency",
+                target=target,
                 # The metric counts concurrent requests per instance; the config's target is per model copy.
-                target_value=autoscaling.target_value * plan.model_copies, predefined_metric=SCALING_METRIC,
-                scale_in_cooldown_s=autoscaling.scale_in_cooldown_s, scale_out_cooldown_s=autoscaling.scale_out_cooldown_s,
+                target_value=autoscaling.target_value * plan.model_copies,
+                predefined_metric=SCALING_METRIC,
+                scale_in_cooldown_s=autoscaling.scale_in_cooldown_s,
+                scale_out_cooldown_s=autoscaling.scale_out_cooldown_s,
             )
 
     @property
     def endpoint_arn(self) -> str:
         # SageMaker ARNs carry the endpoint name in lower case.
-        return Stack.of(self).format_arn(service="sagemaker", resource="endpoint", resource_name=self.endpoint_name.lower())
+        return Stack.of(self).format_arn(
+            service="sagemaker", resource="endpoint", resource_name=self.endpoint_name.lower()
+        )
 
     @property
     def request_limits(self) -> dict[str, str]:
@@ -236,7 +317,9 @@ class LlmEndpoint(Construct):
         "Invoke endpoints with OpenAI-compatible APIs"). The action has no resource type (cfn-lint 1.58.0
         cfnlint/data/AdditionalSpecs/Policies.json, service sagemaker: "callwithbearertoken": {}), so "*" is the only
         resource it takes; the finding it raises is acknowledged on the grantee's policy."""
-        grant = iam.Grant.add_to_principal(grantee=grantee, actions=["sagemaker:CallWithBearerToken"], resource_arns=["*"])
+        grant = iam.Grant.add_to_principal(
+            grantee=grantee, actions=["sagemaker:CallWithBearerToken"], resource_arns=["*"]
+        )
         acknowledge(getattr(grantee, "role", None) or grantee, "AwsSolutions-IAM5[Resource::*]", BEARER_WILDCARD_REASON)
         return grant
 

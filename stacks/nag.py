@@ -42,7 +42,11 @@ def acknowledge(
 
 def nag_text(value: str) -> str:
     """How cdk-nag writes a string holding pseudo parameters in its finding ids (e.g. <AWS::AccountId>)."""
-    for token, text in ((Aws.ACCOUNT_ID, "<AWS::AccountId>"), (Aws.REGION, "<AWS::Region>"), (Aws.PARTITION, "<AWS::Partition>")):
+    for token, text in (
+        (Aws.ACCOUNT_ID, "<AWS::AccountId>"),
+        (Aws.REGION, "<AWS::Region>"),
+        (Aws.PARTITION, "<AWS::Partition>"),
+    ):
         value = value.replace(token, text)
     return value
 
@@ -57,6 +61,7 @@ def logical_id(construct: IConstruct) -> str:
 
 
 # ------------------------------------------------------------------------------------------- the pipeline's
+
 
 def acknowledge_pipeline_findings(stack: Any) -> None:
     """CDK Pipelines' generated roles and bucket of a PipelineStack: each finding id acknowledged on the policy it
@@ -148,8 +153,10 @@ def acknowledge_pipeline_findings(stack: Any) -> None:
             )
             ack(
                 step.project.role,
-                {"Resource::*": "Pulling the Deep Learning Container needs ecr:GetAuthorizationToken, which has no "
-                 "resource-level permissions; the pull actions themselves are limited to that one repository."},
+                {
+                    "Resource::*": "Pulling the Deep Learning Container needs ecr:GetAuthorizationToken, which has no "
+                    "resource-level permissions; the pull actions themselves are limited to that one repository."
+                },
             )
 
 

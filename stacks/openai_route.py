@@ -37,8 +37,15 @@ class OpenAIRouteAccess(Construct):
       role_name: the name of the role created with create_role (a fixed name, so applications can be told it).
     """
 
-    def __init__(self, scope: Construct, construct_id: str, *, endpoint: LlmEndpoint, spec: OpenAIRouteSpec | None,
-                 role_name: str) -> None:  # fmt: skip
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        endpoint: LlmEndpoint,
+        spec: OpenAIRouteSpec | None,
+        role_name: str,
+    ) -> None:
         super().__init__(scope, construct_id)
         self.endpoint = endpoint
         self.grantees: list[iam.IGrantable] = []
@@ -47,23 +54,35 @@ class OpenAIRouteAccess(Construct):
         self.role: iam.Role | None = None
         if spec is not None and spec.create_role:
             self.role = iam.Role(
-                self, "ApplicationRole", role_name=role_name, assumed_by=iam.AccountRootPrincipal(),
+                self,
+                "ApplicationRole",
+                role_name=role_name,
+                assumed_by=iam.AccountRootPrincipal(),
                 description=f"Calls SageMaker endpoint {endpoint.endpoint_name} through its OpenAI route",
-            )  # fmt: skip
+            )
             self.grantees.append(self.role)
-            CfnOutput(self, "RoleArn", value=self.role.role_arn,
-                      description="Assume this role to call the endpoint's OpenAI route"
-                      ).override_logical_id("OpenAIRoleArn")  # fmt: skip
+            CfnOutput(
+                self,
+                "RoleArn",
+                value=self.role.role_arn,
+                description="Assume this role to call the endpoint's OpenAI route",
+            ).override_logical_id("OpenAIRoleArn")
         for grantee in self.grantees:
             self.grant_route(grantee)
         # Outputs under fixed logical ids (OpenAIBaseUrl, OpenAIComponentBaseUrl, OpenAIRoleArn): what clients read.
-        CfnOutput(self, "BaseUrl", value=base_url(endpoint.endpoint_name),
-                  description="OpenAI SDK base_url (api_key: a token from sagemaker.core.token_generator.generate_token)"
-                  ).override_logical_id("OpenAIBaseUrl")  # fmt: skip
+        CfnOutput(
+            self,
+            "BaseUrl",
+            value=base_url(endpoint.endpoint_name),
+            description="OpenAI SDK base_url (api_key: a token from sagemaker.core.token_generator.generate_token)",
+        ).override_logical_id("OpenAIBaseUrl")
         if endpoint.component is not None:
-            CfnOutput(self, "ComponentBaseUrl", value=base_url(endpoint.endpoint_name, endpoint.component.component_name),
-                      description="OpenAI SDK base_url of the endpoint's inference component"
-                      ).override_logical_id("OpenAIComponentBaseUrl")  # fmt: skip
+            CfnOutput(
+                self,
+                "ComponentBaseUrl",
+                value=base_url(endpoint.endpoint_name, endpoint.component.component_name),
+                description="OpenAI SDK base_url of the endpoint's inference component",
+            ).override_logical_id("OpenAIComponentBaseUrl")
 
     def grant_route(self, grantee: iam.IGrantable) -> iam.Grant:
         """sagemaker:InvokeEndpoint on the endpoint (and component) and sagemaker:CallWithBearerToken."""
@@ -88,13 +107,17 @@ def caller_principal(scope: Construct, index: int, arn: str) -> iam.IGrantable:
     if match is None:
         raise ValueError(f"chat.openai_route.callers[{index}]: value {arn!r} is not an IAM role or user ARN")
     if not Token.is_unresolved(stack.account) and match["account"] != stack.account:
-        raise ValueError(f"chat.openai_route.callers[{index}]: value {arn!r} is in account {match['account']}, not "
-                         f"the endpoint's {stack.account}: a policy can only be attached in the same account; "
-                         "allowed: roles and users of the endpoint's account, or create_role: true")  # fmt: skip
+        raise ValueError(
+            f"chat.openai_route.callers[{index}]: value {arn!r} is in account {match['account']}, not "
+            f"the endpoint's {stack.account}: a policy can only be attached in the same account; "
+            "allowed: roles and users of the endpoint's account, or create_role: true"
+        )
     partition = _partition(stack)
     if partition is not None and match["partition"] != partition:
-        raise ValueError(f"chat.openai_route.callers[{index}]: value {arn!r} is in partition {match['partition']}, "
-                         f"not the endpoint's {partition}")  # fmt: skip
+        raise ValueError(
+            f"chat.openai_route.callers[{index}]: value {arn!r} is in partition {match['partition']}, "
+            f"not the endpoint's {partition}"
+        )
     if match["kind"] == "role":
         return iam.Role.from_role_arn(scope, f"Caller{index}", arn, mutable=True)
     return iam.User.from_user_arn(scope, f"Caller{index}", arn)

@@ -104,9 +104,9 @@ def _profile_commands(profile: str, role_arn: str, region: str) -> list[str]:
 
 class PipelineStack(Stack):
     """Keyword-only props:
-      config_path: the config file, relative to the repository root (the pipeline's steps read it from the source).
-      deployments: every environment of that file, resolved (`deployment.load_all_environments`).
-      pipeline: the file's `pipeline:` section.
+    config_path: the config file, relative to the repository root (the pipeline's steps read it from the source).
+    deployments: every environment of that file, resolved (`deployment.load_all_environments`).
+    pipeline: the file's `pipeline:` section.
     """
 
     def __init__(
@@ -138,7 +138,9 @@ class PipelineStack(Stack):
             input=source,
             install_commands=[SYNTH_INSTALL],
             commands=[f"make synth-pipeline CONFIG={shlex.quote(config_path)}"],
-            build_environment=codebuild.BuildEnvironment(build_image=CPU_BUILD_IMAGE, compute_type=codebuild.ComputeType.MEDIUM),
+            build_environment=codebuild.BuildEnvironment(
+                build_image=CPU_BUILD_IMAGE, compute_type=codebuild.ComputeType.MEDIUM
+            ),
             partial_build_spec=PINNED_RUNTIMES,
             primary_output_directory="cdk.out",
         )
@@ -148,7 +150,9 @@ class PipelineStack(Stack):
             "Tests",
             input=source,
             commands=["make test"],
-            build_environment=codebuild.BuildEnvironment(build_image=CPU_BUILD_IMAGE, compute_type=codebuild.ComputeType.LARGE),
+            build_environment=codebuild.BuildEnvironment(
+                build_image=CPU_BUILD_IMAGE, compute_type=codebuild.ComputeType.LARGE
+            ),
             partial_build_spec=PINNED_RUNTIMES,
             timeout=TESTS_TIMEOUT,
         )
@@ -217,10 +221,14 @@ class PipelineStack(Stack):
         """Docker Hub login for the asset-publishing projects, from a Secrets Manager secret (username, secret)."""
         if secret_id is None:
             return []
-        secret = secretsmanager.Secret.from_secret_complete_arn(self, "DockerHubSecret", secret_id) if secret_id.startswith(
-            "arn:"
-        ) else secretsmanager.Secret.from_secret_name_v2(self, "DockerHubSecret", secret_id)
-        return [pipelines.DockerCredential.docker_hub(secret, usages=[pipelines.DockerCredentialUsage.ASSET_PUBLISHING])]
+        secret = (
+            secretsmanager.Secret.from_secret_complete_arn(self, "DockerHubSecret", secret_id)
+            if secret_id.startswith("arn:")
+            else secretsmanager.Secret.from_secret_name_v2(self, "DockerHubSecret", secret_id)
+        )
+        return [
+            pipelines.DockerCredential.docker_hub(secret, usages=[pipelines.DockerCredentialUsage.ASSET_PUBLISHING])
+        ]
 
     def _grant_connection_use(self) -> None:
         """CDK grants the source action `codestar-connections:UseConnection` only; IAM evaluates the action of the
@@ -228,8 +236,13 @@ class PipelineStack(Stack):
         `arn:aws:codeconnections:...` (AWS CodeConnections docs, "Service prefix change": both prefixes are
         accepted for the same connection resource). Grant both, on the connection in both ARN spellings."""
         arn = self.spec.connection_arn
-        arns = sorted({arn, arn.replace(":codestar-connections:", ":codeconnections:"),
-                       arn.replace(":codeconnections:", ":codestar-connections:")})
+        arns = sorted(
+            {
+                arn,
+                arn.replace(":codestar-connections:", ":codeconnections:"),
+                arn.replace(":codeconnections:", ":codestar-connections:"),
+            }
+        )
         statement = iam.PolicyStatement(
             actions=["codestar-connections:UseConnection", "codeconnections:UseConnection"], resources=arns
         )
@@ -251,16 +264,24 @@ class PipelineStack(Stack):
         if assets is None:
             return
         for role in [c for c in assets.node.children if isinstance(c, iam.Role)]:
-            projects = [c for c in assets.node.find_all()
-                        if isinstance(c, codebuild.Project) and c.role is not None and c.role.node.path == role.node.path]
+            projects = [
+                c
+                for c in assets.node.find_all()
+                if isinstance(c, codebuild.Project) and c.role is not None and c.role.node.path == role.node.path
+            ]
             policy = role.node.try_find_child("DefaultPolicy")
             if not projects or policy is None:
                 continue
             statements = self.resolve(policy.document)["Statement"]
-            found = [i for i, st in enumerate(statements)
-                     if sorted(_listed(st["Action"])) == sorted(ASSET_BUILD_ACTIONS) and st.get("Resource") == "*"]
+            found = [
+                i
+                for i, st in enumerate(statements)
+                if sorted(_listed(st["Action"])) == sorted(ASSET_BUILD_ACTIONS) and st.get("Resource") == "*"
+            ]
             if len(found) != 1:  # CDK changed how it grants these: review, do not guess
-                raise ValueError(f"{role.node.path}: expected one statement of {ASSET_BUILD_ACTIONS} on '*', found {len(found)}")
+                raise ValueError(
+                    f"{role.node.path}: expected one statement of {ASSET_BUILD_ACTIONS} on '*', found {len(found)}"
+                )
             policy.node.default_child.add_property_override(
                 f"PolicyDocument.Statement.{found[0]}.Resource", [p.project_arn for p in projects]
             )
@@ -282,9 +303,14 @@ class PipelineStack(Stack):
         tag_environment(artifacts_stage, deployment)
 
         endpoints_stage = Stage(self.node.root, f"{env_name}-endpoints", env=stage_env)
-        smoke_cb_roles = {spec.name: role_name(project, env_name, spec.name, "smoke-cb") for spec in deployment.endpoints}
-        gate_cb_roles = {spec.name: role_name(project, env_name, spec.name, "slo-cb")
-                         for spec in deployment.endpoints if spec.slo is not None}  # fmt: skip
+        smoke_cb_roles = {
+            spec.name: role_name(project, env_name, spec.name, "smoke-cb") for spec in deployment.endpoints
+        }
+        gate_cb_roles = {
+            spec.name: role_name(project, env_name, spec.name, "slo-cb")
+            for spec in deployment.endpoints
+            if spec.slo is not None
+        }
         endpoint_stacks = add_endpoint_stacks(
             endpoints_stage,
             deployment,
@@ -319,11 +345,15 @@ class PipelineStack(Stack):
             for name, (cb_role, target) in smoke_names.items()
         }
         gate_steps = {
-            name: self._gate_step(deployment, name, source, account, region, cb_role, gate_role_name(deployment.plan(name)))
+            name: self._gate_step(
+                deployment, name, source, account, region, cb_role, gate_role_name(deployment.plan(name))
+            )
             for name, cb_role in gate_cb_roles.items()
         }
         for name, gate in gate_steps.items():
-            gate.add_step_dependency(smoke_steps[name])  # a load test of an endpoint that failed its smoke test says nothing
+            gate.add_step_dependency(
+                smoke_steps[name]
+            )  # a load test of an endpoint that failed its smoke test says nothing
         self.pipeline.add_stage(endpoints_stage, pre=[build_step], post=[*smoke_steps.values(), *gate_steps.values()])
         self.stages[env_name] = (artifacts_stage, endpoints_stage)
         self.build_steps[env_name] = build_step
@@ -335,7 +365,9 @@ class PipelineStack(Stack):
         env = deployment.environment
         return env.account or self.pipeline_account, env.region or self.region
 
-    def _model_build_step(self, deployment, source, account, region, cb_role_name, publisher_arn) -> pipelines.CodeBuildStep:
+    def _model_build_step(
+        self, deployment, source, account, region, cb_role_name, publisher_arn
+    ) -> pipelines.CodeBuildStep:
         env_name = deployment.environment_name
         build = self.spec.build
         role = iam.Role(
@@ -352,7 +384,7 @@ class PipelineStack(Stack):
             spec, key = plan.spec, plan.manifest_key
             where = f"--config {config} --env {env_name} --endpoint {spec.name}"
             published = (
-                ".venv/bin/python -c 'import sys, boto3; boto3.client(\"s3\").head_object(Bucket=sys.argv[1], "
+                '.venv/bin/python -c \'import sys, boto3; boto3.client("s3").head_object(Bucket=sys.argv[1], '
                 f"Key=sys.argv[2])' {bucket} {key} 2>/dev/null"
             )
             # The build set (torch, transformers: GBs with CUDA) is installed only when something is to be built.
@@ -396,7 +428,9 @@ class PipelineStack(Stack):
         self.own_steps.append(step)
         return step
 
-    def _smoke_step(self, deployment, endpoint, source, account, region, cb_role_name, target_name) -> pipelines.CodeBuildStep:
+    def _smoke_step(
+        self, deployment, endpoint, source, account, region, cb_role_name, target_name
+    ) -> pipelines.CodeBuildStep:
         env_name = deployment.environment_name
         target_arn = f"arn:{self.partition}:iam::{account}:role/{target_name}"
         role = iam.Role(
@@ -411,9 +445,13 @@ class PipelineStack(Stack):
             f"Smoke-{endpoint}",
             input=source,
             install_commands=[SMOKE_INSTALL, *_profile_commands("smoke", target_arn, region)],
-            commands=[f".venv/bin/python -m model_build smoke --config {config} --env {env_name} --endpoint {endpoint}"],
+            commands=[
+                f".venv/bin/python -m model_build smoke --config {config} --env {env_name} --endpoint {endpoint}"
+            ],
             env={"AWS_PROFILE": "smoke"},
-            build_environment=codebuild.BuildEnvironment(build_image=CPU_BUILD_IMAGE, compute_type=codebuild.ComputeType.SMALL),
+            build_environment=codebuild.BuildEnvironment(
+                build_image=CPU_BUILD_IMAGE, compute_type=codebuild.ComputeType.SMALL
+            ),
             partial_build_spec=PINNED_RUNTIMES,
             role=role,
             role_policy_statements=[iam.PolicyStatement(actions=["sts:AssumeRole"], resources=[target_arn])],
@@ -422,7 +460,9 @@ class PipelineStack(Stack):
         self.own_steps.append(step)
         return step
 
-    def _gate_step(self, deployment, endpoint, source, account, region, cb_role_name, target_name) -> pipelines.CodeBuildStep:
+    def _gate_step(
+        self, deployment, endpoint, source, account, region, cb_role_name, target_name
+    ) -> pipelines.CodeBuildStep:
         """The SLO gate of one endpoint: `model_build slo-gate` under the endpoint stack's gate role (stacks/
         benchmark.py SloGateRole), which may invoke that endpoint and keep results in the environment's bucket."""
         env_name = deployment.environment_name
@@ -439,11 +479,15 @@ class PipelineStack(Stack):
             f"SloGate-{endpoint}",
             input=source,
             install_commands=[SMOKE_INSTALL, *_profile_commands("slo", target_arn, region)],
-            commands=[f".venv/bin/python -m model_build slo-gate --config {config} --env {env_name} --endpoint {endpoint} --quiet"],
+            commands=[
+                f".venv/bin/python -m model_build slo-gate --config {config} --env {env_name} --endpoint {endpoint} --quiet"
+            ],
             env={"AWS_PROFILE": "slo"},
             # 4 vCPUs: the load generator spreads streams over processes (one per 4 in flight, model_build/loadtest.py
             # processes_for), so its own CPU does not cap what it measures at the gate's usual levels.
-            build_environment=codebuild.BuildEnvironment(build_image=CPU_BUILD_IMAGE, compute_type=codebuild.ComputeType.MEDIUM),
+            build_environment=codebuild.BuildEnvironment(
+                build_image=CPU_BUILD_IMAGE, compute_type=codebuild.ComputeType.MEDIUM
+            ),
             partial_build_spec=PINNED_RUNTIMES,
             role=role,
             role_policy_statements=[iam.PolicyStatement(actions=["sts:AssumeRole"], resources=[target_arn])],

@@ -25,27 +25,59 @@ COMPONENT = frozenset({"InferenceComponentName"})
 
 _HOST = ("CPUUtilization", "MemoryUtilization", "DiskUtilization", "GPUUtilization", "GPUMemoryUtilization")
 _HOST_WITH_COMPONENTS = (
-    "CPUUtilizationNormalized", "GPUUtilizationNormalized", "GPUMemoryUtilizationNormalized", "CPUReservation",
-    "GPUReservation", "MemoryReservation",
-)  # fmt: skip
-_COPY = ("CPUUtilizationNormalized", "GPUMemoryUtilizationNormalized", "GPUUtilizationNormalized", "MemoryUtilizationNormalized")
+    "CPUUtilizationNormalized",
+    "GPUUtilizationNormalized",
+    "GPUMemoryUtilizationNormalized",
+    "CPUReservation",
+    "GPUReservation",
+    "MemoryReservation",
+)
+_COPY = (
+    "CPUUtilizationNormalized",
+    "GPUMemoryUtilizationNormalized",
+    "GPUUtilizationNormalized",
+    "MemoryUtilizationNormalized",
+)
 _REAL_TIME_INVOCATIONS = (
-    "Invocations", "Invocation4XXErrors", "Invocation5XXErrors", "InvocationModelErrors", "InvocationsPerInstance",
-    "ModelLatency", "OverheadLatency", "ConcurrentRequestsPerModel",
-)  # fmt: skip
+    "Invocations",
+    "Invocation4XXErrors",
+    "Invocation5XXErrors",
+    "InvocationModelErrors",
+    "InvocationsPerInstance",
+    "ModelLatency",
+    "OverheadLatency",
+    "ConcurrentRequestsPerModel",
+)
 _COMPONENT_INVOCATIONS = (
-    "Invocations", "Invocation4XXErrors", "Invocation5XXErrors", "InvocationModelErrors", "InvocationsPerCopy",
-    "ModelLatency", "OverheadLatency", "ConcurrentRequestsPerCopy",
-)  # fmt: skip
+    "Invocations",
+    "Invocation4XXErrors",
+    "Invocation5XXErrors",
+    "InvocationModelErrors",
+    "InvocationsPerCopy",
+    "ModelLatency",
+    "OverheadLatency",
+    "ConcurrentRequestsPerCopy",
+)
 _NEW_FLEET = ("Invocation5XXErrors", "ModelLatency", "InvocationModelErrors", "Invocation4XXErrors")
 _ASYNC_COMMON = ("Invocation4XXErrors", "Invocation5XXErrors", "ModelLatency")
-_ASYNC_QUEUE = ("ApproximateBacklogSize", "ApproximateBacklogSizePerInstance", "ApproximateAgeOfOldestRequest",
-                "HasBacklogWithoutCapacity")
+_ASYNC_QUEUE = (
+    "ApproximateBacklogSize",
+    "ApproximateBacklogSizePerInstance",
+    "ApproximateAgeOfOldestRequest",
+    "HasBacklogWithoutCapacity",
+)
 _ASYNC_VARIANT = (
-    "RequestDownloadFailures", "ResponseUploadFailures", "NotificationFailures", "RequestDownloadLatency",
-    "ResponseUploadLatency", "ExpiredRequests", "InvocationFailures", "InvocationsProcesssed", "TimeInBacklog",
+    "RequestDownloadFailures",
+    "ResponseUploadFailures",
+    "NotificationFailures",
+    "RequestDownloadLatency",
+    "ResponseUploadLatency",
+    "ExpiredRequests",
+    "InvocationFailures",
+    "InvocationsProcesssed",
+    "TimeInBacklog",
     "TotalProcessingTime",
-)  # fmt: skip
+)
 
 
 def _rows(namespace: str, names: tuple[str, ...], dimensions: frozenset[str]) -> set[tuple[str, str, frozenset[str]]]:
@@ -83,7 +115,12 @@ def is_published(mode: str, namespace: str, metric_name: str, dimension_names) -
 
 
 def published_metric(
-    mode: str, namespace: str, metric_name: str, dimensions: dict[str, str], statistic: str, period_s: int,
+    mode: str,
+    namespace: str,
+    metric_name: str,
+    dimensions: dict[str, str],
+    statistic: str,
+    period_s: int,
     label: str | None = None,
 ) -> cloudwatch.Metric:
     """A CloudWatch metric SageMaker publishes for a `mode` endpoint; ValueError naming the series otherwise."""
@@ -93,8 +130,12 @@ def published_metric(
             f"hosted as {mode!r} (stacks/sagemaker_metrics.py PUBLISHED, from the SageMaker Developer Guide)"
         )
     return cloudwatch.Metric(
-        namespace=namespace, metric_name=metric_name, dimensions_map=dimensions, statistic=statistic,
-        period=Duration.seconds(period_s), label=label,
+        namespace=namespace,
+        metric_name=metric_name,
+        dimensions_map=dimensions,
+        statistic=statistic,
+        period=Duration.seconds(period_s),
+        label=label,
     )
 
 
@@ -106,7 +147,19 @@ def hosting_mode(*, component: bool, asynchronous: bool) -> str:
 
 
 __all__ = [
-    "ASYNC", "COMPONENT", "COMPONENTS", "COMPONENT_COPIES", "ENDPOINT", "ENDPOINT_INSTANCES", "HOSTING_MODES",
-    "INVOCATIONS", "NEW_FLEET", "PUBLISHED", "REAL_TIME", "VARIANT", "hosting_mode", "is_published",
+    "ASYNC",
+    "COMPONENT",
+    "COMPONENTS",
+    "COMPONENT_COPIES",
+    "ENDPOINT",
+    "ENDPOINT_INSTANCES",
+    "HOSTING_MODES",
+    "INVOCATIONS",
+    "NEW_FLEET",
+    "PUBLISHED",
+    "REAL_TIME",
+    "VARIANT",
+    "hosting_mode",
+    "is_published",
     "published_metric",
-]  # fmt: skip
+]

@@ -46,7 +46,13 @@ class ExecutionRole(iam.Role):
     capture, VPC, KMS)."""
 
     def __init__(
-        self, scope: Construct, construct_id: str, *, endpoint_name: str, model_data: ModelData, image: ContainerImage,
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        endpoint_name: str,
+        model_data: ModelData,
+        image: ContainerImage,
         log_group: logs.ILogGroup,
     ) -> None:
         super().__init__(
@@ -113,8 +119,15 @@ class SageMakerModel(sagemaker.CfnModel):
     model waits for the role's policy."""
 
     def __init__(
-        self, scope: Construct, construct_id: str, *, role: iam.Role, image: ContainerImage, model_data: ModelData,
-        environment: dict[str, str], network_isolation: bool,
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        role: iam.Role,
+        image: ContainerImage,
+        model_data: ModelData,
+        environment: dict[str, str],
+        network_isolation: bool,
     ) -> None:
         if model_data.compressed:
             container = sagemaker.CfnModel.ContainerDefinitionProperty(
@@ -131,7 +144,10 @@ class SageMakerModel(sagemaker.CfnModel):
                 ),
             )
         super().__init__(
-            scope, construct_id, execution_role_arn=role.role_arn, primary_container=container,
+            scope,
+            construct_id,
+            execution_role_arn=role.role_arn,
+            primary_container=container,
             enable_network_isolation=network_isolation,
         )
         self.node.add_dependency(role)
@@ -158,8 +174,11 @@ class VariantEndpointConfig(sagemaker.CfnEndpointConfig):
         inference_ami_version: str | None,
         async_config: sagemaker.CfnEndpointConfig.AsyncInferenceConfigProperty | None = None,
     ) -> None:
-        check_timeouts(f"endpoint config of {variant_name}", download_timeout_s=download_timeout_s,
-                       startup_timeout_s=startup_timeout_s)
+        check_timeouts(
+            f"endpoint config of {variant_name}",
+            download_timeout_s=download_timeout_s,
+            startup_timeout_s=startup_timeout_s,
+        )
         super().__init__(
             scope,
             construct_id,
@@ -196,10 +215,12 @@ def retain_when_replaced(*resources: CfnResource) -> None:
         # cfn-lint W3011 (CDK's synth-time "CloudFormation Validate" too) asks for DeletionPolicy Retain beside it;
         # a destroy is meant to delete the current ones.
         resource.add_metadata("cfn-lint", {"config": {"ignore_checks": [REPLACE_ONLY_RETAIN]}})
-        Validations.of(resource).acknowledge(Acknowledgment(
-            id=f"CloudFormation-Validate::{REPLACE_ONLY_RETAIN}",
-            reason="Kept only when replaced (a rollback may still run it); a destroy deletes the current one.",
-        ))
+        Validations.of(resource).acknowledge(
+            Acknowledgment(
+                id=f"CloudFormation-Validate::{REPLACE_ONLY_RETAIN}",
+                reason="Kept only when replaced (a rollback may still run it); a destroy deletes the current one.",
+            )
+        )
 
 
 class GuardedEndpoint(sagemaker.CfnEndpoint):
@@ -239,6 +260,12 @@ class GuardedEndpoint(sagemaker.CfnEndpoint):
 
 
 __all__ = [
-    "ContainerImage", "ExecutionRole", "GuardedEndpoint", "ROUTING_STRATEGIES", "SageMakerModel",
-    "VariantEndpointConfig", "check_timeouts", "retain_when_replaced",
-]  # fmt: skip
+    "ContainerImage",
+    "ExecutionRole",
+    "GuardedEndpoint",
+    "ROUTING_STRATEGIES",
+    "SageMakerModel",
+    "VariantEndpointConfig",
+    "check_timeouts",
+    "retain_when_replaced",
+]

@@ -61,8 +61,11 @@ def target_tracking(
         target_tracking_scaling_policy_configuration=appscaling.CfnScalingPolicy.TargetTrackingScalingPolicyConfigurationProperty(
             target_value=target_value,
             predefined_metric_specification=(
-                appscaling.CfnScalingPolicy.PredefinedMetricSpecificationProperty(predefined_metric_type=predefined_metric)
-                if predefined_metric is not None else None
+                appscaling.CfnScalingPolicy.PredefinedMetricSpecificationProperty(
+                    predefined_metric_type=predefined_metric
+                )
+                if predefined_metric is not None
+                else None
             ),
             customized_metric_specification=customized_metric,
             scale_in_cooldown=scale_in_cooldown_s,
@@ -72,7 +75,12 @@ def target_tracking(
 
 
 def scale_from_zero_policy(
-    scope: Construct, *, policy_name: str, target: appscaling.CfnScalableTarget, metric_aggregation: str, cooldown_s: int
+    scope: Construct,
+    *,
+    policy_name: str,
+    target: appscaling.CfnScalableTarget,
+    metric_aggregation: str,
+    cooldown_s: int,
 ) -> appscaling.CfnScalingPolicy:
     """The step policy that adds one unit (an instance, a copy) when its alarm fires: target tracking cannot leave
     zero, since at zero there is no per-unit metric to track (SageMaker's "Scale an endpoint to zero instances" and

@@ -30,10 +30,29 @@ ADAPTER_ACCOUNT = "753240598075"
 ADAPTER_LAYER_NAME = "LambdaAdapterLayerArm64"  # the function runs on arm64 (_PythonFunction)
 ADAPTER_LAYER_VERSION = 25  # v0.9.1
 LAYER_REGIONS = (
-    "af-south-1", "ap-east-1", "ap-northeast-1", "ap-northeast-2", "ap-northeast-3", "ap-south-1", "ap-southeast-1",
-    "ap-southeast-2", "ap-southeast-3", "ca-central-1", "eu-central-1", "eu-north-1", "eu-south-1", "eu-west-1",
-    "eu-west-2", "eu-west-3", "me-south-1", "sa-east-1", "us-east-1", "us-east-2", "us-west-1", "us-west-2",
-)  # fmt: skip
+    "af-south-1",
+    "ap-east-1",
+    "ap-northeast-1",
+    "ap-northeast-2",
+    "ap-northeast-3",
+    "ap-south-1",
+    "ap-southeast-1",
+    "ap-southeast-2",
+    "ap-southeast-3",
+    "ca-central-1",
+    "eu-central-1",
+    "eu-north-1",
+    "eu-south-1",
+    "eu-west-1",
+    "eu-west-2",
+    "eu-west-3",
+    "me-south-1",
+    "sa-east-1",
+    "us-east-1",
+    "us-east-2",
+    "us-west-1",
+    "us-west-2",
+)
 # The synth warning of a public streaming URL (auth none).
 PUBLIC_STREAM_WARNING_ID = "llm-endpoints:public-stream-url"
 # The adapter's port and the server's readiness path (lambda/stream/app.py).
@@ -57,9 +76,12 @@ def adapter_layer_arn(stack: Stack, version: int = ADAPTER_LAYER_VERSION) -> str
             f"in region {region}; regions: {', '.join(LAYER_REGIONS)}"
         )
     return stack.format_arn(
-        service="lambda", account=ADAPTER_ACCOUNT, resource="layer",
-        resource_name=f"{ADAPTER_LAYER_NAME}:{version}", arn_format=ArnFormat.COLON_RESOURCE_NAME,
-    )  # fmt: skip
+        service="lambda",
+        account=ADAPTER_ACCOUNT,
+        resource="layer",
+        resource_name=f"{ADAPTER_LAYER_NAME}:{version}",
+        arn_format=ArnFormat.COLON_RESOURCE_NAME,
+    )
 
 
 def stream_code() -> lambda_.Code:
@@ -124,15 +146,23 @@ class StreamingFrontDoor(PythonFunction):
         )
         stack = Stack.of(self)
         self.function.add_layers(
-            lambda_.LayerVersion.from_layer_version_arn(self, "WebAdapter", adapter_layer_arn(stack, adapter_layer_version))
+            lambda_.LayerVersion.from_layer_version_arn(
+                self, "WebAdapter", adapter_layer_arn(stack, adapter_layer_version)
+            )
         )
         endpoint.grant_invoke(self.function)
         self.url = self.function.add_function_url(
             auth_type=lambda_.FunctionUrlAuthType.AWS_IAM if spec.auth == "iam" else lambda_.FunctionUrlAuthType.NONE,
             invoke_mode=lambda_.InvokeMode.RESPONSE_STREAM,
         )
-        CfnOutput(self, "Url", value=self.url.url, description="POST a generation request; signed with SigV4 (IAM)"
-                  if spec.auth == "iam" else "POST a generation request (unauthenticated)")  # fmt: skip
+        CfnOutput(
+            self,
+            "Url",
+            value=self.url.url,
+            description="POST a generation request; signed with SigV4 (IAM)"
+            if spec.auth == "iam"
+            else "POST a generation request (unauthenticated)",
+        )
         if spec.auth == "none":
             # Said where the reviewer of the template reads: the URL grants Principal * (lambda:InvokeFunctionUrl
             # with FunctionUrlAuthType NONE), so anyone who learns it generates on the endpoint.
@@ -151,6 +181,10 @@ class StreamingFrontDoor(PythonFunction):
 
 
 __all__ = [
-    "ADAPTER_LAYER_VERSION", "LAYER_REGIONS", "PUBLIC_STREAM_WARNING_ID", "StreamingFrontDoor", "adapter_layer_arn",
+    "ADAPTER_LAYER_VERSION",
+    "LAYER_REGIONS",
+    "PUBLIC_STREAM_WARNING_ID",
+    "StreamingFrontDoor",
+    "adapter_layer_arn",
     "stream_code",
-]  # fmt: skip
+]

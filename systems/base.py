@@ -63,8 +63,9 @@ class ChatCapability(Capability):
     tool_calls: Callable[[EndpointSpec], bool] | None = None
 
     @classmethod
-    def native(cls, how: str, *, constrained_decoding: bool,
-               tool_calls: Callable[[EndpointSpec], bool] | None) -> ChatCapability:  # fmt: skip
+    def native(
+        cls, how: str, *, constrained_decoding: bool, tool_calls: Callable[[EndpointSpec], bool] | None
+    ) -> ChatCapability:
         return cls(True, how, "native", constrained_decoding, tool_calls)
 
     @classmethod
@@ -126,7 +127,9 @@ def engine_problems(
     try:
         parsed = options.model_validate(ep.engine)
     except ValidationError as err:
-        return [f"endpoint {ep.name!r}: engine.{_engine_error(e, options, ep.system, others or {})}" for e in err.errors()]
+        return [
+            f"endpoint {ep.name!r}: engine.{_engine_error(e, options, ep.system, others or {})}" for e in err.errors()
+        ]
     return [f"endpoint {ep.name!r}: {p}" for p in parsed.conflicts()]
 
 
@@ -140,7 +143,9 @@ def _engine_error(error: Any, options: type[EngineOptions], system: str, others:
     if top_level and error["type"] == "extra_forbidden":
         takers = [name for name, model in others.items() if key in model.model_fields]
         why = options.HINTS.get(key) or (f"systems that take it: {', '.join(takers)}" if takers else "")
-        return f"{where}: value {shown_value(value)} is not supported by system {system!r}; remove the key" + (f" ({why})" if why else "")
+        return f"{where}: value {shown_value(value)} is not supported by system {system!r}; remove the key" + (
+            f" ({why})" if why else ""
+        )
     if top_level and error["type"] == "literal_error":
         allowed = ", ".join(map(str, _literal_values(options.model_fields[key].annotation)))
         return f"{where}: value {shown_value(value)} is not supported by system {system!r}; allowed: {allowed} (or leave it out)"
@@ -232,6 +237,8 @@ def byoc_request_timeout() -> RequestTimeout:
         return min(timeouts)
 
     return RequestTimeout(environment=environment, limit_s=limit_s)
+
+
 @dataclass(frozen=True)
 class EngineProfile:
     """What the compatibility checks (systems/checks.py) need to know about a system's engine for one endpoint.
@@ -331,7 +338,9 @@ class ServingSystem:
     streamed_weights: StreamedWeights | None = None
     profile: Callable[[EndpointSpec], EngineProfile] | None = None
     estimate_weight_bytes: Callable[[EndpointSpec], float | None] | None = None
-    adapters: AdapterSupport = AdapterSupport.no("no way to load LoRA adapter inference components is established for it")
+    adapters: AdapterSupport = AdapterSupport.no(
+        "no way to load LoRA adapter inference components is established for it"
+    )
 
     def __post_init__(self) -> None:
         if (self.image is None) == (self.own_container is None):
@@ -350,6 +359,7 @@ class ServingSystem:
     def network_isolation_default(self, ep: EndpointSpec) -> bool:
         """EnableNetworkIsolation when the config does not say: the system's, unless the engine reads S3 itself."""
         return self.network_isolation and not self.reads_weights_from_s3(ep)
+
     def lora_sizing(self, ep: EndpointSpec) -> LoraSizing | None:
         """The container's LoRA options for `ep`'s adapters (None without adapters). LookupError when the system
         serves none (the config refuses adapters there first: systems/checks.py)."""

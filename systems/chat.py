@@ -62,23 +62,34 @@ def chat_problems(ep: EndpointSpec, system: ServingSystem, systems: dict[str, Se
         return []
     if not system.chat.supported:
         serving = ", ".join(name for name, s in systems.items() if s.chat.supported) or "none"
-        return [f"endpoint {ep.name!r}: chat: system {ep.system!r} does not serve chat: {system.chat.note}; "
-                f"systems that serve chat: {serving}"]  # fmt: skip
+        return [
+            f"endpoint {ep.name!r}: chat: system {ep.system!r} does not serve chat: {system.chat.note}; "
+            f"systems that serve chat: {serving}"
+        ]
     model_dir = Path(ep.model)
     if ep.chat.template is None and model_dir.is_dir() and not has_chat_template(model_dir):
-        return [f"endpoint {ep.name!r}: chat: model {ep.model!r} has no chat template (no chat_template in "
-                "tokenizer_config.json, no chat_template.jinja), so chat requests cannot be rendered; give "
-                "chat.template (a Jinja chat template), or remove chat"]  # fmt: skip
+        return [
+            f"endpoint {ep.name!r}: chat: model {ep.model!r} has no chat template (no chat_template in "
+            "tokenizer_config.json, no chat_template.jinja), so chat requests cannot be rendered; give "
+            "chat.template (a Jinja chat template), or remove chat"
+        ]
     return []
 
 
 def missing_template_error(ep: EndpointSpec, where: str) -> str:
     """The build's refusal when the artifact it wrote has no chat template and the endpoint asks for chat."""
-    return (f"endpoint {ep.name!r}: chat: model {ep.model!r} has no chat template ({where}), so chat requests "
-            "cannot be rendered; give chat.template (a Jinja chat template) in the config, or remove chat")  # fmt: skip
+    return (
+        f"endpoint {ep.name!r}: chat: model {ep.model!r} has no chat template ({where}), so chat requests "
+        "cannot be rendered; give chat.template (a Jinja chat template) in the config, or remove chat"
+    )
 
 
 __all__ = [
-    "BYOC_NO_CHAT", "HF_HANDLER_CHAT", "LEGACY_DJL_NO_CHAT", "LMI_TRTLLM_CHAT", "chat_problems", "has_chat_template",
+    "BYOC_NO_CHAT",
+    "HF_HANDLER_CHAT",
+    "LEGACY_DJL_NO_CHAT",
+    "LMI_TRTLLM_CHAT",
+    "chat_problems",
+    "has_chat_template",
     "missing_template_error",
-]  # fmt: skip
+]

@@ -23,14 +23,26 @@ from .checkpoint_facts import SAFETENSORS_DTYPE_BYTES, read_local_checkpoint
 SOURCE_PATTERNS = ("*.json", "*.safetensors", "*.txt", "*.model", "tokenizer*", "*.jinja")
 # The small files the engines read besides the weights (transformers' names; vLLM also reads hf_quant_config.json).
 METADATA_FILES = (
-    "config.json", "generation_config.json", "hf_quant_config.json", "tokenizer_config.json", "tokenizer.json",
-    "special_tokens_map.json", "added_tokens.json", "vocab.json", "merges.txt", "tokenizer.model",
-    "chat_template.jinja", "chat_template.json",
-)  # fmt: skip
+    "config.json",
+    "generation_config.json",
+    "hf_quant_config.json",
+    "tokenizer_config.json",
+    "tokenizer.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "vocab.json",
+    "merges.txt",
+    "tokenizer.model",
+    "chat_template.jinja",
+    "chat_template.json",
+)
 INDEX_FILE = "model.safetensors.index.json"
 METADATA_DIR = "metadata"
 CHUNK = 8 * 2**20
-VERIFY_MESSAGES = [{"role": "system", "content": "You are brief."}, {"role": "user", "content": "The capital of France?"}]
+VERIFY_MESSAGES = [
+    {"role": "system", "content": "You are brief."},
+    {"role": "user", "content": "The capital of France?"},
+]
 
 
 def _fail(endpoint: EndpointSpec, message: str) -> BuildError:
@@ -58,23 +70,31 @@ def check_safetensors(path: Path) -> tuple[dict[str, list[int]], int]:
             continue
         dtype, shape, (begin, end) = info.get("dtype"), info.get("shape"), info.get("data_offsets", (0, -1))
         if dtype not in SAFETENSORS_DTYPE_BYTES:
-            raise ValueError(f"{path.name}: tensor {name!r} has dtype {dtype!r}; known: {', '.join(SAFETENSORS_DTYPE_BYTES)}")
+            raise ValueError(
+                f"{path.name}: tensor {name!r} has dtype {dtype!r}; known: {', '.join(SAFETENSORS_DTYPE_BYTES)}"
+            )
         count = 1
         for dim in shape:
             count *= dim
         if end - begin != count * SAFETENSORS_DTYPE_BYTES[dtype]:
-            raise ValueError(f"{path.name}: tensor {name!r} {dtype}{shape} spans {end - begin} bytes, not "
-                             f"{count * SAFETENSORS_DTYPE_BYTES[dtype]}")  # fmt: skip
+            raise ValueError(
+                f"{path.name}: tensor {name!r} {dtype}{shape} spans {end - begin} bytes, not "
+                f"{count * SAFETENSORS_DTYPE_BYTES[dtype]}"
+            )
         shapes[name], elements = list(shape), elements + count
         spans.append((begin, end, name))
     position = 0
     for begin, end, name in sorted(spans):
         if begin != position:
-            raise ValueError(f"{path.name}: tensor {name!r} starts at byte {begin} of the data, expected {position} "
-                             "(overlapping or a gap)")  # fmt: skip
+            raise ValueError(
+                f"{path.name}: tensor {name!r} starts at byte {begin} of the data, expected {position} "
+                "(overlapping or a gap)"
+            )
         position = end
     if 8 + length + position != size:
-        raise ValueError(f"{path.name}: {size} bytes, but header and tensors take {8 + length + position} (truncated or padded)")
+        raise ValueError(
+            f"{path.name}: {size} bytes, but header and tensors take {8 + length + position} (truncated or padded)"
+        )
     return shapes, elements
 
 
@@ -83,7 +103,11 @@ def check_weights(source: Path) -> tuple[list[Path], dict[str, list[int]], int]:
     shards = sorted(source.glob("*.safetensors"))
     if not shards:
         pickles = sorted(p.name for p in source.glob("*.bin")) + sorted(p.name for p in source.glob("*.pt"))
-        extra = f" (it has {', '.join(pickles[:3])}: pickled weights, which this project does not publish)" if pickles else ""
+        extra = (
+            f" (it has {', '.join(pickles[:3])}: pickled weights, which this project does not publish)"
+            if pickles
+            else ""
+        )
         raise ValueError(f"no *.safetensors weights in {source}{extra}; allowed: a checkpoint with safetensors weights")
     shapes: dict[str, list[int]] = {}
     where: dict[str, str] = {}
@@ -102,8 +126,11 @@ def check_weights(source: Path) -> tuple[list[Path], dict[str, list[int]], int]:
         missing = sorted(set(where) - set(weight_map))
         absent = sorted(set(weight_map) - set(where))
         misplaced = sorted(n for n in set(where) & set(weight_map) if weight_map[n] != where[n])
-        for label, names in (("not in the index", missing), ("in the index but in no shard", absent),
-                             ("in another shard than the index says", misplaced)):  # fmt: skip
+        for label, names in (
+            ("not in the index", missing),
+            ("in the index but in no shard", absent),
+            ("in another shard than the index says", misplaced),
+        ):
             if names:
                 raise ValueError(f"{INDEX_FILE}: {len(names)} tensor(s) {label}, e.g. {names[0]!r}")
     return shards, shapes, elements
@@ -155,7 +182,9 @@ def _copy(source: Path, target: Path) -> str:
     return digest.hexdigest()
 
 
-def build_checkpoint_artifact(endpoint: EndpointSpec, out_dir: Path, progress: bool, system: ServingSystem) -> dict[str, Any]:
+def build_checkpoint_artifact(
+    endpoint: EndpointSpec, out_dir: Path, progress: bool, system: ServingSystem
+) -> dict[str, Any]:
     """Resolve the model, check it (layout, parameters, tokenizer, compatibility), copy it, write the manifest."""
     from tqdm.auto import tqdm
 
@@ -184,14 +213,22 @@ def build_checkpoint_artifact(endpoint: EndpointSpec, out_dir: Path, progress: b
     if facts.quantization is None:
         expected = architecture_parameters(source / "config.json")
         if expected is not None and expected != elements:
-            raise _fail(endpoint, f"the safetensors hold {elements:,} parameters, but config.json's "
-                        f"{facts.architecture} has {expected:,} (transformers on the meta device): a truncated or "
-                        "mismatched checkpoint; nothing was written")  # fmt: skip
-        verification["parameters"] = (f"{elements:,} = config.json's {facts.architecture}" if expected is not None
-                                      else "not checked: transformers has no causal-LM class for this config")
+            raise _fail(
+                endpoint,
+                f"the safetensors hold {elements:,} parameters, but config.json's "
+                f"{facts.architecture} has {expected:,} (transformers on the meta device): a truncated or "
+                "mismatched checkpoint; nothing was written",
+            )
+        verification["parameters"] = (
+            f"{elements:,} = config.json's {facts.architecture}"
+            if expected is not None
+            else "not checked: transformers has no causal-LM class for this config"
+        )
     else:
-        verification["parameters"] = (f"not verified: {facts.quantization.method} packs elements and scales, so the "
-                                      "tensors cannot be matched to the unquantized architecture on a CPU")
+        verification["parameters"] = (
+            f"not verified: {facts.quantization.method} packs elements and scales, so the "
+            "tensors cannot be matched to the unquantized architecture on a CPU"
+        )
     try:
         verification["tokenizer"] = check_tokenizer(source)
     except Exception as err:
@@ -199,7 +236,9 @@ def build_checkpoint_artifact(endpoint: EndpointSpec, out_dir: Path, progress: b
     assert system.profile is not None
     problems = checkpoint_problems(endpoint, system.profile(endpoint), checkpoint, all_systems())
     if problems:
-        raise BuildError("the checkpoint's own files refuse this endpoint; nothing was written:\n  - " + "\n  - ".join(problems))
+        raise BuildError(
+            "the checkpoint's own files refuse this endpoint; nothing was written:\n  - " + "\n  - ".join(problems)
+        )
     steps.update()
 
     steps.set_postfix_str("copy")
@@ -223,8 +262,11 @@ def build_checkpoint_artifact(endpoint: EndpointSpec, out_dir: Path, progress: b
             "architecture": facts.architecture,
             "model_type": facts.model_type,
             "checkpoint_dtype": facts.dtype,
-            "quantization": None if facts.quantization is None else {
-                "method": facts.quantization.method, "detail": facts.quantization.detail,
+            "quantization": None
+            if facts.quantization is None
+            else {
+                "method": facts.quantization.method,
+                "detail": facts.quantization.detail,
                 "weight_bits": facts.quantization.weight_bits,
             },
             "parameter_count": facts.total_parameters or elements,
@@ -249,4 +291,3 @@ def build_checkpoint_artifact(endpoint: EndpointSpec, out_dir: Path, progress: b
     steps.update()
     steps.close()
     return manifest
-

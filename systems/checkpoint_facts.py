@@ -20,9 +20,14 @@ from endpoint_config.models import safetensors_header_sizes
 
 # vLLM modelopt.py LINEAR_ALGOS (+ MIXED_PRECISION): ModelOpt quant_algo -> the method vLLM loads it with.
 MODELOPT_ALGOS = {
-    "FP8": "modelopt", "FP8_PER_CHANNEL_PER_TOKEN": "modelopt", "FP8_PB_WO": "modelopt", "NVFP4": "modelopt_fp4",
-    "W4A16_NVFP4": "modelopt_fp4", "MXFP8": "modelopt_mxfp8", "MIXED_PRECISION": "modelopt_mixed",
-}  # fmt: skip
+    "FP8": "modelopt",
+    "FP8_PER_CHANNEL_PER_TOKEN": "modelopt",
+    "FP8_PB_WO": "modelopt",
+    "NVFP4": "modelopt_fp4",
+    "W4A16_NVFP4": "modelopt_fp4",
+    "MXFP8": "modelopt_mxfp8",
+    "MIXED_PRECISION": "modelopt_mixed",
+}
 # Nominal bits of a quantized weight element (scales and unquantized modules come on top): FP8 E4M3; MXFP4 / NVFP4
 # E2M1 (OCP MX and NVIDIA block formats); AWQ/GPTQ and compressed-tensors state `bits` / `num_bits` themselves.
 _FORMAT_BITS = {"fp8": 8, "modelopt": 8, "modelopt_mxfp8": 8, "mxfp4": 4, "modelopt_fp4": 4}
@@ -89,7 +94,9 @@ def quantization_of(config: dict[str, Any], hf_quant_config: dict[str, Any] | No
         inner = declared.get("quantization") if isinstance(declared.get("quantization"), dict) else declared
         algo = str(inner.get("quant_algo", "")).upper()
         if algo not in MODELOPT_ALGOS:
-            raise ValueError(f"ModelOpt quant_algo {algo!r} is not one vLLM 0.30.0 loads; allowed: {', '.join(MODELOPT_ALGOS)}")
+            raise ValueError(
+                f"ModelOpt quant_algo {algo!r} is not one vLLM 0.30.0 loads; allowed: {', '.join(MODELOPT_ALGOS)}"
+            )
         resolved = MODELOPT_ALGOS[algo]
         return Quantization(resolved, algo, _FORMAT_BITS.get(resolved))
     if method == "compressed-tensors":
@@ -204,7 +211,9 @@ def read_checkpoint(config: dict[str, Any], hf_quant_config: dict[str, Any] | No
     try:
         counts = _layout(shape)
     except KeyError as missing:
-        raise ValueError(f"config.json of model_type {shape.get('model_type')!r} lacks {missing} needed to count its parameters") from None
+        raise ValueError(
+            f"config.json of model_type {shape.get('model_type')!r} lacks {missing} needed to count its parameters"
+        ) from None
     return CheckpointFacts(
         architecture=architectures[0],
         model_type=config.get("model_type"),
@@ -228,9 +237,23 @@ def _scaled_rope(c: dict[str, Any]) -> bool:
 
 # Bytes per element of the safetensors dtypes (the header's "dtype" strings, safetensors' format specification).
 SAFETENSORS_DTYPE_BYTES = {
-    "F64": 8, "I64": 8, "U64": 8, "F32": 4, "I32": 4, "U32": 4, "F16": 2, "BF16": 2, "I16": 2, "U16": 2,
-    "F8_E4M3": 1, "F8_E5M2": 1, "F8_E8M0": 1, "I8": 1, "U8": 1, "BOOL": 1,
-}  # fmt: skip
+    "F64": 8,
+    "I64": 8,
+    "U64": 8,
+    "F32": 4,
+    "I32": 4,
+    "U32": 4,
+    "F16": 2,
+    "BF16": 2,
+    "I16": 2,
+    "U16": 2,
+    "F8_E4M3": 1,
+    "F8_E5M2": 1,
+    "F8_E8M0": 1,
+    "I8": 1,
+    "U8": 1,
+    "BOOL": 1,
+}
 DTYPE_BYTES = {"fp16": 2, "bf16": 2, "fp32": 4}
 # MXFP4 (OCP Microscaling Formats v1.0): 4-bit E2M1 elements in blocks of 32 sharing one 8-bit E8M0 scale.
 MXFP4_BITS_PER_WEIGHT = 4 + 8 / 32
@@ -245,38 +268,85 @@ MXFP4_BITS_PER_WEIGHT = 4 + 8 / 32
 # Unverified against the Hub files themselves; a config that differs is caught at build, which reads the real files.
 KNOWN_CHECKPOINTS: dict[str, dict[str, Any]] = {
     "Qwen/Qwen3-32B": {
-        "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 5120, "intermediate_size": 25600,
-        "num_hidden_layers": 64, "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 128,
-        "max_position_embeddings": 40960, "sliding_window": None, "use_sliding_window": False,
-        "tie_word_embeddings": False, "torch_dtype": "bfloat16", "vocab_size": 151936,
+        "architectures": ["Qwen3ForCausalLM"],
+        "model_type": "qwen3",
+        "hidden_size": 5120,
+        "intermediate_size": 25600,
+        "num_hidden_layers": 64,
+        "num_attention_heads": 64,
+        "num_key_value_heads": 8,
+        "head_dim": 128,
+        "max_position_embeddings": 40960,
+        "sliding_window": None,
+        "use_sliding_window": False,
+        "tie_word_embeddings": False,
+        "torch_dtype": "bfloat16",
+        "vocab_size": 151936,
     },
     "Qwen/Qwen3-30B-A3B": {
-        "architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "hidden_size": 2048,
-        "intermediate_size": 6144, "moe_intermediate_size": 768, "num_experts": 128, "num_experts_per_tok": 8,
-        "decoder_sparse_step": 1, "mlp_only_layers": [], "num_hidden_layers": 48, "num_attention_heads": 32,
-        "num_key_value_heads": 4, "head_dim": 128, "max_position_embeddings": 40960, "sliding_window": None,
-        "use_sliding_window": False, "tie_word_embeddings": False, "torch_dtype": "bfloat16", "vocab_size": 151936,
+        "architectures": ["Qwen3MoeForCausalLM"],
+        "model_type": "qwen3_moe",
+        "hidden_size": 2048,
+        "intermediate_size": 6144,
+        "moe_intermediate_size": 768,
+        "num_experts": 128,
+        "num_experts_per_tok": 8,
+        "decoder_sparse_step": 1,
+        "mlp_only_layers": [],
+        "num_hidden_layers": 48,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 4,
+        "head_dim": 128,
+        "max_position_embeddings": 40960,
+        "sliding_window": None,
+        "use_sliding_window": False,
+        "tie_word_embeddings": False,
+        "torch_dtype": "bfloat16",
+        "vocab_size": 151936,
     },
     "meta-llama/Llama-3.1-8B-Instruct": {
-        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336,
-        "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
-        "max_position_embeddings": 131072, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "hidden_size": 4096,
+        "intermediate_size": 14336,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "max_position_embeddings": 131072,
+        "tie_word_embeddings": False,
+        "torch_dtype": "bfloat16",
         "vocab_size": 128256,
     },
     "openai/gpt-oss-20b": {
-        "architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss", "hidden_size": 2880, "intermediate_size": 2880,
-        "num_hidden_layers": 24, "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 64,
-        "num_local_experts": 32, "num_experts_per_tok": 4, "experts_per_token": 4, "attention_bias": True,
-        "layer_types": ["sliding_attention", "full_attention"] * 12, "sliding_window": 128,
-        "max_position_embeddings": 131072, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+        "architectures": ["GptOssForCausalLM"],
+        "model_type": "gpt_oss",
+        "hidden_size": 2880,
+        "intermediate_size": 2880,
+        "num_hidden_layers": 24,
+        "num_attention_heads": 64,
+        "num_key_value_heads": 8,
+        "head_dim": 64,
+        "num_local_experts": 32,
+        "num_experts_per_tok": 4,
+        "experts_per_token": 4,
+        "attention_bias": True,
+        "layer_types": ["sliding_attention", "full_attention"] * 12,
+        "sliding_window": 128,
+        "max_position_embeddings": 131072,
+        "tie_word_embeddings": False,
+        "torch_dtype": "bfloat16",
         "vocab_size": 201088,
         "quantization_config": {
-            "modules_to_not_convert": ["model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens",
-                                       "lm_head"],
+            "modules_to_not_convert": [
+                "model.layers.*.self_attn",
+                "model.layers.*.mlp.router",
+                "model.embed_tokens",
+                "lm_head",
+            ],
             "quant_method": "mxfp4",
         },
     },
-}  # fmt: skip
+}
 
 
 @dataclass(frozen=True)
@@ -340,5 +410,7 @@ def checkpoint_of(model: str) -> Checkpoint | None:
         return read_local_checkpoint(path, model)
     known = KNOWN_CHECKPOINTS.get(model)
     if known is not None:
-        return Checkpoint(model, read_checkpoint(known), f"{model} config.json (systems/checkpoint_facts.py KNOWN_CHECKPOINTS)")
+        return Checkpoint(
+            model, read_checkpoint(known), f"{model} config.json (systems/checkpoint_facts.py KNOWN_CHECKPOINTS)"
+        )
     return None

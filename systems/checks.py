@@ -87,7 +87,10 @@ def system_problems(ep: EndpointSpec, system: ServingSystem, systems: dict[str, 
             "(e.g. ml.g5.2xlarge)",
         )
     elif system.gpu_only and not instance.is_gpu:
-        bad("instance_type", f"value {ep.instance_type!r} has no NVIDIA GPU; system {ep.system!r} needs one (e.g. ml.g5.2xlarge)")
+        bad(
+            "instance_type",
+            f"value {ep.instance_type!r} has no NVIDIA GPU; system {ep.system!r} needs one (e.g. ml.g5.2xlarge)",
+        )
 
     # A profiled engine with the model's config.json at hand gets compatibility_problems' exact fit check instead.
     checkpoint = checkpoint_of(ep.model) if system.profile is not None else None
@@ -111,21 +114,37 @@ def system_problems(ep: EndpointSpec, system: ServingSystem, systems: dict[str, 
                 )
     if ep.weights_format not in system.weights_formats:
         offered = ", ".join(name for name, s in systems.items() if ep.weights_format in s.weights_formats) or "none"
-        bad("weights_format", f"value {ep.weights_format!r} is not offered by system {ep.system!r} (allowed: "
-            f"{', '.join(system.weights_formats)}); systems that offer it: {offered}")
+        bad(
+            "weights_format",
+            f"value {ep.weights_format!r} is not offered by system {ep.system!r} (allowed: "
+            f"{', '.join(system.weights_formats)}); systems that offer it: {offered}",
+        )
     if ep.streaming.enabled and not system.streaming.supported:
         refused("streaming.enabled", "true", system.streaming, _offered_by(systems, "streaming"), "systems that stream")
     if ep.slo is not None and not system.streaming.supported:  # time to first token and between tokens need a stream
         for key in ("p95_ttft_ms", "p95_itl_ms"):
             if getattr(ep.slo, key) is not None:
-                bad(f"slo.{key}", f"is measured on a token stream and system {ep.system!r} does not stream "
-                    f"({system.streaming.note}); systems that stream: {_offered_by(systems, 'streaming')}")
+                bad(
+                    f"slo.{key}",
+                    f"is measured on a token stream and system {ep.system!r} does not stream "
+                    f"({system.streaming.note}); systems that stream: {_offered_by(systems, 'streaming')}",
+                )
     if ep.hosting.uses_components and not system.inference_components.supported:
-        refused("hosting.mode", repr(ep.hosting.mode), system.inference_components,
-                _offered_by(systems, "inference_components"), "systems that run as inference components")
+        refused(
+            "hosting.mode",
+            repr(ep.hosting.mode),
+            system.inference_components,
+            _offered_by(systems, "inference_components"),
+            "systems that run as inference components",
+        )
     if ep.adapters and not system.adapters.supported:
-        refused("adapters", f"({len(ep.adapters)} adapters)", system.adapters, _offered_by(systems, "adapters"),
-                "systems that serve LoRA adapters")
+        refused(
+            "adapters",
+            f"({len(ep.adapters)} adapters)",
+            system.adapters,
+            _offered_by(systems, "adapters"),
+            "systems that serve LoRA adapters",
+        )
     problems += engine_problems(ep, system.engine_options, {name: s.engine_options for name, s in systems.items()})
     if ep.adapters and system.adapters.supported and not problems:
         problems += adapter_rank_problems(ep, system)
@@ -222,33 +241,47 @@ def checkpoint_problems(
             why = f"; transformers maps it from release {TRANSFORMERS_FIRST_RELEASE[facts.architecture]} on"
         elif facts.architecture in VLLM_REMOVED.get(engine, {}):
             why = f"; vLLM served it last in release {VLLM_REMOVED[engine][facts.architecture]}"
-        bad("model", f"value {ep.model!r} is a {facts.architecture} ({checkpoint.source}), which {engine} in the image "
+        bad(
+            "model",
+            f"value {ep.model!r} is a {facts.architecture} ({checkpoint.source}), which {engine} in the image "
             f"of system {ep.system!r} does not serve (its model registry: {SOURCES[engine].split(' sha256')[0]}){why}; "
-            f"systems that serve it: {', '.join(takers) or 'none'}")
+            f"systems that serve it: {', '.join(takers) or 'none'}",
+        )
 
     quantization = facts.quantization
     method = quantization.method if quantization is not None else None
     requested = profile.runtime_quantization
     if requested is not None:
         if method is None and requested not in profile.quantizes_at_load:
-            bad("engine.quantization", f"value {requested!r} needs a checkpoint quantized with it, and {ep.model!r} "
-                f"is not pre-quantized; quantizing at load: {', '.join(sorted(profile.quantizes_at_load))}")
+            bad(
+                "engine.quantization",
+                f"value {requested!r} needs a checkpoint quantized with it, and {ep.model!r} "
+                f"is not pre-quantized; quantizing at load: {', '.join(sorted(profile.quantizes_at_load))}",
+            )
         elif method is not None and requested != method and method not in requested:
             # vllm/config/model.py _verify_quantization: "Quantization method specified in the model config (...)
             # does not match the quantization method specified in the `quantization` argument".
-            bad("engine.quantization", f"value {requested!r} differs from the checkpoint's own {method!r} "
-                f"(config.json quantization_config); remove engine.quantization")
+            bad(
+                "engine.quantization",
+                f"value {requested!r} differs from the checkpoint's own {method!r} "
+                f"(config.json quantization_config); remove engine.quantization",
+            )
     for problem in precision_problems(gpu.name, ep.dtype, engine, method or requested):
-        bad("instance_type" if "compute capability" in problem else "dtype",
+        bad(
+            "instance_type" if "compute capability" in problem else "dtype",
             f"value {ep.instance_type if 'compute capability' in problem else ep.dtype!r}: {problem}"
-            + _what_runs(problem, ep.dtype, engine, method or requested))
+            + _what_runs(problem, ep.dtype, engine, method or requested),
+        )
 
     length = profile.max_model_len
     positions = facts.max_position_embeddings
     if length is not None and positions is not None and length > positions and not facts.scaled_rope:
         key = "engine.context_length" if engine.startswith("sglang") else "engine.max_model_len"
-        bad(key, f"value {length} is beyond the {positions} positions of {ep.model!r} (config.json "
-            f"max_position_embeddings, no rope scaling); allowed: up to {positions}")
+        bad(
+            key,
+            f"value {length} is beyond the {positions} positions of {ep.model!r} (config.json "
+            f"max_position_embeddings, no rope scaling); allowed: up to {positions}",
+        )
 
     problems += _fit_problems(ep, profile, checkpoint, gpu.name)
     return problems
@@ -274,8 +307,11 @@ def _fit_problems(ep: EndpointSpec, profile: EngineProfile, checkpoint: Checkpoi
         precision = f"at least {RUNTIME_QUANTIZATION_BITS[requested]:g} bits a weight ({requested} at load)"
     else:
         weights = checkpoint.weight_bytes(ep.dtype)
-        precision = (f"{facts.quantization.method} as stored" if facts.quantization is not None
-                     else f"{ep.dtype}, {DTYPE_BYTES[ep.dtype]} bytes a parameter")
+        precision = (
+            f"{facts.quantization.method} as stored"
+            if facts.quantization is not None
+            else f"{ep.dtype}, {DTYPE_BYTES[ep.dtype]} bytes a parameter"
+        )
     if weights is None:
         return []
     budget = profile.memory_fraction * instance.gpu_memory_gib * GIB
@@ -287,8 +323,12 @@ def _fit_problems(ep: EndpointSpec, profile: EngineProfile, checkpoint: Checkpoi
         cache = facts.kv.bytes_per_sequence(length, element, tp)
     if per_gpu + cache <= budget:
         return []
-    moe = (f"; every one of its {facts.total_parameters / 1e9:.1f} B mixture-of-experts parameters, not just the "
-           f"{facts.active_parameters / 1e9:.1f} B active per token" if facts.is_moe else "")
+    moe = (
+        f"; every one of its {facts.total_parameters / 1e9:.1f} B mixture-of-experts parameters, not just the "
+        f"{facts.active_parameters / 1e9:.1f} B active per token"
+        if facts.is_moe
+        else ""
+    )
     need = f"{per_gpu / GIB:.1f} GiB of weights ({precision}{moe}) per GPU at tensor_parallel_degree {tp}"
     if cache:
         need += f" + {cache / GIB:.1f} GiB of KV cache for one sequence of max_model_len {length} (the engine refuses to start without it)"
@@ -302,14 +342,21 @@ def _fit_problems(ep: EndpointSpec, profile: EngineProfile, checkpoint: Checkpoi
     ]
 
 
-def unsized_model_warning(ep: EndpointSpec, built_bytes: int | None = None, estimated_bytes: float | None = None) -> str | None:
+def unsized_model_warning(
+    ep: EndpointSpec, built_bytes: int | None = None, estimated_bytes: float | None = None
+) -> str | None:
     """The synth warning for a GPU endpoint whose model could not be sized before a build, else None.
 
     `built_bytes`: the built artifact's size when its manifest is at hand -- the build has then read the real
     weights and checked them (built_weights_problem), so there is nothing to warn about. `estimated_bytes`: the
     system's own estimate (ServingSystem.estimate_weight_bytes), when it has one.
     """
-    if not ep.instance.is_gpu or built_bytes or estimated_bytes or model_facts(ep.model, ep.model_parameters) is not None:
+    if (
+        not ep.instance.is_gpu
+        or built_bytes
+        or estimated_bytes
+        or model_facts(ep.model, ep.model_parameters) is not None
+    ):
         return None
     return (
         f"endpoint {ep.name!r}: model {ep.model!r} could not be sized (not a local directory with safetensors "

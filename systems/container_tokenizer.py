@@ -54,8 +54,10 @@ def python_stack_of(system: ServingSystem) -> PythonStack:
     else:
         stack = OWN_CONTAINER_STACKS.get(system.own_container.dockerfile) if system.own_container else None
     if stack is None:
-        raise ValueError(f"system {system.name!r}: the transformers/tokenizers of its container are not recorded; "
-                         "add them to systems/images.py (ImagePin.python_stack or OWN_CONTAINER_STACKS)")  # fmt: skip
+        raise ValueError(
+            f"system {system.name!r}: the transformers/tokenizers of its container are not recorded; "
+            "add them to systems/images.py (ImagePin.python_stack or OWN_CONTAINER_STACKS)"
+        )
     return stack
 
 
@@ -125,8 +127,10 @@ def _tokenizer_json_for(export: TokenizerExport, floor: tuple[int, ...], target:
 
     def refuse(what: str) -> BuildError:
         version = ".".join(map(str, floor))
-        return BuildError(f"{path}: {what}, which tokenizers {version} ({target}) cannot express; allowed: a "
-                          "tokenizer without it, or a system whose image has a newer tokenizers")  # fmt: skip
+        return BuildError(
+            f"{path}: {what}, which tokenizers {version} ({target}) cannot express; allowed: a "
+            "tokenizer without it, or a system whose image has a newer tokenizers"
+        )
 
     for model in _nodes(data.get("model"), "BPE"):
         merges = model.get("merges") or []

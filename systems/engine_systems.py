@@ -34,15 +34,30 @@ DEFAULT_STARTUP_TIMEOUT_S = 900
 # Bytes of one cached K or V element for the engines' kv_cache_dtype values; "auto" (None here) is the activation
 # dtype's. A value missing here leaves the cache out of the fit check rather than guess (refusals must be sure).
 KV_ELEMENT_BYTES: dict[str, float] = {
-    "float16": 2, "bfloat16": 2, "bf16": 2, "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "fp8_inc": 1, "mxfp8": 1,
-}  # fmt: skip
+    "float16": 2,
+    "bfloat16": 2,
+    "bf16": 2,
+    "fp8": 1,
+    "fp8_e4m3": 1,
+    "fp8_e5m2": 1,
+    "fp8_inc": 1,
+    "mxfp8": 1,
+}
 # Nominal bits per weight of the methods that quantize an unquantized checkpoint while loading: a lower bound of
 # the weights' bytes (scales and the unquantized embeddings come on top), so the fit check refuses only a sure
 # overflow. vLLM 0.30.0 RUNTIME_QUANTIZATION and SGLang 0.5.20's (systems/*/options.py).
 RUNTIME_QUANTIZATION_BITS: dict[str, float] = {
-    "fp8": 8, "fp8_per_tensor": 8, "fp8_per_block": 8, "fp8_per_channel": 8, "mxfp8": 8,
-    "int8_per_channel_weight_only": 8, "mxfp4": 4, "nvfp4_per_token": 4, "nvfp4_online": 4, "quark_mxfp4": 4,
-}  # fmt: skip
+    "fp8": 8,
+    "fp8_per_tensor": 8,
+    "fp8_per_block": 8,
+    "fp8_per_channel": 8,
+    "mxfp8": 8,
+    "int8_per_channel_weight_only": 8,
+    "mxfp4": 4,
+    "nvfp4_per_token": 4,
+    "nvfp4_online": 4,
+    "quark_mxfp4": 4,
+}
 
 
 def kv_element_bytes(kv_cache_dtype: str | None) -> float | None:
@@ -66,9 +81,8 @@ def artifact_weight_bytes(ep: EndpointSpec) -> float | None:
 # a ChatCompletionRequest). Neither accepts this project's {"inputs", "parameters"} body.
 OPENAI_STREAMING = Capability.yes(
     "the engine's OpenAI server streams chat completions as server-sent events on /invocations "
-    "(InvokeEndpointWithResponseStream) for an OpenAI chat body with \"stream\": true"
+    '(InvokeEndpointWithResponseStream) for an OpenAI chat body with "stream": true'
 )
-
 
 
 def _no_request_limit_environment(request_s: int, startup_s: int) -> dict[str, str]:
@@ -96,7 +110,15 @@ def openai_chat(how: str, tool_calls: Callable[[EndpointSpec], bool]) -> ChatCap
 
 
 __all__ = [
-    "DEFAULT_DOWNLOAD_TIMEOUT_S", "ENGINE_SERVER_REQUEST_TIMEOUT", "DEFAULT_STARTUP_TIMEOUT_S", "DTYPE_FLAG", "INFERENCE_AMI_VERSION",
-    "KV_ELEMENT_BYTES", "OPENAI_STREAMING", "RUNTIME_QUANTIZATION_BITS", "artifact_weight_bytes",
-    "kv_element_bytes", "openai_chat",
-]  # fmt: skip
+    "DEFAULT_DOWNLOAD_TIMEOUT_S",
+    "ENGINE_SERVER_REQUEST_TIMEOUT",
+    "DEFAULT_STARTUP_TIMEOUT_S",
+    "DTYPE_FLAG",
+    "INFERENCE_AMI_VERSION",
+    "KV_ELEMENT_BYTES",
+    "OPENAI_STREAMING",
+    "RUNTIME_QUANTIZATION_BITS",
+    "artifact_weight_bytes",
+    "kv_element_bytes",
+    "openai_chat",
+]

@@ -9,23 +9,62 @@ from dataclasses import dataclass
 # AWS Deep Learning Containers live in 763104351884 in most regions; these regions have their own account.
 _DLC_ACCOUNT = "763104351884"
 _DLC_ACCOUNT_BY_REGION = {
-    "af-south-1": "626614931356", "ap-east-1": "871362719292", "ap-northeast-3": "364406365360",
-    "ap-south-2": "772153158452", "ap-southeast-3": "907027046896", "ap-southeast-4": "457447274322",
-    "ca-west-1": "204538143572", "cn-north-1": "727897471807", "cn-northwest-1": "727897471807",
-    "eu-central-2": "380420809688", "eu-south-1": "692866216735", "eu-south-2": "503227376785",
-    "il-central-1": "780543022126", "me-central-1": "914824155844", "me-south-1": "217643126080",
-    "us-gov-east-1": "446045086412", "us-gov-west-1": "442386744353",
-}  # fmt: skip
+    "af-south-1": "626614931356",
+    "ap-east-1": "871362719292",
+    "ap-northeast-3": "364406365360",
+    "ap-south-2": "772153158452",
+    "ap-southeast-3": "907027046896",
+    "ap-southeast-4": "457447274322",
+    "ca-west-1": "204538143572",
+    "cn-north-1": "727897471807",
+    "cn-northwest-1": "727897471807",
+    "eu-central-2": "380420809688",
+    "eu-south-1": "692866216735",
+    "eu-south-2": "503227376785",
+    "il-central-1": "780543022126",
+    "me-central-1": "914824155844",
+    "me-south-1": "217643126080",
+    "us-gov-east-1": "446045086412",
+    "us-gov-west-1": "442386744353",
+}
 
 
 # Regions where the pinned DLCs are published (from the sagemaker package's tables).
 DLC_REGIONS = (
-    "af-south-1", "ap-east-1", "ap-northeast-1", "ap-northeast-2", "ap-northeast-3", "ap-south-1", "ap-south-2",
-    "ap-southeast-1", "ap-southeast-2", "ap-southeast-3", "ap-southeast-4", "ca-central-1", "ca-west-1",
-    "cn-north-1", "cn-northwest-1", "eu-central-1", "eu-central-2", "eu-north-1", "eu-south-1", "eu-south-2",
-    "eu-west-1", "eu-west-2", "eu-west-3", "il-central-1", "me-central-1", "me-south-1", "sa-east-1",
-    "us-east-1", "us-east-2", "us-gov-east-1", "us-gov-west-1", "us-west-1", "us-west-2",
-)  # fmt: skip
+    "af-south-1",
+    "ap-east-1",
+    "ap-northeast-1",
+    "ap-northeast-2",
+    "ap-northeast-3",
+    "ap-south-1",
+    "ap-south-2",
+    "ap-southeast-1",
+    "ap-southeast-2",
+    "ap-southeast-3",
+    "ap-southeast-4",
+    "ca-central-1",
+    "ca-west-1",
+    "cn-north-1",
+    "cn-northwest-1",
+    "eu-central-1",
+    "eu-central-2",
+    "eu-north-1",
+    "eu-south-1",
+    "eu-south-2",
+    "eu-west-1",
+    "eu-west-2",
+    "eu-west-3",
+    "il-central-1",
+    "me-central-1",
+    "me-south-1",
+    "sa-east-1",
+    "us-east-1",
+    "us-east-2",
+    "us-gov-east-1",
+    "us-gov-west-1",
+    "us-west-1",
+    "us-west-2",
+)
 
 
 @dataclass(frozen=True)

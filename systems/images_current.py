@@ -14,7 +14,14 @@ from systems.images import DLC_REGIONS, HF_PYTORCH_INFERENCE, ImagePin, PythonSt
 # ap-east-2 975050140332, ap-southeast-5 550225433462, ap-southeast-6 633930458069, ap-southeast-7 590183813437,
 # me-west-1 124382933778, mx-central-1 637423239942. Until those accounts are added there, the pins leave the
 # regions out (the cross-check test holds this list to exactly what the tables add).
-REGIONS_WITHOUT_ACCOUNT = ("ap-east-2", "ap-southeast-5", "ap-southeast-6", "ap-southeast-7", "me-west-1", "mx-central-1")
+REGIONS_WITHOUT_ACCOUNT = (
+    "ap-east-2",
+    "ap-southeast-5",
+    "ap-southeast-6",
+    "ap-southeast-7",
+    "me-west-1",
+    "mx-central-1",
+)
 # vllm.json and sglang.json list no China or GovCloud region for these versions (nor the ISO regions, which
 # DLC_REGIONS does not cover).
 _ENGINE_DLC_REGIONS = tuple(r for r in DLC_REGIONS if not r.startswith(("cn-", "us-gov-")))
@@ -90,15 +97,35 @@ HF_PYTORCH_INFERENCE_5_5 = ImagePin(
 )
 
 CURRENT_IMAGES: tuple[ImageFacts, ...] = (
-    ImageFacts(VLLM_DLC, cuda="13.0", engine="vllm==0.30.0", python="3.12",
-               source="DLC docs/src/data/vllm/0.30.0-gpu-sagemaker.yml (cu130); config sagemaker-ubuntu.yml CUDA 13.0.2"),
-    ImageFacts(SGLANG_DLC, cuda="13.0", engine="sglang==0.5.20", python="3.12",
-               source="DLC .github/config/image/sglang/sagemaker-ubuntu.yml @1c7a22c611: CUDA 13.0.3"),
-    ImageFacts(HF_PYTORCH_INFERENCE_4_51, cuda="12.4", engine="transformers==4.51.3", python="3.12",
-               source="DLC huggingface/pytorch/inference/docker/2.6/py3/cu124/Dockerfile.gpu @6dbb542b45"),
-    ImageFacts(HF_PYTORCH_INFERENCE_5_5, cuda="12.4", engine="transformers==5.5.3", python="3.12",
-               source="DLC huggingface/pytorch/inference/docker/2.6/py3/cu124/Dockerfile.gpu @cc7c8dc2a1"),
-)  # fmt: skip
+    ImageFacts(
+        VLLM_DLC,
+        cuda="13.0",
+        engine="vllm==0.30.0",
+        python="3.12",
+        source="DLC docs/src/data/vllm/0.30.0-gpu-sagemaker.yml (cu130); config sagemaker-ubuntu.yml CUDA 13.0.2",
+    ),
+    ImageFacts(
+        SGLANG_DLC,
+        cuda="13.0",
+        engine="sglang==0.5.20",
+        python="3.12",
+        source="DLC .github/config/image/sglang/sagemaker-ubuntu.yml @1c7a22c611: CUDA 13.0.3",
+    ),
+    ImageFacts(
+        HF_PYTORCH_INFERENCE_4_51,
+        cuda="12.4",
+        engine="transformers==4.51.3",
+        python="3.12",
+        source="DLC huggingface/pytorch/inference/docker/2.6/py3/cu124/Dockerfile.gpu @6dbb542b45",
+    ),
+    ImageFacts(
+        HF_PYTORCH_INFERENCE_5_5,
+        cuda="12.4",
+        engine="transformers==5.5.3",
+        python="3.12",
+        source="DLC huggingface/pytorch/inference/docker/2.6/py3/cu124/Dockerfile.gpu @cc7c8dc2a1",
+    ),
+)
 
 # Neuron (inf2/trn): the Hugging Face vLLM Neuron image is NOT pinned. What was established:
 # huggingface-vllm-neuronx.json lists 0.4.1, 0.4.2, 0.4.4 (tag prefix "0.11.0-optimum0.4.4": vLLM 0.11.0 through

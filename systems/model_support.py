@@ -29,8 +29,11 @@ def _version(text: str) -> tuple[int, ...]:
 
 def _transformers_pin(system: ServingSystem) -> str | None:
     """The one transformers version in the system's container (an "==X" pin), else None."""
-    stack = system.image.python_stack if system.image is not None else (
-        OWN_CONTAINER_STACKS.get(system.own_container.dockerfile) if system.own_container else None)  # fmt: skip
+    stack = (
+        system.image.python_stack
+        if system.image is not None
+        else (OWN_CONTAINER_STACKS.get(system.own_container.dockerfile) if system.own_container else None)
+    )
     if stack is None or not stack.verified or stack.transformers is None:
         return None
     match = re.fullmatch(r"==\s*(\d+(?:\.\d+)*)", stack.transformers.strip())
@@ -46,7 +49,8 @@ def unknown_reason(system: ServingSystem, architecture: str) -> str | None:
         dropped = VLLM_REMOVED.get(registry, {}).get(architecture)
         engine = registry.replace("==", " ")
         return f"{engine}, the engine in the image of system {system.name!r}, does not serve it" + (
-            f" (its last release that did: {dropped})" if dropped else "")  # fmt: skip
+            f" (its last release that did: {dropped})" if dropped else ""
+        )
     pinned = _transformers_pin(system)
     if pinned is None:
         return None
@@ -57,13 +61,17 @@ def unknown_reason(system: ServingSystem, architecture: str) -> str | None:
             return None
     elif not (first and _version(first) > _version(pinned)):
         return None  # a pin without its own table: only a class first released after it is known to be missing
-    needs = f"; it needs transformers >= {first}" if first else (
-        "; no transformers release read here builds it with AutoModelForCausalLM")  # fmt: skip
+    needs = (
+        f"; it needs transformers >= {first}"
+        if first
+        else ("; no transformers release read here builds it with AutoModelForCausalLM")
+    )
     return f"transformers {pinned}, in the image of system {system.name!r}, does not know it{needs}"
 
 
-def architecture_problem(ep: EndpointSpec, system: ServingSystem, architecture: str,
-                         systems: dict[str, ServingSystem]) -> str | None:  # fmt: skip
+def architecture_problem(
+    ep: EndpointSpec, system: ServingSystem, architecture: str, systems: dict[str, ServingSystem]
+) -> str | None:
     """The refusal of `architecture` for `ep` on `system`, naming the systems whose containers know it."""
     reason = unknown_reason(system, architecture)
     if reason is None:
@@ -73,7 +81,9 @@ def architecture_problem(ep: EndpointSpec, system: ServingSystem, architecture: 
     return f"endpoint {ep.name!r}: model: value {ep.model!r} has architecture {architecture!r}: {reason}; {where}"
 
 
-def systems_serving(architecture: str, systems: dict[str, ServingSystem], but: ServingSystem | None = None) -> list[str]:
+def systems_serving(
+    architecture: str, systems: dict[str, ServingSystem], but: ServingSystem | None = None
+) -> list[str]:
     """The systems (other than `but`) whose containers are known to build `architecture`: the one list every
     architecture refusal names (at load here, and with the checkpoint's facts in systems/checks.py)."""
     return [name for name, other in systems.items() if other is not but and _knows(other, architecture)]

@@ -35,18 +35,29 @@ class PrecisionSupport:
 
 ENGINE_PRECISION: dict[str, dict[str, PrecisionSupport]] = {
     "vllm==0.30.0": {
-        "fp8": PrecisionSupport(75, 89, "[VLLM] Fp8Config.get_min_capability 75; supports_fp8 from 89, Marlin below",
-                                ("bf16", "fp16")),
-        "modelopt": PrecisionSupport(80, 89, "[VLLM] ModelOptFp8Config.get_min_capability 80; FP8 math from 89",
-                                     ("bf16", "fp16")),
-        "compressed-tensors": PrecisionSupport(
-            70, None, "[VLLM] CompressedTensorsConfig 70; per scheme: W8A8 FP8 89, W8A16 FP8 75, W4A4 NVFP4 75, "
-            "W4A4 MXFP4 80, WNA16 75", ("fp32", "fp16", "bf16"),
+        "fp8": PrecisionSupport(
+            75, 89, "[VLLM] Fp8Config.get_min_capability 75; supports_fp8 from 89, Marlin below", ("bf16", "fp16")
         ),
-        "mxfp4": PrecisionSupport(80, 100, "[VLLM] Mxfp4Config.get_min_capability 80 (gpt-oss: GptOssMxfp4Config); "
-                                  "get_supported_act_dtypes: bfloat16 only", ("bf16",)),
-        "modelopt_fp4": PrecisionSupport(75, 100, "[VLLM] ModelOptNvFp4Config 75 (Marlin FP4 from 75); CUTLASS FP4 from 100",
-                                         ("bf16", "fp16")),
+        "modelopt": PrecisionSupport(
+            80, 89, "[VLLM] ModelOptFp8Config.get_min_capability 80; FP8 math from 89", ("bf16", "fp16")
+        ),
+        "compressed-tensors": PrecisionSupport(
+            70,
+            None,
+            "[VLLM] CompressedTensorsConfig 70; per scheme: W8A8 FP8 89, W8A16 FP8 75, W4A4 NVFP4 75, "
+            "W4A4 MXFP4 80, WNA16 75",
+            ("fp32", "fp16", "bf16"),
+        ),
+        "mxfp4": PrecisionSupport(
+            80,
+            100,
+            "[VLLM] Mxfp4Config.get_min_capability 80 (gpt-oss: GptOssMxfp4Config); "
+            "get_supported_act_dtypes: bfloat16 only",
+            ("bf16",),
+        ),
+        "modelopt_fp4": PrecisionSupport(
+            75, 100, "[VLLM] ModelOptNvFp4Config 75 (Marlin FP4 from 75); CUTLASS FP4 from 100", ("bf16", "fp16")
+        ),
         "awq": PrecisionSupport(75, None, "[VLLM] AutoAWQConfig.get_min_capability 75", ("fp16", "bf16")),
         "gptq": PrecisionSupport(60, None, "[VLLM] AutoGPTQConfig.get_min_capability 60", ("fp16", "bf16")),
     },
@@ -55,7 +66,9 @@ ENGINE_PRECISION: dict[str, dict[str, PrecisionSupport]] = {
         "modelopt_fp8": PrecisionSupport(89, 89, "[SGL] ModelOptFp8Config.get_min_capability 89", ("bf16", "fp16")),
         "w8a8_fp8": PrecisionSupport(89, 89, "[SGL] W8A8Fp8Config.get_min_capability 89", ("fp16", "bf16")),
         "compressed-tensors": PrecisionSupport(
-            70, None, "[SGL] CompressedTensorsConfig 70; per scheme: W8A8 FP8 89, W4A4 NVFP4 100, WNA16 80",
+            70,
+            None,
+            "[SGL] CompressedTensorsConfig 70; per scheme: W8A8 FP8 89, W4A4 NVFP4 100, WNA16 80",
             ("fp16", "bf16"),
         ),
         "mxfp4": PrecisionSupport(80, 100, "[SGL] Mxfp4Config.get_min_capability 80", ("bf16", "fp16")),
@@ -64,10 +77,11 @@ ENGINE_PRECISION: dict[str, dict[str, PrecisionSupport]] = {
         # act_dtypes not recorded: SGLang swaps AWQ/GPTQ for their Marlin configs (bf16 too) where it can.
         "awq": PrecisionSupport(75, None, "[SGL] AWQConfig.get_min_capability 75 (awq_marlin 80)"),
         "gptq": PrecisionSupport(60, None, "[SGL] GPTQConfig.get_min_capability 60 (gptq_marlin 80)"),
-        "bitsandbytes": PrecisionSupport(70, None, "[SGL] BitsAndBytesConfig.get_min_capability 70",
-                                         ("fp32", "fp16", "bf16")),
+        "bitsandbytes": PrecisionSupport(
+            70, None, "[SGL] BitsAndBytesConfig.get_min_capability 70", ("fp32", "fp16", "bf16")
+        ),
     },
-}  # fmt: skip
+}
 
 
 def precision_problems(gpu: str, dtype: str, engine: str | None = None, quant_method: str | None = None) -> list[str]:
@@ -85,9 +99,13 @@ def precision_problems(gpu: str, dtype: str, engine: str | None = None, quant_me
             found.append(f"quantization {quant_method!r} on {engine}: no recorded GPU floor; recorded: {known}")
         else:
             if facts.capability < support.minimum:
-                found.append(f"{engine} loads {quant_method} weights from compute capability {support.minimum / 10:.1f}; "
-                             f"{gpu} is {facts.capability_text}")  # fmt: skip
+                found.append(
+                    f"{engine} loads {quant_method} weights from compute capability {support.minimum / 10:.1f}; "
+                    f"{gpu} is {facts.capability_text}"
+                )
             if support.act_dtypes is not None and dtype not in support.act_dtypes:
-                found.append(f"{engine} computes {quant_method} weights in {' or '.join(support.act_dtypes)} only, "
-                             f"not {dtype}; set dtype: {support.act_dtypes[0]}")  # fmt: skip
+                found.append(
+                    f"{engine} computes {quant_method} weights in {' or '.join(support.act_dtypes)} only, "
+                    f"not {dtype}; set dtype: {support.act_dtypes[0]}"
+                )
     return found

@@ -20,9 +20,17 @@ from endpoint_config import EndpointSpec
 from systems.images import HF_CONTAINER_TRANSFORMERS
 
 TOKENIZER_FILES = (
-    "tokenizer_config.json", "special_tokens_map.json", "tokenizer.json", "vocab.json", "merges.txt",
-    "vocab.txt", "added_tokens.json", "tokenizer.model", "spiece.model", "chat_template.jinja",
-)  # fmt: skip
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "tokenizer.json",
+    "vocab.json",
+    "merges.txt",
+    "vocab.txt",
+    "added_tokens.json",
+    "tokenizer.model",
+    "spiece.model",
+    "chat_template.jinja",
+)
 # Tokenizer classes that only exist since transformers 5: the 4.x containers cannot instantiate them.
 TRANSFORMERS5_TOKENIZER_CLASSES = ("TokenizersBackend", "PythonBackend", "SentencePieceBackend", "MistralCommonBackend")
 TOKENIZER_CLASS_PATTERN = re.compile(r"^(?:[A-Z][A-Za-z0-9]*Tokenizer(?:Fast)?|PreTrainedTokenizerFast)$")

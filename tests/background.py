@@ -31,8 +31,16 @@ ROOT = Path(__file__).resolve().parent.parent
 class Background:
     """One command of the lane. `directory` is its own: its stdout and stderr files, and room for what it writes."""
 
-    def __init__(self, name: str, args: list[str], *, directory: Path, cwd: Path = ROOT, env: dict | None = None,
-                 own_session: bool = False) -> None:  # fmt: skip
+    def __init__(
+        self,
+        name: str,
+        args: list[str],
+        *,
+        directory: Path,
+        cwd: Path = ROOT,
+        env: dict | None = None,
+        own_session: bool = False,
+    ) -> None:
         self.name, self.args, self.directory = name, args, directory
         self._cwd, self._env, self._own_session = cwd, env, own_session
         self._process: subprocess.Popen | None = None
@@ -46,8 +54,15 @@ class Background:
                 return
             with (self.directory / "stdout").open("w") as out, (self.directory / "stderr").open("w") as err:
                 # own_session: its own process group, so stop() ends what it started too (an emulator, the CDK CLI).
-                self._process = subprocess.Popen(self.args, cwd=self._cwd, env=self._env, stdout=out, stderr=err,
-                                                 text=True, start_new_session=self._own_session)  # fmt: skip
+                self._process = subprocess.Popen(
+                    self.args,
+                    cwd=self._cwd,
+                    env=self._env,
+                    stdout=out,
+                    stderr=err,
+                    text=True,
+                    start_new_session=self._own_session,
+                )
             self._process.wait()
         finally:
             self._done.set()
@@ -59,8 +74,12 @@ class Background:
             raise TimeoutError(f"background command {self.name!r} did not finish within {timeout} s: {self.args}")
         if self._process is None:
             raise RuntimeError(f"background command {self.name!r} was stopped before it started")
-        return subprocess.CompletedProcess(self.args, self._process.returncode,
-                                           (self.directory / "stdout").read_text(), (self.directory / "stderr").read_text())  # fmt: skip
+        return subprocess.CompletedProcess(
+            self.args,
+            self._process.returncode,
+            (self.directory / "stdout").read_text(),
+            (self.directory / "stderr").read_text(),
+        )
 
     def stop(self) -> None:
         self._stopped = True
@@ -90,8 +109,15 @@ class Lane:
         while (job := self._queue.get()) is not None:
             job.run()
 
-    def submit(self, name: str, args: list[str] | Callable[[Path], list[str]], *, cwd: Path = ROOT,
-               env: dict | None = None, own_session: bool = False) -> Background:  # fmt: skip
+    def submit(
+        self,
+        name: str,
+        args: list[str] | Callable[[Path], list[str]],
+        *,
+        cwd: Path = ROOT,
+        env: dict | None = None,
+        own_session: bool = False,
+    ) -> Background:
         """Queue a command under a name unique in the session; the same name again is the job already queued.
         `args` may be a function of the command's directory, for a command told where to write."""
         if name not in self._jobs:

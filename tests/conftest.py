@@ -40,7 +40,9 @@ from template_scan import ADOPTING_PREFIX, LOCAL_PREFIX, PIPELINE_PREFIX, Templa
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests marked `late` run last, in their order: they collect what a `background` command did meanwhile."""
-    items[:] = [i for i in items if i.get_closest_marker("late") is None] + [i for i in items if i.get_closest_marker("late")]
+    items[:] = [i for i in items if i.get_closest_marker("late") is None] + [
+        i for i in items if i.get_closest_marker("late")
+    ]
 
 
 @pytest.fixture(scope="session")
@@ -61,6 +63,7 @@ def _background_starts_at_the_first_test(request: pytest.FixtureRequest, backgro
 
 
 # ---------------------------------------------------------------------------------------------------- synth
+
 
 @pytest.fixture(scope="session")
 def synth(tmp_path_factory):

@@ -92,8 +92,14 @@ def synthesize_endpoint_stack(config: str | Path, env: str | None, endpoint: str
     plan = deployment.plan(endpoint)
     app = cdk.App(context=cdk_context())
     environment = cdk.Environment(account=deployment.environment.account, region=deployment.environment.region)
-    EndpointStack(app, plan.stack_name, plan=plan, image_repository=deployment.image_repository, allow_unbuilt=True,
-                  env=environment)
+    EndpointStack(
+        app,
+        plan.stack_name,
+        plan=plan,
+        image_repository=deployment.image_repository,
+        allow_unbuilt=True,
+        env=environment,
+    )
     return app.synth().get_stack_by_name(plan.stack_name).template
 
 
@@ -102,7 +108,11 @@ def alarm_series(props: dict) -> list[dict]:
     expression, as {"Namespace", "MetricName", "Dimensions", "Period"}."""
     if "MetricName" in props:
         return [{k: props.get(k) for k in ("Namespace", "MetricName", "Dimensions", "Period")}]
-    return [{**q["MetricStat"]["Metric"], "Period": q["MetricStat"]["Period"]} for q in props["Metrics"] if "MetricStat" in q]
+    return [
+        {**q["MetricStat"]["Metric"], "Period": q["MetricStat"]["Period"]}
+        for q in props["Metrics"]
+        if "MetricStat" in q
+    ]
 
 
 def lambda_entry(handler: str) -> Any:
@@ -111,7 +121,9 @@ def lambda_entry(handler: str) -> Any:
     import importlib.util
 
     path, _, name = handler.rpartition(".")
-    spec = importlib.util.spec_from_file_location(f"lambda_entry_{path.replace('/', '_')}", ROOT / "lambda" / f"{path}.py")
+    spec = importlib.util.spec_from_file_location(
+        f"lambda_entry_{path.replace('/', '_')}", ROOT / "lambda" / f"{path}.py"
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -130,8 +142,13 @@ def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.run(
         [sys.executable, "-m", "model_build", *args],
-        capture_output=True, text=True, cwd=cwd or ROOT, env=env, timeout=120,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        cwd=cwd or ROOT,
+        env=env,
+        timeout=120,
+    )
+
 
 # ---------------------------------------------------------------------------------------------------- HTTP
 
@@ -206,30 +223,48 @@ class Session:
 # Valid JSON that Python's json turns into trouble (lone surrogates, deep nesting, NaN, 1e999) sits beside
 # plain garbage. The messages are written alike in the three servers, so one table serves all of them.
 BAD_BODIES: list[tuple[str, bytes, list[str]]] = [
-    ("lone-surrogate-in-inputs", b'{"inputs": "ab\\ud800"}',
-     ["inputs contains a lone UTF-16 surrogate \\ud800 at character 2"]),
-    ("lone-surrogate-in-inputs-list", b'{"inputs": ["ok", "\\udfff"]}',
-     ["inputs[1] contains a lone UTF-16 surrogate \\udfff at character 0"]),
-    ("lone-surrogate-in-parameter-string", b'{"inputs": "hi", "parameters": {"temperature": "x\\ud83d"}}',
-     ["parameters.temperature contains a lone UTF-16 surrogate \\ud83d at character 1"]),
-    ("lone-surrogate-in-key", b'{"inputs": "hi", "parameters": {"\\ud800": 1}}',
-     ["a key of parameters contains a lone UTF-16 surrogate \\ud800"]),
+    (
+        "lone-surrogate-in-inputs",
+        b'{"inputs": "ab\\ud800"}',
+        ["inputs contains a lone UTF-16 surrogate \\ud800 at character 2"],
+    ),
+    (
+        "lone-surrogate-in-inputs-list",
+        b'{"inputs": ["ok", "\\udfff"]}',
+        ["inputs[1] contains a lone UTF-16 surrogate \\udfff at character 0"],
+    ),
+    (
+        "lone-surrogate-in-parameter-string",
+        b'{"inputs": "hi", "parameters": {"temperature": "x\\ud83d"}}',
+        ["parameters.temperature contains a lone UTF-16 surrogate \\ud83d at character 1"],
+    ),
+    (
+        "lone-surrogate-in-key",
+        b'{"inputs": "hi", "parameters": {"\\ud800": 1}}',
+        ["a key of parameters contains a lone UTF-16 surrogate \\ud800"],
+    ),
     ("nested-100000-levels", b"[" * 100_000 + b"]" * 100_000, ["nested more than 32 levels deep; the limit is 32"]),
-    ("nested-40-levels-in-inputs", b'{"inputs": ' + b"[" * 40 + b'"x"' + b"]" * 40 + b"}",
-     ["inputs[0]", "nested more than 32 levels deep; the limit is 32"]),
+    (
+        "nested-40-levels-in-inputs",
+        b'{"inputs": ' + b"[" * 40 + b'"x"' + b"]" * 40 + b"}",
+        ["inputs[0]", "nested more than 32 levels deep; the limit is 32"],
+    ),
     ("invalid-utf8", b'{"inputs": "\xff"}', ["UTF-8", "invalid start byte"]),
     ("top-level-array", b'["hi"]', ["must be a JSON object"]),
     ("top-level-string", b'"hi"', ["must be a JSON object"]),
     ("top-level-null", b"null", ["must be a JSON object"]),
     ("huge-float", b'{"inputs": "hi", "parameters": {"temperature": 1e999}}', ["number 1e999", "out of range"]),
-    ("huge-integer", b'{"inputs": "hi", "parameters": {"max_new_tokens": ' + b"9" * 5000 + b"}}",
-     ["integer of 5000 digits; the limit is 40 digits"]),
+    (
+        "huge-integer",
+        b'{"inputs": "hi", "parameters": {"max_new_tokens": ' + b"9" * 5000 + b"}}",
+        ["integer of 5000 digits; the limit is 40 digits"],
+    ),
     ("nan-literal", b'{"inputs": "hi", "parameters": {"temperature": NaN}}', ["not valid JSON", "NaN"]),
     ("infinity-literal", b'{"inputs": "hi", "parameters": {"top_p": -Infinity}}', ["not valid JSON", "-Infinity"]),
     ("empty-body", b"", ["empty"]),
     ("blank-body", b" \n\t", ["empty"]),
     ("truncated-json", b'{"inputs": ', ["not valid JSON"]),
-]  # fmt: skip
+]
 
 # A surrogate *pair* is valid JSON for one character above U+FFFF: the checks above must let it through.
 EMOJI_BODY = b'{"inputs": "smile \\ud83d\\ude00", "parameters": {"max_new_tokens": 2}}'
@@ -253,9 +288,11 @@ def save_tokenizer_with_transformers5(model_dir: Path) -> None:
     for name in ("vocab.json", "merges.txt", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.json"):
         (model_dir / name).unlink(missing_ok=True)
     saved = transformers.PreTrainedTokenizerFast(
-        tokenizer_object=original.backend_tokenizer, eos_token=original.eos_token,
-        additional_special_tokens=EXTRA_SPECIAL_TOKENS, chat_template=CHAT_TEMPLATE,
-    )  # fmt: skip
+        tokenizer_object=original.backend_tokenizer,
+        eos_token=original.eos_token,
+        additional_special_tokens=EXTRA_SPECIAL_TOKENS,
+        chat_template=CHAT_TEMPLATE,
+    )
     saved.save_pretrained(model_dir)
 
 
@@ -291,8 +328,14 @@ def deployments_with(**changes):
 class ContainerCredentials(BaseHTTPRequestHandler):
     """The container credentials endpoint's answer (botocore ContainerProvider reads these four fields)."""
 
-    body = json.dumps({"AccessKeyId": CODEBUILD_KEY, "SecretAccessKey": "testing", "Token": "testing",
-                       "Expiration": "2099-01-01T00:00:00Z"}).encode()  # fmt: skip
+    body = json.dumps(
+        {
+            "AccessKeyId": CODEBUILD_KEY,
+            "SecretAccessKey": "testing",
+            "Token": "testing",
+            "Expiration": "2099-01-01T00:00:00Z",
+        }
+    ).encode()
 
     def do_GET(self) -> None:
         self.send_response(200)

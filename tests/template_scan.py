@@ -55,7 +55,8 @@ class TemplateScan:
             # cfn-lint exits with the levels found OR-ed together (8 informational, 4 warning, 2 error: cfn-lint 1.58
             # cfnlint/runner/cli.py), so always even; an odd code is a crash (an uncaught exception exits 1).
             assert result.returncode % 2 == 0 and result.returncode < 16 and result.stdout.strip(), (
-                f"cfn-lint failed to run (exit {result.returncode}):\n{result.stderr[-3000:]}")
+                f"cfn-lint failed to run (exit {result.returncode}):\n{result.stderr[-3000:]}"
+            )
             self.cfn_lint_findings_cache.extend(json.loads(result.stdout))
         return self.cfn_lint_findings_cache
 
@@ -95,6 +96,20 @@ def start(templates: dict[str, dict], directory: Path, lane: Lane) -> TemplateSc
     cfn_lint = lane.submit("cfn-lint", [str(CFN_LINT), "--format", "json", *(str(directory / r) for r in templates)])
     # checkov asks PyPI for a newer release at import unless this is set (checkov/common/util/banner.py).
     env = {**os.environ, "CKV_SKIP_PACKAGE_UPDATE_CHECK": "true"}
-    checkov = lane.submit("checkov", [str(CHECKOV), "-d", str(directory), "--framework", "cloudformation",
-                                      "--skip-download", "--quiet", "--compact", "-o", "json"], env=env)  # fmt: skip
+    checkov = lane.submit(
+        "checkov",
+        [
+            str(CHECKOV),
+            "-d",
+            str(directory),
+            "--framework",
+            "cloudformation",
+            "--skip-download",
+            "--quiet",
+            "--compact",
+            "-o",
+            "json",
+        ],
+        env=env,
+    )
     return TemplateScan(directory, templates, cfn_lint, checkov)

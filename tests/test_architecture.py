@@ -54,11 +54,26 @@ ALLOWED: dict[str, set[str]] = {
     "systems": {"request_contract", "chat_contract", "artifact", "endpoint_config"},
     "deployment": {"chat_contract", "artifact", "endpoint_config", "systems"},
     "stacks": {"request_contract", "artifact", "endpoint_runtime", "endpoint_config", "systems", "deployment"},
-    "model_build": {"request_contract", "chat_contract", "artifact", "endpoint_runtime", "endpoint_config", "systems", "deployment"},
+    "model_build": {
+        "request_contract",
+        "chat_contract",
+        "artifact",
+        "endpoint_runtime",
+        "endpoint_config",
+        "systems",
+        "deployment",
+    },
     "workstation": {"artifact", "endpoint_runtime", "endpoint_config", "deployment", "model_build"},
     "local_emulator": {"artifact", "endpoint_runtime", "endpoint_config", "deployment", "model_build", "workstation"},
     "bench": {
-        "request_contract", "artifact", "endpoint_runtime", "endpoint_config", "systems", "deployment", "stacks", "model_build",
+        "request_contract",
+        "artifact",
+        "endpoint_runtime",
+        "endpoint_config",
+        "systems",
+        "deployment",
+        "stacks",
+        "model_build",
         "local_emulator",
     },
     # Each function's asset ships only the modules its handler imports (stacks/lambda_asset.py).
@@ -74,8 +89,9 @@ OURS = {name for name in PACKAGES if "/" not in name}
 
 def _repository_python_files() -> set[Path]:
     """The repository's .py files, tracked or new; ignored outputs (bench/raw/'s copied artifacts, build/) are not ours."""
-    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "*.py"], cwd=ROOT, capture_output=True,
-                            text=True, check=True).stdout.split()
+    listed = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard", "*.py"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
     return {ROOT / name for name in listed}
 
 
@@ -120,7 +136,7 @@ def find_cycle(graph: dict[str, dict[str, list[str]]]) -> list[str] | None:
         stack.append(node)
         for nxt in sorted(graph.get(node, {})):
             if state.get(nxt) == "open":
-                return stack[stack.index(nxt):] + [nxt]
+                return stack[stack.index(nxt) :] + [nxt]
             if nxt not in state and (found := visit(nxt)):
                 return found
         stack.pop()
@@ -137,7 +153,9 @@ def test_every_package_is_in_the_table():
     assert set(ALLOWED) == set(PACKAGES)
     for package, path in PACKAGES.items():
         assert path.exists(), f"{package}: {path} does not exist"
-    on_disk = {p.name for p in ROOT.iterdir() if (p / "__init__.py").is_file()} | {p.stem for p in ROOT.glob("*_contract.py")}
+    on_disk = {p.name for p in ROOT.iterdir() if (p / "__init__.py").is_file()} | {
+        p.stem for p in ROOT.glob("*_contract.py")
+    }
     assert on_disk <= OURS, f"top-level packages missing from the architecture table: {sorted(on_disk - OURS)}"
 
 
@@ -179,4 +197,6 @@ def test_the_registry_names_every_system_and_its_recipe():
         spec = importlib.util.find_spec(system.recipe)
         assert spec is not None and spec.origin, f"system {name!r}: no module {system.recipe}"
         tree = ast.parse(Path(spec.origin).read_text())
-        assert any(isinstance(n, ast.FunctionDef) and n.name == "build" for n in tree.body), f"{system.recipe} has no build()"
+        assert any(isinstance(n, ast.FunctionDef) and n.name == "build" for n in tree.body), (
+            f"{system.recipe} has no build()"
+        )

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from helpers import ROOT, cdk_context
 
-THROWAWAY = '''
+THROWAWAY = """
 from systems.base import Capability, ChatCapability, EngineOptions, ServingSystem
 from systems.images import HF_PYTORCH_INFERENCE
 
@@ -36,7 +36,7 @@ SYSTEM = ServingSystem(
     inference_components=Capability.no("never tried"),
     chat=ChatCapability.no("no chat template handling in this test"),
 )
-'''
+"""
 
 CONFIG = """\
 endpoints:
@@ -78,18 +78,26 @@ def test_a_new_system_is_its_package_plus_one_registry_line(throwaway, tmp_path)
     stacks = add_stacks(app, deployment, allow_unbuilt=True)
     app.synth()
     template = stacks["llm-endpoints-default-thrown"]
-    model = [r for r in app.synth().get_stack_by_name(template.stack_name).template["Resources"].values()
-             if r["Type"] == "AWS::SageMaker::Model"][0]  # fmt: skip
+    model = [
+        r
+        for r in app.synth().get_stack_by_name(template.stack_name).template["Resources"].values()
+        if r["Type"] == "AWS::SageMaker::Model"
+    ][0]
     assert model["Properties"]["PrimaryContainer"]["Environment"] == {"GREETING": "hi"}
-    functions = [r for r in app.synth().get_stack_by_name(template.stack_name).template["Resources"].values()
-                 if r["Type"] == "AWS::Lambda::Function"]  # fmt: skip
+    functions = [
+        r
+        for r in app.synth().get_stack_by_name(template.stack_name).template["Resources"].values()
+        if r["Type"] == "AWS::Lambda::Function"
+    ]
     assert any(f["Properties"]["Handler"] == "stream/run.sh" for f in functions)  # it streams, by its capability
     # Its own rules and options, and its refusals, come from its ServingSystem alone.
     config.write_text(CONFIG.replace("greeting: hi", "farewell: bye") + "    hosting: {mode: inference-components}\n")
     with pytest.raises(ConfigError) as err:
         load_config(config)
     assert "engine.farewell: value 'bye' is not supported by system 'throwaway'; remove the key" in str(err.value)
-    assert "hosting.mode: value 'inference-components' is not supported by system 'throwaway': never tried" in str(err.value)
+    assert "hosting.mode: value 'inference-components' is not supported by system 'throwaway': never tried" in str(
+        err.value
+    )
 
 
 def test_an_unregistered_system_is_refused_with_the_registered_ones(tmp_path):
@@ -112,11 +120,18 @@ def test_endpoint_config_names_no_serving_system():
     from systems import REGISTRY
 
     for path in _python_files("endpoint_config"):
-        strings = {n.value for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+        strings = {
+            n.value
+            for n in ast.walk(ast.parse(path.read_text()))
+            if isinstance(n, ast.Constant) and isinstance(n.value, str)
+        }
         # As a word: not inside a URL or a longer name (docs.vllm.ai names a website, lmi-vllm another system).
-        named = {name for name in REGISTRY for s in strings
-                 if re.search(rf"(?<![\w/.-]){re.escape(name)}(?![\w/-]|\.\w)", s)}  # fmt: skip
-        assert not named, f"{path.relative_to(ROOT)} names serving systems {sorted(named)}: their facts belong on their ServingSystem"
+        named = {
+            name for name in REGISTRY for s in strings if re.search(rf"(?<![\w/.-]){re.escape(name)}(?![\w/-]|\.\w)", s)
+        }
+        assert not named, (
+            f"{path.relative_to(ROOT)} names serving systems {sorted(named)}: their facts belong on their ServingSystem"
+        )
 
 
 def test_the_instance_types_name_is_parsed_in_the_schema_only():
@@ -124,13 +139,21 @@ def test_the_instance_types_name_is_parsed_in_the_schema_only():
     name that is no hosting type; everything else reads the parsed InstanceType (EndpointSpec.instance,
     EndpointPlan.instance)."""
     calls, splits = [], []
-    for path in _python_files("endpoint_config", "deployment", "systems", "stacks", "model_build", "workstation", "bench"):
+    for path in _python_files(
+        "endpoint_config", "deployment", "systems", "stacks", "model_build", "workstation", "bench"
+    ):
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
-            if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == "parse_instance_type":
+            if (
+                isinstance(node, ast.Call)
+                and getattr(node.func, "id", getattr(node.func, "attr", None)) == "parse_instance_type"
+            ):
                 calls.append(f"{path.relative_to(ROOT)}:{node.lineno}")
-            if (isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "split"
-                    and "instance_type" in ast.unparse(node.func.value)):
+            if (
+                isinstance(node, ast.Call)
+                and getattr(node.func, "attr", None) == "split"
+                and "instance_type" in ast.unparse(node.func.value)
+            ):
                 splits.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert len(calls) == 1 and calls[0].startswith("endpoint_config/schema.py:"), calls
     assert len(splits) <= 1 and all(s.startswith("endpoint_config/schema.py:") for s in splits), splits

@@ -20,5 +20,7 @@ def test_no_file_refers_to_notes_outside_the_repository():
         if name == "tests/test_repository.py" or not path.is_file() or path.suffix in {".png", ".json"}:
             continue
         text = path.read_text(errors="ignore")
-        found += [f"{name}:{text[:m.start()].count(chr(10)) + 1}" for m in OUTSIDE.finditer(text)]
-    assert found == [], "state the fact where it is used, with its upstream source, instead of pointing at: " + ", ".join(found)
+        found += [f"{name}:{text[: m.start()].count(chr(10)) + 1}" for m in OUTSIDE.finditer(text)]
+    assert found == [], (
+        "state the fact where it is used, with its upstream source, instead of pointing at: " + ", ".join(found)
+    )

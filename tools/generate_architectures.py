@@ -35,9 +35,21 @@ TRANSFORMERS_RELEASES = ("4.49.0", "4.51.3", "5.5.3")
 # Minor releases probed to find the first transformers release that maps each architecture added after
 # 4.49.0 (the oldest pinned image): the answer is exact to the minor release.
 TRANSFORMERS_PROBES = (
-    "4.50.0", "4.51.0", "4.52.1", "4.53.0", "4.54.0", "4.55.0", "4.56.0", "4.57.1", "5.0.0", "5.1.0", "5.2.0",
-    "5.3.0", "5.4.0", "5.5.0",
-)  # fmt: skip
+    "4.50.0",
+    "4.51.0",
+    "4.52.1",
+    "4.53.0",
+    "4.54.0",
+    "4.55.0",
+    "4.56.0",
+    "4.57.1",
+    "5.0.0",
+    "5.1.0",
+    "5.2.0",
+    "5.3.0",
+    "5.4.0",
+    "5.5.0",
+)
 
 
 @dataclass(frozen=True)
@@ -69,10 +81,20 @@ def download(project: str, version: str, into: Path) -> Wheel:
     found = sorted(into.glob(f"{project}-{version}-*.whl")) + sorted(into.glob(f"{project}-{version}.*.whl"))
     if not found:
         subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
-             "--dest", str(into), f"{project}=={version}"],
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--quiet",
+                "--no-deps",
+                "--only-binary=:all:",
+                "--dest",
+                str(into),
+                f"{project}=={version}",
+            ],
             check=True,
-        )  # fmt: skip
+        )
         found = sorted(into.glob(f"{project}-{version}-*.whl"))
     if not found:
         raise SystemExit(f"pip downloaded no wheel named {project}-{version}-*.whl into {into}")
@@ -101,7 +123,9 @@ def vllm_architectures(wheel: Wheel) -> tuple[frozenset[str], dict[str, str]]:
     """
     tables = module_dicts(wheel.read("vllm/model_executor/models/registry.py"))
     served = set(tables["_TEXT_GENERATION_MODELS"]) | set(tables["_MULTIMODAL_MODELS"])
-    served |= {arch for arch, (_module, cls) in tables["_TRANSFORMERS_SUPPORTED_MODELS"].items() if "ForCausalLM" in cls}
+    served |= {
+        arch for arch, (_module, cls) in tables["_TRANSFORMERS_SUPPORTED_MODELS"].items() if "ForCausalLM" in cls
+    }
     return frozenset(served), dict(tables.get("_PREVIOUSLY_SUPPORTED_MODELS", {}))
 
 
@@ -112,7 +136,9 @@ def sglang_architectures(wheel: Wheel) -> frozenset[str]:
     for member in wheel.members("sglang/srt/models/", ".py"):
         tree = ast.parse(wheel.read(member))
         classes = {node.name for node in tree.body if isinstance(node, ast.ClassDef)}
-        imported = {a.asname or a.name: a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
+        imported = {
+            a.asname or a.name: a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names
+        }
         aliases, entry = {}, None
         for node in tree.body:
             if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
@@ -137,10 +163,13 @@ def sglang_architectures(wheel: Wheel) -> frozenset[str]:
 def _flag_strings(source: str) -> set[str]:
     """Every string constant of a file that is a long command-line flag ("--max-model-len")."""
     return {
-        n.value for n in ast.walk(ast.parse(source))
-        if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.startswith("--")
+        n.value
+        for n in ast.walk(ast.parse(source))
+        if isinstance(n, ast.Constant)
+        and isinstance(n.value, str)
+        and n.value.startswith("--")
         and n.value[2:].replace("-", "").isalnum()
-    }  # fmt: skip
+    }
 
 
 def _annotated_fields(source: str, classes: set[str] | None = None) -> dict[str, str]:
@@ -149,7 +178,11 @@ def _annotated_fields(source: str, classes: set[str] | None = None) -> dict[str,
     for cls in (n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.ClassDef)):
         if classes is None or cls.name in classes:
             for node in cls.body:
-                if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and not node.target.id.startswith("_"):
+                if (
+                    isinstance(node, ast.AnnAssign)
+                    and isinstance(node.target, ast.Name)
+                    and not node.target.id.startswith("_")
+                ):
                     fields[node.target.id] = ast.unparse(node.annotation)
     return fields
 
@@ -164,8 +197,11 @@ def vllm_cli_flags(wheel: Wheel) -> frozenset[str]:
     engine_fields = _annotated_fields(engine, {"EngineArgs"})
     flags |= {f"--no-{f[2:]}" for f in list(flags) if "bool" in engine_fields.get(f[2:].replace("-", "_"), "")}
     # The frontend arguments moved from entrypoints/openai/ (0.23) to entrypoints/launchers/ (0.30).
-    frontend_file = next(m for m in ("vllm/entrypoints/launchers/cli_args.py", "vllm/entrypoints/openai/cli_args.py")
-                         if wheel.members(m, ".py"))  # fmt: skip
+    frontend_file = next(
+        m
+        for m in ("vllm/entrypoints/launchers/cli_args.py", "vllm/entrypoints/openai/cli_args.py")
+        if wheel.members(m, ".py")
+    )
     frontend = wheel.read(frontend_file)
     for name, annotation in _annotated_fields(frontend, {"BaseFrontendArgs", "FrontendArgs"}).items():
         flags.add("--" + name.replace("_", "-"))
@@ -209,9 +245,13 @@ def first_transformers_release(probes: list[Wheel], oldest: dict[str, str]) -> d
 
 
 def render(
-    architectures: dict[str, frozenset[str]], stamps: dict[str, str], transformers: dict[str, dict[str, str]],
-    removed: dict[str, dict[str, str]], first_release: dict[str, str], cli_flags: dict[str, frozenset[str]],
-) -> str:  # fmt: skip
+    architectures: dict[str, frozenset[str]],
+    stamps: dict[str, str],
+    transformers: dict[str, dict[str, str]],
+    removed: dict[str, dict[str, str]],
+    first_release: dict[str, str],
+    cli_flags: dict[str, frozenset[str]],
+) -> str:
     q = json.dumps  # double-quoted string literals, as the rest of the code base writes them
 
     def frozenset_literal(names: frozenset[str]) -> str:
@@ -221,7 +261,7 @@ def render(
         '"""Model architectures each pinned engine serves (class names as config.json `architectures` lists them).',
         "",
         "GENERATED by tools/generate_architectures.py from the engines' release wheels; do not edit by hand.",
-        'Regenerate with `python tools/generate_architectures.py`; `--check` (tests/systems/test_architectures.py',
+        "Regenerate with `python tools/generate_architectures.py`; `--check` (tests/systems/test_architectures.py",
         'checks what it can offline) reports drift. Keys are "<project>==<version>" of the engine inside each image.',
         '"""',
         "",
@@ -258,7 +298,8 @@ def render(
         "",
         "# The first transformers minor release whose MODEL_FOR_CAUSAL_LM_MAPPING_NAMES maps each causal-LM class",
         "# that 4.49.0 (the oldest pinned image) lacks; releases read: "
-        + ", ".join(sorted(set(TRANSFORMERS_PROBES) | set(TRANSFORMERS_RELEASES[1:]), key=_version)) + ".",
+        + ", ".join(sorted(set(TRANSFORMERS_PROBES) | set(TRANSFORMERS_RELEASES[1:]), key=_version))
+        + ".",
         "TRANSFORMERS_FIRST_RELEASE: dict[str, str] = {",
     ]
     lines += [f"    {q(k)}: {q(v)}," for k, v in sorted(first_release.items())]
@@ -290,7 +331,9 @@ def build(wheel_dir: Path) -> str:
         transformers[version] = transformers_causal_lm(wheel)
         architectures[wheel.key] = frozenset(transformers[version].values())
         stamps[wheel.key] = f"{wheel.stamp} transformers/models/auto/modeling_auto.py MODEL_FOR_CAUSAL_LM_MAPPING_NAMES"
-    probes = [download("transformers", v, wheel_dir) for v in sorted(set(TRANSFORMERS_PROBES) | set(TRANSFORMERS_RELEASES))]
+    probes = [
+        download("transformers", v, wheel_dir) for v in sorted(set(TRANSFORMERS_PROBES) | set(TRANSFORMERS_RELEASES))
+    ]
     first = first_transformers_release(probes, transformers[TRANSFORMERS_RELEASES[0]])
     return render(architectures, stamps, transformers, removed, first, cli_flags)
 
@@ -318,7 +361,11 @@ def literal_values(source: str, name: str) -> frozenset:
 def dict_keys(source: str, name: str, in_class: str | None = None) -> frozenset:
     """The string keys of a dict literal assigned to `name` at module level or in the body of class `in_class`."""
     tree = ast.parse(source)
-    bodies = [tree.body] if in_class is None else [n.body for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == in_class]
+    bodies = (
+        [tree.body]
+        if in_class is None
+        else [n.body for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == in_class]
+    )
     for body in bodies:
         for node in body:
             target = node.targets[0] if isinstance(node, ast.Assign) else getattr(node, "target", None)
@@ -347,7 +394,9 @@ def field_choices(source: str, field: str) -> frozenset:
 def enum_members(source: str, cls: str) -> frozenset:
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.ClassDef) and node.name == cls:
-            return frozenset(t.id for n in node.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name))
+            return frozenset(
+                t.id for n in node.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)
+            )
     raise SystemExit(f"no class {cls}")
 
 
@@ -359,7 +408,8 @@ OPTION_SOURCES = {
         "ReasoningParser": ("vllm/reasoning/__init__.py", lambda s: dict_keys(s, "_REASONING_PARSERS_TO_REGISTER")),
         "KvCacheDtype": ("vllm/config/cache.py", lambda s: literal_values(s, "CacheDType")),
         "QuantizationMethod": (
-            "vllm/model_executor/layers/quantization/__init__.py", lambda s: literal_values(s, "QuantizationMethods"),
+            "vllm/model_executor/layers/quantization/__init__.py",
+            lambda s: literal_values(s, "QuantizationMethods"),
         ),
         "RUNTIME_QUANTIZATION": ("vllm/config/quantization.py", lambda s: dict_keys(s, "_ONLINE_SHORTHANDS") | {"fp8"}),
         "LoadFormat": ("vllm/model_executor/model_loader/__init__.py", lambda s: literal_values(s, "LoadFormats")),
@@ -372,16 +422,19 @@ OPTION_SOURCES = {
             lambda s: dict_keys(s, "ToolCallParserEnum", "FunctionCallParser") | {"auto"},
         ),
         "ReasoningParser": (
-            "sglang/srt/parser/reasoning_parser.py", lambda s: dict_keys(s, "DetectorMap", "ReasoningParser") | {"auto"},
+            "sglang/srt/parser/reasoning_parser.py",
+            lambda s: dict_keys(s, "DetectorMap", "ReasoningParser") | {"auto"},
         ),
         "KvCacheDtype": ("sglang/srt/arg_groups/fields/model.py", lambda s: field_choices(s, "kv_cache_dtype")),
         "QuantizationMethod": ("sglang/srt/arg_groups/choices.py", lambda s: list_values(s, "QUANTIZATION_CHOICES")),
         "LoadFormat": ("sglang/srt/arg_groups/choices.py", lambda s: list_values(s, "LOAD_FORMAT_CHOICES")),
         "SpeculativeAlgorithm": (
-            _SGLANG_SPEC + "spec_info.py", lambda s: (enum_members(s, "SpeculativeAlgorithm") - {"NONE"}) | {"NEXTN"},
+            _SGLANG_SPEC + "spec_info.py",
+            lambda s: (enum_members(s, "SpeculativeAlgorithm") - {"NONE"}) | {"NEXTN"},
         ),
         "LoraTargetModule": (
-            "sglang/srt/utils/common.py", lambda s: list_values(s, "SUPPORTED_LORA_TARGET_MODULES") | {"all"},
+            "sglang/srt/utils/common.py",
+            lambda s: list_values(s, "SUPPORTED_LORA_TARGET_MODULES") | {"all"},
         ),
     },
 }
@@ -417,7 +470,8 @@ PRECISION_CLASSES = {
         "fp8": ("vllm/model_executor/layers/quantization/fp8.py", "Fp8Config"),
         "modelopt": ("vllm/model_executor/layers/quantization/modelopt.py", "ModelOptFp8Config"),
         "compressed-tensors": (
-            "vllm/model_executor/layers/quantization/compressed_tensors/compressed_tensors.py", "CompressedTensorsConfig",
+            "vllm/model_executor/layers/quantization/compressed_tensors/compressed_tensors.py",
+            "CompressedTensorsConfig",
         ),
         "mxfp4": ("vllm/model_executor/layers/quantization/mxfp4.py", "Mxfp4Config"),
         "modelopt_fp4": ("vllm/model_executor/layers/quantization/modelopt.py", "ModelOptNvFp4Config"),
@@ -429,7 +483,8 @@ PRECISION_CLASSES = {
         "modelopt_fp8": ("sglang/srt/layers/quantization/modelopt_quant.py", "ModelOptFp8Config"),
         "w8a8_fp8": ("sglang/srt/layers/quantization/w8a8_fp8.py", "W8A8Fp8Config"),
         "compressed-tensors": (
-            "sglang/srt/layers/quantization/compressed_tensors/compressed_tensors.py", "CompressedTensorsConfig",
+            "sglang/srt/layers/quantization/compressed_tensors/compressed_tensors.py",
+            "CompressedTensorsConfig",
         ),
         "mxfp4": ("sglang/srt/layers/quantization/mxfp4.py", "Mxfp4Config"),
         "modelopt_fp4": ("sglang/srt/layers/quantization/modelopt_quant.py", "ModelOptFp4Config"),
@@ -460,12 +515,16 @@ def check_precision(wheel_dir: Path) -> list[str]:
         project, version = engine.split("==")
         wheel = download(project, version, wheel_dir)
         if set(classes) != set(ENGINE_PRECISION[engine]):
-            problems.append(f"ENGINE_PRECISION[{engine}] names {sorted(ENGINE_PRECISION[engine])}, the tool {sorted(classes)}")
+            problems.append(
+                f"ENGINE_PRECISION[{engine}] names {sorted(ENGINE_PRECISION[engine])}, the tool {sorted(classes)}"
+            )
         for method, (member, cls) in classes.items():
             support = ENGINE_PRECISION[engine].get(method)
             found = min_capabilities(wheel.read(member), cls)
             if support is not None and support.minimum not in found:
-                problems.append(f"ENGINE_PRECISION[{engine}][{method}].minimum {support.minimum}: {cls} returns {sorted(found)}")
+                problems.append(
+                    f"ENGINE_PRECISION[{engine}][{method}].minimum {support.minimum}: {cls} returns {sorted(found)}"
+                )
     return problems
 
 

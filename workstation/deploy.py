@@ -36,7 +36,9 @@ class DeployError(Exception):
 def cdk_env() -> dict[str, str]:
     """The CDK CLI's environment: the Node package.json installs (node_modules/.bin: Node 20 is end-of-life) and this
     venv's python first on PATH (cdk.json runs `python3 app.py`), no telemetry."""
-    path = os.pathsep.join([str(ROOT / "node_modules" / ".bin"), str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    path = os.pathsep.join(
+        [str(ROOT / "node_modules" / ".bin"), str(Path(sys.executable).parent), os.environ.get("PATH", "")]
+    )
     return {**os.environ, "CDK_DISABLE_CLI_TELEMETRY": "true", "PATH": path}
 
 
@@ -45,7 +47,10 @@ def run(cmd: list[str], *, echo: Callable[[str], None] = print, tail: int = 4) -
     result = subprocess.run(cmd, cwd=ROOT, env=cdk_env(), capture_output=True, text=True)
     if result.returncode != 0:
         lines = (result.stdout + result.stderr).strip().splitlines()
-        raise DeployError(f"`{' '.join(Path(c).name if c == CDK else c for c in cmd)}` exited {result.returncode}:\n" + "\n".join(lines[-25:]))
+        raise DeployError(
+            f"`{' '.join(Path(c).name if c == CDK else c for c in cmd)}` exited {result.returncode}:\n"
+            + "\n".join(lines[-25:])
+        )
     for line in [ln for ln in result.stdout.strip().splitlines() if ln.strip()][-tail:]:
         echo(f"    {line}")
     return result.stdout
@@ -61,9 +66,7 @@ def _session(deployment: Deployment) -> boto3.Session:
 
 def _failed(checks, *, skip_artifacts: bool) -> list[str]:
     return [
-        f"{c.name}: {c.message}"
-        for c in checks
-        if not c.ok and not (skip_artifacts and c.name.startswith("artifact"))
+        f"{c.name}: {c.message}" for c in checks if not c.ok and not (skip_artifacts and c.name.startswith("artifact"))
     ]
 
 
@@ -86,11 +89,17 @@ def deploy(deployment: Deployment, *, echo: Callable[[str], None] = print, runti
         raise DeployError("preflight failed:\n  - " + "\n  - ".join(problems))
 
     # `build` builds an endpoint's LoRA adapters after its model: one unbuilt adapter rebuilds the endpoint.
-    unbuilt = [plan.name for plan in deployment.plans
-               if plan.artifact.problem is not None or any(a.artifact.problem is not None for a in plan.adapters)]
+    unbuilt = [
+        plan.name
+        for plan in deployment.plans
+        if plan.artifact.problem is not None or any(a.artifact.problem is not None for a in plan.adapters)
+    ]
     for name in unbuilt:
         echo(f"==> model_build build {name}")
-        run([py, "-m", "model_build", "build", "--config", config, "--env", env_name, "--endpoint", name, "--quiet"], echo=echo)
+        run(
+            [py, "-m", "model_build", "build", "--config", config, "--env", env_name, "--endpoint", name, "--quiet"],
+            echo=echo,
+        )
     if unbuilt:  # plan again: the builds' manifests name the artifacts now
         deployment = load_config(deployment.config_path, env_name)
 
@@ -104,7 +113,11 @@ def deploy(deployment: Deployment, *, echo: Callable[[str], None] = print, runti
     required, parameter = required_bootstrap_version(assembly)
     have = bootstrap_version(session, parameter)
     if have is None or have < required:
-        why = "no CDKToolkit stack yet" if have is None else f"CDKToolkit is version {have}, these templates need {required}"
+        why = (
+            "no CDKToolkit stack yet"
+            if have is None
+            else f"CDKToolkit is version {have}, these templates need {required}"
+        )
         echo(f"==> cdk bootstrap aws://{account}/{region} ({why})")
         run([CDK, "bootstrap", f"aws://{account}/{region}", "--no-notices", *app], echo=echo)
         have = bootstrap_version(session, parameter)
@@ -116,12 +129,18 @@ def deploy(deployment: Deployment, *, echo: Callable[[str], None] = print, runti
 
     artifacts_stack = deployment.stack_name("artifacts")
     echo(f"==> cdk deploy {artifacts_stack}")
-    run([CDK, "deploy", artifacts_stack, "--exclusively", "--require-approval", "never", "--no-notices", *app], echo=echo)
+    run(
+        [CDK, "deploy", artifacts_stack, "--exclusively", "--require-approval", "never", "--no-notices", *app],
+        echo=echo,
+    )
 
     for plan in deployment.plans:
         if plan.artifact.source == "manifest":
             echo(f"==> model_build publish {plan.name}")
-            run([py, "-m", "model_build", "publish", "--config", config, "--env", env_name, "--endpoint", plan.name], echo=echo)
+            run(
+                [py, "-m", "model_build", "publish", "--config", config, "--env", env_name, "--endpoint", plan.name],
+                echo=echo,
+            )
 
     echo("==> preflight: artifacts published")
     problems = _failed(run_preflight(deployment, session), skip_artifacts=False)
@@ -130,7 +149,10 @@ def deploy(deployment: Deployment, *, echo: Callable[[str], None] = print, runti
 
     endpoint_stacks = [plan.stack_name for plan in deployment.plans]
     echo(f"==> cdk deploy {' '.join(endpoint_stacks)}")
-    run([CDK, "deploy", *endpoint_stacks, "--exclusively", "--require-approval", "never", "--no-notices", *app], echo=echo)
+    run(
+        [CDK, "deploy", *endpoint_stacks, "--exclusively", "--require-approval", "never", "--no-notices", *app],
+        echo=echo,
+    )
 
     for plan in deployment.plans:
         echo(f"==> smoke test {plan.name}")
@@ -138,13 +160,16 @@ def deploy(deployment: Deployment, *, echo: Callable[[str], None] = print, runti
         for line in format_checks(result.checks).splitlines():
             echo(line)
         if not result.ok:
-            raise DeployError(f"smoke test of {plan.name} failed: {'; '.join(c.message for c in result.checks if not c.ok)}")
+            raise DeployError(
+                f"smoke test of {plan.name} failed: {'; '.join(c.message for c in result.checks if not c.ok)}"
+            )
     slo_gates(deployment, session=session, runtime_client=runtime_client, echo=echo)
     echo(f"deployed {len(endpoint_stacks)} endpoint(s) to environment {env_name}")
 
 
-def slo_gates(deployment: Deployment, *, session: boto3.Session, runtime_client=None,
-              echo: Callable[[str], None] = print) -> None:
+def slo_gates(
+    deployment: Deployment, *, session: boto3.Session, runtime_client=None, echo: Callable[[str], None] = print
+) -> None:
     """The SLO gate of every endpoint with `slo:`, after its smoke test: DeployError on the first missed objective
     (the message has the numbers and the last kept result that met them). `runtime_client`: the sagemaker-runtime
     client the smoke test used; the load test sends to the same URL (the demo's local server)."""
@@ -194,7 +219,11 @@ def destroy(deployment: Deployment, *, echo: Callable[[str], None] = print) -> N
     echo(f"==> cdk destroy {' '.join(stacks)}")
     # The assembly the last deploy synthesized, else a fresh synth (which needs no build for destroying).
     assembly = _assembly(deployment)
-    app = ["--app", str(assembly)] if (assembly / "manifest.json").is_file() else [*_context(deployment), "-c", "allow_unbuilt=true"]
+    app = (
+        ["--app", str(assembly)]
+        if (assembly / "manifest.json").is_file()
+        else [*_context(deployment), "-c", "allow_unbuilt=true"]
+    )
     run([CDK, "destroy", *stacks, "--force", "--no-notices", *app], echo=echo)
     if env.retain_data:
         echo("    kept (retain_data: true): the artifact bucket, its access-log bucket and the image repository")
@@ -214,8 +243,10 @@ def required_bootstrap_version(assembly: Path) -> tuple[int, str]:
     the same check every template's CheckBootstrapVersion rule makes at deploy time)."""
     manifest = json.loads((assembly / "manifest.json").read_text())
     needs = [
-        (int(a["properties"].get("requiresBootstrapStackVersion", 0)),
-         a["properties"].get("bootstrapStackVersionSsmParameter", DEFAULT_BOOTSTRAP_PARAMETER))
+        (
+            int(a["properties"].get("requiresBootstrapStackVersion", 0)),
+            a["properties"].get("bootstrapStackVersionSsmParameter", DEFAULT_BOOTSTRAP_PARAMETER),
+        )
         for a in manifest.get("artifacts", {}).values()
         if a.get("type") == "aws:cloudformation:stack"
     ]

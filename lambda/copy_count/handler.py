@@ -28,14 +28,19 @@ def absent(err: Exception) -> bool:
     """SageMaker's answer for a component that does not exist: a ValidationException saying it "Could not find" it
     (DescribeInferenceComponent models no error of its own: botocore's sagemaker service model)."""
     error = getattr(err, "response", {}).get("Error", {})
-    return error.get("Code") in ("ValidationException", "ResourceNotFound") and "could not find" in error.get("Message", "").lower()
+    return (
+        error.get("Code") in ("ValidationException", "ResourceNotFound")
+        and "could not find" in error.get("Message", "").lower()
+    )
 
 
 def kept_copy_count(client: Any, component: str, *, floor: int, ceiling: int, initial: int) -> tuple[int, str]:
     """(copy count to deploy, why): the component's desired count within [floor, ceiling], or `initial` when it does
     not exist. Errors other than "does not exist" propagate."""
     if not 1 <= floor <= ceiling or not floor <= initial <= ceiling:
-        raise ValueError(f"copy count bounds must satisfy 1 <= Floor <= Initial <= Ceiling, got {floor}, {initial}, {ceiling}")
+        raise ValueError(
+            f"copy count bounds must satisfy 1 <= Floor <= Initial <= Ceiling, got {floor}, {initial}, {ceiling}"
+        )
     try:
         described = client.describe_inference_component(InferenceComponentName=component)
     except Exception as err:
@@ -50,18 +55,21 @@ def kept_copy_count(client: Any, component: str, *, floor: int, ceiling: int, in
 
 
 def respond(event: dict[str, Any], status: str, reason: str, data: dict[str, Any]) -> None:
-    body = json.dumps({
-        "Status": status,
-        "Reason": reason[:REASON_LIMIT],
-        "PhysicalResourceId": event.get("PhysicalResourceId") or event["ResourceProperties"]["ComponentName"],
-        "StackId": event["StackId"],
-        "RequestId": event["RequestId"],
-        "LogicalResourceId": event["LogicalResourceId"],
-        "Data": data,
-    }).encode()
+    body = json.dumps(
+        {
+            "Status": status,
+            "Reason": reason[:REASON_LIMIT],
+            "PhysicalResourceId": event.get("PhysicalResourceId") or event["ResourceProperties"]["ComponentName"],
+            "StackId": event["StackId"],
+            "RequestId": event["RequestId"],
+            "LogicalResourceId": event["LogicalResourceId"],
+            "Data": data,
+        }
+    ).encode()
     # The pre-signed URL carries no content type in its signature: an empty one, as CloudFormation's cfn-response does.
-    request = urllib.request.Request(event["ResponseURL"], data=body, method="PUT",
-                                     headers={"Content-Type": "", "Content-Length": str(len(body))})
+    request = urllib.request.Request(
+        event["ResponseURL"], data=body, method="PUT", headers={"Content-Type": "", "Content-Length": str(len(body))}
+    )
     with urllib.request.urlopen(request, timeout=30) as answer:
         answer.read()
 
@@ -77,7 +85,10 @@ def handler(event: dict[str, Any], context: Any = None, client: Any = None) -> d
 
                 client = boto3.client("sagemaker")
             count, reason = kept_copy_count(
-                client, props["ComponentName"], floor=int(props["Floor"]), ceiling=int(props["Ceiling"]),
+                client,
+                props["ComponentName"],
+                floor=int(props["Floor"]),
+                ceiling=int(props["Ceiling"]),
                 initial=int(props["Initial"]),
             )
             data = {"CopyCount": count}

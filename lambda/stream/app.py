@@ -37,11 +37,16 @@ def body_framing(headers) -> int | None:
     if encodings:
         codings = [c.strip().lower() for value in encodings for c in value.split(",") if c.strip()]
         if not codings or codings[-1] != "chunked":
-            raise FramingError(400, "bad_framing", f"Transfer-Encoding {', '.join(codings) or '(empty)'}: chunked must "
-                                                   "be the final coding of a request body")  # fmt: skip
+            raise FramingError(
+                400,
+                "bad_framing",
+                f"Transfer-Encoding {', '.join(codings) or '(empty)'}: chunked must "
+                "be the final coding of a request body",
+            )
         if codings != ["chunked"]:
-            raise FramingError(501, "not_implemented", f"Transfer-Encoding {', '.join(codings)} is not supported; "
-                                                       "allowed: chunked")  # fmt: skip
+            raise FramingError(
+                501, "not_implemented", f"Transfer-Encoding {', '.join(codings)} is not supported; allowed: chunked"
+            )
         return None
     lengths = {v.strip() for value in headers.get_all("Content-Length") or [] for v in value.split(",")}
     if not lengths:
@@ -72,8 +77,9 @@ def read_chunked(rfile: BinaryIO, cap: int) -> bytes:
     while True:
         size_text = line("chunk-size").split(b";", 1)[0].strip()
         if not _HEX.fullmatch(size_text):
-            raise FramingError(400, "bad_framing", f"chunked body: chunk size {size_text[:20]!r} is not a hexadecimal "
-                                                   "number")  # fmt: skip
+            raise FramingError(
+                400, "bad_framing", f"chunked body: chunk size {size_text[:20]!r} is not a hexadecimal number"
+            )
         size = int(size_text, 16)
         if size == 0:
             break
@@ -152,8 +158,13 @@ class Handler(BaseHTTPRequestHandler):
 
     def _refuse(self, error: FramingError) -> None:
         self.close_connection = True
-        record = {"message": "stream", "request_id": self._request_id(), "status": error.status,
-                  "error_type": error.error_type, "error": error.message}  # fmt: skip
+        record = {
+            "message": "stream",
+            "request_id": self._request_id(),
+            "status": error.status,
+            "error_type": error.error_type,
+            "error": error.message,
+        }
         invoke.log_record(record)
         answer = {"error": error.message, "error_type": error.error_type}
         if invoke.is_chat_path(self.path):  # a chat client reads OpenAI's error object

@@ -82,11 +82,18 @@ class ModelState:
         request = chat_contract.parse_chat_request(data, request_contract.limits())  # no constrained decoding
         chat_prompt = getattr(self.handler, "chat_prompt", None)
         if chat_prompt is None:
-            raise ChatError(f"this container's handler ({type(self.handler).__name__}) does not serve chat requests; "
-                            'send a generation request {"inputs": ...}', param="messages", code="chat_not_supported")  # fmt: skip
+            raise ChatError(
+                f"this container's handler ({type(self.handler).__name__}) does not serve chat requests; "
+                'send a generation request {"inputs": ...}',
+                param="messages",
+                code="chat_not_supported",
+            )
         if request.stream and getattr(self.handler, "generate_stream", None) is None:
-            raise ChatError("stream: this container's handler does not stream; send stream false", param="stream",
-                            code="unsupported_value")  # fmt: skip
+            raise ChatError(
+                "stream: this container's handler does not stream; send stream false",
+                param="stream",
+                code="unsupported_value",
+            )
         return request, chat_prompt(request), chat_parameters(request)
 
     def chat_reply(self, request: chat_contract.ChatRequest, prompt: str, parameters: Any) -> dict[str, Any]:
@@ -233,7 +240,10 @@ async def _chat(state: ModelState, data: Any) -> Response:
     except Exception as err:
         request_id = uuid.uuid4().hex[:12]
         log.error("chat request %s failed:\n%s", request_id, traceback.format_exc())
-        body = ChatError(f"generation failed ({type(err).__name__}); see the container log, request id {request_id}",
-                         status=500, type="server_error")  # fmt: skip
+        body = ChatError(
+            f"generation failed ({type(err).__name__}); see the container log, request id {request_id}",
+            status=500,
+            type="server_error",
+        )
         return JSONResponse(chat_contract.error_body(body), status_code=500)
     return JSONResponse(reply)

@@ -84,7 +84,12 @@ SYSTEM = ServingSystem(
     summary="DeepSpeed-Inference kernel injection (fp16, tensor parallel) in our own container, sharded safetensors",
     own_container=OwnContainer(
         dockerfile="systems/deepspeed_byoc/container/Dockerfile",
-        include=("systems/byoc_server", "request_contract.py", "chat_contract.py", "systems/deepspeed_byoc/handler/handler.py"),
+        include=(
+            "systems/byoc_server",
+            "request_contract.py",
+            "chat_contract.py",
+            "systems/deepspeed_byoc/handler/handler.py",
+        ),
     ),
     environment=container_environment,
     architectures=("decoder",),

@@ -47,8 +47,11 @@ def _bad(endpoint: EndpointSpec, message: str) -> BuildError:
 def check_endpoint(endpoint: EndpointSpec) -> None:
     """Refuse settings this system does not honour, before any heavy work."""
     if endpoint.dtype != DTYPE:
-        raise _bad(endpoint, f"dtype: value {endpoint.dtype!r} is not served by system 'deepspeed-byoc'; allowed: fp16 "
-                             "(DeepSpeed's kernel-injection dtype)")  # fmt: skip
+        raise _bad(
+            endpoint,
+            f"dtype: value {endpoint.dtype!r} is not served by system 'deepspeed-byoc'; allowed: fp16 "
+            "(DeepSpeed's kernel-injection dtype)",
+        )
     if endpoint.weights_format != "safetensors":
         raise _bad(endpoint, f"weights_format: value {endpoint.weights_format!r} is not allowed; allowed: safetensors")
     problems = SYSTEM.engine_problems(endpoint)  # DeepSpeedByocEngineOptions: the keys it accepts

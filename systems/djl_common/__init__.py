@@ -123,7 +123,10 @@ def djl_system(**fields: object) -> ServingSystem:
     system's own ServingSystem fields; these defaults are what every DJL/LMI system shares (a system with a
     serving.properties passes its own request_timeout, which reads it)."""
     shared: dict[str, object] = dict(
-        architectures=("decoder",), gpu_only=True, default_download_timeout_s=600, copies_fill_gpus=True,
+        architectures=("decoder",),
+        gpu_only=True,
+        default_download_timeout_s=600,
+        copies_fill_gpus=True,
         request_timeout=djl_request_timeout(),
     )
     return ServingSystem(**{**shared, **fields})

@@ -132,4 +132,12 @@ def build_lmi(
     )
 
 
-__all__ = ["LMI_INFERENCE_COMPONENTS", "LMI_STREAMING", "base_options", "build_lmi", "check_max_model_len", "option_environment", "LMI_INFERENCE_AMI_VERSION"]
+__all__ = [
+    "LMI_INFERENCE_COMPONENTS",
+    "LMI_STREAMING",
+    "base_options",
+    "build_lmi",
+    "check_max_model_len",
+    "option_environment",
+    "LMI_INFERENCE_AMI_VERSION",
+]

@@ -100,9 +100,12 @@ def _seq2seq_reference(model: Any, tokenizer: Any) -> tuple[Any, list[int], list
     with torch.inference_mode():
         logits = model(input_ids=ids, decoder_input_ids=start).logits.float()
         out = model.generate(
-            input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=common.VERIFY_NEW_TOKENS,
-            min_new_tokens=common.VERIFY_NEW_TOKENS, do_sample=False,
-        )  # fmt: skip
+            input_ids=ids,
+            attention_mask=torch.ones_like(ids),
+            max_new_tokens=common.VERIFY_NEW_TOKENS,
+            min_new_tokens=common.VERIFY_NEW_TOKENS,
+            do_sample=False,
+        )
     return logits, ids[0].tolist(), out[0].tolist()
 
 

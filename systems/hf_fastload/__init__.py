@@ -92,6 +92,8 @@ def model_server_timeout_s(endpoint: EndpointSpec, environment: Mapping[str, str
 
 
 REQUEST_TIMEOUT = RequestTimeout(environment=model_server_timeout_environment, limit_s=model_server_timeout_s)
+
+
 def profile(endpoint: EndpointSpec) -> EngineProfile:
     """What the compatibility checks (systems/checks.py) need: transformers 4.51.3's causal-LM mapping decides which
     architectures load, the image is CUDA 12.4 (systems/images_current.py), and the weights may fill the share of a

@@ -33,16 +33,35 @@ SAMPLE_CHAT = {
     "messages": [
         {"role": "system", "content": "You are brief."},
         {"role": "user", "content": "What is the weather in Paris?"},
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+                }
+            ],
+        },
         {"role": "tool", "content": "sunny, 21 C", "tool_call_id": "call_1"},
     ],
-    "tools": [{"type": "function", "function": {"name": "get_weather", "description": "Weather in a city",
-                                                "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}],
-}  # fmt: skip
+    "tools": [
+        {
+            "type": "function",
+            "function": {
+                "name": "get_weather",
+                "description": "Weather in a city",
+                "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+            },
+        }
+    ],
+}
 
 
-def build(endpoint: EndpointSpec, out_dir: Path, progress: bool = True, chat_template: str | None = None) -> dict[str, Any]:
+def build(
+    endpoint: EndpointSpec, out_dir: Path, progress: bool = True, chat_template: str | None = None
+) -> dict[str, Any]:
     """Write the verified artifact of `endpoint` into `out_dir` (empty or absent) and return its manifest.
 
     chat_template: a Jinja chat template that replaces the tokenizer's (or gives one to a tokenizer without).
@@ -143,14 +162,19 @@ def check_chat_template(out_dir: Path, given: bool) -> str | None:
         return None
     request = chat_contract.parse_chat_request(SAMPLE_CHAT)
     try:
-        text = tokenizer.apply_chat_template(request.template_messages(), tools=request.template_tools(),
-                                             add_generation_prompt=True, tokenize=False)  # fmt: skip
+        text = tokenizer.apply_chat_template(
+            request.template_messages(), tools=request.template_tools(), add_generation_prompt=True, tokenize=False
+        )
     except (jinja2.exceptions.TemplateError, TypeError) as err:
         where = "the chat_template given" if given else "the tokenizer's chat template"
-        raise BuildError(f"{where} cannot render a conversation with tools and a tool call: "
-                         f"{type(err).__name__}: {err}; allowed: a Jinja template that renders OpenAI-style messages, "
-                         "tool_calls and tool results") from None  # fmt: skip
+        raise BuildError(
+            f"{where} cannot render a conversation with tools and a tool call: "
+            f"{type(err).__name__}: {err}; allowed: a Jinja template that renders OpenAI-style messages, "
+            "tool_calls and tool results"
+        ) from None
     if "Paris" not in text:
-        raise BuildError("the chat template rendered the sample conversation without its messages; allowed: a "
-                         "template that renders each message's content")  # fmt: skip
+        raise BuildError(
+            "the chat template rendered the sample conversation without its messages; allowed: a "
+            "template that renders each message's content"
+        )
     return "config" if given else "tokenizer"

@@ -89,7 +89,8 @@ SYSTEM = djl_system(
         "Compiles TensorRT-LLM engines at container start (allow up to 30 min); one engine per "
         "tensor_parallel_degree GPUs (ml.g5.12xlarge, 4 GPUs, degree 2: 2 copies). engine.max_model_len is the "
         "engine's max_seq_len (prompt + answer); prompts may take 3/4 of it. Needs InferenceAmiVersion "
-        f"{LMI_INFERENCE_AMI_VERSION} (NVIDIA driver 580) for its CUDA 12.8 image. Model types: " + ", ".join(MODEL_TYPES)
+        f"{LMI_INFERENCE_AMI_VERSION} (NVIDIA driver 580) for its CUDA 12.8 image. Model types: "
+        + ", ".join(MODEL_TYPES)
     ),
     streaming=LMI_STREAMING,
     chat=LMI_TRTLLM_CHAT,

@@ -68,15 +68,22 @@ def lora_sizing(endpoint: EndpointSpec) -> LoraSizing:
     source = "engine.max_lora_rank" if engine.max_lora_rank else f"vLLM's default max_lora_rank {DEFAULT_MAX_LORA_RANK}"
     count = len(endpoint.adapters)
     options = {"enable_lora": "true", "max_loras": str(count), "max_lora_rank": str(rank)}
-    return LoraSizing(max_adapters=count, max_rank=rank, environment=option_environment(options), rank_source=source,
-                      allowed_ranks=LORA_RANKS)
+    return LoraSizing(
+        max_adapters=count,
+        max_rank=rank,
+        environment=option_environment(options),
+        rank_source=source,
+        allowed_ranks=LORA_RANKS,
+    )
 
 
 def rules(endpoint: EndpointSpec, instance: InstanceType) -> list[str]:
     """engine.max_lora_rank sizes LoRA, which only adapters turn on."""
     if endpoint.engine.get("max_lora_rank") is not None and not endpoint.adapters:
-        return [f"endpoint {endpoint.name!r}: engine.max_lora_rank: value {endpoint.engine['max_lora_rank']!r} applies "
-                "only to LoRA adapters; add adapters: or remove the key"]
+        return [
+            f"endpoint {endpoint.name!r}: engine.max_lora_rank: value {endpoint.engine['max_lora_rank']!r} applies "
+            "only to LoRA adapters; add adapters: or remove the key"
+        ]
     return []
 
 

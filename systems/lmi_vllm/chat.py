@@ -14,17 +14,77 @@ from systems.base import ChatCapability
 from systems.djl_common.lmi import LmiEngineOptions
 
 ToolCallParser = Literal[
-    "apertus", "cohere_command3", "cohere_command4", "deepseek_v3", "deepseek_v31", "deepseek_v32", "deepseek_v4",
-    "ernie45", "functiongemma", "gemma4", "gigachat3", "glm45", "glm47", "granite", "granite-20b-fc", "granite4",
-    "hermes", "hunyuan_a13b", "hy_v3", "internlm", "jamba", "kimi_k2", "lfm2", "llama3_json", "llama4_json",
-    "llama4_pythonic", "longcat", "mimo", "minicpm5", "minimax", "minimax_m2", "mistral", "olmo3", "openai",
-    "phi4_mini_json", "poolside_v1", "pythonic", "qwen3_coder", "qwen3_xml", "seed_oss", "step3", "step3p5", "xlam",
-]  # fmt: skip
+    "apertus",
+    "cohere_command3",
+    "cohere_command4",
+    "deepseek_v3",
+    "deepseek_v31",
+    "deepseek_v32",
+    "deepseek_v4",
+    "ernie45",
+    "functiongemma",
+    "gemma4",
+    "gigachat3",
+    "glm45",
+    "glm47",
+    "granite",
+    "granite-20b-fc",
+    "granite4",
+    "hermes",
+    "hunyuan_a13b",
+    "hy_v3",
+    "internlm",
+    "jamba",
+    "kimi_k2",
+    "lfm2",
+    "llama3_json",
+    "llama4_json",
+    "llama4_pythonic",
+    "longcat",
+    "mimo",
+    "minicpm5",
+    "minimax",
+    "minimax_m2",
+    "mistral",
+    "olmo3",
+    "openai",
+    "phi4_mini_json",
+    "poolside_v1",
+    "pythonic",
+    "qwen3_coder",
+    "qwen3_xml",
+    "seed_oss",
+    "step3",
+    "step3p5",
+    "xlam",
+]
 ReasoningParser = Literal[
-    "cohere_command3", "cohere_command4", "deepseek_r1", "deepseek_v3", "deepseek_v4", "ernie45", "gemma4", "glm45",
-    "granite", "holo2", "hunyuan_a13b", "hy_v3", "kimi_k2", "mimo", "minimax_m2", "minimax_m2_append_think",
-    "mistral", "nemotron_v3", "olmo3", "openai_gptoss", "poolside_v1", "qwen3", "seed_oss", "step3", "step3p5",
-]  # fmt: skip
+    "cohere_command3",
+    "cohere_command4",
+    "deepseek_r1",
+    "deepseek_v3",
+    "deepseek_v4",
+    "ernie45",
+    "gemma4",
+    "glm45",
+    "granite",
+    "holo2",
+    "hunyuan_a13b",
+    "hy_v3",
+    "kimi_k2",
+    "mimo",
+    "minimax_m2",
+    "minimax_m2_append_think",
+    "mistral",
+    "nemotron_v3",
+    "olmo3",
+    "openai_gptoss",
+    "poolside_v1",
+    "qwen3",
+    "seed_oss",
+    "step3",
+    "step3p5",
+]
 
 
 class LmiVllmChatOptions(LmiEngineOptions):
@@ -49,7 +109,7 @@ def parses_tool_calls(ep: EndpointSpec) -> bool:
 
 
 CHAT = ChatCapability.native(
-    "LMI hands a request with \"messages\" to vLLM's own chat completions (OpenAIServingChat; djl-serving "
+    'LMI hands a request with "messages" to vLLM\'s own chat completions (OpenAIServingChat; djl-serving '
     "0.36.0-lmi27-dlc lmi_vllm/vllm_async_service.py): the model's chat template, tool calls parsed with "
     "engine.tool_call_parser, reasoning with engine.reasoning_parser, JSON and forced tool calls by vLLM's "
     "structured outputs",

@@ -78,9 +78,11 @@ def profile(endpoint: EndpointSpec) -> EngineProfile:
     return EngineProfile(
         engine=ENGINE,
         cuda=facts_of(SGLANG_DLC).cuda,
-        memory_fraction=fraction if fraction is not None
+        memory_fraction=fraction
+        if fraction is not None
         else default_memory_fraction(instance.gpu_memory_gib, endpoint.tensor_parallel_degree),
-        memory_source="engine.mem_fraction_static (weights + KV cache pool)" if fraction is not None
+        memory_source="engine.mem_fraction_static (weights + KV cache pool)"
+        if fraction is not None
         else "at most what SGLang's default mem_fraction_static leaves (srt/arg_groups/memory_hook.py)",
         max_model_len=engine.context_length,
         kv_cache_bytes=kv_element_bytes(engine.kv_cache_dtype),
@@ -113,7 +115,6 @@ def rules(endpoint: EndpointSpec, instance: InstanceType) -> list[str]:
     return found
 
 
-
 def parses_tool_calls(endpoint: EndpointSpec) -> bool:
     """Whether replies carry parsed tool calls: the engine parses them only with a tool-call parser configured."""
     options = SglangEngineOptions.model_validate(endpoint.engine)
@@ -135,7 +136,7 @@ SYSTEM = ServingSystem(
     chat=openai_chat(
         "SGLang 0.5.20's OpenAI server answers chat completions on /invocations (sglang/srt/entrypoints/http_"
         "server.py, openai/serving_chat.py): the model's chat template, tool calls parsed with engine.tool_ca"
-        'll_parser, JSON schemas and a named tool_choice by its grammar backend',
+        "ll_parser, JSON schemas and a named tool_choice by its grammar backend",
         parses_tool_calls,
     ),
     request_timeout=ENGINE_SERVER_REQUEST_TIMEOUT,

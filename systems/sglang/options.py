@@ -24,46 +24,173 @@ ENV_PREFIX = "SM_SGLANG_"
 # sglang/srt/function_call/function_call_parser.py, FunctionCallParser.ToolCallParserEnum keys; server_args.py
 # adds "auto" (detect from the chat template) to the --tool-call-parser choices.
 ToolCallParser = Literal[
-    "auto", "apertus2509", "cohere_command4", "deepseekv3", "deepseekv31", "deepseekv32", "deepseekv4", "dots",
-    "gemma4", "gigachat3", "glm", "glm45", "glm47", "gpt-oss", "hermes", "hunyuan", "inkling", "interns1",
-    "k2_horizon", "kimi_k2", "kimi_k3", "lfm2", "ling3", "llama3", "mimo", "minicpm5", "minimax-m2", "minimax-m3",
-    "mistral", "muse", "nanbeige", "poolside_v1", "pythonic", "qwen", "qwen25", "qwen3_coder", "spark25", "step3",
-    "step3p5", "trinity",
-]  # fmt: skip
+    "auto",
+    "apertus2509",
+    "cohere_command4",
+    "deepseekv3",
+    "deepseekv31",
+    "deepseekv32",
+    "deepseekv4",
+    "dots",
+    "gemma4",
+    "gigachat3",
+    "glm",
+    "glm45",
+    "glm47",
+    "gpt-oss",
+    "hermes",
+    "hunyuan",
+    "inkling",
+    "interns1",
+    "k2_horizon",
+    "kimi_k2",
+    "kimi_k3",
+    "lfm2",
+    "ling3",
+    "llama3",
+    "mimo",
+    "minicpm5",
+    "minimax-m2",
+    "minimax-m3",
+    "mistral",
+    "muse",
+    "nanbeige",
+    "poolside_v1",
+    "pythonic",
+    "qwen",
+    "qwen25",
+    "qwen3_coder",
+    "spark25",
+    "step3",
+    "step3p5",
+    "trinity",
+]
 # sglang/srt/parser/reasoning_parser.py, ReasoningParser.DetectorMap keys, plus "auto" (server_args.py).
 ReasoningParser = Literal[
-    "auto", "apertus2509", "cohere_command4", "deepseek-r1", "deepseek-v3", "deepseek-v4", "dots", "gemma4",
-    "glm45", "gpt-oss", "granite_thinking_parser", "hunyuan", "inkling", "interns1", "k2_horizon", "kimi", "kimi_k2",
-    "kimi_k3", "ling3", "mimo", "minimax", "minimax-append-think", "minimax-m3", "mistral", "muse", "nanbeige",
-    "nemotron_3", "poolside_v1", "qwen3", "qwen3-thinking", "step3", "step3p5",
-]  # fmt: skip
+    "auto",
+    "apertus2509",
+    "cohere_command4",
+    "deepseek-r1",
+    "deepseek-v3",
+    "deepseek-v4",
+    "dots",
+    "gemma4",
+    "glm45",
+    "gpt-oss",
+    "granite_thinking_parser",
+    "hunyuan",
+    "inkling",
+    "interns1",
+    "k2_horizon",
+    "kimi",
+    "kimi_k2",
+    "kimi_k3",
+    "ling3",
+    "mimo",
+    "minimax",
+    "minimax-append-think",
+    "minimax-m3",
+    "mistral",
+    "muse",
+    "nanbeige",
+    "nemotron_3",
+    "poolside_v1",
+    "qwen3",
+    "qwen3-thinking",
+    "step3",
+    "step3p5",
+]
 # sglang/srt/arg_groups/fields/model.py, the choices of kv_cache_dtype.
-KvCacheDtype = Literal["auto", "fp8_e5m2", "fp8_e4m3", "mxfp8", "bf16", "bfloat16", "nvfp4", "fp4_mx_block16", "fp4_e2m1"]
+KvCacheDtype = Literal[
+    "auto", "fp8_e5m2", "fp8_e4m3", "mxfp8", "bf16", "bfloat16", "nvfp4", "fp4_mx_block16", "fp4_e2m1"
+]
 # sglang/srt/arg_groups/choices.py, QUANTIZATION_CHOICES (--quantization). SGLang reads a checkpoint's own
 # method from config.json quantization_config.quant_method or hf_quant_config.json (configs/model_config.py).
 QuantizationMethod = Literal[
-    "awq", "fp8", "mxfp8", "gptq", "gptq_marlin", "awq_marlin", "bitsandbytes", "gguf", "modelopt", "modelopt_fp8",
-    "modelopt_fp4", "nvfp4_online", "modelopt_mixed", "petit_nvfp4", "w8a8_int8", "w8a8_fp8", "moe_wna16", "w4afp8",
-    "mxfp4", "auto-round", "auto-round-int8", "compressed-tensors", "modelslim", "mxfp_w4a8", "quark",
-    "quark_int4fp8_moe", "quark_mxfp4", "mlx_q4", "mlx_q8", "unquant", "humming",
-]  # fmt: skip
+    "awq",
+    "fp8",
+    "mxfp8",
+    "gptq",
+    "gptq_marlin",
+    "awq_marlin",
+    "bitsandbytes",
+    "gguf",
+    "modelopt",
+    "modelopt_fp8",
+    "modelopt_fp4",
+    "nvfp4_online",
+    "modelopt_mixed",
+    "petit_nvfp4",
+    "w8a8_int8",
+    "w8a8_fp8",
+    "moe_wna16",
+    "w4afp8",
+    "mxfp4",
+    "auto-round",
+    "auto-round-int8",
+    "compressed-tensors",
+    "modelslim",
+    "mxfp_w4a8",
+    "quark",
+    "quark_int4fp8_moe",
+    "quark_mxfp4",
+    "mlx_q4",
+    "mlx_q8",
+    "unquant",
+    "humming",
+]
 # The choices list's own comments mark these as quantizing a bf16/fp16 checkpoint while loading ("online").
 RUNTIME_QUANTIZATION = frozenset({"fp8", "mxfp8", "nvfp4_online", "quark_mxfp4"})
 # sglang/srt/arg_groups/choices.py, LOAD_FORMAT_CHOICES (--load-format).
 LoadFormat = Literal[
-    "auto", "pt", "safetensors", "npcache", "dummy", "sharded_state", "presharded", "gguf", "expert_pack",
-    "bitsandbytes", "mistral", "layered", "flash_rl", "remote", "remote_instance", "fastsafetensors", "private",
+    "auto",
+    "pt",
+    "safetensors",
+    "npcache",
+    "dummy",
+    "sharded_state",
+    "presharded",
+    "gguf",
+    "expert_pack",
+    "bitsandbytes",
+    "mistral",
+    "layered",
+    "flash_rl",
+    "remote",
+    "remote_instance",
+    "fastsafetensors",
+    "private",
     "runai_streamer",
-]  # fmt: skip
+]
 # sglang/srt/speculative/spec_info.py, the SpeculativeAlgorithm members but NONE, and NEXTN, the reserved alias
 # of EAGLE that MTP models use (speculative/spec_registry.py, _RESERVED_ALIASES); from_string upper-cases.
-SpeculativeAlgorithm = Literal["DFLASH", "UNO", "DSPARK", "EAGLE", "EAGLE3", "FROZEN_KV_MTP", "STANDALONE", "NGRAM", "NEXTN"]
+SpeculativeAlgorithm = Literal[
+    "DFLASH", "UNO", "DSPARK", "EAGLE", "EAGLE3", "FROZEN_KV_MTP", "STANDALONE", "NGRAM", "NEXTN"
+]
 # sglang/srt/utils/common.py, SUPPORTED_LORA_TARGET_MODULES and LORA_TARGET_ALL_MODULES ("all").
 LoraTargetModule = Literal[
-    "all", "q_proj", "k_proj", "v_proj", "o_proj", "q_a_proj", "kv_a_proj_with_mqa", "q_b_proj", "kv_b_proj", "wq_b",
-    "wk", "weights_proj", "gate_proj", "up_proj", "down_proj", "qkv_proj", "gate_up_proj", "embed_tokens", "lm_head",
-    "qkvr", "wo_ud",
-]  # fmt: skip
+    "all",
+    "q_proj",
+    "k_proj",
+    "v_proj",
+    "o_proj",
+    "q_a_proj",
+    "kv_a_proj_with_mqa",
+    "q_b_proj",
+    "kv_b_proj",
+    "wq_b",
+    "wk",
+    "weights_proj",
+    "gate_proj",
+    "up_proj",
+    "down_proj",
+    "qkv_proj",
+    "gate_up_proj",
+    "embed_tokens",
+    "lm_head",
+    "qkvr",
+    "wo_ud",
+]
 
 _NEEDS_DRAFTER_MODEL = frozenset({"EAGLE", "EAGLE3", "STANDALONE", "DFLASH", "DSPARK"})
 
@@ -84,7 +211,9 @@ class SglangSpeculativeConfig(Strict):
         if self.algorithm in _NEEDS_DRAFTER_MODEL and not self.draft_model_path:
             raise ValueError(f"speculative algorithm {self.algorithm} needs draft_model_path (the drafter checkpoint)")
         if self.algorithm in ("NEXTN", "FROZEN_KV_MTP", "NGRAM") and self.draft_model_path:
-            raise ValueError(f"speculative algorithm {self.algorithm} drafts without a separate model; remove draft_model_path")
+            raise ValueError(
+                f"speculative algorithm {self.algorithm} drafts without a separate model; remove draft_model_path"
+            )
         return self
 
     def environment(self) -> dict[str, str]:
@@ -134,8 +263,11 @@ class SglangOptions(EngineOptions):
         found = []
         if self.chunked_prefill_size is not None and self.enable_chunked_prefill is False:
             found.append("chunked_prefill_size applies only with chunked prefill on")
-        lora_only = [n for n in ("max_loras_per_batch", "max_loaded_loras", "max_lora_rank", "lora_target_modules")
-                     if getattr(self, n) is not None]  # fmt: skip
+        lora_only = [
+            n
+            for n in ("max_loras_per_batch", "max_loaded_loras", "max_lora_rank", "lora_target_modules")
+            if getattr(self, n) is not None
+        ]
         if lora_only and not self.enable_lora:
             found.append(f"{', '.join(lora_only)} apply only with enable_lora: true")
         if self.enable_lora and (self.max_lora_rank is None or self.lora_target_modules is None):
@@ -160,15 +292,32 @@ class SglangOptions(EngineOptions):
         if problems := self.problems():
             raise ValueError("; ".join(problems))
         env: dict[str, str] = {}
-        for name in ("tp_size", "context_length", "max_running_requests", "mem_fraction_static", "max_prefill_tokens",
-                     "chunked_prefill_size", "kv_cache_dtype", "quantization", "ep_size", "tool_call_parser",
-                     "reasoning_parser", "chat_template", "max_loras_per_batch", "max_loaded_loras", "max_lora_rank",
-                     "lora_target_modules", "load_format"):  # fmt: skip
+        for name in (
+            "tp_size",
+            "context_length",
+            "max_running_requests",
+            "mem_fraction_static",
+            "max_prefill_tokens",
+            "chunked_prefill_size",
+            "kv_cache_dtype",
+            "quantization",
+            "ep_size",
+            "tool_call_parser",
+            "reasoning_parser",
+            "chat_template",
+            "max_loras_per_batch",
+            "max_loaded_loras",
+            "max_lora_rank",
+            "lora_target_modules",
+            "load_format",
+        ):
             value = getattr(self, name)
             if value is not None:
                 text = str(value)
                 if text.strip().lower() in ("", "true", "false"):
-                    raise ValueError(f"{name}: value {text!r} would be read by the container as a boolean or a bare flag")
+                    raise ValueError(
+                        f"{name}: value {text!r} would be read by the container as a boolean or a bare flag"
+                    )
                 if "\n" in text:  # the entrypoint reads `env` line by line
                     raise ValueError(f"{name}: value {text!r} has a line break, which the container splits; use a file")
                 env[ENV_PREFIX + name.upper()] = text

@@ -93,7 +93,13 @@ SYSTEM = ServingSystem(
     summary="GPT-2 as ONNX, TensorRT engine built at container start on the serving GPU (own container)",
     own_container=OwnContainer(
         dockerfile="systems/tensorrt_byoc/container/Dockerfile",
-        include=("systems/byoc_server", "request_contract.py", "chat_contract.py", "systems/tensorrt_byoc/handler", "systems/tensorrt_byoc/container/start"),
+        include=(
+            "systems/byoc_server",
+            "request_contract.py",
+            "chat_contract.py",
+            "systems/tensorrt_byoc/handler",
+            "systems/tensorrt_byoc/container/start",
+        ),
     ),
     environment=container_environment,
     architectures=("decoder",),

@@ -28,8 +28,12 @@ PROFILE_FILE = "tensorrt_profile.json"
 OPSET = 17  # LayerNormalization is one op from 17 on: TensorRT keeps it in fp32 accumulation under fp16
 EXTERNAL_DATA_ABOVE_BYTES = 1_800_000_000  # protobuf's 2 GB limit on one file
 TOKENIZER_FILES = (
-    "tokenizer_config.json", "special_tokens_map.json", "vocab.json", "merges.txt", "added_tokens.json",
-)  # fmt: skip
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "vocab.json",
+    "merges.txt",
+    "added_tokens.json",
+)
 SUPPORTED_ACTIVATIONS = ("gelu_new", "gelu", "gelu_pytorch_tanh", "relu")
 
 # fp32 graph vs fp32 PyTorch: only the order of floating point operations differs.
@@ -214,9 +218,13 @@ def _reference_greedy(model: Any, ids: list[int], new_tokens: int, pad: int) -> 
     x = torch.tensor([ids])
     with torch.no_grad():
         out = model.generate(
-            input_ids=x, attention_mask=torch.ones_like(x), max_new_tokens=new_tokens, min_new_tokens=new_tokens,
-            do_sample=False, pad_token_id=pad,
-        )  # fmt: skip
+            input_ids=x,
+            attention_mask=torch.ones_like(x),
+            max_new_tokens=new_tokens,
+            min_new_tokens=new_tokens,
+            do_sample=False,
+            pad_token_id=pad,
+        )
     return out[0, len(ids) :].tolist()
 
 
@@ -351,7 +359,12 @@ def build(endpoint: EndpointSpec, out_dir: Path, progress: bool = True) -> dict[
         verify_label="verify (ONNX Runtime vs PyTorch)",
         fields=lambda: {
             "dtype": endpoint.dtype,
-            "onnx": {"files": graph_files, "opset": OPSET, "dtype": "fp32", "exporter": "torch.onnx.export (TorchScript)"},
+            "onnx": {
+                "files": graph_files,
+                "opset": OPSET,
+                "dtype": "fp32",
+                "exporter": "torch.onnx.export (TorchScript)",
+            },
             "tensorrt_profile": profile_data,
             "engine_build": "at container start on the serving GPU, cached by (GPU, TensorRT version, ONNX sha256, profile, precision)",
             "libraries": library_versions("torch", "transformers", "onnx", "onnxruntime", "tokenizers"),

@@ -98,7 +98,8 @@ def profile(endpoint: EndpointSpec) -> EngineProfile:
         engine=ENGINE,
         cuda=facts_of(VLLM_DLC).cuda,
         memory_fraction=utilization if utilization is not None else DEFAULT_GPU_MEMORY_UTILIZATION,
-        memory_source="engine.gpu_memory_utilization" if utilization is not None
+        memory_source="engine.gpu_memory_utilization"
+        if utilization is not None
         else f"vLLM's default gpu_memory_utilization {DEFAULT_GPU_MEMORY_UTILIZATION}",
         max_model_len=engine.max_model_len,
         kv_cache_bytes=kv_element_bytes(engine.kv_cache_dtype),
@@ -134,7 +135,6 @@ def rules(endpoint: EndpointSpec, instance: InstanceType) -> list[str]:
     return found
 
 
-
 def parses_tool_calls(endpoint: EndpointSpec) -> bool:
     """Whether replies carry parsed tool calls: the engine parses them only with a tool-call parser configured."""
     options = VllmEngineOptions.model_validate(endpoint.engine)
@@ -156,8 +156,8 @@ SYSTEM = ServingSystem(
     chat=openai_chat(
         "vLLM 0.30.0's OpenAI server answers chat completions on /invocations (vllm/entrypoints/serve/sagemak"
         "er/api_router.py): the model's chat template, tool calls parsed with engine.tool_call_parser and ena"
-        'ble_auto_tool_choice, reasoning with engine.reasoning_parser, JSON schemas and a named tool_choice b'
-        'y its structured outputs',
+        "ble_auto_tool_choice, reasoning with engine.reasoning_parser, JSON schemas and a named tool_choice b"
+        "y its structured outputs",
         parses_tool_calls,
     ),
     request_timeout=ENGINE_SERVER_REQUEST_TIMEOUT,

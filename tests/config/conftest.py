@@ -29,11 +29,15 @@ def start_cli_synths(request: pytest.FixtureRequest) -> dict[str, tuple[Backgrou
     lane = request.getfixturevalue("background")
     root = request.getfixturevalue("tmp_path_factory").mktemp("cli-synth")
     bad = root / "bad.yaml"
-    bad.write_text("endpoints:\n  - {name: gptj, system: hf-fastload, model: EleutherAI/gpt-j-6b, instance_type: ml.g5.12xlarge, "
-                   "tensor_parallel_degree: 3}\n")  # fmt: skip
+    bad.write_text(
+        "endpoints:\n  - {name: gptj, system: hf-fastload, model: EleutherAI/gpt-j-6b, instance_type: ml.g5.12xlarge, "
+        "tensor_parallel_degree: 3}\n"
+    )
     runs = {}
-    for name, args in {"example": ["-c", "config=config/examples/hf-fastload.yaml", "-c", "env=prod", "-c", "allow_unbuilt=true"],
-                       "bad-config": ["-c", f"config={bad}"]}.items():  # fmt: skip
+    for name, args in {
+        "example": ["-c", "config=config/examples/hf-fastload.yaml", "-c", "env=prod", "-c", "allow_unbuilt=true"],
+        "bad-config": ["-c", f"config={bad}"],
+    }.items():
         out = root / name / "cdk.out"
         command = [str(ROOT / "node_modules/.bin/cdk"), "synth", "--no-notices", "-q", *args, "-o", str(out)]
         runs[name] = (lane.submit(f"cli-synth-{name}", command, env=CLI_ENV), out)

@@ -74,45 +74,164 @@ def test_instance_facts_match_the_sagemaker_gpu_table():
         # Every type the table lists has NVIDIA GPUs: none may fall through to "CPU only" (p2 did before).
         assert instance.is_gpu, f"{name}: the sagemaker table lists {info['Count']} GPUs; our facts list none"
         assert instance.gpu_count == info["Count"], name
-        assert instance.gpu_memory_gib * 1024 * instance.gpu_count == pytest.approx(info["TotalGpuMemoryInMiB"], rel=0.1), name
+        assert instance.gpu_memory_gib * 1024 * instance.gpu_count == pytest.approx(
+            info["TotalGpuMemoryInMiB"], rel=0.1
+        ), name
         checked += 1
     assert checked >= 22  # g4dn 6, g5 7, p2 3, p3 3, p4d, p4de, p5.48xlarge
 
 
 BAD = [
     # (description, yaml, expected fragments of the message)
-    ("unknown key with a suggestion", endpoint_yaml(instnce_count=1), ["endpoint 'gptj'", "instnce_count", "unknown key", "did you mean 'instance_count'"]),
-    ("unknown top-level key", "endpoint:\n  - {name: x}\n", ["endpoint", "unknown key", "allowed keys: project, environments, endpoints"]),
+    (
+        "unknown key with a suggestion",
+        endpoint_yaml(instnce_count=1),
+        ["endpoint 'gptj'", "instnce_count", "unknown key", "did you mean 'instance_count'"],
+    ),
+    (
+        "unknown top-level key",
+        "endpoint:\n  - {name: x}\n",
+        ["endpoint", "unknown key", "allowed keys: project, environments, endpoints"],
+    ),
     ("missing endpoints", "project: p\n", ["endpoints", "required key is missing"]),
     ("empty endpoints", "endpoints: []\n", ["endpoints", "at least 1"]),
     ("bad name", endpoint_yaml(name="GPT_J"), ["name", "'GPT_J'", "a-z, 0-9 and '-'"]),
-    ("duplicate names", "endpoints:\n  - {name: a, system: hf-fastload, model: m, instance_type: ml.g5.xlarge}\n  - {name: a, system: hf-fastload, model: m, instance_type: ml.g5.xlarge}\n", ["'a' is used twice", "unique"]),
+    (
+        "duplicate names",
+        "endpoints:\n  - {name: a, system: hf-fastload, model: m, instance_type: ml.g5.xlarge}\n  - {name: a, system: hf-fastload, model: m, instance_type: ml.g5.xlarge}\n",
+        ["'a' is used twice", "unique"],
+    ),
     ("unknown system", endpoint_yaml(system="tgi"), ["endpoint 'gptj'", "system", "'tgi'", "allowed: hf-fastload"]),
     ("unknown dtype", endpoint_yaml(dtype="int8"), ["endpoint 'gptj'", "dtype", "'int8'", "'fp16', 'bf16' or 'fp32'"]),
-    ("unknown instance type", endpoint_yaml(instance_type="ml.g5.3xlarge"), ["endpoint 'gptj'", "instance_type", "'ml.g5.3xlarge'", "ml.g5.2xlarge"]),
-    ("instance type not for hosting", endpoint_yaml(instance_type="g5.2xlarge"), ["instance_type", "'g5.2xlarge'", "not a SageMaker hosting instance type"]),
-    ("download timeout too long", endpoint_yaml(model_data_download_timeout_s=7200), ["endpoint 'gptj'", "model_data_download_timeout_s", "7200", "less than or equal to 3600"]),
-    ("startup timeout too short", endpoint_yaml(container_startup_health_check_timeout_s=30), ["container_startup_health_check_timeout_s", "30", "greater than or equal to 60"]),
-    ("volume on NVMe instance", endpoint_yaml(volume_size_gb=100), ["endpoint 'gptj'", "volume_size_gb", "100", "local NVMe", "remove the key"]),
-    ("volume too large", endpoint_yaml(instance_type="ml.p3.2xlarge", volume_size_gb=1024), ["volume_size_gb", "1024", "less than or equal to 512"]),
-    ("tensor parallel does not divide GPUs", endpoint_yaml(instance_type="ml.g5.12xlarge", tensor_parallel_degree=3), ["tensor_parallel_degree", "value 3", "4 GPUs of ml.g5.12xlarge", "allowed: 1, 2, 4"]),
-    ("tensor parallel on CPU", endpoint_yaml(instance_type="ml.m5.xlarge", tensor_parallel_degree=2), ["tensor_parallel_degree", "value 2", "has no GPU"]),
-    ("autoscaling min above max", endpoint_yaml(autoscaling="{min_capacity: 3, max_capacity: 2, target_value: 4}"), ["autoscaling", "min_capacity 3 is above max_capacity 2"]),
-    ("instance count outside scaling range", endpoint_yaml(instance_count=5, autoscaling="{min_capacity: 1, max_capacity: 2, target_value: 4}"), ["instance_count", "value 5", "range 1-2"]),
+    (
+        "unknown instance type",
+        endpoint_yaml(instance_type="ml.g5.3xlarge"),
+        ["endpoint 'gptj'", "instance_type", "'ml.g5.3xlarge'", "ml.g5.2xlarge"],
+    ),
+    (
+        "instance type not for hosting",
+        endpoint_yaml(instance_type="g5.2xlarge"),
+        ["instance_type", "'g5.2xlarge'", "not a SageMaker hosting instance type"],
+    ),
+    (
+        "download timeout too long",
+        endpoint_yaml(model_data_download_timeout_s=7200),
+        ["endpoint 'gptj'", "model_data_download_timeout_s", "7200", "less than or equal to 3600"],
+    ),
+    (
+        "startup timeout too short",
+        endpoint_yaml(container_startup_health_check_timeout_s=30),
+        ["container_startup_health_check_timeout_s", "30", "greater than or equal to 60"],
+    ),
+    (
+        "volume on NVMe instance",
+        endpoint_yaml(volume_size_gb=100),
+        ["endpoint 'gptj'", "volume_size_gb", "100", "local NVMe", "remove the key"],
+    ),
+    (
+        "volume too large",
+        endpoint_yaml(instance_type="ml.p3.2xlarge", volume_size_gb=1024),
+        ["volume_size_gb", "1024", "less than or equal to 512"],
+    ),
+    (
+        "tensor parallel does not divide GPUs",
+        endpoint_yaml(instance_type="ml.g5.12xlarge", tensor_parallel_degree=3),
+        ["tensor_parallel_degree", "value 3", "4 GPUs of ml.g5.12xlarge", "allowed: 1, 2, 4"],
+    ),
+    (
+        "tensor parallel on CPU",
+        endpoint_yaml(instance_type="ml.m5.xlarge", tensor_parallel_degree=2),
+        ["tensor_parallel_degree", "value 2", "has no GPU"],
+    ),
+    (
+        "autoscaling min above max",
+        endpoint_yaml(autoscaling="{min_capacity: 3, max_capacity: 2, target_value: 4}"),
+        ["autoscaling", "min_capacity 3 is above max_capacity 2"],
+    ),
+    (
+        "instance count outside scaling range",
+        endpoint_yaml(instance_count=5, autoscaling="{min_capacity: 1, max_capacity: 2, target_value: 4}"),
+        ["instance_count", "value 5", "range 1-2"],
+    ),
     ("zero instances", endpoint_yaml(instance_count=0), ["instance_count", "value 0", "greater than or equal to 1"]),
-    ("bad log retention", endpoint_yaml(log_retention_days=10), ["log_retention_days", "value 10", "allowed: 1, 3, 5, 7, 14"]),
-    ("non-positive scaling target", endpoint_yaml(autoscaling="{max_capacity: 2, target_value: 0}"), ["autoscaling.target_value", "value 0", "greater than 0"]),
-    ("bad account id", "environments:\n  dev: {account: '1234'}\n" + endpoint_yaml(), ["environment 'dev'", "account", "'1234'"]),
-    ("override for unknown endpoint", "environments:\n  dev: {overrides: {gpt: {instance_count: 2}}}\n" + endpoint_yaml(), ["environment 'dev'", "'gpt'", "not defined", "defined: gptj"]),
-    ("override breaks a rule", "environments:\n  dev: {overrides: {gptj: {volume_size_gb: 50}}}\n" + endpoint_yaml(), ["environment 'dev'", "endpoint 'gptj'", "volume_size_gb", "local NVMe"]),
-    ("torch-save on another field value", endpoint_yaml(weights_format="pickle"), ["weights_format", "'pickle'", "'safetensors' or 'torch-save'"]),
-    ("image not in the region", "environments:\n  dev: {region: us-gov-west-1}\n" + endpoint_yaml(system="djl-fastertransformer", model="google/flan-t5-xxl", instance_type="ml.g5.12xlarge", tensor_parallel_degree=4), ["environment 'dev'", "djl-inference:0.24.0-fastertransformer5.3.0-cu118", "not published in region us-gov-west-1"]),
-    ("model too large for the GPU", endpoint_yaml(instance_type="ml.g4dn.xlarge", dtype="fp32"), ["endpoint 'gptj'", "6.05 B parameters", "22.6 GiB of weights per GPU in fp32", "NVIDIA T4", "raise tensor_parallel_degree"]),
-    ("encoder-decoder on a decoder system", endpoint_yaml(model="google/flan-t5-xxl", instance_type="ml.g5.12xlarge"), ["endpoint 'gptj'", "model", "'google/flan-t5-xxl' is an encoder-decoder model", "serves decoder models only"]),
-    ("GPU system on a CPU instance", endpoint_yaml(system="lmi-vllm", instance_type="ml.m5.xlarge"), ["endpoint 'gptj'", "instance_type", "'ml.m5.xlarge' has no NVIDIA GPU", "lmi-vllm"]),
+    (
+        "bad log retention",
+        endpoint_yaml(log_retention_days=10),
+        ["log_retention_days", "value 10", "allowed: 1, 3, 5, 7, 14"],
+    ),
+    (
+        "non-positive scaling target",
+        endpoint_yaml(autoscaling="{max_capacity: 2, target_value: 0}"),
+        ["autoscaling.target_value", "value 0", "greater than 0"],
+    ),
+    (
+        "bad account id",
+        "environments:\n  dev: {account: '1234'}\n" + endpoint_yaml(),
+        ["environment 'dev'", "account", "'1234'"],
+    ),
+    (
+        "override for unknown endpoint",
+        "environments:\n  dev: {overrides: {gpt: {instance_count: 2}}}\n" + endpoint_yaml(),
+        ["environment 'dev'", "'gpt'", "not defined", "defined: gptj"],
+    ),
+    (
+        "override breaks a rule",
+        "environments:\n  dev: {overrides: {gptj: {volume_size_gb: 50}}}\n" + endpoint_yaml(),
+        ["environment 'dev'", "endpoint 'gptj'", "volume_size_gb", "local NVMe"],
+    ),
+    (
+        "torch-save on another field value",
+        endpoint_yaml(weights_format="pickle"),
+        ["weights_format", "'pickle'", "'safetensors' or 'torch-save'"],
+    ),
+    (
+        "image not in the region",
+        "environments:\n  dev: {region: us-gov-west-1}\n"
+        + endpoint_yaml(
+            system="djl-fastertransformer",
+            model="google/flan-t5-xxl",
+            instance_type="ml.g5.12xlarge",
+            tensor_parallel_degree=4,
+        ),
+        [
+            "environment 'dev'",
+            "djl-inference:0.24.0-fastertransformer5.3.0-cu118",
+            "not published in region us-gov-west-1",
+        ],
+    ),
+    (
+        "model too large for the GPU",
+        endpoint_yaml(instance_type="ml.g4dn.xlarge", dtype="fp32"),
+        [
+            "endpoint 'gptj'",
+            "6.05 B parameters",
+            "22.6 GiB of weights per GPU in fp32",
+            "NVIDIA T4",
+            "raise tensor_parallel_degree",
+        ],
+    ),
+    (
+        "encoder-decoder on a decoder system",
+        endpoint_yaml(model="google/flan-t5-xxl", instance_type="ml.g5.12xlarge"),
+        ["endpoint 'gptj'", "model", "'google/flan-t5-xxl' is an encoder-decoder model", "serves decoder models only"],
+    ),
+    (
+        "GPU system on a CPU instance",
+        endpoint_yaml(system="lmi-vllm", instance_type="ml.m5.xlarge"),
+        ["endpoint 'gptj'", "instance_type", "'ml.m5.xlarge' has no NVIDIA GPU", "lmi-vllm"],
+    ),
     ("Neuron instance", endpoint_yaml(instance_type="ml.inf2.xlarge"), ["instance_type", "AWS Neuron", "NVIDIA GPUs"]),
-    ("engine option for another system", endpoint_yaml(engine="{tensorrt_profile: {max_batch: 4}}"), ["engine.tensorrt_profile", "tensorrt-byoc"]),
-    ("pipeline stage not an environment", "environments:\n  dev: {}\npipeline: {connection_arn: 'arn:aws:codeconnections:us-east-1:111122223333:connection/abc', repository: o/r, stages: [dev, prod]}\n" + endpoint_yaml(), ["pipeline.stages", "'prod' is not defined", "defined: dev"]),
+    (
+        "engine option for another system",
+        endpoint_yaml(engine="{tensorrt_profile: {max_batch: 4}}"),
+        ["engine.tensorrt_profile", "tensorrt-byoc"],
+    ),
+    (
+        "pipeline stage not an environment",
+        "environments:\n  dev: {}\npipeline: {connection_arn: 'arn:aws:codeconnections:us-east-1:111122223333:connection/abc', repository: o/r, stages: [dev, prod]}\n"
+        + endpoint_yaml(),
+        ["pipeline.stages", "'prod' is not defined", "defined: dev"],
+    ),
     ("not a mapping", "- just\n- a list\n", ["must be a mapping", "endpoints"]),
     ("broken yaml", "endpoints: [\n  name: x\n", ["not valid YAML", "line"]),
 ]
@@ -132,19 +251,38 @@ def test_bad_config_message(tmp_path, description, text, fragments):
 PIPELINE = "pipeline: {connection_arn: 'arn:aws:codeconnections:us-east-1:111122223333:connection/abc', repository: o/r"
 MODEL_RULES = [
     # (description, yaml, environment, the whole message after "<file>: invalid config:\n  - ")
-    ("duplicate names", endpoint_yaml() + "  - " + endpoint_yaml().split("  - ", 1)[1], None,
-     "endpoint name 'gptj' is used twice; endpoint names must be unique"),
-    ("override for unknown endpoint", "environments:\n  dev: {overrides: {gpt: {instance_count: 2}}}\n" + endpoint_yaml(),
-     "dev", "environment 'dev': overrides name endpoint 'gpt', which is not defined (defined: gptj)"),
-    ("pipeline stage not an environment", f"environments:\n  dev: {{}}\n{PIPELINE}, stages: [dev, prod]}}\n"
-     + endpoint_yaml(), "dev", "pipeline.stages: environment 'prod' is not defined (defined: dev)"),
-    ("approval before an unknown environment", f"environments:\n  dev: {{}}\n{PIPELINE}, stages: [dev], "
-     "manual_approval_before: [qa]}\n" + endpoint_yaml(), "dev",
-     "pipeline.manual_approval_before: environment 'qa' is not defined (defined: dev)"),
-    ("nested model rule", endpoint_yaml(system="tensorrt-byoc", engine="{tensorrt_profile: {min_batch: 5, max_batch: 2}}"), None,
-     "endpoint 'gptj': engine.tensorrt_profile: batch sizes must satisfy min_batch <= opt_batch <= max_batch, "
-     "got 5, 5, 2"),
-]  # fmt: skip
+    (
+        "duplicate names",
+        endpoint_yaml() + "  - " + endpoint_yaml().split("  - ", 1)[1],
+        None,
+        "endpoint name 'gptj' is used twice; endpoint names must be unique",
+    ),
+    (
+        "override for unknown endpoint",
+        "environments:\n  dev: {overrides: {gpt: {instance_count: 2}}}\n" + endpoint_yaml(),
+        "dev",
+        "environment 'dev': overrides name endpoint 'gpt', which is not defined (defined: gptj)",
+    ),
+    (
+        "pipeline stage not an environment",
+        f"environments:\n  dev: {{}}\n{PIPELINE}, stages: [dev, prod]}}\n" + endpoint_yaml(),
+        "dev",
+        "pipeline.stages: environment 'prod' is not defined (defined: dev)",
+    ),
+    (
+        "approval before an unknown environment",
+        f"environments:\n  dev: {{}}\n{PIPELINE}, stages: [dev], manual_approval_before: [qa]}}\n" + endpoint_yaml(),
+        "dev",
+        "pipeline.manual_approval_before: environment 'qa' is not defined (defined: dev)",
+    ),
+    (
+        "nested model rule",
+        endpoint_yaml(system="tensorrt-byoc", engine="{tensorrt_profile: {min_batch: 5, max_batch: 2}}"),
+        None,
+        "endpoint 'gptj': engine.tensorrt_profile: batch sizes must satisfy min_batch <= opt_batch <= max_batch, "
+        "got 5, 5, 2",
+    ),
+]
 
 
 @pytest.mark.parametrize("description,text,env,expected", MODEL_RULES, ids=[m[0] for m in MODEL_RULES])
@@ -192,7 +330,8 @@ def test_cdk_synth_writes_templates_for_an_example(cli_synths):
     result = run.result()
     assert result.returncode == 0, result.stderr[-3000:]
     assert sorted(p.name for p in out.glob("*.template.json")) == [
-        "llm-endpoints-prod-artifacts.template.json", "llm-endpoints-prod-gptj-fastload.template.json"
+        "llm-endpoints-prod-artifacts.template.json",
+        "llm-endpoints-prod-gptj-fastload.template.json",
     ]
 
 
@@ -207,7 +346,10 @@ def test_artifact_bucket_name_must_fit_s3s_63_characters(tmp_path):
     message = str(err.value)
     assert "environment 'staging': the artifact bucket name 'twenty-char-project0-staging-artifacts-" in message
     assert f"15 for region {longest_region()!r}, the longest region, since the environment sets none" in message
-    assert "S3 allows 63" in message and "shorten the project or the environment name by 4 characters, or set the environment's region" in message
+    assert (
+        "S3 allows 63" in message
+        and "shorten the project or the environment name by 4 characters, or set the environment's region" in message
+    )
     # The same names fit with a short region given.
     fits = text.replace("    retain_data: false\n", "    retain_data: false\n    region: eu-west-1\n")
     (tmp_path / "fits").mkdir()
@@ -239,7 +381,9 @@ def test_unsized_model_is_a_synth_warning_on_its_stack(synth, tmp_path):
     from aws_cdk.assertions import Annotations, Match
 
     config = tmp_path / "unsized.yaml"
-    config.write_text(f"endpoints:\n  - {{name: unsized, system: hf-fastload, model: {UNSIZED}, instance_type: ml.g4dn.xlarge}}\n")
+    config.write_text(
+        f"endpoints:\n  - {{name: unsized, system: hf-fastload, model: {UNSIZED}, instance_type: ml.g4dn.xlarge}}\n"
+    )
     stack = synth(str(config)).stacks["llm-endpoints-default-unsized"]
     pattern = Match.string_like_regexp(f"model '{UNSIZED}' could not be sized.*llm-endpoints:unsized-model")
     [found] = Annotations.from_stack(stack).find_warning("*", pattern)
@@ -255,7 +399,9 @@ def test_build_refuses_weights_that_do_not_fit(tiny_models, tmp_path):
     from systems import recipe_common as common
     from systems.checks import built_weights_problem
 
-    [ep] = load_config(write(tmp_path, endpoint_yaml(model=tiny_models["gpt2"], instance_type="ml.g5.xlarge"))).endpoints
+    [ep] = load_config(
+        write(tmp_path, endpoint_yaml(model=tiny_models["gpt2"], instance_type="ml.g5.xlarge"))
+    ).endpoints
 
     def load(path):
         return common.load_pretrained(path, ep.dtype)
@@ -273,10 +419,15 @@ def test_build_refuses_weights_that_do_not_fit(tiny_models, tmp_path):
     limit = int(22888 * 2**20 * 0.8)
     assert built_weights_problem(ep, limit // 2) is None
     message = built_weights_problem(ep, limit // 2 + 1)
-    assert f"more than the fit limit of {limit:,} bytes on ml.g5.xlarge at tensor_parallel_degree 1 (80% of the 22.4 GiB of each NVIDIA A10G" in message
+    assert (
+        f"more than the fit limit of {limit:,} bytes on ml.g5.xlarge at tensor_parallel_degree 1 (80% of the 22.4 GiB of each NVIDIA A10G"
+        in message
+    )
     on_two = ep.model_copy(update={"instance_type": "ml.g5.12xlarge", "tensor_parallel_degree": 2})
     assert built_weights_problem(on_two, limit // 2 + 1) is None  # half the weights per GPU
-    assert built_weights_problem(ep.model_copy(update={"instance_type": "ml.m5.xlarge"}), 10**12) is None  # CPU: no limit
+    assert (
+        built_weights_problem(ep.model_copy(update={"instance_type": "ml.m5.xlarge"}), 10**12) is None
+    )  # CPU: no limit
 
 
 def test_every_recipe_reads_its_weights_through_the_size_check():
@@ -284,13 +435,19 @@ def test_every_recipe_reads_its_weights_through_the_size_check():
     must read the source model through it (directly, or via the DJL/LMI shared builders that do); the engine
     systems' recipes copy the checkpoint through checkpoint_artifact, which runs the fit check on the real files."""
     systems = ROOT / "systems"
-    shared = {"run_recipe(": systems / "recipe_common.py", "build_decoder_artifact(": systems / "djl_common/build.py",
-              "build_lmi(": systems / "djl_common/lmi.py",
-              "build_checkpoint_artifact(": systems / "checkpoint_artifact.py"}  # fmt: skip
+    shared = {
+        "run_recipe(": systems / "recipe_common.py",
+        "build_decoder_artifact(": systems / "djl_common/build.py",
+        "build_lmi(": systems / "djl_common/lmi.py",
+        "build_checkpoint_artifact(": systems / "checkpoint_artifact.py",
+    }
     assert "load_source(" in shared["run_recipe("].read_text().split("def run_recipe(")[1]
     assert "run_recipe(" in shared["build_decoder_artifact("].read_text()
     assert "build_decoder_artifact(" in shared["build_lmi("].read_text()
-    assert "checkpoint_problems(" in shared["build_checkpoint_artifact("].read_text().split("def build_checkpoint_artifact(")[1]
+    assert (
+        "checkpoint_problems("
+        in shared["build_checkpoint_artifact("].read_text().split("def build_checkpoint_artifact(")[1]
+    )
     recipes = sorted(systems.glob("*/recipe.py"))
     assert len(recipes) == 10
     for recipe in recipes:

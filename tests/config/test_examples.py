@@ -17,7 +17,9 @@ def test_example_synthesizes_with_nag_clean(all_examples, config, env):
     synthesized = all_examples[(config, env)]
     report = json.loads((synthesized.outdir / "validation-report.json").read_text())
     findings = [
-        v for plugin in report["pluginReports"] for v in plugin.get("violations", [])
+        v
+        for plugin in report["pluginReports"]
+        for v in plugin.get("violations", [])
         if not v["ruleName"].startswith("Annotation::llm-endpoints:")
     ]
     assert findings == []
@@ -55,21 +57,54 @@ def _endpoint_resources(synthesized, stack):
 
 # The reference setups of the systems our users come from, as the example files reproduce them.
 REFERENCE = {
-    "djl-deepspeed.yaml": dict(stack="llm-endpoints-dev-gptj-deepspeed", image="djl-inference:0.27.0-deepspeed0.12.6-cu121",
-                               instance="ml.g5.12xlarge", timeouts=(600, 900), copies=2, legacy=True),
-    "djl-accelerate.yaml": dict(stack="llm-endpoints-dev-gptj-accelerate", image="djl-inference:0.27.0-deepspeed0.12.6-cu121",
-                                instance="ml.g5.12xlarge", copies=2),
-    "djl-fastertransformer.yaml": dict(stack="llm-endpoints-dev-flan-t5-xxl-ft", image="djl-inference:0.24.0-fastertransformer5.3.0-cu118",
-                                       instance="ml.g5.12xlarge", timeouts=(600, 600), copies=1, legacy=True, staged=True),
-    "lmi-vllm.yaml": dict(stack="llm-endpoints-dev-gptj-vllm", image="djl-inference:0.36.0-lmi27.0.0-cu130",
-                          instance="ml.g5.12xlarge", env={"OPTION_ASYNC_MODE": "true", "OPTION_MODEL_ID": "/opt/ml/model"}),
-    "lmi-trtllm.yaml": dict(stack="llm-endpoints-dev-mistral-trtllm", image="djl-inference:0.33.0-tensorrtllm0.21.0-cu128",
-                            instance="ml.g5.12xlarge", env={"OPTION_ASYNC_MODE": "true", "OPTION_MAX_SEQ_LEN": "4096",
-                                                            "OPTION_MAX_INPUT_LEN": "3072"}),
-    "hf-fastload.yaml": dict(stack="llm-endpoints-dev-gptj-fastload", image="huggingface-pytorch-inference:2.6.0-transformers4.51.3-gpu",
-                             instance="ml.g5.2xlarge", timeouts=(600, 600), copies=1),
-    "tensorrt-byoc.yaml": dict(stack="llm-endpoints-dev-gpt2-tensorrt", own_image=True, instance="ml.g4dn.xlarge",
-                               env={"TRT_BACKEND": "tensorrt", "TRT_MAX_BATCH": "10", "TRT_MAX_SEQUENCE_LENGTH": "42"}),
+    "djl-deepspeed.yaml": dict(
+        stack="llm-endpoints-dev-gptj-deepspeed",
+        image="djl-inference:0.27.0-deepspeed0.12.6-cu121",
+        instance="ml.g5.12xlarge",
+        timeouts=(600, 900),
+        copies=2,
+        legacy=True,
+    ),
+    "djl-accelerate.yaml": dict(
+        stack="llm-endpoints-dev-gptj-accelerate",
+        image="djl-inference:0.27.0-deepspeed0.12.6-cu121",
+        instance="ml.g5.12xlarge",
+        copies=2,
+    ),
+    "djl-fastertransformer.yaml": dict(
+        stack="llm-endpoints-dev-flan-t5-xxl-ft",
+        image="djl-inference:0.24.0-fastertransformer5.3.0-cu118",
+        instance="ml.g5.12xlarge",
+        timeouts=(600, 600),
+        copies=1,
+        legacy=True,
+        staged=True,
+    ),
+    "lmi-vllm.yaml": dict(
+        stack="llm-endpoints-dev-gptj-vllm",
+        image="djl-inference:0.36.0-lmi27.0.0-cu130",
+        instance="ml.g5.12xlarge",
+        env={"OPTION_ASYNC_MODE": "true", "OPTION_MODEL_ID": "/opt/ml/model"},
+    ),
+    "lmi-trtllm.yaml": dict(
+        stack="llm-endpoints-dev-mistral-trtllm",
+        image="djl-inference:0.33.0-tensorrtllm0.21.0-cu128",
+        instance="ml.g5.12xlarge",
+        env={"OPTION_ASYNC_MODE": "true", "OPTION_MAX_SEQ_LEN": "4096", "OPTION_MAX_INPUT_LEN": "3072"},
+    ),
+    "hf-fastload.yaml": dict(
+        stack="llm-endpoints-dev-gptj-fastload",
+        image="huggingface-pytorch-inference:2.6.0-transformers4.51.3-gpu",
+        instance="ml.g5.2xlarge",
+        timeouts=(600, 600),
+        copies=1,
+    ),
+    "tensorrt-byoc.yaml": dict(
+        stack="llm-endpoints-dev-gpt2-tensorrt",
+        own_image=True,
+        instance="ml.g4dn.xlarge",
+        env={"TRT_BACKEND": "tensorrt", "TRT_MAX_BATCH": "10", "TRT_MAX_SEQUENCE_LENGTH": "42"},
+    ),
     "deepspeed-byoc.yaml": dict(own_image=True, instance="ml.g5.2xlarge", env={"DS_KERNEL_INJECTION": "true"}),
 }
 
@@ -89,7 +124,10 @@ def test_reference_setup(all_examples, example, synth):
     assert variant["InstanceType"] == want["instance"]
     assert "VolumeSizeInGB" not in variant  # every reference instance has local NVMe
     if "timeouts" in want:
-        assert (variant["ModelDataDownloadTimeoutInSeconds"], variant["ContainerStartupHealthCheckTimeoutInSeconds"]) == want["timeouts"]
+        assert (
+            variant["ModelDataDownloadTimeoutInSeconds"],
+            variant["ContainerStartupHealthCheckTimeoutInSeconds"],
+        ) == want["timeouts"]
     for key, value in want.get("env", {}).items():
         assert container["Environment"][key] == value, key
     data = json.dumps(container.get("ModelDataSource", {}))
@@ -123,8 +161,12 @@ def test_invoke_function_has_the_containers_request_limits(all_examples):
             if not models:
                 continue
             [model] = models
-            [function] = [r for r in resources if r["Type"] == "AWS::Lambda::Function"
-                          and r["Properties"].get("Handler", "").startswith("invoke/handler.")]  # fmt: skip
+            [function] = [
+                r
+                for r in resources
+                if r["Type"] == "AWS::Lambda::Function"
+                and r["Properties"].get("Handler", "").startswith("invoke/handler.")
+            ]
             container = model["Properties"]["PrimaryContainer"].get("Environment", {})
             want = {k: v for k, v in container.items() if k in LIMIT_ENV}
             got = {k: v for k, v in function["Properties"]["Environment"]["Variables"].items() if k in LIMIT_ENV}

@@ -28,15 +28,22 @@ def test_capabilities_and_native_precisions():
     assert by_capability["NVIDIA RTX PRO 6000 Blackwell Server Edition"] == 120
     assert [n for n, f in GPUS.items() if not f.bf16] == ["NVIDIA K80", "NVIDIA V100", "NVIDIA T4"]
     assert sorted(n for n, f in GPUS.items() if f.fp8 and not f.fp4) == [
-        "NVIDIA H100", "NVIDIA H200", "NVIDIA L4", "NVIDIA L40S",
-    ]  # fmt: skip
+        "NVIDIA H100",
+        "NVIDIA H200",
+        "NVIDIA L4",
+        "NVIDIA L40S",
+    ]
     assert sorted(n for n, f in GPUS.items() if f.fp4) == [
-        "NVIDIA B200", "NVIDIA B300", "NVIDIA RTX PRO 4500 Blackwell Server Edition",
+        "NVIDIA B200",
+        "NVIDIA B300",
+        "NVIDIA RTX PRO 4500 Blackwell Server Edition",
         "NVIDIA RTX PRO 6000 Blackwell Server Edition",
-    ]  # fmt: skip
+    ]
     assert [n for n, f in GPUS.items() if not f.verified] == ["NVIDIA K80", "NVIDIA A10G"]
     assert gpu_facts("NVIDIA B300").capability_text == "10.3"
-    with pytest.raises(ValueError, match="GPU .NVIDIA X1. has no recorded compute capability; known: NVIDIA A100, NVIDIA A100 80GB,"):
+    with pytest.raises(
+        ValueError, match="GPU .NVIDIA X1. has no recorded compute capability; known: NVIDIA A100, NVIDIA A100 80GB,"
+    ):
         gpu_facts("NVIDIA X1")
 
 
@@ -44,14 +51,38 @@ def test_capabilities_and_native_precisions():
     ("gpu", "dtype", "engine", "method", "expected"),
     [
         ("NVIDIA T4", "bf16", None, None, "bf16 needs compute capability 8.0 .*NVIDIA T4 is 7.5: use fp16"),
-        ("NVIDIA V100", "bf16", "vllm==0.30.0", "mxfp4", "bf16 needs compute capability 8.0 .*NVIDIA V100 is 7.0|"
-         "vllm==0.30.0 loads mxfp4 weights from compute capability 8.0; NVIDIA V100 is 7.0"),
+        (
+            "NVIDIA V100",
+            "bf16",
+            "vllm==0.30.0",
+            "mxfp4",
+            "bf16 needs compute capability 8.0 .*NVIDIA V100 is 7.0|"
+            "vllm==0.30.0 loads mxfp4 weights from compute capability 8.0; NVIDIA V100 is 7.0",
+        ),
         # gpt-oss's MXFP4 computes in bf16 only (vLLM Mxfp4Config.get_supported_act_dtypes)
-        ("NVIDIA L40S", "fp16", "vllm==0.30.0", "mxfp4", "computes mxfp4 weights in bf16 only, not fp16; set dtype: bf16"),
-        ("NVIDIA T4", "fp16", "sglang==0.5.20", "fp8", "loads fp8 weights from compute capability 8.0; NVIDIA T4 is 7.5"),
+        (
+            "NVIDIA L40S",
+            "fp16",
+            "vllm==0.30.0",
+            "mxfp4",
+            "computes mxfp4 weights in bf16 only, not fp16; set dtype: bf16",
+        ),
+        (
+            "NVIDIA T4",
+            "fp16",
+            "sglang==0.5.20",
+            "fp8",
+            "loads fp8 weights from compute capability 8.0; NVIDIA T4 is 7.5",
+        ),
         ("NVIDIA A10G", "bf16", "sglang==0.5.20", "modelopt_fp8", "from compute capability 8.9; NVIDIA A10G is 8.6"),
         ("NVIDIA H100", "bf16", "sglang==0.5.20", "nvfp4_online", "from compute capability 10.0; NVIDIA H100 is 9.0"),
-        ("NVIDIA H100", "bf16", "vllm==0.30.0", "bitsandbytes", "'bitsandbytes' on vllm==0.30.0: no recorded GPU floor"),
+        (
+            "NVIDIA H100",
+            "bf16",
+            "vllm==0.30.0",
+            "bitsandbytes",
+            "'bitsandbytes' on vllm==0.30.0: no recorded GPU floor",
+        ),
     ],
 )
 def test_precision_refusals(gpu, dtype, engine, method, expected):
@@ -89,12 +120,20 @@ def test_image_cuda_against_gpu_and_host_driver():
     assert "needs NVIDIA driver >= 580; InferenceAmiVersion (default)" in problem
     assert problem.endswith("allowed: al2023-ami-sagemaker-inference-gpu-4-1")
     assert "driver >= 580" in image_problems("NVIDIA H100", "13.0", "al2-ami-sagemaker-inference-gpu-3-1")[0]
-    assert "older than CUDA 13.0 supports (from 7.5)" in image_problems("NVIDIA V100", "13.0", "al2023-ami-sagemaker-inference-gpu-4-1")[0]
+    assert (
+        "older than CUDA 13.0 supports (from 7.5)"
+        in image_problems("NVIDIA V100", "13.0", "al2023-ami-sagemaker-inference-gpu-4-1")[0]
+    )
     # The CUDA 12.4 HF images: no Blackwell code; any AMI (forward-compat libraries on the default one).
     assert image_problems("NVIDIA A10G", "12.4", None) == []
     assert "needs an image built with CUDA >= 12.8" in image_problems("NVIDIA B200", "12.4", None)[0]
     assert "CUDA 12.1 has no recorded driver" in image_problems("NVIDIA T4", "12.1", None)[0]
-    enum = botocore.session.get_session().get_service_model("sagemaker").shape_for("ProductionVariantInferenceAmiVersion").enum
+    enum = (
+        botocore.session.get_session()
+        .get_service_model("sagemaker")
+        .shape_for("ProductionVariantInferenceAmiVersion")
+        .enum
+    )
     assert set(AMI_DRIVERS) == {v for v in enum if "-gpu-" in v}
 
 

@@ -41,7 +41,9 @@ def test_unknown_families_and_sizes_are_refused_not_taken_for_cpus():
     assert all(f" {family}," in unknown.unknown_reason for family in ("g7e", "p5", "m5"))  # names what is known
     assert not unknown.is_gpu and not unknown.has_local_nvme
     odd_size = parse_instance_type("ml.p5.24xlarge")  # P5 exists, this size does not
-    assert "size '24xlarge' is not recorded" in odd_size.unknown_reason and "4xlarge, 48xlarge" in odd_size.unknown_reason
+    assert (
+        "size '24xlarge' is not recorded" in odd_size.unknown_reason and "4xlarge, 48xlarge" in odd_size.unknown_reason
+    )
     assert parse_instance_type("ml.p6e-gb200.36xlarge").unknown_reason == REFUSED_FAMILIES["p6e-gb200"]
 
 
@@ -112,7 +114,9 @@ def test_cpu_families_have_local_nvme_exactly_when_named_with_d():
         assert family.local_nvme == ("d" in capabilities), name
         checked += 1
     assert checked >= 25
-    assert parse_instance_type("ml.r7gd.medium").has_local_nvme and not parse_instance_type("ml.c6gn.large").has_local_nvme
+    assert (
+        parse_instance_type("ml.r7gd.medium").has_local_nvme and not parse_instance_type("ml.c6gn.large").has_local_nvme
+    )
 
 
 def _load(tmp_path, **fields):
@@ -130,7 +134,10 @@ def _error(tmp_path, **fields) -> str:
 
 def test_tensor_parallel_8_is_refused_on_the_one_gpu_p5(tmp_path):
     message = _error(tmp_path, instance_type="ml.p5.4xlarge", tensor_parallel_degree=8)
-    assert "endpoint 'ep': tensor_parallel_degree: value 8 does not divide the 1 GPUs of ml.p5.4xlarge; allowed: 1" in message
+    assert (
+        "endpoint 'ep': tensor_parallel_degree: value 8 does not divide the 1 GPUs of ml.p5.4xlarge; allowed: 1"
+        in message
+    )
     [ep] = _load(tmp_path, instance_type="ml.p5.48xlarge", tensor_parallel_degree=8).endpoints  # eight H100 there
     assert ep.tensor_parallel_degree == 8
 
@@ -140,7 +147,9 @@ def test_new_gpu_families_get_the_gpu_image(tmp_path):
     assert plan.system.name == "hf-fastload"
     assert plan.image_tag == plan.image.gpu_tag != plan.image.cpu_tag
     # Blackwell (g7e) needs an image built with CUDA >= 12.8; hf-fastload's has 12.4 (systems/checks.py)
-    assert "needs an image built with CUDA >= 12.8; this one has CUDA 12.4" in _error(tmp_path, instance_type="ml.g7e.2xlarge")
+    assert "needs an image built with CUDA >= 12.8; this one has CUDA 12.4" in _error(
+        tmp_path, instance_type="ml.g7e.2xlarge"
+    )
 
 
 @pytest.mark.parametrize(
@@ -163,4 +172,3 @@ def test_volume_size_follows_the_nvme_facts(tmp_path):
     assert "local NVMe" in _error(tmp_path, instance_type="ml.g7e.2xlarge", volume_size_gb=100)
     [ep] = _load(tmp_path, instance_type="ml.p3.2xlarge", volume_size_gb=100).endpoints  # P3: EBS only
     assert ep.volume_size_gb == 100
-

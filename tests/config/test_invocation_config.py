@@ -22,7 +22,11 @@ def config(tmp_path, extra: str = "", text: str | None = None):
 
 
 def test_the_production_example_is_async_and_scales_to_zero():
-    [ep] = [e for e in load_config(ROOT / "config/examples/production.yaml", "prod").endpoints if e.name == "summarize-async"]
+    [ep] = [
+        e
+        for e in load_config(ROOT / "config/examples/production.yaml", "prod").endpoints
+        if e.name == "summarize-async"
+    ]
     assert ep.invocation.is_async
     assert ep.invocation.max_concurrent_invocations_per_instance == 4
     assert ep.autoscaling.min_capacity == 0
@@ -37,14 +41,18 @@ def test_defaults_are_real_time_and_async_defaults_are_sagemakers(tmp_path):
     assert ep.invocation.max_concurrent_invocations_per_instance is None  # SageMaker chooses
     assert (ep.invocation.output_path, ep.invocation.failure_path) == (None, None)  # the artifact bucket's folders
     assert async_prefixes("prod-summ") == {
-        "input": "async/prod-summ/input", "output": "async/prod-summ/output", "failure": "async/prod-summ/failures",
+        "input": "async/prod-summ/input",
+        "output": "async/prod-summ/output",
+        "failure": "async/prod-summ/failures",
     }
 
 
 def test_given_locations_and_topics_load(tmp_path):
-    text = (", invocation: {mode: async, output_path: 's3://my-results/llm/out', failure_path: 's3://my-results/llm/err',"
-            " success_topic: 'arn:aws:sns:us-east-1:111122223333:done', error_topic: 'arn:aws:sns:us-east-1:111122223333:failed',"
-            " invocation_timeout_s: 3600, request_ttl_s: 21600, max_concurrent_invocations_per_instance: 1000}")
+    text = (
+        ", invocation: {mode: async, output_path: 's3://my-results/llm/out', failure_path: 's3://my-results/llm/err',"
+        " success_topic: 'arn:aws:sns:us-east-1:111122223333:done', error_topic: 'arn:aws:sns:us-east-1:111122223333:failed',"
+        " invocation_timeout_s: 3600, request_ttl_s: 21600, max_concurrent_invocations_per_instance: 1000}"
+    )
     [ep] = load_config(config(tmp_path, text)).endpoints
     assert ep.invocation.output_path == "s3://my-results/llm/out"
     assert ep.invocation.error_topic.endswith(":failed")
@@ -52,51 +60,123 @@ def test_given_locations_and_topics_load(tmp_path):
 
 BAD = [
     # (description, extra keys of the endpoint, fragments of the message)
-    ("async-only key on a real-time endpoint", ", invocation: {max_concurrent_invocations_per_instance: 4}",
-     ["endpoint 'summ'", "invocation", "max_concurrent_invocations_per_instance (value 4)",
-      "only an asynchronous endpoint uses this key", "set mode: async or remove it"]),
-    ("notifications on a real-time endpoint", ", invocation: {notifications: false}",
-     ["endpoint 'summ'", "invocation", "notifications (value False)", "only an asynchronous endpoint"]),
-    ("max concurrent invocations 0", ", invocation: {mode: async, max_concurrent_invocations_per_instance: 0}",
-     ["invocation.max_concurrent_invocations_per_instance", "value 0", "greater than or equal to 1"]),
-    ("max concurrent invocations 1001", ", invocation: {mode: async, max_concurrent_invocations_per_instance: 1001}",
-     ["invocation.max_concurrent_invocations_per_instance", "value 1001", "less than or equal to 1000"]),
+    (
+        "async-only key on a real-time endpoint",
+        ", invocation: {max_concurrent_invocations_per_instance: 4}",
+        [
+            "endpoint 'summ'",
+            "invocation",
+            "max_concurrent_invocations_per_instance (value 4)",
+            "only an asynchronous endpoint uses this key",
+            "set mode: async or remove it",
+        ],
+    ),
+    (
+        "notifications on a real-time endpoint",
+        ", invocation: {notifications: false}",
+        ["endpoint 'summ'", "invocation", "notifications (value False)", "only an asynchronous endpoint"],
+    ),
+    (
+        "max concurrent invocations 0",
+        ", invocation: {mode: async, max_concurrent_invocations_per_instance: 0}",
+        ["invocation.max_concurrent_invocations_per_instance", "value 0", "greater than or equal to 1"],
+    ),
+    (
+        "max concurrent invocations 1001",
+        ", invocation: {mode: async, max_concurrent_invocations_per_instance: 1001}",
+        ["invocation.max_concurrent_invocations_per_instance", "value 1001", "less than or equal to 1000"],
+    ),
     ("unknown mode", ", invocation: {mode: batch}", ["invocation.mode", "'batch'", "'real-time' or 'async'"]),
-    ("min capacity 0 on a real-time endpoint", ", autoscaling: {min_capacity: 0, max_capacity: 2, target_value: 4}",
-     ["endpoint 'summ'", "autoscaling", "min_capacity 0 is allowed only with invocation.mode: async", "allowed: 1-100"]),
-    ("async with streaming", ", invocation: {mode: async}, streaming: {enabled: true}",
-     ["endpoint 'summ'", "streaming", "only receives asynchronous invocations", "use mode: real-time"]),
-    ("output path with a trailing slash", ", invocation: {mode: async, output_path: 's3://my-results/out/'}",
-     ["invocation.output_path", "'s3://my-results/out/'", "should match pattern"]),
-    ("output path at a bucket's root", ", invocation: {mode: async, failure_path: 's3://my-results'}",
-     ["invocation.failure_path", "'s3://my-results'", "should match pattern"]),
-    ("topic without notifications", ", invocation: {mode: async, notifications: false, "
-     "error_topic: 'arn:aws:sns:us-east-1:111122223333:failed'}",
-     ["endpoint 'summ'", "invocation", "error_topic (value 'arn:aws:sns:us-east-1:111122223333:failed'): a topic is "
-      "given while notifications is false", "allowed: notifications: true with topics, or false without"]),
-    ("not a topic ARN", ", invocation: {mode: async, success_topic: 'arn:aws:sqs:us-east-1:111122223333:q'}",
-     ["invocation.success_topic", "arn:aws:sqs", "should match pattern"]),
-    ("one location for answers and failures", ", invocation: {mode: async, output_path: 's3://b-1/x', failure_path: 's3://b-1/x'}",
-     ["failure_path: value 's3://b-1/x' is the output_path too"]),
-    ("invocation timeout above an hour", ", invocation: {mode: async, invocation_timeout_s: 3601}",
-     ["invocation.invocation_timeout_s", "value 3601", "less than or equal to 3600"]),
-    ("queue TTL below a minute", ", invocation: {mode: async, request_ttl_s: 59}",
-     ["invocation.request_ttl_s", "value 59", "greater than or equal to 60"]),
-    ("result retention on a real-time endpoint", ", invocation: {result_retention_days: 7}",
-     ["endpoint 'summ'", "result_retention_days (value 7)", "only an asynchronous endpoint uses this key"]),
-    ("result retention beside a location of your own", ", invocation: {mode: async, output_path: 's3://my-results/out', "
-     "result_retention_days: 7}",
-     ["result_retention_days (value 7) expires answers and failures in the artifact bucket's folders, but output_path "
-      "names a location of your own: set a lifecycle rule on that bucket instead"]),
-    ("result retention of 0 days", ", invocation: {mode: async, result_retention_days: 0}",
-     ["invocation.result_retention_days", "value 0", "greater than or equal to 1"]),
-    ("real-time smoke budget above InvokeEndpoint's 60 s", ", smoke_test: {latency_budget_ms: 60001}",
-     ["endpoint 'summ'", "smoke_test.latency_budget_ms", "value 60001 is above 60000",
-      "allowed: 100-60000 (up to 840000 with invocation.mode: async)"]),
-    ("async smoke budget above what a Lambda function can wait", ", invocation: {mode: async}, "
-     "smoke_test: {latency_budget_ms: 840001}",
-     ["smoke_test.latency_budget_ms", "value 840001", "less than or equal to 840000"]),
-]  # fmt: skip
+    (
+        "min capacity 0 on a real-time endpoint",
+        ", autoscaling: {min_capacity: 0, max_capacity: 2, target_value: 4}",
+        [
+            "endpoint 'summ'",
+            "autoscaling",
+            "min_capacity 0 is allowed only with invocation.mode: async",
+            "allowed: 1-100",
+        ],
+    ),
+    (
+        "async with streaming",
+        ", invocation: {mode: async}, streaming: {enabled: true}",
+        ["endpoint 'summ'", "streaming", "only receives asynchronous invocations", "use mode: real-time"],
+    ),
+    (
+        "output path with a trailing slash",
+        ", invocation: {mode: async, output_path: 's3://my-results/out/'}",
+        ["invocation.output_path", "'s3://my-results/out/'", "should match pattern"],
+    ),
+    (
+        "output path at a bucket's root",
+        ", invocation: {mode: async, failure_path: 's3://my-results'}",
+        ["invocation.failure_path", "'s3://my-results'", "should match pattern"],
+    ),
+    (
+        "topic without notifications",
+        ", invocation: {mode: async, notifications: false, error_topic: 'arn:aws:sns:us-east-1:111122223333:failed'}",
+        [
+            "endpoint 'summ'",
+            "invocation",
+            "error_topic (value 'arn:aws:sns:us-east-1:111122223333:failed'): a topic is "
+            "given while notifications is false",
+            "allowed: notifications: true with topics, or false without",
+        ],
+    ),
+    (
+        "not a topic ARN",
+        ", invocation: {mode: async, success_topic: 'arn:aws:sqs:us-east-1:111122223333:q'}",
+        ["invocation.success_topic", "arn:aws:sqs", "should match pattern"],
+    ),
+    (
+        "one location for answers and failures",
+        ", invocation: {mode: async, output_path: 's3://b-1/x', failure_path: 's3://b-1/x'}",
+        ["failure_path: value 's3://b-1/x' is the output_path too"],
+    ),
+    (
+        "invocation timeout above an hour",
+        ", invocation: {mode: async, invocation_timeout_s: 3601}",
+        ["invocation.invocation_timeout_s", "value 3601", "less than or equal to 3600"],
+    ),
+    (
+        "queue TTL below a minute",
+        ", invocation: {mode: async, request_ttl_s: 59}",
+        ["invocation.request_ttl_s", "value 59", "greater than or equal to 60"],
+    ),
+    (
+        "result retention on a real-time endpoint",
+        ", invocation: {result_retention_days: 7}",
+        ["endpoint 'summ'", "result_retention_days (value 7)", "only an asynchronous endpoint uses this key"],
+    ),
+    (
+        "result retention beside a location of your own",
+        ", invocation: {mode: async, output_path: 's3://my-results/out', result_retention_days: 7}",
+        [
+            "result_retention_days (value 7) expires answers and failures in the artifact bucket's folders, but output_path "
+            "names a location of your own: set a lifecycle rule on that bucket instead"
+        ],
+    ),
+    (
+        "result retention of 0 days",
+        ", invocation: {mode: async, result_retention_days: 0}",
+        ["invocation.result_retention_days", "value 0", "greater than or equal to 1"],
+    ),
+    (
+        "real-time smoke budget above InvokeEndpoint's 60 s",
+        ", smoke_test: {latency_budget_ms: 60001}",
+        [
+            "endpoint 'summ'",
+            "smoke_test.latency_budget_ms",
+            "value 60001 is above 60000",
+            "allowed: 100-60000 (up to 840000 with invocation.mode: async)",
+        ],
+    ),
+    (
+        "async smoke budget above what a Lambda function can wait",
+        ", invocation: {mode: async}, smoke_test: {latency_budget_ms: 840001}",
+        ["smoke_test.latency_budget_ms", "value 840001", "less than or equal to 840000"],
+    ),
+]
 
 
 @pytest.mark.parametrize("description,extra,fragments", BAD, ids=[b[0] for b in BAD])
@@ -118,9 +198,13 @@ def test_min_capacity_zero_with_async_loads(tmp_path):
 
 def test_async_refuses_inference_components(tmp_path):
     """Inference components are documented for real-time endpoints only, so the combination is refused."""
-    path = config(tmp_path, text=(
-        "endpoints:\n  - {name: summ, system: lmi-vllm, model: EleutherAI/gpt-j-6B, instance_type: ml.g5.12xlarge,"
-        " invocation: {mode: async}, hosting: {mode: inference-components}}\n"))
+    path = config(
+        tmp_path,
+        text=(
+            "endpoints:\n  - {name: summ, system: lmi-vllm, model: EleutherAI/gpt-j-6B, instance_type: ml.g5.12xlarge,"
+            " invocation: {mode: async}, hosting: {mode: inference-components}}\n"
+        ),
+    )
     with pytest.raises(ConfigError) as err:
         load_config(path)
     assert str(err.value) == (
@@ -159,5 +243,7 @@ def test_smoke_budget_defaults_by_invocation_mode(tmp_path):
     assert ep.smoke_test.budget_ms(ep.invocation.mode) == 30_000
     [ep] = load_config(config(tmp_path, ", invocation: {mode: async}")).endpoints
     assert ep.smoke_test.budget_ms(ep.invocation.mode) == 300_000
-    [ep] = load_config(config(tmp_path, ", invocation: {mode: async}, smoke_test: {latency_budget_ms: 840000}")).endpoints
+    [ep] = load_config(
+        config(tmp_path, ", invocation: {mode: async}, smoke_test: {latency_budget_ms: 840000}")
+    ).endpoints
     assert ep.smoke_test.budget_ms(ep.invocation.mode) == 840_000

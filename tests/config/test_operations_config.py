@@ -14,8 +14,13 @@ from endpoint_config.operations import AlarmsSpec, AutoRollback, CapacitySize, D
 from endpoint_config.operations import operations_problems as _operations_problems
 from endpoint_config.schema import EndpointSpec
 
-BASE = dict(name="chat", system="lmi-vllm", model="EleutherAI/gpt-j-6B", instance_type="ml.g5.12xlarge",
-            tensor_parallel_degree=2)
+BASE = dict(
+    name="chat",
+    system="lmi-vllm",
+    model="EleutherAI/gpt-j-6B",
+    instance_type="ml.g5.12xlarge",
+    tensor_parallel_degree=2,
+)
 
 
 def spec(**changes) -> EndpointSpec:
@@ -45,8 +50,11 @@ def test_defaults_are_on_and_safe():
 
 
 def test_blue_green_and_rolling_are_exclusive():
-    refused(DeploymentSpec, {"blue_green": {}, "rolling": {"maximum_batch_size": {"percent": 25}}},
-            "blue_green and rolling are exclusive")
+    refused(
+        DeploymentSpec,
+        {"blue_green": {}, "rolling": {"maximum_batch_size": {"percent": 25}}},
+        "blue_green and rolling are exclusive",
+    )
 
 
 @pytest.mark.parametrize(
@@ -83,7 +91,9 @@ def test_auto_rollback_alarm_count_and_names():
     names = [f"team-alarm-{i}" for i in range(8)]
     refused(AutoRollback, {"extra_alarm_names": names}, "value 11 alarms (3 created by the stack + 8", "limit of 10")
     assert len(AutoRollback.model_validate({"extra_alarm_names": names[:7]}).extra_alarm_names) == 7
-    assert AutoRollback.model_validate({"errors_5xx_rate": None, "extra_alarm_names": names[:9]}).created_alarm_count == 1
+    assert (
+        AutoRollback.model_validate({"errors_5xx_rate": None, "extra_alarm_names": names[:9]}).created_alarm_count == 1
+    )
     refused(AutoRollback, {"errors_5xx_rate": None, "latency_p99_ms": None}, "no alarm left", "auto_rollback: null")
     refused(AutoRollback, {"extra_alarm_names": ["a", "a"]}, "named twice")
     refused(AutoRollback, {"extra_alarm_names": ["   "]}, "is not a CloudWatch alarm name")
@@ -102,7 +112,9 @@ def test_alarm_periods_follow_cloudwatch():
 
 
 def test_stepped_updates_need_two_instances():
-    [problem] = operations_problems(spec(deployment={"blue_green": {"traffic": "canary", "canary_size": {"percent": 50}}}))
+    [problem] = operations_problems(
+        spec(deployment={"blue_green": {"traffic": "canary", "canary_size": {"percent": 50}}})
+    )
     assert problem.startswith("endpoint 'chat': deployment.blue_green: canary traffic need a fleet of at least 2")
     [problem] = operations_problems(spec(deployment={"rolling": {"maximum_batch_size": {"percent": 50}}}))
     assert "rolling batches need a fleet of at least 2" in problem
@@ -110,22 +122,45 @@ def test_stepped_updates_need_two_instances():
 
 def test_instance_sized_steps_against_the_autoscaling_range():
     scaling = {"min_capacity": 2, "max_capacity": 20, "target_value": 4}
-    ok = spec(instance_count=2, autoscaling=scaling,
-              deployment={"blue_green": {"traffic": "canary", "canary_size": {"instances": 1}}})
+    ok = spec(
+        instance_count=2,
+        autoscaling=scaling,
+        deployment={"blue_green": {"traffic": "canary", "canary_size": {"instances": 1}}},
+    )
     assert operations_problems(ok) == []
-    [problem] = operations_problems(spec(instance_count=2, autoscaling=scaling,
-                                         deployment={"blue_green": {"traffic": "canary", "canary_size": {"instances": 2}}}))
-    assert "deployment.blue_green.canary_size: value 2 instances is 10-100 % of a fleet of 2-20 instances (autoscaling)" in problem
+    [problem] = operations_problems(
+        spec(
+            instance_count=2,
+            autoscaling=scaling,
+            deployment={"blue_green": {"traffic": "canary", "canary_size": {"instances": 2}}},
+        )
+    )
+    assert (
+        "deployment.blue_green.canary_size: value 2 instances is 10-100 % of a fleet of 2-20 instances (autoscaling)"
+        in problem
+    )
     # 1 of 20 instances is 5 %: below the 10 % a linear step needs; no count fits both ends of 2-20.
-    [problem] = operations_problems(spec(instance_count=2, autoscaling=scaling,
-                                         deployment={"blue_green": {"traffic": "linear", "linear_step": {"instances": 1}}}))
+    [problem] = operations_problems(
+        spec(
+            instance_count=2,
+            autoscaling=scaling,
+            deployment={"blue_green": {"traffic": "linear", "linear_step": {"instances": 1}}},
+        )
+    )
     assert "value 1 instance is 5-50 %" in problem
     assert "allows 10-50 % for a linear step; allowed here: no instance count fits: use percent" in problem
 
 
 def test_execution_timeout_must_exceed_the_waits():
-    deployment = {"blue_green": {"traffic": "canary", "canary_size": {"percent": 25}, "wait_interval_s": 600,
-                                 "termination_wait_s": 300, "maximum_execution_timeout_s": 1500}}
+    deployment = {
+        "blue_green": {
+            "traffic": "canary",
+            "canary_size": {"percent": 25},
+            "wait_interval_s": 600,
+            "termination_wait_s": 300,
+            "maximum_execution_timeout_s": 1500,
+        }
+    }
     [problem] = operations_problems(spec(instance_count=4, deployment=deployment))
     assert "maximum_execution_timeout_s: value 1500 s is not longer than the update's waits, 1500 s" in problem
     assert "allowed: 1501-28800" in problem
@@ -136,7 +171,10 @@ def test_execution_timeout_must_exceed_the_waits():
 def test_rollback_alarms_must_fit_in_one_bake():
     deployment = {"blue_green": {"wait_interval_s": 120}, "auto_rollback": {"period_s": 60, "evaluation_periods": 3}}
     [problem] = operations_problems(spec(deployment=deployment))
-    assert "deployment.auto_rollback: period_s x evaluation_periods = 180 s is longer than blue_green.wait_interval_s 120 s" in problem
+    assert (
+        "deployment.auto_rollback: period_s x evaluation_periods = 180 s is longer than blue_green.wait_interval_s 120 s"
+        in problem
+    )
 
 
 def test_guardrails_are_refused_on_inf1():
@@ -147,13 +185,16 @@ def test_guardrails_are_refused_on_inf1():
 
 def test_no_invocations_alarm_is_refused_on_async_endpoints():
     ep = spec(invocation={"mode": "async"}, alarms={"no_invocations_periods": 6})
-    assert any("alarms.no_invocations_periods: value 6 cannot work on an asynchronous endpoint" in p
-               for p in operations_problems(ep))
+    assert any(
+        "alarms.no_invocations_periods: value 6 cannot work on an asynchronous endpoint" in p
+        for p in operations_problems(ep)
+    )
 
 
 def test_messages_through_load_config(tmp_path):
     path = tmp_path / "ops.yaml"
-    path.write_text(textwrap.dedent("""\
+    path.write_text(
+        textwrap.dedent("""\
         environments:
           prod:
             overrides:
@@ -166,17 +207,23 @@ def test_messages_through_load_config(tmp_path):
             tensor_parallel_degree: 2
             instance_count: 4
             deployment: {blue_green: {traffic: linear, linear_step: {percent: 70}}}
-        """))
+        """)
+    )
     with pytest.raises(ConfigError) as err:
         load_config(path, "prod")
-    assert f"{path}: invalid config:\n  - endpoint 'chat': deployment.blue_green: linear_step: value 70 % is outside " \
-           "the 10-50 % of the fleet SageMaker allows for a linear step" in str(err.value)
+    assert (
+        f"{path}: invalid config:\n  - endpoint 'chat': deployment.blue_green: linear_step: value 70 % is outside "
+        "the 10-50 % of the fleet SageMaker allows for a linear step" in str(err.value)
+    )
     # The environment's override replaces the whole block; its fleet rule names the environment.
     path.write_text(path.read_text().replace("linear_step: {percent: 70}", "linear_step: {percent: 25}"))
     with pytest.raises(ConfigError) as err:
         load_config(path, "prod")
-    assert "  - environment 'prod': endpoint 'chat': deployment.blue_green.canary_size: value 3 instances is 75 % of a " \
-           "fleet of 4 instances; SageMaker allows at most 50 % for a canary; allowed here: 1-2 instances" in str(err.value)
+    assert (
+        "  - environment 'prod': endpoint 'chat': deployment.blue_green.canary_size: value 3 instances is 75 % of a "
+        "fleet of 4 instances; SageMaker allows at most 50 % for a canary; allowed here: 1-2 instances"
+        in str(err.value)
+    )
 
 
 # --------------------------------------------------------------------------------- inference components (item 4)
@@ -195,10 +242,14 @@ def component(copies: int = 2, scaling: dict | None = None, **changes) -> Endpoi
     [
         ({"blue_green": {}}, "deployment.blue_green: cannot apply to an inference component"),
         ({"blue_green": {"traffic": "canary", "canary_size": {"percent": 25}}}, "UpdateInferenceComponent"),
-        ({"rolling": {"maximum_batch_size": {"instances": 1}}},
-         "deployment.rolling.maximum_batch_size: value {instances: 1} counts instances"),
-        ({"rolling": {"maximum_batch_size": {"copies": 1}, "rollback_maximum_batch_size": {"instances": 2}}},
-         "deployment.rolling.rollback_maximum_batch_size: value {instances: 2} counts instances"),
+        (
+            {"rolling": {"maximum_batch_size": {"instances": 1}}},
+            "deployment.rolling.maximum_batch_size: value {instances: 1} counts instances",
+        ),
+        (
+            {"rolling": {"maximum_batch_size": {"copies": 1}, "rollback_maximum_batch_size": {"instances": 2}}},
+            "deployment.rolling.rollback_maximum_batch_size: value {instances: 2} counts instances",
+        ),
     ],
 )
 def test_endpoint_level_settings_are_refused_on_a_component(deployment, fragment):
@@ -208,22 +259,43 @@ def test_endpoint_level_settings_are_refused_on_a_component(deployment, fragment
 
 
 def test_copies_are_refused_where_there_is_no_component():
-    [problem] = operations_problems(spec(instance_count=4, deployment={"rolling": {"maximum_batch_size": {"copies": 1}}}))
-    assert "value {copies: 1} counts inference-component copies, and this endpoint (hosting.mode: endpoint) has none" in problem
+    [problem] = operations_problems(
+        spec(instance_count=4, deployment={"rolling": {"maximum_batch_size": {"copies": 1}}})
+    )
+    assert (
+        "value {copies: 1} counts inference-component copies, and this endpoint (hosting.mode: endpoint) has none"
+        in problem
+    )
     assert "allowed: {instances: N} or {percent: P}" in problem
 
 
 def test_a_component_rolls_in_5_to_50_percent_of_the_copies_an_update_can_meet():
     scaling = {"min_copies": 2, "max_copies": 8, "target_concurrency": 4}
-    assert operations_problems(component(scaling=scaling, deployment={"rolling": {"maximum_batch_size": {"copies": 1}}})) == []
-    [problem] = operations_problems(component(scaling=scaling, deployment={"rolling": {"maximum_batch_size": {"copies": 2}}}))
-    assert ("deployment.rolling.maximum_batch_size: value 2 copies is 25-100 % of a fleet of 2-8 copies (copy_scaling); "
-            "SageMaker allows 5-50 % for a rolling batch; allowed here: 1-1 copies") in problem
+    assert (
+        operations_problems(component(scaling=scaling, deployment={"rolling": {"maximum_batch_size": {"copies": 1}}}))
+        == []
+    )
+    [problem] = operations_problems(
+        component(scaling=scaling, deployment={"rolling": {"maximum_batch_size": {"copies": 2}}})
+    )
+    assert (
+        "deployment.rolling.maximum_batch_size: value 2 copies is 25-100 % of a fleet of 2-8 copies (copy_scaling); "
+        "SageMaker allows 5-50 % for a rolling batch; allowed here: 1-1 copies"
+    ) in problem
     # Scaled to zero, a deploy keeps one copy (never 0), and one copy is 100 % of itself.
-    [problem] = operations_problems(component(copies=1, scaling={**scaling, "min_copies": 0},
-                                              deployment={"rolling": {"maximum_batch_size": {"percent": 50}}}))
-    assert "rolling batches need a fleet of at least 2 copies, and this one can be 1 (hosting.copies / " \
-           "copy_scaling.min_copies)" in problem and "set deployment: null" in problem
+    [problem] = operations_problems(
+        component(
+            copies=1,
+            scaling={**scaling, "min_copies": 0},
+            deployment={"rolling": {"maximum_batch_size": {"percent": 50}}},
+        )
+    )
+    assert (
+        "rolling batches need a fleet of at least 2 copies, and this one can be 1 (hosting.copies / "
+        "copy_scaling.min_copies)"
+        in problem
+        and "set deployment: null" in problem
+    )
 
 
 @pytest.mark.parametrize(
@@ -270,19 +342,34 @@ def test_an_async_endpoint_takes_its_latency_thresholds_from_its_invocation_time
     # SageMaker's default timeout, 900 s, when none is set.
     assert resolved_alarms(spec(invocation={"mode": "async"})).latency_p99_ms == 810_000
     # Given values are kept (null too: no latency alarm), and real-time endpoints keep the 30 s default.
-    given = spec(invocation={"mode": "async", "invocation_timeout_s": 1800}, alarms={"latency_p99_ms": 600_000},
-                 deployment={"auto_rollback": {"latency_p99_ms": None}})
-    assert resolved_alarms(given).latency_p99_ms == 600_000 and resolved_deployment(given).auto_rollback.latency_p99_ms is None
+    given = spec(
+        invocation={"mode": "async", "invocation_timeout_s": 1800},
+        alarms={"latency_p99_ms": 600_000},
+        deployment={"auto_rollback": {"latency_p99_ms": None}},
+    )
+    assert (
+        resolved_alarms(given).latency_p99_ms == 600_000
+        and resolved_deployment(given).auto_rollback.latency_p99_ms is None
+    )
     assert resolved_alarms(spec()).latency_p99_ms == 30_000
     assert operations_problems(ep) == []
 
 
 def test_an_async_latency_threshold_above_the_timeout_is_refused():
-    ep = spec(invocation={"mode": "async", "invocation_timeout_s": 600}, alarms={"latency_p99_ms": 700_000},
-              deployment={"auto_rollback": {"latency_p99_ms": 900_000}})
+    ep = spec(
+        invocation={"mode": "async", "invocation_timeout_s": 600},
+        alarms={"latency_p99_ms": 700_000},
+        deployment={"auto_rollback": {"latency_p99_ms": 900_000}},
+    )
     problems = operations_problems(ep)
-    assert any(p.startswith("endpoint 'chat': alarms.latency_p99_ms: value 700000 ms is above the 600000 ms "
-                            "(invocation.invocation_timeout_s, 600 s)") and "allowed: 1-600000" in p for p in problems)
+    assert any(
+        p.startswith(
+            "endpoint 'chat': alarms.latency_p99_ms: value 700000 ms is above the 600000 ms "
+            "(invocation.invocation_timeout_s, 600 s)"
+        )
+        and "allowed: 1-600000" in p
+        for p in problems
+    )
     assert any("deployment.auto_rollback.latency_p99_ms: value 900000 ms" in p for p in problems), problems
 
 
@@ -303,7 +390,8 @@ def test_defaults_that_depend_on_the_endpoint_survive_an_environment_override(tm
     """An environment's override rebuilds the endpoint; the keys the file left out stay defaults (so they still
     follow the invocation timeout), and the ones it gave stay given."""
     path = tmp_path / "async.yaml"
-    path.write_text(textwrap.dedent("""\
+    path.write_text(
+        textwrap.dedent("""\
         environments:
           prod:
             overrides:
@@ -315,7 +403,8 @@ def test_defaults_that_depend_on_the_endpoint_survive_an_environment_override(tm
             instance_type: ml.g5.2xlarge
             invocation: {mode: async, invocation_timeout_s: 1800}
             alarms: {disk_percent: 85}
-        """))
+        """)
+    )
     plan = load_config(path, "prod").plan("summarize")
     assert plan.spec.instance_count == 2
     assert (plan.alarms.latency_p99_ms, plan.alarms.disk_percent) == (1_620_000, 85)

@@ -46,8 +46,9 @@ def test_a_system_whose_container_does_not_stream_is_refused(tmp_path, system):
     path.write_text(LMI.format(system=system, streaming="{enabled: true}").replace("ml.g5.12xlarge", instance))
     with pytest.raises(ConfigError) as err:
         load_config(path)
-    assert (f"endpoint 'chat': streaming.enabled: value true is not supported by system '{system}'" in str(err.value)
-            and "systems that stream: lmi-vllm, lmi-trtllm" in str(err.value))  # fmt: skip
+    assert f"endpoint 'chat': streaming.enabled: value true is not supported by system '{system}'" in str(
+        err.value
+    ) and "systems that stream: lmi-vllm, lmi-trtllm" in str(err.value)
     # Off, the same endpoint loads: the rule is about streaming only.
     path.write_text(LMI.format(system=system, streaming="{enabled: false}").replace("ml.g5.12xlarge", instance))
     assert load_config(path).endpoints
@@ -58,8 +59,9 @@ def test_auth_none_needs_the_acknowledgement(tmp_path):
         load(tmp_path, streaming="{enabled: true, auth: none}")
     assert "endpoint 'chat': streaming: auth: value 'none' makes the function URL callable by anyone" in str(err.value)
     assert "acknowledge_unauthenticated: true" in str(err.value)
-    [ep] = load(tmp_path, streaming="{enabled: true, auth: none, acknowledge_unauthenticated: true, "
-                               "reserved_concurrency: 5}").endpoints
+    [ep] = load(
+        tmp_path, streaming="{enabled: true, auth: none, acknowledge_unauthenticated: true, reserved_concurrency: 5}"
+    ).endpoints
     assert ep.streaming.auth == "none" and ep.streaming.reserved_concurrency == 5
 
 
@@ -69,7 +71,9 @@ def test_auth_none_needs_a_cap_on_concurrent_streams(tmp_path):
     with pytest.raises(ConfigError) as err:
         load(tmp_path, streaming="{enabled: true, auth: none, acknowledge_unauthenticated: true}")
     message = str(err.value)
-    assert "endpoint 'chat': streaming: reserved_concurrency: value None with auth 'none' leaves a public URL" in message
+    assert (
+        "endpoint 'chat': streaming: reserved_concurrency: value None with auth 'none' leaves a public URL" in message
+    )
     assert "allowed: 1-1000 (the most streams at once), or auth: iam" in message
 
 
@@ -78,12 +82,21 @@ def test_the_acknowledgement_without_auth_none_is_refused():
         StreamingSpec(enabled=True, acknowledge_unauthenticated=True)
 
 
-@pytest.mark.parametrize(("streaming", "needle"), [
-    ("{enabled: true, timeout_s: 901}", "streaming.timeout_s: value 901: Input should be less than or equal to 900"),
-    ("{enabled: true, reserved_concurrency: 0}", "streaming.reserved_concurrency: value 0: Input should be greater than or equal to 1"),
-    ("{enabled: true, auth: sigv4}", "streaming.auth: value 'sigv4': Input should be 'iam' or 'none'"),
-    ("{enabled: true, stream_mode: sse}", "streaming.stream_mode: unknown key"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("streaming", "needle"),
+    [
+        (
+            "{enabled: true, timeout_s: 901}",
+            "streaming.timeout_s: value 901: Input should be less than or equal to 900",
+        ),
+        (
+            "{enabled: true, reserved_concurrency: 0}",
+            "streaming.reserved_concurrency: value 0: Input should be greater than or equal to 1",
+        ),
+        ("{enabled: true, auth: sigv4}", "streaming.auth: value 'sigv4': Input should be 'iam' or 'none'"),
+        ("{enabled: true, stream_mode: sse}", "streaming.stream_mode: unknown key"),
+    ],
+)
 def test_bounds_and_unknown_keys(tmp_path, streaming, needle):
     with pytest.raises(ConfigError) as err:
         load(tmp_path, streaming=streaming)
@@ -93,8 +106,13 @@ def test_bounds_and_unknown_keys(tmp_path, streaming, needle):
 def test_inference_components_stream(tmp_path):
     """InvokeEndpointWithResponseStream takes InferenceComponentName (botocore's service model), so a streaming system
     on inference components loads."""
-    assert "InferenceComponentName" in botocore.session.get_session().get_service_model("sagemaker-runtime") \
-        .operation_model("InvokeEndpointWithResponseStream").input_shape.members
+    assert (
+        "InferenceComponentName"
+        in botocore.session.get_session()
+        .get_service_model("sagemaker-runtime")
+        .operation_model("InvokeEndpointWithResponseStream")
+        .input_shape.members
+    )
     components = "\n    hosting: {mode: inference-components}"
     path = tmp_path / "endpoints.yaml"
     path.write_text(LMI.format(system="lmi-vllm", streaming="{enabled: true}") + components)

@@ -60,9 +60,14 @@ def runtime_server():
 def wire(runtime_server, monkeypatch):
     runtime_server.answers.clear()
     runtime_server.requests.clear()
-    for k, v in {"AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME": runtime_server.url, "AWS_ACCESS_KEY_ID": "testing",
-                 "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
-                 "AWS_CONFIG_FILE": "/dev/null", "AWS_SHARED_CREDENTIALS_FILE": "/dev/null"}.items():
+    for k, v in {
+        "AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME": runtime_server.url,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_CONFIG_FILE": "/dev/null",
+        "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
+    }.items():
         monkeypatch.setenv(k, v)
     monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
     return runtime_server

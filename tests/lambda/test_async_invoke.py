@@ -40,8 +40,9 @@ def aws(moto_env):
 
 def test_submit_uploads_the_validated_request_and_fetch_reads_the_answer(aws):
     queue_async_results(aws, (False, json.dumps(ANSWER)))
-    status, body = async_invoke.submit(ENDPOINT, GOOD, input_location=INPUT, inference_id="req-1",
-                                       invocation_timeout_s=1800)
+    status, body = async_invoke.submit(
+        ENDPOINT, GOOD, input_location=INPUT, inference_id="req-1", invocation_timeout_s=1800
+    )
     assert status == 202, body
     assert body["inference_id"] == "req-1"
     assert body["input_location"] == f"s3://{BUCKET}/async/{ENDPOINT}/input/req-1.json"
@@ -49,7 +50,9 @@ def test_submit_uploads_the_validated_request_and_fetch_reads_the_answer(aws):
     uploaded = json.loads(s3.get_object(Bucket=BUCKET, Key=f"async/{ENDPOINT}/input/req-1.json")["Body"].read())
     assert uploaded == GOOD  # what the model reads: the contract's checked request
     assert async_invoke.fetch_result(body["output_location"], body["failure_location"]) == {
-        "status": "completed", "output": ANSWER, "output_location": body["output_location"],
+        "status": "completed",
+        "output": ANSWER,
+        "output_location": body["output_location"],
     }
 
 
@@ -76,7 +79,9 @@ def test_a_result_larger_than_the_cap_is_not_inlined(aws):
 
 
 def test_an_invalid_request_is_refused_before_anything_is_uploaded(aws):
-    status, body = async_invoke.submit(ENDPOINT, {"inputs": "x", "parameters": {"max_new_tokens": 0}}, input_location=INPUT)
+    status, body = async_invoke.submit(
+        ENDPOINT, {"inputs": "x", "parameters": {"max_new_tokens": 0}}, input_location=INPUT
+    )
     assert status == 400 and "max_new_tokens" in body["error"]
     assert "Contents" not in boto3.client("s3").list_objects_v2(Bucket=BUCKET)
 
@@ -113,8 +118,10 @@ def test_handler_submits_then_reads_the_result_from_its_own_folders_only(functio
     source_bucket, source_key = submitted["output_location"].removeprefix("s3://").split("/", 1)
     key = f"async/{ENDPOINT}/output/{submitted['inference_id']}.out"
     s3.copy_object(Bucket=BUCKET, Key=key, CopySource={"Bucket": source_bucket, "Key": source_key})
-    request = {"output_location": f"s3://{BUCKET}/{key}",
-               "failure_location": f"s3://{BUCKET}/async/{ENDPOINT}/failures/{submitted['inference_id']}-error.out"}
+    request = {
+        "output_location": f"s3://{BUCKET}/{key}",
+        "failure_location": f"s3://{BUCKET}/async/{ENDPOINT}/failures/{submitted['inference_id']}-error.out",
+    }
     done = async_handler(request)
     assert done["statusCode"] == 200 and json.loads(done["body"])["output"] == ANSWER
     pending = async_handler({"output_location": f"s3://{BUCKET}/async/{ENDPOINT}/output/other.out"})
@@ -141,8 +148,12 @@ def test_model_build_result_prints_the_result_and_exits_by_its_state(aws, capsys
     _, failed = async_invoke.submit(ENDPOINT, GOOD, input_location=INPUT)
     assert main(["result", "--output-location", done["output_location"]]) == 0
     assert json.loads(capsys.readouterr().out)["output"] == ANSWER
-    assert main(["result", "--output-location", failed["output_location"],
-                 "--failure-location", failed["failure_location"]]) == 1
+    assert (
+        main(
+            ["result", "--output-location", failed["output_location"], "--failure-location", failed["failure_location"]]
+        )
+        == 1
+    )
     assert json.loads(capsys.readouterr().out)["error"] == "the model failed"
     assert main(["result", "--output-location", f"s3://{BUCKET}/async/{ENDPOINT}/output/later.out"]) == RESULT_PENDING
     assert main(["result", "--output-location", "https://example.com/x"]) == 2

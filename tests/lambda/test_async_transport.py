@@ -87,12 +87,16 @@ def test_the_function_answers_502_for_both_actions_when_s3_is_a_closed_port(unre
     """Through the invoke function's handler with its own clients (standard retries), S3 at a closed port."""
     url, _ = unreachable["refused"]
     for key, value in {
-        "ENDPOINT_NAME": ENDPOINT, "INVOCATION_MODE": "async", "AWS_ENDPOINT_URL_S3": url,
-        "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
+        "ENDPOINT_NAME": ENDPOINT,
+        "INVOCATION_MODE": "async",
+        "AWS_ENDPOINT_URL_S3": url,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
         "INPUT_LOCATION": f"s3://{BUCKET}/async/{ENDPOINT}/input",
         "OUTPUT_LOCATION": f"s3://{BUCKET}/async/{ENDPOINT}/output",
         "FAILURE_LOCATION": f"s3://{BUCKET}/async/{ENDPOINT}/failures",
-    }.items():  # fmt: skip
+    }.items():
         monkeypatch.setenv(key, value)
     async_invoke.reset_clients()
     try:
@@ -107,15 +111,27 @@ def test_the_function_answers_502_for_both_actions_when_s3_is_a_closed_port(unre
 
 
 def test_no_credentials_is_the_functions_configuration_500(monkeypatch):
-    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
-                "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_WEB_IDENTITY_TOKEN_FILE"):  # fmt: skip
+    for key in (
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AWS_PROFILE",
+        "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+        "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+        "AWS_WEB_IDENTITY_TOKEN_FILE",
+    ):
         monkeypatch.delenv(key, raising=False)
-    for key, value in {"AWS_SHARED_CREDENTIALS_FILE": "/dev/null", "AWS_CONFIG_FILE": "/dev/null",
-                       "AWS_EC2_METADATA_DISABLED": "true"}.items():  # fmt: skip
+    for key, value in {
+        "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
+        "AWS_CONFIG_FILE": "/dev/null",
+        "AWS_EC2_METADATA_DISABLED": "true",
+    }.items():
         monkeypatch.setenv(key, value)
     s3 = boto3.session.Session().client(
         "s3", region_name="us-east-1", config=FAST_FAIL
     )  # not the default session: it caches credentials
     status, body = async_invoke.submit(ENDPOINT, GOOD, input_location=(BUCKET, "in"), s3=s3)
-    assert (status, body) == (500, {"error": "this function cannot upload the request payload: NoCredentialsError",
-                                    "error_type": "configuration"})  # fmt: skip
+    assert (status, body) == (
+        500,
+        {"error": "this function cannot upload the request payload: NoCredentialsError", "error_type": "configuration"},
+    )

@@ -54,8 +54,14 @@ class Recording:
 
 @pytest.fixture(autouse=True)
 def door_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for key in ("MAX_REQUEST_BYTES", "MAX_NEW_TOKENS", "MAX_BATCH_SIZE", "MAX_INPUT_CHARS", "INFERENCE_COMPONENT_NAME",
-                "STREAM_DEADLINE_S"):  # fmt: skip
+    for key in (
+        "MAX_REQUEST_BYTES",
+        "MAX_NEW_TOKENS",
+        "MAX_BATCH_SIZE",
+        "MAX_INPUT_CHARS",
+        "INFERENCE_COMPONENT_NAME",
+        "STREAM_DEADLINE_S",
+    ):
         monkeypatch.delenv(key, raising=False)
     monkeypatch.setenv("ENDPOINT_NAME", "chat-ep")
     for key, value in FEATURES.items():
@@ -70,8 +76,13 @@ def use_client(monkeypatch: pytest.MonkeyPatch, client: Any) -> Any:
 
 def proxy(content: bytes | dict | list, path: str = "/v1/chat/completions") -> dict:
     raw = content if isinstance(content, bytes) else json.dumps(content).encode()
-    return {"version": "2.0", "rawPath": path, "isBase64Encoded": True, "body": base64.b64encode(raw).decode(),
-            "requestContext": {"http": {"method": "POST", "path": path}}}  # fmt: skip
+    return {
+        "version": "2.0",
+        "rawPath": path,
+        "isBase64Encoded": True,
+        "body": base64.b64encode(raw).decode(),
+        "requestContext": {"http": {"method": "POST", "path": path}},
+    }
 
 
 def invoke_door(content: bytes | dict | list, path: str = "/v1/chat/completions") -> tuple[int, dict, dict]:
@@ -134,7 +145,9 @@ def test_a_door_of_an_endpoint_without_chat_refuses_chat(stream_url, monkeypatch
     use_client(monkeypatch, NeverCalled())
     monkeypatch.delenv("CHAT_ROUTE")
     status, _, error = invoke_door(OK)
-    assert status == 400 and error["error"]["code"] == "chat_not_enabled" and "no chat: block" in error["error"]["message"]
+    assert (
+        status == 400 and error["error"]["code"] == "chat_not_enabled" and "no chat: block" in error["error"]["message"]
+    )
     assert stream_door(stream_url, {**OK, "stream": True}).json()["error"]["code"] == "chat_not_enabled"
 
 
@@ -144,7 +157,9 @@ def test_tools_are_refused_where_no_tool_calls_are_read(monkeypatch) -> None:
     use_client(monkeypatch, NeverCalled())
     monkeypatch.setenv("CHAT_TOOL_CALLS", "false")
     status, _, error = invoke_door(body(tools=[WEATHER]))
-    assert status == 400 and error["error"]["param"] == "tools" and "engine.tool_call_parser" in error["error"]["message"]
+    assert (
+        status == 400 and error["error"]["param"] == "tools" and "engine.tool_call_parser" in error["error"]["message"]
+    )
     recording = use_client(monkeypatch, Recording())
     assert invoke_door(body(tools=[WEATHER], tool_choice="none"))[0] == 200
     monkeypatch.setenv("CHAT_TOOL_CALLS", "true")
@@ -158,8 +173,11 @@ def test_tools_are_refused_where_no_tool_calls_are_read(monkeypatch) -> None:
 def test_each_door_says_which_stream_setting_it_serves(stream_flag: bool, door: str, stream_url, monkeypatch) -> None:
     use_client(monkeypatch, NeverCalled())
     request = {**OK, "stream": stream_flag}
-    status, error = (invoke_door(request)[::2] if door == "invoke" else
-                     (lambda r: (r.status_code, r.json()))(stream_door(stream_url, request)))  # fmt: skip
+    status, error = (
+        invoke_door(request)[::2]
+        if door == "invoke"
+        else (lambda r: (r.status_code, r.json()))(stream_door(stream_url, request))
+    )
     assert status == 400 and error["error"]["param"] == "stream" and error["error"]["code"] == "unsupported_value"
 
 
@@ -193,14 +211,27 @@ def test_the_openai_sdk_streams_through_the_stream_door(stream_url: str, monkeyp
 
     recording = use_client(monkeypatch, Recording(chunk_lines(usage=True)))
     client = OpenAI(base_url=f"{stream_url}/v1", api_key="function-url-auth-none", max_retries=0)
-    chunks = list(client.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "Capital?"}],
-                                                 stream=True, stream_options={"include_usage": True}, max_tokens=8))  # fmt: skip
+    chunks = list(
+        client.chat.completions.create(
+            model="tiny",
+            messages=[{"role": "user", "content": "Capital?"}],
+            stream=True,
+            stream_options={"include_usage": True},
+            max_tokens=8,
+        )
+    )
     assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "Paris."
     assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "stop"
     assert chunks[-1].choices == [] and chunks[-1].usage.total_tokens == 12
-    sent = chat_contract.parse_chat_request({"model": "tiny", "messages": [{"role": "user", "content": "Capital?"}],
-                                             "stream": True, "stream_options": {"include_usage": True},
-                                             "max_tokens": 8}).to_json()  # fmt: skip
+    sent = chat_contract.parse_chat_request(
+        {
+            "model": "tiny",
+            "messages": [{"role": "user", "content": "Capital?"}],
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "max_tokens": 8,
+        }
+    ).to_json()
     assert recording.sent == [sent]
 
 
@@ -220,28 +251,44 @@ def test_a_models_own_refusal_is_passed_on_as_its_openai_error(wire) -> None:
     """SageMaker's ModelError 424 with the container's 4xx: the container's OpenAI error object reaches the caller
     (vLLM's flat {"object": "error", ...} too); the invoke door's status is 400."""
     invoke.reset_client()
-    sent = {"error": {"message": "max_tokens is too large for this model", "type": "BadRequestError", "param": "max_tokens",
-                      "code": 400}}  # fmt: skip
-    wire.answers[:] = [(424, "ModelError", {"message": "Received client error (400)", "OriginalStatusCode": 400,
-                                            "OriginalMessage": json.dumps(sent)}, 0)]  # fmt: skip
+    sent = {
+        "error": {
+            "message": "max_tokens is too large for this model",
+            "type": "BadRequestError",
+            "param": "max_tokens",
+            "code": 400,
+        }
+    }
+    wire.answers[:] = [
+        (
+            424,
+            "ModelError",
+            {"message": "Received client error (400)", "OriginalStatusCode": 400, "OriginalMessage": json.dumps(sent)},
+            0,
+        )
+    ]
     status, _, error = invoke_door(OK)
     assert status == 400 and error == {"error": {**sent["error"]}}
     flat = {"object": "error", "message": "bad", "type": "BadRequestError", "param": None, "code": 400}
-    wire.answers[:] = [(424, "ModelError", {"message": "x", "OriginalStatusCode": 400, "OriginalMessage": json.dumps(flat)}, 0)]
+    wire.answers[:] = [
+        (424, "ModelError", {"message": "x", "OriginalStatusCode": 400, "OriginalMessage": json.dumps(flat)}, 0)
+    ]
     assert invoke_door(OK)[2]["error"]["message"] == "bad"
     invoke.reset_client()
 
 
 # ---- SageMaker's retryable errors: one status and a Retry-After at every door ------------------------------------
 
-NO_CAPACITY = ("Inference Component has no capacity to process this request. ApplicationAutoScaling may be in-progress "
-               "(if configured) or try to increase the capacity by invoking UpdateInferenceComponentRuntimeConfig API.")  # fmt: skip
+NO_CAPACITY = (
+    "Inference Component has no capacity to process this request. ApplicationAutoScaling may be in-progress "
+    "(if configured) or try to increase the capacity by invoking UpdateInferenceComponentRuntimeConfig API."
+)
 RETRYABLE = [  # (id, wire status, code, message, status every door answers, error_type, Retry-After)
     ("no-capacity", 400, "ValidationError", NO_CAPACITY, 503, "no_capacity", "60"),
     ("model-not-ready", 429, "ModelNotReadyException", "still loading", 503, "endpoint_unavailable", "10"),
     ("service-unavailable", 503, "ServiceUnavailable", "try again", 503, "endpoint_unavailable", "5"),
     ("throttled", 400, "ThrottlingException", "Rate exceeded", 429, "throttled", "1"),
-]  # fmt: skip
+]
 
 
 class NoS3:
@@ -249,8 +296,11 @@ class NoS3:
         return {}
 
 
-@pytest.mark.parametrize(("wire_status", "code", "message", "status", "kind", "retry_after"),
-                         [r[1:] for r in RETRYABLE], ids=[r[0] for r in RETRYABLE])  # fmt: skip
+@pytest.mark.parametrize(
+    ("wire_status", "code", "message", "status", "kind", "retry_after"),
+    [r[1:] for r in RETRYABLE],
+    ids=[r[0] for r in RETRYABLE],
+)
 def test_a_retryable_sagemaker_error_is_one_status_with_retry_after_at_every_door(
     wire, stream_url, monkeypatch, wire_status, code, message, status, kind, retry_after
 ) -> None:
@@ -270,7 +320,9 @@ def test_a_retryable_sagemaker_error_is_one_status_with_retry_after_at_every_doo
         reply = call()
         answer = json.loads(reply["body"])
         kind_seen = answer["error"]["code"] if isinstance(answer["error"], dict) else answer["error_type"]
-        assert (reply["statusCode"], kind_seen, reply["headers"].get("Retry-After")) == (status, kind, retry_after), door
+        assert (reply["statusCode"], kind_seen, reply["headers"].get("Retry-After")) == (status, kind, retry_after), (
+            door
+        )
     for path, request in (("/", {"inputs": "hi"}), ("/v1/chat/completions", {**OK, "stream": True})):
         reply = stream_door(stream_url, request, path)
         answer = reply.json()
@@ -284,6 +336,7 @@ def _async_submit() -> dict:
     import boto3
 
     runtime = boto3.client("sagemaker-runtime", config=invoke.Config(retries={"total_max_attempts": 1}))
-    status, answer = async_invoke.submit("chat-ep", {"inputs": "hi"}, input_location=("bucket", "in"), s3=NoS3(),
-                                         runtime=runtime)  # fmt: skip
+    status, answer = async_invoke.submit(
+        "chat-ep", {"inputs": "hi"}, input_location=("bucket", "in"), s3=NoS3(), runtime=runtime
+    )
     return {"statusCode": status, "headers": invoke.response_headers(answer), "body": json.dumps(answer)}

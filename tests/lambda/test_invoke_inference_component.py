@@ -94,17 +94,30 @@ class _Raw(io.BytesIO):
         yield self.getvalue()
 
 
-STACK, ENDPOINT_NAME, CONFIG, MODEL = "llm-endpoints-prod-assist-ic", "prod-assist-ic", "prod-assist-ic-config", "Model-a1b2c3"
+STACK, ENDPOINT_NAME, CONFIG, MODEL = (
+    "llm-endpoints-prod-assist-ic",
+    "prod-assist-ic",
+    "prod-assist-ic-config",
+    "Model-a1b2c3",
+)
 ARN = "arn:aws:sagemaker:us-east-1:111122223333:{}/{}"
 T0 = "2026-01-01T00:00:00Z"
 
 
 def _component(status: str = "InService", model: str = MODEL, **extra) -> dict:
     """A DescribeInferenceComponent answer (botocore's sagemaker model) for COMPONENT on the endpoint."""
-    return {"InferenceComponentName": COMPONENT, "InferenceComponentArn": ARN.format("inference-component", COMPONENT),
-            "EndpointName": ENDPOINT_NAME, "EndpointArn": ARN.format("endpoint", ENDPOINT_NAME),
-            "Specification": {"ModelName": model}, "RuntimeConfig": {"DesiredCopyCount": 1, "CurrentCopyCount": 1},
-            "CreationTime": T0, "LastModifiedTime": T0, "InferenceComponentStatus": status, **extra}  # fmt: skip
+    return {
+        "InferenceComponentName": COMPONENT,
+        "InferenceComponentArn": ARN.format("inference-component", COMPONENT),
+        "EndpointName": ENDPOINT_NAME,
+        "EndpointArn": ARN.format("endpoint", ENDPOINT_NAME),
+        "Specification": {"ModelName": model},
+        "RuntimeConfig": {"DesiredCopyCount": 1, "CurrentCopyCount": 1},
+        "CreationTime": T0,
+        "LastModifiedTime": T0,
+        "InferenceComponentStatus": status,
+        **extra,
+    }
 
 
 def _run_smoke(monkeypatch, component_answer, *, component: str | None = COMPONENT) -> tuple[dict, RecordingClient]:
@@ -114,9 +127,16 @@ def _run_smoke(monkeypatch, component_answer, *, component: str | None = COMPONE
     from botocore.stub import Stubber
     from helpers import Session
 
-    for key, value in {"STACK_NAME": STACK, "ENDPOINT_NAME": ENDPOINT_NAME, "AWS_DEFAULT_REGION": "us-east-1",
-                       "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "PROMPT": "Hello",
-                       "MAX_NEW_TOKENS": "8", "LATENCY_BUDGET_MS": "30000"}.items():  # fmt: skip
+    for key, value in {
+        "STACK_NAME": STACK,
+        "ENDPOINT_NAME": ENDPOINT_NAME,
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "PROMPT": "Hello",
+        "MAX_NEW_TOKENS": "8",
+        "LATENCY_BUDGET_MS": "30000",
+    }.items():
         monkeypatch.setenv(key, value)
     if component:
         monkeypatch.setenv("INFERENCE_COMPONENT_NAME", component)
@@ -124,8 +144,13 @@ def _run_smoke(monkeypatch, component_answer, *, component: str | None = COMPONE
         monkeypatch.delenv("INFERENCE_COMPONENT_NAME", raising=False)
     monkeypatch.setattr(boto3, "DEFAULT_SESSION", None)
     resources = [
-        {"LogicalResourceId": logical, "PhysicalResourceId": ARN.format(kind, name), "ResourceType": rtype,
-         "LastUpdatedTimestamp": T0, "ResourceStatus": "CREATE_COMPLETE"}
+        {
+            "LogicalResourceId": logical,
+            "PhysicalResourceId": ARN.format(kind, name),
+            "ResourceType": rtype,
+            "LastUpdatedTimestamp": T0,
+            "ResourceStatus": "CREATE_COMPLETE",
+        }
         for logical, kind, name, rtype in [
             ("Endpoint", "endpoint", ENDPOINT_NAME, "AWS::SageMaker::Endpoint"),
             ("EndpointConfig", "endpoint-config", CONFIG, "AWS::SageMaker::EndpointConfig"),
@@ -133,17 +158,29 @@ def _run_smoke(monkeypatch, component_answer, *, component: str | None = COMPONE
             # registry schema), which carries the name in lower case.
             ("Model", "model", MODEL.lower(), "AWS::SageMaker::Model"),
         ]
-    ]  # fmt: skip
+    ]
     runtime = RecordingClient()
     cfn, sm = boto3.client("cloudformation"), boto3.client("sagemaker")
     with Stubber(cfn) as cfn_stub, Stubber(sm) as sm_stub:
-        cfn_stub.add_response("describe_stacks", {"Stacks": [{"StackName": STACK, "StackStatus": "CREATE_COMPLETE", "CreationTime": T0}]})
+        cfn_stub.add_response(
+            "describe_stacks", {"Stacks": [{"StackName": STACK, "StackStatus": "CREATE_COMPLETE", "CreationTime": T0}]}
+        )
         cfn_stub.add_response("list_stack_resources", {"StackResourceSummaries": resources})
-        sm_stub.add_response("describe_endpoint", {
-            "EndpointName": ENDPOINT_NAME, "EndpointArn": ARN.format("endpoint", ENDPOINT_NAME), "EndpointConfigName": CONFIG,
-            "EndpointStatus": "InService", "CreationTime": T0, "LastModifiedTime": T0})  # fmt: skip
+        sm_stub.add_response(
+            "describe_endpoint",
+            {
+                "EndpointName": ENDPOINT_NAME,
+                "EndpointArn": ARN.format("endpoint", ENDPOINT_NAME),
+                "EndpointConfigName": CONFIG,
+                "EndpointStatus": "InService",
+                "CreationTime": T0,
+                "LastModifiedTime": T0,
+            },
+        )
         if component and isinstance(component_answer, dict):
-            sm_stub.add_response("describe_inference_component", component_answer, {"InferenceComponentName": component})
+            sm_stub.add_response(
+                "describe_inference_component", component_answer, {"InferenceComponentName": component}
+            )
         elif component:
             sm_stub.add_client_error("describe_inference_component", component_answer, "not found")
         result = smoke.handler({}, None, session=Session(cloudformation=cfn, sagemaker=sm), runtime_client=runtime)
@@ -164,15 +201,29 @@ def test_smoke_function_names_the_component_and_checks_it_runs_the_stacks_model(
     assert [c.get("InferenceComponentName") for c in runtime.calls] == [None]
 
 
-@pytest.mark.parametrize("answer, fragment, invoked", [
-    (_component(model="Model-old999"), f"runs model Model-old999, but stack {STACK} deployed {MODEL.lower()}: the update "
-     "did not take effect", True),
-    (_component(status="Failed", FailureReason="health check"), f"inference component {COMPONENT} is Failed, not "
-     f"InService (health check): wait for it (Creating/Updating) or read its CloudWatch logs "
-     f"(/aws/sagemaker/InferenceComponents/{COMPONENT})", False),
-    ("ValidationException", f"cannot describe inference component {COMPONENT}: ValidationException: not found; it may "
-     f"have been deleted outside CloudFormation: deploy stack {STACK} again", False),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "answer, fragment, invoked",
+    [
+        (
+            _component(model="Model-old999"),
+            f"runs model Model-old999, but stack {STACK} deployed {MODEL.lower()}: the update did not take effect",
+            True,
+        ),
+        (
+            _component(status="Failed", FailureReason="health check"),
+            f"inference component {COMPONENT} is Failed, not "
+            f"InService (health check): wait for it (Creating/Updating) or read its CloudWatch logs "
+            f"(/aws/sagemaker/InferenceComponents/{COMPONENT})",
+            False,
+        ),
+        (
+            "ValidationException",
+            f"cannot describe inference component {COMPONENT}: ValidationException: not found; it may "
+            f"have been deleted outside CloudFormation: deploy stack {STACK} again",
+            False,
+        ),
+    ],
+)
 def test_component_check_failures(monkeypatch, answer, fragment, invoked):
     """A component that runs another model than the stack deployed (a rolled-back or outside change: the endpoint
     config is unchanged, so only this check sees it), one that is not InService, one that is gone."""

@@ -25,9 +25,15 @@ ROOT = Path(__file__).resolve().parents[2]
 HANDLER_PATH = ROOT / "endpoint_runtime" / "invoke.py"  # lambda/invoke/handler.py imports it
 
 
-
-ENV_KEYS = ("ENDPOINT_NAME", "MAX_REQUEST_BYTES", "MAX_NEW_TOKENS", "MAX_BATCH_SIZE", "READ_TIMEOUT_S",
-            "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME")
+ENV_KEYS = (
+    "ENDPOINT_NAME",
+    "MAX_REQUEST_BYTES",
+    "MAX_NEW_TOKENS",
+    "MAX_BATCH_SIZE",
+    "READ_TIMEOUT_S",
+    "AWS_ENDPOINT_URL",
+    "AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME",
+)
 
 
 def _load_handler():
@@ -108,7 +114,12 @@ BAD_REQUESTS = [
     ("not-json", proxy("{inputs: hi"), 400, ["body is not valid JSON:"]),
     ("empty-body", proxy(""), 400, ["body is not valid JSON:", "empty"]),
     ("nan", proxy('{"inputs": "x", "parameters": {"temperature": NaN}}'), 400, ["body is not valid JSON", "NaN"]),
-    ("duplicate-key", proxy('{"inputs": "x", "inputs": "y"}'), 400, ["body is not valid JSON", "duplicate key 'inputs'"]),
+    (
+        "duplicate-key",
+        proxy('{"inputs": "x", "inputs": "y"}'),
+        400,
+        ["body is not valid JSON", "duplicate key 'inputs'"],
+    ),
     ("array-body", proxy('["hi"]'), 400, ["request must be a JSON object", "got array"]),
     ("bad-base64", {"body": "%%%not base64", "isBase64Encoded": True}, 400, ["body is not valid base64"]),
     ("bad-utf8", proxy(b"\xff\xfe{}", b64=True), 400, ["body is not valid UTF-8"]),
@@ -119,42 +130,94 @@ BAD_REQUESTS = [
     ("inputs-empty-list", {"inputs": []}, 400, ["inputs must be a list of 1 to 8 strings, got a list of 0"]),
     ("inputs-too-many", {"inputs": ["a"] * 9}, 400, ["inputs must be a list of 1 to 8 strings, got a list of 9"]),
     ("inputs-item-type", {"inputs": ["a", 3]}, 400, ["inputs[1] must be a non-empty string, got integer"]),
-    ("unknown-top-key", {"inputs": "x", "endpoint_name": "other"}, 400,
-     ["unknown request keys ['endpoint_name']", "allowed keys are ['inputs', 'parameters']"]),
+    (
+        "unknown-top-key",
+        {"inputs": "x", "endpoint_name": "other"},
+        400,
+        ["unknown request keys ['endpoint_name']", "allowed keys are ['inputs', 'parameters']"],
+    ),
     ("params-not-object", {"inputs": "x", "parameters": [1]}, 400, ["parameters must be an object, got [1] (array)"]),
-    ("unknown-params", P({"max_tokens": 5, "temprature": 1}), 400,
-     ["unknown parameters ['max_tokens', 'temprature']", "allowed parameters are [", "'max_new_tokens'", "'top_p'"]),
-    ("max-new-tokens-high", P({"max_new_tokens": 4096}), 400,
-     ["parameters.max_new_tokens must be between 1 and 512, got 4096"]),
-    ("max-new-tokens-zero", P({"max_new_tokens": 0}), 400, ["parameters.max_new_tokens must be between 1 and 512, got 0"]),
-    ("max-new-tokens-string", P({"max_new_tokens": "10"}), 400,
-     ['parameters.max_new_tokens must be an integer between 1 and 512, got "10" (string)']),
-    ("max-new-tokens-float", P({"max_new_tokens": 10.5}), 400,
-     ["parameters.max_new_tokens must be an integer between 1 and 512, got 10.5 (number)"]),
-    ("max-new-tokens-bool", P({"max_new_tokens": True}), 400,
-     ["parameters.max_new_tokens must be an integer between 1 and 512, got true (boolean)"]),
-    ("temperature-zero", P({"temperature": 0}), 400,
-     ["parameters.temperature must be between 0.01 and 2, got 0 (for greedy decoding leave it out and set do_sample false)"]),
-    ("temperature-high", P({"temperature": 7.5}), 400,
-     ["parameters.temperature must be between 0.01 and 2, got 7.5"]),
+    (
+        "unknown-params",
+        P({"max_tokens": 5, "temprature": 1}),
+        400,
+        ["unknown parameters ['max_tokens', 'temprature']", "allowed parameters are [", "'max_new_tokens'", "'top_p'"],
+    ),
+    (
+        "max-new-tokens-high",
+        P({"max_new_tokens": 4096}),
+        400,
+        ["parameters.max_new_tokens must be between 1 and 512, got 4096"],
+    ),
+    (
+        "max-new-tokens-zero",
+        P({"max_new_tokens": 0}),
+        400,
+        ["parameters.max_new_tokens must be between 1 and 512, got 0"],
+    ),
+    (
+        "max-new-tokens-string",
+        P({"max_new_tokens": "10"}),
+        400,
+        ['parameters.max_new_tokens must be an integer between 1 and 512, got "10" (string)'],
+    ),
+    (
+        "max-new-tokens-float",
+        P({"max_new_tokens": 10.5}),
+        400,
+        ["parameters.max_new_tokens must be an integer between 1 and 512, got 10.5 (number)"],
+    ),
+    (
+        "max-new-tokens-bool",
+        P({"max_new_tokens": True}),
+        400,
+        ["parameters.max_new_tokens must be an integer between 1 and 512, got true (boolean)"],
+    ),
+    (
+        "temperature-zero",
+        P({"temperature": 0}),
+        400,
+        [
+            "parameters.temperature must be between 0.01 and 2, got 0 (for greedy decoding leave it out and set do_sample false)"
+        ],
+    ),
+    ("temperature-high", P({"temperature": 7.5}), 400, ["parameters.temperature must be between 0.01 and 2, got 7.5"]),
     ("top-p-high", P({"top_p": 1.5}), 400, ["parameters.top_p must be greater than 0 and at most 1, got 1.5"]),
     ("top-k-high", P({"top_k": 1001}), 400, ["parameters.top_k must be between 0 and 1000, got 1001"]),
     ("top-k-negative", P({"top_k": -1}), 400, ["parameters.top_k must be between 0 and 1000, got -1"]),
-    ("do-sample-string", P({"do_sample": "yes"}), 400, ['parameters.do_sample must be true or false, got "yes" (string)']),
-    ("repetition-penalty", P({"repetition_penalty": 11}), 400,
-     ["parameters.repetition_penalty must be between 0.1 and 10, got 11"]),
+    (
+        "do-sample-string",
+        P({"do_sample": "yes"}),
+        400,
+        ['parameters.do_sample must be true or false, got "yes" (string)'],
+    ),
+    (
+        "repetition-penalty",
+        P({"repetition_penalty": 11}),
+        400,
+        ["parameters.repetition_penalty must be between 0.1 and 10, got 11"],
+    ),
     # stop and typical_p: no container behind this function honours them (request_contract.PARAMETERS)
     ("stop-refused", P({"stop": ["###"]}), 400, ["unknown parameters ['stop']"]),
     ("typical-p-refused", P({"typical_p": 0.9}), 400, ["unknown parameters ['typical_p']"]),
     ("seed-negative", P({"seed": -1}), 400, ["parameters.seed must be between 0 and 4294967295, got -1"]),
-    ("seed-above-32-bits", P({"seed": 2**32}), 400, ["parameters.seed must be between 0 and 4294967295, got 4294967296"]),
+    (
+        "seed-above-32-bits",
+        P({"seed": 2**32}),
+        400,
+        ["parameters.seed must be between 0 and 4294967295, got 4294967296"],
+    ),
     ("get-method", proxy('{"inputs": "x"}', method="GET"), 405, ["method must be POST, got GET"]),
     ("odd-request-context", {"body": "nope", "requestContext": {"http": None}}, 400, ["body is not valid JSON"]),
     # a direct event was decoded by the Lambda runtime: the same strict rules apply to it as to a body
     ("direct-lone-surrogate", {"inputs": "a\ud800"}, 400, ["inputs contains a lone UTF-16 surrogate \\ud800"]),
     ("direct-lone-surrogate-param", P({"top_k": ["\udc00"]}), 400, ["parameters.top_k[0] contains a lone UTF-16"]),
-    ("direct-too-deep", P({"top_k": json.loads("[" * 31 + '"a"' + "]" * 31)}), 400,
-     ["parameters.top_k" + "[0]" * 30 + ":", "nested more than 32 levels deep"]),
+    (
+        "direct-too-deep",
+        P({"top_k": json.loads("[" * 31 + '"a"' + "]" * 31)}),
+        400,
+        ["parameters.top_k" + "[0]" * 30 + ":", "nested more than 32 levels deep"],
+    ),
 ]
 
 
@@ -193,9 +256,18 @@ def test_max_new_tokens_limit_comes_from_env(monkeypatch, fake):
 
 
 def test_valid_parameters_are_forwarded_unchanged(fake):
-    params = {"max_new_tokens": 512, "temperature": 2, "top_p": 1, "top_k": 0, "do_sample": True,
-              "repetition_penalty": 1.2, "seed": 2**32 - 1, "return_full_text": False, "min_new_tokens": 2,
-              "num_beams": 1}
+    params = {
+        "max_new_tokens": 512,
+        "temperature": 2,
+        "top_p": 1,
+        "top_k": 0,
+        "do_sample": True,
+        "repetition_penalty": 1.2,
+        "seed": 2**32 - 1,
+        "return_full_text": False,
+        "min_new_tokens": 2,
+        "num_beams": 1,
+    }
     status, body = call({"inputs": ["a", "b"], "parameters": params})
     assert status == 200, body
     sent = json.loads(fake.calls[0]["Body"])
@@ -205,11 +277,17 @@ def test_valid_parameters_are_forwarded_unchanged(fake):
 # ----------------------------------------------------------------------------------------------------------------
 # Event shapes, the byte cap, configuration
 
+
 def test_direct_proxy_and_base64_events_are_equivalent(fake):
     payload = {"inputs": "Tell me a story", "parameters": {"max_new_tokens": 16}}
     text = json.dumps(payload)
-    events = [payload, proxy(text), proxy(text, b64=True), proxy(text, method="POST"),
-              {"body": text, "httpMethod": "POST", "requestContext": {}}]  # API Gateway REST (v1) shape
+    events = [
+        payload,
+        proxy(text),
+        proxy(text, b64=True),
+        proxy(text, method="POST"),
+        {"body": text, "httpMethod": "POST", "requestContext": {}},
+    ]  # API Gateway REST (v1) shape
     results = [call(e) for e in events]
     assert all(status == 200 for status, _ in results), results
     assert {json.dumps(body["outputs"]) for _, body in results} == {json.dumps(fake.outputs)}
@@ -223,9 +301,11 @@ def test_direct_proxy_and_base64_events_are_equivalent(fake):
 
 def test_byte_cap_is_enforced_on_decoded_body(monkeypatch, fake):
     monkeypatch.setenv("MAX_REQUEST_BYTES", "200")
+
     def body_of(size):
         skeleton = json.dumps({"inputs": ""})
         return json.dumps({"inputs": "x" * (size - len(skeleton))})
+
     at_cap, over = body_of(200), body_of(201)
     assert len(at_cap.encode()) == 200 and len(over.encode()) == 201
     assert call(proxy(at_cap))[0] == 200
@@ -246,13 +326,16 @@ def test_default_byte_cap_is_64_kib(fake):
     assert status == 413 and "at most 65536 bytes, got 65550 bytes" in body["error"]
 
 
-@pytest.mark.parametrize("env,value,needle", [
-    ("ENDPOINT_NAME", None, "ENDPOINT_NAME is not set"),
-    ("ENDPOINT_NAME", "  ", "ENDPOINT_NAME is not set"),
-    ("MAX_REQUEST_BYTES", "lots", "MAX_REQUEST_BYTES must be an integer"),
-    ("MAX_NEW_TOKENS", "0", "MAX_NEW_TOKENS must be between 1 and"),
-    ("READ_TIMEOUT_S", "120", "READ_TIMEOUT_S must be between 1 and 59"),
-])
+@pytest.mark.parametrize(
+    "env,value,needle",
+    [
+        ("ENDPOINT_NAME", None, "ENDPOINT_NAME is not set"),
+        ("ENDPOINT_NAME", "  ", "ENDPOINT_NAME is not set"),
+        ("MAX_REQUEST_BYTES", "lots", "MAX_REQUEST_BYTES must be an integer"),
+        ("MAX_NEW_TOKENS", "0", "MAX_NEW_TOKENS must be between 1 and"),
+        ("READ_TIMEOUT_S", "120", "READ_TIMEOUT_S must be between 1 and 59"),
+    ],
+)
 def test_misconfiguration_is_a_500_with_a_clear_message(monkeypatch, env, value, needle):
     if value is None:
         monkeypatch.delenv(env, raising=False)
@@ -301,31 +384,79 @@ def test_invoke_function_is_usable_without_the_handler():
 # Error mapping over the wire: a local HTTP server that answers InvokeEndpoint as SageMaker does.
 
 WIRE_ERRORS = [
-    ("endpoint-not-found", 400, "ValidationError",
-     {"message": "Endpoint llm-endpoint of account 123456789012 not found."}, 503, "endpoint_not_found"),
-    ("model-rejects-input", 424, "ModelError",
-     {"Message": "Received client error (422) from primary with message ...", "OriginalStatusCode": 422,
-      "OriginalMessage": json.dumps({"error": "Input validation error: `inputs` must have less than 2048 tokens. "
-                                              "Given: 3000", "error_type": "validation"}),
-      "LogStreamArn": "arn:aws:logs:us-east-1:123456789012:log-group:/aws/sagemaker/Endpoints/llm-endpoint"},
-     400, "model_rejected_input"),
-    ("model-crashes", 424, "ModelError",
-     {"Message": "Received server error (500) from primary with message Traceback ...", "OriginalStatusCode": 500,
-      "OriginalMessage": "Traceback (most recent call last): ..."}, 502, "model_error"),
-    ("sagemaker-timeout", 424, "ModelError",
-     {"Message": "Received server error (0) from primary with message \"Your invocation timed out while waiting "
-                 "for a response from container primary.\""}, 504, "timeout"),
-    ("other-validation-error", 400, "ValidationError", {"message": "1 validation error detected"}, 502,
-     "upstream_error"),
+    (
+        "endpoint-not-found",
+        400,
+        "ValidationError",
+        {"message": "Endpoint llm-endpoint of account 123456789012 not found."},
+        503,
+        "endpoint_not_found",
+    ),
+    (
+        "model-rejects-input",
+        424,
+        "ModelError",
+        {
+            "Message": "Received client error (422) from primary with message ...",
+            "OriginalStatusCode": 422,
+            "OriginalMessage": json.dumps(
+                {
+                    "error": "Input validation error: `inputs` must have less than 2048 tokens. Given: 3000",
+                    "error_type": "validation",
+                }
+            ),
+            "LogStreamArn": "arn:aws:logs:us-east-1:123456789012:log-group:/aws/sagemaker/Endpoints/llm-endpoint",
+        },
+        400,
+        "model_rejected_input",
+    ),
+    (
+        "model-crashes",
+        424,
+        "ModelError",
+        {
+            "Message": "Received server error (500) from primary with message Traceback ...",
+            "OriginalStatusCode": 500,
+            "OriginalMessage": "Traceback (most recent call last): ...",
+        },
+        502,
+        "model_error",
+    ),
+    (
+        "sagemaker-timeout",
+        424,
+        "ModelError",
+        {
+            "Message": 'Received server error (0) from primary with message "Your invocation timed out while waiting '
+            'for a response from container primary."'
+        },
+        504,
+        "timeout",
+    ),
+    (
+        "other-validation-error",
+        400,
+        "ValidationError",
+        {"message": "1 validation error detected"},
+        502,
+        "upstream_error",
+    ),
     ("throttled", 400, "ThrottlingException", {"message": "Rate exceeded"}, 429, "throttled"),
     ("not-ready", 429, "ModelNotReadyException", {"message": "Model not ready"}, 503, "endpoint_unavailable"),
-    ("access-denied", 400, "AccessDeniedException", {"message": "not authorized to perform sagemaker:InvokeEndpoint "
-                                                                "on arn:aws:sagemaker:..."}, 500, "configuration"),
+    (
+        "access-denied",
+        400,
+        "AccessDeniedException",
+        {"message": "not authorized to perform sagemaker:InvokeEndpoint on arn:aws:sagemaker:..."},
+        500,
+        "configuration",
+    ),
 ]
 
 
-@pytest.mark.parametrize("http,code,body,status,error_type", [c[1:] for c in WIRE_ERRORS],
-                         ids=[c[0] for c in WIRE_ERRORS])
+@pytest.mark.parametrize(
+    "http,code,body,status,error_type", [c[1:] for c in WIRE_ERRORS], ids=[c[0] for c in WIRE_ERRORS]
+)
 def test_sagemaker_errors_map_to_statuses(wire, http, code, body, status, error_type):
     wire.answers.append((http, code, body, 0))
     got_status, got = call({"inputs": "hi"})
@@ -361,13 +492,25 @@ def test_read_timeout_is_a_504_and_is_not_retried(wire, monkeypatch):
 # ----------------------------------------------------------------------------------------------------------------
 # Round trip through the moto server
 
+
 def _create_endpoint(name: str) -> None:
     sm = boto3.client("sagemaker")
-    sm.create_model(ModelName=f"{name}-model", ExecutionRoleArn="arn:aws:iam::123456789012:role/sagemaker-exec",
-                    PrimaryContainer={"Image": "763104351884.dkr.ecr.us-east-1.amazonaws.com/tgi:latest"})
-    sm.create_endpoint_config(EndpointConfigName=f"{name}-config", ProductionVariants=[{
-        "VariantName": "AllTraffic", "ModelName": f"{name}-model", "InitialInstanceCount": 1,
-        "InstanceType": "ml.m5.xlarge"}])
+    sm.create_model(
+        ModelName=f"{name}-model",
+        ExecutionRoleArn="arn:aws:iam::123456789012:role/sagemaker-exec",
+        PrimaryContainer={"Image": "763104351884.dkr.ecr.us-east-1.amazonaws.com/tgi:latest"},
+    )
+    sm.create_endpoint_config(
+        EndpointConfigName=f"{name}-config",
+        ProductionVariants=[
+            {
+                "VariantName": "AllTraffic",
+                "ModelName": f"{name}-model",
+                "InitialInstanceCount": 1,
+                "InstanceType": "ml.m5.xlarge",
+            }
+        ],
+    )
     sm.create_endpoint(EndpointName=name, EndpointConfigName=f"{name}-config")
     assert sm.describe_endpoint(EndpointName=name)["EndpointStatus"] == "InService"
 

@@ -25,11 +25,20 @@ IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError"}
 
 def _source_files():
     """The repository's Python files (tracked, or new and not ignored): git lists them without walking the venvs."""
-    listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "*.py"], cwd=ROOT,
-                            capture_output=True, text=True, check=True).stdout.split()  # fmt: skip
+    listed = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "*.py"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     for name in sorted(set(listed)):
         rel, path = Path(name), ROOT / name
-        if rel.parts[0].startswith(".") or any(rel.as_posix().startswith(d + "/") for d in SKIP_DIRS) or not path.is_file():
+        if (
+            rel.parts[0].startswith(".")
+            or any(rel.as_posix().startswith(d + "/") for d in SKIP_DIRS)
+            or not path.is_file()
+        ):
             continue
         yield rel, path
 
@@ -160,8 +169,12 @@ def test_each_python_function_asset_holds_exactly_what_its_handler_imports(local
         assert not missing, f"{stack}/{logical_id}: imports neither in the asset nor the Lambda runtime: {missing}"
         assert not extra, f"{stack}/{logical_id}: files its handler never imports: {extra}"
         checked[props["Handler"]] = sorted(p.relative_to(asset).as_posix() for p in used)
-    assert {"smoke/handler.py", "endpoint_runtime/__init__.py", "endpoint_runtime/smoke.py",
-            "endpoint_runtime/invoke.py"} <= set(checked["smoke/handler.handler"])
+    assert {
+        "smoke/handler.py",
+        "endpoint_runtime/__init__.py",
+        "endpoint_runtime/smoke.py",
+        "endpoint_runtime/invoke.py",
+    } <= set(checked["smoke/handler.handler"])
     assert any(h != "smoke/handler.handler" for h in checked), "the invoke function was checked too"
 
 
@@ -177,6 +190,9 @@ def test_the_closure_follows_imports_inside_the_asset_only(tmp_path):
     (tmp_path / "pkg" / "unused.py").write_text("")
     used, missing = _closure(tmp_path, tmp_path / "fn" / "handler.py")
     assert {p.relative_to(tmp_path).as_posix() for p in used} == {
-        "fn/handler.py", "pkg/__init__.py", "pkg/a.py", "pkg/b.py",
+        "fn/handler.py",
+        "pkg/__init__.py",
+        "pkg/a.py",
+        "pkg/b.py",
     }
     assert missing == ["pkg/a.py: staged", "pkg/a.py: yaml"]

@@ -31,8 +31,6 @@ SMOKE_HANDLER = Path(smoke.__file__)  # the checks' source file (the Lambda entr
 GOOD = [{"generated_text": "The capital of France is Paris."}]
 
 
-
-
 def write_config(tmp_path: Path, **changes) -> Path:
     """config/local.yaml with changes to its one endpoint (and `account` for the environment)."""
     raw = yaml.safe_load((ROOT / "config" / "local.yaml").read_text())
@@ -327,7 +325,6 @@ def test_lambda_file_needs_only_stdlib_and_boto3():
 # the queued answer into a bucket of its own at once (local_emulator.moto_server.Emulator.set_async_results).
 
 
-
 @pytest.fixture
 def async_deployment(moto_env, tmp_path):
     deployment = load_config(write_config(tmp_path, invocation={"mode": "async"}, autoscaling=None), "local")
@@ -403,7 +400,9 @@ def test_async_submit_refused_fails_invoke(moto_env, async_deployment):
     """The artifact bucket is gone: the payload cannot be uploaded, so nothing is submitted."""
     deploy_stack(async_deployment)
     env = async_deployment.environment
-    boto3.client("s3").delete_bucket(Bucket=artifact_bucket_name(async_deployment.project, "local", env.account, env.region))
+    boto3.client("s3").delete_bucket(
+        Bucket=artifact_bucket_name(async_deployment.project, "local", env.account, env.region)
+    )
     result = run_smoke(async_deployment, async_deployment.plan("tiny-gpt2"))
     assert [c.name for c in result.failures] == ["invoke"]
     assert "cannot upload the request payload (NoSuchBucket)" in result.failures[0].message
@@ -416,10 +415,18 @@ def test_lambda_handler_in_async_mode(moto_env, async_deployment, monkeypatch):
     env = async_deployment.environment
     name = async_deployment.endpoint_name(async_deployment.endpoint("tiny-gpt2"))
     root = f"s3://{artifact_bucket_name(async_deployment.project, 'local', env.account, env.region)}/async/{name}"
-    for key, value in {"STACK_NAME": async_deployment.stack_name("tiny-gpt2"), "ENDPOINT_NAME": "tiny-gpt2",
-                       "EMULATOR": "true", "INVOCATION_MODE": "async", "INPUT_LOCATION": f"{root}/input",
-                       "OUTPUT_LOCATION": f"{root}/output", "FAILURE_LOCATION": f"{root}/failures",
-                       "LATENCY_BUDGET_MS": "600000", "PROMPT": "Hello", "MAX_NEW_TOKENS": "8"}.items():  # fmt: skip
+    for key, value in {
+        "STACK_NAME": async_deployment.stack_name("tiny-gpt2"),
+        "ENDPOINT_NAME": "tiny-gpt2",
+        "EMULATOR": "true",
+        "INVOCATION_MODE": "async",
+        "INPUT_LOCATION": f"{root}/input",
+        "OUTPUT_LOCATION": f"{root}/output",
+        "FAILURE_LOCATION": f"{root}/failures",
+        "LATENCY_BUDGET_MS": "600000",
+        "PROMPT": "Hello",
+        "MAX_NEW_TOKENS": "8",
+    }.items():
         monkeypatch.setenv(key, value)
     out = smoke.handler({}, None)
     assert out["ok"], out["failures"]
@@ -432,9 +439,16 @@ def test_lambda_handler_in_async_mode(moto_env, async_deployment, monkeypatch):
     [
         ({"INVOCATION_MODE": "batch"}, "INVOCATION_MODE must be real-time or async, got 'batch'"),
         ({"INVOCATION_MODE": "async"}, "INPUT_LOCATION must be an s3://bucket/prefix location, got ''"),
-        ({"INVOCATION_MODE": "async", "INPUT_LOCATION": "s3://b/i", "OUTPUT_LOCATION": "s3://b/o",
-          "FAILURE_LOCATION": "s3://b/f", "LATENCY_BUDGET_MS": "900001"},
-         "LATENCY_BUDGET_MS must be between 1 and 900000, got '900001'"),
+        (
+            {
+                "INVOCATION_MODE": "async",
+                "INPUT_LOCATION": "s3://b/i",
+                "OUTPUT_LOCATION": "s3://b/o",
+                "FAILURE_LOCATION": "s3://b/f",
+                "LATENCY_BUDGET_MS": "900001",
+            },
+            "LATENCY_BUDGET_MS must be between 1 and 900000, got '900001'",
+        ),
         ({"LATENCY_BUDGET_MS": "0"}, "LATENCY_BUDGET_MS must be between 1 and 900000, got '0'"),
         ({"LATENCY_BUDGET_MS": "1000", "WAKE_BUDGET_MS": "later"}, "WAKE_BUDGET_MS must be"),
     ],
@@ -443,8 +457,14 @@ def test_lambda_handler_async_configuration_errors(monkeypatch, env, expected):
     monkeypatch.setenv("STACK_NAME", "s")
     monkeypatch.setenv("PROMPT", "Hello")
     monkeypatch.setenv("MAX_NEW_TOKENS", "8")
-    for key in ("INVOCATION_MODE", "INPUT_LOCATION", "OUTPUT_LOCATION", "FAILURE_LOCATION", "LATENCY_BUDGET_MS",
-                "WAKE_BUDGET_MS"):
+    for key in (
+        "INVOCATION_MODE",
+        "INPUT_LOCATION",
+        "OUTPUT_LOCATION",
+        "FAILURE_LOCATION",
+        "LATENCY_BUDGET_MS",
+        "WAKE_BUDGET_MS",
+    ):
         monkeypatch.delenv(key, raising=False)
     for key, value in env.items():
         monkeypatch.setenv(key, value)
@@ -460,15 +480,22 @@ def test_lambda_handler_async_configuration_errors(monkeypatch, env, expected):
 
 
 def _scaled_to_zero(tmp_path, budget_ms: int):
-    deployment = load_config(write_config(
-        tmp_path, invocation={"mode": "async"}, smoke_test={"latency_budget_ms": budget_ms},
-        autoscaling={"min_capacity": 0, "max_capacity": 1, "target_value": 1}), "local")  # fmt: skip
+    deployment = load_config(
+        write_config(
+            tmp_path,
+            invocation={"mode": "async"},
+            smoke_test={"latency_budget_ms": budget_ms},
+            autoscaling={"min_capacity": 0, "max_capacity": 1, "target_value": 1},
+        ),
+        "local",
+    )
     env = deployment.environment
     boto3.client("s3").create_bucket(Bucket=artifact_bucket_name(deployment.project, "local", env.account, env.region))
     endpoint, _ = deploy_stack(deployment)
     sm = boto3.client("sagemaker")
-    sm.update_endpoint_weights_and_capacities(EndpointName=endpoint, DesiredWeightsAndCapacities=[
-        {"VariantName": "AllTraffic", "DesiredInstanceCount": 0}])  # fmt: skip
+    sm.update_endpoint_weights_and_capacities(
+        EndpointName=endpoint, DesiredWeightsAndCapacities=[{"VariantName": "AllTraffic", "DesiredInstanceCount": 0}]
+    )
     assert smoke.running_instances(sm.describe_endpoint(EndpointName=endpoint)) == 0
     return deployment
 
@@ -497,8 +524,9 @@ def _answer_later(moto_env, after_s: float, timers: list):
 
         def move():
             bucket, key = source.removeprefix("s3://").split("/", 1)
-            boto3.client("s3").copy_object(Bucket=bucket, Key=target.split("/", 3)[3],
-                                           CopySource={"Bucket": bucket, "Key": key})  # fmt: skip
+            boto3.client("s3").copy_object(
+                Bucket=bucket, Key=target.split("/", 3)[3], CopySource={"Bucket": bucket, "Key": key}
+            )
 
         timer = threading.Timer(after_s, move)
         timers.append(timer)
@@ -527,11 +555,22 @@ def test_the_smoke_lambda_stops_waiting_for_a_scale_up_before_its_own_end(moto_e
     wait after its 15 s margin) it returns unjudged, without failing and without hanging."""
     deployment = _scaled_to_zero(tmp_path, budget_ms=300)
     env, plan = deployment.environment, deployment.plan("tiny-gpt2")
-    root = f"s3://{artifact_bucket_name(deployment.project, 'local', env.account, env.region)}/async/{plan.endpoint_name}"
-    for key, value in {"STACK_NAME": plan.stack_name, "ENDPOINT_NAME": "tiny-gpt2", "EMULATOR": "true",
-                       "INVOCATION_MODE": "async", "INPUT_LOCATION": f"{root}/input", "OUTPUT_LOCATION": f"{root}/output",
-                       "FAILURE_LOCATION": f"{root}/failures", "LATENCY_BUDGET_MS": "300",
-                       "WAKE_BUDGET_MS": str(plan.smoke.wake_budget_ms), "PROMPT": "Hello", "MAX_NEW_TOKENS": "8"}.items():  # fmt: skip
+    root = (
+        f"s3://{artifact_bucket_name(deployment.project, 'local', env.account, env.region)}/async/{plan.endpoint_name}"
+    )
+    for key, value in {
+        "STACK_NAME": plan.stack_name,
+        "ENDPOINT_NAME": "tiny-gpt2",
+        "EMULATOR": "true",
+        "INVOCATION_MODE": "async",
+        "INPUT_LOCATION": f"{root}/input",
+        "OUTPUT_LOCATION": f"{root}/output",
+        "FAILURE_LOCATION": f"{root}/failures",
+        "LATENCY_BUDGET_MS": "300",
+        "WAKE_BUDGET_MS": str(plan.smoke.wake_budget_ms),
+        "PROMPT": "Hello",
+        "MAX_NEW_TOKENS": "8",
+    }.items():
         monkeypatch.setenv(key, value)
 
     class Context:
@@ -547,6 +586,7 @@ def test_the_smoke_lambda_stops_waiting_for_a_scale_up_before_its_own_end(moto_e
     assert out["ok"], out["failures"]
     checks = {c["name"]: c for c in out["checks"]}
     assert checks["response"]["skipped"] and checks["latency"]["skipped"]
-    assert checks["response"]["message"].startswith(f"not awaited: endpoint tiny-gpt2 is scaling up from zero, which may "
-                                                    f"take up to {plan.smoke.wake_budget_ms} ms")
+    assert checks["response"]["message"].startswith(
+        f"not awaited: endpoint tiny-gpt2 is scaling up from zero, which may take up to {plan.smoke.wake_budget_ms} ms"
+    )
     assert "python -m model_build smoke" in checks["response"]["message"]

@@ -42,8 +42,10 @@ def test_lines_split_across_payload_parts_at_every_byte_come_out_whole():
         lines = [line for i in range(0, len(data), size) for line in splitter.feed(data[i : i + size])]
         lines += splitter.flush()
         assert [json.loads(line) for line in lines] == [
-            {"token": {"text": "é"}}, {"token": {"text": " 猫"}}, {"generated_text": "é 猫"},
-        ], size  # fmt: skip
+            {"token": {"text": "é"}},
+            {"token": {"text": " 猫"}},
+            {"generated_text": "é 猫"},
+        ], size
 
 
 def test_both_framings_lmi_jsonlines_and_sse_data_lines():
@@ -53,7 +55,9 @@ def test_both_framings_lmi_jsonlines_and_sse_data_lines():
     assert stream.token_text({"token": {"text": " Paris"}}) == " Paris"
     assert stream.token_text({"token": {"id": 2, "text": "</s>", "special": True}}) is None
     with pytest.raises(stream.ModelStreamFailed):  # LMI's error line during inference
-        stream.token_text({"token": {"id": -1, "text": "", "special_token": True}, "details": {"finish_reason": "error"}})
+        stream.token_text(
+            {"token": {"id": -1, "text": "", "special_token": True}, "details": {"finish_reason": "error"}}
+        )
     with pytest.raises(stream.ModelStreamFailed, match="CUDA out of memory"):
         stream.token_text({"error": "CUDA out of memory", "code": 424})
 
@@ -66,8 +70,12 @@ def _events(*parts: bytes, fail: Exception | None = None) -> Iterator[dict]:
 
 
 def test_client_lines_from_parts_end_with_the_summary():
-    events = _events(b'{"token": {"text": "Hel', b'lo"}}\n{"tok', b'en": {"text": " world"}}\n',
-                     b'{"generated_text": "Hello world", "details": {"finish_reason": "length"}}\n')  # fmt: skip
+    events = _events(
+        b'{"token": {"text": "Hel',
+        b'lo"}}\n{"tok',
+        b'en": {"text": " world"}}\n',
+        b'{"generated_text": "Hello world", "details": {"finish_reason": "length"}}\n',
+    )
     log: dict = {}
     lines = [json.loads(x) for x in stream._client_lines(events, "ep", time.monotonic(), log)]
     assert lines[:2] == [{"token": {"text": "Hello"}}, {"token": {"text": " world"}}]
@@ -75,14 +83,22 @@ def test_client_lines_from_parts_end_with_the_summary():
     assert lines[2]["time_to_first_token_ms"] is not None and log["stream_tokens"] == 2
 
 
-@pytest.mark.parametrize(("code", "message", "error_type"), [
-    ("ModelStreamError", "Your model primary did not complete sending the inference response in the allotted time.",
-     "timeout"),
-    ("ModelStreamError", "connection reset", "model_error"),
-    ("InternalStreamFailure", "internal", "upstream_error"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("code", "message", "error_type"),
+    [
+        (
+            "ModelStreamError",
+            "Your model primary did not complete sending the inference response in the allotted time.",
+            "timeout",
+        ),
+        ("ModelStreamError", "connection reset", "model_error"),
+        ("InternalStreamFailure", "internal", "upstream_error"),
+    ],
+)
 def test_a_stream_that_fails_midway_ends_with_an_error_line(code, message, error_type):
-    failure = botocore.exceptions.EventStreamError({"Error": {"Code": code, "Message": message}}, "InvokeEndpointWithResponseStream")
+    failure = botocore.exceptions.EventStreamError(
+        {"Error": {"Code": code, "Message": message}}, "InvokeEndpointWithResponseStream"
+    )
     lines = list(stream._client_lines(_events(b'{"token": {"text": "a"}}\n', fail=failure), "ep", time.monotonic(), {}))
     assert json.loads(lines[0]) == {"token": {"text": "a"}}
     assert json.loads(lines[-1])["error_type"] == error_type and len(lines) == 2
@@ -101,13 +117,16 @@ def test_a_stream_past_its_deadline_ends_with_a_timeout_line_not_a_cut():
 # ---------------------------------------------------------------------------------------------------- requests
 
 
-@pytest.mark.parametrize(("body", "status", "needle"), [
-    (b"{not json", 400, "not valid JSON"),
-    (b'{"inputs": "hi", "parameters": {"temperature": 9}}', 400, "between 0.01 and 2, got 9"),
-    (b'{"inputs": "hi", "stream": true}', 400, "unknown request keys ['stream']"),
-    (b'{"inputs": "x" , "parameters": {"max_new_tokens": 100000}}', 400, "parameters.max_new_tokens"),
-    (b'{"inputs": "' + b"x" * 70_000 + b'"}', 413, "at most 65536 bytes"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("body", "status", "needle"),
+    [
+        (b"{not json", 400, "not valid JSON"),
+        (b'{"inputs": "hi", "parameters": {"temperature": 9}}', 400, "between 0.01 and 2, got 9"),
+        (b'{"inputs": "hi", "stream": true}', 400, "unknown request keys ['stream']"),
+        (b'{"inputs": "x" , "parameters": {"max_new_tokens": 100000}}', 400, "parameters.max_new_tokens"),
+        (b'{"inputs": "' + b"x" * 70_000 + b'"}', 413, "at most 65536 bytes"),
+    ],
+)
 def test_bad_requests_get_the_invoke_functions_status_and_body(body, status, needle, monkeypatch):
     monkeypatch.setenv("ENDPOINT_NAME", ENDPOINT)
     got_status, headers, got = stream.handle_request("POST", body)
@@ -120,26 +139,39 @@ def test_bad_requests_get_the_invoke_functions_status_and_body(body, status, nee
 def test_streaming_rules_one_prompt_no_beams_and_the_stream_flag():
     with pytest.raises(stream.RequestError, match="takes one prompt .* got a list of 2"):
         stream.prepare({"inputs": ["a", "b"]})
-    with pytest.raises(stream.RequestError, match=r"num_beams must be 1 when streaming \(beam search returns whole sequences\), got 2"):
+    with pytest.raises(
+        stream.RequestError, match=r"num_beams must be 1 when streaming \(beam search returns whole sequences\), got 2"
+    ):
         stream.prepare({"inputs": "a", "parameters": {"num_beams": 2}})
     assert json.loads(stream.prepare({"inputs": ["a"], "parameters": {"max_new_tokens": 4}})) == {
-        "inputs": "a", "parameters": {"max_new_tokens": 4}, "stream": True}  # fmt: skip
+        "inputs": "a",
+        "parameters": {"max_new_tokens": 4},
+        "stream": True,
+    }
 
 
 def test_only_post(monkeypatch):
     monkeypatch.setenv("ENDPOINT_NAME", ENDPOINT)
     status, _, body = stream.handle_request("GET", b"")
-    assert status == 405 and json.loads(body) == {"error": "method must be POST, got GET", "error_type": "method_not_allowed"}
+    assert status == 405 and json.loads(body) == {
+        "error": "method must be POST, got GET",
+        "error_type": "method_not_allowed",
+    }
 
 
 def test_event_stream_messages_are_what_botocore_decodes():
     from botocore.eventstream import EventStreamBuffer
 
     buffer = EventStreamBuffer()
-    buffer.add_data(event_stream.payload_part(b'{"token": {"text": "a"}}\n') + event_stream.model_stream_error("x", "StreamBroken"))
+    buffer.add_data(
+        event_stream.payload_part(b'{"token": {"text": "a"}}\n') + event_stream.model_stream_error("x", "StreamBroken")
+    )
     first, second = list(buffer)
     assert first.headers[":event-type"] == "PayloadPart" and first.payload == b'{"token": {"text": "a"}}\n'
-    assert second.headers[":exception-type"] == "ModelStreamError" and json.loads(second.payload)["ErrorCode"] == "StreamBroken"
+    assert (
+        second.headers[":exception-type"] == "ModelStreamError"
+        and json.loads(second.payload)["ErrorCode"] == "StreamBroken"
+    )
 
 
 # ---------------------------------------------------------------------------------------------------- end to end
@@ -176,8 +208,13 @@ def watched(model_server):
 
 
 def _runtime(url: str):
-    return boto3.client("sagemaker-runtime", endpoint_url=url, region_name="us-east-1",
-                        aws_access_key_id="testing", aws_secret_access_key="testing")  # fmt: skip
+    return boto3.client(
+        "sagemaker-runtime",
+        endpoint_url=url,
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
 
 
 def test_tokens_arrive_one_by_one_through_boto3(watched):
@@ -197,7 +234,9 @@ def test_tokens_arrive_one_by_one_through_boto3(watched):
 
 def test_a_request_the_model_refuses_is_the_invoke_functions_model_rejected_input(model_server):
     url, _ = model_server
-    status, body = stream.open_stream(ENDPOINT, {"inputs": "hi", "parameters": {"max_new_tokens": 512}}, client=_runtime(url))
+    status, body = stream.open_stream(
+        ENDPOINT, {"inputs": "hi", "parameters": {"max_new_tokens": 512}}, client=_runtime(url)
+    )
     assert status == 400 and body["error_type"] == "model_rejected_input" and "max_new_tokens" in body["error"]
     status, body = stream.open_stream("other", {"inputs": "hi"}, client=_runtime(url))
     assert status == 503 and body["error_type"] == "endpoint_not_found"
@@ -215,8 +254,9 @@ def test_a_model_failing_midway_reaches_the_client_as_an_error_line(model_server
 
     host.handler.stream_fn = failing
     try:
-        status, lines = stream.open_stream(ENDPOINT, {"inputs": "hi", "parameters": {"min_new_tokens": 4}},
-                                           client=_runtime(url))  # fmt: skip
+        status, lines = stream.open_stream(
+            ENDPOINT, {"inputs": "hi", "parameters": {"min_new_tokens": 4}}, client=_runtime(url)
+        )
         got = [json.loads(line) for line in lines]
     finally:
         host.handler.stream_fn = original
@@ -226,8 +266,13 @@ def test_a_model_failing_midway_reaches_the_client_as_an_error_line(model_server
 
 def test_the_functions_http_server_streams_chunked_lines(watched, monkeypatch):
     url, produced = watched
-    for key, value in {"ENDPOINT_NAME": ENDPOINT, "AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME": url, "AWS_ACCESS_KEY_ID": "testing",
-                       "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}.items():  # fmt: skip
+    for key, value in {
+        "ENDPOINT_NAME": ENDPOINT,
+        "AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME": url,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }.items():
         monkeypatch.setenv(key, value)
     stream.reset_client()
     server = _load_app_module().serve(port=0)

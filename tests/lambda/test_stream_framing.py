@@ -67,9 +67,14 @@ def runtime_url() -> Iterator[str]:
 
 @pytest.fixture
 def app_port(runtime_url, monkeypatch) -> Iterator[int]:
-    for key, value in {"ENDPOINT_NAME": ENDPOINT, "AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME": runtime_url,
-                       "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                       "AWS_DEFAULT_REGION": "us-east-1", "MAX_REQUEST_BYTES": str(CAP)}.items():  # fmt: skip
+    for key, value in {
+        "ENDPOINT_NAME": ENDPOINT,
+        "AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME": runtime_url,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "MAX_REQUEST_BYTES": str(CAP),
+    }.items():
         monkeypatch.setenv(key, value)
     stream.reset_client()
     server = _load_app_module().serve(port=0)
@@ -137,8 +142,10 @@ class Connection:
 
 
 def request(body_headers: str, body: bytes = b"", *, path: str = "/", extra: str = "") -> bytes:
-    return (f"POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n{extra}{body_headers}\r\n"
-            .encode() + body)  # fmt: skip
+    return (
+        f"POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n{extra}{body_headers}\r\n".encode()
+        + body
+    )
 
 
 def prompt_body(prompt: str) -> bytes:
@@ -186,15 +193,21 @@ def test_a_chunked_body_is_read_whole_and_the_connection_serves_the_next_request
         conn.close()
 
 
-@pytest.mark.parametrize(("framing", "status", "needle"), [
-    (b"zz\r\n{}\r\n0\r\n\r\n", 400, "chunk size b'zz' is not a hexadecimal number"),
-    (b"2\r\n{}xx0\r\n\r\n", 400, "chunk data is not followed by CRLF"),
-    (b"5\r\n{}", 400, "ends inside a chunk"),
-    (b"2\r\n{}\r\n0\r\n" + b"X-T: 1\r\n" * 70 + b"\r\n", 400, "more than 64 trailer lines"),
-    (b"%x\r\n" % (CAP + 1) + b"x" * (CAP + 1) + b"\r\n0\r\n\r\n", 413, f"at most {CAP} bytes, got more than {CAP}"),
-    (b"400\r\n" + b"x" * 1024 + b"\r\n" * 1 + b"400\r\n" + b"x" * 1024 + b"\r\n1\r\nx\r\n0\r\n\r\n", 413,
-     f"at most {CAP} bytes"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("framing", "status", "needle"),
+    [
+        (b"zz\r\n{}\r\n0\r\n\r\n", 400, "chunk size b'zz' is not a hexadecimal number"),
+        (b"2\r\n{}xx0\r\n\r\n", 400, "chunk data is not followed by CRLF"),
+        (b"5\r\n{}", 400, "ends inside a chunk"),
+        (b"2\r\n{}\r\n0\r\n" + b"X-T: 1\r\n" * 70 + b"\r\n", 400, "more than 64 trailer lines"),
+        (b"%x\r\n" % (CAP + 1) + b"x" * (CAP + 1) + b"\r\n0\r\n\r\n", 413, f"at most {CAP} bytes, got more than {CAP}"),
+        (
+            b"400\r\n" + b"x" * 1024 + b"\r\n" * 1 + b"400\r\n" + b"x" * 1024 + b"\r\n1\r\nx\r\n0\r\n\r\n",
+            413,
+            f"at most {CAP} bytes",
+        ),
+    ],
+)
 def test_a_bad_or_oversized_chunked_body_is_refused_and_the_connection_closed(app_port, framing, status, needle):
     conn = Connection(app_port)
     try:
@@ -208,11 +221,14 @@ def test_a_bad_or_oversized_chunked_body_is_refused_and_the_connection_closed(ap
         conn.close()
 
 
-@pytest.mark.parametrize(("encoding", "status", "needle"), [
-    ("gzip, chunked", 501, "Transfer-Encoding gzip, chunked is not supported; allowed: chunked"),
-    ("chunked, gzip", 400, "chunked must be the final coding"),
-    ("identity", 400, "chunked must be the final coding"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("encoding", "status", "needle"),
+    [
+        ("gzip, chunked", 501, "Transfer-Encoding gzip, chunked is not supported; allowed: chunked"),
+        ("chunked, gzip", 400, "chunked must be the final coding"),
+        ("identity", 400, "chunked must be the final coding"),
+    ],
+)
 def test_transfer_codings_other_than_chunked_are_refused(app_port, encoding, status, needle):
     conn = Connection(app_port)
     try:
@@ -236,11 +252,17 @@ FRAMINGS = {
     # name: the writes a client makes for prompt p (two requests: p, then p + "2", each answered 200 with its prompt)
     "content-length": lambda p: [request(*_content_length(p))],
     "chunked": lambda p: [request("Transfer-Encoding: chunked\r\n", chunked(prompt_body(p)))],
-    "chunked, one chunk": lambda p: [request("Transfer-Encoding: chunked\r\n", chunked(prompt_body(p), sizes=(10**6,)))],
-    "keep-alive, two requests in one write": lambda p: [request(*_content_length(p)) + request(*_content_length(p + "2"))],
-    "keep-alive, content-length then chunked": lambda p: [request(*_content_length(p)),
-                                                          request("Transfer-Encoding: chunked\r\n", chunked(prompt_body(p + "2")))],
-}  # fmt: skip
+    "chunked, one chunk": lambda p: [
+        request("Transfer-Encoding: chunked\r\n", chunked(prompt_body(p), sizes=(10**6,)))
+    ],
+    "keep-alive, two requests in one write": lambda p: [
+        request(*_content_length(p)) + request(*_content_length(p + "2"))
+    ],
+    "keep-alive, content-length then chunked": lambda p: [
+        request(*_content_length(p)),
+        request("Transfer-Encoding: chunked\r\n", chunked(prompt_body(p + "2"))),
+    ],
+}
 
 
 @pytest.mark.parametrize("name", sorted(FRAMINGS))
@@ -273,11 +295,14 @@ def test_expect_100_continue_gets_100_before_the_body_then_one_answer(app_port):
         conn.close()
 
 
-@pytest.mark.parametrize(("headers", "status", "needle"), [
-    (f"Content-Length: {CAP + 1}\r\n", 413, f"request body must be at most {CAP} bytes, got {CAP + 1} bytes"),
-    ("", 411, "needs Content-Length or Transfer-Encoding: chunked"),
-    ("Transfer-Encoding: gzip\r\n", 400, "chunked must be the final coding"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("headers", "status", "needle"),
+    [
+        (f"Content-Length: {CAP + 1}\r\n", 413, f"request body must be at most {CAP} bytes, got {CAP + 1} bytes"),
+        ("", 411, "needs Content-Length or Transfer-Encoding: chunked"),
+        ("Transfer-Encoding: gzip\r\n", 400, "chunked must be the final coding"),
+    ],
+)
 def test_expect_100_continue_with_a_refused_framing_gets_the_refusal_instead_of_100(app_port, headers, status, needle):
     conn = Connection(app_port)
     try:
@@ -289,13 +314,16 @@ def test_expect_100_continue_with_a_refused_framing_gets_the_refusal_instead_of_
         conn.close()
 
 
-@pytest.mark.parametrize(("headers", "body", "status", "needle"), [
-    ("", prompt_body("no framing"), 411, "a POST body needs Content-Length or Transfer-Encoding: chunked"),
-    ("Content-Length: +5\r\n", b"{}", 400, "Content-Length must be one decimal number of bytes, got '+5'"),
-    ("Content-Length: 1_0\r\n", b"{}", 400, "got '1_0'"),
-    ("Content-Length: 2\r\nContent-Length: 3\r\n", b"{}", 400, "got '2, 3'"),
-    (f"Content-Length: {CAP + 10}\r\n", b"x" * (CAP + 10), 413, f"at most {CAP} bytes, got {CAP + 10} bytes"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("headers", "body", "status", "needle"),
+    [
+        ("", prompt_body("no framing"), 411, "a POST body needs Content-Length or Transfer-Encoding: chunked"),
+        ("Content-Length: +5\r\n", b"{}", 400, "Content-Length must be one decimal number of bytes, got '+5'"),
+        ("Content-Length: 1_0\r\n", b"{}", 400, "got '1_0'"),
+        ("Content-Length: 2\r\nContent-Length: 3\r\n", b"{}", 400, "got '2, 3'"),
+        (f"Content-Length: {CAP + 10}\r\n", b"x" * (CAP + 10), 413, f"at most {CAP} bytes, got {CAP + 10} bytes"),
+    ],
+)
 def test_a_refused_framing_is_answered_once_and_the_unread_body_is_never_a_request(
     app_port, headers, body, status, needle
 ):
@@ -339,8 +367,10 @@ def test_an_empty_body_and_an_invalid_one_get_the_shared_validation_answer(app_p
 def test_a_get_with_a_body_closes_the_connection_rather_than_read_the_body_as_a_request(app_port):
     conn = Connection(app_port)
     try:
-        conn.send(b"GET /_ready HTTP/1.1\r\nHost: localhost\r\nContent-Length: 40\r\n\r\n"
-                  b"POST / HTTP/1.1\r\nContent-Length: 0\r\n\r\n")  # fmt: skip
+        conn.send(
+            b"GET /_ready HTTP/1.1\r\nHost: localhost\r\nContent-Length: 40\r\n\r\n"
+            b"POST / HTTP/1.1\r\nContent-Length: 0\r\n\r\n"
+        )
         assert conn.response()[::2] == (200, b"ready")
         assert conn.closed_by_server()
     finally:

@@ -21,7 +21,15 @@ HERE = Path(__file__).resolve().parent
 
 def _demo(workdir: Path) -> list[str]:
     """`python -m local_emulator.demo` (what `make demo` runs), on a free model-server port."""
-    return [sys.executable, "-m", "local_emulator.demo", "--port", str(moto_server.free_port()), "--logs", str(workdir / "logs")]
+    return [
+        sys.executable,
+        "-m",
+        "local_emulator.demo",
+        "--port",
+        str(moto_server.free_port()),
+        "--logs",
+        str(workdir / "logs"),
+    ]
 
 
 def _teardown(workdir: Path) -> list[str]:
@@ -32,8 +40,11 @@ def _teardown(workdir: Path) -> list[str]:
 # Which runs start early: the module whose collected tests need them, and the command.
 RUNS = {"demo": ("test_emulator_demo.py", _demo), "teardown": ("test_teardown.py", _teardown)}
 # The tests' import paths (the repository and tests/), as pytest.ini gives them to this process.
-ENV = {**os.environ, "PYTHONUNBUFFERED": "1",
-       "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")])}
+ENV = {
+    **os.environ,
+    "PYTHONUNBUFFERED": "1",
+    "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")]),
+}
 
 
 def _submit(config: pytest.Config, name: str) -> Background:
@@ -73,5 +84,6 @@ def teardown_outcomes(request: pytest.FixtureRequest) -> dict[str, str]:
     result = run.result(timeout=600)
     outcomes = run.directory / "outcomes.json"
     assert result.returncode == 0 and outcomes.is_file(), (
-        f"the teardown scenarios did not finish (exit {result.returncode}):\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
+        f"the teardown scenarios did not finish (exit {result.returncode}):\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    )
     return json.loads(outcomes.read_text())

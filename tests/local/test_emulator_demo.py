@@ -21,9 +21,20 @@ def test_demo_deploys_serves_and_destroys_leaving_nothing(demo_run):
     assert code == 0, out[-4000:] + err[-4000:]
     # The demo runs what `make deploy` runs (workstation.deploy), in this order (tests/workstation/test_workstation.py checks
     # that the make targets call it).
-    order = [s for s in ("==> preflight (", "==> cdk synth", "==> cdk deploy llm-endpoints-local-artifacts", "==> model_build publish tiny-gpt2",
-                         "==> preflight: artifacts published", "==> cdk deploy llm-endpoints-local-tiny-gpt2",
-                         "==> smoke test tiny-gpt2", "==> SLO gate tiny-gpt2") if s in out]
+    order = [
+        s
+        for s in (
+            "==> preflight (",
+            "==> cdk synth",
+            "==> cdk deploy llm-endpoints-local-artifacts",
+            "==> model_build publish tiny-gpt2",
+            "==> preflight: artifacts published",
+            "==> cdk deploy llm-endpoints-local-tiny-gpt2",
+            "==> smoke test tiny-gpt2",
+            "==> SLO gate tiny-gpt2",
+        )
+        if s in out
+    ]
     assert len(order) == 8 and [out.index(s) for s in order] == sorted(out.index(s) for s in order)
     assert "PASS  response" in out and "PASS  config" in out
     # config/local.yaml's slo: the load test against the served model, kept in the emulator's artifact bucket

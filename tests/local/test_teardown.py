@@ -26,7 +26,11 @@ from local_emulator.inventory import leftovers
 pytestmark = pytest.mark.emulator
 
 CDK = str(ROOT / "node_modules" / ".bin" / "cdk")
-EMULATOR_TYPES = {"ml.g5.xlarge": "ml.g4dn.xlarge", "ml.g5.2xlarge": "ml.g4dn.2xlarge", "ml.g5.12xlarge": "ml.g4dn.12xlarge"}
+EMULATOR_TYPES = {
+    "ml.g5.xlarge": "ml.g4dn.xlarge",
+    "ml.g5.2xlarge": "ml.g4dn.2xlarge",
+    "ml.g5.12xlarge": "ml.g4dn.12xlarge",
+}
 
 
 def combined_emulator_config(retain_data: bool) -> dict:
@@ -63,8 +67,12 @@ def combined_emulator_config(retain_data: bool) -> dict:
             # its delete_vpc refuses a VPC that still has a second route table. The endpoint is placed in a VPC by id
             # instead: the model's VpcConfig is still deployed and destroyed, nothing of a VPC is created.
             if (ep.get("network") or {}).get("create_vpc"):
-                ep["network"] = {**ep["network"], "create_vpc": False, "subnet_ids": ["subnet-00000001", "subnet-00000002"],
-                                 "security_group_ids": ["sg-00000001"]}  # fmt: skip
+                ep["network"] = {
+                    **ep["network"],
+                    "create_vpc": False,
+                    "subnet_ids": ["subnet-00000001", "subnet-00000002"],
+                    "security_group_ids": ["sg-00000001"],
+                }
             # the OpenAI route's callers are existing roles (their policy is attached to them), which the emulator
             # lacks: the route's created role stands in (its grants, deploy and destroy are the same kind)
             if (ep.get("chat") or {}).get("openai_route"):
@@ -94,7 +102,11 @@ def _cdk(args: list[str], assembly: Path, emulator: moto_server.Emulator) -> sub
     }
     result = subprocess.run(
         [CDK, *args, "--no-notices", "--app", str(assembly)],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,  # a hang fails the scenario, not the session
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,  # a hang fails the scenario, not the session
     )
     assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
     return result
@@ -121,11 +133,15 @@ def every_example_endpoint_deploys_and_destroys_leaving_nothing(emulator, tmp_pa
         # create_from_cloudformation_json reads AsyncInferenceConfig); its scaling resources are skipped like all.
         sm = session.client("sagemaker")
         outputs = [
-            sm.describe_endpoint_config(EndpointConfigName=c["EndpointConfigName"]).get("AsyncInferenceConfig", {})
-            .get("OutputConfig", {}).get("S3OutputPath", "")
+            sm.describe_endpoint_config(EndpointConfigName=c["EndpointConfigName"])
+            .get("AsyncInferenceConfig", {})
+            .get("OutputConfig", {})
+            .get("S3OutputPath", "")
             for c in sm.list_endpoint_configs(MaxResults=100)["EndpointConfigs"]
-        ]  # fmt: skip
-        assert [o for o in outputs if o] == ["s3://teardown-emu-artifacts-123456789012-us-east-1/async/emu-summarize-async/output"]
+        ]
+        assert [o for o in outputs if o] == [
+            "s3://teardown-emu-artifacts-123456789012-us-east-1/async/emu-summarize-async/output"
+        ]
         _cdk(["destroy", "--all", "--force"], assembly, emulator)
         left = leftovers(session, stack_prefix="teardown-")
     assert {kind: names for kind, names in left.items() if names} == {}
@@ -142,7 +158,9 @@ def an_environment_that_retains_data_keeps_exactly_its_buckets_and_repository(em
     _cdk(["deploy", "--all", "--require-approval", "never"], assembly, emulator)
     kept_bucket = "teardown-emu-artifacts-123456789012-us-east-1"
     with emulator.activated():
-        boto3.client("s3", region_name=emulator.region).put_object(Bucket=kept_bucket, Key="models/x/keep.txt", Body=b"1")
+        boto3.client("s3", region_name=emulator.region).put_object(
+            Bucket=kept_bucket, Key="models/x/keep.txt", Body=b"1"
+        )
     _cdk(["destroy", "--all", "--force"], assembly, emulator)
     with emulator.activated():
         session = boto3.Session(region_name=emulator.region)
@@ -179,8 +197,10 @@ def an_environment_that_retains_data_keeps_exactly_its_buckets_and_repository(em
         session.client("ecr").delete_repository(repositoryName="teardown-emu", force=True)
 
 
-SCENARIOS = [every_example_endpoint_deploys_and_destroys_leaving_nothing,
-             an_environment_that_retains_data_keeps_exactly_its_buckets_and_repository]  # fmt: skip
+SCENARIOS = [
+    every_example_endpoint_deploys_and_destroys_leaving_nothing,
+    an_environment_that_retains_data_keeps_exactly_its_buckets_and_repository,
+]
 
 
 @pytest.mark.late

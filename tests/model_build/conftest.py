@@ -22,17 +22,27 @@ def model_config(tmp_path_factory: pytest.TempPathFactory, tiny_models: dict[str
     (bad_tokenizer / "tokenizer_config.json").write_text(json.dumps(tok_config))
 
     def endpoint(name: str, model: Path | str, **extra: str) -> str:
-        lines = [f"  - name: {name}", "    system: hf-fastload", f"    model: {model}", "    instance_type: ml.m5.xlarge"]
+        lines = [
+            f"  - name: {name}",
+            "    system: hf-fastload",
+            f"    model: {model}",
+            "    instance_type: ml.m5.xlarge",
+        ]
         return "\n".join(lines + [f"    {k}: {v}" for k, v in extra.items()])
 
-    text = "\n".join([
-        "endpoints:",
-        endpoint("tiny-gpt2", tiny_models["gpt2"], dtype="fp16", max_shard_size="300KB"),
-        endpoint("tiny-gptj", tiny_models["gptj"], dtype="fp32"),
-        endpoint("tiny-gptj-pickle", tiny_models["gptj"], dtype="fp32", weights_format="torch-save"),
-        endpoint("bad-tokenizer", bad_tokenizer, dtype="fp16"),
-        endpoint("missing-model", root / "no" / "such-model", dtype="fp16"),
-    ]) + "\n"  # fmt: skip
+    text = (
+        "\n".join(
+            [
+                "endpoints:",
+                endpoint("tiny-gpt2", tiny_models["gpt2"], dtype="fp16", max_shard_size="300KB"),
+                endpoint("tiny-gptj", tiny_models["gptj"], dtype="fp32"),
+                endpoint("tiny-gptj-pickle", tiny_models["gptj"], dtype="fp32", weights_format="torch-save"),
+                endpoint("bad-tokenizer", bad_tokenizer, dtype="fp16"),
+                endpoint("missing-model", root / "no" / "such-model", dtype="fp16"),
+            ]
+        )
+        + "\n"
+    )
     path = root / "endpoints.yaml"
     path.write_text(text)
     return path

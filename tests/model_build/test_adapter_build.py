@@ -55,8 +55,15 @@ def adapters(tmp_path_factory, tiny_chat_models, tiny_models) -> dict[str, Path]
 def write_config(tmp_path: Path, base: Path | str, adapters: dict[str, Path | str], engine: dict | None = None) -> Path:
     listed = "\n".join(f"      - {{name: {name}, model: '{model}'}}" for name, model in adapters.items())
     path = tmp_path / "endpoints.yaml"
-    path.write_text(CONFIG.format(account=moto_server.EMULATOR_ACCOUNT, region=moto_server.EMULATOR_REGION, base=base,
-                                  engine=json.dumps(engine or {}), adapters=listed))
+    path.write_text(
+        CONFIG.format(
+            account=moto_server.EMULATOR_ACCOUNT,
+            region=moto_server.EMULATOR_REGION,
+            base=base,
+            engine=json.dumps(engine or {}),
+            adapters=listed,
+        )
+    )
     return path
 
 
@@ -68,12 +75,20 @@ def test_build_then_publish_through_the_cli(emulator, tmp_path, capsys, tiny_cha
     args = ["--config", str(config), "--env", "emu", "--endpoint", "tiny-lora", "--build-root", str(build_root)]
     assert cli.main(["build", *args, "--quiet"]) == 0
     built = json.loads((adapter_build_dir(build_root, "tiny-lora", "sql") / "manifest.json").read_text())
-    assert f"built adapter sql of tiny-lora: content hash {built['content_hash'][:12]}, rank 8 (container max 16)" in capsys.readouterr().out
+    assert (
+        f"built adapter sql of tiny-lora: content hash {built['content_hash'][:12]}, rank 8 (container max 16)"
+        in capsys.readouterr().out
+    )
     assert sorted(f["path"] for f in built["files"]) == ["adapter_config.json", "adapter_model.safetensors"]
-    assert built["kind"] == "lora-adapter" and built["lora"]["rank"] == 8 and built["base"]["architectures"] == ["LlamaForCausalLM"]
+    assert (
+        built["kind"] == "lora-adapter"
+        and built["lora"]["rank"] == 8
+        and built["base"]["architectures"] == ["LlamaForCausalLM"]
+    )
     # The adapter's files are copied unchanged.
     assert (adapter_build_dir(build_root, "tiny-lora", "sql") / "adapter_model.safetensors").read_bytes() == (
-        adapters["sql"] / "adapter_model.safetensors").read_bytes()
+        adapters["sql"] / "adapter_model.safetensors"
+    ).read_bytes()
     plan = load_config(config, "emu", build_root=build_root).plan("tiny-lora")
     [adapter] = plan.adapters
     assert (adapter.artifact.source, adapter.artifact.content_hash) == ("manifest", built["content_hash"])
@@ -87,10 +102,17 @@ def test_build_then_publish_through_the_cli(emulator, tmp_path, capsys, tiny_cha
         try:
             # Preflight (what `make deploy` runs after publishing) finds the adapter missing, then in place.
             check = artifact_checks(deployment, s3, moto_server.EMULATOR_ACCOUNT, moto_server.EMULATOR_REGION)[-1]
-            assert (check.name, check.ok) == ("artifact tiny-lora adapter sql", False) and "is not published" in check.message
+            assert (check.name, check.ok) == (
+                "artifact tiny-lora adapter sql",
+                False,
+            ) and "is not published" in check.message
             assert cli.main(["publish", *args]) == 0
-            assert all(c.ok for c in artifact_checks(deployment, s3, moto_server.EMULATOR_ACCOUNT, moto_server.EMULATOR_REGION))
-            keys = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix="models/tiny-lora/adapters/")["Contents"]]
+            assert all(
+                c.ok for c in artifact_checks(deployment, s3, moto_server.EMULATOR_ACCOUNT, moto_server.EMULATOR_REGION)
+            )
+            keys = [
+                o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix="models/tiny-lora/adapters/")["Contents"]
+            ]
             archive = s3.get_object(Bucket=bucket, Key=adapter.prefix + "model.tar.gz")["Body"].read()
         finally:
             for o in s3.list_objects_v2(Bucket=bucket).get("Contents", []):
@@ -112,9 +134,12 @@ def test_a_rank_above_the_container_maximum_is_refused_and_fits_once_raised(tmp_
         build_adapter(refused, wide, tmp_path / "out", base_dir=base)
     assert str(err.value) == (
         "endpoint 'tiny-lora': adapters[0] ('other', 'org/unused'): rank 32 is above the container's max LoRA rank 16 "
-        "(vLLM's default max_lora_rank 16); set engine.max_lora_rank: 32, or use an adapter of rank <= 16")
+        "(vLLM's default max_lora_rank 16); set engine.max_lora_rank: 32, or use an adapter of rank <= 16"
+    )
     assert not (tmp_path / "out").exists()
-    plan = load_config(write_config(tmp_path, base, {"wide": adapters["wide"]}, {"max_lora_rank": 32}), "emu").plan("tiny-lora")
+    plan = load_config(write_config(tmp_path, base, {"wide": adapters["wide"]}, {"max_lora_rank": 32}), "emu").plan(
+        "tiny-lora"
+    )
     manifest = build_adapter(plan, plan.adapters[0], tmp_path / "out", base_dir=base)
     assert (manifest["lora"]["r"], manifest["lora"]["rank"], manifest["lora"]["lora_alpha"]) == (32, 32, 64)
     assert manifest["container"] == {"max_rank": 32, "max_adapters": 1}
@@ -128,12 +153,19 @@ def test_an_adapter_of_another_base_is_refused(tmp_path, tiny_chat_models, tiny_
     with pytest.raises(BuildError) as err:
         build_adapter(plan, plan.adapters[0], tmp_path / "out", base_dir=base)
     message = str(err.value)
-    assert message.startswith(f"endpoint 'tiny-lora': adapters[0] ('gpt2', '{adapters['gpt2']}'): does not fit the base model")
-    assert "tensor 'base_model.model.transformer.h.0.attn.c_attn.lora_A.weight': the base model has no weight" in message
+    assert message.startswith(
+        f"endpoint 'tiny-lora': adapters[0] ('gpt2', '{adapters['gpt2']}'): does not fit the base model"
+    )
+    assert (
+        "tensor 'base_model.model.transformer.h.0.attn.c_attn.lora_A.weight': the base model has no weight" in message
+    )
     # The same adapter fits its own base (GPT-2's Conv1D layers: peft's fan_in_fan_out).
     gpt2 = tiny_models["gpt2"]
     gpt2_plan = load_config(write_config(tmp_path, gpt2, {"gpt2": adapters["gpt2"]}), "emu").plan("tiny-lora")
-    assert build_adapter(gpt2_plan, gpt2_plan.adapters[0], tmp_path / "gpt2-out", base_dir=gpt2)["verification"]["tensors"] == 4
+    assert (
+        build_adapter(gpt2_plan, gpt2_plan.adapters[0], tmp_path / "gpt2-out", base_dir=gpt2)["verification"]["tensors"]
+        == 4
+    )
 
     renamed = make_tiny_adapter(base, tmp_path / "renamed", trained_on="meta-llama/Llama-3.1-8B")
     hub = load_config(write_config(tmp_path, "meta-llama/Llama-3.2-1B", {"sql": renamed}), "emu").plan("tiny-lora")
@@ -142,7 +174,8 @@ def test_an_adapter_of_another_base_is_refused(tmp_path, tiny_chat_models, tiny_
     assert str(err.value) == (
         f"endpoint 'tiny-lora': adapters[0] ('sql', '{renamed}'): it was trained on 'meta-llama/Llama-3.1-8B' "
         "(adapter_config.json base_model_name_or_path), but the endpoint serves 'meta-llama/Llama-3.2-1B'; use an "
-        "adapter of 'meta-llama/Llama-3.2-1B', or serve 'meta-llama/Llama-3.1-8B'")
+        "adapter of 'meta-llama/Llama-3.2-1B', or serve 'meta-llama/Llama-3.1-8B'"
+    )
 
 
 def test_a_pickled_adapter_is_stored_as_safetensors(tmp_path, tiny_chat_models, adapters):
@@ -156,10 +189,16 @@ def test_a_pickled_adapter_is_stored_as_safetensors(tmp_path, tiny_chat_models, 
     torch.save(tensors, source / "adapter_model.bin")
     plan = load_config(write_config(tmp_path, tiny_chat_models["llama"], {"sql": source}), "emu").plan("tiny-lora")
     build_adapter(plan, plan.adapters[0], tmp_path / "out", base_dir=tiny_chat_models["llama"])
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["adapter_config.json", "adapter_model.safetensors", "manifest.json"]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
+        "adapter_config.json",
+        "adapter_model.safetensors",
+        "manifest.json",
+    ]
     stored = load_file(tmp_path / "out" / "adapter_model.safetensors")
     assert stored.keys() == tensors.keys() and all(torch.equal(stored[k], tensors[k]) for k in tensors)
-    assert safetensors_shapes(tmp_path / "out" / "adapter_model.safetensors") == {k: list(v.shape) for k, v in tensors.items()}
+    assert safetensors_shapes(tmp_path / "out" / "adapter_model.safetensors") == {
+        k: list(v.shape) for k, v in tensors.items()
+    }
 
 
 # (what is wrong in adapter_config.json, the one message): what vLLM 0.23.0's PEFTHelper refuses, and non-LoRA adapters.
@@ -170,7 +209,7 @@ BAD_CONFIGS = [
     ({"peft_type": "IA3"}, "peft_type: value 'IA3' is not a LoRA adapter; allowed: 'LORA'"),
     ({"r": 0}, "r: value 0 is not a positive integer rank"),
     ({"task_type": "SEQ_CLS"}, "task_type: value 'SEQ_CLS' is not a text-generation adapter; allowed: 'CAUSAL_LM'"),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(("change", "expected"), BAD_CONFIGS, ids=[next(iter(c)) for c, _ in BAD_CONFIGS])
@@ -181,6 +220,8 @@ def test_adapter_configs_vllm_refuses_are_refused(adapters, change, expected):
 
 
 def test_a_directory_without_an_adapter_is_refused(tmp_path, tiny_chat_models):
-    plan = load_config(write_config(tmp_path, tiny_chat_models["llama"], {"sql": tiny_chat_models["llama"]}), "emu").plan("tiny-lora")
+    plan = load_config(
+        write_config(tmp_path, tiny_chat_models["llama"], {"sql": tiny_chat_models["llama"]}), "emu"
+    ).plan("tiny-lora")
     with pytest.raises(BuildError, match=re.escape("has no adapter_config.json: not a PEFT adapter")):
         build_adapter(plan, plan.adapters[0], tmp_path / "out")

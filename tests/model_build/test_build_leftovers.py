@@ -44,8 +44,13 @@ class QuickRecipe:
 
 def start_build(out: Path) -> subprocess.Popen[str]:
     root = Path(cli.__file__).resolve().parent.parent
-    process = subprocess.Popen([sys.executable, "-c", BUILDING, str(out)], cwd=root, stdout=subprocess.PIPE, text=True,
-                               env={**os.environ, "PYTHONPATH": str(root)})
+    process = subprocess.Popen(
+        [sys.executable, "-c", BUILDING, str(out)],
+        cwd=root,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(root)},
+    )
     assert process.stdout is not None and process.stdout.readline() == "building\n"
     return process
 

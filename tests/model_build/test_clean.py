@@ -23,8 +23,11 @@ HASHES = {key: key * 64 for key in "abcd"}
 
 
 def write_config(tmp_path: Path) -> Path:
-    raw = {"project": "pf", "environments": {"dev": {"emulator": True, "account": ACCOUNT, "region": REGION}},
-           "endpoints": [{"name": "chat", "system": "hf-fastload", "model": "gpt2", "instance_type": "ml.m5.xlarge"}]}
+    raw = {
+        "project": "pf",
+        "environments": {"dev": {"emulator": True, "account": ACCOUNT, "region": REGION}},
+        "endpoints": [{"name": "chat", "system": "hf-fastload", "model": "gpt2", "instance_type": "ml.m5.xlarge"}],
+    }
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(raw))
     return path
@@ -43,10 +46,19 @@ def published(*keys: str) -> tuple[str, object]:
 
 def model_on(bucket: str, name: str, key: str) -> str:
     boto3.client("sagemaker").create_model(
-        ModelName=name, ExecutionRoleArn=f"arn:aws:iam::{ACCOUNT}:role/x",
-        PrimaryContainer={"Image": "i", "ModelDataSource": {"S3DataSource": {
-            "S3Uri": f"s3://{bucket}/models/chat/{HASHES[key]}/", "S3DataType": "S3Prefix", "CompressionType": "None"}}},
-    )  # fmt: skip
+        ModelName=name,
+        ExecutionRoleArn=f"arn:aws:iam::{ACCOUNT}:role/x",
+        PrimaryContainer={
+            "Image": "i",
+            "ModelDataSource": {
+                "S3DataSource": {
+                    "S3Uri": f"s3://{bucket}/models/chat/{HASHES[key]}/",
+                    "S3DataType": "S3Prefix",
+                    "CompressionType": "None",
+                }
+            },
+        },
+    )
     return name
 
 
@@ -54,19 +66,37 @@ def hashes_left(s3, bucket: str) -> set[str]:
     return {o["Key"].split("/")[2] for o in s3.list_objects_v2(Bucket=bucket).get("Contents", [])}
 
 
-def test_a_call_the_credentials_may_not_make_stops_the_clean_with_nothing_deleted(moto_env, tmp_path, monkeypatch, capsys):
+def test_a_call_the_credentials_may_not_make_stops_the_clean_with_nothing_deleted(
+    moto_env, tmp_path, monkeypatch, capsys
+):
     """The review's data loss: any DescribeEndpoint error counted as "not deployed", and the running artifact went.
     Here moto's IAM refuses sagemaker:DescribeEndpoint to the operator's credentials."""
     bucket, s3 = published("a", "b")
     sm = boto3.client("sagemaker")
-    sm.create_endpoint_config(EndpointConfigName="c", ProductionVariants=[{
-        "VariantName": "AllTraffic", "ModelName": model_on(bucket, "m", "a"), "InstanceType": "ml.m5.xlarge",
-        "InitialInstanceCount": 1}])  # fmt: skip
+    sm.create_endpoint_config(
+        EndpointConfigName="c",
+        ProductionVariants=[
+            {
+                "VariantName": "AllTraffic",
+                "ModelName": model_on(bucket, "m", "a"),
+                "InstanceType": "ml.m5.xlarge",
+                "InitialInstanceCount": 1,
+            }
+        ],
+    )
     sm.create_endpoint(EndpointName="dev-chat", EndpointConfigName="c")
     iam = boto3.client("iam")
     iam.create_user(UserName="operator")
-    iam.put_user_policy(UserName="operator", PolicyName="no-sagemaker", PolicyDocument=json.dumps({
-        "Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": ["s3:*", "sts:GetCallerIdentity"], "Resource": "*"}]}))
+    iam.put_user_policy(
+        UserName="operator",
+        PolicyName="no-sagemaker",
+        PolicyDocument=json.dumps(
+            {
+                "Version": "2012-10-17",
+                "Statement": [{"Effect": "Allow", "Action": ["s3:*", "sts:GetCallerIdentity"], "Resource": "*"}],
+            }
+        ),
+    )
     key = iam.create_access_key(UserName="operator")["AccessKey"]
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", key["AccessKeyId"])
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", key["SecretAccessKey"])
@@ -86,19 +116,37 @@ ARN = "arn:aws:sagemaker:us-east-1:123456789012:{}/{}"
 
 def _config(name: str, model: str | None) -> dict:
     variant = {"VariantName": "AllTraffic", "InstanceType": "ml.g5.12xlarge", **({"ModelName": model} if model else {})}
-    return {"EndpointConfigName": name, "EndpointConfigArn": ARN.format("endpoint-config", name), "CreationTime": 0,
-            "ProductionVariants": [variant]}  # fmt: skip
+    return {
+        "EndpointConfigName": name,
+        "EndpointConfigArn": ARN.format("endpoint-config", name),
+        "CreationTime": 0,
+        "ProductionVariants": [variant],
+    }
 
 
 def _model(name: str, key: str) -> dict:
     uri = f"s3://{artifact_bucket_name('pf', 'dev', ACCOUNT, REGION)}/models/chat/{HASHES[key]}/"
-    return {"ModelName": name, "ModelArn": ARN.format("model", name), "CreationTime": 0, "PrimaryContainer": {
-        "Image": "i", "ModelDataSource": {"S3DataSource": {"S3Uri": uri, "S3DataType": "S3Prefix", "CompressionType": "None"}}}}
+    return {
+        "ModelName": name,
+        "ModelArn": ARN.format("model", name),
+        "CreationTime": 0,
+        "PrimaryContainer": {
+            "Image": "i",
+            "ModelDataSource": {"S3DataSource": {"S3Uri": uri, "S3DataType": "S3Prefix", "CompressionType": "None"}},
+        },
+    }
 
 
 def _endpoint(config: str, **extra) -> dict:
-    return {"EndpointName": "dev-chat", "EndpointArn": ARN.format("endpoint", "dev-chat"), "EndpointConfigName": config,
-            "EndpointStatus": "InService", "CreationTime": 0, "LastModifiedTime": 0, **extra}  # fmt: skip
+    return {
+        "EndpointName": "dev-chat",
+        "EndpointArn": ARN.format("endpoint", "dev-chat"),
+        "EndpointConfigName": config,
+        "EndpointStatus": "InService",
+        "CreationTime": 0,
+        "LastModifiedTime": 0,
+        **extra,
+    }
 
 
 def test_an_update_in_progress_keeps_both_fleets_and_a_missing_endpoint_keeps_nothing(moto_env):
@@ -107,8 +155,10 @@ def test_an_update_in_progress_keeps_both_fleets_and_a_missing_endpoint_keeps_no
     own answer) keeps nothing."""
     sm = boto3.client("sagemaker")
     with Stubber(sm) as stub:
-        stub.add_response("describe_endpoint", _endpoint("c-old", EndpointStatus="Updating",
-                                                         PendingDeploymentSummary={"EndpointConfigName": "c-new"}))
+        stub.add_response(
+            "describe_endpoint",
+            _endpoint("c-old", EndpointStatus="Updating", PendingDeploymentSummary={"EndpointConfigName": "c-new"}),
+        )
         for config, model in sorted([("c-old", "old"), ("c-new", "new")]):
             stub.add_response("describe_endpoint_config", _config(config, model), {"EndpointConfigName": config})
         for model, key in (("new", "b"), ("old", "a")):
@@ -124,19 +174,45 @@ def test_an_inference_component_endpoint_keeps_its_components_models(moto_env):
     with Stubber(sm) as stub:
         stub.add_response("describe_endpoint", _endpoint("c-ic"))
         stub.add_response("describe_endpoint_config", _config("c-ic", None))
-        stub.add_response("list_inference_components", {"InferenceComponents": [
-            {"InferenceComponentName": name, "InferenceComponentArn": ARN.format("inference-component", name),
-             "EndpointName": "dev-chat", "EndpointArn": ARN.format("endpoint", "dev-chat"), "VariantName": "AllTraffic",
-             "CreationTime": 0, "LastModifiedTime": 0} for name in ("ic-a", "ic-b")]},
-            {"EndpointNameEquals": "dev-chat"})  # fmt: skip
+        stub.add_response(
+            "list_inference_components",
+            {
+                "InferenceComponents": [
+                    {
+                        "InferenceComponentName": name,
+                        "InferenceComponentArn": ARN.format("inference-component", name),
+                        "EndpointName": "dev-chat",
+                        "EndpointArn": ARN.format("endpoint", "dev-chat"),
+                        "VariantName": "AllTraffic",
+                        "CreationTime": 0,
+                        "LastModifiedTime": 0,
+                    }
+                    for name in ("ic-a", "ic-b")
+                ]
+            },
+            {"EndpointNameEquals": "dev-chat"},
+        )
         for name, model in (("ic-a", "ic-model"), ("ic-b", "deleted-model")):
-            stub.add_response("describe_inference_component", {
-                "InferenceComponentName": name, "InferenceComponentArn": ARN.format("inference-component", name),
-                "EndpointName": "dev-chat", "EndpointArn": ARN.format("endpoint", "dev-chat"),
-                "Specification": {"ModelName": model}, "CreationTime": 0, "LastModifiedTime": 0,
-                "InferenceComponentStatus": "InService"}, {"InferenceComponentName": name})  # fmt: skip
-        stub.add_client_error("describe_model", "ValidationException", "Could not find model deleted-model.",
-                              expected_params={"ModelName": "deleted-model"})
+            stub.add_response(
+                "describe_inference_component",
+                {
+                    "InferenceComponentName": name,
+                    "InferenceComponentArn": ARN.format("inference-component", name),
+                    "EndpointName": "dev-chat",
+                    "EndpointArn": ARN.format("endpoint", "dev-chat"),
+                    "Specification": {"ModelName": model},
+                    "CreationTime": 0,
+                    "LastModifiedTime": 0,
+                    "InferenceComponentStatus": "InService",
+                },
+                {"InferenceComponentName": name},
+            )
+        stub.add_client_error(
+            "describe_model",
+            "ValidationException",
+            "Could not find model deleted-model.",
+            expected_params={"ModelName": "deleted-model"},
+        )
         stub.add_response("describe_model", _model("ic-model", "c"), {"ModelName": "ic-model"})
         assert deployed_hashes(_Session(sagemaker=sm), "dev-chat", "chat") == {HASHES["c"]}
 
@@ -148,7 +224,9 @@ def test_objects_s3_refuses_to_delete_are_counted_and_fail_the_command(moto_env,
     bucket, s3 = published("a", "d")
     build = tmp_path / "build" / "chat"
     build.mkdir(parents=True)
-    (build / "manifest.json").write_text(json.dumps({"system": "hf-fastload", "dtype": "fp16", "content_hash": HASHES["d"]}))
+    (build / "manifest.json").write_text(
+        json.dumps({"system": "hf-fastload", "dtype": "fp16", "content_hash": HASHES["d"]})
+    )
     real_delete = clean.delete
 
     def refusing(session, bucket_name, cleanups):
@@ -157,8 +235,12 @@ def test_objects_s3_refuses_to_delete_are_counted_and_fail_the_command(moto_env,
 
         def delete_objects(**kwargs):
             answer = original(**kwargs)
-            return {**answer, "Errors": [{"Key": kwargs["Delete"]["Objects"][0]["Key"], "Code": "AccessDenied",
-                                          "Message": "Access Denied"}]}  # fmt: skip
+            return {
+                **answer,
+                "Errors": [
+                    {"Key": kwargs["Delete"]["Objects"][0]["Key"], "Code": "AccessDenied", "Message": "Access Denied"}
+                ],
+            }
 
         client.delete_objects = delete_objects
         session.client = lambda name, **kw: client if name == "s3" else boto3.client(name, **kw)
@@ -166,7 +248,16 @@ def test_objects_s3_refuses_to_delete_are_counted_and_fail_the_command(moto_env,
 
     monkeypatch.setattr("model_build.cli.delete", refusing, raising=False)
     monkeypatch.setattr(clean, "delete", refusing)
-    argv = ["clean", "--config", str(write_config(tmp_path)), "--env", "dev", "--build-root", str(tmp_path / "build"), "--delete"]
+    argv = [
+        "clean",
+        "--config",
+        str(write_config(tmp_path)),
+        "--env",
+        "dev",
+        "--build-root",
+        str(tmp_path / "build"),
+        "--delete",
+    ]
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert "S3 refused to delete 1 object(s)" in err and f"models/chat/{HASHES['a']}/" in err and "AccessDenied" in err
@@ -207,8 +298,17 @@ def _tagged(**overrides) -> list[dict]:
 
 def _model_and_config(sm, bucket: str, name: str, key: str, tags: list[dict] | None) -> None:
     model_on(bucket, f"m-{name}", key)
-    sm.create_endpoint_config(EndpointConfigName=f"c-{name}", ProductionVariants=[{
-        "VariantName": "AllTraffic", "ModelName": f"m-{name}", "InstanceType": "ml.m5.xlarge", "InitialInstanceCount": 1}])  # fmt: skip
+    sm.create_endpoint_config(
+        EndpointConfigName=f"c-{name}",
+        ProductionVariants=[
+            {
+                "VariantName": "AllTraffic",
+                "ModelName": f"m-{name}",
+                "InstanceType": "ml.m5.xlarge",
+                "InitialInstanceCount": 1,
+            }
+        ],
+    )
     for kind in ("model", "endpoint-config"):
         prefix = "m" if kind == "model" else "c"
         if tags:
@@ -224,19 +324,37 @@ def _the_stack(sm, bucket: str, runs: int) -> tuple[str, str, object]:
     cfn = boto3.client("cloudformation")
     stub = Stubber(cfn)
     for _ in range(runs):
-        stub.add_response("describe_stacks", {"Stacks": [{"StackName": "pf-dev-chat", "CreationTime": 0,
-                                                           "StackStatus": "UPDATE_COMPLETE"}]}, {"StackName": "pf-dev-chat"})
-        stub.add_response("list_stack_resources", {"StackResourceSummaries": [
-            {"LogicalResourceId": lid, "ResourceType": kind, "LastUpdatedTimestamp": 0, "ResourceStatus": "UPDATE_COMPLETE",
-             "PhysicalResourceId": f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:{arn_kind}/{name}"}
-            for lid, kind, arn_kind, name in (("Model", "AWS::SageMaker::Model", "model", "m-new"),
-                                              ("Config", "AWS::SageMaker::EndpointConfig", "endpoint-config", "c-new"))]},
-            {"StackName": "pf-dev-chat"})  # fmt: skip
+        stub.add_response(
+            "describe_stacks",
+            {"Stacks": [{"StackName": "pf-dev-chat", "CreationTime": 0, "StackStatus": "UPDATE_COMPLETE"}]},
+            {"StackName": "pf-dev-chat"},
+        )
+        stub.add_response(
+            "list_stack_resources",
+            {
+                "StackResourceSummaries": [
+                    {
+                        "LogicalResourceId": lid,
+                        "ResourceType": kind,
+                        "LastUpdatedTimestamp": 0,
+                        "ResourceStatus": "UPDATE_COMPLETE",
+                        "PhysicalResourceId": f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:{arn_kind}/{name}",
+                    }
+                    for lid, kind, arn_kind, name in (
+                        ("Model", "AWS::SageMaker::Model", "model", "m-new"),
+                        ("Config", "AWS::SageMaker::EndpointConfig", "endpoint-config", "c-new"),
+                    )
+                ]
+            },
+            {"StackName": "pf-dev-chat"},
+        )
     stub.activate()
     return "m-new", "c-new", cfn
 
 
-def test_clean_removes_kept_models_and_configs_nothing_uses_and_keeps_what_runs(moto_env, tmp_path, capsys, monkeypatch):
+def test_clean_removes_kept_models_and_configs_nothing_uses_and_keeps_what_runs(
+    moto_env, tmp_path, capsys, monkeypatch
+):
     """A rolled-back update: the endpoint runs c-old (m-old) while the stack names c-new (m-new). Those four stay; the
     older pair goes, with its artifact; another endpoint's, another project's and untagged ones are never touched."""
     bucket, s3 = published("a", "b", "c")
@@ -252,8 +370,9 @@ def test_clean_removes_kept_models_and_configs_nothing_uses_and_keeps_what_runs(
     config = str(write_config(tmp_path))
     # The build the rolled-back deploy published (hash c): kept as built.
     (tmp_path / "build" / "chat").mkdir(parents=True)
-    (tmp_path / "build" / "chat" / "manifest.json").write_text(json.dumps({"system": "hf-fastload", "dtype": "fp16",
-                                                                          "content_hash": HASHES["c"]}))
+    (tmp_path / "build" / "chat" / "manifest.json").write_text(
+        json.dumps({"system": "hf-fastload", "dtype": "fp16", "content_hash": HASHES["c"]})
+    )
     build = ["--build-root", str(tmp_path / "build")]
 
     assert main(["clean", "--config", config, "--env", "dev", *build]) == 0
@@ -268,9 +387,19 @@ def test_clean_removes_kept_models_and_configs_nothing_uses_and_keeps_what_runs(
     assert main(["clean", "--config", config, "--env", "dev", *build, "--delete"]) == 0
     assert "deleted 2 of 2 SageMaker model(s) and endpoint config(s)" in capsys.readouterr().out
     assert {m["ModelName"] for m in sm.list_models()["Models"]} == {
-        "m-old", stack_model, "m-sibling", "m-foreign", "m-untagged"}
+        "m-old",
+        stack_model,
+        "m-sibling",
+        "m-foreign",
+        "m-untagged",
+    }
     assert {c["EndpointConfigName"] for c in sm.list_endpoint_configs()["EndpointConfigs"]} == {
-        "c-old", stack_config, "c-sibling", "c-foreign", "c-untagged"}
+        "c-old",
+        stack_config,
+        "c-sibling",
+        "c-foreign",
+        "c-untagged",
+    }
     assert hashes_left(s3, bucket) == {HASHES["b"], HASHES["c"]}  # m-older's artifact went with it (c: built)
 
 
@@ -281,8 +410,10 @@ def test_a_deploy_in_progress_or_an_unreadable_listing_stops_the_clean(moto_env)
 
     cfn = boto3.client("cloudformation")
     with Stubber(cfn) as stub:
-        stub.add_response("describe_stacks", {"Stacks": [{"StackName": "pf-dev-chat", "CreationTime": 0,
-                                                           "StackStatus": "UPDATE_IN_PROGRESS"}]})  # fmt: skip
+        stub.add_response(
+            "describe_stacks",
+            {"Stacks": [{"StackName": "pf-dev-chat", "CreationTime": 0, "StackStatus": "UPDATE_IN_PROGRESS"}]},
+        )
         with pytest.raises(CleanError, match="stack pf-dev-chat is UPDATE_IN_PROGRESS: a deploy is running"):
             stack_resources(_Session(cloudformation=cfn), "pf-dev-chat")
     with Stubber(cfn) as stub:  # CloudFormation's answer for a stack that does not exist
@@ -300,8 +431,12 @@ def test_a_resource_sagemaker_refuses_to_delete_is_reported(moto_env):
 
     sm = boto3.client("sagemaker")
     with Stubber(sm) as stub:
-        stub.add_client_error("delete_endpoint_config", "ValidationException", "Could not find endpoint configuration c-gone.")
-        stub.add_client_error("delete_model", "AccessDeniedException", "not authorized to perform sagemaker:DeleteModel")
+        stub.add_client_error(
+            "delete_endpoint_config", "ValidationException", "Could not find endpoint configuration c-gone."
+        )
+        stub.add_client_error(
+            "delete_model", "AccessDeniedException", "not authorized to perform sagemaker:DeleteModel"
+        )
         cleanup = EndpointCleanup("chat", remove_resources=[("endpoint-config", "c-gone"), ("model", "m-kept")])
         deleted, failed = delete_resources(_Session(sagemaker=sm), [cleanup])
     assert deleted == 1  # already gone counts as deleted

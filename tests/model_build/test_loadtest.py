@@ -28,9 +28,23 @@ def _start_paced(ttft_ms: float, itl_ms: float, tokens: int) -> tuple[subprocess
     import httpx
 
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "bench.paced_server", "--port", str(port), "--ttft-ms", str(ttft_ms),
-                             "--itl-ms", str(itl_ms), "--tokens", str(tokens)], cwd=ROOT,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)})  # fmt: skip
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "bench.paced_server",
+            "--port",
+            str(port),
+            "--ttft-ms",
+            str(ttft_ms),
+            "--itl-ms",
+            str(itl_ms),
+            "--tokens",
+            str(tokens),
+        ],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
     while True:
@@ -54,21 +68,33 @@ def paced() -> Iterator[str]:
 
 @pytest.fixture
 def aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for k, v in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
-                 "AWS_CONFIG_FILE": "/dev/null", "AWS_SHARED_CREDENTIALS_FILE": "/dev/null"}.items():  # fmt: skip
+    for k, v in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_CONFIG_FILE": "/dev/null",
+        "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
+    }.items():
         monkeypatch.setenv(k, v)
     monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
 
 
 def _workload(**changes) -> loadtest.Workload:
-    values = {"input_tokens": {"mean": 16}, "output_tokens": {"mean": TOKENS}, "concurrency": [1, 4], "requests": 8,
-              "warmup_requests": 1}  # fmt: skip
+    values = {
+        "input_tokens": {"mean": 16},
+        "output_tokens": {"mean": TOKENS},
+        "concurrency": [1, 4],
+        "requests": 8,
+        "warmup_requests": 1,
+    }
     return parse_workload({**values, **changes})
 
 
 @pytest.fixture(scope="module")
 def openai_result(paced: str) -> dict:
-    return loadtest.run(OpenAITarget(f"{paced}/v1", "paced"), _workload(), loadtest.Price(usd_per_hour=1.0), progress=False)
+    return loadtest.run(
+        OpenAITarget(f"{paced}/v1", "paced"), _workload(), loadtest.Price(usd_per_hour=1.0), progress=False
+    )
 
 
 # ---------------------------------------------------------------------------------------------------- measuring
@@ -96,7 +122,9 @@ def test_openai_streamed_chat_measures_what_the_paced_server_did(openai_result: 
     for c, level in levels.items():
         _assert_paced(level, c)
     # $ per million output tokens from the hourly price: 1 $/h over the measured aggregate tokens/s
-    assert levels[4]["usd_per_million_output_tokens"] == pytest.approx(1.0 / 3600 / levels[4]["output_tokens_per_s"] * 1e6)
+    assert levels[4]["usd_per_million_output_tokens"] == pytest.approx(
+        1.0 / 3600 / levels[4]["output_tokens_per_s"] * 1e6
+    )
     assert levels[4]["output_tokens_per_s"] > 2.5 * levels[1]["output_tokens_per_s"]  # concurrency 4 overlaps
 
 
@@ -104,11 +132,14 @@ def test_sagemaker_runtime_response_stream_and_invoke_endpoint(paced: str, aws_e
     streamed = loadtest.run(SageMakerRuntimeTarget("any", "us-east-1", paced), _workload(), progress=False)
     for level in streamed["levels"]:
         _assert_paced(level, level["concurrency"])
-    whole = loadtest.run(SageMakerRuntimeTarget("any", "us-east-1", paced, stream=False), _workload(concurrency=[2]),
-                         progress=False)["levels"][0]  # fmt: skip
+    whole = loadtest.run(
+        SageMakerRuntimeTarget("any", "us-east-1", paced, stream=False), _workload(concurrency=[2]), progress=False
+    )["levels"][0]
     assert whole["errors"] == 0 and whole["ttft_ms"] == {"n": 0, "not_measured": "the target does not stream"}
     assert E2E_MS <= whole["e2e_ms"]["p50"] <= E2E_MS + 40
-    assert whole["output_tokens_per_request"]["mean"] == TOKENS and whole["output_tokens_source"] == ["approximation (words)"]
+    assert whole["output_tokens_per_request"]["mean"] == TOKENS and whole["output_tokens_source"] == [
+        "approximation (words)"
+    ]
 
 
 def test_the_local_server_on_the_tiny_gpt2_artifact(gpt2_artifact: Path, aws_env: None) -> None:
@@ -123,18 +154,29 @@ def test_the_local_server_on_the_tiny_gpt2_artifact(gpt2_artifact: Path, aws_env
             assert level["errors"] == 0 and level["output_tokens_per_request"]["mean"] == 6, level
             assert level["output_tokens_source"] == ["server"] and level["input_tokens_per_request"]["mean"] == 16
             assert 0 < level["ttft_ms"]["p50"] < level["e2e_ms"]["p50"] and level["itl_ms"]["n"] >= 4 * 3
-        whole = loadtest.run(SageMakerRuntimeTarget("tiny-gpt2", "us-east-1", url, stream=False),
-                             _workload(tokenizer=str(gpt2_artifact), output_tokens={"mean": 6}, requests=3, concurrency=[1]),
-                             progress=False)["levels"][0]  # fmt: skip
+        whole = loadtest.run(
+            SageMakerRuntimeTarget("tiny-gpt2", "us-east-1", url, stream=False),
+            _workload(tokenizer=str(gpt2_artifact), output_tokens={"mean": 6}, requests=3, concurrency=[1]),
+            progress=False,
+        )["levels"][0]
         assert whole["errors"] == 0 and whole["output_tokens_source"] == ["tokenizer"]
 
         # errors, each counted under its kind with an example
-        refused = loadtest.run(SageMakerRuntimeTarget("tiny-gpt2", "us-east-1", url), _workload(
-            output_tokens={"mean": 100_000}, requests=2, concurrency=[1], warmup_requests=0), progress=False)["levels"][0]
-        assert refused["errors_by_kind"] == {"model_error": 2} and "max_new_tokens" in refused["error_examples"]["model_error"]
+        refused = loadtest.run(
+            SageMakerRuntimeTarget("tiny-gpt2", "us-east-1", url),
+            _workload(output_tokens={"mean": 100_000}, requests=2, concurrency=[1], warmup_requests=0),
+            progress=False,
+        )["levels"][0]
+        assert (
+            refused["errors_by_kind"] == {"model_error": 2}
+            and "max_new_tokens" in refused["error_examples"]["model_error"]
+        )
         assert refused["error_rate"] == 1.0 and refused["output_tokens_per_s"] == 0
-        other = loadtest.run(SageMakerRuntimeTarget("no-such-endpoint", "us-east-1", url),
-                             _workload(requests=2, concurrency=[1], warmup_requests=0), progress=False)["levels"][0]  # fmt: skip
+        other = loadtest.run(
+            SageMakerRuntimeTarget("no-such-endpoint", "us-east-1", url),
+            _workload(requests=2, concurrency=[1], warmup_requests=0),
+            progress=False,
+        )["levels"][0]
         assert other["errors_by_kind"] == {"validation": 2} and "not found" in other["error_examples"]["validation"]
 
 
@@ -143,11 +185,15 @@ def test_connection_timeout_and_http_errors_are_counted_by_kind(paced: str, aws_
     closed = f"http://127.0.0.1:{free_port()}"
     level = loadtest.run(OpenAITarget(f"{closed}/v1", "m"), _workload(**one), progress=False)["levels"][0]
     assert level["errors_by_kind"] == {"connection": 2} and level["succeeded"] == 0
-    level = loadtest.run(SageMakerRuntimeTarget("ep", "us-east-1", closed), _workload(**one), progress=False)["levels"][0]
+    level = loadtest.run(SageMakerRuntimeTarget("ep", "us-east-1", closed), _workload(**one), progress=False)["levels"][
+        0
+    ]
     assert level["errors_by_kind"] == {"connection": 2}
     level = loadtest.run(OpenAITarget(f"{paced}/nowhere", "m"), _workload(**one), progress=False)["levels"][0]
     assert level["errors_by_kind"] == {"http_4xx": 2} and "HTTP 404" in level["error_examples"]["http_4xx"]
-    level = loadtest.run(OpenAITarget(f"{paced}/v1", "m"), _workload(**one, request_timeout_s=0.01), progress=False)["levels"][0]
+    level = loadtest.run(OpenAITarget(f"{paced}/v1", "m"), _workload(**one, request_timeout_s=0.01), progress=False)[
+        "levels"
+    ][0]
     assert level["errors_by_kind"] == {"timeout": 2}
 
 
@@ -161,32 +207,39 @@ def test_a_level_spread_over_load_generating_processes(paced: str) -> None:
 
 
 def test_duration_mode_keeps_sending_until_the_time_is_up(paced: str) -> None:
-    level = loadtest.run(OpenAITarget(f"{paced}/v1", "m"), _workload(requests=None, duration_s=0.6, concurrency=[2]),
-                         progress=False)["levels"][0]  # fmt: skip
+    level = loadtest.run(
+        OpenAITarget(f"{paced}/v1", "m"), _workload(requests=None, duration_s=0.6, concurrency=[2]), progress=False
+    )["levels"][0]
     # 2 slots, ~75 ms a request: about 16 in 0.6 s; requests started before the end complete
     assert 8 <= level["requests"] <= 20 and level["errors"] == 0 and level["wall_s"] >= 0.6
 
 
 def test_a_dataset_of_prompts_and_chat_messages(paced: str, tmp_path: Path, aws_env: None) -> None:
     data = tmp_path / "prompts.jsonl"
-    data.write_text('{"prompt": "Tell me about Paris", "output_tokens": 3}\n\n'
-                    '{"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]}\n')
-    result = loadtest.run(OpenAITarget(f"{paced}/v1", "m"), _workload(dataset=str(data), requests=4, concurrency=[1]),
-                          progress=False)["levels"][0]  # fmt: skip
+    data.write_text(
+        '{"prompt": "Tell me about Paris", "output_tokens": 3}\n\n'
+        '{"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]}\n'
+    )
+    result = loadtest.run(
+        OpenAITarget(f"{paced}/v1", "m"), _workload(dataset=str(data), requests=4, concurrency=[1]), progress=False
+    )["levels"][0]
     assert result["errors"] == 0 and result["output_tokens_per_request"]["min"] == 3
     assert result["output_tokens_per_request"]["max"] == TOKENS
     with pytest.raises(LoadTestError, match="need the openai target"):
         loadtest.run(SageMakerRuntimeTarget("ep", "us-east-1", paced), _workload(dataset=str(data)), progress=False)
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ("not json\n", "line 1: not JSON"),
-    ('{"prompt": "a"}\n{"text": "b"}\n', "line 2: must be an object with exactly one of"),
-    ('{"prompt": ""}\n', "\"prompt\" must be a non-empty string"),
-    ('{"messages": [{"content": "x"}]}\n', "\"messages\" must be a non-empty list"),
-    ('{"prompt": "a", "output_tokens": 0}\n', "\"output_tokens\" must be an integer >= 1, got 0"),
-    ("\n", "has no prompts"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("not json\n", "line 1: not JSON"),
+        ('{"prompt": "a"}\n{"text": "b"}\n', "line 2: must be an object with exactly one of"),
+        ('{"prompt": ""}\n', '"prompt" must be a non-empty string'),
+        ('{"messages": [{"content": "x"}]}\n', '"messages" must be a non-empty list'),
+        ('{"prompt": "a", "output_tokens": 0}\n', '"output_tokens" must be an integer >= 1, got 0'),
+        ("\n", "has no prompts"),
+    ],
+)
 def test_bad_dataset_lines_are_named(tmp_path: Path, text: str, message: str) -> None:
     path = tmp_path / "d.jsonl"
     path.write_text(text)
@@ -194,16 +247,19 @@ def test_bad_dataset_lines_are_named(tmp_path: Path, text: str, message: str) ->
         loadtest.read_dataset(path)
 
 
-@pytest.mark.parametrize(("values", "message"), [
-    ({"concurrency": [0, 4]}, r"workload.concurrency: .*every level must be 1-1024, got \[0\]"),
-    ({"concurrency": [2, 2]}, "levels must be distinct"),
-    ({"concurrency": []}, "workload.concurrency"),
-    ({"requests": 5, "duration_s": 3}, "give requests or duration_s, not both"),
-    ({"output_tokens": {"mean": 0}}, "workload.output_tokens.mean"),
-    ({"input_tokens": {"mean": 8, "stddev": -1}}, "workload.input_tokens.stddev"),
-    ({"concurency": [1]}, "workload.concurency: Extra inputs are not permitted"),
-    ({"max_tokens_field": "n"}, "workload.max_tokens_field"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"concurrency": [0, 4]}, r"workload.concurrency: .*every level must be 1-1024, got \[0\]"),
+        ({"concurrency": [2, 2]}, "levels must be distinct"),
+        ({"concurrency": []}, "workload.concurrency"),
+        ({"requests": 5, "duration_s": 3}, "give requests or duration_s, not both"),
+        ({"output_tokens": {"mean": 0}}, "workload.output_tokens.mean"),
+        ({"input_tokens": {"mean": 8, "stddev": -1}}, "workload.input_tokens.stddev"),
+        ({"concurency": [1]}, "workload.concurency: Extra inputs are not permitted"),
+        ({"max_tokens_field": "n"}, "workload.max_tokens_field"),
+    ],
+)
 def test_bad_workloads_are_refused_naming_the_key(values: dict, message: str) -> None:
     with pytest.raises(LoadTestError, match=message):
         parse_workload(values)
@@ -227,11 +283,22 @@ def test_synthetic_prompts_have_the_asked_length(gpt2_artifact: Path) -> None:
 
 def test_the_slo_passes_a_met_objective_and_names_each_miss(openai_result: dict) -> None:
     level4 = next(lv for lv in openai_result["levels"] if lv["concurrency"] == 4)
-    met = {"concurrency": 4, "p95_ttft_ms": 1000, "p95_itl_ms": 100, "min_output_tokens_per_s": 50,
-           "max_usd_per_million_tokens": 1000, "max_error_rate": 0}  # fmt: skip
+    met = {
+        "concurrency": 4,
+        "p95_ttft_ms": 1000,
+        "p95_itl_ms": 100,
+        "min_output_tokens_per_s": 50,
+        "max_usd_per_million_tokens": 1000,
+        "max_error_rate": 0,
+    }
     assert loadtest_report.evaluate_slo(openai_result, met) == []
-    missed = {"concurrency": 4, "p95_ttft_ms": 10, "p95_itl_ms": 1, "min_output_tokens_per_s": 1e6,
-              "max_usd_per_million_tokens": 0.01}  # fmt: skip
+    missed = {
+        "concurrency": 4,
+        "p95_ttft_ms": 10,
+        "p95_itl_ms": 1,
+        "min_output_tokens_per_s": 1e6,
+        "max_usd_per_million_tokens": 0.01,
+    }
     misses = loadtest_report.evaluate_slo(openai_result, missed)
     assert len(misses) == 4, misses
     assert misses[0] == f"p95 TTFT at concurrency 4: {level4['ttft_ms']['p95']:.4g} ms, max 10 ms"
@@ -240,15 +307,27 @@ def test_the_slo_passes_a_met_objective_and_names_each_miss(openai_result: dict)
     assert len(loadtest_report.evaluate_slo(openai_result, {"p95_ttft_ms": 10})) == 2
     # what was not measured is a miss, never a pass
     assert loadtest_report.evaluate_slo(openai_result, {"concurrency": 16, "p95_ttft_ms": 1000}) == [
-        "no measurement at concurrency 16 (the load test ran 1, 4)"]
-    unpriced = {**openai_result, "price": {"usd_per_hour": None},
-                "levels": [{**lv, "usd_per_million_output_tokens": None} for lv in openai_result["levels"]]}
-    assert "not measured (no instance price given)" in loadtest_report.evaluate_slo(
-        unpriced, {"concurrency": 1, "max_usd_per_million_tokens": 5})[0]
-    not_streamed = {**openai_result, "levels": [{**lv, "itl_ms": {"n": 0, "not_measured": "the target does not stream"}}
-                                                for lv in openai_result["levels"]]}  # fmt: skip
-    assert "not measured (the target does not stream)" in loadtest_report.evaluate_slo(
-        not_streamed, {"concurrency": 1, "p95_itl_ms": 50})[0]
+        "no measurement at concurrency 16 (the load test ran 1, 4)"
+    ]
+    unpriced = {
+        **openai_result,
+        "price": {"usd_per_hour": None},
+        "levels": [{**lv, "usd_per_million_output_tokens": None} for lv in openai_result["levels"]],
+    }
+    assert (
+        "not measured (no instance price given)"
+        in loadtest_report.evaluate_slo(unpriced, {"concurrency": 1, "max_usd_per_million_tokens": 5})[0]
+    )
+    not_streamed = {
+        **openai_result,
+        "levels": [
+            {**lv, "itl_ms": {"n": 0, "not_measured": "the target does not stream"}} for lv in openai_result["levels"]
+        ],
+    }
+    assert (
+        "not measured (the target does not stream)"
+        in loadtest_report.evaluate_slo(not_streamed, {"concurrency": 1, "p95_itl_ms": 50})[0]
+    )
     from pydantic import BaseModel
 
     class ConfigSlo(BaseModel):  # the config's own `slo:` model, as the lead's schema may define it
@@ -262,8 +341,9 @@ def test_the_slo_passes_a_met_objective_and_names_each_miss(openai_result: dict)
         loadtest_report.parse_slo({"max_error_rate": 2})
 
 
-def test_results_are_written_and_kept_per_artifact_hash(openai_result: dict, tmp_path: Path,
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_results_are_written_and_kept_per_artifact_hash(
+    openai_result: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     paths = loadtest_report.write_outputs(openai_result, tmp_path / "out")
     data = json.loads(paths["json"].read_text(), parse_constant=lambda c: pytest.fail(f"{c} in strict JSON"))
     assert data["levels"][0]["concurrency"] == 1 and paths["plot"].read_bytes()[:4] == b"\x89PNG"
@@ -295,13 +375,34 @@ def test_percentiles_and_stats() -> None:
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "model_build.loadtest", *args], capture_output=True, text=True,
-                          cwd=cwd, env=env, timeout=120)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "model_build.loadtest", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=120,
+    )
 
 
 def test_the_command_writes_its_report_and_gates_on_the_slo(paced: str, tmp_path: Path) -> None:
-    common = ["--target", "openai", "--url", f"{paced}/v1", "--concurrency", "2", "--requests", "4", "--output-tokens",
-              "8", "--input-tokens", "16", "--price-per-hour", "1.5", "--quiet"]  # fmt: skip
+    common = [
+        "--target",
+        "openai",
+        "--url",
+        f"{paced}/v1",
+        "--concurrency",
+        "2",
+        "--requests",
+        "4",
+        "--output-tokens",
+        "8",
+        "--input-tokens",
+        "16",
+        "--price-per-hour",
+        "1.5",
+        "--quiet",
+    ]
     (tmp_path / "met.yaml").write_text("concurrency: 2\np95_ttft_ms: 2000\nmax_error_rate: 0\n")
     (tmp_path / "missed.yaml").write_text("concurrency: 2\np95_ttft_ms: 1\n")
     met = _cli(*common, "--slo", "met.yaml", "--out", "met", cwd=tmp_path)
@@ -313,24 +414,51 @@ def test_the_command_writes_its_report_and_gates_on_the_slo(paced: str, tmp_path
     assert missed.returncode == 1 and "p95 TTFT at concurrency 2:" in missed.stderr and "max 1 ms" in missed.stderr
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["--target", "openai", "--concurrency", "1"], "error: --url is required for the openai target"),
-    (["--target", "openai", "--url", "127.0.0.1:1/v1"], "error: --url must start with http:// or https://"),
-    (["--target", "openai", "--url", "http://h/v1", "--concurrency", "0"], "error: workload.concurrency"),
-    (["--target", "openai", "--url", "http://h/v1", "--endpoint-name", "e"], "error: --endpoint-name"),
-    (["--target", "sagemaker-runtime"], "error: --endpoint-name is required"),
-    (["--target", "openai", "--url", "http://h/v1", "--slo", "nope.yaml"], "error: --slo nope.yaml: No such file"),
-    (["--target", "openai", "--url", "http://h/v1", "--api-key-env", "LOADTEST_NO_SUCH_VAR"],
-     "error: --api-key-env: environment variable LOADTEST_NO_SUCH_VAR is not set"),
-    (["--target", "openai", "--url", "http://h/v1", "--input-tokens", "x"], "--input-tokens: expected MEAN or MEAN:STDDEV"),
-    (["--target", "openai", "--url", "http://h/v1", "--price-per-hour", "-1"], "--price-per-hour: expected a number > 0"),
-    (["--target", "openai", "--url", "http://h/v1", "--price-table", "p.json"],
-     "error: a looked-up price needs --instance-type and --region"),
-    (["--target", "openai", "--url", "http://h/v1", "--price-table", "p.json", "--instance-type", "ml.g5.xlarge",
-      "--region", "us-east-1"], "error: price: price table p.json: No such file"),
-])  # fmt: skip
-def test_bad_arguments_exit_2_with_one_message(args: list[str], message: str, tmp_path: Path,
-                                               monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--target", "openai", "--concurrency", "1"], "error: --url is required for the openai target"),
+        (["--target", "openai", "--url", "127.0.0.1:1/v1"], "error: --url must start with http:// or https://"),
+        (["--target", "openai", "--url", "http://h/v1", "--concurrency", "0"], "error: workload.concurrency"),
+        (["--target", "openai", "--url", "http://h/v1", "--endpoint-name", "e"], "error: --endpoint-name"),
+        (["--target", "sagemaker-runtime"], "error: --endpoint-name is required"),
+        (["--target", "openai", "--url", "http://h/v1", "--slo", "nope.yaml"], "error: --slo nope.yaml: No such file"),
+        (
+            ["--target", "openai", "--url", "http://h/v1", "--api-key-env", "LOADTEST_NO_SUCH_VAR"],
+            "error: --api-key-env: environment variable LOADTEST_NO_SUCH_VAR is not set",
+        ),
+        (
+            ["--target", "openai", "--url", "http://h/v1", "--input-tokens", "x"],
+            "--input-tokens: expected MEAN or MEAN:STDDEV",
+        ),
+        (
+            ["--target", "openai", "--url", "http://h/v1", "--price-per-hour", "-1"],
+            "--price-per-hour: expected a number > 0",
+        ),
+        (
+            ["--target", "openai", "--url", "http://h/v1", "--price-table", "p.json"],
+            "error: a looked-up price needs --instance-type and --region",
+        ),
+        (
+            [
+                "--target",
+                "openai",
+                "--url",
+                "http://h/v1",
+                "--price-table",
+                "p.json",
+                "--instance-type",
+                "ml.g5.xlarge",
+                "--region",
+                "us-east-1",
+            ],
+            "error: price: price table p.json: No such file",
+        ),
+    ],
+)
+def test_bad_arguments_exit_2_with_one_message(
+    args: list[str], message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
     monkeypatch.chdir(tmp_path)
     try:
         code = loadtest.main([*args, "--quiet"])
@@ -354,9 +482,12 @@ def test_the_command_hooks_into_an_argparse_tree() -> None:
 
 def _product(usd: str, unit: str = "Hrs") -> str:
     """A GetProducts PriceList item in the Price List API's product/terms layout."""
-    return json.dumps({"product": {"attributes": {"component": "Hosting", "instanceName": "ml.g5.2xlarge"}},
-                       "terms": {"OnDemand": {"T1": {"priceDimensions": {"D1": {"unit": unit,
-                                                                               "pricePerUnit": {"USD": usd}}}}}}})  # fmt: skip
+    return json.dumps(
+        {
+            "product": {"attributes": {"component": "Hosting", "instanceName": "ml.g5.2xlarge"}},
+            "terms": {"OnDemand": {"T1": {"priceDimensions": {"D1": {"unit": unit, "pricePerUnit": {"USD": usd}}}}}},
+        }
+    )
 
 
 def test_the_hosting_price_from_the_price_list_api_and_a_dated_table(tmp_path: Path) -> None:
@@ -365,17 +496,24 @@ def test_the_hosting_price_from_the_price_list_api_and_a_dated_table(tmp_path: P
 
     from model_build import loadtest_prices
 
-    client = boto3.client("pricing", region_name="us-east-1", aws_access_key_id="testing",
-                          aws_secret_access_key="testing")  # fmt: skip
-    query = {"ServiceCode": "AmazonSageMaker", "Filters": [
-        {"Type": "TERM_MATCH", "Field": "component", "Value": "Hosting"},
-        {"Type": "TERM_MATCH", "Field": "instanceName", "Value": "ml.g5.2xlarge"},
-        {"Type": "TERM_MATCH", "Field": "regionCode", "Value": "us-west-2"}]}  # fmt: skip
+    client = boto3.client(
+        "pricing", region_name="us-east-1", aws_access_key_id="testing", aws_secret_access_key="testing"
+    )
+    query = {
+        "ServiceCode": "AmazonSageMaker",
+        "Filters": [
+            {"Type": "TERM_MATCH", "Field": "component", "Value": "Hosting"},
+            {"Type": "TERM_MATCH", "Field": "instanceName", "Value": "ml.g5.2xlarge"},
+            {"Type": "TERM_MATCH", "Field": "regionCode", "Value": "us-west-2"},
+        ],
+    }
     with Stubber(client) as stub:
         stub.add_response("get_products", {"FormatVersion": "aws_v1", "PriceList": [_product("1.2345")]}, query)
         assert loadtest_prices.fetch_hosting_price("ml.g5.2xlarge", "us-west-2", client) == 1.2345
         stub.add_response("get_products", {"FormatVersion": "aws_v1", "PriceList": []}, query)
-        with pytest.raises(loadtest_prices.PriceError, match="returned 0 products for ml.g5.2xlarge hosting in us-west-2"):
+        with pytest.raises(
+            loadtest_prices.PriceError, match="returned 0 products for ml.g5.2xlarge hosting in us-west-2"
+        ):
             loadtest_prices.fetch_hosting_price("ml.g5.2xlarge", "us-west-2", client)
         stub.add_client_error("get_products", "AccessDeniedException", "not authorized to pricing:GetProducts")
         with pytest.raises(loadtest_prices.PriceError, match="refused the query"):
@@ -392,9 +530,22 @@ def test_the_hosting_price_from_the_price_list_api_and_a_dated_table(tmp_path: P
         loadtest_prices.price_from_table(table, "ml.g5.xlarge", "us-west-2")
     with pytest.raises(loadtest_prices.PriceError, match="No such file"):
         loadtest_prices.price_from_table(tmp_path / "none.json", "ml.g5.xlarge", "us-west-2")
-    args = loadtest.configure_parser(__import__("argparse").ArgumentParser()).parse_args([
-        "--target", "openai", "--url", "http://h/v1", "--price-table", str(table), "--instance-type", "ml.g5.2xlarge",
-        "--region", "us-west-2", "--instance-count", "2"])  # fmt: skip
+    args = loadtest.configure_parser(__import__("argparse").ArgumentParser()).parse_args(
+        [
+            "--target",
+            "openai",
+            "--url",
+            "http://h/v1",
+            "--price-table",
+            str(table),
+            "--instance-type",
+            "ml.g5.2xlarge",
+            "--region",
+            "us-west-2",
+            "--instance-count",
+            "2",
+        ]
+    )
     price = loadtest.price_from_args(args)
     assert price.total_usd_per_hour == 2 * 1.2345 and price.source == source
 
@@ -408,8 +559,15 @@ def test_the_benchmark_sections_run_small(tmp_path: Path) -> None:
     doors = bench_loadtest.front_doors(tmp_path, lambda _: None, reps=5, warmup=1)
     assert set(doors["ms"]) == {"direct_invoke", "invoke_function", "direct_stream", "stream_function"}
     assert all(v["p50"] > 0 for v in doors["ms"].values())
-    ceiling = bench_loadtest.ceiling(tmp_path, tmp_path / "tokenizer-for-aiperf-only", lambda _: None, levels=(2,), requests=10, warmup=0,
-                                     with_aiperf=False)  # fmt: skip
+    ceiling = bench_loadtest.ceiling(
+        tmp_path,
+        tmp_path / "tokenizer-for-aiperf-only",
+        lambda _: None,
+        levels=(2,),
+        requests=10,
+        warmup=0,
+        with_aiperf=False,
+    )
     assert ceiling["levels"]["2"]["errors"] == 0 and ceiling["max_requests_per_s"] > 0
     text = "\n".join(report._loadtest_md({"front_doors": doors, "ceiling": ceiling}))
     assert "invoke_function adds" in text and "stream_function adds" in text and "Ceiling" in text
@@ -419,11 +577,21 @@ def test_a_sagemaker_bearer_token_for_the_openai_route(aws_env: None) -> None:
     """--sagemaker-token: sagemaker.core.token_generator's token from the AWS credentials, sent as the bearer."""
     import argparse
 
-    args = loadtest.configure_parser(argparse.ArgumentParser()).parse_args([
-        "--target", "openai", "--sagemaker-token", "--region", "us-east-1",
-        "--url", loadtest.sagemaker_openai_base_url("us-east-1", "dev-chat", "ic-1")])  # fmt: skip
+    args = loadtest.configure_parser(argparse.ArgumentParser()).parse_args(
+        [
+            "--target",
+            "openai",
+            "--sagemaker-token",
+            "--region",
+            "us-east-1",
+            "--url",
+            loadtest.sagemaker_openai_base_url("us-east-1", "dev-chat", "ic-1"),
+        ]
+    )
     target = loadtest.target_from_args(args)
     assert target.api_key.startswith("sagemaker-api-key-") and target.describe()["authorization"] == "bearer"
-    assert target.url == ("https://runtime.sagemaker.us-east-1.amazonaws.com/endpoints/dev-chat/inference-components/"
-                          "ic-1/openai/v1/chat/completions")  # fmt: skip
+    assert target.url == (
+        "https://runtime.sagemaker.us-east-1.amazonaws.com/endpoints/dev-chat/inference-components/"
+        "ic-1/openai/v1/chat/completions"
+    )
     assert target.api_key not in json.dumps(target.describe())

@@ -86,9 +86,7 @@ def test_tampered_artifact_is_detected(gpt2_artifact: Path, tmp_path: Path) -> N
     assert "extra.txt: not in the manifest" in problems
 
 
-def test_content_hash_is_stable_across_builds(
-    gpt2_artifact: Path, build_artifact: Callable[..., Path]
-) -> None:
+def test_content_hash_is_stable_across_builds(gpt2_artifact: Path, build_artifact: Callable[..., Path]) -> None:
     from artifact.manifest import Manifest
 
     again = Manifest.load(build_artifact("tiny-gpt2", tag="second")).document
@@ -161,7 +159,9 @@ def test_cli_config_error(tmp_path: Path) -> None:
     from helpers import run_cli
 
     config = tmp_path / "c.yaml"
-    config.write_text("endpoints:\n  - name: x\n    system: hf-fastload\n    modell: y\n    instance_type: ml.m5.xlarge\n")
+    config.write_text(
+        "endpoints:\n  - name: x\n    system: hf-fastload\n    modell: y\n    instance_type: ml.m5.xlarge\n"
+    )
     result = run_cli("build", "--config", str(config), "--endpoint", "x", "--out", str(tmp_path / "o"))
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "unknown key (did you mean 'model'?)" in result.stderr

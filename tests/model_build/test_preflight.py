@@ -24,8 +24,6 @@ ACCOUNT, REGION = moto_server.EMULATOR_ACCOUNT, moto_server.EMULATOR_REGION
 HASH_A, HASH_B = "a" * 64, "b" * 64
 
 
-
-
 def write_config(
     tmp_path: Path,
     *,
@@ -164,7 +162,10 @@ def test_quota_shortfalls_name_the_quota_and_what_to_request(moto_env, tmp_path)
     by = checks_by_name(run_preflight(planned(deployment, tmp_path / "build"), session))
     g5, m5 = by["quota ml.g5.2xlarge"], by["quota ml.m5.xlarge"]
     assert not g5.ok and not m5.ok
-    assert "quota 'ml.g5.2xlarge for endpoint usage' (L-G52X) is 2 in us-east-1, but the endpoints run up to 3" in g5.message
+    assert (
+        "quota 'ml.g5.2xlarge for endpoint usage' (L-G52X) is 2 in us-east-1, but the endpoints run up to 3"
+        in g5.message
+    )
     assert "chat: 4 (autoscaling.max_capacity 2" in g5.message and "the deploy would fail" in g5.message
     assert "--quota-code L-G52X --desired-value 6 --region us-east-1" in g5.message
     assert "is 3 in us-east-1 (AWS default): enough to run (2), but not for an update, which needs 4" in m5.message
@@ -393,19 +394,36 @@ def test_instance_type_change_on_an_autoscaled_endpoint_is_refused_with_the_two_
     role = f"arn:aws:iam::{ACCOUNT}:role/x"
     for name in ("dev-chat", "dev-batch"):
         sm.create_model(ModelName=name, ExecutionRoleArn=role, PrimaryContainer={"Image": "i"})
-        sm.create_endpoint_config(EndpointConfigName=name, ProductionVariants=[{
-            "VariantName": "AllTraffic", "ModelName": name, "InstanceType": "ml.m5.xlarge", "InitialInstanceCount": 1,
-        }])
+        sm.create_endpoint_config(
+            EndpointConfigName=name,
+            ProductionVariants=[
+                {
+                    "VariantName": "AllTraffic",
+                    "ModelName": name,
+                    "InstanceType": "ml.m5.xlarge",
+                    "InitialInstanceCount": 1,
+                }
+            ],
+        )
         sm.create_endpoint(EndpointName=name, EndpointConfigName=name)
     boto3.client("application-autoscaling").register_scalable_target(
-        ServiceNamespace="sagemaker", ResourceId="endpoint/dev-chat/variant/AllTraffic",
-        ScalableDimension="sagemaker:variant:DesiredInstanceCount", MinCapacity=1, MaxCapacity=2,
+        ServiceNamespace="sagemaker",
+        ResourceId="endpoint/dev-chat/variant/AllTraffic",
+        ScalableDimension="sagemaker:variant:DesiredInstanceCount",
+        MinCapacity=1,
+        MaxCapacity=2,
     )
     deployment = load_config(write_config(tmp_path, emulator=True), "dev")  # the file says ml.g5.2xlarge for both
     checks = {c.name: c for c in update_checks(deployment, boto3.Session(region_name=REGION), REGION)}
     assert not checks["update chat"].ok
-    assert "endpoint dev-chat runs ml.m5.xlarge and is registered with Application Auto Scaling" in checks["update chat"].message
-    assert "(1) set `autoscaling: null` for endpoint 'chat' (keep instance_type ml.m5.xlarge)" in checks["update chat"].message
+    assert (
+        "endpoint dev-chat runs ml.m5.xlarge and is registered with Application Auto Scaling"
+        in checks["update chat"].message
+    )
+    assert (
+        "(1) set `autoscaling: null` for endpoint 'chat' (keep instance_type ml.m5.xlarge)"
+        in checks["update chat"].message
+    )
     assert "update batch" not in checks  # not scaled: SageMaker replaces the fleet
     assert "update small" not in checks  # not deployed
 
@@ -416,21 +434,36 @@ def _deployed_config(**variant) -> dict:
 
 
 MODEL_ON_VARIANT = _deployed_config(ModelName="m", InstanceType="ml.g5.12xlarge", InitialInstanceCount=1)
-COMPONENTS = _deployed_config(InstanceType="ml.g5.12xlarge", InitialInstanceCount=1,
-                              ManagedInstanceScaling={"Status": "ENABLED", "MinInstanceCount": 0, "MaxInstanceCount": 2},
-                              InferenceAmiVersion="al2023-ami-sagemaker-inference-gpu-4-1")  # fmt: skip
+COMPONENTS = _deployed_config(
+    InstanceType="ml.g5.12xlarge",
+    InitialInstanceCount=1,
+    ManagedInstanceScaling={"Status": "ENABLED", "MinInstanceCount": 0, "MaxInstanceCount": 2},
+    InferenceAmiVersion="al2023-ami-sagemaker-inference-gpu-4-1",
+)
 
 
-@pytest.mark.parametrize(("endpoint", "deployed", "fragment"), [
-    ("summarize-async", MODEL_ON_VARIANT, "is deployed real-time; SageMaker cannot update it to asynchronous"),
-    ("chat-vllm", {**MODEL_ON_VARIANT, "AsyncInferenceConfig": {"OutputConfig": {}}},
-     "is deployed asynchronous; SageMaker cannot update it to real-time"),
-    ("chat-vllm", COMPONENTS, "is deployed with hosting.mode inference-components; changing it to endpoint"),
-    ("assist-ic", MODEL_ON_VARIANT, "is deployed with hosting.mode endpoint; changing it to inference-components"),
-    ("assist-ic", {**COMPONENTS, "ProductionVariants": [{**COMPONENTS["ProductionVariants"][0], "InstanceType": "ml.g6.12xlarge"}]},
-     "hosts inference components and this deploy changes its endpoint config (instance_type 'ml.g6.12xlarge' -> "
-     "'ml.g5.12xlarge')"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("endpoint", "deployed", "fragment"),
+    [
+        ("summarize-async", MODEL_ON_VARIANT, "is deployed real-time; SageMaker cannot update it to asynchronous"),
+        (
+            "chat-vllm",
+            {**MODEL_ON_VARIANT, "AsyncInferenceConfig": {"OutputConfig": {}}},
+            "is deployed asynchronous; SageMaker cannot update it to real-time",
+        ),
+        ("chat-vllm", COMPONENTS, "is deployed with hosting.mode inference-components; changing it to endpoint"),
+        ("assist-ic", MODEL_ON_VARIANT, "is deployed with hosting.mode endpoint; changing it to inference-components"),
+        (
+            "assist-ic",
+            {
+                **COMPONENTS,
+                "ProductionVariants": [{**COMPONENTS["ProductionVariants"][0], "InstanceType": "ml.g6.12xlarge"}],
+            },
+            "hosts inference components and this deploy changes its endpoint config (instance_type 'ml.g6.12xlarge' -> "
+            "'ml.g5.12xlarge')",
+        ),
+    ],
+)
 def test_updates_sagemaker_refuses_in_place_are_refused_with_what_works(endpoint, deployed, fragment):
     """Each mode switch against a deployed endpoint config (config/examples/production.yaml's three endpoints):
     refused, naming the change and the deploys that work; the deployed kind itself passes."""
@@ -440,8 +473,11 @@ def test_updates_sagemaker_refuses_in_place_are_refused_with_what_works(endpoint
     problem = mode_problem(plan, deployed)
     assert problem is not None and fragment in problem, problem
     assert f"destroy stack {plan.stack_name} and deploy it again" in problem
-    same = {"summarize-async": {**MODEL_ON_VARIANT, "AsyncInferenceConfig": {}}, "chat-vllm": MODEL_ON_VARIANT,
-            "assist-ic": COMPONENTS}[endpoint]  # fmt: skip
+    same = {
+        "summarize-async": {**MODEL_ON_VARIANT, "AsyncInferenceConfig": {}},
+        "chat-vllm": MODEL_ON_VARIANT,
+        "assist-ic": COMPONENTS,
+    }[endpoint]
     assert mode_problem(plan, same) is None
 
 
@@ -470,12 +506,26 @@ def test_clean_keeps_what_is_pinned_built_or_deployed_and_deletes_only_with_the_
             s3.put_object(Bucket=bucket, Key=f"models/chat/{h}/{name}", Body=b"x")
     build(tmp_path / "build", "chat", HASH_B)  # what the next deploy publishes
     sm = boto3.client("sagemaker")  # the running endpoint reads HASH_C
-    sm.create_model(ModelName="m", ExecutionRoleArn=f"arn:aws:iam::{ACCOUNT}:role/x", PrimaryContainer={
-        "Image": "i", "ModelDataSource": {"S3DataSource": {
-            "S3Uri": f"s3://{bucket}/models/chat/{HASH_C}/", "S3DataType": "S3Prefix", "CompressionType": "None"}},
-    })
-    sm.create_endpoint_config(EndpointConfigName="c", ProductionVariants=[
-        {"VariantName": "AllTraffic", "ModelName": "m", "InstanceType": "ml.m5.xlarge", "InitialInstanceCount": 1}])
+    sm.create_model(
+        ModelName="m",
+        ExecutionRoleArn=f"arn:aws:iam::{ACCOUNT}:role/x",
+        PrimaryContainer={
+            "Image": "i",
+            "ModelDataSource": {
+                "S3DataSource": {
+                    "S3Uri": f"s3://{bucket}/models/chat/{HASH_C}/",
+                    "S3DataType": "S3Prefix",
+                    "CompressionType": "None",
+                }
+            },
+        },
+    )
+    sm.create_endpoint_config(
+        EndpointConfigName="c",
+        ProductionVariants=[
+            {"VariantName": "AllTraffic", "ModelName": "m", "InstanceType": "ml.m5.xlarge", "InitialInstanceCount": 1}
+        ],
+    )
     sm.create_endpoint(EndpointName=deployment.endpoint_name(deployment.endpoint("chat")), EndpointConfigName="c")
     argv = ["clean", "--config", str(config), "--env", "dev", "--build-root", str(tmp_path / "build")]
 
@@ -513,8 +563,14 @@ def _expected_peak(spec) -> int:
     return fleet + max(size(rolling.maximum_batch_size), back)
 
 
-ROLLING = {"rolling": {"maximum_batch_size": {"percent": 25}, "rollback_maximum_batch_size": {"instances": 1},
-                       "wait_interval_s": 300}, "auto_rollback": {"period_s": 60, "evaluation_periods": 3}}  # fmt: skip
+ROLLING = {
+    "rolling": {
+        "maximum_batch_size": {"percent": 25},
+        "rollback_maximum_batch_size": {"instances": 1},
+        "wait_interval_s": 300,
+    },
+    "auto_rollback": {"period_s": 60, "evaluation_periods": 3},
+}
 
 
 @pytest.mark.parametrize("case", [*[f"{c}:{e}" for c, e in EXAMPLE_CASES], "rolling"])
@@ -553,11 +609,20 @@ def test_an_endpoint_preflight_cannot_read_is_a_failed_update_check_not_a_new_on
     assert update_checks(deployment, boto3.Session(region_name=REGION), REGION) == []  # none deployed: nothing to check
     iam = boto3.client("iam")
     iam.create_user(UserName="operator")
-    iam.put_user_policy(UserName="operator", PolicyName="no-sagemaker", PolicyDocument=json.dumps({
-        "Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": ["sts:GetCallerIdentity"], "Resource": "*"}]}))  # fmt: skip
+    iam.put_user_policy(
+        UserName="operator",
+        PolicyName="no-sagemaker",
+        PolicyDocument=json.dumps(
+            {
+                "Version": "2012-10-17",
+                "Statement": [{"Effect": "Allow", "Action": ["sts:GetCallerIdentity"], "Resource": "*"}],
+            }
+        ),
+    )
     key = iam.create_access_key(UserName="operator")["AccessKey"]
-    operator = boto3.Session(aws_access_key_id=key["AccessKeyId"], aws_secret_access_key=key["SecretAccessKey"],
-                             region_name=REGION)  # fmt: skip
+    operator = boto3.Session(
+        aws_access_key_id=key["AccessKeyId"], aws_secret_access_key=key["SecretAccessKey"], region_name=REGION
+    )
     httpx.post(f"{moto_env.url}/moto-api/reset-auth", content=b"0").raise_for_status()  # from now on, IAM decides
     try:
         checks = update_checks(deployment, operator, REGION)

@@ -27,8 +27,11 @@ from model_build.publish import MiB, PublishError, choose_packer, pack_tarball, 
 def s3(emulator):
     env = emulator.client_env()
     return boto3.client(
-        "s3", endpoint_url=emulator.url, region_name=emulator.region,
-        aws_access_key_id=env["AWS_ACCESS_KEY_ID"], aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+        "s3",
+        endpoint_url=emulator.url,
+        region_name=emulator.region,
+        aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
     )
 
 
@@ -45,7 +48,9 @@ def _write_manifest(build: Path) -> dict:
     for p in sorted(build.rglob("*")):
         if p.is_file() and p.name != "manifest.json":
             data = p.read_bytes()
-            files.append({"path": p.relative_to(build).as_posix(), "size": len(data), "sha256": hashlib.sha256(data).hexdigest()})
+            files.append(
+                {"path": p.relative_to(build).as_posix(), "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+            )
     content_hash = hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()
     manifest = {"files": files, "content_hash": content_hash}
     (build / "manifest.json").write_text(json.dumps(manifest, indent=1))
@@ -119,7 +124,9 @@ def test_changed_build_dir_is_refused_naming_the_file(s3, bucket, tmp_path):
     data = bytearray(shard.read_bytes())
     data[100] ^= 0xFF  # same size, other content
     shard.write_bytes(bytes(data))
-    with pytest.raises(PublishError, match=r"changed since it was built(.|\n)*model-00002-of-00002\.safetensors: sha256"):
+    with pytest.raises(
+        PublishError, match=r"changed since it was built(.|\n)*model-00002-of-00002\.safetensors: sha256"
+    ):
         publish_artifact(build, bucket, "models/ep/x/", s3_client=s3, progress=False)
     (build / "config.json").write_text("{}")
     with pytest.raises(PublishError, match=r"config\.json: size"):
@@ -158,10 +165,14 @@ def test_edit_during_a_multipart_upload_marks_nothing_complete(s3, bucket, tmp_p
     big = build / "big.safetensors"
     state = _edit_once(s3, "UploadPart", prefix + "big.safetensors", big)
     try:
-        with pytest.raises(PublishError, match=r"changed since it was built \(refusing to publish while it was being "
-                           r"published; manifest.json was not written(.|\n)*big\.safetensors: (sha256|changed while)"):
-            publish_artifact(build, bucket, prefix, s3_client=s3, progress=False, multipart_threshold=5 * MiB,
-                             max_concurrency=2)
+        with pytest.raises(
+            PublishError,
+            match=r"changed since it was built \(refusing to publish while it was being "
+            r"published; manifest.json was not written(.|\n)*big\.safetensors: (sha256|changed while)",
+        ):
+            publish_artifact(
+                build, bucket, prefix, s3_client=s3, progress=False, multipart_threshold=5 * MiB, max_concurrency=2
+            )
     finally:
         s3.meta.events.unregister("before-parameter-build.s3.UploadPart", unique_id="edit-UploadPart")
     assert state["done"]
@@ -198,8 +209,11 @@ def test_edit_during_a_single_request_upload_leaves_no_trusted_object(s3, bucket
     shard = build / "model-00001-of-00002.safetensors"
     state = _edit_once(s3, "PutObject", prefix + shard.name, shard)
     try:
-        with pytest.raises(PublishError, match=r"manifest.json was not written(.|\n)*model-00001-of-00002"
-                           r"\.safetensors: changed while it was being published"):
+        with pytest.raises(
+            PublishError,
+            match=r"manifest.json was not written(.|\n)*model-00001-of-00002"
+            r"\.safetensors: changed while it was being published",
+        ):
             publish_artifact(build, bucket, prefix, s3_client=s3, progress=False)
     finally:
         s3.meta.events.unregister("before-parameter-build.s3.PutObject", unique_id="edit-PutObject")
@@ -216,8 +230,13 @@ def test_edit_during_a_single_request_upload_leaves_no_trusted_object(s3, bucket
 def test_multipart_upload_with_small_threshold(s3, bucket, tmp_path):
     build = make_build(tmp_path, big_bytes=12 * MiB)
     report = publish_artifact(
-        build, bucket, "models/ep/mp/", s3_client=s3, progress=False,
-        multipart_threshold=5 * MiB, max_concurrency=4,
+        build,
+        bucket,
+        "models/ep/mp/",
+        s3_client=s3,
+        progress=False,
+        multipart_threshold=5 * MiB,
+        max_concurrency=4,
     )
     assert report.uploaded_files == 6
     head = s3.head_object(Bucket=bucket, Key="models/ep/mp/big.safetensors")
@@ -233,8 +252,9 @@ def test_multipart_upload_with_small_threshold(s3, bucket, tmp_path):
 @pytest.mark.parametrize("packer", [None, "tar+gzip", "tarfile"])
 def test_tar_gz_mode_round_trips(s3, bucket, tmp_path, packer):
     build = make_build(tmp_path)
-    report = publish_artifact(build, bucket, "models/ep/tgz/", s3_client=s3, progress=False,
-                              model_data="tar-gz", packer=packer)
+    report = publish_artifact(
+        build, bucket, "models/ep/tgz/", s3_client=s3, progress=False, model_data="tar-gz", packer=packer
+    )
     assert report.uploaded == ["models/ep/tgz/model.tar.gz", "models/ep/tgz/manifest.json"]
     assert report.model_data_url == f"s3://{bucket}/models/ep/tgz/model.tar.gz"
     assert report.packer == (packer or choose_packer())
@@ -335,13 +355,34 @@ def test_ctrl_c_stops_the_publish_cleanly(emulator, s3, tmp_path, deployment):
     # Ctrl-C in a terminal reaches a process whose SIGINT is the default; a command started in the background by a
     # non-interactive shell (as a CI runner may start `make test`) inherits SIGINT ignored, and Python then leaves it
     # ignored. So the CLI runs with Python's own SIGINT handler, as from a terminal.
-    as_from_a_terminal = ("import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
-                          "runpy.run_module('model_build', run_name='__main__', alter_sys=True)")  # fmt: skip
-    command = [sys.executable, "-c", as_from_a_terminal, "publish", "--config", str(ROOT / "config" / "local.yaml"),
-               "--env", "local", "--endpoint", ep.name, "--artifact", str(build),
-               "--max-bandwidth", "4"]  # ~20 s for the 80 MiB: the signal lands mid-upload on a loaded machine  # fmt: skip
-    child = subprocess.Popen(command, cwd=ROOT, env={**os.environ, **emulator.client_env()}, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True)  # fmt: skip
+    as_from_a_terminal = (
+        "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+        "runpy.run_module('model_build', run_name='__main__', alter_sys=True)"
+    )
+    command = [
+        sys.executable,
+        "-c",
+        as_from_a_terminal,
+        "publish",
+        "--config",
+        str(ROOT / "config" / "local.yaml"),
+        "--env",
+        "local",
+        "--endpoint",
+        ep.name,
+        "--artifact",
+        str(build),
+        "--max-bandwidth",
+        "4",
+    ]  # ~20 s for the 80 MiB: the signal lands mid-upload on a loaded machine
+    child = subprocess.Popen(
+        command,
+        cwd=ROOT,
+        env={**os.environ, **emulator.client_env()},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 60
         while not s3.list_multipart_uploads(Bucket=bucket).get("Uploads"):
@@ -395,7 +436,17 @@ def test_a_bandwidth_cap_that_is_not_a_positive_number_is_refused(value, capsys)
     from model_build.cli import main
 
     with pytest.raises(SystemExit) as exit_info:
-        main(["publish", "--config", str(ROOT / "config" / "local.yaml"), "--endpoint", "tiny-gpt2", "--max-bandwidth", value])
+        main(
+            [
+                "publish",
+                "--config",
+                str(ROOT / "config" / "local.yaml"),
+                "--endpoint",
+                "tiny-gpt2",
+                "--max-bandwidth",
+                value,
+            ]
+        )
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert f"--max-bandwidth: must be a positive number of MiB/s, got {value!r}" in err and "Traceback" not in err

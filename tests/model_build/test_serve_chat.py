@@ -70,9 +70,15 @@ def client(server_url: str, token: str):
 
 
 def test_plain_chat(client) -> None:
-    reply = client.chat.completions.create(model="tiny-chat", max_tokens=8, temperature=0,
-                                           messages=[{"role": "system", "content": "Be brief."},
-                                                     {"role": "user", "content": "What is the capital of France?"}])  # fmt: skip
+    reply = client.chat.completions.create(
+        model="tiny-chat",
+        max_tokens=8,
+        temperature=0,
+        messages=[
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "What is the capital of France?"},
+        ],
+    )
     choice = reply.choices[0]
     assert reply.object == "chat.completion" and reply.model == "tiny-chat" and reply.id.startswith("chatcmpl-")
     assert choice.message.role == "assistant" and isinstance(choice.message.content, str) and choice.message.content
@@ -96,7 +102,9 @@ def test_the_inference_component_path(server_url: str, token: str) -> None:
     from openai import OpenAI
 
     component = OpenAI(base_url=base_url(server_url, "chat-ic"), api_key=token, max_retries=0)
-    assert component.chat.completions.create(model="x", max_tokens=2, messages=[{"role": "user", "content": "Hi"}]).choices
+    assert component.chat.completions.create(
+        model="x", max_tokens=2, messages=[{"role": "user", "content": "Hi"}]
+    ).choices
     other = OpenAI(base_url=base_url(server_url, "other-ic"), api_key=token, max_retries=0)
     with pytest.raises(Exception, match="Inference component other-ic of account 123456789012 not found"):
         other.chat.completions.create(model="x", messages=[{"role": "user", "content": "Hi"}])
@@ -128,8 +136,13 @@ def test_a_tool_round_trip(scripted_url: str, token: str, stream: bool) -> None:
         calls = [t for c in chunks for t in c.choices[0].delta.tool_calls or []]
         assert [c.choices[0].finish_reason for c in chunks][-1] == "tool_calls" and len(calls) == 1
         call_id, name, arguments = calls[0].id, calls[0].function.name, calls[0].function.arguments
-        messages.append({"role": "assistant", "content": None, "tool_calls": [
-            {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}]})  # fmt: skip
+        messages.append(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [{"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}],
+            }
+        )
     else:
         first = client.chat.completions.create(model="m", messages=messages, tools=[WEATHER])
         assert first.choices[0].finish_reason == "tool_calls"
@@ -151,8 +164,9 @@ def test_sdk_errors_carry_openais_error_object(client) -> None:
     assert info.value.status_code == 400 and info.value.param == "max_tokens"
     assert info.value.type == "invalid_request_error" and "must be between 1 and 512" in info.value.message
     with pytest.raises(openai.BadRequestError) as info:
-        client.chat.completions.create(model="tiny-chat", messages=[{"role": "user", "content": "Hi"}],
-                                       tools=[WEATHER], tool_choice="required")  # fmt: skip
+        client.chat.completions.create(
+            model="tiny-chat", messages=[{"role": "user", "content": "Hi"}], tools=[WEATHER], tool_choice="required"
+        )
     assert info.value.code == "unsupported_value" and info.value.param == "tool_choice"
 
 
@@ -161,8 +175,12 @@ def test_sdk_errors_carry_openais_error_object(client) -> None:
 
 def post_chat(server_url: str, headers: dict[str, str], body: Any = OK) -> httpx.Response:
     content = body if isinstance(body, bytes) else json.dumps(body).encode()
-    return httpx.post(f"{base_url(server_url)}/chat/completions", content=content, timeout=60,
-                      headers={"content-type": "application/json", **headers})  # fmt: skip
+    return httpx.post(
+        f"{base_url(server_url)}/chat/completions",
+        content=content,
+        timeout=60,
+        headers={"content-type": "application/json", **headers},
+    )
 
 
 @pytest.mark.parametrize(
@@ -173,7 +191,7 @@ def post_chat(server_url: str, headers: dict[str, str], body: Any = OK) -> httpx
         ("Bearer sk-proj-abc123", "InvalidSignatureException", "must start with 'sagemaker-api-key-'"),
         ("Bearer sagemaker-api-key-not*base64", "InvalidSignatureException", "is not base64"),
     ],
-)  # fmt: skip
+)
 def test_a_missing_or_malformed_token_is_403_in_aws_shape(server_url: str, authorization, code, fragment) -> None:
     reply = post_chat(server_url, {"authorization": authorization} if authorization else {})
     assert reply.status_code == 403 and reply.headers["x-amzn-errortype"] == code
@@ -198,7 +216,7 @@ def test_the_token_shape_checks(token: str) -> None:
     import base64
 
     assert bearer_token.check_authorization(f"Bearer {token}", REGION) is None
-    url = base64.b64decode(token[len(bearer_token.PREFIX):]).decode()
+    url = base64.b64decode(token[len(bearer_token.PREFIX) :]).decode()
 
     def with_url(new: str) -> str:
         return "Bearer " + bearer_token.PREFIX + base64.b64encode(new.encode()).decode()
@@ -224,8 +242,12 @@ def test_the_token_shape_checks(token: str) -> None:
 
 
 def test_an_unknown_endpoint_is_sagemakers_validation_error(server_url: str, token: str) -> None:
-    reply = httpx.post(f"{server_url}/endpoints/other/openai/v1/chat/completions", json=OK, timeout=30,
-                       headers={"authorization": f"Bearer {token}"})  # fmt: skip
+    reply = httpx.post(
+        f"{server_url}/endpoints/other/openai/v1/chat/completions",
+        json=OK,
+        timeout=30,
+        headers={"authorization": f"Bearer {token}"},
+    )
     assert reply.status_code == 400 and reply.headers["x-amzn-errortype"] == "ValidationError"
 
 
@@ -250,8 +272,9 @@ def test_invocations_refuses_each_bad_request(server_url: str, case: ChatCase) -
     """/invocations takes both contracts: a body it knows is chat (an object with "messages") is refused in
     OpenAI's shape; one it cannot tell gets the generation contract's {"error": message} with the same status."""
     content = case.body if isinstance(case.body, bytes) else json.dumps(case.body).encode()
-    reply = httpx.post(f"{server_url}/invocations", content=content, headers={"content-type": "application/json"},
-                       timeout=60)  # fmt: skip
+    reply = httpx.post(
+        f"{server_url}/invocations", content=content, headers={"content-type": "application/json"}, timeout=60
+    )
     if case.decodes:
         _openai_error(reply, case)
     else:
@@ -262,10 +285,16 @@ def test_invoke_endpoint_carries_the_chat_refusal_in_its_model_error(server_url:
     """SageMaker's InvokeEndpoint path: the container's 400 comes back as 424 ModelError with its body."""
     import boto3
 
-    runtime = boto3.client("sagemaker-runtime", endpoint_url=server_url, region_name=REGION,
-                           aws_access_key_id="testing", aws_secret_access_key="testing")  # fmt: skip
-    reply = runtime.invoke_endpoint(EndpointName=ENDPOINT, ContentType="application/json",
-                                    Body=json.dumps({**OK, "max_tokens": 2}))  # fmt: skip
+    runtime = boto3.client(
+        "sagemaker-runtime",
+        endpoint_url=server_url,
+        region_name=REGION,
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
+    reply = runtime.invoke_endpoint(
+        EndpointName=ENDPOINT, ContentType="application/json", Body=json.dumps({**OK, "max_tokens": 2})
+    )
     assert json.loads(reply["Body"].read())["object"] == "chat.completion"
     with pytest.raises(runtime.exceptions.ModelError) as info:
         runtime.invoke_endpoint(EndpointName=ENDPOINT, ContentType="application/json", Body=json.dumps({**OK, "n": 3}))
@@ -277,10 +306,16 @@ def test_the_response_stream_path_carries_sse(server_url: str) -> None:
     """InvokeEndpointWithResponseStream with a streamed chat request: the payload parts are the SSE events."""
     import boto3
 
-    runtime = boto3.client("sagemaker-runtime", endpoint_url=server_url, region_name=REGION,
-                           aws_access_key_id="testing", aws_secret_access_key="testing")  # fmt: skip
+    runtime = boto3.client(
+        "sagemaker-runtime",
+        endpoint_url=server_url,
+        region_name=REGION,
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
     reply = runtime.invoke_endpoint_with_response_stream(
-        EndpointName=ENDPOINT, ContentType="application/json", Body=json.dumps({**OK, "max_tokens": 3, "stream": True}))
+        EndpointName=ENDPOINT, ContentType="application/json", Body=json.dumps({**OK, "max_tokens": 3, "stream": True})
+    )
     text = b"".join(e["PayloadPart"]["Bytes"] for e in reply["Body"] if "PayloadPart" in e).decode()
     assert text.startswith("data: {") and text.endswith("data: [DONE]\n\n") and '"chat.completion.chunk"' in text
 
@@ -293,8 +328,9 @@ def test_langchain_chat_openai(server_url: str, scripted_url: str, token: str) -
     from langchain_core.messages import HumanMessage, ToolMessage
     from langchain_openai import ChatOpenAI
 
-    llm = ChatOpenAI(model="tiny-chat", base_url=base_url(server_url), api_key=token, max_tokens=6, temperature=0,
-                     max_retries=0)  # fmt: skip
+    llm = ChatOpenAI(
+        model="tiny-chat", base_url=base_url(server_url), api_key=token, max_tokens=6, temperature=0, max_retries=0
+    )
     answer = llm.invoke("Hello")
     assert isinstance(answer.content, str) and answer.response_metadata["finish_reason"] == "length"
     assert answer.usage_metadata["output_tokens"] == 6
@@ -304,7 +340,9 @@ def test_langchain_chat_openai(server_url: str, scripted_url: str, token: str) -
         """Weather in a city."""
         return f"sunny in {city}"
 
-    tooled = ChatOpenAI(model="m", base_url=base_url(scripted_url), api_key=token, max_retries=0).bind_tools([get_weather])
+    tooled = ChatOpenAI(model="m", base_url=base_url(scripted_url), api_key=token, max_retries=0).bind_tools(
+        [get_weather]
+    )
     question = HumanMessage("What is the weather in Paris?")
     first = tooled.invoke([question])
     [call] = first.tool_calls
@@ -326,14 +364,25 @@ def stream_door_url(server_url: str) -> Iterator[str]:
 
     from endpoint_runtime import stream
 
-    spec = importlib.util.spec_from_file_location("stream_app_serve", Path(__file__).resolve().parents[2] / "lambda" / "stream" / "app.py")
+    spec = importlib.util.spec_from_file_location(
+        "stream_app_serve", Path(__file__).resolve().parents[2] / "lambda" / "stream" / "app.py"
+    )
     app = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(app)
     with pytest.MonkeyPatch.context() as patch:
         for key, value in {"ENDPOINT_NAME": ENDPOINT, "CHAT_ROUTE": "handler", "CHAT_TOOL_CALLS": "true"}.items():
             patch.setenv(key, value)
-        patch.setattr(stream, "_client", boto3.client("sagemaker-runtime", endpoint_url=server_url, region_name=REGION,
-                                                      aws_access_key_id="testing", aws_secret_access_key="testing"))  # fmt: skip
+        patch.setattr(
+            stream,
+            "_client",
+            boto3.client(
+                "sagemaker-runtime",
+                endpoint_url=server_url,
+                region_name=REGION,
+                aws_access_key_id="testing",
+                aws_secret_access_key="testing",
+            ),
+        )
         server = app.serve(port=0)
         serve_in_thread(server)
         yield f"http://127.0.0.1:{server.server_address[1]}"
@@ -360,8 +409,13 @@ def test_the_invoke_function_answers_the_containers_chat_completion(server_url: 
     from endpoint_runtime import invoke
 
     monkeypatch.setenv("CHAT_ROUTE", "handler")
-    runtime = boto3.client("sagemaker-runtime", endpoint_url=server_url, region_name=REGION,
-                           aws_access_key_id="testing", aws_secret_access_key="testing")  # fmt: skip
+    runtime = boto3.client(
+        "sagemaker-runtime",
+        endpoint_url=server_url,
+        region_name=REGION,
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
     status, reply = invoke.invoke_chat(ENDPOINT, {**OK, "max_tokens": 3}, client=runtime)
     assert status == 200 and reply["object"] == "chat.completion" and reply["usage"]["completion_tokens"] == 3
 
@@ -369,7 +423,9 @@ def test_the_invoke_function_answers_the_containers_chat_completion(server_url: 
 # ---- a component at zero capacity and a model still loading: retryable 503 with Retry-After -----------------------
 
 
-def test_zero_capacity_is_a_retryable_503_at_the_local_server_and_through_our_doors(server_url, token, monkeypatch) -> None:
+def test_zero_capacity_is_a_retryable_503_at_the_local_server_and_through_our_doors(
+    server_url, token, monkeypatch
+) -> None:
     """The server plays a component scaled to zero: its InvokeEndpoint path answers SageMaker's ValidationError, which
     the invoke function turns into 503 no_capacity with Retry-After; its OpenAI route answers 503 with Retry-After;
     the smoke test's chat check says to retry."""
@@ -383,8 +439,14 @@ def test_zero_capacity_is_a_retryable_503_at_the_local_server_and_through_our_do
     reply = post_chat(server_url, {"authorization": f"Bearer {token}"})
     assert reply.status_code == 503 and reply.headers["retry-after"] == "60"
     assert reply.json()["error"]["code"] == "no_capacity" and "has no capacity" in reply.json()["error"]["message"]
-    runtime = boto3.client("sagemaker-runtime", endpoint_url=server_url, region_name=REGION, aws_access_key_id="testing",
-                           aws_secret_access_key="testing", config=invoke.Config(retries={"total_max_attempts": 1}))  # fmt: skip
+    runtime = boto3.client(
+        "sagemaker-runtime",
+        endpoint_url=server_url,
+        region_name=REGION,
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        config=invoke.Config(retries={"total_max_attempts": 1}),
+    )
     status, body = invoke.invoke(ENDPOINT, {"inputs": "hi"}, client=runtime)
     assert (status, body["error_type"], body["retry_after_s"]) == (503, "no_capacity", 60)
     assert invoke.response_headers(body)["Retry-After"] == "60"
@@ -410,12 +472,22 @@ def test_the_smoke_chat_check_passes_through_both_routes(server_url: str) -> Non
 
     from endpoint_runtime.smoke import ChatSmoke, SmokeResult, chat_check
 
-    runtime = boto3.client("sagemaker-runtime", endpoint_url=server_url, region_name=REGION,
-                           aws_access_key_id="testing", aws_secret_access_key="testing")  # fmt: skip
+    runtime = boto3.client(
+        "sagemaker-runtime",
+        endpoint_url=server_url,
+        region_name=REGION,
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
     for route in ("openai", "invoke"):
         result = SmokeResult(stack="s")
-        chat_check(result, ENDPOINT, ChatSmoke(route, False, chat_contract_features()), session=fake_session(),
-                   runtime_client=runtime)  # fmt: skip
+        chat_check(
+            result,
+            ENDPOINT,
+            ChatSmoke(route, False, chat_contract_features()),
+            session=fake_session(),
+            runtime_client=runtime,
+        )
         assert result.ok and [c.name for c in result.checks] == ["chat"], (route, result.checks)
         assert result.checks[0].message.startswith("OpenAI route" if route == "openai" else "InvokeEndpoint")
 
@@ -439,21 +511,35 @@ class ToolReplies:
         return {"Body": io.BytesIO(json.dumps(reply).encode())}
 
 
-@pytest.mark.parametrize(("calls", "ok", "fragment"), [
-    ([{"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}], True,
-     "called get_weather"),
-    ([], False, "answered without a tool call: check the engine's tool_call_parser"),
-    ([{"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "Paris"}}], False,
-     "is not get_weather with JSON-object arguments"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("calls", "ok", "fragment"),
+    [
+        (
+            [{"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}],
+            True,
+            "called get_weather",
+        ),
+        ([], False, "answered without a tool call: check the engine's tool_call_parser"),
+        (
+            [{"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "Paris"}}],
+            False,
+            "is not get_weather with JSON-object arguments",
+        ),
+    ],
+)
 def test_the_smoke_tool_check_forces_one_call_and_reads_it(calls, ok, fragment) -> None:
     from chat_contract import ChatFeatures
     from endpoint_runtime.smoke import ChatSmoke, SmokeResult, chat_check
 
     runtime = ToolReplies(calls)
     result = SmokeResult(stack="s")
-    chat_check(result, ENDPOINT, ChatSmoke("invoke", True, ChatFeatures("native", True, True)), session=fake_session(),
-               runtime_client=runtime)  # fmt: skip
+    chat_check(
+        result,
+        ENDPOINT,
+        ChatSmoke("invoke", True, ChatFeatures("native", True, True)),
+        session=fake_session(),
+        runtime_client=runtime,
+    )
     assert [c.name for c in result.checks] == ["chat", "tool_call"] and result.checks[0].ok
     assert result.checks[1].ok is ok and fragment in result.checks[1].message
     assert runtime.sent[1]["tool_choice"] == {"type": "function", "function": {"name": "get_weather"}}
@@ -473,7 +559,7 @@ def test_our_bearer_token_is_what_generate_token_makes(token: str) -> None:
     assert bearer_token_check(ours) is None
 
     def query(t: str) -> dict:
-        host, _, q = base64.b64decode(t[len("sagemaker-api-key-"):]).decode().partition("/?")
+        host, _, q = base64.b64decode(t[len("sagemaker-api-key-") :]).decode().partition("/?")
         params = parse_qs(q)
         return {"host": host, **{k: v for k, v in params.items() if k not in ("X-Amz-Date", "X-Amz-Signature")}}
 

@@ -29,9 +29,12 @@ def runtime(server_url: str):
     import boto3
 
     return boto3.client(
-        "sagemaker-runtime", endpoint_url=server_url, region_name="us-east-1",
-        aws_access_key_id="testing", aws_secret_access_key="testing",
-    )  # fmt: skip
+        "sagemaker-runtime",
+        endpoint_url=server_url,
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
 
 
 def test_ping(server_url: str) -> None:
@@ -137,7 +140,9 @@ def test_invoke_endpoint_error_quoting_a_lone_surrogate_is_still_424(tmp_path: P
 
 def test_boto3_invoke_endpoint(runtime) -> None:
     body = json.dumps({"inputs": "Hello", "parameters": {"max_new_tokens": 3}})
-    reply = runtime.invoke_endpoint(EndpointName=ENDPOINT, Body=body, ContentType="application/json", Accept="application/json")
+    reply = runtime.invoke_endpoint(
+        EndpointName=ENDPOINT, Body=body, ContentType="application/json", Accept="application/json"
+    )
     assert reply["ContentType"] == "application/json"
     payload = json.loads(reply["Body"].read())
     assert isinstance(payload, list) and isinstance(payload[0]["generated_text"], str)

@@ -36,15 +36,28 @@ def _no_full_collections(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for k, v in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
-                 "AWS_CONFIG_FILE": "/dev/null", "AWS_SHARED_CREDENTIALS_FILE": "/dev/null"}.items():  # fmt: skip
+    for k, v in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_CONFIG_FILE": "/dev/null",
+        "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
+    }.items():
         monkeypatch.setenv(k, v)
     monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
 
 
 def _config(tmp_path: Path, model: Path, slo: dict, name: str = "endpoints.yaml", **extra) -> Path:
-    endpoint = {"name": ENDPOINT, "system": "hf-fastload", "model": str(model), "instance_type": "ml.m5.xlarge",
-                "dtype": "fp16", "max_shard_size": "300KB", "slo": slo, **extra}  # fmt: skip
+    endpoint = {
+        "name": ENDPOINT,
+        "system": "hf-fastload",
+        "model": str(model),
+        "instance_type": "ml.m5.xlarge",
+        "dtype": "fp16",
+        "max_shard_size": "300KB",
+        "slo": slo,
+        **extra,
+    }
     path = tmp_path / name
     path.write_text(yaml.safe_dump({"endpoints": [endpoint]}))
     return path
@@ -58,8 +71,9 @@ def server(gpt2_artifact: Path):
         yield url
 
 
-def test_a_met_slo_passes_and_a_missed_one_refuses_with_the_numbers(server, gpt2_artifact, tiny_models, tmp_path,
-                                                                    aws_env, capsys):  # fmt: skip
+def test_a_met_slo_passes_and_a_missed_one_refuses_with_the_numbers(
+    server, gpt2_artifact, tiny_models, tmp_path, aws_env, capsys
+):
     """hf-fastload answers whole replies (InvokeEndpoint): throughput and errors are judged, kept under the built
     artifact's hash; the command exits 1 on a miss, naming the measured value and the limit."""
     from model_build.cli import main
@@ -79,8 +93,21 @@ def test_a_met_slo_passes_and_a_missed_one_refuses_with_the_numbers(server, gpt2
     assert "PASS  every objective met" in "\n".join(met.lines())
 
     missed_config = _config(tmp_path, tiny_models["gpt2"], MISSED, "missed.yaml")
-    argv = ["slo-gate", "--config", str(missed_config), "--endpoint", ENDPOINT, "--build-root", str(build_root),
-            "--endpoint-url", server, "--results", str(results), "--local-only", "--quiet"]  # fmt: skip
+    argv = [
+        "slo-gate",
+        "--config",
+        str(missed_config),
+        "--endpoint",
+        ENDPOINT,
+        "--build-root",
+        str(build_root),
+        "--endpoint-url",
+        server,
+        "--results",
+        str(results),
+        "--local-only",
+        "--quiet",
+    ]
     assert main(argv) == 1
     err = capsys.readouterr().err
     measured = json.loads(sorted((results / ENDPOINT / content_hash).glob("*.json"))[-1].read_text())
@@ -96,11 +123,17 @@ def test_a_regression_names_the_artifact_whose_result_met_the_objectives(server,
     results = tmp_path / "results"
     first, second = "a1" * 32, "b2" * 32
     deployment = load_config(_config(tmp_path, tiny_models["gpt2"], MET, artifact_hash=first))
-    assert run_gate(deployment, deployment.plan(ENDPOINT), endpoint_url=server, results_root=results,
-                    keep_in_s3=False).ok  # fmt: skip
+    assert run_gate(
+        deployment, deployment.plan(ENDPOINT), endpoint_url=server, results_root=results, keep_in_s3=False
+    ).ok
     broken = load_config(_config(tmp_path, tiny_models["gpt2"], MET, "b.yaml", artifact_hash=second))
-    gate = run_gate(broken, broken.plan(ENDPOINT), endpoint_url=f"http://127.0.0.1:{free_port()}",
-                    results_root=results, keep_in_s3=False)  # fmt: skip
+    gate = run_gate(
+        broken,
+        broken.plan(ENDPOINT),
+        endpoint_url=f"http://127.0.0.1:{free_port()}",
+        results_root=results,
+        keep_in_s3=False,
+    )
     assert gate.misses and gate.misses[0] == "error rate at concurrency 1: 1, max 0"
     assert gate.last_met is not None and gate.last_met.artifact_hash == first
     message = gate.message()

@@ -67,8 +67,13 @@ def test_unknown_architecture_is_refused(tmp_path: Path) -> None:
     assert not (tmp_path / "x").exists()
 
 
-CHAT_CLASSES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
-                "mistral": "MistralForCausalLM", "gemma2": "Gemma2ForCausalLM"}  # fmt: skip
+CHAT_CLASSES = {
+    "llama": "LlamaForCausalLM",
+    "qwen2": "Qwen2ForCausalLM",
+    "qwen3": "Qwen3ForCausalLM",
+    "mistral": "MistralForCausalLM",
+    "gemma2": "Gemma2ForCausalLM",
+}
 
 
 @pytest.mark.parametrize("arch", list(CHAT_CLASSES))
@@ -91,10 +96,16 @@ def test_chat_models_load_render_tools_and_generate(tiny_chat_models: dict[str, 
     call = {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}
     tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
     text = tokenizer.apply_chat_template(
-        [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Weather?"},
-         {"role": "assistant", "content": None, "tool_calls": [call]},
-         {"role": "tool", "content": "sunny", "tool_call_id": "c1"}],
-        tools=tools, add_generation_prompt=True, tokenize=False)  # fmt: skip
+        [
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "Weather?"},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "content": "sunny", "tool_call_id": "c1"},
+        ],
+        tools=tools,
+        add_generation_prompt=True,
+        tokenize=False,
+    )
     assert text.startswith("<|im_start|>system\nBe brief.\n\nYou may call functions.")
     assert '{"type": "function", "function": {"name": "get_weather"' in text
     assert '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call><|im_end|>' in text

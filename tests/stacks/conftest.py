@@ -24,13 +24,18 @@ def gpu_pipeline(tmp_path_factory) -> dict:
             "pipeline.build": {"compute": "SMALL", "gpu": True, "hf_token": HF_SECRET},
             "pipeline.images": {"compute": "X2_LARGE", "timeout_minutes": 180, "docker_hub_secret": DOCKER_HUB_SECRET},
             "endpoints.0.system": "deepspeed-byoc",
-            "pipeline.stages": ["dev"], "pipeline.manual_approval_before": [],
+            "pipeline.stages": ["dev"],
+            "pipeline.manual_approval_before": [],
         }
     )
     outdir = tmp_path_factory.mktemp("gpu-pipeline")
     app = cdk.App(context=cdk_context(), outdir=str(outdir))
     PipelineStack(
-        app, "P", config_path=PIPELINE_CONFIG, deployments=deployments, pipeline=spec,
+        app,
+        "P",
+        config_path=PIPELINE_CONFIG,
+        deployments=deployments,
+        pipeline=spec,
         env={"account": TOOLS, "region": "us-east-1"},
     )
     add_nag_checks(app)

@@ -47,7 +47,10 @@ def split(components: dict[str, dict]) -> tuple[str, dict[str, dict]]:
 def artifact_url(join: dict) -> str:
     """The ArtifactUrl's Fn::Join with the account and region rendered."""
     parts = join["Fn::Join"][1]
-    return "".join(p if isinstance(p, str) else {"AWS::AccountId": "111122223333", "AWS::Region": "us-east-1"}[p["Ref"]] for p in parts)
+    return "".join(
+        p if isinstance(p, str) else {"AWS::AccountId": "111122223333", "AWS::Region": "us-east-1"}[p["Ref"]]
+        for p in parts
+    )
 
 
 # -------------------------------------------------------------------------------------------------------- template
@@ -69,7 +72,10 @@ def test_each_adapter_is_an_inference_component_on_the_base_created_after_it(lor
         assert props["Specification"]["BaseInferenceComponentName"] == BASE
         url = artifact_url(props["Specification"]["Container"]["ArtifactUrl"])
         # Unbuilt here (allow_unbuilt): the placeholder hash, under the adapter's own prefix.
-        assert url == f"s3://llm-endpoints-dev-artifacts-111122223333-us-east-1/models/llama-lora/adapters/{name}/{'0' * 64}/model.tar.gz"
+        assert (
+            url
+            == f"s3://llm-endpoints-dev-artifacts-111122223333-us-east-1/models/llama-lora/adapters/{name}/{'0' * 64}/model.tar.gz"
+        )
         # DependsOn: CloudFormation creates it after the base component and deletes it before.
         assert resource["DependsOn"] == [base_lid]
 
@@ -78,15 +84,20 @@ def test_the_container_is_started_with_lora_sized_for_the_adapters(lora):
     [model] = of_type(lora.templates[STACK]["Resources"], "AWS::SageMaker::Model").values()
     environment = model["Properties"]["PrimaryContainer"]["Environment"]
     assert {k: v for k, v in environment.items() if "LORA" in k} == {
-        "OPTION_ENABLE_LORA": "true", "OPTION_MAX_LORAS": "2", "OPTION_MAX_LORA_RANK": "16",
-    }  # fmt: skip
+        "OPTION_ENABLE_LORA": "true",
+        "OPTION_MAX_LORAS": "2",
+        "OPTION_MAX_LORA_RANK": "16",
+    }
 
 
 def test_functions_know_the_adapters_and_may_invoke_and_describe_them(lora):
     resources = lora.templates[STACK]["Resources"]
     functions = of_type(resources, "AWS::Lambda::Function")
-    known = [json.loads(f["Properties"]["Environment"]["Variables"]["ADAPTER_COMPONENTS"]) for f in functions.values()
-             if "ADAPTER_COMPONENTS" in f["Properties"].get("Environment", {}).get("Variables", {})]
+    known = [
+        json.loads(f["Properties"]["Environment"]["Variables"]["ADAPTER_COMPONENTS"])
+        for f in functions.values()
+        if "ADAPTER_COMPONENTS" in f["Properties"].get("Environment", {}).get("Variables", {})
+    ]
     assert known == [ADAPTERS, ADAPTERS]  # the invoke and smoke functions
     outputs = lora.templates[STACK]["Outputs"]
     assert [json.loads(o["Value"]) for k, o in outputs.items() if k.startswith("LlmEndpointAdapters")] == [ADAPTERS]
@@ -116,16 +127,37 @@ def test_built_adapters_deploy_their_own_content_hash_and_unbuilt_ones_are_refus
     for adapter in spec["adapters"]:
         d = build_root / "llama-lora.adapters" / adapter["name"]
         d.mkdir(parents=True)
-        (d / "manifest.json").write_text(json.dumps({"kind": "lora-adapter", "endpoint": "llama-lora", "adapter":
-                                                     adapter["name"], "model": adapter["model"], "content_hash": hashes[adapter["name"]]}))
+        (d / "manifest.json").write_text(
+            json.dumps(
+                {
+                    "kind": "lora-adapter",
+                    "endpoint": "llama-lora",
+                    "adapter": adapter["name"],
+                    "model": adapter["model"],
+                    "content_hash": hashes[adapter["name"]],
+                }
+            )
+        )
     plan = load_config(ROOT / CONFIG, ENV, build_root=build_root).plan("llama-lora")
     assert [a.artifact_url("bucket") for a in deployable_adapters(plan.adapters)] == [
-        f"s3://bucket/models/llama-lora/adapters/{name}/{hashes[name]}/model.tar.gz" for name in ("sql", "support")]
+        f"s3://bucket/models/llama-lora/adapters/{name}/{hashes[name]}/model.tar.gz" for name in ("sql", "support")
+    ]
     # A build made for another adapter is refused by name.
-    (build_root / "llama-lora.adapters" / "sql" / "manifest.json").write_text(json.dumps(
-        {"kind": "lora-adapter", "endpoint": "llama-lora", "adapter": "support", "model": "x", "content_hash": FAKE_HASH}))
+    (build_root / "llama-lora.adapters" / "sql" / "manifest.json").write_text(
+        json.dumps(
+            {
+                "kind": "lora-adapter",
+                "endpoint": "llama-lora",
+                "adapter": "support",
+                "model": "x",
+                "content_hash": FAKE_HASH,
+            }
+        )
+    )
     plan = load_config(ROOT / CONFIG, ENV, build_root=build_root).plan("llama-lora")
-    with pytest.raises(ConfigError, match=r"adapter 'sql': the build in .* has adapter 'support', the config says 'sql'"):
+    with pytest.raises(
+        ConfigError, match=r"adapter 'sql': the build in .* has adapter 'support', the config says 'sql'"
+    ):
         deployable_adapters(plan.adapters)
 
 
@@ -134,8 +166,14 @@ def test_the_aws_shapes_take_what_the_template_sends():
     rule here is botocore's."""
     shapes = botocore.loaders.create_loader().load_service_model("sagemaker", "service-2")["shapes"]
     assert {"BaseInferenceComponentName", "Container"} <= set(shapes["InferenceComponentSpecification"]["members"])
-    assert "single gzip compressed tar archive" in shapes["InferenceComponentContainerSpecification"]["members"]["ArtifactUrl"]["documentation"]
-    assert shapes["InferenceComponentName"]["pattern"] == COMPONENT_NAME_PATTERN and shapes["InferenceComponentName"]["max"] == 63
+    assert (
+        "single gzip compressed tar archive"
+        in shapes["InferenceComponentContainerSpecification"]["members"]["ArtifactUrl"]["documentation"]
+    )
+    assert (
+        shapes["InferenceComponentName"]["pattern"] == COMPONENT_NAME_PATTERN
+        and shapes["InferenceComponentName"]["max"] == 63
+    )
     # cfn-lint's schema (additionalProperties false) checks the same two properties on the example's template:
     # tests/config/test_examples.py test_cfn_lint_passes_on_every_example_template.
 
@@ -157,30 +195,50 @@ TWO = [{"name": "sql", "model": "org/sql-lora"}, {"name": "support", "model": "o
 
 # (description, fields, the expected message): each mistake refused at load with one message.
 REFUSED = [
-    ("the model on the variant", dict(mode="endpoint"),
-     "endpoint 'chat': adapters: 2 adapter(s) need hosting.mode: inference-components (got 'endpoint'): each adapter "
-     "is an adapter inference component on the endpoint's base inference component; set hosting.mode: "
-     "inference-components or remove adapters"),
-    ("a name twice", dict(adapters=[TWO[0], {**TWO[1], "name": "sql"}]),
-     "endpoint 'chat': adapters[1].name: value 'sql' is used twice; adapter names must be unique"),
-    ("the base component's name", dict(adapters=[{**TWO[0], "name": "ic"}]),
-     "endpoint 'chat': adapters[0].name: value 'ic' is reserved: the base inference component is named "
-     "'<endpoint>-ic'; choose another name"),
-    ("a system without adapters", dict(system="lmi-trtllm"),
-     "endpoint 'chat': adapters: value (2 adapters) is not supported by system 'lmi-trtllm': no way to load LoRA "
-     "adapter inference components is established for it; systems that serve LoRA adapters: lmi-vllm"),
-    ("max_lora_rank without adapters", dict(adapters=[], engine={"max_lora_rank": 32}),
-     "endpoint 'chat': engine.max_lora_rank: value 32 applies only to LoRA adapters; add adapters: or remove the key"),
-    ("a rank vLLM does not take", dict(engine={"max_lora_rank": 12}),
-     "endpoint 'chat': engine.max_lora_rank: value 12 is not supported by system 'lmi-vllm'; allowed: 1, 8, 16, 32, "
-     "64, 128, 256, 320, 512 (or leave it out)"),
-]  # fmt: skip
+    (
+        "the model on the variant",
+        dict(mode="endpoint"),
+        "endpoint 'chat': adapters: 2 adapter(s) need hosting.mode: inference-components (got 'endpoint'): each adapter "
+        "is an adapter inference component on the endpoint's base inference component; set hosting.mode: "
+        "inference-components or remove adapters",
+    ),
+    (
+        "a name twice",
+        dict(adapters=[TWO[0], {**TWO[1], "name": "sql"}]),
+        "endpoint 'chat': adapters[1].name: value 'sql' is used twice; adapter names must be unique",
+    ),
+    (
+        "the base component's name",
+        dict(adapters=[{**TWO[0], "name": "ic"}]),
+        "endpoint 'chat': adapters[0].name: value 'ic' is reserved: the base inference component is named "
+        "'<endpoint>-ic'; choose another name",
+    ),
+    (
+        "a system without adapters",
+        dict(system="lmi-trtllm"),
+        "endpoint 'chat': adapters: value (2 adapters) is not supported by system 'lmi-trtllm': no way to load LoRA "
+        "adapter inference components is established for it; systems that serve LoRA adapters: lmi-vllm",
+    ),
+    (
+        "max_lora_rank without adapters",
+        dict(adapters=[], engine={"max_lora_rank": 32}),
+        "endpoint 'chat': engine.max_lora_rank: value 32 applies only to LoRA adapters; add adapters: or remove the key",
+    ),
+    (
+        "a rank vLLM does not take",
+        dict(engine={"max_lora_rank": 12}),
+        "endpoint 'chat': engine.max_lora_rank: value 12 is not supported by system 'lmi-vllm'; allowed: 1, 8, 16, 32, "
+        "64, 128, 256, 320, 512 (or leave it out)",
+    ),
+]
 
 
 def write(tmp_path, **fields) -> object:
     values = dict(system="lmi-vllm", mode="inference-components", engine={}, adapters=TWO) | fields
     path = tmp_path / "endpoints.yaml"
-    path.write_text(ENDPOINT.format(**{k: json.dumps(v) if k in ("engine", "adapters") else v for k, v in values.items()}))
+    path.write_text(
+        ENDPOINT.format(**{k: json.dumps(v) if k in ("engine", "adapters") else v for k, v in values.items()})
+    )
     return path
 
 
@@ -194,13 +252,16 @@ def test_config_mistakes_are_refused_with_one_message(tmp_path, description, fie
 def test_a_local_adapter_above_the_max_rank_is_refused_at_load_and_fits_when_raised(tmp_path):
     adapter = tmp_path / "wide"
     adapter.mkdir()
-    (adapter / "adapter_config.json").write_text(json.dumps({"peft_type": "LORA", "r": 8, "rank_pattern": {"q_proj": 32}}))
+    (adapter / "adapter_config.json").write_text(
+        json.dumps({"peft_type": "LORA", "r": 8, "rank_pattern": {"q_proj": 32}})
+    )
     adapters = [{"name": "wide", "model": str(adapter)}]
     with pytest.raises(ConfigError) as err:
         load_config(write(tmp_path, adapters=adapters))
     assert str(err.value).endswith(
         f"endpoint 'chat': adapters[0] ('wide', '{adapter}'): rank 32 is above the container's max LoRA rank 16 (vLLM's "
-        "default max_lora_rank 16); set engine.max_lora_rank: 32, or use an adapter of rank <= 16")
+        "default max_lora_rank 16); set engine.max_lora_rank: 32, or use an adapter of rank <= 16"
+    )
     plan = load_config(write(tmp_path, adapters=adapters, engine={"max_lora_rank": 32})).plan("chat")
     assert plan.container_environment("bucket")["OPTION_MAX_LORA_RANK"] == "32"
 
@@ -208,26 +269,33 @@ def test_a_local_adapter_above_the_max_rank_is_refused_at_load_and_fits_when_rai
 def test_an_adapter_component_name_must_fit_in_every_environment(tmp_path):
     """'<endpoint>-<adapter>' at most 63 characters, where the endpoint's name carries the environment's."""
     path = write(tmp_path, adapters=[{"name": "a" * 20, "model": "org/x"}])
-    path.write_text("environments:\n  default12345: {region: us-east-1}\n  dev: {}\n" + path.read_text().replace("name: chat", f"name: {'c' * 30}"))
+    path.write_text(
+        "environments:\n  default12345: {region: us-east-1}\n  dev: {}\n"
+        + path.read_text().replace("name: chat", f"name: {'c' * 30}")
+    )
     assert load_config(path, "dev").plan("c" * 30).adapters[0].component_name == f"dev-{'c' * 30}-{'a' * 20}"  # 55
     with pytest.raises(ConfigError) as err:
         load_config(path, "default12345")
     name = f"default12345-{'c' * 30}-{'a' * 20}"
     assert str(err.value).split(":\n  - ", 1)[1] == (
         f"endpoint '{'c' * 30}': adapters[0].name: value '{'a' * 20}': its inference component name '{name}' has 64 "
-        "characters, more than SageMaker's 63; allowed: an adapter name of at most 19 characters here")
+        "characters, more than SageMaker's 63; allowed: an adapter name of at most 19 characters here"
+    )
 
 
 def test_a_pipeline_needs_each_adapter_pinned(tmp_path):
     path = write(tmp_path)
     text = path.read_text().replace("    adapters:", "    artifact_hash: " + "c" * 64 + "\n    adapters:")
-    path.write_text(textwrap.dedent("""\
+    path.write_text(
+        textwrap.dedent("""\
         environments: {dev: {account: "111122223333", region: us-east-1}}
         pipeline:
           connection_arn: arn:aws:codeconnections:us-east-1:111122223333:connection/abc
           repository: org/repo
           stages: [dev]
-        """) + text)
+        """)
+        + text
+    )
     with pytest.raises(ConfigError) as err:
         load_config(path, "dev")
     assert "environment 'dev': endpoint 'chat': adapters[0].artifact_hash: required key is missing" in str(err.value)
@@ -246,8 +314,10 @@ def test_a_request_names_an_adapter_and_goes_to_its_component(monkeypatch):
     for bad, shown in (("nope", "'nope'"), (3, "integer"), (None, "null")):
         with pytest.raises(invoke.RequestError) as err:
             invoke.target_component({**request, "adapter": bad})
-        assert err.value.message == (f"adapter: value {shown} is not an adapter of this endpoint; allowed: sql, support "
-                                     "(or leave the key out for the base model)")
+        assert err.value.message == (
+            f"adapter: value {shown} is not an adapter of this endpoint; allowed: sql, support "
+            "(or leave the key out for the base model)"
+        )
         assert err.value.status == 400
     monkeypatch.delenv("ADAPTER_COMPONENTS")
     with pytest.raises(invoke.RequestError, match="allowed: none"):
@@ -268,11 +338,19 @@ def test_the_invoke_handler_sends_an_adapter_request_to_the_adapter_component(mo
     monkeypatch.setenv("ENDPOINT_NAME", "dev-llama-lora")
     monkeypatch.setenv("INFERENCE_COMPONENT_NAME", BASE)
     monkeypatch.setenv("ADAPTER_COMPONENTS", json.dumps(ADAPTERS))
-    client = boto3.client("sagemaker-runtime", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
-    sent = {"EndpointName": "dev-llama-lora", "ContentType": "application/json", "Accept": "application/json",
-            "Body": json.dumps({"inputs": "Count", "parameters": {"max_new_tokens": 8}}, separators=(",", ":")).encode()}
+    client = boto3.client(
+        "sagemaker-runtime", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x"
+    )
+    sent = {
+        "EndpointName": "dev-llama-lora",
+        "ContentType": "application/json",
+        "Accept": "application/json",
+        "Body": json.dumps({"inputs": "Count", "parameters": {"max_new_tokens": 8}}, separators=(",", ":")).encode(),
+    }
     with Stubber(client) as stub:
-        stub.add_response("invoke_endpoint", runtime_answer(GOOD), {**sent, "InferenceComponentName": ADAPTERS["support"]})
+        stub.add_response(
+            "invoke_endpoint", runtime_answer(GOOD), {**sent, "InferenceComponentName": ADAPTERS["support"]}
+        )
         stub.add_response("invoke_endpoint", runtime_answer(GOOD), {**sent, "InferenceComponentName": BASE})
         monkeypatch.setattr(invoke, "_client", client)
         for adapter in ("support", None):
@@ -304,10 +382,16 @@ def test_the_stream_function_takes_the_same_adapter_key(monkeypatch):
 
 
 def described(name: str, status: str = "InService", base: str = BASE) -> dict:
-    return {"InferenceComponentName": name, "InferenceComponentArn": f"arn:aws:sagemaker:us-east-1:1:inference-component/{name}",
-            "EndpointName": "dev-llama-lora", "EndpointArn": "arn:aws:sagemaker:us-east-1:1:endpoint/dev-llama-lora",
-            "InferenceComponentStatus": status, "Specification": {"BaseInferenceComponentName": base},
-            "CreationTime": 0, "LastModifiedTime": 0}  # fmt: skip
+    return {
+        "InferenceComponentName": name,
+        "InferenceComponentArn": f"arn:aws:sagemaker:us-east-1:1:inference-component/{name}",
+        "EndpointName": "dev-llama-lora",
+        "EndpointArn": "arn:aws:sagemaker:us-east-1:1:endpoint/dev-llama-lora",
+        "InferenceComponentStatus": status,
+        "Specification": {"BaseInferenceComponentName": base},
+        "CreationTime": 0,
+        "LastModifiedTime": 0,
+    }
 
 
 def test_the_smoke_test_checks_and_invokes_each_adapter():
@@ -315,7 +399,12 @@ def test_the_smoke_test_checks_and_invokes_each_adapter():
 
     keys = dict(region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
     sm, runtime = boto3.client("sagemaker", **keys), boto3.client("sagemaker-runtime", **keys)
-    adapters = {"sql": ADAPTERS["sql"], "support": ADAPTERS["support"], "stale": "dev-llama-lora-stale", "old": "dev-llama-lora-old"}
+    adapters = {
+        "sql": ADAPTERS["sql"],
+        "support": ADAPTERS["support"],
+        "stale": "dev-llama-lora-stale",
+        "old": "dev-llama-lora-old",
+    }
     payload = {"inputs": "Count", "parameters": {"max_new_tokens": 8, "do_sample": False}}
     with Stubber(sm) as sm_stub, Stubber(runtime) as rt_stub:
         sm_stub.add_response("describe_inference_component", described("dev-llama-lora-old", base="other-ic"))
@@ -325,11 +414,22 @@ def test_the_smoke_test_checks_and_invokes_each_adapter():
         sm_stub.add_response("describe_inference_component", described(ADAPTERS["support"]))
         rt_stub.add_response("invoke_endpoint", runtime_answer({"not": "a list"}), None)
         result = smoke.SmokeResult(stack=STACK)
-        smoke.check_adapters(result, sm, adapters, base=BASE, endpoint="dev-llama-lora", payload=payload,
-                             latency_budget_ms=30000, client=runtime)
+        smoke.check_adapters(
+            result,
+            sm,
+            adapters,
+            base=BASE,
+            endpoint="dev-llama-lora",
+            payload=payload,
+            latency_budget_ms=30000,
+            client=runtime,
+        )
     by_name = {c.name: c for c in result.checks}
     assert [c.name for c in result.checks] == ["adapter old", "adapter sql", "adapter stale", "adapter support"]
     assert by_name["adapter sql"].ok and by_name["adapter sql"].message.startswith("dev-llama-lora-sql: 200 in ")
-    assert not by_name["adapter old"].ok and "is on base component other-ic, not dev-llama-lora-ic" in by_name["adapter old"].message
+    assert (
+        not by_name["adapter old"].ok
+        and "is on base component other-ic, not dev-llama-lora-ic" in by_name["adapter old"].message
+    )
     assert not by_name["adapter stale"].ok and "is Failed, not InService" in by_name["adapter stale"].message
     assert not by_name["adapter support"].ok and "expected a non-empty list" in by_name["adapter support"].message

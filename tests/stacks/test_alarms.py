@@ -42,7 +42,15 @@ def health_alarms(prod, stack: str, endpoint: str) -> dict[str, dict]:
 
 def test_tuned_alarms_go_to_the_existing_topic(prod):
     alarms = health_alarms(prod, CHAT, "prod-chat-vllm")
-    assert sorted(alarms) == ["4xx-rate", "5xx-rate", "disk", "gpu-memory", "latency-p99", "model-errors", "no-invocations"]
+    assert sorted(alarms) == [
+        "4xx-rate",
+        "5xx-rate",
+        "disk",
+        "gpu-memory",
+        "latency-p99",
+        "model-errors",
+        "no-invocations",
+    ]
     for props in alarms.values():
         assert props["AlarmActions"] == [ONCALL]
         for series in alarm_series(props):
@@ -51,33 +59,68 @@ def test_tuned_alarms_go_to_the_existing_topic(prod):
     # data_capture is on: capture stops at 75 % disk, so the disk alarm defaults to 70.
     assert alarms["disk"]["Threshold"] == 70
     # Its own topic is not created when one is given (other blocks' topics may exist: none is named for alarms).
-    assert not [r for r in prod.templates[CHAT]["Resources"].values()
-                if r["Type"] == "AWS::SNS::Topic" and "alarms" in str(r["Properties"].get("DisplayName", ""))]
+    assert not [
+        r
+        for r in prod.templates[CHAT]["Resources"].values()
+        if r["Type"] == "AWS::SNS::Topic" and "alarms" in str(r["Properties"].get("DisplayName", ""))
+    ]
     # GPUMemoryUtilization sums the GPUs: 97 % per GPU on the 4 GPUs of ml.g5.12xlarge.
     gpu = alarms["gpu-memory"]
     assert (gpu["Namespace"], gpu["MetricName"], gpu["Statistic"], gpu["Threshold"]) == (
-        "/aws/sagemaker/Endpoints", "GPUMemoryUtilization", "Maximum", 388)
+        "/aws/sagemaker/Endpoints",
+        "GPUMemoryUtilization",
+        "Maximum",
+        388,
+    )
     latency = alarms["latency-p99"]
-    assert (latency["Namespace"], latency["ExtendedStatistic"], latency["Threshold"]) == ("AWS/SageMaker", "p99", 20_000_000)
+    assert (latency["Namespace"], latency["ExtendedStatistic"], latency["Threshold"]) == (
+        "AWS/SageMaker",
+        "p99",
+        20_000_000,
+    )
     quiet = alarms["no-invocations"]
-    assert (quiet["MetricName"], quiet["ComparisonOperator"], quiet["TreatMissingData"], quiet["EvaluationPeriods"]) == (
-        "Invocations", "LessThanThreshold", "breaching", 12)
+    assert (
+        quiet["MetricName"],
+        quiet["ComparisonOperator"],
+        quiet["TreatMissingData"],
+        quiet["EvaluationPeriods"],
+    ) == ("Invocations", "LessThanThreshold", "breaching", 12)
 
 
 def test_defaults_create_a_tls_only_topic_cloudwatch_may_publish_to(prod):
     alarms = health_alarms(prod, DEFAULTS, "prod-assist-ic")
-    assert sorted(alarms) == ["4xx-rate", "5xx-rate", "disk", "gpu-memory", "latency-p99", "model-errors"]  # no-invocations: off
+    assert sorted(alarms) == [
+        "4xx-rate",
+        "5xx-rate",
+        "disk",
+        "gpu-memory",
+        "latency-p99",
+        "model-errors",
+    ]  # no-invocations: off
     thresholds = {k: p["Threshold"] for k, p in alarms.items()}
-    assert thresholds == {"4xx-rate": 0.05, "5xx-rate": 0.01, "disk": 90, "gpu-memory": 95, "latency-p99": 30_000_000,
-                          "model-errors": 0.01}
-    assert {(s["Period"], p["EvaluationPeriods"], p["DatapointsToAlarm"]) for p in alarms.values()
-            for s in alarm_series(p)} == {(300, 3, 2)}
+    assert thresholds == {
+        "4xx-rate": 0.05,
+        "5xx-rate": 0.01,
+        "disk": 90,
+        "gpu-memory": 95,
+        "latency-p99": 30_000_000,
+        "model-errors": 0.01,
+    }
+    assert {
+        (s["Period"], p["EvaluationPeriods"], p["DatapointsToAlarm"]) for p in alarms.values() for s in alarm_series(p)
+    } == {(300, 3, 2)}
     resources = prod.templates[DEFAULTS]["Resources"]
-    [topic_id] = [k for k, r in resources.items()
-                  if r["Type"] == "AWS::SNS::Topic" and "alarms" in str(r["Properties"].get("DisplayName", ""))]
+    [topic_id] = [
+        k
+        for k, r in resources.items()
+        if r["Type"] == "AWS::SNS::Topic" and "alarms" in str(r["Properties"].get("DisplayName", ""))
+    ]
     assert all(p["AlarmActions"] == [{"Ref": topic_id}] for p in alarms.values())
-    [policy] = [r["Properties"]["PolicyDocument"] for r in resources.values()
-                if r["Type"] == "AWS::SNS::TopicPolicy" and r["Properties"]["Topics"] == [{"Ref": topic_id}]]
+    [policy] = [
+        r["Properties"]["PolicyDocument"]
+        for r in resources.values()
+        if r["Type"] == "AWS::SNS::TopicPolicy" and r["Properties"]["Topics"] == [{"Ref": topic_id}]
+    ]
     by_effect = {s["Effect"]: s for s in policy["Statement"]}
     assert by_effect["Deny"]["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}  # AwsSolutions-SNS3
     assert by_effect["Allow"]["Principal"] == {"Service": "cloudwatch.amazonaws.com"}
@@ -87,8 +130,11 @@ def test_defaults_create_a_tls_only_topic_cloudwatch_may_publish_to(prod):
 
 
 def test_one_dashboard_per_environment_in_the_artifact_stack(prod):
-    dashboards = [r["Properties"] for r in prod.templates[ARTIFACTS]["Resources"].values()
-                  if r["Type"] == "AWS::CloudWatch::Dashboard"]
+    dashboards = [
+        r["Properties"]
+        for r in prod.templates[ARTIFACTS]["Resources"].values()
+        if r["Type"] == "AWS::CloudWatch::Dashboard"
+    ]
     [dashboard] = dashboards
     assert dashboard["DashboardName"] == {"Fn::Join": ["", ["llm-endpoints-prod-endpoints-", {"Ref": "AWS::Region"}]]}
     body_parts = dashboard["DashboardBody"]["Fn::Join"][1]
@@ -108,14 +154,24 @@ def test_one_dashboard_per_environment_in_the_artifact_stack(prod):
     # Latency percentiles, and the instance count against chat-vllm's scaling range 2-6.
     stats = {m[-1]["stat"] for m in metrics if isinstance(m[0], str) and m[1] == "ModelLatency"}
     assert {"p50", "p90", "p99"} <= stats
-    [instances] = [w for w in body["widgets"] if w["type"] == "metric" and w["properties"].get("title") ==
-                   "Instances (from invocations)" and "prod-chat-vllm" in json.dumps(w)]
+    [instances] = [
+        w
+        for w in body["widgets"]
+        if w["type"] == "metric"
+        and w["properties"].get("title") == "Instances (from invocations)"
+        and "prod-chat-vllm" in json.dumps(w)
+    ]
     annotations = {a["value"] for a in instances["properties"]["annotations"]["horizontal"]}
     assert annotations == {2, 6}
     # assist-ic: copies 0-4 (copy_scaling) on instances 0-2 (instance_scaling).
-    ranges = {w["properties"]["title"]: {a["value"] for a in w["properties"]["annotations"]["horizontal"]}
-              for w in body["widgets"] if w["type"] == "metric" and "prod-assist-ic" in json.dumps(w)
-              and "annotations" in w["properties"] and "horizontal" in w["properties"]["annotations"]}
+    ranges = {
+        w["properties"]["title"]: {a["value"] for a in w["properties"]["annotations"]["horizontal"]}
+        for w in body["widgets"]
+        if w["type"] == "metric"
+        and "prod-assist-ic" in json.dumps(w)
+        and "annotations" in w["properties"]
+        and "horizontal" in w["properties"]["annotations"]
+    }
     assert ranges["Copies (from invocations)"] == {0, 4}
     assert ranges["Instances (CPU samples per minute)"] == {0, 2}
     # Asynchronous endpoints publish no Invocations: no invocation count for summarize-async.
@@ -125,15 +181,30 @@ def test_one_dashboard_per_environment_in_the_artifact_stack(prod):
 def test_endpoint_alarms_validates_its_props():
     stack = Stack(App(), "S")
     with pytest.raises(ValueError, match="no_invocations_periods on an asynchronous endpoint"):
-        EndpointAlarms(stack, "A", endpoint_name="e", variant_name="AllTraffic",
-                       spec=AlarmsSpec(no_invocations_periods=3), gpu_count=0, asynchronous=True)
+        EndpointAlarms(
+            stack,
+            "A",
+            endpoint_name="e",
+            variant_name="AllTraffic",
+            spec=AlarmsSpec(no_invocations_periods=3),
+            gpu_count=0,
+            asynchronous=True,
+        )
     with pytest.raises(ValueError, match="gpu_count must be 0 or more"):
         EndpointAlarms(stack, "B", endpoint_name="e", variant_name="AllTraffic", spec=AlarmsSpec(), gpu_count=-1)
     cpu = EndpointAlarms(stack, "C", endpoint_name="e", variant_name="AllTraffic", spec=AlarmsSpec(), gpu_count=0)
     assert len(cpu.alarms) == 5  # no GPU alarm without a GPU
     with pytest.raises(ValueError, match="an inference-component endpoint is real-time only"):
-        EndpointAlarms(stack, "D", endpoint_name="e", variant_name="AllTraffic", spec=AlarmsSpec(), gpu_count=0,
-                       asynchronous=True, component_name="e-ic")
+        EndpointAlarms(
+            stack,
+            "D",
+            endpoint_name="e",
+            variant_name="AllTraffic",
+            spec=AlarmsSpec(),
+            gpu_count=0,
+            asynchronous=True,
+            component_name="e-ic",
+        )
 
 
 def test_an_example_without_the_block_gets_the_defaults(synth):
@@ -141,7 +212,13 @@ def test_an_example_without_the_block_gets_the_defaults(synth):
     synthesized = synth("config/examples/lmi-vllm.yaml", "dev")
     alarms = health_alarms(synthesized, "llm-endpoints-dev-gptj-vllm", "dev-gptj-vllm")
     assert {k: p["Threshold"] for k, p in alarms.items()} == {
-        "5xx-rate": 0.01, "model-errors": 0.01, "4xx-rate": 0.05, "latency-p99": 30_000_000, "gpu-memory": 380, "disk": 90}
+        "5xx-rate": 0.01,
+        "model-errors": 0.01,
+        "4xx-rate": 0.05,
+        "latency-p99": 30_000_000,
+        "gpu-memory": 380,
+        "disk": 90,
+    }
     resources = synthesized.templates["llm-endpoints-dev-gptj-vllm"]["Resources"]
     assert [r["Type"] for r in resources.values()].count("AWS::SNS::Topic") == 1
     artifacts = synthesized.templates["llm-endpoints-dev-artifacts"]["Resources"]
@@ -162,8 +239,9 @@ def test_an_async_endpoint_alarms_on_latency_near_its_invocation_timeout(prod):
 def _mode_of(template: dict) -> str:
     resources = template["Resources"].values()
     component = any(r["Type"] == "AWS::SageMaker::InferenceComponent" for r in resources)
-    asynchronous = any(r["Type"] == "AWS::SageMaker::EndpointConfig" and "AsyncInferenceConfig" in r["Properties"]
-                       for r in resources)
+    asynchronous = any(
+        r["Type"] == "AWS::SageMaker::EndpointConfig" and "AsyncInferenceConfig" in r["Properties"] for r in resources
+    )
     return hosting_mode(component=component, asynchronous=asynchronous)
 
 
@@ -184,12 +262,19 @@ def test_every_alarm_watches_a_series_sagemaker_publishes(prod, guarded_componen
         for lid, r in template["Resources"].items():
             if r["Type"] == "AWS::CloudWatch::Alarm":
                 for series in alarm_series(r["Properties"]):
-                    assert is_published(mode, series["Namespace"], series["MetricName"], _dimension_names(series["Dimensions"])), (
-                        name, lid, mode, series)
+                    assert is_published(
+                        mode, series["Namespace"], series["MetricName"], _dimension_names(series["Dimensions"])
+                    ), (name, lid, mode, series)
             if r["Type"] == "AWS::ApplicationAutoScaling::ScalingPolicy":
-                custom = r["Properties"].get("TargetTrackingScalingPolicyConfiguration", {}).get("CustomizedMetricSpecification")
+                custom = (
+                    r["Properties"]
+                    .get("TargetTrackingScalingPolicyConfiguration", {})
+                    .get("CustomizedMetricSpecification")
+                )
                 if custom:
-                    assert is_published(mode, custom["Namespace"], custom["MetricName"], _dimension_names(custom["Dimensions"])), (name, lid)
+                    assert is_published(
+                        mode, custom["Namespace"], custom["MetricName"], _dimension_names(custom["Dimensions"])
+                    ), (name, lid)
     assert seen_modes == set(PUBLISHED)  # the three hosting modes were all checked
 
 
@@ -202,7 +287,11 @@ def test_every_dashboard_metric_is_one_sagemaker_publishes(prod):
         if plan.component_name:
             mode_by_name[plan.component_name] = mode
     [dashboard] = prod.resources(ARTIFACTS, "AWS::CloudWatch::Dashboard")
-    body = json.loads("".join(p if isinstance(p, str) else "us-east-1" for p in dashboard["Properties"]["DashboardBody"]["Fn::Join"][1]))
+    body = json.loads(
+        "".join(
+            p if isinstance(p, str) else "us-east-1" for p in dashboard["Properties"]["DashboardBody"]["Fn::Join"][1]
+        )
+    )
     checked = 0
     for widget in body["widgets"]:
         for m in widget["properties"].get("metrics", []) if widget["type"] == "metric" else []:
@@ -222,7 +311,12 @@ def test_a_series_sagemaker_does_not_publish_is_refused_at_synth():
         (COMPONENTS, "/aws/sagemaker/Endpoints", "GPUMemoryUtilization", {"InferenceComponentName": "c"}),
         ("async", "AWS/SageMaker", "InvocationModelErrors", {"EndpointName": "e", "VariantName": "AllTraffic"}),
         ("async", "AWS/SageMaker", "Invocations", {"EndpointName": "e", "VariantName": "AllTraffic"}),
-        (REAL_TIME, "/aws/sagemaker/InferenceComponents", "GPUMemoryUtilizationNormalized", {"InferenceComponentName": "c"}),
+        (
+            REAL_TIME,
+            "/aws/sagemaker/InferenceComponents",
+            "GPUMemoryUtilizationNormalized",
+            {"InferenceComponentName": "c"},
+        ),
     ]:
         with pytest.raises(ValueError, match=f"SageMaker publishes no {namespace} {name} with dimensions"):
             published_metric(mode, namespace, name, dimensions, "Average", 60)

@@ -49,8 +49,11 @@ def test_the_check_may_read_the_manifest_and_nothing_else(production):
     plan = deployment.plans[0]
     resources = production.templates[plan.stack_name]["Resources"]
     _, check, _ = _check_and_model(production.templates[plan.stack_name])
-    [function_id] = [k for k, r in resources.items() if r["Type"] == "AWS::Lambda::Function"
-                     and check["Properties"]["ServiceToken"] == {"Fn::GetAtt": [k, "Arn"]}]  # fmt: skip
+    [function_id] = [
+        k
+        for k, r in resources.items()
+        if r["Type"] == "AWS::Lambda::Function" and check["Properties"]["ServiceToken"] == {"Fn::GetAtt": [k, "Arn"]}
+    ]
     role_id = resources[function_id]["Properties"]["Role"]["Fn::GetAtt"][0]
     actions: dict[str, list] = {}
     for policy in [r for r in resources.values() if r["Type"] == "AWS::IAM::Policy"]:
@@ -68,7 +71,9 @@ def test_the_emulator_stack_has_no_check(synth):
     """The local emulator cannot run Lambda-backed custom resources: config/local.yaml's stacks leave it out."""
     local = synth("config/local.yaml", "local")
     for name, template in local.templates.items():
-        assert not [r for r in template["Resources"].values() if r["Type"] == "AWS::CloudFormation::CustomResource"], name
+        assert not [r for r in template["Resources"].values() if r["Type"] == "AWS::CloudFormation::CustomResource"], (
+            name
+        )
 
 
 class _CloudFormation:
@@ -103,10 +108,19 @@ def cloudformation() -> Iterator[_CloudFormation]:
 
 def _event(cf: _CloudFormation, request_type: str, bucket: str, key: str, content_hash: str = HASH) -> dict:
     return {
-        "RequestType": request_type, "ResponseURL": cf.url, "StackId": "arn:aws:cloudformation:us-east-1:1:stack/s/1",
-        "RequestId": "r-1", "LogicalResourceId": "ArtifactCheck", "ResourceType": "AWS::CloudFormation::CustomResource",
-        "ResourceProperties": {"ServiceToken": "arn", "Bucket": bucket, "ManifestKey": key, "ContentHash": content_hash},
-    }  # fmt: skip
+        "RequestType": request_type,
+        "ResponseURL": cf.url,
+        "StackId": "arn:aws:cloudformation:us-east-1:1:stack/s/1",
+        "RequestId": "r-1",
+        "LogicalResourceId": "ArtifactCheck",
+        "ResourceType": "AWS::CloudFormation::CustomResource",
+        "ResourceProperties": {
+            "ServiceToken": "arn",
+            "Bucket": bucket,
+            "ManifestKey": key,
+            "ContentHash": content_hash,
+        },
+    }
 
 
 def test_the_handler_passes_a_published_artifact_and_fails_every_other_case(moto_env, cloudformation, monkeypatch):

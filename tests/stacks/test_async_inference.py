@@ -31,7 +31,9 @@ def flat(value) -> str:
         sep, parts = value["Fn::Join"]
         return sep.join(flat(p) for p in parts)
     if "Ref" in value:  # a pseudo parameter, else the logical id it names
-        return {"AWS::AccountId": ACCOUNT, "AWS::Region": REGION, "AWS::Partition": "aws"}.get(value["Ref"], value["Ref"])
+        return {"AWS::AccountId": ACCOUNT, "AWS::Region": REGION, "AWS::Partition": "aws"}.get(
+            value["Ref"], value["Ref"]
+        )
     return repr(value)
 
 
@@ -46,9 +48,10 @@ def async_topics(resources) -> set[str]:
 
 def statements(resources, role_lid):
     [policy] = [
-        r["Properties"]["PolicyDocument"]["Statement"] for r in resources.values()
+        r["Properties"]["PolicyDocument"]["Statement"]
+        for r in resources.values()
         if r["Type"] == "AWS::IAM::Policy" and {"Ref": role_lid} in r["Properties"]["Roles"]
-    ]  # fmt: skip
+    ]
     out = []
     for s in policy:
         actions = s["Action"] if isinstance(s["Action"], list) else [s["Action"]]
@@ -64,7 +67,10 @@ def test_endpoint_config_has_the_async_inference_config(resources):
     output = async_config["OutputConfig"]
     assert flat(output["S3OutputPath"]) == f"s3://{BUCKET}/async/{ENDPOINT}/output"
     assert flat(output["S3FailurePath"]) == f"s3://{BUCKET}/async/{ENDPOINT}/failures"
-    assert async_topics(resources) == {output["NotificationConfig"]["SuccessTopic"]["Ref"], output["NotificationConfig"]["ErrorTopic"]["Ref"]}
+    assert async_topics(resources) == {
+        output["NotificationConfig"]["SuccessTopic"]["Ref"],
+        output["NotificationConfig"]["ErrorTopic"]["Ref"],
+    }
     assert "IncludeInferenceResponseIn" not in output["NotificationConfig"]  # notifications carry no answers
     assert "KmsKeyId" not in output  # the bucket's own encryption (SSE-S3) applies
 
@@ -77,9 +83,15 @@ def test_real_time_endpoints_have_no_async_config(production):
 
 def test_topics_accept_tls_publishes_only(resources):
     policies = of_type(resources, "AWS::SNS::TopicPolicy").values()
-    protected = {t["Ref"] for p in policies for t in p["Topics"]
-                 if any(s["Effect"] == "Deny" and s["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
-                        for s in p["PolicyDocument"]["Statement"])}  # fmt: skip
+    protected = {
+        t["Ref"]
+        for p in policies
+        for t in p["Topics"]
+        if any(
+            s["Effect"] == "Deny" and s["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+            for s in p["PolicyDocument"]["Statement"]
+        )
+    }
     assert async_topics(resources) and async_topics(resources) <= protected
 
 
@@ -93,25 +105,43 @@ def test_scaling_tracks_the_backlog_and_scales_from_zero_as_documented(resources
     assert tracking == {
         "TargetValue": 5,
         "CustomizedMetricSpecification": {
-            "MetricName": "ApproximateBacklogSizePerInstance", "Namespace": "AWS/SageMaker",
-            "Dimensions": [{"Name": "EndpointName", "Value": ENDPOINT}], "Statistic": "Average",
+            "MetricName": "ApproximateBacklogSizePerInstance",
+            "Namespace": "AWS/SageMaker",
+            "Dimensions": [{"Name": "EndpointName", "Value": ENDPOINT}],
+            "Statistic": "Average",
         },
-        "ScaleInCooldown": 600, "ScaleOutCooldown": 60,
-    }  # fmt: skip
+        "ScaleInCooldown": 600,
+        "ScaleOutCooldown": 60,
+    }
     assert policies["StepScaling"]["StepScalingPolicyConfiguration"] == {
-        "AdjustmentType": "ChangeInCapacity", "MetricAggregationType": "Average", "Cooldown": 300,
+        "AdjustmentType": "ChangeInCapacity",
+        "MetricAggregationType": "Average",
+        "Cooldown": 300,
         "StepAdjustments": [{"MetricIntervalLowerBound": 0, "ScalingAdjustment": 1}],
-    }  # fmt: skip
-    [(step_lid, _)] = [(lid, r) for lid, r in resources.items()
-                       if r["Type"] == "AWS::ApplicationAutoScaling::ScalingPolicy" and r["Properties"]["PolicyType"] == "StepScaling"]  # fmt: skip
-    [alarm] = [a for a in of_type(resources, "AWS::CloudWatch::Alarm").values() if a.get("MetricName") == "HasBacklogWithoutCapacity"]
+    }
+    [(step_lid, _)] = [
+        (lid, r)
+        for lid, r in resources.items()
+        if r["Type"] == "AWS::ApplicationAutoScaling::ScalingPolicy" and r["Properties"]["PolicyType"] == "StepScaling"
+    ]
+    [alarm] = [
+        a
+        for a in of_type(resources, "AWS::CloudWatch::Alarm").values()
+        if a.get("MetricName") == "HasBacklogWithoutCapacity"
+    ]
     assert {k: alarm[k] for k in alarm if k not in ("AlarmDescription", "Tags")} == {
-        "MetricName": "HasBacklogWithoutCapacity", "Namespace": "AWS/SageMaker",
-        "Dimensions": [{"Name": "EndpointName", "Value": ENDPOINT}], "Statistic": "Average", "Period": 60,
-        "EvaluationPeriods": 2, "DatapointsToAlarm": 2, "Threshold": 1,
-        "ComparisonOperator": "GreaterThanOrEqualToThreshold", "TreatMissingData": "missing",
+        "MetricName": "HasBacklogWithoutCapacity",
+        "Namespace": "AWS/SageMaker",
+        "Dimensions": [{"Name": "EndpointName", "Value": ENDPOINT}],
+        "Statistic": "Average",
+        "Period": 60,
+        "EvaluationPeriods": 2,
+        "DatapointsToAlarm": 2,
+        "Threshold": 1,
+        "ComparisonOperator": "GreaterThanOrEqualToThreshold",
+        "TreatMissingData": "missing",
         "AlarmActions": [{"Fn::GetAtt": [step_lid, "Arn"]}],
-    }  # fmt: skip
+    }
 
 
 def test_execution_role_writes_only_the_result_folders_and_publishes_only_to_its_topics(resources):
@@ -119,7 +149,11 @@ def test_execution_role_writes_only_the_result_folders_and_publishes_only_to_its
     role = model["ExecutionRoleArn"]["Fn::GetAtt"][0]
     found = statements(resources, role)
     objects = f"arn:aws:s3:::{BUCKET}/async/{ENDPOINT}"
-    assert (("s3:AbortMultipartUpload", "s3:PutObject"), (f"{objects}/failures/*", f"{objects}/output/*"), None) in found
+    assert (
+        ("s3:AbortMultipartUpload", "s3:PutObject"),
+        (f"{objects}/failures/*", f"{objects}/output/*"),
+        None,
+    ) in found
     assert (("s3:GetObject",), (f"{objects}/input/*", f"arn:aws:s3:::{BUCKET}/models/summarize-async/*"), None) in found
     [publish] = [s for s in found if s[0] == ("sns:Publish",) and set(s[1]) & async_topics(resources)]
     assert set(publish[1]) - async_topics(resources) <= {lid for lid in of_type(resources, "AWS::SNS::Topic")}
@@ -132,31 +166,48 @@ def test_invoke_function_submits_and_reads_with_least_privilege(resources):
     functions = of_type(resources, "AWS::Lambda::Function")
     [fn] = [f for f in functions.values() if f["Handler"] == "invoke/handler.async_handler"]
     env = {k: flat(v) for k, v in fn["Environment"]["Variables"].items()}
-    assert {k: env.get(k) for k in ("INVOCATION_MODE", "INPUT_LOCATION", "OUTPUT_LOCATION", "FAILURE_LOCATION",
-                                    "INVOCATION_TIMEOUT_S", "REQUEST_TTL_S")} == {
+    assert {
+        k: env.get(k)
+        for k in (
+            "INVOCATION_MODE",
+            "INPUT_LOCATION",
+            "OUTPUT_LOCATION",
+            "FAILURE_LOCATION",
+            "INVOCATION_TIMEOUT_S",
+            "REQUEST_TTL_S",
+        )
+    } == {
         "INVOCATION_MODE": "async",  # the smoke test reads it; the handler is async_invoke's
         "INPUT_LOCATION": f"s3://{BUCKET}/async/{ENDPOINT}/input",
         "OUTPUT_LOCATION": f"s3://{BUCKET}/async/{ENDPOINT}/output",
         "FAILURE_LOCATION": f"s3://{BUCKET}/async/{ENDPOINT}/failures",
         "INVOCATION_TIMEOUT_S": "1800",
         "REQUEST_TTL_S": None,
-    }  # fmt: skip
+    }
     assert env["ENDPOINT_NAME"] == ENDPOINT
     found = statements(resources, fn["Role"]["Fn::GetAtt"][0])
     objects, bucket = f"arn:aws:s3:::{BUCKET}/async/{ENDPOINT}", f"arn:aws:s3:::{BUCKET}"
-    assert sorted((s for s in found if not s[0][0].startswith("logs:")), key=repr) == sorted([
-        (("s3:PutObject",), (f"{objects}/input/*",), None),
-        (("sagemaker:InvokeEndpointAsync",), (f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:endpoint/{ENDPOINT}",), None),
-        (("s3:GetObject",), (f"{objects}/failures/*", f"{objects}/output/*"), None),
-        (("s3:ListBucket",), (bucket,), {"StringLike": {"s3:prefix": [f"async/{ENDPOINT}/output/*"]}}),
-        (("s3:ListBucket",), (bucket,), {"StringLike": {"s3:prefix": [f"async/{ENDPOINT}/failures/*"]}}),
-        # The bucket is SSE-KMS (prod's bucket_key: create): the upload and the reads use its key, through S3 only,
-        # named by its alias (the key lives in the artifacts stack). tests/stacks/test_iam_coverage.py checks
-        # every role's KMS use against the templates' encryption.
-        (("kms:Decrypt", "kms:GenerateDataKey"), (f"arn:aws:kms:{REGION}:{ACCOUNT}:key/*",),
-         {"StringEquals": {"kms:ViaService": f"s3.{REGION}.amazonaws.com"},
-          "ForAnyValue:StringEquals": {"kms:ResourceAliases": ["alias/llm-endpoints-prod-artifacts"]}}),
-    ], key=repr)  # fmt: skip
+    assert sorted((s for s in found if not s[0][0].startswith("logs:")), key=repr) == sorted(
+        [
+            (("s3:PutObject",), (f"{objects}/input/*",), None),
+            (("sagemaker:InvokeEndpointAsync",), (f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:endpoint/{ENDPOINT}",), None),
+            (("s3:GetObject",), (f"{objects}/failures/*", f"{objects}/output/*"), None),
+            (("s3:ListBucket",), (bucket,), {"StringLike": {"s3:prefix": [f"async/{ENDPOINT}/output/*"]}}),
+            (("s3:ListBucket",), (bucket,), {"StringLike": {"s3:prefix": [f"async/{ENDPOINT}/failures/*"]}}),
+            # The bucket is SSE-KMS (prod's bucket_key: create): the upload and the reads use its key, through S3 only,
+            # named by its alias (the key lives in the artifacts stack). tests/stacks/test_iam_coverage.py checks
+            # every role's KMS use against the templates' encryption.
+            (
+                ("kms:Decrypt", "kms:GenerateDataKey"),
+                (f"arn:aws:kms:{REGION}:{ACCOUNT}:key/*",),
+                {
+                    "StringEquals": {"kms:ViaService": f"s3.{REGION}.amazonaws.com"},
+                    "ForAnyValue:StringEquals": {"kms:ResourceAliases": ["alias/llm-endpoints-prod-artifacts"]},
+                },
+            ),
+        ],
+        key=repr,
+    )
 
 
 def test_smoke_function_submits_and_waits_for_the_answer_within_its_budget(resources):
@@ -177,14 +228,28 @@ def test_smoke_function_submits_and_waits_for_the_answer_within_its_budget(resou
     found = statements(resources, fn["Role"]["Fn::GetAtt"][0])
     granted = {action for actions, _, _ in found for action in actions if not action.startswith("logs:")}
     assert granted == {
-        "cloudformation:DescribeStacks", "cloudformation:ListStackResources", "sagemaker:DescribeEndpoint",
-        "sagemaker:InvokeEndpointAsync", "s3:PutObject", "s3:ListBucket", "s3:GetObject",
-        "kms:Decrypt", "kms:GenerateDataKey",  # the SSE-KMS bucket's key, as the invoke function has it
-    }  # fmt: skip
+        "cloudformation:DescribeStacks",
+        "cloudformation:ListStackResources",
+        "sagemaker:DescribeEndpoint",
+        "sagemaker:InvokeEndpointAsync",
+        "s3:PutObject",
+        "s3:ListBucket",
+        "s3:GetObject",
+        "kms:Decrypt",
+        "kms:GenerateDataKey",  # the SSE-KMS bucket's key, as the invoke function has it
+    }
     invoke_found = statements(resources, invoke["Role"]["Fn::GetAtt"][0])
+
     def client_side(found) -> list:  # (action, resources, condition) of the async client's actions
-        return sorted(((a, r, c) for actions, r, c in found for a in actions
-                       if a.startswith(("s3:", "kms:")) or a == "sagemaker:InvokeEndpointAsync"), key=repr)  # fmt: skip
+        return sorted(
+            (
+                (a, r, c)
+                for actions, r, c in found
+                for a in actions
+                if a.startswith(("s3:", "kms:")) or a == "sagemaker:InvokeEndpointAsync"
+            ),
+            key=repr,
+        )
 
     assert client_side(found) == client_side(invoke_found)  # the same folders as the invoke function, nothing more
 
@@ -201,8 +266,11 @@ def test_smoke_timeout_covers_the_budget_within_lambdas_limit():
 def test_artifact_bucket_expires_async_payloads_and_the_configured_results(production):
     """Request payloads expire after a day (a request is dequeued within its 6 h TTL at most); answers and failures
     after summarize-async's result_retention_days (30). No rule touches another endpoint's folders or the models."""
-    [bucket] = [r["Properties"] for r in production.templates["llm-endpoints-prod-artifacts"]["Resources"].values()
-                if r["Type"] == "AWS::S3::Bucket" and "BucketName" in r["Properties"]]  # fmt: skip
+    [bucket] = [
+        r["Properties"]
+        for r in production.templates["llm-endpoints-prod-artifacts"]["Resources"].values()
+        if r["Type"] == "AWS::S3::Bucket" and "BucketName" in r["Properties"]
+    ]
     rules = {r.get("Id"): r for r in bucket["LifecycleConfiguration"]["Rules"]}
     assert {k: (r["Prefix"], r["ExpirationInDays"]) for k, r in rules.items() if k} == {
         "summarize-async-async-input": (f"async/{ENDPOINT}/input/", 1),
@@ -249,13 +317,21 @@ def test_the_async_function_ships_exactly_its_imports(production, resources):
     """The invoke function's asset: its handler, the real-time and the async request code, the contracts."""
     from pathlib import Path
 
-    [fn] = [f for f in of_type(resources, "AWS::Lambda::Function").values() if f["Handler"] == "invoke/handler.async_handler"]
+    [fn] = [
+        f
+        for f in of_type(resources, "AWS::Lambda::Function").values()
+        if f["Handler"] == "invoke/handler.async_handler"
+    ]
     key = fn["Code"]["S3Key"]
     asset_hash = (key if isinstance(key, str) else key["Fn::Sub"]).rsplit("/", 1)[-1].removesuffix(".zip")
     [directory] = [p for p in Path(production.outdir).rglob(f"asset.{asset_hash}") if p.is_dir()]
     assert sorted(p.relative_to(directory).as_posix() for p in directory.rglob("*") if p.is_file()) == [
-        "chat_contract.py", "endpoint_runtime/__init__.py", "endpoint_runtime/async_invoke.py", "endpoint_runtime/invoke.py",
-        "invoke/handler.py", "request_contract.py",
+        "chat_contract.py",
+        "endpoint_runtime/__init__.py",
+        "endpoint_runtime/async_invoke.py",
+        "endpoint_runtime/invoke.py",
+        "invoke/handler.py",
+        "request_contract.py",
     ]
 
 

@@ -80,9 +80,16 @@ CHECKOUTS = ROOT / ".venv-buildspecs"
 
 
 def _tree_files() -> list[str]:
-    listed = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT, capture_output=True, check=True
-    ).stdout.decode().split("\0")
+    listed = (
+        subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            cwd=ROOT,
+            capture_output=True,
+            check=True,
+        )
+        .stdout.decode()
+        .split("\0")
+    )
     return [name for name in listed if name and (ROOT / name).is_file()]
 
 
@@ -163,25 +170,38 @@ def run_step(project: dict, checkout: Path, aws, home: Path) -> subprocess.Compl
     spec = json.loads(_flat(project["Source"]["BuildSpec"]))
     home.mkdir(parents=True, exist_ok=True)
     return subprocess.run(
-        ["sh", "-e", "-c", _script(spec)], cwd=checkout, env=_clean_env(home, project, aws),
-        capture_output=True, text=True, timeout=600,
+        ["sh", "-e", "-c", _script(spec)],
+        cwd=checkout,
+        env=_clean_env(home, project, aws),
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
 
 
-def _install_step_clis(projects: dict, stage_suffix: str, home: Path, checkout: Path) -> tuple[dict[str, str], list[dict]]:
+def _install_step_clis(
+    projects: dict, stage_suffix: str, home: Path, checkout: Path
+) -> tuple[dict[str, str], list[dict]]:
     """Run the install commands of the projects of one pipeline stage (UpdatePipeline, Assets) into an npm prefix:
     (the environment to run the installed CLIs with, each install's outcome)."""
     prefix = home / "npm-global"
     env = {
         **_network_env(),
-        "HOME": str(home), "PATH": f"{prefix / 'bin'}:{checkout / 'node_modules' / '.bin'}:/usr/bin:/bin",
-        "npm_config_prefix": str(prefix), "npm_config_cache": os.environ.get("npm_config_cache", str(Path.home() / ".npm")),
-        "npm_config_prefer_offline": "true", "CDK_DISABLE_CLI_TELEMETRY": "true",
+        "HOME": str(home),
+        "PATH": f"{prefix / 'bin'}:{checkout / 'node_modules' / '.bin'}:/usr/bin:/bin",
+        "npm_config_prefix": str(prefix),
+        "npm_config_cache": os.environ.get("npm_config_cache", str(Path.home() / ".npm")),
+        "npm_config_prefer_offline": "true",
+        "CDK_DISABLE_CLI_TELEMETRY": "true",
     }
-    installs = sorted({
-        c for name, project in projects.items() if name.endswith(stage_suffix)
-        for c in json.loads(_flat(project["Source"]["BuildSpec"]))["phases"]["install"]["commands"]
-    })
+    installs = sorted(
+        {
+            c
+            for name, project in projects.items()
+            if name.endswith(stage_suffix)
+            for c in json.loads(_flat(project["Source"]["BuildSpec"]))["phases"]["install"]["commands"]
+        }
+    )
     home.mkdir(parents=True, exist_ok=True)
     outcomes = []
     for command in installs:
@@ -201,8 +221,13 @@ def _outcome(result: subprocess.CompletedProcess, **facts: object) -> dict:
 
 def clean_shell(projects: dict, checkout: Path, aws, home: Path) -> dict:
     """The premise: what the old synth command ran (`python3 app.py`) cannot import aws_cdk in this shell."""
-    result = subprocess.run(["sh", "-e", "-c", "python3 -c 'import aws_cdk'"], cwd=checkout,
-                            env=_clean_env(home, {"Environment": {}}, aws), capture_output=True, text=True)  # fmt: skip
+    result = subprocess.run(
+        ["sh", "-e", "-c", "python3 -c 'import aws_cdk'"],
+        cwd=checkout,
+        env=_clean_env(home, {"Environment": {}}, aws),
+        capture_output=True,
+        text=True,
+    )
     return _outcome(result)
 
 
@@ -210,8 +235,12 @@ def synth(projects: dict, checkout: Path, aws, home: Path) -> dict:
     spec = json.loads(_flat(projects["Synth@Build"]["Source"]["BuildSpec"]))
     result = run_step(projects["Synth@Build"], checkout, aws, home)
     site = checkout / ".venv" / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
-    return _outcome(result, template_written=(checkout / "cdk.out" / "llm-endpoints-pipeline.template.json").is_file(),
-                    torch_installed=(site / "torch").exists(), install_commands=spec["phases"]["install"]["commands"])  # fmt: skip
+    return _outcome(
+        result,
+        template_written=(checkout / "cdk.out" / "llm-endpoints-pipeline.template.json").is_file(),
+        torch_installed=(site / "torch").exists(),
+        install_commands=spec["phases"]["install"]["commands"],
+    )
 
 
 def smoke(projects: dict, checkout: Path, aws, home: Path) -> dict:
@@ -236,8 +265,12 @@ def model_build(projects: dict, checkout: Path, aws, home: Path) -> dict:
         s3.create_bucket(Bucket=bucket)
         s3.put_object(Bucket=bucket, Key=key, Body=b"{}")
     result = run_step(projects["ModelBuild@dev-endpoints"], checkout, aws, home)
-    return _outcome(result, published=f"s3://{bucket}/{key}", endpoint=endpoint["name"],
-                    build_set_installed=(checkout / ".venv" / ".build").exists())  # fmt: skip
+    return _outcome(
+        result,
+        published=f"s3://{bucket}/{key}",
+        endpoint=endpoint["name"],
+        build_set_installed=(checkout / ".venv" / ".build").exists(),
+    )
 
 
 def self_mutation(projects: dict, checkout: Path, aws, home: Path) -> dict:
@@ -246,8 +279,9 @@ def self_mutation(projects: dict, checkout: Path, aws, home: Path) -> dict:
     env, installs = _install_step_clis(projects, "@UpdatePipeline", home, checkout)
     if any(i["returncode"] for i in installs):
         return {"installs": installs}
-    listed = subprocess.run(["cdk", "ls", "--app", str(checkout / "cdk.out")], env=env, capture_output=True, text=True,
-                            cwd=home)  # fmt: skip
+    listed = subprocess.run(
+        ["cdk", "ls", "--app", str(checkout / "cdk.out")], env=env, capture_output=True, text=True, cwd=home
+    )
     return {"installs": installs, "listed": _outcome(listed)}
 
 
@@ -257,9 +291,12 @@ def asset_projects(projects: dict, checkout: Path, aws, home: Path) -> dict:
     if any(i["returncode"] for i in installs):
         return {"installs": installs}
     manifests = sorted((checkout / "cdk.out").rglob("*.assets.json"))
-    listed = {str(m.relative_to(checkout)): _outcome(subprocess.run(["cdk-assets", "--path", str(m), "ls"], env=env,
-                                                                    capture_output=True, text=True))
-              for m in manifests}  # fmt: skip
+    listed = {
+        str(m.relative_to(checkout)): _outcome(
+            subprocess.run(["cdk-assets", "--path", str(m), "ls"], env=env, capture_output=True, text=True)
+        )
+        for m in manifests
+    }
     return {"installs": installs, "listed": listed}
 
 
@@ -308,7 +345,9 @@ def steps(request: pytest.FixtureRequest) -> dict[str, dict]:
     run = start_steps(request)
     result = run.result()
     outcomes = run.directory / "outcomes.json"
-    assert result.returncode == 0 and outcomes.is_file(), f"the steps did not finish:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    assert result.returncode == 0 and outcomes.is_file(), (
+        f"the steps did not finish:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    )
     return json.loads(outcomes.read_text())
 
 
@@ -408,8 +447,14 @@ def prepare() -> None:
 
     checkout = make_checkout()
     with tempfile.TemporaryDirectory() as home:
-        result = subprocess.run(["sh", "-e", "-c", SYNTH_INSTALL], cwd=checkout, env=_shell_env(Path(home)),
-                                capture_output=True, text=True, timeout=1200)  # fmt: skip
+        result = subprocess.run(
+            ["sh", "-e", "-c", SYNTH_INSTALL],
+            cwd=checkout,
+            env=_shell_env(Path(home)),
+            capture_output=True,
+            text=True,
+            timeout=1200,
+        )
     if result.returncode != 0:
         sys.exit(f"{SYNTH_INSTALL} failed in {checkout}:\n{(result.stdout + result.stderr)[-4000:]}")
 

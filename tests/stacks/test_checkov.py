@@ -176,16 +176,22 @@ def test_every_skip_still_matches_a_failed_check(scan):
     real = _real(scan.findings)  # the canary must not keep a skip alive
     stale = [s for s in load_skips() if not any(s.matches(f) for f in real)]
     if stale:
-        pytest.fail("checkov-skips.yaml: entries that match no failed check any more (delete them):\n" + "\n".join(
-            f"{s.id} types={list(s.resource_types)} resources={list(s.resources)} templates={list(s.templates)}"
-            for s in stale
-        ))
+        pytest.fail(
+            "checkov-skips.yaml: entries that match no failed check any more (delete them):\n"
+            + "\n".join(
+                f"{s.id} types={list(s.resource_types)} resources={list(s.resources)} templates={list(s.templates)}"
+                for s in stale
+            )
+        )
 
 
 @pytest.mark.late
 def test_checkov_and_the_skip_filter_report_a_bad_bucket(scan):
-    canary = {f.check_id for f in unskipped(scan.findings, load_skips())
-              if f.template == CANARY and f.logical_id == "ArtifactBucket"}
+    canary = {
+        f.check_id
+        for f in unskipped(scan.findings, load_skips())
+        if f.template == CANARY and f.logical_id == "ArtifactBucket"
+    }
     assert CANARY_CHECKS <= canary, f"checkov or the skip filter missed {sorted(CANARY_CHECKS - canary)} on the canary"
     # The same bucket as synthesized passes them: the canary's removals are what checkov reports.
     real = {f.check_id for f in _real(scan.findings) if f.logical_id == "ArtifactBucket"}

@@ -201,8 +201,10 @@ def needs_of(call: Call, where: Where) -> list[Need]:
         # type of InvokeEndpoint (and InvokeEndpointWithResponseStream): a call naming a component needs the action
         # on the component's ARN too (iann0036/iam-dataset aws/iam_definition.json, its machine-readable copy).
         component = f"arn:{where.partition}:sagemaker:{where.region}:{where.account}:inference-component/"
-        found += [Need(n.action, component + p["InferenceComponentName"].lower(), f"{why} (its inference component)")
-                  for n in found]  # fmt: skip
+        found += [
+            Need(n.action, component + p["InferenceComponentName"].lower(), f"{why} (its inference component)")
+            for n in found
+        ]
     return found
 
 
@@ -216,7 +218,11 @@ def _resource_of(call: Call, where: Where) -> str:
         return base.format(service="sagemaker") + f":endpoint/{p['EndpointName'].lower()}"
     if "StackName" in p:
         name = p["StackName"]
-        return name if name.startswith("arn:") else base.format(service="cloudformation") + f":stack/{name}/{STACK_ID_SUFFIX}"
+        return (
+            name
+            if name.startswith("arn:")
+            else base.format(service="cloudformation") + f":stack/{name}/{STACK_ID_SUFFIX}"
+        )
     if "RoleArn" in p:
         return p["RoleArn"]
     if "SecretId" in p:
@@ -273,13 +279,18 @@ def render(value: Any, ctx: StackContext, *, patterns: bool = True) -> str:
         return re.escape(sep).join(render(part, ctx, patterns=patterns) for part in parts)
     if fn == "Ref":
         pseudo = {
-            "AWS::Partition": w.partition, "AWS::Region": w.region, "AWS::AccountId": w.account,
-            "AWS::URLSuffix": "amazonaws.com", "AWS::StackName": ctx.stack_name,
+            "AWS::Partition": w.partition,
+            "AWS::Region": w.region,
+            "AWS::AccountId": w.account,
+            "AWS::URLSuffix": "amazonaws.com",
+            "AWS::StackName": ctx.stack_name,
         }
         if arg in pseudo:
             return re.escape(pseudo[arg])
         if arg == "AWS::StackId":
-            return re.escape(f"arn:{w.partition}:cloudformation:{w.region}:{w.account}:stack/{ctx.stack_name}/") + "[^/]+"
+            return (
+                re.escape(f"arn:{w.partition}:cloudformation:{w.region}:{w.account}:stack/{ctx.stack_name}/") + "[^/]+"
+            )
         return NEVER
     if fn == "Fn::GetAtt" and arg[1] == "Arn" and arg[0] in ctx.resources:
         return _render_arn(ctx.resources[arg[0]], ctx)
@@ -331,7 +342,9 @@ def role_policy(ctx: StackContext, role_lid: str) -> Policy:
     assert not role["Properties"].get("ManagedPolicyArns"), f"{role_lid}: managed policies cannot be evaluated here"
     statements = [s for p in role["Properties"].get("Policies", []) for s in p["PolicyDocument"]["Statement"]]
     for r in ctx.resources.values():
-        if r["Type"] in ("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy") and {"Ref": role_lid} in r["Properties"].get("Roles", []):
+        if r["Type"] in ("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy") and {"Ref": role_lid} in r["Properties"].get(
+            "Roles", []
+        ):
             statements += r["Properties"]["PolicyDocument"]["Statement"]
     return Policy(statements, ctx, f"{ctx.stack_name}/{role_lid}")
 
@@ -349,8 +362,12 @@ def _matches_action(patterns: Any, action: str) -> bool:  # action names are cas
 # (a multivalued key such as kms:ResourceAliases, IAM User Guide "Multivalued context keys") holds when any of the
 # request's values equals one given; a Need carries one value per key, so it is StringEquals on that value.
 _OPERATORS: dict[str, bool] = {
-    "StringEquals": False, "StringLike": True, "ArnEquals": True, "ArnLike": True, "ForAnyValue:StringEquals": False,
-}  # fmt: skip
+    "StringEquals": False,
+    "StringLike": True,
+    "ArnEquals": True,
+    "ArnLike": True,
+    "ForAnyValue:StringEquals": False,
+}
 
 
 def _conditions_hold(conditions: Mapping[str, Any], context: Mapping[str, str], ctx: StackContext) -> bool:
@@ -488,7 +505,9 @@ class Env:
         """The synthesized role whose RoleName is the ARN's name, in this environment's stacks."""
         name = role_arn.rsplit("/", 1)[-1]
         found = [
-            (ctx, lid) for ctx in self.stacks.values() for lid, r in ctx.resources.items()
+            (ctx, lid)
+            for ctx in self.stacks.values()
+            for lid, r in ctx.resources.items()
             if r["Type"] == "AWS::IAM::Role" and r["Properties"].get("RoleName") == name
         ]
         assert len(found) == 1, f"no single role named {name} in the {self.name} stacks: {found}"
@@ -538,8 +557,10 @@ def account_session(account: str, region: str) -> boto3.session.Session:
         RoleArn=f"arn:aws:iam::{account}:role/iam-coverage-stand-in", RoleSessionName="iam-coverage"
     )["Credentials"]
     return boto3.session.Session(
-        aws_access_key_id=creds["AccessKeyId"], aws_secret_access_key=creds["SecretAccessKey"],
-        aws_session_token=creds["SessionToken"], region_name=region,
+        aws_access_key_id=creds["AccessKeyId"],
+        aws_secret_access_key=creds["SecretAccessKey"],
+        aws_session_token=creds["SessionToken"],
+        region_name=region,
     )
 
 
@@ -554,16 +575,36 @@ def deploy_endpoint_stack(session: boto3.session.Session, ctx: StackContext) -> 
     account, region = ctx.where.account, ctx.where.region
     template = {
         "Resources": {
-            "Model": {"Type": "AWS::SageMaker::Model", "Properties": {
-                "ExecutionRoleArn": f"arn:aws:iam::{account}:role/sagemaker-exec",
-                "PrimaryContainer": {"Image": "763104351884.dkr.ecr.us-east-1.amazonaws.com/x:1"}}},
-            "EndpointConfig": {"Type": "AWS::SageMaker::EndpointConfig", "Properties": {"ProductionVariants": [{
-                "VariantName": "AllTraffic", "ModelName": {"Fn::GetAtt": ["Model", "ModelName"]},
-                "InitialInstanceCount": 1, "InstanceType": "ml.m5.xlarge", "InitialVariantWeight": 1.0}]}},
-            "Endpoint": {"Type": "AWS::SageMaker::Endpoint", "Properties": {
-                "EndpointName": name, "EndpointConfigName": {"Fn::GetAtt": ["EndpointConfig", "EndpointConfigName"]}}},
+            "Model": {
+                "Type": "AWS::SageMaker::Model",
+                "Properties": {
+                    "ExecutionRoleArn": f"arn:aws:iam::{account}:role/sagemaker-exec",
+                    "PrimaryContainer": {"Image": "763104351884.dkr.ecr.us-east-1.amazonaws.com/x:1"},
+                },
+            },
+            "EndpointConfig": {
+                "Type": "AWS::SageMaker::EndpointConfig",
+                "Properties": {
+                    "ProductionVariants": [
+                        {
+                            "VariantName": "AllTraffic",
+                            "ModelName": {"Fn::GetAtt": ["Model", "ModelName"]},
+                            "InitialInstanceCount": 1,
+                            "InstanceType": "ml.m5.xlarge",
+                            "InitialVariantWeight": 1.0,
+                        }
+                    ]
+                },
+            },
+            "Endpoint": {
+                "Type": "AWS::SageMaker::Endpoint",
+                "Properties": {
+                    "EndpointName": name,
+                    "EndpointConfigName": {"Fn::GetAtt": ["EndpointConfig", "EndpointConfigName"]},
+                },
+            },
         }
-    }  # fmt: skip
+    }
     cfn, sm = session.client("cloudformation"), session.client("sagemaker")
     cfn.create_stack(StackName=ctx.stack_name, TemplateBody=json.dumps(template))
     listed = cfn.list_stack_resources(StackName=ctx.stack_name)["StackResourceSummaries"]
@@ -634,7 +675,8 @@ def step_secret_needs(project: Mapping[str, Any], spec: Mapping[str, Any], where
     (project or buildspec env; value "secret-id[:json-key:...]"), https://docs.aws.amazon.com/codebuild/latest/
     userguide/build-spec-ref.html#build-spec.env.secrets-manager. Parameter Store variables are not mapped yet."""
     values = [
-        flat(v["Value"]) for v in project["Environment"].get("EnvironmentVariables", [])
+        flat(v["Value"])
+        for v in project["Environment"].get("EnvironmentVariables", [])
         if v.get("Type") == "SECRETS_MANAGER"
     ] + list(spec.get("env", {}).get("secrets-manager", {}).values())
     assert not any(v.get("Type") == "PARAMETER_STORE" for v in project["Environment"].get("EnvironmentVariables", []))
@@ -719,7 +761,9 @@ def encrypted_locations(*contexts: StackContext) -> list[Encrypted]:
                 for rule in props.get("BucketEncryption", {}).get("ServerSideEncryptionConfiguration", []):
                     default = rule.get("ServerSideEncryptionByDefault", {})
                     if default.get("SSEAlgorithm") == "aws:kms":
-                        found.append(Encrypted(_resolved(props["BucketName"], ctx), "", _key(default["KMSMasterKeyID"], ctx)))
+                        found.append(
+                            Encrypted(_resolved(props["BucketName"], ctx), "", _key(default["KMSMasterKeyID"], ctx))
+                        )
             if r["Type"] == "AWS::SageMaker::EndpointConfig":
                 output = props.get("AsyncInferenceConfig", {}).get("OutputConfig", {})
                 if "KmsKeyId" in output:
@@ -738,8 +782,12 @@ def _key(value: Any, ctx: StackContext) -> KmsKey:
     if isinstance(value, str):
         return KmsKey(value)
     lid = value["Fn::GetAtt"][0] if "Fn::GetAtt" in value else value["Ref"]
-    aliases = [r["Properties"]["AliasName"] for r in ctx.resources.values() if r["Type"] == "AWS::KMS::Alias"
-               and r["Properties"]["TargetKeyId"] in ({"Ref": lid}, {"Fn::GetAtt": [lid, "Arn"]})]  # fmt: skip
+    aliases = [
+        r["Properties"]["AliasName"]
+        for r in ctx.resources.values()
+        if r["Type"] == "AWS::KMS::Alias"
+        and r["Properties"]["TargetKeyId"] in ({"Ref": lid}, {"Fn::GetAtt": [lid, "Arn"]})
+    ]
     return KmsKey(created_key_arn(ctx, lid), aliases[0] if aliases else None)
 
 
@@ -747,12 +795,19 @@ def kms_needs(call: Call, where: Where, encrypted: Sequence[Encrypted]) -> list[
     """The KMS key use one S3 call needs when its object is SSE-KMS encrypted (KMS_FOR_S3)."""
     if call.service != "s3" or call.operation not in KMS_FOR_S3:
         return []
-    return _key_needs(call.params["Bucket"], call.params["Key"], KMS_FOR_S3[call.operation], where,
-                      f"s3 {call.operation} under SSE-KMS", encrypted)  # fmt: skip
+    return _key_needs(
+        call.params["Bucket"],
+        call.params["Key"],
+        KMS_FOR_S3[call.operation],
+        where,
+        f"s3 {call.operation} under SSE-KMS",
+        encrypted,
+    )
 
 
-def _key_needs(bucket: str, key: str, kms_actions: Sequence[str], where: Where, why: str,
-               encrypted: Sequence[Encrypted]) -> list[Need]:
+def _key_needs(
+    bucket: str, key: str, kms_actions: Sequence[str], where: Where, why: str, encrypted: Sequence[Encrypted]
+) -> list[Need]:
     location = next((e for e in encrypted if e.bucket == bucket and key.startswith(e.prefix)), None)
     if location is None:
         return []
@@ -777,8 +832,14 @@ def kms_gaps(policy: Policy, encrypted: Sequence[Encrypted]) -> list[str]:
                 if text is None or not text.startswith("arn:aws:s3:::") or "/" not in text:
                     continue
                 bucket, key = text.removeprefix("arn:aws:s3:::").split("/", 1)
-                needs = _key_needs(bucket, key, KMS_FOR_S3[operation], policy.ctx.where,
-                                   f"{s3_action} on {text} under SSE-KMS", encrypted)  # fmt: skip
+                needs = _key_needs(
+                    bucket,
+                    key,
+                    KMS_FOR_S3[operation],
+                    policy.ctx.where,
+                    f"{s3_action} on {text} under SSE-KMS",
+                    encrypted,
+                )
                 gaps += missing(policy, needs)
     return sorted(set(gaps))
 
@@ -831,8 +892,10 @@ def test_smoke_lambda_role_allows_every_call_of_the_smoke_test(moto_env, envs, m
     assert rec.calls and rec.signed_by(key) == rec.calls
     needs = principal_needs(rec.calls, ctx.where)
     assert actions(needs) == {
-        "cloudformation:DescribeStacks", "cloudformation:ListStackResources",
-        "sagemaker:DescribeEndpoint", "sagemaker:InvokeEndpoint",
+        "cloudformation:DescribeStacks",
+        "cloudformation:ListStackResources",
+        "sagemaker:DescribeEndpoint",
+        "sagemaker:InvokeEndpoint",
     }
     assert missing(role_policy(ctx, role), needs) == []
 
@@ -856,14 +919,18 @@ def test_pipeline_smoke_roles_allow_every_call_of_model_build_smoke(moto_env, en
     target_ctx, target_lid = env.role_named(target)
     needs = principal_needs(calls, target_ctx.where)
     assert actions(needs) == {
-        "cloudformation:DescribeStacks", "cloudformation:ListStackResources",
-        "sagemaker:DescribeEndpoint", "sagemaker:InvokeEndpoint",
+        "cloudformation:DescribeStacks",
+        "cloudformation:ListStackResources",
+        "sagemaker:DescribeEndpoint",
+        "sagemaker:InvokeEndpoint",
     }
     assert target_ctx is env.endpoint_stack
     assert missing(role_policy(target_ctx, target_lid), needs) == []
 
 
-def test_publisher_and_model_build_roles_allow_every_call_of_the_model_build_commands(moto_env, envs, monkeypatch, tmp_path):
+def test_publisher_and_model_build_roles_allow_every_call_of_the_model_build_commands(
+    moto_env, envs, monkeypatch, tmp_path
+):
     """The model build step's commands: the head_object check, then (the build, which needs the Hugging Face Hub,
     skipped here) `model_build publish` of a build with the pinned hash: once failing mid multipart upload (s3transfer
     aborts it: s3transfer/tasks.py CreateMultipartUploadTask adds abort_multipart_upload as failure cleanup), then
@@ -880,16 +947,24 @@ def test_publisher_and_model_build_roles_allow_every_call_of_the_model_build_com
     setup.client("s3").create_bucket(
         Bucket=artifact_bucket_name(deployment.project, env.name, env.where.account, env.where.region)
     )
-    monkeypatch.setattr("deployment.plan.BUILD_ROOT", _fake_build(tmp_path / "build", spec_ep.name, spec_ep.artifact_hash))
+    monkeypatch.setattr(
+        "deployment.plan.BUILD_ROOT", _fake_build(tmp_path / "build", spec_ep.name, spec_ep.artifact_hash)
+    )
     # A 6 MiB file goes multipart at S3's 5 MiB minimum part size; publish's 64 MiB default would need 64 MiB.
-    monkeypatch.setattr(publish, "publish_artifact", functools.partial(publish.publish_artifact, multipart_threshold=publish.MIN_PART_SIZE))
+    monkeypatch.setattr(
+        publish,
+        "publish_artifact",
+        functools.partial(publish.publish_artifact, multipart_threshold=publish.MIN_PART_SIZE),
+    )
     with codebuild_step(project, tmp_path, monkeypatch) as spec, recording(monkeypatch) as rec:
         [command] = spec["phases"]["build"]["commands"]
         [(code, argv)] = python_checks(command)
         [publish_argv] = model_build_commands(command, "publish")
         assert not run_python_check(code, argv, monkeypatch), "nothing is published yet"
         with monkeypatch.context() as m:
-            m.setattr(botocore.session.Session, "create_client", _failing_upload_part(botocore.session.Session.create_client))
+            m.setattr(
+                botocore.session.Session, "create_client", _failing_upload_part(botocore.session.Session.create_client)
+            )
             assert cli.main(publish_argv) == 2, "the injected UploadPart failure fails the publish"
         assert cli.main(publish_argv) == 0
         assert run_python_check(code, argv, monkeypatch), "the pinned artifact's manifest.json is published"
@@ -899,8 +974,13 @@ def test_publisher_and_model_build_roles_allow_every_call_of_the_model_build_com
     assert target_ctx is env.artifacts_stack
     needs = principal_needs(calls, target_ctx.where)
     assert {(c.service, c.operation) for c in calls} == {
-        ("s3", "HeadBucket"), ("s3", "HeadObject"), ("s3", "PutObject"), ("s3", "CreateMultipartUpload"),
-        ("s3", "UploadPart"), ("s3", "CompleteMultipartUpload"), ("s3", "AbortMultipartUpload"),
+        ("s3", "HeadBucket"),
+        ("s3", "HeadObject"),
+        ("s3", "PutObject"),
+        ("s3", "CreateMultipartUpload"),
+        ("s3", "UploadPart"),
+        ("s3", "CompleteMultipartUpload"),
+        ("s3", "AbortMultipartUpload"),
         ("sts", "GetCallerIdentity"),
     }
     assert missing(role_policy(target_ctx, target_lid), needs) == []
@@ -979,7 +1059,10 @@ def test_execution_role_allows_what_sagemaker_does_for_the_model(envs, env_name)
         Need("s3:GetObject", f"arn:aws:s3:::{bucket}/{old_prefix}config.json", "the old fleet's model data"),
         Need("s3:ListBucket", f"arn:aws:s3:::{bucket}", "listing the model data prefix", {"s3:prefix": prefix}),
         Need("s3:ListBucket", f"arn:aws:s3:::{bucket}", "listing the old prefix", {"s3:prefix": old_prefix}),
-        *(Need(a, repo, "image pull") for a in ("ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer", "ecr:BatchCheckLayerAvailability")),
+        *(
+            Need(a, repo, "image pull")
+            for a in ("ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer", "ecr:BatchCheckLayerAvailability")
+        ),
         Need("ecr:GetAuthorizationToken", "*", "image pull"),
         # The group ARN with the trailing :* is the form CloudWatch Logs authorizes (IAM policies use it for all
         # actions but the tagging ones, iam-access-control-overview-cwl); streams are named by SageMaker.
@@ -988,7 +1071,7 @@ def test_execution_role_allows_what_sagemaker_does_for_the_model(envs, env_name)
         Need("logs:CreateLogStream", f"{group}:log-stream:AllTraffic/i-0123456789abcdef0", "container logs"),
         Need("logs:PutLogEvents", f"{group}:log-stream:AllTraffic/i-0123456789abcdef0", "container logs"),
         Need("cloudwatch:PutMetricData", "*", "instance metrics", {"cloudwatch:namespace": "/aws/sagemaker/Endpoints"}),
-    ]  # fmt: skip
+    ]
     policy = role_policy(ctx, role)
     assert missing(policy, needs) == []
     # ... and no other endpoint's artifacts.
@@ -1026,8 +1109,10 @@ def async_ctx(synth) -> StackContext:
 def production_contexts(synth) -> dict[str, StackContext]:
     """Every stack of config/examples/production.yaml in prod, whose artifact bucket is SSE-KMS (bucket_key: create)."""
     env = load_config(ROOT / ASYNC_CONFIG, "prod").environment
-    return {name: StackContext(template, name, Where(env.account, env.region))
-            for name, template in synth(ASYNC_CONFIG, "prod").templates.items()}
+    return {
+        name: StackContext(template, name, Where(env.account, env.region))
+        for name, template in synth(ASYNC_CONFIG, "prod").templates.items()
+    }
 
 
 def _resolved(value: Any, ctx: StackContext) -> str:
@@ -1037,7 +1122,11 @@ def _resolved(value: Any, ctx: StackContext) -> str:
     if "Fn::Join" in value:
         sep, parts = value["Fn::Join"]
         return sep.join(_resolved(p, ctx) for p in parts)
-    pseudo = {"AWS::AccountId": ctx.where.account, "AWS::Region": ctx.where.region, "AWS::Partition": ctx.where.partition}
+    pseudo = {
+        "AWS::AccountId": ctx.where.account,
+        "AWS::Region": ctx.where.region,
+        "AWS::Partition": ctx.where.partition,
+    }
     return pseudo[value["Ref"]]
 
 
@@ -1091,11 +1180,17 @@ def _beyond_this_endpoint(where: Where) -> list[Need]:
         Need("s3:GetObject", f"{bucket}/async/prod-chat-vllm/output/x.out", "not granted"),
         Need("s3:PutObject", f"{bucket}/async/prod-summarize-async/output/x.out", "not granted"),
         Need("s3:ListBucket", bucket, "not granted", {"s3:prefix": "async/prod-chat-vllm/output/x.out"}),
-        Need("sagemaker:InvokeEndpoint", f"arn:aws:sagemaker:{where.region}:{where.account}:endpoint/prod-summarize-async", "not granted"),
-    ]  # fmt: skip
+        Need(
+            "sagemaker:InvokeEndpoint",
+            f"arn:aws:sagemaker:{where.region}:{where.account}:endpoint/prod-summarize-async",
+            "not granted",
+        ),
+    ]
 
 
-def test_async_invoke_lambda_role_allows_every_call_of_submit_and_fetch(moto_env, async_ctx, production_contexts, monkeypatch):
+def test_async_invoke_lambda_role_allows_every_call_of_submit_and_fetch(
+    moto_env, async_ctx, production_contexts, monkeypatch
+):
     """The invoke function of an async endpoint (lambda/invoke's async_handler: endpoint_runtime/async_invoke.py):
     a submit (upload + InvokeEndpointAsync), then a pending and a completed result read, each with the bucket's
     KMS key (SSE-KMS)."""
@@ -1112,7 +1207,9 @@ def test_async_invoke_lambda_role_allows_every_call_of_submit_and_fetch(moto_env
         with recording(monkeypatch, fix) as rec:
             submitted = handler({"inputs": "Summarize: a fox.", "parameters": {"max_new_tokens": 8}})
             assert submitted["statusCode"] == 202, submitted
-            locations = {k: v for k, v in json.loads(submitted["body"]).items() if k in ("output_location", "failure_location")}
+            locations = {
+                k: v for k, v in json.loads(submitted["body"]).items() if k in ("output_location", "failure_location")
+            }
             pending = handler({"output_location": f"{output_path}/not-yet.out"})
             done = handler(locations)
     finally:
@@ -1128,12 +1225,17 @@ def test_async_invoke_lambda_role_allows_every_call_of_submit_and_fetch(moto_env
     assert missing(policy, beyond) == sorted(str(n) for n in beyond)
 
 
-def test_async_smoke_lambda_role_allows_every_call_of_the_smoke_test(moto_env, async_ctx, production_contexts, monkeypatch):
+def test_async_smoke_lambda_role_allows_every_call_of_the_smoke_test(
+    moto_env, async_ctx, production_contexts, monkeypatch
+):
     """The smoke function of an async endpoint: the stack checks, then the prompt submitted as a client does and its
     answer read from the output folder (endpoint_runtime/smoke.py `_answer_async`)."""
     ctx, where = async_ctx, async_ctx.where
     role = _async_function_environment(ctx, "smoke/handler.handler", monkeypatch)
-    fixes = (deploy_endpoint_stack(account_session(where.account, where.region), ctx), _as_sagemaker_writes(moto_env, ctx))
+    fixes = (
+        deploy_endpoint_stack(account_session(where.account, where.region), ctx),
+        _as_sagemaker_writes(moto_env, ctx),
+    )
     key = set_lambda_credentials(monkeypatch, account_session(where.account, where.region))
     with recording(monkeypatch, *fixes) as rec:
         result = lambda_entry("smoke/handler.handler")({}, None)
@@ -1141,9 +1243,12 @@ def test_async_smoke_lambda_role_allows_every_call_of_the_smoke_test(moto_env, a
     assert rec.calls and rec.signed_by(key) == rec.calls
     needs = principal_needs(rec.calls, where, encrypted_locations(*production_contexts.values()))
     assert actions(needs) == {
-        "cloudformation:DescribeStacks", "cloudformation:ListStackResources", "sagemaker:DescribeEndpoint",
-        *ASYNC_CLIENT_ACTIONS, *KMS_CLIENT_ACTIONS,
-    }  # fmt: skip
+        "cloudformation:DescribeStacks",
+        "cloudformation:ListStackResources",
+        "sagemaker:DescribeEndpoint",
+        *ASYNC_CLIENT_ACTIONS,
+        *KMS_CLIENT_ACTIONS,
+    }
     policy = role_policy(ctx, role)
     assert missing(policy, needs) == []
     beyond = _beyond_this_endpoint(where)
@@ -1159,7 +1264,9 @@ def test_execution_role_allows_what_sagemaker_does_for_async_requests(async_ctx)
     _, model = ctx.find("AWS::SageMaker::Model")
     policy = role_policy(ctx, model["Properties"]["ExecutionRoleArn"]["Fn::GetAtt"][0])
     output_path, failure_path = _async_output_config(ctx)
-    _, invoke_fn = ctx.find("AWS::Lambda::Function", lambda r: r["Properties"]["Handler"] == "invoke/handler.async_handler")
+    _, invoke_fn = ctx.find(
+        "AWS::Lambda::Function", lambda r: r["Properties"]["Handler"] == "invoke/handler.async_handler"
+    )
     input_path = _resolved(invoke_fn["Properties"]["Environment"]["Variables"]["INPUT_LOCATION"], ctx)
     arn = lambda uri: "arn:aws:s3:::" + uri.removeprefix("s3://")
     needs = [
@@ -1169,8 +1276,10 @@ def test_execution_role_allows_what_sagemaker_does_for_async_requests(async_ctx)
         Need("s3:PutObject", arn(f"{failure_path}/abc-error.out"), "the failure"),
     ]
     assert missing(policy, needs) == []
-    wrong = [Need("s3:PutObject", arn(f"{input_path}/abc.json"), "not granted"),
-             Need("s3:PutObject", arn(output_path.replace("summarize-async", "chat-vllm") + "/abc.out"), "not granted")]
+    wrong = [
+        Need("s3:PutObject", arn(f"{input_path}/abc.json"), "not granted"),
+        Need("s3:PutObject", arn(output_path.replace("summarize-async", "chat-vllm") + "/abc.out"), "not granted"),
+    ]
     assert missing(policy, wrong) == sorted(str(n) for n in wrong)
 
 
@@ -1186,9 +1295,13 @@ def _role_policies(ctx: StackContext) -> dict[str, Policy]:
     out = {}
     for lid, r in ctx.resources.items():
         if r["Type"] == "AWS::IAM::Role":
-            statements = [st for pol in r["Properties"].get("Policies", []) for st in pol["PolicyDocument"]["Statement"]]
+            statements = [
+                st for pol in r["Properties"].get("Policies", []) for st in pol["PolicyDocument"]["Statement"]
+            ]
             for other in ctx.resources.values():
-                if other["Type"] in ("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy") and {"Ref": lid} in other["Properties"].get("Roles", []):
+                if other["Type"] in ("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy") and {"Ref": lid} in other[
+                    "Properties"
+                ].get("Roles", []):
                     statements += other["Properties"]["PolicyDocument"]["Statement"]
             out[lid] = Policy(statements, ctx, f"{ctx.stack_name}/{lid}")
     return out
@@ -1245,15 +1358,21 @@ def pipeline_async_stack(tmp_path_factory) -> dict[str, StackContext]:
     plan = deployment.plan("summarize-async")
     app = cdk.App(context=cdk_context(), outdir=str(config.parent / "cdk.out"))
     stack = EndpointStack(
-        app, plan.stack_name, plan=plan, image_repository=deployment.image_repository,
-        bucket_key=BucketKeyRef.of(deployment), allow_unbuilt=True,
+        app,
+        plan.stack_name,
+        plan=plan,
+        image_repository=deployment.image_repository,
+        bucket_key=BucketKeyRef.of(deployment),
+        allow_unbuilt=True,
         trusted_pipeline=TrustedPipeline("111111111111", "llm-endpoints-prod-summarize-async-smoke-cb"),
         env={"account": "111122223333", "region": "us-east-1"},
-    )  # fmt: skip
+    )
     artifacts = add_artifact_stack(app, deployment, trusted_pipeline=TrustedPipeline("111111111111", "x-model-build"))
     assembly, where = app.synth(), Where("111122223333", "us-east-1")
-    return {s.stack_name: StackContext(assembly.get_stack_by_name(s.stack_name).template, s.stack_name, where)
-            for s in (stack, artifacts)}
+    return {
+        s.stack_name: StackContext(assembly.get_stack_by_name(s.stack_name).template, s.stack_name, where)
+        for s in (stack, artifacts)
+    }
 
 
 def test_pipeline_smoke_role_of_an_async_endpoint_may_use_both_keys(pipeline_async_stack):
@@ -1262,17 +1381,26 @@ def test_pipeline_smoke_role_of_an_async_endpoint_may_use_both_keys(pipeline_asy
     ctx = pipeline_async_stack["llm-endpoints-prod-summarize-async"]
     gaps, holders = _sweep(pipeline_async_stack)
     assert gaps == []
-    smoke_lid = next(lid for lid, r in ctx.resources.items() if r["Type"] == "AWS::IAM::Role"
-                     and r["Properties"].get("RoleName") == "llm-endpoints-prod-summarize-async-smoke")  # fmt: skip
+    smoke_lid = next(
+        lid
+        for lid, r in ctx.resources.items()
+        if r["Type"] == "AWS::IAM::Role"
+        and r["Properties"].get("RoleName") == "llm-endpoints-prod-summarize-async-smoke"
+    )
     assert f"{ctx.stack_name}/{smoke_lid}" in holders
     policy = role_policy(ctx, smoke_lid)
     output, _ = _async_output_config(ctx)
-    answer = Call("s3", "GetObject", {"Bucket": output.removeprefix("s3://").split("/")[0],
-                                      "Key": output.split("/", 3)[3] + "/abc.out"})  # fmt: skip
+    answer = Call(
+        "s3",
+        "GetObject",
+        {"Bucket": output.removeprefix("s3://").split("/")[0], "Key": output.split("/", 3)[3] + "/abc.out"},
+    )
     encrypted = encrypted_locations(*pipeline_async_stack.values())
     needs = kms_needs(answer, ctx.where, encrypted)
     assert [(n.action, n.resource) for n in needs] == [("kms:Decrypt", OUTPUT_KEY)]
-    upload = Call("s3", "PutObject", {"Bucket": answer.params["Bucket"], "Key": "async/prod-summarize-async/input/x.json"})
+    upload = Call(
+        "s3", "PutObject", {"Bucket": answer.params["Bucket"], "Key": "async/prod-summarize-async/input/x.json"}
+    )
     needs += kms_needs(upload, ctx.where, encrypted)
     assert [(n.action, n.resource) for n in needs][1:] == [("kms:GenerateDataKey", GIVEN_BUCKET_KEY)]
     assert missing(policy, needs) == []
@@ -1284,7 +1412,9 @@ def test_kms_check_reports_a_client_without_the_key(production_contexts, async_c
     """What the review found (B1): the async invoke role with its S3 grants and no kms:* use. Its upload and its
     read are reported, the missing key named."""
     encrypted = encrypted_locations(*production_contexts.values())
-    _, fn = async_ctx.find("AWS::Lambda::Function", lambda r: r["Properties"]["Handler"] == "invoke/handler.async_handler")
+    _, fn = async_ctx.find(
+        "AWS::Lambda::Function", lambda r: r["Properties"]["Handler"] == "invoke/handler.async_handler"
+    )
     policy = role_policy(async_ctx, fn["Properties"]["Role"]["Fn::GetAtt"][0])
     reported = kms_gaps(_without_kms(policy), encrypted)
     assert [r.split(" on ")[0] for r in reported] == ["kms:Decrypt", "kms:Decrypt", "kms:GenerateDataKey"]
@@ -1327,13 +1457,22 @@ def test_checker_reports_the_old_smoke_role_grant(envs):
     ListStackResources."""
     policy, needs = _smoke_role_policy(envs)
     old = [
-        {"Effect": "Allow", "Action": ["sagemaker:InvokeEndpoint", "sagemaker:DescribeEndpoint"],
-         "Resource": f"arn:aws:sagemaker:us-east-1:444455556666:endpoint/prod-{ENDPOINT}"},
-        {"Effect": "Allow", "Action": "cloudformation:DescribeStackResources",
-         "Resource": f"arn:aws:cloudformation:us-east-1:444455556666:stack/{policy.ctx.stack_name}/*"},
-    ]  # fmt: skip
+        {
+            "Effect": "Allow",
+            "Action": ["sagemaker:InvokeEndpoint", "sagemaker:DescribeEndpoint"],
+            "Resource": f"arn:aws:sagemaker:us-east-1:444455556666:endpoint/prod-{ENDPOINT}",
+        },
+        {
+            "Effect": "Allow",
+            "Action": "cloudformation:DescribeStackResources",
+            "Resource": f"arn:aws:cloudformation:us-east-1:444455556666:stack/{policy.ctx.stack_name}/*",
+        },
+    ]
     reported = missing(Policy(old, policy.ctx, "old"), needs)
-    assert [r.split(" on ")[0] for r in reported] == ["cloudformation:DescribeStacks", "cloudformation:ListStackResources"]
+    assert [r.split(" on ")[0] for r in reported] == [
+        "cloudformation:DescribeStacks",
+        "cloudformation:ListStackResources",
+    ]
 
 
 def test_checker_reports_wrong_resources_conditions_and_denies(envs):
@@ -1345,10 +1484,20 @@ def test_checker_reports_wrong_resources_conditions_and_denies(envs):
     assert missing(policy, other_stack) == [str(other_stack[0])]
     # A condition the request does not meet, and an explicit Deny, both refuse.
     listing = Need("s3:ListBucket", "arn:aws:s3:::b", "t", {"s3:prefix": "models/other/x"})
-    conditioned = {"Effect": "Allow", "Action": "s3:ListBucket", "Resource": "arn:aws:s3:::b",
-                   "Condition": {"StringLike": {"s3:prefix": ["models/mine/*"]}}}  # fmt: skip
+    conditioned = {
+        "Effect": "Allow",
+        "Action": "s3:ListBucket",
+        "Resource": "arn:aws:s3:::b",
+        "Condition": {"StringLike": {"s3:prefix": ["models/mine/*"]}},
+    }
     assert missing(Policy([conditioned], policy.ctx, "c"), [listing]) == [str(listing)]
-    assert missing(Policy([conditioned], policy.ctx, "c"), [Need("s3:ListBucket", "arn:aws:s3:::b", "t", {"s3:prefix": "models/mine/x"})]) == []
+    assert (
+        missing(
+            Policy([conditioned], policy.ctx, "c"),
+            [Need("s3:ListBucket", "arn:aws:s3:::b", "t", {"s3:prefix": "models/mine/x"})],
+        )
+        == []
+    )
     deny = {"Effect": "Deny", "Action": "s3:*", "Resource": "*"}
     assert missing(Policy([conditioned, deny], policy.ctx, "d"), [listing]) == [str(listing)]
 
@@ -1367,16 +1516,28 @@ def test_step_secrets_need_get_secret_value_on_the_secret():
     GetSecretValue on the secret's name with Secrets Manager's six-character suffix (secret:NAME-??????)."""
     where = Where("111111111111", "us-east-1")
     arn = "arn:aws:secretsmanager:us-east-1:111111111111:secret:hf/token-AbC123"
-    project = {"Environment": {"EnvironmentVariables": [
-        {"Name": "HF_TOKEN", "Type": "SECRETS_MANAGER", "Value": "hf/token:token"},
-        {"Name": "OTHER", "Type": "SECRETS_MANAGER", "Value": f"{arn}:key::"},
-        {"Name": "AWS_PROFILE", "Type": "PLAINTEXT", "Value": "publisher"},
-    ]}}  # fmt: skip
+    project = {
+        "Environment": {
+            "EnvironmentVariables": [
+                {"Name": "HF_TOKEN", "Type": "SECRETS_MANAGER", "Value": "hf/token:token"},
+                {"Name": "OTHER", "Type": "SECRETS_MANAGER", "Value": f"{arn}:key::"},
+                {"Name": "AWS_PROFILE", "Type": "PLAINTEXT", "Value": "publisher"},
+            ]
+        }
+    }
     needs = step_secret_needs(project, {}, where)
     assert [n.resource for n in needs] == [f"{arn[:-6]}AbCdEf", arn]
     ctx = StackContext({"Resources": {}}, "s", where)
-    cdk_style = {"Effect": "Allow", "Action": "secretsmanager:GetSecretValue",
-                 "Resource": {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":secretsmanager:us-east-1:111111111111:secret:hf/token-??????"]]}}  # fmt: skip
+    cdk_style = {
+        "Effect": "Allow",
+        "Action": "secretsmanager:GetSecretValue",
+        "Resource": {
+            "Fn::Join": [
+                "",
+                ["arn:", {"Ref": "AWS::Partition"}, ":secretsmanager:us-east-1:111111111111:secret:hf/token-??????"],
+            ]
+        },
+    }
     assert missing(Policy([cdk_style], ctx, "cdk"), needs) == []
     assert missing(Policy([], ctx, "none"), needs[:1]) == [str(needs[0])]
 
@@ -1434,9 +1595,14 @@ def test_stream_lambda_role_allows_every_call_of_the_stream_function(synth, monk
     role = function_environment(ctx, "stream/run.sh", monkeypatch)
     server = ThreadingHTTPServer(("127.0.0.1", 0), _ResponseStream)
     serve_in_thread(server)
-    for key, value in {"AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME": f"http://127.0.0.1:{server.server_address[1]}",
-                       "AWS_ACCESS_KEY_ID": STREAM_KEY, "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": env.region,
-                       "AWS_CONFIG_FILE": "/dev/null", "AWS_SHARED_CREDENTIALS_FILE": "/dev/null"}.items():  # fmt: skip
+    for key, value in {
+        "AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME": f"http://127.0.0.1:{server.server_address[1]}",
+        "AWS_ACCESS_KEY_ID": STREAM_KEY,
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": env.region,
+        "AWS_CONFIG_FILE": "/dev/null",
+        "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
+    }.items():
         monkeypatch.setenv(key, value)
     monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
     monkeypatch.setattr(boto3, "DEFAULT_SESSION", None)
@@ -1485,7 +1651,10 @@ def test_invoke_lambda_role_allows_invoking_the_inference_component(moto_env, sy
     assert call.params["InferenceComponentName"] == "prod-assist-ic-ic"
     needs = principal_needs(rec.calls, ctx.where)
     base = f"arn:aws:sagemaker:{ctx.where.region}:{ctx.where.account}"
-    assert [n.resource for n in needs] == [f"{base}:endpoint/prod-assist-ic", f"{base}:inference-component/prod-assist-ic-ic"]
+    assert [n.resource for n in needs] == [
+        f"{base}:endpoint/prod-assist-ic",
+        f"{base}:inference-component/prod-assist-ic-ic",
+    ]
     policy = role_policy(ctx, role)
     assert missing(policy, needs) == []
     # The checker holds a grant on the endpoint alone to be short of the component, and this role to no other one.
@@ -1503,15 +1672,26 @@ def test_smoke_lambda_role_allows_checking_and_invoking_the_inference_component(
     role = function_environment(ctx, "smoke/handler.handler", monkeypatch)
     session = account_session(ctx.where.account, ctx.where.region)
     fix = deploy_endpoint_stack(session, ctx)
-    [model] = [r["PhysicalResourceId"].rsplit("/", 1)[-1] for r in session.client("cloudformation").list_stack_resources(
-        StackName=IC_STACK)["StackResourceSummaries"] if r["ResourceType"] == "AWS::SageMaker::Model"]  # fmt: skip
+    [model] = [
+        r["PhysicalResourceId"].rsplit("/", 1)[-1]
+        for r in session.client("cloudformation").list_stack_resources(StackName=IC_STACK)["StackResourceSummaries"]
+        if r["ResourceType"] == "AWS::SageMaker::Model"
+    ]
     component = os.environ["INFERENCE_COMPONENT_NAME"]
 
     def describe_component(request: Any, **_: Any) -> Any:
-        body = json.dumps({"InferenceComponentName": component, "InferenceComponentStatus": "InService",
-                           "InferenceComponentArn": f"arn:aws:sagemaker:{ctx.where.region}:{ctx.where.account}:inference-component/{component}",
-                           "EndpointName": "prod-assist-ic", "EndpointArn": "arn:aws:sagemaker:x:1:endpoint/prod-assist-ic",
-                           "Specification": {"ModelName": model}, "CreationTime": 0, "LastModifiedTime": 0}).encode()  # fmt: skip
+        body = json.dumps(
+            {
+                "InferenceComponentName": component,
+                "InferenceComponentStatus": "InService",
+                "InferenceComponentArn": f"arn:aws:sagemaker:{ctx.where.region}:{ctx.where.account}:inference-component/{component}",
+                "EndpointName": "prod-assist-ic",
+                "EndpointArn": "arn:aws:sagemaker:x:1:endpoint/prod-assist-ic",
+                "Specification": {"ModelName": model},
+                "CreationTime": 0,
+                "LastModifiedTime": 0,
+            }
+        ).encode()
         return AWSResponse(request.url, 200, {"Content-Type": "application/x-amz-json-1.1"}, _Body(body))
 
     def answer_component(events: Any) -> None:
@@ -1527,8 +1707,10 @@ def test_smoke_lambda_role_allows_checking_and_invoking_the_inference_component(
 
     def route_answers(url: str, token: str, request: dict, timeout_s: float = 60) -> tuple[int, Any]:
         tokens.append(token)
-        return 200, {"object": "chat.completion", "choices": [
-            {"index": 0, "message": {"role": "assistant", "content": "Paris."}, "finish_reason": "stop"}]}
+        return 200, {
+            "object": "chat.completion",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": "Paris."}, "finish_reason": "stop"}],
+        }
 
     monkeypatch.setattr(openai_route, "post_chat", route_answers)
     with recording(monkeypatch, fix, answer_component) as rec:
@@ -1538,13 +1720,19 @@ def test_smoke_lambda_role_allows_checking_and_invoking_the_inference_component(
     assert rec.calls and rec.signed_by(key) == rec.calls
     needs = principal_needs(rec.calls, ctx.where)
     assert actions(needs) == {
-        "cloudformation:DescribeStacks", "cloudformation:ListStackResources", "sagemaker:DescribeEndpoint",
-        "sagemaker:DescribeInferenceComponent", "sagemaker:InvokeEndpoint",
-    }  # fmt: skip
+        "cloudformation:DescribeStacks",
+        "cloudformation:ListStackResources",
+        "sagemaker:DescribeEndpoint",
+        "sagemaker:DescribeInferenceComponent",
+        "sagemaker:InvokeEndpoint",
+    }
     policy = role_policy(ctx, role)
     assert missing(policy, needs) == []
-    other = Need("sagemaker:DescribeInferenceComponent",
-                 f"arn:aws:sagemaker:{ctx.where.region}:{ctx.where.account}:inference-component/prod-chat-vllm-ic", "not granted")
+    other = Need(
+        "sagemaker:DescribeInferenceComponent",
+        f"arn:aws:sagemaker:{ctx.where.region}:{ctx.where.account}:inference-component/prod-chat-vllm-ic",
+        "not granted",
+    )
     assert missing(policy, [other]) == [str(other)]
 
 
@@ -1566,8 +1754,10 @@ def test_invoke_lambda_role_allows_invoking_each_adapter_component(moto_env, syn
     invoke.reset_client()
     try:
         with recording(monkeypatch) as rec:
-            answers = [invoke.handler({"inputs": "Count the rows", "parameters": {"max_new_tokens": 8}, "adapter": name}, None)
-                       for name in LORA_ADAPTERS]
+            answers = [
+                invoke.handler({"inputs": "Count the rows", "parameters": {"max_new_tokens": 8}, "adapter": name}, None)
+                for name in LORA_ADAPTERS
+            ]
     finally:
         invoke.reset_client()
     assert [a["statusCode"] for a in answers] == [200, 200], answers
@@ -1575,12 +1765,20 @@ def test_invoke_lambda_role_allows_invoking_each_adapter_component(moto_env, syn
     assert [c.params["InferenceComponentName"] for c in rec.calls] == list(LORA_ADAPTERS.values())
     needs = principal_needs(rec.calls, ctx.where)
     base = f"arn:aws:sagemaker:{ctx.where.region}:{ctx.where.account}"
-    assert {n.resource for n in needs} == {f"{base}:endpoint/dev-llama-lora", *(f"{base}:inference-component/{c}" for c in LORA_ADAPTERS.values())}
+    assert {n.resource for n in needs} == {
+        f"{base}:endpoint/dev-llama-lora",
+        *(f"{base}:inference-component/{c}" for c in LORA_ADAPTERS.values()),
+    }
     policy = role_policy(ctx, role)
     assert missing(policy, needs) == []
     # A grant on the endpoint and the base component is short of the adapters.
-    base_only = [{"Effect": "Allow", "Action": "sagemaker:InvokeEndpoint",
-                  "Resource": [f"{base}:endpoint/dev-llama-lora", f"{base}:inference-component/dev-llama-lora-ic"]}]
+    base_only = [
+        {
+            "Effect": "Allow",
+            "Action": "sagemaker:InvokeEndpoint",
+            "Resource": [f"{base}:endpoint/dev-llama-lora", f"{base}:inference-component/dev-llama-lora-ic"],
+        }
+    ]
     assert len(missing(Policy(base_only, ctx, "base only"), needs)) == 2
 
 
@@ -1592,17 +1790,28 @@ def test_smoke_lambda_role_allows_checking_and_invoking_each_adapter(moto_env, s
     role = function_environment(ctx, "smoke/handler.handler", monkeypatch)
     session = account_session(ctx.where.account, ctx.where.region)
     fix = deploy_endpoint_stack(session, ctx)
-    [model] = [r["PhysicalResourceId"].rsplit("/", 1)[-1] for r in session.client("cloudformation").list_stack_resources(
-        StackName=LORA_STACK)["StackResourceSummaries"] if r["ResourceType"] == "AWS::SageMaker::Model"]  # fmt: skip
+    [model] = [
+        r["PhysicalResourceId"].rsplit("/", 1)[-1]
+        for r in session.client("cloudformation").list_stack_resources(StackName=LORA_STACK)["StackResourceSummaries"]
+        if r["ResourceType"] == "AWS::SageMaker::Model"
+    ]
     base_component = os.environ["INFERENCE_COMPONENT_NAME"]
 
     def describe_component(request: Any, **_: Any) -> Any:
         name = json.loads(request.body)["InferenceComponentName"]
         spec = {"ModelName": model} if name == base_component else {"BaseInferenceComponentName": base_component}
-        body = json.dumps({"InferenceComponentName": name, "InferenceComponentStatus": "InService",
-                           "InferenceComponentArn": f"arn:aws:sagemaker:{ctx.where.region}:{ctx.where.account}:inference-component/{name}",
-                           "EndpointName": "dev-llama-lora", "EndpointArn": "arn:aws:sagemaker:x:1:endpoint/dev-llama-lora",
-                           "Specification": spec, "CreationTime": 0, "LastModifiedTime": 0}).encode()  # fmt: skip
+        body = json.dumps(
+            {
+                "InferenceComponentName": name,
+                "InferenceComponentStatus": "InService",
+                "InferenceComponentArn": f"arn:aws:sagemaker:{ctx.where.region}:{ctx.where.account}:inference-component/{name}",
+                "EndpointName": "dev-llama-lora",
+                "EndpointArn": "arn:aws:sagemaker:x:1:endpoint/dev-llama-lora",
+                "Specification": spec,
+                "CreationTime": 0,
+                "LastModifiedTime": 0,
+            }
+        ).encode()
         return AWSResponse(request.url, 200, {"Content-Type": "application/x-amz-json-1.1"}, _Body(body))
 
     def answer_components(events: Any) -> None:
@@ -1660,19 +1869,28 @@ def test_pipeline_slo_gate_role_allows_every_call_of_model_build_slo_gate(moto_e
     target_ctx, target_lid = env.role_named(target)
     assert target_ctx is env.endpoint_stack
     assert {(c.service, c.operation) for c in calls} == {
-        ("sts", "GetCallerIdentity"), ("sagemaker-runtime", "InvokeEndpoint"), ("s3", "ListObjectsV2"),
-        ("s3", "GetObject"), ("s3", "PutObject"),
-    }  # fmt: skip
+        ("sts", "GetCallerIdentity"),
+        ("sagemaker-runtime", "InvokeEndpoint"),
+        ("s3", "ListObjectsV2"),
+        ("s3", "GetObject"),
+        ("s3", "PutObject"),
+    }
     needs = principal_needs(calls, target_ctx.where)
     assert missing(role_policy(target_ctx, target_lid), needs) == []
     # and no further: another endpoint, or another prefix of the bucket
-    other = [Need("sagemaker:InvokeEndpoint", f"arn:aws:sagemaker:us-east-1:{env.where.account}:endpoint/prod-other", "t"),
-             Need("s3:PutObject", f"arn:aws:s3:::{bucket}/models/{ENDPOINT}/x", "t"),
-             Need("s3:ListBucket", f"arn:aws:s3:::{bucket}", "t", {"s3:prefix": "models/"})]  # fmt: skip
+    other = [
+        Need("sagemaker:InvokeEndpoint", f"arn:aws:sagemaker:us-east-1:{env.where.account}:endpoint/prod-other", "t"),
+        Need("s3:PutObject", f"arn:aws:s3:::{bucket}/models/{ENDPOINT}/x", "t"),
+        Need("s3:ListBucket", f"arn:aws:s3:::{bucket}", "t", {"s3:prefix": "models/"}),
+    ]
     assert missing(role_policy(target_ctx, target_lid), other) == sorted(str(n) for n in other)
 
 
-BENCH_CONFIG, BENCH_STACK, BENCH_ENDPOINT = "config/examples/production.yaml", "llm-endpoints-prod-chat-vllm", "chat-vllm"
+BENCH_CONFIG, BENCH_STACK, BENCH_ENDPOINT = (
+    "config/examples/production.yaml",
+    "llm-endpoints-prod-chat-vllm",
+    "chat-vllm",
+)
 
 
 def test_benchmark_caller_policy_allows_every_call_of_model_build_benchmark(moto_env, synth, monkeypatch, tmp_path):
@@ -1694,9 +1912,14 @@ def test_benchmark_caller_policy_allows_every_call_of_model_build_benchmark(moto
         requests.append(json.loads(request.body))
         name = requests[0]["AIBenchmarkJobName"]
         arn = f"arn:aws:sagemaker:{env.region}:{env.account}:ai-benchmark-job/{name}"
-        reply = {"AIBenchmarkJobArn": arn} if len(requests) == 1 else {
-            **requests[0], "AIBenchmarkJobArn": arn, "AIBenchmarkJobStatus": "Completed", "CreationTime": 0}
-        return AWSResponse(request.url, 200, {"Content-Type": "application/x-amz-json-1.1"}, _Body(json.dumps(reply).encode()))
+        reply = (
+            {"AIBenchmarkJobArn": arn}
+            if len(requests) == 1
+            else {**requests[0], "AIBenchmarkJobArn": arn, "AIBenchmarkJobStatus": "Completed", "CreationTime": 0}
+        )
+        return AWSResponse(
+            request.url, 200, {"Content-Type": "application/x-amz-json-1.1"}, _Body(json.dumps(reply).encode())
+        )
 
     def stand_in(events: Any) -> None:
         for op in ("CreateAIBenchmarkJob", "DescribeAIBenchmarkJob"):
@@ -1704,16 +1927,35 @@ def test_benchmark_caller_policy_allows_every_call_of_model_build_benchmark(moto
 
     key = set_lambda_credentials(monkeypatch, account_session(env.account, env.region))
     with recording(monkeypatch, stand_in) as rec:
-        assert main(["benchmark", "--config", BENCH_CONFIG, "--env", "prod", "--endpoint", BENCH_ENDPOINT,
-                     "--build-root", str(tmp_path), "--wait", "5"]) == 0  # fmt: skip
+        assert (
+            main(
+                [
+                    "benchmark",
+                    "--config",
+                    BENCH_CONFIG,
+                    "--env",
+                    "prod",
+                    "--endpoint",
+                    BENCH_ENDPOINT,
+                    "--build-root",
+                    str(tmp_path),
+                    "--wait",
+                    "5",
+                ]
+            )
+            == 0
+        )
     assert rec.calls and rec.signed_by(key) == rec.calls
     assert [c.operation for c in rec.calls] == ["GetCallerIdentity", "CreateAIBenchmarkJob", "DescribeAIBenchmarkJob"]
     create = requests[0]
     assert create["RoleArn"] == f"arn:aws:iam::{env.account}:role/llm-endpoints-prod-{BENCH_ENDPOINT}-benchmark"
-    assert create["AIWorkloadConfigIdentifier"] == load_config(ROOT / BENCH_CONFIG, "prod").plan(
-        BENCH_ENDPOINT).managed_benchmark.workload_config_name
+    assert (
+        create["AIWorkloadConfigIdentifier"]
+        == load_config(ROOT / BENCH_CONFIG, "prod").plan(BENCH_ENDPOINT).managed_benchmark.workload_config_name
+    )
     assert create["OutputConfig"]["S3OutputLocation"].startswith(
-        f"s3://llm-endpoints-prod-artifacts-{env.account}-{env.region}/loadtest/{BENCH_ENDPOINT}/{'ab' * 32}/managed/")
+        f"s3://llm-endpoints-prod-artifacts-{env.account}-{env.region}/loadtest/{BENCH_ENDPOINT}/{'ab' * 32}/managed/"
+    )
     needs = principal_needs(rec.calls, ctx.where)
     assert actions(needs) == {"sagemaker:CreateAIBenchmarkJob", "sagemaker:DescribeAIBenchmarkJob", "iam:PassRole"}
     assert missing(policy, needs) == []
@@ -1736,16 +1978,24 @@ def test_benchmark_role_allows_what_the_job_needs_and_trusts_sagemaker(synth, tm
     ctx = StackContext(synth(BENCH_CONFIG, "prod").templates[BENCH_STACK], BENCH_STACK, Where(env.account, env.region))
     lid, role = ctx.find("AWS::IAM::Role", lambda r: r["Properties"].get("RoleName", "").endswith("-benchmark"))
     assert role["Properties"]["AssumeRolePolicyDocument"]["Statement"] == [
-        {"Action": "sts:AssumeRole", "Effect": "Allow", "Principal": {"Service": "sagemaker.amazonaws.com"}}]
+        {"Action": "sts:AssumeRole", "Effect": "Allow", "Principal": {"Service": "sagemaker.amazonaws.com"}}
+    ]
     plan = deployment.plan(BENCH_ENDPOINT)
-    output = benchmark_request(plan, account=env.account, region=env.region, partition="aws",
-                               name=job_name(plan))["OutputConfig"]["S3OutputLocation"]  # fmt: skip
+    output = benchmark_request(plan, account=env.account, region=env.region, partition="aws", name=job_name(plan))[
+        "OutputConfig"
+    ]["S3OutputLocation"]
     object_arn = "arn:aws:s3:::" + output.removeprefix("s3://") + "output.tar.gz"
-    needs = [Need("sagemaker:InvokeEndpoint", f"arn:aws:sagemaker:{env.region}:{env.account}:endpoint/prod-chat-vllm", "job"),
-             Need("s3:PutObject", object_arn, "job output")]  # fmt: skip
+    needs = [
+        Need(
+            "sagemaker:InvokeEndpoint", f"arn:aws:sagemaker:{env.region}:{env.account}:endpoint/prod-chat-vllm", "job"
+        ),
+        Need("s3:PutObject", object_arn, "job output"),
+    ]
     policy = role_policy(ctx, lid)
     assert missing(policy, needs) == []
     granted = {a for s in policy.statements for a in _listed(s["Action"])}
     assert granted == {"sagemaker:InvokeEndpoint", "s3:PutObject", "kms:Decrypt", "kms:GenerateDataKey"}
-    elsewhere = Need("s3:PutObject", f"arn:aws:s3:::llm-endpoints-prod-artifacts-{env.account}-{env.region}/models/x", "t")
+    elsewhere = Need(
+        "s3:PutObject", f"arn:aws:s3:::llm-endpoints-prod-artifacts-{env.account}-{env.region}/models/x", "t"
+    )
     assert missing(policy, [elsewhere]) == [str(elsewhere)]

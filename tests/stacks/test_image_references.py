@@ -42,7 +42,9 @@ def _pins() -> list[ImagePin]:
     from stacks.pipeline_stack import GPU_BUILD_IMAGE
     from systems import images_current
 
-    pins = {id(p): p for module in (pinned_images, images_current) for p in vars(module).values() if isinstance(p, ImagePin)}
+    pins = {
+        id(p): p for module in (pinned_images, images_current) for p in vars(module).values() if isinstance(p, ImagePin)
+    }
     return [*pins.values(), GPU_BUILD_IMAGE]
 
 
@@ -68,8 +70,12 @@ def _render(value, mapping: dict, region: str) -> str:
         return "aws"
     if "Fn::Sub" in value:
         text = value["Fn::Sub"] if isinstance(value["Fn::Sub"], str) else value["Fn::Sub"][0]
-        return text.replace("${AWS::Region}", region).replace("${AWS::URLSuffix}", "amazonaws.com").replace(
-            "${AWS::AccountId}", "123456789012").replace("${AWS::Partition}", "aws")
+        return (
+            text.replace("${AWS::Region}", region)
+            .replace("${AWS::URLSuffix}", "amazonaws.com")
+            .replace("${AWS::AccountId}", "123456789012")
+            .replace("${AWS::Partition}", "aws")
+        )
     raise AssertionError(f"cannot render {json.dumps(value)}")
 
 
@@ -111,8 +117,9 @@ def _table_uri(framework: str, region: str, version: str, instance_type: str, ex
     """sagemaker.core.image_uris.retrieve, once per distinct question (the same pin recurs in many templates)."""
     from sagemaker.core import image_uris
 
-    return image_uris.retrieve(framework, region, version=version, instance_type=instance_type, image_scope="inference",
-                               **dict(extra))
+    return image_uris.retrieve(
+        framework, region, version=version, instance_type=instance_type, image_scope="inference", **dict(extra)
+    )
 
 
 def _check_dlc(uri: str, region: str, problems: list[str], where: str) -> None:
@@ -129,7 +136,11 @@ def _check_dlc(uri: str, region: str, problems: list[str], where: str) -> None:
         extra["py_version"] = py.group(1)
     try:
         expected = _table_uri(
-            pin.sdk_framework, region, pin.sdk_version, "ml.g5.xlarge" if gpu else "ml.m5.xlarge", tuple(sorted(extra.items()))
+            pin.sdk_framework,
+            region,
+            pin.sdk_version,
+            "ml.g5.xlarge" if gpu else "ml.m5.xlarge",
+            tuple(sorted(extra.items())),
         )
     except ValueError as err:
         problems.append(f"{where}: {uri}: the sagemaker table has no such image in {region}: {err}")
@@ -143,7 +154,11 @@ def _check_codebuild(uri: str, spec, problems: list[str], where: str) -> None:
 
     # aws-cdk-lib's constants, plus the images whose runtimes.yml this test holds (standard:8.0 is newer than the
     # pinned aws-cdk-lib 2.273's constants).
-    known = {getattr(codebuild.LinuxBuildImage, n).image_id for n in dir(codebuild.LinuxBuildImage) if n.startswith("STANDARD_")}
+    known = {
+        getattr(codebuild.LinuxBuildImage, n).image_id
+        for n in dir(codebuild.LinuxBuildImage)
+        if n.startswith("STANDARD_")
+    }
     if uri not in known | set(CODEBUILD_RUNTIMES):
         problems.append(f"{where}: {uri} is not a CodeBuild curated image aws-cdk-lib or runtimes.yml names")
         return
@@ -179,7 +194,9 @@ def test_every_image_reference_in_every_template_exists_where_it_is_used(synth, 
                     _check_dlc(uri, r, problems, where)
                 elif "cdk-hnb659fds-container-assets" in uri:
                     counts["asset"] += 1
-                elif re.fullmatch(r"\d{12}\.dkr\.ecr\.[a-z0-9-]+\.amazonaws\.com/[a-z0-9-]+:[a-z0-9-]+-[0-9a-f]{16}", uri):
+                elif re.fullmatch(
+                    r"\d{12}\.dkr\.ecr\.[a-z0-9-]+\.amazonaws\.com/[a-z0-9-]+:[a-z0-9-]+-[0-9a-f]{16}", uri
+                ):
                     counts["emulator"] += 1  # emulator mode: the environment's own repository, tag = source hash
                 else:
                     problems.append(f"{where}: {uri}: not a DLC, a CodeBuild image or our own image asset")
@@ -187,7 +204,9 @@ def test_every_image_reference_in_every_template_exists_where_it_is_used(synth, 
     assert counts["dlc"] > 30 and counts["codebuild"] >= 6 and counts["asset"] >= 2, counts
 
 
-@pytest.mark.parametrize("dockerfile", sorted((ROOT / "systems").rglob("Dockerfile")), ids=lambda p: p.parent.parent.name)
+@pytest.mark.parametrize(
+    "dockerfile", sorted((ROOT / "systems").rglob("Dockerfile")), ids=lambda p: p.parent.parent.name
+)
 def test_own_images_pin_their_base_images_by_tag(dockerfile):
     """Our Dockerfiles' base images: a tag, never `latest` or none, so a rebuild gets the base it was tested on."""
     bases = FROM_LINE.findall(dockerfile.read_text())
@@ -196,4 +215,6 @@ def test_own_images_pin_their_base_images_by_tag(dockerfile):
         if base.startswith("$") or base.lower() in {"scratch"}:
             continue
         name, _, tag = base.rpartition(":")
-        assert name and tag and tag != "latest" and "/" not in tag, f"{dockerfile}: base image {base} is not pinned by tag"
+        assert name and tag and tag != "latest" and "/" not in tag, (
+            f"{dockerfile}: base image {base} is not pinned by tag"
+        )

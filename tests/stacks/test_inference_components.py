@@ -48,7 +48,10 @@ def test_endpoint_config_has_no_model_but_a_role_and_managed_instance_scaling(ic
     [variant] = props["ProductionVariants"]
     assert "ModelName" not in variant and "InitialVariantWeight" not in variant
     # The startup timeouts belong to the component; the variant carries none.
-    assert "ModelDataDownloadTimeoutInSeconds" not in variant and "ContainerStartupHealthCheckTimeoutInSeconds" not in variant
+    assert (
+        "ModelDataDownloadTimeoutInSeconds" not in variant
+        and "ContainerStartupHealthCheckTimeoutInSeconds" not in variant
+    )
     assert variant["ManagedInstanceScaling"] == {"Status": "ENABLED", "MinInstanceCount": 0, "MaxInstanceCount": 2}
     assert variant["RoutingConfig"] == {"RoutingStrategy": "LEAST_OUTSTANDING_REQUESTS"}
     assert variant["InitialInstanceCount"] == 1 and variant["InstanceType"] == "ml.g5.12xlarge"
@@ -68,20 +71,32 @@ def test_the_model_runs_as_one_inference_component(ic):
     # deployment: null (a component that may run one copy cannot roll): neither the component nor the endpoint is
     # guarded, and no rollback alarm is left over.
     assert "DeploymentConfig" not in props and "DeploymentConfig" not in endpoint["Properties"]
-    assert not [r for r in of_type(ic, "AWS::CloudWatch::Alarm").values() if "-rollback-" in str(r["Properties"].get("AlarmName"))]
+    assert not [
+        r
+        for r in of_type(ic, "AWS::CloudWatch::Alarm").values()
+        if "-rollback-" in str(r["Properties"].get("AlarmName"))
+    ]
     assert props["Specification"] == {
         "ModelName": {"Fn::GetAtt": [model_lid, "ModelName"]},
         "ComputeResourceRequirements": {
-            "NumberOfAcceleratorDevicesRequired": 1, "NumberOfCpuCoresRequired": 4, "MinMemoryRequiredInMb": 32768,
+            "NumberOfAcceleratorDevicesRequired": 1,
+            "NumberOfCpuCoresRequired": 4,
+            "MinMemoryRequiredInMb": 32768,
         },
-        "StartupParameters": {"ModelDataDownloadTimeoutInSeconds": 600, "ContainerStartupHealthCheckTimeoutInSeconds": 900},
-    }  # fmt: skip
+        "StartupParameters": {
+            "ModelDataDownloadTimeoutInSeconds": 600,
+            "ContainerStartupHealthCheckTimeoutInSeconds": 900,
+        },
+    }
     # Managed instance scaling sets the instance count: an update keeps it.
     excluded = [p["VariantPropertyType"] for p in endpoint["Properties"]["ExcludeRetainedVariantProperties"]]
     assert "DesiredInstanceCount" not in excluded
     # Its log group is owned (retention, removed on destroy) and exists before the component starts.
-    logs = {lid for lid, r in of_type(ic, "AWS::Logs::LogGroup").items()
-            if r["Properties"].get("LogGroupName") == f"/aws/sagemaker/InferenceComponents/{COMPONENT}"}  # fmt: skip
+    logs = {
+        lid
+        for lid, r in of_type(ic, "AWS::Logs::LogGroup").items()
+        if r["Properties"].get("LogGroupName") == f"/aws/sagemaker/InferenceComponents/{COMPONENT}"
+    }
     assert len(logs) == 1 and logs <= set(component["DependsOn"])
     assert ic[next(iter(logs))]["DeletionPolicy"] == "Delete"
 
@@ -89,15 +104,20 @@ def test_the_model_runs_as_one_inference_component(ic):
 def test_copies_scale_on_concurrency_and_come_back_from_zero(ic):
     target_lid, target = one(ic, "AWS::ApplicationAutoScaling::ScalableTarget")
     assert target["Properties"] == {
-        "ServiceNamespace": "sagemaker", "ScalableDimension": "sagemaker:inference-component:DesiredCopyCount",
-        "ResourceId": f"inference-component/{COMPONENT}", "MinCapacity": 0, "MaxCapacity": 4,
+        "ServiceNamespace": "sagemaker",
+        "ScalableDimension": "sagemaker:inference-component:DesiredCopyCount",
+        "ResourceId": f"inference-component/{COMPONENT}",
+        "MinCapacity": 0,
+        "MaxCapacity": 4,
         **({"Tags": target["Properties"]["Tags"]} if "Tags" in target["Properties"] else {}),
-    }  # fmt: skip
+    }
     assert "RoleARN" not in target["Properties"]  # Application Auto Scaling's service-linked role
     component_lid, _ = one(ic, "AWS::SageMaker::InferenceComponent")
     assert component_lid in target["DependsOn"]
-    policies = {r["Properties"]["PolicyType"]: (lid, r["Properties"])
-                for lid, r in of_type(ic, "AWS::ApplicationAutoScaling::ScalingPolicy").items()}  # fmt: skip
+    policies = {
+        r["Properties"]["PolicyType"]: (lid, r["Properties"])
+        for lid, r in of_type(ic, "AWS::ApplicationAutoScaling::ScalingPolicy").items()
+    }
     assert set(policies) == {"TargetTrackingScaling", "StepScaling"}
     tracking = policies["TargetTrackingScaling"][1]
     assert tracking["ScalingTargetId"] == {"Ref": target_lid}
@@ -105,20 +125,32 @@ def test_copies_scale_on_concurrency_and_come_back_from_zero(ic):
         "PredefinedMetricSpecification": {
             "PredefinedMetricType": "SageMakerInferenceComponentConcurrentRequestsPerCopyHighResolution"
         },
-        "TargetValue": 4, "ScaleInCooldown": 300, "ScaleOutCooldown": 60,
-    }  # fmt: skip
+        "TargetValue": 4,
+        "ScaleInCooldown": 300,
+        "ScaleOutCooldown": 60,
+    }
     wake_lid, wake = policies["StepScaling"]
     assert wake["ScalingTargetId"] == {"Ref": target_lid}
     assert wake["StepScalingPolicyConfiguration"] == {
-        "AdjustmentType": "ChangeInCapacity", "MetricAggregationType": "Maximum", "Cooldown": 60,
+        "AdjustmentType": "ChangeInCapacity",
+        "MetricAggregationType": "Maximum",
+        "Cooldown": 60,
         "StepAdjustments": [{"MetricIntervalLowerBound": 0, "ScalingAdjustment": 1}],
-    }  # fmt: skip
-    [alarm] = [r["Properties"] for r in of_type(ic, "AWS::CloudWatch::Alarm").values()
-               if r["Properties"].get("MetricName") == "NoCapacityInvocationFailures"]  # fmt: skip
+    }
+    [alarm] = [
+        r["Properties"]
+        for r in of_type(ic, "AWS::CloudWatch::Alarm").values()
+        if r["Properties"].get("MetricName") == "NoCapacityInvocationFailures"
+    ]
     assert alarm["AlarmActions"] == [{"Fn::GetAtt": [wake_lid, "Arn"]}]
     assert alarm["Namespace"] == "AWS/SageMaker"
     assert alarm["Dimensions"] == [{"Name": "InferenceComponentName", "Value": COMPONENT}]
-    assert (alarm["Statistic"], alarm["Period"], alarm["EvaluationPeriods"], alarm["DatapointsToAlarm"]) == ("Sum", 60, 1, 1)
+    assert (alarm["Statistic"], alarm["Period"], alarm["EvaluationPeriods"], alarm["DatapointsToAlarm"]) == (
+        "Sum",
+        60,
+        1,
+        1,
+    )
     assert (alarm["ComparisonOperator"], alarm["Threshold"]) == ("GreaterThanOrEqualToThreshold", 1)
 
 
@@ -131,8 +163,12 @@ def _listed(value) -> list:
 
 
 def _policy_statements(resources: dict, role_lid: str) -> list[dict]:
-    return [s for r in of_type(resources, "AWS::IAM::Policy").values() if {"Ref": role_lid} in r["Properties"]["Roles"]
-            for s in r["Properties"]["PolicyDocument"]["Statement"]]  # fmt: skip
+    return [
+        s
+        for r in of_type(resources, "AWS::IAM::Policy").values()
+        if {"Ref": role_lid} in r["Properties"]["Roles"]
+        for s in r["Properties"]["PolicyDocument"]["Statement"]
+    ]
 
 
 def test_invoke_and_smoke_functions_name_the_component_and_may_invoke_it(production, ic):
@@ -142,9 +178,11 @@ def test_invoke_and_smoke_functions_name_the_component_and_may_invoke_it(product
         assert fn["Properties"]["Environment"]["Variables"]["INFERENCE_COMPONENT_NAME"] == COMPONENT
         role = fn["Properties"]["Role"]["Fn::GetAtt"][0]
         granted = {
-            arn for st in _policy_statements(ic, role) if "sagemaker:InvokeEndpoint" in _listed(st["Action"])
+            arn
+            for st in _policy_statements(ic, role)
+            if "sagemaker:InvokeEndpoint" in _listed(st["Action"])
             for arn in _listed(st["Resource"])
-        }  # fmt: skip
+        }
         # The endpoint (required by InvokeEndpoint) and the component the call names: nothing else.
         assert granted == {
             "arn:aws:sagemaker:us-east-1:111122223333:endpoint/prod-assist-ic",
@@ -176,7 +214,10 @@ def test_each_deploy_keeps_the_copy_count_autoscaling_set(ic):
     props = kept["Properties"]
     function_lid = props["ServiceToken"]["Fn::GetAtt"][0]
     assert {k: v for k, v in props.items() if k not in ("ServiceToken", "Revision")} == {
-        "ComponentName": COMPONENT, "Floor": 1, "Ceiling": 4, "Initial": 1,
+        "ComponentName": COMPONENT,
+        "Floor": 1,
+        "Ceiling": 4,
+        "Initial": 1,
         # A new model is an update of the component: the count is read again first.
         "ModelName": {"Fn::GetAtt": [model_lid, "ModelName"]},
     }
@@ -187,7 +228,8 @@ def test_each_deploy_keeps_the_copy_count_autoscaling_set(ic):
     role = function["Role"]["Fn::GetAtt"][0]
     actions = {a: st["Resource"] for st in _policy_statements(ic, role) for a in _listed(st["Action"])}
     assert actions.pop("sagemaker:DescribeInferenceComponent") == (
-        f"arn:aws:sagemaker:us-east-1:111122223333:inference-component/{COMPONENT}")
+        f"arn:aws:sagemaker:us-east-1:111122223333:inference-component/{COMPONENT}"
+    )
     assert set(actions) == {"logs:CreateLogStream", "logs:PutLogEvents"}
     policies = [lid for lid, r in of_type(ic, "AWS::IAM::Policy").items() if {"Ref": role} in r["Properties"]["Roles"]]
     assert set(policies) <= set(kept["DependsOn"])
@@ -205,8 +247,18 @@ def test_the_count_is_read_again_whenever_the_component_changes(guarded_componen
     from aws_cdk import App, Stack
 
     with pytest.raises(ValueError, match="need 1 <= floor <= initial <= ceiling, got 2, 1, 8"):
-        KeptCopyCount(Stack(App(), "S"), "K", component_name="c", component_arn="arn", floor=2, ceiling=8, initial=1,
-                      revision="r", model_name="m", log_retention_days=30)
+        KeptCopyCount(
+            Stack(App(), "S"),
+            "K",
+            component_name="c",
+            component_arn="arn",
+            floor=2,
+            ceiling=8,
+            initial=1,
+            revision="r",
+            model_name="m",
+            log_retention_days=30,
+        )
 
 
 class _SageMakerAndCloudFormation(BaseHTTPRequestHandler):
@@ -251,18 +303,31 @@ def local_services():
 
 
 NOT_FOUND = (400, {"__type": "ValidationException", "message": f'Could not find inference component "{COMPONENT}".'})
-DENIED = (400, {"__type": "AccessDeniedException", "message": "not authorized to perform: sagemaker:DescribeInferenceComponent"})
+DENIED = (
+    400,
+    {"__type": "AccessDeniedException", "message": "not authorized to perform: sagemaker:DescribeInferenceComponent"},
+)
 
 
 def _described(desired: int) -> tuple[int, dict]:
-    return 200, {"InferenceComponentName": COMPONENT, "RuntimeConfig": {"DesiredCopyCount": desired, "CurrentCopyCount": desired}}
+    return 200, {
+        "InferenceComponentName": COMPONENT,
+        "RuntimeConfig": {"DesiredCopyCount": desired, "CurrentCopyCount": desired},
+    }
 
 
 @pytest.mark.parametrize(
     ("request_type", "answer", "bounds", "status", "count", "reason"),
     [
         ("Update", _described(3), ("1", "4", "1"), "SUCCESS", 3, "runs 3 copies (desired): keeping 3 (1-4)"),
-        ("Update", _described(0), ("1", "4", "1"), "SUCCESS", 1, "runs 0 copies (desired): keeping 1 (1-4)"),  # scaled to zero
+        (
+            "Update",
+            _described(0),
+            ("1", "4", "1"),
+            "SUCCESS",
+            1,
+            "runs 0 copies (desired): keeping 1 (1-4)",
+        ),  # scaled to zero
         ("Update", _described(9), ("1", "4", "1"), "SUCCESS", 4, "keeping 4 (1-4)"),  # copy_scaling lowered
         ("Create", NOT_FOUND, ("1", "4", "2"), "SUCCESS", 2, "does not exist yet: 2 copies"),
         ("Create", _described(3), ("1", "4", "1"), "SUCCESS", 3, "keeping 3"),  # the resource added to a running stack
@@ -275,24 +340,47 @@ def test_the_kept_copy_count_function(local_services, request_type, answer, boun
     handler = lambda_entry("copy_count/handler.handler")
     state = _SageMakerAndCloudFormation
     state.answer, state.calls, state.responses = answer, [], []
-    client = boto3.client("sagemaker", endpoint_url=local_services, region_name="us-east-1", aws_access_key_id="k",
-                          aws_secret_access_key="s", config=botocore.config.Config(retries={"max_attempts": 1}))
+    client = boto3.client(
+        "sagemaker",
+        endpoint_url=local_services,
+        region_name="us-east-1",
+        aws_access_key_id="k",
+        aws_secret_access_key="s",
+        config=botocore.config.Config(retries={"max_attempts": 1}),
+    )
     floor, ceiling, initial = bounds
     event = {
-        "RequestType": request_type, "ResponseURL": f"{local_services}/response?signed", "StackId": "arn:stack",
-        "RequestId": "r-1", "LogicalResourceId": "KeptCopyCount",
-        "ResourceProperties": {"ServiceToken": "arn:fn", "ComponentName": COMPONENT, "Floor": floor,
-                               "Ceiling": ceiling, "Initial": initial, "Revision": "abc", "ModelName": "m"},
+        "RequestType": request_type,
+        "ResponseURL": f"{local_services}/response?signed",
+        "StackId": "arn:stack",
+        "RequestId": "r-1",
+        "LogicalResourceId": "KeptCopyCount",
+        "ResourceProperties": {
+            "ServiceToken": "arn:fn",
+            "ComponentName": COMPONENT,
+            "Floor": floor,
+            "Ceiling": ceiling,
+            "Initial": initial,
+            "Revision": "abc",
+            "ModelName": "m",
+        },
         **({"PhysicalResourceId": COMPONENT} if request_type != "Create" else {}),
     }
     handler(event, None, client=client)
     [sent] = state.responses
     assert sent["Status"] == status and reason in sent["Reason"], sent
-    assert (sent["PhysicalResourceId"], sent["RequestId"], sent["LogicalResourceId"]) == (COMPONENT, "r-1", "KeptCopyCount")
+    assert (sent["PhysicalResourceId"], sent["RequestId"], sent["LogicalResourceId"]) == (
+        COMPONENT,
+        "r-1",
+        "KeptCopyCount",
+    )
     assert sent["Data"] == ({"CopyCount": count} if count is not None else {})
     described = [c for c in state.calls if c["target"] == "SageMaker.DescribeInferenceComponent"]
-    assert described == ([] if request_type == "Delete" or status == "FAILED" and "Floor" in reason else
-                         [{"target": "SageMaker.DescribeInferenceComponent", "InferenceComponentName": COMPONENT}])
+    assert described == (
+        []
+        if request_type == "Delete" or status == "FAILED" and "Floor" in reason
+        else [{"target": "SageMaker.DescribeInferenceComponent", "InferenceComponentName": COMPONENT}]
+    )
 
 
 # ------------------------------------------------------------------------------------ guarded model updates (item 4)
@@ -305,16 +393,22 @@ def test_a_guarded_component_rolls_in_copies_with_alarms_on_its_own_metrics(guar
     component_lid, component = one(resources, "AWS::SageMaker::InferenceComponent")
     _, endpoint = one(resources, "AWS::SageMaker::Endpoint")
     config = component["Properties"]["DeploymentConfig"]
-    names = ["prod-guarded-ic-rollback-5xx-rate", "prod-guarded-ic-rollback-model-errors",
-             "prod-guarded-ic-rollback-latency-p99"]
+    names = [
+        "prod-guarded-ic-rollback-5xx-rate",
+        "prod-guarded-ic-rollback-model-errors",
+        "prod-guarded-ic-rollback-latency-p99",
+    ]
     assert config == {
         "RollingUpdatePolicy": {"MaximumBatchSize": {"Type": "COPY_COUNT", "Value": 1}, "WaitIntervalInSeconds": 600},
         "AutoRollbackConfiguration": {"Alarms": [{"AlarmName": n} for n in names]},
     }
     # A model update does not change the endpoint config: the endpoint carries no guard of its own.
     assert "DeploymentConfig" not in endpoint["Properties"]
-    alarms = {r["Properties"]["AlarmName"]: (lid, r["Properties"]) for lid, r in of_type(resources, "AWS::CloudWatch::Alarm").items()
-              if "-rollback-" in str(r["Properties"].get("AlarmName"))}  # fmt: skip
+    alarms = {
+        r["Properties"]["AlarmName"]: (lid, r["Properties"])
+        for lid, r in of_type(resources, "AWS::CloudWatch::Alarm").items()
+        if "-rollback-" in str(r["Properties"].get("AlarmName"))
+    }
     assert sorted(alarms) == sorted(names)
     for lid, props in alarms.values():
         assert lid in component["DependsOn"]  # in place before the update they guard
@@ -323,8 +417,12 @@ def test_a_guarded_component_rolls_in_copies_with_alarms_on_its_own_metrics(guar
             assert series["Namespace"] == "AWS/SageMaker"
             assert series["Dimensions"] == [{"Name": "InferenceComponentName", "Value": "prod-guarded-ic-ic"}]
     # The execution role may read exactly those alarms.
-    [statement] = [st for r in of_type(resources, "AWS::IAM::Policy").values()
-                   for st in r["Properties"]["PolicyDocument"]["Statement"] if st["Action"] == "cloudwatch:DescribeAlarms"]
+    [statement] = [
+        st
+        for r in of_type(resources, "AWS::IAM::Policy").values()
+        for st in r["Properties"]["PolicyDocument"]["Statement"]
+        if st["Action"] == "cloudwatch:DescribeAlarms"
+    ]
     assert sorted(str(a).rsplit(":", 1)[-1] for a in _listed(statement["Resource"])) == sorted(names)
 
 
@@ -350,10 +448,13 @@ def test_the_component_deployment_config_is_what_cloudformation_and_sagemaker_ac
     schema = _schema("AWS::SageMaker::InferenceComponent")
     assert "/properties/DeploymentConfig" in schema["writeOnlyProperties"]
     # Validated as the schema gives it (its other definitions hold patterns Python's re cannot compile: unchecked).
-    jsonschema.Draft7Validator({**schema["definitions"]["InferenceComponentDeploymentConfig"],
-                                "definitions": schema["definitions"]}).validate(config)
+    jsonschema.Draft7Validator(
+        {**schema["definitions"]["InferenceComponentDeploymentConfig"], "definitions": schema["definitions"]}
+    ).validate(config)
     # boto3's default session caches the service model the other tests load as well.
-    model = boto3.client("sagemaker", region_name="us-east-1", aws_access_key_id="k", aws_secret_access_key="s").meta.service_model
+    model = boto3.client(
+        "sagemaker", region_name="us-east-1", aws_access_key_id="k", aws_secret_access_key="s"
+    ).meta.service_model
     deployment_shape = model.shape_for("InferenceComponentDeploymentConfig")
     assert set(deployment_shape.required_members) <= set(config)
     rolling, rolling_shape = config["RollingUpdatePolicy"], deployment_shape.members["RollingUpdatePolicy"]

@@ -293,20 +293,32 @@ def test_the_execution_role_allows_what_sagemaker_does_with_the_encrypted_bucket
     _, model = ctx.find("AWS::SageMaker::Model")
     policy = role_policy(ctx, model["Properties"]["ExecutionRoleArn"]["Fn::GetAtt"][0])
     key = f"arn:aws:kms:{REGION}:{ACCOUNT}:key/1234abcd-12ab-34cd-56ef-1234567890ab"
-    via_s3 = {"kms:ViaService": f"s3.{REGION}.amazonaws.com", "kms:ResourceAliases": "alias/llm-endpoints-prod-artifacts"}
+    via_s3 = {
+        "kms:ViaService": f"s3.{REGION}.amazonaws.com",
+        "kms:ResourceAliases": "alias/llm-endpoints-prod-artifacts",
+    }
     bucket = f"llm-endpoints-prod-artifacts-{ACCOUNT}-{REGION}"
     capture = f"arn:aws:s3:::{bucket}/data-capture/chat-vllm/prod-chat-vllm/AllTraffic/2026/11/23/10/x.jsonl"
     needs = [
         Need("kms:Decrypt", key, "reading the SSE-KMS model data", via_s3),
         Need("kms:GenerateDataKey", key, "writing captures into the SSE-KMS bucket", via_s3),
         Need("s3:PutObject", capture, "a captured file"),
-        *(Need(a, f"arn:aws:ec2:{REGION}:{ACCOUNT}:network-interface/eni-0123456789abcdef0", "VpcConfig")
-          for a in SAGEMAKER_VPC_ACTIONS),
-    ]  # fmt: skip
+        *(
+            Need(a, f"arn:aws:ec2:{REGION}:{ACCOUNT}:network-interface/eni-0123456789abcdef0", "VpcConfig")
+            for a in SAGEMAKER_VPC_ACTIONS
+        ),
+    ]
     assert missing(policy, needs) == []
     not_granted = [
-        Need("kms:Decrypt", key, "a direct Decrypt, not through S3", {"kms:ResourceAliases": via_s3["kms:ResourceAliases"]}),
+        Need(
+            "kms:Decrypt",
+            key,
+            "a direct Decrypt, not through S3",
+            {"kms:ResourceAliases": via_s3["kms:ResourceAliases"]},
+        ),
         Need("kms:Decrypt", key, "another key of the account", {**via_s3, "kms:ResourceAliases": "alias/other"}),
-        Need("s3:PutObject", f"arn:aws:s3:::{bucket}/models/chat-vllm/{'0' * 64}/config.json", "writing the model data"),
+        Need(
+            "s3:PutObject", f"arn:aws:s3:::{bucket}/models/chat-vllm/{'0' * 64}/config.json", "writing the model data"
+        ),
     ]
     assert missing(policy, not_granted) == sorted(str(n) for n in not_granted)

@@ -30,14 +30,22 @@ def render(value: Any, template: dict) -> str:
         sep, parts = value["Fn::Join"]
         return sep.join(render(p, template) for p in parts)
     if "Ref" in value:
-        return {"AWS::Partition": "aws", "AWS::Region": REGION, "AWS::AccountId": ACCOUNT,
-                "AWS::URLSuffix": "amazonaws.com"}.get(value["Ref"], f"<{value['Ref']}>")  # fmt: skip
+        return {
+            "AWS::Partition": "aws",
+            "AWS::Region": REGION,
+            "AWS::AccountId": ACCOUNT,
+            "AWS::URLSuffix": "amazonaws.com",
+        }.get(value["Ref"], f"<{value['Ref']}>")
     return f"<{value}>"
 
 
 def statements_of(template: dict, predicate) -> list[dict]:
-    return [s for r in template["Resources"].values() if r["Type"] == "AWS::IAM::Policy" and predicate(r)
-            for s in r["Properties"]["PolicyDocument"]["Statement"]]  # fmt: skip
+    return [
+        s
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::IAM::Policy" and predicate(r)
+        for s in r["Properties"]["PolicyDocument"]["Statement"]
+    ]
 
 
 def allowed(statements: list[dict], action: str, resource: str, template: dict) -> bool:
@@ -45,8 +53,12 @@ def allowed(statements: list[dict], action: str, resource: str, template: dict) 
     for s in statements:
         actions = s["Action"] if isinstance(s["Action"], list) else [s["Action"]]
         resources = s["Resource"] if isinstance(s["Resource"], list) else [s["Resource"]]
-        if s["Effect"] == "Allow" and "Condition" not in s and any(fnmatch.fnmatchcase(action.lower(), a.lower()) for a in actions) \
-                and any(fnmatch.fnmatchcase(resource, render(r, template)) for r in resources):  # fmt: skip
+        if (
+            s["Effect"] == "Allow"
+            and "Condition" not in s
+            and any(fnmatch.fnmatchcase(action.lower(), a.lower()) for a in actions)
+            and any(fnmatch.fnmatchcase(resource, render(r, template)) for r in resources)
+        ):
             return True
     return False
 
@@ -71,25 +83,37 @@ def test_each_caller_gets_exactly_the_two_actions(templates) -> None:
         (caller_statements(templates[CHAT_VLLM]), [endpoint_arn("prod-chat-vllm")]),
         (created_role_statements(templates[ASSIST_IC]), [endpoint_arn("prod-assist-ic"), COMPONENT_ARN]),
     ):
-        granted = sorted((s["Action"], tuple(s["Resource"]) if isinstance(s["Resource"], list) else (s["Resource"],))
-                         for s in statements)  # fmt: skip
+        granted = sorted(
+            (s["Action"], tuple(s["Resource"]) if isinstance(s["Resource"], list) else (s["Resource"],))
+            for s in statements
+        )
         assert granted == [("sagemaker:CallWithBearerToken", ("*",)), ("sagemaker:InvokeEndpoint", tuple(resources))]
 
 
-@pytest.mark.parametrize(("stack", "statements_for", "action", "resource", "expected"), [
-    (CHAT_VLLM, caller_statements, "sagemaker:InvokeEndpoint", endpoint_arn("prod-chat-vllm"), True),
-    (CHAT_VLLM, caller_statements, "sagemaker:CallWithBearerToken", "*", True),
-    (CHAT_VLLM, caller_statements, "sagemaker:InvokeEndpoint", endpoint_arn("prod-other"), False),
-    (CHAT_VLLM, caller_statements, "sagemaker:InvokeEndpointAsync", endpoint_arn("prod-chat-vllm"), False),
-    (CHAT_VLLM, caller_statements, "sagemaker:DescribeEndpoint", endpoint_arn("prod-chat-vllm"), False),
-    (CHAT_VLLM, caller_statements, "sagemaker:CreateEndpoint", endpoint_arn("prod-chat-vllm"), False),
-    (ASSIST_IC, created_role_statements, "sagemaker:InvokeEndpoint", COMPONENT_ARN, True),
-    (ASSIST_IC, created_role_statements, "sagemaker:InvokeEndpoint",
-     f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:inference-component/prod-other-ic", False),
-    (ASSIST_IC, created_role_statements, "sagemaker:CallWithBearerToken", "*", True),
-    (ASSIST_IC, created_role_statements, "s3:GetObject", "arn:aws:s3:::any/key", False),
-])  # fmt: skip
-def test_the_route_calls_are_allowed_and_nothing_else(templates, stack, statements_for, action, resource, expected) -> None:
+@pytest.mark.parametrize(
+    ("stack", "statements_for", "action", "resource", "expected"),
+    [
+        (CHAT_VLLM, caller_statements, "sagemaker:InvokeEndpoint", endpoint_arn("prod-chat-vllm"), True),
+        (CHAT_VLLM, caller_statements, "sagemaker:CallWithBearerToken", "*", True),
+        (CHAT_VLLM, caller_statements, "sagemaker:InvokeEndpoint", endpoint_arn("prod-other"), False),
+        (CHAT_VLLM, caller_statements, "sagemaker:InvokeEndpointAsync", endpoint_arn("prod-chat-vllm"), False),
+        (CHAT_VLLM, caller_statements, "sagemaker:DescribeEndpoint", endpoint_arn("prod-chat-vllm"), False),
+        (CHAT_VLLM, caller_statements, "sagemaker:CreateEndpoint", endpoint_arn("prod-chat-vllm"), False),
+        (ASSIST_IC, created_role_statements, "sagemaker:InvokeEndpoint", COMPONENT_ARN, True),
+        (
+            ASSIST_IC,
+            created_role_statements,
+            "sagemaker:InvokeEndpoint",
+            f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:inference-component/prod-other-ic",
+            False,
+        ),
+        (ASSIST_IC, created_role_statements, "sagemaker:CallWithBearerToken", "*", True),
+        (ASSIST_IC, created_role_statements, "s3:GetObject", "arn:aws:s3:::any/key", False),
+    ],
+)
+def test_the_route_calls_are_allowed_and_nothing_else(
+    templates, stack, statements_for, action, resource, expected
+) -> None:
     template = templates[stack]
     assert allowed(statements_for(template), action, resource, template) is expected
 
@@ -107,9 +131,14 @@ def test_the_base_urls_are_outputs(templates) -> None:
     def output(stack: str, name: str) -> str:
         return render(templates[stack]["Outputs"][name]["Value"], templates[stack])
 
-    assert output(CHAT_VLLM, "OpenAIBaseUrl") == "https://runtime.sagemaker.us-east-1.amazonaws.com/endpoints/prod-chat-vllm/openai/v1"
-    assert output(ASSIST_IC, "OpenAIComponentBaseUrl") == ("https://runtime.sagemaker.us-east-1.amazonaws.com/endpoints/"
-                                                           "prod-assist-ic/inference-components/prod-assist-ic-ic/openai/v1")  # fmt: skip
+    assert (
+        output(CHAT_VLLM, "OpenAIBaseUrl")
+        == "https://runtime.sagemaker.us-east-1.amazonaws.com/endpoints/prod-chat-vllm/openai/v1"
+    )
+    assert output(ASSIST_IC, "OpenAIComponentBaseUrl") == (
+        "https://runtime.sagemaker.us-east-1.amazonaws.com/endpoints/"
+        "prod-assist-ic/inference-components/prod-assist-ic-ic/openai/v1"
+    )
     assert "OpenAIComponentBaseUrl" not in templates[CHAT_VLLM]["Outputs"]
     assert not any("OpenAI" in name for name in templates["llm-endpoints-prod-summarize-async"]["Outputs"])
 
@@ -119,8 +148,11 @@ def test_the_functions_get_the_endpoints_chat_settings(templates) -> None:
     chat through the clients' route and may make a bearer token for it."""
     template = templates[CHAT_VLLM]
     # the front doors and the smoke test (not the deploy-time custom resources: artifact check, kept copy count)
-    functions = {lid: r["Properties"]["Environment"]["Variables"] for lid, r in template["Resources"].items()
-                 if r["Type"] == "AWS::Lambda::Function" and lid.startswith(("Invoke", "Stream", "SmokeTest"))}  # fmt: skip
+    functions = {
+        lid: r["Properties"]["Environment"]["Variables"]
+        for lid, r in template["Resources"].items()
+        if r["Type"] == "AWS::Lambda::Function" and lid.startswith(("Invoke", "Stream", "SmokeTest"))
+    }
     chat = {"CHAT_ROUTE": "native", "CHAT_TOOL_CALLS": "false", "CHAT_CONSTRAINED_DECODING": "true"}
     for lid, env in functions.items():
         assert {k: env.get(k) for k in chat} == chat, lid
@@ -129,8 +161,11 @@ def test_the_functions_get_the_endpoints_chat_settings(templates) -> None:
     smoke_policy = statements_of(template, lambda r: "SmokeTest" in str(r["Properties"].get("Roles")))
     assert allowed(smoke_policy, "sagemaker:CallWithBearerToken", "*", template)
     async_functions = templates["llm-endpoints-prod-summarize-async"]["Resources"].values()
-    assert not any("CHAT_ROUTE" in r["Properties"].get("Environment", {}).get("Variables", {})
-                   for r in async_functions if r["Type"] == "AWS::Lambda::Function")  # fmt: skip
+    assert not any(
+        "CHAT_ROUTE" in r["Properties"].get("Environment", {}).get("Variables", {})
+        for r in async_functions
+        if r["Type"] == "AWS::Lambda::Function"
+    )
 
 
 def test_a_caller_of_another_account_is_refused_at_synth() -> None:

@@ -79,8 +79,14 @@ def test_stage_order_dev_then_approval_then_prod(piped):
     _, _, template, _ = piped
     names = [s["Name"] for s in _pipeline_stages(template)]
     assert names == [
-        "Source", "Build", "UpdatePipeline", "Assets",
-        "dev-artifacts", "dev-endpoints", "prod-artifacts", "prod-endpoints",
+        "Source",
+        "Build",
+        "UpdatePipeline",
+        "Assets",
+        "dev-artifacts",
+        "dev-endpoints",
+        "prod-artifacts",
+        "prod-endpoints",
     ]
     [source] = _stage(template, "Source")["Actions"]
     assert source["ActionTypeId"]["Provider"] == "CodeStarSourceConnection"
@@ -92,7 +98,9 @@ def test_stage_order_dev_then_approval_then_prod(piped):
 def test_manual_approval_runs_before_prod_deploys_only(piped):
     _, _, template, _ = piped
     approvals = [
-        (stage["Name"], a) for stage in _pipeline_stages(template) for a in stage["Actions"]
+        (stage["Name"], a)
+        for stage in _pipeline_stages(template)
+        for a in stage["Actions"]
         if a["ActionTypeId"]["Category"] == "Approval"
     ]
     assert [(name, a["Name"]) for name, a in approvals] == [("prod-artifacts", "Approve-prod")]
@@ -167,7 +175,9 @@ def test_the_connection_source_may_use_the_connection_under_both_service_prefixe
             actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
             if "codeconnections:UseConnection" in actions:
                 assert "codestar-connections:UseConnection" in actions
-                resources = statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
+                resources = (
+                    statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
+                )
                 granted |= {r.split(":")[2] for r in resources}
     assert granted == {"codestar-connections", "codeconnections"}
 
@@ -227,7 +237,9 @@ def test_publisher_role_writes_only_models_prefix_of_its_bucket_and_trusts_one_p
     _, _, _, stages = piped
     for env in ("dev", "prod"):
         template, _, _ = stages[f"{env}-artifacts"][f"llm-endpoints-{env}-artifacts"]
-        roles = {lid: r for lid, r in _resources(template, "AWS::IAM::Role").items() if lid.startswith("ModelPublisherRole")}
+        roles = {
+            lid: r for lid, r in _resources(template, "AWS::IAM::Role").items() if lid.startswith("ModelPublisherRole")
+        }
         [(lid, role)] = roles.items()
         assert role["Properties"]["RoleName"] == f"llm-endpoints-{env}-model-publisher"
         [trust] = role["Properties"]["AssumeRolePolicyDocument"]["Statement"]
@@ -247,7 +259,9 @@ def test_smoke_role_invokes_and_describes_one_endpoint(piped):
     _, _, _, stages = piped
     for env, account in (("dev", DEV), ("prod", PROD)):
         template, _, _ = stages[f"{env}-endpoints"][f"llm-endpoints-{env}-gptj-fastload"]
-        [(lid, role)] = [(k, r) for k, r in _resources(template, "AWS::IAM::Role").items() if k.startswith("SmokeTestRole")]
+        [(lid, role)] = [
+            (k, r) for k, r in _resources(template, "AWS::IAM::Role").items() if k.startswith("SmokeTestRole")
+        ]
         assert role["Properties"]["RoleName"] == f"llm-endpoints-{env}-gptj-fastload-smoke"
         [trust] = role["Properties"]["AssumeRolePolicyDocument"]["Statement"]
         assert _flat(trust["Condition"]["ArnEquals"]["aws:PrincipalArn"]).endswith(
@@ -255,13 +269,16 @@ def test_smoke_role_invokes_and_describes_one_endpoint(piped):
         )
         statements = [(s["Action"], s["Resource"]) for s in _role_statements(template, lid)]
         # What `model_build smoke` calls (tests/stacks/test_iam_coverage.py runs it): the same grant as the smoke Lambda.
-        assert sorted(statements, key=json.dumps) == sorted([
-            (
-                ["sagemaker:DescribeEndpoint", "sagemaker:InvokeEndpoint"],
-                f"arn:aws:sagemaker:us-east-1:{account}:endpoint/{env}-gptj-fastload",
-            ),
-            (["cloudformation:DescribeStacks", "cloudformation:ListStackResources"], {"Ref": "AWS::StackId"}),
-        ], key=json.dumps)
+        assert sorted(statements, key=json.dumps) == sorted(
+            [
+                (
+                    ["sagemaker:DescribeEndpoint", "sagemaker:InvokeEndpoint"],
+                    f"arn:aws:sagemaker:us-east-1:{account}:endpoint/{env}-gptj-fastload",
+                ),
+                (["cloudformation:DescribeStacks", "cloudformation:ListStackResources"], {"Ref": "AWS::StackId"}),
+            ],
+            key=json.dumps,
+        )
 
 
 def test_artifact_bucket_is_kms_encrypted_with_key_rotation(piped):
@@ -284,9 +301,12 @@ def test_prod_is_deployed_cross_account_through_its_bootstrap_roles(piped):
     for env, account in (("dev", DEV), ("prod", PROD)):
         for stage in (f"{env}-artifacts", f"{env}-endpoints"):
             assert {acct for _, acct, _ in stages[stage].values()} == {account}
-            deploys = [a for a in _stage(template, stage)["Actions"] if a["ActionTypeId"]["Provider"] == "CloudFormation"]
+            deploys = [
+                a for a in _stage(template, stage)["Actions"] if a["ActionTypeId"]["Provider"] == "CloudFormation"
+            ]
             assert deploys and all(
-                f":iam::{account}:role/cdk-hnb659fds-deploy-role-{account}-us-east-1" in _flat(a["RoleArn"]) for a in deploys
+                f":iam::{account}:role/cdk-hnb659fds-deploy-role-{account}-us-east-1" in _flat(a["RoleArn"])
+                for a in deploys
             )
     # The pipeline's key may be used by the prod account (cross-account keys).
     [key] = _resources(template, "AWS::KMS::Key").values()
@@ -304,7 +324,9 @@ def test_cdk_nag_is_clean_on_pipeline_and_stage_stacks(piped):
     report = json.loads((outdir / "validation-report.json").read_text())
     assert report.get("pluginReports"), "cdk-nag did not run"
     violations = [
-        v for plugin in report["pluginReports"] for v in plugin.get("violations", [])
+        v
+        for plugin in report["pluginReports"]
+        for v in plugin.get("violations", [])
         if not v["ruleName"].startswith("Annotation::llm-endpoints:")
     ]
     assert violations == []
@@ -321,16 +343,22 @@ def test_cfn_lint_passes_on_pipeline_and_stage_templates(piped, template_scan):
     # One known finding, in CDK Pipelines' own output: the CloudFormation deploy actions name the target account's
     # bootstrap deploy role with Fn::Join (E3703 prefers Fn::Sub, which CDK does not emit there). Anything else fails.
     unexpected = [
-        f for f in findings
-        if not (f["Rule"]["Id"] == "E3703" and f["Location"]["Path"][-2:] == ["Configuration", "RoleArn"]
-                and f["Filename"].endswith(f"{PIPELINE}.template.json"))
+        f
+        for f in findings
+        if not (
+            f["Rule"]["Id"] == "E3703"
+            and f["Location"]["Path"][-2:] == ["Configuration", "RoleArn"]
+            and f["Filename"].endswith(f"{PIPELINE}.template.json")
+        )
     ]
     assert unexpected == [], json.dumps(unexpected, indent=1)[-5000:]
     # Every such action is a CloudFormation deploy action.
     [pipeline] = _resources(piped[2], "AWS::CodePipeline::Pipeline").values()
     for f in findings:
         stage, action = f["Location"]["Path"][4], f["Location"]["Path"][6]
-        assert pipeline["Properties"]["Stages"][stage]["Actions"][action]["ActionTypeId"]["Provider"] == "CloudFormation"
+        assert (
+            pipeline["Properties"]["Stages"][stage]["Actions"][action]["ActionTypeId"]["Provider"] == "CloudFormation"
+        )
 
 
 # ------------------------------------------------------------------------------------------ config errors (no synth)
@@ -350,10 +378,14 @@ def test_pipeline_flag_without_pipeline_section_is_a_config_error():
     "changes,message",
     [
         ({"endpoints.0.artifact_hash": None}, r"endpoint 'gptj-fastload': artifact_hash: required key is missing"),
-        ({"pipeline.build": {"compute": "X2_LARGE", "gpu": True}},
-         r"pipeline.build.compute: value 'X2_LARGE' is not offered on CodeBuild's GPU fleet; allowed with gpu: true: SMALL, LARGE"),
-        ({"environments.prod.region": "us-west-2"},
-         r"environment 'prod': region: value 'us-west-2' differs from the pipeline's region 'us-east-1'"),
+        (
+            {"pipeline.build": {"compute": "X2_LARGE", "gpu": True}},
+            r"pipeline.build.compute: value 'X2_LARGE' is not offered on CodeBuild's GPU fleet; allowed with gpu: true: SMALL, LARGE",
+        ),
+        (
+            {"environments.prod.region": "us-west-2"},
+            r"environment 'prod': region: value 'us-west-2' differs from the pipeline's region 'us-east-1'",
+        ),
     ],
 )
 def test_pipeline_config_problems_are_reported(changes, message):
@@ -386,8 +418,6 @@ def test_pipeline_rules_are_reported_by_load_config(tmp_path):
     assert "environment 'prod': endpoint 'gptj-fastload': artifact_hash: required key is missing" in message
 
 
-
-
 def test_gpu_build_uses_a_linux_gpu_image_and_its_compute(gpu_pipeline):
     from stacks.pipeline_stack import GPU_BUILD_IMAGE
 
@@ -396,13 +426,17 @@ def test_gpu_build_uses_a_linux_gpu_image_and_its_compute(gpu_pipeline):
     assert (environment["Type"], environment["ComputeType"]) == ("LINUX_GPU_CONTAINER", "BUILD_GENERAL1_SMALL")
     image = _flat(environment["Image"])
     assert image.startswith("763104351884.dkr.ecr.") and image.endswith(f"/pytorch-inference:{GPU_BUILD_IMAGE.gpu_tag}")
-    assert "runtime-versions" not in _buildspec(_project_for(template, "dev-endpoints", "ModelBuild"))["phases"]["install"]
+    assert (
+        "runtime-versions" not in _buildspec(_project_for(template, "dev-endpoints", "ModelBuild"))["phases"]["install"]
+    )
 
     # The token: read by CodeBuild at build start, never in the template; the project role may read that secret.
     [variable] = [v for v in environment["EnvironmentVariables"] if v["Name"] == "HF_TOKEN"]
     assert variable == {"Name": "HF_TOKEN", "Type": "SECRETS_MANAGER", "Value": "hf/read-token:token"}
     role_lid = _project_for(template, "dev-endpoints", "ModelBuild")["Properties"]["ServiceRole"]["Fn::GetAtt"][0]
-    reads = [s for s in _role_statements(template, role_lid) if "secretsmanager:GetSecretValue" in json.dumps(s["Action"])]
+    reads = [
+        s for s in _role_statements(template, role_lid) if "secretsmanager:GetSecretValue" in json.dumps(s["Action"])
+    ]
     assert reads and all("hf/read-token" in json.dumps(s["Resource"]) for s in reads)
 
     # The own image: built by an asset project of the configured size and timeout, after a Docker Hub login.
@@ -414,7 +448,9 @@ def test_gpu_build_uses_a_linux_gpu_image_and_its_compute(gpu_pipeline):
         assert project["Properties"]["TimeoutInMinutes"] == 180
         assert project["Properties"]["Environment"]["PrivilegedMode"] is True
         login = json.loads(_buildspec(project)["phases"]["pre_build"]["commands"][1].split("'")[1])
-        assert login["domainCredentials"] == {"https://index.docker.io/v1/": {"secretsManagerSecretId": DOCKER_HUB_SECRET}}
+        assert login["domainCredentials"] == {
+            "https://index.docker.io/v1/": {"secretsManagerSecretId": DOCKER_HUB_SECRET}
+        }
     # The CPU default stays on CodeBuild's curated image (see the main synth).
 
 
@@ -441,15 +477,23 @@ def test_synth_warns_what_only_a_pipeline_run_would_show(piped, tmp_path):
 
     outdir = piped[0]
     assert "llm-endpoints:docker-hub-anonymous" not in _warnings(outdir)  # hf-fastload: no own image
-    assert docker_hub_bases(get_system("deepspeed-byoc").own_container) == ["pytorch/pytorch:2.1.2-cuda12.1-cudnn8-devel"]
+    assert docker_hub_bases(get_system("deepspeed-byoc").own_container) == [
+        "pytorch/pytorch:2.1.2-cuda12.1-cudnn8-devel"
+    ]
     assert docker_hub_bases(get_system("tensorrt-byoc").own_container) == []  # nvcr.io
 
     deployments, spec = deployments_with(
         **{"endpoints.0.system": "deepspeed-byoc", "pipeline.stages": ["dev"], "pipeline.manual_approval_before": []}
     )
     app = cdk.App(context=cdk_context(), outdir=str(tmp_path))
-    PipelineStack(app, "P", config_path=CONFIG, deployments=deployments, pipeline=spec,
-                  env={"account": TOOLS, "region": "us-east-1"})
+    PipelineStack(
+        app,
+        "P",
+        config_path=CONFIG,
+        deployments=deployments,
+        pipeline=spec,
+        env={"account": TOOLS, "region": "us-east-1"},
+    )
     app.synth()
     assert "builds from pytorch/pytorch:2.1.2-cuda12.1-cudnn8-devel on Docker Hub" in _warnings(tmp_path)
 
@@ -461,8 +505,10 @@ def test_synth_warns_what_only_a_pipeline_run_would_show(piped, tmp_path):
 # the bootstrap bucket (ListBucket) with its own credentials, which CDK Pipelines grants on "*" because the bootstrap
 # names are per account (aws-cdk-lib pipelines codepipeline.ts, "needed to check the status of the bootstrap stack
 # when doing `cdk deploy`"); the project already runs `cdk deploy` through the bootstrap deploy role.
-STAR_EXCEPTIONS = {("PipelineUpdatePipelineSelfMutationRole", "cloudformation:DescribeStacks"),
-                   ("PipelineUpdatePipelineSelfMutationRole", "s3:ListBucket")}  # fmt: skip
+STAR_EXCEPTIONS = {
+    ("PipelineUpdatePipelineSelfMutationRole", "cloudformation:DescribeStacks"),
+    ("PipelineUpdatePipelineSelfMutationRole", "s3:ListBucket"),
+}
 
 
 @functools.cache
@@ -487,7 +533,7 @@ def star_grants(template) -> list[tuple[str, str]]:
             resources = statement.get("Resource")
             if statement["Effect"] != "Allow" or "*" not in (resources if isinstance(resources, list) else [resources]):
                 continue
-            for action in (statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]):
+            for action in statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]:
                 if "*" in action or _resource_types(action):  # a wildcard action is treated as naming resources
                     found += [(role["Ref"], action) for role in policy["Properties"]["Roles"]]
     return found
@@ -499,29 +545,62 @@ def test_no_pipeline_role_may_act_on_every_resource_of_an_action_that_names_reso
     own asset projects; no other pipeline role acts on "*" but where the action has no resource type
     (ecr:GetAuthorizationToken of the GPU build) and the reviewed exception."""
     for template in (piped[2], gpu_pipeline):
-        left = [(role, action) for role, action in star_grants(template)
-                if not any(role.startswith(prefix) and action == a for prefix, a in STAR_EXCEPTIONS)]
+        left = [
+            (role, action)
+            for role, action in star_grants(template)
+            if not any(role.startswith(prefix) and action == a for prefix, a in STAR_EXCEPTIONS)
+        ]
         assert left == []
     # Both asset kinds (files; the GPU pipeline's own image too) start exactly their own projects.
     for template in (piped[2], gpu_pipeline):
         roles = {lid for lid in _resources(template, "AWS::IAM::Role") if lid.startswith("PipelineAssets")}
         assert roles, "the pipeline publishes assets"
         for role in roles:
-            projects = sorted(lid for lid, p in _resources(template, "AWS::CodeBuild::Project").items()
-                              if p["Properties"]["ServiceRole"] == {"Fn::GetAtt": [role, "Arn"]})
-            [policy] = [p for p in _resources(template, "AWS::IAM::Policy").values() if {"Ref": role} in p["Properties"]["Roles"]]
-            [builds] = [s for s in policy["Properties"]["PolicyDocument"]["Statement"] if "codebuild:StartBuild" in s["Action"]]
+            projects = sorted(
+                lid
+                for lid, p in _resources(template, "AWS::CodeBuild::Project").items()
+                if p["Properties"]["ServiceRole"] == {"Fn::GetAtt": [role, "Arn"]}
+            )
+            [policy] = [
+                p
+                for p in _resources(template, "AWS::IAM::Policy").values()
+                if {"Ref": role} in p["Properties"]["Roles"]
+            ]
+            [builds] = [
+                s for s in policy["Properties"]["PolicyDocument"]["Statement"] if "codebuild:StartBuild" in s["Action"]
+            ]
             assert sorted(r["Fn::GetAtt"][0] for r in builds["Resource"]) == projects and projects, role
-    kinds = {lid.removeprefix("PipelineAssets")[:4] for lid in _resources(gpu_pipeline, "AWS::IAM::Role") if lid.startswith("PipelineAssets")}
+    kinds = {
+        lid.removeprefix("PipelineAssets")[:4]
+        for lid in _resources(gpu_pipeline, "AWS::IAM::Role")
+        if lid.startswith("PipelineAssets")
+    }
     assert kinds == {"File", "Dock"}
 
 
 def test_the_star_check_reports_the_old_asset_grant(piped):
     """What CDK Pipelines wrote (aws-cdk-lib 2.273 asset-singleton-role.js) is reported by the check."""
-    old = {"Resources": {"PipelineAssetsFileRoleDefaultPolicy": {"Type": "AWS::IAM::Policy", "Properties": {
-        "Roles": [{"Ref": "PipelineAssetsFileRole59943A77"}], "PolicyDocument": {"Statement": [
-            {"Effect": "Allow", "Action": ["codebuild:BatchGetBuilds", "codebuild:StartBuild", "codebuild:StopBuild"],
-             "Resource": "*"},
-            {"Effect": "Allow", "Action": "ecr:GetAuthorizationToken", "Resource": "*"}]}}}}}  # fmt: skip
-    assert star_grants(old) == [("PipelineAssetsFileRole59943A77", a) for a in
-                                ("codebuild:BatchGetBuilds", "codebuild:StartBuild", "codebuild:StopBuild")]
+    old = {
+        "Resources": {
+            "PipelineAssetsFileRoleDefaultPolicy": {
+                "Type": "AWS::IAM::Policy",
+                "Properties": {
+                    "Roles": [{"Ref": "PipelineAssetsFileRole59943A77"}],
+                    "PolicyDocument": {
+                        "Statement": [
+                            {
+                                "Effect": "Allow",
+                                "Action": ["codebuild:BatchGetBuilds", "codebuild:StartBuild", "codebuild:StopBuild"],
+                                "Resource": "*",
+                            },
+                            {"Effect": "Allow", "Action": "ecr:GetAuthorizationToken", "Resource": "*"},
+                        ]
+                    },
+                },
+            }
+        }
+    }
+    assert star_grants(old) == [
+        ("PipelineAssetsFileRole59943A77", a)
+        for a in ("codebuild:BatchGetBuilds", "codebuild:StartBuild", "codebuild:StopBuild")
+    ]

@@ -24,7 +24,10 @@ REQUESTS: dict[str, tuple[str, tuple[str, ...]]] = {
     "AWS::SageMaker::Endpoint": ("sagemaker", ("CreateEndpointInput", "UpdateEndpointInput")),
     "AWS::SageMaker::EndpointConfig": ("sagemaker", ("CreateEndpointConfigInput",)),
     "AWS::SageMaker::Model": ("sagemaker", ("CreateModelInput",)),
-    "AWS::SageMaker::InferenceComponent": ("sagemaker", ("CreateInferenceComponentInput", "UpdateInferenceComponentInput")),
+    "AWS::SageMaker::InferenceComponent": (
+        "sagemaker",
+        ("CreateInferenceComponentInput", "UpdateInferenceComponentInput"),
+    ),
     "AWS::ApplicationAutoScaling::ScalableTarget": ("application-autoscaling", ("RegisterScalableTargetRequest",)),
     "AWS::ApplicationAutoScaling::ScalingPolicy": ("application-autoscaling", ("PutScalingPolicyRequest",)),
     "AWS::CloudWatch::Alarm": ("cloudwatch", ("PutMetricAlarmInput",)),
@@ -115,18 +118,38 @@ def test_every_enum_value_the_templates_send_is_documented_as_supported(synth):
 @pytest.mark.parametrize(
     "properties, expected",
     [
-        ({"ExcludeRetainedVariantProperties": [{"VariantPropertyType": "DataCaptureConfig"}]},
-         "value 'DataCaptureConfig': VariantPropertyType documents it as not currently supported"),
-        ({"ExcludeRetainedVariantProperties": [{"VariantPropertyType": "DesiredSpeed"}]},
-         "value 'DesiredSpeed' is not in VariantPropertyType's enum"),
+        (
+            {"ExcludeRetainedVariantProperties": [{"VariantPropertyType": "DataCaptureConfig"}]},
+            "value 'DataCaptureConfig': VariantPropertyType documents it as not currently supported",
+        ),
+        (
+            {"ExcludeRetainedVariantProperties": [{"VariantPropertyType": "DesiredSpeed"}]},
+            "value 'DesiredSpeed' is not in VariantPropertyType's enum",
+        ),
     ],
-)  # fmt: skip
+)
 def test_the_check_refuses_an_unsupported_or_unknown_value(properties, expected):
-    template = {"Resources": {"E": {"Type": "AWS::SageMaker::Endpoint", "Properties": {
-        "EndpointName": "e", "EndpointConfigName": {"Fn::GetAtt": ["C", "EndpointConfigName"]}, **properties}}}}  # fmt: skip
+    template = {
+        "Resources": {
+            "E": {
+                "Type": "AWS::SageMaker::Endpoint",
+                "Properties": {
+                    "EndpointName": "e",
+                    "EndpointConfigName": {"Fn::GetAtt": ["C", "EndpointConfigName"]},
+                    **properties,
+                },
+            }
+        }
+    }
     [problem] = template_problems(template)[0]
     assert problem.startswith("E (AWS::SageMaker::Endpoint).ExcludeRetainedVariantProperties[0].VariantPropertyType: ")
     assert expected in problem
-    fine = {"Resources": {"E": {"Type": "AWS::SageMaker::Endpoint", "Properties": {
-        "ExcludeRetainedVariantProperties": [{"VariantPropertyType": "DesiredWeight"}]}}}}  # fmt: skip
+    fine = {
+        "Resources": {
+            "E": {
+                "Type": "AWS::SageMaker::Endpoint",
+                "Properties": {"ExcludeRetainedVariantProperties": [{"VariantPropertyType": "DesiredWeight"}]},
+            }
+        }
+    }
     assert template_problems(fine)[0] == []

@@ -29,14 +29,21 @@ def test_the_managed_benchmark_is_the_gate_workload_as_an_ai_workload_config(syn
     props = config["Properties"]
     assert props["AIWorkloadConfigName"] == plan.managed_benchmark.workload_config_name
     assert json.loads(props["AIWorkloadConfigs"]["WorkloadSpec"]["Inline"]) == plan.managed_benchmark.document
-    outputs = {k.split("ManagedBenchmark", 1)[-1][:-8]: v["Value"] for k, v in template["Outputs"].items()
-               if k.startswith("ManagedBenchmark")}  # fmt: skip
+    outputs = {
+        k.split("ManagedBenchmark", 1)[-1][:-8]: v["Value"]
+        for k, v in template["Outputs"].items()
+        if k.startswith("ManagedBenchmark")
+    }
     assert outputs["WorkloadConfigName"] == plan.managed_benchmark.workload_config_name
     assert set(outputs) == {"WorkloadConfigName", "RoleArn", "CallerPolicyArn"}
     # only the endpoint that asks for it; no pipeline here, so no gate role either
     for name in ("llm-endpoints-prod-summarize-async", "llm-endpoints-prod-assist-ic"):
         assert not _resources(templates[name], "AWS::SageMaker::AIWorkloadConfig")
-    assert not [r for r in _resources(template, "AWS::IAM::Role").values() if r["Properties"].get("RoleName", "").endswith("-slo")]
+    assert not [
+        r
+        for r in _resources(template, "AWS::IAM::Role").values()
+        if r["Properties"].get("RoleName", "").endswith("-slo")
+    ]
 
 
 def test_a_region_without_the_resource_is_refused_at_synth_or_by_a_template_rule():
@@ -49,8 +56,11 @@ def test_a_region_without_the_resource_is_refused_at_synth_or_by_a_template_rule
 
     plan = load_config(ROOT / PRODUCTION, "prod").plan("chat-vllm")
     app = cdk.App()
-    with pytest.raises(ConfigError, match=r"endpoint 'chat-vllm': slo.managed_benchmark: AWS::SageMaker::"
-                                          r"AIWorkloadConfig is not offered in eu-west-3; regions with it: .*us-east-1"):
+    with pytest.raises(
+        ConfigError,
+        match=r"endpoint 'chat-vllm': slo.managed_benchmark: AWS::SageMaker::"
+        r"AIWorkloadConfig is not offered in eu-west-3; regions with it: .*us-east-1",
+    ):
         ManagedBenchmark._refuse_unoffered_region(cdk.Stack(app, "Paris", env={"region": "eu-west-3"}), plan)
     ManagedBenchmark._refuse_unoffered_region(cdk.Stack(app, "Oregon", env={"region": "us-west-2"}), plan)
     anywhere = cdk.Stack(app, "Anywhere")
@@ -69,7 +79,9 @@ def _flat(value) -> str:
     if isinstance(value, dict) and "Fn::Join" in value:
         sep, parts = value["Fn::Join"]
         return sep.join(_flat(p) for p in parts)
-    return {"AWS::Partition": "aws", "AWS::AccountId": "<account>", "AWS::Region": "<region>"}.get(value.get("Ref"), json.dumps(value))
+    return {"AWS::Partition": "aws", "AWS::AccountId": "<account>", "AWS::Region": "<region>"}.get(
+        value.get("Ref"), json.dumps(value)
+    )
 
 
 def test_the_slo_gate_step_runs_after_the_smoke_test_under_its_own_roles(pipeline_synth):
@@ -83,27 +95,43 @@ def test_the_slo_gate_step_runs_after_the_smoke_test_under_its_own_roles(pipelin
         spec = json.loads(_flat(project["Properties"]["Source"]["BuildSpec"]))
         assert spec["phases"]["build"]["commands"] == [
             f".venv/bin/python -m model_build slo-gate --config config/examples/pipeline.yaml --env {env} "
-            "--endpoint gptj-fastload --quiet"]
+            "--endpoint gptj-fastload --quiet"
+        ]
         assert spec["phases"]["install"]["commands"][0] == "make venv-deploy"
         # the step's role may assume the endpoint stack's gate role, nothing else of the environment
         role_lid = project["Properties"]["ServiceRole"]["Fn::GetAtt"][0]
-        assumes = [(s["Action"], _flat(s["Resource"])) for r in _resources(template, "AWS::IAM::Policy").values()
-                   if {"Ref": role_lid} in r["Properties"]["Roles"] for s in r["Properties"]["PolicyDocument"]["Statement"]
-                   if "sts:AssumeRole" in json.dumps(s["Action"])]  # fmt: skip
+        assumes = [
+            (s["Action"], _flat(s["Resource"]))
+            for r in _resources(template, "AWS::IAM::Policy").values()
+            if {"Ref": role_lid} in r["Properties"]["Roles"]
+            for s in r["Properties"]["PolicyDocument"]["Statement"]
+            if "sts:AssumeRole" in json.dumps(s["Action"])
+        ]
         assert assumes == [("sts:AssumeRole", f"arn:aws:iam::{account}:role/llm-endpoints-{env}-gptj-fastload-slo")]
 
         endpoint_template, _, _ = stages[f"{env}-endpoints"][f"llm-endpoints-{env}-gptj-fastload"]
-        [(lid, role)] = [(k, r) for k, r in _resources(endpoint_template, "AWS::IAM::Role").items()
-                         if r["Properties"].get("RoleName") == f"llm-endpoints-{env}-gptj-fastload-slo"]  # fmt: skip
+        [(lid, role)] = [
+            (k, r)
+            for k, r in _resources(endpoint_template, "AWS::IAM::Role").items()
+            if r["Properties"].get("RoleName") == f"llm-endpoints-{env}-gptj-fastload-slo"
+        ]
         [trust] = role["Properties"]["AssumeRolePolicyDocument"]["Statement"]
         assert _flat(trust["Condition"]["ArnEquals"]["aws:PrincipalArn"]) == (
-            f"arn:aws:iam::{TOOLS}:role/llm-endpoints-{env}-gptj-fastload-slo-cb")
-        statements = [(s["Action"], _flat(s["Resource"]), s.get("Condition"))
-                      for r in _resources(endpoint_template, "AWS::IAM::Policy").values() if {"Ref": lid} in r["Properties"]["Roles"]
-                      for s in r["Properties"]["PolicyDocument"]["Statement"]]  # fmt: skip
+            f"arn:aws:iam::{TOOLS}:role/llm-endpoints-{env}-gptj-fastload-slo-cb"
+        )
+        statements = [
+            (s["Action"], _flat(s["Resource"]), s.get("Condition"))
+            for r in _resources(endpoint_template, "AWS::IAM::Policy").values()
+            if {"Ref": lid} in r["Properties"]["Roles"]
+            for s in r["Properties"]["PolicyDocument"]["Statement"]
+        ]
         bucket = f"arn:aws:s3:::llm-endpoints-{env}-artifacts-<account>-<region>"
         assert statements == [
-            ("sagemaker:InvokeEndpoint", f"arn:aws:sagemaker:us-east-1:{account if env == 'prod' else TOOLS}:endpoint/{env}-gptj-fastload", None),
+            (
+                "sagemaker:InvokeEndpoint",
+                f"arn:aws:sagemaker:us-east-1:{account if env == 'prod' else TOOLS}:endpoint/{env}-gptj-fastload",
+                None,
+            ),
             ("s3:ListBucket", bucket, {"StringLike": {"s3:prefix": ["loadtest/gptj-fastload/*"]}}),
             (["s3:GetObject", "s3:PutObject"], f"{bucket}/loadtest/gptj-fastload/*", None),
-        ]  # fmt: skip
+        ]

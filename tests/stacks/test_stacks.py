@@ -47,15 +47,26 @@ def test_artifact_bucket_is_encrypted_versioned_private_logged(dev):
         "AWS::S3::Bucket",
         {
             "Properties": {
-                "BucketName": {"Fn::Join": ["", ["llm-endpoints-dev-artifacts-", {"Ref": "AWS::AccountId"}, "-", {"Ref": "AWS::Region"}]]},
+                "BucketName": {
+                    "Fn::Join": [
+                        "",
+                        ["llm-endpoints-dev-artifacts-", {"Ref": "AWS::AccountId"}, "-", {"Ref": "AWS::Region"}],
+                    ]
+                },
                 "BucketEncryption": {
                     "ServerSideEncryptionConfiguration": [{"ServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}]
                 },
                 "VersioningConfiguration": {"Status": "Enabled"},
                 "PublicAccessBlockConfiguration": {
-                    "BlockPublicAcls": True, "BlockPublicPolicy": True, "IgnorePublicAcls": True, "RestrictPublicBuckets": True,
+                    "BlockPublicAcls": True,
+                    "BlockPublicPolicy": True,
+                    "IgnorePublicAcls": True,
+                    "RestrictPublicBuckets": True,
                 },
-                "LoggingConfiguration": {"DestinationBucketName": Match.any_value(), "LogFilePrefix": "artifact-bucket/"},
+                "LoggingConfiguration": {
+                    "DestinationBucketName": Match.any_value(),
+                    "LogFilePrefix": "artifact-bucket/",
+                },
             },
             "DeletionPolicy": "Delete",
         },
@@ -168,7 +179,9 @@ def test_volume_size_where_the_instance_allows_it(synth, tmp_path):
 
 def test_tar_gz_model_data_uses_model_data_url(synth, tmp_path):
     config = tmp_path / "targz.yaml"
-    config.write_text("endpoints:\n  - {name: t, system: hf-fastload, model: m, instance_type: ml.g5.xlarge, model_data: tar-gz}\n")
+    config.write_text(
+        "endpoints:\n  - {name: t, system: hf-fastload, model: m, instance_type: ml.g5.xlarge, model_data: tar-gz}\n"
+    )
     s = synth(str(config))
     [model] = s.resources("llm-endpoints-default-t", "AWS::SageMaker::Model")
     container = model["Properties"]["PrimaryContainer"]
@@ -182,8 +195,10 @@ def test_endpoint_is_named_and_waits_for_its_log_group(dev):
     [(endpoint_id, endpoint)] = [(k, v) for k, v in t.items() if v["Type"] == "AWS::SageMaker::Endpoint"]
     assert endpoint["Properties"]["EndpointName"] == "dev-gptj-fastload"
     [(log_id, log_group)] = [
-        (k, v) for k, v in t.items()
-        if v["Type"] == "AWS::Logs::LogGroup" and v["Properties"].get("LogGroupName") == "/aws/sagemaker/Endpoints/dev-gptj-fastload"
+        (k, v)
+        for k, v in t.items()
+        if v["Type"] == "AWS::Logs::LogGroup"
+        and v["Properties"].get("LogGroupName") == "/aws/sagemaker/Endpoints/dev-gptj-fastload"
     ]
     assert log_id in endpoint["DependsOn"]
     assert log_group["Properties"]["RetentionInDays"] == 30
@@ -242,7 +257,9 @@ def test_execution_role_reads_its_endpoints_artifacts_and_pulls_one_repository(l
     assert get["Resource"]["Fn::Join"][1][-1] == "/models/tiny-gpt2/*"
     listing = by_action['"s3:ListBucket"']
     assert listing["Condition"] == {"StringLike": {"s3:prefix": ["models/tiny-gpt2/*"]}}
-    logs = by_action[json.dumps(["logs:CreateLogGroup", "logs:CreateLogStream", "logs:DescribeLogStreams", "logs:PutLogEvents"])]
+    logs = by_action[
+        json.dumps(["logs:CreateLogGroup", "logs:CreateLogStream", "logs:DescribeLogStreams", "logs:PutLogEvents"])
+    ]
     group_lid, attribute = logs["Resource"]["Fn::GetAtt"]
     group = local.templates[stack]["Resources"][group_lid]["Properties"]
     assert (group["LogGroupName"], attribute) == ("/aws/sagemaker/Endpoints/local-tiny-gpt2", "Arn")
@@ -257,13 +274,20 @@ def test_execution_role_reads_its_endpoints_artifacts_and_pulls_one_repository(l
 
 def test_invoke_function_may_only_invoke_its_endpoint(local):
     stack = "llm-endpoints-local-tiny-gpt2"
-    [fn] = [f for f in local.resources(stack, "AWS::Lambda::Function") if f["Properties"]["Handler"] == "invoke/handler.handler"]
+    [fn] = [
+        f
+        for f in local.resources(stack, "AWS::Lambda::Function")
+        if f["Properties"]["Handler"] == "invoke/handler.handler"
+    ]
     props = fn["Properties"]
     assert props["Environment"]["Variables"] == {
-        "ENDPOINT_NAME": "local-tiny-gpt2", "READ_TIMEOUT_S": "55",
+        "ENDPOINT_NAME": "local-tiny-gpt2",
+        "READ_TIMEOUT_S": "55",
         # the local file's chat: block on hf-fastload (our handler applies the template; chat_contract.CHAT_ENV)
-        "CHAT_ROUTE": "handler", "CHAT_TOOL_CALLS": "true", "CHAT_CONSTRAINED_DECODING": "false",
-    }  # fmt: skip
+        "CHAT_ROUTE": "handler",
+        "CHAT_TOOL_CALLS": "true",
+        "CHAT_CONSTRAINED_DECODING": "false",
+    }
     assert props["Timeout"] == 65 and props["Runtime"] == "python3.14"
     statements = _statements(local, stack, "InvokeRole")
     [invoke] = [s for s in statements if s["Action"] == "sagemaker:InvokeEndpoint"]
@@ -272,16 +296,25 @@ def test_invoke_function_may_only_invoke_its_endpoint(local):
 
 def test_smoke_test_function_reads_its_stack_and_endpoint_only(local):
     stack = "llm-endpoints-local-tiny-gpt2"
-    [fn] = [f for f in local.resources(stack, "AWS::Lambda::Function") if f["Properties"]["Handler"] == "smoke/handler.handler"]
+    [fn] = [
+        f
+        for f in local.resources(stack, "AWS::Lambda::Function")
+        if f["Properties"]["Handler"] == "smoke/handler.handler"
+    ]
     env = fn["Properties"]["Environment"]["Variables"]
     assert env["STACK_NAME"] == {"Ref": "AWS::StackName"} and env["ENDPOINT_NAME"] == "local-tiny-gpt2"
     assert (env["PROMPT"], env["MAX_NEW_TOKENS"], env["LATENCY_BUDGET_MS"], env["EMULATOR"]) == (
-        "The capital of France is", "16", "30000", "true"
+        "The capital of France is",
+        "16",
+        "30000",
+        "true",
     )
     assert fn["Properties"]["Timeout"] == 90
     statements = _statements(local, stack, "SmokeTestFunctionRole")
     by_action = {json.dumps(s["Action"]): s["Resource"] for s in statements}
-    assert by_action['["cloudformation:DescribeStacks", "cloudformation:ListStackResources"]'] == {"Ref": "AWS::StackId"}
+    assert by_action['["cloudformation:DescribeStacks", "cloudformation:ListStackResources"]'] == {
+        "Ref": "AWS::StackId"
+    }
     assert "endpoint/local-tiny-gpt2" in by_action['["sagemaker:DescribeEndpoint", "sagemaker:InvokeEndpoint"]']
 
 
@@ -355,7 +388,10 @@ def test_cfn_lint_passes_on_every_template(template_scan, local, dev, prod, mini
 def test_cfn_lint_would_catch_a_bad_timeout(template_scan):
     """The scan's cfn-lint canary: the local endpoint stack with ModelDataDownloadTimeoutInSeconds over 3600."""
     [finding] = template_scan.cfn_lint_findings_on([CFN_LINT_CANARY])
-    assert str(BAD_TIMEOUT) in finding["Message"] and finding["Location"]["Path"][-1] == "ModelDataDownloadTimeoutInSeconds"
+    assert (
+        str(BAD_TIMEOUT) in finding["Message"]
+        and finding["Location"]["Path"][-1] == "ModelDataDownloadTimeoutInSeconds"
+    )
 
 
 def test_cdk_nag_reports_have_no_unacknowledged_findings(local, dev, prod, minimal):
@@ -363,7 +399,9 @@ def test_cdk_nag_reports_have_no_unacknowledged_findings(local, dev, prod, minim
         report = json.loads((s.outdir / "validation-report.json").read_text())
         assert report.get("pluginReports"), "cdk-nag did not run"
         violations = [
-            v for plugin in report["pluginReports"] for v in plugin.get("violations", [])
+            v
+            for plugin in report["pluginReports"]
+            for v in plugin.get("violations", [])
             if not v["ruleName"].startswith("Annotation::llm-endpoints:")  # our own notices, tested elsewhere
         ]
         assert violations == [], violations
@@ -397,7 +435,10 @@ def test_default_timeouts_grow_with_the_model(synth, tmp_path):
     for name in ("big", "small"):
         [cfg] = s.resources(f"llm-endpoints-default-{name}", "AWS::SageMaker::EndpointConfig")
         [variant] = cfg["Properties"]["ProductionVariants"]
-        timeouts[name] = (variant["ModelDataDownloadTimeoutInSeconds"], variant["ContainerStartupHealthCheckTimeoutInSeconds"])
+        timeouts[name] = (
+            variant["ModelDataDownloadTimeoutInSeconds"],
+            variant["ContainerStartupHealthCheckTimeoutInSeconds"],
+        )
     assert timeouts["small"] == (600, 600)
     # 140 GB at 100 MB/s + 300 s; loading at 200 MB/s + 300 s.
     assert timeouts["big"] == (1700, 1000)
@@ -419,7 +460,8 @@ def test_updates_retain_the_scaled_instance_count_and_apply_the_rest(dev, minima
     assert [p["VariantPropertyType"] for p in scaled["ExcludeRetainedVariantProperties"]] == ["DesiredWeight"]
     fixed = _endpoint(minimal, "llm-endpoints-default-gpt2-small")
     assert [p["VariantPropertyType"] for p in fixed["ExcludeRetainedVariantProperties"]] == [
-        "DesiredWeight", "DesiredInstanceCount",
+        "DesiredWeight",
+        "DesiredInstanceCount",
     ]
 
 

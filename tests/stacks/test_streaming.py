@@ -22,24 +22,38 @@ def production(synth):
 
 
 def _stream_function(production, stack: str = STACK):
-    [(lid, fn)] = [(k, r) for k, r in production.templates[stack]["Resources"].items()
-                   if r["Type"] == "AWS::Lambda::Function" and r["Properties"].get("Handler") == "stream/run.sh"]  # fmt: skip
+    [(lid, fn)] = [
+        (k, r)
+        for k, r in production.templates[stack]["Resources"].items()
+        if r["Type"] == "AWS::Lambda::Function" and r["Properties"].get("Handler") == "stream/run.sh"
+    ]
     return lid, fn["Properties"]
 
 
 def test_function_url_streams_with_iam_auth(production):
     lid, _ = _stream_function(production)
-    production.template(STACK).has_resource_properties("AWS::Lambda::Url", {
-        "AuthType": "AWS_IAM", "InvokeMode": "RESPONSE_STREAM", "TargetFunctionArn": {"Fn::GetAtt": [lid, "Arn"]},
-    })  # fmt: skip
+    production.template(STACK).has_resource_properties(
+        "AWS::Lambda::Url",
+        {
+            "AuthType": "AWS_IAM",
+            "InvokeMode": "RESPONSE_STREAM",
+            "TargetFunctionArn": {"Fn::GetAtt": [lid, "Arn"]},
+        },
+    )
     outputs = production.templates[STACK]["Outputs"]
-    assert any(o["Value"] == {"Fn::GetAtt": [k, "FunctionUrl"]} for o in outputs.values()
-               for k, r in production.templates[STACK]["Resources"].items() if r["Type"] == "AWS::Lambda::Url")  # fmt: skip
+    assert any(
+        o["Value"] == {"Fn::GetAtt": [k, "FunctionUrl"]}
+        for o in outputs.values()
+        for k, r in production.templates[STACK]["Resources"].items()
+        if r["Type"] == "AWS::Lambda::Url"
+    )
 
 
 def test_function_runs_behind_the_web_adapter(production):
     _, props = _stream_function(production)
-    assert props["Layers"] == [f"arn:aws:lambda:us-east-1:753240598075:layer:LambdaAdapterLayerArm64:{ADAPTER_LAYER_VERSION}"]
+    assert props["Layers"] == [
+        f"arn:aws:lambda:us-east-1:753240598075:layer:LambdaAdapterLayerArm64:{ADAPTER_LAYER_VERSION}"
+    ]
     assert props["Architectures"] == ["arm64"] and props["Runtime"].startswith("python3")
     env = props["Environment"]["Variables"]
     assert env["AWS_LAMBDA_EXEC_WRAPPER"] == "/opt/bootstrap" and env["AWS_LWA_INVOKE_MODE"] == "response_stream"
@@ -53,15 +67,31 @@ def test_role_may_invoke_only_its_endpoint_and_write_its_logs(production):
     _, props = _stream_function(production)
     role = props["Role"]["Fn::GetAtt"][0]
     resources = production.templates[STACK]["Resources"]
-    statements = [s for r in resources.values() if r["Type"] == "AWS::IAM::Policy" and {"Ref": role} in r["Properties"]["Roles"]
-                  for s in r["Properties"]["PolicyDocument"]["Statement"]]  # fmt: skip
+    statements = [
+        s
+        for r in resources.values()
+        if r["Type"] == "AWS::IAM::Policy" and {"Ref": role} in r["Properties"]["Roles"]
+        for s in r["Properties"]["PolicyDocument"]["Statement"]
+    ]
     sagemaker = [s for s in statements if any(a.startswith("sagemaker:") for a in _listed(s["Action"]))]
-    assert sagemaker == [{"Action": "sagemaker:InvokeEndpoint", "Effect": "Allow",
-                          "Resource": "arn:aws:sagemaker:us-east-1:111122223333:endpoint/prod-chat-vllm"}]  # fmt: skip
+    assert sagemaker == [
+        {
+            "Action": "sagemaker:InvokeEndpoint",
+            "Effect": "Allow",
+            "Resource": "arn:aws:sagemaker:us-east-1:111122223333:endpoint/prod-chat-vllm",
+        }
+    ]
     others = {a for s in statements for a in _listed(s["Action"])} - {"sagemaker:InvokeEndpoint"}
-    assert others <= {"logs:CreateLogStream", "logs:PutLogEvents", "ec2:AssignPrivateIpAddresses", "ec2:CreateNetworkInterface",
-                      "ec2:DeleteNetworkInterface", "ec2:DescribeNetworkInterfaces", "ec2:DescribeSubnets",
-                      "ec2:UnassignPrivateIpAddresses"}, others  # fmt: skip  (the created VPC's network interfaces)
+    assert others <= {
+        "logs:CreateLogStream",
+        "logs:PutLogEvents",
+        "ec2:AssignPrivateIpAddresses",
+        "ec2:CreateNetworkInterface",
+        "ec2:DeleteNetworkInterface",
+        "ec2:DescribeNetworkInterfaces",
+        "ec2:DescribeSubnets",
+        "ec2:UnassignPrivateIpAddresses",
+    }, others  # the created VPC's network interfaces
 
 
 def test_only_the_streaming_endpoints_get_a_function_url(production):
@@ -78,15 +108,21 @@ def test_a_component_endpoint_streams_from_its_component(production):
     [component] = [r["Properties"] for r in resources.values() if r["Type"] == "AWS::SageMaker::InferenceComponent"]
     assert props["Environment"]["Variables"]["INFERENCE_COMPONENT_NAME"] == component["InferenceComponentName"]
     role = props["Role"]["Fn::GetAtt"][0]
-    statements = [s for r in resources.values() if r["Type"] == "AWS::IAM::Policy" and {"Ref": role} in r["Properties"]["Roles"]
-                  for s in r["Properties"]["PolicyDocument"]["Statement"]]  # fmt: skip
+    statements = [
+        s
+        for r in resources.values()
+        if r["Type"] == "AWS::IAM::Policy" and {"Ref": role} in r["Properties"]["Roles"]
+        for s in r["Properties"]["PolicyDocument"]["Statement"]
+    ]
     sagemaker = [s for s in statements if any(a.startswith("sagemaker:") for a in _listed(s["Action"]))]
     resources_granted = sorted(r for s in sagemaker for r in _listed(s["Resource"]))
     assert {a for s in sagemaker for a in _listed(s["Action"])} == {"sagemaker:InvokeEndpoint"}
-    assert resources_granted == sorted([
-        "arn:aws:sagemaker:us-east-1:111122223333:endpoint/prod-assist-ic",
-        f"arn:aws:sagemaker:us-east-1:111122223333:inference-component/{component['InferenceComponentName']}",
-    ])  # fmt: skip
+    assert resources_granted == sorted(
+        [
+            "arn:aws:sagemaker:us-east-1:111122223333:endpoint/prod-assist-ic",
+            f"arn:aws:sagemaker:us-east-1:111122223333:inference-component/{component['InferenceComponentName']}",
+        ]
+    )
 
 
 def test_asset_holds_the_start_script_executable_and_only_what_the_app_imports(production):
@@ -95,7 +131,9 @@ def test_asset_holds_the_start_script_executable_and_only_what_the_app_imports(p
     files = sorted(p.relative_to(asset_dir).as_posix() for p in asset_dir.rglob("*") if p.is_file())
     # What app.py imports, followed through the repository (stacks/lambda_asset.py), plus the start script.
     assert files == sorted([*asset_files(STREAM_CODE / "app.py"), "stream/run.sh"])
-    assert {"endpoint_runtime/stream.py", "endpoint_runtime/invoke.py", "request_contract.py", "stream/app.py"} <= set(files)
+    assert {"endpoint_runtime/stream.py", "endpoint_runtime/invoke.py", "request_contract.py", "stream/app.py"} <= set(
+        files
+    )
     # CDK's zip keeps each file's mode (aws-cdk writeZipFile: `mode: stat.mode`): the adapter must exec run.sh.
     assert (asset_dir / "stream" / "run.sh").stat().st_mode & stat.S_IXUSR
     assert not (asset_dir / "stream" / "app.py").stat().st_mode & stat.S_IXUSR
@@ -117,7 +155,6 @@ def _listed(value):
     return value if isinstance(value, list) else [value]
 
 
-
 def test_a_public_url_is_capped_and_warned_about_at_synth(tmp_path):
     """streaming.auth none (with its acknowledgement and the cap the config requires): AuthType NONE, the function's
     reserved concurrency, and a synth warning naming the endpoint and the cap. One endpoint stack, synthesized alone."""
@@ -132,23 +169,38 @@ def test_a_public_url_is_capped_and_warned_about_at_synth(tmp_path):
 
     raw = yaml.safe_load((ROOT / PRODUCTION).read_text())
     raw["endpoints"] = [e for e in raw["endpoints"] if e["name"] == "chat-vllm"]
-    raw["endpoints"][0]["streaming"] = {"enabled": True, "auth": "none", "acknowledge_unauthenticated": True,
-                                        "reserved_concurrency": 5}  # fmt: skip
+    raw["endpoints"][0]["streaming"] = {
+        "enabled": True,
+        "auth": "none",
+        "acknowledge_unauthenticated": True,
+        "reserved_concurrency": 5,
+    }
     config = tmp_path / "config.yaml"
     config.write_text(yaml.safe_dump(raw))
     deployment = load_config(config, "prod", build_root=tmp_path / "no-build")
     plan = deployment.plan("chat-vllm")
-    stack = EndpointStack(cdk.App(context=cdk_context()), plan.stack_name, plan=plan, allow_unbuilt=True,
-                          image_repository=deployment.image_repository,
-                          env={"account": "111122223333", "region": "us-east-1"})  # fmt: skip
+    stack = EndpointStack(
+        cdk.App(context=cdk_context()),
+        plan.stack_name,
+        plan=plan,
+        allow_unbuilt=True,
+        image_repository=deployment.image_repository,
+        env={"account": "111122223333", "region": "us-east-1"},
+    )
     template = Template.from_stack(stack)
     template.has_resource_properties("AWS::Lambda::Url", {"AuthType": "NONE", "InvokeMode": "RESPONSE_STREAM"})
-    template.has_resource_properties("AWS::Lambda::Function", {"Handler": "stream/run.sh", "ReservedConcurrentExecutions": 5})
+    template.has_resource_properties(
+        "AWS::Lambda::Function", {"Handler": "stream/run.sh", "ReservedConcurrentExecutions": 5}
+    )
     template.has_resource_properties("AWS::Lambda::Permission", {"Principal": "*", "FunctionUrlAuthType": "NONE"})
-    warnings = Annotations.from_stack(stack).find_warning("*", Match.string_like_regexp("auth 'none' \\(Principal \\*\\)"))
+    warnings = Annotations.from_stack(stack).find_warning(
+        "*", Match.string_like_regexp("auth 'none' \\(Principal \\*\\)")
+    )
     [warning] = warnings
     assert PUBLIC_STREAM_WARNING_ID in str(warning.entry.data)
-    assert "endpoint prod-chat-vllm" in str(warning.entry.data) and "at most 5 streams at once" in str(warning.entry.data)
+    assert "endpoint prod-chat-vllm" in str(warning.entry.data) and "at most 5 streams at once" in str(
+        warning.entry.data
+    )
 
 
 def test_the_construct_refuses_a_public_url_without_a_cap():
@@ -156,7 +208,8 @@ def test_the_construct_refuses_a_public_url_without_a_cap():
     from endpoint_config.streaming import StreamingSpec
     from stacks.streaming import StreamingFrontDoor
 
-    spec = StreamingSpec.model_construct(enabled=True, auth="none", acknowledge_unauthenticated=True,
-                                         reserved_concurrency=None, timeout_s=300)  # fmt: skip
+    spec = StreamingSpec.model_construct(
+        enabled=True, auth="none", acknowledge_unauthenticated=True, reserved_concurrency=None, timeout_s=300
+    )
     with pytest.raises(ValueError, match="streaming auth 'none' needs reserved_concurrency"):
         StreamingFrontDoor(None, "S", endpoint=None, spec=spec, log_retention_days=7)

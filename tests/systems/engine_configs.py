@@ -10,10 +10,20 @@ import pytest
 from endpoint_config import ConfigError
 
 
-def endpoint_yaml(name: str, system: str, model: str, instance: str = "ml.g6e.xlarge", dtype: str = "bf16",
-                  tp: int = 1, engine: dict | None = None, extra: str = "") -> str:  # fmt: skip
-    text = (f"  - name: {name}\n    system: {system}\n    model: {model}\n    dtype: {dtype}\n"
-            f"    instance_type: {instance}\n    tensor_parallel_degree: {tp}\n")  # fmt: skip
+def endpoint_yaml(
+    name: str,
+    system: str,
+    model: str,
+    instance: str = "ml.g6e.xlarge",
+    dtype: str = "bf16",
+    tp: int = 1,
+    engine: dict | None = None,
+    extra: str = "",
+) -> str:
+    text = (
+        f"  - name: {name}\n    system: {system}\n    model: {model}\n    dtype: {dtype}\n"
+        f"    instance_type: {instance}\n    tensor_parallel_degree: {tp}\n"
+    )
     if engine:
         text += f"    engine: {json.dumps(engine)}\n"
     return text + extra

@@ -50,8 +50,12 @@ def _vllm_tokens(value: str) -> list[str] | None:
             return [value]
         if not items:
             return None
-        return [json.dumps(i, separators=(",", ":")) if isinstance(i, (dict, list)) else
-                ("true" if i is True else "false" if i is False else "" if i is None else str(i)) for i in items]  # fmt: skip
+        return [
+            json.dumps(i, separators=(",", ":"))
+            if isinstance(i, (dict, list))
+            else ("true" if i is True else "false" if i is False else "" if i is None else str(i))
+            for i in items
+        ]
     if text.startswith("{") and text.endswith("}"):
         decoder, objects, index = json.JSONDecoder(), [], 0
         while index < len(text):
@@ -79,7 +83,7 @@ def vllm_argv(env: dict[str, str], model_dir: Path) -> list[str]:
     for key in sorted(env):
         if not key.startswith(VLLM_PREFIX):
             continue
-        flag, value = "--" + key[len(VLLM_PREFIX):].lower().replace("_", "-"), env[key]
+        flag, value = "--" + key[len(VLLM_PREFIX) :].lower().replace("_", "-"), env[key]
         if value.strip().lower() == "true":
             args.append(flag)
         elif value.strip().lower() != "false" and (tokens := _vllm_tokens(value)) is not None:
@@ -147,28 +151,54 @@ class StandIn:
         import torch
 
         if not isinstance(body.get("messages"), list):
-            return 400, {"error": {"message": "Cannot find suitable handler for request. Expected one of: "
-                                   "['ChatCompletionRequest', 'CompletionRequest']", "type": "BadRequestError"}}
+            return 400, {
+                "error": {
+                    "message": "Cannot find suitable handler for request. Expected one of: "
+                    "['ChatCompletionRequest', 'CompletionRequest']",
+                    "type": "BadRequestError",
+                }
+            }
         model = body.get("model")
         if model and model != self.served:
             return 404, {"error": {"message": f"The model `{model}` does not exist.", "type": "NotFoundError"}}
-        ids = self.tokenizer.apply_chat_template(body["messages"], add_generation_prompt=True, return_tensors="pt",
-                                                 return_dict=True)["input_ids"]  # fmt: skip
+        ids = self.tokenizer.apply_chat_template(
+            body["messages"], add_generation_prompt=True, return_tensors="pt", return_dict=True
+        )["input_ids"]
         wanted = int(body.get("max_tokens") or body.get("max_completion_tokens") or 16)
         if self.max_len is not None and ids.shape[1] + wanted > self.max_len:
-            return 400, {"error": {"message": f"This model's maximum context length is {self.max_len} tokens",
-                                   "type": "BadRequestError"}}
+            return 400, {
+                "error": {
+                    "message": f"This model's maximum context length is {self.max_len} tokens",
+                    "type": "BadRequestError",
+                }
+            }
         with self.lock, torch.inference_mode():
-            out = self.model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=wanted,
-                                      do_sample=False, pad_token_id=self.tokenizer.pad_token_id)  # fmt: skip
-        new = out[0, ids.shape[1]:]
+            out = self.model.generate(
+                ids,
+                attention_mask=torch.ones_like(ids),
+                max_new_tokens=wanted,
+                do_sample=False,
+                pad_token_id=self.tokenizer.pad_token_id,
+            )
+        new = out[0, ids.shape[1] :]
         return 200, {
-            "id": "chatcmpl-stand-in", "object": "chat.completion", "created": int(time.time()),
+            "id": "chatcmpl-stand-in",
+            "object": "chat.completion",
+            "created": int(time.time()),
             "model": self.served or "",
-            "choices": [{"index": 0, "finish_reason": "length",
-                         "message": {"role": "assistant", "content": self.tokenizer.decode(new, skip_special_tokens=True)}}],
-            "usage": {"prompt_tokens": ids.shape[1], "completion_tokens": len(new), "total_tokens": ids.shape[1] + len(new)},
-        }  # fmt: skip
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "length",
+                    "message": {"role": "assistant", "content": self.tokenizer.decode(new, skip_special_tokens=True)},
+                }
+            ],
+            "usage": {
+                "prompt_tokens": ids.shape[1],
+                "completion_tokens": len(new),
+                "total_tokens": ids.shape[1] + len(new),
+            },
+        }
 
 
 @contextlib.contextmanager
@@ -200,8 +230,13 @@ def serving(stand_in: StandIn) -> Iterator[str]:
             status, reply = stand_in.chat(body if isinstance(body, dict) else {})
             if status == 200 and body.get("stream"):
                 text = reply["choices"][0]["message"]["content"]
-                chunk = {"id": reply["id"], "object": "chat.completion.chunk", "created": reply["created"],
-                         "model": reply["model"], "choices": [{"index": 0, "delta": {"content": text}}]}  # fmt: skip
+                chunk = {
+                    "id": reply["id"],
+                    "object": "chat.completion.chunk",
+                    "created": reply["created"],
+                    "model": reply["model"],
+                    "choices": [{"index": 0, "delta": {"content": text}}],
+                }
                 events = f"data: {json.dumps(chunk)}\n\ndata: [DONE]\n\n".encode()
                 return self._send(200, events, "text/event-stream")
             return self._send(status, reply)

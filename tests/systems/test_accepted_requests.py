@@ -73,8 +73,14 @@ def cases() -> list[Case]:
     for edge, values in (("lowest", lows), ("highest", highs)):
         params = {k: v for k, v in values.items() if k not in ("do_sample", "num_beams")}
         params.update(do_sample=True, min_new_tokens=min(params["min_new_tokens"], params["max_new_tokens"]))
-        table.append(Case(f"every parameter at its {edge} accepted value, sampling", {"inputs": two,
-                          "parameters": params}, env, served=True))  # fmt: skip
+        table.append(
+            Case(
+                f"every parameter at its {edge} accepted value, sampling",
+                {"inputs": two, "parameters": params},
+                env,
+                served=True,
+            )
+        )
     table.append(
         Case(
             "num_beams at its limit with sampling and the sampling knobs",
@@ -93,15 +99,26 @@ def cases() -> list[Case]:
     # prompts at the character limit, batches at the batch limit: within the contexts, and at the default limits
     short = ("a b c " * SHORT_CHARS)[:SHORT_CHARS]
     batch = limits.max_batch_size
-    table.append(Case("a batch at the limit of prompts at the character limit", {"inputs": [short] * batch,
-                      "parameters": {"max_new_tokens": 2}}, env, served=True))  # fmt: skip
+    table.append(
+        Case(
+            "a batch at the limit of prompts at the character limit",
+            {"inputs": [short] * batch, "parameters": {"max_new_tokens": 2}},
+            env,
+            served=True,
+        )
+    )
     defaults = request_contract.limits({})
     long = ("The quick brown fox jumps over the lazy dog. " * 1000)[: defaults.max_input_chars]
     emoji = "\U0001f600" * defaults.max_input_chars  # characters, not bytes: 4 bytes of UTF-8 each
     for label, prompt in (("ASCII", long), ("emoji", emoji)):
-        table.append(Case(f"default limits: a batch at the limit of {label} prompts at the character limit",
-                          {"inputs": [prompt] * defaults.max_batch_size, "parameters": {"max_new_tokens": 1}},
-                          {}, served=False))  # fmt: skip
+        table.append(
+            Case(
+                f"default limits: a batch at the limit of {label} prompts at the character limit",
+                {"inputs": [prompt] * defaults.max_batch_size, "parameters": {"max_new_tokens": 1}},
+                {},
+                served=False,
+            )
+        )
     return table
 
 
@@ -142,11 +159,15 @@ def servers(tmp_path_factory, tiny_models: dict[str, Path], gpt2_artifact: Path)
     with (
         running(local_server(gpt2_artifact, endpoint_name="tiny-gpt2"), timeout=60) as hf,
         running(byoc_server(DeepSpeedHandler(), root / "tiny-ds", load_in_background=False), timeout=60) as ds,
-        running(byoc_server(TensorRTHandler(backend="onnxruntime"), root / "tiny-trt", load_in_background=False),
-                timeout=60) as trt,
-    ):  # fmt: skip
-        yield {"hf-fastload": f"{hf}/invocations", "deepspeed-byoc": f"{ds}/invocations",
-               "tensorrt-byoc": f"{trt}/invocations"}  # fmt: skip
+        running(
+            byoc_server(TensorRTHandler(backend="onnxruntime"), root / "tiny-trt", load_in_background=False), timeout=60
+        ) as trt,
+    ):
+        yield {
+            "hf-fastload": f"{hf}/invocations",
+            "deepspeed-byoc": f"{ds}/invocations",
+            "tensorrt-byoc": f"{trt}/invocations",
+        }
 
 
 # ------------------------------------------------------------------------------------------------ the table
@@ -175,8 +196,9 @@ def test_an_accepted_request_is_served_or_refused_with_a_4xx_never_a_5xx(servers
         monkeypatch.setenv(key, value)
     answers = {}
     for system, url in servers.items():
-        reply = httpx.post(url, content=json.dumps(case.body), headers={"Content-Type": "application/json"},
-                           timeout=120)  # fmt: skip
+        reply = httpx.post(
+            url, content=json.dumps(case.body), headers={"Content-Type": "application/json"}, timeout=120
+        )
         answers[system] = (reply.status_code, reply.text[:300])
         assert reply.status_code < 500, f"{system} answered {reply.status_code}: {reply.text[:500]}"
         if reply.status_code == 200:

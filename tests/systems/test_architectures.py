@@ -48,8 +48,10 @@ EXAMPLE_MODEL_ARCHITECTURES = {
 
 
 # What the container's transformers maps: its version and MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, as JSON.
-MAPPING_SCRIPT = ("import json, transformers; from transformers.models.auto.modeling_auto import "
-                  "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES as m; print(json.dumps([transformers.__version__, dict(m)]))")  # fmt: skip
+MAPPING_SCRIPT = (
+    "import json, transformers; from transformers.models.auto.modeling_auto import "
+    "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES as m; print(json.dumps([transformers.__version__, dict(m)]))"
+)
 
 
 @starts_early
@@ -62,7 +64,9 @@ def start_reading_the_containers_mapping(request: pytest.FixtureRequest) -> Back
         if re.search(r"NewConnectionError|Max retries exceeded|Temporary failure in name resolution", tail):
             pytest.skip(f"cannot build the transformers-4.51 env: a package registry is unreachable:\n{tail}")
         pytest.fail(f"tests/systems/hf_container/make_env.sh failed:\n{tail}")
-    return request.getfixturevalue("background").submit("hf-container-mapping", [str(VENV / "bin" / "python"), "-c", MAPPING_SCRIPT])
+    return request.getfixturevalue("background").submit(
+        "hf-container-mapping", [str(VENV / "bin" / "python"), "-c", MAPPING_SCRIPT]
+    )
 
 
 @pytest.mark.late
@@ -136,8 +140,11 @@ def test_architectures_of_issue_19_models_where_each_engine_has_them():
     wanted = sorted(set(EXAMPLE_MODEL_ARCHITECTURES.values()) - {"GPT2LMHeadModel"})
     served = {key: [a for a in wanted if a in names] for key, names in ARCHITECTURES.items()}
     assert served["vllm==0.30.0"] == served["sglang==0.5.20"] == served["transformers==5.5.3"] == wanted
-    assert set(wanted) - set(served["transformers==4.49.0"]) == {"GptOssForCausalLM", "Qwen3ForCausalLM",
-                                                                   "Qwen3MoeForCausalLM"}  # fmt: skip
+    assert set(wanted) - set(served["transformers==4.49.0"]) == {
+        "GptOssForCausalLM",
+        "Qwen3ForCausalLM",
+        "Qwen3MoeForCausalLM",
+    }
     assert set(wanted) - set(served["transformers==4.51.3"]) == {"GptOssForCausalLM"}  # added in 4.55.0
     assert TRANSFORMERS_FIRST_RELEASE["GptOssForCausalLM"] == "4.55.0"
 

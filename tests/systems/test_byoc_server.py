@@ -169,14 +169,19 @@ def test_json_with_charset_and_accept_any(url: str) -> None:
 def test_return_full_text_puts_the_prompt_first(url: str) -> None:
     """request_contract's return_full_text: the server prefixes each continuation with its prompt."""
     reply = post(url, {"inputs": ["Hi", "Yo"], "parameters": {"return_full_text": True}})
-    assert reply.status_code == 200 and reply.json() == [{"generated_text": "HiHi|64|1.0"}, {"generated_text": "YoYo|64|1.0"}]
+    assert reply.status_code == 200 and reply.json() == [
+        {"generated_text": "HiHi|64|1.0"},
+        {"generated_text": "YoYo|64|1.0"},
+    ]
 
 
 def test_handler_may_refuse_with_400(url: str) -> None:
     reply = post(url, {"inputs": "too long"})
     assert reply.status_code == 400
-    assert reply.json() == {"error": "inputs tokens + parameters.max_new_tokens must be <= 16; got 20",
-                            "error_type": "validation"}
+    assert reply.json() == {
+        "error": "inputs tokens + parameters.max_new_tokens must be <= 16; got 20",
+        "error_type": "validation",
+    }
 
 
 # ---- errors -------------------------------------------------------------------------------------------
@@ -216,8 +221,10 @@ def test_invalid_json_is_400(url: str) -> None:
     assert reply.status_code == 400 and reply.json()["error"].startswith("request body is not valid JSON: ")
     reply = post(url, content=b'"\xff"', headers={"content-type": "application/json"})
     assert reply.status_code == 400
-    assert reply.json() == {"error": "request body is not valid UTF-8: invalid start byte at byte 1",
-                            "error_type": "validation"}
+    assert reply.json() == {
+        "error": "request body is not valid UTF-8: invalid start byte at byte 1",
+        "error_type": "validation",
+    }
 
 
 @pytest.mark.parametrize(("body", "needles"), [c[1:] for c in BAD_BODIES], ids=[c[0] for c in BAD_BODIES])
@@ -328,10 +335,23 @@ def _stop(proc: subprocess.Popen) -> int:
 def test_main_runs_the_handler_in_the_image_layout(program_dir: Path) -> None:
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "byoc_server.main", "--handler", "fake_handler:FakeHandler", "--host", "127.0.0.1",
-         "--port", str(port), "--log-level", "warning"],
-        cwd=program_dir, env=_child_env(program_dir), start_new_session=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "byoc_server.main",
+            "--handler",
+            "fake_handler:FakeHandler",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ],
+        cwd=program_dir,
+        env=_child_env(program_dir),
+        start_new_session=True,
+    )
     try:
         base = f"http://127.0.0.1:{port}"
         wait_for_ping(base, 200)
@@ -344,8 +364,12 @@ def test_main_runs_the_handler_in_the_image_layout(program_dir: Path) -> None:
 def test_main_refuses_a_bad_handler(program_dir: Path) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "byoc_server.main", "--handler", "fake_handler:Missing"],
-        cwd=program_dir, env=_child_env(program_dir), capture_output=True, text=True, timeout=30,
-    )  # fmt: skip
+        cwd=program_dir,
+        env=_child_env(program_dir),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert result.returncode == 2
     assert "error: --handler 'fake_handler:Missing': module 'fake_handler' has no attribute 'Missing'" in result.stderr
 
@@ -359,15 +383,21 @@ def test_serve_runs_app_behind_nginx_and_stops_on_sigterm(program_dir: Path) -> 
     try:
         conf = (SERVER_DIR / "nginx.conf").read_text()
         assert (
-            "listen 8080 deferred;" in conf and "client_max_body_size 6m;" in conf and "proxy_read_timeout 3600s;" in conf
+            "listen 8080 deferred;" in conf
+            and "client_max_body_size 6m;" in conf
+            and "proxy_read_timeout 3600s;" in conf
         )
         conf = conf.replace("listen 8080", f"listen 127.0.0.1:{port}").replace("/tmp/", f"{runtime}/")
         (runtime / "nginx.conf").write_text(conf)
         env = _child_env(
-            program_dir, BYOC_PROGRAM_DIR=str(program_dir), BYOC_HANDLER="fake_handler:FakeHandler",
-            BYOC_NGINX_CONF=str(runtime / "nginx.conf"), BYOC_SOCKET=str(runtime / "byoc_server.sock"),
-            LOG_LEVEL="warning", PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-        )  # fmt: skip
+            program_dir,
+            BYOC_PROGRAM_DIR=str(program_dir),
+            BYOC_HANDLER="fake_handler:FakeHandler",
+            BYOC_NGINX_CONF=str(runtime / "nginx.conf"),
+            BYOC_SOCKET=str(runtime / "byoc_server.sock"),
+            LOG_LEVEL="warning",
+            PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        )
         proc = subprocess.Popen(["bash", str(SERVER_DIR / "serve"), "serve"], env=env, start_new_session=True)
         try:
             base = f"http://127.0.0.1:{port}"

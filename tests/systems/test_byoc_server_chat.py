@@ -40,7 +40,7 @@ class ChatHandler:
 
     def _answer(self, prompt: str, parameters: GenerationParameters) -> list[str]:
         self.seen.append((prompt, parameters))
-        last = [line for line in prompt.splitlines() if line.startswith("user: ")][-1][len("user: "):]
+        last = [line for line in prompt.splitlines() if line.startswith("user: ")][-1][len("user: ") :]
         if "weather" in last and "get_weather" in prompt:
             return TOOL_TEXT.split(" ")
         return (last.split()[::-1] * 20)[: parameters.max_new_tokens]
@@ -114,7 +114,7 @@ def events(reply: httpx.Response) -> list[dict]:
 
     assert reply.status_code == 200 and reply.headers["content-type"].startswith("text/event-stream")
     assert reply.text.endswith("data: [DONE]\n\n")
-    chunks = [json.loads(e[len("data: "):]) for e in reply.text.split("\n\n") if e and e != "data: [DONE]"]
+    chunks = [json.loads(e[len("data: ") :]) for e in reply.text.split("\n\n") if e and e != "data: [DONE]"]
     for c in chunks:
         ChatCompletionChunk.model_validate(c)
     return chunks
@@ -127,7 +127,9 @@ def test_streaming_gives_the_same_text_and_usage(url: str) -> None:
     text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"])
     assert text == whole["choices"][0]["message"]["content"] and len(chunks) >= 7
     assert chunks[-1]["usage"] == whole["usage"] and chunks[-2]["choices"][0]["finish_reason"] == "length"
-    streamed_call = events(post(url, body(stream=True, tools=[WEATHER], messages=[{"role": "user", "content": "weather?"}])))
+    streamed_call = events(
+        post(url, body(stream=True, tools=[WEATHER], messages=[{"role": "user", "content": "weather?"}]))
+    )
     calls = [t for c in streamed_call for t in c["choices"][0]["delta"].get("tool_calls") or []]
     assert [t["function"]["name"] for t in calls] == ["get_weather"]
 

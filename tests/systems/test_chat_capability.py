@@ -26,8 +26,14 @@ endpoints:
 {extra}"""
 
 
-def load(tmp_path: Path, *, system: str = "hf-fastload", model: str = "EleutherAI/gpt-j-6B",
-         instance: str = "ml.g5.2xlarge", extra: str = ""):  # fmt: skip
+def load(
+    tmp_path: Path,
+    *,
+    system: str = "hf-fastload",
+    model: str = "EleutherAI/gpt-j-6B",
+    instance: str = "ml.g5.2xlarge",
+    extra: str = "",
+):
     path = tmp_path / "endpoints.yaml"
     path.write_text(ENDPOINT.format(system=system, model=model, instance=instance, extra=extra))
     return load_config(path)
@@ -59,13 +65,21 @@ def test_every_system_states_whether_and_how_it_serves_chat() -> None:
         else:
             assert chat.route is None and chat.tool_calls is None and not chat.constrained_decoding, name
     served = {name: s.chat.route for name, s in systems.items() if s.chat.supported}
-    assert served == {"hf-fastload": "handler", "lmi-vllm": "native", "lmi-trtllm": "native", "vllm": "native",
-                      "sglang": "native"}
+    assert served == {
+        "hf-fastload": "handler",
+        "lmi-vllm": "native",
+        "lmi-trtllm": "native",
+        "vllm": "native",
+        "sglang": "native",
+    }
 
 
 def test_chat_on_a_system_without_it_names_the_systems_that_serve_it(tmp_path: Path) -> None:
     text = refusal(tmp_path, system="deepspeed-byoc", extra="    chat: {}\n")
-    assert "endpoint 'bot': chat: system 'deepspeed-byoc' does not serve chat: its handler implements no chat_prompt" in text
+    assert (
+        "endpoint 'bot': chat: system 'deepspeed-byoc' does not serve chat: its handler implements no chat_prompt"
+        in text
+    )
     assert "systems that serve chat: hf-fastload, lmi-vllm, lmi-trtllm" in text
 
 
@@ -73,7 +87,7 @@ def test_a_local_model_without_a_chat_template_is_refused_unless_the_config_give
     model = model_dir(tmp_path, "LlamaForCausalLM")
     text = refusal(tmp_path, model=str(model), extra="    chat: {}\n")
     assert f"chat: model {str(model)!r} has no chat template" in text and "give chat.template" in text
-    given = load(tmp_path, model=str(model), extra="    chat: {template: \"{{ messages[0].content }}\"}\n")
+    given = load(tmp_path, model=str(model), extra='    chat: {template: "{{ messages[0].content }}"}\n')
     assert given.endpoints[0].chat.template == "{{ messages[0].content }}"
     (model / "tokenizer_config.json").write_text(json.dumps({"chat_template": "{{ 'x' }}"}))
     assert load(tmp_path, model=str(model), extra="    chat: {}\n").endpoints[0].chat is not None
@@ -83,16 +97,23 @@ def test_a_local_model_without_a_chat_template_is_refused_unless_the_config_give
     ("extra", "fragment"),
     [
         ("    chat: {openai_route: {}}\n", "names nobody: give callers"),
-        ("    chat: {openai_route: {callers: [arn:aws:iam::123456789012:group/devs]}}\n",
-         "is not an IAM role or user ARN"),
-        ("    chat: {openai_route: {callers: [arn:aws:iam::123456789012:role/a, arn:aws:iam::123456789012:role/a]}}\n",
-         "'arn:aws:iam::123456789012:role/a' is listed twice"),
-        ("    chat: {template: \"\"}\n", "chat.template"),
+        (
+            "    chat: {openai_route: {callers: [arn:aws:iam::123456789012:group/devs]}}\n",
+            "is not an IAM role or user ARN",
+        ),
+        (
+            "    chat: {openai_route: {callers: [arn:aws:iam::123456789012:role/a, arn:aws:iam::123456789012:role/a]}}\n",
+            "'arn:aws:iam::123456789012:role/a' is listed twice",
+        ),
+        ('    chat: {template: ""}\n', "chat.template"),
         ("    chat: {tempalte: x}\n", "chat.tempalte"),
-        ("    invocation: {mode: async}\n    chat: {}\n", "chat: an asynchronous endpoint (invocation.mode async) is not served"),
+        (
+            "    invocation: {mode: async}\n    chat: {}\n",
+            "chat: an asynchronous endpoint (invocation.mode async) is not served",
+        ),
     ],
     ids=["nobody", "group-arn", "twice", "empty-template", "misspelt-key", "async"],
-)  # fmt: skip
+)
 def test_the_chat_block_refuses_what_cannot_work(tmp_path: Path, extra: str, fragment: str) -> None:
     assert fragment in refusal(tmp_path, extra=extra)
 
@@ -100,35 +121,59 @@ def test_the_chat_block_refuses_what_cannot_work(tmp_path: Path, extra: str, fra
 def test_lmi_vllm_parsers_render_as_lmi_reads_them(tmp_path: Path) -> None:
     """OPTION_X -> option.x (DJL); LMI 27's VllmRbProperties reads enable_auto_tool_choice, tool_call_parser,
     enable_reasoning, reasoning_parser; the endpoint's front doors then read tool calls (CHAT_TOOL_CALLS)."""
-    deployment = load(tmp_path, system="lmi-vllm", extra="    chat: {}\n    engine: {tool_call_parser: hermes, "
-                                                           "reasoning_parser: qwen3}\n")  # fmt: skip
+    deployment = load(
+        tmp_path,
+        system="lmi-vllm",
+        extra="    chat: {}\n    engine: {tool_call_parser: hermes, reasoning_parser: qwen3}\n",
+    )
     plan = deployment.plans[0]
     env = plan.container_environment("bucket")
     assert {k: env[k] for k in env if "TOOL" in k or "REASONING" in k} == {
-        "OPTION_ENABLE_AUTO_TOOL_CHOICE": "true", "OPTION_TOOL_CALL_PARSER": "hermes",
-        "OPTION_ENABLE_REASONING": "true", "OPTION_REASONING_PARSER": "qwen3"}  # fmt: skip
-    assert plan.chat_features.environment() == {"CHAT_ROUTE": "native", "CHAT_TOOL_CALLS": "true",
-                                                "CHAT_CONSTRAINED_DECODING": "true"}  # fmt: skip
+        "OPTION_ENABLE_AUTO_TOOL_CHOICE": "true",
+        "OPTION_TOOL_CALL_PARSER": "hermes",
+        "OPTION_ENABLE_REASONING": "true",
+        "OPTION_REASONING_PARSER": "qwen3",
+    }
+    assert plan.chat_features.environment() == {
+        "CHAT_ROUTE": "native",
+        "CHAT_TOOL_CALLS": "true",
+        "CHAT_CONSTRAINED_DECODING": "true",
+    }
     assert (plan.smoke.chat_route, plan.smoke.chat_tools) == ("invoke", True)
     plain = load(tmp_path, system="lmi-vllm", extra="    chat: {openai_route: {create_role: true}}\n").plans[0]
     assert not any("TOOL" in k for k in plain.container_environment("bucket"))
-    assert plain.chat_features.tool_calls is False and (plain.smoke.chat_route, plain.smoke.chat_tools) == ("openai", False)
+    assert plain.chat_features.tool_calls is False and (plain.smoke.chat_route, plain.smoke.chat_tools) == (
+        "openai",
+        False,
+    )
     assert load(tmp_path).plans[0].chat_features.environment() == {}  # no chat block: the front doors refuse chat
 
 
 @pytest.mark.parametrize(
     ("system", "engine", "fragment"),
     [
-        ("lmi-vllm", "{tool_call_parser: qwen3}", "engine.tool_call_parser: value 'qwen3' is not supported by system "
-                                                  "'lmi-vllm'; allowed: apertus, cohere_command3"),
-        ("lmi-vllm", "{reasoning_parser: hermes}", "engine.reasoning_parser: value 'hermes' is not supported by "
-                                                   "system 'lmi-vllm'; allowed: cohere_command3"),
-        ("lmi-trtllm", "{tool_call_parser: hermes}", "is not supported by system 'lmi-trtllm'; remove the key "
-                                                    "(systems that take it: lmi-vllm, vllm, sglang)"),
+        (
+            "lmi-vllm",
+            "{tool_call_parser: qwen3}",
+            "engine.tool_call_parser: value 'qwen3' is not supported by system "
+            "'lmi-vllm'; allowed: apertus, cohere_command3",
+        ),
+        (
+            "lmi-vllm",
+            "{reasoning_parser: hermes}",
+            "engine.reasoning_parser: value 'hermes' is not supported by system 'lmi-vllm'; allowed: cohere_command3",
+        ),
+        (
+            "lmi-trtllm",
+            "{tool_call_parser: hermes}",
+            "is not supported by system 'lmi-trtllm'; remove the key (systems that take it: lmi-vllm, vllm, sglang)",
+        ),
         ("hf-fastload", "{reasoning_parser: qwen3}", "systems that take it: lmi-vllm"),
     ],
-)  # fmt: skip
-def test_parsers_are_refused_where_the_engine_lacks_them(tmp_path: Path, system: str, engine: str, fragment: str) -> None:
+)
+def test_parsers_are_refused_where_the_engine_lacks_them(
+    tmp_path: Path, system: str, engine: str, fragment: str
+) -> None:
     assert fragment in refusal(tmp_path, system=system, extra=f"    engine: {engine}\n")
 
 
@@ -137,8 +182,10 @@ def test_an_architecture_the_containers_transformers_does_not_know_is_refused_at
     4.51.3), and its successor: gpt-oss for hf-fastload's transformers 4.51.3 (gpt-oss came in 4.55)."""
     gpt_oss = model_dir(tmp_path, "GptOssForCausalLM")
     text = refusal(tmp_path, model=str(gpt_oss), instance="ml.m5.xlarge")  # on a CPU: read from config.json alone
-    assert ("has architecture 'GptOssForCausalLM': transformers 4.51.3, in the image of system 'hf-fastload', does "
-            "not know it; it needs transformers >= 4.55.0; systems that serve it: lmi-vllm, vllm, sglang") in text  # fmt: skip
+    assert (
+        "has architecture 'GptOssForCausalLM': transformers 4.51.3, in the image of system 'hf-fastload', does "
+        "not know it; it needs transformers >= 4.55.0; systems that serve it: lmi-vllm, vllm, sglang"
+    ) in text
     text = refusal(tmp_path, model=str(gpt_oss))  # on a GPU: with the checkpoint's other facts (systems/checks.py)
     assert "transformers maps it from release 4.55.0 on; systems that serve it: lmi-vllm, vllm, sglang" in text
     assert load(tmp_path, model=str(gpt_oss), system="lmi-vllm").plans  # LMI 27's vLLM 0.23 serves it
@@ -166,7 +213,9 @@ def test_the_build_refuses_the_architecture_too() -> None:
     check_causal_lm(ep.model_copy(update={"system": "lmi-vllm"}), config)
 
 
-def test_the_chat_template_is_written_into_the_artifact_and_checked(tiny_models: dict[str, Path], tmp_path: Path) -> None:
+def test_the_chat_template_is_written_into_the_artifact_and_checked(
+    tiny_models: dict[str, Path], tmp_path: Path
+) -> None:
     """chat.template goes into tokenizer_config.json and must render a conversation with tools; a chat endpoint
     whose artifact ends up with no template is refused at build (Hub models are only read then)."""
     from endpoint_config import EndpointSpec

@@ -35,8 +35,9 @@ def test_every_bad_request_is_refused_as_the_table_says(case: ChatCase) -> None:
     err = info.value
     assert (err.status, err.type, err.param) == (case.status, case.type, case.param), err.message
     assert case.fragment in err.message, err.message
-    assert chat_contract.error_body(err) == {"error": {"message": err.message, "type": case.type,
-                                                       "param": case.param, "code": err.code}}  # fmt: skip
+    assert chat_contract.error_body(err) == {
+        "error": {"message": err.message, "type": case.type, "param": case.param, "code": err.code}
+    }
 
 
 def test_the_table_is_big_and_its_ids_unique() -> None:
@@ -75,11 +76,22 @@ def test_limits_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> No
 
 def test_what_is_forwarded() -> None:
     """to_json(): only parsed fields, normalized, in OpenAI's shape; it parses back to the same request."""
-    data = body(messages=[{"role": "developer", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]},
-                          USER, {"role": "assistant", "content": None, "tool_calls": [CALL]},
-                          {"role": "tool", "content": "sunny", "tool_call_id": "call_1"}],
-                tools=[WEATHER], tool_choice="auto", temperature=0.5, stop="###", max_tokens=9,
-                stream=True, stream_options={"include_usage": True}, chat_template_kwargs={"enable_thinking": False})  # fmt: skip
+    data = body(
+        messages=[
+            {"role": "developer", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]},
+            USER,
+            {"role": "assistant", "content": None, "tool_calls": [CALL]},
+            {"role": "tool", "content": "sunny", "tool_call_id": "call_1"},
+        ],
+        tools=[WEATHER],
+        tool_choice="auto",
+        temperature=0.5,
+        stop="###",
+        max_tokens=9,
+        stream=True,
+        stream_options={"include_usage": True},
+        chat_template_kwargs={"enable_thinking": False},
+    )
     request = parse(data)
     forwarded = request.to_json()
     assert forwarded["messages"][0] == {"role": "system", "content": "a\nb"}
@@ -113,7 +125,9 @@ def test_the_sdk_reads_what_we_build() -> None:
     assert done.usage.total_tokens == 7 and done.object == "chat.completion"
     piece = ChatCompletionChunk.model_validate(chat_contract.chunk("id", 1, "m", {"content": "x"}, include_usage=True))
     assert piece.choices[0].delta.content == "x" and piece.usage is None
-    last = ChatCompletionChunk.model_validate(chat_contract.chunk("id", 1, "m", None, usage_counts=chat_contract.usage(1, 2)))
+    last = ChatCompletionChunk.model_validate(
+        chat_contract.chunk("id", 1, "m", None, usage_counts=chat_contract.usage(1, 2))
+    )
     assert last.choices == [] and last.usage.completion_tokens == 2
 
 
@@ -125,15 +139,21 @@ def test_the_sdk_reads_what_we_build() -> None:
     [
         ("no tools here", "no tools here", []),
         ('<tool_call>\n{"name": "f", "arguments": {"a": 1}}\n</tool_call>', None, [("f", '{"a": 1}')]),
-        ('Let me check. <tool_call>{"name": "f", "arguments": {"city": "Zürich"}}</tool_call>', "Let me check. ",
-         [("f", '{"city": "Zürich"}')]),
-        ('<tool_call>{"name": "f", "arguments": {}}</tool_call><tool_call>{"name": "g", "arguments": {"x": [1]}}',
-         None, [("f", "{}"), ("g", '{"x": [1]}')]),  # the last one unclosed: read to the end
+        (
+            'Let me check. <tool_call>{"name": "f", "arguments": {"city": "Zürich"}}</tool_call>',
+            "Let me check. ",
+            [("f", '{"city": "Zürich"}')],
+        ),
+        (
+            '<tool_call>{"name": "f", "arguments": {}}</tool_call><tool_call>{"name": "g", "arguments": {"x": [1]}}',
+            None,
+            [("f", "{}"), ("g", '{"x": [1]}')],
+        ),  # the last one unclosed: read to the end
         ('<tool_call>{"name": "f", "arguments": {"a": 1}</tool_call>', None, "fallback"),  # broken JSON
         ('<tool_call>{"name": "f"}</tool_call>', None, "fallback"),  # no arguments
         ('<tool_call>{"name": 5, "arguments": {}}</tool_call>', None, "fallback"),
     ],
-)  # fmt: skip
+)
 def test_parse_tool_calls(text: str, content: str | None, calls: Any) -> None:
     got_content, got_calls = chat_contract.parse_tool_calls(text)
     if calls == "fallback":  # any call that does not parse: no calls, the whole text is the content
@@ -165,7 +185,7 @@ def test_completion_from_text_stops_and_reads_tool_calls() -> None:
 def events(raw: list[bytes]) -> list[Any]:
     text = b"".join(raw).decode()
     assert text.endswith("data: [DONE]\n\n")
-    return [json.loads(e[len("data: "):]) for e in text.split("\n\n") if e and e != "data: [DONE]"]
+    return [json.loads(e[len("data: ") :]) for e in text.split("\n\n") if e and e != "data: [DONE]"]
 
 
 def run_stream(request: chat_contract.ChatRequest, pieces: list[str], finish: str = "length") -> list[Any]:
@@ -187,8 +207,11 @@ def test_stream_sends_text_then_finish_then_usage() -> None:
     assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
     assert content_of(chunks) == "Hello!"
     assert chunks[-2]["choices"][0]["finish_reason"] == "length"
-    assert chunks[-1]["choices"] == [] and chunks[-1]["usage"] == {"prompt_tokens": 4, "completion_tokens": 3,
-                                                                   "total_tokens": 7}  # fmt: skip
+    assert chunks[-1]["choices"] == [] and chunks[-1]["usage"] == {
+        "prompt_tokens": 4,
+        "completion_tokens": 3,
+        "total_tokens": 7,
+    }
     assert all(c["usage"] is None for c in chunks[:-1]) and len({c["id"] for c in chunks}) == 1
     plain = run_stream(parse(body(stream=True)), ["a"])
     assert all("usage" not in c for c in plain)  # not asked: no usage field, no usage chunk
@@ -204,10 +227,14 @@ def test_stream_holds_back_a_stop_sequence_split_across_pieces() -> None:
 def test_stream_turns_a_tool_call_into_tool_call_deltas() -> None:
     request = parse(body(stream=True, tools=[WEATHER]))
     text = 'Checking. <tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>'
-    pieces = [text[i:i + 5] for i in range(0, len(text), 5)]
+    pieces = [text[i : i + 5] for i in range(0, len(text), 5)]
     chunks = run_stream(request, pieces)
     assert content_of(chunks) == "Checking. "  # nothing of the tag leaks as content
-    calls = [c["choices"][0]["delta"]["tool_calls"] for c in chunks if c["choices"] and "tool_calls" in c["choices"][0]["delta"]]
+    calls = [
+        c["choices"][0]["delta"]["tool_calls"]
+        for c in chunks
+        if c["choices"] and "tool_calls" in c["choices"][0]["delta"]
+    ]
     assert len(calls) == 1 and calls[0][0]["index"] == 0 and calls[0][0]["function"]["name"] == "get_weather"
     assert json.loads(calls[0][0]["function"]["arguments"]) == {"city": "Paris"}
     assert chunks[-1]["choices"][0]["finish_reason"] == "tool_calls"
@@ -217,15 +244,19 @@ def test_stream_turns_a_tool_call_into_tool_call_deltas() -> None:
 
 def test_stream_error_event_is_what_the_sdk_raises_on() -> None:
     stream = chat_contract.ChatStream(parse(body(stream=True)), "m")
-    error = json.loads(stream.error("the model failed")[0][len("data: "):])
+    error = json.loads(stream.error("the model failed")[0][len("data: ") :])
     assert error == {"error": {"message": "the model failed", "type": "server_error", "param": None, "code": None}}
 
 
 def test_the_module_ships_alone() -> None:
     """stdlib + request_contract only, Python 3.10 syntax: it ships beside request_contract.py."""
     tree = ast.parse((ROOT / "chat_contract.py").read_text(), feature_version=(3, 10))
-    imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
-    imported |= {node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+    imported = {
+        alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names
+    }
+    imported |= {
+        node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module
+    }
     assert imported - set(sys.stdlib_module_names) == {"request_contract"}
 
 
@@ -235,7 +266,9 @@ def test_chat_accepts_no_sampling_temperature_the_generation_contract_refuses(te
     contract's bounds, so no front door forwards one the engines fail on."""
     low = request_contract.PARAMETERS["temperature"].low
     try:
-        parsed = chat_contract.parse_chat_request({"messages": [{"role": "user", "content": "a"}], "temperature": temperature})
+        parsed = chat_contract.parse_chat_request(
+            {"messages": [{"role": "user", "content": "a"}], "temperature": temperature}
+        )
     except chat_contract.ChatError:
         assert 0 < temperature < low
         return

@@ -15,30 +15,72 @@ from systems.checkpoint_facts import MODELOPT_ALGOS, Quantization, quantization_
 # GptOssConfig, Qwen3MoeConfig and MixtralConfig: @auto_docstring(checkpoint=...) in their configuration files).
 # gpt-oss's quantization_config block is as quoted from openai/gpt-oss-20b config.json by a secondary source.
 GPT_OSS_20B = {
-    "architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss", "hidden_size": 2880, "intermediate_size": 2880,
-    "num_hidden_layers": 24, "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 64,
-    "num_local_experts": 32, "num_experts_per_tok": 4, "experts_per_token": 4, "vocab_size": 201088,
-    "tie_word_embeddings": False, "attention_bias": True, "torch_dtype": "bfloat16",
+    "architectures": ["GptOssForCausalLM"],
+    "model_type": "gpt_oss",
+    "hidden_size": 2880,
+    "intermediate_size": 2880,
+    "num_hidden_layers": 24,
+    "num_attention_heads": 64,
+    "num_key_value_heads": 8,
+    "head_dim": 64,
+    "num_local_experts": 32,
+    "num_experts_per_tok": 4,
+    "experts_per_token": 4,
+    "vocab_size": 201088,
+    "tie_word_embeddings": False,
+    "attention_bias": True,
+    "torch_dtype": "bfloat16",
     "quantization_config": {
-        "modules_to_not_convert": ["model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"],
+        "modules_to_not_convert": [
+            "model.layers.*.self_attn",
+            "model.layers.*.mlp.router",
+            "model.embed_tokens",
+            "lm_head",
+        ],
         "quant_method": "mxfp4",
     },
-}  # fmt: skip
+}
 QWEN3_30B_A3B = {
-    "architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "hidden_size": 2048,
-    "num_hidden_layers": 48, "num_attention_heads": 32, "num_key_value_heads": 4, "head_dim": 128,
-    "intermediate_size": 6144, "moe_intermediate_size": 768, "num_experts": 128, "num_experts_per_tok": 8,
-    "decoder_sparse_step": 1, "mlp_only_layers": [], "vocab_size": 151936, "tie_word_embeddings": False,
+    "architectures": ["Qwen3MoeForCausalLM"],
+    "model_type": "qwen3_moe",
+    "hidden_size": 2048,
+    "num_hidden_layers": 48,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 4,
+    "head_dim": 128,
+    "intermediate_size": 6144,
+    "moe_intermediate_size": 768,
+    "num_experts": 128,
+    "num_experts_per_tok": 8,
+    "decoder_sparse_step": 1,
+    "mlp_only_layers": [],
+    "vocab_size": 151936,
+    "tie_word_embeddings": False,
     "torch_dtype": "bfloat16",
-}  # fmt: skip
+}
 MIXTRAL_8X7B = {
-    "architectures": ["MixtralForCausalLM"], "model_type": "mixtral", "hidden_size": 4096, "intermediate_size": 14336,
-    "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "num_local_experts": 8,
-    "num_experts_per_tok": 2, "vocab_size": 32000, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
-}  # fmt: skip
+    "architectures": ["MixtralForCausalLM"],
+    "model_type": "mixtral",
+    "hidden_size": 4096,
+    "intermediate_size": 14336,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "num_local_experts": 8,
+    "num_experts_per_tok": 2,
+    "vocab_size": 32000,
+    "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
+}
 # Small dense and sparse shapes of each family the counter encodes, with the options that change the layout.
-_SMALL = {"hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 3, "num_attention_heads": 4,
-          "num_key_value_heads": 2, "vocab_size": 300}  # fmt: skip
+_SMALL = {
+    "hidden_size": 64,
+    "intermediate_size": 96,
+    "num_hidden_layers": 3,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "vocab_size": 300,
+}
 SMALL_SHAPES = [
     {**_SMALL, "model_type": "llama"},
     {**_SMALL, "model_type": "llama", "attention_bias": True, "tie_word_embeddings": True},
@@ -49,11 +91,25 @@ SMALL_SHAPES = [
     {**_SMALL, "model_type": "gemma2", "head_dim": 16},
     {**_SMALL, "model_type": "gemma3_text", "head_dim": 16},
     {**_SMALL, "model_type": "mixtral", "num_local_experts": 4, "num_experts_per_tok": 2},
-    {**_SMALL, "model_type": "qwen3_moe", "moe_intermediate_size": 32, "num_experts": 6, "num_experts_per_tok": 2,
-     "decoder_sparse_step": 2, "mlp_only_layers": [2], "head_dim": 16},
-    {**_SMALL, "model_type": "gpt_oss", "num_local_experts": 4, "num_experts_per_tok": 2, "head_dim": 16,
-     "attention_bias": True},
-]  # fmt: skip
+    {
+        **_SMALL,
+        "model_type": "qwen3_moe",
+        "moe_intermediate_size": 32,
+        "num_experts": 6,
+        "num_experts_per_tok": 2,
+        "decoder_sparse_step": 2,
+        "mlp_only_layers": [2],
+        "head_dim": 16,
+    },
+    {
+        **_SMALL,
+        "model_type": "gpt_oss",
+        "num_local_experts": 4,
+        "num_experts_per_tok": 2,
+        "head_dim": 16,
+        "attention_bias": True,
+    },
+]
 
 
 def transformers_count(config: dict) -> tuple[int, int]:
@@ -114,20 +170,38 @@ def test_gpt_oss_is_mxfp4_and_dense_models_are_not_quantized():
 @pytest.mark.parametrize(
     ("declared", "hf_quant_config", "expected"),
     [
-        ({"quant_method": "fp8", "activation_scheme": "dynamic", "weight_block_size": [128, 128]}, None,
-         Quantization("fp8", None, 8)),
-        ({"quant_method": "compressed-tensors", "format": "float-quantized",
-          "config_groups": {"group_0": {"weights": {"num_bits": 8, "type": "float"}}}}, None,
-         Quantization("compressed-tensors", "float-quantized", 8)),
-        ({"quant_method": "compressed-tensors", "format": "nvfp4-pack-quantized",
-          "config_groups": {"group_0": {"weights": {"num_bits": 4, "type": "float", "group_size": 16}}}}, None,
-         Quantization("compressed-tensors", "nvfp4-pack-quantized", 4)),
+        (
+            {"quant_method": "fp8", "activation_scheme": "dynamic", "weight_block_size": [128, 128]},
+            None,
+            Quantization("fp8", None, 8),
+        ),
+        (
+            {
+                "quant_method": "compressed-tensors",
+                "format": "float-quantized",
+                "config_groups": {"group_0": {"weights": {"num_bits": 8, "type": "float"}}},
+            },
+            None,
+            Quantization("compressed-tensors", "float-quantized", 8),
+        ),
+        (
+            {
+                "quant_method": "compressed-tensors",
+                "format": "nvfp4-pack-quantized",
+                "config_groups": {"group_0": {"weights": {"num_bits": 4, "type": "float", "group_size": 16}}},
+            },
+            None,
+            Quantization("compressed-tensors", "nvfp4-pack-quantized", 4),
+        ),
         ({"quant_method": "awq", "bits": 4, "group_size": 128, "version": "gemm"}, None, Quantization("awq", None, 4)),
         ({"quant_method": "gptq", "bits": 8, "group_size": 128}, None, Quantization("gptq", None, 8)),
         ({"quant_method": "bitsandbytes", "load_in_4bit": True}, None, Quantization("bitsandbytes", "4-bit", 4)),
         ({"quant_method": "modelopt", "quant_algo": "NVFP4"}, None, Quantization("modelopt_fp4", "NVFP4", 4)),
-        (None, {"producer": {"name": "modelopt", "version": "0.29.0"}, "quantization": {"quant_algo": "FP8"}},
-         Quantization("modelopt", "FP8", 8)),
+        (
+            None,
+            {"producer": {"name": "modelopt", "version": "0.29.0"}, "quantization": {"quant_algo": "FP8"}},
+            Quantization("modelopt", "FP8", 8),
+        ),
     ],
     ids=["fp8-block", "ct-fp8", "ct-nvfp4", "awq", "gptq", "bnb4", "modelopt-nvfp4", "hf_quant_config-fp8"],
 )
@@ -141,10 +215,21 @@ def test_pre_quantization_is_detected(declared, hf_quant_config, expected):
     [
         ({"quantization_config": {"bits": 4}}, "quantization_config has no quant_method; keys: bits"),
         ({"quantization_config": "fp8"}, "quantization_config: value 'fp8' is not a JSON object"),
-        ({"quantization_config": {"quant_method": "modelopt", "quant_algo": "INT4_AWQ"}},
-         "ModelOpt quant_algo 'INT4_AWQ' is not one vLLM 0.30.0 loads; allowed: FP8, "),
-        ({"model_type": "mixtral", "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2,
-          "vocab_size": 10, "intermediate_size": 4}, "config.json of model_type 'mixtral' lacks 'num_local_experts'"),
+        (
+            {"quantization_config": {"quant_method": "modelopt", "quant_algo": "INT4_AWQ"}},
+            "ModelOpt quant_algo 'INT4_AWQ' is not one vLLM 0.30.0 loads; allowed: FP8, ",
+        ),
+        (
+            {
+                "model_type": "mixtral",
+                "hidden_size": 8,
+                "num_hidden_layers": 1,
+                "num_attention_heads": 2,
+                "vocab_size": 10,
+                "intermediate_size": 4,
+            },
+            "config.json of model_type 'mixtral' lacks 'num_local_experts'",
+        ),
     ],
 )
 def test_bad_configs_are_refused_with_what_is_missing(config, error):

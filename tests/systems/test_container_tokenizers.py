@@ -56,8 +56,9 @@ VARIANTS = make_envs.variants()
 
 def make_the_envs() -> dict[str, Path]:
     """Every variant's venv (make_envs.py keeps the ones whose pins are unchanged): {variant key: venv}."""
-    proc = subprocess.run([sys.executable, str(HERE / "make_envs.py"), str(ENVS_ROOT)], capture_output=True, text=True,
-                          timeout=1800)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, str(HERE / "make_envs.py"), str(ENVS_ROOT)], capture_output=True, text=True, timeout=1800
+    )
     if proc.returncode != 0:
         if NETWORK_ERRORS.search(proc.stdout + proc.stderr):
             pytest.skip(
@@ -79,8 +80,10 @@ def _config(root: Path, source: Path) -> Path:
     lines = ["endpoints:"]
     for system in REGISTRY:
         instance = "ml.g4dn.xlarge" if system == "tensorrt-byoc" else "ml.g5.2xlarge"
-        lines.append(f"  - {{name: tok-{system}, system: {system}, model: {source}, instance_type: {instance}, "
-                     "dtype: fp16, max_shard_size: 300KB}")  # fmt: skip
+        lines.append(
+            f"  - {{name: tok-{system}, system: {system}, model: {source}, instance_type: {instance}, "
+            "dtype: fp16, max_shard_size: 300KB}"
+        )
     path = root / "endpoints.yaml"
     path.write_text("\n".join(lines) + "\n")
     return path
@@ -133,13 +136,24 @@ def start_loads(request: pytest.FixtureRequest) -> Prepared:
     source = make_source_model(root)
     (root / "builds").mkdir()
     artifacts = build_every_system(root / "builds", source)
-    wanted = {variant.key: (variant.key, {s: (_mode(s), artifacts[s]) for s in variant.systems}) for variant in VARIANTS}
+    wanted = {
+        variant.key: (variant.key, {s: (_mode(s), artifacts[s]) for s in variant.systems}) for variant in VARIANTS
+    }
     wanted["refused-hf"] = (_oldest_of("hf-fastload").key, {"source": ("auto", source)})
-    wanted["refused-ds"] = (_oldest_of("deepspeed-byoc").key, {"source": ("auto", source), "raw": ("tokenizers", source)})
+    wanted["refused-ds"] = (
+        _oldest_of("deepspeed-byoc").key,
+        {"source": ("auto", source), "raw": ("tokenizers", source)},
+    )
     loads = {}
     for name, (variant_key, dirs) in wanted.items():
-        args = [str(make_envs.base_python(ENVS_ROOT)), "-I", str(HERE / "load_tokenizer.py"), str(envs[variant_key]),
-                json.dumps(TEXTS), *(f"{mode}:{directory}" for mode, directory in dirs.values())]  # fmt: skip
+        args = [
+            str(make_envs.base_python(ENVS_ROOT)),
+            "-I",
+            str(HERE / "load_tokenizer.py"),
+            str(envs[variant_key]),
+            json.dumps(TEXTS),
+            *(f"{mode}:{directory}" for mode, directory in dirs.values()),
+        ]
         loads[name] = (lane.submit(f"tokenizers-{name}", args), dirs)
     return Prepared(source, artifacts, loads)
 
@@ -169,7 +183,10 @@ def loaded(prepared: Prepared, name: str) -> dict:
     result = run.result()
     assert result.returncode == 0, result.stderr[-3000:]
     out = json.loads(result.stdout.strip().splitlines()[-1])
-    return {"versions": out["versions"], **{label: out["results"][str(directory)] for label, (_, directory) in dirs.items()}}
+    return {
+        "versions": out["versions"],
+        **{label: out["results"][str(directory)] for label, (_, directory) in dirs.items()},
+    }
 
 
 def test_every_system_has_its_containers_versions_and_every_variant_is_tested():
@@ -237,8 +254,11 @@ def test_tensorrt_byoc_refuses_a_tokenizers_writer_newer_than_its_image(tmp_path
     endpoint = load_config(config).endpoint("trt")
     for accepted in ("0.23.3", "0.23.9", "0.22.0", "0.19.1"):
         check_tokenizers_writer(endpoint, installed=accepted)
-    with pytest.raises(BuildError, match=r"tokenizers 0\.24\.0 writes tokenizer.json, which the tensorrt-byoc image's "
-                                         r"tokenizers 0\.23\.3 may not read; allowed: "):  # fmt: skip
+    with pytest.raises(
+        BuildError,
+        match=r"tokenizers 0\.24\.0 writes tokenizer.json, which the tensorrt-byoc image's "
+        r"tokenizers 0\.23\.3 may not read; allowed: ",
+    ):
         check_tokenizers_writer(endpoint, installed="0.24.0")
 
 
@@ -255,10 +275,14 @@ def test_deepspeed_byoc_refuses_what_no_rewrite_can_give_transformers_4362(tmp_p
     (broken / "tokenizer.json").unlink()
     (broken / "vocab.json").write_text("{}")
     config = tmp_path / "c.yaml"
-    config.write_text(f"endpoints:\n  - {{name: ds, system: deepspeed-byoc, model: {broken}, "
-                      "instance_type: ml.g5.2xlarge}\n")  # fmt: skip
-    with pytest.raises(BuildError, match=r"tokenizer_class 'TokenizersBackend' is a transformers 5 class and there is "
-                                         r"no tokenizer.json, so transformers 4.36.2 \(the deepspeed-byoc image\) cannot "
-                                         r"load it; allowed: "):  # fmt: skip
+    config.write_text(
+        f"endpoints:\n  - {{name: ds, system: deepspeed-byoc, model: {broken}, instance_type: ml.g5.2xlarge}}\n"
+    )
+    with pytest.raises(
+        BuildError,
+        match=r"tokenizer_class 'TokenizersBackend' is a transformers 5 class and there is "
+        r"no tokenizer.json, so transformers 4.36.2 \(the deepspeed-byoc image\) cannot "
+        r"load it; allowed: ",
+    ):
         build(load_config(config).endpoint("ds"), tmp_path / "out", progress=False)
     assert not (tmp_path / "out").exists()

@@ -13,23 +13,52 @@ from systems.sglang.options import SglangOptions, SglangSpeculativeConfig
 from systems.vllm.options import VllmOptions, VllmSpeculativeConfig
 
 FULL_VLLM = VllmOptions(
-    tensor_parallel_size=4, max_model_len=32768, max_num_seqs=64, gpu_memory_utilization=0.9,
-    max_num_batched_tokens=32768, enable_chunked_prefill=False, enable_prefix_caching=False, kv_cache_dtype="fp8",
-    quantization="fp8", speculative=VllmSpeculativeConfig(method="mtp", num_speculative_tokens=2),
-    enable_expert_parallel=True, tool_call_parser="hermes", enable_auto_tool_choice=True, reasoning_parser="qwen3",
-    chat_template="/opt/ml/model/chat_template.jinja", enable_lora=True, max_loras=4, max_lora_rank=64,
-    allow_runtime_lora_updating=True, load_format="runai_streamer",
-)  # fmt: skip
-FULL_SGLANG = SglangOptions(
-    tp_size=4, context_length=32768, max_running_requests=64, mem_fraction_static=0.85, max_prefill_tokens=16384,
-    enable_chunked_prefill=True, chunked_prefill_size=4096, enable_prefix_caching=False, kv_cache_dtype="fp8_e4m3",
-    quantization="fp8", ep_size=4,
-    speculative=SglangSpeculativeConfig(algorithm="EAGLE3", draft_model_path="/opt/ml/model/eagle3", num_steps=3,
-                                        eagle_topk=1, num_draft_tokens=4),
-    tool_call_parser="qwen3_coder", reasoning_parser="qwen3", chat_template="/opt/ml/model/template.jinja",
-    enable_lora=True, max_loras_per_batch=4, max_loaded_loras=8, max_lora_rank=64, lora_target_modules="all",
+    tensor_parallel_size=4,
+    max_model_len=32768,
+    max_num_seqs=64,
+    gpu_memory_utilization=0.9,
+    max_num_batched_tokens=32768,
+    enable_chunked_prefill=False,
+    enable_prefix_caching=False,
+    kv_cache_dtype="fp8",
+    quantization="fp8",
+    speculative=VllmSpeculativeConfig(method="mtp", num_speculative_tokens=2),
+    enable_expert_parallel=True,
+    tool_call_parser="hermes",
+    enable_auto_tool_choice=True,
+    reasoning_parser="qwen3",
+    chat_template="/opt/ml/model/chat_template.jinja",
+    enable_lora=True,
+    max_loras=4,
+    max_lora_rank=64,
+    allow_runtime_lora_updating=True,
     load_format="runai_streamer",
-)  # fmt: skip
+)
+FULL_SGLANG = SglangOptions(
+    tp_size=4,
+    context_length=32768,
+    max_running_requests=64,
+    mem_fraction_static=0.85,
+    max_prefill_tokens=16384,
+    enable_chunked_prefill=True,
+    chunked_prefill_size=4096,
+    enable_prefix_caching=False,
+    kv_cache_dtype="fp8_e4m3",
+    quantization="fp8",
+    ep_size=4,
+    speculative=SglangSpeculativeConfig(
+        algorithm="EAGLE3", draft_model_path="/opt/ml/model/eagle3", num_steps=3, eagle_topk=1, num_draft_tokens=4
+    ),
+    tool_call_parser="qwen3_coder",
+    reasoning_parser="qwen3",
+    chat_template="/opt/ml/model/template.jinja",
+    enable_lora=True,
+    max_loras_per_batch=4,
+    max_loaded_loras=8,
+    max_lora_rank=64,
+    lora_target_modules="all",
+    load_format="runai_streamer",
+)
 
 
 def _flag(key: str, prefix: str) -> str:
@@ -93,8 +122,9 @@ def test_unknown_keys_and_values_are_refused_with_what_is_allowed():
     assert "max_lora_rank" in text and "320" in text and "48" in text
     assert "gpu_memory_utilization" in _message(lambda: VllmOptions(gpu_memory_utilization=1.5))
     assert "kv_cache_dtype" in _message(lambda: SglangOptions(kv_cache_dtype="fp8"))
-    assert "lora_target_modules" in _message(lambda: SglangOptions(enable_lora=True, max_lora_rank=8,
-                                                                   lora_target_modules="q_proj k_proj"))
+    assert "lora_target_modules" in _message(
+        lambda: SglangOptions(enable_lora=True, max_lora_rank=8, lora_target_modules="q_proj k_proj")
+    )
 
 
 @pytest.mark.parametrize(
@@ -102,12 +132,23 @@ def test_unknown_keys_and_values_are_refused_with_what_is_allowed():
     [
         (lambda: VllmOptions(enable_auto_tool_choice=True), "enable_auto_tool_choice needs tool_call_parser"),
         (lambda: VllmOptions(max_lora_rank=64), "max_lora_rank apply only with enable_lora: true"),
-        (lambda: VllmOptions(allow_runtime_lora_updating=True), "allow_runtime_lora_updating apply only with enable_lora"),
-        (lambda: VllmOptions(max_num_batched_tokens=16, max_num_seqs=32), r"max_num_batched_tokens \(16\) must be >= max_num_seqs \(32\)"),
-        (lambda: VllmOptions(max_num_batched_tokens=4096, max_model_len=8192, enable_chunked_prefill=False),
-         r"smaller than max_model_len \(8192\) with chunked prefill off"),
+        (
+            lambda: VllmOptions(allow_runtime_lora_updating=True),
+            "allow_runtime_lora_updating apply only with enable_lora",
+        ),
+        (
+            lambda: VllmOptions(max_num_batched_tokens=16, max_num_seqs=32),
+            r"max_num_batched_tokens \(16\) must be >= max_num_seqs \(32\)",
+        ),
+        (
+            lambda: VllmOptions(max_num_batched_tokens=4096, max_model_len=8192, enable_chunked_prefill=False),
+            r"smaller than max_model_len \(8192\) with chunked prefill off",
+        ),
         (lambda: VllmSpeculativeConfig(method="eagle3", num_speculative_tokens=3), "'eagle3' needs `model`"),
-        (lambda: VllmSpeculativeConfig(method="mtp", model="x", num_speculative_tokens=1), "drafts from the target model"),
+        (
+            lambda: VllmSpeculativeConfig(method="mtp", model="x", num_speculative_tokens=1),
+            "drafts from the target model",
+        ),
         (lambda: VllmSpeculativeConfig(method="mtp"), "'mtp' needs num_speculative_tokens"),
         (lambda: VllmSpeculativeConfig(method="ngram", num_speculative_tokens=3), "needs prompt_lookup_max"),
         (lambda: VllmOptions(chat_template="false"), "boolean or a bare flag"),
@@ -115,8 +156,10 @@ def test_unknown_keys_and_values_are_refused_with_what_is_allowed():
         (lambda: SglangOptions(chat_template="{% for m in messages %}\n{{ m.content }}{% endfor %}"), "line break"),
         (lambda: SglangOptions(enable_lora=True), "enable_lora needs max_lora_rank and lora_target_modules"),
         (lambda: SglangOptions(max_lora_rank=8), "apply only with enable_lora"),
-        (lambda: SglangOptions(enable_lora=True, max_lora_rank=8, lora_target_modules="all", max_loaded_loras=4),
-         "max_loaded_loras must be >= max_loras_per_batch"),
+        (
+            lambda: SglangOptions(enable_lora=True, max_lora_rank=8, lora_target_modules="all", max_loaded_loras=4),
+            "max_loaded_loras must be >= max_loras_per_batch",
+        ),
         (lambda: SglangOptions(tp_size=4, ep_size=2), r"ep_size \(2\) must be 1 or equal tp_size \(4\)"),
         (lambda: SglangOptions(enable_chunked_prefill=False, chunked_prefill_size=2048), "chunked prefill on"),
         (lambda: SglangSpeculativeConfig(algorithm="EAGLE"), "needs draft_model_path"),

@@ -83,7 +83,9 @@ def make_transformers5_only(artifact: Path, bad: Path) -> Path:
     for name in ("vocab.json", "merges.txt", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.json"):
         (bad / name).unlink(missing_ok=True)
     source_tok = transformers.AutoTokenizer.from_pretrained(artifact)
-    generic = transformers.PreTrainedTokenizerFast(tokenizer_object=source_tok.backend_tokenizer, eos_token="<|endoftext|>")
+    generic = transformers.PreTrainedTokenizerFast(
+        tokenizer_object=source_tok.backend_tokenizer, eos_token="<|endoftext|>"
+    )
     generic.save_pretrained(bad)
     return bad
 
@@ -97,8 +99,10 @@ def build_chat_architectures(root: Path, tiny_chat_models: dict[str, Path]) -> d
     built = {}
     for arch in CHAT_ARCHITECTURES:
         config = root / f"{arch}.yaml"
-        config.write_text(f"endpoints:\n  - name: tiny-{arch}\n    system: hf-fastload\n    model: {tiny_chat_models[arch]}\n"
-                          "    instance_type: ml.m5.xlarge\n    dtype: fp16\n")  # fmt: skip
+        config.write_text(
+            f"endpoints:\n  - name: tiny-{arch}\n    system: hf-fastload\n    model: {tiny_chat_models[arch]}\n"
+            "    instance_type: ml.m5.xlarge\n    dtype: fp16\n"
+        )
         build_endpoint(load_config(config).endpoint(f"tiny-{arch}"), root / arch, progress=False)
         built[arch] = str(root / arch)
     return built
@@ -143,17 +147,37 @@ def start_container_runs(request: pytest.FixtureRequest) -> Prepared:
         {"name": "chat", "model_dir": str(chat_artifact), "modes": ["toolkit", "direct"], "chat": True},
     ]
     jobs = [{"prompt": PROMPT, "max_new_tokens": NEW_TOKENS, **job} for job in jobs]
-    jobs += [{"name": f"arch-{arch}", "model_dir": path, "modes": ["direct"], "chat": True, "prompt": "Hello",
-              "max_new_tokens": 2} for arch, path in built.items()]  # fmt: skip
+    jobs += [
+        {
+            "name": f"arch-{arch}",
+            "model_dir": path,
+            "modes": ["direct"],
+            "chat": True,
+            "prompt": "Hello",
+            "max_new_tokens": 2,
+        }
+        for arch, path in built.items()
+    ]
     (root / "jobs.json").write_text(json.dumps(jobs))
     runs = {
         # One process for every load: importing torch, transformers and the toolkit is most of each load's time.
         "loads": lane.submit("hf-compat-loads", [str(python), "-I", str(LOADER), "--batch", str(root / "jobs.json")]),
-        **{f"old-tokenizers-{version}": lane.submit(
-            f"hf-compat-tokenizers-{version}",
-            [str(python), "-I", "-c", OLD_TOKENIZERS_SCRIPT, str(VENV / "old-tokenizers" / version), json.dumps(files),
-             json.dumps(SAMPLE_TEXTS)]) for version in OLD_TOKENIZERS},
-    }  # fmt: skip
+        **{
+            f"old-tokenizers-{version}": lane.submit(
+                f"hf-compat-tokenizers-{version}",
+                [
+                    str(python),
+                    "-I",
+                    "-c",
+                    OLD_TOKENIZERS_SCRIPT,
+                    str(VENV / "old-tokenizers" / version),
+                    json.dumps(files),
+                    json.dumps(SAMPLE_TEXTS),
+                ],
+            )
+            for version in OLD_TOKENIZERS
+        },
+    }
     return Prepared(source, artifact, bad, tokenizers_023, rewritten, runs)
 
 
@@ -179,7 +203,9 @@ def loads(prepared: Prepared) -> dict:
     try:
         return json.loads(result.stdout.strip().splitlines()[-1])
     except (IndexError, json.JSONDecodeError):
-        pytest.fail(f"the loader printed no JSON (exit {result.returncode}):\n{result.stdout[-2000:]}\n{result.stderr[-4000:]}")
+        pytest.fail(
+            f"the loader printed no JSON (exit {result.returncode}):\n{result.stdout[-2000:]}\n{result.stderr[-4000:]}"
+        )
 
 
 def job(loads: dict, name: str) -> dict:
@@ -190,7 +216,9 @@ def job(loads: dict, name: str) -> dict:
 @pytest.fixture(scope="module")
 def served(loads: dict) -> dict:
     result = job(loads, "served")
-    assert result["toolkit"]["ok"] and result["direct"]["ok"], f"the artifact did not serve under transformers 4.51:\n{json.dumps(result, indent=1)}"
+    assert result["toolkit"]["ok"] and result["direct"]["ok"], (
+        f"the artifact did not serve under transformers 4.51:\n{json.dumps(result, indent=1)}"
+    )
     return result
 
 
@@ -236,8 +264,11 @@ def test_the_transformers5_tokenizer_is_rewritten_for_4x(source_model, artifact)
 @pytest.mark.late
 def test_4x_loads_the_rewritten_tokenizer_as_written(served):
     tokenizer = served["direct"]["tokenizer"]
-    assert tokenizer == {"class": "PreTrainedTokenizerFast", "additional_special_tokens": EXTRA_SPECIAL_TOKENS,
-                         "chat_template": CHAT_TEMPLATE}  # fmt: skip
+    assert tokenizer == {
+        "class": "PreTrainedTokenizerFast",
+        "additional_special_tokens": EXTRA_SPECIAL_TOKENS,
+        "chat_template": CHAT_TEMPLATE,
+    }
 
 
 @pytest.mark.late
@@ -263,7 +294,9 @@ def test_tokens_and_logits_agree_with_transformers5(served, artifact):
         logits = model["model"](input_ids=ids).logits[0, -1].float()
     assert ids[0].tolist() == served["direct"]["prompt_ids"]
     diff = (logits - torch.tensor(served["direct"]["last_logits"])).abs().max().item()
-    assert diff <= 1e-2, f"next-token logits differ by {diff} between transformers 4.51 and {handler.transformers.__version__}"
+    assert diff <= 1e-2, (
+        f"next-token logits differ by {diff} between transformers 4.51 and {handler.transformers.__version__}"
+    )
 
 
 @pytest.mark.late
@@ -289,7 +322,9 @@ def chat_served(loads: dict) -> dict:
     """A chat request (system + user, a tool on offer, greedy) to the tiny Llama hf-fastload artifact, through the
     toolkit and directly, under transformers 4.51."""
     result = job(loads, "chat")
-    assert result["toolkit"]["ok"] and result["direct"]["ok"], f"chat did not serve under transformers 4.51:\n{json.dumps(result)[-3000:]}"
+    assert result["toolkit"]["ok"] and result["direct"]["ok"], (
+        f"chat did not serve under transformers 4.51:\n{json.dumps(result)[-3000:]}"
+    )
     return result
 
 
@@ -301,7 +336,10 @@ def test_toolkit_serves_a_chat_request_with_the_artifacts_handler(chat_served: d
     assert Path(toolkit["user_module"]) == chat_artifact / "code" / "inference.py"
     reply = ChatCompletion.model_validate(toolkit["reply"])
     assert reply.choices[0].finish_reason == "length" and reply.usage.completion_tokens == NEW_TOKENS
-    assert toolkit["reply"]["choices"] == direct["reply"]["choices"] and toolkit["reply"]["usage"] == direct["reply"]["usage"]
+    assert (
+        toolkit["reply"]["choices"] == direct["reply"]["choices"]
+        and toolkit["reply"]["usage"] == direct["reply"]["usage"]
+    )
     assert direct["stream_text"] == direct["reply"]["choices"][0]["message"]["content"]  # stream_fn under 4.51
 
 
@@ -371,10 +409,14 @@ def make_tokenizers_023(root: Path, source_model: Path) -> dict[str, Path]:
     from model_build.tiny_models import CORPUS
 
     made = {"bpe-bytelevel": source_model}
-    for name, tokenizer, vocab in (("bpe-metaspace", SentencePieceBPETokenizer(), 400),
-                                   ("unigram-metaspace", SentencePieceUnigramTokenizer(), 300)):  # fmt: skip
+    for name, tokenizer, vocab in (
+        ("bpe-metaspace", SentencePieceBPETokenizer(), 400),
+        ("unigram-metaspace", SentencePieceUnigramTokenizer(), 300),
+    ):
         extra = {"unk_token": "<unk>"} if name.startswith("unigram") else {}
-        tokenizer.train_from_iterator([CORPUS] * 4, vocab_size=vocab, special_tokens=["<unk>"], show_progress=False, **extra)
+        tokenizer.train_from_iterator(
+            [CORPUS] * 4, vocab_size=vocab, special_tokens=["<unk>"], show_progress=False, **extra
+        )
         (root / name).mkdir(parents=True)
         tokenizer.save(str(root / name / "tokenizer.json"))
         made[name] = root / name
@@ -465,8 +507,15 @@ def _tokenizer_dir(tmp_path: Path, data: dict, config: dict | None = None) -> Pa
 
 
 def _bpe(merges: list, **model: object) -> dict:
-    return {"version": "1.0", "model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2}, "merges": merges, **model},
-            "pre_tokenizer": None, "decoder": None, "normalizer": None, "post_processor": None, "added_tokens": []}  # fmt: skip
+    return {
+        "version": "1.0",
+        "model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2}, "merges": merges, **model},
+        "pre_tokenizer": None,
+        "decoder": None,
+        "normalizer": None,
+        "post_processor": None,
+        "added_tokens": [],
+    }
 
 
 @pytest.mark.parametrize(
@@ -474,14 +523,34 @@ def _bpe(merges: list, **model: object) -> dict:
     [
         (_bpe([["a b", "c"]]), ">=0.14,<0.19", "BPE merge ['a b', 'c'] has a token with a space"),
         (_bpe(["a b"], ignore_merges=True), ">=0.14,<0.19", "BPE ignore_merges: true"),
-        ({**_bpe([["a", "b"]]), "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
-            {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "always", "split": False}]}},
-         ">=0.14,<0.19", "Metaspace split: false"),
-        ({**_bpe([["a", "b"]]), "pre_tokenizer": {"type": "Metaspace", "replacement": "\u2581",
-                                                  "prepend_scheme": "first", "split": True}},
-         ">=0.14,<0.15", "Metaspace prepend_scheme: 'first'"),
+        (
+            {
+                **_bpe([["a", "b"]]),
+                "pre_tokenizer": {
+                    "type": "Sequence",
+                    "pretokenizers": [
+                        {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "always", "split": False}
+                    ],
+                },
+            },
+            ">=0.14,<0.19",
+            "Metaspace split: false",
+        ),
+        (
+            {
+                **_bpe([["a", "b"]]),
+                "pre_tokenizer": {
+                    "type": "Metaspace",
+                    "replacement": "\u2581",
+                    "prepend_scheme": "first",
+                    "split": True,
+                },
+            },
+            ">=0.14,<0.15",
+            "Metaspace prepend_scheme: 'first'",
+        ),
     ],
-)  # fmt: skip
+)
 def test_tokenizer_json_without_an_old_equivalent_is_refused(tmp_path, data, requirement, expected):
     from model_build import BuildError
 
@@ -493,12 +562,18 @@ def test_tokenizer_json_without_an_old_equivalent_is_refused(tmp_path, data, req
 
 
 def test_prepend_scheme_first_is_kept_for_tokenizers_015(tmp_path):
-    data = {**_bpe([["a", "b"]]), "pre_tokenizer": {"type": "Metaspace", "replacement": "\u2581",
-                                                    "prepend_scheme": "first", "split": True}}  # fmt: skip
+    data = {
+        **_bpe([["a", "b"]]),
+        "pre_tokenizer": {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first", "split": True},
+    }
     rewrite_for(_tokenizer_dir(tmp_path / "src", data), tmp_path / "out", ">=0.15,<0.19")
     written = json.loads((tmp_path / "out" / "tokenizer.json").read_text())
-    assert written["pre_tokenizer"] == {"type": "Metaspace", "replacement": "\u2581", "add_prefix_space": True,
-                                        "prepend_scheme": "first"}  # fmt: skip
+    assert written["pre_tokenizer"] == {
+        "type": "Metaspace",
+        "replacement": "\u2581",
+        "add_prefix_space": True,
+        "prepend_scheme": "first",
+    }
     assert written["model"]["merges"] == ["a b"]
 
 
@@ -509,8 +584,11 @@ def test_transformers5_class_without_tokenizer_json_is_refused(tmp_path):
 
     (tmp_path / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "TokenizersBackend"}))
     (tmp_path / "vocab.json").write_text("{}")
-    with pytest.raises(BuildError, match=r"tokenizer_class 'TokenizersBackend' is a transformers 5 class and there is "
-                                         r"no tokenizer.json, so transformers 4.51.3 .*; allowed: "):  # fmt: skip
+    with pytest.raises(
+        BuildError,
+        match=r"tokenizer_class 'TokenizersBackend' is a transformers 5 class and there is "
+        r"no tokenizer.json, so transformers 4.51.3 .*; allowed: ",
+    ):
         plan_tokenizer(tmp_path, HF_PYTORCH_INFERENCE.python_stack, "transformers 4.51.3 (the serving container)")
 
 

@@ -60,8 +60,11 @@ def test_decode_switch_is_read_from_the_environment(loaded: dict, monkeypatch) -
     monkeypatch.setenv(handler.DECODE_ENV, "compiled")
     assert handler.decode_settings(loaded["model"]) == ("compiled", {"cache_implementation": "static"})
     monkeypatch.setenv(handler.DECODE_ENV, "fast")
-    with pytest.raises(ValueError, match=r"HF_FASTLOAD_DECODE='fast' is not supported; allowed: eager, static-cache, "
-                                         r"compiled"):  # fmt: skip
+    with pytest.raises(
+        ValueError,
+        match=r"HF_FASTLOAD_DECODE='fast' is not supported; allowed: eager, static-cache, "
+        r"compiled",
+    ):
         handler.decode_settings(loaded["model"])
     no_static = type("NoStatic", (), {"_supports_static_cache": False, "_can_compile_fullgraph": False})()
     assert handler.decode_settings(no_static, "compiled") == ("eager", {})  # unsupported: eager, not an error
@@ -99,7 +102,9 @@ def test_greedy_is_deterministic_and_continuation_only(loaded: dict) -> None:
 def test_new_token_count_follows_parameters(loaded: dict) -> None:
     tokenizer = loaded["tokenizer"]
     prompt_ids = tokenizer("Hello world")["input_ids"]
-    out = handler.predict_fn({"inputs": "Hello world", "parameters": {"max_new_tokens": 4, "min_new_tokens": 4}}, loaded)
+    out = handler.predict_fn(
+        {"inputs": "Hello world", "parameters": {"max_new_tokens": 4, "min_new_tokens": 4}}, loaded
+    )
     full = tokenizer("Hello world" + out[0]["generated_text"])["input_ids"]
     # byte-level BPE may merge differently across the boundary; the count is close, never larger
     assert 1 <= len(full) - len(prompt_ids) <= 4

@@ -37,7 +37,7 @@ def streamed(loaded: dict, data: dict) -> list[dict]:
 
     raw = b"".join(handler.stream_fn({**data, "stream": True}, loaded)).decode()
     assert raw.endswith("data: [DONE]\n\n")
-    chunks = [json.loads(e[len("data: "):]) for e in raw.split("\n\n") if e and e != "data: [DONE]"]
+    chunks = [json.loads(e[len("data: ") :]) for e in raw.split("\n\n") if e and e != "data: [DONE]"]
     for c in chunks:
         ChatCompletionChunk.model_validate(c)
     return chunks
@@ -50,9 +50,18 @@ def test_manifest_says_the_template_came_from_the_tokenizer(chat_artifact: Path)
 
 
 def test_the_prompt_is_the_chat_template_rendering(loaded: dict) -> None:
-    request = chat_contract.parse_chat_request(body(tools=[WEATHER], messages=[
-        {"role": "system", "content": "Be brief."}, USER, {"role": "assistant", "content": None, "tool_calls": [CALL]},
-        {"role": "tool", "content": "sunny", "tool_call_id": "call_1"}], chat_template_kwargs={"enable_thinking": False}))  # fmt: skip
+    request = chat_contract.parse_chat_request(
+        body(
+            tools=[WEATHER],
+            messages=[
+                {"role": "system", "content": "Be brief."},
+                USER,
+                {"role": "assistant", "content": None, "tool_calls": [CALL]},
+                {"role": "tool", "content": "sunny", "tool_call_id": "call_1"},
+            ],
+            chat_template_kwargs={"enable_thinking": False},
+        )
+    )
     ids = handler.chat_prompt(loaded, request)["input_ids"][0].tolist()
     text = loaded["tokenizer"].decode(ids)
     assert text.startswith("<|im_start|>system\nBe brief.\n\nYou may call functions.")
@@ -71,17 +80,22 @@ def test_a_greedy_reply(loaded: dict) -> None:
     assert out["usage"]["prompt_tokens"] == prompt
     assert (choice["finish_reason"], out["usage"]["completion_tokens"]) == ("length", 6)
     assert reply(loaded, body(max_tokens=6, temperature=0))["choices"][0]["message"] == choice["message"]
-    assert reply(loaded, {"messages": [USER], "max_tokens": 1})["model"] == "tiny-chat"  # no model asked: the endpoint's
+    assert (
+        reply(loaded, {"messages": [USER], "max_tokens": 1})["model"] == "tiny-chat"
+    )  # no model asked: the endpoint's
 
 
 def test_sampling_with_a_seed_is_reproducible(loaded: dict) -> None:
     first = reply(loaded, body(max_tokens=8, temperature=1.5, top_p=0.9, seed=3))["choices"][0]["message"]["content"]
-    assert reply(loaded, body(max_tokens=8, temperature=1.5, top_p=0.9, seed=3))["choices"][0]["message"]["content"] == first
+    assert (
+        reply(loaded, body(max_tokens=8, temperature=1.5, top_p=0.9, seed=3))["choices"][0]["message"]["content"]
+        == first
+    )
 
 
 def test_a_stop_sequence_cuts_the_reply(loaded: dict) -> None:
     text = reply(loaded, body(max_tokens=24, temperature=0))["choices"][0]["message"]["content"]
-    stop = text[len(text) // 2: len(text) // 2 + 3]
+    stop = text[len(text) // 2 : len(text) // 2 + 3]
     out = reply(loaded, body(max_tokens=24, temperature=0, stop=[stop]))
     assert out["choices"][0]["message"]["content"] == text[: text.find(stop)]
     assert out["choices"][0]["finish_reason"] == "stop" and out["usage"]["completion_tokens"] < 24
@@ -91,8 +105,10 @@ def test_the_stream_gives_the_whole_replys_text(loaded: dict) -> None:
     data = body(max_tokens=12, temperature=0, stream_options={"include_usage": True})
     whole = reply(loaded, body(max_tokens=12, temperature=0))
     chunks = streamed(loaded, data)
-    assert "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"]) == \
-        whole["choices"][0]["message"]["content"]  # fmt: skip
+    assert (
+        "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"])
+        == whole["choices"][0]["message"]["content"]
+    )
     assert chunks[-2]["choices"][0]["finish_reason"] == whole["choices"][0]["finish_reason"]
     assert chunks[-1]["choices"] == [] and chunks[-1]["usage"] == whole["usage"]
 
@@ -177,6 +193,7 @@ def test_a_template_that_refuses_the_messages_is_a_400(loaded: dict) -> None:
 def test_the_context_bounds_max_tokens(loaded: dict) -> None:
     err = refused(loaded, body(max_tokens=510))
     assert err.code == "context_length_exceeded" and "this model's context is 512 tokens" in err.message
+
     # not asked for, the reply takes what the context leaves (a long prompt leaves a few tokens)
     def long(words: int) -> dict:
         return body(temperature=0, messages=[{"role": "user", "content": "Hello " * words}])
@@ -234,9 +251,10 @@ def test_a_chat_template_given_to_the_recipe_serves_chat(tiny_models: dict[str, 
         ("{% if %}", "cannot render"),
         ("Hello", "rendered the sample conversation without its messages"),
     ],
-)  # fmt: skip
-def test_a_chat_template_that_cannot_render_fails_the_build(tiny_models: dict[str, Path], tmp_path: Path,
-                                                             template: str, expected: str) -> None:  # fmt: skip
+)
+def test_a_chat_template_that_cannot_render_fails_the_build(
+    tiny_models: dict[str, Path], tmp_path: Path, template: str, expected: str
+) -> None:
     from artifact import BuildError
     from systems.hf_fastload.recipe import build
 

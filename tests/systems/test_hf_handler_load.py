@@ -57,13 +57,15 @@ def _without_ln_f_weight(gpt2_artifact: Path, tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize("init", ["transformers", "torch.nn.init"])
-def test_a_missing_weight_is_initialized_as_transformers_does(gpt2_artifact: Path, tmp_path: Path, monkeypatch,
-                                                             init: str) -> None:  # fmt: skip
+def test_a_missing_weight_is_initialized_as_transformers_does(
+    gpt2_artifact: Path, tmp_path: Path, monkeypatch, init: str
+) -> None:
     """Without its final layer norm's weight the model is initialized as transformers initializes it (LayerNorm:
     ones), also for a model class whose `_init_weights` calls torch.nn.init directly (as remote code may): the
     skip covers only the init at construction, not transformers' init of missing weights."""
     broken = _without_ln_f_weight(gpt2_artifact, tmp_path)
     if init == "torch.nn.init":
+
         def direct_init(self, module):
             if isinstance(module, torch.nn.LayerNorm):
                 torch.nn.init.ones_(module.weight)  # looked up at call time: a no-op inside no_init_weights

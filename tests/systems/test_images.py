@@ -24,11 +24,17 @@ def test_pinned_uris_match_sagemaker_tables_in_every_region(pin):
             extra = {"base_framework_version": pin.sdk_base_framework_version} if pin.sdk_base_framework_version else {}
             try:
                 expected = image_uris.retrieve(
-                    pin.sdk_framework, region, version=pin.sdk_version, instance_type=instance_type,
-                    image_scope="inference", **extra,
+                    pin.sdk_framework,
+                    region,
+                    version=pin.sdk_version,
+                    instance_type=instance_type,
+                    image_scope="inference",
+                    **extra,
                 )
             except ValueError as err:  # not published in this region: our table must not claim it either
-                mismatches.append((region, instance_type, pin.uri(region, gpu=gpu), f"not in the sagemaker table: {err}"))
+                mismatches.append(
+                    (region, instance_type, pin.uri(region, gpu=gpu), f"not in the sagemaker table: {err}")
+                )
                 continue
             if pin.uri(region, gpu=gpu) != expected:
                 mismatches.append((region, instance_type, pin.uri(region, gpu=gpu), expected))
@@ -59,7 +65,11 @@ def test_own_container_contexts_hold_what_their_dockerfiles_copy(tmp_path):
             continue
         staged = tmp_path / name
         FileSystem.copy_directory(str(REPO_ROOT), str(staged), CopyOptions(exclude=own.exclude))
-        sources = [line.split()[1] for line in (REPO_ROOT / own.dockerfile).read_text().splitlines() if line.startswith("COPY ")]
+        sources = [
+            line.split()[1]
+            for line in (REPO_ROOT / own.dockerfile).read_text().splitlines()
+            if line.startswith("COPY ")
+        ]
         assert sources, name
         for source in sources:
             assert (staged / source).exists(), f"{name}: {own.dockerfile} copies {source}, which its context lacks"
@@ -103,4 +113,3 @@ def test_every_pinned_image_says_which_transformers_it_ships():
     assert images.HF_PYTORCH_INFERENCE.python_stack.transformers == f"=={HF_CONTAINER_TRANSFORMERS}"
     with pytest.raises(ValueError, match=r"requirement '<5' names no lower bound \(==X or >=X\)"):
         PythonStack(transformers="<5", tokenizers=">=0.20").transformers_floor
-

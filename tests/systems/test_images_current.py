@@ -12,7 +12,11 @@ from systems.images import DLC_REGIONS, ImagePin
 from systems.images_current import CURRENT_IMAGES, REGIONS_WITHOUT_ACCOUNT
 
 # The pins defined there (HF_PYTORCH_INFERENCE is imported from systems/images.py, tested with its table).
-PINS = {name: pin for name, pin in vars(images_current).items() if isinstance(pin, ImagePin) and name != "HF_PYTORCH_INFERENCE"}
+PINS = {
+    name: pin
+    for name, pin in vars(images_current).items()
+    if isinstance(pin, ImagePin) and name != "HF_PYTORCH_INFERENCE"
+}
 
 
 def _table(framework: str) -> dict:
@@ -41,11 +45,17 @@ def test_pinned_uris_match_sagemaker_tables_in_every_region(pin):
             extra = {"base_framework_version": pin.sdk_base_framework_version} if pin.sdk_base_framework_version else {}
             try:
                 expected = image_uris.retrieve(
-                    pin.sdk_framework, region, version=pin.sdk_version, instance_type=instance_type,
-                    image_scope="inference", **extra,
+                    pin.sdk_framework,
+                    region,
+                    version=pin.sdk_version,
+                    instance_type=instance_type,
+                    image_scope="inference",
+                    **extra,
                 )
             except ValueError as err:
-                mismatches.append((region, instance_type, pin.uri(region, gpu=gpu), f"not in the sagemaker table: {err}"))
+                mismatches.append(
+                    (region, instance_type, pin.uri(region, gpu=gpu), f"not in the sagemaker table: {err}")
+                )
                 continue
             if pin.uri(region, gpu=gpu) != expected:
                 mismatches.append((region, instance_type, pin.uri(region, gpu=gpu), expected))
@@ -74,8 +84,13 @@ def test_engine_dlcs_are_gpu_only_and_the_newest_the_tables_list():
     for pin in (images_current.VLLM_DLC, images_current.SGLANG_DLC):
         assert pin.cpu_tag is None
         with pytest.raises(ValueError, match="Unsupported processor: cpu"):
-            image_uris.retrieve(pin.sdk_framework, "us-east-1", version=pin.sdk_version, instance_type="ml.m5.xlarge",
-                                image_scope="inference")  # fmt: skip
+            image_uris.retrieve(
+                pin.sdk_framework,
+                "us-east-1",
+                version=pin.sdk_version,
+                instance_type="ml.m5.xlarge",
+                image_scope="inference",
+            )
         versions = _table(pin.sdk_framework)["inference"]["versions"]
         newest = max(versions, key=lambda v: tuple(int(p) for p in v.split(".")))
         assert pin.sdk_version == newest, f"{pin.sdk_framework}.json now lists {newest}: review the pin"
@@ -97,7 +112,10 @@ def test_image_facts_name_each_pin_once_with_its_cuda_and_engine():
 
 
 def test_python_stacks_of_the_current_images():
-    floors = {name: (pin.python_stack.transformers_floor[:2], pin.python_stack.tokenizers_floor[:2]) for name, pin in PINS.items()}
+    floors = {
+        name: (pin.python_stack.transformers_floor[:2], pin.python_stack.tokenizers_floor[:2])
+        for name, pin in PINS.items()
+    }
     assert floors == {
         "VLLM_DLC": ((5, 10), (0, 22)),
         "SGLANG_DLC": ((5, 12), (0, 22)),

@@ -34,10 +34,30 @@ def P(**params: Any) -> dict:
     return {"inputs": "Hello", "parameters": params}
 
 
-AT_UPPER_BOUNDS = P(max_new_tokens=512, min_new_tokens=512, temperature=2, top_p=1, top_k=1000,
-                    repetition_penalty=10, num_beams=8, do_sample=True, return_full_text=True, seed=2**32 - 1)  # fmt: skip
-AT_LOWER_BOUNDS = P(max_new_tokens=1, min_new_tokens=0, temperature=0.01, top_p=1e-6, top_k=0,
-                    repetition_penalty=0.1, num_beams=1, do_sample=False, return_full_text=False, seed=0)  # fmt: skip
+AT_UPPER_BOUNDS = P(
+    max_new_tokens=512,
+    min_new_tokens=512,
+    temperature=2,
+    top_p=1,
+    top_k=1000,
+    repetition_penalty=10,
+    num_beams=8,
+    do_sample=True,
+    return_full_text=True,
+    seed=2**32 - 1,
+)
+AT_LOWER_BOUNDS = P(
+    max_new_tokens=1,
+    min_new_tokens=0,
+    temperature=0.01,
+    top_p=1e-6,
+    top_k=0,
+    repetition_penalty=0.1,
+    num_beams=1,
+    do_sample=False,
+    return_full_text=False,
+    seed=0,
+)
 
 CASES: list[tuple[str, Any, bool]] = [
     # valid
@@ -116,7 +136,7 @@ CASES: list[tuple[str, Any, bool]] = [
     ("duplicate-key", b'{"inputs": "a", "inputs": "b"}', False),
     ("nan-in-parameter", b'{"inputs": "a", "parameters": {"top_p": NaN}}', False),
     *[(f"bad-body-{name}", body, False) for name, body, _ in BAD_BODIES],
-]  # fmt: skip
+]
 
 
 def _bytes(body: Any) -> bytes:
@@ -204,8 +224,11 @@ def entry_points() -> dict[str, Any]:
 
     def lambda_answer(body: bytes) -> bool:
         invoke._client = _Runtime()
-        event = {"body": base64.b64encode(body).decode(), "isBase64Encoded": True,
-                 "requestContext": {"http": {"method": "POST"}}}  # fmt: skip
+        event = {
+            "body": base64.b64encode(body).decode(),
+            "isBase64Encoded": True,
+            "requestContext": {"http": {"method": "POST"}},
+        }
         status = invoke.handler(event)["statusCode"]
         assert status == 200 or 400 <= status < 500, status
         return status == 200
@@ -232,8 +255,13 @@ def entry_points() -> dict[str, Any]:
             return False
         return True
 
-    return {"invoke-lambda": lambda_answer, "hf-fastload": hf_answer, "djl": djl_answer(djl),
-            "djl-fastertransformer": djl_answer(ft), "byoc-server": byoc_answer}  # fmt: skip
+    return {
+        "invoke-lambda": lambda_answer,
+        "hf-fastload": hf_answer,
+        "djl": djl_answer(djl),
+        "djl-fastertransformer": djl_answer(ft),
+        "byoc-server": byoc_answer,
+    }
 
 
 @pytest.fixture
@@ -259,8 +287,14 @@ def test_the_limits_come_from_the_environment_for_all(entry_points: dict[str, An
     clean_env.setenv("MAX_NEW_TOKENS", "1024")
     clean_env.setenv("MAX_BATCH_SIZE", "2")
     clean_env.setenv("MAX_INPUT_CHARS", "10")
-    table = [(P(max_new_tokens=1024), True), (P(max_new_tokens=1025), False), ({"inputs": ["a", "b"]}, True),
-             ({"inputs": ["a", "b", "c"]}, False), ({"inputs": "x" * 10}, True), ({"inputs": "x" * 11}, False)]  # fmt: skip
+    table = [
+        (P(max_new_tokens=1024), True),
+        (P(max_new_tokens=1025), False),
+        ({"inputs": ["a", "b"]}, True),
+        ({"inputs": ["a", "b", "c"]}, False),
+        ({"inputs": "x" * 10}, True),
+        ({"inputs": "x" * 11}, False),
+    ]
     for body, accepted in table:
         answers = {name: answer(_bytes(body)) for name, answer in entry_points.items()}
         assert set(answers.values()) == {accepted}, (body if len(str(body)) < 80 else str(body)[:80], answers)
@@ -299,8 +333,12 @@ def test_the_module_ships_alone() -> None:
     and our own images, beside the code that imports it."""
     source = CONTRACT.read_text()
     tree = ast.parse(source, feature_version=(3, 10))
-    imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
-    imported |= {node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+    imported = {
+        alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names
+    }
+    imported |= {
+        node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module
+    }
     assert imported <= set(sys.stdlib_module_names), imported - set(sys.stdlib_module_names)
     for dockerfile in ("deepspeed_byoc", "tensorrt_byoc"):  # the build context is the repository root
         text = (ROOT / "systems" / dockerfile / "container" / "Dockerfile").read_text()

@@ -42,14 +42,31 @@ def example_plan(system: str) -> EndpointPlan:
 
 def modes(plan: EndpointPlan) -> dict[str, EndpointPlan]:
     spec = plan.spec
-    out = {"real-time": dataclasses.replace(plan, spec=spec.model_copy(update={
-        "invocation": Invocation(), "streaming": StreamingSpec()}))}  # fmt: skip
+    out = {
+        "real-time": dataclasses.replace(
+            plan, spec=spec.model_copy(update={"invocation": Invocation(), "streaming": StreamingSpec()})
+        )
+    }
     if plan.system.streaming.supported:
-        out["streamed"] = dataclasses.replace(plan, spec=spec.model_copy(update={
-            "invocation": Invocation(), "streaming": StreamingSpec(enabled=True, timeout_s=LONGEST_STREAM_S)}))  # fmt: skip
+        out["streamed"] = dataclasses.replace(
+            plan,
+            spec=spec.model_copy(
+                update={
+                    "invocation": Invocation(),
+                    "streaming": StreamingSpec(enabled=True, timeout_s=LONGEST_STREAM_S),
+                }
+            ),
+        )
     for timeout in (None, INVOCATION_TIMEOUT_BOUNDS[1]):
-        out[f"async-{timeout or 'default'}"] = dataclasses.replace(plan, spec=spec.model_copy(update={
-            "invocation": Invocation(mode="async", invocation_timeout_s=timeout), "streaming": StreamingSpec()}))  # fmt: skip
+        out[f"async-{timeout or 'default'}"] = dataclasses.replace(
+            plan,
+            spec=spec.model_copy(
+                update={
+                    "invocation": Invocation(mode="async", invocation_timeout_s=timeout),
+                    "streaming": StreamingSpec(),
+                }
+            ),
+        )
     return out
 
 
@@ -66,8 +83,10 @@ def test_the_container_lets_a_request_run_as_long_as_sagemaker_does(system):
 def test_the_invocation_timeout_of_each_mode():
     plans = modes(example_plan("lmi-vllm"))
     assert {mode: p.invocation_timeout_s for mode, p in plans.items()} == {
-        "real-time": REAL_TIME_INVOCATION_TIMEOUT_S, "streamed": LONGEST_STREAM_S,
-        "async-default": ASYNC_DEFAULT_INVOCATION_TIMEOUT_S, "async-3600": 3600,
+        "real-time": REAL_TIME_INVOCATION_TIMEOUT_S,
+        "streamed": LONGEST_STREAM_S,
+        "async-default": ASYNC_DEFAULT_INVOCATION_TIMEOUT_S,
+        "async-3600": 3600,
     }
 
 
@@ -92,13 +111,18 @@ def test_a_timeout_shorter_than_the_invocation_is_caught():
     djl = get_system("djl-deepspeed").request_timeout
     assert djl.limit_s(example_plan("djl-deepspeed").spec, {}) == 120  # DJL's default predict_timeout
     lmi = get_system("lmi-vllm").request_timeout
-    assert lmi.limit_s(example_plan("lmi-vllm").spec, {"OPTION_ASYNC_MODE": "true", "OPTION_ROLLING_BATCH": "disable"}) == math.inf
+    assert (
+        lmi.limit_s(example_plan("lmi-vllm").spec, {"OPTION_ASYNC_MODE": "true", "OPTION_ROLLING_BATCH": "disable"})
+        == math.inf
+    )
 
 
 HF_VENV_PYTHON = ROOT / ".venv-hf-container" / "bin" / "python"
 
 
-@pytest.mark.skipif(not HF_VENV_PYTHON.exists(), reason="the HF container venv is made by tests/systems/test_hf_container_compat.py")
+@pytest.mark.skipif(
+    not HF_VENV_PYTHON.exists(), reason="the HF container venv is made by tests/systems/test_hf_container_compat.py"
+)
 def test_the_inference_toolkit_writes_the_timeout_multi_model_server_reads():
     """The real sagemaker-inference (the HF container's venv) turns the plan's environment into MMS's config: the
     seconds key is written, the minutes one agrees (MMS 1.1.11 prefers the seconds key, ConfigManager)."""

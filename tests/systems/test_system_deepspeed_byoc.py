@@ -72,9 +72,13 @@ def test_system_facts_and_environment() -> None:
     assert (REPO / system.own_container.dockerfile) == DOCKERFILE and DOCKERFILE.is_file()
     endpoint = load_config(EXAMPLE, "dev").endpoint("gptj-ds-byoc")
     assert system.environment(endpoint) == {
-        "DS_KERNEL_INJECTION": "true", "DTYPE": "fp16", "TENSOR_PARALLEL_DEGREE": "1", "BYOC_PROCESSES": "1",
-        "BYOC_HANDLER": "handler:DeepSpeedHandler", "MAX_BATCH_SIZE": "4",
-    }  # fmt: skip
+        "DS_KERNEL_INJECTION": "true",
+        "DTYPE": "fp16",
+        "TENSOR_PARALLEL_DEGREE": "1",
+        "BYOC_PROCESSES": "1",
+        "BYOC_HANDLER": "handler:DeepSpeedHandler",
+        "MAX_BATCH_SIZE": "4",
+    }
 
 
 def test_example_config_validates_in_every_environment() -> None:
@@ -111,9 +115,16 @@ def test_artifact_files(artifact: Path, tiny_gptj: Path) -> None:
     shards = [n for n in names if n.endswith(".safetensors")]
     assert len(shards) >= 2 and all(re.fullmatch(r"model-\d{5}-of-\d{5}\.safetensors", n) for n in shards)
     assert sorted(set(names) - set(shards)) == [
-        "config.json", "deepspeed.json", "generation_config.json", "manifest.json", "merges.txt",
-        "model.safetensors.index.json", "special_tokens_map.json", "tokenizer_config.json", "vocab.json",
-    ]  # fmt: skip
+        "config.json",
+        "deepspeed.json",
+        "generation_config.json",
+        "manifest.json",
+        "merges.txt",
+        "model.safetensors.index.json",
+        "special_tokens_map.json",
+        "tokenizer_config.json",
+        "vocab.json",
+    ]
 
 
 def test_weights_are_fp16_and_indexed(artifact: Path) -> None:
@@ -170,14 +181,28 @@ def test_manifest(artifact: Path) -> None:
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        ({"dtype": "bf16"}, "endpoint 'tiny-deepspeed': dtype: value 'bf16' is not served by system 'deepspeed-byoc'; allowed: fp16"),
-        ({"engine": {"rolling_batch": "vllm"}}, "engine.rolling_batch: value 'vllm' is not offered by DeepSpeed kernel injection"),
-        ({"engine": {"entry_point": "djl_python.deepspeed"}}, "engine.entry_point: value 'djl_python.deepspeed' is a DJL setting"),
-        ({"engine": {"max_model_len": 4096}}, "engine.max_model_len: value 4096 exceeds the model's context of 512 tokens; allowed: 16 to 512"),
-        ({"instance_type": "ml.p4d.24xlarge", "tensor_parallel_degree": 8},
-         "tensor_parallel_degree: value 8 does not divide the model's 4 attention heads; allowed: 1, 2, 4"),
+        (
+            {"dtype": "bf16"},
+            "endpoint 'tiny-deepspeed': dtype: value 'bf16' is not served by system 'deepspeed-byoc'; allowed: fp16",
+        ),
+        (
+            {"engine": {"rolling_batch": "vllm"}},
+            "engine.rolling_batch: value 'vllm' is not offered by DeepSpeed kernel injection",
+        ),
+        (
+            {"engine": {"entry_point": "djl_python.deepspeed"}},
+            "engine.entry_point: value 'djl_python.deepspeed' is a DJL setting",
+        ),
+        (
+            {"engine": {"max_model_len": 4096}},
+            "engine.max_model_len: value 4096 exceeds the model's context of 512 tokens; allowed: 16 to 512",
+        ),
+        (
+            {"instance_type": "ml.p4d.24xlarge", "tensor_parallel_degree": 8},
+            "tensor_parallel_degree: value 8 does not divide the model's 4 attention heads; allowed: 1, 2, 4",
+        ),
     ],
-)  # fmt: skip
+)
 def test_recipe_refuses(tmp_path: Path, tiny_gptj: Path, extra: dict, message: str) -> None:
     from systems.deepspeed_byoc import recipe
 
@@ -308,8 +333,7 @@ def test_http_errors(server_url: str) -> None:
     assert too_long.status_code == 400 and "must be <= 512 (the model's context)" in too_long.json()["error"]
     bad = httpx.post(url, json={"inputs": "Hi", "parameters": {"top_p": 2}}, timeout=30)
     assert (
-        bad.status_code == 400
-        and bad.json()["error"] == "parameters.top_p must be greater than 0 and at most 1, got 2"
+        bad.status_code == 400 and bad.json()["error"] == "parameters.top_p must be greater than 0 and at most 1, got 2"
     )
     assert httpx.post(url, content=b"Hi", headers={"content-type": "text/plain"}).status_code == 415
 

@@ -47,8 +47,13 @@ class FakeInput:
         return self._body is None
 
     def get_as_bytes(self) -> bytes:  # the real one returns the body's bytes (a bytearray)
-        return bytearray(self._body.encode() if isinstance(self._body, str) else
-                         self._body if isinstance(self._body, bytes) else json.dumps(self._body).encode())
+        return bytearray(
+            self._body.encode()
+            if isinstance(self._body, str)
+            else self._body
+            if isinstance(self._body, bytes)
+            else json.dumps(self._body).encode()
+        )
 
     def get_as_json(self) -> Any:
         return json.loads(self.get_as_bytes())
@@ -102,28 +107,38 @@ def djl_config(tmp_path_factory: pytest.TempPathFactory, tiny_models: dict[str, 
 
     def ep(name: str, system: str, model: Path, tp: int = 2, dtype: str = "fp32", **engine: Any) -> str:
         lines = [
-            f"  - name: {name}", f"    system: {system}", f"    model: {model}", f"    dtype: {dtype}",
-            "    instance_type: ml.g5.12xlarge", f"    tensor_parallel_degree: {tp}", "    max_shard_size: 300KB",
-        ]  # fmt: skip
+            f"  - name: {name}",
+            f"    system: {system}",
+            f"    model: {model}",
+            f"    dtype: {dtype}",
+            "    instance_type: ml.g5.12xlarge",
+            f"    tensor_parallel_degree: {tp}",
+            "    max_shard_size: 300KB",
+        ]
         if engine:
             lines.append(f"    engine: {json.dumps(engine)}")
         return "\n".join(lines)
 
-    text = "\n".join([
-        "endpoints:",
-        ep("ds", "djl-deepspeed", gptj, max_model_len=512, max_batch_size=4),
-        ep("ds-custom", "djl-deepspeed", gptj, custom_handler=True),
-        ep("acc", "djl-accelerate", gptj, dtype="fp16"),
-        ep("ft", "djl-fastertransformer", tiny_t5, tp=4),
-        ep("vllm", "lmi-vllm", gptj, max_batch_size=32, max_model_len=512),
-        ep("trt", "lmi-trtllm", gptj, max_model_len=512),
-        # error cases (engine options a system does not implement are refused by the config already: BAD_ENGINE)
-        ep("vllm-len", "lmi-vllm", gptj, max_model_len=4096),
-        ep("ft-gpt2", "djl-fastertransformer", tiny_models["gpt2"], tp=4),
-        ep("ft-gptj", "djl-fastertransformer", gptj, tp=4),
-        ep("ft-mt5", "djl-fastertransformer", fake_checkpoint("mt5"), tp=4),
-        ep("ft-llama", "djl-fastertransformer", fake_checkpoint("llama"), tp=4),
-    ]) + "\n"  # fmt: skip
+    text = (
+        "\n".join(
+            [
+                "endpoints:",
+                ep("ds", "djl-deepspeed", gptj, max_model_len=512, max_batch_size=4),
+                ep("ds-custom", "djl-deepspeed", gptj, custom_handler=True),
+                ep("acc", "djl-accelerate", gptj, dtype="fp16"),
+                ep("ft", "djl-fastertransformer", tiny_t5, tp=4),
+                ep("vllm", "lmi-vllm", gptj, max_batch_size=32, max_model_len=512),
+                ep("trt", "lmi-trtllm", gptj, max_model_len=512),
+                # error cases (engine options a system does not implement are refused by the config already: BAD_ENGINE)
+                ep("vllm-len", "lmi-vllm", gptj, max_model_len=4096),
+                ep("ft-gpt2", "djl-fastertransformer", tiny_models["gpt2"], tp=4),
+                ep("ft-gptj", "djl-fastertransformer", gptj, tp=4),
+                ep("ft-mt5", "djl-fastertransformer", fake_checkpoint("mt5"), tp=4),
+                ep("ft-llama", "djl-fastertransformer", fake_checkpoint("llama"), tp=4),
+            ]
+        )
+        + "\n"
+    )
     path = root / "djl.yaml"
     path.write_text(text)
     return path
@@ -227,8 +242,12 @@ def test_system_facts() -> None:
     for name, (image, legacy, replacement, arch, isolated) in expected.items():
         s = get_system(name)
         assert (s.image, s.legacy, s.replacement, s.architectures, s.network_isolation) == (
-            image, legacy, replacement, arch, isolated
-        ), name  # fmt: skip
+            image,
+            legacy,
+            replacement,
+            arch,
+            isolated,
+        ), name
         assert s.gpu_only and s.summary and s.engine_notes
         assert 60 <= s.default_download_timeout_s <= 3600 and 60 <= s.default_startup_timeout_s <= 3600
         assert (s.staged_weights_environment is not None) == (name == "djl-fastertransformer")
@@ -266,7 +285,9 @@ def test_model_copies(djl_build) -> None:
     assert get_system("djl-fastertransformer").model_copies(ft, g5_12) == 1
     assert get_system("djl-deepspeed").model_copies(ds, parse_instance_type("ml.g5.48xlarge")) == 4
     assert get_system("djl-deepspeed").model_copies(ds, parse_instance_type("ml.m5.xlarge")) == 1  # no GPU
-    assert copies_per_instance(ds) == get_system("djl-deepspeed").model_copies(ds, parse_instance_type(ds.instance_type))
+    assert copies_per_instance(ds) == get_system("djl-deepspeed").model_copies(
+        ds, parse_instance_type(ds.instance_type)
+    )
 
 
 def test_container_environments(djl_build) -> None:
@@ -362,14 +383,20 @@ def test_djl_deepspeed_custom_handler(djl_build) -> None:
     check_manifest(artifact, "djl-deepspeed", "ds-custom", "fp32")
 
     handler = import_handler(artifact / "model.py", "djl_decoder_model")
-    properties = {"model_dir": str(artifact), "model_id": str(artifact), "engine": "DeepSpeed", "dtype": "fp32",
-                  "tensor_parallel_degree": "2"}  # fmt: skip
+    properties = {
+        "model_dir": str(artifact),
+        "model_id": str(artifact),
+        "engine": "DeepSpeed",
+        "dtype": "fp32",
+        "tensor_parallel_degree": "2",
+    }
     assert handler.handle(FakeInput(properties)) is None  # warm-up: loads, answers nothing
     out = handler.handle(FakeInput(properties, {"inputs": ["Hello", "The quick"], "parameters": {"max_new_tokens": 5}}))
     assert out.code == 200 and len(out.content) == 2 and all(isinstance(r["generated_text"], str) for r in out.content)
     bad = handler.handle(FakeInput(properties, {"inputs": "Hi", "parameters": {"temperature": 0}}))
     assert bad.code == 400 and bad.content == {
-        "error": "parameters.temperature must be between 0.01 and 2, got 0 (for greedy decoding leave it out and set do_sample false)", "error_type": "validation"
+        "error": "parameters.temperature must be between 0.01 and 2, got 0 (for greedy decoding leave it out and set do_sample false)",
+        "error_type": "validation",
     }
 
 
@@ -477,8 +504,12 @@ def ft_handler(djl_build):
     handler = import_handler(artifact / "code" / "model.py", "djl_ft_model")
     assert importlib.util.find_spec("fastertransformer") is None  # the CPU fallback is what runs here
     # As DJL passes them: option.* without the prefix; model_id is the local copy of the staged weights.
-    properties = {"model_dir": str(artifact / "code"), "model_id": str(artifact / "weights"),
-                  "tensor_parallel_degree": "4", "dtype": "fp32"}  # fmt: skip
+    properties = {
+        "model_dir": str(artifact / "code"),
+        "model_id": str(artifact / "weights"),
+        "tensor_parallel_degree": "4",
+        "dtype": "fp32",
+    }
     return handler, properties
 
 
@@ -487,8 +518,10 @@ def test_ft_handler_warmup_and_generate(ft_handler) -> None:
     assert handler.handle(FakeInput(properties)) is None  # warm-up call: loads the model once
     assert handler._model["engine"] == "transformers" and handler._model["encoder_decoder"]
     model_object = handler._model["model"]
-    request = {"inputs": ["translate: hello", "The quick brown fox"],
-               "parameters": {"max_new_tokens": 6, "num_beams": 2, "repetition_penalty": 1.2, "seed": 1}}  # fmt: skip
+    request = {
+        "inputs": ["translate: hello", "The quick brown fox"],
+        "parameters": {"max_new_tokens": 6, "num_beams": 2, "repetition_penalty": 1.2, "seed": 1},
+    }
     out = handler.handle(FakeInput(properties, json.dumps(request).encode()))
     assert out.code == 200 and len(out.content["outputs"]) == 2
     assert all(isinstance(t, str) for t in out.content["outputs"])
@@ -507,13 +540,22 @@ def test_ft_handler_warmup_and_generate(ft_handler) -> None:
     [
         ({"max_new_tokens": 0}, "parameters.max_new_tokens must be between 1 and 512, got 0"),
         ({"max_new_tokens": 100000}, "parameters.max_new_tokens must be between 1 and 512, got 100000"),
-        ({"temperature": 0}, "parameters.temperature must be between 0.01 and 2, got 0 (for greedy decoding leave it out and set do_sample false)"),
+        (
+            {"temperature": 0},
+            "parameters.temperature must be between 0.01 and 2, got 0 (for greedy decoding leave it out and set do_sample false)",
+        ),
         ({"top_p": 1.5}, "parameters.top_p must be greater than 0 and at most 1, got 1.5"),
         ({"top_k": -1}, "parameters.top_k must be between 0 and 1000, got -1"),
         ({"num_beams": 9}, "parameters.num_beams must be between 1 and 8, got 9"),
         ({"num_beams": 2.5}, "parameters.num_beams must be an integer between 1 and 8, got 2.5 (number)"),
-        ({"repetition_penalty": "high"}, 'parameters.repetition_penalty must be a number between 0.1 and 10, got "high"'),
-        ({"max_seq_len": 5}, "unknown parameters ['max_seq_len']; allowed parameters are ['do_sample', 'max_new_tokens'"),
+        (
+            {"repetition_penalty": "high"},
+            'parameters.repetition_penalty must be a number between 0.1 and 10, got "high"',
+        ),
+        (
+            {"max_seq_len": 5},
+            "unknown parameters ['max_seq_len']; allowed parameters are ['do_sample', 'max_new_tokens'",
+        ),
     ],
 )
 def test_ft_handler_bad_parameters(ft_handler, parameters: dict, expected: str) -> None:
@@ -559,27 +601,82 @@ def _check_tensors(**values: Any) -> None:
             raise TypeError(f"{name}: expected Optional[Tensor] by the torch op, got {type(value).__name__}")
 
 
-def _ftt5_forward(input_token, inputs_embeds, beam_size, max_seq_len, top_k, top_p, beam_search_diversity_rate=0.0,
-                  temperature=1.0, len_penalty=0.0, repetition_penalty=None, presence_penalty=None, min_length=0,
-                  random_seed=0, is_return_output_log_probs=False, is_return_cum_log_probs=False,
-                  is_return_cross_attentions=False, bad_words_list=None, stop_words_list=None):  # fmt: skip
+def _ftt5_forward(
+    input_token,
+    inputs_embeds,
+    beam_size,
+    max_seq_len,
+    top_k,
+    top_p,
+    beam_search_diversity_rate=0.0,
+    temperature=1.0,
+    len_penalty=0.0,
+    repetition_penalty=None,
+    presence_penalty=None,
+    min_length=0,
+    random_seed=0,
+    is_return_output_log_probs=False,
+    is_return_cum_log_probs=False,
+    is_return_cross_attentions=False,
+    bad_words_list=None,
+    stop_words_list=None,
+):
     return [f"t5({prompt})" for prompt in input_token]  # T5Model.pipeline_generate decodes beam 0 per input
 
 
-def _gpt_forward(start_ids, start_lengths, output_len, beam_width=1, top_k=None, top_p=None,
-                 beam_search_diversity_rate=None, temperature=None, len_penalty=None, repetition_penalty=None,
-                 presence_penalty=None, min_length=None, random_seed=None, bad_words_list=None,
-                 return_output_length=False, return_cum_log_probs=0):  # fmt: skip
-    _check_tensors(top_k=top_k, top_p=top_p, temperature=temperature, len_penalty=len_penalty,
-                   repetition_penalty=repetition_penalty, min_length=min_length, random_seed=random_seed)  # fmt: skip
+def _gpt_forward(
+    start_ids,
+    start_lengths,
+    output_len,
+    beam_width=1,
+    top_k=None,
+    top_p=None,
+    beam_search_diversity_rate=None,
+    temperature=None,
+    len_penalty=None,
+    repetition_penalty=None,
+    presence_penalty=None,
+    min_length=None,
+    random_seed=None,
+    bad_words_list=None,
+    return_output_length=False,
+    return_cum_log_probs=0,
+):
+    _check_tensors(
+        top_k=top_k,
+        top_p=top_p,
+        temperature=temperature,
+        len_penalty=len_penalty,
+        repetition_penalty=repetition_penalty,
+        min_length=min_length,
+        random_seed=random_seed,
+    )
     return [[f"gen({prompt})#beam{b}" for b in range(beam_width)] for prompt in start_ids]
 
 
-def _gptneox_forward(start_ids, start_lengths, output_len, beam_width=1, top_k=None, top_p=None,
-                     beam_search_diversity_rate=None, temperature=None, len_penalty=None, repetition_penalty=None,
-                     random_seed=None, return_output_length=False, return_cum_log_probs=0):  # fmt: skip
-    _check_tensors(top_k=top_k, top_p=top_p, temperature=temperature, len_penalty=len_penalty,
-                   repetition_penalty=repetition_penalty, random_seed=random_seed)  # fmt: skip
+def _gptneox_forward(
+    start_ids,
+    start_lengths,
+    output_len,
+    beam_width=1,
+    top_k=None,
+    top_p=None,
+    beam_search_diversity_rate=None,
+    temperature=None,
+    len_penalty=None,
+    repetition_penalty=None,
+    random_seed=None,
+    return_output_length=False,
+    return_cum_log_probs=0,
+):
+    _check_tensors(
+        top_k=top_k,
+        top_p=top_p,
+        temperature=temperature,
+        len_penalty=len_penalty,
+        repetition_penalty=repetition_penalty,
+        random_seed=random_seed,
+    )
     return [[f"gen({prompt})#beam{b}" for b in range(beam_width)] for prompt in start_ids]
 
 
@@ -588,11 +685,25 @@ class StandInT5Model:
         self.calls: list[dict[str, Any]] = []
 
     def generate(self, input_tokens, **kwargs):
-        default_args = dict(inputs_embeds=None, beam_width=1, max_seq_len=200, top_k=1, top_p=0.0,
-                            beam_search_diversity_rate=0.0, temperature=1.0, len_penalty=0.0, repetition_penalty=1.0,
-                            presence_penalty=None, min_length=0, random_seed=0, is_return_output_log_probs=False,
-                            is_return_cum_log_probs=False, is_return_cross_attentions=False, bad_words_list=None,
-                            stop_words_list=None)  # fmt: skip
+        default_args = dict(
+            inputs_embeds=None,
+            beam_width=1,
+            max_seq_len=200,
+            top_k=1,
+            top_p=0.0,
+            beam_search_diversity_rate=0.0,
+            temperature=1.0,
+            len_penalty=0.0,
+            repetition_penalty=1.0,
+            presence_penalty=None,
+            min_length=0,
+            random_seed=0,
+            is_return_output_log_probs=False,
+            is_return_cum_log_probs=False,
+            is_return_cross_attentions=False,
+            bad_words_list=None,
+            stop_words_list=None,
+        )
         default_args.update(kwargs)
         default_args["beam_size"] = default_args.pop("beam_width")
         self.calls.append(default_args)
@@ -603,10 +714,26 @@ class StandInT5Model:
 
 
 class StandInGPTModel:
-    DEFAULTS: dict[str, Any] = dict(top_k=1, top_p=0.0, temperature=1, repetition_penalty=1.0, random_seed=0,
-                                    len_penalty=0, min_length=0, return_output_length=0, return_cum_log_probs=0)  # fmt: skip
-    TENSORIZED: tuple[str, ...] = ("top_k", "top_p", "temperature", "repetition_penalty", "random_seed",
-                                   "len_penalty", "min_length")  # fmt: skip
+    DEFAULTS: dict[str, Any] = dict(
+        top_k=1,
+        top_p=0.0,
+        temperature=1,
+        repetition_penalty=1.0,
+        random_seed=0,
+        len_penalty=0,
+        min_length=0,
+        return_output_length=0,
+        return_cum_log_probs=0,
+    )
+    TENSORIZED: tuple[str, ...] = (
+        "top_k",
+        "top_p",
+        "temperature",
+        "repetition_penalty",
+        "random_seed",
+        "len_penalty",
+        "min_length",
+    )
     forward = staticmethod(_gpt_forward)
 
     def __init__(self) -> None:
@@ -620,13 +747,15 @@ class StandInGPTModel:
         self.calls.append(dict(default_args, batch_size=batch_size, output_len=output_len))
         return self.forward(start_ids, start_lengths, output_len, **default_args)
 
-    def pipeline_generate(self, inputs, batch_size=1, output_len=32, beam_width=1, skip_end_tokens=True,
-                          detokenize=True, **kwargs):  # fmt: skip
+    def pipeline_generate(
+        self, inputs, batch_size=1, output_len=32, beam_width=1, skip_end_tokens=True, detokenize=True, **kwargs
+    ):
         result = []
         for it in range(-(-len(inputs) // batch_size)):
             input_batch = inputs[it * batch_size : batch_size * (it + 1)]
-            tokens_batch = self.generate(input_batch, [len(x) for x in input_batch], batch_size, beam_width,
-                                         output_len, **kwargs)  # fmt: skip
+            tokens_batch = self.generate(
+                input_batch, [len(x) for x in input_batch], batch_size, beam_width, output_len, **kwargs
+            )
             for _, tokens in zip(inputs, tokens_batch):  # the package pairs with `inputs`, not `input_batch`
                 result.extend(tokens[beam_id] for beam_id in range(beam_width))
         return result
@@ -638,8 +767,16 @@ class StandInOPTModel(StandInGPTModel):
 
 
 class StandInGPTNeoXModel(StandInGPTModel):
-    DEFAULTS = dict(top_k=1, top_p=0.0, temperature=1, repetition_penalty=1.0, random_seed=0, len_penalty=0,
-                    return_output_length=0, return_cum_log_probs=0)  # fmt: skip
+    DEFAULTS = dict(
+        top_k=1,
+        top_p=0.0,
+        temperature=1,
+        repetition_penalty=1.0,
+        random_seed=0,
+        len_penalty=0,
+        return_output_length=0,
+        return_cum_log_probs=0,
+    )
     TENSORIZED = ("top_k", "top_p", "temperature", "repetition_penalty", "len_penalty", "random_seed")
     forward = staticmethod(_gptneox_forward)
 
@@ -649,8 +786,14 @@ class StandInGPTJModel(StandInGPTModel):
         raise NotImplementedError("Not supported under python mode")  # gptjmodel.py GPTJModel.initialize
 
 
-STAND_INS = {"t5": StandInT5Model, "gpt2": StandInGPTModel, "gptj": StandInGPTJModel, "opt": StandInOPTModel,
-             "gpt_neox": StandInGPTNeoXModel, "bloom": StandInGPTModel}  # fmt: skip
+STAND_INS = {
+    "t5": StandInT5Model,
+    "gpt2": StandInGPTModel,
+    "gptj": StandInGPTJModel,
+    "opt": StandInOPTModel,
+    "gpt_neox": StandInGPTNeoXModel,
+    "bloom": StandInGPTModel,
+}
 
 
 def fake_fastertransformer() -> types.ModuleType:
@@ -661,8 +804,16 @@ def fake_fastertransformer() -> types.ModuleType:
     module.__spec__ = importlib.machinery.ModuleSpec("fastertransformer", loader=None)
     module.created = []
 
-    def init_inference(model: str, tensor_parallel_degree: int, pipeline_parallel_degree: int, dtype: str = "fp32",
-                       use_triton=None, do_streaming=False, is_peft=False, **kwargs):  # fmt: skip
+    def init_inference(
+        model: str,
+        tensor_parallel_degree: int,
+        pipeline_parallel_degree: int,
+        dtype: str = "fp32",
+        use_triton=None,
+        do_streaming=False,
+        is_peft=False,
+        **kwargs,
+    ):
         model_type = json.loads((Path(model) / "config.json").read_text())["model_type"]
         if model_type not in STAND_INS:
             raise ValueError(f"{model_type} type not supported for model {model}")
@@ -701,9 +852,18 @@ def test_stand_ins_refuse_the_wrong_call_shape() -> None:
         StandInOPTModel().pipeline_generate(["a"], len_penalty=1.0)
 
 
-REQUEST = {"inputs": ["first prompt", "second prompt"],
-           "parameters": {"max_new_tokens": 6, "num_beams": 2, "temperature": 0.7, "top_k": 5, "top_p": 0.9,
-                          "repetition_penalty": 1.2, "seed": 3}}  # fmt: skip
+REQUEST = {
+    "inputs": ["first prompt", "second prompt"],
+    "parameters": {
+        "max_new_tokens": 6,
+        "num_beams": 2,
+        "temperature": 0.7,
+        "top_k": 5,
+        "top_p": 0.9,
+        "repetition_penalty": 1.2,
+        "seed": 3,
+    },
+}
 
 
 def test_ft_handler_t5_call_shape(ft_stand_in) -> None:
@@ -713,7 +873,13 @@ def test_ft_handler_t5_call_shape(ft_stand_in) -> None:
     out = handler.handle(FakeInput(properties, request))
     assert out.code == 200 and out.content == {"outputs": ["t5(first prompt)", "t5(second prompt)"]}
     (call,) = fake.created[0].calls
-    assert (call["max_seq_len"], call["beam_size"], call["top_k"], call["min_length"], call["random_seed"]) == (6, 2, 5, 1, 3)
+    assert (call["max_seq_len"], call["beam_size"], call["top_k"], call["min_length"], call["random_seed"]) == (
+        6,
+        2,
+        5,
+        1,
+        3,
+    )
 
 
 @pytest.mark.parametrize("model_type", ["gpt2", "bloom", "gpt_neox"])
@@ -730,7 +896,9 @@ def test_ft_handler_decoder_call_shape(ft_stand_in, model_type: str) -> None:
 def test_ft_handler_opt_refuses_min_new_tokens(ft_stand_in) -> None:
     handler, properties, fake = ft_stand_in("opt")
     handler.handle(FakeInput(properties))
-    bad = handler.handle(FakeInput(properties, {**REQUEST, "parameters": {**REQUEST["parameters"], "min_new_tokens": 1}}))
+    bad = handler.handle(
+        FakeInput(properties, {**REQUEST, "parameters": {**REQUEST["parameters"], "min_new_tokens": 1}})
+    )
     assert bad.code == 400 and bad.content["error"] == (
         "parameters.min_new_tokens: not supported for model type 'opt' by FasterTransformer; allowed: "
         "max_new_tokens, num_beams, temperature, top_k, top_p, repetition_penalty, seed"
@@ -759,13 +927,19 @@ def test_ft_handler_refuses_unserved_model_type_at_start(ft_stand_in) -> None:
             "endpoint 'vllm-rb': engine.rolling_batch: value 'lmi-dist' is not supported by system 'lmi-vllm'; "
             "remove the key (LMI async mode: the engine batches continuously by itself (OPTION_ROLLING_BATCH=disable))",
         ),
-        ("trt-rb", "endpoint 'trt-rb': engine.rolling_batch: value 'trtllm' is not supported by system 'lmi-trtllm'; remove the key"),
+        (
+            "trt-rb",
+            "endpoint 'trt-rb': engine.rolling_batch: value 'trtllm' is not supported by system 'lmi-trtllm'; remove the key",
+        ),
         (
             "ft-gptj",
             "endpoint 'ft-gptj': model: value '{gptj}' has model_type 'gptj', which FasterTransformer in DJL 0.24 "
             "does not serve (the fastertransformer package serves GPT-J only in Triton mode",
         ),
-        ("ft-mt5", "has model_type 'mt5', which FasterTransformer in DJL 0.24 does not serve (not in the fastertransformer"),
+        (
+            "ft-mt5",
+            "has model_type 'mt5', which FasterTransformer in DJL 0.24 does not serve (not in the fastertransformer",
+        ),
         ("ft-llama", "allowed model types: t5, gpt2, opt, gpt_neox, bloom"),
         (
             "vllm-len",
@@ -832,7 +1006,9 @@ def test_cli_error_exit_code(djl_config: Path, tmp_path: Path) -> None:
 
     (spec,) = [e for e in yaml.safe_load(djl_config.read_text())["endpoints"] if e["name"] == "vllm"]
     config = tmp_path / "bad.yaml"
-    config.write_text(yaml.safe_dump({"endpoints": [{**spec, "name": "vllm-rb", "engine": {"rolling_batch": "lmi-dist"}}]}))
+    config.write_text(
+        yaml.safe_dump({"endpoints": [{**spec, "name": "vllm-rb", "engine": {"rolling_batch": "lmi-dist"}}]})
+    )
     result = run_cli("build", "--config", str(config), "--endpoint", "vllm-rb", "--out", str(tmp_path / "x"))
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "engine.rolling_batch: value 'lmi-dist' is not supported by system 'lmi-vllm'" in result.stderr
@@ -856,10 +1032,18 @@ def test_tensorrt_profile_refused() -> None:
     from model_build import BuildError
     from systems.djl_common import check_engine_options
 
-    ep = EndpointSpec(name="x", system="lmi-trtllm", model="m", instance_type="ml.g5.12xlarge",
-                      engine={"tensorrt_profile": {"max_batch": 4}})  # fmt: skip
-    with pytest.raises(BuildError, match=r"engine.tensorrt_profile: value \{'max_batch': 4\} is not supported by system "
-                                         r"'lmi-trtllm'; remove the key \(systems that take it: tensorrt-byoc\)"):
+    ep = EndpointSpec(
+        name="x",
+        system="lmi-trtllm",
+        model="m",
+        instance_type="ml.g5.12xlarge",
+        engine={"tensorrt_profile": {"max_batch": 4}},
+    )
+    with pytest.raises(
+        BuildError,
+        match=r"engine.tensorrt_profile: value \{'max_batch': 4\} is not supported by system "
+        r"'lmi-trtllm'; remove the key \(systems that take it: tensorrt-byoc\)",
+    ):
         check_engine_options(ep)
 
 

@@ -33,12 +33,22 @@ def trt_config(tmp_path_factory: pytest.TempPathFactory, tiny_models: dict[str, 
             f"    instance_type: ml.g4dn.xlarge\n{extra}"
         )
 
-    text = "endpoints:\n" + "".join([
-        endpoint("tiny-trt", tiny_models["gpt2"]),
-        endpoint("tiny-trt-small", tiny_models["gpt2"], f"    dtype: fp32\n    engine:\n      tensorrt_profile: {{{small}}}\n"),
-        endpoint("tiny-trt-gptj", tiny_models["gptj"]),
-        endpoint("tiny-trt-long", tiny_models["gpt2"], "    engine:\n      tensorrt_profile: {max_sequence_length: 4096}\n"),
-    ])  # fmt: skip
+    text = "endpoints:\n" + "".join(
+        [
+            endpoint("tiny-trt", tiny_models["gpt2"]),
+            endpoint(
+                "tiny-trt-small",
+                tiny_models["gpt2"],
+                f"    dtype: fp32\n    engine:\n      tensorrt_profile: {{{small}}}\n",
+            ),
+            endpoint("tiny-trt-gptj", tiny_models["gptj"]),
+            endpoint(
+                "tiny-trt-long",
+                tiny_models["gpt2"],
+                "    engine:\n      tensorrt_profile: {max_sequence_length: 4096}\n",
+            ),
+        ]
+    )
     path = root / "endpoints.yaml"
     path.write_text(text)
     return path
@@ -107,9 +117,15 @@ def test_artifact_files(trt_build) -> None:
     artifact, manifest = trt_build("tiny-trt")
     files = {e["path"] for e in manifest["files"]}
     assert files == {
-        "decoder.onnx", "decoder.json", "tensorrt_profile.json", "tokenizer.json",
-        "vocab.json", "merges.txt", "tokenizer_config.json", "special_tokens_map.json",
-    }  # fmt: skip
+        "decoder.onnx",
+        "decoder.json",
+        "tensorrt_profile.json",
+        "tokenizer.json",
+        "vocab.json",
+        "merges.txt",
+        "tokenizer_config.json",
+        "special_tokens_map.json",
+    }
     assert not any(p.suffix in (".engine", ".plan", ".safetensors", ".bin") for p in artifact.iterdir())
 
     # the ONNX graph: fp32, the documented inputs/outputs with dynamic batch/sequence/past axes
@@ -132,8 +148,11 @@ def test_artifact_files(trt_build) -> None:
     # the profile: the schema's reference defaults (batch 1-10, sequence up to 42) and every input's shapes
     profile = json.loads((artifact / "tensorrt_profile.json").read_text())
     assert {k: profile[k] for k in ("min_batch", "opt_batch", "max_batch", "max_sequence_length")} == {
-        "min_batch": 1, "opt_batch": 1, "max_batch": 10, "max_sequence_length": 42,
-    }  # fmt: skip
+        "min_batch": 1,
+        "opt_batch": 1,
+        "max_batch": 10,
+        "max_sequence_length": 42,
+    }
     assert profile["shapes"]["input_ids"]["max"] == [10, 42]
     assert profile["shapes"]["past_key_values"]["max"] == [2, 2, 10, 4, 42, 16]
     assert profile["shapes"]["attention_bias"]["max"] == [10, 1, 42, 43]

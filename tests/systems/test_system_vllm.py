@@ -23,10 +23,16 @@ from systems.architectures import CLI_FLAGS
 
 ENGINE_ARCHS = ("llama", "qwen2", "qwen3", "mistral", "gemma2", "gemma3", "mixtral", "qwen3_moe", "gpt_oss")
 ARCH_CLASSES = {
-    "llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
-    "mistral": "MistralForCausalLM", "gemma2": "Gemma2ForCausalLM", "gemma3": "Gemma3ForCausalLM",
-    "mixtral": "MixtralForCausalLM", "qwen3_moe": "Qwen3MoeForCausalLM", "gpt_oss": "GptOssForCausalLM",
-}  # fmt: skip
+    "llama": "LlamaForCausalLM",
+    "qwen2": "Qwen2ForCausalLM",
+    "qwen3": "Qwen3ForCausalLM",
+    "mistral": "MistralForCausalLM",
+    "gemma2": "Gemma2ForCausalLM",
+    "gemma3": "Gemma3ForCausalLM",
+    "mixtral": "MixtralForCausalLM",
+    "qwen3_moe": "Qwen3MoeForCausalLM",
+    "gpt_oss": "GptOssForCausalLM",
+}
 
 
 # ---- the system -------------------------------------------------------------------------------------------------
@@ -43,36 +49,62 @@ def test_registered_with_its_image_ami_and_capabilities():
     assert system.streaming.supported and system.inference_components.supported and system.network_isolation
     assert system.weights_formats == ("safetensors",) and system.architectures == ("decoder",)
     # LoRA's options are there for the adapters capability (max adapters, max rank from vllm/config/lora.py)
-    assert {"enable_lora", "max_loras", "max_lora_rank", "allow_runtime_lora_updating"} <= set(system.engine_options.model_fields)
+    assert {"enable_lora", "max_loras", "max_lora_rank", "allow_runtime_lora_updating"} <= set(
+        system.engine_options.model_fields
+    )
 
 
 FULL_ENGINE = {
-    "max_model_len": 512, "max_num_seqs": 48, "gpu_memory_utilization": 0.85, "max_num_batched_tokens": 1024,
-    "enable_prefix_caching": False, "kv_cache_dtype": "fp8", "tool_call_parser": "hermes",
-    "enable_auto_tool_choice": True, "reasoning_parser": "qwen3", "enable_expert_parallel": True,
+    "max_model_len": 512,
+    "max_num_seqs": 48,
+    "gpu_memory_utilization": 0.85,
+    "max_num_batched_tokens": 1024,
+    "enable_prefix_caching": False,
+    "kv_cache_dtype": "fp8",
+    "tool_call_parser": "hermes",
+    "enable_auto_tool_choice": True,
+    "reasoning_parser": "qwen3",
+    "enable_expert_parallel": True,
     "speculative": {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4},
-    "enable_lora": True, "max_loras": 4, "max_lora_rank": 64, "allow_runtime_lora_updating": True,
-}  # fmt: skip
+    "enable_lora": True,
+    "max_loras": 4,
+    "max_lora_rank": 64,
+    "allow_runtime_lora_updating": True,
+}
 
 
 def test_environment_reaches_vllm_as_the_flags_the_options_name(tmp_path, tiny_chat_models):
     """The rendered SM_VLLM_* environment, through the entrypoint's rules, gives vLLM exactly these flags; the
     artifact directory (SageMaker's /opt/ml/model) is the model."""
-    plan = load(tmp_path, endpoint_yaml("full", "vllm", str(tiny_chat_models["qwen3_moe"]), "ml.g6e.12xlarge", tp=2,
-                                        engine=FULL_ENGINE)).plans[0]  # fmt: skip
+    plan = load(
+        tmp_path,
+        endpoint_yaml("full", "vllm", str(tiny_chat_models["qwen3_moe"]), "ml.g6e.12xlarge", tp=2, engine=FULL_ENGINE),
+    ).plans[0]
     env = plan.container_environment("bucket")
     argv = vllm_argv(env, tiny_chat_models["qwen3_moe"])
     flags = flags_of(argv)
     assert set(flags) - CLI_FLAGS["vllm==0.30.0"] == set(), "a flag vLLM 0.30.0 does not have"
     assert flags == {
-        "--port": "8080", "--model": str(tiny_chat_models["qwen3_moe"]), "--dtype": "bfloat16",
-        "--enable-auto-tool-choice": True, "--enable-expert-parallel": True, "--enable-lora": True,
-        "--gpu-memory-utilization": "0.85", "--kv-cache-dtype": "fp8", "--max-lora-rank": "64", "--max-loras": "4",
-        "--max-model-len": "512", "--max-num-batched-tokens": "1024", "--max-num-seqs": "48",
-        "--no-enable-prefix-caching": True, "--reasoning-parser": "qwen3", "--served-model-name": "full",
+        "--port": "8080",
+        "--model": str(tiny_chat_models["qwen3_moe"]),
+        "--dtype": "bfloat16",
+        "--enable-auto-tool-choice": True,
+        "--enable-expert-parallel": True,
+        "--enable-lora": True,
+        "--gpu-memory-utilization": "0.85",
+        "--kv-cache-dtype": "fp8",
+        "--max-lora-rank": "64",
+        "--max-loras": "4",
+        "--max-model-len": "512",
+        "--max-num-batched-tokens": "1024",
+        "--max-num-seqs": "48",
+        "--no-enable-prefix-caching": True,
+        "--reasoning-parser": "qwen3",
+        "--served-model-name": "full",
         "--speculative-config": '{"method":"ngram","num_speculative_tokens":3,"prompt_lookup_max":4}',
-        "--tensor-parallel-size": "2", "--tool-call-parser": "hermes",
-    }  # fmt: skip
+        "--tensor-parallel-size": "2",
+        "--tool-call-parser": "hermes",
+    }
     assert env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] == "true"  # read by vLLM itself (vllm/envs.py), not a flag
     assert plan.network_isolation and plan.model_data("bucket").prefix == plan.artifact_prefix
 
@@ -102,21 +134,33 @@ def test_artifact_serves_openai_chat_on_the_stand_in(tmp_path, tiny_chat_models)
     import httpx
     import openai
 
-    plan, _, out = build(tmp_path, endpoint_yaml("tiny-vllm", "vllm", str(tiny_chat_models["qwen3"]),
-                                                 engine={"max_model_len": 256}), "served")  # fmt: skip
+    plan, _, out = build(
+        tmp_path,
+        endpoint_yaml("tiny-vllm", "vllm", str(tiny_chat_models["qwen3"]), engine={"max_model_len": 256}),
+        "served",
+    )
     flags = flags_of(vllm_argv(plan.container_environment("bucket"), out))
     with serving(StandIn(flags, "vllm")) as url:
         client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused")
-        reply = client.chat.completions.create(model="tiny-vllm", max_tokens=4,
-                                               messages=[{"role": "user", "content": "Hello"}])  # fmt: skip
+        reply = client.chat.completions.create(
+            model="tiny-vllm", max_tokens=4, messages=[{"role": "user", "content": "Hello"}]
+        )
         assert reply.choices[0].message.role == "assistant" and reply.usage.completion_tokens == 4
-        chunks = list(client.chat.completions.create(model="tiny-vllm", max_tokens=4, stream=True,
-                                                     messages=[{"role": "user", "content": "Hello"}]))  # fmt: skip
+        chunks = list(
+            client.chat.completions.create(
+                model="tiny-vllm", max_tokens=4, stream=True, messages=[{"role": "user", "content": "Hello"}]
+            )
+        )
         assert "".join(c.choices[0].delta.content or "" for c in chunks) == reply.choices[0].message.content
         with pytest.raises(openai.NotFoundError, match="The model `other` does not exist"):
             client.chat.completions.create(model="other", messages=[{"role": "user", "content": "Hi"}])
-        invoked = httpx.post(f"{url}/invocations", json={"messages": [{"role": "user", "content": "Hello"}], "max_tokens": 4})
-        assert invoked.status_code == 200 and invoked.json()["choices"][0]["message"]["content"] == reply.choices[0].message.content
+        invoked = httpx.post(
+            f"{url}/invocations", json={"messages": [{"role": "user", "content": "Hello"}], "max_tokens": 4}
+        )
+        assert (
+            invoked.status_code == 200
+            and invoked.json()["choices"][0]["message"]["content"] == reply.choices[0].message.content
+        )
         assert httpx.post(f"{url}/invocations", json={"inputs": "Hello", "parameters": {}}).status_code == 400
         too_long = httpx.post(f"{url}/invocations", json={"messages": [{"role": "user", "content": "x " * 300}]})
         assert too_long.status_code == 400 and "maximum context length is 256" in too_long.text
@@ -126,44 +170,81 @@ def test_artifact_serves_openai_chat_on_the_stand_in(tmp_path, tiny_chat_models)
 
 REFUSED = [
     # architecture vs the pinned engine's registry
-    ("hf-arch", endpoint_yaml("x", "hf-fastload", "openai/gpt-oss-20b", "ml.g6e.xlarge"),
-     r"model: value 'openai/gpt-oss-20b' is a GptOssForCausalLM .*which transformers==4.51.3 in the image of system "
-     r"'hf-fastload' does not serve .*transformers maps it from release 4.55.0 on; systems that serve it: lmi-vllm, vllm, sglang"),
+    (
+        "hf-arch",
+        endpoint_yaml("x", "hf-fastload", "openai/gpt-oss-20b", "ml.g6e.xlarge"),
+        r"model: value 'openai/gpt-oss-20b' is a GptOssForCausalLM .*which transformers==4.51.3 in the image of system "
+        r"'hf-fastload' does not serve .*transformers maps it from release 4.55.0 on; systems that serve it: lmi-vllm, vllm, sglang",
+    ),
     # precision vs GPU generation, and MXFP4's activation dtype
-    ("mxfp4-t4", endpoint_yaml("x", "vllm", "openai/gpt-oss-20b", "ml.g4dn.2xlarge", dtype="fp16"),
-     r"instance_type: value 'ml.g4dn.2xlarge': vllm==0.30.0 loads mxfp4 weights from compute capability 8.0; "
-     r"NVIDIA T4 is 7.5; instance families that run it: ml.g5, ml.g6, ml.g6e, ml.g7, ml.g7e, ml.p4d"),
-    ("mxfp4-fp16", endpoint_yaml("x", "vllm", "openai/gpt-oss-20b", "ml.g6e.xlarge", dtype="fp16"),
-     r"dtype: value 'fp16': vllm==0.30.0 computes mxfp4 weights in bf16 only, not fp16; set dtype: bf16"),
-    ("bf16-t4", endpoint_yaml("x", "vllm", "meta-llama/Llama-3.1-8B-Instruct", "ml.g4dn.12xlarge", tp=4),
-     r"bf16 needs compute capability 8.0 \(Ampere\) or newer; NVIDIA T4 is 7.5: use fp16"),
+    (
+        "mxfp4-t4",
+        endpoint_yaml("x", "vllm", "openai/gpt-oss-20b", "ml.g4dn.2xlarge", dtype="fp16"),
+        r"instance_type: value 'ml.g4dn.2xlarge': vllm==0.30.0 loads mxfp4 weights from compute capability 8.0; "
+        r"NVIDIA T4 is 7.5; instance families that run it: ml.g5, ml.g6, ml.g6e, ml.g7, ml.g7e, ml.p4d",
+    ),
+    (
+        "mxfp4-fp16",
+        endpoint_yaml("x", "vllm", "openai/gpt-oss-20b", "ml.g6e.xlarge", dtype="fp16"),
+        r"dtype: value 'fp16': vllm==0.30.0 computes mxfp4 weights in bf16 only, not fp16; set dtype: bf16",
+    ),
+    (
+        "bf16-t4",
+        endpoint_yaml("x", "vllm", "meta-llama/Llama-3.1-8B-Instruct", "ml.g4dn.12xlarge", tp=4),
+        r"bf16 needs compute capability 8.0 \(Ampere\) or newer; NVIDIA T4 is 7.5: use fp16",
+    ),
     # the image's CUDA vs the GPU: CUDA 13 has no Volta, CUDA 12.4 no Blackwell
-    ("cuda124-blackwell", endpoint_yaml("x", "hf-fastload", "Qwen/Qwen3-32B", "ml.g7e.2xlarge"),
-     r"the image of system 'hf-fastload' \(2.6.0-transformers4.51.3-gpu-py312-cu124-ubuntu22.04\) cannot run there: "
-     r"NVIDIA RTX PRO 6000 Blackwell Server Edition \(Blackwell, 12.0\) needs an image built with CUDA >= 12.8"),
-    ("cuda13-v100", endpoint_yaml("x", "sglang", "Qwen/Qwen3-32B", "ml.p3.16xlarge", dtype="fp16", tp=8),
-     r"the image of system 'sglang' \(0.5.20-gpu-py312-cu130-ubuntu24.04-sagemaker\) cannot run there: NVIDIA V100 "
-     r"\(compute capability 7.0\) is older than CUDA 13.0 supports \(from 7.5\)"),
+    (
+        "cuda124-blackwell",
+        endpoint_yaml("x", "hf-fastload", "Qwen/Qwen3-32B", "ml.g7e.2xlarge"),
+        r"the image of system 'hf-fastload' \(2.6.0-transformers4.51.3-gpu-py312-cu124-ubuntu22.04\) cannot run there: "
+        r"NVIDIA RTX PRO 6000 Blackwell Server Edition \(Blackwell, 12.0\) needs an image built with CUDA >= 12.8",
+    ),
+    (
+        "cuda13-v100",
+        endpoint_yaml("x", "sglang", "Qwen/Qwen3-32B", "ml.p3.16xlarge", dtype="fp16", tp=8),
+        r"the image of system 'sglang' \(0.5.20-gpu-py312-cu130-ubuntu24.04-sagemaker\) cannot run there: NVIDIA V100 "
+        r"\(compute capability 7.0\) is older than CUDA 13.0 supports \(from 7.5\)",
+    ),
     # weights that fit: bf16 bytes, every expert of a MoE, the KV cache vLLM reserves for max_model_len
-    ("dense-too-big", endpoint_yaml("x", "vllm", "Qwen/Qwen3-32B", "ml.g6e.xlarge"),
-     r"needs 61.0 GiB of weights \(bf16, 2 bytes a parameter\) per GPU at tensor_parallel_degree 1 \+ 10.0 GiB of KV "
-     r"cache for one sequence of max_model_len 40960 .*more than the 41.1 GiB the engine fills of each 44.7 GiB NVIDIA "
-     r"L40S"),
-    ("moe-all-experts", endpoint_yaml("x", "sglang", "Qwen/Qwen3-30B-A3B", "ml.g6e.xlarge"),
-     r"56.9 GiB of weights \(bf16, 2 bytes a parameter; every one of its 30.5 B mixture-of-experts parameters, not "
-     r"just the 3.4 B active per token\)"),
-    ("kv-cache", endpoint_yaml("x", "vllm", "meta-llama/Llama-3.1-8B-Instruct", "ml.g6.xlarge",
-                               engine={"max_model_len": 131072}),
-     r"15.0 GiB of weights .* \+ 16.0 GiB of KV cache for one sequence of max_model_len 131072 .*lower max_model_len, "
-     r"or store the KV cache in fp8"),
+    (
+        "dense-too-big",
+        endpoint_yaml("x", "vllm", "Qwen/Qwen3-32B", "ml.g6e.xlarge"),
+        r"needs 61.0 GiB of weights \(bf16, 2 bytes a parameter\) per GPU at tensor_parallel_degree 1 \+ 10.0 GiB of KV "
+        r"cache for one sequence of max_model_len 40960 .*more than the 41.1 GiB the engine fills of each 44.7 GiB NVIDIA "
+        r"L40S",
+    ),
+    (
+        "moe-all-experts",
+        endpoint_yaml("x", "sglang", "Qwen/Qwen3-30B-A3B", "ml.g6e.xlarge"),
+        r"56.9 GiB of weights \(bf16, 2 bytes a parameter; every one of its 30.5 B mixture-of-experts parameters, not "
+        r"just the 3.4 B active per token\)",
+    ),
+    (
+        "kv-cache",
+        endpoint_yaml(
+            "x", "vllm", "meta-llama/Llama-3.1-8B-Instruct", "ml.g6.xlarge", engine={"max_model_len": 131072}
+        ),
+        r"15.0 GiB of weights .* \+ 16.0 GiB of KV cache for one sequence of max_model_len 131072 .*lower max_model_len, "
+        r"or store the KV cache in fp8",
+    ),
     # options against the model
-    ("beyond-positions", endpoint_yaml("x", "vllm", "Qwen/Qwen3-32B", "ml.g7e.2xlarge", engine={"max_model_len": 65536}),
-     r"engine.max_model_len: value 65536 is beyond the 40960 positions of 'Qwen/Qwen3-32B'"),
-    ("runtime-awq", endpoint_yaml("x", "vllm", "Qwen/Qwen3-32B", "ml.g7e.2xlarge", engine={"quantization": "awq"}),
-     r"engine.quantization: value 'awq' needs a checkpoint quantized with it, .*quantizing at load: fp8,"),
-    ("other-quant", endpoint_yaml("x", "vllm", "openai/gpt-oss-20b", "ml.g6e.xlarge", engine={"quantization": "fp8"}),
-     r"engine.quantization: value 'fp8' differs from the checkpoint's own 'mxfp4'"),
-]  # fmt: skip
+    (
+        "beyond-positions",
+        endpoint_yaml("x", "vllm", "Qwen/Qwen3-32B", "ml.g7e.2xlarge", engine={"max_model_len": 65536}),
+        r"engine.max_model_len: value 65536 is beyond the 40960 positions of 'Qwen/Qwen3-32B'",
+    ),
+    (
+        "runtime-awq",
+        endpoint_yaml("x", "vllm", "Qwen/Qwen3-32B", "ml.g7e.2xlarge", engine={"quantization": "awq"}),
+        r"engine.quantization: value 'awq' needs a checkpoint quantized with it, .*quantizing at load: fp8,",
+    ),
+    (
+        "other-quant",
+        endpoint_yaml("x", "vllm", "openai/gpt-oss-20b", "ml.g6e.xlarge", engine={"quantization": "fp8"}),
+        r"engine.quantization: value 'fp8' differs from the checkpoint's own 'mxfp4'",
+    ),
+]
 
 
 @pytest.mark.parametrize(("case", "endpoint", "expected"), REFUSED, ids=[c[0] for c in REFUSED])
@@ -176,12 +257,21 @@ ACCEPTED = [
     endpoint_yaml("mxfp4-a10g", "vllm", "openai/gpt-oss-20b", "ml.g5.xlarge", engine={"max_model_len": 32768}),
     endpoint_yaml("dense-tp4", "vllm", "Qwen/Qwen3-32B", "ml.g6e.12xlarge", tp=4),
     endpoint_yaml("dense-fp8-kv", "vllm", "Qwen/Qwen3-32B", "ml.g7e.2xlarge", engine={"kv_cache_dtype": "fp8"}),
-    endpoint_yaml("runtime-fp8", "vllm", "Qwen/Qwen3-32B", "ml.g6e.xlarge", engine={"quantization": "fp8", "max_model_len": 8192}),
+    endpoint_yaml(
+        "runtime-fp8", "vllm", "Qwen/Qwen3-32B", "ml.g6e.xlarge", engine={"quantization": "fp8", "max_model_len": 8192}
+    ),
     endpoint_yaml("moe-g7e", "sglang", "Qwen/Qwen3-30B-A3B", "ml.g7e.2xlarge"),
-    endpoint_yaml("fp16-t4", "vllm", "meta-llama/Llama-3.1-8B-Instruct", "ml.g4dn.12xlarge", dtype="fp16", tp=4,
-                  engine={"max_model_len": 8192}),
+    endpoint_yaml(
+        "fp16-t4",
+        "vllm",
+        "meta-llama/Llama-3.1-8B-Instruct",
+        "ml.g4dn.12xlarge",
+        dtype="fp16",
+        tp=4,
+        engine={"max_model_len": 8192},
+    ),
     endpoint_yaml("qwen3-hf", "hf-fastload", "Qwen/Qwen3-32B", "ml.g6e.12xlarge", tp=4),  # transformers 4.51: Qwen3
-]  # fmt: skip
+]
 
 
 def test_accepted_where_it_fits(tmp_path):
@@ -203,8 +293,11 @@ def test_load_checks_a_local_models_own_config(tmp_path, tiny_chat_models):
     shutil.copytree(tiny_chat_models["llama"], unknown)
     config = json.loads((unknown / "config.json").read_text())
     (unknown / "config.json").write_text(json.dumps({**config, "architectures": ["NotARealForCausalLM"]}))
-    assert re.search(r"is a NotARealForCausalLM .*which vllm==0.30.0 in the image of system 'vllm' does not serve"
-                     r".*systems that serve it: none", refusals(tmp_path, endpoint_yaml("x", "vllm", str(unknown))))
+    assert re.search(
+        r"is a NotARealForCausalLM .*which vllm==0.30.0 in the image of system 'vllm' does not serve"
+        r".*systems that serve it: none",
+        refusals(tmp_path, endpoint_yaml("x", "vllm", str(unknown))),
+    )
 
 
 # ---- compatibility and verification at build, from the real files -------------------------------------------------
@@ -226,7 +319,9 @@ def test_build_refuses_what_the_real_files_say(tmp_path, tiny_chat_models):
 
     plan = load(tmp_path, endpoint_yaml("x", "vllm", "openai/gpt-oss-20b", "ml.g6e.xlarge")).plans[0]
     spec = plan.spec.model_copy(update={"instance_type": "ml.g4dn.xlarge", "dtype": "fp16", "model": str(quantized)})
-    problems = checkpoint_problems(spec, get_system("vllm").profile(spec), read_local_checkpoint(quantized), all_systems())
+    problems = checkpoint_problems(
+        spec, get_system("vllm").profile(spec), read_local_checkpoint(quantized), all_systems()
+    )
     assert len(problems) == 2 and "compute capability 8.0" in problems[0] and "bf16 only" in problems[1]
 
 
@@ -250,9 +345,14 @@ def test_build_refuses_a_damaged_checkpoint_and_writes_nothing(tmp_path, tiny_ch
         config = json.loads((source / "config.json").read_text())
         (source / "config.json").write_text(json.dumps({**config, "intermediate_size": 256}))
     elif damage == "index":
-        names = {name: "model.safetensors" for name in json.loads(weights.read_bytes()[8:8 + int.from_bytes(
-            weights.read_bytes()[:8], "little")]) if name != "__metadata__"}  # fmt: skip
-        (source / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {**names, "model.extra": "model.safetensors"}}))
+        names = {
+            name: "model.safetensors"
+            for name in json.loads(weights.read_bytes()[8 : 8 + int.from_bytes(weights.read_bytes()[:8], "little")])
+            if name != "__metadata__"
+        }
+        (source / "model.safetensors.index.json").write_text(
+            json.dumps({"weight_map": {**names, "model.extra": "model.safetensors"}})
+        )
     elif damage == "pickle":
         weights.rename(source / "pytorch_model.bin")
     else:
@@ -268,8 +368,10 @@ def test_build_refuses_a_damaged_checkpoint_and_writes_nothing(tmp_path, tiny_ch
 def test_streamed_weights_environment_model_data_and_network(tmp_path, tiny_chat_models):
     """The engine reads the artifact's S3 prefix itself: SM_VLLM_MODEL (which the entrypoint passes as --model
     instead of /opt/ml/model) and the Run:ai load format; SageMaker downloads metadata/ only; no isolation."""
-    plan = load(tmp_path, endpoint_yaml("streamed", "vllm", str(tiny_chat_models["llama"]),
-                                        engine={"stream_weights_from_s3": True})).plans[0]  # fmt: skip
+    plan = load(
+        tmp_path,
+        endpoint_yaml("streamed", "vllm", str(tiny_chat_models["llama"]), engine={"stream_weights_from_s3": True}),
+    ).plans[0]
     env = plan.container_environment("bucket")
     flags = flags_of(vllm_argv(env, tmp_path / "metadata-only-is-not-used"))
     assert flags["--model"] == f"s3://bucket/{plan.artifact_prefix}" and flags["--load-format"] == "runai_streamer"
@@ -277,14 +379,30 @@ def test_streamed_weights_environment_model_data_and_network(tmp_path, tiny_chat
     data = plan.model_data("bucket")
     assert data.prefix == f"{plan.artifact_prefix}metadata/" and data.readable_prefix == plan.artifact_root
     assert plan.network_isolation is False
-    text = refusals(tmp_path, endpoint_yaml("iso", "vllm", str(tiny_chat_models["llama"]), engine={"stream_weights_from_s3": True},
-                                            extra="    network: {network_isolation: true}\n"))  # fmt: skip
+    text = refusals(
+        tmp_path,
+        endpoint_yaml(
+            "iso",
+            "vllm",
+            str(tiny_chat_models["llama"]),
+            engine={"stream_weights_from_s3": True},
+            extra="    network: {network_isolation: true}\n",
+        ),
+    )
     assert "network.network_isolation: value True is not allowed with engine.stream_weights_from_s3" in text
-    text = refusals(tmp_path, endpoint_yaml("fmt", "vllm", str(tiny_chat_models["llama"]),
-                                            engine={"stream_weights_from_s3": True, "load_format": "safetensors"}))  # fmt: skip
+    text = refusals(
+        tmp_path,
+        endpoint_yaml(
+            "fmt",
+            "vllm",
+            str(tiny_chat_models["llama"]),
+            engine={"stream_weights_from_s3": True, "load_format": "safetensors"},
+        ),
+    )
     assert "stream_weights_from_s3 loads with load_format runai_streamer, not 'safetensors'" in text
     assert "stream_weights_from_s3: value True is not supported by system 'sglang'" in refusals(
-        tmp_path, endpoint_yaml("sg", "sglang", str(tiny_chat_models["llama"]), engine={"stream_weights_from_s3": True}))
+        tmp_path, endpoint_yaml("sg", "sglang", str(tiny_chat_models["llama"]), engine={"stream_weights_from_s3": True})
+    )
 
 
 def test_streamed_example_template_grants_what_the_engine_reads(synth):
@@ -301,5 +419,7 @@ def test_streamed_example_template_grants_what_the_engine_reads(synth):
     assert "models/gpt-oss-20b/" in json.dumps(container["Environment"]["SM_VLLM_MODEL"])
     policies = json.dumps([r["Properties"] for r in resources if r["Type"] == "AWS::IAM::Policy"])
     assert '"s3:GetObject"' in policies and "/models/gpt-oss-20b/*" in policies and '"s3:ListBucket"' in policies
-    [variant] = [r["Properties"] for r in resources if r["Type"] == "AWS::SageMaker::EndpointConfig"][0]["ProductionVariants"]
+    [variant] = [r["Properties"] for r in resources if r["Type"] == "AWS::SageMaker::EndpointConfig"][0][
+        "ProductionVariants"
+    ]
     assert variant["InferenceAmiVersion"] == "al2023-ami-sagemaker-inference-gpu-4-1"

@@ -149,8 +149,12 @@ class DeepSpeedHandler:
         self.context_length = context
         log.info(
             "loaded %s (%s) on %s, kernel injection %s, tensor parallel %d",
-            type(model).__name__, engine["dtype"], self.device, inject, self.tp_size,
-        )  # fmt: skip
+            type(model).__name__,
+            engine["dtype"],
+            self.device,
+            inject,
+            self.tp_size,
+        )
 
     # ---- generate ---------------------------------------------------------------------------------------
 

@@ -31,8 +31,12 @@ SAMPLING_BY_MODEL_TYPE: dict[str, tuple[str, ...]] = {
     "bloom": SAMPLING,  # BLOOMModel inherits GPTModel.generate
 }
 # request_contract's parameter -> FasterTransformer's
-FT_NAMES = {"max_new_tokens": "max_seq_len", "num_beams": "beam_width", "seed": "random_seed",
-            "min_new_tokens": "min_length"}  # fmt: skip
+FT_NAMES = {
+    "max_new_tokens": "max_seq_len",
+    "num_beams": "beam_width",
+    "seed": "random_seed",
+    "min_new_tokens": "min_length",
+}
 # What this handler serves with FasterTransformer: the engine=FasterTransformer (non-Triton) model types of DJL
 # 0.24 (0.24.0-dlc wlm/src/main/java/ai/djl/serving/wlm/LmiUtils.java FASTERTRANSFORMER_MODELS). The package
 # also knows gptj, but only in Triton mode: its GPTJModel.initialize raises NotImplementedError("Not supported
@@ -114,9 +118,12 @@ def load_transformers(location: str, dtype: str) -> dict[str, Any]:
             tokenizer.pad_token = tokenizer.eos_token
     logging.info("transformers fallback: loaded %s (%s)", location, torch_dtype)
     return {
-        "engine": "transformers", "model": model, "tokenizer": tokenizer, "encoder_decoder": encoder_decoder,
+        "engine": "transformers",
+        "model": model,
+        "tokenizer": tokenizer,
+        "encoder_decoder": encoder_decoder,
         "model_type": config.get("model_type"),
-    }  # fmt: skip
+    }
 
 
 def parse_request(data: Any) -> tuple[list[str], dict[str, Any]]:
@@ -150,16 +157,22 @@ def ft_generate(ft_model: Any, model_type: str, prompts: list[str], params: dict
     beam_width = params.get("beam_width", 1)
     if model_type == "t5":
         # T5Model: max_seq_len is the decoder's output length; one text per input (its first beam).
-        return list(ft_model.pipeline_generate(prompts, max_seq_len=params["max_seq_len"], beam_width=beam_width,
-                                               **sampling))  # fmt: skip
+        return list(
+            ft_model.pipeline_generate(prompts, max_seq_len=params["max_seq_len"], beam_width=beam_width, **sampling)
+        )
     # GPT-style models: one batch of all prompts (DJL's handler passes batch_size=len(inputs) too: the package's
     # batching loop pairs outputs with `inputs` from the start, right only for a single batch); output_len is the
     # number of new tokens. The result holds beam_width texts per input, input-major (gptmodel.py appends every
     # beam): keep each input's first beam. (Unverified: that FasterTransformer orders beams best first.)
-    texts = list(ft_model.pipeline_generate(prompts, batch_size=len(prompts), output_len=params["max_seq_len"],
-                                            beam_width=beam_width, **sampling))  # fmt: skip
+    texts = list(
+        ft_model.pipeline_generate(
+            prompts, batch_size=len(prompts), output_len=params["max_seq_len"], beam_width=beam_width, **sampling
+        )
+    )
     if len(texts) != len(prompts) * beam_width:
-        raise RuntimeError(f"FasterTransformer returned {len(texts)} texts for {len(prompts)} inputs x {beam_width} beams")
+        raise RuntimeError(
+            f"FasterTransformer returned {len(texts)} texts for {len(prompts)} inputs x {beam_width} beams"
+        )
     return texts[::beam_width]
 
 

@@ -143,7 +143,10 @@ def skip_weight_init() -> Any:
 
 
 def load_model(
-    model_dir: str | Path, dtype: torch.dtype | None = None, weights_format: str | None = None, decode: str | None = None
+    model_dir: str | Path,
+    dtype: torch.dtype | None = None,
+    weights_format: str | None = None,
+    decode: str | None = None,
 ) -> dict:
     """Load tokenizer and model for serving; model_build's verification calls this too, so the check
     exercises the very code the endpoint runs.
@@ -318,7 +321,9 @@ def stream_fn(data: Any, model: dict, context: Any = None) -> Any:
         data = {k: v for k, v in data.items() if k != "stream"}
     prompts, params = validate_request(data)
     if len(prompts) != 1:
-        raise request_contract.RequestError(f"inputs: a streamed request takes one prompt, got a list of {len(prompts)}")
+        raise request_contract.RequestError(
+            f"inputs: a streamed request takes one prompt, got a list of {len(prompts)}"
+        )
     if params.get("num_beams", 1) != 1:
         raise request_contract.RequestError(f"parameters.num_beams must be 1 when streaming, got {params['num_beams']}")
     tokenizer = model["tokenizer"]
@@ -341,8 +346,10 @@ def stream_fn(data: Any, model: dict, context: Any = None) -> Any:
         if delta:
             yield (json.dumps({"token": {"id": ids[-1], "text": delta}}) + "\n").encode()
     finish = "length" if len(ids) >= params["max_new_tokens"] else "eos_token"
-    final = {"generated_text": (prompts[0] if return_full_text else "") + shown,
-             "details": {"finish_reason": finish, "generated_tokens": len(ids)}}  # fmt: skip
+    final = {
+        "generated_text": (prompts[0] if return_full_text else "") + shown,
+        "details": {"finish_reason": finish, "generated_tokens": len(ids)},
+    }
     yield (json.dumps(final) + "\n").encode()
 
 
@@ -380,8 +387,13 @@ def _token_stream(model: dict, encoded: Any, params: dict[str, Any], seed: int |
             with model["lock"], torch.inference_mode():
                 if seed is not None:
                     torch.manual_seed(seed)
-                lm.generate(**encoded, **params, **model.get("generate_kwargs", {}), streamer=tokens,
-                            pad_token_id=tokenizer.pad_token_id)  # fmt: skip
+                lm.generate(
+                    **encoded,
+                    **params,
+                    **model.get("generate_kwargs", {}),
+                    streamer=tokens,
+                    pad_token_id=tokenizer.pad_token_id,
+                )
         except Exception as err:  # handed to the reader, which raises it where the reply is being sent
             tokens.items.put(err)
         tokens.items.put(done)
@@ -407,11 +419,11 @@ def _decoded_stream(tokenizer: Any, token_ids: Any, skip_special_tokens: bool, s
         if text.endswith("\ufffd"):  # an incomplete UTF-8 sequence: its next token completes it
             yield token_id, "", shown
             continue
-        delta, shown = text[len(shown):], text
+        delta, shown = text[len(shown) :], text
         yield token_id, delta, shown
     text = tokenizer.decode(ids, skip_special_tokens=skip_special_tokens)
     if text != shown:
-        yield None, text[len(shown):], text
+        yield None, text[len(shown) :], text
 
 
 # ---- chat: OpenAI Chat Completions (chat_contract) ---------------------------------------------------------
@@ -424,7 +436,10 @@ def _chat_request(data: Any, stream: bool) -> chat_contract.ChatRequest:
             raise chat_contract.ChatError("stream must be true on the streaming path", param="stream")
         raise chat_contract.ChatError(
             "stream: this path answers whole replies (the Hugging Face inference toolkit has no streaming); send "
-            "stream false, or use a streaming route", param="stream", code="unsupported_value")  # fmt: skip
+            "stream false, or use a streaming route",
+            param="stream",
+            code="unsupported_value",
+        )
     return request
 
 
@@ -445,13 +460,22 @@ def chat_prompt(model: dict, request: chat_contract.ChatRequest) -> Any:
     if not getattr(tokenizer, "chat_template", None):
         raise chat_contract.ChatError(
             "this model has no chat template, so it cannot serve chat requests; send a generation request "
-            '{"inputs": ...}, or build the artifact with a chat template', param="messages", code="chat_template_missing")  # fmt: skip
+            '{"inputs": ...}, or build the artifact with a chat template',
+            param="messages",
+            code="chat_template_missing",
+        )
     try:
-        text = tokenizer.apply_chat_template(request.template_messages(), tools=request.template_tools(),
-                                             add_generation_prompt=True, tokenize=False, **request.chat_template_kwargs)  # fmt: skip
+        text = tokenizer.apply_chat_template(
+            request.template_messages(),
+            tools=request.template_tools(),
+            add_generation_prompt=True,
+            tokenize=False,
+            **request.chat_template_kwargs,
+        )
     except (jinja2.exceptions.TemplateError, TypeError) as err:
-        raise chat_contract.ChatError(f"messages: the model's chat template cannot render them: {err}",
-                                      param="messages") from None  # fmt: skip
+        raise chat_contract.ChatError(
+            f"messages: the model's chat template cannot render them: {err}", param="messages"
+        ) from None
     encoded = tokenizer(text, return_tensors="pt", add_special_tokens=False)
     # only what a causal LM takes (a generic tokenizer may add token_type_ids, which generate() refuses)
     return {k: v.to(model["device"]) for k, v in encoded.items() if k in ("input_ids", "attention_mask")}
@@ -466,7 +490,10 @@ def _chat_generation(model: dict, request: chat_contract.ChatRequest, prompt_tok
         asked = f"max_tokens {request.max_tokens}" if request.max_tokens_given else "at least 1 new token"
         raise chat_contract.ChatError(
             f"messages: the prompt has {prompt_tokens} tokens and {asked} was asked for; this model's context is "
-            f"{context_length} tokens", param="messages", code="context_length_exceeded")  # fmt: skip
+            f"{context_length} tokens",
+            param="messages",
+            code="context_length_exceeded",
+        )
     params: dict[str, Any] = {"max_new_tokens": min(request.max_tokens, room)}
     # temperature 0 is greedy (as vLLM reads it); otherwise a sampling knob means sampling; none given: the
     # model's generation config decides.
@@ -490,7 +517,9 @@ def chat_completion(data: Any, model: dict) -> dict[str, Any]:
     with model["lock"], torch.inference_mode():
         if request.seed is not None:
             torch.manual_seed(request.seed)
-        output = lm.generate(**encoded, **params, **model.get("generate_kwargs", {}), pad_token_id=tokenizer.pad_token_id)
+        output = lm.generate(
+            **encoded, **params, **model.get("generate_kwargs", {}), pad_token_id=tokenizer.pad_token_id
+        )
     new = output[0, prompt_tokens:].tolist()
     eos = _eos_ids(model)
     ended = next((i for i, t in enumerate(new) if t in eos), None)

@@ -186,8 +186,14 @@ class TensorRTBackend:
             tmp = self.engine_path.with_suffix(f".tmp-{os.getpid()}")
             tmp.write_bytes(serialized)
             os.replace(tmp, self.engine_path)  # never a half-written engine under the final name
-            meta = {"key": key, "gpu": gpu, "tensorrt": self.trt.__version__, "precision": precision,
-                    "profile": self.shapes, "build_seconds": round(time.perf_counter() - started, 1)}  # fmt: skip
+            meta = {
+                "key": key,
+                "gpu": gpu,
+                "tensorrt": self.trt.__version__,
+                "precision": precision,
+                "profile": self.shapes,
+                "build_seconds": round(time.perf_counter() - started, 1),
+            }
             self.engine_path.with_suffix(".json").write_text(json.dumps(meta, indent=2) + "\n")
             log.info("TensorRT engine built in %.0f s: %s", meta["build_seconds"], self.engine_path)
             return serialized

@@ -73,8 +73,12 @@ class TensorRTHandler:
         self.backend = open_backend(model_dir, self.info, self.profile, self.backend_name)
         log.info(
             "loaded %s with backend %s: batch %d-%d, max_sequence_length %d",
-            model_dir, self.backend.name, self.min_batch, self.max_batch, self.max_sequence_length,
-        )  # fmt: skip
+            model_dir,
+            self.backend.name,
+            self.min_batch,
+            self.max_batch,
+            self.max_sequence_length,
+        )
 
     def _check_environment(self) -> None:
         """The endpoint's environment states the profile it was configured with; a different artifact is an error."""

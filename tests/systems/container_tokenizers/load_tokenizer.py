@@ -19,8 +19,11 @@ def load(mode, directory, texts):
 
         tokenizer = Tokenizer.from_file(f"{directory}/tokenizer.json")
         ids = [tokenizer.encode(text, add_special_tokens=False).ids for text in texts]
-        return {"class": "tokenizers.Tokenizer", "ids": ids,
-                "decoded": [tokenizer.decode(row, skip_special_tokens=False) for row in ids]}  # fmt: skip
+        return {
+            "class": "tokenizers.Tokenizer",
+            "ids": ids,
+            "decoded": [tokenizer.decode(row, skip_special_tokens=False) for row in ids],
+        }
     import transformers
 
     tokenizer = transformers.AutoTokenizer.from_pretrained(directory)

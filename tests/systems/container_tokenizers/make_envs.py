@@ -108,11 +108,40 @@ def build(root: Path = DEFAULT_ROOT) -> dict[str, Path]:
         if not (stamp.is_file() and stamp.read_text() == "\n".join(variant.pins)):
             shutil.rmtree(folder, ignore_errors=True)
             # What the pins need beyond the base venv (numpy), resolved against it, then installed on their own.
-            report = json.loads(_run([str(python), "-m", "pip", "install", "--disable-pip-version-check", "--dry-run",
-                                      "--quiet", "--report", "-", *variant.pins], log))  # fmt: skip
+            report = json.loads(
+                _run(
+                    [
+                        str(python),
+                        "-m",
+                        "pip",
+                        "install",
+                        "--disable-pip-version-check",
+                        "--dry-run",
+                        "--quiet",
+                        "--report",
+                        "-",
+                        *variant.pins,
+                    ],
+                    log,
+                )
+            )
             exact = [f"{item['metadata']['name']}=={item['metadata']['version']}" for item in report["install"]]
-            _run([str(python), "-m", "pip", "install", "--disable-pip-version-check", "-q", "--no-deps", "--no-compile",
-                  "--target", str(folder), *exact], log)  # fmt: skip
+            _run(
+                [
+                    str(python),
+                    "-m",
+                    "pip",
+                    "install",
+                    "--disable-pip-version-check",
+                    "-q",
+                    "--no-deps",
+                    "--no-compile",
+                    "--target",
+                    str(folder),
+                    *exact,
+                ],
+                log,
+            )
             stamp.write_text("\n".join(variant.pins))
         folders[variant.key] = folder
     for stale in root.glob("*est-*"):  # variants of pins no container has any more

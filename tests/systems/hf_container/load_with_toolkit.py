@@ -37,27 +37,49 @@ from pathlib import Path
 def versions() -> dict[str, str]:
     from importlib.metadata import version
 
-    names = ("transformers", "tokenizers", "huggingface-hub", "safetensors", "torch",
-             "sagemaker-huggingface-inference-toolkit", "sagemaker-inference", "multi-model-server")  # fmt: skip
+    names = (
+        "transformers",
+        "tokenizers",
+        "huggingface-hub",
+        "safetensors",
+        "torch",
+        "sagemaker-huggingface-inference-toolkit",
+        "sagemaker-inference",
+        "multi-model-server",
+    )
     return {n: version(n) for n in names}
 
 
 def request_body(prompt: str, max_new_tokens: int) -> bytes:
     return json.dumps(
-        {"inputs": prompt, "parameters": {"max_new_tokens": max_new_tokens, "min_new_tokens": max_new_tokens,
-                                          "do_sample": False}}
-    ).encode()  # fmt: skip
+        {
+            "inputs": prompt,
+            "parameters": {"max_new_tokens": max_new_tokens, "min_new_tokens": max_new_tokens, "do_sample": False},
+        }
+    ).encode()
 
 
-WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "Weather in a city",
-                                            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}  # fmt: skip
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Weather in a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+    },
+}
 TOOL_TEXT = 'Let me look. <tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
 
 
 def chat_body(prompt: str, max_new_tokens: int) -> bytes:
-    return json.dumps({"model": "tiny", "messages": [{"role": "system", "content": "Be brief."},
-                                                     {"role": "user", "content": prompt}],
-                       "tools": [WEATHER], "max_tokens": max_new_tokens, "temperature": 0}).encode()  # fmt: skip
+    return json.dumps(
+        {
+            "model": "tiny",
+            "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": prompt}],
+            "tools": [WEATHER],
+            "max_tokens": max_new_tokens,
+            "temperature": 0,
+        }
+    ).encode()
 
 
 class ScriptedLM:
@@ -88,12 +110,16 @@ def run_toolkit(model_dir: Path, body: bytes) -> dict:
     load_s = time.perf_counter() - t0
     user_module = sys.modules.get("inference")
     # One request as the MMS frontend sends it (mms.service.Service.predict's batch format).
-    batch = [{
-        "requestId": b"req-1",
-        "parameters": [{"name": "body", "contentType": "application/json", "value": body}],
-        "headers": [{"name": b"Content-Type", "value": b"application/json"},
-                    {"name": b"Accept", "value": b"application/json"}],
-    }]  # fmt: skip
+    batch = [
+        {
+            "requestId": b"req-1",
+            "parameters": [{"name": "body", "contentType": "application/json", "value": body}],
+            "headers": [
+                {"name": b"Content-Type", "value": b"application/json"},
+                {"name": b"Accept", "value": b"application/json"},
+            ],
+        }
+    ]
     headers, input_batch, req_id_map = Service.retrieve_data_for_inference(batch)
     context.request_ids = req_id_map
     context.request_processor = headers
@@ -131,7 +157,7 @@ def run_direct(model_dir: Path, body: bytes) -> dict:
         request = module.chat_contract.parse_chat_request(data)
         ids = module.chat_prompt(model, request)["input_ids"].cpu()
         events = b"".join(module.stream_fn({**data, "stream": True}, model)).decode().split("\n\n")
-        chunks = [json.loads(e[len("data: "):]) for e in events if e.startswith("data: {")]
+        chunks = [json.loads(e[len("data: ") :]) for e in events if e.startswith("data: {")]
         chat["stream_text"] = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"])
         scripted = {**model, "model": ScriptedLM(model["model"], model["tokenizer"])}
         chat["tool_reply"] = module.predict_fn({**data, "max_tokens": 64}, scripted)  # room for the whole call
@@ -173,7 +199,9 @@ def run_batch(jobs: list[dict]) -> dict:
         results[job["name"]] = {}
         for mode in job["modes"]:
             try:
-                results[job["name"]][mode] = (run_toolkit if mode == "toolkit" else run_direct)(Path(job["model_dir"]).resolve(), body)
+                results[job["name"]][mode] = (run_toolkit if mode == "toolkit" else run_direct)(
+                    Path(job["model_dir"]).resolve(), body
+                )
             except Exception as err:
                 traceback.print_exc(file=sys.stderr)
                 results[job["name"]][mode] = {"ok": False, "error": f"{type(err).__name__}: {err}"[:2000]}
