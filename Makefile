@@ -13,11 +13,13 @@ export CDK_DISABLE_CLI_TELEMETRY := true
 # which `cdk synth` runs as "python3 app.py" (cdk.json).
 export PATH := $(CURDIR)/node_modules/.bin:$(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: help install venv-deploy venv-build cdk-cli wheelhouse buildspecs-checkout demo test synth synth-pipeline clean hf-container-env tokenizer-envs checkov-env aiperf-env deploy destroy bench engine-tables engine-tables-check
+.PHONY: help install venv-deploy venv-build cdk-cli wheelhouse demo test test-fast lint synth synth-pipeline clean hf-container-env tokenizer-envs checkov-env aiperf-env deploy destroy bench engine-tables engine-tables-check
 
 help:
 	@echo "make demo   - build a tiny model, deploy it to a local AWS emulator, serve it, invoke it, destroy it"
-	@echo "make test   - the test suite (CDK assertions, cfn-lint, cdk-nag, model_build, servers, emulator deploy)"
+	@echo "make test   - the whole test suite, end-to-end scenarios included (CDK assertions, cfn-lint, cdk-nag, checkov,"
+	@echo "              model_build, servers, real engines, emulator deploy); prints its random-order seed"
+	@echo "make test-fast - the dev loop: make test without the end-to-end scenarios and slow subprocess checks"
 	@echo "make synth  - cdk synth the config in cdk.json (override: make synth CONFIG=path ENV=name)"
 	@echo "make deploy CONFIG=path ENV=name  - preflight, build, publish, deploy, smoke-test one environment"
 	@echo "make destroy CONFIG=path ENV=name - tear that environment down"
@@ -94,20 +96,22 @@ $(WHEELHOUSE)/.downloaded: requirements.txt $(STAMP)
 
 wheelhouse: $(WHEELHOUSE)/.downloaded
 
-# The clean-shell checkout those tests run the buildspecs in, with the Synth step's own install command already run
-# there (from nothing when the install inputs change; tests/stacks/test_buildspecs.py prepare).
-BUILDSPECS_STAMP := .venv-buildspecs/.prepared
-$(BUILDSPECS_STAMP): $(WHEELHOUSE)/.downloaded node_modules/.package-lock.json requirements.txt requirements-build.txt package.json package-lock.json Makefile
-	PYTHONPATH=.:tests $(PY) tests/stacks/test_buildspecs.py --prepare
-	touch $@
-
-buildspecs-checkout: $(BUILDSPECS_STAMP)
-
-test: install hf-container-env tokenizer-envs checkov-env wheelhouse buildspecs-checkout
+# make test: everything, the end-to-end scenarios included, on both cores (pytest-xdist; tests that share a heavy
+# fixture carry one xdist_group and stay on one worker), in a random order whose seed pytest prints (pytest-randomly:
+# rerun an order with PYTEST_ARGS=--randomly-seed=N).
+# make test-fast: the dev loop, without the end-to-end scenarios and the slow subprocess checks.
+PYTEST_WORKERS ?= 2
+PYTEST_ARGS ?=
+lint: install
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/ruff check .
 	$(PY) -m mypy
-	$(PY) -m pytest
+
+test: install hf-container-env tokenizer-envs checkov-env wheelhouse lint
+	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+
+test-fast: install lint
+	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup -m "not e2e and not slow" $(PYTEST_ARGS)
 
 CONFIG ?= config/local.yaml
 synth: install

@@ -9,7 +9,6 @@ session and its templates shared by all tests. Everything is written under pytes
 from __future__ import annotations
 
 import json
-import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,49 +17,21 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-# The Node that package.json installs (Node 20 is end-of-life), for jsii in this process and the CDK CLI in subprocesses.
-os.environ["PATH"] = f"{ROOT / 'node_modules' / '.bin'}{os.pathsep}{os.environ.get('PATH', '')}"
-os.environ.setdefault("CDK_DISABLE_CLI_TELEMETRY", "true")
-# Synth must not depend on the machine's AWS settings.
-for _var in ("CDK_DEFAULT_ACCOUNT", "CDK_DEFAULT_REGION"):
-    os.environ.pop(_var, None)
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
-# Where PYTHONDONTWRITEBYTECODE is set (this machine sets it), every subprocess of the suite (the CDK CLI's app,
-# model_build, the demo, the buildspec steps) compiled the repository's modules again: ~0.3 s each, dozens of times.
-# __pycache__ is git-ignored and left out of every asset and build context (systems/base.py OwnContainer.never). This
-# process keeps the setting: it imports artifacts' code/ from their build folders, which must stay as built.
-os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
+import hermetic
+
+# Before any test module is imported: the caller's shell no longer reaches the suite (tests/hermetic.py). Subprocesses
+# write bytecode (the machine may set PYTHONDONTWRITEBYTECODE; the scrub drops it): __pycache__ is git-ignored and left
+# out of every asset and build context (systems/base.py OwnContainer.never). This process never does, whatever the
+# shell says: tests import artifacts' code/ from their build folders, which must stay as built.
+hermetic.base()
+sys.dont_write_bytecode = True
 
 import template_scan as template_scan_module
-from background import Lane, lane_of, start_all
 from helpers import EXAMPLE_CASES, Synthesized, cdk_context, synthesize, write_fake_manifest
 from template_scan import ADOPTING_PREFIX, LOCAL_PREFIX, PIPELINE_PREFIX, TemplateScan, example_path
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked `late` run last, in their order: they collect what a `background` command did meanwhile."""
-    items[:] = [i for i in items if i.get_closest_marker("late") is None] + [
-        i for i in items if i.get_closest_marker("late")
-    ]
-
-
-@pytest.fixture(scope="session")
-def background(request: pytest.FixtureRequest) -> Iterator[Lane]:
-    """The session's lane of background commands (tests/background.py); what is left of it is stopped at the end."""
-    lane = lane_of(request.config)
-    yield lane
-    lane.close()
-
-
-@pytest.fixture(scope="session", autouse=True)
-def _background_starts_at_the_first_test(request: pytest.FixtureRequest, background: Lane) -> None:
-    """The template scan, when a test of the session reads it, and the test modules' starters (tests/background.py
-    starts_early) submit their commands now."""
-    if any("template_scan" in item.fixturenames for item in request.session.items):
-        request.getfixturevalue("template_scan")
-    start_all(request)
-
 
 # ---------------------------------------------------------------------------------------------------- synth
 
@@ -160,10 +131,10 @@ def adopting(synth, tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def template_scan(synth, pipeline_synth, local_built, adopting, background, tmp_path_factory) -> TemplateScan:
+def template_scan(synth, pipeline_synth, local_built, adopting, tmp_path_factory) -> TemplateScan:
     """Every template the suite synthesizes (each example in each environment, config/local.yaml built, the adopting
-    variant, the pipeline and its stages' stacks), scanned by cfn-lint and checkov in the background lane
-    (tests/template_scan.py); made at the session's first test when a test reads it."""
+    variant, the pipeline and its stages' stacks), scanned once by cfn-lint and once by checkov (tests/template_scan.py).
+    The tests that read it are in the xdist group "template-scan", so one worker makes it."""
     templates: dict[str, dict] = {}
     for config, env in EXAMPLE_CASES:
         for name, template in synth(config, env).templates.items():
@@ -175,7 +146,7 @@ def template_scan(synth, pipeline_synth, local_built, adopting, background, tmp_
     for stage, stacks in stages.items():
         for name, (template, _, _) in stacks.items():
             templates[f"{PIPELINE_PREFIX}{stage}/{name}.template.json"] = template
-    return template_scan_module.start(templates, tmp_path_factory.mktemp("template-scan"), background)
+    return template_scan_module.scan(templates, tmp_path_factory.mktemp("template-scan"))
 
 
 # ---------------------------------------------------------------------------------------------------- tiny models and the emulator

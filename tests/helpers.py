@@ -9,7 +9,6 @@ importing this module never collides with pytest's plugin loading.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import threading
@@ -24,6 +23,7 @@ from typing import Any
 import boto3
 import httpx
 import yaml
+from hermetic import subprocess_env
 
 from local_emulator.moto_server import free_port
 
@@ -139,7 +139,7 @@ def write_fake_manifest(build_root: Path, name: str, system: str, dtype: str, co
 
 def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     """`python -m model_build ARGS` in a subprocess, as a user runs it."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = subprocess_env(PYTHONPATH=str(ROOT))
     return subprocess.run(
         [sys.executable, "-m", "model_build", *args],
         capture_output=True,
@@ -349,3 +349,26 @@ class ContainerCredentials(BaseHTTPRequestHandler):
 
 # checkov's canary template (tests/stacks/conftest.py writes it, tests/stacks/test_checkov.py reads its findings).
 CHECKOV_CANARY = "canary/bad-artifacts.template.json"
+
+
+def cdk_cli_synth(args: list[str], out: Path) -> subprocess.CompletedProcess[str]:
+    """The real CDK CLI (~10 s of node and a Python app): `cdk synth -q ARGS -o OUT` from the repository."""
+    command = [str(ROOT / "node_modules/.bin/cdk"), "synth", "--no-notices", "-q", *args, "-o", str(out)]
+    return subprocess.run(command, cwd=ROOT, env=subprocess_env(), capture_output=True, text=True, timeout=600)
+
+
+def run_side_by_side(
+    commands: dict[str, list[str]], env: dict[str, str] | None = None, cwd: Path = ROOT, timeout: float = 900
+) -> dict[str, subprocess.CompletedProcess[str]]:
+    """Run independent commands two at a time (the machine has two cores) and wait for all: {name: its result}. Each
+    gets `env`, or the session's base environment (tests/hermetic.py); none outlives this call."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    env = env if env is not None else subprocess_env()
+
+    def run(args: list[str]) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        futures = {name: pool.submit(run, args) for name, args in commands.items()}
+        return {name: future.result() for name, future in futures.items()}

@@ -1,7 +1,6 @@
 """Every template the suite synthesizes, written to one directory and scanned there once per session by cfn-lint and
-by checkov, in the background lane (tests/background.py); tests/conftest.py's `template_scan` fixture builds it at the
-session's first test. Each scanner's start-up costs seconds (cfn-lint loads its schemas, checkov its checks), so one
-run of each replaces one per test module.
+by checkov, side by side (tests/conftest.py's `template_scan` fixture). Each scanner's start-up costs seconds (cfn-lint
+loads its schemas, checkov its checks), so one run of each replaces one per test module.
 
 Two canaries sit beside the real templates, so every scan shows it can fail: for checkov, the local artifact stack with
 its bucket's public access block, versioning and logging removed; for cfn-lint, the local endpoint stack with a model
@@ -12,13 +11,13 @@ from __future__ import annotations
 
 import copy
 import json
-import os
+import subprocess
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from background import Background, Lane
 from helpers import CHECKOV_CANARY, ROOT
+from hermetic import subprocess_env
 
 CHECKOV = ROOT / ".venv-checkov" / "bin" / "checkov"
 CFN_LINT = ROOT / ".venv" / "bin" / "cfn-lint"
@@ -41,8 +40,8 @@ class TemplateScan:
 
     directory: Path
     templates: dict[str, dict]
-    cfn_lint: Background
-    checkov: Background
+    cfn_lint: subprocess.CompletedProcess[str]
+    checkov: subprocess.CompletedProcess[str]
     cfn_lint_findings_cache: list[dict] = field(default_factory=list)
 
     def path(self, relative: str) -> str:
@@ -51,7 +50,7 @@ class TemplateScan:
     def cfn_lint_findings(self) -> list[dict]:
         """cfn-lint's findings (its JSON output: Rule, Filename, Location, Message), for every template."""
         if not self.cfn_lint_findings_cache:
-            result = self.cfn_lint.result()
+            result = self.cfn_lint
             # cfn-lint exits with the levels found OR-ed together (8 informational, 4 warning, 2 error: cfn-lint 1.58
             # cfnlint/runner/cli.py), so always even; an odd code is a crash (an uncaught exception exits 1).
             assert result.returncode % 2 == 0 and result.returncode < 16 and result.stdout.strip(), (
@@ -84,8 +83,8 @@ def cfn_lint_canary(templates: dict[str, dict]) -> dict:
     return canary
 
 
-def start(templates: dict[str, dict], directory: Path, lane: Lane) -> TemplateScan:
-    """Write the templates and both canaries under `directory`; queue cfn-lint and checkov on them."""
+def scan(templates: dict[str, dict], directory: Path) -> TemplateScan:
+    """Write the templates and both canaries under `directory`; run cfn-lint and checkov on them, side by side."""
     templates = {**templates}
     templates[CHECKOV_CANARY] = checkov_canary(templates)
     templates[CFN_LINT_CANARY] = cfn_lint_canary(templates)
@@ -93,23 +92,22 @@ def start(templates: dict[str, dict], directory: Path, lane: Lane) -> TemplateSc
         path = directory / relative
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(template, indent=1))
-    cfn_lint = lane.submit("cfn-lint", [str(CFN_LINT), "--format", "json", *(str(directory / r) for r in templates)])
+    cfn_lint = [str(CFN_LINT), "--format", "json", *(str(directory / r) for r in templates)]
+    checkov = [
+        *(str(CHECKOV), "-d", str(directory), "--framework", "cloudformation", "--skip-download"),
+        *("--quiet", "--compact", "-o", "json"),
+    ]
     # checkov asks PyPI for a newer release at import unless this is set (checkov/common/util/banner.py).
-    env = {**os.environ, "CKV_SKIP_PACKAGE_UPDATE_CHECK": "true"}
-    checkov = lane.submit(
-        "checkov",
-        [
-            str(CHECKOV),
-            "-d",
-            str(directory),
-            "--framework",
-            "cloudformation",
-            "--skip-download",
-            "--quiet",
-            "--compact",
-            "-o",
-            "json",
-        ],
-        env=env,
+    env = subprocess_env(CKV_SKIP_PACKAGE_UPDATE_CHECK="true")
+    with (
+        subprocess.Popen(cfn_lint, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as lint_run,
+        subprocess.Popen(checkov, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as checkov_run,
+    ):
+        lint_out, lint_err = lint_run.communicate(timeout=900)
+        checkov_out, checkov_err = checkov_run.communicate(timeout=900)
+    return TemplateScan(
+        directory,
+        templates,
+        subprocess.CompletedProcess(cfn_lint, lint_run.returncode, lint_out, lint_err),
+        subprocess.CompletedProcess(checkov, checkov_run.returncode, checkov_out, checkov_err),
     )
-    return TemplateScan(directory, templates, cfn_lint, checkov)

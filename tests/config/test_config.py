@@ -5,7 +5,7 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-from helpers import ROOT
+from helpers import ROOT, cdk_cli_synth
 
 from deployment import load_config
 from endpoint_config import ConfigError, hosting_instance_types, parse_instance_type
@@ -313,21 +313,27 @@ def test_all_errors_are_reported_at_once(tmp_path):
     assert all(k in str(err.value) for k in ("dtype", "instance_count", "model_data_download_timeout_s"))
 
 
-@pytest.mark.late
-def test_cdk_synth_exits_non_zero_with_the_message_and_no_traceback(cli_synths):
+@pytest.mark.slow
+def test_cdk_synth_exits_non_zero_with_the_message_and_no_traceback(tmp_path):
     """The real CDK CLI on a bad file: the message, a non-zero exit, no traceback and no template written."""
-    run, out = cli_synths["bad-config"]  # run in the background (tests/config/conftest.py)
-    result = run.result()
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        "endpoints:\n  - {name: gptj, system: hf-fastload, model: EleutherAI/gpt-j-6b, instance_type: ml.g5.12xlarge, "
+        "tensor_parallel_degree: 3}\n"
+    )
+    out = tmp_path / "cdk.out"
+    result = cdk_cli_synth(["-c", f"config={bad}"], out)
     assert result.returncode != 0
     assert "endpoint 'gptj': tensor_parallel_degree: value 3 does not divide the 4 GPUs" in result.stderr
     assert "Traceback" not in result.stdout + result.stderr
     assert not list(out.glob("*.template.json"))
 
 
-@pytest.mark.late
-def test_cdk_synth_writes_templates_for_an_example(cli_synths):
-    run, out = cli_synths["example"]  # run in the background (tests/config/conftest.py)
-    result = run.result()
+@pytest.mark.slow
+def test_cdk_synth_writes_templates_for_an_example(tmp_path):
+    out = tmp_path / "cdk.out"
+    args = ["-c", "config=config/examples/hf-fastload.yaml", "-c", "env=prod", "-c", "allow_unbuilt=true"]
+    result = cdk_cli_synth(args, out)
     assert result.returncode == 0, result.stderr[-3000:]
     assert sorted(p.name for p in out.glob("*.template.json")) == [
         "llm-endpoints-prod-artifacts.template.json",

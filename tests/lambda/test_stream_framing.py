@@ -12,7 +12,6 @@ import json
 import socket
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
 import pytest
 from helpers import ROOT, serve_in_thread
@@ -375,7 +374,3 @@ def test_a_get_with_a_body_closes_the_connection_rather_than_read_the_body_as_a_
         assert conn.closed_by_server()
     finally:
         conn.close()
-
-
-if __name__ == "__main__":
-    raise SystemExit(pytest.main([str(Path(__file__)), "-q"]))

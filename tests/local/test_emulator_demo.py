@@ -15,7 +15,7 @@ from workstation.deploy import empty_bucket
 pytestmark = pytest.mark.emulator
 
 
-@pytest.mark.late
+@pytest.mark.e2e
 def test_demo_deploys_serves_and_destroys_leaving_nothing(demo_run):
     code, out, err = demo_run
     assert code == 0, out[-4000:] + err[-4000:]

@@ -1,9 +1,8 @@
 """Teardown: every example's endpoints deployed to the local emulator with the real CDK CLI, then destroyed;
 nothing of the app may be left. An environment that retains data keeps exactly its buckets and repository.
 
-The two scenarios take about 25 s, mostly waiting on the CDK CLI, so they run in a subprocess of their own (this file
-run as a script, started by tests/local/conftest.py when collection finishes, with its own emulator and synth) beside
-the other tests; each test reads its scenario's outcome: "ok", or the failure with its traceback.
+Each scenario starts from an empty emulator (the module's, reset) and takes tens of seconds, mostly waiting on the
+CDK CLI.
 
 The emulator knows no g5/g6 instance types, so GPU types are mapped to the g4dn size with the same GPU count;
 artifacts are pinned by hash (the emulator never starts a container, so no weights are needed).
@@ -11,19 +10,19 @@ artifacts are pinned by hash (the emulator never starts a container, so no weigh
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 
 import boto3
 import pytest
 import yaml
-from helpers import FAKE_HASH, ROOT, synthesize
+from helpers import FAKE_HASH, ROOT
+from hermetic import subprocess_env
 
 from local_emulator import moto_server
 from local_emulator.inventory import leftovers
 
-pytestmark = pytest.mark.emulator
+pytestmark = [pytest.mark.emulator, pytest.mark.e2e]
 
 CDK = str(ROOT / "node_modules" / ".bin" / "cdk")
 EMULATOR_TYPES = {
@@ -94,12 +93,7 @@ def combined_emulator_config(retain_data: bool) -> dict:
 
 def _cdk(args: list[str], assembly: Path, emulator: moto_server.Emulator) -> subprocess.CompletedProcess:
     """The real CDK CLI against the emulator, on an already synthesized cloud assembly."""
-    env = {
-        **os.environ,
-        **emulator.client_env(),
-        "CDK_DISABLE_CLI_TELEMETRY": "true",
-        "PATH": f"{ROOT / '.venv' / 'bin'}{os.pathsep}{os.environ['PATH']}",
-    }
+    env = subprocess_env(**emulator.client_env())  # the venv's python3 is on its PATH (tests/hermetic.py)
     result = subprocess.run(
         [CDK, *args, "--no-notices", "--app", str(assembly)],
         cwd=ROOT,
@@ -112,7 +106,8 @@ def _cdk(args: list[str], assembly: Path, emulator: moto_server.Emulator) -> sub
     return result
 
 
-def every_example_endpoint_deploys_and_destroys_leaving_nothing(emulator, tmp_path, synth):
+def test_every_example_endpoint_deploys_and_destroys_leaving_nothing(emulator, tmp_path, synth):
+    emulator.reset()
     config = tmp_path / "all-examples.yaml"
     spec = combined_emulator_config(retain_data=False)
     config.write_text(yaml.safe_dump(spec))
@@ -147,13 +142,13 @@ def every_example_endpoint_deploys_and_destroys_leaving_nothing(emulator, tmp_pa
     assert {kind: names for kind, names in left.items() if names} == {}
 
 
-def an_environment_that_retains_data_keeps_exactly_its_buckets_and_repository(emulator, tmp_path, synth):
+def test_an_environment_that_retains_data_keeps_exactly_its_buckets_and_repository(emulator, tmp_path, synth):
+    emulator.reset()
     config = tmp_path / "retain.yaml"
     spec = combined_emulator_config(retain_data=True)
     spec["endpoints"] = spec["endpoints"][:1]
     config.write_text(yaml.safe_dump(spec))
     assembly = synth(str(config), allow_unbuilt=False).outdir  # in-process, as `cdk synth` would write it
-    # The emulator was bootstrapped by the scenario above; bootstrap is idempotent.
     _cdk(["bootstrap", f"aws://{moto_server.EMULATOR_ACCOUNT}/{moto_server.EMULATOR_REGION}"], assembly, emulator)
     _cdk(["deploy", "--all", "--require-approval", "never"], assembly, emulator)
     kept_bucket = "teardown-emu-artifacts-123456789012-us-east-1"
@@ -195,55 +190,3 @@ def an_environment_that_retains_data_keeps_exactly_its_buckets_and_repository(em
             session.resource("s3").Bucket(bucket).object_versions.delete()
             session.client("s3").delete_bucket(Bucket=bucket)
         session.client("ecr").delete_repository(repositoryName="teardown-emu", force=True)
-
-
-SCENARIOS = [
-    every_example_endpoint_deploys_and_destroys_leaving_nothing,
-    an_environment_that_retains_data_keeps_exactly_its_buckets_and_repository,
-]
-
-
-@pytest.mark.late
-def test_every_example_endpoint_deploys_and_destroys_leaving_nothing(teardown_outcomes):
-    outcome = teardown_outcomes[every_example_endpoint_deploys_and_destroys_leaving_nothing.__name__]
-    assert outcome == "ok", outcome
-
-
-@pytest.mark.late
-def test_an_environment_that_retains_data_keeps_exactly_its_buckets_and_repository(teardown_outcomes):
-    outcome = teardown_outcomes[an_environment_that_retains_data_keeps_exactly_its_buckets_and_repository.__name__]
-    assert outcome == "ok", outcome
-
-
-def run_scenarios(workdir: Path) -> dict[str, str]:
-    """Each scenario in order on one emulator: {name: "ok" or the failure and its traceback}."""
-    import traceback
-
-    outcomes, synthesized = {}, 0
-
-    def synth(config: str, env: str | None = None, allow_unbuilt: bool = True):
-        nonlocal synthesized
-        synthesized += 1
-        return synthesize(config, env, workdir / f"cdkout-{synthesized}", allow_unbuilt=allow_unbuilt)
-
-    emulator = moto_server.start(workdir / "moto")
-    try:
-        for scenario in SCENARIOS:
-            scenario_dir = workdir / scenario.__name__
-            scenario_dir.mkdir()
-            try:
-                scenario(emulator, scenario_dir, synth)
-                outcomes[scenario.__name__] = "ok"
-            except Exception:  # reported to the test, which fails with it
-                outcomes[scenario.__name__] = traceback.format_exc()
-    finally:
-        emulator.stop()
-    return outcomes
-
-
-if __name__ == "__main__":  # python tests/local/test_teardown.py WORKDIR: writes WORKDIR/outcomes.json
-    import json
-    import sys
-
-    workdir = Path(sys.argv[1])
-    (workdir / "outcomes.json").write_text(json.dumps(run_scenarios(workdir)))

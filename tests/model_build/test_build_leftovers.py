@@ -13,6 +13,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from hermetic import subprocess_env
 
 from model_build import cli
 
@@ -49,7 +50,7 @@ def start_build(out: Path) -> subprocess.Popen[str]:
         cwd=root,
         stdout=subprocess.PIPE,
         text=True,
-        env={**os.environ, "PYTHONPATH": str(root)},
+        env=subprocess_env(PYTHONPATH=str(root)),
     )
     assert process.stdout is not None and process.stdout.readline() == "building\n"
     return process

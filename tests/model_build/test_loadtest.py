@@ -6,7 +6,6 @@ argument errors, the SLO evaluation both ways, results kept per artifact hash, t
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -15,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from helpers import ROOT, running
+from hermetic import subprocess_env
 
 from local_emulator.moto_server import free_port
 from model_build import loadtest, loadtest_report
@@ -43,7 +43,7 @@ def _start_paced(ttft_ms: float, itl_ms: float, tokens: int) -> tuple[subprocess
             str(tokens),
         ],
         cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env=subprocess_env(PYTHONPATH=str(ROOT)),
     )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
@@ -374,7 +374,7 @@ def test_percentiles_and_stats() -> None:
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = subprocess_env(PYTHONPATH=str(ROOT))
     return subprocess.run(
         [sys.executable, "-m", "model_build.loadtest", *args],
         capture_output=True,

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import boto3
 import pytest
+from hermetic import subprocess_env
 
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # until the repo's pytest config sets `pythonpath = .`
@@ -378,7 +379,7 @@ def test_ctrl_c_stops_the_publish_cleanly(emulator, s3, tmp_path, deployment):
     child = subprocess.Popen(
         command,
         cwd=ROOT,
-        env={**os.environ, **emulator.client_env()},
+        env=subprocess_env(**emulator.client_env()),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

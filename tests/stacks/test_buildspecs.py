@@ -36,12 +36,12 @@ from pathlib import Path
 
 import boto3
 import pytest
-from background import Background, starts_early
 from helpers import ROOT, ContainerCredentials, serve_in_thread
+from hermetic import base as base_env
 
 from local_emulator import moto_server
 
-pytestmark = pytest.mark.emulator
+pytestmark = [pytest.mark.emulator, pytest.mark.slow, pytest.mark.xdist_group("buildspecs")]
 
 CONFIG = "config/examples/pipeline.yaml"
 WHEELHOUSE = ROOT / ".venv-wheelhouse"
@@ -127,7 +127,7 @@ NETWORK_VARIABLES = ("NODE_EXTRA_CA_CERTS", "SSL_CERT_FILE", "SSL_CERT_DIR", "RE
 
 
 def _network_env() -> dict[str, str]:
-    return {k: os.environ[k] for k in NETWORK_VARIABLES if k in os.environ}
+    return {k: base_env()[k] for k in NETWORK_VARIABLES if k in base_env()}
 
 
 def _shell_env(home: Path) -> dict[str, str]:
@@ -141,7 +141,7 @@ def _shell_env(home: Path) -> dict[str, str]:
         "PIP_NO_INDEX": "1",
         "PIP_NO_COMPILE": "0",
         "PIP_DISABLE_PIP_VERSION_CHECK": "1",
-        "npm_config_cache": os.environ.get("npm_config_cache", str(Path.home() / ".npm")),
+        "npm_config_cache": str(Path(base_env()["HOME"]) / ".npm"),
         "npm_config_prefer_offline": "true",
         "npm_config_audit": "false",
         "npm_config_fund": "false",
@@ -190,7 +190,7 @@ def _install_step_clis(
         "HOME": str(home),
         "PATH": f"{prefix / 'bin'}:{checkout / 'node_modules' / '.bin'}:/usr/bin:/bin",
         "npm_config_prefix": str(prefix),
-        "npm_config_cache": os.environ.get("npm_config_cache", str(Path.home() / ".npm")),
+        "npm_config_cache": str(Path(base_env()["HOME"]) / ".npm"),
         "npm_config_prefer_offline": "true",
         "CDK_DISABLE_CLI_TELEMETRY": "true",
     }
@@ -215,8 +215,7 @@ def _outcome(result: subprocess.CompletedProcess, **facts: object) -> dict:
 
 
 # ---------------------------------------------------------------------------------------------------- the steps
-# Run in order by run_steps(), in a subprocess of the background lane (this file as a script); each returns what its
-# test checks. A step that needs an earlier one's output (the assembly) follows it.
+# Run in order by run_steps() (the `steps` fixture); each returns what its test checks. A step that needs an earlier one's output (the assembly) follows it.
 
 
 def clean_shell(projects: dict, checkout: Path, aws, home: Path) -> dict:
@@ -325,30 +324,12 @@ def run_steps(workdir: Path, checkout: Path, projects: dict) -> dict[str, dict]:
     return outcomes
 
 
-@starts_early
-def start_steps(request: pytest.FixtureRequest) -> Background:
-    """Copy the checkout and read the projects here; run the steps in the background lane (tests/background.py)."""
-    checkout = make_checkout()
-    projects = _projects(request.getfixturevalue("pipeline_synth")[2])
-    lane = request.getfixturevalue("background")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])}
-
-    def command(directory: Path) -> list[str]:
-        (directory / "projects.json").write_text(json.dumps(projects))
-        return [sys.executable, str(Path(__file__).resolve()), str(directory), str(checkout)]
-
-    return lane.submit("buildspecs", command, env=env)
-
-
 @pytest.fixture(scope="module")
-def steps(request: pytest.FixtureRequest) -> dict[str, dict]:
-    run = start_steps(request)
-    result = run.result()
-    outcomes = run.directory / "outcomes.json"
-    assert result.returncode == 0 and outcomes.is_file(), (
-        f"the steps did not finish:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
-    )
-    return json.loads(outcomes.read_text())
+def steps(pipeline_synth, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
+    """Every step's outcome, run in a copy of the checkout (the first run after the install inputs change installs
+    from nothing: about a minute more)."""
+    checkout = make_checkout()
+    return run_steps(tmp_path_factory.mktemp("buildspecs"), checkout, _projects(pipeline_synth[2]))
 
 
 def outcome(steps: dict[str, dict], name: str) -> dict:
@@ -359,14 +340,12 @@ def outcome(steps: dict[str, dict], name: str) -> dict:
 # ---------------------------------------------------------------------------------------------------- the tests
 
 
-@pytest.mark.late
 def test_the_clean_shell_has_no_virtualenv_and_no_aws_cdk(steps):
     """The premise: what the old synth command ran (`python3 app.py`) cannot import aws_cdk in this shell."""
     result = outcome(steps, "clean_shell")
     assert result["returncode"] != 0 and "No module named 'aws_cdk'" in result["output"]
 
 
-@pytest.mark.late
 def test_synth_step_synthesizes_the_pipeline_in_a_clean_shell(steps):
     from stacks.pipeline_stack import SYNTH_INSTALL
 
@@ -377,7 +356,6 @@ def test_synth_step_synthesizes_the_pipeline_in_a_clean_shell(steps):
     assert not result["torch_installed"], "synth installs the deploy set only"
 
 
-@pytest.mark.late
 def test_smoke_step_runs_the_smoke_test_with_the_assumed_role(steps):
     """Its venv, its AWS profile (assumed through the container credentials) and `model_build smoke` all work: it
     gets as far as asking the emulator for the endpoint stack, which was never deployed there."""
@@ -388,7 +366,6 @@ def test_smoke_step_runs_the_smoke_test_with_the_assumed_role(steps):
     assert "llm-endpoints-dev-gptj-fastload" in output and "does not exist" in output, output[-3000:]
 
 
-@pytest.mark.late
 def test_slo_gate_step_runs_the_gate_with_the_assumed_role(steps):
     """Its venv (the deploy set: the load test needs nothing more), its AWS profile and `model_build slo-gate`: it
     gets as far as reading earlier results from the environment's artifact bucket, which the emulator does not have,
@@ -400,7 +377,6 @@ def test_slo_gate_step_runs_the_gate_with_the_assumed_role(steps):
     assert "error: SLO gate of endpoint 'gptj-fastload'" in output and "NoSuchBucket" in output, output[-3000:]
 
 
-@pytest.mark.late
 def test_model_build_step_skips_a_published_artifact_without_installing_the_build_set(steps):
     result = outcome(steps, "model_build")
     assert result["returncode"] == 0, result["output"][-3000:]
@@ -414,7 +390,6 @@ def _installed(result: dict) -> None:
     assert result["installs"], "no install command in the stage"
 
 
-@pytest.mark.late
 def test_self_mutation_installs_the_pinned_cli_which_reads_this_assembly(steps):
     """`npm install -g aws-cdk@<pin>` (CDK Pipelines installed `aws-cdk@2` by default); the deploy needs AWS, so the
     CLI lists the assembly the synth step wrote instead."""
@@ -424,7 +399,6 @@ def test_self_mutation_installs_the_pinned_cli_which_reads_this_assembly(steps):
     assert listed["returncode"] == 0 and "llm-endpoints-pipeline" in listed["output"], listed["output"]
 
 
-@pytest.mark.late
 def test_asset_projects_install_a_cdk_assets_that_reads_this_assembly(steps):
     """The asset projects' own install commands, then their cdk-assets on every asset manifest the synth step wrote:
     a cloud assembly schema newer than the pinned cdk-assets reads fails here ("Maximum schema version supported is
@@ -434,34 +408,3 @@ def test_asset_projects_install_a_cdk_assets_that_reads_this_assembly(steps):
     assert result["listed"]
     for manifest, listed in result["listed"].items():
         assert listed["returncode"] == 0, (manifest, listed["output"])
-
-
-def prepare() -> None:
-    """`make buildspecs-checkout`, before pytest: the checkout, and in it the Synth step's own install command
-    (stacks.pipeline_stack.SYNTH_INSTALL, which its buildspec names) in the clean shell. It creates the checkout's venv
-    and node_modules from nothing when the install inputs change (about 40 s), so that first install is not on the
-    tests' clock; the synth step's test runs the whole step again, install included."""
-    import tempfile
-
-    from stacks.pipeline_stack import SYNTH_INSTALL
-
-    checkout = make_checkout()
-    with tempfile.TemporaryDirectory() as home:
-        result = subprocess.run(
-            ["sh", "-e", "-c", SYNTH_INSTALL],
-            cwd=checkout,
-            env=_shell_env(Path(home)),
-            capture_output=True,
-            text=True,
-            timeout=1200,
-        )
-    if result.returncode != 0:
-        sys.exit(f"{SYNTH_INSTALL} failed in {checkout}:\n{(result.stdout + result.stderr)[-4000:]}")
-
-
-if __name__ == "__main__" and sys.argv[1:] == ["--prepare"]:
-    prepare()
-elif __name__ == "__main__":  # python tests/stacks/test_buildspecs.py WORKDIR CHECKOUT: writes WORKDIR/outcomes.json
-    workdir, checkout_dir = Path(sys.argv[1]), Path(sys.argv[2])
-    projects_read = json.loads((workdir / "projects.json").read_text())
-    (workdir / "outcomes.json").write_text(json.dumps(run_steps(workdir, checkout_dir, projects_read)))

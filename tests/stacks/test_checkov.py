@@ -1,6 +1,6 @@
 """checkov, a second scanner beside cfn-lint and cdk-nag, over every template the suite synthesizes.
 
-One checkov process per session (its start-up alone takes ~5 s), in the background lane, scans one directory holding
+One checkov process per session (its start-up alone takes ~5 s) scans one directory holding
 the templates of every example config in every environment, config/local.yaml, its adopting variant, the pipeline
 stack and its stages' stacks (tests/template_scan.py, where cfn-lint scans them too), and two canaries: a copy of the
 artifact stack whose bucket lost its public access block, versioning and access logging, which shows that the scan
@@ -142,8 +142,8 @@ def _findings(report: dict[str, Any]) -> list[Finding]:
 
 @pytest.fixture(scope="session")
 def scan(template_scan) -> Scan:
-    """The scan tests/conftest.py started in the background at the session's first test; its tests run last."""
-    report = _report(template_scan.checkov.result())
+    """checkov's report on every template of the suite (tests/conftest.py template_scan)."""
+    report = _report(template_scan.checkov)
     return Scan(report["summary"], _findings(report), template_scan.templates)
 
 
@@ -152,7 +152,8 @@ def _real(findings: list[Finding]) -> list[Finding]:
     return [f for f in findings if not f.template.startswith("canary/")]
 
 
-@pytest.mark.late
+@pytest.mark.slow
+@pytest.mark.xdist_group("template-scan")
 def test_checkov_scanned_every_resource_of_every_template(scan):
     assert scan.summary["parsing_errors"] == 0, scan.summary
     # A template checkov failed to recognize as CloudFormation would be silently left out: count its resources.
@@ -160,18 +161,20 @@ def test_checkov_scanned_every_resource_of_every_template(scan):
     assert scan.summary["passed"] > 1000, scan.summary
 
 
-@pytest.mark.late
+@pytest.mark.slow
+@pytest.mark.xdist_group("template-scan")
 def test_no_failed_check_outside_the_skip_file(scan):
     failures = unskipped(_real(scan.findings), load_skips())
     if failures:
         pytest.fail(
-            f"checkov: {len(failures)} failed check(s) not in checkov-skips.yaml (scan took {scan.seconds:.0f} s). Fix "
+            f"checkov: {len(failures)} failed check(s) not in checkov-skips.yaml. Fix "
             "the stack, or add an entry with its reason to checkov-skips.yaml:\n"
             + "\n".join(f.describe() for f in sorted(failures, key=Finding.describe))
         )
 
 
-@pytest.mark.late
+@pytest.mark.slow
+@pytest.mark.xdist_group("template-scan")
 def test_every_skip_still_matches_a_failed_check(scan):
     real = _real(scan.findings)  # the canary must not keep a skip alive
     stale = [s for s in load_skips() if not any(s.matches(f) for f in real)]
@@ -185,7 +188,8 @@ def test_every_skip_still_matches_a_failed_check(scan):
         )
 
 
-@pytest.mark.late
+@pytest.mark.slow
+@pytest.mark.xdist_group("template-scan")
 def test_checkov_and_the_skip_filter_report_a_bad_bucket(scan):
     canary = {
         f.check_id

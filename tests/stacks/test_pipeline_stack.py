@@ -332,9 +332,10 @@ def test_cdk_nag_is_clean_on_pipeline_and_stage_stacks(piped):
     assert violations == []
 
 
-@pytest.mark.late
+@pytest.mark.slow
+@pytest.mark.xdist_group("template-scan")
 def test_cfn_lint_passes_on_pipeline_and_stage_templates(piped, template_scan):
-    """cfn-lint, run in the background on every template of the suite (tests/conftest.py template_scan)."""
+    """cfn-lint, run once on every template of the suite (tests/conftest.py template_scan)."""
     _, _, _, stages = piped
     paths = [f"{PIPELINE_PREFIX}{PIPELINE}.template.json"]
     paths += [f"{PIPELINE_PREFIX}{stage}/{name}.template.json" for stage, stacks in stages.items() for name in stacks]

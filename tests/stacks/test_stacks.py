@@ -373,9 +373,10 @@ def test_adopting_kept_data_uses_them_by_name_and_restores_the_tls_policy(adopti
     assert json.dumps(outputs["ArtifactBucketName"]["Value"]).count("llm-endpoints-prod-artifacts-") == 1
 
 
-@pytest.mark.late
+@pytest.mark.slow
+@pytest.mark.xdist_group("template-scan")
 def test_cfn_lint_passes_on_every_template(template_scan, local, dev, prod, minimal, adopting):
-    """cfn-lint, run in the background on every template of the suite (tests/conftest.py template_scan): none of
+    """cfn-lint, run once on every template of the suite (tests/conftest.py template_scan): none of
     these has a finding."""
     paths = [f"{LOCAL_PREFIX}{name}.template.json" for name in local.templates]
     paths += [example_path(EXAMPLE, env, name) for env, s in (("dev", dev), ("prod", prod)) for name in s.templates]
@@ -384,7 +385,8 @@ def test_cfn_lint_passes_on_every_template(template_scan, local, dev, prod, mini
     assert template_scan.cfn_lint_findings_on(paths) == []
 
 
-@pytest.mark.late
+@pytest.mark.slow
+@pytest.mark.xdist_group("template-scan")
 def test_cfn_lint_would_catch_a_bad_timeout(template_scan):
     """The scan's cfn-lint canary: the local endpoint stack with ModelDataDownloadTimeoutInSeconds over 3600."""
     [finding] = template_scan.cfn_lint_findings_on([CFN_LINT_CANARY])

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from background import Background, starts_early
+from hermetic import subprocess_env
 
 from systems import architectures
 from systems.architectures import ARCHITECTURES, CLI_FLAGS, SOURCES, TRANSFORMERS_CAUSAL_LM, TRANSFORMERS_FIRST_RELEASE
@@ -54,25 +54,21 @@ MAPPING_SCRIPT = (
 )
 
 
-@starts_early
-def start_reading_the_containers_mapping(request: pytest.FixtureRequest) -> Background:
-    """The venv with the container's transformers (built by make_env.sh; instant once built), asked for its mapping in
-    the background lane (tests/background.py)."""
-    proc = subprocess.run(["bash", str(MAKE_ENV), str(VENV)], capture_output=True, text=True, timeout=1200)
+@pytest.mark.slow
+@pytest.mark.xdist_group("hf-container")  # make_env.sh builds the venv test_hf_container_compat.py uses too
+def test_hf_fastload_table_is_the_containers_mapping():
+    """The generated transformers table of hf-fastload's image equals the mapping its transformers holds (the venv
+    with the container's transformers, built by make_env.sh; instant once built)."""
+    env = subprocess_env()
+    proc = subprocess.run(["bash", str(MAKE_ENV), str(VENV)], env=env, capture_output=True, text=True, timeout=1200)
     if proc.returncode != 0:
         tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-25:])
         if re.search(r"NewConnectionError|Max retries exceeded|Temporary failure in name resolution", tail):
             pytest.skip(f"cannot build the transformers-4.51 env: a package registry is unreachable:\n{tail}")
         pytest.fail(f"tests/systems/hf_container/make_env.sh failed:\n{tail}")
-    return request.getfixturevalue("background").submit(
-        "hf-container-mapping", [str(VENV / "bin" / "python"), "-c", MAPPING_SCRIPT]
+    run = subprocess.run(
+        [str(VENV / "bin" / "python"), "-c", MAPPING_SCRIPT], env=env, capture_output=True, text=True, timeout=300
     )
-
-
-@pytest.mark.late
-def test_hf_fastload_table_is_the_containers_mapping(request):
-    """The generated transformers table of hf-fastload's image equals the mapping its transformers holds."""
-    run = start_reading_the_containers_mapping(request).result()
     assert run.returncode == 0, run.stderr[-3000:]
     version, mapping = json.loads(run.stdout)
     assert version == HF_CONTAINER_TRANSFORMERS == "4.51.3"

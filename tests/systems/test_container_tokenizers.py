@@ -21,11 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from background import Background, starts_early
-from helpers import CHAT_TEMPLATE, EXTRA_SPECIAL_TOKENS, ROOT, save_tokenizer_with_transformers5
+from helpers import CHAT_TEMPLATE, EXTRA_SPECIAL_TOKENS, ROOT, run_side_by_side, save_tokenizer_with_transformers5
+from hermetic import subprocess_env
 
 from systems import REGISTRY, get_system
 from systems.container_tokenizer import python_stack_of
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("container-tokenizers")]
 
 HERE = Path(__file__).resolve().parent / "container_tokenizers"
 ENVS_ROOT = ROOT / ".venv-tokenizers"
@@ -57,7 +59,11 @@ VARIANTS = make_envs.variants()
 def make_the_envs() -> dict[str, Path]:
     """Every variant's venv (make_envs.py keeps the ones whose pins are unchanged): {variant key: venv}."""
     proc = subprocess.run(
-        [sys.executable, str(HERE / "make_envs.py"), str(ENVS_ROOT)], capture_output=True, text=True, timeout=1800
+        [sys.executable, str(HERE / "make_envs.py"), str(ENVS_ROOT)],
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=1800,
     )
     if proc.returncode != 0:
         if NETWORK_ERRORS.search(proc.stdout + proc.stderr):
@@ -115,7 +121,9 @@ def build_every_system(root: Path, source_model: Path) -> dict[str, Path]:
 class Prepared:
     source_model: Path
     artifacts: dict[str, Path]
-    loads: dict[str, tuple[Background, dict[str, tuple[str, Path]]]]  # job name -> (its run, {label: (mode, folder)})
+    loads: dict[
+        str, tuple[subprocess.CompletedProcess[str], dict[str, tuple[str, Path]]]
+    ]  # name -> (run, {label: (mode, folder)})
 
 
 def _mode(system: str) -> str:
@@ -126,12 +134,11 @@ def _oldest_of(system: str):
     return next(v for v in VARIANTS if system in v.systems and v.key.startswith("oldest-"))
 
 
-@starts_early
-def start_loads(request: pytest.FixtureRequest) -> Prepared:
-    """Build every system's artifact here, then queue each load in the background lane (tests/background.py): each
-    variant's loads of every artifact, and the source as saved, which the old containers must refuse."""
+@pytest.fixture(scope="module")
+def prepared(request: pytest.FixtureRequest) -> Prepared:
+    """Build every system's artifact here, then run each load: each variant's loads of every artifact, and the source
+    as saved, which the old containers must refuse."""
     root = request.getfixturevalue("tmp_path_factory").mktemp("container-tokenizers")
-    lane = request.getfixturevalue("background")
     envs = make_the_envs()
     source = make_source_model(root)
     (root / "builds").mkdir()
@@ -144,9 +151,8 @@ def start_loads(request: pytest.FixtureRequest) -> Prepared:
         _oldest_of("deepspeed-byoc").key,
         {"source": ("auto", source), "raw": ("tokenizers", source)},
     )
-    loads = {}
-    for name, (variant_key, dirs) in wanted.items():
-        args = [
+    commands = {
+        name: [
             str(make_envs.base_python(ENVS_ROOT)),
             "-I",
             str(HERE / "load_tokenizer.py"),
@@ -154,13 +160,10 @@ def start_loads(request: pytest.FixtureRequest) -> Prepared:
             json.dumps(TEXTS),
             *(f"{mode}:{directory}" for mode, directory in dirs.values()),
         ]
-        loads[name] = (lane.submit(f"tokenizers-{name}", args), dirs)
-    return Prepared(source, artifacts, loads)
-
-
-@pytest.fixture(scope="module")
-def prepared(request: pytest.FixtureRequest) -> Prepared:
-    return start_loads(request)
+        for name, (variant_key, dirs) in wanted.items()
+    }
+    runs = run_side_by_side(commands)
+    return Prepared(source, artifacts, {name: (runs[name], dirs) for name, (_, dirs) in wanted.items()})
 
 
 @pytest.fixture(scope="module")
@@ -178,9 +181,8 @@ def expected(source_model: Path) -> list[list[int]]:
 
 
 def loaded(prepared: Prepared, name: str) -> dict:
-    """One background load's result: {"versions": ..., label: result for each folder}."""
-    run, dirs = prepared.loads[name]
-    result = run.result()
+    """One load's result: {"versions": ..., label: result for each folder}."""
+    result, dirs = prepared.loads[name]
     assert result.returncode == 0, result.stderr[-3000:]
     out = json.loads(result.stdout.strip().splitlines()[-1])
     return {
@@ -196,7 +198,6 @@ def test_every_system_has_its_containers_versions_and_every_variant_is_tested():
         assert python_stack_of(get_system(system)).tokenizers  # recorded for every container
 
 
-@pytest.mark.late
 @pytest.mark.parametrize("variant", VARIANTS, ids=[v.key for v in VARIANTS])
 def test_each_systems_tokenizer_loads_in_its_container_and_round_trips(prepared, expected, variant):
     results = loaded(prepared, variant.key)
@@ -215,7 +216,6 @@ def test_each_systems_tokenizer_loads_in_its_container_and_round_trips(prepared,
             assert result["chat_template"] == CHAT_TEMPLATE, (system, versions)
 
 
-@pytest.mark.late
 def test_the_check_fails_on_a_tokenizer_the_old_containers_cannot_read(prepared):
     """The source as transformers 5 saved it (not rewritten) fails in the containers, so the passing loads above are
     the recipes' doing: transformers 4.49 knows no class TokenizersBackend, tokenizers 0.15 cannot parse the pair-style

@@ -25,8 +25,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from background import Background, starts_early
-from helpers import CHAT_TEMPLATE, EXTRA_SPECIAL_TOKENS, save_tokenizer_with_transformers5
+from helpers import CHAT_TEMPLATE, EXTRA_SPECIAL_TOKENS, run_side_by_side, save_tokenizer_with_transformers5
+from hermetic import subprocess_env
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("hf-container")]
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -46,7 +48,9 @@ NETWORK_ERRORS = re.compile(
 
 
 def make_container_env() -> Path:
-    proc = subprocess.run(["bash", str(MAKE_ENV), str(VENV)], capture_output=True, text=True, timeout=1200)
+    proc = subprocess.run(
+        ["bash", str(MAKE_ENV), str(VENV)], env=subprocess_env(), capture_output=True, text=True, timeout=1200
+    )
     if proc.returncode != 0:
         tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-25:])
         if NETWORK_ERRORS.search(proc.stdout + proc.stderr):
@@ -110,27 +114,26 @@ def build_chat_architectures(root: Path, tiny_chat_models: dict[str, Path]) -> d
 
 @dataclass
 class Prepared:
-    """What the starter built here, and the container-stack runs it queued in the background lane, by name."""
+    """What was built here, and the container-stack runs on it, by name."""
 
     source_model: Path
     artifact: Path
     transformers5_only: Path
     tokenizers_023: dict[str, Path]
     rewritten: dict[str, dict]  # tokenizer shape -> {"files": {kind: path}, "expected": ids, "rewritten": [...]}
-    runs: dict[str, Background]
+    runs: dict[str, subprocess.CompletedProcess[str]]
 
 
 def loader_args(python: Path, model_dir: Path, *extra: str) -> list[str]:
     return [str(python), "-I", str(LOADER), str(model_dir), PROMPT, "--max-new-tokens", str(NEW_TOKENS), *extra]
 
 
-@starts_early
-def start_container_runs(request: pytest.FixtureRequest) -> Prepared:
-    """Build here what the container stack is asked to load, then queue each load in the background lane
-    (tests/background.py): the artifact (toolkit and direct), the transformers-5-only copy (toolkit), a chat request,
+@pytest.fixture(scope="module")
+def prepared(request: pytest.FixtureRequest) -> Prepared:
+    """Build here what the container stack is asked to load, then run each load under the container's stack:
+    the artifact (toolkit and direct), the transformers-5-only copy (toolkit), a chat request,
     every tiny chat architecture, and the rewritten tokenizer.json files under both old tokenizers releases."""
     root = request.getfixturevalue("tmp_path_factory").mktemp("hf-compat")
-    lane = request.getfixturevalue("background")
     python = make_container_env()
     source = make_source_model(root / "source")
     artifact = build_artifact(source, root / "artifact")
@@ -159,13 +162,12 @@ def start_container_runs(request: pytest.FixtureRequest) -> Prepared:
         for arch, path in built.items()
     ]
     (root / "jobs.json").write_text(json.dumps(jobs))
-    runs = {
-        # One process for every load: importing torch, transformers and the toolkit is most of each load's time.
-        "loads": lane.submit("hf-compat-loads", [str(python), "-I", str(LOADER), "--batch", str(root / "jobs.json")]),
-        **{
-            f"old-tokenizers-{version}": lane.submit(
-                f"hf-compat-tokenizers-{version}",
-                [
+    runs = run_side_by_side(
+        {
+            # One process for every load: importing torch, transformers and the toolkit is most of each load's time.
+            "loads": [str(python), "-I", str(LOADER), "--batch", str(root / "jobs.json")],
+            **{
+                f"old-tokenizers-{version}": [
                     str(python),
                     "-I",
                     "-c",
@@ -173,17 +175,12 @@ def start_container_runs(request: pytest.FixtureRequest) -> Prepared:
                     str(VENV / "old-tokenizers" / version),
                     json.dumps(files),
                     json.dumps(SAMPLE_TEXTS),
-                ],
-            )
-            for version in OLD_TOKENIZERS
-        },
-    }
+                ]
+                for version in OLD_TOKENIZERS
+            },
+        }
+    )
     return Prepared(source, artifact, bad, tokenizers_023, rewritten, runs)
-
-
-@pytest.fixture(scope="module")
-def prepared(request: pytest.FixtureRequest) -> Prepared:
-    return start_container_runs(request)
 
 
 @pytest.fixture(scope="module")
@@ -199,7 +196,7 @@ def artifact(prepared: Prepared) -> Path:
 @pytest.fixture(scope="module")
 def loads(prepared: Prepared) -> dict:
     """{"versions": the container stack's, "jobs": {job name: {mode: result}}} from the one batch of loads."""
-    result = prepared.runs["loads"].result()
+    result = prepared.runs["loads"]
     try:
         return json.loads(result.stdout.strip().splitlines()[-1])
     except (IndexError, json.JSONDecodeError):
@@ -222,7 +219,6 @@ def served(loads: dict) -> dict:
     return result
 
 
-@pytest.mark.late
 def test_the_env_is_the_containers_stack(served):
     v = served["versions"]
     assert v["transformers"] == "4.51.3"
@@ -230,7 +226,6 @@ def test_the_env_is_the_containers_stack(served):
     assert v["tokenizers"].startswith("0.21.")
 
 
-@pytest.mark.late
 def test_toolkit_serves_the_artifact_with_its_own_handler(served, artifact):
     tk = served["toolkit"]
     assert tk["ok"] and tk["content_type"] == "application/json"
@@ -261,7 +256,6 @@ def test_the_transformers5_tokenizer_is_rewritten_for_4x(source_model, artifact)
     assert manifest["verification"]["tokenizer_ids_match"] and len(manifest["tokenizer_rewritten"]) == 1
 
 
-@pytest.mark.late
 def test_4x_loads_the_rewritten_tokenizer_as_written(served):
     tokenizer = served["direct"]["tokenizer"]
     assert tokenizer == {
@@ -271,7 +265,6 @@ def test_4x_loads_the_rewritten_tokenizer_as_written(served):
     }
 
 
-@pytest.mark.late
 def test_toolkit_reply_equals_the_handler_called_directly_under_4x(served):
     # Same stack, same greedy request: going through the toolkit must not change the answer.
     assert served["direct"]["ok"]
@@ -280,7 +273,6 @@ def test_toolkit_reply_equals_the_handler_called_directly_under_4x(served):
     assert served["direct"]["dtype"] == "torch.float32"
 
 
-@pytest.mark.late
 def test_tokens_and_logits_agree_with_transformers5(served, artifact):
     """Across stacks: the same prompt ids and (within fp16 noise) the same next-token logits."""
     import torch
@@ -299,7 +291,6 @@ def test_tokens_and_logits_agree_with_transformers5(served, artifact):
     )
 
 
-@pytest.mark.late
 def test_a_transformers5_only_artifact_fails_there(prepared: Prepared, loads: dict):
     """The check can fail: a tokenizer saved by transformers 5 (class TokenizersBackend) loads under 5.x but
     not under 4.51, and the toolkit path reports it."""
@@ -328,7 +319,6 @@ def chat_served(loads: dict) -> dict:
     return result
 
 
-@pytest.mark.late
 def test_toolkit_serves_a_chat_request_with_the_artifacts_handler(chat_served: dict, chat_artifact: Path) -> None:
     from openai.types.chat import ChatCompletion
 
@@ -343,7 +333,6 @@ def test_toolkit_serves_a_chat_request_with_the_artifacts_handler(chat_served: d
     assert direct["stream_text"] == direct["reply"]["choices"][0]["message"]["content"]  # stream_fn under 4.51
 
 
-@pytest.mark.late
 def test_the_chat_template_and_the_model_agree_with_transformers5(chat_served: dict, chat_artifact: Path) -> None:
     """The template renders the same prompt (same ids) under 4.51 and 5.x, and the next-token logits agree: with the
     RoPE base lost from config.json (transformers 5 writes rope_parameters, 4.x reads rope_theta) they differ by
@@ -372,7 +361,6 @@ def loader_module():
     return loader
 
 
-@pytest.mark.late
 def test_a_generated_tool_call_is_read_under_4x(chat_served: dict) -> None:
     message = chat_served["direct"]["tool_reply"]["choices"][0]["message"]
     assert chat_served["direct"]["tool_reply"]["choices"][0]["finish_reason"] == "tool_calls"
@@ -380,7 +368,6 @@ def test_a_generated_tool_call_is_read_under_4x(chat_served: dict) -> None:
     assert [c["function"] for c in message["tool_calls"]] == [{"name": "get_weather", "arguments": '{"city": "Paris"}'}]
 
 
-@pytest.mark.late
 def test_which_tiny_chat_architectures_the_container_serves(loads: dict) -> None:
     """Each tiny chat model built as hf-fastload (under transformers 5) and served a chat request under the
     container's transformers 4.51.3: all of them, Qwen3 included (4.49, the image before, predates it: "does not
@@ -474,7 +461,6 @@ def tokenizers_023(prepared: Prepared) -> dict[str, Path]:
     return prepared.tokenizers_023
 
 
-@pytest.mark.late
 def test_rewritten_tokenizer_json_loads_in_old_tokenizers(prepared: Prepared):
     """tokenizers 0.14.1 and 0.15.2 cannot read what 0.23 writes; they read the rewrite and encode every sample
     exactly as 0.23 encodes the original."""
@@ -482,7 +468,7 @@ def test_rewritten_tokenizer_json_loads_in_old_tokenizers(prepared: Prepared):
         assert any(r.startswith("tokenizer.json:") for r in shape["rewritten"]), (name, shape["rewritten"])
         assert shape["rewritten_ids"] == shape["expected"], name
     for version in OLD_TOKENIZERS:
-        run = prepared.runs[f"old-tokenizers-{version}"].result()
+        run = prepared.runs[f"old-tokenizers-{version}"]
         assert run.returncode == 0, run.stderr[-2000:]
         result = json.loads(run.stdout)
         assert result["version"] == version
@@ -590,7 +576,3 @@ def test_transformers5_class_without_tokenizer_json_is_refused(tmp_path):
         r"no tokenizer.json, so transformers 4.51.3 .*; allowed: ",
     ):
         plan_tokenizer(tmp_path, HF_PYTORCH_INFERENCE.python_stack, "transformers 4.51.3 (the serving container)")
-
-
-if __name__ == "__main__":
-    sys.exit(pytest.main([__file__, "-q"]))

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import os
-
 import pytest
-from helpers import ROOT
+from hermetic import subprocess_env
 
 
 @pytest.fixture
 def make_env(emulator) -> dict[str, str]:
     """This process's environment with the emulator's endpoint and credentials, and the project's venv first on
     PATH, as a developer's shell has it after `make install`."""
-    return {**os.environ, **emulator.client_env(), "PATH": f"{ROOT / '.venv' / 'bin'}{os.pathsep}{os.environ['PATH']}"}
+    return subprocess_env(**emulator.client_env())  # the venv's bin is on its PATH (tests/hermetic.py)
