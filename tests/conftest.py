@@ -9,6 +9,7 @@ session and its templates shared by all tests. Everything is written under pytes
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -241,3 +242,58 @@ def moto_env(emulator: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     for k, v in emulator.client_env().items():
         monkeypatch.setenv(k, v)
     return emulator
+
+
+# ---------------------------------------------------------------------------------------------------- nothing outlives its test
+
+# Started on a library's first use and kept for the process's life by the library itself, not by a test: jsii's node
+# kernel (aws_cdk's first import), tqdm's monitor thread (its first progress bar), multiprocessing's resource tracker.
+_LIBRARY_OWNED = ("jsii", "TMonitor", "multiprocessing.resource_tracker")
+
+
+def _children() -> dict[int, str]:
+    """This process's child processes: {pid: command line}."""
+    found = {}
+    for children in Path(f"/proc/{os.getpid()}/task").glob("*/children"):
+        for pid in children.read_text().split():
+            try:
+                found[int(pid)] = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:  # gone meanwhile
+                pass
+    return found
+
+
+_STARTED_BEFORE_THE_BODY = pytest.StashKey[tuple[set, set]]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    import threading
+
+    item.stash[_STARTED_BEFORE_THE_BODY] = (set(threading.enumerate()), set(_children()))
+    return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None):
+    """A thread or process started while a test's body ran must end with the test, its function fixtures' teardown
+    included (fixtures of wider scope own what lives longer; they start it while setting up): checked after the
+    teardown, with a few seconds' grace for one that is shutting down."""
+    import threading
+    import time
+
+    result = yield
+    if _STARTED_BEFORE_THE_BODY not in item.stash:  # the body never ran (a setup error or a skip)
+        return result
+    threads, children = item.stash[_STARTED_BEFORE_THE_BODY]
+    deadline = time.monotonic() + 5
+    while True:
+        left = [t.name for t in threading.enumerate() if t not in threads and t.is_alive()]
+        left += [cmd for pid, cmd in _children().items() if pid not in children]
+        left = [name for name in left if not any(owner in name for owner in _LIBRARY_OWNED)]
+        if not left or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    if left:
+        raise AssertionError(f"{item.nodeid} left running: {left}")
+    return result
