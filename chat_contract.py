@@ -687,7 +687,7 @@ def parse_chat_request(
     # 0 is greedy decoding (OpenAI's meaning); between 0 and the generation contract's floor, sampling divides the
     # logits into infinities and the engine fails (request_contract.py's bounds): refused, as there.
     floor = request_contract.PARAMETERS["temperature"].low
-    if temperature is not None and 0 < temperature < floor:
+    if temperature is not None and floor is not None and 0 < temperature < floor:
         raise _refuse(
             "temperature", f"must be 0 (greedy) or between {floor:g} and {MAX_TEMPERATURE:g}, got {_show(temperature)}"
         )

@@ -322,8 +322,7 @@ def check_json_tree(value: Any, text: str | None = None) -> None:
     JSON `text`, bodies that can hold neither (the usual case) are not walked at all: a lone surrogate can only
     come from a \\uD800-\\uDFFF escape (the UTF-8 decoder refuses encoded surrogates), and more than
     MAX_JSON_DEPTH levels need more than that many brackets."""
-    brackets = None if text is None else text.count("[") + text.count("{")
-    if brackets is not None and brackets <= MAX_JSON_DEPTH and not _SURROGATE_ESCAPE.search(text):
+    if text is not None and text.count("[") + text.count("{") <= MAX_JSON_DEPTH and not _SURROGATE_ESCAPE.search(text):
         return
     queue: deque[tuple[Any, Any, int]] = deque([(value, None, 1)])
     while queue:

@@ -15,7 +15,9 @@ def main() -> None:
     import uvicorn
 
     from systems.byoc_server.app import create_app
+    from systems.byoc_server.contract import Handler
 
+    handler: Handler
     if kind == "deepspeed":
         import torch
 

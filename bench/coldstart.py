@@ -177,8 +177,8 @@ def bench(raw: Path, shape: str, reps: int, log) -> dict[str, Any]:
         name
     ) in "ad":  # untimed: first-call costs (transformers' lazy imports of GPT-2 + generate, first reads) out of run 1
         run_variant(name, paths)
-    ready = {(v, s): [] for v in "abcd" for s in ("cold", "warm")}
-    first_token = {(v, s): [] for v in "abcd" for s in ("cold", "warm")}
+    ready: dict[tuple[str, str], list[float]] = {(v, s): [] for v in "abcd" for s in ("cold", "warm")}
+    first_token: dict[tuple[str, str], list[float]] = {(v, s): [] for v in "abcd" for s in ("cold", "warm")}
     for rep in range(reps):
         for v in "abcd":
             for state in ("cold", "warm"):

@@ -202,7 +202,9 @@ def _handler_generate(bundle: dict):
 
     def generate(batch: int, n: int) -> list[dict[str, str]]:
         body = {"inputs": [PROMPT] * batch, "parameters": {"max_new_tokens": n, "min_new_tokens": n}}
-        return handler.predict_fn(body, bundle)
+        generated = handler.predict_fn(body, bundle)
+        assert isinstance(generated, list)  # a generation request, not a chat one
+        return generated
 
     return generate
 
@@ -330,10 +332,13 @@ def onnx_vs_torch(
     on artifacts of the same checkpoint."""
     from systems.byoc_server.contract import GenerationParameters
     from systems.hf_fastload.handler import inference as handler
+    from systems.tensorrt_byoc.handler.engine import OnnxRuntimeBackend
     from systems.tensorrt_byoc.handler.handler import TensorRTHandler
 
     trt = TensorRTHandler(backend="onnxruntime")
     trt.load(trt_artifact)
+    ort_backend = trt.backend
+    assert isinstance(ort_backend, OnnxRuntimeBackend)
     ids = trt.tokenizer.encode(PROMPT, add_special_tokens=False).ids
 
     def ort_generate(batch: int, n: int) -> list[list[int]]:
@@ -342,7 +347,7 @@ def onnx_vs_torch(
     torch_bundle = handler.load_model(torch_artifact, decode="eager")
     out: dict[str, Any] = {
         "new_tokens": new_tokens,
-        "onnxruntime_providers": list(trt.backend.providers),
+        "onnxruntime_providers": list(ort_backend.providers),
         "torch_dtype": str(torch_bundle["dtype"]),
         "onnx_dtype": trt.info.get("dtype"),
         "systems": {},

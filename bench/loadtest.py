@@ -243,6 +243,7 @@ async def _bare_httpx_ttft(url: str, requests: int, input_tokens: int, output_to
                 async for raw in reply.aiter_raw():
                     if first is None and b'"content": " tok"' in raw:
                         first = time.perf_counter() - started
+            assert first is not None, "the reply carried no token"
             ttft.append(first * 1000)
     return ttft
 
@@ -440,7 +441,7 @@ def local_server(
     from model_build import loadtest
 
     source = text_vocab_checkpoint(raw / "src-gpt2-124m-textvocab").resolve()
-    artifacts = {"hf-fastload": None}
+    artifacts: dict[str, Path] = {}
     text = "endpoints:\n" + models.endpoint_yaml("srv-hf", source, dtype="fp32")
     artifacts["hf-fastload"], _ = models.build(
         text, raw / "config-loadtest-gpt2-124m.yaml", "srv-hf", (raw / "serve-gpt2-124m-textvocab" / "srv-hf").resolve()

@@ -141,8 +141,8 @@ def bench(
 
     scratch = Path(tempfile.mkdtemp(dir=raw, prefix="s3coldstart-"))
     emu = emulator or moto_server.start(raw / "moto-logs-s3coldstart")
-    samples = {v: [] for v in VARIANTS}
-    download = {v: [] for v in VARIANTS}
+    samples: dict[str, list[float]] = {v: [] for v in VARIANTS}
+    download: dict[str, list[float]] = {v: [] for v in VARIANTS}
     try:
         with emu.activated():
             emu.reset()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from artifact.manifest import MANIFEST_NAME, Manifest, ManifestError
 from chat_contract import ChatFeatures
@@ -36,7 +36,7 @@ from endpoint_config.operations import (
 from endpoint_config.security import network_isolation
 from endpoint_config.slo import ManagedBenchmark, managed_benchmark, results_prefix
 from systems import ServingSystem
-from systems.base import OwnContainer
+from systems.base import EngineOptions, OwnContainer
 from systems.checks import unsized_model_warning
 from systems.images import ImagePin
 
@@ -233,7 +233,7 @@ class EndpointPlan:
     stack_name: str
     emulator: bool
     artifact: ArtifactRef
-    engine: Any  # the system's typed engine options (ServingSystem.engine_options)
+    engine: EngineOptions  # an instance of the system's own options class (ServingSystem.engine_options)
     model_copies: int
     download_timeout_s: int
     startup_timeout_s: int

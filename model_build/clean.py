@@ -105,10 +105,8 @@ def in_use(session: Any, endpoint_name: str, endpoint: str) -> InUse:
     described = _describe(sm.describe_endpoint, f"endpoint {endpoint_name}", EndpointName=endpoint_name)
     if described is None:
         return InUse()
-    configs = {described.get("EndpointConfigName")} | {
-        (described.get("PendingDeploymentSummary") or {}).get("EndpointConfigName")
-    }
-    configs -= {None}
+    pending = (described.get("PendingDeploymentSummary") or {}).get("EndpointConfigName")
+    configs: set[str] = {name for name in (described.get("EndpointConfigName"), pending) if name is not None}
     models: set[str] = set()
     hosts_components = False
     for config in sorted(configs):

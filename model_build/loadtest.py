@@ -316,6 +316,7 @@ class OpenAITarget:
 
     def body(self, prompt: Prompt) -> dict[str, Any]:
         workload = self.workload
+        assert workload is not None, "open() first"
         messages = prompt.messages or [{"role": "user", "content": prompt.text}]
         body: dict[str, Any] = {
             "model": self.model,
@@ -502,10 +503,12 @@ class SageMakerRuntimeTarget:
                 'the sagemaker-runtime target sends {"inputs": prompt}: a dataset line with '
                 '"messages" needs the openai target'
             )
+        workload = self.workload
+        assert workload is not None, "open() first"
         params: dict[str, Any] = {"max_new_tokens": prompt.output_tokens}
-        if self.workload.exact_output_tokens:
+        if workload.exact_output_tokens:
             params["min_new_tokens"] = prompt.output_tokens
-        request: dict[str, Any] = {"inputs": prompt.text, "parameters": {**params, **self.workload.parameters}}
+        request: dict[str, Any] = {"inputs": prompt.text, "parameters": {**params, **workload.parameters}}
         if self.streaming:
             request["stream"] = True  # how LMI is asked to stream (endpoint_runtime/stream.py)
         return json.dumps(request).encode()

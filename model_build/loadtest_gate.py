@@ -109,9 +109,7 @@ class ResultStore:
     """Results of one endpoint: always under `root` on this machine; also in S3 (`s3` client, `bucket`, `prefix`)
     when given, where earlier results are then read from (a pipeline's build/ does not outlive its build)."""
 
-    def __init__(
-        self, root: Path, endpoint: str, s3: Any = None, bucket: str | None = None, prefix: str | None = None
-    ) -> None:
+    def __init__(self, root: Path, endpoint: str, s3: Any = None, bucket: str | None = None, prefix: str = "") -> None:
         self.root, self.endpoint = Path(root), endpoint
         self.s3, self.bucket, self.prefix = s3, bucket, prefix
 

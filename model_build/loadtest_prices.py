@@ -52,10 +52,13 @@ def hosting_price_from_products(products: list[Any], instance_type: str, region:
     if len(dims) != 1:
         raise PriceError(f"{where}: expected one hourly price dimension, got {len(dims)}")
     usd = (dims[0].get("pricePerUnit") or {}).get("USD")
+    no_price = PriceError(f"{where}: no USD price per unit ({usd!r})")
+    if usd is None:
+        raise no_price
     try:
         price = float(usd)
     except (TypeError, ValueError):
-        raise PriceError(f"{where}: no USD price per unit ({usd!r})") from None
+        raise no_price from None
     if price <= 0:
         raise PriceError(f"{where}: price {price} is not positive")
     return price

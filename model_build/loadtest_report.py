@@ -88,7 +88,7 @@ def summarize_level(
     tpot = [
         (r.chunk_times[-1] - r.chunk_times[0]) * 1000 / (r.output_tokens - 1)
         for r in ok
-        if len(r.chunk_times) >= 2 and (r.output_tokens or 0) >= 2
+        if len(r.chunk_times) >= 2 and r.output_tokens is not None and r.output_tokens >= 2
     ]
     per_request = [r.output_tokens / (r.end - r.start) for r in ok if r.output_tokens and r.end > r.start]
     throughput = tokens / wall if wall > 0 else math.nan
@@ -101,7 +101,7 @@ def summarize_level(
         "errors_by_kind": dict(Counter(r.error_kind for r in failed)),
         "error_examples": {
             kind: next(r.error for r in failed if r.error_kind == kind)
-            for kind in sorted({r.error_kind for r in failed})
+            for kind in sorted({r.error_kind for r in failed if r.error_kind is not None})
         },
         "wall_s": wall,
         "requests_per_s": len(ok) / wall if wall > 0 else math.nan,

@@ -18,7 +18,7 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from artifact.manifest import MANIFEST_NAME, FileEntry, Manifest, ManifestError, sha256_file
 
@@ -289,7 +289,7 @@ class _Verifier:
         self.build_dir, self.entries, self.prints = build_dir, entries, prints  # entries by S3 key
         self.pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="publish-hash")
         self.hashes: dict[str, Future] = {}
-        self.uploads: dict[str, object] = {}
+        self.uploads: dict[str, Any] = {}  # s3transfer TransferFutures
         self.problems: dict[str, str] = {}
         self.lock = threading.Lock()
         self.event_id = f"publish-verify-{id(self)}"
@@ -298,7 +298,11 @@ class _Verifier:
         for key in keys:
             fut = self.pool.submit(sha256_file, self.build_dir / self.entries[key].path)
             self.hashes[key] = fut
-            fut.add_done_callback(lambda _, key=key: self._cancel_if_refused(key))
+
+            def hashed(_: Future, key: str = key) -> None:
+                self._cancel_if_refused(key)
+
+            fut.add_done_callback(hashed)
 
     def uploading(self, key: str, transfer_future) -> None:
         with self.lock:
@@ -318,6 +322,7 @@ class _Verifier:
         """The problem with this key's file (None: intact). Waits for its hash; `final` also compares the
         file's fingerprint now with the one taken at the start."""
         entry = self.entries[key]
+        problem: str | None
         try:
             digest = self.hashes[key].result()
         except OSError as err:
@@ -412,12 +417,12 @@ def pack_tarball(build_dir: Path, names: list[str], dest: Path, *, packer: str |
         open(dest, "wb") as raw,
         gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=level, mtime=0) as gzf,
     ):
-        with tarfile.open(fileobj=gzf, mode="w", format=tarfile.GNU_FORMAT) as tar:
+        with tarfile.open(fileobj=gzf, mode="w", format=tarfile.GNU_FORMAT) as archive:
             for name in names:
-                info = tar.gettarinfo(str(build_dir / name), arcname=name)
+                info = archive.gettarinfo(str(build_dir / name), arcname=name)
                 info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "", ""
                 with open(build_dir / name, "rb") as f:
-                    tar.addfile(info, f)
+                    archive.addfile(info, f)
     return packer
 
 

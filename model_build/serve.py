@@ -15,13 +15,13 @@ import threading
 import traceback
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, TypeGuard
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 import chat_contract
-from endpoint_runtime.invoke import retryable_error
+from endpoint_runtime.invoke import Retryable, retryable_error
 
 from . import bearer_token, event_stream
 
@@ -55,7 +55,17 @@ NO_CAPACITY_MESSAGE = (
     "in-progress (if configured) or try to increase the capacity by invoking "
     "UpdateInferenceComponentRuntimeConfig API."
 )
-NO_CAPACITY = retryable_error("ValidationError", NO_CAPACITY_MESSAGE)
+
+
+def _retryable(code: str, message: str) -> Retryable:
+    """The invoke.RETRYABLE_ERRORS entry of an error this server answers."""
+    found = retryable_error(code, message)
+    if found is None:
+        raise LookupError(f"invoke.RETRYABLE_ERRORS has no entry for {code}: {message!r}")
+    return found
+
+
+NO_CAPACITY = _retryable("ValidationError", NO_CAPACITY_MESSAGE)
 # While the model loads, /invocations and the OpenAI route answer 503 with this Retry-After (a choice: a tiny model
 # loads in seconds; the container contract's GET /ping says when it is ready).
 LOADING_RETRY_AFTER_S = 5
@@ -85,7 +95,7 @@ class ModelHost:
 
     def invoke(self, body: bytes, content_type: str | None, accept: str | None) -> tuple[int, str]:
         """Run input_fn -> predict_fn -> output_fn; return (status, body). 400 for ValueError, 500 else."""
-        if not self.loaded.is_set() or self.model is None:
+        if not self.loaded.is_set() or self.model is None or self.handler is None:
             return 503, json.dumps({"error": self.load_error or "model is still loading"})
         handler = self.handler
         try:
@@ -104,7 +114,7 @@ class ModelHost:
         """The OpenAI route: (status, JSON text or an iterator of SSE events, media type). The body must be a
         chat request; a streamed one is answered by stream_fn (once its first event is ready, so a refusal
         still gets its status), a whole one by predict_fn + output_fn. Refusals and failures in OpenAI's shape."""
-        if not self.loaded.is_set() or self.model is None:
+        if not self.loaded.is_set() or self.model is None or self.handler is None:
             return 503, _openai_error(self.load_error or "model is still loading", "service_unavailable"), JSON
         handler = self.handler
         try:
@@ -133,7 +143,7 @@ class ModelHost:
     def stream(self, body: bytes, content_type: str | None) -> tuple[int, Any]:
         """Start input_fn -> stream_fn; return (200, an iterator of the reply's chunks) once the first chunk is
         ready (so a bad request still gets its status), else (status, error JSON) as `invoke` does."""
-        if not self.loaded.is_set() or self.model is None:
+        if not self.loaded.is_set() or self.model is None or self.handler is None:
             return 503, json.dumps({"error": self.load_error or "model is still loading"})
         handler = self.handler
         if not hasattr(handler, "stream_fn"):
@@ -155,7 +165,7 @@ JSON = "application/json"
 SSE = chat_contract.SSE_CONTENT_TYPE
 
 
-def _is_chat_error(err: Exception) -> bool:
+def _is_chat_error(err: Exception) -> TypeGuard[chat_contract.ChatError]:
     """A chat_contract.ChatError, from whichever copy of the module the artifact's handler imported."""
     return all(hasattr(err, name) for name in ("status", "type", "param", "code", "message"))
 

@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Annotated, Any, ClassVar, Literal, get_args, get_origin
+from typing import Annotated, Any, ClassVar, Literal, Self, get_args, get_origin
 
 from pydantic import Field, ValidationError
 
@@ -39,11 +39,11 @@ class Capability:
     note: str
 
     @classmethod
-    def yes(cls, how: str) -> Capability:
+    def yes(cls, how: str) -> Self:
         return cls(True, how)
 
     @classmethod
-    def no(cls, why: str) -> Capability:
+    def no(cls, why: str) -> Self:
         return cls(False, why)
 
 
@@ -113,7 +113,7 @@ class EngineOptions(Strict):
         return []
 
     @classmethod
-    def parse(cls, ep: EndpointSpec) -> EngineOptions:
+    def parse(cls, ep: EndpointSpec) -> Self:
         """The endpoint's options as this model (the config was checked by `engine_problems` when it loaded)."""
         return cls.model_validate(ep.engine)
 
@@ -379,8 +379,9 @@ class ServingSystem:
         """What is wrong with the endpoint's `engine:` options for this system (engine_problems)."""
         return engine_problems(ep, self.engine_options, others)
 
-    def engine(self, ep: EndpointSpec) -> Any:
-        """The endpoint's engine options as this system's typed model."""
+    def engine(self, ep: EndpointSpec) -> EngineOptions:
+        """The endpoint's engine options as this system's typed model (an instance of `engine_options`; a system's
+        own code reads its options as `<its options class>.parse(ep)`, typed as that class)."""
         return self.engine_options.parse(ep)
 
     def model_copies(self, ep: EndpointSpec, instance: InstanceType) -> int:

@@ -91,7 +91,8 @@ def quantization_of(config: dict[str, Any], hf_quant_config: dict[str, Any] | No
     if not method:
         raise ValueError(f"quantization_config has no quant_method; keys: {', '.join(sorted(declared))}")
     if method.startswith("modelopt"):
-        inner = declared.get("quantization") if isinstance(declared.get("quantization"), dict) else declared
+        nested = declared.get("quantization")
+        inner = nested if isinstance(nested, dict) else declared
         algo = str(inner.get("quant_algo", "")).upper()
         if algo not in MODELOPT_ALGOS:
             raise ValueError(
@@ -101,8 +102,8 @@ def quantization_of(config: dict[str, Any], hf_quant_config: dict[str, Any] | No
         return Quantization(resolved, algo, _FORMAT_BITS.get(resolved))
     if method == "compressed-tensors":
         groups = declared.get("config_groups") or {}
-        bits = {g.get("weights", {}).get("num_bits") for g in groups.values() if isinstance(g, dict)} - {None}
-        return Quantization(method, declared.get("format"), bits.pop() if len(bits) == 1 else None)
+        group_bits = {g.get("weights", {}).get("num_bits") for g in groups.values() if isinstance(g, dict)} - {None}
+        return Quantization(method, declared.get("format"), group_bits.pop() if len(group_bits) == 1 else None)
     if method in ("awq", "gptq"):
         return Quantization(method, None, declared.get("bits") or declared.get("w_bit"))
     if method == "bitsandbytes":

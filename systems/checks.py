@@ -52,10 +52,17 @@ def weight_limit_bytes(ep: EndpointSpec) -> int | None:
     return int(usable_bytes_per_gpu(ep.instance) * ep.tensor_parallel_degree)
 
 
+def _gpu_name(instance: InstanceType) -> str:
+    """The name of `instance`'s GPUs; the checks that ask run on GPU instances only."""
+    if instance.accelerators is None:
+        raise ValueError(f"instance type {instance.name!r} has no GPUs to check against")
+    return instance.accelerators.name
+
+
 def _gpus_phrase(ep: EndpointSpec) -> str:
     instance = ep.instance
     return (
-        f"{WEIGHT_SHARE_OF_GPU_MEMORY:.0%} of the {instance.gpu_memory_gib:.1f} GiB of each {instance.accelerators.name} "
+        f"{WEIGHT_SHARE_OF_GPU_MEMORY:.0%} of the {instance.gpu_memory_gib:.1f} GiB of each {_gpu_name(instance)} "
         f"on {ep.instance_type} x tensor_parallel_degree {ep.tensor_parallel_degree}"
     )
 
@@ -109,7 +116,7 @@ def system_problems(ep: EndpointSpec, system: ServingSystem, systems: dict[str, 
                     f"model {ep.model!r} ({facts.parameters / 1e9:.2f} B parameters, {facts.source}) needs "
                     f"{need / GIB:.1f} GiB of weights per GPU in {ep.dtype} at tensor_parallel_degree "
                     f"{ep.tensor_parallel_degree}, more than {WEIGHT_SHARE_OF_GPU_MEMORY:.0%} of the "
-                    f"{instance.gpu_memory_gib:.1f} GiB of each {instance.accelerators.name} on {ep.instance_type} "
+                    f"{instance.gpu_memory_gib:.1f} GiB of each {_gpu_name(instance)} on {ep.instance_type} "
                     f"({usable / GIB:.1f} GiB); raise tensor_parallel_degree, pick a larger GPU or a smaller dtype",
                 )
     if ep.weights_format not in system.weights_formats:
@@ -209,7 +216,7 @@ def compatibility_problems(
     default checkpoint_of(ep.model)), checkpoint_problems. For a system with a profile, on a GPU instance."""
     assert system.profile is not None
     profile = system.profile(ep)
-    gpu = ep.instance.accelerators.name
+    gpu = _gpu_name(ep.instance)
     problems = [
         f"endpoint {ep.name!r}: instance_type: value {ep.instance_type!r}: the image of system {ep.system!r} "
         f"({system.image.gpu_tag if system.image else 'own'}) cannot run there: {problem}"
@@ -227,7 +234,7 @@ def checkpoint_problems(
     """What the checkpoint's own facts refuse on this engine and instance, each naming what would work. Run at load
     (config.json of a local or known model) and by the engine systems' recipes at build (the real files)."""
     facts, instance, engine = checkpoint.facts, ep.instance, profile.engine
-    gpu = gpu_facts(instance.accelerators.name)
+    gpu = gpu_facts(_gpu_name(instance))
     problems: list[str] = []
 
     def bad(key: str, message: str) -> None:
@@ -302,6 +309,7 @@ def _fit_problems(ep: EndpointSpec, profile: EngineProfile, checkpoint: Checkpoi
     of one max_model_len sequence, against the share of each GPU's memory the engine fills."""
     facts, instance, tp = checkpoint.facts, ep.instance, ep.tensor_parallel_degree
     requested = profile.runtime_quantization
+    weights: float | None
     if facts.quantization is None and requested in RUNTIME_QUANTIZATION_BITS and facts.total_parameters:
         weights = facts.total_parameters * RUNTIME_QUANTIZATION_BITS[requested] / 8  # a lower bound
         precision = f"at least {RUNTIME_QUANTIZATION_BITS[requested]:g} bits a weight ({requested} at load)"
@@ -323,10 +331,11 @@ def _fit_problems(ep: EndpointSpec, profile: EngineProfile, checkpoint: Checkpoi
         cache = facts.kv.bytes_per_sequence(length, element, tp)
     if per_gpu + cache <= budget:
         return []
+    total, active = facts.total_parameters, facts.active_parameters
     moe = (
-        f"; every one of its {facts.total_parameters / 1e9:.1f} B mixture-of-experts parameters, not just the "
-        f"{facts.active_parameters / 1e9:.1f} B active per token"
-        if facts.is_moe
+        f"; every one of its {total / 1e9:.1f} B mixture-of-experts parameters, not just the "
+        f"{active / 1e9:.1f} B active per token"
+        if facts.is_moe and total is not None and active is not None
         else ""
     )
     need = f"{per_gpu / GIB:.1f} GiB of weights ({precision}{moe}) per GPU at tensor_parallel_degree {tp}"

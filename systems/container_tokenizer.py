@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from artifact import BuildError
 from systems import recipe_common as common
-from systems.images import OWN_CONTAINER_STACKS, PythonStack
+from systems.images import OWN_CONTAINER_STACKS, ImagePin, PythonStack
 
 if TYPE_CHECKING:
     from systems.base import ServingSystem
@@ -59,6 +59,16 @@ def python_stack_of(system: ServingSystem) -> PythonStack:
             "add them to systems/images.py (ImagePin.python_stack or OWN_CONTAINER_STACKS)"
         )
     return stack
+
+
+def image_python_stack(image: ImagePin) -> PythonStack:
+    """The transformers/tokenizers inside the AWS image `image` (its ImagePin.python_stack)."""
+    if image.python_stack is None:
+        raise ValueError(
+            f"image {image.repository}:{image.gpu_tag}: the transformers/tokenizers inside it are not recorded; "
+            "add them to systems/images.py (ImagePin.python_stack)"
+        )
+    return image.python_stack
 
 
 def plan_tokenizer(source: Path, stack: PythonStack, target: str) -> TokenizerExport:
@@ -175,4 +185,4 @@ def _nodes(node: Any, kind: str) -> list[dict[str, Any]]:
     return found
 
 
-__all__ = ["TokenizerExport", "plan_tokenizer", "python_stack_of", "GENERIC_FAST_CLASS"]
+__all__ = ["TokenizerExport", "image_python_stack", "plan_tokenizer", "python_stack_of", "GENERIC_FAST_CLASS"]

@@ -259,7 +259,7 @@ def run_recipe(
     fields: Callable[[], dict[str, Any]],
     reload: Callable[[], tuple[Any, Any]] | None = None,
     load: Callable[[Path], tuple[Any, Any]] | None = None,
-    reference: Callable[[Any, Any], Any] = reference_outputs,
+    reference: Callable[[Any, Any], tuple[Any, list[int], list[int]]] = reference_outputs,
     note: Mapping[str, str] | None = None,
     failure: str = "the written artifact does not reproduce the source model",
     verify: Callable[[Any, Any], dict[str, Any]] | None = None,
@@ -302,6 +302,7 @@ def run_recipe(
     steps.set_postfix_str(verify_label)
     if verify is None:
         assert reload is not None, "run_recipe needs reload or verify"
+        assert expected is not None  # computed above whenever verify is None
         artifact = reference(*reload())
         verification = compare_with_source(
             endpoint.name, endpoint.dtype, expected, artifact, note=note, failure=failure

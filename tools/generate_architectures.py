@@ -106,9 +106,10 @@ def module_dicts(source: str) -> dict[str, dict]:
     found = {}
     for node in ast.parse(source).body:
         target = node.targets[0] if isinstance(node, ast.Assign) else getattr(node, "target", None)
-        if isinstance(target, ast.Name) and isinstance(getattr(node, "value", None), ast.Dict):
+        value = getattr(node, "value", None)
+        if isinstance(target, ast.Name) and isinstance(value, ast.Dict):
             try:
-                found[target.id] = ast.literal_eval(node.value)
+                found[target.id] = ast.literal_eval(value)
             except ValueError:  # a dict built with ** or names: not a table
                 continue
     return found
@@ -225,7 +226,11 @@ def sglang_cli_flags(wheel: Wheel) -> frozenset[str]:
 def transformers_causal_lm(wheel: Wheel) -> dict[str, str]:
     """MODEL_FOR_CAUSAL_LM_MAPPING_NAMES (model_type -> class) of transformers/models/auto/modeling_auto.py."""
     for node in ast.parse(wheel.read("transformers/models/auto/modeling_auto.py")).body:
-        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES":
+        if (
+            isinstance(node, ast.Assign)
+            and getattr(node.targets[0], "id", "") == "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES"
+            and isinstance(node.value, ast.Call)  # OrderedDict([...])
+        ):
             return dict(ast.literal_eval(node.value.args[0]))
     raise SystemExit(f"{wheel.key}: no MODEL_FOR_CAUSAL_LM_MAPPING_NAMES in modeling_auto.py")
 
@@ -369,8 +374,12 @@ def dict_keys(source: str, name: str, in_class: str | None = None) -> frozenset:
     for body in bodies:
         for node in body:
             target = node.targets[0] if isinstance(node, ast.Assign) else getattr(node, "target", None)
-            if isinstance(target, ast.Name) and target.id == name and isinstance(node.value, ast.Dict):
-                return frozenset(key.value for key in node.value.keys)
+            value = getattr(node, "value", None)
+            if isinstance(target, ast.Name) and target.id == name and isinstance(value, ast.Dict):
+                keys = [key.value for key in value.keys if isinstance(key, ast.Constant)]
+                if len(keys) != len(value.keys):
+                    raise SystemExit(f"dict {name}: a key is not a literal (a name or a ** spread)")
+                return frozenset(keys)
     raise SystemExit(f"no dict {name} found" + (f" in class {in_class}" if in_class else ""))
 
 

@@ -11,7 +11,7 @@ import json
 import os
 import re
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import BinaryIO
+from io import BufferedIOBase
 
 from endpoint_runtime import invoke, stream
 
@@ -62,7 +62,7 @@ def too_large(cap: int, size: str) -> FramingError:
     return FramingError(413, "payload_too_large", f"request body must be at most {cap} bytes, got {size} bytes")
 
 
-def read_chunked(rfile: BinaryIO, cap: int) -> bytes:
+def read_chunked(rfile: BufferedIOBase, cap: int) -> bytes:
     """A chunked body (RFC 9112 section 7.1), decoded: at most `cap` bytes, else FramingError 413 as soon as the
     chunk sizes pass it (the rest is left unread). Extensions and trailer fields are read and dropped."""
     body = bytearray()

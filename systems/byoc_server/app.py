@@ -16,7 +16,7 @@ import traceback
 import uuid
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
@@ -24,6 +24,7 @@ from starlette.concurrency import iterate_in_threadpool, run_in_threadpool
 
 from .contract import (
     ChatError,
+    ChatHandler,
     Handler,
     RequestError,
     chat_contract,
@@ -74,8 +75,9 @@ class ModelState:
 
     def generate_stream(self, prompt: str, parameters: Any) -> Any:
         """The handler's pieces of text, holding the model's lock until the last one."""
+        handler = cast(ChatHandler, self.handler)  # chat() refused a stream from a handler without generate_stream
         with self.lock:
-            yield from self.handler.generate_stream(prompt, parameters)
+            yield from handler.generate_stream(prompt, parameters)
 
     def chat(self, data: Any) -> tuple[chat_contract.ChatRequest, str, Any]:
         """Parse a chat request and render its prompt: (request, prompt, generation parameters)."""

@@ -108,6 +108,8 @@ def build(endpoint: EndpointSpec, out_dir: Path, progress: bool = True) -> dict[
     )
     source_config = check_architecture(endpoint, source)
     engine = engine_config(endpoint, source_config)
+    container = SYSTEM.own_container
+    assert container is not None  # the image is built from this repository
 
     from systems.deepspeed_byoc.handler.handler import DeepSpeedHandler
 
@@ -143,7 +145,7 @@ def build(endpoint: EndpointSpec, out_dir: Path, progress: bool = True) -> dict[
             "engine": engine,
             "libraries": common.library_versions(),
             "target_container": {
-                "dockerfile": SYSTEM.own_container.dockerfile,
+                "dockerfile": container.dockerfile,
                 "base_image": BASE_IMAGE,
                 "torch": TORCH_VERSION,
                 "deepspeed": DEEPSPEED_VERSION,

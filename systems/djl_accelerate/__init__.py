@@ -33,10 +33,10 @@ class AccelerateEngineOptions(DjlEngineOptions):
     """The `engine:` options djl-accelerate implements. No max_model_len: the Hugging Face handler has no
     engine-wide length limit to set, so it is refused, not ignored."""
 
+    custom_handler: bool = False  # ship our model.py as the entry point
     max_batch_size: MaxBatchSize | None = None  # batch_size (+ max_batch_delay): DJL dynamic batching
     rolling_batch: Literal["disable"] | None = None  # the plain transformers path
     entry_point: Literal["djl_python.huggingface"] | None = None
-    custom_handler: bool = False  # ship our model.py as the entry point
 
 
 def serving_properties(endpoint: EndpointSpec) -> dict[str, str]:

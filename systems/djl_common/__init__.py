@@ -17,7 +17,7 @@ import math
 import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 from artifact import BuildError
 from endpoint_config import EndpointSpec
@@ -117,12 +117,12 @@ def djl_request_timeout(properties: Callable[[EndpointSpec], Mapping[str, str]] 
     return RequestTimeout(environment=environment, limit_s=limit_s)
 
 
-def djl_system(**fields: object) -> ServingSystem:
+def djl_system(**fields: Any) -> ServingSystem:
     """A DJL Serving / LMI system: GPU images that start one model copy per `tensor_parallel_degree` GPUs
     (ml.g5.12xlarge, 4 GPUs, at degree 2 serves 2 copies; autoscaling targets are per copy). `fields` are the
     system's own ServingSystem fields; these defaults are what every DJL/LMI system shares (a system with a
     serving.properties passes its own request_timeout, which reads it)."""
-    shared: dict[str, object] = dict(
+    shared: dict[str, Any] = dict(
         architectures=("decoder",),
         gpu_only=True,
         default_download_timeout_s=600,
@@ -147,15 +147,13 @@ def refuse(endpoint: EndpointSpec, key: str, value: object, allowed: str) -> Bui
 
 
 class DjlEngineOptions(EngineOptions):
-    """What every DJL Serving / LMI system's engine options share: how a refusal reads, and custom_handler (false
-    unless the system ships our model.py; those systems widen it). Each system subclasses it with the keys it
-    accepts (its __init__.py)."""
+    """What every DJL Serving / LMI system's engine options share: how a refusal reads. Each system subclasses it
+    with the keys it accepts (its __init__.py), custom_handler first: `Literal[False]` unless the system ships our
+    model.py, `bool` where it does (declared per system, so no subclass narrows a field it inherits)."""
 
     REFUSALS: ClassVar[dict[str, str]] = {
         "custom_handler": "value True is not supported by system {system!r}; allowed: false (the engine's own handler serves)",
     }
-
-    custom_handler: Literal[False] = False
 
     def conflicts(self) -> list[str]:
         entry_point = getattr(self, "entry_point", None)

@@ -26,7 +26,7 @@ from artifact.source import resolve_model_source
 from endpoint_config import EndpointSpec
 from systems import recipe_common as common
 from systems.chat_template import write_chat_template
-from systems.container_tokenizer import plan_tokenizer
+from systems.container_tokenizer import image_python_stack, plan_tokenizer
 from systems.images import ImagePin
 
 from . import SERVING_PROPERTIES, copies_per_instance, write_properties
@@ -61,7 +61,7 @@ def build_decoder_artifact(
     common.check_causal_lm(endpoint, source_config)
     if model_types is not None:
         check_model_types(endpoint, source_config, model_types)
-    stack = image.python_stack
+    stack = image_python_stack(image)
     target = f"transformers {stack.transformers} (djl-inference:{image.gpu_tag})"
     tokenizer_export = plan_tokenizer(source, stack, target)
     out_dir = Path(out_dir)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal, Self
 
 from artifact import BuildError
 from endpoint_config import EndpointSpec
@@ -52,11 +52,12 @@ class LmiEngineOptions(DjlEngineOptions):
 
     HINTS: ClassVar[dict[str, str]] = {"rolling_batch": ASYNC_MODE_BATCHING}
 
+    custom_handler: Literal[False] = False
     max_batch_size: MaxBatchSize | None = None  # OPTION_MAX_ROLLING_BATCH_SIZE
     max_model_len: MaxModelLen | None = None
 
     @classmethod
-    def parse(cls, ep: EndpointSpec) -> LmiEngineOptions:
+    def parse(cls, ep: EndpointSpec) -> Self:
         """The keys this class knows: what both systems share reads an lmi-vllm endpoint's options too, whose own
         keys (max_lora_rank) its system's model validated when the config loaded."""
         return cls.model_validate({k: v for k, v in ep.engine.items() if k in cls.model_fields})
@@ -120,6 +121,7 @@ def build_lmi(
 
     check_engine_options(endpoint)
     check_max_model_len(endpoint, resolve_model_source(endpoint.model, endpoint.revision))
+    assert system.image is not None  # the LMI systems run AWS's image
     return build_decoder_artifact(
         endpoint,
         out_dir,

@@ -32,11 +32,11 @@ MAX_BATCH_DELAY_MS = 100
 class DeepSpeedEngineOptions(DjlEngineOptions):
     """The `engine:` options djl-deepspeed implements (serving.properties keys in `serving_properties`)."""
 
+    custom_handler: bool = False  # ship our model.py as the entry point
     max_batch_size: MaxBatchSize | None = None  # batch_size (+ max_batch_delay): DJL dynamic batching
     max_model_len: MaxModelLen | None = None  # option.max_tokens
     rolling_batch: Literal["disable"] | None = None  # GPT-J is no DeepSpeed rolling-batch architecture
     entry_point: Literal["djl_python.deepspeed"] | None = None
-    custom_handler: bool = False  # ship our model.py as the entry point
 
 
 def serving_properties(endpoint: EndpointSpec) -> dict[str, str]:

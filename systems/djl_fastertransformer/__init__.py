@@ -44,8 +44,8 @@ class FasterTransformerEngineOptions(DjlEngineOptions):
     batching, so no max_batch_size), no rolling batch in FasterTransformer for T5, per-request length limits
     instead of an engine-wide one (no max_model_len), and model.py is always the handler (no entry_point)."""
 
-    rolling_batch: Literal["disable"] | None = None
     custom_handler: bool = False  # model.py serves either way
+    rolling_batch: Literal["disable"] | None = None
 
 
 def serving_properties(endpoint: EndpointSpec) -> dict[str, str]:

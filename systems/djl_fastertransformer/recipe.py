@@ -28,7 +28,7 @@ from artifact import BuildError
 from artifact.source import resolve_model_source
 from endpoint_config import EndpointSpec
 from systems import recipe_common as common
-from systems.container_tokenizer import plan_tokenizer
+from systems.container_tokenizer import image_python_stack, plan_tokenizer
 from systems.djl_common import check_engine_options, copies_per_instance, write_properties
 from systems.djl_fastertransformer import CODE_DIR, HANDLER_FILE, MODEL_TYPES, SYSTEM, WEIGHTS_DIR, serving_properties
 from systems.images import DJL_FASTERTRANSFORMER_LEGACY
@@ -114,7 +114,7 @@ def build(endpoint: EndpointSpec, out_dir: Path, progress: bool = True) -> dict[
     source, names, weights_kind = select_files(endpoint)
     config = common.read_model_config(source, endpoint)
     check_model(endpoint, config)
-    stack = DJL_FASTERTRANSFORMER_LEGACY.python_stack
+    stack = image_python_stack(DJL_FASTERTRANSFORMER_LEGACY)
     tokenizer_export = plan_tokenizer(
         source, stack, f"transformers {stack.transformers} (djl-inference:{DJL_FASTERTRANSFORMER_LEGACY.gpu_tag})"
     )

@@ -19,7 +19,7 @@ from artifact.source import resolve_model_source
 from endpoint_config import EndpointSpec
 from systems import recipe_common as common
 from systems.chat_template import write_chat_template
-from systems.container_tokenizer import plan_tokenizer
+from systems.container_tokenizer import image_python_stack, plan_tokenizer
 from systems.images import HF_CONTAINER_TRANSFORMERS, HF_PYTORCH_INFERENCE
 
 HANDLER_SOURCE = Path(__file__).parent / "handler" / "inference.py"
@@ -69,7 +69,7 @@ def build(
     failure here never leaves a half-written artifact in place.
     """
     source = resolve_model_source(endpoint.model, endpoint.revision)
-    tokenizer_export = plan_tokenizer(source, HF_PYTORCH_INFERENCE.python_stack, common.HF_CONTAINER_TARGET)
+    tokenizer_export = plan_tokenizer(source, image_python_stack(HF_PYTORCH_INFERENCE), common.HF_CONTAINER_TARGET)
     source_config = common.read_model_config(source)
     common.check_causal_lm(endpoint, source_config, refuse_encoder_decoder=False, serves="AutoModelForCausalLM models")
 

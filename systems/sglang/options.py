@@ -217,7 +217,7 @@ class SglangSpeculativeConfig(Strict):
         return self
 
     def environment(self) -> dict[str, str]:
-        env = {f"{ENV_PREFIX}SPECULATIVE_ALGORITHM": self.algorithm}
+        env: dict[str, str] = {f"{ENV_PREFIX}SPECULATIVE_ALGORITHM": self.algorithm}
         for name in ("draft_model_path", "num_steps", "eagle_topk", "num_draft_tokens"):
             value = getattr(self, name)
             if value is not None:

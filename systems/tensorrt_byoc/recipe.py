@@ -237,10 +237,13 @@ def verify(artifact: Path, model: Any, tokenizer: Any, endpoint_name: str = "") 
     import numpy as np
 
     from systems.byoc_server.contract import GenerationParameters
+    from systems.tensorrt_byoc.handler.engine import OnnxRuntimeBackend
     from systems.tensorrt_byoc.handler.handler import TensorRTHandler
 
     handler = TensorRTHandler(backend="onnxruntime")
     handler.load(artifact)
+    backend = handler.backend
+    assert isinstance(backend, OnnxRuntimeBackend)
     # Within the profile: batches up to max_batch, prompts cut so prompt + new tokens fit max_sequence_length.
     new_tokens = min(VERIFY_NEW_TOKENS, handler.max_sequence_length // 2)
     keep = handler.max_sequence_length - new_tokens
@@ -268,7 +271,7 @@ def verify(artifact: Path, model: Any, tokenizer: Any, endpoint_name: str = "") 
                 max_diff = max(max_diff, float(max(diffs)))
             cases.append({"batch_size": batch_size, "prompts": prompts})
     result = {
-        "backend": f"onnxruntime {_ort_version()} ({', '.join(handler.backend.providers)})",
+        "backend": f"onnxruntime {_ort_version()} ({', '.join(backend.providers)})",
         "reference": "transformers GPT2LMHeadModel fp32 (PyTorch)",
         "cases": cases,
         "new_tokens": new_tokens,

@@ -220,7 +220,7 @@ def validate_request(data: Any) -> tuple[list[str], dict[str, Any]]:
     for key in ("min_new_tokens", "repetition_penalty", "num_beams"):
         if key in given:
             params[key] = given[key]
-    sampling = {k: given[k] for k in ("temperature", "top_p", "top_k") if k in given}
+    sampling: dict[str, Any] = {k: given[k] for k in ("temperature", "top_p", "top_k") if k in given}
     # Setting a sampling knob means sampling, unless do_sample says otherwise (then the knobs are dropped).
     params["do_sample"] = given.get("do_sample", bool(sampling))
     if params["do_sample"]:

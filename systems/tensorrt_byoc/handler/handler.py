@@ -21,16 +21,19 @@ import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .engine import PROFILE_FILE, Backend, open_backend
 
-try:  # the repository (tests, model_build): the same module objects the server there uses
+if TYPE_CHECKING:  # the type checker reads the repository's layout
     from systems.byoc_server.contract import GenerationParameters, RequestError
-except ImportError:  # the image: /opt/program/byoc_server
-    from byoc_server.contract import GenerationParameters, RequestError
+else:
+    try:  # the repository (tests, model_build): the same module objects the server there uses
+        from systems.byoc_server.contract import GenerationParameters, RequestError
+    except ImportError:  # the image: /opt/program/byoc_server
+        from byoc_server.contract import GenerationParameters, RequestError
 
 log = logging.getLogger("tensorrt_byoc.handler")
 
