@@ -248,7 +248,7 @@ def moto_env(emulator: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
 
 # Started on a library's first use and kept for the process's life by the library itself, not by a test: jsii's node
 # kernel (aws_cdk's first import), tqdm's monitor thread (its first progress bar), multiprocessing's resource tracker.
-_LIBRARY_OWNED = ("jsii", "TMonitor", "multiprocessing.resource_tracker")
+_LIBRARY_OWNED = ("jsii", "tqdm_monitor", "multiprocessing.resource_tracker")
 
 
 def _children() -> dict[int, str]:

@@ -102,17 +102,19 @@ def openai_result(paced: str) -> dict:
 
 def _assert_paced(level: dict, concurrency: int) -> None:
     """What the paced server did (first token at 40 ms, then one every 5 ms, 8 tokens), as measured; a loaded
-    2-core machine adds scheduling delay, never takes it away."""
+    2-core machine adds scheduling delay, never takes it away (the upper bounds leave room for the other xdist worker;
+    the pacing itself, ITL and TPOT, is pinned tightly)."""
     assert level["errors"] == 0 and level["succeeded"] == level["requests"] == 8, level
     assert level["output_tokens_per_request"]["mean"] == TOKENS and level["output_tokens_source"] == ["server"]
-    assert TTFT_MS <= level["ttft_ms"]["p50"] <= TTFT_MS + 30, level["ttft_ms"]
+    assert TTFT_MS <= level["ttft_ms"]["p50"] <= TTFT_MS + 150, level["ttft_ms"]
     assert abs(level["tpot_ms"]["p50"] - ITL_MS) <= 1.5, level["tpot_ms"]
     # the pooled gaps: their mean is the pacing; their percentiles also show the client's own scheduling (a thread or
     # the event loop that wakes late stamps several events at once), so only the mean is pinned here
     assert abs(level["itl_ms"]["mean"] - ITL_MS) <= 1.5 and level["itl_ms"]["n"] == 8 * (TOKENS - 1), level["itl_ms"]
-    assert E2E_MS <= level["e2e_ms"]["p50"] <= E2E_MS + 40, level["e2e_ms"]
+    assert E2E_MS <= level["e2e_ms"]["p50"] <= E2E_MS + 200, level["e2e_ms"]
+    assert level["ttft_ms"]["p50"] < level["e2e_ms"]["p50"]
     ideal = concurrency * TOKENS / (E2E_MS / 1000)
-    assert 0.5 * ideal <= level["output_tokens_per_s"] <= 1.05 * ideal, (level["output_tokens_per_s"], ideal)
+    assert 0.25 * ideal <= level["output_tokens_per_s"] <= 1.05 * ideal, (level["output_tokens_per_s"], ideal)
     assert level["requests_per_s"] == pytest.approx(level["output_tokens_per_s"] / TOKENS)
 
 
