@@ -213,7 +213,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         host = container_host(plan, artifact, Path(args.build_root) / "containers" / plan.name)
     except LocalContainerError as err:
         raise BuildError(str(err)) from None
-    print(f"container: {HANDLER_STAND_IN if host is None else f'{plan.system.name} (starting; its engine says below)'}")
+    print(
+        f"container: {HANDLER_STAND_IN if host is None else f'{plan.system.name} (starting; its engine says below)'}",
+        flush=True,
+    )
     # The SageMaker endpoint name (environment-prefixed), as clients of the real endpoint use it.
     serve(artifact, host=args.host, port=args.port, endpoint_name=plan.endpoint_name, container_host=host)
     return 0
