@@ -303,24 +303,44 @@ class ContainerHost:
             return self.load_error or "the container is still starting"
         return None
 
+    def _unreachable(self, err: OSError) -> str:
+        """A container that stopped answering (it crashed, or was stopped): a 500, as ModelHost answers a handler's
+        failure, naming the error and the log."""
+        code = self.container.process.poll() if self.container.process else None
+        state = f"exited with code {code}" if code is not None else "is running"
+        return (
+            f"the vLLM container did not answer ({type(err).__name__}: {err}); its process {state}; "
+            f"log {self.container.log_path}"
+        )
+
     def invoke(self, body: bytes, content_type: str | None, accept: str | None) -> tuple[int, str]:
         if (problem := self._not_ready()) is not None:
             return 503, json.dumps({"error": problem})
-        response = self.container.post("/invocations", body, {"Content-Type": content_type, "Accept": accept})
-        return response.status, b"".join(_chunks(response)).decode("utf-8", "replace")
+        try:
+            response = self.container.post("/invocations", body, {"Content-Type": content_type, "Accept": accept})
+            return response.status, b"".join(_chunks(response)).decode("utf-8", "replace")
+        except OSError as err:
+            return 500, json.dumps({"error": self._unreachable(err)})
 
     def stream(self, body: bytes, content_type: str | None) -> tuple[int, Any]:
         if (problem := self._not_ready()) is not None:
             return 503, json.dumps({"error": problem})
-        response = self.container.post("/invocations", body, {"Content-Type": content_type})
-        if response.status != 200:
-            return response.status, b"".join(_chunks(response)).decode("utf-8", "replace")
+        try:
+            response = self.container.post("/invocations", body, {"Content-Type": content_type})
+            if response.status != 200:
+                return response.status, b"".join(_chunks(response)).decode("utf-8", "replace")
+        except OSError as err:
+            return 500, json.dumps({"error": self._unreachable(err)})
         return 200, _chunks(response)
 
     def chat(self, body: bytes) -> tuple[int, Any, str]:
         if (problem := self._not_ready()) is not None:
             return 503, json.dumps({"error": {"message": problem, "type": "service_unavailable"}}), "application/json"
-        response = self.container.post("/v1/chat/completions", body, {"Content-Type": "application/json"})
-        if response.status == 200 and _streams(response):
-            return 200, _chunks(response), "text/event-stream"
-        return response.status, b"".join(_chunks(response)).decode("utf-8", "replace"), "application/json"
+        try:
+            response = self.container.post("/v1/chat/completions", body, {"Content-Type": "application/json"})
+            if response.status == 200 and _streams(response):
+                return 200, _chunks(response), "text/event-stream"
+            return response.status, b"".join(_chunks(response)).decode("utf-8", "replace"), "application/json"
+        except OSError as err:
+            error = {"error": {"message": self._unreachable(err), "type": "server_error"}}
+            return 500, json.dumps(error), "application/json"

@@ -100,3 +100,19 @@ def test_the_deadline_stops_the_engine_and_quotes_its_log(tmp_path, model_dir, v
     assert container.process is not None and container.process.returncode is not None
     with pytest.raises(ProcessLookupError):  # nothing of its process group is left
         os.killpg(container.process.pid, 0)
+
+
+def test_a_container_that_stopped_answering_is_a_500_naming_it(tmp_path, model_dir):
+    """What the local server answers when the engine went away mid-run: its error, not an unhandled exception."""
+    from local_runtime.vllm_container import ContainerHost
+
+    container = VllmContainer(ENV, model_dir, tmp_path)  # never started: nothing listens on its port
+    host = ContainerHost(container)
+    host.model = container
+    host.loaded.set()
+    status, body = host.invoke(b"{}", "application/json", None)
+    assert status == 500 and "the vLLM container did not answer (ConnectionRefusedError" in body
+    assert str(container.log_path) in body
+    assert host.stream(b"{}", "application/json")[0] == 500
+    status, body, media = host.chat(b"{}")
+    assert (status, media) == (500, "application/json") and '"type": "server_error"' in body
