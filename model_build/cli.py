@@ -206,10 +206,19 @@ def cmd_serve(args: argparse.Namespace) -> int:
             f"artifact {str(artifact)!r} was built for endpoint {manifest.endpoint!r}, not {plan.name!r}; "
             "rebuild it or pass the right --artifact"
         )
+    from local_runtime import HANDLER_STAND_IN, LocalContainerError, container_host
     from model_build.serve import serve
 
+    try:  # the system's container where one runs here (local_runtime), else the artifact's handler
+        host = container_host(plan, artifact, Path(args.build_root) / "containers" / plan.name)
+    except LocalContainerError as err:
+        raise BuildError(str(err)) from None
+    print(
+        f"container: {HANDLER_STAND_IN if host is None else f'{plan.system.name} (starting; its engine says below)'}",
+        flush=True,
+    )
     # The SageMaker endpoint name (environment-prefixed), as clients of the real endpoint use it.
-    serve(artifact, host=args.host, port=args.port, endpoint_name=plan.endpoint_name)
+    serve(artifact, host=args.host, port=args.port, endpoint_name=plan.endpoint_name, container_host=host)
     return 0
 
 

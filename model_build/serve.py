@@ -200,6 +200,7 @@ def create_app(
     torch_threads: int = 1,
     region: str | None = None,
     component_name: str | None = None,
+    container_host: Any = None,
 ) -> FastAPI:
     """The ASGI app. Loading starts when the app starts (lifespan), in a thread.
 
@@ -208,10 +209,12 @@ def create_app(
     ValidationError; None accepts any name.
     region: the OpenAI route's bearer tokens must be scoped to it (None: any region).
     component_name: the inference component the OpenAI route's component path serves (None: any name).
+    container_host: forward to the system's local container process instead (local_runtime: load(), invoke(),
+    stream(), chat() and stop() as ModelHost's), started when the app starts and stopped when it stops.
     """
     from contextlib import asynccontextmanager
 
-    host = ModelHost(Path(artifact_dir))
+    host = container_host if container_host is not None else ModelHost(Path(artifact_dir))
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -220,6 +223,8 @@ def create_app(
         torch.set_num_threads(torch_threads)
         threading.Thread(target=host.load, name="model-load", daemon=True).start()
         yield
+        if container_host is not None:
+            container_host.stop()
 
     app = FastAPI(title="model_build local endpoint", lifespan=lifespan)
     app.state.host = host
@@ -365,7 +370,11 @@ def _aws_error(status: int, code: str, message: str, **extra: Any) -> Response:
 
 
 def serve(
-    artifact_dir: str | Path, host: str = "127.0.0.1", port: int = 8080, endpoint_name: str | None = None
+    artifact_dir: str | Path,
+    host: str = "127.0.0.1",
+    port: int = 8080,
+    endpoint_name: str | None = None,
+    container_host: Any = None,
 ) -> None:
     """Serve until interrupted (the CLI's `serve`)."""
     import uvicorn
@@ -376,4 +385,5 @@ def serve(
         f"POST /endpoints/{name}/invocations, POST /endpoints/{name}/invocations-response-stream, "
         f"POST /endpoints/{name}/openai/v1/chat/completions with a bearer token)"
     )
-    uvicorn.run(create_app(artifact_dir, endpoint_name=endpoint_name), host=host, port=port, log_level="info")
+    app = create_app(artifact_dir, endpoint_name=endpoint_name, container_host=container_host)
+    uvicorn.run(app, host=host, port=port, log_level="info")

@@ -1,5 +1,6 @@
 """Real but tiny models made offline, for tests and the local demo: GPT-2, GPT-J, T5, and chat models of
-today's architectures (Llama, Qwen2, Qwen3, Mistral, Gemma 2, Gemma 3, Mixtral, Qwen3-MoE, gpt-oss).
+today's architectures (Llama, Qwen2, Qwen3, Mistral, Gemma 2, Gemma 3, Mixtral, Qwen3-MoE, gpt-oss), and a Qwen3 with
+thinking turns shaped for vLLM's CPU engine.
 
 There is no Hugging Face Hub on the build machines, so test models are made here: small configs with random
 weights (seeded, so two runs give the same bytes) and a byte-level BPE tokenizer trained in about a second on
@@ -21,7 +22,11 @@ CHAT_ARCHITECTURES = ("llama", "qwen2", "qwen3", "mistral", "gemma2")
 # attention layers), and the mixture-of-experts decoders Mixtral, Qwen3-MoE and gpt-oss (unquantized here: its
 # MXFP4 experts need GPU kernels to write).
 ENGINE_ARCHITECTURES = ("gemma3", "mixtral", "qwen3_moe", "gpt_oss")
-ARCHITECTURES = ("gpt2", "gptj", "t5", *CHAT_ARCHITECTURES, *ENGINE_ARCHITECTURES)
+# A Qwen3 the real vLLM engine serves on a CPU (the vllm system's local container, local_runtime/vllm_container.py):
+# head size 64, since vLLM 0.30.0's CPU attention refuses the others' 16-wide heads' kind ("Unsupported CPU attention
+# configuration" for head_dim 12; 64 measured to serve), with Qwen3's thinking turns (QWEN3_THINKING_TEMPLATE).
+ENGINE_CPU_ARCHITECTURES = ("qwen3_thinking",)
+ARCHITECTURES = ("gpt2", "gptj", "t5", *CHAT_ARCHITECTURES, *ENGINE_ARCHITECTURES, *ENGINE_CPU_ARCHITECTURES)
 SEED = 1234
 EOS = "<|endoftext|>"
 VOCAB_SIZE = 1024
@@ -132,6 +137,16 @@ CHAT_TEMPLATE = """\
 {%- if enable_thinking is defined and enable_thinking is false %}{{- '<think>\\n\\n</think>\\n\\n' }}{%- endif %}
 {%- endif %}
 """
+# Qwen3's thinking format (Qwen3-*-Thinking-2507's templates open the answer with "<think>\n" and the model writes
+# its reasoning, "</think>", then the answer; vLLM 0.30.0's qwen3 reasoning parser takes everything before
+# "</think>" as reasoning unless chat_template_kwargs enable_thinking is false, vllm/reasoning/qwen3_reasoning_parser
+# .py): the same turns as CHAT_TEMPLATE, an earlier answer's reasoning dropped, the generation prompt opening a think
+# block, or an empty one when enable_thinking is false.
+QWEN3_THINKING_TEMPLATE = CHAT_TEMPLATE.replace(
+    "{%- if enable_thinking is defined and enable_thinking is false %}{{- '<think>\\n\\n</think>\\n\\n' }}{%- endif %}",
+    "{%- if enable_thinking is defined and enable_thinking is false %}{{- '<think>\\n\\n</think>\\n\\n' }}"
+    "{%- else %}{{- '<think>\\n' }}{%- endif %}",
+)
 CHAT_SPECIAL_TOKENS = ("<|im_start|>", "<|im_end|>")  # removed when decoding with skip_special_tokens
 # Ordinary added tokens: they survive decoding, so the tool-call parser sees them (vLLM's hermes parser turns
 # skip_special_tokens off for models that mark them special).
@@ -139,8 +154,8 @@ CHAT_TEXT_TOKENS = ("<tool_call>", "</tool_call>", "<tool_response>", "</tool_re
 CHAT_EOS = "<|im_end|>"
 
 
-def _write_chat_tokenizer(out_dir: Path, model_max_length: int) -> dict[str, int]:
-    """tokenizer.json + tokenizer_config.json (with CHAT_TEMPLATE); returns the special token ids."""
+def _write_chat_tokenizer(out_dir: Path, model_max_length: int, template: str = CHAT_TEMPLATE) -> dict[str, int]:
+    """tokenizer.json + tokenizer_config.json (with `template`); returns the special token ids."""
     from tokenizers import AddedToken
 
     tokenizer = _train_bpe()
@@ -158,7 +173,7 @@ def _write_chat_tokenizer(out_dir: Path, model_max_length: int) -> dict[str, int
         # as the real models' tokenizers say: a decoder-only model takes no token_type_ids (transformers 4.49's
         # generic class returns them otherwise, and generate() refuses them)
         "model_input_names": ["input_ids", "attention_mask"],
-        "chat_template": CHAT_TEMPLATE,
+        "chat_template": template,
     }
     (out_dir / "tokenizer_config.json").write_text(json.dumps(tokenizer_config, indent=2) + "\n")
     return {
@@ -192,6 +207,9 @@ def _chat_config(arch: str, ids: dict[str, int], n_positions: int):
         return transformers.Qwen2Config(**shape, rope_parameters=rope)
     if arch == "qwen3":
         return transformers.Qwen3Config(**shape, head_dim=16, rope_parameters=rope)
+    if arch == "qwen3_thinking":  # 2 query heads of 64 over 1 key/value head: a head size vLLM's CPU attention takes
+        wide = {**shape, "hidden_size": 128, "intermediate_size": 256, "num_attention_heads": 2}
+        return transformers.Qwen3Config(**{**wide, "num_key_value_heads": 1}, head_dim=64, rope_parameters=rope)
     if arch == "mistral":
         return transformers.MistralConfig(**shape, head_dim=16, sliding_window=None, rope_parameters=rope)
     if arch == "gemma2":
@@ -257,7 +275,10 @@ def make_tiny_model(arch: str, out_dir: str | Path) -> Path:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     n_positions = 512
-    if arch in CHAT_ARCHITECTURES or arch in ENGINE_ARCHITECTURES:
+    if arch in ENGINE_CPU_ARCHITECTURES:
+        config = _chat_config(arch, _write_chat_tokenizer(out, n_positions, QWEN3_THINKING_TEMPLATE), n_positions)
+        model_cls = transformers.AutoModelForCausalLM
+    elif arch in CHAT_ARCHITECTURES or arch in ENGINE_ARCHITECTURES:
         config = _chat_config(arch, _write_chat_tokenizer(out, n_positions), n_positions)
         model_cls = transformers.AutoModelForCausalLM
     elif arch == "t5":
@@ -299,7 +320,7 @@ def make_tiny_model(arch: str, out_dir: str | Path) -> Path:
             )
             model_cls = transformers.GPTJForCausalLM
     torch.manual_seed(SEED)
-    chat = arch in CHAT_ARCHITECTURES or arch in ENGINE_ARCHITECTURES
+    chat = arch in CHAT_ARCHITECTURES or arch in ENGINE_ARCHITECTURES or arch in ENGINE_CPU_ARCHITECTURES
     model = (model_cls.from_config(config) if chat else model_cls(config)).eval()
     # The source is written in fp32: builds then cast to the configured dtype, as they would a Hub model.
     model.save_pretrained(out)

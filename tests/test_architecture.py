@@ -10,6 +10,7 @@ and no edge the table below does not allow.
     endpoint_runtime                     the code the Lambda functions ship (+ the request contract)
     systems                              the serving systems' registry: config schema + artifact
     deployment                           where config and systems meet: load a config, run the systems' rules
+    local_runtime                        the systems' local containers (real engines) the local server forwards to
     stacks, model_build                  above the meeting point
     workstation, local_emulator, bench   the tools on top (local_emulator drives workstation, never the reverse)
 """
@@ -32,6 +33,7 @@ PACKAGES = {
     "systems": ROOT / "systems",
     "deployment": ROOT / "deployment",
     "stacks": ROOT / "stacks",
+    "local_runtime": ROOT / "local_runtime",
     "model_build": ROOT / "model_build",
     "workstation": ROOT / "workstation",
     "local_emulator": ROOT / "local_emulator",
@@ -54,6 +56,7 @@ ALLOWED: dict[str, set[str]] = {
     "systems": {"request_contract", "chat_contract", "artifact", "endpoint_config"},
     "deployment": {"chat_contract", "artifact", "endpoint_config", "systems"},
     "stacks": {"request_contract", "artifact", "endpoint_runtime", "endpoint_config", "systems", "deployment"},
+    "local_runtime": {"systems"},
     "model_build": {
         "request_contract",
         "chat_contract",
@@ -62,6 +65,7 @@ ALLOWED: dict[str, set[str]] = {
         "endpoint_config",
         "systems",
         "deployment",
+        "local_runtime",
     },
     "workstation": {"artifact", "endpoint_runtime", "endpoint_config", "deployment", "model_build"},
     "local_emulator": {"artifact", "endpoint_runtime", "endpoint_config", "deployment", "model_build", "workstation"},

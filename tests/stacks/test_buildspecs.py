@@ -351,7 +351,7 @@ def test_synth_step_synthesizes_the_pipeline_in_a_clean_shell(steps):
 
     result = outcome(steps, "synth")
     assert result["returncode"] == 0, result["output"][-4000:]
-    assert result["install_commands"] == [SYNTH_INSTALL]  # what `make buildspecs-checkout` ran first (prepare)
+    assert result["install_commands"] == [SYNTH_INSTALL]
     assert result["template_written"]
     assert not result["torch_installed"], "synth installs the deploy set only"
 

@@ -1,11 +1,8 @@
 """CPU stand-ins of the AWS vLLM and SGLang containers' contracts, for the container-contract tests.
 
 What is reproduced, each from the container's source (written here from the rules, not copied):
-  vllm_argv    aws/deep-learning-containers scripts/docker/vllm/sagemaker_args.py (19aa4751eb) build_args: "--port
-               8080"; "--model /opt/ml/model" when SM_VLLM_MODEL is unset and the directory is non-empty; then every
-               SM_VLLM_<NAME> in sorted order as "--<name lower-cased, _ -> ->": "true" -> the bare flag, "false" ->
-               nothing, "" -> the bare flag, a JSON array -> one token per element (none: no flag), one or more JSON
-               objects -> one token each (one object verbatim), anything else -> one token.
+  vllm_argv    aws/deep-learning-containers scripts/docker/vllm/sagemaker_args.py (19aa4751eb) build_args: the
+               product's local_runtime/vllm_args.py, which says the rules.
   sglang_argv  scripts/docker/sglang/sagemaker_entrypoint.sh (3a66fab5ed): its `env | grep` + `IFS='=' read` loop, run
                by the real bash here so that bash's splitting rules apply; then --port 8080, --host 0.0.0.0,
                --model-path /opt/ml/model unless set.
@@ -33,62 +30,16 @@ from typing import Any
 
 from helpers import serve_in_thread
 
-VLLM_PREFIX, SGLANG_PREFIX = "SM_VLLM_", "SM_SGLANG_"
+from local_runtime.vllm_args import build_args
+
+SGLANG_PREFIX = "SM_SGLANG_"
 MODEL_DIR = "/opt/ml/model"
 
 
-def _vllm_tokens(value: str) -> list[str] | None:
-    if not value:
-        return []
-    text = value.strip()
-    if text.startswith("[") and text.endswith("]"):
-        try:
-            items = json.loads(text)
-        except ValueError:
-            return [value]
-        if not isinstance(items, list):
-            return [value]
-        if not items:
-            return None
-        return [
-            json.dumps(i, separators=(",", ":"))
-            if isinstance(i, (dict, list))
-            else ("true" if i is True else "false" if i is False else "" if i is None else str(i))
-            for i in items
-        ]
-    if text.startswith("{") and text.endswith("}"):
-        decoder, objects, index = json.JSONDecoder(), [], 0
-        while index < len(text):
-            try:
-                parsed, index = decoder.raw_decode(text, index)
-            except ValueError:
-                return [value]
-            if not isinstance(parsed, dict):
-                return [value]
-            objects.append(parsed)
-            while index < len(text) and text[index].isspace():
-                index += 1
-        return [json.dumps(o, separators=(",", ":")) for o in objects] if len(objects) > 1 else [value]
-    return [value]
-
-
 def vllm_argv(env: dict[str, str], model_dir: Path) -> list[str]:
-    """The argv the vLLM DLC's entrypoint builds from `env`, with `model_dir` standing for /opt/ml/model."""
-    args = ["--port", "8080"]
-    if not env.get(f"{VLLM_PREFIX}MODEL"):
-        if model_dir.is_dir() and any(model_dir.iterdir()):
-            args += ["--model", str(model_dir)]
-        elif env.get("HF_MODEL_ID"):
-            args += ["--model", env["HF_MODEL_ID"]]
-    for key in sorted(env):
-        if not key.startswith(VLLM_PREFIX):
-            continue
-        flag, value = "--" + key[len(VLLM_PREFIX) :].lower().replace("_", "-"), env[key]
-        if value.strip().lower() == "true":
-            args.append(flag)
-        elif value.strip().lower() != "false" and (tokens := _vllm_tokens(value)) is not None:
-            args += [flag, *tokens]
-    return args
+    """The argv the vLLM DLC's entrypoint builds from `env`, with `model_dir` standing for /opt/ml/model (the product's
+    rules, local_runtime/vllm_args.py, which the local SageMaker runtime starts the real engine with)."""
+    return build_args(env, model_dir)
 
 
 SGLANG_LOOP = r"""

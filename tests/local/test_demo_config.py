@@ -1,0 +1,35 @@
+"""`make demo CONFIG=file [ENDPOINT=name]`: the demo's chain for another config; plain `make demo` unchanged."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from hermetic import subprocess_env
+
+from local_emulator.demo import main as demo_main
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _make_dry_run(*args: str) -> str:
+    env = {"PATH": subprocess_env()["PATH"], "HOME": subprocess_env()["HOME"], "LANG": "C.UTF-8"}
+    result = subprocess.run(["make", "-n", "demo", *args], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    return [line for line in result.stdout.splitlines() if "local_emulator.demo" in line][-1]
+
+
+def test_make_demo_passes_config_and_endpoint_only_when_given():
+    assert _make_dry_run().split("local_emulator.demo")[1].strip() == ""
+    given = _make_dry_run("CONFIG=config/local-vllm.yaml", "ENDPOINT=tiny-qwen3")
+    assert given.endswith("-m local_emulator.demo --config config/local-vllm.yaml --endpoint tiny-qwen3")
+
+
+def test_demo_refuses_a_model_that_is_not_a_local_directory(tmp_path, capsys):
+    config = tmp_path / "hub.yaml"
+    text = (ROOT / "config" / "local.yaml").read_text()
+    config.write_text(text.replace("model: build/tiny-models/gpt2", "model: openai-community/gpt2"))
+    assert demo_main(["--config", str(config), "--logs", str(tmp_path / "logs")]) == 1
+    err = capsys.readouterr().err
+    assert "model 'openai-community/gpt2': the demo serves a local model directory with a config.json" in err
+    assert "build/tiny-models/<architecture>" in err and "qwen3_thinking" in err and "Traceback" not in err

