@@ -195,10 +195,26 @@ class PipelineStack(Stack):
 
         Tags.of(self).add("llm-endpoints:project", project)
         self.pipeline.build_pipeline()
+        self._roll_back_failed_endpoint_stages()
         self._warn_about_docker_hub(deployments)
         self._grant_connection_use()
         self._scope_asset_builds()
         acknowledge_pipeline_findings(self)
+
+    def _roll_back_failed_endpoint_stages(self) -> None:
+        """A failed smoke test or SLO gate (post steps of <env>-endpoints) fails the stage after its stacks are
+        deployed; CodePipeline then rolls the stage back: "When the stage fails, the stage is rolled back to the most
+        recent successful execution", a new execution with "the variables and artifacts from the execution to which
+        it is rolling back" (CodePipeline User Guide, stage-rollback-auto.html and stage-rollback.html): the previous
+        templates, so the previous artifact hash, deployed by the same actions and checked by the same smoke test and
+        gate. Stage conditions need a V2 pipeline (AWS::CodePipeline::Pipeline OnFailure.Result ROLLBACK, cfn-lint
+        schema). It does nothing before a first successful execution, or after the pipeline's structure changed
+        (the manual `aws codepipeline rollback-stage` then: docs/design/rollback.md)."""
+        cfn_pipeline = self.pipeline.pipeline.node.default_child
+        cfn_pipeline.add_property_override("PipelineType", "V2")
+        for index, stage in enumerate(self.pipeline.pipeline.stages):
+            if stage.stage_name.endswith("-endpoints"):
+                cfn_pipeline.add_property_override(f"Stages.{index}.OnFailure", {"Result": "ROLLBACK"})
 
     def _warn_about_docker_hub(self, deployments: dict[str, Deployment]) -> None:
         """What only a run of the asset stage would show: said at synth, where the reviewer of the pipeline reads."""
