@@ -300,10 +300,98 @@ def run_preflight(deployment: Any, session: Any = None) -> list[Check]:
         else:
             checks += quota_checks(deployment, quotas, region)
 
+    if not env.emulator:  # moto's Lambda has no account's quotas to read
+        checks += lambda_concurrency_checks(deployment, session, region)
     checks += kept_data_checks(deployment, session, account, region)
     checks += update_checks(deployment, session, region)
     checks += artifact_checks(deployment, session.client("s3", region_name=region), account, region)
     return checks
+
+
+# "You can reserve concurrency for as many functions as you like, as long as you leave at least 100 simultaneous
+# executions unreserved for functions that aren't configured with a per-function limit" (botocore 1.44.8 lambda
+# model, PutFunctionConcurrency); "New AWS accounts have reduced concurrency and memory quotas" (Lambda Developer
+# Guide, Lambda quotas). CloudFormation then fails to create the function and the stack rolls back (review R4).
+MIN_UNRESERVED_CONCURRENCY = 100
+
+
+def reserved_concurrency(deployment: Any) -> list[tuple[str, int]]:
+    """(what, executions) for every function of the deployment that reserves concurrency: the invoke function's
+    invoke_function.reserved_concurrency, the stream function's streaming.reserved_concurrency (the cap a public
+    stream URL must have)."""
+    wanted = []
+    for plan in deployment.plans:
+        spec = plan.spec
+        if spec.invoke_function.reserved_concurrency:
+            wanted.append((f"{spec.name} invoke_function", spec.invoke_function.reserved_concurrency))
+        if spec.streaming.enabled and spec.streaming.reserved_concurrency:
+            wanted.append((f"{spec.name} streaming", spec.streaming.reserved_concurrency))
+    return wanted
+
+
+def lambda_concurrency_checks(deployment: Any, session: Any, region: str) -> list[Check]:
+    """The account's unreserved Lambda concurrency after this deploy's reservations (less what this deployment's
+    stacks reserve already, which an update keeps) must stay at MIN_UNRESERVED_CONCURRENCY or more."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    wanted = reserved_concurrency(deployment)
+    if not wanted:
+        return []
+    name = "lambda concurrency"
+    client = session.client("lambda", region_name=region)
+    try:
+        limit = client.get_account_settings()["AccountLimit"]
+        held = sum(_reserved_now(session, client, plan.stack_name, region) for plan in deployment.plans)
+    except (ClientError, BotoCoreError) as err:
+        return [
+            Check(
+                name,
+                False,
+                f"cannot read the account's Lambda concurrency in {region} ({aws_message(err)}): allow "
+                "lambda:GetAccountSettings and lambda:GetFunctionConcurrency, or check 'Concurrent executions' in "
+                "the Service Quotas console yourself",
+            )
+        ]
+    total, unreserved = limit.get("ConcurrentExecutions", 0), limit.get("UnreservedConcurrentExecutions", 0)
+    need = sum(n for _, n in wanted)
+    left = unreserved + held - need
+    who = ", ".join(f"{what} {n}" for what, n in wanted)
+    if left < MIN_UNRESERVED_CONCURRENCY:
+        return [
+            Check(
+                name,
+                False,
+                f"the account's Lambda concurrency in {region} is {total}, {unreserved} unreserved; this deploy "
+                f"reserves {need} ({who}), which would leave {left}, below the {MIN_UNRESERVED_CONCURRENCY} Lambda "
+                "keeps unreserved (PutFunctionConcurrency), so creating the function would fail and the stack roll "
+                f"back. Lower those reserved_concurrency values to at most {max(0, unreserved + held - 100)} in all, "
+                "use streaming.auth: iam (no reservation needed), or ask for more: AWS Lambda quota 'Concurrent "
+                "executions' in the Service Quotas console (new accounts start with reduced concurrency)",
+            )
+        ]
+    return [Check(name, True, f"{unreserved} unreserved of {total}; {need} reserved here ({who}) leaves {left}")]
+
+
+def _reserved_now(session: Any, client: Any, stack_name: str, region: str) -> int:
+    """What the stack's functions reserve today (0 when the stack does not exist)."""
+    from botocore.exceptions import ClientError
+
+    cfn = session.client("cloudformation", region_name=region)
+    try:
+        pages = cfn.get_paginator("list_stack_resources").paginate(StackName=stack_name)
+        functions = [
+            r["PhysicalResourceId"]
+            for page in pages
+            for r in page["StackResourceSummaries"]
+            if r["ResourceType"] == "AWS::Lambda::Function" and r.get("PhysicalResourceId")
+        ]
+    except ClientError as err:
+        if "does not exist" in str(err):
+            return 0
+        raise
+    return sum(
+        client.get_function_concurrency(FunctionName=f).get("ReservedConcurrentExecutions", 0) for f in functions
+    )
 
 
 def _stack_exists(cfn: Any, name: str) -> bool:
