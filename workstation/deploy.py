@@ -144,8 +144,8 @@ def deploy(deployment: Deployment, *, echo: Callable[[str], None] = print, runti
                 echo=echo,
             )
 
-    echo("==> preflight: artifacts published")
-    problems = _failed(run_preflight(deployment, session), skip_artifacts=False)
+    echo("==> preflight: artifacts published, and what the synthesized templates would replace")
+    problems = _failed(run_preflight(deployment, session, assembly=assembly), skip_artifacts=False)
     if problems:
         raise DeployError("the artifacts are not where the endpoint stacks will look:\n  - " + "\n  - ".join(problems))
 
