@@ -31,7 +31,11 @@ def stack_environment(deployment: Deployment) -> Environment:
 
 
 def add_artifact_stack(
-    scope: Construct, deployment: Deployment, *, trusted_pipeline: TrustedPipeline | None = None
+    scope: Construct,
+    deployment: Deployment,
+    *,
+    trusted_pipeline: TrustedPipeline | None = None,
+    trusted_preflight: TrustedPipeline | None = None,
 ) -> ArtifactStoreStack:
     """The environment's artifact store stack, in `scope` (the App, or a `Stage` of the pipeline); with
     `trusted_pipeline`, also the model publisher role that pipeline role may assume."""
@@ -41,6 +45,7 @@ def add_artifact_stack(
         deployment.stack_name("artifacts"),
         deployment=deployment,
         trusted_pipeline=trusted_pipeline,
+        trusted_preflight=trusted_preflight,
         env=stack_environment(deployment),
         stack_name=deployment.stack_name("artifacts"),
         description=f"{deployment.project} ({deployment.environment_name}): model artifact bucket and image repository",

@@ -65,6 +65,8 @@ PINNED_RUNTIMES = codebuild.BuildSpec.from_object({"phases": {"install": {"runti
 DOCKER_FOR_SYNTH = False
 SMOKE_TIMEOUT = Duration.minutes(20)
 SLO_GATE_TIMEOUT = Duration.minutes(60)
+PREFLIGHT_TIMEOUT = Duration.minutes(15)
+PREFLIGHT_ASSEMBLY_DIR = "synth-output"  # where the Preflight step finds the synthesized cloud assembly
 # Beyond the smoke test's own wait (its budget, or the wake budget of an asynchronous endpoint at zero instances):
 # installing the deploy set and the other checks.
 SMOKE_STEP_MARGIN_MIN = 10
@@ -185,6 +187,7 @@ class PipelineStack(Stack):
 
         self.stages: dict[str, tuple[Stage, Stage]] = {}
         self.build_steps: dict[str, pipelines.CodeBuildStep] = {}
+        self.preflight_steps: dict[str, pipelines.CodeBuildStep] = {}
         self.smoke_steps: dict[str, dict[str, pipelines.CodeBuildStep]] = {}
         self.gate_steps: dict[str, dict[str, pipelines.CodeBuildStep]] = {}
         self.approvals: dict[str, pipelines.ManualApprovalStep] = {}
@@ -312,10 +315,15 @@ class PipelineStack(Stack):
         artifacts_stage = Stage(self.node.root, f"{env_name}-artifacts", env=stage_env)
         # The environment's stacks create the roles these steps assume, each trusting only the step's role here.
         build_role_name = role_name(project, env_name, "model-build")
+        preflight_cb_role = role_name(project, env_name, "preflight-cb")
         artifacts = add_artifact_stack(
-            artifacts_stage, deployment, trusted_pipeline=TrustedPipeline(self.pipeline_account, build_role_name)
+            artifacts_stage,
+            deployment,
+            trusted_pipeline=TrustedPipeline(self.pipeline_account, build_role_name),
+            trusted_preflight=TrustedPipeline(self.pipeline_account, preflight_cb_role),
         )
         publisher = f"arn:{artifacts.partition}:iam::{artifacts.account}:role/{artifacts.publisher_role_name}"
+        preflight_target = f"arn:{artifacts.partition}:iam::{artifacts.account}:role/{artifacts.preflight_role_name}"
         tag_environment(artifacts_stage, deployment)
 
         endpoints_stage = Stage(self.node.root, f"{env_name}-endpoints", env=stage_env)
@@ -355,7 +363,9 @@ class PipelineStack(Stack):
             pre_artifacts.append(approval)
         self.pipeline.add_stage(artifacts_stage, pre=pre_artifacts)
 
+        preflight_step = self._preflight_step(deployment, source, region, preflight_cb_role, preflight_target)
         build_step = self._model_build_step(deployment, source, account, region, build_role_name, publisher)
+        build_step.add_step_dependency(preflight_step)  # nothing is built for an update the preflight refuses
         smoke_steps = {
             name: self._smoke_step(deployment, name, source, account, region, cb_role, target)
             for name, (cb_role, target) in smoke_names.items()
@@ -370,7 +380,10 @@ class PipelineStack(Stack):
             gate.add_step_dependency(
                 smoke_steps[name]
             )  # a load test of an endpoint that failed its smoke test says nothing
-        self.pipeline.add_stage(endpoints_stage, pre=[build_step], post=[*smoke_steps.values(), *gate_steps.values()])
+        self.pipeline.add_stage(
+            endpoints_stage, pre=[preflight_step, build_step], post=[*smoke_steps.values(), *gate_steps.values()]
+        )
+        self.preflight_steps[env_name] = preflight_step
         self.stages[env_name] = (artifacts_stage, endpoints_stage)
         self.build_steps[env_name] = build_step
         self.smoke_steps[env_name] = smoke_steps
@@ -380,6 +393,42 @@ class PipelineStack(Stack):
     def _target(self, deployment: Deployment) -> tuple[str, str]:
         env = deployment.environment
         return env.account or self.pipeline_account, env.region or self.region
+
+    def _preflight_step(self, deployment, source, region, cb_role_name, target_arn) -> pipelines.CodeBuildStep:
+        """`model_build preflight --only-updates` against the stage's synthesized templates, before anything of the
+        stage runs: the check `make deploy` makes (a component endpoint's config must not be replaced, an
+        autoscaled variant's instance type not changed, the invocation or hosting mode not switched in place:
+        operations review R2), under the artifact stack's read-only preflight role."""
+        env_name = deployment.environment_name
+        role = iam.Role(
+            self,
+            f"PreflightRole-{env_name}",
+            role_name=cb_role_name,
+            assumed_by=iam.ServicePrincipal("codebuild.amazonaws.com"),
+            description=f"Preflight of {env_name}: may only assume that environment's preflight role",
+        )
+        config = shlex.quote(self.config_path)
+        step = pipelines.CodeBuildStep(
+            "Preflight",
+            input=source,
+            # The synth output beside the source: the stage's templates, as its deploy actions will deploy them.
+            additional_inputs={PREFLIGHT_ASSEMBLY_DIR: self.synth_step},
+            install_commands=[SMOKE_INSTALL, *_profile_commands("preflight", target_arn, region)],
+            commands=[
+                f".venv/bin/python -m model_build preflight --config {config} --env {env_name} --only-updates "
+                f"--assembly {PREFLIGHT_ASSEMBLY_DIR}"
+            ],
+            env={"AWS_PROFILE": "preflight"},
+            build_environment=codebuild.BuildEnvironment(
+                build_image=CPU_BUILD_IMAGE, compute_type=codebuild.ComputeType.SMALL
+            ),
+            partial_build_spec=PINNED_RUNTIMES,
+            role=role,
+            role_policy_statements=[iam.PolicyStatement(actions=["sts:AssumeRole"], resources=[target_arn])],
+            timeout=PREFLIGHT_TIMEOUT,
+        )
+        self.own_steps.append(step)
+        return step
 
     def _model_build_step(
         self, deployment, source, account, region, cb_role_name, publisher_arn
