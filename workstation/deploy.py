@@ -273,6 +273,9 @@ def slo_misses(
         except LoadTestError as err:
             missed[plan.name] = f"SLO gate of {plan.name}: {err}"
             continue
+        except Exception as err:  # a gate that could not judge is a failed gate: the endpoint is rolled back too
+            missed[plan.name] = f"SLO gate of {plan.name} could not run: {type(err).__name__}: {err}"
+            continue
         for line in gate.lines():
             echo(line)
         if not gate.ok:
