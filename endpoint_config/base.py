@@ -26,9 +26,11 @@ class Strict(BaseModel):
     """A misspelt key must not be silently ignored; a validated block is a value; and a value of the wrong kind is
     refused, never converted (strict mode: `retain_data: "no"` is not a boolean, `instance_count: "2"` not a number,
     `2.0` not an integer). The config's YAML reader (endpoint_config/yaml_reader.py) reads only true/false as
-    booleans, so a YAML 1.1 `yes`/`no`/`on`/`off` reaches a boolean field as a string and is refused too."""
+    booleans, so a YAML 1.1 `yes`/`no`/`on`/`off` reaches a boolean field as a string and is refused too.
+    `.inf` and `.nan` (YAML's infinity and not-a-number) are refused for every number: no limit, size or rate of the
+    config means them, and an infinite one crashed the SLO gate's workload (reliability probes F4)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
     @model_validator(mode="before")
     @classmethod

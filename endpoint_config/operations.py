@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import Field, model_validator
 
 from .base import Strict
-from .hosting import update_copy_range
+from .hosting import accelerators_per_copy, update_copy_range
 
 if TYPE_CHECKING:
     from .instances import InstanceType
@@ -438,10 +438,52 @@ def component_deployment_warning(ep: EndpointSpec) -> str | None:
 # ----------------------------------------------------------------------------------------------- cross-field rules
 
 
+def rolling_headroom_problem(ep: EndpointSpec, instance: InstanceType) -> str | None:
+    """Why the component's rolling update cannot place its first batch, or None (operations review R5).
+
+    "For each step, SageMaker AI provisions capacity on the new endpoint fleet, routes traffic to that fleet, and
+    terminates capacity on the old endpoint fleet" (botocore 1.44.8 sagemaker model,
+    InferenceComponentRollingUpdatePolicy.MaximumBatchSize): a batch's new copies run beside every old copy. On GPU
+    instances a copy takes its accelerators whole, so the most copies an update meets plus one batch must fit on
+    hosting.instance_scaling.max_instances instances. Only a rolling update is checked here: the component's update
+    without one (a single copy) is SageMaker's own, whose capacity needs no source found here states."""
+    if not ep.hosting.uses_components or not instance.is_gpu:
+        return None
+    deployment = resolved_deployment(ep)
+    rolling = deployment.rolling if deployment is not None else None
+    if rolling is None:
+        return None
+    gpus = accelerators_per_copy(ep, instance)
+    if gpus < 1 or gpus > instance.gpu_count:
+        return None  # hosting_problems says what is wrong there
+    max_instances = ep.hosting.instance_scaling.max_instances if ep.hosting.instance_scaling is not None else 1
+    per_instance = instance.gpu_count // gpus
+    room = per_instance * max_instances
+    _, high = update_copy_range(ep.hosting)
+    size = rolling.maximum_batch_size
+    batch = size.copies if size.copies is not None else max(1, math.ceil(high * (size.percent or 0) / 100))
+    if high + batch <= room:
+        return None
+    key = "hosting.copy_scaling.max_copies" if ep.hosting.copy_scaling is not None else "hosting.copies"
+    fits = room - batch
+    allowed = f"at most {fits} copies" if fits >= 1 else "no copy count fits"
+    return (
+        f"endpoint {ep.name!r}: {key}: value {high}: a rolling update adds a batch of {batch} new cop"
+        f"{'y' if batch == 1 else 'ies'} (deployment.rolling.maximum_batch_size) beside the {high} running, "
+        f"{high + batch} in all, but hosting.instance_scaling.max_instances {max_instances} of "
+        f"{ep.instance_type} ({instance.gpu_count} GPUs each) hold {room} copies of {gpus} GPU(s); the first batch "
+        f"has nowhere to go. Allowed: {allowed} with this batch, or raise max_instances to "
+        f"{math.ceil((high + batch) / per_instance)}"
+    )
+
+
 def operations_problems(ep: EndpointSpec, instance: InstanceType) -> list[str]:
     """The `deployment:` and `alarms:` rules that need the endpoint's fleet size, instance type, hosting and
     invocation mode. One message per problem, naming endpoint, key, value and what is allowed."""
     problems: list[str] = []
+    headroom = rolling_headroom_problem(ep, instance)
+    if headroom is not None:
+        problems.append(headroom)
     alarms = resolved_alarms(ep)  # what the stack creates: the defaults that depend on the endpoint filled in
     if alarms is not None:
         problems += _alarm_problems(ep, alarms)
@@ -637,6 +679,7 @@ __all__ = [
     "default_component_rolling",
     "fleet_range",
     "operations_problems",
+    "rolling_headroom_problem",
     "resolved_alarms",
     "resolved_deployment",
 ]

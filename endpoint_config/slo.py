@@ -93,6 +93,14 @@ class SloWorkload(Strict):
 
 
 OBJECTIVES = ("p95_ttft_ms", "p95_itl_ms", "min_output_tokens_per_s", "max_usd_per_million_tokens", "max_error_rate")
+# The error budget when `max_error_rate` is not given: latency and throughput are computed on successful requests
+# only, so without one an endpoint failing 3 requests in 4 passed a throughput or latency gate (reliability probes
+# F1). 1 %: in a gate of fewer than 100 requests, any failed request misses.
+DEFAULT_MAX_ERROR_RATE = 0.01
+# The gate's whole run (warm-up and every level) ends by its deadline: a hung endpoint held a gate ~12 min per
+# 6 requests (probes F3). The pipeline's SloGate step has 60 minutes (stacks/pipeline_stack.py SLO_GATE_TIMEOUT);
+# the longest deadline leaves 5 of them for installing the deploy set.
+DEFAULT_DEADLINE_S, MAX_DEADLINE_S = 1800, 3300
 
 
 class Slo(Strict):
@@ -111,6 +119,12 @@ class Slo(Strict):
     workload: SloWorkload = SloWorkload()
     usd_per_hour: float | None = Field(default=None, gt=0, le=10_000)
     managed_benchmark: bool = False
+    deadline_s: int = Field(default=DEFAULT_DEADLINE_S, ge=10, le=MAX_DEADLINE_S)
+
+    @property
+    def error_budget(self) -> float:
+        """The error rate the gate allows: max_error_rate, else DEFAULT_MAX_ERROR_RATE."""
+        return DEFAULT_MAX_ERROR_RATE if self.max_error_rate is None else self.max_error_rate
 
     @model_validator(mode="after")
     def _consistent(self) -> Slo:
@@ -246,6 +260,8 @@ def results_prefix(endpoint: str) -> str:
 
 __all__ = [
     "AI_WORKLOAD_CONFIG_REGIONS",
+    "DEFAULT_DEADLINE_S",
+    "DEFAULT_MAX_ERROR_RATE",
     "OBJECTIVES",
     "ManagedBenchmark",
     "Slo",

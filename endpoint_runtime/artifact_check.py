@@ -20,6 +20,26 @@ from typing import Any
 # resource response objects), so the reason is kept well under it.
 MAX_REASON_CHARS = 1000
 _clients: dict[str, Any] = {}
+# Every wait bounded well inside the function's 60 s (stacks/artifact_guard.py): an answer must reach CloudFormation
+# before Lambda ends the function, or the stack waits for the resource's ServiceTimeout (operations review R3).
+# botocore's defaults are 60 s connect + 60 s read (botocore/endpoint.py DEFAULT_TIMEOUT) and 5 attempts in legacy
+# mode (botocore/data/_retry.json).
+# Worst case here: 3 x (3 + 6) s, standard mode's backoff before attempts 2 and 3 (at most 1 s and 2 s, each raised by
+# up to 5 s by x-amz-retry-after: botocore/retries/standard.py ExponentialBackoff), and 2 response PUTs of 8 s (the
+# answer, then FAILED when that raised): 27 + 13 + 16 = 56 s.
+CONNECT_TIMEOUT_S, READ_TIMEOUT_S, MAX_ATTEMPTS = 3, 6, 3
+RESPONSE_TIMEOUT_S, RESPONSE_TRIES = 8, 2
+AWS_CALLS_PER_EVENT = 1  # GetObject of the manifest
+
+
+def client_config():
+    from botocore.config import Config
+
+    return Config(
+        connect_timeout=CONNECT_TIMEOUT_S,
+        read_timeout=READ_TIMEOUT_S,
+        retries={"mode": "standard", "total_max_attempts": MAX_ATTEMPTS},
+    )
 
 
 def publication_problem(s3: Any, bucket: str, manifest_key: str, content_hash: str) -> str | None:
@@ -72,7 +92,9 @@ def respond(event: dict[str, Any], status: str, reason: str = "") -> None:
     request = urllib.request.Request(
         event["ResponseURL"], data=body, method="PUT", headers={"Content-Type": "", "Content-Length": str(len(body))}
     )
-    with urllib.request.urlopen(request, timeout=30) as answer:  # the pre-signed URL CloudFormation gave
+    with urllib.request.urlopen(
+        request, timeout=RESPONSE_TIMEOUT_S
+    ) as answer:  # the pre-signed URL CloudFormation gave
         answer.read()
 
 
@@ -86,7 +108,7 @@ def handler(event: dict[str, Any], context: Any = None) -> None:
         if "s3" not in _clients:
             import boto3
 
-            _clients["s3"] = boto3.client("s3")
+            _clients["s3"] = boto3.client("s3", config=client_config())
         problem = publication_problem(_clients["s3"], props["Bucket"], props["ManifestKey"], props["ContentHash"])
         print(
             json.dumps(

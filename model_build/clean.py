@@ -111,7 +111,9 @@ def in_use(session: Any, endpoint_name: str, endpoint: str) -> InUse:
     hosts_components = False
     for config in sorted(configs):
         found = _describe(sm.describe_endpoint_config, f"endpoint config {config}", EndpointConfigName=config)
-        for variant in (found or {}).get("ProductionVariants", []):
+        if found is None:
+            raise CleanError(_gone(endpoint_name, f"endpoint config {config}"))
+        for variant in found.get("ProductionVariants", []):
             if variant.get("ModelName"):
                 models.add(variant["ModelName"])
             else:  # an inference-component endpoint: its components name their models
@@ -120,7 +122,9 @@ def in_use(session: Any, endpoint_name: str, endpoint: str) -> InUse:
         models |= _component_models(sm, endpoint_name)
     hashes = set()
     for name in sorted(models):
-        model = _describe(sm.describe_model, f"model {name}", ModelName=name) or {}
+        model = _describe(sm.describe_model, f"model {name}", ModelName=name)
+        if model is None:
+            raise CleanError(_gone(endpoint_name, f"model {name}"))
         for container in [model.get("PrimaryContainer"), *model.get("Containers", [])]:
             if not container:
                 continue
@@ -131,6 +135,17 @@ def in_use(session: Any, endpoint_name: str, endpoint: str) -> InUse:
             if found_hash:
                 hashes.add(found_hash.group(1))
     return InUse(configs, models, hashes)
+
+
+def _gone(endpoint_name: str, what: str) -> str:
+    """SageMaker lets a Model or EndpointConfig be deleted while an endpoint runs it; the endpoint keeps serving, and
+    may need the artifact again to replace or add an instance. Its artifact can then no longer be told from the
+    others, so the clean stops rather than treat it as unused."""
+    return (
+        f"endpoint {endpoint_name} runs {what}, which no longer exists (deleted outside its stack), so which artifact "
+        f"it serves cannot be told; deploy the endpoint again (its stack recreates what it runs) or pin its artifact "
+        f"with artifact_hash, then clean; nothing was deleted"
+    )
 
 
 def _component_models(sm: Any, endpoint_name: str) -> set[str]:
@@ -147,7 +162,9 @@ def _component_models(sm: Any, endpoint_name: str) -> set[str]:
         found = _describe(
             sm.describe_inference_component, f"inference component {component}", InferenceComponentName=component
         )
-        model = ((found or {}).get("Specification") or {}).get("ModelName")
+        if found is None:  # deleted between the listing and now: it runs nothing any more
+            continue
+        model = (found.get("Specification") or {}).get("ModelName")
         if model:
             models.add(model)
     return models
@@ -235,10 +252,9 @@ def stack_resources(session: Any, stack_name: str) -> set[tuple[str, str]]:
     try:
         stacks = cfn.describe_stacks(StackName=stack_name)["Stacks"]
         status = stacks[0]["StackStatus"] if stacks else ""
-        if status.endswith("_IN_PROGRESS"):
-            raise CleanError(
-                f"stack {stack_name} is {status}: a deploy is running; run the clean after it ends; nothing was deleted"
-            )
+        problem = unsettled_stack_problem(stack_name, status)
+        if problem:
+            raise CleanError(problem)
         pages = cfn.get_paginator("list_stack_resources").paginate(StackName=stack_name)
         summaries = [r for page in pages for r in page["StackResourceSummaries"]]
     except ClientError as err:
@@ -255,6 +271,28 @@ def stack_resources(session: Any, stack_name: str) -> set[tuple[str, str]]:
         for r in summaries
         if r["ResourceType"] in kinds and r.get("PhysicalResourceId")
     }
+
+
+def unsettled_stack_problem(stack_name: str, status: str) -> str | None:
+    """Why what stack `stack_name` names cannot be trusted in status `status`, or None when it has settled.
+
+    Only a *_COMPLETE status is settled (the StackStatus enum of botocore's cloudformation service model). While a
+    deploy runs (*_IN_PROGRESS) what the stack names changes; after a failure (*_FAILED: UPDATE_ROLLBACK_FAILED above
+    all) its recorded resources may name the new Model and EndpointConfig while the endpoint runs the old ones, and
+    the old config is the one ContinueUpdateRollback needs: deleting it would strand the stack. Any other or unknown
+    status is refused as well."""
+    if status.endswith("_COMPLETE"):
+        return None
+    if status.endswith("_IN_PROGRESS"):
+        why = "a deploy is running; run the clean after it ends"
+    elif status.endswith("_FAILED"):
+        why = (
+            "what it names may not be what the endpoint runs, and a rollback may still need the old resources; "
+            "settle it first (aws cloudformation continue-update-rollback / delete-stack, or a deploy that succeeds)"
+        )
+    else:
+        why = "not a settled status"
+    return f"stack {stack_name} is {status or 'in no status'}: {why}; nothing was deleted"
 
 
 def tagged_resources(session: Any, project: str) -> dict[tuple[str, str], dict[str, str]]:
@@ -341,4 +379,5 @@ __all__ = [
     "plan",
     "stack_resources",
     "tagged_resources",
+    "unsettled_stack_problem",
 ]

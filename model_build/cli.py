@@ -255,7 +255,10 @@ def cmd_preflight(args: argparse.Namespace) -> int:
     from model_build.preflight import format_checks, run_preflight
 
     deployment = _load(args)
-    checks = run_preflight(deployment)
+    assembly = Path(args.assembly) if args.assembly else None
+    if assembly is not None and not (assembly / "manifest.json").is_file():
+        raise BuildError(f"--assembly {assembly}: no manifest.json there; give a synthesized cloud assembly (cdk.out)")
+    checks = run_preflight(deployment, assembly=assembly, only_updates=args.only_updates)
     print(format_checks(checks))
     failed = [c for c in checks if not c.ok]
     if failed:
@@ -400,6 +403,15 @@ def parser() -> argparse.ArgumentParser:
 
     preflight = sub.add_parser("preflight", help="check credentials, region, instance quotas and published artifacts")
     config_args(preflight)
+    preflight.add_argument(
+        "--assembly",
+        default=None,
+        help="the synthesized cloud assembly to deploy: also compare each deployed stack's template with it "
+        "(a component endpoint's config must not be replaced)",
+    )
+    preflight.add_argument(
+        "--only-updates", action="store_true", help="region, credentials and the update checks only (the pipeline's)"
+    )
     preflight.set_defaults(run=cmd_preflight)
 
     smoke = sub.add_parser("smoke", help="after a deploy: stack state, deployed config, one prompt within budget")

@@ -92,6 +92,9 @@ class Workload(BaseModel):
     extra_body: dict[str, Any] = {}  # merged into every OpenAI request body
     max_tokens_field: Literal["max_completion_tokens", "max_tokens"] = "max_completion_tokens"
     processes: int | None = Field(default=None, ge=1, le=256)  # load-generating processes; None: processes_for()
+    # The whole run (warm-up and every level) ends by then: a request unanswered at the deadline is recorded as an
+    # error of kind "deadline", a level not started is not measured, and the result says deadline_passed.
+    deadline_s: float | None = Field(default=None, gt=0, le=86_400)
 
     @field_validator("concurrency")
     @classmethod
@@ -622,12 +625,29 @@ class Price(BaseModel):
         return None if self.usd_per_hour is None else self.usd_per_hour * self.instance_count
 
 
-async def _warm_up(target: Any, warmup: list[Prompt], concurrency: int) -> None:
+def _past(stop_at: float | None) -> bool:
+    return stop_at is not None and time.time() >= stop_at
+
+
+async def _send(target: Any, prompt: Prompt, stop_at: float | None) -> RequestRecord:
+    """One request, cut at `stop_at` (epoch seconds: the run's deadline, shared by its processes)."""
+    if stop_at is None:
+        return await target.send(prompt)
+    start = time.perf_counter()
+    try:
+        return await asyncio.wait_for(target.send(prompt), timeout=max(0.0, stop_at - time.time()))
+    except asyncio.TimeoutError:
+        return RequestRecord(
+            start=start, end=time.perf_counter(), error_kind="deadline", error="unanswered at the run's deadline"
+        )
+
+
+async def _warm_up(target: Any, warmup: list[Prompt], concurrency: int, stop_at: float | None = None) -> None:
     queue = list(reversed(warmup))
 
     async def worker() -> None:
-        while queue:
-            await target.send(queue.pop())
+        while queue and not _past(stop_at):
+            await _send(target, queue.pop(), stop_at)
 
     await asyncio.gather(*(worker() for _ in range(min(concurrency, len(queue)))))
 
@@ -639,9 +659,10 @@ async def _measure(
     count: int | None,
     duration_s: float | None,
     on_done: Any = None,
+    stop_at: float | None = None,
 ) -> list[RequestRecord]:
     """`concurrency` requests in flight until `count` were sent or `duration_s` passed (requests started before
-    the end complete)."""
+    the end complete), and none after `stop_at` (the run's deadline: requests in flight then are cut)."""
     records: list[RequestRecord] = []
     issued = 0
     deadline = None if duration_s is None else time.perf_counter() + duration_s
@@ -649,9 +670,11 @@ async def _measure(
     async def worker() -> None:
         nonlocal issued
         while (count is not None and issued < count) or (deadline is not None and time.perf_counter() < deadline):
+            if _past(stop_at):
+                return
             prompt = prompts[issued % len(prompts)]
             issued += 1
-            records.append(await target.send(prompt))
+            records.append(await _send(target, prompt, stop_at))
             if on_done is not None:
                 on_done()
 
@@ -674,6 +697,7 @@ def _process_level(
     barrier: Any,
     done: Any,
     results: Any,
+    stop_at: float | None = None,
 ) -> None:
     """One load-generating process's share of a level: its own target and event loop; warm up, wait for the
     others at the barrier, measure, hand the records back."""
@@ -687,9 +711,9 @@ def _process_level(
     async def go() -> list[RequestRecord]:
         await target.open(concurrency, workload)
         try:
-            await _warm_up(target, warmup, concurrency)
+            await _warm_up(target, warmup, concurrency, stop_at)
             await asyncio.get_running_loop().run_in_executor(None, barrier.wait)
-            return await _measure(target, prompts, concurrency, count, workload.duration_s, one_done)
+            return await _measure(target, prompts, concurrency, count, workload.duration_s, one_done, stop_at)
         finally:
             await target.close()
 
@@ -720,6 +744,7 @@ def _run_level_in_processes(
     warmup: list[Prompt],
     processes: int,
     progress: bool,
+    stop_at: float | None = None,
 ) -> list[RequestRecord]:
     import multiprocessing
     import queue as queue_module
@@ -746,6 +771,7 @@ def _run_level_in_processes(
                 barrier,
                 done,
                 results,
+                stop_at,
             ),
         )
         for i in range(processes)
@@ -802,6 +828,7 @@ def run(target: Any, workload: Workload, price: Price | None = None, progress: b
             f'sagemaker-runtime target sends {{"inputs": prompt}}'
         )
     started = datetime.now(timezone.utc)
+    stop_at = None if workload.deadline_s is None else time.time() + workload.deadline_s
     levels = []
 
     async def in_this_process(
@@ -809,25 +836,27 @@ def run(target: Any, workload: Workload, price: Price | None = None, progress: b
     ) -> list[RequestRecord]:
         await target.open(c, workload)
         try:
-            await _warm_up(target, warmup, c)
+            await _warm_up(target, warmup, c, stop_at)
             bar = tqdm(
                 total=count, desc=f"concurrency {c}", unit="req", file=sys.stderr, disable=not progress, leave=False
             )
             try:
-                return await _measure(target, prompts, c, count, workload.duration_s, lambda: bar.update(1))
+                return await _measure(target, prompts, c, count, workload.duration_s, lambda: bar.update(1), stop_at)
             finally:
                 bar.close()
         finally:
             await target.close()
 
     for c in workload.concurrency:
+        if _past(stop_at):
+            break  # not measured: the result says deadline_passed
         count = workload.requests_at(c)
         pool = count if count is not None else max(64, 8 * c)
         prompts = make_prompts(workload, pool, workload.seed * 1_000_003 + c, counter, dataset)
         warmup = make_prompts(workload, workload.warmup_requests, workload.seed * 1_000_003 - c, counter, dataset)
         processes = processes_for(workload, c)
         if processes > 1:
-            records = _run_level_in_processes(target, workload, prompts, c, count, warmup, processes, progress)
+            records = _run_level_in_processes(target, workload, prompts, c, count, warmup, processes, progress, stop_at)
         else:
             # The objects alive now (a large heap where torch or transformers are imported) are frozen out of the
             # cyclic garbage collector, whose full passes over them would otherwise pause the event loop.
@@ -868,6 +897,10 @@ def run(target: Any, workload: Workload, price: Price | None = None, progress: b
         "workload": {**json.loads(workload.model_dump_json()), "description": description},
         "price": {**price.model_dump(), "total_usd_per_hour": price.total_usd_per_hour},
         "levels": levels,
+        # the deadline (s) when it cut the run: a request cut or a level not run (evaluate_slo: a miss)
+        "deadline_passed": workload.deadline_s
+        if _past(stop_at) or any(lv.get("errors_by_kind", {}).get("deadline") for lv in levels)
+        else None,
         "definitions": DEFINITIONS,
     }
 

@@ -163,6 +163,9 @@ def gate_workload(slo: Any) -> Any:
         concurrency=slo.levels,
         requests=w.requests,
         warmup_requests=w.warmup_requests,
+        deadline_s=slo.deadline_s,
+        # no single request outlives the gate's deadline (the load test's own default is 120 s)
+        request_timeout_s=min(120.0, float(slo.deadline_s)),
     )
 
 

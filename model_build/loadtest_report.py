@@ -151,9 +151,18 @@ def evaluate_slo(result: dict[str, Any], slo: Slo | dict[str, Any]) -> list[str]
     objective that could not be measured is a miss too (a gate must not pass on what it did not see)."""
     slo = parse_slo(slo)
     levels = {lv["concurrency"]: lv for lv in result.get("levels", [])}
+    late = result.get("deadline_passed")
+    deadline = (
+        [
+            f"the load test did not finish within its deadline of {late:g} s (slo.deadline_s): requests unanswered by "
+            "then count as errors, levels not reached are not measured"
+        ]
+        if late
+        else []
+    )
     if slo.concurrency is not None:
         if slo.concurrency not in levels:
-            return [
+            return deadline + [
                 f"no measurement at concurrency {slo.concurrency} (the load test ran "
                 f"{', '.join(map(str, sorted(levels))) or 'no level'})"
             ]
@@ -161,8 +170,8 @@ def evaluate_slo(result: dict[str, Any], slo: Slo | dict[str, Any]) -> list[str]
     else:
         judged = [levels[c] for c in sorted(levels)]
     if not judged:
-        return ["the result has no concurrency level to judge"]
-    misses: list[str] = []
+        return deadline + ["the result has no concurrency level to judge"]
+    misses: list[str] = list(deadline)
 
     def check(
         level: dict, name: str, value: float | None, limit: float, worse: str, unit: str, reason: str | None = None
@@ -181,8 +190,9 @@ def evaluate_slo(result: dict[str, Any], slo: Slo | dict[str, Any]) -> list[str]
         if slo.p95_itl_ms is not None:
             itl = level["itl_ms"]
             check(level, "p95 ITL", itl.get("p95"), slo.p95_itl_ms, "above", " ms", itl.get("not_measured"))
-        if slo.max_error_rate is not None:
-            check(level, "error rate", level["error_rate"], slo.max_error_rate, "above", "")
+        # Always judged: the default budget when max_error_rate is not given (endpoint_config/slo.py).
+        default = " (default budget: slo.max_error_rate not given)" if slo.max_error_rate is None else ""
+        check(level, f"error rate{default}", level["error_rate"], slo.error_budget, "above", "")
         if slo.max_usd_per_million_tokens is not None:
             check(
                 level,

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from endpoint_runtime.smoke import Check, aws_message, format_checks
+from model_build.replacement import stack_templates
 
 QUOTA_SERVICE = "sagemaker"
 QUOTA_NAME = "{instance_type} for endpoint usage"
@@ -201,9 +203,14 @@ def _known_regions(session: Any) -> set[str]:
     return regions
 
 
-def run_preflight(deployment: Any, session: Any = None) -> list[Check]:
+def run_preflight(
+    deployment: Any, session: Any = None, *, assembly: Path | None = None, only_updates: bool = False
+) -> list[Check]:
     """Every pre-flight check of a resolved config (`endpoint_config.Deployment`). Never raises for AWS errors:
-    each is a failed check. Later checks that need the credentials or the region are left out when those fail."""
+    each is a failed check. Later checks that need the credentials or the region are left out when those fail.
+    `assembly`: the synthesized cloud assembly about to be deployed; with it, the update checks compare each deployed
+    stack's template with the synthesized one (what CloudFormation would replace). `only_updates`: region,
+    credentials and the update checks only (the pipeline's Preflight step, whose role may read no more)."""
     import boto3
     from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
@@ -272,6 +279,9 @@ def run_preflight(deployment: Any, session: Any = None) -> list[Check]:
         return checks
     checks.append(Check("credentials", True, f"account {account} ({identity.get('Arn')})"))
 
+    templates = stack_templates(assembly) if assembly is not None else None
+    if only_updates:
+        return checks + update_checks(deployment, session, region, templates)
     if env.emulator:
         for instance_type in sorted(_needed_by_type(deployment)):
             checks.append(
@@ -300,10 +310,98 @@ def run_preflight(deployment: Any, session: Any = None) -> list[Check]:
         else:
             checks += quota_checks(deployment, quotas, region)
 
+    if not env.emulator:  # moto's Lambda has no account's quotas to read
+        checks += lambda_concurrency_checks(deployment, session, region)
     checks += kept_data_checks(deployment, session, account, region)
-    checks += update_checks(deployment, session, region)
+    checks += update_checks(deployment, session, region, templates)
     checks += artifact_checks(deployment, session.client("s3", region_name=region), account, region)
     return checks
+
+
+# "You can reserve concurrency for as many functions as you like, as long as you leave at least 100 simultaneous
+# executions unreserved for functions that aren't configured with a per-function limit" (botocore 1.44.8 lambda
+# model, PutFunctionConcurrency); "New AWS accounts have reduced concurrency and memory quotas" (Lambda Developer
+# Guide, Lambda quotas). CloudFormation then fails to create the function and the stack rolls back (review R4).
+MIN_UNRESERVED_CONCURRENCY = 100
+
+
+def reserved_concurrency(deployment: Any) -> list[tuple[str, int]]:
+    """(what, executions) for every function of the deployment that reserves concurrency: the invoke function's
+    invoke_function.reserved_concurrency, the stream function's streaming.reserved_concurrency (the cap a public
+    stream URL must have)."""
+    wanted = []
+    for plan in deployment.plans:
+        spec = plan.spec
+        if spec.invoke_function.reserved_concurrency:
+            wanted.append((f"{spec.name} invoke_function", spec.invoke_function.reserved_concurrency))
+        if spec.streaming.enabled and spec.streaming.reserved_concurrency:
+            wanted.append((f"{spec.name} streaming", spec.streaming.reserved_concurrency))
+    return wanted
+
+
+def lambda_concurrency_checks(deployment: Any, session: Any, region: str) -> list[Check]:
+    """The account's unreserved Lambda concurrency after this deploy's reservations (less what this deployment's
+    stacks reserve already, which an update keeps) must stay at MIN_UNRESERVED_CONCURRENCY or more."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    wanted = reserved_concurrency(deployment)
+    if not wanted:
+        return []
+    name = "lambda concurrency"
+    client = session.client("lambda", region_name=region)
+    try:
+        limit = client.get_account_settings()["AccountLimit"]
+        held = sum(_reserved_now(session, client, plan.stack_name, region) for plan in deployment.plans)
+    except (ClientError, BotoCoreError) as err:
+        return [
+            Check(
+                name,
+                False,
+                f"cannot read the account's Lambda concurrency in {region} ({aws_message(err)}): allow "
+                "lambda:GetAccountSettings and lambda:GetFunctionConcurrency, or check 'Concurrent executions' in "
+                "the Service Quotas console yourself",
+            )
+        ]
+    total, unreserved = limit.get("ConcurrentExecutions", 0), limit.get("UnreservedConcurrentExecutions", 0)
+    need = sum(n for _, n in wanted)
+    left = unreserved + held - need
+    who = ", ".join(f"{what} {n}" for what, n in wanted)
+    if left < MIN_UNRESERVED_CONCURRENCY:
+        return [
+            Check(
+                name,
+                False,
+                f"the account's Lambda concurrency in {region} is {total}, {unreserved} unreserved; this deploy "
+                f"reserves {need} ({who}), which would leave {left}, below the {MIN_UNRESERVED_CONCURRENCY} Lambda "
+                "keeps unreserved (PutFunctionConcurrency), so creating the function would fail and the stack roll "
+                f"back. Lower those reserved_concurrency values to at most {max(0, unreserved + held - 100)} in all, "
+                "use streaming.auth: iam (no reservation needed), or ask for more: AWS Lambda quota 'Concurrent "
+                "executions' in the Service Quotas console (new accounts start with reduced concurrency)",
+            )
+        ]
+    return [Check(name, True, f"{unreserved} unreserved of {total}; {need} reserved here ({who}) leaves {left}")]
+
+
+def _reserved_now(session: Any, client: Any, stack_name: str, region: str) -> int:
+    """What the stack's functions reserve today (0 when the stack does not exist)."""
+    from botocore.exceptions import ClientError
+
+    cfn = session.client("cloudformation", region_name=region)
+    try:
+        pages = cfn.get_paginator("list_stack_resources").paginate(StackName=stack_name)
+        functions = [
+            r["PhysicalResourceId"]
+            for page in pages
+            for r in page["StackResourceSummaries"]
+            if r["ResourceType"] == "AWS::Lambda::Function" and r.get("PhysicalResourceId")
+        ]
+    except ClientError as err:
+        if "does not exist" in str(err):
+            return 0
+        raise
+    return sum(
+        client.get_function_concurrency(FunctionName=f).get("ReservedConcurrentExecutions", 0) for f in functions
+    )
 
 
 def _stack_exists(cfn: Any, name: str) -> bool:
@@ -368,9 +466,11 @@ def kept_data_checks(deployment: Any, session: Any, account: str, region: str) -
     return [Check("kept data", True, "nothing kept from an earlier deploy: the artifact stack creates them")]
 
 
-def update_checks(deployment: Any, session: Any, region: str) -> list[Check]:
+def update_checks(deployment: Any, session: Any, region: str, templates: dict[str, Path] | None = None) -> list[Check]:
     """What an update of each deployed endpoint would change that SageMaker refuses (mode_problem) or refuses while
-    the variant autoscales (instance_change_problem). Endpoints not deployed yet have nothing to update."""
+    the variant autoscales (instance_change_problem), and, given the synthesized `templates` (stack name -> file),
+    any replacement of a component endpoint's config (component_config_problem). Endpoints not deployed yet have
+    nothing to update."""
     from botocore.exceptions import ClientError
 
     from model_build.clean import not_found
@@ -401,9 +501,51 @@ def update_checks(deployment: Any, session: Any, region: str) -> list[Check]:
         problem = mode_problem(plan, config)
         if problem is None:
             problem = instance_change_problem(plan, config, scaling)
+        if problem is None and templates is not None and _hosts_components(config):
+            problem = component_config_problem(plan, session, region, templates)
         if problem is not None:
             checks.append(Check(f"update {plan.name}", False, problem))
     return checks
+
+
+def _hosts_components(deployed: dict[str, Any]) -> bool:
+    variants = deployed.get("ProductionVariants", [])
+    return bool(variants) and not any(v.get("ModelName") for v in variants)
+
+
+def component_config_problem(plan: Any, session: Any, region: str, templates: dict[str, Path]) -> str | None:
+    """Why deploying the synthesized template over the deployed one would replace the endpoint config of this
+    component endpoint (every create-only property of AWS::SageMaker::EndpointConfig in cfn-lint's schema, and what
+    they name: model_build/replacement.py), or None. mode_problem explains why that is refused."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from model_build.replacement import TemplateDiff
+
+    path = templates.get(plan.stack_name)
+    if path is None:
+        return f"the synthesized assembly has no stack {plan.stack_name}: cannot tell what its deploy would replace"
+    try:
+        body = session.client("cloudformation", region_name=region).get_template(
+            StackName=plan.stack_name, TemplateStage="Original"
+        )["TemplateBody"]
+    except (ClientError, BotoCoreError) as err:
+        if "does not exist" in str(err):
+            return None  # the endpoint exists without this stack: nothing of the stack's to replace
+        return (
+            f"cannot read the deployed template of stack {plan.stack_name} ({aws_message(err)}), so whether this "
+            "deploy replaces the component endpoint's config is unchecked; allow cloudformation:GetTemplate, or retry"
+        )
+    deployed = body if isinstance(body, dict) else json.loads(body)
+    replaced = TemplateDiff(deployed, json.loads(path.read_text())).replacements("AWS::SageMaker::EndpointConfig")
+    if not replaced:
+        return None
+    what = "; ".join(change for r in replaced for change in r.changes)
+    return (
+        f"endpoint {plan.endpoint_name} hosts inference components and this deploy replaces its endpoint config "
+        f"({what}); updating the endpoint config of a component endpoint is not documented by AWS and refused by the "
+        f"AWS SDK (unverified in an account): destroy stack {plan.stack_name} and deploy it again (the endpoint is "
+        "unavailable in between), or deploy the new setting under a new endpoint name and move the clients"
+    )
 
 
 def mode_problem(plan: Any, deployed: dict[str, Any]) -> str | None:

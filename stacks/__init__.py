@@ -5,12 +5,13 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from aws_cdk import Aws, Environment, Tags
+from aws_cdk import Aspects, Aws, Environment, Tags
 from constructs import Construct
 
 from deployment import Deployment
 
 from .artifact_store import ArtifactStoreStack
+from .custom_resources import CustomResourceTimeouts
 from .endpoint_alarms import EnvironmentDashboard, dashboard_endpoints
 from .endpoint_network import BucketKeyRef
 from .endpoint_stack import EndpointStack
@@ -30,7 +31,11 @@ def stack_environment(deployment: Deployment) -> Environment:
 
 
 def add_artifact_stack(
-    scope: Construct, deployment: Deployment, *, trusted_pipeline: TrustedPipeline | None = None
+    scope: Construct,
+    deployment: Deployment,
+    *,
+    trusted_pipeline: TrustedPipeline | None = None,
+    trusted_preflight: TrustedPipeline | None = None,
 ) -> ArtifactStoreStack:
     """The environment's artifact store stack, in `scope` (the App, or a `Stage` of the pipeline); with
     `trusted_pipeline`, also the model publisher role that pipeline role may assume."""
@@ -40,6 +45,7 @@ def add_artifact_stack(
         deployment.stack_name("artifacts"),
         deployment=deployment,
         trusted_pipeline=trusted_pipeline,
+        trusted_preflight=trusted_preflight,
         env=stack_environment(deployment),
         stack_name=deployment.stack_name("artifacts"),
         description=f"{deployment.project} ({deployment.environment_name}): model artifact bucket and image repository",
@@ -94,8 +100,11 @@ def add_endpoint_stacks(
 
 
 def tag_environment(scope: Construct, deployment: Deployment) -> None:
+    """The environment's tags on every resource under `scope` (the app, or a pipeline stage), and a bounded
+    ServiceTimeout on CDK's own custom resources there (stacks/custom_resources.py)."""
     Tags.of(scope).add("llm-endpoints:project", deployment.project)
     Tags.of(scope).add("llm-endpoints:environment", deployment.environment_name)
+    Aspects.of(scope).add(CustomResourceTimeouts())
 
 
 def add_stacks(app: Construct, deployment: Deployment, *, allow_unbuilt: bool = False) -> dict[str, object]:

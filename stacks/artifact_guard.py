@@ -13,6 +13,13 @@ from .functions import PythonFunction
 from .lambda_asset import LAMBDA_ROOT, function_code
 from .nag import acknowledge
 
+# How long CloudFormation waits for a custom resource's answer: "an integer from 1 to 3600", default 3600 (the
+# AWS::CloudFormation::CustomResource reference; cfn-lint schema property ServiceTimeout). An answer lost (a function
+# killed at its timeout) would otherwise hold the stack an hour, and its rollback another (operations review R3).
+# 300 s covers the function's 60 s and Lambda's first retry of an asynchronous invocation.
+CUSTOM_RESOURCE_TIMEOUT_S = 300
+ARTIFACT_CHECK_TIMEOUT_S = 60
+
 
 class PublishedArtifactCheck(Construct):
     """Keyword-only props: bucket_name (the artifact bucket, may hold tokens); manifest_key (the plan's);
@@ -39,16 +46,12 @@ class PublishedArtifactCheck(Construct):
             code=function_code(LAMBDA_ROOT / "artifact_check" / "handler.py"),
             handler="artifact_check/handler.handler",
             environment={},
-            timeout=Duration.seconds(60),
+            timeout=Duration.seconds(ARTIFACT_CHECK_TIMEOUT_S),
             description=f"Fails the deploy unless s3://.../{manifest_key} is published",
             log_retention_days=log_retention_days,
         )
         function = self.handler.function
-        function.add_to_role_policy(
-            iam.PolicyStatement(
-                actions=["s3:GetObject"], resources=[f"arn:{Aws.PARTITION}:s3:::{bucket_name}/{manifest_key}"]
-            )
-        )
+        self.bucket_name = bucket_name
         if bucket_key is not None:  # an SSE-KMS object is read with the key (S3 User Guide, "Using SSE-KMS")
             bucket_key.grant_s3_use(function, read_only=True)  # it only reads the manifest
             if bucket_key.alias_name is not None:
@@ -58,12 +61,26 @@ class PublishedArtifactCheck(Construct):
                     "The artifact bucket's key is created by the artifacts stack; it is named by its alias "
                     f"{bucket_key.alias_name} (kms:ResourceAliases), and only through S3 in this region (kms:ViaService).",
                 )
-        self.resource = CfnCustomResource(self, "Resource", service_token=function.function_arn)
-        self.resource.add_property_override("Bucket", bucket_name)
-        self.resource.add_property_override("ManifestKey", manifest_key)
-        self.resource.add_property_override("ContentHash", content_hash)
+        self.resource = self.check("Resource", manifest_key=manifest_key, content_hash=content_hash)
+
+    def check(self, construct_id: str, *, manifest_key: str, content_hash: str) -> CfnCustomResource:
+        """One more manifest the same function checks (a LoRA adapter's: operations review R6): its own custom
+        resource, to depend on from what must not be created before that artifact is published."""
+        function = self.handler.function
+        function.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["s3:GetObject"], resources=[f"arn:{Aws.PARTITION}:s3:::{self.bucket_name}/{manifest_key}"]
+            )
+        )
+        resource = CfnCustomResource(
+            self, construct_id, service_token=function.function_arn, service_timeout=CUSTOM_RESOURCE_TIMEOUT_S
+        )
+        resource.add_property_override("Bucket", self.bucket_name)
+        resource.add_property_override("ManifestKey", manifest_key)
+        resource.add_property_override("ContentHash", content_hash)
         # The answer must come after the role may read the manifest.
-        self.resource.node.add_dependency(function.role)  # type: ignore[arg-type]
+        resource.node.add_dependency(function.role)  # type: ignore[arg-type]
+        return resource
 
 
-__all__ = ["PublishedArtifactCheck"]
+__all__ = ["CUSTOM_RESOURCE_TIMEOUT_S", "PublishedArtifactCheck"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aws_cdk import Aws, CfnOutput, Duration, RemovalPolicy, Stack
+from aws_cdk import Aws, CfnOutput, Duration, RemovalPolicy, Stack, Token
 from aws_cdk import aws_ecr as ecr
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
@@ -58,6 +58,10 @@ class ArtifactStoreStack(Stack):
       trusted_pipeline: None (the default) creates no role for a pipeline. Given, the stack creates the role
         `<project>-<env>-model-publisher` (`publisher_role_name`), which only that pipeline role may assume and which
         may publish into models/* of the bucket (`grant_publish`): what the pipeline's model build step assumes.
+      trusted_preflight: likewise, the role `<project>-<env>-preflight` that the pipeline's Preflight step assumes
+        to read what the environment's endpoints run and their stacks' templates (`model_build preflight
+        --only-updates`: a component endpoint's config must not be replaced, operations review R2). It lives here
+        because this stack is deployed before the endpoint stacks whose update it checks.
     """
 
     def __init__(
@@ -67,9 +71,12 @@ class ArtifactStoreStack(Stack):
         *,
         deployment: Deployment,
         trusted_pipeline: TrustedPipeline | None = None,
+        trusted_preflight: TrustedPipeline | None = None,
         **kwargs,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
+        self.preflight_role_name = role_name(deployment.project, deployment.environment_name, "preflight")
+        self._preflight_role(deployment, trusted_preflight)
         env = deployment.environment
         retain = env.retain_data
         removal = RemovalPolicy.RETAIN if retain else RemovalPolicy.DESTROY
@@ -160,6 +167,74 @@ class ArtifactStoreStack(Stack):
 
         self._outputs()
         self._publisher_role(deployment, trusted_pipeline)
+
+    def _preflight_role(self, deployment: Deployment, trusted: TrustedPipeline | None) -> None:
+        """Read-only: the endpoint stacks' templates and status, the endpoints and their configs, and the scaling
+        registration the instance-type check reads (what `model_build preflight --only-updates` calls)."""
+        self.preflight_role = None
+        if trusted is None:
+            return
+        role = iam.Role(
+            self,
+            "PreflightRole",
+            role_name=self.preflight_role_name,
+            assumed_by=trusted.principal(self),
+            description=f"Assumed by the pipeline's Preflight step: reads what the {deployment.environment_name} "
+            "endpoint stacks and endpoints are now",
+        )
+        role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["cloudformation:DescribeStacks", "cloudformation:GetTemplate"],
+                resources=[
+                    self.format_arn(service="cloudformation", resource="stack", resource_name=f"{p.stack_name}/*")
+                    for p in deployment.plans
+                ],
+            )
+        )
+        role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["sagemaker:DescribeEndpoint"],
+                resources=[
+                    self.format_arn(service="sagemaker", resource="endpoint", resource_name=p.endpoint_name.lower())
+                    for p in deployment.plans
+                ],
+            )
+        )
+        # The endpoint configs' names are CloudFormation's (the stacks name none), known only once deployed.
+        role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["sagemaker:DescribeEndpointConfig"],
+                resources=[self.format_arn(service="sagemaker", resource="endpoint-config", resource_name="*")],
+            )
+        )
+        # DescribeScalableTargets has no resource type (Service Authorization Reference, cfn-lint Policies.json).
+        role.add_to_policy(
+            iam.PolicyStatement(actions=["application-autoscaling:DescribeScalableTargets"], resources=["*"])
+        )
+        # cdk-nag names a resource as synthesized: concrete where the stack's environment is, tokens otherwise.
+        where = (
+            "<AWS::Partition>:{service}:<AWS::Region>:<AWS::AccountId>"
+            if Token.is_unresolved(self.account) or Token.is_unresolved(self.region)
+            else f"{{partition}}:{{service}}:{self.region}:{self.account}"
+        )
+
+        def arn(service: str, rest: str) -> str:
+            return "arn:" + where.format(service=service, partition=self.partition) + f":{rest}"
+
+        acknowledge(
+            role,
+            [
+                f"AwsSolutions-IAM5[Resource::{arn('sagemaker', 'endpoint-config/*')}]",
+                "AwsSolutions-IAM5[Resource::*]",
+            ]
+            + [
+                f"AwsSolutions-IAM5[Resource::{arn('cloudformation', f'stack/{p.stack_name}/*')}]"
+                for p in deployment.plans
+            ],
+            "Read-only. Endpoint config names are generated by CloudFormation; a stack's ARN ends in its id, known "
+            "only once created; application-autoscaling:DescribeScalableTargets has no resource type.",
+        )
+        self.preflight_role = role
 
     def _publisher_role(self, deployment: Deployment, trusted_pipeline: TrustedPipeline | None) -> iam.Role | None:
         """The role a trusted pipeline's model build assumes to publish into this bucket (none without one)."""

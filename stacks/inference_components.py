@@ -20,6 +20,7 @@ from constructs import Construct
 from endpoint_config.hosting import CopyScaling
 from endpoint_config.operations import Rolling
 
+from .artifact_guard import CUSTOM_RESOURCE_TIMEOUT_S
 from .functions import PythonFunction
 from .lambda_asset import LAMBDA_ROOT, function_code
 from .log_groups import owned_log_group
@@ -180,6 +181,7 @@ class KeptCopyCount(Construct):
             "Resource",
             service_token=self.function.function.function_arn,
             resource_type="Custom::KeptCopyCount",
+            service_timeout=Duration.seconds(CUSTOM_RESOURCE_TIMEOUT_S),  # not the default hour (R3)
             properties={
                 "ComponentName": component_name,
                 "Floor": floor,

@@ -65,6 +65,8 @@ PINNED_RUNTIMES = codebuild.BuildSpec.from_object({"phases": {"install": {"runti
 DOCKER_FOR_SYNTH = False
 SMOKE_TIMEOUT = Duration.minutes(20)
 SLO_GATE_TIMEOUT = Duration.minutes(60)
+PREFLIGHT_TIMEOUT = Duration.minutes(15)
+PREFLIGHT_ASSEMBLY_DIR = "synth-output"  # where the Preflight step finds the synthesized cloud assembly
 # Beyond the smoke test's own wait (its budget, or the wake budget of an asynchronous endpoint at zero instances):
 # installing the deploy set and the other checks.
 SMOKE_STEP_MARGIN_MIN = 10
@@ -185,6 +187,7 @@ class PipelineStack(Stack):
 
         self.stages: dict[str, tuple[Stage, Stage]] = {}
         self.build_steps: dict[str, pipelines.CodeBuildStep] = {}
+        self.preflight_steps: dict[str, pipelines.CodeBuildStep] = {}
         self.smoke_steps: dict[str, dict[str, pipelines.CodeBuildStep]] = {}
         self.gate_steps: dict[str, dict[str, pipelines.CodeBuildStep]] = {}
         self.approvals: dict[str, pipelines.ManualApprovalStep] = {}
@@ -195,10 +198,26 @@ class PipelineStack(Stack):
 
         Tags.of(self).add("llm-endpoints:project", project)
         self.pipeline.build_pipeline()
+        self._roll_back_failed_endpoint_stages()
         self._warn_about_docker_hub(deployments)
         self._grant_connection_use()
         self._scope_asset_builds()
         acknowledge_pipeline_findings(self)
+
+    def _roll_back_failed_endpoint_stages(self) -> None:
+        """A failed smoke test or SLO gate (post steps of <env>-endpoints) fails the stage after its stacks are
+        deployed; CodePipeline then rolls the stage back: "When the stage fails, the stage is rolled back to the most
+        recent successful execution", a new execution with "the variables and artifacts from the execution to which
+        it is rolling back" (CodePipeline User Guide, stage-rollback-auto.html and stage-rollback.html): the previous
+        templates, so the previous artifact hash, deployed by the same actions and checked by the same smoke test and
+        gate. Stage conditions need a V2 pipeline (AWS::CodePipeline::Pipeline OnFailure.Result ROLLBACK, cfn-lint
+        schema). It does nothing before a first successful execution, or after the pipeline's structure changed
+        (the manual `aws codepipeline rollback-stage` then: docs/design/rollback.md)."""
+        cfn_pipeline = self.pipeline.pipeline.node.default_child
+        cfn_pipeline.add_property_override("PipelineType", "V2")
+        for index, stage in enumerate(self.pipeline.pipeline.stages):
+            if stage.stage_name.endswith("-endpoints"):
+                cfn_pipeline.add_property_override(f"Stages.{index}.OnFailure", {"Result": "ROLLBACK"})
 
     def _warn_about_docker_hub(self, deployments: dict[str, Deployment]) -> None:
         """What only a run of the asset stage would show: said at synth, where the reviewer of the pipeline reads."""
@@ -296,10 +315,15 @@ class PipelineStack(Stack):
         artifacts_stage = Stage(self.node.root, f"{env_name}-artifacts", env=stage_env)
         # The environment's stacks create the roles these steps assume, each trusting only the step's role here.
         build_role_name = role_name(project, env_name, "model-build")
+        preflight_cb_role = role_name(project, env_name, "preflight-cb")
         artifacts = add_artifact_stack(
-            artifacts_stage, deployment, trusted_pipeline=TrustedPipeline(self.pipeline_account, build_role_name)
+            artifacts_stage,
+            deployment,
+            trusted_pipeline=TrustedPipeline(self.pipeline_account, build_role_name),
+            trusted_preflight=TrustedPipeline(self.pipeline_account, preflight_cb_role),
         )
         publisher = f"arn:{artifacts.partition}:iam::{artifacts.account}:role/{artifacts.publisher_role_name}"
+        preflight_target = f"arn:{artifacts.partition}:iam::{artifacts.account}:role/{artifacts.preflight_role_name}"
         tag_environment(artifacts_stage, deployment)
 
         endpoints_stage = Stage(self.node.root, f"{env_name}-endpoints", env=stage_env)
@@ -339,7 +363,9 @@ class PipelineStack(Stack):
             pre_artifacts.append(approval)
         self.pipeline.add_stage(artifacts_stage, pre=pre_artifacts)
 
+        preflight_step = self._preflight_step(deployment, source, region, preflight_cb_role, preflight_target)
         build_step = self._model_build_step(deployment, source, account, region, build_role_name, publisher)
+        build_step.add_step_dependency(preflight_step)  # nothing is built for an update the preflight refuses
         smoke_steps = {
             name: self._smoke_step(deployment, name, source, account, region, cb_role, target)
             for name, (cb_role, target) in smoke_names.items()
@@ -354,7 +380,10 @@ class PipelineStack(Stack):
             gate.add_step_dependency(
                 smoke_steps[name]
             )  # a load test of an endpoint that failed its smoke test says nothing
-        self.pipeline.add_stage(endpoints_stage, pre=[build_step], post=[*smoke_steps.values(), *gate_steps.values()])
+        self.pipeline.add_stage(
+            endpoints_stage, pre=[preflight_step, build_step], post=[*smoke_steps.values(), *gate_steps.values()]
+        )
+        self.preflight_steps[env_name] = preflight_step
         self.stages[env_name] = (artifacts_stage, endpoints_stage)
         self.build_steps[env_name] = build_step
         self.smoke_steps[env_name] = smoke_steps
@@ -364,6 +393,42 @@ class PipelineStack(Stack):
     def _target(self, deployment: Deployment) -> tuple[str, str]:
         env = deployment.environment
         return env.account or self.pipeline_account, env.region or self.region
+
+    def _preflight_step(self, deployment, source, region, cb_role_name, target_arn) -> pipelines.CodeBuildStep:
+        """`model_build preflight --only-updates` against the stage's synthesized templates, before anything of the
+        stage runs: the check `make deploy` makes (a component endpoint's config must not be replaced, an
+        autoscaled variant's instance type not changed, the invocation or hosting mode not switched in place:
+        operations review R2), under the artifact stack's read-only preflight role."""
+        env_name = deployment.environment_name
+        role = iam.Role(
+            self,
+            f"PreflightRole-{env_name}",
+            role_name=cb_role_name,
+            assumed_by=iam.ServicePrincipal("codebuild.amazonaws.com"),
+            description=f"Preflight of {env_name}: may only assume that environment's preflight role",
+        )
+        config = shlex.quote(self.config_path)
+        step = pipelines.CodeBuildStep(
+            "Preflight",
+            input=source,
+            # The synth output beside the source: the stage's templates, as its deploy actions will deploy them.
+            additional_inputs={PREFLIGHT_ASSEMBLY_DIR: self.synth_step},
+            install_commands=[SMOKE_INSTALL, *_profile_commands("preflight", target_arn, region)],
+            commands=[
+                f".venv/bin/python -m model_build preflight --config {config} --env {env_name} --only-updates "
+                f"--assembly {PREFLIGHT_ASSEMBLY_DIR}"
+            ],
+            env={"AWS_PROFILE": "preflight"},
+            build_environment=codebuild.BuildEnvironment(
+                build_image=CPU_BUILD_IMAGE, compute_type=codebuild.ComputeType.SMALL
+            ),
+            partial_build_spec=PINNED_RUNTIMES,
+            role=role,
+            role_policy_statements=[iam.PolicyStatement(actions=["sts:AssumeRole"], resources=[target_arn])],
+            timeout=PREFLIGHT_TIMEOUT,
+        )
+        self.own_steps.append(step)
+        return step
 
     def _model_build_step(
         self, deployment, source, account, region, cb_role_name, publisher_arn

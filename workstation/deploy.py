@@ -3,9 +3,11 @@
 deploy:  preflight (region, credentials, quotas) -> model_build build for endpoints with no local build and no
          pinned hash -> one `cdk synth` -> `cdk bootstrap` when the account has no CDKToolkit stack -> deploy the
          artifact stack -> publish every artifact (unchanged files are skipped) -> preflight again (now the
-         artifacts must be in the bucket with the right hash) -> deploy the endpoint stacks -> smoke-test each ->
-         the SLO gate of each endpoint with `slo:` (a load test judged against its objectives, model_build/
-         loadtest_gate.py).
+         artifacts must be in the bucket with the right hash) -> a snapshot of each endpoint stack (its template,
+         the artifact it serves: model_build/rollback.py) -> deploy the endpoint stacks -> smoke-test each -> the
+         SLO gate of each endpoint with `slo:` (a load test judged against its objectives, model_build/
+         loadtest_gate.py) -> an endpoint that failed either is rolled back to its snapshot (or, where none exists
+         or the rollback fails, the error names the command that does it).
 destroy: empty the artifact bucket where CloudFormation cannot (the emulator, which cannot run CDK's
          auto-delete Lambda) -> `cdk destroy` of this environment's stacks.
 Each step prints what it does; the first failure stops with one message and a non-zero exit.
@@ -74,7 +76,7 @@ def deploy(deployment: Deployment, *, echo: Callable[[str], None] = print, runti
     """Deploy one environment. `runtime_client`: the sagemaker-runtime client the smoke test invokes through
     (default: the real service; the demo passes one pointed at the model served on localhost)."""
     from model_build.preflight import artifacts_pending, run_preflight
-    from model_build.smoke import format_checks, run_smoke
+    from model_build.smoke import format_checks
 
     py = sys.executable
     config, env_name = str(deployment.config_path), deployment.environment_name
@@ -142,53 +144,152 @@ def deploy(deployment: Deployment, *, echo: Callable[[str], None] = print, runti
                 echo=echo,
             )
 
-    echo("==> preflight: artifacts published")
-    problems = _failed(run_preflight(deployment, session), skip_artifacts=False)
+    echo("==> preflight: artifacts published, and what the synthesized templates would replace")
+    problems = _failed(run_preflight(deployment, session, assembly=assembly), skip_artifacts=False)
     if problems:
         raise DeployError("the artifacts are not where the endpoint stacks will look:\n  - " + "\n  - ".join(problems))
 
+    snapshots = take_snapshots(deployment, session, assembly / "rollback", echo=echo)
     endpoint_stacks = [plan.stack_name for plan in deployment.plans]
     echo(f"==> cdk deploy {' '.join(endpoint_stacks)}")
     run(
         [CDK, "deploy", *endpoint_stacks, "--exclusively", "--require-approval", "never", "--no-notices", *app],
         echo=echo,
     )
+    check_or_roll_back(
+        deployment,
+        snapshots,
+        session=session,
+        runtime_client=runtime_client,
+        bucket=deployment.artifact_bucket(account, region),
+        echo=echo,
+    )
+    echo(f"deployed {len(endpoint_stacks)} endpoint(s) to environment {env_name}")
 
+
+def take_snapshots(
+    deployment: Deployment, session: boto3.Session, directory: Path, *, echo: Callable[[str], None] = print
+) -> dict:
+    """Each endpoint stack as it is before the deploy (model_build/rollback.py Snapshot), saved under `directory`;
+    an endpoint deployed for the first time has none. DeployError when a stack is in an unsettled status."""
+    from model_build.rollback import RollbackError, save, take_snapshot
+
+    echo("==> snapshot of the endpoint stacks (what a failed smoke test or SLO gate rolls back to)")
+    snapshots = {}
+    for plan in deployment.plans:
+        try:
+            snapshot = take_snapshot(session, plan)
+        except RollbackError as err:
+            raise DeployError(str(err)) from None
+        if snapshot is None:
+            echo(f"    {plan.name}: not deployed yet (nothing to roll back to)")
+            continue
+        path = save(snapshot, directory)
+        echo(f"    {plan.name}: serves {snapshot.short()} (saved to {path})")
+        snapshots[plan.name] = snapshot
+    return snapshots
+
+
+def check_or_roll_back(
+    deployment: Deployment,
+    snapshots: dict,
+    *,
+    session: boto3.Session,
+    runtime_client=None,
+    bucket: str | None = None,
+    echo: Callable[[str], None] = print,
+) -> None:
+    """Smoke-test every endpoint, then run the SLO gate of each that passed and has `slo:`. Every endpoint that
+    failed either goes back to its snapshot (the template and artifact it had before this deploy); DeployError
+    then says what failed and where each endpoint stands: rolled back, first deployed (nothing to go back to), or
+    not rolled back, with the command that does it."""
+    from model_build.rollback import RollbackError, roll_back
+
+    failed = smoke_tests(deployment, session=session, runtime_client=runtime_client, echo=echo)
+    failed.update(slo_misses(deployment, session=session, runtime_client=runtime_client, echo=echo, skip=set(failed)))
+    if not failed:
+        return
+    lines = []
+    for name, why in failed.items():
+        lines.append(why)
+        snapshot = snapshots.get(name)
+        if snapshot is None:
+            lines.append(
+                f"  {name} was first deployed by this deploy: there is no earlier version to roll back to, and it "
+                f"serves the failing artifact; fix it and deploy again, or `make destroy`"
+            )
+            continue
+        echo(f"==> roll back {name} to {snapshot.short()} (stack {snapshot.stack_name})")
+        try:
+            lines.append(f"  rolled back: {roll_back(session, snapshot, bucket=bucket)}")
+        except RollbackError as err:
+            lines.append(f"  NOT rolled back: {err}")
+        echo(lines[-1])
+    raise DeployError("\n".join(lines))
+
+
+def smoke_tests(
+    deployment: Deployment, *, session: boto3.Session, runtime_client=None, echo: Callable[[str], None] = print
+) -> dict[str, str]:
+    """Smoke-test every endpoint: {endpoint: why} for those that failed."""
+    from model_build.smoke import format_checks, run_smoke
+
+    failed = {}
     for plan in deployment.plans:
         echo(f"==> smoke test {plan.name}")
         result = run_smoke(deployment, plan, session=session, runtime_client=runtime_client)
         for line in format_checks(result.checks).splitlines():
             echo(line)
         if not result.ok:
-            raise DeployError(
+            failed[plan.name] = (
                 f"smoke test of {plan.name} failed: {'; '.join(c.message for c in result.checks if not c.ok)}"
             )
-    slo_gates(deployment, session=session, runtime_client=runtime_client, echo=echo)
-    echo(f"deployed {len(endpoint_stacks)} endpoint(s) to environment {env_name}")
+    return failed
 
 
-def slo_gates(
-    deployment: Deployment, *, session: boto3.Session, runtime_client=None, echo: Callable[[str], None] = print
-) -> None:
-    """The SLO gate of every endpoint with `slo:`, after its smoke test: DeployError on the first missed objective
-    (the message has the numbers and the last kept result that met them). `runtime_client`: the sagemaker-runtime
-    client the smoke test used; the load test sends to the same URL (the demo's local server)."""
+def slo_misses(
+    deployment: Deployment,
+    *,
+    session: boto3.Session,
+    runtime_client=None,
+    echo: Callable[[str], None] = print,
+    skip: set[str] = frozenset(),
+) -> dict[str, str]:
+    """The SLO gate of every endpoint with `slo:` (but those in `skip`: a load test of an endpoint that failed its
+    smoke test says nothing): {endpoint: why} for each missed objective or gate that could not run (the message has
+    the numbers and the last kept result that met them). `runtime_client`: the sagemaker-runtime client the smoke
+    test used; the load test sends to the same URL (the demo's local server)."""
     from model_build.loadtest import LoadTestError
     from model_build.loadtest_gate import run_gate
 
     endpoint_url = runtime_client.meta.endpoint_url if runtime_client is not None else None
+    missed = {}
     for plan in deployment.plans:
-        if plan.spec.slo is None:
+        if plan.spec.slo is None or plan.name in skip:
             continue
         echo(f"==> SLO gate {plan.name} (load test at concurrency {', '.join(map(str, plan.spec.slo.levels))})")
         try:
             gate = run_gate(deployment, plan, session=session, endpoint_url=endpoint_url)
         except LoadTestError as err:
-            raise DeployError(f"SLO gate of {plan.name}: {err}") from None
+            missed[plan.name] = f"SLO gate of {plan.name}: {err}"
+            continue
+        except Exception as err:  # a gate that could not judge is a failed gate: the endpoint is rolled back too
+            missed[plan.name] = f"SLO gate of {plan.name} could not run: {type(err).__name__}: {err}"
+            continue
         for line in gate.lines():
             echo(line)
         if not gate.ok:
-            raise DeployError(gate.message())
+            missed[plan.name] = gate.message()
+    return missed
+
+
+def slo_gates(
+    deployment: Deployment, *, session: boto3.Session, runtime_client=None, echo: Callable[[str], None] = print
+) -> None:
+    """The SLO gate of every endpoint with `slo:`: DeployError naming every miss (no rollback: check_or_roll_back)."""
+    missed = slo_misses(deployment, session=session, runtime_client=runtime_client, echo=echo)
+    if missed:
+        raise DeployError("\n".join(missed.values()))
 
 
 def empty_bucket(bucket: str, session: boto3.Session | None = None) -> int:
@@ -284,4 +385,15 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-__all__ = ["DeployError", "deploy", "destroy", "empty_bucket", "main", "slo_gates"]
+__all__ = [
+    "DeployError",
+    "check_or_roll_back",
+    "deploy",
+    "destroy",
+    "empty_bucket",
+    "main",
+    "slo_gates",
+    "slo_misses",
+    "smoke_tests",
+    "take_snapshots",
+]

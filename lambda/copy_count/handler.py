@@ -22,6 +22,26 @@ import urllib.request
 from typing import Any
 
 REASON_LIMIT = 1000  # characters of an error kept in the response (the whole answer must stay small)
+# Every wait bounded well inside the function's 60 s (stacks/inference_components.py KEPT_COUNT_TIMEOUT_S): an answer
+# must reach CloudFormation before Lambda ends the function, or the stack waits for the resource's ServiceTimeout
+# (operations review R3). botocore's defaults are 60 s connect + 60 s read (botocore/endpoint.py DEFAULT_TIMEOUT)
+# and 5 attempts in legacy mode (botocore/data/_retry.json).
+# Worst case here: 3 x (3 + 6) s, standard mode's backoff before attempts 2 and 3 (at most 1 s and 2 s, each raised by
+# up to 5 s by x-amz-retry-after: botocore/retries/standard.py ExponentialBackoff), and 2 response PUTs of 8 s (the
+# answer, then FAILED when that raised): 27 + 13 + 16 = 56 s.
+CONNECT_TIMEOUT_S, READ_TIMEOUT_S, MAX_ATTEMPTS = 3, 6, 3
+RESPONSE_TIMEOUT_S, RESPONSE_TRIES = 8, 2
+AWS_CALLS_PER_EVENT = 1  # DescribeInferenceComponent
+
+
+def client_config():
+    from botocore.config import Config
+
+    return Config(
+        connect_timeout=CONNECT_TIMEOUT_S,
+        read_timeout=READ_TIMEOUT_S,
+        retries={"mode": "standard", "total_max_attempts": MAX_ATTEMPTS},
+    )
 
 
 def absent(err: Exception) -> bool:
@@ -70,7 +90,7 @@ def respond(event: dict[str, Any], status: str, reason: str, data: dict[str, Any
     request = urllib.request.Request(
         event["ResponseURL"], data=body, method="PUT", headers={"Content-Type": "", "Content-Length": str(len(body))}
     )
-    with urllib.request.urlopen(request, timeout=30) as answer:
+    with urllib.request.urlopen(request, timeout=RESPONSE_TIMEOUT_S) as answer:
         answer.read()
 
 
@@ -83,7 +103,7 @@ def handler(event: dict[str, Any], context: Any = None, client: Any = None) -> d
             if client is None:
                 import boto3
 
-                client = boto3.client("sagemaker")
+                client = boto3.client("sagemaker", config=client_config())
             count, reason = kept_copy_count(
                 client,
                 props["ComponentName"],
@@ -95,7 +115,11 @@ def handler(event: dict[str, Any], context: Any = None, client: Any = None) -> d
     except Exception as err:  # any failure is reported to CloudFormation, which then rolls the deploy back
         status, reason, data = "FAILED", f"{type(err).__name__}: {err}", {}
     print(json.dumps({"request": event.get("RequestType"), "status": status, "reason": reason, "data": data}))
-    respond(event, status, reason, data)
+    try:
+        respond(event, status, reason, data)
+    except Exception as err:  # one more answer, FAILED: a raised error would leave the stack waiting (R3)
+        status, reason, data = "FAILED", f"the response could not be sent: {type(err).__name__}: {err}", {}
+        respond(event, status, reason, data)
     return {"Status": status, "Reason": reason, "Data": data}
 
 

@@ -228,7 +228,8 @@ def test_messages_through_load_config(tmp_path):
 
 # --------------------------------------------------------------------------------- inference components (item 4)
 
-IC = {"mode": "inference-components", "instance_scaling": {"min_instances": 1, "max_instances": 2}}
+# max_instances 3: room for 12 copies, so the largest fleet here (8) plus a rolling batch fits (R5)
+IC = {"mode": "inference-components", "instance_scaling": {"min_instances": 1, "max_instances": 3}}
 
 
 def component(copies: int = 2, scaling: dict | None = None, **changes) -> EndpointSpec:

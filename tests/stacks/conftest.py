@@ -58,7 +58,7 @@ endpoints:
     tensor_parallel_degree: 1
     hosting:
       mode: inference-components
-      instance_scaling: {min_instances: 1, max_instances: 2}
+      instance_scaling: {min_instances: 1, max_instances: 3}   # 12 GPUs: 8 copies and a rolling batch (R5)
       copies: 2
       copy_scaling: {min_copies: 2, max_copies: 8, target_concurrency: 4}
     deployment: {rolling: {maximum_batch_size: {copies: 1}, wait_interval_s: 600}}

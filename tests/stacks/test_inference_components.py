@@ -220,6 +220,8 @@ def test_each_deploy_keeps_the_copy_count_autoscaling_set(ic):
         "Initial": 1,
         # A new model is an update of the component: the count is read again first.
         "ModelName": {"Fn::GetAtt": [model_lid, "ModelName"]},
+        # CloudFormation waits 5 minutes for the answer, not its default hour (tests/stacks/test_custom_resource_timeouts.py)
+        "ServiceTimeout": "300",  # as CDK's CustomResource writes it
     }
     function = ic[function_lid]["Properties"]
     assert function["Handler"] == "copy_count/handler.handler"
