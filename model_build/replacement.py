@@ -31,7 +31,7 @@ def create_only() -> dict[str, list[str]]:
 
 def from_cfn_lint(types: set[str]) -> dict[str, list[str]]:
     """The createOnlyProperties of `types` in the venv's cfn-lint schemas (types without a schema are left out)."""
-    from cfnlint.schema import PROVIDER_SCHEMA_MANAGER
+    from cfnlint.schema import PROVIDER_SCHEMA_MANAGER  # type: ignore[import-untyped]  # cfn-lint ships no py.typed
 
     found = {}
     for kind in sorted(types):

@@ -100,13 +100,15 @@ class EndpointStack(Stack):
             self.endpoint.model.node.add_dependency(self.artifact_check.resource)
             # Each LoRA adapter's artifact too: an unpublished one would otherwise fail only at
             # CreateInferenceComponent, after the base component started, with SageMaker's message (R6).
-            for adapter in adapters if self.endpoint.adapters is not None else ():
+            adapter_components = self.endpoint.adapters
+            for adapter in adapters if adapter_components is not None else ():
                 check = self.artifact_check.check(
                     f"Adapter-{adapter.name}",
                     manifest_key=adapter.manifest_key,
                     content_hash=adapter.artifact.content_hash,
                 )
-                self.endpoint.adapters.components[adapter.name].node.add_dependency(check)
+                assert adapter_components is not None  # the loop runs only then
+                adapter_components.components[adapter.name].node.add_dependency(check)
         self.invoke = InvokeFunction(
             self,
             "Invoke",

@@ -253,7 +253,7 @@ def slo_misses(
     session: boto3.Session,
     runtime_client=None,
     echo: Callable[[str], None] = print,
-    skip: set[str] = frozenset(),
+    skip: frozenset[str] | set[str] = frozenset(),
 ) -> dict[str, str]:
     """The SLO gate of every endpoint with `slo:` (but those in `skip`: a load test of an endpoint that failed its
     smoke test says nothing): {endpoint: why} for each missed objective or gate that could not run (the message has
