@@ -114,9 +114,10 @@ $(WHEELHOUSE)/.downloaded: requirements.txt $(STAMP)
 
 wheelhouse: $(WHEELHOUSE)/.downloaded
 
-# make test: everything, the end-to-end scenarios included, on both cores (pytest-xdist; tests that share a heavy
-# fixture carry one xdist_group and stay on one worker), in a random order whose seed pytest prints (pytest-randomly:
-# rerun an order with PYTEST_ARGS=--randomly-seed=N).
+# make test: everything, the end-to-end scenarios included, on both cores (pytest-xdist; --dist loadfile keeps each
+# module on one worker, so a module's heavy fixture is made once: pytest-xdist 3.8.0's loadgroup does not group under
+# pytest 9.2, whose nodes keep their id in `_id` where xdist's remote.py still writes `_nodeid`), in a random order whose
+# seed pytest prints (pytest-randomly: rerun an order with PYTEST_ARGS=--randomly-seed=N).
 # make test-fast: the dev loop, without the end-to-end scenarios and the slow subprocess checks.
 PYTEST_WORKERS ?= 2
 PYTEST_ARGS ?=
@@ -126,10 +127,10 @@ lint: install
 	$(PY) -m mypy
 
 test: install hf-container-env tokenizer-envs checkov-env wheelhouse vllm-env lint
-	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 test-fast: install lint
-	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup -m "not e2e and not slow" $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile -m "not e2e and not slow" $(PYTEST_ARGS)
 
 CONFIG ?= config/local.yaml
 synth: install

@@ -41,7 +41,7 @@ from hermetic import base as base_env
 
 from local_emulator import moto_server
 
-pytestmark = [pytest.mark.emulator, pytest.mark.slow, pytest.mark.xdist_group("buildspecs")]
+pytestmark = [pytest.mark.emulator, pytest.mark.slow]
 
 CONFIG = "config/examples/pipeline.yaml"
 WHEELHOUSE = ROOT / ".venv-wheelhouse"

@@ -7,7 +7,6 @@ import json
 import pytest
 from aws_cdk.assertions import Match
 from helpers import FAKE_HASH, write_fake_manifest
-from template_scan import ADOPTING_PREFIX, BAD_TIMEOUT, CFN_LINT_CANARY, LOCAL_PREFIX, example_path
 
 LOCAL = "config/local.yaml"
 EXAMPLE = "config/examples/hf-fastload.yaml"
@@ -371,29 +370,6 @@ def test_adopting_kept_data_uses_them_by_name_and_restores_the_tls_policy(adopti
     assert policy["DeletionPolicy"] == "Retain"
     outputs = adopting.templates["llm-endpoints-prod-artifacts"]["Outputs"]
     assert json.dumps(outputs["ArtifactBucketName"]["Value"]).count("llm-endpoints-prod-artifacts-") == 1
-
-
-@pytest.mark.slow
-@pytest.mark.xdist_group("template-scan")
-def test_cfn_lint_passes_on_every_template(template_scan, local, dev, prod, minimal, adopting):
-    """cfn-lint, run once on every template of the suite (tests/conftest.py template_scan): none of
-    these has a finding."""
-    paths = [f"{LOCAL_PREFIX}{name}.template.json" for name in local.templates]
-    paths += [example_path(EXAMPLE, env, name) for env, s in (("dev", dev), ("prod", prod)) for name in s.templates]
-    paths += [example_path(MINIMAL, None, name) for name in minimal.templates]
-    paths += [f"{ADOPTING_PREFIX}{name}.template.json" for name in adopting.templates]
-    assert template_scan.cfn_lint_findings_on(paths) == []
-
-
-@pytest.mark.slow
-@pytest.mark.xdist_group("template-scan")
-def test_cfn_lint_would_catch_a_bad_timeout(template_scan):
-    """The scan's cfn-lint canary: the local endpoint stack with ModelDataDownloadTimeoutInSeconds over 3600."""
-    [finding] = template_scan.cfn_lint_findings_on([CFN_LINT_CANARY])
-    assert (
-        str(BAD_TIMEOUT) in finding["Message"]
-        and finding["Location"]["Path"][-1] == "ModelDataDownloadTimeoutInSeconds"
-    )
 
 
 def test_cdk_nag_reports_have_no_unacknowledged_findings(local, dev, prod, minimal):

@@ -55,7 +55,6 @@ MAPPING_SCRIPT = (
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("hf-container")  # make_env.sh builds the venv test_hf_container_compat.py uses too
 def test_hf_fastload_table_is_the_containers_mapping():
     """The generated transformers table of hf-fastload's image equals the mapping its transformers holds (the venv
     with the container's transformers, built by make_env.sh; instant once built)."""

@@ -27,7 +27,7 @@ from hermetic import subprocess_env
 from systems import REGISTRY, get_system
 from systems.container_tokenizer import python_stack_of
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("container-tokenizers")]
+pytestmark = pytest.mark.slow
 
 HERE = Path(__file__).resolve().parent / "container_tokenizers"
 ENVS_ROOT = ROOT / ".venv-tokenizers"

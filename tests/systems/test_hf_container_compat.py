@@ -28,7 +28,7 @@ import pytest
 from helpers import CHAT_TEMPLATE, EXTRA_SPECIAL_TOKENS, run_side_by_side, save_tokenizer_with_transformers5
 from hermetic import subprocess_env
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("hf-container")]
+pytestmark = pytest.mark.slow
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]

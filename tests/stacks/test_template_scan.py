@@ -1,4 +1,6 @@
-"""checkov, a second scanner beside cfn-lint and cdk-nag, over every template the suite synthesizes.
+"""cfn-lint and checkov over every template the suite synthesizes (tests/template_scan.py), one run of each.
+
+checkov is a second scanner beside cfn-lint and cdk-nag.
 
 One checkov process per session (its start-up alone takes ~5 s) scans one directory holding
 the templates of every example config in every environment, config/local.yaml, its adopting variant, the pipeline
@@ -28,6 +30,10 @@ import pytest
 import yaml
 from helpers import CHECKOV_CANARY as CANARY
 from helpers import ROOT
+from template_scan import BAD_TIMEOUT, CFN_LINT_CANARY, PIPELINE_PREFIX
+
+# Every test here reads the one scan; one module, so one worker makes it (make test: --dist loadfile).
+pytestmark = pytest.mark.slow
 
 SKIP_FILE = ROOT / "checkov-skips.yaml"
 # What checkov must report on the canary's bucket: access logging, versioning, the four public access block settings.
@@ -152,8 +158,6 @@ def _real(findings: list[Finding]) -> list[Finding]:
     return [f for f in findings if not f.template.startswith("canary/")]
 
 
-@pytest.mark.slow
-@pytest.mark.xdist_group("template-scan")
 def test_checkov_scanned_every_resource_of_every_template(scan):
     assert scan.summary["parsing_errors"] == 0, scan.summary
     # A template checkov failed to recognize as CloudFormation would be silently left out: count its resources.
@@ -161,8 +165,6 @@ def test_checkov_scanned_every_resource_of_every_template(scan):
     assert scan.summary["passed"] > 1000, scan.summary
 
 
-@pytest.mark.slow
-@pytest.mark.xdist_group("template-scan")
 def test_no_failed_check_outside_the_skip_file(scan):
     failures = unskipped(_real(scan.findings), load_skips())
     if failures:
@@ -173,8 +175,6 @@ def test_no_failed_check_outside_the_skip_file(scan):
         )
 
 
-@pytest.mark.slow
-@pytest.mark.xdist_group("template-scan")
 def test_every_skip_still_matches_a_failed_check(scan):
     real = _real(scan.findings)  # the canary must not keep a skip alive
     stale = [s for s in load_skips() if not any(s.matches(f) for f in real)]
@@ -188,8 +188,6 @@ def test_every_skip_still_matches_a_failed_check(scan):
         )
 
 
-@pytest.mark.slow
-@pytest.mark.xdist_group("template-scan")
 def test_checkov_and_the_skip_filter_report_a_bad_bucket(scan):
     canary = {
         f.check_id
@@ -210,3 +208,41 @@ def test_skip_file_entries_name_a_check_a_resource_type_and_a_reason(tmp_path):
         load_skips(bad)
     message = str(err.value)
     assert "resource_types must list" in message and "reason must say" in message and "id must be one" in message
+
+
+# ---------------------------------------------------------------------------------------------------- cfn-lint
+
+
+def _deploy_role_join(finding: dict) -> bool:
+    """The one known finding, in CDK Pipelines' own output: the CloudFormation deploy actions name the target
+    account's bootstrap deploy role with Fn::Join (E3703 prefers Fn::Sub, which CDK does not emit there)."""
+    return (
+        finding["Rule"]["Id"] == "E3703"
+        and finding["Location"]["Path"][-2:] == ["Configuration", "RoleArn"]
+        and finding["Filename"].endswith(f"{PIPELINE_PREFIX}llm-endpoints-pipeline.template.json")
+    )
+
+
+def test_cfn_lint_passes_on_every_template_the_suite_synthesizes(template_scan):
+    """Each example in each environment, config/local.yaml built, the adopting variant, the pipeline and its stages'
+    stacks: no finding but the known one, which sits on CloudFormation deploy actions only."""
+    paths = [p for p in template_scan.templates if not p.startswith("canary/")]
+    assert len(paths) > 30
+    findings = template_scan.cfn_lint_findings_on(paths)
+    unexpected = [f for f in findings if not _deploy_role_join(f)]
+    assert unexpected == [], json.dumps(unexpected, indent=1)[-5000:]
+    pipeline = template_scan.templates[f"{PIPELINE_PREFIX}llm-endpoints-pipeline.template.json"]
+    [resource] = [r for r in pipeline["Resources"].values() if r["Type"] == "AWS::CodePipeline::Pipeline"]
+    for f in findings:
+        stage, action = f["Location"]["Path"][4], f["Location"]["Path"][6]
+        provider = resource["Properties"]["Stages"][stage]["Actions"][action]["ActionTypeId"]["Provider"]
+        assert provider == "CloudFormation"
+
+
+def test_cfn_lint_would_catch_a_bad_timeout(template_scan):
+    """The scan's cfn-lint canary: the local endpoint stack with ModelDataDownloadTimeoutInSeconds over 3600."""
+    [finding] = template_scan.cfn_lint_findings_on([CFN_LINT_CANARY])
+    assert (
+        str(BAD_TIMEOUT) in finding["Message"]
+        and finding["Location"]["Path"][-1] == "ModelDataDownloadTimeoutInSeconds"
+    )
