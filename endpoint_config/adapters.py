@@ -26,6 +26,7 @@ from pydantic import Field
 
 from .base import Strict
 from .hosting import COMPONENT_NAME_MAX, COMPONENT_NAME_SUFFIX
+from .models import ModelReference, Revision
 
 if TYPE_CHECKING:
     from .schema import EndpointSpec
@@ -43,8 +44,8 @@ class AdapterSpec(Strict):
     reading the local build."""
 
     name: str = Field(pattern=ADAPTER_NAME_PATTERN, min_length=1, max_length=40)
-    model: str = Field(min_length=1, description="Hugging Face Hub id or local directory of a PEFT LoRA adapter")
-    revision: str | None = None
+    model: ModelReference  # a Hugging Face Hub id or a local directory of a PEFT LoRA adapter
+    revision: Revision | None = None
     artifact_hash: str | None = Field(None, pattern=r"^[0-9a-f]{64}$")
 
 

@@ -26,9 +26,11 @@ class Strict(BaseModel):
     """A misspelt key must not be silently ignored; a validated block is a value; and a value of the wrong kind is
     refused, never converted (strict mode: `retain_data: "no"` is not a boolean, `instance_count: "2"` not a number,
     `2.0` not an integer). The config's YAML reader (endpoint_config/yaml_reader.py) reads only true/false as
-    booleans, so a YAML 1.1 `yes`/`no`/`on`/`off` reaches a boolean field as a string and is refused too."""
+    booleans, so a YAML 1.1 `yes`/`no`/`on`/`off` reaches a boolean field as a string and is refused too. YAML's
+    `.inf` and `.nan` are floats no key means: an objective of `.inf` can never be missed, a `.inf` spread crashes the
+    load test, and a NaN passes every bound (every comparison with it is false), so they are refused everywhere."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
     @model_validator(mode="before")
     @classmethod

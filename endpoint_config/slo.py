@@ -57,7 +57,7 @@ AI_WORKLOAD_CONFIG_REGIONS = (
 # AIWorkloadConfigName's pattern and length (the registry schema above; CreateAIWorkloadConfig allows 63 as well).
 WORKLOAD_CONFIG_NAME = re.compile(r"^[a-z0-9](-*[a-z0-9]){0,62}$")
 # A Hugging Face Hub repo id: "name" or "org/name" (letters, digits, '-', '_', '.'), what AIPerf's tokenizer takes.
-HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]{0,95}(/[\w.-]{1,96})?$")
+HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,95}(/[A-Za-z0-9_.-]{1,96})?$")
 
 
 class TokenDistribution(Strict):
@@ -168,6 +168,18 @@ def slo_problems(ep: EndpointSpec) -> list[str]:
     return problems
 
 
+def slo_region_problems(ep: EndpointSpec, region: str | None) -> list[str]:
+    """The managed benchmark against the environment's region, when it names one (without one, the stack's template
+    rule refuses the deploy: stacks/benchmark.py). Checked at load, so `cdk synth` writes nothing and `model_build`
+    refuses the file too."""
+    if ep.slo is None or not ep.slo.managed_benchmark or region is None or region in AI_WORKLOAD_CONFIG_REGIONS:
+        return []
+    return [
+        f"endpoint {ep.name!r}: slo.managed_benchmark: value true: AWS::SageMaker::AIWorkloadConfig is not offered "
+        f"in {region}; regions with it: {', '.join(AI_WORKLOAD_CONFIG_REGIONS)} (or set managed_benchmark: false)"
+    ]
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # The managed benchmark's AIWorkloadConfig
 
@@ -257,5 +269,6 @@ __all__ = [
     "managed_benchmark",
     "results_prefix",
     "slo_problems",
+    "slo_region_problems",
     "workload_config_name",
 ]

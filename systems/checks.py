@@ -20,7 +20,7 @@ from __future__ import annotations
 from endpoint_config import BYTES_PER_PARAM, EndpointSpec, InstanceType
 from endpoint_config.adapters import adapter_rank, local_adapter_config
 from endpoint_config.gpus import families_where, gpu_facts, image_problems
-from endpoint_config.models import model_facts
+from endpoint_config.models import KNOWN_MODELS, model_facts
 from endpoint_config.security import isolation_problems
 
 from .architectures import ARCHITECTURES, SOURCES, TRANSFORMERS_FIRST_RELEASE, VLLM_REMOVED
@@ -158,7 +158,34 @@ def system_problems(ep: EndpointSpec, system: ServingSystem, systems: dict[str, 
     problems += system.rules(ep, instance)
     if system.profile is not None and instance.is_gpu and not problems:
         problems += compatibility_problems(ep, system, systems, checkpoint)
+    elif system.profile is None and instance.is_gpu and not problems:
+        problems += unprofiled_engine_problems(ep)
+    if not problems:
+        problems += environment_problems(ep, system)
     return problems
+
+
+# What a value the container would reinterpret (systems/vllm/options.py, systems/sglang/options.py) may be instead.
+_RENDERING_HINTS = {
+    "as a boolean or a bare flag": "any text other than true, false or an empty string",
+    "JSON array": "text that is not a JSON array",
+    "line break": "text on one line",
+}
+
+
+def environment_problems(ep: EndpointSpec, system: ServingSystem) -> list[str]:
+    """What the system's container environment refuses to render (a value the container's entrypoint would read as
+    something else, e.g. vllm's chat_template "false"). The stacks render it when they build the Model, after CDK has
+    staged assets into the output folder: rendered here, at load, a refusal is a config error of `cdk synth` and of
+    `model_build build` alike, with nothing written."""
+    try:
+        system.environment(ep)
+    except ValueError as err:
+        text = str(err)
+        text += next((f"; allowed: {hint}" for why, hint in _RENDERING_HINTS.items() if why in text), "")
+        key = next((k for k in ep.engine if text.startswith(f"{k}:")), None)
+        return [f"endpoint {ep.name!r}: engine.{text}" if key else f"endpoint {ep.name!r}: engine: {text}"]
+    return []
 
 
 def adapter_rank_problems(ep: EndpointSpec, system: ServingSystem) -> list[str]:
@@ -284,6 +311,44 @@ def checkpoint_problems(
         )
 
     problems += _fit_problems(ep, profile, checkpoint, gpu.name)
+    return problems
+
+
+def model_positions(model: str) -> tuple[int, str] | None:
+    """The positions a model was trained for and where that is read, when known before a build: a local directory's
+    or a KNOWN_CHECKPOINTS config.json (without rope scaling, under which engines derive a longer context), else the
+    known-model table (endpoint_config/models.py KNOWN_MODELS)."""
+    checkpoint = checkpoint_of(model)
+    if checkpoint is not None:
+        facts = checkpoint.facts
+        if facts.max_position_embeddings is None or facts.scaled_rope:
+            return None
+        return facts.max_position_embeddings, f"{checkpoint.source} max_position_embeddings, no rope scaling"
+    known = KNOWN_MODELS.get(model)
+    if known is not None and known.positions is not None:
+        return known.positions, "config.json n_positions, endpoint_config/models.py KNOWN_MODELS"
+    return None
+
+
+def unprofiled_engine_problems(ep: EndpointSpec) -> list[str]:
+    """The checkpoint rules that hold for every engine, for the GPU systems without an engine profile (the LMI and
+    DJL systems, the own containers), which compatibility_problems does not reach: a dtype the GPU cannot compute in
+    (bf16 before Ampere: vLLM, TensorRT-LLM and torch refuse or emulate it), and engine.max_model_len beyond the
+    model's positions (vLLM: "User-specified max_model_len ... is greater than the derived max_model_len"; the LMI
+    recipes refuse it again at build from the real config.json: systems/djl_common/lmi.py check_max_model_len)."""
+    problems = [
+        f"endpoint {ep.name!r}: instance_type: value {ep.instance_type!r}: {problem}"
+        + _what_runs(problem, ep.dtype, "", None)
+        for problem in precision_problems(ep.instance.accelerators.name, ep.dtype)
+    ]
+    length = ep.engine.get("max_model_len")
+    known = model_positions(ep.model)
+    if isinstance(length, int) and known is not None and length > known[0]:
+        positions, source = known
+        problems.append(
+            f"endpoint {ep.name!r}: engine.max_model_len: value {length} is beyond the {positions} positions of "
+            f"{ep.model!r} ({source}); allowed: up to {positions}"
+        )
     return problems
 
 
