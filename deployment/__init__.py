@@ -25,6 +25,7 @@ from endpoint_config import (
 from endpoint_config.adapters import component_name_problem
 from endpoint_config.hosting import component_name
 from endpoint_config.loader import ResolvedEnvironment, parse_config
+from endpoint_config.models import UnreadableModel
 from endpoint_config.schema import PipelineSpec
 from endpoint_config.security import arn_region_problems, config_arns
 from systems import REGISTRY, all_systems, get_system
@@ -138,7 +139,10 @@ def endpoint_rules(resolved: ResolvedEnvironment, ep: EndpointSpec) -> list[str]
             f"endpoint {ep.name!r}: system: value {ep.system!r} is not a serving system; allowed: {', '.join(REGISTRY)}"
         ]
     system = get_system(ep.system)
-    found = system_problems(ep, system, all_systems())
+    try:
+        found = system_problems(ep, system, all_systems())
+    except UnreadableModel as err:  # a local model's files are corrupt: the rules that read them cannot run
+        return [f"endpoint {ep.name!r}: model: value {ep.model!r}: {err}"]
     # An adapter's inference component is named after the endpoint, whose name depends on the environment.
     endpoint_name = sagemaker_endpoint_name(resolved.name, ep)
     found += [

@@ -26,7 +26,7 @@ from pydantic import Field
 
 from .base import Strict
 from .hosting import COMPONENT_NAME_MAX, COMPONENT_NAME_SUFFIX
-from .models import ModelReference, Revision
+from .models import ModelReference, Revision, is_directory
 
 if TYPE_CHECKING:
     from .schema import EndpointSpec
@@ -87,6 +87,18 @@ def adapter_problems(ep: EndpointSpec) -> list[str]:
         if adapter.name in seen:
             problems.append(f"{where}: value {adapter.name!r} is used twice; adapter names must be unique")
         seen.add(adapter.name)
+        if adapter.model == ep.model:
+            problems.append(
+                f"endpoint {ep.name!r}: adapters[{i}].model: value {adapter.model!r} is the endpoint's base model "
+                "itself, not a LoRA adapter; allowed: a PEFT LoRA adapter (a Hub id or a local directory with "
+                f"{ADAPTER_CONFIG})"
+            )
+        elif is_directory(adapter.model) and not (Path(adapter.model).expanduser() / ADAPTER_CONFIG).is_file():
+            problems.append(
+                f"endpoint {ep.name!r}: adapters[{i}].model: value {adapter.model!r} is a directory without "
+                f"{ADAPTER_CONFIG}, so not a PEFT LoRA adapter; allowed: a directory as peft's save_pretrained writes "
+                f"it ({ADAPTER_CONFIG} + adapter_model.safetensors), or a Hub id"
+            )
         if adapter.name == reserved:
             problems.append(
                 f"{where}: value {adapter.name!r} is reserved: the base inference component is named "
@@ -106,6 +118,25 @@ def local_adapter_config(model: str) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None  # the build reads it again and says what is wrong with it
     return document if isinstance(document, dict) else None
+
+
+def adapter_config_problem(config: dict[str, Any]) -> str | None:
+    """What makes an adapter_config.json unusable as a LoRA adapter's, in words, or None: peft's LoraConfig.r is a
+    positive integer, and rank_pattern maps module names to positive integers (a rank read as None would skip the
+    rank check at load and at build)."""
+    r = config.get("r")
+    if not isinstance(r, int) or isinstance(r, bool) or r < 1:
+        return f"adapter_config.json r: value {r!r} is not a LoRA rank; allowed: a positive integer (peft LoraConfig.r)"
+    pattern = config.get("rank_pattern") or {}
+    if not isinstance(pattern, dict):
+        return f"adapter_config.json rank_pattern: value {pattern!r} is not a mapping of module names to ranks"
+    for module, rank in pattern.items():
+        if not isinstance(rank, int) or isinstance(rank, bool) or rank < 1:
+            return (
+                f"adapter_config.json rank_pattern[{module!r}]: value {rank!r} is not a LoRA rank; allowed: a "
+                "positive integer"
+            )
+    return None
 
 
 def adapter_rank(config: dict[str, Any]) -> int | None:
@@ -128,6 +159,7 @@ __all__ = [
     "AdapterSpec",
     "COMPONENT_NAME_PATTERN",
     "adapter_component_name",
+    "adapter_config_problem",
     "adapter_problems",
     "adapter_rank",
     "component_name_problem",

@@ -135,6 +135,16 @@ _KIND_HINTS = {
 }
 
 
+# What a pattern refusal allows, in words (the regex itself says little to a reader): by the pattern's text.
+_PATTERN_WORDS = {
+    r"^[0-9]{12}$": "allowed: 12 digits 0-9, in quotes (an AWS account id)",
+    r"^[a-z]{2}(?:-[a-z]+)+-[0-9]$": "allowed: a region name such as us-east-1 or eu-west-2",
+    r"^[0-9a-f]{64}$": "allowed: 64 lowercase hex digits (the content hash `python -m model_build build` prints)",
+    r"^[0-9]+(?:\.[0-9]+)?(?:KB|MB|GB)$": "allowed: a size such as 500MB or 2GB (KB, MB, GB)",
+    r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$": "allowed: owner/name of ASCII letters, digits, '_', '.', '-'",
+}
+
+
 def describe_error(e: Any) -> str:
     """One pydantic error as "value <value>: <message>" (or just the message for a missing key or a model rule)."""
     value = e.get("input")
@@ -146,6 +156,8 @@ def describe_error(e: Any) -> str:
         return "required key is missing"
     shown = "" if model_rule else f"value {shown_value(value)}: "
     hint = _KIND_HINTS.get(e["type"])
+    if e["type"] == "string_pattern_mismatch":
+        hint = _PATTERN_WORDS.get((e.get("ctx") or {}).get("pattern", ""))
     if e["type"] == "string_type" and isinstance(value, (bool, int, float)):
         # YAML read it as a boolean or number: quotes keep it text.
         kind = "a boolean" if isinstance(value, bool) else "a number"

@@ -7,6 +7,7 @@ stack gets a synth warning (systems.checks.unsized_model_warning) and the build 
 from __future__ import annotations
 
 import json
+import os
 import re
 import struct
 from dataclasses import dataclass
@@ -66,7 +67,7 @@ def _looks_like_path(value: str) -> bool:
     return value.startswith(("/", "./", "../", "~")) or value in (".", "..") or value.count("/") > 1 or "\\" in value
 
 
-def _is_directory(value: str) -> bool:
+def is_directory(value: str) -> bool:
     try:
         return Path(value).expanduser().is_dir()
     except (OSError, ValueError):  # a name too long, a NUL byte
@@ -85,7 +86,7 @@ def check_model_reference(value: str) -> str:
                 f"most {PATH_MAX_BYTES} bytes, each name at most {NAME_MAX_BYTES} bytes (Linux PATH_MAX, NAME_MAX)"
             )
         return value
-    if _is_directory(value) or is_hub_id(value):
+    if is_directory(value) or is_hub_id(value):
         return value
     raise ValueError(
         f"is neither a local directory nor a Hub id; allowed: {HUB_ID_RULES}, or a local directory (write ./NAME "
@@ -117,22 +118,75 @@ ModelReference = Annotated[
 Revision = Annotated[str, AfterValidator(check_revision)]
 
 
+class UnreadableModel(ValueError):
+    """A local model's files cannot be read as what they claim to be (a safetensors header, a config.json): the
+    message names the file and what is wrong; the config loader reports it as a problem of `model:`."""
+
+
+# The safetensors reader's own bound on the JSON header (huggingface/safetensors safetensors/src/tensor.rs
+# MAX_HEADER_SIZE = 100_000_000, HeaderTooLarge; read at commit 000a16f, not at the pinned 0.8): a longer length
+# field is a corrupt file, and reading it would allocate that much.
+SAFETENSORS_MAX_HEADER = 100_000_000
+
+
 def safetensors_header_sizes(path: Path) -> tuple[int, int]:
     """(elements, bytes) of every tensor in one safetensors file, from its header alone (8-byte little-endian
-    length + JSON: {name: {dtype, shape, data_offsets}}), without reading the tensors."""
-    with open(path, "rb") as f:
-        (length,) = struct.unpack("<Q", f.read(8))
-        header = json.loads(f.read(length))
+    length + JSON: {name: {dtype, shape, data_offsets}}), without reading the tensors. UnreadableModel when the
+    file is not one (empty, a length past the end, a header that is not JSON or lacks a tensor's shape)."""
+
+    def broken(why: str) -> UnreadableModel:
+        return UnreadableModel(f"{path} is not a readable safetensors file: {why}; re-download or re-save the model")
+
+    try:
+        with open(path, "rb") as f:
+            size_on_disk = os.fstat(f.fileno()).st_size
+            if size_on_disk < 8:
+                raise broken(f"it is {size_on_disk} bytes, shorter than the 8-byte header length")
+            (length,) = struct.unpack("<Q", f.read(8))
+            if length > min(SAFETENSORS_MAX_HEADER, size_on_disk - 8):
+                raise broken(
+                    f"its header length field says {length:,} bytes, the file has {size_on_disk - 8:,} after it"
+                )
+            header = json.loads(f.read(length).decode("utf-8"))
+    except UnreadableModel:
+        raise
+    except OSError as err:
+        raise broken(err.strerror or str(err)) from None
+    except (UnicodeDecodeError, ValueError) as err:
+        raise broken(f"its header is not UTF-8 JSON ({type(err).__name__})") from None
+    if not isinstance(header, dict):
+        raise broken("its header is not a JSON object")
     elements = size = 0
     for name, info in header.items():
         if name == "__metadata__":
             continue
-        count = 1
-        for dim in info["shape"]:
-            count *= dim
+        try:
+            shape, (start, end) = info["shape"], info["data_offsets"]
+            count = 1
+            for dim in shape:
+                if not isinstance(dim, int) or dim < 0:
+                    raise TypeError
+                count *= dim
+            if not (isinstance(start, int) and isinstance(end, int) and 0 <= start <= end):
+                raise TypeError
+        except (KeyError, TypeError, ValueError):
+            raise broken(f"tensor {name[:80]!r} has no valid shape and data_offsets") from None
         elements += count
-        size += info["data_offsets"][1] - info["data_offsets"][0]
+        size += end - start
     return elements, size
+
+
+def read_json_object(path: Path) -> dict:
+    """A JSON object file of a local model (config.json); UnreadableModel naming the file otherwise."""
+    try:
+        document = json.loads(path.read_bytes().decode("utf-8"))
+    except OSError as err:
+        raise UnreadableModel(f"{path} cannot be read: {err.strerror or err}") from None
+    except ValueError as err:  # UnicodeDecodeError and JSONDecodeError
+        raise UnreadableModel(f"{path} is not UTF-8 JSON ({type(err).__name__}: {str(err)[:80]})") from None
+    if not isinstance(document, dict):
+        raise UnreadableModel(f"{path} is not a JSON object")
+    return document
 
 
 def model_facts(model: str, declared_parameters: int | None = None) -> ModelFacts | None:
@@ -142,7 +196,7 @@ def model_facts(model: str, declared_parameters: int | None = None) -> ModelFact
     if path.is_dir():
         config = path / "config.json"
         if config.is_file():
-            encoder_decoder = bool(json.loads(config.read_text()).get("is_encoder_decoder", False))
+            encoder_decoder = bool(read_json_object(config).get("is_encoder_decoder", False))
         shards = sorted(path.glob("*.safetensors"))
         if declared_parameters is not None:
             return ModelFacts(declared_parameters, bool(encoder_decoder), "model_parameters")
