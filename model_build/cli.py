@@ -8,6 +8,7 @@ Each command's usage, and why: docs/design/cli.md.
 from __future__ import annotations
 
 import argparse
+import errno
 import fcntl
 import os
 import re
@@ -132,17 +133,41 @@ def build_endpoint(endpoint: Any, out_dir: Path, progress: bool = True) -> dict[
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
         return manifest
-    except BaseException:
+    except BaseException as err:
         shutil.rmtree(tmp, ignore_errors=True)
         for p in reversed(created):  # directories this build made, deepest first
             try:
                 p.rmdir()
             except OSError:
                 break
+        if (reason := file_failure(err)) is not None:
+            kept = "the previous build there is unchanged" if out_dir.exists() else "nothing was kept"
+            raise BuildError(
+                f"endpoint {endpoint.name!r}: the build of {out_dir} failed on a file operation: {reason}; {kept} "
+                "(the partial build was removed); free space or fix the folder's permissions, then build again"
+            ) from None
         raise
     finally:
         for fd in locks:
             os.close(fd)
+
+
+# The errors of writing an artifact: no space, quota, file too large (RLIMIT_FSIZE), read-only, permission, I/O.
+_FILE_SYSTEM_ERRNOS = frozenset(
+    {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO}
+)
+
+
+def file_failure(err: BaseException) -> str | None:
+    """What failed when a build stopped on the file system, in words, or None for any other failure: an OSError
+    (no space left, quota, read-only, permission), or safetensors' error around one, whose text carries the I/O
+    error ("Error while serializing: I/O error: No space left on device (os error 28)")."""
+    if isinstance(err, OSError) and err.errno in _FILE_SYSTEM_ERRNOS:
+        return f"{err.strerror or err}" + (f" ({err.filename})" if err.filename else "")
+    text = str(err)
+    if type(err).__name__ == "SafetensorError" and "I/O error" in text:
+        return text
+    return None
 
 
 def _make_readable(directory: Path) -> None:
