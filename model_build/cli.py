@@ -466,6 +466,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except Exception as err:
+        if (refusal := aws_refusal(err)) is None:
+            raise
+        print(f"error: {args.command}: {refusal}", file=sys.stderr)
+        return EXIT_USER_ERROR
+
+
+def aws_refusal(err: BaseException) -> str | None:
+    """An AWS call that failed after botocore's retries and that no command handled (publish's HeadObject answered
+    403, clean's DeleteObjects denied: reliability probe F8, F7), in words: the operation, AWS's code and message.
+    None for anything else (a bug keeps its traceback)."""
+    import botocore.exceptions
+
+    if isinstance(err, botocore.exceptions.ClientError):
+        error = err.response.get("Error", {})
+        return (
+            f"AWS refused {err.operation_name}: {error.get('Code', 'unknown')}: {error.get('Message', '')}".rstrip(": ")
+            + "; the command stopped there (check the credentials' permissions and retry)"
+        )
+    if isinstance(err, botocore.exceptions.BotoCoreError):
+        return f"an AWS call failed: {err}; the command stopped there"
+    return None
 
 
 if __name__ == "__main__":
