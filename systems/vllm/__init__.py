@@ -55,6 +55,7 @@ class VllmEngineOptions(VllmOptions):
         "max_batch_size": "vLLM's name for concurrent sequences is max_num_seqs",
         "tp_size": "set tensor_parallel_degree (it renders vLLM's --tensor-parallel-size)",
         "context_length": "vLLM's name for it is max_model_len",
+        "max_running_requests": "vLLM's name for concurrent sequences is max_num_seqs",
     }
 
     stream_weights_from_s3: bool = False

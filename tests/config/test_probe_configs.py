@@ -443,3 +443,23 @@ def test_the_container_environment_renders_at_load_for_every_system() -> None:
         )
         [problem] = environment_problems(spec, get_system(system))
         assert "engine.chat_template: value 'TRUE'" in problem and "allowed:" in problem, problem
+
+
+def test_each_engine_names_its_own_key_for_the_other_engines_concurrency_key() -> None:
+    """A quality note of the probe: `max_num_seqs` on sglang got only "remove the key", while `context_length` on
+    vllm named vLLM's key. Both engines' names for concurrency and context now point to each other."""
+    from endpoint_config.schema import EndpointSpec
+    from systems import get_system
+
+    for system, model, key, hint in (
+        ("sglang", "Qwen/Qwen3-30B-A3B", "max_num_seqs", "max_running_requests"),
+        ("vllm", "meta-llama/Llama-3.1-8B-Instruct", "max_running_requests", "max_num_seqs"),
+        ("sglang", "Qwen/Qwen3-30B-A3B", "max_model_len", "context_length"),
+        ("vllm", "meta-llama/Llama-3.1-8B-Instruct", "context_length", "max_model_len"),
+    ):
+        spec = EndpointSpec.model_validate(
+            {"name": "x", "system": system, "model": model, "instance_type": "ml.g6e.12xlarge", "engine": {key: 8}}
+        )
+        [problem] = get_system(system).engine_problems(spec)
+        assert f"engine.{key}: value 8 is not supported" in problem and "name for" in problem, problem
+        assert hint in problem, problem
