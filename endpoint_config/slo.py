@@ -92,7 +92,14 @@ class SloWorkload(Strict):
         return self
 
 
-OBJECTIVES = ("p95_ttft_ms", "p95_itl_ms", "min_output_tokens_per_s", "max_usd_per_million_tokens", "max_error_rate")
+OBJECTIVES = (
+    "p95_ttft_ms",
+    "p95_itl_ms",
+    "p95_e2e_ms",
+    "min_output_tokens_per_s",
+    "max_usd_per_million_tokens",
+    "max_error_rate",
+)
 
 
 class Slo(Strict):
@@ -105,6 +112,9 @@ class Slo(Strict):
     concurrency: int | None = Field(default=None, ge=1, le=MAX_LEVEL)
     p95_ttft_ms: float | None = Field(default=None, gt=0)
     p95_itl_ms: float | None = Field(default=None, gt=0)
+    # request sent -> reply complete, p95: the latency objective of every system, streaming or not (a system that
+    # does not stream has no TTFT or ITL, so without it a 3 s/request endpoint passed any latency gate: probe F5).
+    p95_e2e_ms: float | None = Field(default=None, gt=0)
     min_output_tokens_per_s: float | None = Field(default=None, gt=0)
     max_usd_per_million_tokens: float | None = Field(default=None, gt=0)
     max_error_rate: float | None = Field(default=None, ge=0, le=1)

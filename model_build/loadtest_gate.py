@@ -154,17 +154,20 @@ def last_met(history: list[KeptResult], slo: Any) -> KeptResult | None:
 # The gate
 
 
-def gate_workload(slo: Any) -> Any:
-    """The load test's Workload for an `slo:` block: its levels, requests, token distributions and warm-up."""
+def gate_workload(slo: Any, request_timeout_s: float | None = None) -> Any:
+    """The load test's Workload for an `slo:` block: its levels, requests, token distributions and warm-up.
+    `request_timeout_s`: how long one request may take (the gate passes the endpoint's own invocation timeout)."""
     from model_build.loadtest import Workload
 
     w = slo.workload
+    timeout = {} if request_timeout_s is None else {"request_timeout_s": request_timeout_s}
     return Workload(
         input_tokens=w.input_tokens,
         output_tokens=w.output_tokens,
         concurrency=slo.levels,
         requests=w.requests,
         warmup_requests=w.warmup_requests,
+        **timeout,
     )
 
 
@@ -231,7 +234,10 @@ def run_gate(
         stream=plan.system.streaming.supported,
         session=session,
     )
-    result = run(target, gate_workload(slo), gate_price(plan), progress=progress)
+    # One request waits no longer than SageMaker lets it run (60 s real-time, the stream's timeout when it streams):
+    # a hung endpoint ends the gate in (warm-up + requests) / concurrency x that, not the load test's 120 s each
+    # (probe F3).
+    result = run(target, gate_workload(slo, plan.invocation_timeout_s), gate_price(plan), progress=progress)
     result["slo"] = slo.model_dump(mode="json")
     result["slo_misses"] = gate.misses = evaluate_slo(result, slo)
     result["endpoint"] = {
