@@ -24,7 +24,7 @@ from endpoint_config import (
 )
 from endpoint_config.adapters import component_name_problem
 from endpoint_config.hosting import component_name
-from endpoint_config.loader import ResolvedEnvironment, parse_config
+from endpoint_config.loader import ResolvedEnvironment, invalid_config, parse_config
 from endpoint_config.models import UnreadableModel
 from endpoint_config.schema import PipelineSpec
 from endpoint_config.security import arn_region_problems, config_arns
@@ -164,7 +164,7 @@ def resolve(config: AppConfig, path: Path, environment: str | None, *, build_roo
     for ep in resolved.checked:
         problems += [resolved.where(ep) + p for p in endpoint_rules(resolved, ep)]
     if problems:
-        raise ConfigError(f"{path}: invalid config:\n  - " + "\n  - ".join(problems))
+        raise ConfigError(invalid_config(path, problems))
     plans = []
     for ep in resolved.endpoints:
         names = resource_names(config.project, resolved.name, ep)

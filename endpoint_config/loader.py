@@ -205,7 +205,7 @@ def parse_config(raw: Any, path: Path, document: YamlDocument | None = None) -> 
         return AppConfig.model_validate(raw)
     except ValidationError as err:
         lines = _format_validation_error(err, raw, document)
-        raise ConfigError(f"{path}: invalid config:\n  - " + "\n  - ".join(lines)) from None
+        raise ConfigError(invalid_config(path, lines)) from None
 
 
 def config_file_problem(path: Path) -> str | None:
@@ -227,6 +227,18 @@ def config_file_problem(path: Path) -> str | None:
         )
         return f"is {kind}, not a regular file; allowed: a YAML file"
     return None
+
+
+# The most problems one refusal lists: a file of 9,000 unknown keys printed 907 KB of messages (reliability probe).
+MAX_PROBLEMS_SHOWN = 50
+
+
+def invalid_config(path: Path | str, problems: list[str] | tuple[str, ...]) -> str:
+    """The message of a refused config: one line per problem, at most MAX_PROBLEMS_SHOWN of them and how many more."""
+    shown = list(problems[:MAX_PROBLEMS_SHOWN])
+    if len(problems) > MAX_PROBLEMS_SHOWN:
+        shown.append(f"... and {len(problems) - MAX_PROBLEMS_SHOWN} more problems (fix these first)")
+    return f"{path}: invalid config:\n  - " + "\n  - ".join(shown)
 
 
 def read_document(path: str | Path) -> YamlDocument:

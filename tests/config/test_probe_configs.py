@@ -463,3 +463,15 @@ def test_each_engine_names_its_own_key_for_the_other_engines_concurrency_key() -
         [problem] = get_system(system).engine_problems(spec)
         assert f"engine.{key}: value 8 is not supported" in problem and "name for" in problem, problem
         assert hint in problem, problem
+
+
+def test_a_file_of_thousands_of_unknown_keys_lists_50_problems_and_the_count(tmp_path: Path) -> None:
+    """The probe's 9,000 unknown engine keys in one line printed 907 KB of messages."""
+    keys = ", ".join(f"k{i}: 1" for i in range(9000))
+    path = tmp_path / "probe.yaml"
+    path.write_text(vllm(f", {keys}"), encoding="utf-8")
+    with pytest.raises(ConfigError) as refused:
+        load_config(path, "dev")
+    lines = str(refused.value).splitlines()
+    assert len(lines) == 1 + 50 + 1 and lines[-1] == "  - ... and 8950 more problems (fix these first)", lines[-3:]
+    assert len(str(refused.value)) < 20_000
