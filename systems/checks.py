@@ -26,7 +26,7 @@ from endpoint_config.security import isolation_problems
 from .architectures import ARCHITECTURES, SOURCES, TRANSFORMERS_FIRST_RELEASE, VLLM_REMOVED
 from .base import Capability, EngineProfile, LoraSizing, ServingSystem, engine_problems
 from .chat import chat_problems
-from .checkpoint_facts import DTYPE_BYTES, Checkpoint, checkpoint_of
+from .checkpoint_facts import DTYPE_BYTES, Checkpoint, _scaled_rope, checkpoint_of
 from .engine_systems import RUNTIME_QUANTIZATION_BITS
 from .model_support import load_problems as architecture_problems
 from .model_support import systems_serving
@@ -281,8 +281,14 @@ def lora_memory_problems(ep: EndpointSpec, system: ServingSystem, sizing: LoraSi
     """The weights plus the LoRA slots the engine allocates for sizing.max_adapters adapters of sizing.max_rank,
     against the share of each GPU the fit rules use (the engine's memory fraction where it has a profile, else
     WEIGHT_SHARE_OF_GPU_MEMORY). Known before a build for a local or a KNOWN_CHECKPOINTS dense model only."""
-    config, checkpoint = _model_config(ep.model), checkpoint_of(ep.model)
-    if not ep.instance.is_gpu or config is None or checkpoint is None:
+    config = _model_config(ep.model)
+    if not ep.instance.is_gpu or config is None:
+        return []
+    try:
+        checkpoint = checkpoint_of(ep.model)
+    except ValueError:  # a config.json whose layout is not known here: the build checks the real weights
+        return []
+    if checkpoint is None:
         return []
     slot = lora_slot_elements(config, sizing.max_rank)
     weights = checkpoint.weight_bytes(ep.dtype)
@@ -423,18 +429,22 @@ def checkpoint_problems(
 
 def model_positions(model: str) -> tuple[int, str] | None:
     """The positions a model was trained for and where that is read, when known before a build: a local directory's
-    or a KNOWN_CHECKPOINTS config.json (without rope scaling, under which engines derive a longer context), else the
-    known-model table (endpoint_config/models.py KNOWN_MODELS)."""
-    checkpoint = checkpoint_of(model)
-    if checkpoint is not None:
-        facts = checkpoint.facts
-        if facts.max_position_embeddings is None or facts.scaled_rope:
+    or a KNOWN_CHECKPOINTS config.json (the keys systems/djl_common/lmi.py context_length reads, without rope
+    scaling, under which engines derive a longer context), else the known-model table (KNOWN_MODELS)."""
+    config = _model_config(model)
+    if config is not None:
+        if _scaled_rope(config):
             return None
-        return facts.max_position_embeddings, f"{checkpoint.source} max_position_embeddings, no rope scaling"
+        key = next((k for k in POSITION_KEYS if isinstance(config.get(k), int) and config[k] > 0), None)
+        return (config[key], f"config.json {key}, no rope scaling") if key else None
     known = KNOWN_MODELS.get(model)
     if known is not None and known.positions is not None:
         return known.positions, "config.json n_positions, endpoint_config/models.py KNOWN_MODELS"
     return None
+
+
+# config.json's keys for the trained positions, by model family (systems/djl_common/lmi.py context_length's).
+POSITION_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length")
 
 
 def unprofiled_engine_problems(ep: EndpointSpec) -> list[str]:

@@ -475,3 +475,20 @@ def test_a_file_of_thousands_of_unknown_keys_lists_50_problems_and_the_count(tmp
     lines = str(refused.value).splitlines()
     assert len(lines) == 1 + 50 + 1 and lines[-1] == "  - ... and 8950 more problems (fix these first)", lines[-3:]
     assert len(str(refused.value)) < 20_000
+
+
+def test_lmi_max_model_len_beyond_a_local_models_positions_is_refused_at_load(tmp_path: Path, tiny_models) -> None:
+    """E38's class on a local model: the positions come from its config.json (the tiny GPT-J's n_positions), for a
+    system without an engine profile, at load (the LMI recipe refuses it again at build)."""
+    positions = json.loads((tiny_models["gptj"] / "config.json").read_text())["n_positions"]
+    path = tmp_path / "probe.yaml"
+    path.write_text(
+        "endpoints:\n  - {name: len, system: lmi-vllm, model: '%s', instance_type: ml.g5.2xlarge, "
+        "engine: {max_model_len: %d}}\n" % (tiny_models["gptj"], positions * 8)
+    )
+    with pytest.raises(ConfigError) as refused:
+        load_config(path)
+    assert (
+        f"engine.max_model_len: value {positions * 8} is beyond the {positions} positions of "
+        f"'{tiny_models['gptj']}' (config.json n_positions, no rope scaling); allowed: up to {positions}"
+    ) in str(refused.value)
