@@ -187,6 +187,12 @@ CASES: dict[str, tuple[Callable[[Path], str], str | None, str, list[str]]] = {
         "chat-vllm",
         ["chat.openai_route.callers[0]", "in account 999988887777, not the endpoint's 444455556666", "allowed:"],
     ),
+    "caller in another partition": (
+        lambda _: vllm(extra=CALLER.replace("arn:aws:iam::999988887777", "arn:aws-cn:iam::444455556666")),
+        "dev",
+        "chat-vllm",
+        ["chat.openai_route.callers[0]", "is in partition aws-cn, not the endpoint's aws (region us-east-1)"],
+    ),
     "Y19 caller account in fullwidth digits": (
         lambda _: vllm(extra=CALLER.replace("999988887777", "４４４４５５５５６６６６")),
         "dev",
