@@ -336,7 +336,11 @@ def test_synth_refuses_at_load_and_writes_nothing(tmp_path: Path) -> None:
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": str(tmp_path),
         "LANG": "C.UTF-8",
-        "CDK_CONTEXT_JSON": json.dumps({"config": str(path), "env": "dev", "allow_unbuilt": "true"}),
+        # the CLI passes cdk.json's context (the feature flags) with the -c values
+        "CDK_CONTEXT_JSON": json.dumps(
+            {**json.loads((ROOT / "cdk.json").read_text())["context"], "config": str(path), "env": "dev"}
+            | {"allow_unbuilt": "true"}
+        ),
         "CDK_OUTDIR": str(out),
         "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",  # node 20's end-of-life banner on stderr
     }
