@@ -120,6 +120,21 @@ def local_adapter_config(model: str) -> dict[str, Any] | None:
     return document if isinstance(document, dict) else None
 
 
+def unreadable_adapter_config(model: str) -> str | None:
+    """Why a local adapter's adapter_config.json cannot be read as a JSON object, or None (also for a Hub id or a
+    folder without one, which other rules refuse)."""
+    path = Path(model).expanduser() / ADAPTER_CONFIG
+    if not path.is_file():
+        return None
+    try:
+        document = json.loads(path.read_bytes().decode("utf-8"))
+    except (OSError, ValueError) as err:
+        return f"{ADAPTER_CONFIG} cannot be read as JSON ({type(err).__name__}); allowed: the file peft writes"
+    return (
+        None if isinstance(document, dict) else f"{ADAPTER_CONFIG} is not a JSON object; allowed: the file peft writes"
+    )
+
+
 def adapter_config_problem(config: dict[str, Any]) -> str | None:
     """What makes an adapter_config.json unusable as a LoRA adapter's, in words, or None: peft's LoraConfig.r is a
     positive integer, and rank_pattern maps module names to positive integers (a rank read as None would skip the
@@ -160,6 +175,7 @@ __all__ = [
     "COMPONENT_NAME_PATTERN",
     "adapter_component_name",
     "adapter_config_problem",
+    "unreadable_adapter_config",
     "adapter_problems",
     "adapter_rank",
     "component_name_problem",

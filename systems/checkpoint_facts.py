@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from endpoint_config.models import read_json_object, safetensors_header_sizes
+from endpoint_config.models import UnreadableModel, read_json_object, safetensors_header_sizes
 
 # vLLM modelopt.py LINEAR_ALGOS (+ MIXED_PRECISION): ModelOpt quant_algo -> the method vLLM loads it with.
 MODELOPT_ALGOS = {
@@ -398,7 +398,13 @@ def read_local_checkpoint(directory: Path, model: str | None = None) -> Checkpoi
     hf_quant = read_json_object(quant_path) if quant_path.is_file() else None
     files = tuple(str(p) for p in sorted(directory.glob("*.safetensors")))
     file_bytes = sum(safetensors_header_sizes(Path(f))[1] for f in files) if files else None
-    return Checkpoint(model or str(directory), read_checkpoint(config, hf_quant), f"{config_path}", file_bytes, files)
+    try:
+        facts = read_checkpoint(config, hf_quant)
+    except UnreadableModel:
+        raise
+    except (ValueError, TypeError, KeyError) as err:  # a config.json its family's keys are missing from, or mistyped
+        raise UnreadableModel(f"{config_path}: {err}") from None
+    return Checkpoint(model or str(directory), facts, f"{config_path}", file_bytes, files)
 
 
 def checkpoint_of(model: str) -> Checkpoint | None:

@@ -18,7 +18,12 @@ the KV cache the engine must reserve fit the GPUs.
 from __future__ import annotations
 
 from endpoint_config import BYTES_PER_PARAM, EndpointSpec, InstanceType
-from endpoint_config.adapters import adapter_config_problem, adapter_rank, local_adapter_config
+from endpoint_config.adapters import (
+    adapter_config_problem,
+    adapter_rank,
+    local_adapter_config,
+    unreadable_adapter_config,
+)
 from endpoint_config.gpus import families_where, gpu_facts, image_problems
 from endpoint_config.models import KNOWN_MODELS, model_facts
 from endpoint_config.security import isolation_problems
@@ -226,7 +231,10 @@ def adapter_rank_problems(ep: EndpointSpec, system: ServingSystem) -> list[str]:
     problems = []
     for i, adapter in enumerate(ep.adapters):
         config = local_adapter_config(adapter.model)
-        if config is not None and (problem := adapter_config_problem(config)) is not None:
+        problem = unreadable_adapter_config(adapter.model)
+        if problem is None and config is not None:
+            problem = adapter_config_problem(config)
+        if problem is not None:
             problems.append(f"endpoint {ep.name!r}: adapters[{i}] ({adapter.name!r}, {adapter.model!r}): {problem}")
             continue
         rank = adapter_rank(config) if config is not None else None

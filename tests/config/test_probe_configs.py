@@ -7,6 +7,7 @@ every container environment, every model reference)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import struct
@@ -502,3 +503,87 @@ def test_lmi_max_model_len_beyond_a_local_models_positions_is_refused_at_load(tm
         f"engine.max_model_len: value {positions * 8} is beyond the {positions} positions of "
         f"'{tiny_models['gptj']}' (config.json n_positions, no rope scaling); allowed: up to {positions}"
     ) in str(refused.value)
+
+
+# A local model's files, broken in the ways a careless copy or a hostile file can be: config.json and
+# tokenizer_config.json that are not JSON, not an object, or hold the wrong kinds.
+BROKEN_CONFIGS = {
+    "not JSON": b"{not json",
+    "a list": b"[1, 2]",
+    "empty": b"",
+    "architectures a string": json.dumps({"architectures": "LlamaForCausalLM", "model_type": "llama"}).encode(),
+    "numbers for names": json.dumps({"architectures": [1], "model_type": 7}).encode(),
+    "llama without hidden_size": json.dumps({"architectures": ["LlamaForCausalLM"], "model_type": "llama"}).encode(),
+    "mistyped sizes": json.dumps(
+        {
+            "architectures": ["LlamaForCausalLM"],
+            "model_type": "llama",
+            "hidden_size": "big",
+            "num_hidden_layers": 2,
+            "intermediate_size": 8,
+            "num_attention_heads": 2,
+            "vocab_size": 10,
+        }
+    ).encode(),
+    "latin-1": '{"architectures": ["Llamá"]}'.encode("latin-1"),
+}
+BROKEN_TOKENIZER_CONFIGS = {
+    "absent": None,
+    "not JSON": b"{",
+    "a list": b"[]",
+    "template a number": b'{"chat_template": 5}',
+}
+
+
+def test_a_local_models_broken_files_are_refused_by_name_or_accepted_never_a_traceback(tmp_path: Path) -> None:
+    """The load reads a local model's config.json (architecture, positions, size), its tokenizer_config.json (chat
+    template) and its safetensors headers (F9 above): whatever they hold, the answer is a ConfigError or a load."""
+    systems = [
+        ("vllm", "ml.g6e.xlarge"),
+        ("sglang", "ml.g6e.xlarge"),
+        ("hf-fastload", "ml.m5.xlarge"),
+        ("lmi-vllm", "ml.g5.2xlarge"),
+        ("deepspeed-byoc", "ml.g5.2xlarge"),
+    ]
+    uncaught = []
+    for (config_name, config), (tokenizer_name, tokenizer) in itertools.product(
+        BROKEN_CONFIGS.items(), BROKEN_TOKENIZER_CONFIGS.items()
+    ):
+        model = tmp_path / f"model-{len(list(tmp_path.iterdir()))}"
+        model.mkdir()
+        (model / "config.json").write_bytes(config)
+        if tokenizer is not None:
+            (model / "tokenizer_config.json").write_bytes(tokenizer)
+        for system, instance in systems:
+            path = tmp_path / "probe.yaml"
+            path.write_text(
+                f"endpoints:\n  - {{name: m, system: {system}, model: '{model}', instance_type: {instance}, chat: {{}}}}\n"
+            )
+            try:
+                load_config(path)
+            except ConfigError:
+                pass
+            except Exception as err:
+                uncaught.append((config_name, tokenizer_name, system, f"{type(err).__name__}: {err}"))
+    assert uncaught == []
+
+
+@pytest.mark.parametrize(
+    "content, says",
+    [
+        (b"{", "adapter_config.json cannot be read as JSON"),
+        (b"", "adapter_config.json cannot be read as JSON"),
+        (b"[]", "adapter_config.json is not a JSON object"),
+        (b'{"r": true}', "adapter_config.json r: value True is not a LoRA rank"),
+        (b'{"r": 8, "rank_pattern": [1]}', "rank_pattern: value [1] is not a mapping of module names to ranks"),
+    ],
+)
+def test_a_local_adapters_broken_config_is_refused_at_load(tmp_path: Path, content: bytes, says: str) -> None:
+    adapter = tmp_path / "adapter"
+    adapter.mkdir()
+    (adapter / "adapter_config.json").write_bytes(content)
+    path = tmp_path / "probe.yaml"
+    path.write_text(lora(f"      - {{name: sql, model: '{adapter}'}}\n"), encoding="utf-8")
+    with pytest.raises(ConfigError) as refused:
+        load_config(path, "dev")
+    assert f"adapters[0] ('sql', '{adapter}'): " in str(refused.value) and says in str(refused.value)
