@@ -140,6 +140,10 @@ def build_endpoint(endpoint: Any, out_dir: Path, progress: bool = True) -> dict[
                 p.rmdir()
             except OSError:
                 break
+        from endpoint_config.models import UnreadableModel
+
+        if isinstance(err, UnreadableModel):  # a model file that is not what it claims (config.json not JSON, ...)
+            raise BuildError(f"endpoint {endpoint.name!r}: {err}; nothing was kept") from None
         if (reason := file_failure(err)) is not None:
             kept = "the previous build there is unchanged" if out_dir.exists() else "nothing was kept"
             raise BuildError(

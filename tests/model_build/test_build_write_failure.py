@@ -1,4 +1,4 @@
-"""F10 of the 2026-11-27 reliability probe: a build that runs out of disk ended in a SafetensorError traceback
+"""Builds that stop on the files, not the code. F10 of the 2026-11-27 reliability probe: a build that runs out of disk ended in a SafetensorError traceback
 ("Error while serializing: I/O error: No space left on device"). The file system's refusal is real here: the CLI runs
 in a subprocess whose RLIMIT_FSIZE lets it write no file above 64 KiB (with SIGXFSZ ignored, a longer write fails
 with EFBIG, "File too large", as a full disk fails with ENOSPC), over a previous good build of the same endpoint."""
@@ -14,6 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from helpers import ROOT
 
 # gpt2_artifact's settings (tests/conftest.py GPT2_ENDPOINT), so the previous build is this endpoint's.
@@ -67,3 +68,31 @@ def test_a_build_that_cannot_write_says_so_and_keeps_the_previous_build(
     assert "the previous build there is unchanged" in message
     assert hashlib.sha256((previous / "manifest.json").read_bytes()).hexdigest() == before
     assert sorted(p.name for p in build_root.iterdir()) == ["tiny-gpt2"]  # no temp folder left
+
+
+@pytest.mark.parametrize(
+    "name, content",
+    [
+        ("tokenizer_config.json", b"[]"),
+        ("tokenizer_config.json", b"{"),
+        ("config.json", b"[1]"),
+    ],
+)
+def test_a_model_file_that_is_not_a_json_object_stops_the_build_by_name(
+    tmp_path: Path, tiny_models: dict[str, Path], capsys, name: str, content: bytes
+) -> None:
+    """The load reads config.json (refused there when broken: tests/config/test_probe_configs.py); the build reads
+    the tokenizer's files too. A list where an object belongs was an AttributeError traceback."""
+    from model_build.cli import main
+
+    model = tmp_path / "model"
+    shutil.copytree(tiny_models["gpt2"], model)
+    (model / name).write_bytes(content)
+    config = tmp_path / "endpoints.yaml"
+    config.write_text(GPT2_ENDPOINT.format(model=model))
+    build_root = tmp_path / "build"
+    argv = ["build", "--config", str(config), "--endpoint", "tiny-gpt2", "--build-root", str(build_root), "--quiet"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and f"{model / name}" in err, err
+    assert not build_root.exists() or not any(build_root.iterdir())
