@@ -24,7 +24,8 @@ from endpoint_config import (
 )
 from endpoint_config.adapters import component_name_problem
 from endpoint_config.hosting import component_name
-from endpoint_config.loader import ResolvedEnvironment, parse_config
+from endpoint_config.loader import ResolvedEnvironment, invalid_config, parse_config
+from endpoint_config.models import UnreadableModel
 from endpoint_config.schema import PipelineSpec
 from endpoint_config.security import arn_region_problems, config_arns
 from systems import REGISTRY, all_systems, get_system
@@ -138,7 +139,10 @@ def endpoint_rules(resolved: ResolvedEnvironment, ep: EndpointSpec) -> list[str]
             f"endpoint {ep.name!r}: system: value {ep.system!r} is not a serving system; allowed: {', '.join(REGISTRY)}"
         ]
     system = get_system(ep.system)
-    found = system_problems(ep, system, all_systems())
+    try:
+        found = system_problems(ep, system, all_systems())
+    except UnreadableModel as err:  # a local model's files are corrupt: the rules that read them cannot run
+        return [f"endpoint {ep.name!r}: model: value {ep.model!r}: {err}"]
     # An adapter's inference component is named after the endpoint, whose name depends on the environment.
     endpoint_name = sagemaker_endpoint_name(resolved.name, ep)
     found += [
@@ -160,7 +164,7 @@ def resolve(config: AppConfig, path: Path, environment: str | None, *, build_roo
     for ep in resolved.checked:
         problems += [resolved.where(ep) + p for p in endpoint_rules(resolved, ep)]
     if problems:
-        raise ConfigError(f"{path}: invalid config:\n  - " + "\n  - ".join(problems))
+        raise ConfigError(invalid_config(path, problems))
     plans = []
     for ep in resolved.endpoints:
         names = resource_names(config.project, resolved.name, ep)

@@ -26,6 +26,7 @@ from pydantic import Field
 
 from .base import Strict
 from .hosting import COMPONENT_NAME_MAX, COMPONENT_NAME_SUFFIX
+from .models import ModelReference, Revision, is_directory
 
 if TYPE_CHECKING:
     from .schema import EndpointSpec
@@ -43,8 +44,8 @@ class AdapterSpec(Strict):
     reading the local build."""
 
     name: str = Field(pattern=ADAPTER_NAME_PATTERN, min_length=1, max_length=40)
-    model: str = Field(min_length=1, description="Hugging Face Hub id or local directory of a PEFT LoRA adapter")
-    revision: str | None = None
+    model: ModelReference  # a Hugging Face Hub id or a local directory of a PEFT LoRA adapter
+    revision: Revision | None = None
     artifact_hash: str | None = Field(None, pattern=r"^[0-9a-f]{64}$")
 
 
@@ -86,6 +87,18 @@ def adapter_problems(ep: EndpointSpec) -> list[str]:
         if adapter.name in seen:
             problems.append(f"{where}: value {adapter.name!r} is used twice; adapter names must be unique")
         seen.add(adapter.name)
+        if adapter.model == ep.model:
+            problems.append(
+                f"endpoint {ep.name!r}: adapters[{i}].model: value {adapter.model!r} is the endpoint's base model "
+                "itself, not a LoRA adapter; allowed: a PEFT LoRA adapter (a Hub id or a local directory with "
+                f"{ADAPTER_CONFIG})"
+            )
+        elif is_directory(adapter.model) and not (Path(adapter.model).expanduser() / ADAPTER_CONFIG).is_file():
+            problems.append(
+                f"endpoint {ep.name!r}: adapters[{i}].model: value {adapter.model!r} is a directory without "
+                f"{ADAPTER_CONFIG}, so not a PEFT LoRA adapter; allowed: a directory as peft's save_pretrained writes "
+                f"it ({ADAPTER_CONFIG} + adapter_model.safetensors), or a Hub id"
+            )
         if adapter.name == reserved:
             problems.append(
                 f"{where}: value {adapter.name!r} is reserved: the base inference component is named "
@@ -105,6 +118,40 @@ def local_adapter_config(model: str) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None  # the build reads it again and says what is wrong with it
     return document if isinstance(document, dict) else None
+
+
+def unreadable_adapter_config(model: str) -> str | None:
+    """Why a local adapter's adapter_config.json cannot be read as a JSON object, or None (also for a Hub id or a
+    folder without one, which other rules refuse)."""
+    path = Path(model).expanduser() / ADAPTER_CONFIG
+    if not path.is_file():
+        return None
+    try:
+        document = json.loads(path.read_bytes().decode("utf-8"))
+    except (OSError, ValueError) as err:
+        return f"{ADAPTER_CONFIG} cannot be read as JSON ({type(err).__name__}); allowed: the file peft writes"
+    return (
+        None if isinstance(document, dict) else f"{ADAPTER_CONFIG} is not a JSON object; allowed: the file peft writes"
+    )
+
+
+def adapter_config_problem(config: dict[str, Any]) -> str | None:
+    """What makes an adapter_config.json unusable as a LoRA adapter's, in words, or None: peft's LoraConfig.r is a
+    positive integer, and rank_pattern maps module names to positive integers (a rank read as None would skip the
+    rank check at load and at build)."""
+    r = config.get("r")
+    if not isinstance(r, int) or isinstance(r, bool) or r < 1:
+        return f"adapter_config.json r: value {r!r} is not a LoRA rank; allowed: a positive integer (peft LoraConfig.r)"
+    pattern = config.get("rank_pattern") or {}
+    if not isinstance(pattern, dict):
+        return f"adapter_config.json rank_pattern: value {pattern!r} is not a mapping of module names to ranks"
+    for module, rank in pattern.items():
+        if not isinstance(rank, int) or isinstance(rank, bool) or rank < 1:
+            return (
+                f"adapter_config.json rank_pattern[{module!r}]: value {rank!r} is not a LoRA rank; allowed: a "
+                "positive integer"
+            )
+    return None
 
 
 def adapter_rank(config: dict[str, Any]) -> int | None:
@@ -127,6 +174,8 @@ __all__ = [
     "AdapterSpec",
     "COMPONENT_NAME_PATTERN",
     "adapter_component_name",
+    "adapter_config_problem",
+    "unreadable_adapter_config",
     "adapter_problems",
     "adapter_rank",
     "component_name_problem",

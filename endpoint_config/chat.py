@@ -15,7 +15,7 @@ from .base import Strict
 
 # An IAM role or user (IAM User Guide, "IAM identifiers": arn:<partition>:iam::<account>:role/<path><name>; names and
 # paths use letters, digits and +=,.@_- ; a path is / or /segments/).
-CALLER_ARN = r"^arn:aws[a-z-]*:iam::\d{12}:(?:role|user)/[\w+=,.@/-]{1,512}$"
+CALLER_ARN = r"^arn:aws[a-z-]*:iam::[0-9]{12}:(?:role|user)/[A-Za-z0-9_+=,.@/-]{1,512}$"
 # A Jinja chat template inline in the config; transformers' own templates are a few KB, the largest (tool-calling
 # models) some tens of KB.
 MAX_TEMPLATE_CHARS = 100_000
@@ -79,4 +79,50 @@ def chat_problems(ep) -> list[str]:  # ep: an EndpointSpec (schema imports this 
     return []
 
 
-__all__ = ["CALLER_ARN", "ChatSpec", "OpenAIRouteSpec", "chat_problems"]
+def region_partition(region: str) -> str:
+    """The partition of a region (IAM User Guide, "IAM identifiers": aws, aws-cn, aws-us-gov)."""
+    return "aws-cn" if region.startswith("cn-") else "aws-us-gov" if region.startswith("us-gov-") else "aws"
+
+
+def openai_caller_problems(ep, environment: str | None, account: str | None, region: str | None) -> list[str]:
+    """chat.openai_route.callers against the account and region the endpoint deploys to. The stack attaches an
+    identity policy to each caller by name (iam.Role.from_role_arn), which lands in the deploying account whatever
+    account the ARN names: a caller of another account would silently grant the same-named role of the deploying
+    account. SageMaker offers no resource policy that admits another account's direct calls: an endpoint policy
+    (PutEndpointPolicy, botocore 1.44.8 sagemaker 2017-07-24) admits other accounts "through an inference router"
+    only (SageMaker Developer Guide, "Route requests to endpoints in other AWS accounts"). So a caller must be in the
+    environment's account, which the environment must name for this to be checked. `environment`: its name, None for
+    the implicit default environment of a file without `environments:`."""
+    route = ep.chat.openai_route if ep.chat is not None else None
+    if route is None or not route.callers:
+        return []
+    problems = []
+    for i, arn in enumerate(route.callers):
+        where = f"endpoint {ep.name!r}: chat.openai_route.callers[{i}]: value {arn!r}"
+        caller_account = arn.split(":")[4]
+        if account is None:
+            fix = (
+                f"set environments.{environment}.account"
+                if environment is not None
+                else "add an environments: block naming the account (environments: {NAME: {account: ...}})"
+            )
+            problems.append(
+                f"{where}: the environment names no account, so nothing checks that this role is in the account the "
+                "stack deploys to, and its policy would be attached to the role of that name in whichever account "
+                f"deploys; {fix} to the caller's account ({caller_account}), or use create_role: true"
+            )
+        elif caller_account != account:
+            problems.append(
+                f"{where}: is in account {caller_account}, not the endpoint's {account}: a policy can only be attached "
+                "in the same account, and SageMaker admits another account's callers through an inference router "
+                "only; allowed: roles and users of account " + account + ", or create_role: true"
+            )
+        if region is not None and arn.split(":")[1] != region_partition(region):
+            problems.append(
+                f"{where}: is in partition {arn.split(':')[1]}, not the endpoint's {region_partition(region)} "
+                f"(region {region})"
+            )
+    return problems
+
+
+__all__ = ["CALLER_ARN", "ChatSpec", "OpenAIRouteSpec", "chat_problems", "openai_caller_problems", "region_partition"]

@@ -14,8 +14,10 @@ from typing import Any, get_args
 
 from pydantic import BaseModel, ValidationError
 
+from .chat import openai_caller_problems
 from .schema import AppConfig, EndpointOverride, EndpointSpec, EnvironmentSpec, endpoint_problems
 from .security import arn_region_problems, config_arns
+from .slo import slo_region_problems
 from .yaml_reader import YamlDocument, YamlReadError, read_yaml
 
 # A config with only `endpoints:` deploys to this implicit environment, with the CLI's account and region.
@@ -78,9 +80,9 @@ def _model_in(annotation: Any) -> type[BaseModel] | None:
     return next((m for arg in get_args(annotation) if (m := _model_in(arg)) is not None), None)
 
 
-def _allowed_keys(loc: tuple[Any, ...]) -> list[str]:
-    """The keys allowed where an unknown key `loc[-1]` was found, walking the models along `loc`."""
-    model: type[BaseModel] | None = AppConfig
+def _allowed_keys(loc: tuple[Any, ...], root: type[BaseModel] = AppConfig) -> list[str]:
+    """The keys allowed where an unknown key `loc[-1]` was found, walking the models along `loc` from `root`."""
+    model: type[BaseModel] | None = root
     for key in loc[:-1]:
         if model is None:
             break
@@ -88,6 +90,15 @@ def _allowed_keys(loc: tuple[Any, ...]) -> list[str]:
         if field is not None:  # else a list index or a mapping's key (an environment's or an endpoint's name)
             model = _model_in(field.annotation)
     return list(model.model_fields) if model is not None else []
+
+
+def nested_unknown_key(root: type[BaseModel], loc: tuple[Any, ...], where: str) -> str:
+    """ "<where>: unknown key (did you mean ...?); allowed keys: ..." for an unknown key at `loc` inside `root` (a
+    block validated on its own, such as a system's engine options)."""
+    allowed = _allowed_keys(loc, root)
+    close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return f"{where}: unknown key{hint}; allowed keys: {', '.join(allowed) or 'none'}"
 
 
 def _format_validation_error(err: ValidationError, raw: dict[str, Any], document: YamlDocument | None) -> list[str]:
@@ -115,11 +126,22 @@ _KIND_HINTS = {
     "bool_type": "allowed: true or false",
     "int_type": "allowed: a whole number, written without quotes",
     "float_type": "allowed: a number, written without quotes",
+    "finite_number": "allowed: a finite number (not .inf or .nan)",
     "string_type": "allowed: text",
     "dict_type": "allowed: a mapping of keys",
     "model_type": "allowed: a mapping of keys",
     "list_type": "allowed: a list",
     "tuple_type": "allowed: a list",
+}
+
+
+# What a pattern refusal allows, in words (the regex itself says little to a reader): by the pattern's text.
+_PATTERN_WORDS = {
+    r"^[0-9]{12}$": "allowed: 12 digits 0-9, in quotes (an AWS account id)",
+    r"^[a-z]{2}(?:-[a-z]+)+-[0-9]$": "allowed: a region name such as us-east-1 or eu-west-2",
+    r"^[0-9a-f]{64}$": "allowed: 64 lowercase hex digits (the content hash `python -m model_build build` prints)",
+    r"^[0-9]+(?:\.[0-9]+)?(?:KB|MB|GB)$": "allowed: a size such as 500MB or 2GB (KB, MB, GB)",
+    r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$": "allowed: owner/name of ASCII letters, digits, '_', '.', '-'",
 }
 
 
@@ -134,6 +156,8 @@ def describe_error(e: Any) -> str:
         return "required key is missing"
     shown = "" if model_rule else f"value {shown_value(value)}: "
     hint = _KIND_HINTS.get(e["type"])
+    if e["type"] == "string_pattern_mismatch":
+        hint = _PATTERN_WORDS.get((e.get("ctx") or {}).get("pattern", ""))
     if e["type"] == "string_type" and isinstance(value, (bool, int, float)):
         # YAML read it as a boolean or number: quotes keep it text.
         kind = "a boolean" if isinstance(value, bool) else "a number"
@@ -181,15 +205,50 @@ def parse_config(raw: Any, path: Path, document: YamlDocument | None = None) -> 
         return AppConfig.model_validate(raw)
     except ValidationError as err:
         lines = _format_validation_error(err, raw, document)
-        raise ConfigError(f"{path}: invalid config:\n  - " + "\n  - ".join(lines)) from None
+        raise ConfigError(invalid_config(path, lines)) from None
+
+
+def config_file_problem(path: Path) -> str | None:
+    """Why `path` is not a config file to read, in words, or None. Only a regular file (or a link to one) is read: a
+    FIFO or a device would block or never end, and "does not exist" is only said of what does not."""
+    import stat
+
+    try:
+        mode = path.stat().st_mode  # follows links
+    except FileNotFoundError:
+        return "does not exist" if not path.is_symlink() else "is a link to a file that does not exist"
+    except OSError as err:  # a link loop, a name too long, a folder on the way that cannot be searched
+        return f"cannot be read: {err.strerror}"
+    if stat.S_ISDIR(mode):
+        return "is a directory; allowed: a YAML file"
+    if not stat.S_ISREG(mode):
+        kind = (
+            "a FIFO" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a socket"
+        )
+        return f"is {kind}, not a regular file; allowed: a YAML file"
+    return None
+
+
+# The most problems one refusal lists: a file of 9,000 unknown keys printed 907 KB of messages (reliability probe).
+MAX_PROBLEMS_SHOWN = 50
+
+
+def invalid_config(path: Path | str, problems: list[str] | tuple[str, ...]) -> str:
+    """The message of a refused config: one line per problem, at most MAX_PROBLEMS_SHOWN of them and how many more."""
+    shown = list(problems[:MAX_PROBLEMS_SHOWN])
+    if len(problems) > MAX_PROBLEMS_SHOWN:
+        shown.append(f"... and {len(problems) - MAX_PROBLEMS_SHOWN} more problems (fix these first)")
+    return f"{path}: invalid config:\n  - " + "\n  - ".join(shown)
 
 
 def read_document(path: str | Path) -> YamlDocument:
     """The file's YAML, read within the bounds of endpoint_config/yaml_reader.py (size, aliases, depth, duplicate
     keys, UTF-8); ConfigError naming the file and the line otherwise."""
     path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"config file {str(path)!r} does not exist (cdk: -c config=PATH; model_build: --config PATH)")
+    if problem := config_file_problem(path):
+        raise ConfigError(
+            f"config file {shown_value(str(path))} {problem} (cdk: -c config=PATH; model_build: --config PATH)"
+        )
     try:
         return read_yaml(path)
     except YamlReadError as err:
@@ -234,6 +293,9 @@ def resolve(config: AppConfig, path: Path, environment: str | None) -> ResolvedE
             continue
         where = f"environment {env_name!r}: " if env.overrides.get(ep.name) else ""
         found = endpoint_problems(merged)
+        # The rules that need the environment's account or region.
+        found += openai_caller_problems(merged, env_name if envs else None, env.account, env.region)
+        found += slo_region_problems(merged, env.region)
         problems += [where + p for p in found]
         endpoints.append(merged)
         if not found:

@@ -7,9 +7,14 @@ stack gets a synth warning (systems.checks.unsized_model_warning) and the build 
 from __future__ import annotations
 
 import json
+import os
+import re
 import struct
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated
+
+from pydantic import AfterValidator, Field
 
 _DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1, "BOOL": 1}
 
@@ -19,37 +24,169 @@ class ModelFacts:
     parameters: int
     encoder_decoder: bool
     source: str  # where the facts came from, for messages
+    # The positions the model was trained for (config.json max_position_embeddings / n_positions) where known: the
+    # longest sequence (prompt + generated tokens) an engine may be configured for. None: not recorded.
+    positions: int | None = None
 
 
 # Reference models of the serving systems, from their model cards / config files.
 KNOWN_MODELS: dict[str, ModelFacts] = {
-    "EleutherAI/gpt-j-6B": ModelFacts(6_053_381_344, False, "known model"),
+    # Positions: transformers' GPTJConfig and GPT2Config, whose defaults are these checkpoints' (configuration_gptj.py
+    # `@auto_docstring(checkpoint="EleutherAI/gpt-j-6B")`, n_positions = 2048; configuration_gpt2.py n_positions = 1024).
+    "EleutherAI/gpt-j-6B": ModelFacts(6_053_381_344, False, "known model", positions=2048),
     "google/flan-t5-xxl": ModelFacts(11_266_992_128, True, "known model"),
     "google/flan-t5-xl": ModelFacts(2_849_757_184, True, "known model"),
-    "openai-community/gpt2": ModelFacts(124_439_808, False, "known model"),
-    "gpt2": ModelFacts(124_439_808, False, "known model"),
+    "openai-community/gpt2": ModelFacts(124_439_808, False, "known model", positions=1024),
+    "gpt2": ModelFacts(124_439_808, False, "known model", positions=1024),
     "openai-community/gpt2-large": ModelFacts(774_030_080, False, "known model"),
     "meta-llama/Llama-3.1-8B-Instruct": ModelFacts(8_030_261_248, False, "known model"),
     "mistralai/Mistral-7B-Instruct-v0.3": ModelFacts(7_248_023_552, False, "known model"),
 }
 
 
+# ---- what a `model:` or `revision:` may be ---------------------------------------------------------------------
+# A Hugging Face Hub repo id, by huggingface_hub 2.4.0's own rules (utils/_validators.py validate_repo_id): "name" or
+# "namespace/name", each 1-96 of ASCII letters, digits, '-', '_', '.', not starting or ending with '-' or '.'; no
+# "--" or ".."; not ending in ".git". tests/config/test_probe_configs.py compares with huggingface_hub's validator.
+_HUB_PART = r"(?![-.])[A-Za-z0-9_.-]{1,96}(?<![-.])"
+HUB_REPO_ID = re.compile(rf"^(?:{_HUB_PART}/)?{_HUB_PART}$")
+HUB_ID_RULES = (
+    "a Hugging Face Hub id, 'name' or 'namespace/name' of ASCII letters, digits, '-', '_' and '.' (each part 1-96 "
+    "characters, not starting or ending with '-' or '.', no '--' or '..', not ending in '.git')"
+)
+# Linux's limits on a path (PATH_MAX, bytes with the final NUL) and on one name in it (NAME_MAX): a longer value
+# makes every file system call fail with "File name too long".
+PATH_MAX_BYTES, NAME_MAX_BYTES = 4095, 255
+
+
+def is_hub_id(value: str) -> bool:
+    return bool(HUB_REPO_ID.match(value)) and "--" not in value and ".." not in value and not value.endswith(".git")
+
+
+def _looks_like_path(value: str) -> bool:
+    return value.startswith(("/", "./", "../", "~")) or value in (".", "..") or value.count("/") > 1 or "\\" in value
+
+
+def is_directory(value: str) -> bool:
+    try:
+        return Path(value).expanduser().is_dir()
+    except (OSError, ValueError):  # a name too long, a NUL byte
+        return False
+
+
+def check_model_reference(value: str) -> str:
+    """A `model:` (or an adapter's) is a local directory or a Hub id; anything else is refused here, before any code
+    hands it to the file system or the Hub. A path that does not exist yet is allowed (the build reads it)."""
+    if _looks_like_path(value):
+        encoded = value.encode("utf-8", "surrogatepass")
+        longest = max((len(part.encode("utf-8", "surrogatepass")) for part in value.split("/")), default=0)
+        if len(encoded) > PATH_MAX_BYTES or longest > NAME_MAX_BYTES or "\0" in value:
+            raise ValueError(
+                f"is a local path of {len(encoded)} bytes whose longest name has {longest}; allowed: a path of at "
+                f"most {PATH_MAX_BYTES} bytes, each name at most {NAME_MAX_BYTES} bytes (Linux PATH_MAX, NAME_MAX)"
+            )
+        return value
+    if is_directory(value) or is_hub_id(value):
+        return value
+    raise ValueError(
+        f"is neither a local directory nor a Hub id; allowed: {HUB_ID_RULES}, or a local directory (write ./NAME "
+        "for one in the current folder)"
+    )
+
+
+# A Hub revision is a branch, a tag or a commit (huggingface_hub passes it as a git revision). git-check-ref-format(1):
+# no control characters, space, ~ ^ : ? * [ \, no "..", no "@{"; a ref is stored as a file, so each name in it is
+# at most NAME_MAX bytes. Printable ASCII only here, so nothing invisible (a right-to-left override) hides in it.
+REVISION = re.compile(r"^(?!.*\.\.)(?!.*@\{)[!-~]{1,255}$")
+REVISION_FORBIDDEN = set(" ~^:?*[\\")
+
+
+def check_revision(value: str) -> str:
+    if REVISION.match(value) and not REVISION_FORBIDDEN & set(value) and not value.endswith((".", "/", ".lock")):
+        return value
+    raise ValueError(
+        "is not a git revision; allowed: a branch, tag or commit of 1-255 printable ASCII characters without "
+        "space, ~ ^ : ? * [ \\, '..' or '@{', not ending in '.', '/' or '.lock' (git-check-ref-format)"
+    )
+
+
+ModelReference = Annotated[
+    str,
+    Field(min_length=1, description="Hugging Face Hub id or local directory"),
+    AfterValidator(check_model_reference),
+]
+Revision = Annotated[str, AfterValidator(check_revision)]
+
+
+class UnreadableModel(ValueError):
+    """A local model's files cannot be read as what they claim to be (a safetensors header, a config.json): the
+    message names the file and what is wrong; the config loader reports it as a problem of `model:`."""
+
+
+# The safetensors reader's own bound on the JSON header (huggingface/safetensors safetensors/src/tensor.rs
+# MAX_HEADER_SIZE = 100_000_000, HeaderTooLarge; read at commit 000a16f, not at the pinned 0.8): a longer length
+# field is a corrupt file, and reading it would allocate that much.
+SAFETENSORS_MAX_HEADER = 100_000_000
+
+
 def safetensors_header_sizes(path: Path) -> tuple[int, int]:
     """(elements, bytes) of every tensor in one safetensors file, from its header alone (8-byte little-endian
-    length + JSON: {name: {dtype, shape, data_offsets}}), without reading the tensors."""
-    with open(path, "rb") as f:
-        (length,) = struct.unpack("<Q", f.read(8))
-        header = json.loads(f.read(length))
+    length + JSON: {name: {dtype, shape, data_offsets}}), without reading the tensors. UnreadableModel when the
+    file is not one (empty, a length past the end, a header that is not JSON or lacks a tensor's shape)."""
+
+    def broken(why: str) -> UnreadableModel:
+        return UnreadableModel(f"{path} is not a readable safetensors file: {why}; re-download or re-save the model")
+
+    try:
+        with open(path, "rb") as f:
+            size_on_disk = os.fstat(f.fileno()).st_size
+            if size_on_disk < 8:
+                raise broken(f"it is {size_on_disk} bytes, shorter than the 8-byte header length")
+            (length,) = struct.unpack("<Q", f.read(8))
+            if length > min(SAFETENSORS_MAX_HEADER, size_on_disk - 8):
+                raise broken(
+                    f"its header length field says {length:,} bytes, the file has {size_on_disk - 8:,} after it"
+                )
+            header = json.loads(f.read(length).decode("utf-8"))
+    except UnreadableModel:
+        raise
+    except OSError as err:
+        raise broken(err.strerror or str(err)) from None
+    except (UnicodeDecodeError, ValueError) as err:
+        raise broken(f"its header is not UTF-8 JSON ({type(err).__name__})") from None
+    if not isinstance(header, dict):
+        raise broken("its header is not a JSON object")
     elements = size = 0
     for name, info in header.items():
         if name == "__metadata__":
             continue
-        count = 1
-        for dim in info["shape"]:
-            count *= dim
+        try:
+            shape, (start, end) = info["shape"], info["data_offsets"]
+            count = 1
+            for dim in shape:
+                if not isinstance(dim, int) or dim < 0:
+                    raise TypeError
+                count *= dim
+            if not (isinstance(start, int) and isinstance(end, int) and 0 <= start <= end):
+                raise TypeError
+        except (KeyError, TypeError, ValueError):
+            raise broken(f"tensor {name[:80]!r} has no valid shape and data_offsets") from None
         elements += count
-        size += info["data_offsets"][1] - info["data_offsets"][0]
+        size += end - start
     return elements, size
+
+
+def read_json_object(path: Path) -> dict:
+    """A JSON object file of a local model (config.json); UnreadableModel naming the file otherwise."""
+    try:
+        document = json.loads(path.read_bytes().decode("utf-8"))
+    except OSError as err:
+        raise UnreadableModel(f"{path} cannot be read: {err.strerror or err}") from None
+    except ValueError as err:  # UnicodeDecodeError and JSONDecodeError
+        raise UnreadableModel(f"{path} is not UTF-8 JSON ({type(err).__name__}: {str(err)[:80]})") from None
+    if not isinstance(document, dict):
+        raise UnreadableModel(f"{path} is not a JSON object")
+    return document
 
 
 def model_facts(model: str, declared_parameters: int | None = None) -> ModelFacts | None:
@@ -59,7 +196,7 @@ def model_facts(model: str, declared_parameters: int | None = None) -> ModelFact
     if path.is_dir():
         config = path / "config.json"
         if config.is_file():
-            encoder_decoder = bool(json.loads(config.read_text()).get("is_encoder_decoder", False))
+            encoder_decoder = bool(read_json_object(config).get("is_encoder_decoder", False))
         shards = sorted(path.glob("*.safetensors"))
         if declared_parameters is not None:
             return ModelFacts(declared_parameters, bool(encoder_decoder), "model_parameters")

@@ -59,7 +59,7 @@ ALARM_PERIOD_BOUNDS = (60, 3540)
 ALARM_WINDOW_MAX_S = 86_400
 # A CloudWatch alarm name: 1-255 characters (AWS::SageMaker::Endpoint Alarm.AlarmName, pattern ^(?!\s*$).+).
 ALARM_NAME_PATTERN = r"^(?!\s*$).{1,255}$"
-SNS_TOPIC_ARN_PATTERN = r"^arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_-]{1,256}(?:\.fifo)?$"
+SNS_TOPIC_ARN_PATTERN = r"^arn:aws[a-z-]*:sns:[a-z0-9-]+:[0-9]{12}:[A-Za-z0-9_-]{1,256}(?:\.fifo)?$"
 
 
 # ----------------------------------------------------------------------------------------------- deployment:

@@ -17,6 +17,7 @@ from .chat import ChatSpec, chat_problems
 from .hosting import Hosting, hosting_problems
 from .instances import InstanceType, hosting_instance_types, parse_instance_type
 from .invocation import SMOKE_BUDGET_DEFAULT_MS, SMOKE_BUDGET_MAX_MS, Invocation, invocation_problems
+from .models import ModelReference, Revision
 from .operations import AlarmsSpec, DeploymentSpec, operations_problems
 from .security import (
     DataCapture,
@@ -116,8 +117,8 @@ class EndpointSpec(Strict):
     name: str = Field(pattern=NAME_PATTERN, min_length=1, max_length=40)
     # A registered serving system (systems.REGISTRY), checked where the systems are known (deployment).
     system: str
-    model: str = Field(min_length=1, description="Hugging Face model id or a local directory")
-    revision: str | None = None
+    model: ModelReference
+    revision: Revision | None = None
     dtype: Literal["fp16", "bf16", "fp32"] = "fp16"
     instance_type: str
     instance_count: int = Field(1, ge=1, le=100)
@@ -130,7 +131,7 @@ class EndpointSpec(Strict):
     model_data: Literal["s3-prefix", "tar-gz"] = "s3-prefix"
     # torch-save is the seed recipe's pickled whole model: opt-in only (runs code on load, slower to load).
     weights_format: Literal["safetensors", "torch-save"] = "safetensors"
-    max_shard_size: str = Field("2GB", pattern=r"^\d+(?:\.\d+)?(?:KB|MB|GB)$")
+    max_shard_size: str = Field("2GB", pattern=r"^[0-9]+(?:\.[0-9]+)?(?:KB|MB|GB)$")
     log_retention_days: int = 30
     # Parameter count, when neither a local model directory nor the known-model table tells it.
     model_parameters: int | None = Field(None, ge=1)
@@ -188,8 +189,8 @@ class EndpointOverride(Strict):
 class EnvironmentSpec(Strict):
     """A deployment target (dev, prod, ...). Account and region default to the CLI's, as `cdk deploy` does."""
 
-    account: str | None = Field(None, pattern=r"^\d{12}$")
-    region: str | None = Field(None, pattern=r"^[a-z]{2}(?:-[a-z]+)+-\d$")
+    account: str | None = Field(None, pattern=r"^[0-9]{12}$")
+    region: str | None = Field(None, pattern=r"^[a-z]{2}(?:-[a-z]+)+-[0-9]$")
     # True keeps the artifact bucket, its logs and the image repository on destroy (CDK's own default).
     retain_data: bool = True
     # After `cdk destroy` of a retaining environment its bucket and repository live on outside any stack, and
@@ -258,12 +259,12 @@ class PipelineSpec(Strict):
     """Deploy through CodePipeline (CDK Pipelines): source, synth + tests, then one stage per environment."""
 
     connection_arn: str = Field(
-        pattern=r"^arn:aws[a-z-]*:(codestar-connections|codeconnections):[a-z0-9-]+:\d{12}:connection/[\w-]+$"
+        pattern=r"^arn:aws[a-z-]*:(codestar-connections|codeconnections):[a-z0-9-]+:[0-9]{12}:connection/[A-Za-z0-9_-]+$"
     )
-    repository: str = Field(pattern=r"^[\w.-]+/[\w.-]+$", description="owner/name")
+    repository: str = Field(pattern=r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$", description="owner/name")
     branch: str = Field("main", min_length=1)
-    account: str | None = Field(None, pattern=r"^\d{12}$")
-    region: str | None = Field(None, pattern=r"^[a-z]{2}(?:-[a-z]+)+-\d$")
+    account: str | None = Field(None, pattern=r"^[0-9]{12}$")
+    region: str | None = Field(None, pattern=r"^[a-z]{2}(?:-[a-z]+)+-[0-9]$")
     stages: list[str] = Field(min_length=1, description="environments, deployed in this order")
     manual_approval_before: list[str] = Field(default_factory=list)
     build: PipelineBuild = PipelineBuild()

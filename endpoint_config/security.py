@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 # the roles use the key name it as their resource, and an alias in a policy's Resource never matches a key
 # (AWS KMS Developer Guide, "Use aliases to control access to KMS keys").
 KMS_KEY_ARN_PATTERN = (
-    r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:key/"
+    r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:[0-9]{12}:key/"
     r"(?:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|mrk-[0-9a-f]{32})$"
 )
 KmsKeyArn = Annotated[str, Field(pattern=KMS_KEY_ARN_PATTERN)]

@@ -57,7 +57,7 @@ AI_WORKLOAD_CONFIG_REGIONS = (
 # AIWorkloadConfigName's pattern and length (the registry schema above; CreateAIWorkloadConfig allows 63 as well).
 WORKLOAD_CONFIG_NAME = re.compile(r"^[a-z0-9](-*[a-z0-9]){0,62}$")
 # A Hugging Face Hub repo id: "name" or "org/name" (letters, digits, '-', '_', '.'), what AIPerf's tokenizer takes.
-HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]{0,95}(/[\w.-]{1,96})?$")
+HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,95}(/[A-Za-z0-9_.-]{1,96})?$")
 
 
 class TokenDistribution(Strict):
@@ -92,7 +92,14 @@ class SloWorkload(Strict):
         return self
 
 
-OBJECTIVES = ("p95_ttft_ms", "p95_itl_ms", "min_output_tokens_per_s", "max_usd_per_million_tokens", "max_error_rate")
+OBJECTIVES = (
+    "p95_ttft_ms",
+    "p95_itl_ms",
+    "p95_e2e_ms",
+    "min_output_tokens_per_s",
+    "max_usd_per_million_tokens",
+    "max_error_rate",
+)
 # The error budget when `max_error_rate` is not given: latency and throughput are computed on successful requests
 # only, so without one an endpoint failing 3 requests in 4 passed a throughput or latency gate (reliability probes
 # F1). 1 %: in a gate of fewer than 100 requests, any failed request misses.
@@ -113,6 +120,9 @@ class Slo(Strict):
     concurrency: int | None = Field(default=None, ge=1, le=MAX_LEVEL)
     p95_ttft_ms: float | None = Field(default=None, gt=0)
     p95_itl_ms: float | None = Field(default=None, gt=0)
+    # request sent -> reply complete, p95: the latency objective of every system, streaming or not (a system that
+    # does not stream has no TTFT or ITL, so without it a 3 s/request endpoint passed any latency gate: probe F5).
+    p95_e2e_ms: float | None = Field(default=None, gt=0)
     min_output_tokens_per_s: float | None = Field(default=None, gt=0)
     max_usd_per_million_tokens: float | None = Field(default=None, gt=0)
     max_error_rate: float | None = Field(default=None, ge=0, le=1)
@@ -180,6 +190,18 @@ def slo_problems(ep: EndpointSpec) -> list[str]:
             "slo.concurrency, or give workload.concurrency one level",
         )
     return problems
+
+
+def slo_region_problems(ep: EndpointSpec, region: str | None) -> list[str]:
+    """The managed benchmark against the environment's region, when it names one (without one, the stack's template
+    rule refuses the deploy: stacks/benchmark.py). Checked at load, so `cdk synth` writes nothing and `model_build`
+    refuses the file too."""
+    if ep.slo is None or not ep.slo.managed_benchmark or region is None or region in AI_WORKLOAD_CONFIG_REGIONS:
+        return []
+    return [
+        f"endpoint {ep.name!r}: slo.managed_benchmark: value true: AWS::SageMaker::AIWorkloadConfig is not offered "
+        f"in {region}; regions with it: {', '.join(AI_WORKLOAD_CONFIG_REGIONS)} (or set managed_benchmark: false)"
+    ]
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -273,5 +295,6 @@ __all__ = [
     "managed_benchmark",
     "results_prefix",
     "slo_problems",
+    "slo_region_problems",
     "workload_config_name",
 ]

@@ -385,9 +385,23 @@ def map_client_error(
 
 
 def log_record(record: dict) -> None:
-    """One structured JSON line per request. Never includes prompt text or model output."""
+    """One structured JSON line per request. Never includes prompt text or model output: a refusal's message (4xx)
+    may quote the refused value (`got "my password is hunter2" (string)`), so its quoted parts are logged as "..."
+    (the caller's reply keeps them: it is their own request). Every front door logs through here."""
+    status = record.get("status")
+    if isinstance(record.get("error"), str) and isinstance(status, int) and 400 <= status < 500:
+        record = {**record, "error": without_quoted_values(record["error"])}
     sys.stdout.write(json.dumps(record, separators=(",", ":"), default=str) + "\n")
     sys.stdout.flush()
+
+
+# A double-quoted string (JSON's escapes), or a single-quoted one (Python's repr) not opened by a word's apostrophe.
+_QUOTED = re.compile(r'"(?:[^"\\]|\\.)*"|(?<![A-Za-z])\'(?:[^\'\\\n]|\\.)*\'')
+
+
+def without_quoted_values(message: str) -> str:
+    """`message` with every quoted value replaced by "..." (its key names, bounds and kinds stay)."""
+    return _QUOTED.sub(lambda m: m.group(0)[0] + "..." + m.group(0)[0], message)
 
 
 def invoke(

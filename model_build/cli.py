@@ -8,6 +8,7 @@ Each command's usage, and why: docs/design/cli.md.
 from __future__ import annotations
 
 import argparse
+import errno
 import fcntl
 import os
 import re
@@ -132,17 +133,45 @@ def build_endpoint(endpoint: Any, out_dir: Path, progress: bool = True) -> dict[
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
         return manifest
-    except BaseException:
+    except BaseException as err:
         shutil.rmtree(tmp, ignore_errors=True)
         for p in reversed(created):  # directories this build made, deepest first
             try:
                 p.rmdir()
             except OSError:
                 break
+        from endpoint_config.models import UnreadableModel
+
+        if isinstance(err, UnreadableModel):  # a model file that is not what it claims (config.json not JSON, ...)
+            raise BuildError(f"endpoint {endpoint.name!r}: {err}; nothing was kept") from None
+        if (reason := file_failure(err)) is not None:
+            kept = "the previous build there is unchanged" if out_dir.exists() else "nothing was kept"
+            raise BuildError(
+                f"endpoint {endpoint.name!r}: the build of {out_dir} failed on a file operation: {reason}; {kept} "
+                "(the partial build was removed); free space or fix the folder's permissions, then build again"
+            ) from None
         raise
     finally:
         for fd in locks:
             os.close(fd)
+
+
+# The errors of writing an artifact: no space, quota, file too large (RLIMIT_FSIZE), read-only, permission, I/O.
+_FILE_SYSTEM_ERRNOS = frozenset(
+    {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO}
+)
+
+
+def file_failure(err: BaseException) -> str | None:
+    """What failed when a build stopped on the file system, in words, or None for any other failure: an OSError
+    (no space left, quota, read-only, permission), or safetensors' error around one, whose text carries the I/O
+    error ("Error while serializing: I/O error: No space left on device (os error 28)")."""
+    if isinstance(err, OSError) and err.errno in _FILE_SYSTEM_ERRNOS:
+        return f"{err.strerror or err}" + (f" ({err.filename})" if err.filename else "")
+    text = str(err)
+    if type(err).__name__ == "SafetensorError" and "I/O error" in text:
+        return text
+    return None
 
 
 def _make_readable(directory: Path) -> None:
@@ -462,6 +491,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except Exception as err:
+        if (refusal := aws_refusal(err)) is None:
+            raise
+        print(f"error: {args.command}: {refusal}", file=sys.stderr)
+        return EXIT_USER_ERROR
+
+
+def aws_refusal(err: BaseException) -> str | None:
+    """An AWS call that failed after botocore's retries and that no command handled (publish's HeadObject answered
+    403, clean's DeleteObjects denied: reliability probe F8, F7), in words: the operation, AWS's code and message.
+    None for anything else (a bug keeps its traceback)."""
+    import botocore.exceptions
+
+    if isinstance(err, botocore.exceptions.ClientError):
+        error = err.response.get("Error", {})
+        return (
+            f"AWS refused {err.operation_name}: {error.get('Code', 'unknown')}: {error.get('Message', '')}".rstrip(": ")
+            + "; the command stopped there (check the credentials' permissions and retry)"
+        )
+    if isinstance(err, botocore.exceptions.BotoCoreError):
+        return f"an AWS call failed: {err}; the command stopped there"
+    return None
 
 
 if __name__ == "__main__":

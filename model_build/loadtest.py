@@ -984,7 +984,7 @@ def configure_parser(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     c.add_argument(
         "--slo",
         type=Path,
-        help="YAML/JSON with p95_ttft_ms, p95_itl_ms, min_output_tokens_per_s, "
+        help="YAML/JSON with p95_ttft_ms, p95_itl_ms, p95_e2e_ms, min_output_tokens_per_s, "
         "concurrency, max_usd_per_million_tokens, max_error_rate (a config's slo: "
         "block; its usd_per_hour prices when no price flag does): exit 1 if missed",
     )

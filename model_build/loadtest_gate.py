@@ -152,8 +152,9 @@ def last_met(history: list[KeptResult], slo: Any) -> KeptResult | None:
 # The gate
 
 
-def gate_workload(slo: Any) -> Any:
-    """The load test's Workload for an `slo:` block: its levels, requests, token distributions and warm-up."""
+def gate_workload(slo: Any, request_timeout_s: float | None = None) -> Any:
+    """The load test's Workload for an `slo:` block: its levels, requests, token distributions and warm-up.
+    `request_timeout_s`: how long one request may take (the gate passes the endpoint's own invocation timeout)."""
     from model_build.loadtest import Workload
 
     w = slo.workload
@@ -164,8 +165,8 @@ def gate_workload(slo: Any) -> Any:
         requests=w.requests,
         warmup_requests=w.warmup_requests,
         deadline_s=slo.deadline_s,
-        # no single request outlives the gate's deadline (the load test's own default is 120 s)
-        request_timeout_s=min(120.0, float(slo.deadline_s)),
+        # no single request outlives the gate's deadline, nor the endpoint's own invocation timeout when given
+        request_timeout_s=min(request_timeout_s or 120.0, float(slo.deadline_s)),
     )
 
 
@@ -232,7 +233,10 @@ def run_gate(
         stream=plan.system.streaming.supported,
         session=session,
     )
-    result = run(target, gate_workload(slo), gate_price(plan), progress=progress)
+    # One request waits no longer than SageMaker lets it run (60 s real-time, the stream's timeout when it streams):
+    # a hung endpoint ends the gate in (warm-up + requests) / concurrency x that, not the load test's 120 s each
+    # (probe F3).
+    result = run(target, gate_workload(slo, plan.invocation_timeout_s), gate_price(plan), progress=progress)
     result["slo"] = slo.model_dump(mode="json")
     result["slo_misses"] = gate.misses = evaluate_slo(result, slo)
     result["endpoint"] = {

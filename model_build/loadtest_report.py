@@ -190,6 +190,8 @@ def evaluate_slo(result: dict[str, Any], slo: Slo | dict[str, Any]) -> list[str]
         if slo.p95_itl_ms is not None:
             itl = level["itl_ms"]
             check(level, "p95 ITL", itl.get("p95"), slo.p95_itl_ms, "above", " ms", itl.get("not_measured"))
+        if slo.p95_e2e_ms is not None:
+            check(level, "p95 end-to-end latency", level["e2e_ms"].get("p95"), slo.p95_e2e_ms, "above", " ms")
         # Always judged: the default budget when max_error_rate is not given (endpoint_config/slo.py).
         default = " (default budget: slo.max_error_rate not given)" if slo.max_error_rate is None else ""
         check(level, f"error rate{default}", level["error_rate"], slo.error_budget, "above", "")

@@ -385,5 +385,23 @@ def serve(
         f"POST /endpoints/{name}/invocations, POST /endpoints/{name}/invocations-response-stream, "
         f"POST /endpoints/{name}/openai/v1/chat/completions with a bearer token)"
     )
-    app = create_app(artifact_dir, endpoint_name=endpoint_name, container_host=container_host)
-    uvicorn.run(app, host=host, port=port, log_level="info")
+    uvicorn.Server(
+        server_config(create_app(artifact_dir, endpoint_name=endpoint_name, container_host=container_host), host, port)
+    ).run()
+
+
+# The most bytes of a request's line and headers the local server reads. uvicorn's h11 default (16 KiB) answers a
+# longer header section with a 400 and closes the socket while the client is still sending it, so the client sees
+# a connection reset and no status (a 200 KB Authorization header, reliability probe R2). Read up to 1 MiB, the
+# app answers such a request itself (a malformed bearer token: 403, as the route's other bad tokens); above that
+# the reset remains (h11 must stop buffering somewhere). SageMaker's own limit is not documented.
+MAX_HEADER_BYTES = 1024 * 1024
+
+
+def server_config(app: Any, host: str, port: int, log_level: str = "info") -> Any:
+    """The uvicorn configuration `serve` runs `app` with (tests start the same one)."""
+    import uvicorn
+
+    return uvicorn.Config(
+        app, host=host, port=port, log_level=log_level, http="h11", h11_max_incomplete_event_size=MAX_HEADER_BYTES
+    )

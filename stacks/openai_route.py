@@ -17,7 +17,7 @@ from endpoint_config.chat import OpenAIRouteSpec
 from .llm_endpoint import LlmEndpoint
 
 BEARER_ACTION = "sagemaker:CallWithBearerToken"
-_ARN = re.compile(r"^arn:(?P<partition>aws[a-z-]*):iam::(?P<account>\d{12}):(?P<kind>role|user)/(?P<path>.+)$")
+_ARN = re.compile(r"^arn:(?P<partition>aws[a-z-]*):iam::(?P<account>[0-9]{12}):(?P<kind>role|user)/(?P<path>.+)$")
 
 
 def base_url(endpoint_name: str, component_name: str | None = None) -> str:

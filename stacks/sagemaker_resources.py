@@ -40,6 +40,17 @@ def check_timeouts(owner: str, **timeouts_s: int) -> None:
             raise ValueError(f"{owner}: {name} must be between {low} and {high} s, got {value}")
 
 
+# Cross-service confused deputy prevention for SageMaker inference (SageMaker Developer Guide, "Cross-service
+# confused deputy prevention", section "SageMaker AI Inference"): the execution role of real-time, serverless and
+# asynchronous endpoints trusts sagemaker.amazonaws.com only on behalf of this account and region, with exactly
+# this ARN form ("Do not replace the aws:SourceArn in this template with the full ARN of a specific model or
+# endpoint"). Reliability probe, section 4 (L11 of 2026-11-25). Unverified here: only a deploy on an account shows
+# SageMaker assuming the role under it.
+INFERENCE_TRUST_CONDITION = {
+    "ArnLike": {"aws:SourceArn": f"arn:{Aws.PARTITION}:sagemaker:{Aws.REGION}:{Aws.ACCOUNT_ID}:*"}
+}
+
+
 class ExecutionRole(iam.Role):
     """The role SageMaker runs an endpoint's containers with: read the endpoint's model prefix, pull its image, write
     its log group and the endpoint metrics namespace; nothing else until a block adds to it (async folders, data
@@ -58,7 +69,7 @@ class ExecutionRole(iam.Role):
         super().__init__(
             scope,
             construct_id,
-            assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
+            assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com", conditions=INFERENCE_TRUST_CONDITION),
             description=f"SageMaker execution role of endpoint {endpoint_name}: reads its model prefix, pulls its image",
         )
         bucket_arn = f"arn:{Aws.PARTITION}:s3:::{model_data.bucket_name}"

@@ -15,7 +15,7 @@ from pydantic import Field, ValidationError
 
 from endpoint_config import EndpointSpec, InstanceType
 from endpoint_config.base import Strict
-from endpoint_config.loader import describe_error, shown_value
+from endpoint_config.loader import describe_error, nested_unknown_key, shown_value
 
 from .images import ImagePin
 
@@ -146,6 +146,8 @@ def _engine_error(error: Any, options: type[EngineOptions], system: str, others:
         return f"{where}: value {shown_value(value)} is not supported by system {system!r}; remove the key" + (
             f" ({why})" if why else ""
         )
+    if not top_level and error["type"] == "extra_forbidden":
+        return nested_unknown_key(options, tuple(error["loc"]), where)
     if top_level and error["type"] == "literal_error":
         allowed = ", ".join(map(str, _literal_values(options.model_fields[key].annotation)))
         return f"{where}: value {shown_value(value)} is not supported by system {system!r}; allowed: {allowed} (or leave it out)"

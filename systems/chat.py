@@ -50,9 +50,10 @@ def has_chat_template(model_dir: Path) -> bool:
         return True
     config = model_dir / "tokenizer_config.json"
     try:
-        return bool(json.loads(config.read_text()).get("chat_template")) if config.is_file() else False
+        document = json.loads(config.read_text()) if config.is_file() else {}
     except (OSError, ValueError):
         return False
+    return isinstance(document, dict) and bool(document.get("chat_template"))  # a list or a number has none
 
 
 def chat_problems(ep: EndpointSpec, system: ServingSystem, systems: dict[str, ServingSystem]) -> list[str]:

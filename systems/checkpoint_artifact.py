@@ -15,6 +15,7 @@ from typing import Any
 
 from artifact import BuildError
 from endpoint_config import EndpointSpec
+from endpoint_config.models import read_json_object
 
 from .base import ServingSystem
 from .checkpoint_facts import SAFETENSORS_DTYPE_BYTES, read_local_checkpoint
@@ -122,7 +123,7 @@ def check_weights(source: Path) -> tuple[list[Path], dict[str, list[int]], int]:
         elements += count
     index_path = source / INDEX_FILE
     if index_path.is_file():
-        weight_map = json.loads(index_path.read_text()).get("weight_map", {})
+        weight_map = read_json_object(index_path).get("weight_map", {})
         missing = sorted(set(where) - set(weight_map))
         absent = sorted(set(weight_map) - set(where))
         misplaced = sorted(n for n in set(where) & set(weight_map) if weight_map[n] != where[n])

@@ -11,12 +11,11 @@ in tests/systems/test_checkpoint_facts.py).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from endpoint_config.models import safetensors_header_sizes
+from endpoint_config.models import UnreadableModel, read_json_object, safetensors_header_sizes
 
 # vLLM modelopt.py LINEAR_ALGOS (+ MIXED_PRECISION): ModelOpt quant_algo -> the method vLLM loads it with.
 MODELOPT_ALGOS = {
@@ -395,12 +394,18 @@ class Checkpoint:
 def read_local_checkpoint(directory: Path, model: str | None = None) -> Checkpoint:
     """A local model directory's facts: config.json (+ hf_quant_config.json) and the safetensors headers."""
     config_path = directory / "config.json"
-    config = json.loads(config_path.read_text())
+    config = read_json_object(config_path)
     quant_path = directory / "hf_quant_config.json"
-    hf_quant = json.loads(quant_path.read_text()) if quant_path.is_file() else None
+    hf_quant = read_json_object(quant_path) if quant_path.is_file() else None
     files = tuple(str(p) for p in sorted(directory.glob("*.safetensors")))
     file_bytes = sum(safetensors_header_sizes(Path(f))[1] for f in files) if files else None
-    return Checkpoint(model or str(directory), read_checkpoint(config, hf_quant), f"{config_path}", file_bytes, files)
+    try:
+        facts = read_checkpoint(config, hf_quant)
+    except UnreadableModel:
+        raise
+    except (ValueError, TypeError, KeyError) as err:  # a config.json its family's keys are missing from, or mistyped
+        raise UnreadableModel(f"{config_path}: {err}") from None
+    return Checkpoint(model or str(directory), facts, f"{config_path}", file_bytes, files)
 
 
 def checkpoint_of(model: str) -> Checkpoint | None:

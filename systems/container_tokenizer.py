@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from artifact import BuildError
+from endpoint_config.models import read_json_object
 from systems import recipe_common as common
 from systems.images import OWN_CONTAINER_STACKS, ImagePin, PythonStack
 
@@ -96,7 +97,7 @@ def _config_for_transformers4(export: TokenizerExport, target: str) -> None:
     path = export.source / "tokenizer_config.json"
     if not path.is_file():
         return
-    config = json.loads(path.read_text(encoding="utf-8"))
+    config = read_json_object(path)
     changed = []
     tokenizer_class = config.get("tokenizer_class")
     if tokenizer_class in common.TRANSFORMERS5_TOKENIZER_CLASSES:
@@ -132,7 +133,7 @@ def _config_for_transformers4(export: TokenizerExport, target: str) -> None:
 def _tokenizer_json_for(export: TokenizerExport, floor: tuple[int, ...], target: str) -> None:
     """Rewrite tokenizer.json in the form tokenizers `floor` reads, or refuse what it cannot express."""
     path = export.source / "tokenizer.json"
-    data = json.loads(path.read_text(encoding="utf-8"))
+    data = read_json_object(path)
     changed: list[str] = []
 
     def refuse(what: str) -> BuildError:

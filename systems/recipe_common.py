@@ -17,6 +17,7 @@ from typing import Any
 
 from artifact import BuildError
 from endpoint_config import EndpointSpec
+from endpoint_config.models import read_json_object
 from systems.images import HF_CONTAINER_TRANSFORMERS
 
 TOKENIZER_FILES = (
@@ -57,7 +58,7 @@ def read_model_config(source: Path, endpoint: EndpointSpec | None = None) -> dic
                 "allowed: a transformers model directory or Hub id"
             )
         raise BuildError(f"model directory {str(source)!r} has no config.json; it is not a transformers model")
-    return json.loads(config_path.read_text())
+    return read_json_object(config_path)
 
 
 def check_causal_lm(

@@ -43,6 +43,7 @@ class SglangEngineOptions(SglangOptions):
 
     HINTS: ClassVar[dict[str, str]] = {
         "max_batch_size": "SGLang's name for concurrent requests is max_running_requests",
+        "max_num_seqs": "SGLang's name for concurrent requests is max_running_requests",
         "max_model_len": "SGLang's name for it is context_length",
         "tensor_parallel_size": "set tensor_parallel_degree (it renders SGLang's --tp-size)",
         "stream_weights_from_s3": "not offered for sglang: whether its image has the Run:ai streamer's S3 backend is "

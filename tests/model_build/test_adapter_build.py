@@ -219,9 +219,18 @@ def test_adapter_configs_vllm_refuses_are_refused(adapters, change, expected):
     assert config_problems({**config, **change}) == [expected]
 
 
-def test_a_directory_without_an_adapter_is_refused(tmp_path, tiny_chat_models):
-    plan = load_config(
-        write_config(tmp_path, tiny_chat_models["llama"], {"sql": tiny_chat_models["llama"]}), "emu"
-    ).plan("tiny-lora")
+def test_a_directory_without_an_adapter_is_refused(tmp_path, tiny_chat_models, adapters):
+    """Refused when the config loads (endpoint_config/adapters.py adapter_problems: the base model itself, a folder
+    without adapter_config.json), and by the build for a plan that reaches it otherwise."""
+    from endpoint_config import ConfigError
+
+    llama = tiny_chat_models["llama"]
+    with pytest.raises(ConfigError, match="is the endpoint's base model itself, not a LoRA adapter"):
+        load_config(write_config(tmp_path, llama, {"sql": llama}), "emu")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ConfigError, match="is a directory without adapter_config.json, so not a PEFT LoRA adapter"):
+        load_config(write_config(tmp_path, llama, {"sql": tmp_path / "empty"}), "emu")
+    plan = load_config(write_config(tmp_path, llama, {"sql": adapters["sql"]}), "emu").plan("tiny-lora")
+    adapter = dataclasses.replace(plan.adapters[0], spec=plan.adapters[0].spec.model_copy(update={"model": str(llama)}))
     with pytest.raises(BuildError, match=re.escape("has no adapter_config.json: not a PEFT adapter")):
-        build_adapter(plan, plan.adapters[0], tmp_path / "out")
+        build_adapter(plan, adapter, tmp_path / "out")

@@ -130,7 +130,6 @@ def djl_config(tmp_path_factory: pytest.TempPathFactory, tiny_models: dict[str, 
                 ep("vllm", "lmi-vllm", gptj, max_batch_size=32, max_model_len=512),
                 ep("trt", "lmi-trtllm", gptj, max_model_len=512),
                 # error cases (engine options a system does not implement are refused by the config already: BAD_ENGINE)
-                ep("vllm-len", "lmi-vllm", gptj, max_model_len=4096),
                 ep("ft-gpt2", "djl-fastertransformer", tiny_models["gpt2"], tp=4),
                 ep("ft-gptj", "djl-fastertransformer", gptj, tp=4),
                 ep("ft-mt5", "djl-fastertransformer", fake_checkpoint("mt5"), tp=4),
@@ -174,6 +173,11 @@ def djl_build(tmp_path_factory: pytest.TempPathFactory, djl_config: Path, tiny_t
             return deployment.endpoint("ds").model_copy(
                 update={"name": "ds-t5", "model": str(tiny_t5), "tensor_parallel_degree": 1}
             )
+        if (
+            name == "vllm-len"
+        ):  # refused at load too (systems/checks.py unprofiled_engine_problems); the recipe must too
+            vllm = deployment.endpoint("vllm")
+            return vllm.model_copy(update={"name": name, "engine": {**vllm.engine, "max_model_len": 4096}})
         if name in BAD_ENGINE:  # likewise refused by the config (deployment.endpoint_rules); the recipe must too
             base, engine = BAD_ENGINE[name]
             return deployment.endpoint(base).model_copy(update={"name": name, "engine": dict(engine)})

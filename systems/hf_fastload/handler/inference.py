@@ -503,8 +503,31 @@ def _chat_generation(model: dict, request: chat_contract.ChatRequest, prompt_tok
         params["do_sample"] = True
         params.update({k: getattr(request, k) for k in ("temperature", "top_p") if getattr(request, k) is not None})
     if request.stop:
-        params.update(stop_strings=list(request.stop), tokenizer=model["tokenizer"])
+        criteria = transformers.StoppingCriteriaList([StopOnText(model["tokenizer"], request.stop, prompt_tokens)])
+        params["stopping_criteria"] = criteria
     return params
+
+
+class StopOnText(transformers.StoppingCriteria):
+    """Ends generation once the decoded reply holds a stop sequence. Not transformers' `stop_strings`: its
+    StopStringCriteria precomputes, in pure Python, every stop string against every token of the vocabulary
+    (generation/stopping_criteria.py, _stop_string_get_matching_positions), O(stop characters x vocabulary) under
+    the model's lock before the first token: minutes for a 64 KB body of stop strings at a 50,000-token vocabulary.
+    Here each step decodes only the last tokens that can hold the longest stop sequence (a character spans at most 4
+    byte-level tokens) and searches them: the work per token is bounded by the stop sequences' length, whatever the
+    vocabulary. The reply is cut at the stop sequence afterwards (chat_contract.truncate_at_stop)."""
+
+    def __init__(self, tokenizer: Any, stops: tuple[str, ...] | list[str], prompt_tokens: int) -> None:
+        self.tokenizer, self.stops, self.prompt_tokens = tokenizer, tuple(stops), prompt_tokens
+        self.window = 4 * max(len(s) for s in self.stops) + 4
+
+    def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+        done = []
+        for row in input_ids:
+            tail = row[max(self.prompt_tokens, len(row) - self.window) :].tolist()
+            text = self.tokenizer.decode(tail, skip_special_tokens=False)
+            done.append(any(stop in text for stop in self.stops))
+        return torch.tensor(done, dtype=torch.bool, device=input_ids.device)
 
 
 def chat_completion(data: Any, model: dict) -> dict[str, Any]:
