@@ -8,6 +8,9 @@ import pytest
 import yaml
 from helpers import EXAMPLE_CASES, EXAMPLES, ROOT
 
+# slow: every example synthesized with cdk-nag (make test-fast leaves them out)
+pytestmark = pytest.mark.slow
+
 CASES = EXAMPLE_CASES
 
 

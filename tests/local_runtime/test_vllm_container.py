@@ -14,6 +14,9 @@ import pytest
 from local_runtime import LocalContainerError, container_host
 from local_runtime.vllm_container import ROOT, ContainerError, VllmContainer, container_environment
 
+# slow: the vLLM server started (make test-fast leaves them out)
+pytestmark = pytest.mark.slow
+
 ENV = {"SM_VLLM_MAX_MODEL_LEN": "256", "SM_VLLM_SERVED_MODEL_NAME": "m", "SM_VLLM_ENFORCE_EAGER": "true"}
 
 

@@ -13,6 +13,9 @@ import pytest
 from bench import report
 from bench.stats import latency_summary, percentile, ratio, spread, summarize, table, write_json
 
+# slow: the benchmark sections at small shapes (make test-fast leaves them out)
+pytestmark = pytest.mark.slow
+
 
 def test_summarize_median_spread_and_iqr() -> None:
     s = summarize([3.0, 1.0, 2.0, 5.0, 4.0])

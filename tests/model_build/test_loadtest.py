@@ -20,6 +20,9 @@ from local_emulator.moto_server import free_port
 from model_build import loadtest, loadtest_report
 from model_build.loadtest import LoadTestError, OpenAITarget, SageMakerRuntimeTarget, parse_workload
 
+# slow: paced servers and load-generating processes (make test-fast leaves them out)
+pytestmark = pytest.mark.slow
+
 TTFT_MS, ITL_MS, TOKENS = 40.0, 5.0, 8
 E2E_MS = TTFT_MS + (TOKENS - 1) * ITL_MS
 

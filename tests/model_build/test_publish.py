@@ -23,6 +23,9 @@ from deployment import load_config
 from endpoint_config import artifact_bucket_name, artifact_prefix
 from model_build.publish import MiB, PublishError, choose_packer, pack_tarball, publish_artifact, publish_endpoint
 
+# slow: uploads to the emulator, a Ctrl-C mid-upload (make test-fast leaves them out)
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def s3(emulator):

@@ -21,6 +21,9 @@ from helpers import running, serve_in_thread
 
 from model_build import bearer_token
 
+# slow: the local server with chat models, two client SDKs (make test-fast leaves them out)
+pytestmark = pytest.mark.slow
+
 ENDPOINT = "tiny-chat"
 REGION = "us-east-1"
 # The moto emulator's credentials (local_emulator/moto_server.py, client_env).

@@ -21,6 +21,9 @@ from deployment import load_config
 from endpoint_config import ConfigError
 from model_build.loadtest_gate import run_gate
 
+# slow: gates against failing and hanging runtimes (make test-fast leaves them out)
+pytestmark = pytest.mark.slow
+
 WORKLOAD = {"requests": 8, "input_tokens": {"mean": 8}, "output_tokens": {"mean": 4}, "warmup_requests": 0}
 
 

@@ -18,6 +18,9 @@ from typing import Any
 
 import pytest
 
+# slow: every DJL system's artifact built (make test-fast leaves them out)
+pytestmark = pytest.mark.slow
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -17,6 +17,9 @@ from helpers import running
 from model_build import BuildError
 from systems.byoc_server.contract import GenerationParameters, RequestError
 
+# slow: ONNX export and ONNX Runtime builds (make test-fast leaves them out)
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[2]
 SMALL_PROFILE = {"min_batch": 1, "opt_batch": 2, "max_batch": 2, "max_sequence_length": 16}
 
