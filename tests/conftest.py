@@ -247,8 +247,8 @@ def moto_env(emulator: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
 # ---------------------------------------------------------------------------------------------------- nothing outlives its test
 
 # Started on a library's first use and kept for the process's life by the library itself, not by a test: jsii's node
-# kernel (aws_cdk's first import), tqdm's monitor thread (its first progress bar), multiprocessing's resource tracker.
-_LIBRARY_OWNED = ("jsii", "tqdm_monitor", "multiprocessing.resource_tracker")
+# kernel and its stderr reader thread (aws_cdk's first import), tqdm's monitor thread (its first progress bar), multiprocessing's resource tracker.
+_LIBRARY_OWNED = ("jsii", "process.stderr_sink", "tqdm_monitor", "multiprocessing.resource_tracker")
 
 
 def _children() -> dict[int, str]:

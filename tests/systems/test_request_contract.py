@@ -210,6 +210,7 @@ def entry_points() -> dict[str, Any]:
     torch.float16, torch.bfloat16, torch.float32 = "float16", "bfloat16", "float32"
     transformers = types.ModuleType("transformers")
     transformers.__version__ = "5.0.0"
+    transformers.StoppingCriteria = object  # the base of the handler's StopOnText, defined at import
     with pytest.MonkeyPatch.context() as patch:  # only while the three modules load
         for name, module in {"djl_python": djl_python, "torch": torch, "transformers": transformers}.items():
             patch.setitem(sys.modules, name, module)
