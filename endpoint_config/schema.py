@@ -19,6 +19,7 @@ from .instances import InstanceType, hosting_instance_types, parse_instance_type
 from .invocation import SMOKE_BUDGET_DEFAULT_MS, SMOKE_BUDGET_MAX_MS, Invocation, invocation_problems
 from .models import ModelReference, Revision
 from .operations import AlarmsSpec, DeploymentSpec, operations_problems
+from .routing import Routing, routing_problems
 from .security import (
     DataCapture,
     EndpointEncryption,
@@ -145,10 +146,9 @@ class EndpointSpec(Strict):
     streaming: StreamingSpec = StreamingSpec()
     # OpenAI chat completions and who may use SageMaker's OpenAI route (endpoint_config/chat.py; off by default).
     chat: ChatSpec | None = None
-    # How SageMaker spreads requests over the instances (ProductionVariant RoutingConfig): least-outstanding-requests
-    # sends each to the instance with the fewest in flight, which suits long, uneven generations; random is
-    # SageMaker's default.
-    routing: Literal["random", "least-outstanding-requests"] = "random"
+    # How SageMaker spreads requests over the instances (ProductionVariant RoutingConfig): random (SageMaker's
+    # default), least-outstanding-requests or prefix-aware with its two settings (endpoint_config/routing.py).
+    routing: Routing = Routing()
     # Pin an already published artifact (its manifest content hash) instead of reading build/<name>/manifest.json.
     artifact_hash: str | None = Field(None, pattern=r"^[0-9a-f]{64}$")
     # The model on the variant (default) or as an inference component, scaling to zero (endpoint_config/hosting.py).
@@ -398,6 +398,7 @@ def endpoint_problems(ep: EndpointSpec) -> list[str]:
     problems.extend(slo_problems(ep))
     problems.extend(chat_problems(ep))
     problems.extend(adapter_problems(ep))
+    problems.extend(routing_problems(ep))
     # The rules that need the serving system's facts (what it serves, on what hardware) are systems.checks';
     # deployment.load_config runs them after these pass.
     return problems

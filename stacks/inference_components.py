@@ -19,12 +19,13 @@ from constructs import Construct
 
 from endpoint_config.hosting import CopyScaling
 from endpoint_config.operations import Rolling
+from endpoint_config.routing import Routing
 
 from .artifact_guard import CUSTOM_RESOURCE_TIMEOUT_S
 from .functions import PythonFunction
 from .lambda_asset import LAMBDA_ROOT, function_code
 from .log_groups import owned_log_group
-from .sagemaker_resources import ROUTING_STRATEGIES, check_timeouts
+from .sagemaker_resources import check_timeouts, routing_config
 from .scaling import COMPONENT_COPIES, scalable_target, scale_from_zero_policy, target_tracking
 
 COPY_SCALING_METRIC = "SageMakerInferenceComponentConcurrentRequestsPerCopyHighResolution"
@@ -54,7 +55,7 @@ class ComponentEndpointConfig(sagemaker.CfnEndpointConfig):
         volume_size_gb: int | None,
         min_instances: int,
         max_instances: int,
-        routing: str,
+        routing: Routing,
         inference_ami_version: str | None = None,
         network_isolation: bool = False,
         subnet_ids: tuple[str, ...] = (),
@@ -89,9 +90,7 @@ class ComponentEndpointConfig(sagemaker.CfnEndpointConfig):
                     managed_instance_scaling=sagemaker.CfnEndpointConfig.ManagedInstanceScalingProperty(
                         status="ENABLED", min_instance_count=min_instances, max_instance_count=max_instances
                     ),
-                    routing_config=sagemaker.CfnEndpointConfig.RoutingConfigProperty(
-                        routing_strategy=ROUTING_STRATEGIES[routing]
-                    ),
+                    routing_config=routing_config(routing),
                     inference_ami_version=inference_ami_version,
                 )
             ],

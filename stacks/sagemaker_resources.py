@@ -15,14 +15,27 @@ from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
 from deployment.plan import ModelData
+from endpoint_config.routing import Routing
 
 from .nag import acknowledge, nag_text
 
 TIMEOUT_BOUNDS_S = (60, 3600)  # ModelDataDownloadTimeoutInSeconds, ContainerStartupHealthCheckTimeoutInSeconds
-# Config value -> ProductionVariant RoutingConfig.RoutingStrategy (botocore's sagemaker RoutingStrategy enum).
-ROUTING_STRATEGIES = {"random": "RANDOM", "least-outstanding-requests": "LEAST_OUTSTANDING_REQUESTS"}
 # cfn-lint's rule "Both UpdateReplacePolicy and DeletionPolicy are needed to protect resource from deletion".
 REPLACE_ONLY_RETAIN = "W3011"
+
+
+def routing_config(routing: Routing) -> sagemaker.CfnEndpointConfig.RoutingConfigProperty:
+    """The production variant's RoutingConfig: the strategy, and for prefix-aware its PrefixAwareRoutingConfig with
+    the defaults filled in (endpoint_config/routing.py; SageMaker requires both settings with PREFIX_AWARE)."""
+    settings = routing.prefix_aware
+    return sagemaker.CfnEndpointConfig.RoutingConfigProperty(
+        routing_strategy=routing.api_strategy,
+        prefix_aware_routing_config=sagemaker.CfnEndpointConfig.PrefixAwareRoutingConfigProperty(
+            prefix_length=settings[0], concurrency_threshold=settings[1]
+        )
+        if settings is not None
+        else None,
+    )
 
 
 @dataclass(frozen=True)
@@ -181,7 +194,7 @@ class VariantEndpointConfig(sagemaker.CfnEndpointConfig):
         volume_size_gb: int | None,
         download_timeout_s: int,
         startup_timeout_s: int,
-        routing: str,
+        routing: Routing,
         inference_ami_version: str | None,
         async_config: sagemaker.CfnEndpointConfig.AsyncInferenceConfigProperty | None = None,
     ) -> None:
@@ -203,9 +216,7 @@ class VariantEndpointConfig(sagemaker.CfnEndpointConfig):
                     volume_size_in_gb=volume_size_gb,
                     model_data_download_timeout_in_seconds=download_timeout_s,
                     container_startup_health_check_timeout_in_seconds=startup_timeout_s,
-                    routing_config=sagemaker.CfnEndpointConfig.RoutingConfigProperty(
-                        routing_strategy=ROUTING_STRATEGIES[routing]
-                    ),
+                    routing_config=routing_config(routing),
                     inference_ami_version=inference_ami_version,
                 )
             ],
@@ -274,9 +285,9 @@ __all__ = [
     "ContainerImage",
     "ExecutionRole",
     "GuardedEndpoint",
-    "ROUTING_STRATEGIES",
     "SageMakerModel",
     "VariantEndpointConfig",
     "check_timeouts",
     "retain_when_replaced",
+    "routing_config",
 ]
