@@ -135,10 +135,11 @@ def _refuse(param: str, message: str, code: str | None = None) -> ChatError:
 # ---- the request ------------------------------------------------------------------------------------------
 
 # Top-level keys a request may carry (what the endpoints behind this contract honour); anything else is refused,
-# naming these. "n" takes 1 only (one choice per request); "model" is accepted whatever it says and echoed:
-# SageMaker routes by the endpoint name in the URL, the endpoint serves one model, and clients must send some
-# model name (the openai SDK requires it; LangChain and gateways send their own defaults), so refusing names would
-# refuse those clients and name nothing wrong with the request.
+# naming these. "n" takes 1 only (one choice per request). "model" is forwarded as given: our own handlers and
+# LMI accept any name and echo it, SGLang 0.5.20 too (srt/entrypoints/openai/serving_chat.py does not check it),
+# but vLLM 0.30.0 answers 404 "The model `X` does not exist." unless it is empty or one of its served names
+# (entrypoints/serve/engine/serving.py _is_model_supported): the vllm system serves the SageMaker endpoint's name
+# (what callers of SageMaker's OpenAI route send) and the config's name (deployment/plan.py served_model_names).
 REQUEST_KEYS = (
     "messages",
     "model",

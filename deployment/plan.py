@@ -160,6 +160,10 @@ class SmokeSettings:
     # sends it); None: the endpoint serves no chat. chat_tools: also a tool call (a tool-call parser is configured).
     chat_route: str | None = None
     chat_tools: bool = False
+    # The body the prompt travels in (the system's ContainerBodies.prompt_kind: endpoint_runtime/bodies.py) and the
+    # assistant message's reasoning field (a chat reply that is all reasoning still shows the model answered).
+    prompt_body: str = "generation"
+    reasoning_field: str | None = None
 
 
 @dataclass(frozen=True)
@@ -320,8 +324,16 @@ class EndpointPlan:
             bucket, self.artifact_prefix, compressed=self.spec.model_data == "tar-gz", read_prefix=self.artifact_root
         )
 
+    @property
+    def served_model_names(self) -> tuple[str, ...]:
+        """The `model` values the endpoint's engine answers: the SageMaker endpoint's name (what clients of SageMaker's
+        OpenAI route send, the name in its URL) and the config's name."""
+        return tuple(dict.fromkeys((self.endpoint_name, self.spec.name)))
+
     def container_environment(self, bucket: str) -> dict[str, str]:
         environment = self.system.environment(self.spec)
+        if self.system.served_names_environment is not None:
+            environment = {**environment, **self.system.served_names_environment(self.served_model_names)}
         if self.system.staged_weights_environment is not None:
             environment = {
                 **environment,
@@ -372,7 +384,31 @@ class EndpointPlan:
         chat = self.spec.chat
         route = None if chat is None else ("openai" if chat.openai_route is not None else "invoke")
         tools = chat is not None and self.system.chat.route == "native" and self.chat_features.tool_calls
-        return SmokeSettings(smoke.prompt, smoke.max_new_tokens, budget, wake, chat_route=route, chat_tools=tools)
+        return SmokeSettings(
+            smoke.prompt,
+            smoke.max_new_tokens,
+            budget,
+            wake,
+            chat_route=route,
+            chat_tools=tools,
+            prompt_body=self.prompt_body,
+            reasoning_field=self.system.bodies.reasoning_field,
+        )
+
+    @property
+    def prompt_body(self) -> str:
+        """The body kind one prompt travels in to this endpoint's container (ContainerBodies.prompt_kind): every
+        client that sends a prompt (smoke test, SLO gate, load test, invoke and stream functions, demo) builds it
+        with endpoint_runtime/bodies.py."""
+        return self.system.bodies.prompt_kind
+
+    @property
+    def client_environment(self) -> dict[str, str]:
+        """What a function that sends this endpoint prompts needs to build their bodies and read the replies
+        (endpoint_runtime/bodies.py PROMPT_BODY, REASONING_FIELD)."""
+        from endpoint_runtime.bodies import environment
+
+        return environment(self.prompt_body, self.system.bodies.reasoning_field)
 
     @property
     def chat_features(self) -> ChatFeatures:

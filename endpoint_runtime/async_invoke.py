@@ -126,12 +126,16 @@ def submit(
     invocation_timeout_s: int | None = None,
     request_ttl_s: int | None = None,
     log: dict | None = None,
+    prompt_body: str | None = None,
 ) -> tuple[int, dict]:
-    """Validate `payload` (the real-time contract), upload it to the input folder, submit it with
-    InvokeEndpointAsync. Returns (HTTP status, JSON-able body); never raises for request or AWS errors."""
+    """Validate `payload` (the real-time contract), upload it to the input folder in the body kind the container
+    takes (endpoint_runtime/bodies.py; prompt_body None: PROMPT_BODY from the environment), submit it with
+    InvokeEndpointAsync. Returns (HTTP status, JSON-able body); never raises for request or AWS errors. The
+    answer in S3 is the container's own reply (bodies.generation_outputs reads its text)."""
     log = {} if log is None else log
     try:
-        request = realtime.validate_payload(payload)
+        kind = realtime.bodies.prompt_kind_from_env() if prompt_body is None else prompt_body
+        request = realtime.bodies.prompt_body(kind, realtime.validate_payload(payload))
     except RequestError as e:
         return _error(e.status, e.error_type, e.message)
     except SetupError as e:

@@ -19,7 +19,7 @@ import boto3
 import botocore.exceptions
 from botocore.config import Config
 
-from endpoint_runtime import async_invoke, openai_route
+from endpoint_runtime import async_invoke, bodies, openai_route
 from endpoint_runtime import invoke as invoke_module
 
 contract = invoke_module.contract
@@ -155,6 +155,8 @@ def smoke_test(
     must_end_within_ms: int | None = None,
     chat: ChatSmoke | None = None,
     adapters: dict[str, str] | None = None,
+    prompt_body: str | None = None,
+    reasoning_field: str | None = None,
     session=None,
     runtime_client=None,
     s3_client=None,
@@ -167,7 +169,9 @@ def smoke_test(
     wake_budget_ms: the wait instead of the latency budget when the asynchronous endpoint runs 0 instances (its
     scale-up from zero included). must_end_within_ms: the caller's own time limit (the Lambda's remaining time): a
     wait for a waking endpoint that would pass it ends with the answer unchecked (skipped).
-    adapters: adapter name -> adapter inference component; each is checked and invoked after the base (check_adapters)."""
+    adapters: adapter name -> adapter inference component; each is checked and invoked after the base (check_adapters).
+    prompt_body / reasoning_field: the body kind the container takes the prompt in and its reply's reasoning field
+    (the plan's SmokeSettings; endpoint_runtime/bodies.py); None: PROMPT_BODY / REASONING_FIELD from the environment."""
     session = session or boto3.session.Session()
     result = SmokeResult(stack=stack_name)
     cfn = session.client("cloudformation")
@@ -316,18 +320,35 @@ def smoke_test(
             ),
         )
 
-    # -- one invocation with the configured prompt
-    payload = {"inputs": prompt, "parameters": {"max_new_tokens": max_new_tokens, "do_sample": False}}
+    # -- one invocation with the configured prompt, in the body the container takes (endpoint_runtime/bodies.py)
+    payload = generation_payload(prompt, max_new_tokens)
+    try:
+        kind = bodies.prompt_kind_from_env() if prompt_body is None else prompt_body
+        reasoning_field = bodies.reasoning_field_from_env() if reasoning_field is None else reasoning_field
+    except SetupError as err:
+        result.add("invoke", False, f"configuration: {err}")
+        return result
     # Clients call the configured name; on AWS it is the deployed one (checked above). The emulator names
     # endpoints itself but answers (or its stand-in model server answers) under the configured name.
     invoke_name = expected_endpoint if (emulator and expected_endpoint) else endpoint
     if async_locations is not None:
         give_up_ms = must_end_within_ms if waking else None
         answer = _answer_async(
-            invoke_name, payload, async_locations, budget_ms, session, runtime_client, s3_client, give_up_ms=give_up_ms
+            invoke_name,
+            payload,
+            async_locations,
+            budget_ms,
+            session,
+            runtime_client,
+            s3_client,
+            give_up_ms=give_up_ms,
+            prompt_body=kind,
+            reasoning_field=reasoning_field,
         )
     else:
-        answer = _answer_real_time(invoke_name, payload, session, runtime_client, inference_component)
+        answer = _answer_real_time(
+            invoke_name, payload, session, runtime_client, inference_component, kind, reasoning_field
+        )
     result.latency_ms = answer.latency_ms
     if not answer.submitted_ok:
         result.add("invoke", False, f"invoking {endpoint} returned {answer.problem}")
@@ -385,8 +406,15 @@ def smoke_test(
             payload=payload,
             latency_budget_ms=latency_budget_ms,
             client=runtime_client or make_runtime_client(session),
+            prompt_body=kind,
+            reasoning_field=reasoning_field,
         )
     return result
+
+
+def generation_payload(prompt: str, max_new_tokens: int) -> dict[str, Any]:
+    """The smoke prompt as a generation request (greedy); invoke.invoke carries it in the container's own body."""
+    return {"inputs": prompt, "parameters": {"max_new_tokens": max_new_tokens, "do_sample": False}}
 
 
 def running_instances(described: dict[str, Any]) -> int | None:
@@ -406,6 +434,8 @@ def check_adapters(
     payload: dict,
     latency_budget_ms: int,
     client,
+    prompt_body: str = "generation",
+    reasoning_field: str | None = None,
 ) -> None:
     """One check per LoRA adapter ("adapter <name>"): its adapter inference component is InService on the base
     component, and the smoke prompt sent to it (InvokeEndpoint naming the adapter's component, through
@@ -438,7 +468,7 @@ def check_adapters(
                 "deploy the stack again",
             )
             continue
-        answer = _answer_real_time(endpoint, payload, None, client, component)
+        answer = _answer_real_time(endpoint, payload, None, client, component, prompt_body, reasoning_field)
         problem = answer.problem if not answer.submitted_ok else check_response_shape(answer.outputs)
         if problem is None and answer.latency_ms > latency_budget_ms:
             problem = f"{answer.latency_ms} ms is over the {latency_budget_ms} ms budget (smoke_test.latency_budget_ms)"
@@ -518,14 +548,26 @@ def _elapsed_ms(started: float) -> int:
 
 
 def _answer_real_time(
-    endpoint: str, payload: dict, session, runtime_client, inference_component: str | None
+    endpoint: str,
+    payload: dict,
+    session,
+    runtime_client,
+    inference_component: str | None,
+    prompt_body: str = "generation",
+    reasoning_field: str | None = None,
 ) -> _Answer:
-    """InvokeEndpoint through endpoint_runtime.invoke (the invoke function's validation and error mapping)."""
+    """InvokeEndpoint through endpoint_runtime.invoke (the invoke function's validation, body and error mapping)."""
     client = runtime_client or make_runtime_client(session)
     log: dict[str, Any] = {}
     started = time.monotonic()
     status_code, body = invoke_module.invoke(
-        endpoint, payload, client=client, log=log, inference_component=inference_component
+        endpoint,
+        payload,
+        client=client,
+        log=log,
+        inference_component=inference_component,
+        prompt_body=prompt_body,
+        reasoning_field=reasoning_field,
     )
     wall_ms = _elapsed_ms(started)
     if status_code != 200:
@@ -550,6 +592,8 @@ def _answer_async(
     runtime_client,
     s3_client,
     give_up_ms: int | None = None,
+    prompt_body: str = "generation",
+    reasoning_field: str | None = None,
 ) -> _Answer:
     """An asynchronous endpoint refuses InvokeEndpoint: submit as its invoke function does (endpoint_runtime.
     async_invoke: the payload into the input folder, then InvokeEndpointAsync), then poll S3 for the answer or the
@@ -564,7 +608,7 @@ def _answer_async(
     except async_invoke.RequestError as err:
         return _Answer(False, 0, problem=f"no submit: {err.message}")
     status_code, body = async_invoke.submit(
-        endpoint, payload, input_location=input_location, s3=s3, runtime=runtime, log=log
+        endpoint, payload, input_location=input_location, s3=s3, runtime=runtime, log=log, prompt_body=prompt_body
     )
     if status_code != 202:
         detail = f" [{log['aws_error']}]" if log.get("aws_error") else ""
@@ -597,7 +641,13 @@ def _answer_async(
                         f"{payload['parameters']['max_new_tokens']}-token answer: read it and check the container"
                     ),
                 )
-            return _Answer(True, elapsed, submitted, outputs=state["output"])
+            try:
+                outputs = bodies.generation_outputs(prompt_body, state["output"], reasoning_field)
+            except ValueError as err:
+                return _Answer(
+                    True, elapsed, submitted, problem=f"the answer at {output} is not a {prompt_body} reply: {err}"
+                )
+            return _Answer(True, elapsed, submitted, outputs=outputs)
         if state["status"] == "failed":
             return _Answer(
                 True,
@@ -791,6 +841,8 @@ def settings_from_env() -> dict[str, Any]:
             else None
         ),
         "chat": chat_settings_from_env(),
+        "prompt_body": bodies.prompt_kind_from_env(),
+        "reasoning_field": bodies.reasoning_field_from_env(),
         "adapters": invoke_module.adapter_components_from_env() or None,
     }
 

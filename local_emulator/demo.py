@@ -70,6 +70,7 @@ def run_demo(config_path: str, endpoint: str | None, port: int, keep_logs: Path)
         )
     spec = deployment.endpoints[0] if endpoint is None else deployment.endpoint(endpoint)
     endpoint_name = deployment.endpoint_name(spec)
+    prompt_body = deployment.plan(spec.name).prompt_body  # the body the container takes a prompt in
     py = sys.executable
     region = deployment.environment.region or moto_server.EMULATOR_REGION
     started = time.monotonic()
@@ -130,7 +131,7 @@ def run_demo(config_path: str, endpoint: str | None, port: int, keep_logs: Path)
         for prompt in PROMPTS:
             payload = {"inputs": prompt, "parameters": {"max_new_tokens": 24, "do_sample": False}}
             t1 = time.monotonic()
-            status, body = invoke.invoke(endpoint_name, payload, client=runtime)
+            status, body = invoke.invoke(endpoint_name, payload, client=runtime, prompt_body=prompt_body)
             wall = (time.monotonic() - t1) * 1000
             if status != 200:
                 raise DemoError(f"invoke returned {status}: {body}")
@@ -141,7 +142,7 @@ def run_demo(config_path: str, endpoint: str | None, port: int, keep_logs: Path)
         t = _step(
             7, "stream a prompt through lambda/stream's code (InvokeEndpointWithResponseStream -> the local server)"
         )
-        _stream_prompt(endpoint_name, runtime)
+        _stream_prompt(endpoint_name, runtime, prompt_body)
         _done(t)
 
         step = 8
@@ -172,14 +173,14 @@ def run_demo(config_path: str, endpoint: str | None, port: int, keep_logs: Path)
     print(f"\ndemo finished in {time.monotonic() - started:.1f} s: built, deployed, served, destroyed; nothing left.")
 
 
-def _stream_prompt(endpoint_name: str, runtime) -> None:
+def _stream_prompt(endpoint_name: str, runtime, prompt_body: str = "generation") -> None:
     """One prompt through endpoint_runtime/stream.py, the streaming front door's code, printing each token as its
     line arrives. The local server streams with the artifact's stream_fn (LMI's JSON-lines framing in AWS
     event-stream messages); a deployed hf-fastload endpoint does not stream (docs/production.md, "Streaming")."""
     # min_new_tokens: the tiny model's random weights could pick the end-of-text token first.
     payload = {"inputs": STREAM_PROMPT, "parameters": {"max_new_tokens": 24, "min_new_tokens": 8, "do_sample": False}}
     started = time.monotonic()
-    status, answer = stream.open_stream(endpoint_name, payload, client=runtime)
+    status, answer = stream.open_stream(endpoint_name, payload, client=runtime, prompt_body=prompt_body)
     if status != 200:
         raise DemoError(f"the stream was refused with {status}: {answer}")
     print(f"    prompt: {STREAM_PROMPT!r}\n    tokens: ", end="", flush=True)

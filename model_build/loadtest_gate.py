@@ -230,6 +230,9 @@ def run_gate(
         plan.component_name,
         stream=plan.system.streaming.supported,
         session=session,
+        # the body the container takes a prompt in, and its reasoning field (the system's ContainerBodies)
+        prompt_body=plan.prompt_body,
+        reasoning_field=plan.system.bodies.reasoning_field,
     )
     result = run(target, gate_workload(slo), gate_price(plan), progress=progress)
     result["slo"] = slo.model_dump(mode="json")

@@ -123,6 +123,7 @@ class EndpointStack(Stack):
             environment={
                 **self.endpoint.target_environment,
                 **chat_environment(smoke.chat_route, smoke.chat_tools, plan.chat_features),
+                **plan.client_environment,  # the body the container takes the prompt in
             },
             emulator=plan.emulator,
             log_retention_days=spec.log_retention_days,

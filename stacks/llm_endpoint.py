@@ -277,7 +277,7 @@ class LlmEndpoint(Construct):
         the model would: the same values, or neither sets them and both use the contract's defaults; and the
         endpoint's chat features (chat_contract.CHAT_ENV, none without a chat: block)."""
         limits = {k: v for k, v in self.environment.items() if k in request_contract.LIMIT_ENV}
-        return {**limits, **self.plan.chat_features.environment()}
+        return {**limits, **self.plan.chat_features.environment(), **self.plan.client_environment}
 
     @property
     def target_environment(self) -> dict[str, str]:

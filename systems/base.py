@@ -76,6 +76,50 @@ class ChatCapability(Capability):
         return self.supported and self.tool_calls is not None and self.tool_calls(ep)
 
 
+# The request bodies a container may take on POST /invocations (where InvokeEndpoint and the response stream deliver
+# them), and which every client of an endpoint builds with endpoint_runtime/bodies.py:
+#   generation         {"inputs", "parameters"} (request_contract.py), answered [{"generated_text"}]
+#   openai-completion  an OpenAI completion {"prompt", "max_tokens", ...}, answered choices[].text
+#   openai-chat        an OpenAI chat completion {"messages", ...} (chat_contract.py), answered choices[].message
+BodyKind = Literal["generation", "openai-completion", "openai-chat"]
+BODY_KINDS: tuple[BodyKind, ...] = ("generation", "openai-completion", "openai-chat")
+
+
+@dataclass(frozen=True)
+class ContainerBodies:
+    """Which request bodies a system's container takes on /invocations and how its replies read.
+
+    accepts: the body kinds (BODY_KINDS) the container answers; "openai-chat" exactly when the system serves chat
+      (ServingSystem checks it against `chat`). A client sends one prompt in `prompt_kind`: the generation contract
+      where the container takes it, else an OpenAI completion, else a one-message chat.
+    reasoning_field: the field of an assistant message (and of a streamed delta) that holds the model's reasoning
+      when the engine separates it (a reasoning parser); None: reasoning stays in the content.
+    Tool calls read as OpenAI's message.tool_calls wherever a chat system parses them (ChatCapability.tool_calls
+    says when)."""
+
+    accepts: frozenset[BodyKind]
+    reasoning_field: str | None = None
+
+    def __post_init__(self) -> None:
+        unknown = set(self.accepts) - set(BODY_KINDS)
+        if unknown or not self.accepts:
+            raise ValueError(f"body kinds {sorted(unknown) or 'none'}: give some of {BODY_KINDS}")
+
+    @property
+    def prompt_kind(self) -> BodyKind:
+        """The body one prompt travels in (the smoke test, the SLO gate, the invoke and stream functions' generation
+        route, the demo)."""
+        return next(kind for kind in BODY_KINDS if kind in self.accepts)
+
+    @property
+    def chat(self) -> bool:
+        return "openai-chat" in self.accepts
+
+
+GENERATION_ONLY = ContainerBodies(frozenset({"generation"}))
+GENERATION_AND_CHAT = ContainerBodies(frozenset({"generation", "openai-chat"}))
+
+
 @dataclass(frozen=True)
 class LoraSizing:
     """A container's LoRA options for one endpoint's adapters: how many adapters it serves at once, the highest rank
@@ -299,6 +343,7 @@ class ServingSystem:
       None: parameters x the dtype's bytes, from endpoint_config.models.
     rules: the rules only this system has, on an endpoint whose schema rules passed.
     legacy / replacement: retired upstream, kept as a pinned recipe and announced at synth with its replacement.
+    bodies: which request bodies the container takes on /invocations and how its replies read (ContainerBodies).
     request_timeout: how the container limits one request's time (RequestTimeout); the plan sets it to the
       endpoint's invocation timeout (deployment.plan EndpointPlan.invocation_timeout_s). Every registered system
       states it (tests/systems/test_request_timeouts.py).
@@ -341,10 +386,23 @@ class ServingSystem:
     adapters: AdapterSupport = AdapterSupport.no(
         "no way to load LoRA adapter inference components is established for it"
     )
+    # Which request bodies the container takes and how its replies read: every client builds its bodies from this
+    # (through the endpoint plan; tests/systems/test_client_bodies.py drives each client against each system).
+    bodies: ContainerBodies = GENERATION_ONLY
+    # The container environment that has the engine answer OpenAI requests whose `model` is one of `names` (the
+    # SageMaker endpoint's name first, what callers of SageMaker's OpenAI route send; then the config's name); the
+    # plan adds it (the artifact is shared by every environment, so its manifest does not hold it). None: the
+    # container does not check the name.
+    served_names_environment: Callable[[tuple[str, ...]], dict[str, str]] | None = None
 
     def __post_init__(self) -> None:
         if (self.image is None) == (self.own_container is None):
             raise ValueError(f"system {self.name!r}: give exactly one of image= or own_container=")
+        if self.bodies.chat != self.chat.supported:
+            raise ValueError(
+                f"system {self.name!r}: its container bodies ({sorted(self.bodies.accepts)}) and its chat capability "
+                f"(supported: {self.chat.supported}) disagree"
+            )
         if self.staged_weights_environment is not None and self.network_isolation:
             raise ValueError(f"system {self.name!r}: an engine that reads its weights from S3 needs network access")
 

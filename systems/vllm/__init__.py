@@ -9,13 +9,14 @@ reads the weights from the artifact's S3 prefix itself instead (vLLM's Run:ai mo
 
 from __future__ import annotations
 
+import json
 from typing import ClassVar
 
 from pydantic import ValidationError
 
 from endpoint_config import EndpointSpec, InstanceType
 
-from ..base import Capability, EngineProfile, ServingSystem, StreamedWeights
+from ..base import Capability, ContainerBodies, EngineProfile, ServingSystem, StreamedWeights
 from ..engine_systems import (
     DEFAULT_DOWNLOAD_TIMEOUT_S,
     DEFAULT_STARTUP_TIMEOUT_S,
@@ -72,13 +73,20 @@ class VllmEngineOptions(VllmOptions):
 def container_environment(endpoint: EndpointSpec) -> dict[str, str]:
     """The engine options as SM_VLLM_* variables, plus what the endpoint decides: the tensor-parallel size (the
     endpoint's tensor_parallel_degree, which also sizes an inference component's GPUs), the dtype the engine casts
-    the weights to, and the served model name (the endpoint's name: what OpenAI clients send as `model`; vLLM also
-    accepts an empty one, entrypoints/serve/engine/serving.py _is_model_supported)."""
+    the weights to. The served model names are the plan's (served_names_environment)."""
     env = VllmEngineOptions.parse(endpoint).environment()
     env[f"{ENV_PREFIX}TENSOR_PARALLEL_SIZE"] = str(endpoint.tensor_parallel_degree)
     env[f"{ENV_PREFIX}DTYPE"] = DTYPE_FLAG[endpoint.dtype]
-    env[f"{ENV_PREFIX}SERVED_MODEL_NAME"] = endpoint.name
     return dict(sorted(env.items()))
+
+
+def served_names_environment(names: tuple[str, ...]) -> dict[str, str]:
+    """--served-model-name with every name: vLLM answers a request whose `model` is empty or one of them, else 404
+    "The model `X` does not exist." (entrypoints/serve/engine/serving.py _is_model_supported); the flag takes several
+    names ("the server will respond to any of the provided names. The model name in the model field of a response
+    will be the first name", config/model.py ModelConfig.served_model_name; nargs "+", engine/arg_utils.py), and
+    the DLC's sagemaker_args.py turns a JSON array into one token per element."""
+    return {f"{ENV_PREFIX}SERVED_MODEL_NAME": json.dumps(list(names), separators=(",", ":"))}
 
 
 def streams_from_s3(endpoint: EndpointSpec) -> bool:
@@ -160,6 +168,12 @@ SYSTEM = ServingSystem(
         "y its structured outputs",
         parses_tool_calls,
     ),
+    # /invocations tries ChatCompletionRequest, then CompletionRequest (vllm/entrypoints/serve/sagemaker/api_router.py,
+    # entrypoints/generate/factories.py); {"inputs"} fails both (400). A reasoning parser's text goes to the message's
+    # `reasoning` (entrypoints/openai/chat_completion/protocol.py ChatMessage.reasoning; the request side still
+    # renames a sent `reasoning_content` to it, _normalize_messages_before).
+    bodies=ContainerBodies(frozenset({"openai-completion", "openai-chat"}), reasoning_field="reasoning"),
+    served_names_environment=served_names_environment,
     request_timeout=ENGINE_SERVER_REQUEST_TIMEOUT,
     model_registry=ENGINE,
     inference_components=Capability.yes(
