@@ -164,6 +164,8 @@ class SmokeSettings:
     # assistant message's reasoning field (a chat reply that is all reasoning still shows the model answered).
     prompt_body: str = "generation"
     reasoning_field: str | None = None
+    # The chat check's extra request fields: the engine's way to answer without reasoning first (ContainerBodies).
+    chat_extra: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -393,6 +395,7 @@ class EndpointPlan:
             chat_tools=tools,
             prompt_body=self.prompt_body,
             reasoning_field=self.system.bodies.reasoning_field,
+            chat_extra=self.system.bodies.thinking_off,
         )
 
     @property

@@ -698,12 +698,23 @@ class ChatSmoke:
     route: "openai", SageMaker's OpenAI route with a bearer token made from the smoke test's own credentials (the
       callers of chat.openai_route use it); "invoke", InvokeEndpoint with the chat request as the invoke function
       sends it. tools: also force one tool call (the engine has a tool-call parser). features: the endpoint's chat
-      features, as the invoke function has them (chat_contract.CHAT_ENV)."""
+      features, as the invoke function has them (chat_contract.CHAT_ENV).
+    reasoning_field: where the engine puts a reasoning model's thinking (ContainerBodies.reasoning_field): a reply
+      whose content is null while this field holds text is alive (the model was still thinking at max_tokens).
+    extra: request fields that ask the engine to answer without thinking first (ContainerBodies.thinking_off).
+    max_tokens: enough for a short answer, or for a reasoning model to show it is thinking; the forced tool call
+      gets TOOL_CALL_MAX_TOKENS."""
 
     route: str
     tools: bool
     features: invoke_module.chat_contract.ChatFeatures
-    max_tokens: int = 16
+    max_tokens: int = 64
+    reasoning_field: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+# A forced get_weather call renders as about 20 tokens of JSON in the hermes or the harmony format.
+TOOL_CALL_MAX_TOKENS = 128
 
 
 SMOKE_TOOL = {
@@ -729,26 +740,45 @@ def chat_check(
     request that names get_weather as tool_choice answers with that call and JSON-object arguments)."""
     session = session or boto3.session.Session()
     runtime = runtime_client or make_runtime_client(session)
-    ask = {"messages": [{"role": "user", "content": "What is the capital of France?"}], "max_tokens": chat.max_tokens}
+    ask = chat_request(chat)
     status, reply, how = _chat_exchange(endpoint, ask, chat, session, runtime, inference_component)
-    problem = _chat_problem(status, reply)
-    result.add(
-        "chat",
-        problem is None,
-        f"{how}: {problem}" if problem else f"{how}: a chat.completion ({reply['choices'][0].get('finish_reason')})",
-    )
+    problem = _chat_problem(status, reply, reasoning_field=chat.reasoning_field)
+    if problem is None:
+        message = reply["choices"][0]["message"]
+        thinking = message.get("content") is None and not message.get("tool_calls")
+        shown = (
+            f"reasoning only in {chat.reasoning_field}: still thinking at max_tokens {chat.max_tokens}"
+            if thinking
+            else "content"
+        )
+        result.add("chat", True, f"{how}: a chat.completion ({reply['choices'][0].get('finish_reason')}; {shown})")
+    else:
+        result.add("chat", False, f"{how}: {problem}")
     if not chat.tools or problem is not None:
         return
-    forced = {
-        **ask,
+    status, reply, how = _chat_exchange(endpoint, tool_call_request(chat), chat, session, runtime, inference_component)
+    problem = _chat_problem(status, reply, need_text=False) or _tool_call_problem(reply)
+    result.add("tool_call", problem is None, f"{how}: {problem}" if problem else f"{how}: called get_weather")
+
+
+def chat_request(chat: ChatSmoke) -> dict[str, Any]:
+    """The chat check's request: one question, max_tokens, and the engine's thinking-off fields."""
+    return {
+        "messages": [{"role": "user", "content": "What is the capital of France?"}],
+        "max_tokens": chat.max_tokens,
+        **chat.extra,
+    }
+
+
+def tool_call_request(chat: ChatSmoke) -> dict[str, Any]:
+    """The tool_call check's request: get_weather named as tool_choice (the engine must call it)."""
+    return {
+        **chat_request(chat),
         "messages": [{"role": "user", "content": "What is the weather in Paris?"}],
         "tools": [SMOKE_TOOL],
         "tool_choice": {"type": "function", "function": {"name": "get_weather"}},
-        "max_tokens": 64,
+        "max_tokens": TOOL_CALL_MAX_TOKENS,
     }
-    status, reply, how = _chat_exchange(endpoint, forced, chat, session, runtime, inference_component)
-    problem = _chat_problem(status, reply, need_text=False) or _tool_call_problem(reply)
-    result.add("tool_call", problem is None, f"{how}: {problem}" if problem else f"{how}: called get_weather")
 
 
 def _chat_exchange(
@@ -771,9 +801,9 @@ def _chat_exchange(
     return status, reply, "InvokeEndpoint"
 
 
-def _chat_problem(status: int, reply: Any, need_text: bool = True) -> str | None:
-    """None for a chat.completion whose first choice is an assistant message (with content or tool calls when
-    need_text), else what is wrong."""
+def _chat_problem(status: int, reply: Any, need_text: bool = True, reasoning_field: str | None = None) -> str | None:
+    """None for a chat.completion whose first choice is an assistant message (with content, tool calls, or text in
+    the engine's reasoning field, when need_text), else what is wrong."""
     if status != 200:
         error = reply.get("error") if isinstance(reply, dict) else None
         message = error.get("message") if isinstance(error, dict) else (error or reply)
@@ -786,8 +816,13 @@ def _chat_problem(status: int, reply: Any, need_text: bool = True) -> str | None
     )
     if not isinstance(message, dict) or message.get("role") != "assistant":
         return f"the answer is not a chat.completion with an assistant message: {json.dumps(reply)[:200]}"
-    if need_text and not isinstance(message.get("content"), str) and not message.get("tool_calls"):
-        return "the assistant message has neither content nor tool_calls"
+    thinking = (
+        bool(reasoning_field) and isinstance(message.get(reasoning_field), str) and bool(message[reasoning_field])
+    )
+    if need_text and not isinstance(message.get("content"), str) and not message.get("tool_calls") and not thinking:
+        return "the assistant message has neither content nor tool_calls" + (
+            f" nor reasoning ({reasoning_field})" if reasoning_field else ""
+        )
     return None
 
 
@@ -858,14 +893,35 @@ def chat_settings_from_env() -> ChatSmoke | None:
     tools = os.environ.get("SMOKE_CHAT_TOOLS", "false").strip().lower()
     if tools not in ("true", "false"):
         raise SetupError(f"environment variable SMOKE_CHAT_TOOLS must be true or false, got {tools!r}")
-    return ChatSmoke(route, tools == "true", invoke_module.chat_contract.features())
+    raw_extra = os.environ.get("SMOKE_CHAT_EXTRA", "").strip() or "{}"
+    try:
+        extra = json.loads(raw_extra)
+    except ValueError:
+        extra = None
+    if not isinstance(extra, dict):
+        raise SetupError(f"environment variable SMOKE_CHAT_EXTRA must be a JSON object, got {raw_extra[:80]!r}")
+    return ChatSmoke(
+        route,
+        tools == "true",
+        invoke_module.chat_contract.features(),
+        reasoning_field=bodies.reasoning_field_from_env(),
+        extra=extra,
+    )
 
 
-def chat_environment(route: str | None, tools: bool, features: Any) -> dict[str, str]:
-    """The smoke function's chat settings (read back by chat_settings_from_env); empty without chat."""
+def chat_environment(
+    route: str | None, tools: bool, features: Any, extra: dict[str, Any] | None = None
+) -> dict[str, str]:
+    """The smoke function's chat settings (read back by chat_settings_from_env); empty without chat. The reasoning
+    field comes with the endpoint's client environment (endpoint_runtime/bodies.py REASONING_FIELD)."""
     if route is None:
         return {}
-    return {"SMOKE_CHAT_ROUTE": route, "SMOKE_CHAT_TOOLS": str(tools).lower(), **features.environment()}
+    return {
+        "SMOKE_CHAT_ROUTE": route,
+        "SMOKE_CHAT_TOOLS": str(tools).lower(),
+        **features.environment(),
+        **({"SMOKE_CHAT_EXTRA": json.dumps(extra, separators=(",", ":"))} if extra else {}),
+    }
 
 
 def _required(name: str) -> str:

@@ -163,15 +163,18 @@ def open_stream(
     log: dict | None = None,
     inference_component: str | None = None,
     prompt_body: str | None = None,
+    reasoning_field: str | None = None,
 ) -> tuple[int, Any]:
     """Validate `payload` and start the stream: (200, an iterator of the client's JSON lines as bytes), or
     (status, error body) when the request is refused or SageMaker refuses the call. Never raises for request, model
     or AWS errors. `log` (the request's log record) receives the AWS error and, as the stream ends, its figures.
     `inference_component`: the component whose model answers, on an endpoint that hosts inference components.
-    `prompt_body`: the body kind the container takes (prepare)."""
+    `prompt_body`: the body kind the container takes (prepare); `reasoning_field`: where its chat chunks carry
+    reasoning, streamed as tokens like the rest of the text (None: REASONING_FIELD from the environment)."""
     log = {} if log is None else log
     try:
         body = prepare(payload, prompt_body)
+        reasoning_field = reasoning_field or invoke.bodies.reasoning_field_from_env()
         deadline_s = stream_deadline_s()
     except RequestError as e:
         return e.status, contract.error_body(e)
@@ -180,7 +183,8 @@ def open_stream(
     status, answer = _start(endpoint_name, body, client, log, inference_component, CONTENT_TYPE)
     if status != 200:
         return status, answer
-    return 200, _relay(answer["events"], endpoint_name, answer["started"], log, deadline_s, TokenLines(endpoint_name))
+    framer = TokenLines(endpoint_name, reasoning_field)
+    return 200, _relay(answer["events"], endpoint_name, answer["started"], log, deadline_s, framer)
 
 
 def open_chat_stream(
@@ -266,13 +270,14 @@ class _DeadlineReached(Exception):
 class TokenLines:
     """The generation contract's framing: {"token": {"text"}} per token, then the summary line or an error line."""
 
-    def __init__(self, endpoint_name: str) -> None:
+    def __init__(self, endpoint_name: str, reasoning_field: str | None = None) -> None:
         self.endpoint_name = endpoint_name
+        self.reasoning_field = reasoning_field  # an engine's chat chunks: reasoning is generated text too
         self.tokens: list[str] = []
         self.final: dict = {}
 
     def lines(self, obj: dict) -> Iterator[bytes]:
-        text = token_text(obj)
+        text = token_text(obj, self.reasoning_field)
         if isinstance(obj.get("generated_text"), str):
             self.final.update(generated_text=obj["generated_text"])
         if isinstance(obj.get("details"), dict):

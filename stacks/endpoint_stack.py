@@ -122,7 +122,7 @@ class EndpointStack(Stack):
             wake_budget_ms=smoke.wake_budget_ms,
             environment={
                 **self.endpoint.target_environment,
-                **chat_environment(smoke.chat_route, smoke.chat_tools, plan.chat_features),
+                **chat_environment(smoke.chat_route, smoke.chat_tools, plan.chat_features, smoke.chat_extra),
                 **plan.client_environment,  # the body the container takes the prompt in
             },
             emulator=plan.emulator,

@@ -93,12 +93,16 @@ class ContainerBodies:
       (ServingSystem checks it against `chat`). A client sends one prompt in `prompt_kind`: the generation contract
       where the container takes it, else an OpenAI completion, else a one-message chat.
     reasoning_field: the field of an assistant message (and of a streamed delta) that holds the model's reasoning
-      when the engine separates it (a reasoning parser); None: reasoning stays in the content.
+      when the engine separates it (a reasoning parser); None: reasoning stays in the content. A chat reply whose
+      content is null while this field holds text is a model still thinking when max_tokens ran out: it answered.
     Tool calls read as OpenAI's message.tool_calls wherever a chat system parses them (ChatCapability.tool_calls
     says when)."""
 
     accepts: frozenset[BodyKind]
     reasoning_field: str | None = None
+    # The chat request fields that ask the engine not to reason first, where it honours them (a check that needs
+    # an answer within a few tokens sends them); None: none known.
+    thinking_off: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         unknown = set(self.accepts) - set(BODY_KINDS)

@@ -148,7 +148,13 @@ SYSTEM = ServingSystem(
     # /invocations takes a ChatCompletionRequest only (srt/entrypoints/http_server.py), so a prompt travels as a
     # one-message chat; reasoning comes in the message's `reasoning_content` (srt/entrypoints/openai/protocol.py
     # ChatMessage).
-    bodies=ContainerBodies(frozenset({"openai-chat"}), reasoning_field="reasoning_content"),
+    # enable_thinking false in chat_template_kwargs is what SGLang itself sets for reasoning_effort "none"
+    # (srt/entrypoints/openai/protocol.py ChatCompletionRequest.reasoning_effort).
+    bodies=ContainerBodies(
+        frozenset({"openai-chat"}),
+        reasoning_field="reasoning_content",
+        thinking_off={"chat_template_kwargs": {"enable_thinking": False}},
+    ),
     served_names_environment=served_names_environment,
     request_timeout=ENGINE_SERVER_REQUEST_TIMEOUT,
     model_registry=ENGINE,

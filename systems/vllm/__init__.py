@@ -172,7 +172,14 @@ SYSTEM = ServingSystem(
     # entrypoints/generate/factories.py); {"inputs"} fails both (400). A reasoning parser's text goes to the message's
     # `reasoning` (entrypoints/openai/chat_completion/protocol.py ChatMessage.reasoning; the request side still
     # renames a sent `reasoning_content` to it, _normalize_messages_before).
-    bodies=ContainerBodies(frozenset({"openai-completion", "openai-chat"}), reasoning_field="reasoning"),
+    # enable_thinking false: the qwen3 reasoning parser then starts in content (vllm/parser/qwen3.py), templates that
+    # read it skip the thinking, and the others never see it ("For templates that don't declare the variable,
+    # resolve_chat_template_kwargs filters it out harmlessly": chat_completion/protocol.py, renderers/hf.py).
+    bodies=ContainerBodies(
+        frozenset({"openai-completion", "openai-chat"}),
+        reasoning_field="reasoning",
+        thinking_off={"chat_template_kwargs": {"enable_thinking": False}},
+    ),
     served_names_environment=served_names_environment,
     request_timeout=ENGINE_SERVER_REQUEST_TIMEOUT,
     model_registry=ENGINE,
