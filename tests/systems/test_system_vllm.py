@@ -123,7 +123,10 @@ def test_each_architecture_builds_through_both_engine_systems(tmp_path, tiny_cha
         assert not list((out / "metadata").glob("*.safetensors"))
         check = manifest["verification"]
         assert check["parameters"].startswith(f"{manifest['model']['parameter_count']:,} = config.json's")
-        assert check["tokenizer"]["chat_template"] and manifest["environment"] == plan.container_environment("b")
+        # The manifest holds the system's environment; the plan adds the served names of the environment's endpoint.
+        served = plan.system.served_names_environment(plan.served_model_names)
+        assert check["tokenizer"]["chat_template"]
+        assert {**manifest["environment"], **served} == plan.container_environment("b")
     facts = manifest["model"]
     assert (facts["active_parameter_count"] < facts["parameter_count"]) == (arch in ("mixtral", "qwen3_moe", "gpt_oss"))
 
