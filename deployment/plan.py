@@ -7,6 +7,7 @@ values in the CLI). Why a plan and how `instance_type` travels from YAML to Clou
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -468,6 +469,70 @@ class EndpointPlan:
         return self.spec.instance_count, self.spec.instance_count
 
 
+# The longest bucket name S3 allows ("Bucket names can be between 3 and 63 characters long", S3 User Guide, "General
+# purpose bucket naming rules"): a plan's environment is measured with it, since the real name is late-bound.
+LONGEST_BUCKET_NAME = "b" * 63
+
+
+@functools.lru_cache(maxsize=1)
+def container_environment_limits() -> dict[str, int]:
+    """CreateModel's limits on a container's environment, read from botocore's SageMaker service model (the one the
+    CLI and the stacks' SDK call with): EnvironmentKey and EnvironmentValue max (bytes), EnvironmentMap max
+    entries; and the combined size its documentation gives ("The maximum length of all keys and values in the map,
+    combined, is 32 KB": ContainerDefinition.Environment)."""
+    import re
+
+    import botocore.loaders
+
+    model = botocore.loaders.Loader().load_service_model("sagemaker", "service-2")
+    shapes = model["shapes"]
+    documented = shapes["ContainerDefinition"]["members"]["Environment"]["documentation"]
+    combined = re.search(r"combined, is (\d+) KB", documented)
+    return {
+        "key": shapes["EnvironmentKey"]["max"],
+        "value": shapes["EnvironmentValue"]["max"],
+        "entries": shapes["EnvironmentMap"]["max"],
+        "combined": int(combined.group(1)) * 1024 if combined else 32 * 1024,
+    }
+
+
+def container_environment_problems(plan: EndpointPlan) -> list[str]:
+    """Every variable the plan renders into the container's environment against CreateModel's limits, each naming
+    the variable, its size and the limit: an engine option of any system, an inline chat template, a path. A value
+    over the limit synthesizes and is refused only by CreateModel, mid-deploy (the CloudFormation schema of
+    AWS::SageMaker::Model sets no length, so cfn-lint cannot see it)."""
+    limits = container_environment_limits()
+    environment = plan.container_environment(LONGEST_BUCKET_NAME)
+    where = f"endpoint {plan.name!r}: "
+    problems = []
+    for key, value in environment.items():
+        for what, text in (("name", key), ("value", value)):
+            size = len(text.encode("utf-8"))
+            if size > limits[what if what == "value" else "key"]:
+                hint = (
+                    "; give a long chat template as chat.template (model_build writes it into the artifact)"
+                    if key.endswith("CHAT_TEMPLATE")
+                    else "; shorten it, or give it as a file in the artifact where the option takes a path"
+                )
+                problems.append(
+                    f"{where}the container environment {what} of {key[:80]} is {size} bytes; CreateModel takes at "
+                    f"most {limits['value' if what == 'value' else 'key']} bytes per {what} (botocore sagemaker "
+                    f"Environment{'Value' if what == 'value' else 'Key'}){hint}"
+                )
+    total = sum(len(k.encode("utf-8")) + len(v.encode("utf-8")) for k, v in environment.items())
+    if total > limits["combined"]:
+        problems.append(
+            f"{where}the container environment holds {total} bytes of names and values; CreateModel takes at most "
+            f"{limits['combined']} combined (ContainerDefinition.Environment); shorten the engine options"
+        )
+    if len(environment) > limits["entries"]:
+        problems.append(
+            f"{where}the container environment has {len(environment)} variables; CreateModel takes at most "
+            f"{limits['entries']} (botocore sagemaker EnvironmentMap)"
+        )
+    return problems
+
+
 def plan_endpoint(
     spec: EndpointSpec,
     system: ServingSystem,
@@ -524,6 +589,8 @@ __all__ = [
     "SCALE_FROM_ZERO_ALARM_PERIOD_S",
     "SmokeSettings",
     "UNBUILT_HASH",
+    "container_environment_limits",
+    "container_environment_problems",
     "plan_endpoint",
     "quota_need",
     "resolve_artifact",

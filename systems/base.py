@@ -398,6 +398,9 @@ class ServingSystem:
     # plan adds it (the artifact is shared by every environment, so its manifest does not hold it). None: the
     # container does not check the name.
     served_names_environment: Callable[[tuple[str, ...]], dict[str, str]] | None = None
+    # What only this system refuses about a checkpoint's own facts (its config.json's architecture), run by the
+    # checkpoint recipe at build on the real files, for models whose facts were not known at load.
+    checkpoint_rules: Callable[[EndpointSpec, Any], list[str]] | None = None
 
     def __post_init__(self) -> None:
         if (self.image is None) == (self.own_container is None):

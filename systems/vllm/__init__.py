@@ -133,6 +133,7 @@ def rules(endpoint: EndpointSpec, instance: InstanceType) -> list[str]:
             f"tensor_parallel_degree {endpoint.tensor_parallel_degree}, which sets it (and an inference component's "
             "GPUs); remove engine.tensor_parallel_size"
         )
+    found += harmony_vocabulary_problems(endpoint, engine)
     network = endpoint.network
     if engine.stream_weights_from_s3 and network is not None and network.network_isolation is True:
         found.append(
@@ -141,6 +142,48 @@ def rules(endpoint: EndpointSpec, instance: InstanceType) -> list[str]:
             "no network calls (CreateModel EnableNetworkIsolation); remove one of the two"
         )
     return found
+
+
+# gpt-oss's chat goes through openai-harmony: vLLM 0.30.0 loads HarmonyEncodingName.HARMONY_GPT_OSS on the first chat
+# request (entrypoints/openai/parser/harmony_utils.py get_encoding), and harmony's loader reads o200k_base.tiktoken
+# from the folder TIKTOKEN_ENCODINGS_BASE names, else downloads it from openaipublic.blob.core.windows.net
+# (openai/harmony src/tiktoken_ext/public_encodings.rs Encoding::load, at 55dc3228). An isolated container cannot
+# download: /ping answers, and every chat request fails ("error downloading or loading vocab file",
+# vllm-project/vllm#22525). Shipping the vocabulary in the artifact would need it fetched at build (no such step
+# exists yet), so the safe behaviour is to refuse, naming the ways that work.
+HARMONY_ARCHITECTURES = ("GptOssForCausalLM",)
+
+
+def harmony_vocabulary_problems(endpoint: EndpointSpec, engine: VllmEngineOptions) -> list[str]:
+    """A gpt-oss model in a container without network access (its config.json says so: local or known models; the
+    build checks the real files again)."""
+    from ..checkpoint_facts import checkpoint_of
+
+    checkpoint = checkpoint_of(endpoint.model)
+    architecture = checkpoint.facts.architecture if checkpoint is not None else None
+    return harmony_isolation_problem(endpoint, engine, architecture)
+
+
+def checkpoint_rules(endpoint: EndpointSpec, checkpoint: object) -> list[str]:
+    """At build, on the checkpoint's real config.json (a Hub model unknown at load)."""
+    return harmony_isolation_problem(endpoint, VllmEngineOptions.parse(endpoint), checkpoint.facts.architecture)
+
+
+def harmony_isolation_problem(endpoint: EndpointSpec, engine: VllmEngineOptions, architecture: str | None) -> list[str]:
+    from endpoint_config.security import network_isolation
+
+    if architecture not in HARMONY_ARCHITECTURES:
+        return []
+    if not network_isolation(endpoint, not engine.stream_weights_from_s3):
+        return []
+    return [
+        f"endpoint {endpoint.name!r}: network.network_isolation: model {endpoint.model!r} is a {architecture}, whose "
+        "chat vLLM renders with openai-harmony, which downloads its vocabulary (o200k_base.tiktoken) on the first "
+        "chat request unless TIKTOKEN_ENCODINGS_BASE names a local copy (openai/harmony "
+        "src/tiktoken_ext/public_encodings.rs); an isolated container cannot download it, so every chat request "
+        "would fail. Allowed: engine.stream_weights_from_s3 true, or network.network_isolation false (with a route "
+        "to the internet in a VPC)"
+    ]
 
 
 def parses_tool_calls(endpoint: EndpointSpec) -> bool:
@@ -181,6 +224,7 @@ SYSTEM = ServingSystem(
         thinking_off={"chat_template_kwargs": {"enable_thinking": False}},
     ),
     served_names_environment=served_names_environment,
+    checkpoint_rules=checkpoint_rules,
     request_timeout=ENGINE_SERVER_REQUEST_TIMEOUT,
     model_registry=ENGINE,
     inference_components=Capability.yes(
