@@ -398,8 +398,8 @@ class ServingSystem:
     # plan adds it (the artifact is shared by every environment, so its manifest does not hold it). None: the
     # container does not check the name.
     served_names_environment: Callable[[tuple[str, ...]], dict[str, str]] | None = None
-    # What only this system refuses about a checkpoint's own facts (its config.json's architecture), run by the
-    # checkpoint recipe at build on the real files, for models whose facts were not known at load.
+    # What only this system refuses about a checkpoint's own facts (its config.json's architecture): at load for a
+    # local or known model (systems/checks.py), at build on the real files (systems/checkpoint_artifact.py).
     checkpoint_rules: Callable[[EndpointSpec, Any], list[str]] | None = None
 
     def __post_init__(self) -> None:

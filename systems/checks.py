@@ -169,6 +169,12 @@ def system_problems(ep: EndpointSpec, system: ServingSystem, systems: dict[str, 
     problems += system.rules(ep, instance)
     if system.profile is not None and instance.is_gpu and not problems:
         problems += compatibility_problems(ep, system, systems, checkpoint)
+    if (
+        system.checkpoint_rules is not None
+        and checkpoint is not None
+        and not engine_problems(ep, system.engine_options)
+    ):
+        problems += system.checkpoint_rules(ep, checkpoint)
     return problems
 
 

@@ -133,7 +133,6 @@ def rules(endpoint: EndpointSpec, instance: InstanceType) -> list[str]:
             f"tensor_parallel_degree {endpoint.tensor_parallel_degree}, which sets it (and an inference component's "
             "GPUs); remove engine.tensor_parallel_size"
         )
-    found += harmony_vocabulary_problems(endpoint, engine)
     network = endpoint.network
     if engine.stream_weights_from_s3 and network is not None and network.network_isolation is True:
         found.append(
@@ -154,18 +153,9 @@ def rules(endpoint: EndpointSpec, instance: InstanceType) -> list[str]:
 HARMONY_ARCHITECTURES = ("GptOssForCausalLM",)
 
 
-def harmony_vocabulary_problems(endpoint: EndpointSpec, engine: VllmEngineOptions) -> list[str]:
-    """A gpt-oss model in a container without network access (its config.json says so: local or known models; the
-    build checks the real files again)."""
-    from ..checkpoint_facts import checkpoint_of
-
-    checkpoint = checkpoint_of(endpoint.model)
-    architecture = checkpoint.facts.architecture if checkpoint is not None else None
-    return harmony_isolation_problem(endpoint, engine, architecture)
-
-
 def checkpoint_rules(endpoint: EndpointSpec, checkpoint: object) -> list[str]:
-    """At build, on the checkpoint's real config.json (a Hub model unknown at load)."""
+    """What the checkpoint's config.json refuses beyond the shared checks (systems/checks.py runs it at load for
+    a local or known model, systems/checkpoint_artifact.py at build on the real files)."""
     return harmony_isolation_problem(endpoint, VllmEngineOptions.parse(endpoint), checkpoint.facts.architecture)
 
 

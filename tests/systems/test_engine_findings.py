@@ -210,7 +210,9 @@ def test_a_reply_that_is_all_reasoning_shows_the_model_answered():
         ],  # fmt: skip
     }
     assert smoke._chat_problem(200, thinking, reasoning_field="reasoning") is None
-    assert "nor reasoning (reasoning_content)" in smoke._chat_problem(200, thinking, reasoning_field="reasoning_content")
+    assert "nor reasoning (reasoning_content)" in smoke._chat_problem(
+        200, thinking, reasoning_field="reasoning_content"
+    )
     assert smoke._chat_problem(200, thinking) == "the assistant message has neither content nor tool_calls"
 
 
