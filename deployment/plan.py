@@ -421,7 +421,39 @@ class EndpointPlan:
         if self.spec.chat is None:
             return ChatFeatures()
         chat = self.system.chat
-        return ChatFeatures(chat.route, chat.parses_tool_calls(self.spec), chat.constrained_decoding)
+        return ChatFeatures(
+            chat.route,
+            chat.parses_tool_calls(self.spec),
+            chat.constrained_decoding,
+            engine_keys=chat.engine_server,
+            engine_limits=chat.engine_server,
+        )
+
+    @property
+    def front_door_limits(self) -> dict[str, str]:
+        """The request limits the invoke and stream functions apply (request_contract.LIMIT_ENV): the container's
+        own, which its environment sets; for an engine's OpenAI server (ChatCapability.engine_server), which
+        refuses a too-long request itself ("maximum context length", 400), its max_model_len as the max_new_tokens
+        cap (else the model's max_position_embeddings) and no character cap below the request body's own (a prompt
+        holds no more characters than its body has bytes: invoke.py MAX_REQUEST_BYTES at most 6 MiB)."""
+        import request_contract
+
+        environment = self.system.environment(self.spec)
+        limits = {k: v for k, v in environment.items() if k in request_contract.LIMIT_ENV}
+        if not self.system.chat.engine_server:
+            return limits
+        from systems.checkpoint_facts import checkpoint_of
+
+        context = self.system.profile(self.spec).max_model_len if self.system.profile is not None else None
+        if context is None:
+            checkpoint = checkpoint_of(self.spec.model)
+            context = checkpoint.facts.max_position_embeddings if checkpoint is not None else None
+        high = 1_000_000  # request_contract.limits()'s highest MAX_NEW_TOKENS
+        return {
+            **limits,
+            request_contract.ENV_MAX_NEW_TOKENS: str(min(context or high, high)),
+            request_contract.ENV_MAX_INPUT_CHARS: str(6 * 1024 * 1024),
+        }
 
     @property
     def copy_range(self) -> tuple[int, int]:

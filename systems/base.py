@@ -56,17 +56,26 @@ class ChatCapability(Capability):
     constrained_decoding: the engine can force JSON or a tool call (response_format json_object/json_schema,
       tool_choice "required" or a named function); without it the front doors refuse those.
     tool_calls: whether the endpoint's replies carry parsed tool calls, given its `engine:` options (the native
-      engines parse them only with a tool-call parser configured; our handlers always read the hermes format)."""
+      engines parse them only with a tool-call parser configured; our handlers always read the hermes format).
+    engine_server: the engine's own OpenAI server answers (vLLM, SGLang): it takes the OpenAI fields the engines
+      add (chat_contract.ENGINE_REQUEST_KEYS), and it bounds max_tokens and the prompt by its context length, so the
+      front doors add no max_tokens and cap at the engine's max_model_len (EndpointPlan.front_door_limits)."""
 
     route: Literal["native", "handler"] | None = None
     constrained_decoding: bool = False
     tool_calls: Callable[[EndpointSpec], bool] | None = None
+    engine_server: bool = False
 
     @classmethod
     def native(
-        cls, how: str, *, constrained_decoding: bool, tool_calls: Callable[[EndpointSpec], bool] | None
+        cls,
+        how: str,
+        *,
+        constrained_decoding: bool,
+        tool_calls: Callable[[EndpointSpec], bool] | None,
+        engine_server: bool = False,
     ) -> ChatCapability:
-        return cls(True, how, "native", constrained_decoding, tool_calls)
+        return cls(True, how, "native", constrained_decoding, tool_calls, engine_server)
 
     @classmethod
     def handler(cls, how: str) -> ChatCapability:
