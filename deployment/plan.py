@@ -565,6 +565,26 @@ def container_environment_problems(plan: EndpointPlan) -> list[str]:
     return problems
 
 
+def chat_by_default(spec: EndpointSpec, system: ServingSystem, artifact_dir: Path | None) -> EndpointSpec:
+    """The endpoint with its chat as it is served: the `chat:` block as given; `chat: false`, none; unset, on (an
+    empty block) where the system serves chat, the endpoint is real-time (the asynchronous doors take generation
+    requests only) and the model has a chat template: a local model directory's own, or, for a Hub model, the built
+    artifact's (read once it is built). A model without one stays without chat; asked for (a chat: block), it is
+    refused with the reason (systems/chat.py chat_problems at load, the recipes at build)."""
+    from endpoint_config.chat import ChatSpec
+    from systems.chat import has_chat_template
+
+    if spec.chat is False:
+        return spec.model_copy(update={"chat": None})
+    if spec.chat is not None or not system.chat.supported or spec.invocation.is_async:
+        return spec
+    model_dir = Path(spec.model)
+    where = model_dir if model_dir.is_dir() else artifact_dir
+    if where is None or not has_chat_template(where):
+        return spec
+    return spec.model_copy(update={"chat": ChatSpec()})
+
+
 def plan_endpoint(
     spec: EndpointSpec,
     system: ServingSystem,
@@ -581,6 +601,7 @@ def plan_endpoint(
 
     instance = spec.instance
     artifact = resolve_artifact(spec, build_root)
+    spec = chat_by_default(spec, system, build_root / spec.name if artifact.source == "manifest" else None)
     # Timeouts grow with the artifact: its size from the build's manifest, else estimated from the model.
     estimated = system.estimate_weight_bytes(spec) if system.estimate_weight_bytes is not None else None
     if estimated is None:
@@ -621,6 +642,7 @@ __all__ = [
     "SCALE_FROM_ZERO_ALARM_PERIOD_S",
     "SmokeSettings",
     "UNBUILT_HASH",
+    "chat_by_default",
     "container_environment_limits",
     "container_environment_problems",
     "plan_endpoint",

@@ -68,7 +68,7 @@ class ChatSpec(Strict):
 
 def chat_problems(ep) -> list[str]:  # ep: an EndpointSpec (schema imports this module, so no annotation)
     """The rules between `chat:` and the endpoint's other blocks, each naming the key, the value and what is allowed."""
-    if ep.chat is None:
+    if not ep.chat:  # unset (on by default where it can be: deployment/plan.py chat_by_default) or false
         return []
     if ep.invocation.is_async:
         return [

@@ -142,8 +142,9 @@ class EndpointSpec(Strict):
     invocation: Invocation = Invocation()
     # The streaming front door (endpoint_config/streaming.py; off by default).
     streaming: StreamingSpec = StreamingSpec()
-    # OpenAI chat completions and who may use SageMaker's OpenAI route (endpoint_config/chat.py; off by default).
-    chat: ChatSpec | None = None
+    # OpenAI chat completions and who may use SageMaker's OpenAI route (endpoint_config/chat.py). Unset: on where the
+    # system serves chat and the model has a chat template (deployment/plan.py chat_by_default); false: off.
+    chat: ChatSpec | Literal[False] | None = None
     # How SageMaker spreads requests over the instances (ProductionVariant RoutingConfig): least-outstanding-requests
     # sends each to the instance with the fewest in flight, which suits long, uneven generations; random is
     # SageMaker's default.
