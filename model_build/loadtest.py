@@ -366,8 +366,11 @@ class OpenAITarget:
                                 finished = True
                                 break
                             usage = obj.get("usage") or usage
+                            # Reasoning is output too: vLLM 0.30.0 streams it as delta.reasoning (entrypoints/
+                            # generate/base/protocol.py DeltaMessage), SGLang 0.5.20 as delta.reasoning_content.
                             text = "".join(
                                 (c.get("delta") or {}).get("content")
+                                or (c.get("delta") or {}).get("reasoning")
                                 or (c.get("delta") or {}).get("reasoning_content")
                                 or ""
                                 for c in obj.get("choices") or []

@@ -244,3 +244,46 @@ def test_build_refuses_chat_template_that_cannot_render(tmp_path, tiny_chat_mode
     chat = '    chat: {template: "{% for m in messages %}{{ m.content | nosuchfilter }}{% endfor %}"}\n'
     with pytest.raises(BuildError, match="cannot render"):
         build(tmp_path, endpoint_yaml("t", "vllm", str(tiny_chat_models["qwen3"]), extra=chat), "bad")
+
+
+def test_the_openai_load_test_counts_vllms_streamed_reasoning():
+    """vLLM 0.30.0 streams reasoning as delta.reasoning (DeltaMessage); the openai target counts it as output."""
+    import asyncio
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from helpers import serve_in_thread
+
+    from model_build.loadtest import OpenAITarget, Prompt, Workload
+
+    chunks = [{"choices": [{"index": 0, "delta": {"reasoning": "thinking"}}]}, {"choices": [{"index": 0, "delta": {"content": "Paris"}}]}]  # fmt: skip
+
+    class Engine(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_POST(self):
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            data = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks).encode() + b"data: [DONE]\n\n"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Engine)
+    serve_in_thread(server)
+    try:
+        target = OpenAITarget(f"http://127.0.0.1:{server.server_address[1]}/v1", "m")
+
+        async def one():
+            await target.open(1, Workload())
+            try:
+                return await target.send(Prompt(text="Hi", messages=None, input_tokens=1, output_tokens=4))
+            finally:
+                await target.close()
+
+        record = asyncio.run(one())
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert record.ok and len(record.chunk_times) == 2, record
