@@ -400,3 +400,21 @@ def test_a_system_whose_bodies_and_chat_disagree_is_refused():
     vllm = all_systems()["vllm"]
     with pytest.raises(ValueError, match="container bodies .* and its chat capability"):
         dataclasses.replace(vllm, bodies=dataclasses.replace(vllm.bodies, accepts=frozenset({"openai-completion"})))
+
+
+def test_the_stack_hands_the_functions_the_systems_body(synth):
+    """The synthesized vllm endpoint stack: the invoke and smoke functions get the plan's PROMPT_BODY and
+    REASONING_FIELD, the model the served names (shared synth of config/examples/vllm-gpt-oss-20b.yaml)."""
+    synthesized = synth("config/examples/vllm-gpt-oss-20b.yaml", "dev")
+    resources = synthesized.templates["llm-endpoints-dev-gpt-oss-20b"]["Resources"]
+    functions = {
+        lid: r["Properties"]["Environment"]["Variables"]
+        for lid, r in resources.items()
+        if r["Type"] == "AWS::Lambda::Function" and lid.startswith(("Invoke", "SmokeTest"))
+    }
+    assert len(functions) == 2
+    for lid, env in functions.items():
+        assert (env.get("PROMPT_BODY"), env.get("REASONING_FIELD")) == ("openai-completion", "reasoning"), lid
+    [model] = [r["Properties"] for r in resources.values() if r["Type"] == "AWS::SageMaker::Model"]
+    names = model["PrimaryContainer"]["Environment"]["SM_VLLM_SERVED_MODEL_NAME"]
+    assert json.loads(names) == ["dev-gpt-oss-20b", "gpt-oss-20b"]
