@@ -255,7 +255,11 @@ def async_submit(plan: Any, runtime: ContainerRuntime, monkeypatch: pytest.Monke
         runtime=Runtime(),
     )
     assert status == 202, answer
-    runtime.invoke_endpoint(Body=s3.body)  # SageMaker then posts the stored body to the container
+    # SageMaker then posts the stored body to the container and writes its reply to S3; the function's result
+    # request reads it back in the generation contract's shape
+    reply = json.loads(runtime.invoke_endpoint(Body=s3.body)["Body"].read())
+    state = async_invoke.generation_result({"status": "completed", "output": reply})
+    assert smoke.check_response_shape(state["output"]) is None, state
 
 
 def slo_gate(plan: Any, runtime: ContainerRuntime, monkeypatch: pytest.MonkeyPatch) -> None:
