@@ -930,7 +930,14 @@ def configure_parser(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     t = p.add_argument_group("target")
     t.add_argument("--target", choices=("openai", "sagemaker-runtime"), required=True)
     t.add_argument("--url", help="openai: base URL ending before /chat/completions (e.g. http://127.0.0.1:8000/v1)")
-    t.add_argument("--model", default="default", help="openai: the model field (default: default)")
+    # vLLM 0.30.0 answers 404 for a `model` that is not one of its served names, and any request with an empty one
+    # (entrypoints/serve/engine/serving.py _is_model_supported); SGLang does not check it.
+    t.add_argument(
+        "--model",
+        default="",
+        help="openai: the model field (default empty: the served model; through SageMaker's OpenAI route the "
+        "endpoint's name also works for vllm, which serves it)",
+    )
     t.add_argument(
         "--api-key-env",
         default=None,
