@@ -407,14 +407,6 @@ class EndpointPlan:
         return self.system.bodies.prompt_kind
 
     @property
-    def client_environment(self) -> dict[str, str]:
-        """What a function that sends this endpoint prompts needs to build their bodies and read the replies
-        (endpoint_runtime/bodies.py PROMPT_BODY, REASONING_FIELD)."""
-        from endpoint_runtime.bodies import environment
-
-        return environment(self.prompt_body, self.system.bodies.reasoning_field)
-
-    @property
     def chat_features(self) -> ChatFeatures:
         """What the front doors know of the endpoint's chat (chat_contract.CHAT_ENV): nothing without a chat: block,
         else the system's route, whether tool calls are parsed (the engine's parser) and constrained decoding."""
@@ -430,30 +422,20 @@ class EndpointPlan:
         )
 
     @property
-    def front_door_limits(self) -> dict[str, str]:
-        """The request limits the invoke and stream functions apply (request_contract.LIMIT_ENV): the container's
-        own, which its environment sets; for an engine's OpenAI server (ChatCapability.engine_server), which
-        refuses a too-long request itself ("maximum context length", 400), its max_model_len as the max_new_tokens
-        cap (else the model's max_position_embeddings) and no character cap below the request body's own (a prompt
-        holds no more characters than its body has bytes: invoke.py MAX_REQUEST_BYTES at most 6 MiB)."""
-        import request_contract
-
-        environment = self.system.environment(self.spec)
-        limits = {k: v for k, v in environment.items() if k in request_contract.LIMIT_ENV}
+    def engine_context_length(self) -> int | None:
+        """For an engine's own OpenAI server (ChatCapability.engine_server), the longest sequence it serves: its
+        max_model_len option, else the model's max_position_embeddings (config.json); None when unknown or when
+        the container is not an engine's server. The front doors cap max_tokens at it (endpoint_runtime/bodies.py
+        front_door_environment)."""
         if not self.system.chat.engine_server:
-            return limits
+            return None
         from systems.checkpoint_facts import checkpoint_of
 
         context = self.system.profile(self.spec).max_model_len if self.system.profile is not None else None
         if context is None:
             checkpoint = checkpoint_of(self.spec.model)
             context = checkpoint.facts.max_position_embeddings if checkpoint is not None else None
-        high = 1_000_000  # request_contract.limits()'s highest MAX_NEW_TOKENS
-        return {
-            **limits,
-            request_contract.ENV_MAX_NEW_TOKENS: str(min(context or high, high)),
-            request_contract.ENV_MAX_INPUT_CHARS: str(6 * 1024 * 1024),
-        }
+        return context
 
     @property
     def copy_range(self) -> tuple[int, int]:

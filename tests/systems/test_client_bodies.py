@@ -159,7 +159,10 @@ ClientCheck = Callable[[Any, ContainerRuntime, pytest.MonkeyPatch], None]
 
 def _function_env(plan: Any, monkeypatch: pytest.MonkeyPatch, chat: bool = False) -> None:
     """The environment the stack gives the invoke and stream functions (stacks/llm_endpoint.py request_limits)."""
-    env = {"ENDPOINT_NAME": plan.endpoint_name, **plan.client_environment}
+    env = {
+        "ENDPOINT_NAME": plan.endpoint_name,
+        **bodies.environment(plan.prompt_body, plan.system.bodies.reasoning_field),
+    }
     if chat:
         env.update(chat_features(plan).environment())
     for key in (
@@ -195,14 +198,14 @@ def smoke_prompt(plan: Any, runtime: ContainerRuntime, monkeypatch: pytest.Monke
 
 
 def smoke_lambda_settings(plan: Any, runtime: ContainerRuntime, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The smoke Lambda reads the body kind from the environment the stack sets (plan.client_environment)."""
+    """The smoke Lambda reads the body kind from the environment the stack sets (endpoint_runtime/bodies.py environment)."""
     settings = plan.smoke
     for key, value in {
         "STACK_NAME": plan.stack_name,
         "PROMPT": settings.prompt,
         "MAX_NEW_TOKENS": str(settings.max_new_tokens),
         "LATENCY_BUDGET_MS": str(settings.latency_budget_ms),
-        **plan.client_environment,
+        **bodies.environment(plan.prompt_body, plan.system.bodies.reasoning_field),
     }.items():
         monkeypatch.setenv(key, value)
     read = smoke.settings_from_env()
