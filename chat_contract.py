@@ -78,7 +78,10 @@ def from_error(status: int, message: str, code: str | None = None, param: str | 
 #   CHAT_ROUTE                 native | handler; unset or empty: the endpoint serves no chat (requests refused)
 #   CHAT_TOOL_CALLS            true: tool calls are read from the model's output (else tools are refused)
 #   CHAT_CONSTRAINED_DECODING  true: the engine can force JSON or a tool call
-CHAT_ENV = ("CHAT_ROUTE", "CHAT_TOOL_CALLS", "CHAT_CONSTRAINED_DECODING")
+#   CHAT_ENGINE_KEYS           true: the engine's OpenAI server takes ENGINE_REQUEST_KEYS (vLLM, SGLang)
+#   CHAT_ENGINE_LIMITS         true: the engine bounds max_tokens and the prompt by its own context length, so no
+#                              max_tokens is added to a request without one (the engine's default applies)
+CHAT_ENV = ("CHAT_ROUTE", "CHAT_TOOL_CALLS", "CHAT_CONSTRAINED_DECODING", "CHAT_ENGINE_KEYS", "CHAT_ENGINE_LIMITS")
 
 
 @dataclass(frozen=True)
@@ -86,6 +89,8 @@ class ChatFeatures:
     route: str | None = None
     tool_calls: bool = False
     constrained_decoding: bool = False
+    engine_keys: bool = False
+    engine_limits: bool = False
 
     def environment(self) -> dict[str, str]:
         """The variables that give these features to a front door (empty when the endpoint serves no chat)."""
@@ -95,6 +100,8 @@ class ChatFeatures:
             "CHAT_ROUTE": self.route,
             "CHAT_TOOL_CALLS": str(self.tool_calls).lower(),
             "CHAT_CONSTRAINED_DECODING": str(self.constrained_decoding).lower(),
+            **({"CHAT_ENGINE_KEYS": "true"} if self.engine_keys else {}),
+            **({"CHAT_ENGINE_LIMITS": "true"} if self.engine_limits else {}),
         }
 
 
@@ -108,7 +115,7 @@ def features(environ: Any = None) -> ChatFeatures:
     if route not in (None, "native", "handler"):
         raise request_contract.SetupError(f"environment variable CHAT_ROUTE must be native or handler, got {route!r}")
     flags = []
-    for name in ("CHAT_TOOL_CALLS", "CHAT_CONSTRAINED_DECODING"):
+    for name in ("CHAT_TOOL_CALLS", "CHAT_CONSTRAINED_DECODING", "CHAT_ENGINE_KEYS", "CHAT_ENGINE_LIMITS"):
         value = (env.get(name) or "false").strip().lower()
         if value not in ("true", "false"):
             raise request_contract.SetupError(f"environment variable {name} must be true or false, got {value!r}")
@@ -125,7 +132,14 @@ def parse_for_endpoint(data: Any, feats: ChatFeatures, lim: request_contract.Lim
             param="messages",
             code="chat_not_enabled",
         )
-    return parse_chat_request(data, lim, constrained_decoding=feats.constrained_decoding, tool_calls=feats.tool_calls)
+    return parse_chat_request(
+        data,
+        lim,
+        constrained_decoding=feats.constrained_decoding,
+        tool_calls=feats.tool_calls,
+        engine_keys=feats.engine_keys,
+        engine_limits=feats.engine_limits,
+    )
 
 
 def _refuse(param: str, message: str, code: str | None = None) -> ChatError:
@@ -135,10 +149,11 @@ def _refuse(param: str, message: str, code: str | None = None) -> ChatError:
 # ---- the request ------------------------------------------------------------------------------------------
 
 # Top-level keys a request may carry (what the endpoints behind this contract honour); anything else is refused,
-# naming these. "n" takes 1 only (one choice per request); "model" is accepted whatever it says and echoed:
-# SageMaker routes by the endpoint name in the URL, the endpoint serves one model, and clients must send some
-# model name (the openai SDK requires it; LangChain and gateways send their own defaults), so refusing names would
-# refuse those clients and name nothing wrong with the request.
+# naming these. "n" takes 1 only (one choice per request). "model" is forwarded as given: our own handlers and
+# LMI accept any name and echo it, SGLang 0.5.20 too (srt/entrypoints/openai/serving_chat.py does not check it),
+# but vLLM 0.30.0 answers 404 "The model `X` does not exist." unless it is empty or one of its served names
+# (entrypoints/serve/engine/serving.py _is_model_supported): the vllm system serves the SageMaker endpoint's name
+# (what callers of SageMaker's OpenAI route send) and the config's name (deployment/plan.py served_model_names).
 REQUEST_KEYS = (
     "messages",
     "model",
@@ -156,12 +171,23 @@ REQUEST_KEYS = (
     "response_format",
     "chat_template_kwargs",
 )
+# Keys only the engines' own OpenAI servers take (ChatFeatures.engine_keys): vLLM 0.30.0 entrypoints/openai/
+# chat_completion/protocol.py ChatCompletionRequest and SGLang 0.5.20 srt/entrypoints/openai/protocol.py both have
+# reasoning_effort (the strings below), parallel_tool_calls, frequency_penalty, presence_penalty and user (ignored).
+ENGINE_REQUEST_KEYS = ("reasoning_effort", "parallel_tool_calls", "frequency_penalty", "presence_penalty", "user")
+REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
 ROLES = ("system", "developer", "user", "assistant", "tool")  # "developer" is read as "system" (its successor)
+# An assistant message as the openai SDK sends back the one it received (messages.append(reply.choices[0].message):
+# openai 3.57 serializes the model's fields that were set, openai/_utils/_transform.py), so with what the engine put
+# in it: refusal, annotations, audio, function_call (openai/types/chat/chat_completion_message.py) and vLLM's
+# `reasoning` or SGLang's `reasoning_content`. They are read and not forwarded: the template renders the content
+# and tool calls of earlier turns (a reasoning model's template drops earlier reasoning).
+ASSISTANT_ECHO_KEYS = ("refusal", "annotations", "audio", "function_call", "reasoning", "reasoning_content")
 MESSAGE_KEYS = {
     "system": ("role", "content", "name"),
     "developer": ("role", "content", "name"),
     "user": ("role", "content", "name"),
-    "assistant": ("role", "content", "name", "tool_calls", "refusal"),
+    "assistant": ("role", "content", "name", "tool_calls", *ASSISTANT_ECHO_KEYS),
     "tool": ("role", "content", "tool_call_id"),
 }
 TOOL_CHOICES = ("none", "auto", "required")
@@ -269,7 +295,7 @@ class ChatRequest:
     """
 
     messages: tuple[Message, ...]
-    max_tokens: int
+    max_tokens: int | None  # None: not asked, and the engine bounds it (engine_limits)
     max_tokens_given: bool = False
     model: str | None = None
     tools: tuple[Tool, ...] = ()
@@ -284,6 +310,7 @@ class ChatRequest:
     response_format: str = "text"
     json_schema: dict[str, Any] | None = None
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
+    engine_fields: dict[str, Any] = field(default_factory=dict)  # ENGINE_REQUEST_KEYS given, forwarded as given
 
     @property
     def tools_active(self) -> bool:
@@ -300,7 +327,9 @@ class ChatRequest:
     def to_json(self) -> dict[str, Any]:
         """The request as forwarded to an engine that speaks Chat Completions: only what was parsed, normalized
         (developer -> system, text parts joined, the max_tokens in effect)."""
-        out: dict[str, Any] = {"messages": [m.to_json() for m in self.messages], "max_tokens": self.max_tokens}
+        out: dict[str, Any] = {"messages": [m.to_json() for m in self.messages]}
+        if self.max_tokens is not None:
+            out["max_tokens"] = self.max_tokens
         if self.model is not None:
             out["model"] = self.model
         if self.tools:
@@ -323,6 +352,7 @@ class ChatRequest:
                 out["response_format"]["json_schema"] = self.json_schema
         if self.chat_template_kwargs:
             out["chat_template_kwargs"] = dict(self.chat_template_kwargs)
+        out.update(self.engine_fields)
         return out
 
 
@@ -465,8 +495,17 @@ def _messages(value: Any) -> tuple[Message, ...]:
             content = _content(f"{here}.content", item.get("content"), role)
             if content is None and not calls:
                 raise _refuse(f"{here}.content", "must not be null unless the message has tool_calls")
-            if item.get("refusal") is not None:
-                _string(f"{here}.refusal", item["refusal"])
+            for key in ("refusal", "reasoning", "reasoning_content"):
+                if item.get(key) is not None:
+                    _string(f"{here}.{key}", item[key])
+            if item.get("annotations") is not None and not isinstance(item["annotations"], list):
+                raise _refuse(f"{here}.annotations", f"must be a list or null, got {_type(item['annotations'])}")
+            for key, why in (
+                ("function_call", "the deprecated single function call: send tool_calls"),
+                ("audio", "an audio reply: this endpoint serves text"),
+            ):
+                if item.get(key) is not None:
+                    raise _refuse(f"{here}.{key}", f"must be null ({why}), got {_type(item[key])}")
             call_ids.update(call.id for call in calls)
             messages.append(Message(role, content, name, tool_calls=calls))
             continue
@@ -633,6 +672,8 @@ def parse_chat_request(
     *,
     constrained_decoding: bool = False,
     tool_calls: bool = True,
+    engine_keys: bool = False,
+    engine_limits: bool = False,
 ) -> ChatRequest:
     """Parse a decoded chat request (text-generation-inference's router/src/validation.rs style: parse into a
     typed request, refuse what does not fit). lim: the endpoint's limits (request_contract.limits(): the
@@ -640,16 +681,27 @@ def parse_chat_request(
     constrained_decoding: the engine can force JSON output or a tool call (response_format json_object /
     json_schema, tool_choice "required" or a named function); without it those are refused. tool_calls: the
     endpoint reads tool calls out of the model's output; without it tools are refused unless tool_choice is "none"
-    (vLLM 0.23 refuses them alike without a tool parser). Raises ChatError."""
+    (vLLM 0.23 refuses them alike without a tool parser). engine_keys: the engine takes ENGINE_REQUEST_KEYS too.
+    engine_limits: the engine bounds the request by its context length itself: a request without max_tokens is
+    forwarded without one (max_tokens None), and lim bounds only what the engine could never take. Raises
+    ChatError."""
     lim = lim or request_contract.limits()
     if not isinstance(data, dict):
         raise ChatError(f'request must be a JSON object with "messages", got {_type(data)}')
-    unknown = sorted(k for k in data if k not in REQUEST_KEYS)
+    known = REQUEST_KEYS + (ENGINE_REQUEST_KEYS if engine_keys else ())
+    unknown = sorted(k for k in data if k not in known)
     if unknown:
+        served = [k for k in unknown if k in ENGINE_REQUEST_KEYS]
+        why = (
+            f" ({', '.join(served)}: only an engine's own OpenAI server takes it: systems vllm, sglang)"
+            if served
+            else ""
+        )
         raise ChatError(
-            f"unknown request key{'s' if len(unknown) > 1 else ''} {unknown}; allowed: {sorted(REQUEST_KEYS)}",
+            f"unknown request key{'s' if len(unknown) > 1 else ''} {unknown}; allowed: {sorted(known)}{why}",
             param=unknown[0],
         )
+    engine_fields = _engine_fields(data) if engine_keys else {}
     messages = _messages(data.get("messages"))
     model = _string("model", data["model"]) if data.get("model") is not None else None
     tools = _tools(data.get("tools"))
@@ -677,7 +729,7 @@ def parse_chat_request(
         if not isinstance(include_usage, bool):
             raise _refuse("stream_options.include_usage", f"must be true or false, got {_show(include_usage)}")
 
-    max_tokens, given = lim.max_new_tokens, False
+    max_tokens, given = (None if engine_limits else lim.max_new_tokens), False
     for key in ("max_tokens", "max_completion_tokens"):  # the second, current name wins when both are given
         if data.get(key) is not None:
             max_tokens, given = _integer(key, data[key], 1, lim.max_new_tokens), True
@@ -736,7 +788,28 @@ def parse_chat_request(
         response_format=response_format,
         json_schema=json_schema,
         chat_template_kwargs=template_kwargs,
+        engine_fields=engine_fields,
     )
+
+
+def _engine_fields(data: dict[str, Any]) -> dict[str, Any]:
+    """The ENGINE_REQUEST_KEYS of a request, checked as both engines check them."""
+    out: dict[str, Any] = {}
+    effort = data.get("reasoning_effort")
+    if effort is not None:
+        if effort not in REASONING_EFFORTS:
+            raise _refuse("reasoning_effort", f"must be one of {list(REASONING_EFFORTS)}, got {_show(effort)}")
+        out["reasoning_effort"] = effort
+    if data.get("parallel_tool_calls") is not None:
+        if not isinstance(data["parallel_tool_calls"], bool):
+            raise _refuse("parallel_tool_calls", f"must be true or false, got {_show(data['parallel_tool_calls'])}")
+        out["parallel_tool_calls"] = data["parallel_tool_calls"]
+    for key in ("frequency_penalty", "presence_penalty"):  # OpenAI: "Number between -2.0 and 2.0"
+        if data.get(key) is not None:
+            out[key] = _number(key, data[key], -2.0, 2.0)
+    if data.get("user") is not None:
+        out["user"] = _string("user", data["user"])
+    return out
 
 
 # ---- tool calls in generated text (hermes) ----------------------------------------------------------------

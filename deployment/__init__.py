@@ -31,7 +31,7 @@ from endpoint_config.security import arn_region_problems, config_arns
 from systems import REGISTRY, all_systems, get_system
 from systems.checks import region_problems, system_problems
 
-from .plan import BUILD_ROOT, EndpointPlan, plan_endpoint
+from .plan import BUILD_ROOT, EndpointPlan, container_environment_problems, plan_endpoint
 
 
 @dataclass(frozen=True)
@@ -180,6 +180,9 @@ def resolve(config: AppConfig, path: Path, environment: str | None, *, build_roo
                 build_root=build_root,
             )
         )
+    problems = [resolved.where(plan.spec) + p for plan in plans for p in container_environment_problems(plan)]
+    if problems:
+        raise ConfigError(f"{path}: invalid config:\n  - " + "\n  - ".join(problems))
     return Deployment(path, config.project, resolved.name, resolved.spec, tuple(plans), config)
 
 

@@ -7,9 +7,10 @@ values in the CLI). Why a plan and how `instance_type` travels from YAML to Clou
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from artifact.manifest import MANIFEST_NAME, Manifest, ManifestError
 from chat_contract import ChatFeatures
@@ -160,6 +161,12 @@ class SmokeSettings:
     # sends it); None: the endpoint serves no chat. chat_tools: also a tool call (a tool-call parser is configured).
     chat_route: str | None = None
     chat_tools: bool = False
+    # The body the prompt travels in (the system's ContainerBodies.prompt_kind: endpoint_runtime/bodies.py) and the
+    # assistant message's reasoning field (a chat reply that is all reasoning still shows the model answered).
+    prompt_body: str = "generation"
+    reasoning_field: str | None = None
+    # The chat check's extra request fields: the engine's way to answer without reasoning first (ContainerBodies).
+    chat_extra: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -320,8 +327,16 @@ class EndpointPlan:
             bucket, self.artifact_prefix, compressed=self.spec.model_data == "tar-gz", read_prefix=self.artifact_root
         )
 
+    @property
+    def served_model_names(self) -> tuple[str, ...]:
+        """The `model` values the endpoint's engine answers: the SageMaker endpoint's name (what clients of SageMaker's
+        OpenAI route send, the name in its URL) and the config's name."""
+        return tuple(dict.fromkeys((self.endpoint_name, self.spec.name)))
+
     def container_environment(self, bucket: str) -> dict[str, str]:
         environment = self.system.environment(self.spec)
+        if self.system.served_names_environment is not None:
+            environment = {**environment, **self.system.served_names_environment(self.served_model_names)}
         if self.system.staged_weights_environment is not None:
             environment = {
                 **environment,
@@ -370,18 +385,57 @@ class EndpointPlan:
             alarm_s = SCALE_FROM_ZERO_ALARM_PERIOD_S * SCALE_FROM_ZERO_ALARM_EVALUATION_PERIODS
             wake = budget + 1000 * (alarm_s + self.download_timeout_s + self.startup_timeout_s)
         chat = self.spec.chat
-        route = None if chat is None else ("openai" if chat.openai_route is not None else "invoke")
-        tools = chat is not None and self.system.chat.route == "native" and self.chat_features.tool_calls
-        return SmokeSettings(smoke.prompt, smoke.max_new_tokens, budget, wake, chat_route=route, chat_tools=tools)
+        route = None if not chat else ("openai" if chat.openai_route is not None else "invoke")
+        tools = bool(chat) and self.system.chat.route == "native" and self.chat_features.tool_calls
+        return SmokeSettings(
+            smoke.prompt,
+            smoke.max_new_tokens,
+            budget,
+            wake,
+            chat_route=route,
+            chat_tools=tools,
+            prompt_body=self.prompt_body,
+            reasoning_field=self.system.bodies.reasoning_field,
+            chat_extra=self.system.bodies.thinking_off,
+        )
+
+    @property
+    def prompt_body(self) -> str:
+        """The body kind one prompt travels in to this endpoint's container (ContainerBodies.prompt_kind): every
+        client that sends a prompt (smoke test, SLO gate, load test, invoke and stream functions, demo) builds it
+        with endpoint_runtime/bodies.py."""
+        return self.system.bodies.prompt_kind
 
     @property
     def chat_features(self) -> ChatFeatures:
         """What the front doors know of the endpoint's chat (chat_contract.CHAT_ENV): nothing without a chat: block,
         else the system's route, whether tool calls are parsed (the engine's parser) and constrained decoding."""
-        if self.spec.chat is None:
+        if not self.spec.chat:
             return ChatFeatures()
         chat = self.system.chat
-        return ChatFeatures(chat.route, chat.parses_tool_calls(self.spec), chat.constrained_decoding)
+        return ChatFeatures(
+            chat.route,
+            chat.parses_tool_calls(self.spec),
+            chat.constrained_decoding,
+            engine_keys=chat.engine_server,
+            engine_limits=chat.engine_server,
+        )
+
+    @property
+    def engine_context_length(self) -> int | None:
+        """For an engine's own OpenAI server (ChatCapability.engine_server), the longest sequence it serves: its
+        max_model_len option, else the model's max_position_embeddings (config.json); None when unknown or when
+        the container is not an engine's server. The front doors cap max_tokens at it (endpoint_runtime/bodies.py
+        front_door_environment)."""
+        if not self.system.chat.engine_server:
+            return None
+        from systems.checkpoint_facts import checkpoint_of
+
+        context = self.system.profile(self.spec).max_model_len if self.system.profile is not None else None
+        if context is None:
+            checkpoint = checkpoint_of(self.spec.model)
+            context = checkpoint.facts.max_position_embeddings if checkpoint is not None else None
+        return context
 
     @property
     def copy_range(self) -> tuple[int, int]:
@@ -429,6 +483,90 @@ class EndpointPlan:
         return self.spec.instance_count, self.spec.instance_count
 
 
+# The longest bucket name S3 allows ("Bucket names can be between 3 and 63 characters long", S3 User Guide, "General
+# purpose bucket naming rules"): a plan's environment is measured with it, since the real name is late-bound.
+LONGEST_BUCKET_NAME = "b" * 63
+
+
+@functools.lru_cache(maxsize=1)
+def container_environment_limits() -> dict[str, int]:
+    """CreateModel's limits on a container's environment, read from botocore's SageMaker service model (the one the
+    CLI and the stacks' SDK call with): EnvironmentKey and EnvironmentValue max (bytes), EnvironmentMap max
+    entries; and the combined size its documentation gives ("The maximum length of all keys and values in the map,
+    combined, is 32 KB": ContainerDefinition.Environment)."""
+    import re
+
+    import botocore.loaders
+
+    model = botocore.loaders.Loader().load_service_model("sagemaker", "service-2")
+    shapes = model["shapes"]
+    documented = shapes["ContainerDefinition"]["members"]["Environment"]["documentation"]
+    combined = re.search(r"combined, is (\d+) KB", documented)
+    return {
+        "key": shapes["EnvironmentKey"]["max"],
+        "value": shapes["EnvironmentValue"]["max"],
+        "entries": shapes["EnvironmentMap"]["max"],
+        "combined": int(combined.group(1)) * 1024 if combined else 32 * 1024,
+    }
+
+
+def container_environment_problems(plan: EndpointPlan) -> list[str]:
+    """Every variable the plan renders into the container's environment against CreateModel's limits, each naming
+    the variable, its size and the limit: an engine option of any system, an inline chat template, a path. A value
+    over the limit synthesizes and is refused only by CreateModel, mid-deploy (the CloudFormation schema of
+    AWS::SageMaker::Model sets no length, so cfn-lint cannot see it)."""
+    limits = container_environment_limits()
+    environment = plan.container_environment(LONGEST_BUCKET_NAME)
+    where = f"endpoint {plan.name!r}: "
+    problems = []
+    for key, value in environment.items():
+        for what, text in (("name", key), ("value", value)):
+            size = len(text.encode("utf-8"))
+            if size > limits[what if what == "value" else "key"]:
+                hint = (
+                    "; give a long chat template as chat.template (model_build writes it into the artifact)"
+                    if key.endswith("CHAT_TEMPLATE")
+                    else "; shorten it, or give it as a file in the artifact where the option takes a path"
+                )
+                problems.append(
+                    f"{where}the container environment {what} of {key[:80]} is {size} bytes; CreateModel takes at "
+                    f"most {limits['value' if what == 'value' else 'key']} bytes per {what} (botocore sagemaker "
+                    f"Environment{'Value' if what == 'value' else 'Key'}){hint}"
+                )
+    total = sum(len(k.encode("utf-8")) + len(v.encode("utf-8")) for k, v in environment.items())
+    if total > limits["combined"]:
+        problems.append(
+            f"{where}the container environment holds {total} bytes of names and values; CreateModel takes at most "
+            f"{limits['combined']} combined (ContainerDefinition.Environment); shorten the engine options"
+        )
+    if len(environment) > limits["entries"]:
+        problems.append(
+            f"{where}the container environment has {len(environment)} variables; CreateModel takes at most "
+            f"{limits['entries']} (botocore sagemaker EnvironmentMap)"
+        )
+    return problems
+
+
+def chat_by_default(spec: EndpointSpec, system: ServingSystem, artifact_dir: Path | None) -> EndpointSpec:
+    """The endpoint with its chat as it is served: the `chat:` block as given; `chat: false`, none; unset, on (an
+    empty block) where the system serves chat, the endpoint is real-time (the asynchronous doors take generation
+    requests only) and the model has a chat template: a local model directory's own, or, for a Hub model, the built
+    artifact's (read once it is built). A model without one stays without chat; asked for (a chat: block), it is
+    refused with the reason (systems/chat.py chat_problems at load, the recipes at build)."""
+    from endpoint_config.chat import ChatSpec
+    from systems.chat import has_chat_template
+
+    if spec.chat is False:
+        return spec.model_copy(update={"chat": None})
+    if spec.chat is not None or not system.chat.supported or spec.invocation.is_async:
+        return spec
+    model_dir = Path(spec.model)
+    where = model_dir if model_dir.is_dir() else artifact_dir
+    if where is None or not has_chat_template(where):
+        return spec
+    return spec.model_copy(update={"chat": ChatSpec()})
+
+
 def plan_endpoint(
     spec: EndpointSpec,
     system: ServingSystem,
@@ -445,6 +583,7 @@ def plan_endpoint(
 
     instance = spec.instance
     artifact = resolve_artifact(spec, build_root)
+    spec = chat_by_default(spec, system, build_root / spec.name if artifact.source == "manifest" else None)
     # Timeouts grow with the artifact: its size from the build's manifest, else estimated from the model.
     estimated = system.estimate_weight_bytes(spec) if system.estimate_weight_bytes is not None else None
     if estimated is None:
@@ -485,6 +624,9 @@ __all__ = [
     "SCALE_FROM_ZERO_ALARM_PERIOD_S",
     "SmokeSettings",
     "UNBUILT_HASH",
+    "chat_by_default",
+    "container_environment_limits",
+    "container_environment_problems",
     "plan_endpoint",
     "quota_need",
     "resolve_artifact",

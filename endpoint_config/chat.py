@@ -68,7 +68,7 @@ class ChatSpec(Strict):
 
 def chat_problems(ep) -> list[str]:  # ep: an EndpointSpec (schema imports this module, so no annotation)
     """The rules between `chat:` and the endpoint's other blocks, each naming the key, the value and what is allowed."""
-    if ep.chat is None:
+    if not ep.chat:  # unset (on by default where it can be: deployment/plan.py chat_by_default) or false
         return []
     if ep.invocation.is_async:
         return [
@@ -93,7 +93,7 @@ def openai_caller_problems(ep, environment: str | None, account: str | None, reg
     only (SageMaker Developer Guide, "Route requests to endpoints in other AWS accounts"). So a caller must be in the
     environment's account, which the environment must name for this to be checked. `environment`: its name, None for
     the implicit default environment of a file without `environments:`."""
-    route = ep.chat.openai_route if ep.chat is not None else None
+    route = ep.chat.openai_route if ep.chat else None
     if route is None or not route.callers:
         return []
     problems = []

@@ -144,8 +144,9 @@ class EndpointSpec(Strict):
     invocation: Invocation = Invocation()
     # The streaming front door (endpoint_config/streaming.py; off by default).
     streaming: StreamingSpec = StreamingSpec()
-    # OpenAI chat completions and who may use SageMaker's OpenAI route (endpoint_config/chat.py; off by default).
-    chat: ChatSpec | None = None
+    # OpenAI chat completions and who may use SageMaker's OpenAI route (endpoint_config/chat.py). Unset: on where the
+    # system serves chat and the model has a chat template (deployment/plan.py chat_by_default); false: off.
+    chat: ChatSpec | Literal[False] | None = None
     # How SageMaker spreads requests over the instances (ProductionVariant RoutingConfig): random (SageMaker's
     # default), least-outstanding-requests or prefix-aware with its two settings (endpoint_config/routing.py).
     routing: Routing = Routing()

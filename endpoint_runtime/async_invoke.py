@@ -126,12 +126,16 @@ def submit(
     invocation_timeout_s: int | None = None,
     request_ttl_s: int | None = None,
     log: dict | None = None,
+    prompt_body: str | None = None,
 ) -> tuple[int, dict]:
-    """Validate `payload` (the real-time contract), upload it to the input folder, submit it with
-    InvokeEndpointAsync. Returns (HTTP status, JSON-able body); never raises for request or AWS errors."""
+    """Validate `payload` (the real-time contract), upload it to the input folder in the body kind the container
+    takes (endpoint_runtime/bodies.py; prompt_body None: PROMPT_BODY from the environment), submit it with
+    InvokeEndpointAsync. Returns (HTTP status, JSON-able body); never raises for request or AWS errors. The
+    answer in S3 is the container's own reply (bodies.generation_outputs reads its text)."""
     log = {} if log is None else log
     try:
-        request = realtime.validate_payload(payload)
+        kind = realtime.bodies.prompt_kind_from_env() if prompt_body is None else prompt_body
+        request = realtime.bodies.prompt_body(kind, realtime.validate_payload(payload))
     except RequestError as e:
         return _error(e.status, e.error_type, e.message)
     except SetupError as e:
@@ -224,6 +228,20 @@ def fetch_result(
     return {"status": "pending"}
 
 
+def generation_result(state: dict) -> dict:
+    """A completed answer as the generation contract's [{"generated_text"}], whatever body kind the container took
+    (PROMPT_BODY: an engine's OpenAI reply is read with endpoint_runtime/bodies.py); an answer of another shape is
+    passed on as it is, with a note."""
+    kind = realtime.bodies.prompt_kind_from_env()
+    if state.get("status") != "completed" or state.get("output") is None or kind == realtime.bodies.GENERATION:
+        return state
+    try:
+        outputs = realtime.bodies.generation_outputs(kind, state["output"], realtime.bodies.reasoning_field_from_env())
+    except ValueError as err:
+        return {**state, "note": f"the answer is not a {kind} reply: {err}"}
+    return {**state, "output": outputs}
+
+
 def _inside(uri: str, folder: tuple[str, str]) -> bool:
     bucket, key = split_s3_uri(uri, "location")
     return bucket == folder[0] and key.startswith(folder[1] + "/")
@@ -259,7 +277,8 @@ def result(request: dict, *, s3: Any = None, log: dict | None = None) -> tuple[i
                 f"failure_location must lie in s3://{failure_folder[0]}/"
                 f"{failure_folder[1]}/, got {str(failure)[:200]!r}",
             )
-        return 200, fetch_result(output, failure, s3=s3)
+        state = fetch_result(output, failure, s3=s3)
+        return 200, generation_result(state)
     except RequestError as e:
         return _error(e.status, e.error_type, e.message)
     except SetupError as e:

@@ -27,6 +27,7 @@ from botocore.config import Config
 # the top-level module every entry point ships under the same name (the function's asset holds it at its root).
 import chat_contract
 import request_contract as contract
+from endpoint_runtime import bodies
 
 DEFAULT_MAX_REQUEST_BYTES = 64 * 1024
 DEFAULT_READ_TIMEOUT_S = 55.0
@@ -317,6 +318,8 @@ def _model_message(original: Any) -> str:
     except ValueError:
         return original
     if isinstance(parsed, dict):
+        if isinstance(parsed.get("error"), dict) and isinstance(parsed["error"].get("message"), str):
+            return parsed["error"]["message"]  # OpenAI's error object (vLLM, SGLang)
         for key in ("error", "message", "detail"):
             if isinstance(parsed.get(key), str):
                 return parsed[key]
@@ -405,22 +408,39 @@ def without_quoted_values(message: str) -> str:
 
 
 def invoke(
-    endpoint_name: str, payload: dict, client=None, *, log: dict | None = None, inference_component: str | None = None
+    endpoint_name: str,
+    payload: dict,
+    client=None,
+    *,
+    log: dict | None = None,
+    inference_component: str | None = None,
+    prompt_body: str | None = None,
+    reasoning_field: str | None = None,
 ) -> tuple[int, dict]:
     """Validate `payload` and invoke `endpoint_name`. Returns (HTTP status, JSON-able body). Never raises for
     request, model or AWS errors. Reused by the handler, the CLI smoke test and the local demo.
-    `log`, when given, receives details for the operator's log line (AWS error code and message)."""
+    `log`, when given, receives details for the operator's log line (AWS error code and message).
+    prompt_body / reasoning_field: the body kind the container takes a prompt in and its reasoning field
+    (endpoint_runtime/bodies.py; None: PROMPT_BODY and REASONING_FIELD from the environment, which the stack sets
+    from the plan). The reply is always the generation contract's: {"outputs": [{"generated_text"}]}."""
     log = {} if log is None else log
     try:
         request = validate_payload(payload)
+        kind = bodies.prompt_kind_from_env() if prompt_body is None else prompt_body
+        reasoning = bodies.reasoning_field_from_env() if reasoning_field is None else reasoning_field
+        sent = bodies.prompt_body(kind, request)
     except RequestError as e:
         return _error(e.status, e.error_type, e.message)
     except SetupError as e:
         return _error(500, "configuration", str(e))
-    status, answer = call_endpoint(endpoint_name, request, client, log=log, inference_component=inference_component)
+    status, answer = call_endpoint(endpoint_name, sent, client, log=log, inference_component=inference_component)
     if status != 200:
         return status, answer
-    return 200, {"endpoint": endpoint_name, "outputs": answer["json"], "latency_ms": answer["latency_ms"]}
+    try:
+        outputs = bodies.generation_outputs(kind, answer["json"], reasoning)
+    except ValueError as e:
+        return _error(502, "model_error", f"endpoint {endpoint_name!r} answered a {kind} request in another shape: {e}")
+    return 200, {"endpoint": endpoint_name, "outputs": outputs, "latency_ms": answer["latency_ms"]}
 
 
 def call_endpoint(

@@ -19,7 +19,7 @@ import boto3
 import botocore.exceptions
 from botocore.config import Config
 
-from endpoint_runtime import async_invoke, openai_route
+from endpoint_runtime import async_invoke, bodies, openai_route
 from endpoint_runtime import invoke as invoke_module
 
 contract = invoke_module.contract
@@ -155,6 +155,8 @@ def smoke_test(
     must_end_within_ms: int | None = None,
     chat: ChatSmoke | None = None,
     adapters: dict[str, str] | None = None,
+    prompt_body: str | None = None,
+    reasoning_field: str | None = None,
     session=None,
     runtime_client=None,
     s3_client=None,
@@ -167,7 +169,9 @@ def smoke_test(
     wake_budget_ms: the wait instead of the latency budget when the asynchronous endpoint runs 0 instances (its
     scale-up from zero included). must_end_within_ms: the caller's own time limit (the Lambda's remaining time): a
     wait for a waking endpoint that would pass it ends with the answer unchecked (skipped).
-    adapters: adapter name -> adapter inference component; each is checked and invoked after the base (check_adapters)."""
+    adapters: adapter name -> adapter inference component; each is checked and invoked after the base (check_adapters).
+    prompt_body / reasoning_field: the body kind the container takes the prompt in and its reply's reasoning field
+    (the plan's SmokeSettings; endpoint_runtime/bodies.py); None: PROMPT_BODY / REASONING_FIELD from the environment."""
     session = session or boto3.session.Session()
     result = SmokeResult(stack=stack_name)
     cfn = session.client("cloudformation")
@@ -316,18 +320,35 @@ def smoke_test(
             ),
         )
 
-    # -- one invocation with the configured prompt
-    payload = {"inputs": prompt, "parameters": {"max_new_tokens": max_new_tokens, "do_sample": False}}
+    # -- one invocation with the configured prompt, in the body the container takes (endpoint_runtime/bodies.py)
+    payload = generation_payload(prompt, max_new_tokens)
+    try:
+        kind = bodies.prompt_kind_from_env() if prompt_body is None else prompt_body
+        reasoning_field = bodies.reasoning_field_from_env() if reasoning_field is None else reasoning_field
+    except SetupError as err:
+        result.add("invoke", False, f"configuration: {err}")
+        return result
     # Clients call the configured name; on AWS it is the deployed one (checked above). The emulator names
     # endpoints itself but answers (or its stand-in model server answers) under the configured name.
     invoke_name = expected_endpoint if (emulator and expected_endpoint) else endpoint
     if async_locations is not None:
         give_up_ms = must_end_within_ms if waking else None
         answer = _answer_async(
-            invoke_name, payload, async_locations, budget_ms, session, runtime_client, s3_client, give_up_ms=give_up_ms
+            invoke_name,
+            payload,
+            async_locations,
+            budget_ms,
+            session,
+            runtime_client,
+            s3_client,
+            give_up_ms=give_up_ms,
+            prompt_body=kind,
+            reasoning_field=reasoning_field,
         )
     else:
-        answer = _answer_real_time(invoke_name, payload, session, runtime_client, inference_component)
+        answer = _answer_real_time(
+            invoke_name, payload, session, runtime_client, inference_component, kind, reasoning_field
+        )
     result.latency_ms = answer.latency_ms
     if not answer.submitted_ok:
         result.add("invoke", False, f"invoking {endpoint} returned {answer.problem}")
@@ -385,8 +406,15 @@ def smoke_test(
             payload=payload,
             latency_budget_ms=latency_budget_ms,
             client=runtime_client or make_runtime_client(session),
+            prompt_body=kind,
+            reasoning_field=reasoning_field,
         )
     return result
+
+
+def generation_payload(prompt: str, max_new_tokens: int) -> dict[str, Any]:
+    """The smoke prompt as a generation request (greedy); invoke.invoke carries it in the container's own body."""
+    return {"inputs": prompt, "parameters": {"max_new_tokens": max_new_tokens, "do_sample": False}}
 
 
 def running_instances(described: dict[str, Any]) -> int | None:
@@ -406,6 +434,8 @@ def check_adapters(
     payload: dict,
     latency_budget_ms: int,
     client,
+    prompt_body: str = "generation",
+    reasoning_field: str | None = None,
 ) -> None:
     """One check per LoRA adapter ("adapter <name>"): its adapter inference component is InService on the base
     component, and the smoke prompt sent to it (InvokeEndpoint naming the adapter's component, through
@@ -438,7 +468,7 @@ def check_adapters(
                 "deploy the stack again",
             )
             continue
-        answer = _answer_real_time(endpoint, payload, None, client, component)
+        answer = _answer_real_time(endpoint, payload, None, client, component, prompt_body, reasoning_field)
         problem = answer.problem if not answer.submitted_ok else check_response_shape(answer.outputs)
         if problem is None and answer.latency_ms > latency_budget_ms:
             problem = f"{answer.latency_ms} ms is over the {latency_budget_ms} ms budget (smoke_test.latency_budget_ms)"
@@ -518,14 +548,26 @@ def _elapsed_ms(started: float) -> int:
 
 
 def _answer_real_time(
-    endpoint: str, payload: dict, session, runtime_client, inference_component: str | None
+    endpoint: str,
+    payload: dict,
+    session,
+    runtime_client,
+    inference_component: str | None,
+    prompt_body: str = "generation",
+    reasoning_field: str | None = None,
 ) -> _Answer:
-    """InvokeEndpoint through endpoint_runtime.invoke (the invoke function's validation and error mapping)."""
+    """InvokeEndpoint through endpoint_runtime.invoke (the invoke function's validation, body and error mapping)."""
     client = runtime_client or make_runtime_client(session)
     log: dict[str, Any] = {}
     started = time.monotonic()
     status_code, body = invoke_module.invoke(
-        endpoint, payload, client=client, log=log, inference_component=inference_component
+        endpoint,
+        payload,
+        client=client,
+        log=log,
+        inference_component=inference_component,
+        prompt_body=prompt_body,
+        reasoning_field=reasoning_field,
     )
     wall_ms = _elapsed_ms(started)
     if status_code != 200:
@@ -550,6 +592,8 @@ def _answer_async(
     runtime_client,
     s3_client,
     give_up_ms: int | None = None,
+    prompt_body: str = "generation",
+    reasoning_field: str | None = None,
 ) -> _Answer:
     """An asynchronous endpoint refuses InvokeEndpoint: submit as its invoke function does (endpoint_runtime.
     async_invoke: the payload into the input folder, then InvokeEndpointAsync), then poll S3 for the answer or the
@@ -564,7 +608,7 @@ def _answer_async(
     except async_invoke.RequestError as err:
         return _Answer(False, 0, problem=f"no submit: {err.message}")
     status_code, body = async_invoke.submit(
-        endpoint, payload, input_location=input_location, s3=s3, runtime=runtime, log=log
+        endpoint, payload, input_location=input_location, s3=s3, runtime=runtime, log=log, prompt_body=prompt_body
     )
     if status_code != 202:
         detail = f" [{log['aws_error']}]" if log.get("aws_error") else ""
@@ -597,7 +641,13 @@ def _answer_async(
                         f"{payload['parameters']['max_new_tokens']}-token answer: read it and check the container"
                     ),
                 )
-            return _Answer(True, elapsed, submitted, outputs=state["output"])
+            try:
+                outputs = bodies.generation_outputs(prompt_body, state["output"], reasoning_field)
+            except ValueError as err:
+                return _Answer(
+                    True, elapsed, submitted, problem=f"the answer at {output} is not a {prompt_body} reply: {err}"
+                )
+            return _Answer(True, elapsed, submitted, outputs=outputs)
         if state["status"] == "failed":
             return _Answer(
                 True,
@@ -648,12 +698,23 @@ class ChatSmoke:
     route: "openai", SageMaker's OpenAI route with a bearer token made from the smoke test's own credentials (the
       callers of chat.openai_route use it); "invoke", InvokeEndpoint with the chat request as the invoke function
       sends it. tools: also force one tool call (the engine has a tool-call parser). features: the endpoint's chat
-      features, as the invoke function has them (chat_contract.CHAT_ENV)."""
+      features, as the invoke function has them (chat_contract.CHAT_ENV).
+    reasoning_field: where the engine puts a reasoning model's thinking (ContainerBodies.reasoning_field): a reply
+      whose content is null while this field holds text is alive (the model was still thinking at max_tokens).
+    extra: request fields that ask the engine to answer without thinking first (ContainerBodies.thinking_off).
+    max_tokens: enough for a short answer, or for a reasoning model to show it is thinking; the forced tool call
+      gets TOOL_CALL_MAX_TOKENS."""
 
     route: str
     tools: bool
     features: invoke_module.chat_contract.ChatFeatures
-    max_tokens: int = 16
+    max_tokens: int = 64
+    reasoning_field: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+# A forced get_weather call renders as about 20 tokens of JSON in the hermes or the harmony format.
+TOOL_CALL_MAX_TOKENS = 128
 
 
 SMOKE_TOOL = {
@@ -679,26 +740,45 @@ def chat_check(
     request that names get_weather as tool_choice answers with that call and JSON-object arguments)."""
     session = session or boto3.session.Session()
     runtime = runtime_client or make_runtime_client(session)
-    ask = {"messages": [{"role": "user", "content": "What is the capital of France?"}], "max_tokens": chat.max_tokens}
+    ask = chat_request(chat)
     status, reply, how = _chat_exchange(endpoint, ask, chat, session, runtime, inference_component)
-    problem = _chat_problem(status, reply)
-    result.add(
-        "chat",
-        problem is None,
-        f"{how}: {problem}" if problem else f"{how}: a chat.completion ({reply['choices'][0].get('finish_reason')})",
-    )
+    problem = _chat_problem(status, reply, reasoning_field=chat.reasoning_field)
+    if problem is None:
+        message = reply["choices"][0]["message"]
+        thinking = message.get("content") is None and not message.get("tool_calls")
+        shown = (
+            f"reasoning only in {chat.reasoning_field}: still thinking at max_tokens {chat.max_tokens}"
+            if thinking
+            else "content"
+        )
+        result.add("chat", True, f"{how}: a chat.completion ({reply['choices'][0].get('finish_reason')}; {shown})")
+    else:
+        result.add("chat", False, f"{how}: {problem}")
     if not chat.tools or problem is not None:
         return
-    forced = {
-        **ask,
+    status, reply, how = _chat_exchange(endpoint, tool_call_request(chat), chat, session, runtime, inference_component)
+    problem = _chat_problem(status, reply, need_text=False) or _tool_call_problem(reply)
+    result.add("tool_call", problem is None, f"{how}: {problem}" if problem else f"{how}: called get_weather")
+
+
+def chat_request(chat: ChatSmoke) -> dict[str, Any]:
+    """The chat check's request: one question, max_tokens, and the engine's thinking-off fields."""
+    return {
+        "messages": [{"role": "user", "content": "What is the capital of France?"}],
+        "max_tokens": chat.max_tokens,
+        **chat.extra,
+    }
+
+
+def tool_call_request(chat: ChatSmoke) -> dict[str, Any]:
+    """The tool_call check's request: get_weather named as tool_choice (the engine must call it)."""
+    return {
+        **chat_request(chat),
         "messages": [{"role": "user", "content": "What is the weather in Paris?"}],
         "tools": [SMOKE_TOOL],
         "tool_choice": {"type": "function", "function": {"name": "get_weather"}},
-        "max_tokens": 64,
+        "max_tokens": TOOL_CALL_MAX_TOKENS,
     }
-    status, reply, how = _chat_exchange(endpoint, forced, chat, session, runtime, inference_component)
-    problem = _chat_problem(status, reply, need_text=False) or _tool_call_problem(reply)
-    result.add("tool_call", problem is None, f"{how}: {problem}" if problem else f"{how}: called get_weather")
 
 
 def _chat_exchange(
@@ -721,9 +801,9 @@ def _chat_exchange(
     return status, reply, "InvokeEndpoint"
 
 
-def _chat_problem(status: int, reply: Any, need_text: bool = True) -> str | None:
-    """None for a chat.completion whose first choice is an assistant message (with content or tool calls when
-    need_text), else what is wrong."""
+def _chat_problem(status: int, reply: Any, need_text: bool = True, reasoning_field: str | None = None) -> str | None:
+    """None for a chat.completion whose first choice is an assistant message (with content, tool calls, or text in
+    the engine's reasoning field, when need_text), else what is wrong."""
     if status != 200:
         error = reply.get("error") if isinstance(reply, dict) else None
         message = error.get("message") if isinstance(error, dict) else (error or reply)
@@ -736,8 +816,13 @@ def _chat_problem(status: int, reply: Any, need_text: bool = True) -> str | None
     )
     if not isinstance(message, dict) or message.get("role") != "assistant":
         return f"the answer is not a chat.completion with an assistant message: {json.dumps(reply)[:200]}"
-    if need_text and not isinstance(message.get("content"), str) and not message.get("tool_calls"):
-        return "the assistant message has neither content nor tool_calls"
+    thinking = (
+        bool(reasoning_field) and isinstance(message.get(reasoning_field), str) and bool(message[reasoning_field])
+    )
+    if need_text and not isinstance(message.get("content"), str) and not message.get("tool_calls") and not thinking:
+        return "the assistant message has neither content nor tool_calls" + (
+            f" nor reasoning ({reasoning_field})" if reasoning_field else ""
+        )
     return None
 
 
@@ -791,6 +876,8 @@ def settings_from_env() -> dict[str, Any]:
             else None
         ),
         "chat": chat_settings_from_env(),
+        "prompt_body": bodies.prompt_kind_from_env(),
+        "reasoning_field": bodies.reasoning_field_from_env(),
         "adapters": invoke_module.adapter_components_from_env() or None,
     }
 
@@ -806,14 +893,35 @@ def chat_settings_from_env() -> ChatSmoke | None:
     tools = os.environ.get("SMOKE_CHAT_TOOLS", "false").strip().lower()
     if tools not in ("true", "false"):
         raise SetupError(f"environment variable SMOKE_CHAT_TOOLS must be true or false, got {tools!r}")
-    return ChatSmoke(route, tools == "true", invoke_module.chat_contract.features())
+    raw_extra = os.environ.get("SMOKE_CHAT_EXTRA", "").strip() or "{}"
+    try:
+        extra = json.loads(raw_extra)
+    except ValueError:
+        extra = None
+    if not isinstance(extra, dict):
+        raise SetupError(f"environment variable SMOKE_CHAT_EXTRA must be a JSON object, got {raw_extra[:80]!r}")
+    return ChatSmoke(
+        route,
+        tools == "true",
+        invoke_module.chat_contract.features(),
+        reasoning_field=bodies.reasoning_field_from_env(),
+        extra=extra,
+    )
 
 
-def chat_environment(route: str | None, tools: bool, features: Any) -> dict[str, str]:
-    """The smoke function's chat settings (read back by chat_settings_from_env); empty without chat."""
+def chat_environment(
+    route: str | None, tools: bool, features: Any, extra: dict[str, Any] | None = None
+) -> dict[str, str]:
+    """The smoke function's chat settings (read back by chat_settings_from_env); empty without chat. The reasoning
+    field comes with the endpoint's client environment (endpoint_runtime/bodies.py REASONING_FIELD)."""
     if route is None:
         return {}
-    return {"SMOKE_CHAT_ROUTE": route, "SMOKE_CHAT_TOOLS": str(tools).lower(), **features.environment()}
+    return {
+        "SMOKE_CHAT_ROUTE": route,
+        "SMOKE_CHAT_TOOLS": str(tools).lower(),
+        **features.environment(),
+        **({"SMOKE_CHAT_EXTRA": json.dumps(extra, separators=(",", ":"))} if extra else {}),
+    }
 
 
 def _required(name: str) -> str:

@@ -45,9 +45,11 @@ def stream_deadline_s() -> float | None:
 # Request: the invoke function's validation, then streaming's own two rules
 
 
-def prepare(payload: Any) -> bytes:
+def prepare(payload: Any, prompt_body: str | None = None) -> bytes:
     """The body to send to SageMaker for a decoded request: checked by the contract (invoke.validate_payload), one
-    prompt, num_beams 1, "stream": true. Raises RequestError (a 4xx) or SetupError (a 500)."""
+    prompt, num_beams 1, "stream": true, in the body kind the container takes (endpoint_runtime/bodies.py;
+    prompt_body None: PROMPT_BODY from the environment). Raises RequestError (a 4xx) or SetupError (a 500)."""
+    kind = invoke.bodies.prompt_kind_from_env() if prompt_body is None else prompt_body
     request = invoke.validate_payload(payload)
     inputs = request["inputs"]
     if isinstance(inputs, list):
@@ -59,8 +61,8 @@ def prepare(payload: Any) -> bytes:
         raise RequestError(
             f"parameters.num_beams must be 1 when streaming (beam search returns whole sequences), got {beams}"
         )
-    request["stream"] = True
-    return json.dumps(request, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    body = invoke.bodies.prompt_body(kind, request, stream=True)
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -103,12 +105,16 @@ def parse_line(line: bytes) -> dict | None:
     return value
 
 
-def token_text(obj: dict) -> str | None:
-    """The text of the token a line carries (None: no token, or a special token such as LMI's error marker).
+def token_text(obj: dict, reasoning_field: str | None = None) -> str | None:
+    """The text of the token a line carries (None: no token, or a special token such as LMI's error marker): LMI's
+    {"token": {"text"}} lines, or an OpenAI completion or chat chunk (an engine's OpenAI server streaming a prompt:
+    endpoint_runtime/bodies.py chunk_text, with the reasoning field the engine streams reasoning in).
     Raises ModelStreamFailed for an error line: {"error": ...} (LMI before inference, vLLM's error chunk) or
     details.finish_reason "error" (LMI during inference; lmi_input_output_schema.md, "Error Responses")."""
     if "error" in obj:
         raise ModelStreamFailed(invoke._model_message(json.dumps(obj)) or "the model reported an error")
+    if "choices" in obj:
+        return invoke.bodies.chunk_text(obj, reasoning_field)
     details = obj.get("details")
     if isinstance(details, dict) and details.get("finish_reason") == "error":
         raise ModelStreamFailed("the model reported an error during generation")
@@ -150,15 +156,25 @@ def reset_client() -> None:
 
 
 def open_stream(
-    endpoint_name: str, payload: Any, client=None, *, log: dict | None = None, inference_component: str | None = None
+    endpoint_name: str,
+    payload: Any,
+    client=None,
+    *,
+    log: dict | None = None,
+    inference_component: str | None = None,
+    prompt_body: str | None = None,
+    reasoning_field: str | None = None,
 ) -> tuple[int, Any]:
     """Validate `payload` and start the stream: (200, an iterator of the client's JSON lines as bytes), or
     (status, error body) when the request is refused or SageMaker refuses the call. Never raises for request, model
     or AWS errors. `log` (the request's log record) receives the AWS error and, as the stream ends, its figures.
-    `inference_component`: the component whose model answers, on an endpoint that hosts inference components."""
+    `inference_component`: the component whose model answers, on an endpoint that hosts inference components.
+    `prompt_body`: the body kind the container takes (prepare); `reasoning_field`: where its chat chunks carry
+    reasoning, streamed as tokens like the rest of the text (None: REASONING_FIELD from the environment)."""
     log = {} if log is None else log
     try:
-        body = prepare(payload)
+        body = prepare(payload, prompt_body)
+        reasoning_field = reasoning_field or invoke.bodies.reasoning_field_from_env()
         deadline_s = stream_deadline_s()
     except RequestError as e:
         return e.status, contract.error_body(e)
@@ -167,7 +183,8 @@ def open_stream(
     status, answer = _start(endpoint_name, body, client, log, inference_component, CONTENT_TYPE)
     if status != 200:
         return status, answer
-    return 200, _relay(answer["events"], endpoint_name, answer["started"], log, deadline_s, TokenLines(endpoint_name))
+    framer = TokenLines(endpoint_name, reasoning_field)
+    return 200, _relay(answer["events"], endpoint_name, answer["started"], log, deadline_s, framer)
 
 
 def open_chat_stream(
@@ -253,13 +270,14 @@ class _DeadlineReached(Exception):
 class TokenLines:
     """The generation contract's framing: {"token": {"text"}} per token, then the summary line or an error line."""
 
-    def __init__(self, endpoint_name: str) -> None:
+    def __init__(self, endpoint_name: str, reasoning_field: str | None = None) -> None:
         self.endpoint_name = endpoint_name
+        self.reasoning_field = reasoning_field  # an engine's chat chunks: reasoning is generated text too
         self.tokens: list[str] = []
         self.final: dict = {}
 
     def lines(self, obj: dict) -> Iterator[bytes]:
-        text = token_text(obj)
+        text = token_text(obj, self.reasoning_field)
         if isinstance(obj.get("generated_text"), str):
             self.final.update(generated_text=obj["generated_text"])
         if isinstance(obj.get("details"), dict):

@@ -83,6 +83,9 @@ def run_demo(config_path: str, endpoint: str | None, port: int, keep_logs: Path)
         )
     spec = deployment.endpoints[0] if endpoint is None else deployment.endpoint(endpoint)
     endpoint_name = deployment.endpoint_name(spec)
+    # the body the container takes a prompt in, and where its replies carry reasoning (the system's ContainerBodies)
+    prompt_body = deployment.plan(spec.name).prompt_body
+    reasoning_field = deployment.plan(spec.name).system.bodies.reasoning_field
     py = sys.executable
     region = deployment.environment.region or moto_server.EMULATOR_REGION
     started = time.monotonic()
@@ -145,28 +148,20 @@ def run_demo(config_path: str, endpoint: str | None, port: int, keep_logs: Path)
 
         t = _step(6, "send prompts through lambda/invoke (sagemaker-runtime -> the local server)")
         print("    (the tiny model has random weights: its text is noise; the path it took is the point)")
-        if plan.system.name in OPENAI_BODY_SYSTEMS:
+        _invoke_prompts(endpoint_name, runtime, prompt_body, reasoning_field)
+        if prompt_body != "generation":  # an engine's OpenAI server: the invoke function's chat route too
             with _function_environment(plan.chat_features.environment()):
                 _chat_prompts(endpoint_name, runtime)
-        for prompt in PROMPTS if plan.system.name not in OPENAI_BODY_SYSTEMS else []:
-            payload = {"inputs": prompt, "parameters": {"max_new_tokens": 24, "do_sample": False}}
-            t1 = time.monotonic()
-            status, body = invoke.invoke(endpoint_name, payload, client=runtime)
-            wall = (time.monotonic() - t1) * 1000
-            if status != 200:
-                raise DemoError(f"invoke returned {status}: {body}")
-            text = body["outputs"][0]["generated_text"]
-            print(f"    prompt: {prompt!r}\n    output: {text!r}\n    latency: {wall:.0f} ms")
         _done(t)
 
         t = _step(
             7, "stream a prompt through lambda/stream's code (InvokeEndpointWithResponseStream -> the local server)"
         )
-        if plan.system.name in OPENAI_BODY_SYSTEMS:
+        if prompt_body != "generation":
             with _function_environment(plan.chat_features.environment()):
                 _stream_chat(endpoint_name, runtime)
         else:
-            _stream_prompt(endpoint_name, runtime)
+            _stream_prompt(endpoint_name, runtime, prompt_body, reasoning_field)
         _done(t)
 
         step = 8
@@ -201,9 +196,6 @@ def run_demo(config_path: str, endpoint: str | None, port: int, keep_logs: Path)
 # to answer /ping.
 CONTAINER_SYSTEMS = ("vllm",)
 CONTAINER_READY_TIMEOUT_S = 900
-# Systems whose container takes OpenAI bodies only, not {"inputs", "parameters"} (systems/engine_systems.py: vLLM's
-# /invocations validates chat, then completion requests; SGLang's takes chat only).
-OPENAI_BODY_SYSTEMS = ("vllm", "sglang")
 
 
 def _tiny_architecture(model: str) -> str:
@@ -292,14 +284,35 @@ def _stream_chat(endpoint_name: str, runtime) -> None:
     )
 
 
-def _stream_prompt(endpoint_name: str, runtime) -> None:
+def _invoke_prompts(
+    endpoint_name: str, runtime, prompt_body: str = "generation", reasoning_field: str | None = None
+) -> None:
+    """PROMPTS through endpoint_runtime/invoke.py, the invoke function's code, in the body the container takes."""
+    for prompt in PROMPTS:
+        payload = {"inputs": prompt, "parameters": {"max_new_tokens": 24, "do_sample": False}}
+        t1 = time.monotonic()
+        status, body = invoke.invoke(
+            endpoint_name, payload, client=runtime, prompt_body=prompt_body, reasoning_field=reasoning_field
+        )
+        wall = (time.monotonic() - t1) * 1000
+        if status != 200:
+            raise DemoError(f"invoke returned {status}: {body}")
+        text = body["outputs"][0]["generated_text"]
+        print(f"    prompt: {prompt!r}\n    output: {text!r}\n    latency: {wall:.0f} ms")
+
+
+def _stream_prompt(
+    endpoint_name: str, runtime, prompt_body: str = "generation", reasoning_field: str | None = None
+) -> None:
     """One prompt through endpoint_runtime/stream.py, the streaming front door's code, printing each token as its
     line arrives. The local server streams with the artifact's stream_fn (LMI's JSON-lines framing in AWS
     event-stream messages); a deployed hf-fastload endpoint does not stream (docs/production.md, "Streaming")."""
     # min_new_tokens: the tiny model's random weights could pick the end-of-text token first.
     payload = {"inputs": STREAM_PROMPT, "parameters": {"max_new_tokens": 24, "min_new_tokens": 8, "do_sample": False}}
     started = time.monotonic()
-    status, answer = stream.open_stream(endpoint_name, payload, client=runtime)
+    status, answer = stream.open_stream(
+        endpoint_name, payload, client=runtime, prompt_body=prompt_body, reasoning_field=reasoning_field
+    )
     if status != 200:
         raise DemoError(f"the stream was refused with {status}: {answer}")
     print(f"    prompt: {STREAM_PROMPT!r}\n    tokens: ", end="", flush=True)

@@ -370,8 +370,11 @@ class OpenAITarget:
                                 finished = True
                                 break
                             usage = obj.get("usage") or usage
+                            # Reasoning is output too: vLLM 0.30.0 streams it as delta.reasoning (entrypoints/
+                            # generate/base/protocol.py DeltaMessage), SGLang 0.5.20 as delta.reasoning_content.
                             text = "".join(
                                 (c.get("delta") or {}).get("content")
+                                or (c.get("delta") or {}).get("reasoning")
                                 or (c.get("delta") or {}).get("reasoning_content")
                                 or ""
                                 for c in obj.get("choices") or []
@@ -438,16 +441,27 @@ class SageMakerRuntimeTarget:
         inference_component: str | None = None,
         stream: bool = True,
         session: Any = None,
+        prompt_body: str = "generation",
+        reasoning_field: str | None = None,
     ) -> None:
+        from endpoint_runtime.bodies import BODY_KINDS
+
         if not endpoint_name:
             raise LoadTestError("--endpoint-name is required for the sagemaker-runtime target")
+        if prompt_body not in BODY_KINDS:
+            raise LoadTestError(f"--prompt-body: value {prompt_body!r} is not one of {', '.join(BODY_KINDS)}")
         self.spec = {
             "endpoint_name": endpoint_name,
             "region": region,
             "endpoint_url": endpoint_url,
             "inference_component": inference_component,
             "stream": stream,
+            "prompt_body": prompt_body,
+            "reasoning_field": reasoning_field,
         }
+        # The body the endpoint's container takes a prompt in (the system's ContainerBodies, through the plan), and
+        # the field its chat replies put reasoning in (counted as output: the model generated it).
+        self.prompt_body, self.reasoning_field = prompt_body, reasoning_field
         self.endpoint_name, self.region, self.endpoint_url = endpoint_name, region, endpoint_url
         self.inference_component, self.streaming = inference_component, stream
         # A boto3 session to make the client from (the caller's credentials, already resolved); a load-generating
@@ -467,7 +481,8 @@ class SageMakerRuntimeTarget:
             "region": self.region,
             "endpoint_url": self.endpoint_url,
             "stream": self.streaming,
-            "description": f"sagemaker-runtime {op} {self.endpoint_name}{ic}"
+            "prompt_body": self.prompt_body,
+            "description": f"sagemaker-runtime {op} {self.endpoint_name}{ic} ({self.prompt_body} bodies)"
             + (f" at {self.endpoint_url}" if self.endpoint_url else ""),
         }
 
@@ -501,6 +516,9 @@ class SageMakerRuntimeTarget:
             self.executor.shutdown(wait=False)
 
     def body(self, prompt: Prompt) -> bytes:
+        """One prompt as a generation request, in the body the container takes (endpoint_runtime/bodies.py)."""
+        from endpoint_runtime import bodies
+
         if prompt.text is None:
             raise LoadTestError(
                 'the sagemaker-runtime target sends {"inputs": prompt}: a dataset line with '
@@ -512,9 +530,14 @@ class SageMakerRuntimeTarget:
         if workload.exact_output_tokens:
             params["min_new_tokens"] = prompt.output_tokens
         request: dict[str, Any] = {"inputs": prompt.text, "parameters": {**params, **workload.parameters}}
-        if self.streaming:
-            request["stream"] = True  # how LMI is asked to stream (endpoint_runtime/stream.py)
-        return json.dumps(request).encode()
+        # "stream": true is how LMI and the engines' OpenAI servers are asked to stream (endpoint_runtime/stream.py)
+        try:
+            body = bodies.prompt_body(self.prompt_body, request, stream=self.streaming)
+        except (bodies.request_contract.RequestError, bodies.request_contract.SetupError) as err:
+            raise LoadTestError(f"workload parameters: {err}") from None
+        if self.streaming and self.prompt_body != bodies.GENERATION:
+            body["stream_options"] = {"include_usage": True}  # the engine's own count of output tokens
+        return json.dumps(body).encode()
 
     async def send(self, prompt: Prompt) -> RequestRecord:
         body = self.body(prompt)
@@ -546,10 +569,13 @@ class SageMakerRuntimeTarget:
                         obj = stream.parse_line(raw)
                         if obj is None:
                             continue
-                        text = stream.token_text(obj)
+                        text = stream.token_text(obj, self.reasoning_field)
                         details = obj.get("details")
                         if isinstance(details, dict) and isinstance(details.get("generated_tokens"), int):
                             server_count = details["generated_tokens"]
+                        usage = obj.get("usage")  # an OpenAI server's last chunk (stream_options.include_usage)
+                        if isinstance(usage, dict) and isinstance(usage.get("completion_tokens"), int):
+                            server_count = usage["completion_tokens"]
                         if text:  # one token per line (LMI's framing), stamped with its part's arrival
                             texts.append(text)
                             lines += 1
@@ -566,7 +592,9 @@ class SageMakerRuntimeTarget:
                 )
                 raw = reply["Body"].read()
                 record.end = time.perf_counter()
-                outputs = json.loads(raw)
+                from endpoint_runtime import bodies
+
+                outputs = bodies.generation_outputs(self.prompt_body, json.loads(raw), self.reasoning_field)
                 items = outputs if isinstance(outputs, list) else [outputs]
                 text = "".join(str(o.get("generated_text", "")) for o in items if isinstance(o, dict))
                 _keep_output(record, text, None, 0, "")
@@ -938,7 +966,14 @@ def configure_parser(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     t = p.add_argument_group("target")
     t.add_argument("--target", choices=("openai", "sagemaker-runtime"), required=True)
     t.add_argument("--url", help="openai: base URL ending before /chat/completions (e.g. http://127.0.0.1:8000/v1)")
-    t.add_argument("--model", default="default", help="openai: the model field (default: default)")
+    # vLLM 0.30.0 answers 404 for a `model` that is not one of its served names, and any request with an empty one
+    # (entrypoints/serve/engine/serving.py _is_model_supported); SGLang does not check it.
+    t.add_argument(
+        "--model",
+        default="",
+        help="openai: the model field (default empty: the served model; through SageMaker's OpenAI route the "
+        "endpoint's name also works for vllm, which serves it)",
+    )
     t.add_argument(
         "--api-key-env",
         default=None,
@@ -954,6 +989,13 @@ def configure_parser(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     t.add_argument("--region", default=None, help="AWS region (default: the AWS configuration's)")
     t.add_argument("--endpoint-url", default=None, help="sagemaker-runtime: another runtime URL (the local server)")
     t.add_argument("--no-stream", action="store_true", help="one reply per request: end-to-end latency only")
+    t.add_argument(
+        "--prompt-body",
+        default="generation",
+        choices=("generation", "openai-completion", "openai-chat"),
+        help="sagemaker-runtime: the body the container takes a prompt in (the system's; `slo-gate` reads it from "
+        "the config): generation {inputs, parameters} (default), openai-completion (vllm), openai-chat (sglang)",
+    )
     w = p.add_argument_group("workload (flags override --workload)")
     w.add_argument("--workload", type=Path, help="YAML/JSON file with the workload keys (input_tokens, ...)")
     w.add_argument("--input-tokens", type=_distribution, help="MEAN[:STDDEV] synthetic prompt tokens (default 128)")
@@ -1038,7 +1080,12 @@ def target_from_args(args: argparse.Namespace) -> Any:
     if args.url or args.sagemaker_token:
         raise LoadTestError("--url and --sagemaker-token are for the openai target")
     return SageMakerRuntimeTarget(
-        args.endpoint_name, args.region, args.endpoint_url, args.inference_component, stream=not args.no_stream
+        args.endpoint_name,
+        args.region,
+        args.endpoint_url,
+        args.inference_component,
+        stream=not args.no_stream,
+        prompt_body=args.prompt_body,
     )
 
 

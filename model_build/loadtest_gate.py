@@ -185,6 +185,23 @@ def gate_price(plan: Any) -> Any:
     )
 
 
+def gate_target(plan: Any, region: str | None, endpoint_url: str | None = None, session: Any = None) -> Any:
+    """The load test's target for an endpoint's gate: sagemaker-runtime, streamed where the system streams, each
+    prompt in the body the container takes, replies read with its reasoning field (the system's ContainerBodies)."""
+    from model_build.loadtest import SageMakerRuntimeTarget
+
+    return SageMakerRuntimeTarget(
+        plan.endpoint_name,
+        region,
+        endpoint_url,
+        plan.component_name,
+        stream=plan.system.streaming.supported,
+        session=session,
+        prompt_body=plan.prompt_body,
+        reasoning_field=plan.system.bodies.reasoning_field,
+    )
+
+
 def run_gate(
     deployment: Any,
     plan: Any,
@@ -199,7 +216,7 @@ def run_gate(
     `endpoint_url`: another sagemaker-runtime URL (the local server). `keep_in_s3`: keep and read results in the
     environment's artifact bucket too. AWS and user errors raise (AccountError, LoadTestError, botocore's)."""
     from model_build.aws import checked_account, session_for
-    from model_build.loadtest import LoadTestError, SageMakerRuntimeTarget, run
+    from model_build.loadtest import LoadTestError, run
 
     slo = plan.spec.slo
     gate = GateResult(plan.name, plan.artifact.content_hash)
@@ -225,14 +242,7 @@ def run_gate(
             results_root, plan.name, session.client("s3", region_name=region), bucket, plan.loadtest_prefix
         )
     history = store.history()  # before the load test: a bucket we may not read fails fast
-    target = SageMakerRuntimeTarget(
-        plan.endpoint_name,
-        region,
-        endpoint_url,
-        plan.component_name,
-        stream=plan.system.streaming.supported,
-        session=session,
-    )
+    target = gate_target(plan, region, endpoint_url, session)
     # One request waits no longer than SageMaker lets it run (60 s real-time, the stream's timeout when it streams):
     # a hung endpoint ends the gate in (warm-up + requests) / concurrency x that, not the load test's 120 s each
     # (probe F3).

@@ -46,8 +46,19 @@ def run_smoke(deployment: Any, plan: Any, session: Any = None, runtime_client: A
         emulator=plan.emulator,
         inference_component=plan.component_name,
         # chat: a chat exchange (and a tool call) through the route the endpoint's clients use
-        chat=ChatSmoke(smoke.chat_route, smoke.chat_tools, plan.chat_features) if smoke.chat_route else None,
+        chat=ChatSmoke(
+            smoke.chat_route,
+            smoke.chat_tools,
+            plan.chat_features,
+            reasoning_field=smoke.reasoning_field,
+            extra=smoke.chat_extra or {},
+        )
+        if smoke.chat_route
+        else None,
         adapters={a.name: a.component_name for a in plan.adapters} or None,
+        # the body the container takes the prompt in, and its reasoning field (the system's ContainerBodies)
+        prompt_body=smoke.prompt_body,
+        reasoning_field=smoke.reasoning_field,
         session=session,
         runtime_client=runtime_client,
     )

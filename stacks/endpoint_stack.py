@@ -21,6 +21,7 @@ from constructs import Construct
 
 from deployment import EndpointPlan
 from deployment.adapters import deployable_adapters
+from endpoint_runtime import bodies
 from endpoint_runtime.smoke import chat_environment
 from systems.base import REPO_ROOT
 from systems.checks import UNSIZED_MODEL_WARNING_ID
@@ -133,7 +134,9 @@ class EndpointStack(Stack):
             wake_budget_ms=smoke.wake_budget_ms,
             environment={
                 **self.endpoint.target_environment,
-                **chat_environment(smoke.chat_route, smoke.chat_tools, plan.chat_features),
+                **chat_environment(smoke.chat_route, smoke.chat_tools, plan.chat_features, smoke.chat_extra),
+                # the body the container takes the prompt in, and its replies' reasoning field
+                **bodies.environment(plan.prompt_body, plan.system.bodies.reasoning_field),
             },
             emulator=plan.emulator,
             log_retention_days=spec.log_retention_days,
@@ -175,7 +178,7 @@ class EndpointStack(Stack):
                 spec=spec.chat.openai_route,
                 role_name=role_name(plan.project, plan.environment_name, spec.name, "openai"),
             )
-            if spec.chat is not None
+            if spec.chat
             else None
         )
 

@@ -9,9 +9,9 @@ from aws_cdk import Annotations, Stack
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-import request_contract
 from deployment import EndpointPlan
 from endpoint_config.hosting import ComputeRequirements, accelerators_per_copy
+from endpoint_runtime import bodies
 
 from .adapters import AdapterComponents
 from .async_inference import AsyncInference, AsyncKeys
@@ -276,8 +276,7 @@ class LlmEndpoint(Construct):
         """The request limits the container enforces (request_contract.limits()), for a front door that refuses what
         the model would: the same values, or neither sets them and both use the contract's defaults; and the
         endpoint's chat features (chat_contract.CHAT_ENV, none without a chat: block)."""
-        limits = {k: v for k, v in self.environment.items() if k in request_contract.LIMIT_ENV}
-        return {**limits, **self.plan.chat_features.environment()}
+        return bodies.front_door_environment(self.plan)
 
     @property
     def target_environment(self) -> dict[str, str]:

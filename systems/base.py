@@ -56,17 +56,26 @@ class ChatCapability(Capability):
     constrained_decoding: the engine can force JSON or a tool call (response_format json_object/json_schema,
       tool_choice "required" or a named function); without it the front doors refuse those.
     tool_calls: whether the endpoint's replies carry parsed tool calls, given its `engine:` options (the native
-      engines parse them only with a tool-call parser configured; our handlers always read the hermes format)."""
+      engines parse them only with a tool-call parser configured; our handlers always read the hermes format).
+    engine_server: the engine's own OpenAI server answers (vLLM, SGLang): it takes the OpenAI fields the engines
+      add (chat_contract.ENGINE_REQUEST_KEYS), and it bounds max_tokens and the prompt by its context length, so the
+      front doors add no max_tokens and cap at the engine's max_model_len (endpoint_runtime/bodies.py front_door_environment)."""
 
     route: Literal["native", "handler"] | None = None
     constrained_decoding: bool = False
     tool_calls: Callable[[EndpointSpec], bool] | None = None
+    engine_server: bool = False
 
     @classmethod
     def native(
-        cls, how: str, *, constrained_decoding: bool, tool_calls: Callable[[EndpointSpec], bool] | None
+        cls,
+        how: str,
+        *,
+        constrained_decoding: bool,
+        tool_calls: Callable[[EndpointSpec], bool] | None,
+        engine_server: bool = False,
     ) -> ChatCapability:
-        return cls(True, how, "native", constrained_decoding, tool_calls)
+        return cls(True, how, "native", constrained_decoding, tool_calls, engine_server)
 
     @classmethod
     def handler(cls, how: str) -> ChatCapability:
@@ -74,6 +83,54 @@ class ChatCapability(Capability):
 
     def parses_tool_calls(self, ep: EndpointSpec) -> bool:
         return self.supported and self.tool_calls is not None and self.tool_calls(ep)
+
+
+# The request bodies a container may take on POST /invocations (where InvokeEndpoint and the response stream deliver
+# them), and which every client of an endpoint builds with endpoint_runtime/bodies.py:
+#   generation         {"inputs", "parameters"} (request_contract.py), answered [{"generated_text"}]
+#   openai-completion  an OpenAI completion {"prompt", "max_tokens", ...}, answered choices[].text
+#   openai-chat        an OpenAI chat completion {"messages", ...} (chat_contract.py), answered choices[].message
+BodyKind = Literal["generation", "openai-completion", "openai-chat"]
+BODY_KINDS: tuple[BodyKind, ...] = ("generation", "openai-completion", "openai-chat")
+
+
+@dataclass(frozen=True)
+class ContainerBodies:
+    """Which request bodies a system's container takes on /invocations and how its replies read.
+
+    accepts: the body kinds (BODY_KINDS) the container answers; "openai-chat" exactly when the system serves chat
+      (ServingSystem checks it against `chat`). A client sends one prompt in `prompt_kind`: the generation contract
+      where the container takes it, else an OpenAI completion, else a one-message chat.
+    reasoning_field: the field of an assistant message (and of a streamed delta) that holds the model's reasoning
+      when the engine separates it (a reasoning parser); None: reasoning stays in the content. A chat reply whose
+      content is null while this field holds text is a model still thinking when max_tokens ran out: it answered.
+    Tool calls read as OpenAI's message.tool_calls wherever a chat system parses them (ChatCapability.tool_calls
+    says when)."""
+
+    accepts: frozenset[BodyKind]
+    reasoning_field: str | None = None
+    # The chat request fields that ask the engine not to reason first, where it honours them (a check that needs
+    # an answer within a few tokens sends them); None: none known.
+    thinking_off: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        unknown = set(self.accepts) - set(BODY_KINDS)
+        if unknown or not self.accepts:
+            raise ValueError(f"body kinds {sorted(unknown) or 'none'}: give some of {BODY_KINDS}")
+
+    @property
+    def prompt_kind(self) -> BodyKind:
+        """The body one prompt travels in (the smoke test, the SLO gate, the invoke and stream functions' generation
+        route, the demo)."""
+        return next(kind for kind in BODY_KINDS if kind in self.accepts)
+
+    @property
+    def chat(self) -> bool:
+        return "openai-chat" in self.accepts
+
+
+GENERATION_ONLY = ContainerBodies(frozenset({"generation"}))
+GENERATION_AND_CHAT = ContainerBodies(frozenset({"generation", "openai-chat"}))
 
 
 @dataclass(frozen=True)
@@ -301,6 +358,7 @@ class ServingSystem:
       None: parameters x the dtype's bytes, from endpoint_config.models.
     rules: the rules only this system has, on an endpoint whose schema rules passed.
     legacy / replacement: retired upstream, kept as a pinned recipe and announced at synth with its replacement.
+    bodies: which request bodies the container takes on /invocations and how its replies read (ContainerBodies).
     request_timeout: how the container limits one request's time (RequestTimeout); the plan sets it to the
       endpoint's invocation timeout (deployment.plan EndpointPlan.invocation_timeout_s). Every registered system
       states it (tests/systems/test_request_timeouts.py).
@@ -343,10 +401,26 @@ class ServingSystem:
     adapters: AdapterSupport = AdapterSupport.no(
         "no way to load LoRA adapter inference components is established for it"
     )
+    # Which request bodies the container takes and how its replies read: every client builds its bodies from this
+    # (through the endpoint plan; tests/systems/test_client_bodies.py drives each client against each system).
+    bodies: ContainerBodies = GENERATION_ONLY
+    # The container environment that has the engine answer OpenAI requests whose `model` is one of `names` (the
+    # SageMaker endpoint's name first, what callers of SageMaker's OpenAI route send; then the config's name); the
+    # plan adds it (the artifact is shared by every environment, so its manifest does not hold it). None: the
+    # container does not check the name.
+    served_names_environment: Callable[[tuple[str, ...]], dict[str, str]] | None = None
+    # What only this system refuses about a checkpoint's own facts (its config.json's architecture): at load for a
+    # local or known model (systems/checks.py), at build on the real files (systems/checkpoint_artifact.py).
+    checkpoint_rules: Callable[[EndpointSpec, Any], list[str]] | None = None
 
     def __post_init__(self) -> None:
         if (self.image is None) == (self.own_container is None):
             raise ValueError(f"system {self.name!r}: give exactly one of image= or own_container=")
+        if self.bodies.chat != self.chat.supported:
+            raise ValueError(
+                f"system {self.name!r}: its container bodies ({sorted(self.bodies.accepts)}) and its chat capability "
+                f"(supported: {self.chat.supported}) disagree"
+            )
         if self.staged_weights_environment is not None and self.network_isolation:
             raise ValueError(f"system {self.name!r}: an engine that reads its weights from S3 needs network access")
 

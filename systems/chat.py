@@ -59,7 +59,7 @@ def has_chat_template(model_dir: Path) -> bool:
 def chat_problems(ep: EndpointSpec, system: ServingSystem, systems: dict[str, ServingSystem]) -> list[str]:
     """An endpoint's `chat:` block against its system: the system must serve chat, and a local model without a
     chat template needs chat.template (a Hub model is checked at build, when its files are read)."""
-    if ep.chat is None:
+    if not ep.chat:  # unset (on by default only where it can be: deployment/plan.py chat_by_default) or false
         return []
     if not system.chat.supported:
         serving = ", ".join(name for name, s in systems.items() if s.chat.supported) or "none"

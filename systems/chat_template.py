@@ -20,12 +20,12 @@ def write_chat_template(endpoint: EndpointSpec, out_dir: Path, template: str | N
     the endpoint asks for chat and there is none, or the template cannot render."""
     from systems.hf_fastload.recipe import check_chat_template, set_chat_template
 
-    if template is None and endpoint.chat is not None:
+    if template is None and endpoint.chat:
         template = endpoint.chat.template
     if template is not None:
         set_chat_template(Path(out_dir), template)
     source = check_chat_template(Path(out_dir), given=template is not None)
-    if source is None and endpoint.chat is not None:
+    if source is None and endpoint.chat:
         raise BuildError(missing_template_error(endpoint, "its tokenizer files carry none"))
     return source
 

@@ -183,6 +183,28 @@ def _copy(source: Path, target: Path) -> str:
     return digest.hexdigest()
 
 
+def _write_chat_template(endpoint: EndpointSpec, out_dir: Path, copied: dict[str, str]) -> list[str]:
+    """An endpoint that serves chat: chat.template written into the artifact's tokenizer_config.json (a
+    chat_template.jinja beside it goes), where both engines read it: vLLM 0.30.0 renders with the tokenizer's chat
+    template unless a request or --chat-template gives one (renderers/hf.py resolve_chat_template), SGLang 0.5.20
+    takes the processor's or the tokenizer's (srt/parser/template_manager.py _resolve_hf_chat_template); then a
+    sample conversation rendered with it. BuildError when the endpoint serves chat and the artifact has no template.
+    The rewritten files' digests replace the copies' in `copied`; returns their names."""
+    from .chat_template import write_chat_template
+
+    before = {name: (out_dir / name).is_file() for name in ("tokenizer_config.json", "chat_template.jinja")}
+    source = write_chat_template(endpoint, out_dir)
+    if source != "config":
+        return []
+    for name, existed in before.items():
+        path = out_dir / name
+        if path.is_file():
+            copied[name] = hashlib.sha256(path.read_bytes()).hexdigest()
+        elif existed:
+            copied.pop(name, None)
+    return ["tokenizer_config.json"]
+
+
 def build_checkpoint_artifact(
     endpoint: EndpointSpec, out_dir: Path, progress: bool, system: ServingSystem
 ) -> dict[str, Any]:
@@ -236,6 +258,8 @@ def build_checkpoint_artifact(
         raise _fail(endpoint, f"the tokenizer does not load or work: {type(err).__name__}: {err}") from None
     assert system.profile is not None
     problems = checkpoint_problems(endpoint, system.profile(endpoint), checkpoint, all_systems())
+    if system.checkpoint_rules is not None:
+        problems += system.checkpoint_rules(endpoint, checkpoint)
     if problems:
         raise BuildError(
             "the checkpoint's own files refuse this endpoint; nothing was written:\n  - " + "\n  - ".join(problems)
@@ -247,9 +271,12 @@ def build_checkpoint_artifact(
     names = [p.name for p in shards] + [n for n in (INDEX_FILE, *METADATA_FILES) if (source / n).is_file()]
     for name in names:
         copied[name] = _copy(source / name, out_dir / name)
+    written: list[str] = []
+    if endpoint.chat:
+        written = _write_chat_template(endpoint, out_dir, copied)
     for name in METADATA_FILES:
-        if (source / name).is_file():
-            copied[f"{METADATA_DIR}/{name}"] = _copy(source / name, out_dir / METADATA_DIR / name)
+        if (out_dir / name).is_file():  # the copies, with a chat template written in
+            copied[f"{METADATA_DIR}/{name}"] = _copy(out_dir / name, out_dir / METADATA_DIR / name)
     steps.update()
 
     steps.set_postfix_str("hash")
@@ -279,7 +306,10 @@ def build_checkpoint_artifact(
         "parts": {"model_data": "", "streamed_model_data": f"{METADATA_DIR}/"},
     }
     # Checked right below: a mismatch fails the build, and the build directory is discarded (model_build's atomic build).
-    verification["files"] = f"{len(copied)} files byte-identical to the source (sha256 read while copying and again)"
+    verification["files"] = (
+        f"{len(copied)} files byte-identical to the source (sha256 read while copying and again)"
+        + (f"; {', '.join(written)} with chat.template written in" if written else "")
+    )
     manifest = write_manifest(out_dir, progress=progress, **fields, verification=verification)
     steps.update()
 

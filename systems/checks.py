@@ -141,6 +141,17 @@ def system_problems(ep: EndpointSpec, system: ServingSystem, systems: dict[str, 
                     f"is measured on a token stream and system {ep.system!r} does not stream "
                     f"({system.streaming.note}); systems that stream: {_offered_by(systems, 'streaming')}",
                 )
+    # The managed benchmark (AIPerf, CreateAIBenchmarkJob) needs "an LLM that supports the OpenAI-compatible chat
+    # completions API" (SageMaker Developer Guide, "Benchmark generative AI inference endpoints"): every job would
+    # fail on a system whose container answers no chat.
+    if ep.slo is not None and ep.slo.managed_benchmark and not system.chat.supported:
+        refused(
+            "slo.managed_benchmark",
+            "true",
+            system.chat,
+            _offered_by(systems, "chat"),
+            "the benchmark sends OpenAI chat completions; systems that serve them",
+        )
     if ep.hosting.uses_components and not system.inference_components.supported:
         refused(
             "hosting.mode",
@@ -174,6 +185,12 @@ def system_problems(ep: EndpointSpec, system: ServingSystem, systems: dict[str, 
         problems += unprofiled_engine_problems(ep)
     if not problems:
         problems += environment_problems(ep, system) + slo_context_problems(ep, system)
+    if (
+        system.checkpoint_rules is not None
+        and checkpoint is not None
+        and not engine_problems(ep, system.engine_options)
+    ):
+        problems += system.checkpoint_rules(ep, checkpoint)
     return problems
 
 

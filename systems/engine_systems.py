@@ -106,7 +106,7 @@ def openai_chat(how: str, tool_calls: Callable[[EndpointSpec], bool]) -> ChatCap
     """The engines' own chat completions on /invocations (the route OPENAI_STREAMING names): the model's chat
     template, tool calls parsed where the endpoint configures a parser (`tool_calls`), JSON schemas and a named
     tool_choice by the engine's structured outputs."""
-    return ChatCapability.native(how, constrained_decoding=True, tool_calls=tool_calls)
+    return ChatCapability.native(how, constrained_decoding=True, tool_calls=tool_calls, engine_server=True)
 
 
 __all__ = [

@@ -71,7 +71,7 @@ def build_decoder_artifact(
         model.save_pretrained(out_dir, max_shard_size=endpoint.max_shard_size, safe_serialization=True)
         common.config_for_container(out_dir, endpoint.dtype)
         tokenizer_export.write(out_dir)
-        if endpoint.chat is not None:  # the chat template the engine's chat route renders (systems/chat_template.py)
+        if endpoint.chat:  # the chat template the engine's chat route renders (systems/chat_template.py)
             chat["source"] = write_chat_template(endpoint, out_dir)
         if properties is not None:
             write_properties(out_dir, properties)

@@ -13,6 +13,7 @@ from typing import Literal
 
 from endpoint_config import EndpointSpec
 from systems.base import (
+    GENERATION_AND_CHAT,
     Capability,
     EngineOptions,
     EngineProfile,
@@ -132,6 +133,8 @@ SYSTEM = ServingSystem(
         "its container's Hugging Face inference toolkit answers with one whole reply (handler_service.handle returns [response]; aws/sagemaker-huggingface-inference-toolkit) and calls no streaming function"
     ),
     chat=HF_HANDLER_CHAT,
+    # code/inference.py answers both: "messages" as chat (chat_contract.py), else the generation contract.
+    bodies=GENERATION_AND_CHAT,
     inference_components=Capability.no(
         "its Hugging Face PyTorch inference image is not documented for inference components (no AWS or Hugging Face source found)"
     ),

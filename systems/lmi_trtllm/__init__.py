@@ -17,6 +17,7 @@ engines/python/setup/djl_python/properties_manager/trt_properties.py (max_input_
 from __future__ import annotations
 
 from endpoint_config import EndpointSpec
+from systems.base import GENERATION_AND_CHAT
 from systems.chat import LMI_TRTLLM_CHAT
 from systems.djl_common import djl_system
 from systems.djl_common.lmi import (
@@ -94,6 +95,8 @@ SYSTEM = djl_system(
     ),
     streaming=LMI_STREAMING,
     chat=LMI_TRTLLM_CHAT,
+    # LMI answers {"inputs", "parameters"} and "messages" (trtllm_async_service.py openai_chat) on /invocations.
+    bodies=GENERATION_AND_CHAT,
     inference_components=LMI_INFERENCE_COMPONENTS,
 )
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Literal, get_args
 
 from endpoint_config import EndpointSpec, InstanceType
-from systems.base import AdapterSupport, LoraSizing
+from systems.base import GENERATION_AND_CHAT, AdapterSupport, LoraSizing
 from systems.djl_common import djl_system
 from systems.djl_common.lmi import (
     LMI_INFERENCE_AMI_VERSION,
@@ -121,6 +121,9 @@ SYSTEM = djl_system(
     streaming=LMI_STREAMING,
     inference_components=LMI_INFERENCE_COMPONENTS,
     chat=CHAT,
+    # LMI maps "inputs" to vLLM's prompt and answers "messages" as chat (lmi_vllm/request_response_utils.py). Which
+    # field its vLLM 0.23 puts reasoning in is unverified here: none is declared, so a check reads the content.
+    bodies=GENERATION_AND_CHAT,
     # LMI 27 installs vLLM 0.23.1.dev4+gcd87ce883 (lmi-container-requirements.txt); the nearest release read: 0.23.0.
     model_registry="vllm==0.23.0",
     adapters=AdapterSupport(

@@ -20,7 +20,7 @@ from pydantic import ValidationError
 
 from endpoint_config import EndpointSpec, InstanceType
 
-from ..base import Capability, EngineProfile, ServingSystem
+from ..base import Capability, ContainerBodies, EngineProfile, ServingSystem
 from ..engine_systems import (
     DEFAULT_DOWNLOAD_TIMEOUT_S,
     DEFAULT_STARTUP_TIMEOUT_S,
@@ -63,13 +63,19 @@ def default_memory_fraction(gpu_memory_gib: float, tensor_parallel: int) -> floa
 
 def container_environment(endpoint: EndpointSpec) -> dict[str, str]:
     """The engine options as SM_SGLANG_* variables, plus the tensor-parallel size (tensor_parallel_degree), the
-    dtype the engine casts the weights to and the served model name (the endpoint's name). --model-path stays the
-    entrypoint's default, /opt/ml/model, where SageMaker mounts the artifact."""
+    dtype the engine casts the weights to. --model-path stays the entrypoint's default, /opt/ml/model, where SageMaker
+    mounts the artifact. The served model name is the plan's (served_names_environment)."""
     env = SglangEngineOptions.parse(endpoint).environment()
     env[f"{ENV_PREFIX}TP_SIZE"] = str(endpoint.tensor_parallel_degree)
     env[f"{ENV_PREFIX}DTYPE"] = DTYPE_FLAG[endpoint.dtype]
-    env[f"{ENV_PREFIX}SERVED_MODEL_NAME"] = endpoint.name
     return dict(sorted(env.items()))
+
+
+def served_names_environment(names: tuple[str, ...]) -> dict[str, str]:
+    """--served-model-name takes one name in SGLang 0.5.20, "the model name returned by the v1/models endpoint"
+    (srt/arg_groups/fields/serving.py); its chat handler does not check a request's `model` against it and echoes
+    the request's (srt/entrypoints/openai/serving_chat.py): the SageMaker endpoint's name."""
+    return {f"{ENV_PREFIX}SERVED_MODEL_NAME": names[0]}
 
 
 def profile(endpoint: EndpointSpec) -> EngineProfile:
@@ -140,6 +146,17 @@ SYSTEM = ServingSystem(
         "ll_parser, JSON schemas and a named tool_choice by its grammar backend",
         parses_tool_calls,
     ),
+    # /invocations takes a ChatCompletionRequest only (srt/entrypoints/http_server.py), so a prompt travels as a
+    # one-message chat; reasoning comes in the message's `reasoning_content` (srt/entrypoints/openai/protocol.py
+    # ChatMessage).
+    # enable_thinking false in chat_template_kwargs is what SGLang itself sets for reasoning_effort "none"
+    # (srt/entrypoints/openai/protocol.py ChatCompletionRequest.reasoning_effort).
+    bodies=ContainerBodies(
+        frozenset({"openai-chat"}),
+        reasoning_field="reasoning_content",
+        thinking_off={"chat_template_kwargs": {"enable_thinking": False}},
+    ),
+    served_names_environment=served_names_environment,
     request_timeout=ENGINE_SERVER_REQUEST_TIMEOUT,
     model_registry=ENGINE,
     inference_components=Capability.yes(

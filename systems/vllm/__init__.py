@@ -9,13 +9,15 @@ reads the weights from the artifact's S3 prefix itself instead (vLLM's Run:ai mo
 
 from __future__ import annotations
 
+import json
 from typing import ClassVar
 
 from pydantic import ValidationError
 
 from endpoint_config import EndpointSpec, InstanceType
 
-from ..base import Capability, EngineProfile, ServingSystem, StreamedWeights
+from ..base import Capability, ContainerBodies, EngineProfile, ServingSystem, StreamedWeights
+from ..checkpoint_facts import Checkpoint
 from ..engine_systems import (
     DEFAULT_DOWNLOAD_TIMEOUT_S,
     DEFAULT_STARTUP_TIMEOUT_S,
@@ -73,13 +75,20 @@ class VllmEngineOptions(VllmOptions):
 def container_environment(endpoint: EndpointSpec) -> dict[str, str]:
     """The engine options as SM_VLLM_* variables, plus what the endpoint decides: the tensor-parallel size (the
     endpoint's tensor_parallel_degree, which also sizes an inference component's GPUs), the dtype the engine casts
-    the weights to, and the served model name (the endpoint's name: what OpenAI clients send as `model`; vLLM also
-    accepts an empty one, entrypoints/serve/engine/serving.py _is_model_supported)."""
+    the weights to. The served model names are the plan's (served_names_environment)."""
     env = VllmEngineOptions.parse(endpoint).environment()
     env[f"{ENV_PREFIX}TENSOR_PARALLEL_SIZE"] = str(endpoint.tensor_parallel_degree)
     env[f"{ENV_PREFIX}DTYPE"] = DTYPE_FLAG[endpoint.dtype]
-    env[f"{ENV_PREFIX}SERVED_MODEL_NAME"] = endpoint.name
     return dict(sorted(env.items()))
+
+
+def served_names_environment(names: tuple[str, ...]) -> dict[str, str]:
+    """--served-model-name with every name: vLLM answers a request whose `model` is empty or one of them, else 404
+    "The model `X` does not exist." (entrypoints/serve/engine/serving.py _is_model_supported); the flag takes several
+    names ("the server will respond to any of the provided names. The model name in the model field of a response
+    will be the first name", config/model.py ModelConfig.served_model_name; nargs "+", engine/arg_utils.py), and
+    the DLC's sagemaker_args.py turns a JSON array into one token per element."""
+    return {f"{ENV_PREFIX}SERVED_MODEL_NAME": json.dumps(list(names), separators=(",", ":"))}
 
 
 def streams_from_s3(endpoint: EndpointSpec) -> bool:
@@ -145,6 +154,39 @@ def rules(endpoint: EndpointSpec, instance: InstanceType) -> list[str]:
     return found
 
 
+# gpt-oss's chat goes through openai-harmony: vLLM 0.30.0 loads HarmonyEncodingName.HARMONY_GPT_OSS on the first chat
+# request (entrypoints/openai/parser/harmony_utils.py get_encoding), and harmony's loader reads o200k_base.tiktoken
+# from the folder TIKTOKEN_ENCODINGS_BASE names, else downloads it from openaipublic.blob.core.windows.net
+# (openai/harmony src/tiktoken_ext/public_encodings.rs Encoding::load, at 55dc3228). An isolated container cannot
+# download: /ping answers, and every chat request fails ("error downloading or loading vocab file",
+# vllm-project/vllm#22525). Shipping the vocabulary in the artifact would need it fetched at build (no such step
+# exists yet), so the safe behaviour is to refuse, naming the ways that work.
+HARMONY_ARCHITECTURES = ("GptOssForCausalLM",)
+
+
+def checkpoint_rules(endpoint: EndpointSpec, checkpoint: Checkpoint) -> list[str]:
+    """What the checkpoint's config.json refuses beyond the shared checks (systems/checks.py runs it at load for
+    a local or known model, systems/checkpoint_artifact.py at build on the real files)."""
+    return harmony_isolation_problem(endpoint, VllmEngineOptions.parse(endpoint), checkpoint.facts.architecture)
+
+
+def harmony_isolation_problem(endpoint: EndpointSpec, engine: VllmEngineOptions, architecture: str | None) -> list[str]:
+    from endpoint_config.security import network_isolation
+
+    if architecture not in HARMONY_ARCHITECTURES:
+        return []
+    if not network_isolation(endpoint, not engine.stream_weights_from_s3):
+        return []
+    return [
+        f"endpoint {endpoint.name!r}: network.network_isolation: model {endpoint.model!r} is a {architecture}, whose "
+        "chat vLLM renders with openai-harmony, which downloads its vocabulary (o200k_base.tiktoken) on the first "
+        "chat request unless TIKTOKEN_ENCODINGS_BASE names a local copy (openai/harmony "
+        "src/tiktoken_ext/public_encodings.rs); an isolated container cannot download it, so every chat request "
+        "would fail. Allowed: engine.stream_weights_from_s3 true, or network.network_isolation false (with a route "
+        "to the internet in a VPC)"
+    ]
+
+
 def parses_tool_calls(endpoint: EndpointSpec) -> bool:
     """Whether replies carry parsed tool calls: the engine parses them only with a tool-call parser configured."""
     options = VllmEngineOptions.model_validate(endpoint.engine)
@@ -170,6 +212,20 @@ SYSTEM = ServingSystem(
         "y its structured outputs",
         parses_tool_calls,
     ),
+    # /invocations tries ChatCompletionRequest, then CompletionRequest (vllm/entrypoints/serve/sagemaker/api_router.py,
+    # entrypoints/generate/factories.py); {"inputs"} fails both (400). A reasoning parser's text goes to the message's
+    # `reasoning` (entrypoints/openai/chat_completion/protocol.py ChatMessage.reasoning; the request side still
+    # renames a sent `reasoning_content` to it, _normalize_messages_before).
+    # enable_thinking false: the qwen3 reasoning parser then starts in content (vllm/parser/qwen3.py), templates that
+    # read it skip the thinking, and the others never see it ("For templates that don't declare the variable,
+    # resolve_chat_template_kwargs filters it out harmlessly": chat_completion/protocol.py, renderers/hf.py).
+    bodies=ContainerBodies(
+        frozenset({"openai-completion", "openai-chat"}),
+        reasoning_field="reasoning",
+        thinking_off={"chat_template_kwargs": {"enable_thinking": False}},
+    ),
+    served_names_environment=served_names_environment,
+    checkpoint_rules=checkpoint_rules,
     request_timeout=ENGINE_SERVER_REQUEST_TIMEOUT,
     model_registry=ENGINE,
     inference_components=Capability.yes(

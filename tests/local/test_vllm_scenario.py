@@ -132,12 +132,7 @@ def _stop_server(server: subprocess.Popen, log: Path) -> None:
 
 
 @pytest.mark.e2e
-@pytest.mark.xfail(
-    strict=True,
-    raises=SeamFindings,
-    reason="engines review F1, F2, F5: the smoke test and SageMaker-route clients send what vLLM refuses "
-    "(fixed in the clients by the seams change; remove this marker then)",
-)
+@pytest.mark.emulator
 def test_vllm_endpoint_end_to_end_on_the_real_vllm_engine(tmp_path, monkeypatch):
     assert VLLM_PYTHON.is_file(), f"{VLLM_PYTHON} is missing: run `make vllm-env`"
     from openai import NotFoundError, OpenAI

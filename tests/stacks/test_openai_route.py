@@ -154,10 +154,13 @@ def test_the_functions_get_the_endpoints_chat_settings(templates) -> None:
         if r["Type"] == "AWS::Lambda::Function" and lid.startswith(("Invoke", "Stream", "SmokeTest"))
     }
     chat = {"CHAT_ROUTE": "native", "CHAT_TOOL_CALLS": "false", "CHAT_CONSTRAINED_DECODING": "true"}
+    # and how LMI takes a prompt (systems/lmi_vllm ContainerBodies, endpoint_runtime/bodies.py; no reasoning field)
+    chat.update(PROMPT_BODY="generation", REASONING_FIELD=None)
     for lid, env in functions.items():
         assert {k: env.get(k) for k in chat} == chat, lid
     [smoke] = [env for lid, env in functions.items() if lid.startswith("SmokeTest")]
     assert (smoke["SMOKE_CHAT_ROUTE"], smoke["SMOKE_CHAT_TOOLS"]) == ("openai", "false")
+    assert "SMOKE_CHAT_EXTRA" not in smoke  # no thinking-off fields are known for LMI
     smoke_policy = statements_of(template, lambda r: "SmokeTest" in str(r["Properties"].get("Roles")))
     assert allowed(smoke_policy, "sagemaker:CallWithBearerToken", "*", template)
     async_functions = templates["llm-endpoints-prod-summarize-async"]["Resources"].values()

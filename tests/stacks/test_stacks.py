@@ -286,6 +286,8 @@ def test_invoke_function_may_only_invoke_its_endpoint(local):
         "CHAT_ROUTE": "handler",
         "CHAT_TOOL_CALLS": "true",
         "CHAT_CONSTRAINED_DECODING": "false",
+        # the body hf-fastload's container takes a prompt in (ContainerBodies, endpoint_runtime/bodies.py)
+        "PROMPT_BODY": "generation",
     }
     assert props["Timeout"] == 65 and props["Runtime"] == "python3.14"
     statements = _statements(local, stack, "InvokeRole")

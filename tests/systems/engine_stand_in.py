@@ -6,11 +6,14 @@ What is reproduced, each from the container's source (written here from the rule
   sglang_argv  scripts/docker/sglang/sagemaker_entrypoint.sh (3a66fab5ed): its `env | grep` + `IFS='=' read` loop, run
                by the real bash here so that bash's splitting rules apply; then --port 8080, --host 0.0.0.0,
                --model-path /opt/ml/model unless set.
-  StandIn      the served part both engines share for chat: GET /ping; POST /invocations and /v1/chat/completions
-               taking an OpenAI chat body only (vLLM also takes a completion body there; neither takes
-               {"inputs", "parameters"}: vLLM answers "Cannot find suitable handler for request", 400), the
-               served model name checked as vLLM checks it (empty or the served name), max_model_len /
-               context_length capping prompt + output, streaming as server-sent events. The model is loaded with
+  StandIn      the served part both engines share: GET /ping; POST /invocations and /v1/chat/completions taking
+               an OpenAI chat body, and for vLLM an OpenAI completion body on /invocations too (vLLM 0.30.0
+               entrypoints/serve/sagemaker/api_router.py tries ChatCompletionRequest, then CompletionRequest;
+               SGLang 0.5.20 http_server.py's /invocations takes a ChatCompletionRequest only, FastAPI's 422
+               otherwise); neither takes {"inputs", "parameters"} (vLLM: "Cannot find suitable handler for
+               request", 400). The served model name is checked as vLLM checks it (empty or one of the
+               --served-model-name values, entrypoints/serve/engine/serving.py _is_model_supported; SGLang does
+               not check it), max_model_len / context_length caps prompt + output, streaming as server-sent events. The model is loaded with
                transformers on the CPU from the --model / --model-path directory: the artifact as the engine gets it.
 What it is not: the engines' schedulers, kernels, parsers or memory planning; those need the GPU.
 """
@@ -92,7 +95,8 @@ class StandIn:
 
         self.engine = engine
         path = flags.get("--model") or flags.get("--model-path")
-        self.served = flags.get("--served-model-name")
+        served = flags.get("--served-model-name")
+        self.served = [served] if isinstance(served, str) else list(served or [])
         self.max_len = int(flags.get("--max-model-len") or flags.get("--context-length") or 0) or None
         self.tokenizer = transformers.AutoTokenizer.from_pretrained(path)
         self.model = transformers.AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
@@ -101,7 +105,10 @@ class StandIn:
     def chat(self, body: dict[str, Any]) -> tuple[int, Any]:
         import torch
 
-        if not isinstance(body.get("messages"), list):
+        completion = self.engine == "vllm" and not isinstance(body.get("messages"), list) and "prompt" in body
+        if not isinstance(body.get("messages"), list) and not completion:
+            if self.engine == "sglang":
+                return 422, {"detail": [{"type": "missing", "loc": ["body", "messages"], "msg": "Field required"}]}
             return 400, {
                 "error": {
                     "message": "Cannot find suitable handler for request. Expected one of: "
@@ -110,11 +117,16 @@ class StandIn:
                 }
             }
         model = body.get("model")
-        if model and model != self.served:
+        if self.engine == "vllm" and model and model not in self.served:
             return 404, {"error": {"message": f"The model `{model}` does not exist.", "type": "NotFoundError"}}
-        ids = self.tokenizer.apply_chat_template(
-            body["messages"], add_generation_prompt=True, return_tensors="pt", return_dict=True
-        )["input_ids"]
+        if completion:
+            if not isinstance(body["prompt"], str):
+                return 400, {"error": {"message": "the stand-in takes one prompt string", "type": "BadRequestError"}}
+            ids = self.tokenizer(body["prompt"], return_tensors="pt")["input_ids"]
+        else:
+            ids = self.tokenizer.apply_chat_template(
+                body["messages"], add_generation_prompt=True, return_tensors="pt", return_dict=True
+            )["input_ids"]
         wanted = int(body.get("max_tokens") or body.get("max_completion_tokens") or 16)
         if self.max_len is not None and ids.shape[1] + wanted > self.max_len:
             return 400, {
@@ -132,23 +144,25 @@ class StandIn:
                 pad_token_id=self.tokenizer.pad_token_id,
             )
         new = out[0, ids.shape[1] :]
+        text = self.tokenizer.decode(new, skip_special_tokens=True)
+        usage = {"prompt_tokens": ids.shape[1], "completion_tokens": len(new), "total_tokens": ids.shape[1] + len(new)}
+        if completion:
+            echoed = body["prompt"] if body.get("echo") else ""
+            return 200, {
+                "id": "cmpl-stand-in",
+                "object": "text_completion",
+                "created": int(time.time()),
+                "model": self.served[0] if self.served else "",
+                "choices": [{"index": 0, "finish_reason": "length", "text": echoed + text}],
+                "usage": usage,
+            }
         return 200, {
             "id": "chatcmpl-stand-in",
             "object": "chat.completion",
             "created": int(time.time()),
-            "model": self.served or "",
-            "choices": [
-                {
-                    "index": 0,
-                    "finish_reason": "length",
-                    "message": {"role": "assistant", "content": self.tokenizer.decode(new, skip_special_tokens=True)},
-                }
-            ],
-            "usage": {
-                "prompt_tokens": ids.shape[1],
-                "completion_tokens": len(new),
-                "total_tokens": ids.shape[1] + len(new),
-            },
+            "model": self.served[0] if self.served else "",
+            "choices": [{"index": 0, "finish_reason": "length", "message": {"role": "assistant", "content": text}}],
+            "usage": usage,
         }
 
 
@@ -178,17 +192,27 @@ def serving(stand_in: StandIn) -> Iterator[str]:
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
             except ValueError as err:
                 return self._send(400, {"error": {"message": f"JSON decode error: {err}"}})
+            if self.path != "/invocations" and isinstance(body, dict) and "messages" not in body:
+                return self._send(400, {"error": {"message": "messages: Field required", "type": "BadRequestError"}})
             status, reply = stand_in.chat(body if isinstance(body, dict) else {})
             if status == 200 and body.get("stream"):
-                text = reply["choices"][0]["message"]["content"]
-                chunk = {
-                    "id": reply["id"],
-                    "object": "chat.completion.chunk",
-                    "created": reply["created"],
-                    "model": reply["model"],
-                    "choices": [{"index": 0, "delta": {"content": text}}],
-                }
-                events = f"data: {json.dumps(chunk)}\n\ndata: [DONE]\n\n".encode()
+                choice = reply["choices"][0]
+                if "text" in choice:  # a completion streams text_completion chunks
+                    chunk = {**reply, "choices": [{"index": 0, "text": choice["text"]}]}
+                    chunk.pop("usage")
+                else:
+                    chunk = {
+                        "id": reply["id"],
+                        "object": "chat.completion.chunk",
+                        "created": reply["created"],
+                        "model": reply["model"],
+                        "choices": [{"index": 0, "delta": {"content": choice["message"]["content"]}}],
+                    }
+                usage = {**chunk, "choices": [], "usage": reply["usage"]}
+                tail = (
+                    f"data: {json.dumps(usage)}\n\n" if (body.get("stream_options") or {}).get("include_usage") else ""
+                )
+                events = f"data: {json.dumps(chunk)}\n\n{tail}data: [DONE]\n\n".encode()
                 return self._send(200, events, "text/event-stream")
             return self._send(status, reply)
 

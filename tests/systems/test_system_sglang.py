@@ -102,7 +102,8 @@ def test_artifact_serves_openai_chat_on_the_stand_in(tmp_path, tiny_chat_models)
             f"{url}/invocations", json={"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 3}
         )
         assert invoked.json()["choices"][0]["message"]["content"] == reply.choices[0].message.content
-        assert httpx.post(f"{url}/invocations", json={"inputs": "Hi"}).status_code == 400
+        # FastAPI refuses a body that is not a ChatCompletionRequest with 422 (http_server.py's /invocations)
+        assert httpx.post(f"{url}/invocations", json={"inputs": "Hi"}).status_code == 422
 
 
 def test_default_memory_share_is_an_upper_bound_of_sglangs_rule():

@@ -33,6 +33,9 @@ ARCH_CLASSES = {
     "qwen3_moe": "Qwen3MoeForCausalLM",
     "gpt_oss": "GptOssForCausalLM",
 }
+# gpt-oss on vllm needs the network for its chat vocabulary (systems/vllm harmony_isolation_problem): these configs
+# open it, as the gpt-oss example does by streaming its weights.
+OPEN = "    network: {network_isolation: false}\n"
 
 
 # ---- the system -------------------------------------------------------------------------------------------------
@@ -114,7 +117,10 @@ def test_each_architecture_builds_through_both_engine_systems(tmp_path, tiny_cha
     """The checkpoint copied unchanged and verified, for every system that claims the architecture."""
     source = tiny_chat_models[arch]
     for system in ("vllm", "sglang"):
-        plan, manifest, out = build(tmp_path, endpoint_yaml(f"t-{system}", system, str(source)), f"{arch}-{system}")
+        extra = OPEN if (arch, system) == ("gpt_oss", "vllm") else ""
+        plan, manifest, out = build(
+            tmp_path, endpoint_yaml(f"t-{system}", system, str(source), extra=extra), f"{arch}-{system}"
+        )
         assert manifest["model"]["architecture"] == ARCH_CLASSES[arch] and manifest["system"] == system
         for name in ("model.safetensors", "config.json", "tokenizer.json", "tokenizer_config.json"):
             assert (out / name).read_bytes() == (source / name).read_bytes(), name
@@ -123,7 +129,10 @@ def test_each_architecture_builds_through_both_engine_systems(tmp_path, tiny_cha
         assert not list((out / "metadata").glob("*.safetensors"))
         check = manifest["verification"]
         assert check["parameters"].startswith(f"{manifest['model']['parameter_count']:,} = config.json's")
-        assert check["tokenizer"]["chat_template"] and manifest["environment"] == plan.container_environment("b")
+        # The manifest holds the system's environment; the plan adds the served names of the environment's endpoint.
+        served = plan.system.served_names_environment(plan.served_model_names)
+        assert check["tokenizer"]["chat_template"]
+        assert {**manifest["environment"], **served} == plan.container_environment("b")
     facts = manifest["model"]
     assert (facts["active_parameter_count"] < facts["parameter_count"]) == (arch in ("mixtral", "qwen3_moe", "gpt_oss"))
 
@@ -253,8 +262,10 @@ def test_refused_at_load_with_what_would_work(tmp_path, case, endpoint, expected
 
 
 ACCEPTED = [
-    endpoint_yaml("mxfp4-l40s", "vllm", "openai/gpt-oss-20b", "ml.g6e.xlarge"),
-    endpoint_yaml("mxfp4-a10g", "vllm", "openai/gpt-oss-20b", "ml.g5.xlarge", engine={"max_model_len": 32768}),
+    endpoint_yaml("mxfp4-l40s", "vllm", "openai/gpt-oss-20b", "ml.g6e.xlarge", extra=OPEN),
+    endpoint_yaml(
+        "mxfp4-a10g", "vllm", "openai/gpt-oss-20b", "ml.g5.xlarge", engine={"max_model_len": 32768}, extra=OPEN
+    ),
     endpoint_yaml("dense-tp4", "vllm", "Qwen/Qwen3-32B", "ml.g6e.12xlarge", tp=4),
     endpoint_yaml("dense-fp8-kv", "vllm", "Qwen/Qwen3-32B", "ml.g7e.2xlarge", engine={"kv_cache_dtype": "fp8"}),
     endpoint_yaml(
@@ -288,7 +299,7 @@ def test_load_checks_a_local_models_own_config(tmp_path, tiny_chat_models):
     (quantized / "config.json").write_text(json.dumps(config))
     text = refusals(tmp_path, endpoint_yaml("x", "vllm", str(quantized), "ml.g4dn.xlarge", dtype="fp16"))
     assert "loads mxfp4 weights from compute capability 8.0" in text and "in bf16 only, not fp16" in text
-    load(tmp_path, endpoint_yaml("x", "vllm", str(quantized), "ml.g6e.xlarge"))
+    load(tmp_path, endpoint_yaml("x", "vllm", str(quantized), "ml.g6e.xlarge", extra=OPEN))
     unknown = tmp_path / "unknown-arch"
     shutil.copytree(tiny_chat_models["llama"], unknown)
     config = json.loads((unknown / "config.json").read_text())
@@ -310,14 +321,14 @@ def test_build_refuses_what_the_real_files_say(tmp_path, tiny_chat_models):
     shutil.copytree(tiny_chat_models["gpt_oss"], quantized)
     config = json.loads((quantized / "config.json").read_text())
     (quantized / "config.json").write_text(json.dumps({**config, "quantization_config": {"quant_method": "mxfp4"}}))
-    _, manifest, _ = build(tmp_path, endpoint_yaml("oss", "vllm", str(quantized)), "oss")
+    _, manifest, _ = build(tmp_path, endpoint_yaml("oss", "vllm", str(quantized), extra=OPEN), "oss")
     assert manifest["model"]["quantization"]["method"] == "mxfp4"
     assert manifest["verification"]["parameters"].startswith("not verified: mxfp4 packs elements and scales")
     from systems import all_systems, get_system
     from systems.checkpoint_facts import read_local_checkpoint
     from systems.checks import checkpoint_problems
 
-    plan = load(tmp_path, endpoint_yaml("x", "vllm", "openai/gpt-oss-20b", "ml.g6e.xlarge")).plans[0]
+    plan = load(tmp_path, endpoint_yaml("x", "vllm", "openai/gpt-oss-20b", "ml.g6e.xlarge", extra=OPEN)).plans[0]
     spec = plan.spec.model_copy(update={"instance_type": "ml.g4dn.xlarge", "dtype": "fp16", "model": str(quantized)})
     problems = checkpoint_problems(
         spec, get_system("vllm").profile(spec), read_local_checkpoint(quantized), all_systems()

@@ -485,6 +485,8 @@ def _chat_generation(model: dict, request: chat_contract.ChatRequest, prompt_tok
     """generate's arguments for a chat request. max_tokens asked for must fit the context with the prompt;
     not asked for, the reply may use the rest of the context up to the endpoint's limit."""
     context_length = model.get("context_length")
+    # this handler's front doors bound max_tokens themselves (no engine_limits): the contract always sets it
+    assert request.max_tokens is not None
     room = (context_length - prompt_tokens) if context_length else request.max_tokens
     if room < 1 or (request.max_tokens_given and request.max_tokens > room):
         asked = f"max_tokens {request.max_tokens}" if request.max_tokens_given else "at least 1 new token"

@@ -1,0 +1,203 @@
+"""The request bodies every client of an endpoint sends, built from the kind its container takes, and the text read
+back from each kind's reply. Stdlib only: the invoke, stream and smoke functions ship it (stacks/lambda_asset.py).
+
+A serving system states the kinds its container takes (systems/base.py ContainerBodies); the endpoint plan says
+which one a prompt travels in (EndpointPlan.prompt_body) and the stack hands it to the functions as PROMPT_BODY.
+  generation         {"inputs", "parameters"} (request_contract.py), answered [{"generated_text"}]
+  openai-completion  {"prompt", "max_tokens", ...}: vLLM 0.30.0 answers it on /invocations
+                     (vllm/entrypoints/serve/sagemaker/api_router.py tries ChatCompletionRequest, then
+                     CompletionRequest), answered choices[].text
+  openai-chat        {"messages", ...}: SGLang 0.5.20's /invocations takes only this
+                     (sglang/srt/entrypoints/http_server.py), answered choices[].message.content
+A generation request's parameters map to the engines' own fields of the same meaning (vLLM 0.30.0
+entrypoints/openai/completion/protocol.py CompletionRequest: echo, seed, top_k, repetition_penalty, min_tokens;
+SGLang 0.5.20 srt/entrypoints/openai/protocol.py ChatCompletionRequest: top_k, min_tokens, repetition_penalty);
+what has no such field (beam search) is refused, naming what is allowed.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import request_contract
+
+GENERATION, OPENAI_COMPLETION, OPENAI_CHAT = "generation", "openai-completion", "openai-chat"
+BODY_KINDS = (GENERATION, OPENAI_COMPLETION, OPENAI_CHAT)
+PROMPT_BODY_ENV = "PROMPT_BODY"  # the kind the endpoint's container takes a prompt in (unset: generation)
+REASONING_FIELD_ENV = "REASONING_FIELD"  # the assistant message's reasoning field (unset: none)
+
+
+def prompt_kind_from_env(environ: Any = None) -> str:
+    """PROMPT_BODY (a BODY_KINDS value; unset or empty: generation); SetupError for any other value."""
+    env = os.environ if environ is None else environ
+    kind = (env.get(PROMPT_BODY_ENV) or "").strip() or GENERATION
+    if kind not in BODY_KINDS:
+        raise request_contract.SetupError(
+            f"environment variable {PROMPT_BODY_ENV} must be one of {', '.join(BODY_KINDS)}, got {kind!r}"
+        )
+    return kind
+
+
+def reasoning_field_from_env(environ: Any = None) -> str | None:
+    env = os.environ if environ is None else environ
+    return (env.get(REASONING_FIELD_ENV) or "").strip() or None
+
+
+def environment(kind: str, reasoning_field: str | None) -> dict[str, str]:
+    """The variables a front door reads back with prompt_kind_from_env and reasoning_field_from_env."""
+    return {PROMPT_BODY_ENV: kind, **({REASONING_FIELD_ENV: reasoning_field} if reasoning_field else {})}
+
+
+# The front doors of an engine's own OpenAI server (vllm, sglang) leave the context to the engine, which refuses a
+# too-long request itself ("maximum context length", 400): max_new_tokens is capped at its context length, and no
+# character cap is set below the request body's own (a prompt holds no more characters than its body has bytes:
+# invoke.py MAX_REQUEST_BYTES, at most 6 MiB).
+ENGINE_MAX_INPUT_CHARS = 6 * 1024 * 1024
+
+
+def front_door_environment(plan: Any) -> dict[str, str]:
+    """What the invoke and stream functions of a deployment.EndpointPlan need (the stack sets it): the request
+    limits the container applies (request_contract.LIMIT_ENV in its environment) or, for an engine's own OpenAI
+    server, its context length's; the endpoint's chat features (chat_contract.CHAT_ENV); and the body a prompt
+    travels in with its reasoning field."""
+    container = plan.system.environment(plan.spec)
+    limits = {k: v for k, v in container.items() if k in request_contract.LIMIT_ENV}
+    if plan.system.chat.engine_server:
+        high = 1_000_000  # request_contract.limits()'s highest MAX_NEW_TOKENS
+        limits[request_contract.ENV_MAX_NEW_TOKENS] = str(min(plan.engine_context_length or high, high))
+        limits[request_contract.ENV_MAX_INPUT_CHARS] = str(ENGINE_MAX_INPUT_CHARS)
+    return {
+        **limits,
+        **plan.chat_features.environment(),
+        **environment(plan.prompt_body, plan.system.bodies.reasoning_field),
+    }
+
+
+def kind_of(body: Any) -> str | None:
+    """Which kind a body is (None: none of them): "messages" is chat, "prompt" a completion, "inputs" generation."""
+    if not isinstance(body, dict):
+        return None
+    present = [k for k, key in ((OPENAI_CHAT, "messages"), (OPENAI_COMPLETION, "prompt"), (GENERATION, "inputs"))
+               if key in body]  # fmt: skip
+    return present[0] if len(present) == 1 else None
+
+
+def prompt_body(kind: str, request: dict[str, Any], *, stream: bool = False) -> dict[str, Any]:
+    """The body that carries a checked generation request ({"inputs": str | [str], "parameters": {...}}, as
+    request_contract.validate_request leaves it) to a container that takes `kind`. RequestError for what that
+    kind cannot carry."""
+    if kind == GENERATION:
+        return {**request, **({"stream": True} if stream else {})}
+    if kind not in BODY_KINDS:
+        raise request_contract.SetupError(f"body kind {kind!r} is not one of {', '.join(BODY_KINDS)}")
+    params = dict(request.get("parameters") or {})
+    inputs = request["inputs"]
+    body: dict[str, Any] = {}
+    if kind == OPENAI_CHAT:
+        if isinstance(inputs, list) and len(inputs) != 1:
+            raise request_contract.RequestError(
+                f"inputs: this endpoint's engine takes one prompt per request, got a list of {len(inputs)}; "
+                "send one string"
+            )
+        body["messages"] = [{"role": "user", "content": inputs[0] if isinstance(inputs, list) else inputs}]
+        if params.get("return_full_text"):
+            raise request_contract.RequestError(
+                "parameters.return_full_text: true is not served by this endpoint's engine (a chat reply holds the "
+                "answer only); allowed: false (or leave it out)"
+            )
+    else:
+        body["prompt"] = inputs
+        if params.get("return_full_text"):
+            body["echo"] = True  # vLLM CompletionRequest.echo: the prompt, then the completion
+    if params.get("num_beams", 1) != 1:
+        raise request_contract.RequestError(
+            f"parameters.num_beams: value {params['num_beams']} is not served by this endpoint's engine (its OpenAI "
+            "server samples or decodes greedily); allowed: 1 (or leave it out)"
+        )
+    body["max_tokens"] = params.get("max_new_tokens", request_contract.DEFAULT_MAX_NEW_TOKENS)
+    if params.get("min_new_tokens"):
+        body["min_tokens"] = params["min_new_tokens"]
+    sampling = params.get("do_sample")
+    if sampling is False:
+        body["temperature"] = 0.0  # greedy: both engines decode greedily at temperature 0
+    else:
+        for key in ("temperature", "top_p", "top_k"):
+            if key in params:
+                body[key] = params[key]
+    for key in ("repetition_penalty", "seed"):
+        if key in params:
+            body[key] = params[key]
+    if stream:
+        body["stream"] = True
+    return body
+
+
+def _choices(reply: Any) -> list[dict[str, Any]]:
+    choices = reply.get("choices") if isinstance(reply, dict) else None
+    if not isinstance(choices, list) or not all(isinstance(c, dict) for c in choices):
+        raise ValueError(
+            f"the reply has no list of choices (keys: {sorted(reply)[:8] if isinstance(reply, dict) else type(reply).__name__})"
+        )
+    return sorted(choices, key=lambda c: c.get("index", 0) if isinstance(c.get("index"), int) else 0)
+
+
+def generation_outputs(kind: str, reply: Any, reasoning_field: str | None = None) -> Any:
+    """A container's reply to prompt_body(kind, ...) as the generation contract's [{"generated_text"}] (the reply
+    itself for the generation kind). A chat reply whose content is null while its reasoning field holds text (a
+    reasoning model still thinking when max_tokens ran out) reads as "" : the model answered. ValueError for a reply
+    of another shape."""
+    if kind == GENERATION:
+        return reply
+    outputs = []
+    for choice in _choices(reply):
+        if kind == OPENAI_COMPLETION:
+            text = choice.get("text")
+        else:
+            message = choice.get("message")
+            message = message if isinstance(message, dict) else {}
+            text = message.get("content")
+            if text is None and reasoning_field and isinstance(message.get(reasoning_field), str):
+                text = ""
+        if not isinstance(text, str):
+            raise ValueError(f"choice {choice.get('index', 0)} holds no text (keys: {sorted(choice)[:8]})")
+        outputs.append({"generated_text": text})
+    return outputs
+
+
+def chunk_text(obj: dict[str, Any], reasoning_field: str | None = None) -> str | None:
+    """The text one streamed OpenAI chunk carries (a completion's choices[].text, a chat delta's content, or its
+    reasoning field when the engine separates reasoning); None for a chunk without text (the role, the usage)."""
+    choices = obj.get("choices")
+    if not isinstance(choices, list):
+        return None
+    texts = []
+    for choice in choices:
+        if not isinstance(choice, dict):
+            continue
+        if isinstance(choice.get("text"), str):
+            texts.append(choice["text"])
+        delta = choice.get("delta")
+        if isinstance(delta, dict):
+            for key in ("content", reasoning_field):
+                if key and isinstance(delta.get(key), str):
+                    texts.append(delta[key])
+    return "".join(texts) or None
+
+
+__all__ = [
+    "BODY_KINDS",
+    "GENERATION",
+    "OPENAI_CHAT",
+    "OPENAI_COMPLETION",
+    "PROMPT_BODY_ENV",
+    "REASONING_FIELD_ENV",
+    "chunk_text",
+    "environment",
+    "front_door_environment",
+    "generation_outputs",
+    "kind_of",
+    "prompt_body",
+    "prompt_kind_from_env",
+    "reasoning_field_from_env",
+]
