@@ -217,3 +217,17 @@ def test_bad_blocks_are_refused_naming_the_field(block, fragment):
 def test_no_alarm_without_detailed_observability():
     assert EngineMetrics(detailed_observability=False).engine_alarm is None
     assert EngineMetrics().engine_alarm is not None
+
+
+def test_the_refusal_reaches_the_user_through_load_config(tmp_path):
+    """As users see it: ConfigError naming the endpoint's field, the value and the reason; no plan made."""
+    from deployment import load_config
+    from endpoint_config import ConfigError
+
+    path = tmp_path / "scaling.yaml"
+    path.write_text(CONFIG.replace("      publish_frequency_s: 30\n", "      scaling_metric: queue-depth\n"))
+    with pytest.raises(ConfigError) as error:
+        load_config(path, "dev")
+    message = str(error.value)
+    assert "engine_metrics" in message and "'queue-depth' cannot be built" in message
+    assert "Application Auto Scaling" in message and "PromQL" in message
