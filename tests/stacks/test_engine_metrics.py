@@ -231,3 +231,22 @@ def test_the_refusal_reaches_the_user_through_load_config(tmp_path):
     message = str(error.value)
     assert "engine_metrics" in message and "'queue-depth' cannot be built" in message
     assert "Application Auto Scaling" in message and "PromQL" in message
+
+
+@pytest.mark.parametrize("system", sorted(ENGINE_SERIES))
+def test_every_query_parses_as_promql(system):
+    """Prometheus' grammar (promql-parser 0.11.0, requirements-dev.txt), quoted dotted labels included: a query
+    CloudWatch cannot parse would fail the alarm at deploy or show nothing on the dashboard."""
+    promql_parser = pytest.importorskip("promql_parser", reason="promql-parser (requirements-dev.txt) not installed")
+    from endpoint_config.engine_metrics import EngineAlarm
+
+    for component in (None, "ic-1"):
+        queries = engine_queries(system, "dev-x", component)
+        for query in (
+            *vars(queries).values(),
+            queries.alarm(EngineAlarm()),
+            queries.alarm(EngineAlarm(queue_depth=None)),
+        ):
+            promql_parser.parse(query)
+    with pytest.raises(Exception):  # the parser does refuse: an unbalanced query
+        promql_parser.parse(queries.queue_depth + ")")
