@@ -250,3 +250,21 @@ def test_every_query_parses_as_promql(system):
             promql_parser.parse(query)
     with pytest.raises(Exception):  # the parser does refuse: an unbalanced query
         promql_parser.parse(queries.queue_depth + ")")
+
+
+def test_the_vllm_names_are_vllm_0_30_0s_own():
+    """The names stacks/engine_metrics.py reads for vllm are registered by the pinned engine itself (its
+    PrometheusStatLogger in .venv-vllm, `make vllm-env`): an upgrade that renames one fails here. Counters are
+    exposed with prometheus_client's `_total` suffix."""
+    from local_runtime.vllm_container import ROOT
+
+    found = sorted((ROOT / ".venv-vllm").glob("lib/python*/site-packages/vllm/v1/metrics/loggers.py"))
+    if not found:
+        pytest.skip(f"{ROOT / '.venv-vllm'} is missing: run `make vllm-env`")
+    registered = set(re.findall(r'name="(vllm:[a-z_]+)"', found[0].read_text()))
+    series = ENGINE_SERIES["vllm"]
+    for name in (series.queue, series.kv_cache, series.ttft_histogram):
+        assert name in registered, name
+    for name in (series.prompt_tokens, series.generation_tokens):
+        assert name.removesuffix("_total") in registered, name
+    assert "vllm:gpu_cache_usage_perc" not in registered  # the SageMaker reference's name, gone from 0.30.0
