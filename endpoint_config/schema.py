@@ -14,6 +14,7 @@ from pydantic import Field, model_validator
 from .adapters import AdapterSpec, adapter_problems
 from .base import Strict
 from .chat import ChatSpec, chat_problems
+from .engine_metrics import EngineMetrics
 from .hosting import Hosting, hosting_problems
 from .instances import InstanceType, hosting_instance_types, parse_instance_type
 from .invocation import SMOKE_BUDGET_DEFAULT_MS, SMOKE_BUDGET_MAX_MS, Invocation, invocation_problems
@@ -165,6 +166,8 @@ class EndpointSpec(Strict):
     encryption: EndpointEncryption | None = None
     # Service level objectives, judged by a load test after every deploy's smoke test (endpoint_config/slo.py).
     slo: Slo | None = None
+    # SageMaker detailed observability and the engine alarm and panel on it (endpoint_config/engine_metrics.py).
+    engine_metrics: EngineMetrics = EngineMetrics()
 
     @property
     def instance(self) -> InstanceType:

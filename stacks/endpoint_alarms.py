@@ -38,6 +38,7 @@ from endpoint_config.operations import (
     DeploymentSpec,
 )
 
+from .engine_metrics import engine_panel, has_engine_metrics
 from .nag import acknowledge
 from .sagemaker_metrics import (
     ASYNC,
@@ -456,6 +457,11 @@ class DashboardEndpoint:
     component_name: str | None = None
     min_copies: int = 0
     max_copies: int = 0
+    # The engine panel (stacks/engine_metrics.py): the serving system, whether SageMaker's detailed observability is
+    # on, and whether the engine alarm exists.
+    system: str = ""
+    detailed_observability: bool = False
+    engine_alarm: bool = False
 
     @property
     def mode(self) -> str:
@@ -479,6 +485,9 @@ def dashboard_endpoints(deployment: Deployment, variant_name: str) -> list[Dashb
                 component_name=plan.component_name,
                 min_copies=fewest_copies,
                 max_copies=most_copies,
+                system=plan.system.name,
+                detailed_observability=plan.spec.engine_metrics.detailed_observability,
+                engine_alarm=plan.spec.engine_metrics.engine_alarm is not None,
             )
         )
     return rows
@@ -522,6 +531,16 @@ class EnvironmentDashboard(Construct):
         for row in endpoints:
             self.dashboard.add_widgets(cloudwatch.TextWidget(markdown=f"### {row.endpoint_name}", width=24, height=1))
             self.dashboard.add_widgets(*self._row(row, period_s))
+            if row.detailed_observability and has_engine_metrics(row.system, asynchronous=row.asynchronous):
+                self.dashboard.add_widgets(
+                    *engine_panel(
+                        self,
+                        system=row.system,
+                        endpoint_name=row.endpoint_name,
+                        component_name=row.component_name,
+                        alarmed=row.engine_alarm,
+                    )
+                )
 
     @staticmethod
     def _row(row: DashboardEndpoint, period_s: int) -> list[cloudwatch.IWidget]:

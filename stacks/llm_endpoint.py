@@ -17,6 +17,7 @@ from .adapters import AdapterComponents
 from .async_inference import AsyncInference, AsyncKeys
 from .endpoint_alarms import EndpointAlarms, RollbackAlarms, deployment_config
 from .endpoint_network import EndpointSecurity
+from .engine_metrics import EngineSaturationAlarm, has_engine_metrics, metrics_config
 from .inference_components import ComponentEndpointConfig, InferenceComponent
 from .log_groups import owned_log_group
 from .nag import acknowledge
@@ -139,6 +140,8 @@ class LlmEndpoint(Construct):
                 inference_ami_version=plan.inference_ami_version,
                 async_config=self.async_inference.config if self.async_inference else None,
             )
+        # Detailed observability, stated (stacks/engine_metrics.py).
+        self.endpoint_config.metrics_config = metrics_config(spec.engine_metrics)
         if security is not None:
             security.apply(role=self.role, model=self.model, endpoint_config=self.endpoint_config)
         # A replaced model or config may still serve after a rollback: kept, `model_build clean` removes unused ones.
@@ -235,6 +238,21 @@ class LlmEndpoint(Construct):
                 component_name=plan.component_name,
             )
             if plan.alarms is not None
+            else None
+        )
+        # The engine's saturation alarm (PromQL on SageMaker's engine metrics), to the endpoint's alarm topic.
+        engine_alarm = spec.engine_metrics.engine_alarm
+        self.engine_alarm = (
+            EngineSaturationAlarm(
+                self,
+                "EngineAlarm",
+                system=plan.system.name,
+                endpoint_name=plan.endpoint_name,
+                component_name=plan.component_name,
+                spec=engine_alarm,
+                topic=self.alarms.topic if self.alarms is not None else None,
+            )
+            if engine_alarm is not None and has_engine_metrics(plan.system.name, asynchronous=plan.is_async)
             else None
         )
 

@@ -68,6 +68,11 @@ def container_environment(endpoint: EndpointSpec) -> dict[str, str]:
     env = SglangEngineOptions.parse(endpoint).environment()
     env[f"{ENV_PREFIX}TP_SIZE"] = str(endpoint.tensor_parallel_degree)
     env[f"{ENV_PREFIX}DTYPE"] = DTYPE_FLAG[endpoint.dtype]
+    if endpoint.engine_metrics.detailed_observability:
+        # SGLang serves /metrics only with --enable-metrics (server_args.py; CloudWatch User Guide, "Collecting SGLang
+        # metrics with OTel Container Insights": without it "the scrape fails"): SageMaker's detailed observability
+        # scrapes it for the engine panel and alarm (stacks/engine_metrics.py).
+        env[f"{ENV_PREFIX}ENABLE_METRICS"] = "true"
     return dict(sorted(env.items()))
 
 

@@ -62,6 +62,7 @@ def test_environment_reaches_sglang_through_the_entrypoints_loop(tmp_path, tiny_
         "--disable-radix-cache": True,
         "--dtype": "bfloat16",
         "--enable-lora": True,
+        "--enable-metrics": True,  # engine_metrics.detailed_observability (on by default): /metrics for SageMaker
         "--ep-size": "2",
         "--host": "0.0.0.0",
         "--kv-cache-dtype": "fp8_e4m3",
