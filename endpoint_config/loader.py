@@ -101,9 +101,41 @@ def nested_unknown_key(root: type[BaseModel], loc: tuple[Any, ...], where: str) 
     return f"{where}: unknown key{hint}; allowed keys: {', '.join(allowed) or 'none'}"
 
 
+@functools.cache
+def _model_names() -> frozenset[str]:
+    """The names of the config's models: pydantic puts them in an error's location as the union branch it tried."""
+    names, todo = set(), [BaseModel]
+    while todo:
+        for sub in todo.pop().__subclasses__():
+            if sub.__name__ not in names:
+                names.add(sub.__name__)
+                todo.append(sub)
+    return frozenset(names)
+
+
+def _branch_errors(errors: list[Any]) -> list[Any]:
+    """A value that matches no branch of a union (`chat: ChatSpec | false | null`) gets one error per branch, each
+    located under the branch's tag: keep those of the mapping branch when the value is a mapping (a misspelt key is
+    about the block, not about `false`), and drop the tags from the locations."""
+
+    def is_tag(part: Any) -> bool:
+        return isinstance(part, str) and (part in _model_names() or part.startswith(("literal[", "function-")))
+
+    kept = []
+    for e in errors:
+        loc = tuple(e["loc"])
+        tags = [i for i, part in enumerate(loc) if is_tag(part)]
+        if tags and isinstance(loc[tags[0]], str) and loc[tags[0]].startswith("literal["):
+            prefix = loc[: tags[0]]
+            if any(tuple(o["loc"])[: len(prefix)] == prefix and o is not e for o in errors):
+                continue  # another branch of the same union says more
+        kept.append({**e, "loc": tuple(part for i, part in enumerate(loc) if i not in tags)})
+    return kept
+
+
 def _format_validation_error(err: ValidationError, raw: dict[str, Any], document: YamlDocument | None) -> list[str]:
     lines = []
-    for e in err.errors():
+    for e in _branch_errors(err.errors()):
         loc = tuple(e["loc"])
         where = _where(loc, raw)
         line = document.line_of(loc) if document is not None and loc else None

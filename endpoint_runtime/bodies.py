@@ -78,8 +78,8 @@ def kind_of(body: Any) -> str | None:
     """Which kind a body is (None: none of them): "messages" is chat, "prompt" a completion, "inputs" generation."""
     if not isinstance(body, dict):
         return None
-    present = [k for k, key in ((OPENAI_CHAT, "messages"), (OPENAI_COMPLETION, "prompt"), (GENERATION, "inputs"))
-               if key in body]  # fmt: skip
+    keys = ((OPENAI_CHAT, "messages"), (OPENAI_COMPLETION, "prompt"), (GENERATION, "inputs"))
+    present = [kind for kind, key in keys if key in body]
     return present[0] if len(present) == 1 else None
 
 

@@ -165,7 +165,17 @@ def test_invoke_function_has_the_containers_request_limits(all_examples):
             ]
             container = model["Properties"]["PrimaryContainer"].get("Environment", {})
             want = {k: v for k, v in container.items() if k in LIMIT_ENV}
-            got = {k: v for k, v in function["Properties"]["Environment"]["Variables"].items() if k in LIMIT_ENV}
+            variables = function["Properties"]["Environment"]["Variables"]
+            got = {k: v for k, v in variables.items() if k in LIMIT_ENV}
+            if any(k.startswith(("SM_VLLM_", "SM_SGLANG_")) for k in container):
+                # an engine's own OpenAI server bounds requests by its context (engines review F7): the functions
+                # cap new tokens at the engine's max_model_len where the config sets it, characters at the body's
+                from endpoint_runtime.bodies import ENGINE_MAX_INPUT_CHARS
+
+                assert got.pop("MAX_INPUT_CHARS") == str(ENGINE_MAX_INPUT_CHARS), name
+                length = container.get("SM_VLLM_MAX_MODEL_LEN") or container.get("SM_SGLANG_CONTEXT_LENGTH")
+                new_tokens = got.pop("MAX_NEW_TOKENS")
+                assert new_tokens == length if length else int(new_tokens) >= 1, (name, new_tokens, length)
             assert got == want, name
             with_limits += bool(want)
     assert with_limits  # the byoc examples set them (tensorrt-byoc from its engine profile)

@@ -95,11 +95,21 @@ class DeclaredContainer:
                 "type": "function",
                 "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'},
             }
-            chunk = {"object": "chat.completion", "choices": [{"index": 0, "message": {"role": "assistant", "content": None, "tool_calls": [call]}}]}  # fmt: skip
+            chunk = {
+                "object": "chat.completion",
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": None, "tool_calls": [call]}}],
+            }
         else:
             field = self.declared.reasoning_field  # a reasoning model still thinking: content null
-            message = {"role": "assistant", "content": None, field: "Let me think"} if field else {"role": "assistant", "content": text}  # fmt: skip
-            chunk = {"object": "chat.completion", "choices": [{"index": 0, "finish_reason": "length", "message": message}]}  # fmt: skip
+            message = (
+                {"role": "assistant", "content": None, field: "Let me think"}
+                if field
+                else {"role": "assistant", "content": text}
+            )
+            chunk = {
+                "object": "chat.completion",
+                "choices": [{"index": 0, "finish_reason": "length", "message": message}],
+            }
         if streamed:
             choice = chunk["choices"][0]
             if "message" in choice:
@@ -211,7 +221,9 @@ def smoke_lambda_settings(plan: Any, runtime: ContainerRuntime, monkeypatch: pyt
     read = smoke.settings_from_env()
     assert (read["prompt_body"], read["reasoning_field"]) == (settings.prompt_body, settings.reasoning_field)
     payload = smoke.generation_payload(read["prompt"], read["max_new_tokens"])
-    answer = smoke._answer_real_time(plan.endpoint_name, payload, None, runtime, None, read["prompt_body"], read["reasoning_field"])  # fmt: skip
+    answer = smoke._answer_real_time(
+        plan.endpoint_name, payload, None, runtime, None, read["prompt_body"], read["reasoning_field"]
+    )
     assert answer.submitted_ok and smoke.check_response_shape(answer.outputs) is None, answer
 
 
@@ -219,7 +231,9 @@ def invoke_function(plan: Any, runtime: ContainerRuntime, monkeypatch: pytest.Mo
     """The invoke function's generation route: its handler, as Lambda calls it."""
     _function_env(plan, monkeypatch)
     monkeypatch.setattr(invoke, "_client", runtime)
-    reply = invoke.handler({"inputs": "The capital of France is", "parameters": {"max_new_tokens": 8, "do_sample": False}})  # fmt: skip
+    reply = invoke.handler(
+        {"inputs": "The capital of France is", "parameters": {"max_new_tokens": 8, "do_sample": False}}
+    )
     assert reply["statusCode"] == 200, reply
     assert isinstance(json.loads(reply["body"])["outputs"][0]["generated_text"], str)
 

@@ -207,7 +207,7 @@ def test_a_reply_that_is_all_reasoning_shows_the_model_answered():
                 "finish_reason": "length",
                 "message": {"role": "assistant", "content": None, "reasoning": "Okay"},
             }
-        ],  # fmt: skip
+        ],
     }
     assert smoke._chat_problem(200, thinking, reasoning_field="reasoning") is None
     assert "nor reasoning (reasoning_content)" in smoke._chat_problem(
@@ -224,7 +224,9 @@ def test_the_smoke_chat_asks_the_engine_not_to_think(tmp_path):
 
     plan = load_config(_example(tmp_path, "vllm-qwen3-32b.yaml", chat), "dev", build_root=tmp_path).plan("qwen3-32b")
     settings = plan.smoke
-    ask = smoke.ChatSmoke("invoke", False, plan.chat_features, reasoning_field=settings.reasoning_field, extra=settings.chat_extra)  # fmt: skip
+    ask = smoke.ChatSmoke(
+        "invoke", False, plan.chat_features, reasoning_field=settings.reasoning_field, extra=settings.chat_extra
+    )
     body = smoke.chat_request(ask)
     assert body["chat_template_kwargs"] == {"enable_thinking": False} and body["max_tokens"] >= 64
     assert smoke.tool_call_request(ask)["max_tokens"] == smoke.TOOL_CALL_MAX_TOKENS
@@ -255,7 +257,10 @@ def test_the_openai_load_test_counts_vllms_streamed_reasoning():
 
     from model_build.loadtest import OpenAITarget, Prompt, Workload
 
-    chunks = [{"choices": [{"index": 0, "delta": {"reasoning": "thinking"}}]}, {"choices": [{"index": 0, "delta": {"content": "Paris"}}]}]  # fmt: skip
+    chunks = [
+        {"choices": [{"index": 0, "delta": {"reasoning": "thinking"}}]},
+        {"choices": [{"index": 0, "delta": {"content": "Paris"}}]},
+    ]
 
     class Engine(BaseHTTPRequestHandler):
         def log_message(self, *args):

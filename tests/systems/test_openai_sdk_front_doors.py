@@ -85,7 +85,11 @@ def function_url(handler: Any) -> Iterator[str]:
 
         def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers.get("Content-Length", 0))).decode()
-            event = {"rawPath": self.path, "body": body, "requestContext": {"http": {"method": "POST", "path": self.path}}}  # fmt: skip
+            event = {
+                "rawPath": self.path,
+                "body": body,
+                "requestContext": {"http": {"method": "POST", "path": self.path}},
+            }
             with lock:  # the handler reads its environment per request; one at a time
                 reply = handler(event)
             data = reply["body"].encode()
