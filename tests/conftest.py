@@ -255,7 +255,11 @@ def _children() -> dict[int, str]:
     """This process's child processes: {pid: command line}."""
     found = {}
     for children in Path(f"/proc/{os.getpid()}/task").glob("*/children"):
-        for pid in children.read_text().split():
+        try:
+            listed = children.read_text().split()
+        except OSError:  # the thread ended meanwhile
+            continue
+        for pid in listed:
             try:
                 found[int(pid)] = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
             except OSError:  # gone meanwhile
