@@ -22,6 +22,9 @@ from helpers import ROOT
 from deployment import load_config
 from endpoint_config import ConfigError
 
+# slow: every probe config through the loader, the CLI and a synth subprocess (make test-fast leaves them out)
+pytestmark = pytest.mark.slow
+
 VLLM = """project: probe
 environments:
   dev: {{{account}region: {region}, retain_data: false}}

@@ -17,6 +17,9 @@ from pathlib import Path
 import pytest
 from helpers import ROOT
 
+# slow: builds in subprocesses under a file-size limit (make test-fast leaves them out)
+pytestmark = pytest.mark.slow
+
 # gpt2_artifact's settings (tests/conftest.py GPT2_ENDPOINT), so the previous build is this endpoint's.
 GPT2_ENDPOINT = """endpoints:
   - name: tiny-gpt2

@@ -20,6 +20,9 @@ from deployment import load_config
 from model_build.preflight import update_checks
 from model_build.replacement import TemplateDiff, create_only, from_cfn_lint, stack_templates
 
+# slow: the production example synthesized and diffed (make test-fast leaves them out)
+pytestmark = pytest.mark.slow
+
 STACK = "llm-endpoints-prod-assist-ic"
 CONFIG = "EndpointConfig"
 

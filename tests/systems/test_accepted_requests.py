@@ -25,6 +25,9 @@ from helpers import running
 
 import request_contract
 
+# slow: every accepted request served by the built handlers (make test-fast leaves them out)
+pytestmark = pytest.mark.slow
+
 MAX_NEW_TOKENS = 12  # the endpoint limit for these tests: prompt + new tokens fit every tiny model's context
 SHORT_CHARS = 40  # a character limit whose prompts fit the TensorRT profile (max_sequence_length 42) with the above
 SAMPLING_KNOBS = ("temperature", "top_p", "top_k")

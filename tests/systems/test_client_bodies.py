@@ -35,6 +35,9 @@ import pytest
 from endpoint_runtime import async_invoke, bodies, invoke, smoke, stream
 from systems import all_systems
 
+# slow: every client of every system against HTTP stand-ins serving tiny models (make test-fast leaves them out)
+pytestmark = pytest.mark.slow
+
 EXAMPLES = Path(__file__).resolve().parents[2] / "config" / "examples"
 # One example config per system (the plan is what a client reads; its model is never fetched here).
 EXAMPLE_OF = {
