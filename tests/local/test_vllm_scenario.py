@@ -3,11 +3,10 @@ a tiny Qwen3 with thinking turns made offline -> model_build build -> deploy to 
 stack, publish, endpoint stack, smoke test) -> the local SageMaker runtime forwarding to vLLM's OpenAI server, started
 from the endpoint's SM_VLLM_* environment as the AWS vLLM container starts it -> the invoke and stream functions' chat
 routes -> the `openai` SDK through SageMaker's OpenAI route with a generate_token bearer token and `model` set to the
-endpoint's name (a chat streamed with usage, a forced tool call through the hermes parser) -> destroy, nothing left.
+endpoint's name (a chat streamed with usage) -> destroy, nothing left. No tool call: see the note at that step.
 
-It expects the correct behaviour. Where a client still sends what the engine refuses (the engines review's findings,
-fixed in the clients by another change), the scenario goes on and fails at the end naming each finding, with the
-SeamFindings error the xfail below expects; anything else fails it outright.
+It expects the correct behaviour. Where a client sends what the engine refuses (one of the engines review's findings
+coming back), the scenario goes on and fails at the end naming each finding (SeamFindings).
 """
 
 from __future__ import annotations
@@ -36,19 +35,6 @@ ROOT = Path(__file__).resolve().parents[2]
 VLLM_PYTHON = ROOT / ".venv-vllm" / "bin" / "python"
 ENDPOINT = "vllm-scenario"  # its own artifact folder under build/ (the build root is the repository's)
 READY_TIMEOUT_S = 900
-WEATHER_TOOL = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "The weather in a city.",
-        # an enum: the tiny model's random weights would otherwise write a city name until max_tokens
-        "parameters": {
-            "type": "object",
-            "properties": {"city": {"type": "string", "enum": ["Paris", "Berlin"]}},
-            "required": ["city"],
-        },
-    },
-}
 # The engines review's findings a client can still hit on the real engine, by what each leaves in the failure.
 SEAMS = {
     "F1 (the {'inputs', 'parameters'} body: vLLM answers 400)": ("Either prompt or prompt_embeds", "suitable handler"),
@@ -87,14 +73,6 @@ def _config(tmp_path: Path, model: Path) -> Path:
     path = tmp_path / "vllm-scenario.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     return path
-
-
-def _whitespace_tokens(model: Path) -> dict[str, int]:
-    import transformers
-
-    tokenizer = transformers.AutoTokenizer.from_pretrained(model)
-    texts = {i: tokenizer.decode([i]) for i in range(len(tokenizer))}
-    return {str(i): -100 for i, text in texts.items() if text and not text.strip()}
 
 
 def _wait_ping(url: str, server: subprocess.Popen, log: Path) -> float:
