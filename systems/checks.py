@@ -28,7 +28,7 @@ from endpoint_config.gpus import families_where, gpu_facts, image_problems
 from endpoint_config.models import KNOWN_MODELS, model_facts
 from endpoint_config.security import isolation_problems
 
-from .architectures import ARCHITECTURES, SOURCES, TRANSFORMERS_FIRST_RELEASE, VLLM_REMOVED
+from . import engine_tables
 from .base import Capability, EngineProfile, LoraSizing, ServingSystem, engine_problems
 from .chat import chat_problems
 from .checkpoint_facts import DTYPE_BYTES, Checkpoint, _scaled_rope, checkpoint_of
@@ -405,18 +405,20 @@ def checkpoint_problems(
     def bad(key: str, message: str) -> None:
         problems.append(f"endpoint {ep.name!r}: {key}: {message}")
 
-    served = ARCHITECTURES.get(engine)
+    tables = engine_tables.load()
+    served = tables.architectures.get(engine)
     if served is not None and facts.architecture is not None and facts.architecture not in served:
         takers = systems_serving(facts.architecture, systems, but=systems.get(ep.system))
         why = ""
-        if engine.startswith("transformers==") and facts.architecture in TRANSFORMERS_FIRST_RELEASE:
-            why = f"; transformers maps it from release {TRANSFORMERS_FIRST_RELEASE[facts.architecture]} on"
-        elif facts.architecture in VLLM_REMOVED.get(engine, {}):
-            why = f"; vLLM served it last in release {VLLM_REMOVED[engine][facts.architecture]}"
+        if engine.startswith("transformers==") and facts.architecture in tables.transformers_first_release:
+            why = f"; transformers maps it from release {tables.transformers_first_release[facts.architecture]} on"
+        elif facts.architecture in tables.vllm_removed.get(engine, {}):
+            why = f"; vLLM served it last in release {tables.vllm_removed[engine][facts.architecture]}"
+        wheel = tables.sources[engine].split(" sha256")[0]
         bad(
             "model",
             f"value {ep.model!r} is a {facts.architecture} ({checkpoint.source}), which {engine} in the image "
-            f"of system {ep.system!r} does not serve (its model registry: {SOURCES[engine].split(' sha256')[0]}){why}; "
+            f"of system {ep.system!r} does not serve (its model registry: {wheel}){why}; "
             f"systems that serve it: {', '.join(takers) or 'none'}",
         )
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from endpoint_config import EndpointSpec
 
-from .architectures import ARCHITECTURES, TRANSFORMERS_FIRST_RELEASE, VLLM_REMOVED
+from . import engine_tables
 from .base import ServingSystem
 from .images import OWN_CONTAINER_STACKS
 
@@ -44,9 +44,9 @@ def unknown_reason(system: ServingSystem, architecture: str) -> str | None:
     """Why `system`'s container cannot build `architecture`, or None when it can or this cannot tell."""
     registry = system.model_registry
     if registry is not None:
-        if architecture in ARCHITECTURES[registry]:
+        if architecture in engine_tables.ARCHITECTURES[registry]:
             return None
-        dropped = VLLM_REMOVED.get(registry, {}).get(architecture)
+        dropped = engine_tables.VLLM_REMOVED.get(registry, {}).get(architecture)
         engine = registry.replace("==", " ")
         return f"{engine}, the engine in the image of system {system.name!r}, does not serve it" + (
             f" (its last release that did: {dropped})" if dropped else ""
@@ -54,8 +54,8 @@ def unknown_reason(system: ServingSystem, architecture: str) -> str | None:
     pinned = _transformers_pin(system)
     if pinned is None:
         return None
-    first = TRANSFORMERS_FIRST_RELEASE.get(architecture)
-    table = ARCHITECTURES.get(f"transformers=={pinned}")
+    first = engine_tables.TRANSFORMERS_FIRST_RELEASE.get(architecture)
+    table = engine_tables.ARCHITECTURES.get(f"transformers=={pinned}")
     if table is not None:
         if architecture in table:
             return None
@@ -93,9 +93,11 @@ def _knows(system: ServingSystem, architecture: str) -> bool:
     """Known for sure: in the engine's registry, or in the pinned transformers' own table."""
     registry = system.model_registry
     if registry is not None:
-        return architecture in ARCHITECTURES[registry]
+        return architecture in engine_tables.ARCHITECTURES[registry]
     pinned = _transformers_pin(system)
-    return pinned is not None and architecture in ARCHITECTURES.get(f"transformers=={pinned}", frozenset())
+    return pinned is not None and architecture in engine_tables.ARCHITECTURES.get(
+        f"transformers=={pinned}", frozenset()
+    )
 
 
 def local_architecture(model: str) -> str | None:

@@ -1,18 +1,21 @@
-"""Rebuild systems/architectures.py: the model architectures each pinned engine serves, read from the engines'
-own release wheels (PyPI, `pip download --no-deps`), and check the option value sets in systems/vllm/options.py
-and systems/sglang/options.py against the same wheels.
+"""Rebuild the data files of systems/engine_tables/: the model architectures each pinned engine serves and the flags
+its server accepts, read from the engines' own release wheels (PyPI, `pip download --no-deps`), and check the option
+value sets in systems/vllm/options.py and systems/sglang/options.py against the same wheels.
 
-    python tools/generate_architectures.py             # download the wheels, rewrite systems/architectures.py
-    python tools/generate_architectures.py --check     # exit 1 if the committed table or option sets differ
+    python tools/generate_architectures.py             # download the wheels, rewrite systems/engine_tables/*.json
+    python tools/generate_architectures.py --check     # exit 1 if a committed data file or option set differs
 
-The wheels are read as zip files (nothing is imported or installed); each table is stamped with the wheel's
-file name and sha256, so a regenerated table that differs shows which release changed.
+The wheels are read as zip files (nothing is imported or installed). Each data file (one per engine release, and
+one for the first transformers release of each class) names its wheels' file names and sha256 and the file each
+table was read from, so a regenerated file that differs shows which release changed; its content_sha256 lets the
+loader (systems/engine_tables/__init__.py) refuse a file edited by hand.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import functools
 import hashlib
 import json
 import subprocess
@@ -21,9 +24,11 @@ import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-OUTPUT = REPO_ROOT / "systems" / "architectures.py"
+sys.path.insert(0, str(REPO_ROOT))
+from systems.engine_tables import DATA_DIR, content_hash  # after the path: reads no data file
 
 # The engine releases the pinned images ship (systems/images.py, systems/images_current.py say why each):
 # the AWS vLLM DLC 0.30.0 (vllm/vllm-openai:v0.30.0), LMI 0.36.0-lmi27 (vLLM 0.23.1.dev4+gcd87ce883, a build
@@ -62,10 +67,10 @@ class Wheel:
     def key(self) -> str:
         return f"{self.project}=={self.version}"
 
-    @property
-    def stamp(self) -> str:
-        digest = hashlib.sha256(self.path.read_bytes()).hexdigest()
-        return f"{self.path.name} sha256:{digest}"
+    @functools.cached_property
+    def record(self) -> dict[str, str]:
+        """What a data file says of the wheel it was read from."""
+        return {"file": self.path.name, "sha256": hashlib.sha256(self.path.read_bytes()).hexdigest()}
 
     def read(self, member: str) -> str:
         with zipfile.ZipFile(self.path) as archive:
@@ -188,11 +193,11 @@ def _annotated_fields(source: str, classes: set[str] | None = None) -> dict[str,
     return fields
 
 
-def vllm_cli_flags(wheel: Wheel) -> frozenset[str]:
+def vllm_cli_flags(wheel: Wheel) -> tuple[frozenset[str], str]:
     """The flags `vllm serve` / the OpenAI API server accept: the literal flags of vllm/engine/arg_utils.py (with
     --no-<flag> for the EngineArgs fields typed bool, which get argparse.BooleanOptionalAction there, get_kwargs),
     and the fields of BaseFrontendArgs/FrontendArgs (vllm/entrypoints/launchers/cli_args.py adds each as
-    --<field>, bool fields with BooleanOptionalAction too)."""
+    --<field>, bool fields with BooleanOptionalAction too). Also the files read."""
     engine = wheel.read("vllm/engine/arg_utils.py")
     flags = _flag_strings(engine)
     engine_fields = _annotated_fields(engine, {"EngineArgs"})
@@ -208,7 +213,7 @@ def vllm_cli_flags(wheel: Wheel) -> frozenset[str]:
         flags.add("--" + name.replace("_", "-"))
         if "bool" in annotation:
             flags.add("--no-" + name.replace("_", "-"))
-    return frozenset(flags | _flag_strings(frontend))
+    return frozenset(flags | _flag_strings(frontend)), f"vllm/engine/arg_utils.py {frontend_file}"
 
 
 def sglang_cli_flags(wheel: Wheel) -> frozenset[str]:
@@ -249,98 +254,85 @@ def first_transformers_release(probes: list[Wheel], oldest: dict[str, str]) -> d
     return first
 
 
-def render(
-    architectures: dict[str, frozenset[str]],
-    stamps: dict[str, str],
-    transformers: dict[str, dict[str, str]],
-    removed: dict[str, dict[str, str]],
-    first_release: dict[str, str],
-    cli_flags: dict[str, frozenset[str]],
-) -> str:
-    q = json.dumps  # double-quoted string literals, as the rest of the code base writes them
-
-    def frozenset_literal(names: frozenset[str]) -> str:
-        return "frozenset({\n" + "".join(f"        {q(name)},\n" for name in sorted(names)) + "    })"
-
-    lines = [
-        '"""Model architectures each pinned engine serves (class names as config.json `architectures` lists them).',
-        "",
-        "GENERATED by tools/generate_architectures.py from the engines' release wheels; do not edit by hand.",
-        "Regenerate with `python tools/generate_architectures.py`; `--check` (tests/systems/test_architectures.py",
-        'checks what it can offline) reports drift. Keys are "<project>==<version>" of the engine inside each image.',
-        '"""',
-        "",
-        "from __future__ import annotations",
-        "",
-        "# Where each table was read: the wheel file and its sha256, and the file inside it.",
-        "SOURCES: dict[str, str] = {",
-    ]
-    lines += [f"    {q(key)}: {q(stamps[key])}," for key in sorted(stamps)]
-    lines += ["}", "", "ARCHITECTURES: dict[str, frozenset[str]] = {"]
-    lines += [f"    {q(key)}: {frozenset_literal(architectures[key])}," for key in sorted(architectures)]
-    lines += [
-        "}",
-        "",
-        "# transformers: MODEL_FOR_CAUSAL_LM_MAPPING_NAMES (config.json model_type -> class AutoModelForCausalLM builds).",
-        "TRANSFORMERS_CAUSAL_LM: dict[str, dict[str, str]] = {",
-    ]
-    for version in sorted(transformers):
-        lines.append(f"    {q(version)}: {{")
-        lines += [f"        {q(k)}: {q(v)}," for k, v in sorted(transformers[version].items())]
-        lines.append("    },")
-    lines += [
-        "}",
-        "",
-        "# vLLM's _PREVIOUSLY_SUPPORTED_MODELS: architecture -> the last vLLM release that served it.",
-        "VLLM_REMOVED: dict[str, dict[str, str]] = {",
-    ]
-    for key in sorted(removed):
-        lines.append(f"    {q(key)}: {{")
-        lines += [f"        {q(k)}: {q(v)}," for k, v in sorted(removed[key].items())]
-        lines.append("    },")
-    lines += [
-        "}",
-        "",
-        "# The first transformers minor release whose MODEL_FOR_CAUSAL_LM_MAPPING_NAMES maps each causal-LM class",
-        "# that 4.49.0 (the oldest pinned image) lacks; releases read: "
-        + ", ".join(sorted(set(TRANSFORMERS_PROBES) | set(TRANSFORMERS_RELEASES[1:]), key=_version))
-        + ".",
-        "TRANSFORMERS_FIRST_RELEASE: dict[str, str] = {",
-    ]
-    lines += [f"    {q(k)}: {q(v)}," for k, v in sorted(first_release.items())]
-    lines += [
-        "}",
-        "",
-        "# The long flags each engine's server accepts (what an SM_VLLM_/SM_SGLANG_ variable must name).",
-        "CLI_FLAGS: dict[str, frozenset[str]] = {",
-    ]
-    lines += [f"    {q(key)}: {frozenset_literal(cli_flags[key])}," for key in sorted(cli_flags)]
-    lines += ["}", ""]
-    return "\n".join(lines)
+GENERATED_BY = "tools/generate_architectures.py (make engine-tables); the loader refuses a file edited by hand"
+REGISTRY_FILE = "vllm/model_executor/models/registry.py"
+CAUSAL_LM_MAPPING = "transformers/models/auto/modeling_auto.py MODEL_FOR_CAUSAL_LM_MAPPING_NAMES"
 
 
-def build(wheel_dir: Path) -> str:
-    architectures, stamps, transformers, removed, cli_flags = {}, {}, {}, {}, {}
+def data_file(engine: str, wheels: list[Wheel], tables: dict[str, tuple[str, Any]]) -> str:
+    """One data file's text: its wheels, each table as the file it was read from and its values (sets as sorted
+    lists), and the content hash. Sorted keys and a fixed layout: the same wheels give the same bytes."""
+    data: dict[str, Any] = {
+        "engine": engine,
+        "generated_by": GENERATED_BY,
+        "wheels": [wheel.record for wheel in wheels],
+        "tables": {
+            name: {"read_from": read_from, "values": sorted(values) if isinstance(values, frozenset) else values}
+            for name, (read_from, values) in tables.items()
+        },
+    }
+    data["content_sha256"] = content_hash(data)
+    return json.dumps(data, indent=2, sort_keys=True) + "\n"
+
+
+def build(wheel_dir: Path) -> dict[str, str]:
+    """file name -> text of every data file of systems/engine_tables/."""
+    files = {}
     for version in VLLM_RELEASES:
         wheel = download("vllm", version, wheel_dir)
-        architectures[wheel.key], removed[wheel.key] = vllm_architectures(wheel)
-        cli_flags[wheel.key] = vllm_cli_flags(wheel)
-        stamps[wheel.key] = f"{wheel.stamp} vllm/model_executor/models/registry.py"
+        served, removed = vllm_architectures(wheel)
+        flags, flags_from = vllm_cli_flags(wheel)
+        files[f"vllm-{version}.json"] = data_file(
+            wheel.key,
+            [wheel],
+            {
+                "architectures": (REGISTRY_FILE, served),
+                "removed": (f"{REGISTRY_FILE} _PREVIOUSLY_SUPPORTED_MODELS", removed),
+                "cli_flags": (flags_from, flags),
+            },
+        )
     for version in SGLANG_RELEASES:
         wheel = download("sglang", version, wheel_dir)
-        architectures[wheel.key] = sglang_architectures(wheel)
-        cli_flags[wheel.key] = sglang_cli_flags(wheel)
-        stamps[wheel.key] = f"{wheel.stamp} sglang/srt/models/*.py EntryClass"
+        files[f"sglang-{version}.json"] = data_file(
+            wheel.key,
+            [wheel],
+            {
+                "architectures": ("sglang/srt/models/*.py EntryClass", sglang_architectures(wheel)),
+                "cli_flags": (
+                    "sglang/srt/arg_groups/fields/*.py sglang/srt/server_args.py",
+                    sglang_cli_flags(wheel),
+                ),
+            },
+        )
+    oldest: dict[str, str] = {}
     for version in TRANSFORMERS_RELEASES:
         wheel = download("transformers", version, wheel_dir)
-        transformers[version] = transformers_causal_lm(wheel)
-        architectures[wheel.key] = frozenset(transformers[version].values())
-        stamps[wheel.key] = f"{wheel.stamp} transformers/models/auto/modeling_auto.py MODEL_FOR_CAUSAL_LM_MAPPING_NAMES"
-    probes = [
-        download("transformers", v, wheel_dir) for v in sorted(set(TRANSFORMERS_PROBES) | set(TRANSFORMERS_RELEASES))
-    ]
-    first = first_transformers_release(probes, transformers[TRANSFORMERS_RELEASES[0]])
-    return render(architectures, stamps, transformers, removed, first, cli_flags)
+        mapping = transformers_causal_lm(wheel)
+        oldest = oldest or mapping
+        files[f"transformers-{version}.json"] = data_file(
+            wheel.key,
+            [wheel],
+            {
+                "architectures": (CAUSAL_LM_MAPPING, frozenset(mapping.values())),
+                "causal_lm": (CAUSAL_LM_MAPPING, mapping),
+            },
+        )
+    probes = sorted(
+        (download("transformers", v, wheel_dir) for v in set(TRANSFORMERS_PROBES) | set(TRANSFORMERS_RELEASES)),
+        key=lambda w: _version(w.version),
+    )
+    files["transformers-first-release.json"] = data_file(
+        "transformers",
+        probes,
+        {
+            "first_release": (
+                f"{CAUSAL_LM_MAPPING} of each wheel: the first release mapping each class that "
+                f"{TRANSFORMERS_RELEASES[0]} (the oldest pinned image) lacks",
+                first_transformers_release(probes, oldest),
+            )
+        },
+    )
+    return files
 
 
 def literal_values(source: str, name: str) -> frozenset:
@@ -453,7 +445,6 @@ def check_options(wheel_dir: Path) -> list[str]:
     """Differences between the option value sets of systems/{vllm,sglang}/options.py and the engines' source."""
     from typing import get_args
 
-    sys.path.insert(0, str(REPO_ROOT))
     from systems.sglang import options as sglang_options
     from systems.vllm import options as vllm_options
 
@@ -537,6 +528,29 @@ def check_precision(wheel_dir: Path) -> list[str]:
     return problems
 
 
+def compare(files: dict[str, str]) -> list[str]:
+    """Each committed data file that differs from, lacks or is not in what the wheels give."""
+    committed = {path.name: path.read_text() for path in sorted(DATA_DIR.glob("*.json"))}
+    where = DATA_DIR.relative_to(REPO_ROOT)
+    return [
+        f"{where / name} "
+        + ("is missing" if name not in committed else "differs from what the wheels give")
+        + ": regenerate it (make engine-tables)"
+        for name, text in files.items()
+        if committed.get(name) != text
+    ] + [f"{where / name} comes from no wheel the tool reads: remove it" for name in committed if name not in files]
+
+
+def write(files: dict[str, str]) -> None:
+    """Write every data file and remove those of releases no longer read."""
+    for stale in sorted(set(p.name for p in DATA_DIR.glob("*.json")) - set(files)):
+        (DATA_DIR / stale).unlink()
+        print(f"removed {(DATA_DIR / stale).relative_to(REPO_ROOT)}")
+    for name, text in files.items():
+        (DATA_DIR / name).write_text(text)
+        print(f"wrote {(DATA_DIR / name).relative_to(REPO_ROOT)}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="compare instead of writing; exit 1 on a difference")
@@ -545,16 +559,11 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         wheel_dir = args.wheel_dir or Path(tmp)
         wheel_dir.mkdir(parents=True, exist_ok=True)
-        text = build(wheel_dir)
-        problems = check_options(wheel_dir) + check_precision(wheel_dir)
-    if args.check:
-        if OUTPUT.read_text() != text:
-            problems.insert(0, f"{OUTPUT.relative_to(REPO_ROOT)} differs from what the wheels give: regenerate it")
-        for problem in problems:
-            print(problem, file=sys.stderr)
-        return 1 if problems else 0
-    OUTPUT.write_text(text)
-    print(f"wrote {OUTPUT.relative_to(REPO_ROOT)}")
+        files = build(wheel_dir)
+        problems = compare(files) if args.check else []
+        if not args.check:
+            write(files)  # before the checks below import systems: they read the tables
+        problems += check_options(wheel_dir) + check_precision(wheel_dir)
     for problem in problems:
         print(problem, file=sys.stderr)
     return 1 if problems else 0

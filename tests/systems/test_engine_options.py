@@ -8,7 +8,7 @@ from typing import get_args
 import pytest
 from pydantic import ValidationError
 
-from systems.architectures import CLI_FLAGS
+from systems.engine_tables import CLI_FLAGS
 from systems.sglang.options import SglangOptions, SglangSpeculativeConfig
 from systems.vllm.options import VllmOptions, VllmSpeculativeConfig
 

@@ -101,7 +101,7 @@ def test_engine_dlcs_are_gpu_only_and_the_newest_the_tables_list():
 
 
 def test_image_facts_name_each_pin_once_with_its_cuda_and_engine():
-    from systems.architectures import ARCHITECTURES
+    from systems.engine_tables import ARCHITECTURES
 
     assert {facts.pin for facts in CURRENT_IMAGES} == set(PINS.values())
     for facts in CURRENT_IMAGES:

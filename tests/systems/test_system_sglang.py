@@ -10,7 +10,7 @@ import pytest
 from engine_configs import build, endpoint_yaml, load, refusals
 from engine_stand_in import StandIn, flags_of, serving, sglang_argv
 
-from systems.architectures import CLI_FLAGS
+from systems.engine_tables import CLI_FLAGS
 
 FULL_ENGINE = {
     "context_length": 512,

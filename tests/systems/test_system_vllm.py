@@ -19,7 +19,7 @@ from engine_configs import build, endpoint_yaml, load, refusals
 from engine_stand_in import StandIn, flags_of, serving, vllm_argv
 
 from artifact import BuildError
-from systems.architectures import CLI_FLAGS
+from systems.engine_tables import CLI_FLAGS
 
 ENGINE_ARCHS = ("llama", "qwen2", "qwen3", "mistral", "gemma2", "gemma3", "mixtral", "qwen3_moe", "gpt_oss")
 ARCH_CLASSES = {
