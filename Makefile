@@ -26,7 +26,7 @@ help:
 	@echo "make destroy CONFIG=path ENV=name - tear that environment down"
 	@echo "make bench  - benchmarks: cold start, publish, serving, dev loop -> bench/results/ (~15 min)"
 	@echo "make clean  - remove build outputs (build/, cdk.out/)"
-	@echo "make engine-tables-check - compare systems/architectures.py and the engine option sets with the engines' wheels"
+	@echo "make engine-tables-check - compare systems/engine_tables/*.json and the engine option sets with the engines' wheels"
 
 # Three Python sets, each a superset of the one before: what a job installs is all it gets.
 #   venv-deploy  requirements.txt: synth, deploy, publish, smoke (the pipeline's synth and smoke steps)
@@ -153,9 +153,11 @@ clean:
 	rm -rf build cdk.out
 
 # The engines' model registries, CLI flags and option value sets, read from their PyPI wheels (~900 MB download:
-# vLLM, SGLang, transformers releases); not part of `make test`.
+# vLLM, SGLang, transformers releases); not part of `make test`. engine-tables writes systems/engine_tables/*.json,
+# engine-tables-check compares them (and the option sets) with the wheels. ENGINE_WHEELS=<dir> keeps the wheels
+# there between runs instead of downloading them into a temporary folder each time.
 engine-tables: install
-	$(PY) tools/generate_architectures.py
+	$(PY) tools/generate_architectures.py $(if $(ENGINE_WHEELS),--wheel-dir $(ENGINE_WHEELS))
 
 engine-tables-check: install
-	$(PY) tools/generate_architectures.py --check
+	$(PY) tools/generate_architectures.py --check $(if $(ENGINE_WHEELS),--wheel-dir $(ENGINE_WHEELS))

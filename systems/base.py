@@ -302,7 +302,7 @@ def byoc_request_timeout() -> RequestTimeout:
 class EngineProfile:
     """What the compatibility checks (systems/checks.py) need to know about a system's engine for one endpoint.
 
-    engine: the engine inside the image, "<project>==<version>" (a key of systems/architectures.ARCHITECTURES and
+    engine: the engine inside the image, "<project>==<version>" (a key of systems/engine_tables ARCHITECTURES and
       systems/precision.ENGINE_PRECISION). cuda: the image's CUDA toolkit (a key of gpus.CUDA).
     memory_fraction: the share of each GPU's memory the engine fills with weights and KV cache, and where that
       number comes from. max_model_len: the longest sequence the engine is configured for (None: the model's own).
@@ -392,7 +392,7 @@ class ServingSystem:
     # inference-gpu-drivers.html); values: botocore's ProductionVariantInferenceAmiVersion enum. None: default AMI.
     inference_ami_version: str | None = None
     request_timeout: RequestTimeout | None = None
-    # The systems/architectures.py table ("<project>==<version>") of the model architectures the container's engine
+    # The systems/engine_tables table ("<project>==<version>") of the model architectures the container's engine
     # serves, where an engine registry decides (vLLM); None: the image's transformers decides (systems/model_support.py).
     model_registry: str | None = None
     streamed_weights: StreamedWeights | None = None

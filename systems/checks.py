@@ -9,7 +9,7 @@ Systems with an engine profile (ServingSystem.profile: vllm, sglang, hf-fastload
 instead of the parameter-count rule (`compatibility_problems`): the image's CUDA against the GPU and the host
 driver; and where the model's config.json is known (a local directory, or systems/checkpoint_facts.py
 KNOWN_CHECKPOINTS) or read at build (`checkpoint_problems`, from the real files): the architecture against the
-engine's own model registry (systems/architectures.py, generated from the engine's wheel), the precision (dtype and
+engine's own model registry (systems/engine_tables/, generated from the engine's wheel), the precision (dtype and
 pre-quantization) against the GPU generation (endpoint_config/gpus.py), max_model_len against the model's
 positions, and whether the weights (bytes from the real precision; every expert of a mixture-of-experts model) and
 the KV cache the engine must reserve fit the GPUs.

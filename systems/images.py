@@ -148,7 +148,7 @@ class ImagePin:
 # tokenizers<0.22,>=0.21. Not the 5.5.3 image: its toolkit is an unreleased git commit (f0c3eb2, not readable here),
 # because toolkit 2.6.0 -- the newest on PyPI -- imports `is_tf_available` from transformers.file_utils, which
 # transformers 5 removed (systems/images_current.py says more). 4.51 adds Qwen3, Qwen3-MoE, Llama 4 and Gemma 3 to
-# 4.49's architectures (systems/architectures.py TRANSFORMERS_FIRST_RELEASE), not gpt-oss (4.55).
+# 4.49's architectures (systems/engine_tables TRANSFORMERS_FIRST_RELEASE), not gpt-oss (4.55).
 HF_PYTORCH_INFERENCE = ImagePin(
     repository="huggingface-pytorch-inference",
     gpu_tag="2.6.0-transformers4.51.3-gpu-py312-cu124-ubuntu22.04",

@@ -34,7 +34,7 @@ class ImageFacts:
 
     pin: ImagePin
     cuda: str  # CUDA toolkit version of the image
-    engine: str  # "<project>==<version>" of the serving engine inside (a key of systems/architectures.py)
+    engine: str  # "<project>==<version>" of the serving engine inside (a key of systems/engine_tables ARCHITECTURES)
     python: str
     source: str
 

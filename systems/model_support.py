@@ -1,5 +1,5 @@
 """Whether a system's container knows a model's architecture (config.json "architectures"), from the generated tables
-of systems/architectures.py: refused at load (a local model directory) and at build (the files read), naming the
+of systems/engine_tables/: refused at load (a local model directory) and at build (the files read), naming the
 version that knows it or the systems that serve it.
 
 What a container knows: its engine's model registry where the system names one (ServingSystem.model_registry, e.g.

@@ -21,7 +21,7 @@ from endpoint_config.gpus import Capability, gpu_facts
 
 # The lowest compute capability at which each pinned engine loads a checkpoint quantized with a method (the
 # config.json quant_method, or the --quantization value), and the capability from which it runs that precision
-# on native tensor cores instead of a weight-only fallback. Keys: the engine as systems/architectures.py names it.
+# on native tensor cores instead of a weight-only fallback. Keys: the engine as systems/engine_tables names it.
 @dataclass(frozen=True)
 class PrecisionSupport:
     minimum: Capability  # below: the engine refuses to start

@@ -1,7 +1,7 @@
 """The vllm system (AWS vLLM DLC 0.30.0) and the compatibility checks every engine system gets.
 
 Container contract on a CPU stand-in (tests/systems/engine_stand_in.py): the environment the system renders goes
-through the entrypoint's own rules to an argv, every flag is one vLLM 0.30.0 accepts (systems/architectures.py
+through the entrypoint's own rules to an argv, every flag is one vLLM 0.30.0 accepts (systems/engine_tables
 CLI_FLAGS, read from its wheel) with the value the options asked for, and the artifact the recipe built is what the
 --model path serves (OpenAI chat through the `openai` SDK). Compatibility: refused where the sources say it cannot
 run (architecture, precision, CUDA and driver, fit), accepted where it fits, at load (config.json of local and known
