@@ -82,7 +82,6 @@ def test_tables_are_sorted_and_stamped():
         for name, table in data["tables"].items():
             values = table["values"]
             assert list(values) == sorted(values), (path.name, name)
-        assert path.read_text() == json.dumps(data, indent=2, sort_keys=True) + "\n", path.name
     assert set(SOURCES) == set(ARCHITECTURES)
     for key, source in SOURCES.items():
         project, version = key.split("==")

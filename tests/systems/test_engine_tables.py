@@ -3,11 +3,14 @@ one that is not what the generator wrote (naming it), stays small, and reads not
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from hermetic import subprocess_env
@@ -91,3 +94,66 @@ def test_importing_the_systems_that_use_the_tables_reads_no_data_file():
     )
     assert run.returncode == 0, run.stderr[-3000:]
     assert run.stdout.split() == ["0", "1"]
+
+
+def test_the_generator_writes_the_same_bytes_each_time_and_the_loader_reads_them(tmp_path):
+    """tools/generate_architectures.py's data_file on a stand-in wheel (a zip of one file): sorted, stable, stamped,
+    and accepted by the loader with the wheel named in SOURCES."""
+    from tools.generate_architectures import Wheel, data_file
+
+    path = tmp_path / "vllm-9.9.9-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("vllm/registry.py", "stand-in")
+    tables = {
+        "architectures": ("vllm/registry.py", frozenset({"BForCausalLM", "AForCausalLM"})),
+        "removed": ("vllm/registry.py _PREVIOUSLY_SUPPORTED_MODELS", {"ZModel": "0.2", "YModel": "0.1"}),
+        "cli_flags": ("vllm/engine/arg_utils.py", frozenset({"--b", "--a"})),
+    }
+    text = data_file("vllm==9.9.9", [Wheel("vllm", "9.9.9", path)], tables)
+    assert text == data_file("vllm==9.9.9", [Wheel("vllm", "9.9.9", path)], dict(reversed(tables.items())))
+    folder = tmp_path / "tables"
+    folder.mkdir()
+    (folder / "vllm-9.9.9.json").write_text(text)
+    loaded = load(folder)
+    assert loaded.architectures == {"vllm==9.9.9": frozenset({"AForCausalLM", "BForCausalLM"})}
+    assert loaded.cli_flags == {"vllm==9.9.9": frozenset({"--a", "--b"})}
+    assert loaded.vllm_removed == {"vllm==9.9.9": {"YModel": "0.1", "ZModel": "0.2"}}
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    assert loaded.sources == {"vllm==9.9.9": f"{path.name} sha256:{digest} vllm/registry.py"}
+    assert json.loads(text)["tables"]["architectures"]["values"] == ["AForCausalLM", "BForCausalLM"]
+
+
+def test_each_committed_file_is_what_the_generator_writes_from_its_content():
+    """The committed bytes are the generator's layout (indent, key order, sorted values, hash): a file re-saved by an
+    editor or a formatter fails here, offline, not only in `make engine-tables-check`."""
+    from tools.generate_architectures import data_file
+
+    for path in sorted(DATA_DIR.glob("*.json")):
+        data = json.loads(path.read_text())
+        wheels = [SimpleNamespace(record=record) for record in data["wheels"]]
+        tables = {
+            name: (table["read_from"], frozenset(v) if isinstance(v := table["values"], list) else v)
+            for name, table in data["tables"].items()
+        }
+        assert path.read_text() == data_file(data["engine"], wheels, tables), path.name
+
+
+def test_the_check_names_each_differing_missing_and_stray_file_and_the_write_removes_strays(tmp_path, monkeypatch):
+    from tools import generate_architectures as generator
+
+    folder = tmp_path / "systems" / "engine_tables"
+    folder.mkdir(parents=True)
+    monkeypatch.setattr(generator, "REPO_ROOT", tmp_path)
+    monkeypatch.setattr(generator, "DATA_DIR", folder)
+    (folder / "same.json").write_text("1\n")
+    (folder / "edited.json").write_text("2\n")
+    (folder / "stray.json").write_text("3\n")
+    wanted = {"same.json": "1\n", "edited.json": "two\n", "new.json": "4\n"}
+    assert generator.compare(wanted) == [
+        "systems/engine_tables/edited.json differs from what the wheels give: regenerate it (make engine-tables)",
+        "systems/engine_tables/new.json is missing: regenerate it (make engine-tables)",
+        "systems/engine_tables/stray.json comes from no wheel the tool reads: remove it",
+    ]
+    generator.write(wanted)
+    assert {p.name: p.read_text() for p in folder.iterdir()} == wanted
+    assert generator.compare(wanted) == []
