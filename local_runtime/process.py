@@ -1,0 +1,299 @@
+"""A local container is a process on this machine that answers the SageMaker container contract (GET /ping, POST
+/invocations) on a loopback port, started from the endpoint plan's container environment with the built artifact
+where SageMaker mounts /opt/ml/model. This module holds what every such process shares: its lifecycle (start in a
+session of its own, wait for /ping, stop the whole process group) and ContainerHost, which model_build/serve.py
+forwards InvokeEndpoint, the response stream and SageMaker's OpenAI route to.
+
+Each kind says which process it starts (argv), its environment and who answers (answered_by): the real engine
+(vllm_container.py), our own server's CPU path (byoc_container.py) or a stand-in (stand_in.py).
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+LOG_TAIL_LINES = 25
+# Measured here (2 shared cores): the vLLM engine is ready in 40-115 s for a tiny Qwen3, the transformers-based
+# ones in 5-20 s; a busy machine takes longer.
+DEFAULT_READY_TIMEOUT_S = 600.0
+
+
+class ContainerError(Exception):
+    """The container could not be started or did not become healthy; the message quotes its log's tail."""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def base_environment(home: Path, path: str) -> dict[str, str]:
+    """What every container process gets besides its own variables: PATH, HOME, LANG. Nothing of this process's own
+    environment (its credentials, its PYTHONPATH) reaches a container."""
+    return {"PATH": path, "HOME": str(home), "LANG": "C.UTF-8"}
+
+
+class ProcessContainer:
+    """One container process. Subclasses set `engine` (its name in messages) and implement argv(), environment(home)
+    and answered_by(); check_ready() may read the log once /ping answers (vLLM checks its version line)."""
+
+    engine = "container"
+    # The container path SageMaker's OpenAI route is forwarded to (None: the container has no OpenAI server; the
+    # route's chat body goes to /invocations, as the container takes chat there).
+    chat_path: str | None = "/v1/chat/completions"
+
+    def __init__(self, model_dir: Path, workdir: Path, *, ready_timeout_s: float = DEFAULT_READY_TIMEOUT_S) -> None:
+        self.model_dir = Path(model_dir).resolve()
+        self.workdir = Path(workdir)
+        self.ready_timeout_s = ready_timeout_s
+        self.port = free_port()
+        self.log_path = self.workdir / f"{self.engine.lower().replace(' ', '-')}.log"
+        self.process: subprocess.Popen | None = None
+        self.ready_s: float | None = None
+        # The line of the container's own log that says what it is (an engine's version line), for the reports.
+        self.version_line: str | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def argv(self) -> list[str]:
+        raise NotImplementedError
+
+    def environment(self, home: Path) -> dict[str, str]:
+        raise NotImplementedError
+
+    def answered_by(self) -> str:
+        raise NotImplementedError
+
+    def check_ready(self) -> None:
+        """Called once /ping answers 200; raise ContainerError (via self._failed) if the process is not what it
+        should be."""
+
+    def preflight(self) -> None:
+        """Refuse to start, with ContainerError naming what is missing."""
+        if not (self.model_dir / "config.json").is_file() and not any(self.model_dir.glob("*/config.json")):
+            raise ContainerError(f"{self.model_dir}: no config.json; the artifact is not built (model_build build)")
+
+    def start(self) -> None:
+        self.preflight()
+        home = self.workdir / "home"
+        home.mkdir(parents=True, exist_ok=True)
+        env = self.environment(home)
+        with open(self.log_path, "wb") as log:
+            # A session of its own: stop() ends the container's worker processes with it.
+            self.process = subprocess.Popen(
+                self.argv(),
+                cwd=self.workdir,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+
+    def log_text(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
+        return "\n".join(self.log_text().splitlines()[-lines:]) or "(no log)"
+
+    def _failed(self, why: str) -> ContainerError:
+        return ContainerError(f"{why}; the last lines of its log ({self.log_path}):\n{self.log_tail()}")
+
+    def wait_ready(self) -> float:
+        """Wait for GET /ping to answer 200 (the health check SageMaker makes); return the seconds it took. Raises
+        ContainerError, with the log's tail, if the process exits or the deadline passes (the process is stopped)."""
+        assert self.process is not None, "start() first"
+        started = time.monotonic()
+        deadline = started + self.ready_timeout_s
+        while True:
+            code = self.process.poll()
+            if code is not None:
+                raise self._failed(f"the {self.engine} server exited with code {code} before it answered GET /ping")
+            if self._status("GET", "/ping") == 200:
+                break
+            if time.monotonic() > deadline:
+                self.stop()
+                raise self._failed(
+                    f"the {self.engine} server did not answer GET /ping within {self.ready_timeout_s:.0f} s"
+                )
+            time.sleep(0.5)
+        self.ready_s = time.monotonic() - started
+        self.check_ready()
+        return self.ready_s
+
+    def _status(self, method: str, path: str) -> int | None:
+        try:
+            connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=5)
+            connection.request(method, path)
+            status = connection.getresponse().status
+            connection.close()
+            return status
+        except OSError:
+            return None
+
+    def stop(self) -> None:
+        """End the server and its workers (its process group): SIGTERM, SIGKILL to whatever of the group is left
+        30 s later (vLLM's engine-core and worker processes end after the server does)."""
+        process = self.process
+        if process is None:
+            return
+        group = process.pid
+        _signal_group(group, signal.SIGTERM)
+        deadline = time.monotonic() + 30
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            pass
+        while _group_alive(group) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if _group_alive(group):
+            _signal_group(group, signal.SIGKILL)
+        process.wait()
+        while _group_alive(group) and time.monotonic() < deadline + 10:  # the kernel reaps the killed ones
+            time.sleep(0.1)
+
+    def __enter__(self) -> ProcessContainer:
+        self.start()
+        try:
+            self.wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    def post(self, path: str, body: bytes, headers: Mapping[str, str | None], timeout_s: float = 300):
+        """POST to the container; the open response (the caller reads and closes it)."""
+        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout_s)
+        connection.request("POST", path, body, {k: v for k, v in headers.items() if v})
+        return connection.getresponse()
+
+
+def _signal_group(group: int, sig: signal.Signals) -> None:
+    try:
+        os.killpg(group, sig)
+    except ProcessLookupError:
+        pass
+
+
+def _group_alive(group: int) -> bool:
+    try:
+        os.killpg(group, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _chunks(response: http.client.HTTPResponse) -> Iterator[bytes]:
+    """The response's bytes as they arrive (server-sent events stay one event per chunk, as the engines flush them)."""
+    try:
+        while chunk := response.read1(65536):
+            yield chunk
+    finally:
+        response.close()
+
+
+def _streams(response: http.client.HTTPResponse) -> bool:
+    kind = response.getheader("content-type") or ""
+    return kind.startswith("text/event-stream") or kind.startswith("application/jsonlines")
+
+
+class ContainerHost:
+    """model_build/serve.py's host for an endpoint whose container is a local process: starts it in load() (so
+    /ping answers 503 meanwhile), and forwards InvokeEndpoint and the response stream to its POST /invocations and
+    SageMaker's OpenAI route to its chat path, passing the container's status and body through."""
+
+    def __init__(self, container: ProcessContainer) -> None:
+        self.container = container
+        self.model: Any = None
+        self.load_error: str | None = None
+        self.loaded = threading.Event()
+        self.capacity = 1
+
+    def load(self) -> None:
+        try:
+            self.container.start()
+            self.container.wait_ready()
+            container = self.container
+            print(
+                f"container answering: {container.answered_by()}; ready in {container.ready_s:.1f} s "
+                f"(pid {container.process.pid if container.process else '?'}, log {container.log_path})",
+                flush=True,
+            )
+            if container.version_line:
+                print(f"container engine: {container.version_line}", flush=True)
+            self.model = self.container
+        except ContainerError as err:
+            self.load_error = str(err)
+            print(f"container failed: {err}", flush=True)
+        finally:
+            self.loaded.set()
+
+    def stop(self) -> None:
+        self.container.stop()
+
+    def _not_ready(self) -> str | None:
+        if not self.loaded.is_set() or self.model is None:
+            return self.load_error or "the container is still starting"
+        return None
+
+    def _unreachable(self, err: OSError) -> str:
+        """A container that stopped answering (it crashed, or was stopped): a 500, as ModelHost answers a handler's
+        failure, naming the error and the log."""
+        code = self.container.process.poll() if self.container.process else None
+        state = f"exited with code {code}" if code is not None else "is running"
+        return (
+            f"the {self.container.engine} container did not answer ({type(err).__name__}: {err}); its process "
+            f"{state}; log {self.container.log_path}"
+        )
+
+    def invoke(self, body: bytes, content_type: str | None, accept: str | None) -> tuple[int, str]:
+        if (problem := self._not_ready()) is not None:
+            return 503, json.dumps({"error": problem})
+        try:
+            response = self.container.post("/invocations", body, {"Content-Type": content_type, "Accept": accept})
+            return response.status, b"".join(_chunks(response)).decode("utf-8", "replace")
+        except OSError as err:
+            return 500, json.dumps({"error": self._unreachable(err)})
+
+    def stream(self, body: bytes, content_type: str | None) -> tuple[int, Any]:
+        if (problem := self._not_ready()) is not None:
+            return 503, json.dumps({"error": problem})
+        try:
+            response = self.container.post("/invocations", body, {"Content-Type": content_type})
+            if response.status != 200:
+                return response.status, b"".join(_chunks(response)).decode("utf-8", "replace")
+        except OSError as err:
+            return 500, json.dumps({"error": self._unreachable(err)})
+        return 200, _chunks(response)
+
+    def chat(self, body: bytes) -> tuple[int, Any, str]:
+        if (problem := self._not_ready()) is not None:
+            return 503, json.dumps({"error": {"message": problem, "type": "service_unavailable"}}), "application/json"
+        path = self.container.chat_path or "/invocations"
+        try:
+            response = self.container.post(path, body, {"Content-Type": "application/json"})
+            if response.status == 200 and _streams(response):
+                return 200, _chunks(response), "text/event-stream"
+            return response.status, b"".join(_chunks(response)).decode("utf-8", "replace"), "application/json"
+        except OSError as err:
+            error = {"error": {"message": self._unreachable(err), "type": "server_error"}}
+            return 500, json.dumps(error), "application/json"

@@ -1,0 +1,400 @@
+"""The stand-in container: for a system whose engine has no CPU build on the package registries, a small server that
+answers that container's routes and bodies with the artifact's model run by transformers on the CPU. Everything that
+prints or reports its answers says "stand-in".
+
+Why a stand-in, per system (searched on PyPI, 2026-11-27):
+  sglang                 the `sglang==0.5.20` wheel needs CUDA (cuda-python>=13, flashinfer cu13, sglang-kernel 0.4.7)
+  lmi-vllm, lmi-trtllm   LMI's front end is DJL Serving (Java) with djl_python's handlers, shipped in the image only
+  djl-*                  the same DJL Serving front end (DeepSpeed, Accelerate, FasterTransformer handlers)
+
+What is reproduced, each from the container's own rules (written here from them, not copied):
+  sglang_argv   aws/deep-learning-containers scripts/docker/sglang/sagemaker_entrypoint.sh (3a66fab5ed): its
+                `env | grep` + `IFS='=' read` loop, run by the real bash so that bash's splitting rules apply; then
+                --port 8080, --host 0.0.0.0, --model-path /opt/ml/model unless set.
+  the engines'  GET /ping; POST /invocations and /v1/chat/completions taking an OpenAI chat body, and for vLLM an
+  OpenAI routes OpenAI completion body on /invocations too (vLLM 0.30.0 entrypoints/serve/sagemaker/api_router.py tries
+                ChatCompletionRequest, then CompletionRequest; SGLang 0.5.20 http_server.py's /invocations takes a
+                ChatCompletionRequest only, FastAPI's 422 otherwise); neither takes {"inputs", "parameters"} (vLLM:
+                "Cannot find suitable handler for request", 400). The served model name is checked as vLLM checks
+                it (empty or one of the --served-model-name values, entrypoints/serve/engine/serving.py
+                _is_model_supported; SGLang does not check it); max_model_len / context_length caps prompt + output;
+                streaming as server-sent events.
+  LMI and DJL   POST /invocations with the generation contract {"inputs", "parameters"} (request_contract.py) answered
+                [{"generated_text"}], and for LMI an OpenAI chat body on /invocations too (LMI's chat completions
+                schema, systems/lmi_vllm/chat.py); a generation request with "stream": true answers JSON lines
+                ({"token": {"text"}} per token, then {"generated_text"}), LMI's jsonlines framing.
+What it is not: the engines' schedulers, kernels, parsers (reasoning, tool calls) or memory planning.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from .process import DEFAULT_READY_TIMEOUT_S, ProcessContainer, base_environment
+
+ENGINES = ("vllm", "sglang", "lmi", "djl")
+# Why each system's container is the stand-in here (printed with its answers).
+WHY = {
+    "sglang": "no CPU build of SGLang 0.5.20 on the package registries (its wheel needs CUDA)",
+    "lmi-vllm": "LMI's front end (DJL Serving, Java, with djl_python) ships in the image only",
+    "lmi-trtllm": "LMI's front end (DJL Serving, Java, with djl_python) and TensorRT-LLM need the image and a GPU",
+    "djl-deepspeed": "DJL Serving's front end (Java, djl_python) ships in the image only",
+    "djl-accelerate": "DJL Serving's front end (Java, djl_python) ships in the image only",
+    "djl-fastertransformer": "DJL Serving (Java) and FasterTransformer's kernels need the image and a GPU",
+}
+ENGINE_OF = {"sglang": "sglang", "lmi-vllm": "lmi", "lmi-trtllm": "lmi"}
+
+SGLANG_LOOP = r"""
+ARGS=()
+while IFS='=' read -r key value; do
+    if [ "$key" = "SM_SGLANG_ENGINE" ]; then continue; fi
+    name=$(echo "${key#SM_SGLANG_}" | tr '[:upper:]' '[:lower:]' | tr '_' '-')
+    lower=$(echo "$value" | tr '[:upper:]' '[:lower:]')
+    if [ "$lower" = "true" ]; then ARGS+=("--$name")
+    elif [ "$lower" = "false" ]; then continue
+    else ARGS+=("--$name"); if [ -n "$value" ]; then ARGS+=("$value"); fi
+    fi
+done < <(env | grep "^SM_SGLANG_")
+if ! [[ " ${ARGS[*]} " =~ " --port " ]]; then ARGS+=(--port "${SM_SGLANG_PORT:-8080}"); fi
+if ! [[ " ${ARGS[*]} " =~ " --host " ]]; then ARGS+=(--host "${SM_SGLANG_HOST:-0.0.0.0}"); fi
+if ! [[ " ${ARGS[*]} " =~ " --model-path " ]]; then ARGS+=(--model-path "${SM_SGLANG_MODEL_PATH:-MODEL_DIR}"); fi
+printf '%s\0' "${ARGS[@]}"
+"""
+
+
+def sglang_argv(env: Mapping[str, str], model_dir: Path) -> list[str]:
+    """The argv the SGLang DLC's entrypoint builds from `env` (its loop, run by bash), `model_dir` for /opt/ml/model."""
+    script = SGLANG_LOOP.replace("MODEL_DIR", str(model_dir))
+    clean = {"PATH": "/usr/local/bin:/usr/bin:/bin", **env}
+    out = subprocess.run(["bash", "-c", script], env=clean, capture_output=True, check=True, timeout=30).stdout
+    return out.decode().split("\0")[:-1]
+
+
+def lmi_argv(env: Mapping[str, str], model_dir: Path) -> list[str]:
+    """The stand-in's flags from LMI's OPTION_* variables: the model (OPTION_MODEL_ID /opt/ml/model, or unset, is
+    the artifact) and the context (OPTION_MAX_MODEL_LEN, vLLM's max_model_len; OPTION_MAX_SEQ_LEN, TensorRT-LLM's)."""
+    argv = ["--model", str(model_dir)]
+    context = env.get("OPTION_MAX_MODEL_LEN") or env.get("OPTION_MAX_SEQ_LEN")
+    return [*argv, "--max-model-len", context] if context else argv
+
+
+def djl_model_dir(model_dir: Path) -> Path:
+    """Where a DJL artifact keeps the model's config.json: the artifact itself, or its weights/ folder
+    (djl-fastertransformer's layout: code/ beside weights/)."""
+    return model_dir if (model_dir / "config.json").is_file() else model_dir / "weights"
+
+
+def flags_of(argv: list[str]) -> dict[str, Any]:
+    """--flag value pairs back from an argv: a flag followed by another flag (or nothing) is a bare True; a flag
+    with several value tokens keeps them as a list."""
+    flags: dict[str, Any] = {}
+    key = None
+    for token in argv:
+        if token.startswith("--"):
+            key = token
+            flags[key] = True
+        elif key is not None:
+            current = flags[key]
+            flags[key] = token if current is True else [*(current if isinstance(current, list) else [current]), token]
+    return flags
+
+
+def _error(status: int, message: str, kind: str = "BadRequestError") -> tuple[int, Any]:
+    return status, {"error": {"message": message, "type": kind}}
+
+
+class StandIn:
+    """A served model behind one engine's SageMaker routes, from the parsed argv of that engine."""
+
+    def __init__(self, flags: dict[str, Any], engine: str) -> None:
+        import torch
+        import transformers
+
+        if engine not in ENGINES:
+            raise ValueError(f"engine {engine!r}; allowed: {', '.join(ENGINES)}")
+        self.engine = engine
+        path = flags.get("--model") or flags.get("--model-path")
+        served = flags.get("--served-model-name")
+        self.served = [served] if isinstance(served, str) else list(served or [])
+        self.max_len = int(flags.get("--max-model-len") or flags.get("--context-length") or 0) or None
+        self.tokenizer = transformers.AutoTokenizer.from_pretrained(path)
+        config = transformers.AutoConfig.from_pretrained(path)
+        loader = transformers.AutoModelForSeq2SeqLM if config.is_encoder_decoder else transformers.AutoModelForCausalLM
+        self.model = loader.from_pretrained(path, dtype=torch.float32).eval()
+        self.encoder_decoder = bool(config.is_encoder_decoder)
+        self.lock = threading.Lock()
+
+    @property
+    def takes_chat(self) -> bool:
+        return self.engine != "djl"
+
+    def _generate(self, ids: Any, wanted: int, minimum: int = 0) -> tuple[str, int]:
+        import torch
+
+        with self.lock, torch.inference_mode():
+            out = self.model.generate(
+                ids,
+                attention_mask=torch.ones_like(ids),
+                max_new_tokens=wanted,
+                min_new_tokens=minimum,
+                do_sample=False,
+                pad_token_id=self.tokenizer.pad_token_id or self.tokenizer.eos_token_id,
+            )
+        new = out[0] if self.encoder_decoder else out[0, ids.shape[1] :]
+        return self.tokenizer.decode(new, skip_special_tokens=True), len(new)
+
+    def _too_long(self, prompt_tokens: int, wanted: int) -> bool:
+        return self.max_len is not None and prompt_tokens + wanted > self.max_len
+
+    def generation(self, body: dict[str, Any]) -> tuple[int, Any]:
+        """The generation contract (LMI and DJL): [{"generated_text"}] per prompt."""
+        import request_contract
+
+        try:
+            prompts, params = request_contract.validate_request(
+                {k: v for k, v in body.items() if k != "stream"}, request_contract.limits({})
+            )
+        except request_contract.RequestError as err:
+            return 400, {"error": str(err)}
+        outputs = []
+        for prompt in prompts:
+            ids = self.tokenizer(prompt, return_tensors="pt")["input_ids"]
+            wanted = params["max_new_tokens"]
+            if self._too_long(ids.shape[1], wanted):
+                return 400, {"error": f"the prompt and max_new_tokens exceed the context of {self.max_len} tokens"}
+            text, _ = self._generate(ids, wanted, params.get("min_new_tokens", 0))
+            outputs.append({"generated_text": (prompt + text) if params.get("return_full_text") else text})
+        return 200, outputs
+
+    def chat(self, body: dict[str, Any]) -> tuple[int, Any]:
+        completion = self.engine == "vllm" and not isinstance(body.get("messages"), list) and "prompt" in body
+        if not isinstance(body.get("messages"), list) and not completion:
+            if self.engine == "sglang":
+                return 422, {"detail": [{"type": "missing", "loc": ["body", "messages"], "msg": "Field required"}]}
+            if self.engine in ("lmi", "djl") and "inputs" in body:
+                return self.generation(body)
+            return _error(
+                400,
+                "Cannot find suitable handler for request. Expected one of: "
+                "['ChatCompletionRequest', 'CompletionRequest']",
+            )
+        if not self.takes_chat:
+            return 400, {"error": "the DJL handler takes {'inputs', 'parameters'} only"}
+        model = body.get("model")
+        if self.engine == "vllm" and model and model not in self.served:
+            return _error(404, f"The model `{model}` does not exist.", "NotFoundError")
+        if completion:
+            if not isinstance(body["prompt"], str):
+                return _error(400, "the stand-in takes one prompt string")
+            ids = self.tokenizer(body["prompt"], return_tensors="pt")["input_ids"]
+        else:
+            ids = self.tokenizer.apply_chat_template(
+                body["messages"], add_generation_prompt=True, return_tensors="pt", return_dict=True
+            )["input_ids"]
+        wanted = int(body.get("max_tokens") or body.get("max_completion_tokens") or 16)
+        if self._too_long(ids.shape[1], wanted):
+            return _error(400, f"This model's maximum context length is {self.max_len} tokens")
+        text, count = self._generate(ids, wanted)
+        usage = {"prompt_tokens": ids.shape[1], "completion_tokens": count, "total_tokens": ids.shape[1] + count}
+        served = self.served[0] if self.served else ""
+        if completion:
+            echoed = body["prompt"] if body.get("echo") else ""
+            choice: dict[str, Any] = {"index": 0, "finish_reason": "length", "text": echoed + text}
+            return 200, {
+                "id": "cmpl-stand-in",
+                "object": "text_completion",
+                "created": int(time.time()),
+                "model": served,
+                "choices": [choice],
+                "usage": usage,
+            }
+        choice = {"index": 0, "finish_reason": "length", "message": {"role": "assistant", "content": text}}
+        return 200, {
+            "id": "chatcmpl-stand-in",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": served,
+            "choices": [choice],
+            "usage": usage,
+        }
+
+
+def _sse(reply: dict[str, Any], include_usage: bool) -> bytes:
+    """A whole OpenAI reply as the server-sent events of its stream: one text chunk, the usage chunk, [DONE]."""
+    choice = reply["choices"][0]
+    if "text" in choice:  # a completion streams text_completion chunks
+        chunk = {**reply, "choices": [{"index": 0, "text": choice["text"], "finish_reason": "length"}]}
+        chunk.pop("usage")
+    else:
+        chunk = {
+            "id": reply["id"],
+            "object": "chat.completion.chunk",
+            "created": reply["created"],
+            "model": reply["model"],
+            "choices": [{"index": 0, "delta": {"content": choice["message"]["content"]}, "finish_reason": "length"}],
+        }
+    usage = {**chunk, "choices": [], "usage": reply["usage"]}
+    tail = f"data: {json.dumps(usage)}\n\n" if include_usage else ""
+    return f"data: {json.dumps(chunk)}\n\n{tail}data: [DONE]\n\n".encode()
+
+
+def _json_lines(outputs: list[dict[str, Any]], tokenizer: Any) -> bytes:
+    """A generation reply as LMI's jsonlines stream: each token of the text, then the whole text."""
+    text = outputs[0]["generated_text"]
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    lines = [{"token": {"id": i, "text": tokenizer.decode([i])}} for i in ids]
+    lines.append({"generated_text": text})
+    return "".join(json.dumps(line) + "\n" for line in lines).encode()
+
+
+def make_server(stand_in: StandIn, port: int = 0) -> ThreadingHTTPServer:
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def _send(self, status: int, payload: Any, content_type: str = "application/json") -> None:
+            data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self) -> None:
+            self._send(200 if self.path == "/ping" else 404, {} if self.path == "/ping" else {"error": "not found"})
+
+        def do_POST(self) -> None:
+            openai_path = stand_in.engine in ("vllm", "sglang") and self.path == "/v1/chat/completions"
+            if self.path != "/invocations" and not openai_path:
+                return self._send(404, {"error": "not found"})
+            try:
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+            except ValueError as err:
+                return self._send(400, {"error": {"message": f"JSON decode error: {err}"}})
+            if not isinstance(body, dict):
+                return self._send(400, {"error": {"message": "the body must be a JSON object"}})
+            if openai_path and "messages" not in body:
+                return self._send(400, {"error": {"message": "messages: Field required", "type": "BadRequestError"}})
+            status, reply = stand_in.chat(body)
+            if status == 200 and body.get("stream"):
+                if isinstance(reply, list):  # the generation contract: LMI's jsonlines
+                    return self._send(200, _json_lines(reply, stand_in.tokenizer), "application/jsonlines")
+                include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+                return self._send(200, _sse(reply, include_usage), "text/event-stream")
+            return self._send(status, reply)
+
+    return ThreadingHTTPServer(("127.0.0.1", port), Handler)
+
+
+@contextlib.contextmanager
+def serving(stand_in: StandIn) -> Iterator[str]:
+    """Serve `stand_in` on 127.0.0.1 (a free port) in a thread, yielding its base URL."""
+    server = make_server(stand_in)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+class StandInContainer(ProcessContainer):
+    """`python -m local_runtime.stand_in` for `system`, its flags built from the plan's container environment by the
+    system's entrypoint rules."""
+
+    engine = "stand-in"
+
+    def __init__(
+        self,
+        system: str,
+        container_env: Mapping[str, str],
+        model_dir: Path,
+        workdir: Path,
+        *,
+        ready_timeout_s: float = DEFAULT_READY_TIMEOUT_S,
+    ) -> None:
+        super().__init__(model_dir, workdir, ready_timeout_s=ready_timeout_s)
+        if system not in WHY:
+            raise ValueError(f"system {system!r} has no stand-in; allowed: {', '.join(WHY)}")
+        self.system = system
+        self.stand_in_engine = ENGINE_OF.get(system, "djl")
+        self.container_env = dict(container_env)
+        # The engines' own OpenAI servers answer the route at /v1/chat/completions; LMI takes chat at /invocations.
+        self.chat_path = "/v1/chat/completions" if self.stand_in_engine == "sglang" else None
+
+    def engine_argv(self) -> list[str]:
+        if self.stand_in_engine == "sglang":
+            return sglang_argv(self.container_env, self.model_dir)
+        if self.stand_in_engine == "lmi":
+            return lmi_argv(self.container_env, self.model_dir)
+        return ["--model", str(djl_model_dir(self.model_dir))]
+
+    def argv(self) -> list[str]:
+        return [
+            sys.executable,
+            "-m",
+            "local_runtime.stand_in",
+            "--engine",
+            self.stand_in_engine,
+            "--listen",
+            str(self.port),
+            "--",
+            *self.engine_argv(),
+        ]
+
+    def environment(self, home: Path) -> dict[str, str]:
+        root = Path(__file__).resolve().parent.parent
+        return {
+            **base_environment(home, f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin"),
+            **self.container_env,
+            "PYTHONPATH": str(root),
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+        }
+
+    def check_ready(self) -> None:
+        self.version_line = f"stand-in for {self.system}: {WHY[self.system]}"
+
+    def answered_by(self) -> str:
+        return (
+            f"stand-in: local_runtime/stand_in.py ({self.stand_in_engine} routes, transformers on the CPU) for "
+            f"{self.system}, since {WHY[self.system]}"
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m local_runtime.stand_in", description=__doc__.splitlines()[0])
+    parser.add_argument("--engine", choices=ENGINES, required=True)
+    parser.add_argument("--listen", type=int, required=True, help="the loopback port to serve on")
+    parser.add_argument("engine_argv", nargs=argparse.REMAINDER, help="-- then the engine's own flags")
+    args = parser.parse_args(argv)
+    flags = flags_of([token for token in args.engine_argv if token != "--"])
+    server = make_server(StandIn(flags, args.engine), args.listen)
+    signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown).start())
+    print(
+        f"stand-in ({args.engine} routes) serving {flags.get('--model') or flags.get('--model-path')} "
+        f"on 127.0.0.1:{args.listen}",
+        flush=True,
+    )
+    server.serve_forever(poll_interval=0.1)
+    server.server_close()
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    sys.exit(main())
