@@ -54,6 +54,13 @@ CPU_SETTINGS = {
     "TRANSFORMERS_OFFLINE": "1",
 }
 VERSION_LINE = re.compile(r"vLLM server version (\S+), serving model")
+# How SageMaker hands an adapter inference component to the container, as vLLM 0.30.0 serves it (systems/vllm's LoRA
+# note): POST /adapters {"name", "src": the directory holding the adapter's extracted files}
+# (model_hosting_container_standards 0.1.16 sagemaker/lora/routes.py, models/request.py), and each request for it
+# with this header, which /invocations copies into the body's `model`. Which name SageMaker sends in both, and where
+# it extracts the adapter's model.tar.gz, only an account shows: here the adapter component's name and a folder of
+# the caller's.
+ADAPTER_HEADER = "X-Amzn-SageMaker-Adapter-Identifier"
 # Measured here (2 shared cores): ready in 65-115 s for a tiny Qwen3; a busy machine takes longer.
 DEFAULT_READY_TIMEOUT_S = 600.0
 LOG_TAIL_LINES = 25
@@ -230,11 +237,18 @@ class VllmContainer:
 
     # ---- forwarding: what model_build/serve.py's routes send to the container ---------------------------------
 
-    def post(self, path: str, body: bytes, headers: Mapping[str, str], timeout_s: float = 300):
+    def post(self, path: str, body: bytes, headers: Mapping[str, str | None], timeout_s: float = 300):
         """POST to the container; the open response (the caller reads and closes it)."""
         connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout_s)
         connection.request("POST", path, body, {k: v for k, v in headers.items() if v})
         return connection.getresponse()
+
+    def load_adapter(self, name: str, src: Path) -> tuple[int, str]:
+        """Register a LoRA adapter as SageMaker does when it creates an adapter inference component (ADAPTER_HEADER's
+        note): (status, body). vLLM answers 404 when the route is off (VLLM_ALLOW_RUNTIME_LORA_UPDATING unset)."""
+        body = json.dumps({"name": name, "src": str(src)}).encode()
+        response = self.post("/adapters", body, {"Content-Type": "application/json"})
+        return response.status, b"".join(_chunks(response)).decode("utf-8", "replace")
 
 
 def _signal_group(group: int, sig: signal.Signals) -> None:
@@ -276,6 +290,7 @@ class ContainerHost:
         self.load_error: str | None = None
         self.loaded = threading.Event()
         self.capacity = 1
+        self.adapters: dict[str, str] = {}  # adapter inference component -> the name the engine knows it by
 
     def load(self) -> None:
         try:
@@ -298,6 +313,14 @@ class ContainerHost:
     def stop(self) -> None:
         self.container.stop()
 
+    def load_adapter(self, component: str, src: Path) -> tuple[int, str]:
+        """Hand an adapter inference component's extracted files to the container (VllmContainer.load_adapter), by the
+        component's name; InvokeEndpoint naming that component then reaches it (invoke's `component`)."""
+        status, text = self.container.load_adapter(component, src)
+        if status == 200:
+            self.adapters[component] = component
+        return status, text
+
     def _not_ready(self) -> str | None:
         if not self.loaded.is_set() or self.model is None:
             return self.load_error or "the container is still starting"
@@ -313,11 +336,15 @@ class ContainerHost:
             f"log {self.container.log_path}"
         )
 
-    def invoke(self, body: bytes, content_type: str | None, accept: str | None) -> tuple[int, str]:
+    def invoke(
+        self, body: bytes, content_type: str | None, accept: str | None, component: str | None = None
+    ) -> tuple[int, str]:
+        """`component`: InvokeEndpoint's InferenceComponentName; one of the loaded adapters' goes with ADAPTER_HEADER."""
         if (problem := self._not_ready()) is not None:
             return 503, json.dumps({"error": problem})
+        headers = {"Content-Type": content_type, "Accept": accept, ADAPTER_HEADER: self.adapters.get(component or "")}
         try:
-            response = self.container.post("/invocations", body, {"Content-Type": content_type, "Accept": accept})
+            response = self.container.post("/invocations", body, headers)
             return response.status, b"".join(_chunks(response)).decode("utf-8", "replace")
         except OSError as err:
             return 500, json.dumps({"error": self._unreachable(err)})
