@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 LOG_TAIL_LINES = 25
+# The header SageMaker names an adapter inference component's adapter with (vllm_container.py says its source).
+ADAPTER_HEADER = "X-Amzn-SageMaker-Adapter-Identifier"
 # Measured here (2 shared cores): the vLLM engine is ready in 40-115 s for a tiny Qwen3, the transformers-based
 # ones in 5-20 s; a busy machine takes longer.
 DEFAULT_READY_TIMEOUT_S = 600.0
@@ -221,12 +223,16 @@ class ContainerHost:
     /ping answers 503 meanwhile), and forwards InvokeEndpoint and the response stream to its POST /invocations and
     SageMaker's OpenAI route to its chat path, passing the container's status and body through."""
 
-    def __init__(self, container: ProcessContainer) -> None:
+    def __init__(self, container: ProcessContainer, adapters: Mapping[str, Path] | None = None) -> None:
+        """adapters: adapter inference component -> its extracted files (local_runtime/adapters.py), registered once
+        the container is ready (a container with load_adapter: vllm_container.py)."""
         self.container = container
+        self.handed_adapters = dict(adapters or {})
         self.model: Any = None
         self.load_error: str | None = None
         self.loaded = threading.Event()
         self.capacity = 1
+        self.adapters: dict[str, str] = {}  # adapter inference component -> the name the engine knows it by
 
     def load(self) -> None:
         try:
@@ -240,6 +246,14 @@ class ContainerHost:
             )
             if container.version_line:
                 print(f"container engine: {container.version_line}", flush=True)
+            for component, folder in self.handed_adapters.items():
+                try:
+                    status, text = self.load_adapter(component, folder)
+                except OSError as err:
+                    raise ContainerError(f"POST /adapters for adapter component {component}: {err}") from None
+                if status != 200:
+                    raise ContainerError(f"POST /adapters for adapter component {component} answered {status}: {text}")
+                print(f"container adapter component {component}: {text}", flush=True)
             self.model = self.container
         except ContainerError as err:
             self.load_error = str(err)
@@ -249,6 +263,17 @@ class ContainerHost:
 
     def stop(self) -> None:
         self.container.stop()
+
+    def load_adapter(self, component: str, src: Path) -> tuple[int, str]:
+        """Hand an adapter inference component's extracted files to the container, by the component's name;
+        InvokeEndpoint naming that component then reaches it (invoke's `component`)."""
+        load = getattr(self.container, "load_adapter", None)
+        if load is None:
+            raise ContainerError(f"the {self.container.engine} container loads no LoRA adapters")
+        status, text = load(component, src)
+        if status == 200:
+            self.adapters[component] = component
+        return status, text
 
     def _not_ready(self) -> str | None:
         if not self.loaded.is_set() or self.model is None:
@@ -265,11 +290,16 @@ class ContainerHost:
             f"{state}; log {self.container.log_path}"
         )
 
-    def invoke(self, body: bytes, content_type: str | None, accept: str | None) -> tuple[int, str]:
+    def invoke(
+        self, body: bytes, content_type: str | None, accept: str | None, component: str | None = None
+    ) -> tuple[int, str]:
+        """`component`: InvokeEndpoint's InferenceComponentName; one of the loaded adapters' goes with the adapter
+        header (vllm_container.ADAPTER_HEADER)."""
         if (problem := self._not_ready()) is not None:
             return 503, json.dumps({"error": problem})
+        headers = {"Content-Type": content_type, "Accept": accept, ADAPTER_HEADER: self.adapters.get(component or "")}
         try:
-            response = self.container.post("/invocations", body, {"Content-Type": content_type, "Accept": accept})
+            response = self.container.post("/invocations", body, headers)
             return response.status, b"".join(_chunks(response)).decode("utf-8", "replace")
         except OSError as err:
             return 500, json.dumps({"error": self._unreachable(err)})

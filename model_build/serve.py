@@ -345,12 +345,18 @@ def _event_messages(chunks: Any) -> Any:
         )
 
 
+# InvokeEndpoint's InferenceComponentName (botocore sagemaker-runtime InvokeEndpointInput, a header).
+INFERENCE_COMPONENT_HEADER = "X-Amzn-SageMaker-Inference-Component"
+
+
 async def _run(host: ModelHost, body: bytes, request: Request) -> tuple[int, str]:
     from starlette.concurrency import run_in_threadpool
 
-    return await run_in_threadpool(
-        host.invoke, body, request.headers.get("content-type"), request.headers.get("accept")
-    )
+    content_type, accept = request.headers.get("content-type"), request.headers.get("accept")
+    component = request.headers.get(INFERENCE_COMPONENT_HEADER)
+    if component in getattr(host, "adapters", {}):  # a container host's loaded adapter (local_runtime)
+        return await run_in_threadpool(host.invoke, body, content_type, accept, component)  # type: ignore[call-arg]
+    return await run_in_threadpool(host.invoke, body, content_type, accept)
 
 
 def _container_message(content: str) -> str:

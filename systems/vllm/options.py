@@ -331,13 +331,21 @@ class VllmOptions(EngineOptions):
 
     def problems(self) -> list[str]:
         """The rules vLLM 0.30.0 enforces between these options at start-up, each with its source."""
+        return self.lora_key_problems() + self.field_problems()
+
+    def lora_key_problems(self) -> list[str]:
+        """LoRA's sizing keys without LoRA on."""
+        lora_only = [n for n in ("max_loras", "max_lora_rank") if getattr(self, n) is not None]
+        lora_only += ["allow_runtime_lora_updating"] if self.allow_runtime_lora_updating else []
+        return (
+            [f"{', '.join(lora_only)} apply only with enable_lora: true"] if lora_only and not self.enable_lora else []
+        )
+
+    def field_problems(self) -> list[str]:
+        """The rules between the other fields."""
         found = []
         if self.enable_auto_tool_choice and self.tool_call_parser is None:
             found.append("enable_auto_tool_choice needs tool_call_parser (vllm/entrypoints/launchers/cli_args.py)")
-        lora_only = [n for n in ("max_loras", "max_lora_rank") if getattr(self, n) is not None]
-        lora_only += ["allow_runtime_lora_updating"] if self.allow_runtime_lora_updating else []
-        if lora_only and not self.enable_lora:
-            found.append(f"{', '.join(lora_only)} apply only with enable_lora: true")
         tokens, seqs, length = self.max_num_batched_tokens, self.max_num_seqs, self.max_model_len
         # vllm/config/scheduler.py, SchedulerConfig.verify_max_model_len.
         if tokens is not None and seqs is not None and tokens < seqs:

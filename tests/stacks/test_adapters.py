@@ -218,7 +218,7 @@ REFUSED = [
         "a system without adapters",
         dict(system="lmi-trtllm"),
         "endpoint 'chat': adapters: value (2 adapters) is not supported by system 'lmi-trtllm': no way to load LoRA "
-        "adapter inference components is established for it; systems that serve LoRA adapters: lmi-vllm",
+        "adapter inference components is established for it; systems that serve LoRA adapters: lmi-vllm, vllm",
     ),
     (
         "max_lora_rank without adapters",

@@ -1,0 +1,40 @@
+"""An endpoint's built LoRA adapters as SageMaker hands them to the container: each adapter's model.tar.gz (the archive
+`model_build publish` uploads as its component's ArtifactUrl, packed the same way) extracted into a folder named after
+its adapter inference component. ContainerHost (vllm_container.py) then registers each folder through the container's
+POST /adapters once the engine is ready, as SageMaker does when it creates the adapter components after the base.
+Where SageMaker itself extracts the archive is not documented: the folder here is this module's choice."""
+
+from __future__ import annotations
+
+import shutil
+import tarfile
+from pathlib import Path
+from typing import Any
+
+from artifact.manifest import MANIFEST_NAME
+
+
+def extracted_adapters(plan: Any, build_root: Path, workdir: Path) -> dict[str, Path]:
+    """Adapter inference component -> the folder holding its extracted archive, for every adapter of `plan` (each must
+    be built: model_build build). The archives are packed under workdir/archives/ and extracted under
+    workdir/adapters/ (both replaced)."""
+    from deployment.adapters import ADAPTER_ARCHIVE, adapter_build_dir
+    from model_build.publish import load_manifest, pack_tarball
+
+    folders = {}
+    for adapter in plan.adapters:
+        build_dir = adapter_build_dir(build_root, plan.name, adapter.name)
+        manifest = load_manifest(build_dir)  # PublishError naming the build when it is missing
+        archive = workdir / "archives" / adapter.component_name / ADAPTER_ARCHIVE
+        folder = workdir / "adapters" / adapter.component_name
+        for old in (archive.parent, folder):
+            shutil.rmtree(old, ignore_errors=True)
+        archive.parent.mkdir(parents=True)
+        pack_tarball(build_dir, [e.path for e in manifest.files] + [MANIFEST_NAME], archive)
+        with tarfile.open(archive) as packed:
+            packed.extractall(folder, filter="data")
+        folders[adapter.component_name] = folder
+    return folders
+
+
+__all__ = ["extracted_adapters"]
