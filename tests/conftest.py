@@ -301,3 +301,19 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None):
     if left:
         raise AssertionError(f"{item.nodeid} left running: {left}")
     return result
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """The end-to-end scenarios' reports: which container answered each system's chain and how long it took
+    (tests/local/system_scenario.py records them), so a run's output says it without -s."""
+    lines = [
+        value
+        for report in terminalreporter.stats.get("passed", []) + terminalreporter.stats.get("failed", [])
+        if report.when == "call"
+        for name, value in getattr(report, "user_properties", [])
+        if name == "scenario"
+    ]
+    if lines:
+        terminalreporter.section("end-to-end scenarios: who answered")
+        for line in sorted(lines):
+            terminalreporter.write_line(line)

@@ -22,7 +22,9 @@ def _make_dry_run(*args: str) -> str:
 def test_make_demo_passes_config_and_endpoint_only_when_given():
     assert _make_dry_run().split("local_emulator.demo")[1].strip() == ""
     given = _make_dry_run("CONFIG=config/examples/vllm-local-tiny-qwen3.yaml", "ENDPOINT=tiny-qwen3")
-    assert given.endswith("-m local_emulator.demo --config config/examples/vllm-local-tiny-qwen3.yaml --endpoint tiny-qwen3")
+    assert given.endswith(
+        "-m local_emulator.demo --config config/examples/vllm-local-tiny-qwen3.yaml --endpoint tiny-qwen3"
+    )
 
 
 def test_demo_refuses_a_model_that_is_not_a_local_directory(tmp_path, capsys):

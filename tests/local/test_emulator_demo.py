@@ -16,9 +16,13 @@ pytestmark = pytest.mark.emulator
 
 
 @pytest.mark.e2e
-def test_demo_deploys_serves_and_destroys_leaving_nothing(demo_run):
+def test_demo_deploys_serves_and_destroys_leaving_nothing(demo_run, record_property):
     code, out, err = demo_run
     assert code == 0, out[-4000:] + err[-4000:]
+    answered = re.search(r"container: (.*)", out)
+    assert answered and "stand-in" in answered.group(1), out[-4000:]
+    took = re.search(r"demo finished in ([\d.]+) s", out)
+    record_property("scenario", f"hf-fastload: {answered.group(1)}; whole chain {took.group(1) if took else '?'} s")
     # The demo runs what `make deploy` runs (workstation.deploy), in this order (tests/workstation/test_workstation.py checks
     # that the make targets call it).
     order = [

@@ -62,6 +62,17 @@ def _config(tmp_path: Path, model: Path) -> Path:
             "reasoning_parser": "qwen3",
         },
         "chat": {"openai_route": {"create_role": True}},
+        # the SLO gate after the smoke test: the load test's chat bodies against the real engine
+        "slo": {
+            "concurrency": 1,
+            "max_error_rate": 0,
+            "workload": {
+                "requests": 4,
+                "input_tokens": {"mean": 16},
+                "output_tokens": {"mean": 8},
+                "warmup_requests": 1,
+            },
+        },
     }
     config = {
         "project": "llm-vllm-scenario",
@@ -111,7 +122,7 @@ def _stop_server(server: subprocess.Popen, log: Path) -> None:
 
 @pytest.mark.e2e
 @pytest.mark.emulator
-def test_vllm_endpoint_end_to_end_on_the_real_vllm_engine(tmp_path, monkeypatch):
+def test_vllm_endpoint_end_to_end_on_the_real_vllm_engine(tmp_path, monkeypatch, record_property):
     assert VLLM_PYTHON.is_file(), f"{VLLM_PYTHON} is missing: run `make vllm-env`"
     from openai import NotFoundError, OpenAI
     from sagemaker.core.token_generator import generate_token
@@ -254,6 +265,8 @@ def test_vllm_endpoint_end_to_end_on_the_real_vllm_engine(tmp_path, monkeypatch)
     finally:
         _stop_server(server, serve_log)
         emulator.stop()
-    print(f"    scenario took {time.monotonic() - started:.1f} s (engine ready in {ready_s:.1f} s)")
+    took = time.monotonic() - started
+    print(f"    scenario took {took:.1f} s (engine ready in {ready_s:.1f} s)")
+    record_property("scenario", f"vllm: {answered[0].removeprefix('container answering: ')}; whole chain {took:.0f} s")
     if findings:
         raise SeamFindings("; ".join(f"{name}: {where}" for name, where in findings.items()))

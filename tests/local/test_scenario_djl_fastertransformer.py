@@ -1,0 +1,11 @@
+"""The djl-fastertransformer system's whole path on the local emulator, answered by the stand-in container (local_runtime/stand_in.py says why):
+config/scenarios/djl-fastertransformer.yaml through the demo's chain (tests/local/system_scenario.py)."""
+
+import pytest
+from system_scenario import run_scenario
+
+pytestmark = [pytest.mark.e2e, pytest.mark.emulator]
+
+
+def test_djl_fastertransformer_scenario(tmp_path, record_property):
+    run_scenario("djl-fastertransformer", "stand-in", tmp_path, record_property)
