@@ -267,6 +267,10 @@ def test_vllm_endpoint_end_to_end_on_the_real_vllm_engine(tmp_path, monkeypatch,
         emulator.stop()
     took = time.monotonic() - started
     print(f"    scenario took {took:.1f} s (engine ready in {ready_s:.1f} s)")
-    record_property("scenario", f"vllm: {answered[0].removeprefix('container answering: ')}; whole chain {took:.0f} s")
+    record_property(
+        "scenario",
+        f"vllm: {answered[0].removeprefix('container answering: ')}; whole chain {took:.0f} s; engine log: "
+        + version[0].split("] ")[-1],
+    )
     if findings:
         raise SeamFindings("; ".join(f"{name}: {where}" for name, where in findings.items()))
