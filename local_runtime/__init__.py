@@ -57,19 +57,15 @@ def local_container(plan: Any, artifact_dir: Path, workdir: Path) -> Any | None:
     return None
 
 
-def container_host(plan: Any, artifact_dir: Path, workdir: Path, build_root: Path | None = None) -> Any | None:
+def container_host(plan: Any, artifact_dir: Path, workdir: Path, adapters: dict[str, Path] | None = None) -> Any | None:
     """The host model_build/serve.py forwards to for `plan`: a started-on-load local container of its system, or
-    None where the artifact's own handler serves (HANDLER_STAND_IN). The plan's LoRA adapters (built under
-    `build_root`) are handed to the container once it is ready, as SageMaker hands adapter components over."""
+    None where the artifact's own handler serves (HANDLER_STAND_IN). `adapters` (adapter inference component -> its
+    extracted files: model_build/adapter_handover.py) are handed to the container once it is ready, as SageMaker
+    hands adapter components over."""
     from .process import ContainerHost
 
     container = local_container(plan, artifact_dir, workdir)
     if container is None:
         return None
     workdir.mkdir(parents=True, exist_ok=True)
-    adapters = None
-    if plan.adapters and build_root is not None:
-        from .adapters import extracted_adapters
-
-        adapters = extracted_adapters(plan, build_root, workdir)
     return ContainerHost(container, adapters)

@@ -224,7 +224,7 @@ class ContainerHost:
     SageMaker's OpenAI route to its chat path, passing the container's status and body through."""
 
     def __init__(self, container: ProcessContainer, adapters: Mapping[str, Path] | None = None) -> None:
-        """adapters: adapter inference component -> its extracted files (local_runtime/adapters.py), registered once
+        """adapters: adapter inference component -> its extracted files (model_build/adapter_handover.py), registered once
         the container is ready (a container with load_adapter: vllm_container.py)."""
         self.container = container
         self.handed_adapters = dict(adapters or {})

@@ -236,13 +236,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
             "rebuild it or pass the right --artifact"
         )
     from local_runtime import HANDLER_STAND_IN, LocalContainerError, container_host
+    from model_build.adapter_handover import extracted_adapters
     from model_build.publish import PublishError
     from model_build.serve import serve
 
     try:  # the system's container where one runs here (local_runtime), else the artifact's handler
-        host = container_host(
-            plan, artifact, Path(args.build_root) / "containers" / plan.name, build_root=Path(args.build_root)
-        )
+        workdir = Path(args.build_root) / "containers" / plan.name
+        adapters = extracted_adapters(plan, Path(args.build_root), workdir) if plan.adapters else None
+        host = container_host(plan, artifact, workdir, adapters)
     except (LocalContainerError, PublishError) as err:
         raise BuildError(str(err)) from None
     print(

@@ -56,7 +56,7 @@ ALLOWED: dict[str, set[str]] = {
     "systems": {"request_contract", "chat_contract", "artifact", "endpoint_config"},
     "deployment": {"chat_contract", "artifact", "endpoint_config", "systems"},
     "stacks": {"request_contract", "artifact", "endpoint_runtime", "endpoint_config", "systems", "deployment"},
-    "local_runtime": {"systems"},
+    "local_runtime": {"systems", "request_contract"},
     "model_build": {
         "request_contract",
         "chat_contract",

@@ -40,6 +40,7 @@ EXAMPLE_MODEL_ARCHITECTURES = {
     "meta-llama/Llama-3.1-8B-Instruct": "LlamaForCausalLM",
     "Qwen/Qwen3-32B": "Qwen3ForCausalLM",
     "Qwen/Qwen3-30B-A3B": "Qwen3MoeForCausalLM",
+    "build/tiny-models/qwen3_thinking": "Qwen3ForCausalLM",  # the tiny Qwen3 model_build tiny-model writes
     "openai/gpt-oss-20b": "GptOssForCausalLM",
     "openai/gpt-oss-120b": "GptOssForCausalLM",
     "mistralai/Mixtral-8x7B-Instruct-v0.1": "MixtralForCausalLM",

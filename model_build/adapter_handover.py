@@ -1,6 +1,6 @@
 """An endpoint's built LoRA adapters as SageMaker hands them to the container: each adapter's model.tar.gz (the archive
 `model_build publish` uploads as its component's ArtifactUrl, packed the same way) extracted into a folder named after
-its adapter inference component. ContainerHost (vllm_container.py) then registers each folder through the container's
+its adapter inference component. local_runtime.ContainerHost (process.py) then registers each folder through the container's
 POST /adapters once the engine is ready, as SageMaker does when it creates the adapter components after the base.
 Where SageMaker itself extracts the archive is not documented: the folder here is this module's choice."""
 
