@@ -113,17 +113,7 @@ def system_problems(ep: EndpointSpec, system: ServingSystem, systems: dict[str, 
             served = " and ".join(system.architectures)
             bad("model", f"value {ep.model!r} is an {kind} model; system {ep.system!r} serves {served} models only")
         if instance.is_gpu and checkpoint is None:
-            need = facts.parameters * BYTES_PER_PARAM[ep.dtype] / ep.tensor_parallel_degree
-            usable = usable_bytes_per_gpu(instance)
-            if need > usable:
-                bad(
-                    "instance_type",
-                    f"model {ep.model!r} ({facts.parameters / 1e9:.2f} B parameters, {facts.source}) needs "
-                    f"{need / GIB:.1f} GiB of weights per GPU in {ep.dtype} at tensor_parallel_degree "
-                    f"{ep.tensor_parallel_degree}, more than {WEIGHT_SHARE_OF_GPU_MEMORY:.0%} of the "
-                    f"{instance.gpu_memory_gib:.1f} GiB of each {_gpu_name(instance)} on {ep.instance_type} "
-                    f"({usable / GIB:.1f} GiB); raise tensor_parallel_degree, pick a larger GPU or a smaller dtype",
-                )
+            problems += _parameter_fit_problems(ep)
     if ep.weights_format not in system.weights_formats:
         offered = ", ".join(name for name, s in systems.items() if ep.weights_format in s.weights_formats) or "none"
         bad(
@@ -192,6 +182,57 @@ def system_problems(ep: EndpointSpec, system: ServingSystem, systems: dict[str, 
     ):
         problems += system.checkpoint_rules(ep, checkpoint)
     return problems
+
+
+def _parameter_fit_problems(ep: EndpointSpec) -> list[str]:
+    """The parameter-count rule: the weights on each GPU against WEIGHT_SHARE_OF_GPU_MEMORY of its memory (systems
+    without an engine profile, or a model whose config.json is not known before a build)."""
+    facts = model_facts(ep.model, ep.model_parameters)
+    if facts is None or not ep.instance.is_gpu:
+        return []
+    need = facts.parameters * BYTES_PER_PARAM[ep.dtype] / ep.tensor_parallel_degree
+    usable = usable_bytes_per_gpu(ep.instance)
+    if need <= usable:
+        return []
+    return [
+        f"endpoint {ep.name!r}: instance_type: model {ep.model!r} ({facts.parameters / 1e9:.2f} B parameters, "
+        f"{facts.source}) needs {need / GIB:.1f} GiB of weights per GPU in {ep.dtype} at tensor_parallel_degree "
+        f"{ep.tensor_parallel_degree}, more than {WEIGHT_SHARE_OF_GPU_MEMORY:.0%} of the "
+        f"{ep.instance.gpu_memory_gib:.1f} GiB of each {_gpu_name(ep.instance)} on {ep.instance_type} "
+        f"({usable / GIB:.1f} GiB); raise tensor_parallel_degree, pick a larger GPU or a smaller dtype"
+    ]
+
+
+def model_fit_problems(ep: EndpointSpec, system: ServingSystem) -> list[str]:
+    """Whether the model fits `ep`'s GPUs at its tensor-parallel degree, by the same rule system_problems applies:
+    for a system with an engine profile and the model's config.json known, weights + the KV cache the engine
+    reserves (_fit_problems); else the parameter-count rule. The exact messages system_problems gives; [] when it
+    fits or cannot be sized before a build."""
+    if not ep.instance.is_gpu:
+        return []
+    checkpoint = checkpoint_of(ep.model) if system.profile is not None else None
+    if checkpoint is not None and system.profile is not None:
+        return _fit_problems(ep, system.profile(ep), checkpoint, _gpu_name(ep.instance))
+    return _parameter_fit_problems(ep)
+
+
+def instance_types_holding(ep: EndpointSpec, system: ServingSystem, *, limit: int = 6) -> list[str]:
+    """The GPU hosting instance types the model fits (model_fit_problems), each at the smallest tensor-parallel
+    degree dividing its GPUs that holds it, fewest and smallest GPUs first: what a refusal offers instead."""
+    from endpoint_config import hosting_instance_types, parse_instance_type
+
+    found: list[tuple[int, int, float, str]] = []
+    for name in sorted(hosting_instance_types()):
+        instance = parse_instance_type(name)
+        if instance.unknown_reason is not None or not instance.is_gpu:
+            continue
+        for degree in (d for d in range(1, instance.gpu_count + 1) if instance.gpu_count % d == 0):
+            candidate = ep.model_copy(update={"instance_type": name, "tensor_parallel_degree": degree})
+            if not model_fit_problems(candidate, system):
+                found.append((degree, instance.gpu_count, instance.gpu_memory_gib, name))
+                break
+    found.sort()
+    return [f"{name} at tensor_parallel_degree {degree}" for degree, _, _, name in found[:limit]]
 
 
 def context_tokens(ep: EndpointSpec, system: ServingSystem) -> tuple[int, str] | None:
