@@ -63,34 +63,40 @@ def endpoint_quotas(client: Any) -> dict[str, Quota]:
     return quotas
 
 
-def _needed_by_type(deployment: Any) -> dict[str, list[Any]]:
-    """Each instance type's endpoints, with their quota needs (EndpointPlan.quota)."""
-    by_type: dict[str, list[Any]] = {}
+def _needed_by_type(deployment: Any) -> dict[str, list[tuple[Any, Any]]]:
+    """Each instance type's endpoints with their quota needs of it (EndpointPlan.quotas: instance_type's and every
+    instance pool's)."""
+    by_type: dict[str, list[tuple[Any, Any]]] = {}
     for plan in deployment.plans:
-        by_type.setdefault(plan.quota.instance_type, []).append(plan)
+        for need in plan.quotas:
+            by_type.setdefault(need.instance_type, []).append((plan, need))
     return by_type
 
 
 def quota_checks(deployment: Any, quotas: dict[str, Quota], region: str) -> list[Check]:
     checks = []
-    for instance_type, plans in sorted(_needed_by_type(deployment).items()):
+    for instance_type, needs in sorted(_needed_by_type(deployment).items()):
+        plans = [plan for plan, _ in needs]
         name = f"quota {instance_type}"
         quota_name = QUOTA_NAME.format(instance_type=instance_type)
-        need = sum(p.quota.peak for p in plans)
-        running = sum(p.quota.steady for p in plans)
-        who = "; ".join(f"{p.name}: {p.quota.peak} ({p.quota.basis})" for p in plans)
+        need = sum(q.peak for _, q in needs)
+        running = sum(q.steady for _, q in needs)
+        who = "; ".join(f"{p.name}: {q.peak} ({q.basis})" for p, q in needs)
         quota = quotas.get(quota_name)
         if quota is None:
-            family = plans[0].instance.family
+            family = instance_type.split(".")[1]
             offered = sorted(q[: -len(" for endpoint usage")] for q in quotas if q.startswith(f"ml.{family}."))
             hint = f"; offered in that family: {', '.join(offered[:8])}" if offered else ""
+            primary = all(p.spec.instance_type == instance_type for p in plans)
+            key = "instance_type" if primary else "instance_type or instance_pools"
             checks.append(
                 Check(
                     name,
                     False,
                     (
                         f"{instance_type} is not offered for SageMaker endpoints in {region} (no quota {quota_name!r}); "
-                        f"change instance_type of {', '.join(p.name for p in plans)} or the environment's region{hint}"
+                        f"change {key} of {', '.join(dict.fromkeys(p.name for p in plans))} or the environment's "
+                        f"region{hint}"
                     ),
                 )
             )
