@@ -1,0 +1,149 @@
+"""`instance_pools:` and `capacity:` on the template: the variant's InstancePools (instance_type at priority 1, then the
+pools in order) in place of InstanceType, a pool whose tensor-parallel degree differs running its own Model through
+ModelNameOverride (same role, image and artifact), a pool with the variant's settings running the variant's model,
+VariantInstanceProvisionTimeoutInSeconds and CapacityReservationConfig; cdk-nag passes (the synth fixture runs it),
+and cfn-lint 1.58 passes the templates while a copy with a priority out of bounds is reported."""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hermetic import subprocess_env
+
+CONFIG = """\
+endpoints:
+  - name: pools
+    system: vllm
+    model: Qwen/Qwen3-32B
+    dtype: bf16
+    instance_type: ml.g7e.2xlarge
+    volume_size_gb: null
+    instance_pools:
+      - {instance_type: ml.g6e.12xlarge, tensor_parallel_degree: 4}
+      - {instance_type: ml.p5.4xlarge}
+    capacity: {provision_timeout_s: 900}
+    autoscaling: {min_capacity: 1, max_capacity: 2, target_value: 8}
+    engine: {max_model_len: 32768}
+  - name: reserved
+    system: vllm
+    model: Qwen/Qwen3-32B
+    dtype: bf16
+    instance_type: ml.p5.4xlarge
+    volume_size_gb: null
+    capacity: {reservation_arn: "arn:aws:sagemaker:us-east-1:111122223333:ml-reservation/p5-capacity"}
+    engine: {max_model_len: 32768}
+"""
+STACKS = {"pools": "llm-endpoints-default-pools", "reserved": "llm-endpoints-default-reserved"}
+CFN_LINT = Path(sys.executable).parent / "cfn-lint"  # the venv running the suite (cfn-lint 1.58)
+
+
+@pytest.fixture(scope="module")
+def pools(synth, tmp_path_factory):
+    path = tmp_path_factory.mktemp("instance-pools") / "pools.yaml"
+    path.write_text(CONFIG)
+    return synth(str(path))
+
+
+def logical_ids(template: dict, type_name: str) -> dict[str, dict]:
+    return {k: r for k, r in template["Resources"].items() if r["Type"] == type_name}
+
+
+def variant(template: dict) -> dict:
+    [endpoint_config] = logical_ids(template, "AWS::SageMaker::EndpointConfig").values()
+    [production_variant] = endpoint_config["Properties"]["ProductionVariants"]
+    return production_variant
+
+
+def test_the_variant_lists_its_pools_in_priority_order_instead_of_an_instance_type(pools):
+    template = pools.templates[STACKS["pools"]]
+    pv = variant(template)
+    assert "InstanceType" not in pv  # replaced by InstancePools (SageMaker DG, realtime-endpoints-heterogeneous)
+    models = logical_ids(template, "AWS::SageMaker::Model")
+    [pool_model] = [k for k in models if "PoolModel2" in k]
+    [primary] = [k for k in models if k != pool_model]
+    assert pv["ModelName"] == {"Fn::GetAtt": [primary, "ModelName"]}
+    assert pv["InstancePools"] == [
+        {"InstanceType": "ml.g7e.2xlarge", "Priority": 1},
+        {
+            "InstanceType": "ml.g6e.12xlarge",
+            "Priority": 2,
+            "ModelNameOverride": {"Fn::GetAtt": [pool_model, "ModelName"]},
+        },
+        {"InstanceType": "ml.p5.4xlarge", "Priority": 3},  # tensor parallel 1, as the variant's: its model
+    ]
+    assert pv["VariantInstanceProvisionTimeoutInSeconds"] == 900
+    assert "CapacityReservationConfig" not in pv
+
+
+def test_the_pool_model_differs_only_in_its_tensor_parallel_degree(pools):
+    template = pools.templates[STACKS["pools"]]
+    models = logical_ids(template, "AWS::SageMaker::Model")
+    [pool_model] = [r for k, r in models.items() if "PoolModel2" in k]
+    [primary] = [r for k, r in models.items() if "PoolModel2" not in k]
+    primary_env = primary["Properties"]["PrimaryContainer"].pop("Environment")
+    pool_env = pool_model["Properties"]["PrimaryContainer"].pop("Environment")
+    assert {k for k in primary_env if primary_env[k] != pool_env.get(k)} == {"SM_VLLM_TENSOR_PARALLEL_SIZE"}
+    assert (primary_env["SM_VLLM_TENSOR_PARALLEL_SIZE"], pool_env["SM_VLLM_TENSOR_PARALLEL_SIZE"]) == ("1", "4")
+    # Same role, image, artifact and isolation; kept when replaced, as the variant's model is (a rollback may run it).
+    assert pool_model["Properties"] == primary["Properties"]
+    assert pool_model["UpdateReplacePolicy"] == primary["UpdateReplacePolicy"] == "Retain"
+
+
+def test_a_capacity_reservation_without_pools(pools):
+    pv = variant(pools.templates[STACKS["reserved"]])
+    assert pv["InstanceType"] == "ml.p5.4xlarge" and "InstancePools" not in pv
+    assert pv["CapacityReservationConfig"] == {
+        "CapacityReservationPreference": "capacity-reservations-only",
+        "MlReservationArn": "arn:aws:sagemaker:us-east-1:111122223333:ml-reservation/p5-capacity",
+    }
+    assert "VariantInstanceProvisionTimeoutInSeconds" not in pv
+    assert len(logical_ids(pools.templates[STACKS["reserved"]], "AWS::SageMaker::Model")) == 1
+
+
+def test_the_execution_role_is_unchanged_by_pools(pools):
+    """The pool model runs with the variant's role on the same artifact and image: no new action (least privilege)."""
+
+    def actions(stack: str) -> list[tuple[str, ...]]:
+        template = pools.templates[stack]
+        [role] = [k for k in logical_ids(template, "AWS::IAM::Role") if "ExecutionRole" in k]
+        statements = [
+            s
+            for policy in logical_ids(template, "AWS::IAM::Policy").values()
+            if {"Ref": role} in policy["Properties"]["Roles"]
+            for s in policy["Properties"]["PolicyDocument"]["Statement"]
+        ]
+        return sorted(
+            tuple(sorted(s["Action"] if isinstance(s["Action"], list) else [s["Action"]])) for s in statements
+        )
+
+    assert actions(STACKS["pools"]) == actions(STACKS["reserved"])
+
+
+def test_cfn_lint_passes_the_templates_and_reports_a_priority_out_of_bounds(pools, tmp_path):
+    paths = []
+    for stack in STACKS.values():
+        paths.append(tmp_path / f"{stack}.template.json")
+        paths[-1].write_text(json.dumps(pools.templates[stack]))
+    canary = copy.deepcopy(pools.templates[STACKS["pools"]])
+    [endpoint_config] = logical_ids(canary, "AWS::SageMaker::EndpointConfig").values()
+    endpoint_config["Properties"]["ProductionVariants"][0]["InstancePools"][2]["Priority"] = 6
+    canary_path = tmp_path / "canary.template.json"
+    canary_path.write_text(json.dumps(canary))
+    result = subprocess.run(
+        [str(CFN_LINT), "--format", "json", *map(str, paths), str(canary_path)],
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    # cfn-lint exits with the levels found OR-ed together (2 error, 4 warning, 8 informational); anything else broke.
+    assert result.returncode in (0, 2, 4, 6, 8, 10, 12, 14), result.stderr[-3000:]
+    findings = [f for f in json.loads(result.stdout) if f["Rule"]["Id"] != "W3005"]
+    assert [f for f in findings if f["Filename"] != str(canary_path)] == []
+    [finding] = findings
+    assert finding["Location"]["Path"][-1] == "Priority" and "6" in finding["Message"], finding
