@@ -291,6 +291,22 @@ class EndpointPlan:
     pools: tuple[PoolPlan, ...] = ()
 
     @property
+    def instance_types(self) -> tuple[tuple[str, int], ...]:
+        """With instance pools, each instance type the variant may run, instance_type first, with its NVIDIA GPUs
+        (the alarms and dashboard per instance type); () without pools."""
+        if not self.pools:
+            return ()
+        return ((self.spec.instance_type, self.instance.gpu_count),) + tuple(
+            (p.instance_type, p.spec.instance.gpu_count) for p in self.pools
+        )
+
+    @property
+    def fewest_copies(self) -> int:
+        """The fewest model copies an instance of the variant serves, over its pools: the scaling target's multiplier
+        (a fleet fallen back to a type of fewer copies would otherwise run each copy above its target)."""
+        return min([self.model_copies, *(p.model_copies for p in self.pools)])
+
+    @property
     def quotas(self) -> tuple[QuotaNeed, ...]:
         """The instances the account must be allowed of each instance type the variant may run: instance_type's and
         every pool's (preflight's quota check)."""

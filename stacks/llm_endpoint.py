@@ -256,6 +256,7 @@ class LlmEndpoint(Construct):
                 gpu_count=plan.instance.gpu_count,
                 asynchronous=plan.is_async,
                 component_name=plan.component_name,
+                instance_types=plan.instance_types,
             )
             if plan.alarms is not None
             else None
@@ -295,8 +296,9 @@ class LlmEndpoint(Construct):
                 "ConcurrencyScaling",
                 policy_name=f"{plan.endpoint_name}-concurrency",
                 target=target,
-                # The metric counts concurrent requests per instance; the config's target is per model copy.
-                target_value=autoscaling.target_value * plan.model_copies,
+                # The metric counts concurrent requests per instance; the config's target is per model copy (the
+                # fewest copies any pool serves: a fleet fallen back to it must not run each copy above the target).
+                target_value=autoscaling.target_value * plan.fewest_copies,
                 predefined_metric=SCALING_METRIC,
                 scale_in_cooldown_s=autoscaling.scale_in_cooldown_s,
                 scale_out_cooldown_s=autoscaling.scale_out_cooldown_s,

@@ -13,7 +13,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import alarm_series
 from hermetic import subprocess_env
+
+from stacks.sagemaker_metrics import REAL_TIME, is_published
 
 CONFIG = """\
 endpoints:
@@ -37,8 +40,19 @@ endpoints:
     volume_size_gb: null
     capacity: {reservation_arn: "arn:aws:sagemaker:us-east-1:111122223333:ml-reservation/p5-capacity"}
     engine: {max_model_len: 32768}
+  - name: copies
+    system: lmi-vllm
+    model: EleutherAI/gpt-j-6B
+    instance_type: ml.g5.12xlarge   # 4 GPUs at tensor parallel 1: 4 copies per instance
+    instance_pools: [{instance_type: ml.g5.2xlarge}]   # 1 GPU: 1 copy
+    autoscaling: {min_capacity: 1, max_capacity: 4, target_value: 6}
 """
-STACKS = {"pools": "llm-endpoints-default-pools", "reserved": "llm-endpoints-default-reserved"}
+STACKS = {
+    "pools": "llm-endpoints-default-pools",
+    "reserved": "llm-endpoints-default-reserved",
+    "copies": "llm-endpoints-default-copies",
+}
+ARTIFACTS = "llm-endpoints-default-artifacts"
 CFN_LINT = Path(sys.executable).parent / "cfn-lint"  # the venv running the suite (cfn-lint 1.58)
 
 
@@ -147,3 +161,66 @@ def test_cfn_lint_passes_the_templates_and_reports_a_priority_out_of_bounds(pool
     assert [f for f in findings if f["Filename"] != str(canary_path)] == []
     [finding] = findings
     assert finding["Location"]["Path"][-1] == "Priority" and "6" in finding["Message"], finding
+
+
+def test_gpu_memory_is_alarmed_per_instance_type_where_the_gpu_counts_differ(pools):
+    """GPUMemoryUtilization sums an instance's GPUs: 1 GPU on g7e.2xlarge and p5.4xlarge, 4 on g6e.12xlarge, so one
+    threshold cannot serve the mixed fleet; each type gets its own on the InstanceType dimension."""
+    template = pools.templates[STACKS["pools"]]
+    alarms = [r["Properties"] for r in logical_ids(template, "AWS::CloudWatch::Alarm").values()]
+    gpu = {
+        a["AlarmName"]: (a["Threshold"], {d["Name"]: d["Value"] for d in a["Dimensions"]}.get("InstanceType"))
+        for a in alarms
+        if a.get("MetricName") == "GPUMemoryUtilization"
+    }
+    assert gpu == {
+        "pools-gpu-memory-ml.g7e.2xlarge": (95, "ml.g7e.2xlarge"),
+        "pools-gpu-memory-ml.g6e.12xlarge": (380, "ml.g6e.12xlarge"),
+        "pools-gpu-memory-ml.p5.4xlarge": (95, "ml.p5.4xlarge"),
+    }
+    # The endpoint without pools keeps its one alarm on the variant.
+    [plain] = [
+        a
+        for a in (
+            r["Properties"] for r in logical_ids(pools.templates[STACKS["reserved"]], "AWS::CloudWatch::Alarm").values()
+        )
+        if a.get("MetricName") == "GPUMemoryUtilization"
+    ]
+    assert {d["Name"] for d in plain["Dimensions"]} == {"EndpointName", "VariantName"}
+    for name in STACKS.values():  # every alarm reads a series SageMaker publishes (stacks/sagemaker_metrics.py)
+        for r in logical_ids(pools.templates[name], "AWS::CloudWatch::Alarm").values():
+            if "EvaluationCriteria" in r["Properties"]:
+                continue  # PromQL: tests/stacks/test_engine_metrics.py
+            for series in alarm_series(r["Properties"]):
+                names = {d["Name"] for d in series["Dimensions"]}
+                assert is_published(REAL_TIME, series["Namespace"], series["MetricName"], names), series
+
+
+def test_the_scaling_target_counts_the_fewest_copies_of_any_pool(pools):
+    [policy] = [
+        r["Properties"]
+        for r in logical_ids(pools.templates[STACKS["copies"]], "AWS::ApplicationAutoScaling::ScalingPolicy").values()
+    ]
+    # 6 per copy: 4 copies on g5.12xlarge but 1 on the g5.2xlarge pool, where 24 per instance would overload it.
+    assert policy["TargetTrackingScalingPolicyConfiguration"]["TargetValue"] == 6
+
+
+def test_the_dashboard_shows_each_pools_instance_type(pools):
+    [dashboard] = logical_ids(pools.templates[ARTIFACTS], "AWS::CloudWatch::Dashboard").values()
+    parts = dashboard["Properties"]["DashboardBody"]["Fn::Join"][1]
+    body = json.loads("".join(p if isinstance(p, str) else "us-east-1" for p in parts))
+    by_type: dict[str, set[str]] = {}
+    for widget in body["widgets"]:
+        for m in widget["properties"].get("metrics", []) if widget["type"] == "metric" else []:
+            if not isinstance(m[0], str):
+                continue
+            namespace, name, *rest = [x for x in m if not isinstance(x, dict)]
+            dimensions = dict(zip(rest[::2], rest[1::2], strict=True))
+            assert is_published(REAL_TIME, namespace, name, set(dimensions)), m
+            if "InstanceType" in dimensions:
+                assert dimensions["EndpointName"] in ("pools", "copies"), m
+                by_type.setdefault(dimensions["InstanceType"], set()).add(name)
+    assert by_type == {
+        t: {"CPUUtilization", "ModelLatency", "GPUMemoryUtilization"}
+        for t in ("ml.g7e.2xlarge", "ml.g6e.12xlarge", "ml.p5.4xlarge", "ml.g5.12xlarge", "ml.g5.2xlarge")
+    }
