@@ -152,6 +152,15 @@ def endpoint_rules(resolved: ResolvedEnvironment, ep: EndpointSpec) -> list[str]
         for i, a in enumerate(ep.adapters)
         if (problem := component_name_problem(endpoint_name, a.name))
     ]
+    if resolved.spec.emulator and ep.instance_pools:
+        # moto's CreateEndpointConfig refuses a variant without InstanceType ("Invalid Keys for ProductionVariant ...
+        # expected it to contain one of ['InstanceType', 'ServerlessConfig']": moto/sagemaker/models.py
+        # validate_production_variants), and InstancePools replaces InstanceType.
+        found.append(
+            f"endpoint {ep.name!r}: instance_pools: not supported in environment {resolved.name!r} (emulator: true): "
+            "the local emulator (moto) refuses a production variant without InstanceType; give the environment "
+            f"overrides: {{{ep.name}: {{instance_pools: []}}}}"
+        )
     region = resolved.spec.region
     if not found and region:
         found = [f"environment {resolved.name!r}: {p}" for p in region_problems(ep, system, region)]

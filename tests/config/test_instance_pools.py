@@ -276,3 +276,15 @@ def test_preflight_checks_the_quota_of_every_pool(tmp_path):
     assert not p5.ok and "not for an update, which needs 4" in p5.message
     assert "instance pool priority 3: the whole fleet may fall back to it" in p5.message
     assert not g6e.ok and "change instance_type or instance_pools of qwen" in g6e.message
+
+
+def test_the_emulator_refuses_pools_unless_the_environment_drops_them(tmp_path):
+    environments = "environments:\n  local: {emulator: true}\n"
+    path = config(tmp_path, TWO_POOLS, environments=environments)
+    with pytest.raises(ConfigError) as err:
+        load_config(path, "local")
+    assert "endpoint 'qwen': instance_pools: not supported in environment 'local' (emulator: true)" in str(err.value)
+    assert "overrides: {qwen: {instance_pools: []}}" in str(err.value)
+    environments = "environments:\n  local:\n    emulator: true\n    overrides: {qwen: {instance_pools: []}}\n"
+    [plan] = load_config(config(tmp_path, TWO_POOLS, environments=environments), "local").plans
+    assert plan.pools == ()
