@@ -625,20 +625,43 @@ def instance_change_problem(plan: Any, deployed: dict[str, Any], scaling: Any) -
     UpdateEndpoint that changes the instance type of a variant registered with Application Auto Scaling
     ("If the update would change the instance type for any model that is a target for auto scaling, the update
     fails", https://docs.aws.amazon.com/sagemaker/latest/dg/endpoint-scaling-update.html). Removing the stack's
-    scaling resources first deregisters the variant; a second deploy changes the type and registers it again."""
+    scaling resources first deregisters the variant; a second deploy changes the type and registers it again.
+    With instance pools the variant's types are its InstancePools in priority order: whether SageMaker refuses a
+    change of the pools of a scaled variant as it does a change of InstanceType is not documented (unverified), so
+    it is treated alike."""
     variants = deployed.get("ProductionVariants", [])
-    types = {v.get("InstanceType") for v in variants} - {None}
-    if not types or types == {plan.spec.instance_type}:
+    deployed_types = [_variant_types(v) for v in variants]
+    wanted = (plan.spec.instance_type, *(p.instance_type for p in plan.pools))
+    if not any(deployed_types) or all(t == wanted for t in deployed_types):
         return None
+    types = {", then ".join(t) for t in deployed_types if t}
     registered = scaling.describe_scalable_targets(
         ServiceNamespace="sagemaker",
         ResourceIds=[f"endpoint/{plan.endpoint_name}/variant/{v['VariantName']}" for v in variants],
     )["ScalableTargets"]
     if not registered:
         return None
+    if len(wanted) == 1 and all(len(t) == 1 for t in deployed_types if t):
+        return (
+            f"endpoint {plan.endpoint_name} runs {', '.join(sorted(types))} and is registered with Application Auto "
+            f"Scaling; SageMaker refuses to change its instance type to {plan.spec.instance_type} while it is. Deploy "
+            f"in two steps: (1) set `autoscaling: null` for endpoint {plan.name!r} (keep instance_type "
+            f"{sorted(types)[0]}) and deploy, which deregisters it; (2) set instance_type {plan.spec.instance_type} and "
+            "autoscaling back, and deploy"
+        )
     return (
-        f"endpoint {plan.endpoint_name} runs {', '.join(sorted(types))} and is registered with Application Auto Scaling; "
-        f"SageMaker refuses to change its instance type to {plan.spec.instance_type} while it is. Deploy in two steps: "
-        f"(1) set `autoscaling: null` for endpoint {plan.name!r} (keep instance_type {sorted(types)[0]}) and deploy, "
-        f"which deregisters it; (2) set instance_type {plan.spec.instance_type} and autoscaling back, and deploy"
+        f"endpoint {plan.endpoint_name} runs instance types {'; '.join(sorted(types))} (in priority order) and is "
+        f"registered with Application Auto Scaling; this deploy changes them to {', then '.join(wanted)}, which "
+        "SageMaker refuses for an instance type of a scaled variant (for instance pools: unverified, treated alike). "
+        f"Deploy in two steps: (1) set `autoscaling: null` for endpoint {plan.name!r} (keep instance_type and "
+        "instance_pools as deployed) and deploy, which deregisters it; (2) set the new instance_type and "
+        "instance_pools and autoscaling back, and deploy"
     )
+
+
+def _variant_types(variant: dict[str, Any]) -> tuple[str, ...]:
+    """A deployed variant's instance types: its InstancePools in priority order, else its InstanceType."""
+    pools = sorted(variant.get("InstancePools") or [], key=lambda p: p.get("Priority", 0))
+    if pools:
+        return tuple(p["InstanceType"] for p in pools)
+    return (variant["InstanceType"],) if variant.get("InstanceType") else ()

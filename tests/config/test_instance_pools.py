@@ -288,3 +288,38 @@ def test_the_emulator_refuses_pools_unless_the_environment_drops_them(tmp_path):
     environments = "environments:\n  local:\n    emulator: true\n    overrides: {qwen: {instance_pools: []}}\n"
     [plan] = load_config(config(tmp_path, TWO_POOLS, environments=environments), "local").plans
     assert plan.pools == ()
+
+
+def test_preflight_treats_a_change_of_pools_on_a_scaled_variant_as_a_change_of_instance_type(moto_env, tmp_path):
+    """SageMaker refuses an UpdateEndpoint changing the instance type of a variant registered with Application Auto
+    Scaling; a change of its pools is treated alike (unverified): the two-step deploy is asked for."""
+    import boto3
+
+    from model_build.preflight import instance_change_problem
+
+    extra = f"{TWO_POOLS}, autoscaling: {{min_capacity: 1, max_capacity: 2, target_value: 8}}"
+    [plan] = load_config(config(tmp_path, extra)).plans
+    scaling = boto3.client("application-autoscaling")
+    scaling.register_scalable_target(
+        ServiceNamespace="sagemaker",
+        ResourceId=f"endpoint/{plan.endpoint_name}/variant/AllTraffic",
+        ScalableDimension="sagemaker:variant:DesiredInstanceCount",
+        MinCapacity=1,
+        MaxCapacity=2,
+    )
+
+    def deployed(*types: str) -> dict:
+        pools = [{"InstanceType": t, "Priority": i} for i, t in enumerate(types, start=1)]
+        return {"ProductionVariants": [{"VariantName": "AllTraffic", "InstancePools": pools[::-1]}]}
+
+    assert (
+        instance_change_problem(plan, deployed("ml.g7e.2xlarge", "ml.g6e.12xlarge", "ml.p5.4xlarge"), scaling) is None
+    )
+    problem = instance_change_problem(plan, deployed("ml.g7e.2xlarge", "ml.p5.4xlarge"), scaling)
+    assert problem is not None
+    assert "runs instance types ml.g7e.2xlarge, then ml.p5.4xlarge (in priority order)" in problem
+    assert "changes them to ml.g7e.2xlarge, then ml.g6e.12xlarge, then ml.p5.4xlarge" in problem
+    assert "(1) set `autoscaling: null` for endpoint 'qwen'" in problem
+    # A variant deployed before its pools: InstanceType alone.
+    single = {"ProductionVariants": [{"VariantName": "AllTraffic", "InstanceType": "ml.g7e.2xlarge"}]}
+    assert "runs instance types ml.g7e.2xlarge" in (instance_change_problem(plan, single, scaling) or "")
