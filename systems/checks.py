@@ -26,6 +26,7 @@ from endpoint_config.adapters import (
 )
 from endpoint_config.gpus import families_where, gpu_facts, image_problems
 from endpoint_config.models import KNOWN_MODELS, model_facts
+from endpoint_config.schema import for_pool
 from endpoint_config.security import isolation_problems
 
 from .architectures import ARCHITECTURES, SOURCES, TRANSFORMERS_FIRST_RELEASE, VLLM_REMOVED
@@ -626,7 +627,31 @@ def unsized_model_warning(
 def built_weights_problem(ep: EndpointSpec, parameter_count: int, limit_bytes: int | None = None) -> str | None:
     """The build's refusal when the weights it read (`parameter_count` parameters, in the endpoint's dtype) do
     not fit `limit_bytes`, else None. `limit_bytes` defaults to weight_limit_bytes(ep), which is None (no limit)
-    on instances without NVIDIA GPUs."""
+    on instances without NVIDIA GPUs; then every instance pool is held to its own limit too."""
+    problem = _built_weights_problem(ep, parameter_count, limit_bytes)
+    if problem is not None or limit_bytes is not None:
+        return problem
+    for i, pool_spec in enumerate(ep.pool_specs()):
+        if (problem := _built_weights_problem(pool_spec, parameter_count)) is not None:
+            return for_pool(ep, i, problem)
+    return None
+
+
+def checkpoint_problems_on_every_pool(
+    ep: EndpointSpec, system: ServingSystem, checkpoint: Checkpoint, systems: dict[str, ServingSystem]
+) -> list[str]:
+    """checkpoint_problems on instance_type and on every instance pool (each at its own tensor-parallel degree):
+    what the build's real files refuse anywhere the variant may run."""
+    assert system.profile is not None
+    problems = checkpoint_problems(ep, system.profile(ep), checkpoint, systems)
+    for i, pool_spec in enumerate(ep.pool_specs()):
+        problems += [
+            for_pool(ep, i, p) for p in checkpoint_problems(pool_spec, system.profile(pool_spec), checkpoint, systems)
+        ]
+    return problems
+
+
+def _built_weights_problem(ep: EndpointSpec, parameter_count: int, limit_bytes: int | None = None) -> str | None:
     limit = weight_limit_bytes(ep) if limit_bytes is None else limit_bytes
     weight_bytes = parameter_count * BYTES_PER_PARAM[ep.dtype]
     if limit is None or weight_bytes <= limit:

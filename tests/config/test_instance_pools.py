@@ -15,7 +15,7 @@ import pytest
 from deployment import load_config
 from endpoint_config import ConfigError
 from endpoint_config.pools import MAX_POOLS, PROVISION_TIMEOUT_BOUNDS, RESERVATION_ARN_PATTERN, RESERVATIONS_ONLY
-from systems import get_system
+from systems import all_systems, get_system
 from systems.checks import instance_types_holding, model_fit_problems
 
 # Qwen3-32B bf16 (systems/checkpoint_facts.py KNOWN_CHECKPOINTS): 61.0 GiB of weights + 8 GiB of KV cache at 32768.
@@ -323,3 +323,58 @@ def test_preflight_treats_a_change_of_pools_on_a_scaled_variant_as_a_change_of_i
     # A variant deployed before its pools: InstanceType alone.
     single = {"ProductionVariants": [{"VariantName": "AllTraffic", "InstanceType": "ml.g7e.2xlarge"}]}
     assert "runs instance types ml.g7e.2xlarge" in (instance_change_problem(plan, single, scaling) or "")
+
+
+def test_the_build_holds_every_pool_to_its_own_fit_limit():
+    """At build the real weights are counted (systems.checks.built_weights_problem): a model the load could not size
+    (not a known one) that fits instance_type but not a pool is refused naming the pool."""
+    from endpoint_config import EndpointSpec
+    from systems.checks import built_weights_problem
+
+    spec = EndpointSpec.model_validate(
+        {
+            "name": "big",
+            "system": "vllm",
+            "model": "someone/unsized-model",
+            "instance_type": "ml.g7e.2xlarge",  # 96 GiB: 76.8 GiB for weights
+            "volume_size_gb": None,
+            "instance_pools": [
+                {"instance_type": "ml.g6e.12xlarge", "tensor_parallel_degree": 4},
+                {"instance_type": "ml.g6e.2xlarge"},
+            ],
+        }
+    )
+    parameters = 30 * 10**9  # 60 GB in fp16: fits the RTX PRO 6000 and four L40S, not one L40S (35.8 GiB)
+    problem = built_weights_problem(spec, parameters)
+    assert problem is not None
+    assert problem.startswith("endpoint 'big': instance_pools[1] (ml.g6e.2xlarge): model 'someone/unsized-model'")
+    assert (
+        built_weights_problem(spec.model_copy(update={"instance_pools": spec.instance_pools[:1]}), parameters) is None
+    )
+
+
+def test_the_checkpoint_rules_run_on_every_pool():
+    """What the build's real config.json refuses (systems.checks.checkpoint_problems), on each pool at its degree."""
+    from endpoint_config import EndpointSpec
+    from systems.checkpoint_facts import checkpoint_of
+    from systems.checks import checkpoint_problems_on_every_pool
+
+    spec = EndpointSpec.model_validate(
+        {
+            "name": "qwen",
+            "system": "vllm",
+            "model": "Qwen/Qwen3-32B",
+            "dtype": "bf16",
+            "instance_type": "ml.g7e.2xlarge",
+            "volume_size_gb": None,
+            "engine": {"max_model_len": 32768},
+            "instance_pools": [
+                {"instance_type": "ml.g6e.12xlarge", "tensor_parallel_degree": 4},
+                {"instance_type": "ml.g6e.2xlarge"},
+            ],
+        }
+    )
+    checkpoint = checkpoint_of(spec.model)
+    assert checkpoint is not None
+    problems = checkpoint_problems_on_every_pool(spec, get_system("vllm"), checkpoint, all_systems())
+    assert [p.split(": instance_type:")[0] for p in problems] == ["endpoint 'qwen': instance_pools[1] (ml.g6e.2xlarge)"]
