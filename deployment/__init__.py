@@ -176,7 +176,7 @@ def pool_rules(ep: EndpointSpec, system: ServingSystem) -> list[str]:
         found = system_problems(pool_spec, system, all_systems())
         unfit = model_fit_problems(pool_spec, system)
         if unfit:
-            holders = instance_types_holding(pool_spec, system)
+            holders = instance_types_holding(pool_spec, system, all_systems())
             offer = f"; instance types that hold it: {', '.join(holders) if holders else 'none'}"
             found = [p for p in found if p not in unfit] + [p + offer for p in unfit]
         problems += [for_pool(ep, i, p) for p in found]

@@ -217,9 +217,13 @@ def model_fit_problems(ep: EndpointSpec, system: ServingSystem) -> list[str]:
     return _parameter_fit_problems(ep)
 
 
-def instance_types_holding(ep: EndpointSpec, system: ServingSystem, *, limit: int = 6) -> list[str]:
+def instance_types_holding(
+    ep: EndpointSpec, system: ServingSystem, systems: dict[str, ServingSystem] | None = None, *, limit: int = 6
+) -> list[str]:
     """The GPU hosting instance types the model fits (model_fit_problems), each at the smallest tensor-parallel
-    degree dividing its GPUs that holds it, fewest and smallest GPUs first: what a refusal offers instead."""
+    degree dividing its GPUs that holds it, fewest and smallest GPUs first: what a refusal offers instead. With
+    `systems` (the registry), only types where every other rule of the system passes too (the image's CUDA, the
+    precision on that GPU generation, ...)."""
     from endpoint_config import hosting_instance_types, parse_instance_type
 
     found: list[tuple[int, int, float, str]] = []
@@ -230,7 +234,8 @@ def instance_types_holding(ep: EndpointSpec, system: ServingSystem, *, limit: in
         for degree in (d for d in range(1, instance.gpu_count + 1) if instance.gpu_count % d == 0):
             candidate = ep.model_copy(update={"instance_type": name, "tensor_parallel_degree": degree})
             if not model_fit_problems(candidate, system):
-                found.append((degree, instance.gpu_count, instance.gpu_memory_gib, name))
+                if systems is None or not system_problems(candidate, system, systems):
+                    found.append((degree, instance.gpu_count, instance.gpu_memory_gib, name))
                 break
     found.sort()
     return [f"{name} at tensor_parallel_degree {degree}" for degree, _, _, name in found[:limit]]

@@ -16,7 +16,7 @@ from deployment import load_config
 from endpoint_config import ConfigError
 from endpoint_config.pools import MAX_POOLS, PROVISION_TIMEOUT_BOUNDS, RESERVATION_ARN_PATTERN, RESERVATIONS_ONLY
 from systems import all_systems, get_system
-from systems.checks import instance_types_holding, model_fit_problems
+from systems.checks import instance_types_holding, model_fit_problems, system_problems
 
 # Qwen3-32B bf16 (systems/checkpoint_facts.py KNOWN_CHECKPOINTS): 61.0 GiB of weights + 8 GiB of KV cache at 32768.
 ENDPOINT = (
@@ -84,12 +84,15 @@ def test_what_holds_it_is_checked_by_the_same_fit_rule(tmp_path):
     system = get_system("vllm")
     small = plan.spec.model_copy(update={"instance_type": "ml.g6e.2xlarge"})
     assert model_fit_problems(small, system)  # the refusal above
-    holders = instance_types_holding(small, system, limit=100)
+    holders = instance_types_holding(small, system, all_systems(), limit=100)
     assert holders and "ml.g6e.2xlarge at tensor_parallel_degree 1" not in holders
+    # Fitting alone would offer more types; the refusal offers only those where every rule of the system passes.
+    assert set(holders) < set(instance_types_holding(small, system, limit=100))
     for holder in holders:
         name, degree = holder.split(" at tensor_parallel_degree ")
         fits = plan.spec.model_copy(update={"instance_type": name, "tensor_parallel_degree": int(degree)})
         assert not model_fit_problems(fits, system), holder
+        assert not system_problems(fits, system, all_systems()), holder
         if int(degree) > 1:  # the smallest degree that holds it
             below = plan.spec.model_copy(update={"instance_type": name, "tensor_parallel_degree": int(degree) // 2})
             assert model_fit_problems(below, system), holder
