@@ -574,6 +574,7 @@ class EnvironmentDashboard(Construct):
                         endpoint_name=row.endpoint_name,
                         component_name=row.component_name,
                         alarmed=row.engine_alarm,
+                        pooled=bool(row.instance_types),
                     )
                 )
 

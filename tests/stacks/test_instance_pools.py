@@ -224,3 +224,16 @@ def test_the_dashboard_shows_each_pools_instance_type(pools):
         t: {"CPUUtilization", "ModelLatency", "GPUMemoryUtilization"}
         for t in ("ml.g7e.2xlarge", "ml.g6e.12xlarge", "ml.p5.4xlarge", "ml.g5.12xlarge", "ml.g5.2xlarge")
     }
+
+
+def test_the_engine_panel_splits_time_to_first_token_by_instance_type(pools):
+    """Detailed observability labels every metric with the instance type ('@resource.host.type', SageMaker DG
+    "OpenTelemetry metrics reference"): a pooled vllm endpoint's engine row gives each type's TTFT apart."""
+    [dashboard] = logical_ids(pools.templates[ARTIFACTS], "AWS::CloudWatch::Dashboard").values()
+    parts = dashboard["Properties"]["DashboardBody"]["Fn::Join"][1]
+    body = json.loads("".join(p if isinstance(p, str) else "us-east-1" for p in parts))
+    texts = [w["properties"]["markdown"] for w in body["widgets"] if w["type"] == "text"]
+    engine = {t.split("'aws.sagemaker.endpoint.name'=\"")[1].split('"')[0]: t for t in texts if "Engine (vllm)" in t}
+    assert set(engine) == {"pools", "reserved"}
+    assert "sum by (le, '@resource.host.type')" in engine["pools"]
+    assert "@resource.host.type" not in engine["reserved"]  # no pools: one instance type
