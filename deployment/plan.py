@@ -250,6 +250,7 @@ class PoolPlan:
     engine: EngineOptions
     model_copies: int
     inference_ami_version: str | None
+    image_tag: str | None  # the pinned image's tag on this type (None: an own container)
     own_model: bool
     quota: QuotaNeed
 
@@ -687,10 +688,15 @@ def plan_pools(plan: EndpointPlan, quota: QuotaNeed, inference_ami_version: str 
     for priority, pool_spec in enumerate(plan.spec.pool_specs(), start=2):
         instance = pool_spec.instance
         ami = system.inference_ami_version if instance.is_gpu else None
-        if ami != inference_ami_version:  # endpoint_config/schema.py each_pool_problems refuses other hardware
+        pin = system.image
+        tag = None if pin is None else pin.gpu_tag if instance.is_gpu else pin.cpu_tag
+        # endpoint_config/schema.py each_pool_problems refuses other hardware, so neither differs; one variant has one
+        # InferenceAmiVersion, and the stack gives every pool's model the variant's image.
+        if ami != inference_ami_version or (pin is not None and tag != plan.image_tag):
             raise ConfigError(
-                f"endpoint {plan.name!r}: instance pool {pool_spec.instance_type} needs machine image {ami!r}, "
-                f"instance_type {plan.spec.instance_type} {inference_ami_version!r}; one variant has one"
+                f"endpoint {plan.name!r}: instance pool {pool_spec.instance_type} needs machine image {ami!r} and "
+                f"image tag {tag!r}, instance_type {plan.spec.instance_type} {inference_ami_version!r} and "
+                f"{plan.image_tag!r}; one variant has one of each"
             )
         pool = PoolPlan(
             priority=priority,
@@ -698,10 +704,11 @@ def plan_pools(plan: EndpointPlan, quota: QuotaNeed, inference_ami_version: str 
             engine=system.engine(pool_spec),
             model_copies=system.model_copies(pool_spec, instance),
             inference_ami_version=ami,
+            image_tag=tag,
             own_model=False,
             quota=pool_quota_need(quota, pool_spec.instance_type, priority),
         )
-        # The image is the same build on every pool (one kind of hardware), so the environment decides.
+        # The image is the same on every pool (above), so the engine's settings in the environment decide.
         own = plan.container_environment(LONGEST_BUCKET_NAME, pool) != primary_environment
         pools.append(replace(pool, own_model=own))
     return tuple(pools)

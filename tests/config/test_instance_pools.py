@@ -56,8 +56,9 @@ def test_two_pools_are_planned_in_priority_order_with_their_own_degree(tmp_path)
     assert {k for k in primary if primary[k] != pooled.get(k)} == {"SM_VLLM_TENSOR_PARALLEL_SIZE"}
     assert pooled["SM_VLLM_TENSOR_PARALLEL_SIZE"] == "4"
     assert plan.container_environment("bucket", p5) == primary
-    # One machine image for the variant, resolved per pool and equal.
+    # One machine image and one container image for the variant, resolved per pool and equal.
     assert g6e.inference_ami_version == p5.inference_ami_version == plan.inference_ami_version is not None
+    assert g6e.image_tag == p5.image_tag == plan.image_tag is not None
 
 
 def test_every_pool_needs_the_whole_fleet_in_quota(tmp_path):
