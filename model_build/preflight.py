@@ -105,6 +105,12 @@ def quota_checks(deployment: Any, quotas: dict[str, Quota], region: str) -> list
         where = f"quota {quota_name!r} ({quota.code}) is {value} in {region}" + (
             "" if quota.applied else " (AWS default)"
         )
+        fallback_only = not any(p.spec.instance_type == instance_type for p in plans)
+
+        def fails(what: str) -> str:
+            # Only an instance pool's type: SageMaker falls back to it when the types before it have no capacity.
+            return f"{what} would fail" + (" when it falls back to this instance pool" if fallback_only else "")
+
         ask = (
             f"request at least {need} in the Service Quotas console, or: aws service-quotas "
             f"request-service-quota-increase --service-code {QUOTA_SERVICE} --quota-code {quota.code} "
@@ -116,8 +122,8 @@ def quota_checks(deployment: Any, quotas: dict[str, Quota], region: str) -> list
                     name,
                     False,
                     (
-                        f"{where}, but the endpoints run up to {running} instances ({who}); the deploy would fail. Lower "
-                        f"instance_count/max_capacity or {ask}"
+                        f"{where}, but the endpoints run up to {running} instances ({who}); {fails('the deploy')}. "
+                        f"Lower instance_count/max_capacity or {ask}"
                     ),
                 )
             )
@@ -128,7 +134,7 @@ def quota_checks(deployment: Any, quotas: dict[str, Quota], region: str) -> list
                     False,
                     (
                         f"{where}: enough to run ({running}), but not for an update, which needs {need} at its peak ({who}); "
-                        f"the next update would fail (deployment.rolling with rollback_maximum_batch_size needs fewer). "
+                        f"{fails('the next update')} (deployment.rolling with rollback_maximum_batch_size needs fewer). "
                         f"{ask[0].upper()}{ask[1:]}"
                     ),
                 )

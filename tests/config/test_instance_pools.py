@@ -279,6 +279,7 @@ def test_preflight_checks_the_quota_of_every_pool(tmp_path):
     p5, g6e = checks["quota ml.p5.4xlarge"], checks["quota ml.g6e.12xlarge"]
     assert not p5.ok and "not for an update, which needs 4" in p5.message
     assert "instance pool priority 3: the whole fleet may fall back to it" in p5.message
+    assert "the next update would fail when it falls back to this instance pool" in p5.message
     assert not g6e.ok and "change instance_type or instance_pools of qwen" in g6e.message
 
 
