@@ -16,7 +16,7 @@ import pytest
 from helpers import alarm_series
 from hermetic import subprocess_env
 
-from stacks.sagemaker_metrics import REAL_TIME, is_published
+from stacks.sagemaker_metrics import ASYNC, REAL_TIME, is_published
 
 CONFIG = """\
 endpoints:
@@ -40,6 +40,15 @@ endpoints:
     volume_size_gb: null
     capacity: {reservation_arn: "arn:aws:sagemaker:us-east-1:111122223333:ml-reservation/p5-capacity"}
     engine: {max_model_len: 32768}
+  - name: pools-async               # instance pools serve asynchronous endpoints too (SageMaker DG)
+    system: vllm
+    model: Qwen/Qwen3-32B
+    dtype: bf16
+    instance_type: ml.g7e.2xlarge
+    volume_size_gb: null
+    instance_pools: [{instance_type: ml.g6e.12xlarge, tensor_parallel_degree: 4}]
+    invocation: {mode: async}
+    engine: {max_model_len: 32768}
   - name: copies
     system: lmi-vllm
     model: EleutherAI/gpt-j-6B
@@ -51,7 +60,9 @@ STACKS = {
     "pools": "llm-endpoints-default-pools",
     "reserved": "llm-endpoints-default-reserved",
     "copies": "llm-endpoints-default-copies",
+    "pools-async": "llm-endpoints-default-pools-async",
 }
+MODES = {"pools-async": ASYNC}
 ARTIFACTS = "llm-endpoints-default-artifacts"
 CFN_LINT = Path(sys.executable).parent / "cfn-lint"  # the venv running the suite (cfn-lint 1.58)
 
@@ -187,13 +198,14 @@ def test_gpu_memory_is_alarmed_per_instance_type_where_the_gpu_counts_differ(poo
         if a.get("MetricName") == "GPUMemoryUtilization"
     ]
     assert {d["Name"] for d in plain["Dimensions"]} == {"EndpointName", "VariantName"}
-    for name in STACKS.values():  # every alarm reads a series SageMaker publishes (stacks/sagemaker_metrics.py)
+    for endpoint, name in STACKS.items():  # every alarm reads a series SageMaker publishes (sagemaker_metrics.py)
         for r in logical_ids(pools.templates[name], "AWS::CloudWatch::Alarm").values():
             if "EvaluationCriteria" in r["Properties"]:
                 continue  # PromQL: tests/stacks/test_engine_metrics.py
             for series in alarm_series(r["Properties"]):
                 names = {d["Name"] for d in series["Dimensions"]}
-                assert is_published(REAL_TIME, series["Namespace"], series["MetricName"], names), series
+                mode = MODES.get(endpoint, REAL_TIME)
+                assert is_published(mode, series["Namespace"], series["MetricName"], names), series
 
 
 def test_the_scaling_target_counts_the_fewest_copies_of_any_pool(pools):
@@ -216,13 +228,19 @@ def test_the_dashboard_shows_each_pools_instance_type(pools):
                 continue
             namespace, name, *rest = [x for x in m if not isinstance(x, dict)]
             dimensions = dict(zip(rest[::2], rest[1::2], strict=True))
-            assert is_published(REAL_TIME, namespace, name, set(dimensions)), m
+            mode = MODES.get(dimensions.get("EndpointName", ""), REAL_TIME)
+            assert is_published(mode, namespace, name, set(dimensions)), m
             if "InstanceType" in dimensions:
-                assert dimensions["EndpointName"] in ("pools", "copies"), m
-                by_type.setdefault(dimensions["InstanceType"], set()).add(name)
+                by_type.setdefault((dimensions["EndpointName"], dimensions["InstanceType"]), set()).add(name)
+    shown = {"CPUUtilization", "ModelLatency", "GPUMemoryUtilization"}
     assert by_type == {
-        t: {"CPUUtilization", "ModelLatency", "GPUMemoryUtilization"}
-        for t in ("ml.g7e.2xlarge", "ml.g6e.12xlarge", "ml.p5.4xlarge", "ml.g5.12xlarge", "ml.g5.2xlarge")
+        (endpoint, t): shown
+        for endpoint, types in {
+            "pools": ("ml.g7e.2xlarge", "ml.g6e.12xlarge", "ml.p5.4xlarge"),
+            "pools-async": ("ml.g7e.2xlarge", "ml.g6e.12xlarge"),
+            "copies": ("ml.g5.12xlarge", "ml.g5.2xlarge"),
+        }.items()
+        for t in types
     }
 
 
@@ -237,3 +255,12 @@ def test_the_engine_panel_splits_time_to_first_token_by_instance_type(pools):
     assert set(engine) == {"pools", "reserved"}
     assert "sum by (le, '@resource.host.type')" in engine["pools"]
     assert "@resource.host.type" not in engine["reserved"]  # no pools: one instance type
+
+
+def test_an_asynchronous_endpoint_takes_pools_beside_its_async_config(pools):
+    template = pools.templates[STACKS["pools-async"]]
+    [endpoint_config] = logical_ids(template, "AWS::SageMaker::EndpointConfig").values()
+    assert "AsyncInferenceConfig" in endpoint_config["Properties"]
+    pv = variant(template)
+    assert [p["InstanceType"] for p in pv["InstancePools"]] == ["ml.g7e.2xlarge", "ml.g6e.12xlarge"]
+    assert "ModelNameOverride" in pv["InstancePools"][1] and "InstanceType" not in pv
