@@ -34,6 +34,7 @@ from endpoint_config.operations import (
     resolved_alarms,
     resolved_deployment,
 )
+from endpoint_config.schema import for_pool
 from endpoint_config.security import network_isolation
 from endpoint_config.slo import ManagedBenchmark, managed_benchmark, results_prefix
 from systems import ServingSystem
@@ -578,9 +579,19 @@ def container_environment_problems(plan: EndpointPlan) -> list[str]:
     """Every variable the plan renders into the container's environment against CreateModel's limits, each naming
     the variable, its size and the limit: an engine option of any system, an inline chat template, a path. A value
     over the limit synthesizes and is refused only by CreateModel, mid-deploy (the CloudFormation schema of
-    AWS::SageMaker::Model sets no length, so cfn-lint cannot see it)."""
+    AWS::SageMaker::Model sets no length, so cfn-lint cannot see it). The model of every instance pool that has one
+    too."""
+    primary = _environment_problems(plan, None)
+    problems = list(primary)
+    for i, pool in enumerate(plan.pools):
+        if pool.own_model:  # what the primary's model already shows is said once
+            problems += [for_pool(plan.spec, i, p) for p in _environment_problems(plan, pool) if p not in primary]
+    return problems
+
+
+def _environment_problems(plan: EndpointPlan, pool: PoolPlan | None) -> list[str]:
     limits = container_environment_limits()
-    environment = plan.container_environment(LONGEST_BUCKET_NAME)
+    environment = plan.container_environment(LONGEST_BUCKET_NAME, pool)
     where = f"endpoint {plan.name!r}: "
     problems = []
     for key, value in environment.items():

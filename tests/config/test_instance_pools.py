@@ -383,3 +383,34 @@ def test_the_checkpoint_rules_run_on_every_pool():
     assert checkpoint is not None
     problems = checkpoint_problems_on_every_pool(spec, get_system("vllm"), checkpoint, all_systems())
     assert [p.split(": instance_type:")[0] for p in problems] == ["endpoint 'qwen': instance_pools[1] (ml.g6e.2xlarge)"]
+
+
+def test_a_pool_models_environment_is_measured_against_createmodels_limits(tmp_path, monkeypatch):
+    """A pool with its own model renders its own container environment: CreateModel's limits hold for it too, and a
+    problem the variant's model already shows is said once."""
+    import dataclasses
+
+    import deployment
+
+    real = get_system("vllm")
+
+    def environment(ep):  # a value too long only where the pool's degree renders it
+        return {**real.environment(ep), **({"SOME_OPTION": "x" * 1025} if ep.tensor_parallel_degree == 4 else {})}
+
+    long = dataclasses.replace(real, environment=environment)
+    monkeypatch.setattr(deployment, "get_system", lambda name: long if name == "vllm" else get_system(name))
+    with pytest.raises(ConfigError) as err:
+        load_config(config(tmp_path, TWO_POOLS))
+    [problem] = str(err.value).split("\n  - ")[1:]
+    assert problem.startswith("endpoint 'qwen': instance_pools[0] (ml.g6e.12xlarge): the container environment value")
+    assert "SOME_OPTION is 1025 bytes" in problem
+
+    template = "{%- for m in messages %}{{ m['content'] }}{%- endfor %}" * 30
+    monkeypatch.setattr(deployment, "get_system", get_system)
+    path = config(tmp_path, TWO_POOLS)
+    engine = f'engine: {{max_model_len: 32768, chat_template: "{template}"}}'
+    path.write_text(path.read_text().replace("engine: {max_model_len: 32768}", engine))
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    [problem] = str(err.value).split("\n  - ")[1:]  # the variant's model's; the pool's model has the same value
+    assert problem.startswith("endpoint 'qwen': the container environment value of SM_VLLM_CHAT_TEMPLATE")
