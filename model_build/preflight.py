@@ -84,7 +84,13 @@ def quota_checks(deployment: Any, quotas: dict[str, Quota], region: str) -> list
         who = "; ".join(f"{p.name}: {q.peak} ({q.basis})" for p, q in needs)
         quota = quotas.get(quota_name)
         if quota is None:
-            family = instance_type.split(".")[1]
+            # The instance type's facts, parsed where the config named it (instance_type or an instance pool).
+            family = next(
+                s.instance.family
+                for p in plans
+                for s in (p.spec, *(q.spec for q in p.pools))
+                if s.instance_type == instance_type
+            )
             offered = sorted(q[: -len(" for endpoint usage")] for q in quotas if q.startswith(f"ml.{family}."))
             hint = f"; offered in that family: {', '.join(offered[:8])}" if offered else ""
             primary = all(p.spec.instance_type == instance_type for p in plans)

@@ -224,11 +224,11 @@ def instance_types_holding(
     degree dividing its GPUs that holds it, fewest and smallest GPUs first: what a refusal offers instead. With
     `systems` (the registry), only types where every other rule of the system passes too (the image's CUDA, the
     precision on that GPU generation, ...)."""
-    from endpoint_config import hosting_instance_types, parse_instance_type
+    from endpoint_config import hosting_instance_types
 
     found: list[tuple[int, int, float, str]] = []
     for name in sorted(hosting_instance_types()):
-        instance = parse_instance_type(name)
+        instance = ep.model_copy(update={"instance_type": name}).instance
         if instance.unknown_reason is not None or not instance.is_gpu:
             continue
         for degree in (d for d in range(1, instance.gpu_count + 1) if instance.gpu_count % d == 0):
