@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import boto3
 from botocore.stub import Stubber
+from test_clean import HASHES, _endpoint, _model
 
 from model_build.clean import in_use
-
-ARN = "arn:aws:sagemaker:us-east-1:123456789012:{}/{}"
-HASHES = {"variant": "a" * 64, "pool": "b" * 64}
 
 
 class _Session:
@@ -20,19 +18,6 @@ class _Session:
     def client(self, name: str, **_):
         assert name == "sagemaker", name
         return self._sagemaker
-
-
-def _model(name: str, content_hash: str) -> dict:
-    uri = f"s3://bucket/models/chat/{content_hash}/"
-    return {
-        "ModelName": name,
-        "ModelArn": ARN.format("model", name),
-        "CreationTime": 0,
-        "PrimaryContainer": {
-            "Image": "i",
-            "ModelDataSource": {"S3DataSource": {"S3Uri": uri, "S3DataType": "S3Prefix", "CompressionType": "None"}},
-        },
-    }
 
 
 def test_a_pools_own_model_and_its_artifact_are_in_use():
@@ -46,29 +31,19 @@ def test_a_pools_own_model_and_its_artifact_are_in_use():
         ],
     }
     with Stubber(sm) as stub:
-        stub.add_response(
-            "describe_endpoint",
-            {
-                "EndpointName": "dev-chat",
-                "EndpointArn": ARN.format("endpoint", "dev-chat"),
-                "EndpointConfigName": "config",
-                "EndpointStatus": "InService",
-                "CreationTime": 0,
-                "LastModifiedTime": 0,
-            },
-        )
+        stub.add_response("describe_endpoint", _endpoint("config"))
         stub.add_response(
             "describe_endpoint_config",
             {
                 "EndpointConfigName": "config",
-                "EndpointConfigArn": ARN.format("endpoint-config", "config"),
+                "EndpointConfigArn": "arn:aws:sagemaker:us-east-1:123456789012:endpoint-config/config",
                 "CreationTime": 0,
                 "ProductionVariants": [variant],
             },
         )
-        stub.add_response("describe_model", _model("pool-model", HASHES["pool"]), {"ModelName": "pool-model"})
-        stub.add_response("describe_model", _model("variant-model", HASHES["variant"]), {"ModelName": "variant-model"})
+        stub.add_response("describe_model", _model("pool-model", "b"), {"ModelName": "pool-model"})
+        stub.add_response("describe_model", _model("variant-model", "a"), {"ModelName": "variant-model"})
         running = in_use(_Session(sm), "dev-chat", "chat")
         stub.assert_no_pending_responses()
     assert running.models == {"variant-model", "pool-model"}
-    assert running.hashes == set(HASHES.values())
+    assert running.hashes == {HASHES["a"], HASHES["b"]}
