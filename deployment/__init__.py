@@ -26,10 +26,10 @@ from endpoint_config.adapters import component_name_problem
 from endpoint_config.hosting import component_name
 from endpoint_config.loader import ResolvedEnvironment, invalid_config, parse_config
 from endpoint_config.models import UnreadableModel
-from endpoint_config.schema import PipelineSpec
+from endpoint_config.schema import PipelineSpec, for_pool
 from endpoint_config.security import arn_region_problems, config_arns
-from systems import REGISTRY, all_systems, get_system
-from systems.checks import region_problems, system_problems
+from systems import REGISTRY, ServingSystem, all_systems, get_system
+from systems.checks import instance_types_holding, model_fit_problems, region_problems, system_problems
 
 from .plan import BUILD_ROOT, EndpointPlan, container_environment_problems, plan_endpoint
 
@@ -143,6 +143,8 @@ def endpoint_rules(resolved: ResolvedEnvironment, ep: EndpointSpec) -> list[str]
         found = system_problems(ep, system, all_systems())
     except UnreadableModel as err:  # a local model's files are corrupt: the rules that read them cannot run
         return [f"endpoint {ep.name!r}: model: value {ep.model!r}: {err}"]
+    if not found:
+        found = pool_rules(ep, system)
     # An adapter's inference component is named after the endpoint, whose name depends on the environment.
     endpoint_name = sagemaker_endpoint_name(resolved.name, ep)
     found += [
@@ -150,10 +152,35 @@ def endpoint_rules(resolved: ResolvedEnvironment, ep: EndpointSpec) -> list[str]
         for i, a in enumerate(ep.adapters)
         if (problem := component_name_problem(endpoint_name, a.name))
     ]
+    if resolved.spec.emulator and ep.instance_pools:
+        # moto's CreateEndpointConfig refuses a variant without InstanceType ("Invalid Keys for ProductionVariant ...
+        # expected it to contain one of ['InstanceType', 'ServerlessConfig']": moto/sagemaker/models.py
+        # validate_production_variants), and InstancePools replaces InstanceType.
+        found.append(
+            f"endpoint {ep.name!r}: instance_pools: not supported in environment {resolved.name!r} (emulator: true): "
+            "the local emulator (moto) refuses a production variant without InstanceType; give the environment "
+            f"overrides: {{{ep.name}: {{instance_pools: []}}}}"
+        )
     region = resolved.spec.region
     if not found and region:
         found = [f"environment {resolved.name!r}: {p}" for p in region_problems(ep, system, region)]
     return found
+
+
+def pool_rules(ep: EndpointSpec, system: ServingSystem) -> list[str]:
+    """The system's rules on every instance pool, each pool checked as the endpoint on that instance type alone
+    (EndpointSpec.pool_specs): the model must fit its GPUs at its tensor-parallel degree (a refusal names what
+    would hold it), its image must run there, and so on."""
+    problems = []
+    for i, pool_spec in enumerate(ep.pool_specs()):
+        found = system_problems(pool_spec, system, all_systems())
+        unfit = model_fit_problems(pool_spec, system)
+        if unfit:
+            holders = instance_types_holding(pool_spec, system, all_systems())
+            offer = f"; instance types that hold it: {', '.join(holders) if holders else 'none'}"
+            found = [p for p in found if p not in unfit] + [p + offer for p in unfit]
+        problems += [for_pool(ep, i, p) for p in found]
+    return problems
 
 
 def resolve(config: AppConfig, path: Path, environment: str | None, *, build_root: Path = BUILD_ROOT) -> Deployment:

@@ -8,7 +8,7 @@ values in the CLI). Why a plan and how `instance_type` travels from YAML to Clou
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +34,7 @@ from endpoint_config.operations import (
     resolved_alarms,
     resolved_deployment,
 )
+from endpoint_config.schema import for_pool
 from endpoint_config.security import network_isolation
 from endpoint_config.slo import ManagedBenchmark, managed_benchmark, results_prefix
 from systems import ServingSystem
@@ -226,6 +227,43 @@ def quota_need(spec: EndpointSpec) -> QuotaNeed:
     )
 
 
+def pool_quota_need(primary: QuotaNeed, instance_type: str, priority: int) -> QuotaNeed:
+    """An instance pool's quota need: the primary's whole peak. SageMaker falls back to a pool "until the required
+    number of instances is provisioned" (SageMaker DG, "Deploy to multiple instance types with instance pools"), so
+    the whole fleet, and an update's new fleet, may land on any one pool."""
+    return replace(
+        primary,
+        instance_type=instance_type,
+        basis=f"{primary.basis}; instance pool priority {priority}: the whole fleet may fall back to it",
+    )
+
+
+@dataclass(frozen=True)
+class PoolPlan:
+    """One of instance_pools, resolved as the endpoint on that instance type alone (EndpointSpec.pool_specs): its
+    priority (2-5: instance_type is 1), tensor-parallel degree, engine options, model copies per instance, machine
+    image and quota need. `own_model`: the container environment the engine reads its settings from (the
+    tensor-parallel degree, ...) or the image differs from the primary's, so the pool gets its own SageMaker model
+    (InstancePool.ModelNameOverride); otherwise it runs the variant's model."""
+
+    priority: int
+    spec: EndpointSpec
+    engine: EngineOptions
+    model_copies: int
+    inference_ami_version: str | None
+    image_tag: str | None  # the pinned image's tag on this type (None: an own container)
+    own_model: bool
+    quota: QuotaNeed
+
+    @property
+    def instance_type(self) -> str:
+        return self.spec.instance_type
+
+    @property
+    def tensor_parallel_degree(self) -> int:
+        return self.spec.tensor_parallel_degree
+
+
 @dataclass(frozen=True)
 class EndpointPlan:
     """One endpoint in one environment, resolved. `spec` keeps the config blocks the constructs render as they are
@@ -251,6 +289,30 @@ class EndpointPlan:
     unsized_warning: str | None
     # LoRA adapters, each an adapter inference component on `component_name` (deployment/adapters.py).
     adapters: tuple[AdapterPlan, ...] = ()
+    # instance_pools, in priority order after instance_type (endpoint_config/pools.py).
+    pools: tuple[PoolPlan, ...] = ()
+
+    @property
+    def instance_types(self) -> tuple[tuple[str, int], ...]:
+        """With instance pools, each instance type the variant may run, instance_type first, with its NVIDIA GPUs
+        (the alarms and dashboard per instance type); () without pools."""
+        if not self.pools:
+            return ()
+        return ((self.spec.instance_type, self.instance.gpu_count),) + tuple(
+            (p.instance_type, p.spec.instance.gpu_count) for p in self.pools
+        )
+
+    @property
+    def fewest_copies(self) -> int:
+        """The fewest model copies an instance of the variant serves, over its pools: the scaling target's multiplier
+        (a fleet fallen back to a type of fewer copies would otherwise run each copy above its target)."""
+        return min([self.model_copies, *(p.model_copies for p in self.pools)])
+
+    @property
+    def quotas(self) -> tuple[QuotaNeed, ...]:
+        """The instances the account must be allowed of each instance type the variant may run: instance_type's and
+        every pool's (preflight's quota check)."""
+        return (self.quota, *(pool.quota for pool in self.pools))
 
     @property
     def name(self) -> str:
@@ -333,8 +395,11 @@ class EndpointPlan:
         OpenAI route send, the name in its URL) and the config's name."""
         return tuple(dict.fromkeys((self.endpoint_name, self.spec.name)))
 
-    def container_environment(self, bucket: str) -> dict[str, str]:
-        environment = self.system.environment(self.spec)
+    def container_environment(self, bucket: str, pool: PoolPlan | None = None) -> dict[str, str]:
+        """The model container's environment on instance_type, or on `pool`'s instance type (its own engine
+        settings: the tensor-parallel degree, ...)."""
+        spec = pool.spec if pool is not None else self.spec
+        environment = self.system.environment(spec)
         if self.system.served_names_environment is not None:
             environment = {**environment, **self.system.served_names_environment(self.served_model_names)}
         if self.system.staged_weights_environment is not None:
@@ -347,10 +412,10 @@ class EndpointPlan:
                 **environment,
                 **self.system.request_timeout.environment(self.invocation_timeout_s, self.startup_timeout_s),
             }
-        if self.system.streamed_weights is not None and self.system.streams_weights(self.spec):
+        if self.system.streamed_weights is not None and self.system.streams_weights(spec):
             environment = {
                 **environment,
-                **self.system.streamed_weights.environment(self.spec, f"s3://{bucket}/{self.artifact_prefix}"),
+                **self.system.streamed_weights.environment(spec, f"s3://{bucket}/{self.artifact_prefix}"),
             }
         return environment
 
@@ -514,9 +579,19 @@ def container_environment_problems(plan: EndpointPlan) -> list[str]:
     """Every variable the plan renders into the container's environment against CreateModel's limits, each naming
     the variable, its size and the limit: an engine option of any system, an inline chat template, a path. A value
     over the limit synthesizes and is refused only by CreateModel, mid-deploy (the CloudFormation schema of
-    AWS::SageMaker::Model sets no length, so cfn-lint cannot see it)."""
+    AWS::SageMaker::Model sets no length, so cfn-lint cannot see it). The model of every instance pool that has one
+    too."""
+    primary = _environment_problems(plan, None)
+    problems = list(primary)
+    for i, pool in enumerate(plan.pools):
+        if pool.own_model:  # what the primary's model already shows is said once
+            problems += [for_pool(plan.spec, i, p) for p in _environment_problems(plan, pool) if p not in primary]
+    return problems
+
+
+def _environment_problems(plan: EndpointPlan, pool: PoolPlan | None) -> list[str]:
     limits = container_environment_limits()
-    environment = plan.container_environment(LONGEST_BUCKET_NAME)
+    environment = plan.container_environment(LONGEST_BUCKET_NAME, pool)
     where = f"endpoint {plan.name!r}: "
     problems = []
     for key, value in environment.items():
@@ -590,7 +665,11 @@ def plan_endpoint(
         facts = model_facts(spec.model, spec.model_parameters)
         estimated = facts.parameters * BYTES_PER_PARAM[spec.dtype] if facts else None
     weight_bytes = artifact.total_bytes or estimated
-    return EndpointPlan(
+    quota = quota_need(spec)
+    inference_ami_version = system.inference_ami_version if instance.is_gpu else None
+    # The variant's timeouts hold on every pool: the longest any pool's engine needs.
+    variant_specs = [spec, *spec.pool_specs()]
+    plan = EndpointPlan(
         spec=spec,
         system=system,
         project=project,
@@ -601,15 +680,49 @@ def plan_endpoint(
         artifact=artifact,
         engine=system.engine(spec),
         model_copies=system.model_copies(spec, instance),
-        download_timeout_s=system.download_timeout_s(spec, weight_bytes),
-        startup_timeout_s=system.startup_timeout_s(spec, weight_bytes),
+        download_timeout_s=max(system.download_timeout_s(s, weight_bytes) for s in variant_specs),
+        startup_timeout_s=max(system.startup_timeout_s(s, weight_bytes) for s in variant_specs),
         network_isolation=network_isolation(spec, system.network_isolation_default(spec)),
-        inference_ami_version=system.inference_ami_version if instance.is_gpu else None,
+        inference_ami_version=inference_ami_version,
         component_name=component_name(endpoint_name) if spec.hosting.uses_components else None,
-        quota=quota_need(spec),
+        quota=quota,
         unsized_warning=unsized_model_warning(spec, built_bytes=artifact.total_bytes, estimated_bytes=estimated),
         adapters=plan_adapters(spec, endpoint_name, build_root),
     )
+    return replace(plan, pools=plan_pools(plan, quota, inference_ami_version))
+
+
+def plan_pools(plan: EndpointPlan, quota: QuotaNeed, inference_ami_version: str | None) -> tuple[PoolPlan, ...]:
+    """Each of instance_pools resolved (PoolPlan), priority 2 onwards in the order given."""
+    system, pools = plan.system, []
+    primary_environment = plan.container_environment(LONGEST_BUCKET_NAME)
+    for priority, pool_spec in enumerate(plan.spec.pool_specs(), start=2):
+        instance = pool_spec.instance
+        ami = system.inference_ami_version if instance.is_gpu else None
+        pin = system.image
+        tag = None if pin is None else pin.gpu_tag if instance.is_gpu else pin.cpu_tag
+        # endpoint_config/schema.py each_pool_problems refuses other hardware, so neither differs; one variant has one
+        # InferenceAmiVersion, and the stack gives every pool's model the variant's image.
+        if ami != inference_ami_version or (pin is not None and tag != plan.image_tag):
+            raise ConfigError(
+                f"endpoint {plan.name!r}: instance pool {pool_spec.instance_type} needs machine image {ami!r} and "
+                f"image tag {tag!r}, instance_type {plan.spec.instance_type} {inference_ami_version!r} and "
+                f"{plan.image_tag!r}; one variant has one of each"
+            )
+        pool = PoolPlan(
+            priority=priority,
+            spec=pool_spec,
+            engine=system.engine(pool_spec),
+            model_copies=system.model_copies(pool_spec, instance),
+            inference_ami_version=ami,
+            image_tag=tag,
+            own_model=False,
+            quota=pool_quota_need(quota, pool_spec.instance_type, priority),
+        )
+        # The image is the same on every pool (above), so the engine's settings in the environment decide.
+        own = plan.container_environment(LONGEST_BUCKET_NAME, pool) != primary_environment
+        pools.append(replace(pool, own_model=own))
+    return tuple(pools)
 
 
 __all__ = [
@@ -618,6 +731,7 @@ __all__ = [
     "BUILD_ROOT",
     "EndpointPlan",
     "ModelData",
+    "PoolPlan",
     "QuotaNeed",
     "REAL_TIME_INVOCATION_TIMEOUT_S",
     "SCALE_FROM_ZERO_ALARM_EVALUATION_PERIODS",

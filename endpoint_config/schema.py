@@ -20,6 +20,7 @@ from .instances import InstanceType, hosting_instance_types, parse_instance_type
 from .invocation import SMOKE_BUDGET_DEFAULT_MS, SMOKE_BUDGET_MAX_MS, Invocation, invocation_problems
 from .models import ModelReference, Revision
 from .operations import AlarmsSpec, DeploymentSpec, operations_problems
+from .pools import Capacity, InstancePool, pool_problems
 from .routing import Routing, routing_problems
 from .security import (
     DataCapture,
@@ -123,6 +124,10 @@ class EndpointSpec(Strict):
     revision: Revision | None = None
     dtype: Literal["fp16", "bf16", "fp32"] = "fp16"
     instance_type: str
+    # Fallback instance types in priority order after instance_type, and how SageMaker provisions the instances
+    # (endpoint_config/pools.py); each pool is checked as instance_type is.
+    instance_pools: list[InstancePool] = Field(default_factory=list)
+    capacity: Capacity | None = None
     instance_count: int = Field(1, ge=1, le=100)
     tensor_parallel_degree: int = Field(1, ge=1, le=64)
     volume_size_gb: int | None = Field(None, ge=1, le=512)
@@ -174,11 +179,28 @@ class EndpointSpec(Strict):
         """The instance type's facts (GPUs, their memory, local NVMe): the one place the type's name is parsed."""
         return parse_instance_type(self.instance_type)
 
+    def pool_specs(self) -> list[EndpointSpec]:
+        """Each of instance_pools as the endpoint it would be on that instance type alone (its tensor-parallel
+        degree, the endpoint's by default): every rule and every derived fact of instance_type applies to it as is."""
+        return [
+            self.model_copy(
+                update={
+                    "instance_type": pool.instance_type,
+                    "tensor_parallel_degree": pool.tensor_parallel_degree or self.tensor_parallel_degree,
+                    "instance_pools": [],
+                }
+            )
+            for pool in self.instance_pools
+        ]
+
 
 class EndpointOverride(Strict):
     """Per-environment changes to one endpoint (capacity and timeouts; the model stays the same)."""
 
     instance_type: str | None = None
+    # Each replaces the endpoint's whole list or block (capacity reservations belong to one account).
+    instance_pools: list[InstancePool] | None = None
+    capacity: Capacity | None = None
     instance_count: int | None = Field(None, ge=1, le=100)
     volume_size_gb: int | None = Field(None, ge=1, le=512)
     model_data_download_timeout_s: Timeout | None = None
@@ -344,6 +366,44 @@ def pipeline_problems(config: AppConfig) -> list[str]:
     return problems
 
 
+def pool_where(ep: EndpointSpec, index: int) -> str:
+    """How a message names pool `index`: its key and instance type."""
+    return f"instance_pools[{index}] ({ep.instance_pools[index].instance_type})"
+
+
+def for_pool(ep: EndpointSpec, index: int, problem: str) -> str:
+    """A problem found on pool `index`'s endpoint (EndpointSpec.pool_specs), said of that pool."""
+    head = f"endpoint {ep.name!r}: "
+    return f"{head}{pool_where(ep, index)}: {problem.removeprefix(head)}"
+
+
+def each_pool_problems(ep: EndpointSpec) -> list[str]:
+    """The primary's rules on every pool (the instance type, its facts, volume, tensor-parallel degree, ...), and
+    that every pool runs the primary's kind of hardware: one variant has one InferenceAmiVersion (GPU, Neuron or
+    none) and its model one image build (GPU or CPU)."""
+    problems: list[str] = []
+    for i, pool_spec in enumerate(ep.pool_specs()):
+        found = endpoint_problems(pool_spec)
+        problems += [for_pool(ep, i, p) for p in found]
+        if not found and _hardware(pool_spec.instance) != _hardware(ep.instance):
+            problems.append(
+                for_pool(
+                    ep,
+                    i,
+                    f"instance_type: value {pool_spec.instance_type!r} has {_hardware(pool_spec.instance)}, "
+                    f"instance_type {ep.instance_type!r} has {_hardware(ep.instance)}; a variant's pools share one "
+                    "machine image (InferenceAmiVersion) and one container build: pick a type of the same kind",
+                )
+            )
+    return problems
+
+
+def _hardware(instance: InstanceType) -> str:
+    if instance.accelerators is None:
+        return "no accelerator"
+    return instance.non_gpu_accelerator or "NVIDIA GPUs"
+
+
 def endpoint_problems(ep: EndpointSpec) -> list[str]:
     """Cross-field rules for one endpoint after environment overrides are applied. Empty list means valid."""
     problems: list[str] = []
@@ -403,6 +463,9 @@ def endpoint_problems(ep: EndpointSpec) -> list[str]:
     problems.extend(chat_problems(ep))
     problems.extend(adapter_problems(ep))
     problems.extend(routing_problems(ep))
+    problems.extend(pool_problems(ep))
+    if not problems:
+        problems.extend(each_pool_problems(ep))
     # The rules that need the serving system's facts (what it serves, on what hardware) are systems.checks';
     # deployment.load_config runs them after these pass.
     return problems

@@ -116,6 +116,11 @@ def in_use(session: Any, endpoint_name: str, endpoint: str) -> InUse:
         for variant in found.get("ProductionVariants", []):
             if variant.get("ModelName"):
                 models.add(variant["ModelName"])
+                # An instance pool may run its own model instead (InstancePool.ModelNameOverride, botocore's
+                # sagemaker service model): kept while the config runs, as the variant's is.
+                models |= {
+                    p["ModelNameOverride"] for p in variant.get("InstancePools", []) if p.get("ModelNameOverride")
+                }
             else:  # an inference-component endpoint: its components name their models
                 hosts_components = True
     if hosts_components:

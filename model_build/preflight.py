@@ -63,34 +63,46 @@ def endpoint_quotas(client: Any) -> dict[str, Quota]:
     return quotas
 
 
-def _needed_by_type(deployment: Any) -> dict[str, list[Any]]:
-    """Each instance type's endpoints, with their quota needs (EndpointPlan.quota)."""
-    by_type: dict[str, list[Any]] = {}
+def _needed_by_type(deployment: Any) -> dict[str, list[tuple[Any, Any]]]:
+    """Each instance type's endpoints with their quota needs of it (EndpointPlan.quotas: instance_type's and every
+    instance pool's)."""
+    by_type: dict[str, list[tuple[Any, Any]]] = {}
     for plan in deployment.plans:
-        by_type.setdefault(plan.quota.instance_type, []).append(plan)
+        for need in plan.quotas:
+            by_type.setdefault(need.instance_type, []).append((plan, need))
     return by_type
 
 
 def quota_checks(deployment: Any, quotas: dict[str, Quota], region: str) -> list[Check]:
     checks = []
-    for instance_type, plans in sorted(_needed_by_type(deployment).items()):
+    for instance_type, needs in sorted(_needed_by_type(deployment).items()):
+        plans = [plan for plan, _ in needs]
         name = f"quota {instance_type}"
         quota_name = QUOTA_NAME.format(instance_type=instance_type)
-        need = sum(p.quota.peak for p in plans)
-        running = sum(p.quota.steady for p in plans)
-        who = "; ".join(f"{p.name}: {p.quota.peak} ({p.quota.basis})" for p in plans)
+        need = sum(q.peak for _, q in needs)
+        running = sum(q.steady for _, q in needs)
+        who = "; ".join(f"{p.name}: {q.peak} ({q.basis})" for p, q in needs)
         quota = quotas.get(quota_name)
         if quota is None:
-            family = plans[0].instance.family
+            # The instance type's facts, parsed where the config named it (instance_type or an instance pool).
+            family = next(
+                s.instance.family
+                for p in plans
+                for s in (p.spec, *(q.spec for q in p.pools))
+                if s.instance_type == instance_type
+            )
             offered = sorted(q[: -len(" for endpoint usage")] for q in quotas if q.startswith(f"ml.{family}."))
             hint = f"; offered in that family: {', '.join(offered[:8])}" if offered else ""
+            primary = all(p.spec.instance_type == instance_type for p in plans)
+            key = "instance_type" if primary else "instance_type or instance_pools"
             checks.append(
                 Check(
                     name,
                     False,
                     (
                         f"{instance_type} is not offered for SageMaker endpoints in {region} (no quota {quota_name!r}); "
-                        f"change instance_type of {', '.join(p.name for p in plans)} or the environment's region{hint}"
+                        f"change {key} of {', '.join(dict.fromkeys(p.name for p in plans))} or the environment's "
+                        f"region{hint}"
                     ),
                 )
             )
@@ -99,6 +111,12 @@ def quota_checks(deployment: Any, quotas: dict[str, Quota], region: str) -> list
         where = f"quota {quota_name!r} ({quota.code}) is {value} in {region}" + (
             "" if quota.applied else " (AWS default)"
         )
+        fallback_only = not any(p.spec.instance_type == instance_type for p in plans)
+
+        def fails(what: str) -> str:
+            # Only an instance pool's type: SageMaker falls back to it when the types before it have no capacity.
+            return f"{what} would fail" + (" when it falls back to this instance pool" if fallback_only else "")
+
         ask = (
             f"request at least {need} in the Service Quotas console, or: aws service-quotas "
             f"request-service-quota-increase --service-code {QUOTA_SERVICE} --quota-code {quota.code} "
@@ -110,8 +128,8 @@ def quota_checks(deployment: Any, quotas: dict[str, Quota], region: str) -> list
                     name,
                     False,
                     (
-                        f"{where}, but the endpoints run up to {running} instances ({who}); the deploy would fail. Lower "
-                        f"instance_count/max_capacity or {ask}"
+                        f"{where}, but the endpoints run up to {running} instances ({who}); {fails('the deploy')}. "
+                        f"Lower instance_count/max_capacity or {ask}"
                     ),
                 )
             )
@@ -122,7 +140,7 @@ def quota_checks(deployment: Any, quotas: dict[str, Quota], region: str) -> list
                     False,
                     (
                         f"{where}: enough to run ({running}), but not for an update, which needs {need} at its peak ({who}); "
-                        f"the next update would fail (deployment.rolling with rollback_maximum_batch_size needs fewer). "
+                        f"{fails('the next update')} (deployment.rolling with rollback_maximum_batch_size needs fewer). "
                         f"{ask[0].upper()}{ask[1:]}"
                     ),
                 )
@@ -619,20 +637,43 @@ def instance_change_problem(plan: Any, deployed: dict[str, Any], scaling: Any) -
     UpdateEndpoint that changes the instance type of a variant registered with Application Auto Scaling
     ("If the update would change the instance type for any model that is a target for auto scaling, the update
     fails", https://docs.aws.amazon.com/sagemaker/latest/dg/endpoint-scaling-update.html). Removing the stack's
-    scaling resources first deregisters the variant; a second deploy changes the type and registers it again."""
+    scaling resources first deregisters the variant; a second deploy changes the type and registers it again.
+    With instance pools the variant's types are its InstancePools in priority order: whether SageMaker refuses a
+    change of the pools of a scaled variant as it does a change of InstanceType is not documented (unverified), so
+    it is treated alike."""
     variants = deployed.get("ProductionVariants", [])
-    types = {v.get("InstanceType") for v in variants} - {None}
-    if not types or types == {plan.spec.instance_type}:
+    deployed_types = [_variant_types(v) for v in variants]
+    wanted = (plan.spec.instance_type, *(p.instance_type for p in plan.pools))
+    if not any(deployed_types) or all(t == wanted for t in deployed_types):
         return None
+    types = {", then ".join(t) for t in deployed_types if t}
     registered = scaling.describe_scalable_targets(
         ServiceNamespace="sagemaker",
         ResourceIds=[f"endpoint/{plan.endpoint_name}/variant/{v['VariantName']}" for v in variants],
     )["ScalableTargets"]
     if not registered:
         return None
+    if len(wanted) == 1 and all(len(t) == 1 for t in deployed_types if t):
+        return (
+            f"endpoint {plan.endpoint_name} runs {', '.join(sorted(types))} and is registered with Application Auto "
+            f"Scaling; SageMaker refuses to change its instance type to {plan.spec.instance_type} while it is. Deploy "
+            f"in two steps: (1) set `autoscaling: null` for endpoint {plan.name!r} (keep instance_type "
+            f"{sorted(types)[0]}) and deploy, which deregisters it; (2) set instance_type {plan.spec.instance_type} and "
+            "autoscaling back, and deploy"
+        )
     return (
-        f"endpoint {plan.endpoint_name} runs {', '.join(sorted(types))} and is registered with Application Auto Scaling; "
-        f"SageMaker refuses to change its instance type to {plan.spec.instance_type} while it is. Deploy in two steps: "
-        f"(1) set `autoscaling: null` for endpoint {plan.name!r} (keep instance_type {sorted(types)[0]}) and deploy, "
-        f"which deregisters it; (2) set instance_type {plan.spec.instance_type} and autoscaling back, and deploy"
+        f"endpoint {plan.endpoint_name} runs instance types {'; '.join(sorted(types))} (in priority order) and is "
+        f"registered with Application Auto Scaling; this deploy changes them to {', then '.join(wanted)}, which "
+        "SageMaker refuses for an instance type of a scaled variant (for instance pools: unverified, treated alike). "
+        f"Deploy in two steps: (1) set `autoscaling: null` for endpoint {plan.name!r} (keep instance_type and "
+        "instance_pools as deployed) and deploy, which deregisters it; (2) set the new instance_type and "
+        "instance_pools and autoscaling back, and deploy"
     )
+
+
+def _variant_types(variant: dict[str, Any]) -> tuple[str, ...]:
+    """A deployed variant's instance types: its InstancePools in priority order, else its InstanceType."""
+    pools = sorted(variant.get("InstancePools") or [], key=lambda p: p.get("Priority", 0))
+    if pools:
+        return tuple(p["InstanceType"] for p in pools)
+    return (variant["InstanceType"],) if variant.get("InstanceType") else ()

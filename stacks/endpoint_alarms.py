@@ -257,6 +257,9 @@ class EndpointAlarms(Construct):
         the no-invocations alarm is refused (the config refuses it first), and no InvocationModelErrors.
       component_name: the endpoint's inference component: invocation alarms on InferenceComponentName and GPU memory
         per copy (GPUMemoryUtilizationNormalized, 0-100 %: the threshold as given), the fullest copy.
+      instance_types: with instance pools, each instance type the variant may run (instance_type first) and its GPUs.
+        Where their GPU counts differ, one summed threshold cannot hold for every instance, so GPU memory is alarmed
+        per instance type (the InstanceType dimension SageMaker adds for pools: stacks/sagemaker_metrics.py [POOLS]).
     """
 
     def __init__(
@@ -270,6 +273,7 @@ class EndpointAlarms(Construct):
         gpu_count: int,
         asynchronous: bool = False,
         component_name: str | None = None,
+        instance_types: tuple[tuple[str, int], ...] = (),
     ) -> None:
         super().__init__(scope, construct_id)
         if gpu_count < 0:
@@ -349,6 +353,23 @@ class EndpointAlarms(Construct):
                     f"GPU memory above {spec.gpu_memory_percent:g} % in a copy",
                 )
             )
+        elif spec.gpu_memory_percent is not None and gpu_count and len({n for _, n in instance_types}) > 1:
+            # Pools of different GPU counts: the fullest instance of each type against that type's summed threshold.
+            for priority, (instance_type, gpus) in enumerate(instance_types, start=1):
+                wanted.append(
+                    (
+                        f"GpuMemory{priority}",
+                        f"gpu-memory-{instance_type}",
+                        series(
+                            INSTANCE_NAMESPACE,
+                            "GPUMemoryUtilization",
+                            {**dims, "InstanceType": instance_type},
+                            "Maximum",
+                        ),
+                        spec.gpu_memory_percent * gpus,
+                        f"GPU memory above {spec.gpu_memory_percent:g} % per GPU on {instance_type} ({gpus} GPUs)",
+                    )
+                )
         elif spec.gpu_memory_percent is not None and gpu_count:
             # The fullest instance, not the average: one instance out of GPU memory fails its requests.
             wanted.append(
@@ -462,6 +483,8 @@ class DashboardEndpoint:
     system: str = ""
     detailed_observability: bool = False
     engine_alarm: bool = False
+    # With instance pools: each instance type the variant may run (instance_type first) and its GPUs.
+    instance_types: tuple[tuple[str, int], ...] = ()
 
     @property
     def mode(self) -> str:
@@ -488,9 +511,19 @@ def dashboard_endpoints(deployment: Deployment, variant_name: str) -> list[Dashb
                 system=plan.system.name,
                 detailed_observability=plan.spec.engine_metrics.detailed_observability,
                 engine_alarm=plan.spec.engine_metrics.engine_alarm is not None,
+                instance_types=plan.instance_types,
             )
         )
     return rows
+
+
+def _expression(
+    expression: str, label: str, period_s: int, metrics: dict[str, cloudwatch.Metric]
+) -> cloudwatch.MathExpression:
+    """A dashboard line computed from `metrics` each period."""
+    return cloudwatch.MathExpression(
+        expression=expression, label=label, using_metrics=metrics, period=Duration.seconds(period_s)
+    )
 
 
 class EnvironmentDashboard(Construct):
@@ -531,6 +564,8 @@ class EnvironmentDashboard(Construct):
         for row in endpoints:
             self.dashboard.add_widgets(cloudwatch.TextWidget(markdown=f"### {row.endpoint_name}", width=24, height=1))
             self.dashboard.add_widgets(*self._row(row, period_s))
+            if row.instance_types and row.mode != COMPONENTS:
+                self.dashboard.add_widgets(*self._pools(row, period_s))
             if row.detailed_observability and has_engine_metrics(row.system, asynchronous=row.asynchronous):
                 self.dashboard.add_widgets(
                     *engine_panel(
@@ -539,8 +574,71 @@ class EnvironmentDashboard(Construct):
                         endpoint_name=row.endpoint_name,
                         component_name=row.component_name,
                         alarmed=row.engine_alarm,
+                        pooled=bool(row.instance_types),
                     )
                 )
+
+    @staticmethod
+    def _pools(row: DashboardEndpoint, period_s: int) -> list[cloudwatch.IWidget]:
+        """With instance pools, the variant's metrics per instance type (the InstanceType dimension, [POOLS]): where
+        the fleet runs, how fast each type answers, and its GPU memory per GPU (comparable across GPU counts)."""
+        mode = row.mode
+
+        def metric(namespace: str, name: str, instance_type: str, statistic: str) -> cloudwatch.Metric:
+            dims = {**_dimensions(row.endpoint_name, row.variant_name), "InstanceType": instance_type}
+            return published_metric(mode, namespace, name, dims, statistic, period_s, instance_type)
+
+        def per_type(expression: str, label: str, **metrics: cloudwatch.Metric) -> cloudwatch.MathExpression:
+            return _expression(expression, label, period_s, metrics)
+
+        types = row.instance_types
+        # Instances of each type: one CPUUtilization sample per running instance per minute (as the component row).
+        widgets: list[cloudwatch.IWidget] = [
+            cloudwatch.GraphWidget(
+                title="Instances by instance type (CPU samples per minute)",
+                width=8,
+                left=[
+                    published_metric(
+                        mode,
+                        INSTANCE_NAMESPACE,
+                        "CPUUtilization",
+                        {**_dimensions(row.endpoint_name, row.variant_name), "InstanceType": t},
+                        "SampleCount",
+                        60,
+                        t,
+                    )
+                    for t, _ in types
+                ],
+            ),
+            cloudwatch.GraphWidget(
+                title="Model latency p90 by instance type (ms)",
+                width=8,
+                left=[
+                    per_type(
+                        f"t{i} / {MICROSECONDS_PER_MS}", t, **{f"t{i}": metric(INVOCATIONS, "ModelLatency", t, "p90")}
+                    )
+                    for i, (t, _) in enumerate(types)
+                ],
+            ),
+        ]
+        gpu_types = [(i, t, n) for i, (t, n) in enumerate(types) if n]
+        if gpu_types:
+            widgets.append(
+                cloudwatch.GraphWidget(
+                    title="GPU memory per GPU by instance type (%)",
+                    width=8,
+                    left_annotations=[cloudwatch.HorizontalAnnotation(value=100, label="full")],
+                    left=[
+                        per_type(
+                            f"m{i} / {n}",
+                            f"{t} ({n} GPUs)",
+                            **{f"m{i}": metric(INSTANCE_NAMESPACE, "GPUMemoryUtilization", t, "Maximum")},
+                        )
+                        for i, t, n in gpu_types
+                    ],
+                )
+            )
+        return widgets
 
     @staticmethod
     def _row(row: DashboardEndpoint, period_s: int) -> list[cloudwatch.IWidget]:
@@ -552,9 +650,7 @@ class EnvironmentDashboard(Construct):
             return published_metric(mode, INVOCATIONS, name, calls, statistic, period_s, label)
 
         def per_period(expression: str, label: str, **metrics: cloudwatch.Metric) -> cloudwatch.MathExpression:
-            return cloudwatch.MathExpression(
-                expression=expression, label=label, using_metrics=metrics, period=Duration.seconds(period_s)
-            )
+            return _expression(expression, label, period_s, metrics)
 
         rates = [inv("Invocation4XXErrors", "Average", "4xx rate"), inv("Invocation5XXErrors", "Average", "5xx rate")]
         if mode != ASYNC:

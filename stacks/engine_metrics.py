@@ -56,6 +56,7 @@ from endpoint_config.engine_metrics import EngineAlarm, EngineMetrics
 ENDPOINT_LABEL = "'aws.sagemaker.endpoint.name'"
 COMPONENT_LABEL = "'aws.sagemaker.inference_component.name'"
 HOST_LABEL = "'@resource.host.id'"
+INSTANCE_TYPE_LABEL = "'@resource.host.type'"  # [REF] "Instance type": splits a variant's instance pools
 
 
 @dataclass(frozen=True)
@@ -119,6 +120,7 @@ class EngineQueries:
     ttft_p90: str
     kv_cache_percent: str
     queue_depth: str
+    ttft_p90_by_instance_type: str  # with instance pools: each type's engines apart
 
     def alarm(self, spec: EngineAlarm) -> str:
         """Instances (hosts) whose engine queue or KV cache is past its threshold: each is a contributor [ALARM]."""
@@ -141,11 +143,17 @@ def engine_queries(system: str, endpoint_name: str, component_name: str | None, 
     def rate(name: str) -> str:
         return "sum(" + either(lambda n: f"rate({n}{sel}[{window}])", name) + ")"
 
+    def ttft_p90(by: str) -> str:
+        return (
+            f"histogram_quantile(0.9, sum by ({by}) ("
+            + either(lambda n: f"rate({n}_bucket{sel}[{window}])", series.ttft_histogram)
+            + "))"
+        )
+
     return EngineQueries(
         token_throughput=f"{rate(series.prompt_tokens)} + {rate(series.generation_tokens)}",
-        ttft_p90="histogram_quantile(0.9, sum by (le) ("
-        + either(lambda n: f"rate({n}_bucket{sel}[{window}])", series.ttft_histogram)
-        + "))",
+        ttft_p90=ttft_p90("le"),
+        ttft_p90_by_instance_type=ttft_p90(f"le, {INSTANCE_TYPE_LABEL}"),
         kv_cache_percent=f"100 * {per_host} (" + either(lambda n: n + sel, series.kv_cache) + ")",
         queue_depth=f"{per_host} (" + either(lambda n: n + sel, series.queue) + ")",
     )
@@ -216,10 +224,12 @@ def engine_panel(
     endpoint_name: str,
     component_name: str | None,
     alarmed: bool,
+    pooled: bool = False,
 ) -> list[cloudwatch.IWidget]:
     """The dashboard's engine row for one endpoint: the four PromQL queries as text (to run in CloudWatch Query
-    Studio) and, when the alarm exists, its state. Not charts: the dashboard body's PromQL chart widget is not in a
-    source checked here, and a body CloudWatch rejects would fail the whole stack (docs/design/engine-metrics.md)."""
+    Studio; `pooled`, instance pools: time to first token per instance type too) and, when the alarm exists, its
+    state. Not charts: the dashboard body's PromQL chart widget is not in a source checked here, and a body
+    CloudWatch rejects would fail the whole stack (docs/design/engine-metrics.md)."""
     queries = engine_queries(system, endpoint_name, component_name)
     text = "\n".join(
         [
@@ -231,6 +241,7 @@ def engine_panel(
             f"* KV-cache use (%, per instance): `{queries.kv_cache_percent}`",
             f"* Queue depth (requests waiting, per instance): `{queries.queue_depth}`",
         ]
+        + ([f"* Time to first token p90 by instance type (s): `{queries.ttft_p90_by_instance_type}`"] if pooled else [])
     )
     widgets: list[cloudwatch.IWidget] = [cloudwatch.TextWidget(markdown=text, width=18 if alarmed else 24, height=6)]
     if alarmed:

@@ -26,7 +26,9 @@ from .sagemaker_resources import (
     ExecutionRole,
     GuardedEndpoint,
     SageMakerModel,
+    VariantCapacity,
     VariantEndpointConfig,
+    VariantPool,
     retain_when_replaced,
 )
 from .scaling import VARIANT_INSTANCES, scalable_target, target_tracking
@@ -92,6 +94,21 @@ class LlmEndpoint(Construct):
             environment=self.environment,
             network_isolation=plan.network_isolation,
         )
+        # instance_pools: a pool whose engine settings differ (a tensor-parallel degree) runs its own model of the
+        # same artifact and image (deployment/plan.py PoolPlan.own_model); the others run the variant's model.
+        self.pool_models = {
+            pool.priority: SageMakerModel(
+                self,
+                f"PoolModel{pool.priority}",
+                role=self.role,
+                image=image,
+                model_data=self.model_data,
+                environment=plan.container_environment(artifact_bucket, pool),
+                network_isolation=plan.network_isolation,
+            )
+            for pool in plan.pools
+            if pool.own_model
+        }
         # invocation.mode async: AsyncInferenceConfig, its S3 folders and topics, the role's grants.
         self.async_inference = (
             AsyncInference(
@@ -139,13 +156,16 @@ class LlmEndpoint(Construct):
                 routing=spec.routing,
                 inference_ami_version=plan.inference_ami_version,
                 async_config=self.async_inference.config if self.async_inference else None,
+                capacity=self._capacity(plan),
             )
         # Detailed observability, stated (stacks/engine_metrics.py).
         self.endpoint_config.metrics_config = metrics_config(spec.engine_metrics)
         if security is not None:
             security.apply(role=self.role, model=self.model, endpoint_config=self.endpoint_config)
+            for pool_model in self.pool_models.values():  # the pools' instances sit in the same subnets
+                pool_model.vpc_config = security.vpc_config()
         # A replaced model or config may still serve after a rollback: kept, `model_build clean` removes unused ones.
-        retain_when_replaced(self.model, self.endpoint_config)
+        retain_when_replaced(self.model, *self.pool_models.values(), self.endpoint_config)
 
         # deployment: guarded updates (stacks/endpoint_alarms.py). A model on the variant: the endpoint's
         # DeploymentConfig, its rollback alarms on the new fleet. An inference component: a new model updates the
@@ -236,6 +256,7 @@ class LlmEndpoint(Construct):
                 gpu_count=plan.instance.gpu_count,
                 asynchronous=plan.is_async,
                 component_name=plan.component_name,
+                instance_types=plan.instance_types,
             )
             if plan.alarms is not None
             else None
@@ -275,12 +296,31 @@ class LlmEndpoint(Construct):
                 "ConcurrencyScaling",
                 policy_name=f"{plan.endpoint_name}-concurrency",
                 target=target,
-                # The metric counts concurrent requests per instance; the config's target is per model copy.
-                target_value=autoscaling.target_value * plan.model_copies,
+                # The metric counts concurrent requests per instance; the config's target is per model copy (the
+                # fewest copies any pool serves: a fleet fallen back to it must not run each copy above the target).
+                target_value=autoscaling.target_value * plan.fewest_copies,
                 predefined_metric=SCALING_METRIC,
                 scale_in_cooldown_s=autoscaling.scale_in_cooldown_s,
                 scale_out_cooldown_s=autoscaling.scale_out_cooldown_s,
             )
+
+    def _capacity(self, plan: EndpointPlan) -> VariantCapacity:
+        """instance_pools and capacity as the variant renders them: instance_type at priority 1 with the variant's
+        model, then each pool with its own model where it has one."""
+        capacity = plan.spec.capacity
+        pools = (
+            (
+                VariantPool(plan.spec.instance_type, 1),
+                *(VariantPool(p.instance_type, p.priority, self.pool_models.get(p.priority)) for p in plan.pools),
+            )
+            if plan.pools
+            else ()
+        )
+        return VariantCapacity(
+            pools=pools,
+            provision_timeout_s=capacity.provision_timeout_s if capacity is not None else None,
+            reservation_arn=capacity.reservation_arn if capacity is not None else None,
+        )
 
     @property
     def endpoint_arn(self) -> str:

@@ -2,7 +2,8 @@
 dashboard build their metrics from (`published_metric` refuses a series that is not in it, at synth), and that
 tests/stacks/test_alarms.py checks every alarm and dashboard metric of the synthesized templates against.
 
-The short source names in the table ([METRICS], [ASYNC], [ASYNC-SCALE], [ZERO], [GUARDRAILS]) and the pages' quotes:
+The short source names in the table ([METRICS], [ASYNC], [ASYNC-SCALE], [ZERO], [GUARDRAILS], [POOLS]) and the pages'
+quotes:
 docs/design/metrics-and-alarms.md.
 """
 
@@ -21,6 +22,8 @@ COMPONENT_COPIES = "/aws/sagemaker/InferenceComponents"
 VARIANT = frozenset({"EndpointName", "VariantName"})
 NEW_FLEET = frozenset({"EndpointName", "VariantName", "EndpointConfigName"})
 ENDPOINT = frozenset({"EndpointName"})
+# A variant with instance pools: the same metrics per instance type besides the variant's aggregate [POOLS].
+VARIANT_INSTANCE_TYPE = frozenset({"EndpointName", "VariantName", "InstanceType"})
 COMPONENT = frozenset({"InferenceComponentName"})
 
 _HOST = ("CPUUtilization", "MemoryUtilization", "DiskUtilization", "GPUUtilization", "GPUMemoryUtilization")
@@ -90,6 +93,8 @@ PUBLISHED: dict[str, frozenset[tuple[str, str, frozenset[str]]]] = {
         _rows(INVOCATIONS, _REAL_TIME_INVOCATIONS, VARIANT)  # [METRICS]
         | _rows(INVOCATIONS, _NEW_FLEET, NEW_FLEET)  # [GUARDRAILS]
         | _rows(ENDPOINT_INSTANCES, _HOST, VARIANT)  # [METRICS]
+        | _rows(INVOCATIONS, _REAL_TIME_INVOCATIONS, VARIANT_INSTANCE_TYPE)  # [POOLS]
+        | _rows(ENDPOINT_INSTANCES, _HOST, VARIANT_INSTANCE_TYPE)  # [POOLS]
     ),
     ASYNC: frozenset(
         _rows(INVOCATIONS, _ASYNC_COMMON, VARIANT)  # [ASYNC]
@@ -97,6 +102,8 @@ PUBLISHED: dict[str, frozenset[tuple[str, str, frozenset[str]]]] = {
         | _rows(INVOCATIONS, _ASYNC_QUEUE, ENDPOINT)  # [ASYNC], [ASYNC-SCALE]
         | _rows(INVOCATIONS, _ASYNC_VARIANT, VARIANT)  # [ASYNC]
         | _rows(ENDPOINT_INSTANCES, _HOST, VARIANT)  # [ASYNC] "host-level metrics"
+        | _rows(INVOCATIONS, _ASYNC_COMMON, VARIANT_INSTANCE_TYPE)  # [POOLS] (the async-only ones: not stated)
+        | _rows(ENDPOINT_INSTANCES, _HOST, VARIANT_INSTANCE_TYPE)  # [POOLS]
     ),
     COMPONENTS: frozenset(
         _rows(INVOCATIONS, _COMPONENT_INVOCATIONS, COMPONENT)  # [METRICS]
@@ -159,6 +166,7 @@ __all__ = [
     "PUBLISHED",
     "REAL_TIME",
     "VARIANT",
+    "VARIANT_INSTANCE_TYPE",
     "hosting_mode",
     "is_published",
     "published_metric",

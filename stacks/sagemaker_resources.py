@@ -15,6 +15,7 @@ from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
 from deployment.plan import ModelData
+from endpoint_config.pools import RESERVATIONS_ONLY
 from endpoint_config.routing import Routing
 
 from .nag import acknowledge, nag_text
@@ -177,10 +178,55 @@ class SageMakerModel(sagemaker.CfnModel):
         self.node.add_dependency(role)
 
 
+@dataclass(frozen=True)
+class VariantPool:
+    """One instance pool of the variant (priority 1 is the variant's own instance type) and, where its engine
+    settings differ from the variant's, the model it runs instead (InstancePool.ModelNameOverride)."""
+
+    instance_type: str
+    priority: int
+    model: sagemaker.CfnModel | None = None
+
+
+@dataclass(frozen=True)
+class VariantCapacity:
+    """How SageMaker provisions the variant (endpoint_config/pools.py): the instance pools in priority order, the
+    provisioning timeout (VariantInstanceProvisionTimeoutInSeconds, 300-3600) and an ML capacity reservation."""
+
+    pools: tuple[VariantPool, ...] = ()
+    provision_timeout_s: int | None = None
+    reservation_arn: str | None = None
+
+
+def capacity_properties(instance_type: str, capacity: VariantCapacity) -> dict:
+    """The production variant's capacity properties (cfn-lint's AWS::SageMaker::EndpointConfig schema and aws-cdk-lib's
+    L1 ProductionVariantProperty). With pools, InstanceType gives way to InstancePools ("you replace the InstanceType
+    parameter in your production variant with an InstancePools list", SageMaker DG, realtime-endpoints-heterogeneous),
+    instance_type first at priority 1."""
+    props: dict = {"variant_instance_provision_timeout_in_seconds": capacity.provision_timeout_s}
+    if capacity.reservation_arn is not None:
+        props["capacity_reservation_config"] = sagemaker.CfnEndpointConfig.CapacityReservationConfigProperty(
+            capacity_reservation_preference=RESERVATIONS_ONLY, ml_reservation_arn=capacity.reservation_arn
+        )
+    if not capacity.pools:
+        props["instance_type"] = instance_type
+        return props
+    props["instance_pools"] = [
+        sagemaker.CfnEndpointConfig.InstancePoolProperty(
+            instance_type=pool.instance_type,
+            priority=pool.priority,
+            model_name_override=pool.model.attr_model_name if pool.model is not None else None,
+        )
+        for pool in capacity.pools
+    ]
+    return props
+
+
 class VariantEndpointConfig(sagemaker.CfnEndpointConfig):
-    """The endpoint config of a model on its production variant: instance type and count, volume (None on types with
-    local NVMe, which refuse it), the download and startup health-check timeouts (60-3600 s), routing, the AMI, and
-    for an asynchronous endpoint its AsyncInferenceConfig."""
+    """The endpoint config of a model on its production variant: instance type (or instance pools, each pool's model
+    named by a GetAtt, so it is created first) and count, volume (None on types with local NVMe, which refuse it),
+    the download and startup health-check timeouts (60-3600 s), routing, the AMI, capacity, and for an asynchronous
+    endpoint its AsyncInferenceConfig."""
 
     def __init__(
         self,
@@ -197,6 +243,7 @@ class VariantEndpointConfig(sagemaker.CfnEndpointConfig):
         routing: Routing,
         inference_ami_version: str | None,
         async_config: sagemaker.CfnEndpointConfig.AsyncInferenceConfigProperty | None = None,
+        capacity: VariantCapacity = VariantCapacity(),
     ) -> None:
         check_timeouts(
             f"endpoint config of {variant_name}",
@@ -211,13 +258,13 @@ class VariantEndpointConfig(sagemaker.CfnEndpointConfig):
                     variant_name=variant_name,
                     model_name=model.attr_model_name,
                     initial_instance_count=instance_count,
-                    instance_type=instance_type,
                     initial_variant_weight=1.0,
                     volume_size_in_gb=volume_size_gb,
                     model_data_download_timeout_in_seconds=download_timeout_s,
                     container_startup_health_check_timeout_in_seconds=startup_timeout_s,
                     routing_config=routing_config(routing),
                     inference_ami_version=inference_ami_version,
+                    **capacity_properties(instance_type, capacity),
                 )
             ],
             async_inference_config=async_config,
@@ -286,7 +333,10 @@ __all__ = [
     "ExecutionRole",
     "GuardedEndpoint",
     "SageMakerModel",
+    "VariantCapacity",
     "VariantEndpointConfig",
+    "VariantPool",
+    "capacity_properties",
     "check_timeouts",
     "retain_when_replaced",
     "routing_config",

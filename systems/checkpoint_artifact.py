@@ -215,7 +215,7 @@ def build_checkpoint_artifact(
     from artifact.source import resolve_model_source
 
     from . import all_systems
-    from .checks import checkpoint_problems
+    from .checks import checkpoint_problems_on_every_pool
 
     out_dir = Path(out_dir)
     steps = tqdm(total=5, desc=f"build {endpoint.name}", unit="step", disable=not progress)
@@ -256,8 +256,7 @@ def build_checkpoint_artifact(
         verification["tokenizer"] = check_tokenizer(source)
     except Exception as err:
         raise _fail(endpoint, f"the tokenizer does not load or work: {type(err).__name__}: {err}") from None
-    assert system.profile is not None
-    problems = checkpoint_problems(endpoint, system.profile(endpoint), checkpoint, all_systems())
+    problems = checkpoint_problems_on_every_pool(endpoint, system, checkpoint, all_systems())
     if system.checkpoint_rules is not None:
         problems += system.checkpoint_rules(endpoint, checkpoint)
     if problems:

@@ -26,6 +26,7 @@ from endpoint_config.adapters import (
 )
 from endpoint_config.gpus import families_where, gpu_facts, image_problems
 from endpoint_config.models import KNOWN_MODELS, model_facts
+from endpoint_config.schema import for_pool
 from endpoint_config.security import isolation_problems
 
 from . import engine_tables
@@ -113,17 +114,7 @@ def system_problems(ep: EndpointSpec, system: ServingSystem, systems: dict[str, 
             served = " and ".join(system.architectures)
             bad("model", f"value {ep.model!r} is an {kind} model; system {ep.system!r} serves {served} models only")
         if instance.is_gpu and checkpoint is None:
-            need = facts.parameters * BYTES_PER_PARAM[ep.dtype] / ep.tensor_parallel_degree
-            usable = usable_bytes_per_gpu(instance)
-            if need > usable:
-                bad(
-                    "instance_type",
-                    f"model {ep.model!r} ({facts.parameters / 1e9:.2f} B parameters, {facts.source}) needs "
-                    f"{need / GIB:.1f} GiB of weights per GPU in {ep.dtype} at tensor_parallel_degree "
-                    f"{ep.tensor_parallel_degree}, more than {WEIGHT_SHARE_OF_GPU_MEMORY:.0%} of the "
-                    f"{instance.gpu_memory_gib:.1f} GiB of each {_gpu_name(instance)} on {ep.instance_type} "
-                    f"({usable / GIB:.1f} GiB); raise tensor_parallel_degree, pick a larger GPU or a smaller dtype",
-                )
+            problems += _parameter_fit_problems(ep)
     if ep.weights_format not in system.weights_formats:
         offered = ", ".join(name for name, s in systems.items() if ep.weights_format in s.weights_formats) or "none"
         bad(
@@ -192,6 +183,62 @@ def system_problems(ep: EndpointSpec, system: ServingSystem, systems: dict[str, 
     ):
         problems += system.checkpoint_rules(ep, checkpoint)
     return problems
+
+
+def _parameter_fit_problems(ep: EndpointSpec) -> list[str]:
+    """The parameter-count rule: the weights on each GPU against WEIGHT_SHARE_OF_GPU_MEMORY of its memory (systems
+    without an engine profile, or a model whose config.json is not known before a build)."""
+    facts = model_facts(ep.model, ep.model_parameters)
+    if facts is None or not ep.instance.is_gpu:
+        return []
+    need = facts.parameters * BYTES_PER_PARAM[ep.dtype] / ep.tensor_parallel_degree
+    usable = usable_bytes_per_gpu(ep.instance)
+    if need <= usable:
+        return []
+    return [
+        f"endpoint {ep.name!r}: instance_type: model {ep.model!r} ({facts.parameters / 1e9:.2f} B parameters, "
+        f"{facts.source}) needs {need / GIB:.1f} GiB of weights per GPU in {ep.dtype} at tensor_parallel_degree "
+        f"{ep.tensor_parallel_degree}, more than {WEIGHT_SHARE_OF_GPU_MEMORY:.0%} of the "
+        f"{ep.instance.gpu_memory_gib:.1f} GiB of each {_gpu_name(ep.instance)} on {ep.instance_type} "
+        f"({usable / GIB:.1f} GiB); raise tensor_parallel_degree, pick a larger GPU or a smaller dtype"
+    ]
+
+
+def model_fit_problems(ep: EndpointSpec, system: ServingSystem) -> list[str]:
+    """Whether the model fits `ep`'s GPUs at its tensor-parallel degree, by the same rule system_problems applies:
+    for a system with an engine profile and the model's config.json known, weights + the KV cache the engine
+    reserves (_fit_problems); else the parameter-count rule. The exact messages system_problems gives; [] when it
+    fits or cannot be sized before a build."""
+    if not ep.instance.is_gpu:
+        return []
+    checkpoint = checkpoint_of(ep.model) if system.profile is not None else None
+    if checkpoint is not None and system.profile is not None:
+        return _fit_problems(ep, system.profile(ep), checkpoint, _gpu_name(ep.instance))
+    return _parameter_fit_problems(ep)
+
+
+def instance_types_holding(
+    ep: EndpointSpec, system: ServingSystem, systems: dict[str, ServingSystem] | None = None, *, limit: int = 6
+) -> list[str]:
+    """The GPU hosting instance types the model fits (model_fit_problems), each at the smallest tensor-parallel
+    degree dividing its GPUs that holds it, fewest and smallest GPUs first: what a refusal offers instead. With
+    `systems` (the registry), only types where every other rule of the system passes too (the image's CUDA, the
+    precision on that GPU generation, ...)."""
+    from endpoint_config import hosting_instance_types
+
+    found: list[tuple[int, int, float, str]] = []
+    for name in sorted(hosting_instance_types()):
+        instance = ep.model_copy(update={"instance_type": name}).instance
+        if instance.unknown_reason is not None or not instance.is_gpu:
+            continue
+        for degree in (d for d in range(1, instance.gpu_count + 1) if instance.gpu_count % d == 0):
+            candidate = ep.model_copy(update={"instance_type": name, "tensor_parallel_degree": degree})
+            if not model_fit_problems(candidate, system):
+                if systems is None or not system_problems(candidate, system, systems):
+                    found.append((degree, instance.gpu_count, instance.gpu_memory_gib, name))
+                break
+    found.sort()
+    return [f"{name} at tensor_parallel_degree {degree}" for degree, _, _, name in found[:limit]]
 
 
 def context_tokens(ep: EndpointSpec, system: ServingSystem) -> tuple[int, str] | None:
@@ -587,7 +634,31 @@ def unsized_model_warning(
 def built_weights_problem(ep: EndpointSpec, parameter_count: int, limit_bytes: int | None = None) -> str | None:
     """The build's refusal when the weights it read (`parameter_count` parameters, in the endpoint's dtype) do
     not fit `limit_bytes`, else None. `limit_bytes` defaults to weight_limit_bytes(ep), which is None (no limit)
-    on instances without NVIDIA GPUs."""
+    on instances without NVIDIA GPUs; then every instance pool is held to its own limit too."""
+    problem = _built_weights_problem(ep, parameter_count, limit_bytes)
+    if problem is not None or limit_bytes is not None:
+        return problem
+    for i, pool_spec in enumerate(ep.pool_specs()):
+        if (problem := _built_weights_problem(pool_spec, parameter_count)) is not None:
+            return for_pool(ep, i, problem)
+    return None
+
+
+def checkpoint_problems_on_every_pool(
+    ep: EndpointSpec, system: ServingSystem, checkpoint: Checkpoint, systems: dict[str, ServingSystem]
+) -> list[str]:
+    """checkpoint_problems on instance_type and on every instance pool (each at its own tensor-parallel degree):
+    what the build's real files refuse anywhere the variant may run."""
+    assert system.profile is not None
+    problems = checkpoint_problems(ep, system.profile(ep), checkpoint, systems)
+    for i, pool_spec in enumerate(ep.pool_specs()):
+        problems += [
+            for_pool(ep, i, p) for p in checkpoint_problems(pool_spec, system.profile(pool_spec), checkpoint, systems)
+        ]
+    return problems
+
+
+def _built_weights_problem(ep: EndpointSpec, parameter_count: int, limit_bytes: int | None = None) -> str | None:
     limit = weight_limit_bytes(ep) if limit_bytes is None else limit_bytes
     weight_bytes = parameter_count * BYTES_PER_PARAM[ep.dtype]
     if limit is None or weight_bytes <= limit:

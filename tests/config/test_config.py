@@ -451,7 +451,7 @@ def test_every_recipe_reads_its_weights_through_the_size_check():
     assert "run_recipe(" in shared["build_decoder_artifact("].read_text()
     assert "build_decoder_artifact(" in shared["build_lmi("].read_text()
     assert (
-        "checkpoint_problems("
+        "checkpoint_problems_on_every_pool("  # instance_type's and every instance pool's
         in shared["build_checkpoint_artifact("].read_text().split("def build_checkpoint_artifact(")[1]
     )
     recipes = sorted(systems.glob("*/recipe.py"))

@@ -588,7 +588,9 @@ def test_the_quota_preflight_asks_for_is_the_plans_peak(case, tmp_path):
         deployment = load_config(ROOT / path, None if env == "None" else env)
     need: dict[str, int] = {}
     for plan in deployment.plans:
-        need[plan.spec.instance_type] = need.get(plan.spec.instance_type, 0) + _expected_peak(plan.spec)
+        # An instance pool may take the whole fleet (docs/design/instance-pools.md): each needs the endpoint's peak.
+        for instance_type in [plan.spec.instance_type, *(p.instance_type for p in plan.spec.instance_pools)]:
+            need[instance_type] = need.get(instance_type, 0) + _expected_peak(plan.spec)
     quotas = {f"{t} for endpoint usage": Quota(f"{t} for endpoint usage", "L-X", 0, True) for t in need}
     for check in quota_checks(deployment, quotas, REGION):
         instance_type = check.name.removeprefix("quota ")
