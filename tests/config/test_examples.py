@@ -153,7 +153,12 @@ def test_invoke_function_has_the_containers_request_limits(all_examples):
     for synthesized in all_examples.values():
         for name, template in synthesized.templates.items():
             resources = list(template["Resources"].values())
-            models = [r for r in resources if r["Type"] == "AWS::SageMaker::Model"]
+            # the endpoint's model (an instance pool with other engine settings has a PoolModel<priority> of its own)
+            models = [
+                r
+                for key, r in template["Resources"].items()
+                if r["Type"] == "AWS::SageMaker::Model" and "PoolModel" not in key
+            ]
             if not models:
                 continue
             [model] = models
