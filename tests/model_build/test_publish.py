@@ -19,9 +19,10 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # until the repo's pytest config sets `pythonpath = .`
     sys.path.insert(0, str(ROOT))
 
+from artifact.tarball import choose_packer, pack_tarball
 from deployment import load_config
 from endpoint_config import artifact_bucket_name, artifact_prefix
-from model_build.publish import MiB, PublishError, choose_packer, pack_tarball, publish_artifact, publish_endpoint
+from model_build.publish import MiB, PublishError, publish_artifact, publish_endpoint
 
 # slow: uploads to the emulator, a Ctrl-C mid-upload (make test-fast leaves them out)
 pytestmark = pytest.mark.slow

@@ -5,7 +5,7 @@ Each serving system states the bodies its container takes and how its replies re
 ContainerBodies). Every client of an endpoint builds its bodies from that, through the endpoint plan: the smoke
 test (the Lambda and `model_build smoke`: endpoint_runtime/smoke.py), the invoke, stream and asynchronous-submit
 functions (endpoint_runtime/invoke.py, stream.py, async_invoke.py), the SLO gate and load test
-(model_build/loadtest_gate.py gate_target, model_build/loadtest.py) and the demo (local_emulator/demo.py). Here each
+(load_testing/gate.py gate_target, load_testing/loadtest.py) and the demo (local_emulator/demo.py). Here each
 of those clients' own code runs, for every registered system, against
   - the system's declaration: a container that answers exactly the declared kinds, each in its kind's reply shape
     (an OpenAI chat reply of a system with a reasoning field comes back all reasoning, content null: a reasoning
@@ -286,8 +286,8 @@ def slo_gate(plan: Any, runtime: ContainerRuntime, monkeypatch: pytest.MonkeyPat
     """The SLO gate's load-test target, built as the gate builds it, sending one prompt of its workload."""
     import asyncio
 
-    from model_build.loadtest import Prompt, Workload
-    from model_build.loadtest_gate import gate_target
+    from load_testing.gate import gate_target
+    from load_testing.loadtest import Prompt, Workload
 
     target = gate_target(plan, "us-east-1")
     target.workload = Workload(output_tokens={"mean": 8})
@@ -416,7 +416,7 @@ LOCAL_CONFIGS = {
     / "config"
     / ("examples/vllm-local-tiny-qwen3.yaml" if system == "vllm" else f"scenarios/{system}.yaml")
     for system in EXAMPLE_OF
-    if system != "hf-fastload"  # its container is the artifact's handler in model_build/serve.py (test_hf_handler*)
+    if system != "hf-fastload"  # its container is the artifact's handler in local_runtime/serve.py (test_hf_handler*)
 }
 
 

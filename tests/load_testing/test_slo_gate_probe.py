@@ -15,7 +15,7 @@ import yaml
 from helpers import running
 
 from deployment import load_config
-from model_build.loadtest_gate import run_gate
+from load_testing.gate import run_gate
 
 ENDPOINT = "tiny-gpt2"
 WORKLOAD = {"requests": 3, "input_tokens": {"mean": 8}, "output_tokens": {"mean": 4}, "warmup_requests": 1}
@@ -46,7 +46,7 @@ def _aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture(scope="module")
 def server(gpt2_artifact: Path):
-    from model_build.serve import create_app
+    from local_runtime.serve import create_app
 
     with running(create_app(gpt2_artifact, endpoint_name=ENDPOINT)) as url:
         yield url
