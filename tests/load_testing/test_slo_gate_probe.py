@@ -23,7 +23,7 @@ WORKLOAD = {"requests": 3, "input_tokens": {"mean": 8}, "output_tokens": {"mean"
 
 @pytest.fixture(autouse=True)
 def _no_full_collections(monkeypatch: pytest.MonkeyPatch) -> None:
-    """As tests/model_build/test_slo_gate.py: the load test's gc.collect() costs most of a second in a process
+    """As tests/load_testing/test_slo_gate.py: the load test's gc.collect() costs most of a second in a process
     holding torch's heap and measures nothing the gate decides on."""
     import gc
 
