@@ -221,7 +221,7 @@ def run_ours_cli(
         cmd, capture_output=True, text=True, timeout=900, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}
     )
     if done.returncode != 0:
-        raise RuntimeError(f"model_build loadtest exited {done.returncode}: {done.stderr[-800:]}")
+        raise RuntimeError(f"load_testing.loadtest exited {done.returncode}: {done.stderr[-800:]}")
     return json.loads((out_dir / "loadtest.json").read_text())["levels"][0]
 
 

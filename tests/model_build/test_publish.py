@@ -301,6 +301,23 @@ def test_pigz_is_preferred_when_installed(tmp_path, monkeypatch):
         assert sorted(tar.getnames()) == ["code/inference.py", "config.json"]
 
 
+def test_a_failed_packer_is_a_publish_error_and_leaves_nothing(s3, bucket, tmp_path, monkeypatch):
+    # artifact/tarball.py raises TarballError (it knows nothing of publishing); publish names it as a PublishError,
+    # which the CLI prints without a traceback, and removes its half-written archive.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "gzip").write_text('#!/bin/sh\necho "gzip: disk full" >&2\nexit 1\n')
+    (bin_dir / "gzip").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    build = make_build(tmp_path / "b")
+    with pytest.raises(PublishError, match=r"packing model.tar.gz failed: .*gzip: disk full"):
+        publish_artifact(
+            build, bucket, "models/ep/bad/", s3_client=s3, progress=False, model_data="tar-gz", packer="tar+gzip"
+        )
+    assert not list(build.parent.glob(".model-tar-*"))
+    assert s3.list_objects_v2(Bucket=bucket, Prefix="models/ep/bad/").get("KeyCount") == 0
+
+
 def test_missing_bucket_is_named(s3, tmp_path):
     with pytest.raises(PublishError, match=r"bucket 'no-such-bucket-x' does not exist"):
         publish_artifact(make_build(tmp_path), "no-such-bucket-x", "models/ep/h/", s3_client=s3, progress=False)
