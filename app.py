@@ -9,8 +9,7 @@ from pathlib import Path
 
 import aws_cdk as cdk
 
-from deployment import BUILD_ROOT, load_config
-from endpoint_config import ConfigError
+from deployment import BUILD_ROOT, ConfigError, load_config
 from stacks import add_stacks
 from stacks.pipeline_stack import add_pipeline
 

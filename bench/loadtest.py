@@ -1,4 +1,4 @@
-"""Benchmark: the load test (model_build/loadtest.py) against a real tool, its own ceiling, and the front doors' cost.
+"""Benchmark: the load test (load_testing/loadtest.py) against a real tool, its own ceiling, and the front doors' cost.
 
 1. Cross-check with AIPerf (pinned in requirements-aiperf.txt, its own venv .venv-aiperf: `make aiperf-env`): the
    paced server (bench/paced_server.py, its own process: first token after TTFT ms, then one token every ITL ms)
@@ -161,7 +161,8 @@ def _ours(
     out: Path,
     stem: str,
 ) -> dict:
-    from model_build import loadtest, loadtest_report
+    from load_testing import loadtest
+    from load_testing import report as loadtest_report
 
     workload = loadtest.parse_workload(
         {
@@ -189,11 +190,11 @@ def run_ours_cli(
     input_tokens: int,
     output_tokens: int,
 ) -> dict:
-    """`python -m model_build.loadtest` in its own process (as AIPerf runs in its own); its one level."""
+    """`python -m load_testing.loadtest` in its own process (as AIPerf runs in its own); its one level."""
     cmd = [
         sys.executable,
         "-m",
-        "model_build.loadtest",
+        "load_testing.loadtest",
         "--target",
         "openai",
         "--url",
@@ -220,7 +221,7 @@ def run_ours_cli(
         cmd, capture_output=True, text=True, timeout=900, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}
     )
     if done.returncode != 0:
-        raise RuntimeError(f"model_build loadtest exited {done.returncode}: {done.stderr[-800:]}")
+        raise RuntimeError(f"load_testing.loadtest exited {done.returncode}: {done.stderr[-800:]}")
     return json.loads((out_dir / "loadtest.json").read_text())["levels"][0]
 
 
@@ -437,8 +438,8 @@ def local_server(
     import httpx
 
     from bench import models, serving
+    from load_testing import loadtest
     from local_emulator.moto_server import free_port
-    from model_build import loadtest
 
     source = text_vocab_checkpoint(raw / "src-gpt2-124m-textvocab").resolve()
     artifacts: dict[str, Path] = {}
@@ -561,7 +562,7 @@ def ceiling(
 
 
 def _pct(xs: list[float], q: float) -> float:
-    from model_build.loadtest_report import percentile
+    from load_testing.report import percentile
 
     return percentile(xs, q)
 

@@ -8,7 +8,7 @@ Paths (any endpoint name): OpenAI chat completions (`POST /v1/chat/completions`,
 `stream_options.include_usage` asks, or one JSON answer; our generation format on `/invocations` and
 sagemaker-runtime's `/endpoints/<ep>/invocations` (`[{"generated_text"}]`) and
 `/endpoints/<ep>/invocations-response-stream` (AWS event-stream PayloadParts of LMI JSON lines, as
-model_build/serve.py frames them). Tokens per reply: the request's max_completion_tokens / max_tokens /
+local_runtime/serve.py frames them). Tokens per reply: the request's max_completion_tokens / max_tokens /
 parameters.max_new_tokens, else --tokens. Token i (0-based) is sent at start + ttft + i * itl (an absolute
 schedule, so sleep overshoot does not accumulate). With --ttft-ms 0 --itl-ms 0 it answers at once: the load
 generator's own ceiling. A raw ASGI app under uvicorn: no framework cost in what is measured.
@@ -23,7 +23,7 @@ import re
 import time
 from typing import Any
 
-from model_build import event_stream
+from local_runtime import event_stream
 
 # vLLM-style and SageMaker's OpenAI routes (SageMaker Developer Guide, realtime-endpoints-openai-compatible)
 CHAT_PATH = re.compile(r"^(/endpoints/[^/]+(/inference-components/[^/]+)?/openai)?/v1/chat/completions$")

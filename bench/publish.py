@@ -6,7 +6,7 @@ Variants per run (interleaved, emulator state reset before each run so every upl
   prefix c8   model_data s3-prefix, transfer manager max_concurrency 8 (files + multipart parts in parallel)
   prefix c1   the same with max_concurrency 1 (multipart concurrency off)
   republish   the unchanged artifact again, c8: one HEAD per file, nothing uploaded
-  tar.gz ours model_data tar-gz with our packer (model_build.publish.pack_tarball: tar+pigz, else tarfile gzip -1)
+  tar.gz ours model_data tar-gz with our packer (artifact.tarball.pack_tarball: tar+pigz, else tarfile gzip -1)
   tar.gz default   `tarfile.open(mode="w:gz")` with its defaults (gzip level 9), pack time only + our upload time
 Each time includes verifying the build dir (sha256 of every file against its manifest) like a real publish.
 Each upload (plain, prefix c1, prefix c8) starts from an empty emulator (reset before each): the emulator slows as
@@ -57,8 +57,9 @@ def bench(raw: Path, artifact: Path, tar_artifact: Path, reps: int, log, with_re
     import boto3
     from botocore.config import Config
 
+    from artifact.tarball import choose_packer
     from local_emulator import moto_server
-    from model_build.publish import choose_packer, publish_artifact, sha256_file
+    from model_build.publish import publish_artifact, sha256_file
 
     size = sum(p.stat().st_size for p in files_of(artifact))
     tar_size = sum(p.stat().st_size for p in files_of(tar_artifact))

@@ -108,8 +108,9 @@ def run_variant(variant: str, s3: Any, scratch: Path, max_concurrency: int) -> t
 
 def publish_both(s3: Any, artifact: Path, pickle_dir: Path, scratch: Path) -> dict[str, Any]:
     """Our artifact with model_build.publish (s3-prefix) and the old recipe's model.tar.gz (packed with
-    model_build.publish.pack_tarball, gzip level 1, then one upload_file)."""
-    from model_build.publish import pack_tarball, publish_artifact
+    artifact.tarball.pack_tarball, gzip level 1, then one upload_file)."""
+    from artifact.tarball import pack_tarball
+    from model_build.publish import publish_artifact
 
     s3.create_bucket(Bucket=BUCKET)
     publish_artifact(artifact, BUCKET, "ours", s3_client=s3, max_concurrency=8, progress=False)

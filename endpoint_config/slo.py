@@ -1,8 +1,8 @@
 """The `slo:` block of an endpoint: service level objectives, the load the gate drives to judge them, the instance
 price that turns throughput into $ per million tokens, and SageMaker's managed benchmark as an option.
 
-One model serves the config file and `python -m model_build loadtest --slo FILE` (model_build/loadtest_report.py
-evaluates it; model_build/loadtest_gate.py runs the gate after `make deploy`'s and the pipeline's smoke test).
+One model serves the config file and `python -m model_build loadtest --slo FILE` (load_testing/report.py
+evaluates it; load_testing/gate.py runs the gate after `make deploy`'s and the pipeline's smoke test).
 
 The managed benchmark (`managed_benchmark: true`) is an AWS::SageMaker::AIWorkloadConfig holding the same workload as
 an AIPerf document, and `python -m model_build benchmark` starting a CreateAIBenchmarkJob with it. Sources:
@@ -34,7 +34,7 @@ from .base import Strict
 if TYPE_CHECKING:
     from .schema import EndpointSpec
 
-MAX_LEVEL = 1024  # the load test's highest concurrency level (model_build/loadtest.py)
+MAX_LEVEL = 1024  # the load test's highest concurrency level (load_testing/loadtest.py)
 # The regions whose CloudFormation registry has AWS::SageMaker::AIWorkloadConfig, per cfn-lint 1.58.0's provider
 # schemas (tests/config/test_slo_config.py reads them again and compares).
 AI_WORKLOAD_CONFIG_REGIONS = (
@@ -111,7 +111,7 @@ DEFAULT_DEADLINE_S, MAX_DEADLINE_S = 1800, 3300
 
 
 class Slo(Strict):
-    """Service level objectives of one endpoint, judged by model_build/loadtest_report.evaluate_slo: latency, error and
+    """Service level objectives of one endpoint, judged by load_testing/report.evaluate_slo: latency, error and
     cost limits at `concurrency` when it is given, else at every level measured; the throughput floor needs
     `concurrency`. `workload`: what the gate sends. `usd_per_hour`: the instance's on-demand price, which $ per
     million output tokens is computed from (x instance_count). `managed_benchmark`: also create the workload as an

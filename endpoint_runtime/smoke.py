@@ -909,21 +909,6 @@ def chat_settings_from_env() -> ChatSmoke | None:
     )
 
 
-def chat_environment(
-    route: str | None, tools: bool, features: Any, extra: dict[str, Any] | None = None
-) -> dict[str, str]:
-    """The smoke function's chat settings (read back by chat_settings_from_env); empty without chat. The reasoning
-    field comes with the endpoint's client environment (endpoint_runtime/bodies.py REASONING_FIELD)."""
-    if route is None:
-        return {}
-    return {
-        "SMOKE_CHAT_ROUTE": route,
-        "SMOKE_CHAT_TOOLS": str(tools).lower(),
-        **features.environment(),
-        **({"SMOKE_CHAT_EXTRA": json.dumps(extra, separators=(",", ":"))} if extra else {}),
-    }
-
-
 def _required(name: str) -> str:
     value = os.environ.get(name, "")
     if not value.strip():

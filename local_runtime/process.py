@@ -1,7 +1,7 @@
 """A local container is a process on this machine that answers the SageMaker container contract (GET /ping, POST
 /invocations) on a loopback port, started from the endpoint plan's container environment with the built artifact
 where SageMaker mounts /opt/ml/model. This module holds what every such process shares: its lifecycle (start in a
-session of its own, wait for /ping, stop the whole process group) and ContainerHost, which model_build/serve.py
+session of its own, wait for /ping, stop the whole process group) and ContainerHost, which local_runtime/serve.py
 forwards InvokeEndpoint, the response stream and SageMaker's OpenAI route to.
 
 Each kind says which process it starts (argv), its environment and who answers (answered_by): the real engine
@@ -219,12 +219,12 @@ def _streams(response: http.client.HTTPResponse) -> bool:
 
 
 class ContainerHost:
-    """model_build/serve.py's host for an endpoint whose container is a local process: starts it in load() (so
+    """local_runtime/serve.py's host for an endpoint whose container is a local process: starts it in load() (so
     /ping answers 503 meanwhile), and forwards InvokeEndpoint and the response stream to its POST /invocations and
     SageMaker's OpenAI route to its chat path, passing the container's status and body through."""
 
     def __init__(self, container: ProcessContainer, adapters: Mapping[str, Path] | None = None) -> None:
-        """adapters: adapter inference component -> its extracted files (model_build/adapter_handover.py), registered once
+        """adapters: adapter inference component -> its extracted files (local_runtime/adapters.py), registered once
         the container is ready (a container with load_adapter: vllm_container.py)."""
         self.container = container
         self.handed_adapters = dict(adapters or {})

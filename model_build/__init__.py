@@ -1,4 +1,6 @@
-"""model_build: turn the model an endpoint config names into a verified, content-addressed serving artifact.
+"""model_build: turn the model an endpoint config names into a verified, content-addressed serving artifact, publish
+it, and run the operator CLI around it (`python -m model_build`: build, publish, preflight, smoke, clean, rollback; the
+load test, SLO gate and managed benchmark come from load_testing/, the local server from local_runtime/).
 
 Kept light on purpose: the CDK app and the CLI's error paths import this package, so nothing here imports
 torch or transformers (those load only inside the commands that need them).

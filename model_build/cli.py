@@ -236,14 +236,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
             "rebuild it or pass the right --artifact"
         )
     from local_runtime import HANDLER_STAND_IN, LocalContainerError, container_host
-    from model_build.adapter_handover import extracted_adapters
+    from local_runtime.serve import serve
     from model_build.publish import PublishError
-    from model_build.serve import serve
 
     try:  # the system's container where one runs here (local_runtime), else the artifact's handler
-        workdir = Path(args.build_root) / "containers" / plan.name
-        adapters = extracted_adapters(plan, Path(args.build_root), workdir) if plan.adapters else None
-        host = container_host(plan, artifact, workdir, adapters)
+        host = container_host(
+            plan, artifact, Path(args.build_root) / "containers" / plan.name, build_root=Path(args.build_root)
+        )
     except (LocalContainerError, PublishError) as err:
         raise BuildError(str(err)) from None
     print(
@@ -344,7 +343,7 @@ def cmd_result(args: argparse.Namespace) -> int:
 
 
 def cmd_clean(args: argparse.Namespace) -> int:
-    from model_build.aws import caller_account, session_for
+    from deployment.aws import caller_account, session_for
     from model_build.clean import CleanError, delete, delete_resources, plan
 
     deployment = _load(args)
@@ -473,18 +472,18 @@ def parser() -> argparse.ArgumentParser:
     clean.add_argument("--delete", action="store_true", help="delete them (default: a dry run that only lists)")
     clean.set_defaults(run=cmd_clean)
 
-    from model_build import loadtest, loadtest_benchmark, loadtest_gate
+    from load_testing import benchmark, gate, loadtest
 
     loadtest.add_parser(sub)
-    loadtest_gate.add_parser(sub, endpoint_args)
-    loadtest_benchmark.add_parser(sub, endpoint_args)
+    gate.add_parser(sub, endpoint_args)
+    benchmark.add_parser(sub, endpoint_args)
     return top
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; returns the exit status (2 for user errors, printed without a traceback)."""
+    from deployment.aws import AccountError
     from endpoint_config import ConfigError
-    from model_build.aws import AccountError
 
     args = parser().parse_args(argv)
     try:

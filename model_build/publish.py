@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import sys
-import tarfile
 import tempfile
 import threading
 import time
@@ -21,6 +19,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from artifact.manifest import MANIFEST_NAME, FileEntry, Manifest, ManifestError, sha256_file
+from artifact.tarball import TarballError, pack_tarball
 
 MiB = 1024 * 1024
 TARBALL_NAME = "model.tar.gz"
@@ -362,70 +361,6 @@ def _content_type(key: str) -> str:
     return "application/octet-stream"
 
 
-# ---------------------------------------------------------------------------------------------- tar-gz
-
-
-def choose_packer() -> str:
-    """'tar+pigz' when tar and pigz are installed, else 'tarfile' (pure Python: faster than `tar | gzip`)."""
-    if shutil.which("tar") and shutil.which("pigz"):
-        return "tar+pigz"
-    return "tarfile"
-
-
-def pack_tarball(build_dir: Path, names: list[str], dest: Path, *, packer: str | None = None, level: int = 1) -> str:
-    """Pack `names` (relative to build_dir) at the archive root into dest (.tar.gz); returns the packer used.
-
-    SageMaker extracts model.tar.gz into /opt/ml/model, so files sit at the root of the archive.
-    Deterministic: sorted names, mtime 0, owner 0:0, no timestamp in the gzip header.
-    """
-    packer = packer or choose_packer()
-    names = sorted(names)
-    if packer in ("tar+pigz", "tar+gzip"):
-        gz = ["pigz", f"-{level}", "-n", "-c"] if packer == "tar+pigz" else ["gzip", f"-{level}", "-n", "-c"]
-        tar = [
-            "tar",
-            "-C",
-            str(build_dir),
-            "--sort=name",
-            "--mtime=@0",
-            "--owner=0",
-            "--group=0",
-            "--numeric-owner",
-            "--format=gnu",
-            "-cf",
-            "-",
-            "--no-recursion",
-            "--",
-            *names,
-        ]
-        with open(dest, "wb") as out:
-            t = subprocess.Popen(tar, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-            z = subprocess.Popen(gz, stdin=t.stdout, stdout=out, stderr=subprocess.PIPE)
-            assert t.stdout is not None
-            t.stdout.close()  # z owns the pipe now, so tar gets SIGPIPE if z dies
-            z_err = z.communicate()[1]
-            t_err = t.stderr.read() if t.stderr else b""
-            t.wait()
-        if t.returncode or z.returncode:
-            raise PublishError(f"packing {dest.name} failed: {(t_err + z_err).decode(errors='replace').strip()}")
-        return packer
-    if packer != "tarfile":
-        raise ValueError(f"unknown packer {packer!r}")
-    import gzip
-
-    with (
-        open(dest, "wb") as raw,
-        gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=level, mtime=0) as gzf,
-    ):
-        with tarfile.open(fileobj=gzf, mode="w", format=tarfile.GNU_FORMAT) as archive:
-            for name in names:
-                info = archive.gettarinfo(str(build_dir / name), arcname=name)
-                info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "", ""
-                with open(build_dir / name, "rb") as f:
-                    archive.addfile(info, f)
-    return packer
-
-
 # ---------------------------------------------------------------------------------------------- publish
 
 
@@ -577,6 +512,9 @@ def _tarball_items(build_dir, manifest, s3, bucket, prefix, report, packer) -> l
     names = [e.path for e in manifest.files] + [MANIFEST_NAME]
     try:
         report.packer = pack_tarball(build_dir, names, dest, packer=packer)
+    except TarballError as err:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise PublishError(str(err)) from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -633,7 +571,7 @@ def artifact_bucket_client(deployment, *, session=None, max_concurrency: int = 8
     from botocore.config import Config
     from botocore.exceptions import ClientError
 
-    from model_build.aws import AccountError, checked_account, session_for
+    from deployment.aws import AccountError, checked_account, session_for
 
     session = session or session_for(deployment.environment)
     region = deployment.environment.region or session.region_name

@@ -11,7 +11,7 @@ from endpoint_runtime.smoke import ChatSmoke, Check, SmokeResult, format_checks,
 def run_smoke(deployment: Any, plan: Any, session: Any = None, runtime_client: Any = None) -> SmokeResult:
     """Smoke-test one endpoint (`deployment.EndpointPlan`) of a resolved config; an asynchronous endpoint is sent its
     prompt with InvokeEndpointAsync and its answer read from S3. Every AWS-side problem is a failed check."""
-    from model_build.aws import AccountError, checked_account, session_for
+    from deployment.aws import AccountError, checked_account, session_for
 
     env = deployment.environment
     session = session or session_for(env)

@@ -9,7 +9,7 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from deployment import Deployment
-from endpoint_config.invocation import INPUT_RETENTION_DAYS, async_prefixes
+from deployment.config_blocks import INPUT_RETENTION_DAYS, async_prefixes
 
 from .endpoint_network import BucketKey, BucketKeyRef
 from .nag import acknowledge

@@ -17,9 +17,8 @@ from aws_cdk import aws_sagemaker as sagemaker
 from aws_cdk import aws_sns as sns
 from constructs import Construct, IConstruct
 
+from deployment.config_blocks import Autoscaling, Invocation, async_location_uris, split_s3_path
 from deployment.plan import SCALE_FROM_ZERO_ALARM_EVALUATION_PERIODS, SCALE_FROM_ZERO_ALARM_PERIOD_S
-from endpoint_config import Autoscaling
-from endpoint_config.invocation import Invocation, async_location_uris, split_s3_path
 
 from .endpoint_network import BucketKeyRef
 from .nag import acknowledge, nag_text

@@ -4,7 +4,7 @@ a managed policy for whoever runs `python -m model_build benchmark`). endpoint_c
 
 Grants, each exactly what its code or service calls (tests/stacks/test_iam_coverage.py runs the gate and the
 benchmark command and checks them):
-  SloGateRole           model_build/loadtest_gate.py: InvokeEndpoint (it authorizes the response stream too) on the
+  SloGateRole           load_testing/gate.py: InvokeEndpoint (it authorizes the response stream too) on the
                         endpoint (and its component); ListBucket under loadtest/<endpoint>/, Get/PutObject of
                         loadtest/<endpoint>/* in the artifact bucket; the bucket key through S3 when there is one.
   BenchmarkRole         what the Developer Guide says the job needs, "an IAM execution role that grants SageMaker AI
@@ -22,8 +22,7 @@ from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
 from deployment import EndpointPlan
-from endpoint_config import ConfigError
-from endpoint_config.slo import AI_WORKLOAD_CONFIG_REGIONS, benchmark_role_name
+from deployment.config_blocks import AI_WORKLOAD_CONFIG_REGIONS, ConfigError, benchmark_role_name
 
 from .endpoint_network import BucketKeyRef
 from .llm_endpoint import LlmEndpoint

@@ -19,8 +19,7 @@ from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
 from deployment import Deployment
-from endpoint_config import EndpointSpec
-from endpoint_config.security import CAPTURE_MODES
+from deployment.config_blocks import CAPTURE_MODES, EndpointSpec
 
 from .log_groups import owned_log_group
 from .nag import acknowledge, nag_text

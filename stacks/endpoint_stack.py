@@ -22,14 +22,13 @@ from constructs import Construct
 from deployment import EndpointPlan
 from deployment.adapters import deployable_adapters
 from endpoint_runtime import bodies
-from endpoint_runtime.smoke import chat_environment
 from systems.base import REPO_ROOT
 from systems.checks import UNSIZED_MODEL_WARNING_ID
 
 from .artifact_guard import PublishedArtifactCheck
 from .benchmark import ManagedBenchmark, SloGateRole
 from .endpoint_network import BucketKeyRef, EndpointSecurity, PrivateNetwork
-from .functions import InvokeFunction, SmokeTestFunction
+from .functions import InvokeFunction, SmokeTestFunction, smoke_chat_environment
 from .llm_endpoint import LlmEndpoint
 from .openai_route import OpenAIRouteAccess
 from .sagemaker_resources import ContainerImage
@@ -134,7 +133,7 @@ class EndpointStack(Stack):
             wake_budget_ms=smoke.wake_budget_ms,
             environment={
                 **self.endpoint.target_environment,
-                **chat_environment(smoke.chat_route, smoke.chat_tools, plan.chat_features, smoke.chat_extra),
+                **smoke_chat_environment(smoke.chat_route, smoke.chat_tools, plan.chat_features, smoke.chat_extra),
                 # the body the container takes the prompt in, and its replies' reasoning field
                 **bodies.environment(plan.prompt_body, plan.system.bodies.reasoning_field),
             },

@@ -50,7 +50,7 @@ from aws_cdk import aws_sagemaker as sagemaker
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
-from endpoint_config.engine_metrics import EngineAlarm, EngineMetrics
+from deployment.config_blocks import EngineAlarm, EngineMetrics
 
 # OTel labels [REF]; quoted because of the dots [PQL].
 ENDPOINT_LABEL = "'aws.sagemaker.endpoint.name'"

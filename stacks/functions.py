@@ -4,6 +4,9 @@
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 from aws_cdk import Aws, Duration
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
@@ -102,6 +105,22 @@ class InvokeFunction(PythonFunction):
         )
 
 
+def smoke_chat_environment(
+    route: str | None, tools: bool, features: Any, extra: dict[str, Any] | None = None
+) -> dict[str, str]:
+    """The smoke function's chat settings (read back at run time by endpoint_runtime/smoke.py chat_settings_from_env);
+    empty without chat. The reasoning field comes with the endpoint's client environment (endpoint_runtime/bodies.py
+    REASONING_FIELD)."""
+    if route is None:
+        return {}
+    return {
+        "SMOKE_CHAT_ROUTE": route,
+        "SMOKE_CHAT_TOOLS": str(tools).lower(),
+        **features.environment(),
+        **({"SMOKE_CHAT_EXTRA": json.dumps(extra, separators=(",", ":"))} if extra else {}),
+    }
+
+
 class SmokeTestFunction(PythonFunction):
     """lambda/smoke: after a deploy, checks the stack's endpoint serves (state, the deployed endpoint config, one
     prompt's answer and latency). The same code runs as `model_build smoke`.
@@ -147,4 +166,4 @@ class SmokeTestFunction(PythonFunction):
         )
 
 
-__all__ = ["InvokeFunction", "PythonFunction", "SmokeTestFunction", "smoke_timeout_s"]
+__all__ = ["InvokeFunction", "PythonFunction", "SmokeTestFunction", "smoke_chat_environment", "smoke_timeout_s"]

@@ -17,9 +17,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
-from endpoint_config.hosting import CopyScaling
-from endpoint_config.operations import Rolling
-from endpoint_config.routing import Routing
+from deployment.config_blocks import CopyScaling, Rolling, Routing
 
 from .artifact_guard import CUSTOM_RESOURCE_TIMEOUT_S
 from .functions import PythonFunction

@@ -10,7 +10,7 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from deployment import EndpointPlan
-from endpoint_config.hosting import ComputeRequirements, accelerators_per_copy
+from deployment.config_blocks import ComputeRequirements, accelerators_per_copy
 from endpoint_runtime import bodies
 
 from .adapters import AdapterComponents

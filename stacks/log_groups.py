@@ -6,7 +6,7 @@ from aws_cdk import RemovalPolicy
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from endpoint_config.schema import LOG_RETENTION
+from deployment.config_blocks import LOG_RETENTION
 
 
 def retention(days: int) -> logs.RetentionDays:

@@ -12,7 +12,7 @@ from aws_cdk import Aws, CfnOutput, Stack, Token
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from endpoint_config.chat import OpenAIRouteSpec
+from deployment.config_blocks import OpenAIRouteSpec
 
 from .llm_endpoint import LlmEndpoint
 

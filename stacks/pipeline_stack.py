@@ -20,8 +20,7 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
 from deployment import Deployment, check_pipeline, load_all_environments
-from endpoint_config import ConfigError
-from endpoint_config.schema import PipelineSpec
+from deployment.config_blocks import ConfigError, PipelineSpec
 from systems import get_system
 from systems.base import docker_hub_bases
 from systems.images import ImagePin
@@ -548,7 +547,7 @@ class PipelineStack(Stack):
                 f".venv/bin/python -m model_build slo-gate --config {config} --env {env_name} --endpoint {endpoint} --quiet"
             ],
             env={"AWS_PROFILE": "slo"},
-            # 4 vCPUs: the load generator spreads streams over processes (one per 4 in flight, model_build/loadtest.py
+            # 4 vCPUs: the load generator spreads streams over processes (one per 4 in flight, load_testing/loadtest.py
             # processes_for), so its own CPU does not cap what it measures at the gate's usual levels.
             build_environment=codebuild.BuildEnvironment(
                 build_image=CPU_BUILD_IMAGE, compute_type=codebuild.ComputeType.MEDIUM

@@ -14,9 +14,8 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
+from deployment.config_blocks import RESERVATIONS_ONLY, Routing
 from deployment.plan import ModelData
-from endpoint_config.pools import RESERVATIONS_ONLY
-from endpoint_config.routing import Routing
 
 from .nag import acknowledge, nag_text
 

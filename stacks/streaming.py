@@ -19,7 +19,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
-from endpoint_config.streaming import StreamingSpec
+from deployment.config_blocks import StreamingSpec
 
 from .functions import PythonFunction
 from .lambda_asset import LAMBDA_ROOT, function_code

@@ -1,6 +1,6 @@
 """Bad chat requests and the answer every entry point gives them: one table, written out by hand (not derived from
 chat_contract), run against chat_contract itself, the local server's OpenAI route and /invocations
-(tests/model_build/test_serve_chat.py), byoc_server (tests/systems/test_byoc_server_chat.py), and the Lambda
+(tests/local_runtime/test_serve_chat.py), byoc_server (tests/systems/test_byoc_server_chat.py), and the Lambda
 front doors once they speak chat.
 
 Each case: (id, body, status, error type, param, message fragment). The body is a dict (sent as JSON) or bytes

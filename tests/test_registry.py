@@ -140,7 +140,15 @@ def test_the_instance_types_name_is_parsed_in_the_schema_only():
     EndpointPlan.instance)."""
     calls, splits = [], []
     for path in _python_files(
-        "endpoint_config", "deployment", "systems", "stacks", "model_build", "workstation", "bench"
+        "endpoint_config",
+        "deployment",
+        "systems",
+        "stacks",
+        "model_build",
+        "load_testing",
+        "local_runtime",
+        "workstation",
+        "bench",
     ):
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):

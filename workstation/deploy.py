@@ -5,8 +5,8 @@ deploy:  preflight (region, credentials, quotas) -> model_build build for endpoi
          artifact stack -> publish every artifact (unchanged files are skipped) -> preflight again (now the
          artifacts must be in the bucket with the right hash) -> a snapshot of each endpoint stack (its template,
          the artifact it serves: model_build/rollback.py) -> deploy the endpoint stacks -> smoke-test each -> the
-         SLO gate of each endpoint with `slo:` (a load test judged against its objectives, model_build/
-         loadtest_gate.py) -> an endpoint that failed either is rolled back to its snapshot (or, where none exists
+         SLO gate of each endpoint with `slo:` (a load test judged against its objectives,
+         load_testing/gate.py) -> an endpoint that failed either is rolled back to its snapshot (or, where none exists
          or the rollback fails, the error names the command that does it).
 destroy: empty the artifact bucket where CloudFormation cannot (the emulator, which cannot run CDK's
          auto-delete Lambda) -> `cdk destroy` of this environment's stacks.
@@ -25,7 +25,7 @@ from pathlib import Path
 import boto3
 
 from deployment import Deployment, load_config
-from model_build.aws import caller_account, session_for
+from deployment.aws import caller_account, session_for
 
 ROOT = Path(__file__).resolve().parent.parent
 CDK = str(ROOT / "node_modules" / ".bin" / "cdk")
@@ -259,8 +259,8 @@ def slo_misses(
     smoke test says nothing): {endpoint: why} for each missed objective or gate that could not run (the message has
     the numbers and the last kept result that met them). `runtime_client`: the sagemaker-runtime client the smoke
     test used; the load test sends to the same URL (the demo's local server)."""
-    from model_build.loadtest import LoadTestError
-    from model_build.loadtest_gate import run_gate
+    from load_testing.gate import run_gate
+    from load_testing.loadtest import LoadTestError
 
     endpoint_url = runtime_client.meta.endpoint_url if runtime_client is not None else None
     missed = {}

@@ -20,7 +20,7 @@ from endpoint_config.slo import (
     hub_tokenizer,
     workload_config_name,
 )
-from model_build.loadtest_report import parse_slo
+from load_testing.report import parse_slo
 
 OBJECTIVES = {
     "concurrency": 8,

@@ -67,7 +67,7 @@ def test_no_module_outside_tests_loads_code_by_file_path():
         for line, name in _path_loads(ast.parse(path.read_text(), filename=str(path)))
     ]
     # serve.py loads a built artifact's code/inference.py: the artifact's file, not this repository's code.
-    offenders = [o for o in offenders if not o.startswith("model_build/serve.py:")]
+    offenders = [o for o in offenders if not o.startswith("local_runtime/serve.py:")]
     assert not offenders, "load these by a normal import (move shared code into a package):\n" + "\n".join(offenders)
 
 

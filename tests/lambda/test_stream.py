@@ -1,6 +1,6 @@
 """The streaming front door (endpoint_runtime/stream.py, lambda/stream/app.py): the request contract and error shapes
 it shares with the invoke function, re-framing PayloadPart bytes into lines, and tokens streamed end to end from the
-local server (model_build/serve.py's InvokeEndpointWithResponseStream path, AWS event-stream framing) through boto3
+local server (local_runtime/serve.py's InvokeEndpointWithResponseStream path, AWS event-stream framing) through boto3
 and the function's HTTP server, one by one."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import pytest
 from helpers import ROOT, running, serve_in_thread
 
 from endpoint_runtime import invoke, stream
-from model_build import event_stream
+from local_runtime import event_stream
 
 ENDPOINT = "tiny-gpt2"
 
@@ -180,7 +180,7 @@ def test_event_stream_messages_are_what_botocore_decodes():
 @pytest.fixture(scope="module")
 def model_server(gpt2_artifact: Path) -> Iterator[tuple[str, object]]:
     """The local server on the tiny GPT-2 artifact, with its ModelHost (to watch the artifact's stream_fn)."""
-    from model_build.serve import create_app
+    from local_runtime.serve import create_app
 
     app = create_app(gpt2_artifact, endpoint_name=ENDPOINT)
     with running(app, timeout=60) as url:

@@ -3,7 +3,7 @@
 and correctly, and a body the server does not read is never taken for the next request.
 
 SageMaker is a real HTTP server on loopback that answers InvokeEndpointWithResponseStream in AWS event-stream frames
-(model_build/event_stream.py) and echoes the prompt it received, so each answer shows the body arrived whole.
+(local_runtime/event_stream.py) and echoes the prompt it received, so each answer shows the body arrived whole.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import pytest
 from helpers import ROOT, serve_in_thread
 
 from endpoint_runtime import stream
-from model_build import event_stream
+from local_runtime import event_stream
 
 ENDPOINT = "framing-test"
 CAP = 2048  # MAX_REQUEST_BYTES for these tests

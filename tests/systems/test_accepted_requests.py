@@ -4,7 +4,7 @@ A table of edge values, derived from request_contract.PARAMETERS so a widened bo
 smallest and largest accepted value of every parameter, each with sampling on and off, all edges at once, num_beams
 with sampling, min_new_tokens = max_new_tokens, the seed extremes, return_full_text, prompts at the character limit
 and batches at the batch limit. Each request goes over HTTP to the real handlers on tiny models:
-  hf-fastload     the artifact's code/inference.py behind model_build/serve.py's container-contract server
+  hf-fastload     the artifact's code/inference.py behind local_runtime/serve.py's container-contract server
   deepspeed-byoc  DeepSpeedHandler on its non-injected path (CPU) behind byoc_server
   tensorrt-byoc   TensorRTHandler on ONNX Runtime behind byoc_server
 The limits are the endpoint's environment (request_contract.limits(), read per request): MAX_NEW_TOKENS is kept
@@ -148,8 +148,8 @@ def servers(tmp_path_factory, tiny_models: dict[str, Path], gpt2_artifact: Path)
     import torch
 
     from deployment import load_config
+    from local_runtime.serve import create_app as local_server
     from model_build.cli import build_endpoint
-    from model_build.serve import create_app as local_server
     from systems.byoc_server.app import create_app as byoc_server
     from systems.deepspeed_byoc.handler.handler import DeepSpeedHandler
     from systems.tensorrt_byoc.handler.handler import TensorRTHandler

@@ -5,7 +5,7 @@ Each serving system states the bodies its container takes and how its replies re
 ContainerBodies). Every client of an endpoint builds its bodies from that, through the endpoint plan: the smoke
 test (the Lambda and `model_build smoke`: endpoint_runtime/smoke.py), the invoke, stream and asynchronous-submit
 functions (endpoint_runtime/invoke.py, stream.py, async_invoke.py), the SLO gate and load test
-(model_build/loadtest_gate.py gate_target, model_build/loadtest.py) and the demo (local_emulator/demo.py). Here each
+(load_testing/gate.py gate_target, load_testing/loadtest.py) and the demo (local_emulator/demo.py). Here each
 of those clients' own code runs, for every registered system, against
   - the system's declaration: a container that answers exactly the declared kinds, each in its kind's reply shape
     (an OpenAI chat reply of a system with a reasoning field comes back all reasoning, content null: a reasoning
@@ -286,8 +286,8 @@ def slo_gate(plan: Any, runtime: ContainerRuntime, monkeypatch: pytest.MonkeyPat
     """The SLO gate's load-test target, built as the gate builds it, sending one prompt of its workload."""
     import asyncio
 
-    from model_build.loadtest import Prompt, Workload
-    from model_build.loadtest_gate import gate_target
+    from load_testing.gate import gate_target
+    from load_testing.loadtest import Prompt, Workload
 
     target = gate_target(plan, "us-east-1")
     target.workload = Workload(output_tokens={"mean": 8})
@@ -410,13 +410,11 @@ def test_every_client_is_answered_by_the_engine_container(system, client, engine
 # ---- every system's local container (local_runtime): the real engine, our own server, or the stand-in -------------
 
 ROOT = EXAMPLES.parents[1]
-# Each system's scenario config (its tiny model and engine settings), vllm's on the real engine.
+# Each system's scenario config (its tiny model and engine settings).
 LOCAL_CONFIGS = {
-    system: ROOT
-    / "config"
-    / ("examples/vllm-local-tiny-qwen3.yaml" if system == "vllm" else f"scenarios/{system}.yaml")
+    system: ROOT / "config" / "scenarios" / f"{system}.yaml"
     for system in EXAMPLE_OF
-    # hf-fastload: its container is the artifact's handler in model_build/serve.py (tests/systems/test_hf_handler*);
+    # hf-fastload: its container is the artifact's handler in local_runtime/serve.py (tests/systems/test_hf_handler*);
     # vllm: the real engine answers these clients in tests/local/test_vllm_scenario.py (one more engine start here
     # would cost a minute of make test), and its stand-in in test_every_client_is_answered_by_the_engine_container
     if system not in ("hf-fastload", "vllm")

@@ -255,7 +255,7 @@ def test_the_openai_load_test_counts_vllms_streamed_reasoning():
 
     from helpers import serve_in_thread
 
-    from model_build.loadtest import OpenAITarget, Prompt, Workload
+    from load_testing.loadtest import OpenAITarget, Prompt, Workload
 
     chunks = [
         {"choices": [{"index": 0, "delta": {"reasoning": "thinking"}}]},

@@ -214,7 +214,7 @@ def test_stream_flag_and_path_must_agree(loaded: dict) -> None:
 
 def test_the_table_refuses_before_any_compute(loaded: dict) -> None:
     """A table case through the handler: the same ChatError as chat_contract's (the full table runs over HTTP in
-    tests/model_build/test_serve_chat.py)."""
+    tests/local_runtime/test_serve_chat.py)."""
     err = refused(loaded, body(n=2))
     assert (err.param, err.code) == ("n", "unsupported_value")
 

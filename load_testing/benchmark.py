@@ -9,7 +9,7 @@ otherwise, SageMaker Developer Guide, generative-ai-inference-recommendations-be
 S3OutputLocation, AIWorkloadConfigIdentifier, RoleArn (the role SageMaker assumes: the stack's benchmark role, whose
 ARN the caller may pass, iam:PassRole). DescribeAIBenchmarkJob polls AIBenchmarkJobStatus (InProgress, Completed,
 Failed, Stopping, Stopped). Results land under the artifact bucket's loadtest/<endpoint>/<content hash>/managed/<job>/
-beside the SLO gate's own results (model_build/loadtest_gate.py).
+beside the SLO gate's own results (load_testing/gate.py).
 
 Exit status: 0 started (or, with --wait, Completed), 1 Failed or Stopped, 3 still running after --wait seconds,
 2 for a user or AWS error.
@@ -25,7 +25,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from model_build import BuildError
+from artifact import BuildError
 
 JOB_PENDING = 3
 TERMINAL = {"Completed": 0, "Failed": 1, "Stopped": 1}
@@ -77,7 +77,7 @@ def start_benchmark(
     DescribeAIBenchmarkJob answer, or the request when not waiting)."""
     import botocore.exceptions
 
-    from model_build.aws import checked_account, session_for
+    from deployment.aws import checked_account, session_for
 
     env = deployment.environment
     session = session or session_for(env)

@@ -18,7 +18,7 @@ ENDPOINT = "tiny-gpt2"
 @pytest.fixture(scope="module")
 def server_url(gpt2_artifact: Path) -> Iterator[str]:
     """uvicorn on a free localhost port in a thread; ready once GET /ping answers 200."""
-    from model_build.serve import create_app
+    from local_runtime.serve import create_app
 
     with running(create_app(gpt2_artifact, endpoint_name=ENDPOINT), timeout=60) as url:
         yield url
@@ -90,7 +90,7 @@ def test_a_surrogate_pair_is_one_character_and_passes(server_url: str) -> None:
 def test_handler_refuses_nan_parameters_given_as_python_values(gpt2_artifact: Path) -> None:
     """NaN passes every < and > bound; input_fn already refuses the NaN literal, validate_request also refuses
     the value (a caller that builds the request in Python, such as the toolkit's predict_fn path)."""
-    from model_build.serve import load_handler
+    from local_runtime.serve import load_handler
 
     handler = load_handler(gpt2_artifact)
     with pytest.raises(ValueError, match=r"parameters.temperature must be a number between 0.01 and 2, got NaN"):
@@ -103,7 +103,7 @@ def test_loading_the_handler_leaves_the_artifact_as_built(gpt2_artifact: Path, t
     import sys
 
     from artifact.manifest import Manifest
-    from model_build.serve import load_handler
+    from local_runtime.serve import load_handler
 
     copy = tmp_path / "artifact"
     shutil.copytree(gpt2_artifact, copy)
@@ -127,7 +127,7 @@ def input_fn(body, content_type):
 
 
 def test_invoke_endpoint_error_quoting_a_lone_surrogate_is_still_424(tmp_path: Path) -> None:
-    from model_build.serve import create_app
+    from local_runtime.serve import create_app
 
     (tmp_path / "code").mkdir()
     (tmp_path / "code" / "inference.py").write_text(QUOTING_HANDLER)
@@ -167,7 +167,7 @@ def test_boto3_unknown_endpoint(runtime) -> None:
 def test_ping_reports_load_failure(tmp_path: Path) -> None:
     from fastapi.testclient import TestClient
 
-    from model_build.serve import create_app
+    from local_runtime.serve import create_app
 
     with TestClient(create_app(tmp_path)) as client:  # no code/inference.py: loading fails
         deadline = time.monotonic() + 10

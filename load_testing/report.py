@@ -46,7 +46,7 @@ class RequestRecord:
     input_tokens: int | None = None
     error_kind: str | None = None
     error: str | None = None
-    # what the output is counted from when the server did not say (model_build.loadtest.count_output)
+    # what the output is counted from when the server did not say (load_testing.loadtest.count_output)
     output_text: str | None = None
     line_count: int = 0
     line_source: str = ""

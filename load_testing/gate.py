@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from model_build.loadtest_report import evaluate_slo, save_result
+from load_testing.report import evaluate_slo, save_result
 
 EXIT_SLO_MISSED = 1
 EXIT_USER_ERROR = 2
@@ -33,7 +33,7 @@ HISTORY_READS = 20  # kept results read back, newest first, looking for one that
 @dataclass(frozen=True)
 class KeptResult:
     artifact_hash: str
-    stamp: str  # the UTC time its file is named by (model_build/loadtest_report.save_result)
+    stamp: str  # the UTC time its file is named by (load_testing/report.save_result)
     where: str  # path or s3:// URI
     result: dict[str, Any]
 
@@ -155,7 +155,7 @@ def last_met(history: list[KeptResult], slo: Any) -> KeptResult | None:
 def gate_workload(slo: Any, request_timeout_s: float | None = None) -> Any:
     """The load test's Workload for an `slo:` block: its levels, requests, token distributions and warm-up.
     `request_timeout_s`: how long one request may take (the gate passes the endpoint's own invocation timeout)."""
-    from model_build.loadtest import Workload
+    from load_testing.loadtest import Workload
 
     w = slo.workload
     return Workload(
@@ -172,7 +172,7 @@ def gate_workload(slo: Any, request_timeout_s: float | None = None) -> Any:
 
 def gate_price(plan: Any) -> Any:
     """slo.usd_per_hour x the endpoint's instance_count (None: no price, no $ per million tokens)."""
-    from model_build.loadtest import Price
+    from load_testing.loadtest import Price
 
     slo, spec = plan.spec.slo, plan.spec
     if slo.usd_per_hour is None:
@@ -188,7 +188,7 @@ def gate_price(plan: Any) -> Any:
 def gate_target(plan: Any, region: str | None, endpoint_url: str | None = None, session: Any = None) -> Any:
     """The load test's target for an endpoint's gate: sagemaker-runtime, streamed where the system streams, each
     prompt in the body the container takes, replies read with its reasoning field (the system's ContainerBodies)."""
-    from model_build.loadtest import SageMakerRuntimeTarget
+    from load_testing.loadtest import SageMakerRuntimeTarget
 
     return SageMakerRuntimeTarget(
         plan.endpoint_name,
@@ -215,8 +215,8 @@ def run_gate(
     """Load-test one deployed endpoint (`deployment.EndpointPlan`) as its `slo:` says and judge the objectives.
     `endpoint_url`: another sagemaker-runtime URL (the local server). `keep_in_s3`: keep and read results in the
     environment's artifact bucket too. AWS and user errors raise (AccountError, LoadTestError, botocore's)."""
-    from model_build.aws import checked_account, session_for
-    from model_build.loadtest import LoadTestError, run
+    from deployment.aws import checked_account, session_for
+    from load_testing.loadtest import LoadTestError, run
 
     slo = plan.spec.slo
     gate = GateResult(plan.name, plan.artifact.content_hash)
@@ -271,7 +271,7 @@ def cmd_slo_gate(args: argparse.Namespace) -> int:
     import botocore.exceptions
 
     from deployment import load_config
-    from model_build.loadtest import LoadTestError
+    from load_testing.loadtest import LoadTestError
 
     deployment = load_config(args.config, args.env, build_root=Path(args.build_root))
     plan = deployment.plan(args.endpoint)

@@ -19,7 +19,7 @@ import yaml
 
 from deployment import load_config
 from endpoint_config import ConfigError
-from model_build.loadtest_gate import run_gate
+from load_testing.gate import run_gate
 
 # slow: gates against failing and hanging runtimes (make test-fast leaves them out)
 pytestmark = pytest.mark.slow

@@ -11,7 +11,8 @@ import tarfile
 from pathlib import Path
 from typing import Any
 
-from artifact.manifest import MANIFEST_NAME
+from artifact.manifest import MANIFEST_NAME, Manifest, ManifestError
+from artifact.tarball import TarballError, pack_tarball
 
 
 def extracted_adapters(plan: Any, build_root: Path, workdir: Path) -> dict[str, Path]:
@@ -19,18 +20,25 @@ def extracted_adapters(plan: Any, build_root: Path, workdir: Path) -> dict[str, 
     be built: model_build build). The archives are packed under workdir/archives/ and extracted under
     workdir/adapters/ (both replaced)."""
     from deployment.adapters import ADAPTER_ARCHIVE, adapter_build_dir
-    from model_build.publish import load_manifest, pack_tarball
+
+    from . import LocalContainerError
 
     folders = {}
     for adapter in plan.adapters:
         build_dir = adapter_build_dir(build_root, plan.name, adapter.name)
-        manifest = load_manifest(build_dir)  # PublishError naming the build when it is missing
+        try:
+            manifest = Manifest.load(build_dir / MANIFEST_NAME, require_files=True)
+        except (OSError, ManifestError) as err:
+            raise LocalContainerError(f"adapter {adapter.name!r} of endpoint {plan.name!r}: {err}") from None
         archive = workdir / "archives" / adapter.component_name / ADAPTER_ARCHIVE
         folder = workdir / "adapters" / adapter.component_name
         for old in (archive.parent, folder):
             shutil.rmtree(old, ignore_errors=True)
         archive.parent.mkdir(parents=True)
-        pack_tarball(build_dir, [e.path for e in manifest.files] + [MANIFEST_NAME], archive)
+        try:
+            pack_tarball(build_dir, [e.path for e in manifest.files] + [MANIFEST_NAME], archive)
+        except TarballError as err:
+            raise LocalContainerError(f"adapter {adapter.name!r}: {err}") from None
         with tarfile.open(archive) as packed:
             packed.extractall(folder, filter="data")
         folders[adapter.component_name] = folder

@@ -19,7 +19,7 @@ import pytest
 from chat_cases import CASES, OK, WEATHER, ChatCase
 from helpers import running, serve_in_thread
 
-from model_build import bearer_token
+from local_runtime import bearer_token
 
 # slow: the local server with chat models, two client SDKs (make test-fast leaves them out)
 pytestmark = pytest.mark.slow
@@ -49,7 +49,7 @@ SERVED_APPS: dict[str, Any] = {}  # url -> the app serving it (tests reach its M
 
 @pytest.fixture(scope="module")
 def server_url(chat_artifact: Path) -> Iterator[str]:
-    from model_build.serve import create_app
+    from local_runtime.serve import create_app
 
     app = create_app(chat_artifact, endpoint_name=ENDPOINT, region=REGION, component_name="chat-ic")
     with running(app, timeout=60) as url:
@@ -116,7 +116,7 @@ def test_the_inference_component_path(server_url: str, token: str) -> None:
 @pytest.fixture(scope="module")
 def scripted_url(chat_artifact: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The chat artifact with code/inference.py replaced by the scripted stand-in (the real handler beside it)."""
-    from model_build.serve import create_app
+    from local_runtime.serve import create_app
 
     artifact = tmp_path_factory.mktemp("scripted") / "tiny-chat"
     shutil.copytree(chat_artifact, artifact)
@@ -460,7 +460,7 @@ def test_zero_capacity_is_a_retryable_503_at_the_local_server_and_through_our_do
 
 
 def test_a_model_still_loading_answers_503_with_retry_after(tmp_path: Path) -> None:
-    from model_build.serve import LOADING_RETRY_AFTER_S, create_app
+    from local_runtime.serve import LOADING_RETRY_AFTER_S, create_app
 
     with running(create_app(tmp_path), ready=False) as url:  # no code/inference.py: the load never succeeds
         reply = httpx.post(f"{url}/invocations", json={"inputs": "hi"}, timeout=10)

@@ -15,7 +15,7 @@ import yaml
 from helpers import running
 
 from deployment import load_config
-from model_build.loadtest_gate import run_gate
+from load_testing.gate import run_gate
 
 ENDPOINT = "tiny-gpt2"
 WORKLOAD = {"requests": 3, "input_tokens": {"mean": 8}, "output_tokens": {"mean": 4}, "warmup_requests": 1}
@@ -23,7 +23,7 @@ WORKLOAD = {"requests": 3, "input_tokens": {"mean": 8}, "output_tokens": {"mean"
 
 @pytest.fixture(autouse=True)
 def _no_full_collections(monkeypatch: pytest.MonkeyPatch) -> None:
-    """As tests/model_build/test_slo_gate.py: the load test's gc.collect() costs most of a second in a process
+    """As tests/load_testing/test_slo_gate.py: the load test's gc.collect() costs most of a second in a process
     holding torch's heap and measures nothing the gate decides on."""
     import gc
 
@@ -46,7 +46,7 @@ def _aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture(scope="module")
 def server(gpt2_artifact: Path):
-    from model_build.serve import create_app
+    from local_runtime.serve import create_app
 
     with running(create_app(gpt2_artifact, endpoint_name=ENDPOINT)) as url:
         yield url

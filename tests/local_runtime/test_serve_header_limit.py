@@ -1,7 +1,7 @@
 """R2 of the 2026-11-27 reliability probe: the local server answered a 200 KB Authorization header on the OpenAI
 route with a connection reset (uvicorn's h11 read 16 KiB of headers, answered 400 and closed the socket while the
 client was still sending, so the client saw no status). The server `python -m model_build serve` runs
-(model_build.serve.server_config) reads up to 1 MiB of headers, and the route answers such a token 403 itself.
+(local_runtime.serve.server_config) reads up to 1 MiB of headers, and the route answers such a token 403 itself.
 The request goes over a real socket with http.client; the server is the one `serve` configures."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ ENDPOINT = "tiny-chat"
 def server(chat_artifact: Path) -> Iterator[tuple[str, int]]:
     import uvicorn
 
-    from model_build.serve import create_app, server_config
+    from local_runtime.serve import create_app, server_config
 
     port = free_port()
     app = create_app(chat_artifact, endpoint_name=ENDPOINT, region="us-east-1")
@@ -58,7 +58,7 @@ def test_a_200_kb_authorization_header_gets_a_4xx_not_a_reset(server) -> None:
 
 
 def test_headers_up_to_the_limit_are_read(server) -> None:
-    from model_build.serve import MAX_HEADER_BYTES
+    from local_runtime.serve import MAX_HEADER_BYTES
 
     status, _ = post_chat(server, "Bearer " + "A" * (MAX_HEADER_BYTES - 4096))
     assert status == 403

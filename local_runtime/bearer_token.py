@@ -1,4 +1,4 @@
-"""The shape check of SageMaker's bearer tokens, for the local server's OpenAI route (model_build/serve.py).
+"""The shape check of SageMaker's bearer tokens, for the local server's OpenAI route (local_runtime/serve.py).
 
 Checks the shape sagemaker-core 2.27.0's generate_token makes, the expiry (at most 12 hours) and the region; not the
 signature or IAM. A refusal is HTTP 403 in AWS's REST-JSON error shape (SageMaker's own wording unverified).

@@ -1,6 +1,6 @@
 """`python -m model_build loadtest`: drive an endpoint at fixed concurrency levels and report, per level, time to
 first token, inter-token latency, end-to-end latency (p50/p90/p95/p99), output tokens/s per request and in
-aggregate, requests/s, errors by kind and $ per million output tokens (definitions: model_build/loadtest_report.py).
+aggregate, requests/s, errors by kind and $ per million output tokens (definitions: load_testing/report.py).
 
 Targets
   openai             an OpenAI-compatible base URL (SageMaker's route: https://runtime.sagemaker.<region>.amazonaws.com
@@ -9,7 +9,7 @@ Targets
   sagemaker-runtime  boto3 InvokeEndpointWithResponseStream (LMI JSON lines in PayloadParts, read with
                      endpoint_runtime/stream.py) or InvokeEndpoint (end-to-end latency and output tokens only), our
                      {"inputs", "parameters"} request, optional InferenceComponentName and endpoint_url (the local
-                     server, model_build/serve.py); one thread per request in flight.
+                     server, local_runtime/serve.py); one thread per request in flight.
 Workload: synthetic prompts (input/output token mean and stddev; counted with a tokenizer directory, else one common
 English word per token, a stated approximation) or a JSONL dataset ({"prompt"} or {"messages"} per line, optional
 "output_tokens"); concurrency levels; a request count or a duration per level; warm-up requests per level, not
@@ -37,7 +37,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from endpoint_config.slo import TokenDistribution
-from model_build.loadtest_report import RequestRecord, evaluate_slo, parse_slo, summarize_level, write_outputs
+from load_testing.report import RequestRecord, evaluate_slo, parse_slo, summarize_level, write_outputs
 
 EXIT_SLO_MISSED = 1
 EXIT_USER_ERROR = 2
@@ -1116,7 +1116,7 @@ def workload_from_args(args: argparse.Namespace) -> Workload:
 def price_from_args(args: argparse.Namespace) -> Price:
     """--price-per-hour, else the Price List API (kept in --price-table when given), else --price-table; none: no
     price (and no $ per million tokens)."""
-    from model_build import loadtest_prices
+    from load_testing import prices
 
     count, kind = args.instance_count, args.instance_type
     if args.price_per_hour is not None:
@@ -1132,15 +1132,15 @@ def price_from_args(args: argparse.Namespace) -> Price:
         raise LoadTestError("a looked-up price needs --instance-type and --region")
     try:
         if args.price_list_api:
-            usd = loadtest_prices.fetch_hosting_price(kind, args.region)
+            usd = prices.fetch_hosting_price(kind, args.region)
             if args.price_table:
                 table = json.loads(args.price_table.read_text()) if args.price_table.is_file() else {"prices": {}}
                 table.get("prices", {}).setdefault(args.region, {})[kind] = usd
-                loadtest_prices.write_table(args.price_table, table["prices"])
-            source = f"{loadtest_prices.SOURCE}, fetched {datetime.now(timezone.utc).date().isoformat()}"
+                prices.write_table(args.price_table, table["prices"])
+            source = f"{prices.SOURCE}, fetched {datetime.now(timezone.utc).date().isoformat()}"
         else:
-            usd, source = loadtest_prices.price_from_table(args.price_table, kind, args.region)
-    except (loadtest_prices.PriceError, ValueError) as err:
+            usd, source = prices.price_from_table(args.price_table, kind, args.region)
+    except (prices.PriceError, ValueError) as err:
         raise LoadTestError(f"price: {err}") from None
     return Price(usd_per_hour=usd, instance_count=count, instance_type=kind, source=source)
 

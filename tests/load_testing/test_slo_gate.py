@@ -1,4 +1,4 @@
-"""The SLO gate (model_build/loadtest_gate.py) against the local container-contract server on the tiny GPT-2
+"""The SLO gate (load_testing/gate.py) against the local container-contract server on the tiny GPT-2
 artifact: a met objective passes, a missed one refuses with the numbers (`python -m model_build slo-gate`); results
 kept per artifact hash, and a regression names the artifact whose result met the objectives. `make deploy` runs the
 same gate after its smoke test: tests/local/test_emulator_demo.py (config/local.yaml has an slo:), and the
@@ -14,8 +14,8 @@ import yaml
 from helpers import running
 
 from deployment import load_config
+from load_testing.gate import run_gate
 from local_emulator.moto_server import free_port
-from model_build.loadtest_gate import run_gate
 
 ENDPOINT = "tiny-gpt2"
 # A few short requests: the tiny model answers each in tens of ms.
@@ -26,7 +26,7 @@ MISSED = {**MET, "min_output_tokens_per_s": 1e6}
 
 @pytest.fixture(autouse=True)
 def _no_full_collections(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The load test collects garbage before each level (model_build/loadtest.py run: a pause measured as latency
+    """The load test collects garbage before each level (load_testing/loadtest.py run: a pause measured as latency
     otherwise); in this process, which holds torch's heap, each collection costs most of a second and measures
     nothing the gate decides on."""
     import gc
@@ -65,7 +65,7 @@ def _config(tmp_path: Path, model: Path, slo: dict, name: str = "endpoints.yaml"
 
 @pytest.fixture(scope="module")
 def server(gpt2_artifact: Path):
-    from model_build.serve import create_app
+    from local_runtime.serve import create_app
 
     with running(create_app(gpt2_artifact, endpoint_name=ENDPOINT)) as url:
         yield url

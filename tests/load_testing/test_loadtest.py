@@ -1,4 +1,4 @@
-"""The load test (model_build/loadtest.py, loadtest_report.py) against real local HTTP servers: the paced server
+"""The load test (load_testing/loadtest.py, report.py) against real local HTTP servers: the paced server
 (bench/paced_server.py, its own process, known TTFT and gap, so the measured numbers can be checked against what
 the server did) and the local container-contract server on the tiny GPT-2 artifact; errors by kind, workload and
 argument errors, the SLO evaluation both ways, results kept per artifact hash, the command's exit codes."""
@@ -16,9 +16,10 @@ import pytest
 from helpers import ROOT, running
 from hermetic import subprocess_env
 
+from load_testing import loadtest
+from load_testing import report as loadtest_report
+from load_testing.loadtest import LoadTestError, OpenAITarget, SageMakerRuntimeTarget, parse_workload
 from local_emulator.moto_server import free_port
-from model_build import loadtest, loadtest_report
-from model_build.loadtest import LoadTestError, OpenAITarget, SageMakerRuntimeTarget, parse_workload
 
 # slow: paced servers and load-generating processes (make test-fast leaves them out)
 pytestmark = pytest.mark.slow
@@ -150,7 +151,7 @@ def test_sagemaker_runtime_response_stream_and_invoke_endpoint(paced: str, aws_e
 def test_the_local_server_on_the_tiny_gpt2_artifact(gpt2_artifact: Path, aws_env: None) -> None:
     """Through boto3 to `python -m model_build serve`'s app: the model streams exactly the asked tokens
     (min_new_tokens), counted by the server's details; prompts counted with the artifact's own tokenizer."""
-    from model_build.serve import create_app
+    from local_runtime.serve import create_app
 
     with running(create_app(gpt2_artifact, endpoint_name="tiny-gpt2")) as url:
         workload = _workload(tokenizer=str(gpt2_artifact), output_tokens={"mean": 6}, requests=4, concurrency=[1, 2])
@@ -381,7 +382,7 @@ def test_percentiles_and_stats() -> None:
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = subprocess_env(PYTHONPATH=str(ROOT))
     return subprocess.run(
-        [sys.executable, "-m", "model_build.loadtest", *args],
+        [sys.executable, "-m", "load_testing.loadtest", *args],
         capture_output=True,
         text=True,
         cwd=cwd,
@@ -499,7 +500,7 @@ def test_the_hosting_price_from_the_price_list_api_and_a_dated_table(tmp_path: P
     import boto3
     from botocore.stub import Stubber
 
-    from model_build import loadtest_prices
+    from load_testing import prices as loadtest_prices
 
     client = boto3.client(
         "pricing", region_name="us-east-1", aws_access_key_id="testing", aws_secret_access_key="testing"

@@ -4,7 +4,7 @@ beside it) with the model's generate scripted, because random weights cannot cho
 The script: when the prompt holds no tool result, answer with a hermes tool call of the first tool the chat
 template rendered (<tool_call>{"name": ..., "arguments": {"city": "Paris"}}</tool_call>); after a tool result,
 answer "The tool said: <result>." Everything else (the chat template, decoding, the tool-call parser, the reply
-and its stream) is the real handler's. tests/model_build/test_serve_chat.py installs it in a copy of the chat
+and its stream) is the real handler's. tests/local_runtime/test_serve_chat.py installs it in a copy of the chat
 artifact."""
 
 from __future__ import annotations
