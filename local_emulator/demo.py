@@ -93,7 +93,7 @@ def run_demo(config_path: str, endpoint: str | None, port: int, keep_logs: Path)
     plan = deployment.plan(spec.name)
     t = _step(1, f"make the tiny model {spec.model} offline (random weights, locally trained tokenizer)")
     if not (ROOT / spec.model / "config.json").is_file():
-        run([py, "-m", "model_build", "tiny-model", _tiny_architecture(spec.model), "--out", spec.model])
+        _make_tiny_model(py, spec.model)
     else:
         print(f"    {spec.model} exists")
     _done(t)
@@ -210,6 +210,28 @@ def _tiny_architecture(model: str) -> str:
         f"model {model!r}: the demo serves a local model directory with a config.json; it makes only "
         f"build/tiny-models/<architecture> (architectures: {', '.join(ARCHITECTURES)})"
     )
+
+
+def _make_tiny_model(py: str, model: str) -> None:
+    """Write the tiny model beside its place and move it in whole (one rename): a second demo making the same model
+    at the same time (the scenarios share build/tiny-models/) never reads a half-written one. The first to finish
+    wins; the other's copy, identical (seeded), is dropped."""
+    import shutil
+    import tempfile
+
+    target = ROOT / model
+    target.parent.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+    try:
+        run([py, "-m", "model_build", "tiny-model", _tiny_architecture(model), "--out", str(scratch / "model")])
+        try:
+            (scratch / "model").rename(target)
+        except OSError:  # made meanwhile by another run (a non-empty directory cannot be renamed over)
+            if not (target / "config.json").is_file():
+                raise
+            print(f"    {model} was made meanwhile by another run; kept that one")
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _container_lines(serve_log: Path) -> list[str]:

@@ -35,3 +35,31 @@ def test_demo_refuses_a_model_that_is_not_a_local_directory(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "model 'openai-community/gpt2': the demo serves a local model directory with a config.json" in err
     assert "build/tiny-models/<architecture>" in err and "qwen3_thinking" in err and "Traceback" not in err
+
+
+def test_two_demos_making_the_same_tiny_model_at_once_both_get_a_whole_one(tmp_path, monkeypatch):
+    """The scenarios share build/tiny-models/<architecture>: two runs making it at the same time each end with the
+    whole model in place (written aside, moved in by one rename), and no scratch folder is left."""
+    import sys
+    import threading
+
+    from local_emulator import demo
+
+    monkeypatch.setattr(demo, "ROOT", tmp_path)
+    errors: list[BaseException] = []
+
+    def make() -> None:
+        try:
+            demo._make_tiny_model(sys.executable, "build/tiny-models/gpt2")
+        except BaseException as err:  # collected for the assertion below
+            errors.append(err)
+
+    threads = [threading.Thread(target=make) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors, errors
+    model = tmp_path / "build" / "tiny-models" / "gpt2"
+    assert (model / "config.json").is_file() and (model / "model.safetensors").is_file()
+    assert sorted(p.name for p in model.parent.iterdir()) == ["gpt2"]
