@@ -575,23 +575,20 @@ def markdown(results: dict[str, Any]) -> str:
             + ".",
             "",
         ]
-    for key in ("coldstart", "coldstart_gptj"):
+    renderers = (
+        ("coldstart", _coldstart_md),
+        ("coldstart_gptj", _coldstart_md),
+        ("s3coldstart", _s3coldstart_md),
+        ("s3stream", _s3stream_md),
+        ("publish", _publish_md),
+        ("serving", _serving_md),
+        ("devloop", _devloop_md),
+        ("gpu", _gpu_md),
+        ("loadtest", _loadtest_md),
+    )
+    for key, render in renderers:  # in the report's order
         if key in sec:
-            lines += _coldstart_md(sec[key])
-    if "s3coldstart" in sec:
-        lines += _s3coldstart_md(sec["s3coldstart"])
-    if "s3stream" in sec:
-        lines += _s3stream_md(sec["s3stream"])
-    if "publish" in sec:
-        lines += _publish_md(sec["publish"])
-    if "serving" in sec:
-        lines += _serving_md(sec["serving"])
-    if "devloop" in sec:
-        lines += _devloop_md(sec["devloop"])
-    if "gpu" in sec:
-        lines += _gpu_md(sec["gpu"])
-    if "loadtest" in sec:
-        lines += _loadtest_md(sec["loadtest"])
+            lines += render(sec[key])
     return "\n".join(lines) + "\n"
 
 
