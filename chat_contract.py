@@ -688,19 +688,7 @@ def parse_chat_request(
     lim = lim or request_contract.limits()
     if not isinstance(data, dict):
         raise ChatError(f'request must be a JSON object with "messages", got {_type(data)}')
-    known = REQUEST_KEYS + (ENGINE_REQUEST_KEYS if engine_keys else ())
-    unknown = sorted(k for k in data if k not in known)
-    if unknown:
-        served = [k for k in unknown if k in ENGINE_REQUEST_KEYS]
-        why = (
-            f" ({', '.join(served)}: only an engine's own OpenAI server takes it: systems vllm, sglang)"
-            if served
-            else ""
-        )
-        raise ChatError(
-            f"unknown request key{'s' if len(unknown) > 1 else ''} {unknown}; allowed: {sorted(known)}{why}",
-            param=unknown[0],
-        )
+    _check_request_keys(data, engine_keys)
     engine_fields = _engine_fields(data) if engine_keys else {}
     messages = _messages(data.get("messages"))
     model = _string("model", data["model"]) if data.get("model") is not None else None
@@ -713,55 +701,18 @@ def parse_chat_request(
             'parser configured: engine.tool_call_parser); send tool_choice "none" or no tools',
             code="unsupported_value",
         )
-
-    stream = data.get("stream")
-    if stream is not None and not isinstance(stream, bool):
-        raise _refuse("stream", f"must be true or false, got {_show(stream)} ({_type(stream)})")
-    include_usage = False
-    options = data.get("stream_options")
-    if options is not None:
-        if not stream:
-            raise _refuse("stream_options", "may only be set when stream is true")
-        if not isinstance(options, dict):
-            raise _refuse("stream_options", f"must be an object, got {_show(options)}")
-        _check_keys("stream_options", options, ("include_usage",))
-        include_usage = options.get("include_usage", False)
-        if not isinstance(include_usage, bool):
-            raise _refuse("stream_options.include_usage", f"must be true or false, got {_show(include_usage)}")
-
+    stream, include_usage = _stream(data)
     max_tokens, given = (None if engine_limits else lim.max_new_tokens), False
     for key in ("max_tokens", "max_completion_tokens"):  # the second, current name wins when both are given
         if data.get(key) is not None:
             max_tokens, given = _integer(key, data[key], 1, lim.max_new_tokens), True
-    temperature = (
-        _number("temperature", data["temperature"], 0, MAX_TEMPERATURE) if data.get("temperature") is not None else None
-    )
-    # 0 is greedy decoding (OpenAI's meaning); between 0 and the generation contract's floor, sampling divides the
-    # logits into infinities and the engine fails (request_contract.py's bounds): refused, as there.
-    floor = request_contract.PARAMETERS["temperature"].low
-    if temperature is not None and floor is not None and 0 < temperature < floor:
-        raise _refuse(
-            "temperature", f"must be 0 (greedy) or between {floor:g} and {MAX_TEMPERATURE:g}, got {_show(temperature)}"
-        )
+    temperature = _temperature(data.get("temperature"))
     top_p = _number("top_p", data["top_p"], 0, 1, low_open=True) if data.get("top_p") is not None else None
     seed = _integer("seed", data["seed"], 0, request_contract.MAX_SEED) if data.get("seed") is not None else None
     n = data.get("n")
     if n is not None and (isinstance(n, bool) or n != 1):
         raise _refuse("n", f"only 1 choice per request is served, got {_show(n)}", code="unsupported_value")
-
-    stop_value = data.get("stop")
-    stops: tuple[str, ...] = ()
-    if isinstance(stop_value, str):
-        stops = (stop_value,)
-    elif isinstance(stop_value, list):
-        if len(stop_value) > MAX_STOP:
-            raise _refuse("stop", f"takes at most {MAX_STOP} sequences, got {len(stop_value)}")
-        stops = tuple(_string(f"stop[{i}]", s) for i, s in enumerate(stop_value))
-    elif stop_value is not None:
-        raise _refuse("stop", f"must be a string or a list of up to {MAX_STOP} strings, got {_show(stop_value)}")
-    if any(s == "" for s in stops):
-        raise _refuse("stop", "stop sequences must not be empty strings")
-
+    stops = _stops(data.get("stop"))
     response_format, json_schema = _response_format(data.get("response_format"), constrained_decoding)
     template_kwargs = _template_kwargs(data.get("chat_template_kwargs"))
     size = _text_size(messages, tools)
@@ -779,7 +730,7 @@ def parse_chat_request(
         tools=tools,
         tool_choice=tool_choice,
         tool_name=tool_name,
-        stream=bool(stream),
+        stream=stream,
         include_usage=include_usage,
         temperature=temperature,
         top_p=top_p,
@@ -790,6 +741,68 @@ def parse_chat_request(
         chat_template_kwargs=template_kwargs,
         engine_fields=engine_fields,
     )
+
+
+def _check_request_keys(data: dict[str, Any], engine_keys: bool) -> None:
+    known = REQUEST_KEYS + (ENGINE_REQUEST_KEYS if engine_keys else ())
+    unknown = sorted(k for k in data if k not in known)
+    if unknown:
+        served = [k for k in unknown if k in ENGINE_REQUEST_KEYS]
+        why = (
+            f" ({', '.join(served)}: only an engine's own OpenAI server takes it: systems vllm, sglang)"
+            if served
+            else ""
+        )
+        raise ChatError(
+            f"unknown request key{'s' if len(unknown) > 1 else ''} {unknown}; allowed: {sorted(known)}{why}",
+            param=unknown[0],
+        )
+
+
+def _stream(data: dict[str, Any]) -> tuple[bool, bool]:
+    """stream and stream_options.include_usage."""
+    stream = data.get("stream")
+    if stream is not None and not isinstance(stream, bool):
+        raise _refuse("stream", f"must be true or false, got {_show(stream)} ({_type(stream)})")
+    include_usage = False
+    options = data.get("stream_options")
+    if options is not None:
+        if not stream:
+            raise _refuse("stream_options", "may only be set when stream is true")
+        if not isinstance(options, dict):
+            raise _refuse("stream_options", f"must be an object, got {_show(options)}")
+        _check_keys("stream_options", options, ("include_usage",))
+        include_usage = options.get("include_usage", False)
+        if not isinstance(include_usage, bool):
+            raise _refuse("stream_options.include_usage", f"must be true or false, got {_show(include_usage)}")
+    return bool(stream), include_usage
+
+
+def _temperature(value: Any) -> float | None:
+    temperature = _number("temperature", value, 0, MAX_TEMPERATURE) if value is not None else None
+    # 0 is greedy decoding (OpenAI's meaning); between 0 and the generation contract's floor, sampling divides the
+    # logits into infinities and the engine fails (request_contract.py's bounds): refused, as there.
+    floor = request_contract.PARAMETERS["temperature"].low
+    if temperature is not None and floor is not None and 0 < temperature < floor:
+        raise _refuse(
+            "temperature", f"must be 0 (greedy) or between {floor:g} and {MAX_TEMPERATURE:g}, got {_show(temperature)}"
+        )
+    return temperature
+
+
+def _stops(stop_value: Any) -> tuple[str, ...]:
+    stops: tuple[str, ...] = ()
+    if isinstance(stop_value, str):
+        stops = (stop_value,)
+    elif isinstance(stop_value, list):
+        if len(stop_value) > MAX_STOP:
+            raise _refuse("stop", f"takes at most {MAX_STOP} sequences, got {len(stop_value)}")
+        stops = tuple(_string(f"stop[{i}]", s) for i, s in enumerate(stop_value))
+    elif stop_value is not None:
+        raise _refuse("stop", f"must be a string or a list of up to {MAX_STOP} strings, got {_show(stop_value)}")
+    if any(s == "" for s in stops):
+        raise _refuse("stop", "stop sequences must not be empty strings")
+    return stops
 
 
 def _engine_fields(data: dict[str, Any]) -> dict[str, Any]:

@@ -45,21 +45,7 @@ def keep_earlier_sections(results: dict, path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
-    p.add_argument("--reps", type=int, default=5, help="runs per measurement (>= 5 for the report)")
-    p.add_argument(
-        "--gptj", action="store_true", help="also cold-start the GPT-J-6B shape (12 GB fp16; needs ~24 GiB RAM)"
-    )
-    p.add_argument(
-        "--demo",
-        action="store_true",
-        help="also time one `make demo` (~50 s; the default run stays under 15 min without it)",
-    )
-    p.add_argument("--make-test", action="store_true", help="also time `make test` (minutes)")
-    p.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated subset of {', '.join(SECTIONS)}")
-    p.add_argument("--report-only", action="store_true", help="re-render results.md and plots from results.json")
-    p.add_argument("--raw", type=Path, default=ROOT / "raw", help="scratch dir (git-ignored)")
-    p.add_argument("--results", type=Path, default=ROOT / "results")
+    p = _parser()
     args = p.parse_args(argv)
     only = [s.strip() for s in args.only.split(",") if s.strip()]
     unknown = set(only) - set(SECTIONS)
@@ -96,6 +82,37 @@ def main(argv: list[str] | None = None) -> int:
 
         write_json(raw / "partial-results.json", results)  # a later section failing keeps this one's numbers
 
+    _artifact_sections(only, args, raw, section)
+    _serving_sections(only, args, raw, section)
+    results["section_seconds"] = timings
+    results["total_seconds"] = time.perf_counter() - started
+    keep_earlier_sections(results, args.results / "results.json")
+    report.write(results, args.results)
+    log(f"total {results['total_seconds']:.0f} s; wrote {args.results}/results.json, results.md and plots")
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    p.add_argument("--reps", type=int, default=5, help="runs per measurement (>= 5 for the report)")
+    p.add_argument(
+        "--gptj", action="store_true", help="also cold-start the GPT-J-6B shape (12 GB fp16; needs ~24 GiB RAM)"
+    )
+    p.add_argument(
+        "--demo",
+        action="store_true",
+        help="also time one `make demo` (~50 s; the default run stays under 15 min without it)",
+    )
+    p.add_argument("--make-test", action="store_true", help="also time `make test` (minutes)")
+    p.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated subset of {', '.join(SECTIONS)}")
+    p.add_argument("--report-only", action="store_true", help="re-render results.md and plots from results.json")
+    p.add_argument("--raw", type=Path, default=ROOT / "raw", help="scratch dir (git-ignored)")
+    p.add_argument("--results", type=Path, default=ROOT / "results")
+    return p
+
+
+def _artifact_sections(only: list[str], args: argparse.Namespace, raw: Path, section) -> None:
+    """The sections that time artifacts: cold start (local and from S3), S3 streaming, publishing."""
     if "coldstart" in only:
         from bench import coldstart
 
@@ -119,40 +136,31 @@ def main(argv: list[str] | None = None) -> int:
         log(s3stream.__doc__)
         section("s3stream", lambda: s3stream.bench(raw, coldstart.prepare(raw, "gpt2-large", log)["c"], args.reps, log))
     if "publish" in only:
-        from bench import coldstart, models, publish
+        from bench import publish
 
         log(publish.__doc__)
+        section("publish", lambda: _run_publish(raw, args.reps))
 
-        def run_publish() -> dict:
-            large = coldstart.prepare(raw, "gpt2-large", log)["c"]
-            src124 = models.make_checkpoint("gpt2-124m", raw / "src-gpt2-124m").resolve()
-            text = "endpoints:\n" + models.endpoint_yaml("pub-gpt2-124m", src124, dtype="fp16")
-            small, _ = models.build(
-                text, raw / "config-pub-gpt2-124m.yaml", "pub-gpt2-124m", (raw / "art-pub-gpt2-124m").resolve()
-            )
-            return publish.bench(raw, large, small, args.reps, log)
 
-        section("publish", run_publish)
+def _run_publish(raw: Path, reps: int) -> dict:
+    from bench import coldstart, models, publish
+
+    large = coldstart.prepare(raw, "gpt2-large", log)["c"]
+    src124 = models.make_checkpoint("gpt2-124m", raw / "src-gpt2-124m").resolve()
+    text = "endpoints:\n" + models.endpoint_yaml("pub-gpt2-124m", src124, dtype="fp16")
+    small, _ = models.build(
+        text, raw / "config-pub-gpt2-124m.yaml", "pub-gpt2-124m", (raw / "art-pub-gpt2-124m").resolve()
+    )
+    return publish.bench(raw, large, small, reps, log)
+
+
+def _serving_sections(only: list[str], args: argparse.Namespace, raw: Path, section) -> None:
+    """The sections that time serving and the developer's loop: serving, devloop, gpu, loadtest."""
     if "serving" in only:
-        from bench import models, serving
+        from bench import serving
 
         log(serving.__doc__)
-
-        def run_serving() -> dict:
-            from model_build.tiny_models import make_tiny_model
-
-            tiny = raw / "src-tiny-gpt2"
-            if not (tiny / "config.json").is_file():
-                make_tiny_model("gpt2", tiny)
-            src124 = models.make_checkpoint("gpt2-124m", raw / "src-gpt2-124m").resolve()
-            return {
-                "tiny-gpt2": serving.bench(raw, "tiny-gpt2", tiny.resolve(), log, rounds=args.reps, per_worker=2),
-                "gpt2-124m": serving.bench(
-                    raw, "gpt2-124m", src124, log, rounds=args.reps, per_worker=1, cell_cap_s=12
-                ),
-            }
-
-        section("serving", run_serving)
+        section("serving", lambda: _run_serving(raw, args.reps))
     if "devloop" in only:
         from bench import devloop
 
@@ -171,12 +179,19 @@ def main(argv: list[str] | None = None) -> int:
         log(loadtest.__doc__)
         section("loadtest", lambda: loadtest.bench(raw, args.reps, log))
 
-    results["section_seconds"] = timings
-    results["total_seconds"] = time.perf_counter() - started
-    keep_earlier_sections(results, args.results / "results.json")
-    report.write(results, args.results)
-    log(f"total {results['total_seconds']:.0f} s; wrote {args.results}/results.json, results.md and plots")
-    return 0
+
+def _run_serving(raw: Path, reps: int) -> dict:
+    from bench import models, serving
+    from model_build.tiny_models import make_tiny_model
+
+    tiny = raw / "src-tiny-gpt2"
+    if not (tiny / "config.json").is_file():
+        make_tiny_model("gpt2", tiny)
+    src124 = models.make_checkpoint("gpt2-124m", raw / "src-gpt2-124m").resolve()
+    return {
+        "tiny-gpt2": serving.bench(raw, "tiny-gpt2", tiny.resolve(), log, rounds=reps, per_worker=2),
+        "gpt2-124m": serving.bench(raw, "gpt2-124m", src124, log, rounds=reps, per_worker=1, cell_cap_s=12),
+    }
 
 
 if __name__ == "__main__":

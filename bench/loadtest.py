@@ -52,29 +52,15 @@ def start_paced(port: int, ttft_ms: float, itl_ms: float, tokens: int, log_path:
 
 
 def wait_ready(url: str, proc: subprocess.Popen, timeout: float = 60) -> None:
-    import httpx
+    from bench import serving
 
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited with {proc.returncode}")
-        try:
-            if httpx.get(f"{url}/ping", timeout=2).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.1)
-    raise TimeoutError(f"{url}/ping not 200 within {timeout} s")
+    serving.wait_ready(url, proc, timeout)
 
 
 def stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    from bench import serving
+
+    serving.stop(proc)
 
 
 def aiperf_version() -> str | None:

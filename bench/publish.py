@@ -53,33 +53,31 @@ def plain_upload(s3, artifact: Path, bucket: str, prefix: str, max_concurrency: 
     return time.perf_counter() - t
 
 
+SAMPLE_KEYS = (
+    "plain_upload_c8",
+    "prefix_c8",
+    "prefix_c1",
+    "republish_c8",
+    "tar_ours",
+    "tar_ours_pack",
+    "tar_default_pack",
+    "tar_prefix_c8",
+    "hash_only",
+    "read_warm",
+    "read_cold",
+)
+
+
 def bench(raw: Path, artifact: Path, tar_artifact: Path, reps: int, log, with_reads: bool = False) -> dict[str, Any]:
     import boto3
     from botocore.config import Config
 
-    from artifact.tarball import choose_packer
     from local_emulator import moto_server
-    from model_build.publish import publish_artifact, sha256_file
 
     size = sum(p.stat().st_size for p in files_of(artifact))
     tar_size = sum(p.stat().st_size for p in files_of(tar_artifact))
     emu = moto_server.start(raw / "moto-logs")
-    samples: dict[str, list[float]] = {
-        k: []
-        for k in (
-            "plain_upload_c8",
-            "prefix_c8",
-            "prefix_c1",
-            "republish_c8",
-            "tar_ours",
-            "tar_ours_pack",
-            "tar_default_pack",
-            "tar_prefix_c8",
-            "hash_only",
-            "read_warm",
-            "read_cold",
-        )
-    }
+    samples: dict[str, list[float]] = {k: [] for k in SAMPLE_KEYS}
     tar_sizes: dict[str, int] = {}
     try:
         with emu.activated():
@@ -87,57 +85,9 @@ def bench(raw: Path, artifact: Path, tar_artifact: Path, reps: int, log, with_re
             for rep in range(reps):
                 emu.reset()
                 s3.create_bucket(Bucket=BUCKET)
-                t = time.perf_counter()
-                for p in files_of(artifact):
-                    sha256_file(p)
-                samples["hash_only"].append(time.perf_counter() - t)
-                if rep < 1 or with_reads:  # section 1's (d) measures the raw read; one here for MiB/s on the spot
-                    t = time.perf_counter()
-                    read_all(files_of(artifact))
-                    samples["read_warm"].append(time.perf_counter() - t)
-                    evict(files_of(artifact))
-                    t = time.perf_counter()
-                    read_all(files_of(artifact))
-                    samples["read_cold"].append(time.perf_counter() - t)
-                samples["plain_upload_c8"].append(plain_upload(s3, artifact, BUCKET, f"plain/{rep}", 8))
-                for key, conc in (("prefix_c1", 1), ("prefix_c8", 8)):  # c8 last: the republish below reuses it
-                    emu.reset()  # every upload into an empty emulator, as the plain one (see the module doc)
-                    s3.create_bucket(Bucket=BUCKET)
-                    r = publish_artifact(
-                        artifact, BUCKET, f"{key}/{rep}", s3_client=s3, max_concurrency=conc, progress=False
-                    )
-                    samples[key].append(r.seconds)
-                r = publish_artifact(
-                    artifact, BUCKET, f"prefix_c8/{rep}", s3_client=s3, max_concurrency=8, progress=False
-                )
-                assert r.uploaded_bytes == 0, f"republish uploaded {r.uploaded_bytes} bytes"
-                samples["republish_c8"].append(r.seconds)
-                emu.reset()  # free the emulator's memory before the tar runs
-                s3.create_bucket(Bucket=BUCKET)
-                r = publish_artifact(
-                    tar_artifact, BUCKET, f"tarp/{rep}", s3_client=s3, max_concurrency=8, progress=False
-                )
-                samples["tar_prefix_c8"].append(r.seconds)
-                r = publish_artifact(
-                    tar_artifact,
-                    BUCKET,
-                    f"tar/{rep}",
-                    s3_client=s3,
-                    max_concurrency=8,
-                    model_data="tar-gz",
-                    progress=False,
-                )
-                samples["tar_ours"].append(r.seconds)
-                samples["tar_ours_pack"].append(r.pack_seconds)
-                tar_sizes["ours"] = s3.head_object(Bucket=BUCKET, Key=f"tar/{rep}/model.tar.gz")["ContentLength"]
-                tmp = Path(tempfile.mkdtemp(dir=raw))
-                try:
-                    t = time.perf_counter()
-                    tarfile_default_pack(tar_artifact, tmp / "model.tar.gz")
-                    samples["tar_default_pack"].append(time.perf_counter() - t)
-                    tar_sizes["tarfile_default"] = (tmp / "model.tar.gz").stat().st_size
-                finally:
-                    shutil.rmtree(tmp, ignore_errors=True)
+                _time_hash_and_reads(artifact, samples, reads=rep < 1 or with_reads)
+                _time_prefix_uploads(emu, s3, artifact, rep, samples)
+                _time_tar_uploads(emu, s3, raw, tar_artifact, rep, samples, tar_sizes)
                 log(
                     f"  run {rep + 1}/{reps}: plain upload c8 {samples['plain_upload_c8'][-1]:.2f} s, prefix c8 {samples['prefix_c8'][-1]:.2f} s, c1 {samples['prefix_c1'][-1]:.2f} s, "
                     f"republish {samples['republish_c8'][-1]:.2f} s, tar.gz ours {samples['tar_ours'][-1]:.2f} s "
@@ -145,6 +95,78 @@ def bench(raw: Path, artifact: Path, tar_artifact: Path, reps: int, log, with_re
                 )
     finally:
         emu.stop()
+    return _results(samples, size, tar_size, tar_sizes, reps)
+
+
+def _time_hash_and_reads(artifact: Path, samples: dict[str, list[float]], reads: bool) -> None:
+    from model_build.publish import sha256_file
+
+    t = time.perf_counter()
+    for p in files_of(artifact):
+        sha256_file(p)
+    samples["hash_only"].append(time.perf_counter() - t)
+    if reads:  # section 1's (d) measures the raw read; one here for MiB/s on the spot
+        t = time.perf_counter()
+        read_all(files_of(artifact))
+        samples["read_warm"].append(time.perf_counter() - t)
+        evict(files_of(artifact))
+        t = time.perf_counter()
+        read_all(files_of(artifact))
+        samples["read_cold"].append(time.perf_counter() - t)
+
+
+def _time_prefix_uploads(emu, s3, artifact: Path, rep: int, samples: dict[str, list[float]]) -> None:
+    """A plain upload, then publish at 1 and 8 concurrent uploads, then a republish of what is there."""
+    from model_build.publish import publish_artifact
+
+    samples["plain_upload_c8"].append(plain_upload(s3, artifact, BUCKET, f"plain/{rep}", 8))
+    for key, conc in (("prefix_c1", 1), ("prefix_c8", 8)):  # c8 last: the republish below reuses it
+        emu.reset()  # every upload into an empty emulator, as the plain one (see the module doc)
+        s3.create_bucket(Bucket=BUCKET)
+        r = publish_artifact(artifact, BUCKET, f"{key}/{rep}", s3_client=s3, max_concurrency=conc, progress=False)
+        samples[key].append(r.seconds)
+    r = publish_artifact(artifact, BUCKET, f"prefix_c8/{rep}", s3_client=s3, max_concurrency=8, progress=False)
+    assert r.uploaded_bytes == 0, f"republish uploaded {r.uploaded_bytes} bytes"
+    samples["republish_c8"].append(r.seconds)
+
+
+def _time_tar_uploads(
+    emu, s3, raw: Path, tar_artifact: Path, rep: int, samples: dict[str, list[float]], tar_sizes: dict[str, int]
+) -> None:
+    """The smaller artifact as files and as our model.tar.gz, and tarfile's default pack of it for comparison."""
+    from model_build.publish import publish_artifact
+
+    emu.reset()  # free the emulator's memory before the tar runs
+    s3.create_bucket(Bucket=BUCKET)
+    r = publish_artifact(tar_artifact, BUCKET, f"tarp/{rep}", s3_client=s3, max_concurrency=8, progress=False)
+    samples["tar_prefix_c8"].append(r.seconds)
+    r = publish_artifact(
+        tar_artifact,
+        BUCKET,
+        f"tar/{rep}",
+        s3_client=s3,
+        max_concurrency=8,
+        model_data="tar-gz",
+        progress=False,
+    )
+    samples["tar_ours"].append(r.seconds)
+    samples["tar_ours_pack"].append(r.pack_seconds)
+    tar_sizes["ours"] = s3.head_object(Bucket=BUCKET, Key=f"tar/{rep}/model.tar.gz")["ContentLength"]
+    tmp = Path(tempfile.mkdtemp(dir=raw))
+    try:
+        t = time.perf_counter()
+        tarfile_default_pack(tar_artifact, tmp / "model.tar.gz")
+        samples["tar_default_pack"].append(time.perf_counter() - t)
+        tar_sizes["tarfile_default"] = (tmp / "model.tar.gz").stat().st_size
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _results(
+    samples: dict[str, list[float]], size: int, tar_size: int, tar_sizes: dict[str, int], reps: int
+) -> dict[str, Any]:
+    from artifact.tarball import choose_packer
+
     s = {k: summarize(v) for k, v in samples.items()}
     mbps = {}
     for k in ("plain_upload_c8", "prefix_c8", "prefix_c1", "hash_only", "read_warm", "read_cold"):

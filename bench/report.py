@@ -232,94 +232,106 @@ def _gpu_md(g: dict[str, Any]) -> list[str]:
     if "error" in c:
         out += [f"Cold start: FAILED: {c['error']}", ""]
     elif c:
-        rows = [
-            [
-                f"{v}: {label}",
-                f"{c['bytes'][v] / 2**30:.2f}",
-                spread(c["seconds"][f"{v}_cold"]),
-                spread(c["seconds"][f"{v}_warm"]),
-            ]
-            for v, label in c["variants"].items()
-        ]
-        ratio_rows = [[k, fmt(v["median"]), f"{fmt(v['min'])}-{fmt(v['max'])}"] for k, v in c["ratios"].items()]
-        out += [
-            f"### Cold start to the first token ({g['shape']} shape, fp16)",
-            "",
-            c["method"],
-            "",
-            table(["variant", "GiB", "cold s: median [min-max]", "warm s"], rows),
-            "",
-            table(["ratio", "median", "range"], ratio_rows),
-            "",
-            f"Page-cache eviction effective: **{c['eviction_effective']}**. Targets: "
-            + "; ".join(
-                f"{s}: ours within 1.5x of raw **{'met' if v['ours_within_1.5x_of_raw'] else 'missed'}**, ours "
-                f">= 3x faster than old **{'met' if v['ours_3x_faster_than_old'] else 'missed'}**"
-                for s, v in c["targets"].items()
-            ),
-            "",
-        ]
+        out += _gpu_coldstart_md(c, g["shape"])
     d = g.get("decode", {})
     if "error" in d:
         out += [f"Decode: FAILED: {d['error']}", ""]
     elif d:
-        rows = []
-        for name, by_batch in d["systems"].items():
-            if "skipped" in by_batch or "error" in by_batch:
-                rows.append([name, "-", by_batch.get("skipped") or "FAILED: " + by_batch["error"][:100], "", "", ""])
-                continue
-            for b, r in by_batch.items():
-                rows.append(
-                    [
-                        name,
-                        b,
-                        spread(r["decode_tokens_per_s"]),
-                        fmt(r["bound_tokens_per_s"]),
-                        fmt(r["fraction_of_bound"]),
-                        spread(r["end_to_end_tokens_per_s"]),
-                    ]
-                )
-        out += [
-            f"### Decode ({d['new_tokens']} new tokens, weights {d['weight_bytes'] / 2**30:.2f} GiB, {d['dtype']}; "
-            f"fast path: {d['fast_path']})",
-            "",
-            table(
-                ["system", "batch", "decode tokens/s", "bound tokens/s", "fraction of bound", "end-to-end tokens/s"],
-                rows,
-            ),
-            "",
-            "Fast path's greedy tokens equal HF eager's: "
-            + ", ".join(f"batch {b} **{v}**" for b, v in d["tokens_equal"].items())
-            + ". Ratios to HF eager: "
-            + "; ".join(
-                f"{n} " + ", ".join(f"batch {b} {fmt(v['median'])}x" for b, v in r.items())
-                for n, r in d["ratios_vs_hf_eager"].items()
-            )
-            + ".",
-            "",
-            "Targets: " + "; ".join(f"{k} **{'met' if v else 'missed'}**" for k, v in d["targets"].items()),
-            "",
-        ]
+        out += _gpu_decode_md(d)
     o = g.get("gpt2_onnxruntime_vs_pytorch", {})
     if "error" in o:
         out += [f"GPT-2 ONNX Runtime vs PyTorch: FAILED: {o['error']}", ""]
     elif o:
-        rows = [
-            [name, b, spread(r["decode_tokens_per_s"]), spread(r["end_to_end_tokens_per_s"])]
-            for name, by_batch in o["systems"].items()
-            for b, r in by_batch.items()
-        ]
-        out += [
-            f"### GPT-2 ({o.get('shape')}): ONNX Runtime ({', '.join(o['onnxruntime_providers'])}, "
-            f"{o['onnx_dtype']}) vs PyTorch ({o['torch_dtype']}), {o['new_tokens']} new tokens",
-            "",
-            table(["backend", "batch", "decode tokens/s", "end-to-end tokens/s"], rows),
-            "",
-            "ONNX Runtime / PyTorch decode tokens/s: "
-            + ", ".join(f"batch {b} {fmt(v['median'])}x" for b, v in o["ratios_onnxruntime_over_pytorch"].items()),
-            "",
-        ]
+        out += _gpu_onnxruntime_md(o)
     return out
+
+
+def _gpu_coldstart_md(c: dict[str, Any], shape: str) -> list[str]:
+    rows = [
+        [
+            f"{v}: {label}",
+            f"{c['bytes'][v] / 2**30:.2f}",
+            spread(c["seconds"][f"{v}_cold"]),
+            spread(c["seconds"][f"{v}_warm"]),
+        ]
+        for v, label in c["variants"].items()
+    ]
+    ratio_rows = [[k, fmt(v["median"]), f"{fmt(v['min'])}-{fmt(v['max'])}"] for k, v in c["ratios"].items()]
+    return [
+        f"### Cold start to the first token ({shape} shape, fp16)",
+        "",
+        c["method"],
+        "",
+        table(["variant", "GiB", "cold s: median [min-max]", "warm s"], rows),
+        "",
+        table(["ratio", "median", "range"], ratio_rows),
+        "",
+        f"Page-cache eviction effective: **{c['eviction_effective']}**. Targets: "
+        + "; ".join(
+            f"{s}: ours within 1.5x of raw **{'met' if v['ours_within_1.5x_of_raw'] else 'missed'}**, ours "
+            f">= 3x faster than old **{'met' if v['ours_3x_faster_than_old'] else 'missed'}**"
+            for s, v in c["targets"].items()
+        ),
+        "",
+    ]
+
+
+def _gpu_decode_md(d: dict[str, Any]) -> list[str]:
+    rows = []
+    for name, by_batch in d["systems"].items():
+        if "skipped" in by_batch or "error" in by_batch:
+            rows.append([name, "-", by_batch.get("skipped") or "FAILED: " + by_batch["error"][:100], "", "", ""])
+            continue
+        for b, r in by_batch.items():
+            rows.append(
+                [
+                    name,
+                    b,
+                    spread(r["decode_tokens_per_s"]),
+                    fmt(r["bound_tokens_per_s"]),
+                    fmt(r["fraction_of_bound"]),
+                    spread(r["end_to_end_tokens_per_s"]),
+                ]
+            )
+    return [
+        f"### Decode ({d['new_tokens']} new tokens, weights {d['weight_bytes'] / 2**30:.2f} GiB, {d['dtype']}; "
+        f"fast path: {d['fast_path']})",
+        "",
+        table(
+            ["system", "batch", "decode tokens/s", "bound tokens/s", "fraction of bound", "end-to-end tokens/s"],
+            rows,
+        ),
+        "",
+        "Fast path's greedy tokens equal HF eager's: "
+        + ", ".join(f"batch {b} **{v}**" for b, v in d["tokens_equal"].items())
+        + ". Ratios to HF eager: "
+        + "; ".join(
+            f"{n} " + ", ".join(f"batch {b} {fmt(v['median'])}x" for b, v in r.items())
+            for n, r in d["ratios_vs_hf_eager"].items()
+        )
+        + ".",
+        "",
+        "Targets: " + "; ".join(f"{k} **{'met' if v else 'missed'}**" for k, v in d["targets"].items()),
+        "",
+    ]
+
+
+def _gpu_onnxruntime_md(o: dict[str, Any]) -> list[str]:
+    rows = [
+        [name, b, spread(r["decode_tokens_per_s"]), spread(r["end_to_end_tokens_per_s"])]
+        for name, by_batch in o["systems"].items()
+        for b, r in by_batch.items()
+    ]
+    return [
+        f"### GPT-2 ({o.get('shape')}): ONNX Runtime ({', '.join(o['onnxruntime_providers'])}, "
+        f"{o['onnx_dtype']}) vs PyTorch ({o['torch_dtype']}), {o['new_tokens']} new tokens",
+        "",
+        table(["backend", "batch", "decode tokens/s", "end-to-end tokens/s"], rows),
+        "",
+        "ONNX Runtime / PyTorch decode tokens/s: "
+        + ", ".join(f"batch {b} {fmt(v['median'])}x" for b, v in o["ratios_onnxruntime_over_pytorch"].items()),
+        "",
+    ]
 
 
 def _serving_md(sv: dict[str, Any]) -> list[str]:
@@ -412,110 +424,124 @@ def _loadtest_md(lt: dict[str, Any]) -> list[str]:
     if "error" in cc:
         out += [f"Cross-check failed: {cc['error']}", ""]
     elif cc:
-        srv, wl = cc["server"], cc["workload"]
-        out += [
-            f"Paced server: first token after {srv['ttft_ms']:g} ms, then one token every {srv['itl_ms']:g} ms, "
-            f"{srv['output_tokens']} tokens; {wl['requests']} requests per level after {wl['warmup']} warm-up, "
-            f"{wl['input_tokens']} input tokens; AIPerf {cc.get('aiperf_version') or 'not installed'}. "
-            f"Expected: TTFT {cc['expected']['ttft_ms']:g} ms, TPOT {cc['expected']['tpot_ms']:g} ms, "
-            f"e2e {cc['expected']['e2e_ms']:g} ms.",
-            "",
-        ]
-        rows = []
-        for c, cell in cc["levels"].items():
-            for name, v in (cell.get("comparison") or {}).items():
-                if name == "idle_ms_between_requests_per_slot":
-                    continue
-                rows.append([c, name, v["ours"], v["aiperf"], v["ratio"], "yes" if v["within_10pct"] else "**no**"])
-        if rows:
-            out += [table(["concurrency", "metric", "ours", "AIPerf", "ours/AIPerf", "within 10 %"], rows), ""]
-            out += [
-                "Definitions: TPOT (ours) and AIPerf's inter_token_latency are both (last text event - first) / "
-                "(tokens - 1) per request; ITL (ours) and inter_chunk_latency both pool the gaps between text "
-                "events; AIPerf's request_latency ends at the last text event, ours when the reply ends. Idle time "
-                "per concurrency slot between a reply and the next request (wall x concurrency / requests - mean "
-                "latency), which moves throughput at equal latency: "
-                + "; ".join(
-                    f"concurrency {c}: ours {fmt(g['ours'])} ms, AIPerf {fmt(g['aiperf'])} ms "
-                    f"(its credit-to-start p50 {fmt(g['aiperf_credit_to_start_p50_ms'])} ms)"
-                    for c, cell in cc["levels"].items()
-                    if (g := (cell.get("comparison") or {}).get("idle_ms_between_requests_per_slot"))
-                )
-                + "."
-            ]
-            bare = (cc["levels"].get("1") or {}).get("bare_httpx_ttft_ms")
-            if bare:
-                out += [
-                    f"Control for the client's own cost at concurrency 1: a bare httpx streaming loop (no load-test "
-                    f"bookkeeping, its own process) sees TTFT p50 {fmt(bare['p50'])} ms (min {fmt(bare['min'])}) "
-                    f"against the same server."
-                ]
-            out += [""]
-        else:
-            out += ["AIPerf not run: " + "; ".join(str(cell.get("aiperf")) for cell in cc["levels"].values()), ""]
+        out += _cross_check_md(cc)
     ce = lt.get("ceiling") or {}
     if ce and "error" not in ce:
-        out += [
-            f"Ceiling ({ce['target']}, {ce['requests_per_level']} requests per level): "
-            + ", ".join(
-                f"concurrency {c} {fmt(v['requests_per_s'])} req/s (e2e p50 {fmt(v['e2e_ms'].get('p50'))} ms)"
-                for c, v in ce["levels"].items()
-            )
-            + f"; at most {fmt(ce['max_requests_per_s'])} req/s"
-            + (
-                f"; AIPerf at concurrency {ce['aiperf_reference']['concurrency']}: "
-                f"{fmt(ce['aiperf_reference']['requests_per_s'])} req/s"
-                if ce.get("aiperf_reference")
-                else ""
-            )
-            + ".",
-            "",
-        ]
+        out += _ceiling_md(ce)
     fd = lt.get("front_doors") or {}
     if fd and "error" not in fd:
-        rows = [[k, v["p50"], v["p99"]] for k, v in fd["ms"].items()]
-        out += [
-            f"Front doors ({fd['server']}; {fd['reps']} interleaved rounds), ms:",
-            "",
-            table(["call", "p50", "p99"], rows),
-            "",
-        ]
-        for door in ("invoke_function", "stream_function"):
-            a = fd[f"{door}_added_ms"]
-            out.append(
-                f"- {door} adds {fmt(a['p50_difference'])} ms at p50 (paired {fmt(a['paired_p50'])} ms), "
-                f"{fmt(a['p99_difference'])} ms at p99: goal 5 ms p50 {'met' if a['goal_5ms_p50_met'] else '**missed**'}"
-            )
-        out.append("")
+        out += _front_doors_md(fd)
     ls = lt.get("local_server") or {}
     if ls and "error" not in ls:
-        res = ls.get("ours_response_stream") or {}
-        rows = [
-            [
-                lv["concurrency"],
-                lv["requests"],
-                lv["errors"],
-                lv["ttft_ms"].get("p50"),
-                lv["itl_ms"].get("p50"),
-                lv["e2e_ms"].get("p50"),
-                lv["output_tokens_per_s"],
-            ]
-            for lv in res.get("levels", [])
-        ]
-        out += [
-            f"Local server ({ls['model']}), sagemaker-runtime response stream:",
-            "",
-            table(
-                ["concurrency", "requests", "errors", "TTFT p50 ms", "ITL p50 ms", "e2e p50 ms", "output tok/s"], rows
-            ),
-            "",
-            f"OpenAI route: {ls.get('openai_route')}",
-            "",
-        ]
+        out += _local_server_md(ls)
     for name in ("cross_check", "ceiling", "front_doors", "local_server"):
         if "error" in (lt.get(name) or {}):
             out += [f"{name} failed: {lt[name]['error']}", ""]
     return out
+
+
+def _cross_check_md(cc: dict[str, Any]) -> list[str]:
+    srv, wl = cc["server"], cc["workload"]
+    out = [
+        f"Paced server: first token after {srv['ttft_ms']:g} ms, then one token every {srv['itl_ms']:g} ms, "
+        f"{srv['output_tokens']} tokens; {wl['requests']} requests per level after {wl['warmup']} warm-up, "
+        f"{wl['input_tokens']} input tokens; AIPerf {cc.get('aiperf_version') or 'not installed'}. "
+        f"Expected: TTFT {cc['expected']['ttft_ms']:g} ms, TPOT {cc['expected']['tpot_ms']:g} ms, "
+        f"e2e {cc['expected']['e2e_ms']:g} ms.",
+        "",
+    ]
+    rows = []
+    for c, cell in cc["levels"].items():
+        for name, v in (cell.get("comparison") or {}).items():
+            if name == "idle_ms_between_requests_per_slot":
+                continue
+            rows.append([c, name, v["ours"], v["aiperf"], v["ratio"], "yes" if v["within_10pct"] else "**no**"])
+    if not rows:
+        return out + ["AIPerf not run: " + "; ".join(str(cell.get("aiperf")) for cell in cc["levels"].values()), ""]
+    out += [table(["concurrency", "metric", "ours", "AIPerf", "ours/AIPerf", "within 10 %"], rows), ""]
+    out += [
+        "Definitions: TPOT (ours) and AIPerf's inter_token_latency are both (last text event - first) / "
+        "(tokens - 1) per request; ITL (ours) and inter_chunk_latency both pool the gaps between text "
+        "events; AIPerf's request_latency ends at the last text event, ours when the reply ends. Idle time "
+        "per concurrency slot between a reply and the next request (wall x concurrency / requests - mean "
+        "latency), which moves throughput at equal latency: "
+        + "; ".join(
+            f"concurrency {c}: ours {fmt(g['ours'])} ms, AIPerf {fmt(g['aiperf'])} ms "
+            f"(its credit-to-start p50 {fmt(g['aiperf_credit_to_start_p50_ms'])} ms)"
+            for c, cell in cc["levels"].items()
+            if (g := (cell.get("comparison") or {}).get("idle_ms_between_requests_per_slot"))
+        )
+        + "."
+    ]
+    bare = (cc["levels"].get("1") or {}).get("bare_httpx_ttft_ms")
+    if bare:
+        out += [
+            f"Control for the client's own cost at concurrency 1: a bare httpx streaming loop (no load-test "
+            f"bookkeeping, its own process) sees TTFT p50 {fmt(bare['p50'])} ms (min {fmt(bare['min'])}) "
+            f"against the same server."
+        ]
+    return out + [""]
+
+
+def _ceiling_md(ce: dict[str, Any]) -> list[str]:
+    return [
+        f"Ceiling ({ce['target']}, {ce['requests_per_level']} requests per level): "
+        + ", ".join(
+            f"concurrency {c} {fmt(v['requests_per_s'])} req/s (e2e p50 {fmt(v['e2e_ms'].get('p50'))} ms)"
+            for c, v in ce["levels"].items()
+        )
+        + f"; at most {fmt(ce['max_requests_per_s'])} req/s"
+        + (
+            f"; AIPerf at concurrency {ce['aiperf_reference']['concurrency']}: "
+            f"{fmt(ce['aiperf_reference']['requests_per_s'])} req/s"
+            if ce.get("aiperf_reference")
+            else ""
+        )
+        + ".",
+        "",
+    ]
+
+
+def _front_doors_md(fd: dict[str, Any]) -> list[str]:
+    rows = [[k, v["p50"], v["p99"]] for k, v in fd["ms"].items()]
+    out = [
+        f"Front doors ({fd['server']}; {fd['reps']} interleaved rounds), ms:",
+        "",
+        table(["call", "p50", "p99"], rows),
+        "",
+    ]
+    for door in ("invoke_function", "stream_function"):
+        a = fd[f"{door}_added_ms"]
+        out.append(
+            f"- {door} adds {fmt(a['p50_difference'])} ms at p50 (paired {fmt(a['paired_p50'])} ms), "
+            f"{fmt(a['p99_difference'])} ms at p99: goal 5 ms p50 {'met' if a['goal_5ms_p50_met'] else '**missed**'}"
+        )
+    out.append("")
+    return out
+
+
+def _local_server_md(ls: dict[str, Any]) -> list[str]:
+    res = ls.get("ours_response_stream") or {}
+    rows = [
+        [
+            lv["concurrency"],
+            lv["requests"],
+            lv["errors"],
+            lv["ttft_ms"].get("p50"),
+            lv["itl_ms"].get("p50"),
+            lv["e2e_ms"].get("p50"),
+            lv["output_tokens_per_s"],
+        ]
+        for lv in res.get("levels", [])
+    ]
+    return [
+        f"Local server ({ls['model']}), sagemaker-runtime response stream:",
+        "",
+        table(["concurrency", "requests", "errors", "TTFT p50 ms", "ITL p50 ms", "e2e p50 ms", "output tok/s"], rows),
+        "",
+        f"OpenAI route: {ls.get('openai_route')}",
+        "",
+    ]
 
 
 def markdown(results: dict[str, Any]) -> str:
@@ -549,23 +575,20 @@ def markdown(results: dict[str, Any]) -> str:
             + ".",
             "",
         ]
-    for key in ("coldstart", "coldstart_gptj"):
+    renderers = (
+        ("coldstart", _coldstart_md),
+        ("coldstart_gptj", _coldstart_md),
+        ("s3coldstart", _s3coldstart_md),
+        ("s3stream", _s3stream_md),
+        ("publish", _publish_md),
+        ("serving", _serving_md),
+        ("devloop", _devloop_md),
+        ("gpu", _gpu_md),
+        ("loadtest", _loadtest_md),
+    )
+    for key, render in renderers:  # in the report's order
         if key in sec:
-            lines += _coldstart_md(sec[key])
-    if "s3coldstart" in sec:
-        lines += _s3coldstart_md(sec["s3coldstart"])
-    if "s3stream" in sec:
-        lines += _s3stream_md(sec["s3stream"])
-    if "publish" in sec:
-        lines += _publish_md(sec["publish"])
-    if "serving" in sec:
-        lines += _serving_md(sec["serving"])
-    if "devloop" in sec:
-        lines += _devloop_md(sec["devloop"])
-    if "gpu" in sec:
-        lines += _gpu_md(sec["gpu"])
-    if "loadtest" in sec:
-        lines += _loadtest_md(sec["loadtest"])
+            lines += render(sec[key])
     return "\n".join(lines) + "\n"
 
 
@@ -575,114 +598,118 @@ def plots(results: dict[str, Any], out: Path) -> list[Path]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    written = []
+    written: list[Path] = []
     sec = results["sections"]
-    c = sec.get("coldstart")
-    if c:
-        fig, ax = plt.subplots(figsize=(7, 4))
-        xs = list(c["variants"])
-        for i, state in enumerate(("cold", "warm")):
-            med = [c["ready_s"][f"{v}_{state}"]["median"] for v in xs]
-            lo = [m - c["ready_s"][f"{v}_{state}"]["min"] for v, m in zip(xs, med)]
-            hi = [c["ready_s"][f"{v}_{state}"]["max"] - m for v, m in zip(xs, med)]
-            ax.bar(
-                [j + i * 0.4 for j in range(len(xs))], med, 0.4, yerr=[lo, hi], capsize=3, label=f"page cache {state}"
-            )
-        ax.set_xticks(
-            [j + 0.2 for j in range(len(xs))],
-            ["(a) from_pretrained\nfp32", "(b) torch.load\npickle fp16", "(c) ours\nsafetensors fp16", "(d) raw read"],
-        )
-        ax.set_ylabel("seconds to first token (median, min-max)")
-        ax.set_title(f"Cold start, {c['shape']} shape")
-        ax.legend()
-        fig.tight_layout()
-        written.append(out / "coldstart.png")
-        fig.savefig(written[-1], dpi=100)
-        plt.close(fig)
-    p = sec.get("publish")
-    if p:
-        keys = [
-            k
-            for k in (
-                "read_cold",
-                "read_warm",
-                "hash_only",
-                "prefix_c8",
-                "prefix_c1",
-                "tar_prefix_c8",
-                "tar_ours",
-                "tar_ours_pack",
-                "tar_default_pack",
-            )
-            if k in p["mib_per_s"]
-        ]
-        fig, ax = plt.subplots(figsize=(8, 4))
-        ax.barh(keys, [p["mib_per_s"][k]["median"] for k in keys])
-        ax.set_xscale("log")
-        ax.set_xlabel("MiB/s (median; log scale)")
-        ax.set_title("Publish throughput vs raw disk read (tar*: small artifact)")
-        fig.tight_layout()
-        written.append(out / "publish.png")
-        fig.savefig(written[-1], dpi=100)
-        plt.close(fig)
-    sv = sec.get("serving")
-    if sv:
-        models = [m for m in ("tiny-gpt2", "gpt2-124m") if m in sv]
-        fig, axes = plt.subplots(1, len(models), figsize=(6 * len(models), 4), squeeze=False)
-        for ax, name in zip(axes[0], models):
-            for system, d in sv[name]["servers"].items():
-                if "cells" not in d:
-                    continue
-                cs = [int(c) for c in d["cells"]]
-                ax.plot(cs, [d["cells"][str(c)]["p50_s"] * 1000 for c in cs], "o-", label=f"{system} p50")
-                ax.plot(cs, [d["cells"][str(c)]["p99_s"] * 1000 for c in cs], "x--", label=f"{system} p99")
-            ax.set_xlabel("concurrency")
-            ax.set_ylabel("latency ms")
-            ax.set_title(f"{name}, {sv[name]['new_tokens']} new tokens")
-            ax.legend(fontsize=7)
-        fig.tight_layout()
-        written.append(out / "serving_latency.png")
-        fig.savefig(written[-1], dpi=100)
-        plt.close(fig)
-    s3 = sec.get("s3coldstart")
-    if s3:
-        fig, ax = plt.subplots(figsize=(7, 3.5))
-        xs = list(s3["variants"])
-        med = [s3["seconds"][v]["median"] for v in xs]
-        err = [
-            [m - s3["seconds"][v]["min"] for v, m in zip(xs, med)],
-            [s3["seconds"][v]["max"] - m for v, m in zip(xs, med)],
-        ]
-        ax.bar(xs, med, yerr=err, capsize=3, label="to first token")
-        ax.bar(xs, [s3["download_seconds"][v]["median"] for v in xs], 0.4, label="of which download")
-        ax.set_ylabel("seconds (median, min-max)")
-        ax.set_title("Cold start from the emulator's S3")
-        ax.legend()
-        fig.tight_layout()
-        written.append(out / "s3coldstart.png")
-        fig.savefig(written[-1], dpi=100)
-        plt.close(fig)
+    drawers = (
+        ("coldstart.png", _coldstart_plot, sec.get("coldstart")),
+        ("publish.png", _publish_plot, sec.get("publish")),
+        ("serving_latency.png", _serving_plot, sec.get("serving")),
+        ("s3coldstart.png", _s3coldstart_plot, sec.get("s3coldstart")),
+    )
+    for name, draw, section in drawers:
+        if section:
+            _save(plt, draw(plt, section), out / name, written)
     d = (sec.get("gpu") or {}).get("decode") or {}
     if d.get("systems"):
-        fig, ax = plt.subplots(figsize=(7, 4))
-        for name, by_batch in d["systems"].items():
-            if "skipped" in by_batch or "error" in by_batch:
-                continue
-            bs = list(by_batch)
-            ax.plot([int(b) for b in bs], [by_batch[b]["decode_tokens_per_s"]["median"] for b in bs], "o-", label=name)
-        first = next(v for v in d["systems"].values() if "skipped" not in v and "error" not in v)
-        ax.plot(
-            [int(b) for b in first], [first[b]["bound_tokens_per_s"] for b in first], "k--", label="bandwidth bound"
-        )
-        ax.set_xlabel("batch")
-        ax.set_ylabel("decode tokens/s")
-        ax.set_title(f"Decode, {sec['gpu']['device'].get('name')}")
-        ax.legend(fontsize=7)
-        fig.tight_layout()
-        written.append(out / "gpu_decode.png")
-        fig.savefig(written[-1], dpi=100)
-        plt.close(fig)
+        _save(plt, _gpu_decode_plot(plt, d, sec["gpu"]["device"].get("name")), out / "gpu_decode.png", written)
     return written
+
+
+def _save(plt, fig, path: Path, written: list[Path]) -> None:
+    fig.tight_layout()
+    written.append(path)
+    fig.savefig(written[-1], dpi=100)
+    plt.close(fig)
+
+
+def _coldstart_plot(plt, c: dict[str, Any]):
+    fig, ax = plt.subplots(figsize=(7, 4))
+    xs = list(c["variants"])
+    for i, state in enumerate(("cold", "warm")):
+        med = [c["ready_s"][f"{v}_{state}"]["median"] for v in xs]
+        lo = [m - c["ready_s"][f"{v}_{state}"]["min"] for v, m in zip(xs, med)]
+        hi = [c["ready_s"][f"{v}_{state}"]["max"] - m for v, m in zip(xs, med)]
+        ax.bar([j + i * 0.4 for j in range(len(xs))], med, 0.4, yerr=[lo, hi], capsize=3, label=f"page cache {state}")
+    ax.set_xticks(
+        [j + 0.2 for j in range(len(xs))],
+        ["(a) from_pretrained\nfp32", "(b) torch.load\npickle fp16", "(c) ours\nsafetensors fp16", "(d) raw read"],
+    )
+    ax.set_ylabel("seconds to first token (median, min-max)")
+    ax.set_title(f"Cold start, {c['shape']} shape")
+    ax.legend()
+    return fig
+
+
+PUBLISH_PLOT_KEYS = (
+    "read_cold",
+    "read_warm",
+    "hash_only",
+    "prefix_c8",
+    "prefix_c1",
+    "tar_prefix_c8",
+    "tar_ours",
+    "tar_ours_pack",
+    "tar_default_pack",
+)
+
+
+def _publish_plot(plt, p: dict[str, Any]):
+    keys = [k for k in PUBLISH_PLOT_KEYS if k in p["mib_per_s"]]
+    fig, ax = plt.subplots(figsize=(8, 4))
+    ax.barh(keys, [p["mib_per_s"][k]["median"] for k in keys])
+    ax.set_xscale("log")
+    ax.set_xlabel("MiB/s (median; log scale)")
+    ax.set_title("Publish throughput vs raw disk read (tar*: small artifact)")
+    return fig
+
+
+def _serving_plot(plt, sv: dict[str, Any]):
+    models = [m for m in ("tiny-gpt2", "gpt2-124m") if m in sv]
+    fig, axes = plt.subplots(1, len(models), figsize=(6 * len(models), 4), squeeze=False)
+    for ax, name in zip(axes[0], models):
+        for system, d in sv[name]["servers"].items():
+            if "cells" not in d:
+                continue
+            cs = [int(c) for c in d["cells"]]
+            ax.plot(cs, [d["cells"][str(c)]["p50_s"] * 1000 for c in cs], "o-", label=f"{system} p50")
+            ax.plot(cs, [d["cells"][str(c)]["p99_s"] * 1000 for c in cs], "x--", label=f"{system} p99")
+        ax.set_xlabel("concurrency")
+        ax.set_ylabel("latency ms")
+        ax.set_title(f"{name}, {sv[name]['new_tokens']} new tokens")
+        ax.legend(fontsize=7)
+    return fig
+
+
+def _s3coldstart_plot(plt, s3: dict[str, Any]):
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    xs = list(s3["variants"])
+    med = [s3["seconds"][v]["median"] for v in xs]
+    err = [
+        [m - s3["seconds"][v]["min"] for v, m in zip(xs, med)],
+        [s3["seconds"][v]["max"] - m for v, m in zip(xs, med)],
+    ]
+    ax.bar(xs, med, yerr=err, capsize=3, label="to first token")
+    ax.bar(xs, [s3["download_seconds"][v]["median"] for v in xs], 0.4, label="of which download")
+    ax.set_ylabel("seconds (median, min-max)")
+    ax.set_title("Cold start from the emulator's S3")
+    ax.legend()
+    return fig
+
+
+def _gpu_decode_plot(plt, d: dict[str, Any], device_name: str | None):
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for name, by_batch in d["systems"].items():
+        if "skipped" in by_batch or "error" in by_batch:
+            continue
+        bs = list(by_batch)
+        ax.plot([int(b) for b in bs], [by_batch[b]["decode_tokens_per_s"]["median"] for b in bs], "o-", label=name)
+    first = next(v for v in d["systems"].values() if "skipped" not in v and "error" not in v)
+    ax.plot([int(b) for b in first], [first[b]["bound_tokens_per_s"] for b in first], "k--", label="bandwidth bound")
+    ax.set_xlabel("batch")
+    ax.set_ylabel("decode tokens/s")
+    ax.set_title(f"Decode, {device_name}")
+    ax.legend(fontsize=7)
+    return fig
 
 
 def write(results: dict[str, Any], out: Path) -> None:

@@ -9,15 +9,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-
-def percentile(values: Sequence[float], q: float) -> float:
-    """Linear-interpolated percentile (q in 0..100), like numpy's default."""
-    if not values:
-        return math.nan
-    xs = sorted(values)
-    pos = (len(xs) - 1) * q / 100.0
-    lo, hi = math.floor(pos), math.ceil(pos)
-    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+# The repository's one percentile (statistics' inclusive method = numpy's default), re-exported for bench's callers.
+from load_testing.report import percentile
 
 
 def summarize(values: Sequence[float]) -> dict[str, Any]:

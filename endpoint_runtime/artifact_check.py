@@ -16,10 +16,11 @@ import json
 import urllib.request
 from typing import Any
 
+from endpoint_runtime import clients
+
 # CloudFormation shows Reason in the stack events; it stops reading responses above 4096 bytes (User Guide, custom
 # resource response objects), so the reason is kept well under it.
 MAX_REASON_CHARS = 1000
-_clients: dict[str, Any] = {}
 # Every wait bounded well inside the function's 60 s (stacks/artifact_guard.py): an answer must reach CloudFormation
 # before Lambda ends the function, or the stack waits for the resource's ServiceTimeout (operations review R3).
 # botocore's defaults are 60 s connect + 60 s read (botocore/endpoint.py DEFAULT_TIMEOUT) and 5 attempts in legacy
@@ -40,6 +41,12 @@ def client_config():
         read_timeout=READ_TIMEOUT_S,
         retries={"mode": "standard", "total_max_attempts": MAX_ATTEMPTS},
     )
+
+
+def _make_s3_client() -> Any:
+    import boto3
+
+    return boto3.client("s3", config=client_config())
 
 
 def publication_problem(s3: Any, bucket: str, manifest_key: str, content_hash: str) -> str | None:
@@ -105,11 +112,12 @@ def handler(event: dict[str, Any], context: Any = None) -> None:
             respond(event, "SUCCESS")
             return
         props = event["ResourceProperties"]
-        if "s3" not in _clients:
-            import boto3
-
-            _clients["s3"] = boto3.client("s3", config=client_config())
-        problem = publication_problem(_clients["s3"], props["Bucket"], props["ManifestKey"], props["ContentHash"])
+        problem = publication_problem(
+            clients.cached("artifact_check:s3", _make_s3_client),
+            props["Bucket"],
+            props["ManifestKey"],
+            props["ContentHash"],
+        )
         print(
             json.dumps(
                 {

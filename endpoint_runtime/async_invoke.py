@@ -18,6 +18,7 @@ import boto3
 import botocore.exceptions
 from botocore.config import Config
 
+from endpoint_runtime import clients
 from endpoint_runtime import invoke as realtime
 
 RequestError = realtime.RequestError
@@ -53,20 +54,18 @@ def max_result_bytes() -> int:
     return realtime.contract.env_int("MAX_RESULT_BYTES", DEFAULT_MAX_RESULT_BYTES, 1, 6 * 1024 * 1024)
 
 
-_clients: dict[str, Any] = {}
-
-
 def get_client(service: str) -> Any:
     """One client per service, created lazily and reused by a warm Lambda (standard retries: every call here is
     idempotent or keyed by a fresh inference id)."""
-    if service not in _clients:
-        _clients[service] = boto3.client(service, config=Config(retries={"mode": "standard", "total_max_attempts": 3}))
-    return _clients[service]
+    return clients.cached(
+        f"async_invoke:{service}",
+        lambda: boto3.client(service, config=Config(retries={"mode": "standard", "total_max_attempts": 3})),
+    )
 
 
 def reset_clients() -> None:
     """Forget the cached clients (tests; or after the environment changes)."""
-    _clients.clear()
+    clients.forget("async_invoke:")
 
 
 def _error(status: int, error_type: str, message: str, **extra: Any) -> tuple[int, dict]:

@@ -27,7 +27,7 @@ from botocore.config import Config
 # the top-level module every entry point ships under the same name (the function's asset holds it at its root).
 import chat_contract
 import request_contract as contract
-from endpoint_runtime import bodies
+from endpoint_runtime import bodies, clients
 
 DEFAULT_MAX_REQUEST_BYTES = 64 * 1024
 DEFAULT_READ_TIMEOUT_S = 55.0
@@ -189,9 +189,9 @@ def payload_from_event(event: Any) -> Any:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# SageMaker client (created once, lazily, reused across invocations of a warm Lambda)
+# SageMaker client (created once, lazily, reused across invocations of a warm Lambda: endpoint_runtime/clients.py)
 
-_client = None
+_client = None  # a client set here (tests) is used instead of the cached one
 
 
 def _no_retry_on_read_timeout(caught_exception=None, **_: Any):
@@ -218,16 +218,14 @@ def make_client(read_timeout: float | None = None):
 
 
 def get_client():
-    global _client
-    if _client is None:
-        _client = make_client()
-    return _client
+    return _client if _client is not None else clients.cached("invoke:sagemaker-runtime", make_client)
 
 
 def reset_client() -> None:
     """Forget the cached client (tests; or after the environment changes)."""
     global _client
     _client = None
+    clients.forget("invoke:")
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -141,6 +141,29 @@ def check_response_shape(outputs: Any) -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class _SmokeCall:
+    """smoke_test's arguments, as its steps read them (smoke_test documents each; same names, same order)."""
+
+    stack_name: str
+    expected_endpoint: str | None
+    prompt: str
+    max_new_tokens: int
+    latency_budget_ms: int
+    emulator: bool
+    inference_component: str | None
+    async_locations: dict[str, str] | None
+    wake_budget_ms: int | None
+    must_end_within_ms: int | None
+    chat: ChatSmoke | None
+    adapters: dict[str, str] | None
+    prompt_body: str | None
+    reasoning_field: str | None
+    session: Any
+    runtime_client: Any
+    s3_client: Any
+
+
 def smoke_test(
     stack_name: str,
     *,
@@ -172,12 +195,46 @@ def smoke_test(
     adapters: adapter name -> adapter inference component; each is checked and invoked after the base (check_adapters).
     prompt_body / reasoning_field: the body kind the container takes the prompt in and its reply's reasoning field
     (the plan's SmokeSettings; endpoint_runtime/bodies.py); None: PROMPT_BODY / REASONING_FIELD from the environment."""
-    session = session or boto3.session.Session()
+    # _SmokeCall's fields are smoke_test's parameters, in order.
+    call = _SmokeCall(
+        stack_name,
+        expected_endpoint,
+        prompt,
+        max_new_tokens,
+        latency_budget_ms,
+        emulator,
+        inference_component,
+        async_locations,
+        wake_budget_ms,
+        must_end_within_ms,
+        chat,
+        adapters,
+        prompt_body,
+        reasoning_field,
+        session or boto3.session.Session(),
+        runtime_client,
+        s3_client,
+    )
     result = SmokeResult(stack=stack_name)
-    cfn = session.client("cloudformation")
-    sm = session.client("sagemaker")
+    cfn = call.session.client("cloudformation")
+    sm = call.session.client("sagemaker")
+    if not _check_stack(result, cfn, sm, stack_name):
+        return result
+    deployed = _deployed_resources(result, cfn, stack_name)
+    if deployed is None:
+        return result
+    endpoint, deployed_config, deployed_models = deployed
+    result.endpoint = endpoint
+    _check_endpoint_name(result, call, endpoint)
+    described = _check_status_and_config(result, sm, stack_name, endpoint, deployed_config)
+    if described is None or not _ready_to_invoke(result, call, sm, described, deployed_models):
+        return result
+    _invoke_and_check(result, call, sm, endpoint, described)
+    return result
 
-    # -- the stack
+
+def _check_stack(result: SmokeResult, cfn, sm, stack_name: str) -> bool:
+    """The stack's state; False when it cannot be described (nothing else can be checked)."""
     try:
         stack = cfn.describe_stacks(StackName=stack_name)["Stacks"][0]
     except botocore.exceptions.ClientError as err:
@@ -190,10 +247,10 @@ def smoke_test(
             )
         else:
             result.add("stack", False, f"cannot describe stack {stack_name}: {aws_message(err)}")
-        return result
+        return False
     except botocore.exceptions.BotoCoreError as err:
         result.add("stack", False, f"cannot describe stack {stack_name}: {aws_message(err)}")
-        return result
+        return False
     status = stack["StackStatus"]
     if status in GOOD_STACK_STATES:
         result.add("stack", True, f"{stack_name} is {status}")
@@ -212,14 +269,18 @@ def smoke_test(
             f"stack {stack_name} is {status}, not CREATE_COMPLETE or UPDATE_COMPLETE: wait for "
             f"the deploy to finish (or fix it) and run the smoke test again",
         )
+    return True
 
-    # -- the endpoint and endpoint config the stack deployed
+
+def _deployed_resources(result: SmokeResult, cfn, stack_name: str) -> tuple[str, str, list[str]] | None:
+    """The endpoint, endpoint config and models the stack deployed; None (a failed check) when they cannot be read
+    or the stack has not exactly one endpoint and one endpoint config."""
     try:
         pages = cfn.get_paginator("list_stack_resources").paginate(StackName=stack_name)
         resources = [r for page in pages for r in page["StackResourceSummaries"]]
     except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError) as err:
         result.add("endpoint", False, f"cannot list the resources of stack {stack_name}: {aws_message(err)}")
-        return result
+        return None
     found = {
         t: [
             _name_from_physical_id(r["PhysicalResourceId"])
@@ -237,11 +298,14 @@ def smoke_test(
                 f"stack {stack_name} has {len(names)} resources of type {t}, expected 1: "
                 f"is it an endpoint stack of this app?",
             )
-            return result
-    endpoint, deployed_config = found[ENDPOINT_TYPE][0], found[CONFIG_TYPE][0]
-    result.endpoint = endpoint
+            return None
+    return found[ENDPOINT_TYPE][0], found[CONFIG_TYPE][0], deployed_models
+
+
+def _check_endpoint_name(result: SmokeResult, call: _SmokeCall, endpoint: str) -> None:
+    expected_endpoint = call.expected_endpoint
     if expected_endpoint and endpoint.casefold() != expected_endpoint.casefold():
-        if emulator:
+        if call.emulator:
             result.add(
                 "endpoint", True, f"{endpoint} (the emulator names endpoints itself; on AWS it is {expected_endpoint})"
             )
@@ -249,13 +313,18 @@ def smoke_test(
             result.add(
                 "endpoint",
                 False,
-                f"stack {stack_name} deployed endpoint {endpoint}, but clients call "
+                f"stack {call.stack_name} deployed endpoint {endpoint}, but clients call "
                 f"{expected_endpoint}: the stack and the config disagree; synthesize and "
                 f"deploy the stack from this config again",
             )
     else:
         result.add("endpoint", True, endpoint)
 
+
+def _check_status_and_config(
+    result: SmokeResult, sm, stack_name: str, endpoint: str, deployed_config: str
+) -> dict[str, Any] | None:
+    """The endpoint's status and the endpoint config it runs; its description, or None when it cannot be described."""
     try:
         described = sm.describe_endpoint(EndpointName=endpoint)
     except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError) as err:
@@ -265,10 +334,9 @@ def smoke_test(
             f"cannot describe endpoint {endpoint}: {aws_message(err)}; it may have been "
             f"deleted outside CloudFormation: deploy stack {stack_name} again",
         )
-        return result
+        return None
     endpoint_status = described.get("EndpointStatus")
-    in_service = endpoint_status == "InService"
-    if in_service:
+    if endpoint_status == "InService":
         result.add("status", True, "InService")
     else:
         reason = described.get("FailureReason")
@@ -293,76 +361,124 @@ def smoke_test(
             f"changed outside CloudFormation); read the endpoint's events and logs, then "
             f"deploy the stack again",
         )
-    if inference_component is not None:
+    return described
+
+
+def _ready_to_invoke(
+    result: SmokeResult, call: _SmokeCall, sm, described: dict[str, Any], deployed_models: list[str]
+) -> bool:
+    """Checks the inference component (if any); False, with the invocation skipped, when the endpoint or its
+    component is not InService."""
+    endpoint_status = described.get("EndpointStatus")
+    in_service = endpoint_status == "InService"
+    component = call.inference_component
+    if component is not None:
         # The model runs as an inference component: a new model updates the component, not the endpoint config.
         # The stack's Model is named by its physical id, the model's ARN (AWS::SageMaker::Model's primaryIdentifier is
         # ModelArn in its CloudFormation registry schema, as cfn-lint ships it).
-        component_ok = _check_component(result, sm, inference_component, deployed_models, stack_name)
+        component_ok = _check_component(result, sm, component, deployed_models, call.stack_name)
         if in_service and not component_ok:
-            result.add(
-                "invoke", True, f"not run: inference component {inference_component} is not InService", skipped=True
-            )
-            return result
+            result.add("invoke", True, f"not run: inference component {component} is not InService", skipped=True)
+            return False
     if not in_service:
         result.add("invoke", True, f"not run: endpoint is {endpoint_status}", skipped=True)
-        return result
-    budget_ms, waking = latency_budget_ms, False
-    if async_locations is not None and running_instances(described) == 0:
-        waking = True
-        budget_ms = max(latency_budget_ms, wake_budget_ms or 0)
-        result.add(
-            "capacity",
-            True,
-            (
-                f"endpoint {endpoint} runs 0 instances (it scaled to zero; an update keeps the scaled count): the prompt "
-                f"waits for the scale-up from zero (the HasBacklogWithoutCapacity alarm, then an instance starts), up to "
-                f"{budget_ms} ms"
-            ),
-        )
+        return False
+    return True
 
-    # -- one invocation with the configured prompt, in the body the container takes (endpoint_runtime/bodies.py)
-    payload = generation_payload(prompt, max_new_tokens)
+
+def _wake_budget(result: SmokeResult, call: _SmokeCall, endpoint: str, described: dict[str, Any]) -> tuple[int, bool]:
+    """The wait for the answer and whether the endpoint wakes from zero (an asynchronous endpoint at 0 instances
+    waits its wake budget, noted as the capacity check)."""
+    if call.async_locations is None or running_instances(described) != 0:
+        return call.latency_budget_ms, False
+    budget_ms = max(call.latency_budget_ms, call.wake_budget_ms or 0)
+    result.add(
+        "capacity",
+        True,
+        (
+            f"endpoint {endpoint} runs 0 instances (it scaled to zero; an update keeps the scaled count): the prompt "
+            f"waits for the scale-up from zero (the HasBacklogWithoutCapacity alarm, then an instance starts), up to "
+            f"{budget_ms} ms"
+        ),
+    )
+    return budget_ms, True
+
+
+def _invoke_and_check(result: SmokeResult, call: _SmokeCall, sm, endpoint: str, described: dict[str, Any]) -> None:
+    """One invocation with the configured prompt, in the body the container takes (endpoint_runtime/bodies.py), its
+    answer and latency checked; then the chat exchange and the adapters, where the endpoint has them."""
+    budget_ms, waking = _wake_budget(result, call, endpoint, described)
+    payload = generation_payload(call.prompt, call.max_new_tokens)
     try:
-        kind = bodies.prompt_kind_from_env() if prompt_body is None else prompt_body
-        reasoning_field = bodies.reasoning_field_from_env() if reasoning_field is None else reasoning_field
+        kind = bodies.prompt_kind_from_env() if call.prompt_body is None else call.prompt_body
+        reasoning_field = bodies.reasoning_field_from_env() if call.reasoning_field is None else call.reasoning_field
     except SetupError as err:
         result.add("invoke", False, f"configuration: {err}")
-        return result
+        return
     # Clients call the configured name; on AWS it is the deployed one (checked above). The emulator names
     # endpoints itself but answers (or its stand-in model server answers) under the configured name.
-    invoke_name = expected_endpoint if (emulator and expected_endpoint) else endpoint
-    if async_locations is not None:
-        give_up_ms = must_end_within_ms if waking else None
+    invoke_name = call.expected_endpoint if (call.emulator and call.expected_endpoint) else endpoint
+    if call.async_locations is not None:
         answer = _answer_async(
             invoke_name,
             payload,
-            async_locations,
+            call.async_locations,
             budget_ms,
-            session,
-            runtime_client,
-            s3_client,
-            give_up_ms=give_up_ms,
+            call.session,
+            call.runtime_client,
+            call.s3_client,
+            give_up_ms=call.must_end_within_ms if waking else None,
             prompt_body=kind,
             reasoning_field=reasoning_field,
         )
     else:
         answer = _answer_real_time(
-            invoke_name, payload, session, runtime_client, inference_component, kind, reasoning_field
+            invoke_name, payload, call.session, call.runtime_client, call.inference_component, kind, reasoning_field
         )
+    if not _check_answer(result, call, endpoint, answer, budget_ms, waking):
+        return
+    if call.chat is not None:  # the endpoint serves chat: one exchange through its clients' route
+        chat_check(
+            result,
+            invoke_name,
+            call.chat,
+            session=call.session,
+            runtime_client=call.runtime_client,
+            inference_component=call.inference_component,
+        )
+    if call.adapters:
+        check_adapters(
+            result,
+            sm,
+            call.adapters,
+            base=call.inference_component,
+            endpoint=invoke_name,
+            payload=payload,
+            latency_budget_ms=call.latency_budget_ms,
+            client=call.runtime_client or make_runtime_client(call.session),
+            prompt_body=kind,
+            reasoning_field=reasoning_field,
+        )
+
+
+def _check_answer(
+    result: SmokeResult, call: _SmokeCall, endpoint: str, answer: _Answer, budget_ms: int, waking: bool
+) -> bool:
+    """The invoke, response and latency checks of the answer; False when there is no answer to go on with."""
     result.latency_ms = answer.latency_ms
     if not answer.submitted_ok:
         result.add("invoke", False, f"invoking {endpoint} returned {answer.problem}")
         result.add("latency", True, "not measured: the invocation failed", skipped=True)
-        return result
+        return False
     result.add("invoke", True, answer.invoke_message)
     if answer.unawaited is not None:  # waking from zero for longer than the caller may wait: not a failure
         result.add("response", True, answer.unawaited, skipped=True)
         result.add("latency", True, "not measured: the endpoint was scaling up from zero", skipped=True)
-        return result
+        return False
     if answer.problem is not None:  # submitted, but no answer: a failed or unfinished asynchronous request
         result.add("response", False, answer.problem)
         result.add("latency", True, "not measured: no answer", skipped=True)
-        return result
+        return False
     result.outputs = answer.outputs
     problem = check_response_shape(result.outputs)
     if problem:
@@ -374,7 +490,12 @@ def smoke_test(
         )
     else:
         result.add("response", True, f"{len(result.outputs)} generated_text item(s)")
-    latency_ms = answer.latency_ms
+    _check_latency(result, call, answer.latency_ms, budget_ms, waking)
+    return True
+
+
+def _check_latency(result: SmokeResult, call: _SmokeCall, latency_ms: int, budget_ms: int, waking: bool) -> None:
+    latency_budget_ms = call.latency_budget_ms
     if waking and latency_ms <= budget_ms:
         result.add("latency", True, f"{latency_ms} ms <= {budget_ms} ms budget (scale-up from zero included)")
     elif latency_ms <= latency_budget_ms:
@@ -384,32 +505,9 @@ def smoke_test(
             "latency",
             False,
             f"{latency_ms} ms is over the {latency_budget_ms} ms budget "
-            f"(smoke_test.latency_budget_ms, {max_new_tokens} new tokens): check the "
+            f"(smoke_test.latency_budget_ms, {call.max_new_tokens} new tokens): check the "
             f"instance type, the engine settings and the endpoint's metrics, or raise the budget",
         )
-    if chat is not None:  # the endpoint serves chat: one exchange through its clients' route
-        chat_check(
-            result,
-            invoke_name,
-            chat,
-            session=session,
-            runtime_client=runtime_client,
-            inference_component=inference_component,
-        )
-    if adapters:
-        check_adapters(
-            result,
-            sm,
-            adapters,
-            base=inference_component,
-            endpoint=invoke_name,
-            payload=payload,
-            latency_budget_ms=latency_budget_ms,
-            client=runtime_client or make_runtime_client(session),
-            prompt_body=kind,
-            reasoning_field=reasoning_field,
-        )
-    return result
 
 
 def generation_payload(prompt: str, max_new_tokens: int) -> dict[str, Any]:
@@ -601,8 +699,58 @@ def _answer_async(
     then without a verdict (`unawaited`), when it comes before the budget."""
     s3 = s3_client or session.client("s3")
     runtime = runtime_client or make_runtime_client(session)
-    log: dict[str, Any] = {}
     started = time.monotonic()
+    request = _submit_async(endpoint, payload, locations, s3, runtime, started, prompt_body)
+    if isinstance(request, _Answer):
+        return request
+    if not request.output:
+        return _Answer(
+            True, _elapsed_ms(started), request.submitted, problem="InvokeEndpointAsync named no output location"
+        )
+    wait = ASYNC_POLL_FIRST_S
+    while True:
+        try:
+            state = async_invoke.fetch_result(request.output, request.failure, s3=s3, max_bytes=ASYNC_MAX_RESULT_BYTES)
+        except async_invoke.RequestError as err:
+            return _Answer(
+                True, _elapsed_ms(started), request.submitted, problem=f"cannot read the answer: {err.message}"
+            )
+        except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError) as err:
+            return _Answer(
+                True,
+                _elapsed_ms(started),
+                request.submitted,
+                problem=f"cannot read the answer at {request.output}: {aws_message(err)}",
+            )
+        elapsed = _elapsed_ms(started)
+        answer = _async_verdict(request, state, elapsed, payload, prompt_body, reasoning_field)
+        answer = answer or _async_wait_over(request, elapsed, budget_ms, give_up_ms)
+        if answer is not None:
+            return answer
+        until = min(budget_ms, give_up_ms) if give_up_ms is not None else budget_ms
+        time.sleep(min(wait, max(0.0, (until - elapsed) / 1000)))
+        wait = min(wait * ASYNC_POLL_GROWTH, ASYNC_POLL_MAX_S)
+
+
+@dataclass(frozen=True)
+class _AsyncRequest:
+    """A submitted asynchronous request: where its answer or failure will be, and the invoke check's message."""
+
+    endpoint: str
+    inference_id: str
+    output: str | None
+    failure: str | None
+
+    @property
+    def submitted(self) -> str:
+        return f"submitted asynchronous request {self.inference_id}; SageMaker writes its answer to {self.output}"
+
+
+def _submit_async(
+    endpoint: str, payload: dict, locations: dict[str, str], s3, runtime, started: float, prompt_body: str
+) -> _AsyncRequest | _Answer:
+    """The request as SageMaker accepted it, or the refused submit's answer."""
+    log: dict[str, Any] = {}
     try:
         input_location = async_invoke.split_s3_uri(locations["input"], "input location")
     except async_invoke.RequestError as err:
@@ -615,76 +763,80 @@ def _answer_async(
         return _Answer(
             False, _elapsed_ms(started), problem=f"{status_code} {body.get('error_type')}: {body.get('error')}{detail}"
         )
-    inference_id, output, failure = body["inference_id"], body.get("output_location"), body.get("failure_location")
-    submitted = f"submitted asynchronous request {inference_id}; SageMaker writes its answer to {output}"
-    if not output:
-        return _Answer(True, _elapsed_ms(started), submitted, problem="InvokeEndpointAsync named no output location")
-    wait = ASYNC_POLL_FIRST_S
-    while True:
+    return _AsyncRequest(endpoint, body["inference_id"], body.get("output_location"), body.get("failure_location"))
+
+
+def _async_verdict(
+    request: _AsyncRequest,
+    state: dict[str, Any],
+    elapsed: int,
+    payload: dict,
+    prompt_body: str,
+    reasoning_field: str | None,
+) -> _Answer | None:
+    """The answer of a request SageMaker finished (completed or failed); None while it has not."""
+    output, submitted = request.output, request.submitted
+    if state["status"] == "completed":
+        if state.get("output") is None:
+            return _Answer(
+                True,
+                elapsed,
+                submitted,
+                problem=(
+                    f"the answer at {output} is {state.get('size_bytes')} bytes, far more than a "
+                    f"{payload['parameters']['max_new_tokens']}-token answer: read it and check the container"
+                ),
+            )
         try:
-            state = async_invoke.fetch_result(output, failure, s3=s3, max_bytes=ASYNC_MAX_RESULT_BYTES)
-        except async_invoke.RequestError as err:
-            return _Answer(True, _elapsed_ms(started), submitted, problem=f"cannot read the answer: {err.message}")
-        except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError) as err:
+            outputs = bodies.generation_outputs(prompt_body, state["output"], reasoning_field)
+        except ValueError as err:
             return _Answer(
-                True, _elapsed_ms(started), submitted, problem=f"cannot read the answer at {output}: {aws_message(err)}"
+                True, elapsed, submitted, problem=f"the answer at {output} is not a {prompt_body} reply: {err}"
             )
-        elapsed = _elapsed_ms(started)
-        if state["status"] == "completed":
-            if state.get("output") is None:
-                return _Answer(
-                    True,
-                    elapsed,
-                    submitted,
-                    problem=(
-                        f"the answer at {output} is {state.get('size_bytes')} bytes, far more than a "
-                        f"{payload['parameters']['max_new_tokens']}-token answer: read it and check the container"
-                    ),
-                )
-            try:
-                outputs = bodies.generation_outputs(prompt_body, state["output"], reasoning_field)
-            except ValueError as err:
-                return _Answer(
-                    True, elapsed, submitted, problem=f"the answer at {output} is not a {prompt_body} reply: {err}"
-                )
-            return _Answer(True, elapsed, submitted, outputs=outputs)
-        if state["status"] == "failed":
-            return _Answer(
-                True,
-                elapsed,
-                submitted,
-                problem=(
-                    f"endpoint {endpoint} failed asynchronous request {inference_id}: {str(state.get('error'))[:300]}; "
-                    f"read its CloudWatch logs (/aws/sagemaker/Endpoints/{endpoint})"
-                ),
-            )
-        if give_up_ms is not None and give_up_ms < budget_ms and elapsed >= give_up_ms:
-            return _Answer(
-                True,
-                elapsed,
-                submitted,
-                unawaited=(
-                    f"not awaited: endpoint {endpoint} is scaling up from zero, which may take up to {budget_ms} ms, "
-                    f"longer than this run may last ({give_up_ms} ms); run `python -m model_build smoke` (which waits "
-                    f"that long), or fetch the answer later with `python -m model_build result --output-location {output}`"
-                ),
-            )
-        if elapsed >= budget_ms:
-            return _Answer(
-                True,
-                elapsed,
-                submitted,
-                problem=(
-                    f"no answer to asynchronous request {inference_id} within the {budget_ms} ms budget "
-                    f"(smoke_test.latency_budget_ms): it is still queued or running. An endpoint at zero instances "
-                    f"starts one only after its HasBacklogWithoutCapacity alarm fires, then loads the model (minutes); "
-                    f"check ApproximateBacklogSize and the instance count, fetch the answer later with "
-                    f"`python -m model_build result --output-location {output}`, or raise the budget"
-                ),
-            )
-        until = min(budget_ms, give_up_ms) if give_up_ms is not None else budget_ms
-        time.sleep(min(wait, max(0.0, (until - elapsed) / 1000)))
-        wait = min(wait * ASYNC_POLL_GROWTH, ASYNC_POLL_MAX_S)
+        return _Answer(True, elapsed, submitted, outputs=outputs)
+    if state["status"] == "failed":
+        endpoint = request.endpoint
+        return _Answer(
+            True,
+            elapsed,
+            submitted,
+            problem=(
+                f"endpoint {endpoint} failed asynchronous request {request.inference_id}: "
+                f"{str(state.get('error'))[:300]}; read its CloudWatch logs (/aws/sagemaker/Endpoints/{endpoint})"
+            ),
+        )
+    return None
+
+
+def _async_wait_over(request: _AsyncRequest, elapsed: int, budget_ms: int, give_up_ms: int | None) -> _Answer | None:
+    """The answer when the wait is over without a verdict: the caller's time ran out (unawaited) or the budget is
+    spent (a problem); None while the wait goes on."""
+    output = request.output
+    if give_up_ms is not None and give_up_ms < budget_ms and elapsed >= give_up_ms:
+        return _Answer(
+            True,
+            elapsed,
+            request.submitted,
+            unawaited=(
+                f"not awaited: endpoint {request.endpoint} is scaling up from zero, which may take up to {budget_ms} ms, "
+                f"longer than this run may last ({give_up_ms} ms); run `python -m model_build smoke` (which waits "
+                f"that long), or fetch the answer later with `python -m model_build result --output-location {output}`"
+            ),
+        )
+    if elapsed >= budget_ms:
+        return _Answer(
+            True,
+            elapsed,
+            request.submitted,
+            problem=(
+                f"no answer to asynchronous request {request.inference_id} within the {budget_ms} ms budget "
+                f"(smoke_test.latency_budget_ms): it is still queued or running. An endpoint at zero instances "
+                f"starts one only after its HasBacklogWithoutCapacity alarm fires, then loads the model (minutes); "
+                f"check ApproximateBacklogSize and the instance count, fetch the answer later with "
+                f"`python -m model_build result --output-location {output}`, or raise the budget"
+            ),
+        )
+    return None
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from typing import Any
 
 import botocore.exceptions
 
-from endpoint_runtime import invoke
+from endpoint_runtime import clients, invoke
 
 contract = invoke.contract
 RequestError = invoke.RequestError
@@ -130,9 +130,9 @@ def _line(obj: dict) -> bytes:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# SageMaker client (cached per warm Lambda, like invoke.py's)
+# SageMaker client (cached per warm Lambda, like invoke.py's: endpoint_runtime/clients.py)
 
-_client = None
+_client = None  # a client set here (tests) is used instead of the cached one
 
 
 def make_client():
@@ -140,15 +140,13 @@ def make_client():
 
 
 def get_client():
-    global _client
-    if _client is None:
-        _client = make_client()
-    return _client
+    return _client if _client is not None else clients.cached("stream:sagemaker-runtime", make_client)
 
 
 def reset_client() -> None:
     global _client
     _client = None
+    clients.forget("stream:")
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -19,10 +19,12 @@ from __future__ import annotations
 import json
 import math
 import re
+import statistics
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -57,13 +59,19 @@ class RequestRecord:
 
 
 def percentile(values: Sequence[float], q: float) -> float:
-    """Linear-interpolated percentile (q in 0..100), numpy's default method."""
+    """The q-th percentile (q in 0..100), interpolated linearly between the closest ranks: statistics' "inclusive"
+    method, which is numpy.percentile's default (numpy is not in the pipeline's requirements.txt, statistics is stdlib).
+    The repository's one percentile: bench/ imports it too. NaN for no values."""
     xs = sorted(values)
     if not xs:
         return math.nan
-    pos = (len(xs) - 1) * q / 100.0
-    lo, hi = math.floor(pos), math.ceil(pos)
-    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+    # q/100 as a fraction i/n: the i-th of the n-quantiles' cut points (q=90 -> 9/10), ends outside them.
+    share = Fraction(q).limit_denominator(10_000) / 100
+    if share <= 0 or len(xs) == 1:
+        return xs[0]
+    if share >= 1:
+        return xs[-1]
+    return statistics.quantiles(xs, n=share.denominator, method="inclusive")[share.numerator - 1]
 
 
 def stats(values: Iterable[float]) -> dict[str, Any]:

@@ -31,8 +31,8 @@ from pathlib import Path
 
 import boto3
 
-from deployment import load_config
-from endpoint_config import ConfigError
+from deployment import Deployment, EndpointPlan, load_config
+from endpoint_config import ConfigError, EndpointSpec
 from endpoint_runtime import invoke, stream
 from workstation.deploy import DeployError, deploy, destroy, run
 
@@ -83,14 +83,48 @@ def run_demo(config_path: str, endpoint: str | None, port: int, keep_logs: Path)
         )
     spec = deployment.endpoints[0] if endpoint is None else deployment.endpoint(endpoint)
     endpoint_name = deployment.endpoint_name(spec)
-    # the body the container takes a prompt in, and where its replies carry reasoning (the system's ContainerBodies)
-    prompt_body = deployment.plan(spec.name).prompt_body
-    reasoning_field = deployment.plan(spec.name).system.bodies.reasoning_field
-    py = sys.executable
     region = deployment.environment.region or moto_server.EMULATOR_REGION
     started = time.monotonic()
 
     plan = deployment.plan(spec.name)
+    deployment = _build_artifact(config_path, spec)
+    with ExitStack() as cleanup:
+        t = _step(3, "start the local AWS emulator (moto server)")
+        emulator = moto_server.start(keep_logs)
+        cleanup.callback(emulator.stop)
+        print(f"    listening on {emulator.url}")
+        _done(t)
+
+        local_url, runtime = _serve_artifact(cleanup, config_path, spec.name, plan, port, keep_logs, region)
+        with emulator.activated():
+            t = _step(
+                5, "make deploy: preflight, synth, bootstrap, artifact stack, publish, endpoint stack, smoke test"
+            )
+            deploy(deployment, echo=lambda line: print(f"    {line}"), runtime_client=runtime)
+            _done(t)
+
+        _send_prompts(plan, endpoint_name, runtime)
+        step = 8
+        if spec.chat is not None:
+            with emulator.activated():  # the emulator's credentials sign the bearer token
+                t = _step(
+                    step,
+                    "a chat exchange through the openai SDK, streamed (SageMaker's OpenAI route -> the local server)",
+                )
+                _chat_exchange(local_url, endpoint_name, region)
+                _done(t)
+            step += 1
+
+        with emulator.activated():
+            _destroy_and_check(deployment, step, region)
+        print("\n==> stopping the model server and the emulator")
+    print(f"\ndemo finished in {time.monotonic() - started:.1f} s: built, deployed, served, destroyed; nothing left.")
+
+
+def _build_artifact(config_path: str, spec: EndpointSpec) -> Deployment:
+    """Steps 1 and 2: the tiny model and its artifact; the deployment planned again (its manifest names the
+    artifact now)."""
+    py = sys.executable
     t = _step(1, f"make the tiny model {spec.model} offline (random weights, locally trained tokenizer)")
     if not (ROOT / spec.model / "config.json").is_file():
         _make_tiny_model(py, spec.model)
@@ -104,94 +138,83 @@ def run_demo(config_path: str, endpoint: str | None, port: int, keep_logs: Path)
     artifact = deployment.plan(spec.name).artifact
     print(f"    content hash {artifact.content_hash[:16]}..., {artifact.total_bytes:,} bytes")
     _done(t)
+    return deployment
 
-    with ExitStack() as cleanup:
-        t = _step(3, "start the local AWS emulator (moto server)")
-        emulator = moto_server.start(keep_logs)
-        cleanup.callback(emulator.stop)
-        print(f"    listening on {emulator.url}")
-        _done(t)
 
-        t = _step(4, f"serve the artifact under the SageMaker container contract on 127.0.0.1:{port}")
-        container = plan.system.name != "hf-fastload"  # a container process of its own (local_runtime)
-        server_log = open(keep_logs / "serve.log", "wb")
-        cleanup.callback(server_log.close)
-        server = subprocess.Popen(
-            [py, "-m", "model_build", "serve", "--config", config_path, "--endpoint", spec.name, "--port", str(port)],
-            cwd=ROOT,
-            stdout=server_log,
-            stderr=subprocess.STDOUT,
-        )
-        cleanup.callback(_stop, server)
-        local_url = f"http://127.0.0.1:{port}"
-        # A real engine takes its time to start (vLLM on 2 cores: 1-2 minutes).
-        _wait_ping(local_url, server, timeout_s=CONTAINER_READY_TIMEOUT_S if container else 120)
-        print(f"    GET {local_url}/ping -> 200")
-        for line in _container_lines(keep_logs / "serve.log"):
-            print(f"    {line}")
-        # SageMaker runtime calls go to the served model: the emulator never runs a container.
-        runtime = boto3.client(
-            "sagemaker-runtime",
-            endpoint_url=local_url,
-            region_name=region,
-            aws_access_key_id="testing",
-            aws_secret_access_key="testing",
-        )
-        _done(t)
+def _serve_artifact(
+    cleanup: ExitStack, config_path: str, endpoint: str, plan: EndpointPlan, port: int, keep_logs: Path, region: str
+) -> tuple[str, object]:
+    """Step 4: the model server on the port (stopped by cleanup); its URL and a sagemaker-runtime client to it."""
+    t = _step(4, f"serve the artifact under the SageMaker container contract on 127.0.0.1:{port}")
+    container = plan.system.name != "hf-fastload"  # a container process of its own (local_runtime)
+    server_log = open(keep_logs / "serve.log", "wb")
+    cleanup.callback(server_log.close)
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            *("-m", "model_build", "serve", "--config", config_path, "--endpoint", endpoint, "--port", str(port)),
+        ],
+        cwd=ROOT,
+        stdout=server_log,
+        stderr=subprocess.STDOUT,
+    )
+    cleanup.callback(_stop, server)
+    local_url = f"http://127.0.0.1:{port}"
+    # A real engine takes its time to start (vLLM on 2 cores: 1-2 minutes).
+    _wait_ping(local_url, server, timeout_s=CONTAINER_READY_TIMEOUT_S if container else 120)
+    print(f"    GET {local_url}/ping -> 200")
+    for line in _container_lines(keep_logs / "serve.log"):
+        print(f"    {line}")
+    # SageMaker runtime calls go to the served model: the emulator never runs a container.
+    runtime = boto3.client(
+        "sagemaker-runtime",
+        endpoint_url=local_url,
+        region_name=region,
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
+    _done(t)
+    return local_url, runtime
 
-        with emulator.activated():
-            t = _step(
-                5, "make deploy: preflight, synth, bootstrap, artifact stack, publish, endpoint stack, smoke test"
-            )
-            deploy(deployment, echo=lambda line: print(f"    {line}"), runtime_client=runtime)
-            _done(t)
 
-        t = _step(6, "send prompts through lambda/invoke (sagemaker-runtime -> the local server)")
-        print("    (the tiny model has random weights: its text is noise; the path it took is the point)")
-        _invoke_prompts(endpoint_name, runtime, prompt_body, reasoning_field)
-        if prompt_body != "generation":  # an engine's OpenAI server: the invoke function's chat route too
-            with _function_environment(plan.chat_features.environment()):
-                _chat_prompts(endpoint_name, runtime)
-        _done(t)
+def _send_prompts(plan: EndpointPlan, endpoint_name: str, runtime: object) -> None:
+    """Steps 6 and 7: prompts through the invoke function's code, then one streamed through the stream function's,
+    in the body the container takes (the system's ContainerBodies)."""
+    prompt_body, reasoning_field = plan.prompt_body, plan.system.bodies.reasoning_field
+    container = plan.system.name != "hf-fastload"
+    t = _step(6, "send prompts through lambda/invoke (sagemaker-runtime -> the local server)")
+    print("    (the tiny model has random weights: its text is noise; the path it took is the point)")
+    _invoke_prompts(endpoint_name, runtime, prompt_body, reasoning_field)
+    if prompt_body != "generation":  # an engine's OpenAI server: the invoke function's chat route too
+        with _function_environment(plan.chat_features.environment()):
+            _chat_prompts(endpoint_name, runtime)
+    _done(t)
 
-        t = _step(
-            7, "stream a prompt through lambda/stream's code (InvokeEndpointWithResponseStream -> the local server)"
-        )
-        if container and not plan.system.streaming.supported:  # its container answers whole replies only
-            print(f"    skipped: {plan.system.name} does not stream: {plan.system.streaming.note}")
-        elif prompt_body != "generation":
-            with _function_environment(plan.chat_features.environment()):
-                _stream_chat(endpoint_name, runtime)
-        else:
-            _stream_prompt(endpoint_name, runtime, prompt_body, reasoning_field)
-        _done(t)
+    t = _step(7, "stream a prompt through lambda/stream's code (InvokeEndpointWithResponseStream -> the local server)")
+    if container and not plan.system.streaming.supported:  # its container answers whole replies only
+        print(f"    skipped: {plan.system.name} does not stream: {plan.system.streaming.note}")
+    elif prompt_body != "generation":
+        with _function_environment(plan.chat_features.environment()):
+            _stream_chat(endpoint_name, runtime)
+    else:
+        _stream_prompt(endpoint_name, runtime, prompt_body, reasoning_field)
+    _done(t)
 
-        step = 8
-        if spec.chat is not None:
-            with emulator.activated():  # the emulator's credentials sign the bearer token
-                t = _step(
-                    step,
-                    "a chat exchange through the openai SDK, streamed (SageMaker's OpenAI route -> the local server)",
-                )
-                _chat_exchange(local_url, endpoint_name, region)
-                _done(t)
-            step += 1
 
-        with emulator.activated():
-            t = _step(step, "make destroy: empty the bucket (as auto-delete does on AWS), cdk destroy")
-            destroy(deployment, echo=lambda line: print(f"    {line}"))
-            _done(t)
+def _destroy_and_check(deployment: Deployment, step: int, region: str) -> None:
+    """The last two steps, inside the emulator: make destroy, then nothing of the app may be left."""
+    t = _step(step, "make destroy: empty the bucket (as auto-delete does on AWS), cdk destroy")
+    destroy(deployment, echo=lambda line: print(f"    {line}"))
+    _done(t)
 
-            t = _step(step + 1, "check nothing of the app is left in the emulator")
-            session = boto3.Session(region_name=region)
-            left = leftovers(session, stack_prefix=f"{deployment.project}-")
-            for kind, names in left.items():
-                print(f"    {kind:28s} {len(names)} left" + (f": {', '.join(names)}" if names else ""))
-            if any(left.values()):
-                raise DemoError("destroy left resources behind (listed above)")
-            _done(t)
-        print("\n==> stopping the model server and the emulator")
-    print(f"\ndemo finished in {time.monotonic() - started:.1f} s: built, deployed, served, destroyed; nothing left.")
+    t = _step(step + 1, "check nothing of the app is left in the emulator")
+    session = boto3.Session(region_name=region)
+    left = leftovers(session, stack_prefix=f"{deployment.project}-")
+    for kind, names in left.items():
+        print(f"    {kind:28s} {len(names)} left" + (f": {', '.join(names)}" if names else ""))
+    if any(left.values()):
+        raise DemoError("destroy left resources behind (listed above)")
+    _done(t)
 
 
 # How long a system's container process (local_runtime.container_host) may take to answer /ping.

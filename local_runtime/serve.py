@@ -228,6 +228,14 @@ def create_app(
 
     app = FastAPI(title="model_build local endpoint", lifespan=lifespan)
     app.state.host = host
+    _add_container_routes(app, host)
+    _add_invoke_routes(app, host, endpoint_name)
+    _add_openai_routes(app, host, endpoint_name, region, component_name)
+    return app
+
+
+def _add_container_routes(app: FastAPI, host: Any) -> None:
+    """The container's own routes, as SageMaker calls them: GET /ping and POST /invocations."""
 
     @app.get("/ping")
     def ping() -> Response:
@@ -242,23 +250,19 @@ def create_app(
         status, content = await _run(host, body, request)
         return Response(content=content, status_code=status, media_type="application/json", headers=_loading(status))
 
+
+def _add_invoke_routes(app: FastAPI, host: Any, endpoint_name: str | None) -> None:
+    """sagemaker-runtime's InvokeEndpoint and InvokeEndpointWithResponseStream."""
+
     @app.post("/endpoints/{name}/invocations")
     async def invoke_endpoint(name: str, request: Request) -> Response:
-        if endpoint_name is not None and name != endpoint_name:
-            return _aws_error(400, "ValidationError", f"Endpoint {name} of account 123456789012 not found.")
-        if host.capacity == 0:
-            return _aws_error(400, "ValidationError", NO_CAPACITY_MESSAGE)
+        refused = _endpoint_refusal(host, endpoint_name, name)
+        if refused is not None:
+            return refused
         body = await request.body()
         status, content = await _run(host, body, request)
         if status != 200:
-            message = _container_message(content)
-            return _aws_error(
-                424,
-                "ModelError",
-                f'Received client error ({status}) from primary with message "{content}".',
-                OriginalStatusCode=status,
-                OriginalMessage=message,
-            )
+            return _model_error(status, content)
         return Response(
             content=content,
             media_type="application/json",
@@ -269,21 +273,13 @@ def create_app(
     async def invoke_endpoint_with_response_stream(name: str, request: Request) -> Response:
         from starlette.concurrency import run_in_threadpool
 
-        if endpoint_name is not None and name != endpoint_name:
-            return _aws_error(400, "ValidationError", f"Endpoint {name} of account 123456789012 not found.")
-        if host.capacity == 0:
-            return _aws_error(400, "ValidationError", NO_CAPACITY_MESSAGE)
+        refused = _endpoint_refusal(host, endpoint_name, name)
+        if refused is not None:
+            return refused
         body = await request.body()
         status, content = await run_in_threadpool(host.stream, body, request.headers.get("content-type"))
         if status != 200:
-            message = _container_message(content)
-            return _aws_error(
-                424,
-                "ModelError",
-                f'Received client error ({status}) from primary with message "{content}".',
-                OriginalStatusCode=status,
-                OriginalMessage=message,
-            )
+            return _model_error(status, content)
         # A sync iterator: Starlette pulls it in a worker thread, sending each message as it is produced.
         return StreamingResponse(
             _event_messages(content),
@@ -294,6 +290,12 @@ def create_app(
             },
         )
 
+
+def _add_openai_routes(
+    app: FastAPI, host: Any, endpoint_name: str | None, region: str | None, component_name: str | None
+) -> None:
+    """SageMaker's OpenAI chat route, on the endpoint and on an inference component."""
+
     async def openai_chat(request: Request, name: str, component: str | None) -> Response:
         from starlette.concurrency import run_in_threadpool
 
@@ -301,7 +303,7 @@ def create_app(
         if problem is not None:  # checked first, as the service authenticates before it looks anything up
             return _aws_error(problem.status, problem.code, problem.message)
         if endpoint_name is not None and name != endpoint_name:
-            return _aws_error(400, "ValidationError", f"Endpoint {name} of account 123456789012 not found.")
+            return _endpoint_not_found(name)
         if component is not None and component_name is not None and component != component_name:
             return _aws_error(
                 400, "ValidationError", f"Inference component {component} of account 123456789012 not found."
@@ -329,7 +331,29 @@ def create_app(
     async def openai_chat_component(name: str, component: str, request: Request) -> Response:
         return await openai_chat(request, name, component)
 
-    return app
+
+def _endpoint_not_found(name: str) -> Response:
+    return _aws_error(400, "ValidationError", f"Endpoint {name} of account 123456789012 not found.")
+
+
+def _endpoint_refusal(host: Any, endpoint_name: str | None, name: str) -> Response | None:
+    """InvokeEndpoint's refusal of a call to another endpoint or to one at zero instances; None: served."""
+    if endpoint_name is not None and name != endpoint_name:
+        return _endpoint_not_found(name)
+    if host.capacity == 0:
+        return _aws_error(400, "ValidationError", NO_CAPACITY_MESSAGE)
+    return None
+
+
+def _model_error(status: int, content: str) -> Response:
+    """InvokeEndpoint's answer when the container answered an error: 424 ModelError quoting it."""
+    return _aws_error(
+        424,
+        "ModelError",
+        f'Received client error ({status}) from primary with message "{content}".',
+        OriginalStatusCode=status,
+        OriginalMessage=_container_message(content),
+    )
 
 
 def _event_messages(chunks: Any) -> Any:

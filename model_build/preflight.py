@@ -230,12 +230,32 @@ def run_preflight(
     stack's template with the synthesized one (what CloudFormation would replace). `only_updates`: region,
     credentials and the update checks only (the pipeline's Preflight step, whose role may read no more)."""
     import boto3
-    from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
-    env, env_name = deployment.environment, deployment.environment_name
+    env = deployment.environment
     session = session or boto3.session.Session(region_name=env.region)
     checks: list[Check] = []
+    region = _region_check(checks, deployment, session)
+    if region is None:
+        return checks
+    account = _credentials_check(checks, deployment, session, region)
+    if account is None:
+        return checks
 
+    templates = stack_templates(assembly) if assembly is not None else None
+    if only_updates:
+        return checks + update_checks(deployment, session, region, templates)
+    checks += _quota_checks_of(deployment, session, region)
+    if not env.emulator:  # moto's Lambda has no account's quotas to read
+        checks += lambda_concurrency_checks(deployment, session, region)
+    checks += kept_data_checks(deployment, session, account, region)
+    checks += update_checks(deployment, session, region, templates)
+    checks += artifact_checks(deployment, session.client("s3", region_name=region), account, region)
+    return checks
+
+
+def _region_check(checks: list[Check], deployment: Any, session: Any) -> str | None:
+    """Appends the region check; the region, or None when there is none SageMaker knows."""
+    env, env_name = deployment.environment, deployment.environment_name
     region = env.region or session.region_name
     if not region:
         checks.append(
@@ -246,7 +266,7 @@ def run_preflight(
                 "config, or AWS_DEFAULT_REGION / a profile's region",
             )
         )
-        return checks
+        return None
     if region not in _known_regions(session):
         checks.append(
             Check(
@@ -257,9 +277,16 @@ def run_preflight(
                 "if the region is new)",
             )
         )
-        return checks
+        return None
     checks.append(Check("region", True, region + ("" if env.region else " (from the AWS CLI settings)")))
+    return region
 
+
+def _credentials_check(checks: list[Check], deployment: Any, session: Any, region: str) -> str | None:
+    """Appends the credentials check; the account, or None when the credentials fail or are another account's."""
+    from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+
+    env, env_name = deployment.environment, deployment.environment_name
     try:
         identity = session.client("sts", region_name=region).get_caller_identity()
     except NoCredentialsError:
@@ -271,7 +298,7 @@ def run_preflight(
                 "login) or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY",
             )
         )
-        return checks
+        return None
     except (ClientError, BotoCoreError) as err:
         checks.append(
             Check(
@@ -281,7 +308,7 @@ def run_preflight(
                 f"{aws_message(err)}); refresh them (aws sso login, new keys)",
             )
         )
-        return checks
+        return None
     account = identity["Account"]
     if env.account and env.account != account:
         checks.append(
@@ -294,46 +321,40 @@ def run_preflight(
                 ),
             )
         )
-        return checks
+        return None
     checks.append(Check("credentials", True, f"account {account} ({identity.get('Arn')})"))
+    return account
 
-    templates = stack_templates(assembly) if assembly is not None else None
-    if only_updates:
-        return checks + update_checks(deployment, session, region, templates)
-    if env.emulator:
-        for instance_type in sorted(_needed_by_type(deployment)):
-            checks.append(
-                Check(
-                    f"quota {instance_type}",
-                    True,
-                    "not checked: the local emulator has no SageMaker quotas",
-                    skipped=True,
-                )
-            )
-    else:
-        try:
-            quotas = endpoint_quotas(session.client("service-quotas", region_name=region))
-        except (ClientError, BotoCoreError) as err:
-            checks.append(
-                Check(
-                    "quotas",
-                    False,
-                    (
-                        f"cannot read the SageMaker quotas of {region} ({aws_message(err)}): allow "
-                        "servicequotas:ListServiceQuotas and servicequotas:ListAWSDefaultServiceQuotas, or check "
-                        "'<instance type> for endpoint usage' in the Service Quotas console yourself"
-                    ),
-                )
-            )
-        else:
-            checks += quota_checks(deployment, quotas, region)
 
-    if not env.emulator:  # moto's Lambda has no account's quotas to read
-        checks += lambda_concurrency_checks(deployment, session, region)
-    checks += kept_data_checks(deployment, session, account, region)
-    checks += update_checks(deployment, session, region, templates)
-    checks += artifact_checks(deployment, session.client("s3", region_name=region), account, region)
-    return checks
+def _quota_checks_of(deployment: Any, session: Any, region: str) -> list[Check]:
+    """The instance quota checks (skipped in the emulator, which has no quotas)."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    if deployment.environment.emulator:
+        return [
+            Check(
+                f"quota {instance_type}",
+                True,
+                "not checked: the local emulator has no SageMaker quotas",
+                skipped=True,
+            )
+            for instance_type in sorted(_needed_by_type(deployment))
+        ]
+    try:
+        quotas = endpoint_quotas(session.client("service-quotas", region_name=region))
+    except (ClientError, BotoCoreError) as err:
+        return [
+            Check(
+                "quotas",
+                False,
+                (
+                    f"cannot read the SageMaker quotas of {region} ({aws_message(err)}): allow "
+                    "servicequotas:ListServiceQuotas and servicequotas:ListAWSDefaultServiceQuotas, or check "
+                    "'<instance type> for endpoint usage' in the Service Quotas console yourself"
+                ),
+            )
+        ]
+    return quota_checks(deployment, quotas, region)
 
 
 # "You can reserve concurrency for as many functions as you like, as long as you leave at least 100 simultaneous

@@ -124,12 +124,12 @@ def _event(cf: _CloudFormation, request_type: str, bucket: str, key: str, conten
 
 
 def test_the_handler_passes_a_published_artifact_and_fails_every_other_case(moto_env, cloudformation, monkeypatch):
-    from endpoint_runtime import artifact_check
+    from endpoint_runtime import artifact_check, clients
 
     s3 = boto3.client("s3")
     bucket, key = "guard-bucket", f"models/chat/{HASH}/manifest.json"
     s3.create_bucket(Bucket=bucket)
-    monkeypatch.setattr(artifact_check, "_clients", {})
+    monkeypatch.setattr(clients, "_clients", {})
 
     def answer(event: dict) -> dict:
         artifact_check.handler(event)

@@ -330,6 +330,7 @@ def test_the_async_function_ships_exactly_its_imports(production, resources):
         "endpoint_runtime/__init__.py",
         "endpoint_runtime/async_invoke.py",
         "endpoint_runtime/bodies.py",
+        "endpoint_runtime/clients.py",
         "endpoint_runtime/invoke.py",
         "invoke/handler.py",
         "request_contract.py",
