@@ -412,6 +412,13 @@ class EndpointAlarms(Construct):
                 )
             )
         self.alarms: list[cloudwatch.Alarm] = []
+        self._add_alarms(endpoint_name, spec, wanted, series=series, calls=calls)
+
+    def _add_alarms(
+        self, endpoint_name: str, spec: AlarmsSpec, wanted: list[_Wanted], *, series: _Series, calls: dict[str, str]
+    ) -> None:
+        """The alarms above their thresholds, then (no_invocations_periods) the one on missing invocations, each
+        notifying the topic."""
         action = cw_actions.SnsAction(self.topic)
         for cid, suffix, metric, threshold, what in wanted:
             alarm = cloudwatch.Alarm(
@@ -434,7 +441,7 @@ class EndpointAlarms(Construct):
                 self,
                 "NoInvocations",
                 alarm_name=f"{endpoint_name}-no-invocations",
-                alarm_description=f"{endpoint_name}: no invocations for {spec.no_invocations_periods} x {period} s",
+                alarm_description=f"{endpoint_name}: no invocations for {spec.no_invocations_periods} x {spec.period_s} s",
                 metric=series(INVOCATIONS, "Invocations", calls, "Sum"),
                 threshold=1,
                 comparison_operator=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,

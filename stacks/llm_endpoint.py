@@ -86,20 +86,7 @@ class LlmEndpoint(Construct):
             log_group=self.log_group,
         )
         self._add_models(image, artifact_bucket)
-        # invocation.mode async: AsyncInferenceConfig, its S3 folders and topics, the role's grants.
-        self.async_inference = (
-            AsyncInference(
-                self,
-                "AsyncInference",
-                endpoint_name=plan.endpoint_name,
-                invocation=spec.invocation,
-                artifact_bucket=artifact_bucket,
-                execution_role=self.role,
-                keys=AsyncKeys(security.bucket_key, security.async_output_key) if security else AsyncKeys(),
-            )
-            if plan.is_async
-            else None
-        )
+        self.async_inference = self._async_inference(artifact_bucket, security)
         self.endpoint_config = self._endpoint_config(security)
         # Detailed observability, stated (stacks/engine_metrics.py).
         self.endpoint_config.metrics_config = metrics_config(spec.engine_metrics)
@@ -160,6 +147,20 @@ class LlmEndpoint(Construct):
             for pool in plan.pools
             if pool.own_model
         }
+
+    def _async_inference(self, artifact_bucket: str, security: EndpointSecurity | None) -> AsyncInference | None:
+        """invocation.mode async: AsyncInferenceConfig, its S3 folders and topics, the role's grants."""
+        if not self.plan.is_async:
+            return None
+        return AsyncInference(
+            self,
+            "AsyncInference",
+            endpoint_name=self.plan.endpoint_name,
+            invocation=self.plan.spec.invocation,
+            artifact_bucket=artifact_bucket,
+            execution_role=self.role,
+            keys=AsyncKeys(security.bucket_key, security.async_output_key) if security else AsyncKeys(),
+        )
 
     def _endpoint_config(self, security: EndpointSecurity | None) -> ComponentEndpointConfig | VariantEndpointConfig:
         """The endpoint config: a variant without a model (inference components), or the model on the variant."""
