@@ -250,19 +250,17 @@ _Wanted = tuple[str, str, cloudwatch.IMetric, float, str]
 _Series = Callable[[str, str, dict[str, str], str], cloudwatch.Metric]
 
 
+def _error_rate(status: str, rate: float, calls: dict[str, str], series: _Series) -> _Wanted:
+    """The alarm on the share of invocations answered `status` ("4xx", "5xx")."""
+    metric = series(INVOCATIONS, f"Invocation{status.upper()}Errors", calls, "Average")
+    return f"Errors{status}", f"{status}-rate", metric, rate, f"share of invocations answered {status} above {rate:g}"
+
+
 def _invocation_alarms(spec: AlarmsSpec, mode: str, calls: dict[str, str], series: _Series) -> list[_Wanted]:
     """The alarms on invocations: 5xx rate, model errors (not on an asynchronous endpoint), 4xx rate, p99 latency."""
     wanted: list[_Wanted] = []
     if spec.errors_5xx_rate is not None:
-        wanted.append(
-            (
-                "Errors5xx",
-                "5xx-rate",
-                series(INVOCATIONS, "Invocation5XXErrors", calls, "Average"),
-                spec.errors_5xx_rate,
-                f"share of invocations answered 5xx above {spec.errors_5xx_rate:g}",
-            )
-        )
+        wanted.append(_error_rate("5xx", spec.errors_5xx_rate, calls, series))
         if mode != ASYNC:
             wanted.append(
                 (
@@ -275,15 +273,7 @@ def _invocation_alarms(spec: AlarmsSpec, mode: str, calls: dict[str, str], serie
                 )
             )
     if spec.errors_4xx_rate is not None:
-        wanted.append(
-            (
-                "Errors4xx",
-                "4xx-rate",
-                series(INVOCATIONS, "Invocation4XXErrors", calls, "Average"),
-                spec.errors_4xx_rate,
-                f"share of invocations answered 4xx above {spec.errors_4xx_rate:g}",
-            )
-        )
+        wanted.append(_error_rate("4xx", spec.errors_4xx_rate, calls, series))
     if spec.latency_p99_ms is not None:
         wanted.append(
             (
@@ -612,19 +602,21 @@ class _RowMetrics:
         ]
 
     def from_invocations(
-        self, title: str, annotations: list[cloudwatch.HorizontalAnnotation], label: str, per: str, per_metric: str
+        self, one: str, many: str, annotations: list[cloudwatch.HorizontalAnnotation]
     ) -> cloudwatch.GraphWidget:
-        """A count computed from invocations: Sum(Invocations) / Sum(`per_metric`), which sends 1/count per request."""
+        """A count of `many` ("copies", "instances") computed from invocations: Sum(Invocations) /
+        Sum(InvocationsPer<One>), which sends 1/count per request."""
+        per = f"per_{one}"
         return cloudwatch.GraphWidget(
-            title=title,
+            title=f"{many.capitalize()} (from invocations)",
             width=6,
             left_annotations=annotations,
             left=[
                 self.per_period(
                     f"invocations / {per}",
-                    label,
+                    many,
                     invocations=self.inv("Invocations", "Sum", "invocations"),
-                    **{per: self.inv(per_metric, "Sum", per.replace("_", " "))},
+                    **{per: self.inv(f"InvocationsPer{one.capitalize()}", "Sum", f"per {one}")},
                 )
             ],
         )
@@ -642,13 +634,7 @@ class _RowMetrics:
             ]
         if self.mode == COMPONENTS:
             return [
-                self.from_invocations(
-                    "Copies (from invocations)",
-                    _range_annotations(row.min_copies, row.max_copies, "copies"),
-                    "copies",
-                    "per_copy",
-                    "InvocationsPerCopy",
-                ),
+                self.from_invocations("copy", "copies", _range_annotations(row.min_copies, row.max_copies, "copies")),
                 cloudwatch.GraphWidget(
                     title="Instances (CPU samples per minute)",
                     width=6,
@@ -660,15 +646,8 @@ class _RowMetrics:
                     ],
                 ),
             ]
-        return [
-            self.from_invocations(
-                "Instances (from invocations)",
-                _range_annotations(row.min_capacity, row.max_capacity, "capacity"),
-                "instances",
-                "per_instance",
-                "InvocationsPerInstance",
-            )
-        ]
+        capacity = _range_annotations(row.min_capacity, row.max_capacity, "capacity")
+        return [self.from_invocations("instance", "instances", capacity)]
 
     def gpu(self, row: DashboardEndpoint) -> list[cloudwatch.IWidget]:
         """GPU utilization and memory: per copy (inference components), or summed over an instance's GPUs."""
