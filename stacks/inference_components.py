@@ -192,6 +192,30 @@ class KeptCopyCount(Construct):
         self.copy_count = Token.as_number(self.resource.get_att("CopyCount"))
 
 
+def _check_props(
+    component_name: str,
+    download_timeout_s: int,
+    startup_timeout_s: int,
+    copies: int,
+    rolling: Rolling | None,
+    rollback_alarm_names: Sequence[str],
+) -> None:
+    """ValueError for what SageMaker would refuse: timeouts out of range, no copy, rollback alarms without a
+    rolling update."""
+    check_timeouts(
+        f"InferenceComponent {component_name!r}",
+        download_timeout_s=download_timeout_s,
+        startup_timeout_s=startup_timeout_s,
+    )
+    if copies < 1:
+        raise ValueError(
+            f"InferenceComponent {component_name!r}: copies must be 1 or more (SageMaker refuses a "
+            f"component with no copy), got {copies}"
+        )
+    if rollback_alarm_names and rolling is None:
+        raise ValueError(f"InferenceComponent {component_name!r}: rollback alarms act only with a rolling update")
+
+
 def _revision(settings: dict) -> str:
     """A short hash of the component's settings besides its copy count (KeptCopyCount's revision)."""
     return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
@@ -263,18 +287,7 @@ class InferenceComponent(Construct):
         rollback_alarm_names: Sequence[str] = (),
     ) -> None:
         super().__init__(scope, construct_id)
-        check_timeouts(
-            f"InferenceComponent {component_name!r}",
-            download_timeout_s=download_timeout_s,
-            startup_timeout_s=startup_timeout_s,
-        )
-        if copies < 1:
-            raise ValueError(
-                f"InferenceComponent {component_name!r}: copies must be 1 or more (SageMaker refuses a "
-                f"component with no copy), got {copies}"
-            )
-        if rollback_alarm_names and rolling is None:
-            raise ValueError(f"InferenceComponent {component_name!r}: rollback alarms act only with a rolling update")
+        _check_props(component_name, download_timeout_s, startup_timeout_s, copies, rolling, rollback_alarm_names)
         self.component_name = component_name
         stack = Stack.of(self)
         # SageMaker ARNs carry names in lower case; ours are lower case already (the config's name pattern).
