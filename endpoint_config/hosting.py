@@ -126,25 +126,47 @@ def hosting_problems(ep: EndpointSpec, instance: InstanceType) -> list[str]:
     """The `hosting:` rules cfn-lint cannot check: they need the instance's GPUs and the rest of the endpoint (which
     systems run as components is ServingSystem.inference_components). One message per problem, naming endpoint, key, value and what is allowed. `instance` holds the
     facts of `ep.instance_type` (endpoint_problems runs this only when those are known)."""
+    if not ep.hosting.uses_components:
+        return _unused_component_keys(ep)
+    problems = _scaling_problems(ep)
+    # The placement check needs every other rule met.
+    return problems + _accelerator_problems(ep, instance, check_placement=not problems)
+
+
+def _problem(ep: EndpointSpec, key: str, message: str) -> str:
+    return f"endpoint {ep.name!r}: {key}: {message}"
+
+
+def _unused_component_keys(ep: EndpointSpec) -> list[str]:
+    """hosting.mode endpoint: the keys only inference components use, set."""
+    hosting = ep.hosting
+    problems = [
+        _problem(
+            ep,
+            f"hosting.{key}",
+            "is only used with hosting.mode: inference-components; set that mode or remove the key",
+        )
+        for key in ("instance_scaling", "compute", "copy_scaling")
+        if getattr(hosting, key) is not None
+    ]
+    if hosting.copies != 1:
+        problems.append(
+            _problem(
+                ep,
+                "hosting.copies",
+                f"value {hosting.copies} is only used with hosting.mode: inference-components; remove the key",
+            )
+        )
+    return problems
+
+
+def _scaling_problems(ep: EndpointSpec) -> list[str]:
+    """Inference components: the instance and copy ranges, the initial counts within them, and scale to zero."""
     hosting = ep.hosting
     problems: list[str] = []
 
     def bad(key: str, message: str) -> None:
-        problems.append(f"endpoint {ep.name!r}: {key}: {message}")
-
-    if not hosting.uses_components:
-        for key in ("instance_scaling", "compute", "copy_scaling"):
-            if getattr(hosting, key) is not None:
-                bad(
-                    f"hosting.{key}",
-                    "is only used with hosting.mode: inference-components; set that mode or remove the key",
-                )
-        if hosting.copies != 1:
-            bad(
-                "hosting.copies",
-                f"value {hosting.copies} is only used with hosting.mode: inference-components; remove the key",
-            )
-        return problems
+        problems.append(_problem(ep, key, message))
 
     if ep.autoscaling is not None:
         bad(
@@ -193,40 +215,60 @@ def hosting_problems(ep: EndpointSpec, instance: InstanceType) -> list[str]:
             "value 0 needs hosting.copy_scaling with min_copies: 0: instances only reach zero when the component's "
             "copies do; add copy_scaling with min_copies: 0, or set min_instances: 1 or more",
         )
+    return problems
 
-    compute = hosting.compute
+
+def _accelerator_problems(ep: EndpointSpec, instance: InstanceType, *, check_placement: bool) -> list[str]:
+    """Inference components: a copy's GPUs against the instance's and tensor_parallel_degree, and (check_placement)
+    whether copy_scaling.max_copies fit on hosting.instance_scaling.max_instances."""
+    compute = ep.hosting.compute
     if not instance.is_gpu:
         if compute is not None and compute.accelerators is not None:
-            bad(
-                "hosting.compute.accelerators",
-                f"value {compute.accelerators} needs a GPU instance; {ep.instance_type} has none (remove the key)",
-            )
-    else:
-        gpus = accelerators_per_copy(ep, instance)
-        if gpus > instance.gpu_count:
-            bad(
+            return [
+                _problem(
+                    ep,
+                    "hosting.compute.accelerators",
+                    f"value {compute.accelerators} needs a GPU instance; {ep.instance_type} has none (remove the key)",
+                )
+            ]
+        return []
+    gpus = accelerators_per_copy(ep, instance)
+    if gpus > instance.gpu_count:
+        return [
+            _problem(
+                ep,
                 "hosting.compute.accelerators",
                 f"value {gpus} is more than the {instance.gpu_count} GPUs of {ep.instance_type}; allowed: 1-{instance.gpu_count}",
             )
-        elif gpus != ep.tensor_parallel_degree:
-            # The engine shards one copy over tensor_parallel_degree GPUs (OPTION_TENSOR_PARALLEL_DEGREE): fewer GPUs
-            # and it cannot start, more and they sit idle.
-            bad(
+        ]
+    if gpus != ep.tensor_parallel_degree:
+        # The engine shards one copy over tensor_parallel_degree GPUs (OPTION_TENSOR_PARALLEL_DEGREE): fewer GPUs
+        # and it cannot start, more and they sit idle.
+        return [
+            _problem(
+                ep,
                 "hosting.compute.accelerators",
                 f"value {gpus} differs from tensor_parallel_degree {ep.tensor_parallel_degree}, the GPUs one copy's "
                 f"engine shards over; allowed: {ep.tensor_parallel_degree} (or leave it out)",
             )
-        elif copy is not None and not problems:
-            per_instance = instance.gpu_count // gpus
-            room = per_instance * scaling.max_instances
-            if copy.max_copies > room:
-                bad(
-                    "hosting.copy_scaling.max_copies",
-                    f"value {copy.max_copies} cannot be placed: {scaling.max_instances} instance(s) of "
-                    f"{ep.instance_type} hold {per_instance} copies of {gpus} GPU(s) each ({room} in all); allowed: "
-                    f"1-{room}, or raise hosting.instance_scaling.max_instances",
-                )
-    return problems
+        ]
+    copy = ep.hosting.copy_scaling
+    if copy is None or not check_placement:
+        return []
+    scaling = ep.hosting.instance_scaling or InstanceScaling()
+    per_instance = instance.gpu_count // gpus
+    room = per_instance * scaling.max_instances
+    if copy.max_copies <= room:
+        return []
+    return [
+        _problem(
+            ep,
+            "hosting.copy_scaling.max_copies",
+            f"value {copy.max_copies} cannot be placed: {scaling.max_instances} instance(s) of "
+            f"{ep.instance_type} hold {per_instance} copies of {gpus} GPU(s) each ({room} in all); allowed: "
+            f"1-{room}, or raise hosting.instance_scaling.max_instances",
+        )
+    ]
 
 
 __all__ = [

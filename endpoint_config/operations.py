@@ -490,119 +490,169 @@ def operations_problems(ep: EndpointSpec, instance: InstanceType) -> list[str]:
     deployment = ep.deployment
     if deployment is None:
         return problems
-
-    def bad(key: str, message: str) -> None:
-        problems.append(f"endpoint {ep.name!r}: deployment.{key}: {message}")
+    unit_problems = _size_unit_problems(ep, deployment)
+    if unit_problems:  # the rules below assume sizes of the right unit
+        return problems + unit_problems
 
     components = ep.hosting.uses_components
-    found_before = len(problems)
-    for size_key, size in _sizes(deployment):
-        if components and size.instances is not None:
-            bad(
-                size_key,
-                f"value {{instances: {size.instances}}} counts instances, but on an inference-component "
-                "endpoint a model update replaces copies of the component; allowed: {copies: N} or {percent: P}",
-            )
-        elif not components and size.copies is not None:
-            bad(
-                size_key,
-                f"value {{copies: {size.copies}}} counts inference-component copies, and this endpoint "
-                "(hosting.mode: endpoint) has none; allowed: {instances: N} or {percent: P}",
-            )
-    if components and deployment.blue_green is not None:
-        bad(
-            "blue_green",
-            "cannot apply to an inference component: a new model updates the component "
-            "(UpdateInferenceComponent), whose DeploymentConfig takes a RollingUpdatePolicy only, and blue/green "
-            "acts on the endpoint config, which a model update does not change; use rolling: {maximum_batch_size: "
-            "{copies: N} or {percent: P}}, or deployment: null",
-        )
-        return problems
-    if len(problems) > found_before:  # the rules below assume sizes of the right unit
-        return problems
-
-    policy, key = deployment.policy, deployment.policy_key
-    low, high = fleet_range(ep)
-    unit = "copies" if components else "instances"
-    where = "hosting.copies / copy_scaling.min_copies" if components else "instance_count / autoscaling.min_capacity"
-    ranged = "copy_scaling" if components else "autoscaling"
-    fleet = f"{low} {unit}" if low == high else f"{low}-{high} {unit} ({ranged})"
+    key = deployment.policy_key
     if instance.family == "inf1" and not components:
         # "Endpoints that use Inf1 (Inferentia-based) instances ... fall back to using a blue/green deployment with
         # all at once traffic shifting and no final baking period" (deployment guardrails, Exclusions).
-        bad(
-            key,
-            f"is not available on {ep.instance_type}: SageMaker's deployment guardrails exclude Inf1 instances and "
-            "fall back to all-at-once without baking; set deployment: null",
-        )
-        return problems
+        return problems + [
+            _deployment_problem(
+                ep,
+                key,
+                f"is not available on {ep.instance_type}: SageMaker's deployment guardrails exclude Inf1 instances "
+                "and fall back to all-at-once without baking; set deployment: null",
+            )
+        ]
+    return problems + _step_problems(ep, deployment) + _timing_problems(ep, deployment)
 
+
+def _deployment_problem(ep: EndpointSpec, key: str, message: str) -> str:
+    return f"endpoint {ep.name!r}: deployment.{key}: {message}"
+
+
+def _size_unit_problems(ep: EndpointSpec, deployment: DeploymentSpec) -> list[str]:
+    """Sizes in the wrong unit for the hosting mode (instances on a component, copies on a variant), and blue/green
+    on an inference component."""
+    components = ep.hosting.uses_components
+    problems: list[str] = []
+    for size_key, size in _sizes(deployment):
+        if components and size.instances is not None:
+            problems.append(
+                _deployment_problem(
+                    ep,
+                    size_key,
+                    f"value {{instances: {size.instances}}} counts instances, but on an inference-component "
+                    "endpoint a model update replaces copies of the component; allowed: {copies: N} or {percent: P}",
+                )
+            )
+        elif not components and size.copies is not None:
+            problems.append(
+                _deployment_problem(
+                    ep,
+                    size_key,
+                    f"value {{copies: {size.copies}}} counts inference-component copies, and this endpoint "
+                    "(hosting.mode: endpoint) has none; allowed: {instances: N} or {percent: P}",
+                )
+            )
+    if components and deployment.blue_green is not None:
+        problems.append(
+            _deployment_problem(
+                ep,
+                "blue_green",
+                "cannot apply to an inference component: a new model updates the component "
+                "(UpdateInferenceComponent), whose DeploymentConfig takes a RollingUpdatePolicy only, and blue/green "
+                "acts on the endpoint config, which a model update does not change; use rolling: {maximum_batch_size: "
+                "{copies: N} or {percent: P}}, or deployment: null",
+            )
+        )
+    return problems
+
+
+def _step_problems(ep: EndpointSpec, deployment: DeploymentSpec) -> list[str]:
+    """A stepped update (rolling batches, canary or linear traffic) against the fleet: at least 2, and each step's
+    count within SageMaker's share of the fleet at both ends of its range."""
+    policy, key = deployment.policy, deployment.policy_key
+    components = ep.hosting.uses_components
+    low, high = fleet_range(ep)
+    unit = "copies" if components else "instances"
     one = "copy" if components else "instance"
     stepped = isinstance(policy, Rolling) or policy.traffic != "all_at_once"
-    if stepped and low < 2:
-        what = "rolling batches" if isinstance(policy, Rolling) else f"{policy.traffic} traffic"
-        bad(
-            key,
-            f"{what} need a fleet of at least 2 {unit}, and this one can be {low} ({where}): one {one} is 100 % of "
-            "the fleet, above the 50 % SageMaker allows per step; "
-            + (
-                "set deployment: null (SageMaker's own update of the component, unguarded) or keep at least 2 copies"
-                if components
-                else "use blue_green with traffic all_at_once, or at least 2 instances"
-            ),
+    if not stepped:
+        return []
+    if low < 2:
+        where = (
+            "hosting.copies / copy_scaling.min_copies" if components else "instance_count / autoscaling.min_capacity"
         )
-    elif stepped:
-        # Counts against the fleet: the fraction shrinks as the fleet grows, so check both ends.
-        # A missing canary_size / linear_step is the BlueGreen validator's error, not this check's.
-        checks: list[tuple[str, CapacitySize | None, tuple[int, int], str]]
-        if isinstance(policy, Rolling):
-            checks = [("rolling.maximum_batch_size", policy.maximum_batch_size, ROLLING_PERCENT, "a rolling batch")]
-        elif policy.traffic == "canary":
-            checks = [("blue_green.canary_size", policy.canary_size, (0, CANARY_MAX_PERCENT), "a canary")]
-        else:
-            checks = [("blue_green.linear_step", policy.linear_step, LINEAR_PERCENT, "a linear step")]
-        for size_key, step, (lo_pct, hi_pct), what in checks:
-            if step is None or step.count is None:
-                continue
-            largest_share = 100 * step.count / low
-            smallest_share = 100 * step.count / high
-            if largest_share > hi_pct or smallest_share < lo_pct:
-                allowed_low = max(1, math.ceil(lo_pct * high / 100))
-                allowed_high = math.floor(hi_pct * low / 100)
-                allowed = (
-                    f"{allowed_low}-{allowed_high} {unit}"
-                    if allowed_low <= allowed_high
-                    else f"no {one} count fits: use percent"
-                )
-                share = f"{largest_share:.0f} %" if low == high else f"{smallest_share:.0f}-{largest_share:.0f} %"
-                limit = f"at most {hi_pct} %" if lo_pct == 0 else f"{lo_pct}-{hi_pct} %"
-                bad(
+        what = "rolling batches" if isinstance(policy, Rolling) else f"{policy.traffic} traffic"
+        return [
+            _deployment_problem(
+                ep,
+                key,
+                f"{what} need a fleet of at least 2 {unit}, and this one can be {low} ({where}): one {one} is 100 % "
+                "of the fleet, above the 50 % SageMaker allows per step; "
+                + (
+                    "set deployment: null (SageMaker's own update of the component, unguarded) or keep at least 2 "
+                    "copies"
+                    if components
+                    else "use blue_green with traffic all_at_once, or at least 2 instances"
+                ),
+            )
+        ]
+    # Counts against the fleet: the fraction shrinks as the fleet grows, so check both ends.
+    # A missing canary_size / linear_step is the BlueGreen validator's error, not this check's.
+    checks: list[tuple[str, CapacitySize | None, tuple[int, int], str]]
+    if isinstance(policy, Rolling):
+        checks = [("rolling.maximum_batch_size", policy.maximum_batch_size, ROLLING_PERCENT, "a rolling batch")]
+    elif policy.traffic == "canary":
+        checks = [("blue_green.canary_size", policy.canary_size, (0, CANARY_MAX_PERCENT), "a canary")]
+    else:
+        checks = [("blue_green.linear_step", policy.linear_step, LINEAR_PERCENT, "a linear step")]
+    ranged = "copy_scaling" if components else "autoscaling"
+    fleet = f"{low} {unit}" if low == high else f"{low}-{high} {unit} ({ranged})"
+    problems: list[str] = []
+    for size_key, step, (lo_pct, hi_pct), what in checks:
+        if step is None or step.count is None:
+            continue
+        largest_share = 100 * step.count / low
+        smallest_share = 100 * step.count / high
+        if largest_share > hi_pct or smallest_share < lo_pct:
+            allowed_low = max(1, math.ceil(lo_pct * high / 100))
+            allowed_high = math.floor(hi_pct * low / 100)
+            allowed = (
+                f"{allowed_low}-{allowed_high} {unit}"
+                if allowed_low <= allowed_high
+                else f"no {one} count fits: use percent"
+            )
+            share = f"{largest_share:.0f} %" if low == high else f"{smallest_share:.0f}-{largest_share:.0f} %"
+            limit = f"at most {hi_pct} %" if lo_pct == 0 else f"{lo_pct}-{hi_pct} %"
+            problems.append(
+                _deployment_problem(
+                    ep,
                     size_key,
                     f"value {step.count} {one if step.count == 1 else unit} is {share} of a fleet of {fleet}; SageMaker "
                     f"allows {limit} for {what}; allowed here: {allowed}",
                 )
+            )
+    return problems
 
+
+def _timing_problems(ep: EndpointSpec, deployment: DeploymentSpec) -> list[str]:
+    """The update's timeout against its waits, and the rollback alarms' window against one bake."""
+    policy, key = deployment.policy, deployment.policy_key
+    unit = "copies" if ep.hosting.uses_components else "instances"
+    high = fleet_range(ep)[1]
+    problems: list[str] = []
     termination_wait_s = policy.termination_wait_s if isinstance(policy, BlueGreen) else 0
     waits = policy.wait_interval_s * policy.traffic_steps(high) + termination_wait_s
     timeout = policy.maximum_execution_timeout_s
     if timeout is not None and timeout <= waits:
-        bad(
-            f"{key}.maximum_execution_timeout_s",
-            f"value {timeout} s is not longer than the update's waits, {waits} s (wait_interval_s "
-            f"{policy.wait_interval_s} x {policy.traffic_steps(high)} step(s) at a fleet of {high} {unit}"
-            + (f" + termination_wait_s {termination_wait_s}" if termination_wait_s else "")
-            + f"); the timeout must exceed them ({key} MaximumExecutionTimeoutInSeconds); allowed: {waits + 1}-"
-            f"{EXECUTION_TIMEOUT_BOUNDS[1]}",
+        problems.append(
+            _deployment_problem(
+                ep,
+                f"{key}.maximum_execution_timeout_s",
+                f"value {timeout} s is not longer than the update's waits, {waits} s (wait_interval_s "
+                f"{policy.wait_interval_s} x {policy.traffic_steps(high)} step(s) at a fleet of {high} {unit}"
+                + (f" + termination_wait_s {termination_wait_s}" if termination_wait_s else "")
+                + f"); the timeout must exceed them ({key} MaximumExecutionTimeoutInSeconds); allowed: {waits + 1}-"
+                f"{EXECUTION_TIMEOUT_BOUNDS[1]}",
+            )
         )
     applied = resolved_deployment(ep)
     rollback = applied.auto_rollback if applied is not None else None
     bake = applied.policy.wait_interval_s if applied is not None else policy.wait_interval_s
     if rollback is not None and rollback.alarm_keys() and rollback.window_s > bake:
-        bad(
-            "auto_rollback",
-            f"period_s x evaluation_periods = {rollback.window_s} s is longer than {key}.wait_interval_s "
-            f"{bake} s: a new-fleet alarm could not reach ALARM within one bake; shorten the alarm "
-            f"window or raise wait_interval_s to at least {rollback.window_s}",
+        problems.append(
+            _deployment_problem(
+                ep,
+                "auto_rollback",
+                f"period_s x evaluation_periods = {rollback.window_s} s is longer than {key}.wait_interval_s "
+                f"{bake} s: a new-fleet alarm could not reach ALARM within one bake; shorten the alarm "
+                f"window or raise wait_interval_s to at least {rollback.window_s}",
+            )
         )
     if rollback is not None:
         problems += _latency_problems(ep, rollback, "deployment.auto_rollback")

@@ -94,6 +94,24 @@ class ArtifactStoreStack(Stack):
             self._publisher_role(deployment, trusted_pipeline)
             return
 
+        self._add_access_logs(removal, auto_delete)
+        self._add_bucket(deployment, bucket_name, removal, auto_delete)
+        self._add_repository(repository_name, removal, retain)
+
+        if auto_delete:
+            acknowledge(
+                self,
+                ["AwsSolutions-IAM4", "AwsSolutions-L1"],
+                "CDK's own auto-delete-objects provider (Custom::S3AutoDeleteObjects) for an environment that does not "
+                "retain data; its role and runtime are managed by aws-cdk-lib.",
+                path_suffix="Custom::S3AutoDeleteObjectsCustomResourceProvider",
+            )
+
+        self._outputs()
+        self._publisher_role(deployment, trusted_pipeline)
+
+    def _add_access_logs(self, removal: RemovalPolicy, auto_delete: bool) -> None:
+        """The bucket the artifact bucket's access logs go to."""
         self.access_logs = s3.Bucket(
             self,
             "AccessLogs",
@@ -117,6 +135,8 @@ class ArtifactStoreStack(Stack):
             "without end.",
         )
 
+    def _add_bucket(self, deployment: Deployment, bucket_name: str, removal: RemovalPolicy, auto_delete: bool) -> None:
+        """The artifact bucket: versioned, logged, encrypted with the bucket key where there is one."""
         self.bucket = s3.Bucket(
             self,
             "ArtifactBucket",
@@ -143,6 +163,8 @@ class ArtifactStoreStack(Stack):
         # A stable logical id: tools find the bucket by it, and a CDK refactor must not replace it.
         self.bucket.node.default_child.override_logical_id("ArtifactBucket")
 
+    def _add_repository(self, repository_name: str, removal: RemovalPolicy, retain: bool) -> None:
+        """The environment's ECR repository, for the images built from this repository."""
         self.repository = ecr.Repository(
             self,
             "ImageRepository",
@@ -155,18 +177,6 @@ class ArtifactStoreStack(Stack):
             # A native CloudFormation property (no custom resource): works on the emulator too.
             empty_on_delete=not retain,
         )
-
-        if auto_delete:
-            acknowledge(
-                self,
-                ["AwsSolutions-IAM4", "AwsSolutions-L1"],
-                "CDK's own auto-delete-objects provider (Custom::S3AutoDeleteObjects) for an environment that does not "
-                "retain data; its role and runtime are managed by aws-cdk-lib.",
-                path_suffix="Custom::S3AutoDeleteObjectsCustomResourceProvider",
-            )
-
-        self._outputs()
-        self._publisher_role(deployment, trusted_pipeline)
 
     def _preflight_role(self, deployment: Deployment, trusted: TrustedPipeline | None) -> None:
         """Read-only: the endpoint stacks' templates and status, the endpoints and their configs, and the scaling

@@ -19,6 +19,7 @@ compute resources for a serverless endpoint", same page), and these endpoints ru
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from aws_cdk import ArnFormat, Aws, CfnOutput, Duration, Stack
@@ -244,6 +245,96 @@ def _capacity(size) -> sagemaker.CfnEndpoint.CapacitySizeProperty | None:
     return sagemaker.CfnEndpoint.CapacitySizeProperty(type=size.api_type, value=size.api_value)
 
 
+# (construct id, name suffix, metric, threshold, description) of one alarm above a threshold
+_Wanted = tuple[str, str, cloudwatch.IMetric, float, str]
+_Series = Callable[[str, str, dict[str, str], str], cloudwatch.Metric]
+
+
+def _error_rate(status: str, rate: float, calls: dict[str, str], series: _Series) -> _Wanted:
+    """The alarm on the share of invocations answered `status` ("4xx", "5xx")."""
+    metric = series(INVOCATIONS, f"Invocation{status.upper()}Errors", calls, "Average")
+    return f"Errors{status}", f"{status}-rate", metric, rate, f"share of invocations answered {status} above {rate:g}"
+
+
+def _invocation_alarms(spec: AlarmsSpec, mode: str, calls: dict[str, str], series: _Series) -> list[_Wanted]:
+    """The alarms on invocations: 5xx rate, model errors (not on an asynchronous endpoint), 4xx rate, p99 latency."""
+    wanted: list[_Wanted] = []
+    if spec.errors_5xx_rate is not None:
+        wanted.append(_error_rate("5xx", spec.errors_5xx_rate, calls, series))
+        if mode != ASYNC:
+            wanted.append(
+                (
+                    "ModelErrors",
+                    "model-errors",
+                    _non_client_errors(mode, calls, spec.period_s),
+                    spec.errors_5xx_rate,
+                    "share of invocations failing other than 4xx (5xx, timeouts, socket errors, malformed "
+                    f"answers) above {spec.errors_5xx_rate:g}",
+                )
+            )
+    if spec.errors_4xx_rate is not None:
+        wanted.append(_error_rate("4xx", spec.errors_4xx_rate, calls, series))
+    if spec.latency_p99_ms is not None:
+        wanted.append(
+            (
+                "LatencyP99",
+                "latency-p99",
+                series(INVOCATIONS, "ModelLatency", calls, "p99"),
+                spec.latency_p99_ms * MICROSECONDS_PER_MS,
+                f"p99 model latency above {spec.latency_p99_ms} ms",
+            )
+        )
+    return wanted
+
+
+def _gpu_memory_alarms(
+    spec: AlarmsSpec,
+    mode: str,
+    calls: dict[str, str],
+    dims: dict[str, str],
+    gpu_count: int,
+    instance_types: tuple[tuple[str, int], ...],
+    series: _Series,
+) -> list[_Wanted]:
+    """The GPU memory alarm: per copy (inference components), per instance type (pools of different GPU counts), or
+    on the fullest instance."""
+    if spec.gpu_memory_percent is None or not gpu_count:
+        return []
+    if mode == COMPONENTS:
+        # Per copy, 0-100 %: the fullest copy, whatever the instance's other GPUs hold.
+        return [
+            (
+                "GpuMemory",
+                "gpu-memory",
+                series(COMPONENT_COPIES, "GPUMemoryUtilizationNormalized", calls, "Maximum"),
+                spec.gpu_memory_percent,
+                f"GPU memory above {spec.gpu_memory_percent:g} % in a copy",
+            )
+        ]
+    if len({n for _, n in instance_types}) > 1:
+        # Pools of different GPU counts: the fullest instance of each type against that type's summed threshold.
+        return [
+            (
+                f"GpuMemory{priority}",
+                f"gpu-memory-{instance_type}",
+                series(INSTANCE_NAMESPACE, "GPUMemoryUtilization", {**dims, "InstanceType": instance_type}, "Maximum"),
+                spec.gpu_memory_percent * gpus,
+                f"GPU memory above {spec.gpu_memory_percent:g} % per GPU on {instance_type} ({gpus} GPUs)",
+            )
+            for priority, (instance_type, gpus) in enumerate(instance_types, start=1)
+        ]
+    # The fullest instance, not the average: one instance out of GPU memory fails its requests.
+    return [
+        (
+            "GpuMemory",
+            "gpu-memory",
+            series(INSTANCE_NAMESPACE, "GPUMemoryUtilization", dims, "Maximum"),
+            spec.gpu_memory_percent * gpu_count,
+            f"GPU memory above {spec.gpu_memory_percent:g} % per GPU ({gpu_count} GPUs per instance)",
+        )
+    ]
+
+
 class EndpointAlarms(Construct):
     """Alarms on one endpoint's health, notifying an SNS topic: the stack's own (TLS-only publishing, CloudWatch
     allowed to publish) or the existing `spec.topic_arn`.
@@ -292,95 +383,14 @@ class EndpointAlarms(Construct):
         dims = _dimensions(endpoint_name, variant_name)  # the instances (a component endpoint's too)
         calls = _invocation_dimensions(endpoint_name, variant_name, component_name)
         period = spec.period_s
-        window = dict(evaluation_periods=spec.evaluation_periods, datapoints_to_alarm=spec.datapoints_to_alarm)
-        above = cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD
-        quiet_ok = cloudwatch.TreatMissingData.NOT_BREACHING
 
         def series(namespace: str, name: str, dimensions: dict[str, str], statistic: str) -> cloudwatch.Metric:
             return published_metric(mode, namespace, name, dimensions, statistic, period)
 
-        # (construct id, name suffix, metric, threshold, description)
-        wanted: list[tuple[str, str, cloudwatch.IMetric, float, str]] = []
-        if spec.errors_5xx_rate is not None:
-            wanted.append(
-                (
-                    "Errors5xx",
-                    "5xx-rate",
-                    series(INVOCATIONS, "Invocation5XXErrors", calls, "Average"),
-                    spec.errors_5xx_rate,
-                    f"share of invocations answered 5xx above {spec.errors_5xx_rate:g}",
-                )
-            )
-            if mode != ASYNC:
-                wanted.append(
-                    (
-                        "ModelErrors",
-                        "model-errors",
-                        _non_client_errors(mode, calls, period),
-                        spec.errors_5xx_rate,
-                        "share of invocations failing other than 4xx (5xx, timeouts, socket errors, malformed "
-                        f"answers) above {spec.errors_5xx_rate:g}",
-                    )
-                )
-        if spec.errors_4xx_rate is not None:
-            wanted.append(
-                (
-                    "Errors4xx",
-                    "4xx-rate",
-                    series(INVOCATIONS, "Invocation4XXErrors", calls, "Average"),
-                    spec.errors_4xx_rate,
-                    f"share of invocations answered 4xx above {spec.errors_4xx_rate:g}",
-                )
-            )
-        if spec.latency_p99_ms is not None:
-            wanted.append(
-                (
-                    "LatencyP99",
-                    "latency-p99",
-                    series(INVOCATIONS, "ModelLatency", calls, "p99"),
-                    spec.latency_p99_ms * MICROSECONDS_PER_MS,
-                    f"p99 model latency above {spec.latency_p99_ms} ms",
-                )
-            )
-        if spec.gpu_memory_percent is not None and gpu_count and mode == COMPONENTS:
-            # Per copy, 0-100 %: the fullest copy, whatever the instance's other GPUs hold.
-            wanted.append(
-                (
-                    "GpuMemory",
-                    "gpu-memory",
-                    series(COMPONENT_COPIES, "GPUMemoryUtilizationNormalized", calls, "Maximum"),
-                    spec.gpu_memory_percent,
-                    f"GPU memory above {spec.gpu_memory_percent:g} % in a copy",
-                )
-            )
-        elif spec.gpu_memory_percent is not None and gpu_count and len({n for _, n in instance_types}) > 1:
-            # Pools of different GPU counts: the fullest instance of each type against that type's summed threshold.
-            for priority, (instance_type, gpus) in enumerate(instance_types, start=1):
-                wanted.append(
-                    (
-                        f"GpuMemory{priority}",
-                        f"gpu-memory-{instance_type}",
-                        series(
-                            INSTANCE_NAMESPACE,
-                            "GPUMemoryUtilization",
-                            {**dims, "InstanceType": instance_type},
-                            "Maximum",
-                        ),
-                        spec.gpu_memory_percent * gpus,
-                        f"GPU memory above {spec.gpu_memory_percent:g} % per GPU on {instance_type} ({gpus} GPUs)",
-                    )
-                )
-        elif spec.gpu_memory_percent is not None and gpu_count:
-            # The fullest instance, not the average: one instance out of GPU memory fails its requests.
-            wanted.append(
-                (
-                    "GpuMemory",
-                    "gpu-memory",
-                    series(INSTANCE_NAMESPACE, "GPUMemoryUtilization", dims, "Maximum"),
-                    spec.gpu_memory_percent * gpu_count,
-                    f"GPU memory above {spec.gpu_memory_percent:g} % per GPU ({gpu_count} GPUs per instance)",
-                )
-            )
+        wanted = [
+            *_invocation_alarms(spec, mode, calls, series),
+            *_gpu_memory_alarms(spec, mode, calls, dims, gpu_count, instance_types, series),
+        ]
         if spec.disk_percent is not None:
             wanted.append(
                 (
@@ -392,6 +402,13 @@ class EndpointAlarms(Construct):
                 )
             )
         self.alarms: list[cloudwatch.Alarm] = []
+        self._add_alarms(endpoint_name, spec, wanted, series=series, calls=calls)
+
+    def _add_alarms(
+        self, endpoint_name: str, spec: AlarmsSpec, wanted: list[_Wanted], *, series: _Series, calls: dict[str, str]
+    ) -> None:
+        """The alarms above their thresholds, then (no_invocations_periods) the one on missing invocations, each
+        notifying the topic."""
         action = cw_actions.SnsAction(self.topic)
         for cid, suffix, metric, threshold, what in wanted:
             alarm = cloudwatch.Alarm(
@@ -401,9 +418,10 @@ class EndpointAlarms(Construct):
                 alarm_description=f"{endpoint_name}: {what}",
                 metric=metric,
                 threshold=threshold,
-                comparison_operator=above,
-                treat_missing_data=quiet_ok,
-                **window,
+                comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+                evaluation_periods=spec.evaluation_periods,
+                datapoints_to_alarm=spec.datapoints_to_alarm,
             )
             alarm.add_alarm_action(action)
             self.alarms.append(alarm)
@@ -413,7 +431,7 @@ class EndpointAlarms(Construct):
                 self,
                 "NoInvocations",
                 alarm_name=f"{endpoint_name}-no-invocations",
-                alarm_description=f"{endpoint_name}: no invocations for {spec.no_invocations_periods} x {period} s",
+                alarm_description=f"{endpoint_name}: no invocations for {spec.no_invocations_periods} x {spec.period_s} s",
                 metric=series(INVOCATIONS, "Invocations", calls, "Sum"),
                 threshold=1,
                 comparison_operator=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
@@ -524,6 +542,147 @@ def _expression(
     return cloudwatch.MathExpression(
         expression=expression, label=label, using_metrics=metrics, period=Duration.seconds(period_s)
     )
+
+
+def _range_annotations(low: int, high: int, what: str) -> list[cloudwatch.HorizontalAnnotation]:
+    return [
+        cloudwatch.HorizontalAnnotation(value=low, label=f"min {what}"),
+        cloudwatch.HorizontalAnnotation(value=high, label=f"max {what}"),
+    ]
+
+
+@dataclass(frozen=True)
+class _RowMetrics:
+    """The metrics of one endpoint's dashboard row, and its widgets: traffic, capacity, GPU."""
+
+    mode: str
+    dims: dict[str, str]  # the instances (a component endpoint's too)
+    calls: dict[str, str]  # whose invocations: the component's or the variant's
+    period_s: int
+
+    @classmethod
+    def of(cls, row: DashboardEndpoint, period_s: int) -> _RowMetrics:
+        return cls(
+            mode=row.mode,
+            dims=_dimensions(row.endpoint_name, row.variant_name),
+            calls=_invocation_dimensions(row.endpoint_name, row.variant_name, row.component_name),
+            period_s=period_s,
+        )
+
+    def inv(self, name: str, statistic: str, label: str) -> cloudwatch.Metric:
+        return published_metric(self.mode, INVOCATIONS, name, self.calls, statistic, self.period_s, label)
+
+    def per_period(self, expression: str, label: str, **metrics: cloudwatch.Metric) -> cloudwatch.MathExpression:
+        return _expression(expression, label, self.period_s, metrics)
+
+    def traffic(self) -> list[cloudwatch.IWidget]:
+        """Invocations and errors, latency percentiles, error rates."""
+        mode, inv = self.mode, self.inv
+        rates = [inv("Invocation4XXErrors", "Average", "4xx rate"), inv("Invocation5XXErrors", "Average", "5xx rate")]
+        if mode != ASYNC:
+            rates.append(_non_client_errors(mode, self.calls, self.period_s))
+        return [
+            cloudwatch.GraphWidget(
+                title="Invocations",
+                width=6,
+                left=[inv("Invocations", "Sum", "invocations")] if mode != ASYNC else [],
+                right=[inv("Invocation4XXErrors", "Sum", "4xx"), inv("Invocation5XXErrors", "Sum", "5xx")],
+            ),
+            cloudwatch.GraphWidget(
+                title="Model latency (ms)",
+                width=6,
+                left=[
+                    self.per_period(
+                        f"p{p}us / {MICROSECONDS_PER_MS}", f"p{p}", **{f"p{p}us": inv("ModelLatency", f"p{p}", f"p{p}")}
+                    )
+                    for p in (50, 90, 99)
+                ],
+            ),
+            cloudwatch.GraphWidget(title="Error rate", width=6, left=rates),
+        ]
+
+    def from_invocations(
+        self, one: str, many: str, annotations: list[cloudwatch.HorizontalAnnotation]
+    ) -> cloudwatch.GraphWidget:
+        """A count of `many` ("copies", "instances") computed from invocations: Sum(Invocations) /
+        Sum(InvocationsPer<One>), which sends 1/count per request."""
+        per = f"per_{one}"
+        return cloudwatch.GraphWidget(
+            title=f"{many.capitalize()} (from invocations)",
+            width=6,
+            left_annotations=annotations,
+            left=[
+                self.per_period(
+                    f"invocations / {per}",
+                    many,
+                    invocations=self.inv("Invocations", "Sum", "invocations"),
+                    **{per: self.inv(f"InvocationsPer{one.capitalize()}", "Sum", f"per {one}")},
+                )
+            ],
+        )
+
+    def capacity(self, row: DashboardEndpoint) -> list[cloudwatch.IWidget]:
+        """Instances (and an inference component's copies) against the scaling range."""
+        if self.mode == ASYNC:
+            return [
+                cloudwatch.TextWidget(
+                    markdown=f"Instances: scaling range {row.min_capacity}-{row.max_capacity}; no invocation count is "
+                    "published for asynchronous endpoints.",
+                    width=6,
+                    height=6,
+                )
+            ]
+        if self.mode == COMPONENTS:
+            return [
+                self.from_invocations("copy", "copies", _range_annotations(row.min_copies, row.max_copies, "copies")),
+                cloudwatch.GraphWidget(
+                    title="Instances (CPU samples per minute)",
+                    width=6,
+                    left_annotations=_range_annotations(row.min_capacity, row.max_capacity, "instances"),
+                    left=[
+                        published_metric(
+                            self.mode, INSTANCE_NAMESPACE, "CPUUtilization", self.dims, "SampleCount", 60, "instances"
+                        )
+                    ],
+                ),
+            ]
+        capacity = _range_annotations(row.min_capacity, row.max_capacity, "capacity")
+        return [self.from_invocations("instance", "instances", capacity)]
+
+    def gpu(self, row: DashboardEndpoint) -> list[cloudwatch.IWidget]:
+        """GPU utilization and memory: per copy (inference components), or summed over an instance's GPUs."""
+        mode = self.mode
+        if row.gpu_count and mode == COMPONENTS:
+
+            def copy(name: str, label: str) -> cloudwatch.Metric:
+                return published_metric(mode, COMPONENT_COPIES, name, self.calls, "Average", self.period_s, label)
+
+            return [
+                cloudwatch.GraphWidget(
+                    title="GPU utilization and memory per copy (%)",
+                    width=12,
+                    left_annotations=[cloudwatch.HorizontalAnnotation(value=100, label="a copy's GPUs full")],
+                    left=[
+                        copy("GPUUtilizationNormalized", "GPU utilization"),
+                        copy("GPUMemoryUtilizationNormalized", "GPU memory"),
+                    ],
+                )
+            ]
+        if row.gpu_count:
+
+            def inst(name: str, label: str) -> cloudwatch.Metric:
+                return published_metric(mode, INSTANCE_NAMESPACE, name, self.dims, "Average", self.period_s, label)
+
+            top = cloudwatch.HorizontalAnnotation(value=100 * row.gpu_count, label=f"{row.gpu_count} GPUs full")
+            return [
+                cloudwatch.GraphWidget(
+                    title=f"GPU utilization and memory (% summed over {row.gpu_count} GPUs)",
+                    width=12,
+                    left_annotations=[top],
+                    left=[inst("GPUUtilization", "GPU utilization"), inst("GPUMemoryUtilization", "GPU memory")],
+                )
+            ]
+        return []
 
 
 class EnvironmentDashboard(Construct):
@@ -642,129 +801,8 @@ class EnvironmentDashboard(Construct):
 
     @staticmethod
     def _row(row: DashboardEndpoint, period_s: int) -> list[cloudwatch.IWidget]:
-        mode = row.mode
-        dims = _dimensions(row.endpoint_name, row.variant_name)
-        calls = _invocation_dimensions(row.endpoint_name, row.variant_name, row.component_name)
-
-        def inv(name: str, statistic: str, label: str) -> cloudwatch.Metric:
-            return published_metric(mode, INVOCATIONS, name, calls, statistic, period_s, label)
-
-        def per_period(expression: str, label: str, **metrics: cloudwatch.Metric) -> cloudwatch.MathExpression:
-            return _expression(expression, label, period_s, metrics)
-
-        rates = [inv("Invocation4XXErrors", "Average", "4xx rate"), inv("Invocation5XXErrors", "Average", "5xx rate")]
-        if mode != ASYNC:
-            rates.append(_non_client_errors(mode, calls, period_s))
-        widgets: list[cloudwatch.IWidget] = [
-            cloudwatch.GraphWidget(
-                title="Invocations",
-                width=6,
-                left=[inv("Invocations", "Sum", "invocations")] if mode != ASYNC else [],
-                right=[inv("Invocation4XXErrors", "Sum", "4xx"), inv("Invocation5XXErrors", "Sum", "5xx")],
-            ),
-            cloudwatch.GraphWidget(
-                title="Model latency (ms)",
-                width=6,
-                left=[
-                    per_period(
-                        f"p{p}us / {MICROSECONDS_PER_MS}", f"p{p}", **{f"p{p}us": inv("ModelLatency", f"p{p}", f"p{p}")}
-                    )
-                    for p in (50, 90, 99)
-                ],
-            ),
-            cloudwatch.GraphWidget(title="Error rate", width=6, left=rates),
-        ]
-
-        def annotated(low: int, high: int, what: str) -> list[cloudwatch.HorizontalAnnotation]:
-            return [
-                cloudwatch.HorizontalAnnotation(value=low, label=f"min {what}"),
-                cloudwatch.HorizontalAnnotation(value=high, label=f"max {what}"),
-            ]
-
-        if mode == ASYNC:
-            widgets.append(
-                cloudwatch.TextWidget(
-                    markdown=f"Instances: scaling range {row.min_capacity}-{row.max_capacity}; no invocation count is "
-                    "published for asynchronous endpoints.",
-                    width=6,
-                    height=6,
-                )
-            )
-        elif mode == COMPONENTS:
-            widgets.append(
-                cloudwatch.GraphWidget(
-                    title="Copies (from invocations)",
-                    width=6,
-                    left_annotations=annotated(row.min_copies, row.max_copies, "copies"),
-                    left=[
-                        per_period(
-                            "invocations / per_copy",
-                            "copies",
-                            invocations=inv("Invocations", "Sum", "invocations"),
-                            per_copy=inv("InvocationsPerCopy", "Sum", "per copy"),
-                        )
-                    ],
-                )
-            )
-            widgets.append(
-                cloudwatch.GraphWidget(
-                    title="Instances (CPU samples per minute)",
-                    width=6,
-                    left_annotations=annotated(row.min_capacity, row.max_capacity, "instances"),
-                    left=[
-                        published_metric(
-                            mode, INSTANCE_NAMESPACE, "CPUUtilization", dims, "SampleCount", 60, "instances"
-                        )
-                    ],
-                )
-            )
-        else:
-            widgets.append(
-                cloudwatch.GraphWidget(
-                    title="Instances (from invocations)",
-                    width=6,
-                    left_annotations=annotated(row.min_capacity, row.max_capacity, "capacity"),
-                    left=[
-                        per_period(
-                            "invocations / per_instance",
-                            "instances",
-                            invocations=inv("Invocations", "Sum", "invocations"),
-                            per_instance=inv("InvocationsPerInstance", "Sum", "per instance"),
-                        )
-                    ],
-                )
-            )
-        if row.gpu_count and mode == COMPONENTS:
-
-            def copy(name: str, label: str) -> cloudwatch.Metric:
-                return published_metric(mode, COMPONENT_COPIES, name, calls, "Average", period_s, label)
-
-            widgets.append(
-                cloudwatch.GraphWidget(
-                    title="GPU utilization and memory per copy (%)",
-                    width=12,
-                    left_annotations=[cloudwatch.HorizontalAnnotation(value=100, label="a copy's GPUs full")],
-                    left=[
-                        copy("GPUUtilizationNormalized", "GPU utilization"),
-                        copy("GPUMemoryUtilizationNormalized", "GPU memory"),
-                    ],
-                )
-            )
-        elif row.gpu_count:
-
-            def inst(name: str, label: str) -> cloudwatch.Metric:
-                return published_metric(mode, INSTANCE_NAMESPACE, name, dims, "Average", period_s, label)
-
-            top = cloudwatch.HorizontalAnnotation(value=100 * row.gpu_count, label=f"{row.gpu_count} GPUs full")
-            widgets.append(
-                cloudwatch.GraphWidget(
-                    title=f"GPU utilization and memory (% summed over {row.gpu_count} GPUs)",
-                    width=12,
-                    left_annotations=[top],
-                    left=[inst("GPUUtilization", "GPU utilization"), inst("GPUMemoryUtilization", "GPU memory")],
-                )
-            )
-        return widgets
+        metrics = _RowMetrics.of(row, period_s)
+        return [*metrics.traffic(), *metrics.capacity(row), *metrics.gpu(row)]
 
 
 __all__ = [

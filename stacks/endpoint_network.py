@@ -158,6 +158,13 @@ class PrivateNetwork(Construct):
         super().__init__(scope, construct_id)
         self.vpc = ec2.CfnVPC(self, "Vpc", cidr_block=VPC_CIDR, enable_dns_hostnames=True, enable_dns_support=True)
         route_table = ec2.CfnRouteTable(self, "PrivateRoutes", vpc_id=self.vpc.ref)
+        self._add_subnets(route_table)
+        endpoint_group = self._add_security_groups(endpoint_name)
+        self._add_vpc_endpoints(route_table, endpoint_group)
+        self._add_flow_logs(endpoint_name, log_retention_days)
+
+    def _add_subnets(self, route_table: ec2.CfnRouteTable) -> None:
+        """Two private subnets, one per Availability Zone, on the one route table."""
         self.subnets = []
         for index, cidr in enumerate(SUBNET_CIDRS):
             subnet = ec2.CfnSubnet(
@@ -173,6 +180,9 @@ class PrivateNetwork(Construct):
             )
             self.subnets.append(subnet)
 
+    def _add_security_groups(self, endpoint_name: str) -> ec2.CfnSecurityGroup:
+        """The workload's group (no inbound, HTTPS out) and, returned, the SageMaker Runtime endpoint's (HTTPS from the
+        workload only)."""
         self.security_group = ec2.CfnSecurityGroup(
             self,
             "Workload",
@@ -188,7 +198,7 @@ class PrivateNetwork(Construct):
                 )
             ],
         )
-        endpoint_group = ec2.CfnSecurityGroup(
+        return ec2.CfnSecurityGroup(
             self,
             "RuntimeEndpoint",
             vpc_id=self.vpc.ref,
@@ -213,6 +223,9 @@ class PrivateNetwork(Construct):
                 )
             ],
         )
+
+    def _add_vpc_endpoints(self, route_table: ec2.CfnRouteTable, endpoint_group: ec2.CfnSecurityGroup) -> None:
+        """The S3 gateway endpoint and the SageMaker Runtime interface endpoint."""
         ec2.CfnVPCEndpoint(
             self,
             "S3Gateway",
@@ -234,6 +247,8 @@ class PrivateNetwork(Construct):
             private_dns_enabled=True,
         )
 
+    def _add_flow_logs(self, endpoint_name: str, log_retention_days: int) -> None:
+        """Flow logs of the VPC's traffic, to a log group of this stack."""
         flow_logs = owned_log_group(self, "FlowLogs", retention_days=log_retention_days)
         # The delivery role as aws-cdk's own FlowLog construct makes it (aws-ec2 lib/vpc-flow-logs.ts,
         # CloudWatchLogsDestination: grantWrite + logs:DescribeLogStreams on the group); ec2.FlowLog needs an IVpc.

@@ -20,7 +20,8 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from deployment import EndpointPlan
-from deployment.adapters import deployable_adapters
+from deployment.adapters import AdapterPlan, deployable_adapters
+from deployment.plan import ArtifactRef
 from endpoint_runtime import bodies
 from systems.base import REPO_ROOT
 from systems.checks import UNSIZED_MODEL_WARNING_ID
@@ -87,28 +88,63 @@ class EndpointStack(Stack):
             security=security,
         )
         if not plan.emulator:
-            # Nothing is created for an artifact whose publish did not finish, however the stack is deployed.
-            self.artifact_check = PublishedArtifactCheck(
+            self._add_artifact_checks(plan, artifact, adapters, bucket=bucket, bucket_key=bucket_key)
+        self._add_functions(plan, security)
+        self._add_slo(plan, bucket=bucket, bucket_key=bucket_key, trusted_gate=trusted_gate)
+        # chat: SageMaker's OpenAI route, its callers' grants and base URLs (stacks/openai_route.py).
+        self.openai_route = (
+            OpenAIRouteAccess(
                 self,
-                "ArtifactCheck",
-                bucket_name=bucket,
-                manifest_key=plan.manifest_key,
-                content_hash=artifact.content_hash,
-                bucket_key=bucket_key,
-                log_retention_days=spec.log_retention_days,
+                "OpenAIRoute",
+                endpoint=self.endpoint,
+                spec=spec.chat.openai_route,
+                role_name=role_name(plan.project, plan.environment_name, spec.name, "openai"),
             )
-            self.endpoint.model.node.add_dependency(self.artifact_check.resource)
-            # Each LoRA adapter's artifact too: an unpublished one would otherwise fail only at
-            # CreateInferenceComponent, after the base component started, with SageMaker's message (R6).
-            adapter_components = self.endpoint.adapters
-            for adapter in adapters if adapter_components is not None else ():
-                check = self.artifact_check.check(
-                    f"Adapter-{adapter.name}",
-                    manifest_key=adapter.manifest_key,
-                    content_hash=adapter.artifact.content_hash,
-                )
-                assert adapter_components is not None  # the loop runs only then
-                adapter_components.components[adapter.name].node.add_dependency(check)
+            if spec.chat
+            else None
+        )
+
+        if artifact.is_placeholder or any(a.artifact.is_placeholder for a in adapters):
+            self._refuse_unbuilt(spec.name)
+        self._annotate(plan)
+        self._add_outputs(plan)
+        self._add_smoke_role(plan, trusted_pipeline)
+
+    def _add_artifact_checks(
+        self,
+        plan: EndpointPlan,
+        artifact: ArtifactRef,
+        adapters: tuple[AdapterPlan, ...],
+        *,
+        bucket: str,
+        bucket_key: BucketKeyRef | None,
+    ) -> None:
+        """Nothing is created for an artifact whose publish did not finish, however the stack is deployed."""
+        self.artifact_check = PublishedArtifactCheck(
+            self,
+            "ArtifactCheck",
+            bucket_name=bucket,
+            manifest_key=plan.manifest_key,
+            content_hash=artifact.content_hash,
+            bucket_key=bucket_key,
+            log_retention_days=plan.spec.log_retention_days,
+        )
+        self.endpoint.model.node.add_dependency(self.artifact_check.resource)
+        # Each LoRA adapter's artifact too: an unpublished one would otherwise fail only at
+        # CreateInferenceComponent, after the base component started, with SageMaker's message (R6).
+        adapter_components = self.endpoint.adapters
+        for adapter in adapters if adapter_components is not None else ():
+            check = self.artifact_check.check(
+                f"Adapter-{adapter.name}",
+                manifest_key=adapter.manifest_key,
+                content_hash=adapter.artifact.content_hash,
+            )
+            assert adapter_components is not None  # the loop runs only then
+            adapter_components.components[adapter.name].node.add_dependency(check)
+
+    def _add_functions(self, plan: EndpointPlan, security: EndpointSecurity) -> None:
+        """The invoke function, the smoke-test function and (streaming:) the streaming front door."""
+        spec = plan.spec
         self.invoke = InvokeFunction(
             self,
             "Invoke",
@@ -151,9 +187,17 @@ class EndpointStack(Stack):
             if self.network is not None:
                 security.place_function(self.stream.function)
 
-        # slo: the pipeline's gate role, and SageMaker's managed benchmark (stacks/benchmark.py).
-        self.slo_gate = None
-        if spec.slo is not None and trusted_gate is not None:
+    def _add_slo(
+        self,
+        plan: EndpointPlan,
+        *,
+        bucket: str,
+        bucket_key: BucketKeyRef | None,
+        trusted_gate: TrustedPipeline | None,
+    ) -> None:
+        """slo: the pipeline's gate role, and SageMaker's managed benchmark (stacks/benchmark.py)."""
+        self.slo_gate: SloGateRole | None = None
+        if plan.spec.slo is not None and trusted_gate is not None:
             self.slo_gate = SloGateRole(
                 self,
                 "SloGate",
@@ -163,26 +207,16 @@ class EndpointStack(Stack):
                 bucket_key=bucket_key,
                 trusted_pipeline=trusted_gate,
             )
-        self.managed_benchmark = None
+        self.managed_benchmark: ManagedBenchmark | None = None
         if plan.managed_benchmark is not None:
             self.managed_benchmark = ManagedBenchmark(
                 self, "ManagedBenchmark", plan=plan, endpoint=self.endpoint, bucket_name=bucket, bucket_key=bucket_key
             )
-        # chat: SageMaker's OpenAI route, its callers' grants and base URLs (stacks/openai_route.py).
-        self.openai_route = (
-            OpenAIRouteAccess(
-                self,
-                "OpenAIRoute",
-                endpoint=self.endpoint,
-                spec=spec.chat.openai_route,
-                role_name=role_name(plan.project, plan.environment_name, spec.name, "openai"),
-            )
-            if spec.chat
-            else None
-        )
 
-        if artifact.is_placeholder or any(a.artifact.is_placeholder for a in adapters):
-            self._refuse_unbuilt(spec.name)
+    def _annotate(self, plan: EndpointPlan) -> None:
+        """The plan's warnings and notes on this stack: an unsized model, several copies per instance, a legacy
+        system."""
+        spec = plan.spec
         if plan.unsized_warning:
             Annotations.of(self).add_warning_v2(UNSIZED_MODEL_WARNING_ID, plan.unsized_warning)
         if plan.model_copies > 1 and plan.component_name is None:  # components: SageMaker places the copies
@@ -197,6 +231,7 @@ class EndpointStack(Stack):
                 f"the maintained replacement is {plan.system.replacement!r}",
             )
 
+    def _add_outputs(self, plan: EndpointPlan) -> None:
         CfnOutput(self, "EndpointName", value=plan.endpoint_name)
         CfnOutput(self, "InvokeFunctionName", value=self.invoke.function.function_name)
         CfnOutput(self, "SmokeTestFunctionName", value=self.smoke.function.function_name)
@@ -204,7 +239,9 @@ class EndpointStack(Stack):
         if plan.component_name is not None:  # hosting.mode inference-components: callers name it too
             CfnOutput(self, "InferenceComponentName", value=plan.component_name)
 
-        self.smoke_role_name = role_name(plan.project, plan.environment_name, spec.name, "smoke")
+    def _add_smoke_role(self, plan: EndpointPlan, trusted_pipeline: TrustedPipeline | None) -> None:
+        """The role the pipeline's smoke step assumes (trusted_pipeline given): what the smoke test does, no more."""
+        self.smoke_role_name = role_name(plan.project, plan.environment_name, plan.spec.name, "smoke")
         self.smoke_role: iam.Role | None = None
         if trusted_pipeline is not None:
             self.smoke_role = iam.Role(

@@ -192,6 +192,59 @@ class KeptCopyCount(Construct):
         self.copy_count = Token.as_number(self.resource.get_att("CopyCount"))
 
 
+def _check_props(
+    component_name: str,
+    download_timeout_s: int,
+    startup_timeout_s: int,
+    copies: int,
+    rolling: Rolling | None,
+    rollback_alarm_names: Sequence[str],
+) -> None:
+    """ValueError for what SageMaker would refuse: timeouts out of range, no copy, rollback alarms without a
+    rolling update."""
+    check_timeouts(
+        f"InferenceComponent {component_name!r}",
+        download_timeout_s=download_timeout_s,
+        startup_timeout_s=startup_timeout_s,
+    )
+    if copies < 1:
+        raise ValueError(
+            f"InferenceComponent {component_name!r}: copies must be 1 or more (SageMaker refuses a "
+            f"component with no copy), got {copies}"
+        )
+    if rollback_alarm_names and rolling is None:
+        raise ValueError(f"InferenceComponent {component_name!r}: rollback alarms act only with a rolling update")
+
+
+def _revision(settings: dict) -> str:
+    """A short hash of the component's settings besides its copy count (KeptCopyCount's revision)."""
+    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _specification(
+    model: sagemaker.CfnModel,
+    *,
+    accelerators: int,
+    cpu_cores: float,
+    min_memory_mb: int,
+    download_timeout_s: int,
+    startup_timeout_s: int,
+) -> sagemaker.CfnInferenceComponent.InferenceComponentSpecificationProperty:
+    """The component's Specification: its model, what one copy needs, and its startup timeouts."""
+    return sagemaker.CfnInferenceComponent.InferenceComponentSpecificationProperty(
+        model_name=model.attr_model_name,
+        compute_resource_requirements=sagemaker.CfnInferenceComponent.InferenceComponentComputeResourceRequirementsProperty(
+            number_of_accelerator_devices_required=accelerators or None,
+            number_of_cpu_cores_required=cpu_cores,
+            min_memory_required_in_mb=min_memory_mb,
+        ),
+        startup_parameters=sagemaker.CfnInferenceComponent.InferenceComponentStartupParametersProperty(
+            model_data_download_timeout_in_seconds=download_timeout_s,
+            container_startup_health_check_timeout_in_seconds=startup_timeout_s,
+        ),
+    )
+
+
 class InferenceComponent(Construct):
     """The endpoint's model as one inference component, its log group, its guarded updates and, with copy_scaling,
     copy autoscaling (and the wake-up from zero copies when min_copies is 0) with the count kept across deploys.
@@ -234,72 +287,32 @@ class InferenceComponent(Construct):
         rollback_alarm_names: Sequence[str] = (),
     ) -> None:
         super().__init__(scope, construct_id)
-        check_timeouts(
-            f"InferenceComponent {component_name!r}",
-            download_timeout_s=download_timeout_s,
-            startup_timeout_s=startup_timeout_s,
-        )
-        if copies < 1:
-            raise ValueError(
-                f"InferenceComponent {component_name!r}: copies must be 1 or more (SageMaker refuses a "
-                f"component with no copy), got {copies}"
-            )
-        if rollback_alarm_names and rolling is None:
-            raise ValueError(f"InferenceComponent {component_name!r}: rollback alarms act only with a rolling update")
+        _check_props(component_name, download_timeout_s, startup_timeout_s, copies, rolling, rollback_alarm_names)
         self.component_name = component_name
         stack = Stack.of(self)
         # SageMaker ARNs carry names in lower case; ours are lower case already (the config's name pattern).
         self.component_arn = stack.format_arn(
             service="sagemaker", resource="inference-component", resource_name=self.component_name.lower()
         )
-
-        # Component containers log to /aws/sagemaker/InferenceComponents/<component> (the group name public SageMaker
-        # code reads; no AWS page found that states it: unverified). Owned here, as the endpoint's group is, so it
-        # gets a retention and destroy removes it instead of leaving a group SageMaker created.
-        self.log_group = owned_log_group(
-            self,
-            "Logs",
-            name=f"/aws/sagemaker/InferenceComponents/{self.component_name}",
-            retention_days=log_retention_days,
-        )
-        role.add_to_principal_policy(
-            iam.PolicyStatement(
-                actions=["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
-                resources=[self.log_group.log_group_arn],
-            )
-        )
+        self._add_log_group(role, log_retention_days)
 
         deployment = component_deployment_config(rolling, rollback_alarm_names) if rolling is not None else None
         self.kept_copies: KeptCopyCount | None = None
         copy_count: int | float = copies
         if copy_scaling is not None:
             # Everything else of the component, so the count is read again before each of its updates.
-            revision = hashlib.sha256(
-                json.dumps(
-                    {
-                        "variant": variant_name,
-                        "accelerators": accelerators,
-                        "cpu_cores": cpu_cores,
-                        "min_memory_mb": min_memory_mb,
-                        "timeouts": [download_timeout_s, startup_timeout_s],
-                        "rolling": rolling.model_dump() if rolling is not None else None,
-                        "rollback_alarms": list(rollback_alarm_names),
-                    },
-                    sort_keys=True,
-                ).encode()
-            ).hexdigest()[:16]
-            self.kept_copies = KeptCopyCount(
-                self,
-                "KeptCopyCount",
-                component_name=component_name,
-                component_arn=self.component_arn,
-                floor=max(1, copy_scaling.min_copies),
-                ceiling=copy_scaling.max_copies,
-                initial=copies,
-                revision=revision,
-                model_name=model.attr_model_name,
-                log_retention_days=log_retention_days,
+            revision = _revision(
+                {
+                    "variant": variant_name,
+                    "accelerators": accelerators,
+                    "cpu_cores": cpu_cores,
+                    "min_memory_mb": min_memory_mb,
+                    "timeouts": [download_timeout_s, startup_timeout_s],
+                    "rolling": rolling.model_dump() if rolling is not None else None,
+                    "rollback_alarms": list(rollback_alarm_names),
+                }
             )
+            self.kept_copies = self._kept_copies(model, copy_scaling, copies, revision, log_retention_days)
             copy_count = self.kept_copies.copy_count
         self.component = sagemaker.CfnInferenceComponent(
             self,
@@ -307,17 +320,13 @@ class InferenceComponent(Construct):
             inference_component_name=self.component_name,
             endpoint_name=endpoint.attr_endpoint_name,
             variant_name=variant_name,
-            specification=sagemaker.CfnInferenceComponent.InferenceComponentSpecificationProperty(
-                model_name=model.attr_model_name,
-                compute_resource_requirements=sagemaker.CfnInferenceComponent.InferenceComponentComputeResourceRequirementsProperty(
-                    number_of_accelerator_devices_required=accelerators or None,
-                    number_of_cpu_cores_required=cpu_cores,
-                    min_memory_required_in_mb=min_memory_mb,
-                ),
-                startup_parameters=sagemaker.CfnInferenceComponent.InferenceComponentStartupParametersProperty(
-                    model_data_download_timeout_in_seconds=download_timeout_s,
-                    container_startup_health_check_timeout_in_seconds=startup_timeout_s,
-                ),
+            specification=_specification(
+                model,
+                accelerators=accelerators,
+                cpu_cores=cpu_cores,
+                min_memory_mb=min_memory_mb,
+                download_timeout_s=download_timeout_s,
+                startup_timeout_s=startup_timeout_s,
             ),
             runtime_config=sagemaker.CfnInferenceComponent.InferenceComponentRuntimeConfigProperty(
                 copy_count=copy_count
@@ -331,6 +340,40 @@ class InferenceComponent(Construct):
         self.scalable_target = None
         if copy_scaling is not None:
             self._add_copy_scaling(copy_scaling)
+
+    def _kept_copies(
+        self, model: sagemaker.CfnModel, scaling: CopyScaling, copies: int, revision: str, log_retention_days: int
+    ) -> KeptCopyCount:
+        """The copy count kept across deploys (copy_scaling), `copies` at the first."""
+        return KeptCopyCount(
+            self,
+            "KeptCopyCount",
+            component_name=self.component_name,
+            component_arn=self.component_arn,
+            floor=max(1, scaling.min_copies),
+            ceiling=scaling.max_copies,
+            initial=copies,
+            revision=revision,
+            model_name=model.attr_model_name,
+            log_retention_days=log_retention_days,
+        )
+
+    def _add_log_group(self, role: iam.IRole, log_retention_days: int) -> None:
+        """Component containers log to /aws/sagemaker/InferenceComponents/<component> (the group name public SageMaker
+        code reads; no AWS page found that states it: unverified). Owned here, as the endpoint's group is, so it
+        gets a retention and destroy removes it instead of leaving a group SageMaker created."""
+        self.log_group = owned_log_group(
+            self,
+            "Logs",
+            name=f"/aws/sagemaker/InferenceComponents/{self.component_name}",
+            retention_days=log_retention_days,
+        )
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
+                resources=[self.log_group.log_group_arn],
+            )
+        )
 
     def _add_copy_scaling(self, scaling: CopyScaling) -> None:
         target = scalable_target(

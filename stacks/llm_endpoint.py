@@ -85,6 +85,44 @@ class LlmEndpoint(Construct):
             image=image,
             log_group=self.log_group,
         )
+        self._add_models(image, artifact_bucket)
+        self.async_inference = self._async_inference(artifact_bucket, security)
+        self.endpoint_config = self._endpoint_config(security)
+        # Detailed observability, stated (stacks/engine_metrics.py).
+        self.endpoint_config.metrics_config = metrics_config(spec.engine_metrics)
+        if security is not None:
+            security.apply(role=self.role, model=self.model, endpoint_config=self.endpoint_config)
+            for pool_model in self.pool_models.values():  # the pools' instances sit in the same subnets
+                pool_model.vpc_config = security.vpc_config()
+        # A replaced model or config may still serve after a rollback: kept, `model_build clean` removes unused ones.
+        retain_when_replaced(self.model, *self.pool_models.values(), self.endpoint_config)
+
+        self._add_guarded_endpoint()
+        self._add_component()
+        # adapters: each LoRA adapter an adapter inference component on that component (stacks/adapters.py).
+        self.adapters = (
+            AdapterComponents(
+                self,
+                "Adapters",
+                endpoint=self.endpoint,
+                base=self.component,
+                adapters=plan.adapters,
+                artifact_bucket=artifact_bucket,
+            )
+            if plan.adapters and self.component is not None
+            else None
+        )
+        if self.rollback_alarms is not None:
+            # The alarms must be in place (and the role may read them) before the update they guard: on a model on
+            # the variant they name the new config, so they move to it first.
+            guarded = self.component.component if self.component is not None else self.endpoint
+            guarded.node.add_dependency(self.rollback_alarms, self.role)
+        self._add_alarms()
+        self._add_scaling()
+
+    def _add_models(self, image: ContainerImage, artifact_bucket: str) -> None:
+        """The variant's model, and a model for each pool that runs its own."""
+        plan = self.plan
         self.model = SageMakerModel(
             self,
             "Model",
@@ -109,24 +147,29 @@ class LlmEndpoint(Construct):
             for pool in plan.pools
             if pool.own_model
         }
-        # invocation.mode async: AsyncInferenceConfig, its S3 folders and topics, the role's grants.
-        self.async_inference = (
-            AsyncInference(
-                self,
-                "AsyncInference",
-                endpoint_name=plan.endpoint_name,
-                invocation=spec.invocation,
-                artifact_bucket=artifact_bucket,
-                execution_role=self.role,
-                keys=AsyncKeys(security.bucket_key, security.async_output_key) if security else AsyncKeys(),
-            )
-            if plan.is_async
-            else None
+
+    def _async_inference(self, artifact_bucket: str, security: EndpointSecurity | None) -> AsyncInference | None:
+        """invocation.mode async: AsyncInferenceConfig, its S3 folders and topics, the role's grants."""
+        if not self.plan.is_async:
+            return None
+        return AsyncInference(
+            self,
+            "AsyncInference",
+            endpoint_name=self.plan.endpoint_name,
+            invocation=self.plan.spec.invocation,
+            artifact_bucket=artifact_bucket,
+            execution_role=self.role,
+            keys=AsyncKeys(security.bucket_key, security.async_output_key) if security else AsyncKeys(),
         )
+
+    def _endpoint_config(self, security: EndpointSecurity | None) -> ComponentEndpointConfig | VariantEndpointConfig:
+        """The endpoint config: a variant without a model (inference components), or the model on the variant."""
+        plan = self.plan
+        spec = plan.spec
         if plan.component_name is not None:  # hosting.mode inference-components: a variant without a model
             scaling = spec.hosting.instance_scaling
             # The instances are placed from the endpoint config: the Model's network placement goes there too.
-            self.endpoint_config = ComponentEndpointConfig(
+            return ComponentEndpointConfig(
                 self,
                 "EndpointConfig",
                 role=self.role,
@@ -142,37 +185,32 @@ class LlmEndpoint(Construct):
                 subnet_ids=security.subnet_ids if security is not None else (),
                 security_group_ids=security.security_group_ids if security is not None else (),
             )
-        else:
-            self.endpoint_config = VariantEndpointConfig(
-                self,
-                "EndpointConfig",
-                model=self.model,
-                variant_name=VARIANT_NAME,
-                instance_type=spec.instance_type,
-                instance_count=spec.instance_count,
-                volume_size_gb=spec.volume_size_gb,
-                download_timeout_s=plan.download_timeout_s,
-                startup_timeout_s=plan.startup_timeout_s,
-                routing=spec.routing,
-                inference_ami_version=plan.inference_ami_version,
-                async_config=self.async_inference.config if self.async_inference else None,
-                capacity=self._capacity(plan),
-            )
-        # Detailed observability, stated (stacks/engine_metrics.py).
-        self.endpoint_config.metrics_config = metrics_config(spec.engine_metrics)
-        if security is not None:
-            security.apply(role=self.role, model=self.model, endpoint_config=self.endpoint_config)
-            for pool_model in self.pool_models.values():  # the pools' instances sit in the same subnets
-                pool_model.vpc_config = security.vpc_config()
-        # A replaced model or config may still serve after a rollback: kept, `model_build clean` removes unused ones.
-        retain_when_replaced(self.model, *self.pool_models.values(), self.endpoint_config)
+        return VariantEndpointConfig(
+            self,
+            "EndpointConfig",
+            model=self.model,
+            variant_name=VARIANT_NAME,
+            instance_type=spec.instance_type,
+            instance_count=spec.instance_count,
+            volume_size_gb=spec.volume_size_gb,
+            download_timeout_s=plan.download_timeout_s,
+            startup_timeout_s=plan.startup_timeout_s,
+            routing=spec.routing,
+            inference_ami_version=plan.inference_ami_version,
+            async_config=self.async_inference.config if self.async_inference else None,
+            capacity=self._capacity(plan),
+        )
 
-        # deployment: guarded updates (stacks/endpoint_alarms.py). A model on the variant: the endpoint's
-        # DeploymentConfig, its rollback alarms on the new fleet. An inference component: a new model updates the
-        # component, so the rolling update and its alarms (on the component's metrics) are the component's, and the
-        # endpoint keeps SageMaker's default for its own config (which preflight refuses to change in place).
+    def _add_guarded_endpoint(self) -> None:
+        """The rollback alarms (where deployment.auto_rollback asks for them) and the endpoint they guard.
+
+        deployment: guarded updates (stacks/endpoint_alarms.py). A model on the variant: the endpoint's
+        DeploymentConfig, its rollback alarms on the new fleet. An inference component: a new model updates the
+        component, so the rolling update and its alarms (on the component's metrics) are the component's, and the
+        endpoint keeps SageMaker's default for its own config (which preflight refuses to change in place)."""
+        plan = self.plan
         deployment = plan.deployment
-        self.rollback_alarms = None
+        self.rollback_alarms: RollbackAlarms | None = None
         if deployment is not None and deployment.auto_rollback is not None:
             self.rollback_alarms = RollbackAlarms(
                 self,
@@ -190,62 +228,54 @@ class LlmEndpoint(Construct):
                 ),
             )
             self.rollback_alarms.grant_describe(self.role)
-        rollback_names = self.rollback_alarms.alarm_names if self.rollback_alarms else []
+        self._rollback_alarm_names = self.rollback_alarms.alarm_names if self.rollback_alarms else []
         self.endpoint = GuardedEndpoint(
             self,
             "Endpoint",
             endpoint_name=plan.endpoint_name,
             endpoint_config=self.endpoint_config,
-            scaled=spec.autoscaling is not None or plan.component_name is not None,
-            deployment_config=deployment_config(deployment, rollback_alarm_names=rollback_names)
+            scaled=plan.spec.autoscaling is not None or plan.component_name is not None,
+            deployment_config=deployment_config(deployment, rollback_alarm_names=self._rollback_alarm_names)
             if deployment is not None and plan.component_name is None
             else None,
         )
         self.endpoint.node.add_dependency(self.log_group)
-        # hosting.mode inference-components: the model as an inference component, with its copy scaling.
-        self.component = None
-        if plan.component_name is not None:
-            compute = spec.hosting.compute or ComputeRequirements()
-            self.component = InferenceComponent(
-                self,
-                "InferenceComponent",
-                endpoint=self.endpoint,
-                component_name=plan.component_name,
-                model=self.model,
-                role=self.role,
-                variant_name=VARIANT_NAME,
-                accelerators=accelerators_per_copy(spec, plan.instance),
-                cpu_cores=compute.cpu_cores,
-                min_memory_mb=compute.min_memory_mb,
-                download_timeout_s=plan.download_timeout_s,
-                startup_timeout_s=plan.startup_timeout_s,
-                log_retention_days=spec.log_retention_days,
-                copies=spec.hosting.copies,
-                copy_scaling=spec.hosting.copy_scaling,
-                rolling=deployment.rolling if deployment is not None else None,
-                rollback_alarm_names=rollback_names,
-            )
-            if plan.deployment_warning:
-                Annotations.of(self).add_warning_v2(UNGUARDED_COMPONENT_WARNING_ID, plan.deployment_warning)
-        # adapters: each LoRA adapter an adapter inference component on that component (stacks/adapters.py).
-        self.adapters = (
-            AdapterComponents(
-                self,
-                "Adapters",
-                endpoint=self.endpoint,
-                base=self.component,
-                adapters=plan.adapters,
-                artifact_bucket=artifact_bucket,
-            )
-            if plan.adapters and self.component is not None
-            else None
+
+    def _add_component(self) -> None:
+        """hosting.mode inference-components: the model as an inference component, with its copy scaling."""
+        plan = self.plan
+        spec = plan.spec
+        deployment = plan.deployment
+        self.component: InferenceComponent | None = None
+        if plan.component_name is None:
+            return
+        compute = spec.hosting.compute or ComputeRequirements()
+        self.component = InferenceComponent(
+            self,
+            "InferenceComponent",
+            endpoint=self.endpoint,
+            component_name=plan.component_name,
+            model=self.model,
+            role=self.role,
+            variant_name=VARIANT_NAME,
+            accelerators=accelerators_per_copy(spec, plan.instance),
+            cpu_cores=compute.cpu_cores,
+            min_memory_mb=compute.min_memory_mb,
+            download_timeout_s=plan.download_timeout_s,
+            startup_timeout_s=plan.startup_timeout_s,
+            log_retention_days=spec.log_retention_days,
+            copies=spec.hosting.copies,
+            copy_scaling=spec.hosting.copy_scaling,
+            rolling=deployment.rolling if deployment is not None else None,
+            rollback_alarm_names=self._rollback_alarm_names,
         )
-        if self.rollback_alarms is not None:
-            # The alarms must be in place (and the role may read them) before the update they guard: on a model on
-            # the variant they name the new config, so they move to it first.
-            guarded = self.component.component if self.component is not None else self.endpoint
-            guarded.node.add_dependency(self.rollback_alarms, self.role)
-        # alarms: the endpoint's health alarms and their topic (stacks/endpoint_alarms.py).
+        if plan.deployment_warning:
+            Annotations.of(self).add_warning_v2(UNGUARDED_COMPONENT_WARNING_ID, plan.deployment_warning)
+
+    def _add_alarms(self) -> None:
+        """alarms: the endpoint's health alarms and their topic (stacks/endpoint_alarms.py), and the engine's
+        saturation alarm (PromQL on SageMaker's engine metrics) to that topic."""
+        plan = self.plan
         self.alarms = (
             EndpointAlarms(
                 self,
@@ -261,8 +291,7 @@ class LlmEndpoint(Construct):
             if plan.alarms is not None
             else None
         )
-        # The engine's saturation alarm (PromQL on SageMaker's engine metrics), to the endpoint's alarm topic.
-        engine_alarm = spec.engine_metrics.engine_alarm
+        engine_alarm = plan.spec.engine_metrics.engine_alarm
         self.engine_alarm = (
             EngineSaturationAlarm(
                 self,
@@ -277,32 +306,37 @@ class LlmEndpoint(Construct):
             else None
         )
 
-        if spec.autoscaling is not None and self.async_inference is not None:
-            self.async_inference.add_scaling(spec.autoscaling, variant_name=VARIANT_NAME, endpoint=self.endpoint)
-        elif spec.autoscaling is not None:
-            autoscaling = spec.autoscaling
-            # No RoleARN: Application Auto Scaling uses its service-linked role for SageMaker endpoints.
-            target = scalable_target(
-                self,
-                "ScalableTarget",
-                dimension=VARIANT_INSTANCES,
-                resource_id=f"endpoint/{plan.endpoint_name}/variant/{VARIANT_NAME}",
-                min_capacity=autoscaling.min_capacity,
-                max_capacity=autoscaling.max_capacity,
-                after=self.endpoint,
-            )
-            target_tracking(
-                self,
-                "ConcurrencyScaling",
-                policy_name=f"{plan.endpoint_name}-concurrency",
-                target=target,
-                # The metric counts concurrent requests per instance; the config's target is per model copy (the
-                # fewest copies any pool serves: a fleet fallen back to it must not run each copy above the target).
-                target_value=autoscaling.target_value * plan.fewest_copies,
-                predefined_metric=SCALING_METRIC,
-                scale_in_cooldown_s=autoscaling.scale_in_cooldown_s,
-                scale_out_cooldown_s=autoscaling.scale_out_cooldown_s,
-            )
+    def _add_scaling(self) -> None:
+        """autoscaling: the async endpoint's own scaling, or target tracking on concurrent requests per instance."""
+        plan = self.plan
+        autoscaling = plan.spec.autoscaling
+        if autoscaling is None:
+            return
+        if self.async_inference is not None:
+            self.async_inference.add_scaling(autoscaling, variant_name=VARIANT_NAME, endpoint=self.endpoint)
+            return
+        # No RoleARN: Application Auto Scaling uses its service-linked role for SageMaker endpoints.
+        target = scalable_target(
+            self,
+            "ScalableTarget",
+            dimension=VARIANT_INSTANCES,
+            resource_id=f"endpoint/{plan.endpoint_name}/variant/{VARIANT_NAME}",
+            min_capacity=autoscaling.min_capacity,
+            max_capacity=autoscaling.max_capacity,
+            after=self.endpoint,
+        )
+        target_tracking(
+            self,
+            "ConcurrencyScaling",
+            policy_name=f"{plan.endpoint_name}-concurrency",
+            target=target,
+            # The metric counts concurrent requests per instance; the config's target is per model copy (the
+            # fewest copies any pool serves: a fleet fallen back to it must not run each copy above the target).
+            target_value=autoscaling.target_value * plan.fewest_copies,
+            predefined_metric=SCALING_METRIC,
+            scale_in_cooldown_s=autoscaling.scale_in_cooldown_s,
+            scale_out_cooldown_s=autoscaling.scale_out_cooldown_s,
+        )
 
     def _capacity(self, plan: EndpointPlan) -> VariantCapacity:
         """instance_pools and capacity as the variant renders them: instance_type at priority 1 with the variant's

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+from dataclasses import dataclass
 from pathlib import Path
 
 from aws_cdk import Annotations, Duration, Stack, Stage, Tags, pipelines
@@ -101,6 +102,27 @@ def _profile_commands(profile: str, role_arn: str, region: str) -> list[str]:
     """Write an AWS profile that assumes `role_arn` with the CodeBuild container's own credentials."""
     body = f"[profile {profile}]\\nrole_arn = {role_arn}\\ncredential_source = EcsContainer\\nregion = {region}\\n"
     return ["mkdir -p ~/.aws", f"printf '{body}' >> ~/.aws/config"]
+
+
+@dataclass(frozen=True)
+class _EndpointStep:
+    """A pipeline step that checks one deployed endpoint under a role of its stack: the smoke test, the SLO gate."""
+
+    name: str  # the step's id prefix (and its CodeBuild role's: <name>Role-<env>-<endpoint>)
+    title: str  # what the role's description calls it
+    role: str  # what the role's description calls the endpoint stack's role
+    profile: str  # the AWS profile that assumes the endpoint stack's role
+    command: str  # the model_build command
+    compute_type: codebuild.ComputeType
+    extra_args: str = ""
+
+
+SMOKE_STEP = _EndpointStep("Smoke", "Smoke test", "smoke", "smoke", "smoke", codebuild.ComputeType.SMALL)
+# 4 vCPUs: the load generator spreads streams over processes (one per 4 in flight, load_testing/loadtest.py
+# processes_for), so its own CPU does not cap what it measures at the gate's usual levels.
+SLO_GATE_STEP = _EndpointStep(
+    "SloGate", "SLO gate", "SLO gate", "slo", "slo-gate", codebuild.ComputeType.MEDIUM, extra_args=" --quiet"
+)
 
 
 class PipelineStack(Stack):
@@ -495,67 +517,58 @@ class PipelineStack(Stack):
     def _smoke_step(
         self, deployment, endpoint, source, account, region, cb_role_name, target_name
     ) -> pipelines.CodeBuildStep:
-        env_name = deployment.environment_name
-        target_arn = f"arn:{self.partition}:iam::{account}:role/{target_name}"
-        role = iam.Role(
-            self,
-            f"SmokeRole-{env_name}-{endpoint}",
-            role_name=cb_role_name,
-            assumed_by=iam.ServicePrincipal("codebuild.amazonaws.com"),
-            description=f"Smoke test of {env_name}/{endpoint}: may only assume that endpoint's smoke role",
+        timeout = smoke_step_timeout(deployment.plan(endpoint).smoke)
+        return self._endpoint_step(
+            SMOKE_STEP, deployment, endpoint, source, account, region, cb_role_name, target_name, timeout
         )
-        config = shlex.quote(self.config_path)
-        step = pipelines.CodeBuildStep(
-            f"Smoke-{endpoint}",
-            input=source,
-            install_commands=[SMOKE_INSTALL, *_profile_commands("smoke", target_arn, region)],
-            commands=[
-                f".venv/bin/python -m model_build smoke --config {config} --env {env_name} --endpoint {endpoint}"
-            ],
-            env={"AWS_PROFILE": "smoke"},
-            build_environment=codebuild.BuildEnvironment(
-                build_image=CPU_BUILD_IMAGE, compute_type=codebuild.ComputeType.SMALL
-            ),
-            partial_build_spec=PINNED_RUNTIMES,
-            role=role,
-            role_policy_statements=[iam.PolicyStatement(actions=["sts:AssumeRole"], resources=[target_arn])],
-            timeout=smoke_step_timeout(deployment.plan(endpoint).smoke),
-        )
-        self.own_steps.append(step)
-        return step
 
     def _gate_step(
         self, deployment, endpoint, source, account, region, cb_role_name, target_name
     ) -> pipelines.CodeBuildStep:
         """The SLO gate of one endpoint: `model_build slo-gate` under the endpoint stack's gate role (stacks/
         benchmark.py SloGateRole), which may invoke that endpoint and keep results in the environment's bucket."""
+        return self._endpoint_step(
+            SLO_GATE_STEP, deployment, endpoint, source, account, region, cb_role_name, target_name, SLO_GATE_TIMEOUT
+        )
+
+    def _endpoint_step(
+        self,
+        kind: _EndpointStep,
+        deployment,
+        endpoint: str,
+        source,
+        account: str,
+        region: str,
+        cb_role_name: str,
+        target_name: str,
+        timeout: Duration,
+    ) -> pipelines.CodeBuildStep:
+        """`model_build <kind.command>` on one endpoint under that endpoint stack's role `target_name` (as AWS profile
+        kind.profile): the step's own CodeBuild role `cb_role_name` may assume that role and nothing else."""
         env_name = deployment.environment_name
         target_arn = f"arn:{self.partition}:iam::{account}:role/{target_name}"
         role = iam.Role(
             self,
-            f"SloGateRole-{env_name}-{endpoint}",
+            f"{kind.name}Role-{env_name}-{endpoint}",
             role_name=cb_role_name,
             assumed_by=iam.ServicePrincipal("codebuild.amazonaws.com"),
-            description=f"SLO gate of {env_name}/{endpoint}: may only assume that endpoint's SLO gate role",
+            description=f"{kind.title} of {env_name}/{endpoint}: may only assume that endpoint's {kind.role} role",
         )
         config = shlex.quote(self.config_path)
         step = pipelines.CodeBuildStep(
-            f"SloGate-{endpoint}",
+            f"{kind.name}-{endpoint}",
             input=source,
-            install_commands=[SMOKE_INSTALL, *_profile_commands("slo", target_arn, region)],
+            install_commands=[SMOKE_INSTALL, *_profile_commands(kind.profile, target_arn, region)],
             commands=[
-                f".venv/bin/python -m model_build slo-gate --config {config} --env {env_name} --endpoint {endpoint} --quiet"
+                f".venv/bin/python -m model_build {kind.command} --config {config} --env {env_name} "
+                f"--endpoint {endpoint}{kind.extra_args}"
             ],
-            env={"AWS_PROFILE": "slo"},
-            # 4 vCPUs: the load generator spreads streams over processes (one per 4 in flight, load_testing/loadtest.py
-            # processes_for), so its own CPU does not cap what it measures at the gate's usual levels.
-            build_environment=codebuild.BuildEnvironment(
-                build_image=CPU_BUILD_IMAGE, compute_type=codebuild.ComputeType.MEDIUM
-            ),
+            env={"AWS_PROFILE": kind.profile},
+            build_environment=codebuild.BuildEnvironment(build_image=CPU_BUILD_IMAGE, compute_type=kind.compute_type),
             partial_build_spec=PINNED_RUNTIMES,
             role=role,
             role_policy_statements=[iam.PolicyStatement(actions=["sts:AssumeRole"], resources=[target_arn])],
-            timeout=SLO_GATE_TIMEOUT,
+            timeout=timeout,
         )
         self.own_steps.append(step)
         return step

@@ -18,7 +18,7 @@ from endpoint_config import EndpointSpec
 from endpoint_config.models import read_json_object
 
 from .base import ServingSystem
-from .checkpoint_facts import SAFETENSORS_DTYPE_BYTES, read_local_checkpoint
+from .checkpoint_facts import SAFETENSORS_DTYPE_BYTES, Checkpoint, read_local_checkpoint
 
 # What a build fetches from the Hub: weights as safetensors only (no pickles), configs, tokenizer, chat template.
 SOURCE_PATTERNS = ("*.json", "*.safetensors", "*.txt", "*.model", "tokenizer*", "*.jinja")
@@ -214,9 +214,6 @@ def build_checkpoint_artifact(
     from artifact.manifest import write_manifest
     from artifact.source import resolve_model_source
 
-    from . import all_systems
-    from .checks import checkpoint_problems_on_every_pool
-
     out_dir = Path(out_dir)
     steps = tqdm(total=5, desc=f"build {endpoint.name}", unit="step", disable=not progress)
     steps.set_postfix_str("resolve")
@@ -226,32 +223,49 @@ def build_checkpoint_artifact(
     steps.update()
 
     steps.set_postfix_str("check")
+    shards, elements, checkpoint, verification = _check_checkpoint(endpoint, source, system)
+    steps.update()
+
+    steps.set_postfix_str("copy")
+    copied, written = _copy_checkpoint(endpoint, source, shards, out_dir)
+    steps.update()
+
+    steps.set_postfix_str("hash")
+    fields = _manifest_fields(endpoint, system, checkpoint, elements)
+    # Checked right below: a mismatch fails the build, and the build directory is discarded (model_build's atomic build).
+    verification["files"] = (
+        f"{len(copied)} files byte-identical to the source (sha256 read while copying and again)"
+        + (f"; {', '.join(written)} with chat.template written in" if written else "")
+    )
+    manifest = write_manifest(out_dir, progress=progress, **fields, verification=verification)
+    steps.update()
+
+    steps.set_postfix_str("verify")
+    hashed = {entry["path"]: entry["sha256"] for entry in manifest["files"]}
+    differ = sorted(path for path, digest in copied.items() if hashed.get(path) != digest)
+    if differ or set(hashed) != set(copied):
+        unexpected = sorted(set(hashed) - set(copied))
+        raise _fail(endpoint, f"the written files differ from the source: {', '.join(differ + unexpected)}")
+    steps.update()
+    steps.close()
+    return manifest
+
+
+def _check_checkpoint(
+    endpoint: EndpointSpec, source: Path, system: ServingSystem
+) -> tuple[list[Path], int, Checkpoint, dict[str, Any]]:
+    """The checkpoint's shards, parameter count and facts, checked (weights, parameters, tokenizer, the endpoint's
+    rules on its files), and what was verified; BuildError naming the first thing that fails."""
+    from . import all_systems
+    from .checks import checkpoint_problems_on_every_pool
+
     try:
         shards, _, elements = check_weights(source)
         checkpoint = read_local_checkpoint(source, endpoint.model)
     except ValueError as err:
         raise _fail(endpoint, str(err)) from None
-    facts = checkpoint.facts
     verification: dict[str, Any] = {"safetensors_headers": f"{len(shards)} file(s), {elements:,} elements"}
-    if facts.quantization is None:
-        expected = architecture_parameters(source / "config.json")
-        if expected is not None and expected != elements:
-            raise _fail(
-                endpoint,
-                f"the safetensors hold {elements:,} parameters, but config.json's "
-                f"{facts.architecture} has {expected:,} (transformers on the meta device): a truncated or "
-                "mismatched checkpoint; nothing was written",
-            )
-        verification["parameters"] = (
-            f"{elements:,} = config.json's {facts.architecture}"
-            if expected is not None
-            else "not checked: transformers has no causal-LM class for this config"
-        )
-    else:
-        verification["parameters"] = (
-            f"not verified: {facts.quantization.method} packs elements and scales, so the "
-            "tensors cannot be matched to the unquantized architecture on a CPU"
-        )
+    verification["parameters"] = _parameter_verification(endpoint, source, checkpoint, elements)
     try:
         verification["tokenizer"] = check_tokenizer(source)
     except Exception as err:
@@ -263,9 +277,38 @@ def build_checkpoint_artifact(
         raise BuildError(
             "the checkpoint's own files refuse this endpoint; nothing was written:\n  - " + "\n  - ".join(problems)
         )
-    steps.update()
+    return shards, elements, checkpoint, verification
 
-    steps.set_postfix_str("copy")
+
+def _parameter_verification(endpoint: EndpointSpec, source: Path, checkpoint: Checkpoint, elements: int) -> str:
+    """The safetensors' element count against config.json's architecture (BuildError where they differ), or why it
+    was not checked."""
+    facts = checkpoint.facts
+    if facts.quantization is not None:
+        return (
+            f"not verified: {facts.quantization.method} packs elements and scales, so the "
+            "tensors cannot be matched to the unquantized architecture on a CPU"
+        )
+    expected = architecture_parameters(source / "config.json")
+    if expected is not None and expected != elements:
+        raise _fail(
+            endpoint,
+            f"the safetensors hold {elements:,} parameters, but config.json's "
+            f"{facts.architecture} has {expected:,} (transformers on the meta device): a truncated or "
+            "mismatched checkpoint; nothing was written",
+        )
+    return (
+        f"{elements:,} = config.json's {facts.architecture}"
+        if expected is not None
+        else "not checked: transformers has no causal-LM class for this config"
+    )
+
+
+def _copy_checkpoint(
+    endpoint: EndpointSpec, source: Path, shards: list[Path], out_dir: Path
+) -> tuple[dict[str, str], list[str]]:
+    """Copy the shards, index and metadata files (and the metadata again under METADATA_DIR, with a chat template
+    written in); their sha256 by artifact path, and the files written rather than copied."""
     copied: dict[str, str] = {}
     names = [p.name for p in shards] + [n for n in (INDEX_FILE, *METADATA_FILES) if (source / n).is_file()]
     for name in names:
@@ -276,10 +319,15 @@ def build_checkpoint_artifact(
     for name in METADATA_FILES:
         if (out_dir / name).is_file():  # the copies, with a chat template written in
             copied[f"{METADATA_DIR}/{name}"] = _copy(out_dir / name, out_dir / METADATA_DIR / name)
-    steps.update()
+    return copied, written
 
-    steps.set_postfix_str("hash")
-    fields = {
+
+def _manifest_fields(
+    endpoint: EndpointSpec, system: ServingSystem, checkpoint: Checkpoint, elements: int
+) -> dict[str, Any]:
+    """The manifest's fields besides its files and verification: the endpoint, the model's facts, image, environment."""
+    facts = checkpoint.facts
+    return {
         "system": endpoint.system,
         "endpoint": endpoint.name,
         "dtype": endpoint.dtype,
@@ -304,20 +352,3 @@ def build_checkpoint_artifact(
         "environment": system.environment(endpoint),
         "parts": {"model_data": "", "streamed_model_data": f"{METADATA_DIR}/"},
     }
-    # Checked right below: a mismatch fails the build, and the build directory is discarded (model_build's atomic build).
-    verification["files"] = (
-        f"{len(copied)} files byte-identical to the source (sha256 read while copying and again)"
-        + (f"; {', '.join(written)} with chat.template written in" if written else "")
-    )
-    manifest = write_manifest(out_dir, progress=progress, **fields, verification=verification)
-    steps.update()
-
-    steps.set_postfix_str("verify")
-    hashed = {entry["path"]: entry["sha256"] for entry in manifest["files"]}
-    differ = sorted(path for path, digest in copied.items() if hashed.get(path) != digest)
-    if differ or set(hashed) != set(copied):
-        unexpected = sorted(set(hashed) - set(copied))
-        raise _fail(endpoint, f"the written files differ from the source: {', '.join(differ + unexpected)}")
-    steps.update()
-    steps.close()
-    return manifest

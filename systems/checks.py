@@ -82,55 +82,126 @@ def system_problems(ep: EndpointSpec, system: ServingSystem, systems: dict[str, 
     """Every rule of `system` on `ep`. `systems`: the registry, to name the systems that offer what this one does
     not."""
     instance = ep.instance
-    problems: list[str] = []
+    # A profiled engine with the model's config.json at hand gets compatibility_problems' exact fit check instead.
+    checkpoint = checkpoint_of(ep.model) if system.profile is not None else None
+    problems = [
+        *_instance_problems(ep, system),
+        *_model_problems(ep, system, systems, checkpoint),
+        *_capability_problems(ep, system, systems),
+    ]
+    problems += engine_problems(ep, system.engine_options, {name: s.engine_options for name, s in systems.items()})
+    if ep.adapters and system.adapters.supported and not problems:
+        problems += adapter_rank_problems(ep, system)
+    # network.network_isolation against a system whose engine reads S3 itself (endpoint_config/security.py).
+    problems += isolation_problems(ep, engine_reads_s3=system.staged_weights_environment is not None)
+    problems += chat_problems(ep, system, systems)
+    # A system with an engine profile on a GPU has its architecture checked with the checkpoint's other facts (known
+    # models too, and again at build from the real files: checkpoint_problems); the rest, local models here.
+    if system.profile is None or not instance.is_gpu:
+        problems += architecture_problems(ep, system, systems)
+    problems += system.rules(ep, instance)
+    if system.profile is not None and instance.is_gpu and not problems:
+        problems += compatibility_problems(ep, system, systems, checkpoint)
+    elif system.profile is None and instance.is_gpu and not problems:
+        problems += unprofiled_engine_problems(ep)
+    if not problems:
+        problems += environment_problems(ep, system) + slo_context_problems(ep, system)
+    if (
+        system.checkpoint_rules is not None
+        and checkpoint is not None
+        and not engine_problems(ep, system.engine_options)
+    ):
+        problems += system.checkpoint_rules(ep, checkpoint)
+    return problems
 
-    def bad(key: str, message: str) -> None:
-        problems.append(f"endpoint {ep.name!r}: {key}: {message}")
 
-    def refused(key: str, value: str, capability: Capability, offered: str, who: str) -> None:
-        bad(key, f"value {value} is not supported by system {ep.system!r}: {capability.note}; {who}: {offered}")
+def _problem(ep: EndpointSpec, key: str, message: str) -> str:
+    return f"endpoint {ep.name!r}: {key}: {message}"
 
+
+def _instance_problems(ep: EndpointSpec, system: ServingSystem) -> list[str]:
+    """The instance's accelerators against what the system runs on."""
+    instance = ep.instance
     if instance.non_gpu_accelerator is not None:
         # Neuron (Inferentia/Trainium) and Gaudi need their own SDKs and images; every system here is CUDA (or
         # CPU, which would leave the paid-for accelerators idle).
-        bad(
-            "instance_type",
-            f"value {ep.instance_type!r} has {instance.non_gpu_accelerator} devices, not NVIDIA GPUs; system "
-            f"{ep.system!r} runs on NVIDIA GPUs (CUDA){'' if system.gpu_only else ' or CPUs'} only "
-            "(e.g. ml.g5.2xlarge)",
-        )
-    elif system.gpu_only and not instance.is_gpu:
-        bad(
-            "instance_type",
-            f"value {ep.instance_type!r} has no NVIDIA GPU; system {ep.system!r} needs one (e.g. ml.g5.2xlarge)",
-        )
+        return [
+            _problem(
+                ep,
+                "instance_type",
+                f"value {ep.instance_type!r} has {instance.non_gpu_accelerator} devices, not NVIDIA GPUs; system "
+                f"{ep.system!r} runs on NVIDIA GPUs (CUDA){'' if system.gpu_only else ' or CPUs'} only "
+                "(e.g. ml.g5.2xlarge)",
+            )
+        ]
+    if system.gpu_only and not instance.is_gpu:
+        return [
+            _problem(
+                ep,
+                "instance_type",
+                f"value {ep.instance_type!r} has no NVIDIA GPU; system {ep.system!r} needs one (e.g. ml.g5.2xlarge)",
+            )
+        ]
+    return []
 
-    # A profiled engine with the model's config.json at hand gets compatibility_problems' exact fit check instead.
-    checkpoint = checkpoint_of(ep.model) if system.profile is not None else None
+
+def _model_problems(
+    ep: EndpointSpec, system: ServingSystem, systems: dict[str, ServingSystem], checkpoint: Checkpoint | None
+) -> list[str]:
+    """The model's kind (decoder, encoder-decoder), its parameters against the GPUs (without a checkpoint to fit
+    exactly), and its weights format against the system's."""
+    problems: list[str] = []
     facts = model_facts(ep.model, ep.model_parameters)
     if facts is not None:
         kind = "encoder-decoder" if facts.encoder_decoder else "decoder"
         if kind not in system.architectures:
             served = " and ".join(system.architectures)
-            bad("model", f"value {ep.model!r} is an {kind} model; system {ep.system!r} serves {served} models only")
-        if instance.is_gpu and checkpoint is None:
+            problems.append(
+                _problem(
+                    ep,
+                    "model",
+                    f"value {ep.model!r} is an {kind} model; system {ep.system!r} serves {served} models only",
+                )
+            )
+        if ep.instance.is_gpu and checkpoint is None:
             problems += _parameter_fit_problems(ep)
     if ep.weights_format not in system.weights_formats:
         offered = ", ".join(name for name, s in systems.items() if ep.weights_format in s.weights_formats) or "none"
-        bad(
-            "weights_format",
-            f"value {ep.weights_format!r} is not offered by system {ep.system!r} (allowed: "
-            f"{', '.join(system.weights_formats)}); systems that offer it: {offered}",
+        problems.append(
+            _problem(
+                ep,
+                "weights_format",
+                f"value {ep.weights_format!r} is not offered by system {ep.system!r} (allowed: "
+                f"{', '.join(system.weights_formats)}); systems that offer it: {offered}",
+            )
         )
+    return problems
+
+
+def _capability_problems(ep: EndpointSpec, system: ServingSystem, systems: dict[str, ServingSystem]) -> list[str]:
+    """What the endpoint asks of the system that it lacks: streaming (and the SLO's stream latencies), the managed
+    benchmark's chat, inference components, adapters. Each names the systems that offer it."""
+    problems: list[str] = []
+
+    def refused(key: str, value: str, capability: Capability, offered: str, who: str) -> None:
+        problems.append(
+            _problem(
+                ep, key, f"value {value} is not supported by system {ep.system!r}: {capability.note}; {who}: {offered}"
+            )
+        )
+
     if ep.streaming.enabled and not system.streaming.supported:
         refused("streaming.enabled", "true", system.streaming, _offered_by(systems, "streaming"), "systems that stream")
     if ep.slo is not None and not system.streaming.supported:  # time to first token and between tokens need a stream
         for key in ("p95_ttft_ms", "p95_itl_ms"):
             if getattr(ep.slo, key) is not None:
-                bad(
-                    f"slo.{key}",
-                    f"is measured on a token stream and system {ep.system!r} does not stream "
-                    f"({system.streaming.note}); systems that stream: {_offered_by(systems, 'streaming')}",
+                problems.append(
+                    _problem(
+                        ep,
+                        f"slo.{key}",
+                        f"is measured on a token stream and system {ep.system!r} does not stream "
+                        f"({system.streaming.note}); systems that stream: {_offered_by(systems, 'streaming')}",
+                    )
                 )
     # The managed benchmark (AIPerf, CreateAIBenchmarkJob) needs "an LLM that supports the OpenAI-compatible chat
     # completions API" (SageMaker Developer Guide, "Benchmark generative AI inference endpoints"): every job would
@@ -159,29 +230,6 @@ def system_problems(ep: EndpointSpec, system: ServingSystem, systems: dict[str, 
             _offered_by(systems, "adapters"),
             "systems that serve LoRA adapters",
         )
-    problems += engine_problems(ep, system.engine_options, {name: s.engine_options for name, s in systems.items()})
-    if ep.adapters and system.adapters.supported and not problems:
-        problems += adapter_rank_problems(ep, system)
-    # network.network_isolation against a system whose engine reads S3 itself (endpoint_config/security.py).
-    problems += isolation_problems(ep, engine_reads_s3=system.staged_weights_environment is not None)
-    problems += chat_problems(ep, system, systems)
-    # A system with an engine profile on a GPU has its architecture checked with the checkpoint's other facts (known
-    # models too, and again at build from the real files: checkpoint_problems); the rest, local models here.
-    if system.profile is None or not instance.is_gpu:
-        problems += architecture_problems(ep, system, systems)
-    problems += system.rules(ep, instance)
-    if system.profile is not None and instance.is_gpu and not problems:
-        problems += compatibility_problems(ep, system, systems, checkpoint)
-    elif system.profile is None and instance.is_gpu and not problems:
-        problems += unprofiled_engine_problems(ep)
-    if not problems:
-        problems += environment_problems(ep, system) + slo_context_problems(ep, system)
-    if (
-        system.checkpoint_rules is not None
-        and checkpoint is not None
-        and not engine_problems(ep, system.engine_options)
-    ):
-        problems += system.checkpoint_rules(ep, checkpoint)
     return problems
 
 
