@@ -86,8 +86,11 @@ def run_demo(config_path: str, endpoint: str | None, port: int, keep_logs: Path)
     region = deployment.environment.region or moto_server.EMULATOR_REGION
     started = time.monotonic()
 
-    plan = deployment.plan(spec.name)
     deployment = _build_artifact(config_path, spec)
+    # Planned again once the tiny model exists: what a local model directory decides (its chat template turns chat on
+    # by default) is unknown while it is missing, as on a fresh machine.
+    spec = deployment.endpoint(spec.name)
+    plan = deployment.plan(spec.name)
     with ExitStack() as cleanup:
         t = _step(3, "start the local AWS emulator (moto server)")
         emulator = moto_server.start(keep_logs)
