@@ -19,10 +19,10 @@ from __future__ import annotations
 import re
 import shutil
 import sys
-from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
-from .process import DEFAULT_READY_TIMEOUT_S, ContainerError, ProcessContainer, base_environment
+from .process import ContainerError, SystemContainer, base_environment
 
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAM_DIR = "/opt/program"
@@ -64,28 +64,17 @@ def image_environment(text: str) -> dict[str, str]:
     return env
 
 
-class ByocContainer(ProcessContainer):
+class ByocContainer(SystemContainer):
     """`python -m byoc_server.main` from a program folder laid out as the image's /opt/program, the model at the
     artifact directory (SM_MODEL_DIR, as SageMaker mounts /opt/ml/model)."""
 
     engine = "byoc_server"
     chat_path = "/v1/chat/completions"
+    systems = CPU_PATH
 
-    def __init__(
-        self,
-        system: str,
-        container_env: Mapping[str, str],
-        model_dir: Path,
-        workdir: Path,
-        *,
-        ready_timeout_s: float = DEFAULT_READY_TIMEOUT_S,
-    ) -> None:
-        super().__init__(model_dir, workdir, ready_timeout_s=ready_timeout_s)
-        if system not in CPU_PATH:
-            raise ContainerError(f"system {system!r} has no byoc_server image; allowed: {', '.join(CPU_PATH)}")
-        self.system = system
-        self.container_env = dict(container_env)
-        self.dockerfile_text = dockerfile(system).read_text()
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.dockerfile_text = dockerfile(self.system).read_text()
         self.program = self.workdir / "program"
 
     def stage_program(self) -> None:

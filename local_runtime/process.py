@@ -189,6 +189,30 @@ class ProcessContainer:
         return connection.getresponse()
 
 
+class SystemContainer(ProcessContainer):
+    """A container process serving one of the systems its kind names (`systems`), from the plan's container
+    environment; another system is refused, naming the ones allowed."""
+
+    systems: Mapping[str, Any] = {}
+
+    def __init__(
+        self,
+        system: str,
+        container_env: Mapping[str, str],
+        model_dir: Path,
+        workdir: Path,
+        *,
+        ready_timeout_s: float = DEFAULT_READY_TIMEOUT_S,
+    ) -> None:
+        super().__init__(model_dir, workdir, ready_timeout_s=ready_timeout_s)
+        if system not in self.systems:
+            raise ContainerError(
+                f"system {system!r} has no {self.engine} container here; allowed: {', '.join(self.systems)}"
+            )
+        self.system = system
+        self.container_env = dict(container_env)
+
+
 def _signal_group(group: int, sig: signal.Signals) -> None:
     try:
         os.killpg(group, sig)

@@ -42,7 +42,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from .process import DEFAULT_READY_TIMEOUT_S, ProcessContainer, base_environment
+from .process import SystemContainer, base_environment
 
 ENGINES = ("vllm", "sglang", "lmi", "djl")
 # Why each system's container is the stand-in here (printed with its answers).
@@ -312,27 +312,16 @@ def serving(stand_in: StandIn) -> Iterator[str]:
         thread.join()
 
 
-class StandInContainer(ProcessContainer):
+class StandInContainer(SystemContainer):
     """`python -m local_runtime.stand_in` for `system`, its flags built from the plan's container environment by the
     system's entrypoint rules."""
 
     engine = "stand-in"
+    systems = WHY
 
-    def __init__(
-        self,
-        system: str,
-        container_env: Mapping[str, str],
-        model_dir: Path,
-        workdir: Path,
-        *,
-        ready_timeout_s: float = DEFAULT_READY_TIMEOUT_S,
-    ) -> None:
-        super().__init__(model_dir, workdir, ready_timeout_s=ready_timeout_s)
-        if system not in WHY:
-            raise ValueError(f"system {system!r} has no stand-in; allowed: {', '.join(WHY)}")
-        self.system = system
-        self.stand_in_engine = ENGINE_OF.get(system, "djl")
-        self.container_env = dict(container_env)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.stand_in_engine = ENGINE_OF.get(self.system, "djl")
         # The engines' own OpenAI servers answer the route at /v1/chat/completions; LMI takes chat at /invocations.
         self.chat_path = "/v1/chat/completions" if self.stand_in_engine == "sglang" else None
 
