@@ -17,7 +17,7 @@ from endpoint_config.invocation import (
     async_prefixes,
     split_s3_path,
 )
-from endpoint_config.operations import Rolling
+from endpoint_config.operations import MAX_ROLLBACK_ALARMS, AlarmsSpec, AutoRollback, BlueGreen, DeploymentSpec, Rolling
 from endpoint_config.pools import RESERVATIONS_ONLY
 from endpoint_config.routing import Routing
 from endpoint_config.schema import LOG_RETENTION, PipelineSpec
@@ -26,6 +26,11 @@ from endpoint_config.slo import AI_WORKLOAD_CONFIG_REGIONS, benchmark_role_name
 from endpoint_config.streaming import StreamingSpec
 
 __all__ = [
+    "MAX_ROLLBACK_ALARMS",
+    "AlarmsSpec",
+    "AutoRollback",
+    "BlueGreen",
+    "DeploymentSpec",
     "RESERVATIONS_ONLY",
     "AI_WORKLOAD_CONFIG_REGIONS",
     "CAPTURE_MODES",

@@ -31,7 +31,7 @@ from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from deployment import Deployment
-from endpoint_config.operations import (
+from deployment.config_blocks import (
     MAX_ROLLBACK_ALARMS,
     AlarmsSpec,
     AutoRollback,
