@@ -34,6 +34,7 @@ import boto3
 from deployment import Deployment, EndpointPlan, load_config
 from endpoint_config import ConfigError, EndpointSpec
 from endpoint_runtime import invoke, stream
+from local_runtime import has_container_process
 from workstation.deploy import DeployError, deploy, destroy, run
 
 from . import moto_server
@@ -149,7 +150,7 @@ def _serve_artifact(
 ) -> tuple[str, object]:
     """Step 4: the model server on the port (stopped by cleanup); its URL and a sagemaker-runtime client to it."""
     t = _step(4, f"serve the artifact under the SageMaker container contract on 127.0.0.1:{port}")
-    container = plan.system.name != "hf-fastload"  # a container process of its own (local_runtime)
+    container = has_container_process(plan.system.name)
     server_log = open(keep_logs / "serve.log", "wb")
     cleanup.callback(server_log.close)
     server = subprocess.Popen(
@@ -184,7 +185,7 @@ def _send_prompts(plan: EndpointPlan, endpoint_name: str, runtime: object) -> No
     """Steps 6 and 7: prompts through the invoke function's code, then one streamed through the stream function's,
     in the body the container takes (the system's ContainerBodies)."""
     prompt_body, reasoning_field = plan.prompt_body, plan.system.bodies.reasoning_field
-    container = plan.system.name != "hf-fastload"
+    container = has_container_process(plan.system.name)
     t = _step(6, "send prompts through lambda/invoke (sagemaker-runtime -> the local server)")
     print("    (the tiny model has random weights: its text is noise; the path it took is the point)")
     _invoke_prompts(endpoint_name, runtime, prompt_body, reasoning_field)

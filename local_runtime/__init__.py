@@ -34,9 +34,17 @@ class LocalContainerError(Exception):
     """The plan cannot run in a local container; the message says why."""
 
 
+def has_container_process(system: str) -> bool:
+    """Whether `system` is answered by a container process of its own here (the table above); the others by the
+    artifact's own handler in local_runtime/serve.py (HANDLER_STAND_IN)."""
+    from .stand_in import WHY
+
+    return system == "vllm" or system in BYOC_SYSTEMS or system in WHY
+
+
 def local_container(plan: Any, artifact_dir: Path, workdir: Path) -> Any | None:
     """The container process for `plan` (not started), or None where the artifact's own handler serves."""
-    from .stand_in import WHY, StandInContainer
+    from .stand_in import StandInContainer
 
     system = plan.system.name
     if plan.system.streams_weights(plan.spec):
@@ -44,6 +52,8 @@ def local_container(plan: Any, artifact_dir: Path, workdir: Path) -> Any | None:
             f"endpoint {plan.name!r}: engine.stream_weights_from_s3: value True cannot run locally (the engine would "
             "stream the weights from S3 itself); remove it to serve the artifact directory"
         )
+    if not has_container_process(system):
+        return None
     environment = plan.container_environment(LOCAL_BUCKET)
     if system == "vllm":
         from .vllm_container import VllmContainer
@@ -53,9 +63,7 @@ def local_container(plan: Any, artifact_dir: Path, workdir: Path) -> Any | None:
         from .byoc_container import ByocContainer
 
         return ByocContainer(system, environment, artifact_dir, workdir)
-    if system in WHY:
-        return StandInContainer(system, environment, artifact_dir, workdir)
-    return None
+    return StandInContainer(system, environment, artifact_dir, workdir)
 
 
 def container_host(plan: Any, artifact_dir: Path, workdir: Path, build_root: Path | None = None) -> Any | None:

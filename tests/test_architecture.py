@@ -85,7 +85,15 @@ ALLOWED: dict[str, set[str]] = {
     },
     "tools": {"systems"},
     "workstation": {"artifact", "endpoint_runtime", "endpoint_config", "deployment", "model_build", "load_testing"},
-    "local_emulator": {"artifact", "endpoint_runtime", "endpoint_config", "deployment", "model_build", "workstation"},
+    "local_emulator": {
+        "artifact",
+        "endpoint_runtime",
+        "endpoint_config",
+        "deployment",
+        "local_runtime",
+        "model_build",
+        "workstation",
+    },
     "bench": {
         "request_contract",
         "artifact",

@@ -33,6 +33,7 @@ import httpx
 import pytest
 
 from endpoint_runtime import async_invoke, bodies, invoke, smoke, stream
+from local_runtime import has_container_process
 from systems import all_systems
 
 # slow: every client of every system against HTTP stand-ins serving tiny models (make test-fast leaves them out)
@@ -417,7 +418,7 @@ LOCAL_CONFIGS = {
     # hf-fastload: its container is the artifact's handler in local_runtime/serve.py (tests/systems/test_hf_handler*);
     # vllm: the real engine answers these clients in tests/local/test_vllm_scenario.py (one more engine start here
     # would cost a minute of make test), and its stand-in in test_every_client_is_answered_by_the_engine_container
-    if system not in ("hf-fastload", "vllm")
+    if has_container_process(system) and system != "vllm"
 }
 
 
