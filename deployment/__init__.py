@@ -25,9 +25,9 @@ from endpoint_config import (
 from endpoint_config.adapters import component_name_problem
 from endpoint_config.hosting import component_name
 from endpoint_config.loader import ResolvedEnvironment, invalid_config, parse_config
-from endpoint_config.models import UnreadableModel
 from endpoint_config.schema import PipelineSpec, for_pool
 from endpoint_config.security import arn_region_problems, config_arns
+from facts.models import UnreadableModel
 from systems import REGISTRY, ServingSystem, all_systems, get_system
 from systems.checks import instance_types_holding, model_fit_problems, region_problems, system_problems
 

@@ -18,14 +18,12 @@ from endpoint_config import (
     BYTES_PER_PARAM,
     ConfigError,
     EndpointSpec,
-    InstanceType,
     artifact_bucket_name,
     artifact_prefix,
     artifact_root,
 )
 from endpoint_config.hosting import InstanceScaling, component_name, copy_range
 from endpoint_config.invocation import async_location_uris
-from endpoint_config.models import model_facts
 from endpoint_config.operations import (
     AlarmsSpec,
     DeploymentSpec,
@@ -37,6 +35,8 @@ from endpoint_config.operations import (
 from endpoint_config.schema import for_pool
 from endpoint_config.security import network_isolation
 from endpoint_config.slo import ManagedBenchmark, managed_benchmark, results_prefix
+from facts.instances import InstanceType
+from facts.models import model_facts
 from systems import ServingSystem
 from systems.base import EngineOptions, OwnContainer
 from systems.checks import unsized_model_warning

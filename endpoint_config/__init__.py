@@ -1,10 +1,9 @@
-"""The one config file users write: schema, instance facts, reading and per-environment overrides.
+"""The one config file users write: schema, reading and per-environment overrides.
 
 Loading a deployment with every rule (the serving systems' included) and its per-endpoint plans is
 `deployment.load_config` / `deployment.load_all_environments`.
 """
 
-from .instances import InstanceType, hosting_instance_types, parse_instance_type
 from .loader import (
     DEFAULT_ENVIRONMENT,
     ConfigError,
@@ -25,13 +24,10 @@ __all__ = [
     "DEFAULT_ENVIRONMENT",
     "EndpointSpec",
     "EnvironmentSpec",
-    "InstanceType",
     "ResolvedEnvironment",
     "artifact_bucket_name",
     "artifact_prefix",
     "artifact_root",
-    "hosting_instance_types",
     "image_repository_name",
-    "parse_instance_type",
     "read_config",
 ]

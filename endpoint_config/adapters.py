@@ -26,7 +26,7 @@ from pydantic import Field
 
 from .base import Strict
 from .hosting import COMPONENT_NAME_MAX, COMPONENT_NAME_SUFFIX
-from .models import ModelReference, Revision, is_directory
+from .model_reference import ModelReference, Revision, is_directory
 
 if TYPE_CHECKING:
     from .schema import EndpointSpec

@@ -13,7 +13,8 @@ from pydantic import Field
 from .base import Strict
 
 if TYPE_CHECKING:
-    from .instances import InstanceType
+    from facts.instances import InstanceType
+
     from .schema import EndpointSpec
 
 HOSTING_MODES = ("endpoint", "inference-components")

@@ -18,7 +18,8 @@ from .base import Strict
 from .hosting import accelerators_per_copy, update_copy_range
 
 if TYPE_CHECKING:
-    from .instances import InstanceType
+    from facts.instances import InstanceType
+
     from .schema import EndpointSpec
 
 # AutoRollbackConfig.Alarms: "Minimum number of 1 item. Maximum number of 10 items."

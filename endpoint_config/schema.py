@@ -11,14 +11,15 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
+from facts.instances import InstanceType, hosting_instance_types, parse_instance_type
+
 from .adapters import AdapterSpec, adapter_problems
 from .base import Strict
 from .chat import ChatSpec, chat_problems
 from .engine_metrics import EngineMetrics
 from .hosting import Hosting, hosting_problems
-from .instances import InstanceType, hosting_instance_types, parse_instance_type
 from .invocation import SMOKE_BUDGET_DEFAULT_MS, SMOKE_BUDGET_MAX_MS, Invocation, invocation_problems
-from .models import ModelReference, Revision
+from .model_reference import ModelReference, Revision
 from .operations import AlarmsSpec, DeploymentSpec, operations_problems
 from .pools import Capacity, InstancePool, pool_problems
 from .routing import Routing, routing_problems

@@ -17,7 +17,8 @@ from pydantic import Field, model_validator
 from .base import Strict
 
 if TYPE_CHECKING:
-    from .instances import InstanceType
+    from facts.instances import InstanceType
+
     from .schema import EndpointSpec
 
 # A KMS key by its key ARN (single- or multi-Region key). Not an alias or a bare key id: the IAM statements that let

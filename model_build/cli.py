@@ -140,7 +140,7 @@ def build_endpoint(endpoint: Any, out_dir: Path, progress: bool = True) -> dict[
                 p.rmdir()
             except OSError:
                 break
-        from endpoint_config.models import UnreadableModel
+        from facts.models import UnreadableModel
 
         if isinstance(err, UnreadableModel):  # a model file that is not what it claims (config.json not JSON, ...)
             raise BuildError(f"endpoint {endpoint.name!r}: {err}; nothing was kept") from None

@@ -13,9 +13,10 @@ from typing import Annotated, Any, ClassVar, Literal, Self, get_args, get_origin
 
 from pydantic import Field, ValidationError
 
-from endpoint_config import EndpointSpec, InstanceType
+from endpoint_config import EndpointSpec
 from endpoint_config.base import Strict
 from endpoint_config.loader import describe_error, nested_unknown_key, shown_value
+from facts.instances import InstanceType
 
 from .images import ImagePin
 
@@ -355,7 +356,7 @@ class ServingSystem:
     streamed_weights: an engine option that streams the weights from S3 (StreamedWeights), per endpoint.
     profile: the engine facts the compatibility checks need for one endpoint (EngineProfile); None: not checked.
     estimate_weight_bytes: the model's weight bytes on the GPUs before a build (sizes the timeouts and the checks);
-      None: parameters x the dtype's bytes, from endpoint_config.models.
+      None: parameters x the dtype's bytes, from facts.models.
     rules: the rules only this system has, on an endpoint whose schema rules passed.
     legacy / replacement: retired upstream, kept as a pinned recipe and announced at synth with its replacement.
     bodies: which request bodies the container takes on /invocations and how its replies read (ContainerBodies).

@@ -15,7 +15,7 @@ from typing import Any
 
 from artifact import BuildError
 from endpoint_config import EndpointSpec
-from endpoint_config.models import read_json_object
+from facts.models import read_json_object
 
 from .base import ServingSystem
 from .checkpoint_facts import SAFETENSORS_DTYPE_BYTES, Checkpoint, read_local_checkpoint

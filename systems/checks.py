@@ -10,24 +10,25 @@ instead of the parameter-count rule (`compatibility_problems`): the image's CUDA
 driver; and where the model's config.json is known (a local directory, or systems/checkpoint_facts.py
 KNOWN_CHECKPOINTS) or read at build (`checkpoint_problems`, from the real files): the architecture against the
 engine's own model registry (systems/engine_tables/, generated from the engine's wheel), the precision (dtype and
-pre-quantization) against the GPU generation (endpoint_config/gpus.py), max_model_len against the model's
+pre-quantization) against the GPU generation (facts/gpus.py), max_model_len against the model's
 positions, and whether the weights (bytes from the real precision; every expert of a mixture-of-experts model) and
 the KV cache the engine must reserve fit the GPUs.
 """
 
 from __future__ import annotations
 
-from endpoint_config import BYTES_PER_PARAM, EndpointSpec, InstanceType
+from endpoint_config import BYTES_PER_PARAM, EndpointSpec
 from endpoint_config.adapters import (
     adapter_config_problem,
     adapter_rank,
     local_adapter_config,
     unreadable_adapter_config,
 )
-from endpoint_config.gpus import families_where, gpu_facts, image_problems
-from endpoint_config.models import KNOWN_MODELS, model_facts
 from endpoint_config.schema import for_pool
 from endpoint_config.security import isolation_problems
+from facts.gpus import families_where, gpu_facts, image_problems
+from facts.instances import InstanceType
+from facts.models import KNOWN_MODELS, model_facts
 
 from . import engine_tables
 from .base import Capability, EngineProfile, LoraSizing, ServingSystem, engine_problems
@@ -272,7 +273,7 @@ def instance_types_holding(
     degree dividing its GPUs that holds it, fewest and smallest GPUs first: what a refusal offers instead. With
     `systems` (the registry), only types where every other rule of the system passes too (the image's CUDA, the
     precision on that GPU generation, ...)."""
-    from endpoint_config import hosting_instance_types
+    from facts.instances import hosting_instance_types
 
     found: list[tuple[int, int, float, str]] = []
     for name in sorted(hosting_instance_types()):
@@ -568,7 +569,7 @@ def model_positions(model: str) -> tuple[int, str] | None:
         return (config[key], f"config.json {key}, no rope scaling") if key else None
     known = KNOWN_MODELS.get(model)
     if known is not None and known.positions is not None:
-        return known.positions, "config.json n_positions, endpoint_config/models.py KNOWN_MODELS"
+        return known.positions, "config.json n_positions, facts/models.py KNOWN_MODELS"
     return None
 
 

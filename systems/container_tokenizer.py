@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from artifact import BuildError
-from endpoint_config.models import read_json_object
+from facts.models import read_json_object
 from systems import recipe_common as common
 from systems.images import OWN_CONTAINER_STACKS, ImagePin, PythonStack
 

@@ -11,7 +11,7 @@ import math
 from collections.abc import Callable, Mapping
 
 from endpoint_config import EndpointSpec
-from endpoint_config.gpus import AMI_DRIVERS, CUDA
+from facts.gpus import AMI_DRIVERS, CUDA
 
 from .base import Capability, ChatCapability, RequestTimeout
 from .checkpoint_facts import checkpoint_of
@@ -19,7 +19,7 @@ from .checkpoint_facts import checkpoint_of
 # The engines' --dtype for the endpoint's dtype: vLLM 0.30.0 config/model.py ModelDType and SGLang 0.5.20
 # arg_groups/fields/model.py `dtype` choices both take "float16", "bfloat16", "float32".
 DTYPE_FLAG = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}
-# The CUDA 13.0 images need NVIDIA driver >= 580 (endpoint_config/gpus.py CUDA, [CUDA-MV]); of the
+# The CUDA 13.0 images need NVIDIA driver >= 580 (facts/gpus.py CUDA, [CUDA-MV]); of the
 # ProductionVariant.InferenceAmiVersion values botocore 1.44.8 lists, only this one has it (gpus.py AMI_DRIVERS, from
 # the botocore documentation of the enum). The vLLM DLC's own docs say "GPU deployments require inference_ami_version
 # - the default SageMaker host AMI has incompatible NVIDIA drivers for CUDA 13.0 images"

@@ -30,7 +30,7 @@ _ENGINE_DLC_REGIONS = tuple(r for r in DLC_REGIONS if not r.startswith(("cn-", "
 @dataclass(frozen=True)
 class ImageFacts:
     """What an image holds beyond its tag: the CUDA toolkit (the host driver it needs follows from it,
-    endpoint_config/gpus.py), the engine, and where each fact was read."""
+    facts/gpus.py), the engine, and where each fact was read."""
 
     pin: ImagePin
     cuda: str  # CUDA toolkit version of the image

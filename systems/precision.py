@@ -2,7 +2,7 @@
 checkpoint quantized with a method, the capability from which that runs on native tensor cores, and the activation
 dtypes the method computes in; `precision_problems` says why a GPU cannot run a dtype or method.
 
-Sources, by the short names used below (GPU facts and their sources: endpoint_config/gpus.py):
+Sources, by the short names used below (GPU facts and their sources: facts/gpus.py):
   [VLLM]     vLLM 0.30.0 wheel: platforms/cuda.py supports_fp8 = capability >= 89; quantization/utils/
              marlin_utils_fp8.py and marlin_utils_fp4.py: weight-only FP8/FP4 Marlin kernels from 75; each
              QuantizationConfig.get_min_capability (config/vllm.py refuses a method below it); csrc
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from endpoint_config.gpus import Capability, gpu_facts
+from facts.gpus import Capability, gpu_facts
 
 
 # The lowest compute capability at which each pinned engine loads a checkpoint quantized with a method (the

@@ -17,7 +17,7 @@ from typing import Any
 
 from artifact import BuildError
 from endpoint_config import EndpointSpec
-from endpoint_config.models import read_json_object
+from facts.models import read_json_object
 from systems.images import HF_CONTAINER_TRANSFORMERS
 
 TOKENIZER_FILES = (

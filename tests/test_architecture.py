@@ -7,10 +7,12 @@ folder, and each top-level module) must be in the table.
 
     request_contract                     the stdlib request contract every entry point ships (imports nothing)
     chat_contract                        the stdlib chat (OpenAI Chat Completions) contract beside it
-    artifact, endpoint_config            import none of ours (the artifact format; the config schema)
+    artifact, facts                      import none of ours (the artifact format; what is known of GPUs, instance
+                                         types and model sizes, each with its source)
+    endpoint_config                      the config schema (reads facts)
     endpoint_runtime                     the code the Lambda functions ship (+ the request contract)
     lambda/*                             each function's handler: endpoint_runtime (+ the contracts) or nothing
-    systems                              the serving systems' registry: config schema + artifact
+    systems                              the serving systems' registry: config schema + facts + artifact
     tools                                the engine-table generator (reads systems/)
     deployment                           where config and systems meet: load a config, plan each endpoint
     local_runtime                        the local SageMaker runtime: the container-contract server, and the systems'
@@ -39,6 +41,7 @@ PACKAGES = {
     "chat_contract": ROOT / "chat_contract.py",
     "artifact": ROOT / "artifact",
     "endpoint_runtime": ROOT / "endpoint_runtime",
+    "facts": ROOT / "facts",
     "endpoint_config": ROOT / "endpoint_config",
     "systems": ROOT / "systems",
     "deployment": ROOT / "deployment",
@@ -66,9 +69,10 @@ ALLOWED: dict[str, set[str]] = {
     # What the Lambda functions ship (stdlib + boto3), and the request and chat contracts (stdlib only), which the
     # invoke and stream functions share with the containers.
     "endpoint_runtime": {"request_contract", "chat_contract"},
-    "endpoint_config": set(),
-    "systems": {"request_contract", "chat_contract", "artifact", "endpoint_config"},
-    "deployment": {"chat_contract", "artifact", "endpoint_config", "systems"},
+    "facts": set(),
+    "endpoint_config": {"facts"},
+    "systems": {"request_contract", "chat_contract", "artifact", "facts", "endpoint_config"},
+    "deployment": {"chat_contract", "artifact", "facts", "endpoint_config", "systems"},
     "stacks": {"request_contract", "artifact", "endpoint_runtime", "endpoint_config", "systems", "deployment"},
     "local_runtime": {"request_contract", "chat_contract", "artifact", "endpoint_runtime", "systems", "deployment"},
     "load_testing": {"artifact", "endpoint_runtime", "endpoint_config", "deployment"},
@@ -76,6 +80,7 @@ ALLOWED: dict[str, set[str]] = {
         "request_contract",
         "chat_contract",
         "artifact",
+        "facts",
         "endpoint_runtime",
         "endpoint_config",
         "systems",

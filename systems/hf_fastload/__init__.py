@@ -111,7 +111,7 @@ def profile(endpoint: EndpointSpec) -> EngineProfile:
 
 def weight_bytes(endpoint: EndpointSpec) -> float | None:
     """The artifact's weights before a build, for a model whose config.json is known (systems/checkpoint_facts.py):
-    the recipe casts them to the endpoint's dtype. None: endpoint_config.models sizes it, or nothing does."""
+    the recipe casts them to the endpoint's dtype. None: facts.models sizes it, or nothing does."""
     from systems.checkpoint_facts import checkpoint_of
 
     checkpoint = checkpoint_of(endpoint.model)

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Literal, get_args
 
-from endpoint_config import EndpointSpec, InstanceType
+from endpoint_config import EndpointSpec
+from facts.instances import InstanceType
 from systems.base import GENERATION_AND_CHAT, AdapterSupport, LoraSizing
 from systems.djl_common import djl_system
 from systems.djl_common.lmi import (

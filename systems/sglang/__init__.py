@@ -18,7 +18,8 @@ from typing import ClassVar
 
 from pydantic import ValidationError
 
-from endpoint_config import EndpointSpec, InstanceType
+from endpoint_config import EndpointSpec
+from facts.instances import InstanceType
 
 from ..base import AdapterSupport, Capability, ContainerBodies, EngineProfile, ServingSystem
 from ..engine_systems import (

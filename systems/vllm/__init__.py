@@ -14,7 +14,8 @@ from typing import ClassVar, Self, get_args
 
 from pydantic import ValidationError
 
-from endpoint_config import EndpointSpec, InstanceType
+from endpoint_config import EndpointSpec
+from facts.instances import InstanceType
 
 from ..base import (
     AdapterSupport,

@@ -8,7 +8,8 @@ import pytest
 from helpers import ROOT, cdk_cli_synth
 
 from deployment import load_config
-from endpoint_config import ConfigError, hosting_instance_types, parse_instance_type
+from endpoint_config import ConfigError
+from facts.instances import hosting_instance_types, parse_instance_type
 
 GOOD_ENDPOINT = dict(
     name="gptj", system="hf-fastload", model="EleutherAI/gpt-j-6B", dtype="fp16", instance_type="ml.g5.2xlarge"

@@ -1,4 +1,4 @@
-"""GPU generations (endpoint_config/gpus.py): every GPU of the instance table has facts, and the precision and
+"""GPU generations (facts/gpus.py): every GPU of the instance table has facts, and the precision and
 image checks refuse what the sources say cannot run, and accept what can."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import re
 import botocore.session
 import pytest
 
-from endpoint_config.gpus import AMI_DRIVERS, GPUS, gpu_facts, image_problems
-from endpoint_config.instances import _ACCELERATED, GPU
+from facts.gpus import AMI_DRIVERS, GPUS, gpu_facts, image_problems
+from facts.instances import _ACCELERATED, GPU
 from systems.precision import ENGINE_PRECISION, precision_problems
 
 

@@ -175,7 +175,7 @@ def test_bad_pools_and_capacity_are_refused_on_one_line_each(tmp_path, extra, fr
 
 
 def test_volume_size_is_refused_where_a_pool_has_local_nvme(tmp_path):
-    # CPU instances: m5 is EBS-only, m5d has local NVMe (endpoint_config/instances.py).
+    # CPU instances: m5 is EBS-only, m5d has local NVMe (facts/instances.py).
     path = tmp_path / "nvme.yaml"
     endpoint = "{name: small, system: hf-fastload, model: gpt2, instance_type: ml.m5.xlarge, volume_size_gb: 50"
     path.write_text(f"endpoints:\n  - {endpoint}, instance_pools: [{{instance_type: ml.m5.2xlarge}}]}}\n")

@@ -1,5 +1,5 @@
 """Instance facts: every SageMaker hosting type (botocore's enum) has complete facts or an explicit refusal, the
-facts agree with their sources (endpoint_config/instances.py names them), and the config uses them."""
+facts agree with their sources (facts/instances.py names them), and the config uses them."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import re
 import pytest
 
 from deployment import load_config
-from endpoint_config import ConfigError, hosting_instance_types, parse_instance_type
-from endpoint_config.instances import FAMILIES, GAUDI, GPU, NEURON, REFUSED_FAMILIES
+from endpoint_config import ConfigError
+from facts.instances import FAMILIES, GAUDI, GPU, NEURON, REFUSED_FAMILIES, hosting_instance_types, parse_instance_type
 
 MIB = 2**20
 

@@ -403,7 +403,7 @@ def test_hub_ids_follow_huggingface_hub_own_validator() -> None:
     """The model reference rule restates huggingface_hub 2.4.0's validate_repo_id: compare on both sides."""
     from huggingface_hub.utils import HFValidationError, validate_repo_id
 
-    from endpoint_config.models import is_hub_id
+    from endpoint_config.model_reference import is_hub_id
 
     samples = [
         "gpt2",

@@ -282,7 +282,7 @@ def test_inference_ami_versions_are_sagemaker_values() -> None:
 
 
 def test_model_copies(djl_build) -> None:
-    from endpoint_config import parse_instance_type
+    from facts.instances import parse_instance_type
     from systems import get_system
     from systems.djl_common import copies_per_instance
 
@@ -1060,7 +1060,7 @@ def test_tensorrt_profile_refused() -> None:
 @pytest.mark.parametrize("system", DJL_SYSTEMS)
 def test_example_config(system: str) -> None:
     from deployment import load_config
-    from endpoint_config import parse_instance_type
+    from facts.instances import parse_instance_type
     from systems import get_system
 
     path = REPO_ROOT / "config" / "examples" / f"{system}.yaml"

@@ -8,13 +8,9 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import struct
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
-
-from pydantic import AfterValidator, Field
 
 _DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1, "BOOL": 1}
 
@@ -42,80 +38,6 @@ KNOWN_MODELS: dict[str, ModelFacts] = {
     "meta-llama/Llama-3.1-8B-Instruct": ModelFacts(8_030_261_248, False, "known model"),
     "mistralai/Mistral-7B-Instruct-v0.3": ModelFacts(7_248_023_552, False, "known model"),
 }
-
-
-# ---- what a `model:` or `revision:` may be ---------------------------------------------------------------------
-# A Hugging Face Hub repo id, by huggingface_hub 2.4.0's own rules (utils/_validators.py validate_repo_id): "name" or
-# "namespace/name", each 1-96 of ASCII letters, digits, '-', '_', '.', not starting or ending with '-' or '.'; no
-# "--" or ".."; not ending in ".git". tests/config/test_probe_configs.py compares with huggingface_hub's validator.
-_HUB_PART = r"(?![-.])[A-Za-z0-9_.-]{1,96}(?<![-.])"
-HUB_REPO_ID = re.compile(rf"^(?:{_HUB_PART}/)?{_HUB_PART}$")
-HUB_ID_RULES = (
-    "a Hugging Face Hub id, 'name' or 'namespace/name' of ASCII letters, digits, '-', '_' and '.' (each part 1-96 "
-    "characters, not starting or ending with '-' or '.', no '--' or '..', not ending in '.git')"
-)
-# Linux's limits on a path (PATH_MAX, bytes with the final NUL) and on one name in it (NAME_MAX): a longer value
-# makes every file system call fail with "File name too long".
-PATH_MAX_BYTES, NAME_MAX_BYTES = 4095, 255
-
-
-def is_hub_id(value: str) -> bool:
-    return bool(HUB_REPO_ID.match(value)) and "--" not in value and ".." not in value and not value.endswith(".git")
-
-
-def _looks_like_path(value: str) -> bool:
-    return value.startswith(("/", "./", "../", "~")) or value in (".", "..") or value.count("/") > 1 or "\\" in value
-
-
-def is_directory(value: str) -> bool:
-    try:
-        return Path(value).expanduser().is_dir()
-    except (OSError, ValueError):  # a name too long, a NUL byte
-        return False
-
-
-def check_model_reference(value: str) -> str:
-    """A `model:` (or an adapter's) is a local directory or a Hub id; anything else is refused here, before any code
-    hands it to the file system or the Hub. A path that does not exist yet is allowed (the build reads it)."""
-    if _looks_like_path(value):
-        encoded = value.encode("utf-8", "surrogatepass")
-        longest = max((len(part.encode("utf-8", "surrogatepass")) for part in value.split("/")), default=0)
-        if len(encoded) > PATH_MAX_BYTES or longest > NAME_MAX_BYTES or "\0" in value:
-            raise ValueError(
-                f"is a local path of {len(encoded)} bytes whose longest name has {longest}; allowed: a path of at "
-                f"most {PATH_MAX_BYTES} bytes, each name at most {NAME_MAX_BYTES} bytes (Linux PATH_MAX, NAME_MAX)"
-            )
-        return value
-    if is_directory(value) or is_hub_id(value):
-        return value
-    raise ValueError(
-        f"is neither a local directory nor a Hub id; allowed: {HUB_ID_RULES}, or a local directory (write ./NAME "
-        "for one in the current folder)"
-    )
-
-
-# A Hub revision is a branch, a tag or a commit (huggingface_hub passes it as a git revision). git-check-ref-format(1):
-# no control characters, space, ~ ^ : ? * [ \, no "..", no "@{"; a ref is stored as a file, so each name in it is
-# at most NAME_MAX bytes. Printable ASCII only here, so nothing invisible (a right-to-left override) hides in it.
-REVISION = re.compile(r"^(?!.*\.\.)(?!.*@\{)[!-~]{1,255}$")
-REVISION_FORBIDDEN = set(" ~^:?*[\\")
-
-
-def check_revision(value: str) -> str:
-    if REVISION.match(value) and not REVISION_FORBIDDEN & set(value) and not value.endswith((".", "/", ".lock")):
-        return value
-    raise ValueError(
-        "is not a git revision; allowed: a branch, tag or commit of 1-255 printable ASCII characters without "
-        "space, ~ ^ : ? * [ \\, '..' or '@{', not ending in '.', '/' or '.lock' (git-check-ref-format)"
-    )
-
-
-ModelReference = Annotated[
-    str,
-    Field(min_length=1, description="Hugging Face Hub id or local directory"),
-    AfterValidator(check_model_reference),
-]
-Revision = Annotated[str, AfterValidator(check_revision)]
 
 
 class UnreadableModel(ValueError):

@@ -29,7 +29,7 @@ Capability = int
 class GpuFacts:
     """One GPU model: its compute capability and the precisions its tensor cores run natively."""
 
-    name: str  # as endpoint_config/instances.py names it
+    name: str  # as facts/instances.py names it
     capability: Capability
     architecture: str
     bf16: bool
