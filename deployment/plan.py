@@ -284,9 +284,9 @@ class PoolPlan:
 
 @dataclass(frozen=True)
 class EndpointPlan:
-    """One endpoint in one environment, resolved. `spec` keeps the config blocks the constructs render as they are
-    (deployment, alarms, invocation, hosting, streaming, data capture, network, encryption); every derived fact is a
-    field or property here."""
+    """One endpoint in one environment, resolved. `spec` keeps the config entry; every derived fact is a field or
+    property here, and what the stacks render (a config block as it is, or a value derived from several) is a named
+    property of the group "what the stacks render" (the stacks never read `spec`: tests/test_architecture.py)."""
 
     spec: EndpointSpec
     system: ServingSystem

@@ -22,7 +22,8 @@ folder, and each top-level module) must be in the table.
     app                                  the CDK entry point: deployment + stacks
 
 Stacks read the plan, not config modules: stacks/ and app.py reach endpoint_config only through the deployment
-package (deployment/config_blocks.py, the plan's field types); the few imports left are named below as debt.
+package (deployment/config_blocks.py, the plan's field types); the few imports left are named below as debt. And
+they read the plan's named fields, not the config entry behind it: no `.spec` read in stacks/ or app.py.
 """
 
 from __future__ import annotations
