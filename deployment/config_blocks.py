@@ -1,15 +1,15 @@
 """The config blocks, limits and small derivations the stacks read, handed over by the deployment package: the one
 door from endpoint_config/ to stacks/ and app.py (tests/test_architecture.py: stacks read the plan, not config
-modules). A stack takes these as the types of the plan's fields (`plan.spec.streaming` is a StreamingSpec, ...) or
+modules). A stack takes these as the types of the plan's fields (`plan.streaming` is a StreamingSpec, ...) or
 as the constants a resource is sized by; a new name a stack needs is added here, not imported from endpoint_config.
 """
 
 from __future__ import annotations
 
-from endpoint_config import Autoscaling, ConfigError, EndpointSpec
+from endpoint_config import Autoscaling, ConfigError
 from endpoint_config.chat import OpenAIRouteSpec
 from endpoint_config.engine_metrics import EngineAlarm, EngineMetrics
-from endpoint_config.hosting import ComputeRequirements, CopyScaling, accelerators_per_copy
+from endpoint_config.hosting import CopyScaling
 from endpoint_config.invocation import (
     INPUT_RETENTION_DAYS,
     Invocation,
@@ -21,7 +21,7 @@ from endpoint_config.operations import MAX_ROLLBACK_ALARMS, AlarmsSpec, AutoRoll
 from endpoint_config.pools import RESERVATIONS_ONLY
 from endpoint_config.routing import Routing
 from endpoint_config.schema import LOG_RETENTION, PipelineSpec
-from endpoint_config.security import CAPTURE_MODES
+from endpoint_config.security import CAPTURE_MODES, DataCapture
 from endpoint_config.slo import AI_WORKLOAD_CONFIG_REGIONS, benchmark_role_name
 from endpoint_config.streaming import StreamingSpec
 
@@ -37,10 +37,9 @@ __all__ = [
     "INPUT_RETENTION_DAYS",
     "LOG_RETENTION",
     "Autoscaling",
-    "ComputeRequirements",
     "ConfigError",
     "CopyScaling",
-    "EndpointSpec",
+    "DataCapture",
     "EngineAlarm",
     "EngineMetrics",
     "Invocation",
@@ -49,7 +48,6 @@ __all__ = [
     "Rolling",
     "Routing",
     "StreamingSpec",
-    "accelerators_per_copy",
     "async_location_uris",
     "async_prefixes",
     "benchmark_role_name",

@@ -22,7 +22,13 @@ from endpoint_config import (
     artifact_prefix,
     artifact_root,
 )
-from endpoint_config.hosting import InstanceScaling, component_name, copy_range
+from endpoint_config.hosting import (
+    ComputeRequirements,
+    InstanceScaling,
+    accelerators_per_copy,
+    component_name,
+    copy_range,
+)
 from endpoint_config.invocation import async_location_uris
 from endpoint_config.operations import (
     AlarmsSpec,
@@ -43,6 +49,18 @@ from systems.checks import unsized_model_warning
 from systems.images import ImagePin
 
 if TYPE_CHECKING:
+    from endpoint_config import Autoscaling
+    from endpoint_config.chat import ChatSpec, OpenAIRouteSpec
+    from endpoint_config.engine_metrics import EngineAlarm, EngineMetrics
+    from endpoint_config.hosting import CopyScaling
+    from endpoint_config.invocation import Invocation
+    from endpoint_config.pools import Capacity
+    from endpoint_config.routing import Routing
+    from endpoint_config.schema import InvokeFunctionSpec
+    from endpoint_config.security import DataCapture, Network
+    from endpoint_config.slo import Slo
+    from endpoint_config.streaming import StreamingSpec
+
     from .adapters import AdapterPlan
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -266,9 +284,9 @@ class PoolPlan:
 
 @dataclass(frozen=True)
 class EndpointPlan:
-    """One endpoint in one environment, resolved. `spec` keeps the config blocks the constructs render as they are
-    (deployment, alarms, invocation, hosting, streaming, data capture, network, encryption); every derived fact is a
-    field or property here."""
+    """One endpoint in one environment, resolved. `spec` keeps the config entry; every derived fact is a field or
+    property here, and what the stacks render (a config block as it is, or a value derived from several) is a named
+    property of the group "what the stacks render" (the stacks never read `spec`: tests/test_architecture.py)."""
 
     spec: EndpointSpec
     system: ServingSystem
@@ -546,6 +564,134 @@ class EndpointPlan:
         if self.spec.autoscaling is not None:
             return self.spec.autoscaling.min_capacity, self.spec.autoscaling.max_capacity
         return self.spec.instance_count, self.spec.instance_count
+
+    # ---- what the stacks render: the config's blocks and values, and the facts derived from them -----------------
+    # stacks/ and app.py read these, never `spec` (tests/test_architecture.py): a block as the config gives it (chat
+    # as served: chat_by_default), a value the stacks compute from several once here.
+
+    @property
+    def instance_type(self) -> str:
+        return self.spec.instance_type
+
+    @property
+    def instance_count(self) -> int:
+        """The instances a model on the variant starts with (InitialInstanceCount)."""
+        return self.spec.instance_count
+
+    @property
+    def volume_size_gb(self) -> int | None:
+        return self.spec.volume_size_gb
+
+    @property
+    def tensor_parallel_degree(self) -> int:
+        return self.spec.tensor_parallel_degree
+
+    @property
+    def log_retention_days(self) -> int:
+        """The retention of every log group of the endpoint (its own, its functions', its VPC's flow log)."""
+        return self.spec.log_retention_days
+
+    @property
+    def routing(self) -> Routing:
+        return self.spec.routing
+
+    @property
+    def invocation(self) -> Invocation:
+        return self.spec.invocation
+
+    @property
+    def autoscaling(self) -> Autoscaling | None:
+        return self.spec.autoscaling
+
+    @property
+    def scales_instances(self) -> bool:
+        """Whether something other than the template changes the instance count once deployed: autoscaling, or the
+        managed instance scaling of an inference-component endpoint (an update then keeps the count it has)."""
+        return self.spec.autoscaling is not None or self.component_name is not None
+
+    @property
+    def capacity(self) -> Capacity | None:
+        return self.spec.capacity
+
+    @property
+    def engine_metrics(self) -> EngineMetrics:
+        return self.spec.engine_metrics
+
+    @property
+    def engine_alarm(self) -> EngineAlarm | None:
+        """engine_metrics.engine_alarm: the engine saturation alarm's thresholds (None: no alarm)."""
+        return self.spec.engine_metrics.engine_alarm
+
+    @property
+    def streaming(self) -> StreamingSpec:
+        return self.spec.streaming
+
+    @property
+    def invoke_function(self) -> InvokeFunctionSpec:
+        return self.spec.invoke_function
+
+    @property
+    def chat(self) -> ChatSpec | None:
+        """`chat:` as served (chat_by_default resolved an unset or false one): None, the endpoint serves no chat."""
+        return self.spec.chat or None
+
+    @property
+    def openai_route(self) -> OpenAIRouteSpec | None:
+        """chat.openai_route: who may call SageMaker's OpenAI route (None: no such block, or no chat)."""
+        return self.spec.chat.openai_route if self.spec.chat else None
+
+    @property
+    def slo(self) -> Slo | None:
+        return self.spec.slo
+
+    @property
+    def network(self) -> Network | None:
+        return self.spec.network
+
+    @property
+    def creates_vpc(self) -> bool:
+        """network.create_vpc: the endpoint stack creates the VPC the endpoint (and its functions) run in."""
+        return self.spec.network is not None and self.spec.network.create_vpc
+
+    @property
+    def data_capture(self) -> DataCapture | None:
+        return self.spec.data_capture
+
+    def capture_destination(self, bucket: str) -> tuple[str, str] | None:
+        """data_capture's bucket and key prefix: its destination, else under `bucket` (None: no data capture)."""
+        capture = self.spec.data_capture
+        return capture.destination_parts(bucket, self.name) if capture is not None else None
+
+    @property
+    def volume_kms_key(self) -> str | None:
+        """encryption.volume_key: the key of the instances' storage volumes (EndpointConfig KmsKeyId)."""
+        return self.spec.encryption.volume_key if self.spec.encryption is not None else None
+
+    @property
+    def async_output_key(self) -> str | None:
+        """encryption.async_output_key: the key of an asynchronous endpoint's results."""
+        return self.spec.encryption.async_output_key if self.spec.encryption is not None else None
+
+    @property
+    def copy_compute(self) -> ComputeRequirements:
+        """hosting.compute: what one copy of the inference component asks for (the defaults when not given)."""
+        return self.spec.hosting.compute or ComputeRequirements()
+
+    @property
+    def accelerators_per_copy(self) -> int:
+        """The GPUs one copy of the inference component gets (endpoint_config/hosting.py accelerators_per_copy)."""
+        return accelerators_per_copy(self.spec, self.instance)
+
+    @property
+    def component_copies(self) -> int:
+        """hosting.copies: the inference component's copies at deploy time."""
+        return self.spec.hosting.copies
+
+    @property
+    def copy_scaling(self) -> CopyScaling | None:
+        return self.spec.hosting.copy_scaling
+
+    # ---- end of what the stacks render ----------------------------------------------------------------------------
 
 
 # The longest bucket name S3 allows ("Bucket names can be between 3 and 63 characters long", S3 User Guide, "General

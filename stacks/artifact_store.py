@@ -24,23 +24,22 @@ def async_lifecycle_rules(deployment: Deployment) -> list[s3.LifecycleRule]:
     30 days later."""
     rules = []
     for plan in deployment.plans:
-        spec = plan.spec
         if not plan.is_async:
             continue
         prefixes = async_prefixes(plan.endpoint_name)
         rules.append(
             s3.LifecycleRule(
-                id=f"{spec.name}-async-input",
+                id=f"{plan.name}-async-input",
                 prefix=prefixes["input"] + "/",
                 expiration=Duration.days(INPUT_RETENTION_DAYS),
             )
         )
-        if spec.invocation.result_retention_days is not None:
+        if plan.invocation.result_retention_days is not None:
             rules += [
                 s3.LifecycleRule(
-                    id=f"{spec.name}-async-{key}",
+                    id=f"{plan.name}-async-{key}",
                     prefix=prefixes[key] + "/",
-                    expiration=Duration.days(spec.invocation.result_retention_days),
+                    expiration=Duration.days(plan.invocation.result_retention_days),
                 )
                 for key in ("output", "failure")
             ]

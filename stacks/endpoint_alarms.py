@@ -87,7 +87,7 @@ class RollbackAlarms(Construct):
 
     Keyword-only props:
       endpoint_name: the endpoint (the alarms' name prefix).
-      spec: the `deployment.auto_rollback` block (thresholds, period, evaluation periods, existing alarm names).
+      rollback: the `deployment.auto_rollback` block (thresholds, period, evaluation periods, existing alarm names).
       variant_name, endpoint_config_name: a model on the variant: the alarms watch the NEW fleet only, each metric
         carrying the EndpointConfigName of the config being deployed (a token: CloudFormation names the config), so
         an old fleet that already errs does not stop every update.
@@ -108,14 +108,14 @@ class RollbackAlarms(Construct):
         construct_id: str,
         *,
         endpoint_name: str,
-        spec: AutoRollback,
+        rollback: AutoRollback,
         variant_name: str | None = None,
         endpoint_config_name: str | None = None,
         component_name: str | None = None,
         asynchronous: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
-        if not spec.alarm_keys() and not spec.extra_alarm_names:
+        if not rollback.alarm_keys() and not rollback.extra_alarm_names:
             raise ValueError(f"RollbackAlarms {endpoint_name!r}: no alarm to create or watch")
         if component_name is not None and (variant_name is None or endpoint_config_name is None):
             dimensions, fleet = {"InferenceComponentName": component_name}, f"component {component_name}"
@@ -129,14 +129,16 @@ class RollbackAlarms(Construct):
         mode = hosting_mode(component=component_name is not None, asynchronous=asynchronous)
         # (construct id, alarm name, metric, threshold, description)
         wanted: list[tuple[str, str, cloudwatch.IMetric, float, str]] = []
-        if spec.errors_5xx_rate is not None:
+        if rollback.errors_5xx_rate is not None:
             wanted.append(
                 (
                     "Errors5xx",
                     f"{endpoint_name}-rollback-5xx-rate",
-                    published_metric(mode, INVOCATIONS, "Invocation5XXErrors", dimensions, "Average", spec.period_s),
-                    spec.errors_5xx_rate,
-                    f"5xx rate of {fleet} above {spec.errors_5xx_rate:g}",
+                    published_metric(
+                        mode, INVOCATIONS, "Invocation5XXErrors", dimensions, "Average", rollback.period_s
+                    ),
+                    rollback.errors_5xx_rate,
+                    f"5xx rate of {fleet} above {rollback.errors_5xx_rate:g}",
                 )
             )
             if mode != ASYNC:
@@ -144,20 +146,20 @@ class RollbackAlarms(Construct):
                     (
                         "ModelErrors",
                         f"{endpoint_name}-rollback-model-errors",
-                        _non_client_errors(mode, dimensions, spec.period_s),
-                        spec.errors_5xx_rate,
+                        _non_client_errors(mode, dimensions, rollback.period_s),
+                        rollback.errors_5xx_rate,
                         f"share of requests to {fleet} failing other than 4xx (5xx, timeouts, socket errors) "
-                        f"above {spec.errors_5xx_rate:g}",
+                        f"above {rollback.errors_5xx_rate:g}",
                     )
                 )
-        if spec.latency_p99_ms is not None:
+        if rollback.latency_p99_ms is not None:
             wanted.append(
                 (
                     "LatencyP99",
                     f"{endpoint_name}-rollback-latency-p99",
-                    published_metric(mode, INVOCATIONS, "ModelLatency", dimensions, "p99", spec.period_s),
-                    spec.latency_p99_ms * MICROSECONDS_PER_MS,  # ModelLatency is in microseconds
-                    f"p99 model latency of {fleet} above {spec.latency_p99_ms} ms",
+                    published_metric(mode, INVOCATIONS, "ModelLatency", dimensions, "p99", rollback.period_s),
+                    rollback.latency_p99_ms * MICROSECONDS_PER_MS,  # ModelLatency is in microseconds
+                    f"p99 model latency of {fleet} above {rollback.latency_p99_ms} ms",
                 )
             )
         self.alarms: list[cloudwatch.Alarm] = [
@@ -169,15 +171,15 @@ class RollbackAlarms(Construct):
                 metric=metric,
                 threshold=threshold,
                 comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-                evaluation_periods=spec.evaluation_periods,
-                datapoints_to_alarm=spec.evaluation_periods,
+                evaluation_periods=rollback.evaluation_periods,
+                datapoints_to_alarm=rollback.evaluation_periods,
                 # No traffic on the new fleet yet is not a failure.
                 treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
             )
             for cid, name, metric, threshold, what in wanted
         ]
         # Plain strings, not the alarms' Ref: SageMaker takes names, and the caller orders the endpoint after this.
-        self.alarm_names: list[str] = [name for _, name, *_ in wanted] + list(spec.extra_alarm_names)
+        self.alarm_names: list[str] = [name for _, name, *_ in wanted] + list(rollback.extra_alarm_names)
         if len(self.alarm_names) > MAX_ROLLBACK_ALARMS:
             raise ValueError(
                 f"RollbackAlarms {endpoint_name!r}: {len(self.alarm_names)} alarms; SageMaker watches at most {MAX_ROLLBACK_ALARMS}"
@@ -256,39 +258,39 @@ def _error_rate(status: str, rate: float, calls: dict[str, str], series: _Series
     return f"Errors{status}", f"{status}-rate", metric, rate, f"share of invocations answered {status} above {rate:g}"
 
 
-def _invocation_alarms(spec: AlarmsSpec, mode: str, calls: dict[str, str], series: _Series) -> list[_Wanted]:
+def _invocation_alarms(alarms: AlarmsSpec, mode: str, calls: dict[str, str], series: _Series) -> list[_Wanted]:
     """The alarms on invocations: 5xx rate, model errors (not on an asynchronous endpoint), 4xx rate, p99 latency."""
     wanted: list[_Wanted] = []
-    if spec.errors_5xx_rate is not None:
-        wanted.append(_error_rate("5xx", spec.errors_5xx_rate, calls, series))
+    if alarms.errors_5xx_rate is not None:
+        wanted.append(_error_rate("5xx", alarms.errors_5xx_rate, calls, series))
         if mode != ASYNC:
             wanted.append(
                 (
                     "ModelErrors",
                     "model-errors",
-                    _non_client_errors(mode, calls, spec.period_s),
-                    spec.errors_5xx_rate,
+                    _non_client_errors(mode, calls, alarms.period_s),
+                    alarms.errors_5xx_rate,
                     "share of invocations failing other than 4xx (5xx, timeouts, socket errors, malformed "
-                    f"answers) above {spec.errors_5xx_rate:g}",
+                    f"answers) above {alarms.errors_5xx_rate:g}",
                 )
             )
-    if spec.errors_4xx_rate is not None:
-        wanted.append(_error_rate("4xx", spec.errors_4xx_rate, calls, series))
-    if spec.latency_p99_ms is not None:
+    if alarms.errors_4xx_rate is not None:
+        wanted.append(_error_rate("4xx", alarms.errors_4xx_rate, calls, series))
+    if alarms.latency_p99_ms is not None:
         wanted.append(
             (
                 "LatencyP99",
                 "latency-p99",
                 series(INVOCATIONS, "ModelLatency", calls, "p99"),
-                spec.latency_p99_ms * MICROSECONDS_PER_MS,
-                f"p99 model latency above {spec.latency_p99_ms} ms",
+                alarms.latency_p99_ms * MICROSECONDS_PER_MS,
+                f"p99 model latency above {alarms.latency_p99_ms} ms",
             )
         )
     return wanted
 
 
 def _gpu_memory_alarms(
-    spec: AlarmsSpec,
+    alarms: AlarmsSpec,
     mode: str,
     calls: dict[str, str],
     dims: dict[str, str],
@@ -298,7 +300,7 @@ def _gpu_memory_alarms(
 ) -> list[_Wanted]:
     """The GPU memory alarm: per copy (inference components), per instance type (pools of different GPU counts), or
     on the fullest instance."""
-    if spec.gpu_memory_percent is None or not gpu_count:
+    if alarms.gpu_memory_percent is None or not gpu_count:
         return []
     if mode == COMPONENTS:
         # Per copy, 0-100 %: the fullest copy, whatever the instance's other GPUs hold.
@@ -307,8 +309,8 @@ def _gpu_memory_alarms(
                 "GpuMemory",
                 "gpu-memory",
                 series(COMPONENT_COPIES, "GPUMemoryUtilizationNormalized", calls, "Maximum"),
-                spec.gpu_memory_percent,
-                f"GPU memory above {spec.gpu_memory_percent:g} % in a copy",
+                alarms.gpu_memory_percent,
+                f"GPU memory above {alarms.gpu_memory_percent:g} % in a copy",
             )
         ]
     if len({n for _, n in instance_types}) > 1:
@@ -318,8 +320,8 @@ def _gpu_memory_alarms(
                 f"GpuMemory{priority}",
                 f"gpu-memory-{instance_type}",
                 series(INSTANCE_NAMESPACE, "GPUMemoryUtilization", {**dims, "InstanceType": instance_type}, "Maximum"),
-                spec.gpu_memory_percent * gpus,
-                f"GPU memory above {spec.gpu_memory_percent:g} % per GPU on {instance_type} ({gpus} GPUs)",
+                alarms.gpu_memory_percent * gpus,
+                f"GPU memory above {alarms.gpu_memory_percent:g} % per GPU on {instance_type} ({gpus} GPUs)",
             )
             for priority, (instance_type, gpus) in enumerate(instance_types, start=1)
         ]
@@ -329,19 +331,19 @@ def _gpu_memory_alarms(
             "GpuMemory",
             "gpu-memory",
             series(INSTANCE_NAMESPACE, "GPUMemoryUtilization", dims, "Maximum"),
-            spec.gpu_memory_percent * gpu_count,
-            f"GPU memory above {spec.gpu_memory_percent:g} % per GPU ({gpu_count} GPUs per instance)",
+            alarms.gpu_memory_percent * gpu_count,
+            f"GPU memory above {alarms.gpu_memory_percent:g} % per GPU ({gpu_count} GPUs per instance)",
         )
     ]
 
 
 class EndpointAlarms(Construct):
     """Alarms on one endpoint's health, notifying an SNS topic: the stack's own (TLS-only publishing, CloudWatch
-    allowed to publish) or the existing `spec.topic_arn`.
+    allowed to publish) or the existing `alarms.topic_arn`.
 
     Keyword-only props:
       endpoint_name, variant_name: the endpoint and its variant.
-      spec: the `alarms:` block as the stack applies it (EndpointPlan.alarms; null thresholds create no alarm).
+      alarms: the `alarms:` block as the stack applies it (EndpointPlan.alarms; null thresholds create no alarm).
       gpu_count: NVIDIA GPUs per instance (0: no GPU alarm); on a model on the variant GPUMemoryUtilization sums the
         GPUs, so the per-GPU threshold is multiplied by it.
       asynchronous: the endpoint takes InvokeEndpointAsync only; SageMaker then publishes no Invocations metric, so
@@ -360,7 +362,7 @@ class EndpointAlarms(Construct):
         *,
         endpoint_name: str,
         variant_name: str,
-        spec: AlarmsSpec,
+        alarms: AlarmsSpec,
         gpu_count: int,
         asynchronous: bool = False,
         component_name: str | None = None,
@@ -369,43 +371,43 @@ class EndpointAlarms(Construct):
         super().__init__(scope, construct_id)
         if gpu_count < 0:
             raise ValueError(f"EndpointAlarms {endpoint_name!r}: gpu_count must be 0 or more, got {gpu_count}")
-        if asynchronous and spec.no_invocations_periods is not None:
+        if asynchronous and alarms.no_invocations_periods is not None:
             raise ValueError(
                 f"EndpointAlarms {endpoint_name!r}: no_invocations_periods on an asynchronous endpoint (no Invocations metric)"
             )
         mode = hosting_mode(component=component_name is not None, asynchronous=asynchronous)
-        if spec.topic_arn is not None:
-            self.topic: sns.ITopic = sns.Topic.from_topic_arn(self, "Topic", spec.topic_arn)
+        if alarms.topic_arn is not None:
+            self.topic: sns.ITopic = sns.Topic.from_topic_arn(self, "Topic", alarms.topic_arn)
         else:
             self.topic = self._topic(endpoint_name)
         CfnOutput(self, "TopicArn", value=self.topic.topic_arn, description=f"Alarm notifications of {endpoint_name}")
 
         dims = _dimensions(endpoint_name, variant_name)  # the instances (a component endpoint's too)
         calls = _invocation_dimensions(endpoint_name, variant_name, component_name)
-        period = spec.period_s
+        period = alarms.period_s
 
         def series(namespace: str, name: str, dimensions: dict[str, str], statistic: str) -> cloudwatch.Metric:
             return published_metric(mode, namespace, name, dimensions, statistic, period)
 
         wanted = [
-            *_invocation_alarms(spec, mode, calls, series),
-            *_gpu_memory_alarms(spec, mode, calls, dims, gpu_count, instance_types, series),
+            *_invocation_alarms(alarms, mode, calls, series),
+            *_gpu_memory_alarms(alarms, mode, calls, dims, gpu_count, instance_types, series),
         ]
-        if spec.disk_percent is not None:
+        if alarms.disk_percent is not None:
             wanted.append(
                 (
                     "Disk",
                     "disk",
                     series(INSTANCE_NAMESPACE, "DiskUtilization", dims, "Maximum"),
-                    spec.disk_percent,
-                    f"disk above {spec.disk_percent:g} % on an instance",
+                    alarms.disk_percent,
+                    f"disk above {alarms.disk_percent:g} % on an instance",
                 )
             )
         self.alarms: list[cloudwatch.Alarm] = []
-        self._add_alarms(endpoint_name, spec, wanted, series=series, calls=calls)
+        self._add_alarms(endpoint_name, alarms, wanted, series=series, calls=calls)
 
     def _add_alarms(
-        self, endpoint_name: str, spec: AlarmsSpec, wanted: list[_Wanted], *, series: _Series, calls: dict[str, str]
+        self, endpoint_name: str, alarms: AlarmsSpec, wanted: list[_Wanted], *, series: _Series, calls: dict[str, str]
     ) -> None:
         """The alarms above their thresholds, then (no_invocations_periods) the one on missing invocations, each
         notifying the topic."""
@@ -420,23 +422,23 @@ class EndpointAlarms(Construct):
                 threshold=threshold,
                 comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
                 treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
-                evaluation_periods=spec.evaluation_periods,
-                datapoints_to_alarm=spec.datapoints_to_alarm,
+                evaluation_periods=alarms.evaluation_periods,
+                datapoints_to_alarm=alarms.datapoints_to_alarm,
             )
             alarm.add_alarm_action(action)
             self.alarms.append(alarm)
-        if spec.no_invocations_periods is not None:
+        if alarms.no_invocations_periods is not None:
             # SageMaker publishes no datapoint in a minute without invocations: missing data is the signal.
             alarm = cloudwatch.Alarm(
                 self,
                 "NoInvocations",
                 alarm_name=f"{endpoint_name}-no-invocations",
-                alarm_description=f"{endpoint_name}: no invocations for {spec.no_invocations_periods} x {spec.period_s} s",
+                alarm_description=f"{endpoint_name}: no invocations for {alarms.no_invocations_periods} x {alarms.period_s} s",
                 metric=series(INVOCATIONS, "Invocations", calls, "Sum"),
                 threshold=1,
                 comparison_operator=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
-                evaluation_periods=spec.no_invocations_periods,
-                datapoints_to_alarm=spec.no_invocations_periods,
+                evaluation_periods=alarms.no_invocations_periods,
+                datapoints_to_alarm=alarms.no_invocations_periods,
                 treat_missing_data=cloudwatch.TreatMissingData.BREACHING,
             )
             alarm.add_alarm_action(action)
@@ -527,8 +529,8 @@ def dashboard_endpoints(deployment: Deployment, variant_name: str) -> list[Dashb
                 min_copies=fewest_copies,
                 max_copies=most_copies,
                 system=plan.system.name,
-                detailed_observability=plan.spec.engine_metrics.detailed_observability,
-                engine_alarm=plan.spec.engine_metrics.engine_alarm is not None,
+                detailed_observability=plan.engine_metrics.detailed_observability,
+                engine_alarm=plan.engine_alarm is not None,
                 instance_types=plan.instance_types,
             )
         )

@@ -18,8 +18,8 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
-from deployment import Deployment
-from deployment.config_blocks import CAPTURE_MODES, EndpointSpec
+from deployment import Deployment, EndpointPlan
+from deployment.config_blocks import CAPTURE_MODES, DataCapture
 
 from .log_groups import owned_log_group
 from .nag import acknowledge, nag_text
@@ -288,41 +288,44 @@ class EndpointSecurity:
     """What an endpoint's data_capture / network / encryption blocks resolve to, for LlmEndpoint.
 
     subnet_ids / security_group_ids: the model's VpcConfig (both empty: no VPC).
+    data_capture: the `data_capture:` block (None: no capture).
     capture_bucket / capture_prefix: where data capture writes (None: no capture); the execution role may write
       s3://<bucket>/<prefix>* only.
+    volume_kms_key / async_output_key: the `encryption:` block's keys (None: the default encryption).
     bucket_key: the artifact bucket's key, when it is KMS-encrypted (the role reads the model with it and writes
       captures and async results into the bucket with it).
     """
 
-    spec: EndpointSpec
     subnet_ids: tuple[str, ...] = ()
     security_group_ids: tuple[str, ...] = ()
+    data_capture: DataCapture | None = None
     capture_bucket: str | None = None
     capture_prefix: str | None = None
+    volume_kms_key: str | None = None
+    async_output_key: str | None = None
     bucket_key: BucketKeyRef | None = None
 
     @staticmethod
     def resolve(
-        spec: EndpointSpec, *, artifact_bucket: str, bucket_key: BucketKeyRef | None, network: PrivateNetwork | None
+        plan: EndpointPlan, *, artifact_bucket: str, bucket_key: BucketKeyRef | None, network: PrivateNetwork | None
     ) -> EndpointSecurity:
         subnets: tuple[str, ...] = ()
         groups: tuple[str, ...] = ()
         if network is not None:
             subnets, groups = tuple(network.subnet_ids), tuple(network.security_group_ids)
-        elif spec.network is not None and spec.network.subnet_ids:
-            subnets, groups = spec.network.subnet_ids, spec.network.security_group_ids
-        bucket = prefix = None
-        if spec.data_capture is not None:
-            bucket, prefix = spec.data_capture.destination_parts(artifact_bucket, spec.name)
-        return EndpointSecurity(spec, subnets, groups, bucket, prefix, bucket_key)
-
-    @property
-    def volume_kms_key(self) -> str | None:
-        return self.spec.encryption.volume_key if self.spec.encryption is not None else None
-
-    @property
-    def async_output_key(self) -> str | None:
-        return self.spec.encryption.async_output_key if self.spec.encryption is not None else None
+        elif plan.network is not None and plan.network.subnet_ids:
+            subnets, groups = plan.network.subnet_ids, plan.network.security_group_ids
+        bucket, prefix = plan.capture_destination(artifact_bucket) or (None, None)
+        return EndpointSecurity(
+            subnet_ids=subnets,
+            security_group_ids=groups,
+            data_capture=plan.data_capture,
+            capture_bucket=bucket,
+            capture_prefix=prefix,
+            volume_kms_key=plan.volume_kms_key,
+            async_output_key=plan.async_output_key,
+            bucket_key=bucket_key,
+        )
 
     def vpc_config(self) -> sagemaker.CfnModel.VpcConfigProperty | None:
         if not self.subnet_ids:
@@ -334,7 +337,7 @@ class EndpointSecurity:
     def data_capture_config(self) -> sagemaker.CfnEndpointConfig.DataCaptureConfigProperty | None:
         """EndpointConfig DataCaptureConfig (SageMaker API reference, DataCaptureConfig): one CaptureOption per mode,
         JSON content types captured as text."""
-        capture = self.spec.data_capture
+        capture = self.data_capture
         if capture is None:
             return None
         assert self.capture_prefix is not None, "resolve() sets the capture destination with data_capture"
@@ -378,9 +381,7 @@ class EndpointSecurity:
                 "Data capture writes objects SageMaker names by time and request under this endpoint's capture "
                 "prefix; the role may write nothing else.",
             )
-        keys = [
-            k for k in (self.spec.data_capture.kms_key if self.spec.data_capture else None, self.async_output_key) if k
-        ]
+        keys = [k for k in (self.data_capture.kms_key if self.data_capture else None, self.async_output_key) if k]
         if keys:
             role.add_to_policy(
                 iam.PolicyStatement(

@@ -65,7 +65,6 @@ class EndpointStack(Stack):
         **kwargs,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
-        spec = plan.spec
         artifact = plan.deployable_artifact(allow_unbuilt=allow_unbuilt)
         adapters = deployable_adapters(plan.adapters, allow_unbuilt=allow_unbuilt)
         bucket = plan.artifact_bucket(Aws.ACCOUNT_ID, Aws.REGION)
@@ -73,12 +72,12 @@ class EndpointStack(Stack):
         # (stacks/endpoint_network.py).
         self.network = (
             PrivateNetwork(
-                self, "Network", endpoint_name=plan.endpoint_name, log_retention_days=spec.log_retention_days
+                self, "Network", endpoint_name=plan.endpoint_name, log_retention_days=plan.log_retention_days
             )
-            if spec.network is not None and spec.network.create_vpc
+            if plan.creates_vpc
             else None
         )
-        security = EndpointSecurity.resolve(spec, artifact_bucket=bucket, bucket_key=bucket_key, network=self.network)
+        security = EndpointSecurity.resolve(plan, artifact_bucket=bucket, bucket_key=bucket_key, network=self.network)
         self.endpoint = LlmEndpoint(
             self,
             "LlmEndpoint",
@@ -97,15 +96,15 @@ class EndpointStack(Stack):
                 self,
                 "OpenAIRoute",
                 endpoint=self.endpoint,
-                spec=spec.chat.openai_route,
-                role_name=role_name(plan.project, plan.environment_name, spec.name, "openai"),
+                route=plan.openai_route,
+                role_name=role_name(plan.project, plan.environment_name, plan.name, "openai"),
             )
-            if spec.chat
+            if plan.chat
             else None
         )
 
         if artifact.is_placeholder or any(a.artifact.is_placeholder for a in adapters):
-            self._refuse_unbuilt(spec.name)
+            self._refuse_unbuilt(plan.name)
         self._annotate(plan)
         self._add_outputs(plan)
         self._add_smoke_role(plan, trusted_pipeline)
@@ -127,7 +126,7 @@ class EndpointStack(Stack):
             manifest_key=plan.manifest_key,
             content_hash=artifact.content_hash,
             bucket_key=bucket_key,
-            log_retention_days=plan.spec.log_retention_days,
+            log_retention_days=plan.log_retention_days,
         )
         self.endpoint.model.node.add_dependency(self.artifact_check.resource)
         # Each LoRA adapter's artifact too: an unpublished one would otherwise fail only at
@@ -144,15 +143,14 @@ class EndpointStack(Stack):
 
     def _add_functions(self, plan: EndpointPlan, security: EndpointSecurity) -> None:
         """The invoke function, the smoke-test function and (streaming:) the streaming front door."""
-        spec = plan.spec
         self.invoke = InvokeFunction(
             self,
             "Invoke",
             endpoint_name=plan.endpoint_name,
             asynchronous=plan.is_async,
             environment={**self.endpoint.request_limits, **self.endpoint.target_environment},
-            log_retention_days=spec.log_retention_days,
-            reserved_concurrency=spec.invoke_function.reserved_concurrency,
+            log_retention_days=plan.log_retention_days,
+            reserved_concurrency=plan.invoke_function.reserved_concurrency,
         )
         self.endpoint.grant_client(self.invoke.function)
         if self.network is not None:
@@ -174,15 +172,19 @@ class EndpointStack(Stack):
                 **bodies.environment(plan.prompt_body, plan.system.bodies.reasoning_field),
             },
             emulator=plan.emulator,
-            log_retention_days=spec.log_retention_days,
+            log_retention_days=plan.log_retention_days,
         )
         self.endpoint.grant_smoke_test(self.smoke.function)
         # streaming: the function URL that streams tokens (stacks/streaming.py), in the created VPC like the invoke
         # function when the endpoint has one.
         self.stream: StreamingFrontDoor | None = None
-        if spec.streaming.enabled:
+        if plan.streaming.enabled:
             self.stream = StreamingFrontDoor(
-                self, "Stream", endpoint=self.endpoint, spec=spec.streaming, log_retention_days=spec.log_retention_days
+                self,
+                "Stream",
+                endpoint=self.endpoint,
+                streaming=plan.streaming,
+                log_retention_days=plan.log_retention_days,
             )
             if self.network is not None:
                 security.place_function(self.stream.function)
@@ -197,7 +199,7 @@ class EndpointStack(Stack):
     ) -> None:
         """slo: the pipeline's gate role, and SageMaker's managed benchmark (stacks/benchmark.py)."""
         self.slo_gate: SloGateRole | None = None
-        if plan.spec.slo is not None and trusted_gate is not None:
+        if plan.slo is not None and trusted_gate is not None:
             self.slo_gate = SloGateRole(
                 self,
                 "SloGate",
@@ -216,13 +218,12 @@ class EndpointStack(Stack):
     def _annotate(self, plan: EndpointPlan) -> None:
         """The plan's warnings and notes on this stack: an unsized model, several copies per instance, a legacy
         system."""
-        spec = plan.spec
         if plan.unsized_warning:
             Annotations.of(self).add_warning_v2(UNSIZED_MODEL_WARNING_ID, plan.unsized_warning)
         if plan.model_copies > 1 and plan.component_name is None:  # components: SageMaker places the copies
             Annotations.of(self).add_info(
-                f"endpoint {spec.name!r}: {plan.instance.gpu_count} GPUs of {spec.instance_type} at tensor_parallel_degree "
-                f"{spec.tensor_parallel_degree}: each instance serves {plan.model_copies} copies of the model"
+                f"endpoint {plan.name!r}: {plan.instance.gpu_count} GPUs of {plan.instance_type} at tensor_parallel_degree "
+                f"{plan.tensor_parallel_degree}: each instance serves {plan.model_copies} copies of the model"
             )
         if plan.system.legacy:
             Annotations.of(self).add_warning_v2(
@@ -241,7 +242,7 @@ class EndpointStack(Stack):
 
     def _add_smoke_role(self, plan: EndpointPlan, trusted_pipeline: TrustedPipeline | None) -> None:
         """The role the pipeline's smoke step assumes (trusted_pipeline given): what the smoke test does, no more."""
-        self.smoke_role_name = role_name(plan.project, plan.environment_name, plan.spec.name, "smoke")
+        self.smoke_role_name = role_name(plan.project, plan.environment_name, plan.name, "smoke")
         self.smoke_role: iam.Role | None = None
         if trusted_pipeline is not None:
             self.smoke_role = iam.Role(

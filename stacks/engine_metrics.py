@@ -122,13 +122,13 @@ class EngineQueries:
     queue_depth: str
     ttft_p90_by_instance_type: str  # with instance pools: each type's engines apart
 
-    def alarm(self, spec: EngineAlarm) -> str:
+    def alarm(self, engine_alarm: EngineAlarm) -> str:
         """Instances (hosts) whose engine queue or KV cache is past its threshold: each is a contributor [ALARM]."""
         parts = []
-        if spec.queue_depth is not None:
-            parts.append(f"({self.queue_depth}) > {spec.queue_depth:g}")
-        if spec.kv_cache_percent is not None:
-            parts.append(f"({self.kv_cache_percent}) > {spec.kv_cache_percent:g}")
+        if engine_alarm.queue_depth is not None:
+            parts.append(f"({self.queue_depth}) > {engine_alarm.queue_depth:g}")
+        if engine_alarm.kv_cache_percent is not None:
+            parts.append(f"({self.kv_cache_percent}) > {engine_alarm.kv_cache_percent:g}")
         return " or ".join(parts)
 
 
@@ -165,12 +165,12 @@ def has_engine_metrics(system: str, *, asynchronous: bool) -> bool:
     return system in ENGINE_SERIES and not asynchronous
 
 
-def metrics_config(spec: EngineMetrics) -> sagemaker.CfnEndpointConfig.MetricsConfigProperty:
+def metrics_config(metrics: EngineMetrics) -> sagemaker.CfnEndpointConfig.MetricsConfigProperty:
     """The endpoint config's MetricsConfig, every field stated (endpoint_config/engine_metrics.py says why)."""
     return sagemaker.CfnEndpointConfig.MetricsConfigProperty(
-        enable_detailed_observability=spec.detailed_observability,
-        enable_enhanced_metrics=spec.enhanced_metrics,
-        metric_publish_frequency_in_seconds=spec.publish_frequency_s,
+        enable_detailed_observability=metrics.detailed_observability,
+        enable_enhanced_metrics=metrics.enhanced_metrics,
+        metric_publish_frequency_in_seconds=metrics.publish_frequency_s,
     )
 
 
@@ -189,29 +189,29 @@ class EngineSaturationAlarm(Construct):
         system: str,
         endpoint_name: str,
         component_name: str | None,
-        spec: EngineAlarm,
+        engine_alarm: EngineAlarm,
         topic: sns.ITopic | None,
     ) -> None:
         super().__init__(scope, construct_id)
         queries = engine_queries(system, endpoint_name, component_name)
         conditions = []
-        if spec.queue_depth is not None:
-            conditions.append(f"more than {spec.queue_depth:g} requests waiting")
-        if spec.kv_cache_percent is not None:
-            conditions.append(f"KV cache above {spec.kv_cache_percent:g} %")
-        self.query = queries.alarm(spec)
+        if engine_alarm.queue_depth is not None:
+            conditions.append(f"more than {engine_alarm.queue_depth:g} requests waiting")
+        if engine_alarm.kv_cache_percent is not None:
+            conditions.append(f"KV cache above {engine_alarm.kv_cache_percent:g} %")
+        self.query = queries.alarm(engine_alarm)
         self.alarm = cloudwatch.PromQLAlarm(
             self,
             "Alarm",
             alarm_name=engine_alarm_name(endpoint_name),
             alarm_description=f"{endpoint_name}: an instance's {system} engine has "
             + " or ".join(conditions)
-            + f" for {spec.pending_s} s (engine metrics from SageMaker detailed observability; names unverified, "
+            + f" for {engine_alarm.pending_s} s (engine metrics from SageMaker detailed observability; names unverified, "
             "docs/design/engine-metrics.md)",
             query=self.query,
-            evaluation_interval=Duration.seconds(spec.evaluation_interval_s),
-            pending_period=Duration.seconds(spec.pending_s),
-            recovery_period=Duration.seconds(spec.recovery_s),
+            evaluation_interval=Duration.seconds(engine_alarm.evaluation_interval_s),
+            pending_period=Duration.seconds(engine_alarm.pending_s),
+            recovery_period=Duration.seconds(engine_alarm.recovery_s),
         )
         if topic is not None:
             self.alarm.add_alarm_action(cw_actions.SnsAction(topic))

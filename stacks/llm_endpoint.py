@@ -10,7 +10,6 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from deployment import EndpointPlan
-from deployment.config_blocks import ComputeRequirements, accelerators_per_copy
 from endpoint_runtime import bodies
 
 from .adapters import AdapterComponents
@@ -66,7 +65,6 @@ class LlmEndpoint(Construct):
         security: EndpointSecurity | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
-        spec = plan.spec
         self.plan = plan
         self.endpoint_name = plan.endpoint_name
         self.model_data = plan.model_data(artifact_bucket)
@@ -75,7 +73,7 @@ class LlmEndpoint(Construct):
         # SageMaker writes to this group itself; owning it gives it a retention and lets destroy remove it.
         # It must exist before the endpoint, or SageMaker creates it first and the stack cannot.
         self.log_group = owned_log_group(
-            self, "Logs", name=f"/aws/sagemaker/Endpoints/{plan.endpoint_name}", retention_days=spec.log_retention_days
+            self, "Logs", name=f"/aws/sagemaker/Endpoints/{plan.endpoint_name}", retention_days=plan.log_retention_days
         )
         self.role = ExecutionRole(
             self,
@@ -89,7 +87,7 @@ class LlmEndpoint(Construct):
         self.async_inference = self._async_inference(artifact_bucket, security)
         self.endpoint_config = self._endpoint_config(security)
         # Detailed observability, stated (stacks/engine_metrics.py).
-        self.endpoint_config.metrics_config = metrics_config(spec.engine_metrics)
+        self.endpoint_config.metrics_config = metrics_config(plan.engine_metrics)
         if security is not None:
             security.apply(role=self.role, model=self.model, endpoint_config=self.endpoint_config)
             for pool_model in self.pool_models.values():  # the pools' instances sit in the same subnets
@@ -156,7 +154,7 @@ class LlmEndpoint(Construct):
             self,
             "AsyncInference",
             endpoint_name=self.plan.endpoint_name,
-            invocation=self.plan.spec.invocation,
+            invocation=self.plan.invocation,
             artifact_bucket=artifact_bucket,
             execution_role=self.role,
             keys=AsyncKeys(security.bucket_key, security.async_output_key) if security else AsyncKeys(),
@@ -165,21 +163,20 @@ class LlmEndpoint(Construct):
     def _endpoint_config(self, security: EndpointSecurity | None) -> ComponentEndpointConfig | VariantEndpointConfig:
         """The endpoint config: a variant without a model (inference components), or the model on the variant."""
         plan = self.plan
-        spec = plan.spec
         if plan.component_name is not None:  # hosting.mode inference-components: a variant without a model
-            scaling = spec.hosting.instance_scaling
+            min_instances, max_instances = plan.instance_range
             # The instances are placed from the endpoint config: the Model's network placement goes there too.
             return ComponentEndpointConfig(
                 self,
                 "EndpointConfig",
                 role=self.role,
                 variant_name=VARIANT_NAME,
-                instance_type=spec.instance_type,
-                instance_count=spec.instance_count,
-                volume_size_gb=spec.volume_size_gb,
-                min_instances=scaling.min_instances if scaling else 1,
-                max_instances=scaling.max_instances if scaling else 1,
-                routing=spec.routing,
+                instance_type=plan.instance_type,
+                instance_count=plan.instance_count,
+                volume_size_gb=plan.volume_size_gb,
+                min_instances=min_instances,
+                max_instances=max_instances,
+                routing=plan.routing,
                 inference_ami_version=plan.inference_ami_version,
                 network_isolation=plan.network_isolation,
                 subnet_ids=security.subnet_ids if security is not None else (),
@@ -190,12 +187,12 @@ class LlmEndpoint(Construct):
             "EndpointConfig",
             model=self.model,
             variant_name=VARIANT_NAME,
-            instance_type=spec.instance_type,
-            instance_count=spec.instance_count,
-            volume_size_gb=spec.volume_size_gb,
+            instance_type=plan.instance_type,
+            instance_count=plan.instance_count,
+            volume_size_gb=plan.volume_size_gb,
             download_timeout_s=plan.download_timeout_s,
             startup_timeout_s=plan.startup_timeout_s,
-            routing=spec.routing,
+            routing=plan.routing,
             inference_ami_version=plan.inference_ami_version,
             async_config=self.async_inference.config if self.async_inference else None,
             capacity=self._capacity(plan),
@@ -216,7 +213,7 @@ class LlmEndpoint(Construct):
                 self,
                 "RollbackAlarms",
                 endpoint_name=plan.endpoint_name,
-                spec=deployment.auto_rollback,
+                rollback=deployment.auto_rollback,
                 asynchronous=plan.is_async,
                 **(
                     {"component_name": plan.component_name}
@@ -234,7 +231,7 @@ class LlmEndpoint(Construct):
             "Endpoint",
             endpoint_name=plan.endpoint_name,
             endpoint_config=self.endpoint_config,
-            scaled=plan.spec.autoscaling is not None or plan.component_name is not None,
+            scaled=plan.scales_instances,
             deployment_config=deployment_config(deployment, rollback_alarm_names=self._rollback_alarm_names)
             if deployment is not None and plan.component_name is None
             else None,
@@ -244,12 +241,11 @@ class LlmEndpoint(Construct):
     def _add_component(self) -> None:
         """hosting.mode inference-components: the model as an inference component, with its copy scaling."""
         plan = self.plan
-        spec = plan.spec
         deployment = plan.deployment
         self.component: InferenceComponent | None = None
         if plan.component_name is None:
             return
-        compute = spec.hosting.compute or ComputeRequirements()
+        compute = plan.copy_compute
         self.component = InferenceComponent(
             self,
             "InferenceComponent",
@@ -258,14 +254,14 @@ class LlmEndpoint(Construct):
             model=self.model,
             role=self.role,
             variant_name=VARIANT_NAME,
-            accelerators=accelerators_per_copy(spec, plan.instance),
+            accelerators=plan.accelerators_per_copy,
             cpu_cores=compute.cpu_cores,
             min_memory_mb=compute.min_memory_mb,
             download_timeout_s=plan.download_timeout_s,
             startup_timeout_s=plan.startup_timeout_s,
-            log_retention_days=spec.log_retention_days,
-            copies=spec.hosting.copies,
-            copy_scaling=spec.hosting.copy_scaling,
+            log_retention_days=plan.log_retention_days,
+            copies=plan.component_copies,
+            copy_scaling=plan.copy_scaling,
             rolling=deployment.rolling if deployment is not None else None,
             rollback_alarm_names=self._rollback_alarm_names,
         )
@@ -282,7 +278,7 @@ class LlmEndpoint(Construct):
                 "Alarms",
                 endpoint_name=plan.endpoint_name,
                 variant_name=VARIANT_NAME,
-                spec=plan.alarms,
+                alarms=plan.alarms,
                 gpu_count=plan.instance.gpu_count,
                 asynchronous=plan.is_async,
                 component_name=plan.component_name,
@@ -291,7 +287,7 @@ class LlmEndpoint(Construct):
             if plan.alarms is not None
             else None
         )
-        engine_alarm = plan.spec.engine_metrics.engine_alarm
+        engine_alarm = plan.engine_alarm
         self.engine_alarm = (
             EngineSaturationAlarm(
                 self,
@@ -299,7 +295,7 @@ class LlmEndpoint(Construct):
                 system=plan.system.name,
                 endpoint_name=plan.endpoint_name,
                 component_name=plan.component_name,
-                spec=engine_alarm,
+                engine_alarm=engine_alarm,
                 topic=self.alarms.topic if self.alarms is not None else None,
             )
             if engine_alarm is not None and has_engine_metrics(plan.system.name, asynchronous=plan.is_async)
@@ -309,7 +305,7 @@ class LlmEndpoint(Construct):
     def _add_scaling(self) -> None:
         """autoscaling: the async endpoint's own scaling, or target tracking on concurrent requests per instance."""
         plan = self.plan
-        autoscaling = plan.spec.autoscaling
+        autoscaling = plan.autoscaling
         if autoscaling is None:
             return
         if self.async_inference is not None:
@@ -341,10 +337,10 @@ class LlmEndpoint(Construct):
     def _capacity(self, plan: EndpointPlan) -> VariantCapacity:
         """instance_pools and capacity as the variant renders them: instance_type at priority 1 with the variant's
         model, then each pool with its own model where it has one."""
-        capacity = plan.spec.capacity
+        capacity = plan.capacity
         pools = (
             (
-                VariantPool(plan.spec.instance_type, 1),
+                VariantPool(plan.instance_type, 1),
                 *(VariantPool(p.instance_type, p.priority, self.pool_models.get(p.priority)) for p in plan.pools),
             )
             if plan.pools

@@ -143,7 +143,7 @@ def acknowledge_pipeline_findings(stack: Any) -> None:
             )
     for step in [*stack.own_steps, stack.tests_step]:
         ack(step.project.role, {**artifacts_read, **key, **project_findings(step.project)})
-    if stack.spec.build.gpu:
+    if stack.pipeline_spec.build.gpu:
         for step in stack.build_steps.values():
             acknowledge(
                 step.project,

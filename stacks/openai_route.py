@@ -32,7 +32,7 @@ class OpenAIRouteAccess(Construct):
 
     Keyword-only props:
       endpoint: the endpoint whose route the callers use.
-      spec: the endpoint's chat.openai_route block (callers: role or user ARNs in the stack's account; create_role);
+      route: the endpoint's chat.openai_route block (callers: role or user ARNs in the stack's account; create_role);
         None: the base URLs only (an endpoint that serves chat to callers granted elsewhere).
       role_name: the name of the role created with create_role (a fixed name, so applications can be told it).
     """
@@ -43,16 +43,16 @@ class OpenAIRouteAccess(Construct):
         construct_id: str,
         *,
         endpoint: LlmEndpoint,
-        spec: OpenAIRouteSpec | None,
+        route: OpenAIRouteSpec | None,
         role_name: str,
     ) -> None:
         super().__init__(scope, construct_id)
         self.endpoint = endpoint
         self.grantees: list[iam.IGrantable] = []
-        for i, arn in enumerate(spec.callers if spec else ()):
+        for i, arn in enumerate(route.callers if route else ()):
             self.grantees.append(caller_principal(self, i, arn))
         self.role: iam.Role | None = None
-        if spec is not None and spec.create_role:
+        if route is not None and route.create_role:
             self.role = iam.Role(
                 self,
                 "ApplicationRole",

@@ -22,7 +22,6 @@ from constructs import Construct
 
 from deployment import Deployment, check_pipeline, load_all_environments
 from deployment.config_blocks import ConfigError, PipelineSpec
-from systems import get_system
 from systems.base import docker_hub_bases
 from systems.images import ImagePin
 
@@ -144,7 +143,7 @@ class PipelineStack(Stack):
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
         self.config_path = config_path
-        self.spec = pipeline
+        self.pipeline_spec = pipeline
         self.gpu_build_image = GPU_BUILD_IMAGE
         first = deployments[pipeline.stages[0]]
         project = first.project
@@ -242,16 +241,16 @@ class PipelineStack(Stack):
 
     def _warn_about_docker_hub(self, deployments: dict[str, Deployment]) -> None:
         """What only a run of the asset stage would show: said at synth, where the reviewer of the pipeline reads."""
-        if self.spec.images.docker_hub_secret:
+        if self.pipeline_spec.images.docker_hub_secret:
             return
         for deployment in deployments.values():
-            for spec in deployment.endpoints:
-                own = get_system(spec.system).own_container
+            for plan in deployment.plans:
+                own = plan.own_container
                 hub = [b for b in docker_hub_bases(own)] if own else []
                 if hub:
                     Annotations.of(self).add_warning_v2(
                         "llm-endpoints:docker-hub-anonymous",
-                        f"endpoint {spec.name!r} ({spec.system}) builds from {', '.join(hub)} on Docker Hub, which "
+                        f"endpoint {plan.name!r} ({plan.system.name}) builds from {', '.join(hub)} on Docker Hub, which "
                         "rate-limits anonymous pulls per IP (CodeBuild shares IPs): set pipeline.images."
                         "docker_hub_secret to a Secrets Manager secret with `username` and `secret`",
                     )
@@ -275,7 +274,7 @@ class PipelineStack(Stack):
         service prefix the connection ARN carries, and connections created since the rename are
         `arn:aws:codeconnections:...` (AWS CodeConnections docs, "Service prefix change": both prefixes are
         accepted for the same connection resource). Grant both, on the connection in both ARN spellings."""
-        arn = self.spec.connection_arn
+        arn = self.pipeline_spec.connection_arn
         arns = sorted(
             {
                 arn,
@@ -348,13 +347,11 @@ class PipelineStack(Stack):
         tag_environment(artifacts_stage, deployment)
 
         endpoints_stage = Stage(self.node.root, f"{env_name}-endpoints", env=stage_env)
-        smoke_cb_roles = {
-            spec.name: role_name(project, env_name, spec.name, "smoke-cb") for spec in deployment.endpoints
-        }
+        smoke_cb_roles = {plan.name: role_name(project, env_name, plan.name, "smoke-cb") for plan in deployment.plans}
         gate_cb_roles = {
-            spec.name: role_name(project, env_name, spec.name, "slo-cb")
-            for spec in deployment.endpoints
-            if spec.slo is not None
+            plan.name: role_name(project, env_name, plan.name, "slo-cb")
+            for plan in deployment.plans
+            if plan.slo is not None
         }
         endpoint_stacks = add_endpoint_stacks(
             endpoints_stage,
@@ -364,15 +361,15 @@ class PipelineStack(Stack):
             trusted_gates={name: TrustedPipeline(self.pipeline_account, cb) for name, cb in gate_cb_roles.items()},
         )
         smoke_names = {
-            spec.name: (smoke_cb_roles[spec.name], stack.smoke_role_name)
-            for spec, stack in zip(deployment.endpoints, endpoint_stacks.values(), strict=True)
+            plan.name: (smoke_cb_roles[plan.name], stack.smoke_role_name)
+            for plan, stack in zip(deployment.plans, endpoint_stacks.values(), strict=True)
         }
         tag_environment(endpoints_stage, deployment)
 
         pre_artifacts: list[pipelines.Step] = []
         if self._previous is None:
             pre_artifacts.append(self.tests_step)  # the tests gate the first environment, so every one after it
-        if env_name in self.spec.manual_approval_before:
+        if env_name in self.pipeline_spec.manual_approval_before:
             approval = pipelines.ManualApprovalStep(
                 f"Approve-{env_name}",
                 comment=f"Deploy to {env_name} (account {account}, {region})"
@@ -455,7 +452,7 @@ class PipelineStack(Stack):
         self, deployment, source, account, region, cb_role_name, publisher_arn
     ) -> pipelines.CodeBuildStep:
         env_name = deployment.environment_name
-        build = self.spec.build
+        build = self.pipeline_spec.build
         role = iam.Role(
             self,
             f"ModelBuildRole-{env_name}",
@@ -467,15 +464,15 @@ class PipelineStack(Stack):
         config = shlex.quote(self.config_path)
         commands = []
         for plan in deployment.plans:
-            spec, key = plan.spec, plan.manifest_key
-            where = f"--config {config} --env {env_name} --endpoint {spec.name}"
+            key = plan.manifest_key
+            where = f"--config {config} --env {env_name} --endpoint {plan.name}"
             published = (
                 '.venv/bin/python -c \'import sys, boto3; boto3.client("s3").head_object(Bucket=sys.argv[1], '
                 f"Key=sys.argv[2])' {bucket} {key} 2>/dev/null"
             )
             # The build set (torch, transformers: GBs with CUDA) is installed only when something is to be built.
             commands.append(
-                f"if {published}; then echo '{spec.name}: s3://{bucket}/{key} is published: skipping its build'; "
+                f"if {published}; then echo '{plan.name}: s3://{bucket}/{key} is published: skipping its build'; "
                 f"else {MODEL_BUILD_INSTALL} && .venv/bin/python -m model_build build {where} --quiet "
                 f"&& .venv/bin/python -m model_build publish {where}; fi"
             )

@@ -95,7 +95,7 @@ class StreamingFrontDoor(PythonFunction):
     Keyword-only props:
       endpoint: the endpoint it streams from; its role gets exactly `endpoint.grant_invoke` (InvokeEndpoint on that
         endpoint, which also authorizes InvokeEndpointWithResponseStream) plus its own log stream.
-      spec: the endpoint's `streaming:` block (must be enabled). auth "iam" -> AuthType AWS_IAM (the default);
+      streaming: the endpoint's `streaming:` block (must be enabled). auth "iam" -> AuthType AWS_IAM (the default);
         "none" -> AuthType NONE, which the config accepts only with acknowledge_unauthenticated and
         reserved_concurrency, and which synth warns about.
       log_retention_days: the function's log group retention.
@@ -108,15 +108,15 @@ class StreamingFrontDoor(PythonFunction):
         construct_id: str,
         *,
         endpoint: LlmEndpoint,
-        spec: StreamingSpec,
+        streaming: StreamingSpec,
         log_retention_days: int,
         adapter_layer_version: int = ADAPTER_LAYER_VERSION,
     ) -> None:
-        if not spec.enabled:
-            raise ValueError("StreamingFrontDoor needs a streaming spec with enabled: true")
-        if spec.auth == "none" and not spec.acknowledge_unauthenticated:
+        if not streaming.enabled:
+            raise ValueError("StreamingFrontDoor needs a streaming: block with enabled: true")
+        if streaming.auth == "none" and not streaming.acknowledge_unauthenticated:
             raise ValueError("streaming auth 'none' needs acknowledge_unauthenticated: true")
-        if spec.auth == "none" and spec.reserved_concurrency is None:
+        if streaming.auth == "none" and streaming.reserved_concurrency is None:
             raise ValueError("streaming auth 'none' needs reserved_concurrency: the public URL's only cap")
         super().__init__(
             scope,
@@ -134,15 +134,15 @@ class StreamingFrontDoor(PythonFunction):
                 "ENDPOINT_NAME": endpoint.endpoint_name,
                 # hosting.mode inference-components: the component the stream names (InferenceComponentName).
                 **endpoint.target_environment,
-                "READ_TIMEOUT_S": str(min(READ_TIMEOUT_S, spec.timeout_s - 2 * DEADLINE_MARGIN_S)),
-                "STREAM_DEADLINE_S": str(spec.timeout_s - DEADLINE_MARGIN_S),
+                "READ_TIMEOUT_S": str(min(READ_TIMEOUT_S, streaming.timeout_s - 2 * DEADLINE_MARGIN_S)),
+                "STREAM_DEADLINE_S": str(streaming.timeout_s - DEADLINE_MARGIN_S),
                 # The limits the container enforces, as the invoke function gets them.
                 **endpoint.request_limits,
             },
-            timeout=Duration.seconds(spec.timeout_s),
+            timeout=Duration.seconds(streaming.timeout_s),
             description=f"Streams generated tokens from SageMaker endpoint {endpoint.endpoint_name}",
             log_retention_days=log_retention_days,
-            reserved_concurrency=spec.reserved_concurrency,
+            reserved_concurrency=streaming.reserved_concurrency,
         )
         stack = Stack.of(self)
         self.function.add_layers(
@@ -152,7 +152,9 @@ class StreamingFrontDoor(PythonFunction):
         )
         endpoint.grant_invoke(self.function)
         self.url = self.function.add_function_url(
-            auth_type=lambda_.FunctionUrlAuthType.AWS_IAM if spec.auth == "iam" else lambda_.FunctionUrlAuthType.NONE,
+            auth_type=lambda_.FunctionUrlAuthType.AWS_IAM
+            if streaming.auth == "iam"
+            else lambda_.FunctionUrlAuthType.NONE,
             invoke_mode=lambda_.InvokeMode.RESPONSE_STREAM,
         )
         CfnOutput(
@@ -160,16 +162,16 @@ class StreamingFrontDoor(PythonFunction):
             "Url",
             value=self.url.url,
             description="POST a generation request; signed with SigV4 (IAM)"
-            if spec.auth == "iam"
+            if streaming.auth == "iam"
             else "POST a generation request (unauthenticated)",
         )
-        if spec.auth == "none":
+        if streaming.auth == "none":
             # Said where the reviewer of the template reads: the URL grants Principal * (lambda:InvokeFunctionUrl
             # with FunctionUrlAuthType NONE), so anyone who learns it generates on the endpoint.
             Annotations.of(self).add_warning_v2(
                 PUBLIC_STREAM_WARNING_ID,
                 f"endpoint {endpoint.endpoint_name}: the streaming function URL has auth 'none' (Principal *): anyone "
-                f"who learns the URL generates on the endpoint at your cost, at most {spec.reserved_concurrency} "
+                f"who learns the URL generates on the endpoint at your cost, at most {streaming.reserved_concurrency} "
                 "streams at once (reserved_concurrency); prefer auth: iam",
             )
 

@@ -24,7 +24,8 @@ folder, and each top-level module) must be in the table.
     app                                  the CDK entry point: deployment + stacks
 
 Stacks read the plan, not config modules: stacks/ and app.py reach endpoint_config only through the deployment
-package (deployment/config_blocks.py, the plan's field types); the few imports left are named below as debt.
+package (deployment/config_blocks.py, the plan's field types); the few imports left are named below as debt. And
+they read the plan's named fields, not the config entry behind it: no `.spec` read in stacks/ or app.py.
 """
 
 from __future__ import annotations
@@ -324,3 +325,34 @@ def test_stacks_take_no_lambda_code():
                 if m.split(".")[0] == "endpoint_runtime" and m not in shared
             ]
     assert wrong == [], "stacks import Lambda code:\n" + "\n".join(wrong)
+
+
+def spec_reads(path: Path) -> list[int]:
+    """The lines where a file reads an attribute named `spec` of anything (`plan.spec`, `self.spec`, `x.spec.y`)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    return sorted({node.lineno for node in ast.walk(tree) if isinstance(node, ast.Attribute) and node.attr == "spec"})
+
+
+def test_stacks_read_named_plan_fields_not_the_config_through_the_plan():
+    """The plan is the one door: stacks/ and app.py read what they render from EndpointPlan's named, typed fields and
+    properties (plan.autoscaling, plan.log_retention_days, plan.capture_destination(...), ...), never the config entry
+    behind it (`plan.spec`), nor any other object's `spec`: "spec" names a config-file block (a *Spec type), and a
+    construct that takes one names its parameter after what the block is (StreamingFrontDoor(streaming=...))."""
+    found = [
+        f"  {path.relative_to(ROOT).as_posix()}:{line}"
+        for path in _files("stacks") + _files("app")
+        for line in spec_reads(path)
+    ]
+    assert found == [], (
+        "read a named EndpointPlan field or property (deployment/plan.py, 'what the stacks render'), not `.spec`:\n"
+        + "\n".join(found)
+    )
+
+
+def test_the_spec_read_finder_sees_every_form(tmp_path):
+    source = tmp_path / "m.py"
+    source.write_text(
+        "spec = 1\ndef f(plan, spec):\n    a = plan.spec\n    b = plan.spec.autoscaling.min_capacity\n"
+        "    c = getattr(plan, 'name')\n    return self.spec, spec, plan.spec_name\n"
+    )
+    assert spec_reads(source) == [3, 4, 6]

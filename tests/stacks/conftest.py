@@ -74,3 +74,27 @@ def guarded_component(tmp_path_factory) -> dict:
     path = tmp_path_factory.mktemp("guarded-component") / "guarded.yaml"
     path.write_text(GUARDED_COMPONENT)
     return synthesize_endpoint_stack(path, "prod", "guarded-ic")
+
+
+@pytest.fixture
+def plan_of(tmp_path):
+    """The EndpointPlan of one config entry (a dict), planned as load_config plans each entry of a file (names as
+    its environment "dev" of project llm-endpoints gives them), for a construct tested on its own."""
+    from deployment.plan import plan_endpoint
+    from endpoint_config import EndpointSpec
+    from systems import get_system
+
+    def plan(entry: dict):
+        spec = EndpointSpec.model_validate(entry)
+        return plan_endpoint(
+            spec,
+            get_system(spec.system),
+            project="llm-endpoints",
+            environment_name="dev",
+            endpoint_name=f"llm-endpoints-dev-{spec.name}",
+            stack_name=f"llm-endpoints-dev-{spec.name}",
+            emulator=False,
+            build_root=tmp_path,
+        )
+
+    return plan

@@ -186,13 +186,13 @@ def test_endpoint_alarms_validates_its_props():
             "A",
             endpoint_name="e",
             variant_name="AllTraffic",
-            spec=AlarmsSpec(no_invocations_periods=3),
+            alarms=AlarmsSpec(no_invocations_periods=3),
             gpu_count=0,
             asynchronous=True,
         )
     with pytest.raises(ValueError, match="gpu_count must be 0 or more"):
-        EndpointAlarms(stack, "B", endpoint_name="e", variant_name="AllTraffic", spec=AlarmsSpec(), gpu_count=-1)
-    cpu = EndpointAlarms(stack, "C", endpoint_name="e", variant_name="AllTraffic", spec=AlarmsSpec(), gpu_count=0)
+        EndpointAlarms(stack, "B", endpoint_name="e", variant_name="AllTraffic", alarms=AlarmsSpec(), gpu_count=-1)
+    cpu = EndpointAlarms(stack, "C", endpoint_name="e", variant_name="AllTraffic", alarms=AlarmsSpec(), gpu_count=0)
     assert len(cpu.alarms) == 5  # no GPU alarm without a GPU
     with pytest.raises(ValueError, match="an inference-component endpoint is real-time only"):
         EndpointAlarms(
@@ -200,7 +200,7 @@ def test_endpoint_alarms_validates_its_props():
             "D",
             endpoint_name="e",
             variant_name="AllTraffic",
-            spec=AlarmsSpec(),
+            alarms=AlarmsSpec(),
             gpu_count=0,
             asynchronous=True,
             component_name="e-ic",

@@ -85,36 +85,33 @@ def test_endpoints_without_the_block_capture_nothing(production):
             assert not any("data-capture" in flat(r) for r in as_list(statement["Resource"]))
 
 
-def test_a_given_destination_and_key_are_written_with_the_key_through_s3_only():
+def test_a_given_destination_and_key_are_written_with_the_key_through_s3_only(plan_of):
     """EndpointSecurity on its own (no app synth): a destination in another bucket and a capture key."""
     from aws_cdk import App, Stack
     from aws_cdk import aws_iam as iam
     from aws_cdk import aws_sagemaker as sagemaker
     from aws_cdk.assertions import Match, Template
 
-    from endpoint_config import EndpointSpec
     from stacks.endpoint_network import EndpointSecurity
 
     key = "arn:aws:kms:us-east-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab"
-    spec = EndpointSpec.model_validate(
-        {
-            "name": "chat",
-            "system": "hf-fastload",
-            "model": "gpt2",
-            "instance_type": "ml.m5.xlarge",
-            "data_capture": {
-                "sampling_percent": 1,
-                "capture": ["input"],
-                "destination": "s3://my-captures/llm/chat/",
-                "kms_key": key,
-            },
-        }
-    )
+    entry = {
+        "name": "chat",
+        "system": "hf-fastload",
+        "model": "gpt2",
+        "instance_type": "ml.m5.xlarge",
+        "data_capture": {
+            "sampling_percent": 1,
+            "capture": ["input"],
+            "destination": "s3://my-captures/llm/chat/",
+            "kms_key": key,
+        },
+    }
     stack = Stack(App(), "S", env={"account": ACCOUNT, "region": REGION})
     role = iam.Role(stack, "Role", assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"))
     model = sagemaker.CfnModel(stack, "Model", execution_role_arn=role.role_arn)
     config = sagemaker.CfnEndpointConfig(stack, "Config", production_variants=[])
-    security = EndpointSecurity.resolve(spec, artifact_bucket="artifacts", bucket_key=None, network=None)
+    security = EndpointSecurity.resolve(plan_of(entry), artifact_bucket="artifacts", bucket_key=None, network=None)
     security.apply(role=role, model=model, endpoint_config=config)
     template = Template.from_stack(stack)
     template.has_resource_properties(

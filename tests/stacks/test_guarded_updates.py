@@ -164,26 +164,28 @@ def test_rollback_alarms_construct_validates_its_props():
 
     stack = Stack(App(), "S")
     names = [f"x{i}" for i in range(9)]
-    spec = AutoRollback.model_construct(
+    rollback = AutoRollback.model_construct(
         errors_5xx_rate=0.01, latency_p99_ms=1000, period_s=60, evaluation_periods=1, extra_alarm_names=tuple(names)
     )  # 12: past the model's own check
     with pytest.raises(ValueError, match="12 alarms; SageMaker watches at most 10"):
-        RollbackAlarms(stack, "R", endpoint_name="e", variant_name="AllTraffic", endpoint_config_name="c", spec=spec)
+        RollbackAlarms(
+            stack, "R", endpoint_name="e", variant_name="AllTraffic", endpoint_config_name="c", rollback=rollback
+        )
     fine = AutoRollback()
     with pytest.raises(ValueError, match="give either component_name or variant_name and endpoint_config_name"):
-        RollbackAlarms(stack, "B", endpoint_name="e", spec=fine, variant_name="AllTraffic")
+        RollbackAlarms(stack, "B", endpoint_name="e", rollback=fine, variant_name="AllTraffic")
     with pytest.raises(ValueError, match="give either component_name or variant_name and endpoint_config_name"):
         RollbackAlarms(
             stack,
             "C",
             endpoint_name="e",
-            spec=fine,
+            rollback=fine,
             component_name="e-ic",
             variant_name="AllTraffic",
             endpoint_config_name="c",
         )
     with pytest.raises(ValueError, match="an inference-component endpoint is real-time only"):
-        RollbackAlarms(stack, "D", endpoint_name="e", spec=fine, component_name="e-ic", asynchronous=True)
+        RollbackAlarms(stack, "D", endpoint_name="e", rollback=fine, component_name="e-ic", asynchronous=True)
 
 
 def test_an_example_without_the_block_gets_the_defaults(synth):

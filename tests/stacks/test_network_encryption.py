@@ -225,7 +225,7 @@ def test_the_publisher_may_use_the_bucket_key_and_a_given_key_is_used_by_arn(tmp
             )
 
 
-def test_given_subnets_a_volume_key_and_an_async_output_key_reach_the_template():
+def test_given_subnets_a_volume_key_and_an_async_output_key_reach_the_template(plan_of):
     """EndpointSecurity on its own: an existing VPC by id (no VPC created, the invoke function stays outside), the
     volume key on an instance without local storage, and the async output key set on the async block's OutputConfig."""
     from aws_cdk import App, Stack
@@ -233,23 +233,20 @@ def test_given_subnets_a_volume_key_and_an_async_output_key_reach_the_template()
     from aws_cdk import aws_sagemaker as sagemaker
     from aws_cdk.assertions import Template
 
-    from endpoint_config import EndpointSpec
     from stacks.endpoint_network import BucketKeyRef, EndpointSecurity
 
-    spec = EndpointSpec.model_validate(
-        {
-            "name": "chat",
-            "system": "hf-fastload",
-            "model": "gpt2",
-            "instance_type": "ml.m5.xlarge",
-            "invocation": {"mode": "async"},
-            "network": {
-                "subnet_ids": ["subnet-0123456789abcdef0", "subnet-0123456789abcdef1"],
-                "security_group_ids": ["sg-0123456789abcdef0"],
-            },
-            "encryption": {"volume_key": KEY, "async_output_key": KEY},
-        }
-    )
+    entry = {
+        "name": "chat",
+        "system": "hf-fastload",
+        "model": "gpt2",
+        "instance_type": "ml.m5.xlarge",
+        "invocation": {"mode": "async"},
+        "network": {
+            "subnet_ids": ["subnet-0123456789abcdef0", "subnet-0123456789abcdef1"],
+            "security_group_ids": ["sg-0123456789abcdef0"],
+        },
+        "encryption": {"volume_key": KEY, "async_output_key": KEY},
+    }
     stack = Stack(App(), "S", env={"account": ACCOUNT, "region": REGION})
     role = iam.Role(stack, "Role", assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"))
     model = sagemaker.CfnModel(stack, "Model", execution_role_arn=role.role_arn)
@@ -262,7 +259,7 @@ def test_given_subnets_a_volume_key_and_an_async_output_key_reach_the_template()
         ),
     )
     security = EndpointSecurity.resolve(
-        spec, artifact_bucket="artifacts", bucket_key=BucketKeyRef(key_arn=KEY), network=None
+        plan_of(entry), artifact_bucket="artifacts", bucket_key=BucketKeyRef(key_arn=KEY), network=None
     )
     security.apply(role=role, model=model, endpoint_config=config)
     resources = Template.from_stack(stack).to_json()["Resources"]

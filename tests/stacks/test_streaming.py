@@ -212,4 +212,4 @@ def test_the_construct_refuses_a_public_url_without_a_cap():
         enabled=True, auth="none", acknowledge_unauthenticated=True, reserved_concurrency=None, timeout_s=300
     )
     with pytest.raises(ValueError, match="streaming auth 'none' needs reserved_concurrency"):
-        StreamingFrontDoor(None, "S", endpoint=None, spec=spec, log_retention_days=7)
+        StreamingFrontDoor(None, "S", endpoint=None, streaming=spec, log_retention_days=7)
