@@ -35,7 +35,7 @@ from .plan import BUILD_ROOT, EndpointPlan, container_environment_problems, plan
 
 
 @dataclass(frozen=True)
-class Deployment:
+class EnvironmentPlan:
     """One environment of one config file: overrides applied, every rule checked, each endpoint planned."""
 
     config_path: Path
@@ -183,7 +183,9 @@ def pool_rules(ep: EndpointSpec, system: ServingSystem) -> list[str]:
     return problems
 
 
-def resolve(config: AppConfig, path: Path, environment: str | None, *, build_root: Path = BUILD_ROOT) -> Deployment:
+def resolve(
+    config: AppConfig, path: Path, environment: str | None, *, build_root: Path = BUILD_ROOT
+) -> EnvironmentPlan:
     """Resolve one environment of a parsed file, checked by every rule, each endpoint planned; its artifacts are read
     from `build_root` (build/<endpoint>/manifest.json) where the config pins none."""
     resolved = loader.resolve(config, path, environment)
@@ -210,29 +212,31 @@ def resolve(config: AppConfig, path: Path, environment: str | None, *, build_roo
     problems = [resolved.where(plan.spec) + p for plan in plans for p in container_environment_problems(plan)]
     if problems:
         raise ConfigError(f"{path}: invalid config:\n  - " + "\n  - ".join(problems))
-    return Deployment(path, config.project, resolved.name, resolved.spec, tuple(plans), config)
+    return EnvironmentPlan(path, config.project, resolved.name, resolved.spec, tuple(plans), config)
 
 
-def load_config(path: str | Path, environment: str | None = None, *, build_root: Path = BUILD_ROOT) -> Deployment:
+def load_config(path: str | Path, environment: str | None = None, *, build_root: Path = BUILD_ROOT) -> EnvironmentPlan:
     """Load, validate and resolve `environment` (the only one, or the implicit default, when not given)."""
     return resolve(read_config(path), Path(path), environment, build_root=build_root)
 
 
-def load_all_environments(path: str | Path, *, build_root: Path = BUILD_ROOT) -> dict[str, Deployment]:
+def load_all_environments(path: str | Path, *, build_root: Path = BUILD_ROOT) -> dict[str, EnvironmentPlan]:
     """Every environment of a file, each resolved and checked (what the pipeline deploys)."""
     config = read_config(path)
     names = list(config.environments) or [DEFAULT_ENVIRONMENT]
     return {name: resolve(config, Path(path), name, build_root=build_root) for name in names}
 
 
-def pipeline_region_problems(deployments: dict[str, Deployment], pipeline: PipelineSpec, region: str) -> list[str]:
+def pipeline_region_problems(
+    environment_plans: dict[str, EnvironmentPlan], pipeline: PipelineSpec, region: str
+) -> list[str]:
     """The pipeline's rules that need resolved environments and the pipeline's resolved region (from the config or
     the CDK CLI's default): every stage deploys in that region, and the pipeline's ARNs (its connection, its secrets)
     lie in it. The pipeline's other rules are the schema's
     (endpoint_config.schema.pipeline_problems), run by load_config."""
     problems = []
     for env_name in pipeline.stages:
-        env_region = deployments[env_name].environment.region
+        env_region = environment_plans[env_name].environment.region
         if env_region and env_region != region:
             problems.append(
                 f"environment {env_name!r}: region: value {env_region!r} differs from the pipeline's region {region!r}; "
@@ -245,10 +249,10 @@ def pipeline_region_problems(deployments: dict[str, Deployment], pipeline: Pipel
 
 
 def check_pipeline(
-    config_path: str | Path, deployments: dict[str, Deployment], pipeline: PipelineSpec, region: str
+    config_path: str | Path, environment_plans: dict[str, EnvironmentPlan], pipeline: PipelineSpec, region: str
 ) -> None:
     """Raise one ConfigError listing every pipeline_region_problems."""
-    if problems := pipeline_region_problems(deployments, pipeline, region):
+    if problems := pipeline_region_problems(environment_plans, pipeline, region):
         raise ConfigError(f"{config_path}: invalid pipeline config:\n  - " + "\n  - ".join(problems))
 
 
@@ -256,7 +260,7 @@ __all__ = [
     "ARTIFACT_STACK_SUFFIX",
     "BUILD_ROOT",
     "ConfigError",
-    "Deployment",
+    "EnvironmentPlan",
     "EndpointPlan",
     "check_pipeline",
     "load_all_environments",

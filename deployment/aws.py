@@ -32,21 +32,21 @@ def caller_account(session: Any, region: str | None = None) -> str:
         raise AccountError(f"cannot resolve the AWS account (sts get-caller-identity): {err}") from None
 
 
-def account_mismatch(deployment: Any, account: str) -> str | None:
+def account_mismatch(environment_plan: Any, account: str) -> str | None:
     """What is wrong when the environment names an account and the credentials are another one's, else None."""
-    want = deployment.environment.account
+    want = environment_plan.environment.account
     if not want or want == account:
         return None
     return (
-        f"environment {deployment.environment_name!r} is account {want}, but the credentials are account {account}; "
+        f"environment {environment_plan.environment_name!r} is account {want}, but the credentials are account {account}; "
         f"use credentials of {want}"
     )
 
 
-def checked_account(deployment: Any, session: Any, region: str | None = None) -> str:
+def checked_account(environment_plan: Any, session: Any, region: str | None = None) -> str:
     """The credentials' account, which must be the environment's when it names one. Raises AccountError."""
     account = caller_account(session, region)
-    problem = account_mismatch(deployment, account)
+    problem = account_mismatch(environment_plan, account)
     if problem:
         raise AccountError(problem)
     return account

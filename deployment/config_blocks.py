@@ -17,7 +17,14 @@ from endpoint_config.invocation import (
     async_prefixes,
     split_s3_path,
 )
-from endpoint_config.operations import MAX_ROLLBACK_ALARMS, AlarmsSpec, AutoRollback, BlueGreen, DeploymentSpec, Rolling
+from endpoint_config.operations import (
+    MAX_ROLLBACK_ALARMS,
+    AlarmsSpec,
+    AutoRollback,
+    BlueGreen,
+    Rolling,
+    UpdatePolicySpec,
+)
 from endpoint_config.pools import RESERVATIONS_ONLY
 from endpoint_config.routing import Routing
 from endpoint_config.schema import LOG_RETENTION, PipelineSpec
@@ -30,7 +37,7 @@ __all__ = [
     "AlarmsSpec",
     "AutoRollback",
     "BlueGreen",
-    "DeploymentSpec",
+    "UpdatePolicySpec",
     "RESERVATIONS_ONLY",
     "AI_WORKLOAD_CONFIG_REGIONS",
     "CAPTURE_MODES",

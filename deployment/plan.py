@@ -32,11 +32,11 @@ from endpoint_config.hosting import (
 from endpoint_config.invocation import async_location_uris
 from endpoint_config.operations import (
     AlarmsSpec,
-    DeploymentSpec,
     Rolling,
+    UpdatePolicySpec,
     component_deployment_warning,
     resolved_alarms,
-    resolved_deployment,
+    resolved_update_policy,
 )
 from endpoint_config.schema import for_pool
 from endpoint_config.security import network_isolation
@@ -531,13 +531,13 @@ class EndpointPlan:
         return resolved_alarms(self.spec)
 
     @property
-    def deployment(self) -> DeploymentSpec | None:
-        """`deployment:` as the stack applies it (operations.resolved_deployment): on an inference-component endpoint
-        the component's rolling update, or None when none applies (deployment_warning says why)."""
-        return resolved_deployment(self.spec)
+    def update_policy(self) -> UpdatePolicySpec | None:
+        """`deployment:` as the stack applies it (operations.resolved_update_policy): on an inference-component endpoint
+        the component's rolling update, or None when none applies (update_policy_warning says why)."""
+        return resolved_update_policy(self.spec)
 
     @property
-    def deployment_warning(self) -> str | None:
+    def update_policy_warning(self) -> str | None:
         return component_deployment_warning(self.spec)
 
     @property

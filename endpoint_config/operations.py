@@ -266,7 +266,7 @@ def _period_rule(period_s: int, evaluation_periods: int) -> None:
         )
 
 
-class DeploymentSpec(Strict):
+class UpdatePolicySpec(Strict):
     """`deployment:` how SageMaker replaces the fleet when the endpoint config changes (a new model, instance type,
     count...): `blue_green:` (the default when neither is given) or `rolling:`, exclusive; `auto_rollback:` the
     alarms that stop and undo a bad update (null: none). `deployment: null` leaves the update to SageMaker's
@@ -277,7 +277,7 @@ class DeploymentSpec(Strict):
     auto_rollback: AutoRollback | None = AutoRollback()
 
     @model_validator(mode="after")
-    def _exclusive(self) -> DeploymentSpec:
+    def _exclusive(self) -> UpdatePolicySpec:
         if self.blue_green is not None and self.rolling is not None:
             raise ValueError(
                 'blue_green and rolling are exclusive (DeploymentConfig: "Only one update policy should be used"); '
@@ -401,31 +401,31 @@ def default_component_rolling(ep: EndpointSpec) -> Rolling | None:
     return Rolling(maximum_batch_size=batch)
 
 
-def resolved_deployment(ep: EndpointSpec) -> DeploymentSpec | None:
+def resolved_update_policy(ep: EndpointSpec) -> UpdatePolicySpec | None:
     """`deployment:` as the stacks apply it. On an inference-component endpoint: the component's rolling update (the
     configured one, else default_component_rolling), or None when there is none to apply (SageMaker's own update of
     the component, unguarded; component_deployment_warning says so). Elsewhere the block as configured. Either way
     auto_rollback's latency threshold of an asynchronous endpoint comes from its invocation timeout unless given."""
-    deployment = ep.deployment
-    if deployment is None:
+    update_policy = ep.deployment
+    if update_policy is None:
         return None
     update: dict[str, object] = {}
-    if ep.hosting.uses_components and deployment.rolling is None:
+    if ep.hosting.uses_components and update_policy.rolling is None:
         rolling = default_component_rolling(ep)
         if rolling is None:
             return None
         update["rolling"] = rolling
-    rollback = deployment.auto_rollback
+    rollback = update_policy.auto_rollback
     if rollback is not None:
         latency = _latency_default(rollback, ep)
         if latency:
             update["auto_rollback"] = rollback.model_copy(update=latency)
-    return deployment.model_copy(update=update) if update else deployment
+    return update_policy.model_copy(update=update) if update else update_policy
 
 
 def component_deployment_warning(ep: EndpointSpec) -> str | None:
     """Why an inference component's model updates go unguarded although `deployment:` is on (the default), or None."""
-    if not ep.hosting.uses_components or ep.deployment is None or resolved_deployment(ep) is not None:
+    if not ep.hosting.uses_components or ep.deployment is None or resolved_update_policy(ep) is not None:
         return None
     low, _ = fleet_range(ep)
     return (
@@ -450,8 +450,8 @@ def rolling_headroom_problem(ep: EndpointSpec, instance: InstanceType) -> str | 
     without one (a single copy) is SageMaker's own, whose capacity needs no source found here states."""
     if not ep.hosting.uses_components or not instance.is_gpu:
         return None
-    deployment = resolved_deployment(ep)
-    rolling = deployment.rolling if deployment is not None else None
+    update_policy = resolved_update_policy(ep)
+    rolling = update_policy.rolling if update_policy is not None else None
     if rolling is None:
         return None
     gpus = accelerators_per_copy(ep, instance)
@@ -488,15 +488,15 @@ def operations_problems(ep: EndpointSpec, instance: InstanceType) -> list[str]:
     alarms = resolved_alarms(ep)  # what the stack creates: the defaults that depend on the endpoint filled in
     if alarms is not None:
         problems += _alarm_problems(ep, alarms)
-    deployment = ep.deployment
-    if deployment is None:
+    update_policy = ep.deployment
+    if update_policy is None:
         return problems
-    unit_problems = _size_unit_problems(ep, deployment)
+    unit_problems = _size_unit_problems(ep, update_policy)
     if unit_problems:  # the rules below assume sizes of the right unit
         return problems + unit_problems
 
     components = ep.hosting.uses_components
-    key = deployment.policy_key
+    key = update_policy.policy_key
     if instance.family == "inf1" and not components:
         # "Endpoints that use Inf1 (Inferentia-based) instances ... fall back to using a blue/green deployment with
         # all at once traffic shifting and no final baking period" (deployment guardrails, Exclusions).
@@ -508,19 +508,19 @@ def operations_problems(ep: EndpointSpec, instance: InstanceType) -> list[str]:
                 "and fall back to all-at-once without baking; set deployment: null",
             )
         ]
-    return problems + _step_problems(ep, deployment) + _timing_problems(ep, deployment)
+    return problems + _step_problems(ep, update_policy) + _timing_problems(ep, update_policy)
 
 
 def _deployment_problem(ep: EndpointSpec, key: str, message: str) -> str:
     return f"endpoint {ep.name!r}: deployment.{key}: {message}"
 
 
-def _size_unit_problems(ep: EndpointSpec, deployment: DeploymentSpec) -> list[str]:
+def _size_unit_problems(ep: EndpointSpec, update_policy: UpdatePolicySpec) -> list[str]:
     """Sizes in the wrong unit for the hosting mode (instances on a component, copies on a variant), and blue/green
     on an inference component."""
     components = ep.hosting.uses_components
     problems: list[str] = []
-    for size_key, size in _sizes(deployment):
+    for size_key, size in _sizes(update_policy):
         if components and size.instances is not None:
             problems.append(
                 _deployment_problem(
@@ -539,7 +539,7 @@ def _size_unit_problems(ep: EndpointSpec, deployment: DeploymentSpec) -> list[st
                     "(hosting.mode: endpoint) has none; allowed: {instances: N} or {percent: P}",
                 )
             )
-    if components and deployment.blue_green is not None:
+    if components and update_policy.blue_green is not None:
         problems.append(
             _deployment_problem(
                 ep,
@@ -553,10 +553,10 @@ def _size_unit_problems(ep: EndpointSpec, deployment: DeploymentSpec) -> list[st
     return problems
 
 
-def _step_problems(ep: EndpointSpec, deployment: DeploymentSpec) -> list[str]:
+def _step_problems(ep: EndpointSpec, update_policy: UpdatePolicySpec) -> list[str]:
     """A stepped update (rolling batches, canary or linear traffic) against the fleet: at least 2, and each step's
     count within SageMaker's share of the fleet at both ends of its range."""
-    policy, key = deployment.policy, deployment.policy_key
+    policy, key = update_policy.policy, update_policy.policy_key
     components = ep.hosting.uses_components
     low, high = fleet_range(ep)
     unit = "copies" if components else "instances"
@@ -621,9 +621,9 @@ def _step_problems(ep: EndpointSpec, deployment: DeploymentSpec) -> list[str]:
     return problems
 
 
-def _timing_problems(ep: EndpointSpec, deployment: DeploymentSpec) -> list[str]:
+def _timing_problems(ep: EndpointSpec, update_policy: UpdatePolicySpec) -> list[str]:
     """The update's timeout against its waits, and the rollback alarms' window against one bake."""
-    policy, key = deployment.policy, deployment.policy_key
+    policy, key = update_policy.policy, update_policy.policy_key
     unit = "copies" if ep.hosting.uses_components else "instances"
     high = fleet_range(ep)[1]
     problems: list[str] = []
@@ -642,7 +642,7 @@ def _timing_problems(ep: EndpointSpec, deployment: DeploymentSpec) -> list[str]:
                 f"{EXECUTION_TIMEOUT_BOUNDS[1]}",
             )
         )
-    applied = resolved_deployment(ep)
+    applied = resolved_update_policy(ep)
     rollback = applied.auto_rollback if applied is not None else None
     bake = applied.policy.wait_interval_s if applied is not None else policy.wait_interval_s
     if rollback is not None and rollback.alarm_keys() and rollback.window_s > bake:
@@ -660,13 +660,13 @@ def _timing_problems(ep: EndpointSpec, deployment: DeploymentSpec) -> list[str]:
     return problems
 
 
-def _sizes(deployment: DeploymentSpec) -> list[tuple[str, CapacitySize]]:
+def _sizes(update_policy: UpdatePolicySpec) -> list[tuple[str, CapacitySize]]:
     found = []
-    if deployment.blue_green is not None:
-        found += [(f"blue_green.{k}", getattr(deployment.blue_green, k)) for k in ("canary_size", "linear_step")]
-    if deployment.rolling is not None:
+    if update_policy.blue_green is not None:
+        found += [(f"blue_green.{k}", getattr(update_policy.blue_green, k)) for k in ("canary_size", "linear_step")]
+    if update_policy.rolling is not None:
         found += [
-            (f"rolling.{k}", getattr(deployment.rolling, k))
+            (f"rolling.{k}", getattr(update_policy.rolling, k))
             for k in ("maximum_batch_size", "rollback_maximum_batch_size")
         ]
     return [(k, size) for k, size in found if size is not None]
@@ -722,7 +722,7 @@ __all__ = [
     "CAPTURE_DISK_DEFAULT_PERCENT",
     "CAPTURE_DISK_LIMIT_PERCENT",
     "CapacitySize",
-    "DeploymentSpec",
+    "UpdatePolicySpec",
     "MAX_ROLLBACK_ALARMS",
     "Rolling",
     "async_latency_default_ms",
@@ -732,5 +732,5 @@ __all__ = [
     "operations_problems",
     "rolling_headroom_problem",
     "resolved_alarms",
-    "resolved_deployment",
+    "resolved_update_policy",
 ]

@@ -20,7 +20,7 @@ from .engine_metrics import EngineMetrics
 from .hosting import Hosting, hosting_problems
 from .invocation import SMOKE_BUDGET_DEFAULT_MS, SMOKE_BUDGET_MAX_MS, Invocation, invocation_problems
 from .model_reference import ModelReference, Revision
-from .operations import AlarmsSpec, DeploymentSpec, operations_problems
+from .operations import AlarmsSpec, UpdatePolicySpec, operations_problems
 from .pools import Capacity, InstancePool, pool_problems
 from .routing import Routing, routing_problems
 from .security import (
@@ -164,7 +164,7 @@ class EndpointSpec(Strict):
     # LoRA adapters, each an adapter inference component on the base component (endpoint_config/adapters.py).
     adapters: list[AdapterSpec] = Field(default_factory=list)
     # Guarded updates and alarms (endpoint_config/operations.py), on by default; null turns one off.
-    deployment: DeploymentSpec | None = DeploymentSpec()
+    deployment: UpdatePolicySpec | None = UpdatePolicySpec()
     alarms: AlarmsSpec | None = AlarmsSpec()
     # Data capture, private networking and KMS keys (endpoint_config/security.py); all off by default.
     data_capture: DataCapture | None = None
@@ -209,7 +209,7 @@ class EndpointOverride(Strict):
     autoscaling: Autoscaling | None = None
     log_retention_days: int | None = None
     # Each replaces the endpoint's whole block in this environment (null turns it off).
-    deployment: DeploymentSpec | None = None
+    deployment: UpdatePolicySpec | None = None
     alarms: AlarmsSpec | None = None
 
 

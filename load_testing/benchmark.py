@@ -71,7 +71,7 @@ def benchmark_request(plan: Any, *, account: str, region: str, partition: str, n
 
 
 def start_benchmark(
-    deployment: Any, plan: Any, *, session: Any = None, wait_s: float = 0.0, echo: Callable[[str], None] = print
+    environment_plan: Any, plan: Any, *, session: Any = None, wait_s: float = 0.0, echo: Callable[[str], None] = print
 ) -> tuple[str, dict[str, Any]]:
     """Start the job; with `wait_s`, poll it until it ends or the time is up. Returns (its status, the last
     DescribeAIBenchmarkJob answer, or the request when not waiting)."""
@@ -79,14 +79,14 @@ def start_benchmark(
 
     from deployment.aws import checked_account, session_for
 
-    env = deployment.environment
+    env = environment_plan.environment
     session = session or session_for(env)
     region = env.region or session.region_name
     if not region:
         raise BuildError(
-            f"no AWS region: set `region:` on environment {deployment.environment_name!r} or AWS_DEFAULT_REGION"
+            f"no AWS region: set `region:` on environment {environment_plan.environment_name!r} or AWS_DEFAULT_REGION"
         )
-    account = checked_account(deployment, session, region)
+    account = checked_account(environment_plan, session, region)
     name = job_name(plan)
     request = benchmark_request(
         plan, account=account, region=region, name=name, partition=session.get_partition_for_region(region)
@@ -115,9 +115,9 @@ def start_benchmark(
 def cmd_benchmark(args: argparse.Namespace) -> int:
     from deployment import load_config
 
-    deployment = load_config(args.config, args.env, build_root=Path(args.build_root))
-    plan = deployment.plan(args.endpoint)
-    status, described = start_benchmark(deployment, plan, wait_s=args.wait)
+    environment_plan = load_config(args.config, args.env, build_root=Path(args.build_root))
+    plan = environment_plan.plan(args.endpoint)
+    status, described = start_benchmark(environment_plan, plan, wait_s=args.wait)
     if args.wait <= 0:
         return 0
     print(

@@ -203,7 +203,7 @@ def gate_target(plan: Any, region: str | None, endpoint_url: str | None = None, 
 
 
 def run_gate(
-    deployment: Any,
+    environment_plan: Any,
     plan: Any,
     *,
     session: Any = None,
@@ -224,12 +224,12 @@ def run_gate(
         gate.skipped = f"endpoint {plan.name!r} has no slo: block"
         return gate
     plan.deployable_artifact()  # ConfigError without one: results are kept under the artifact's hash
-    env = deployment.environment
+    env = environment_plan.environment
     session = session or session_for(env)
     region = env.region or session.region_name
     if not region:
         raise LoadTestError(
-            f"no AWS region: set `region:` on environment {deployment.environment_name!r} or AWS_DEFAULT_REGION"
+            f"no AWS region: set `region:` on environment {environment_plan.environment_name!r} or AWS_DEFAULT_REGION"
         )
     if results_root is None:
         from deployment.plan import BUILD_ROOT
@@ -237,7 +237,7 @@ def run_gate(
         results_root = BUILD_ROOT / "loadtest"
     store = ResultStore(results_root, plan.name)
     if keep_in_s3:
-        bucket = plan.artifact_bucket(checked_account(deployment, session, region), region)
+        bucket = plan.artifact_bucket(checked_account(environment_plan, session, region), region)
         store = ResultStore(
             results_root, plan.name, session.client("s3", region_name=region), bucket, plan.loadtest_prefix
         )
@@ -252,7 +252,7 @@ def run_gate(
     result["endpoint"] = {
         "name": plan.name,
         "endpoint_name": plan.endpoint_name,
-        "environment": deployment.environment_name,
+        "environment": environment_plan.environment_name,
         "instance_type": plan.spec.instance_type,
         "instance_count": plan.spec.instance_count,
     }
@@ -273,11 +273,11 @@ def cmd_slo_gate(args: argparse.Namespace) -> int:
     from deployment import load_config
     from load_testing.loadtest import LoadTestError
 
-    deployment = load_config(args.config, args.env, build_root=Path(args.build_root))
-    plan = deployment.plan(args.endpoint)
+    environment_plan = load_config(args.config, args.env, build_root=Path(args.build_root))
+    plan = environment_plan.plan(args.endpoint)
     try:
         gate = run_gate(
-            deployment,
+            environment_plan,
             plan,
             endpoint_url=args.endpoint_url,
             keep_in_s3=not args.local_only,

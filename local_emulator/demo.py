@@ -31,7 +31,7 @@ from pathlib import Path
 
 import boto3
 
-from deployment import Deployment, EndpointPlan, load_config
+from deployment import EndpointPlan, EnvironmentPlan, load_config
 from endpoint_config import ConfigError, EndpointSpec
 from endpoint_runtime import invoke, stream
 from local_runtime import has_container_process
@@ -77,21 +77,21 @@ def _wait_ping(url: str, process: subprocess.Popen, timeout_s: float = 120) -> N
 
 
 def run_demo(config_path: str, endpoint: str | None, port: int, keep_logs: Path) -> None:
-    deployment = load_config(config_path)
-    if not deployment.environment.emulator:
+    environment_plan = load_config(config_path)
+    if not environment_plan.environment.emulator:
         raise DemoError(
             f"{config_path}: the demo deploys to the local emulator; its environment must set emulator: true"
         )
-    spec = deployment.endpoints[0] if endpoint is None else deployment.endpoint(endpoint)
-    endpoint_name = deployment.endpoint_name(spec)
-    region = deployment.environment.region or moto_server.EMULATOR_REGION
+    spec = environment_plan.endpoints[0] if endpoint is None else environment_plan.endpoint(endpoint)
+    endpoint_name = environment_plan.endpoint_name(spec)
+    region = environment_plan.environment.region or moto_server.EMULATOR_REGION
     started = time.monotonic()
 
-    deployment = _build_artifact(config_path, spec)
+    environment_plan = _build_artifact(config_path, spec)
     # Planned again once the tiny model exists: what a local model directory decides (its chat template turns chat on
     # by default) is unknown while it is missing, as on a fresh machine.
-    spec = deployment.endpoint(spec.name)
-    plan = deployment.plan(spec.name)
+    spec = environment_plan.endpoint(spec.name)
+    plan = environment_plan.plan(spec.name)
     with ExitStack() as cleanup:
         t = _step(3, "start the local AWS emulator (moto server)")
         emulator = moto_server.start(keep_logs)
@@ -104,7 +104,7 @@ def run_demo(config_path: str, endpoint: str | None, port: int, keep_logs: Path)
             t = _step(
                 5, "make deploy: preflight, synth, bootstrap, artifact stack, publish, endpoint stack, smoke test"
             )
-            deploy(deployment, echo=lambda line: print(f"    {line}"), runtime_client=runtime)
+            deploy(environment_plan, echo=lambda line: print(f"    {line}"), runtime_client=runtime)
             _done(t)
 
         _send_prompts(plan, endpoint_name, runtime)
@@ -120,12 +120,12 @@ def run_demo(config_path: str, endpoint: str | None, port: int, keep_logs: Path)
             step += 1
 
         with emulator.activated():
-            _destroy_and_check(deployment, step, region)
+            _destroy_and_check(environment_plan, step, region)
         print("\n==> stopping the model server and the emulator")
     print(f"\ndemo finished in {time.monotonic() - started:.1f} s: built, deployed, served, destroyed; nothing left.")
 
 
-def _build_artifact(config_path: str, spec: EndpointSpec) -> Deployment:
+def _build_artifact(config_path: str, spec: EndpointSpec) -> EnvironmentPlan:
     """Steps 1 and 2: the tiny model and its artifact; the deployment planned again (its manifest names the
     artifact now)."""
     py = sys.executable
@@ -138,11 +138,11 @@ def _build_artifact(config_path: str, spec: EndpointSpec) -> Deployment:
 
     t = _step(2, f"model_build build --endpoint {spec.name}")
     run([py, "-m", "model_build", "build", "--config", config_path, "--endpoint", spec.name, "--quiet"])
-    deployment = load_config(config_path)  # planned again: the build's manifest names the artifact now
-    artifact = deployment.plan(spec.name).artifact
+    environment_plan = load_config(config_path)  # planned again: the build's manifest names the artifact now
+    artifact = environment_plan.plan(spec.name).artifact
     print(f"    content hash {artifact.content_hash[:16]}..., {artifact.total_bytes:,} bytes")
     _done(t)
-    return deployment
+    return environment_plan
 
 
 def _serve_artifact(
@@ -205,15 +205,15 @@ def _send_prompts(plan: EndpointPlan, endpoint_name: str, runtime: object) -> No
     _done(t)
 
 
-def _destroy_and_check(deployment: Deployment, step: int, region: str) -> None:
+def _destroy_and_check(environment_plan: EnvironmentPlan, step: int, region: str) -> None:
     """The last two steps, inside the emulator: make destroy, then nothing of the app may be left."""
     t = _step(step, "make destroy: empty the bucket (as auto-delete does on AWS), cdk destroy")
-    destroy(deployment, echo=lambda line: print(f"    {line}"))
+    destroy(environment_plan, echo=lambda line: print(f"    {line}"))
     _done(t)
 
     t = _step(step + 1, "check nothing of the app is left in the emulator")
     session = boto3.Session(region_name=region)
-    left = leftovers(session, stack_prefix=f"{deployment.project}-")
+    left = leftovers(session, stack_prefix=f"{environment_plan.project}-")
     for kind, names in left.items():
         print(f"    {kind:28s} {len(names)} left" + (f": {', '.join(names)}" if names else ""))
     if any(left.values()):

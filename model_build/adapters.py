@@ -269,7 +269,7 @@ def build_adapters(plan: Any, build_root: Path, progress: bool = False) -> list[
 
 
 def publish_adapters(
-    deployment: Any, plan: Any, build_root: Path, *, session: Any = None, progress: bool | None = None
+    environment_plan: Any, plan: Any, build_root: Path, *, session: Any = None, progress: bool | None = None
 ) -> list[Any]:
     """Publish every adapter of `plan` from its local build as model.tar.gz under its own content hash
     (models/<endpoint>/adapters/<adapter>/<hash>/; publish.publish_artifact: manifest.json last, unchanged archives
@@ -279,14 +279,14 @@ def publish_adapters(
 
     if not plan.adapters:
         return []
-    bucket, s3 = artifact_bucket_client(deployment, session=session)
+    bucket, s3 = artifact_bucket_client(environment_plan, session=session)
     reports = []
     for adapter in plan.adapters:
         build_dir = adapter_build_dir(build_root, plan.name, adapter.name)
         if not (build_dir / MANIFEST_NAME).is_file():
             raise PublishError(
                 f"endpoint {plan.name!r}: adapter {adapter.name!r} is not built ({build_dir} has no {MANIFEST_NAME}); run "
-                f"`python -m model_build build --config {deployment.config_path} --env {deployment.environment_name} "
+                f"`python -m model_build build --config {environment_plan.config_path} --env {environment_plan.environment_name} "
                 f"--endpoint {plan.name}` first"
             )
         manifest = load_manifest(build_dir)

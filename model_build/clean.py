@@ -175,14 +175,14 @@ def _component_models(sm: Any, endpoint_name: str) -> set[str]:
     return models
 
 
-def plan(deployment: Any, session: Any, bucket: str, endpoints: list[str] | None = None) -> list[EndpointCleanup]:
+def plan(environment_plan: Any, session: Any, bucket: str, endpoints: list[str] | None = None) -> list[EndpointCleanup]:
     """What to keep and what to remove for each endpoint (`endpoints`: only these). Raises CleanError."""
     from botocore.exceptions import BotoCoreError, ClientError
 
     s3 = session.client("s3")
     cleanups = []
     running_of: dict[str, InUse] = {}
-    for endpoint_plan in deployment.plans:
+    for endpoint_plan in environment_plan.plans:
         spec = endpoint_plan.spec
         if endpoints and spec.name not in endpoints:
             continue
@@ -211,17 +211,19 @@ def plan(deployment: Any, session: Any, bucket: str, endpoints: list[str] | None
         cleanup.remove = {h: n for h, n in counts.items() if h not in cleanup.keep}
         cleanups.append(cleanup)
     # The kept Models and EndpointConfigs, once what every endpoint runs is known.
-    tagged = tagged_resources(session, deployment.project)
-    plans = {p.name: p for p in deployment.plans}
+    tagged = tagged_resources(session, environment_plan.project)
+    plans = {p.name: p for p in environment_plan.plans}
     for cleanup in cleanups:
-        _plan_resources(cleanup, session, deployment, plans[cleanup.endpoint], running_of[cleanup.endpoint], tagged)
+        _plan_resources(
+            cleanup, session, environment_plan, plans[cleanup.endpoint], running_of[cleanup.endpoint], tagged
+        )
     return cleanups
 
 
 def _plan_resources(
     cleanup: EndpointCleanup,
     session: Any,
-    deployment: Any,
+    environment_plan: Any,
     endpoint_plan: Any,
     running: InUse,
     tagged: dict[tuple[str, str], dict[str, str]],
@@ -229,8 +231,8 @@ def _plan_resources(
     """Sort the endpoint's tagged Models and EndpointConfigs into kept (what runs, what its stack names) and
     removable."""
     mine = {
-        TAG_PROJECT: deployment.project,
-        TAG_ENVIRONMENT: deployment.environment_name,
+        TAG_PROJECT: environment_plan.project,
+        TAG_ENVIRONMENT: environment_plan.environment_name,
         TAG_ENDPOINT: endpoint_plan.name,
     }
     candidates = sorted(key for key, tags in tagged.items() if all(tags.get(k) == v for k, v in mine.items()))

@@ -52,9 +52,9 @@ def _load(args: argparse.Namespace) -> Any:
 
 
 def _load_endpoint(args: argparse.Namespace) -> tuple[Any, Any]:
-    """(the Deployment, the endpoint's EndpointPlan)."""
-    deployment = _load(args)
-    return deployment, deployment.plan(args.endpoint)
+    """(the EnvironmentPlan, the endpoint's EndpointPlan)."""
+    environment_plan = _load(args)
+    return environment_plan, environment_plan.plan(args.endpoint)
 
 
 # A build's temporary directories beside its output: `.<name>.tmp-XXXXXXXX` (the new artifact) and `.<name>.old-XXXXXXXX`
@@ -266,14 +266,14 @@ def _positive_mib(text: str) -> int:
 
 
 def cmd_publish(args: argparse.Namespace) -> int:
-    deployment, plan = _load_endpoint(args)
+    environment_plan, plan = _load_endpoint(args)
     artifact = Path(args.artifact or Path(args.build_root) / plan.name)
     from model_build.adapters import publish_adapters
     from model_build.publish import PublishError, publish_endpoint
 
     try:
-        report = publish_endpoint(deployment, plan, artifact, max_bandwidth=args.max_bandwidth)
-        adapter_reports = publish_adapters(deployment, plan, Path(args.build_root))
+        report = publish_endpoint(environment_plan, plan, artifact, max_bandwidth=args.max_bandwidth)
+        adapter_reports = publish_adapters(environment_plan, plan, Path(args.build_root))
     except PublishError as err:
         raise BuildError(str(err)) from None
     summary = getattr(report, "summary", None)
@@ -286,27 +286,27 @@ def cmd_publish(args: argparse.Namespace) -> int:
 def cmd_preflight(args: argparse.Namespace) -> int:
     from model_build.preflight import format_checks, run_preflight
 
-    deployment = _load(args)
+    environment_plan = _load(args)
     assembly = Path(args.assembly) if args.assembly else None
     if assembly is not None and not (assembly / "manifest.json").is_file():
         raise BuildError(f"--assembly {assembly}: no manifest.json there; give a synthesized cloud assembly (cdk.out)")
-    checks = run_preflight(deployment, assembly=assembly, only_updates=args.only_updates)
+    checks = run_preflight(environment_plan, assembly=assembly, only_updates=args.only_updates)
     print(format_checks(checks))
     failed = [c for c in checks if not c.ok]
     if failed:
         raise BuildError(
-            f"preflight of environment {deployment.environment_name!r}: {len(failed)} of {len(checks)} checks failed:\n  - "
+            f"preflight of environment {environment_plan.environment_name!r}: {len(failed)} of {len(checks)} checks failed:\n  - "
             + "\n  - ".join(f"{c.name}: {c.message}" for c in failed)
         )
-    print(f"preflight of environment {deployment.environment_name!r}: all {len(checks)} checks passed")
+    print(f"preflight of environment {environment_plan.environment_name!r}: all {len(checks)} checks passed")
     return 0
 
 
 def cmd_smoke(args: argparse.Namespace) -> int:
     from model_build.smoke import format_checks, run_smoke
 
-    deployment, plan = _load_endpoint(args)
-    result = run_smoke(deployment, plan)
+    environment_plan, plan = _load_endpoint(args)
+    result = run_smoke(environment_plan, plan)
     print(format_checks(result.checks))
     if not result.ok:
         raise BuildError(
@@ -346,15 +346,15 @@ def cmd_clean(args: argparse.Namespace) -> int:
     from deployment.aws import caller_account, session_for
     from model_build.clean import CleanError, delete, delete_resources, plan
 
-    deployment = _load(args)
+    environment_plan = _load(args)
     if args.endpoint:
-        deployment.plan(args.endpoint)  # an unknown name is a config error that lists the defined ones
-    session = session_for(deployment.environment)
+        environment_plan.plan(args.endpoint)  # an unknown name is a config error that lists the defined ones
+    session = session_for(environment_plan.environment)
     account = caller_account(session)
-    region = deployment.environment.region or session.region_name
-    bucket = deployment.artifact_bucket(account, region)
+    region = environment_plan.environment.region or session.region_name
+    bucket = environment_plan.artifact_bucket(account, region)
     try:
-        cleanups = plan(deployment, session, bucket, [args.endpoint] if args.endpoint else None)
+        cleanups = plan(environment_plan, session, bucket, [args.endpoint] if args.endpoint else None)
     except CleanError as err:
         raise BuildError(str(err)) from None
     for cleanup in cleanups:

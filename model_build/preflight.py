@@ -63,19 +63,19 @@ def endpoint_quotas(client: Any) -> dict[str, Quota]:
     return quotas
 
 
-def _needed_by_type(deployment: Any) -> dict[str, list[tuple[Any, Any]]]:
+def _needed_by_type(environment_plan: Any) -> dict[str, list[tuple[Any, Any]]]:
     """Each instance type's endpoints with their quota needs of it (EndpointPlan.quotas: instance_type's and every
     instance pool's)."""
     by_type: dict[str, list[tuple[Any, Any]]] = {}
-    for plan in deployment.plans:
+    for plan in environment_plan.plans:
         for need in plan.quotas:
             by_type.setdefault(need.instance_type, []).append((plan, need))
     return by_type
 
 
-def quota_checks(deployment: Any, quotas: dict[str, Quota], region: str) -> list[Check]:
+def quota_checks(environment_plan: Any, quotas: dict[str, Quota], region: str) -> list[Check]:
     checks = []
-    for instance_type, needs in sorted(_needed_by_type(deployment).items()):
+    for instance_type, needs in sorted(_needed_by_type(environment_plan).items()):
         plans = [plan for plan, _ in needs]
         name = f"quota {instance_type}"
         quota_name = QUOTA_NAME.format(instance_type=instance_type)
@@ -150,16 +150,18 @@ def quota_checks(deployment: Any, quotas: dict[str, Quota], region: str) -> list
     return checks
 
 
-def artifact_checks(deployment: Any, s3: Any, account: str, region: str) -> list[Check]:
+def artifact_checks(environment_plan: Any, s3: Any, account: str, region: str) -> list[Check]:
     from botocore.exceptions import BotoCoreError, ClientError
 
-    bucket = deployment.artifact_bucket(account, region)
+    bucket = environment_plan.artifact_bucket(account, region)
     checks = []
     # Each endpoint's artifact, then each of its LoRA adapters' (published by the same `publish` command).
-    targets = [(f"artifact {plan.name}", plan.name, plan.artifact, plan.manifest_key) for plan in deployment.plans]
+    targets = [
+        (f"artifact {plan.name}", plan.name, plan.artifact, plan.manifest_key) for plan in environment_plan.plans
+    ]
     targets += [
         (f"artifact {plan.name} adapter {a.name}", plan.name, a.artifact, a.manifest_key)
-        for plan in deployment.plans
+        for plan in environment_plan.plans
         for a in plan.adapters
     ]
     for name, endpoint, artifact, key in targets:
@@ -169,8 +171,8 @@ def artifact_checks(deployment: Any, s3: Any, account: str, region: str) -> list
         want = artifact.content_hash
         source = "the config's artifact_hash" if artifact.source == "config" else "the local build"
         publish = (
-            f"python -m model_build publish --config {deployment.config_path} --env "
-            f"{deployment.environment_name} --endpoint {endpoint}"
+            f"python -m model_build publish --config {environment_plan.config_path} --env "
+            f"{environment_plan.environment_name} --endpoint {endpoint}"
         )
         try:
             body = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
@@ -179,8 +181,8 @@ def artifact_checks(deployment: Any, s3: Any, account: str, region: str) -> list
             if code == "NoSuchBucket":
                 msg = (
                     f"artifact bucket {bucket} does not exist: deploy the artifacts stack first (npx cdk deploy -c "
-                    f"config={deployment.config_path} -c env={deployment.environment_name} "
-                    f"{deployment.stack_name('artifacts')}), then `{publish}`"
+                    f"config={environment_plan.config_path} -c env={environment_plan.environment_name} "
+                    f"{environment_plan.stack_name('artifacts')}), then `{publish}`"
                 )
             elif code in ("NoSuchKey", "404", "NotFound"):
                 msg = (
@@ -222,40 +224,40 @@ def _known_regions(session: Any) -> set[str]:
 
 
 def run_preflight(
-    deployment: Any, session: Any = None, *, assembly: Path | None = None, only_updates: bool = False
+    environment_plan: Any, session: Any = None, *, assembly: Path | None = None, only_updates: bool = False
 ) -> list[Check]:
-    """Every pre-flight check of a resolved config (`endpoint_config.Deployment`). Never raises for AWS errors:
+    """Every pre-flight check of a resolved config (`deployment.EnvironmentPlan`). Never raises for AWS errors:
     each is a failed check. Later checks that need the credentials or the region are left out when those fail.
     `assembly`: the synthesized cloud assembly about to be deployed; with it, the update checks compare each deployed
     stack's template with the synthesized one (what CloudFormation would replace). `only_updates`: region,
     credentials and the update checks only (the pipeline's Preflight step, whose role may read no more)."""
     import boto3
 
-    env = deployment.environment
+    env = environment_plan.environment
     session = session or boto3.session.Session(region_name=env.region)
     checks: list[Check] = []
-    region = _region_check(checks, deployment, session)
+    region = _region_check(checks, environment_plan, session)
     if region is None:
         return checks
-    account = _credentials_check(checks, deployment, session, region)
+    account = _credentials_check(checks, environment_plan, session, region)
     if account is None:
         return checks
 
     templates = stack_templates(assembly) if assembly is not None else None
     if only_updates:
-        return checks + update_checks(deployment, session, region, templates)
-    checks += _quota_checks_of(deployment, session, region)
+        return checks + update_checks(environment_plan, session, region, templates)
+    checks += _quota_checks_of(environment_plan, session, region)
     if not env.emulator:  # moto's Lambda has no account's quotas to read
-        checks += lambda_concurrency_checks(deployment, session, region)
-    checks += kept_data_checks(deployment, session, account, region)
-    checks += update_checks(deployment, session, region, templates)
-    checks += artifact_checks(deployment, session.client("s3", region_name=region), account, region)
+        checks += lambda_concurrency_checks(environment_plan, session, region)
+    checks += kept_data_checks(environment_plan, session, account, region)
+    checks += update_checks(environment_plan, session, region, templates)
+    checks += artifact_checks(environment_plan, session.client("s3", region_name=region), account, region)
     return checks
 
 
-def _region_check(checks: list[Check], deployment: Any, session: Any) -> str | None:
+def _region_check(checks: list[Check], environment_plan: Any, session: Any) -> str | None:
     """Appends the region check; the region, or None when there is none SageMaker knows."""
-    env, env_name = deployment.environment, deployment.environment_name
+    env, env_name = environment_plan.environment, environment_plan.environment_name
     region = env.region or session.region_name
     if not region:
         checks.append(
@@ -282,11 +284,11 @@ def _region_check(checks: list[Check], deployment: Any, session: Any) -> str | N
     return region
 
 
-def _credentials_check(checks: list[Check], deployment: Any, session: Any, region: str) -> str | None:
+def _credentials_check(checks: list[Check], environment_plan: Any, session: Any, region: str) -> str | None:
     """Appends the credentials check; the account, or None when the credentials fail or are another account's."""
     from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
-    env, env_name = deployment.environment, deployment.environment_name
+    env, env_name = environment_plan.environment, environment_plan.environment_name
     try:
         identity = session.client("sts", region_name=region).get_caller_identity()
     except NoCredentialsError:
@@ -326,11 +328,11 @@ def _credentials_check(checks: list[Check], deployment: Any, session: Any, regio
     return account
 
 
-def _quota_checks_of(deployment: Any, session: Any, region: str) -> list[Check]:
+def _quota_checks_of(environment_plan: Any, session: Any, region: str) -> list[Check]:
     """The instance quota checks (skipped in the emulator, which has no quotas)."""
     from botocore.exceptions import BotoCoreError, ClientError
 
-    if deployment.environment.emulator:
+    if environment_plan.environment.emulator:
         return [
             Check(
                 f"quota {instance_type}",
@@ -338,7 +340,7 @@ def _quota_checks_of(deployment: Any, session: Any, region: str) -> list[Check]:
                 "not checked: the local emulator has no SageMaker quotas",
                 skipped=True,
             )
-            for instance_type in sorted(_needed_by_type(deployment))
+            for instance_type in sorted(_needed_by_type(environment_plan))
         ]
     try:
         quotas = endpoint_quotas(session.client("service-quotas", region_name=region))
@@ -354,7 +356,7 @@ def _quota_checks_of(deployment: Any, session: Any, region: str) -> list[Check]:
                 ),
             )
         ]
-    return quota_checks(deployment, quotas, region)
+    return quota_checks(environment_plan, quotas, region)
 
 
 # "You can reserve concurrency for as many functions as you like, as long as you leave at least 100 simultaneous
@@ -364,12 +366,12 @@ def _quota_checks_of(deployment: Any, session: Any, region: str) -> list[Check]:
 MIN_UNRESERVED_CONCURRENCY = 100
 
 
-def reserved_concurrency(deployment: Any) -> list[tuple[str, int]]:
+def reserved_concurrency(environment_plan: Any) -> list[tuple[str, int]]:
     """(what, executions) for every function of the deployment that reserves concurrency: the invoke function's
     invoke_function.reserved_concurrency, the stream function's streaming.reserved_concurrency (the cap a public
     stream URL must have)."""
     wanted = []
-    for plan in deployment.plans:
+    for plan in environment_plan.plans:
         spec = plan.spec
         if spec.invoke_function.reserved_concurrency:
             wanted.append((f"{spec.name} invoke_function", spec.invoke_function.reserved_concurrency))
@@ -378,19 +380,19 @@ def reserved_concurrency(deployment: Any) -> list[tuple[str, int]]:
     return wanted
 
 
-def lambda_concurrency_checks(deployment: Any, session: Any, region: str) -> list[Check]:
+def lambda_concurrency_checks(environment_plan: Any, session: Any, region: str) -> list[Check]:
     """The account's unreserved Lambda concurrency after this deploy's reservations (less what this deployment's
     stacks reserve already, which an update keeps) must stay at MIN_UNRESERVED_CONCURRENCY or more."""
     from botocore.exceptions import BotoCoreError, ClientError
 
-    wanted = reserved_concurrency(deployment)
+    wanted = reserved_concurrency(environment_plan)
     if not wanted:
         return []
     name = "lambda concurrency"
     client = session.client("lambda", region_name=region)
     try:
         limit = client.get_account_settings()["AccountLimit"]
-        held = sum(_reserved_now(session, client, plan.stack_name, region) for plan in deployment.plans)
+        held = sum(_reserved_now(session, client, plan.stack_name, region) for plan in environment_plan.plans)
     except (ClientError, BotoCoreError) as err:
         return [
             Check(
@@ -453,17 +455,17 @@ def _stack_exists(cfn: Any, name: str) -> bool:
     return bool(stacks) and stacks[0]["StackStatus"] != "DELETE_COMPLETE"
 
 
-def kept_data_checks(deployment: Any, session: Any, account: str, region: str) -> list[Check]:
+def kept_data_checks(environment_plan: Any, session: Any, account: str, region: str) -> list[Check]:
     """The artifact bucket and image repository against the artifact stack: kept outside any stack after a destroy
     (retain_data), they must be adopted (adopt_kept_data: true), or creating them again fails ("already exists")."""
     from botocore.exceptions import ClientError
 
-    env, env_name = deployment.environment, deployment.environment_name
-    stack = deployment.stack_name("artifacts")
+    env, env_name = environment_plan.environment, environment_plan.environment_name
+    stack = environment_plan.stack_name("artifacts")
     if _stack_exists(session.client("cloudformation", region_name=region), stack):
         return [Check("kept data", True, f"{stack} is deployed: its bucket and repository are in place")]
-    bucket = deployment.artifact_bucket(account, region)
-    repository = deployment.image_repository
+    bucket = environment_plan.artifact_bucket(account, region)
+    repository = environment_plan.image_repository
     kept = []
     try:
         session.client("s3", region_name=region).head_bucket(Bucket=bucket)
@@ -475,7 +477,7 @@ def kept_data_checks(deployment: Any, session: Any, account: str, region: str) -
         kept.append(f"repository {repository}")
     except ClientError:
         pass
-    where = f"environment {env_name!r} in {deployment.config_path}"
+    where = f"environment {env_name!r} in {environment_plan.config_path}"
     if kept and not env.adopt_kept_data:
         return [
             Check(
@@ -505,7 +507,9 @@ def kept_data_checks(deployment: Any, session: Any, account: str, region: str) -
     return [Check("kept data", True, "nothing kept from an earlier deploy: the artifact stack creates them")]
 
 
-def update_checks(deployment: Any, session: Any, region: str, templates: dict[str, Path] | None = None) -> list[Check]:
+def update_checks(
+    environment_plan: Any, session: Any, region: str, templates: dict[str, Path] | None = None
+) -> list[Check]:
     """What an update of each deployed endpoint would change that SageMaker refuses (mode_problem) or refuses while
     the variant autoscales (instance_change_problem), and, given the synthesized `templates` (stack name -> file),
     any replacement of a component endpoint's config (component_config_problem). Endpoints not deployed yet have
@@ -517,7 +521,7 @@ def update_checks(deployment: Any, session: Any, region: str, templates: dict[st
     sm = session.client("sagemaker", region_name=region)
     scaling = session.client("application-autoscaling", region_name=region)
     checks = []
-    for plan in deployment.plans:
+    for plan in environment_plan.plans:
         try:
             config_name = sm.describe_endpoint(EndpointName=plan.endpoint_name)["EndpointConfigName"]
             config = sm.describe_endpoint_config(EndpointConfigName=config_name)

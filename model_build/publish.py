@@ -524,7 +524,7 @@ def _tarball_items(build_dir, manifest, s3, bucket, prefix, report, packer) -> l
 
 
 def publish_endpoint(
-    deployment,
+    environment_plan,
     plan,
     build_dir: Path,
     *,
@@ -542,7 +542,7 @@ def publish_endpoint(
     if not (build_dir / MANIFEST_NAME).is_file():
         raise PublishError(
             f"{build_dir} has no {MANIFEST_NAME}: endpoint {ep.name!r} is not built; run `python -m model_build build "
-            f"--config {deployment.config_path} --env {deployment.environment_name} --endpoint {ep.name}` first"
+            f"--config {environment_plan.config_path} --env {environment_plan.environment_name} --endpoint {ep.name}` first"
         )
     manifest = load_manifest(build_dir)
     if ep.artifact_hash and ep.artifact_hash != manifest.content_hash:
@@ -550,7 +550,7 @@ def publish_endpoint(
             f"endpoint {ep.name!r} pins artifact_hash {ep.artifact_hash[:12]}..., but {build_dir} holds "
             f"{manifest.content_hash[:12]}...; remove the pin to publish this build, or publish the pinned build"
         )
-    bucket, s3 = artifact_bucket_client(deployment, session=session, max_concurrency=max_concurrency)
+    bucket, s3 = artifact_bucket_client(environment_plan, session=session, max_concurrency=max_concurrency)
     return publish_artifact(
         build_dir,
         bucket,
@@ -565,7 +565,7 @@ def publish_endpoint(
     )
 
 
-def artifact_bucket_client(deployment, *, session=None, max_concurrency: int = 8) -> tuple[str, object]:
+def artifact_bucket_client(environment_plan, *, session=None, max_concurrency: int = 8) -> tuple[str, object]:
     """The environment's artifact bucket and an S3 client for it, after checking the account and that the bucket
     exists (PublishError naming what to deploy first)."""
     from botocore.config import Config
@@ -573,15 +573,15 @@ def artifact_bucket_client(deployment, *, session=None, max_concurrency: int = 8
 
     from deployment.aws import AccountError, checked_account, session_for
 
-    session = session or session_for(deployment.environment)
-    region = deployment.environment.region or session.region_name
+    session = session or session_for(environment_plan.environment)
+    region = environment_plan.environment.region or session.region_name
     if not region:
         raise PublishError("no AWS region: set `region:` on the environment in the config, or AWS_REGION")
     try:
-        account = checked_account(deployment, session, region)
+        account = checked_account(environment_plan, session, region)
     except AccountError as err:
         raise PublishError(str(err)) from None
-    bucket = deployment.artifact_bucket(account, region)
+    bucket = environment_plan.artifact_bucket(account, region)
     s3 = session.client("s3", region_name=region, config=Config(max_pool_connections=_pool_size(max_concurrency)))
     try:
         s3.head_bucket(Bucket=bucket)
@@ -590,7 +590,7 @@ def artifact_bucket_client(deployment, *, session=None, max_concurrency: int = 8
             raise PublishError(_bucket_problem(bucket, err)) from None
         raise PublishError(
             f"artifact bucket {bucket!r} does not exist in account {account}, region {region}: deploy the artifacts "
-            f"stack first: `npx cdk deploy -c config={deployment.config_path} -c env={deployment.environment_name} "
-            f"{deployment.stack_name('artifacts')}`"
+            f"stack first: `npx cdk deploy -c config={environment_plan.config_path} -c env={environment_plan.environment_name} "
+            f"{environment_plan.stack_name('artifacts')}`"
         ) from None
     return bucket, s3

@@ -8,12 +8,12 @@ from typing import Any
 from endpoint_runtime.smoke import ChatSmoke, Check, SmokeResult, format_checks, smoke_test
 
 
-def run_smoke(deployment: Any, plan: Any, session: Any = None, runtime_client: Any = None) -> SmokeResult:
+def run_smoke(environment_plan: Any, plan: Any, session: Any = None, runtime_client: Any = None) -> SmokeResult:
     """Smoke-test one endpoint (`deployment.EndpointPlan`) of a resolved config; an asynchronous endpoint is sent its
     prompt with InvokeEndpointAsync and its answer read from S3. Every AWS-side problem is a failed check."""
     from deployment.aws import AccountError, checked_account, session_for
 
-    env = deployment.environment
+    env = environment_plan.environment
     session = session or session_for(env)
     region = env.region or session.region_name
     if not region:
@@ -21,7 +21,7 @@ def run_smoke(deployment: Any, plan: Any, session: Any = None, runtime_client: A
         result.add(
             "region",
             False,
-            f"no AWS region: set `region:` on environment {deployment.environment_name!r} in the config, or AWS_DEFAULT_REGION",
+            f"no AWS region: set `region:` on environment {environment_plan.environment_name!r} in the config, or AWS_DEFAULT_REGION",
         )
         return result
     # Checked first when the environment names an account: with the wrong account's credentials every later check
@@ -29,7 +29,7 @@ def run_smoke(deployment: Any, plan: Any, session: Any = None, runtime_client: A
     account = None
     if env.account or plan.is_async:
         try:
-            account = checked_account(deployment, session, env.region)
+            account = checked_account(environment_plan, session, env.region)
         except AccountError as err:
             result = SmokeResult(stack=plan.stack_name)
             result.add("credentials", False, str(err))

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from aws_cdk import Aspects, Aws, Environment, Tags
 from constructs import Construct
 
-from deployment import Deployment
+from deployment import EnvironmentPlan
 
 from .artifact_store import ArtifactStoreStack
 from .custom_resources import CustomResourceTimeouts
@@ -20,10 +20,10 @@ from .nag import add_nag_checks
 from .trusted_pipeline import TrustedPipeline
 
 
-def stack_environment(deployment: Deployment) -> Environment:
+def stack_environment(environment_plan: EnvironmentPlan) -> Environment:
     """Account and region from the config, else from the CDK CLI's defaults (CDK_DEFAULT_ACCOUNT/REGION), else
     unset: environment-agnostic stacks, or inside a `Stage` the stage's environment."""
-    env_spec = deployment.environment
+    env_spec = environment_plan.environment
     return Environment(
         account=env_spec.account or os.environ.get("CDK_DEFAULT_ACCOUNT"),
         region=env_spec.region or os.environ.get("CDK_DEFAULT_REGION"),
@@ -32,7 +32,7 @@ def stack_environment(deployment: Deployment) -> Environment:
 
 def add_artifact_stack(
     scope: Construct,
-    deployment: Deployment,
+    environment_plan: EnvironmentPlan,
     *,
     trusted_pipeline: TrustedPipeline | None = None,
     trusted_preflight: TrustedPipeline | None = None,
@@ -42,13 +42,13 @@ def add_artifact_stack(
     # Construct ids equal the stack names, so `cdk deploy <stack name>` selects what `cdk list` shows.
     stack = ArtifactStoreStack(
         scope,
-        deployment.stack_name("artifacts"),
-        deployment=deployment,
+        environment_plan.stack_name("artifacts"),
+        environment_plan=environment_plan,
         trusted_pipeline=trusted_pipeline,
         trusted_preflight=trusted_preflight,
-        env=stack_environment(deployment),
-        stack_name=deployment.stack_name("artifacts"),
-        description=f"{deployment.project} ({deployment.environment_name}): model artifact bucket and image repository",
+        env=stack_environment(environment_plan),
+        stack_name=environment_plan.stack_name("artifacts"),
+        description=f"{environment_plan.project} ({environment_plan.environment_name}): model artifact bucket and image repository",
     )
     # The environment's one dashboard lives here: the stack exists once per environment and every deploy path (make
     # deploy, the pipeline's artifacts stage, the demo) deploys it first; endpoint names are known from the config,
@@ -57,15 +57,15 @@ def add_artifact_stack(
     EnvironmentDashboard(
         stack,
         "Dashboard",
-        dashboard_name=f"{deployment.project}-{deployment.environment_name}-endpoints-{Aws.REGION}",
-        endpoints=dashboard_endpoints(deployment, VARIANT_NAME),
+        dashboard_name=f"{environment_plan.project}-{environment_plan.environment_name}-endpoints-{Aws.REGION}",
+        endpoints=dashboard_endpoints(environment_plan, VARIANT_NAME),
     )
     return stack
 
 
 def add_endpoint_stacks(
     scope: Construct,
-    deployment: Deployment,
+    environment_plan: EnvironmentPlan,
     *,
     allow_unbuilt: bool = False,
     artifacts: ArtifactStoreStack | None = None,
@@ -75,15 +75,15 @@ def add_endpoint_stacks(
     """One stack per endpoint, in `scope`; each depends on `artifacts` when it is given (same scope only).
     `trusted_pipelines` (endpoint name -> pipeline role): those endpoints' stacks also create their smoke-test role
     for that pipeline role; `trusted_gates` likewise their SLO gate role."""
-    env = stack_environment(deployment)
-    bucket_key = BucketKeyRef.of(deployment)
+    env = stack_environment(environment_plan)
+    bucket_key = BucketKeyRef.of(environment_plan)
     stacks: dict[str, EndpointStack] = {}
-    for plan in deployment.plans:
+    for plan in environment_plan.plans:
         stack = EndpointStack(
             scope,
             plan.stack_name,
             plan=plan,
-            image_repository=deployment.image_repository,
+            image_repository=environment_plan.image_repository,
             bucket_key=bucket_key,
             allow_unbuilt=allow_unbuilt,
             trusted_pipeline=(trusted_pipelines or {}).get(plan.name),
@@ -99,24 +99,24 @@ def add_endpoint_stacks(
     return stacks
 
 
-def tag_environment(scope: Construct, deployment: Deployment) -> None:
+def tag_environment(scope: Construct, environment_plan: EnvironmentPlan) -> None:
     """The environment's tags on every resource under `scope` (the app, or a pipeline stage), and a bounded
     ServiceTimeout on CDK's own custom resources there (stacks/custom_resources.py)."""
-    Tags.of(scope).add("llm-endpoints:project", deployment.project)
-    Tags.of(scope).add("llm-endpoints:environment", deployment.environment_name)
+    Tags.of(scope).add("llm-endpoints:project", environment_plan.project)
+    Tags.of(scope).add("llm-endpoints:environment", environment_plan.environment_name)
     Aspects.of(scope).add(CustomResourceTimeouts())
 
 
-def add_stacks(app: Construct, deployment: Deployment, *, allow_unbuilt: bool = False) -> dict[str, object]:
+def add_stacks(app: Construct, environment_plan: EnvironmentPlan, *, allow_unbuilt: bool = False) -> dict[str, object]:
     """Add every stack of one environment to `app`; returns them by stack name.
 
     Account and region come from the config, else from the CDK CLI's defaults (CDK_DEFAULT_ACCOUNT/REGION),
     else the stacks are environment-agnostic.
     """
-    artifacts = add_artifact_stack(app, deployment)
+    artifacts = add_artifact_stack(app, environment_plan)
     stacks: dict[str, object] = {artifacts.stack_name: artifacts}
-    stacks.update(add_endpoint_stacks(app, deployment, allow_unbuilt=allow_unbuilt, artifacts=artifacts))
-    tag_environment(app, deployment)
+    stacks.update(add_endpoint_stacks(app, environment_plan, allow_unbuilt=allow_unbuilt, artifacts=artifacts))
+    tag_environment(app, environment_plan)
     add_nag_checks(app)
     return stacks
 

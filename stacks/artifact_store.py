@@ -8,7 +8,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from deployment import Deployment
+from deployment import EnvironmentPlan
 from deployment.config_blocks import INPUT_RETENTION_DAYS, async_prefixes
 
 from .endpoint_network import BucketKey, BucketKeyRef
@@ -16,14 +16,14 @@ from .nag import acknowledge
 from .trusted_pipeline import TrustedPipeline, role_name
 
 
-def async_lifecycle_rules(deployment: Deployment) -> list[s3.LifecycleRule]:
+def async_lifecycle_rules(environment_plan: EnvironmentPlan) -> list[s3.LifecycleRule]:
     """Expiry of asynchronous traffic in the artifact bucket, per endpoint with invocation.mode async: its request
     payloads (async/<endpoint>/input/) after INPUT_RETENTION_DAYS, and its answers and failures after
     `invocation.result_retention_days` when set. The trailing "/" keeps another endpoint whose name starts the same
     out. The bucket is versioned: an expired object becomes a noncurrent version, which the bucket-wide rule removes
     30 days later."""
     rules = []
-    for plan in deployment.plans:
+    for plan in environment_plan.plans:
         if not plan.is_async:
             continue
         prefixes = async_prefixes(plan.endpoint_name)
@@ -68,33 +68,37 @@ class ArtifactStoreStack(Stack):
         scope: Construct,
         construct_id: str,
         *,
-        deployment: Deployment,
+        environment_plan: EnvironmentPlan,
         trusted_pipeline: TrustedPipeline | None = None,
         trusted_preflight: TrustedPipeline | None = None,
         **kwargs,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
-        self.preflight_role_name = role_name(deployment.project, deployment.environment_name, "preflight")
-        self._preflight_role(deployment, trusted_preflight)
-        env = deployment.environment
+        self.preflight_role_name = role_name(environment_plan.project, environment_plan.environment_name, "preflight")
+        self._preflight_role(environment_plan, trusted_preflight)
+        env = environment_plan.environment
         retain = env.retain_data
         removal = RemovalPolicy.RETAIN if retain else RemovalPolicy.DESTROY
         auto_delete = not retain and not env.emulator
 
-        bucket_name = deployment.artifact_bucket(Aws.ACCOUNT_ID, Aws.REGION)
-        repository_name = deployment.image_repository
-        self.publisher_role_name = role_name(deployment.project, deployment.environment_name, "model-publisher")
+        bucket_name = environment_plan.artifact_bucket(Aws.ACCOUNT_ID, Aws.REGION)
+        repository_name = environment_plan.image_repository
+        self.publisher_role_name = role_name(
+            environment_plan.project, environment_plan.environment_name, "model-publisher"
+        )
         # encryption.bucket_key: the bucket's SSE-KMS key, created here or given by ARN (stacks/endpoint_network.py).
         self.bucket_key = (
-            BucketKey(self, "BucketKey", deployment=deployment, retain=retain) if BucketKeyRef.of(deployment) else None
+            BucketKey(self, "BucketKey", environment_plan=environment_plan, retain=retain)
+            if BucketKeyRef.of(environment_plan)
+            else None
         )
         if env.adopt_kept_data:
             self._adopt(bucket_name, repository_name)
-            self._publisher_role(deployment, trusted_pipeline)
+            self._publisher_role(environment_plan, trusted_pipeline)
             return
 
         self._add_access_logs(removal, auto_delete)
-        self._add_bucket(deployment, bucket_name, removal, auto_delete)
+        self._add_bucket(environment_plan, bucket_name, removal, auto_delete)
         self._add_repository(repository_name, removal, retain)
 
         if auto_delete:
@@ -107,7 +111,7 @@ class ArtifactStoreStack(Stack):
             )
 
         self._outputs()
-        self._publisher_role(deployment, trusted_pipeline)
+        self._publisher_role(environment_plan, trusted_pipeline)
 
     def _add_access_logs(self, removal: RemovalPolicy, auto_delete: bool) -> None:
         """The bucket the artifact bucket's access logs go to."""
@@ -134,7 +138,9 @@ class ArtifactStoreStack(Stack):
             "without end.",
         )
 
-    def _add_bucket(self, deployment: Deployment, bucket_name: str, removal: RemovalPolicy, auto_delete: bool) -> None:
+    def _add_bucket(
+        self, environment_plan: EnvironmentPlan, bucket_name: str, removal: RemovalPolicy, auto_delete: bool
+    ) -> None:
         """The artifact bucket: versioned, logged, encrypted with the bucket key where there is one."""
         self.bucket = s3.Bucket(
             self,
@@ -154,7 +160,7 @@ class ArtifactStoreStack(Stack):
                     abort_incomplete_multipart_upload_after=Duration.days(7),
                     noncurrent_version_expiration=Duration.days(30),
                 ),
-                *async_lifecycle_rules(deployment),
+                *async_lifecycle_rules(environment_plan),
             ],
             removal_policy=removal,
             auto_delete_objects=auto_delete,
@@ -177,7 +183,7 @@ class ArtifactStoreStack(Stack):
             empty_on_delete=not retain,
         )
 
-    def _preflight_role(self, deployment: Deployment, trusted: TrustedPipeline | None) -> None:
+    def _preflight_role(self, environment_plan: EnvironmentPlan, trusted: TrustedPipeline | None) -> None:
         """Read-only: the endpoint stacks' templates and status, the endpoints and their configs, and the scaling
         registration the instance-type check reads (what `model_build preflight --only-updates` calls)."""
         self.preflight_role = None
@@ -188,7 +194,7 @@ class ArtifactStoreStack(Stack):
             "PreflightRole",
             role_name=self.preflight_role_name,
             assumed_by=trusted.principal(self),
-            description=f"Assumed by the pipeline's Preflight step: reads what the {deployment.environment_name} "
+            description=f"Assumed by the pipeline's Preflight step: reads what the {environment_plan.environment_name} "
             "endpoint stacks and endpoints are now",
         )
         role.add_to_policy(
@@ -196,7 +202,7 @@ class ArtifactStoreStack(Stack):
                 actions=["cloudformation:DescribeStacks", "cloudformation:GetTemplate"],
                 resources=[
                     self.format_arn(service="cloudformation", resource="stack", resource_name=f"{p.stack_name}/*")
-                    for p in deployment.plans
+                    for p in environment_plan.plans
                 ],
             )
         )
@@ -205,7 +211,7 @@ class ArtifactStoreStack(Stack):
                 actions=["sagemaker:DescribeEndpoint"],
                 resources=[
                     self.format_arn(service="sagemaker", resource="endpoint", resource_name=p.endpoint_name.lower())
-                    for p in deployment.plans
+                    for p in environment_plan.plans
                 ],
             )
         )
@@ -238,14 +244,16 @@ class ArtifactStoreStack(Stack):
             ]
             + [
                 f"AwsSolutions-IAM5[Resource::{arn('cloudformation', f'stack/{p.stack_name}/*')}]"
-                for p in deployment.plans
+                for p in environment_plan.plans
             ],
             "Read-only. Endpoint config names are generated by CloudFormation; a stack's ARN ends in its id, known "
             "only once created; application-autoscaling:DescribeScalableTargets has no resource type.",
         )
         self.preflight_role = role
 
-    def _publisher_role(self, deployment: Deployment, trusted_pipeline: TrustedPipeline | None) -> iam.Role | None:
+    def _publisher_role(
+        self, environment_plan: EnvironmentPlan, trusted_pipeline: TrustedPipeline | None
+    ) -> iam.Role | None:
         """The role a trusted pipeline's model build assumes to publish into this bucket (none without one)."""
         self.publisher_role = None
         if trusted_pipeline is None:
@@ -256,7 +264,7 @@ class ArtifactStoreStack(Stack):
             role_name=self.publisher_role_name,
             assumed_by=trusted_pipeline.principal(self),
             description="Assumed by the pipeline's model build: writes models/* of the "
-            f"{deployment.environment_name} artifact bucket",
+            f"{environment_plan.environment_name} artifact bucket",
             max_session_duration=Duration.hours(4),
         )
         self.grant_publish(role)

@@ -30,13 +30,13 @@ from aws_cdk import aws_sagemaker as sagemaker
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
-from deployment import Deployment
+from deployment import EnvironmentPlan
 from deployment.config_blocks import (
     MAX_ROLLBACK_ALARMS,
     AlarmsSpec,
     AutoRollback,
     BlueGreen,
-    DeploymentSpec,
+    UpdatePolicySpec,
 )
 
 from .engine_metrics import engine_panel, has_engine_metrics
@@ -204,12 +204,12 @@ class RollbackAlarms(Construct):
 
 
 def deployment_config(
-    deployment: DeploymentSpec, *, rollback_alarm_names: list[str]
+    update_policy: UpdatePolicySpec, *, rollback_alarm_names: list[str]
 ) -> sagemaker.CfnEndpoint.DeploymentConfigProperty:
     """CfnEndpoint DeploymentConfig from the `deployment:` block (the stacks create one variant, which rolling
     deployments need: deployment guardrails, Exclusions,
     https://docs.aws.amazon.com/sagemaker/latest/dg/deployment-guardrails-exclusions.html)."""
-    policy = deployment.policy
+    policy = update_policy.policy
     rollback = None
     if rollback_alarm_names:
         rollback = sagemaker.CfnEndpoint.AutoRollbackConfigProperty(
@@ -511,10 +511,10 @@ class DashboardEndpoint:
         return hosting_mode(component=self.component_name is not None, asynchronous=self.asynchronous)
 
 
-def dashboard_endpoints(deployment: Deployment, variant_name: str) -> list[DashboardEndpoint]:
+def dashboard_endpoints(environment_plan: EnvironmentPlan, variant_name: str) -> list[DashboardEndpoint]:
     """The rows of `deployment`'s dashboard: every endpoint of the environment, with its scaling ranges."""
     rows = []
-    for plan in deployment.plans:
+    for plan in environment_plan.plans:
         low, high = plan.instance_range
         fewest_copies, most_copies = plan.copy_range
         rows.append(

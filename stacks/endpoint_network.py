@@ -18,7 +18,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
-from deployment import Deployment, EndpointPlan
+from deployment import EndpointPlan, EnvironmentPlan
 from deployment.config_blocks import CAPTURE_MODES, DataCapture
 
 from .log_groups import owned_log_group
@@ -79,12 +79,14 @@ class BucketKeyRef:
             raise ValueError("BucketKeyRef: give exactly one of key_arn and alias_name")
 
     @staticmethod
-    def of(deployment: Deployment) -> BucketKeyRef | None:
-        encryption = deployment.environment.encryption
+    def of(environment_plan: EnvironmentPlan) -> BucketKeyRef | None:
+        encryption = environment_plan.environment.encryption
         if encryption is None or encryption.bucket_key is None:
             return None
         if encryption.bucket_key == "create":
-            return BucketKeyRef(alias_name=bucket_key_alias(deployment.project, deployment.environment_name))
+            return BucketKeyRef(
+                alias_name=bucket_key_alias(environment_plan.project, environment_plan.environment_name)
+            )
         return BucketKeyRef(key_arn=encryption.bucket_key)
 
     def grant_s3_use(self, grantee: iam.IGrantable, *, read_only: bool = False) -> iam.Grant:
@@ -109,9 +111,9 @@ class BucketKey(Construct):
     Kept on destroy with the data it encrypts (retain_data), else scheduled for deletion (KMS waits 7-30 days).
     A given ARN: used as is; its key policy must let this account's IAM policies grant its use (KMS's default)."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, deployment: Deployment, retain: bool) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, environment_plan: EnvironmentPlan, retain: bool) -> None:
         super().__init__(scope, construct_id)
-        ref = BucketKeyRef.of(deployment)
+        ref = BucketKeyRef.of(environment_plan)
         if ref is None:
             raise ValueError("BucketKey: the environment sets no encryption.bucket_key")
         self.ref = ref
@@ -122,7 +124,7 @@ class BucketKey(Construct):
                 self,
                 "Key",
                 alias=ref.alias_name,
-                description=f"{deployment.project} ({deployment.environment_name}): artifact bucket (SSE-KMS)",
+                description=f"{environment_plan.project} ({environment_plan.environment_name}): artifact bucket (SSE-KMS)",
                 enable_key_rotation=True,
                 removal_policy=RemovalPolicy.RETAIN if retain else RemovalPolicy.DESTROY,
                 pending_window=Duration.days(30 if retain else 7),

@@ -296,7 +296,7 @@ class InferenceComponent(Construct):
         )
         self._add_log_group(role, log_retention_days)
 
-        deployment = component_deployment_config(rolling, rollback_alarm_names) if rolling is not None else None
+        environment_plan = component_deployment_config(rolling, rollback_alarm_names) if rolling is not None else None
         self.kept_copies: KeptCopyCount | None = None
         copy_count: int | float = copies
         if copy_scaling is not None:
@@ -331,7 +331,7 @@ class InferenceComponent(Construct):
             runtime_config=sagemaker.CfnInferenceComponent.InferenceComponentRuntimeConfigProperty(
                 copy_count=copy_count
             ),
-            deployment_config=deployment,
+            deployment_config=environment_plan,
         )
         self.component.node.add_dependency(self.log_group)
         # The container writes its logs with the role's policy: attached before the first copy starts.

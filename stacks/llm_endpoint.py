@@ -206,14 +206,14 @@ class LlmEndpoint(Construct):
         component, so the rolling update and its alarms (on the component's metrics) are the component's, and the
         endpoint keeps SageMaker's default for its own config (which preflight refuses to change in place)."""
         plan = self.plan
-        deployment = plan.deployment
+        update_policy = plan.update_policy
         self.rollback_alarms: RollbackAlarms | None = None
-        if deployment is not None and deployment.auto_rollback is not None:
+        if update_policy is not None and update_policy.auto_rollback is not None:
             self.rollback_alarms = RollbackAlarms(
                 self,
                 "RollbackAlarms",
                 endpoint_name=plan.endpoint_name,
-                rollback=deployment.auto_rollback,
+                rollback=update_policy.auto_rollback,
                 asynchronous=plan.is_async,
                 **(
                     {"component_name": plan.component_name}
@@ -232,8 +232,8 @@ class LlmEndpoint(Construct):
             endpoint_name=plan.endpoint_name,
             endpoint_config=self.endpoint_config,
             scaled=plan.scales_instances,
-            deployment_config=deployment_config(deployment, rollback_alarm_names=self._rollback_alarm_names)
-            if deployment is not None and plan.component_name is None
+            deployment_config=deployment_config(update_policy, rollback_alarm_names=self._rollback_alarm_names)
+            if update_policy is not None and plan.component_name is None
             else None,
         )
         self.endpoint.node.add_dependency(self.log_group)
@@ -241,7 +241,7 @@ class LlmEndpoint(Construct):
     def _add_component(self) -> None:
         """hosting.mode inference-components: the model as an inference component, with its copy scaling."""
         plan = self.plan
-        deployment = plan.deployment
+        update_policy = plan.update_policy
         self.component: InferenceComponent | None = None
         if plan.component_name is None:
             return
@@ -262,11 +262,11 @@ class LlmEndpoint(Construct):
             log_retention_days=plan.log_retention_days,
             copies=plan.component_copies,
             copy_scaling=plan.copy_scaling,
-            rolling=deployment.rolling if deployment is not None else None,
+            rolling=update_policy.rolling if update_policy is not None else None,
             rollback_alarm_names=self._rollback_alarm_names,
         )
-        if plan.deployment_warning:
-            Annotations.of(self).add_warning_v2(UNGUARDED_COMPONENT_WARNING_ID, plan.deployment_warning)
+        if plan.update_policy_warning:
+            Annotations.of(self).add_warning_v2(UNGUARDED_COMPONENT_WARNING_ID, plan.update_policy_warning)
 
     def _add_alarms(self) -> None:
         """alarms: the endpoint's health alarms and their topic (stacks/endpoint_alarms.py), and the engine's

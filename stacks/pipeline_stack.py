@@ -20,7 +20,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
-from deployment import Deployment, check_pipeline, load_all_environments
+from deployment import EnvironmentPlan, check_pipeline, load_all_environments
 from deployment.config_blocks import ConfigError, PipelineSpec
 from systems.base import docker_hub_bases
 from systems.images import ImagePin
@@ -137,7 +137,7 @@ class PipelineStack(Stack):
         construct_id: str,
         *,
         config_path: str,
-        deployments: dict[str, Deployment],
+        environment_plans: dict[str, EnvironmentPlan],
         pipeline: PipelineSpec,
         **kwargs,
     ) -> None:
@@ -145,10 +145,10 @@ class PipelineStack(Stack):
         self.config_path = config_path
         self.pipeline_spec = pipeline
         self.gpu_build_image = GPU_BUILD_IMAGE
-        first = deployments[pipeline.stages[0]]
+        first = environment_plans[pipeline.stages[0]]
         project = first.project
         self.pipeline_account = self.account
-        check_pipeline(config_path, deployments, pipeline, self.region)
+        check_pipeline(config_path, environment_plans, pipeline, self.region)
 
         source = pipelines.CodePipelineSource.connection(
             pipeline.repository, pipeline.branch, connection_arn=pipeline.connection_arn
@@ -214,12 +214,12 @@ class PipelineStack(Stack):
         self.own_steps: list[pipelines.CodeBuildStep] = []  # model build and smoke steps, with our own roles
         self._previous: str | None = None  # the environment deployed before the one being added
         for env_name in pipeline.stages:
-            self._add_environment(project, deployments[env_name], source)
+            self._add_environment(project, environment_plans[env_name], source)
 
         Tags.of(self).add("llm-endpoints:project", project)
         self.pipeline.build_pipeline()
         self._roll_back_failed_endpoint_stages()
-        self._warn_about_docker_hub(deployments)
+        self._warn_about_docker_hub(environment_plans)
         self._grant_connection_use()
         self._scope_asset_builds()
         acknowledge_pipeline_findings(self)
@@ -239,12 +239,12 @@ class PipelineStack(Stack):
             if stage.stage_name.endswith("-endpoints"):
                 cfn_pipeline.add_property_override(f"Stages.{index}.OnFailure", {"Result": "ROLLBACK"})
 
-    def _warn_about_docker_hub(self, deployments: dict[str, Deployment]) -> None:
+    def _warn_about_docker_hub(self, environment_plans: dict[str, EnvironmentPlan]) -> None:
         """What only a run of the asset stage would show: said at synth, where the reviewer of the pipeline reads."""
         if self.pipeline_spec.images.docker_hub_secret:
             return
-        for deployment in deployments.values():
-            for plan in deployment.plans:
+        for environment_plan in environment_plans.values():
+            for plan in environment_plan.plans:
                 own = plan.own_container
                 hub = [b for b in docker_hub_bases(own)] if own else []
                 if hub:
@@ -327,9 +327,11 @@ class PipelineStack(Stack):
 
     # ------------------------------------------------------------------------------------------- environments
 
-    def _add_environment(self, project: str, deployment: Deployment, source: pipelines.CodePipelineSource) -> None:
-        env_name = deployment.environment_name
-        account, region = self._target(deployment)
+    def _add_environment(
+        self, project: str, environment_plan: EnvironmentPlan, source: pipelines.CodePipelineSource
+    ) -> None:
+        env_name = environment_plan.environment_name
+        account, region = self._target(environment_plan)
         stage_env = {"account": account, "region": region}
 
         artifacts_stage = Stage(self.node.root, f"{env_name}-artifacts", env=stage_env)
@@ -338,33 +340,35 @@ class PipelineStack(Stack):
         preflight_cb_role = role_name(project, env_name, "preflight-cb")
         artifacts = add_artifact_stack(
             artifacts_stage,
-            deployment,
+            environment_plan,
             trusted_pipeline=TrustedPipeline(self.pipeline_account, build_role_name),
             trusted_preflight=TrustedPipeline(self.pipeline_account, preflight_cb_role),
         )
         publisher = f"arn:{artifacts.partition}:iam::{artifacts.account}:role/{artifacts.publisher_role_name}"
         preflight_target = f"arn:{artifacts.partition}:iam::{artifacts.account}:role/{artifacts.preflight_role_name}"
-        tag_environment(artifacts_stage, deployment)
+        tag_environment(artifacts_stage, environment_plan)
 
         endpoints_stage = Stage(self.node.root, f"{env_name}-endpoints", env=stage_env)
-        smoke_cb_roles = {plan.name: role_name(project, env_name, plan.name, "smoke-cb") for plan in deployment.plans}
+        smoke_cb_roles = {
+            plan.name: role_name(project, env_name, plan.name, "smoke-cb") for plan in environment_plan.plans
+        }
         gate_cb_roles = {
             plan.name: role_name(project, env_name, plan.name, "slo-cb")
-            for plan in deployment.plans
+            for plan in environment_plan.plans
             if plan.slo is not None
         }
         endpoint_stacks = add_endpoint_stacks(
             endpoints_stage,
-            deployment,
+            environment_plan,
             allow_unbuilt=False,
             trusted_pipelines={name: TrustedPipeline(self.pipeline_account, cb) for name, cb in smoke_cb_roles.items()},
             trusted_gates={name: TrustedPipeline(self.pipeline_account, cb) for name, cb in gate_cb_roles.items()},
         )
         smoke_names = {
             plan.name: (smoke_cb_roles[plan.name], stack.smoke_role_name)
-            for plan, stack in zip(deployment.plans, endpoint_stacks.values(), strict=True)
+            for plan, stack in zip(environment_plan.plans, endpoint_stacks.values(), strict=True)
         }
-        tag_environment(endpoints_stage, deployment)
+        tag_environment(endpoints_stage, environment_plan)
 
         pre_artifacts: list[pipelines.Step] = []
         if self._previous is None:
@@ -381,16 +385,16 @@ class PipelineStack(Stack):
             pre_artifacts.append(approval)
         self.pipeline.add_stage(artifacts_stage, pre=pre_artifacts)
 
-        preflight_step = self._preflight_step(deployment, source, region, preflight_cb_role, preflight_target)
-        build_step = self._model_build_step(deployment, source, account, region, build_role_name, publisher)
+        preflight_step = self._preflight_step(environment_plan, source, region, preflight_cb_role, preflight_target)
+        build_step = self._model_build_step(environment_plan, source, account, region, build_role_name, publisher)
         build_step.add_step_dependency(preflight_step)  # nothing is built for an update the preflight refuses
         smoke_steps = {
-            name: self._smoke_step(deployment, name, source, account, region, cb_role, target)
+            name: self._smoke_step(environment_plan, name, source, account, region, cb_role, target)
             for name, (cb_role, target) in smoke_names.items()
         }
         gate_steps = {
             name: self._gate_step(
-                deployment, name, source, account, region, cb_role, gate_role_name(deployment.plan(name))
+                environment_plan, name, source, account, region, cb_role, gate_role_name(environment_plan.plan(name))
             )
             for name, cb_role in gate_cb_roles.items()
         }
@@ -408,16 +412,16 @@ class PipelineStack(Stack):
         self.gate_steps[env_name] = gate_steps
         self._previous = env_name
 
-    def _target(self, deployment: Deployment) -> tuple[str, str]:
-        env = deployment.environment
+    def _target(self, environment_plan: EnvironmentPlan) -> tuple[str, str]:
+        env = environment_plan.environment
         return env.account or self.pipeline_account, env.region or self.region
 
-    def _preflight_step(self, deployment, source, region, cb_role_name, target_arn) -> pipelines.CodeBuildStep:
+    def _preflight_step(self, environment_plan, source, region, cb_role_name, target_arn) -> pipelines.CodeBuildStep:
         """`model_build preflight --only-updates` against the stage's synthesized templates, before anything of the
         stage runs: the check `make deploy` makes (a component endpoint's config must not be replaced, an
         autoscaled variant's instance type not changed, the invocation or hosting mode not switched in place:
         operations review R2), under the artifact stack's read-only preflight role."""
-        env_name = deployment.environment_name
+        env_name = environment_plan.environment_name
         role = iam.Role(
             self,
             f"PreflightRole-{env_name}",
@@ -449,9 +453,9 @@ class PipelineStack(Stack):
         return step
 
     def _model_build_step(
-        self, deployment, source, account, region, cb_role_name, publisher_arn
+        self, environment_plan, source, account, region, cb_role_name, publisher_arn
     ) -> pipelines.CodeBuildStep:
-        env_name = deployment.environment_name
+        env_name = environment_plan.environment_name
         build = self.pipeline_spec.build
         role = iam.Role(
             self,
@@ -460,10 +464,10 @@ class PipelineStack(Stack):
             assumed_by=iam.ServicePrincipal("codebuild.amazonaws.com"),
             description=f"Model build of {env_name}: may only assume the model publisher role of {env_name}",
         )
-        bucket = deployment.artifact_bucket(account, region)
+        bucket = environment_plan.artifact_bucket(account, region)
         config = shlex.quote(self.config_path)
         commands = []
-        for plan in deployment.plans:
+        for plan in environment_plan.plans:
             key = plan.manifest_key
             where = f"--config {config} --env {env_name} --endpoint {plan.name}"
             published = (
@@ -512,26 +516,34 @@ class PipelineStack(Stack):
         return step
 
     def _smoke_step(
-        self, deployment, endpoint, source, account, region, cb_role_name, target_name
+        self, environment_plan, endpoint, source, account, region, cb_role_name, target_name
     ) -> pipelines.CodeBuildStep:
-        timeout = smoke_step_timeout(deployment.plan(endpoint).smoke)
+        timeout = smoke_step_timeout(environment_plan.plan(endpoint).smoke)
         return self._endpoint_step(
-            SMOKE_STEP, deployment, endpoint, source, account, region, cb_role_name, target_name, timeout
+            SMOKE_STEP, environment_plan, endpoint, source, account, region, cb_role_name, target_name, timeout
         )
 
     def _gate_step(
-        self, deployment, endpoint, source, account, region, cb_role_name, target_name
+        self, environment_plan, endpoint, source, account, region, cb_role_name, target_name
     ) -> pipelines.CodeBuildStep:
         """The SLO gate of one endpoint: `model_build slo-gate` under the endpoint stack's gate role (stacks/
         benchmark.py SloGateRole), which may invoke that endpoint and keep results in the environment's bucket."""
         return self._endpoint_step(
-            SLO_GATE_STEP, deployment, endpoint, source, account, region, cb_role_name, target_name, SLO_GATE_TIMEOUT
+            SLO_GATE_STEP,
+            environment_plan,
+            endpoint,
+            source,
+            account,
+            region,
+            cb_role_name,
+            target_name,
+            SLO_GATE_TIMEOUT,
         )
 
     def _endpoint_step(
         self,
         kind: _EndpointStep,
-        deployment,
+        environment_plan,
         endpoint: str,
         source,
         account: str,
@@ -542,7 +554,7 @@ class PipelineStack(Stack):
     ) -> pipelines.CodeBuildStep:
         """`model_build <kind.command>` on one endpoint under that endpoint stack's role `target_name` (as AWS profile
         kind.profile): the step's own CodeBuild role `cb_role_name` may assume that role and nothing else."""
-        env_name = deployment.environment_name
+        env_name = environment_plan.environment_name
         target_arn = f"arn:{self.partition}:iam::{account}:role/{target_name}"
         role = iam.Role(
             self,
@@ -582,8 +594,8 @@ def add_pipeline(app, config_path: str | os.PathLike) -> PipelineStack:
             f"{config_path}: the pipeline reads the config from the repository, so it must be a file inside "
             f"{ROOT}; pass -c config=<path relative to the repository>"
         ) from None
-    deployments = load_all_environments(absolute)
-    first = next(iter(deployments.values()))
+    environment_plans = load_all_environments(absolute)
+    first = next(iter(environment_plans.values()))
     spec = first.app_config.pipeline if first.app_config else None
     if spec is None:
         raise ConfigError(
@@ -603,7 +615,7 @@ def add_pipeline(app, config_path: str | os.PathLike) -> PipelineStack:
         app,
         f"{first.project}-pipeline",
         config_path=relative.as_posix(),
-        deployments=deployments,
+        environment_plans=environment_plans,
         pipeline=spec,
         env={"account": account, "region": region},
         stack_name=f"{first.project}-pipeline",

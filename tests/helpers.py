@@ -88,15 +88,17 @@ def synthesize_endpoint_stack(config: str | Path, env: str | None, endpoint: str
     from deployment import load_config
     from stacks.endpoint_stack import EndpointStack
 
-    deployment = load_config(config, env)
-    plan = deployment.plan(endpoint)
+    environment_plan = load_config(config, env)
+    plan = environment_plan.plan(endpoint)
     app = cdk.App(context=cdk_context())
-    environment = cdk.Environment(account=deployment.environment.account, region=deployment.environment.region)
+    environment = cdk.Environment(
+        account=environment_plan.environment.account, region=environment_plan.environment.region
+    )
     EndpointStack(
         app,
         plan.stack_name,
         plan=plan,
-        image_repository=deployment.image_repository,
+        image_repository=environment_plan.image_repository,
         allow_unbuilt=True,
         env=environment,
     )
@@ -306,7 +308,7 @@ CODEBUILD_KEY = "AKIACODEBUILDSTANDIN"  # the CodeBuild role's key, served by th
 
 
 def deployments_with(**changes):
-    """config/examples/pipeline.yaml with dotted keys changed (None removes one): ({env: Deployment}, PipelineSpec)."""
+    """config/examples/pipeline.yaml with dotted keys changed (None removes one): ({env: EnvironmentPlan}, PipelineSpec)."""
     import yaml
 
     from deployment import parse_config, resolve

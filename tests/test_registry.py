@@ -71,11 +71,11 @@ def test_a_new_system_is_its_package_plus_one_registry_line(throwaway, tmp_path)
 
     config = tmp_path / "endpoints.yaml"
     config.write_text(CONFIG)
-    deployment = load_config(config, build_root=tmp_path / "no-build")
-    plan = deployment.plan("thrown")
+    environment_plan = load_config(config, build_root=tmp_path / "no-build")
+    plan = environment_plan.plan("thrown")
     assert plan.system.name == "throwaway" and plan.engine.greeting == "hi"
     app = cdk.App(context=cdk_context(), outdir=str(tmp_path / "cdk.out"))
-    stacks = add_stacks(app, deployment, allow_unbuilt=True)
+    stacks = add_stacks(app, environment_plan, allow_unbuilt=True)
     app.synth()
     template = stacks["llm-endpoints-default-thrown"]
     model = [

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import boto3
 
-from deployment import Deployment, load_config
+from deployment import EnvironmentPlan, load_config
 from deployment.aws import caller_account, session_for
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -58,12 +58,12 @@ def run(cmd: list[str], *, echo: Callable[[str], None] = print, tail: int = 4) -
     return result.stdout
 
 
-def _context(deployment: Deployment) -> list[str]:
-    return ["-c", f"config={deployment.config_path}", "-c", f"env={deployment.environment_name}"]
+def _context(environment_plan: EnvironmentPlan) -> list[str]:
+    return ["-c", f"config={environment_plan.config_path}", "-c", f"env={environment_plan.environment_name}"]
 
 
-def _session(deployment: Deployment) -> boto3.Session:
-    return session_for(deployment.environment)
+def _session(environment_plan: EnvironmentPlan) -> boto3.Session:
+    return session_for(environment_plan.environment)
 
 
 def _failed(checks, *, skip_artifacts: bool) -> list[str]:
@@ -72,18 +72,18 @@ def _failed(checks, *, skip_artifacts: bool) -> list[str]:
     ]
 
 
-def deploy(deployment: Deployment, *, echo: Callable[[str], None] = print, runtime_client=None) -> None:
+def deploy(environment_plan: EnvironmentPlan, *, echo: Callable[[str], None] = print, runtime_client=None) -> None:
     """Deploy one environment. `runtime_client`: the sagemaker-runtime client the smoke test invokes through
     (default: the real service; the demo passes one pointed at the model served on localhost)."""
     from model_build.preflight import artifacts_pending, run_preflight
     from model_build.smoke import format_checks
 
     py = sys.executable
-    config, env_name = str(deployment.config_path), deployment.environment_name
-    session = _session(deployment)
+    config, env_name = str(environment_plan.config_path), environment_plan.environment_name
+    session = _session(environment_plan)
 
-    echo(f"==> preflight ({deployment.project}, environment {env_name})")
-    checks = artifacts_pending(run_preflight(deployment, session))  # PEND, not FAIL: their stack comes later
+    echo(f"==> preflight ({environment_plan.project}, environment {env_name})")
+    checks = artifacts_pending(run_preflight(environment_plan, session))  # PEND, not FAIL: their stack comes later
     for line in format_checks(checks).splitlines():
         echo(line)
     problems = _failed(checks, skip_artifacts=True)
@@ -93,7 +93,7 @@ def deploy(deployment: Deployment, *, echo: Callable[[str], None] = print, runti
     # `build` builds an endpoint's LoRA adapters after its model: one unbuilt adapter rebuilds the endpoint.
     unbuilt = [
         plan.name
-        for plan in deployment.plans
+        for plan in environment_plan.plans
         if plan.artifact.problem is not None or any(a.artifact.problem is not None for a in plan.adapters)
     ]
     for name in unbuilt:
@@ -103,15 +103,15 @@ def deploy(deployment: Deployment, *, echo: Callable[[str], None] = print, runti
             echo=echo,
         )
     if unbuilt:  # plan again: the builds' manifests name the artifacts now
-        deployment = load_config(deployment.config_path, env_name)
+        environment_plan = load_config(environment_plan.config_path, env_name)
 
-    assembly = _assembly(deployment)
+    assembly = _assembly(environment_plan)
     echo("==> cdk synth")
-    run([CDK, "synth", "--quiet", "--no-notices", *_context(deployment), "-o", str(assembly)], echo=echo)
+    run([CDK, "synth", "--quiet", "--no-notices", *_context(environment_plan), "-o", str(assembly)], echo=echo)
     app = ["--app", str(assembly)]
 
     account = caller_account(session)
-    region = deployment.environment.region or session.region_name
+    region = environment_plan.environment.region or session.region_name
     required, parameter = required_bootstrap_version(assembly)
     have = bootstrap_version(session, parameter)
     if have is None or have < required:
@@ -129,14 +129,14 @@ def deploy(deployment: Deployment, *, echo: Callable[[str], None] = print, runti
                 f"`npx cdk bootstrap aws://{account}/{region}` with credentials that may update the CDKToolkit stack"
             )
 
-    artifacts_stack = deployment.stack_name("artifacts")
+    artifacts_stack = environment_plan.stack_name("artifacts")
     echo(f"==> cdk deploy {artifacts_stack}")
     run(
         [CDK, "deploy", artifacts_stack, "--exclusively", "--require-approval", "never", "--no-notices", *app],
         echo=echo,
     )
 
-    for plan in deployment.plans:
+    for plan in environment_plan.plans:
         if plan.artifact.source == "manifest":
             echo(f"==> model_build publish {plan.name}")
             run(
@@ -145,30 +145,30 @@ def deploy(deployment: Deployment, *, echo: Callable[[str], None] = print, runti
             )
 
     echo("==> preflight: artifacts published, and what the synthesized templates would replace")
-    problems = _failed(run_preflight(deployment, session, assembly=assembly), skip_artifacts=False)
+    problems = _failed(run_preflight(environment_plan, session, assembly=assembly), skip_artifacts=False)
     if problems:
         raise DeployError("the artifacts are not where the endpoint stacks will look:\n  - " + "\n  - ".join(problems))
 
-    snapshots = take_snapshots(deployment, session, assembly / "rollback", echo=echo)
-    endpoint_stacks = [plan.stack_name for plan in deployment.plans]
+    snapshots = take_snapshots(environment_plan, session, assembly / "rollback", echo=echo)
+    endpoint_stacks = [plan.stack_name for plan in environment_plan.plans]
     echo(f"==> cdk deploy {' '.join(endpoint_stacks)}")
     run(
         [CDK, "deploy", *endpoint_stacks, "--exclusively", "--require-approval", "never", "--no-notices", *app],
         echo=echo,
     )
     check_or_roll_back(
-        deployment,
+        environment_plan,
         snapshots,
         session=session,
         runtime_client=runtime_client,
-        bucket=deployment.artifact_bucket(account, region),
+        bucket=environment_plan.artifact_bucket(account, region),
         echo=echo,
     )
     echo(f"deployed {len(endpoint_stacks)} endpoint(s) to environment {env_name}")
 
 
 def take_snapshots(
-    deployment: Deployment, session: boto3.Session, directory: Path, *, echo: Callable[[str], None] = print
+    environment_plan: EnvironmentPlan, session: boto3.Session, directory: Path, *, echo: Callable[[str], None] = print
 ) -> dict:
     """Each endpoint stack as it is before the deploy (model_build/rollback.py Snapshot), saved under `directory`;
     an endpoint deployed for the first time has none. DeployError when a stack is in an unsettled status."""
@@ -176,7 +176,7 @@ def take_snapshots(
 
     echo("==> snapshot of the endpoint stacks (what a failed smoke test or SLO gate rolls back to)")
     snapshots = {}
-    for plan in deployment.plans:
+    for plan in environment_plan.plans:
         try:
             snapshot = take_snapshot(session, plan)
         except RollbackError as err:
@@ -191,7 +191,7 @@ def take_snapshots(
 
 
 def check_or_roll_back(
-    deployment: Deployment,
+    environment_plan: EnvironmentPlan,
     snapshots: dict,
     *,
     session: boto3.Session,
@@ -205,8 +205,10 @@ def check_or_roll_back(
     not rolled back, with the command that does it."""
     from model_build.rollback import RollbackError, roll_back
 
-    failed = smoke_tests(deployment, session=session, runtime_client=runtime_client, echo=echo)
-    failed.update(slo_misses(deployment, session=session, runtime_client=runtime_client, echo=echo, skip=set(failed)))
+    failed = smoke_tests(environment_plan, session=session, runtime_client=runtime_client, echo=echo)
+    failed.update(
+        slo_misses(environment_plan, session=session, runtime_client=runtime_client, echo=echo, skip=set(failed))
+    )
     if not failed:
         return
     lines = []
@@ -229,15 +231,19 @@ def check_or_roll_back(
 
 
 def smoke_tests(
-    deployment: Deployment, *, session: boto3.Session, runtime_client=None, echo: Callable[[str], None] = print
+    environment_plan: EnvironmentPlan,
+    *,
+    session: boto3.Session,
+    runtime_client=None,
+    echo: Callable[[str], None] = print,
 ) -> dict[str, str]:
     """Smoke-test every endpoint: {endpoint: why} for those that failed."""
     from model_build.smoke import format_checks, run_smoke
 
     failed = {}
-    for plan in deployment.plans:
+    for plan in environment_plan.plans:
         echo(f"==> smoke test {plan.name}")
-        result = run_smoke(deployment, plan, session=session, runtime_client=runtime_client)
+        result = run_smoke(environment_plan, plan, session=session, runtime_client=runtime_client)
         for line in format_checks(result.checks).splitlines():
             echo(line)
         if not result.ok:
@@ -248,7 +254,7 @@ def smoke_tests(
 
 
 def slo_misses(
-    deployment: Deployment,
+    environment_plan: EnvironmentPlan,
     *,
     session: boto3.Session,
     runtime_client=None,
@@ -264,12 +270,12 @@ def slo_misses(
 
     endpoint_url = runtime_client.meta.endpoint_url if runtime_client is not None else None
     missed = {}
-    for plan in deployment.plans:
+    for plan in environment_plan.plans:
         if plan.spec.slo is None or plan.name in skip:
             continue
         echo(f"==> SLO gate {plan.name} (load test at concurrency {', '.join(map(str, plan.spec.slo.levels))})")
         try:
-            gate = run_gate(deployment, plan, session=session, endpoint_url=endpoint_url)
+            gate = run_gate(environment_plan, plan, session=session, endpoint_url=endpoint_url)
         except LoadTestError as err:
             missed[plan.name] = f"SLO gate of {plan.name}: {err}"
             continue
@@ -284,10 +290,14 @@ def slo_misses(
 
 
 def slo_gates(
-    deployment: Deployment, *, session: boto3.Session, runtime_client=None, echo: Callable[[str], None] = print
+    environment_plan: EnvironmentPlan,
+    *,
+    session: boto3.Session,
+    runtime_client=None,
+    echo: Callable[[str], None] = print,
 ) -> None:
     """The SLO gate of every endpoint with `slo:`: DeployError naming every miss (no rollback: check_or_roll_back)."""
-    missed = slo_misses(deployment, session=session, runtime_client=runtime_client, echo=echo)
+    missed = slo_misses(environment_plan, session=session, runtime_client=runtime_client, echo=echo)
     if missed:
         raise DeployError("\n".join(missed.values()))
 
@@ -305,33 +315,33 @@ def empty_bucket(bucket: str, session: boto3.Session | None = None) -> int:
     return count
 
 
-def destroy(deployment: Deployment, *, echo: Callable[[str], None] = print) -> None:
-    session = _session(deployment)
-    env = deployment.environment
+def destroy(environment_plan: EnvironmentPlan, *, echo: Callable[[str], None] = print) -> None:
+    session = _session(environment_plan)
+    env = environment_plan.environment
     if env.emulator and not env.retain_data:
         account = caller_account(session)
-        bucket = deployment.artifact_bucket(account, env.region or session.region_name)
+        bucket = environment_plan.artifact_bucket(account, env.region or session.region_name)
         try:
             removed = empty_bucket(bucket, session)
             echo(f"==> emptied {bucket} ({removed} object versions; on AWS CDK's auto-delete resource does this)")
         except session.client("s3").exceptions.NoSuchBucket:
             pass
-    stacks = [deployment.stack_name("artifacts")] + [plan.stack_name for plan in deployment.plans]
+    stacks = [environment_plan.stack_name("artifacts")] + [plan.stack_name for plan in environment_plan.plans]
     echo(f"==> cdk destroy {' '.join(stacks)}")
     # The assembly the last deploy synthesized, else a fresh synth (which needs no build for destroying).
-    assembly = _assembly(deployment)
+    assembly = _assembly(environment_plan)
     app = (
         ["--app", str(assembly)]
         if (assembly / "manifest.json").is_file()
-        else [*_context(deployment), "-c", "allow_unbuilt=true"]
+        else [*_context(environment_plan), "-c", "allow_unbuilt=true"]
     )
     run([CDK, "destroy", *stacks, "--force", "--no-notices", *app], echo=echo)
     if env.retain_data:
         echo("    kept (retain_data: true): the artifact bucket, its access-log bucket and the image repository")
 
 
-def _assembly(deployment: Deployment) -> Path:
-    return ROOT / "cdk.out" / f"{deployment.project}-{deployment.environment_name}"
+def _assembly(environment_plan: EnvironmentPlan) -> Path:
+    return ROOT / "cdk.out" / f"{environment_plan.project}-{environment_plan.environment_name}"
 
 
 # The SSM parameter the CDK bootstrap stack writes its version to (qualifier hnb659fds unless customized).
@@ -374,8 +384,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--env", default=None)
     args = parser.parse_args(argv)
     try:
-        deployment = load_config(args.config, args.env)
-        (deploy if args.action == "deploy" else destroy)(deployment)
+        environment_plan = load_config(args.config, args.env)
+        (deploy if args.action == "deploy" else destroy)(environment_plan)
     except (ConfigError, DeployError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -352,12 +352,12 @@ def test_every_config_block_is_strict():
 def test_pipeline_arns_must_be_in_the_pipelines_region():
     from helpers import deployments_with
 
-    deployments, pipeline = deployments_with(
+    environment_plans, pipeline = deployments_with(
         **{
             "pipeline.connection_arn": "arn:aws:codeconnections:eu-west-1:111111111111:connection/0a1b2c3d-4e5f-6789-abcd-ef0123456789"
         }
     )
-    [problem] = pipeline_region_problems(deployments, pipeline, "us-east-1")
+    [problem] = pipeline_region_problems(environment_plans, pipeline, "us-east-1")
     assert problem.startswith("pipeline.connection_arn: value 'arn:aws:codeconnections:eu-west-1:")
     assert "is in region 'eu-west-1', but the pipeline deploys to 'us-east-1'" in problem
 

@@ -261,20 +261,20 @@ def test_preflight_checks_the_quota_of_every_pool(tmp_path):
     from model_build.preflight import QUOTA_NAME, Quota, quota_checks
 
     extra = f"{TWO_POOLS}, autoscaling: {{min_capacity: 1, max_capacity: 2, target_value: 8}}"
-    deployment = load_config(config(tmp_path, extra))
+    environment_plan = load_config(config(tmp_path, extra))
 
     def quotas(**values: int) -> dict[str, Quota]:
         names = {t: QUOTA_NAME.format(instance_type=t) for t in values}
         return {names[t]: Quota(names[t], f"L-{i}", v, True) for i, (t, v) in enumerate(values.items())}
 
     enough = quotas(**{"ml.g7e.2xlarge": 4, "ml.g6e.12xlarge": 4, "ml.p5.4xlarge": 4})
-    checks = {c.name: c for c in quota_checks(deployment, enough, "us-east-1")}
+    checks = {c.name: c for c in quota_checks(environment_plan, enough, "us-east-1")}
     assert set(checks) == {"quota ml.g7e.2xlarge", "quota ml.g6e.12xlarge", "quota ml.p5.4xlarge"}
     assert all(c.ok for c in checks.values())
 
     # The last pool's quota runs the fleet but not an update's second fleet; the middle pool is not offered.
     short = quotas(**{"ml.g7e.2xlarge": 4, "ml.p5.4xlarge": 2})
-    checks = {c.name: c for c in quota_checks(deployment, short, "us-east-1")}
+    checks = {c.name: c for c in quota_checks(environment_plan, short, "us-east-1")}
     assert checks["quota ml.g7e.2xlarge"].ok
     p5, g6e = checks["quota ml.p5.4xlarge"], checks["quota ml.g6e.12xlarge"]
     assert not p5.ok and "not for an update, which needs 4" in p5.message

@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from deployment import load_config
 from endpoint_config import ConfigError
-from endpoint_config.operations import AlarmsSpec, AutoRollback, CapacitySize, DeploymentSpec
+from endpoint_config.operations import AlarmsSpec, AutoRollback, CapacitySize, UpdatePolicySpec
 from endpoint_config.operations import operations_problems as _operations_problems
 from endpoint_config.schema import EndpointSpec
 
@@ -51,7 +51,7 @@ def test_defaults_are_on_and_safe():
 
 def test_blue_green_and_rolling_are_exclusive():
     refused(
-        DeploymentSpec,
+        UpdatePolicySpec,
         {"blue_green": {}, "rolling": {"maximum_batch_size": {"percent": 25}}},
         "blue_green and rolling are exclusive",
     )
@@ -74,16 +74,16 @@ def test_blue_green_and_rolling_are_exclusive():
     ],
 )
 def test_blue_green_bounds(block, fragment):
-    refused(DeploymentSpec, {"blue_green": block}, fragment)
+    refused(UpdatePolicySpec, {"blue_green": block}, fragment)
 
 
 @pytest.mark.parametrize(("percent", "ok"), [(4, False), (5, True), (50, True), (51, False)])
 def test_rolling_batch_is_5_to_50_percent(percent, ok):
     data = {"rolling": {"maximum_batch_size": {"percent": percent}}}
     if ok:
-        assert DeploymentSpec.model_validate(data).policy_key == "rolling"
+        assert UpdatePolicySpec.model_validate(data).policy_key == "rolling"
     else:
-        refused(DeploymentSpec, data, f"maximum_batch_size: value {percent} % is outside the 5-50 %")
+        refused(UpdatePolicySpec, data, f"maximum_batch_size: value {percent} % is outside the 5-50 %")
 
 
 def test_auto_rollback_alarm_count_and_names():
@@ -310,11 +310,11 @@ def test_a_component_rolls_in_5_to_50_percent_of_the_copies_an_update_can_meet()
     ],
 )
 def test_the_default_update_of_a_component(copies, scaling, batch):
-    from endpoint_config.operations import component_deployment_warning, resolved_deployment
+    from endpoint_config.operations import component_deployment_warning, resolved_update_policy
 
     ep = component(copies=copies, scaling=scaling)
     assert operations_problems(ep) == []
-    applied = resolved_deployment(ep)
+    applied = resolved_update_policy(ep)
     if batch is None:
         assert applied is None
         assert "model updates of its inference component are not guarded" in component_deployment_warning(ep)
@@ -336,10 +336,10 @@ def test_a_large_component_defaults_to_5_percent_batches():
 
 
 def test_an_async_endpoint_takes_its_latency_thresholds_from_its_invocation_timeout():
-    from endpoint_config.operations import resolved_alarms, resolved_deployment
+    from endpoint_config.operations import resolved_alarms, resolved_update_policy
 
     ep = spec(invocation={"mode": "async", "invocation_timeout_s": 1800})
-    assert resolved_alarms(ep).latency_p99_ms == 1_620_000 == resolved_deployment(ep).auto_rollback.latency_p99_ms
+    assert resolved_alarms(ep).latency_p99_ms == 1_620_000 == resolved_update_policy(ep).auto_rollback.latency_p99_ms
     # SageMaker's default timeout, 900 s, when none is set.
     assert resolved_alarms(spec(invocation={"mode": "async"})).latency_p99_ms == 810_000
     # Given values are kept (null too: no latency alarm), and real-time endpoints keep the 30 s default.
@@ -350,7 +350,7 @@ def test_an_async_endpoint_takes_its_latency_thresholds_from_its_invocation_time
     )
     assert (
         resolved_alarms(given).latency_p99_ms == 600_000
-        and resolved_deployment(given).auto_rollback.latency_p99_ms is None
+        and resolved_update_policy(given).auto_rollback.latency_p99_ms is None
     )
     assert resolved_alarms(spec()).latency_p99_ms == 30_000
     assert operations_problems(ep) == []
@@ -409,4 +409,4 @@ def test_defaults_that_depend_on_the_endpoint_survive_an_environment_override(tm
     plan = load_config(path, "prod").plan("summarize")
     assert plan.spec.instance_count == 2
     assert (plan.alarms.latency_p99_ms, plan.alarms.disk_percent) == (1_620_000, 85)
-    assert plan.deployment.auto_rollback.latency_p99_ms == 1_620_000
+    assert plan.update_policy.auto_rollback.latency_p99_ms == 1_620_000

@@ -31,15 +31,17 @@ def config(tmp_path, endpoint: str = M5, extra: str = "", environments: str = ""
 
 
 def test_the_production_example_captures_data_in_a_created_vpc_with_a_bucket_key():
-    deployment = load_config(ROOT / "config/examples/production.yaml", "prod")
-    ep = deployment.endpoint("chat-vllm")
+    environment_plan = load_config(ROOT / "config/examples/production.yaml", "prod")
+    ep = environment_plan.endpoint("chat-vllm")
     assert ep.data_capture == DataCapture(sampling_percent=10)
     assert ep.data_capture.capture == ("input", "output")
     assert ep.network == Network(create_vpc=True) and ep.network.in_vpc
     assert ep.encryption is None  # g5: no volume key (local NVMe)
-    assert deployment.environment.encryption.bucket_key == "create"
+    assert environment_plan.environment.encryption.bucket_key == "create"
     # The other endpoints use none of these blocks.
-    assert all(e.data_capture is None and e.network is None for e in deployment.endpoints if e.name != "chat-vllm")
+    assert all(
+        e.data_capture is None and e.network is None for e in environment_plan.endpoints if e.name != "chat-vllm"
+    )
 
 
 def test_defaults_and_given_values(tmp_path):
@@ -76,8 +78,8 @@ def test_a_bucket_key_arn_is_allowed_with_adopted_data(tmp_path):
         environments:
           prod: {{retain_data: true, adopt_kept_data: true, encryption: {{bucket_key: '{KEY}'}}}}
         """
-    deployment = load_config(config(tmp_path, environments=envs), "prod")
-    assert deployment.environment.encryption.bucket_key == KEY
+    environment_plan = load_config(config(tmp_path, environments=envs), "prod")
+    assert environment_plan.environment.encryption.bucket_key == KEY
 
 
 BAD = [

@@ -48,7 +48,7 @@ def write_config(tmp_path: Path, **changes) -> Path:
 
 
 @pytest.fixture
-def deployment(tmp_path):
+def environment_plan(tmp_path):
     return load_config(write_config(tmp_path), "local")
 
 
@@ -89,12 +89,12 @@ def template(endpoint_name: str) -> str:
     )
 
 
-def deploy_stack(deployment, name: str = "tiny-gpt2") -> tuple[str, str]:
+def deploy_stack(environment_plan, name: str = "tiny-gpt2") -> tuple[str, str]:
     """Create the endpoint stack the way `cdk deploy` would; returns (endpoint name, endpoint config name)."""
-    spec = deployment.endpoint(name)
-    stack = deployment.stack_name(spec.name)
+    spec = environment_plan.endpoint(name)
+    stack = environment_plan.stack_name(spec.name)
     cfn = boto3.client("cloudformation")
-    cfn.create_stack(StackName=stack, TemplateBody=template(deployment.endpoint_name(spec)))
+    cfn.create_stack(StackName=stack, TemplateBody=template(environment_plan.endpoint_name(spec)))
     assert cfn.describe_stacks(StackName=stack)["Stacks"][0]["StackStatus"] == "CREATE_COMPLETE"
     endpoint = boto3.client("sagemaker").list_endpoints()["Endpoints"][0]["EndpointName"]
     return endpoint, boto3.client("sagemaker").describe_endpoint(EndpointName=endpoint)["EndpointConfigName"]
@@ -107,10 +107,10 @@ def by_name(result) -> dict:
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def test_deployed_endpoint_passes(moto_env, deployment):
-    endpoint, config = deploy_stack(deployment)
+def test_deployed_endpoint_passes(moto_env, environment_plan):
+    endpoint, config = deploy_stack(environment_plan)
     moto_env.set_invoke_results([GOOD])
-    result = run_smoke(deployment, deployment.plan("tiny-gpt2"))
+    result = run_smoke(environment_plan, environment_plan.plan("tiny-gpt2"))
     assert result.ok, smoke.format_checks(result.checks)
     checks = by_name(result)
     assert [c.name for c in result.checks] == ["stack", "endpoint", "status", "config", "invoke", "response", "latency"]
@@ -121,9 +121,9 @@ def test_deployed_endpoint_passes(moto_env, deployment):
     assert result.outputs == GOOD and 0 <= result.latency_ms <= 30000
 
 
-def test_rolled_back_endpoint_fails_on_config_mismatch(moto_env, deployment):
+def test_rolled_back_endpoint_fails_on_config_mismatch(moto_env, environment_plan):
     """A failed blue/green update leaves the endpoint InService on another config than the stack deployed."""
-    endpoint, config = deploy_stack(deployment)
+    endpoint, config = deploy_stack(environment_plan)
     sm = boto3.client("sagemaker")
     model = sm.list_models()["Models"][0]["ModelName"]
     sm.create_endpoint_config(
@@ -137,7 +137,7 @@ def test_rolled_back_endpoint_fails_on_config_mismatch(moto_env, deployment):
     sm.create_endpoint(EndpointName=endpoint, EndpointConfigName="previous-config")
     assert sm.describe_endpoint(EndpointName=endpoint)["EndpointStatus"] == "InService"
     moto_env.set_invoke_results([GOOD])
-    result = run_smoke(deployment, deployment.plan("tiny-gpt2"))
+    result = run_smoke(environment_plan, environment_plan.plan("tiny-gpt2"))
     assert not result.ok
     assert [c.name for c in result.failures] == ["config"]
     msg = result.failures[0].message
@@ -162,48 +162,48 @@ def test_response_shape_rules(body, expected):
 
 
 @pytest.mark.parametrize("body, expected", [SHAPES[0], SHAPES[2]])
-def test_bad_shape_fails(moto_env, deployment, body, expected):
-    deploy_stack(deployment)
+def test_bad_shape_fails(moto_env, environment_plan, body, expected):
+    deploy_stack(environment_plan)
     moto_env.set_invoke_results([body])
-    result = run_smoke(deployment, deployment.plan("tiny-gpt2"))
+    result = run_smoke(environment_plan, environment_plan.plan("tiny-gpt2"))
     assert [c.name for c in result.failures] == ["response"]
     assert expected in result.failures[0].message and "wrong shape" in result.failures[0].message
 
 
-def test_non_json_answer_fails_invoke(moto_env, deployment):
-    deploy_stack(deployment)
+def test_non_json_answer_fails_invoke(moto_env, environment_plan):
+    deploy_stack(environment_plan)
     moto_env.set_invoke_results(["not json"])
-    result = run_smoke(deployment, deployment.plan("tiny-gpt2"))
+    result = run_smoke(environment_plan, environment_plan.plan("tiny-gpt2"))
     assert [c.name for c in result.failures] == ["invoke"]
     assert "returned 502 model_error" in result.failures[0].message and "non-JSON" in result.failures[0].message
     assert by_name(result)["latency"].skipped
 
 
 def test_slow_answer_exceeds_latency_budget(moto_env, tmp_path):
-    deployment = load_config(write_config(tmp_path, smoke_test={"latency_budget_ms": 100}), "local")
-    deploy_stack(deployment)
+    environment_plan = load_config(write_config(tmp_path, smoke_test={"latency_budget_ms": 100}), "local")
+    deploy_stack(environment_plan)
     moto_env.set_invoke_results([GOOD])
     runtime = smoke.make_runtime_client()
     # A slow model: every InvokeEndpoint request waits 250 ms before it is sent.
     runtime.meta.events.register("before-send.sagemaker-runtime.InvokeEndpoint", lambda **_: time.sleep(0.25))
-    result = run_smoke(deployment, deployment.plan("tiny-gpt2"), runtime_client=runtime)
+    result = run_smoke(environment_plan, environment_plan.plan("tiny-gpt2"), runtime_client=runtime)
     assert [c.name for c in result.failures] == ["latency"]
     assert result.latency_ms >= 250
     assert "ms is over the 100 ms budget (smoke_test.latency_budget_ms, 16 new tokens)" in result.failures[0].message
 
 
-def test_missing_stack(moto_env, deployment):
-    result = run_smoke(deployment, deployment.plan("tiny-gpt2"))
+def test_missing_stack(moto_env, environment_plan):
+    result = run_smoke(environment_plan, environment_plan.plan("tiny-gpt2"))
     assert [c.name for c in result.checks] == ["stack"] and not result.ok
     assert (
         "llm-endpoints-local-tiny-gpt2 does not exist in region us-east-1: deploy it first" in result.checks[0].message
     )
 
 
-def test_rolled_back_stack_and_endpoint_not_in_service(moto_env, deployment):
+def test_rolled_back_stack_and_endpoint_not_in_service(moto_env, environment_plan):
     """moto has no rollbacks and its endpoints are always InService: Stubber plays a rolled-back update."""
-    endpoint, config = deploy_stack(deployment)
-    stack = deployment.stack_name("tiny-gpt2")
+    endpoint, config = deploy_stack(environment_plan)
+    stack = environment_plan.stack_name("tiny-gpt2")
     real = boto3.client("cloudformation")
     resources = real.list_stack_resources(StackName=stack)
     cfn = boto3.client("cloudformation")
@@ -228,7 +228,9 @@ def test_rolled_back_stack_and_endpoint_not_in_service(moto_env, deployment):
             {**desc, "EndpointStatus": "Failed", "FailureReason": "health check"},
             {"EndpointName": endpoint},
         )
-        result = run_smoke(deployment, deployment.plan("tiny-gpt2"), session=Session(cloudformation=cfn, sagemaker=sm))
+        result = run_smoke(
+            environment_plan, environment_plan.plan("tiny-gpt2"), session=Session(cloudformation=cfn, sagemaker=sm)
+        )
     failures = {c.name: c.message for c in result.failures}
     assert list(failures) == ["stack", "status"]
     assert "UPDATE_ROLLBACK_COMPLETE: its last deploy failed and was rolled back" in failures["stack"]
@@ -237,8 +239,8 @@ def test_rolled_back_stack_and_endpoint_not_in_service(moto_env, deployment):
 
 
 def test_wrong_account_is_refused_first(moto_env, tmp_path):
-    deployment = load_config(write_config(tmp_path, account="111122223333"), "local")
-    result = run_smoke(deployment, deployment.plan("tiny-gpt2"))
+    environment_plan = load_config(write_config(tmp_path, account="111122223333"), "local")
+    result = run_smoke(environment_plan, environment_plan.plan("tiny-gpt2"))
     assert [c.name for c in result.checks] == ["credentials"]
     assert "is account 111122223333, but the credentials are account 123456789012" in result.checks[0].message
 
@@ -247,10 +249,10 @@ def test_wrong_account_is_refused_first(moto_env, tmp_path):
 # CLI
 
 
-def test_cli_smoke_passes_and_fails(moto_env, deployment, capsys):
-    deploy_stack(deployment)
+def test_cli_smoke_passes_and_fails(moto_env, environment_plan, capsys):
+    deploy_stack(environment_plan)
     moto_env.set_invoke_results([GOOD])
-    argv = ["smoke", "--config", str(deployment.config_path), "--endpoint", "tiny-gpt2"]
+    argv = ["smoke", "--config", str(environment_plan.config_path), "--endpoint", "tiny-gpt2"]
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "PASS  config" in out and "passed in" in out and "Paris" in out
@@ -273,10 +275,10 @@ def test_cli_unknown_endpoint(moto_env, capsys):
 # The Lambda handler
 
 
-def test_lambda_handler_reads_its_environment(moto_env, deployment, monkeypatch, capsys):
-    endpoint, _ = deploy_stack(deployment)
+def test_lambda_handler_reads_its_environment(moto_env, environment_plan, monkeypatch, capsys):
+    endpoint, _ = deploy_stack(environment_plan)
     moto_env.set_invoke_results([GOOD])
-    monkeypatch.setenv("STACK_NAME", deployment.stack_name("tiny-gpt2"))
+    monkeypatch.setenv("STACK_NAME", environment_plan.stack_name("tiny-gpt2"))
     monkeypatch.setenv("ENDPOINT_NAME", "tiny-gpt2")
     monkeypatch.setenv("EMULATOR", "true")
     for key, value in {"PROMPT": "Hello", "MAX_NEW_TOKENS": "8", "LATENCY_BUDGET_MS": "30000"}.items():
@@ -327,18 +329,20 @@ def test_lambda_file_needs_only_stdlib_and_boto3():
 
 @pytest.fixture
 def async_deployment(moto_env, tmp_path):
-    deployment = load_config(write_config(tmp_path, invocation={"mode": "async"}, autoscaling=None), "local")
-    env = deployment.environment
-    boto3.client("s3").create_bucket(Bucket=artifact_bucket_name(deployment.project, "local", env.account, env.region))
-    return deployment
+    environment_plan = load_config(write_config(tmp_path, invocation={"mode": "async"}, autoscaling=None), "local")
+    env = environment_plan.environment
+    boto3.client("s3").create_bucket(
+        Bucket=artifact_bucket_name(environment_plan.project, "local", env.account, env.region)
+    )
+    return environment_plan
 
 
-def _uploaded_requests(deployment) -> list[dict]:
+def _uploaded_requests(environment_plan) -> list[dict]:
     """The request payloads in the endpoint's input folder (the one the stack lets SageMaker read)."""
-    env = deployment.environment
+    env = environment_plan.environment
     s3 = boto3.client("s3")
-    bucket = artifact_bucket_name(deployment.project, "local", env.account, env.region)
-    prefix = f"async/{deployment.endpoint_name(deployment.endpoint('tiny-gpt2'))}/input/"
+    bucket = artifact_bucket_name(environment_plan.project, "local", env.account, env.region)
+    prefix = f"async/{environment_plan.endpoint_name(environment_plan.endpoint('tiny-gpt2'))}/input/"
     keys = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix=prefix).get("Contents", [])]
     return [json.loads(s3.get_object(Bucket=bucket, Key=k)["Body"].read()) for k in keys]
 
@@ -371,13 +375,15 @@ def test_async_failure_is_reported_with_sagemakers_message(moto_env, async_deplo
 
 
 def test_async_answer_not_written_within_the_budget_fails_and_says_where_to_look(moto_env, tmp_path):
-    deployment = load_config(
+    environment_plan = load_config(
         write_config(tmp_path, invocation={"mode": "async"}, autoscaling=None, smoke_test={"latency_budget_ms": 300}),
         "local",
     )
-    env = deployment.environment
-    boto3.client("s3").create_bucket(Bucket=artifact_bucket_name(deployment.project, "local", env.account, env.region))
-    deploy_stack(deployment)
+    env = environment_plan.environment
+    boto3.client("s3").create_bucket(
+        Bucket=artifact_bucket_name(environment_plan.project, "local", env.account, env.region)
+    )
+    deploy_stack(environment_plan)
     moto_env.set_async_results([(False, GOOD)])
     runtime = smoke.make_runtime_client()
 
@@ -387,7 +393,7 @@ def test_async_answer_not_written_within_the_budget_fails_and_says_where_to_look
 
     runtime.meta.events.register("after-call.sagemaker-runtime.InvokeEndpointAsync", never_written)
     started = time.monotonic()
-    result = run_smoke(deployment, deployment.plan("tiny-gpt2"), runtime_client=runtime)
+    result = run_smoke(environment_plan, environment_plan.plan("tiny-gpt2"), runtime_client=runtime)
     assert time.monotonic() - started < 10  # polled for the budget only
     assert [c.name for c in result.failures] == ["response"]
     message = result.failures[0].message
@@ -480,7 +486,7 @@ def test_lambda_handler_async_configuration_errors(monkeypatch, env, expected):
 
 
 def _scaled_to_zero(tmp_path, budget_ms: int):
-    deployment = load_config(
+    environment_plan = load_config(
         write_config(
             tmp_path,
             invocation={"mode": "async"},
@@ -489,15 +495,17 @@ def _scaled_to_zero(tmp_path, budget_ms: int):
         ),
         "local",
     )
-    env = deployment.environment
-    boto3.client("s3").create_bucket(Bucket=artifact_bucket_name(deployment.project, "local", env.account, env.region))
-    endpoint, _ = deploy_stack(deployment)
+    env = environment_plan.environment
+    boto3.client("s3").create_bucket(
+        Bucket=artifact_bucket_name(environment_plan.project, "local", env.account, env.region)
+    )
+    endpoint, _ = deploy_stack(environment_plan)
     sm = boto3.client("sagemaker")
     sm.update_endpoint_weights_and_capacities(
         EndpointName=endpoint, DesiredWeightsAndCapacities=[{"VariantName": "AllTraffic", "DesiredInstanceCount": 0}]
     )
     assert smoke.running_instances(sm.describe_endpoint(EndpointName=endpoint)) == 0
-    return deployment
+    return environment_plan
 
 
 @pytest.fixture
@@ -538,11 +546,11 @@ def _answer_later(moto_env, after_s: float, timers: list):
 
 def test_an_async_endpoint_at_zero_instances_is_given_the_wake_budget(moto_env, tmp_path, timers):
     """The answer comes after the 300 ms latency budget (the scale-up): within the wake budget it passes."""
-    deployment = _scaled_to_zero(tmp_path, budget_ms=300)
-    plan = deployment.plan("tiny-gpt2")
+    environment_plan = _scaled_to_zero(tmp_path, budget_ms=300)
+    plan = environment_plan.plan("tiny-gpt2")
     wake = plan.smoke.wake_budget_ms
     assert wake == 300 + 1000 * (2 * 60 + plan.download_timeout_s + plan.startup_timeout_s)
-    result = run_smoke(deployment, plan, runtime_client=_answer_later(moto_env, after_s=0.5, timers=timers))
+    result = run_smoke(environment_plan, plan, runtime_client=_answer_later(moto_env, after_s=0.5, timers=timers))
     assert result.ok, smoke.format_checks(result.checks)
     checks = by_name(result)
     assert "runs 0 instances" in checks["capacity"].message and f"up to {wake} ms" in checks["capacity"].message
@@ -553,11 +561,9 @@ def test_an_async_endpoint_at_zero_instances_is_given_the_wake_budget(moto_env, 
 def test_the_smoke_lambda_stops_waiting_for_a_scale_up_before_its_own_end(moto_env, tmp_path, monkeypatch, timers):
     """The Lambda may run 900 s at most, the scale-up may take longer: with 15.5 s of its own time left (0.5 s to
     wait after its 15 s margin) it returns unjudged, without failing and without hanging."""
-    deployment = _scaled_to_zero(tmp_path, budget_ms=300)
-    env, plan = deployment.environment, deployment.plan("tiny-gpt2")
-    root = (
-        f"s3://{artifact_bucket_name(deployment.project, 'local', env.account, env.region)}/async/{plan.endpoint_name}"
-    )
+    environment_plan = _scaled_to_zero(tmp_path, budget_ms=300)
+    env, plan = environment_plan.environment, environment_plan.plan("tiny-gpt2")
+    root = f"s3://{artifact_bucket_name(environment_plan.project, 'local', env.account, env.region)}/async/{plan.endpoint_name}"
     for key, value in {
         "STACK_NAME": plan.stack_name,
         "ENDPOINT_NAME": "tiny-gpt2",

@@ -81,8 +81,10 @@ def test_a_met_slo_passes_and_a_missed_one_refuses_with_the_numbers(
     build_root = gpt2_artifact.parent  # the build's manifest names the artifact's content hash
     content_hash = json.loads((gpt2_artifact / "manifest.json").read_text())["content_hash"]
     results = tmp_path / "results"
-    deployment = load_config(_config(tmp_path, tiny_models["gpt2"], MET), build_root=build_root)
-    met = run_gate(deployment, deployment.plan(ENDPOINT), endpoint_url=server, results_root=results, keep_in_s3=False)
+    environment_plan = load_config(_config(tmp_path, tiny_models["gpt2"], MET), build_root=build_root)
+    met = run_gate(
+        environment_plan, environment_plan.plan(ENDPOINT), endpoint_url=server, results_root=results, keep_in_s3=False
+    )
     assert met.ok, met.lines()
     [level] = met.result["levels"]
     assert (level["concurrency"], level["requests"], level["errors"]) == (1, 3, 0)
@@ -122,9 +124,9 @@ def test_a_regression_names_the_artifact_whose_result_met_the_objectives(server,
     names A's hash and result, and the change between A and B."""
     results = tmp_path / "results"
     first, second = "a1" * 32, "b2" * 32
-    deployment = load_config(_config(tmp_path, tiny_models["gpt2"], MET, artifact_hash=first))
+    environment_plan = load_config(_config(tmp_path, tiny_models["gpt2"], MET, artifact_hash=first))
     assert run_gate(
-        deployment, deployment.plan(ENDPOINT), endpoint_url=server, results_root=results, keep_in_s3=False
+        environment_plan, environment_plan.plan(ENDPOINT), endpoint_url=server, results_root=results, keep_in_s3=False
     ).ok
     broken = load_config(_config(tmp_path, tiny_models["gpt2"], MET, "b.yaml", artifact_hash=second))
     gate = run_gate(

@@ -107,11 +107,15 @@ def config(tmp_path: Path, slo: dict) -> Path:
 @pytest.mark.parametrize("endpoint", ["fail-3-of-4"], indirect=True)
 def test_a_throughput_only_gate_misses_an_endpoint_failing_most_requests(endpoint, tmp_path, aws_env):
     """F1: the objectives name throughput only; the gate used to PASS with 'error rate 0.75' printed."""
-    deployment = load_config(
+    environment_plan = load_config(
         config(tmp_path, {"concurrency": 1, "min_output_tokens_per_s": 0.001, "workload": WORKLOAD})
     )
     gate = run_gate(
-        deployment, deployment.plan("chat"), endpoint_url=endpoint, keep_in_s3=False, results_root=tmp_path / "r"
+        environment_plan,
+        environment_plan.plan("chat"),
+        endpoint_url=endpoint,
+        keep_in_s3=False,
+        results_root=tmp_path / "r",
     )
     assert not gate.ok
     [miss] = gate.misses
@@ -122,12 +126,16 @@ def test_a_throughput_only_gate_misses_an_endpoint_failing_most_requests(endpoin
 def test_a_hung_endpoint_is_cut_at_the_gates_deadline(endpoint, tmp_path, aws_env):
     """F3: a gate had no deadline (each request could take 120 s); now the whole run ends by slo.deadline_s."""
     workload = {**WORKLOAD, "warmup_requests": 1}
-    deployment = load_config(
+    environment_plan = load_config(
         config(tmp_path, {"concurrency": 1, "max_error_rate": 0, "deadline_s": 10, "workload": workload})
     )
     started = time.monotonic()
     gate = run_gate(
-        deployment, deployment.plan("chat"), endpoint_url=endpoint, keep_in_s3=False, results_root=tmp_path / "r"
+        environment_plan,
+        environment_plan.plan("chat"),
+        endpoint_url=endpoint,
+        keep_in_s3=False,
+        results_root=tmp_path / "r",
     )
     assert time.monotonic() - started < 30
     assert not gate.ok

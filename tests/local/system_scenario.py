@@ -71,9 +71,9 @@ def run_scenario(system: str, container: str, tmp_path: Path, record_property) -
     out = result.stdout
     assert result.returncode == 0, out[-5000:] + result.stderr[-3000:]
     # planned after the run: the tiny model exists now, and with it what its directory decides (chat by default)
-    deployment = load_config(config)
-    spec = deployment.endpoints[0]
-    plan = deployment.plan(spec.name)
+    environment_plan = load_config(config)
+    spec = environment_plan.endpoints[0]
+    plan = environment_plan.plan(spec.name)
     if plan.system.chat.supported and Path(spec.model).name in CHAT_ARCHITECTURES:  # a model with a chat template
         assert spec.chat is not None, f"{system}: the tiny model's chat template should turn chat on by default"
 
@@ -91,7 +91,7 @@ def run_scenario(system: str, container: str, tmp_path: Path, record_property) -
     else:
         assert f"skipped: {system} does not stream" in out
     if spec.chat is not None:
-        assert f"/endpoints/{deployment.endpoint_name(spec)}/openai/v1" in out
+        assert f"/endpoints/{environment_plan.endpoint_name(spec)}/openai/v1" in out
         assert re.search(r"finish_reason: \w+; usage: \d+ prompt \+ \d+ completion tokens", out), out[-5000:]
     assert "nothing left" in out and "s3 buckets                   0 left" in out
     return out

@@ -169,8 +169,8 @@ def test_an_environment_that_retains_data_keeps_exactly_its_buckets_and_reposito
         from deployment import load_config
         from model_build.preflight import kept_data_checks
 
-        deployment = load_config(config, "emu")
-        [kept] = kept_data_checks(deployment, session, moto_server.EMULATOR_ACCOUNT, emulator.region)
+        environment_plan = load_config(config, "emu")
+        [kept] = kept_data_checks(environment_plan, session, moto_server.EMULATOR_ACCOUNT, emulator.region)
         assert not kept.ok and "set `adopt_kept_data: true` on environment 'emu'" in kept.message
     spec["environments"]["emu"]["adopt_kept_data"] = True
     config = tmp_path / "retain-adopt.yaml"  # a new file: the session's synth cache is keyed by path

@@ -153,10 +153,10 @@ def test_vllm_endpoint_end_to_end_on_the_real_vllm_engine(tmp_path, monkeypatch,
         timeout=600,
     )
     assert build.returncode == 0, build.stdout[-2000:] + build.stderr[-2000:]
-    deployment = load_config(config)
-    endpoint_name = deployment.endpoint_name(deployment.endpoints[0])
+    environment_plan = load_config(config)
+    endpoint_name = environment_plan.endpoint_name(environment_plan.endpoints[0])
     # The invoke and stream functions' chat environment, as the endpoint stack sets it (chat_contract.CHAT_ENV).
-    for key, value in deployment.plan(ENDPOINT).chat_features.environment().items():
+    for key, value in environment_plan.plan(ENDPOINT).chat_features.environment().items():
         monkeypatch.setenv(key, value)
 
     emulator = moto_server.start(tmp_path / "emulator")
@@ -197,7 +197,7 @@ def test_vllm_endpoint_end_to_end_on_the_real_vllm_engine(tmp_path, monkeypatch,
         )
         with emulator.activated():
             try:
-                deploy(deployment, echo=lambda line: print(f"    {line}"), runtime_client=runtime)
+                deploy(environment_plan, echo=lambda line: print(f"    {line}"), runtime_client=runtime)
             except DeployError as err:  # the stacks are deployed by then: the scenario goes on
                 if not (str(err).startswith("smoke test") and seam("the smoke test", str(err))):
                     raise
@@ -234,7 +234,7 @@ def test_vllm_endpoint_end_to_end_on_the_real_vllm_engine(tmp_path, monkeypatch,
         # The same route with the name the engine serves (and streamed with usage), so the rest of the path is
         # proven whatever F5's fix chooses.
         # the served names (a JSON array: the endpoint's name, then the config's); the config's name answers too
-        served = json.loads(deployment.plan(ENDPOINT).container_environment("b")["SM_VLLM_SERVED_MODEL_NAME"])[-1]
+        served = json.loads(environment_plan.plan(ENDPOINT).container_environment("b")["SM_VLLM_SERVED_MODEL_NAME"])[-1]
         pieces, usage = [], None
         for chunk in client.chat.completions.create(
             model=served,
@@ -258,8 +258,8 @@ def test_vllm_endpoint_end_to_end_on_the_real_vllm_engine(tmp_path, monkeypatch,
         # (tests/systems/test_client_bodies.py, tests/lambda/test_smoke.py); a trained model is what proves it.
 
         with emulator.activated():
-            destroy(deployment, echo=lambda line: print(f"    {line}"))
-            left = leftovers(boto3.Session(region_name=emulator.region), stack_prefix=f"{deployment.project}-")
+            destroy(environment_plan, echo=lambda line: print(f"    {line}"))
+            left = leftovers(boto3.Session(region_name=emulator.region), stack_prefix=f"{environment_plan.project}-")
         assert not any(left.values()), left
         print(f"    destroyed: nothing left ({', '.join(left)} checked)")
     finally:

@@ -54,14 +54,14 @@ def build_artifact(tmp_path_factory: pytest.TempPathFactory, model_config: Path)
     from deployment import load_config
     from model_build.cli import build_endpoint
 
-    deployment = load_config(model_config)
+    environment_plan = load_config(model_config)
     root = tmp_path_factory.mktemp("builds")
     built: dict[tuple[str, str], Path] = {}
 
     def build(name: str, tag: str = "") -> Path:
         if (name, tag) not in built:
             out = root / (tag or "main") / name
-            build_endpoint(deployment.endpoint(name), out, progress=False)
+            build_endpoint(environment_plan.endpoint(name), out, progress=False)
             built[(name, tag)] = out
         return built[(name, tag)]
 

@@ -98,17 +98,20 @@ def test_build_then_publish_through_the_cli(emulator, tmp_path, capsys, tiny_cha
     with emulator.activated():
         s3 = boto3.client("s3", region_name=emulator.region)
         s3.create_bucket(Bucket=bucket)
-        deployment = load_config(config, "emu", build_root=build_root)
+        environment_plan = load_config(config, "emu", build_root=build_root)
         try:
             # Preflight (what `make deploy` runs after publishing) finds the adapter missing, then in place.
-            check = artifact_checks(deployment, s3, moto_server.EMULATOR_ACCOUNT, moto_server.EMULATOR_REGION)[-1]
+            check = artifact_checks(environment_plan, s3, moto_server.EMULATOR_ACCOUNT, moto_server.EMULATOR_REGION)[-1]
             assert (check.name, check.ok) == (
                 "artifact tiny-lora adapter sql",
                 False,
             ) and "is not published" in check.message
             assert cli.main(["publish", *args]) == 0
             assert all(
-                c.ok for c in artifact_checks(deployment, s3, moto_server.EMULATOR_ACCOUNT, moto_server.EMULATOR_REGION)
+                c.ok
+                for c in artifact_checks(
+                    environment_plan, s3, moto_server.EMULATOR_ACCOUNT, moto_server.EMULATOR_REGION
+                )
             )
             keys = [
                 o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix="models/tiny-lora/adapters/")["Contents"]

@@ -108,15 +108,15 @@ def test_the_reviews_upgrade_case_is_refused_before_the_deploy(production, new, 
         boto3.client("sagemaker", region_name="us-east-1"),
         boto3.client("cloudformation", region_name="us-east-1"),
     )
-    deployment = load_config("config/examples/production.yaml", "prod")
-    plan = deployment.plan("assist-ic")
+    environment_plan = load_config("config/examples/production.yaml", "prod")
+    plan = environment_plan.plan("assist-ic")
 
     class Session:
         def client(self, name, **_):
             return {"sagemaker": sm, "cloudformation": cfn}.get(name) or boto3.client(name, region_name="us-east-1")
 
     with Stubber(sm) as sm_stub, Stubber(cfn) as cfn_stub:
-        for p in deployment.plans:
+        for p in environment_plan.plans:
             if p.name != "assist-ic":  # the file's other endpoints: not deployed
                 sm_stub.add_client_error("describe_endpoint", "ValidationException", "Could not find endpoint")
                 continue
@@ -141,7 +141,7 @@ def test_the_reviews_upgrade_case_is_refused_before_the_deploy(production, new, 
                 },
             )
             cfn_stub.add_response("get_template", {"TemplateBody": json.dumps(old)})
-        checks = update_checks(deployment, Session(), "us-east-1", templates={STACK: tmp_path / "new.json"})
+        checks = update_checks(environment_plan, Session(), "us-east-1", templates={STACK: tmp_path / "new.json"})
     [check] = [c for c in checks if c.name == "update assist-ic"]
     assert not check.ok
     assert "hosts inference components and this deploy replaces its endpoint config" in check.message

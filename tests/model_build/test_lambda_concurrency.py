@@ -15,7 +15,7 @@ from model_build.preflight import lambda_concurrency_checks
 
 
 @pytest.fixture
-def deployment(tmp_path, monkeypatch):
+def environment_plan(tmp_path, monkeypatch):
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     path = tmp_path / "config.yaml"
@@ -90,21 +90,21 @@ def clients(total: int, unreserved: int, reserved_now: dict[str, int] | None = N
     return Session(**{"lambda": lam, "cloudformation": cfn})
 
 
-def test_a_new_accounts_reduced_concurrency_is_refused_before_the_deploy(deployment):
-    [check] = lambda_concurrency_checks(deployment, clients(total=10, unreserved=10), "us-east-1")
+def test_a_new_accounts_reduced_concurrency_is_refused_before_the_deploy(environment_plan):
+    [check] = lambda_concurrency_checks(environment_plan, clients(total=10, unreserved=10), "us-east-1")
     assert not check.ok
     assert "the account's Lambda concurrency in us-east-1 is 10, 10 unreserved; this deploy reserves 7" in check.message
     assert "(chat invoke_function 2, chat streaming 5), which would leave 3, below the 100" in check.message
     assert "AWS Lambda quota 'Concurrent executions'" in check.message
 
 
-def test_an_account_with_room_passes_and_a_redeploy_counts_what_it_reserves_already(deployment):
-    [check] = lambda_concurrency_checks(deployment, clients(total=1000, unreserved=1000), "us-east-1")
+def test_an_account_with_room_passes_and_a_redeploy_counts_what_it_reserves_already(environment_plan):
+    [check] = lambda_concurrency_checks(environment_plan, clients(total=1000, unreserved=1000), "us-east-1")
     assert check.ok
     # 107 unreserved, but the stack's own functions hold 7 of the reservation already: 107 + 7 - 7 = 107 left
     [check] = lambda_concurrency_checks(
-        deployment, clients(total=114, unreserved=107, reserved_now={"inv": 2, "str": 5}), "us-east-1"
+        environment_plan, clients(total=114, unreserved=107, reserved_now={"inv": 2, "str": 5}), "us-east-1"
     )
     assert check.ok, check.message
-    [check] = lambda_concurrency_checks(deployment, clients(total=106, unreserved=106), "us-east-1")
+    [check] = lambda_concurrency_checks(environment_plan, clients(total=106, unreserved=106), "us-east-1")
     assert not check.ok and "would leave 99" in check.message

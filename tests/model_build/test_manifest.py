@@ -98,11 +98,11 @@ def test_account_mismatch_names_both_accounts():
     class Env:
         account = "111122223333"
 
-    class Deployment:
+    class EnvironmentPlan:
         environment, environment_name = Env(), "dev"
 
-    assert account_mismatch(Deployment(), "111122223333") is None
-    assert account_mismatch(Deployment(), "123456789012") == (
+    assert account_mismatch(EnvironmentPlan(), "111122223333") is None
+    assert account_mismatch(EnvironmentPlan(), "123456789012") == (
         "environment 'dev' is account 111122223333, but the credentials are account 123456789012; "
         "use credentials of 111122223333"
     )

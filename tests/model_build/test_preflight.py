@@ -56,14 +56,14 @@ def build(root: Path, endpoint: str, content_hash: str) -> None:
     (root / endpoint / "manifest.json").write_text(json.dumps(manifest))
 
 
-def planned(deployment, build_root: Path):
+def planned(environment_plan, build_root: Path):
     """The deployment planned again with the builds in `build_root` (the plan reads their manifests)."""
-    return load_config(deployment.config_path, deployment.environment_name, build_root=build_root)
+    return load_config(environment_plan.config_path, environment_plan.environment_name, build_root=build_root)
 
 
-def publish(deployment, endpoint: str, content_hash: str, body_hash: str | None = None) -> None:
+def publish(environment_plan, endpoint: str, content_hash: str, body_hash: str | None = None) -> None:
     s3 = boto3.client("s3")
-    bucket = artifact_bucket_name(deployment.project, deployment.environment_name, ACCOUNT, REGION)
+    bucket = artifact_bucket_name(environment_plan.project, environment_plan.environment_name, ACCOUNT, REGION)
     s3.create_bucket(Bucket=bucket) if bucket not in [b["Name"] for b in s3.list_buckets()["Buckets"]] else None
     s3.put_object(
         Bucket=bucket,
@@ -101,10 +101,10 @@ def quotas_session(defaults: list[dict], applied: list[dict]):
     return Session(**{"service-quotas": sq}), stub
 
 
-def deploy_artifact_stack(deployment) -> None:
+def deploy_artifact_stack(environment_plan) -> None:
     """A stand-in artifact stack (its bucket is what publish() creates): the bucket belongs to a deployed stack."""
     boto3.client("cloudformation").create_stack(
-        StackName=deployment.stack_name("artifacts"),
+        StackName=environment_plan.stack_name("artifacts"),
         TemplateBody=json.dumps({"Resources": {"Marker": {"Type": "AWS::CloudFormation::WaitConditionHandle"}}}),
     )
 
@@ -126,14 +126,14 @@ DEFAULTS = [
 
 
 def test_all_checks_pass(moto_env, tmp_path):
-    deployment = load_config(write_config(tmp_path), "dev")
+    environment_plan = load_config(write_config(tmp_path), "dev")
     for ep, h in (("chat", HASH_A), ("batch", HASH_B), ("small", HASH_A)):
         build(tmp_path / "build", ep, h)
-        publish(deployment, ep, h)
-    deploy_artifact_stack(deployment)
+        publish(environment_plan, ep, h)
+    deploy_artifact_stack(environment_plan)
     # chat (2 + a blue/green update's 2) + batch (1 + 1) share ml.g5.2xlarge: 6. small: 2 + 2.
     session, stub = quotas_session(DEFAULTS, [quota("ml.g5.2xlarge", 6, "L-G52X")])
-    checks = run_preflight(planned(deployment, tmp_path / "build"), session)
+    checks = run_preflight(planned(environment_plan, tmp_path / "build"), session)
     stub.assert_no_pending_responses()
     assert [c.name for c in checks] == [
         "region",
@@ -155,11 +155,11 @@ def test_all_checks_pass(moto_env, tmp_path):
 
 
 def test_quota_shortfalls_name_the_quota_and_what_to_request(moto_env, tmp_path):
-    deployment = load_config(write_config(tmp_path), "dev")
+    environment_plan = load_config(write_config(tmp_path), "dev")
     # g5.2xlarge: applied 2 < 3 needed (deploy fails); m5.xlarge: default 3, enough to run 2, not to update (4).
     defaults = [d if "m5" not in d["QuotaName"] else quota("ml.m5.xlarge", 3, "L-M5X") for d in DEFAULTS]
     session, _ = quotas_session(defaults, [quota("ml.g5.2xlarge", 2, "L-G52X")])
-    by = checks_by_name(run_preflight(planned(deployment, tmp_path / "build"), session))
+    by = checks_by_name(run_preflight(planned(environment_plan, tmp_path / "build"), session))
     g5, m5 = by["quota ml.g5.2xlarge"], by["quota ml.m5.xlarge"]
     assert not g5.ok and not m5.ok
     assert (
@@ -173,11 +173,11 @@ def test_quota_shortfalls_name_the_quota_and_what_to_request(moto_env, tmp_path)
 
 
 def test_instance_type_not_offered_in_region(moto_env, tmp_path):
-    deployment = load_config(
+    environment_plan = load_config(
         write_config(tmp_path, endpoints=[{"name": "big", "instance_type": "ml.g5.12xlarge"}]), "dev"
     )
     session, _ = quotas_session(DEFAULTS, [])
-    by = checks_by_name(run_preflight(planned(deployment, tmp_path / "build"), session))
+    by = checks_by_name(run_preflight(planned(environment_plan, tmp_path / "build"), session))
     msg = by["quota ml.g5.12xlarge"].message
     assert not by["quota ml.g5.12xlarge"].ok
     assert msg.startswith(
@@ -188,18 +188,18 @@ def test_instance_type_not_offered_in_region(moto_env, tmp_path):
 
 
 def test_quotas_unreadable(moto_env, tmp_path):
-    deployment = load_config(write_config(tmp_path), "dev")
+    environment_plan = load_config(write_config(tmp_path), "dev")
     sq = boto3.client("service-quotas", region_name=REGION)
     with Stubber(sq) as stub:
         stub.add_client_error("list_aws_default_service_quotas", "AccessDeniedException", "not allowed")
-        checks = run_preflight(planned(deployment, tmp_path / "build"), Session(**{"service-quotas": sq}))
+        checks = run_preflight(planned(environment_plan, tmp_path / "build"), Session(**{"service-quotas": sq}))
     by = checks_by_name(checks)
     assert not by["quotas"].ok and "AccessDeniedException: not allowed" in by["quotas"].message
     assert "servicequotas:ListServiceQuotas" in by["quotas"].message
 
 
 def test_artifact_problems(moto_env, tmp_path):
-    deployment = load_config(
+    environment_plan = load_config(
         write_config(
             tmp_path,
             endpoints=[
@@ -215,7 +215,7 @@ def test_artifact_problems(moto_env, tmp_path):
     session, _ = quotas_session(DEFAULTS, [quota("ml.g5.2xlarge", 8, "L-G52X")])
     build(root, "chat", HASH_A)
     build(root, "stale", HASH_A)
-    by = checks_by_name(run_preflight(planned(deployment, root), session))
+    by = checks_by_name(run_preflight(planned(environment_plan, root), session))
     assert (
         "artifact bucket pf-dev-artifacts-123456789012-us-east-1 does not exist: deploy the artifacts stack"
         in by["artifact chat"].message
@@ -223,10 +223,10 @@ def test_artifact_problems(moto_env, tmp_path):
     )
 
     build(root, "pinned", HASH_A)  # the pin wins over the local build, as in the stack
-    publish(deployment, "pinned", HASH_B)
-    publish(deployment, "stale", HASH_A, body_hash=HASH_B)  # a manifest that does not match its prefix
+    publish(environment_plan, "pinned", HASH_B)
+    publish(environment_plan, "stale", HASH_A, body_hash=HASH_B)  # a manifest that does not match its prefix
     session, _ = quotas_session(DEFAULTS, [quota("ml.g5.2xlarge", 8, "L-G52X")])
-    by = checks_by_name(run_preflight(planned(deployment, root), session))
+    by = checks_by_name(run_preflight(planned(environment_plan, root), session))
     assert by["artifact pinned"].ok and "the config's artifact_hash" in by["artifact pinned"].message
     chat = by["artifact chat"]
     assert not chat.ok and f"models/chat/{HASH_A}/manifest.json does not exist" in chat.message
@@ -240,8 +240,8 @@ def test_artifact_problems(moto_env, tmp_path):
 
 
 def test_wrong_account_stops_early(moto_env, tmp_path):
-    deployment = load_config(write_config(tmp_path, account="111122223333"), "dev")
-    checks = run_preflight(planned(deployment, tmp_path / "build"))
+    environment_plan = load_config(write_config(tmp_path, account="111122223333"), "dev")
+    checks = run_preflight(planned(environment_plan, tmp_path / "build"))
     assert [(c.name, c.ok) for c in checks] == [("region", True), ("credentials", False)]
     assert "is account 111122223333, but the credentials are account 123456789012" in checks[1].message
     assert "change `account:` in the config" in checks[1].message
@@ -277,7 +277,7 @@ def test_region_problems(moto_env, tmp_path, monkeypatch, cli_region, expected):
 def test_cli_preflight_on_the_emulator_config(moto_env, tmp_path, capsys):
     """config/local.yaml (emulator: true): quotas are skipped; the artifact decides the exit status."""
     config = ROOT / "config" / "local.yaml"
-    deployment = load_config(config, "local")
+    environment_plan = load_config(config, "local")
     argv = ["preflight", "--config", str(config), "--build-root", str(tmp_path / "build")]
     assert main(argv) == 2
     captured = capsys.readouterr()
@@ -288,8 +288,8 @@ def test_cli_preflight_on_the_emulator_config(moto_env, tmp_path, capsys):
     assert "Traceback" not in captured.err
 
     build(tmp_path / "build", "tiny-gpt2", HASH_A)
-    deploy_artifact_stack(deployment)
-    bucket = artifact_bucket_name(deployment.project, "local", ACCOUNT, REGION)
+    deploy_artifact_stack(environment_plan)
+    bucket = artifact_bucket_name(environment_plan.project, "local", ACCOUNT, REGION)
     boto3.client("s3").create_bucket(Bucket=bucket)
     boto3.client("s3").put_object(
         Bucket=bucket,
@@ -306,8 +306,8 @@ def test_before_the_artifact_stack_the_artifact_checks_are_pending(moto_env, tmp
     are reported as pending (PEND, not a failure); they run for real after publish."""
     from model_build.preflight import ARTIFACTS_PENDING, Check, artifacts_pending, format_checks
 
-    deployment = load_config(ROOT / "config" / "local.yaml", "local")
-    checks = artifacts_pending(run_preflight(planned(deployment, tmp_path / "build")))
+    environment_plan = load_config(ROOT / "config" / "local.yaml", "local")
+    checks = artifacts_pending(run_preflight(planned(environment_plan, tmp_path / "build")))
     pending = checks_by_name(checks)["artifact tiny-gpt2"]
     assert pending.ok and pending.label == "PEND" and pending.message == ARTIFACTS_PENDING
     report = format_checks(checks)
@@ -316,8 +316,8 @@ def test_before_the_artifact_stack_the_artifact_checks_are_pending(moto_env, tmp
 
     # A redeploy: the artifact is already published, so the same call reports it as passed.
     build(tmp_path / "build", "tiny-gpt2", HASH_A)
-    publish(deployment, "tiny-gpt2", HASH_A)
-    checks = artifacts_pending(run_preflight(planned(deployment, tmp_path / "build")))
+    publish(environment_plan, "tiny-gpt2", HASH_A)
+    checks = artifacts_pending(run_preflight(planned(environment_plan, tmp_path / "build")))
     assert checks_by_name(checks)["artifact tiny-gpt2"].label == "PASS"
     # Only artifact checks wait for a later step: any other failure stays a failure.
     assert [c.label for c in artifacts_pending([Check("credentials", False, "expired")])] == ["FAIL"]
@@ -351,15 +351,15 @@ def test_kept_bucket_and_repository_must_be_adopted_and_adoption_needs_them(moto
     from model_build.preflight import kept_data_checks
 
     path = write_config(tmp_path, emulator=True)
-    deployment = load_config(path, "dev")
+    environment_plan = load_config(path, "dev")
     session = boto3.Session(region_name=REGION)
-    [fresh] = kept_data_checks(deployment, session, ACCOUNT, REGION)
+    [fresh] = kept_data_checks(environment_plan, session, ACCOUNT, REGION)
     assert fresh.ok and "nothing kept" in fresh.message
 
     bucket = artifact_bucket_name("pf", "dev", ACCOUNT, REGION)
     boto3.client("s3").create_bucket(Bucket=bucket)
     boto3.client("ecr").create_repository(repositoryName="pf-dev")
-    [kept] = kept_data_checks(deployment, session, ACCOUNT, REGION)
+    [kept] = kept_data_checks(environment_plan, session, ACCOUNT, REGION)
     assert not kept.ok
     assert f"bucket {bucket} and repository pf-dev were kept by an earlier deploy" in kept.message
     assert "set `adopt_kept_data: true` on environment 'dev'" in kept.message
@@ -413,8 +413,8 @@ def test_instance_type_change_on_an_autoscaled_endpoint_is_refused_with_the_two_
         MinCapacity=1,
         MaxCapacity=2,
     )
-    deployment = load_config(write_config(tmp_path, emulator=True), "dev")  # the file says ml.g5.2xlarge for both
-    checks = {c.name: c for c in update_checks(deployment, boto3.Session(region_name=REGION), REGION)}
+    environment_plan = load_config(write_config(tmp_path, emulator=True), "dev")  # the file says ml.g5.2xlarge for both
+    checks = {c.name: c for c in update_checks(environment_plan, boto3.Session(region_name=REGION), REGION)}
     assert not checks["update chat"].ok
     assert (
         "endpoint dev-chat runs ml.m5.xlarge and is registered with Application Auto Scaling"
@@ -497,7 +497,7 @@ def test_clean_keeps_what_is_pinned_built_or_deployed_and_deletes_only_with_the_
     update) and what the next deploy publishes must stay. A dry run by default."""
     HASH_C = "c" * 64
     config = write_config(tmp_path, emulator=True, endpoints=[{"name": "chat"}])
-    deployment = load_config(config, "dev")
+    environment_plan = load_config(config, "dev")
     bucket = artifact_bucket_name("pf", "dev", ACCOUNT, REGION)
     s3 = boto3.client("s3")
     s3.create_bucket(Bucket=bucket)
@@ -526,7 +526,9 @@ def test_clean_keeps_what_is_pinned_built_or_deployed_and_deletes_only_with_the_
             {"VariantName": "AllTraffic", "ModelName": "m", "InstanceType": "ml.m5.xlarge", "InitialInstanceCount": 1}
         ],
     )
-    sm.create_endpoint(EndpointName=deployment.endpoint_name(deployment.endpoint("chat")), EndpointConfigName="c")
+    sm.create_endpoint(
+        EndpointName=environment_plan.endpoint_name(environment_plan.endpoint("chat")), EndpointConfigName="c"
+    )
     argv = ["clean", "--config", str(config), "--env", "dev", "--build-root", str(tmp_path / "build")]
 
     assert main(argv) == 0
@@ -582,17 +584,17 @@ def test_the_quota_preflight_asks_for_is_the_plans_peak(case, tmp_path):
 
     if case == "rolling":
         config = write_config(tmp_path, endpoints=[{"name": "big", "instance_count": 8, "deployment": ROLLING}])
-        deployment = load_config(config, "dev")
+        environment_plan = load_config(config, "dev")
     else:
         path, env = case.split(":")
-        deployment = load_config(ROOT / path, None if env == "None" else env)
+        environment_plan = load_config(ROOT / path, None if env == "None" else env)
     need: dict[str, int] = {}
-    for plan in deployment.plans:
+    for plan in environment_plan.plans:
         # An instance pool may take the whole fleet (docs/design/instance-pools.md): each needs the endpoint's peak.
         for instance_type in [plan.spec.instance_type, *(p.instance_type for p in plan.spec.instance_pools)]:
             need[instance_type] = need.get(instance_type, 0) + _expected_peak(plan.spec)
     quotas = {f"{t} for endpoint usage": Quota(f"{t} for endpoint usage", "L-X", 0, True) for t in need}
-    for check in quota_checks(deployment, quotas, REGION):
+    for check in quota_checks(environment_plan, quotas, REGION):
         instance_type = check.name.removeprefix("quota ")
         assert f"--desired-value {need[instance_type]} " in check.message, check.message
     if case == "rolling":
@@ -607,8 +609,10 @@ def test_an_endpoint_preflight_cannot_read_is_a_failed_update_check_not_a_new_on
 
     from model_build.preflight import update_checks
 
-    deployment = load_config(ROOT / "config/examples/production.yaml", "prod")
-    assert update_checks(deployment, boto3.Session(region_name=REGION), REGION) == []  # none deployed: nothing to check
+    environment_plan = load_config(ROOT / "config/examples/production.yaml", "prod")
+    assert (
+        update_checks(environment_plan, boto3.Session(region_name=REGION), REGION) == []
+    )  # none deployed: nothing to check
     iam = boto3.client("iam")
     iam.create_user(UserName="operator")
     iam.put_user_policy(
@@ -627,8 +631,8 @@ def test_an_endpoint_preflight_cannot_read_is_a_failed_update_check_not_a_new_on
     )
     httpx.post(f"{moto_env.url}/moto-api/reset-auth", content=b"0").raise_for_status()  # from now on, IAM decides
     try:
-        checks = update_checks(deployment, operator, REGION)
+        checks = update_checks(environment_plan, operator, REGION)
     finally:
         httpx.post(f"{moto_env.url}/moto-api/reset-auth", content=b"inf").raise_for_status()
-    assert [c.name for c in checks] == [f"update {p.name}" for p in deployment.plans]
+    assert [c.name for c in checks] == [f"update {p.name}" for p in environment_plan.plans]
     assert all(not c.ok and "AccessDenied" in c.message and "unchecked" in c.message for c in checks), checks

@@ -327,22 +327,22 @@ def test_missing_bucket_is_named(s3, tmp_path):
 
 
 @pytest.fixture
-def deployment():
+def environment_plan():
     return load_config(ROOT / "config" / "local.yaml", "local")
 
 
-def test_publish_endpoint_resolves_bucket_and_prefix(emulator, s3, tmp_path, deployment):
-    ep = deployment.endpoints[0]
-    env = deployment.environment
-    bucket = artifact_bucket_name(deployment.project, deployment.environment_name, env.account, env.region)
+def test_publish_endpoint_resolves_bucket_and_prefix(emulator, s3, tmp_path, environment_plan):
+    ep = environment_plan.endpoints[0]
+    env = environment_plan.environment
+    bucket = artifact_bucket_name(environment_plan.project, environment_plan.environment_name, env.account, env.region)
     build = make_build(tmp_path)
     manifest = json.loads((build / "manifest.json").read_text())
     with emulator.activated():
         with pytest.raises(PublishError, match="deploy the artifacts stack first"):
-            publish_endpoint(deployment, deployment.plan(ep.name), build, progress=False)
+            publish_endpoint(environment_plan, environment_plan.plan(ep.name), build, progress=False)
         s3.create_bucket(Bucket=bucket)
         try:
-            report = publish_endpoint(deployment, deployment.plan(ep.name), build, progress=False)
+            report = publish_endpoint(environment_plan, environment_plan.plan(ep.name), build, progress=False)
         finally:
             keys = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket).get("Contents", [])]
             for k in keys:
@@ -354,13 +354,13 @@ def test_publish_endpoint_resolves_bucket_and_prefix(emulator, s3, tmp_path, dep
     assert report.model_data_url == f"s3://{bucket}/{prefix}"
 
 
-def test_publish_endpoint_without_manifest(emulator, tmp_path, deployment):
+def test_publish_endpoint_without_manifest(emulator, tmp_path, environment_plan):
     (tmp_path / "empty").mkdir()
     with emulator.activated(), pytest.raises(PublishError, match=r"run `python -m model_build build"):
-        publish_endpoint(deployment, deployment.plans[0], tmp_path / "empty", progress=False)
+        publish_endpoint(environment_plan, environment_plan.plans[0], tmp_path / "empty", progress=False)
 
 
-def test_ctrl_c_stops_the_publish_cleanly(emulator, s3, tmp_path, deployment):
+def test_ctrl_c_stops_the_publish_cleanly(emulator, s3, tmp_path, environment_plan):
     """SIGINT to `python -m model_build publish` while a multipart upload runs: exit 130 with one line, no traceback,
     the in-flight multipart uploads aborted, no manifest.json (so nothing marks the artifact complete), and the
     process gone within seconds rather than after the remaining uploads. (s3transfer 0.19.3's
@@ -369,9 +369,9 @@ def test_ctrl_c_stops_the_publish_cleanly(emulator, s3, tmp_path, deployment):
     import subprocess
     import time
 
-    ep = deployment.endpoints[0]
-    env = deployment.environment
-    bucket = artifact_bucket_name(deployment.project, deployment.environment_name, env.account, env.region)
+    ep = environment_plan.endpoints[0]
+    env = environment_plan.environment
+    bucket = artifact_bucket_name(environment_plan.project, environment_plan.environment_name, env.account, env.region)
     build = make_build(tmp_path, big_bytes=80 * MiB)  # above the 64 MiB multipart threshold
     s3.create_bucket(Bucket=bucket)
     # Ctrl-C in a terminal reaches a process whose SIGINT is the default; a command started in the background by a

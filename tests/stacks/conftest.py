@@ -19,7 +19,7 @@ def gpu_pipeline(tmp_path_factory) -> dict:
     from stacks.nag import add_nag_checks
     from stacks.pipeline_stack import PipelineStack
 
-    deployments, spec = deployments_with(
+    environment_plans, spec = deployments_with(
         **{
             "pipeline.build": {"compute": "SMALL", "gpu": True, "hf_token": HF_SECRET},
             "pipeline.images": {"compute": "X2_LARGE", "timeout_minutes": 180, "docker_hub_secret": DOCKER_HUB_SECRET},
@@ -34,7 +34,7 @@ def gpu_pipeline(tmp_path_factory) -> dict:
         app,
         "P",
         config_path=PIPELINE_CONFIG,
-        deployments=deployments,
+        environment_plans=environment_plans,
         pipeline=spec,
         env={"account": TOOLS, "region": "us-east-1"},
     )

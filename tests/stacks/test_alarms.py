@@ -280,9 +280,9 @@ def test_every_alarm_watches_a_series_sagemaker_publishes(prod, guarded_componen
 
 
 def test_every_dashboard_metric_is_one_sagemaker_publishes(prod):
-    deployment = load_config("config/examples/production.yaml", "prod")
+    environment_plan = load_config("config/examples/production.yaml", "prod")
     mode_by_name = {}
-    for plan in deployment.plans:
+    for plan in environment_plan.plans:
         mode = hosting_mode(component=plan.component_name is not None, asynchronous=plan.is_async)
         mode_by_name[plan.endpoint_name] = mode
         if plan.component_name:

@@ -32,8 +32,8 @@ def _check_and_model(template: dict) -> tuple[str, dict, dict]:
 
 
 def test_every_model_waits_for_its_artifacts_manifest(production):
-    deployment = load_config(ROOT / CONFIG, ENV)
-    for plan in deployment.plans:
+    environment_plan = load_config(ROOT / CONFIG, ENV)
+    for plan in environment_plan.plans:
         template = production.templates[plan.stack_name]
         check_id, check, model = _check_and_model(template)
         assert check_id in model["DependsOn"], plan.name
@@ -45,8 +45,8 @@ def test_every_model_waits_for_its_artifacts_manifest(production):
 def test_the_check_may_read_the_manifest_and_nothing_else(production):
     """s3:GetObject on the one manifest key (the only call endpoint_runtime/artifact_check.py makes), KMS through S3
     for the bucket key production.yaml creates, and its own logs."""
-    deployment = load_config(ROOT / CONFIG, ENV)
-    plan = deployment.plans[0]
+    environment_plan = load_config(ROOT / CONFIG, ENV)
+    plan = environment_plan.plans[0]
     resources = production.templates[plan.stack_name]["Resources"]
     _, check, _ = _check_and_model(production.templates[plan.stack_name])
     [function_id] = [

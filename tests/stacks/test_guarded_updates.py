@@ -9,7 +9,7 @@ import pytest
 from aws_cdk import App, Stack
 from helpers import alarm_series
 
-from endpoint_config.operations import DeploymentSpec
+from endpoint_config.operations import UpdatePolicySpec
 from model_build.clean import TAG_ENDPOINT, TAG_ENVIRONMENT, TAG_PROJECT
 from stacks.endpoint_alarms import deployment_config
 
@@ -133,7 +133,7 @@ def test_a_component_endpoint_has_no_endpoint_level_guard(prod):
 
 
 def test_rolling_policy():
-    spec = DeploymentSpec.model_validate(
+    spec = UpdatePolicySpec.model_validate(
         {
             "rolling": {
                 "maximum_batch_size": {"percent": 25},
@@ -154,7 +154,7 @@ def test_rolling_policy():
     )
     assert (rolling.wait_interval_in_seconds, rolling.maximum_execution_timeout_in_seconds) == (120, 3600)
     assert [a.alarm_name for a in config.auto_rollback_configuration.alarms] == ["a", "team-slo"]
-    blue_green = DeploymentSpec.model_validate({"auto_rollback": None})
+    blue_green = UpdatePolicySpec.model_validate({"auto_rollback": None})
     assert deployment_config(blue_green, rollback_alarm_names=[]).auto_rollback_configuration is None
 
 

@@ -941,11 +941,11 @@ def test_publisher_and_model_build_roles_allow_every_call_of_the_model_build_com
     env = envs["dev"]
     monkeypatch.chdir(ROOT)  # CodeBuild runs the commands in the source checkout
     project, cb_role, cb_where = env.codebuild("ModelBuild")
-    deployment = load_config(ROOT / CONFIG, env.name)
-    spec_ep = deployment.endpoint(ENDPOINT)
+    environment_plan = load_config(ROOT / CONFIG, env.name)
+    spec_ep = environment_plan.endpoint(ENDPOINT)
     setup = account_session(env.where.account, env.where.region)
     setup.client("s3").create_bucket(
-        Bucket=artifact_bucket_name(deployment.project, env.name, env.where.account, env.where.region)
+        Bucket=artifact_bucket_name(environment_plan.project, env.name, env.where.account, env.where.region)
     )
     monkeypatch.setattr(
         "deployment.plan.BUILD_ROOT", _fake_build(tmp_path / "build", spec_ep.name, spec_ep.artifact_hash)
@@ -1354,20 +1354,22 @@ def pipeline_async_stack(tmp_path_factory) -> dict[str, StackContext]:
     raw["endpoints"][0]["encryption"] = {"async_output_key": OUTPUT_KEY}
     config = tmp_path_factory.mktemp("pipeline-async") / "config.yaml"
     config.write_text(yaml.safe_dump(raw))
-    deployment = load_config(config, "prod", build_root=config.parent / "no-build")
-    plan = deployment.plan("summarize-async")
+    environment_plan = load_config(config, "prod", build_root=config.parent / "no-build")
+    plan = environment_plan.plan("summarize-async")
     app = cdk.App(context=cdk_context(), outdir=str(config.parent / "cdk.out"))
     stack = EndpointStack(
         app,
         plan.stack_name,
         plan=plan,
-        image_repository=deployment.image_repository,
-        bucket_key=BucketKeyRef.of(deployment),
+        image_repository=environment_plan.image_repository,
+        bucket_key=BucketKeyRef.of(environment_plan),
         allow_unbuilt=True,
         trusted_pipeline=TrustedPipeline("111111111111", "llm-endpoints-prod-summarize-async-smoke-cb"),
         env={"account": "111122223333", "region": "us-east-1"},
     )
-    artifacts = add_artifact_stack(app, deployment, trusted_pipeline=TrustedPipeline("111111111111", "x-model-build"))
+    artifacts = add_artifact_stack(
+        app, environment_plan, trusted_pipeline=TrustedPipeline("111111111111", "x-model-build")
+    )
     assembly, where = app.synth(), Where("111122223333", "us-east-1")
     return {
         s.stack_name: StackContext(assembly.get_stack_by_name(s.stack_name).template, s.stack_name, where)
@@ -1973,14 +1975,14 @@ def test_benchmark_role_allows_what_the_job_needs_and_trusts_sagemaker(synth, tm
     from load_testing.benchmark import benchmark_request, job_name
 
     write_fake_manifest(tmp_path, BENCH_ENDPOINT, "lmi-vllm", "fp16")
-    deployment = load_config(ROOT / BENCH_CONFIG, "prod", build_root=tmp_path)
-    env = deployment.environment
+    environment_plan = load_config(ROOT / BENCH_CONFIG, "prod", build_root=tmp_path)
+    env = environment_plan.environment
     ctx = StackContext(synth(BENCH_CONFIG, "prod").templates[BENCH_STACK], BENCH_STACK, Where(env.account, env.region))
     lid, role = ctx.find("AWS::IAM::Role", lambda r: r["Properties"].get("RoleName", "").endswith("-benchmark"))
     assert role["Properties"]["AssumeRolePolicyDocument"]["Statement"] == [
         {"Action": "sts:AssumeRole", "Effect": "Allow", "Principal": {"Service": "sagemaker.amazonaws.com"}}
     ]
-    plan = deployment.plan(BENCH_ENDPOINT)
+    plan = environment_plan.plan(BENCH_ENDPOINT)
     output = benchmark_request(plan, account=env.account, region=env.region, partition="aws", name=job_name(plan))[
         "OutputConfig"
     ]["S3OutputLocation"]

@@ -178,7 +178,7 @@ def test_the_publisher_may_use_the_bucket_key_and_a_given_key_is_used_by_arn(tmp
     text = (ROOT / CONFIG).read_text().replace("bucket_key: create", f"bucket_key: '{KEY}'")
     (tmp_path / "given.yaml").write_text(text)
     given = load_config(tmp_path / "given.yaml", "prod")
-    for deployment, key_resource in (
+    for environment_plan, key_resource in (
         (created, {"Fn::GetAtt": [Match.string_like_regexp("BucketKey"), "Arn"]}),
         (given, KEY),
     ):
@@ -186,7 +186,7 @@ def test_the_publisher_may_use_the_bucket_key_and_a_given_key_is_used_by_arn(tmp
         stack = ArtifactStoreStack(
             app,
             "A",
-            deployment=deployment,
+            environment_plan=environment_plan,
             trusted_pipeline=TrustedPipeline("444455556666", "build"),
             env={"account": ACCOUNT, "region": REGION},
         )
@@ -208,7 +208,7 @@ def test_the_publisher_may_use_the_bucket_key_and_a_given_key_is_used_by_arn(tmp
                 }
             },
         )
-        if deployment is given:
+        if environment_plan is given:
             template.resource_count_is("AWS::KMS::Key", 0)
             template.has_resource_properties(
                 "AWS::S3::Bucket",

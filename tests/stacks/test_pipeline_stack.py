@@ -365,8 +365,8 @@ def test_pipeline_config_problems_are_reported(changes, message):
     from endpoint_config import ConfigError
 
     with pytest.raises(ConfigError, match=message):
-        deployments, spec = deployments_with(**changes)
-        check_pipeline(CONFIG, deployments, spec, "us-east-1")
+        environment_plans, spec = deployments_with(**changes)
+        check_pipeline(CONFIG, environment_plans, spec, "us-east-1")
 
 
 def test_pipeline_rules_are_reported_by_load_config(tmp_path):
@@ -452,7 +452,7 @@ def test_synth_warns_what_only_a_pipeline_run_would_show(piped, tmp_path):
     ]
     assert docker_hub_bases(get_system("tensorrt-byoc").own_container) == []  # nvcr.io
 
-    deployments, spec = deployments_with(
+    environment_plans, spec = deployments_with(
         **{"endpoints.0.system": "deepspeed-byoc", "pipeline.stages": ["dev"], "pipeline.manual_approval_before": []}
     )
     app = cdk.App(context=cdk_context(), outdir=str(tmp_path))
@@ -460,7 +460,7 @@ def test_synth_warns_what_only_a_pipeline_run_would_show(piped, tmp_path):
         app,
         "P",
         config_path=CONFIG,
-        deployments=deployments,
+        environment_plans=environment_plans,
         pipeline=spec,
         env={"account": TOOLS, "region": "us-east-1"},
     )

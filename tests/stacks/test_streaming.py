@@ -177,14 +177,14 @@ def test_a_public_url_is_capped_and_warned_about_at_synth(tmp_path):
     }
     config = tmp_path / "config.yaml"
     config.write_text(yaml.safe_dump(raw))
-    deployment = load_config(config, "prod", build_root=tmp_path / "no-build")
-    plan = deployment.plan("chat-vllm")
+    environment_plan = load_config(config, "prod", build_root=tmp_path / "no-build")
+    plan = environment_plan.plan("chat-vllm")
     stack = EndpointStack(
         cdk.App(context=cdk_context()),
         plan.stack_name,
         plan=plan,
         allow_unbuilt=True,
-        image_repository=deployment.image_repository,
+        image_repository=environment_plan.image_repository,
         env={"account": "111122223333", "region": "us-east-1"},
     )
     template = Template.from_stack(stack)

@@ -156,9 +156,9 @@ def servers(tmp_path_factory, tiny_models: dict[str, Path], gpt2_artifact: Path)
 
     torch.set_num_threads(1)
     root = tmp_path_factory.mktemp("accepted-requests")
-    deployment = load_config(_config(root, tiny_models))
+    environment_plan = load_config(_config(root, tiny_models))
     for name in ("tiny-ds", "tiny-trt"):
-        build_endpoint(deployment.endpoint(name), root / name, progress=False)
+        build_endpoint(environment_plan.endpoint(name), root / name, progress=False)
     with (
         running(local_server(gpt2_artifact, endpoint_name="tiny-gpt2"), timeout=60) as hf,
         running(byoc_server(DeepSpeedHandler(), root / "tiny-ds", load_in_background=False), timeout=60) as ds,

@@ -121,12 +121,12 @@ def test_the_chat_block_refuses_what_cannot_work(tmp_path: Path, extra: str, fra
 def test_lmi_vllm_parsers_render_as_lmi_reads_them(tmp_path: Path) -> None:
     """OPTION_X -> option.x (DJL); LMI 27's VllmRbProperties reads enable_auto_tool_choice, tool_call_parser,
     enable_reasoning, reasoning_parser; the endpoint's front doors then read tool calls (CHAT_TOOL_CALLS)."""
-    deployment = load(
+    environment_plan = load(
         tmp_path,
         system="lmi-vllm",
         extra="    chat: {}\n    engine: {tool_call_parser: hermes, reasoning_parser: qwen3}\n",
     )
-    plan = deployment.plans[0]
+    plan = environment_plan.plans[0]
     env = plan.container_environment("bucket")
     assert {k: env[k] for k in env if "TOOL" in k or "REASONING" in k} == {
         "OPTION_ENABLE_AUTO_TOOL_CHOICE": "true",

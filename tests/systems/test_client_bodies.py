@@ -59,9 +59,9 @@ def plan_of(system: str, tmp_path: Path) -> Any:
     from deployment import load_config
 
     name, endpoint = EXAMPLE_OF[system]
-    deployment = load_config(EXAMPLES / name, "dev", build_root=tmp_path / "no-build")
-    plans = [p for p in deployment.plans if p.system.name == system]
-    return plans[0] if endpoint is None else deployment.plan(endpoint)
+    environment_plan = load_config(EXAMPLES / name, "dev", build_root=tmp_path / "no-build")
+    plans = [p for p in environment_plan.plans if p.system.name == system]
+    return plans[0] if endpoint is None else environment_plan.plan(endpoint)
 
 
 def test_every_system_is_covered():

@@ -109,10 +109,10 @@ def build_every_system(root: Path, source_model: Path) -> dict[str, Path]:
     from deployment import load_config
     from model_build.cli import build_endpoint
 
-    deployment = load_config(_config(root, source_model))
+    environment_plan = load_config(_config(root, source_model))
     built = {}
     for system in REGISTRY:
-        build_endpoint(deployment.endpoint(f"tok-{system}"), root / system, progress=False)
+        build_endpoint(environment_plan.endpoint(f"tok-{system}"), root / system, progress=False)
         built[system] = tokenizer_dir(system, root / system)
     return built
 

@@ -35,8 +35,8 @@ def example_plan(system: str) -> EndpointPlan:
         raw = yaml.safe_load(path.read_text())
         if any(e["system"] == system for e in raw["endpoints"]):
             env = next(iter(raw.get("environments") or {}), None)
-            deployment = load_config(path, env)
-            return next(p for p in deployment.plans if p.system.name == system)
+            environment_plan = load_config(path, env)
+            return next(p for p in environment_plan.plans if p.system.name == system)
     raise AssertionError(f"no example config uses system {system!r}")
 
 
@@ -93,8 +93,8 @@ def test_the_invocation_timeout_of_each_mode():
 def test_hf_fastload_ties_the_model_server_timeout_to_the_invocation_and_the_load():
     """summarize-async (production.yaml): 1800 s generations. The model server's one clock also times the model
     load, so it is never below the startup timeout; the old fixed value is gone."""
-    deployment = load_config(ROOT / "config/examples/production.yaml", "prod")
-    plan = deployment.plan("summarize-async")
+    environment_plan = load_config(ROOT / "config/examples/production.yaml", "prod")
+    plan = environment_plan.plan("summarize-async")
     env = plan.container_environment("bucket")
     assert (env["SAGEMAKER_MODEL_SERVER_TIMEOUT_SECONDS"], env["SAGEMAKER_MODEL_SERVER_TIMEOUT"]) == ("1800", "30")
     real_time = dataclasses.replace(plan, spec=plan.spec.model_copy(update={"invocation": Invocation()}))
@@ -126,8 +126,8 @@ HF_VENV_PYTHON = ROOT / ".venv-hf-container" / "bin" / "python"
 def test_the_inference_toolkit_writes_the_timeout_multi_model_server_reads():
     """The real sagemaker-inference (the HF container's venv) turns the plan's environment into MMS's config: the
     seconds key is written, the minutes one agrees (MMS 1.1.11 prefers the seconds key, ConfigManager)."""
-    deployment = load_config(ROOT / "config/examples/production.yaml", "prod")
-    env = deployment.plan("summarize-async").container_environment("bucket")
+    environment_plan = load_config(ROOT / "config/examples/production.yaml", "prod")
+    env = environment_plan.plan("summarize-async").container_environment("bucket")
     # model_server.py imports pkg_resources (setuptools, in the image; not in this venv) for resource_filename only:
     # a stand-in that resolves the package's own files the same way.
     code = (

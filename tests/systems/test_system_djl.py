@@ -161,30 +161,30 @@ def djl_build(tmp_path_factory: pytest.TempPathFactory, djl_config: Path, tiny_t
     from deployment import load_config
     from model_build.cli import build_endpoint
 
-    deployment = load_config(djl_config)
+    environment_plan = load_config(djl_config)
     root = tmp_path_factory.mktemp("djl-builds")
     built: dict[str, Path] = {}
 
     def build(name: str) -> Path:
         if name not in built:
-            build_endpoint(deployment.endpoint(name), root / name, progress=False)
+            build_endpoint(environment_plan.endpoint(name), root / name, progress=False)
             built[name] = root / name
         return built[name]
 
     def endpoint(name: str):
         if name == "ds-t5":  # the config loader refuses it already (systems/checks.py); the recipe must too
-            return deployment.endpoint("ds").model_copy(
+            return environment_plan.endpoint("ds").model_copy(
                 update={"name": "ds-t5", "model": str(tiny_t5), "tensor_parallel_degree": 1}
             )
         if (
             name == "vllm-len"
         ):  # refused at load too (systems/checks.py unprofiled_engine_problems); the recipe must too
-            vllm = deployment.endpoint("vllm")
+            vllm = environment_plan.endpoint("vllm")
             return vllm.model_copy(update={"name": name, "engine": {**vllm.engine, "max_model_len": 4096}})
         if name in BAD_ENGINE:  # likewise refused by the config (deployment.endpoint_rules); the recipe must too
             base, engine = BAD_ENGINE[name]
-            return deployment.endpoint(base).model_copy(update={"name": name, "engine": dict(engine)})
-        return deployment.endpoint(name)
+            return environment_plan.endpoint(base).model_copy(update={"name": name, "engine": dict(engine)})
+        return environment_plan.endpoint(name)
 
     build.endpoint = endpoint  # type: ignore[attr-defined]
     return build
@@ -1066,8 +1066,8 @@ def test_example_config(system: str) -> None:
     path = REPO_ROOT / "config" / "examples" / f"{system}.yaml"
     text = path.read_text()
     assert text.startswith("#") and "project: llm-endpoints" in text
-    deployment = load_config(path, "dev")
-    (ep,) = deployment.endpoints
+    environment_plan = load_config(path, "dev")
+    (ep,) = environment_plan.endpoints
     assert ep.system == system and ep.instance_type == "ml.g5.12xlarge" and ep.volume_size_gb is None
     s = get_system(system)
     copies = s.model_copies(ep, parse_instance_type(ep.instance_type))

@@ -146,11 +146,11 @@ def test_sglang_refusals(tmp_path, engine, tp, expected):
 
 
 def test_sglang_accepts_what_fits(tmp_path):
-    deployment = load(
+    environment_plan = load(
         tmp_path,
         endpoint_yaml(
             "a", "sglang", "Qwen/Qwen3-30B-A3B", "ml.g6e.12xlarge", tp=2, engine={"mem_fraction_static": 0.7}
         ),
         endpoint_yaml("b", "sglang", "Qwen/Qwen3-30B-A3B", "ml.g6e.12xlarge", tp=4, engine={"tp_size": 4}),
     )
-    assert [p.container_environment("b")["SM_SGLANG_TP_SIZE"] for p in deployment.plans] == ["2", "4"]
+    assert [p.container_environment("b")["SM_SGLANG_TP_SIZE"] for p in environment_plan.plans] == ["2", "4"]

@@ -286,8 +286,8 @@ ACCEPTED = [
 
 
 def test_accepted_where_it_fits(tmp_path):
-    deployment = load(tmp_path, *ACCEPTED)
-    assert all(plan.unsized_warning is None for plan in deployment.plans)
+    environment_plan = load(tmp_path, *ACCEPTED)
+    assert all(plan.unsized_warning is None for plan in environment_plan.plans)
 
 
 def test_load_checks_a_local_models_own_config(tmp_path, tiny_chat_models):

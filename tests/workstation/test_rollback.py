@@ -30,7 +30,7 @@ OLD, NEW = "a" * 64, "b" * 64
 
 
 @pytest.fixture
-def deployment(tmp_path: Path):
+def environment_plan(tmp_path: Path):
     path = tmp_path / "config.yaml"
     path.write_text(
         yaml.safe_dump(
@@ -46,10 +46,10 @@ def deployment(tmp_path: Path):
     return load_config(path, "dev")
 
 
-def template(deployment, content_hash: str, pad: int = 0) -> str:
+def template(environment_plan, content_hash: str, pad: int = 0) -> str:
     """The endpoint stack's SageMaker resources as the project's templates have them (a Model on the artifact's
     prefix, an EndpointConfig naming it, the Endpoint), a stand-in for the synthesized template."""
-    plan = deployment.plan("chat")
+    plan = environment_plan.plan("chat")
     bucket = artifact_bucket_name("rb", "dev", ACCOUNT, REGION)
     tags = [{"Key": "artifact", "Value": content_hash}]  # see the module docstring: moto follows template text only
     body = {
@@ -102,10 +102,10 @@ def template(deployment, content_hash: str, pad: int = 0) -> str:
     return json.dumps(body)
 
 
-def serving(deployment) -> set[str]:
+def serving(environment_plan) -> set[str]:
     from model_build.rollback import running_hashes
 
-    plan = deployment.plan("chat")
+    plan = environment_plan.plan("chat")
     return running_hashes(boto3.Session(), plan.stack_name, plan.endpoint_name, "chat")
 
 
@@ -123,81 +123,93 @@ def closed_port_runtime():
     )
 
 
-def deploy_new_version(deployment, tmp_path: Path, pad: int = 0):
+def deploy_new_version(environment_plan, tmp_path: Path, pad: int = 0):
     """Deploy OLD, snapshot it as `make deploy` does, then deploy NEW over it."""
     cfn = boto3.client("cloudformation")
-    stack = deployment.plan("chat").stack_name
+    stack = environment_plan.plan("chat").stack_name
     boto3.client("s3").create_bucket(Bucket=artifact_bucket_name("rb", "dev", ACCOUNT, REGION))
-    cfn.create_stack(StackName=stack, TemplateBody=template(deployment, OLD, pad))
-    snapshots = take_snapshots(deployment, boto3.Session(), tmp_path / "rollback", echo=lambda _: None)
-    cfn.update_stack(StackName=stack, TemplateBody=template(deployment, NEW))  # what `cdk deploy` does on AWS
-    assert serving(deployment) == {NEW}
+    cfn.create_stack(StackName=stack, TemplateBody=template(environment_plan, OLD, pad))
+    snapshots = take_snapshots(environment_plan, boto3.Session(), tmp_path / "rollback", echo=lambda _: None)
+    cfn.update_stack(StackName=stack, TemplateBody=template(environment_plan, NEW))  # what `cdk deploy` does on AWS
+    assert serving(environment_plan) == {NEW}
     return snapshots
 
 
-def test_a_failed_smoke_test_rolls_the_endpoint_back_to_the_artifact_it_served(moto_env, deployment, tmp_path):
+def test_a_failed_smoke_test_rolls_the_endpoint_back_to_the_artifact_it_served(moto_env, environment_plan, tmp_path):
     """Before: DeployError("smoke test of chat failed ...") and the endpoint kept serving NEW."""
-    snapshots = deploy_new_version(deployment, tmp_path)
+    snapshots = deploy_new_version(environment_plan, tmp_path)
     with pytest.raises(DeployError) as err:
         check_or_roll_back(
-            deployment, snapshots, session=boto3.Session(), runtime_client=closed_port_runtime(), echo=lambda _: None
+            environment_plan,
+            snapshots,
+            session=boto3.Session(),
+            runtime_client=closed_port_runtime(),
+            echo=lambda _: None,
         )
     message = str(err.value)
     assert message.startswith("smoke test of chat failed")
-    assert f"rolled back: endpoint {deployment.plan('chat').endpoint_name} serves {OLD[:12]} again" in message
-    assert serving(deployment) == {OLD}
+    assert f"rolled back: endpoint {environment_plan.plan('chat').endpoint_name} serves {OLD[:12]} again" in message
+    assert serving(environment_plan) == {OLD}
 
 
-def test_a_template_over_the_body_limit_goes_by_url(moto_env, deployment, tmp_path):
+def test_a_template_over_the_body_limit_goes_by_url(moto_env, environment_plan, tmp_path):
     """UpdateStack takes at most 51,200 bytes of TemplateBody: a larger previous template is put in the artifact
     bucket and passed by URL."""
-    snapshots = deploy_new_version(deployment, tmp_path, pad=60_000)
+    snapshots = deploy_new_version(environment_plan, tmp_path, pad=60_000)
     bucket = artifact_bucket_name("rb", "dev", ACCOUNT, REGION)
     with pytest.raises(DeployError, match=f"serves {OLD[:12]} again"):
         check_or_roll_back(
-            deployment,
+            environment_plan,
             snapshots,
             session=boto3.Session(),
             runtime_client=closed_port_runtime(),
             bucket=bucket,
             echo=lambda _: None,
         )
-    assert serving(deployment) == {OLD}
+    assert serving(environment_plan) == {OLD}
     keys = [o["Key"] for o in boto3.client("s3").list_objects_v2(Bucket=bucket)["Contents"]]
-    assert len(keys) == 1 and keys[0].startswith(f"rollback/{deployment.plan('chat').stack_name}/")
+    assert len(keys) == 1 and keys[0].startswith(f"rollback/{environment_plan.plan('chat').stack_name}/")
 
 
-def test_a_first_deploy_has_nothing_to_roll_back_to_and_says_so(moto_env, deployment, tmp_path):
-    snapshots = take_snapshots(deployment, boto3.Session(), tmp_path, echo=lambda _: None)
+def test_a_first_deploy_has_nothing_to_roll_back_to_and_says_so(moto_env, environment_plan, tmp_path):
+    snapshots = take_snapshots(environment_plan, boto3.Session(), tmp_path, echo=lambda _: None)
     assert snapshots == {}
     boto3.client("cloudformation").create_stack(
-        StackName=deployment.plan("chat").stack_name, TemplateBody=template(deployment, NEW)
+        StackName=environment_plan.plan("chat").stack_name, TemplateBody=template(environment_plan, NEW)
     )
     with pytest.raises(DeployError, match="first deployed by this deploy: there is no earlier version"):
         check_or_roll_back(
-            deployment, snapshots, session=boto3.Session(), runtime_client=closed_port_runtime(), echo=lambda _: None
+            environment_plan,
+            snapshots,
+            session=boto3.Session(),
+            runtime_client=closed_port_runtime(),
+            echo=lambda _: None,
         )
-    assert serving(deployment) == {NEW}
+    assert serving(environment_plan) == {NEW}
 
 
-def test_a_rollback_that_cannot_run_names_the_exact_command(moto_env, deployment, tmp_path):
+def test_a_rollback_that_cannot_run_names_the_exact_command(moto_env, environment_plan, tmp_path):
     """The stack is gone before the rollback (here: deleted): the message names the AWS CLI command with the saved
     previous template, which holds what the stack had."""
-    snapshots = deploy_new_version(deployment, tmp_path)
-    stack = deployment.plan("chat").stack_name
+    snapshots = deploy_new_version(environment_plan, tmp_path)
+    stack = environment_plan.plan("chat").stack_name
     boto3.client("cloudformation").delete_stack(StackName=stack)
     with pytest.raises(DeployError) as err:
         check_or_roll_back(
-            deployment, snapshots, session=boto3.Session(), runtime_client=closed_port_runtime(), echo=lambda _: None
+            environment_plan,
+            snapshots,
+            session=boto3.Session(),
+            runtime_client=closed_port_runtime(),
+            echo=lambda _: None,
         )
     saved = tmp_path / "rollback" / f"{stack}.previous.template"
     assert "NOT rolled back" in str(err.value)
     assert f"aws cloudformation update-stack --stack-name {stack} --template-body file://{saved}" in str(err.value)
-    assert json.loads(saved.read_text()) == json.loads(template(deployment, OLD))
+    assert json.loads(saved.read_text()) == json.loads(template(environment_plan, OLD))
 
 
 @pytest.mark.parametrize("status", ["UPDATE_ROLLBACK_FAILED", "UPDATE_IN_PROGRESS"])
-def test_a_stack_in_an_unsettled_status_has_no_version_to_return_to(moto_env, deployment, status):
+def test_a_stack_in_an_unsettled_status_has_no_version_to_return_to(moto_env, environment_plan, status):
     cfn = boto3.client("cloudformation")
 
     class Session:
@@ -207,4 +219,4 @@ def test_a_stack_in_an_unsettled_status_has_no_version_to_return_to(moto_env, de
     with Stubber(cfn) as stub:
         stub.add_response("describe_stacks", {"Stacks": [{"StackName": "s", "CreationTime": 0, "StackStatus": status}]})
         with pytest.raises(RollbackError, match=f"is {status}: .*no version to return to"):
-            take_snapshot(Session(), deployment.plan("chat"))
+            take_snapshot(Session(), environment_plan.plan("chat"))
