@@ -441,6 +441,34 @@ def invoke(
     return 200, {"endpoint": endpoint_name, "outputs": outputs, "latency_ms": answer["latency_ms"]}
 
 
+def sagemaker_call(
+    endpoint_name: str, call: Callable[[], Any], *, started: float, log: dict, keep_model_message: bool, waiting: str
+) -> tuple[int, Any]:
+    """`call()` (a SageMaker Runtime request begun at `started`): (200, what it returns), or the error (status, body)
+    every front door answers: map_client_error for SageMaker's refusals, 504 when the endpoint did not `waiting` in
+    time, 500 for no credentials or a setup error, 502 when SageMaker could not be reached. `log` gets the AWS error."""
+    try:
+        return 200, call()
+    except SetupError as e:
+        return _error(500, "configuration", str(e))
+    except botocore.exceptions.ClientError as e:
+        log["aws_error"] = str(e)[:500]
+        return map_client_error(e, endpoint_name, keep_model_message=keep_model_message)
+    except (botocore.exceptions.ReadTimeoutError, botocore.exceptions.ConnectTimeoutError) as e:
+        elapsed = time.monotonic() - started
+        log["aws_error"] = type(e).__name__
+        return _error(504, "timeout", f"endpoint {endpoint_name!r} did not {waiting} within {elapsed:.0f} s")
+    except botocore.exceptions.NoCredentialsError as e:
+        return _error(500, "configuration", f"no AWS credentials: {e}")
+    except (
+        botocore.exceptions.EndpointConnectionError,
+        botocore.exceptions.ConnectionError,
+        botocore.exceptions.HTTPClientError,
+    ) as e:
+        log["aws_error"] = str(e)[:500]
+        return _error(502, "upstream_error", f"could not reach SageMaker: {type(e).__name__}")
+
+
 def call_endpoint(
     endpoint_name: str,
     request: dict,
@@ -453,37 +481,26 @@ def call_endpoint(
     """InvokeEndpoint with `request` (already checked): (200, {"json": the decoded answer, "latency_ms"}), or the
     error (status, body) every front door answers (map_client_error, timeouts, connection failures)."""
     body = json.dumps(request, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-    started = time.monotonic()
-    try:
-        client = client or get_client()
-        # InferenceComponentName: which component's model runs, on an endpoint that hosts inference components.
-        component = {"InferenceComponentName": inference_component} if inference_component else {}
-        response = client.invoke_endpoint(
+    # InferenceComponentName: which component's model runs, on an endpoint that hosts inference components.
+    component = {"InferenceComponentName": inference_component} if inference_component else {}
+
+    def call() -> tuple[dict, bytes]:
+        response = (client or get_client()).invoke_endpoint(
             EndpointName=endpoint_name,
             **component,
             ContentType="application/json",
             Accept="application/json",
             Body=body,
         )
-        raw = response["Body"].read()
-    except SetupError as e:
-        return _error(500, "configuration", str(e))
-    except botocore.exceptions.ClientError as e:
-        log["aws_error"] = str(e)[:500]
-        return map_client_error(e, endpoint_name, keep_model_message=keep_model_message)
-    except (botocore.exceptions.ReadTimeoutError, botocore.exceptions.ConnectTimeoutError) as e:
-        elapsed = time.monotonic() - started
-        log["aws_error"] = type(e).__name__
-        return _error(504, "timeout", f"endpoint {endpoint_name!r} did not answer within {elapsed:.0f} s")
-    except botocore.exceptions.NoCredentialsError as e:
-        return _error(500, "configuration", f"no AWS credentials: {e}")
-    except (
-        botocore.exceptions.EndpointConnectionError,
-        botocore.exceptions.ConnectionError,
-        botocore.exceptions.HTTPClientError,
-    ) as e:
-        log["aws_error"] = str(e)[:500]
-        return _error(502, "upstream_error", f"could not reach SageMaker: {type(e).__name__}")
+        return response, response["Body"].read()
+
+    started = time.monotonic()
+    status, result = sagemaker_call(
+        endpoint_name, call, started=started, log=log, keep_model_message=keep_model_message, waiting="answer"
+    )
+    if status != 200:
+        return status, result
+    response, raw = result
     latency_ms = int(round((time.monotonic() - started) * 1000))
 
     try:

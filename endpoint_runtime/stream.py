@@ -230,34 +230,20 @@ def _start(
     keep_model_message: bool = False,
 ) -> tuple[int, dict]:
     """InvokeEndpointWithResponseStream: (200, {"events", "started"}) or the error every front door answers."""
-    started = time.monotonic()
-    try:
-        client = client or get_client()
-        # InferenceComponentName: as InvokeEndpoint's, which component's model runs (botocore sagemaker-runtime model).
-        component = {"InferenceComponentName": inference_component} if inference_component else {}
-        response = client.invoke_endpoint_with_response_stream(
+    # InferenceComponentName: as InvokeEndpoint's, which component's model runs (botocore sagemaker-runtime model).
+    component = {"InferenceComponentName": inference_component} if inference_component else {}
+
+    def call() -> Any:
+        return (client or get_client()).invoke_endpoint_with_response_stream(
             EndpointName=endpoint_name, ContentType="application/json", Accept=accept, Body=body, **component
         )
-    except SetupError as e:
-        return 500, {"error": str(e), "error_type": "configuration"}
-    except botocore.exceptions.ClientError as e:
-        log["aws_error"] = str(e)[:500]
-        return invoke.map_client_error(e, endpoint_name, keep_model_message=keep_model_message)
-    except (botocore.exceptions.ReadTimeoutError, botocore.exceptions.ConnectTimeoutError) as e:
-        log["aws_error"] = type(e).__name__
-        return 504, {
-            "error": f"endpoint {endpoint_name!r} did not start answering within {time.monotonic() - started:.0f} s",
-            "error_type": "timeout",
-        }
-    except botocore.exceptions.NoCredentialsError as e:
-        return 500, {"error": f"no AWS credentials: {e}", "error_type": "configuration"}
-    except (
-        botocore.exceptions.EndpointConnectionError,
-        botocore.exceptions.ConnectionError,
-        botocore.exceptions.HTTPClientError,
-    ) as e:
-        log["aws_error"] = str(e)[:500]
-        return 502, {"error": f"could not reach SageMaker: {type(e).__name__}", "error_type": "upstream_error"}
+
+    started = time.monotonic()
+    status, response = invoke.sagemaker_call(
+        endpoint_name, call, started=started, log=log, keep_model_message=keep_model_message, waiting="start answering"
+    )
+    if status != 200:
+        return status, response
     return 200, {"events": response["Body"], "started": started}
 
 

@@ -38,6 +38,24 @@ def _objects_arn(bucket_name: str, pattern: str) -> str:
     return f"arn:{Aws.PARTITION}:s3:::{bucket_name}/{pattern}"
 
 
+def grant_results(
+    role: iam.Role, actions: list[str], objects: str, bucket_key: BucketKeyRef | None, *, why: str
+) -> None:
+    """`actions` on `objects` (an endpoint's results, named when they are written: a wildcard cdk-nag is told `why`
+    of) and, with a bucket key, its use through S3."""
+    role.add_to_principal_policy(iam.PolicyStatement(actions=actions, resources=[objects]))
+    if bucket_key is not None:
+        bucket_key.grant_s3_use(role)
+    acknowledge(role, f"AwsSolutions-IAM5[Resource::{nag_text(objects)}]", why)
+    if bucket_key is not None and bucket_key.alias_name is not None:
+        acknowledge(
+            role,
+            "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:kms:<AWS::Region>:<AWS::AccountId>:key/*]",
+            "The created bucket key is named by its alias (kms:ResourceAliases) and used only through S3 "
+            "(kms:ViaService): its key id is known only to the artifact stack.",
+        )
+
+
 def gate_role_name(plan: EndpointPlan) -> str:
     return role_name(plan.project, plan.environment_name, plan.name, "slo")
 
@@ -74,25 +92,14 @@ class SloGateRole(Construct):
                 conditions={"StringLike": {"s3:prefix": [f"{prefix}*"]}},
             )
         )
-        objects = _objects_arn(bucket_name, f"{prefix}*")
-        self.role.add_to_principal_policy(
-            iam.PolicyStatement(actions=["s3:GetObject", "s3:PutObject"], resources=[objects])
-        )
-        if bucket_key is not None:
-            bucket_key.grant_s3_use(self.role)
-        acknowledge(
+        grant_results(
             self.role,
-            f"AwsSolutions-IAM5[Resource::{nag_text(objects)}]",
-            "The gate keeps each result under its artifact hash and time (loadtest/<endpoint>/<hash>/<time>.json) and "
-            "reads earlier ones back: names known only when it runs, within this endpoint's prefix of one bucket.",
+            ["s3:GetObject", "s3:PutObject"],
+            _objects_arn(bucket_name, f"{prefix}*"),
+            bucket_key,
+            why="The gate keeps each result under its artifact hash and time (loadtest/<endpoint>/<hash>/<time>.json) "
+            "and reads earlier ones back: names known only when it runs, within this endpoint's prefix of one bucket.",
         )
-        if bucket_key is not None and bucket_key.alias_name is not None:
-            acknowledge(
-                self.role,
-                "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:kms:<AWS::Region>:<AWS::AccountId>:key/*]",
-                "The created bucket key is named by its alias (kms:ResourceAliases) and used only through S3 "
-                "(kms:ViaService): its key id is known only to the artifact stack.",
-            )
 
 
 class ManagedBenchmark(Construct):
@@ -129,23 +136,14 @@ class ManagedBenchmark(Construct):
             description=f"Assumed by SageMaker for AI benchmark jobs of endpoint {plan.endpoint_name}",
         )
         endpoint.grant_invoke(self.role)
-        outputs = _objects_arn(bucket_name, f"{plan.loadtest_prefix}*/managed/*")
-        self.role.add_to_principal_policy(iam.PolicyStatement(actions=["s3:PutObject"], resources=[outputs]))
-        if bucket_key is not None:
-            bucket_key.grant_s3_use(self.role)
-        acknowledge(
+        grant_results(
             self.role,
-            f"AwsSolutions-IAM5[Resource::{nag_text(outputs)}]",
-            "A benchmark job writes its results under loadtest/<endpoint>/<artifact hash>/managed/<job>/, "
+            ["s3:PutObject"],
+            _objects_arn(bucket_name, f"{plan.loadtest_prefix}*/managed/*"),
+            bucket_key,
+            why="A benchmark job writes its results under loadtest/<endpoint>/<artifact hash>/managed/<job>/, "
             "named when the job starts: within this endpoint's prefix of one bucket.",
         )
-        if bucket_key is not None and bucket_key.alias_name is not None:
-            acknowledge(
-                self.role,
-                "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:kms:<AWS::Region>:<AWS::AccountId>:key/*]",
-                "The created bucket key is named by its alias (kms:ResourceAliases) and used only through S3 "
-                "(kms:ViaService): its key id is known only to the artifact stack.",
-            )
 
         jobs = stack.format_arn(
             service="sagemaker", resource="ai-benchmark-job", resource_name=f"{plan.endpoint_name}-*"

@@ -29,29 +29,12 @@ STREAM_CODE = LAMBDA_ROOT / "stream"
 ADAPTER_ACCOUNT = "753240598075"
 ADAPTER_LAYER_NAME = "LambdaAdapterLayerArm64"  # the function runs on arm64 (_PythonFunction)
 ADAPTER_LAYER_VERSION = 25  # v0.9.1
-LAYER_REGIONS = (
-    "af-south-1",
-    "ap-east-1",
-    "ap-northeast-1",
-    "ap-northeast-2",
-    "ap-northeast-3",
-    "ap-south-1",
-    "ap-southeast-1",
-    "ap-southeast-2",
-    "ap-southeast-3",
-    "ca-central-1",
-    "eu-central-1",
-    "eu-north-1",
-    "eu-south-1",
-    "eu-west-1",
-    "eu-west-2",
-    "eu-west-3",
-    "me-south-1",
-    "sa-east-1",
-    "us-east-1",
-    "us-east-2",
-    "us-west-1",
-    "us-west-2",
+# The regions the adapter release workflow lists with arm64_supported (v0.9.1 .github/workflows/prod.json; see
+# docs/design/front-doors.md).
+LAYER_REGIONS = tuple(
+    "af-south-1 ap-east-1 ap-northeast-1 ap-northeast-2 ap-northeast-3 ap-south-1 ap-southeast-1 "
+    "ap-southeast-2 ap-southeast-3 ca-central-1 eu-central-1 eu-north-1 eu-south-1 eu-west-1 eu-west-2 "
+    "eu-west-3 me-south-1 sa-east-1 us-east-1 us-east-2 us-west-1 us-west-2".split()
 )
 # The synth warning of a public streaming URL (auth none).
 PUBLIC_STREAM_WARNING_ID = "llm-endpoints:public-stream-url"

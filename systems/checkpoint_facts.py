@@ -266,6 +266,17 @@ MXFP4_BITS_PER_WEIGHT = 4 + 8 / 32
 #   openai/gpt-oss-20b: https://huggingface.co/openai/gpt-oss-20b/blob/main/config.json as quoted in tinygrad's
 #     GPT-OSS test (TORCH_PARAMS["20B"]), transformers_version 4.57.0.
 # Unverified against the Hub files themselves; a config that differs is caught at build, which reads the real files.
+# What Qwen3-32B and Qwen3-30B-A3B's config.json files both say of attention, context and vocabulary (one
+# Qwen3 tokenizer, one attention layout), the last keys of each.
+_QWEN3_ATTENTION_AND_VOCABULARY: dict[str, Any] = {
+    "head_dim": 128,
+    "max_position_embeddings": 40960,
+    "sliding_window": None,
+    "use_sliding_window": False,
+    "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
+    "vocab_size": 151936,
+}
 KNOWN_CHECKPOINTS: dict[str, dict[str, Any]] = {
     "Qwen/Qwen3-32B": {
         "architectures": ["Qwen3ForCausalLM"],
@@ -275,13 +286,7 @@ KNOWN_CHECKPOINTS: dict[str, dict[str, Any]] = {
         "num_hidden_layers": 64,
         "num_attention_heads": 64,
         "num_key_value_heads": 8,
-        "head_dim": 128,
-        "max_position_embeddings": 40960,
-        "sliding_window": None,
-        "use_sliding_window": False,
-        "tie_word_embeddings": False,
-        "torch_dtype": "bfloat16",
-        "vocab_size": 151936,
+        **_QWEN3_ATTENTION_AND_VOCABULARY,
     },
     "Qwen/Qwen3-30B-A3B": {
         "architectures": ["Qwen3MoeForCausalLM"],
@@ -296,13 +301,7 @@ KNOWN_CHECKPOINTS: dict[str, dict[str, Any]] = {
         "num_hidden_layers": 48,
         "num_attention_heads": 32,
         "num_key_value_heads": 4,
-        "head_dim": 128,
-        "max_position_embeddings": 40960,
-        "sliding_window": None,
-        "use_sliding_window": False,
-        "tie_word_embeddings": False,
-        "torch_dtype": "bfloat16",
-        "vocab_size": 151936,
+        **_QWEN3_ATTENTION_AND_VOCABULARY,
     },
     "meta-llama/Llama-3.1-8B-Instruct": {
         "architectures": ["LlamaForCausalLM"],

@@ -137,10 +137,9 @@ def load_source(
     source: Path,
     load: Callable[[Path], tuple[Any, Any]],
     *,
-    name_endpoint: bool = True,
     weight_limit_bytes: int | None = None,
 ) -> tuple[Any, Any]:
-    """`load(source)`, with any failure as a BuildError naming the model (and, by default, the endpoint).
+    """`load(source)`, with any failure as a BuildError naming the endpoint and its model.
 
     Every recipe reads its source weights here, so here the build first knows their real size: weights that do
     not fit the endpoint's GPUs (systems.checks.built_weights_problem; `weight_limit_bytes` replaces the
@@ -149,9 +148,8 @@ def load_source(
     try:
         model, tokenizer = load(source)
     except Exception as err:
-        prefix = f"endpoint {endpoint.name!r}: " if name_endpoint else ""
         raise BuildError(
-            f"{prefix}model {endpoint.model!r} failed to load from {source}: {type(err).__name__}: {err}"
+            f"endpoint {endpoint.name!r}: model {endpoint.model!r} failed to load from {source}: {type(err).__name__}: {err}"
         ) from None
     from systems.checks import built_weights_problem
 
@@ -255,7 +253,6 @@ def run_recipe(
     progress: bool,
     *,
     source: Path,
-    source_config: Mapping[str, Any],
     write: Sequence[tuple[str, Callable[[Any, Any], None]]],
     fields: Callable[[], dict[str, Any]],
     reload: Callable[[], tuple[Any, Any]] | None = None,
@@ -265,7 +262,6 @@ def run_recipe(
     failure: str = "the written artifact does not reproduce the source model",
     verify: Callable[[Any, Any], dict[str, Any]] | None = None,
     verify_label: str = "verify",
-    name_endpoint: bool = True,
     model_extra: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The one recipe skeleton: load the source, compute its reference outputs, write, reload, compare, manifest.
@@ -277,7 +273,8 @@ def run_recipe(
     written artifact, compared with the source within TOLERANCE[dtype] (compare_with_source: `note`,
     `failure`); or, instead, `verify(model, tokenizer)` with the source model kept, which returns the
     manifest's `verification` or raises. The manifest: write_build_manifest with `fields()`, then
-    `verification`; its `system` is endpoint.system (the registry picked this recipe by it).
+    `verification`; its `system` is endpoint.system (the registry picked this recipe by it), its model facts the
+    source's config.json.
     """
     from tqdm.auto import tqdm
 
@@ -288,7 +285,7 @@ def run_recipe(
     steps.set_postfix_str("load source")
     if load is None:
         load = lambda path: load_pretrained(path, endpoint.dtype)
-    model, tokenizer = load_source(endpoint, source, load, name_endpoint=name_endpoint)
+    model, tokenizer = load_source(endpoint, source, load)
     parameter_count = sum(p.numel() for p in model.parameters())
     expected = reference(model, tokenizer) if verify is None else None
     steps.update()
@@ -318,7 +315,7 @@ def run_recipe(
         out_dir,
         endpoint,
         system=endpoint.system,
-        source_config=source_config,
+        source_config=read_model_config(source),
         parameter_count=parameter_count,
         progress=progress,
         model_extra=model_extra,

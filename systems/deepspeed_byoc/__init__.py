@@ -12,16 +12,8 @@ from __future__ import annotations
 from typing import ClassVar, Literal
 
 from endpoint_config import EndpointSpec
-from systems.base import (
-    Capability,
-    EngineOptions,
-    MaxBatchSize,
-    MaxModelLen,
-    OwnContainer,
-    ServingSystem,
-    byoc_request_timeout,
-)
-from systems.chat import BYOC_NO_CHAT
+from systems.base import EngineOptions, MaxBatchSize, MaxModelLen
+from systems.byoc_system import byoc_system
 
 HANDLER = "handler:DeepSpeedHandler"  # the module lies in /opt/program in the image
 
@@ -76,31 +68,16 @@ def container_environment(endpoint: EndpointSpec) -> dict[str, str]:
     return env
 
 
-SYSTEM = ServingSystem(
-    request_timeout=byoc_request_timeout(),
+SYSTEM = byoc_system(
     name="deepspeed-byoc",
     engine_options=DeepSpeedByocEngineOptions,
     recipe="systems.deepspeed_byoc.recipe",
     summary="DeepSpeed-Inference kernel injection (fp16, tensor parallel) in our own container, sharded safetensors",
-    own_container=OwnContainer(
-        dockerfile="systems/deepspeed_byoc/container/Dockerfile",
-        include=(
-            "systems/byoc_server",
-            "request_contract.py",
-            "chat_contract.py",
-            "systems/deepspeed_byoc/handler/handler.py",
-        ),
-    ),
+    dockerfile="systems/deepspeed_byoc/container/Dockerfile",
+    handler_files=("systems/deepspeed_byoc/handler/handler.py",),
     environment=container_environment,
-    architectures=("decoder",),
-    gpu_only=True,
     # The kernels are compiled into the image, but loading 12 GB and injecting takes a few minutes.
     default_download_timeout_s=900,
     default_startup_timeout_s=900,
     engine_notes="DeepSpeed 0.12.6 kernel injection with transformers 4.36.2 (see the Dockerfile for the pins)",
-    streaming=Capability.no("our own container server (systems/byoc_server) answers /invocations with one whole reply"),
-    chat=BYOC_NO_CHAT,
-    inference_components=Capability.no(
-        "our own container has never run as an inference component (only a GPU account can show that it keeps to the GPUs and memory SageMaker gives it)"
-    ),
 )

@@ -133,8 +133,6 @@ def build(endpoint: EndpointSpec, out_dir: Path, progress: bool = True) -> dict[
         out_dir,
         progress,
         source=source,
-        source_config=source_config,
-        name_endpoint=False,
         write=[("write safetensors", write_weights), ("tokenizer + engine config", write_engine_config)],
         reload=reload,  # dtype: DTYPE, the only one check_endpoint allows
         note={"path": "transformers (non-injected), build machine; kernel injection is checked on a GPU"},

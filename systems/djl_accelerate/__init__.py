@@ -13,20 +13,12 @@ from __future__ import annotations
 from typing import Literal
 
 from endpoint_config import EndpointSpec
-from systems.base import Capability, MaxBatchSize
-from systems.chat import LEGACY_DJL_NO_CHAT
-from systems.djl_common import (
-    MODEL_LOADING_TIMEOUT_S,
-    SAGEMAKER_MODEL_DIR,
-    DjlEngineOptions,
-    djl_request_timeout,
-    djl_system,
-)
+from systems.base import MaxBatchSize
+from systems.djl_common import DjlEngineOptions, handler_serving_properties, legacy_djl_system
 from systems.images import DJL_DEEPSPEED_LEGACY
 
 ENTRY_POINT = "djl_python.huggingface"
 DEFAULT_STARTUP_TIMEOUT_S = 600
-MAX_BATCH_DELAY_MS = 100
 
 
 class AccelerateEngineOptions(DjlEngineOptions):
@@ -49,23 +41,9 @@ def serving_properties(endpoint: EndpointSpec) -> dict[str, str]:
     option.model_id=/opt/ml/model and option.model_loading_timeout: as in djl-deepspeed.
     """
     engine = AccelerateEngineOptions.parse(endpoint)
-    props = {
-        "engine": "Python",
-        "option.entryPoint": engine.entry_point or ENTRY_POINT,
-        "option.model_id": SAGEMAKER_MODEL_DIR,
-        "option.task": "text-generation",
-        "option.dtype": endpoint.dtype,
-        "option.tensor_parallel_degree": str(endpoint.tensor_parallel_degree),
-        "option.device_map": "auto",
-        "option.rolling_batch": "disable",
-        "option.model_loading_timeout": str(MODEL_LOADING_TIMEOUT_S),
-    }
-    if engine.custom_handler:
-        props["option.entryPoint"] = "model.py"
-    if engine.max_batch_size is not None:
-        props["batch_size"] = str(engine.max_batch_size)
-        props["max_batch_delay"] = str(MAX_BATCH_DELAY_MS)
-    return props
+    return handler_serving_properties(
+        endpoint, engine, engine="Python", entry_point=ENTRY_POINT, placement={"option.device_map": "auto"}
+    )
 
 
 def container_environment(endpoint: EndpointSpec) -> dict[str, str]:
@@ -74,8 +52,10 @@ def container_environment(endpoint: EndpointSpec) -> dict[str, str]:
     return {}
 
 
-SYSTEM = djl_system(
-    request_timeout=djl_request_timeout(serving_properties),
+SYSTEM = legacy_djl_system(
+    djl_version="0.27",
+    maintained_replacement="lmi-vllm",
+    serving_properties=serving_properties,
     engine_options=AccelerateEngineOptions,
     name="djl-accelerate",
     recipe="systems.djl_accelerate.recipe",
@@ -86,13 +66,6 @@ SYSTEM = djl_system(
     engine_notes=(
         "DJL starts one model copy per tensor_parallel_degree GPUs (ml.g5.12xlarge, 4 GPUs, degree 2: 2 copies); "
         "accelerate splits each copy layer-wise over its GPUs (fits larger models, no tensor-parallel speed-up)."
-    ),
-    streaming=Capability.no(
-        "it runs a retired DJL image (0.27) with this project's non-streaming handler configuration; use lmi-vllm or lmi-trtllm"
-    ),
-    chat=LEGACY_DJL_NO_CHAT,
-    inference_components=Capability.no(
-        "a legacy system pinned to a retired DJL 0.27 image, not documented for inference components; its maintained replacement lmi-vllm runs as one"
     ),
 )
 

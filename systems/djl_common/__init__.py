@@ -17,11 +17,12 @@ import math
 import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 from artifact import BuildError
 from endpoint_config import EndpointSpec
-from systems.base import EngineOptions, RequestTimeout, ServingSystem
+from systems.base import Capability, EngineOptions, RequestTimeout, ServingSystem
+from systems.chat import LEGACY_DJL_NO_CHAT
 
 SERVING_PROPERTIES = "serving.properties"
 # Where SageMaker mounts the model data (an uncompressed S3 prefix, or the extracted model.tar.gz).
@@ -117,6 +118,55 @@ def djl_request_timeout(properties: Callable[[EndpointSpec], Mapping[str, str]] 
     return RequestTimeout(environment=environment, limit_s=limit_s)
 
 
+# Dynamic batching wait when engine.max_batch_size is set (ms): requests arriving within it share a batch.
+MAX_BATCH_DELAY_MS = 100
+
+
+class HandlerOptions(Protocol):
+    """The engine options a DJL 0.27 system with a djl_python handler reads into serving.properties."""
+
+    @property
+    def entry_point(self) -> str | None: ...
+    @property
+    def custom_handler(self) -> bool: ...
+    @property
+    def max_batch_size(self) -> int | None: ...
+
+
+def handler_serving_properties(
+    endpoint: EndpointSpec,
+    options: HandlerOptions,
+    *,
+    engine: str,
+    entry_point: str,
+    placement: Mapping[str, str] | None = None,
+    limits: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """serving.properties of a DJL 0.27 system that runs a djl_python handler (djl-accelerate, djl-deepspeed), in
+    this order: DJL's `engine` with `entry_point` (engine.entry_point overrides it, engine.custom_handler puts our
+    model.py in its place), the weights at SAGEMAKER_MODEL_DIR, text generation in the endpoint's dtype over its
+    tensor_parallel_degree GPUs, the system's `placement` keys, no rolling batch, MODEL_LOADING_TIMEOUT_S; then its
+    `limits` and, with engine.max_batch_size, DJL's dynamic batching (batch_size, max_batch_delay)."""
+    props = {
+        "engine": engine,
+        "option.entryPoint": options.entry_point or entry_point,
+        "option.model_id": SAGEMAKER_MODEL_DIR,
+        "option.task": "text-generation",
+        "option.dtype": endpoint.dtype,
+        "option.tensor_parallel_degree": str(endpoint.tensor_parallel_degree),
+        **(placement or {}),
+        "option.rolling_batch": "disable",
+        "option.model_loading_timeout": str(MODEL_LOADING_TIMEOUT_S),
+    }
+    if options.custom_handler:
+        props["option.entryPoint"] = "model.py"
+    props.update(limits or {})
+    if options.max_batch_size is not None:
+        props["batch_size"] = str(options.max_batch_size)
+        props["max_batch_delay"] = str(MAX_BATCH_DELAY_MS)
+    return props
+
+
 def djl_system(**fields: Any) -> ServingSystem:
     """A DJL Serving / LMI system: GPU images that start one model copy per `tensor_parallel_degree` GPUs
     (ml.g5.12xlarge, 4 GPUs, at degree 2 serves 2 copies; autoscaling targets are per copy). `fields` are the
@@ -130,6 +180,30 @@ def djl_system(**fields: Any) -> ServingSystem:
         request_timeout=djl_request_timeout(),
     )
     return ServingSystem(**{**shared, **fields})
+
+
+def legacy_djl_system(
+    *,
+    djl_version: str,
+    maintained_replacement: str,
+    serving_properties: Callable[[EndpointSpec], Mapping[str, str]],
+    **fields: Any,
+) -> ServingSystem:
+    """A djl_system pinned to a retired DJL image (`djl_version`) and configured by the `serving_properties` this
+    project writes: no streaming, no chat, and no inference components (which `maintained_replacement` runs as)."""
+    return djl_system(
+        request_timeout=djl_request_timeout(serving_properties),
+        streaming=Capability.no(
+            f"it runs a retired DJL image ({djl_version}) with this project's non-streaming handler configuration; "
+            "use lmi-vllm or lmi-trtllm"
+        ),
+        chat=LEGACY_DJL_NO_CHAT,
+        inference_components=Capability.no(
+            f"a legacy system pinned to a retired DJL {djl_version} image, not documented for inference components; "
+            f"its maintained replacement {maintained_replacement} runs as one"
+        ),
+        **fields,
+    )
 
 
 def copies_per_instance(endpoint: EndpointSpec) -> int:

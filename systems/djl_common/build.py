@@ -114,7 +114,6 @@ def build_decoder_artifact(
         out_dir,
         progress,
         source=source,
-        source_config=source_config,
         write=[("write weights", write_weights)],
         reload=lambda: common.load_pretrained(out_dir, endpoint.dtype),
         note={

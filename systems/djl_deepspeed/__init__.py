@@ -11,22 +11,13 @@ from __future__ import annotations
 from typing import Literal
 
 from endpoint_config import EndpointSpec
-from systems.base import Capability, MaxBatchSize, MaxModelLen
-from systems.chat import LEGACY_DJL_NO_CHAT
-from systems.djl_common import (
-    MODEL_LOADING_TIMEOUT_S,
-    SAGEMAKER_MODEL_DIR,
-    DjlEngineOptions,
-    djl_request_timeout,
-    djl_system,
-)
+from systems.base import MaxBatchSize, MaxModelLen
+from systems.djl_common import DjlEngineOptions, handler_serving_properties, legacy_djl_system
 from systems.images import DJL_DEEPSPEED_LEGACY
 
 ENTRY_POINT = "djl_python.deepspeed"
 # The 0.27 DeepSpeed handler's own start can take minutes (checkpoint load + kernel injection on each GPU).
 DEFAULT_STARTUP_TIMEOUT_S = 900
-# Dynamic batching wait when engine.max_batch_size is set (ms): requests arriving within it share a batch.
-MAX_BATCH_DELAY_MS = 100
 
 
 class DeepSpeedEngineOptions(DjlEngineOptions):
@@ -51,24 +42,8 @@ def serving_properties(endpoint: EndpointSpec) -> dict[str, str]:
     option.model_loading_timeout: 3600 s, so SageMaker's startup health check is the one limit (djl_common).
     """
     engine = DeepSpeedEngineOptions.parse(endpoint)
-    props = {
-        "engine": "DeepSpeed",
-        "option.entryPoint": engine.entry_point or ENTRY_POINT,
-        "option.model_id": SAGEMAKER_MODEL_DIR,
-        "option.task": "text-generation",
-        "option.dtype": endpoint.dtype,
-        "option.tensor_parallel_degree": str(endpoint.tensor_parallel_degree),
-        "option.rolling_batch": "disable",
-        "option.model_loading_timeout": str(MODEL_LOADING_TIMEOUT_S),
-    }
-    if engine.custom_handler:
-        props["option.entryPoint"] = "model.py"
-    if engine.max_model_len is not None:
-        props["option.max_tokens"] = str(engine.max_model_len)
-    if engine.max_batch_size is not None:
-        props["batch_size"] = str(engine.max_batch_size)
-        props["max_batch_delay"] = str(MAX_BATCH_DELAY_MS)
-    return props
+    limits = {} if engine.max_model_len is None else {"option.max_tokens": str(engine.max_model_len)}
+    return handler_serving_properties(endpoint, engine, engine="DeepSpeed", entry_point=ENTRY_POINT, limits=limits)
 
 
 def container_environment(endpoint: EndpointSpec) -> dict[str, str]:
@@ -78,8 +53,10 @@ def container_environment(endpoint: EndpointSpec) -> dict[str, str]:
     return {}
 
 
-SYSTEM = djl_system(
-    request_timeout=djl_request_timeout(serving_properties),
+SYSTEM = legacy_djl_system(
+    djl_version="0.27",
+    maintained_replacement="lmi-vllm",
+    serving_properties=serving_properties,
     engine_options=DeepSpeedEngineOptions,
     name="djl-deepspeed",
     recipe="systems.djl_deepspeed.recipe",
@@ -92,13 +69,6 @@ SYSTEM = djl_system(
     engine_notes=(
         "DJL starts one model copy per tensor_parallel_degree GPUs (ml.g5.12xlarge, 4 GPUs, degree 2: 2 copies, "
         "each on its own GPU pair); autoscaling targets are per copy. DeepSpeed was dropped from LMI after 0.27.0."
-    ),
-    streaming=Capability.no(
-        "it runs a retired DJL image (0.27) with this project's non-streaming handler configuration; use lmi-vllm or lmi-trtllm"
-    ),
-    chat=LEGACY_DJL_NO_CHAT,
-    inference_components=Capability.no(
-        "a legacy system pinned to a retired DJL 0.27 image, not documented for inference components; its maintained replacement lmi-vllm runs as one"
     ),
 )
 

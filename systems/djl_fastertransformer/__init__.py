@@ -22,9 +22,7 @@ from __future__ import annotations
 from typing import Literal
 
 from endpoint_config import EndpointSpec
-from systems.base import Capability
-from systems.chat import LEGACY_DJL_NO_CHAT
-from systems.djl_common import MODEL_LOADING_TIMEOUT_S, DjlEngineOptions, djl_request_timeout, djl_system
+from systems.djl_common import MODEL_LOADING_TIMEOUT_S, DjlEngineOptions, legacy_djl_system
 from systems.images import DJL_FASTERTRANSFORMER_LEGACY
 
 # Model types served (engine=FasterTransformer, the package's non-Triton path), as DJL 0.24 itself routes them:
@@ -72,8 +70,10 @@ def staged_weights_environment(weights_s3_uri: str) -> dict[str, str]:
     return {"OPTION_MODEL_ID": weights_s3_uri.rstrip("/") + "/"}
 
 
-SYSTEM = djl_system(
-    request_timeout=djl_request_timeout(serving_properties),
+SYSTEM = legacy_djl_system(
+    djl_version="0.24",
+    maintained_replacement="lmi-trtllm",
+    serving_properties=serving_properties,
     engine_options=FasterTransformerEngineOptions,
     name="djl-fastertransformer",
     recipe="systems.djl_fastertransformer.recipe",
@@ -92,13 +92,6 @@ SYSTEM = djl_system(
         "downloads and converts it at start (startup timeout covers both). One model copy per "
         "tensor_parallel_degree GPUs (ml.g5.12xlarge at degree 4: 1 copy). FasterTransformer was dropped "
         "from LMI after 0.24.0."
-    ),
-    streaming=Capability.no(
-        "it runs a retired DJL image (0.24) with this project's non-streaming handler configuration; use lmi-vllm or lmi-trtllm"
-    ),
-    chat=LEGACY_DJL_NO_CHAT,
-    inference_components=Capability.no(
-        "a legacy system pinned to a retired DJL 0.24 image, not documented for inference components; its maintained replacement lmi-trtllm runs as one"
     ),
 )
 

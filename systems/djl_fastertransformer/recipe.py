@@ -141,7 +141,6 @@ def build(endpoint: EndpointSpec, out_dir: Path, progress: bool = True) -> dict[
         out_dir,
         progress,
         source=source,
-        source_config=config,
         load=load,
         reference=_seq2seq_reference if encoder_decoder else common.reference_outputs,
         write=[("stage weights + code", stage)],

@@ -115,8 +115,6 @@ def build(
         out_dir,
         progress,
         source=source,
-        source_config=source_config,
-        name_endpoint=False,
         write=[(f"write {endpoint.weights_format}", write_weights), ("tokenizer + handler", write_code)],
         reload=reload,
         fields=lambda: {

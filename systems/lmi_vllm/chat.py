@@ -7,84 +7,14 @@ serves chat, and the sources: docs/design/engines.md.
 
 from __future__ import annotations
 
-from typing import Literal
-
 from endpoint_config import EndpointSpec
 from systems.base import ChatCapability
 from systems.djl_common.lmi import LmiEngineOptions
+from systems.vllm_parsers import ReasoningParser_0_23, ToolCallParser_0_23
 
-ToolCallParser = Literal[
-    "apertus",
-    "cohere_command3",
-    "cohere_command4",
-    "deepseek_v3",
-    "deepseek_v31",
-    "deepseek_v32",
-    "deepseek_v4",
-    "ernie45",
-    "functiongemma",
-    "gemma4",
-    "gigachat3",
-    "glm45",
-    "glm47",
-    "granite",
-    "granite-20b-fc",
-    "granite4",
-    "hermes",
-    "hunyuan_a13b",
-    "hy_v3",
-    "internlm",
-    "jamba",
-    "kimi_k2",
-    "lfm2",
-    "llama3_json",
-    "llama4_json",
-    "llama4_pythonic",
-    "longcat",
-    "mimo",
-    "minicpm5",
-    "minimax",
-    "minimax_m2",
-    "mistral",
-    "olmo3",
-    "openai",
-    "phi4_mini_json",
-    "poolside_v1",
-    "pythonic",
-    "qwen3_coder",
-    "qwen3_xml",
-    "seed_oss",
-    "step3",
-    "step3p5",
-    "xlam",
-]
-ReasoningParser = Literal[
-    "cohere_command3",
-    "cohere_command4",
-    "deepseek_r1",
-    "deepseek_v3",
-    "deepseek_v4",
-    "ernie45",
-    "gemma4",
-    "glm45",
-    "granite",
-    "holo2",
-    "hunyuan_a13b",
-    "hy_v3",
-    "kimi_k2",
-    "mimo",
-    "minimax_m2",
-    "minimax_m2_append_think",
-    "mistral",
-    "nemotron_v3",
-    "olmo3",
-    "openai_gptoss",
-    "poolside_v1",
-    "qwen3",
-    "seed_oss",
-    "step3",
-    "step3p5",
-]
+# vLLM 0.23.0's parser names (systems/vllm_parsers.py).
+ToolCallParser = ToolCallParser_0_23
+ReasoningParser = ReasoningParser_0_23
 
 
 class LmiVllmChatOptions(LmiEngineOptions):

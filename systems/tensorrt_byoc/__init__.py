@@ -16,16 +16,8 @@ from pydantic import Field, model_validator
 
 from endpoint_config import EndpointSpec
 from endpoint_config.base import Strict
-from systems.base import (
-    Capability,
-    EngineOptions,
-    MaxBatchSize,
-    MaxModelLen,
-    OwnContainer,
-    ServingSystem,
-    byoc_request_timeout,
-)
-from systems.chat import BYOC_NO_CHAT
+from systems.base import EngineOptions, MaxBatchSize, MaxModelLen
+from systems.byoc_system import byoc_system
 
 ENGINE_CACHE_DIR = "/opt/ml/engine-cache"
 # GPT-2 small engine builds take a few minutes on a T4/A10G; model download and load add little.
@@ -85,35 +77,19 @@ def container_environment(endpoint: EndpointSpec) -> dict[str, str]:
     }
 
 
-SYSTEM = ServingSystem(
-    request_timeout=byoc_request_timeout(),
+SYSTEM = byoc_system(
     engine_options=TensorRTByocEngineOptions,
     name="tensorrt-byoc",
     recipe="systems.tensorrt_byoc.recipe",
     summary="GPT-2 as ONNX, TensorRT engine built at container start on the serving GPU (own container)",
-    own_container=OwnContainer(
-        dockerfile="systems/tensorrt_byoc/container/Dockerfile",
-        include=(
-            "systems/byoc_server",
-            "request_contract.py",
-            "chat_contract.py",
-            "systems/tensorrt_byoc/handler",
-            "systems/tensorrt_byoc/container/start",
-        ),
-    ),
+    dockerfile="systems/tensorrt_byoc/container/Dockerfile",
+    handler_files=("systems/tensorrt_byoc/handler", "systems/tensorrt_byoc/container/start"),
     environment=container_environment,
-    architectures=("decoder",),
-    gpu_only=True,
     default_download_timeout_s=600,
     default_startup_timeout_s=STARTUP_TIMEOUT_S,
     engine_notes=(
         "The TensorRT engine is built when the container starts (GPU- and TensorRT-version-specific) and cached "
         f"in {ENGINE_CACHE_DIR}; the first start includes the build, so the startup health check allows "
         f"{STARTUP_TIMEOUT_S} s by default. GPT-2 only; profile bounds from engine.tensorrt_profile."
-    ),
-    streaming=Capability.no("our own container server (systems/byoc_server) answers /invocations with one whole reply"),
-    chat=BYOC_NO_CHAT,
-    inference_components=Capability.no(
-        "our own container has never run as an inference component (only a GPU account can show that it keeps to the GPUs and memory SageMaker gives it)"
     ),
 )

@@ -355,7 +355,6 @@ def build(endpoint: EndpointSpec, out_dir: Path, progress: bool = True) -> dict[
         out_dir,
         progress,
         source=source,
-        source_config=source_config,  # model_type: gpt2 (check_architecture)
         load=load,
         write=[("export ONNX", export), ("profile + tokenizer", write_profile_and_tokenizer)],
         verify=check,  # the handler's own code on ONNX Runtime against the source model (kept in memory)

@@ -16,102 +16,16 @@ from pydantic import ConfigDict, Field, model_validator
 
 from endpoint_config.base import Strict
 from systems.base import EngineOptions
+from systems.vllm_parsers import ReasoningParser_0_30, ToolCallParser_0_30
 
 ENGINE_PROJECT = "vllm"
 ENGINE_VERSION = "0.30.0"
 ENV_PREFIX = "SM_VLLM_"
 
-# vllm/tool_parsers/__init__.py, the keys of _TOOL_PARSERS_TO_REGISTER (what --tool-call-parser accepts).
-ToolCallParser = Literal[
-    "apertus",
-    "cohere_command3",
-    "cohere_command4",
-    "deepseek_v3",
-    "deepseek_v31",
-    "deepseek_v32",
-    "deepseek_v4",
-    "deepseek_v41",
-    "dots",
-    "ernie45",
-    "functiongemma",
-    "gemma4",
-    "gigachat3",
-    "glm45",
-    "glm47",
-    "granite",
-    "granite-20b-fc",
-    "granite4",
-    "hermes",
-    "hunyuan_a13b",
-    "hy_v3",
-    "hy_v4",
-    "inkling",
-    "internlm",
-    "jamba",
-    "k2_horizon",
-    "kimi_k2",
-    "kimi_k3",
-    "lfm2",
-    "ling3",
-    "llama3_json",
-    "llama4_json",
-    "llama4_pythonic",
-    "longcat",
-    "mimo",
-    "minicpm5",
-    "minimax_m2",
-    "minimax_m3",
-    "mistral",
-    "muse_glimmer",
-    "olmo3",
-    "openai",
-    "phi4_mini_json",
-    "poolside_v1",
-    "pythonic",
-    "qwen3_coder",
-    "qwen3_xml",
-    "seed_oss",
-    "step3",
-    "step3p5",
-    "xlam",
-]
-# vllm/reasoning/__init__.py, the keys of _REASONING_PARSERS_TO_REGISTER (what --reasoning-parser accepts).
-ReasoningParser = Literal[
-    "cohere_command3",
-    "cohere_command4",
-    "deepseek_r1",
-    "deepseek_v3",
-    "deepseek_v4",
-    "deepseek_v41",
-    "ernie45",
-    "gemma4",
-    "glm45",
-    "glm47",
-    "granite",
-    "holo2",
-    "hunyuan_a13b",
-    "hy_v3",
-    "hy_v4",
-    "inkling",
-    "k2_horizon",
-    "kimi_k2",
-    "kimi_k3",
-    "ling3",
-    "mimo",
-    "minimax_m2",
-    "minimax_m2_append_think",
-    "minimax_m3",
-    "mistral",
-    "muse_glimmer",
-    "nemotron_v3",
-    "olmo3",
-    "openai_gptoss",
-    "poolside_v1",
-    "qwen3",
-    "seed_oss",
-    "step3",
-    "step3p5",
-]
+# vllm/tool_parsers/__init__.py, the keys of _TOOL_PARSERS_TO_REGISTER (what --tool-call-parser accepts), and
+# vllm/reasoning/__init__.py, the keys of _REASONING_PARSERS_TO_REGISTER (--reasoning-parser): systems/vllm_parsers.py.
+ToolCallParser = ToolCallParser_0_30
+ReasoningParser = ReasoningParser_0_30
 # vllm/config/cache.py, CacheDType (--kv-cache-dtype).
 KvCacheDtype = Literal[
     "auto",

@@ -14,41 +14,20 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
+from tiny_lora_endpoint import ADAPTERS, ENDPOINT, tiny_lora_endpoint
 
-from deployment import load_config
 from local_runtime.adapters import extracted_adapters
 from local_runtime.serve import INFERENCE_COMPONENT_HEADER, create_app
 from local_runtime.vllm_container import ADAPTER_HEADER, ContainerHost, VllmContainer
 from model_build.adapters import build_adapters
-from model_build.tiny_adapters import make_tiny_adapter
-from model_build.tiny_models import make_tiny_model
 
 pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parents[2]
 VLLM_PYTHON = ROOT / ".venv-vllm" / "bin" / "python"
-ENDPOINT = "lora"
-ADAPTERS = ("sql", "support")
 READY_TIMEOUT_S = 600
 # A completion body /invocations takes (vLLM tries chat, then completion): greedy, so each answer is reproducible.
 GREEDY = {"prompt": "The capital of France is", "max_tokens": 12, "temperature": 0}
-
-
-def _config(tmp: Path, model: Path, adapters: dict[str, Path]) -> Path:
-    endpoint = {
-        "name": ENDPOINT,
-        "system": "vllm",
-        "model": str(model),
-        "dtype": "fp16",
-        "instance_type": "ml.g4dn.xlarge",
-        "engine": {"max_model_len": 512},
-        "hosting": {"mode": "inference-components", "compute": {"accelerators": 1, "cpu_cores": 2}},
-        "adapters": [{"name": name, "model": str(path)} for name, path in adapters.items()],
-    }
-    path = tmp / "lora.yaml"
-    path.write_text(yaml.safe_dump({"endpoints": [endpoint]}, sort_keys=False))
-    return path
 
 
 @pytest.fixture(scope="module")
@@ -57,9 +36,7 @@ def served(tmp_path_factory):
     from fastapi.testclient import TestClient
 
     tmp = tmp_path_factory.mktemp("vllm-adapters")
-    model = make_tiny_model("qwen3_thinking", tmp / "qwen3_thinking")
-    sources = {name: make_tiny_adapter(model, tmp / "peft" / name, seed=i) for i, name in enumerate(ADAPTERS, 1)}
-    plan = load_config(_config(tmp, model, sources), build_root=tmp / "build").plan(ENDPOINT)
+    model, plan = tiny_lora_endpoint(tmp)
     build_adapters(plan, tmp / "build")
     folders = extracted_adapters(plan, tmp / "build", tmp / "sagemaker")
     host = ContainerHost(VllmContainer(plan.container_environment("bucket"), model, tmp / "container"), folders)

@@ -9,35 +9,13 @@ import hashlib
 from pathlib import Path
 
 import pytest
-import yaml
+from tiny_lora_endpoint import ENDPOINT, tiny_lora_endpoint
 
 from artifact.manifest import MANIFEST_NAME, Manifest
-from deployment import load_config
 from deployment.adapters import adapter_build_dir
 from local_runtime import LocalContainerError
 from local_runtime.adapters import extracted_adapters
 from model_build.adapters import build_adapters
-from model_build.tiny_adapters import make_tiny_adapter
-from model_build.tiny_models import make_tiny_model
-
-ENDPOINT = "lora"
-ADAPTERS = ("sql", "support")
-
-
-def _plan(tmp: Path, model: Path, adapters: dict[str, Path]):
-    endpoint = {
-        "name": ENDPOINT,
-        "system": "vllm",
-        "model": str(model),
-        "dtype": "fp16",
-        "instance_type": "ml.g4dn.xlarge",
-        "engine": {"max_model_len": 512},
-        "hosting": {"mode": "inference-components", "compute": {"accelerators": 1, "cpu_cores": 2}},
-        "adapters": [{"name": name, "model": str(path)} for name, path in adapters.items()],
-    }
-    config = tmp / "lora.yaml"
-    config.write_text(yaml.safe_dump({"endpoints": [endpoint]}, sort_keys=False))
-    return load_config(config, build_root=tmp / "build").plan(ENDPOINT)
 
 
 def _sha256(path: Path) -> str:
@@ -45,9 +23,7 @@ def _sha256(path: Path) -> str:
 
 
 def test_each_built_adapter_is_extracted_whole_into_its_components_folder(tmp_path):
-    model = make_tiny_model("qwen3_thinking", tmp_path / "qwen3_thinking")
-    sources = {name: make_tiny_adapter(model, tmp_path / "peft" / name, seed=i) for i, name in enumerate(ADAPTERS, 1)}
-    plan = _plan(tmp_path, model, sources)
+    _, plan = tiny_lora_endpoint(tmp_path)
 
     with pytest.raises(LocalContainerError) as err:  # nothing built yet
         extracted_adapters(plan, tmp_path / "build", tmp_path / "sagemaker")

@@ -6,13 +6,9 @@ with PrefixLength out of bounds is reported: the lint run itself can fail."""
 from __future__ import annotations
 
 import copy
-import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
-from hermetic import subprocess_env
+from cfn_lint_runner import lint_with_canary
 
 from endpoint_config.routing import DEFAULT_CONCURRENCY_THRESHOLD, DEFAULT_PREFIX_LENGTH
 
@@ -27,7 +23,6 @@ endpoints:
                compute: {accelerators: 1, cpu_cores: 4, min_memory_mb: 32768}}}
 """
 STACKS = {"chat": "llm-endpoints-default-chat", "chat-ic": "llm-endpoints-default-chat-ic"}
-CFN_LINT = Path(sys.executable).parent / "cfn-lint"  # the venv running the suite (cfn-lint 1.58)
 
 
 @pytest.fixture(scope="module")
@@ -62,27 +57,12 @@ def test_an_inference_component_endpoint_gets_the_defaults(prefix_aware):
 
 
 def test_cfn_lint_passes_the_templates_and_reports_a_prefix_out_of_bounds(prefix_aware, tmp_path):
-    paths = []
-    for stack in STACKS.values():
-        paths.append(tmp_path / f"{stack}.template.json")
-        paths[-1].write_text(json.dumps(prefix_aware.templates[stack]))
     canary = copy.deepcopy(prefix_aware.templates[STACKS["chat"]])
     [endpoint_config] = [r for r in canary["Resources"].values() if r["Type"] == "AWS::SageMaker::EndpointConfig"]
     endpoint_config["Properties"]["ProductionVariants"][0]["RoutingConfig"]["PrefixAwareRoutingConfig"][
         "PrefixLength"
     ] = 512
-    canary_path = tmp_path / "canary.template.json"
-    canary_path.write_text(json.dumps(canary))
-    result = subprocess.run(
-        [str(CFN_LINT), "--format", "json", *map(str, paths), str(canary_path)],
-        env=subprocess_env(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    # cfn-lint exits with the levels found OR-ed together (2 error, 4 warning, 8 informational); anything else broke.
-    assert result.returncode in (0, 2, 4, 6, 8, 10, 12, 14), result.stderr[-3000:]
-    findings = json.loads(result.stdout)
-    assert [f for f in findings if f["Filename"] != str(canary_path)] == []
-    [finding] = findings
+    templates = {stack: prefix_aware.templates[stack] for stack in STACKS.values()}
+    in_templates, [finding] = lint_with_canary(tmp_path, templates, canary)
+    assert in_templates == []
     assert finding["Location"]["Path"][-1] == "PrefixLength" and "512" in finding["Message"], finding

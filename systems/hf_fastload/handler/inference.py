@@ -265,6 +265,16 @@ def input_fn(input_data: bytes | str, content_type: str | None, context: Any = N
     raise ValueError(f"content type {content_type!r} is not supported; allowed: application/json, text/plain")
 
 
+def check_context_length(model: dict, prompt_tokens: int, max_new_tokens: int) -> None:
+    """Refuse a generation request whose prompt and new tokens together pass the model's context (ValueError)."""
+    context_length = model.get("context_length")
+    if context_length and prompt_tokens + max_new_tokens > context_length:
+        raise ValueError(
+            f"inputs tokens + parameters.max_new_tokens must be <= {context_length}; given: {prompt_tokens} "
+            f"inputs tokens and max_new_tokens {max_new_tokens}"
+        )
+
+
 def predict_fn(data: Any, model: dict, context: Any = None) -> list[dict[str, str]] | dict[str, Any]:
     """Generate for every prompt; validates first, so a bad request costs no compute. A chat request (a body
     with "messages") gets a chat.completion."""
@@ -276,12 +286,7 @@ def predict_fn(data: Any, model: dict, context: Any = None) -> list[dict[str, st
     seed = params.pop("seed", None)
     encoded = tokenizer(prompts, return_tensors="pt", padding=True).to(model["device"])
     prompt_tokens = encoded["input_ids"].shape[1]
-    context_length = model.get("context_length")
-    if context_length and prompt_tokens + params["max_new_tokens"] > context_length:
-        raise ValueError(
-            f"inputs tokens + parameters.max_new_tokens must be <= {context_length}; given: {prompt_tokens} "
-            f"inputs tokens and max_new_tokens {params['max_new_tokens']}"
-        )
+    check_context_length(model, prompt_tokens, params["max_new_tokens"])
     with model["lock"], torch.inference_mode():
         if seed is not None:
             torch.manual_seed(seed)
@@ -331,12 +336,7 @@ def stream_fn(data: Any, model: dict, context: Any = None) -> Any:
     seed = params.pop("seed", None)
     encoded = tokenizer(prompts, return_tensors="pt").to(model["device"])
     prompt_tokens = encoded["input_ids"].shape[1]
-    context_length = model.get("context_length")
-    if context_length and prompt_tokens + params["max_new_tokens"] > context_length:
-        raise ValueError(
-            f"inputs tokens + parameters.max_new_tokens must be <= {context_length}; given: {prompt_tokens} "
-            f"inputs tokens and max_new_tokens {params['max_new_tokens']}"
-        )
+    check_context_length(model, prompt_tokens, params["max_new_tokens"])
     ids: list[int] = []
     shown = ""
     for token_id, delta, text in _decoded_stream(tokenizer, _token_stream(model, encoded, params, seed), True):

@@ -1,0 +1,40 @@
+"""A source model that cannot be loaded is refused by name: the endpoint, its model and the loader's error, whichever
+recipe reads it (every recipe reads its source through recipe_common.load_source; hf-fastload's and deepspeed-byoc's
+left the endpoint out before)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+ENDPOINT = """endpoints:
+  - name: tiny-gpt2
+    system: hf-fastload
+    model: {model}
+    instance_type: ml.m5.xlarge
+    dtype: fp16
+"""
+
+
+def test_a_source_whose_weights_do_not_load_is_refused_naming_the_endpoint_and_model(
+    tiny_models: dict[str, Path], tmp_path: Path
+) -> None:
+    from deployment import load_config
+    from model_build import BuildError
+    from model_build.cli import build_endpoint
+
+    source = tmp_path / "broken-gpt2"
+    shutil.copytree(tiny_models["gpt2"], source)
+    [weights] = source.glob("*.safetensors")
+    data = weights.read_bytes()
+    header_end = 8 + int.from_bytes(data[:8], "little")
+    weights.write_bytes(data[: header_end + 16])  # the header whole, the tensors cut short
+    config = tmp_path / "endpoints.yaml"
+    config.write_text(ENDPOINT.format(model=source))
+    out = tmp_path / "out" / "tiny-gpt2"
+    with pytest.raises(BuildError) as err:
+        build_endpoint(load_config(config).endpoint("tiny-gpt2"), out, progress=False)
+    assert str(err.value).startswith(f"endpoint 'tiny-gpt2': model '{source}' failed to load from {source}: ")
+    assert not (tmp_path / "out").exists()
