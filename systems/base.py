@@ -247,13 +247,18 @@ class OwnContainer:
 
     @property
     def exclude(self) -> list[str]:
-        """CDK's glob exclude patterns for the context: everything but `include` (and the Dockerfile), later
-        patterns overriding earlier ones, as aws-cdk-lib's GlobIgnoreStrategy reads them."""
-        kept: list[str] = []
-        for path in (*self.include, self.dockerfile):
-            parts = path.strip("/").split("/")
-            kept += [f"!{'/'.join(parts[:i])}" for i in range(1, len(parts) + 1)] + [f"!{path.strip('/')}/**"]
-        return ["*", ".*", *dict.fromkeys(kept), *self.never]  # ".*": "*" does not match dot files
+        """CDK's exclude patterns for the context: everything but `include` (and the Dockerfile), later patterns
+        overriding earlier ones. They read the same under CDK's glob strategy (the emulator's fingerprint) and
+        Docker's (DockerImageAsset's default), where re-including a folder re-includes all it holds: so each parent
+        of a kept path is re-included, then emptied again (`parent/*`), before its kept child comes back."""
+        kept = [path.strip("/") for path in (*self.include, self.dockerfile)]
+        parents = {"/".join(p.split("/")[:i]) for p in kept for i in range(1, p.count("/") + 1)}
+        levels = sorted(parents | set(kept), key=lambda p: (p.count("/"), p))
+        patterns: list[str] = []
+        for path in levels:
+            patterns += [f"!{path}", f"{path}/*"] if path in parents and path not in kept else [f"!{path}"]
+        patterns += [f"!{path}/**" for path in kept]
+        return ["*", ".*", *patterns, *self.never]  # ".*": "*" does not match dot files
 
 
 @dataclass(frozen=True)

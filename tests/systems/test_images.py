@@ -54,17 +54,28 @@ def test_every_system_has_a_pinned_image_or_its_own_container():
             assert (REPO_ROOT / system.own_container.dockerfile).is_file()
 
 
-def test_own_container_contexts_hold_what_their_dockerfiles_copy(tmp_path):
+@pytest.mark.parametrize("ignore_mode", ["GLOB", "DOCKER"])
+def test_own_container_contexts_hold_what_their_dockerfiles_copy(tmp_path, ignore_mode):
     """Every COPY source of an own container's Dockerfile is in its build context as CDK stages it (the repository
-    root with the container's exclude patterns), and nothing outside `include` is."""
-    from aws_cdk import CopyOptions, FileSystem
+    root with the container's exclude patterns), and no file outside `include` is, read both ways CDK reads them:
+    glob (FileSystem.fingerprint, the emulator's image tag) and Docker's (DockerImageAsset's default ignore mode).
+    A file elsewhere in an included folder's parent would change the image's hash, and rebuild it, on every edit."""
+    from aws_cdk import CopyOptions, FileSystem, IgnoreMode
 
     for name in SYSTEM_NAMES:
         own = get_system(name).own_container
         if own is None:
             continue
         staged = tmp_path / name
-        FileSystem.copy_directory(str(REPO_ROOT), str(staged), CopyOptions(exclude=own.exclude))
+        options = CopyOptions(exclude=own.exclude, ignore_mode=getattr(IgnoreMode, ignore_mode))
+        FileSystem.copy_directory(str(REPO_ROOT), str(staged), options)
+        kept = (*(path.strip("/") for path in own.include), own.dockerfile)
+        stray = [
+            str(path.relative_to(staged))
+            for path in staged.rglob("*")
+            if path.is_file() and not any(str(path.relative_to(staged)).startswith((k + "/", k)) for k in kept)
+        ]
+        assert stray == [], f"{name}: its build context holds files outside include: {stray[:5]}"
         sources = [
             line.split()[1]
             for line in (REPO_ROOT / own.dockerfile).read_text().splitlines()
