@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from endpoint_config import EndpointSpec
 from endpoint_config.gpus import AMI_DRIVERS, CUDA
 
-from .base import Capability, ChatCapability, RequestTimeout
+from .base import Capability, ChatCapability, E, EngineOptions, RequestTimeout
 from .checkpoint_facts import checkpoint_of
 
 # The engines' --dtype for the endpoint's dtype: vLLM 0.30.0 config/model.py ModelDType and SGLang 0.5.20
@@ -89,7 +90,7 @@ def _no_request_limit_environment(request_s: int, startup_s: int) -> dict[str, s
     return {}
 
 
-def _no_request_limit(endpoint: EndpointSpec, environment: Mapping[str, str]) -> float:
+def _no_request_limit(endpoint: EndpointSpec, engine: EngineOptions, environment: Mapping[str, str]) -> float:
     return math.inf
 
 
@@ -99,10 +100,24 @@ def _no_request_limit(endpoint: EndpointSpec, environment: Mapping[str, str]) ->
 # (sglang/srt/entrypoints/http_server.py). uvicorn.Config's timeouts (0.54.0, read here: keep-alive, notify,
 # graceful shutdown, worker health check, websocket ping) bound no request; the images' own uvicorn release is
 # unverified. SageMaker's invocation timeout ends a request.
-ENGINE_SERVER_REQUEST_TIMEOUT = RequestTimeout(environment=_no_request_limit_environment, limit_s=_no_request_limit)
+ENGINE_SERVER_REQUEST_TIMEOUT: RequestTimeout[Any] = RequestTimeout(
+    environment=_no_request_limit_environment, limit_s=_no_request_limit
+)
 
 
-def openai_chat(how: str, tool_calls: Callable[[EndpointSpec], bool]) -> ChatCapability:
+def tensor_parallel_problems(endpoint: EndpointSpec, key: str, value: int | None) -> list[str]:
+    """The engine's own tensor-parallel size (engine.<key>: vLLM's tensor_parallel_size, SGLang's tp_size) set
+    apart from tensor_parallel_degree, which renders it (and sizes an inference component's GPUs)."""
+    degree = endpoint.tensor_parallel_degree
+    if value is None or value == degree:
+        return []
+    return [
+        f"endpoint {endpoint.name!r}: engine.{key}: value {value} differs from tensor_parallel_degree {degree}, which "
+        f"sets it (and an inference component's GPUs); remove engine.{key}"
+    ]
+
+
+def openai_chat(how: str, tool_calls: Callable[[E], bool]) -> ChatCapability[E]:
     """The engines' own chat completions on /invocations (the route OPENAI_STREAMING names): the model's chat
     template, tool calls parsed where the endpoint configures a parser (`tool_calls`), JSON schemas and a named
     tool_choice by the engine's structured outputs."""
@@ -121,4 +136,5 @@ __all__ = [
     "artifact_weight_bytes",
     "kv_element_bytes",
     "openai_chat",
+    "tensor_parallel_problems",
 ]

@@ -53,7 +53,7 @@ class DeepSpeedByocEngineOptions(EngineOptions):
     custom_handler: Literal[False] = False
 
 
-def container_environment(endpoint: EndpointSpec) -> dict[str, str]:
+def container_environment(endpoint: EndpointSpec, engine: DeepSpeedByocEngineOptions) -> dict[str, str]:
     """The container's environment for one endpoint.
 
     DS_KERNEL_INJECTION=true: replace the transformer blocks with DeepSpeed's fused CUDA kernels
@@ -70,13 +70,12 @@ def container_environment(endpoint: EndpointSpec) -> dict[str, str]:
         "BYOC_PROCESSES": str(endpoint.tensor_parallel_degree),
         "BYOC_HANDLER": HANDLER,
     }
-    engine = DeepSpeedByocEngineOptions.parse(endpoint)
     if engine.max_batch_size is not None:
         env["MAX_BATCH_SIZE"] = str(engine.max_batch_size)
     return env
 
 
-SYSTEM = ServingSystem(
+SYSTEM: ServingSystem[DeepSpeedByocEngineOptions] = ServingSystem(
     request_timeout=byoc_request_timeout(),
     name="deepspeed-byoc",
     engine_options=DeepSpeedByocEngineOptions,

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Literal
 
 from endpoint_config import EndpointSpec
-from systems.base import Capability, MaxBatchSize
+from systems.base import Capability, MaxBatchSize, ServingSystem
 from systems.chat import LEGACY_DJL_NO_CHAT
 from systems.djl_common import (
     MODEL_LOADING_TIMEOUT_S,
@@ -39,7 +39,7 @@ class AccelerateEngineOptions(DjlEngineOptions):
     entry_point: Literal["djl_python.huggingface"] | None = None
 
 
-def serving_properties(endpoint: EndpointSpec) -> dict[str, str]:
+def serving_properties(endpoint: EndpointSpec, engine: AccelerateEngineOptions) -> dict[str, str]:
     """serving.properties of one endpoint.
 
     option.device_map=auto: accelerate places the layers over the tensor_parallel_degree GPUs DJL gives the
@@ -48,7 +48,6 @@ def serving_properties(endpoint: EndpointSpec) -> dict[str, str]:
       (lmi-dist/vLLM) by itself; this system is the plain transformers path.
     option.model_id=/opt/ml/model and option.model_loading_timeout: as in djl-deepspeed.
     """
-    engine = AccelerateEngineOptions.parse(endpoint)
     props = {
         "engine": "Python",
         "option.entryPoint": engine.entry_point or ENTRY_POINT,
@@ -68,13 +67,13 @@ def serving_properties(endpoint: EndpointSpec) -> dict[str, str]:
     return props
 
 
-def container_environment(endpoint: EndpointSpec) -> dict[str, str]:
+def container_environment(endpoint: EndpointSpec, engine: AccelerateEngineOptions) -> dict[str, str]:
     """Nothing: serving.properties carries the whole configuration. (An OPTION_* variable could only fill in a
     key the file leaves out: DJL applies the environment with putIfAbsent, see systems/djl_common.)"""
     return {}
 
 
-SYSTEM = djl_system(
+SYSTEM: ServingSystem[AccelerateEngineOptions] = djl_system(
     request_timeout=djl_request_timeout(serving_properties),
     engine_options=AccelerateEngineOptions,
     name="djl-accelerate",

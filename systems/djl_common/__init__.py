@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from artifact import BuildError
-from endpoint_config import EndpointSpec
-from systems.base import EngineOptions, RequestTimeout, ServingSystem
+from endpoint_config import EndpointSpec, InstanceType
+from systems.base import E, EngineOptions, RequestTimeout, ServingSystem, no_rules
 
 SERVING_PROPERTIES = "serving.properties"
 # Where SageMaker mounts the model data (an uncompressed S3 prefix, or the extracted model.tar.gz).
@@ -97,15 +97,17 @@ def option_environment(options: Mapping[str, str | int | bool]) -> dict[str, str
 PREDICT_TIMEOUT_DEFAULT_S = 120
 
 
-def djl_request_timeout(properties: Callable[[EndpointSpec], Mapping[str, str]] | None = None) -> RequestTimeout:
+def djl_request_timeout(
+    properties: Callable[[EndpointSpec, E], Mapping[str, str]] | None = None,
+) -> RequestTimeout[E]:
     """The request timeout of a DJL system whose serving.properties (if any) `properties` gives: set through
     OPTION_PREDICT_TIMEOUT, which fills option.predict_timeout when serving.properties leaves it out (putIfAbsent)."""
 
     def environment(request_s: int, startup_s: int) -> dict[str, str]:
         return {"OPTION_PREDICT_TIMEOUT": str(request_s)}
 
-    def limit_s(endpoint: EndpointSpec, env: Mapping[str, str]) -> float:
-        props = dict(properties(endpoint)) if properties is not None else {}
+    def limit_s(endpoint: EndpointSpec, engine: E, env: Mapping[str, str]) -> float:
+        props = dict(properties(endpoint, engine)) if properties is not None else {}
         for key, value in env.items():  # ModelInfo's "load default settings from env" loop: putIfAbsent
             if key.startswith("OPTION_"):
                 props.setdefault("option." + key.removeprefix("OPTION_").lower(), value)
@@ -117,19 +119,32 @@ def djl_request_timeout(properties: Callable[[EndpointSpec], Mapping[str, str]] 
     return RequestTimeout(environment=environment, limit_s=limit_s)
 
 
-def djl_system(**fields: Any) -> ServingSystem:
+def djl_system(
+    *,
+    engine_options: type[E],
+    environment: Callable[[EndpointSpec, E], dict[str, str]],
+    request_timeout: RequestTimeout[E] | None = None,
+    rules: Callable[[EndpointSpec, InstanceType, E], list[str]] = no_rules,
+    **fields: Any,
+) -> ServingSystem[E]:
     """A DJL Serving / LMI system: GPU images that start one model copy per `tensor_parallel_degree` GPUs
     (ml.g5.12xlarge, 4 GPUs, at degree 2 serves 2 copies; autoscaling targets are per copy). `fields` are the
-    system's own ServingSystem fields; these defaults are what every DJL/LMI system shares (a system with a
-    serving.properties passes its own request_timeout, which reads it)."""
+    system's own ServingSystem fields (the hooks that read its engine options named, so they are typed against
+    them); these defaults are what every DJL/LMI system shares (a system with a serving.properties passes its own
+    request_timeout, which reads it)."""
     shared: dict[str, Any] = dict(
         architectures=("decoder",),
         gpu_only=True,
         default_download_timeout_s=600,
         copies_fill_gpus=True,
-        request_timeout=djl_request_timeout(),
     )
-    return ServingSystem(**{**shared, **fields})
+    return ServingSystem(
+        engine_options=engine_options,
+        environment=environment,
+        request_timeout=request_timeout or djl_request_timeout(),
+        rules=rules,
+        **{**shared, **fields},
+    )
 
 
 def copies_per_instance(endpoint: EndpointSpec) -> int:
@@ -165,15 +180,8 @@ class DjlEngineOptions(EngineOptions):
         return []
 
 
-def check_engine_options(endpoint: EndpointSpec) -> Any:
-    """The endpoint's `engine:` options as its system's typed model (ServingSystem.engine_options), refusing, before
-    any heavy work, what the system does not implement (a build called on an endpoint the config did not load)."""
-    from systems import all_systems, get_system
-
-    system = get_system(endpoint.system)
-    problems = system.engine_problems(endpoint, {name: s.engine_options for name, s in all_systems().items()})
-    if problems:
-        raise BuildError(problems[0])
+def check_weights_format(endpoint: EndpointSpec) -> None:
+    """Refuse, before any heavy work, weights the DJL recipes do not write (their engine options were checked when
+    the config loaded, or by model_build.cli.build_endpoint for an endpoint given without its plan)."""
     if endpoint.weights_format != "safetensors":
         raise refuse(endpoint, "weights_format", endpoint.weights_format, "allowed: safetensors")
-    return system.engine(endpoint)

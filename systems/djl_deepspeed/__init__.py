@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Literal
 
 from endpoint_config import EndpointSpec
-from systems.base import Capability, MaxBatchSize, MaxModelLen
+from systems.base import Capability, MaxBatchSize, MaxModelLen, ServingSystem
 from systems.chat import LEGACY_DJL_NO_CHAT
 from systems.djl_common import (
     MODEL_LOADING_TIMEOUT_S,
@@ -39,7 +39,7 @@ class DeepSpeedEngineOptions(DjlEngineOptions):
     entry_point: Literal["djl_python.deepspeed"] | None = None
 
 
-def serving_properties(endpoint: EndpointSpec) -> dict[str, str]:
+def serving_properties(endpoint: EndpointSpec, engine: DeepSpeedEngineOptions) -> dict[str, str]:
     """serving.properties of one endpoint (the recipe writes it; the tests compare the parsed file with it).
 
     option.model_id=/opt/ml/model: the weights sit next to serving.properties in the model data SageMaker
@@ -50,7 +50,6 @@ def serving_properties(endpoint: EndpointSpec) -> dict[str, str]:
     option.max_tokens: DeepSpeed's inference-time limit on prompt + generated tokens (engine.max_model_len).
     option.model_loading_timeout: 3600 s, so SageMaker's startup health check is the one limit (djl_common).
     """
-    engine = DeepSpeedEngineOptions.parse(endpoint)
     props = {
         "engine": "DeepSpeed",
         "option.entryPoint": engine.entry_point or ENTRY_POINT,
@@ -71,14 +70,14 @@ def serving_properties(endpoint: EndpointSpec) -> dict[str, str]:
     return props
 
 
-def container_environment(endpoint: EndpointSpec) -> dict[str, str]:
+def container_environment(endpoint: EndpointSpec, engine: DeepSpeedEngineOptions) -> dict[str, str]:
     """Nothing: serving.properties in the model data carries the whole engine configuration. One place for
     it: an OPTION_* variable could only fill in keys the file leaves out (DJL applies the environment with
     putIfAbsent, see systems/djl_common), so a second source would silently do nothing or drift."""
     return {}
 
 
-SYSTEM = djl_system(
+SYSTEM: ServingSystem[DeepSpeedEngineOptions] = djl_system(
     request_timeout=djl_request_timeout(serving_properties),
     engine_options=DeepSpeedEngineOptions,
     name="djl-deepspeed",

@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Literal
 
 from endpoint_config import EndpointSpec
-from systems.base import Capability
+from systems.base import Capability, ServingSystem
 from systems.chat import LEGACY_DJL_NO_CHAT
 from systems.djl_common import MODEL_LOADING_TIMEOUT_S, DjlEngineOptions, djl_request_timeout, djl_system
 from systems.images import DJL_FASTERTRANSFORMER_LEGACY
@@ -48,7 +48,7 @@ class FasterTransformerEngineOptions(DjlEngineOptions):
     rolling_batch: Literal["disable"] | None = None
 
 
-def serving_properties(endpoint: EndpointSpec) -> dict[str, str]:
+def serving_properties(endpoint: EndpointSpec, engine: FasterTransformerEngineOptions) -> dict[str, str]:
     """code/serving.properties. No model location in it: the weights' S3 URI is known only at deploy time
     (content-addressed prefix), so it comes from the environment (`staged_weights_environment`)."""
     return {
@@ -60,7 +60,7 @@ def serving_properties(endpoint: EndpointSpec) -> dict[str, str]:
     }
 
 
-def container_environment(endpoint: EndpointSpec) -> dict[str, str]:
+def container_environment(endpoint: EndpointSpec, engine: FasterTransformerEngineOptions) -> dict[str, str]:
     """Nothing beyond serving.properties; the weights' location comes from staged_weights_environment."""
     return {}
 
@@ -72,7 +72,7 @@ def staged_weights_environment(weights_s3_uri: str) -> dict[str, str]:
     return {"OPTION_MODEL_ID": weights_s3_uri.rstrip("/") + "/"}
 
 
-SYSTEM = djl_system(
+SYSTEM: ServingSystem[FasterTransformerEngineOptions] = djl_system(
     request_timeout=djl_request_timeout(serving_properties),
     engine_options=FasterTransformerEngineOptions,
     name="djl-fastertransformer",

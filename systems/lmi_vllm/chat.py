@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Literal
 
-from endpoint_config import EndpointSpec
 from systems.base import ChatCapability
 from systems.djl_common.lmi import LmiEngineOptions
 
@@ -104,8 +103,8 @@ class LmiVllmChatOptions(LmiEngineOptions):
         return options
 
 
-def parses_tool_calls(ep: EndpointSpec) -> bool:
-    return LmiVllmChatOptions.model_validate(ep.engine).tool_call_parser is not None
+def parses_tool_calls(engine: LmiVllmChatOptions) -> bool:
+    return engine.tool_call_parser is not None
 
 
 CHAT = ChatCapability.native(

@@ -63,7 +63,7 @@ class TensorRTByocEngineOptions(EngineOptions):
     custom_handler: bool = False
 
 
-def container_environment(endpoint: EndpointSpec) -> dict[str, str]:
+def container_environment(endpoint: EndpointSpec, engine: TensorRTByocEngineOptions) -> dict[str, str]:
     """The container's environment for one endpoint.
 
     TRT_BACKEND=tensorrt: build/load a TensorRT engine (onnxruntime is the CPU/test backend of the same handler).
@@ -73,7 +73,7 @@ def container_environment(endpoint: EndpointSpec) -> dict[str, str]:
       to start on an artifact built for another profile.
     MAX_BATCH_SIZE / MAX_NEW_TOKENS: the request limits byoc_server enforces (contract.py), from the same profile.
     """
-    profile = TensorRTByocEngineOptions.parse(endpoint).tensorrt_profile
+    profile = engine.tensorrt_profile
     return {
         "TRT_BACKEND": "tensorrt",
         "TRT_ENGINE_CACHE_DIR": ENGINE_CACHE_DIR,
@@ -85,7 +85,7 @@ def container_environment(endpoint: EndpointSpec) -> dict[str, str]:
     }
 
 
-SYSTEM = ServingSystem(
+SYSTEM: ServingSystem[TensorRTByocEngineOptions] = ServingSystem(
     request_timeout=byoc_request_timeout(),
     engine_options=TensorRTByocEngineOptions,
     name="tensorrt-byoc",
