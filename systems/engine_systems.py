@@ -11,10 +11,20 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from endpoint_config import EndpointSpec
+from endpoint_config import EndpointSpec, InstanceType
 from endpoint_config.gpus import AMI_DRIVERS, CUDA
 
-from .base import Capability, ChatCapability, E, EngineOptions, RequestTimeout
+from .base import (
+    AdapterSupport,
+    Capability,
+    ChatCapability,
+    E,
+    EngineOptions,
+    EngineProfile,
+    RequestTimeout,
+    ServingSystem,
+    StreamedWeights,
+)
 from .checkpoint_facts import checkpoint_of
 
 # The engines' --dtype for the endpoint's dtype: vLLM 0.30.0 config/model.py ModelDType and SGLang 0.5.20
@@ -124,6 +134,44 @@ def openai_chat(how: str, tool_calls: Callable[[E], bool]) -> ChatCapability[E]:
     return ChatCapability.native(how, constrained_decoding=True, tool_calls=tool_calls, engine_server=True)
 
 
+def engine_server_system(
+    *,
+    engine_options: type[E],
+    environment: Callable[[EndpointSpec, E], dict[str, str]],
+    profile: Callable[[EndpointSpec, E], EngineProfile],
+    rules: Callable[[EndpointSpec, InstanceType, E], list[str]],
+    chat: ChatCapability[E],
+    adapters: AdapterSupport[E],
+    checkpoint_rules: Callable[[EndpointSpec, E, Any], list[str]] | None = None,
+    streamed_weights: StreamedWeights[E] | None = None,
+    **fields: Any,
+) -> ServingSystem[E]:
+    """An engine DLC's system (vllm, sglang): its hooks (typed against its options class E) and `fields` (name, image,
+    bodies, ...) are its own; what both share is set here. The images are GPU images only (vllm.json, sglang.json), on
+    the CUDA 13.0 AMI; the engine's OpenAI server streams and limits no request; the artifact is the checkpoint's
+    own files (their size sizes the timeouts); the model data comes from S3 through SageMaker, so the engine needs
+    no network unless it streams the weights itself (ServingSystem.network_isolation_default)."""
+    return ServingSystem(
+        engine_options=engine_options,
+        environment=environment,
+        profile=profile,
+        rules=rules,
+        chat=chat,
+        adapters=adapters,
+        checkpoint_rules=checkpoint_rules,
+        streamed_weights=streamed_weights,
+        gpu_only=True,
+        default_download_timeout_s=DEFAULT_DOWNLOAD_TIMEOUT_S,
+        default_startup_timeout_s=DEFAULT_STARTUP_TIMEOUT_S,
+        inference_ami_version=INFERENCE_AMI_VERSION,
+        streaming=OPENAI_STREAMING,
+        request_timeout=ENGINE_SERVER_REQUEST_TIMEOUT,
+        estimate_weight_bytes=artifact_weight_bytes,
+        network_isolation=True,
+        **fields,
+    )
+
+
 __all__ = [
     "DEFAULT_DOWNLOAD_TIMEOUT_S",
     "ENGINE_SERVER_REQUEST_TIMEOUT",
@@ -134,6 +182,7 @@ __all__ = [
     "OPENAI_STREAMING",
     "RUNTIME_QUANTIZATION_BITS",
     "artifact_weight_bytes",
+    "engine_server_system",
     "kv_element_bytes",
     "openai_chat",
     "tensor_parallel_problems",

@@ -20,13 +20,9 @@ from endpoint_config import EndpointSpec, InstanceType
 
 from ..base import AdapterSupport, Capability, ContainerBodies, EngineProfile, ServingSystem
 from ..engine_systems import (
-    DEFAULT_DOWNLOAD_TIMEOUT_S,
-    DEFAULT_STARTUP_TIMEOUT_S,
     DTYPE_FLAG,
-    ENGINE_SERVER_REQUEST_TIMEOUT,
     INFERENCE_AMI_VERSION,
-    OPENAI_STREAMING,
-    artifact_weight_bytes,
+    engine_server_system,
     kv_element_bytes,
     openai_chat,
     tensor_parallel_problems,
@@ -121,18 +117,13 @@ def parses_tool_calls(engine: SglangEngineOptions) -> bool:
     return engine.tool_call_parser is not None
 
 
-SYSTEM: ServingSystem[SglangEngineOptions] = ServingSystem(
+SYSTEM: ServingSystem[SglangEngineOptions] = engine_server_system(
     name="sglang",
     summary="the AWS SGLang container for SageMaker (SGLang 0.5.20), SM_SGLANG_* options, the checkpoint as it is",
     recipe="systems.sglang.recipe",
     image=SGLANG_DLC,
     engine_options=SglangEngineOptions,
     environment=container_environment,
-    gpu_only=True,  # sglang.json lists GPU images only
-    default_download_timeout_s=DEFAULT_DOWNLOAD_TIMEOUT_S,
-    default_startup_timeout_s=DEFAULT_STARTUP_TIMEOUT_S,
-    inference_ami_version=INFERENCE_AMI_VERSION,
-    streaming=OPENAI_STREAMING,
     chat=openai_chat(
         "SGLang 0.5.20's OpenAI server answers chat completions on /invocations (sglang/srt/entrypoints/http_"
         "server.py, openai/serving_chat.py): the model's chat template, tool calls parsed with engine.tool_ca"
@@ -150,7 +141,6 @@ SYSTEM: ServingSystem[SglangEngineOptions] = ServingSystem(
         thinking_off={"chat_template_kwargs": {"enable_thinking": False}},
     ),
     served_names_environment=served_names_environment,
-    request_timeout=ENGINE_SERVER_REQUEST_TIMEOUT,
     model_registry=ENGINE,
     inference_components=Capability.yes(
         "one SGLang server per component copy, tp_size = the copy's GPUs (tensor_parallel_degree)"
@@ -165,9 +155,7 @@ SYSTEM: ServingSystem[SglangEngineOptions] = ServingSystem(
         "header (sglang/srt/entrypoints/http_server.py serves only /ping and /invocations for SageMaker), so an "
         "adapter inference component could neither be loaded nor invoked; use system vllm for adapters"
     ),
-    network_isolation=True,
     profile=profile,
-    estimate_weight_bytes=artifact_weight_bytes,
     rules=rules,
     engine_notes=(
         f"SGLang's OpenAI server, configured by SM_SGLANG_* variables; needs InferenceAmiVersion "

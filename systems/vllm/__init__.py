@@ -25,13 +25,9 @@ from ..base import (
 )
 from ..checkpoint_facts import Checkpoint
 from ..engine_systems import (
-    DEFAULT_DOWNLOAD_TIMEOUT_S,
-    DEFAULT_STARTUP_TIMEOUT_S,
     DTYPE_FLAG,
-    ENGINE_SERVER_REQUEST_TIMEOUT,
     INFERENCE_AMI_VERSION,
-    OPENAI_STREAMING,
-    artifact_weight_bytes,
+    engine_server_system,
     kv_element_bytes,
     openai_chat,
     tensor_parallel_problems,
@@ -283,18 +279,13 @@ def parses_tool_calls(engine: VllmEngineOptions) -> bool:
     return engine.tool_call_parser is not None and engine.enable_auto_tool_choice
 
 
-SYSTEM: ServingSystem[VllmEngineOptions] = ServingSystem(
+SYSTEM: ServingSystem[VllmEngineOptions] = engine_server_system(
     name="vllm",
     summary="the AWS vLLM container for SageMaker (vLLM 0.30.0), SM_VLLM_* options, the checkpoint as it is",
     recipe="systems.vllm.recipe",
     image=VLLM_DLC,
     engine_options=VllmEngineOptions,
     environment=container_environment,
-    gpu_only=True,  # vllm.json lists GPU images only
-    default_download_timeout_s=DEFAULT_DOWNLOAD_TIMEOUT_S,
-    default_startup_timeout_s=DEFAULT_STARTUP_TIMEOUT_S,
-    inference_ami_version=INFERENCE_AMI_VERSION,
-    streaming=OPENAI_STREAMING,
     chat=openai_chat(
         "vLLM 0.30.0's OpenAI server answers chat completions on /invocations (vllm/entrypoints/serve/sagemak"
         "er/api_router.py): the model's chat template, tool calls parsed with engine.tool_call_parser and ena"
@@ -316,7 +307,6 @@ SYSTEM: ServingSystem[VllmEngineOptions] = ServingSystem(
     ),
     served_names_environment=served_names_environment,
     checkpoint_rules=checkpoint_rules,
-    request_timeout=ENGINE_SERVER_REQUEST_TIMEOUT,
     model_registry=ENGINE,
     inference_components=Capability.yes(
         "one vLLM engine per component copy, tensor_parallel_size = the copy's GPUs (tensor_parallel_degree)"
@@ -328,11 +318,8 @@ SYSTEM: ServingSystem[VllmEngineOptions] = ServingSystem(
         "VLLM_ALLOW_RUNTIME_LORA_UPDATING)",
         sizing=lora_sizing,
     ),
-    # The model data comes from S3 through SageMaker: the engine needs no network unless it streams the weights.
-    network_isolation=True,
     streamed_weights=StreamedWeights(streams_from_s3, streamed_environment, METADATA_PART),
     profile=profile,
-    estimate_weight_bytes=artifact_weight_bytes,
     rules=rules,
     engine_notes=(
         f"vLLM's OpenAI server, configured by SM_VLLM_* variables; needs InferenceAmiVersion {INFERENCE_AMI_VERSION} "
