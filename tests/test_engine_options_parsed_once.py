@@ -141,3 +141,22 @@ def test_every_plan_holds_its_systems_own_options(tmp_path):
                 assert all(pool.engine is plan.engine for pool in plan.pools), (path.name, plan.name)
                 systems.add(plan.system.name)
     assert len(systems) >= 10  # every registered system has an example
+
+
+def test_lmi_vllm_chat_with_a_lora_rank_loads(tmp_path):
+    """What a second reading with another model did: lmi-vllm's tool-call check read `engine:` with its chat options
+    class, which has no max_lora_rank, so an endpoint with chat, adapters and a rank failed to load with pydantic's
+    traceback. Read from the plan's parse, it loads, and its replies carry parsed tool calls."""
+    import yaml
+
+    from deployment import load_config
+
+    config = yaml.safe_load((ROOT / "config" / "examples" / "lmi-vllm-lora.yaml").read_text())
+    endpoint = config["endpoints"][0]
+    endpoint["chat"] = {}
+    endpoint["engine"] = {**endpoint["engine"], "max_lora_rank": 16, "tool_call_parser": "hermes"}
+    endpoint["adapters"] = [{"name": "sql", "model": "example-org/llama-3.1-8b-sql-lora"}]
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    plan = load_config(path, "dev", build_root=tmp_path).plan(endpoint["name"])
+    assert plan.engine.max_lora_rank == 16 and plan.chat_features.tool_calls
