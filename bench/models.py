@@ -100,5 +100,6 @@ def build(config_text: str, config_path: Path, endpoint: str, out: Path, force: 
         return out, -1.0
     config_path.write_text(config_text)
     started = time.perf_counter()
-    build_endpoint(load_config(config_path).endpoint(endpoint), out, progress=False)
+    plan = load_config(config_path).plan(endpoint)
+    build_endpoint(plan.spec, out, progress=False, engine=plan.engine)
     return out, time.perf_counter() - started

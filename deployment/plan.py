@@ -400,7 +400,7 @@ class EndpointPlan:
         from S3 itself), readable up to the endpoint's artifact root."""
         if self.system.staged_weights_environment is not None:
             return ModelData(bucket, f"{self.artifact_prefix}code/", read_prefix=self.artifact_root)
-        if self.system.streamed_weights is not None and self.system.streams_weights(self.spec):
+        if self.system.streamed_weights is not None and self.system.streams_weights(self.engine):
             part = self.system.streamed_weights.model_data_part
             return ModelData(bucket, f"{self.artifact_prefix}{part}", read_prefix=self.artifact_root)
         return ModelData(
@@ -416,8 +416,8 @@ class EndpointPlan:
     def container_environment(self, bucket: str, pool: PoolPlan | None = None) -> dict[str, str]:
         """The model container's environment on instance_type, or on `pool`'s instance type (its own engine
         settings: the tensor-parallel degree, ...)."""
-        spec = pool.spec if pool is not None else self.spec
-        environment = self.system.environment(spec)
+        spec, engine = (pool.spec, pool.engine) if pool is not None else (self.spec, self.engine)
+        environment = self.system.environment(spec, engine)
         if self.system.served_names_environment is not None:
             environment = {**environment, **self.system.served_names_environment(self.served_model_names)}
         if self.system.staged_weights_environment is not None:
@@ -430,7 +430,7 @@ class EndpointPlan:
                 **environment,
                 **self.system.request_timeout.environment(self.invocation_timeout_s, self.startup_timeout_s),
             }
-        if self.system.streamed_weights is not None and self.system.streams_weights(spec):
+        if self.system.streamed_weights is not None and self.system.streams_weights(engine):
             environment = {
                 **environment,
                 **self.system.streamed_weights.environment(spec, f"s3://{bucket}/{self.artifact_prefix}"),
@@ -498,7 +498,7 @@ class EndpointPlan:
         chat = self.system.chat
         return ChatFeatures(
             chat.route,
-            chat.parses_tool_calls(self.spec),
+            chat.parses_tool_calls(self.engine),
             chat.constrained_decoding,
             engine_keys=chat.engine_server,
             engine_limits=chat.engine_server,
@@ -514,7 +514,7 @@ class EndpointPlan:
             return None
         from systems.checkpoint_facts import checkpoint_of
 
-        context = self.system.profile(self.spec).max_model_len if self.system.profile is not None else None
+        context = self.system.profile(self.spec, self.engine).max_model_len if self.system.profile is not None else None
         if context is None:
             checkpoint = checkpoint_of(self.spec.model)
             context = checkpoint.facts.max_position_embeddings if checkpoint is not None else None
@@ -815,6 +815,7 @@ def plan_endpoint(
     inference_ami_version = system.inference_ami_version if instance.is_gpu else None
     # The variant's timeouts hold on every pool: the longest any pool's engine needs.
     variant_specs = [spec, *spec.pool_specs()]
+    engine = system.engine(spec)  # the one parse of the endpoint's engine options: every reader takes plan.engine
     plan = EndpointPlan(
         spec=spec,
         system=system,
@@ -824,11 +825,11 @@ def plan_endpoint(
         stack_name=stack_name,
         emulator=emulator,
         artifact=artifact,
-        engine=system.engine(spec),
+        engine=engine,
         model_copies=system.model_copies(spec, instance),
         download_timeout_s=max(system.download_timeout_s(s, weight_bytes) for s in variant_specs),
         startup_timeout_s=max(system.startup_timeout_s(s, weight_bytes) for s in variant_specs),
-        network_isolation=network_isolation(spec, system.network_isolation_default(spec)),
+        network_isolation=network_isolation(spec, system.network_isolation_default(engine)),
         inference_ami_version=inference_ami_version,
         component_name=component_name(endpoint_name) if spec.hosting.uses_components else None,
         quota=quota,
@@ -858,7 +859,7 @@ def plan_pools(plan: EndpointPlan, quota: QuotaNeed, inference_ami_version: str 
         pool = PoolPlan(
             priority=priority,
             spec=pool_spec,
-            engine=system.engine(pool_spec),
+            engine=plan.engine,  # a pool changes the instance type and degree, never engine: (EndpointSpec.pool_specs)
             model_copies=system.model_copies(pool_spec, instance),
             inference_ami_version=ami,
             image_tag=tag,

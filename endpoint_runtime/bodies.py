@@ -61,7 +61,7 @@ def front_door_environment(plan: Any) -> dict[str, str]:
     limits the container applies (request_contract.LIMIT_ENV in its environment) or, for an engine's own OpenAI
     server, its context length's; the endpoint's chat features (chat_contract.CHAT_ENV); and the body a prompt
     travels in with its reasoning field."""
-    container = plan.system.environment(plan.spec)
+    container = plan.system.environment(plan.spec, plan.engine)
     limits = {k: v for k, v in container.items() if k in request_contract.LIMIT_ENV}
     if plan.system.chat.engine_server:
         high = 1_000_000  # request_contract.limits()'s highest MAX_NEW_TOKENS

@@ -47,7 +47,7 @@ def local_container(plan: Any, artifact_dir: Path, workdir: Path) -> Any | None:
     from .stand_in import StandInContainer
 
     system = plan.system.name
-    if plan.system.streams_weights(plan.spec):
+    if plan.system.streams_weights(plan.engine):
         raise LocalContainerError(
             f"endpoint {plan.name!r}: engine.stream_weights_from_s3: value True cannot run locally (the engine would "
             "stream the weights from S3 itself); remove it to serve the artifact directory"

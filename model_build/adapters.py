@@ -147,7 +147,7 @@ def build_adapter(
     ep, spec = plan.spec, adapter.spec
     index = next(i for i, a in enumerate(ep.adapters) if a.name == spec.name)
     where = f"endpoint {ep.name!r}: adapters[{index}] ({spec.name!r}, {spec.model!r})"
-    sizing = plan.system.lora_sizing(ep)
+    sizing = plan.system.lora_sizing(ep, plan.engine)
     source = resolve_model_source(spec.model, spec.revision, allow_patterns=SOURCE_PATTERNS)
 
     def fill(out: Path) -> dict[str, Any]:

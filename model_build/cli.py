@@ -45,6 +45,19 @@ def recipe_for(system: str) -> Any:
         raise
 
 
+def checked_engine(endpoint: Any) -> Any:
+    """The engine options of an endpoint given without its plan (a test's or a script's spec): checked as the config
+    load checks them (BuildError naming the first problem, before any heavy work), then parsed."""
+    from systems import all_systems, get_system
+
+    engine, problems = get_system(endpoint.system).checked_engine(
+        endpoint, {name: s.engine_options for name, s in all_systems().items()}
+    )
+    if engine is None:
+        raise BuildError(problems[0])
+    return engine
+
+
 def _load(args: argparse.Namespace) -> Any:
     from deployment import load_config
 
@@ -103,13 +116,17 @@ def remove_stale_build_dirs(parent: Path) -> list[str]:
     return done
 
 
-def build_endpoint(endpoint: Any, out_dir: Path, progress: bool = True) -> dict[str, Any]:
+def build_endpoint(endpoint: Any, out_dir: Path, progress: bool = True, *, engine: Any = None) -> dict[str, Any]:
     """Build `endpoint` into `out_dir` atomically: into a sibling temp dir, renamed into place on success.
 
+    engine: the endpoint's parsed engine options, from its plan (EndpointPlan.engine), handed to the recipe; None
+    for an endpoint given without its plan, whose options are checked and parsed here (checked_engine).
     An existing `out_dir` is replaced only after the new build has passed its verification. The temp dirs are locked
     while the build runs; a killed build's are removed by the next build in the same directory.
     """
     recipe = recipe_for(endpoint.system)
+    if engine is None:
+        engine = checked_engine(endpoint)
     out_dir = Path(out_dir).absolute()
     parent = out_dir.parent
     created: list[Path] = []
@@ -122,7 +139,7 @@ def build_endpoint(endpoint: Any, out_dir: Path, progress: bool = True) -> dict[
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=parent))
     locks = [_hold(tmp)]
     try:
-        manifest = recipe.build(endpoint, tmp, progress=progress)
+        manifest = recipe.build(endpoint, engine, tmp, progress=progress)
         _make_readable(tmp)
         old = None
         if out_dir.exists():
@@ -198,7 +215,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     endpoint = plan.spec
     out = Path(args.out or Path(args.build_root) / endpoint.name)
     started = time.perf_counter()
-    manifest = build_endpoint(endpoint, out, progress=not args.quiet)
+    manifest = build_endpoint(endpoint, out, progress=not args.quiet, engine=plan.engine)
     check = manifest["verification"]
     if "max_abs_logit_diff" in check:
         verified = (

@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Annotated, Any, ClassVar, Literal, Self, get_args, get_origin
+from typing import Annotated, Any, ClassVar, Generic, Literal, Self, TypeVar, get_args, get_origin
 
 from pydantic import Field, ValidationError
 
@@ -31,6 +31,11 @@ SAGEMAKER_TIMEOUT_MAX_S = 3600  # ModelDataDownloadTimeoutInSeconds / ContainerS
 MaxBatchSize = Annotated[int, Field(ge=1, le=1024, description="rolling/continuous batch size")]
 MaxModelLen = Annotated[int, Field(ge=16, le=1_048_576, description="prompt + generated tokens")]
 
+# A system's own `engine:` options class. The plan parses an endpoint's options once (deployment/plan.py
+# EndpointPlan.engine, ServingSystem.engine) and every hook that reads them is handed that instance, typed as the
+# system's class: ServingSystem[VllmEngineOptions] takes only hooks written for VllmEngineOptions.
+E = TypeVar("E", bound="EngineOptions")
+
 
 @dataclass(frozen=True)
 class Capability:
@@ -49,22 +54,22 @@ class Capability:
 
 
 @dataclass(frozen=True)
-class ChatCapability(Capability):
+class ChatCapability(Capability, Generic[E]):
     """Whether and how a system serves OpenAI chat completions (chat_contract.py), or why not (the note).
 
     route: "native", the engine's own chat route renders the template and answers (LMI's "messages" requests);
       "handler", our handler code applies the model's chat template and answers; None: no chat.
     constrained_decoding: the engine can force JSON or a tool call (response_format json_object/json_schema,
       tool_choice "required" or a named function); without it the front doors refuse those.
-    tool_calls: whether the endpoint's replies carry parsed tool calls, given its `engine:` options (the native
-      engines parse them only with a tool-call parser configured; our handlers always read the hermes format).
+    tool_calls: whether the endpoint's replies carry parsed tool calls, given its parsed `engine:` options (the
+      native engines parse them only with a tool-call parser configured; our handlers always read the hermes format).
     engine_server: the engine's own OpenAI server answers (vLLM, SGLang): it takes the OpenAI fields the engines
       add (chat_contract.ENGINE_REQUEST_KEYS), and it bounds max_tokens and the prompt by its context length, so the
       front doors add no max_tokens and cap at the engine's max_model_len (endpoint_runtime/bodies.py front_door_environment)."""
 
     route: Literal["native", "handler"] | None = None
     constrained_decoding: bool = False
-    tool_calls: Callable[[EndpointSpec], bool] | None = None
+    tool_calls: Callable[[E], bool] | None = None
     engine_server: bool = False
 
     @classmethod
@@ -73,17 +78,17 @@ class ChatCapability(Capability):
         how: str,
         *,
         constrained_decoding: bool,
-        tool_calls: Callable[[EndpointSpec], bool] | None,
+        tool_calls: Callable[[E], bool] | None,
         engine_server: bool = False,
-    ) -> ChatCapability:
-        return cls(True, how, "native", constrained_decoding, tool_calls, engine_server)
+    ) -> ChatCapability[E]:
+        return ChatCapability(True, how, "native", constrained_decoding, tool_calls, engine_server)
 
     @classmethod
-    def handler(cls, how: str) -> ChatCapability:
-        return cls(True, how, "handler", False, lambda ep: True)
+    def handler(cls, how: str) -> ChatCapability[Any]:
+        return ChatCapability(True, how, "handler", False, lambda engine: True)
 
-    def parses_tool_calls(self, ep: EndpointSpec) -> bool:
-        return self.supported and self.tool_calls is not None and self.tool_calls(ep)
+    def parses_tool_calls(self, engine: E) -> bool:
+        return self.supported and self.tool_calls is not None and self.tool_calls(engine)
 
 
 # The request bodies a container may take on POST /invocations (where InvokeEndpoint and the response stream deliver
@@ -149,11 +154,12 @@ class LoraSizing:
 
 
 @dataclass(frozen=True)
-class AdapterSupport(Capability):
+class AdapterSupport(Capability, Generic[E]):
     """Whether a system serves LoRA adapters as SageMaker adapter inference components (endpoint_config/adapters.py),
-    and `sizing`: its LoRA options for an endpoint's configured adapters (enable, max adapters, max rank)."""
+    and `sizing`: its LoRA options for an endpoint's configured adapters (enable, max adapters, max rank), given
+    the endpoint and its parsed engine options."""
 
-    sizing: Callable[[EndpointSpec], LoraSizing] | None = None
+    sizing: Callable[[EndpointSpec, E], LoraSizing] | None = None
 
 
 class EngineOptions(Strict):
@@ -262,20 +268,21 @@ class OwnContainer:
 
 
 @dataclass(frozen=True)
-class RequestTimeout:
+class RequestTimeout(Generic[E]):
     """How a system's container limits the time of one request, and how a plan sets that limit.
 
     environment(request_s, startup_s): the container environment that lets one request run `request_s` seconds
       (`startup_s`: the startup health-check timeout, for a server whose one clock also times the model load).
-    limit_s(endpoint, environment): the limit the container then applies (math.inf: none), read the way the
-      container's own code reads its configuration (each system cites the file and version).
+    limit_s(endpoint, engine, environment): the limit the container then applies (math.inf: none), read the way
+      the container's own code reads its configuration (each system cites the file and version); `engine`: the
+      endpoint's parsed engine options.
     """
 
     environment: Callable[[int, int], dict[str, str]]
-    limit_s: Callable[[EndpointSpec, Mapping[str, str]], float]
+    limit_s: Callable[[EndpointSpec, E, Mapping[str, str]], float]
 
 
-def no_rules(ep: EndpointSpec, instance: InstanceType) -> list[str]:
+def no_rules(ep: EndpointSpec, instance: InstanceType, engine: EngineOptions) -> list[str]:
     return []
 
 
@@ -287,11 +294,11 @@ def no_rules(ep: EndpointSpec, instance: InstanceType) -> list[str]:
 BYOC_NGINX_CONF = REPO_ROOT / "systems" / "byoc_server" / "nginx.conf"
 
 
-def byoc_request_timeout() -> RequestTimeout:
+def byoc_request_timeout() -> RequestTimeout[Any]:
     def environment(request_s: int, startup_s: int) -> dict[str, str]:
         return {}  # fixed in the image
 
-    def limit_s(endpoint: EndpointSpec, env: Mapping[str, str]) -> float:
+    def limit_s(endpoint: EndpointSpec, engine: EngineOptions, env: Mapping[str, str]) -> float:
         text = BYOC_NGINX_CONF.read_text()
         location = re.search(r"location ~ \^/\(ping\|invocations\)\$ \{(.*?)\}", text, re.DOTALL)
         if location is None:
@@ -330,26 +337,32 @@ class EngineProfile:
 
 
 @dataclass(frozen=True)
-class StreamedWeights:
+class StreamedWeights(Generic[E]):
     """An engine option that reads the weights from S3 itself while the container starts (vLLM's Run:ai model
-    streamer). For an endpoint that uses it (`enabled`), SageMaker downloads only `model_data_part` of the artifact
+    streamer). For an endpoint whose parsed engine options use it (`enabled(engine)`), SageMaker downloads only `model_data_part` of the artifact
     (a folder of it, ending in "/"), `environment(endpoint, artifact_s3_uri)` points the engine at the artifact's
     own S3 prefix, and the container needs the network (its execution role's S3 and KMS grants already cover the
     artifact: it is what SageMaker itself reads with)."""
 
-    enabled: Callable[[EndpointSpec], bool]
+    enabled: Callable[[E], bool]
     environment: Callable[[EndpointSpec, str], dict[str, str]]
     model_data_part: str
 
 
 @dataclass(frozen=True, kw_only=True)
-class ServingSystem:
+class ServingSystem(Generic[E]):
     """One `system:` value of the config file: every fact about a serving system lives here (or in its package).
+
+    engine_options: the class of the system's `engine:` options (E). The hooks that read them (environment, rules,
+      profile, checkpoint_rules, streamed_weights.enabled, chat.tool_calls, adapters.sizing,
+      request_timeout.limit_s) take the endpoint's options already parsed, as an instance of that class: the plan
+      parses them once (`engine`, EndpointPlan.engine) and the config load once while it checks them
+      (`checked_engine`, systems/checks.py); no hook parses them again (tests/test_engine_options_parsed_once.py).
 
     recipe: the module that builds the artifact, `build(endpoint, out_dir, progress=True) -> manifest` (it imports
       torch, so only model_build loads it, through `load_recipe`).
     image / own_container: the pinned AWS image, or one built from this repository; exactly one.
-    environment: the container's environment for one endpoint (it reads `engine_options` itself).
+    environment: the container's environment for one endpoint, given its parsed engine options.
     streaming / inference_components: whether the container streams tokens (InvokeEndpointWithResponseStream) and
       runs as an inference component, with how or why not.
     chat: whether and how it serves OpenAI chat completions (ChatCapability), stated by every system; an endpoint's
@@ -362,7 +375,7 @@ class ServingSystem:
     profile: the engine facts the compatibility checks need for one endpoint (EngineProfile); None: not checked.
     estimate_weight_bytes: the model's weight bytes on the GPUs before a build (sizes the timeouts and the checks);
       None: parameters x the dtype's bytes, from facts.models.
-    rules: the rules only this system has, on an endpoint whose schema rules passed.
+    rules: the rules only this system has, on an endpoint whose schema rules passed and whose engine options parsed.
     legacy / replacement: retired upstream, kept as a pinned recipe and announced at synth with its replacement.
     bodies: which request bodies the container takes on /invocations and how its replies read (ContainerBodies).
     request_timeout: how the container limits one request's time (RequestTimeout); the plan sets it to the
@@ -372,14 +385,14 @@ class ServingSystem:
 
     name: str
     summary: str
-    environment: Callable[[EndpointSpec], dict[str, str]]
+    environment: Callable[[EndpointSpec, E], dict[str, str]]
     streaming: Capability
     inference_components: Capability
-    chat: ChatCapability
+    chat: ChatCapability[E]
     recipe: str | None = None
     image: ImagePin | None = None
     own_container: OwnContainer | None = None
-    engine_options: type[EngineOptions] = EngineOptions
+    engine_options: type[E]
     architectures: tuple[Literal["decoder", "encoder-decoder"], ...] = ("decoder",)
     weights_formats: tuple[str, ...] = ("safetensors",)
     gpu_only: bool = False
@@ -389,7 +402,7 @@ class ServingSystem:
     replacement: str | None = None
     network_isolation: bool = True
     staged_weights_environment: Callable[[str], dict[str, str]] | None = None
-    rules: Callable[[EndpointSpec, InstanceType], list[str]] = field(default=no_rules)
+    rules: Callable[[EndpointSpec, InstanceType, E], list[str]] = field(default=no_rules)
     engine_notes: str = ""
     # The engine starts one model copy per `tensor_parallel_degree` GPUs (DJL/LMI): 4 GPUs at degree 2 = 2 copies.
     copies_fill_gpus: bool = False
@@ -397,14 +410,14 @@ class ServingSystem:
     # default AMI (driver 470 / CUDA 11.4 on ml.g5 and ml.p4d, per docs.aws.amazon.com/sagemaker/latest/dg/
     # inference-gpu-drivers.html); values: botocore's ProductionVariantInferenceAmiVersion enum. None: default AMI.
     inference_ami_version: str | None = None
-    request_timeout: RequestTimeout | None = None
+    request_timeout: RequestTimeout[E] | None = None
     # The systems/engine_tables table ("<project>==<version>") of the model architectures the container's engine
     # serves, where an engine registry decides (vLLM); None: the image's transformers decides (systems/model_support.py).
     model_registry: str | None = None
-    streamed_weights: StreamedWeights | None = None
-    profile: Callable[[EndpointSpec], EngineProfile] | None = None
+    streamed_weights: StreamedWeights[E] | None = None
+    profile: Callable[[EndpointSpec, E], EngineProfile] | None = None
     estimate_weight_bytes: Callable[[EndpointSpec], float | None] | None = None
-    adapters: AdapterSupport = AdapterSupport.no(
+    adapters: AdapterSupport[E] = AdapterSupport.no(
         "no way to load LoRA adapter inference components is established for it"
     )
     # Which request bodies the container takes and how its replies read: every client builds its bodies from this
@@ -417,7 +430,7 @@ class ServingSystem:
     served_names_environment: Callable[[tuple[str, ...]], dict[str, str]] | None = None
     # What only this system refuses about a checkpoint's own facts (its config.json's architecture): at load for a
     # local or known model (systems/checks.py), at build on the real files (systems/checkpoint_artifact.py).
-    checkpoint_rules: Callable[[EndpointSpec, Any], list[str]] | None = None
+    checkpoint_rules: Callable[[EndpointSpec, E, Any], list[str]] | None = None
 
     def __post_init__(self) -> None:
         if (self.image is None) == (self.own_container is None):
@@ -430,26 +443,26 @@ class ServingSystem:
         if self.staged_weights_environment is not None and self.network_isolation:
             raise ValueError(f"system {self.name!r}: an engine that reads its weights from S3 needs network access")
 
-    def streams_weights(self, ep: EndpointSpec) -> bool:
+    def streams_weights(self, engine: E) -> bool:
         """The endpoint's engine streams its weights from S3 (an engine option: `streamed_weights`)."""
-        return self.streamed_weights is not None and self.streamed_weights.enabled(ep)
+        return self.streamed_weights is not None and self.streamed_weights.enabled(engine)
 
-    def reads_weights_from_s3(self, ep: EndpointSpec) -> bool:
+    def reads_weights_from_s3(self, engine: E) -> bool:
         """The container fetches the weights from S3 itself (staged or streamed), so it needs the network."""
-        return self.staged_weights_environment is not None or self.streams_weights(ep)
+        return self.staged_weights_environment is not None or self.streams_weights(engine)
 
-    def network_isolation_default(self, ep: EndpointSpec) -> bool:
+    def network_isolation_default(self, engine: E) -> bool:
         """EnableNetworkIsolation when the config does not say: the system's, unless the engine reads S3 itself."""
-        return self.network_isolation and not self.reads_weights_from_s3(ep)
+        return self.network_isolation and not self.reads_weights_from_s3(engine)
 
-    def lora_sizing(self, ep: EndpointSpec) -> LoraSizing | None:
+    def lora_sizing(self, ep: EndpointSpec, engine: E) -> LoraSizing | None:
         """The container's LoRA options for `ep`'s adapters (None without adapters). LookupError when the system
         serves none (the config refuses adapters there first: systems/checks.py)."""
         if not ep.adapters:
             return None
         if not self.adapters.supported or self.adapters.sizing is None:
             raise LookupError(f"system {self.name!r} serves no LoRA adapters: {self.adapters.note}")
-        return self.adapters.sizing(ep)
+        return self.adapters.sizing(ep, engine)
 
     def load_recipe(self) -> ModuleType:
         """Import the build recipe. LookupError when the system has none."""
@@ -461,10 +474,20 @@ class ServingSystem:
         """What is wrong with the endpoint's `engine:` options for this system (engine_problems)."""
         return engine_problems(ep, self.engine_options, others)
 
-    def engine(self, ep: EndpointSpec) -> EngineOptions:
-        """The endpoint's engine options as this system's typed model (an instance of `engine_options`; a system's
-        own code reads its options as `<its options class>.parse(ep)`, typed as that class)."""
+    def engine(self, ep: EndpointSpec) -> E:
+        """The endpoint's engine options as this system's typed model (an instance of `engine_options`), for an
+        endpoint whose options the config load checked. Called where the plan is made (deployment/plan.py): every
+        other reader takes EndpointPlan.engine (or PoolPlan.engine)."""
         return self.engine_options.parse(ep)
+
+    def checked_engine(
+        self, ep: EndpointSpec, others: dict[str, type[EngineOptions]] | None = None
+    ) -> tuple[E | None, list[str]]:
+        """Check the endpoint's `engine:` options (engine_problems) and, where they pass, parse them: (the options,
+        []) or (None, the problems). For the config load (systems/checks.py), which runs the hooks on what it
+        checks, and a build handed an endpoint without its plan (model_build.cli.build_endpoint)."""
+        problems = self.engine_problems(ep, others)
+        return (None if problems else self.engine(ep)), problems
 
     def model_copies(self, ep: EndpointSpec, instance: InstanceType) -> int:
         """How many copies of the model one instance serves."""

@@ -4,19 +4,31 @@ fixed request timeout, and what that server does not offer (streaming, chat, inf
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from systems.base import Capability, OwnContainer, ServingSystem, byoc_request_timeout
+from endpoint_config import EndpointSpec
+from systems.base import Capability, E, OwnContainer, ServingSystem, byoc_request_timeout
 from systems.chat import BYOC_NO_CHAT
 
 # What every BYOC image copies in besides its system's own handler (each Dockerfile COPYs the same).
 BYOC_SERVER_FILES = ("systems/byoc_server", "request_contract.py", "chat_contract.py")
 
 
-def byoc_system(*, dockerfile: str, handler_files: tuple[str, ...], **fields: Any) -> ServingSystem:
+def byoc_system(
+    *,
+    dockerfile: str,
+    handler_files: tuple[str, ...],
+    engine_options: type[E],
+    environment: Callable[[EndpointSpec, E], dict[str, str]],
+    **fields: Any,
+) -> ServingSystem[E]:
     """A system served by byoc_server in its own image built from `dockerfile`, with `handler_files` (paths from
-    the repository root) copied in after the server's; `fields` are the system's own ServingSystem fields."""
+    the repository root) copied in after the server's; `fields` are the system's own ServingSystem fields (its
+    options class and the hooks that read them named, so they are typed against them)."""
     return ServingSystem(
+        engine_options=engine_options,
+        environment=environment,
         request_timeout=byoc_request_timeout(),
         own_container=OwnContainer(dockerfile=dockerfile, include=(*BYOC_SERVER_FILES, *handler_files)),
         architectures=("decoder",),

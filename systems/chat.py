@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from endpoint_config import EndpointSpec
 
@@ -28,17 +29,17 @@ HF_HANDLER_CHAT = ChatCapability.handler(
 # "messages" are rendered with the tokenizer's chat template, but each message keeps only its role and content
 # (parse_chat_message_content), so an assistant's tool_calls and a tool result's tool_call_id are lost, and nothing
 # there parses tool calls out of the text: plain chat only.
-LMI_TRTLLM_CHAT = ChatCapability.native(
+LMI_TRTLLM_CHAT: ChatCapability[Any] = ChatCapability.native(
     "LMI 0.33 answers \"messages\" with TensorRT-LLM's chat post-processing after the tokenizer's chat template "
     "(lmi_trtllm/trtllm_async_service.py openai_chat); it keeps each message's role and content only, so tool "
     "calls are not served",
     constrained_decoding=False,
     tool_calls=None,
 )
-LEGACY_DJL_NO_CHAT = ChatCapability.no(
+LEGACY_DJL_NO_CHAT: ChatCapability[Any] = ChatCapability.no(
     "a legacy system pinned to a retired DJL image; chat is not built or tested for it (lmi-vllm serves chat)"
 )
-BYOC_NO_CHAT = ChatCapability.no(
+BYOC_NO_CHAT: ChatCapability[Any] = ChatCapability.no(
     "its handler implements no chat_prompt, so systems/byoc_server answers chat requests 400 chat_not_supported"
 )
 

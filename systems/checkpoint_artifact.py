@@ -17,7 +17,7 @@ from artifact import BuildError
 from endpoint_config import EndpointSpec
 from facts.models import read_json_object
 
-from .base import ServingSystem
+from .base import E, ServingSystem
 from .checkpoint_facts import SAFETENSORS_DTYPE_BYTES, Checkpoint, read_local_checkpoint
 
 # What a build fetches from the Hub: weights as safetensors only (no pickles), configs, tokenizer, chat template.
@@ -206,7 +206,7 @@ def _write_chat_template(endpoint: EndpointSpec, out_dir: Path, copied: dict[str
 
 
 def build_checkpoint_artifact(
-    endpoint: EndpointSpec, out_dir: Path, progress: bool, system: ServingSystem
+    endpoint: EndpointSpec, engine: E, out_dir: Path, progress: bool, system: ServingSystem[E]
 ) -> dict[str, Any]:
     """Resolve the model, check it (layout, parameters, tokenizer, compatibility), copy it, write the manifest."""
     from tqdm.auto import tqdm
@@ -223,7 +223,7 @@ def build_checkpoint_artifact(
     steps.update()
 
     steps.set_postfix_str("check")
-    shards, elements, checkpoint, verification = _check_checkpoint(endpoint, source, system)
+    shards, elements, checkpoint, verification = _check_checkpoint(endpoint, engine, source, system)
     steps.update()
 
     steps.set_postfix_str("copy")
@@ -231,7 +231,7 @@ def build_checkpoint_artifact(
     steps.update()
 
     steps.set_postfix_str("hash")
-    fields = _manifest_fields(endpoint, system, checkpoint, elements)
+    fields = _manifest_fields(endpoint, engine, system, checkpoint, elements)
     # Checked right below: a mismatch fails the build, and the build directory is discarded (model_build's atomic build).
     verification["files"] = (
         f"{len(copied)} files byte-identical to the source (sha256 read while copying and again)"
@@ -252,7 +252,7 @@ def build_checkpoint_artifact(
 
 
 def _check_checkpoint(
-    endpoint: EndpointSpec, source: Path, system: ServingSystem
+    endpoint: EndpointSpec, engine: E, source: Path, system: ServingSystem[E]
 ) -> tuple[list[Path], int, Checkpoint, dict[str, Any]]:
     """The checkpoint's shards, parameter count and facts, checked (weights, parameters, tokenizer, the endpoint's
     rules on its files), and what was verified; BuildError naming the first thing that fails."""
@@ -270,9 +270,9 @@ def _check_checkpoint(
         verification["tokenizer"] = check_tokenizer(source)
     except Exception as err:
         raise _fail(endpoint, f"the tokenizer does not load or work: {type(err).__name__}: {err}") from None
-    problems = checkpoint_problems_on_every_pool(endpoint, system, checkpoint, all_systems())
+    problems = checkpoint_problems_on_every_pool(endpoint, system, engine, checkpoint, all_systems())
     if system.checkpoint_rules is not None:
-        problems += system.checkpoint_rules(endpoint, checkpoint)
+        problems += system.checkpoint_rules(endpoint, engine, checkpoint)
     if problems:
         raise BuildError(
             "the checkpoint's own files refuse this endpoint; nothing was written:\n  - " + "\n  - ".join(problems)
@@ -323,7 +323,7 @@ def _copy_checkpoint(
 
 
 def _manifest_fields(
-    endpoint: EndpointSpec, system: ServingSystem, checkpoint: Checkpoint, elements: int
+    endpoint: EndpointSpec, engine: E, system: ServingSystem[E], checkpoint: Checkpoint, elements: int
 ) -> dict[str, Any]:
     """The manifest's fields besides its files and verification: the endpoint, the model's facts, image, environment."""
     facts = checkpoint.facts
@@ -349,6 +349,6 @@ def _manifest_fields(
             "weight_bytes": checkpoint.file_bytes,
         },
         "image": {"repository": system.image.repository, "tag": system.image.gpu_tag} if system.image else None,
-        "environment": system.environment(endpoint),
+        "environment": system.environment(endpoint, engine),
         "parts": {"model_data": "", "streamed_model_data": f"{METADATA_DIR}/"},
     }

@@ -31,7 +31,7 @@ from facts.instances import InstanceType
 from facts.models import KNOWN_MODELS, model_facts
 
 from . import engine_tables
-from .base import Capability, EngineProfile, LoraSizing, ServingSystem, engine_problems
+from .base import Capability, EngineOptions, EngineProfile, LoraSizing, ServingSystem
 from .chat import chat_problems
 from .checkpoint_facts import DTYPE_BYTES, Checkpoint, _scaled_rope, checkpoint_of
 from .engine_systems import RUNTIME_QUANTIZATION_BITS
@@ -81,7 +81,8 @@ def _offered_by(others: dict[str, ServingSystem], capability: str) -> str:
 
 def system_problems(ep: EndpointSpec, system: ServingSystem, systems: dict[str, ServingSystem]) -> list[str]:
     """Every rule of `system` on `ep`. `systems`: the registry, to name the systems that offer what this one does
-    not."""
+    not. The engine options are checked and parsed once here (ServingSystem.checked_engine); the system's hooks
+    get the parsed options, and those that need them run only where they parsed."""
     instance = ep.instance
     # A profiled engine with the model's config.json at hand gets compatibility_problems' exact fit check instead.
     checkpoint = checkpoint_of(ep.model) if system.profile is not None else None
@@ -90,9 +91,10 @@ def system_problems(ep: EndpointSpec, system: ServingSystem, systems: dict[str, 
         *_model_problems(ep, system, systems, checkpoint),
         *_capability_problems(ep, system, systems),
     ]
-    problems += engine_problems(ep, system.engine_options, {name: s.engine_options for name, s in systems.items()})
-    if ep.adapters and system.adapters.supported and not problems:
-        problems += adapter_rank_problems(ep, system)
+    engine, engine_found = system.checked_engine(ep, {name: s.engine_options for name, s in systems.items()})
+    problems += engine_found
+    if engine is not None and ep.adapters and system.adapters.supported and not problems:
+        problems += adapter_rank_problems(ep, system, engine)
     # network.network_isolation against a system whose engine reads S3 itself (endpoint_config/security.py).
     problems += isolation_problems(ep, engine_reads_s3=system.staged_weights_environment is not None)
     problems += chat_problems(ep, system, systems)
@@ -100,19 +102,17 @@ def system_problems(ep: EndpointSpec, system: ServingSystem, systems: dict[str, 
     # models too, and again at build from the real files: checkpoint_problems); the rest, local models here.
     if system.profile is None or not instance.is_gpu:
         problems += architecture_problems(ep, system, systems)
-    problems += system.rules(ep, instance)
+    if engine is None:
+        return problems  # the rules below read the options: engine_found names what is wrong with them
+    problems += system.rules(ep, instance, engine)
     if system.profile is not None and instance.is_gpu and not problems:
-        problems += compatibility_problems(ep, system, systems, checkpoint)
+        problems += compatibility_problems(ep, system, engine, systems, checkpoint)
     elif system.profile is None and instance.is_gpu and not problems:
         problems += unprofiled_engine_problems(ep)
     if not problems:
-        problems += environment_problems(ep, system) + slo_context_problems(ep, system)
-    if (
-        system.checkpoint_rules is not None
-        and checkpoint is not None
-        and not engine_problems(ep, system.engine_options)
-    ):
-        problems += system.checkpoint_rules(ep, checkpoint)
+        problems += environment_problems(ep, system, engine) + slo_context_problems(ep, system, engine)
+    if system.checkpoint_rules is not None and checkpoint is not None:
+        problems += system.checkpoint_rules(ep, engine, checkpoint)
     return problems
 
 
@@ -261,8 +261,9 @@ def model_fit_problems(ep: EndpointSpec, system: ServingSystem) -> list[str]:
     if not ep.instance.is_gpu:
         return []
     checkpoint = checkpoint_of(ep.model) if system.profile is not None else None
-    if checkpoint is not None and system.profile is not None:
-        return _fit_problems(ep, system.profile(ep), checkpoint, _gpu_name(ep.instance))
+    engine = system.checked_engine(ep)[0] if checkpoint is not None else None
+    if checkpoint is not None and system.profile is not None and engine is not None:
+        return _fit_problems(ep, system.profile(ep, engine), checkpoint, _gpu_name(ep.instance))
     return _parameter_fit_problems(ep)
 
 
@@ -290,10 +291,10 @@ def instance_types_holding(
     return [f"{name} at tensor_parallel_degree {degree}" for degree, _, _, name in found[:limit]]
 
 
-def context_tokens(ep: EndpointSpec, system: ServingSystem) -> tuple[int, str] | None:
+def context_tokens(ep: EndpointSpec, system: ServingSystem, engine: EngineOptions) -> tuple[int, str] | None:
     """The longest sequence (prompt + generated tokens) the endpoint serves and where that is set, when known before
     a build: the engine's max_model_len (context_length on sglang), else the model's positions."""
-    length = system.profile(ep).max_model_len if system.profile is not None and ep.instance.is_gpu else None
+    length = system.profile(ep, engine).max_model_len if system.profile is not None and ep.instance.is_gpu else None
     if length is None and isinstance(ep.engine.get("max_model_len"), int):
         length = ep.engine["max_model_len"]
     if length is not None:
@@ -302,10 +303,10 @@ def context_tokens(ep: EndpointSpec, system: ServingSystem) -> tuple[int, str] |
     return (known[0], f"the positions of {ep.model!r}") if known is not None else None
 
 
-def slo_context_problems(ep: EndpointSpec, system: ServingSystem) -> list[str]:
+def slo_context_problems(ep: EndpointSpec, system: ServingSystem, engine: EngineOptions) -> list[str]:
     """An SLO workload whose mean request (prompt + output tokens) does not fit the endpoint's context: every gate
     request would be refused or cut, so the gate could never pass."""
-    context = context_tokens(ep, system) if ep.slo is not None else None
+    context = context_tokens(ep, system, engine) if ep.slo is not None else None
     if context is None or ep.slo is None:
         return []
     workload = ep.slo.workload
@@ -327,13 +328,13 @@ _RENDERING_HINTS = {
 }
 
 
-def environment_problems(ep: EndpointSpec, system: ServingSystem) -> list[str]:
+def environment_problems(ep: EndpointSpec, system: ServingSystem, engine: EngineOptions) -> list[str]:
     """What the system's container environment refuses to render (a value the container's entrypoint would read as
     something else, e.g. vllm's chat_template "false"). The stacks render it when they build the Model, after CDK has
     staged assets into the output folder: rendered here, at load, a refusal is a config error of `cdk synth` and of
     `model_build build` alike, with nothing written."""
     try:
-        system.environment(ep)
+        system.environment(ep, engine)
     except ValueError as err:
         text = str(err)
         text += next((f"; allowed: {hint}" for why, hint in _RENDERING_HINTS.items() if why in text), "")
@@ -342,11 +343,11 @@ def environment_problems(ep: EndpointSpec, system: ServingSystem) -> list[str]:
     return []
 
 
-def adapter_rank_problems(ep: EndpointSpec, system: ServingSystem) -> list[str]:
+def adapter_rank_problems(ep: EndpointSpec, system: ServingSystem, engine: EngineOptions) -> list[str]:
     """Local adapters whose adapter_config.json declares a rank above what the container is started with, or no
     rank at all (the build checks every adapter, Hub ones included: model_build/adapters.py), and LoRA slots that
     do not fit the GPUs next to the weights (lora_memory_problems)."""
-    sizing = system.lora_sizing(ep)
+    sizing = system.lora_sizing(ep, engine)
     assert sizing is not None  # ep has adapters
     problems = []
     for i, adapter in enumerate(ep.adapters):
@@ -360,7 +361,7 @@ def adapter_rank_problems(ep: EndpointSpec, system: ServingSystem) -> list[str]:
         rank = adapter_rank(config) if config is not None else None
         if rank is not None and rank > sizing.max_rank:
             problems.append(rank_refusal(ep, i, rank, sizing))
-    return problems + lora_memory_problems(ep, system, sizing)
+    return problems + lora_memory_problems(ep, system, engine, sizing)
 
 
 def _model_config(model: str) -> dict | None:
@@ -405,7 +406,9 @@ def lora_slot_elements(config: dict, rank: int) -> int | None:
     return rank * per_layer * layers
 
 
-def lora_memory_problems(ep: EndpointSpec, system: ServingSystem, sizing: LoraSizing) -> list[str]:
+def lora_memory_problems(
+    ep: EndpointSpec, system: ServingSystem, engine: EngineOptions, sizing: LoraSizing
+) -> list[str]:
     """The weights plus the LoRA slots the engine allocates for sizing.max_adapters adapters of sizing.max_rank,
     against the share of each GPU the fit rules use (the engine's memory fraction where it has a profile, else
     WEIGHT_SHARE_OF_GPU_MEMORY). Known before a build for a local or a KNOWN_CHECKPOINTS dense model only."""
@@ -425,7 +428,7 @@ def lora_memory_problems(ep: EndpointSpec, system: ServingSystem, sizing: LoraSi
     tp, instance = ep.tensor_parallel_degree, ep.instance
     slots = sizing.max_adapters * slot * DTYPE_BYTES[ep.dtype]
     if system.profile is not None:
-        profile = system.profile(ep)
+        profile = system.profile(ep, engine)
         share, basis = profile.memory_fraction, profile.memory_source
     else:
         share, basis = WEIGHT_SHARE_OF_GPU_MEMORY, "the share the fit rules leave to weights"
@@ -471,12 +474,16 @@ def engine_of(system: ServingSystem) -> str | None:
 
 
 def compatibility_problems(
-    ep: EndpointSpec, system: ServingSystem, systems: dict[str, ServingSystem], checkpoint: Checkpoint | None = None
+    ep: EndpointSpec,
+    system: ServingSystem,
+    engine: EngineOptions,
+    systems: dict[str, ServingSystem],
+    checkpoint: Checkpoint | None = None,
 ) -> list[str]:
     """The image against the instance, and, where the model's config.json is known before a build (`checkpoint`, by
     default checkpoint_of(ep.model)), checkpoint_problems. For a system with a profile, on a GPU instance."""
     assert system.profile is not None
-    profile = system.profile(ep)
+    profile = system.profile(ep, engine)
     gpu = _gpu_name(ep.instance)
     problems = [
         f"endpoint {ep.name!r}: instance_type: value {ep.instance_type!r}: the image of system {ep.system!r} "
@@ -694,16 +701,20 @@ def built_weights_problem(ep: EndpointSpec, parameter_count: int, limit_bytes: i
 
 
 def checkpoint_problems_on_every_pool(
-    ep: EndpointSpec, system: ServingSystem, checkpoint: Checkpoint, systems: dict[str, ServingSystem]
+    ep: EndpointSpec,
+    system: ServingSystem,
+    engine: EngineOptions,
+    checkpoint: Checkpoint,
+    systems: dict[str, ServingSystem],
 ) -> list[str]:
     """checkpoint_problems on instance_type and on every instance pool (each at its own tensor-parallel degree):
-    what the build's real files refuse anywhere the variant may run."""
+    what the build's real files refuse anywhere the variant may run. `engine`: the endpoint's parsed options, which
+    every pool shares (a pool changes the instance type and the degree only: EndpointSpec.pool_specs)."""
     assert system.profile is not None
-    problems = checkpoint_problems(ep, system.profile(ep), checkpoint, systems)
+    problems = checkpoint_problems(ep, system.profile(ep, engine), checkpoint, systems)
     for i, pool_spec in enumerate(ep.pool_specs()):
-        problems += [
-            for_pool(ep, i, p) for p in checkpoint_problems(pool_spec, system.profile(pool_spec), checkpoint, systems)
-        ]
+        profile = system.profile(pool_spec, engine)
+        problems += [for_pool(ep, i, p) for p in checkpoint_problems(pool_spec, profile, checkpoint, systems)]
     return problems
 
 

@@ -9,11 +9,23 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from endpoint_config import EndpointSpec
 from facts.gpus import AMI_DRIVERS, CUDA
+from facts.instances import InstanceType
 
-from .base import Capability, ChatCapability, RequestTimeout
+from .base import (
+    AdapterSupport,
+    Capability,
+    ChatCapability,
+    E,
+    EngineOptions,
+    EngineProfile,
+    RequestTimeout,
+    ServingSystem,
+    StreamedWeights,
+)
 from .checkpoint_facts import checkpoint_of
 
 # The engines' --dtype for the endpoint's dtype: vLLM 0.30.0 config/model.py ModelDType and SGLang 0.5.20
@@ -89,7 +101,7 @@ def _no_request_limit_environment(request_s: int, startup_s: int) -> dict[str, s
     return {}
 
 
-def _no_request_limit(endpoint: EndpointSpec, environment: Mapping[str, str]) -> float:
+def _no_request_limit(endpoint: EndpointSpec, engine: EngineOptions, environment: Mapping[str, str]) -> float:
     return math.inf
 
 
@@ -99,14 +111,66 @@ def _no_request_limit(endpoint: EndpointSpec, environment: Mapping[str, str]) ->
 # (sglang/srt/entrypoints/http_server.py). uvicorn.Config's timeouts (0.54.0, read here: keep-alive, notify,
 # graceful shutdown, worker health check, websocket ping) bound no request; the images' own uvicorn release is
 # unverified. SageMaker's invocation timeout ends a request.
-ENGINE_SERVER_REQUEST_TIMEOUT = RequestTimeout(environment=_no_request_limit_environment, limit_s=_no_request_limit)
+ENGINE_SERVER_REQUEST_TIMEOUT: RequestTimeout[Any] = RequestTimeout(
+    environment=_no_request_limit_environment, limit_s=_no_request_limit
+)
 
 
-def openai_chat(how: str, tool_calls: Callable[[EndpointSpec], bool]) -> ChatCapability:
+def tensor_parallel_problems(endpoint: EndpointSpec, key: str, value: int | None) -> list[str]:
+    """The engine's own tensor-parallel size (engine.<key>: vLLM's tensor_parallel_size, SGLang's tp_size) set
+    apart from tensor_parallel_degree, which renders it (and sizes an inference component's GPUs)."""
+    degree = endpoint.tensor_parallel_degree
+    if value is None or value == degree:
+        return []
+    return [
+        f"endpoint {endpoint.name!r}: engine.{key}: value {value} differs from tensor_parallel_degree {degree}, which "
+        f"sets it (and an inference component's GPUs); remove engine.{key}"
+    ]
+
+
+def openai_chat(how: str, tool_calls: Callable[[E], bool]) -> ChatCapability[E]:
     """The engines' own chat completions on /invocations (the route OPENAI_STREAMING names): the model's chat
     template, tool calls parsed where the endpoint configures a parser (`tool_calls`), JSON schemas and a named
     tool_choice by the engine's structured outputs."""
     return ChatCapability.native(how, constrained_decoding=True, tool_calls=tool_calls, engine_server=True)
+
+
+def engine_server_system(
+    *,
+    engine_options: type[E],
+    environment: Callable[[EndpointSpec, E], dict[str, str]],
+    profile: Callable[[EndpointSpec, E], EngineProfile],
+    rules: Callable[[EndpointSpec, InstanceType, E], list[str]],
+    chat: ChatCapability[E],
+    adapters: AdapterSupport[E],
+    checkpoint_rules: Callable[[EndpointSpec, E, Any], list[str]] | None = None,
+    streamed_weights: StreamedWeights[E] | None = None,
+    **fields: Any,
+) -> ServingSystem[E]:
+    """An engine DLC's system (vllm, sglang): its hooks (typed against its options class E) and `fields` (name, image,
+    bodies, ...) are its own; what both share is set here. The images are GPU images only (vllm.json, sglang.json), on
+    the CUDA 13.0 AMI; the engine's OpenAI server streams and limits no request; the artifact is the checkpoint's
+    own files (their size sizes the timeouts); the model data comes from S3 through SageMaker, so the engine needs
+    no network unless it streams the weights itself (ServingSystem.network_isolation_default)."""
+    return ServingSystem(
+        engine_options=engine_options,
+        environment=environment,
+        profile=profile,
+        rules=rules,
+        chat=chat,
+        adapters=adapters,
+        checkpoint_rules=checkpoint_rules,
+        streamed_weights=streamed_weights,
+        gpu_only=True,
+        default_download_timeout_s=DEFAULT_DOWNLOAD_TIMEOUT_S,
+        default_startup_timeout_s=DEFAULT_STARTUP_TIMEOUT_S,
+        inference_ami_version=INFERENCE_AMI_VERSION,
+        streaming=OPENAI_STREAMING,
+        request_timeout=ENGINE_SERVER_REQUEST_TIMEOUT,
+        estimate_weight_bytes=artifact_weight_bytes,
+        network_isolation=True,
+        **fields,
+    )
 
 
 __all__ = [
@@ -119,6 +183,8 @@ __all__ = [
     "OPENAI_STREAMING",
     "RUNTIME_QUANTIZATION_BITS",
     "artifact_weight_bytes",
+    "engine_server_system",
     "kv_element_bytes",
     "openai_chat",
+    "tensor_parallel_problems",
 ]

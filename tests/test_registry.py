@@ -22,8 +22,8 @@ class Options(EngineOptions):
     greeting: str = "hello"
 
 
-def environment(endpoint):
-    return {"GREETING": Options.parse(endpoint).greeting}
+def environment(endpoint, engine):
+    return {"GREETING": engine.greeting}
 
 
 SYSTEM = ServingSystem(

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import ClassVar, Literal
 
 from endpoint_config import EndpointSpec
-from systems.base import EngineOptions, MaxBatchSize, MaxModelLen
+from systems.base import EngineOptions, MaxBatchSize, MaxModelLen, ServingSystem
 from systems.byoc_system import byoc_system
 
 HANDLER = "handler:DeepSpeedHandler"  # the module lies in /opt/program in the image
@@ -45,7 +45,7 @@ class DeepSpeedByocEngineOptions(EngineOptions):
     custom_handler: Literal[False] = False
 
 
-def container_environment(endpoint: EndpointSpec) -> dict[str, str]:
+def container_environment(endpoint: EndpointSpec, engine: DeepSpeedByocEngineOptions) -> dict[str, str]:
     """The container's environment for one endpoint.
 
     DS_KERNEL_INJECTION=true: replace the transformer blocks with DeepSpeed's fused CUDA kernels
@@ -62,13 +62,12 @@ def container_environment(endpoint: EndpointSpec) -> dict[str, str]:
         "BYOC_PROCESSES": str(endpoint.tensor_parallel_degree),
         "BYOC_HANDLER": HANDLER,
     }
-    engine = DeepSpeedByocEngineOptions.parse(endpoint)
     if engine.max_batch_size is not None:
         env["MAX_BATCH_SIZE"] = str(engine.max_batch_size)
     return env
 
 
-SYSTEM = byoc_system(
+SYSTEM: ServingSystem[DeepSpeedByocEngineOptions] = byoc_system(
     name="deepspeed-byoc",
     engine_options=DeepSpeedByocEngineOptions,
     recipe="systems.deepspeed_byoc.recipe",

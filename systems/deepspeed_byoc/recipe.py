@@ -80,10 +80,12 @@ def check_architecture(endpoint: EndpointSpec, source: Path) -> dict[str, Any]:
     return config
 
 
-def engine_config(endpoint: EndpointSpec, source_config: dict[str, Any]) -> dict[str, Any]:
+def engine_config(
+    endpoint: EndpointSpec, options: DeepSpeedByocEngineOptions, source_config: dict[str, Any]
+) -> dict[str, Any]:
     """deepspeed.json: the arguments of deepspeed.init_inference that the handler passes."""
     context = source_config.get("n_positions") or source_config.get("max_position_embeddings")
-    max_model_len = DeepSpeedByocEngineOptions.parse(endpoint).max_model_len
+    max_model_len = options.max_model_len
     if max_model_len and context and max_model_len > context:
         raise _bad(
             endpoint,
@@ -99,7 +101,9 @@ def engine_config(endpoint: EndpointSpec, source_config: dict[str, Any]) -> dict
     }
 
 
-def build(endpoint: EndpointSpec, out_dir: Path, progress: bool = True) -> dict[str, Any]:
+def build(
+    endpoint: EndpointSpec, options: DeepSpeedByocEngineOptions, out_dir: Path, progress: bool = True
+) -> dict[str, Any]:
     """Write the verified artifact of `endpoint` into `out_dir` (empty or absent) and return its manifest."""
     check_endpoint(endpoint)
     source = resolve_model_source(endpoint.model, endpoint.revision)
@@ -107,7 +111,7 @@ def build(endpoint: EndpointSpec, out_dir: Path, progress: bool = True) -> dict[
         source, python_stack_of(SYSTEM), f"transformers {TRANSFORMERS_VERSION} (the deepspeed-byoc image)"
     )
     source_config = check_architecture(endpoint, source)
-    engine = engine_config(endpoint, source_config)
+    engine = engine_config(endpoint, options, source_config)
     container = SYSTEM.own_container
     assert container is not None  # the image is built from this repository
 

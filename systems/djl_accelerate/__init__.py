@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Literal
 
 from endpoint_config import EndpointSpec
-from systems.base import MaxBatchSize
+from systems.base import MaxBatchSize, ServingSystem
 from systems.djl_common import DjlEngineOptions, handler_serving_properties, legacy_djl_system
 from systems.images import DJL_DEEPSPEED_LEGACY
 
@@ -31,7 +31,7 @@ class AccelerateEngineOptions(DjlEngineOptions):
     entry_point: Literal["djl_python.huggingface"] | None = None
 
 
-def serving_properties(endpoint: EndpointSpec) -> dict[str, str]:
+def serving_properties(endpoint: EndpointSpec, engine: AccelerateEngineOptions) -> dict[str, str]:
     """serving.properties of one endpoint.
 
     option.device_map=auto: accelerate places the layers over the tensor_parallel_degree GPUs DJL gives the
@@ -40,19 +40,18 @@ def serving_properties(endpoint: EndpointSpec) -> dict[str, str]:
       (lmi-dist/vLLM) by itself; this system is the plain transformers path.
     option.model_id=/opt/ml/model and option.model_loading_timeout: as in djl-deepspeed.
     """
-    engine = AccelerateEngineOptions.parse(endpoint)
     return handler_serving_properties(
         endpoint, engine, engine="Python", entry_point=ENTRY_POINT, placement={"option.device_map": "auto"}
     )
 
 
-def container_environment(endpoint: EndpointSpec) -> dict[str, str]:
+def container_environment(endpoint: EndpointSpec, engine: AccelerateEngineOptions) -> dict[str, str]:
     """Nothing: serving.properties carries the whole configuration. (An OPTION_* variable could only fill in a
     key the file leaves out: DJL applies the environment with putIfAbsent, see systems/djl_common.)"""
     return {}
 
 
-SYSTEM = legacy_djl_system(
+SYSTEM: ServingSystem[AccelerateEngineOptions] = legacy_djl_system(
     djl_version="0.27",
     maintained_replacement="lmi-vllm",
     serving_properties=serving_properties,

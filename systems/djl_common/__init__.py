@@ -21,7 +21,8 @@ from typing import Any, ClassVar, Protocol
 
 from artifact import BuildError
 from endpoint_config import EndpointSpec
-from systems.base import Capability, EngineOptions, RequestTimeout, ServingSystem
+from facts.instances import InstanceType
+from systems.base import Capability, E, EngineOptions, RequestTimeout, ServingSystem, no_rules
 from systems.chat import LEGACY_DJL_NO_CHAT
 
 SERVING_PROPERTIES = "serving.properties"
@@ -98,15 +99,17 @@ def option_environment(options: Mapping[str, str | int | bool]) -> dict[str, str
 PREDICT_TIMEOUT_DEFAULT_S = 120
 
 
-def djl_request_timeout(properties: Callable[[EndpointSpec], Mapping[str, str]] | None = None) -> RequestTimeout:
+def djl_request_timeout(
+    properties: Callable[[EndpointSpec, E], Mapping[str, str]] | None = None,
+) -> RequestTimeout[E]:
     """The request timeout of a DJL system whose serving.properties (if any) `properties` gives: set through
     OPTION_PREDICT_TIMEOUT, which fills option.predict_timeout when serving.properties leaves it out (putIfAbsent)."""
 
     def environment(request_s: int, startup_s: int) -> dict[str, str]:
         return {"OPTION_PREDICT_TIMEOUT": str(request_s)}
 
-    def limit_s(endpoint: EndpointSpec, env: Mapping[str, str]) -> float:
-        props = dict(properties(endpoint)) if properties is not None else {}
+    def limit_s(endpoint: EndpointSpec, engine: E, env: Mapping[str, str]) -> float:
+        props = dict(properties(endpoint, engine)) if properties is not None else {}
         for key, value in env.items():  # ModelInfo's "load default settings from env" loop: putIfAbsent
             if key.startswith("OPTION_"):
                 props.setdefault("option." + key.removeprefix("OPTION_").lower(), value)
@@ -167,31 +170,48 @@ def handler_serving_properties(
     return props
 
 
-def djl_system(**fields: Any) -> ServingSystem:
+def djl_system(
+    *,
+    engine_options: type[E],
+    environment: Callable[[EndpointSpec, E], dict[str, str]],
+    request_timeout: RequestTimeout[E] | None = None,
+    rules: Callable[[EndpointSpec, InstanceType, E], list[str]] = no_rules,
+    **fields: Any,
+) -> ServingSystem[E]:
     """A DJL Serving / LMI system: GPU images that start one model copy per `tensor_parallel_degree` GPUs
     (ml.g5.12xlarge, 4 GPUs, at degree 2 serves 2 copies; autoscaling targets are per copy). `fields` are the
-    system's own ServingSystem fields; these defaults are what every DJL/LMI system shares (a system with a
-    serving.properties passes its own request_timeout, which reads it)."""
+    system's own ServingSystem fields (the hooks that read its engine options named, so they are typed against
+    them); these defaults are what every DJL/LMI system shares (a system with a serving.properties passes its own
+    request_timeout, which reads it)."""
     shared: dict[str, Any] = dict(
         architectures=("decoder",),
         gpu_only=True,
         default_download_timeout_s=600,
         copies_fill_gpus=True,
-        request_timeout=djl_request_timeout(),
     )
-    return ServingSystem(**{**shared, **fields})
+    return ServingSystem(
+        engine_options=engine_options,
+        environment=environment,
+        request_timeout=request_timeout or djl_request_timeout(),
+        rules=rules,
+        **{**shared, **fields},
+    )
 
 
 def legacy_djl_system(
     *,
     djl_version: str,
     maintained_replacement: str,
-    serving_properties: Callable[[EndpointSpec], Mapping[str, str]],
+    engine_options: type[E],
+    environment: Callable[[EndpointSpec, E], dict[str, str]],
+    serving_properties: Callable[[EndpointSpec, E], Mapping[str, str]],
     **fields: Any,
-) -> ServingSystem:
+) -> ServingSystem[E]:
     """A djl_system pinned to a retired DJL image (`djl_version`) and configured by the `serving_properties` this
     project writes: no streaming, no chat, and no inference components (which `maintained_replacement` runs as)."""
     return djl_system(
+        engine_options=engine_options,
+        environment=environment,
         request_timeout=djl_request_timeout(serving_properties),
         streaming=Capability.no(
             f"it runs a retired DJL image ({djl_version}) with this project's non-streaming handler configuration; "
@@ -239,15 +259,8 @@ class DjlEngineOptions(EngineOptions):
         return []
 
 
-def check_engine_options(endpoint: EndpointSpec) -> Any:
-    """The endpoint's `engine:` options as its system's typed model (ServingSystem.engine_options), refusing, before
-    any heavy work, what the system does not implement (a build called on an endpoint the config did not load)."""
-    from systems import all_systems, get_system
-
-    system = get_system(endpoint.system)
-    problems = system.engine_problems(endpoint, {name: s.engine_options for name, s in all_systems().items()})
-    if problems:
-        raise BuildError(problems[0])
+def check_weights_format(endpoint: EndpointSpec) -> None:
+    """Refuse, before any heavy work, weights the DJL recipes do not write (their engine options were checked when
+    the config loaded, or by model_build.cli.build_endpoint for an endpoint given without its plan)."""
     if endpoint.weights_format != "safetensors":
         raise refuse(endpoint, "weights_format", endpoint.weights_format, "allowed: safetensors")
-    return system.engine(endpoint)

@@ -16,7 +16,7 @@ What it cannot prove here is the engine's own loader (DeepSpeed kernels, vLLM, T
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +51,7 @@ def build_decoder_artifact(
     progress: bool = True,
     properties: Mapping[str, str | int | bool] | None = None,
     custom_handler: Path | None = None,
-    environment: Callable[[EndpointSpec], dict[str, str]] | None = None,
+    environment: dict[str, str] | None = None,
     model_types: Iterable[str] | None = None,
     notes: str = "",
 ) -> dict[str, Any]:
@@ -90,7 +90,7 @@ def build_decoder_artifact(
         if custom_handler is not None:
             serving["custom_handler"] = "model.py"
         if environment is not None:
-            serving["container_environment"] = environment(endpoint)
+            serving["container_environment"] = environment
         if notes:
             serving["notes"] = notes
         return {

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, ClassVar, Literal, Self
+from typing import Any, ClassVar, Literal
 
 from artifact import BuildError
 from endpoint_config import EndpointSpec
 from systems.base import Capability, MaxBatchSize, MaxModelLen, ServingSystem
 
-from . import MODEL_LOADING_TIMEOUT_S, SAGEMAKER_MODEL_DIR, DjlEngineOptions, check_engine_options, option_environment
+from . import MODEL_LOADING_TIMEOUT_S, SAGEMAKER_MODEL_DIR, DjlEngineOptions, check_weights_format, option_environment
 
 # Why engine.rolling_batch is refused for the LMI systems (shown in the error).
 ASYNC_MODE_BATCHING = "LMI async mode: the engine batches continuously by itself (OPTION_ROLLING_BATCH=disable)"
@@ -56,19 +56,8 @@ class LmiEngineOptions(DjlEngineOptions):
     max_batch_size: MaxBatchSize | None = None  # OPTION_MAX_ROLLING_BATCH_SIZE
     max_model_len: MaxModelLen | None = None
 
-    @classmethod
-    def parse(cls, ep: EndpointSpec) -> Self:
-        """The keys this class knows: what both systems share reads an lmi-vllm endpoint's options too, whose own
-        keys (max_lora_rank) its system's model validated when the config loaded."""
-        return cls.model_validate({k: v for k, v in ep.engine.items() if k in cls.model_fields})
 
-    @classmethod
-    def shared(cls, endpoint: EndpointSpec) -> LmiEngineOptions:
-        """The keys both LMI systems share, from an endpoint whose own system may take more (lmi-vllm's parsers)."""
-        return LmiEngineOptions.parse(endpoint)
-
-
-def base_options(endpoint: EndpointSpec, entry_point: str) -> dict[str, str]:
+def base_options(endpoint: EndpointSpec, entry_point: str, engine: LmiEngineOptions) -> dict[str, str]:
     """The options both LMI systems set. OPTION_MODEL_ID=/opt/ml/model: LMI loads from a local directory given
     as model_id, which is where SageMaker mounts the uncompressed S3 prefix; naming it keeps LMI from looking for
     a Hub id. max_rolling_batch_size (engine.max_batch_size) is the sequences in flight: vLLM's max_num_seqs
@@ -83,7 +72,6 @@ def base_options(endpoint: EndpointSpec, entry_point: str) -> dict[str, str]:
         "dtype": endpoint.dtype,
         "model_loading_timeout": str(MODEL_LOADING_TIMEOUT_S),
     }
-    engine = LmiEngineOptions.shared(endpoint)
     if engine.max_batch_size is not None:
         options["max_rolling_batch_size"] = str(engine.max_batch_size)
     return options
@@ -96,9 +84,9 @@ def context_length(config: dict[str, Any]) -> int | None:
     return None
 
 
-def check_max_model_len(endpoint: EndpointSpec, source: Path) -> None:
+def check_max_model_len(endpoint: EndpointSpec, engine: LmiEngineOptions, source: Path) -> None:
     """vLLM and TensorRT-LLM refuse a length beyond the model's positions; say so at build time."""
-    length = LmiEngineOptions.shared(endpoint).max_model_len
+    length = engine.max_model_len
     if length is None:
         return
     config_path = source / "config.json"
@@ -113,14 +101,19 @@ def check_max_model_len(endpoint: EndpointSpec, source: Path) -> None:
 
 
 def build_lmi(
-    endpoint: EndpointSpec, out_dir: Path, progress: bool, system: ServingSystem, model_types=None
+    endpoint: EndpointSpec,
+    engine: LmiEngineOptions,
+    out_dir: Path,
+    progress: bool,
+    system: ServingSystem,
+    model_types=None,
 ) -> dict[str, Any]:
     from artifact.source import resolve_model_source
 
     from .build import build_decoder_artifact
 
-    check_engine_options(endpoint)
-    check_max_model_len(endpoint, resolve_model_source(endpoint.model, endpoint.revision))
+    check_weights_format(endpoint)
+    check_max_model_len(endpoint, engine, resolve_model_source(endpoint.model, endpoint.revision))
     assert system.image is not None  # the LMI systems run AWS's image
     return build_decoder_artifact(
         endpoint,
@@ -128,7 +121,7 @@ def build_lmi(
         image=system.image,
         engine="LMI async mode",
         progress=progress,
-        environment=system.environment,
+        environment=system.environment(endpoint, engine),
         model_types=model_types,
         notes=system.engine_notes,
     )

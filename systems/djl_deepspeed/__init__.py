@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Literal
 
 from endpoint_config import EndpointSpec
-from systems.base import MaxBatchSize, MaxModelLen
+from systems.base import MaxBatchSize, MaxModelLen, ServingSystem
 from systems.djl_common import DjlEngineOptions, handler_serving_properties, legacy_djl_system
 from systems.images import DJL_DEEPSPEED_LEGACY
 
@@ -30,7 +30,7 @@ class DeepSpeedEngineOptions(DjlEngineOptions):
     entry_point: Literal["djl_python.deepspeed"] | None = None
 
 
-def serving_properties(endpoint: EndpointSpec) -> dict[str, str]:
+def serving_properties(endpoint: EndpointSpec, engine: DeepSpeedEngineOptions) -> dict[str, str]:
     """serving.properties of one endpoint (the recipe writes it; the tests compare the parsed file with it).
 
     option.model_id=/opt/ml/model: the weights sit next to serving.properties in the model data SageMaker
@@ -41,19 +41,18 @@ def serving_properties(endpoint: EndpointSpec) -> dict[str, str]:
     option.max_tokens: DeepSpeed's inference-time limit on prompt + generated tokens (engine.max_model_len).
     option.model_loading_timeout: 3600 s, so SageMaker's startup health check is the one limit (djl_common).
     """
-    engine = DeepSpeedEngineOptions.parse(endpoint)
     limits = {} if engine.max_model_len is None else {"option.max_tokens": str(engine.max_model_len)}
     return handler_serving_properties(endpoint, engine, engine="DeepSpeed", entry_point=ENTRY_POINT, limits=limits)
 
 
-def container_environment(endpoint: EndpointSpec) -> dict[str, str]:
+def container_environment(endpoint: EndpointSpec, engine: DeepSpeedEngineOptions) -> dict[str, str]:
     """Nothing: serving.properties in the model data carries the whole engine configuration. One place for
     it: an OPTION_* variable could only fill in keys the file leaves out (DJL applies the environment with
     putIfAbsent, see systems/djl_common), so a second source would silently do nothing or drift."""
     return {}
 
 
-SYSTEM = legacy_djl_system(
+SYSTEM: ServingSystem[DeepSpeedEngineOptions] = legacy_djl_system(
     djl_version="0.27",
     maintained_replacement="lmi-vllm",
     serving_properties=serving_properties,

@@ -16,23 +16,25 @@ from pathlib import Path
 from typing import Any
 
 from endpoint_config import EndpointSpec
-from systems.djl_common import check_engine_options
+from systems.djl_common import check_weights_format
 from systems.djl_common.build import build_decoder_artifact
-from systems.djl_deepspeed import SYSTEM, serving_properties
+from systems.djl_deepspeed import SYSTEM, DeepSpeedEngineOptions, serving_properties
 from systems.images import DJL_DEEPSPEED_LEGACY
 
 CUSTOM_HANDLER = Path(__file__).resolve().parents[1] / "djl_common" / "handler" / "model.py"
 
 
-def build(endpoint: EndpointSpec, out_dir: Path, progress: bool = True) -> dict[str, Any]:
-    engine = check_engine_options(endpoint)
+def build(
+    endpoint: EndpointSpec, engine: DeepSpeedEngineOptions, out_dir: Path, progress: bool = True
+) -> dict[str, Any]:
+    check_weights_format(endpoint)
     return build_decoder_artifact(
         endpoint,
         out_dir,
         image=DJL_DEEPSPEED_LEGACY,
         engine="DeepSpeed",
         progress=progress,
-        properties=serving_properties(endpoint),
+        properties=serving_properties(endpoint, engine),
         custom_handler=CUSTOM_HANDLER if engine.custom_handler else None,
         notes=SYSTEM.engine_notes,
     )

@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import Literal
 
 from endpoint_config import EndpointSpec
+from systems.base import ServingSystem
 from systems.djl_common import MODEL_LOADING_TIMEOUT_S, DjlEngineOptions, legacy_djl_system
 from systems.images import DJL_FASTERTRANSFORMER_LEGACY
 
@@ -46,7 +47,7 @@ class FasterTransformerEngineOptions(DjlEngineOptions):
     rolling_batch: Literal["disable"] | None = None
 
 
-def serving_properties(endpoint: EndpointSpec) -> dict[str, str]:
+def serving_properties(endpoint: EndpointSpec, engine: FasterTransformerEngineOptions) -> dict[str, str]:
     """code/serving.properties. No model location in it: the weights' S3 URI is known only at deploy time
     (content-addressed prefix), so it comes from the environment (`staged_weights_environment`)."""
     return {
@@ -58,7 +59,7 @@ def serving_properties(endpoint: EndpointSpec) -> dict[str, str]:
     }
 
 
-def container_environment(endpoint: EndpointSpec) -> dict[str, str]:
+def container_environment(endpoint: EndpointSpec, engine: FasterTransformerEngineOptions) -> dict[str, str]:
     """Nothing beyond serving.properties; the weights' location comes from staged_weights_environment."""
     return {}
 
@@ -70,7 +71,7 @@ def staged_weights_environment(weights_s3_uri: str) -> dict[str, str]:
     return {"OPTION_MODEL_ID": weights_s3_uri.rstrip("/") + "/"}
 
 
-SYSTEM = legacy_djl_system(
+SYSTEM: ServingSystem[FasterTransformerEngineOptions] = legacy_djl_system(
     djl_version="0.24",
     maintained_replacement="lmi-trtllm",
     serving_properties=serving_properties,

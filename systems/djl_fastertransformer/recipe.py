@@ -29,8 +29,16 @@ from artifact.source import resolve_model_source
 from endpoint_config import EndpointSpec
 from systems import recipe_common as common
 from systems.container_tokenizer import image_python_stack, plan_tokenizer
-from systems.djl_common import check_engine_options, copies_per_instance, write_properties
-from systems.djl_fastertransformer import CODE_DIR, HANDLER_FILE, MODEL_TYPES, SYSTEM, WEIGHTS_DIR, serving_properties
+from systems.djl_common import check_weights_format, copies_per_instance, write_properties
+from systems.djl_fastertransformer import (
+    CODE_DIR,
+    HANDLER_FILE,
+    MODEL_TYPES,
+    SYSTEM,
+    WEIGHTS_DIR,
+    FasterTransformerEngineOptions,
+    serving_properties,
+)
 from systems.images import DJL_FASTERTRANSFORMER_LEGACY
 
 HANDLER_SOURCE = Path(__file__).parent / "handler" / "model.py"
@@ -109,8 +117,10 @@ def _seq2seq_reference(model: Any, tokenizer: Any) -> tuple[Any, list[int], list
     return logits, ids[0].tolist(), out[0].tolist()
 
 
-def build(endpoint: EndpointSpec, out_dir: Path, progress: bool = True) -> dict[str, Any]:
-    check_engine_options(endpoint)  # FasterTransformerEngineOptions says what it accepts and why
+def build(
+    endpoint: EndpointSpec, engine: FasterTransformerEngineOptions, out_dir: Path, progress: bool = True
+) -> dict[str, Any]:
+    check_weights_format(endpoint)
     source, names, weights_kind = select_files(endpoint)
     config = common.read_model_config(source, endpoint)
     check_model(endpoint, config)
@@ -132,7 +142,7 @@ def build(endpoint: EndpointSpec, out_dir: Path, progress: bool = True) -> dict[
             if name not in common.TOKENIZER_FILES:
                 shutil.copyfile(source / name, weights / name)  # follows Hub-cache symlinks to the blobs
         tokenizer_export.write(weights)
-        write_properties(code, serving_properties(endpoint))
+        write_properties(code, serving_properties(endpoint, engine))
         shutil.copyfile(HANDLER_SOURCE, code / HANDLER_FILE)
         shutil.copyfile(request_contract.__file__, code / "request_contract.py")  # model.py imports it
 

@@ -46,7 +46,7 @@ class HfFastloadEngineOptions(EngineOptions):
     decode: Literal["eager", "static-cache", "compiled"] = "eager"
 
 
-def container_environment(endpoint: EndpointSpec) -> dict[str, str]:
+def container_environment(endpoint: EndpointSpec, engine: HfFastloadEngineOptions) -> dict[str, str]:
     """The container's environment for one endpoint.
 
     SAGEMAKER_MODEL_SERVER_WORKERS=1: each worker loads its own copy of the model; an LLM fills the GPU, so one.
@@ -64,7 +64,7 @@ def container_environment(endpoint: EndpointSpec) -> dict[str, str]:
         "SAGEMAKER_PROGRAM": "inference.py",
         "SAGEMAKER_SUBMIT_DIRECTORY": "/opt/ml/model/code",
         "HF_FASTLOAD_DTYPE": endpoint.dtype,
-        "HF_FASTLOAD_DECODE": HfFastloadEngineOptions.parse(endpoint).decode,
+        "HF_FASTLOAD_DECODE": engine.decode,
     }
 
 
@@ -86,7 +86,9 @@ def model_server_timeout_environment(request_s: int, startup_s: int) -> dict[str
     return {MMS_TIMEOUT_S: str(seconds), MMS_TIMEOUT_MIN: str(math.ceil(seconds / 60))}
 
 
-def model_server_timeout_s(endpoint: EndpointSpec, environment: Mapping[str, str]) -> float:
+def model_server_timeout_s(
+    endpoint: EndpointSpec, engine: HfFastloadEngineOptions, environment: Mapping[str, str]
+) -> float:
     """The reply timeout MMS 1.1.11 applies, as sagemaker-inference 1.10.1 and MMS read the environment."""
     seconds = int(environment.get(MMS_TIMEOUT_S) or 0)  # the toolkit writes it only when set and non-zero
     return seconds if seconds > 0 else 60 * int(environment.get(MMS_TIMEOUT_MIN, "60"))
@@ -95,7 +97,7 @@ def model_server_timeout_s(endpoint: EndpointSpec, environment: Mapping[str, str
 REQUEST_TIMEOUT = RequestTimeout(environment=model_server_timeout_environment, limit_s=model_server_timeout_s)
 
 
-def profile(endpoint: EndpointSpec) -> EngineProfile:
+def profile(endpoint: EndpointSpec, engine: HfFastloadEngineOptions) -> EngineProfile:
     """What the compatibility checks (systems/checks.py) need: transformers 4.51.3's causal-LM mapping decides which
     architectures load, the image is CUDA 12.4 (systems/images_current.py), and the weights may fill the share of a
     GPU the size rule allows (the handler's KV cache grows per request; nothing is reserved at start)."""
@@ -118,7 +120,7 @@ def weight_bytes(endpoint: EndpointSpec) -> float | None:
     return None if checkpoint is None else checkpoint.weight_bytes(endpoint.dtype)
 
 
-SYSTEM = ServingSystem(
+SYSTEM: ServingSystem[HfFastloadEngineOptions] = ServingSystem(
     name="hf-fastload",
     engine_options=HfFastloadEngineOptions,
     recipe="systems.hf_fastload.recipe",

@@ -20,6 +20,7 @@ from endpoint_config import EndpointSpec
 from systems import recipe_common as common
 from systems.chat_template import write_chat_template
 from systems.container_tokenizer import image_python_stack, plan_tokenizer
+from systems.hf_fastload import HfFastloadEngineOptions
 from systems.images import HF_CONTAINER_TRANSFORMERS, HF_PYTORCH_INFERENCE
 
 HANDLER_SOURCE = Path(__file__).parent / "handler" / "inference.py"
@@ -60,9 +61,15 @@ SAMPLE_CHAT = {
 
 
 def build(
-    endpoint: EndpointSpec, out_dir: Path, progress: bool = True, chat_template: str | None = None
+    endpoint: EndpointSpec,
+    engine: HfFastloadEngineOptions,
+    out_dir: Path,
+    progress: bool = True,
+    chat_template: str | None = None,
 ) -> dict[str, Any]:
     """Write the verified artifact of `endpoint` into `out_dir` (empty or absent) and return its manifest.
+
+    engine: the endpoint's parsed options (EndpointPlan.engine); engine.decode is the container's, not the build's.
 
     chat_template: a Jinja chat template that replaces the tokenizer's (or gives one to a tokenizer without).
     The caller (model_build.cli) builds into a temporary directory and renames it on success, so a

@@ -17,7 +17,7 @@ engines/python/setup/djl_python/properties_manager/trt_properties.py (max_input_
 from __future__ import annotations
 
 from endpoint_config import EndpointSpec
-from systems.base import GENERATION_AND_CHAT
+from systems.base import GENERATION_AND_CHAT, ServingSystem
 from systems.chat import LMI_TRTLLM_CHAT
 from systems.djl_common import djl_system
 from systems.djl_common.lmi import (
@@ -68,15 +68,14 @@ def length_options(max_model_len: int) -> dict[str, str]:
     return {"max_seq_len": str(max_model_len), "max_input_len": str(max_model_len * numerator // denominator)}
 
 
-def container_environment(endpoint: EndpointSpec) -> dict[str, str]:
-    options = base_options(endpoint, ENTRY_POINT)
-    engine = TrtllmEngineOptions.parse(endpoint)
+def container_environment(endpoint: EndpointSpec, engine: TrtllmEngineOptions) -> dict[str, str]:
+    options = base_options(endpoint, ENTRY_POINT, engine)
     if engine.max_model_len is not None:
         options.update(length_options(engine.max_model_len))
     return option_environment(options)
 
 
-SYSTEM = djl_system(
+SYSTEM: ServingSystem[TrtllmEngineOptions] = djl_system(
     engine_options=TrtllmEngineOptions,
     name="lmi-trtllm",
     recipe="systems.lmi_trtllm.recipe",

@@ -8,8 +8,8 @@ from typing import Any
 
 from endpoint_config import EndpointSpec
 from systems.djl_common.lmi import build_lmi
-from systems.lmi_trtllm import MODEL_TYPES, SYSTEM
+from systems.lmi_trtllm import MODEL_TYPES, SYSTEM, TrtllmEngineOptions
 
 
-def build(endpoint: EndpointSpec, out_dir: Path, progress: bool = True) -> dict[str, Any]:
-    return build_lmi(endpoint, out_dir, progress, SYSTEM, model_types=MODEL_TYPES)
+def build(endpoint: EndpointSpec, engine: TrtllmEngineOptions, out_dir: Path, progress: bool = True) -> dict[str, Any]:
+    return build_lmi(endpoint, engine, out_dir, progress, SYSTEM, model_types=MODEL_TYPES)

@@ -12,7 +12,7 @@ from typing import Literal, get_args
 
 from endpoint_config import EndpointSpec
 from facts.instances import InstanceType
-from systems.base import GENERATION_AND_CHAT, AdapterSupport, LoraSizing
+from systems.base import GENERATION_AND_CHAT, AdapterSupport, LoraSizing, ServingSystem
 from systems.djl_common import djl_system
 from systems.djl_common.lmi import (
     LMI_INFERENCE_AMI_VERSION,
@@ -60,11 +60,10 @@ class VllmEngineOptions(LmiVllmChatOptions):
     max_lora_rank: LoraRank | None = None
 
 
-def lora_sizing(endpoint: EndpointSpec) -> LoraSizing:
+def lora_sizing(endpoint: EndpointSpec, engine: VllmEngineOptions) -> LoraSizing:
     """LoRA on for the endpoint's adapters: every configured adapter may be in one batch (OPTION_MAX_LORAS = their
     count; vLLM keeps max_cpu_loras = max_loras when unset, vllm/config/lora.py), ranks up to engine.max_lora_rank
     (default 16: an adapter of a higher rank is refused at load when it is local, and by the build)."""
-    engine = VllmEngineOptions.parse(endpoint)
     rank = engine.max_lora_rank or DEFAULT_MAX_LORA_RANK
     source = "engine.max_lora_rank" if engine.max_lora_rank else f"vLLM's default max_lora_rank {DEFAULT_MAX_LORA_RANK}"
     count = len(endpoint.adapters)
@@ -78,33 +77,32 @@ def lora_sizing(endpoint: EndpointSpec) -> LoraSizing:
     )
 
 
-def rules(endpoint: EndpointSpec, instance: InstanceType) -> list[str]:
+def rules(endpoint: EndpointSpec, instance: InstanceType, engine: VllmEngineOptions) -> list[str]:
     """engine.max_lora_rank sizes LoRA, which only adapters turn on."""
-    if endpoint.engine.get("max_lora_rank") is not None and not endpoint.adapters:
+    if engine.max_lora_rank is not None and not endpoint.adapters:
         return [
-            f"endpoint {endpoint.name!r}: engine.max_lora_rank: value {endpoint.engine['max_lora_rank']!r} applies "
+            f"endpoint {endpoint.name!r}: engine.max_lora_rank: value {engine.max_lora_rank!r} applies "
             "only to LoRA adapters; add adapters: or remove the key"
         ]
     return []
 
 
-def container_environment(endpoint: EndpointSpec) -> dict[str, str]:
+def container_environment(endpoint: EndpointSpec, engine: VllmEngineOptions) -> dict[str, str]:
     """Async mode + entry point (systems/djl_common/lmi.py), tensor parallel degree, dtype, model location.
     OPTION_MAX_MODEL_LEN (engine.max_model_len) caps prompt + generated tokens and so the KV cache vLLM
     reserves: LMI passes option.max_model_len through to vLLM's EngineArgs.max_model_len (0.36.0-lmi27-dlc
     properties_manager/vllm_rb_properties.py get_additional_vllm_engine_args: extra options named like an
     EngineArgs field). OPTION_MODEL_LOADING_TIMEOUT matches the startup health check maximum (3600 s), so DJL
     does not kill a worker SageMaker would still wait for. Unset ones keep LMI's defaults."""
-    options = base_options(endpoint, ENTRY_POINT)
-    engine = VllmEngineOptions.parse(endpoint)
+    options = base_options(endpoint, ENTRY_POINT, engine)
     if engine.max_model_len is not None:
         options["max_model_len"] = str(engine.max_model_len)
     options.update(engine.chat_options())
-    lora = lora_sizing(endpoint).environment if endpoint.adapters else {}
+    lora = lora_sizing(endpoint, engine).environment if endpoint.adapters else {}
     return {**option_environment(options), **lora}
 
 
-SYSTEM = djl_system(
+SYSTEM: ServingSystem[VllmEngineOptions] = djl_system(
     engine_options=VllmEngineOptions,
     name="lmi-vllm",
     recipe="systems.lmi_vllm.recipe",

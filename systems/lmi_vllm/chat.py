@@ -7,7 +7,6 @@ serves chat, and the sources: docs/design/engines.md.
 
 from __future__ import annotations
 
-from endpoint_config import EndpointSpec
 from systems.base import ChatCapability
 from systems.djl_common.lmi import LmiEngineOptions
 from systems.vllm_parsers import ReasoningParser_0_23, ToolCallParser_0_23
@@ -34,8 +33,8 @@ class LmiVllmChatOptions(LmiEngineOptions):
         return options
 
 
-def parses_tool_calls(ep: EndpointSpec) -> bool:
-    return LmiVllmChatOptions.model_validate(ep.engine).tool_call_parser is not None
+def parses_tool_calls(engine: LmiVllmChatOptions) -> bool:
+    return engine.tool_call_parser is not None
 
 
 CHAT = ChatCapability.native(

@@ -8,8 +8,8 @@ from typing import Any
 
 from endpoint_config import EndpointSpec
 from systems.djl_common.lmi import build_lmi
-from systems.lmi_vllm import SYSTEM
+from systems.lmi_vllm import SYSTEM, VllmEngineOptions
 
 
-def build(endpoint: EndpointSpec, out_dir: Path, progress: bool = True) -> dict[str, Any]:
-    return build_lmi(endpoint, out_dir, progress, SYSTEM)
+def build(endpoint: EndpointSpec, engine: VllmEngineOptions, out_dir: Path, progress: bool = True) -> dict[str, Any]:
+    return build_lmi(endpoint, engine, out_dir, progress, SYSTEM)

@@ -16,22 +16,17 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from pydantic import ValidationError
-
 from endpoint_config import EndpointSpec
 from facts.instances import InstanceType
 
 from ..base import AdapterSupport, Capability, ContainerBodies, EngineProfile, ServingSystem
 from ..engine_systems import (
-    DEFAULT_DOWNLOAD_TIMEOUT_S,
-    DEFAULT_STARTUP_TIMEOUT_S,
     DTYPE_FLAG,
-    ENGINE_SERVER_REQUEST_TIMEOUT,
     INFERENCE_AMI_VERSION,
-    OPENAI_STREAMING,
-    artifact_weight_bytes,
+    engine_server_system,
     kv_element_bytes,
     openai_chat,
+    tensor_parallel_problems,
 )
 from ..images_current import SGLANG_DLC, facts_of
 from .options import ENGINE_PROJECT, ENGINE_VERSION, ENV_PREFIX, RUNTIME_QUANTIZATION, SglangOptions
@@ -62,11 +57,11 @@ def default_memory_fraction(gpu_memory_gib: float, tensor_parallel: int) -> floa
     return round((total_mib - reserved_mib) / total_mib, 3)
 
 
-def container_environment(endpoint: EndpointSpec) -> dict[str, str]:
+def container_environment(endpoint: EndpointSpec, engine: SglangEngineOptions) -> dict[str, str]:
     """The engine options as SM_SGLANG_* variables, plus the tensor-parallel size (tensor_parallel_degree), the
     dtype the engine casts the weights to. --model-path stays the entrypoint's default, /opt/ml/model, where SageMaker
     mounts the artifact. The served model name is the plan's (served_names_environment)."""
-    env = SglangEngineOptions.parse(endpoint).environment()
+    env = engine.environment()
     env[f"{ENV_PREFIX}TP_SIZE"] = str(endpoint.tensor_parallel_degree)
     env[f"{ENV_PREFIX}DTYPE"] = DTYPE_FLAG[endpoint.dtype]
     if endpoint.engine_metrics.detailed_observability:
@@ -84,8 +79,7 @@ def served_names_environment(names: tuple[str, ...]) -> dict[str, str]:
     return {f"{ENV_PREFIX}SERVED_MODEL_NAME": names[0]}
 
 
-def profile(endpoint: EndpointSpec) -> EngineProfile:
-    engine = SglangEngineOptions.parse(endpoint)
+def profile(endpoint: EndpointSpec, engine: SglangEngineOptions) -> EngineProfile:
     fraction = engine.mem_fraction_static
     instance = endpoint.instance
     return EngineProfile(
@@ -107,19 +101,10 @@ def profile(endpoint: EndpointSpec) -> EngineProfile:
     )
 
 
-def rules(endpoint: EndpointSpec, instance: InstanceType) -> list[str]:
-    try:
-        engine = SglangEngineOptions.parse(endpoint)
-    except ValidationError:
-        return []  # engine_problems names what is wrong with the options
-    found = []
+def rules(endpoint: EndpointSpec, instance: InstanceType, engine: SglangEngineOptions) -> list[str]:
+    found = tensor_parallel_problems(endpoint, "tp_size", engine.tp_size)
     degree = endpoint.tensor_parallel_degree
-    if engine.tp_size is not None and engine.tp_size != degree:
-        found.append(
-            f"endpoint {endpoint.name!r}: engine.tp_size: value {engine.tp_size} differs from tensor_parallel_degree "
-            f"{degree}, which sets it (and an inference component's GPUs); remove engine.tp_size"
-        )
-    elif engine.ep_size is not None and engine.ep_size > 1 and engine.ep_size != degree:
+    if not found and engine.ep_size is not None and engine.ep_size > 1 and engine.ep_size != degree:
         # srt/arg_groups/moe_hook.py: "The expert parallel size must be 1 or the same as the tensor parallel size".
         found.append(
             f"endpoint {endpoint.name!r}: engine.ep_size: value {engine.ep_size} must be 1 or equal the tensor "
@@ -128,24 +113,18 @@ def rules(endpoint: EndpointSpec, instance: InstanceType) -> list[str]:
     return found
 
 
-def parses_tool_calls(endpoint: EndpointSpec) -> bool:
+def parses_tool_calls(engine: SglangEngineOptions) -> bool:
     """Whether replies carry parsed tool calls: the engine parses them only with a tool-call parser configured."""
-    options = SglangEngineOptions.model_validate(endpoint.engine)
-    return options.tool_call_parser is not None
+    return engine.tool_call_parser is not None
 
 
-SYSTEM = ServingSystem(
+SYSTEM: ServingSystem[SglangEngineOptions] = engine_server_system(
     name="sglang",
     summary="the AWS SGLang container for SageMaker (SGLang 0.5.20), SM_SGLANG_* options, the checkpoint as it is",
     recipe="systems.sglang.recipe",
     image=SGLANG_DLC,
     engine_options=SglangEngineOptions,
     environment=container_environment,
-    gpu_only=True,  # sglang.json lists GPU images only
-    default_download_timeout_s=DEFAULT_DOWNLOAD_TIMEOUT_S,
-    default_startup_timeout_s=DEFAULT_STARTUP_TIMEOUT_S,
-    inference_ami_version=INFERENCE_AMI_VERSION,
-    streaming=OPENAI_STREAMING,
     chat=openai_chat(
         "SGLang 0.5.20's OpenAI server answers chat completions on /invocations (sglang/srt/entrypoints/http_"
         "server.py, openai/serving_chat.py): the model's chat template, tool calls parsed with engine.tool_ca"
@@ -163,7 +142,6 @@ SYSTEM = ServingSystem(
         thinking_off={"chat_template_kwargs": {"enable_thinking": False}},
     ),
     served_names_environment=served_names_environment,
-    request_timeout=ENGINE_SERVER_REQUEST_TIMEOUT,
     model_registry=ENGINE,
     inference_components=Capability.yes(
         "one SGLang server per component copy, tp_size = the copy's GPUs (tensor_parallel_degree)"
@@ -178,9 +156,7 @@ SYSTEM = ServingSystem(
         "header (sglang/srt/entrypoints/http_server.py serves only /ping and /invocations for SageMaker), so an "
         "adapter inference component could neither be loaded nor invoked; use system vllm for adapters"
     ),
-    network_isolation=True,
     profile=profile,
-    estimate_weight_bytes=artifact_weight_bytes,
     rules=rules,
     engine_notes=(
         f"SGLang's OpenAI server, configured by SM_SGLANG_* variables; needs InferenceAmiVersion "

@@ -7,8 +7,8 @@ from typing import Any
 
 from endpoint_config import EndpointSpec
 from systems.checkpoint_artifact import build_checkpoint_artifact
-from systems.sglang import SYSTEM
+from systems.sglang import SYSTEM, SglangEngineOptions
 
 
-def build(endpoint: EndpointSpec, out_dir: Path, progress: bool = True) -> dict[str, Any]:
-    return build_checkpoint_artifact(endpoint, out_dir, progress, SYSTEM)
+def build(endpoint: EndpointSpec, engine: SglangEngineOptions, out_dir: Path, progress: bool = True) -> dict[str, Any]:
+    return build_checkpoint_artifact(endpoint, engine, out_dir, progress, SYSTEM)

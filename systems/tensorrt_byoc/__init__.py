@@ -16,7 +16,7 @@ from pydantic import Field, model_validator
 
 from endpoint_config import EndpointSpec
 from endpoint_config.base import Strict
-from systems.base import EngineOptions, MaxBatchSize, MaxModelLen
+from systems.base import EngineOptions, MaxBatchSize, MaxModelLen, ServingSystem
 from systems.byoc_system import byoc_system
 
 ENGINE_CACHE_DIR = "/opt/ml/engine-cache"
@@ -55,7 +55,7 @@ class TensorRTByocEngineOptions(EngineOptions):
     custom_handler: bool = False
 
 
-def container_environment(endpoint: EndpointSpec) -> dict[str, str]:
+def container_environment(endpoint: EndpointSpec, engine: TensorRTByocEngineOptions) -> dict[str, str]:
     """The container's environment for one endpoint.
 
     TRT_BACKEND=tensorrt: build/load a TensorRT engine (onnxruntime is the CPU/test backend of the same handler).
@@ -65,7 +65,7 @@ def container_environment(endpoint: EndpointSpec) -> dict[str, str]:
       to start on an artifact built for another profile.
     MAX_BATCH_SIZE / MAX_NEW_TOKENS: the request limits byoc_server enforces (contract.py), from the same profile.
     """
-    profile = TensorRTByocEngineOptions.parse(endpoint).tensorrt_profile
+    profile = engine.tensorrt_profile
     return {
         "TRT_BACKEND": "tensorrt",
         "TRT_ENGINE_CACHE_DIR": ENGINE_CACHE_DIR,
@@ -77,7 +77,7 @@ def container_environment(endpoint: EndpointSpec) -> dict[str, str]:
     }
 
 
-SYSTEM = byoc_system(
+SYSTEM: ServingSystem[TensorRTByocEngineOptions] = byoc_system(
     engine_options=TensorRTByocEngineOptions,
     name="tensorrt-byoc",
     recipe="systems.tensorrt_byoc.recipe",

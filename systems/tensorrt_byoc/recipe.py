@@ -97,8 +97,8 @@ def check_architecture(source: Path, endpoint: EndpointSpec) -> dict[str, Any]:
     return config
 
 
-def resolve_profile(endpoint: EndpointSpec, n_positions: int) -> TensorRTProfile:
-    profile = TensorRTByocEngineOptions.parse(endpoint).tensorrt_profile
+def resolve_profile(endpoint: EndpointSpec, engine: TensorRTByocEngineOptions, n_positions: int) -> TensorRTProfile:
+    profile = engine.tensorrt_profile
     if profile.max_sequence_length > n_positions:
         raise BuildError(
             f"endpoint {endpoint.name!r}: engine.tensorrt_profile.max_sequence_length: value "
@@ -290,12 +290,14 @@ def _ort_version() -> str:
     return onnxruntime.__version__
 
 
-def build(endpoint: EndpointSpec, out_dir: Path, progress: bool = True) -> dict[str, Any]:
+def build(
+    endpoint: EndpointSpec, engine: TensorRTByocEngineOptions, out_dir: Path, progress: bool = True
+) -> dict[str, Any]:
     """Write the verified artifact of `endpoint` into `out_dir` and return its manifest."""
     check_tokenizers_writer(endpoint)
     source = resolve_model_source(endpoint.model, endpoint.revision)
     source_config = check_architecture(source, endpoint)
-    profile = resolve_profile(endpoint, int(source_config.get("n_positions", 1024)))
+    profile = resolve_profile(endpoint, engine, int(source_config.get("n_positions", 1024)))
 
     import torch
     import transformers

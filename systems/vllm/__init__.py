@@ -12,8 +12,6 @@ from __future__ import annotations
 import json
 from typing import ClassVar, Self, get_args
 
-from pydantic import ValidationError
-
 from endpoint_config import EndpointSpec
 from facts.instances import InstanceType
 
@@ -28,15 +26,12 @@ from ..base import (
 )
 from ..checkpoint_facts import Checkpoint
 from ..engine_systems import (
-    DEFAULT_DOWNLOAD_TIMEOUT_S,
-    DEFAULT_STARTUP_TIMEOUT_S,
     DTYPE_FLAG,
-    ENGINE_SERVER_REQUEST_TIMEOUT,
     INFERENCE_AMI_VERSION,
-    OPENAI_STREAMING,
-    artifact_weight_bytes,
+    engine_server_system,
     kv_element_bytes,
     openai_chat,
+    tensor_parallel_problems,
 )
 from ..images_current import VLLM_DLC, facts_of
 from .options import ENGINE_PROJECT, ENGINE_VERSION, ENV_PREFIX, RUNTIME_QUANTIZATION, MaxLoraRank, VllmOptions
@@ -122,11 +117,10 @@ def lora_options(engine: VllmOptions, adapters: int) -> dict[str, object]:
     }
 
 
-def lora_sizing(endpoint: EndpointSpec) -> LoraSizing:
+def lora_sizing(endpoint: EndpointSpec, engine: VllmEngineOptions) -> LoraSizing:
     """The LoRA options of an endpoint with adapters (VllmEngineOptions.parse sets them), rendered by the typed
     options as the container environment (SM_VLLM_ENABLE_LORA, SM_VLLM_MAX_LORAS, SM_VLLM_MAX_LORA_RANK,
     VLLM_ALLOW_RUNTIME_LORA_UPDATING)."""
-    engine = VllmEngineOptions.parse(endpoint)
     assert engine.max_loras is not None and engine.max_lora_rank is not None  # the endpoint has adapters
     lora = VllmOptions(
         enable_lora=True,
@@ -176,11 +170,11 @@ def lora_rules(endpoint: EndpointSpec, engine: VllmEngineOptions) -> list[str]:
     ]
 
 
-def container_environment(endpoint: EndpointSpec) -> dict[str, str]:
+def container_environment(endpoint: EndpointSpec, engine: VllmEngineOptions) -> dict[str, str]:
     """The engine options as SM_VLLM_* variables, plus what the endpoint decides: the tensor-parallel size (the
     endpoint's tensor_parallel_degree, which also sizes an inference component's GPUs), the dtype the engine casts
     the weights to. The served model names are the plan's (served_names_environment)."""
-    env = VllmEngineOptions.parse(endpoint).environment()
+    env = engine.environment()
     env[f"{ENV_PREFIX}TENSOR_PARALLEL_SIZE"] = str(endpoint.tensor_parallel_degree)
     env[f"{ENV_PREFIX}DTYPE"] = DTYPE_FLAG[endpoint.dtype]
     return dict(sorted(env.items()))
@@ -195,8 +189,8 @@ def served_names_environment(names: tuple[str, ...]) -> dict[str, str]:
     return {f"{ENV_PREFIX}SERVED_MODEL_NAME": json.dumps(list(names), separators=(",", ":"))}
 
 
-def streams_from_s3(endpoint: EndpointSpec) -> bool:
-    return VllmEngineOptions.parse(endpoint).stream_weights_from_s3
+def streams_from_s3(engine: VllmEngineOptions) -> bool:
+    return engine.stream_weights_from_s3
 
 
 def streamed_environment(endpoint: EndpointSpec, artifact_s3_uri: str) -> dict[str, str]:
@@ -205,8 +199,7 @@ def streamed_environment(endpoint: EndpointSpec, artifact_s3_uri: str) -> dict[s
     return {f"{ENV_PREFIX}MODEL": artifact_s3_uri, f"{ENV_PREFIX}LOAD_FORMAT": "runai_streamer"}
 
 
-def profile(endpoint: EndpointSpec) -> EngineProfile:
-    engine = VllmEngineOptions.parse(endpoint)
+def profile(endpoint: EndpointSpec, engine: VllmEngineOptions) -> EngineProfile:
     utilization = engine.gpu_memory_utilization
     return EngineProfile(
         engine=ENGINE,
@@ -225,20 +218,11 @@ def profile(endpoint: EndpointSpec) -> EngineProfile:
     )
 
 
-def rules(endpoint: EndpointSpec, instance: InstanceType) -> list[str]:
+def rules(endpoint: EndpointSpec, instance: InstanceType, engine: VllmEngineOptions) -> list[str]:
     """What only this system refuses (the compatibility checks every engine system gets are systems/checks.py's)."""
-    try:
-        engine = VllmEngineOptions.parse(endpoint)
-    except ValidationError:
-        return []  # engine_problems names what is wrong with the options
     found = lora_rules(endpoint, engine)
     where = f"endpoint {endpoint.name!r}: "
-    if engine.tensor_parallel_size is not None and engine.tensor_parallel_size != endpoint.tensor_parallel_degree:
-        found.append(
-            f"{where}engine.tensor_parallel_size: value {engine.tensor_parallel_size} differs from "
-            f"tensor_parallel_degree {endpoint.tensor_parallel_degree}, which sets it (and an inference component's "
-            "GPUs); remove engine.tensor_parallel_size"
-        )
+    found += tensor_parallel_problems(endpoint, "tensor_parallel_size", engine.tensor_parallel_size)
     draft_tp = engine.speculative.draft_tensor_parallel_size if engine.speculative is not None else None
     if draft_tp is not None and draft_tp not in (1, endpoint.tensor_parallel_degree):
         # vLLM 0.30.0 vllm/config/speculative.py SpeculativeConfig._verify_and_get_draft_tp: "... cannot be other
@@ -268,10 +252,10 @@ def rules(endpoint: EndpointSpec, instance: InstanceType) -> list[str]:
 HARMONY_ARCHITECTURES = ("GptOssForCausalLM",)
 
 
-def checkpoint_rules(endpoint: EndpointSpec, checkpoint: Checkpoint) -> list[str]:
+def checkpoint_rules(endpoint: EndpointSpec, engine: VllmEngineOptions, checkpoint: Checkpoint) -> list[str]:
     """What the checkpoint's config.json refuses beyond the shared checks (systems/checks.py runs it at load for
     a local or known model, systems/checkpoint_artifact.py at build on the real files)."""
-    return harmony_isolation_problem(endpoint, VllmEngineOptions.parse(endpoint), checkpoint.facts.architecture)
+    return harmony_isolation_problem(endpoint, engine, checkpoint.facts.architecture)
 
 
 def harmony_isolation_problem(endpoint: EndpointSpec, engine: VllmEngineOptions, architecture: str | None) -> list[str]:
@@ -291,24 +275,18 @@ def harmony_isolation_problem(endpoint: EndpointSpec, engine: VllmEngineOptions,
     ]
 
 
-def parses_tool_calls(endpoint: EndpointSpec) -> bool:
+def parses_tool_calls(engine: VllmEngineOptions) -> bool:
     """Whether replies carry parsed tool calls: the engine parses them only with a tool-call parser configured."""
-    options = VllmEngineOptions.model_validate(endpoint.engine)
-    return options.tool_call_parser is not None and options.enable_auto_tool_choice
+    return engine.tool_call_parser is not None and engine.enable_auto_tool_choice
 
 
-SYSTEM = ServingSystem(
+SYSTEM: ServingSystem[VllmEngineOptions] = engine_server_system(
     name="vllm",
     summary="the AWS vLLM container for SageMaker (vLLM 0.30.0), SM_VLLM_* options, the checkpoint as it is",
     recipe="systems.vllm.recipe",
     image=VLLM_DLC,
     engine_options=VllmEngineOptions,
     environment=container_environment,
-    gpu_only=True,  # vllm.json lists GPU images only
-    default_download_timeout_s=DEFAULT_DOWNLOAD_TIMEOUT_S,
-    default_startup_timeout_s=DEFAULT_STARTUP_TIMEOUT_S,
-    inference_ami_version=INFERENCE_AMI_VERSION,
-    streaming=OPENAI_STREAMING,
     chat=openai_chat(
         "vLLM 0.30.0's OpenAI server answers chat completions on /invocations (vllm/entrypoints/serve/sagemak"
         "er/api_router.py): the model's chat template, tool calls parsed with engine.tool_call_parser and ena"
@@ -330,7 +308,6 @@ SYSTEM = ServingSystem(
     ),
     served_names_environment=served_names_environment,
     checkpoint_rules=checkpoint_rules,
-    request_timeout=ENGINE_SERVER_REQUEST_TIMEOUT,
     model_registry=ENGINE,
     inference_components=Capability.yes(
         "one vLLM engine per component copy, tensor_parallel_size = the copy's GPUs (tensor_parallel_degree)"
@@ -342,11 +319,8 @@ SYSTEM = ServingSystem(
         "VLLM_ALLOW_RUNTIME_LORA_UPDATING)",
         sizing=lora_sizing,
     ),
-    # The model data comes from S3 through SageMaker: the engine needs no network unless it streams the weights.
-    network_isolation=True,
     streamed_weights=StreamedWeights(streams_from_s3, streamed_environment, METADATA_PART),
     profile=profile,
-    estimate_weight_bytes=artifact_weight_bytes,
     rules=rules,
     engine_notes=(
         f"vLLM's OpenAI server, configured by SM_VLLM_* variables; needs InferenceAmiVersion {INFERENCE_AMI_VERSION} "

@@ -381,7 +381,8 @@ def test_the_checkpoint_rules_run_on_every_pool():
     )
     checkpoint = checkpoint_of(spec.model)
     assert checkpoint is not None
-    problems = checkpoint_problems_on_every_pool(spec, get_system("vllm"), checkpoint, all_systems())
+    vllm = get_system("vllm")
+    problems = checkpoint_problems_on_every_pool(spec, vllm, vllm.engine(spec), checkpoint, all_systems())
     assert [p.split(": instance_type:")[0] for p in problems] == ["endpoint 'qwen': instance_pools[1] (ml.g6e.2xlarge)"]
 
 
@@ -394,8 +395,11 @@ def test_a_pool_models_environment_is_measured_against_createmodels_limits(tmp_p
 
     real = get_system("vllm")
 
-    def environment(ep):  # a value too long only where the pool's degree renders it
-        return {**real.environment(ep), **({"SOME_OPTION": "x" * 1025} if ep.tensor_parallel_degree == 4 else {})}
+    def environment(ep, engine):  # a value too long only where the pool's degree renders it
+        return {
+            **real.environment(ep, engine),
+            **({"SOME_OPTION": "x" * 1025} if ep.tensor_parallel_degree == 4 else {}),
+        }
 
     long = dataclasses.replace(real, environment=environment)
     monkeypatch.setattr(deployment, "get_system", lambda name: long if name == "vllm" else get_system(name))

@@ -455,7 +455,8 @@ def test_the_container_environment_renders_at_load_for_every_system() -> None:
                 "engine": {"chat_template": "TRUE"},
             }
         )
-        [problem] = environment_problems(spec, get_system(system))
+        serving = get_system(system)
+        [problem] = environment_problems(spec, serving, serving.engine(spec))
         assert "engine.chat_template: value 'TRUE'" in problem and "allowed:" in problem, problem
 
 

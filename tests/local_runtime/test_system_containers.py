@@ -53,6 +53,6 @@ def test_hf_fastload_has_no_container_process(tmp_path):
     """Its artifact's own handler serves in local_runtime/serve.py (HANDLER_STAND_IN)."""
     from types import SimpleNamespace
 
-    system = SimpleNamespace(name="hf-fastload", streams_weights=lambda spec: False)
-    plan = SimpleNamespace(name="e", spec=None, system=system, container_environment=lambda bucket: {})
+    system = SimpleNamespace(name="hf-fastload", streams_weights=lambda engine: False)
+    plan = SimpleNamespace(name="e", spec=None, engine=None, system=system, container_environment=lambda bucket: {})
     assert local_container(plan, tmp_path, tmp_path / "work") is None

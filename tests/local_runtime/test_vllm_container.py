@@ -78,8 +78,8 @@ def test_refuses_an_unbuilt_artifact(tmp_path, vllm_venv):
 
 
 def test_refuses_streamed_weights_locally(tmp_path):
-    system = SimpleNamespace(name="vllm", streams_weights=lambda spec: True)
-    plan = SimpleNamespace(name="e", spec=None, system=system)
+    system = SimpleNamespace(name="vllm", streams_weights=lambda engine: True)
+    plan = SimpleNamespace(name="e", spec=None, engine=None, system=system)
     with pytest.raises(LocalContainerError, match="stream_weights_from_s3: value True cannot run locally"):
         container_host(plan, tmp_path, tmp_path / "work")
 

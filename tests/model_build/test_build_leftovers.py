@@ -26,19 +26,19 @@ BUILDING = textwrap.dedent("""
 
     class Recipe:
         @staticmethod
-        def build(endpoint, tmp, progress):
+        def build(endpoint, engine, tmp, progress):
             (Path(tmp) / "weights.bin").write_bytes(b"0" * 1024)
             print("building", flush=True)
             time.sleep(120)
 
     cli.recipe_for = lambda system: Recipe
-    cli.build_endpoint(SimpleNamespace(system="stand-in"), Path(sys.argv[1]), progress=False)
+    cli.build_endpoint(SimpleNamespace(system="stand-in"), Path(sys.argv[1]), progress=False, engine=SimpleNamespace())
 """)
 
 
 class QuickRecipe:
     @staticmethod
-    def build(endpoint, tmp, progress):
+    def build(endpoint, engine, tmp, progress):
         (Path(tmp) / "manifest.json").write_text("{}")
         return {"content_hash": "ab" * 32}
 
@@ -77,7 +77,7 @@ def test_the_next_build_removes_a_killed_builds_temp_dirs_but_not_a_running_ones
             age(path, 2 * cli.STALE_AFTER_S)  # old enough: only the lock can protect the running build's
 
         monkeypatch.setattr(cli, "recipe_for", lambda system: QuickRecipe)
-        cli.build_endpoint(SimpleNamespace(system="stand-in"), root / "chat", progress=False)
+        cli.build_endpoint(SimpleNamespace(system="stand-in"), root / "chat", progress=False, engine=SimpleNamespace())
 
         assert not left.exists()
         assert held.is_dir() and (held / "weights.bin").is_file()
@@ -100,7 +100,7 @@ def test_a_build_killed_between_its_renames_gets_its_previous_output_back(tmp_pa
     age(previous.parent, 2 * cli.STALE_AFTER_S)
 
     monkeypatch.setattr(cli, "recipe_for", lambda system: QuickRecipe)
-    cli.build_endpoint(SimpleNamespace(system="stand-in"), root / "summarize", progress=False)
+    cli.build_endpoint(SimpleNamespace(system="stand-in"), root / "summarize", progress=False, engine=SimpleNamespace())
 
     assert (root / "chat" / "manifest.json").read_text() == '{"content_hash": "old"}'
     assert sorted(p.name for p in root.iterdir()) == ["chat", "summarize"]
@@ -109,11 +109,13 @@ def test_a_build_killed_between_its_renames_gets_its_previous_output_back(tmp_pa
 def test_a_failed_build_still_leaves_nothing(tmp_path, monkeypatch):
     class Failing:
         @staticmethod
-        def build(endpoint, tmp, progress):
+        def build(endpoint, engine, tmp, progress):
             (Path(tmp) / "partial.bin").write_bytes(b"0")
             raise cli.BuildError("verification failed")
 
     monkeypatch.setattr(cli, "recipe_for", lambda system: Failing)
     with pytest.raises(cli.BuildError):
-        cli.build_endpoint(SimpleNamespace(system="stand-in"), tmp_path / "out" / "chat", progress=False)
+        cli.build_endpoint(
+            SimpleNamespace(system="stand-in"), tmp_path / "out" / "chat", progress=False, engine=SimpleNamespace()
+        )
     assert not (tmp_path / "out").exists()

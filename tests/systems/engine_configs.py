@@ -48,4 +48,4 @@ def build(tmp_path: Path, endpoint: str, name: str):
 
     plan = load(tmp_path, endpoint).plans[0]
     out = tmp_path / "build" / name
-    return plan, build_endpoint(plan.spec, out, progress=False), out
+    return plan, build_endpoint(plan.spec, out, progress=False, engine=plan.engine), out

@@ -196,7 +196,7 @@ def chat_features(plan: Any) -> Any:
     from chat_contract import ChatFeatures
 
     chat = plan.system.chat
-    return ChatFeatures(chat.route, chat.parses_tool_calls(plan.spec), chat.constrained_decoding)
+    return ChatFeatures(chat.route, chat.parses_tool_calls(plan.engine), chat.constrained_decoding)
 
 
 def smoke_prompt(plan: Any, runtime: ContainerRuntime, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -449,7 +449,7 @@ def local_containers(tmp_path_factory) -> Iterator[dict[str, tuple[Any, Any]]]:
             (root / "config.yaml").write_text(yaml.safe_dump(config))
             plan = load_config(root / "config.yaml", build_root=root / "build").plans[0]
             out = root / "build" / plan.name
-            build_endpoint(plan.spec, out, progress=False)
+            build_endpoint(plan.spec, out, progress=False, engine=plan.engine)
             container = local_container(plan, out, root / "container")
             (root / "container").mkdir()
             container.start()

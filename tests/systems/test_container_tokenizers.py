@@ -284,5 +284,6 @@ def test_deepspeed_byoc_refuses_what_no_rewrite_can_give_transformers_4362(tmp_p
         r"no tokenizer.json, so transformers 4.36.2 \(the deepspeed-byoc image\) cannot "
         r"load it; allowed: ",
     ):
-        build(load_config(config).endpoint("ds"), tmp_path / "out", progress=False)
+        plan = load_config(config).plan("ds")
+        build(plan.spec, plan.engine, tmp_path / "out", progress=False)
     assert not (tmp_path / "out").exists()

@@ -67,7 +67,9 @@ def test_every_systems_environment_is_measured(system, tmp_path, monkeypatch):
     import deployment
 
     real = all_systems()[system]
-    long = dataclasses.replace(real, environment=lambda ep: {**real.environment(ep), "SOME_OPTION": "x" * 1025})
+    long = dataclasses.replace(
+        real, environment=lambda ep, engine: {**real.environment(ep, engine), "SOME_OPTION": "x" * 1025}
+    )
     monkeypatch.setattr(deployment, "get_system", lambda name: long if name == system else all_systems()[name])
     with pytest.raises(ConfigError, match="SOME_OPTION is 1025 bytes; CreateModel takes at most 1024"):
         deployment.load_config(EXAMPLES / EXAMPLE_OF[system][0], "dev", build_root=tmp_path)
@@ -109,11 +111,11 @@ def test_a_local_gpt_oss_is_refused_at_load_and_its_build_too(tmp_path, tiny_cha
     model = str(tiny_chat_models["gpt_oss"])
     message = refusals(tmp_path, endpoint_yaml("oss", "vllm", model))
     assert "network.network_isolation: model" in message and "openai-harmony" in message
-    spec = load(tmp_path, endpoint_yaml("oss", "vllm", model, engine={"stream_weights_from_s3": True})).plans[0].spec
-    assert checkpoint_rules(spec, read_local_checkpoint(Path(model), model)) == []
-    isolated = spec.model_copy(update={"engine": {}})
-    assert "openai-harmony" in checkpoint_rules(isolated, read_local_checkpoint(Path(model), model))[0]
-    assert VllmEngineOptions.parse(isolated).stream_weights_from_s3 is False
+    plan = load(tmp_path, endpoint_yaml("oss", "vllm", model, engine={"stream_weights_from_s3": True})).plans[0]
+    checkpoint = read_local_checkpoint(Path(model), model)
+    assert checkpoint_rules(plan.spec, plan.engine, checkpoint) == []
+    isolated = plan.spec.model_copy(update={"engine": {}})
+    assert "openai-harmony" in checkpoint_rules(isolated, VllmEngineOptions(), checkpoint)[0]
 
 
 # ---- F5: the names vLLM answers --------------------------------------------------------------------------------

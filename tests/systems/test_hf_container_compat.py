@@ -73,9 +73,9 @@ def build_artifact(source_model: Path, out: Path) -> Path:
     from deployment import load_config
     from systems.hf_fastload.recipe import build
 
-    endpoint = load_config(ROOT / "config" / "local.yaml", "local").endpoints[0]
-    endpoint = endpoint.model_copy(update={"model": str(source_model), "chat": None})  # the tokenizer's own template
-    build(endpoint, out, progress=False)
+    plan = load_config(ROOT / "config" / "local.yaml", "local").plans[0]
+    endpoint = plan.spec.model_copy(update={"model": str(source_model), "chat": None})  # the tokenizer's own template
+    build(endpoint, plan.engine, out, progress=False)
     return out
 
 

@@ -77,9 +77,11 @@ def test_engine_decode_reaches_the_container_and_only_hf_fastload_takes_it() -> 
     from systems.deepspeed_byoc import DeepSpeedByocEngineOptions
 
     spec = dict(name="e", system="hf-fastload", model="gpt2", instance_type="ml.g5.xlarge")
-    assert hf_fastload.container_environment(EndpointSpec(**spec))["HF_FASTLOAD_DECODE"] == "eager"
+    plain = EndpointSpec(**spec)
+    assert hf_fastload.container_environment(plain, hf_fastload.SYSTEM.engine(plain))["HF_FASTLOAD_DECODE"] == "eager"
     fast = EndpointSpec(**spec, engine={"decode": "compiled"})
-    assert hf_fastload.container_environment(fast)["HF_FASTLOAD_DECODE"] == "compiled"
+    decode = hf_fastload.container_environment(fast, hf_fastload.SYSTEM.engine(fast))["HF_FASTLOAD_DECODE"]
+    assert decode == "compiled"
     other = EndpointSpec(**{**spec, "system": "deepspeed-byoc"}, engine={"decode": "compiled"})
     assert engine_problems(other, DeepSpeedByocEngineOptions) == [
         "endpoint 'e': engine.decode: value 'compiled' is not supported by system 'deepspeed-byoc'; remove the key"

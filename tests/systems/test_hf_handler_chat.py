@@ -223,10 +223,11 @@ def test_the_table_refuses_before_any_compute(loaded: dict) -> None:
 
 
 def _gpt2_endpoint(tiny_models: dict[str, Path]):
+    """(the local config's endpoint on the tiny GPT-2, its parsed engine options): the recipe's first arguments."""
     from deployment import load_config
 
-    endpoint = load_config(Path(__file__).resolve().parents[2] / "config" / "local.yaml", "local").endpoints[0]
-    return endpoint.model_copy(update={"model": str(tiny_models["gpt2"])})
+    plan = load_config(Path(__file__).resolve().parents[2] / "config" / "local.yaml", "local").plans[0]
+    return plan.spec.model_copy(update={"model": str(tiny_models["gpt2"])}), plan.engine
 
 
 def test_a_chat_template_given_to_the_recipe_serves_chat(tiny_models: dict[str, Path], tmp_path: Path) -> None:
@@ -234,7 +235,7 @@ def test_a_chat_template_given_to_the_recipe_serves_chat(tiny_models: dict[str, 
     from model_build.tiny_models import CHAT_TEMPLATE
     from systems.hf_fastload.recipe import build
 
-    manifest = build(_gpt2_endpoint(tiny_models), tmp_path / "with", progress=False, chat_template=CHAT_TEMPLATE)
+    manifest = build(*_gpt2_endpoint(tiny_models), tmp_path / "with", progress=False, chat_template=CHAT_TEMPLATE)
     assert manifest["chat_template"] == "config"
     assert json.loads((tmp_path / "with" / "tokenizer_config.json").read_text())["chat_template"] == CHAT_TEMPLATE
     model = handler.model_fn(str(tmp_path / "with"))
@@ -259,4 +260,4 @@ def test_a_chat_template_that_cannot_render_fails_the_build(
     from systems.hf_fastload.recipe import build
 
     with pytest.raises(BuildError, match=expected):
-        build(_gpt2_endpoint(tiny_models), tmp_path / "bad", progress=False, chat_template=template)
+        build(*_gpt2_endpoint(tiny_models), tmp_path / "bad", progress=False, chat_template=template)

@@ -76,7 +76,7 @@ def test_the_container_lets_a_request_run_as_long_as_sagemaker_does(system):
     assert timeout is not None, f"system {system!r} states no request_timeout (systems/base.py RequestTimeout)"
     for mode, plan in modes(example_plan(system)).items():
         environment = plan.container_environment("bucket")
-        limit = timeout.limit_s(plan.spec, environment)
+        limit = timeout.limit_s(plan.spec, plan.engine, environment)
         assert limit >= plan.invocation_timeout_s, (system, mode, plan.invocation_timeout_s, limit, environment)
 
 
@@ -106,15 +106,13 @@ def test_a_timeout_shorter_than_the_invocation_is_caught():
     """The check itself: each reader sees a too-short setting."""
     hf = get_system("hf-fastload").request_timeout
     plan = example_plan("hf-fastload")
-    assert hf.limit_s(plan.spec, {"SAGEMAKER_MODEL_SERVER_TIMEOUT_SECONDS": "600"}) == 600
-    assert hf.limit_s(plan.spec, {"SAGEMAKER_MODEL_SERVER_TIMEOUT": "10"}) == 600  # MMS reads minutes
-    djl = get_system("djl-deepspeed").request_timeout
-    assert djl.limit_s(example_plan("djl-deepspeed").spec, {}) == 120  # DJL's default predict_timeout
-    lmi = get_system("lmi-vllm").request_timeout
-    assert (
-        lmi.limit_s(example_plan("lmi-vllm").spec, {"OPTION_ASYNC_MODE": "true", "OPTION_ROLLING_BATCH": "disable"})
-        == math.inf
-    )
+    assert hf.limit_s(plan.spec, plan.engine, {"SAGEMAKER_MODEL_SERVER_TIMEOUT_SECONDS": "600"}) == 600
+    assert hf.limit_s(plan.spec, plan.engine, {"SAGEMAKER_MODEL_SERVER_TIMEOUT": "10"}) == 600  # MMS reads minutes
+    djl, ds = get_system("djl-deepspeed").request_timeout, example_plan("djl-deepspeed")
+    assert djl.limit_s(ds.spec, ds.engine, {}) == 120  # DJL's default predict_timeout
+    lmi, lmi_plan = get_system("lmi-vllm").request_timeout, example_plan("lmi-vllm")
+    async_mode = {"OPTION_ASYNC_MODE": "true", "OPTION_ROLLING_BATCH": "disable"}
+    assert lmi.limit_s(lmi_plan.spec, lmi_plan.engine, async_mode) == math.inf
 
 
 HF_VENV_PYTHON = ROOT / ".venv-hf-container" / "bin" / "python"

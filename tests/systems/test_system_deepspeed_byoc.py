@@ -70,8 +70,8 @@ def test_system_facts_and_environment() -> None:
     system = get_system("deepspeed-byoc")
     assert system.gpu_only and system.architectures == ("decoder",) and system.image is None
     assert (REPO / system.own_container.dockerfile) == DOCKERFILE and DOCKERFILE.is_file()
-    endpoint = load_config(EXAMPLE, "dev").endpoint("gptj-ds-byoc")
-    assert system.environment(endpoint) == {
+    plan = load_config(EXAMPLE, "dev").plan("gptj-ds-byoc")
+    assert system.environment(plan.spec, plan.engine) == {
         "DS_KERNEL_INJECTION": "true",
         "DTYPE": "fp16",
         "TENSOR_PARALLEL_DEGREE": "1",
@@ -204,20 +204,20 @@ def test_manifest(artifact: Path) -> None:
     ],
 )
 def test_recipe_refuses(tmp_path: Path, tiny_gptj: Path, extra: dict, message: str) -> None:
-    from systems.deepspeed_byoc import recipe
+    from model_build.cli import build_endpoint
 
     # engine options the system refuses are refused by the config too (deployment.endpoint_rules): set them after it
     endpoint = _endpoint(tmp_path, tiny_gptj, **{k: v for k, v in extra.items() if k != "engine"})
     if "engine" in extra:
         endpoint = endpoint.model_copy(update={"engine": dict(extra["engine"])})
     with pytest.raises(BuildError) as err:
-        recipe.build(endpoint, tmp_path / "out", progress=False)
+        build_endpoint(endpoint, tmp_path / "out", progress=False)
     assert message in str(err.value)
     assert not (tmp_path / "out").exists()  # refused before any work
 
 
 def test_recipe_refuses_a_model_type_without_injection_policy(tmp_path: Path, tiny_gptj: Path) -> None:
-    from systems.deepspeed_byoc import recipe
+    from model_build.cli import build_endpoint
 
     model = tmp_path / "model"
     model.mkdir()
@@ -228,7 +228,7 @@ def test_recipe_refuses_a_model_type_without_injection_policy(tmp_path: Path, ti
     with pytest.raises(
         BuildError, match=r"model_type 'mamba'; DeepSpeed 0.12.6 kernel injection .* serves model types gptj, gpt2"
     ):
-        recipe.build(_endpoint(tmp_path, model), tmp_path / "out", progress=False)
+        build_endpoint(_endpoint(tmp_path, model), tmp_path / "out", progress=False)
 
 
 # ---- handler (non-injected path) ----------------------------------------------------------------------

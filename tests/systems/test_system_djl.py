@@ -167,7 +167,8 @@ def djl_build(tmp_path_factory: pytest.TempPathFactory, djl_config: Path, tiny_t
 
     def build(name: str) -> Path:
         if name not in built:
-            build_endpoint(environment_plan.endpoint(name), root / name, progress=False)
+            plan = environment_plan.plan(name)
+            build_endpoint(plan.spec, root / name, progress=False, engine=plan.engine)
             built[name] = root / name
         return built[name]
 
@@ -187,6 +188,7 @@ def djl_build(tmp_path_factory: pytest.TempPathFactory, djl_config: Path, tiny_t
         return environment_plan.endpoint(name)
 
     build.endpoint = endpoint  # type: ignore[attr-defined]
+    build.plan = environment_plan.plan  # type: ignore[attr-defined]
     return build
 
 
@@ -300,12 +302,15 @@ def test_model_copies(djl_build) -> None:
 def test_container_environments(djl_build) -> None:
     from systems import get_system
 
-    ep = djl_build.endpoint
-    assert get_system("djl-deepspeed").environment(ep("ds")) == {}
-    assert get_system("djl-accelerate").environment(ep("acc")) == {}
-    assert get_system("djl-fastertransformer").environment(ep("ft")) == {}
+    def environment(name: str) -> dict[str, str]:  # the system's own environment, from the plan's parsed options
+        plan = djl_build.plan(name)
+        return plan.system.environment(plan.spec, plan.engine)
+
+    assert environment("ds") == {}
+    assert environment("acc") == {}
+    assert environment("ft") == {}
     async_mode = {"OPTION_ASYNC_MODE": "true", "OPTION_ROLLING_BATCH": "disable"}  # LMI async mode, both systems
-    assert get_system("lmi-vllm").environment(ep("vllm")) == {
+    assert environment("vllm") == {
         "OPTION_MODEL_ID": "/opt/ml/model",
         **async_mode,
         "OPTION_ENTRYPOINT": "djl_python.lmi_vllm.vllm_async_service",
@@ -315,7 +320,7 @@ def test_container_environments(djl_build) -> None:
         "OPTION_MAX_MODEL_LEN": "512",
         "OPTION_MODEL_LOADING_TIMEOUT": "3600",
     }
-    assert get_system("lmi-trtllm").environment(ep("trt")) == {
+    assert environment("trt") == {
         "OPTION_MODEL_ID": "/opt/ml/model",
         **async_mode,
         "OPTION_ENTRYPOINT": "djl_python.lmi_trtllm.trtllm_async_service",
@@ -326,9 +331,9 @@ def test_container_environments(djl_build) -> None:
         "OPTION_MODEL_LOADING_TIMEOUT": "3600",
     }
     # OPTION_MAX_OUTPUT_LEN is read by nothing in LMI 0.33 (TensorRT-LLM 0.21): it must not be written.
-    assert not any("OUTPUT_LEN" in key for key in get_system("lmi-trtllm").environment(ep("trt")))
+    assert not any("OUTPUT_LEN" in key for key in environment("trt"))
     # Unset engine options keep LMI's defaults: no variable at all.
-    assert "OPTION_MAX_ROLLING_BATCH_SIZE" not in get_system("lmi-trtllm").environment(ep("trt"))
+    assert "OPTION_MAX_ROLLING_BATCH_SIZE" not in environment("trt")
     staged = get_system("djl-fastertransformer").staged_weights_environment
     assert staged(WEIGHTS_S3) == {"OPTION_MODEL_ID": WEIGHTS_S3 + "/"}
     assert staged(WEIGHTS_S3 + "/") == {"OPTION_MODEL_ID": WEIGHTS_S3 + "/"}
@@ -1037,7 +1042,7 @@ def test_config_refuses_t5_for_decoder_system(djl_config: Path, tiny_t5: Path, t
 def test_tensorrt_profile_refused() -> None:
     from endpoint_config import EndpointSpec
     from model_build import BuildError
-    from systems.djl_common import check_engine_options
+    from model_build.cli import checked_engine
 
     ep = EndpointSpec(
         name="x",
@@ -1051,7 +1056,7 @@ def test_tensorrt_profile_refused() -> None:
         match=r"engine.tensorrt_profile: value \{'max_batch': 4\} is not supported by system "
         r"'lmi-trtllm'; remove the key \(systems that take it: tensorrt-byoc\)",
     ):
-        check_engine_options(ep)
+        checked_engine(ep)
 
 
 # ---- example configs -------------------------------------------------------------------------------------
@@ -1076,4 +1081,5 @@ def test_example_config(system: str) -> None:
         assert ep.model_data_download_timeout_s == 600 and ep.container_startup_health_check_timeout_s == 600
     else:
         assert ep.tensor_parallel_degree == 2 and copies == 2
-    s.environment(ep)  # the environment of the reference endpoint builds
+    plan = environment_plan.plan(ep.name)
+    s.environment(plan.spec, plan.engine)  # the environment of the reference endpoint builds

@@ -239,19 +239,21 @@ def test_build_refuses_a_graph_that_fails_verification(trt_deployment, tmp_path:
 def test_refuses_non_gpt2(trt_deployment, tmp_path: Path) -> None:
     from systems.tensorrt_byoc.recipe import build
 
+    plan = trt_deployment.plan("tiny-trt-gptj")
     with pytest.raises(
         BuildError, match=r"endpoint 'tiny-trt-gptj': model: .* model_type 'gptj' .* exports GPT-2 only"
     ):
-        build(trt_deployment.endpoint("tiny-trt-gptj"), tmp_path / "x", progress=False)
+        build(plan.spec, plan.engine, tmp_path / "x", progress=False)
 
 
 def test_refuses_profile_beyond_positions(trt_deployment, tmp_path: Path) -> None:
     from systems.tensorrt_byoc.recipe import build
 
+    plan = trt_deployment.plan("tiny-trt-long")
     with pytest.raises(
         BuildError, match=r"tensorrt_profile.max_sequence_length: value 4096 is above the model's n_positions 512"
     ):
-        build(trt_deployment.endpoint("tiny-trt-long"), tmp_path / "x", progress=False)
+        build(plan.spec, plan.engine, tmp_path / "x", progress=False)
 
 
 def test_cli_reports_refusal(trt_config: Path) -> None:
@@ -468,7 +470,8 @@ def test_system_facts_and_container(trt_deployment) -> None:
     system = get_system("tensorrt-byoc")
     assert system.gpu_only and system.architectures == ("decoder",) and system.image is None
     assert system.default_startup_timeout_s >= 900
-    env = system.environment(trt_deployment.endpoint("tiny-trt-small"))
+    small = trt_deployment.plan("tiny-trt-small")
+    env = system.environment(small.spec, small.engine)
     assert env["TRT_BACKEND"] == "tensorrt" and env["TRT_ENGINE_CACHE_DIR"]
     assert (env["TRT_MAX_BATCH"], env["TRT_MAX_SEQUENCE_LENGTH"], env["TRT_PRECISION"]) == ("2", "16", "fp32")
     assert system.startup_timeout_s(trt_deployment.endpoint("tiny-trt")) >= 900

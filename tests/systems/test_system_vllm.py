@@ -330,9 +330,9 @@ def test_build_refuses_what_the_real_files_say(tmp_path, tiny_chat_models):
 
     plan = load(tmp_path, endpoint_yaml("x", "vllm", "openai/gpt-oss-20b", "ml.g6e.xlarge", extra=OPEN)).plans[0]
     spec = plan.spec.model_copy(update={"instance_type": "ml.g4dn.xlarge", "dtype": "fp16", "model": str(quantized)})
-    problems = checkpoint_problems(
-        spec, get_system("vllm").profile(spec), read_local_checkpoint(quantized), all_systems()
-    )
+    profile = get_system("vllm").profile
+    assert profile is not None
+    problems = checkpoint_problems(spec, profile(spec, plan.engine), read_local_checkpoint(quantized), all_systems())
     assert len(problems) == 2 and "compute capability 8.0" in problems[0] and "bf16 only" in problems[1]
 
 
