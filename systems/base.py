@@ -378,6 +378,9 @@ class ServingSystem(Generic[E]):
     rules: the rules only this system has, on an endpoint whose schema rules passed and whose engine options parsed.
     legacy / replacement: retired upstream, kept as a pinned recipe and announced at synth with its replacement.
     bodies: which request bodies the container takes on /invocations and how its replies read (ContainerBodies).
+    tensor_parallel: whether, and through what, the container splits one model copy over `tensor_parallel_degree`
+      GPUs; a system that cannot refuses a degree above 1 (systems/checks.py), and each that can hands the degree
+      to its container (tests/systems/test_tensor_parallel_path.py).
     request_timeout: how the container limits one request's time (RequestTimeout); the plan sets it to the
       endpoint's invocation timeout (deployment.plan EndpointPlan.invocation_timeout_s). Every registered system
       states it (tests/systems/test_request_timeouts.py).
@@ -389,6 +392,7 @@ class ServingSystem(Generic[E]):
     streaming: Capability
     inference_components: Capability
     chat: ChatCapability[E]
+    tensor_parallel: Capability
     recipe: str | None = None
     image: ImagePin | None = None
     own_container: OwnContainer | None = None

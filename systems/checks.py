@@ -223,6 +223,14 @@ def _capability_problems(ep: EndpointSpec, system: ServingSystem, systems: dict[
             _offered_by(systems, "inference_components"),
             "systems that run as inference components",
         )
+    if ep.tensor_parallel_degree > 1 and not system.tensor_parallel.supported:
+        refused(
+            "tensor_parallel_degree",
+            f"{ep.tensor_parallel_degree} (allowed: 1)",
+            system.tensor_parallel,
+            _offered_by(systems, "tensor_parallel"),
+            "systems that split one model copy over several GPUs",
+        )
     if ep.adapters and not system.adapters.supported:
         refused(
             "adapters",
@@ -281,7 +289,8 @@ def instance_types_holding(
         instance = ep.model_copy(update={"instance_type": name}).instance
         if instance.unknown_reason is not None or not instance.is_gpu:
             continue
-        for degree in (d for d in range(1, instance.gpu_count + 1) if instance.gpu_count % d == 0):
+        degrees = range(1, instance.gpu_count + 1) if system.tensor_parallel.supported else (1,)
+        for degree in (d for d in degrees if instance.gpu_count % d == 0):
             candidate = ep.model_copy(update={"instance_type": name, "tensor_parallel_degree": degree})
             if not model_fit_problems(candidate, system):
                 if systems is None or not system_problems(candidate, system, systems):

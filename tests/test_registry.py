@@ -34,6 +34,7 @@ SYSTEM = ServingSystem(
     image=HF_PYTORCH_INFERENCE,
     streaming=Capability.yes("its container streams, by its own word"),
     inference_components=Capability.no("never tried"),
+    tensor_parallel=Capability.no("one GPU in this test"),
     chat=ChatCapability.no("no chat template handling in this test"),
 )
 """

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import ClassVar, Literal
 
 from endpoint_config import EndpointSpec
-from systems.base import EngineOptions, MaxBatchSize, MaxModelLen, ServingSystem
+from systems.base import Capability, EngineOptions, MaxBatchSize, MaxModelLen, ServingSystem
 from systems.byoc_system import byoc_system
 
 HANDLER = "handler:DeepSpeedHandler"  # the module lies in /opt/program in the image
@@ -74,6 +74,9 @@ SYSTEM: ServingSystem[DeepSpeedByocEngineOptions] = byoc_system(
     summary="DeepSpeed-Inference kernel injection (fp16, tensor parallel) in our own container, sharded safetensors",
     dockerfile="systems/deepspeed_byoc/container/Dockerfile",
     handler_files=("systems/deepspeed_byoc/handler/handler.py",),
+    tensor_parallel=Capability.yes(
+        "TENSOR_PARALLEL_DEGREE (DeepSpeed's tp_size) and BYOC_PROCESSES: `serve` starts one rank per GPU"
+    ),
     environment=container_environment,
     # The kernels are compiled into the image, but loading 12 GB and injecting takes a few minutes.
     default_download_timeout_s=900,

@@ -218,6 +218,10 @@ def legacy_djl_system(
             "use lmi-vllm or lmi-trtllm"
         ),
         chat=LEGACY_DJL_NO_CHAT,
+        tensor_parallel=Capability.yes(
+            "option.tensor_parallel_degree in the artifact's serving.properties, written at build (a new degree needs a "
+            "rebuild); DJL starts one model copy per that many GPUs"
+        ),
         inference_components=Capability.no(
             f"a legacy system pinned to a retired DJL {djl_version} image, not documented for inference components; "
             f"its maintained replacement {maintained_replacement} runs as one"

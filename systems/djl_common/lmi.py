@@ -43,6 +43,10 @@ LMI_STREAMING = Capability.yes("LMI jsonlines ({'token': {'text'}} per line, app
 # Introducing Container Caching in SageMaker Inference", AWS Machine Learning Blog, 2024-12-03). Both systems set
 # OPTION_TENSOR_PARALLEL_DEGREE themselves, so a copy uses exactly the GPUs it is given.
 LMI_INFERENCE_COMPONENTS = Capability.yes("LMI runs one engine per component copy on the GPUs the copy is given")
+# LMI reads OPTION_<NAME> as option.<name> (djl_common); its engines shard over option.tensor_parallel_degree GPUs.
+LMI_TENSOR_PARALLEL = Capability.yes(
+    "OPTION_TENSOR_PARALLEL_DEGREE (option.tensor_parallel_degree): one engine per that many GPUs"
+)
 
 
 class LmiEngineOptions(DjlEngineOptions):

@@ -137,6 +137,12 @@ SYSTEM: ServingSystem[HfFastloadEngineOptions] = ServingSystem(
     chat=HF_HANDLER_CHAT,
     # code/inference.py answers both: "messages" as chat (chat_contract.py), else the generation contract.
     bodies=GENERATION_AND_CHAT,
+    # No variable: code/inference.py gives accelerate device_map="auto" on more than one GPU, which places the layers
+    # over every GPU its one worker sees (SAGEMAKER_MODEL_SERVER_WORKERS=1): at least tensor_parallel_degree of them.
+    tensor_parallel=Capability.yes(
+        "the handler places the layers over every GPU its one worker sees (accelerate device_map='auto'; layers, "
+        "not tensor shards), so tensor_parallel_degree only sizes the fit check"
+    ),
     inference_components=Capability.no(
         "its Hugging Face PyTorch inference image is not documented for inference components (no AWS or Hugging Face source found)"
     ),

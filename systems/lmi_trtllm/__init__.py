@@ -24,6 +24,7 @@ from systems.djl_common.lmi import (
     LMI_INFERENCE_AMI_VERSION,
     LMI_INFERENCE_COMPONENTS,
     LMI_STREAMING,
+    LMI_TENSOR_PARALLEL,
     LmiEngineOptions,
     base_options,
     option_environment,
@@ -97,6 +98,7 @@ SYSTEM: ServingSystem[TrtllmEngineOptions] = djl_system(
     # LMI answers {"inputs", "parameters"} and "messages" (trtllm_async_service.py openai_chat) on /invocations.
     bodies=GENERATION_AND_CHAT,
     inference_components=LMI_INFERENCE_COMPONENTS,
+    tensor_parallel=LMI_TENSOR_PARALLEL,
 )
 
 __all__ = ["SYSTEM", "container_environment", "MODEL_TYPES", "ENTRY_POINT", "length_options"]

@@ -18,6 +18,7 @@ from systems.djl_common.lmi import (
     LMI_INFERENCE_AMI_VERSION,
     LMI_INFERENCE_COMPONENTS,
     LMI_STREAMING,
+    LMI_TENSOR_PARALLEL,
     base_options,
     option_environment,
 )
@@ -119,6 +120,7 @@ SYSTEM: ServingSystem[VllmEngineOptions] = djl_system(
     ),
     streaming=LMI_STREAMING,
     inference_components=LMI_INFERENCE_COMPONENTS,
+    tensor_parallel=LMI_TENSOR_PARALLEL,
     chat=CHAT,
     # LMI maps "inputs" to vLLM's prompt and answers "messages" as chat (lmi_vllm/request_response_utils.py). Which
     # field its vLLM 0.23 puts reasoning in is unverified here: none is declared, so a check reads the content.

@@ -143,6 +143,7 @@ SYSTEM: ServingSystem[SglangEngineOptions] = engine_server_system(
     ),
     served_names_environment=served_names_environment,
     model_registry=ENGINE,
+    tensor_parallel=Capability.yes("SM_SGLANG_TP_SIZE, which the image turns into --tp-size"),
     inference_components=Capability.yes(
         "one SGLang server per component copy, tp_size = the copy's GPUs (tensor_parallel_degree)"
     ),

@@ -16,7 +16,7 @@ from pydantic import Field, model_validator
 
 from endpoint_config import EndpointSpec
 from endpoint_config.base import Strict
-from systems.base import EngineOptions, MaxBatchSize, MaxModelLen, ServingSystem
+from systems.base import Capability, EngineOptions, MaxBatchSize, MaxModelLen, ServingSystem
 from systems.byoc_system import byoc_system
 
 ENGINE_CACHE_DIR = "/opt/ml/engine-cache"
@@ -84,6 +84,10 @@ SYSTEM: ServingSystem[TensorRTByocEngineOptions] = byoc_system(
     summary="GPT-2 as ONNX, TensorRT engine built at container start on the serving GPU (own container)",
     dockerfile="systems/tensorrt_byoc/container/Dockerfile",
     handler_files=("systems/tensorrt_byoc/handler", "systems/tensorrt_byoc/container/start"),
+    tensor_parallel=Capability.no(
+        "its TensorRT engine is built for and runs on one GPU, the handler's current CUDA device "
+        "(handler/engine.py cudaGetDevice)"
+    ),
     environment=container_environment,
     default_download_timeout_s=600,
     default_startup_timeout_s=STARTUP_TIMEOUT_S,

@@ -309,6 +309,7 @@ SYSTEM: ServingSystem[VllmEngineOptions] = engine_server_system(
     served_names_environment=served_names_environment,
     checkpoint_rules=checkpoint_rules,
     model_registry=ENGINE,
+    tensor_parallel=Capability.yes("SM_VLLM_TENSOR_PARALLEL_SIZE, which the image turns into --tensor-parallel-size"),
     inference_components=Capability.yes(
         "one vLLM engine per component copy, tensor_parallel_size = the copy's GPUs (tensor_parallel_degree)"
     ),
