@@ -157,16 +157,16 @@ def _show(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _check_parameter(key: str, value: Any, spec: Parameter, high: float | None) -> Any:
-    if spec.kind == "boolean":
+def _check_parameter(key: str, value: Any, parameter: Parameter, high: float | None) -> Any:
+    if parameter.kind == "boolean":
         if not isinstance(value, bool):
             raise RequestError(f"parameters.{key} must be true or false, got {_show(value)} ({json_type(value)})")
         return value
-    integer = spec.kind == "integer"
-    if spec.low_open:
-        bounds = f"greater than {spec.low}" + (f" and at most {high}" if high is not None else "")
+    integer = parameter.kind == "integer"
+    if parameter.low_open:
+        bounds = f"greater than {parameter.low}" + (f" and at most {high}" if high is not None else "")
     else:
-        bounds = f"between {spec.low} and {high}" if high is not None else f"at least {spec.low}"
+        bounds = f"between {parameter.low} and {high}" if high is not None else f"at least {parameter.low}"
     if (
         isinstance(value, bool)
         or not isinstance(value, (int, float))
@@ -177,9 +177,9 @@ def _check_parameter(key: str, value: Any, spec: Parameter, high: float | None) 
             f"parameters.{key} must be {'an integer' if integer else 'a number'} {bounds}, "
             f"got {_show(value)} ({json_type(value)})"
         )
-    low = spec.low if spec.low is not None else -math.inf
-    if value < low or (spec.low_open and value == low) or (high is not None and value > high):
-        note = f" ({spec.low_note})" if spec.low_note and value <= low else ""
+    low = parameter.low if parameter.low is not None else -math.inf
+    if value < low or (parameter.low_open and value == low) or (high is not None and value > high):
+        note = f" ({parameter.low_note})" if parameter.low_note and value <= low else ""
         raise RequestError(f"parameters.{key} must be {bounds}, got {_show(value)}{note}")
     return value if integer else float(value)
 
@@ -234,9 +234,9 @@ def validate_request(data: Any, lim: Limits | None = None) -> tuple[list[str], d
         raise RequestError(f"unknown parameters {unknown}; allowed parameters are {sorted(PARAMETERS)}")
     params: dict[str, Any] = {}
     for key, value in raw.items():
-        spec = PARAMETERS[key]
-        high = getattr(lim, spec.high) if isinstance(spec.high, str) else spec.high
-        params[key] = _check_parameter(key, value, spec, high)
+        parameter = PARAMETERS[key]
+        high = getattr(lim, parameter.high) if isinstance(parameter.high, str) else parameter.high
+        params[key] = _check_parameter(key, value, parameter, high)
     params.setdefault("max_new_tokens", min(DEFAULT_MAX_NEW_TOKENS, lim.max_new_tokens))
     if params.get("min_new_tokens", 0) > params["max_new_tokens"]:
         raise RequestError(

@@ -285,7 +285,7 @@ class OpenAITarget:
     def __init__(self, base_url: str, model: str, api_key: str | None = None, stream: bool = True) -> None:
         if not base_url.startswith(("http://", "https://")):
             raise LoadTestError(f"--url must start with http:// or https://, got {base_url!r}")
-        self.spec = {"base_url": base_url, "model": model, "api_key": api_key, "stream": stream}
+        self.arguments = {"base_url": base_url, "model": model, "api_key": api_key, "stream": stream}
         self.url = base_url.rstrip("/") + "/chat/completions"
         self.model, self.api_key, self.streaming = model, api_key, stream
         self.client: Any = None
@@ -450,7 +450,7 @@ class SageMakerRuntimeTarget:
             raise LoadTestError("--endpoint-name is required for the sagemaker-runtime target")
         if prompt_body not in BODY_KINDS:
             raise LoadTestError(f"--prompt-body: value {prompt_body!r} is not one of {', '.join(BODY_KINDS)}")
-        self.spec = {
+        self.arguments = {
             "endpoint_name": endpoint_name,
             "region": region,
             "endpoint_url": endpoint_url,
@@ -716,7 +716,7 @@ def _split(total: int, parts: int) -> list[int]:
 
 def _process_level(
     kind: str,
-    spec: dict,
+    arguments: dict,
     workload_json: str,
     prompts: list[Prompt],
     concurrency: int,
@@ -730,7 +730,7 @@ def _process_level(
     """One load-generating process's share of a level: its own target and event loop; warm up, wait for the
     others at the barrier, measure, hand the records back."""
     workload = Workload.model_validate_json(workload_json)
-    target = TARGETS[kind](**spec)
+    target = TARGETS[kind](**arguments)
 
     def one_done() -> None:
         with done.get_lock():
@@ -790,7 +790,7 @@ def _run_level_in_processes(
             daemon=True,
             args=(
                 target.kind,
-                target.spec,
+                target.arguments,
                 workload.model_dump_json(),
                 prompts[i::processes] or prompts,
                 shares[i],

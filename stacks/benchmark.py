@@ -116,16 +116,16 @@ class ManagedBenchmark(Construct):
         bucket_key: BucketKeyRef | None,
     ) -> None:
         super().__init__(scope, construct_id)
-        spec = plan.managed_benchmark
-        assert spec is not None
+        benchmark = plan.managed_benchmark
+        assert benchmark is not None
         stack = Stack.of(self)
         self._refuse_unoffered_region(stack, plan)
         self.workload_config = sagemaker.CfnAIWorkloadConfig(
             self,
             "WorkloadConfig",
-            ai_workload_config_name=spec.workload_config_name,
+            ai_workload_config_name=benchmark.workload_config_name,
             ai_workload_configs=sagemaker.CfnAIWorkloadConfig.AIWorkloadConfigsProperty(
-                workload_spec=sagemaker.CfnAIWorkloadConfig.WorkloadSpecProperty(inline=spec.inline)
+                workload_spec=sagemaker.CfnAIWorkloadConfig.WorkloadSpecProperty(inline=benchmark.inline)
             ),
         )
         self.role = iam.Role(
@@ -149,7 +149,7 @@ class ManagedBenchmark(Construct):
             service="sagemaker", resource="ai-benchmark-job", resource_name=f"{plan.endpoint_name}-*"
         )
         workload = stack.format_arn(
-            service="sagemaker", resource="ai-workload-config", resource_name=spec.workload_config_name
+            service="sagemaker", resource="ai-workload-config", resource_name=benchmark.workload_config_name
         )
         self.caller_policy = iam.ManagedPolicy(
             self,
@@ -168,7 +168,7 @@ class ManagedBenchmark(Construct):
             f"AwsSolutions-IAM5[Resource::{nag_text(jobs)}]",
             "Each benchmark run is a new job named <endpoint>-<artifact hash>-<time>: this endpoint's jobs only.",
         )
-        CfnOutput(self, "WorkloadConfigName", value=spec.workload_config_name)
+        CfnOutput(self, "WorkloadConfigName", value=benchmark.workload_config_name)
         CfnOutput(self, "RoleArn", value=self.role.role_arn)
         CfnOutput(self, "CallerPolicyArn", value=self.caller_policy.managed_policy_arn)
 

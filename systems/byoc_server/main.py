@@ -22,25 +22,25 @@ from typing import Any
 from .app import create_app, model_dir_from_env
 
 
-def load_handler(spec: str) -> Any:
+def load_handler(entry: str) -> Any:
     """Instantiate `package.module:ClassName`; ValueError names what is wrong."""
-    module_name, sep, class_name = spec.partition(":")
+    module_name, sep, class_name = entry.partition(":")
     if not sep or not module_name or not class_name:
-        raise ValueError(f"--handler {spec!r} must look like package.module:ClassName")
+        raise ValueError(f"--handler {entry!r} must look like package.module:ClassName")
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as err:
         raise ValueError(
-            f"--handler {spec!r}: module {module_name!r} not found ({err}); sys.path: {sys.path}"
+            f"--handler {entry!r}: module {module_name!r} not found ({err}); sys.path: {sys.path}"
         ) from None
     handler_class = getattr(module, class_name, None)
     if handler_class is None:
-        raise ValueError(f"--handler {spec!r}: module {module_name!r} has no attribute {class_name!r}")
+        raise ValueError(f"--handler {entry!r}: module {module_name!r} has no attribute {class_name!r}")
     handler = handler_class()
     for method in ("load", "generate"):
         if not callable(getattr(handler, method, None)):
             raise ValueError(
-                f"--handler {spec!r}: {class_name} has no {method}() method (see byoc_server.contract.Handler)"
+                f"--handler {entry!r}: {class_name} has no {method}() method (see byoc_server.contract.Handler)"
             )
     return handler
 
