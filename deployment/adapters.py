@@ -52,6 +52,11 @@ class AdapterPlan:
         return self.spec.name
 
     @property
+    def pinned_hash(self) -> str | None:
+        """The config's `artifact_hash` for the adapter: the one artifact it may deploy (None: its local build)."""
+        return self.spec.artifact_hash
+
+    @property
     def prefix(self) -> str:
         """Key prefix of the artifact this plan deploys (models/<endpoint>/adapters/<adapter>/<content hash>/)."""
         return f"{adapter_root(self.endpoint, self.name)}{self.artifact.content_hash}/"

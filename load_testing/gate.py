@@ -174,13 +174,13 @@ def gate_price(plan: Any) -> Any:
     """slo.usd_per_hour x the endpoint's instance_count (None: no price, no $ per million tokens)."""
     from load_testing.loadtest import Price
 
-    slo, spec = plan.spec.slo, plan.spec
+    slo = plan.slo
     if slo.usd_per_hour is None:
-        return Price(instance_count=spec.instance_count, instance_type=spec.instance_type)
+        return Price(instance_count=plan.instance_count, instance_type=plan.instance_type)
     return Price(
         usd_per_hour=slo.usd_per_hour,
-        instance_count=spec.instance_count,
-        instance_type=spec.instance_type,
+        instance_count=plan.instance_count,
+        instance_type=plan.instance_type,
         source="the config's slo.usd_per_hour",
     )
 
@@ -218,7 +218,7 @@ def run_gate(
     from deployment.aws import checked_account, session_for
     from load_testing.loadtest import LoadTestError, run
 
-    slo = plan.spec.slo
+    slo = plan.slo
     gate = GateResult(plan.name, plan.artifact.content_hash)
     if slo is None:
         gate.skipped = f"endpoint {plan.name!r} has no slo: block"
@@ -253,8 +253,8 @@ def run_gate(
         "name": plan.name,
         "endpoint_name": plan.endpoint_name,
         "environment": environment_plan.environment_name,
-        "instance_type": plan.spec.instance_type,
-        "instance_count": plan.spec.instance_count,
+        "instance_type": plan.instance_type,
+        "instance_count": plan.instance_count,
     }
     gate.result = result
     gate.kept = store.keep(result, plan.artifact.content_hash)

@@ -290,7 +290,7 @@ def publish_adapters(
                 f"--endpoint {plan.name}` first"
             )
         manifest = load_manifest(build_dir)
-        pin = adapter.spec.artifact_hash
+        pin = adapter.pinned_hash
         if pin and pin != manifest.content_hash:
             raise PublishError(
                 f"endpoint {plan.name!r}: adapter {adapter.name!r} pins artifact_hash {pin[:12]}..., but {build_dir} "

@@ -93,7 +93,7 @@ def quota_checks(environment_plan: Any, quotas: dict[str, Quota], region: str) -
             )
             offered = sorted(q[: -len(" for endpoint usage")] for q in quotas if q.startswith(f"ml.{family}."))
             hint = f"; offered in that family: {', '.join(offered[:8])}" if offered else ""
-            primary = all(p.spec.instance_type == instance_type for p in plans)
+            primary = all(p.instance_type == instance_type for p in plans)
             key = "instance_type" if primary else "instance_type or instance_pools"
             checks.append(
                 Check(
@@ -111,7 +111,7 @@ def quota_checks(environment_plan: Any, quotas: dict[str, Quota], region: str) -
         where = f"quota {quota_name!r} ({quota.code}) is {value} in {region}" + (
             "" if quota.applied else " (AWS default)"
         )
-        fallback_only = not any(p.spec.instance_type == instance_type for p in plans)
+        fallback_only = not any(p.instance_type == instance_type for p in plans)
 
         def fails(what: str) -> str:
             # Only an instance pool's type: SageMaker falls back to it when the types before it have no capacity.
@@ -668,7 +668,7 @@ def instance_change_problem(plan: Any, deployed: dict[str, Any], scaling: Any) -
     it is treated alike."""
     variants = deployed.get("ProductionVariants", [])
     deployed_types = [_variant_types(v) for v in variants]
-    wanted = (plan.spec.instance_type, *(p.instance_type for p in plan.pools))
+    wanted = (plan.instance_type, *(p.instance_type for p in plan.pools))
     if not any(deployed_types) or all(t == wanted for t in deployed_types):
         return None
     types = {", then ".join(t) for t in deployed_types if t}
@@ -681,9 +681,9 @@ def instance_change_problem(plan: Any, deployed: dict[str, Any], scaling: Any) -
     if len(wanted) == 1 and all(len(t) == 1 for t in deployed_types if t):
         return (
             f"endpoint {plan.endpoint_name} runs {', '.join(sorted(types))} and is registered with Application Auto "
-            f"Scaling; SageMaker refuses to change its instance type to {plan.spec.instance_type} while it is. Deploy "
+            f"Scaling; SageMaker refuses to change its instance type to {plan.instance_type} while it is. Deploy "
             f"in two steps: (1) set `autoscaling: null` for endpoint {plan.name!r} (keep instance_type "
-            f"{sorted(types)[0]}) and deploy, which deregisters it; (2) set instance_type {plan.spec.instance_type} and "
+            f"{sorted(types)[0]}) and deploy, which deregisters it; (2) set instance_type {plan.instance_type} and "
             "autoscaling back, and deploy"
         )
     return (

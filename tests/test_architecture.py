@@ -349,6 +349,33 @@ def test_stacks_read_named_plan_fields_not_the_config_through_the_plan():
     )
 
 
+def reads_through_spec(path: Path) -> list[int]:
+    """Lines of `path` that reach through an object's config entry into one of its fields (`x.spec.y`)."""
+    tree = ast.parse(path.read_text(), str(path))
+    return sorted(
+        {
+            node.lineno
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute) and node.value.attr == "spec"
+        }
+    )
+
+
+def test_no_room_above_the_plan_reaches_through_it_into_the_config():
+    """Every room above deployment/ (the CLI, the load test, the workstation, the bench, ...) reads a value of the
+    config through the plan's named field (plan.slo, plan.instance_type, adapter.pinned_hash), never as
+    `plan.spec.<field>`; a recipe may still be handed the endpoint's whole entry (`plan.spec`), which is what it
+    builds from. Inside deployment/ and endpoint_config/, where the plan is made, the config is read directly."""
+    found = [
+        f"  {path.relative_to(ROOT).as_posix()}:{line}"
+        for package in PACKAGES
+        if package not in ("deployment", "endpoint_config")
+        for path in _files(package)
+        for line in reads_through_spec(path)
+    ]
+    assert found == [], "read the plan's named field (deployment/plan.py), not `.spec.<field>`:\n" + "\n".join(found)
+
+
 def test_the_spec_read_finder_sees_every_form(tmp_path):
     source = tmp_path / "m.py"
     source.write_text(
@@ -356,3 +383,4 @@ def test_the_spec_read_finder_sees_every_form(tmp_path):
         "    c = getattr(plan, 'name')\n    return self.spec, spec, plan.spec_name\n"
     )
     assert spec_reads(source) == [3, 4, 6]
+    assert reads_through_spec(source) == [4]

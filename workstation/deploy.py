@@ -271,9 +271,9 @@ def slo_misses(
     endpoint_url = runtime_client.meta.endpoint_url if runtime_client is not None else None
     missed = {}
     for plan in environment_plan.plans:
-        if plan.spec.slo is None or plan.name in skip:
+        if plan.slo is None or plan.name in skip:
             continue
-        echo(f"==> SLO gate {plan.name} (load test at concurrency {', '.join(map(str, plan.spec.slo.levels))})")
+        echo(f"==> SLO gate {plan.name} (load test at concurrency {', '.join(map(str, plan.slo.levels))})")
         try:
             gate = run_gate(environment_plan, plan, session=session, endpoint_url=endpoint_url)
         except LoadTestError as err:
