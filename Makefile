@@ -103,7 +103,10 @@ vllm-env: $(VLLM_VENV)/.installed
 # `make demo`: config/local.yaml's tiny GPT-2. `make demo CONFIG=file [ENDPOINT=name]`: the same chain for that config's
 # endpoint (its model a local directory), on the system's real engine where one runs here (vllm: .venv-vllm).
 DEMO_CONFIG := $(if $(filter command line,$(origin CONFIG)),$(CONFIG))
-demo: install $(if $(DEMO_CONFIG),vllm-env)
+# .venv-vllm (3.5 GB) only for a config that names the vllm system; a config without one never starts vLLM, and one
+# this grep misses gets local_runtime's own message naming `make vllm-env`.
+DEMO_NEEDS_VLLM := $(if $(DEMO_CONFIG),$(shell grep -qE "^[[:space:]-]*system:[[:space:]]*[\"']?vllm[\"']?[[:space:]]*(\#.*)?$$" $(DEMO_CONFIG) 2>/dev/null && echo yes))
+demo: install $(if $(DEMO_NEEDS_VLLM),vllm-env)
 	$(PY) -m local_emulator.demo $(if $(DEMO_CONFIG),--config $(DEMO_CONFIG)) $(if $(ENDPOINT),--endpoint $(ENDPOINT))
 
 # tests/stacks/test_buildspecs.py runs the pipeline's buildspecs in a clean shell; pip reads this wheelhouse instead of PyPI.
