@@ -9,24 +9,20 @@ from typing import Any
 
 from endpoint_config import EndpointSpec
 from systems.djl_accelerate import SYSTEM, AccelerateEngineOptions, serving_properties
-from systems.djl_common import check_weights_format
-from systems.djl_common.build import build_decoder_artifact
+from systems.djl_common.build import build_handler_artifact
 from systems.images import DJL_DEEPSPEED_LEGACY
-
-CUSTOM_HANDLER = Path(__file__).resolve().parents[1] / "djl_common" / "handler" / "model.py"
 
 
 def build(
     endpoint: EndpointSpec, engine: AccelerateEngineOptions, out_dir: Path, progress: bool = True
 ) -> dict[str, Any]:
-    check_weights_format(endpoint)
-    return build_decoder_artifact(
+    return build_handler_artifact(
         endpoint,
         out_dir,
         image=DJL_DEEPSPEED_LEGACY,
         engine="Python",
-        progress=progress,
         properties=serving_properties(endpoint, engine),
-        custom_handler=CUSTOM_HANDLER if engine.custom_handler else None,
+        custom_handler=engine.custom_handler,
+        progress=progress,
         notes=SYSTEM.engine_notes,
     )

@@ -29,7 +29,7 @@ from systems.chat_template import write_chat_template
 from systems.container_tokenizer import image_python_stack, plan_tokenizer
 from systems.images import ImagePin
 
-from . import SERVING_PROPERTIES, copies_per_instance, write_properties
+from . import SERVING_PROPERTIES, check_weights_format, copies_per_instance, write_properties
 
 
 def check_model_types(endpoint: EndpointSpec, config: Mapping[str, Any], model_types: Iterable[str]) -> None:
@@ -121,4 +121,34 @@ def build_decoder_artifact(
             "loader needs a GPU)"
         },
         fields=fields,
+    )
+
+
+# The handler both DJL 0.27 handler systems (djl-deepspeed, djl-accelerate) copy in when engine.custom_handler is set.
+CUSTOM_HANDLER = Path(__file__).resolve().parent / "handler" / "model.py"
+
+
+def build_handler_artifact(
+    endpoint: EndpointSpec,
+    out_dir: Path,
+    *,
+    image: ImagePin,
+    engine: str,
+    properties: Mapping[str, str],
+    custom_handler: bool,
+    progress: bool = True,
+    notes: str = "",
+) -> dict[str, Any]:
+    """The artifact of a DJL 0.27 system that runs a djl_python handler: the weights in a format it loads, its
+    serving.properties and, with engine.custom_handler, our model.py (CUSTOM_HANDLER)."""
+    check_weights_format(endpoint)
+    return build_decoder_artifact(
+        endpoint,
+        out_dir,
+        image=image,
+        engine=engine,
+        progress=progress,
+        properties=properties,
+        custom_handler=CUSTOM_HANDLER if custom_handler else None,
+        notes=notes,
     )

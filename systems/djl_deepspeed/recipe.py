@@ -16,25 +16,21 @@ from pathlib import Path
 from typing import Any
 
 from endpoint_config import EndpointSpec
-from systems.djl_common import check_weights_format
-from systems.djl_common.build import build_decoder_artifact
+from systems.djl_common.build import build_handler_artifact
 from systems.djl_deepspeed import SYSTEM, DeepSpeedEngineOptions, serving_properties
 from systems.images import DJL_DEEPSPEED_LEGACY
-
-CUSTOM_HANDLER = Path(__file__).resolve().parents[1] / "djl_common" / "handler" / "model.py"
 
 
 def build(
     endpoint: EndpointSpec, engine: DeepSpeedEngineOptions, out_dir: Path, progress: bool = True
 ) -> dict[str, Any]:
-    check_weights_format(endpoint)
-    return build_decoder_artifact(
+    return build_handler_artifact(
         endpoint,
         out_dir,
         image=DJL_DEEPSPEED_LEGACY,
         engine="DeepSpeed",
-        progress=progress,
         properties=serving_properties(endpoint, engine),
-        custom_handler=CUSTOM_HANDLER if engine.custom_handler else None,
+        custom_handler=engine.custom_handler,
+        progress=progress,
         notes=SYSTEM.engine_notes,
     )
