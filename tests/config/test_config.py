@@ -445,12 +445,17 @@ def test_every_recipe_reads_its_weights_through_the_size_check():
     shared = {
         "run_recipe(": systems / "recipe_common.py",
         "build_decoder_artifact(": systems / "djl_common/build.py",
+        "build_handler_artifact(": systems / "djl_common/build.py",
         "build_lmi(": systems / "djl_common/lmi.py",
         "build_checkpoint_artifact(": systems / "checkpoint_artifact.py",
     }
     assert "load_source(" in shared["run_recipe("].read_text().split("def run_recipe(")[1]
     assert "run_recipe(" in shared["build_decoder_artifact("].read_text()
     assert "build_decoder_artifact(" in shared["build_lmi("].read_text()
+    assert (
+        "build_decoder_artifact("
+        in shared["build_handler_artifact("].read_text().split("def build_handler_artifact(")[1]
+    )
     assert (
         "checkpoint_problems_on_every_pool("  # instance_type's and every instance pool's
         in shared["build_checkpoint_artifact("].read_text().split("def build_checkpoint_artifact(")[1]
