@@ -127,7 +127,7 @@ SLO_GATE_STEP = _EndpointStep(
 class PipelineStack(Stack):
     """Keyword-only props:
     config_path: the config file, relative to the repository root (the pipeline's steps read it from the source).
-    deployments: every environment of that file, resolved (`deployment.load_all_environments`).
+    environment_plans: every environment of that file, planned (`deployment.load_all_environments`).
     pipeline: the file's `pipeline:` section.
     """
 

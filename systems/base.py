@@ -255,8 +255,10 @@ class OwnContainer:
     def exclude(self) -> list[str]:
         """CDK's exclude patterns for the context: everything but `include` (and the Dockerfile), later patterns
         overriding earlier ones. They read the same under CDK's glob strategy (the emulator's fingerprint) and
-        Docker's (DockerImageAsset's default), where re-including a folder re-includes all it holds: so each parent
-        of a kept path is re-included, then emptied again (`parent/*`), before its kept child comes back."""
+        Docker's, where re-including a folder re-includes all it holds: so each parent of a kept path is re-included,
+        then emptied again (`parent/*`), before its kept child comes back. Docker's is DockerImageAsset's default:
+        aws-cdk-lib 2.273.0 aws-ecr-assets/lib/image-asset.js picks IgnoreMode.DOCKER under the flag
+        @aws-cdk/aws-ecr-assets:dockerIgnoreSupport, which cx-api/lib/features.js says v2 behaves as set."""
         kept = [path.strip("/") for path in (*self.include, self.dockerfile)]
         parents = {"/".join(p.split("/")[:i]) for p in kept for i in range(1, p.count("/") + 1)}
         levels = sorted(parents | set(kept), key=lambda p: (p.count("/"), p))

@@ -132,6 +132,20 @@ def lambda_entry(handler: str) -> Any:
     return getattr(module, name)
 
 
+def config_refusal(path: Path) -> str:
+    """The message `deployment.load_config` refuses the config file at `path` with; it must name the file first."""
+    import pytest
+
+    from deployment import load_config
+    from endpoint_config import ConfigError
+
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    message = str(err.value)
+    assert message.startswith(f"{path}: invalid config:")
+    return message
+
+
 def write_fake_manifest(build_root: Path, name: str, system: str, dtype: str, content_hash: str = FAKE_HASH) -> None:
     """What the stack reads from a build: system, dtype and content hash (synth needs no weights)."""
     d = build_root / name
@@ -307,7 +321,7 @@ DOCKER_HUB_SECRET = "arn:aws:secretsmanager:us-east-1:111111111111:secret:docker
 CODEBUILD_KEY = "AKIACODEBUILDSTANDIN"  # the CodeBuild role's key, served by the container credentials stand-in
 
 
-def deployments_with(**changes):
+def environment_plans_with(**changes):
     """config/examples/pipeline.yaml with dotted keys changed (None removes one): ({env: EnvironmentPlan}, PipelineSpec)."""
     import yaml
 

@@ -350,9 +350,9 @@ def test_every_config_block_is_strict():
 
 
 def test_pipeline_arns_must_be_in_the_pipelines_region():
-    from helpers import deployments_with
+    from helpers import environment_plans_with
 
-    environment_plans, pipeline = deployments_with(
+    environment_plans, pipeline = environment_plans_with(
         **{
             "pipeline.connection_arn": "arn:aws:codeconnections:eu-west-1:111111111111:connection/0a1b2c3d-4e5f-6789-abcd-ef0123456789"
         }

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import botocore
 import pytest
+from helpers import config_refusal
 
 from deployment import load_config
 from endpoint_config import ConfigError
@@ -36,12 +37,7 @@ def config(tmp_path: Path, extra: str, *, environments: str = "") -> Path:
 
 
 def load_error(tmp_path: Path, extra: str) -> str:
-    path = config(tmp_path, extra)
-    with pytest.raises(ConfigError) as err:
-        load_config(path)
-    message = str(err.value)
-    assert message.startswith(f"{path}: invalid config:")
-    return message
+    return config_refusal(config(tmp_path, extra))
 
 
 def test_two_pools_are_planned_in_priority_order_with_their_own_degree(tmp_path):

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import botocore
 import pytest
+from helpers import config_refusal
 
 from deployment import load_config
-from endpoint_config import ConfigError, EndpointSpec
+from endpoint_config import EndpointSpec
 from endpoint_config.routing import (
     CONCURRENCY_THRESHOLD_BOUNDS,
     DEFAULT_CONCURRENCY_THRESHOLD,
@@ -39,12 +40,7 @@ def config(tmp_path: Path, extra: str) -> Path:
 
 
 def load_error(tmp_path: Path, extra: str) -> str:
-    path = config(tmp_path, extra)
-    with pytest.raises(ConfigError) as err:
-        load_config(path)
-    message = str(err.value)
-    assert message.startswith(f"{path}: invalid config:")  # names the file
-    return message
+    return config_refusal(config(tmp_path, extra))
 
 
 def spec(routing) -> EndpointSpec:

@@ -328,7 +328,7 @@ def test_lambda_file_needs_only_stdlib_and_boto3():
 
 
 @pytest.fixture
-def async_deployment(moto_env, tmp_path):
+def async_environment_plan(moto_env, tmp_path):
     environment_plan = load_config(write_config(tmp_path, invocation={"mode": "async"}, autoscaling=None), "local")
     env = environment_plan.environment
     boto3.client("s3").create_bucket(
@@ -347,11 +347,11 @@ def _uploaded_requests(environment_plan) -> list[dict]:
     return [json.loads(s3.get_object(Bucket=bucket, Key=k)["Body"].read()) for k in keys]
 
 
-def test_async_endpoint_is_submitted_and_its_answer_read_from_s3(moto_env, async_deployment):
-    deploy_stack(async_deployment)
+def test_async_endpoint_is_submitted_and_its_answer_read_from_s3(moto_env, async_environment_plan):
+    deploy_stack(async_environment_plan)
     moto_env.set_async_results([(False, GOOD)])
     moto_env.set_invoke_results([[{"generated_text": "from InvokeEndpoint"}]])  # what a wrong path would read
-    result = run_smoke(async_deployment, async_deployment.plan("tiny-gpt2"))
+    result = run_smoke(async_environment_plan, async_environment_plan.plan("tiny-gpt2"))
     assert result.ok, smoke.format_checks(result.checks)
     checks = by_name(result)
     assert [c.name for c in result.checks] == ["stack", "endpoint", "status", "config", "invoke", "response", "latency"]
@@ -359,15 +359,15 @@ def test_async_endpoint_is_submitted_and_its_answer_read_from_s3(moto_env, async
     assert result.outputs == GOOD
     assert checks["latency"].message.endswith("<= 300000 ms budget")  # the asynchronous default
     # The payload went where the stack lets SageMaker read it, as the invoke function sends it.
-    assert _uploaded_requests(async_deployment) == [
+    assert _uploaded_requests(async_environment_plan) == [
         {"inputs": "The capital of France is", "parameters": {"max_new_tokens": 16, "do_sample": False}}
     ]
 
 
-def test_async_failure_is_reported_with_sagemakers_message(moto_env, async_deployment):
-    deploy_stack(async_deployment)
+def test_async_failure_is_reported_with_sagemakers_message(moto_env, async_environment_plan):
+    deploy_stack(async_environment_plan)
     moto_env.set_async_results([(True, "ModelError: the container answered 500")])
-    result = run_smoke(async_deployment, async_deployment.plan("tiny-gpt2"))
+    result = run_smoke(async_environment_plan, async_environment_plan.plan("tiny-gpt2"))
     assert [c.name for c in result.failures] == ["response"]
     assert "failed asynchronous request" in result.failures[0].message
     assert "ModelError: the container answered 500" in result.failures[0].message
@@ -402,27 +402,27 @@ def test_async_answer_not_written_within_the_budget_fails_and_says_where_to_look
     assert result.latency_ms >= 300
 
 
-def test_async_submit_refused_fails_invoke(moto_env, async_deployment):
+def test_async_submit_refused_fails_invoke(moto_env, async_environment_plan):
     """The artifact bucket is gone: the payload cannot be uploaded, so nothing is submitted."""
-    deploy_stack(async_deployment)
-    env = async_deployment.environment
+    deploy_stack(async_environment_plan)
+    env = async_environment_plan.environment
     boto3.client("s3").delete_bucket(
-        Bucket=artifact_bucket_name(async_deployment.project, "local", env.account, env.region)
+        Bucket=artifact_bucket_name(async_environment_plan.project, "local", env.account, env.region)
     )
-    result = run_smoke(async_deployment, async_deployment.plan("tiny-gpt2"))
+    result = run_smoke(async_environment_plan, async_environment_plan.plan("tiny-gpt2"))
     assert [c.name for c in result.failures] == ["invoke"]
     assert "cannot upload the request payload (NoSuchBucket)" in result.failures[0].message
     assert by_name(result)["latency"].skipped
 
 
-def test_lambda_handler_in_async_mode(moto_env, async_deployment, monkeypatch):
-    deploy_stack(async_deployment)
+def test_lambda_handler_in_async_mode(moto_env, async_environment_plan, monkeypatch):
+    deploy_stack(async_environment_plan)
     moto_env.set_async_results([(False, GOOD)])
-    env = async_deployment.environment
-    name = async_deployment.endpoint_name(async_deployment.endpoint("tiny-gpt2"))
-    root = f"s3://{artifact_bucket_name(async_deployment.project, 'local', env.account, env.region)}/async/{name}"
+    env = async_environment_plan.environment
+    name = async_environment_plan.endpoint_name(async_environment_plan.endpoint("tiny-gpt2"))
+    root = f"s3://{artifact_bucket_name(async_environment_plan.project, 'local', env.account, env.region)}/async/{name}"
     for key, value in {
-        "STACK_NAME": async_deployment.stack_name("tiny-gpt2"),
+        "STACK_NAME": async_environment_plan.stack_name("tiny-gpt2"),
         "ENDPOINT_NAME": "tiny-gpt2",
         "EMULATOR": "true",
         "INVOCATION_MODE": "async",
@@ -437,7 +437,7 @@ def test_lambda_handler_in_async_mode(moto_env, async_deployment, monkeypatch):
     out = smoke.handler({}, None)
     assert out["ok"], out["failures"]
     assert [c["message"] for c in out["checks"] if c["name"] == "latency"][0].endswith("<= 600000 ms budget")
-    assert len(_uploaded_requests(async_deployment)) == 1
+    assert len(_uploaded_requests(async_environment_plan)) == 1
 
 
 @pytest.mark.parametrize(

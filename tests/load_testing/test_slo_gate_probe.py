@@ -52,7 +52,7 @@ def server(gpt2_artifact: Path):
         yield url
 
 
-def _deployment(tmp_path: Path, model: Path, slo: dict, build_root: Path):
+def _environment_plan(tmp_path: Path, model: Path, slo: dict, build_root: Path):
     endpoint = {
         "name": ENDPOINT,
         "system": "hf-fastload",
@@ -72,12 +72,12 @@ def test_end_to_end_latency_is_judged_on_a_system_that_does_not_stream(
 ) -> None:
     build_root = gpt2_artifact.parent
     slo = {"concurrency": 1, "max_error_rate": 0, "workload": WORKLOAD}
-    met = _deployment(tmp_path, tiny_models["gpt2"], {**slo, "p95_e2e_ms": 60_000}, build_root)
+    met = _environment_plan(tmp_path, tiny_models["gpt2"], {**slo, "p95_e2e_ms": 60_000}, build_root)
     gate = run_gate(met, met.plan(ENDPOINT), endpoint_url=server, results_root=tmp_path / "r", keep_in_s3=False)
     assert gate.ok and gate.result["target"]["stream"] is False, gate.lines()
     assert gate.result["workload"]["request_timeout_s"] == met.plan(ENDPOINT).invocation_timeout_s == 60
 
-    missed = _deployment(tmp_path, tiny_models["gpt2"], {**slo, "p95_e2e_ms": 0.001}, build_root)
+    missed = _environment_plan(tmp_path, tiny_models["gpt2"], {**slo, "p95_e2e_ms": 0.001}, build_root)
     gate = run_gate(missed, missed.plan(ENDPOINT), endpoint_url=server, results_root=tmp_path / "r", keep_in_s3=False)
     assert not gate.ok
     [miss] = gate.misses

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers import DOCKER_HUB_SECRET, HF_SECRET, PIPELINE_CONFIG, TOOLS, cdk_context, deployments_with
+from helpers import DOCKER_HUB_SECRET, HF_SECRET, PIPELINE_CONFIG, TOOLS, cdk_context, environment_plans_with
 
 
 @pytest.fixture(scope="session")
@@ -19,7 +19,7 @@ def gpu_pipeline(tmp_path_factory) -> dict:
     from stacks.nag import add_nag_checks
     from stacks.pipeline_stack import PipelineStack
 
-    environment_plans, spec = deployments_with(
+    environment_plans, spec = environment_plans_with(
         **{
             "pipeline.build": {"compute": "SMALL", "gpu": True, "hf_token": HF_SECRET},
             "pipeline.images": {"compute": "X2_LARGE", "timeout_minutes": 180, "docker_hub_secret": DOCKER_HUB_SECRET},

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import DOCKER_HUB_SECRET, PIPELINE_CONFIG, ROOT, TOOLS, cdk_context, deployments_with
+from helpers import DOCKER_HUB_SECRET, PIPELINE_CONFIG, ROOT, TOOLS, cdk_context, environment_plans_with
 
 CONFIG = PIPELINE_CONFIG
 PIPELINE = "llm-endpoints-pipeline"
@@ -365,7 +365,7 @@ def test_pipeline_config_problems_are_reported(changes, message):
     from endpoint_config import ConfigError
 
     with pytest.raises(ConfigError, match=message):
-        environment_plans, spec = deployments_with(**changes)
+        environment_plans, spec = environment_plans_with(**changes)
         check_pipeline(CONFIG, environment_plans, spec, "us-east-1")
 
 
@@ -452,7 +452,7 @@ def test_synth_warns_what_only_a_pipeline_run_would_show(piped, tmp_path):
     ]
     assert docker_hub_bases(get_system("tensorrt-byoc").own_container) == []  # nvcr.io
 
-    environment_plans, spec = deployments_with(
+    environment_plans, spec = environment_plans_with(
         **{"endpoints.0.system": "deepspeed-byoc", "pipeline.stages": ["dev"], "pipeline.manual_approval_before": []}
     )
     app = cdk.App(context=cdk_context(), outdir=str(tmp_path))

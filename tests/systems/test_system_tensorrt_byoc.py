@@ -58,14 +58,14 @@ def trt_config(tmp_path_factory: pytest.TempPathFactory, tiny_models: dict[str, 
 
 
 @pytest.fixture(scope="session")
-def trt_deployment(trt_config: Path):
+def trt_environment_plan(trt_config: Path):
     from deployment import load_config
 
     return load_config(trt_config)
 
 
 @pytest.fixture(scope="session")
-def trt_build(tmp_path_factory: pytest.TempPathFactory, trt_deployment):
+def trt_build(tmp_path_factory: pytest.TempPathFactory, trt_environment_plan):
     from model_build.cli import build_endpoint
 
     root = tmp_path_factory.mktemp("trt-builds")
@@ -74,7 +74,7 @@ def trt_build(tmp_path_factory: pytest.TempPathFactory, trt_deployment):
     def build(name: str) -> tuple[Path, dict]:
         if name not in built:
             out = root / name
-            manifest = build_endpoint(trt_deployment.endpoint(name), out, progress=False)
+            manifest = build_endpoint(trt_environment_plan.endpoint(name), out, progress=False)
             built[name] = (out, manifest)
         return built[name]
 
@@ -209,7 +209,7 @@ def test_perturbed_onnx_weight_is_caught(trt_artifact: Path, source_model, tmp_p
     assert result["max_abs_logit_diff"] > TOLERANCE
 
 
-def test_build_refuses_a_graph_that_fails_verification(trt_deployment, tmp_path: Path, monkeypatch) -> None:
+def test_build_refuses_a_graph_that_fails_verification(trt_environment_plan, tmp_path: Path, monkeypatch) -> None:
     import onnx
     from onnx import numpy_helper
 
@@ -232,24 +232,24 @@ def test_build_refuses_a_graph_that_fails_verification(trt_deployment, tmp_path:
     with pytest.raises(
         BuildError, match=r"'tiny-trt': the exported ONNX graph does not reproduce .* max abs logit diff"
     ):
-        build_endpoint(trt_deployment.endpoint("tiny-trt"), out, progress=False)
+        build_endpoint(trt_environment_plan.endpoint("tiny-trt"), out, progress=False)
     assert not out.exists()  # nothing half-written
 
 
-def test_refuses_non_gpt2(trt_deployment, tmp_path: Path) -> None:
+def test_refuses_non_gpt2(trt_environment_plan, tmp_path: Path) -> None:
     from systems.tensorrt_byoc.recipe import build
 
-    plan = trt_deployment.plan("tiny-trt-gptj")
+    plan = trt_environment_plan.plan("tiny-trt-gptj")
     with pytest.raises(
         BuildError, match=r"endpoint 'tiny-trt-gptj': model: .* model_type 'gptj' .* exports GPT-2 only"
     ):
         build(plan.spec, plan.engine, tmp_path / "x", progress=False)
 
 
-def test_refuses_profile_beyond_positions(trt_deployment, tmp_path: Path) -> None:
+def test_refuses_profile_beyond_positions(trt_environment_plan, tmp_path: Path) -> None:
     from systems.tensorrt_byoc.recipe import build
 
-    plan = trt_deployment.plan("tiny-trt-long")
+    plan = trt_environment_plan.plan("tiny-trt-long")
     with pytest.raises(
         BuildError, match=r"tensorrt_profile.max_sequence_length: value 4096 is above the model's n_positions 512"
     ):
@@ -464,17 +464,17 @@ def test_http_profile_limit_is_400(server_url: str) -> None:
 
 
 # ------------------------------------------------------------------------------------------------ system facts
-def test_system_facts_and_container(trt_deployment) -> None:
+def test_system_facts_and_container(trt_environment_plan) -> None:
     from systems import get_system
 
     system = get_system("tensorrt-byoc")
     assert system.gpu_only and system.architectures == ("decoder",) and system.image is None
     assert system.default_startup_timeout_s >= 900
-    small = trt_deployment.plan("tiny-trt-small")
+    small = trt_environment_plan.plan("tiny-trt-small")
     env = system.environment(small.spec, small.engine)
     assert env["TRT_BACKEND"] == "tensorrt" and env["TRT_ENGINE_CACHE_DIR"]
     assert (env["TRT_MAX_BATCH"], env["TRT_MAX_SEQUENCE_LENGTH"], env["TRT_PRECISION"]) == ("2", "16", "fp32")
-    assert system.startup_timeout_s(trt_deployment.endpoint("tiny-trt")) >= 900
+    assert system.startup_timeout_s(trt_environment_plan.endpoint("tiny-trt")) >= 900
 
     dockerfile = (REPO / system.own_container.dockerfile).read_text()
     base = next(line.split()[1] for line in dockerfile.splitlines() if line.startswith("FROM "))
