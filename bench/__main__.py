@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
+import sys
 import time
 from pathlib import Path
 
@@ -16,6 +18,9 @@ os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 ROOT = Path(__file__).resolve().parent
+# Scratch (random-weight checkpoints, built artifacts, emulator logs) under build/, which every lint and type check
+# skips (pyproject.toml): copied artifacts hold copies of our modules (code/chat_contract.py).
+SCRATCH = ROOT.parent / "build" / "bench"
 SECTIONS = ("coldstart", "s3coldstart", "s3stream", "publish", "serving", "devloop", "gpu", "loadtest")
 
 
@@ -44,7 +49,26 @@ def keep_earlier_sections(results: dict, path: Path) -> None:
         }
 
 
+class Terminated(BaseException):
+    """SIGTERM, raised like Ctrl-C's KeyboardInterrupt so that every section's `finally` (stopping its servers,
+    removing its scratch directory) runs on the way out."""
+
+
+def _raise_terminated(signum: int, _frame: object) -> None:
+    raise Terminated(signum)
+
+
 def main(argv: list[str] | None = None) -> int:
+    signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        return _main(argv)
+    except (KeyboardInterrupt, Terminated) as e:
+        name = "SIGINT" if isinstance(e, KeyboardInterrupt) else "SIGTERM"
+        print(f"interrupted ({name}): servers stopped, scratch removed; checkpoints kept in {SCRATCH}", file=sys.stderr)
+        return 130 if isinstance(e, KeyboardInterrupt) else 143
+
+
+def _main(argv: list[str] | None = None) -> int:
     p = _parser()
     args = p.parse_args(argv)
     only = [s.strip() for s in args.only.split(",") if s.strip()]
@@ -106,7 +130,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--make-test", action="store_true", help="also time `make test` (minutes)")
     p.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated subset of {', '.join(SECTIONS)}")
     p.add_argument("--report-only", action="store_true", help="re-render results.md and plots from results.json")
-    p.add_argument("--raw", type=Path, default=ROOT / "raw", help="scratch dir (git-ignored)")
+    p.add_argument("--raw", type=Path, default=SCRATCH, help=f"scratch dir (default {SCRATCH}; git-ignored)")
     p.add_argument("--results", type=Path, default=ROOT / "results")
     return p
 
