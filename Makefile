@@ -24,7 +24,7 @@ help:
 	@echo "make synth  - cdk synth the config in cdk.json (override: make synth CONFIG=path ENV=name)"
 	@echo "make deploy CONFIG=path ENV=name  - preflight, build, publish, deploy, smoke-test one environment"
 	@echo "make destroy CONFIG=path ENV=name - tear that environment down"
-	@echo "make bench  - benchmarks: cold start, publish, serving, dev loop -> bench/results/ (~15 min)"
+	@echo "make bench  - benchmarks: cold start, publish, serving, dev loop -> bench/results/ (~50 min: its sections' last times; prints each section's progress)"
 	@echo "make clean  - remove build outputs (build/, cdk.out/)"
 	@echo "make engine-tables-check - compare systems/engine_tables/*.json and the engine option sets with the engines' wheels"
 

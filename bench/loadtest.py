@@ -416,26 +416,43 @@ def text_vocab_checkpoint(out: Path) -> Path:
     return out
 
 
+# The chat template of config/local.yaml's tiny GPT-2 (its tokenizer has none either).
+CHAT_YAML = (
+    '    chat:\n      template: "{% for m in messages %}{{ m.role }}: {{ m.content }}\\n{% endfor %}'
+    '{% if add_generation_prompt %}assistant:{% endif %}"\n'
+)
+
+
+def _measure(out: dict[str, Any], name: str, fn, log) -> None:
+    """out[name] = fn(), or {"error": ...} when it raises (logged as FAILED)."""
+    try:
+        out[name] = fn()
+    except Exception as err:
+        out[name] = {"error": f"{type(err).__name__}: {err}"}
+        log(f"  {name}: FAILED {type(err).__name__}: {err}")
+
+
 def local_server(
     raw: Path, log, *, levels=(1, 2, 4), requests: int = 12, output_tokens: int = 32, input_tokens: int = 64
 ) -> dict[str, Any]:
     """GPT-2 124M's blocks served by `python -m model_build serve`: our load test on its response stream; AIPerf
     against its OpenAI route where it has one."""
-    import httpx
-
     from bench import models, serving
     from load_testing import loadtest
     from local_emulator.moto_server import free_port
 
     source = text_vocab_checkpoint(raw / "src-gpt2-124m-textvocab").resolve()
     artifacts: dict[str, Path] = {}
-    text = "endpoints:\n" + models.endpoint_yaml("srv-hf", source, dtype="fp32")
+    # A chat template (the tokenizer has none): without one the OpenAI route answers 400 chat_template_missing
+    text = "endpoints:\n" + models.endpoint_yaml("srv-hf", source, dtype="fp32", extra=CHAT_YAML)
+    log("  local server: building the GPT-2 124M-shape artifact with a chat template (reused when unchanged)")
     artifacts["hf-fastload"], _ = models.build(
         text, raw / "config-loadtest-gpt2-124m.yaml", "srv-hf", (raw / "serve-gpt2-124m-textvocab" / "srv-hf").resolve()
     )
     artifacts["hf-fastload:config"] = raw / "config-loadtest-gpt2-124m.yaml"
     port = free_port()
     url = f"http://127.0.0.1:{port}"
+    log(f"  local server: starting `python -m model_build serve` on {url}")
     proc = serving.start_server("hf-fastload", artifacts, port, raw / "server-loadtest-gpt2-124m.log")
     out: dict[str, Any] = {
         "model": "GPT-2 124M blocks with the offline tokenizer's vocabulary (random weights), fp32 "
@@ -446,32 +463,39 @@ def local_server(
         for k, v in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}.items():
             os.environ.setdefault(k, v)
         target = loadtest.SageMakerRuntimeTarget("srv-hf", "us-east-1", url)
-        result = _ours(
-            target, source, list(levels), requests, 1, input_tokens, output_tokens, raw / "loadtest", "gpt2-124m-stream"
-        )
-        out["ours_response_stream"] = result
-        for lv in result["levels"]:
-            log(
-                f"  gpt2-124m c={lv['concurrency']}: TTFT p50 {lv['ttft_ms'].get('p50', float('nan')):.0f} ms, "
-                f"ITL p50 {lv['itl_ms'].get('p50', float('nan')):.1f} ms, {lv['output_tokens_per_s']:.1f} tok/s, "
-                f"{lv['errors']} errors"
-            )
-        route = "/endpoints/srv-hf/openai/v1/chat/completions"
-        probe = httpx.post(
-            url + route,
-            json={"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 1},
-            timeout=60,
-        )
-        if probe.status_code in (404, 405):
-            out["openai_route"] = {"skipped": f"the local server does not serve {route} yet (HTTP {probe.status_code})"}
-        elif aiperf_version() is None:
-            out["openai_route"] = {"skipped": "no .venv-aiperf: run `make aiperf-env`"}
-        else:
-            from sagemaker.core.token_generator import generate_token
 
-            token = generate_token(region="us-east-1")  # the route wants SageMaker's bearer token (any keys, locally)
-            ours = _ours(
-                loadtest.OpenAITarget(f"{url}/endpoints/srv-hf/openai/v1", "m", api_key=token),
+        def response_stream() -> dict[str, Any]:
+            result = _ours(
+                target,
+                source,
+                list(levels),
+                requests,
+                1,
+                input_tokens,
+                output_tokens,
+                raw / "loadtest",
+                "gpt2-124m-stream",
+            )
+            for lv in result["levels"]:
+                log(
+                    f"  gpt2-124m c={lv['concurrency']}: TTFT p50 {lv['ttft_ms'].get('p50', float('nan')):.0f} ms, "
+                    f"ITL p50 {lv['itl_ms'].get('p50', float('nan')):.1f} ms, {lv['output_tokens_per_s']:.1f} tok/s, "
+                    f"{lv['errors']} errors"
+                )
+            return result
+
+        # Each sub-measurement is recorded on its own: one failing (an {"error": ...} record, which makes `make
+        # bench` exit non-zero naming it) leaves the figures of the others in place.
+        _measure(out, "ours_response_stream", response_stream, log)
+        route = "/endpoints/srv-hf/openai/v1/chat/completions"
+        from sagemaker.core.token_generator import generate_token
+
+        token = generate_token(region="us-east-1")  # the route wants SageMaker's bearer token (any keys, locally)
+        openai_target = loadtest.OpenAITarget(f"{url}/endpoints/srv-hf/openai/v1", "m", api_key=token)
+
+        def openai_route() -> dict[str, Any]:
+            result = _ours(
+                openai_target,
                 source,
                 [levels[0]],
                 requests,
@@ -481,19 +505,32 @@ def local_server(
                 raw / "loadtest",
                 "gpt2-124m-openai",
             )
-            theirs = run_aiperf(
-                url,
-                raw / "aiperf-gpt2-124m",
-                source,
-                levels[0],
-                requests,
-                1,
-                input_tokens,
-                output_tokens,
-                endpoint_path=route,
-                api_key=token,
-            )
-            out["openai_route"] = {"comparison": compare(ours["levels"][0], theirs)}
+            lv = result["levels"][0]
+            if lv["errors"]:
+                raise RuntimeError(f"{lv['errors']} of {lv['requests']} requests failed on {route}")
+            return result
+
+        _measure(out, "ours_openai_route", openai_route, log)
+        if aiperf_version() is None:
+            out["openai_route"] = {"skipped": "no .venv-aiperf: run `make aiperf-env`"}
+        elif "error" not in out["ours_openai_route"]:
+
+            def aiperf_comparison() -> dict[str, Any]:
+                theirs = run_aiperf(
+                    url,
+                    raw / "aiperf-gpt2-124m",
+                    source,
+                    levels[0],
+                    requests,
+                    1,
+                    input_tokens,
+                    output_tokens,
+                    endpoint_path=route,
+                    api_key=token,
+                )
+                return {"comparison": compare(out["ours_openai_route"]["levels"][0], theirs)}
+
+            _measure(out, "openai_route", aiperf_comparison, log)
     finally:
         stop(proc)
     return out
@@ -645,7 +682,8 @@ def front_doors(raw: Path, log, *, reps: int = 400, tokens: int = 8, warmup: int
     return out
 
 
-def bench(raw: Path, reps: int, log) -> dict[str, Any]:
+def bench(raw: Path, reps: int, log, parts: list[str] | None = None) -> dict[str, Any]:
+    """The four sub-measurements, or only `parts` of them; each one that fails is an {"error": ...} record."""
     from model_build.tiny_models import make_tiny_model
 
     tokenizer = raw / "src-tiny-gpt2"
@@ -658,6 +696,8 @@ def bench(raw: Path, reps: int, log) -> dict[str, Any]:
         ("front_doors", lambda: front_doors(raw, log, reps=max(reps, 5) * 80)),
         ("local_server", lambda: local_server(raw, log)),
     ):
+        if parts is not None and name not in parts:
+            continue
         try:
             out[name] = fn()
         except Exception as err:

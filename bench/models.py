@@ -1,4 +1,4 @@
-"""Random-weight checkpoints of real model shapes, written once under bench/raw/ and reused.
+"""Random-weight checkpoints of real model shapes, written once under build/bench/ and reused.
 
 The tokenizer is the offline byte-level BPE of model_build.tiny_models (small vocab); the model keeps the real
 shape's vocab size, so weights and compute are those of the real model.

@@ -199,7 +199,7 @@ def _results(
             f"{reps} interleaved runs against a moto S3 server on 127.0.0.1 (reset before each upload). publish = "
             "model_build.publish.publish_artifact: check sizes, HEAD existing keys, upload while hashing (a multipart "
             "upload completes only once its file's sha256 matches), manifest.json last. tar.gz variants run on the smaller artifact (tar_artifact_bytes) to keep "
-            "`make bench` under 15 minutes; tar.gz default = tarfile 'w:gz' (level 9) pack time + our measured "
+            "`make bench` shorter; tar.gz default = tarfile 'w:gz' (level 9) pack time + our measured "
             "upload time of the archive. The raw read here is n=1 per run of `make bench` (section 1's (d) has the repeated one)."
         ),
     }

