@@ -270,6 +270,9 @@ class HubMirror:
         return self
 
     def stop(self) -> None:
+        if not self._threads:
+            return  # never started, or stopped already
+        self._threads, threads = [], self._threads
         for server in (self._hub, self._cdn):
             server.shutdown()
         with self._lock:
@@ -279,7 +282,7 @@ class HubMirror:
                 connection.shutdown(socket.SHUT_RDWR)
         for server in (self._hub, self._cdn):
             server.server_close()  # joins the connections' threads
-        for thread in self._threads:
+        for thread in threads:
             thread.join(timeout=5)
 
     def __enter__(self) -> HubMirror:
