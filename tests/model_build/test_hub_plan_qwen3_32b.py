@@ -5,6 +5,7 @@ weights' bytes, writes only metadata, and the config loader then checks the mode
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -52,7 +53,10 @@ def test_qwen3_32b_plans_from_under_a_thousandth_of_its_bytes(repo, tmp_path, mo
     with HubMirror(repo) as mirror:
         point_hub_at(monkeypatch, mirror.url, home)
         plan = load_config(config, build_root=build_root).plans[0]
+        started = time.perf_counter()
         manifest = build_endpoint(plan.spec, build_root / "big", progress=False, engine=plan.engine)
+        seconds = time.perf_counter() - started
+        calls = len(mirror.requests)
         read = mirror.total_bytes()
         file_bytes = mirror.file_bytes(REPO)
         header_bytes = sum(n for key, n in mirror.bytes_served.items() if key.endswith(".safetensors"))
@@ -61,7 +65,9 @@ def test_qwen3_32b_plans_from_under_a_thousandth_of_its_bytes(repo, tmp_path, mo
     with capsys.disabled():
         print(
             f"\nQwen3-32B-shaped plan: read {read:,} bytes ({file_bytes:,} of files, {header_bytes:,} of them "
-            f"safetensors headers) for {weight_bytes:,} bytes of weights: {ratio:.4%}; build folder {on_disk:,} bytes"
+            f"safetensors headers) for {weight_bytes:,} bytes of weights: {ratio:.4%}; build folder {on_disk:,} bytes; "
+            f"tokenizer.json {(folder / 'tokenizer.json').stat().st_size:,} bytes; {calls} HTTP requests; build "
+            f"{seconds:.1f} s"
         )
     assert ratio < 0.001
     assert manifest["model"]["parameter_count"] == parameters
