@@ -185,4 +185,9 @@ def test_a_planned_model_is_checked_from_its_build_like_a_local_directory(mirror
     mirror.stop()
     plan = plan_of(tmp_path, endpoint_yaml("facts", REPO))
     assert plan.artifact.source == "manifest"
-    json.loads((out / "manifest.json").read_text())
+    assert plan.artifact.total_bytes == sum(f["size"] for f in built["files"])  # the weights included
+    # What the stacks read at synth, after the load: the model's positions from the planned config.json.
+    positions = json.loads((out / "config.json").read_text())["max_position_embeddings"]
+    assert plan.engine_context_length == positions
+    unplanned = plan_of(tmp_path, endpoint_yaml("facts", REPO), build_root=tmp_path / "elsewhere")
+    assert unplanned.engine_context_length is None
