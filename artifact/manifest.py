@@ -166,6 +166,13 @@ class Manifest:
         return HubStaging(hub["endpoint"], hub["repo_id"], hub["commit"], tuple(by_path[n] for n in names), secret)
 
     @property
+    def built_files(self) -> tuple[FileEntry, ...]:
+        """The files the build folder holds (every file but the staged ones): what publish uploads from it."""
+        staging = self.staging
+        staged = {f.path for f in staging.files} if staging else set()
+        return tuple(f for f in self.files if f.path not in staged)
+
+    @property
     def staged_bytes(self) -> int:
         """The bytes the staging job moves (0 without staging)."""
         staging = self.staging

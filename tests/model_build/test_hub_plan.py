@@ -82,6 +82,9 @@ def test_a_hub_plan_equals_a_full_local_build_and_writes_no_weights(mirror, tmp_
     assert [f.path for f in staging.files] == ["model.safetensors"]
     assert staging.files[0].sha256 == next(f["sha256"] for f in local["files"] if f["path"] == "model.safetensors")
     assert manifest.staged_bytes == (source / "model.safetensors").stat().st_size
+    assert sorted(f.path for f in manifest.built_files) == sorted(
+        p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file() and p.name != "manifest.json"
+    )
     assert Manifest.load(tmp_path / "build" / "local").staging is None
     # Only metadata was written, and the weights' bytes read were the header's range alone.
     assert weights_under(out, tmp_path / "hf-home") == []
@@ -191,3 +194,24 @@ def test_a_planned_model_is_checked_from_its_build_like_a_local_directory(mirror
     assert plan.engine_context_length == positions
     unplanned = plan_of(tmp_path, endpoint_yaml("facts", REPO), build_root=tmp_path / "elsewhere")
     assert unplanned.engine_context_length is None
+
+
+@pytest.mark.parametrize(
+    ("staging", "expected"),
+    [
+        ({"hub": {"endpoint": "https://huggingface.co", "repo_id": "o/m", "commit": "main"}, "files": []}, "40-hex"),
+        (
+            {"hub": {"endpoint": "https://huggingface.co", "repo_id": "o/m", "commit": "a" * 40}, "files": ["b.bin"]},
+            "staging.files must list paths of the manifest's files",
+        ),
+        ({"hub": {"repo_id": "o/m"}, "files": []}, "staging.hub must hold endpoint, repo_id and commit"),
+    ],
+)
+def test_a_staging_block_that_does_not_hold_is_refused_by_the_reader(tmp_path, staging, expected):
+    from artifact.manifest import ManifestError, content_hash
+
+    files = [{"path": "a.safetensors", "size": 8, "sha256": "0" * 64}]
+    document = {"files": files, "content_hash": content_hash(files), "staging": staging}
+    (tmp_path / "manifest.json").write_text(json.dumps(document))
+    with pytest.raises(ManifestError, match=expected):
+        _ = Manifest.load(tmp_path).staging  # the property reads and checks the block
