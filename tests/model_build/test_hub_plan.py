@@ -215,3 +215,29 @@ def test_a_staging_block_that_does_not_hold_is_refused_by_the_reader(tmp_path, s
     (tmp_path / "manifest.json").write_text(json.dumps(document))
     with pytest.raises(ManifestError, match=expected):
         _ = Manifest.load(tmp_path).staging  # the property reads and checks the block
+
+
+def test_the_cli_refuses_a_gated_model_in_one_message(mirror, tmp_path):
+    """The real command line, HF_ENDPOINT in its environment as a user sets it: exit 2, the message, no traceback."""
+    import subprocess
+    import sys
+
+    from helpers import ROOT
+    from hermetic import python_path_env
+
+    config = tmp_path / "endpoints.yaml"
+    config.write_text("endpoints:\n" + endpoint_yaml("gated", GATED))
+    env = python_path_env(HF_ENDPOINT=mirror.url, HF_HUB_OFFLINE="0", HF_HOME=str(tmp_path / "hf-home"))
+    result = subprocess.run(
+        [sys.executable, "-m", "model_build", "build", "--config", str(config), "--endpoint", "gated", "--quiet"]
+        + ["--build-root", str(tmp_path / "build")],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 2, result.stderr
+    assert f"model {GATED!r} is gated" in result.stderr and "HF_TOKEN" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "build" / "gated").exists()
