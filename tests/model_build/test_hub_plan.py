@@ -19,9 +19,9 @@ REPO = "acme/tiny-qwen3"
 GATED = "acme/gated-qwen3"
 
 
-def endpoint_yaml(name: str, model: str, extra: str = "", instance: str = "ml.g6e.xlarge") -> str:
+def endpoint_yaml(name: str, model: str, extra: str = "", instance: str = "ml.g6e.xlarge", system: str = "vllm") -> str:
     return (
-        f"  - name: {name}\n    system: vllm\n    model: {model}\n    dtype: bf16\n"
+        f"  - name: {name}\n    system: {system}\n    model: {model}\n    dtype: bf16\n"
         f"    instance_type: {instance}\n{extra}"
     )
 
@@ -62,10 +62,12 @@ def weights_under(*folders: Path) -> list[Path]:
     return [p for folder in folders if folder.exists() for p in folder.rglob("*.safetensors")]
 
 
-def test_a_hub_plan_equals_a_full_local_build_and_writes_no_weights(mirror, tmp_path, tiny_chat_models):
+@pytest.mark.parametrize("system", ["vllm", "sglang"])
+def test_a_hub_plan_equals_a_full_local_build_and_writes_no_weights(mirror, tmp_path, tiny_chat_models, system):
     source = tiny_chat_models["qwen3"]
-    planned, out = build(tmp_path, endpoint_yaml("hub", REPO, "    hub_token_secret: hf/read-token\n"))
-    local, _ = build(tmp_path, endpoint_yaml("local", str(source)))
+    secret = "    hub_token_secret: hf/read-token\n"
+    planned, out = build(tmp_path, endpoint_yaml("hub", REPO, secret, system=system))
+    local, _ = build(tmp_path, endpoint_yaml("local", str(source), system=system))
     assert planned["files"] == local["files"]
     assert planned["content_hash"] == local["content_hash"]
     commit = mirror.commit_of(REPO)
