@@ -367,13 +367,22 @@ def _build_from_hub(
     endpoint: EndpointSpec, engine: E, out_dir: Path, progress: bool, system: ServingSystem[E], downloaded: Path
 ) -> dict[str, Any]:
     """The metadata-only build of a Hub model (build_checkpoint_artifact)."""
+    from tqdm.auto import tqdm
+
     from artifact.manifest import write_manifest
 
     source = hub_checkpoint_source(endpoint, downloaded, progress)
     hub = source.hub
     assert hub is not None
+    steps = tqdm(total=3, desc=f"build {endpoint.name}", unit="step", disable=not progress)
+    # The architecture on the meta device and the tokenizer take seconds for a 30 B model: say so.
+    steps.set_postfix_str("check layout, parameters, tokenizer, fit")
     elements, checkpoint, verification = _check_checkpoint(endpoint, engine, source, system)
+    steps.update()
+    steps.set_postfix_str("write metadata")
     copied, written = _copy_checkpoint(endpoint, source, out_dir)
+    steps.update()
+    steps.set_postfix_str("manifest")
     weights: list[dict[str, Any]] = []
     for name in source.shards:
         file = hub.files[name]
@@ -394,6 +403,8 @@ def _build_from_hub(
     )
     manifest = write_manifest(out_dir, progress=progress, remote_files=weights, **fields, verification=verification)
     _verify_written(endpoint, manifest, {**copied, **{w["path"]: w["sha256"] for w in weights}})
+    steps.update()
+    steps.close()
     return manifest
 
 
