@@ -14,14 +14,13 @@ import hashlib
 import json
 import os
 import struct
-from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
 # The first request for a safetensors header asks for this much: the 8-byte length and, for most checkpoints, the
-# whole JSON header (a Qwen3-32B shard's is about 40 kB); a longer header takes a second request for the rest.
+# whole JSON header (each of the Qwen3-32B-shaped test repository's 17 fits); a longer one takes a second request.
 HEADER_PROBE_BYTES = 64 * 1024
 # safetensors' own bound on the header (safetensors/src/tensor.rs MAX_HEADER_SIZE), as facts/models.py reads it.
 MAX_HEADER_BYTES = 100_000_000
@@ -109,18 +108,34 @@ class HubModel:
         return length, header
 
     def _get(self, path: str, first: int | None = None, last: int | None = None) -> bytes:
+        """The file, or bytes first..last of it, streamed: a ranged answer that is not 206 (a server ignoring Range,
+        about to send a whole shard) is refused before its body is read, and no more than the range is read."""
         from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
 
         headers = build_hf_headers(token=self.token)
-        if first is not None:
+        limit = self.files[path].size
+        if first is not None and last is not None:
             headers["Range"] = f"bytes={first}-{last}"
+            limit = last - first + 1
+        chunks: list[bytes] = []
         with _hub_errors(self.repo_id, self.revision, self.endpoint, self.gated):
-            response = get_session().get(self.url(path), headers=headers, timeout=TIMEOUT_S)
-            hf_raise_for_status(response)
-        data = response.content
-        if first is not None and response.status_code != 206 and len(data) > (last or 0) - first + 1:
-            # A server that ignores Range sends the whole file: refuse rather than read weights.
-            raise HubError(f"{self.where()}: {path}: the server ignored the byte range (HTTP {response.status_code})")
+            with get_session().stream("GET", self.url(path), headers=headers, timeout=TIMEOUT_S) as response:
+                if response.status_code >= 400:
+                    response.read()  # the error's text, for hf_raise_for_status's message
+                hf_raise_for_status(response)
+                if first is not None and response.status_code != 206:
+                    raise HubError(
+                        f"{self.where()}: {path}: asked for bytes {first}-{last}, the server answered HTTP "
+                        f"{response.status_code} (it ignores Range and would send the whole file); refused rather "
+                        "than read weights"
+                    )
+                received = 0
+                for chunk in response.iter_bytes():
+                    chunks.append(chunk)
+                    received += len(chunk)
+                    if received > limit:
+                        raise HubError(f"{self.where()}: {path}: the server sent more than the {limit:,} bytes asked")
+        data = b"".join(chunks)
         self.bytes_read += len(data)
         return data
 
@@ -221,15 +236,3 @@ def _is_network(err: BaseException) -> bool:
     import httpx2  # huggingface_hub 2.4's HTTP client (a fork of httpx)
 
     return isinstance(err, (httpx2.TransportError, OSError))
-
-
-def read_headers(
-    model: HubModel, paths: Iterable[str], progress: Callable[[str], None] | None = None
-) -> dict[str, tuple[int, dict[str, Any]]]:
-    """Every listed safetensors file's header, by range requests, in order (a shard is ~0.1 ms of a 1 Gbit/s link)."""
-    headers = {}
-    for path in paths:
-        headers[path] = model.safetensors_header(path)
-        if progress is not None:
-            progress(path)
-    return headers

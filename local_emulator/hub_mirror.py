@@ -243,6 +243,9 @@ class HubMirror:
         self.requests: list[tuple[str, str, int]] = []
         self._lock = threading.Lock()
         self._signing_key = secrets.token_bytes(32)
+        # Fault injection for tests: answer every ranged request with the whole file (200), as a server without
+        # range support would.
+        self.ignore_range = False
         self._hub = ThreadingHTTPServer((host, port), _handler(self, cdn=False))
         self._cdn = ThreadingHTTPServer((host, 0), _handler(self, cdn=True))
         # Clients keep connections open (httpx pools them): stop() shuts each down, then joins its thread.
@@ -506,7 +509,7 @@ def _handler(mirror: HubMirror, cdn: bool) -> type[BaseHTTPRequestHandler]:
         # ------------------------------------------------------------ responses
 
         def _send_file(self, file: MirrorFile, headers: dict[str, str], head: bool, key: str) -> None:
-            wanted = _parse_range(self.headers.get("Range"), file.size)
+            wanted = None if mirror.ignore_range else _parse_range(self.headers.get("Range"), file.size)
             if isinstance(wanted, str):  # "bad"
                 self._send(416, b"", {**headers, "Content-Range": f"bytes */{file.size}"}, head, key)
                 return

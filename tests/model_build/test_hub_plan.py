@@ -140,6 +140,13 @@ def test_an_unreachable_hub_is_refused_without_a_traceback(tmp_path, monkeypatch
         build(tmp_path, endpoint_yaml("away", REPO))
 
 
+def test_a_server_that_ignores_ranges_is_refused_before_it_sends_weights(mirror, tmp_path):
+    mirror.ignore_range = True
+    with pytest.raises(BuildError, match=r"model.safetensors: asked for bytes 0-65535, the server answered HTTP 200"):
+        build(tmp_path, endpoint_yaml("norange", REPO))
+    assert weights_under(tmp_path) == []
+
+
 def test_hub_offline_mode_is_refused_with_what_to_unset(mirror, tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(BuildError, match="HF_HUB_OFFLINE is set"):
