@@ -27,8 +27,8 @@ not want hashed: sparse files (header + a hole, write_sparse_safetensors) stand 
 hashing cost. Every byte of every response body is counted per file (`bytes_served`), so a test measures what a
 client read.
 
-Run alone: `python -m local_emulator.hub_mirror --root DIR [--port N] [--token T] [--gated org/name]`; it prints
-the HF_ENDPOINT to export.
+Run alone: `python -m local_emulator.hub_mirror --root DIR [--add org/name=MODEL_DIR] [--port N] [--token T]
+[--gated org/name]`; it prints the HF_ENDPOINT to export.
 """
 
 from __future__ import annotations
@@ -683,10 +683,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=0, help="port of the Hub listener (default: a free one)")
     parser.add_argument("--token", default=None, help="the token that opens gated repositories (Bearer)")
     parser.add_argument("--gated", action="append", default=[], help="a repository id that needs the token")
+    parser.add_argument(
+        "--add",
+        action="append",
+        default=[],
+        metavar="ORG/NAME=DIR",
+        help="lay the model directory DIR as repository ORG/NAME under --root first (add_repo)",
+    )
     args = parser.parse_args(argv)
     if not args.root.is_dir():
         print(f"hub_mirror: --root {args.root}: not a directory", file=sys.stderr)
         return 2
+    for item in args.add:
+        repo_id, _, source = item.partition("=")
+        try:
+            add_repo(args.root, repo_id, Path(source))
+        except ValueError as err:
+            print(f"hub_mirror: --add {item}: {err}", file=sys.stderr)
+            return 2
     try:
         mirror = HubMirror(args.root, token=args.token, gated=args.gated, port=args.port)
     except OSError as err:

@@ -162,9 +162,12 @@ def test_a_sparse_checkpoint_costs_no_disk(repos):
     assert weights.stat().st_size > LFS_THRESHOLD
 
 
-def test_cli_prints_the_endpoint_and_serves(repos):
+def test_cli_prints_the_endpoint_and_serves(tmp_path, tiny_chat_models):
+    root = tmp_path / "hub"
+    add_repo(root, "acme/tiny-qwen3", tiny_chat_models["qwen3"])
+    added = f"acme/added={tiny_chat_models['qwen3']}"
     process = subprocess.Popen(
-        [sys.executable, "-m", "local_emulator.hub_mirror", "--root", str(repos)],
+        [sys.executable, "-m", "local_emulator.hub_mirror", "--root", str(root), "--add", added],
         cwd=ROOT,
         env=python_path_env(),
         stdout=subprocess.PIPE,
@@ -174,10 +177,10 @@ def test_cli_prints_the_endpoint_and_serves(repos):
     try:
         assert process.stdout is not None
         first = process.stdout.readline()
-        assert "acme/tiny-qwen3" in first
+        assert "acme/tiny-qwen3" in first and "acme/added" in first
         url = process.stdout.readline().strip().removeprefix("export HF_ENDPOINT=")
-        with urllib.request.urlopen(f"{url}/api/models/acme/tiny-qwen3") as response:
-            assert json.loads(response.read())["id"] == "acme/tiny-qwen3"
+        with urllib.request.urlopen(f"{url}/api/models/acme/added") as response:
+            assert json.loads(response.read())["id"] == "acme/added"
     finally:
         process.terminate()
         process.wait(timeout=10)
