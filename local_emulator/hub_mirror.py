@@ -230,6 +230,8 @@ class HubMirror:
     `with HubMirror(root, token="hf_x", gated=["org/gated"]) as mirror:` then point HF_ENDPOINT at `mirror.url`.
     `mirror.bytes_served` maps "repo_id/path" to the body bytes sent for that file (HEADs and API answers count
     under their own keys "api:..." so a test can tell them apart); `mirror.requests` lists (method, path, status).
+    Both are updated before the bytes leave, so a client that has its answer sees them (a connection the client
+    drops mid-body counts what was about to be written).
     """
 
     def __init__(
@@ -522,8 +524,8 @@ def _handler(mirror: HubMirror, cdn: bool) -> type[BaseHTTPRequestHandler]:
             self.send_header("Content-Length", str(length))
             if status == 206:
                 self.send_header("Content-Range", f"bytes {start}-{end}/{file.size}")
+            mirror.log(self.command, self.path, status)  # before the client can have the answer
             self.end_headers()
-            mirror.log(self.command, self.path, status)
             if head or length == 0:
                 return
             with file.disk.open("rb") as f:
@@ -533,8 +535,9 @@ def _handler(mirror: HubMirror, cdn: bool) -> type[BaseHTTPRequestHandler]:
                     block = f.read(min(CHUNK, left))
                     if not block:
                         break
-                    self.wfile.write(block)
+                    # Counted before it is sent: a client that has read it all may look at the counter at once.
                     mirror.count(key, len(block))
+                    self.wfile.write(block)
                     left -= len(block)
 
         def _send(self, status: int, body: bytes, headers: Mapping[str, str], head: bool, key: str) -> None:
@@ -542,11 +545,11 @@ def _handler(mirror: HubMirror, cdn: bool) -> type[BaseHTTPRequestHandler]:
             for name, value in headers.items():
                 self.send_header(name, value)
             self.send_header("Content-Length", str(len(body)))
+            mirror.log(self.command, self.path, status)  # before the client can have the answer
             self.end_headers()
-            mirror.log(self.command, self.path, status)
             if not head and body:
-                self.wfile.write(body)
                 mirror.count(key, len(body))
+                self.wfile.write(body)
 
         def _error(self, err: _HubError, head: bool) -> None:
             headers = {"Content-Type": "application/json; charset=utf-8", "X-Error-Message": err.message}
