@@ -305,6 +305,9 @@ class EndpointPlan:
     component_name: str | None  # hosting.mode inference-components: the one component's name
     quota: QuotaNeed
     unsized_warning: str | None
+    # config.json's max_position_embeddings for an engine's own server (None: unknown or not one), read while the
+    # config loads: a Hub model planned from its metadata is known only then (facts/models.py planning_with).
+    model_positions: int | None = None
     # LoRA adapters, each an adapter inference component on `component_name` (deployment/adapters.py).
     adapters: tuple[AdapterPlan, ...] = ()
     # instance_pools, in priority order after instance_type (endpoint_config/pools.py).
@@ -512,12 +515,9 @@ class EndpointPlan:
         front_door_environment)."""
         if not self.system.chat.engine_server:
             return None
-        from systems.checkpoint_facts import checkpoint_of
-
         context = self.system.profile(self.spec, self.engine).max_model_len if self.system.profile is not None else None
         if context is None:
-            checkpoint = checkpoint_of(self.spec.model)
-            context = checkpoint.facts.max_position_embeddings if checkpoint is not None else None
+            context = self.model_positions
         return context
 
     @property
@@ -834,9 +834,18 @@ def plan_endpoint(
         component_name=component_name(endpoint_name) if spec.hosting.uses_components else None,
         quota=quota,
         unsized_warning=unsized_model_warning(spec, built_bytes=artifact.total_bytes, estimated_bytes=estimated),
+        model_positions=model_positions(spec) if system.chat.engine_server else None,
         adapters=plan_adapters(spec, endpoint_name, build_root),
     )
     return replace(plan, pools=plan_pools(plan, quota, inference_ami_version))
+
+
+def model_positions(spec: EndpointSpec) -> int | None:
+    """The model's max_position_embeddings from its facts (a local directory, a planned Hub model, the table)."""
+    from systems.checkpoint_facts import checkpoint_of
+
+    checkpoint = checkpoint_of(spec.model)
+    return checkpoint.facts.max_position_embeddings if checkpoint is not None else None
 
 
 def plan_pools(plan: EndpointPlan, quota: QuotaNeed, inference_ami_version: str | None) -> tuple[PoolPlan, ...]:
