@@ -128,6 +128,8 @@ def build_endpoint(endpoint: Any, out_dir: Path, progress: bool = True, *, engin
     if engine is None:
         engine = checked_engine(endpoint)
     out_dir = Path(out_dir).absolute()
+    _check_build_target(endpoint, out_dir)
+    _check_local_model(endpoint)
     parent = out_dir.parent
     created: list[Path] = []
     for p in reversed([parent, *parent.parents]):
@@ -177,6 +179,35 @@ def build_endpoint(endpoint: Any, out_dir: Path, progress: bool = True, *, engin
 _FILE_SYSTEM_ERRNOS = frozenset(
     {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO}
 )
+
+
+def _check_build_target(endpoint: Any, out_dir: Path) -> None:
+    """The build's folder and every folder above it are folders or absent: a file (or a symlink loop) there would
+    fail the build only after its long steps, with an OS error."""
+    for p in [out_dir, *out_dir.parents]:
+        try:
+            if os.path.lexists(p) and not p.is_dir():
+                what = "a symlink that does not resolve" if p.is_symlink() else "a file"
+                raise BuildError(
+                    f"endpoint {endpoint.name!r}: the build folder {out_dir}: {p} is {what}; allowed: a folder or a "
+                    "path that does not exist yet (--build-root / --out)"
+                )
+        except OSError as err:
+            raise BuildError(f"endpoint {endpoint.name!r}: the build folder {out_dir}: {p}: {err.strerror}") from None
+
+
+def _check_local_model(endpoint: Any) -> None:
+    """A local model folder's files read through the bounded readers (facts.model_files.check_model_folder) before
+    any recipe hands them to transformers or safetensors, which read them without bounds."""
+    from facts.model_files import UnreadableModel, check_model_folder
+
+    model = Path(endpoint.model).expanduser()
+    if not (os.path.lexists(model) and (model.is_dir() or model.is_symlink())):
+        return  # a Hub id, or a path the recipe reports as missing
+    try:
+        check_model_folder(model)
+    except UnreadableModel as err:
+        raise BuildError(f"endpoint {endpoint.name!r}: model {endpoint.model!r}: {err}; nothing was built") from None
 
 
 def file_failure(err: BaseException) -> str | None:

@@ -8,13 +8,13 @@ shows that the engine accepts the weights. Each check in full: docs/design/engin
 from __future__ import annotations
 
 import hashlib
-import json
-import struct
+import math
 from pathlib import Path
 from typing import Any
 
 from artifact import BuildError
 from endpoint_config import EndpointSpec
+from facts.model_files import read_safetensors_header
 from facts.models import read_json_object
 
 from .base import E, ServingSystem
@@ -52,31 +52,13 @@ def _fail(endpoint: EndpointSpec, message: str) -> BuildError:
 
 def check_safetensors(path: Path) -> tuple[dict[str, list[int]], int]:
     """{tensor: shape} of one safetensors file and its element count, after checking its layout (docs/design/engines.md);
-    ValueError saying what is wrong."""
-    size = path.stat().st_size
-    with open(path, "rb") as f:
-        head = f.read(8)
-        if len(head) < 8:
-            raise ValueError(f"{path.name}: {size} bytes, too short for a safetensors header")
-        (length,) = struct.unpack("<Q", head)
-        if 8 + length > size:
-            raise ValueError(f"{path.name}: header length {length} runs past the file's {size} bytes (truncated?)")
-        try:
-            header = json.loads(f.read(length))
-        except ValueError as err:
-            raise ValueError(f"{path.name}: the header is not JSON ({err})") from None
+    ValueError saying what is wrong. The header is read bounded (facts.model_files.read_safetensors_header: a regular
+    file, the length within the file and safetensors' own cap, depth, types and offsets), then checked here for the
+    layout: each tensor's bytes match its dtype and shape, the tensors tile the data with no gap or overlap."""
+    tensors, length, size = read_safetensors_header(path, name=path.name)
     shapes, spans, elements = {}, [], 0
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        dtype, shape, (begin, end) = info.get("dtype"), info.get("shape"), info.get("data_offsets", (0, -1))
-        if dtype not in SAFETENSORS_DTYPE_BYTES:
-            raise ValueError(
-                f"{path.name}: tensor {name!r} has dtype {dtype!r}; known: {', '.join(SAFETENSORS_DTYPE_BYTES)}"
-            )
-        count = 1
-        for dim in shape:
-            count *= dim
+    for name, (dtype, shape, begin, end) in tensors.items():
+        count = math.prod(shape)
         if end - begin != count * SAFETENSORS_DTYPE_BYTES[dtype]:
             raise ValueError(
                 f"{path.name}: tensor {name!r} {dtype}{shape} spans {end - begin} bytes, not "
@@ -124,6 +106,8 @@ def check_weights(source: Path) -> tuple[list[Path], dict[str, list[int]], int]:
     index_path = source / INDEX_FILE
     if index_path.is_file():
         weight_map = read_json_object(index_path).get("weight_map", {})
+        if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
+            raise ValueError(f"{INDEX_FILE}: weight_map is not an object of tensor -> shard file name")
         missing = sorted(set(where) - set(weight_map))
         absent = sorted(set(weight_map) - set(where))
         misplaced = sorted(n for n in set(where) & set(weight_map) if weight_map[n] != where[n])
@@ -266,6 +250,14 @@ def _check_checkpoint(
         raise _fail(endpoint, str(err)) from None
     verification: dict[str, Any] = {"safetensors_headers": f"{len(shards)} file(s), {elements:,} elements"}
     verification["parameters"] = _parameter_verification(endpoint, source, checkpoint, elements)
+    # The model's own chat template(s) rendered under a time, output and memory budget before transformers renders
+    # them without one (check_tokenizer): a refusal names the file.
+    from .chat_template import check_model_chat_templates
+
+    try:
+        check_model_chat_templates(source, VERIFY_MESSAGES)
+    except BuildError as err:
+        raise _fail(endpoint, str(err)) from None
     try:
         verification["tokenizer"] = check_tokenizer(source)
     except Exception as err:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from facts.model_files import check_model_config
 from facts.models import UnreadableModel, read_json_object, safetensors_header_sizes
 
 # vLLM modelopt.py LINEAR_ALGOS (+ MIXED_PRECISION): ModelOpt quant_algo -> the method vLLM loads it with.
@@ -203,9 +204,10 @@ def _qwen_experts(c: dict[str, Any]) -> int:
 
 
 def read_checkpoint(config: dict[str, Any], hf_quant_config: dict[str, Any] | None = None) -> CheckpointFacts:
-    """The facts of a model from its config.json (and hf_quant_config.json when it has one)."""
-    if not isinstance(config, dict):
-        raise ValueError(f"config.json: expected a JSON object, got {type(config).__name__}")
+    """The facts of a model from its config.json (and hf_quant_config.json when it has one). Each field is checked
+    for type and bounds first (facts.model_files.check_model_config: UnreadableModel naming it), so a config.json
+    that lies (10^12 layers, 0 heads) is refused before the per-layer count below loops over it."""
+    check_model_config(config, name="config.json")
     architectures = config.get("architectures") or [None]
     shape = _text_config(config)
     try:
