@@ -106,6 +106,21 @@ def read_regular_file(path: Path, *, cap: int, name: str | None = None) -> bytes
     return data
 
 
+def check_regular_file(path: Path, *, cap: int, name: str | None = None) -> int:
+    """The size of `path`, a regular file of at most `cap` bytes, for a reader that opens it itself (torch.load);
+    UnreadableModel as read_regular_file's otherwise."""
+    label = name or str(path)
+    try:
+        info = os.stat(path)
+    except OSError as err:
+        raise UnreadableModel(f"{label} cannot be read: {err.strerror or err}; allowed: a regular file") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise _refuse(label, None, _Said(_kind(info.st_mode)), "a regular file (not a FIFO, device, socket or folder)")
+    if info.st_size > cap:
+        raise _refuse(label, "size", _Said(f"{info.st_size:,} bytes"), f"at most {cap:,} bytes for this kind of file")
+    return info.st_size
+
+
 def _kind(mode: int) -> str:
     for test, word in (
         (stat.S_ISFIFO, "a FIFO"),
@@ -636,6 +651,7 @@ def check_model_folder(folder: Path) -> int:
 
 __all__ = [
     "check_model_folder",
+    "check_regular_file",
     "UnreadableModel",
     "check_adapter_config",
     "check_generation_config",

@@ -246,6 +246,9 @@ def cmd_build(args: argparse.Namespace) -> int:
     endpoint = plan.spec
     out = Path(args.out or Path(args.build_root) / endpoint.name)
     started = time.perf_counter()
+    from model_build.adapters import check_adapter_sources
+
+    check_adapter_sources(plan)  # a bad local adapter fails before the endpoint's artifact is written
     manifest = build_endpoint(endpoint, out, progress=not args.quiet, engine=plan.engine)
     check = manifest["verification"]
     if "max_abs_logit_diff" in check:

@@ -12,11 +12,11 @@ nothing but `openai_route_note` says which door is proven for the system.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from endpoint_config import EndpointSpec
+from facts.model_files import read_tokenizer_config
 
 from .base import ChatCapability, ServingSystem
 
@@ -50,11 +50,9 @@ def has_chat_template(model_dir: Path) -> bool:
     if (model_dir / "chat_template.jinja").is_file() or (model_dir / "chat_template.json").is_file():
         return True
     config = model_dir / "tokenizer_config.json"
-    try:
-        document = json.loads(config.read_text()) if config.is_file() else {}
-    except (OSError, ValueError):
-        return False
-    return isinstance(document, dict) and bool(document.get("chat_template"))  # a list or a number has none
+    # Read bounded (facts/model_files.py): an unreadable file raises UnreadableModel, a problem of `model:`.
+    document = read_tokenizer_config(config) if config.is_file() else {}
+    return bool(document.get("chat_template"))
 
 
 def chat_problems(ep: EndpointSpec, system: ServingSystem, systems: dict[str, ServingSystem]) -> list[str]:
