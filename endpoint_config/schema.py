@@ -134,7 +134,7 @@ def check_branch(value: str) -> str:
     rule) that does not start with '-' (git reads such an argument as an option: git-check-ref-format(1), "cannot
     begin with a dash")."""
     if value.startswith("-"):
-        raise ValueError(f"value {value!r} starts with '-'; allowed: a git branch name not starting with '-'")
+        raise ValueError("starts with '-'; allowed: a git branch name not starting with '-'")
     return check_revision(value)
 
 

@@ -136,7 +136,7 @@ def _kind(mode: int) -> str:
 
 _STRINGS = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
-_PAIRS = (b"[]", b"{}")
+_INNERMOST = re.compile(rb"\[\]|\{\}")
 
 
 def json_depth_exceeds(data: bytes, limit: int = MAX_JSON_DEPTH) -> bool:
@@ -147,7 +147,7 @@ def json_depth_exceeds(data: bytes, limit: int = MAX_JSON_DEPTH) -> bool:
     for _ in range(limit):
         if not brackets:
             return False
-        shorter = brackets.replace(_PAIRS[0], b"").replace(_PAIRS[1], b"")
+        shorter = _INNERMOST.sub(b"", brackets)  # one scan: the pairs it leaves behind wait for the next pass
         if len(shorter) == len(brackets):
             return False  # unbalanced: "[}" and the like; json refuses it below
         brackets = shorter
@@ -584,6 +584,11 @@ def check_adapter_config(config: Any, *, name: str = "adapter_config.json") -> d
     rank = config.get("r")
     if type(rank) is not int or not 1 <= rank <= MAX_LORA_RANK:
         raise _refuse(name, "r", rank, f"an integer from 1 to {MAX_LORA_RANK}")
+    pattern = config.get("rank_pattern")
+    if pattern is not None and (
+        not isinstance(pattern, dict) or not all(type(v) is int and 1 <= v <= MAX_LORA_RANK for v in pattern.values())
+    ):
+        raise _refuse(name, "rank_pattern", pattern, f"a mapping of module names to ranks from 1 to {MAX_LORA_RANK}")
     alpha = config.get("lora_alpha", 8)
     if type(alpha) not in (int, float) or not math.isfinite(alpha) or alpha <= 0:
         raise _refuse(name, "lora_alpha", alpha, "a finite number above 0")

@@ -7,6 +7,7 @@ stack gets a synth warning (systems.checks.unsized_model_warning) and the build 
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -73,7 +74,7 @@ def model_facts(model: str, declared_parameters: int | None = None) -> ModelFact
     encoder_decoder = None
     if path.is_dir():
         config = path / "config.json"
-        if config.is_file():
+        if os.path.lexists(config):  # a FIFO or a symlink loop is refused by the reader, not skipped
             encoder_decoder = bool(read_json_object(config).get("is_encoder_decoder", False))
         shards = sorted(path.glob("*.safetensors"))
         if declared_parameters is not None:

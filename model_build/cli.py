@@ -198,16 +198,32 @@ def _check_build_target(endpoint: Any, out_dir: Path) -> None:
 
 def _check_local_model(endpoint: Any) -> None:
     """A local model folder's files read through the bounded readers (facts.model_files.check_model_folder) before
-    any recipe hands them to transformers or safetensors, which read them without bounds."""
+    any recipe hands them to transformers or safetensors, which read them without bounds; then its chat templates
+    and the config's chat.template rendered under a budget (systems.chat_template.render_bounded), so a template
+    that loops or fails is refused in the first second of the build, by its source. The recipes render again with
+    their own sample conversation (tools included where the system serves them)."""
     from facts.model_files import UnreadableModel, check_model_folder
+    from systems.chat_template import check_model_chat_templates, render_bounded
 
+    # One user message: what every chat template renders (some refuse a system role, e.g. Gemma's).
+    messages = [{"role": "user", "content": "The capital of France?"}]
+
+    where = f"endpoint {endpoint.name!r}: model {endpoint.model!r}"
+    template = endpoint.chat.template if endpoint.chat else None
+    if template is not None:
+        render_bounded(template, source=f"endpoint {endpoint.name!r}: chat.template", messages=messages)
     model = Path(endpoint.model).expanduser()
     if not (os.path.lexists(model) and (model.is_dir() or model.is_symlink())):
         return  # a Hub id, or a path the recipe reports as missing
     try:
         check_model_folder(model)
     except UnreadableModel as err:
-        raise BuildError(f"endpoint {endpoint.name!r}: model {endpoint.model!r}: {err}; nothing was built") from None
+        raise BuildError(f"{where}: {err}; nothing was built") from None
+    if template is None:
+        try:
+            check_model_chat_templates(model, messages)
+        except BuildError as err:
+            raise BuildError(f"{where}: {err}") from None
 
 
 def file_failure(err: BaseException) -> str | None:

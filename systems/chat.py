@@ -12,11 +12,12 @@ nothing but `openai_route_note` says which door is proven for the system.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 from endpoint_config import EndpointSpec
-from facts.model_files import read_tokenizer_config
+from facts.model_files import UnreadableModel, read_tokenizer_config
 
 from .base import ChatCapability, ServingSystem
 
@@ -50,8 +51,10 @@ def has_chat_template(model_dir: Path) -> bool:
     if (model_dir / "chat_template.jinja").is_file() or (model_dir / "chat_template.json").is_file():
         return True
     config = model_dir / "tokenizer_config.json"
-    # Read bounded (facts/model_files.py): an unreadable file raises UnreadableModel, a problem of `model:`.
-    document = read_tokenizer_config(config) if config.is_file() else {}
+    try:  # read bounded (facts/model_files.py)
+        document = read_tokenizer_config(config) if os.path.lexists(config) else {}
+    except UnreadableModel:
+        return True  # it may carry one: chat stays on, and chat_problems reports why the file cannot be read
     return bool(document.get("chat_template"))
 
 
@@ -67,6 +70,8 @@ def chat_problems(ep: EndpointSpec, system: ServingSystem, systems: dict[str, Se
             f"systems that serve chat: {serving}"
         ]
     model_dir = Path(ep.model)
+    if ep.chat.template is None and model_dir.is_dir() and os.path.lexists(model_dir / "tokenizer_config.json"):
+        read_tokenizer_config(model_dir / "tokenizer_config.json")  # UnreadableModel: a problem of `model:`
     if ep.chat.template is None and model_dir.is_dir() and not has_chat_template(model_dir):
         return [
             f"endpoint {ep.name!r}: chat: model {ep.model!r} has no chat template (no chat_template in "

@@ -28,6 +28,7 @@ def main() -> None:
 
     import jinja2
     import jinja2.ext
+    import jinja2.nodes
     import jinja2.sandbox
 
     def raise_exception(message: str) -> None:
@@ -41,9 +42,21 @@ def main() -> None:
     def strftime_now(fmt: str) -> str:
         return datetime.datetime.now().strftime(fmt)
 
+    class Generation(jinja2.ext.Extension):
+        """transformers' AssistantTracker tag, {% generation %}...{% endgeneration %}: here its body is rendered as
+        is (transformers only records where it lies)."""
+
+        tags = {"generation"}
+
+        def parse(self, parser: Any) -> Any:
+            lineno = next(parser.stream).lineno
+            body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
+            return jinja2.nodes.Scope(body).set_lineno(lineno)
+
     env = jinja2.sandbox.ImmutableSandboxedEnvironment(
-        trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols]
+        trim_blocks=True, lstrip_blocks=True, extensions=[Generation, jinja2.ext.loopcontrols]
     )
+    env.globals["dict"] = dict  # transformers 5 offers dict() to templates (TemplateDict)
     env.filters["tojson"] = tojson
     env.globals["raise_exception"] = raise_exception
     env.globals["strftime_now"] = strftime_now

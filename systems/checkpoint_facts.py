@@ -11,6 +11,7 @@ in tests/systems/test_checkpoint_facts.py).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -397,7 +398,7 @@ def read_local_checkpoint(directory: Path, model: str | None = None) -> Checkpoi
     config_path = directory / "config.json"
     config = read_json_object(config_path)
     quant_path = directory / "hf_quant_config.json"
-    hf_quant = read_json_object(quant_path) if quant_path.is_file() else None
+    hf_quant = read_json_object(quant_path) if os.path.lexists(quant_path) else None
     files = tuple(str(p) for p in sorted(directory.glob("*.safetensors")))
     file_bytes = sum(safetensors_header_sizes(Path(f))[1] for f in files) if files else None
     try:
@@ -413,7 +414,8 @@ def checkpoint_of(model: str) -> Checkpoint | None:
     """`model`'s facts before a build: a local directory with a config.json, else a KNOWN_CHECKPOINTS Hub id, else
     None (nothing is known until the build reads the files)."""
     path = Path(model)
-    if path.is_dir() and (path / "config.json").is_file():
+    # lexists, not is_file: a config.json that is a FIFO or a symlink loop is refused by its reader, not skipped.
+    if path.is_dir() and os.path.lexists(path / "config.json"):
         return read_local_checkpoint(path, model)
     known = KNOWN_CHECKPOINTS.get(model)
     if known is not None:
