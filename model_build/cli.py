@@ -547,12 +547,26 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
+def _interrupt_on_sigterm() -> None:
+    """SIGTERM (a CI job cancelled, `timeout`, `kill`) ends a command as Ctrl-C does: a KeyboardInterrupt, so the
+    build's cleanup runs (build_endpoint removes its temporary folder) instead of the process dying mid-write."""
+    import signal
+    import threading
+
+    def interrupt(_signum: int, _frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, interrupt)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; returns the exit status (2 for user errors, printed without a traceback)."""
     from deployment.aws import AccountError
     from endpoint_config import ConfigError
 
     args = parser().parse_args(argv)
+    _interrupt_on_sigterm()
     try:
         return args.run(args)
     except (ConfigError, BuildError, AccountError) as err:

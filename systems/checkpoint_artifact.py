@@ -249,7 +249,6 @@ def _check_checkpoint(
     except ValueError as err:
         raise _fail(endpoint, str(err)) from None
     verification: dict[str, Any] = {"safetensors_headers": f"{len(shards)} file(s), {elements:,} elements"}
-    verification["parameters"] = _parameter_verification(endpoint, source, checkpoint, elements)
     # The model's own chat template(s) rendered under a time, output and memory budget before transformers renders
     # them without one (check_tokenizer): a refusal names the file.
     from .chat_template import check_model_chat_templates
@@ -258,6 +257,7 @@ def _check_checkpoint(
         check_model_chat_templates(source, VERIFY_MESSAGES)
     except BuildError as err:
         raise _fail(endpoint, str(err)) from None
+    verification["parameters"] = _parameter_verification(endpoint, source, checkpoint, elements)
     try:
         verification["tokenizer"] = check_tokenizer(source)
     except Exception as err:

@@ -358,3 +358,33 @@ def test_honest_json_of_any_depth_a_model_uses_passes_the_depth_scan() -> None:
     assert not json_depth_exceeds(json.dumps({"a": [[[1]]], "t": "[" * 1000}).encode())
     assert json_depth_exceeds(json.dumps({"a": [[[1]]]}).encode(), limit=3)
     assert not json_depth_exceeds(json.dumps({"a": [[1]]}).encode(), limit=3)
+
+
+def test_a_build_stopped_by_sigterm_leaves_no_half_written_folder(tmp_path: Path) -> None:
+    """SIGTERM during the build (here while the recipe renders a template that loops only on a longer conversation:
+    the build's first check passes it) ends like Ctrl-C: exit 130, the temporary folder removed, nothing kept."""
+    import signal
+
+    model = write_model(tmp_path / "model")
+    loops_later = "{% if messages | length > 1 %}{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}"
+    with_template(loops_later + "{% endfor %}{% endif %}{{ messages[0].content }}")(model)
+    build_root = tmp_path / "builds"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "model_build", "build", "--config", str(config_file(tmp_path, model))]
+        + ["--endpoint", "ep", "--build-root", str(build_root), "--quiet"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env=subprocess_env(PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1"),
+    )
+    deadline = time.monotonic() + 60
+    while not (build_root.exists() and any(build_root.glob(".ep.tmp-*"))):  # the build is writing
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=30)
+    assert process.returncode == 130, stderr[-2000:]
+    assert "Traceback" not in stderr and "interrupted" in stderr
+    nothing_written(build_root)
