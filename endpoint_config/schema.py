@@ -212,7 +212,9 @@ class EndpointSpec(Strict):
     )
     log_retention_days: int = 30
     # Parameter count, when neither a local model directory nor the known-model table tells it.
-    model_parameters: int | None = Field(None, ge=1)
+    # At most 10^13: the largest published models have ~10^12 (Kimi K2, 1.04T); a 400-digit count is a typo, and the
+    # memory arithmetic on it would pass every fit check's comparison only by accident.
+    model_parameters: int | None = Field(None, ge=1, le=10**13)
     # Engine options: each system's own typed model (ServingSystem.engine_options) validates them when the config loads.
     engine: dict[str, Any] = Field(default_factory=dict)
     smoke_test: SmokeTest = SmokeTest()

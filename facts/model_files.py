@@ -636,16 +636,26 @@ def check_model_folder(folder: Path) -> int:
         raise UnreadableModel(f"{folder} cannot be read: {err.strerror or err}; allowed: a model folder") from None
     if not stat.S_ISDIR(info.st_mode):
         raise _refuse(str(folder), None, _Said(_kind(info.st_mode)), "a model folder")
+    # Every other file a library opens by name (tokenizer.json, vocab.json, merges.txt, tokenizer.model...): a regular
+    # file or a folder, so that nothing blocks or loops when transformers reads it.
+    try:
+        entries = sorted(folder.iterdir())
+    except OSError as err:
+        raise UnreadableModel(f"{folder} cannot be listed: {err.strerror or err}") from None
+    for entry in entries[: MAX_SHARDS * 2]:
+        try:
+            mode = os.stat(entry).st_mode
+        except OSError as err:
+            raise UnreadableModel(f"{entry} cannot be read: {err.strerror or err}; allowed: a regular file") from None
+        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+            raise _refuse(str(entry), None, _Said(_kind(mode)), "a regular file (not a FIFO, device or socket)")
     read = 0
     for name, reader in _FOLDER_READERS.items():
         path = folder / name
         if os.path.lexists(path):
             reader(path)
             read += 1
-    try:
-        shards = sorted(p for p in folder.iterdir() if p.name.endswith(".safetensors"))
-    except OSError as err:
-        raise UnreadableModel(f"{folder} cannot be listed: {err.strerror or err}") from None
+    shards = [p for p in entries if p.name.endswith(".safetensors")]
     if len(shards) > MAX_SHARDS:
         raise _refuse(str(folder), "safetensors files", _Said(f"{len(shards):,}"), f"at most {MAX_SHARDS:,}")
     for shard in shards:

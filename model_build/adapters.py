@@ -158,6 +158,31 @@ def check_adapter_sources(plan: Any) -> None:
         read_adapter_source(source, where)
         if os.path.lexists(source / ADAPTER_WEIGHTS):
             safetensors_shapes(source / ADAPTER_WEIGHTS)
+        elif os.path.lexists(source / ADAPTER_PICKLE):
+            pickled_tensors(source / ADAPTER_PICKLE, where)
+
+
+def pickled_tensors(path: Path, where: str) -> dict[str, Any]:
+    """{name: tensor} of a pickled adapter_model.bin: a regular file of at most MAX_ADAPTER_PICKLE_BYTES read with
+    torch.load(weights_only=True) (tensors only: a pickle that would run code is refused by torch's own unpickler);
+    BuildError naming the file otherwise."""
+    import torch
+
+    try:
+        check_regular_file(path, cap=MAX_ADAPTER_PICKLE_BYTES)
+        tensors = torch.load(path, map_location="cpu", weights_only=True)
+    except UnreadableModel as err:
+        raise BuildError(f"{where}: {err}") from None
+    except Exception as err:  # weights_only's UnpicklingError (a pickle that is more than tensors), a corrupt file
+        raise BuildError(
+            f"{where}: {path} is not a file of tensors torch.load(weights_only=True) reads "
+            f"({type(err).__name__}: {str(err)[:200]}); allowed: {ADAPTER_WEIGHTS}, or a .bin of tensors only"
+        ) from None
+    if not isinstance(tensors, dict) or not all(
+        isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in tensors.items()
+    ):
+        raise BuildError(f"{where}: {path} is not a mapping of names to tensors")
+    return tensors
 
 
 def _source_files(source: Path, out: Path, where: str) -> None:
@@ -170,24 +195,10 @@ def _source_files(source: Path, out: Path, where: str) -> None:
     shutil.copyfile(source / ADAPTER_CONFIG, out / ADAPTER_CONFIG)
     if (source / ADAPTER_WEIGHTS).is_file():
         shutil.copyfile(source / ADAPTER_WEIGHTS, out / ADAPTER_WEIGHTS)
-    elif (source / ADAPTER_PICKLE).is_file():
-        import torch
+    elif os.path.lexists(source / ADAPTER_PICKLE):
         from safetensors.torch import save_file
 
-        try:
-            check_regular_file(source / ADAPTER_PICKLE, cap=MAX_ADAPTER_PICKLE_BYTES)
-            tensors = torch.load(source / ADAPTER_PICKLE, map_location="cpu", weights_only=True)
-        except UnreadableModel as err:
-            raise BuildError(f"{where}: {err}") from None
-        except Exception as err:  # weights_only's UnpicklingError (a pickle that is more than tensors), a corrupt file
-            raise BuildError(
-                f"{where}: {source / ADAPTER_PICKLE} is not a file of tensors torch.load(weights_only=True) reads "
-                f"({type(err).__name__}: {str(err)[:200]}); allowed: {ADAPTER_WEIGHTS}, or a .bin of tensors only"
-            ) from None
-        if not isinstance(tensors, dict) or not all(
-            isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in tensors.items()
-        ):
-            raise BuildError(f"{where}: {source / ADAPTER_PICKLE} is not a mapping of names to tensors")
+        tensors = pickled_tensors(source / ADAPTER_PICKLE, where)
         save_file({k: v.contiguous() for k, v in tensors.items()}, out / ADAPTER_WEIGHTS)
     else:
         raise BuildError(f"{where}: {source} has neither {ADAPTER_WEIGHTS} nor {ADAPTER_PICKLE}")

@@ -184,16 +184,17 @@ _FILE_SYSTEM_ERRNOS = frozenset(
 def _check_build_target(endpoint: Any, out_dir: Path) -> None:
     """The build's folder and every folder above it are folders or absent: a file (or a symlink loop) there would
     fail the build only after its long steps, with an OS error."""
+    name = getattr(endpoint, "name", out_dir.name)
     for p in [out_dir, *out_dir.parents]:
         try:
             if os.path.lexists(p) and not p.is_dir():
                 what = "a symlink that does not resolve" if p.is_symlink() else "a file"
                 raise BuildError(
-                    f"endpoint {endpoint.name!r}: the build folder {out_dir}: {p} is {what}; allowed: a folder or a "
+                    f"endpoint {name!r}: the build folder {out_dir}: {p} is {what}; allowed: a folder or a "
                     "path that does not exist yet (--build-root / --out)"
                 )
         except OSError as err:
-            raise BuildError(f"endpoint {endpoint.name!r}: the build folder {out_dir}: {p}: {err.strerror}") from None
+            raise BuildError(f"endpoint {name!r}: the build folder {out_dir}: {p}: {err.strerror}") from None
 
 
 def _check_local_model(endpoint: Any) -> None:
@@ -208,6 +209,8 @@ def _check_local_model(endpoint: Any) -> None:
     # One user message: what every chat template renders (some refuse a system role, e.g. Gemma's).
     messages = [{"role": "user", "content": "The capital of France?"}]
 
+    if getattr(endpoint, "model", None) is None:
+        return  # an endpoint given without its spec (a stand-in recipe's)
     where = f"endpoint {endpoint.name!r}: model {endpoint.model!r}"
     template = endpoint.chat.template if endpoint.chat else None
     if template is not None:

@@ -238,3 +238,10 @@ def test_a_local_adapter_config_that_lies_is_refused_at_load(tmp_path: Path, con
         load_config(write(tmp_path, text), "dev")
     message = str(refused.value)
     assert f"adapters[0] ('sql', '{adapter}')" in message and says in message, message
+
+
+def test_a_parameter_count_no_model_has_is_refused(tmp_path: Path, model: Path) -> None:
+    message = config_refusal(
+        write(tmp_path, "endpoints:\n" + endpoint(model, extra=f"    model_parameters: {'9' * 400}\n"))
+    )
+    assert "model_parameters" in message and "less than or equal to 10000000000000" in message, message

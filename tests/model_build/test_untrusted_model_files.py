@@ -388,3 +388,13 @@ def test_a_build_stopped_by_sigterm_leaves_no_half_written_folder(tmp_path: Path
     assert process.returncode == 130, stderr[-2000:]
     assert "Traceback" not in stderr and "interrupted" in stderr
     nothing_written(build_root)
+
+
+def test_a_fifo_among_the_tokenizer_files_is_refused_before_transformers_opens_it(tmp_path: Path) -> None:
+    """tokenizer.json is read by transformers alone: the build's folder check still refuses a FIFO there by name."""
+    from facts.model_files import UnreadableModel, check_model_folder
+
+    model = write_model(tmp_path / "model")
+    os.mkfifo(model / "tokenizer.json")
+    with pytest.raises(UnreadableModel, match=r"tokenizer.json is a FIFO; allowed: a regular file"):
+        check_model_folder(model)
