@@ -151,7 +151,7 @@ def check_adapter_sources(plan: Any) -> None:
     adapter's weights header), so a bad adapter fails `model_build build` before the endpoint's artifact is written."""
     for index, adapter in enumerate(plan.adapters):
         spec = adapter.spec
-        where = f"endpoint {plan.spec.name!r}: adapters[{index}] ({spec.name!r}, {spec.model!r})"
+        where = f"endpoint {plan.name!r}: adapters[{index}] ({spec.name!r}, {spec.model!r})"
         source = Path(spec.model).expanduser()
         if not source.is_dir():
             continue  # a Hub adapter: read when the build downloads it

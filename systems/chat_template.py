@@ -19,6 +19,7 @@ from facts.model_files import (
     UnreadableModel,
     chat_templates_of,
     check_chat_template_size,
+    check_model_folder,
     read_chat_template_file,
     read_tokenizer_config,
 )
@@ -44,6 +45,7 @@ def render_bounded(template: str, *, source: str, messages: list[dict[str, Any]]
         check_chat_template_size(template, name=source)
     except UnreadableModel as err:
         raise BuildError(str(err)) from None
+    sample = "a conversation with tools and a tool call" if variables.get("tools") else "a sample conversation"
     request = {
         "template": template,
         "variables": {"messages": messages, "add_generation_prompt": True, **variables},
@@ -60,7 +62,7 @@ def render_bounded(template: str, *, source: str, messages: list[dict[str, Any]]
         )
     except subprocess.TimeoutExpired:
         raise BuildError(
-            f"{source}: the chat template did not render a sample conversation within {RENDER_SECONDS:g} s (a loop "
+            f"{source}: the chat template did not render {sample} within {RENDER_SECONDS:g} s (a loop "
             "or a computation without end); allowed: a template that renders in well under a second, since every "
             "chat request renders it"
         ) from None
@@ -70,7 +72,7 @@ def render_bounded(template: str, *, source: str, messages: list[dict[str, Any]]
         result = {"ok": False, "error": f"the render stopped (exit status {done.returncode}): {done.stderr[-300:]}"}
     if not result.get("ok"):
         raise BuildError(
-            f"{source}: the chat template cannot render a sample conversation: {result.get('error')}; allowed: a "
+            f"{source}: the chat template cannot render {sample}: {result.get('error')}; allowed: a "
             f"Jinja template that renders OpenAI-style messages within {RENDER_SECONDS:g} s and "
             f"{RENDER_OUTPUT_CHARS:,} characters, without include, import or extends"
         )
@@ -119,6 +121,17 @@ def check_model_chat_templates(model_dir: Path, messages: list[dict[str, Any]], 
     return len(templates)
 
 
+def check_served_model(model_dir: Path) -> None:
+    """What a local server checks before it serves a model folder: every file through its bounded reader
+    (facts.model_files.check_model_folder) and every chat template rendered under the budget with one user message;
+    BuildError naming the file."""
+    try:
+        check_model_folder(Path(model_dir))
+    except UnreadableModel as err:
+        raise BuildError(str(err)) from None
+    check_model_chat_templates(Path(model_dir), [{"role": "user", "content": "The capital of France?"}])
+
+
 def write_chat_template(endpoint: EndpointSpec, out_dir: Path, template: str | None = None) -> str | None:
     """Give the artifact in `out_dir` its chat template (`template`, else chat.template, else the tokenizer's own)
     and check it renders. Returns where it came from ("config", "tokenizer") or None without one; BuildError when
@@ -145,4 +158,10 @@ def write_chat_template(endpoint: EndpointSpec, out_dir: Path, template: str | N
     return source
 
 
-__all__ = ["check_model_chat_templates", "model_chat_templates", "render_bounded", "write_chat_template"]
+__all__ = [
+    "check_served_model",
+    "check_model_chat_templates",
+    "model_chat_templates",
+    "render_bounded",
+    "write_chat_template",
+]

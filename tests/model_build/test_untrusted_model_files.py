@@ -1,4 +1,4 @@
-"""A model folder is input nobody here wrote: each hostile class (shared/reviews/reliability.md, issue 37) made here
+"""A model folder is input nobody here wrote: each hostile class (the reliability review of 2026-12-02, issue 37) made here
 in tmp_path, run through config loading and `python -m model_build build`, must be refused by name (file, field,
 value, what is allowed), exit non-zero, print no traceback, end in time and write nothing (docs/design/untrusted-input.md).
 
@@ -398,3 +398,24 @@ def test_a_fifo_among_the_tokenizer_files_is_refused_before_transformers_opens_i
     os.mkfifo(model / "tokenizer.json")
     with pytest.raises(UnreadableModel, match=r"tokenizer.json is a FIFO; allowed: a regular file"):
         check_model_folder(model)
+
+
+def test_the_local_server_refuses_a_model_whose_template_loops_before_it_serves(tmp_path: Path) -> None:
+    """When serving: the local engine stand-in checks the folder and renders its templates under the budget at
+    start, so a model built before these checks (or edited since) is refused by file, not at its first request."""
+    from local_emulator.moto_server import free_port
+
+    model = write_model(tmp_path / "model")
+    with_template("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}")(model)
+    done = subprocess.run(
+        [sys.executable, "-m", "local_runtime.stand_in", "--engine", "vllm", "--listen", str(free_port())]
+        + ["--", "--model", str(model)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=subprocess_env(PYTHONPATH=str(ROOT)),
+        timeout=60,
+    )
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert f"error: the stand-in does not serve {model}: {model}/tokenizer_config.json chat_template" in done.stderr
+    assert "did not render a sample conversation within 5 s" in done.stderr
