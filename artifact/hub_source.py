@@ -11,12 +11,12 @@ become HubError naming the model, the revision and what to set. Why and the meas
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+
+from facts.model_files import UnreadableModel, parse_safetensors_header
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
 # The first request for a safetensors header asks for this much: the 8-byte length and, for most checkpoints, the
@@ -84,8 +84,9 @@ class HubModel:
             raise HubError(f"{self.where()}: {path} is not in LFS yet {self.files[path].size:,} bytes; no sha256")
         return hashlib.sha256(self._get(path)).hexdigest()
 
-    def safetensors_header(self, path: str) -> tuple[int, dict[str, Any]]:
-        """(header length, header JSON) of one safetensors file, by range requests; HubError when it is not one."""
+    def safetensors_header(self, path: str) -> tuple[int, dict[str, tuple[str, list[int], int, int]]]:
+        """(header length, {tensor: (dtype, shape, begin, end)}) of one safetensors file, by range requests; HubError
+        when it is not one."""
         size = self.files[path].size
         head = self._get(path, 0, min(size, HEADER_PROBE_BYTES) - 1) if size else b""
         if len(head) < 8:
@@ -99,13 +100,12 @@ class HubModel:
         raw = head[8 : 8 + length]
         if len(raw) < length:
             raw += self._get(path, 8 + len(raw), 8 + length - 1)
+        # The same bounded parse as a local file's header (facts.model_files: depth, types, offsets within the file).
         try:
-            header = json.loads(raw.decode("utf-8"))
-        except ValueError as err:
-            raise HubError(f"{self.where()}: {path}: the safetensors header is not UTF-8 JSON ({err})") from None
-        if not isinstance(header, dict):
-            raise HubError(f"{self.where()}: {path}: the safetensors header is not a JSON object")
-        return length, header
+            tensors = parse_safetensors_header(raw, name=f"{self.where()}: {path}", file_size=size)
+        except UnreadableModel as err:
+            raise HubError(str(err)) from None
+        return length, tensors
 
     def _get(self, path: str, first: int | None = None, last: int | None = None) -> bytes:
         """The file, or bytes first..last of it, streamed: a ranged answer that is not 206 (a server ignoring Range,

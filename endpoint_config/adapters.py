@@ -17,12 +17,14 @@ adapter may not be called "ic".
 
 from __future__ import annotations
 
-import json
+import os
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
+
+from facts.model_files import UnreadableModel, read_adapter_config, read_model_json
 
 from .base import Strict
 from .hosting import COMPONENT_NAME_MAX, COMPONENT_NAME_SUFFIX
@@ -114,25 +116,22 @@ def local_adapter_config(model: str) -> dict[str, Any] | None:
     if not path.is_file():
         return None
     try:
-        document = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None  # the build reads it again and says what is wrong with it
-    return document if isinstance(document, dict) else None
+        return read_model_json(path)  # bounded: facts/model_files.py
+    except UnreadableModel:
+        return None  # unreadable_adapter_config says what is wrong with it
 
 
 def unreadable_adapter_config(model: str) -> str | None:
     """Why a local adapter's adapter_config.json cannot be read as a JSON object, or None (also for a Hub id or a
     folder without one, which other rules refuse)."""
     path = Path(model).expanduser() / ADAPTER_CONFIG
-    if not path.is_file():
+    if not (path.is_file() or (os.path.lexists(path) and not path.is_dir())):
         return None
     try:
-        document = json.loads(path.read_bytes().decode("utf-8"))
-    except (OSError, ValueError) as err:
-        return f"{ADAPTER_CONFIG} cannot be read as JSON ({type(err).__name__}); allowed: the file peft writes"
-    return (
-        None if isinstance(document, dict) else f"{ADAPTER_CONFIG} is not a JSON object; allowed: the file peft writes"
-    )
+        read_adapter_config(path, name=ADAPTER_CONFIG)  # bounded, r / lora_alpha / target_modules typed
+    except UnreadableModel as err:
+        return str(err)
+    return None
 
 
 def adapter_config_problem(config: dict[str, Any]) -> str | None:

@@ -6,11 +6,12 @@ Each fact is cited where it is used; the sources in full: docs/design/async-infe
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import AfterValidator, Field, model_validator
 
 from .base import Strict
+from .s3_names import check_s3_location
 
 if TYPE_CHECKING:
     from .schema import EndpointSpec
@@ -28,6 +29,7 @@ REQUEST_TTL_BOUNDS = (60, 21600)
 # role may write only there) and end without "/": SageMaker writes "<S3OutputPath>/<file>" (the outputLocation of the
 # notification example in "Check prediction results", async-inference-check-predictions.html).
 S3_PATH_PATTERN = r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]/[^\s]*[^/\s]$"
+S3Path = Annotated[str, Field(pattern=S3_PATH_PATTERN, max_length=512), AfterValidator(check_s3_location)]
 # botocore SnsTopicArn's pattern, with the region required (a topic always has one).
 SNS_TOPIC_PATTERN = r"^arn:aws[a-z\-]*:sns:[a-z0-9\-]+:[0-9]{12}:[a-zA-Z0-9_.-]{1,256}$"
 # The smoke test's latency budget by invocation mode (schema.SmokeTest.budget_ms): a real-time answer comes within
@@ -78,8 +80,8 @@ class Invocation(Strict):
     max_concurrent_invocations_per_instance: int | None = Field(
         None, ge=MAX_CONCURRENT_INVOCATIONS_BOUNDS[0], le=MAX_CONCURRENT_INVOCATIONS_BOUNDS[1]
     )
-    output_path: str | None = Field(None, pattern=S3_PATH_PATTERN, max_length=512)
-    failure_path: str | None = Field(None, pattern=S3_PATH_PATTERN, max_length=512)
+    output_path: S3Path | None = None
+    failure_path: S3Path | None = None
     notifications: bool = True
     success_topic: str | None = Field(None, pattern=SNS_TOPIC_PATTERN, max_length=2048)
     error_topic: str | None = Field(None, pattern=SNS_TOPIC_PATTERN, max_length=2048)

@@ -3,7 +3,9 @@ revision; refused here, before any code hands the value to the file system or th
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from pathlib import Path
 from typing import Annotated
 
@@ -38,6 +40,21 @@ def is_directory(value: str) -> bool:
         return False
 
 
+def _unreadable_path(value: str) -> str | None:
+    """A path that exists (as a link at least) but cannot be a model folder: a symlink loop or a dangling link, a
+    file, a FIFO; named here, where a later `is_dir()` would silently read it as absent."""
+    path = Path(value).expanduser()
+    try:
+        if not os.path.lexists(path):
+            return None
+        mode = os.stat(path).st_mode
+    except OSError as err:
+        return f"is a path that cannot be followed ({err.strerror}: a symlink loop or a dangling link); allowed: a model folder"
+    if not stat.S_ISDIR(mode):
+        return "is a path to something that is not a folder; allowed: a model folder (config.json, weights, tokenizer)"
+    return None
+
+
 def check_model_reference(value: str) -> str:
     """A `model:` (or an adapter's) is a local directory or a Hub id; anything else is refused here, before any code
     hands it to the file system or the Hub. A path that does not exist yet is allowed (the build reads it)."""
@@ -49,6 +66,8 @@ def check_model_reference(value: str) -> str:
                 f"is a local path of {len(encoded)} bytes whose longest name has {longest}; allowed: a path of at "
                 f"most {PATH_MAX_BYTES} bytes, each name at most {NAME_MAX_BYTES} bytes (Linux PATH_MAX, NAME_MAX)"
             )
+        if (problem := _unreadable_path(value)) is not None:
+            raise ValueError(problem)
         return value
     if is_directory(value) or is_hub_id(value):
         return value

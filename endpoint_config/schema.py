@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import AfterValidator, Field, model_validator
 
 from facts.instances import InstanceType, hosting_instance_types, parse_instance_type
 
@@ -19,7 +19,7 @@ from .chat import ChatSpec, chat_problems
 from .engine_metrics import EngineMetrics
 from .hosting import Hosting, hosting_problems
 from .invocation import SMOKE_BUDGET_DEFAULT_MS, SMOKE_BUDGET_MAX_MS, Invocation, invocation_problems
-from .model_reference import ModelReference, Revision, is_directory, is_hub_id
+from .model_reference import ModelReference, Revision, check_revision, is_directory, is_hub_id
 from .operations import AlarmsSpec, UpdatePolicySpec, operations_problems
 from .pools import Capacity, InstancePool, pool_problems
 from .routing import Routing, routing_problems
@@ -68,6 +68,74 @@ LOG_RETENTION_DAYS = tuple(LOG_RETENTION)
 TIMEOUT_BOUNDS = (60, 3600)  # SageMaker's limits for both container timeouts
 NAME_PATTERN = r"^[a-z0-9](?:[a-z0-9-]*[a-z0-9])?$"
 Timeout = Annotated[int, Field(ge=TIMEOUT_BOUNDS[0], le=TIMEOUT_BOUNDS[1])]
+
+
+# transformers' convert_file_size_to_int (utils/hub.py): "KB" 10^3, "MB" 10^6, "GB" 10^9 bytes, int() of the product;
+# a size that rounds below 1 KB writes one shard per tensor at best and 0 bytes is no size at all. A shard can be at
+# most the largest file S3 stores in one object, 5 TB (S3 User Guide, "Uploading objects": "up to 5 TB").
+SHARD_SIZE_BOUNDS = (1_000, 5 * 10**12)
+_SIZE_UNITS = {"KB": 10**3, "MB": 10**6, "GB": 10**9}
+
+
+def check_shard_size(value: str) -> str:
+    size = int(float(value[:-2]) * _SIZE_UNITS[value[-2:]]) if value[-2:] in _SIZE_UNITS else 0
+    low, high = SHARD_SIZE_BOUNDS
+    if not low <= size <= high:
+        raise ValueError(f"is {size:,} bytes; allowed: from 1KB to 5000GB (bytes {low:,} to {high:,})")
+    return value
+
+
+# The alarm names the stacks derive from a SageMaker endpoint's name: f"{endpoint}-{suffix}" (stacks/endpoint_alarms.py
+# _invocation_alarms, _gpu_memory_alarms, the disk and no-invocations alarms, RollbackAlarms; stacks/engine_metrics.py
+# engine_alarm_name). "gpu-memory-" is followed by an instance type. tests/config/test_untrusted_values.py checks each
+# suffix still appears in those files.
+ALARM_NAME_SUFFIXES = (
+    "5xx-rate",
+    "4xx-rate",
+    "model-errors",
+    "latency-p99",
+    "gpu-memory",
+    "gpu-memory-",
+    "disk",
+    "no-invocations",
+    "rollback-5xx-rate",
+    "rollback-model-errors",
+    "rollback-latency-p99",
+    "engine-saturation",
+)
+
+
+def alarm_name_collision(endpoints: list[str]) -> str | None:
+    """Two endpoints whose derived alarm names can be equal (`chat` and `chat-rollback`: chat's
+    "chat-rollback-5xx-rate" is chat-rollback's 5xx-rate alarm). CloudWatch alarm names are unique per account and
+    Region (PutMetricAlarm: "If you are creating an alarm, its name must be unique within the account"; an existing
+    name is updated, not duplicated), and every endpoint of an environment shares the environment's prefix, so the
+    config's own names decide. One check over every pair and every suffix."""
+    for first in endpoints:
+        for second in endpoints:
+            if first == second or not second.startswith(f"{first}-"):
+                continue
+            middle = second[len(first) + 1 :]
+            for suffix in ALARM_NAME_SUFFIXES:
+                if not suffix.startswith(f"{middle}-"):
+                    continue
+                rest = suffix[len(middle) + 1 :]
+                if rest in ALARM_NAME_SUFFIXES:
+                    return (
+                        f"endpoint names {first!r} and {second!r} give one alarm name twice ({first}-{suffix} is also "
+                        f"{second}-{rest}); CloudWatch alarm names are unique per account and Region; allowed: "
+                        f"names where neither is the other followed by '-{middle}'"
+                    )
+    return None
+
+
+def check_branch(value: str) -> str:
+    """pipeline.branch: a git branch name (git-check-ref-format: endpoint_config.model_reference.check_revision's
+    rule) that does not start with '-' (git reads such an argument as an option: git-check-ref-format(1), "cannot
+    begin with a dash")."""
+    if value.startswith("-"):
+        raise ValueError("starts with '-'; allowed: a git branch name not starting with '-'")
+    return check_revision(value)
 
 
 class Autoscaling(Strict):
@@ -147,10 +215,14 @@ class EndpointSpec(Strict):
     model_data: Literal["s3-prefix", "tar-gz"] = "s3-prefix"
     # torch-save is the seed recipe's pickled whole model: opt-in only (runs code on load, slower to load).
     weights_format: Literal["safetensors", "torch-save"] = "safetensors"
-    max_shard_size: str = Field("2GB", pattern=r"^[0-9]+(?:\.[0-9]+)?(?:KB|MB|GB)$")
+    max_shard_size: Annotated[str, AfterValidator(check_shard_size)] = Field(
+        "2GB", pattern=r"^[0-9]+(?:\.[0-9]+)?(?:KB|MB|GB)$"
+    )
     log_retention_days: int = 30
     # Parameter count, when neither a local model directory nor the known-model table tells it.
-    model_parameters: int | None = Field(None, ge=1)
+    # At most 10^13: the largest published models have ~10^12 (Kimi K2, 1.04T); a 400-digit count is a typo, and the
+    # memory arithmetic on it would pass every fit check's comparison only by accident.
+    model_parameters: int | None = Field(None, ge=1, le=10**13)
     # Engine options: each system's own typed model (ServingSystem.engine_options) validates them when the config loads.
     engine: dict[str, Any] = Field(default_factory=dict)
     smoke_test: SmokeTest = SmokeTest()
@@ -293,7 +365,7 @@ class PipelineSpec(Strict):
         pattern=r"^arn:aws[a-z-]*:(codestar-connections|codeconnections):[a-z0-9-]+:[0-9]{12}:connection/[A-Za-z0-9_-]+$"
     )
     repository: str = Field(pattern=r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$", description="owner/name")
-    branch: str = Field("main", min_length=1)
+    branch: Annotated[str, AfterValidator(check_branch)] = Field("main", min_length=1)
     account: str | None = Field(None, pattern=r"^[0-9]{12}$")
     region: str | None = Field(None, pattern=r"^[a-z]{2}(?:-[a-z]+)+-[0-9]$")
     stages: list[str] = Field(min_length=1, description="environments, deployed in this order")
@@ -315,6 +387,8 @@ class AppConfig(Strict):
             if ep.name in seen:
                 raise ValueError(f"endpoint name {ep.name!r} is used twice; endpoint names must be unique")
             seen.add(ep.name)
+        if (collision := alarm_name_collision([ep.name for ep in self.endpoints])) is not None:
+            raise ValueError(collision)
         for env_name, env in self.environments.items():
             if not re.match(NAME_PATTERN, env_name) or len(env_name) > 12:
                 raise ValueError(
@@ -328,7 +402,15 @@ class AppConfig(Strict):
                     )
         if self.pipeline is not None:
             for key in ("stages", "manual_approval_before"):
-                for env_name in getattr(self.pipeline, key):
+                names = getattr(self.pipeline, key)
+                if twice := sorted({n for n in names if names.count(n) > 1}):
+                    # CDK Pipelines names a stage after its environment (the stage's id), and CodePipeline refuses two
+                    # stages of one name ("Stage names must be unique within a pipeline": CodePipeline User Guide,
+                    # "Pipeline structure reference").
+                    raise ValueError(
+                        f"pipeline.{key}: environment {twice[0]!r} is named twice; allowed: each environment once"
+                    )
+                for env_name in names:
                     if env_name not in self.environments:
                         raise ValueError(
                             f"pipeline.{key}: environment {env_name!r} is not defined "

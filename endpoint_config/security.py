@@ -12,9 +12,10 @@ import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import AfterValidator, Field, model_validator
 
 from .base import Strict
+from .s3_names import check_s3_location
 
 if TYPE_CHECKING:
     from facts.instances import InstanceType
@@ -63,7 +64,9 @@ class DataCapture(Strict):
 
     sampling_percent: int = Field(ge=1, le=100)
     capture: tuple[Literal["input", "output"], ...] = Field(("input", "output"), min_length=1, max_length=2)
-    destination: str | None = Field(None, pattern=S3_PREFIX_URI_PATTERN, max_length=512)
+    destination: (
+        Annotated[str, Field(pattern=S3_PREFIX_URI_PATTERN, max_length=512), AfterValidator(check_s3_location)] | None
+    ) = None
     kms_key: KmsKeyArn | None = None
     json_content_types: tuple[Annotated[str, Field(pattern=MEDIA_TYPE_PATTERN, max_length=256)], ...] = Field(
         ("application/json",), min_length=1, max_length=10

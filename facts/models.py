@@ -7,14 +7,16 @@ stack gets a synth warning (systems.checks.unsized_model_warning) and the build 
 from __future__ import annotations
 
 import json
+import math
 import os
-import struct
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
+
+from facts import model_files
 
 _DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1, "BOOL": 1}
 
@@ -44,75 +46,31 @@ KNOWN_MODELS: dict[str, ModelFacts] = {
 }
 
 
-class UnreadableModel(ValueError):
-    """A local model's files cannot be read as what they claim to be (a safetensors header, a config.json): the
-    message names the file and what is wrong; the config loader reports it as a problem of `model:`."""
-
-
-# The safetensors reader's own bound on the JSON header (huggingface/safetensors safetensors/src/tensor.rs
-# MAX_HEADER_SIZE = 100_000_000, HeaderTooLarge; read at commit 000a16f, not at the pinned 0.8): a longer length
-# field is a corrupt file, and reading it would allocate that much.
-SAFETENSORS_MAX_HEADER = 100_000_000
+# The bounded readers (facts/model_files.py): every model file is input nobody here wrote.
+UnreadableModel = model_files.UnreadableModel
+SAFETENSORS_MAX_HEADER = model_files.SAFETENSORS_MAX_HEADER
 
 
 def safetensors_header_sizes(path: Path) -> tuple[int, int]:
     """(elements, bytes) of every tensor in one safetensors file, from its header alone (8-byte little-endian
     length + JSON: {name: {dtype, shape, data_offsets}}), without reading the tensors. UnreadableModel when the
-    file is not one (empty, a length past the end, a header that is not JSON or lacks a tensor's shape)."""
-
-    def broken(why: str) -> UnreadableModel:
-        return UnreadableModel(f"{path} is not a readable safetensors file: {why}; re-download or re-save the model")
-
-    try:
-        with open(path, "rb") as f:
-            size_on_disk = os.fstat(f.fileno()).st_size
-            if size_on_disk < 8:
-                raise broken(f"it is {size_on_disk} bytes, shorter than the 8-byte header length")
-            (length,) = struct.unpack("<Q", f.read(8))
-            if length > min(SAFETENSORS_MAX_HEADER, size_on_disk - 8):
-                raise broken(
-                    f"its header length field says {length:,} bytes, the file has {size_on_disk - 8:,} after it"
-                )
-            header = json.loads(f.read(length).decode("utf-8"))
-    except UnreadableModel:
-        raise
-    except OSError as err:
-        raise broken(err.strerror or str(err)) from None
-    except (UnicodeDecodeError, ValueError) as err:
-        raise broken(f"its header is not UTF-8 JSON ({type(err).__name__})") from None
-    if not isinstance(header, dict):
-        raise broken("its header is not a JSON object")
+    file is not one (not a regular file, empty, a length past the end, a header that is not bounded JSON or lacks
+    a tensor's shape): model_files.read_safetensors_header."""
+    tensors, _, _ = model_files.read_safetensors_header(path)
     elements = size = 0
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        try:
-            shape, (start, end) = info["shape"], info["data_offsets"]
-            count = 1
-            for dim in shape:
-                if not isinstance(dim, int) or dim < 0:
-                    raise TypeError
-                count *= dim
-            if not (isinstance(start, int) and isinstance(end, int) and 0 <= start <= end):
-                raise TypeError
-        except (KeyError, TypeError, ValueError):
-            raise broken(f"tensor {name[:80]!r} has no valid shape and data_offsets") from None
-        elements += count
+    for _dtype, shape, start, end in tensors.values():
+        elements += math.prod(shape)
         size += end - start
     return elements, size
 
 
 def read_json_object(path: Path) -> dict:
-    """A JSON object file of a local model (config.json); UnreadableModel naming the file otherwise."""
-    try:
-        document = json.loads(path.read_bytes().decode("utf-8"))
-    except OSError as err:
-        raise UnreadableModel(f"{path} cannot be read: {err.strerror or err}") from None
-    except ValueError as err:  # UnicodeDecodeError and JSONDecodeError
-        raise UnreadableModel(f"{path} is not UTF-8 JSON ({type(err).__name__}: {str(err)[:80]})") from None
-    if not isinstance(document, dict):
-        raise UnreadableModel(f"{path} is not a JSON object")
-    return document
+    """A JSON object file of a local model (config.json, tokenizer_config.json, an index), read bounded
+    (model_files.read_model_json: a regular file, its kind's size cap, depth, no duplicate keys); a config.json is
+    also checked field by field (model_files.check_model_config). UnreadableModel naming the file otherwise."""
+    if Path(path).name == "config.json":
+        return model_files.read_model_config(path)
+    return model_files.read_model_json(path)
 
 
 @dataclass(frozen=True)
@@ -183,7 +141,7 @@ def model_facts(model: str, declared_parameters: int | None = None) -> ModelFact
     encoder_decoder = None
     if path.is_dir():
         config = path / "config.json"
-        if config.is_file():
+        if os.path.lexists(config):  # a FIFO or a symlink loop is refused by the reader, not skipped
             encoder_decoder = bool(read_json_object(config).get("is_encoder_decoder", False))
         shards = sorted(path.glob("*.safetensors"))
         if declared_parameters is not None:

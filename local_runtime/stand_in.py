@@ -129,6 +129,17 @@ class StandIn:
         served = flags.get("--served-model-name")
         self.served = [served] if isinstance(served, str) else list(served or [])
         self.max_len = int(flags.get("--max-model-len") or flags.get("--context-length") or 0) or None
+        # The model's files read bounded and its chat templates rendered under a budget before serving starts
+        # (docs/design/untrusted-input.md): an artifact built before those checks, or edited since, is refused here,
+        # by file, not at its first chat request.
+        from artifact import BuildError
+        from systems.chat_template import check_served_model
+
+        try:
+            if path is not None and Path(path).is_dir():  # a Hub id is the engine's to resolve
+                check_served_model(Path(path))
+        except BuildError as err:
+            raise SystemExit(f"error: the stand-in does not serve {path}: {err}") from None
         self.tokenizer = transformers.AutoTokenizer.from_pretrained(path)
         config = transformers.AutoConfig.from_pretrained(path)
         loader = transformers.AutoModelForSeq2SeqLM if config.is_encoder_decoder else transformers.AutoModelForCausalLM

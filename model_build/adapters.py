@@ -18,11 +18,9 @@ What only a GPU shows: that vLLM has LoRA layers for every target module of the 
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
-import struct
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -32,11 +30,21 @@ from artifact import BuildError
 from artifact.manifest import MANIFEST_NAME, write_manifest
 from artifact.source import _looks_like_path, resolve_model_source
 from endpoint_config.adapters import ADAPTER_CONFIG, adapter_rank
+from facts.model_files import (
+    UnreadableModel,
+    check_regular_file,
+    read_adapter_config,
+    read_model_json,
+    read_safetensors_header,
+)
 from systems.checks import rank_refusal
 
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
 ADAPTER_PICKLE = "adapter_model.bin"
 SOURCE_PATTERNS = (ADAPTER_CONFIG, ADAPTER_WEIGHTS, ADAPTER_PICKLE)
+# A LoRA adapter's weights are megabytes (rank 64 on every projection of a 70B model: ~1.7 GB in fp16); a pickle past
+# this is not an adapter.
+MAX_ADAPTER_PICKLE_BYTES = 8 * 2**30
 # peft's saved names: base_model.model.<module>.lora_A.weight / .lora_B.weight (Linear, Conv1D) and
 # .lora_embedding_A / .lora_embedding_B (Embedding); the adapter's own name is dropped when peft saves.
 _TENSOR = re.compile(
@@ -45,11 +53,13 @@ _TENSOR = re.compile(
 
 
 def safetensors_shapes(path: Path) -> dict[str, list[int]]:
-    """Tensor name -> shape from a safetensors header (8-byte length + JSON), without reading the weights."""
-    with open(path, "rb") as f:
-        (length,) = struct.unpack("<Q", f.read(8))
-        header = json.loads(f.read(length))
-    return {name: info["shape"] for name, info in header.items() if name != "__metadata__"}
+    """Tensor name -> shape from a safetensors header (8-byte length + JSON), without reading the weights; read
+    bounded (facts.model_files.read_safetensors_header): BuildError naming the file and what is wrong."""
+    try:
+        tensors, _, _ = read_safetensors_header(path)
+    except UnreadableModel as err:
+        raise BuildError(str(err)) from None
+    return {name: list(shape) for name, (_dtype, shape, _begin, _end) in tensors.items()}
 
 
 def base_shapes(base_dir: Path) -> dict[str, list[int]]:
@@ -118,6 +128,63 @@ def fit_problems(
     return problems, highest
 
 
+def read_adapter_source(source: Path, where: str) -> dict[str, Any]:
+    """A source adapter's adapter_config.json, read bounded and checked (facts.model_files.read_adapter_config: a
+    regular file, its size and depth, r a positive integer, lora_alpha a finite number above 0, target_modules not
+    empty), and the other checks vLLM makes (config_problems); BuildError naming the file, key and value."""
+    path = source / ADAPTER_CONFIG
+    if not os.path.lexists(path):
+        raise BuildError(
+            f"{where}: {source} has no {ADAPTER_CONFIG}: not a PEFT adapter (peft's save_pretrained writes it)"
+        )
+    try:
+        config = read_adapter_config(path)
+    except UnreadableModel as err:
+        raise BuildError(f"{where}: {err}") from None
+    if problems := config_problems(config):
+        raise BuildError(f"{where}: {ADAPTER_CONFIG}:\n  - " + "\n  - ".join(problems))
+    return config
+
+
+def check_adapter_sources(plan: Any) -> None:
+    """Every adapter of `plan` read and checked before anything is built (read_adapter_source, and a local
+    adapter's weights header), so a bad adapter fails `model_build build` before the endpoint's artifact is written."""
+    for index, adapter in enumerate(plan.adapters):
+        spec = adapter.spec
+        where = f"endpoint {plan.name!r}: adapters[{index}] ({spec.name!r}, {spec.model!r})"
+        source = Path(spec.model).expanduser()
+        if not source.is_dir():
+            continue  # a Hub adapter: read when the build downloads it
+        read_adapter_source(source, where)
+        if os.path.lexists(source / ADAPTER_WEIGHTS):
+            safetensors_shapes(source / ADAPTER_WEIGHTS)
+        elif os.path.lexists(source / ADAPTER_PICKLE):
+            pickled_tensors(source / ADAPTER_PICKLE, where)
+
+
+def pickled_tensors(path: Path, where: str) -> dict[str, Any]:
+    """{name: tensor} of a pickled adapter_model.bin: a regular file of at most MAX_ADAPTER_PICKLE_BYTES read with
+    torch.load(weights_only=True) (tensors only: a pickle that would run code is refused by torch's own unpickler);
+    BuildError naming the file otherwise."""
+    import torch
+
+    try:
+        check_regular_file(path, cap=MAX_ADAPTER_PICKLE_BYTES)
+        tensors = torch.load(path, map_location="cpu", weights_only=True)
+    except UnreadableModel as err:
+        raise BuildError(f"{where}: {err}") from None
+    except Exception as err:  # weights_only's UnpicklingError (a pickle that is more than tensors), a corrupt file
+        raise BuildError(
+            f"{where}: {path} is not a file of tensors torch.load(weights_only=True) reads "
+            f"({type(err).__name__}: {str(err)[:200]}); allowed: {ADAPTER_WEIGHTS}, or a .bin of tensors only"
+        ) from None
+    if not isinstance(tensors, dict) or not all(
+        isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in tensors.items()
+    ):
+        raise BuildError(f"{where}: {path} is not a mapping of names to tensors")
+    return tensors
+
+
 def _source_files(source: Path, out: Path, where: str) -> None:
     """adapter_config.json and the weights into `out`: safetensors copied unchanged; a pickled .bin read with
     torch.load(weights_only=True) (tensors only, no code runs) and written as safetensors."""
@@ -128,11 +195,10 @@ def _source_files(source: Path, out: Path, where: str) -> None:
     shutil.copyfile(source / ADAPTER_CONFIG, out / ADAPTER_CONFIG)
     if (source / ADAPTER_WEIGHTS).is_file():
         shutil.copyfile(source / ADAPTER_WEIGHTS, out / ADAPTER_WEIGHTS)
-    elif (source / ADAPTER_PICKLE).is_file():
-        import torch
+    elif os.path.lexists(source / ADAPTER_PICKLE):
         from safetensors.torch import save_file
 
-        tensors = torch.load(source / ADAPTER_PICKLE, map_location="cpu", weights_only=True)
+        tensors = pickled_tensors(source / ADAPTER_PICKLE, where)
         save_file({k: v.contiguous() for k, v in tensors.items()}, out / ADAPTER_WEIGHTS)
     else:
         raise BuildError(f"{where}: {source} has neither {ADAPTER_WEIGHTS} nor {ADAPTER_PICKLE}")
@@ -151,13 +217,8 @@ def build_adapter(
     source = resolve_model_source(spec.model, spec.revision, allow_patterns=SOURCE_PATTERNS)
 
     def fill(out: Path) -> dict[str, Any]:
+        config = read_adapter_source(source, where)
         _source_files(source, out, where)
-        try:
-            config = json.loads((out / ADAPTER_CONFIG).read_text())
-        except ValueError as err:
-            raise BuildError(f"{where}: {ADAPTER_CONFIG} is not valid JSON ({err})") from None
-        if not isinstance(config, dict):
-            raise BuildError(f"{where}: {ADAPTER_CONFIG} is not a JSON object")
         if problems := config_problems(config):
             raise BuildError(f"{where}: {ADAPTER_CONFIG}:\n  - " + "\n  - ".join(problems))
         rank = adapter_rank(config)
@@ -185,6 +246,13 @@ def build_adapter(
             raise BuildError(f"{where}: does not fit the base model {ep.model!r}:\n  - " + "\n  - ".join(shown))
         if tensor_rank > sizing.max_rank:
             raise BuildError(rank_refusal(ep, index, tensor_rank, sizing))
+        # peft's LoraConfig: every module's rank is `r` unless rank_pattern gives it another; the tensors carry the
+        # rank the engine will use (lora_A is [r, in]), so a config that says otherwise is refused.
+        if (tensor_rank != rank) if not config.get("rank_pattern") else (tensor_rank > rank):
+            raise BuildError(
+                f"{where}: {ADAPTER_CONFIG} r: value {config.get('r')!r} is contradicted by the tensors, whose "
+                f"highest rank is {tensor_rank}; allowed: the rank the tensors carry (peft LoraConfig.r, rank_pattern)"
+            )
         base_config = _json_or_empty(base / "config.json")
         return write_manifest(
             out,
@@ -227,8 +295,8 @@ def _is_hub_id(model: str) -> bool:
 
 def _json_or_empty(path: Path) -> dict[str, Any]:
     try:
-        document = json.loads(path.read_text())
-    except (OSError, ValueError):
+        document = read_model_json(path)
+    except UnreadableModel:
         return {}
     return document if isinstance(document, dict) else {}
 

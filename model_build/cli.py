@@ -128,6 +128,8 @@ def build_endpoint(endpoint: Any, out_dir: Path, progress: bool = True, *, engin
     if engine is None:
         engine = checked_engine(endpoint)
     out_dir = Path(out_dir).absolute()
+    _check_build_target(endpoint, out_dir)
+    _check_local_model(endpoint)
     parent = out_dir.parent
     created: list[Path] = []
     for p in reversed([parent, *parent.parents]):
@@ -179,6 +181,54 @@ _FILE_SYSTEM_ERRNOS = frozenset(
 )
 
 
+def _check_build_target(endpoint: Any, out_dir: Path) -> None:
+    """The build's folder and every folder above it are folders or absent: a file (or a symlink loop) there would
+    fail the build only after its long steps, with an OS error."""
+    name = getattr(endpoint, "name", out_dir.name)
+    for p in [out_dir, *out_dir.parents]:
+        try:
+            if os.path.lexists(p) and not p.is_dir():
+                what = "a symlink that does not resolve" if p.is_symlink() else "a file"
+                raise BuildError(
+                    f"endpoint {name!r}: the build folder {out_dir}: {p} is {what}; allowed: a folder or a "
+                    "path that does not exist yet (--build-root / --out)"
+                )
+        except OSError as err:
+            raise BuildError(f"endpoint {name!r}: the build folder {out_dir}: {p}: {err.strerror}") from None
+
+
+def _check_local_model(endpoint: Any) -> None:
+    """A local model folder's files read through the bounded readers (facts.model_files.check_model_folder) before
+    any recipe hands them to transformers or safetensors, which read them without bounds; then its chat templates
+    and the config's chat.template rendered under a budget (systems.chat_template.render_bounded), so a template
+    that loops or fails is refused in the first second of the build, by its source. The recipes render again with
+    their own sample conversation (tools included where the system serves them)."""
+    from facts.model_files import UnreadableModel, check_model_folder
+    from systems.chat_template import check_model_chat_templates, render_bounded
+
+    # One user message: what every chat template renders (some refuse a system role, e.g. Gemma's).
+    messages = [{"role": "user", "content": "The capital of France?"}]
+
+    if getattr(endpoint, "model", None) is None:
+        return  # an endpoint given without its spec (a stand-in recipe's)
+    where = f"endpoint {endpoint.name!r}: model {endpoint.model!r}"
+    template = endpoint.chat.template if endpoint.chat else None
+    if template is not None:
+        render_bounded(template, source=f"endpoint {endpoint.name!r}: chat.template", messages=messages)
+    model = Path(endpoint.model).expanduser()
+    if not (os.path.lexists(model) and (model.is_dir() or model.is_symlink())):
+        return  # a Hub id, or a path the recipe reports as missing
+    try:
+        check_model_folder(model)
+    except UnreadableModel as err:
+        raise BuildError(f"{where}: {err}; nothing was built") from None
+    if template is None:
+        try:
+            check_model_chat_templates(model, messages)
+        except BuildError as err:
+            raise BuildError(f"{where}: {err}") from None
+
+
 def file_failure(err: BaseException) -> str | None:
     """What failed when a build stopped on the file system, in words, or None for any other failure: an OSError
     (no space left, quota, read-only, permission), or safetensors' error around one, whose text carries the I/O
@@ -215,6 +265,9 @@ def cmd_build(args: argparse.Namespace) -> int:
     endpoint = plan.spec
     out = Path(args.out or Path(args.build_root) / endpoint.name)
     started = time.perf_counter()
+    from model_build.adapters import check_adapter_sources
+
+    check_adapter_sources(plan)  # a bad local adapter fails before the endpoint's artifact is written
     manifest = build_endpoint(endpoint, out, progress=not args.quiet, engine=plan.engine)
     check = manifest["verification"]
     if "max_abs_logit_diff" in check:
@@ -505,12 +558,26 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
+def _interrupt_on_sigterm() -> None:
+    """SIGTERM (a CI job cancelled, `timeout`, `kill`) ends a command as Ctrl-C does: a KeyboardInterrupt, so the
+    build's cleanup runs (build_endpoint removes its temporary folder) instead of the process dying mid-write."""
+    import signal
+    import threading
+
+    def interrupt(_signum: int, _frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, interrupt)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; returns the exit status (2 for user errors, printed without a traceback)."""
     from deployment.aws import AccountError
     from endpoint_config import ConfigError
 
     args = parser().parse_args(argv)
+    _interrupt_on_sigterm()
     try:
         return args.run(args)
     except (ConfigError, BuildError, AccountError) as err:

@@ -12,11 +12,12 @@ nothing but `openai_route_note` says which door is proven for the system.
 
 from __future__ import annotations
 
-import json
+import os
 from pathlib import Path
 from typing import Any
 
 from endpoint_config import EndpointSpec
+from facts.model_files import UnreadableModel, read_tokenizer_config
 
 from .base import ChatCapability, ServingSystem
 
@@ -50,11 +51,11 @@ def has_chat_template(model_dir: Path) -> bool:
     if (model_dir / "chat_template.jinja").is_file() or (model_dir / "chat_template.json").is_file():
         return True
     config = model_dir / "tokenizer_config.json"
-    try:
-        document = json.loads(config.read_text()) if config.is_file() else {}
-    except (OSError, ValueError):
-        return False
-    return isinstance(document, dict) and bool(document.get("chat_template"))  # a list or a number has none
+    try:  # read bounded (facts/model_files.py)
+        document = read_tokenizer_config(config) if os.path.lexists(config) else {}
+    except UnreadableModel:
+        return True  # it may carry one: chat stays on, and chat_problems reports why the file cannot be read
+    return bool(document.get("chat_template"))
 
 
 def chat_problems(ep: EndpointSpec, system: ServingSystem, systems: dict[str, ServingSystem]) -> list[str]:
@@ -69,6 +70,8 @@ def chat_problems(ep: EndpointSpec, system: ServingSystem, systems: dict[str, Se
             f"systems that serve chat: {serving}"
         ]
     model_dir = Path(ep.model)
+    if ep.chat.template is None and model_dir.is_dir() and os.path.lexists(model_dir / "tokenizer_config.json"):
+        read_tokenizer_config(model_dir / "tokenizer_config.json")  # UnreadableModel: a problem of `model:`
     if ep.chat.template is None and model_dir.is_dir() and not has_chat_template(model_dir):
         return [
             f"endpoint {ep.name!r}: chat: model {ep.model!r} has no chat template (no chat_template in "

@@ -8,8 +8,7 @@ shows that the engine accepts the weights. Each check in full: docs/design/engin
 from __future__ import annotations
 
 import hashlib
-import json
-import struct
+import math
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any
 from artifact import BuildError
 from artifact.hub_source import HubError, HubModel, open_hub_model
 from endpoint_config import EndpointSpec
+from facts.model_files import read_safetensors_header
 from facts.models import read_json_object
 
 from .base import E, ServingSystem
@@ -60,51 +60,22 @@ def _fail(endpoint: EndpointSpec, message: str) -> BuildError:
 
 def check_safetensors(path: Path) -> tuple[dict[str, list[int]], int]:
     """{tensor: shape} of one safetensors file and its element count, after checking its layout (docs/design/engines.md);
-    ValueError saying what is wrong."""
-    size = path.stat().st_size
-    with open(path, "rb") as f:
-        head = f.read(8)
-        if len(head) < 8:
-            raise ValueError(f"{path.name}: {size} bytes, too short for a safetensors header")
-        (length,) = struct.unpack("<Q", head)
-        if 8 + length > size:
-            raise ValueError(f"{path.name}: header length {length} runs past the file's {size} bytes (truncated?)")
-        try:
-            header = json.loads(f.read(length))
-        except ValueError as err:
-            raise ValueError(f"{path.name}: the header is not JSON ({err})") from None
-    return check_safetensors_header(path.name, size, length, header)
+    ValueError saying what is wrong. The header is read bounded (facts.model_files.read_safetensors_header: a regular
+    file, the length within the file and safetensors' own cap, depth, types and offsets), then its layout checked."""
+    tensors, length, size = read_safetensors_header(path, name=path.name)
+    return check_safetensors_header(path.name, size, length, tensors)
 
 
-def check_safetensors_header(name: str, size: int, length: int, header: Any) -> tuple[dict[str, list[int]], int]:
-    """The layout check of one safetensors file from its header alone and the file's size (a local file's, or the
-    Hub API's): every tensor's span matches its dtype and shape, the spans tile the data, and header + data is the
-    file. {tensor: shape} and the element count; ValueError saying what is wrong."""
-    if not isinstance(header, dict):
-        raise ValueError(f"{name}: the header is not a JSON object")
+def check_safetensors_header(
+    name: str, size: int, length: int, tensors: dict[str, tuple[str, list[int], int, int]]
+) -> tuple[dict[str, list[int]], int]:
+    """The layout check of one safetensors file from its parsed header ({tensor: (dtype, shape, begin, end)},
+    facts.model_files.parse_safetensors_header) and the file's size (a local file's, or the Hub API's): every
+    tensor's span matches its dtype and shape, the spans tile the data, and header + data is the file. {tensor: shape}
+    and the element count; ValueError saying what is wrong."""
     shapes, spans, elements = {}, [], 0
-    for tensor, info in header.items():
-        if tensor == "__metadata__":
-            continue
-        if not isinstance(info, dict):
-            raise ValueError(f"{name}: tensor {tensor!r} has no dtype, shape and data_offsets")
-        dtype, shape, offsets = info.get("dtype"), info.get("shape"), info.get("data_offsets", (0, -1))
-        if dtype not in SAFETENSORS_DTYPE_BYTES:
-            raise ValueError(
-                f"{name}: tensor {tensor!r} has dtype {dtype!r}; known: {', '.join(SAFETENSORS_DTYPE_BYTES)}"
-            )
-        if (
-            not isinstance(shape, list)
-            or not all(isinstance(d, int) and d >= 0 for d in shape)
-            or not isinstance(offsets, list | tuple)
-            or len(offsets) != 2
-            or not all(isinstance(o, int) for o in offsets)
-        ):
-            raise ValueError(f"{name}: tensor {tensor!r} has no valid shape and data_offsets")
-        begin, end = offsets
-        count = 1
-        for dim in shape:
-            count *= dim
+    for tensor, (dtype, shape, begin, end) in tensors.items():
+        count = math.prod(shape)
         if end - begin != count * SAFETENSORS_DTYPE_BYTES[dtype]:
             raise ValueError(
                 f"{name}: tensor {tensor!r} {dtype}{shape} spans {end - begin} bytes, not "
@@ -163,8 +134,8 @@ def _check_shards(
         elements += count
     if index is not None:
         weight_map = index.get("weight_map", {})
-        if not isinstance(weight_map, dict):
-            raise ValueError(f"{INDEX_FILE}: weight_map is not an object")
+        if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
+            raise ValueError(f"{INDEX_FILE}: weight_map is not an object of tensor -> shard file name")
         missing = sorted(set(where) - set(weight_map))
         absent = sorted(set(weight_map) - set(where))
         misplaced = sorted(n for n in set(where) & set(weight_map) if weight_map[n] != where[n])
@@ -441,6 +412,14 @@ def _check_checkpoint(
     verification: dict[str, Any] = {
         "safetensors_headers": f"{len(source.shards)} file(s), {elements:,} elements{where}"
     }
+    # The model's own chat template(s) rendered under a time, output and memory budget before transformers renders
+    # them without one (check_tokenizer): a refusal names the file.
+    from .chat_template import check_model_chat_templates
+
+    try:
+        check_model_chat_templates(source.metadata_dir, VERIFY_MESSAGES)
+    except BuildError as err:
+        raise _fail(endpoint, str(err)) from None
     verification["parameters"] = _parameter_verification(endpoint, source.metadata_dir, checkpoint, elements)
     try:
         verification["tokenizer"] = check_tokenizer(source.metadata_dir)

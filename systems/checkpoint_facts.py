@@ -11,10 +11,12 @@ in tests/systems/test_checkpoint_facts.py).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from facts.model_files import check_model_config
 from facts.models import UnreadableModel, planned_metadata, read_json_object, safetensors_header_sizes
 
 # vLLM modelopt.py LINEAR_ALGOS (+ MIXED_PRECISION): ModelOpt quant_algo -> the method vLLM loads it with.
@@ -203,9 +205,10 @@ def _qwen_experts(c: dict[str, Any]) -> int:
 
 
 def read_checkpoint(config: dict[str, Any], hf_quant_config: dict[str, Any] | None = None) -> CheckpointFacts:
-    """The facts of a model from its config.json (and hf_quant_config.json when it has one)."""
-    if not isinstance(config, dict):
-        raise ValueError(f"config.json: expected a JSON object, got {type(config).__name__}")
+    """The facts of a model from its config.json (and hf_quant_config.json when it has one). Each field is checked
+    for type and bounds first (facts.model_files.check_model_config: UnreadableModel naming it), so a config.json
+    that lies (10^12 layers, 0 heads) is refused before the per-layer count below loops over it."""
+    check_model_config(config, name="config.json")
     architectures = config.get("architectures") or [None]
     shape = _text_config(config)
     try:
@@ -409,7 +412,7 @@ def read_metadata_checkpoint(
     config_path = directory / "config.json"
     config = read_json_object(config_path)
     quant_path = directory / "hf_quant_config.json"
-    hf_quant = read_json_object(quant_path) if quant_path.is_file() else None
+    hf_quant = read_json_object(quant_path) if os.path.lexists(quant_path) else None
     try:
         facts = read_checkpoint(config, hf_quant)
     except UnreadableModel:
@@ -424,7 +427,8 @@ def checkpoint_of(model: str) -> Checkpoint | None:
     (its build's config.json and manifest, facts/models.py planned_metadata); a KNOWN_CHECKPOINTS Hub id (a cache of
     the same facts); else None (nothing is known until `model_build build` reads the metadata)."""
     path = Path(model)
-    if path.is_dir() and (path / "config.json").is_file():
+    # lexists, not is_file: a config.json that is a FIFO or a symlink loop is refused by its reader, not skipped.
+    if path.is_dir() and os.path.lexists(path / "config.json"):
         return read_local_checkpoint(path, model)
     planned = planned_metadata(model)
     if planned is not None:

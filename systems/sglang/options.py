@@ -16,6 +16,7 @@ from pydantic import ConfigDict, Field, model_validator
 
 from endpoint_config.base import Strict
 from systems.base import EngineOptions
+from systems.entrypoint_values import entrypoint_value_problem
 
 ENGINE_PROJECT = "sglang"
 ENGINE_VERSION = "0.5.20"
@@ -314,12 +315,9 @@ class SglangOptions(EngineOptions):
             value = getattr(self, name)
             if value is not None:
                 text = str(value)
-                if text.strip().lower() in ("", "true", "false"):
-                    raise ValueError(
-                        f"{name}: value {text!r} would be read by the container as a boolean or a bare flag"
-                    )
-                if "\n" in text:  # the entrypoint reads `env` line by line
-                    raise ValueError(f"{name}: value {text!r} has a line break, which the container splits; use a file")
+                # sagemaker_entrypoint.sh's rule (systems/entrypoint_values.py quotes it)
+                if (problem := entrypoint_value_problem(name, text, "sglang")) is not None:
+                    raise ValueError(problem)
                 env[ENV_PREFIX + name.upper()] = text
         if self.enable_chunked_prefill is False:
             env[f"{ENV_PREFIX}CHUNKED_PREFILL_SIZE"] = "-1"

@@ -9,13 +9,13 @@ a JSON array -> one argv token per element; a JSON object -> one token, verbatim
 
 from __future__ import annotations
 
-import json
 from typing import Literal, get_args
 
 from pydantic import ConfigDict, Field, model_validator
 
 from endpoint_config.base import Strict
 from systems.base import EngineOptions
+from systems.entrypoint_values import entrypoint_value_problem
 from systems.vllm_parsers import ReasoningParser_0_30, ToolCallParser_0_30
 
 ENGINE_PROJECT = "vllm"
@@ -315,14 +315,7 @@ class VllmOptions(EngineOptions):
 
 
 def _refuse_reinterpreted(name: str, value: str) -> None:
-    """The entrypoint reads "true"/"false" as a boolean, "" as a bare flag and a JSON array as several tokens
-    (sagemaker_args.py, build_args and tokens_for): a value that looks like one would not reach vLLM as given."""
-    text = value.strip()
-    if text.lower() in ("", "true", "false"):
-        raise ValueError(f"{name}: value {value!r} would be read by the container as a boolean or a bare flag")
-    if text.startswith("[") and text.endswith("]"):
-        try:
-            json.loads(text)
-        except ValueError:
-            return
-        raise ValueError(f"{name}: value {value!r} is a JSON array, which the container splits into several tokens")
+    """A value the entrypoint would not pass to vLLM as the one token it is (systems/entrypoint_values.py, which
+    quotes sagemaker_args.py's rule)."""
+    if (problem := entrypoint_value_problem(name, value, "vllm")) is not None:
+        raise ValueError(problem)

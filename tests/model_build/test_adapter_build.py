@@ -237,3 +237,44 @@ def test_a_directory_without_an_adapter_is_refused(tmp_path, tiny_chat_models, a
     adapter = dataclasses.replace(plan.adapters[0], spec=plan.adapters[0].spec.model_copy(update={"model": str(llama)}))
     with pytest.raises(BuildError, match=re.escape("has no adapter_config.json: not a PEFT adapter")):
         build_adapter(plan, adapter, tmp_path / "out")
+
+
+def test_an_adapter_whose_rank_its_tensors_contradict_is_refused(tmp_path, tiny_chat_models, adapters):
+    """adapter_config.json says r 4, the tensors carry rank 8 (lora_A is [8, in]): the engine would use the tensors'
+    and the config's alpha / r scaling would be wrong, so the build refuses naming both."""
+    source = tmp_path / "lying"
+    source.mkdir()
+    config = json.loads((adapters["sql"] / "adapter_config.json").read_text())
+    (source / "adapter_config.json").write_text(json.dumps({**config, "r": 4}))
+    (source / "adapter_model.safetensors").write_bytes((adapters["sql"] / "adapter_model.safetensors").read_bytes())
+    plan = load_config(write_config(tmp_path, tiny_chat_models["llama"], {"sql": source}), "emu").plan("tiny-lora")
+    with pytest.raises(BuildError) as err:
+        build_adapter(plan, plan.adapters[0], tmp_path / "out", base_dir=tiny_chat_models["llama"])
+    assert "adapter_config.json r: value 4 is contradicted by the tensors, whose highest rank is 8" in str(err.value)
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_pickle_that_is_more_than_tensors_is_refused_before_the_endpoint_builds(tmp_path, tiny_chat_models, adapters):
+    """An adapter_model.bin whose pickle would run code: torch.load(weights_only=True) stops it, and the build says
+    so by file, exit 2 with no traceback, before the base's artifact is written (the review found 13 files left)."""
+    import pickle
+
+    source = tmp_path / "pickled"
+    source.mkdir()
+    (source / "adapter_config.json").write_bytes((adapters["sql"] / "adapter_config.json").read_bytes())
+
+    class Runs:
+        def __reduce__(self):
+            return (print, ("this would run",))
+
+    (source / "adapter_model.bin").write_bytes(pickle.dumps({"w": Runs()}))
+    config = write_config(tmp_path, tiny_chat_models["llama"], {"sql": source})
+    build_root = tmp_path / "build"
+    args = ["--config", str(config), "--env", "emu", "--endpoint", "tiny-lora", "--build-root", str(build_root)]
+    from helpers import run_cli
+
+    done = run_cli("build", *args, "--quiet")
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert "adapter_model.bin is not a file of tensors torch.load(weights_only=True) reads" in done.stderr
+    assert "this would run" not in done.stdout
+    assert not build_root.exists() or not any(build_root.iterdir())

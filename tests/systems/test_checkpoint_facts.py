@@ -214,7 +214,7 @@ def test_pre_quantization_is_detected(declared, hf_quant_config, expected):
     ("config", "error"),
     [
         ({"quantization_config": {"bits": 4}}, "quantization_config has no quant_method; keys: bits"),
-        ({"quantization_config": "fp8"}, "quantization_config: value 'fp8' is not a JSON object"),
+        ({"quantization_config": "fp8"}, "config.json: quantization_config is 'fp8'; allowed: a JSON object or null"),
         (
             {"quantization_config": {"quant_method": "modelopt", "quant_algo": "INT4_AWQ"}},
             "ModelOpt quant_algo 'INT4_AWQ' is not one vLLM 0.30.0 loads; allowed: FP8, ",
