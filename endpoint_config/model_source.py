@@ -29,10 +29,14 @@ from .base import Strict
 if TYPE_CHECKING:
     from .schema import EndpointSpec
 
-# HUB_CONTENT_ARN_REGEX's parts, each a name (no '/'); the content type of a model is "Model" (botocore HubContentType).
+# HUB_CONTENT_ARN_REGEX's parts with botocore's patterns for each: HubName and HubContentName
+# `[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}`, HubContentVersion `\d{1,4}.\d{1,4}.\d{1,4}`, the owner `\d{12}|aws` (HubNameOrArn);
+# the content type of a model is "Model" (botocore HubContentType).
+_HUB_NAME = r"[a-zA-Z0-9](?:-*[a-zA-Z0-9]){0,62}"
 HUB_CONTENT_ARN = re.compile(
     r"^arn:(?P<partition>aws[a-z-]*):sagemaker:(?P<region>[a-z]{2}(?:-[a-z]+)+-[0-9]):(?P<owner>aws|[0-9]{12}):"
-    r"hub-content/(?P<hub>[^/]{1,63})/(?P<type>[A-Za-z]+)/(?P<name>[^/]{1,63})/(?P<version>[^/]{1,14})$"
+    rf"hub-content/(?P<hub>{_HUB_NAME})/(?P<type>[A-Za-z]+)/(?P<name>{_HUB_NAME})/"
+    r"(?P<version>[0-9]{1,4}\.[0-9]{1,4}\.[0-9]{1,4})$"
 )
 S3_PREFIX_URI = re.compile(r"^s3://(?P<bucket>[a-z0-9][a-z0-9.-]{1,61}[a-z0-9])/(?P<prefix>.+/)$")
 # sagemaker-core 2.27.0 jumpstart/region_config.json: gated (EULA) JumpStart content lives in this bucket per region.
@@ -88,8 +92,10 @@ def model_source_problems(ep: EndpointSpec) -> list[str]:
     if arn is None:
         problems.append(
             f"{where}.hub_content_arn: value {source.hub_content_arn!r} is not a hub content ARN; allowed: "
-            "arn:<partition>:sagemaker:<region>:<aws or account id>:hub-content/<hub>/Model/<name>/<version> "
-            "(e.g. arn:aws:sagemaker:us-east-1:aws:hub-content/SageMakerPublicHub/Model/<model id>/<version>)"
+            "arn:<partition>:sagemaker:<region>:<aws or account id>:hub-content/<hub>/Model/<name>/<version>, the "
+            "hub and name of letters, digits and '-' (1-63), the version N.N.N (botocore HubName, HubContentName, "
+            "HubContentVersion; e.g. arn:aws:sagemaker:us-east-1:aws:hub-content/SageMakerPublicHub/Model/<model id>/"
+            "<version>)"
         )
     elif arn.group("type") != "Model":
         problems.append(

@@ -91,6 +91,11 @@ def test_the_engine_systems_take_it(tmp_path, system):
             "hub content ARN",
         ),
         (
+            f"{{hub_content_arn: {PRIVATE_ARN.replace('1.0.0', 'latest')}, s3_uri: {PRIVATE_URI}}}",
+            "",
+            "the version N.N.N (botocore HubName, HubContentName, HubContentVersion",
+        ),
+        (
             f"{{hub_content_arn: {PRIVATE_ARN.replace('/Model/', '/Notebook/')}, s3_uri: {PRIVATE_URI}}}",
             "",
             "content type 'Notebook' is not a model; allowed: Model",
