@@ -217,6 +217,7 @@ def _resolve_checked(config: AppConfig, path: Path, resolved: ResolvedEnvironmen
             )
         )
     problems = [resolved.where(plan.spec) + p for plan in plans for p in container_environment_problems(plan)]
+    problems += [resolved.where(plan.spec) + p for plan in plans if plan.sizing for p in plan.sizing.problems]
     if problems:
         raise ConfigError(f"{path}: invalid config:\n  - " + "\n  - ".join(problems))
     return EnvironmentPlan(path, config.project, resolved.name, resolved.spec, tuple(plans), config)

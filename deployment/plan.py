@@ -8,6 +8,7 @@ values in the CLI). Why a plan and how `instance_type` travels from YAML to Clou
 from __future__ import annotations
 
 import functools
+import hashlib
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -47,6 +48,7 @@ from systems import ServingSystem
 from systems.base import EngineOptions, OwnContainer
 from systems.checks import unsized_model_warning
 from systems.images import ImagePin
+from systems.sizing import Sizing
 
 if TYPE_CHECKING:
     from endpoint_config import Autoscaling
@@ -54,6 +56,7 @@ if TYPE_CHECKING:
     from endpoint_config.engine_metrics import EngineAlarm, EngineMetrics
     from endpoint_config.hosting import CopyScaling
     from endpoint_config.invocation import Invocation
+    from endpoint_config.model_source import HubModelSource
     from endpoint_config.pools import Capacity
     from endpoint_config.routing import Routing
     from endpoint_config.schema import InvokeFunctionSpec
@@ -96,9 +99,19 @@ class ArtifactRef:
     def is_placeholder(self) -> bool:
         return self.source == "unbuilt"
 
+    @property
+    def from_hub(self) -> bool:
+        """A JumpStart / private-hub model: nothing of ours to build, publish or check in the artifact bucket."""
+        return self.source == "hub"
+
 
 def resolve_artifact(spec: EndpointSpec, build_root: Path) -> ArtifactRef:
-    """From the config's `artifact_hash`, else `<build_root>/<name>/manifest.json`, else the unbuilt placeholder."""
+    """From the config's `artifact_hash`, else `<build_root>/<name>/manifest.json`, else the unbuilt placeholder. A
+    hub model (`model_source:`) has no artifact of ours: source "hub", named by a hash of its ARN and S3 prefix (which
+    keys the load-test results and the like as a content hash would)."""
+    if spec.model_source is not None:
+        identity = f"hub\0{spec.model_source.hub_content_arn}\0{spec.model_source.s3_uri}".encode()
+        return ArtifactRef(hashlib.sha256(identity).hexdigest(), "hub")
     if spec.artifact_hash:
         return ArtifactRef(spec.artifact_hash, "config")
     manifest_path = build_root / spec.name / MANIFEST_NAME
@@ -145,6 +158,10 @@ class ModelData:
     prefix: str  # ends with "/"
     compressed: bool = False
     read_prefix: str | None = None
+    # A hub model's (model_source:): S3DataSource.HubAccessConfig.HubContentArn, and ModelAccessConfig.AcceptEula
+    # (rendered only when the config says accept_eula: true).
+    hub_content_arn: str | None = None
+    accept_eula: bool = False
 
     def __post_init__(self) -> None:
         if not self.prefix.endswith("/"):
@@ -312,6 +329,8 @@ class EndpointPlan:
     adapters: tuple[AdapterPlan, ...] = ()
     # instance_pools, in priority order after instance_type (endpoint_config/pools.py).
     pools: tuple[PoolPlan, ...] = ()
+    # The volume and timeouts from the model's bytes, and what SageMaker's limits refuse (systems/sizing.py).
+    sizing: Sizing | None = None
 
     @property
     def instance_types(self) -> tuple[tuple[str, int], ...]:
@@ -400,7 +419,12 @@ class EndpointPlan:
 
     def model_data(self, bucket: str) -> ModelData:
         """SageMaker's model data: the artifact's prefix (or its code/ part, for an engine that reads its weights
-        from S3 itself), readable up to the endpoint's artifact root."""
+        from S3 itself), readable up to the endpoint's artifact root; a hub model's S3 prefix (model_source:)."""
+        source = self.spec.model_source
+        if source is not None:
+            return ModelData(
+                source.bucket, source.prefix, hub_content_arn=source.hub_content_arn, accept_eula=source.accept_eula
+            )
         if self.system.staged_weights_environment is not None:
             return ModelData(bucket, f"{self.artifact_prefix}code/", read_prefix=self.artifact_root)
         if self.system.streamed_weights is not None and self.system.streams_weights(self.engine):
@@ -579,8 +603,15 @@ class EndpointPlan:
         return self.spec.instance_count
 
     @property
+    def model_source(self) -> HubModelSource | None:
+        """model_source: a JumpStart / private-hub model SageMaker reads from the hub's S3 prefix (None: our artifact)."""
+        return self.spec.model_source
+
+    @property
     def volume_size_gb(self) -> int | None:
-        return self.spec.volume_size_gb
+        """VolumeSizeInGB: the config's, else sized from the model data on a type without local NVMe (None:
+        SageMaker's own, or the instance's NVMe storage)."""
+        return self.sizing.volume_gb if self.sizing is not None else self.spec.volume_size_gb
 
     @property
     def tensor_parallel_degree(self) -> int:
@@ -805,17 +836,25 @@ def plan_endpoint(
     instance = spec.instance
     artifact = resolve_artifact(spec, build_root)
     spec = chat_by_default(spec, system, build_root / spec.name if artifact.source == "manifest" else None)
-    # Timeouts grow with the artifact: its size from the build's manifest, else estimated from the model.
+    # The volume and timeouts grow with the artifact: its size from the build's manifest, else estimated from the
+    # model; a size SageMaker's limits cannot hold is refused, never clipped (systems/sizing.py, resolve).
     estimated = system.estimate_weight_bytes(spec) if system.estimate_weight_bytes is not None else None
+    basis = f"estimated by system {system.name!r} from the checkpoint's files"
     if estimated is None:
         facts = model_facts(spec.model, spec.model_parameters)
         estimated = facts.parameters * BYTES_PER_PARAM[spec.dtype] if facts else None
+        if facts is not None:
+            basis = (
+                f"{facts.parameters:,} parameters ({facts.source}) x {BYTES_PER_PARAM[spec.dtype]} bytes ({spec.dtype})"
+            )
     weight_bytes = artifact.total_bytes or estimated
+    if artifact.total_bytes:
+        basis = f"the built artifact's manifest ({artifact.source})"
     quota = quota_need(spec)
     inference_ami_version = system.inference_ami_version if instance.is_gpu else None
-    # The variant's timeouts hold on every pool: the longest any pool's engine needs.
-    variant_specs = [spec, *spec.pool_specs()]
     engine = system.engine(spec)  # the one parse of the endpoint's engine options: every reader takes plan.engine
+    # The variant's timeouts hold on every pool: the longest any pool's engine needs.
+    sizing = system.sizing(spec, engine, weight_bytes, basis)
     plan = EndpointPlan(
         spec=spec,
         system=system,
@@ -827,8 +866,8 @@ def plan_endpoint(
         artifact=artifact,
         engine=engine,
         model_copies=system.model_copies(spec, instance),
-        download_timeout_s=max(system.download_timeout_s(s, weight_bytes) for s in variant_specs),
-        startup_timeout_s=max(system.startup_timeout_s(s, weight_bytes) for s in variant_specs),
+        download_timeout_s=sizing.download_timeout_s,
+        startup_timeout_s=sizing.startup_timeout_s,
         network_isolation=network_isolation(spec, system.network_isolation_default(engine)),
         inference_ami_version=inference_ami_version,
         component_name=component_name(endpoint_name) if spec.hosting.uses_components else None,
@@ -836,6 +875,7 @@ def plan_endpoint(
         unsized_warning=unsized_model_warning(spec, built_bytes=artifact.total_bytes, estimated_bytes=estimated),
         model_positions=model_positions(spec) if system.chat.engine_server else None,
         adapters=plan_adapters(spec, endpoint_name, build_root),
+        sizing=sizing,
     )
     return replace(plan, pools=plan_pools(plan, quota, inference_ami_version))
 

@@ -20,6 +20,7 @@ from .engine_metrics import EngineMetrics
 from .hosting import Hosting, hosting_problems
 from .invocation import SMOKE_BUDGET_DEFAULT_MS, SMOKE_BUDGET_MAX_MS, Invocation, invocation_problems
 from .model_reference import ModelReference, Revision, check_revision, is_directory, is_hub_id
+from .model_source import HubModelSource, model_source_problems
 from .operations import AlarmsSpec, UpdatePolicySpec, operations_problems
 from .pools import Capacity, InstancePool, pool_problems
 from .routing import Routing, routing_problems
@@ -219,6 +220,9 @@ class EndpointSpec(Strict):
         "2GB", pattern=r"^[0-9]+(?:\.[0-9]+)?(?:KB|MB|GB)$"
     )
     log_retention_days: int = 30
+    # A JumpStart or private-hub model SageMaker reads from the hub's S3 prefix: nothing built or published
+    # (endpoint_config/model_source.py). `model` then names the same model for the checks (size, architecture).
+    model_source: HubModelSource | None = None
     # Parameter count, when neither a local model directory nor the known-model table tells it.
     # At most 10^13: the largest published models have ~10^12 (Kimi K2, 1.04T); a 400-digit count is a typo, and the
     # memory arithmetic on it would pass every fit check's comparison only by accident.
@@ -436,7 +440,7 @@ def pipeline_problems(config: AppConfig) -> list[str]:
     # Overrides cannot change artifact_hash, so every stage deploys the file's pin.
     for env_name in pipeline.stages:
         for ep in config.endpoints:
-            if not ep.artifact_hash:
+            if not ep.artifact_hash and ep.model_source is None:  # a hub model has no artifact of ours
                 problems.append(
                     f"environment {env_name!r}: endpoint {ep.name!r}: artifact_hash: required key is missing: the "
                     "pipeline synthesizes the endpoint stacks before its model build runs, so each endpoint pins its "
@@ -557,6 +561,7 @@ def endpoint_problems(ep: EndpointSpec) -> list[str]:
     problems.extend(adapter_problems(ep))
     problems.extend(routing_problems(ep))
     problems.extend(pool_problems(ep))
+    problems.extend(model_source_problems(ep))
     if not problems:
         problems.extend(each_pool_problems(ep))
     # The rules that need the serving system's facts (what it serves, on what hardware) are systems.checks';

@@ -260,8 +260,22 @@ def cmd_tiny_model(args: argparse.Namespace) -> int:
     return 0
 
 
+def _hub_model_line(plan: Any, verb: str) -> str | None:
+    """The line `build`/`publish` print instead of working for a hub model (model_source:), else None."""
+    source = plan.model_source
+    if source is None:
+        return None
+    return (
+        f"{plan.name}: nothing to {verb}: a hub model (model_source {source.hub_content_arn}); SageMaker reads "
+        f"{source.s3_uri} itself"
+    )
+
+
 def cmd_build(args: argparse.Namespace) -> int:
     _, plan = _load_endpoint(args)
+    if line := _hub_model_line(plan, "build"):
+        print(line)
+        return 0
     endpoint = plan.spec
     out = Path(args.out or Path(args.build_root) / endpoint.name)
     started = time.perf_counter()
@@ -345,6 +359,9 @@ def _positive_mib(text: str) -> int:
 
 def cmd_publish(args: argparse.Namespace) -> int:
     environment_plan, plan = _load_endpoint(args)
+    if line := _hub_model_line(plan, "publish"):
+        print(line)
+        return 0
     artifact = Path(args.artifact or Path(args.build_root) / plan.name)
     from model_build.adapters import publish_adapters
     from model_build.publish import PublishError, publish_endpoint

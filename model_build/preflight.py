@@ -156,8 +156,12 @@ def artifact_checks(environment_plan: Any, s3: Any, account: str, region: str) -
     bucket = environment_plan.artifact_bucket(account, region)
     checks = []
     # Each endpoint's artifact, then each of its LoRA adapters' (published by the same `publish` command).
+    # A hub model (model_source:) has no artifact in the bucket: SageMaker reads the hub's prefix (its access is
+    # HubAccessConfig's, checked by CreateModel).
     targets = [
-        (f"artifact {plan.name}", plan.name, plan.artifact, plan.manifest_key) for plan in environment_plan.plans
+        (f"artifact {plan.name}", plan.name, plan.artifact, plan.manifest_key)
+        for plan in environment_plan.plans
+        if not plan.artifact.from_hub
     ]
     targets += [
         (f"artifact {plan.name} adapter {a.name}", plan.name, a.artifact, a.manifest_key)

@@ -86,7 +86,7 @@ class EndpointStack(Stack):
             artifact_bucket=bucket,
             security=security,
         )
-        if not plan.emulator:
+        if not plan.emulator and not artifact.from_hub:  # a hub model has no artifact of ours to check
             self._add_artifact_checks(plan, artifact, adapters, bucket=bucket, bucket_key=bucket_key)
         self._add_functions(plan, security)
         self._add_slo(plan, bucket=bucket, bucket_key=bucket_key, trusted_gate=trusted_gate)

@@ -468,6 +468,9 @@ class PipelineStack(Stack):
         config = shlex.quote(self.config_path)
         commands = []
         for plan in environment_plan.plans:
+            if plan.artifact.from_hub:  # model_source: SageMaker reads the hub's own S3 prefix
+                commands.append(f"echo '{plan.name}: a hub model (model_source): nothing to build or publish'")
+                continue
             key = plan.manifest_key
             where = f"--config {config} --env {env_name} --endpoint {plan.name}"
             published = (

@@ -137,6 +137,20 @@ class ExecutionRole(iam.Role):
         )
 
 
+def hub_access(model_data: ModelData) -> dict[str, object]:
+    """A hub model's S3DataSource additions (endpoint_config/model_source.py): HubAccessConfig {HubContentArn}, and
+    ModelAccessConfig {AcceptEula: true} only when the config accepted the EULA in so many words (botocore's
+    S3ModelDataSource; cfn-lint 1.58's AWS::SageMaker::Model S3DataSource). Nothing for our own artifacts."""
+    if model_data.hub_content_arn is None:
+        return {}
+    extra: dict[str, object] = {
+        "hub_access_config": sagemaker.CfnModel.HubAccessConfigProperty(hub_content_arn=model_data.hub_content_arn)
+    }
+    if model_data.accept_eula:
+        extra["model_access_config"] = sagemaker.CfnModel.ModelAccessConfigProperty(accept_eula=True)
+    return extra
+
+
 class SageMakerModel(sagemaker.CfnModel):
     """The model: one container (image, environment) on the artifact, uncompressed (S3Prefix, CompressionType None:
     no untar at start) or one model.tar.gz. SageMaker checks the role's access when it creates the model, so the
@@ -163,7 +177,10 @@ class SageMakerModel(sagemaker.CfnModel):
                 environment=environment,
                 model_data_source=sagemaker.CfnModel.ModelDataSourceProperty(
                     s3_data_source=sagemaker.CfnModel.S3DataSourceProperty(
-                        s3_uri=model_data.s3_uri, s3_data_type="S3Prefix", compression_type="None"
+                        s3_uri=model_data.s3_uri,
+                        s3_data_type="S3Prefix",
+                        compression_type="None",
+                        **hub_access(model_data),
                     )
                 ),
             )

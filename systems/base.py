@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib
-import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -19,13 +18,9 @@ from endpoint_config.loader import describe_error, nested_unknown_key, shown_val
 from facts.instances import InstanceType
 
 from .images import ImagePin
+from .sizing import DOWNLOAD_BYTES_PER_S, LOAD_BYTES_PER_S, Sizing, size_endpoint, sized_s
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-# Sizing the default timeouts from the artifact: S3 -> instance at a conservative 100 MB/s, loading to GPU at
-# 200 MB/s, plus a fixed allowance for the container's own start. Explicit config values always win.
-_DOWNLOAD_BYTES_PER_S = 100e6
-_LOAD_BYTES_PER_S = 200e6
-SAGEMAKER_TIMEOUT_MAX_S = 3600  # ModelDataDownloadTimeoutInSeconds / ContainerStartupHealthCheckTimeoutInSeconds
 
 # The engine options several systems share, with the bounds every system applies to them.
 MaxBatchSize = Annotated[int, Field(ge=1, le=1024, description="rolling/continuous batch size")]
@@ -349,6 +344,8 @@ class StreamedWeights(Generic[E]):
     enabled: Callable[[E], bool]
     environment: Callable[[EndpointSpec, str], dict[str, str]]
     model_data_part: str
+    # How a config turns it on (named where a model too big to download in time is refused: systems/sizing.py).
+    option: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -434,6 +431,13 @@ class ServingSystem(Generic[E]):
     # plan adds it (the artifact is shared by every environment, so its manifest does not hold it). None: the
     # container does not check the name.
     served_names_environment: Callable[[tuple[str, ...]], dict[str, str]] | None = None
+    # Whether the container serves a Hugging Face checkpoint's own files at /opt/ml/model, configured by its
+    # environment alone, so a JumpStart / private-hub model's uncompressed S3 prefix can be its model data with nothing
+    # of ours beside it (endpoint_config/model_source.py; refused with the note where not: systems/model_source.py).
+    plain_checkpoint: Capability = Capability.no(
+        "its container needs files this project's build writes into the artifact (a handler, serving.properties or "
+        "converted weights), which a hub model's S3 prefix does not hold"
+    )
     # What only this system refuses about a checkpoint's own facts (its config.json's architecture): at load for a
     # local or known model (systems/checks.py), at build on the real files (systems/checkpoint_artifact.py).
     checkpoint_rules: Callable[[EndpointSpec, E, Any], list[str]] | None = None
@@ -502,17 +506,31 @@ class ServingSystem(Generic[E]):
         return 1
 
     def download_timeout_s(self, ep: EndpointSpec, weight_bytes: float | None = None) -> int:
+        """The config's model_data_download_timeout_s, else sized from `weight_bytes` (not clipped: the plan's
+        sizing refuses what SageMaker's maximum cannot hold, systems/sizing.py)."""
         if ep.model_data_download_timeout_s:
             return ep.model_data_download_timeout_s
-        return _sized(self.default_download_timeout_s, weight_bytes, _DOWNLOAD_BYTES_PER_S)
+        return sized_s(self.default_download_timeout_s, weight_bytes, DOWNLOAD_BYTES_PER_S)
 
     def startup_timeout_s(self, ep: EndpointSpec, weight_bytes: float | None = None) -> int:
         if ep.container_startup_health_check_timeout_s:
             return ep.container_startup_health_check_timeout_s
-        return _sized(self.default_startup_timeout_s, weight_bytes, _LOAD_BYTES_PER_S)
+        return sized_s(self.default_startup_timeout_s, weight_bytes, LOAD_BYTES_PER_S)
 
-
-def _sized(floor: int, weight_bytes: float | None, bytes_per_s: float) -> int:
-    if not weight_bytes:
-        return floor
-    return int(min(SAGEMAKER_TIMEOUT_MAX_S, max(floor, 300 + math.ceil(weight_bytes / bytes_per_s))))
+    def sizing(self, ep: EndpointSpec, engine: E, weight_bytes: float | None, basis: str) -> Sizing:
+        """The endpoint's volume and timeouts from its model's bytes, or the refusals (systems/sizing.py). An engine
+        that reads the weights from S3 itself has SageMaker download only its code part."""
+        streamed = self.streamed_weights
+        offer = (
+            streamed.option if streamed is not None and streamed.option and not self.streams_weights(engine) else None
+        )
+        return size_endpoint(
+            ep,
+            pool_specs=ep.pool_specs(),
+            weight_bytes=weight_bytes,
+            basis=basis,
+            weights_from_s3=self.reads_weights_from_s3(engine),
+            default_download_s=self.default_download_timeout_s,
+            default_startup_s=self.default_startup_timeout_s,
+            streaming_option=offer,
+        )

@@ -35,6 +35,7 @@ from .base import Capability, EngineOptions, EngineProfile, LoraSizing, ServingS
 from .chat import chat_problems
 from .checkpoint_facts import DTYPE_BYTES, Checkpoint, _scaled_rope, checkpoint_of
 from .engine_systems import RUNTIME_QUANTIZATION_BITS
+from .model_source import model_source_problems
 from .model_support import load_problems as architecture_problems
 from .model_support import systems_serving
 from .precision import precision_problems
@@ -98,6 +99,7 @@ def system_problems(ep: EndpointSpec, system: ServingSystem, systems: dict[str, 
     # network.network_isolation against a system whose engine reads S3 itself (endpoint_config/security.py).
     problems += isolation_problems(ep, engine_reads_s3=system.staged_weights_environment is not None)
     problems += chat_problems(ep, system, systems)
+    problems += model_source_problems(ep, system, systems, engine)  # a JumpStart / private-hub model
     # A system with an engine profile on a GPU has its architecture checked with the checkpoint's other facts (known
     # models too, and again at build from the real files: checkpoint_problems); the rest, local models here.
     if system.profile is None or not instance.is_gpu:

@@ -135,6 +135,15 @@ def openai_chat(how: str, tool_calls: Callable[[E], bool]) -> ChatCapability[E]:
     return ChatCapability.native(how, constrained_decoding=True, tool_calls=tool_calls, engine_server=True)
 
 
+# The engine images start from the model data directory as it is: the vLLM entrypoint passes /opt/ml/model as --model
+# when SM_VLLM_MODEL is unset (systems/vllm), SGLang's --model-path defaults to /opt/ml/model (systems/sglang), and
+# the artifact they are given is the checkpoint's own files (systems/checkpoint_artifact.py).
+PLAIN_CHECKPOINT = Capability.yes(
+    "the engine reads the checkpoint's own files (config.json, tokenizer, safetensors) from /opt/ml/model, and "
+    "everything else from its environment"
+)
+
+
 def engine_server_system(
     *,
     engine_options: type[E],
@@ -169,11 +178,13 @@ def engine_server_system(
         request_timeout=ENGINE_SERVER_REQUEST_TIMEOUT,
         estimate_weight_bytes=artifact_weight_bytes,
         network_isolation=True,
+        plain_checkpoint=PLAIN_CHECKPOINT,
         **fields,
     )
 
 
 __all__ = [
+    "PLAIN_CHECKPOINT",
     "DEFAULT_DOWNLOAD_TIMEOUT_S",
     "ENGINE_SERVER_REQUEST_TIMEOUT",
     "DEFAULT_STARTUP_TIMEOUT_S",

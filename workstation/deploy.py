@@ -137,6 +137,8 @@ def deploy(environment_plan: EnvironmentPlan, *, echo: Callable[[str], None] = p
     )
 
     for plan in environment_plan.plans:
+        if plan.artifact.from_hub:  # model_source: SageMaker reads the hub's own S3 prefix
+            echo(f"==> {plan.name}: a hub model (model_source): nothing to build or publish")
         if plan.artifact.source == "manifest":
             echo(f"==> model_build publish {plan.name}")
             run(

@@ -42,6 +42,11 @@ LMI_STREAMING = Capability.yes("LMI jsonlines ({'token': {'text'}} per line, app
 # containers its inference component scaling work covers ("Supercharge your auto scaling for generative AI inference -
 # Introducing Container Caching in SageMaker Inference", AWS Machine Learning Blog, 2024-12-03). Both systems set
 # OPTION_TENSOR_PARALLEL_DEGREE themselves, so a copy uses exactly the GPUs it is given.
+# OPTION_MODEL_ID=/opt/ml/model (base_options) and the rest from OPTION_* variables: the LMI systems write no
+# serving.properties, so a checkpoint's own files are all their model data needs.
+LMI_PLAIN_CHECKPOINT = Capability.yes(
+    "LMI loads the checkpoint at OPTION_MODEL_ID=/opt/ml/model and takes every other setting from OPTION_* variables"
+)
 LMI_INFERENCE_COMPONENTS = Capability.yes("LMI runs one engine per component copy on the GPUs the copy is given")
 # LMI reads OPTION_<NAME> as option.<name> (djl_common); its engines shard over option.tensor_parallel_degree GPUs.
 LMI_TENSOR_PARALLEL = Capability.yes(
@@ -133,6 +138,7 @@ def build_lmi(
 
 __all__ = [
     "LMI_INFERENCE_COMPONENTS",
+    "LMI_PLAIN_CHECKPOINT",
     "LMI_STREAMING",
     "base_options",
     "build_lmi",

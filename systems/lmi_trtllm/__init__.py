@@ -23,6 +23,7 @@ from systems.djl_common import djl_system
 from systems.djl_common.lmi import (
     LMI_INFERENCE_AMI_VERSION,
     LMI_INFERENCE_COMPONENTS,
+    LMI_PLAIN_CHECKPOINT,
     LMI_STREAMING,
     LMI_TENSOR_PARALLEL,
     LmiEngineOptions,
@@ -98,6 +99,7 @@ SYSTEM: ServingSystem[TrtllmEngineOptions] = djl_system(
     # LMI answers {"inputs", "parameters"} and "messages" (trtllm_async_service.py openai_chat) on /invocations.
     bodies=GENERATION_AND_CHAT,
     inference_components=LMI_INFERENCE_COMPONENTS,
+    plain_checkpoint=LMI_PLAIN_CHECKPOINT,
     tensor_parallel=LMI_TENSOR_PARALLEL,
 )
 

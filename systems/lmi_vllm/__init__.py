@@ -17,6 +17,7 @@ from systems.djl_common import djl_system
 from systems.djl_common.lmi import (
     LMI_INFERENCE_AMI_VERSION,
     LMI_INFERENCE_COMPONENTS,
+    LMI_PLAIN_CHECKPOINT,
     LMI_STREAMING,
     LMI_TENSOR_PARALLEL,
     base_options,
@@ -120,6 +121,7 @@ SYSTEM: ServingSystem[VllmEngineOptions] = djl_system(
     ),
     streaming=LMI_STREAMING,
     inference_components=LMI_INFERENCE_COMPONENTS,
+    plain_checkpoint=LMI_PLAIN_CHECKPOINT,
     tensor_parallel=LMI_TENSOR_PARALLEL,
     chat=CHAT,
     # LMI maps "inputs" to vLLM's prompt and answers "messages" as chat (lmi_vllm/request_response_utils.py). Which

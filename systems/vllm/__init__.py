@@ -320,7 +320,9 @@ SYSTEM: ServingSystem[VllmEngineOptions] = engine_server_system(
         "VLLM_ALLOW_RUNTIME_LORA_UPDATING)",
         sizing=lora_sizing,
     ),
-    streamed_weights=StreamedWeights(streams_from_s3, streamed_environment, METADATA_PART),
+    streamed_weights=StreamedWeights(
+        streams_from_s3, streamed_environment, METADATA_PART, option="engine.stream_weights_from_s3: true"
+    ),
     profile=profile,
     rules=rules,
     engine_notes=(

@@ -87,6 +87,8 @@ def test_the_model_runs_as_one_inference_component(ic):
             "ModelDataDownloadTimeoutInSeconds": 600,
             "ContainerStartupHealthCheckTimeoutInSeconds": 900,
         },
+        # A copy added to an instance that holds one already reuses the model and image there.
+        "DataCacheConfig": {"EnableCaching": True},
     }
     # Managed instance scaling sets the instance count: an update keeps it.
     excluded = [p["VariantPropertyType"] for p in endpoint["Properties"]["ExcludeRetainedVariantProperties"]]
@@ -436,6 +438,27 @@ def _schema(type_name: str) -> dict:
     providers = Path(package) / "data" / "schemas" / "providers" / "us-east-1.json"
     digest = json.loads(providers.read_text())[type_name]
     return json.loads((providers.parent.parent / "resources" / f"{digest}.json").read_text())
+
+
+def test_every_component_caches_its_model_as_cloudformation_and_sagemaker_name_it(ic, guarded_component):
+    """Specification.DataCacheConfig.EnableCaching, checked against cfn-lint 1.58's AWS::SageMaker::InferenceComponent
+    schema and botocore's InferenceComponentDataCacheConfig (required member EnableCaching), on both components."""
+    import jsonschema
+
+    schema = _schema("AWS::SageMaker::InferenceComponent")
+    shape = boto3.client(
+        "sagemaker", region_name="us-east-1", aws_access_key_id="k", aws_secret_access_key="s"
+    ).meta.service_model.shape_for("InferenceComponentDataCacheConfig")
+    for resources in (ic, guarded_component["Resources"]):
+        _, component = one(resources, "AWS::SageMaker::InferenceComponent")
+        cache = component["Properties"]["Specification"]["DataCacheConfig"]
+        assert cache == {"EnableCaching": True}
+        spec_schema = schema["definitions"]["InferenceComponentSpecification"]
+        assert spec_schema["properties"]["DataCacheConfig"] == {
+            "$ref": "#/definitions/InferenceComponentDataCacheConfig"
+        }
+        jsonschema.Draft7Validator(schema["definitions"]["InferenceComponentDataCacheConfig"]).validate(cache)
+        assert set(shape.required_members) == set(cache)
 
 
 def test_the_component_deployment_config_is_what_cloudformation_and_sagemaker_accept(guarded_component):
