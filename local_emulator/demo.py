@@ -111,8 +111,11 @@ def run_demo(config_path: str, endpoint: str | None, port: int, keep_logs: Path)
         step = 8
         if spec.chat is not None:
             with emulator.activated():  # the emulator's credentials sign the bearer token
-                streams = plan.system.streaming.supported
-                how = "streamed" if streams else "whole (the container does not stream)"
+                # The route passes the container's stream as it is: server-sent events from an engine's own OpenAI
+                # server (vLLM, SGLang), which the openai SDK reads; LMI 27 streams chat as JSON lines
+                # (local_runtime/stand_in.py LMI27), which it does not; hf-fastload does not stream.
+                streams = plan.system.streaming.supported and plan.system.chat.engine_server
+                how = "streamed" if streams else "whole (the container streams no server-sent events)"
                 t = _step(
                     step,
                     f"a chat exchange through the openai SDK, {how} (SageMaker's OpenAI route -> the local server)",
