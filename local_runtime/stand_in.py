@@ -210,8 +210,11 @@ class StandIn:
         import request_contract
 
         try:
+            # LMI takes "stream" beside the request (request_response_utils.py:68); the DJL systems' handler
+            # (systems/djl_common/handler/model.py, validate_request) does not stream and refuses the key.
+            lmi = self.engine in ("lmi", "lmi-vllm")
             prompts, params = request_contract.validate_request(
-                {k: v for k, v in body.items() if k != "stream"}, request_contract.limits({})
+                {k: v for k, v in body.items() if k != "stream" or not lmi}, request_contract.limits({})
             )
         except request_contract.RequestError as err:
             return 400, {"error": str(err)}

@@ -159,3 +159,15 @@ def test_the_load_tests_reader_counts_lmi_27s_tokens(runtime_url: str, monkeypat
         assert level["output_tokens_per_request"]["mean"] > 0, level
         if streamed:
             assert level["itl_ms"]["n"] >= 2 * 3, level  # several lines per request, not one blob
+
+
+def test_a_djl_stand_in_refuses_a_stream_as_its_handler_does(tiny_chat_models: dict[str, Path]) -> None:
+    """The DJL systems do not stream: their handler (systems/djl_common/handler/model.py) refuses the "stream" key,
+    so the stand-in does too, and answers a body without it with the whole list."""
+    from local_runtime.stand_in import StandIn, serving
+
+    with serving(StandIn({"--model": str(tiny_chat_models["llama"])}, "djl")) as url:
+        refused = _post(url, {**GENERATION, "stream": True})
+        whole = _post(url, GENERATION)
+    assert refused.status_code == 400 and "stream" in refused.json()["error"]
+    assert whole.status_code == 200 and isinstance(whole.json(), list)
