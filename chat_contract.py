@@ -765,8 +765,8 @@ def _neutral(value: Any, allowed: tuple[Any, ...]) -> bool:
     """`value` is one of `allowed`, a boolean only as a boolean and a number (0 or 0.0) only as a number."""
     if isinstance(value, bool) or value is None:
         return any(value is v for v in allowed)
-    if isinstance(value, int | float):
-        return any(not isinstance(v, bool) and isinstance(v, int | float) and value == v for v in allowed)
+    if isinstance(value, (int, float)):
+        return any(not isinstance(v, bool) and isinstance(v, (int, float)) and value == v for v in allowed)
     return any(isinstance(v, dict) and value == v for v in allowed)
 
 
