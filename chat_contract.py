@@ -18,6 +18,7 @@ format, <tool_call>{"name": ..., "arguments": {...}}</tool_call>, as vLLM's herm
 from __future__ import annotations
 
 import json
+import logging
 import math
 import re
 import time
@@ -176,6 +177,23 @@ REQUEST_KEYS = (
 # reasoning_effort (the strings below), parallel_tool_calls, frequency_penalty, presence_penalty and user (ignored).
 ENGINE_REQUEST_KEYS = ("reasoning_effort", "parallel_tool_calls", "frequency_penalty", "presence_penalty", "user")
 REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
+# Keys common clients always send that change nothing in the answer: accepted and ignored, said in a log line, as
+# vLLM 0.30.0 ignores a field it does not know (entrypoints/serve/engine/protocol.py OpenAIBaseModel.
+# __log_extra_fields__: "The following fields were present in the request but ignored"). user: OpenAI's end-user
+# identifier, metadata and store: OpenAI's stored-completion fields (none shapes the answer); sagemaker_base_url:
+# LiteLLM 1.110.2 copies its transport setting into the body (shared/reviews/real-clients.md, finding 9).
+IGNORED_KEYS = ("user", "metadata", "store", "sagemaker_base_url")
+# Keys taken only at the value that changes nothing (the openai SDK and LangChain send these defaults); any other
+# value is refused naming the key, since ignoring it would change the answer the client expects.
+NEUTRAL_VALUES: dict[str, tuple[Any, ...]] = {
+    "logprobs": (None, False),
+    "top_logprobs": (None, 0),
+    "frequency_penalty": (None, 0),
+    "presence_penalty": (None, 0),
+    "logit_bias": (None, {}),
+    "parallel_tool_calls": (None, True),
+}
+_log = logging.getLogger(__name__)
 ROLES = ("system", "developer", "user", "assistant", "tool")  # "developer" is read as "system" (its successor)
 # An assistant message as the openai SDK sends back the one it received (messages.append(reply.choices[0].message):
 # openai 3.57 serializes the model's fields that were set, openai/_utils/_transform.py), so with what the engine put
@@ -743,9 +761,32 @@ def parse_chat_request(
     )
 
 
+def _neutral(value: Any, allowed: tuple[Any, ...]) -> bool:
+    """`value` is one of `allowed`, a boolean only as a boolean and a number (0 or 0.0) only as a number."""
+    if isinstance(value, bool) or value is None:
+        return any(value is v for v in allowed)
+    if isinstance(value, (int, float)):
+        return any(not isinstance(v, bool) and isinstance(v, (int, float)) and value == v for v in allowed)
+    return any(isinstance(v, dict) and value == v for v in allowed)
+
+
 def _check_request_keys(data: dict[str, Any], engine_keys: bool) -> None:
     known = REQUEST_KEYS + (ENGINE_REQUEST_KEYS if engine_keys else ())
-    unknown = sorted(k for k in data if k not in known)
+    ignored = sorted(k for k in data if k not in known and k in IGNORED_KEYS)
+    for key in sorted(k for k in data if k not in known and k in NEUTRAL_VALUES):
+        value = data[key]
+        if not _neutral(value, NEUTRAL_VALUES[key]):
+            neutral = " or ".join(json.dumps(v) for v in NEUTRAL_VALUES[key])
+            raise _refuse(
+                key,
+                f"{_show(value)} is not served here (ignoring it would change the answer); send {neutral} or leave "
+                "it out",
+                code="unsupported_value",
+            )
+        ignored.append(key)
+    if ignored:
+        _log.info("The following fields were present in the request but ignored: %s", sorted(ignored))
+    unknown = sorted(k for k in data if k not in known and k not in IGNORED_KEYS and k not in NEUTRAL_VALUES)
     if unknown:
         served = [k for k in unknown if k in ENGINE_REQUEST_KEYS]
         why = (

@@ -146,9 +146,12 @@ def generation_outputs(kind: str, reply: Any, reasoning_field: str | None = None
     """A container's reply to prompt_body(kind, ...) as the generation contract's [{"generated_text"}] (the reply
     itself for the generation kind). A chat reply whose content is null while its reasoning field holds text (a
     reasoning model still thinking when max_tokens ran out) reads as "" : the model answered. ValueError for a reply
-    of another shape."""
+    of another shape. A generation reply that is one {"generated_text"} object, as LMI 27 answers {"inputs"}
+    (deepjavalibrary/djl-serving@0.36.0-lmi27-dlc engines/python/setup/djl_python/lmi_vllm/
+    request_response_utils.py:137-146, `lmi_response = {"generated_text": primary_choice.text}`), reads as the
+    one-item list; a list (the Hugging Face handler, the older LMI and DJL handlers) as it is."""
     if kind == GENERATION:
-        return reply
+        return [reply] if isinstance(reply, dict) and "generated_text" in reply else reply
     outputs = []
     for choice in _choices(reply):
         if kind == OPENAI_COMPLETION:

@@ -128,10 +128,17 @@ def _name_from_physical_id(physical_id: str) -> str:
 
 
 def check_response_shape(outputs: Any) -> str | None:
-    """None when `outputs` is a non-empty list of objects with a string `generated_text`, else what is wrong."""
+    """None when `outputs` is a non-empty list of objects with a string `generated_text`, or one such object (LMI
+    27's reply to {"inputs"}: deepjavalibrary/djl-serving@0.36.0-lmi27-dlc engines/python/setup/djl_python/
+    lmi_vllm/request_response_utils.py:137-146), else what is wrong."""
+    if isinstance(outputs, dict) and "generated_text" in outputs:
+        outputs = [outputs]
     if not isinstance(outputs, list) or not outputs:
         kind = "an empty list" if outputs == [] else type(outputs).__name__
-        return f"expected a non-empty list of objects with a string 'generated_text', got {kind}: {json.dumps(outputs)[:120]}"
+        return (
+            "expected a non-empty list of objects with a string 'generated_text' (or one such object), got "
+            f"{kind}: {json.dumps(outputs)[:120]}"
+        )
     for i, item in enumerate(outputs):
         if not isinstance(item, dict):
             return f"item {i} is {type(item).__name__}, not an object with 'generated_text'"

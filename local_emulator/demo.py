@@ -111,11 +111,16 @@ def run_demo(config_path: str, endpoint: str | None, port: int, keep_logs: Path)
         step = 8
         if spec.chat is not None:
             with emulator.activated():  # the emulator's credentials sign the bearer token
+                # The route passes the container's stream as it is: server-sent events from an engine's own OpenAI
+                # server (vLLM, SGLang), which the openai SDK reads; LMI 27 streams chat as JSON lines
+                # (local_runtime/stand_in.py LMI27), which it does not; hf-fastload does not stream.
+                streams = plan.system.streaming.supported and plan.system.chat.engine_server
+                how = "streamed" if streams else "whole (the container streams no server-sent events)"
                 t = _step(
                     step,
-                    "a chat exchange through the openai SDK, streamed (SageMaker's OpenAI route -> the local server)",
+                    f"a chat exchange through the openai SDK, {how} (SageMaker's OpenAI route -> the local server)",
                 )
-                _chat_exchange(local_url, endpoint_name, region)
+                _chat_exchange(local_url, endpoint_name, region, streams)
                 _done(t)
             step += 1
 
@@ -185,7 +190,6 @@ def _send_prompts(plan: EndpointPlan, endpoint_name: str, runtime: object) -> No
     """Steps 6 and 7: prompts through the invoke function's code, then one streamed through the stream function's,
     in the body the container takes (the system's ContainerBodies)."""
     prompt_body, reasoning_field = plan.prompt_body, plan.system.bodies.reasoning_field
-    container = has_container_process(plan.system.name)
     t = _step(6, "send prompts through lambda/invoke (sagemaker-runtime -> the local server)")
     print("    (the tiny model has random weights: its text is noise; the path it took is the point)")
     _invoke_prompts(endpoint_name, runtime, prompt_body, reasoning_field)
@@ -195,7 +199,7 @@ def _send_prompts(plan: EndpointPlan, endpoint_name: str, runtime: object) -> No
     _done(t)
 
     t = _step(7, "stream a prompt through lambda/stream's code (InvokeEndpointWithResponseStream -> the local server)")
-    if container and not plan.system.streaming.supported:  # its container answers whole replies only
+    if not plan.system.streaming.supported:  # its container answers whole replies only (as the local server does)
         print(f"    skipped: {plan.system.name} does not stream: {plan.system.streaming.note}")
     elif prompt_body != "generation":
         with _function_environment(plan.chat_features.environment()):
@@ -354,8 +358,8 @@ def _stream_prompt(
     endpoint_name: str, runtime, prompt_body: str = "generation", reasoning_field: str | None = None
 ) -> None:
     """One prompt through endpoint_runtime/stream.py, the streaming front door's code, printing each token as its
-    line arrives. The local server streams with the artifact's stream_fn (LMI's JSON-lines framing in AWS
-    event-stream messages); a deployed hf-fastload endpoint does not stream (docs/production.md, "Streaming")."""
+    line arrives, from a container that streams (LMI's JSON-lines framing in AWS event-stream messages); a system
+    that does not stream (hf-fastload) skips this step, here as on AWS (docs/production.md, "Streaming")."""
     # min_new_tokens: the tiny model's random weights could pick the end-of-text token first.
     payload = {"inputs": STREAM_PROMPT, "parameters": {"max_new_tokens": 24, "min_new_tokens": 8, "do_sample": False}}
     started = time.monotonic()
@@ -381,7 +385,7 @@ def _stream_prompt(
     )
 
 
-def _chat_exchange(local_url: str, endpoint_name: str, region: str) -> None:
+def _chat_exchange(local_url: str, endpoint_name: str, region: str, streams: bool = True) -> None:
     """One chat request through the openai SDK at the endpoint's OpenAI route (the base URL the stack outputs, here
     on the local server), streamed with usage in the last chunk. The bearer token is made as
     sagemaker.core.token_generator.generate_token makes it (endpoint_runtime/openai_route.py, which the smoke test
@@ -397,6 +401,16 @@ def _chat_exchange(local_url: str, endpoint_name: str, region: str) -> None:
     messages = [{"role": "system", "content": "You are brief."}, {"role": "user", "content": CHAT_QUESTION}]
     print(f"    base_url: {base_url}\n    user: {CHAT_QUESTION!r}\n    assistant: ", end="", flush=True)
     started, first_at, usage, finish = time.monotonic(), None, None, None
+    if not streams:  # a container that answers whole replies (hf-fastload): the route's "stream": true is its 400
+        reply = client.chat.completions.create(model=endpoint_name, messages=messages, max_tokens=24, temperature=0)
+        print(json.dumps(reply.choices[0].message.content or "", ensure_ascii=False)[1:-1])
+        if reply.usage is None:
+            raise DemoError("the chat reply brought no usage")
+        print(
+            f"    finish_reason: {reply.choices[0].finish_reason}; usage: {reply.usage.prompt_tokens} prompt + "
+            f"{reply.usage.completion_tokens} completion tokens; {(time.monotonic() - started) * 1000:.0f} ms"
+        )
+        return
     chunks = client.chat.completions.create(
         model=endpoint_name,
         messages=messages,

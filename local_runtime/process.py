@@ -22,7 +22,11 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from .invoke_rules import INVOKE_TIMEOUT_S
+
 LOG_TAIL_LINES = 25
+# InvokeEndpoint's CustomAttributes header, forwarded to the container and back (botocore sagemaker-runtime model).
+CUSTOM_ATTRIBUTES_HEADER = "X-Amzn-SageMaker-Custom-Attributes"
 # The header SageMaker names an adapter inference component's adapter with (vllm_container.py says its source).
 ADAPTER_HEADER = "X-Amzn-SageMaker-Adapter-Identifier"
 # Measured here (2 shared cores): the vLLM engine is ready in 40-115 s for a tiny Qwen3, the transformers-based
@@ -237,6 +241,13 @@ def _chunks(response: http.client.HTTPResponse) -> Iterator[bytes]:
         response.close()
 
 
+def _reply_headers(response: http.client.HTTPResponse) -> dict[str, str]:
+    """The container's response headers SageMaker passes back: its Content-Type and custom attributes."""
+    wanted = {"Content-Type": response.getheader("content-type")}
+    wanted[CUSTOM_ATTRIBUTES_HEADER] = response.getheader(CUSTOM_ATTRIBUTES_HEADER)
+    return {k: v for k, v in wanted.items() if v}
+
+
 def _streams(response: http.client.HTTPResponse) -> bool:
     kind = response.getheader("content-type") or ""
     return kind.startswith("text/event-stream") or kind.startswith("application/jsonlines")
@@ -257,6 +268,8 @@ class ContainerHost:
         self.loaded = threading.Event()
         self.capacity = 1
         self.adapters: dict[str, str] = {}  # adapter inference component -> the name the engine knows it by
+        # The socket timeout of each call and of each read of a stream: SageMaker's invoke limit.
+        self.timeout_s = INVOKE_TIMEOUT_S
 
     def load(self) -> None:
         try:
@@ -314,40 +327,74 @@ class ContainerHost:
             f"{state}; log {self.container.log_path}"
         )
 
+    def _headers(
+        self, content_type: str | None, accept: str | None, adapter: str | None, custom_attributes: str | None
+    ) -> dict[str, str | None]:
+        """What SageMaker sends the container besides the body: Content-Type, Accept, the custom attributes
+        ("forwarded verbatim", botocore's model) and an adapter component's name (ADAPTER_HEADER)."""
+        return {
+            "Content-Type": content_type,
+            "Accept": accept,
+            CUSTOM_ATTRIBUTES_HEADER: custom_attributes,
+            ADAPTER_HEADER: self.adapters.get(adapter or ""),
+        }
+
     def invoke(
-        self, body: bytes, content_type: str | None, accept: str | None, component: str | None = None
-    ) -> tuple[int, str]:
-        """`component`: InvokeEndpoint's InferenceComponentName; one of the loaded adapters' goes with the adapter
-        header (vllm_container.ADAPTER_HEADER)."""
+        self,
+        body: bytes,
+        content_type: str | None,
+        accept: str | None,
+        component: str | None = None,
+        custom_attributes: str | None = None,
+    ) -> tuple[int, str, dict[str, str]]:
+        """(status, body, the container's response headers SageMaker passes back: Content-Type, custom
+        attributes). `component`: a loaded adapter's inference component, sent with the adapter header."""
         if (problem := self._not_ready()) is not None:
-            return 503, json.dumps({"error": problem})
-        headers = {"Content-Type": content_type, "Accept": accept, ADAPTER_HEADER: self.adapters.get(component or "")}
+            return 503, json.dumps({"error": problem}), {}
         try:
-            response = self.container.post("/invocations", body, headers)
-            return response.status, b"".join(_chunks(response)).decode("utf-8", "replace")
+            response = self.container.post(
+                "/invocations", body, self._headers(content_type, accept, component, custom_attributes), self.timeout_s
+            )
+            return response.status, b"".join(_chunks(response)).decode("utf-8", "replace"), _reply_headers(response)
         except OSError as err:
-            return 500, json.dumps({"error": self._unreachable(err)})
+            return 500, json.dumps({"error": self._unreachable(err)}), {}
 
-    def stream(self, body: bytes, content_type: str | None) -> tuple[int, Any]:
+    def stream(
+        self,
+        body: bytes,
+        content_type: str | None,
+        accept: str | None = None,
+        component: str | None = None,
+        custom_attributes: str | None = None,
+    ) -> tuple[int, Any, dict[str, str]]:
+        """As invoke, the reply's bytes as they arrive (the container's own framing, passed through)."""
         if (problem := self._not_ready()) is not None:
-            return 503, json.dumps({"error": problem})
+            return 503, json.dumps({"error": problem}), {}
         try:
-            response = self.container.post("/invocations", body, {"Content-Type": content_type})
+            response = self.container.post(
+                "/invocations", body, self._headers(content_type, accept, component, custom_attributes), self.timeout_s
+            )
             if response.status != 200:
-                return response.status, b"".join(_chunks(response)).decode("utf-8", "replace")
+                return response.status, b"".join(_chunks(response)).decode("utf-8", "replace"), {}
         except OSError as err:
-            return 500, json.dumps({"error": self._unreachable(err)})
-        return 200, _chunks(response)
+            return 500, json.dumps({"error": self._unreachable(err)}), {}
+        return 200, _chunks(response), _reply_headers(response)
 
-    def chat(self, body: bytes) -> tuple[int, Any, str]:
+    def chat(self, body: bytes, component: str | None = None) -> tuple[int, Any, str]:
+        """SageMaker's OpenAI route: the container's chat path; for an adapter component its POST /invocations with
+        the adapter header (the container's own way to pick the adapter: vllm_container.py), as InvokeEndpoint's."""
         if (problem := self._not_ready()) is not None:
             return 503, json.dumps({"error": {"message": problem, "type": "service_unavailable"}}), "application/json"
-        path = self.container.chat_path or "/invocations"
+        adapter = self.adapters.get(component or "")
+        path = "/invocations" if adapter else (self.container.chat_path or "/invocations")
         try:
-            response = self.container.post(path, body, {"Content-Type": "application/json"})
+            response = self.container.post(
+                path, body, {"Content-Type": "application/json", ADAPTER_HEADER: adapter}, self.timeout_s
+            )
+            kind = response.getheader("content-type") or "application/json"
             if response.status == 200 and _streams(response):
-                return 200, _chunks(response), "text/event-stream"
-            return response.status, b"".join(_chunks(response)).decode("utf-8", "replace"), "application/json"
+                return 200, _chunks(response), kind
+            return response.status, b"".join(_chunks(response)).decode("utf-8", "replace"), kind
         except OSError as err:
             error = {"error": {"message": self._unreachable(err), "type": "server_error"}}
             return 500, json.dumps(error), "application/json"

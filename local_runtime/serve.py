@@ -7,12 +7,15 @@ InvokeEndpoint path: 424 ModelError). Paths, error mapping, sources, unverified:
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import itertools
 import json
 import sys
 import threading
 import traceback
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any, TypeGuard
@@ -23,7 +26,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 import chat_contract
 from endpoint_runtime.invoke import Retryable, retryable_error
 
-from . import bearer_token, event_stream
+from . import bearer_token, event_stream, invoke_rules, sigv4
 
 HANDLER_PATH = Path("code") / "inference.py"
 
@@ -82,6 +85,7 @@ class ModelHost:
         self.load_error: str | None = None
         self.loaded = threading.Event()
         self.capacity = 1
+        self.stream_with_handler = False
 
     def load(self) -> None:
         try:
@@ -93,27 +97,40 @@ class ModelHost:
         finally:
             self.loaded.set()
 
-    def invoke(self, body: bytes, content_type: str | None, accept: str | None) -> tuple[int, str]:
-        """Run input_fn -> predict_fn -> output_fn; return (status, body). 400 for ValueError, 500 else."""
+    def invoke(
+        self,
+        body: bytes,
+        content_type: str | None,
+        accept: str | None,
+        component: str | None = None,
+        custom_attributes: str | None = None,
+    ) -> tuple[int, str, dict[str, str]]:
+        """Run input_fn -> predict_fn -> output_fn; return (status, body, response headers). 400 for ValueError,
+        500 else. The reply's Content-Type is the toolkit's: the request's Accept, application/json when it is
+        absent or */* (aws/sagemaker-huggingface-inference-toolkit handler_service.py `handle`). `component` and
+        `custom_attributes` reach no handler function (the toolkit passes neither to them)."""
         if not self.loaded.is_set() or self.model is None or self.handler is None:
-            return 503, json.dumps({"error": self.load_error or "model is still loading"})
+            return 503, json.dumps({"error": self.load_error or "model is still loading"}), {}
         handler = self.handler
+        reply_type = accept if accept and accept != "*/*" else JSON
         try:
             data = handler.input_fn(body, content_type)
             prediction = handler.predict_fn(data, self.model)
-            return 200, handler.output_fn(prediction, accept)
+            return 200, handler.output_fn(prediction, accept), {"Content-Type": reply_type}
         except ValueError as err:
             if _is_chat_error(err):  # a chat request's refusal: OpenAI's error object, its status
-                return err.status, json.dumps(chat_contract.error_body(err))
-            return 400, json.dumps({"error": str(err)})
+                return err.status, json.dumps(chat_contract.error_body(err)), {}
+            return 400, json.dumps({"error": str(err)}), {}
         except Exception as err:
             traceback.print_exc()
-            return 500, json.dumps({"error": f"{type(err).__name__}: {err}"})
+            return 500, json.dumps({"error": f"{type(err).__name__}: {err}"}), {}
 
-    def chat(self, body: bytes) -> tuple[int, Any, str]:
+    def chat(self, body: bytes, component: str | None = None) -> tuple[int, Any, str]:
         """The OpenAI route: (status, JSON text or an iterator of SSE events, media type). The body must be a
-        chat request; a streamed one is answered by stream_fn (once its first event is ready, so a refusal
-        still gets its status), a whole one by predict_fn + output_fn. Refusals and failures in OpenAI's shape."""
+        chat request, answered by predict_fn + output_fn: the route forwards it to the container, whose toolkit
+        answers whole replies only, so `"stream": true` gets the handler's own refusal (400), as on AWS. With
+        stream_with_handler (tests of a streaming front door only) a streamed one is answered by stream_fn.
+        Refusals and failures in OpenAI's shape."""
         if not self.loaded.is_set() or self.model is None or self.handler is None:
             return 503, _openai_error(self.load_error or "model is still loading", "service_unavailable"), JSON
         handler = self.handler
@@ -121,13 +138,7 @@ class ModelHost:
             data = handler.input_fn(body, "application/json")
             if not chat_contract.is_chat_request(data):  # only chat here: the parser names what is missing
                 chat_contract.parse_chat_request(data)
-            if isinstance(data, dict) and data.get("stream") is True:
-                if not hasattr(handler, "stream_fn"):
-                    raise chat_contract.ChatError(
-                        "stream: this model's handler does not stream; send stream false",
-                        param="stream",
-                        code="unsupported_value",
-                    )
+            if self.stream_with_handler and isinstance(data, dict) and data.get("stream") is True:
                 chunks = iter(handler.stream_fn(data, self.model))
                 first = next(chunks, None)
                 return 200, _sse_events(itertools.chain([] if first is None else [first], chunks)), SSE
@@ -140,25 +151,36 @@ class ModelHost:
             traceback.print_exc()
             return 500, _openai_error(f"{type(err).__name__}: {err}", "server_error"), JSON
 
-    def stream(self, body: bytes, content_type: str | None) -> tuple[int, Any]:
-        """Start input_fn -> stream_fn; return (200, an iterator of the reply's chunks) once the first chunk is
-        ready (so a bad request still gets its status), else (status, error JSON) as `invoke` does."""
+    def stream(
+        self,
+        body: bytes,
+        content_type: str | None,
+        accept: str | None = None,
+        component: str | None = None,
+        custom_attributes: str | None = None,
+    ) -> tuple[int, Any, dict[str, str]]:
+        """InvokeEndpointWithResponseStream: SageMaker sends the body to the container's POST /invocations, and the
+        Hugging Face toolkit answers it whole (it calls no streaming function), so the reply is one part, or the
+        handler's refusal (a body with "stream": true: 400), as invoke answers. (status, an iterator of chunks or
+        the error JSON, response headers). stream_with_handler: input_fn -> stream_fn instead, token by token
+        (tests of the stream function's relay only: no SageMaker container does this)."""
+        if not self.stream_with_handler:
+            status, content, headers = self.invoke(body, content_type, accept)
+            return status, (iter([content.encode()]) if status == 200 else content), headers
         if not self.loaded.is_set() or self.model is None or self.handler is None:
-            return 503, json.dumps({"error": self.load_error or "model is still loading"})
+            return 503, json.dumps({"error": self.load_error or "model is still loading"}), {}
         handler = self.handler
-        if not hasattr(handler, "stream_fn"):
-            return 501, json.dumps({"error": "the artifact's code/inference.py has no stream_fn: it does not stream"})
         try:
             chunks = handler.stream_fn(handler.input_fn(body, content_type), self.model)
             first = next(chunks, None)
         except ValueError as err:
             if _is_chat_error(err):
-                return err.status, json.dumps(chat_contract.error_body(err))
-            return 400, json.dumps({"error": str(err)})
+                return err.status, json.dumps(chat_contract.error_body(err)), {}
+            return 400, json.dumps({"error": str(err)}), {}
         except Exception as err:
             traceback.print_exc()
-            return 500, json.dumps({"error": f"{type(err).__name__}: {err}"})
-        return 200, itertools.chain([] if first is None else [first], chunks)
+            return 500, json.dumps({"error": f"{type(err).__name__}: {err}"}), {}
+        return 200, itertools.chain([] if first is None else [first], chunks), {"Content-Type": "application/jsonlines"}
 
 
 JSON = "application/json"
@@ -201,16 +223,23 @@ def create_app(
     region: str | None = None,
     component_name: str | None = None,
     container_host: Any = None,
+    credentials: Mapping[str, str] = sigv4.LOCAL_CREDENTIALS,
+    invoke_timeout_s: float = invoke_rules.INVOKE_TIMEOUT_S,
 ) -> FastAPI:
     """The ASGI app. Loading starts when the app starts (lifespan), in a thread.
 
     torch_threads: intra-op threads; 1 suits small CPU boxes (and one model copy per worker).
     endpoint_name: when given, InvokeEndpoint calls naming another endpoint get 404 like SageMaker's
     ValidationError; None accepts any name.
-    region: the OpenAI route's bearer tokens must be scoped to it (None: any region).
-    component_name: the inference component the OpenAI route's component path serves (None: any name).
+    region: the endpoint's region: InvokeEndpoint and the response stream must be SigV4-signed for it
+    (sigv4.LOCAL_REGION, the emulator's, when None) and the OpenAI route's bearer tokens scoped to it (None: any).
+    component_name: the endpoint's inference component (hosting.mode inference-components): InvokeEndpoint must name
+    it or one of the container host's adapter components, as the OpenAI route's component path; None: the endpoint
+    hosts no components, and a component name is refused.
     container_host: forward to the system's local container process instead (local_runtime: load(), invoke(),
     stream(), chat() and stop() as ModelHost's), started when the app starts and stopped when it stops.
+    credentials: access key id -> secret the SigV4 check knows (the emulator's, sigv4.LOCAL_CREDENTIALS).
+    invoke_timeout_s: how long the container may take to answer (invoke_rules.INVOKE_TIMEOUT_S; tests lower it).
     """
     from contextlib import asynccontextmanager
 
@@ -229,8 +258,9 @@ def create_app(
     app = FastAPI(title="model_build local endpoint", lifespan=lifespan)
     app.state.host = host
     _add_container_routes(app, host)
-    _add_invoke_routes(app, host, endpoint_name)
-    _add_openai_routes(app, host, endpoint_name, region, component_name)
+    doors = Doors(host, endpoint_name, region or sigv4.LOCAL_REGION, component_name, credentials, invoke_timeout_s)
+    _add_invoke_routes(app, doors)
+    _add_openai_routes(app, doors, region)
     return app
 
 
@@ -247,54 +277,136 @@ def _add_container_routes(app: FastAPI, host: Any) -> None:
     @app.post("/invocations")
     async def invocations(request: Request) -> Response:
         body = await request.body()
-        status, content = await _run(host, body, request)
-        return Response(content=content, status_code=status, media_type="application/json", headers=_loading(status))
+        status, content, headers = await _run(host, body, request, None)
+        return Response(
+            content=content,
+            status_code=status,
+            headers={**_loading(status), **_passed_back(headers), **_content_type(headers)},
+        )
 
 
-def _add_invoke_routes(app: FastAPI, host: Any, endpoint_name: str | None) -> None:
+@dataclass(frozen=True)
+class Doors:
+    """What the sagemaker-runtime doors check before the container sees a request (invoke_rules.py, sigv4.py)."""
+
+    host: Any
+    endpoint_name: str | None
+    region: str
+    component_name: str | None
+    credentials: Mapping[str, str]
+    timeout_s: float
+
+    def components(self) -> set[str]:
+        """The inference components this endpoint hosts: its own and its adapters' (loaded or being handed over)."""
+        if self.component_name is None:
+            return set()
+        adapters = set(getattr(self.host, "adapters", {})) | set(getattr(self.host, "handed_adapters", {}))
+        return {self.component_name} | adapters
+
+    def refusal(self, name: str, request: Request, body: bytes) -> Response | None:
+        """SageMaker's refusal of this call before it reaches the container, in the order the service checks
+        (authentication first); None: the container may answer."""
+        problem = sigv4.check_signature(
+            request.method,
+            request.scope.get("raw_path", b"").decode("latin-1") or request.url.path,
+            request.scope.get("query_string", b"").decode("latin-1"),
+            [(k.decode("latin-1"), v.decode("latin-1")) for k, v in request.headers.raw],
+            body,
+            self.region,
+            self.credentials,
+        )
+        if problem is not None:
+            return _aws_error(problem.status, problem.code, problem.message)
+        refused = _endpoint_refusal(self.host, self.endpoint_name, name)
+        if refused is not None:
+            return refused
+        if len(body) > invoke_rules.MAX_BODY_BYTES:
+            body_json = json.dumps({"message": invoke_rules.BODY_TOO_LARGE_MESSAGE})
+            return Response(body_json, status_code=413, media_type=JSON)
+        headers = request.headers
+        for header, why in invoke_rules.REFUSED_HEADERS.items():
+            if header in headers:
+                return _aws_error(400, "ValidationError", f"Endpoint {name} {why}")
+        variant = headers.get(TARGET_VARIANT_HEADER)
+        if variant is not None and variant != invoke_rules.VARIANT_NAME:
+            return _aws_error(400, "ValidationError", invoke_rules.variant_not_found(variant, name))
+        component = headers.get(INFERENCE_COMPONENT_HEADER)
+        known = self.components()
+        if component is None and known:
+            return _aws_error(400, "ValidationError", invoke_rules.COMPONENT_REQUIRED_MESSAGE)
+        if component is not None and component not in known:
+            return _aws_error(400, "ValidationError", invoke_rules.component_not_found(component))
+        return None
+
+
+def _add_invoke_routes(app: FastAPI, doors: Doors) -> None:
     """sagemaker-runtime's InvokeEndpoint and InvokeEndpointWithResponseStream."""
+    host = doors.host
 
     @app.post("/endpoints/{name}/invocations")
     async def invoke_endpoint(name: str, request: Request) -> Response:
-        refused = _endpoint_refusal(host, endpoint_name, name)
+        body = await request.body()
+        refused = doors.refusal(name, request, body)
         if refused is not None:
             return refused
-        body = await request.body()
-        status, content = await _run(host, body, request)
+        try:
+            status, content, headers = await asyncio.wait_for(
+                _run(host, body, request, request.headers.get(INFERENCE_COMPONENT_HEADER)), doors.timeout_s
+            )
+        except asyncio.TimeoutError:
+            return _timed_out()
         if status != 200:
             return _model_error(status, content)
         return Response(
             content=content,
-            media_type="application/json",
-            headers={"x-Amzn-Invoked-Production-Variant": "AllTraffic"},
+            headers={
+                "x-Amzn-Invoked-Production-Variant": invoke_rules.VARIANT_NAME,
+                **_passed_back(headers),
+                **_content_type(headers),
+            },
         )
 
     @app.post("/endpoints/{name}/invocations-response-stream")
     async def invoke_endpoint_with_response_stream(name: str, request: Request) -> Response:
         from starlette.concurrency import run_in_threadpool
 
-        refused = _endpoint_refusal(host, endpoint_name, name)
+        body = await request.body()
+        refused = doors.refusal(name, request, body)
         if refused is not None:
             return refused
-        body = await request.body()
-        status, content = await run_in_threadpool(host.stream, body, request.headers.get("content-type"))
+        call = run_in_threadpool(
+            host.stream,
+            body,
+            request.headers.get("content-type"),
+            request.headers.get(STREAM_ACCEPT_HEADER),
+            _adapter(host, request.headers.get(INFERENCE_COMPONENT_HEADER)),
+            request.headers.get(CUSTOM_ATTRIBUTES_HEADER),
+        )
+        try:
+            status, content, headers = await asyncio.wait_for(call, doors.timeout_s)
+        except asyncio.TimeoutError:
+            return _timed_out()
         if status != 200:
             return _model_error(status, content)
         # A sync iterator: Starlette pulls it in a worker thread, sending each message as it is produced.
+        extra = {k: v for k, v in _passed_back(headers).items()}
         return StreamingResponse(
             _event_messages(content),
             media_type=event_stream.CONTENT_TYPE,
             headers={
-                "x-Amzn-Invoked-Production-Variant": "AllTraffic",
-                "X-Amzn-SageMaker-Content-Type": "application/jsonlines",
+                "x-Amzn-Invoked-Production-Variant": invoke_rules.VARIANT_NAME,
+                # The stream's ContentType output member is this header: "The MIME type of the inference returned
+                # from the model container" (botocore sagemaker-runtime model).
+                "X-Amzn-SageMaker-Content-Type": headers.get("Content-Type", "application/octet-stream"),
+                **extra,
             },
         )
 
 
-def _add_openai_routes(
-    app: FastAPI, host: Any, endpoint_name: str | None, region: str | None, component_name: str | None
-) -> None:
-    """SageMaker's OpenAI chat route, on the endpoint and on an inference component."""
+def _add_openai_routes(app: FastAPI, doors: Doors, region: str | None) -> None:
+    """SageMaker's OpenAI chat route, on the endpoint and on an inference component (an adapter component's chat
+    goes to its adapter, as InvokeEndpoint's does)."""
+    host, endpoint_name = doors.host, doors.endpoint_name
 
     async def openai_chat(request: Request, name: str, component: str | None) -> Response:
         from starlette.concurrency import run_in_threadpool
@@ -304,10 +416,8 @@ def _add_openai_routes(
             return _aws_error(problem.status, problem.code, problem.message)
         if endpoint_name is not None and name != endpoint_name:
             return _endpoint_not_found(name)
-        if component is not None and component_name is not None and component != component_name:
-            return _aws_error(
-                400, "ValidationError", f"Inference component {component} of account 123456789012 not found."
-            )
+        if component is not None and component not in doors.components():
+            return _aws_error(400, "ValidationError", invoke_rules.component_not_found(component))
         if host.capacity == 0:
             return Response(
                 _openai_error(f"endpoint {name}: {NO_CAPACITY_MESSAGE}", "service_unavailable", "no_capacity"),
@@ -316,11 +426,13 @@ def _add_openai_routes(
                 headers={"Retry-After": str(NO_CAPACITY.retry_after_s)},
             )
         body = await request.body()
-        status, content, media = await run_in_threadpool(host.chat, body)
+        status, content, media = await run_in_threadpool(host.chat, body, _adapter(host, component))
+        # The container's own framing and content type, passed through ("returns responses directly from the
+        # container, including streaming": the Developer Guide's OpenAI-compatible route page).
         return (
-            StreamingResponse(content, media_type=media)
-            if media == SSE
-            else Response(content, status_code=status, media_type=media, headers=_loading(status))
+            Response(content, status_code=status, headers={**_loading(status), "Content-Type": media})
+            if isinstance(content, str)
+            else StreamingResponse(content, media_type=media)
         )
 
     @app.post("/endpoints/{name}/openai/v1/chat/completions")
@@ -356,12 +468,28 @@ def _model_error(status: int, content: str) -> Response:
     )
 
 
+def _timed_out() -> Response:
+    """SageMaker's answer when the container took longer than the invoke limit (invoke_rules.INVOKE_TIMEOUT_S)."""
+    return _aws_error(
+        424,
+        "ModelError",
+        f'Received server error (0) from primary with message "{invoke_rules.TIMED_OUT_MESSAGE}".',
+        OriginalStatusCode=0,
+        OriginalMessage=invoke_rules.TIMED_OUT_MESSAGE,
+    )
+
+
 def _event_messages(chunks: Any) -> Any:
     """The reply's chunks as PayloadPart messages; a failure mid-reply ends the stream with a ModelStreamError
-    (SageMaker's StreamBroken: the container closed the stream)."""
+    (SageMaker's StreamBroken: the container closed the stream; ModelInvocationTimeExceeded: it stopped sending for
+    longer than the invoke limit, the container host's read timeout)."""
     try:
         for chunk in chunks:
             yield event_stream.payload_part(chunk)
+    except TimeoutError as err:
+        yield event_stream.model_stream_error(
+            f"the model stopped sending for longer than the invoke limit: {err}", "ModelInvocationTimeExceeded"
+        )
     except Exception as err:
         traceback.print_exc()
         yield event_stream.model_stream_error(
@@ -369,18 +497,36 @@ def _event_messages(chunks: Any) -> Any:
         )
 
 
-# InvokeEndpoint's InferenceComponentName (botocore sagemaker-runtime InvokeEndpointInput, a header).
+# The request and response headers of botocore's sagemaker-runtime model the local runtime reads or passes on
+# (invoke_rules.FIELDS says how each member is treated).
 INFERENCE_COMPONENT_HEADER = "X-Amzn-SageMaker-Inference-Component"
+TARGET_VARIANT_HEADER = "X-Amzn-SageMaker-Target-Variant"
+CUSTOM_ATTRIBUTES_HEADER = "X-Amzn-SageMaker-Custom-Attributes"  # "forwarded verbatim" both ways (the model's doc)
+STREAM_ACCEPT_HEADER = "X-Amzn-SageMaker-Accept"  # the response stream's Accept member
 
 
-async def _run(host: ModelHost, body: bytes, request: Request) -> tuple[int, str]:
+def _adapter(host: Any, component: str | None) -> str | None:
+    """The adapter component `component` names on a container host that loaded it (local_runtime adapters); None
+    for the endpoint's own component or none."""
+    return component if component is not None and component in getattr(host, "adapters", {}) else None
+
+
+def _content_type(headers: Mapping[str, str]) -> dict[str, str]:
+    """The container's Content-Type as it sent it (a header, not Starlette's media_type, which adds a charset)."""
+    return {"Content-Type": headers.get("Content-Type", JSON)}
+
+
+def _passed_back(headers: Mapping[str, str]) -> dict[str, str]:
+    """The container's response headers SageMaker passes back besides the body: its custom attributes."""
+    return {k: v for k, v in headers.items() if k.lower() == CUSTOM_ATTRIBUTES_HEADER.lower()}
+
+
+async def _run(host: Any, body: bytes, request: Request, component: str | None) -> tuple[int, str, dict[str, str]]:
     from starlette.concurrency import run_in_threadpool
 
     content_type, accept = request.headers.get("content-type"), request.headers.get("accept")
-    component = request.headers.get(INFERENCE_COMPONENT_HEADER)
-    if component in getattr(host, "adapters", {}):  # a container host's loaded adapter (local_runtime)
-        return await run_in_threadpool(host.invoke, body, content_type, accept, component)  # type: ignore[call-arg]
-    return await run_in_threadpool(host.invoke, body, content_type, accept)
+    attributes = request.headers.get(CUSTOM_ATTRIBUTES_HEADER)
+    return await run_in_threadpool(host.invoke, body, content_type, accept, _adapter(host, component), attributes)
 
 
 def _container_message(content: str) -> str:
@@ -405,18 +551,37 @@ def serve(
     port: int = 8080,
     endpoint_name: str | None = None,
     container_host: Any = None,
+    region: str | None = None,
+    component_name: str | None = None,
 ) -> None:
     """Serve until interrupted (the CLI's `serve`)."""
     import uvicorn
 
     name = endpoint_name or "<name>"
+    signed = region or sigv4.LOCAL_REGION
     print(
         f"serving {artifact_dir} on http://{host}:{port} (GET /ping, POST /invocations, "
         f"POST /endpoints/{name}/invocations, POST /endpoints/{name}/invocations-response-stream, "
-        f"POST /endpoints/{name}/openai/v1/chat/completions with a bearer token)"
+        f"POST /endpoints/{name}/openai/v1/chat/completions with a bearer token); sagemaker-runtime calls must be "
+        f"SigV4-signed for {signed} with the emulator's credentials (access key {', '.join(sigv4.LOCAL_CREDENTIALS)})"
     )
+    if container_host is None:
+        print(
+            "the artifact's handler answers as the Hugging Face inference toolkit does: whole replies only (the "
+            'response stream sends the reply as one part; a body with "stream": true is the handler\'s 400)'
+        )
     uvicorn.Server(
-        server_config(create_app(artifact_dir, endpoint_name=endpoint_name, container_host=container_host), host, port)
+        server_config(
+            create_app(
+                artifact_dir,
+                endpoint_name=endpoint_name,
+                container_host=container_host,
+                region=region,
+                component_name=component_name,
+            ),
+            host,
+            port,
+        )
     ).run()
 
 

@@ -19,10 +19,16 @@ What is reproduced, each from the container's own rules (written here from them,
                 it (empty or one of the --served-model-name values, entrypoints/serve/engine/serving.py
                 _is_model_supported; SGLang does not check it); max_model_len / context_length caps prompt + output;
                 streaming as server-sent events.
-  LMI and DJL   POST /invocations with the generation contract {"inputs", "parameters"} (request_contract.py) answered
-                [{"generated_text"}], and for LMI an OpenAI chat body on /invocations too (LMI's chat completions
-                schema, systems/lmi_vllm/chat.py); a generation request with "stream": true answers JSON lines
-                ({"token": {"text"}} per token, then {"generated_text"}), LMI's jsonlines framing.
+  LMI 27        (lmi-vllm) POST /invocations as LMI 27's async vLLM service answers it (LMI27, each framing below
+                with its source lines): {"inputs", "parameters"} (request_contract.py's checks) answered with the JSON
+                object {"generated_text"} and a newline; with "stream": true, JSON lines of {"index", "token": {"id",
+                "text", "logprob"}, "generated_text", "details"}, the last token's line holding the whole text; an
+                OpenAI chat or completion body answered as vLLM answers it, a stream as JSON lines (vLLM's chunks
+                without `data: `), each piece followed by a newline.
+  LMI and DJL   (lmi-trtllm, djl-*) POST /invocations with the generation contract {"inputs", "parameters"}
+                (request_contract.py) answered [{"generated_text"}], and for LMI an OpenAI chat body on /invocations
+                too (systems/lmi_vllm/chat.py); a generation request with "stream": true answers JSON lines
+                ({"token": {"text"}} per token, then {"generated_text"}).
 What it is not: the engines' schedulers, kernels, parsers (reasoning, tool calls) or memory planning.
 """
 
@@ -44,7 +50,9 @@ from typing import Any
 
 from .process import SystemContainer, base_environment
 
-ENGINES = ("vllm", "sglang", "lmi", "djl")
+# lmi-vllm: LMI 27's async vLLM service (OPTION_ENTRYPOINT djl_python.lmi_vllm.vllm_async_service), whose replies
+# and framings are LMI27 below; lmi: the older LMI handlers' generation contract (lmi-trtllm).
+ENGINES = ("vllm", "sglang", "lmi-vllm", "lmi", "djl")
 # Why each system's container is the stand-in here (printed with its answers).
 WHY = {
     "sglang": "no CPU build of SGLang 0.5.20 on the package registries (its wheel needs CUDA)",
@@ -54,7 +62,10 @@ WHY = {
     "djl-accelerate": "DJL Serving's front end (Java, djl_python) ships in the image only",
     "djl-fastertransformer": "DJL Serving (Java) and FasterTransformer's kernels need the image and a GPU",
 }
-ENGINE_OF = {"sglang": "sglang", "lmi-vllm": "lmi", "lmi-trtllm": "lmi"}
+ENGINE_OF = {"sglang": "sglang", "lmi-vllm": "lmi-vllm", "lmi-trtllm": "lmi"}
+# Where LMI 27's replies come from: the image systems/images.py pins (DJL_LMI 0.36.0-lmi27.0.0) is built from this
+# branch of djl-serving; the line numbers below are of these files at that commit.
+LMI27 = "deepjavalibrary/djl-serving@0.36.0-lmi27-dlc (7e13b081) engines/python/setup/djl_python/"
 
 SGLANG_LOOP = r"""
 ARGS=()
@@ -151,6 +162,40 @@ class StandIn:
     def takes_chat(self) -> bool:
         return self.engine != "djl"
 
+    def _tokens(self, ids: Any, wanted: int, minimum: int = 0) -> list[tuple[int, str, float]]:
+        """Greedy generation as (token id, the text it adds, its log-probability) per token: what LMI 27's streamed
+        completion chunks carry (vLLM's logprobs=1, return_tokens_as_token_ids)."""
+        import torch
+
+        with self.lock, torch.inference_mode():
+            out = self.model.generate(
+                ids,
+                attention_mask=torch.ones_like(ids),
+                max_new_tokens=wanted,
+                min_new_tokens=minimum,
+                do_sample=False,
+                output_scores=True,
+                return_dict_in_generate=True,
+                pad_token_id=self.tokenizer.pad_token_id or self.tokenizer.eos_token_id,
+            )
+        new = out.sequences[0] if self.encoder_decoder else out.sequences[0, ids.shape[1] :]
+        new = new[-len(out.scores) :] if out.scores else new[:0]
+        tokens, shown = [], ""
+        for step, token_id in enumerate(new.tolist()):
+            text = self.tokenizer.decode(new[: step + 1], skip_special_tokens=True)
+            logprob = float(torch.log_softmax(out.scores[step][0].float(), dim=-1)[token_id])
+            tokens.append((token_id, text[len(shown) :], logprob))
+            shown = text
+        return tokens
+
+    def lmi27_stream(self, body: dict[str, Any]) -> tuple[int, Any]:
+        """LMI 27's stream of a {"inputs", "stream": true} request (bytes, application/jsonlines); else an error."""
+        status, outputs = self.generation({**body, "stream": False}, tokens=True)
+        if status != 200:
+            return status, outputs
+        prompt, params, tokens = outputs
+        return 200, lmi27_token_lines(tokens, prompt if params.get("return_full_text") else "")
+
     def _generate(self, ids: Any, wanted: int, minimum: int = 0) -> tuple[str, int]:
         import torch
 
@@ -169,13 +214,18 @@ class StandIn:
     def _too_long(self, prompt_tokens: int, wanted: int) -> bool:
         return self.max_len is not None and prompt_tokens + wanted > self.max_len
 
-    def generation(self, body: dict[str, Any]) -> tuple[int, Any]:
-        """The generation contract (LMI and DJL): [{"generated_text"}] per prompt."""
+    def generation(self, body: dict[str, Any], tokens: bool = False) -> tuple[int, Any]:
+        """The generation contract: LMI 27 (lmi-vllm) answers {"generated_text"} of the first prompt (vLLM's first
+        choice: request_response_utils.py:143-146); the older LMI and DJL handlers [{"generated_text"}] per prompt.
+        tokens: (the prompt, its parameters, _tokens()) of the first prompt instead, for LMI 27's stream."""
         import request_contract
 
         try:
+            # LMI takes "stream" beside the request (request_response_utils.py:68); the DJL systems' handler
+            # (systems/djl_common/handler/model.py, validate_request) does not stream and refuses the key.
+            lmi = self.engine in ("lmi", "lmi-vllm")
             prompts, params = request_contract.validate_request(
-                {k: v for k, v in body.items() if k != "stream"}, request_contract.limits({})
+                {k: v for k, v in body.items() if k != "stream" or not lmi}, request_contract.limits({})
             )
         except request_contract.RequestError as err:
             return 400, {"error": str(err)}
@@ -185,16 +235,23 @@ class StandIn:
             wanted = params["max_new_tokens"]
             if self._too_long(ids.shape[1], wanted):
                 return 400, {"error": f"the prompt and max_new_tokens exceed the context of {self.max_len} tokens"}
+            if tokens:
+                return 200, (prompt, params, self._tokens(ids, wanted, params.get("min_new_tokens", 0)))
             text, _ = self._generate(ids, wanted, params.get("min_new_tokens", 0))
             outputs.append({"generated_text": (prompt + text) if params.get("return_full_text") else text})
+        if self.engine == "lmi-vllm":  # convert_completion_response_to_lmi_schema: the primary choice's text only
+            return 200, outputs[0]
         return 200, outputs
 
     def chat(self, body: dict[str, Any]) -> tuple[int, Any]:
-        completion = self.engine == "vllm" and not isinstance(body.get("messages"), list) and "prompt" in body
+        # vLLM's /invocations, and LMI 27 (vllm_async_service.py:282-286), take an OpenAI completion body too.
+        completion = (
+            self.engine in ("vllm", "lmi-vllm") and not isinstance(body.get("messages"), list) and "prompt" in body
+        )
         if not isinstance(body.get("messages"), list) and not completion:
             if self.engine == "sglang":
                 return 422, {"detail": [{"type": "missing", "loc": ["body", "messages"], "msg": "Field required"}]}
-            if self.engine in ("lmi", "djl") and "inputs" in body:
+            if self.engine in ("lmi-vllm", "lmi", "djl") and "inputs" in body:
                 return self.generation(body)
             return _error(
                 400,
@@ -242,8 +299,8 @@ class StandIn:
         }
 
 
-def _sse(reply: dict[str, Any], include_usage: bool) -> bytes:
-    """A whole OpenAI reply as the server-sent events of its stream: one text chunk, the usage chunk, [DONE]."""
+def _stream_chunks(reply: dict[str, Any], include_usage: bool) -> list[dict[str, Any]]:
+    """A whole OpenAI reply as the chunks of its stream: one text chunk, then the usage chunk when asked."""
     choice = reply["choices"][0]
     if "text" in choice:  # a completion streams text_completion chunks
         chunk = {**reply, "choices": [{"index": 0, "text": choice["text"], "finish_reason": "length"}]}
@@ -257,8 +314,54 @@ def _sse(reply: dict[str, Any], include_usage: bool) -> bytes:
             "choices": [{"index": 0, "delta": {"content": choice["message"]["content"]}, "finish_reason": "length"}],
         }
     usage = {**chunk, "choices": [], "usage": reply["usage"]}
-    tail = f"data: {json.dumps(usage)}\n\n" if include_usage else ""
-    return f"data: {json.dumps(chunk)}\n\n{tail}data: [DONE]\n\n".encode()
+    return [chunk, usage] if include_usage else [chunk]
+
+
+def _sse(reply: dict[str, Any], include_usage: bool) -> bytes:
+    """A whole OpenAI reply as the server-sent events of its stream (vLLM's and SGLang's framing), then [DONE]."""
+    events = "".join(f"data: {json.dumps(chunk)}\n\n" for chunk in _stream_chunks(reply, include_usage))
+    return f"{events}data: [DONE]\n\n".encode()
+
+
+# LMI 27's framings (LMI27 files). Every piece of a reply is written with a newline after it (async_utils.py:62-63,
+# _create_output: `data_str = data_str + '\n'`); a whole reply is application/json (create_non_stream_output,
+# async_utils.py:23-34), a stream application/jsonlines (create_stream_chunk_output, async_utils.py:37-47).
+
+
+def lmi27_whole(reply: Any) -> bytes:
+    """A whole reply: the generation contract's {"generated_text"} object (convert_completion_response_to_lmi_schema,
+    request_response_utils.py:137-146) or vLLM's chat.completion / text_completion as vLLM dumps it
+    (vllm_non_stream_output_formatter, request_response_utils.py:166-177), then the newline."""
+    return (json.dumps(reply, ensure_ascii=False) + "\n").encode()
+
+
+def lmi27_chunk_lines(reply: dict[str, Any], include_usage: bool) -> bytes:
+    """A streamed chat or completion: vLLM's SSE chunks with `data: ` cut off, one JSON object per line
+    (vllm_stream_output_formatter, request_response_utils.py:180-192: `trimmed_chunk = chunk[6:].strip()`), and
+    vLLM's `data: [DONE]` as an empty last piece: a bare newline."""
+    lines = "".join(json.dumps(chunk, ensure_ascii=False) + "\n" for chunk in _stream_chunks(reply, include_usage))
+    return (lines + "\n").encode()
+
+
+def lmi27_token_lines(tokens: list[tuple[int, str, float]], prefix: str = "") -> bytes:
+    """A streamed {"inputs"} request (convert_completion_chunk_response_to_lmi_schema, request_response_utils.py:
+    195-255): per token {"index", "token": {"id", "text", "logprob"}, "generated_text": null, "details": null}, the
+    last token's line carrying the whole text in generated_text (prefixed with the prompt for return_full_text,
+    :243-244); then vLLM's usage chunk, which has no choices, as an empty piece (:216-218) and [DONE] as another
+    (:206-209): two bare newlines. details stays null: the stand-in takes no "details" parameter
+    (request_contract.py refuses it)."""
+    lines, texts = [], []
+    for position, (token_id, text, logprob) in enumerate(tokens):
+        texts.append(text)
+        last = position == len(tokens) - 1
+        line = {
+            "index": 0,
+            "token": {"id": token_id, "text": text, "logprob": logprob},
+            "generated_text": prefix + "".join(texts) if last else None,
+            "details": None,
+        }
+        lines.append(json.dumps(line, ensure_ascii=False) + "\n")
+    return ("".join(lines) + "\n\n").encode()
 
 
 def _json_lines(outputs: list[dict[str, Any]], tokenizer: Any) -> bytes:
@@ -268,6 +371,24 @@ def _json_lines(outputs: list[dict[str, Any]], tokenizer: Any) -> bytes:
     lines = [{"token": {"id": i, "text": tokenizer.decode([i])}} for i in ids]
     lines.append({"generated_text": text})
     return "".join(json.dumps(line) + "\n" for line in lines).encode()
+
+
+def _lmi27_reply(stand_in: StandIn, body: dict[str, Any]) -> tuple[int, Any, str]:
+    """(status, body, content type) LMI 27's async vLLM service answers `body` with (LMI27 framings above)."""
+    streamed = bool(body.get("stream"))
+    if streamed and "inputs" in body and not isinstance(body.get("messages"), list):
+        status, reply = stand_in.lmi27_stream(body)
+        return (status, reply, "application/jsonlines") if status == 200 else (status, reply, JSON)
+    status, reply = stand_in.chat(body)
+    if status != 200:
+        return status, reply, JSON
+    if streamed:
+        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        return 200, lmi27_chunk_lines(reply, include_usage), "application/jsonlines"
+    return 200, lmi27_whole(reply), JSON
+
+
+JSON = "application/json"
 
 
 def make_server(stand_in: StandIn, port: int = 0) -> ThreadingHTTPServer:
@@ -298,6 +419,8 @@ def make_server(stand_in: StandIn, port: int = 0) -> ThreadingHTTPServer:
                 return self._send(400, {"error": {"message": "the body must be a JSON object"}})
             if openai_path and "messages" not in body:
                 return self._send(400, {"error": {"message": "messages: Field required", "type": "BadRequestError"}})
+            if stand_in.engine == "lmi-vllm":
+                return self._send(*_lmi27_reply(stand_in, body))
             status, reply = stand_in.chat(body)
             if status == 200 and body.get("stream"):
                 if isinstance(reply, list):  # the generation contract: LMI's jsonlines
@@ -339,7 +462,7 @@ class StandInContainer(SystemContainer):
     def engine_argv(self) -> list[str]:
         if self.stand_in_engine == "sglang":
             return sglang_argv(self.container_env, self.model_dir)
-        if self.stand_in_engine == "lmi":
+        if self.stand_in_engine in ("lmi", "lmi-vllm"):
             return lmi_argv(self.container_env, self.model_dir)
         return ["--model", str(djl_model_dir(self.model_dir))]
 

@@ -316,7 +316,7 @@ def cmd_build(args: argparse.Namespace) -> int:
 def cmd_serve(args: argparse.Namespace) -> int:
     from artifact.manifest import MANIFEST_NAME, Manifest, ManifestError
 
-    _, plan = _load_endpoint(args)
+    environment_plan, plan = _load_endpoint(args)
     artifact = Path(args.artifact or Path(args.build_root) / plan.name)
     try:
         manifest = Manifest.load(artifact / MANIFEST_NAME)
@@ -342,7 +342,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
         flush=True,
     )
     # The SageMaker endpoint name (environment-prefixed), as clients of the real endpoint use it.
-    serve(artifact, host=args.host, port=args.port, endpoint_name=plan.endpoint_name, container_host=host)
+    # Its region (SigV4's scope; the emulator's when unset) and inference component, as SageMaker checks them.
+    serve(
+        artifact,
+        host=args.host,
+        port=args.port,
+        endpoint_name=plan.endpoint_name,
+        container_host=host,
+        region=environment_plan.environment.region,
+        component_name=plan.component_name,
+    )
     return 0
 
 

@@ -75,7 +75,11 @@ CASES: list[ChatCase] = [
     ),
     ChatCase("body-array", [USER], 400, BAD, None, 'must be a JSON object with "messages"'),
     # the request's keys
-    ChatCase("unknown-key", body(frequency_penalty=0.5), 400, BAD, "frequency_penalty", "unknown request key"),
+    ChatCase("unknown-key", body(best_of=2), 400, BAD, "best_of", "unknown request key"),
+    # a key clients send, at a value that would change the answer were it ignored (at its neutral value: ignored)
+    ChatCase(
+        "penalty-not-served", body(frequency_penalty=0.5), 400, BAD, "frequency_penalty", "would change the answer"
+    ),
     ChatCase(
         "generation-contract-key",
         body(parameters={"max_new_tokens": 5}),

@@ -146,7 +146,7 @@ def test_rolled_back_endpoint_fails_on_config_mismatch(moto_env, environment_pla
 
 
 SHAPES = [
-    ({"generated_text": "Paris"}, "got dict"),
+    ({"text": "Paris"}, "got dict"),
     ([], "got an empty list"),
     ([{"text": "Paris"}], "'generated_text' is missing"),
     ([{"generated_text": 42}], "'generated_text' is int"),
@@ -159,6 +159,13 @@ SHAPES = [
 def test_response_shape_rules(body, expected):
     assert expected in smoke.check_response_shape(body)
     assert smoke.check_response_shape(GOOD + [{"generated_text": "", "details": {}}]) is None
+
+
+def test_lmi_27s_object_reply_is_the_right_shape():
+    """LMI 27 answers {"inputs"} with one object (djl-serving 0.36.0-lmi27-dlc request_response_utils.py:137-146);
+    the smoke test read only a list before, so an lmi-vllm endpoint failed its smoke test on AWS."""
+    assert smoke.check_response_shape({"generated_text": "Paris"}) is None
+    assert "'generated_text' is int" in smoke.check_response_shape({"generated_text": 42})
 
 
 @pytest.mark.parametrize("body, expected", [SHAPES[0], SHAPES[2]])

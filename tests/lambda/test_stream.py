@@ -179,10 +179,14 @@ def test_event_stream_messages_are_what_botocore_decodes():
 
 @pytest.fixture(scope="module")
 def model_server(gpt2_artifact: Path) -> Iterator[tuple[str, object]]:
-    """The local server on the tiny GPT-2 artifact, with its ModelHost (to watch the artifact's stream_fn)."""
+    """The local server on the tiny GPT-2 artifact, with its ModelHost (to watch the artifact's stream_fn). The
+    ModelHost streams with the handler's stream_fn (stream_with_handler): these tests need a container that
+    streams token by token in this process, to watch the stream function relay each token as it is made; hf-fastload
+    as served (and on AWS) answers whole replies (tests/local_runtime/test_strict_runtime.py)."""
     from local_runtime.serve import create_app
 
     app = create_app(gpt2_artifact, endpoint_name=ENDPOINT)
+    app.state.host.stream_with_handler = True
     with running(app, timeout=60) as url:
         yield url, app.state.host
 

@@ -150,10 +150,14 @@ def test_sagemaker_runtime_response_stream_and_invoke_endpoint(paced: str, aws_e
 
 def test_the_local_server_on_the_tiny_gpt2_artifact(gpt2_artifact: Path, aws_env: None) -> None:
     """Through boto3 to `python -m model_build serve`'s app: the model streams exactly the asked tokens
-    (min_new_tokens), counted by the server's details; prompts counted with the artifact's own tokenizer."""
+    (min_new_tokens), counted by the server's details; prompts counted with the artifact's own tokenizer. The app's
+    handler streams with its stream_fn (stream_with_handler): hf-fastload as deployed answers whole replies, and
+    this test needs a container that streams LMI's JSON lines token by token in this process."""
     from local_runtime.serve import create_app
 
-    with running(create_app(gpt2_artifact, endpoint_name="tiny-gpt2")) as url:
+    app = create_app(gpt2_artifact, endpoint_name="tiny-gpt2")
+    app.state.host.stream_with_handler = True
+    with running(app) as url:
         workload = _workload(tokenizer=str(gpt2_artifact), output_tokens={"mean": 6}, requests=4, concurrency=[1, 2])
         result = loadtest.run(SageMakerRuntimeTarget("tiny-gpt2", "us-east-1", url), workload, progress=False)
         for level in result["levels"]:

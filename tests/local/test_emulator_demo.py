@@ -45,9 +45,10 @@ def test_demo_deploys_serves_and_destroys_leaving_nothing(demo_run, record_prope
     assert "PASS  every objective met" in out and "kept  s3://llm-endpoints-local-artifacts-" in out
     assert "InService" in out
     assert out.count("output: ") == 2 and "latency:" in out
-    # The streamed prompt (lambda/stream's code against the local server's response-stream path): tokens one by one.
-    streamed = re.search(r"streamed (\d+) tokens; time to first token: (\d+) ms; all: (\d+) ms", out)
-    assert streamed and int(streamed.group(1)) >= 8 and int(streamed.group(2)) <= int(streamed.group(3)), out[-3000:]
+    # hf-fastload does not stream (its Hugging Face toolkit answers whole replies), here as on AWS: no streamed
+    # prompt, and the OpenAI route's chat comes back whole.
+    assert "skipped: hf-fastload does not stream" in out and "streamed " not in out, out[-3000:]
+    assert "a chat exchange through the openai SDK, whole" in out
     assert "s3 buckets                   0 left" in out
     assert "nothing left" in out
 

@@ -40,7 +40,7 @@ def served(tmp_path_factory):
     build_adapters(plan, tmp / "build")
     folders = extracted_adapters(plan, tmp / "build", tmp / "sagemaker")
     host = ContainerHost(VllmContainer(plan.container_environment("bucket"), model, tmp / "container"), folders)
-    app = create_app(model, endpoint_name=plan.endpoint_name, container_host=host)
+    app = create_app(model, endpoint_name=plan.endpoint_name, component_name=plan.component_name, container_host=host)
     started = time.monotonic()
     with TestClient(app) as client:  # its shutdown stops the engine (create_app's lifespan)
         while client.get("/ping").status_code != 200:
@@ -52,8 +52,13 @@ def served(tmp_path_factory):
 
 
 def _invoke(client, plan, component: str | None = None) -> dict:
-    headers = {"Content-Type": "application/json", **({INFERENCE_COMPONENT_HEADER: component} if component else {})}
-    response = client.post(f"/endpoints/{plan.endpoint_name}/invocations", content=json.dumps(GREEDY), headers=headers)
+    """InvokeEndpoint naming `component` (the endpoint's own by default: a components endpoint requires one),
+    SigV4-signed as boto3 signs (the local runtime checks it: local_runtime/sigv4.py)."""
+    from local_runtime.sigv4 import sign
+
+    headers = {"Content-Type": "application/json", INFERENCE_COMPONENT_HEADER: component or plan.component_name}
+    path, body = f"/endpoints/{plan.endpoint_name}/invocations", json.dumps(GREEDY).encode()
+    response = client.post(path, content=body, headers=sign("POST", f"http://testserver{path}", body, headers))
     assert response.status_code == 200, response.text
     return response.json()
 

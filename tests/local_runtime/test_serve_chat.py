@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 from chat_cases import CASES, OK, WEATHER, ChatCase
-from helpers import running, serve_in_thread
+from helpers import running
 
 from local_runtime import bearer_token
 
@@ -51,7 +51,7 @@ SERVED_APPS: dict[str, Any] = {}  # url -> the app serving it (tests reach its M
 def server_url(chat_artifact: Path) -> Iterator[str]:
     from local_runtime.serve import create_app
 
-    app = create_app(chat_artifact, endpoint_name=ENDPOINT, region=REGION, component_name="chat-ic")
+    app = create_app(chat_artifact, endpoint_name=ENDPOINT, region=REGION)
     with running(app, timeout=60) as url:
         SERVED_APPS[url] = app
         yield url
@@ -89,25 +89,22 @@ def test_plain_chat(client) -> None:
     assert reply.usage.total_tokens == reply.usage.prompt_tokens + 8 and not choice.message.tool_calls
 
 
-def test_streaming_with_usage_gives_the_same_text(client) -> None:
+def test_a_stream_request_is_the_handlers_400_as_on_aws(client) -> None:
+    """The route forwards the body to the container, whose Hugging Face toolkit answers whole replies only: the
+    handler refuses "stream": true (before, this server streamed with stream_fn, which no container calls)."""
+    import openai
+
     ask = dict(model="tiny-chat", max_tokens=10, temperature=0, messages=[{"role": "user", "content": "Hello"}])
-    whole = client.chat.completions.create(**ask)
-    chunks = list(client.chat.completions.create(**ask, stream=True, stream_options={"include_usage": True}))
-    assert len(chunks) >= 4  # role, tokens, finish, usage: it streamed, not one blob
-    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
-    assert text == whole.choices[0].message.content
-    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == whole.choices[0].finish_reason
-    assert chunks[-1].choices == [] and chunks[-1].usage.model_dump() == whole.usage.model_dump()
-    assert len({c.id for c in chunks}) == 1
+    with pytest.raises(openai.BadRequestError) as info:
+        list(client.chat.completions.create(**ask, stream=True, stream_options={"include_usage": True}))
+    assert info.value.param == "stream" and "hf-fastload answers whole replies only" in info.value.message
+    assert client.chat.completions.create(**ask).choices[0].message.content
 
 
-def test_the_inference_component_path(server_url: str, token: str) -> None:
+def test_the_inference_component_path_of_an_endpoint_without_components_is_refused(server_url: str, token) -> None:
+    """The served endpoint hosts no components (the serving of a named one: test_strict_runtime.py)."""
     from openai import OpenAI
 
-    component = OpenAI(base_url=base_url(server_url, "chat-ic"), api_key=token, max_retries=0)
-    assert component.chat.completions.create(
-        model="x", max_tokens=2, messages=[{"role": "user", "content": "Hi"}]
-    ).choices
     other = OpenAI(base_url=base_url(server_url, "other-ic"), api_key=token, max_retries=0)
     with pytest.raises(Exception, match="Inference component other-ic of account 123456789012 not found"):
         other.chat.completions.create(model="x", messages=[{"role": "user", "content": "Hi"}])
@@ -126,32 +123,18 @@ def scripted_url(chat_artifact: Path, tmp_path_factory: pytest.TempPathFactory) 
         yield url
 
 
-@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
-def test_a_tool_round_trip(scripted_url: str, token: str, stream: bool) -> None:
+def test_a_tool_round_trip(scripted_url: str, token: str) -> None:
     """The model asks for a tool, the client runs it and sends the result back, the model answers with it: the
     SDK's own message objects go back as they came."""
     from openai import OpenAI
 
     client = OpenAI(base_url=base_url(scripted_url), api_key=token, max_retries=0)
     messages: list[Any] = [{"role": "user", "content": "What is the weather in Paris?"}]
-    if stream:
-        chunks = list(client.chat.completions.create(model="m", messages=messages, tools=[WEATHER], stream=True))
-        calls = [t for c in chunks for t in c.choices[0].delta.tool_calls or []]
-        assert [c.choices[0].finish_reason for c in chunks][-1] == "tool_calls" and len(calls) == 1
-        call_id, name, arguments = calls[0].id, calls[0].function.name, calls[0].function.arguments
-        messages.append(
-            {
-                "role": "assistant",
-                "content": None,
-                "tool_calls": [{"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}],
-            }
-        )
-    else:
-        first = client.chat.completions.create(model="m", messages=messages, tools=[WEATHER])
-        assert first.choices[0].finish_reason == "tool_calls"
-        [call] = first.choices[0].message.tool_calls
-        call_id, name, arguments = call.id, call.function.name, call.function.arguments
-        messages.append(first.choices[0].message)  # the SDK's ChatCompletionMessage, as applications send it back
+    first = client.chat.completions.create(model="m", messages=messages, tools=[WEATHER])
+    assert first.choices[0].finish_reason == "tool_calls"
+    [call] = first.choices[0].message.tool_calls
+    call_id, name, arguments = call.id, call.function.name, call.function.arguments
+    messages.append(first.choices[0].message)  # the SDK's ChatCompletionMessage, as applications send it back
     assert name == "get_weather" and json.loads(arguments) == {"city": "Paris"} and call_id.startswith("chatcmpl-tool-")
     messages.append({"role": "tool", "tool_call_id": call_id, "content": "sunny, 21 C"})
     final = client.chat.completions.create(model="m", messages=messages, tools=[WEATHER])
@@ -305,8 +288,9 @@ def test_invoke_endpoint_carries_the_chat_refusal_in_its_model_error(server_url:
     assert info.value.response["OriginalStatusCode"] == 400 and original["error"]["param"] == "n"
 
 
-def test_the_response_stream_path_carries_sse(server_url: str) -> None:
-    """InvokeEndpointWithResponseStream with a streamed chat request: the payload parts are the SSE events."""
+def test_the_response_stream_path_answers_as_the_toolkit_does(server_url: str) -> None:
+    """InvokeEndpointWithResponseStream reaches the toolkit's /invocations: a whole chat request comes back as one
+    part holding the chat.completion, a streamed one is the handler's 400 in a ModelError."""
     import boto3
 
     runtime = boto3.client(
@@ -317,17 +301,23 @@ def test_the_response_stream_path_carries_sse(server_url: str) -> None:
         aws_secret_access_key="testing",
     )
     reply = runtime.invoke_endpoint_with_response_stream(
-        EndpointName=ENDPOINT, ContentType="application/json", Body=json.dumps({**OK, "max_tokens": 3, "stream": True})
+        EndpointName=ENDPOINT, ContentType="application/json", Body=json.dumps({**OK, "max_tokens": 3})
     )
-    text = b"".join(e["PayloadPart"]["Bytes"] for e in reply["Body"] if "PayloadPart" in e).decode()
-    assert text.startswith("data: {") and text.endswith("data: [DONE]\n\n") and '"chat.completion.chunk"' in text
+    parts = [e["PayloadPart"]["Bytes"] for e in reply["Body"] if "PayloadPart" in e]
+    assert len(parts) == 1 and json.loads(parts[0])["object"] == "chat.completion"
+    with pytest.raises(runtime.exceptions.ModelError) as info:
+        runtime.invoke_endpoint_with_response_stream(
+            EndpointName=ENDPOINT, ContentType="application/json", Body=json.dumps({**OK, "stream": True})
+        )
+    assert info.value.response["OriginalStatusCode"] == 400
 
 
 # ---- a second client library: LangChain's ChatOpenAI -------------------------------------------------------------
 
 
 def test_langchain_chat_openai(server_url: str, scripted_url: str, token: str) -> None:
-    """langchain-openai's ChatOpenAI: invoke, stream, and a tool call bound with bind_tools."""
+    """langchain-openai's ChatOpenAI: invoke, and a tool call bound with bind_tools (hf-fastload does not stream:
+    test_a_stream_request_is_the_handlers_400_as_on_aws)."""
     from langchain_core.messages import HumanMessage, ToolMessage
     from langchain_openai import ChatOpenAI
 
@@ -337,7 +327,6 @@ def test_langchain_chat_openai(server_url: str, scripted_url: str, token: str) -
     answer = llm.invoke("Hello")
     assert isinstance(answer.content, str) and answer.response_metadata["finish_reason"] == "length"
     assert answer.usage_metadata["output_tokens"] == 6
-    assert "".join(str(c.content) for c in llm.stream("Hello")) == answer.content
 
     def get_weather(city: str) -> str:
         """Weather in a city."""
@@ -354,56 +343,7 @@ def test_langchain_chat_openai(server_url: str, scripted_url: str, token: str) -
     assert tooled.invoke([question, first, result]).content == "The tool said: sunny in Paris."
 
 
-# ---- our front doors in front of the served model: the stream function and the invoke function -----------------
-
-
-@pytest.fixture(scope="module")
-def stream_door_url(server_url: str) -> Iterator[str]:
-    """lambda/stream/app.py's server with its SageMaker runtime client pointed at the local server (as the Lambda Web
-    Adapter runs it, as InvokeEndpointWithResponseStream reaches the container)."""
-    import importlib.util
-
-    import boto3
-
-    from endpoint_runtime import stream
-
-    spec = importlib.util.spec_from_file_location(
-        "stream_app_serve", Path(__file__).resolve().parents[2] / "lambda" / "stream" / "app.py"
-    )
-    app = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(app)
-    with pytest.MonkeyPatch.context() as patch:
-        for key, value in {"ENDPOINT_NAME": ENDPOINT, "CHAT_ROUTE": "handler", "CHAT_TOOL_CALLS": "true"}.items():
-            patch.setenv(key, value)
-        patch.setattr(
-            stream,
-            "_client",
-            boto3.client(
-                "sagemaker-runtime",
-                endpoint_url=server_url,
-                region_name=REGION,
-                aws_access_key_id="testing",
-                aws_secret_access_key="testing",
-            ),
-        )
-        server = app.serve(port=0)
-        serve_in_thread(server)
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-        server.shutdown()
-        server.server_close()
-
-
-def test_the_openai_sdk_streams_through_the_stream_function_from_the_real_handler(stream_door_url: str, client) -> None:
-    """The stream function in front of the served artifact: the handler's SSE chunks, through SageMaker's event
-    stream and the function's re-framing, read by the openai SDK; the same text as the OpenAI route answers."""
-    from openai import OpenAI
-
-    ask = dict(model="tiny-chat", max_tokens=6, temperature=0, messages=[{"role": "user", "content": "Hello"}])
-    door = OpenAI(base_url=f"{stream_door_url}/v1", api_key="function-url", max_retries=0, timeout=60)
-    chunks = list(door.chat.completions.create(**ask, stream=True, stream_options={"include_usage": True}))
-    whole = client.chat.completions.create(**ask)
-    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == whole.choices[0].message.content
-    assert chunks[-1].usage.model_dump() == whole.usage.model_dump()
+# ---- our front door in front of the served model: the invoke function (hf-fastload has no stream function) ------
 
 
 def test_the_invoke_function_answers_the_containers_chat_completion(server_url: str, monkeypatch) -> None:

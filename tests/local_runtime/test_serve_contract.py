@@ -12,6 +12,8 @@ import httpx
 import pytest
 from helpers import BAD_BODIES, EMOJI_BODY, running
 
+from local_runtime.sigv4 import sign
+
 ENDPOINT = "tiny-gpt2"
 
 
@@ -73,7 +75,8 @@ def test_bad_bodies_are_4xx_with_a_message_never_500(server_url: str, body: byte
     for needle in needles:
         assert needle in reply.json()["error"], (needle, reply.json()["error"])
     invoke_endpoint = f"{server_url}/endpoints/{ENDPOINT}/invocations"
-    reply = httpx.post(invoke_endpoint, content=body, headers=json_header, timeout=30)
+    signed = sign("POST", invoke_endpoint, body, json_header)  # SigV4, as boto3 signs (local_runtime/sigv4.py)
+    reply = httpx.post(invoke_endpoint, content=body, headers=signed, timeout=30)
     assert reply.status_code == 424 and reply.headers["x-amzn-errortype"] == "ModelError", reply.text
     assert reply.json()["OriginalStatusCode"] == 400
     for needle in needles:
@@ -133,7 +136,8 @@ def test_invoke_endpoint_error_quoting_a_lone_surrogate_is_still_424(tmp_path: P
     (tmp_path / "code" / "inference.py").write_text(QUOTING_HANDLER)
     body = b'{"inputs": "hi", "parameters": {"\\ud800": 1}}'
     with running(create_app(tmp_path)) as url:
-        reply = httpx.post(f"{url}/endpoints/any/invocations", content=body, timeout=10)
+        invoke = f"{url}/endpoints/any/invocations"
+        reply = httpx.post(invoke, content=body, headers=sign("POST", invoke, body), timeout=10)
     assert reply.status_code == 424, reply.text
     assert reply.json()["OriginalStatusCode"] == 400 and reply.json()["OriginalMessage"] == "unknown key \ud800"
 

@@ -113,7 +113,7 @@ def test_a_container_that_stopped_answering_is_a_500_naming_it(tmp_path, model_d
     host = ContainerHost(container)
     host.model = container
     host.loaded.set()
-    status, body = host.invoke(b"{}", "application/json", None)
+    status, body, _ = host.invoke(b"{}", "application/json", None)
     assert status == 500 and "the vLLM container did not answer (ConnectionRefusedError" in body
     assert str(container.log_path) in body
     assert host.stream(b"{}", "application/json")[0] == 500

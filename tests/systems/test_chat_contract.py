@@ -273,3 +273,41 @@ def test_chat_accepts_no_sampling_temperature_the_generation_contract_refuses(te
         assert 0 < temperature < low
         return
     assert parsed.temperature == 0 or low <= parsed.temperature <= 2
+
+
+def test_fields_common_clients_always_send_are_ignored_with_a_log_line(caplog) -> None:
+    """As vLLM ignores a field it does not know (OpenAIBaseModel.__log_extra_fields__), unless ignoring it would
+    change the answer: the openai SDK's user, LiteLLM's sagemaker_base_url, and the neutral defaults of logprobs,
+    penalties and logit_bias pass; the same keys asking for something are refused naming the key."""
+    import logging
+
+    asked = {
+        "messages": [{"role": "user", "content": "Hi"}],
+        "user": "u-1",
+        "sagemaker_base_url": "http://127.0.0.1:1/endpoints/e/invocations",
+        "metadata": {"k": "v"},
+        "store": False,
+        "logprobs": False,
+        "top_logprobs": 0,
+        "frequency_penalty": 0.0,
+        "presence_penalty": 0,
+        "logit_bias": {},
+        "parallel_tool_calls": True,
+    }
+    with caplog.at_level(logging.INFO, logger="chat_contract"):
+        request = chat_contract.parse_chat_request(asked)
+    assert request.messages[0].content == "Hi"
+    assert "present in the request but ignored" in caplog.text and "sagemaker_base_url" in caplog.text
+    for key, value in (
+        ("logprobs", True),
+        ("top_logprobs", 2),
+        ("frequency_penalty", 0.5),
+        ("presence_penalty", -1),
+        ("logit_bias", {"50256": -100}),
+        ("parallel_tool_calls", False),
+    ):
+        with pytest.raises(chat_contract.ChatError) as err:
+            chat_contract.parse_chat_request({"messages": [{"role": "user", "content": "Hi"}], key: value})
+        assert err.value.param == key and "ignoring it would change the answer" in err.value.message, key
+    with pytest.raises(chat_contract.ChatError, match=r"unknown request key \['temperatures'\]"):
+        chat_contract.parse_chat_request({"messages": [{"role": "user", "content": "Hi"}], "temperatures": 1})

@@ -207,7 +207,7 @@ def test_the_context_bounds_max_tokens(loaded: dict) -> None:
 
 def test_stream_flag_and_path_must_agree(loaded: dict) -> None:
     err = refused(loaded, body(stream=True))
-    assert err.param == "stream" and "this path answers whole replies" in err.message
+    assert err.param == "stream" and "hf-fastload answers whole replies only" in err.message
     err = refused(loaded, body(stream=False), stream=True)
     assert err.param == "stream" and "must be true on the streaming path" in err.message
 

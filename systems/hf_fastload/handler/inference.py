@@ -11,7 +11,10 @@ Reply:   [{"generated_text": str}, ...], one entry per input, holding the contin
          text-generation-inference); pass "return_full_text": true for prompt + continuation.
 Chat:    a body with "messages" is an OpenAI Chat Completions request (chat_contract.py, copied beside this file
          like request_contract.py): the tokenizer's chat template renders it (with its tools), the reply is a
-         chat.completion (tool calls read in the hermes format) from predict_fn, SSE chunks from stream_fn.
+         chat.completion (tool calls read in the hermes format) from predict_fn.
+Streaming: none. The toolkit answers POST /invocations with output_fn's one reply and calls no streaming function,
+         so a body with "stream": true is refused (400) and InvokeEndpointWithResponseStream gets the whole reply as
+         one part; model_build's local server answers the same way. stream_fn below is no container's hook.
 Every invalid request raises ValueError whose message names the key, the value and the limit; the toolkit
 and model_build's local server turn it into a 400 reply (chat refusals are chat_contract.ChatError, whose
 error_body() is OpenAI's error object).
@@ -313,10 +316,10 @@ def stream_fn(data: Any, model: dict, context: Any = None) -> Any:
     lmi_input_output_schema.md; LMI puts its last token on that final line too). A generator: validation runs at
     the first next(), so a bad request raises ValueError before anything is sent.
 
-    model_build's local server calls it for the response-stream path (POST /endpoints/<name>/
-    invocations-response-stream), standing in for a container that streams. SageMaker's Hugging Face inference
-    toolkit never calls it (it has no streaming hook), so a deployed hf-fastload endpoint does not stream
-    (endpoint_config/streaming.py refuses `streaming.enabled` for it)."""
+    No container calls it: SageMaker's Hugging Face inference toolkit has no streaming hook, so an hf-fastload
+    endpoint does not stream (its ServingSystem says so and the config refuses `streaming.enabled` for it), and
+    model_build's local server answers the response stream as the toolkit does, whole. Only tests call it: the
+    stream function's relay tests (local_runtime/serve.py ModelHost.stream_with_handler) and the handler's own."""
     if chat_contract.is_chat_request(data):
         yield from chat_stream(data, model)
         return
@@ -435,8 +438,8 @@ def _chat_request(data: Any, stream: bool) -> chat_contract.ChatRequest:
         if stream:
             raise chat_contract.ChatError("stream must be true on the streaming path", param="stream")
         raise chat_contract.ChatError(
-            "stream: this path answers whole replies (the Hugging Face inference toolkit has no streaming); send "
-            "stream false, or use a streaming route",
+            "stream: hf-fastload answers whole replies only (the Hugging Face inference toolkit has no streaming); "
+            "send stream false",
             param="stream",
             code="unsupported_value",
         )
