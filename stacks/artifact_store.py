@@ -46,6 +46,23 @@ def async_lifecycle_rules(environment_plan: EnvironmentPlan) -> list[s3.Lifecycl
     return rules
 
 
+def write_once_statement(bucket: s3.IBucket) -> iam.PolicyStatement:
+    """Published artifacts are write-once (operations review F9): every write of models/* must carry If-None-Match,
+    so S3 refuses one that would replace an existing object, whoever sends it (the publisher role included). The S3
+    User Guide's "Enforce conditional writes on Amazon S3 buckets": the s3:if-none-match condition key on s3:PutObject
+    covers PutObject and CompleteMultipartUpload; s3:ObjectCreationOperation exempts CreateMultipartUpload and
+    UploadPart, which take no conditional header. CopyObject into models/ is refused too (the page's note); nothing
+    here copies there. model_build/publish.py sends the header."""
+    return iam.PolicyStatement(
+        sid="PublishedArtifactsAreWriteOnce",
+        effect=iam.Effect.DENY,
+        principals=[iam.AnyPrincipal()],
+        actions=["s3:PutObject"],
+        resources=[bucket.arn_for_objects("models/*")],
+        conditions={"Null": {"s3:if-none-match": "true"}, "Bool": {"s3:ObjectCreationOperation": "true"}},
+    )
+
+
 class ArtifactStoreStack(Stack):
     """The artifact bucket (encrypted, versioned, TLS-only, private, access-logged) and the image repository.
 
@@ -167,6 +184,7 @@ class ArtifactStoreStack(Stack):
         )
         # A stable logical id: tools find the bucket by it, and a CDK refactor must not replace it.
         self.bucket.node.default_child.override_logical_id("ArtifactBucket")
+        self.bucket.add_to_resource_policy(write_once_statement(self.bucket))
 
     def _add_repository(self, repository_name: str, removal: RemovalPolicy, retain: bool) -> None:
         """The environment's ECR repository, for the images built from this repository."""
@@ -294,6 +312,7 @@ class ArtifactStoreStack(Stack):
                 conditions={"Bool": {"aws:SecureTransport": "false"}},
             )
         )
+        policy.document.add_statements(write_once_statement(self.bucket))
         acknowledge(
             policy,
             "AwsSolutions-S10",
