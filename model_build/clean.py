@@ -232,8 +232,7 @@ def plan(
     running_of: dict[str, InUse] = {}
     if snapshot_dir is None:
         snapshot_dir = ROOT / "cdk.out" / f"{environment_plan.project}-{environment_plan.environment_name}" / "rollback"
-    # The kept Models and EndpointConfigs first: what they name is kept too.
-    tagged = tagged_resources(session, environment_plan.project)
+    tagged: dict[tuple[str, str], dict[str, str]] | None = None
     for endpoint_plan in environment_plan.plans:
         spec = endpoint_plan.spec
         if endpoints and spec.name not in endpoints:
@@ -246,6 +245,9 @@ def plan(
         }
         running = running_of[spec.name] = in_use(session, endpoint_plan.endpoint_name, spec.name)
         reasons["deployed"] = running.hashes
+        # The kept Models and EndpointConfigs before the artifacts: what they name is kept too.
+        if tagged is None:
+            tagged = tagged_resources(session, environment_plan.project)
         _plan_resources(cleanup, session, environment_plan, endpoint_plan, running, tagged)
         kept_models = set()
         for name in [n for k, n in cleanup.keep_resources if k == MODEL]:

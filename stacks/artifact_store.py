@@ -245,8 +245,7 @@ class ArtifactStoreStack(Stack):
             iam.PolicyStatement(actions=["application-autoscaling:DescribeScalableTargets"], resources=["*"])
         )
         reserves = any(
-            p.spec.invoke_function.reserved_concurrency
-            or (p.spec.streaming.enabled and p.spec.streaming.reserved_concurrency)
+            p.invoke_function.reserved_concurrency or (p.streaming.enabled and p.streaming.reserved_concurrency)
             for p in environment_plan.plans
         )
         if reserves:
