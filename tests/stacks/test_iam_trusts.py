@@ -183,3 +183,38 @@ def test_the_rule_refuses_each_loose_trust(statement, problem):
     role = {"Properties": {"AssumeRolePolicyDocument": {"Statement": [statement]}}}
     found = trust_problems("r", role, "111122223333")
     assert found and problem in found[0], found
+
+
+def test_the_openai_route_role_trusts_exactly_the_principals_the_config_names(synth):
+    """config/examples/production.yaml's assist-ic: `chat.openai_route: {create_role: true, assumed_by: [...]}`."""
+    template = synth("config/examples/production.yaml", "prod").templates["llm-endpoints-prod-assist-ic"]
+    [role] = [
+        r
+        for lid, r in template["Resources"].items()
+        if r["Type"] == "AWS::IAM::Role" and lid.startswith("OpenAIRouteApplicationRole")
+    ]
+    [statement] = role["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+    assert statement["Principal"] == {"AWS": "arn:aws:iam::111122223333:root"}
+    assert statement["Condition"] == {"ArnEquals": {"aws:PrincipalArn": ["arn:aws:iam::111122223333:role/assist-app"]}}
+
+
+@pytest.mark.parametrize(
+    "route, message",
+    [
+        ("{create_role: true}", "create_role: true needs assumed_by"),
+        (
+            "{callers: [arn:aws:iam::111122223333:role/a], assumed_by: [arn:aws:iam::111122223333:role/b]}",
+            "it needs create_role: true",
+        ),
+        ("{create_role: true, assumed_by: [arn:aws:iam::111122223333:root]}", "is not an IAM role or user ARN"),
+    ],
+)
+def test_a_created_route_role_must_name_who_may_assume_it(tmp_path, route, message):
+    from helpers import config_refusal
+
+    path = tmp_path / "route.yaml"
+    path.write_text(
+        "endpoints:\n  - {name: chat, system: lmi-vllm, model: EleutherAI/gpt-j-6B, instance_type: ml.g5.2xlarge, "
+        f"chat: {{openai_route: {route}}}}}\n"
+    )
+    assert message in config_refusal(path)
