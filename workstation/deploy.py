@@ -330,13 +330,23 @@ def empty_bucket(bucket: str, session: boto3.Session | None = None) -> int:
 
 
 def destroy(environment_plan: EnvironmentPlan, *, echo: Callable[[str], None] = print) -> None:
-    """Every endpoint stack of the environment (found by its tags: those the config no longer names too) first, then,
-    once none is left to read it, the artifact stack with its bucket (workstation/converge.py, F1)."""
+    """Every endpoint stack of the environment first (found by its tags: those the config no longer names, which
+    the CLI cannot name, by DeleteStack), then, once none is left to read it, the artifact stack with its bucket
+    (workstation/converge.py, F1)."""
     session = _session(environment_plan)
     env = environment_plan.environment
     artifacts = environment_plan.stack_name("artifacts")
-    readers = [s for s in converge.environment_stacks(environment_plan, session) if s.name != artifacts]
-    converge.delete_stacks(readers, session, echo=echo)
+    converge.delete_stacks(converge.orphans(environment_plan, session), session, echo=echo)
+    # The assembly the last deploy synthesized, else a fresh synth (which needs no build for destroying).
+    assembly = _assembly(environment_plan)
+    app = (
+        ["--app", str(assembly)]
+        if (assembly / "manifest.json").is_file()
+        else [*_context(environment_plan), "-c", "allow_unbuilt=true"]
+    )
+    endpoint_stacks = [plan.stack_name for plan in environment_plan.plans]
+    echo(f"==> cdk destroy {' '.join(endpoint_stacks)}")
+    run([CDK, "destroy", *endpoint_stacks, "--exclusively", "--force", "--no-notices", *app], echo=echo)
     converge.refuse_while_readers_run(environment_plan, session)
     if env.emulator and not env.retain_data:
         account = caller_account(session)
@@ -346,16 +356,8 @@ def destroy(environment_plan: EnvironmentPlan, *, echo: Callable[[str], None] = 
             echo(f"==> emptied {bucket} ({removed} object versions; on AWS CDK's auto-delete resource does this)")
         except session.client("s3").exceptions.NoSuchBucket:
             pass
-    stacks = [artifacts]
-    echo(f"==> cdk destroy {' '.join(stacks)}")
-    # The assembly the last deploy synthesized, else a fresh synth (which needs no build for destroying).
-    assembly = _assembly(environment_plan)
-    app = (
-        ["--app", str(assembly)]
-        if (assembly / "manifest.json").is_file()
-        else [*_context(environment_plan), "-c", "allow_unbuilt=true"]
-    )
-    run([CDK, "destroy", *stacks, "--exclusively", "--force", "--no-notices", *app], echo=echo)
+    echo(f"==> cdk destroy {artifacts}")
+    run([CDK, "destroy", artifacts, "--exclusively", "--force", "--no-notices", *app], echo=echo)
     if env.retain_data:
         echo("    kept (retain_data: true): the artifact bucket, its access-log bucket and the image repository")
 

@@ -117,7 +117,8 @@ def test_destroy_removes_every_stack_of_the_environment_orphans_included(emulato
 
 
 def test_destroy_keeps_the_bucket_while_an_endpoint_still_reads_it(emulator, two_endpoints, monkeypatch):
-    """A stack whose deletion did not happen (here: DeleteStack never sent) stops destroy before the bucket goes."""
+    """A stack whose deletion did not happen (here: the orphan's DeleteStack never sent) stops destroy before the
+    bucket goes."""
     plan = two_endpoints
     monkeypatch.setattr(converge, "delete_stacks", lambda stacks, session, echo=print: None)
     with emulator.activated():
