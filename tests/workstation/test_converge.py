@@ -7,6 +7,7 @@ of the environment is there."""
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 
 import boto3
@@ -84,8 +85,20 @@ def _state(session) -> tuple[list[str], list[str]]:
     return found["cloudformation stacks"], [e.split("-LlmEndpoint")[0] for e in found["sagemaker endpoints"]]
 
 
-def test_deploy_refuses_an_orphan_naming_it_then_deletes_it_when_told(emulator, two_endpoints):
+def test_deploy_refuses_an_orphan_naming_it_then_deletes_it_when_told(emulator, two_endpoints, make_env):
     plan = two_endpoints
+    # `python -m workstation deploy` (what `make deploy` runs) stops after preflight, before any build or deploy.
+    refused = subprocess.run(
+        [sys.executable, "-m", "workstation", "deploy", "--config", str(plan.config_path), "--env", "emu"],
+        cwd=ROOT,
+        env=make_env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "orph-emu-beta (endpoint beta" in refused.stderr and "DELETE_ORPHANS=1" in refused.stderr
+    assert "==> cdk" not in refused.stdout and "model_build build" not in refused.stdout
     with emulator.activated():
         session = boto3.Session(region_name=emulator.region)
         assert _state(session) == (
