@@ -23,6 +23,7 @@ help:
 	@echo "make test-fast - the dev loop: make test without the end-to-end scenarios and slow subprocess checks"
 	@echo "make synth  - cdk synth the config in cdk.json (override: make synth CONFIG=path ENV=name)"
 	@echo "make deploy CONFIG=path ENV=name  - preflight, build, publish, deploy, smoke-test one environment"
+	@echo "              DELETE_ORPHANS=1: also delete the environment's stacks the config no longer names"
 	@echo "make destroy CONFIG=path ENV=name - tear that environment down"
 	@echo "make bench  - benchmarks: cold start, publish, serving, dev loop -> bench/results/ (~50 min: its sections' last times; prints each section's progress)"
 	@echo "make clean  - remove build outputs (build/, cdk.out/)"
@@ -144,7 +145,7 @@ synth-pipeline: venv-deploy cdk-cli
 	$(CDK) synth --no-notices -c config=$(CONFIG) -c pipeline=true
 
 deploy: install
-	$(PY) -m workstation deploy --config $(CONFIG) $(if $(ENV),--env $(ENV))
+	$(PY) -m workstation deploy --config $(CONFIG) $(if $(ENV),--env $(ENV)) $(if $(DELETE_ORPHANS),--delete-orphans)
 
 destroy: install
 	$(PY) -m workstation destroy --config $(CONFIG) $(if $(ENV),--env $(ENV))

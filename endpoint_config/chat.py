@@ -26,11 +26,14 @@ class OpenAIRouteSpec(Strict):
     endpoint (and its inference component) and sagemaker:CallWithBearerToken (stacks/openai_route.py).
 
     callers: IAM roles or users of the environment's account (the stack attaches a policy to each).
-    create_role: the stack also creates a role for the application, assumable by principals of the account that are
-      allowed sts:AssumeRole on it; its ARN is a stack output."""
+    create_role: the stack also creates a role for the application; its ARN is a stack output.
+    assumed_by: with create_role, the IAM roles or users of the environment's account that may assume that role (its
+      trust names exactly these, by aws:PrincipalArn); required with create_role, so the role never trusts the whole
+      account (operations review F9)."""
 
     callers: list[str] = Field(default_factory=list, max_length=20)
     create_role: bool = False
+    assumed_by: list[str] = Field(default_factory=list, max_length=20)
 
     @model_validator(mode="after")
     def _someone(self) -> OpenAIRouteSpec:
@@ -46,6 +49,20 @@ class OpenAIRouteSpec(Strict):
             raise ValueError(
                 f"callers: {sorted(a for a in self.callers if self.callers.count(a) > 1)[0]!r} is listed twice"
             )
+        for i, arn in enumerate(self.assumed_by):
+            if not re.match(CALLER_ARN, arn):
+                raise ValueError(
+                    f"assumed_by[{i}]: value {arn!r} is not an IAM role or user ARN "
+                    "(arn:aws:iam::<account>:role/<name> or arn:aws:iam::<account>:user/<name>)"
+                )
+        if self.create_role and not self.assumed_by:
+            raise ValueError(
+                "create_role: true needs assumed_by: the role or user ARNs of the account that may assume the "
+                "created role (e.g. assumed_by: [arn:aws:iam::<account>:role/<your application's role>]); the "
+                "role no longer trusts the whole account"
+            )
+        if self.assumed_by and not self.create_role:
+            raise ValueError("assumed_by names who may assume the created role: it needs create_role: true")
         if not self.callers and not self.create_role:
             raise ValueError(
                 "names nobody: give callers (role or user ARNs) or create_role: true, or remove openai_route"

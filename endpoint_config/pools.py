@@ -63,6 +63,9 @@ class Capacity(Strict):
 
     provision_timeout_s: int | None = Field(None, ge=PROVISION_TIMEOUT_BOUNDS[0], le=PROVISION_TIMEOUT_BOUNDS[1])
     reservation_arn: str | None = Field(None, min_length=20, max_length=258, pattern=RESERVATION_ARN_PATTERN)
+    # How many instances the reservation holds: required with reservation_arn, which launches only into it, and the
+    # endpoint's peak (its largest fleet plus what an update adds) must fit (engines review E3).
+    reserved_instances: int | None = Field(None, ge=1, le=1000)
 
 
 def pool_problems(ep: EndpointSpec) -> list[str]:
@@ -79,6 +82,7 @@ def pool_problems(ep: EndpointSpec) -> list[str]:
             "is not supported with hosting.mode inference-components here (the component endpoint config does not "
             "render it yet); remove capacity or use hosting.mode model (the default)",
         )
+    problems += reservation_problems(ep)
     if not ep.instance_pools:
         return problems
 
@@ -116,6 +120,60 @@ def pool_problems(ep: EndpointSpec) -> list[str]:
     return problems
 
 
+# botocore's sagemaker model: BlueGreenUpdatePolicy "SageMaker creates a new fleet during the deployment while
+# maintaining the old fleet" and DeploymentConfig "If no update policy is specified, SageMaker uses a blue/green
+# deployment strategy"; CapacityReservationPreference capacity-reservations-only "If no capacity is available, the
+# instances fail to launch".
+RESERVATION_SOURCES = (
+    'BlueGreenUpdatePolicy: "SageMaker creates a new fleet during the deployment while maintaining the old fleet" '
+    '(also with deployment: null: "If no update policy is specified, SageMaker uses a blue/green deployment '
+    'strategy"); capacity-reservations-only: "If no capacity is available, the instances fail to launch" '
+    "(botocore's sagemaker service model)"
+)
+
+
+def reservation_peak(ep: EndpointSpec) -> tuple[int, str]:
+    """The most instances the endpoint runs at once, and why: its largest fleet (autoscaling.max_capacity, else
+    instance_count) plus what an update adds while both fleets run (blue/green: a whole new fleet; rolling: a
+    batch, or the rollback batch, by default the whole fleet). deployment/plan.py quota_need is the same computation
+    for the quota check (tests/config/test_capacity_reservation.py holds the two equal); this package may not import
+    deployment/."""
+    from .operations import Rolling
+
+    steady = ep.autoscaling.max_capacity if ep.autoscaling is not None else ep.instance_count
+    where = "autoscaling.max_capacity" if ep.autoscaling is not None else "instance_count"
+    policy = ep.deployment.policy if ep.deployment is not None else None
+    if isinstance(policy, Rolling):
+        forward = policy.maximum_batch_size.instances_of(steady)
+        back = policy.rollback_maximum_batch_size.instances_of(steady) if policy.rollback_maximum_batch_size else steady
+        return steady + max(forward, back), f"{where} {steady} + a rolling batch of {forward} ({back} on rollback)"
+    return 2 * steady, f"{where} {steady} + a blue/green update's new fleet of {steady}"
+
+
+def reservation_problems(ep: EndpointSpec) -> list[str]:
+    """capacity.reservation_arn: the config says how many instances the reservation holds, and the endpoint's peak
+    fits in it, since every instance launches only into the reservation (E3: accepted before with a blue/green update
+    and autoscaling that the reservation may not hold, failing at the first update or scale-out)."""
+    capacity = ep.capacity
+    if capacity is None or capacity.reservation_arn is None or ep.hosting.uses_components:
+        return []
+    peak, why = reservation_peak(ep)
+    where = f"endpoint {ep.name!r}: capacity.reserved_instances"
+    if capacity.reserved_instances is None:
+        return [
+            f"{where}: required with reservation_arn (how many instances the reservation holds): this endpoint runs "
+            f"up to {peak} at once ({why}), and every instance launches only into the reservation; {RESERVATION_SOURCES}"
+        ]
+    if peak > capacity.reserved_instances:
+        return [
+            f"{where}: value {capacity.reserved_instances} is below the {peak} instances this endpoint runs at once "
+            f"({why}); {RESERVATION_SOURCES}. Allowed: a reservation of {peak} or more, or fewer at once: "
+            "deployment.rolling with a small maximum_batch_size and rollback_maximum_batch_size, or a lower "
+            "autoscaling.max_capacity"
+        ]
+    return []
+
+
 __all__ = [
     "Capacity",
     "InstancePool",
@@ -124,4 +182,6 @@ __all__ = [
     "PROVISION_TIMEOUT_BOUNDS",
     "RESERVATIONS_ONLY",
     "pool_problems",
+    "reservation_peak",
+    "reservation_problems",
 ]

@@ -144,12 +144,14 @@ def _choices(reply: Any) -> list[dict[str, Any]]:
 
 def generation_outputs(kind: str, reply: Any, reasoning_field: str | None = None) -> Any:
     """A container's reply to prompt_body(kind, ...) as the generation contract's [{"generated_text"}] (the reply
-    itself for the generation kind). A chat reply whose content is null while its reasoning field holds text (a
-    reasoning model still thinking when max_tokens ran out) reads as "" : the model answered. ValueError for a reply
-    of another shape. A generation reply that is one {"generated_text"} object, as LMI 27 answers {"inputs"}
-    (deepjavalibrary/djl-serving@0.36.0-lmi27-dlc engines/python/setup/djl_python/lmi_vllm/
-    request_response_utils.py:137-146, `lmi_response = {"generated_text": primary_choice.text}`), reads as the
-    one-item list; a list (the Hugging Face handler, the older LMI and DJL handlers) as it is."""
+    itself for the generation kind). A chat reply's text is its reasoning field, then its content, as a completion
+    holds both (docs/design/container-bodies.md): SGLang separates reasoning by default (0.5.20
+    srt/entrypoints/openai/protocol.py `separate_reasoning: bool = True`) and answers content "" or null while the
+    thinking used the token budget (serving_chat.py `content=text if text else ""`), which read as "" before
+    (engines review E2). ValueError for a reply of another shape. A generation reply that is one {"generated_text"}
+    object, as LMI 27 answers {"inputs"} (deepjavalibrary/djl-serving@0.36.0-lmi27-dlc engines/python/setup/
+    djl_python/lmi_vllm/request_response_utils.py:137-146, `lmi_response = {"generated_text": primary_choice.text}`),
+    reads as the one-item list; a list (the Hugging Face handler, the older LMI and DJL handlers) as it is."""
     if kind == GENERATION:
         return [reply] if isinstance(reply, dict) and "generated_text" in reply else reply
     outputs = []
@@ -160,8 +162,9 @@ def generation_outputs(kind: str, reply: Any, reasoning_field: str | None = None
             message = choice.get("message")
             message = message if isinstance(message, dict) else {}
             text = message.get("content")
-            if text is None and reasoning_field and isinstance(message.get(reasoning_field), str):
-                text = ""
+            reasoning = message.get(reasoning_field) if reasoning_field else None
+            if isinstance(reasoning, str):
+                text = reasoning + (text if isinstance(text, str) else "")
         if not isinstance(text, str):
             raise ValueError(f"choice {choice.get('index', 0)} holds no text (keys: {sorted(choice)[:8]})")
         outputs.append({"generated_text": text})

@@ -4,7 +4,11 @@ Models and EndpointConfigs of this project that nothing uses. Dry run by default
 Every build publishes under models/<endpoint>/<content hash>/, so old artifacts accumulate. For each endpoint this keeps
 what is pinned (the config's artifact_hash), built (the local build: what the next deploy publishes) and deployed
 (every model the endpoint can run now: its endpoint config's, the pending config's during an update, and its
-inference components'), and lists every other prefix under models/<endpoint>/ as removable.
+inference components'), what a kept Model names (the stack's current one), and what the stack's previous version needs
+(operations review F8): the artifact of the newest Model the stack retained when an update replaced it (a rollback,
+CloudFormation's or a manual one, deploys that version again) and any artifact the workstation's rollback snapshot
+template names (cdk.out/<project>-<env>/rollback/*.previous.template, the file the printed rollback command uses). It
+lists every other prefix under models/<endpoint>/ as removable.
 
 The endpoint stacks keep a replaced Model and EndpointConfig (UpdateReplacePolicy Retain, stacks/sagemaker_resources.py
 `retain_when_replaced`): after a rolled-back update the endpoint may still run them. Those carry the stack's tags
@@ -18,7 +22,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
 
 HASH = re.compile(r"^[0-9a-f]{64}$")
 # The tags every resource of an endpoint stack carries (stacks/__init__.py add_endpoint_stacks and tag_environment);
@@ -130,16 +137,49 @@ def in_use(session: Any, endpoint_name: str, endpoint: str) -> InUse:
         model = _describe(sm.describe_model, f"model {name}", ModelName=name)
         if model is None:
             raise CleanError(_gone(endpoint_name, f"model {name}"))
-        for container in [model.get("PrimaryContainer"), *model.get("Containers", [])]:
-            if not container:
-                continue
-            uri = container.get("ModelDataUrl") or container.get("ModelDataSource", {}).get("S3DataSource", {}).get(
-                "S3Uri", ""
-            )
-            found_hash = re.search(rf"/models/{re.escape(endpoint)}/([0-9a-f]{{64}})/", uri)
-            if found_hash:
-                hashes.add(found_hash.group(1))
+        hashes |= model_hashes(model, endpoint)
     return InUse(configs, models, hashes)
+
+
+def model_hashes(model: dict[str, Any], endpoint: str) -> set[str]:
+    """The content hashes of endpoint `endpoint`'s artifacts a DescribeModel answer names."""
+    hashes = set()
+    for container in [model.get("PrimaryContainer"), *model.get("Containers", [])]:
+        if not container:
+            continue
+        uri = container.get("ModelDataUrl") or container.get("ModelDataSource", {}).get("S3DataSource", {}).get(
+            "S3Uri", ""
+        )
+        found_hash = re.search(rf"/models/{re.escape(endpoint)}/([0-9a-f]{{64}})/", uri)
+        if found_hash:
+            hashes.add(found_hash.group(1))
+    return hashes
+
+
+def snapshot_hashes(snapshot_dir: Path | None, stack_name: str, endpoint: str) -> set[str]:
+    """The hashes of endpoint `endpoint`'s artifacts the workstation's saved rollback template of `stack_name` names
+    (model_build/rollback.py save: <stack>.previous.template); empty without one."""
+    if snapshot_dir is None:
+        return set()
+    path = snapshot_dir / f"{stack_name}.previous.template"
+    if not path.is_file():
+        return set()
+    return set(re.findall(rf"models/{re.escape(endpoint)}/([0-9a-f]{{64}})/", path.read_text(errors="replace")))
+
+
+def previous_version_hashes(session: Any, cleanup: EndpointCleanup, running: InUse, endpoint: str) -> set[str]:
+    """The artifact of the stack's previous version: what the newest of the endpoint's retained Models that does not
+    run now names (UpdateReplacePolicy Retain keeps a replaced Model; the newest is the one the last update replaced,
+    which a rollback deploys again)."""
+    sm = session.client("sagemaker")
+    retained = []
+    for kind, name in [*cleanup.remove_resources, *cleanup.keep_resources]:
+        if kind != MODEL or name in running.models:
+            continue
+        model = _describe(sm.describe_model, f"model {name}", ModelName=name)
+        if model is not None and model_hashes(model, endpoint) - running.hashes:
+            retained.append((str(model.get("CreationTime", "")), name, model_hashes(model, endpoint)))
+    return max(retained)[2] if retained else set()
 
 
 def _gone(endpoint_name: str, what: str) -> str:
@@ -175,13 +215,24 @@ def _component_models(sm: Any, endpoint_name: str) -> set[str]:
     return models
 
 
-def plan(environment_plan: Any, session: Any, bucket: str, endpoints: list[str] | None = None) -> list[EndpointCleanup]:
-    """What to keep and what to remove for each endpoint (`endpoints`: only these). Raises CleanError."""
+def plan(
+    environment_plan: Any,
+    session: Any,
+    bucket: str,
+    endpoints: list[str] | None = None,
+    *,
+    snapshot_dir: Path | None = None,
+) -> list[EndpointCleanup]:
+    """What to keep and what to remove for each endpoint (`endpoints`: only these). `snapshot_dir`: where the
+    workstation saved its rollback snapshots (default: cdk.out/<project>-<env>/rollback). Raises CleanError."""
     from botocore.exceptions import BotoCoreError, ClientError
 
     s3 = session.client("s3")
     cleanups = []
     running_of: dict[str, InUse] = {}
+    if snapshot_dir is None:
+        snapshot_dir = ROOT / "cdk.out" / f"{environment_plan.project}-{environment_plan.environment_name}" / "rollback"
+    tagged: dict[tuple[str, str], dict[str, str]] | None = None
     for endpoint_plan in environment_plan.plans:
         spec = endpoint_plan.spec
         if endpoints and spec.name not in endpoints:
@@ -194,6 +245,18 @@ def plan(environment_plan: Any, session: Any, bucket: str, endpoints: list[str] 
         }
         running = running_of[spec.name] = in_use(session, endpoint_plan.endpoint_name, spec.name)
         reasons["deployed"] = running.hashes
+        # The kept Models and EndpointConfigs before the artifacts: what they name is kept too.
+        if tagged is None:
+            tagged = tagged_resources(session, environment_plan.project)
+        _plan_resources(cleanup, session, environment_plan, endpoint_plan, running, tagged)
+        kept_models = set()
+        for name in [n for k, n in cleanup.keep_resources if k == MODEL]:
+            model = _describe(session.client("sagemaker").describe_model, f"model {name}", ModelName=name)
+            if model is not None:
+                kept_models |= model_hashes(model, spec.name)
+        reasons["kept model"] = kept_models - running.hashes
+        reasons["previous version"] = previous_version_hashes(session, cleanup, running, spec.name)
+        reasons["rollback snapshot"] = snapshot_hashes(snapshot_dir, endpoint_plan.stack_name, spec.name)
         for why, hashes in reasons.items():
             for h in hashes:
                 cleanup.keep.setdefault(h, []).append(why)
@@ -210,13 +273,6 @@ def plan(environment_plan: Any, session: Any, bucket: str, endpoints: list[str] 
             ) from None
         cleanup.remove = {h: n for h, n in counts.items() if h not in cleanup.keep}
         cleanups.append(cleanup)
-    # The kept Models and EndpointConfigs, once what every endpoint runs is known.
-    tagged = tagged_resources(session, environment_plan.project)
-    plans = {p.name: p for p in environment_plan.plans}
-    for cleanup in cleanups:
-        _plan_resources(
-            cleanup, session, environment_plan, plans[cleanup.endpoint], running_of[cleanup.endpoint], tagged
-        )
     return cleanups
 
 

@@ -234,7 +234,8 @@ def run_preflight(
     each is a failed check. Later checks that need the credentials or the region are left out when those fail.
     `assembly`: the synthesized cloud assembly about to be deployed; with it, the update checks compare each deployed
     stack's template with the synthesized one (what CloudFormation would replace). `only_updates`: region,
-    credentials and the update checks only (the pipeline's Preflight step, whose role may read no more)."""
+    credentials, the update checks and the Lambda concurrency check only (the pipeline's Preflight step, whose role
+    may read no more)."""
     import boto3
 
     env = environment_plan.environment
@@ -249,7 +250,13 @@ def run_preflight(
 
     templates = stack_templates(assembly) if assembly is not None else None
     if only_updates:
-        return checks + update_checks(environment_plan, session, region, templates)
+        checks += update_checks(environment_plan, session, region, templates)
+        # The pipeline's Preflight step too (operations review F10: it returned before this check, so a pipeline
+        # deploy met Lambda's refusal in CloudFormation). Its role may read exactly these calls
+        # (stacks/artifact_store.py _preflight_role).
+        if not env.emulator:
+            checks += lambda_concurrency_checks(environment_plan, session, region)
+        return checks
     checks += _quota_checks_of(environment_plan, session, region)
     if not env.emulator:  # moto's Lambda has no account's quotas to read
         checks += lambda_concurrency_checks(environment_plan, session, region)

@@ -146,18 +146,81 @@ def _s3_client(max_concurrency: int):
 
 
 def _existing(s3, bucket: str, key: str) -> tuple[int, str | None] | None:
-    """(size, sha256 metadata) of an object, or None when it does not exist."""
+    """(size, sha256) of an object, or None when it does not exist. The sha256 is the one publish recorded in the
+    object's metadata, unless S3's own full-object SHA256 checksum (computed by S3 on a single-request upload sent
+    with ChecksumAlgorithm SHA256) says otherwise: then S3's, so an object that differs from its record is never
+    taken for published."""
     from botocore.exceptions import ClientError
 
     try:
-        head = s3.head_object(Bucket=bucket, Key=key)
+        head = s3.head_object(Bucket=bucket, Key=key, ChecksumMode="ENABLED")
     except ClientError as err:
         if err.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
             return None
         if err.response.get("Error", {}).get("Code") in ("NoSuchBucket",):
             raise PublishError(f"bucket {bucket!r} does not exist") from None
         raise
-    return head["ContentLength"], head.get("Metadata", {}).get("sha256")
+    return head["ContentLength"], s3_sha256(head) or head.get("Metadata", {}).get("sha256")
+
+
+def s3_sha256(head: dict) -> str | None:
+    """The hex SHA-256 S3 computed over a whole object (HeadObject with ChecksumMode ENABLED), or None when S3 holds
+    none for the whole object: a multipart upload's SHA256 is a checksum of the parts' checksums ("<base64>-<parts>",
+    ChecksumType COMPOSITE; S3 User Guide, "Checking object integrity")."""
+    import base64
+
+    value = head.get("ChecksumSHA256")
+    multipart = "-" in str(head.get("ETag", "")) or "-" in str(value)  # a multipart ETag ends in -<parts>
+    if not value or multipart or head.get("ChecksumType", "FULL_OBJECT") != "FULL_OBJECT":
+        return None
+    return base64.b64decode(value).hex()
+
+
+# Write-once: every write of a published prefix carries If-None-Match: *, so S3 refuses (412 PreconditionFailed) to
+# replace an object that exists (S3 User Guide, "How to prevent object overwrites with conditional writes"; botocore's
+# s3 model: PutObject and CompleteMultipartUpload take IfNoneMatch). s3transfer 0.19.3 passes no IfNoneMatch through
+# its extra_args (ALLOWED_UPLOAD_ARGS), so it is added where botocore builds each request. The artifact bucket's
+# policy denies any other write of models/* (stacks/artifact_store.py, write_once_statement).
+_WRITE_EVENTS = ("before-parameter-build.s3.PutObject", "before-parameter-build.s3.CompleteMultipartUpload")
+
+
+class _WriteOnce:
+    def __init__(self, s3, prefix: str) -> None:
+        self.s3, self.prefix, self.event_id = s3, prefix, f"publish-write-once-{id(self)}"
+
+    def add_header(self, params, **kwargs) -> None:
+        if str(params.get("Key", "")).startswith(self.prefix):
+            params["IfNoneMatch"] = "*"
+
+    def __enter__(self) -> _WriteOnce:
+        for event in _WRITE_EVENTS:
+            self.s3.meta.events.register(event, self.add_header, unique_id=self.event_id)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for event in _WRITE_EVENTS:
+            self.s3.meta.events.unregister(event, unique_id=self.event_id)
+
+
+def _overwrite_refused(err) -> bool:
+    from botocore.exceptions import ClientError
+
+    return isinstance(err, ClientError) and err.response.get("Error", {}).get("Code") in (
+        "PreconditionFailed",
+        "412",
+        "ConditionalRequestConflict",
+    )
+
+
+def _write_once_error(bucket: str, keys: list[str]) -> PublishError:
+    return PublishError(
+        f"s3://{bucket}: {len(keys)} object(s) of this content-addressed prefix already exist with other content, and "
+        "a published prefix is write-once (never overwritten: S3 refused the write, If-None-Match):\n  - "
+        + "\n  - ".join(keys)
+        + "\nthe objects differ from this build's manifest: they were changed after publishing, or an earlier publish "
+        "sent a file that changed while it was sent. Inspect them; an administrator may delete them (s3:DeleteObject, "
+        "which publishing does not have), then publish again"
+    )
 
 
 def check_bucket(s3, bucket: str) -> None:
@@ -241,6 +304,7 @@ def _upload_all(
         return
     futures = []
     failed: list[str] = []
+    exists: list[str] = []
     if verifier is not None:
         s3.meta.events.register(_COMPLETE_EVENT, verifier.gate, unique_id=verifier.event_id)
     try:
@@ -250,7 +314,7 @@ def _upload_all(
         # TransferManager.shutdown), so it raises TypeError instead of cancelling.
         with create_transfer_manager(s3, config) as manager:
             for path, key, _size, metadata in items:
-                extra = {"Metadata": metadata, "ContentType": _content_type(key)}
+                extra = {"Metadata": metadata, "ContentType": _content_type(key), "ChecksumAlgorithm": "SHA256"}
                 fut = manager.upload(str(path), bucket, key, extra_args=extra, subscribers=[_OnProgress()])
                 futures.append((key, fut))
                 if verifier is not None:
@@ -259,11 +323,15 @@ def _upload_all(
                 try:
                     fut.result()
                 except Exception as err:  # collected and reported together below
-                    if verifier is None or not verifier.refused(key):
+                    if _overwrite_refused(err):
+                        exists.append(key)
+                    elif verifier is None or not verifier.refused(key):
                         failed.append(f"{key}: {err}")
     finally:
         if verifier is not None:
             s3.meta.events.unregister(_COMPLETE_EVENT, unique_id=verifier.event_id)
+    if exists:
+        raise _write_once_error(bucket, exists)
     if failed:
         raise PublishError(
             f"upload to s3://{bucket} failed for {len(failed)} file(s); manifest.json was not written, so the "
@@ -418,7 +486,8 @@ def publish_artifact(
             verifier.start([k for k in verifier.entries if k not in verifier.hashes])  # the multipart-sized rest
         bar = _Progress(sum(size for _, _, size, _ in items), progress, f"upload {prefix}")
         try:
-            _upload_all(s3, bucket, items, config, bar, verifier)
+            with _WriteOnce(s3, prefix):
+                _upload_all(s3, bucket, items, config, bar, verifier)
         finally:
             bar.close()
         if verifier is not None:
@@ -435,21 +504,49 @@ def publish_artifact(
 
     # manifest.json LAST: only now is the artifact complete.
     manifest_size = manifest_path.stat().st_size
-    if have_manifest == (manifest_size, manifest_sha):
+    if have_manifest == (manifest_size, manifest_sha) or (
+        have_manifest is not None and _same_artifact(s3, bucket, manifest_key, manifest)
+    ):
+        # Published already (a rebuild of the same files writes a manifest whose other fields differ: the prefix,
+        # written once, keeps the first).
         report.skipped_files += 1
         report.skipped_bytes += manifest_size
     else:
-        s3.upload_file(
-            str(manifest_path),
-            bucket,
-            manifest_key,
-            ExtraArgs={"Metadata": {"sha256": manifest_sha}, "ContentType": "application/json"},
-        )
+        try:
+            with _WriteOnce(s3, prefix):
+                s3.upload_file(
+                    str(manifest_path),
+                    bucket,
+                    manifest_key,
+                    ExtraArgs={
+                        "Metadata": {"sha256": manifest_sha},
+                        "ContentType": "application/json",
+                        "ChecksumAlgorithm": "SHA256",
+                    },
+                )
+        except Exception as err:
+            if _overwrite_refused(err):
+                raise _write_once_error(bucket, [manifest_key]) from None
+            raise
         report.uploaded.append(manifest_key)
         report.uploaded_files += 1
         report.uploaded_bytes += manifest_size
     report.seconds = time.monotonic() - started
     return report
+
+
+def _same_artifact(s3, bucket: str, key: str, manifest: Manifest) -> bool:
+    """Whether the published manifest at `key` lists exactly this build's files (path, size, sha256)."""
+    import json
+
+    try:
+        published = json.loads(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
+        files = {(f["path"], f["size"], f["sha256"]) for f in published["files"]}
+    except (ValueError, KeyError, TypeError):
+        return False
+    return published.get("content_hash") == manifest.content_hash and files == {
+        (e.path, e.size, e.sha256) for e in manifest.files
+    }
 
 
 def _verify_single_request_files(verifier: _Verifier, multipart_threshold: int) -> None:
@@ -465,14 +562,12 @@ def _verify_single_request_files(verifier: _Verifier, multipart_threshold: int) 
 def _finish_verification(verifier: _Verifier, items: list[_Item], s3, bucket: str, multipart_threshold: int) -> None:
     """After the uploads: every file (uploaded or skipped) hashed to the manifest's sha256 and unchanged since the
     start, else refuse manifest.json. A file sent in one request that changed after it was hashed may have been
-    sent changed: its object is replaced by an empty one without sha256 metadata, so no later publish skips it
-    (s3:PutObject, which publishing has; deleting would need s3:DeleteObject, which it has not)."""
+    sent changed. Its object cannot be replaced (the prefix is write-once), but S3 computed its SHA256 checksum on
+    upload, and a later publish compares that with the manifest (`_existing`), so it never skips such an object: it
+    names it instead. The artifact check does the same before a deploy."""
     problems = [p for k in verifier.entries if (p := verifier.check(k))]
     if not problems:
         return
-    for _, key, size, _ in items:
-        if size < multipart_threshold and verifier.refused(key):
-            s3.put_object(Bucket=bucket, Key=key, Body=b"", ContentType=_content_type(key))
     raise _changed_error(verifier.build_dir, problems, after_upload=True)
 
 

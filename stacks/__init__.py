@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from aws_cdk import Aspects, Aws, Environment, Tags
+from aws_cdk import Aspects, Aws, Environment, Stack, Tags
 from constructs import Construct
 
 from deployment import EnvironmentPlan
@@ -95,6 +95,7 @@ def add_endpoint_stacks(
         if artifacts is not None:
             stack.add_stack_dependency(artifacts, "the model artifact is read from the artifact bucket")
         Tags.of(stack).add("llm-endpoints:endpoint", plan.name)
+        stack.tags.set_tag("llm-endpoints:endpoint", plan.name)  # the stack's own (explicitStackTags): converge.py
         stacks[plan.stack_name] = stack
     return stacks
 
@@ -104,6 +105,13 @@ def tag_environment(scope: Construct, environment_plan: EnvironmentPlan) -> None
     ServiceTimeout on CDK's own custom resources there (stacks/custom_resources.py)."""
     Tags.of(scope).add("llm-endpoints:project", environment_plan.project)
     Tags.of(scope).add("llm-endpoints:environment", environment_plan.environment_name)
+    # The stacks themselves too: with @aws-cdk/core:explicitStackTags (cdk.json) Tags.of tags resources only, and
+    # CloudFormation lists a stack's own tags in DescribeStacks, which is how `make deploy` and `make destroy` find
+    # the environment's stacks the config no longer names (workstation/converge.py).
+    for construct in scope.node.find_all():
+        if isinstance(construct, Stack):
+            construct.tags.set_tag("llm-endpoints:project", environment_plan.project)
+            construct.tags.set_tag("llm-endpoints:environment", environment_plan.environment_name)
     Aspects.of(scope).add(CustomResourceTimeouts())
 
 

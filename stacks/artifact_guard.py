@@ -11,14 +11,15 @@ from constructs import Construct
 from .endpoint_network import BucketKeyRef
 from .functions import PythonFunction
 from .lambda_asset import LAMBDA_ROOT, function_code
-from .nag import acknowledge
+from .nag import acknowledge, nag_text
 
 # How long CloudFormation waits for a custom resource's answer: "an integer from 1 to 3600", default 3600 (the
 # AWS::CloudFormation::CustomResource reference; cfn-lint schema property ServiceTimeout). An answer lost (a function
 # killed at its timeout) would otherwise hold the stack an hour, and its rollback another (operations review R3).
-# 300 s covers the function's 60 s and Lambda's first retry of an asynchronous invocation.
+# 300 s covers the function's 180 s (a manifest read and every listed object's HeadObject:
+# endpoint_runtime/artifact_check.py AWS_CALLS_PER_EVENT) and an answer.
 CUSTOM_RESOURCE_TIMEOUT_S = 300
-ARTIFACT_CHECK_TIMEOUT_S = 60
+ARTIFACT_CHECK_TIMEOUT_S = 180
 
 
 class PublishedArtifactCheck(Construct):
@@ -47,13 +48,13 @@ class PublishedArtifactCheck(Construct):
             handler="artifact_check/handler.handler",
             environment={},
             timeout=Duration.seconds(ARTIFACT_CHECK_TIMEOUT_S),
-            description=f"Fails the deploy unless s3://.../{manifest_key} is published",
+            description=f"Fails the deploy unless s3://.../{manifest_key} and the objects it lists are published",
             log_retention_days=log_retention_days,
         )
         function = self.handler.function
         self.bucket_name = bucket_name
         if bucket_key is not None:  # an SSE-KMS object is read with the key (S3 User Guide, "Using SSE-KMS")
-            bucket_key.grant_s3_use(function, read_only=True)  # it only reads the manifest
+            bucket_key.grant_s3_use(function, read_only=True)  # it only reads
             if bucket_key.alias_name is not None:
                 acknowledge(
                     function.role,  # type: ignore[arg-type]
@@ -67,10 +68,26 @@ class PublishedArtifactCheck(Construct):
         """One more manifest the same function checks (a LoRA adapter's: operations review R6): its own custom
         resource, to depend on from what must not be created before that artifact is published."""
         function = self.handler.function
+        # The artifact's prefix: its manifest and the HeadObject of each file it lists (s3:GetObject), and the listing
+        # of that prefix only, without which S3 answers 403 instead of 404 for a missing key (S3 API reference,
+        # HeadObject "Permissions").
+        prefix = manifest_key.rsplit("/", 1)[0] + "/"
+        bucket_arn = f"arn:{Aws.PARTITION}:s3:::{self.bucket_name}"
+        function.add_to_role_policy(
+            iam.PolicyStatement(actions=["s3:GetObject"], resources=[f"{bucket_arn}/{prefix}*"])
+        )
         function.add_to_role_policy(
             iam.PolicyStatement(
-                actions=["s3:GetObject"], resources=[f"arn:{Aws.PARTITION}:s3:::{self.bucket_name}/{manifest_key}"]
+                actions=["s3:ListBucket"],
+                resources=[bucket_arn],
+                conditions={"StringLike": {"s3:prefix": [f"{prefix}*"]}},
             )
+        )
+        acknowledge(
+            function.role,  # type: ignore[arg-type]
+            f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:s3:::{nag_text(self.bucket_name)}/{prefix}*]",
+            "The check reads the objects of one content-addressed artifact prefix (models/<endpoint>/<hash>/), "
+            "whose file names are listed by its manifest, read at deploy time.",
         )
         resource = CfnCustomResource(
             self, construct_id, service_token=function.function_arn, service_timeout=CUSTOM_RESOURCE_TIMEOUT_S

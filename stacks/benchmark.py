@@ -132,7 +132,16 @@ class ManagedBenchmark(Construct):
             self,
             "Role",
             role_name=benchmark_role_name(plan.project, plan.environment_name, plan.name),
-            assumed_by=iam.ServicePrincipal(SAGEMAKER_PRINCIPAL),
+            # Only on behalf of this account and region: the SageMaker Developer Guide's "Cross-service confused
+            # deputy prevention" ("Limit Permissions With Global Condition Keys": aws:SourceArn and
+            # aws:SourceAccount; with the job's ARN unknown, a wildcard ARN of the account). Operations review F9.
+            assumed_by=iam.ServicePrincipal(
+                SAGEMAKER_PRINCIPAL,
+                conditions={
+                    "StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID},
+                    "ArnLike": {"aws:SourceArn": f"arn:{Aws.PARTITION}:sagemaker:{Aws.REGION}:{Aws.ACCOUNT_ID}:*"},
+                },
+            ),
             description=f"Assumed by SageMaker for AI benchmark jobs of endpoint {plan.endpoint_name}",
         )
         endpoint.grant_invoke(self.role)

@@ -257,7 +257,18 @@ class PrivateNetwork(Construct):
         delivery = iam.Role(
             self,
             "FlowLogDelivery",
-            assumed_by=iam.ServicePrincipal("vpc-flow-logs.amazonaws.com"),
+            # The trust the Amazon VPC User Guide recommends ("IAM role for publishing flow logs to CloudWatch
+            # Logs": aws:SourceAccount, and aws:SourceArn of the flow log, its id replaced by a wildcard since the
+            # flow log is created after the role). Operations review F9.
+            assumed_by=iam.ServicePrincipal(
+                "vpc-flow-logs.amazonaws.com",
+                conditions={
+                    "StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID},
+                    "ArnLike": {
+                        "aws:SourceArn": f"arn:{Aws.PARTITION}:ec2:{Aws.REGION}:{Aws.ACCOUNT_ID}:vpc-flow-log/*"
+                    },
+                },
+            ),
             description=f"VPC flow logs of endpoint {endpoint_name}: writes its flow log group only",
         )
         flow_logs.grant_write(delivery)

@@ -57,7 +57,7 @@ class OpenAIRouteAccess(Construct):
                 self,
                 "ApplicationRole",
                 role_name=role_name,
-                assumed_by=iam.AccountRootPrincipal(),
+                assumed_by=assumers_principal(self, route.assumed_by),
                 description=f"Calls SageMaker endpoint {endpoint.endpoint_name} through its OpenAI route",
             )
             self.grantees.append(self.role)
@@ -98,6 +98,23 @@ def _partition(stack: Stack) -> str | None:
     return "aws-cn" if stack.region.startswith("cn-") else "aws-us-gov" if stack.region.startswith("us-gov-") else "aws"
 
 
+def assumers_principal(scope: Construct, arns: list[str]) -> iam.IPrincipal:
+    """The created role's trust: the account, only for the principals chat.openai_route.assumed_by names (by
+    aws:PrincipalArn, which survives a role's re-creation, like stacks/trusted_pipeline.py), never the whole account
+    (operations review F9). Each must be of the stack's account: a trust of another account's principal is refused."""
+    stack = Stack.of(scope)
+    for i, arn in enumerate(arns):
+        match = _ARN.match(arn)
+        if match is None:
+            raise ValueError(f"chat.openai_route.assumed_by[{i}]: value {arn!r} is not an IAM role or user ARN")
+        if not Token.is_unresolved(stack.account) and match["account"] != stack.account:
+            raise ValueError(
+                f"chat.openai_route.assumed_by[{i}]: value {arn!r} is in account {match['account']}, not the "
+                f"endpoint's {stack.account}; allowed: roles and users of the endpoint's account"
+            )
+    return iam.AccountPrincipal(stack.account).with_conditions({"ArnEquals": {"aws:PrincipalArn": list(arns)}})
+
+
 def caller_principal(scope: Construct, index: int, arn: str) -> iam.IGrantable:
     """An existing role or user of the scope's account (chat.openai_route.callers[index]) to attach a policy to. CDK
     silently adds no policy for a principal of another account (it cannot attach one there, and SageMaker endpoints
@@ -123,4 +140,4 @@ def caller_principal(scope: Construct, index: int, arn: str) -> iam.IGrantable:
     return iam.User.from_user_arn(scope, f"Caller{index}", arn)
 
 
-__all__ = ["BEARER_ACTION", "OpenAIRouteAccess", "base_url", "caller_principal"]
+__all__ = ["BEARER_ACTION", "OpenAIRouteAccess", "assumers_principal", "base_url", "caller_principal"]

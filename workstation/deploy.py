@@ -8,8 +8,11 @@ deploy:  preflight (region, credentials, quotas) -> model_build build for endpoi
          SLO gate of each endpoint with `slo:` (a load test judged against its objectives,
          load_testing/gate.py) -> an endpoint that failed either is rolled back to its snapshot (or, where none exists
          or the rollback fails, the error names the command that does it).
-destroy: empty the artifact bucket where CloudFormation cannot (the emulator, which cannot run CDK's
-         auto-delete Lambda) -> `cdk destroy` of this environment's stacks.
+         Stacks of the environment the config no longer names stop the deploy (or, with --delete-orphans, are
+         deleted after it: workstation/converge.py).
+destroy: delete every endpoint stack of the environment (found by its tags, those the config no longer names
+         included) -> none left to read it: empty the artifact bucket where CloudFormation cannot (the emulator,
+         which cannot run CDK's auto-delete Lambda) -> `cdk destroy` of the artifact stack.
 Each step prints what it does; the first failure stops with one message and a non-zero exit.
 """
 
@@ -26,6 +29,7 @@ import boto3
 
 from deployment import EnvironmentPlan, load_config
 from deployment.aws import caller_account, session_for
+from workstation import converge
 
 ROOT = Path(__file__).resolve().parent.parent
 CDK = str(ROOT / "node_modules" / ".bin" / "cdk")
@@ -72,9 +76,17 @@ def _failed(checks, *, skip_artifacts: bool) -> list[str]:
     ]
 
 
-def deploy(environment_plan: EnvironmentPlan, *, echo: Callable[[str], None] = print, runtime_client=None) -> None:
+def deploy(
+    environment_plan: EnvironmentPlan,
+    *,
+    echo: Callable[[str], None] = print,
+    runtime_client=None,
+    delete_orphans: bool = False,
+) -> None:
     """Deploy one environment. `runtime_client`: the sagemaker-runtime client the smoke test invokes through
-    (default: the real service; the demo passes one pointed at the model served on localhost)."""
+    (default: the real service; the demo passes one pointed at the model served on localhost). `delete_orphans`:
+    delete the environment's stacks the config no longer names once the config's are deployed; without it their
+    existence stops the deploy before anything changes (workstation/converge.py)."""
     from model_build.preflight import artifacts_pending, run_preflight
     from model_build.smoke import format_checks
 
@@ -89,6 +101,7 @@ def deploy(environment_plan: EnvironmentPlan, *, echo: Callable[[str], None] = p
     problems = _failed(checks, skip_artifacts=True)
     if problems:
         raise DeployError("preflight failed:\n  - " + "\n  - ".join(problems))
+    orphans = converge.check_orphans(environment_plan, session, delete=delete_orphans, echo=echo)
 
     # `build` builds an endpoint's LoRA adapters after its model: one unbuilt adapter rebuilds the endpoint.
     unbuilt = [
@@ -167,6 +180,7 @@ def deploy(environment_plan: EnvironmentPlan, *, echo: Callable[[str], None] = p
         echo=echo,
     )
     echo(f"deployed {len(endpoint_stacks)} endpoint(s) to environment {env_name}")
+    converge.delete_stacks(orphans, session, echo=echo)
 
 
 def take_snapshots(
@@ -318,8 +332,24 @@ def empty_bucket(bucket: str, session: boto3.Session | None = None) -> int:
 
 
 def destroy(environment_plan: EnvironmentPlan, *, echo: Callable[[str], None] = print) -> None:
+    """Every endpoint stack of the environment first (found by its tags: those the config no longer names, which
+    the CLI cannot name, by DeleteStack), then, once none is left to read it, the artifact stack with its bucket
+    (workstation/converge.py, F1)."""
     session = _session(environment_plan)
     env = environment_plan.environment
+    artifacts = environment_plan.stack_name("artifacts")
+    converge.delete_stacks(converge.orphans(environment_plan, session), session, echo=echo)
+    # The assembly the last deploy synthesized, else a fresh synth (which needs no build for destroying).
+    assembly = _assembly(environment_plan)
+    app = (
+        ["--app", str(assembly)]
+        if (assembly / "manifest.json").is_file()
+        else [*_context(environment_plan), "-c", "allow_unbuilt=true"]
+    )
+    endpoint_stacks = [plan.stack_name for plan in environment_plan.plans]
+    echo(f"==> cdk destroy {' '.join(endpoint_stacks)}")
+    run([CDK, "destroy", *endpoint_stacks, "--exclusively", "--force", "--no-notices", *app], echo=echo)
+    converge.refuse_while_readers_run(environment_plan, session)
     if env.emulator and not env.retain_data:
         account = caller_account(session)
         bucket = environment_plan.artifact_bucket(account, env.region or session.region_name)
@@ -328,16 +358,8 @@ def destroy(environment_plan: EnvironmentPlan, *, echo: Callable[[str], None] = 
             echo(f"==> emptied {bucket} ({removed} object versions; on AWS CDK's auto-delete resource does this)")
         except session.client("s3").exceptions.NoSuchBucket:
             pass
-    stacks = [environment_plan.stack_name("artifacts")] + [plan.stack_name for plan in environment_plan.plans]
-    echo(f"==> cdk destroy {' '.join(stacks)}")
-    # The assembly the last deploy synthesized, else a fresh synth (which needs no build for destroying).
-    assembly = _assembly(environment_plan)
-    app = (
-        ["--app", str(assembly)]
-        if (assembly / "manifest.json").is_file()
-        else [*_context(environment_plan), "-c", "allow_unbuilt=true"]
-    )
-    run([CDK, "destroy", *stacks, "--force", "--no-notices", *app], echo=echo)
+    echo(f"==> cdk destroy {artifacts}")
+    run([CDK, "destroy", artifacts, "--exclusively", "--force", "--no-notices", *app], echo=echo)
     if env.retain_data:
         echo("    kept (retain_data: true): the artifact bucket, its access-log bucket and the image repository")
 
@@ -384,11 +406,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("action", choices=["deploy", "destroy"])
     parser.add_argument("--config", default="config/local.yaml")
     parser.add_argument("--env", default=None)
+    parser.add_argument(
+        "--delete-orphans",
+        action="store_true",
+        help="deploy: delete the environment's stacks the config no longer names (without it, deploy refuses)",
+    )
     args = parser.parse_args(argv)
     try:
         environment_plan = load_config(args.config, args.env)
-        (deploy if args.action == "deploy" else destroy)(environment_plan)
-    except (ConfigError, DeployError) as err:
+        if args.action == "deploy":
+            deploy(environment_plan, delete_orphans=args.delete_orphans)
+        else:
+            destroy(environment_plan)
+    except (ConfigError, DeployError, converge.ConvergeError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     except Exception as err:  # an AWS error: say what, without a traceback

@@ -190,7 +190,9 @@ def test_capacity_alone_and_its_bounds_load(tmp_path):
     for value in (low, high):
         [ep] = load_config(config(tmp_path, f"capacity: {{provision_timeout_s: {value}}}")).endpoints
         assert ep.capacity is not None and ep.capacity.provision_timeout_s == value
-    [ep] = load_config(config(tmp_path, f"capacity: {{reservation_arn: '{RESERVATION}'}}")).endpoints
+    [ep] = load_config(
+        config(tmp_path, f"capacity: {{reservation_arn: '{RESERVATION}', reserved_instances: 2}}")
+    ).endpoints
     assert ep.capacity is not None and ep.capacity.reservation_arn == RESERVATION
 
 

@@ -75,7 +75,8 @@ def combined_emulator_config(retain_data: bool) -> dict:
             # the OpenAI route's callers are existing roles (their policy is attached to them), which the emulator
             # lacks: the route's created role stands in (its grants, deploy and destroy are the same kind)
             if (ep.get("chat") or {}).get("openai_route"):
-                ep["chat"] = {**ep["chat"], "openai_route": {"create_role": True}}
+                route = {"create_role": True, "assumed_by": ["arn:aws:iam::123456789012:role/chat-app"]}
+                ep["chat"] = {**ep["chat"], "openai_route": route}
             endpoints.append(ep)
     return {
         "project": "teardown",

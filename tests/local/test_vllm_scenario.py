@@ -61,7 +61,7 @@ def _config(tmp_path: Path, model: Path) -> Path:
             # decoding repeats a whitespace token the grammar allows), and the deploy would stop there
             "reasoning_parser": "qwen3",
         },
-        "chat": {"openai_route": {"create_role": True}},
+        "chat": {"openai_route": {"create_role": True, "assumed_by": ["arn:aws:iam::123456789012:role/chat-app"]}},
         # the SLO gate after the smoke test: the load test's chat bodies against the real engine
         "slo": {
             "concurrency": 1,

@@ -108,3 +108,91 @@ def test_an_account_with_room_passes_and_a_redeploy_counts_what_it_reserves_alre
     assert check.ok, check.message
     [check] = lambda_concurrency_checks(environment_plan, clients(total=106, unreserved=106), "us-east-1")
     assert not check.ok and "would leave 99" in check.message
+
+
+def test_the_pipelines_preflight_runs_the_concurrency_check_too(moto_env, tmp_path):
+    """Operations review F10: `model_build preflight --only-updates` (the pipeline's Preflight step) returned before
+    the Lambda concurrency check, so only `make deploy` ran it. Against the emulator, whose Lambda has no
+    GetAccountSettings, the check runs and says what it could not read."""
+    from model_build.preflight import run_preflight
+
+    path = tmp_path / "pipeline.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "project": "cc",
+                "environments": {"dev": {"account": "123456789012", "region": "us-east-1"}},
+                "endpoints": [
+                    {
+                        "name": "chat",
+                        "system": "lmi-vllm",
+                        "model": "EleutherAI/gpt-j-6B",
+                        "dtype": "fp16",
+                        "instance_type": "ml.g5.2xlarge",
+                        "volume_size_gb": None,
+                        "invoke_function": {"reserved_concurrency": 2},
+                    }
+                ],
+            }
+        )
+    )
+    checks = {c.name: c for c in run_preflight(load_config(path, "dev"), boto3.Session(), only_updates=True)}
+    assert "lambda concurrency" in checks, sorted(checks)
+    assert "lambda:GetAccountSettings" in checks["lambda concurrency"].message
+    assert not any(name.startswith("quota") for name in checks)  # still only what the Preflight role may read
+
+
+def test_the_preflight_role_may_read_what_the_concurrency_check_calls(tmp_path):
+    """The artifact stack's Preflight role, for an environment that reserves concurrency: GetAccountSettings,
+    ListStackResources of each endpoint stack, GetFunctionConcurrency of the account's functions in its region."""
+    import json
+
+    import aws_cdk as cdk
+    from helpers import cdk_context
+
+    from stacks.artifact_store import ArtifactStoreStack
+    from stacks.trusted_pipeline import TrustedPipeline
+
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "project": "cc",
+                "environments": {"dev": {"account": "111122223333", "region": "us-east-1"}},
+                "endpoints": [
+                    {
+                        "name": "chat",
+                        "system": "lmi-vllm",
+                        "model": "EleutherAI/gpt-j-6B",
+                        "dtype": "fp16",
+                        "instance_type": "ml.g5.2xlarge",
+                        "volume_size_gb": None,
+                        "invoke_function": {"reserved_concurrency": 2},
+                    }
+                ],
+            }
+        )
+    )
+    app = cdk.App(context=cdk_context())
+    ArtifactStoreStack(
+        app,
+        "A",
+        environment_plan=load_config(path, "dev"),
+        trusted_preflight=TrustedPipeline("111111111111", "cc-dev-preflight-cb"),
+        env=cdk.Environment(account="111122223333", region="us-east-1"),
+    )
+    template = app.synth().get_stack_by_name("A").template
+    statements = [
+        s
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::IAM::Policy" and "Preflight" in json.dumps(r["Properties"]["Roles"])
+        for s in r["Properties"]["PolicyDocument"]["Statement"]
+    ]
+    granted = {(a, json.dumps(s["Resource"])) for s in statements for a in _as_list(s["Action"])}
+    assert ("lambda:GetAccountSettings", '"*"') in granted
+    assert any(a == "cloudformation:ListStackResources" and "stack/cc-dev-chat/*" in r for a, r in granted)
+    assert any(a == "lambda:GetFunctionConcurrency" and ":function:*" in r for a, r in granted)
+
+
+def _as_list(value):
+    return value if isinstance(value, list) else [value]

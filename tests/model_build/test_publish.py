@@ -98,10 +98,17 @@ def test_upload_then_republish_skips_everything(s3, bucket, tmp_path):
     manifest = json.loads((build / "manifest.json").read_text())
     prefix = artifact_prefix("ep", manifest["content_hash"])
     order = record_writes(s3)
+    writes: list[str] = []
+    s3.meta.events.register(
+        "before-call.s3.PutObject",
+        lambda params, **kw: writes.append(params["headers"].get("If-None-Match")),
+        unique_id="rec-inm",
+    )
     try:
         first = publish_artifact(build, bucket, prefix, s3_client=s3, progress=False)
     finally:
         unregister(s3)
+        s3.meta.events.unregister("before-call.s3.PutObject", unique_id="rec-inm")
     n = len(manifest["files"]) + 1
     assert (first.uploaded_files, first.skipped_files) == (n, 0)
     assert first.uploaded_bytes == sum(p.stat().st_size for p in build.rglob("*") if p.is_file())
@@ -117,10 +124,15 @@ def test_upload_then_republish_skips_everything(s3, bucket, tmp_path):
     second = publish_artifact(build, bucket, prefix, s3_client=s3, progress=False)
     assert (second.uploaded_files, second.uploaded_bytes, second.skipped_files) == (0, 0, n)
 
-    # An object of the same size but without our sha256 metadata (or with another) is not trusted.
-    s3.put_object(Bucket=bucket, Key=prefix + "config.json", Body=(build / "config.json").read_bytes())
-    third = publish_artifact(build, bucket, prefix, s3_client=s3, progress=False)
-    assert third.uploaded == [prefix + "config.json"]
+    # Every write of the prefix was conditional (If-None-Match: *): S3 refuses to replace an object that exists.
+    assert set(writes) == {"*"} and len(writes) == n
+
+    # An object replaced behind publish's back (what the bucket policy denies on AWS; the emulator does not
+    # evaluate bucket policies) is not trusted, and never overwritten: publish names it (write-once).
+    s3.put_object(Bucket=bucket, Key=prefix + "config.json", Body=b'{"model_type": "evil"}')
+    with pytest.raises(PublishError, match=r"write-once(.|\n)*" + prefix + "config.json"):
+        publish_artifact(build, bucket, prefix, s3_client=s3, progress=False)
+    assert s3.get_object(Bucket=bucket, Key=prefix + "config.json")["Body"].read() == b'{"model_type": "evil"}'
 
 
 def test_changed_build_dir_is_refused_naming_the_file(s3, bucket, tmp_path):
@@ -207,8 +219,9 @@ def test_multipart_file_edited_before_publish_is_refused_while_uploading(s3, buc
 
 
 def test_edit_during_a_single_request_upload_leaves_no_trusted_object(s3, bucket, tmp_path):
-    """A file sent in one PutObject is hashed before it is sent; changed while it was sent, its object is replaced
-    by an empty one without sha256 metadata, so the next publish uploads it again instead of skipping it."""
+    """A file sent in one PutObject is hashed before it is sent; changed while it was sent, its object stays (the
+    prefix is write-once), but S3's own SHA256 checksum of it differs from the manifest: the next publish never
+    skips it, it names it; once an administrator deleted it, publish finishes."""
     build = make_build(tmp_path)
     prefix = "models/ep/edit-put/"
     shard = build / "model-00001-of-00002.safetensors"
@@ -223,10 +236,11 @@ def test_edit_during_a_single_request_upload_leaves_no_trusted_object(s3, bucket
     finally:
         s3.meta.events.unregister("before-parameter-build.s3.PutObject", unique_id="edit-PutObject")
     assert state["done"] and not _complete(s3, bucket, prefix)
-    head = s3.head_object(Bucket=bucket, Key=prefix + shard.name)
-    assert head["ContentLength"] == 0 and "sha256" not in head["Metadata"]
-
     shard.write_bytes(state["original"])
+    with pytest.raises(PublishError, match=r"write-once(.|\n)*" + prefix + shard.name):
+        publish_artifact(build, bucket, prefix, s3_client=s3, progress=False)
+    assert not _complete(s3, bucket, prefix)
+    s3.delete_object(Bucket=bucket, Key=prefix + shard.name)
     report = publish_artifact(build, bucket, prefix, s3_client=s3, progress=False)
     assert prefix + shard.name in report.uploaded and _complete(s3, bucket, prefix)
     assert s3.get_object(Bucket=bucket, Key=prefix + shard.name)["Body"].read() == state["original"]

@@ -42,9 +42,9 @@ def test_every_model_waits_for_its_artifacts_manifest(production):
         assert "Fn::Join" in json.dumps(props["Bucket"])  # the bucket of the deploying account and region
 
 
-def test_the_check_may_read_the_manifest_and_nothing_else(production):
-    """s3:GetObject on the one manifest key (the only call endpoint_runtime/artifact_check.py makes), KMS through S3
-    for the bucket key production.yaml creates, and its own logs."""
+def test_the_check_may_read_its_artifact_and_nothing_else(production):
+    """s3:GetObject on the artifact's prefix (the manifest and each listed object's HeadObject), s3:ListBucket of that
+    prefix only, KMS through S3 for the bucket key production.yaml creates, and its own logs."""
     environment_plan = load_config(ROOT / CONFIG, ENV)
     plan = environment_plan.plans[0]
     resources = production.templates[plan.stack_name]["Resources"]
@@ -61,10 +61,17 @@ def test_the_check_may_read_the_manifest_and_nothing_else(production):
             for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
                 for action in [statement["Action"]] if isinstance(statement["Action"], str) else statement["Action"]:
                     actions.setdefault(action, []).append(statement["Resource"])
-    # it reads one object: the bucket key's Decrypt, never GenerateDataKey (that is for writers)
-    assert sorted(actions) == ["kms:Decrypt", "logs:CreateLogStream", "logs:PutLogEvents", "s3:GetObject"]
-    [manifest_arn] = actions["s3:GetObject"]
-    assert json.dumps(manifest_arn).endswith(f'/{plan.manifest_key}"]]}}') and "*" not in json.dumps(manifest_arn)
+    # it reads: the bucket key's Decrypt, never GenerateDataKey (that is for writers)
+    assert sorted(actions) == [
+        "kms:Decrypt",
+        "logs:CreateLogStream",
+        "logs:PutLogEvents",
+        "s3:GetObject",
+        "s3:ListBucket",
+    ]
+    [objects_arn] = actions["s3:GetObject"]
+    prefix = plan.manifest_key.rsplit("/", 1)[0]
+    assert json.dumps(objects_arn).endswith(f'/{prefix}/*"]]}}')
 
 
 def test_the_emulator_stack_has_no_check(synth):
@@ -123,6 +130,104 @@ def _event(cf: _CloudFormation, request_type: str, bucket: str, key: str, conten
     }
 
 
+def test_the_artifact_bucket_refuses_every_unconditional_write_of_models(production):
+    """Write-once (F9): the bucket policy denies s3:PutObject on models/* (PutObject and CompleteMultipartUpload)
+    without If-None-Match, exempting the multipart calls that take no such header (S3 User Guide, "Enforce
+    conditional writes on Amazon S3 buckets")."""
+    [policy] = [
+        r
+        for r in production.templates["llm-endpoints-prod-artifacts"]["Resources"].values()
+        if r["Type"] == "AWS::S3::BucketPolicy" and r["Properties"]["Bucket"] == {"Ref": "ArtifactBucket"}
+    ]
+    [statement] = [
+        s
+        for s in policy["Properties"]["PolicyDocument"]["Statement"]
+        if s.get("Sid") == "PublishedArtifactsAreWriteOnce"
+    ]
+    assert (statement["Effect"], statement["Principal"], statement["Action"]) == ("Deny", {"AWS": "*"}, "s3:PutObject")
+    assert statement["Condition"] == {
+        "Null": {"s3:if-none-match": "true"},
+        "Bool": {"s3:ObjectCreationOperation": "true"},
+    }
+    assert json.dumps(statement["Resource"]).endswith('/models/*"]]}')
+
+
+def test_the_check_hashes_a_files_list_as_the_build_does():
+    """endpoint_runtime may not import artifact/ (the Lambda asset does not ship it): its copy of the rule agrees."""
+    from artifact.manifest import content_hash
+    from endpoint_runtime.artifact_check import files_hash
+
+    files = [
+        {"path": "b/model.safetensors", "size": 3, "sha256": "cd" * 32},
+        {"path": "a.json", "size": 1, "sha256": "ef" * 32},
+    ]
+    assert files_hash([(f["path"], f["size"], f["sha256"]) for f in files]) == content_hash(files)
+
+
+def test_the_handler_holds_the_objects_to_the_manifest(moto_env, cloudformation, monkeypatch, tmp_path):
+    """A real publish (model_build/publish.py) passes; then each way the objects can differ from the manifest fails,
+    naming the file: a missing object, one of another size, one whose recorded sha256 differs, one whose bytes S3
+    hashed differently, and a files list edited under the same content hash."""
+    from artifact.manifest import write_manifest
+    from endpoint_runtime import artifact_check, clients
+    from model_build.publish import publish_artifact
+
+    monkeypatch.setattr(clients, "_clients", {})
+    s3 = boto3.client("s3")
+    bucket = "objects-bucket"
+    s3.create_bucket(Bucket=bucket)
+    build = tmp_path / "build"
+    (build / "code").mkdir(parents=True)
+    (build / "config.json").write_text('{"model_type": "gpt2"}')
+    (build / "model.safetensors").write_bytes(b"\0" * 4096)
+    (build / "code" / "inference.py").write_text("def model_fn(d):\n    return d\n")
+    manifest = write_manifest(build, progress=False)
+    content_hash = manifest["content_hash"]
+    prefix = f"models/chat/{content_hash}/"
+    key = prefix + "manifest.json"
+    publish_artifact(build, bucket, prefix, s3_client=s3, progress=False)
+
+    def answer() -> dict:
+        artifact_check.handler(_event(cloudformation, "Create", bucket, key, content_hash))
+        return cloudformation.responses.pop()
+
+    assert answer()["Status"] == "SUCCESS"
+
+    def broken(change) -> str:
+        original = s3.get_object(Bucket=bucket, Key=prefix + "config.json")
+        body, meta = original["Body"].read(), original["Metadata"]
+        change()
+        response = answer()
+        s3.put_object(Bucket=bucket, Key=prefix + "config.json", Body=body, Metadata=meta)  # put back
+        assert response["Status"] == "FAILED", response
+        return response["Reason"]
+
+    assert "config.json missing" in broken(lambda: s3.delete_object(Bucket=bucket, Key=prefix + "config.json"))
+    reason = broken(
+        lambda: s3.put_object(Bucket=bucket, Key=prefix + "config.json", Body=b"{}", Metadata={"sha256": "0"})
+    )
+    assert "config.json is 2 bytes, the manifest says 22" in reason
+    same_size = b'{"model_type": "evil"}'[:22].ljust(22)
+    reason = broken(lambda: s3.put_object(Bucket=bucket, Key=prefix + "config.json", Body=same_size))
+    assert "config.json was recorded with sha256 None" in reason
+    sha = next(f["sha256"] for f in manifest["files"] if f["path"] == "config.json")
+    reason = broken(
+        lambda: s3.put_object(
+            Bucket=bucket,
+            Key=prefix + "config.json",
+            Body=same_size,
+            Metadata={"sha256": sha},
+            ChecksumAlgorithm="SHA256",
+        )
+    )
+    assert "config.json: S3's SHA-256 of the object is" in reason
+    assert answer()["Status"] == "SUCCESS"
+
+    edited = {**manifest, "files": [f for f in manifest["files"] if f["path"] != "code/inference.py"]}
+    s3.put_object(Bucket=bucket, Key=key, Body=json.dumps(edited).encode())
+    assert "its files list hashes to" in answer()["Reason"]
+
+
 def test_the_handler_passes_a_published_artifact_and_fails_every_other_case(moto_env, cloudformation, monkeypatch):
     from endpoint_runtime import artifact_check, clients
 
@@ -150,7 +255,15 @@ def test_the_handler_passes_a_published_artifact_and_fails_every_other_case(moto
     assert "is not a manifest" in answer(_event(cloudformation, "Create", bucket, key))["Reason"]
 
     s3.put_object(Bucket=bucket, Key=key, Body=json.dumps({"content_hash": HASH, "files": []}).encode())
-    published = answer(_event(cloudformation, "Create", bucket, key))
+    empty = answer(_event(cloudformation, "Create", bucket, key))
+    assert empty["Status"] == "FAILED" and "lists no valid files" in empty["Reason"]
+    files = [{"path": "config.json", "size": 2, "sha256": "cd" * 32}]
+    from endpoint_runtime.artifact_check import files_hash
+
+    listed = files_hash([("config.json", 2, "cd" * 32)])
+    s3.put_object(Bucket=bucket, Key=key, Body=json.dumps({"content_hash": listed, "files": files}).encode())
+    s3.put_object(Bucket=bucket, Key=f"models/chat/{HASH}/config.json", Body=b"{}", Metadata={"sha256": "cd" * 32})
+    published = answer(_event(cloudformation, "Create", bucket, key, listed))
     assert published["Status"] == "SUCCESS" and published["PhysicalResourceId"] == f"{bucket}/{key}"
 
     gone = _event(cloudformation, "Delete", "no-such-bucket", key)  # Delete never reads S3

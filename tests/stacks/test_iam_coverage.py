@@ -1979,9 +1979,10 @@ def test_benchmark_role_allows_what_the_job_needs_and_trusts_sagemaker(synth, tm
     env = environment_plan.environment
     ctx = StackContext(synth(BENCH_CONFIG, "prod").templates[BENCH_STACK], BENCH_STACK, Where(env.account, env.region))
     lid, role = ctx.find("AWS::IAM::Role", lambda r: r["Properties"].get("RoleName", "").endswith("-benchmark"))
-    assert role["Properties"]["AssumeRolePolicyDocument"]["Statement"] == [
-        {"Action": "sts:AssumeRole", "Effect": "Allow", "Principal": {"Service": "sagemaker.amazonaws.com"}}
-    ]
+    # trusted on behalf of this account only (F9; the rule and its sources: tests/stacks/test_iam_trusts.py)
+    [trust] = role["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+    assert trust["Principal"] == {"Service": "sagemaker.amazonaws.com"}
+    assert trust["Condition"]["StringEquals"] == {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}
     plan = environment_plan.plan(BENCH_ENDPOINT)
     output = benchmark_request(plan, account=env.account, region=env.region, partition="aws", name=job_name(plan))[
         "OutputConfig"

@@ -35,7 +35,7 @@ endpoints:
     dtype: bf16
     instance_type: ml.p5.4xlarge
     volume_size_gb: null
-    capacity: {reservation_arn: "arn:aws:sagemaker:us-east-1:111122223333:ml-reservation/p5-capacity"}
+    capacity: {reservation_arn: "arn:aws:sagemaker:us-east-1:111122223333:ml-reservation/p5-capacity", reserved_instances: 2}
     engine: {max_model_len: 32768}
   - name: pools-async               # instance pools serve asynchronous endpoints too (SageMaker DG)
     system: vllm

@@ -369,8 +369,9 @@ def test_adopting_kept_data_uses_them_by_name_and_restores_the_tls_policy(adopti
     kinds = sorted(r["Type"] for r in resources.values())
     assert kinds == ["AWS::S3::BucketPolicy"], "no bucket or repository is created: they exist"
     [policy] = resources.values()
-    [statement] = policy["Properties"]["PolicyDocument"]["Statement"]
+    statement, write_once = policy["Properties"]["PolicyDocument"]["Statement"]
     assert statement["Effect"] == "Deny" and statement["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+    assert write_once["Sid"] == "PublishedArtifactsAreWriteOnce"  # models/* stays write-once (stacks/artifact_store.py)
     assert policy["DeletionPolicy"] == "Retain"
     outputs = adopting.templates["llm-endpoints-prod-artifacts"]["Outputs"]
     assert json.dumps(outputs["ArtifactBucketName"]["Value"]).count("llm-endpoints-prod-artifacts-") == 1

@@ -140,7 +140,11 @@ def test_lmi_vllm_parsers_render_as_lmi_reads_them(tmp_path: Path) -> None:
         "CHAT_CONSTRAINED_DECODING": "true",
     }
     assert (plan.smoke.chat_route, plan.smoke.chat_tools) == ("invoke", True)
-    plain = load(tmp_path, system="lmi-vllm", extra="    chat: {openai_route: {create_role: true}}\n").plans[0]
+    plain = load(
+        tmp_path,
+        system="lmi-vllm",
+        extra="    chat: {openai_route: {create_role: true, assumed_by: [arn:aws:iam::111122223333:role/app]}}\n",
+    ).plans[0]
     assert not any("TOOL" in k for k in plain.container_environment("bucket"))
     assert plain.chat_features.tool_calls is False and (plain.smoke.chat_route, plain.smoke.chat_tools) == (
         "openai",
