@@ -1,5 +1,5 @@
 """Write the docs' system tables from the systems registry (systems.all_systems()), so a new or changed system shows
-in README.md and docs/systems.md without a hand edit.
+in README.md, docs/systems.md and docs/chat.md without a hand edit.
 
     python tools/readme_tables.py            # rewrite every generated block in place
     python tools/readme_tables.py --check    # exit 1, naming each stale block, if a file differs from the registry
@@ -59,9 +59,14 @@ def _example_link(name: str) -> str:
     return "none"
 
 
+def _cell(text: str) -> str:
+    """A table cell's text as Markdown shows it: a pipe would end the cell, and `<tool_call>` would be read as HTML."""
+    return text.replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
+
+
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    return lines + ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows]
+    return lines + ["| " + " | ".join(_cell(cell) for cell in row) + " |" for row in rows]
 
 
 def systems_table(systems: dict[str, ServingSystem]) -> list[str]:
@@ -99,10 +104,36 @@ def containers_table(systems: dict[str, ServingSystem]) -> list[str]:
     return _table(header, rows)
 
 
+def _chat_route(system: ServingSystem) -> str:
+    if not system.chat.supported:
+        return ""
+    if system.chat.engine_server:
+        return "the engine's own OpenAI server"
+    return {"native": "the container's own chat route", "handler": "our handler"}.get(system.chat.route or "", "")
+
+
+def chat_table(systems: dict[str, ServingSystem]) -> list[str]:
+    """docs/chat.md: whether and how each system serves OpenAI chat completions (its ChatCapability)."""
+    header = ["`system:`", "chat", "who answers", "tool calls", "forced JSON / tool", "how (its own words)"]
+    rows = [
+        [
+            f"`{name}`",
+            _yes(s.chat.supported),
+            _chat_route(s),
+            _yes(s.chat.tool_calls is not None) if s.chat.supported else "",
+            ("yes" if s.chat.constrained_decoding else "refused") if s.chat.supported else "",
+            s.chat.note,
+        ]
+        for name, s in systems.items()
+    ]
+    return _table(header, rows)
+
+
 # Each generated block: its name, the file it lives in, and the function that writes its lines.
 BLOCKS: dict[str, tuple[str, Callable[[dict[str, ServingSystem]], list[str]]]] = {
     "systems": ("README.md", systems_table),
     "system-containers": ("docs/systems.md", containers_table),
+    "chat": ("docs/chat.md", chat_table),
 }
 
 
