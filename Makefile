@@ -165,3 +165,12 @@ engine-tables: install
 
 engine-tables-check: install
 	$(PY) tools/generate_architectures.py --check $(if $(ENGINE_WHEELS),--wheel-dir $(ENGINE_WHEELS))
+
+# The system tables of README.md, docs/systems.md and docs/chat.md, written from the systems registry
+# (tools/readme_tables.py); tests/test_docs.py runs the check.
+.PHONY: docs-tables docs-tables-check
+docs-tables: install
+	$(PY) tools/readme_tables.py
+
+docs-tables-check: install
+	$(PY) tools/readme_tables.py --check

@@ -497,7 +497,7 @@ def kept_data_checks(environment_plan: Any, session: Any, account: str, region: 
                 (
                     f"{' and '.join(kept)} were kept by an earlier deploy (retain_data: true) and belong to no stack, so "
                     f"creating {stack} again would fail (already exists): set `adopt_kept_data: true` on {where} to use "
-                    "them as they are (README: Clean-up), or delete them if their contents are no longer wanted"
+                    "them as they are (docs/deploy.md, Clean-up), or delete them if their contents are no longer wanted"
                 ),
             )
         ]

@@ -1,7 +1,7 @@
 """Chat per serving system: the ChatCapability values the systems state (lmi-vllm's is systems/lmi_vllm/chat.py)
 and the rules an endpoint's `chat:` block meets (`chat_problems`, run by systems.checks with the others).
 
-Which front door reaches which container path (README "Chat"): our invoke and stream functions send a chat request
+Which front door reaches which container path (docs/chat.md): our invoke and stream functions send a chat request
 to InvokeEndpoint / InvokeEndpointWithResponseStream, which SageMaker delivers to the container's POST /invocations
 (SageMaker DG, "Use your own inference code with hosting services": "SageMaker AI ... sends POST requests to
 /invocations"); every chat system answers chat there. SageMaker's OpenAI route: which container path it forwards to

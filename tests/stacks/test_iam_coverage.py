@@ -163,7 +163,7 @@ ACTIONS: dict[tuple[str, str], tuple[str, ...]] = {
     ("sagemaker-runtime", "InvokeEndpointAsync"): ("sagemaker:InvokeEndpointAsync",),
     ("sts", "AssumeRole"): ("sts:AssumeRole",),
     # The managed benchmark: the API operations' own names (the Service Authorization Reference lists SageMaker
-    # actions by operation name; the AI benchmark rows were not read here, see README's facts table).
+    # actions by operation name; the AI benchmark rows were not read here, see docs/facts.md).
     ("sagemaker", "CreateAIBenchmarkJob"): ("sagemaker:CreateAIBenchmarkJob",),
     ("sagemaker", "DescribeAIBenchmarkJob"): ("sagemaker:DescribeAIBenchmarkJob",),
     ("sts", "GetCallerIdentity"): (),
@@ -1969,7 +1969,7 @@ def test_benchmark_role_allows_what_the_job_needs_and_trusts_sagemaker(synth, tm
     """What the Developer Guide's benchmark page asks of the job's role ("grants SageMaker AI access to your endpoint
     and output bucket"; results in output.tar.gz at the output location): InvokeEndpoint on the endpoint and the
     output written under the job's location, the bucket key through S3; nothing else, and only SageMaker may assume
-    it. Which calls the job really makes only an account shows (README's facts table)."""
+    it. Which calls the job really makes only an account shows (docs/facts.md)."""
     from helpers import write_fake_manifest
 
     from load_testing.benchmark import benchmark_request, job_name
