@@ -222,8 +222,8 @@ def random_bytes(n: int, seed: int) -> bytes:
     return random.Random(seed).randbytes(n)
 
 
-def object_sha(s3: Any, key: str) -> str:
+def object_sha(s3: Any, key: str, bucket: str = BUCKET) -> str:
     digest = hashlib.sha256()
-    for chunk in s3.get_object(Bucket=BUCKET, Key=key)["Body"].iter_chunks(MiB):
+    for chunk in s3.get_object(Bucket=bucket, Key=key)["Body"].iter_chunks(MiB):
         digest.update(chunk)
     return digest.hexdigest()
