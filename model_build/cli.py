@@ -228,6 +228,14 @@ def cmd_build(args: argparse.Namespace) -> int:
         f"built {endpoint.name} -> {out} in {time.perf_counter() - started:.1f} s: content hash "
         f"{manifest['content_hash'][:12]}, {len(manifest['files'])} files, {verified}"
     )
+    if staging := manifest.get("staging"):
+        # A Hub model planned from its metadata: its weights are listed, not here (docs/design/weights.md).
+        staged = [f for f in manifest["files"] if f["path"] in set(staging["files"])]
+        print(
+            f"planned from the Hub's metadata at commit {staging['hub']['commit']}: {len(staged)} weight files "
+            f"({sum(f['size'] for f in staged) / 1e9:.2f} GB) to stage from {staging['hub']['endpoint']} into the "
+            "artifact's S3 prefix; none were downloaded here"
+        )
     from model_build.adapters import build_adapters
 
     for adapter, built in build_adapters(plan, Path(args.build_root), progress=not args.quiet):
