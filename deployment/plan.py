@@ -579,6 +579,11 @@ class EndpointPlan:
         return self.spec.instance_count
 
     @property
+    def hub_token_secret(self) -> str | None:
+        """The Secrets Manager secret holding the Hub token the staging job reads for a gated model, or None."""
+        return self.spec.hub_token_secret
+
+    @property
     def volume_size_gb(self) -> int | None:
         return self.spec.volume_size_gb
 

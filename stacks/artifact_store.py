@@ -127,6 +127,7 @@ class ArtifactStoreStack(Stack):
             "WeightsStaging",
             project_name=staging_project_name(environment_plan.project, environment_plan.environment_name),
             bucket=self.bucket,
+            token_secrets=sorted({p.hub_token_secret for p in environment_plan.plans if p.hub_token_secret}),
             log_retention_days=max((p.log_retention_days for p in environment_plan.plans), default=30),
             bucket_key=self.bucket_key,
         )
