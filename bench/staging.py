@@ -93,6 +93,13 @@ class Job:
         self.process = subprocess.Popen(self.command, cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT)
         self.started = time.monotonic()
         self.write_bytes = 0
+        self.first_file_at: float | None = None  # when it began its first file: the start-up before is Python's
+
+    def _poll_start(self) -> None:
+        if self.first_file_at is None:
+            self.log.seek(0)
+            if b"from the Hub" in self.log.read():
+                self.first_file_at = time.monotonic() - self.started
 
     def _poll_io(self) -> None:
         try:
@@ -107,6 +114,7 @@ class Job:
         """Wait for the job (SIGKILL it after `kill_after` seconds when given); its figures."""
         while True:
             self._poll_io()
+            self._poll_start()
             pid, status, usage = os.wait4(self.process.pid, os.WNOHANG)
             if pid:
                 break
@@ -119,6 +127,7 @@ class Job:
         output = self.log.read().decode(errors="replace")
         self.log.close()
         return {
+            "startup_s": self.first_file_at or 0.0,
             "seconds": time.monotonic() - self.started,
             "exit": self.process.returncode,
             "peak_rss_mib": usage.ru_maxrss / 1024,  # KiB on Linux
@@ -205,12 +214,15 @@ def measure(size: int, shards: int, kills: int, seed: int, work: Path, say=print
             )
             rng = random.Random(seed)
             staged = {e["path"]: e for e in entries if e["path"].endswith(".safetensors")}
+            # Kill points spread over the whole staging: sorted random fractions of its bytes; run i is killed when,
+            # at the measured rate, it should have reached fraction i (after the start-up the first run showed).
+            fractions = sorted(rng.uniform(0.05, 0.95) for _ in range(kills))
+            rate = size / max(run["seconds"] - run["startup_s"], 1e-3)
             kill_runs = []
-            for _ in range(kills):
-                # A random point of what is left to do (the rerun skips verified files), from the measured rate.
+            for fraction in fractions:
                 present = objects(s3, prefix)
-                left = sum(e["size"] for p, e in staged.items() if p not in present)
-                point = rng.uniform(0.05, 0.95) * run["seconds"] * left / size
+                done = sum(e["size"] for p, e in staged.items() if p in present)
+                point = run["startup_s"] + max(0.5, (fraction * size - done) / rate)
                 killed = Job(spec_uri, destination, env).wait(kill_after=point)
                 present = objects(s3, prefix)
                 kill_runs.append(
