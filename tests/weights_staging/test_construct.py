@@ -171,3 +171,23 @@ def test_cfn_lint_passes_on_the_artifacts_template(artifacts, tmp_path):
     )
     findings = [f for f in json.loads(done.stdout or "[]") if f["Rule"]["Id"] != "W3005"]
     assert findings == [], findings
+
+
+def test_a_config_naming_a_hub_token_secret_synthesizes_with_cdk_nag(tmp_path):
+    """The whole app (cdk-nag included: an unacknowledged finding raises) for a config whose endpoint names
+    hub_token_secret: the role reads that secret, by name with Secrets Manager's suffix, and no other."""
+    from helpers import synthesize
+
+    text = (
+        (ROOT / CONFIG)
+        .read_text()
+        .replace("    model: Qwen/Qwen3-32B\n", "    model: Qwen/Qwen3-32B\n    hub_token_secret: hf/read-token\n")
+    )
+    config = tmp_path / "gated.yaml"
+    config.write_text(text)
+    synthesized = synthesize(config, "dev", tmp_path / "out")
+    name = next(n for n in synthesized.templates if n.endswith("-artifacts"))
+    _, statements = _role_and_policy(synthesized.templates[name])
+    (secrets,) = [s for s in statements if any(a.startswith("secretsmanager:") for a in _actions(s))]
+    assert _actions(secrets) == ["secretsmanager:GetSecretValue"]
+    assert json.dumps(secrets["Resource"]).count(":secret:hf/read-token-??????") == 1
