@@ -12,7 +12,7 @@ from deployment import EnvironmentPlan
 from deployment.config_blocks import INPUT_RETENTION_DAYS, async_prefixes
 
 from .endpoint_network import BucketKey, BucketKeyRef
-from .nag import acknowledge
+from .nag import acknowledge, nag_text
 from .trusted_pipeline import TrustedPipeline, role_name
 from .weights_staging import WeightsStaging, staging_project_name
 
@@ -130,6 +130,11 @@ class ArtifactStoreStack(Stack):
             token_secrets=sorted({p.hub_token_secret for p in environment_plan.plans if p.hub_token_secret}),
             log_retention_days=max((p.log_retention_days for p in environment_plan.plans), default=30),
             bucket_key=self.bucket_key,
+            bucket_nag=(
+                f"arn:{nag_text(self.partition)}:s3:::{nag_text(self.bucket.bucket_name)}"
+                if environment_plan.environment.adopt_kept_data
+                else "<ArtifactBucket.Arn>"
+            ),
         )
         CfnOutput(self, "WeightsStagingProject", value=self.weights_staging.project_name)
 

@@ -103,6 +103,7 @@ class StagingRole(Construct):
         log_group: logs.ILogGroup,
         code: s3_assets.Asset,
         token_secrets: Sequence[str],
+        bucket_nag: str = "<ArtifactBucket.Arn>",
     ) -> None:
         super().__init__(scope, construct_id)
         project_arn = f"arn:{Aws.PARTITION}:codebuild:{Aws.REGION}:{Aws.ACCOUNT_ID}:project/{project_name}"
@@ -146,8 +147,8 @@ class StagingRole(Construct):
         acknowledge(
             self.role,
             [
-                "AwsSolutions-IAM5[Resource::<ArtifactBucket.Arn>/models/*]",
-                f"AwsSolutions-IAM5[Resource::<ArtifactBucket.Arn>/{SPEC_PREFIX}*]",
+                f"AwsSolutions-IAM5[Resource::{bucket_nag}/{MODELS_PREFIX}*]",
+                f"AwsSolutions-IAM5[Resource::{bucket_nag}/{SPEC_PREFIX}*]",
                 f"AwsSolutions-IAM5[Resource::<{Stack.of(self).get_logical_id(log_group.node.default_child)}.Arn>]",  # type: ignore[arg-type]
             ]
             + [f"AwsSolutions-IAM5[Resource::{_nag_secret(s)}]" for s in token_secrets if not s.startswith("arn:")],
@@ -234,7 +235,8 @@ class WeightsStaging(Construct):
 
     Props: project_name; bucket (the artifact bucket); token_secrets: the Secrets Manager secrets (names or ARNs)
     the config names for Hub tokens; log_retention_days; bucket_key: the bucket's SSE-KMS key construct when there
-    is one (its grant_s3_use gives the role what S3 needs of it)."""
+    is one (its grant_s3_use gives the role what S3 needs of it); bucket_nag: the bucket's ARN as cdk-nag prints it
+    (`<ArtifactBucket.Arn>` for the stack's own bucket, the literal ARN for one adopted by name)."""
 
     def __init__(
         self,
@@ -246,6 +248,7 @@ class WeightsStaging(Construct):
         token_secrets: Sequence[str] = (),
         log_retention_days: int = 30,
         bucket_key=None,
+        bucket_nag: str = "<ArtifactBucket.Arn>",
     ) -> None:
         super().__init__(scope, construct_id)
         self.project_name = project_name
@@ -259,6 +262,7 @@ class WeightsStaging(Construct):
             log_group=self.logs.group,
             code=self.code,
             token_secrets=token_secrets,
+            bucket_nag=bucket_nag,
         )
         if bucket_key is not None:
             bucket_key.grant_s3_use(self.role.role)
