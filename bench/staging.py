@@ -230,7 +230,10 @@ def measure(size: int, shards: int, kills: int, seed: int, work: Path, say=print
                         "kill_after_s": round(point, 2),
                         "exit": killed["exit"],  # -9: killed; 0: it finished first
                         "objects_after": sorted(present),
-                        "manifest_after_kill": killed["exit"] != 0 and "manifest.json" in present,
+                        # The rule: manifest.json only once every file is there (a kill may land after the job
+                        # wrote it, during its exit: then all files are there too).
+                        "manifest_before_all_files": "manifest.json" in present
+                        and not all(p in present for p in staged),
                         "unfinished_uploads": len(s3.list_multipart_uploads(Bucket=BUCKET).get("Uploads", [])),
                     }
                 )
@@ -249,7 +252,7 @@ def measure(size: int, shards: int, kills: int, seed: int, work: Path, say=print
                 "final_exit": final["exit"],
                 "final_output_tail": final["output_tail"],
                 "every_object_sha256_equals_manifest": all(verified.values()),
-                "manifest_written_only_after_all": not any(r["manifest_after_kill"] for r in kill_runs)
+                "manifest_written_only_after_all": not any(r["manifest_before_all_files"] for r in kill_runs)
                 and manifest_last,
                 "manifest_equals_spec": manifest_body == raw,
                 "unfinished_uploads_left": len(s3.list_multipart_uploads(Bucket=BUCKET).get("Uploads", [])),

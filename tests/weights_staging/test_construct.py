@@ -149,7 +149,7 @@ def test_token_secrets_are_the_only_secrets_the_role_reads():
 
 
 def test_the_emulator_has_no_staging_project(synth):
-    """Off on the emulator (moto's CloudFormation does not create CodeBuild projects, FACTS): there `model_build
+    """Off on the emulator (moto 5.2.5's CloudFormation has no AWS::CodeBuild:: type): there `model_build
     stage` runs the job's code as a subprocess."""
     synthesized = synth("config/local.yaml")
     name = next(n for n in synthesized.templates if n.endswith("-artifacts"))
