@@ -608,6 +608,11 @@ class EndpointPlan:
         return self.spec.model_source
 
     @property
+    def hub_token_secret(self) -> str | None:
+        """The Secrets Manager secret holding the Hub token the staging job reads for a gated model, or None."""
+        return self.spec.hub_token_secret
+
+    @property
     def volume_size_gb(self) -> int | None:
         """VolumeSizeInGB: the config's, else sized from the model data on a type without local NVMe (None:
         SageMaker's own, or the instance's NVMe storage)."""

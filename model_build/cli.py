@@ -387,6 +387,12 @@ def cmd_publish(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_stage(args: argparse.Namespace) -> int:
+    from model_build.stage import cmd_stage as stage
+
+    return stage(args)
+
+
 def cmd_preflight(args: argparse.Namespace) -> int:
     from model_build.preflight import format_checks, run_preflight
 
@@ -536,6 +542,14 @@ def parser() -> argparse.ArgumentParser:
         help="cap the upload at this many MiB/s over all transfers (a shared link); default: none",
     )
     publish.set_defaults(run=cmd_publish)
+
+    stage = sub.add_parser(
+        "stage", help="stage a metadata-only build: its weights from the Hub into the artifact bucket, in the account"
+    )
+    endpoint_args(stage)
+    stage.add_argument("--artifact", help="build directory (default: <build root>/<endpoint>)")
+    stage.add_argument("--quiet", action="store_true", help="no progress lines")
+    stage.set_defaults(run=cmd_stage)
 
     preflight = sub.add_parser("preflight", help="check credentials, region, instance quotas and published artifacts")
     config_args(preflight)
