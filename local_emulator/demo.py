@@ -76,18 +76,17 @@ def _wait_ping(url: str, process: subprocess.Popen, timeout_s: float = 120) -> N
     raise DemoError(f"the model server did not answer /ping within {timeout_s:.0f} s")
 
 
-def run_demo(config_path: str, endpoint: str | None, port: int, keep_logs: Path) -> None:
-    environment_plan = load_config(config_path)
-    if not environment_plan.environment.emulator:
-        raise DemoError(
-            f"{config_path}: the demo deploys to the local emulator; its environment must set emulator: true"
-        )
+def run_demo(
+    config_path: str, endpoint: str | None, port: int, keep_logs: Path, environment: str | None = None
+) -> None:
+    config_path, endpoint, environment = _demo_config(config_path, endpoint, environment)
+    environment_plan = load_config(config_path, environment)
     spec = environment_plan.endpoints[0] if endpoint is None else environment_plan.endpoint(endpoint)
     endpoint_name = environment_plan.endpoint_name(spec)
     region = environment_plan.environment.region or moto_server.EMULATOR_REGION
     started = time.monotonic()
 
-    environment_plan = _build_artifact(config_path, spec)
+    environment_plan = _build_artifact(config_path, spec, environment)
     # Planned again once the tiny model exists: what a local model directory decides (its chat template turns chat on
     # by default) is unknown while it is missing, as on a fresh machine.
     spec = environment_plan.endpoint(spec.name)
@@ -125,7 +124,24 @@ def run_demo(config_path: str, endpoint: str | None, port: int, keep_logs: Path)
     print(f"\ndemo finished in {time.monotonic() - started:.1f} s: built, deployed, served, destroyed; nothing left.")
 
 
-def _build_artifact(config_path: str, spec: EndpointSpec) -> EnvironmentPlan:
+def _demo_config(config_path: str, endpoint: str | None, environment: str | None) -> tuple[str, str | None, str | None]:
+    """Step 0: the config as the demo runs it (local_emulator/demo_config.py): the user's own file where it already
+    targets the emulator and names what runs here, else a copy with each replacement printed."""
+    from .demo_config import make_demo_config
+
+    made = make_demo_config(config_path, endpoint, environment)
+    if not made.substitutions:
+        made.path.unlink()
+        return config_path, made.endpoint, made.environment
+    t = _step(0, f"fit {config_path} to this machine and the emulator (the file itself is not changed)")
+    for substitution in made.substitutions:
+        print(f"    {substitution.line()}")
+    print(f"    the demo runs {made.path.relative_to(ROOT) if made.path.is_relative_to(ROOT) else made.path}")
+    _done(t)
+    return str(made.path), made.endpoint, made.environment
+
+
+def _build_artifact(config_path: str, spec: EndpointSpec, environment: str | None) -> EnvironmentPlan:
     """Steps 1 and 2: the tiny model and its artifact; the deployment planned again (its manifest names the
     artifact now)."""
     py = sys.executable
@@ -137,8 +153,9 @@ def _build_artifact(config_path: str, spec: EndpointSpec) -> EnvironmentPlan:
     _done(t)
 
     t = _step(2, f"model_build build --endpoint {spec.name}")
-    run([py, "-m", "model_build", "build", "--config", config_path, "--endpoint", spec.name, "--quiet"])
-    environment_plan = load_config(config_path)  # planned again: the build's manifest names the artifact now
+    env_args = ["--env", environment] if environment else []
+    run([py, "-m", "model_build", "build", "--config", config_path, *env_args, "--endpoint", spec.name, "--quiet"])
+    environment_plan = load_config(config_path, environment)  # planned again: the manifest names the artifact now
     artifact = environment_plan.plan(spec.name).artifact
     print(f"    content hash {artifact.content_hash[:16]}..., {artifact.total_bytes:,} bytes")
     _done(t)
@@ -437,12 +454,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m local_emulator.demo", description=__doc__.splitlines()[0])
     parser.add_argument("--config", default="config/local.yaml")
     parser.add_argument("--endpoint", default=None)
+    parser.add_argument("--env", default=None, help="the config's environment to fit (default: its first)")
     parser.add_argument("--port", type=int, default=8080)
     parser.add_argument("--logs", type=Path, default=ROOT / "build" / "demo-logs")
     args = parser.parse_args(argv)
     args.logs.mkdir(parents=True, exist_ok=True)
     try:
-        run_demo(args.config, args.endpoint, args.port, args.logs)
+        run_demo(args.config, args.endpoint, args.port, args.logs, args.env)
     except (ConfigError, DemoError, DeployError) as err:
         print(f"\ndemo failed: {err}", file=sys.stderr)
         return 1

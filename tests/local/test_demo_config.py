@@ -7,8 +7,6 @@ from pathlib import Path
 
 from hermetic import subprocess_env
 
-from local_emulator.demo import main as demo_main
-
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -27,14 +25,19 @@ def test_make_demo_passes_config_and_endpoint_only_when_given():
     )
 
 
-def test_demo_refuses_a_model_that_is_not_a_local_directory(tmp_path, capsys):
+def test_demo_replaces_a_model_that_is_not_a_local_directory_and_says_so(tmp_path, monkeypatch):
+    """A Hub id with no Hub on this machine: a tiny model of the same family replaces it (local_emulator/demo_config.py),
+    named before the demo starts; the chain itself is the same as plain `make demo`'s."""
+    from local_emulator.demo_config import make_demo_config
+
+    monkeypatch.delenv("HF_ENDPOINT", raising=False)
     config = tmp_path / "hub.yaml"
     text = (ROOT / "config" / "local.yaml").read_text()
     config.write_text(text.replace("model: build/tiny-models/gpt2", "model: openai-community/gpt2"))
-    assert demo_main(["--config", str(config), "--logs", str(tmp_path / "logs")]) == 1
-    err = capsys.readouterr().err
-    assert "model 'openai-community/gpt2': the demo serves a local model directory with a config.json" in err
-    assert "build/tiny-models/<architecture>" in err and "qwen3_thinking" in err and "Traceback" not in err
+    made = make_demo_config(config, out_dir=tmp_path / "demo")
+    (model,) = [s for s in made.substitutions if s.where.endswith(".model")]
+    assert (model.was, model.now) == ("openai-community/gpt2", "build/tiny-models/gpt2")
+    assert "a tiny gpt2 of the same family, made offline" in model.line()
 
 
 def test_two_demos_making_the_same_tiny_model_at_once_both_get_a_whole_one(tmp_path, monkeypatch):
