@@ -14,7 +14,7 @@ def _make_dry_run(*args: str) -> str:
     env = {"PATH": subprocess_env()["PATH"], "HOME": subprocess_env()["HOME"], "LANG": "C.UTF-8"}
     result = subprocess.run(["make", "-n", "demo", *args], cwd=ROOT, env=env, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
-    return [line for line in result.stdout.splitlines() if "local_emulator.demo" in line][-1]
+    return [line for line in result.stdout.splitlines() if "local_emulator.demo" in line][-1].rstrip()
 
 
 def test_make_demo_passes_config_and_endpoint_only_when_given():
@@ -23,6 +23,8 @@ def test_make_demo_passes_config_and_endpoint_only_when_given():
     assert given.endswith(
         "-m local_emulator.demo --config config/examples/vllm-local-tiny-qwen3.yaml --endpoint tiny-qwen3"
     )
+    with_env = _make_dry_run("CONFIG=config/examples/production.yaml", "ENDPOINT=chat-vllm", "ENV=dev")
+    assert with_env.endswith("--config config/examples/production.yaml --endpoint chat-vllm --env dev")
 
 
 def test_demo_replaces_a_model_that_is_not_a_local_directory_and_says_so(tmp_path, monkeypatch):
