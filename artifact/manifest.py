@@ -54,10 +54,24 @@ def content_hash(files: list[dict[str, Any]]) -> str:
     return digest.hexdigest()
 
 
-def write_manifest(directory: str | Path, progress: bool = True, **fields: Any) -> dict[str, Any]:
-    """Hash every file in `directory` and write manifest.json with `fields` plus files and content_hash."""
+def write_manifest(
+    directory: str | Path, progress: bool = True, remote_files: list[dict[str, Any]] | None = None, **fields: Any
+) -> dict[str, Any]:
+    """Hash every file in `directory` and write manifest.json with `fields` plus files and content_hash.
+
+    `remote_files`: entries ({path, size, sha256}) of files that are not in `directory` but belong to the artifact
+    (a Hub model's weights, listed with the Hub's values and moved by the staging job): listed and hashed into
+    content_hash like the others, so the name is the one a full local copy gets."""
     root = Path(directory)
     files = hash_files(root, progress=progress)
+    if remote_files:
+        local = {entry["path"] for entry in files}
+        clash = sorted(local & {entry["path"] for entry in remote_files})
+        if clash:
+            raise ValueError(f"{root}: {', '.join(clash)} both written here and listed as staged")
+        files = sorted(
+            [*files, *({k: e[k] for k in ("path", "size", "sha256")} for e in remote_files)], key=lambda e: e["path"]
+        )
     manifest = {"schema_version": SCHEMA_VERSION, **fields, "files": files, "content_hash": content_hash(files)}
     (root / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2, sort_keys=False) + "\n")
     return manifest
@@ -65,6 +79,18 @@ def write_manifest(directory: str | Path, progress: bool = True, **fields: Any) 
 
 # ---------------------------------------------------------------------------------------------------------------
 # The typed manifest: the one reader (publish and the stacks' synth load it here). Stdlib only: synth imports it.
+
+
+@dataclass(frozen=True)
+class HubStaging:
+    """A Hub model's `staging` block: the files a job fetches from the Hub at a pinned commit into the artifact's S3
+    prefix (each checked against its manifest entry's sha256), and the Secrets Manager secret holding the token."""
+
+    endpoint: str  # the Hub's URL (HF_ENDPOINT when planned, else https://huggingface.co)
+    repo_id: str
+    commit: str  # 40 hex
+    files: tuple[FileEntry, ...]  # the manifest entries the job fetches
+    token_secret: str | None
 
 
 class ManifestError(ValueError):
@@ -110,6 +136,40 @@ class Manifest:
         if isinstance(given, dict):
             return {str(k): v for k, v in given.items()}
         return {"gpu": self.dtype, "cpu": self.dtype}
+
+    @property
+    def commit(self) -> str | None:
+        """The Hub commit a Hub model was planned at (None for a local directory's build)."""
+        model = self.document.get("model")
+        commit = model.get("commit") if isinstance(model, dict) else None
+        return commit if isinstance(commit, str) else None
+
+    @property
+    def staging(self) -> HubStaging | None:
+        """The files still to fetch from the Hub, or None when the build holds every file (a local directory's)."""
+        block = self.document.get("staging")
+        if block is None:
+            return None
+        where = self.path or MANIFEST_NAME
+        hub = block.get("hub") if isinstance(block, dict) else None
+        if not isinstance(hub, dict) or not all(isinstance(hub.get(k), str) for k in ("endpoint", "repo_id", "commit")):
+            raise ManifestError(f"{where}: staging.hub must hold endpoint, repo_id and commit strings")
+        if len(hub["commit"]) != 40 or any(c not in "0123456789abcdef" for c in hub["commit"]):
+            raise ManifestError(f"{where}: staging.hub.commit {hub['commit']!r} is not a 40-hex commit sha")
+        names = block.get("files")
+        by_path = {f.path: f for f in self.files}
+        if not isinstance(names, list) or not all(isinstance(n, str) and n in by_path for n in names):
+            raise ManifestError(f"{where}: staging.files must list paths of the manifest's files")
+        secret = block.get("token_secret")
+        if secret is not None and not isinstance(secret, str):
+            raise ManifestError(f"{where}: staging.token_secret must be a secret name or ARN, or null")
+        return HubStaging(hub["endpoint"], hub["repo_id"], hub["commit"], tuple(by_path[n] for n in names), secret)
+
+    @property
+    def staged_bytes(self) -> int:
+        """The bytes the staging job moves (0 without staging)."""
+        staging = self.staging
+        return sum(f.size for f in staging.files) if staging else 0
 
     @property
     def total_bytes(self) -> int | None:

@@ -1,4 +1,5 @@
-"""Where a build reads the model from: a local directory in place, or a Hugging Face Hub snapshot."""
+"""Where a build reads the model from: a local directory in place, or a Hugging Face Hub snapshot (the systems that
+convert weights); the checkpoint systems plan a Hub model from its metadata instead (artifact/hub_source.py)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,22 @@ DEFAULT_ALLOW_PATTERNS = ("*.json", "*.safetensors", "*.bin", "*.txt", "*.model"
 def _looks_like_path(model: str) -> bool:
     """Hub ids are "name" or "org/name"; anything else (./x, /x, ~/x, a/b/c) is meant as a directory."""
     return model.startswith((".", "/", "~")) or model.count("/") > 1 or "\\" in model
+
+
+def hub_model_id(model: str) -> str | None:
+    """`model` as a Hub repo id, or None for a local directory (which wins when both could be meant). BuildError for
+    a path that is not an existing directory, or a file."""
+    local = Path(model).expanduser()
+    if local.is_dir():
+        return None
+    if local.exists():
+        raise BuildError(f"model {model!r} is a file, not a directory: point 'model' at a model directory or a Hub id")
+    if _looks_like_path(model):
+        raise BuildError(
+            f"model {model!r} is not an existing directory (resolved to {local.resolve()}); "
+            "allowed: an existing local model directory or a Hugging Face Hub id such as 'org/name'"
+        )
+    return model
 
 
 def resolve_model_source(

@@ -27,7 +27,7 @@ from endpoint_config.hosting import component_name
 from endpoint_config.loader import ResolvedEnvironment, invalid_config, parse_config
 from endpoint_config.schema import PipelineSpec, for_pool
 from endpoint_config.security import arn_region_problems, config_arns
-from facts.models import UnreadableModel
+from facts.models import UnreadableModel, planning_with
 from systems import REGISTRY, ServingSystem, all_systems, get_system
 from systems.checks import instance_types_holding, model_fit_problems, region_problems, system_problems
 
@@ -187,8 +187,15 @@ def resolve(
     config: AppConfig, path: Path, environment: str | None, *, build_root: Path = BUILD_ROOT
 ) -> EnvironmentPlan:
     """Resolve one environment of a parsed file, checked by every rule, each endpoint planned; its artifacts are read
-    from `build_root` (build/<endpoint>/manifest.json) where the config pins none."""
+    from `build_root` (build/<endpoint>/manifest.json) where the config pins none. A Hub model planned there from
+    its metadata (`model_build build`) is checked from that build's files, as a local directory is."""
     resolved = loader.resolve(config, path, environment)
+    models = [(ep.name, ep.model, ep.revision) for ep in [*resolved.checked, *resolved.endpoints]]
+    with planning_with(build_root, models):
+        return _resolve_checked(config, path, resolved, build_root)
+
+
+def _resolve_checked(config: AppConfig, path: Path, resolved: ResolvedEnvironment, build_root: Path) -> EnvironmentPlan:
     problems = list(resolved.problems) + name_collision_problems(config)
     for ep in resolved.checked:
         problems += [resolved.where(ep) + p for p in endpoint_rules(resolved, ep)]

@@ -19,7 +19,7 @@ from .chat import ChatSpec, chat_problems
 from .engine_metrics import EngineMetrics
 from .hosting import Hosting, hosting_problems
 from .invocation import SMOKE_BUDGET_DEFAULT_MS, SMOKE_BUDGET_MAX_MS, Invocation, invocation_problems
-from .model_reference import ModelReference, Revision
+from .model_reference import ModelReference, Revision, is_directory, is_hub_id
 from .operations import AlarmsSpec, UpdatePolicySpec, operations_problems
 from .pools import Capacity, InstancePool, pool_problems
 from .routing import Routing, routing_problems
@@ -97,6 +97,10 @@ class InvokeFunctionSpec(Strict):
     reserved_concurrency: int | None = Field(None, ge=1, le=1000)
 
 
+# A Secrets Manager secret: its name or full ARN (CodeBuild's `secrets-manager` environment-variable syntax).
+SECRET_ID_PATTERN = r"^(?:arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:[0-9]{12}:secret:)?[A-Za-z0-9/_+=.@-]{1,512}$"
+
+
 class SmokeTest(Strict):
     """What the post-deploy smoke test sends and how long it may take.
 
@@ -123,6 +127,10 @@ class EndpointSpec(Strict):
     system: str
     model: ModelReference
     revision: Revision | None = None
+    # A Hub model's token for the staging job that moves its weights Hub -> S3 in the account: the name or ARN of a
+    # Secrets Manager secret holding it (a gated or private model needs one; the plan on the workstation reads
+    # HF_TOKEN instead). Only for a Hub id: a local directory has nothing to fetch (docs/design/weights.md).
+    hub_token_secret: str | None = Field(None, pattern=SECRET_ID_PATTERN)
     dtype: Literal["fp16", "bf16", "fp32"] = "fp16"
     instance_type: str
     # Fallback instance types in priority order after instance_type, and how SageMaker provisions the instances
@@ -240,10 +248,6 @@ class EnvironmentSpec(Strict):
         if problem := adopted_bucket_key_problem(self.adopt_kept_data, self.encryption):
             raise ValueError(problem)
         return self
-
-
-# A Secrets Manager secret: its name or full ARN (CodeBuild's `secrets-manager` environment-variable syntax).
-SECRET_ID_PATTERN = r"^(?:arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:[0-9]{12}:secret:)?[A-Za-z0-9/_+=.@-]{1,512}$"
 
 
 class SecretRef(Strict):
@@ -456,6 +460,12 @@ def endpoint_problems(ep: EndpointSpec) -> list[str]:
                 f"value {ep.instance_count} is outside autoscaling's range "
                 f"{a.min_capacity}-{a.max_capacity}; the initial count must lie within it",
             )
+    if ep.hub_token_secret is not None and (not is_hub_id(ep.model) or is_directory(ep.model)):
+        bad(
+            "hub_token_secret",
+            f"value {ep.hub_token_secret!r} is for a Hugging Face Hub model, whose weights a staging job fetches; "
+            f"model {ep.model!r} is a local directory, built from the workstation: remove hub_token_secret",
+        )
     problems.extend(invocation_problems(ep))
     problems.extend(operations_problems(ep, instance))
     problems.extend(security_problems(ep, instance))

@@ -9,8 +9,12 @@ from __future__ import annotations
 import json
 import os
 import struct
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 
 _DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1, "BOOL": 1}
 
@@ -111,8 +115,70 @@ def read_json_object(path: Path) -> dict:
     return document
 
 
+@dataclass(frozen=True)
+class PlannedModel:
+    """A Hub model planned from its metadata (`model_build build` of a checkpoint system): its build folder holds
+    the metadata files (config.json, tokenizer, ...) and its manifest the weights' bytes and parameter count."""
+
+    directory: Path
+    commit: str
+    weight_bytes: int | None
+    parameters: int | None
+
+
+# The planned Hub models the config being loaded may read, by model id (set around a load by planning_with).
+_PLANNED: ContextVar[Mapping[str, PlannedModel]] = ContextVar("planned_hub_models", default=MappingProxyType({}))
+
+
+def planned_model_in(build_dir: Path, model: str, revision: str | None) -> PlannedModel | None:
+    """The plan of Hub model `model` at `revision` in `build_dir` (its manifest.json names that model and revision
+    and a commit, and config.json is there), or None. Reads local files only: synth never calls the network."""
+    try:
+        document = json.loads((build_dir / "manifest.json").read_text())
+    except (OSError, ValueError):
+        return None
+    entry = document.get("model") if isinstance(document, dict) else None
+    if (
+        not isinstance(entry, dict)
+        or entry.get("source") != model
+        or entry.get("revision") != revision
+        or not isinstance(entry.get("commit"), str)
+        or not (build_dir / "config.json").is_file()
+    ):
+        return None
+    weight_bytes, parameters = entry.get("weight_bytes"), entry.get("parameter_count")
+    return PlannedModel(
+        build_dir,
+        entry["commit"],
+        weight_bytes if isinstance(weight_bytes, int) else None,
+        parameters if isinstance(parameters, int) else None,
+    )
+
+
+@contextmanager
+def planning_with(build_root: Path, endpoints: Iterable[tuple[str, str, str | None]]) -> Iterator[None]:
+    """While a config loads: each (endpoint name, model, revision) whose build in `build_root` is a plan of that Hub
+    model makes its facts readable by model_facts and systems.checkpoint_facts.checkpoint_of, as a local directory's
+    are (the known-model tables are only a cache of the same facts)."""
+    planned: dict[str, PlannedModel] = {}
+    for name, model, revision in endpoints:
+        found = planned_model_in(Path(build_root) / name, model, revision)
+        if found is not None:
+            planned.setdefault(model, found)
+    token = _PLANNED.set(MappingProxyType({**_PLANNED.get(), **planned}))
+    try:
+        yield
+    finally:
+        _PLANNED.reset(token)
+
+
+def planned_metadata(model: str) -> PlannedModel | None:
+    return _PLANNED.get().get(model)
+
+
 def model_facts(model: str, declared_parameters: int | None = None) -> ModelFacts | None:
-    """Facts about `model` (a local directory or a Hub id), or None when nothing is known before a build."""
+    """Facts about `model` (a local directory, a planned Hub model or a known Hub id), or None when nothing is known
+    before a build."""
     path = Path(model)
     encoder_decoder = None
     if path.is_dir():
@@ -124,6 +190,13 @@ def model_facts(model: str, declared_parameters: int | None = None) -> ModelFact
             return ModelFacts(declared_parameters, bool(encoder_decoder), "model_parameters")
         if shards:
             return ModelFacts(sum(safetensors_header_sizes(p)[0] for p in shards), bool(encoder_decoder), "local files")
+    planned = planned_metadata(model)
+    if planned is not None and planned.parameters is not None:
+        planned_config = read_json_object(planned.directory / "config.json")
+        source = f"the Hub's metadata planned into {planned.directory} (commit {planned.commit[:12]})"
+        return ModelFacts(
+            declared_parameters or planned.parameters, bool(planned_config.get("is_encoder_decoder", False)), source
+        )
     known = KNOWN_MODELS.get(model)
     if known is not None:
         return ModelFacts(declared_parameters or known.parameters, known.encoder_decoder, known.source)

@@ -228,6 +228,14 @@ def cmd_build(args: argparse.Namespace) -> int:
         f"built {endpoint.name} -> {out} in {time.perf_counter() - started:.1f} s: content hash "
         f"{manifest['content_hash'][:12]}, {len(manifest['files'])} files, {verified}"
     )
+    if staging := manifest.get("staging"):
+        # A Hub model planned from its metadata: its weights are listed, not here (docs/design/weights.md).
+        staged = [f for f in manifest["files"] if f["path"] in set(staging["files"])]
+        print(
+            f"planned from the Hub's metadata at commit {staging['hub']['commit']}: {len(staged)} weight files "
+            f"({sum(f['size'] for f in staged) / 1e9:.2f} GB) to stage from {staging['hub']['endpoint']} into the "
+            "artifact's S3 prefix; none were downloaded here"
+        )
     from model_build.adapters import build_adapters
 
     for adapter, built in build_adapters(plan, Path(args.build_root), progress=not args.quiet):
@@ -298,6 +306,12 @@ def cmd_publish(args: argparse.Namespace) -> int:
     for adapter_report in adapter_reports:
         print(adapter_report.summary())
     return 0
+
+
+def cmd_stage(args: argparse.Namespace) -> int:
+    from model_build.stage import cmd_stage as stage
+
+    return stage(args)
 
 
 def cmd_preflight(args: argparse.Namespace) -> int:
@@ -449,6 +463,14 @@ def parser() -> argparse.ArgumentParser:
         help="cap the upload at this many MiB/s over all transfers (a shared link); default: none",
     )
     publish.set_defaults(run=cmd_publish)
+
+    stage = sub.add_parser(
+        "stage", help="stage a metadata-only build: its weights from the Hub into the artifact bucket, in the account"
+    )
+    endpoint_args(stage)
+    stage.add_argument("--artifact", help="build directory (default: <build root>/<endpoint>)")
+    stage.add_argument("--quiet", action="store_true", help="no progress lines")
+    stage.set_defaults(run=cmd_stage)
 
     preflight = sub.add_parser("preflight", help="check credentials, region, instance quotas and published artifacts")
     config_args(preflight)

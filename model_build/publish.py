@@ -379,15 +379,20 @@ def publish_artifact(
     manifest: Manifest | None = None,
     bucket_checked: bool = False,
     max_bandwidth: int | None = None,
+    only_files: frozenset[str] | None = None,
 ) -> PublishReport:
     """Upload the artifact in build_dir under s3://bucket/prefix; manifest.json last. See the module doc.
     `manifest`: the build's, when the caller has loaded it; `bucket_checked`: the caller found the bucket;
-    `max_bandwidth`: bytes per second for all uploads together (a shared link), None for no cap."""
+    `max_bandwidth`: bytes per second for all uploads together (a shared link), None for no cap.
+    `only_files`: upload just these manifest paths and not manifest.json (a staged build: the staging job fetches
+    the rest from the Hub and writes manifest.json last, model_build/stage.py)."""
     started = time.monotonic()
     build_dir = Path(build_dir)
     if prefix and not prefix.endswith("/"):
         prefix += "/"
     manifest = manifest or load_manifest(build_dir)
+    if only_files is not None:
+        manifest = Manifest(manifest.content_hash, tuple(e for e in manifest.files if e.path in only_files))
     s3 = s3_client or _s3_client(max_concurrency)
     report = PublishReport(bucket=bucket, prefix=prefix, model_data=model_data, content_hash=manifest.content_hash)
     config = _transfer_config(max_concurrency, multipart_threshold, multipart_chunksize, max_bandwidth)
@@ -433,6 +438,9 @@ def publish_artifact(
         report.uploaded_files += 1
         report.uploaded_bytes += size
 
+    if only_files is not None:
+        report.seconds = time.monotonic() - started
+        return report
     # manifest.json LAST: only now is the artifact complete.
     manifest_size = manifest_path.stat().st_size
     if have_manifest == (manifest_size, manifest_sha):
@@ -550,6 +558,13 @@ def publish_endpoint(
             f"endpoint {ep.name!r} pins artifact_hash {ep.artifact_hash[:12]}..., but {build_dir} holds "
             f"{manifest.content_hash[:12]}...; remove the pin to publish this build, or publish the pinned build"
         )
+    if "staging" in manifest.document:  # a metadata-only build: its weights go Hub -> S3 in the account
+        from model_build.stage import StageError, stage_endpoint
+
+        try:
+            return stage_endpoint(environment_plan, plan, build_dir, session=session, quiet=progress is False)
+        except StageError as err:
+            raise PublishError(str(err)) from None
     bucket, s3 = artifact_bucket_client(environment_plan, session=session, max_concurrency=max_concurrency)
     return publish_artifact(
         build_dir,

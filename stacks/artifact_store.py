@@ -14,6 +14,7 @@ from deployment.config_blocks import INPUT_RETENTION_DAYS, async_prefixes
 from .endpoint_network import BucketKey, BucketKeyRef
 from .nag import acknowledge
 from .trusted_pipeline import TrustedPipeline, role_name
+from .weights_staging import WeightsStaging, staging_project_name
 
 
 def async_lifecycle_rules(environment_plan: EnvironmentPlan) -> list[s3.LifecycleRule]:
@@ -95,6 +96,7 @@ class ArtifactStoreStack(Stack):
         if env.adopt_kept_data:
             self._adopt(bucket_name, repository_name)
             self._publisher_role(environment_plan, trusted_pipeline)
+            self._add_staging(environment_plan)
             return
 
         self._add_access_logs(removal, auto_delete)
@@ -112,6 +114,23 @@ class ArtifactStoreStack(Stack):
 
         self._outputs()
         self._publisher_role(environment_plan, trusted_pipeline)
+        self._add_staging(environment_plan)
+
+    def _add_staging(self, environment_plan: EnvironmentPlan) -> None:
+        """The weights staging job (stacks/weights_staging.py), except on the emulator: moto's CloudFormation has no
+        CodeBuild, so there `model_build stage` runs the job's own code as a subprocess instead."""
+        self.weights_staging = None
+        if environment_plan.environment.emulator:
+            return
+        self.weights_staging = WeightsStaging(
+            self,
+            "WeightsStaging",
+            project_name=staging_project_name(environment_plan.project, environment_plan.environment_name),
+            bucket=self.bucket,
+            log_retention_days=max((p.log_retention_days for p in environment_plan.plans), default=30),
+            bucket_key=self.bucket_key,
+        )
+        CfnOutput(self, "WeightsStagingProject", value=self.weights_staging.project_name)
 
     def _add_access_logs(self, removal: RemovalPolicy, auto_delete: bool) -> None:
         """The bucket the artifact bucket's access logs go to."""

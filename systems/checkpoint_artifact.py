@@ -10,15 +10,23 @@ from __future__ import annotations
 import hashlib
 import json
 import struct
+import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from artifact import BuildError
+from artifact.hub_source import HubError, HubModel, open_hub_model
 from endpoint_config import EndpointSpec
 from facts.models import read_json_object
 
 from .base import E, ServingSystem
-from .checkpoint_facts import SAFETENSORS_DTYPE_BYTES, Checkpoint, read_local_checkpoint
+from .checkpoint_facts import (
+    SAFETENSORS_DTYPE_BYTES,
+    Checkpoint,
+    read_local_checkpoint,
+    read_metadata_checkpoint,
+)
 
 # What a build fetches from the Hub: weights as safetensors only (no pickles), configs, tokenizer, chat template.
 SOURCE_PATTERNS = ("*.json", "*.safetensors", "*.txt", "*.model", "tokenizer*", "*.jinja")
@@ -65,36 +73,56 @@ def check_safetensors(path: Path) -> tuple[dict[str, list[int]], int]:
             header = json.loads(f.read(length))
         except ValueError as err:
             raise ValueError(f"{path.name}: the header is not JSON ({err})") from None
+    return check_safetensors_header(path.name, size, length, header)
+
+
+def check_safetensors_header(name: str, size: int, length: int, header: Any) -> tuple[dict[str, list[int]], int]:
+    """The layout check of one safetensors file from its header alone and the file's size (a local file's, or the
+    Hub API's): every tensor's span matches its dtype and shape, the spans tile the data, and header + data is the
+    file. {tensor: shape} and the element count; ValueError saying what is wrong."""
+    if not isinstance(header, dict):
+        raise ValueError(f"{name}: the header is not a JSON object")
     shapes, spans, elements = {}, [], 0
-    for name, info in header.items():
-        if name == "__metadata__":
+    for tensor, info in header.items():
+        if tensor == "__metadata__":
             continue
-        dtype, shape, (begin, end) = info.get("dtype"), info.get("shape"), info.get("data_offsets", (0, -1))
+        if not isinstance(info, dict):
+            raise ValueError(f"{name}: tensor {tensor!r} has no dtype, shape and data_offsets")
+        dtype, shape, offsets = info.get("dtype"), info.get("shape"), info.get("data_offsets", (0, -1))
         if dtype not in SAFETENSORS_DTYPE_BYTES:
             raise ValueError(
-                f"{path.name}: tensor {name!r} has dtype {dtype!r}; known: {', '.join(SAFETENSORS_DTYPE_BYTES)}"
+                f"{name}: tensor {tensor!r} has dtype {dtype!r}; known: {', '.join(SAFETENSORS_DTYPE_BYTES)}"
             )
+        if (
+            not isinstance(shape, list)
+            or not all(isinstance(d, int) and d >= 0 for d in shape)
+            or not isinstance(offsets, list | tuple)
+            or len(offsets) != 2
+            or not all(isinstance(o, int) for o in offsets)
+        ):
+            raise ValueError(f"{name}: tensor {tensor!r} has no valid shape and data_offsets")
+        begin, end = offsets
         count = 1
         for dim in shape:
             count *= dim
         if end - begin != count * SAFETENSORS_DTYPE_BYTES[dtype]:
             raise ValueError(
-                f"{path.name}: tensor {name!r} {dtype}{shape} spans {end - begin} bytes, not "
+                f"{name}: tensor {tensor!r} {dtype}{shape} spans {end - begin} bytes, not "
                 f"{count * SAFETENSORS_DTYPE_BYTES[dtype]}"
             )
-        shapes[name], elements = list(shape), elements + count
-        spans.append((begin, end, name))
+        shapes[tensor], elements = list(shape), elements + count
+        spans.append((begin, end, tensor))
     position = 0
-    for begin, end, name in sorted(spans):
+    for begin, end, tensor in sorted(spans):
         if begin != position:
             raise ValueError(
-                f"{path.name}: tensor {name!r} starts at byte {begin} of the data, expected {position} "
+                f"{name}: tensor {tensor!r} starts at byte {begin} of the data, expected {position} "
                 "(overlapping or a gap)"
             )
         position = end
     if 8 + length + position != size:
         raise ValueError(
-            f"{path.name}: {size} bytes, but header and tensors take {8 + length + position} (truncated or padded)"
+            f"{name}: {size} bytes, but header and tensors take {8 + length + position} (truncated or padded)"
         )
     return shapes, elements
 
@@ -104,26 +132,39 @@ def check_weights(source: Path) -> tuple[list[Path], dict[str, list[int]], int]:
     shards = sorted(source.glob("*.safetensors"))
     if not shards:
         pickles = sorted(p.name for p in source.glob("*.bin")) + sorted(p.name for p in source.glob("*.pt"))
-        extra = (
-            f" (it has {', '.join(pickles[:3])}: pickled weights, which this project does not publish)"
-            if pickles
-            else ""
-        )
-        raise ValueError(f"no *.safetensors weights in {source}{extra}; allowed: a checkpoint with safetensors weights")
+        raise ValueError(_no_safetensors(str(source), pickles))
+    found = {shard.name: check_safetensors(shard) for shard in shards}
+    index_path = source / INDEX_FILE
+    index = read_json_object(index_path) if index_path.is_file() else None
+    shapes, elements = _check_shards(found, index)
+    return shards, shapes, elements
+
+
+def _no_safetensors(where: str, pickles: list[str]) -> str:
+    extra = (
+        f" (it has {', '.join(pickles[:3])}: pickled weights, which this project does not publish)" if pickles else ""
+    )
+    return f"no *.safetensors weights in {where}{extra}; allowed: a checkpoint with safetensors weights"
+
+
+def _check_shards(
+    found: dict[str, tuple[dict[str, list[int]], int]], index: dict[str, Any] | None
+) -> tuple[dict[str, list[int]], int]:
+    """Each tensor in one shard only, and the index (when there is one) placing each where it is."""
     shapes: dict[str, list[int]] = {}
     where: dict[str, str] = {}
     elements = 0
-    for shard in shards:
-        found, count = check_safetensors(shard)
-        for name in found:
+    for shard, (tensors, count) in found.items():
+        for name in tensors:
             if name in where:
-                raise ValueError(f"tensor {name!r} is in both {where[name]} and {shard.name}")
-            where[name] = shard.name
-        shapes.update(found)
+                raise ValueError(f"tensor {name!r} is in both {where[name]} and {shard}")
+            where[name] = shard
+        shapes.update(tensors)
         elements += count
-    index_path = source / INDEX_FILE
-    if index_path.is_file():
-        weight_map = read_json_object(index_path).get("weight_map", {})
+    if index is not None:
+        weight_map = index.get("weight_map", {})
+        if not isinstance(weight_map, dict):
+            raise ValueError(f"{INDEX_FILE}: weight_map is not an object")
         missing = sorted(set(where) - set(weight_map))
         absent = sorted(set(weight_map) - set(where))
         misplaced = sorted(n for n in set(where) & set(weight_map) if weight_map[n] != where[n])
@@ -134,7 +175,7 @@ def check_weights(source: Path) -> tuple[list[Path], dict[str, list[int]], int]:
         ):
             if names:
                 raise ValueError(f"{INDEX_FILE}: {len(names)} tensor(s) {label}, e.g. {names[0]!r}")
-    return shards, shapes, elements
+    return shapes, elements
 
 
 def architecture_parameters(config_path: Path) -> int | None:
@@ -205,29 +246,104 @@ def _write_chat_template(endpoint: EndpointSpec, out_dir: Path, copied: dict[str
     return ["tokenizer_config.json"]
 
 
+@dataclass
+class CheckpointSource:
+    """What a checkpoint build reads: a local directory (the files themselves) or a Hub model at a pinned commit (its
+    metadata files downloaded into a temporary folder, the shards' headers read by range, sizes and sha256 from the
+    Hub's API). The checks run the same on both (_check_checkpoint); only the writing differs."""
+
+    model: str
+    metadata_dir: Path  # config.json, tokenizer files, the index: the model directory itself, or the download
+    shards: list[str]  # the weight files' names, sorted
+    hub: HubModel | None = None
+    headers: dict[str, tuple[int, dict[str, Any]]] = field(default_factory=dict)  # Hub: shard -> (length, header)
+
+    def metadata_names(self) -> list[str]:
+        return [n for n in (INDEX_FILE, *METADATA_FILES) if (self.metadata_dir / n).is_file()]
+
+    def check_weights(self) -> tuple[dict[str, list[int]], int]:
+        """The layout of every shard and the index: {tensor: shape} and the element count; ValueError."""
+        if self.hub is None:
+            _, shapes, elements = check_weights(self.metadata_dir)
+            return shapes, elements
+        found = {
+            name: check_safetensors_header(name, self.hub.files[name].size, *self.headers[name]) for name in self.shards
+        }
+        index_path = self.metadata_dir / INDEX_FILE
+        return _check_shards(found, read_json_object(index_path) if index_path.is_file() else None)
+
+    def checkpoint(self) -> Checkpoint:
+        if self.hub is None:
+            return read_local_checkpoint(self.metadata_dir, self.model)
+        data_bytes = sum(self.hub.files[name].size - 8 - self.headers[name][0] for name in self.shards)
+        return read_metadata_checkpoint(self.metadata_dir, self.model, data_bytes)
+
+
+def hub_checkpoint_source(endpoint: EndpointSpec, metadata_dir: Path, progress: bool) -> CheckpointSource:
+    """Read a Hub model's metadata only: its commit, file list, the metadata files (into `metadata_dir`) and every
+    shard's header; a bar counts the files read (and the bytes)."""
+    from tqdm.auto import tqdm
+
+    try:
+        hub = open_hub_model(endpoint.model, endpoint.revision)
+        shards = sorted(p for p in hub.files if p.endswith(".safetensors") and "/" not in p)
+        if not shards:
+            pickles = sorted(p for p in hub.files if p.endswith((".bin", ".pt")) and "/" not in p)
+            raise _fail(endpoint, _no_safetensors(hub.where(), pickles))
+        wanted = [n for n in (INDEX_FILE, *METADATA_FILES) if n in hub.files]
+        if "config.json" not in wanted:
+            raise _fail(endpoint, f"{hub.where()} has no config.json; allowed: a transformers model repository")
+        with tqdm(
+            total=len(wanted) + len(shards), desc=f"plan {endpoint.model}", unit="file", disable=not progress
+        ) as bar:
+            for name in wanted:
+                hub.download(name, metadata_dir / name)
+                bar.set_postfix_str(f"{name}, {hub.bytes_read:,} B read")
+                bar.update()
+            headers = {}
+            for name in shards:
+                headers[name] = hub.safetensors_header(name)
+                bar.set_postfix_str(f"{name} header, {hub.bytes_read:,} B read")
+                bar.update()
+    except HubError as err:
+        raise _fail(endpoint, str(err)) from None
+    return CheckpointSource(endpoint.model, metadata_dir, shards, hub, headers)
+
+
 def build_checkpoint_artifact(
     endpoint: EndpointSpec, engine: E, out_dir: Path, progress: bool, system: ServingSystem[E]
 ) -> dict[str, Any]:
-    """Resolve the model, check it (layout, parameters, tokenizer, compatibility), copy it, write the manifest."""
+    """Resolve the model, check it (layout, parameters, tokenizer, compatibility), write the artifact and manifest.
+
+    A local directory is copied whole. A Hub model is planned from its metadata (docs/design/weights.md): the
+    artifact folder gets the metadata files only, and the manifest lists every file (the weights with the Hub's
+    sizes and LFS sha256, so its content hash is the one a full copy gives) and the `staging` block the job that
+    moves the weights Hub -> S3 reads."""
     from tqdm.auto import tqdm
 
+    from artifact.source import hub_model_id
+
+    out_dir = Path(out_dir)
+    if hub_model_id(endpoint.model) is not None:
+        with tempfile.TemporaryDirectory(prefix="hub-metadata-") as downloaded:
+            return _build_from_hub(endpoint, engine, out_dir, progress, system, Path(downloaded))
     from artifact.manifest import write_manifest
     from artifact.source import resolve_model_source
 
-    out_dir = Path(out_dir)
     steps = tqdm(total=5, desc=f"build {endpoint.name}", unit="step", disable=not progress)
     steps.set_postfix_str("resolve")
-    source = resolve_model_source(endpoint.model, endpoint.revision, allow_patterns=SOURCE_PATTERNS)
-    if not (source / "config.json").is_file():
-        raise _fail(endpoint, f"{source} has no config.json; allowed: a Hugging Face model directory or Hub id")
+    directory = resolve_model_source(endpoint.model, endpoint.revision, allow_patterns=SOURCE_PATTERNS)
+    if not (directory / "config.json").is_file():
+        raise _fail(endpoint, f"{directory} has no config.json; allowed: a Hugging Face model directory or Hub id")
+    source = CheckpointSource(endpoint.model, directory, [p.name for p in sorted(directory.glob("*.safetensors"))])
     steps.update()
 
     steps.set_postfix_str("check")
-    shards, elements, checkpoint, verification = _check_checkpoint(endpoint, engine, source, system)
+    elements, checkpoint, verification = _check_checkpoint(endpoint, engine, source, system)
     steps.update()
 
     steps.set_postfix_str("copy")
-    copied, written = _copy_checkpoint(endpoint, source, shards, out_dir)
+    copied, written = _copy_checkpoint(endpoint, source, out_dir)
     steps.update()
 
     steps.set_postfix_str("hash")
@@ -241,33 +357,82 @@ def build_checkpoint_artifact(
     steps.update()
 
     steps.set_postfix_str("verify")
-    hashed = {entry["path"]: entry["sha256"] for entry in manifest["files"]}
-    differ = sorted(path for path, digest in copied.items() if hashed.get(path) != digest)
-    if differ or set(hashed) != set(copied):
-        unexpected = sorted(set(hashed) - set(copied))
-        raise _fail(endpoint, f"the written files differ from the source: {', '.join(differ + unexpected)}")
+    _verify_written(endpoint, manifest, copied)
     steps.update()
     steps.close()
     return manifest
 
 
+def _build_from_hub(
+    endpoint: EndpointSpec, engine: E, out_dir: Path, progress: bool, system: ServingSystem[E], downloaded: Path
+) -> dict[str, Any]:
+    """The metadata-only build of a Hub model (build_checkpoint_artifact)."""
+    from artifact.manifest import write_manifest
+
+    source = hub_checkpoint_source(endpoint, downloaded, progress)
+    hub = source.hub
+    assert hub is not None
+    elements, checkpoint, verification = _check_checkpoint(endpoint, engine, source, system)
+    copied, written = _copy_checkpoint(endpoint, source, out_dir)
+    weights: list[dict[str, Any]] = []
+    for name in source.shards:
+        file = hub.files[name]
+        weights.append({"path": name, "size": file.size, "sha256": file.sha256 or _git_sha256(endpoint, hub, name)})
+    fields = _manifest_fields(endpoint, engine, system, checkpoint, elements)
+    fields["model"]["commit"] = hub.commit
+    fields["staging"] = {
+        "hub": {"endpoint": hub.endpoint, "repo_id": hub.repo_id, "commit": hub.commit},
+        "files": [w["path"] for w in weights],
+        "token_secret": endpoint.hub_token_secret,
+    }
+    weight_bytes = sum(w["size"] for w in weights)
+    verification["files"] = (
+        f"{len(copied)} metadata files as the Hub lists them (size, sha256) at commit {hub.commit}; "
+        f"{len(weights)} weight files ({weight_bytes:,} bytes) listed with the Hub's size and LFS sha256, staged by "
+        f"the job; {hub.bytes_read:,} bytes read to plan"
+        + (f"; {', '.join(written)} with chat.template written in" if written else "")
+    )
+    manifest = write_manifest(out_dir, progress=progress, remote_files=weights, **fields, verification=verification)
+    _verify_written(endpoint, manifest, {**copied, **{w["path"]: w["sha256"] for w in weights}})
+    return manifest
+
+
+def _git_sha256(endpoint: EndpointSpec, hub: HubModel, name: str) -> str:
+    try:
+        return hub.sha256_of_git_file(name)
+    except HubError as err:
+        raise _fail(endpoint, str(err)) from None
+
+
+def _verify_written(endpoint: EndpointSpec, manifest: dict[str, Any], copied: dict[str, str]) -> None:
+    hashed = {entry["path"]: entry["sha256"] for entry in manifest["files"]}
+    differ = sorted(path for path, digest in copied.items() if hashed.get(path) != digest)
+    if differ or set(hashed) != set(copied):
+        unexpected = sorted(set(hashed) - set(copied))
+        raise _fail(endpoint, f"the written files differ from the source: {', '.join(differ + unexpected)}")
+
+
 def _check_checkpoint(
-    endpoint: EndpointSpec, engine: E, source: Path, system: ServingSystem[E]
-) -> tuple[list[Path], int, Checkpoint, dict[str, Any]]:
-    """The checkpoint's shards, parameter count and facts, checked (weights, parameters, tokenizer, the endpoint's
-    rules on its files), and what was verified; BuildError naming the first thing that fails."""
+    endpoint: EndpointSpec, engine: E, source: CheckpointSource, system: ServingSystem[E]
+) -> tuple[int, Checkpoint, dict[str, Any]]:
+    """The checkpoint's parameter count and facts, checked (weights, parameters, tokenizer, the endpoint's rules on
+    its files), and what was verified; BuildError naming the first thing that fails. The same for a local directory
+    and a Hub model's metadata."""
     from . import all_systems
     from .checks import checkpoint_problems_on_every_pool
 
     try:
-        shards, _, elements = check_weights(source)
-        checkpoint = read_local_checkpoint(source, endpoint.model)
+        _, elements = source.check_weights()
+        checkpoint = source.checkpoint()
     except ValueError as err:
         raise _fail(endpoint, str(err)) from None
-    verification: dict[str, Any] = {"safetensors_headers": f"{len(shards)} file(s), {elements:,} elements"}
-    verification["parameters"] = _parameter_verification(endpoint, source, checkpoint, elements)
+    where = "" if source.hub is None else " (headers read by range)"
+    verification: dict[str, Any] = {
+        "safetensors_headers": f"{len(source.shards)} file(s), {elements:,} elements{where}"
+    }
+    verification["parameters"] = _parameter_verification(endpoint, source.metadata_dir, checkpoint, elements)
     try:
-        verification["tokenizer"] = check_tokenizer(source)
+        verification["tokenizer"] = check_tokenizer(source.metadata_dir)
     except Exception as err:
         raise _fail(endpoint, f"the tokenizer does not load or work: {type(err).__name__}: {err}") from None
     problems = checkpoint_problems_on_every_pool(endpoint, system, engine, checkpoint, all_systems())
@@ -277,7 +442,7 @@ def _check_checkpoint(
         raise BuildError(
             "the checkpoint's own files refuse this endpoint; nothing was written:\n  - " + "\n  - ".join(problems)
         )
-    return shards, elements, checkpoint, verification
+    return elements, checkpoint, verification
 
 
 def _parameter_verification(endpoint: EndpointSpec, source: Path, checkpoint: Checkpoint, elements: int) -> str:
@@ -305,14 +470,14 @@ def _parameter_verification(endpoint: EndpointSpec, source: Path, checkpoint: Ch
 
 
 def _copy_checkpoint(
-    endpoint: EndpointSpec, source: Path, shards: list[Path], out_dir: Path
+    endpoint: EndpointSpec, source: CheckpointSource, out_dir: Path
 ) -> tuple[dict[str, str], list[str]]:
-    """Copy the shards, index and metadata files (and the metadata again under METADATA_DIR, with a chat template
-    written in); their sha256 by artifact path, and the files written rather than copied."""
+    """Copy the shards (a local directory's), index and metadata files (and the metadata again under METADATA_DIR,
+    with a chat template written in); their sha256 by artifact path, and the files written rather than copied."""
     copied: dict[str, str] = {}
-    names = [p.name for p in shards] + [n for n in (INDEX_FILE, *METADATA_FILES) if (source / n).is_file()]
-    for name in names:
-        copied[name] = _copy(source / name, out_dir / name)
+    shards = source.shards if source.hub is None else []
+    for name in shards + source.metadata_names():
+        copied[name] = _copy(source.metadata_dir / name, out_dir / name)
     written: list[str] = []
     if endpoint.chat:
         written = _write_chat_template(endpoint, out_dir, copied)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from facts.models import UnreadableModel, read_json_object, safetensors_header_sizes
+from facts.models import UnreadableModel, planned_metadata, read_json_object, safetensors_header_sizes
 
 # vLLM modelopt.py LINEAR_ALGOS (+ MIXED_PRECISION): ModelOpt quant_algo -> the method vLLM loads it with.
 MODELOPT_ALGOS = {
@@ -358,6 +358,8 @@ class Checkpoint:
     source: str  # where the config came from, for messages
     file_bytes: int | None = None  # the safetensors tensors' bytes, read from the headers (local directories)
     files: tuple[str, ...] = field(default=(), compare=False)
+    # The tensors' element count when known without local files (a Hub model planned from its headers).
+    elements: int | None = None
 
     def weight_bytes(self, dtype: str) -> int | None:
         """The weights' bytes on the GPUs when the engine computes in `dtype` (fp16/bf16/fp32): an unquantized
@@ -387,32 +389,46 @@ class Checkpoint:
         return self.weight_bytes(own)
 
     def _file_elements(self) -> int:
+        if self.elements is not None:
+            return self.elements
         return sum(safetensors_header_sizes(Path(f))[0] for f in self.files)
 
 
 def read_local_checkpoint(directory: Path, model: str | None = None) -> Checkpoint:
     """A local model directory's facts: config.json (+ hf_quant_config.json) and the safetensors headers."""
+    files = tuple(str(p) for p in sorted(directory.glob("*.safetensors")))
+    file_bytes = sum(safetensors_header_sizes(Path(f))[1] for f in files) if files else None
+    return read_metadata_checkpoint(directory, model or str(directory), file_bytes, files=files)
+
+
+def read_metadata_checkpoint(
+    directory: Path, model: str, file_bytes: int | None, elements: int | None = None, files: tuple[str, ...] = ()
+) -> Checkpoint:
+    """A model's facts from its metadata files in `directory` (config.json, hf_quant_config.json) and the tensors'
+    bytes (and elements) read elsewhere: a Hub model's headers, or a planned build's manifest."""
     config_path = directory / "config.json"
     config = read_json_object(config_path)
     quant_path = directory / "hf_quant_config.json"
     hf_quant = read_json_object(quant_path) if quant_path.is_file() else None
-    files = tuple(str(p) for p in sorted(directory.glob("*.safetensors")))
-    file_bytes = sum(safetensors_header_sizes(Path(f))[1] for f in files) if files else None
     try:
         facts = read_checkpoint(config, hf_quant)
     except UnreadableModel:
         raise
     except (ValueError, TypeError, KeyError) as err:  # a config.json its family's keys are missing from, or mistyped
         raise UnreadableModel(f"{config_path}: {err}") from None
-    return Checkpoint(model or str(directory), facts, f"{config_path}", file_bytes, files)
+    return Checkpoint(model, facts, f"{config_path}", file_bytes, files, elements)
 
 
 def checkpoint_of(model: str) -> Checkpoint | None:
-    """`model`'s facts before a build: a local directory with a config.json, else a KNOWN_CHECKPOINTS Hub id, else
-    None (nothing is known until the build reads the files)."""
+    """`model`'s facts before a build: a local directory with a config.json; a Hub model planned from its metadata
+    (its build's config.json and manifest, facts/models.py planned_metadata); a KNOWN_CHECKPOINTS Hub id (a cache of
+    the same facts); else None (nothing is known until `model_build build` reads the metadata)."""
     path = Path(model)
     if path.is_dir() and (path / "config.json").is_file():
         return read_local_checkpoint(path, model)
+    planned = planned_metadata(model)
+    if planned is not None:
+        return read_metadata_checkpoint(planned.directory, model, planned.weight_bytes, planned.parameters)
     known = KNOWN_CHECKPOINTS.get(model)
     if known is not None:
         return Checkpoint(

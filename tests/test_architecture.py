@@ -7,6 +7,7 @@ folder, and each top-level module) must be in the table.
 
     request_contract                     the stdlib request contract every entry point ships (imports nothing)
     chat_contract                        the stdlib chat (OpenAI Chat Completions) contract beside it
+    weights_staging                      the staging job (stdlib + boto3), shipped alone: imports none of ours
     artifact, facts                      import none of ours (the artifact format; what is known of GPUs, instance
                                          types and model sizes, each with its source)
     endpoint_config                      the config schema (reads facts)
@@ -54,6 +55,7 @@ PACKAGES = {
     "workstation": ROOT / "workstation",
     "local_emulator": ROOT / "local_emulator",
     "bench": ROOT / "bench",
+    "weights_staging": ROOT / "weights_staging",
     "lambda/invoke": ROOT / "lambda" / "invoke",
     "lambda/smoke": ROOT / "lambda" / "smoke",
     "lambda/stream": ROOT / "lambda" / "stream",
@@ -67,6 +69,8 @@ ALLOWED: dict[str, set[str]] = {
     "request_contract": set(),
     "chat_contract": {"request_contract"},
     "artifact": set(),
+    # The staging job's whole code (stdlib + boto3), shipped alone as its CodeBuild asset: it imports nothing of ours.
+    "weights_staging": set(),
     # What the Lambda functions ship (stdlib + boto3), and the request and chat contracts (stdlib only), which the
     # invoke and stream functions share with the containers.
     "endpoint_runtime": {"request_contract", "chat_contract"},
@@ -113,6 +117,7 @@ ALLOWED: dict[str, set[str]] = {
         "local_runtime",
         "load_testing",
         "local_emulator",
+        "weights_staging",
     },
     # Each function's asset ships only the modules its handler imports (stacks/lambda_asset.py).
     "lambda/invoke": {"endpoint_runtime", "request_contract"},

@@ -44,18 +44,46 @@ def cdk_env() -> dict[str, str]:
     return {**os.environ, "CDK_DISABLE_CLI_TELEMETRY": "true", "PATH": path}
 
 
-def run(cmd: list[str], *, echo: Callable[[str], None] = print, tail: int = 4) -> str:
-    """Run a command from the repository root; on failure raise with the last lines of its output."""
-    result = subprocess.run(cmd, cwd=ROOT, env=cdk_env(), capture_output=True, text=True)
-    if result.returncode != 0:
-        lines = (result.stdout + result.stderr).strip().splitlines()
-        raise DeployError(
-            f"`{' '.join(Path(c).name if c == CDK else c for c in cmd)}` exited {result.returncode}:\n"
-            + "\n".join(lines[-25:])
-        )
-    for line in [ln for ln in result.stdout.strip().splitlines() if ln.strip()][-tail:]:
-        echo(f"    {line}")
-    return result.stdout
+def run(cmd: list[str], *, echo: Callable[[str], None] = print, tail: int = 40, heartbeat_s: float = 10.0) -> str:
+    """Run a command from the repository root and echo its output (stdout and stderr) line by line as it comes, so
+    a long step (a build, staging the weights, `cdk deploy`) shows its progress live; a step silent for
+    `heartbeat_s` is said to be still running, so the terminal is never silent longer. On failure raise with the
+    last `tail` lines (kept bounded, not the whole output). Returns those last lines."""
+    import queue
+    import threading
+    import time
+    from collections import deque
+
+    shown = " ".join(Path(c).name if c == CDK else c for c in cmd)
+    process = subprocess.Popen(
+        cmd, cwd=ROOT, env=cdk_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
+    )
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def read() -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            lines.put(line.rstrip("\n"))
+        lines.put(None)
+
+    threading.Thread(target=read, name="deploy-run-output", daemon=True).start()
+    last: deque[str] = deque(maxlen=tail)
+    started = time.monotonic()
+    while True:
+        try:
+            line = lines.get(timeout=heartbeat_s)
+        except queue.Empty:
+            echo(f"    ... `{shown}` still running ({time.monotonic() - started:.0f} s)")
+            continue
+        if line is None:
+            break
+        if line.strip():
+            last.append(line)
+            echo(f"    {line}")
+    code = process.wait()
+    if code != 0:
+        raise DeployError(f"`{shown}` exited {code}:\n" + "\n".join(list(last)[-25:]))
+    return "\n".join(last)
 
 
 def _context(environment_plan: EnvironmentPlan) -> list[str]:
@@ -382,10 +410,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("action", choices=["deploy", "destroy"])
     parser.add_argument("--config", default="config/local.yaml")
     parser.add_argument("--env", default=None)
+    parser.add_argument("--quiet", action="store_true", help="no progress lines, only errors")
     args = parser.parse_args(argv)
+    echo: Callable[[str], None] = (lambda text: None) if args.quiet else print
     try:
         environment_plan = load_config(args.config, args.env)
-        (deploy if args.action == "deploy" else destroy)(environment_plan)
+        (deploy if args.action == "deploy" else destroy)(environment_plan, echo=echo)
     except (ConfigError, DeployError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -1,0 +1,5 @@
+import sys
+
+from weights_staging.job import main
+
+sys.exit(main())
