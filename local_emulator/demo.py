@@ -33,11 +33,13 @@ import boto3
 
 from deployment import EndpointPlan, EnvironmentPlan, load_config
 from endpoint_config import ConfigError, EndpointSpec
+from endpoint_config.model_reference import is_hub_id
 from endpoint_runtime import invoke, stream
 from local_runtime import has_container_process
 from workstation.deploy import DeployError, deploy, destroy, run
 
 from . import moto_server
+from .instance import download_artifact
 from .inventory import leftovers
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -98,12 +100,28 @@ def run_demo(
         print(f"    listening on {emulator.url}")
         _done(t)
 
-        local_url, runtime = _serve_artifact(cleanup, config_path, spec.name, plan, port, keep_logs, region)
+        staged = _staged_weights(spec.name)
+        if staged is None:
+            local_url, runtime = _serve_artifact(cleanup, config_path, spec.name, plan, port, keep_logs, region)
+            before_endpoints = None
+        else:  # the weights reach S3 only inside the deploy (the staging job): the instance downloads them after it
+            local_url, runtime = f"http://127.0.0.1:{port}", _runtime_client(f"http://127.0.0.1:{port}", region)
+            print(f"\n==> [4] serve: after the staging job has put the weights in S3 ({staged:,} bytes), in step 5")
+
+            def before_endpoints(planned: EnvironmentPlan) -> None:
+                instance = download_artifact(planned, spec.name, cleanup, echo=lambda line: print(f"    {line}"))
+                _serve_artifact(cleanup, config_path, spec.name, plan, port, keep_logs, region, artifact=instance)
+
         with emulator.activated():
             t = _step(
                 5, "make deploy: preflight, synth, bootstrap, artifact stack, publish, endpoint stack, smoke test"
             )
-            deploy(environment_plan, echo=lambda line: print(f"    {line}"), runtime_client=runtime)
+            deploy(
+                environment_plan,
+                echo=lambda line: print(f"    {line}"),
+                runtime_client=runtime,
+                before_endpoints=before_endpoints,
+            )
             _done(t)
 
         _send_prompts(plan, endpoint_name, runtime)
@@ -145,12 +163,15 @@ def _build_artifact(config_path: str, spec: EndpointSpec, environment: str | Non
     """Steps 1 and 2: the tiny model and its artifact; the deployment planned again (its manifest names the
     artifact now)."""
     py = sys.executable
-    t = _step(1, f"make the tiny model {spec.model} offline (random weights, locally trained tokenizer)")
-    if not (ROOT / spec.model / "config.json").is_file():
-        _make_tiny_model(py, spec.model)
+    if is_hub_id(spec.model) and not (ROOT / spec.model).is_dir():
+        print(f"\n==> [1] {spec.model} is read from the Hub at {os.environ.get('HF_ENDPOINT')}: metadata only here")
     else:
-        print(f"    {spec.model} exists")
-    _done(t)
+        t = _step(1, f"make the tiny model {spec.model} offline (random weights, locally trained tokenizer)")
+        if not (ROOT / spec.model / "config.json").is_file():
+            _make_tiny_model(py, spec.model)
+        else:
+            print(f"    {spec.model} exists")
+        _done(t)
 
     t = _step(2, f"model_build build --endpoint {spec.name}")
     env_args = ["--env", environment] if environment else []
@@ -162,10 +183,38 @@ def _build_artifact(config_path: str, spec: EndpointSpec, environment: str | Non
     return environment_plan
 
 
+def _staged_weights(endpoint: str) -> int | None:
+    """The bytes the staging job moves for the endpoint's build (a Hub model planned from its metadata), or None when
+    the build holds its weights (a local model directory)."""
+    from artifact.manifest import MANIFEST_NAME, Manifest
+
+    manifest = Manifest.load(ROOT / "build" / endpoint / MANIFEST_NAME)
+    return manifest.staged_bytes if manifest.staging is not None else None
+
+
+def _runtime_client(local_url: str, region: str) -> object:
+    """A sagemaker-runtime client to the model served on localhost: the emulator never runs a container."""
+    return boto3.client(
+        "sagemaker-runtime",
+        endpoint_url=local_url,
+        region_name=region,
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
+
+
 def _serve_artifact(
-    cleanup: ExitStack, config_path: str, endpoint: str, plan: EndpointPlan, port: int, keep_logs: Path, region: str
+    cleanup: ExitStack,
+    config_path: str,
+    endpoint: str,
+    plan: EndpointPlan,
+    port: int,
+    keep_logs: Path,
+    region: str,
+    artifact: Path | None = None,
 ) -> tuple[str, object]:
-    """Step 4: the model server on the port (stopped by cleanup); its URL and a sagemaker-runtime client to it."""
+    """Step 4: the model server on the port (stopped by cleanup); its URL and a sagemaker-runtime client to it.
+    `artifact`: the folder to serve (the instance's download of a staged artifact), else the build's."""
     t = _step(4, f"serve the artifact under the SageMaker container contract on 127.0.0.1:{port}")
     container = has_container_process(plan.system.name)
     server_log = open(keep_logs / "serve.log", "wb")
@@ -174,6 +223,7 @@ def _serve_artifact(
         [
             sys.executable,
             *("-m", "model_build", "serve", "--config", config_path, "--endpoint", endpoint, "--port", str(port)),
+            *(("--artifact", str(artifact)) if artifact is not None else ()),
         ],
         cwd=ROOT,
         stdout=server_log,
@@ -186,16 +236,8 @@ def _serve_artifact(
     print(f"    GET {local_url}/ping -> 200")
     for line in _container_lines(keep_logs / "serve.log"):
         print(f"    {line}")
-    # SageMaker runtime calls go to the served model: the emulator never runs a container.
-    runtime = boto3.client(
-        "sagemaker-runtime",
-        endpoint_url=local_url,
-        region_name=region,
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-    )
     _done(t)
-    return local_url, runtime
+    return local_url, _runtime_client(local_url, region)
 
 
 def _send_prompts(plan: EndpointPlan, endpoint_name: str, runtime: object) -> None:

@@ -100,9 +100,17 @@ def _failed(checks, *, skip_artifacts: bool) -> list[str]:
     ]
 
 
-def deploy(environment_plan: EnvironmentPlan, *, echo: Callable[[str], None] = print, runtime_client=None) -> None:
+def deploy(
+    environment_plan: EnvironmentPlan,
+    *,
+    echo: Callable[[str], None] = print,
+    runtime_client=None,
+    before_endpoints: Callable[[EnvironmentPlan], None] | None = None,
+) -> None:
     """Deploy one environment. `runtime_client`: the sagemaker-runtime client the smoke test invokes through
-    (default: the real service; the demo passes one pointed at the model served on localhost)."""
+    (default: the real service; the demo passes one pointed at the model served on localhost). `before_endpoints`:
+    called once the artifacts are published, before the endpoint stacks deploy (the demo starts serving a staged
+    artifact there, as SageMaker downloads the model data when it creates the endpoint)."""
     from model_build.preflight import artifacts_pending, run_preflight
     from model_build.smoke import format_checks
 
@@ -178,6 +186,8 @@ def deploy(environment_plan: EnvironmentPlan, *, echo: Callable[[str], None] = p
         raise DeployError("the artifacts are not where the endpoint stacks will look:\n  - " + "\n  - ".join(problems))
 
     snapshots = take_snapshots(environment_plan, session, assembly / "rollback", echo=echo)
+    if before_endpoints is not None:
+        before_endpoints(environment_plan)
     endpoint_stacks = [plan.stack_name for plan in environment_plan.plans]
     echo(f"==> cdk deploy {' '.join(endpoint_stacks)}")
     run(
