@@ -17,7 +17,7 @@ export PATH := $(CURDIR)/node_modules/.bin:$(CURDIR)/$(VENV)/bin:$(PATH)
 
 help:
 	@echo "make demo   - build a tiny model, deploy it to a local AWS emulator, serve it, invoke it, destroy it"
-	@echo "make demo CONFIG=path [ENDPOINT=name] - the same for that config's endpoint (a local model directory)"
+	@echo "make demo CONFIG=path [ENDPOINT=name] [ENV=name] - the same for any config's endpoint, fitted to the emulator"
 	@echo "make test   - the whole test suite, end-to-end scenarios included (CDK assertions, cfn-lint, cdk-nag, checkov,"
 	@echo "              model_build, servers, real engines, emulator deploy); prints its random-order seed"
 	@echo "make test-fast - the dev loop: make test without the end-to-end scenarios and slow subprocess checks"
@@ -101,14 +101,15 @@ $(VLLM_VENV)/.installed: requirements-vllm.txt
 
 vllm-env: $(VLLM_VENV)/.installed
 
-# `make demo`: config/local.yaml's tiny GPT-2. `make demo CONFIG=file [ENDPOINT=name]`: the same chain for that config's
-# endpoint (its model a local directory), on the system's real engine where one runs here (vllm: .venv-vllm).
+# `make demo`: config/local.yaml's tiny GPT-2. `make demo CONFIG=file [ENDPOINT=name] [ENV=name]`: the same chain for
+# any config's endpoint, fitted to the emulator (local_emulator/demo_config.py prints each replacement), on the
+# system's real engine where one runs here (vllm: .venv-vllm).
 DEMO_CONFIG := $(if $(filter command line,$(origin CONFIG)),$(CONFIG))
 # .venv-vllm (3.5 GB) only for a config that names the vllm system; a config without one never starts vLLM, and one
 # this grep misses gets local_runtime's own message naming `make vllm-env`.
 DEMO_NEEDS_VLLM := $(if $(DEMO_CONFIG),$(shell grep -qE "^[[:space:]-]*system:[[:space:]]*[\"']?vllm[\"']?[[:space:]]*(\#.*)?$$" $(DEMO_CONFIG) 2>/dev/null && echo yes))
 demo: install $(if $(DEMO_NEEDS_VLLM),vllm-env)
-	$(PY) -m local_emulator.demo $(if $(DEMO_CONFIG),--config $(DEMO_CONFIG)) $(if $(ENDPOINT),--endpoint $(ENDPOINT))
+	$(PY) -m local_emulator.demo $(if $(DEMO_CONFIG),--config $(DEMO_CONFIG)) $(if $(ENDPOINT),--endpoint $(ENDPOINT)) $(if $(ENV),--env $(ENV))
 
 # tests/stacks/test_buildspecs.py runs the pipeline's buildspecs in a clean shell; pip reads this wheelhouse instead of PyPI.
 WHEELHOUSE := .venv-wheelhouse

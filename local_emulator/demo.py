@@ -33,11 +33,13 @@ import boto3
 
 from deployment import EndpointPlan, EnvironmentPlan, load_config
 from endpoint_config import ConfigError, EndpointSpec
+from endpoint_config.model_reference import is_hub_id
 from endpoint_runtime import invoke, stream
 from local_runtime import has_container_process
 from workstation.deploy import DeployError, deploy, destroy, run
 
 from . import moto_server
+from .instance import download_artifact
 from .inventory import leftovers
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -76,18 +78,17 @@ def _wait_ping(url: str, process: subprocess.Popen, timeout_s: float = 120) -> N
     raise DemoError(f"the model server did not answer /ping within {timeout_s:.0f} s")
 
 
-def run_demo(config_path: str, endpoint: str | None, port: int, keep_logs: Path) -> None:
-    environment_plan = load_config(config_path)
-    if not environment_plan.environment.emulator:
-        raise DemoError(
-            f"{config_path}: the demo deploys to the local emulator; its environment must set emulator: true"
-        )
+def run_demo(
+    config_path: str, endpoint: str | None, port: int, keep_logs: Path, environment: str | None = None
+) -> None:
+    config_path, endpoint, environment = _demo_config(config_path, endpoint, environment)
+    environment_plan = load_config(config_path, environment)
     spec = environment_plan.endpoints[0] if endpoint is None else environment_plan.endpoint(endpoint)
     endpoint_name = environment_plan.endpoint_name(spec)
     region = environment_plan.environment.region or moto_server.EMULATOR_REGION
     started = time.monotonic()
 
-    environment_plan = _build_artifact(config_path, spec)
+    environment_plan = _build_artifact(config_path, spec, environment)
     # Planned again once the tiny model exists: what a local model directory decides (its chat template turns chat on
     # by default) is unknown while it is missing, as on a fresh machine.
     spec = environment_plan.endpoint(spec.name)
@@ -99,12 +100,28 @@ def run_demo(config_path: str, endpoint: str | None, port: int, keep_logs: Path)
         print(f"    listening on {emulator.url}")
         _done(t)
 
-        local_url, runtime = _serve_artifact(cleanup, config_path, spec.name, plan, port, keep_logs, region)
+        staged = _staged_weights(spec.name)
+        if staged is None:
+            local_url, runtime = _serve_artifact(cleanup, config_path, spec.name, plan, port, keep_logs, region)
+            before_endpoints = None
+        else:  # the weights reach S3 only inside the deploy (the staging job): the instance downloads them after it
+            local_url, runtime = f"http://127.0.0.1:{port}", _runtime_client(f"http://127.0.0.1:{port}", region)
+            print(f"\n==> [4] serve: after the staging job has put the weights in S3 ({staged:,} bytes), in step 5")
+
+            def before_endpoints(planned: EnvironmentPlan) -> None:
+                instance = download_artifact(planned, spec.name, cleanup, echo=lambda line: print(f"    {line}"))
+                _serve_artifact(cleanup, config_path, spec.name, plan, port, keep_logs, region, artifact=instance)
+
         with emulator.activated():
             t = _step(
                 5, "make deploy: preflight, synth, bootstrap, artifact stack, publish, endpoint stack, smoke test"
             )
-            deploy(environment_plan, echo=lambda line: print(f"    {line}"), runtime_client=runtime)
+            deploy(
+                environment_plan,
+                echo=lambda line: print(f"    {line}"),
+                runtime_client=runtime,
+                before_endpoints=before_endpoints,
+            )
             _done(t)
 
         _send_prompts(plan, endpoint_name, runtime)
@@ -130,30 +147,79 @@ def run_demo(config_path: str, endpoint: str | None, port: int, keep_logs: Path)
     print(f"\ndemo finished in {time.monotonic() - started:.1f} s: built, deployed, served, destroyed; nothing left.")
 
 
-def _build_artifact(config_path: str, spec: EndpointSpec) -> EnvironmentPlan:
+def _demo_config(config_path: str, endpoint: str | None, environment: str | None) -> tuple[str, str | None, str | None]:
+    """Step 0: the config as the demo runs it (local_emulator/demo_config.py): the user's own file where it already
+    targets the emulator and names what runs here, else a copy with each replacement printed."""
+    from .demo_config import make_demo_config
+
+    made = make_demo_config(config_path, endpoint, environment)
+    if not made.substitutions:
+        made.path.unlink()
+        return config_path, made.endpoint, made.environment
+    t = _step(0, f"fit {config_path} to this machine and the emulator (the file itself is not changed)")
+    for substitution in made.substitutions:
+        print(f"    {substitution.line()}")
+    print(f"    the demo runs {made.path.relative_to(ROOT) if made.path.is_relative_to(ROOT) else made.path}")
+    _done(t)
+    return str(made.path), made.endpoint, made.environment
+
+
+def _build_artifact(config_path: str, spec: EndpointSpec, environment: str | None) -> EnvironmentPlan:
     """Steps 1 and 2: the tiny model and its artifact; the deployment planned again (its manifest names the
     artifact now)."""
     py = sys.executable
-    t = _step(1, f"make the tiny model {spec.model} offline (random weights, locally trained tokenizer)")
-    if not (ROOT / spec.model / "config.json").is_file():
-        _make_tiny_model(py, spec.model)
+    if is_hub_id(spec.model) and not (ROOT / spec.model).is_dir():
+        print(f"\n==> [1] {spec.model} is read from the Hub at {os.environ.get('HF_ENDPOINT')}: metadata only here")
     else:
-        print(f"    {spec.model} exists")
-    _done(t)
+        t = _step(1, f"make the tiny model {spec.model} offline (random weights, locally trained tokenizer)")
+        if not (ROOT / spec.model / "config.json").is_file():
+            _make_tiny_model(py, spec.model)
+        else:
+            print(f"    {spec.model} exists")
+        _done(t)
 
     t = _step(2, f"model_build build --endpoint {spec.name}")
-    run([py, "-m", "model_build", "build", "--config", config_path, "--endpoint", spec.name, "--quiet"])
-    environment_plan = load_config(config_path)  # planned again: the build's manifest names the artifact now
+    env_args = ["--env", environment] if environment else []
+    run([py, "-m", "model_build", "build", "--config", config_path, *env_args, "--endpoint", spec.name, "--quiet"])
+    environment_plan = load_config(config_path, environment)  # planned again: the manifest names the artifact now
     artifact = environment_plan.plan(spec.name).artifact
     print(f"    content hash {artifact.content_hash[:16]}..., {artifact.total_bytes:,} bytes")
     _done(t)
     return environment_plan
 
 
+def _staged_weights(endpoint: str) -> int | None:
+    """The bytes the staging job moves for the endpoint's build (a Hub model planned from its metadata), or None when
+    the build holds its weights (a local model directory)."""
+    from artifact.manifest import MANIFEST_NAME, Manifest
+
+    manifest = Manifest.load(ROOT / "build" / endpoint / MANIFEST_NAME)
+    return manifest.staged_bytes if manifest.staging is not None else None
+
+
+def _runtime_client(local_url: str, region: str) -> object:
+    """A sagemaker-runtime client to the model served on localhost: the emulator never runs a container."""
+    return boto3.client(
+        "sagemaker-runtime",
+        endpoint_url=local_url,
+        region_name=region,
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
+
+
 def _serve_artifact(
-    cleanup: ExitStack, config_path: str, endpoint: str, plan: EndpointPlan, port: int, keep_logs: Path, region: str
+    cleanup: ExitStack,
+    config_path: str,
+    endpoint: str,
+    plan: EndpointPlan,
+    port: int,
+    keep_logs: Path,
+    region: str,
+    artifact: Path | None = None,
 ) -> tuple[str, object]:
-    """Step 4: the model server on the port (stopped by cleanup); its URL and a sagemaker-runtime client to it."""
+    """Step 4: the model server on the port (stopped by cleanup); its URL and a sagemaker-runtime client to it.
+    `artifact`: the folder to serve (the instance's download of a staged artifact), else the build's."""
     t = _step(4, f"serve the artifact under the SageMaker container contract on 127.0.0.1:{port}")
     container = has_container_process(plan.system.name)
     server_log = open(keep_logs / "serve.log", "wb")
@@ -162,6 +228,7 @@ def _serve_artifact(
         [
             sys.executable,
             *("-m", "model_build", "serve", "--config", config_path, "--endpoint", endpoint, "--port", str(port)),
+            *(("--artifact", str(artifact)) if artifact is not None else ()),
         ],
         cwd=ROOT,
         stdout=server_log,
@@ -174,16 +241,8 @@ def _serve_artifact(
     print(f"    GET {local_url}/ping -> 200")
     for line in _container_lines(keep_logs / "serve.log"):
         print(f"    {line}")
-    # SageMaker runtime calls go to the served model: the emulator never runs a container.
-    runtime = boto3.client(
-        "sagemaker-runtime",
-        endpoint_url=local_url,
-        region_name=region,
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-    )
     _done(t)
-    return local_url, runtime
+    return local_url, _runtime_client(local_url, region)
 
 
 def _send_prompts(plan: EndpointPlan, endpoint_name: str, runtime: object) -> None:
@@ -451,12 +510,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m local_emulator.demo", description=__doc__.splitlines()[0])
     parser.add_argument("--config", default="config/local.yaml")
     parser.add_argument("--endpoint", default=None)
+    parser.add_argument("--env", default=None, help="the config's environment to fit (default: its first)")
     parser.add_argument("--port", type=int, default=8080)
     parser.add_argument("--logs", type=Path, default=ROOT / "build" / "demo-logs")
     args = parser.parse_args(argv)
     args.logs.mkdir(parents=True, exist_ok=True)
     try:
-        run_demo(args.config, args.endpoint, args.port, args.logs)
+        run_demo(args.config, args.endpoint, args.port, args.logs, args.env)
     except (ConfigError, DemoError, DeployError) as err:
         print(f"\ndemo failed: {err}", file=sys.stderr)
         return 1

@@ -97,6 +97,7 @@ ALLOWED: dict[str, set[str]] = {
     "tools": {"systems"},
     "workstation": {"artifact", "endpoint_runtime", "endpoint_config", "deployment", "model_build", "load_testing"},
     "local_emulator": {
+        "facts",
         "artifact",
         "endpoint_runtime",
         "endpoint_config",

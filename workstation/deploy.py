@@ -110,11 +110,14 @@ def deploy(
     echo: Callable[[str], None] = print,
     runtime_client=None,
     delete_orphans: bool = False,
+    before_endpoints: Callable[[EnvironmentPlan], None] | None = None,
 ) -> None:
     """Deploy one environment. `runtime_client`: the sagemaker-runtime client the smoke test invokes through
     (default: the real service; the demo passes one pointed at the model served on localhost). `delete_orphans`:
     delete the environment's stacks the config no longer names once the config's are deployed; without it their
-    existence stops the deploy before anything changes (workstation/converge.py)."""
+    existence stops the deploy before anything changes (workstation/converge.py). `before_endpoints`: called once the
+    artifacts are published, before the endpoint stacks deploy (the demo starts serving a staged artifact there, as
+    SageMaker downloads the model data when it creates the endpoint)."""
     from model_build.preflight import artifacts_pending, run_preflight
     from model_build.smoke import format_checks
 
@@ -193,6 +196,8 @@ def deploy(
         raise DeployError("the artifacts are not where the endpoint stacks will look:\n  - " + "\n  - ".join(problems))
 
     snapshots = take_snapshots(environment_plan, session, assembly / "rollback", echo=echo)
+    if before_endpoints is not None:
+        before_endpoints(environment_plan)
     endpoint_stacks = [plan.stack_name for plan in environment_plan.plans]
     echo(f"==> cdk deploy {' '.join(endpoint_stacks)}")
     run(

@@ -7,8 +7,6 @@ from pathlib import Path
 
 from hermetic import subprocess_env
 
-from local_emulator.demo import main as demo_main
-
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -16,7 +14,7 @@ def _make_dry_run(*args: str) -> str:
     env = {"PATH": subprocess_env()["PATH"], "HOME": subprocess_env()["HOME"], "LANG": "C.UTF-8"}
     result = subprocess.run(["make", "-n", "demo", *args], cwd=ROOT, env=env, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
-    return [line for line in result.stdout.splitlines() if "local_emulator.demo" in line][-1]
+    return [line for line in result.stdout.splitlines() if "local_emulator.demo" in line][-1].rstrip()
 
 
 def test_make_demo_passes_config_and_endpoint_only_when_given():
@@ -25,16 +23,23 @@ def test_make_demo_passes_config_and_endpoint_only_when_given():
     assert given.endswith(
         "-m local_emulator.demo --config config/examples/vllm-local-tiny-qwen3.yaml --endpoint tiny-qwen3"
     )
+    with_env = _make_dry_run("CONFIG=config/examples/production.yaml", "ENDPOINT=chat-vllm", "ENV=dev")
+    assert with_env.endswith("--config config/examples/production.yaml --endpoint chat-vllm --env dev")
 
 
-def test_demo_refuses_a_model_that_is_not_a_local_directory(tmp_path, capsys):
+def test_demo_replaces_a_model_that_is_not_a_local_directory_and_says_so(tmp_path, monkeypatch):
+    """A Hub id with no Hub on this machine: a tiny model of the same family replaces it (local_emulator/demo_config.py),
+    named before the demo starts; the chain itself is the same as plain `make demo`'s."""
+    from local_emulator.demo_config import make_demo_config
+
+    monkeypatch.delenv("HF_ENDPOINT", raising=False)
     config = tmp_path / "hub.yaml"
     text = (ROOT / "config" / "local.yaml").read_text()
     config.write_text(text.replace("model: build/tiny-models/gpt2", "model: openai-community/gpt2"))
-    assert demo_main(["--config", str(config), "--logs", str(tmp_path / "logs")]) == 1
-    err = capsys.readouterr().err
-    assert "model 'openai-community/gpt2': the demo serves a local model directory with a config.json" in err
-    assert "build/tiny-models/<architecture>" in err and "qwen3_thinking" in err and "Traceback" not in err
+    made = make_demo_config(config, out_dir=tmp_path / "demo")
+    (model,) = [s for s in made.substitutions if s.where.endswith(".model")]
+    assert (model.was, model.now) == ("openai-community/gpt2", "build/tiny-models/gpt2")
+    assert "a tiny gpt2 of the same family, made offline" in model.line()
 
 
 def test_two_demos_making_the_same_tiny_model_at_once_both_get_a_whole_one(tmp_path, monkeypatch):
