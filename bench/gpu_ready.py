@@ -390,12 +390,9 @@ def measure_decode(
 ) -> dict[str, Any]:
     """Decode tokens/s through the handler's predict_fn (greedy, exactly `new_tokens` per row), at each batch size,
     against the bound batch * bandwidth / weight bytes (every decode step reads every weight once)."""
-    import request_contract
     from bench.gpu import decode_rates
     from local_runtime.artifact_handler import load_handler
 
-    # The container's batch limit (request_contract: MAX_BATCH_SIZE, default 8) must admit the largest batch.
-    os.environ[request_contract.ENV_MAX_BATCH_SIZE] = str(max(batches))
     handler = load_handler(artifact)
     bundle = handler.model_fn(str(artifact))
     model = bundle["model"]
@@ -464,18 +461,28 @@ def markdown(result: dict[str, Any]) -> str:
     lines = [
         "# GPU readiness",
         "",
-        f"Run {result['date']} on {result['device']['name']} ({'dry run, tiny shapes' if result['dry_run'] else '8B'}); "
-        f"total {result['total_s']:.0f} s. What each figure means: docs/design/bench.md, 'GPU readiness'.",
+        f"Run {result['date']} on {result.get('device', {}).get('name', '?')} "
+        f"({'dry run, tiny shapes' if result['dry_run'] else '8B'}); total {result['total_s']:.0f} s. "
+        "What each figure means: docs/design/bench.md, 'GPU readiness'.",
         "",
-        f"Checkpoint: {result['checkpoint']['parameters']:,} parameters, "
-        f"{human(result['checkpoint']['weight_bytes'])} bf16 in {result['checkpoint']['shards']} shards. "
-        f"Build verified on {result['build']['verified_on']}.",
-        "",
+    ]
+    if "failed" in result:
+        lines += [f"FAILED in {result['failed']['step']}: {result['failed']['error']}", ""]
+    if "checkpoint" in result:
+        ckpt = result["checkpoint"]
+        lines += [
+            f"Checkpoint: {ckpt['parameters']:,} parameters, {human(ckpt['weight_bytes'])} bf16 in {ckpt['shards']} "
+            "shards.",
+            "",
+        ]
+    if "build" in result:
+        lines += [f"Build: {result['build']['seconds']:.0f} s, verified on {result['build']['verified_on']}.", ""]
+    lines += [
         "## Steps",
         "",
         table(
             ["step", "seconds", "expected on H200 (s)"],
-            [[k, v["seconds"], v["expected_s"]] for k, v in result["steps"].items()],
+            [[k, v["seconds"], v["expected_s"]] for k, v in result.get("steps", {}).items()],
         ),
     ]
     loads = result.get("load")
@@ -535,6 +542,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="where the recipe's source model and its check run: device (seconds on a GPU) or cpu "
         "(the recipe unchanged, as a CodeBuild build runs it: minutes of CPU for 8B)",
     )
+    p.add_argument(
+        "--decode",
+        default="eager",
+        help="the handler's decode path: eager (the container's default), static-cache or compiled "
+        "(HF_FASTLOAD_DECODE; compiled adds torch.compile's minutes to the decode step)",
+    )
     p.add_argument("--batches", default="1,32", help="decode batch sizes, comma-separated (default 1,32)")
     p.add_argument("--new-tokens", type=int, help="decode tokens per row (default 64; the dry run: 8)")
     p.add_argument("--reps", type=int, help="decode repetitions (default 3; the dry run: 1)")
@@ -592,6 +605,11 @@ def run(args: argparse.Namespace, log: Progress) -> dict[str, Any]:
     import torch
     import transformers
 
+    import request_contract
+    from systems.hf_fastload.handler import inference as handler
+
+    if args.decode not in handler.DECODE_MODES:
+        raise ReadyError(f"--decode {args.decode!r}: allowed: {', '.join(handler.DECODE_MODES)}")
     device = args.device or ("cpu" if args.dry_run or not torch.cuda.is_available() else "cuda")
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise ReadyError(f"--device {device}: torch.cuda.is_available() is False here; allowed: cpu, or run on a GPU")
@@ -613,6 +631,7 @@ def run(args: argparse.Namespace, log: Progress) -> dict[str, Any]:
             "reps": args.reps,
             "load_reps": args.load_reps,
             "verify_on": args.verify_on,
+            "decode": args.decode,
         },
     }
     log(
@@ -621,14 +640,22 @@ def run(args: argparse.Namespace, log: Progress) -> dict[str, Any]:
         + f" (budget {args.budget_s:.0f} s)"
     )
     work = args.work
+    # The container's knobs, read by the handler: its decode path (HF_FASTLOAD_DECODE, at model_fn), and its batch
+    # limit (request_contract's MAX_BATCH_SIZE, default 8, per request), which must admit the largest batch.
+    knobs = {handler.DECODE_ENV: args.decode, request_contract.ENV_MAX_BATCH_SIZE: str(max(args.batches))}
+    saved = {k: os.environ.get(k) for k in knobs}
+    os.environ.update(knobs)
+    step = "setup"
     try:
         with log.step("setup", EXPECTED_S["setup"], result):
             bw = bandwidth_of(device, log, 64 * 2**20 if args.dry_run else 2 * 2**30)
             result["device"] = bw.pop("device")
             result["bandwidth"] = bw
+        step = "checkpoint"
         with log.step("checkpoint", EXPECTED_S["checkpoint"], result):
             result["checkpoint"] = make_checkpoint(work / "checkpoint", shape, device, shard_bytes, log)
         verify_on = device if args.verify_on == "device" and device != "cpu" else None
+        step = "build"
         with log.step("build", EXPECTED_S["build"], result):
             result["build"] = build_artifact(work / "checkpoint", work, verify_on, "ml.p5en.48xlarge")
         checkpoint, artifact = work / "checkpoint", Path(result["build"]["path"])
@@ -649,7 +676,15 @@ def run(args: argparse.Namespace, log: Progress) -> dict[str, Any]:
                 except Exception as err:  # recorded beside the other figures; the run exits 1 naming it
                     result[name] = {"error": f"{type(err).__name__}: {err}"[:800]}
                     log(f"   {name} FAILED: {result[name]['error']}")
+    except Exception as err:  # a step the measurements need failed: recorded, the files still written, exit 1
+        result["failed"] = {"step": step, "error": f"{type(err).__name__}: {err}"[:800]}
+        log(f"   {step} FAILED: {result['failed']['error']}")
     finally:
+        for k, v in saved.items():  # as they were: an in-process caller's environment is not ours to keep
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
         if not args.keep:
             shutil.rmtree(work / "checkpoint", ignore_errors=True)
             shutil.rmtree(work / "artifact", ignore_errors=True)
@@ -668,9 +703,13 @@ def main(argv: list[str] | None = None) -> int:
     (args.out / "gpu_ready.json").write_text(json.dumps(result, indent=2, default=str) + "\n")
     (args.out / "gpu_ready.md").write_text(markdown(result))
     log(f"wrote {args.out / 'gpu_ready.json'} and {args.out / 'gpu_ready.md'}")
-    failed = [name for name in ("load", "decode") if isinstance(result.get(name), dict) and "error" in result[name]]
-    for name in failed:
-        print(f"FAILED {name}: {result[name]['error']}", file=sys.stderr)
+    failed = [
+        (n, result[n]["error"]) for n in ("load", "decode") if isinstance(result.get(n), dict) and "error" in result[n]
+    ]
+    if "failed" in result:
+        failed.insert(0, (result["failed"]["step"], result["failed"]["error"]))
+    for name, error in failed:
+        print(f"FAILED {name}: {error}", file=sys.stderr)
     return 1 if failed else 0
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -123,3 +124,33 @@ def test_verify_on_a_device_loads_the_recipe_source_there_and_restores_the_loade
     assert recipe_common.load_pretrained is original
     manifest = json.loads((tmp_path / "artifact" / "manifest.json").read_text())
     assert manifest["system"] == "hf-fastload" and manifest["dtype"] == "bf16"
+
+
+def test_a_failed_step_is_recorded_and_the_files_still_written(tmp_path: Path, monkeypatch, capsys) -> None:
+    """A step the measurements need fails (here the build, made to raise what a refused build raises): the run
+    writes what it has, names the step, and exits 1; the checkpoint it made is removed."""
+    from artifact import BuildError
+    from bench import gpu_ready
+
+    def refused(*_args, **_kwargs):
+        raise BuildError("endpoint 'gpu-ready': refused for the test")
+
+    monkeypatch.setattr(gpu_ready, "build_artifact", refused)
+    monkeypatch.delenv("HF_FASTLOAD_DECODE", raising=False)
+    monkeypatch.setenv("MAX_BATCH_SIZE", "5")
+    out, work = tmp_path / "out", tmp_path / "work"
+    assert gpu_ready.main(["--dry-run", "--out", str(out), "--work", str(work)]) == 1
+    result = json.loads((out / "gpu_ready.json").read_text())
+    assert result["failed"] == {"step": "build", "error": "BuildError: endpoint 'gpu-ready': refused for the test"}
+    assert "checkpoint" in result and "load" not in result and "decode" not in result
+    assert "FAILED in build" in (out / "gpu_ready.md").read_text()
+    assert "FAILED build: BuildError" in capsys.readouterr().err
+    assert not (work / "checkpoint").exists()
+    assert "HF_FASTLOAD_DECODE" not in os.environ and os.environ["MAX_BATCH_SIZE"] == "5"  # the knobs restored
+
+
+def test_an_unknown_decode_path_is_refused(tmp_path: Path, capsys) -> None:
+    from bench import gpu_ready
+
+    assert gpu_ready.main(["--dry-run", "--out", str(tmp_path / "out"), "--decode", "fast"]) == 2
+    assert "--decode 'fast': allowed: eager, static-cache, compiled" in capsys.readouterr().err
