@@ -8,10 +8,8 @@ InvokeEndpoint path: 424 ModelError). Paths, error mapping, sources, unverified:
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import itertools
 import json
-import sys
 import threading
 import traceback
 from collections.abc import Mapping
@@ -27,26 +25,8 @@ import chat_contract
 from endpoint_runtime.invoke import Retryable, retryable_error
 
 from . import bearer_token, event_stream, invoke_rules, sigv4
-
-HANDLER_PATH = Path("code") / "inference.py"
-
-
-def load_handler(artifact_dir: Path) -> ModuleType:
-    """Import the artifact's code/inference.py as a fresh module (not the repo's copy)."""
-    path = Path(artifact_dir) / HANDLER_PATH
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} does not exist: the artifact has no handler (rebuild it)")
-    spec = importlib.util.spec_from_file_location(f"artifact_inference_{abs(hash(str(path)))}", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    # Serving leaves the artifact as it was built: no code/__pycache__ beside the files its manifest lists.
-    previous, sys.dont_write_bytecode = sys.dont_write_bytecode, True
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.dont_write_bytecode = previous
-    return module
-
+from .artifact_handler import HANDLER_PATH as HANDLER_PATH  # re-exported: where it was
+from .artifact_handler import load_handler
 
 # What SageMaker answers InvokeEndpoint for an inference component scaled to zero copies: ValidationError (HTTP 400)
 # "Inference Component has no capacity to process this request. ApplicationAutoScaling may be in-progress (if
