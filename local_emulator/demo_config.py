@@ -34,7 +34,8 @@ from facts.instances import parse_instance_type
 from .moto_server import EMULATOR_ACCOUNT, EMULATOR_REGION
 
 ROOT = Path(__file__).resolve().parent.parent
-# Instance types moto 5.2.5's SageMaker accepts (its ProductionVariant enum stops at g4dn among GPUs: FACTS.md).
+# Instance types moto 5.2.5's SageMaker accepts: its endpoint config's VALID_INSTANCE_TYPES (moto/sagemaker/models.py
+# validate_instance_type) stops at g4dn among GPU types (no g5, g6, p4d, p5).
 EMULATOR_GPU_INSTANCE = "ml.g4dn.xlarge"
 EMULATOR_CPU_INSTANCE = "ml.m5.xlarge"
 # A local model folder above this is not served on a 2-core, 24 GiB machine in a demo's time: a tiny one replaces it.

@@ -8,7 +8,6 @@ import boto3
 import pytest
 
 from local_emulator import moto_server
-from local_emulator.demo import main as demo_main
 from local_emulator.inventory import leftovers
 from workstation.deploy import empty_bucket
 
@@ -69,9 +68,3 @@ def test_inventory_sees_what_is_left(tmp_path):
             assert empty_bucket("left-behind", session) == 1
     finally:
         emulator.stop()
-
-
-def test_demo_refuses_a_config_without_an_emulator_environment(tmp_path, capsys):
-    code = demo_main(["--config", "config/examples/minimal.yaml", "--logs", str(tmp_path)])
-    assert code == 1
-    assert "must set emulator: true" in capsys.readouterr().err

@@ -254,7 +254,9 @@ def test_a_local_adapter_above_the_max_rank_is_refused_at_load_and_fits_when_rai
     adapter = tmp_path / "wide"
     adapter.mkdir()
     (adapter / "adapter_config.json").write_text(
-        json.dumps({"peft_type": "LORA", "r": 8, "rank_pattern": {"q_proj": 32}})
+        json.dumps(
+            {"peft_type": "LORA", "r": 8, "rank_pattern": {"q_proj": 32}, "target_modules": ["q_proj", "v_proj"]}
+        )
     )
     adapters = [{"name": "wide", "model": str(adapter)}]
     with pytest.raises(ConfigError) as err:

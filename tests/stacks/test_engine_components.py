@@ -169,7 +169,9 @@ def test_config_mistakes_are_refused_with_one_message(tmp_path, description, fie
 def test_a_local_adapter_above_the_max_rank_is_refused_and_fits_when_raised(tmp_path):
     adapter = tmp_path / "wide"
     adapter.mkdir()
-    (adapter / "adapter_config.json").write_text(json.dumps({"peft_type": "LORA", "r": 64}))
+    (adapter / "adapter_config.json").write_text(
+        json.dumps({"peft_type": "LORA", "r": 64, "target_modules": ["q_proj", "v_proj"]})
+    )
     adapters = [{"name": "wide", "model": str(adapter)}]
     with pytest.raises(ConfigError) as err:
         load_config(write(tmp_path, adapters=adapters, engine={}))

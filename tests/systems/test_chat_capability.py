@@ -240,5 +240,5 @@ def test_the_chat_template_is_written_into_the_artifact_and_checked(
     assert json.loads((out / "tokenizer_config.json").read_text())["chat_template"] == template
     assert write_chat_template(ep, out) == "tokenizer"  # now the artifact's own
     broken = ep.model_copy(update={"chat": ChatSpec(template="{{ messages[0].content.nope() }}")})
-    with pytest.raises(BuildError, match="the chat_template given cannot render"):
+    with pytest.raises(BuildError, match="chat.template: the chat template cannot render"):
         write_chat_template(broken, out)
