@@ -232,7 +232,7 @@ class PipelineStack(Stack):
         templates, so the previous artifact hash, deployed by the same actions and checked by the same smoke test and
         gate. Stage conditions need a V2 pipeline (AWS::CodePipeline::Pipeline OnFailure.Result ROLLBACK, cfn-lint
         schema). It does nothing before a first successful execution, or after the pipeline's structure changed
-        (the manual `aws codepipeline rollback-stage` then: docs/design/rollback.md)."""
+        (the manual `aws codepipeline rollback-stage` then: docs/design/guards.md)."""
         cfn_pipeline = self.pipeline.pipeline.node.default_child
         cfn_pipeline.add_property_override("PipelineType", "V2")
         for index, stage in enumerate(self.pipeline.pipeline.stages):

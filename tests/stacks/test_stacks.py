@@ -102,10 +102,27 @@ def test_retain_flag_decides_what_destroy_keeps(dev, prod, local):
     ):
         buckets = synthesized.resources(stack, "AWS::S3::Bucket")
         assert {b["DeletionPolicy"] for b in buckets} == {policy}
-    # Clean delete on AWS empties buckets with CDK's auto-delete resource; the emulator cannot run it.
+    # Clean delete empties buckets with CDK's auto-delete resource, on the emulator too (it runs the Lambda); its log
+    # group is the stack's, so destroy leaves none behind.
     assert dev.resources("llm-endpoints-dev-artifacts", "Custom::S3AutoDeleteObjects")
     assert not prod.resources("llm-endpoints-prod-artifacts", "Custom::S3AutoDeleteObjects")
-    assert not local.resources("llm-endpoints-local-artifacts", "Custom::S3AutoDeleteObjects")
+    assert local.resources("llm-endpoints-local-artifacts", "Custom::S3AutoDeleteObjects")
+    for synthesized, stack in ((dev, "llm-endpoints-dev-artifacts"), (local, "llm-endpoints-local-artifacts")):
+        resources = synthesized.templates[stack]["Resources"]
+        [handler] = [
+            k
+            for k, r in resources.items()
+            if k.startswith("CustomS3AutoDeleteObjectsCustomResourceProvider") and r["Type"] == "AWS::Lambda::Function"
+        ]
+        [group] = [
+            k
+            for k, r in resources.items()
+            if r["Type"] == "AWS::Logs::LogGroup"
+            and r["Properties"].get("LogGroupName") == {"Fn::Join": ["", ["/aws/lambda/", {"Ref": handler}]]}
+        ]
+        for lid, r in resources.items():
+            if r["Type"] == "Custom::S3AutoDeleteObjects":
+                assert group in r["DependsOn"], lid  # the group exists before the function first writes to it
 
 
 def test_model_reads_uncompressed_prefix_named_by_content_hash(local):
