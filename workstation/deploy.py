@@ -130,6 +130,9 @@ def deploy(environment_plan: EnvironmentPlan, *, echo: Callable[[str], None] = p
             )
 
     artifacts_stack = environment_plan.stack_name("artifacts")
+    recreate_abandoned_first_deploys(
+        session, [artifacts_stack, *(plan.stack_name for plan in environment_plan.plans)], echo=echo
+    )
     echo(f"==> cdk deploy {artifacts_stack}")
     run(
         [CDK, "deploy", artifacts_stack, "--exclusively", "--require-approval", "never", "--no-notices", *app],
@@ -160,6 +163,43 @@ def deploy(environment_plan: EnvironmentPlan, *, echo: Callable[[str], None] = p
     )
     check_deployed(environment_plan, session=session, runtime_client=runtime_client, echo=echo)
     echo(f"deployed {len(endpoint_stacks)} endpoint(s) to environment {env_name}")
+
+
+def recreate_abandoned_first_deploys(
+    session: boto3.Session, stack_names: list[str], *, echo: Callable[[str], None] = print
+) -> list[str]:
+    """Delete each stack a first deploy left REVIEW_IN_PROGRESS with no change set executing, so this deploy creates
+    it again; returns their names. `cdk deploy` creates a new stack with CreateChangeSet (the stack appears,
+    REVIEW_IN_PROGRESS: "Ongoing creation of one or more stacks with an expected StackId but without any templates or
+    resources", CloudFormation User Guide, stack status codes), then ExecuteChangeSet: a deploy interrupted between the
+    two leaves a stack that holds nothing and that the next deploy would stumble on. One whose change set is executing
+    belongs to a deploy still running: DeployError."""
+    cfn = session.client("cloudformation")
+    deleted = []
+    for name in stack_names:
+        try:
+            status = cfn.describe_stacks(StackName=name)["Stacks"][0]["StackStatus"]
+        except cfn.exceptions.ClientError as err:
+            if "does not exist" in str(err):
+                continue
+            raise
+        if status != "REVIEW_IN_PROGRESS":
+            continue
+        change_sets = cfn.list_change_sets(StackName=name).get("Summaries", [])
+        running = [c["ChangeSetName"] for c in change_sets if c.get("ExecutionStatus") == "EXECUTE_IN_PROGRESS"]
+        if running:
+            raise DeployError(
+                f"stack {name} is being created by another deploy (change set {running[0]} is executing): "
+                "wait for it to finish, then deploy again"
+            )
+        echo(
+            f"==> {name} was left REVIEW_IN_PROGRESS by an interrupted first deploy (no change set executing, "
+            "nothing created): deleting it so this deploy creates it again"
+        )
+        cfn.delete_stack(StackName=name)
+        cfn.get_waiter("stack_delete_complete").wait(StackName=name, WaiterConfig={"Delay": 5, "MaxAttempts": 120})
+        deleted.append(name)
+    return deleted
 
 
 def check_deployed(
@@ -347,6 +387,7 @@ __all__ = [
     "destroy",
     "empty_bucket",
     "main",
+    "recreate_abandoned_first_deploys",
     "slo_gates",
     "slo_misses",
     "smoke_tests",
