@@ -289,6 +289,12 @@ def _physical_resource_id(self: Any) -> str:
 # CloudFormation: a failed resource fails the stack operation (no rollback)
 
 
+# Stacks whose current operation failed: moto creates a template's resources lazily, on first access (its
+# ResourceMap), so a describe after the failure would create what CloudFormation never did, and ask the failed custom
+# resource again. Nothing more is created in them until their next operation starts.
+_failed_stacks: set[str] = set()
+
+
 def _fail(stack: Any, operation: str, err: CustomResourceFailed) -> None:
     reason = f"{err.request_type} of {err.logical_id} failed: {err.reason}"
     from moto.cloudformation.models import Event
@@ -312,6 +318,7 @@ def _fail(stack: Any, operation: str, err: CustomResourceFailed) -> None:
     )
     stack.status = f"{operation}_FAILED"
     stack.status_reason = reason
+    _failed_stacks.add(stack.stack_id)
 
 
 def _execute_change_set(original: Any) -> Any:
@@ -321,6 +328,8 @@ def _execute_change_set(original: Any) -> Any:
         for candidate in self.change_sets.values() if change_set is None else ():
             if candidate.change_set_name == change_set_name and stack_name in (None, candidate.stack_name):
                 change_set = candidate
+        if change_set is not None:
+            _failed_stacks.discard(change_set.stack_id)
         try:
             original(self, change_set_name, stack_name)
         except CustomResourceFailed as err:
@@ -336,6 +345,7 @@ def _execute_change_set(original: Any) -> Any:
 
 def _stack_method(original: Any, operation: str) -> Any:
     def method(self: Any, *args: Any, **kwargs: Any) -> None:
+        _failed_stacks.discard(self.stack_id)
         try:
             original(self, *args, **kwargs)
         except CustomResourceFailed as err:
@@ -376,6 +386,8 @@ def _create_after_dependencies(original: Any) -> Any:
     Model be created before the artifact check that guards it."""
 
     def create(logical_id: str, resource_json: dict, resources_map: Any, *args: Any, **kwargs: Any) -> Any:
+        if resources_map.stack_id in _failed_stacks:
+            return None  # the operation failed: CloudFormation creates nothing more
         depends = resource_json.get("DependsOn") or []
         for dependency in [depends] if isinstance(depends, str) else depends:
             if dependency in resources_map._resource_json_map:

@@ -26,7 +26,11 @@ def production(synth):
 
 def _check_and_model(template: dict) -> tuple[str, dict, dict]:
     resources = template["Resources"]
-    [(check_id, check)] = [(k, r) for k, r in resources.items() if r["Type"] == "AWS::CloudFormation::CustomResource"]
+    [(check_id, check)] = [
+        (k, r)
+        for k, r in resources.items()
+        if r["Type"] == "AWS::CloudFormation::CustomResource" and "ManifestKey" in r["Properties"]
+    ]
     [model] = [r for r in resources.values() if r["Type"] == "AWS::SageMaker::Model"]
     return check_id, check, model
 
