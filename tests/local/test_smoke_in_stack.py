@@ -13,6 +13,7 @@ import subprocess
 import sys
 
 import boto3
+import endpoint_answers
 import pytest
 import yaml
 from helpers import ROOT, synthesize
@@ -71,7 +72,19 @@ def test_plain_cdk_deploy_fails_on_a_failed_smoke_test_and_succeeds_on_a_healthy
     config.write_text(yaml.safe_dump(_config(str(tiny_models["gpt2"]))))
     build_endpoint(load_config(config, "emu").endpoint("tiny"), build_root / "tiny", progress=False)
     assembly = synthesize(config, "emu", tmp_path / "cdk.out", build_root=build_root, allow_unbuilt=False).outdir
-    emulator = moto_server.start(tmp_path / "moto")
+    # What the endpoint answers the smoke check: a loopback server the emulator's functions reach through
+    # AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME (the emulator runs no model).
+    reply: dict[str, object] = {"body": WRONG}
+    port = moto_server.free_port()
+    answers = endpoint_answers.serve(
+        {"AWS_ENDPOINT_URL": f"http://localhost:{port}", "AWS_REGION": moto_server.EMULATOR_REGION},
+        lambda body: reply["body"],
+    )
+    emulator = moto_server.start(
+        tmp_path / "moto",
+        port=port,
+        lambda_env={"AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME": f"http://127.0.0.1:{answers.server_address[1]}"},
+    )
     try:
         for args in (
             ["bootstrap", f"aws://{moto_server.EMULATOR_ACCOUNT}/{moto_server.EMULATOR_REGION}"],
@@ -91,7 +104,6 @@ def test_plain_cdk_deploy_fails_on_a_failed_smoke_test_and_succeeds_on_a_healthy
         assert publish.returncode == 0, publish.stdout + publish.stderr
 
         deploy = ["deploy", "smk-emu-tiny", "--exclusively", "--require-approval", "never"]
-        emulator.set_invoke_results([WRONG])  # what the endpoint answers the smoke check
         failed = _cdk(deploy, assembly, emulator)
         said = failed.stdout + failed.stderr
         assert failed.returncode != 0 and "smk-emu-tiny failed" in said, said[-3000:]
@@ -108,7 +120,7 @@ def test_plain_cdk_deploy_fails_on_a_failed_smoke_test_and_succeeds_on_a_healthy
             assert runs.runs == 1 and '"ok": false' in runs.last_line
 
         assert _cdk(["destroy", "smk-emu-tiny", "--force"], assembly, emulator).returncode == 0
-        emulator.set_invoke_results([GOOD])
+        reply["body"] = GOOD
         healthy = _cdk(deploy, assembly, emulator)
         assert healthy.returncode == 0, (healthy.stdout + healthy.stderr)[-3000:]
         with emulator.activated():
@@ -123,3 +135,4 @@ def test_plain_cdk_deploy_fails_on_a_failed_smoke_test_and_succeeds_on_a_healthy
             assert runs.runs == 1 and '"request": "Create", "ok": true' in runs.last_line
     finally:
         emulator.stop()
+        answers.shutdown()
