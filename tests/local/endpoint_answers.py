@@ -90,3 +90,13 @@ def serve(s3_client_env: dict[str, str], answer_for: Callable[[dict], object] = 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server
+
+
+def remove_bucket(session: boto3.Session) -> None:
+    """Delete the asynchronous answers' bucket (the server's own, not the app's) when it exists."""
+    s3 = session.resource("s3")
+    bucket = s3.Bucket(ASYNC_BUCKET)
+    if bucket.creation_date is None:
+        return
+    bucket.objects.all().delete()
+    bucket.delete()
