@@ -514,10 +514,15 @@ class Env:
         return found[0]
 
     def codebuild(self, action: str) -> tuple[dict, str, Where]:
-        """(project properties, its role's logical id, where it runs) of one action of the <env>-endpoints stage."""
+        """(project properties, its role's logical id, where it runs) of one action of the environment's stages
+        (Preflight and ModelBuild run in <env>-artifacts, the smoke tests and gates in <env>-endpoints)."""
         [pipeline] = [r for r in self.pipeline.resources.values() if r["Type"] == "AWS::CodePipeline::Pipeline"]
-        [stage] = [s for s in pipeline["Properties"]["Stages"] if s["Name"] == f"{self.name}-endpoints"]
-        [act] = [a for a in stage["Actions"] if a["Name"] == action]
+        stages = [
+            s
+            for s in pipeline["Properties"]["Stages"]
+            if s["Name"] in (f"{self.name}-artifacts", f"{self.name}-endpoints")
+        ]
+        [act] = [a for stage in stages for a in stage["Actions"] if a["Name"] == action]
         project = self.pipeline.resources[act["Configuration"]["ProjectName"]["Ref"]]["Properties"]
         return project, project["ServiceRole"]["Fn::GetAtt"][0], self.pipeline.where
 
