@@ -190,8 +190,13 @@ def smoke_test(
     session=None,
     runtime_client=None,
     s3_client=None,
+    deployed: tuple[str, str, list[str]] | None = None,
 ) -> SmokeResult:
     """Check the stack, its endpoint and one real invocation. Never raises for AWS errors: each is a failed check.
+
+    deployed: (endpoint, endpoint config, models) as the stack's smoke custom resource names them while
+    CloudFormation deploys the stack (endpoint_runtime/smoke_check.py): the stack is mid-deploy then, so its status
+    and resource list are not checked; None: read them from the settled stack.
 
     async_locations: for an asynchronous endpoint (invocation.mode async), its s3:// input, output and failure
     folders (keys input/output/failure): the prompt is submitted with InvokeEndpointAsync and the answer polled for
@@ -223,13 +228,16 @@ def smoke_test(
         s3_client,
     )
     result = SmokeResult(stack=stack_name)
-    cfn = call.session.client("cloudformation")
     sm = call.session.client("sagemaker")
-    if not _check_stack(result, cfn, sm, stack_name):
-        return result
-    deployed = _deployed_resources(result, cfn, stack_name)
     if deployed is None:
-        return result
+        cfn = call.session.client("cloudformation")
+        if not _check_stack(result, cfn, sm, stack_name):
+            return result
+        deployed = _deployed_resources(result, cfn, stack_name)
+        if deployed is None:
+            return result
+    else:
+        result.add("stack", True, f"{stack_name} is being deployed: checked from inside it (its smoke custom resource)")
     endpoint, deployed_config, deployed_models = deployed
     result.endpoint = endpoint
     _check_endpoint_name(result, call, endpoint)
@@ -442,6 +450,8 @@ def _invoke_and_check(result: SmokeResult, call: _SmokeCall, sm, endpoint: str, 
         answer = _answer_real_time(
             invoke_name, payload, call.session, call.runtime_client, call.inference_component, kind, reasoning_field
         )
+        if answer.no_capacity and call.inference_component is not None:
+            answer, budget_ms, waking = _wake_component(result, call, sm, invoke_name, payload, kind, reasoning_field)
     if not _check_answer(result, call, endpoint, answer, budget_ms, waking):
         return
     if call.chat is not None:  # the endpoint serves chat: one exchange through its clients' route
@@ -466,6 +476,64 @@ def _invoke_and_check(result: SmokeResult, call: _SmokeCall, sm, endpoint: str, 
             prompt_body=kind,
             reasoning_field=reasoning_field,
         )
+
+
+# A component at zero copies (E1): how long the smoke test waits for SageMaker to start a copy when the endpoint
+# names no wake budget, and how often it asks. The request SageMaker refused is what starts one: the
+# NoCapacityInvocationFailures alarm (stacks/inference_components.py) fires the step scaling policy that adds a copy;
+# the SageMaker DG ("Scale an endpoint to zero instances"): "the provisioning process takes several minutes. During
+# that time, any attempts to invoke the endpoint will produce an error".
+COMPONENT_WAKE_DEFAULT_MS, COMPONENT_WAKE_POLL_S = 600_000, 15.0
+
+
+def _wake_component(
+    result: SmokeResult, call: _SmokeCall, sm, endpoint: str, payload: dict, kind: str, reasoning_field: str | None
+) -> tuple[_Answer, int, bool]:
+    """SageMaker answered "no capacity": the component is scaled to zero, which is its design, not a failure. Wait
+    for a copy (DescribeInferenceComponent's CurrentCopyCount) within the wake budget and the caller's own time, then
+    ask again; when none comes in time, the answer is not judged and the checks say exactly what was checked."""
+    component = call.inference_component
+    assert component is not None  # only a component answers "no capacity"
+    budget_ms = call.wake_budget_ms or COMPONENT_WAKE_DEFAULT_MS
+    if call.must_end_within_ms is not None:
+        budget_ms = min(budget_ms, call.must_end_within_ms)
+    result.add(
+        "capacity",
+        True,
+        f'inference component {component} runs no copy (scaled to zero): SageMaker answered "no capacity", and that '
+        f"request is what its NoCapacityInvocationFailures alarm counts to start one; waiting up to {budget_ms} ms",
+    )
+    started = time.monotonic()
+    while _elapsed_ms(started) + COMPONENT_WAKE_POLL_S * 1000 <= budget_ms:
+        _sleep(COMPONENT_WAKE_POLL_S)
+        try:
+            described = sm.describe_inference_component(InferenceComponentName=component)
+        except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError):
+            continue
+        if ((described.get("RuntimeConfig") or {}).get("CurrentCopyCount") or 0) > 0:
+            answer = _answer_real_time(
+                endpoint, payload, call.session, call.runtime_client, component, kind, reasoning_field
+            )
+            if not answer.no_capacity:
+                return answer, call.latency_budget_ms, False
+    waited = _elapsed_ms(started)
+    return (
+        _Answer(
+            True,
+            waited,
+            invoke_message=f'SageMaker answered "no capacity" for {component} (0 copies): the endpoint is reachable',
+            unawaited=(
+                f"not judged: no copy of {component} started within {waited} ms; checked: the endpoint InService on the "
+                f"deployed config, the component InService on the deployed model with 0 copies, and SageMaker's "
+                f"no-capacity answer; the model's own answer was not checked (the first request after it wakes is)"
+            ),
+        ),
+        budget_ms,
+        True,
+    )
+
+
+_sleep = time.sleep
 
 
 def _check_answer(
@@ -646,6 +714,7 @@ class _Answer:
     outputs: Any = None
     problem: str | None = None
     unawaited: str | None = None  # why the answer was not waited for (the caller's own time ran out)
+    no_capacity: bool = False  # SageMaker's "no capacity" answer: the inference component runs no copy
 
 
 def _elapsed_ms(started: float) -> int:
@@ -677,7 +746,12 @@ def _answer_real_time(
     wall_ms = _elapsed_ms(started)
     if status_code != 200:
         detail = f" [{log['aws_error']}]" if log.get("aws_error") else ""
-        return _Answer(False, wall_ms, problem=f"{status_code} {body.get('error_type')}: {body.get('error')}{detail}")
+        return _Answer(
+            False,
+            wall_ms,
+            problem=f"{status_code} {body.get('error_type')}: {body.get('error')}{detail}",
+            no_capacity=body.get("error_type") == "no_capacity",
+        )
     latency_ms = body.get("latency_ms", wall_ms)
     return _Answer(True, latency_ms, invoke_message=f"200 in {latency_ms} ms", outputs=body.get("outputs"))
 

@@ -40,7 +40,7 @@ from workstation.deploy import DeployError, deploy, destroy, run
 
 from . import moto_server
 from .instance import download_artifact
-from .inventory import leftovers
+from .inventory import function_runs, leftovers
 
 ROOT = Path(__file__).resolve().parent.parent
 PROMPTS = ["The weather today is", "Infrastructure as code means"]
@@ -95,7 +95,11 @@ def run_demo(
     plan = environment_plan.plan(spec.name)
     with ExitStack() as cleanup:
         t = _step(3, "start the local AWS emulator (moto server)")
-        emulator = moto_server.start(keep_logs)
+        # The functions the stacks deploy run on the emulator; their SageMaker runtime calls (the smoke test's)
+        # go to the model server of step 4, which answers for the endpoints the emulator never runs.
+        emulator = moto_server.start(
+            keep_logs, lambda_env={"AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME": f"http://127.0.0.1:{port}"}
+        )
         cleanup.callback(emulator.stop)
         print(f"    listening on {emulator.url}")
         _done(t)
@@ -123,6 +127,7 @@ def run_demo(
                 before_endpoints=before_endpoints,
             )
             _done(t)
+            _function_logs(environment_plan.project)
 
         _send_prompts(plan, endpoint_name, runtime)
         step = 8
@@ -268,9 +273,21 @@ def _send_prompts(plan: EndpointPlan, endpoint_name: str, runtime: object) -> No
     _done(t)
 
 
+def _function_logs(project: str) -> None:
+    """What the stacks' Lambda functions logged on the emulator, which ran each from its deployed code package
+    (local_emulator/server.py): the custom resources (the artifact check, the smoke check, CDK's auto-delete) ran
+    while CloudFormation deployed; a function never invoked has no log group yet."""
+    print("    the stacks' Lambda functions that ran, from their CloudWatch Logs groups:")
+    logs = boto3.client("logs")
+    for function in function_runs(boto3.client("lambda"), logs, prefix=f"{project}-"):
+        print(
+            f"      {function.name}: {function.runs} run(s) in {function.log_group}; last: {function.last_line[:160]}"
+        )
+
+
 def _destroy_and_check(environment_plan: EnvironmentPlan, step: int, region: str) -> None:
     """The last two steps, inside the emulator: make destroy, then nothing of the app may be left."""
-    t = _step(step, "make destroy: empty the bucket (as auto-delete does on AWS), cdk destroy")
+    t = _step(step, "make destroy: cdk destroy (CDK's auto-delete function empties the bucket)")
     destroy(environment_plan, echo=lambda line: print(f"    {line}"))
     _done(t)
 

@@ -5,6 +5,8 @@ Used after `cdk destroy` to prove teardown: every list must be empty.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import boto3
 from botocore.exceptions import ClientError
 
@@ -77,4 +79,46 @@ def leftovers(session: boto3.Session | None = None, *, stack_prefix: str = "") -
     return found
 
 
-__all__ = ["leftovers"]
+@dataclass(frozen=True)
+class FunctionRuns:
+    """One Lambda function's runs as its log group shows them (Lambda writes a START line per invocation)."""
+
+    name: str
+    log_group: str
+    runs: int
+    lines: list[str]
+
+    @property
+    def last_line(self) -> str:
+        # Lambda's own lines, and Node's warnings about the handler's code, say nothing of what it did
+        told = [
+            line for line in self.lines if not line.startswith(("START ", "END ", "REPORT ", "(node:", "(Use `node"))
+        ]
+        return told[-1] if told else ""
+
+
+def function_runs(lambda_client, logs_client, *, prefix: str = "") -> list[FunctionRuns]:
+    """Every function whose name starts with `prefix` that has run (its log group has events), oldest lines first:
+    its LoggingConfig.LogGroup, else /aws/lambda/<name>."""
+    found = []
+    for page in lambda_client.get_paginator("list_functions").paginate():
+        for function in page["Functions"]:
+            name = function["FunctionName"]
+            if not name.startswith(prefix):
+                continue
+            group = (function.get("LoggingConfig") or {}).get("LogGroup") or f"/aws/lambda/{name}"
+            try:
+                lines = [
+                    event["message"]
+                    for page in logs_client.get_paginator("filter_log_events").paginate(logGroupName=group)
+                    for event in page["events"]
+                ]
+            except logs_client.exceptions.ResourceNotFoundException:
+                continue
+            runs = sum(1 for line in lines if line.startswith("START RequestId:"))
+            if runs:
+                found.append(FunctionRuns(name, group, runs, lines))
+    return sorted(found, key=lambda f: f.name)
+
+
+__all__ = ["FunctionRuns", "function_runs", "leftovers"]

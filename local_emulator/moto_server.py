@@ -115,16 +115,32 @@ class Emulator:
                 self.process.wait()
 
 
-def start(log_dir: Path, port: int | None = None, timeout_s: float = 30) -> Emulator:
+def start(
+    log_dir: Path, port: int | None = None, timeout_s: float = 30, lambda_env: dict[str, str] | None = None
+) -> Emulator:
+    """Start the emulator's server (local_emulator/server.py: moto, whose Lambda functions run their deployed code).
+
+    lambda_env: variables every function the emulator runs gets besides its own, e.g.
+    AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME (boto3's per-service endpoint setting) naming the local model server, which
+    answers for the endpoints the emulator never runs (the demo sets it)."""
+    from .lambda_runner import EMULATOR_URL_ENV, LAMBDA_ENV_ENV
+
     port = port or free_port()
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"moto-{port}.log"
     log = open(log_path, "wb")
     process = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        [sys.executable, "-m", "local_emulator.server", "-H", "127.0.0.1", "-p", str(port)],
         stdout=log,
         stderr=subprocess.STDOUT,
-        env={**os.environ, "MOTO_ALLOW_NONEXISTENT_REGION": "false"},
+        cwd=Path(__file__).resolve().parent.parent,
+        env={
+            **os.environ,
+            "MOTO_ALLOW_NONEXISTENT_REGION": "false",
+            # what the functions it runs talk to (lambda_runner.py)
+            EMULATOR_URL_ENV: f"http://localhost:{port}",
+            LAMBDA_ENV_ENV: json.dumps(lambda_env or {}),
+        },
     )
     emulator = Emulator(port=port, process=process, log_path=log_path)
     deadline = time.monotonic() + timeout_s
@@ -142,8 +158,8 @@ def start(log_dir: Path, port: int | None = None, timeout_s: float = 30) -> Emul
 
 
 @contextmanager
-def running(log_dir: Path) -> Iterator[Emulator]:
-    emulator = start(log_dir)
+def running(log_dir: Path, lambda_env: dict[str, str] | None = None) -> Iterator[Emulator]:
+    emulator = start(log_dir, lambda_env=lambda_env)
     try:
         yield emulator
     finally:

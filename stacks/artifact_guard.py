@@ -1,6 +1,6 @@
 """The published-artifact check before the Model: a custom resource (endpoint_runtime/artifact_check.py) that fails
 the deploy unless the artifact's manifest.json, which publish writes last, is in the bucket with the plan's content
-hash. Left out on the local emulator, which cannot run Lambda-backed custom resources."""
+hash. The local emulator runs it too (local_emulator/server.py runs the function's deployed code)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aws_cdk import ArnFormat, Aws, CfnOutput, Duration, RemovalPolicy, Stack, Token
+from aws_cdk import ArnFormat, Aws, CfnOutput, Duration, Fn, RemovalPolicy, Stack, Token
 from aws_cdk import aws_ecr as ecr
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
@@ -12,6 +12,7 @@ from deployment import EnvironmentPlan
 from deployment.config_blocks import INPUT_RETENTION_DAYS, async_prefixes
 
 from .endpoint_network import BucketKey, BucketKeyRef
+from .log_groups import owned_log_group
 from .nag import acknowledge, nag_text
 from .trusted_pipeline import TrustedPipeline, role_name
 from .weights_staging import WeightsStaging, staging_project_name
@@ -70,8 +71,8 @@ class ArtifactStoreStack(Stack):
     Keyword-only props:
       deployment: the resolved environment. `retain_data` decides what `cdk destroy` does with the bucket, its
         access logs and the repository: keep them (True, CDK's default) or delete them with their contents.
-        `emulator` leaves out the Lambda-backed auto-delete custom resource, which the local emulator cannot run
-        (the demo empties the bucket itself before destroy).
+        Without it, CDK's auto-delete custom resource (a Node.js Lambda) empties the bucket before CloudFormation
+        deletes it, on AWS and on the local emulator alike (local_emulator/server.py runs it).
       trusted_pipeline: None (the default) creates no role for a pipeline. Given, the stack creates the role
         `<project>-<env>-model-publisher` (`publisher_role_name`), which only that pipeline role may assume and which
         may publish into models/* of the bucket (`grant_publish`): what the pipeline's model build step assumes.
@@ -97,7 +98,7 @@ class ArtifactStoreStack(Stack):
         env = environment_plan.environment
         retain = env.retain_data
         removal = RemovalPolicy.RETAIN if retain else RemovalPolicy.DESTROY
-        auto_delete = not retain and not env.emulator
+        auto_delete = not retain
 
         bucket_name = environment_plan.artifact_bucket(Aws.ACCOUNT_ID, Aws.REGION)
         repository_name = environment_plan.image_repository
@@ -121,6 +122,7 @@ class ArtifactStoreStack(Stack):
         self._add_repository(repository_name, removal, retain)
 
         if auto_delete:
+            self._own_auto_delete_logs(environment_plan)
             acknowledge(
                 self,
                 ["AwsSolutions-IAM4", "AwsSolutions-L1"],
@@ -154,6 +156,21 @@ class ArtifactStoreStack(Stack):
             ),
         )
         CfnOutput(self, "WeightsStagingProject", value=self.weights_staging.project_name)
+
+    def _own_auto_delete_logs(self, environment_plan: EnvironmentPlan) -> None:
+        """The log group CDK's auto-delete function writes to (/aws/lambda/<function>), owned by this stack: Lambda
+        would otherwise create it on the first run and `cdk destroy` leave it behind, without retention. Created
+        before either auto-delete resource runs (a group Lambda made first would make its creation fail)."""
+        provider = self.node.find_child("Custom::S3AutoDeleteObjectsCustomResourceProvider")
+        handler = provider.node.find_child("Handler")
+        log_group = owned_log_group(
+            self,
+            "AutoDeleteObjectsLogs",
+            retention_days=max((plan.log_retention_days for plan in environment_plan.plans), default=30),
+            name=Fn.join("", ["/aws/lambda/", Fn.ref(Stack.of(self).get_logical_id(handler))]),  # type: ignore[arg-type]
+        )
+        for bucket in (self.access_logs, self.bucket):
+            bucket.node.find_child("AutoDeleteObjectsCustomResource").node.add_dependency(log_group)
 
     def _add_access_logs(self, removal: RemovalPolicy, auto_delete: bool) -> None:
         """The bucket the artifact bucket's access logs go to."""

@@ -29,10 +29,11 @@ from systems.checks import UNSIZED_MODEL_WARNING_ID
 from .artifact_guard import PublishedArtifactCheck
 from .benchmark import ManagedBenchmark, SloGateRole
 from .endpoint_network import BucketKeyRef, EndpointSecurity, PrivateNetwork
-from .functions import InvokeFunction, SmokeTestFunction, smoke_chat_environment
+from .functions import InvokeFunction, SmokeTestFunction, smoke_chat_environment, smoke_environment
 from .llm_endpoint import LlmEndpoint
 from .openai_route import OpenAIRouteAccess
 from .sagemaker_resources import ContainerImage
+from .smoke_check import EndpointSmokeCheck
 from .streaming import StreamingFrontDoor
 from .trusted_pipeline import TrustedPipeline, role_name
 
@@ -86,7 +87,7 @@ class EndpointStack(Stack):
             artifact_bucket=bucket,
             security=security,
         )
-        if not plan.emulator and not artifact.from_hub:  # a hub model has no artifact of ours to check
+        if not artifact.from_hub:  # a hub model has no artifact of ours to check
             self._add_artifact_checks(plan, artifact, adapters, bucket=bucket, bucket_key=bucket_key)
         self._add_functions(plan, security)
         self._add_slo(plan, bucket=bucket, bucket_key=bucket_key, trusted_gate=trusted_gate)
@@ -157,6 +158,12 @@ class EndpointStack(Stack):
             # The created VPC has the SageMaker Runtime endpoint: the invoke function calls the endpoint from inside.
             security.place_function(self.invoke.function)
         smoke = plan.smoke
+        smoke_settings = {
+            **self.endpoint.target_environment,
+            **smoke_chat_environment(smoke.chat_route, smoke.chat_tools, plan.chat_features, smoke.chat_extra),
+            # the body the container takes the prompt in, and its replies' reasoning field
+            **bodies.environment(plan.prompt_body, plan.system.bodies.reasoning_field),
+        }
         self.smoke = SmokeTestFunction(
             self,
             "SmokeTestFunction",
@@ -165,16 +172,33 @@ class EndpointStack(Stack):
             max_new_tokens=smoke.max_new_tokens,
             latency_budget_ms=smoke.latency_budget_ms,
             wake_budget_ms=smoke.wake_budget_ms,
-            environment={
-                **self.endpoint.target_environment,
-                **smoke_chat_environment(smoke.chat_route, smoke.chat_tools, plan.chat_features, smoke.chat_extra),
-                # the body the container takes the prompt in, and its replies' reasoning field
-                **bodies.environment(plan.prompt_body, plan.system.bodies.reasoning_field),
-            },
+            environment=smoke_settings,
             emulator=plan.emulator,
             log_retention_days=plan.log_retention_days,
         )
         self.endpoint.grant_smoke_test(self.smoke.function)
+        # The same checks inside the stack: a failure fails the deploy and CloudFormation rolls it back
+        # (stacks/smoke_check.py), for every tool that deploys it.
+        self.smoke_check = EndpointSmokeCheck(
+            self,
+            "SmokeCheck",
+            endpoint=self.endpoint,
+            environment=smoke_environment(
+                endpoint_name=plan.endpoint_name,
+                prompt=smoke.prompt,
+                max_new_tokens=smoke.max_new_tokens,
+                latency_budget_ms=smoke.latency_budget_ms,
+                wake_budget_ms=smoke.wake_budget_ms,
+                environment=smoke_settings,
+                emulator=plan.emulator,
+            ),
+            budget_ms=max(smoke.latency_budget_ms, smoke.wake_budget_ms or 0),
+            identities={
+                "ArtifactHash": plan.artifact.content_hash,
+                "AdapterHashes": {adapter.name: adapter.artifact.content_hash for adapter in plan.adapters},
+            },
+            log_retention_days=plan.log_retention_days,
+        )
         # streaming: the function URL that streams tokens (stacks/streaming.py), in the created VPC like the invoke
         # function when the endpoint has one.
         self.stream: StreamingFrontDoor | None = None

@@ -121,6 +121,30 @@ def smoke_chat_environment(
     }
 
 
+def smoke_environment(
+    *,
+    endpoint_name: str,
+    prompt: str,
+    max_new_tokens: int,
+    latency_budget_ms: int,
+    environment: dict[str, str],
+    emulator: bool,
+    wake_budget_ms: int | None = None,
+) -> dict[str, str]:
+    """The smoke test's settings as its functions read them (endpoint_runtime/smoke.py settings_from_env): the smoke
+    function's and the stack's smoke check's (stacks/smoke_check.py)."""
+    return {
+        "STACK_NAME": Aws.STACK_NAME,
+        "ENDPOINT_NAME": endpoint_name,
+        **environment,
+        "PROMPT": prompt,
+        "MAX_NEW_TOKENS": str(max_new_tokens),
+        "LATENCY_BUDGET_MS": str(latency_budget_ms),
+        **({"WAKE_BUDGET_MS": str(wake_budget_ms)} if wake_budget_ms is not None else {}),
+        "EMULATOR": "true" if emulator else "false",
+    }
+
+
 class SmokeTestFunction(PythonFunction):
     """lambda/smoke: after a deploy, checks the stack's endpoint serves (state, the deployed endpoint config, one
     prompt's answer and latency). The same code runs as `model_build smoke`.
@@ -150,20 +174,26 @@ class SmokeTestFunction(PythonFunction):
             construct_id,
             code=function_code(LAMBDA_ROOT / "smoke" / "handler.py"),
             handler="smoke/handler.handler",
-            environment={
-                "STACK_NAME": Aws.STACK_NAME,
-                "ENDPOINT_NAME": endpoint_name,
-                **environment,
-                "PROMPT": prompt,
-                "MAX_NEW_TOKENS": str(max_new_tokens),
-                "LATENCY_BUDGET_MS": str(latency_budget_ms),
-                **({"WAKE_BUDGET_MS": str(wake_budget_ms)} if wake_budget_ms is not None else {}),
-                "EMULATOR": "true" if emulator else "false",
-            },
+            environment=smoke_environment(
+                endpoint_name=endpoint_name,
+                prompt=prompt,
+                max_new_tokens=max_new_tokens,
+                latency_budget_ms=latency_budget_ms,
+                environment=environment,
+                emulator=emulator,
+                wake_budget_ms=wake_budget_ms,
+            ),
             timeout=Duration.seconds(smoke_timeout_s(max(latency_budget_ms, wake_budget_ms or 0))),
             description=f"Smoke test of SageMaker endpoint {endpoint_name} and its stack",
             log_retention_days=log_retention_days,
         )
 
 
-__all__ = ["InvokeFunction", "PythonFunction", "SmokeTestFunction", "smoke_chat_environment", "smoke_timeout_s"]
+__all__ = [
+    "InvokeFunction",
+    "PythonFunction",
+    "SmokeTestFunction",
+    "smoke_chat_environment",
+    "smoke_environment",
+    "smoke_timeout_s",
+]

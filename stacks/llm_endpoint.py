@@ -429,8 +429,14 @@ class LlmEndpoint(Construct):
             actions=["cloudformation:DescribeStacks", "cloudformation:ListStackResources"],
             resource_arns=[stack.stack_id],
         )
+        return on_stack.combine(self.grant_smoke_check(grantee))
+
+    def grant_smoke_check(self, grantee: iam.IGrantable) -> iam.Grant:
+        """What the stack's smoke check custom resource calls (endpoint_runtime/smoke_check.py: smoke_test on the
+        endpoint it names, without the stack calls): DescribeEndpoint and the client's calls (grant_client); the
+        OpenAI route's bearer token when the chat check uses it; with a component, DescribeInferenceComponent."""
         invoking = self.grant_client(grantee)
-        granted = on_stack.combine(self.grant_describe(grantee)).combine(invoking)
+        granted = self.grant_describe(grantee).combine(invoking)
         if self.plan.smoke.chat_route == "openai":  # the chat check goes through SageMaker's OpenAI route
             granted = granted.combine(self.grant_bearer_token(grantee))
         # hosting.mode inference-components: the `component` check describes the component (and each adapter's).

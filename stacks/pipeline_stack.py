@@ -232,7 +232,7 @@ class PipelineStack(Stack):
         templates, so the previous artifact hash, deployed by the same actions and checked by the same smoke test and
         gate. Stage conditions need a V2 pipeline (AWS::CodePipeline::Pipeline OnFailure.Result ROLLBACK, cfn-lint
         schema). It does nothing before a first successful execution, or after the pipeline's structure changed
-        (the manual `aws codepipeline rollback-stage` then: docs/design/rollback.md)."""
+        (the manual `aws codepipeline rollback-stage` then: docs/design/guards.md)."""
         cfn_pipeline = self.pipeline.pipeline.node.default_child
         cfn_pipeline.add_property_override("PipelineType", "V2")
         for index, stage in enumerate(self.pipeline.pipeline.stages):
@@ -383,11 +383,13 @@ class PipelineStack(Stack):
             if self.tests_step in pre_artifacts:
                 approval.add_step_dependency(self.tests_step)  # nobody approves a change whose tests have not passed
             pre_artifacts.append(approval)
-        self.pipeline.add_stage(artifacts_stage, pre=pre_artifacts)
-
         preflight_step = self._preflight_step(environment_plan, source, region, preflight_cb_role, preflight_target)
         build_step = self._model_build_step(environment_plan, source, account, region, build_role_name, publisher)
         build_step.add_step_dependency(preflight_step)  # nothing is built for an update the preflight refuses
+        # After the artifact stack (the build publishes into its bucket), before the endpoints stage: a preflight
+        # refusal or a failed build fails this stage, which has no rollback, and never the endpoints stage, whose
+        # rollback would rebuild and load-test the previous model for nothing (operations review F4).
+        self.pipeline.add_stage(artifacts_stage, pre=pre_artifacts, post=[preflight_step, build_step])
         smoke_steps = {
             name: self._smoke_step(environment_plan, name, source, account, region, cb_role, target)
             for name, (cb_role, target) in smoke_names.items()
@@ -402,9 +404,7 @@ class PipelineStack(Stack):
             gate.add_step_dependency(
                 smoke_steps[name]
             )  # a load test of an endpoint that failed its smoke test says nothing
-        self.pipeline.add_stage(
-            endpoints_stage, pre=[preflight_step, build_step], post=[*smoke_steps.values(), *gate_steps.values()]
-        )
+        self.pipeline.add_stage(endpoints_stage, post=[*smoke_steps.values(), *gate_steps.values()])
         self.preflight_steps[env_name] = preflight_step
         self.stages[env_name] = (artifacts_stage, endpoints_stage)
         self.build_steps[env_name] = build_step

@@ -58,6 +58,7 @@ PACKAGES = {
     "weights_staging": ROOT / "weights_staging",
     "lambda/invoke": ROOT / "lambda" / "invoke",
     "lambda/smoke": ROOT / "lambda" / "smoke",
+    "lambda/smoke_check": ROOT / "lambda" / "smoke_check",
     "lambda/stream": ROOT / "lambda" / "stream",
     "lambda/copy_count": ROOT / "lambda" / "copy_count",
     "lambda/artifact_check": ROOT / "lambda" / "artifact_check",
@@ -123,6 +124,7 @@ ALLOWED: dict[str, set[str]] = {
     # Each function's asset ships only the modules its handler imports (stacks/lambda_asset.py).
     "lambda/invoke": {"endpoint_runtime", "request_contract"},
     "lambda/smoke": {"endpoint_runtime", "request_contract"},
+    "lambda/smoke_check": {"endpoint_runtime", "request_contract"},
     "lambda/stream": {"endpoint_runtime"},
     "lambda/copy_count": set(),
     "lambda/artifact_check": {"endpoint_runtime"},

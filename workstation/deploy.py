@@ -3,16 +3,16 @@
 deploy:  preflight (region, credentials, quotas) -> model_build build for endpoints with no local build and no
          pinned hash -> one `cdk synth` -> `cdk bootstrap` when the account has no CDKToolkit stack -> deploy the
          artifact stack -> publish every artifact (unchanged files are skipped) -> preflight again (now the
-         artifacts must be in the bucket with the right hash) -> a snapshot of each endpoint stack (its template,
-         the artifact it serves: model_build/rollback.py) -> deploy the endpoint stacks -> smoke-test each -> the
-         SLO gate of each endpoint with `slo:` (a load test judged against its objectives,
-         load_testing/gate.py) -> an endpoint that failed either is rolled back to its snapshot (or, where none exists
-         or the rollback fails, the error names the command that does it).
+         artifacts must be in the bucket with the right hash) -> deploy the endpoint stacks (each stack's smoke check
+         custom resource tests its endpoint; a failure fails the stack and CloudFormation rolls it back:
+         stacks/smoke_check.py) -> the smoke test's table of each endpoint -> the SLO gate of each endpoint with
+         `slo:` (a load test judged against its objectives, load_testing/gate.py; a miss exits non-zero and rolls
+         nothing back: docs/design/guards.md).
          Stacks of the environment the config no longer names stop the deploy (or, with --delete-orphans, are
          deleted after it: workstation/converge.py).
 destroy: delete every endpoint stack of the environment (found by its tags, those the config no longer names
-         included) -> none left to read it: empty the artifact bucket where CloudFormation cannot (the emulator,
-         which cannot run CDK's auto-delete Lambda) -> `cdk destroy` of the artifact stack.
+         included) -> none left to read it: `cdk destroy` of the artifact stack (CDK's auto-delete custom resource
+         empties a bucket that is not retained, on the local emulator too).
 Each step prints what it does; the first failure stops with one message and a non-zero exit.
 """
 
@@ -174,6 +174,9 @@ def deploy(
             )
 
     artifacts_stack = environment_plan.stack_name("artifacts")
+    recreate_abandoned_first_deploys(
+        session, [artifacts_stack, *(plan.stack_name for plan in environment_plan.plans)], echo=echo
+    )
     echo(f"==> cdk deploy {artifacts_stack}")
     run(
         [CDK, "deploy", artifacts_stack, "--exclusively", "--require-approval", "never", "--no-notices", *app],
@@ -195,88 +198,80 @@ def deploy(
     if problems:
         raise DeployError("the artifacts are not where the endpoint stacks will look:\n  - " + "\n  - ".join(problems))
 
-    snapshots = take_snapshots(environment_plan, session, assembly / "rollback", echo=echo)
     if before_endpoints is not None:
         before_endpoints(environment_plan)
     endpoint_stacks = [plan.stack_name for plan in environment_plan.plans]
-    echo(f"==> cdk deploy {' '.join(endpoint_stacks)}")
+    # Each stack checks its own endpoint while CloudFormation deploys it (its smoke check custom resource,
+    # stacks/smoke_check.py): a failed check fails that stack and CloudFormation rolls it back, so `cdk deploy` exits
+    # non-zero naming it, and a stack that updated before another failed has passed its own check.
+    echo(f"==> cdk deploy {' '.join(endpoint_stacks)} (each stack smoke-tests its endpoint; a failure rolls it back)")
     run(
         [CDK, "deploy", *endpoint_stacks, "--exclusively", "--require-approval", "never", "--no-notices", *app],
         echo=echo,
     )
-    check_or_roll_back(
-        environment_plan,
-        snapshots,
-        session=session,
-        runtime_client=runtime_client,
-        bucket=environment_plan.artifact_bucket(account, region),
-        echo=echo,
-    )
+    check_deployed(environment_plan, session=session, runtime_client=runtime_client, echo=echo)
     echo(f"deployed {len(endpoint_stacks)} endpoint(s) to environment {env_name}")
     converge.delete_stacks(orphans, session, echo=echo)
 
 
-def take_snapshots(
-    environment_plan: EnvironmentPlan, session: boto3.Session, directory: Path, *, echo: Callable[[str], None] = print
-) -> dict:
-    """Each endpoint stack as it is before the deploy (model_build/rollback.py Snapshot), saved under `directory`;
-    an endpoint deployed for the first time has none. DeployError when a stack is in an unsettled status."""
-    from model_build.rollback import RollbackError, save, take_snapshot
-
-    echo("==> snapshot of the endpoint stacks (what a failed smoke test or SLO gate rolls back to)")
-    snapshots = {}
-    for plan in environment_plan.plans:
+def recreate_abandoned_first_deploys(
+    session: boto3.Session, stack_names: list[str], *, echo: Callable[[str], None] = print
+) -> list[str]:
+    """Delete each stack a first deploy left REVIEW_IN_PROGRESS with no change set executing, so this deploy creates
+    it again; returns their names. `cdk deploy` creates a new stack with CreateChangeSet (the stack appears,
+    REVIEW_IN_PROGRESS: "Ongoing creation of one or more stacks with an expected StackId but without any templates or
+    resources", CloudFormation User Guide, stack status codes), then ExecuteChangeSet: a deploy interrupted between the
+    two leaves a stack that holds nothing and that the next deploy would stumble on. One whose change set is executing
+    belongs to a deploy still running: DeployError."""
+    cfn = session.client("cloudformation")
+    deleted = []
+    for name in stack_names:
         try:
-            snapshot = take_snapshot(session, plan)
-        except RollbackError as err:
-            raise DeployError(str(err)) from None
-        if snapshot is None:
-            echo(f"    {plan.name}: not deployed yet (nothing to roll back to)")
+            status = cfn.describe_stacks(StackName=name)["Stacks"][0]["StackStatus"]
+        except cfn.exceptions.ClientError as err:
+            if "does not exist" in str(err):
+                continue
+            raise
+        if status != "REVIEW_IN_PROGRESS":
             continue
-        path = save(snapshot, directory)
-        echo(f"    {plan.name}: serves {snapshot.short()} (saved to {path})")
-        snapshots[plan.name] = snapshot
-    return snapshots
+        change_sets = cfn.list_change_sets(StackName=name).get("Summaries", [])
+        running = [c["ChangeSetName"] for c in change_sets if c.get("ExecutionStatus") == "EXECUTE_IN_PROGRESS"]
+        if running:
+            raise DeployError(
+                f"stack {name} is being created by another deploy (change set {running[0]} is executing): "
+                "wait for it to finish, then deploy again"
+            )
+        echo(
+            f"==> {name} was left REVIEW_IN_PROGRESS by an interrupted first deploy (no change set executing, "
+            "nothing created): deleting it so this deploy creates it again"
+        )
+        cfn.delete_stack(StackName=name)
+        cfn.get_waiter("stack_delete_complete").wait(StackName=name, WaiterConfig={"Delay": 5, "MaxAttempts": 120})
+        deleted.append(name)
+    return deleted
 
 
-def check_or_roll_back(
+def check_deployed(
     environment_plan: EnvironmentPlan,
-    snapshots: dict,
     *,
     session: boto3.Session,
     runtime_client=None,
-    bucket: str | None = None,
     echo: Callable[[str], None] = print,
 ) -> None:
-    """Smoke-test every endpoint, then run the SLO gate of each that passed and has `slo:`. Every endpoint that
-    failed either goes back to its snapshot (the template and artifact it had before this deploy); DeployError
-    then says what failed and where each endpoint stands: rolled back, first deployed (nothing to go back to), or
-    not rolled back, with the command that does it."""
-    from model_build.rollback import RollbackError, roll_back
-
+    """After the deploy: the smoke test's table for each endpoint (its stack's smoke check passed already), then
+    the SLO gate of each endpoint with `slo:` (load_testing/gate.py). A miss is DeployError naming each endpoint and
+    objective; nothing is rolled back: the endpoint passed its smoke check and serves the new version, and the
+    message says how to return to the previous one (docs/design/guards.md, "The SLO gate")."""
     failed = smoke_tests(environment_plan, session=session, runtime_client=runtime_client, echo=echo)
     failed.update(
         slo_misses(environment_plan, session=session, runtime_client=runtime_client, echo=echo, skip=set(failed))
     )
-    if not failed:
-        return
-    lines = []
-    for name, why in failed.items():
-        lines.append(why)
-        snapshot = snapshots.get(name)
-        if snapshot is None:
-            lines.append(
-                f"  {name} was first deployed by this deploy: there is no earlier version to roll back to, and it "
-                f"serves the failing artifact; fix it and deploy again, or `make destroy`"
-            )
-            continue
-        echo(f"==> roll back {name} to {snapshot.short()} (stack {snapshot.stack_name})")
-        try:
-            lines.append(f"  rolled back: {roll_back(session, snapshot, bucket=bucket)}")
-        except RollbackError as err:
-            lines.append(f"  NOT rolled back: {err}")
-        echo(lines[-1])
-    raise DeployError("\n".join(lines))
+    if failed:
+        raise DeployError(
+            "\n".join(failed.values())
+            + "\n  the endpoint(s) above serve the version this deploy made (each passed its stack's smoke check); "
+            "to return to the previous one, deploy the previous config (its artifact_hash) again"
+        )
 
 
 def smoke_tests(
@@ -328,7 +323,7 @@ def slo_misses(
         except LoadTestError as err:
             missed[plan.name] = f"SLO gate of {plan.name}: {err}"
             continue
-        except Exception as err:  # a gate that could not judge is a failed gate: the endpoint is rolled back too
+        except Exception as err:  # a gate that could not judge is a failed gate
             missed[plan.name] = f"SLO gate of {plan.name} could not run: {type(err).__name__}: {err}"
             continue
         for line in gate.lines():
@@ -345,18 +340,15 @@ def slo_gates(
     runtime_client=None,
     echo: Callable[[str], None] = print,
 ) -> None:
-    """The SLO gate of every endpoint with `slo:`: DeployError naming every miss (no rollback: check_or_roll_back)."""
+    """The SLO gate of every endpoint with `slo:`: DeployError naming every miss."""
     missed = slo_misses(environment_plan, session=session, runtime_client=runtime_client, echo=echo)
     if missed:
         raise DeployError("\n".join(missed.values()))
 
 
 def empty_bucket(bucket: str, session: boto3.Session | None = None) -> int:
-    """Delete every object version and delete marker, as CDK's auto-delete custom resource does on AWS.
-
-    The emulator cannot run that Lambda-backed resource, so destroy (and with it the demo) calls this before
-    `cdk destroy`.
-    """
+    """Delete every object version and delete marker (what CDK's auto-delete custom resource does): the
+    emulator's leftover checks use it to clean up what they made."""
     s3 = (session or boto3.Session()).resource("s3")
     versions = s3.Bucket(bucket).object_versions
     count = sum(1 for _ in versions.all())
@@ -367,7 +359,8 @@ def empty_bucket(bucket: str, session: boto3.Session | None = None) -> int:
 def destroy(environment_plan: EnvironmentPlan, *, echo: Callable[[str], None] = print) -> None:
     """Every endpoint stack of the environment first (found by its tags: those the config no longer names, which
     the CLI cannot name, by DeleteStack), then, once none is left to read it, the artifact stack with its bucket
-    (workstation/converge.py, F1)."""
+    (workstation/converge.py, F1). retain_data: false: CDK's auto-delete custom resource empties the bucket before
+    CloudFormation deletes it, on the local emulator too (local_emulator/server.py runs its Lambda)."""
     session = _session(environment_plan)
     env = environment_plan.environment
     artifacts = environment_plan.stack_name("artifacts")
@@ -383,14 +376,6 @@ def destroy(environment_plan: EnvironmentPlan, *, echo: Callable[[str], None] = 
     echo(f"==> cdk destroy {' '.join(endpoint_stacks)}")
     run([CDK, "destroy", *endpoint_stacks, "--exclusively", "--force", "--no-notices", *app], echo=echo)
     converge.refuse_while_readers_run(environment_plan, session)
-    if env.emulator and not env.retain_data:
-        account = caller_account(session)
-        bucket = environment_plan.artifact_bucket(account, env.region or session.region_name)
-        try:
-            removed = empty_bucket(bucket, session)
-            echo(f"==> emptied {bucket} ({removed} object versions; on AWS CDK's auto-delete resource does this)")
-        except session.client("s3").exceptions.NoSuchBucket:
-            pass
     echo(f"==> cdk destroy {artifacts}")
     run([CDK, "destroy", artifacts, "--exclusively", "--force", "--no-notices", *app], echo=echo)
     if env.retain_data:
@@ -464,13 +449,13 @@ def main(argv: list[str] | None = None) -> int:
 
 __all__ = [
     "DeployError",
-    "check_or_roll_back",
+    "check_deployed",
     "deploy",
     "destroy",
     "empty_bucket",
     "main",
+    "recreate_abandoned_first_deploys",
     "slo_gates",
     "slo_misses",
     "smoke_tests",
-    "take_snapshots",
 ]

@@ -9,5 +9,6 @@ from endpoint_runtime import smoke
 
 
 def test_smoke_call_fields_are_smoke_tests_parameters_in_order():
-    parameters = list(inspect.signature(smoke.smoke_test).parameters)
+    # `deployed` decides which checks run (the stack's or the names a custom resource gives), not how they run
+    parameters = [p for p in inspect.signature(smoke.smoke_test).parameters if p != "deployed"]
     assert [f.name for f in dataclasses.fields(smoke._SmokeCall)] == parameters

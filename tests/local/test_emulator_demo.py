@@ -40,6 +40,14 @@ def test_demo_deploys_serves_and_destroys_leaving_nothing(demo_run, record_prope
     ]
     assert len(order) == 8 and [out.index(s) for s in order] == sorted(out.index(s) for s in order)
     assert "PASS  response" in out and "PASS  config" in out
+    # The stacks' Lambda functions ran on the emulator from their deployed code, as CloudFormation custom resources:
+    # their log groups show it (local_emulator/server.py; the demo prints each function's runs after the deploy).
+    ran = dict(re.findall(r"^      (\S+): (\d+) run\(s\) in ", out, re.MULTILINE))
+    assert any("ArtifactCheckFunction" in name for name in ran), out[-4000:]
+    assert any("SmokeCheckFunction" in name for name in ran), out[-4000:]
+    assert any("CustomS3AutoDeleteObjectsCustomResourceProviderHandler" in name for name in ran), out[-4000:]
+    assert re.search(r'SmokeCheckFunction\S+: 1 run\(s\) .*"request": "Create", "ok": true', out), out[-4000:]
+    assert re.search(r'ArtifactCheckFunction\S+: 1 run\(s\) .*"message": "artifact_check"', out), out[-4000:]
     # config/local.yaml's slo: the load test against the served model, kept in the emulator's artifact bucket
     assert "PASS  every objective met" in out and "kept  s3://llm-endpoints-local-artifacts-" in out
     assert "InService" in out

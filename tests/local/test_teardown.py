@@ -10,10 +10,12 @@ artifacts are pinned by hash (the emulator never starts a container, so no weigh
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
 import boto3
+import endpoint_answers
 import pytest
 import yaml
 from helpers import FAKE_HASH, ROOT
@@ -92,6 +94,37 @@ def combined_emulator_config(retain_data: bool) -> dict:
     }
 
 
+@pytest.fixture(scope="module")
+def emulator(tmp_path_factory: pytest.TempPathFactory):
+    """The module's emulator, whose functions' SageMaker runtime calls (each endpoint stack's smoke check) a loopback
+    server answers for every endpoint (endpoint_answers.py): the emulator runs no model."""
+    port = moto_server.free_port()
+    answers = endpoint_answers.serve(
+        {"AWS_ENDPOINT_URL": f"http://localhost:{port}", "AWS_REGION": moto_server.EMULATOR_REGION}
+    )
+    emu = moto_server.start(
+        tmp_path_factory.mktemp("moto"),
+        port=port,
+        lambda_env={"AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME": f"http://127.0.0.1:{answers.server_address[1]}"},
+    )
+    yield emu
+    emu.stop()
+    answers.shutdown()
+
+
+def _publish_manifests(config: Path, emulator: moto_server.Emulator) -> None:
+    """What `model_build publish` writes last, for each pinned artifact: its manifest, which each endpoint stack's
+    artifact check reads before the Model is created (no weights: the emulator never starts a container)."""
+    from deployment import load_config
+
+    environment_plan = load_config(config, "emu")
+    bucket = environment_plan.artifact_bucket(moto_server.EMULATOR_ACCOUNT, moto_server.EMULATOR_REGION)
+    with emulator.activated():
+        s3 = boto3.client("s3", region_name=emulator.region)
+        for plan in environment_plan.plans:
+            s3.put_object(Bucket=bucket, Key=plan.manifest_key, Body=json.dumps({"content_hash": FAKE_HASH}).encode())
+
+
 def _cdk(args: list[str], assembly: Path, emulator: moto_server.Emulator) -> subprocess.CompletedProcess:
     """The real CDK CLI against the emulator, on an already synthesized cloud assembly."""
     env = subprocess_env(**emulator.client_env())  # the venv's python3 is on its PATH (tests/hermetic.py)
@@ -114,6 +147,8 @@ def test_every_example_endpoint_deploys_and_destroys_leaving_nothing(emulator, t
     config.write_text(yaml.safe_dump(spec))
     assembly = synth(str(config), allow_unbuilt=False).outdir  # in-process, as `cdk synth` would write it
     _cdk(["bootstrap", f"aws://{moto_server.EMULATOR_ACCOUNT}/{moto_server.EMULATOR_REGION}"], assembly, emulator)
+    _cdk(["deploy", "teardown-emu-artifacts", "--require-approval", "never"], assembly, emulator)
+    _publish_manifests(config, emulator)
     _cdk(["deploy", "--all", "--require-approval", "never"], assembly, emulator)
     with emulator.activated():
         session = boto3.Session(region_name=emulator.region)
@@ -122,7 +157,8 @@ def test_every_example_endpoint_deploys_and_destroys_leaving_nothing(emulator, t
         assert len(deployed["sagemaker endpoints"]) == len(spec["endpoints"])
         assert len(deployed["sagemaker models"]) == len(spec["endpoints"])
         streamed = sum(1 for ep in spec["endpoints"] if (ep.get("streaming") or {}).get("enabled"))
-        assert len(deployed["lambda functions"]) == 2 * len(spec["endpoints"]) + streamed  # invoke, smoke, stream
+        # invoke, smoke, stream; the artifact and smoke checks; CDK's auto-delete
+        assert len(deployed["lambda functions"]) == 4 * len(spec["endpoints"]) + streamed + 1
         assert any(g.startswith("/aws/sagemaker/Endpoints/emu-") for g in deployed["log groups"])
         # The asynchronous example (production.yaml's summarize-async): moto creates its endpoint config with the
         # AsyncInferenceConfig from the template (moto/sagemaker/models.py FakeEndpointConfig
@@ -139,6 +175,7 @@ def test_every_example_endpoint_deploys_and_destroys_leaving_nothing(emulator, t
             "s3://teardown-emu-artifacts-123456789012-us-east-1/async/emu-summarize-async/output"
         ]
         _cdk(["destroy", "--all", "--force"], assembly, emulator)
+        endpoint_answers.remove_bucket(session)  # the answers server's own, not the app's
         left = leftovers(session, stack_prefix="teardown-")
     assert {kind: names for kind, names in left.items() if names} == {}
 
@@ -151,6 +188,8 @@ def test_an_environment_that_retains_data_keeps_exactly_its_buckets_and_reposito
     config.write_text(yaml.safe_dump(spec))
     assembly = synth(str(config), allow_unbuilt=False).outdir  # in-process, as `cdk synth` would write it
     _cdk(["bootstrap", f"aws://{moto_server.EMULATOR_ACCOUNT}/{moto_server.EMULATOR_REGION}"], assembly, emulator)
+    _cdk(["deploy", "teardown-emu-artifacts", "--require-approval", "never"], assembly, emulator)
+    _publish_manifests(config, emulator)
     _cdk(["deploy", "--all", "--require-approval", "never"], assembly, emulator)
     kept_bucket = "teardown-emu-artifacts-123456789012-us-east-1"
     with emulator.activated():

@@ -40,7 +40,11 @@ def built(synth, tmp_path_factory):
 
 def test_every_adapter_component_waits_for_its_own_manifest(built):
     resources = built.templates[STACK]["Resources"]
-    checks = {lid: r for lid, r in resources.items() if r["Type"] == "AWS::CloudFormation::CustomResource"}
+    checks = {
+        lid: r
+        for lid, r in resources.items()
+        if r["Type"] == "AWS::CloudFormation::CustomResource" and "ManifestKey" in r["Properties"]
+    }
     by_key = {c["Properties"]["ManifestKey"]: lid for lid, c in checks.items()}
     components = [r for r in resources.values() if r["Type"] == "AWS::SageMaker::InferenceComponent"]
     adapters = {

@@ -26,7 +26,11 @@ def production(synth):
 
 def _check_and_model(template: dict) -> tuple[str, dict, dict]:
     resources = template["Resources"]
-    [(check_id, check)] = [(k, r) for k, r in resources.items() if r["Type"] == "AWS::CloudFormation::CustomResource"]
+    [(check_id, check)] = [
+        (k, r)
+        for k, r in resources.items()
+        if r["Type"] == "AWS::CloudFormation::CustomResource" and "ManifestKey" in r["Properties"]
+    ]
     [model] = [r for r in resources.values() if r["Type"] == "AWS::SageMaker::Model"]
     return check_id, check, model
 
@@ -74,13 +78,18 @@ def test_the_check_may_read_its_artifact_and_nothing_else(production):
     assert json.dumps(objects_arn).endswith(f'/{prefix}/*"]]}}')
 
 
-def test_the_emulator_stack_has_no_check(synth):
-    """The local emulator cannot run Lambda-backed custom resources: config/local.yaml's stacks leave it out."""
+def test_the_emulator_stack_has_the_check_too(synth):
+    """The local emulator runs Lambda-backed custom resources (local_emulator/server.py): config/local.yaml's endpoint
+    stack has the artifact check, and its Model waits for it, as on AWS."""
     local = synth("config/local.yaml", "local")
-    for name, template in local.templates.items():
-        assert not [r for r in template["Resources"].values() if r["Type"] == "AWS::CloudFormation::CustomResource"], (
-            name
-        )
+    resources = local.templates["llm-endpoints-local-tiny-gpt2"]["Resources"]
+    checks = [
+        k
+        for k, r in resources.items()
+        if r["Type"] == "AWS::CloudFormation::CustomResource" and "ManifestKey" in r["Properties"]
+    ]
+    [model] = [r for r in resources.values() if r["Type"] == "AWS::SageMaker::Model"]
+    assert checks and set(checks) <= set(model["DependsOn"])
 
 
 class _CloudFormation:

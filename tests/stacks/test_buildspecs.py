@@ -58,7 +58,7 @@ def _flat(value) -> str:
 
 
 def _projects(template: dict) -> dict[str, dict]:
-    """CodeBuild projects by the pipeline action that runs them (Synth, Tests, ModelBuild@dev-endpoints, ...)."""
+    """CodeBuild projects by the pipeline action that runs them (Synth, Tests, ModelBuild@dev-artifacts, ...)."""
     [pipeline] = [r for r in template["Resources"].values() if r["Type"] == "AWS::CodePipeline::Pipeline"]
     by_action = {}
     for stage in pipeline["Properties"]["Stages"]:
@@ -263,7 +263,7 @@ def model_build(projects: dict, checkout: Path, aws, home: Path) -> dict:
         s3 = boto3.client("s3", region_name=emulator.region)
         s3.create_bucket(Bucket=bucket)
         s3.put_object(Bucket=bucket, Key=key, Body=b"{}")
-    result = run_step(projects["ModelBuild@dev-endpoints"], checkout, aws, home)
+    result = run_step(projects["ModelBuild@dev-artifacts"], checkout, aws, home)
     return _outcome(
         result,
         published=f"s3://{bucket}/{key}",

@@ -79,5 +79,29 @@ def test_every_custom_resource_answers_before_its_service_timeout(templates):
     assert {kind for kind, _, _ in ours} == {"AWS::CloudFormation::CustomResource", "Custom::KeptCopyCount"}
     assert "Custom::S3AutoDeleteObjects" in {kind for kind, _, _ in seen}
     for kind, handler, timeout in ours:
+        if handler == "smoke_check/handler.handler":
+            continue  # bounded by its budgets instead: test_the_smoke_check_runs_within_its_timeout
         module = _handler_module(handler)
         assert worst_case_s(module) <= timeout, f"{kind} {handler}: {worst_case_s(module)} s > {timeout} s"
+    assert "smoke_check/handler.handler" in {handler for _, handler, _ in ours}
+
+
+def test_the_smoke_check_runs_within_its_timeout(templates):
+    """The stack's smoke check waits at most its latency or wake budget (endpoint_runtime/smoke.py), and for a
+    scale-up from zero stops LAMBDA_END_MARGIN_MS before the function's end: its timeout covers the longer budget
+    and the invocation's own 60 s (stacks/functions.py smoke_timeout_s), within Lambda's 900 s."""
+    from endpoint_runtime.smoke import LAMBDA_END_MARGIN_MS
+
+    checked = 0
+    for where, template in templates.items():
+        for lid, resource in _custom_resources(template):
+            function = _function_of(template, resource)
+            if function["Properties"]["Handler"] != "smoke_check/handler.handler":
+                continue
+            env = function["Properties"]["Environment"]["Variables"]
+            budget_ms = max(int(env["LATENCY_BUDGET_MS"]), int(env.get("WAKE_BUDGET_MS", 0)))
+            timeout = function["Properties"]["Timeout"]
+            assert min(budget_ms / 1000 + 60, 900) <= timeout <= 900, (where, lid, budget_ms, timeout)
+            assert LAMBDA_END_MARGIN_MS / 1000 < timeout
+            checked += 1
+    assert checked

@@ -514,10 +514,15 @@ class Env:
         return found[0]
 
     def codebuild(self, action: str) -> tuple[dict, str, Where]:
-        """(project properties, its role's logical id, where it runs) of one action of the <env>-endpoints stage."""
+        """(project properties, its role's logical id, where it runs) of one action of the environment's stages
+        (Preflight and ModelBuild run in <env>-artifacts, the smoke tests and gates in <env>-endpoints)."""
         [pipeline] = [r for r in self.pipeline.resources.values() if r["Type"] == "AWS::CodePipeline::Pipeline"]
-        [stage] = [s for s in pipeline["Properties"]["Stages"] if s["Name"] == f"{self.name}-endpoints"]
-        [act] = [a for a in stage["Actions"] if a["Name"] == action]
+        stages = [
+            s
+            for s in pipeline["Properties"]["Stages"]
+            if s["Name"] in (f"{self.name}-artifacts", f"{self.name}-endpoints")
+        ]
+        [act] = [a for stage in stages for a in stage["Actions"] if a["Name"] == action]
         project = self.pipeline.resources[act["Configuration"]["ProjectName"]["Ref"]]["Properties"]
         return project, project["ServiceRole"]["Fn::GetAtt"][0], self.pipeline.where
 
@@ -897,6 +902,36 @@ def test_smoke_lambda_role_allows_every_call_of_the_smoke_test(moto_env, envs, m
         "sagemaker:DescribeEndpoint",
         "sagemaker:InvokeEndpoint",
     }
+    assert missing(role_policy(ctx, role), needs) == []
+
+
+def test_smoke_check_role_allows_every_call_of_the_stacks_smoke_check(moto_env, envs, monkeypatch):
+    """The stack's smoke check custom resource (endpoint_runtime/smoke_check.py): smoke_test on the endpoint, config
+    and model its properties name, no stack call."""
+    from endpoint_runtime import smoke_check
+
+    env = envs["dev"]
+    ctx = env.endpoint_stack
+    role = function_environment(ctx, "smoke_check/handler.handler", monkeypatch)
+    session = account_session(env.where.account, env.where.region)
+    fix = deploy_endpoint_stack(session, ctx)
+    listed = session.client("cloudformation").list_stack_resources(StackName=ctx.stack_name)["StackResourceSummaries"]
+    [config] = [r["PhysicalResourceId"] for r in listed if r["ResourceType"] == "AWS::SageMaker::EndpointConfig"]
+    [model] = [r["PhysicalResourceId"] for r in listed if r["ResourceType"] == "AWS::SageMaker::Model"]
+    _, endpoint = ctx.find("AWS::SageMaker::Endpoint")
+    props = {
+        "EndpointName": endpoint["Properties"]["EndpointName"],
+        "EndpointConfigName": config.rsplit("/", 1)[-1],
+        "ModelNames": [model.rsplit("/", 1)[-1]],
+    }
+    moto_env.set_invoke_results([GOOD], account=env.where.account)
+    key = set_lambda_credentials(monkeypatch, session)
+    with recording(monkeypatch, fix) as rec:
+        result = smoke_check.run_checks(props)
+    assert result.ok, [c.message for c in result.failures]  # every check ran: the recorded calls are the whole path
+    assert rec.calls and rec.signed_by(key) == rec.calls
+    needs = principal_needs(rec.calls, ctx.where)
+    assert actions(needs) == {"sagemaker:DescribeEndpoint", "sagemaker:InvokeEndpoint"}
     assert missing(role_policy(ctx, role), needs) == []
 
 

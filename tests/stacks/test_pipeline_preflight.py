@@ -57,17 +57,24 @@ def envs(pipeline_synth):
     return cov.envs.__wrapped__(pipeline_synth)
 
 
-def test_every_endpoints_stage_starts_with_the_preflight(pipeline_synth):
+def test_the_preflight_runs_after_the_artifact_stack_and_before_the_build_and_the_endpoints(pipeline_synth):
+    """In <env>-artifacts, after its stack and before the model build: a refusal stops the environment before anything
+    is built or any endpoint stack changes, and fails a stage without rollback (operations review F4)."""
     _, _, template, _ = pipeline_synth
     [pipeline] = [r for r in template["Resources"].values() if r["Type"] == "AWS::CodePipeline::Pipeline"]
-    for stage in pipeline["Properties"]["Stages"]:
-        if not stage["Name"].endswith("-endpoints"):
+    names = [stage["Name"] for stage in pipeline["Properties"]["Stages"]]
+    checked = 0
+    for index, stage in enumerate(pipeline["Properties"]["Stages"]):
+        if not stage["Name"].endswith("-artifacts"):
             continue
         order = {a["Name"]: a["RunOrder"] for a in stage["Actions"]}
-        others = [n for n in order if n != "Preflight"]
-        assert order["Preflight"] < min(order[n] for n in others), stage["Name"]
+        deploys = [a["RunOrder"] for a in stage["Actions"] if a["ActionTypeId"]["Category"] == "Deploy"]
+        assert max(deploys) < order["Preflight"] < order["ModelBuild"], stage["Name"]
+        assert names[index + 1] == stage["Name"].replace("-artifacts", "-endpoints") and "OnFailure" not in stage
         [action] = [a for a in stage["Actions"] if a["Name"] == "Preflight"]
         assert len(action["InputArtifacts"]) == 2  # the source and the synth output
+        checked += 1
+    assert checked == 2
 
 
 @pytest.mark.parametrize("env_name", ["dev", "prod"])

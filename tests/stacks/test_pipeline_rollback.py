@@ -1,7 +1,7 @@
 """The pipeline rolls an environment's endpoints back when its smoke test or SLO gate fails (operations review R1):
 every <env>-endpoints stage, whose post steps are the smoke tests and SLO gates, carries OnFailure ROLLBACK, on a V2
 pipeline (stacks/pipeline_stack.py _roll_back_failed_endpoint_stages). CodePipeline cannot run here: the template is
-what is checked; the rollback itself is unverified until an account runs it (docs/design/rollback.md)."""
+what is checked; the rollback itself is unverified until an account runs it (docs/design/guards.md)."""
 
 from __future__ import annotations
 

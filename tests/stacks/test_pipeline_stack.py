@@ -115,11 +115,15 @@ def test_endpoints_stage_builds_before_deploy_and_smoke_tests_after(piped):
         order = {a["Name"]: a["RunOrder"] for a in actions}
         deploys = [o for n, o in order.items() if n.endswith((".Prepare", ".Deploy"))]
         assert deploys, order
-        assert order["ModelBuild"] < min(deploys), "the model must be published before the endpoint deploys"
+        assert "ModelBuild" not in order and "Preflight" not in order  # F4: their failure must not roll it back
         assert order["Smoke-gptj-fastload"] > max(deploys), "the smoke test gates promotion after the deploy"
-        # The artifact stack deploys in the stage before: the bucket exists before the build publishes into it.
-        artifacts = _stage(template, f"{env}-artifacts")["Actions"]
-        assert any(a["ActionTypeId"]["Provider"] == "CloudFormation" for a in artifacts)
+        # The model is built and published in the stage before, after the artifact stack (its bucket) deployed.
+        artifacts = {a["Name"]: a for a in _stage(template, f"{env}-artifacts")["Actions"]}
+        stack_deploys = [a["RunOrder"] for a in artifacts.values() if a["ActionTypeId"]["Provider"] == "CloudFormation"]
+        assert (
+            stack_deploys
+            and max(stack_deploys) < artifacts["Preflight"]["RunOrder"] < artifacts["ModelBuild"]["RunOrder"]
+        )
 
 
 def test_synth_step_installs_only_the_deploy_set_and_synthesizes_in_the_venv(piped):
@@ -184,7 +188,7 @@ def test_the_connection_source_may_use_the_connection_under_both_service_prefixe
 def test_model_build_step_builds_and_publishes_each_endpoint_with_the_configured_compute(piped):
     _, _, template, _ = piped
     for env, account in (("dev", DEV), ("prod", PROD)):
-        project = _project_for(template, f"{env}-endpoints", "ModelBuild")
+        project = _project_for(template, f"{env}-artifacts", "ModelBuild")
         environment = project["Properties"]["Environment"]
         assert environment["ComputeType"] == "BUILD_GENERAL1_2XLARGE"  # pipeline.build.compute: X2_LARGE
         assert environment["Type"] == "LINUX_CONTAINER" and environment.get("PrivilegedMode") is not True
@@ -216,8 +220,11 @@ def test_smoke_step_per_endpoint_runs_model_build_smoke(piped):
 def test_build_and_smoke_codebuild_roles_may_only_assume_their_target_role(piped):
     _, _, template, _ = piped
     for env, account in (("dev", DEV), ("prod", PROD)):
-        for action, target in (("ModelBuild", "model-publisher"), ("Smoke-gptj-fastload", "gptj-fastload-smoke")):
-            role_lid = _project_role_lid(_project_for(template, f"{env}-endpoints", action))
+        for stage, action, target in (
+            ("artifacts", "ModelBuild", "model-publisher"),
+            ("endpoints", "Smoke-gptj-fastload", "gptj-fastload-smoke"),
+        ):
+            role_lid = _project_role_lid(_project_for(template, f"{env}-{stage}", action))
             statements = _role_statements(template, role_lid)
             own = [s for s in statements if "sts:AssumeRole" in json.dumps(s["Action"])]
             assert [(s["Action"], _flat(s["Resource"])) for s in own] == [
@@ -392,18 +399,18 @@ def test_gpu_build_uses_a_linux_gpu_image_and_its_compute(gpu_pipeline):
     from stacks.pipeline_stack import GPU_BUILD_IMAGE
 
     template = gpu_pipeline
-    environment = _project_for(template, "dev-endpoints", "ModelBuild")["Properties"]["Environment"]
+    environment = _project_for(template, "dev-artifacts", "ModelBuild")["Properties"]["Environment"]
     assert (environment["Type"], environment["ComputeType"]) == ("LINUX_GPU_CONTAINER", "BUILD_GENERAL1_SMALL")
     image = _flat(environment["Image"])
     assert image.startswith("763104351884.dkr.ecr.") and image.endswith(f"/pytorch-inference:{GPU_BUILD_IMAGE.gpu_tag}")
     assert (
-        "runtime-versions" not in _buildspec(_project_for(template, "dev-endpoints", "ModelBuild"))["phases"]["install"]
+        "runtime-versions" not in _buildspec(_project_for(template, "dev-artifacts", "ModelBuild"))["phases"]["install"]
     )
 
     # The token: read by CodeBuild at build start, never in the template; the project role may read that secret.
     [variable] = [v for v in environment["EnvironmentVariables"] if v["Name"] == "HF_TOKEN"]
     assert variable == {"Name": "HF_TOKEN", "Type": "SECRETS_MANAGER", "Value": "hf/read-token:token"}
-    role_lid = _project_for(template, "dev-endpoints", "ModelBuild")["Properties"]["ServiceRole"]["Fn::GetAtt"][0]
+    role_lid = _project_for(template, "dev-artifacts", "ModelBuild")["Properties"]["ServiceRole"]["Fn::GetAtt"][0]
     reads = [
         s for s in _role_statements(template, role_lid) if "secretsmanager:GetSecretValue" in json.dumps(s["Action"])
     ]

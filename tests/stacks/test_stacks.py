@@ -102,10 +102,27 @@ def test_retain_flag_decides_what_destroy_keeps(dev, prod, local):
     ):
         buckets = synthesized.resources(stack, "AWS::S3::Bucket")
         assert {b["DeletionPolicy"] for b in buckets} == {policy}
-    # Clean delete on AWS empties buckets with CDK's auto-delete resource; the emulator cannot run it.
+    # Clean delete empties buckets with CDK's auto-delete resource, on the emulator too (it runs the Lambda); its log
+    # group is the stack's, so destroy leaves none behind.
     assert dev.resources("llm-endpoints-dev-artifacts", "Custom::S3AutoDeleteObjects")
     assert not prod.resources("llm-endpoints-prod-artifacts", "Custom::S3AutoDeleteObjects")
-    assert not local.resources("llm-endpoints-local-artifacts", "Custom::S3AutoDeleteObjects")
+    assert local.resources("llm-endpoints-local-artifacts", "Custom::S3AutoDeleteObjects")
+    for synthesized, stack in ((dev, "llm-endpoints-dev-artifacts"), (local, "llm-endpoints-local-artifacts")):
+        resources = synthesized.templates[stack]["Resources"]
+        [handler] = [
+            k
+            for k, r in resources.items()
+            if k.startswith("CustomS3AutoDeleteObjectsCustomResourceProvider") and r["Type"] == "AWS::Lambda::Function"
+        ]
+        [group] = [
+            k
+            for k, r in resources.items()
+            if r["Type"] == "AWS::Logs::LogGroup"
+            and r["Properties"].get("LogGroupName") == {"Fn::Join": ["", ["/aws/lambda/", {"Ref": handler}]]}
+        ]
+        for lid, r in resources.items():
+            if r["Type"] == "Custom::S3AutoDeleteObjects":
+                assert group in r["DependsOn"], lid  # the group exists before the function first writes to it
 
 
 def test_model_reads_uncompressed_prefix_named_by_content_hash(local):
@@ -342,7 +359,14 @@ def test_changed_artifact_changes_only_model_data(synth, local, tmp_path_factory
     assert before.keys() == after.keys()  # stable logical ids
     differing = sorted(k for k in before if before[k] != after[k])
     # The execution role's policy stays: it reads every artifact of the endpoint (the old fleet keeps its access).
-    assert [before[k]["Type"] for k in differing] == ["AWS::SageMaker::Model"]
+    # Besides the Model: the artifact check reads the new manifest (its resource, its function's description and
+    # read grant), and the smoke check runs again on the new artifact (its ArtifactHash).
+    assert {k: before[k]["Type"] for k in differing if not k.startswith(("ArtifactCheck", "SmokeCheck"))} == {
+        k: "AWS::SageMaker::Model" for k in differing if k.startswith("LlmEndpointModel")
+    }
+    assert any(before[k]["Type"] == "AWS::SageMaker::Model" for k in differing)
+    [smoke_check] = [k for k in differing if k.startswith("SmokeCheck")]
+    assert after[smoke_check]["Properties"]["ArtifactHash"] == "cd" * 32
 
 
 def test_unbuilt_artifact_warns_and_is_refused_without_the_flag(dev, synth, tmp_path):
@@ -470,8 +494,8 @@ def test_routing_invoke_concurrency_and_per_copy_scaling_target(synth, tmp_path)
     functions = s.resources(stack, "AWS::Lambda::Function")
     [invoke] = [f for f in functions if "Validates a generation request" in f["Properties"]["Description"]]
     assert invoke["Properties"]["ReservedConcurrentExecutions"] == 8
-    others = [f for f in functions if f is not invoke]  # the smoke test and the artifact check
-    assert len(others) == 2 and not [f for f in others if "ReservedConcurrentExecutions" in f["Properties"]]
+    others = [f for f in functions if f is not invoke]  # the smoke test, the smoke check and the artifact check
+    assert len(others) == 3 and not [f for f in others if "ReservedConcurrentExecutions" in f["Properties"]]
 
 
 def test_default_routing_is_sagemakers_random(dev):
