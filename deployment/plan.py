@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import request_contract
 from artifact.manifest import MANIFEST_NAME, Manifest, ManifestError
 from chat_contract import ChatFeatures
 from endpoint_config import (
@@ -42,6 +43,7 @@ from endpoint_config.operations import (
 from endpoint_config.schema import for_pool
 from endpoint_config.security import network_isolation
 from endpoint_config.slo import ManagedBenchmark, managed_benchmark, results_prefix
+from endpoint_runtime import bodies
 from facts.instances import InstanceType
 from facts.models import model_facts
 from systems import ServingSystem
@@ -535,14 +537,31 @@ class EndpointPlan:
     def engine_context_length(self) -> int | None:
         """For an engine's own OpenAI server (ChatCapability.engine_server), the longest sequence it serves: its
         max_model_len option, else the model's max_position_embeddings (config.json); None when unknown or when
-        the container is not an engine's server. The front doors cap max_tokens at it (endpoint_runtime/bodies.py
-        front_door_environment)."""
+        the container is not an engine's server. The front doors cap max_tokens at it (front_door_environment)."""
         if not self.system.chat.engine_server:
             return None
         context = self.system.profile(self.spec, self.engine).max_model_len if self.system.profile is not None else None
         if context is None:
             context = self.model_positions
         return context
+
+    @property
+    def front_door_environment(self) -> dict[str, str]:
+        """What the invoke and stream functions need (the stack sets it): the request limits the container applies
+        (request_contract.LIMIT_ENV in its environment) or, for an engine's own OpenAI server, its context length's;
+        the endpoint's chat features (chat_contract.CHAT_ENV); and the body a prompt travels in with its reasoning
+        field (endpoint_runtime/bodies.py reads them back)."""
+        container = self.system.environment(self.spec, self.engine)
+        limits = {k: v for k, v in container.items() if k in request_contract.LIMIT_ENV}
+        if self.system.chat.engine_server:
+            high = 1_000_000  # request_contract.limits()'s highest MAX_NEW_TOKENS
+            limits[request_contract.ENV_MAX_NEW_TOKENS] = str(min(self.engine_context_length or high, high))
+            limits[request_contract.ENV_MAX_INPUT_CHARS] = str(bodies.ENGINE_MAX_INPUT_CHARS)
+        return {
+            **limits,
+            **self.chat_features.environment(),
+            **bodies.environment(self.prompt_body, self.system.bodies.reasoning_field),
+        }
 
     @property
     def copy_range(self) -> tuple[int, int]:

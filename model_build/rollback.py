@@ -18,9 +18,12 @@ import json
 import shlex
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from model_build.clean import CleanError, in_use
+
+if TYPE_CHECKING:
+    from deployment import EndpointPlan
 
 # What `cdk deploy` acknowledges for these stacks (IAM roles with names, no macros today): the rollback update
 # needs the same (UpdateStack Capabilities, botocore's cloudformation service model).
@@ -52,7 +55,7 @@ class Snapshot:
         return ", ".join(h[:12] for h in self.hashes) or "its previous artifact (not read)"
 
 
-def take_snapshot(session: Any, plan: Any) -> Snapshot | None:
+def take_snapshot(session: Any, plan: EndpointPlan) -> Snapshot | None:
     """The stack of `plan` (deployment.EndpointPlan) as it is now; None when there is nothing to go back to (no stack
     yet, or a first create that rolled back). RollbackError when the stack is in an unsettled status: a deploy over
     it would have no known state to return to."""

@@ -10,7 +10,6 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from deployment import EndpointPlan
-from endpoint_runtime import bodies
 
 from .adapters import AdapterComponents
 from .async_inference import AsyncInference, AsyncKeys
@@ -364,7 +363,7 @@ class LlmEndpoint(Construct):
         """The request limits the container enforces (request_contract.limits()), for a front door that refuses what
         the model would: the same values, or neither sets them and both use the contract's defaults; and the
         endpoint's chat features (chat_contract.CHAT_ENV, none without a chat: block)."""
-        return bodies.front_door_environment(self.plan)
+        return self.plan.front_door_environment
 
     @property
     def target_environment(self) -> dict[str, str]:

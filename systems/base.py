@@ -60,7 +60,8 @@ class ChatCapability(Capability, Generic[E]):
       native engines parse them only with a tool-call parser configured; our handlers always read the hermes format).
     engine_server: the engine's own OpenAI server answers (vLLM, SGLang): it takes the OpenAI fields the engines
       add (chat_contract.ENGINE_REQUEST_KEYS), and it bounds max_tokens and the prompt by its context length, so the
-      front doors add no max_tokens and cap at the engine's max_model_len (endpoint_runtime/bodies.py front_door_environment)."""
+      front doors add no max_tokens and cap at the engine's max_model_len (deployment/plan.py
+      EndpointPlan.front_door_environment)."""
 
     route: Literal["native", "handler"] | None = None
     constrained_decoding: bool = False

@@ -25,7 +25,7 @@ import yaml
 from helpers import serve_in_thread
 from test_client_bodies import ContainerRuntime
 
-from endpoint_runtime import bodies, invoke
+from endpoint_runtime import invoke
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "config" / "examples"
 WEATHER = {
@@ -127,7 +127,7 @@ def _door_environment(plan: Any, monkeypatch: pytest.MonkeyPatch) -> None:
 
     for key in (*CHAT_ENV, *LIMIT_ENV, "PROMPT_BODY", "REASONING_FIELD"):
         monkeypatch.delenv(key, raising=False)
-    env = {"ENDPOINT_NAME": plan.endpoint_name, **bodies.front_door_environment(plan)}
+    env = {"ENDPOINT_NAME": plan.endpoint_name, **plan.front_door_environment}
     for key, value in env.items():
         monkeypatch.setenv(key, value)
 
@@ -176,7 +176,7 @@ def test_the_engines_limits_apply_not_the_contracts(vllm_door):
         model=plan.endpoint_name, max_tokens=4096, messages=[{"role": "user", "content": "x " * 10_000}]
     )
     assert engine.seen[-1]["max_tokens"] == 4096
-    context = int(bodies.front_door_environment(plan)["MAX_NEW_TOKENS"])
+    context = int(plan.front_door_environment["MAX_NEW_TOKENS"])
     assert context == plan.engine.max_model_len
     with pytest.raises(openai.BadRequestError, match=f"between 1 and {context}"):
         client.chat.completions.create(
