@@ -31,7 +31,7 @@ from endpoint_config.hosting import (
     component_name,
     copy_range,
 )
-from endpoint_config.invocation import async_location_uris
+from endpoint_config.invocation import INPUT_RETENTION_DAYS, async_location_uris, async_prefixes
 from endpoint_config.operations import (
     AlarmsSpec,
     Rolling,
@@ -42,7 +42,7 @@ from endpoint_config.operations import (
 )
 from endpoint_config.schema import for_pool
 from endpoint_config.security import network_isolation
-from endpoint_config.slo import ManagedBenchmark, managed_benchmark, results_prefix
+from endpoint_config.slo import ManagedBenchmark, benchmark_role_name, managed_benchmark, results_prefix
 from endpoint_runtime import bodies
 from facts.instances import InstanceType
 from facts.models import model_facts
@@ -597,6 +597,27 @@ class EndpointPlan:
             streaming=self.system.streaming.supported,
             model=self.spec.model,
         )
+
+    @property
+    def benchmark_role_name(self) -> str:
+        """The fixed name of the role SageMaker assumes for the managed benchmark (endpoint_config.slo
+        benchmark_role_name: <project>-<env>-<endpoint>-benchmark, cut to IAM's 64 characters)."""
+        return benchmark_role_name(self.project, self.environment_name, self.name)
+
+    @property
+    def async_expiry(self) -> tuple[tuple[str, str, int], ...]:
+        """An asynchronous endpoint's expiring folders of the artifact bucket, each (what, key prefix ending in "/",
+        days): its request payloads after INPUT_RETENTION_DAYS, its answers and failures after
+        invocation.result_retention_days when set; () for a real-time endpoint. The trailing "/" keeps another
+        endpoint whose name starts the same out."""
+        if not self.is_async:
+            return ()
+        prefixes = async_prefixes(self.endpoint_name)
+        expiry = [("input", f"{prefixes['input']}/", INPUT_RETENTION_DAYS)]
+        days = self.spec.invocation.result_retention_days
+        if days is not None:
+            expiry += [(key, f"{prefixes[key]}/", days) for key in ("output", "failure")]
+        return tuple(expiry)
 
     @property
     def instance_range(self) -> tuple[int, int]:

@@ -43,8 +43,6 @@ def job_name(plan: EndpointPlan, now: datetime | None = None) -> str:
 
 def benchmark_request(plan: EndpointPlan, *, account: str, region: str, partition: str, name: str) -> dict[str, Any]:
     """The CreateAIBenchmarkJob parameters for one endpoint of a resolved config."""
-    from endpoint_config.slo import AI_WORKLOAD_CONFIG_REGIONS, benchmark_role_name
-
     managed = plan.managed_benchmark
     if managed is None:
         raise BuildError(
@@ -52,16 +50,16 @@ def benchmark_request(plan: EndpointPlan, *, account: str, region: str, partitio
             "the endpoint stack, which creates its AIWorkloadConfig and role)"
         )
     plan.deployable_artifact()  # ConfigError without one: results land under the artifact's hash
-    if region not in AI_WORKLOAD_CONFIG_REGIONS:
+    if region not in managed.offered_regions:
         raise BuildError(
             f"region {region}: SageMaker's AIWorkloadConfig is not offered there; regions with it: "
-            f"{', '.join(AI_WORKLOAD_CONFIG_REGIONS)}"
+            f"{', '.join(managed.offered_regions)}"
         )
     endpoint: dict[str, Any] = {"Identifier": plan.endpoint_name}
     if plan.component_name is not None:
         endpoint["InferenceComponents"] = [{"Identifier": plan.component_name}]
     bucket = plan.artifact_bucket(account, region)
-    role = benchmark_role_name(plan.project, plan.environment_name, plan.name)
+    role = plan.benchmark_role_name
     return {
         "AIBenchmarkJobName": name,
         "BenchmarkTarget": {"Endpoint": endpoint},

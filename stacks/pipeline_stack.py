@@ -20,8 +20,8 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
-from deployment import EnvironmentPlan, check_pipeline, load_all_environments
-from deployment.config_blocks import ConfigError, PipelineSpec
+from deployment import ConfigError, EnvironmentPlan, check_pipeline, load_all_environments
+from deployment.config_blocks import PipelineSpec
 from systems.base import docker_hub_bases
 from systems.images import ImagePin
 
