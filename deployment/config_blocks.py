@@ -13,7 +13,7 @@ from endpoint_config import Autoscaling
 from endpoint_config.chat import OpenAIRouteSpec
 from endpoint_config.engine_metrics import EngineAlarm, EngineMetrics
 from endpoint_config.hosting import CopyScaling
-from endpoint_config.invocation import Invocation, async_location_uris, split_s3_path
+from endpoint_config.invocation import Invocation
 from endpoint_config.operations import (
     MAX_ROLLBACK_ALARMS,
     AlarmsSpec,
@@ -47,6 +47,4 @@ __all__ = [
     "Rolling",
     "Routing",
     "StreamingSpec",
-    "async_location_uris",
-    "split_s3_path",
 ]

@@ -31,7 +31,7 @@ from endpoint_config.hosting import (
     component_name,
     copy_range,
 )
-from endpoint_config.invocation import INPUT_RETENTION_DAYS, async_location_uris, async_prefixes
+from endpoint_config.invocation import INPUT_RETENTION_DAYS, async_location_uris, async_prefixes, split_s3_path
 from endpoint_config.operations import (
     AlarmsSpec,
     Rolling,
@@ -484,6 +484,11 @@ class EndpointPlan:
         if not self.is_async:
             return None
         return async_location_uris(self.spec.invocation, endpoint_name=self.endpoint_name, artifact_bucket=bucket)
+
+    def async_folders(self, bucket: str) -> dict[str, tuple[str, str]] | None:
+        """async_locations as (bucket, key prefix) pairs, the form the stack grants and configures (None: real-time)."""
+        uris = self.async_locations(bucket)
+        return None if uris is None else {key: split_s3_path(uri) for key, uri in uris.items()}
 
     @property
     def smoke(self) -> SmokeSettings:

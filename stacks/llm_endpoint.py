@@ -147,7 +147,8 @@ class LlmEndpoint(Construct):
 
     def _async_inference(self, artifact_bucket: str, security: EndpointSecurity | None) -> AsyncInference | None:
         """invocation.mode async: AsyncInferenceConfig, its S3 folders and topics, the role's grants."""
-        if not self.plan.is_async:
+        folders = self.plan.async_folders(artifact_bucket)
+        if folders is None:
             return None
         return AsyncInference(
             self,
@@ -155,6 +156,7 @@ class LlmEndpoint(Construct):
             endpoint_name=self.plan.endpoint_name,
             invocation=self.plan.invocation,
             artifact_bucket=artifact_bucket,
+            folders=folders,
             execution_role=self.role,
             keys=AsyncKeys(security.bucket_key, security.async_output_key) if security else AsyncKeys(),
         )
