@@ -18,7 +18,7 @@ import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import yaml
@@ -26,6 +26,9 @@ from helpers import serve_in_thread
 from test_client_bodies import ContainerRuntime
 
 from endpoint_runtime import invoke
+
+if TYPE_CHECKING:
+    from deployment import EndpointPlan
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "config" / "examples"
 WEATHER = {
@@ -120,7 +123,7 @@ def _plan(tmp_path: Path, example: str) -> Any:
     return load_config(path, "dev", build_root=tmp_path / "no-build").plans[0]
 
 
-def _door_environment(plan: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def _door_environment(plan: EndpointPlan, monkeypatch: pytest.MonkeyPatch) -> None:
     """What the stack gives the invoke function (stacks/llm_endpoint.py request_limits)."""
     from chat_contract import CHAT_ENV
     from request_contract import LIMIT_ENV
