@@ -22,7 +22,6 @@ from endpoint_config.operations import (
     Rolling,
     UpdatePolicySpec,
 )
-from endpoint_config.pools import RESERVATIONS_ONLY
 from endpoint_config.routing import Routing
 from endpoint_config.schema import LOG_RETENTION, PipelineSpec
 from endpoint_config.security import DataCapture
@@ -34,7 +33,6 @@ __all__ = [
     "AutoRollback",
     "BlueGreen",
     "UpdatePolicySpec",
-    "RESERVATIONS_ONLY",
     "LOG_RETENTION",
     "Autoscaling",
     "CopyScaling",

@@ -351,6 +351,7 @@ class LlmEndpoint(Construct):
             pools=pools,
             provision_timeout_s=capacity.provision_timeout_s if capacity is not None else None,
             reservation_arn=capacity.reservation_arn if capacity is not None else None,
+            reservation_preference=capacity.reservation_preference if capacity is not None else None,
         )
 
     @property
