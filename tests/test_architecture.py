@@ -14,7 +14,8 @@ folder, and each top-level module) must be in the table.
     lambda/*                             each function's handler: endpoint_runtime (+ the contracts) or nothing
     systems                              the serving systems' registry: config schema + facts + artifact
     tools                                the engine-table generator (reads systems/)
-    deployment                           where config and systems meet: load a config, plan each endpoint
+    deployment                           where config and systems meet: load a config, plan each endpoint (and
+                                         what the front doors read, in endpoint_runtime's and the contracts' names)
     local_runtime                        the local SageMaker runtime: the container-contract server, and the systems'
                                          local containers (real engines) it forwards to
     load_testing                         the load test, the SLO gate and the managed benchmark
