@@ -6,7 +6,10 @@ boto3 is imported when a function runs: the CDK app and the CLI's error paths im
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from deployment import EnvironmentPlan
 
 
 class AccountError(Exception):
@@ -32,7 +35,7 @@ def caller_account(session: Any, region: str | None = None) -> str:
         raise AccountError(f"cannot resolve the AWS account (sts get-caller-identity): {err}") from None
 
 
-def account_mismatch(environment_plan: Any, account: str) -> str | None:
+def account_mismatch(environment_plan: EnvironmentPlan, account: str) -> str | None:
     """What is wrong when the environment names an account and the credentials are another one's, else None."""
     want = environment_plan.environment.account
     if not want or want == account:
@@ -43,7 +46,7 @@ def account_mismatch(environment_plan: Any, account: str) -> str | None:
     )
 
 
-def checked_account(environment_plan: Any, session: Any, region: str | None = None) -> str:
+def checked_account(environment_plan: EnvironmentPlan, session: Any, region: str | None = None) -> str:
     """The credentials' account, which must be the environment's when it names one. Raises AccountError."""
     account = caller_account(session, region)
     problem = account_mismatch(environment_plan, account)

@@ -2,21 +2,18 @@
 door from endpoint_config/ to stacks/ and app.py (tests/test_architecture.py: stacks read the plan, not config
 modules). A stack takes these as the types of the plan's fields (`plan.streaming` is a StreamingSpec, ...) or
 as the constants a resource is sized by; a new name a stack needs is added here, not imported from endpoint_config.
+What can be derived before the stack (a role name, an expiry, an API's value for a config word) is a property of the
+plan or of the block instead (EndpointPlan.benchmark_role_name, .async_expiry, DataCapture.capture_modes,
+ManagedBenchmark.offered_regions), so this door narrows rather than grows.
 """
 
 from __future__ import annotations
 
-from endpoint_config import Autoscaling, ConfigError
+from endpoint_config import Autoscaling
 from endpoint_config.chat import OpenAIRouteSpec
 from endpoint_config.engine_metrics import EngineAlarm, EngineMetrics
 from endpoint_config.hosting import CopyScaling
-from endpoint_config.invocation import (
-    INPUT_RETENTION_DAYS,
-    Invocation,
-    async_location_uris,
-    async_prefixes,
-    split_s3_path,
-)
+from endpoint_config.invocation import Invocation
 from endpoint_config.operations import (
     MAX_ROLLBACK_ALARMS,
     AlarmsSpec,
@@ -25,11 +22,9 @@ from endpoint_config.operations import (
     Rolling,
     UpdatePolicySpec,
 )
-from endpoint_config.pools import RESERVATIONS_ONLY
 from endpoint_config.routing import Routing
 from endpoint_config.schema import LOG_RETENTION, PipelineSpec
-from endpoint_config.security import CAPTURE_MODES, DataCapture
-from endpoint_config.slo import AI_WORKLOAD_CONFIG_REGIONS, benchmark_role_name
+from endpoint_config.security import DataCapture
 from endpoint_config.streaming import StreamingSpec
 
 __all__ = [
@@ -38,13 +33,8 @@ __all__ = [
     "AutoRollback",
     "BlueGreen",
     "UpdatePolicySpec",
-    "RESERVATIONS_ONLY",
-    "AI_WORKLOAD_CONFIG_REGIONS",
-    "CAPTURE_MODES",
-    "INPUT_RETENTION_DAYS",
     "LOG_RETENTION",
     "Autoscaling",
-    "ConfigError",
     "CopyScaling",
     "DataCapture",
     "EngineAlarm",
@@ -55,8 +45,4 @@ __all__ = [
     "Rolling",
     "Routing",
     "StreamingSpec",
-    "async_location_uris",
-    "async_prefixes",
-    "benchmark_role_name",
-    "split_s3_path",
 ]

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import request_contract
 from artifact.manifest import MANIFEST_NAME, Manifest, ManifestError
 from chat_contract import ChatFeatures
 from endpoint_config import (
@@ -30,7 +31,7 @@ from endpoint_config.hosting import (
     component_name,
     copy_range,
 )
-from endpoint_config.invocation import async_location_uris
+from endpoint_config.invocation import INPUT_RETENTION_DAYS, async_location_uris, async_prefixes, split_s3_path
 from endpoint_config.operations import (
     AlarmsSpec,
     Rolling,
@@ -41,7 +42,8 @@ from endpoint_config.operations import (
 )
 from endpoint_config.schema import for_pool
 from endpoint_config.security import network_isolation
-from endpoint_config.slo import ManagedBenchmark, managed_benchmark, results_prefix
+from endpoint_config.slo import ManagedBenchmark, benchmark_role_name, managed_benchmark, results_prefix
+from endpoint_runtime import bodies
 from facts.instances import InstanceType
 from facts.models import model_facts
 from systems import ServingSystem
@@ -483,6 +485,11 @@ class EndpointPlan:
             return None
         return async_location_uris(self.spec.invocation, endpoint_name=self.endpoint_name, artifact_bucket=bucket)
 
+    def async_folders(self, bucket: str) -> dict[str, tuple[str, str]] | None:
+        """async_locations as (bucket, key prefix) pairs, the form the stack grants and configures (None: real-time)."""
+        uris = self.async_locations(bucket)
+        return None if uris is None else {key: split_s3_path(uri) for key, uri in uris.items()}
+
     @property
     def smoke(self) -> SmokeSettings:
         smoke = self.spec.smoke_test
@@ -535,14 +542,31 @@ class EndpointPlan:
     def engine_context_length(self) -> int | None:
         """For an engine's own OpenAI server (ChatCapability.engine_server), the longest sequence it serves: its
         max_model_len option, else the model's max_position_embeddings (config.json); None when unknown or when
-        the container is not an engine's server. The front doors cap max_tokens at it (endpoint_runtime/bodies.py
-        front_door_environment)."""
+        the container is not an engine's server. The front doors cap max_tokens at it (front_door_environment)."""
         if not self.system.chat.engine_server:
             return None
         context = self.system.profile(self.spec, self.engine).max_model_len if self.system.profile is not None else None
         if context is None:
             context = self.model_positions
         return context
+
+    @property
+    def front_door_environment(self) -> dict[str, str]:
+        """What the invoke and stream functions need (the stack sets it): the request limits the container applies
+        (request_contract.LIMIT_ENV in its environment) or, for an engine's own OpenAI server, its context length's;
+        the endpoint's chat features (chat_contract.CHAT_ENV); and the body a prompt travels in with its reasoning
+        field (endpoint_runtime/bodies.py reads them back)."""
+        container = self.system.environment(self.spec, self.engine)
+        limits = {k: v for k, v in container.items() if k in request_contract.LIMIT_ENV}
+        if self.system.chat.engine_server:
+            high = 1_000_000  # request_contract.limits()'s highest MAX_NEW_TOKENS
+            limits[request_contract.ENV_MAX_NEW_TOKENS] = str(min(self.engine_context_length or high, high))
+            limits[request_contract.ENV_MAX_INPUT_CHARS] = str(bodies.ENGINE_MAX_INPUT_CHARS)
+        return {
+            **limits,
+            **self.chat_features.environment(),
+            **bodies.environment(self.prompt_body, self.system.bodies.reasoning_field),
+        }
 
     @property
     def copy_range(self) -> tuple[int, int]:
@@ -578,6 +602,27 @@ class EndpointPlan:
             streaming=self.system.streaming.supported,
             model=self.spec.model,
         )
+
+    @property
+    def benchmark_role_name(self) -> str:
+        """The fixed name of the role SageMaker assumes for the managed benchmark (endpoint_config.slo
+        benchmark_role_name: <project>-<env>-<endpoint>-benchmark, cut to IAM's 64 characters)."""
+        return benchmark_role_name(self.project, self.environment_name, self.name)
+
+    @property
+    def async_expiry(self) -> tuple[tuple[str, str, int], ...]:
+        """An asynchronous endpoint's expiring folders of the artifact bucket, each (what, key prefix ending in "/",
+        days): its request payloads after INPUT_RETENTION_DAYS, its answers and failures after
+        invocation.result_retention_days when set; () for a real-time endpoint. The trailing "/" keeps another
+        endpoint whose name starts the same out."""
+        if not self.is_async:
+            return ()
+        prefixes = async_prefixes(self.endpoint_name)
+        expiry = [("input", f"{prefixes['input']}/", INPUT_RETENTION_DAYS)]
+        days = self.spec.invocation.result_retention_days
+        if days is not None:
+            expiry += [(key, f"{prefixes[key]}/", days) for key in ("output", "failure")]
+        return tuple(expiry)
 
     @property
     def instance_range(self) -> tuple[int, int]:

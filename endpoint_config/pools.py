@@ -67,6 +67,11 @@ class Capacity(Strict):
     # endpoint's peak (its largest fleet plus what an update adds) must fit (engines review E3).
     reserved_instances: int | None = Field(None, ge=1, le=1000)
 
+    @property
+    def reservation_preference(self) -> str | None:
+        """CapacityReservationPreference with a reservation: RESERVATIONS_ONLY, the one SageMaker documents."""
+        return RESERVATIONS_ONLY if self.reservation_arn is not None else None
+
 
 def pool_problems(ep: EndpointSpec) -> list[str]:
     """The rules of the pools as a whole (each pool's own instance rules are the primary's: schema.endpoint_problems

@@ -108,14 +108,20 @@ def routing_problems(ep: EndpointSpec) -> list[str]:
             "(SageMaker documents it for InvokeEndpoint and InvokeEndpointWithResponseStream, not for "
             "InvokeEndpointAsync); with invocation.mode: async use routing random or least-outstanding-requests"
         )
-    if ep.engine.get("enable_prefix_caching") is False:
-        # Routing by prefix pays only where the engine keeps the prefix's KV cache between requests.
-        problems.append(
-            f"endpoint {ep.name!r}: routing.strategy: value 'prefix-aware' sends requests sharing a prefix to one "
-            "instance so that its engine reuses the prefix's KV cache, which engine.enable_prefix_caching: false "
-            "turns off; remove enable_prefix_caching: false or use routing least-outstanding-requests"
-        )
     return problems
+
+
+def prefix_cache_problems(ep: EndpointSpec, keeps_prefix_cache: bool | None) -> list[str]:
+    """Prefix-aware routing against the engine's prefix cache as its parsed options set it (EngineOptions
+    .keeps_prefix_cache; run with the system's rules, systems/checks.py, where the options are parsed)."""
+    if ep.routing.strategy != PREFIX_AWARE or keeps_prefix_cache is not False:
+        return []
+    # Routing by prefix pays only where the engine keeps the prefix's KV cache between requests.
+    return [
+        f"endpoint {ep.name!r}: routing.strategy: value 'prefix-aware' sends requests sharing a prefix to one "
+        "instance so that its engine reuses the prefix's KV cache, which engine.enable_prefix_caching: false "
+        "turns off; remove enable_prefix_caching: false or use routing least-outstanding-requests"
+    ]
 
 
 __all__ = [
@@ -125,5 +131,6 @@ __all__ = [
     "PREFIX_LENGTH_BOUNDS",
     "ROUTING_STRATEGIES",
     "Routing",
+    "prefix_cache_problems",
     "routing_problems",
 ]

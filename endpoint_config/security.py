@@ -80,6 +80,11 @@ class DataCapture(Strict):
             )
         return self
 
+    @property
+    def capture_modes(self) -> tuple[str, ...]:
+        """`capture` as CaptureOption.CaptureMode values (Input, Output: CAPTURE_MODES)."""
+        return tuple(CAPTURE_MODES[mode] for mode in self.capture)
+
     def destination_parts(self, default_bucket: str, endpoint: str) -> tuple[str, str]:
         """(bucket, key prefix ending in '/') of where captures go."""
         if self.destination is None:

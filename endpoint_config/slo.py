@@ -247,6 +247,11 @@ class ManagedBenchmark:
     def inline(self) -> str:
         return json.dumps(self.document, sort_keys=True)
 
+    @property
+    def offered_regions(self) -> tuple[str, ...]:
+        """The regions that offer AWS::SageMaker::AIWorkloadConfig (AI_WORKLOAD_CONFIG_REGIONS)."""
+        return AI_WORKLOAD_CONFIG_REGIONS
+
 
 def managed_benchmark(slo: Slo | None, *, endpoint_name: str, streaming: bool, model: str) -> ManagedBenchmark | None:
     """The endpoint's managed benchmark when its `slo:` asks for one (`managed_benchmark: true`), else None."""

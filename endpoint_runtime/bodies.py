@@ -56,24 +56,6 @@ def environment(kind: str, reasoning_field: str | None) -> dict[str, str]:
 ENGINE_MAX_INPUT_CHARS = 6 * 1024 * 1024
 
 
-def front_door_environment(plan: Any) -> dict[str, str]:
-    """What the invoke and stream functions of a deployment.EndpointPlan need (the stack sets it): the request
-    limits the container applies (request_contract.LIMIT_ENV in its environment) or, for an engine's own OpenAI
-    server, its context length's; the endpoint's chat features (chat_contract.CHAT_ENV); and the body a prompt
-    travels in with its reasoning field."""
-    container = plan.system.environment(plan.spec, plan.engine)
-    limits = {k: v for k, v in container.items() if k in request_contract.LIMIT_ENV}
-    if plan.system.chat.engine_server:
-        high = 1_000_000  # request_contract.limits()'s highest MAX_NEW_TOKENS
-        limits[request_contract.ENV_MAX_NEW_TOKENS] = str(min(plan.engine_context_length or high, high))
-        limits[request_contract.ENV_MAX_INPUT_CHARS] = str(ENGINE_MAX_INPUT_CHARS)
-    return {
-        **limits,
-        **plan.chat_features.environment(),
-        **environment(plan.prompt_body, plan.system.bodies.reasoning_field),
-    }
-
-
 def kind_of(body: Any) -> str | None:
     """Which kind a body is (None: none of them): "messages" is chat, "prompt" a completion, "inputs" generation."""
     if not isinstance(body, dict):
@@ -200,7 +182,6 @@ __all__ = [
     "REASONING_FIELD_ENV",
     "chunk_text",
     "environment",
-    "front_door_environment",
     "generation_outputs",
     "kind_of",
     "prompt_body",

@@ -23,25 +23,26 @@ import time
 from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from artifact import BuildError
+
+if TYPE_CHECKING:
+    from deployment import EndpointPlan, EnvironmentPlan
 
 JOB_PENDING = 3
 TERMINAL = {"Completed": 0, "Failed": 1, "Stopped": 1}
 POLL_S = 30.0
 
 
-def job_name(plan: Any, now: datetime | None = None) -> str:
+def job_name(plan: EndpointPlan, now: datetime | None = None) -> str:
     """<endpoint>-<12 hex of the artifact hash>-<UTC time>, at most 63 characters."""
     stamp = (now or datetime.now(timezone.utc)).strftime("%Y%m%d%H%M%S")
     return f"{plan.endpoint_name[:35].rstrip('-')}-{plan.artifact.content_hash[:12]}-{stamp}"
 
 
-def benchmark_request(plan: Any, *, account: str, region: str, partition: str, name: str) -> dict[str, Any]:
+def benchmark_request(plan: EndpointPlan, *, account: str, region: str, partition: str, name: str) -> dict[str, Any]:
     """The CreateAIBenchmarkJob parameters for one endpoint of a resolved config."""
-    from endpoint_config.slo import AI_WORKLOAD_CONFIG_REGIONS, benchmark_role_name
-
     managed = plan.managed_benchmark
     if managed is None:
         raise BuildError(
@@ -49,16 +50,16 @@ def benchmark_request(plan: Any, *, account: str, region: str, partition: str, n
             "the endpoint stack, which creates its AIWorkloadConfig and role)"
         )
     plan.deployable_artifact()  # ConfigError without one: results land under the artifact's hash
-    if region not in AI_WORKLOAD_CONFIG_REGIONS:
+    if region not in managed.offered_regions:
         raise BuildError(
             f"region {region}: SageMaker's AIWorkloadConfig is not offered there; regions with it: "
-            f"{', '.join(AI_WORKLOAD_CONFIG_REGIONS)}"
+            f"{', '.join(managed.offered_regions)}"
         )
     endpoint: dict[str, Any] = {"Identifier": plan.endpoint_name}
     if plan.component_name is not None:
         endpoint["InferenceComponents"] = [{"Identifier": plan.component_name}]
     bucket = plan.artifact_bucket(account, region)
-    role = benchmark_role_name(plan.project, plan.environment_name, plan.name)
+    role = plan.benchmark_role_name
     return {
         "AIBenchmarkJobName": name,
         "BenchmarkTarget": {"Endpoint": endpoint},
@@ -71,7 +72,12 @@ def benchmark_request(plan: Any, *, account: str, region: str, partition: str, n
 
 
 def start_benchmark(
-    environment_plan: Any, plan: Any, *, session: Any = None, wait_s: float = 0.0, echo: Callable[[str], None] = print
+    environment_plan: EnvironmentPlan,
+    plan: EndpointPlan,
+    *,
+    session: Any = None,
+    wait_s: float = 0.0,
+    echo: Callable[[str], None] = print,
 ) -> tuple[str, dict[str, Any]]:
     """Start the job; with `wait_s`, poll it until it ends or the time is up. Returns (its status, the last
     DescribeAIBenchmarkJob answer, or the request when not waiting)."""

@@ -21,9 +21,12 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from load_testing.report import evaluate_slo, save_result
+
+if TYPE_CHECKING:
+    from deployment import EndpointPlan, EnvironmentPlan
 
 EXIT_SLO_MISSED = 1
 EXIT_USER_ERROR = 2
@@ -170,12 +173,12 @@ def gate_workload(slo: Any, request_timeout_s: float | None = None) -> Any:
     )
 
 
-def gate_price(plan: Any) -> Any:
+def gate_price(plan: EndpointPlan) -> Any:
     """slo.usd_per_hour x the endpoint's instance_count (None: no price, no $ per million tokens)."""
     from load_testing.loadtest import Price
 
     slo = plan.slo
-    if slo.usd_per_hour is None:
+    if slo is None or slo.usd_per_hour is None:
         return Price(instance_count=plan.instance_count, instance_type=plan.instance_type)
     return Price(
         usd_per_hour=slo.usd_per_hour,
@@ -185,7 +188,7 @@ def gate_price(plan: Any) -> Any:
     )
 
 
-def gate_target(plan: Any, region: str | None, endpoint_url: str | None = None, session: Any = None) -> Any:
+def gate_target(plan: EndpointPlan, region: str | None, endpoint_url: str | None = None, session: Any = None) -> Any:
     """The load test's target for an endpoint's gate: sagemaker-runtime, streamed where the system streams, each
     prompt in the body the container takes, replies read with its reasoning field (the system's ContainerBodies)."""
     from load_testing.loadtest import SageMakerRuntimeTarget
@@ -203,8 +206,8 @@ def gate_target(plan: Any, region: str | None, endpoint_url: str | None = None, 
 
 
 def run_gate(
-    environment_plan: Any,
-    plan: Any,
+    environment_plan: EnvironmentPlan,
+    plan: EndpointPlan,
     *,
     session: Any = None,
     endpoint_url: str | None = None,

@@ -17,7 +17,10 @@ artifact where SageMaker mounts /opt/ml/model.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from deployment import EndpointPlan
 
 # What answers when a system has no local container here: local_runtime/serve.py runs the artifact's own
 # code/inference.py in-process under the SageMaker inference toolkit's handler contract, not the system's image.
@@ -42,7 +45,7 @@ def has_container_process(system: str) -> bool:
     return system == "vllm" or system in BYOC_SYSTEMS or system in WHY
 
 
-def local_container(plan: Any, artifact_dir: Path, workdir: Path) -> Any | None:
+def local_container(plan: EndpointPlan, artifact_dir: Path, workdir: Path) -> Any | None:
     """The container process for `plan` (not started), or None where the artifact's own handler serves."""
     from .stand_in import StandInContainer
 
@@ -66,7 +69,7 @@ def local_container(plan: Any, artifact_dir: Path, workdir: Path) -> Any | None:
     return StandInContainer(system, environment, artifact_dir, workdir)
 
 
-def container_host(plan: Any, artifact_dir: Path, workdir: Path, build_root: Path | None = None) -> Any | None:
+def container_host(plan: EndpointPlan, artifact_dir: Path, workdir: Path, build_root: Path | None = None) -> Any | None:
     """The host local_runtime/serve.py forwards to for `plan`: a started-on-load local container of its system, or
     None where the artifact's own handler serves (HANDLER_STAND_IN). The plan's LoRA adapters (built under
     `build_root`) are handed to the container once it is ready, as SageMaker hands adapter components over."""

@@ -9,13 +9,16 @@ from __future__ import annotations
 import shutil
 import tarfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from artifact.manifest import MANIFEST_NAME, Manifest, ManifestError
 from artifact.tarball import TarballError, pack_tarball
 
+if TYPE_CHECKING:
+    from deployment import EndpointPlan
 
-def extracted_adapters(plan: Any, build_root: Path, workdir: Path) -> dict[str, Path]:
+
+def extracted_adapters(plan: EndpointPlan, build_root: Path, workdir: Path) -> dict[str, Path]:
     """Adapter inference component -> the folder holding its extracted archive, for every adapter of `plan` (each must
     be built: model_build build). The archives are packed under workdir/archives/ and extracted under
     workdir/adapters/ (both replaced)."""

@@ -24,7 +24,7 @@ import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from artifact import BuildError
 from artifact.manifest import MANIFEST_NAME, write_manifest
@@ -38,6 +38,9 @@ from facts.model_files import (
     read_safetensors_header,
 )
 from systems.checks import rank_refusal
+
+if TYPE_CHECKING:
+    from deployment import EndpointPlan, EnvironmentPlan
 
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
 ADAPTER_PICKLE = "adapter_model.bin"
@@ -146,7 +149,7 @@ def read_adapter_source(source: Path, where: str) -> dict[str, Any]:
     return config
 
 
-def check_adapter_sources(plan: Any) -> None:
+def check_adapter_sources(plan: EndpointPlan) -> None:
     """Every adapter of `plan` read and checked before anything is built (read_adapter_source, and a local
     adapter's weights header), so a bad adapter fails `model_build build` before the endpoint's artifact is written."""
     for index, adapter in enumerate(plan.adapters):
@@ -205,7 +208,7 @@ def _source_files(source: Path, out: Path, where: str) -> None:
 
 
 def build_adapter(
-    plan: Any, adapter: Any, out_dir: Path, progress: bool = False, base_dir: Path | None = None
+    plan: EndpointPlan, adapter: Any, out_dir: Path, progress: bool = False, base_dir: Path | None = None
 ) -> dict[str, Any]:
     """Check adapter `adapter` (deployment.adapters.AdapterPlan) of endpoint `plan` against its base and its
     container's LoRA limits, and write its artifact into `out_dir` atomically. Raises BuildError naming what is wrong.
@@ -214,6 +217,8 @@ def build_adapter(
     index = next(i for i, a in enumerate(ep.adapters) if a.name == spec.name)
     where = f"endpoint {ep.name!r}: adapters[{index}] ({spec.name!r}, {spec.model!r})"
     sizing = plan.system.lora_sizing(ep, plan.engine)
+    if sizing is None:  # the config load refuses adapters on such a system; a build says so too
+        raise BuildError(f"{where}: system {ep.system!r} serves no LoRA adapters")
     source = resolve_model_source(spec.model, spec.revision, allow_patterns=SOURCE_PATTERNS)
 
     def fill(out: Path) -> dict[str, Any]:
@@ -324,7 +329,7 @@ def write_atomically(out_dir: Path, fill: Callable[[Path], dict[str, Any]]) -> d
         raise
 
 
-def build_adapters(plan: Any, build_root: Path, progress: bool = False) -> list[tuple[Any, dict[str, Any]]]:
+def build_adapters(plan: EndpointPlan, build_root: Path, progress: bool = False) -> list[tuple[Any, dict[str, Any]]]:
     """Build every adapter of `plan` into <build root>/<endpoint>.adapters/<adapter>/: [(AdapterPlan, manifest)]."""
     from deployment.adapters import adapter_build_dir
 
@@ -337,7 +342,12 @@ def build_adapters(plan: Any, build_root: Path, progress: bool = False) -> list[
 
 
 def publish_adapters(
-    environment_plan: Any, plan: Any, build_root: Path, *, session: Any = None, progress: bool | None = None
+    environment_plan: EnvironmentPlan,
+    plan: EndpointPlan,
+    build_root: Path,
+    *,
+    session: Any = None,
+    progress: bool | None = None,
 ) -> list[Any]:
     """Publish every adapter of `plan` from its local build as model.tar.gz under its own content hash
     (models/<endpoint>/adapters/<adapter>/<hash>/; publish.publish_artifact: manifest.json last, unchanged archives

@@ -23,7 +23,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from deployment import EndpointPlan, EnvironmentPlan
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -216,7 +219,7 @@ def _component_models(sm: Any, endpoint_name: str) -> set[str]:
 
 
 def plan(
-    environment_plan: Any,
+    environment_plan: EnvironmentPlan,
     session: Any,
     bucket: str,
     endpoints: list[str] | None = None,
@@ -239,9 +242,9 @@ def plan(
             continue
         cleanup = EndpointCleanup(spec.name)
         built = endpoint_plan.artifact.content_hash if endpoint_plan.artifact.source == "manifest" else None
-        reasons = {
-            "pinned": {spec.artifact_hash} - {None},
-            "built": {built} - {None},
+        reasons: dict[str, set[str]] = {
+            "pinned": {spec.artifact_hash} if spec.artifact_hash is not None else set(),
+            "built": {built} if built is not None else set(),
         }
         running = running_of[spec.name] = in_use(session, endpoint_plan.endpoint_name, spec.name)
         reasons["deployed"] = running.hashes
@@ -279,8 +282,8 @@ def plan(
 def _plan_resources(
     cleanup: EndpointCleanup,
     session: Any,
-    environment_plan: Any,
-    endpoint_plan: Any,
+    environment_plan: EnvironmentPlan,
+    endpoint_plan: EndpointPlan,
     running: InUse,
     tagged: dict[tuple[str, str], dict[str, str]],
 ) -> None:

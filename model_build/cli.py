@@ -18,9 +18,12 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from model_build import BuildError
+
+if TYPE_CHECKING:
+    from deployment import EndpointPlan
 
 EXIT_USER_ERROR = 2
 RESULT_PENDING = 3  # `result`: the asynchronous request has no result yet
@@ -260,7 +263,7 @@ def cmd_tiny_model(args: argparse.Namespace) -> int:
     return 0
 
 
-def _hub_model_line(plan: Any, verb: str) -> str | None:
+def _hub_model_line(plan: EndpointPlan, verb: str) -> str | None:
     """The line `build`/`publish` print instead of working for a hub model (model_source:), else None."""
     source = plan.model_source
     if source is None:

@@ -10,10 +10,13 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from endpoint_runtime.smoke import Check, aws_message, format_checks
 from model_build.replacement import stack_templates
+
+if TYPE_CHECKING:
+    from deployment import EndpointPlan, EnvironmentPlan
 
 QUOTA_SERVICE = "sagemaker"
 QUOTA_NAME = "{instance_type} for endpoint usage"
@@ -63,7 +66,7 @@ def endpoint_quotas(client: Any) -> dict[str, Quota]:
     return quotas
 
 
-def _needed_by_type(environment_plan: Any) -> dict[str, list[tuple[Any, Any]]]:
+def _needed_by_type(environment_plan: EnvironmentPlan) -> dict[str, list[tuple[Any, Any]]]:
     """Each instance type's endpoints with their quota needs of it (EndpointPlan.quotas: instance_type's and every
     instance pool's)."""
     by_type: dict[str, list[tuple[Any, Any]]] = {}
@@ -73,7 +76,7 @@ def _needed_by_type(environment_plan: Any) -> dict[str, list[tuple[Any, Any]]]:
     return by_type
 
 
-def quota_checks(environment_plan: Any, quotas: dict[str, Quota], region: str) -> list[Check]:
+def quota_checks(environment_plan: EnvironmentPlan, quotas: dict[str, Quota], region: str) -> list[Check]:
     checks = []
     for instance_type, needs in sorted(_needed_by_type(environment_plan).items()):
         plans = [plan for plan, _ in needs]
@@ -150,7 +153,7 @@ def quota_checks(environment_plan: Any, quotas: dict[str, Quota], region: str) -
     return checks
 
 
-def artifact_checks(environment_plan: Any, s3: Any, account: str, region: str) -> list[Check]:
+def artifact_checks(environment_plan: EnvironmentPlan, s3: Any, account: str, region: str) -> list[Check]:
     from botocore.exceptions import BotoCoreError, ClientError
 
     bucket = environment_plan.artifact_bucket(account, region)
@@ -228,7 +231,7 @@ def _known_regions(session: Any) -> set[str]:
 
 
 def run_preflight(
-    environment_plan: Any, session: Any = None, *, assembly: Path | None = None, only_updates: bool = False
+    environment_plan: EnvironmentPlan, session: Any = None, *, assembly: Path | None = None, only_updates: bool = False
 ) -> list[Check]:
     """Every pre-flight check of a resolved config (`deployment.EnvironmentPlan`). Never raises for AWS errors:
     each is a failed check. Later checks that need the credentials or the region are left out when those fail.
@@ -266,7 +269,7 @@ def run_preflight(
     return checks
 
 
-def _region_check(checks: list[Check], environment_plan: Any, session: Any) -> str | None:
+def _region_check(checks: list[Check], environment_plan: EnvironmentPlan, session: Any) -> str | None:
     """Appends the region check; the region, or None when there is none SageMaker knows."""
     env, env_name = environment_plan.environment, environment_plan.environment_name
     region = env.region or session.region_name
@@ -295,7 +298,7 @@ def _region_check(checks: list[Check], environment_plan: Any, session: Any) -> s
     return region
 
 
-def _credentials_check(checks: list[Check], environment_plan: Any, session: Any, region: str) -> str | None:
+def _credentials_check(checks: list[Check], environment_plan: EnvironmentPlan, session: Any, region: str) -> str | None:
     """Appends the credentials check; the account, or None when the credentials fail or are another account's."""
     from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
@@ -339,7 +342,7 @@ def _credentials_check(checks: list[Check], environment_plan: Any, session: Any,
     return account
 
 
-def _quota_checks_of(environment_plan: Any, session: Any, region: str) -> list[Check]:
+def _quota_checks_of(environment_plan: EnvironmentPlan, session: Any, region: str) -> list[Check]:
     """The instance quota checks (skipped in the emulator, which has no quotas)."""
     from botocore.exceptions import BotoCoreError, ClientError
 
@@ -377,7 +380,7 @@ def _quota_checks_of(environment_plan: Any, session: Any, region: str) -> list[C
 MIN_UNRESERVED_CONCURRENCY = 100
 
 
-def reserved_concurrency(environment_plan: Any) -> list[tuple[str, int]]:
+def reserved_concurrency(environment_plan: EnvironmentPlan) -> list[tuple[str, int]]:
     """(what, executions) for every function of the deployment that reserves concurrency: the invoke function's
     invoke_function.reserved_concurrency, the stream function's streaming.reserved_concurrency (the cap a public
     stream URL must have)."""
@@ -391,7 +394,7 @@ def reserved_concurrency(environment_plan: Any) -> list[tuple[str, int]]:
     return wanted
 
 
-def lambda_concurrency_checks(environment_plan: Any, session: Any, region: str) -> list[Check]:
+def lambda_concurrency_checks(environment_plan: EnvironmentPlan, session: Any, region: str) -> list[Check]:
     """The account's unreserved Lambda concurrency after this deploy's reservations (less what this deployment's
     stacks reserve already, which an update keeps) must stay at MIN_UNRESERVED_CONCURRENCY or more."""
     from botocore.exceptions import BotoCoreError, ClientError
@@ -466,7 +469,7 @@ def _stack_exists(cfn: Any, name: str) -> bool:
     return bool(stacks) and stacks[0]["StackStatus"] != "DELETE_COMPLETE"
 
 
-def kept_data_checks(environment_plan: Any, session: Any, account: str, region: str) -> list[Check]:
+def kept_data_checks(environment_plan: EnvironmentPlan, session: Any, account: str, region: str) -> list[Check]:
     """The artifact bucket and image repository against the artifact stack: kept outside any stack after a destroy
     (retain_data), they must be adopted (adopt_kept_data: true), or creating them again fails ("already exists")."""
     from botocore.exceptions import ClientError
@@ -519,7 +522,7 @@ def kept_data_checks(environment_plan: Any, session: Any, account: str, region: 
 
 
 def update_checks(
-    environment_plan: Any, session: Any, region: str, templates: dict[str, Path] | None = None
+    environment_plan: EnvironmentPlan, session: Any, region: str, templates: dict[str, Path] | None = None
 ) -> list[Check]:
     """What an update of each deployed endpoint would change that SageMaker refuses (mode_problem) or refuses while
     the variant autoscales (instance_change_problem), and, given the synthesized `templates` (stack name -> file),
@@ -567,7 +570,7 @@ def _hosts_components(deployed: dict[str, Any]) -> bool:
     return bool(variants) and not any(v.get("ModelName") for v in variants)
 
 
-def component_config_problem(plan: Any, session: Any, region: str, templates: dict[str, Path]) -> str | None:
+def component_config_problem(plan: EndpointPlan, session: Any, region: str, templates: dict[str, Path]) -> str | None:
     """Why deploying the synthesized template over the deployed one would replace the endpoint config of this
     component endpoint (every create-only property of AWS::SageMaker::EndpointConfig in cfn-lint's schema, and what
     they name: model_build/replacement.py), or None. mode_problem explains why that is refused."""
@@ -602,7 +605,7 @@ def component_config_problem(plan: Any, session: Any, region: str, templates: di
     )
 
 
-def mode_problem(plan: Any, deployed: dict[str, Any]) -> str | None:
+def mode_problem(plan: EndpointPlan, deployed: dict[str, Any]) -> str | None:
     """Why updating the deployed endpoint config `deployed` to the plan cannot work in place, or None.
 
     - real-time <-> async: "The AsyncInferenceConfig parameter cannot be removed from this endpoint" (SageMaker's
@@ -668,7 +671,7 @@ def mode_problem(plan: Any, deployed: dict[str, Any]) -> str | None:
     return None
 
 
-def instance_change_problem(plan: Any, deployed: dict[str, Any], scaling: Any) -> str | None:
+def instance_change_problem(plan: EndpointPlan, deployed: dict[str, Any], scaling: Any) -> str | None:
     """An autoscaled endpoint whose deployed instance type differs from the config's: SageMaker refuses an
     UpdateEndpoint that changes the instance type of a variant registered with Application Auto Scaling
     ("If the update would change the instance type for any model that is a target for auto scaling, the update

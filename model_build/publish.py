@@ -16,10 +16,13 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from artifact.manifest import MANIFEST_NAME, FileEntry, Manifest, ManifestError, sha256_file
 from artifact.tarball import TarballError, pack_tarball
+
+if TYPE_CHECKING:
+    from deployment import EndpointPlan, EnvironmentPlan
 
 MiB = 1024 * 1024
 TARBALL_NAME = "model.tar.gz"
@@ -627,8 +630,8 @@ def _tarball_items(build_dir, manifest, s3, bucket, prefix, report, packer) -> l
 
 
 def publish_endpoint(
-    environment_plan,
-    plan,
+    environment_plan: EnvironmentPlan,
+    plan: EndpointPlan,
     build_dir: Path,
     *,
     session=None,
@@ -675,7 +678,9 @@ def publish_endpoint(
     )
 
 
-def artifact_bucket_client(environment_plan, *, session=None, max_concurrency: int = 8) -> tuple[str, object]:
+def artifact_bucket_client(
+    environment_plan: EnvironmentPlan, *, session=None, max_concurrency: int = 8
+) -> tuple[str, object]:
     """The environment's artifact bucket and an S3 client for it, after checking the account and that the bucket
     exists (PublishError naming what to deploy first)."""
     from botocore.config import Config

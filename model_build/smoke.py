@@ -3,12 +3,17 @@ are endpoint_runtime/smoke.py's (the same code runs as the smoke Lambda); this f
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from endpoint_runtime.smoke import ChatSmoke, Check, SmokeResult, format_checks, smoke_test
 
+if TYPE_CHECKING:
+    from deployment import EndpointPlan, EnvironmentPlan
 
-def run_smoke(environment_plan: Any, plan: Any, session: Any = None, runtime_client: Any = None) -> SmokeResult:
+
+def run_smoke(
+    environment_plan: EnvironmentPlan, plan: EndpointPlan, session: Any = None, runtime_client: Any = None
+) -> SmokeResult:
     """Smoke-test one endpoint (`deployment.EndpointPlan`) of a resolved config; an asynchronous endpoint is sent its
     prompt with InvokeEndpointAsync and its answer read from S3. Every AWS-side problem is a failed check."""
     from deployment.aws import AccountError, checked_account, session_for
@@ -42,7 +47,9 @@ def run_smoke(environment_plan: Any, plan: Any, session: Any = None, runtime_cli
         max_new_tokens=smoke.max_new_tokens,
         latency_budget_ms=smoke.latency_budget_ms,
         wake_budget_ms=smoke.wake_budget_ms,
-        async_locations=plan.async_locations(plan.artifact_bucket(account, region)) if plan.is_async else None,
+        async_locations=plan.async_locations(plan.artifact_bucket(account, region))
+        if plan.is_async and account is not None  # an asynchronous endpoint's account was checked above
+        else None,
         emulator=plan.emulator,
         inference_component=plan.component_name,
         # chat: a chat exchange (and a tool call) through the route the endpoint's clients use

@@ -19,7 +19,10 @@ import time
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:
+    from deployment import EndpointPlan, EnvironmentPlan
 
 ROOT = Path(__file__).resolve().parent.parent
 GB = 1000**3
@@ -102,8 +105,8 @@ def plan_staging(document: dict[str, Any], *, where: str = "manifest.json") -> S
 
 
 def stage_endpoint(
-    environment_plan,
-    plan,
+    environment_plan: EnvironmentPlan,
+    plan: EndpointPlan,
     build_dir: Path,
     *,
     session=None,

@@ -9,7 +9,6 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from deployment import EnvironmentPlan
-from deployment.config_blocks import INPUT_RETENTION_DAYS, async_prefixes
 
 from .endpoint_network import BucketKey, BucketKeyRef
 from .log_groups import owned_log_group
@@ -20,32 +19,14 @@ from .weights_staging import WeightsStaging, staging_project_name
 
 def async_lifecycle_rules(environment_plan: EnvironmentPlan) -> list[s3.LifecycleRule]:
     """Expiry of asynchronous traffic in the artifact bucket, per endpoint with invocation.mode async: its request
-    payloads (async/<endpoint>/input/) after INPUT_RETENTION_DAYS, and its answers and failures after
-    `invocation.result_retention_days` when set. The trailing "/" keeps another endpoint whose name starts the same
-    out. The bucket is versioned: an expired object becomes a noncurrent version, which the bucket-wide rule removes
-    30 days later."""
-    rules = []
-    for plan in environment_plan.plans:
-        if not plan.is_async:
-            continue
-        prefixes = async_prefixes(plan.endpoint_name)
-        rules.append(
-            s3.LifecycleRule(
-                id=f"{plan.name}-async-input",
-                prefix=prefixes["input"] + "/",
-                expiration=Duration.days(INPUT_RETENTION_DAYS),
-            )
-        )
-        if plan.invocation.result_retention_days is not None:
-            rules += [
-                s3.LifecycleRule(
-                    id=f"{plan.name}-async-{key}",
-                    prefix=prefixes[key] + "/",
-                    expiration=Duration.days(plan.invocation.result_retention_days),
-                )
-                for key in ("output", "failure")
-            ]
-    return rules
+    payloads, and its answers and failures when `invocation.result_retention_days` is set (EndpointPlan.async_expiry).
+    The bucket is versioned: an expired object becomes a noncurrent version, which the bucket-wide rule removes 30
+    days later."""
+    return [
+        s3.LifecycleRule(id=f"{plan.name}-async-{what}", prefix=prefix, expiration=Duration.days(days))
+        for plan in environment_plan.plans
+        for what, prefix, days in plan.async_expiry
+    ]
 
 
 def write_once_statement(bucket: s3.IBucket) -> iam.PolicyStatement:

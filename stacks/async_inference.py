@@ -6,6 +6,7 @@ Sources (CloudFormation, SageMaker Developer Guide, S3 SSE-KMS): docs/design/asy
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from aws_cdk import Aws, Stack
@@ -17,7 +18,7 @@ from aws_cdk import aws_sagemaker as sagemaker
 from aws_cdk import aws_sns as sns
 from constructs import Construct, IConstruct
 
-from deployment.config_blocks import Autoscaling, Invocation, async_location_uris, split_s3_path
+from deployment.config_blocks import Autoscaling, Invocation
 from deployment.plan import SCALE_FROM_ZERO_ALARM_EVALUATION_PERIODS, SCALE_FROM_ZERO_ALARM_PERIOD_S
 
 from .endpoint_network import BucketKeyRef
@@ -76,13 +77,6 @@ class AsyncLocations:
     failure: S3Location
 
 
-def async_locations(invocation: Invocation, *, endpoint_name: str, artifact_bucket: str) -> AsyncLocations:
-    """The locations of one endpoint (endpoint_config.invocation.async_location_uris: the config's
-    output_path/failure_path, else folders of the environment's artifact bucket under async/<endpoint>/)."""
-    uris = async_location_uris(invocation, endpoint_name=endpoint_name, artifact_bucket=artifact_bucket)
-    return AsyncLocations(**{key: S3Location(*split_s3_path(uri)) for key, uri in uris.items()})
-
-
 class AsyncInference(Construct):
     """The asynchronous side of one endpoint.
 
@@ -90,6 +84,7 @@ class AsyncInference(Construct):
       endpoint_name: the SageMaker endpoint's name (the metrics' EndpointName dimension, the prefixes' folder).
       invocation: the validated `invocation:` block; mode must be async.
       artifact_bucket: the environment's artifact bucket name, home of the default locations.
+      folders: (bucket, key prefix) of the input, output and failure folders (EndpointPlan.async_folders).
       execution_role: the endpoint's execution role, granted what SageMaker does with it here (and nothing else).
       keys: the folders' KMS keys (AsyncKeys; default none: SSE-S3), which every client's grant includes.
     """
@@ -102,6 +97,7 @@ class AsyncInference(Construct):
         endpoint_name: str,
         invocation: Invocation,
         artifact_bucket: str,
+        folders: Mapping[str, tuple[str, str]],
         execution_role: iam.IRole,
         keys: AsyncKeys = AsyncKeys(),
     ) -> None:
@@ -114,7 +110,7 @@ class AsyncInference(Construct):
         self.invocation = invocation
         self.keys = keys
         self.artifact_bucket = artifact_bucket
-        self.locations = async_locations(invocation, endpoint_name=endpoint_name, artifact_bucket=artifact_bucket)
+        self.locations = AsyncLocations(**{key: S3Location(*folder) for key, folder in folders.items()})
 
         self.success_topic_arn = self._topic("SuccessTopic", invocation.success_topic, "answers")
         self.error_topic_arn = self._topic("ErrorTopic", invocation.error_topic, "failures")
@@ -347,4 +343,4 @@ class AsyncInference(Construct):
         return env
 
 
-__all__ = ["AsyncInference", "AsyncKeys", "AsyncLocations", "S3Location", "async_locations"]
+__all__ = ["AsyncInference", "AsyncKeys", "AsyncLocations", "S3Location"]

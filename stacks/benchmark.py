@@ -21,8 +21,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
-from deployment import EndpointPlan
-from deployment.config_blocks import AI_WORKLOAD_CONFIG_REGIONS, ConfigError, benchmark_role_name
+from deployment import ConfigError, EndpointPlan
 
 from .endpoint_network import BucketKeyRef
 from .llm_endpoint import LlmEndpoint
@@ -119,7 +118,7 @@ class ManagedBenchmark(Construct):
         benchmark = plan.managed_benchmark
         assert benchmark is not None
         stack = Stack.of(self)
-        self._refuse_unoffered_region(stack, plan)
+        self._refuse_unoffered_region(stack, plan, benchmark.offered_regions)
         self.workload_config = sagemaker.CfnAIWorkloadConfig(
             self,
             "WorkloadConfig",
@@ -131,7 +130,7 @@ class ManagedBenchmark(Construct):
         self.role = iam.Role(
             self,
             "Role",
-            role_name=benchmark_role_name(plan.project, plan.environment_name, plan.name),
+            role_name=plan.benchmark_role_name,
             # Only on behalf of this account and region: the SageMaker Developer Guide's "Cross-service confused
             # deputy prevention" ("Limit Permissions With Global Condition Keys": aws:SourceArn and
             # aws:SourceAccount; with the job's ARN unknown, a wildcard ARN of the account). Operations review F9.
@@ -182,14 +181,14 @@ class ManagedBenchmark(Construct):
         CfnOutput(self, "CallerPolicyArn", value=self.caller_policy.managed_policy_arn)
 
     @staticmethod
-    def _refuse_unoffered_region(stack: Stack, plan: EndpointPlan) -> None:
+    def _refuse_unoffered_region(stack: Stack, plan: EndpointPlan, regions: tuple[str, ...]) -> None:
         """Where the region is known, refuse it at synth; where it is not, a template rule refuses the deploy."""
         where = f"endpoint {plan.name!r}: slo.managed_benchmark"
         if not Token.is_unresolved(stack.region):
-            if stack.region not in AI_WORKLOAD_CONFIG_REGIONS:
+            if stack.region not in regions:
                 raise ConfigError(
                     f"{where}: AWS::SageMaker::AIWorkloadConfig is not offered in {stack.region}; regions "
-                    f"with it: {', '.join(AI_WORKLOAD_CONFIG_REGIONS)}"
+                    f"with it: {', '.join(regions)}"
                 )
             return
         CfnRule(
@@ -197,9 +196,9 @@ class ManagedBenchmark(Construct):
             "ManagedBenchmarkRegion",
             assertions=[
                 CfnRuleAssertion(
-                    assert_=Fn.condition_contains(list(AI_WORKLOAD_CONFIG_REGIONS), Aws.REGION),
+                    assert_=Fn.condition_contains(list(regions), Aws.REGION),
                     assert_description=f"{where}: AWS::SageMaker::AIWorkloadConfig is offered in "
-                    f"{', '.join(AI_WORKLOAD_CONFIG_REGIONS)} only",
+                    f"{', '.join(regions)} only",
                 )
             ],
         )

@@ -19,7 +19,7 @@ from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
 from deployment import EndpointPlan, EnvironmentPlan
-from deployment.config_blocks import CAPTURE_MODES, DataCapture
+from deployment.config_blocks import DataCapture
 
 from .log_groups import owned_log_group
 from .nag import acknowledge, nag_text
@@ -360,8 +360,7 @@ class EndpointSecurity:
             destination_s3_uri=f"s3://{self.capture_bucket}/{self.capture_prefix.rstrip('/')}",
             kms_key_id=capture.kms_key,
             capture_options=[
-                sagemaker.CfnEndpointConfig.CaptureOptionProperty(capture_mode=CAPTURE_MODES[m])
-                for m in capture.capture
+                sagemaker.CfnEndpointConfig.CaptureOptionProperty(capture_mode=mode) for mode in capture.capture_modes
             ],
             capture_content_type_header=sagemaker.CfnEndpointConfig.CaptureContentTypeHeaderProperty(
                 json_content_types=list(capture.json_content_types)

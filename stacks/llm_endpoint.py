@@ -10,7 +10,6 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from deployment import EndpointPlan
-from endpoint_runtime import bodies
 
 from .adapters import AdapterComponents
 from .async_inference import AsyncInference, AsyncKeys
@@ -148,7 +147,8 @@ class LlmEndpoint(Construct):
 
     def _async_inference(self, artifact_bucket: str, security: EndpointSecurity | None) -> AsyncInference | None:
         """invocation.mode async: AsyncInferenceConfig, its S3 folders and topics, the role's grants."""
-        if not self.plan.is_async:
+        folders = self.plan.async_folders(artifact_bucket)
+        if folders is None:
             return None
         return AsyncInference(
             self,
@@ -156,6 +156,7 @@ class LlmEndpoint(Construct):
             endpoint_name=self.plan.endpoint_name,
             invocation=self.plan.invocation,
             artifact_bucket=artifact_bucket,
+            folders=folders,
             execution_role=self.role,
             keys=AsyncKeys(security.bucket_key, security.async_output_key) if security else AsyncKeys(),
         )
@@ -350,6 +351,7 @@ class LlmEndpoint(Construct):
             pools=pools,
             provision_timeout_s=capacity.provision_timeout_s if capacity is not None else None,
             reservation_arn=capacity.reservation_arn if capacity is not None else None,
+            reservation_preference=capacity.reservation_preference if capacity is not None else None,
         )
 
     @property
@@ -364,7 +366,7 @@ class LlmEndpoint(Construct):
         """The request limits the container enforces (request_contract.limits()), for a front door that refuses what
         the model would: the same values, or neither sets them and both use the contract's defaults; and the
         endpoint's chat features (chat_contract.CHAT_ENV, none without a chat: block)."""
-        return bodies.front_door_environment(self.plan)
+        return self.plan.front_door_environment
 
     @property
     def target_environment(self) -> dict[str, str]:

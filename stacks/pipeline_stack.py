@@ -20,8 +20,8 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
-from deployment import EnvironmentPlan, check_pipeline, load_all_environments
-from deployment.config_blocks import ConfigError, PipelineSpec
+from deployment import ConfigError, EnvironmentPlan, check_pipeline, load_all_environments
+from deployment.config_blocks import PipelineSpec
 from systems.base import docker_hub_bases
 from systems.images import ImagePin
 
@@ -416,7 +416,9 @@ class PipelineStack(Stack):
         env = environment_plan.environment
         return env.account or self.pipeline_account, env.region or self.region
 
-    def _preflight_step(self, environment_plan, source, region, cb_role_name, target_arn) -> pipelines.CodeBuildStep:
+    def _preflight_step(
+        self, environment_plan: EnvironmentPlan, source, region, cb_role_name, target_arn
+    ) -> pipelines.CodeBuildStep:
         """`model_build preflight --only-updates` against the stage's synthesized templates, before anything of the
         stage runs: the check `make deploy` makes (a component endpoint's config must not be replaced, an
         autoscaled variant's instance type not changed, the invocation or hosting mode not switched in place:
@@ -453,7 +455,7 @@ class PipelineStack(Stack):
         return step
 
     def _model_build_step(
-        self, environment_plan, source, account, region, cb_role_name, publisher_arn
+        self, environment_plan: EnvironmentPlan, source, account, region, cb_role_name, publisher_arn
     ) -> pipelines.CodeBuildStep:
         env_name = environment_plan.environment_name
         build = self.pipeline_spec.build
@@ -519,7 +521,7 @@ class PipelineStack(Stack):
         return step
 
     def _smoke_step(
-        self, environment_plan, endpoint, source, account, region, cb_role_name, target_name
+        self, environment_plan: EnvironmentPlan, endpoint, source, account, region, cb_role_name, target_name
     ) -> pipelines.CodeBuildStep:
         timeout = smoke_step_timeout(environment_plan.plan(endpoint).smoke)
         return self._endpoint_step(
@@ -527,7 +529,7 @@ class PipelineStack(Stack):
         )
 
     def _gate_step(
-        self, environment_plan, endpoint, source, account, region, cb_role_name, target_name
+        self, environment_plan: EnvironmentPlan, endpoint, source, account, region, cb_role_name, target_name
     ) -> pipelines.CodeBuildStep:
         """The SLO gate of one endpoint: `model_build slo-gate` under the endpoint stack's gate role (stacks/
         benchmark.py SloGateRole), which may invoke that endpoint and keep results in the environment's bucket."""
@@ -546,7 +548,7 @@ class PipelineStack(Stack):
     def _endpoint_step(
         self,
         kind: _EndpointStep,
-        environment_plan,
+        environment_plan: EnvironmentPlan,
         endpoint: str,
         source,
         account: str,

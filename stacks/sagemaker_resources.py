@@ -14,7 +14,7 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
-from deployment.config_blocks import RESERVATIONS_ONLY, Routing
+from deployment.config_blocks import Routing
 from deployment.plan import ModelData
 
 from .nag import acknowledge, nag_text
@@ -207,11 +207,13 @@ class VariantPool:
 @dataclass(frozen=True)
 class VariantCapacity:
     """How SageMaker provisions the variant (endpoint_config/pools.py): the instance pools in priority order, the
-    provisioning timeout (VariantInstanceProvisionTimeoutInSeconds, 300-3600) and an ML capacity reservation."""
+    provisioning timeout (VariantInstanceProvisionTimeoutInSeconds, 300-3600) and an ML capacity reservation with its
+    CapacityReservationPreference."""
 
     pools: tuple[VariantPool, ...] = ()
     provision_timeout_s: int | None = None
     reservation_arn: str | None = None
+    reservation_preference: str | None = None
 
 
 def capacity_properties(instance_type: str, capacity: VariantCapacity) -> dict:
@@ -222,7 +224,7 @@ def capacity_properties(instance_type: str, capacity: VariantCapacity) -> dict:
     props: dict = {"variant_instance_provision_timeout_in_seconds": capacity.provision_timeout_s}
     if capacity.reservation_arn is not None:
         props["capacity_reservation_config"] = sagemaker.CfnEndpointConfig.CapacityReservationConfigProperty(
-            capacity_reservation_preference=RESERVATIONS_ONLY, ml_reservation_arn=capacity.reservation_arn
+            capacity_reservation_preference=capacity.reservation_preference, ml_reservation_arn=capacity.reservation_arn
         )
     if not capacity.pools:
         props["instance_type"] = instance_type

@@ -60,7 +60,8 @@ class ChatCapability(Capability, Generic[E]):
       native engines parse them only with a tool-call parser configured; our handlers always read the hermes format).
     engine_server: the engine's own OpenAI server answers (vLLM, SGLang): it takes the OpenAI fields the engines
       add (chat_contract.ENGINE_REQUEST_KEYS), and it bounds max_tokens and the prompt by its context length, so the
-      front doors add no max_tokens and cap at the engine's max_model_len (endpoint_runtime/bodies.py front_door_environment)."""
+      front doors add no max_tokens and cap at the engine's max_model_len (deployment/plan.py
+      EndpointPlan.front_door_environment)."""
 
     route: Literal["native", "handler"] | None = None
     constrained_decoding: bool = False
@@ -166,6 +167,21 @@ class EngineOptions(Strict):
 
     REFUSALS: ClassVar[dict[str, str]] = {}
     HINTS: ClassVar[dict[str, str]] = {}
+    # The key that caps prompt + generated tokens, where a system's options have one (SGLang calls it context_length).
+    CONTEXT_KEY: ClassVar[str] = "max_model_len"
+
+    @property
+    def context_limit(self) -> int | None:
+        """The longest sequence (prompt + generated tokens) these options cap the engine at, None where they set
+        none: the rules read it here (systems/checks.py), whatever the system's options call the key."""
+        value = getattr(self, self.CONTEXT_KEY, None)
+        return value if isinstance(value, int) else None
+
+    @property
+    def keeps_prefix_cache(self) -> bool | None:
+        """Whether the engine keeps a prompt prefix's KV cache between requests as these options set it: False where
+        they turn it off, None where they do not say (the engine's default; prefix-aware routing's rule reads it)."""
+        return None
 
     def conflicts(self) -> list[str]:
         """Rules between the accepted keys: each message after "endpoint '<name>': "."""

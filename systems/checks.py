@@ -24,6 +24,7 @@ from endpoint_config.adapters import (
     local_adapter_config,
     unreadable_adapter_config,
 )
+from endpoint_config.routing import prefix_cache_problems
 from endpoint_config.schema import for_pool
 from endpoint_config.security import isolation_problems
 from facts.gpus import families_where, gpu_facts, image_problems
@@ -106,11 +107,11 @@ def system_problems(ep: EndpointSpec, system: ServingSystem, systems: dict[str, 
         problems += architecture_problems(ep, system, systems)
     if engine is None:
         return problems  # the rules below read the options: engine_found names what is wrong with them
-    problems += system.rules(ep, instance, engine)
+    problems += system.rules(ep, instance, engine) + prefix_cache_problems(ep, engine.keeps_prefix_cache)
     if system.profile is not None and instance.is_gpu and not problems:
         problems += compatibility_problems(ep, system, engine, systems, checkpoint)
     elif system.profile is None and instance.is_gpu and not problems:
-        problems += unprofiled_engine_problems(ep)
+        problems += unprofiled_engine_problems(ep, engine)
     if not problems:
         problems += environment_problems(ep, system, engine) + slo_context_problems(ep, system, engine)
     if system.checkpoint_rules is not None and checkpoint is not None:
@@ -306,8 +307,8 @@ def context_tokens(ep: EndpointSpec, system: ServingSystem, engine: EngineOption
     """The longest sequence (prompt + generated tokens) the endpoint serves and where that is set, when known before
     a build: the engine's max_model_len (context_length on sglang), else the model's positions."""
     length = system.profile(ep, engine).max_model_len if system.profile is not None and ep.instance.is_gpu else None
-    if length is None and isinstance(ep.engine.get("max_model_len"), int):
-        length = ep.engine["max_model_len"]
+    if length is None:
+        length = engine.context_limit
     if length is not None:
         return length, "engine.context_length" if ep.system == "sglang" else "engine.max_model_len"
     known = model_positions(ep.model)
@@ -349,7 +350,7 @@ def environment_problems(ep: EndpointSpec, system: ServingSystem, engine: Engine
     except ValueError as err:
         text = str(err)
         text += next((f"; allowed: {hint}" for why, hint in _RENDERING_HINTS.items() if why in text), "")
-        key = next((k for k in ep.engine if text.startswith(f"{k}:")), None)
+        key = next((k for k in type(engine).model_fields if text.startswith(f"{k}:")), None)
         return [f"endpoint {ep.name!r}: engine.{text}" if key else f"endpoint {ep.name!r}: engine: {text}"]
     return []
 
@@ -595,7 +596,7 @@ def model_positions(model: str) -> tuple[int, str] | None:
 POSITION_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length")
 
 
-def unprofiled_engine_problems(ep: EndpointSpec) -> list[str]:
+def unprofiled_engine_problems(ep: EndpointSpec, engine: EngineOptions) -> list[str]:
     """The checkpoint rules that hold for every engine, for the GPU systems without an engine profile (the LMI and
     DJL systems, the own containers), which compatibility_problems does not reach: a dtype the GPU cannot compute in
     (bf16 before Ampere: vLLM, TensorRT-LLM and torch refuse or emulate it), and engine.max_model_len beyond the
@@ -606,9 +607,9 @@ def unprofiled_engine_problems(ep: EndpointSpec) -> list[str]:
         + _what_runs(problem, ep.dtype, "", None)
         for problem in precision_problems(_gpu_name(ep.instance), ep.dtype)
     ]
-    length = ep.engine.get("max_model_len")
+    length = engine.context_limit
     known = model_positions(ep.model)
-    if isinstance(length, int) and known is not None and length > known[0]:
+    if length is not None and known is not None and length > known[0]:
         positions, source = known
         problems.append(
             f"endpoint {ep.name!r}: engine.max_model_len: value {length} is beyond the {positions} positions of "

@@ -15,7 +15,8 @@ folder, and each top-level module) must be in the table.
     lambda/*                             each function's handler: endpoint_runtime (+ the contracts) or nothing
     systems                              the serving systems' registry: config schema + facts + artifact
     tools                                the engine-table generator (reads systems/)
-    deployment                           where config and systems meet: load a config, plan each endpoint
+    deployment                           where config and systems meet: load a config, plan each endpoint (and
+                                         what the front doors read, in endpoint_runtime's and the contracts' names)
     local_runtime                        the local SageMaker runtime: the container-contract server, and the systems'
                                          local containers (real engines) it forwards to
     load_testing                         the load test, the SLO gate and the managed benchmark
@@ -79,7 +80,17 @@ ALLOWED: dict[str, set[str]] = {
     "facts": set(),
     "endpoint_config": {"facts"},
     "systems": {"request_contract", "chat_contract", "artifact", "facts", "endpoint_config"},
-    "deployment": {"chat_contract", "artifact", "facts", "endpoint_config", "systems"},
+    # The plan also states what the front doors read (EndpointPlan.front_door_environment: the request limits and the
+    # body kind, in endpoint_runtime/bodies.py's and request_contract's names).
+    "deployment": {
+        "request_contract",
+        "chat_contract",
+        "artifact",
+        "facts",
+        "endpoint_runtime",
+        "endpoint_config",
+        "systems",
+    },
     "stacks": {"request_contract", "artifact", "endpoint_runtime", "endpoint_config", "systems", "deployment"},
     "local_runtime": {"request_contract", "chat_contract", "artifact", "endpoint_runtime", "systems", "deployment"},
     "load_testing": {"artifact", "endpoint_runtime", "endpoint_config", "deployment"},
@@ -393,3 +404,63 @@ def test_the_spec_read_finder_sees_every_form(tmp_path):
     )
     assert spec_reads(source) == [3, 4, 6]
     assert reads_through_spec(source) == [4]
+
+
+# The plans handed between rooms, by parameter name, and the deployment type each must be annotated with.
+PLAN_PARAMETER_TYPES = {"plan": "EndpointPlan", "endpoint_plan": "EndpointPlan", "environment_plan": "EnvironmentPlan"}
+
+
+def untyped_plan_parameters(source: str) -> list[tuple[int, str, str | None]]:
+    """(line, parameter, annotation) of each function parameter named in PLAN_PARAMETER_TYPES whose annotation does
+    not name its deployment type (missing, `Any`, `object`, another type)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        arguments = node.args
+        for argument in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs):
+            wanted = PLAN_PARAMETER_TYPES.get(argument.arg)
+            if wanted is None:
+                continue
+            annotation = None if argument.annotation is None else ast.unparse(argument.annotation)
+            names = set() if argument.annotation is None else _annotation_names(argument.annotation)
+            if wanted not in names:
+                found.append((argument.lineno, argument.arg, annotation))
+    return found
+
+
+def _annotation_names(annotation: ast.expr) -> set[str]:
+    """The names an annotation uses, a string annotation ("EndpointPlan") parsed as well."""
+    if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
+        annotation = ast.parse(annotation.value, mode="eval").body
+    return {n.id for n in ast.walk(annotation) if isinstance(n, ast.Name)} | {
+        n.attr for n in ast.walk(annotation) if isinstance(n, ast.Attribute)
+    }
+
+
+def test_plans_are_typed_at_every_seam():
+    """Every function of ours (tests aside) that takes an endpoint's or an environment's plan says so in its
+    signature (deployment.EndpointPlan / EnvironmentPlan, a TYPE_CHECKING import where a runtime one would cost
+    time), so mypy checks what each room reads of the plan; `Any` or no annotation checks nothing."""
+    found = [
+        f"  {path.relative_to(ROOT).as_posix()}:{line}: {name}: {annotation}"
+        for package in PACKAGES
+        for path in _files(package)
+        for line, name, annotation in untyped_plan_parameters(path.read_text())
+    ]
+    assert found == [], "annotate these with deployment's EndpointPlan / EnvironmentPlan:\n" + "\n".join(found)
+
+
+def test_the_plan_parameter_finder_sees_every_form():
+    source = (
+        "def a(plan: Any, environment_plan): ...\n"
+        "async def b(*, endpoint_plan: object, plan: 'EndpointPlan | None' = None): ...\n"
+        "def c(plan: EndpointPlan, environment_plan: deployment.EnvironmentPlan, endpoint_plan: EnvironmentPlan): ...\n"
+        "def d(self, plans: Any, spec: Any): ...\n"
+    )
+    assert untyped_plan_parameters(source) == [
+        (1, "plan", "Any"),
+        (1, "environment_plan", None),
+        (2, "endpoint_plan", "object"),
+        (3, "endpoint_plan", "EnvironmentPlan"),
+    ]

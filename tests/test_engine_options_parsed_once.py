@@ -7,7 +7,9 @@ typed as the system's own options class. The config load checks and parses them 
 (systems/checks.py), and a build handed an endpoint without its plan does the same (model_build/cli.py); both go
 through ServingSystem.checked_engine. Any other parse is a second reading of the raw mapping that can drift from the
 first (vllm's LoRA defaults, lmi's shared keys): every module outside tests/ is read with `ast`, and each call that
-parses the options is allowed only in the modules named here.
+parses the options is allowed only in the modules named here. Nor does any rule read a key of the raw mapping
+(`ep.engine.get(...)`): it reads the parsed options' fields and properties (EngineOptions.context_limit,
+.keeps_prefix_cache, vllm's .as_written).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import ast
 import subprocess
 from pathlib import Path
 
+import pytest
 from helpers import ROOT
 from hermetic import subprocess_env
 
@@ -160,3 +163,89 @@ def test_lmi_vllm_chat_with_a_lora_rank_loads(tmp_path):
     path.write_text(yaml.safe_dump(config))
     plan = load_config(path, "dev", build_root=tmp_path).plan(endpoint["name"])
     assert plan.engine.max_lora_rank == 16 and plan.chat_features.tool_calls
+
+
+def raw_engine_reads(source: str) -> list[int]:
+    """Lines of `source` that read a key of a raw `engine:` mapping (EndpointSpec.engine, a dict; the plan's and the
+    hooks' `engine` is the parsed options, which none of these forms fits): `x.engine[key]`, `x.engine.get(key)`,
+    `x.engine.items()` / `.keys()` / `.values()`, `key in x.engine`, `for key in x.engine`."""
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Subscript) and _is_engine_attribute(node.value):
+            found.add(node.lineno)
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("get", "items", "keys", "values")
+            and _is_engine_attribute(node.func.value)
+        ):
+            found.add(node.lineno)
+        elif isinstance(node, ast.Compare) and any(
+            isinstance(op, ast.In | ast.NotIn) and _is_engine_attribute(right)
+            for op, right in zip(node.ops, node.comparators, strict=True)
+        ):
+            found.add(node.lineno)
+        elif isinstance(node, ast.For | ast.AsyncFor | ast.comprehension) and _is_engine_attribute(node.iter):
+            found.add(getattr(node, "lineno", None) or node.iter.lineno)
+    return sorted(found)
+
+
+def test_no_rule_reads_the_raw_engine_mapping():
+    """A rule reads the parsed options (the hook's `engine` argument, plan.engine), never a key of the raw `engine:`
+    mapping: a raw read sees neither the defaults nor what the system's parse fills in (vllm's LoRA keys with
+    adapters), and reads a key by a name no type checks. The one parse hands the mapping whole to the options model
+    (ServingSystem.engine, EngineOptions.parse), which is not a read of a key."""
+    found = [
+        f"{path.relative_to(ROOT).as_posix()}:{line}"
+        for path in repository_modules()
+        for line in raw_engine_reads(path.read_text())
+    ]
+    assert found == [], "read the parsed options (the hook's `engine`, plan.engine), not `engine:`'s keys: " + (
+        "; ".join(found)
+    )
+
+
+def test_the_raw_read_finder_sees_every_form():
+    source = """
+def rule(ep, engine, plan):
+    a = ep.engine["max_model_len"]
+    b = ep.engine.get("enable_prefix_caching")
+    c = [k for k in ep.engine]
+    if "max_lora_rank" in ep.engine:
+        pass
+    for key, value in ep.engine.items():
+        pass
+    for key in spec.engine:
+        pass
+    options = VllmOptions.model_validate(ep.engine)
+    return engine.max_model_len, plan.engine.enable_lora, data["engine"], args.engine
+"""
+    assert raw_engine_reads(source) == [3, 4, 5, 6, 8, 10]
+
+
+@pytest.mark.parametrize(
+    ("engine", "source"),
+    [({"max_lora_rank": 16}, "engine.max_lora_rank"), ({}, "vLLM's default max_lora_rank 16")],
+    ids=["written", "default"],
+)
+def test_vllm_parse_fills_lora_in_and_the_rules_still_see_what_was_written(tmp_path, engine, source):
+    """vllm's parse turns LoRA on for an endpoint's adapters (writing out the rank), and its rules read the parsed
+    options, not the raw mapping: what the endpoint wrote stays readable (the rank's source in a refusal)."""
+    import yaml
+
+    from deployment import load_config
+
+    config = yaml.safe_load((ROOT / "config" / "examples" / "engine-components.yaml").read_text())
+    [endpoint] = [e for e in config["endpoints"] if e["name"] == "vllm-lora"]
+    endpoint["engine"] = engine
+    endpoint["adapters"] = [{"name": "sql", "model": "example-org/llama-3.1-8b-sql-lora"}]
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    plan = load_config(path, "dev", build_root=tmp_path).plan("vllm-lora")
+    assert (plan.engine.enable_lora, plan.engine.allow_runtime_lora_updating, plan.engine.max_lora_rank) == (
+        True,
+        True,
+        16,
+    )
+    sizing = plan.system.lora_sizing(plan.spec, plan.engine)
+    assert sizing is not None and sizing.rank_source == source

@@ -10,7 +10,7 @@ any other value -> exactly one argv token (so a list-valued flag can carry one v
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import ConfigDict, Field, model_validator
 
@@ -248,6 +248,13 @@ class SglangOptions(EngineOptions):
     tool_call_parser: ToolCallParser | None = None
     reasoning_parser: ReasoningParser | None = None
     chat_template: str | None = Field(default=None, min_length=1)  # fields/serving.py: a name or a file path
+
+    CONTEXT_KEY: ClassVar[str] = "context_length"
+
+    @property
+    def keeps_prefix_cache(self) -> bool | None:
+        return self.enable_prefix_caching
+
     enable_lora: bool = False  # fields/lora.py
     max_loras_per_batch: int | None = Field(default=None, ge=1)  # default 8
     max_loaded_loras: int | None = Field(default=None, ge=1)

@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 from typing import ClassVar, Self, get_args
 
+from pydantic import PrivateAttr
+
 from endpoint_config import EndpointSpec
 from facts.instances import InstanceType
 
@@ -65,12 +67,24 @@ class VllmEngineOptions(VllmOptions):
     }
 
     stream_weights_from_s3: bool = False
+    # The options as the endpoint's `engine:` wrote them, before parse turned LoRA on for its adapters: the LoRA rules
+    # word a refusal after what was written (an explicit enable_lora: false, a max_lora_rank of one's own).
+    _as_written: VllmEngineOptions | None = PrivateAttr(default=None)
 
     @classmethod
     def parse(cls, ep: EndpointSpec) -> Self:
         """The endpoint's options, with LoRA on for its adapters (lora_options)."""
         options = cls.model_validate(ep.engine)
-        return options.model_copy(update=lora_options(options, len(ep.adapters))) if ep.adapters else options
+        if not ep.adapters:
+            return options
+        parsed = options.model_copy(update=lora_options(options, len(ep.adapters)))
+        parsed._as_written = options
+        return parsed
+
+    @property
+    def as_written(self) -> VllmEngineOptions:
+        """These options before parse's LoRA update (themselves, for an endpoint without adapters)."""
+        return self._as_written or self
 
     def conflicts(self) -> list[str]:
         # LoRA's keys are checked with the endpoint (rules): its adapters turn LoRA on without enable_lora.
@@ -130,7 +144,7 @@ def lora_sizing(endpoint: EndpointSpec, engine: VllmEngineOptions) -> LoraSizing
     )
     source = (
         "engine.max_lora_rank"
-        if endpoint.engine.get("max_lora_rank") is not None
+        if engine.as_written.max_lora_rank is not None
         else f"vLLM's default max_lora_rank {DEFAULT_MAX_LORA_RANK}"
     )
     return LoraSizing(
@@ -146,27 +160,34 @@ def lora_rules(endpoint: EndpointSpec, engine: VllmEngineOptions) -> list[str]:
     """LoRA's sizing keys need LoRA on (adapters:, or enable_lora); with adapters:, keys that would turn off what
     SageMaker's adapter components need are refused rather than overridden."""
     where = f"endpoint {endpoint.name!r}: engine"
+    written = engine.as_written
     if not endpoint.adapters:
         if engine.enable_lora:
             return []
+        sizing_keys = (
+            ("max_loras", written.max_loras),
+            ("max_lora_rank", written.max_lora_rank),
+            ("allow_runtime_lora_updating", written.allow_runtime_lora_updating),
+        )
         return [
-            f"{where}.{key}: value {endpoint.engine[key]!r} applies only with LoRA on; add adapters: (or "
+            f"{where}.{key}: value {value!r} applies only with LoRA on; add adapters: (or "
             "enable_lora: true), or remove the key"
-            for key in ("max_loras", "max_lora_rank", "allow_runtime_lora_updating")
-            if endpoint.engine.get(key) not in (None, False)
+            for key, value in sizing_keys
+            if value not in (None, False)
         ]
     return [
         f"{where}.{key}: value False is not allowed with adapters: ({len(endpoint.adapters)} adapter inference "
         f"components) {why}; allowed: true, or leave the key out"
-        for key, why in (
-            ("enable_lora", "vLLM serves LoRA adapters only with --enable-lora"),
+        for key, value, why in (
+            ("enable_lora", written.enable_lora, "vLLM serves LoRA adapters only with --enable-lora"),
             (
                 "allow_runtime_lora_updating",
+                written.allow_runtime_lora_updating,
                 "SageMaker hands each adapter to the container through POST /adapters, which vLLM registers only "
                 "with VLLM_ALLOW_RUNTIME_LORA_UPDATING",
             ),
         )
-        if endpoint.engine.get(key) is False
+        if value is False and key in written.model_fields_set  # written out as false, not left at the default
     ]
 
 

@@ -239,6 +239,10 @@ class VllmOptions(EngineOptions):
     allow_runtime_lora_updating: bool = False
     load_format: LoadFormat | None = None
 
+    @property
+    def keeps_prefix_cache(self) -> bool | None:
+        return self.enable_prefix_caching
+
     def conflicts(self) -> list[str]:
         """The rules between fields, each "engine: <rule>" (engine_problems prefixes the endpoint)."""
         return [f"engine: {problem}" for problem in self.problems()]

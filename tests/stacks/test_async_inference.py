@@ -310,7 +310,15 @@ def test_async_inference_refuses_a_real_time_invocation():
     stack = cdk.Stack(cdk.App(), "S")
     role = iam.Role(stack, "R", assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"))
     with pytest.raises(ValueError, match="invocation.mode must be 'async', got 'real-time'"):
-        AsyncInference(stack, "A", endpoint_name="e", invocation=Invocation(), artifact_bucket="b", execution_role=role)
+        AsyncInference(
+            stack,
+            "A",
+            endpoint_name="e",
+            invocation=Invocation(),
+            artifact_bucket="b",
+            folders={},
+            execution_role=role,
+        )
 
 
 def test_the_async_function_ships_exactly_its_imports(production, resources):

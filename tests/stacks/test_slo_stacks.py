@@ -55,16 +55,18 @@ def test_a_region_without_the_resource_is_refused_at_synth_or_by_a_template_rule
     from stacks.benchmark import ManagedBenchmark
 
     plan = load_config(ROOT / PRODUCTION, "prod").plan("chat-vllm")
+    assert plan.managed_benchmark is not None
+    offered = plan.managed_benchmark.offered_regions
     app = cdk.App()
     with pytest.raises(
         ConfigError,
         match=r"endpoint 'chat-vllm': slo.managed_benchmark: AWS::SageMaker::"
         r"AIWorkloadConfig is not offered in eu-west-3; regions with it: .*us-east-1",
     ):
-        ManagedBenchmark._refuse_unoffered_region(cdk.Stack(app, "Paris", env={"region": "eu-west-3"}), plan)
-    ManagedBenchmark._refuse_unoffered_region(cdk.Stack(app, "Oregon", env={"region": "us-west-2"}), plan)
+        ManagedBenchmark._refuse_unoffered_region(cdk.Stack(app, "Paris", env={"region": "eu-west-3"}), plan, offered)
+    ManagedBenchmark._refuse_unoffered_region(cdk.Stack(app, "Oregon", env={"region": "us-west-2"}), plan, offered)
     anywhere = cdk.Stack(app, "Anywhere")
-    ManagedBenchmark._refuse_unoffered_region(anywhere, plan)
+    ManagedBenchmark._refuse_unoffered_region(anywhere, plan, offered)
     [assertion] = Template.from_stack(anywhere).to_json()["Rules"]["ManagedBenchmarkRegion"]["Assertions"]
     [(function, (regions, region))] = assertion["Assert"].items()
     assert function == "Fn::Contains" and region == {"Ref": "AWS::Region"} and "us-west-2" in regions

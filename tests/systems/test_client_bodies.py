@@ -26,7 +26,7 @@ import json
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import botocore.exceptions
 import httpx
@@ -35,6 +35,9 @@ import pytest
 from endpoint_runtime import async_invoke, bodies, invoke, smoke, stream
 from local_runtime import has_container_process
 from systems import all_systems
+
+if TYPE_CHECKING:
+    from deployment import EndpointPlan
 
 # slow: every client of every system against HTTP stand-ins serving tiny models (make test-fast leaves them out)
 pytestmark = pytest.mark.slow
@@ -171,7 +174,7 @@ class ContainerRuntime:
 ClientCheck = Callable[[Any, ContainerRuntime, pytest.MonkeyPatch], None]
 
 
-def _function_env(plan: Any, monkeypatch: pytest.MonkeyPatch, chat: bool = False) -> None:
+def _function_env(plan: EndpointPlan, monkeypatch: pytest.MonkeyPatch, chat: bool = False) -> None:
     """The environment the stack gives the invoke and stream functions (stacks/llm_endpoint.py request_limits)."""
     env = {
         "ENDPOINT_NAME": plan.endpoint_name,
@@ -191,7 +194,7 @@ def _function_env(plan: Any, monkeypatch: pytest.MonkeyPatch, chat: bool = False
         monkeypatch.setenv(key, value)
 
 
-def chat_features(plan: Any) -> Any:
+def chat_features(plan: EndpointPlan) -> Any:
     """The endpoint's chat features as a chat: block would give them (the example configs have none)."""
     from chat_contract import ChatFeatures
 
@@ -199,7 +202,7 @@ def chat_features(plan: Any) -> Any:
     return ChatFeatures(chat.route, chat.parses_tool_calls(plan.engine), chat.constrained_decoding)
 
 
-def smoke_prompt(plan: Any, runtime: ContainerRuntime, monkeypatch: pytest.MonkeyPatch) -> None:
+def smoke_prompt(plan: EndpointPlan, runtime: ContainerRuntime, monkeypatch: pytest.MonkeyPatch) -> None:
     """The smoke test's invocation (model_build smoke and the smoke Lambda run the same code with the plan's
     SmokeSettings)."""
     settings = plan.smoke
@@ -211,7 +214,7 @@ def smoke_prompt(plan: Any, runtime: ContainerRuntime, monkeypatch: pytest.Monke
     assert smoke.check_response_shape(answer.outputs) is None, answer.outputs
 
 
-def smoke_lambda_settings(plan: Any, runtime: ContainerRuntime, monkeypatch: pytest.MonkeyPatch) -> None:
+def smoke_lambda_settings(plan: EndpointPlan, runtime: ContainerRuntime, monkeypatch: pytest.MonkeyPatch) -> None:
     """The smoke Lambda reads the body kind from the environment the stack sets (endpoint_runtime/bodies.py environment)."""
     settings = plan.smoke
     for key, value in {
@@ -231,7 +234,7 @@ def smoke_lambda_settings(plan: Any, runtime: ContainerRuntime, monkeypatch: pyt
     assert answer.submitted_ok and smoke.check_response_shape(answer.outputs) is None, answer
 
 
-def invoke_function(plan: Any, runtime: ContainerRuntime, monkeypatch: pytest.MonkeyPatch) -> None:
+def invoke_function(plan: EndpointPlan, runtime: ContainerRuntime, monkeypatch: pytest.MonkeyPatch) -> None:
     """The invoke function's generation route: its handler, as Lambda calls it."""
     _function_env(plan, monkeypatch)
     monkeypatch.setattr(invoke, "_client", runtime)
@@ -242,7 +245,7 @@ def invoke_function(plan: Any, runtime: ContainerRuntime, monkeypatch: pytest.Mo
     assert isinstance(json.loads(reply["body"])["outputs"][0]["generated_text"], str)
 
 
-def stream_function(plan: Any, runtime: ContainerRuntime, monkeypatch: pytest.MonkeyPatch) -> None:
+def stream_function(plan: EndpointPlan, runtime: ContainerRuntime, monkeypatch: pytest.MonkeyPatch) -> None:
     """The stream function's generation route (lambda/stream/app.py calls handle_request)."""
     if not plan.system.streaming.supported:
         pytest.skip(f"system {plan.system.name} does not stream: {plan.system.streaming.note}")
@@ -255,7 +258,7 @@ def stream_function(plan: Any, runtime: ContainerRuntime, monkeypatch: pytest.Mo
     assert any("token" in line for line in lines) and "error" not in lines[-1], lines
 
 
-def async_submit(plan: Any, runtime: ContainerRuntime, monkeypatch: pytest.MonkeyPatch) -> None:
+def async_submit(plan: EndpointPlan, runtime: ContainerRuntime, monkeypatch: pytest.MonkeyPatch) -> None:
     """The asynchronous invoke function's submit: the body it puts in S3 is what SageMaker hands the container."""
 
     class S3:
@@ -283,7 +286,7 @@ def async_submit(plan: Any, runtime: ContainerRuntime, monkeypatch: pytest.Monke
     assert smoke.check_response_shape(state["output"]) is None, state
 
 
-def slo_gate(plan: Any, runtime: ContainerRuntime, monkeypatch: pytest.MonkeyPatch) -> None:
+def slo_gate(plan: EndpointPlan, runtime: ContainerRuntime, monkeypatch: pytest.MonkeyPatch) -> None:
     """The SLO gate's load-test target, built as the gate builds it, sending one prompt of its workload."""
     import asyncio
 
@@ -301,7 +304,7 @@ def slo_gate(plan: Any, runtime: ContainerRuntime, monkeypatch: pytest.MonkeyPat
     asyncio.run(target.close())
 
 
-def demo(plan: Any, runtime: ContainerRuntime, monkeypatch: pytest.MonkeyPatch) -> None:
+def demo(plan: EndpointPlan, runtime: ContainerRuntime, monkeypatch: pytest.MonkeyPatch) -> None:
     """The demo's prompts through the invoke function's code and its stream through the stream function's."""
     from local_emulator import demo as demo_module
 
@@ -311,7 +314,7 @@ def demo(plan: Any, runtime: ContainerRuntime, monkeypatch: pytest.MonkeyPatch) 
         demo_module._stream_prompt(plan.endpoint_name, runtime, plan.prompt_body, reasoning)
 
 
-def smoke_chat(plan: Any, runtime: ContainerRuntime, monkeypatch: pytest.MonkeyPatch) -> None:
+def smoke_chat(plan: EndpointPlan, runtime: ContainerRuntime, monkeypatch: pytest.MonkeyPatch) -> None:
     """The smoke test's chat check through InvokeEndpoint (and its forced tool call where a parser is set)."""
     if not plan.system.chat.supported:
         pytest.skip(f"system {plan.system.name} serves no chat")
@@ -328,7 +331,7 @@ def smoke_chat(plan: Any, runtime: ContainerRuntime, monkeypatch: pytest.MonkeyP
     assert result.ok, result.failures
 
 
-def invoke_chat(plan: Any, runtime: ContainerRuntime, monkeypatch: pytest.MonkeyPatch) -> None:
+def invoke_chat(plan: EndpointPlan, runtime: ContainerRuntime, monkeypatch: pytest.MonkeyPatch) -> None:
     """The invoke function's chat route (an endpoint with a chat: block)."""
     if not plan.system.chat.supported:
         pytest.skip(f"system {plan.system.name} serves no chat")

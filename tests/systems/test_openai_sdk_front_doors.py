@@ -18,14 +18,17 @@ import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import yaml
 from helpers import serve_in_thread
 from test_client_bodies import ContainerRuntime
 
-from endpoint_runtime import bodies, invoke
+from endpoint_runtime import invoke
+
+if TYPE_CHECKING:
+    from deployment import EndpointPlan
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "config" / "examples"
 WEATHER = {
@@ -120,14 +123,14 @@ def _plan(tmp_path: Path, example: str) -> Any:
     return load_config(path, "dev", build_root=tmp_path / "no-build").plans[0]
 
 
-def _door_environment(plan: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def _door_environment(plan: EndpointPlan, monkeypatch: pytest.MonkeyPatch) -> None:
     """What the stack gives the invoke function (stacks/llm_endpoint.py request_limits)."""
     from chat_contract import CHAT_ENV
     from request_contract import LIMIT_ENV
 
     for key in (*CHAT_ENV, *LIMIT_ENV, "PROMPT_BODY", "REASONING_FIELD"):
         monkeypatch.delenv(key, raising=False)
-    env = {"ENDPOINT_NAME": plan.endpoint_name, **bodies.front_door_environment(plan)}
+    env = {"ENDPOINT_NAME": plan.endpoint_name, **plan.front_door_environment}
     for key, value in env.items():
         monkeypatch.setenv(key, value)
 
@@ -176,7 +179,7 @@ def test_the_engines_limits_apply_not_the_contracts(vllm_door):
         model=plan.endpoint_name, max_tokens=4096, messages=[{"role": "user", "content": "x " * 10_000}]
     )
     assert engine.seen[-1]["max_tokens"] == 4096
-    context = int(bodies.front_door_environment(plan)["MAX_NEW_TOKENS"])
+    context = int(plan.front_door_environment["MAX_NEW_TOKENS"])
     assert context == plan.engine.max_model_len
     with pytest.raises(openai.BadRequestError, match=f"between 1 and {context}"):
         client.chat.completions.create(
