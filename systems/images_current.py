@@ -1,6 +1,8 @@
 """Today's engine images, pinned: the AWS vLLM and SGLang DLCs for SageMaker and the Hugging Face PyTorch inference
 images on transformers 4.51.3 and 5.5.3. Same `ImagePin` as systems/images.py; tests/systems/test_images_current.py
-cross-checks each against the `sagemaker` package's tables (sagemaker-core 2.27.0) in every region they list.
+cross-checks each against the `sagemaker` package's tables (sagemaker-core 2.27.0) in every region they list (a pin
+newer than its table against the table's newest version, `sdk_table_version`). An engine upgrade is a change of
+VLLM_DLC or SGLANG_DLC here plus `make engine-tables` (docs/design/engine-upgrades.md).
 """
 
 from __future__ import annotations
@@ -39,42 +41,64 @@ class ImageFacts:
     source: str
 
 
-# The AWS vLLM DLC for SageMaker, newest in the sagemaker package's vllm.json (0.23.0 .. 0.30.0; the DLC docs
-# list 0.31.0 too, which the sagemaker table does not have yet, so retrieve() cannot name it).
-# retrieve("vllm", region, version="0.30.0", instance_type=<GPU type>) -> vllm:0.30.0-gpu-py312-cu130-ubuntu24.04-sagemaker
-# (GPU only; the table has no CPU processor). aws/deep-learning-containers docs/src/data/vllm/0.30.0-gpu-sagemaker.yml
-# (commit 51c7d99316): cuda cu130, ubuntu24.04, py312, tags "0.30.0-gpu-py312-cu130-ubuntu24.04-sagemaker" and the
-# moving "0.30-gpu-py312-cu130-ubuntu24.04-sagemaker-v1", "0.30.0-gpu-py312", "0.30-gpu-py312". The image is the
-# upstream vllm/vllm-openai:v0.30.0 with the SageMaker entrypoint (docker/vllm/Dockerfile, target vllm-sagemaker;
-# .github/config/image/vllm/sagemaker-ubuntu.yml names base_image vllm/vllm-openai:v<version>, CUDA 13.0.2).
-# python_stack: the vllm 0.30.0 wheel's METADATA requires transformers>=5.10.4 (which requires
-# tokenizers<=0.23.0,>=0.22.0; but tokenizers 0.22.0's METADATA requires huggingface-hub<1.0 and transformers
-# 5.10.4's huggingface-hub>=1.5.0, so pip cannot pair them: 0.22.1, which allows huggingface-hub<2.0, is the floor);
-# the version pip resolved in the image is unverified, so the floor is written for.
-# Not pinned: vllm-server.json's "vllm:server-sagemaker-cuda-v2", a moving tag of the Amazon Linux 2023 build.
+# Which builds: the newest SageMaker images the DLC repository's release records list (aws/deep-learning-containers
+# docs/src/data/<engine>/*-sagemaker.yml). Its support policy (docs/src/templates/reference/support_policy.template.md)
+# says "For vLLM and SGLang, only the latest released versions are supported" and recommends the Amazon Linux images,
+# as Ubuntu builds cannot be guaranteed security patches. The Amazon Linux SageMaker builds lag: vllm-server's newest
+# is 0.30.0+amzn2023.ec4a3a53 (docs/src/data/vllm-server/0.30.0+amzn2023.ec4a3a53-v2.6-gpu-sagemaker.yml, commit
+# 05a719126e: cu130, amzn2023, the moving tag "server-sagemaker-cuda-v2.6" only), sglang-server's
+# 0.5.19+amzn2023.0bcd822 (commit f50fe2b44b: tag "server-sagemaker-cuda-v1.4"). Neither is the latest release,
+# each is an AWS build of the engine that PyPI does not carry (systems/engine_tables reads PyPI wheels), each has
+# only a moving tag, and the vLLM one adds a middleware that reroutes /invocations to any path a caller names
+# (scripts/docker/vllm/sagemaker_serve.py at e0ecedea6a; docs/design/engine-upgrades.md).
+# So the pins are the Ubuntu builds of the latest releases; docs/design/engine-upgrades.md says how to move.
+#
+# The AWS vLLM DLC for SageMaker: docs/src/data/vllm/0.31.0-gpu-sagemaker.yml (commit 8c7b4b1d11): vLLM 0.31.0,
+# py312, cu130, ubuntu24.04, tags "0.31.0-gpu-py312-cu130-ubuntu24.04-sagemaker" and the moving
+# "0.31-gpu-py312-cu130-ubuntu24.04-sagemaker-v1", "0.31.0-gpu-py312", "0.31-gpu-py312". The sagemaker package's
+# vllm.json (sagemaker-core 2.27.0, the newest on PyPI) stops at 0.30.0, so retrieve() cannot name 0.31.0: the pin
+# takes 0.30.0's registries (sdk_table_version; GPU only, no CPU processor) and its tag format, which the 0.30.0
+# record (docs/src/data/vllm/0.30.0-gpu-sagemaker.yml, commit 51c7d99316) shares. Unverified: that 0.31.0 is in
+# every region 0.30.0 is (the record names no regions). The image is the upstream vllm/vllm-openai:v<version> with
+# the SageMaker entrypoint (docker/vllm/Dockerfile, target vllm-sagemaker; .github/config/image/vllm/
+# sagemaker-ubuntu.yml).
+# python_stack: the vllm 0.31.0 wheel's METADATA requires transformers<5.18.0,>=5.10.4 (0.30.0: >=5.10.4), which
+# requires tokenizers<=0.23.0,>=0.22.0; but tokenizers 0.22.0's METADATA requires huggingface-hub<1.0 and
+# transformers 5.10.4's huggingface-hub>=1.5.0, so pip cannot pair them: 0.22.1, which allows huggingface-hub<2.0,
+# is the floor. The version pip resolved in the image is unverified, so the floor is written for. The <5.18.0 cap
+# is not written: tests/systems/container_tokenizers/make_envs.py keys its venvs by this text, and the newest one
+# it built for ">=5.10.4" holds transformers 5.15.1, inside the cap.
 VLLM_DLC = ImagePin(
     repository="vllm",
-    gpu_tag="0.30.0-gpu-py312-cu130-ubuntu24.04-sagemaker",
+    gpu_tag="0.31.0-gpu-py312-cu130-ubuntu24.04-sagemaker",
     sdk_framework="vllm",
-    sdk_version="0.30.0",
+    sdk_version="0.31.0",
+    sdk_table_version="0.30.0",
     regions=_ENGINE_DLC_REGIONS,
     python_stack=PythonStack(transformers=">=5.10.4", tokenizers=">=0.22.1,<=0.23.0", verified=False),
 )
-# The AWS SGLang DLC for SageMaker, newest in sglang.json (0.5.13 .. 0.5.20; the DLC docs list 0.5.21 too).
-# retrieve("sglang", region, version="0.5.20", ...) -> sglang:0.5.20-gpu-py312-cu130-ubuntu24.04-sagemaker.
-# aws/deep-learning-containers .github/config/image/sglang/sagemaker-ubuntu.yml (commit 1c7a22c611):
-# framework_version 0.5.20, base_image lmsysorg/sglang:v0.5.20, CUDA 13.0.3, Python 3.12;
-# docs/src/data/sglang/0.5.20-gpu-sagemaker.yml (commit 2a48521ce6). The entrypoint is
+# The AWS SGLang DLC for SageMaker: docs/src/data/sglang/0.5.21-gpu-sagemaker.yml (commit 2f6086014c): SGLang
+# 0.5.21, py312, cu130, ubuntu24.04, tags "0.5.21-gpu-py312-cu130-ubuntu24.04-sagemaker" and the moving
+# "0.5-gpu-py312-cu130-ubuntu24.04-sagemaker-v1", "0.5.21-gpu-py312", "0.5-gpu-py312". sglang.json stops at 0.5.20
+# (docs/src/data/sglang/0.5.20-gpu-sagemaker.yml, commit 2a48521ce6, same tag format): the pin takes its registries,
+# as VLLM_DLC does (the same caveat). .github/config/image/sglang/sagemaker-ubuntu.yml (commit 1c7a22c611, 0.5.20):
+# base_image lmsysorg/sglang:v<version>, CUDA 13.0.3, Python 3.12; the entrypoint is
 # scripts/docker/sglang/sagemaker_entrypoint.sh, installed as /usr/bin/serve (docker/sglang/Dockerfile).
-# python_stack: the sglang 0.5.20 wheel's METADATA pins transformers==5.12.1 and tokenizers==0.22.2.
+# python_stack: the sglang 0.5.21 wheel's METADATA pins transformers==5.12.1 and tokenizers==0.22.2 (as 0.5.20's).
 SGLANG_DLC = ImagePin(
     repository="sglang",
-    gpu_tag="0.5.20-gpu-py312-cu130-ubuntu24.04-sagemaker",
+    gpu_tag="0.5.21-gpu-py312-cu130-ubuntu24.04-sagemaker",
     sdk_framework="sglang",
-    sdk_version="0.5.20",
+    sdk_version="0.5.21",
+    sdk_table_version="0.5.20",
     regions=_ENGINE_DLC_REGIONS,
     python_stack=PythonStack(transformers="==5.12.1", tokenizers="==0.22.2"),
 )
+# The engines inside, "<project>==<version>": the keys of systems/engine_tables and systems/precision.py, and the
+# releases tools/generate_architectures.py reads. The image's release is the engine's (base image
+# vllm/vllm-openai:v<version>, lmsysorg/sglang:v<version>).
+VLLM_ENGINE = f"vllm=={VLLM_DLC.sdk_version}"
+SGLANG_ENGINE = f"sglang=={SGLANG_DLC.sdk_version}"
 # Hugging Face PyTorch inference DLC, transformers 4.51.3: hf-fastload's image, pinned in systems/images.py.
 HF_PYTORCH_INFERENCE_4_51 = HF_PYTORCH_INFERENCE
 # Hugging Face PyTorch inference DLC, transformers 5.5.3 (huggingface.json 5.5.3 / pytorch2.6.0).
@@ -100,16 +124,16 @@ CURRENT_IMAGES: tuple[ImageFacts, ...] = (
     ImageFacts(
         VLLM_DLC,
         cuda="13.0",
-        engine="vllm==0.30.0",
+        engine=VLLM_ENGINE,
         python="3.12",
-        source="DLC docs/src/data/vllm/0.30.0-gpu-sagemaker.yml (cu130); config sagemaker-ubuntu.yml CUDA 13.0.2",
+        source="DLC docs/src/data/vllm/0.31.0-gpu-sagemaker.yml @8c7b4b1d11: py312, cu130, ubuntu24.04",
     ),
     ImageFacts(
         SGLANG_DLC,
         cuda="13.0",
-        engine="sglang==0.5.20",
+        engine=SGLANG_ENGINE,
         python="3.12",
-        source="DLC .github/config/image/sglang/sagemaker-ubuntu.yml @1c7a22c611: CUDA 13.0.3",
+        source="DLC docs/src/data/sglang/0.5.21-gpu-sagemaker.yml @2f6086014c: py312, cu130, ubuntu24.04",
     ),
     ImageFacts(
         HF_PYTORCH_INFERENCE_4_51,

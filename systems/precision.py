@@ -3,13 +3,14 @@ checkpoint quantized with a method, the capability from which that runs on nativ
 dtypes the method computes in; `precision_problems` says why a GPU cannot run a dtype or method.
 
 Sources, by the short names used below (GPU facts and their sources: facts/gpus.py):
-  [VLLM]     vLLM 0.30.0 wheel: platforms/cuda.py supports_fp8 = capability >= 89; quantization/utils/
+  [VLLM]     vLLM 0.30.0 wheel (0.31.0's re-read: get_min_capability by tools/generate_architectures.py --check,
+             supports_fp8 by hand): platforms/cuda.py supports_fp8 = capability >= 89; quantization/utils/
              marlin_utils_fp8.py and marlin_utils_fp4.py: weight-only FP8/FP4 Marlin kernels from 75; each
              QuantizationConfig.get_min_capability (config/vllm.py refuses a method below it); csrc
              nvfp4_scaled_mm_entry.cu cutlass_scaled_mm_supports_fp4: capability >= 100 and CUDA >= 12.8 (read in
              the vllm-project/vllm source index, version not pinned: unverified at 0.30.0).
-  [SGL]      SGLang 0.5.20 wheel: each quantization config's get_min_capability (model_loader/loader.py refuses a
-             method below it).
+  [SGL]      SGLang 0.5.20 wheel (0.5.21's re-read by the same tool): each quantization config's
+             get_min_capability (model_loader/loader.py refuses a method below it).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from facts.gpus import Capability, gpu_facts
+from systems.images_current import SGLANG_ENGINE, VLLM_ENGINE
 
 
 # The lowest compute capability at which each pinned engine loads a checkpoint quantized with a method (the
@@ -34,7 +36,7 @@ class PrecisionSupport:
 
 
 ENGINE_PRECISION: dict[str, dict[str, PrecisionSupport]] = {
-    "vllm==0.30.0": {
+    VLLM_ENGINE: {
         "fp8": PrecisionSupport(
             75, 89, "[VLLM] Fp8Config.get_min_capability 75; supports_fp8 from 89, Marlin below", ("bf16", "fp16")
         ),
@@ -61,7 +63,7 @@ ENGINE_PRECISION: dict[str, dict[str, PrecisionSupport]] = {
         "awq": PrecisionSupport(75, None, "[VLLM] AutoAWQConfig.get_min_capability 75", ("fp16", "bf16")),
         "gptq": PrecisionSupport(60, None, "[VLLM] AutoGPTQConfig.get_min_capability 60", ("fp16", "bf16")),
     },
-    "sglang==0.5.20": {
+    SGLANG_ENGINE: {
         "fp8": PrecisionSupport(80, 89, "[SGL] Fp8Config.get_min_capability 80 (mxfp8: 100)", ("bf16", "fp16")),
         "modelopt_fp8": PrecisionSupport(89, 89, "[SGL] ModelOptFp8Config.get_min_capability 89", ("bf16", "fp16")),
         "w8a8_fp8": PrecisionSupport(89, 89, "[SGL] W8A8Fp8Config.get_min_capability 89", ("fp16", "bf16")),

@@ -99,5 +99,13 @@ ReasoningParser_0_23 = Literal[
     "step3p5",
 ]
 ReasoningParser_0_30 = Literal[ReasoningParser_0_23, _PARSER_PAIRS_ADDED_IN_0_30, "glm47"]
+# 0.31.0 adds one reasoning parser; its tool-call parsers are 0.30.0's (tools/generate_architectures.py --check).
+ReasoningParser_0_31 = Literal[ReasoningParser_0_30, "granite_thinking_parser"]
 
-__all__ = ["ReasoningParser_0_23", "ReasoningParser_0_30", "ToolCallParser_0_23", "ToolCallParser_0_30"]
+__all__ = [
+    "ReasoningParser_0_23",
+    "ReasoningParser_0_30",
+    "ReasoningParser_0_31",
+    "ToolCallParser_0_23",
+    "ToolCallParser_0_30",
+]

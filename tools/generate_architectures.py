@@ -29,13 +29,14 @@ from typing import Any
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 from systems.engine_tables import DATA_DIR, content_hash  # after the path: reads no data file
+from systems.images_current import SGLANG_DLC, SGLANG_ENGINE, VLLM_DLC, VLLM_ENGINE
 
-# The engine releases the pinned images ship (systems/images.py, systems/images_current.py say why each):
-# the AWS vLLM DLC 0.30.0 (vllm/vllm-openai:v0.30.0), LMI 0.36.0-lmi27 (vLLM 0.23.1.dev4+gcd87ce883, a build
-# four commits after v0.23.0: 0.23.0 is the nearest release on PyPI), the AWS SGLang DLC 0.5.20
-# (lmsysorg/sglang:v0.5.20) and the Hugging Face PyTorch inference images (transformers 4.49.0, 4.51.3, 5.5.3).
-VLLM_RELEASES = ("0.30.0", "0.23.0")
-SGLANG_RELEASES = ("0.5.20",)
+# The engine releases the pinned images ship (systems/images.py, systems/images_current.py say why each): the AWS
+# vLLM and SGLang DLCs' (their pins' release: vllm/vllm-openai:v<version>, lmsysorg/sglang:v<version>), LMI
+# 0.36.0-lmi27's (vLLM 0.23.1.dev4+gcd87ce883, a build four commits after v0.23.0: 0.23.0 is the nearest release on
+# PyPI) and the Hugging Face PyTorch inference images' (transformers 4.49.0, 4.51.3, 5.5.3).
+VLLM_RELEASES = (VLLM_DLC.sdk_version, "0.23.0")
+SGLANG_RELEASES = (SGLANG_DLC.sdk_version,)
 TRANSFORMERS_RELEASES = ("4.49.0", "4.51.3", "5.5.3")
 # Minor releases probed to find the first transformers release that maps each architecture added after
 # 4.49.0 (the oldest pinned image): the answer is exact to the minor release.
@@ -466,7 +467,7 @@ def check_options(wheel_dir: Path) -> list[str]:
 # Where each quantization method of systems/precision.py ENGINE_PRECISION is implemented: the class whose
 # get_min_capability the engine compares with the GPU (vllm/config/vllm.py, sglang/srt/model_loader/loader.py).
 PRECISION_CLASSES = {
-    "vllm==0.30.0": {
+    VLLM_ENGINE: {
         "fp8": ("vllm/model_executor/layers/quantization/fp8.py", "Fp8Config"),
         "modelopt": ("vllm/model_executor/layers/quantization/modelopt.py", "ModelOptFp8Config"),
         "compressed-tensors": (
@@ -478,7 +479,7 @@ PRECISION_CLASSES = {
         "awq": ("vllm/model_executor/layers/quantization/auto_awq.py", "AutoAWQConfig"),
         "gptq": ("vllm/model_executor/layers/quantization/auto_gptq.py", "AutoGPTQConfig"),
     },
-    "sglang==0.5.20": {
+    SGLANG_ENGINE: {
         "fp8": ("sglang/srt/layers/quantization/fp8.py", "Fp8Config"),
         "modelopt_fp8": ("sglang/srt/layers/quantization/modelopt_quant.py", "ModelOptFp8Config"),
         "w8a8_fp8": ("sglang/srt/layers/quantization/w8a8_fp8.py", "W8A8Fp8Config"),

@@ -1,4 +1,4 @@
-"""sglang: the AWS SGLang container for SageMaker (SGLang 0.5.20, image systems/images_current.py SGLANG_DLC).
+"""sglang: the AWS SGLang container for SageMaker (the SGLang release of systems/images_current.py SGLANG_DLC).
 
 The container's entrypoint turns every `SM_SGLANG_<FLAG>` variable into SGLang's `--<flag>` (systems/sglang/options.py
 says how, from its source), adds --port 8080, --host 0.0.0.0 and --model-path /opt/ml/model unless set, and runs
@@ -120,13 +120,15 @@ def parses_tool_calls(engine: SglangEngineOptions) -> bool:
 
 SYSTEM: ServingSystem[SglangEngineOptions] = engine_server_system(
     name="sglang",
-    summary="the AWS SGLang container for SageMaker (SGLang 0.5.20), SM_SGLANG_* options, the checkpoint as it is",
+    summary=f"the AWS SGLang container for SageMaker (SGLang {ENGINE_VERSION}), SM_SGLANG_* options, the checkpoint "
+    "as it is",
     recipe="systems.sglang.recipe",
     image=SGLANG_DLC,
     engine_options=SglangEngineOptions,
     environment=container_environment,
     chat=openai_chat(
-        "SGLang 0.5.20's OpenAI server answers chat completions on /invocations (sglang/srt/entrypoints/http_"
+        f"SGLang {ENGINE_VERSION}'s OpenAI server answers chat completions on /invocations (sglang/srt/entrypoints/"
+        "http_"
         "server.py, openai/serving_chat.py): the model's chat template, tool calls parsed with engine.tool_ca"
         "ll_parser, JSON schemas and a named tool_choice by its grammar backend",
         parses_tool_calls,
@@ -151,9 +153,10 @@ SYSTEM: ServingSystem[SglangEngineOptions] = engine_server_system(
     # 8f8513c), sglang/srt/entrypoints/http_server.py: its SageMaker routes are GET /ping and POST /invocations
     # (chat only); adapters load through its own POST /load_lora_adapter {lora_name, lora_path}; nothing imports
     # model_hosting_container_standards or reads X-Amzn-SageMaker-Adapter-Identifier, and the DLC's entrypoint runs
-    # `python3 -m sglang.launch_server` as it is (docs/engine-reference.md).
+    # `python3 -m sglang.launch_server` as it is (docs/engine-reference.md). Re-read in the 0.5.21 wheel: the same.
     adapters=AdapterSupport.no(
-        "SGLang 0.5.20 has no SageMaker POST /adapters route and ignores the X-Amzn-SageMaker-Adapter-Identifier "
+        f"SGLang {ENGINE_VERSION} has no SageMaker POST /adapters route and ignores the X-Amzn-SageMaker-Adapter-"
+        "Identifier "
         "header (sglang/srt/entrypoints/http_server.py serves only /ping and /invocations for SageMaker), so an "
         "adapter inference component could neither be loaded nor invoked; use system vllm for adapters"
     ),

@@ -1,6 +1,8 @@
-"""Typed options of the AWS SGLang container (SGLang 0.5.20) and the `SM_SGLANG_*` environment they render to.
+"""Typed options of the AWS SGLang container (the SGLang release of systems/images_current.py SGLANG_DLC) and the
+`SM_SGLANG_*` environment they render to.
 
-Names, value sets and bounds are SGLang 0.5.20's own (the PyPI wheel `sglang-0.5.20`, file named at each field);
+Names, value sets and bounds are that release's own (its PyPI wheel `sglang-<ENGINE_VERSION>`, file named at each
+field; first read in 0.5.20, value sets re-read in 0.5.21);
 tools/generate_architectures.py --check compares every value set below with that wheel. How the container turns
 the environment into flags: aws/deep-learning-containers scripts/docker/sglang/sagemaker_entrypoint.sh (commit
 3a66fab5ed): `SM_SGLANG_<NAME>` -> `--<name lowercased, _ -> ->`; "true" -> the bare flag; "false" -> nothing;
@@ -17,9 +19,10 @@ from pydantic import ConfigDict, Field, model_validator
 from endpoint_config.base import Strict
 from systems.base import EngineOptions
 from systems.entrypoint_values import entrypoint_value_problem
+from systems.images_current import SGLANG_DLC
 
 ENGINE_PROJECT = "sglang"
-ENGINE_VERSION = "0.5.20"
+ENGINE_VERSION = SGLANG_DLC.sdk_version
 ENV_PREFIX = "SM_SGLANG_"
 
 # sglang/srt/function_call/function_call_parser.py, FunctionCallParser.ToolCallParserEnum keys; server_args.py
@@ -32,9 +35,11 @@ ToolCallParser = Literal[
     "deepseekv31",
     "deepseekv32",
     "deepseekv4",
+    "deepseekv41",
     "dots",
     "gemma4",
     "gigachat3",
+    "gigachat35",
     "glm",
     "glm45",
     "glm47",
@@ -43,6 +48,7 @@ ToolCallParser = Literal[
     "hunyuan",
     "inkling",
     "interns1",
+    "iquest_q1",
     "k2_horizon",
     "kimi_k2",
     "kimi_k3",
@@ -74,14 +80,17 @@ ReasoningParser = Literal[
     "deepseek-r1",
     "deepseek-v3",
     "deepseek-v4",
+    "deepseek-v41",
     "dots",
     "gemma4",
+    "gigachat35",
     "glm45",
     "gpt-oss",
     "granite_thinking_parser",
     "hunyuan",
     "inkling",
     "interns1",
+    "iquest_q1",
     "k2_horizon",
     "kimi",
     "kimi_k2",
@@ -101,10 +110,8 @@ ReasoningParser = Literal[
     "step3",
     "step3p5",
 ]
-# sglang/srt/arg_groups/fields/model.py, the choices of kv_cache_dtype.
-KvCacheDtype = Literal[
-    "auto", "fp8_e5m2", "fp8_e4m3", "mxfp8", "bf16", "bfloat16", "nvfp4", "fp4_mx_block16", "fp4_e2m1"
-]
+# sglang/srt/arg_groups/fields/model.py, the choices of kv_cache_dtype (0.5.21 dropped "fp4_e2m1").
+KvCacheDtype = Literal["auto", "fp8_e5m2", "fp8_e4m3", "mxfp8", "bf16", "bfloat16", "nvfp4", "fp4_mx_block16"]
 # sglang/srt/arg_groups/choices.py, QUANTIZATION_CHOICES (--quantization). SGLang reads a checkpoint's own
 # method from config.json quantization_config.quant_method or hf_quant_config.json (configs/model_config.py).
 QuantizationMethod = Literal[

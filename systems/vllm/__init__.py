@@ -1,4 +1,4 @@
-"""vllm: the AWS vLLM container for SageMaker (vLLM 0.30.0, image systems/images_current.py VLLM_DLC).
+"""vllm: the AWS vLLM container for SageMaker (the vLLM release of systems/images_current.py VLLM_DLC).
 
 The container turns every `SM_VLLM_<FLAG>` variable into vLLM's `--<flag>` (systems/vllm/options.py says how, from
 its entrypoint's source) and serves vLLM's OpenAI server on port 8080. The artifact is the checkpoint's own files
@@ -303,13 +303,14 @@ def parses_tool_calls(engine: VllmEngineOptions) -> bool:
 
 SYSTEM: ServingSystem[VllmEngineOptions] = engine_server_system(
     name="vllm",
-    summary="the AWS vLLM container for SageMaker (vLLM 0.30.0), SM_VLLM_* options, the checkpoint as it is",
+    summary=f"the AWS vLLM container for SageMaker (vLLM {ENGINE_VERSION}), SM_VLLM_* options, the checkpoint as it is",
     recipe="systems.vllm.recipe",
     image=VLLM_DLC,
     engine_options=VllmEngineOptions,
     environment=container_environment,
     chat=openai_chat(
-        "vLLM 0.30.0's OpenAI server answers chat completions on /invocations (vllm/entrypoints/serve/sagemak"
+        f"vLLM {ENGINE_VERSION}'s OpenAI server answers chat completions on /invocations (vllm/entrypoints/serve/"
+        "sagemak"
         "er/api_router.py): the model's chat template, tool calls parsed with engine.tool_call_parser and ena"
         "ble_auto_tool_choice, reasoning with engine.reasoning_parser, JSON schemas and a named tool_choice b"
         "y its structured outputs",
@@ -336,7 +337,8 @@ SYSTEM: ServingSystem[VllmEngineOptions] = engine_server_system(
     ),
     adapters=AdapterSupport(
         True,
-        "vLLM 0.30.0 registers SageMaker's POST /adapters and DELETE /adapters/{name} routes and answers the "
+        f"vLLM {ENGINE_VERSION} registers SageMaker's POST /adapters and DELETE /adapters/{{name}} routes and answers "
+        "the "
         "X-Amzn-SageMaker-Adapter-Identifier header (SM_VLLM_ENABLE_LORA, SM_VLLM_MAX_LORAS, SM_VLLM_MAX_LORA_RANK, "
         "VLLM_ALLOW_RUNTIME_LORA_UPDATING)",
         sizing=lora_sizing,

@@ -1,6 +1,8 @@
-"""Typed options of the AWS vLLM container (vLLM 0.30.0) and the `SM_VLLM_*` environment they render to.
+"""Typed options of the AWS vLLM container (the vLLM release of systems/images_current.py VLLM_DLC) and the
+`SM_VLLM_*` environment they render to.
 
-Names, value sets and bounds are vLLM 0.30.0's own (the PyPI wheel `vllm-0.30.0`, file named at each field);
+Names, value sets and bounds are that release's own (its PyPI wheel `vllm-<ENGINE_VERSION>`, file named at each
+field; first read in 0.30.0, value sets re-read in 0.31.0);
 tools/generate_architectures.py --check compares every value set below with that wheel. How the container turns
 the environment into flags: aws/deep-learning-containers scripts/docker/vllm/sagemaker_args.py (commit
 19aa4751eb): `SM_VLLM_<NAME>` -> `--<name lowercased, _ -> ->`; "true" -> the bare flag; "false" -> nothing;
@@ -16,16 +18,17 @@ from pydantic import ConfigDict, Field, model_validator
 from endpoint_config.base import Strict
 from systems.base import EngineOptions
 from systems.entrypoint_values import entrypoint_value_problem
-from systems.vllm_parsers import ReasoningParser_0_30, ToolCallParser_0_30
+from systems.images_current import VLLM_DLC
+from systems.vllm_parsers import ReasoningParser_0_31, ToolCallParser_0_30
 
 ENGINE_PROJECT = "vllm"
-ENGINE_VERSION = "0.30.0"
+ENGINE_VERSION = VLLM_DLC.sdk_version
 ENV_PREFIX = "SM_VLLM_"
 
 # vllm/tool_parsers/__init__.py, the keys of _TOOL_PARSERS_TO_REGISTER (what --tool-call-parser accepts), and
 # vllm/reasoning/__init__.py, the keys of _REASONING_PARSERS_TO_REGISTER (--reasoning-parser): systems/vllm_parsers.py.
 ToolCallParser = ToolCallParser_0_30
-ReasoningParser = ReasoningParser_0_30
+ReasoningParser = ReasoningParser_0_31
 # vllm/config/cache.py, CacheDType (--kv-cache-dtype).
 KvCacheDtype = Literal[
     "auto",

@@ -10,6 +10,7 @@ import pytest
 
 from facts.gpus import AMI_DRIVERS, GPUS, gpu_facts, image_problems
 from facts.instances import _ACCELERATED, GPU
+from systems.images_current import SGLANG_ENGINE, VLLM_ENGINE
 from systems.precision import ENGINE_PRECISION, precision_problems
 
 
@@ -54,34 +55,34 @@ def test_capabilities_and_native_precisions():
         (
             "NVIDIA V100",
             "bf16",
-            "vllm==0.30.0",
+            VLLM_ENGINE,
             "mxfp4",
             "bf16 needs compute capability 8.0 .*NVIDIA V100 is 7.0|"
-            "vllm==0.30.0 loads mxfp4 weights from compute capability 8.0; NVIDIA V100 is 7.0",
+            f"{VLLM_ENGINE} loads mxfp4 weights from compute capability 8.0; NVIDIA V100 is 7.0",
         ),
         # gpt-oss's MXFP4 computes in bf16 only (vLLM Mxfp4Config.get_supported_act_dtypes)
         (
             "NVIDIA L40S",
             "fp16",
-            "vllm==0.30.0",
+            VLLM_ENGINE,
             "mxfp4",
             "computes mxfp4 weights in bf16 only, not fp16; set dtype: bf16",
         ),
         (
             "NVIDIA T4",
             "fp16",
-            "sglang==0.5.20",
+            SGLANG_ENGINE,
             "fp8",
             "loads fp8 weights from compute capability 8.0; NVIDIA T4 is 7.5",
         ),
-        ("NVIDIA A10G", "bf16", "sglang==0.5.20", "modelopt_fp8", "from compute capability 8.9; NVIDIA A10G is 8.6"),
-        ("NVIDIA H100", "bf16", "sglang==0.5.20", "nvfp4_online", "from compute capability 10.0; NVIDIA H100 is 9.0"),
+        ("NVIDIA A10G", "bf16", SGLANG_ENGINE, "modelopt_fp8", "from compute capability 8.9; NVIDIA A10G is 8.6"),
+        ("NVIDIA H100", "bf16", SGLANG_ENGINE, "nvfp4_online", "from compute capability 10.0; NVIDIA H100 is 9.0"),
         (
             "NVIDIA H100",
             "bf16",
-            "vllm==0.30.0",
+            VLLM_ENGINE,
             "bitsandbytes",
-            "'bitsandbytes' on vllm==0.30.0: no recorded GPU floor",
+            f"'bitsandbytes' on {VLLM_ENGINE}: no recorded GPU floor",
         ),
     ],
 )
@@ -96,10 +97,10 @@ def test_precision_refusals(gpu, dtype, engine, method, expected):
     ("gpu", "dtype", "engine", "method"),
     [
         ("NVIDIA T4", "fp16", None, None),
-        ("NVIDIA A10G", "bf16", "vllm==0.30.0", "mxfp4"),  # gpt-oss on g5: vLLM's MXFP4 MoE from 8.0 (not native)
-        ("NVIDIA T4", "fp16", "vllm==0.30.0", "fp8"),  # FP8 weight-only through Marlin from 7.5
-        ("NVIDIA L40S", "bf16", "sglang==0.5.20", "modelopt_fp8"),
-        ("NVIDIA RTX PRO 6000 Blackwell Server Edition", "bf16", "sglang==0.5.20", "nvfp4_online"),
+        ("NVIDIA A10G", "bf16", VLLM_ENGINE, "mxfp4"),  # gpt-oss on g5: vLLM's MXFP4 MoE from 8.0 (not native)
+        ("NVIDIA T4", "fp16", VLLM_ENGINE, "fp8"),  # FP8 weight-only through Marlin from 7.5
+        ("NVIDIA L40S", "bf16", SGLANG_ENGINE, "modelopt_fp8"),
+        ("NVIDIA RTX PRO 6000 Blackwell Server Edition", "bf16", SGLANG_ENGINE, "nvfp4_online"),
     ],
 )
 def test_precision_accepted(gpu, dtype, engine, method):

@@ -12,7 +12,13 @@ from types import SimpleNamespace
 import pytest
 
 from local_runtime import LocalContainerError, container_host
-from local_runtime.vllm_container import ROOT, ContainerError, VllmContainer, container_environment
+from local_runtime.vllm_container import (
+    LOCAL_ENGINE_VERSION,
+    ROOT,
+    ContainerError,
+    VllmContainer,
+    container_environment,
+)
 
 # slow: the vLLM server started (make test-fast leaves them out)
 pytestmark = pytest.mark.slow
@@ -103,6 +109,43 @@ def test_the_deadline_stops_the_engine_and_quotes_its_log(tmp_path, model_dir, v
     assert container.process is not None and container.process.returncode is not None
     with pytest.raises(ProcessLookupError):  # nothing of its process group is left
         os.killpg(container.process.pid, 0)
+
+
+# An engine of another release, as `python -m vllm.entrypoints.openai.api_server ... --port N` would start it: it logs
+# the version line vLLM logs and answers GET /ping on that port (a real loopback server, not vLLM).
+OTHER_RELEASE_SERVER = """
+import http.server, sys
+port = int(sys.argv[len(sys.argv) - sys.argv[::-1].index("--port")])  # the last --port, as argparse keeps
+print("INFO vLLM server version 9.9.9, serving model m", flush=True)
+class Ping(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.end_headers()
+    def log_message(self, *args):
+        pass
+http.server.HTTPServer(("127.0.0.1", port), Ping).serve_forever()
+"""
+
+
+def test_refuses_an_engine_of_another_release_than_requirements_vllm_pins(tmp_path, model_dir):
+    """The version check reads the local pin (requirements-vllm.txt), which may lag the image's engine
+    (docs/design/engine-upgrades.md): an engine that logs another version is stopped and named."""
+    import sys
+
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (tmp_path / "server.py").write_text(OTHER_RELEASE_SERVER)
+    python = venv / "bin" / "python"
+    python.write_text(f'#!/bin/sh\nshift 2\nexec {sys.executable} {tmp_path / "server.py"} "$@"\n')
+    python.chmod(0o755)
+    assert (ROOT / "requirements-vllm.txt").read_text().count(f"\nvllm-cpu=={LOCAL_ENGINE_VERSION}\n") == 1
+    container = VllmContainer(ENV, model_dir, tmp_path, venv=venv, ready_timeout_s=30)
+    container.start()
+    with pytest.raises(
+        ContainerError, match=rf"the engine says it is vLLM 9\.9\.9; requirements-vllm\.txt pins {LOCAL_ENGINE_VERSION}"
+    ):
+        container.wait_ready()
+    assert container.process is not None and container.process.returncode is not None
 
 
 def test_a_container_that_stopped_answering_is_a_500_naming_it(tmp_path, model_dir):

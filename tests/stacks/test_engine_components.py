@@ -14,6 +14,7 @@ from helpers import ROOT
 
 from deployment import load_config
 from endpoint_config import ConfigError
+from systems.sglang.options import ENGINE_VERSION as SGLANG_VERSION
 
 CONFIG, ENV, PROJECT = "config/examples/engine-components.yaml", "dev", "llm-endpoints"
 VLLM, SGLANG = "vllm-lora", "sglang-ic"
@@ -131,9 +132,9 @@ REFUSED = [
     (
         "adapters on sglang",
         dict(endpoint=SGLANG, adapters=TWO),
-        f"endpoint '{SGLANG}': adapters: value (2 adapters) is not supported by system 'sglang': SGLang 0.5.20 has no "
-        "SageMaker POST /adapters route and ignores the X-Amzn-SageMaker-Adapter-Identifier header "
-        "(sglang/srt/entrypoints/http_server.py serves only /ping and /invocations for SageMaker), so an adapter "
+        f"endpoint '{SGLANG}': adapters: value (2 adapters) is not supported by system 'sglang': SGLang "
+        f"{SGLANG_VERSION} has no SageMaker POST /adapters route and ignores the X-Amzn-SageMaker-Adapter-Identifier "
+        "header (sglang/srt/entrypoints/http_server.py serves only /ping and /invocations for SageMaker), so an adapter "
         "inference component could neither be loaded nor invoked; use system vllm for adapters; systems that serve "
         "LoRA adapters: lmi-vllm, vllm",
     ),

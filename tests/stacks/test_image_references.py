@@ -5,7 +5,8 @@ model image; CodeBuild cannot start the build). So every image reference in ever
 (all example configs in all environments, and the pipeline with its GPU build option) must be one of:
 
   an AWS Deep Learning Container   the sagemaker package's own image table (sagemaker.core.image_uris.retrieve,
-                                   offline JSON) must give exactly that URI in every region the template maps
+                                   offline JSON) must give exactly that URI in every region the template maps (a
+                                   pin newer than the table: its newest version's, with the release in the tag)
   a CodeBuild curated image        one aws-cdk-lib names (codebuild.LinuxBuildImage), with runtime-versions that
                                    image offers (aws/aws-codebuild-docker-images, ubuntu/standard/8.0/runtimes.yml)
   our own image                    a DockerImageAsset (CDK's container-assets repository), built from a Dockerfile
@@ -138,14 +139,14 @@ def _check_dlc(uri: str, region: str, problems: list[str], where: str) -> None:
         expected = _table_uri(
             pin.sdk_framework,
             region,
-            pin.sdk_version,
+            pin.table_version,
             "ml.g5.xlarge" if gpu else "ml.m5.xlarge",
             tuple(sorted(extra.items())),
         )
     except ValueError as err:
         problems.append(f"{where}: {uri}: the sagemaker table has no such image in {region}: {err}")
         return
-    if uri != expected:
+    if uri != pin.from_table(expected):
         problems.append(f"{where}: {uri}: the sagemaker table gives {expected} in {region}")
 
 

@@ -15,6 +15,7 @@ from hermetic import subprocess_env
 from systems import engine_tables
 from systems.engine_tables import ARCHITECTURES, CLI_FLAGS, SOURCES, TRANSFORMERS_CAUSAL_LM, TRANSFORMERS_FIRST_RELEASE
 from systems.images import HF_CONTAINER_TRANSFORMERS
+from systems.images_current import SGLANG_ENGINE, VLLM_ENGINE
 
 ROOT = Path(__file__).resolve().parents[2]
 MAKE_ENV = ROOT / "tests" / "systems" / "hf_container" / "make_env.sh"
@@ -26,8 +27,8 @@ VENV = ROOT / ".venv-hf-container"
 SYSTEM_ENGINES = {
     "hf-fastload": "transformers==4.51.3",
     "lmi-vllm": "vllm==0.23.0",  # LMI 0.36.0-lmi27 ships vLLM 0.23.1.dev4+gcd87ce883 (four commits after v0.23.0)
-    "vllm": "vllm==0.30.0",
-    "sglang": "sglang==0.5.20",
+    "vllm": VLLM_ENGINE,
+    "sglang": SGLANG_ENGINE,
 }
 # config.json `architectures` of the models the example configs deploy: the class transformers'
 # MODEL_FOR_CAUSAL_LM_MAPPING_NAMES gives for each model's model_type (gptj, gpt2, mistral, llama, qwen3,
@@ -131,7 +132,7 @@ def test_architectures_of_issue_19_models_where_each_engine_has_them():
     """Which pinned engine serves which of today's model families: these facts the compatibility check rests on."""
     wanted = sorted(set(EXAMPLE_MODEL_ARCHITECTURES.values()) - {"GPT2LMHeadModel"})
     served = {key: [a for a in wanted if a in names] for key, names in ARCHITECTURES.items()}
-    assert served["vllm==0.30.0"] == served["sglang==0.5.20"] == served["transformers==5.5.3"] == wanted
+    assert served[VLLM_ENGINE] == served[SGLANG_ENGINE] == served["transformers==5.5.3"] == wanted
     assert set(wanted) - set(served["transformers==4.49.0"]) == {
         "GptOssForCausalLM",
         "Qwen3ForCausalLM",

@@ -9,6 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from systems.engine_tables import CLI_FLAGS
+from systems.images_current import SGLANG_ENGINE, VLLM_ENGINE
 from systems.sglang.options import SglangOptions, SglangSpeculativeConfig
 from systems.vllm.options import VllmOptions, VllmSpeculativeConfig
 
@@ -68,7 +69,7 @@ def _flag(key: str, prefix: str) -> str:
 
 @pytest.mark.parametrize(
     ("options", "prefix", "engine"),
-    [(FULL_VLLM, "SM_VLLM_", "vllm==0.30.0"), (FULL_SGLANG, "SM_SGLANG_", "sglang==0.5.20")],
+    [(FULL_VLLM, "SM_VLLM_", VLLM_ENGINE), (FULL_SGLANG, "SM_SGLANG_", SGLANG_ENGINE)],
     ids=["vllm", "sglang"],
 )
 def test_every_variable_names_a_flag_the_pinned_engine_accepts(options, prefix, engine):
@@ -77,7 +78,7 @@ def test_every_variable_names_a_flag_the_pinned_engine_accepts(options, prefix, 
     assert flags, env
     assert flags - CLI_FLAGS[engine] == set()
     # And not the other engine's spelling by accident.
-    other = "sglang==0.5.20" if engine.startswith("vllm") else "vllm==0.30.0"
+    other = SGLANG_ENGINE if engine.startswith("vllm") else VLLM_ENGINE
     assert flags - CLI_FLAGS[other], "the two engines' flags should differ somewhere"
 
 

@@ -17,6 +17,7 @@ from hermetic import subprocess_env
 
 from systems import engine_tables
 from systems.engine_tables import DATA_DIR, EngineTableError, content_hash, load
+from systems.images_current import SGLANG_ENGINE, VLLM_ENGINE
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -29,13 +30,13 @@ def _copy_tables(into: Path) -> Path:
 
 def test_a_copy_of_the_data_files_loads_the_same_tables(tmp_path):
     assert load(_copy_tables(tmp_path)) == load()
-    assert "GptOssForCausalLM" in engine_tables.ARCHITECTURES["vllm==0.30.0"]
-    assert "--context-length" in engine_tables.CLI_FLAGS["sglang==0.5.20"]
+    assert "GptOssForCausalLM" in engine_tables.ARCHITECTURES[VLLM_ENGINE]
+    assert "--context-length" in engine_tables.CLI_FLAGS[SGLANG_ENGINE]
 
 
 @pytest.mark.parametrize("edit", ["add an architecture", "change the wheel's sha256", "change the hash"])
 def test_a_file_changed_after_generation_is_refused_naming_it(tmp_path, edit):
-    path = _copy_tables(tmp_path) / "vllm-0.30.0.json"
+    path = _copy_tables(tmp_path) / f"{VLLM_ENGINE.replace('==', '-')}.json"
     data = json.loads(path.read_text())
     if edit == "add an architecture":
         data["tables"]["architectures"]["values"].append("MadeUpForCausalLM")

@@ -1,4 +1,6 @@
-"""Today's engine image pins (systems/images_current.py) against the `sagemaker` package's image tables."""
+"""Today's engine image pins (systems/images_current.py) against the `sagemaker` package's image tables. A pin newer
+than its table (the DLC release records list releases before the `sagemaker` package does) is checked against the
+table's newest version, whose registries it takes: the same URI but for the release in the tag."""
 
 from __future__ import annotations
 
@@ -27,7 +29,7 @@ def _table(framework: str) -> dict:
 
 
 def _table_regions(pin: ImagePin) -> set[str]:
-    versions = _table(pin.sdk_framework)["inference"]["versions"][pin.sdk_version]
+    versions = _table(pin.sdk_framework)["inference"]["versions"][pin.table_version]
     if pin.sdk_base_framework_version:
         versions = versions[pin.sdk_base_framework_version]
     return set(versions["registries"])
@@ -47,11 +49,12 @@ def test_pinned_uris_match_sagemaker_tables_in_every_region(pin):
                 expected = image_uris.retrieve(
                     pin.sdk_framework,
                     region,
-                    version=pin.sdk_version,
+                    version=pin.table_version,
                     instance_type=instance_type,
                     image_scope="inference",
                     **extra,
                 )
+                expected = pin.from_table(expected)
             except ValueError as err:
                 mismatches.append(
                     (region, instance_type, pin.uri(region, gpu=gpu), f"not in the sagemaker table: {err}")
@@ -78,6 +81,10 @@ def test_regions_without_account_are_exactly_what_the_engine_tables_add():
     assert not set(REGIONS_WITHOUT_ACCOUNT) & set(_DLC_ACCOUNT_BY_REGION)
 
 
+def _release(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split("."))
+
+
 def test_engine_dlcs_are_gpu_only_and_the_newest_the_tables_list():
     from sagemaker.core import image_uris
 
@@ -87,13 +94,20 @@ def test_engine_dlcs_are_gpu_only_and_the_newest_the_tables_list():
             image_uris.retrieve(
                 pin.sdk_framework,
                 "us-east-1",
-                version=pin.sdk_version,
+                version=pin.table_version,
                 instance_type="ml.m5.xlarge",
                 image_scope="inference",
             )
         versions = _table(pin.sdk_framework)["inference"]["versions"]
-        newest = max(versions, key=lambda v: tuple(int(p) for p in v.split(".")))
-        assert pin.sdk_version == newest, f"{pin.sdk_framework}.json now lists {newest}: review the pin"
+        newest = max(versions, key=_release)
+        assert pin.table_version == newest, f"{pin.sdk_framework}.json now lists {newest}: review the pin"
+        if pin.sdk_table_version is not None:
+            # Ahead of the table, never behind it; once the table lists the release, the override goes.
+            assert pin.sdk_version not in versions, (
+                f"{pin.sdk_framework}.json lists {pin.sdk_version}: drop sdk_table_version"
+            )
+            assert _release(pin.sdk_version) > _release(newest)
+            assert pin.gpu_tag.startswith(f"{pin.sdk_version}-")
         with pytest.raises(ValueError, match="is offered for GPU instances only"):
             pin.uri("us-east-1", gpu=False)
         with pytest.raises(ValueError, match="not published in region cn-north-1"):

@@ -1,6 +1,6 @@
-"""The sglang system (AWS SGLang DLC 0.5.20): its environment through the entrypoint's own loop (run by bash) to the
-flags SGLang 0.5.20 accepts, the artifact served on a CPU stand-in, and the rules only SGLang has. The build of every
-tiny architecture and the shared compatibility checks are in test_system_vllm.py."""
+"""The sglang system (the AWS SGLang DLC of systems/images_current.py): its environment through the entrypoint's own
+loop (run by bash) to the flags the pinned SGLang accepts, the artifact served on a CPU stand-in, and the rules only
+SGLang has. The build of every tiny architecture and the shared compatibility checks are in test_system_vllm.py."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from engine_configs import build, endpoint_yaml, load, refusals
 from engine_stand_in import StandIn, flags_of, serving, sglang_argv
 
 from systems.engine_tables import CLI_FLAGS
+from systems.images_current import SGLANG_ENGINE
 
 FULL_ENGINE = {
     "context_length": 512,
@@ -54,7 +55,7 @@ def test_environment_reaches_sglang_through_the_entrypoints_loop(tmp_path, tiny_
         tmp_path, endpoint_yaml("full", "sglang", str(source), "ml.g6e.12xlarge", tp=2, engine=FULL_ENGINE)
     ).plans[0]
     flags = flags_of(sglang_argv(plan.container_environment("bucket"), source))
-    assert set(flags) - CLI_FLAGS["sglang==0.5.20"] == set(), "a flag SGLang 0.5.20 does not have"
+    assert set(flags) - CLI_FLAGS[SGLANG_ENGINE] == set(), f"a flag {SGLANG_ENGINE} does not have"
     assert flags == {
         "--chat-template": "/opt/ml/model/templates/a b=c.jinja",
         "--chunked-prefill-size": "1024",

@@ -1,7 +1,8 @@
-"""The vllm system (AWS vLLM DLC 0.30.0) and the compatibility checks every engine system gets.
+"""The vllm system (the AWS vLLM DLC of systems/images_current.py) and the compatibility checks every engine system
+gets.
 
 Container contract on a CPU stand-in (tests/systems/engine_stand_in.py): the environment the system renders goes
-through the entrypoint's own rules to an argv, every flag is one vLLM 0.30.0 accepts (systems/engine_tables
+through the entrypoint's own rules to an argv, every flag is one the pinned vLLM accepts (systems/engine_tables
 CLI_FLAGS, read from its wheel) with the value the options asked for, and the artifact the recipe built is what the
 --model path serves (OpenAI chat through the `openai` SDK). Compatibility: refused where the sources say it cannot
 run (architecture, precision, CUDA and driver, fit), accepted where it fits, at load (config.json of local and known
@@ -21,6 +22,7 @@ from engine_stand_in import StandIn, flags_of, serving, vllm_argv
 from artifact import BuildError
 from endpoint_config import ConfigError
 from systems.engine_tables import CLI_FLAGS
+from systems.images_current import SGLANG_DLC, VLLM_ENGINE
 
 ENGINE_ARCHS = ("llama", "qwen2", "qwen3", "mistral", "gemma2", "gemma3", "mixtral", "qwen3_moe", "gpt_oss")
 ARCH_CLASSES = {
@@ -87,7 +89,7 @@ def test_environment_reaches_vllm_as_the_flags_the_options_name(tmp_path, tiny_c
     env = plan.container_environment("bucket")
     argv = vllm_argv(env, tiny_chat_models["qwen3_moe"])
     flags = flags_of(argv)
-    assert set(flags) - CLI_FLAGS["vllm==0.30.0"] == set(), "a flag vLLM 0.30.0 does not have"
+    assert set(flags) - CLI_FLAGS[VLLM_ENGINE] == set(), f"a flag {VLLM_ENGINE} does not have"
     assert flags == {
         "--port": "8080",
         "--model": str(tiny_chat_models["qwen3_moe"]),
@@ -190,13 +192,13 @@ REFUSED = [
     (
         "mxfp4-t4",
         endpoint_yaml("x", "vllm", "openai/gpt-oss-20b", "ml.g4dn.2xlarge", dtype="fp16"),
-        r"instance_type: value 'ml.g4dn.2xlarge': vllm==0.30.0 loads mxfp4 weights from compute capability 8.0; "
+        rf"instance_type: value 'ml.g4dn.2xlarge': {VLLM_ENGINE} loads mxfp4 weights from compute capability 8.0; "
         r"NVIDIA T4 is 7.5; instance families that run it: ml.g5, ml.g6, ml.g6e, ml.g7, ml.g7e, ml.p4d",
     ),
     (
         "mxfp4-fp16",
         endpoint_yaml("x", "vllm", "openai/gpt-oss-20b", "ml.g6e.xlarge", dtype="fp16"),
-        r"dtype: value 'fp16': vllm==0.30.0 computes mxfp4 weights in bf16 only, not fp16; set dtype: bf16",
+        rf"dtype: value 'fp16': {VLLM_ENGINE} computes mxfp4 weights in bf16 only, not fp16; set dtype: bf16",
     ),
     (
         "bf16-t4",
@@ -213,7 +215,7 @@ REFUSED = [
     (
         "cuda13-v100",
         endpoint_yaml("x", "sglang", "Qwen/Qwen3-32B", "ml.p3.16xlarge", dtype="fp16", tp=8),
-        r"the image of system 'sglang' \(0.5.20-gpu-py312-cu130-ubuntu24.04-sagemaker\) cannot run there: NVIDIA V100 "
+        rf"the image of system 'sglang' \({SGLANG_DLC.gpu_tag}\) cannot run there: NVIDIA V100 "
         r"\(compute capability 7.0\) is older than CUDA 13.0 supports \(from 7.5\)",
     ),
     # weights that fit: bf16 bytes, every expert of a MoE, the KV cache vLLM reserves for max_model_len
@@ -306,7 +308,7 @@ def test_load_checks_a_local_models_own_config(tmp_path, tiny_chat_models):
     config = json.loads((unknown / "config.json").read_text())
     (unknown / "config.json").write_text(json.dumps({**config, "architectures": ["NotARealForCausalLM"]}))
     assert re.search(
-        r"is a NotARealForCausalLM .*which vllm==0.30.0 in the image of system 'vllm' does not serve"
+        rf"is a NotARealForCausalLM .*which {VLLM_ENGINE} in the image of system 'vllm' does not serve"
         r".*systems that serve it: none",
         refusals(tmp_path, endpoint_yaml("x", "vllm", str(unknown))),
     )
@@ -388,7 +390,7 @@ def test_streamed_weights_environment_model_data_and_network(tmp_path, tiny_chat
     env = plan.container_environment("bucket")
     flags = flags_of(vllm_argv(env, tmp_path / "metadata-only-is-not-used"))
     assert flags["--model"] == f"s3://bucket/{plan.artifact_prefix}" and flags["--load-format"] == "runai_streamer"
-    assert set(flags) <= CLI_FLAGS["vllm==0.30.0"] and "SM_VLLM_STREAM_WEIGHTS_FROM_S3" not in env
+    assert set(flags) <= CLI_FLAGS[VLLM_ENGINE] and "SM_VLLM_STREAM_WEIGHTS_FROM_S3" not in env
     data = plan.model_data("bucket")
     assert data.prefix == f"{plan.artifact_prefix}metadata/" and data.readable_prefix == plan.artifact_root
     assert plan.network_isolation is False
