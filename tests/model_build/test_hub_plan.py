@@ -260,3 +260,35 @@ def test_the_cli_refuses_a_gated_model_in_one_message(mirror, tmp_path):
     assert f"model {GATED!r} is gated" in result.stderr and "HF_TOKEN" in result.stderr
     assert "Traceback" not in result.stderr
     assert not (tmp_path / "build" / "gated").exists()
+
+
+def test_a_converting_recipe_checks_the_room_before_it_downloads_and_names_the_staged_path(
+    mirror, tmp_path, monkeypatch, tiny_chat_models
+):
+    """hf-fastload converts the weights on this machine: before snapshot_download, the Hub's file sizes (metadata
+    only) against the free space of the Hub cache's disk; the free space is the one value set here (no disk can be
+    filled for a test), the sizes are the mirror's."""
+    import artifact.source
+
+    source = tiny_chat_models["qwen3"]
+    weights = (source / "model.safetensors").stat().st_size
+    monkeypatch.setattr(artifact.source, "free_bytes", lambda path: weights // 2)
+    with pytest.raises(BuildError) as refused:
+        build(tmp_path, endpoint_yaml("fastload", REPO, system="hf-fastload"))
+    message = str(refused.value)
+    files = sum(p.stat().st_size for p in source.iterdir() if p.is_file())
+    assert f"model {REPO!r}: this system's recipe converts the weights on this machine, which needs " in message
+    assert (
+        f"{files:,} bytes of Hub files to download" in message
+        and f"plus about {weights:,} bytes of artifact" in message
+    )
+    assert f"{weights // 2:,} bytes are free there" in message
+    assert "vllm, sglang, lmi-vllm, lmi-trtllm" in message and "docs/design/staging.md" in message
+    assert weights_under(tmp_path / "build", tmp_path / "hf-home") == []
+    assert mirror.bytes_served.get(f"{REPO}/model.safetensors", 0) == 0  # nothing of the weights was read
+    # With room, the download goes on; once the Hub cache holds that commit, nothing is left to need room for.
+    monkeypatch.setattr(artifact.source, "free_bytes", lambda path: 10 * files)
+    downloaded = artifact.source.resolve_model_source(REPO)
+    assert (downloaded / "model.safetensors").read_bytes() == (source / "model.safetensors").read_bytes()
+    monkeypatch.setattr(artifact.source, "free_bytes", lambda path: 0)
+    artifact.source.check_room_for_download(REPO, None, list(artifact.source.DEFAULT_ALLOW_PATTERNS))
