@@ -3,6 +3,8 @@ convert weights); the checkpoint systems plan a Hub model from its metadata inst
 
 from __future__ import annotations
 
+import os
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -52,13 +54,76 @@ def resolve_model_source(
             f"model {model!r} is not an existing directory (resolved to {local.resolve()}); "
             "allowed: an existing local model directory or a Hugging Face Hub id such as 'org/name'"
         )
+    patterns = list(allow_patterns or []) or None
     try:
         from huggingface_hub import snapshot_download
 
-        path = snapshot_download(repo_id=model, revision=revision, allow_patterns=list(allow_patterns or []) or None)
+        from artifact.hub_source import endpoint_now
+
+        check_room_for_download(model, revision, patterns)
+        # HF_ENDPOINT as it is now, as the plan reads it (huggingface_hub reads it once, at import).
+        path = snapshot_download(repo_id=model, revision=revision, allow_patterns=patterns, endpoint=endpoint_now())
+    except BuildError:
+        raise
     except Exception as err:  # network, auth, unknown repo, bad revision: all mean "cannot get it"
         reason = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
         raise BuildError(
             f"model {model!r} is neither a local directory nor downloadable from the Hugging Face Hub: {reason}"
         ) from None
     return Path(path)
+
+
+def free_bytes(path: Path) -> int:
+    """Free bytes on the filesystem of `path` (its nearest existing parent)."""
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return shutil.disk_usage(path).free
+
+
+def check_room_for_download(model: str, revision: str | None, patterns: list[str] | None) -> None:
+    """Before a converting recipe downloads a Hub model to this machine: its files' sizes from the Hub's API (the
+    metadata only: artifact/hub_source.py), and BuildError unless the Hub cache's disk holds them and, when the build
+    folder is on the same disk, the artifact too (about the weights again: the recipes write the converted weights
+    under build/). The message names what needs no disk here: the checkpoint systems plan a Hub model from its
+    metadata and stage its weights in the account (docs/design/staging.md). A Hub the API cannot reach is left to
+    snapshot_download, whose error the caller reports."""
+    from huggingface_hub import constants, try_to_load_from_cache
+    from huggingface_hub.utils import filter_repo_objects
+
+    from artifact.hub_source import HubError, open_hub_model
+
+    try:
+        hub = open_hub_model(model, revision)
+    except HubError:
+        return
+    # What the Hub cache already holds at that commit is not downloaded again.
+    wanted = [
+        name
+        for name in filter_repo_objects(list(hub.files), allow_patterns=patterns)
+        if not isinstance(try_to_load_from_cache(model, name, revision=hub.commit), str)
+    ]
+    source = sum(hub.files[name].size for name in wanted)
+    weights = sum(hub.files[name].size for name in wanted if name.endswith((".safetensors", ".bin")))
+    cache = Path(constants.HF_HUB_CACHE)
+    build = Path.cwd()
+    same_disk = _device(cache) == _device(build)
+    need = source + (weights if same_disk else 0)
+    free = free_bytes(cache)
+    if need <= free and (same_disk or weights <= free_bytes(build)):
+        return
+    where = f"{cache}" + ("" if same_disk else f" (and {weights:,} bytes of artifact under {build})")
+    raise BuildError(
+        f"model {model!r}: this system's recipe converts the weights on this machine, which needs {need:,} bytes on "
+        f"the disk of {where}: {source:,} bytes of Hub files to download (commit {hub.commit[:12]}) plus about {weights:,} "
+        f"bytes of artifact; {free:,} bytes are free there. A Hub model needs no disk here on a checkpoint system "
+        "(vllm, sglang, lmi-vllm, lmi-trtllm): `model_build build` plans it from its metadata and `model_build "
+        "publish` stages its weights Hub -> S3 in the account (docs/design/staging.md). Otherwise free space, set "
+        "HF_HOME to a larger disk, or build it in the pipeline's model build step with pipeline.build.compute sized "
+        "for it"
+    )
+
+
+def _device(path: Path) -> int:
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return os.stat(path).st_dev

@@ -122,6 +122,11 @@ class ArtifactStoreStack(Stack):
         self.weights_staging = None
         if environment_plan.environment.emulator:
             return
+        bucket_nag = (
+            f"arn:{nag_text(self.partition)}:s3:::{nag_text(self.bucket.bucket_name)}"
+            if environment_plan.environment.adopt_kept_data
+            else "<ArtifactBucket.Arn>"
+        )
         self.weights_staging = WeightsStaging(
             self,
             "WeightsStaging",
@@ -130,13 +135,13 @@ class ArtifactStoreStack(Stack):
             token_secrets=sorted({p.hub_token_secret for p in environment_plan.plans if p.hub_token_secret}),
             log_retention_days=max((p.log_retention_days for p in environment_plan.plans), default=30),
             bucket_key=self.bucket_key,
-            bucket_nag=(
-                f"arn:{nag_text(self.partition)}:s3:::{nag_text(self.bucket.bucket_name)}"
-                if environment_plan.environment.adopt_kept_data
-                else "<ArtifactBucket.Arn>"
-            ),
+            bucket_nag=bucket_nag,
         )
         CfnOutput(self, "WeightsStagingProject", value=self.weights_staging.project_name)
+        if self.publisher_role is not None:
+            # The pipeline's model build plans a Hub model from its metadata and starts and follows this job, so its
+            # compute never holds the weights (docs/design/staging.md "The pipeline").
+            self.weights_staging.grant_start(self.publisher_role, bucket=self.bucket, bucket_nag=bucket_nag)
 
     def _own_auto_delete_logs(self, environment_plan: EnvironmentPlan) -> None:
         """The log group CDK's auto-delete function writes to (/aws/lambda/<function>), owned by this stack: Lambda

@@ -269,3 +269,40 @@ class WeightsStaging(Construct):
         self.project = StagingProject(
             self, "Project", project_name=project_name, role=self.role.role, log_group=self.logs.group, code=self.code
         )
+
+    def grant_start(
+        self, grantee: iam.IGrantable, *, bucket: s3.IBucket, bucket_nag: str = "<ArtifactBucket.Arn>"
+    ) -> None:
+        """What `model_build stage` (model_build/stage.py; `model_build publish` of a staged manifest runs it) calls
+        besides publish's own uploads (ArtifactStoreStack.grant_publish), for the pipeline's model build to start and
+        follow this job: s3:PutObject of the spec under staging-specs/ (PutObject); cloudformation:DescribeStacks of
+        this stack (its WeightsStagingProject output: staging_project); codebuild:ListBuildsForProject and
+        codebuild:BatchGetBuilds (a build already staging the destination, then the build's status and log stream),
+        codebuild:StartBuild on this project; logs:GetLogEvents on its log group (the job's lines, printed as they
+        come). Operation -> action from the Service Authorization Reference (Amazon S3, AWS CloudFormation, AWS
+        CodeBuild, Amazon CloudWatch Logs). tests/stacks/test_pipeline_staging.py holds the grant to exactly these."""
+        stack = Stack.of(self)
+        project_arn = f"arn:{Aws.PARTITION}:codebuild:{Aws.REGION}:{Aws.ACCOUNT_ID}:project/{self.project_name}"
+        stack_arn = f"arn:{Aws.PARTITION}:cloudformation:{Aws.REGION}:{Aws.ACCOUNT_ID}:stack/{stack.stack_name}/*"
+        statements = [
+            iam.PolicyStatement(actions=["s3:PutObject"], resources=[bucket.arn_for_objects(SPEC_PREFIX + "*")]),
+            iam.PolicyStatement(actions=["cloudformation:DescribeStacks"], resources=[stack_arn]),
+            iam.PolicyStatement(
+                actions=["codebuild:BatchGetBuilds", "codebuild:ListBuildsForProject", "codebuild:StartBuild"],
+                resources=[project_arn],
+            ),
+            iam.PolicyStatement(actions=["logs:GetLogEvents"], resources=[self.logs.group.log_group_arn]),
+        ]
+        for statement in statements:
+            iam.Grant.add_to_principal(grantee=grantee, actions=statement.actions, resource_arns=statement.resources)
+        if isinstance(grantee, Construct):
+            acknowledge(
+                grantee,
+                [
+                    f"AwsSolutions-IAM5[Resource::{bucket_nag}/{SPEC_PREFIX}*]",
+                    "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:cloudformation:<AWS::Region>:<AWS::AccountId>:"
+                    f"stack/{stack.stack_name}/*]",
+                ],
+                "The spec's key names the endpoint and content hash, known only when a build is staged; a stack's ARN "
+                "ends in an id CloudFormation chooses. One prefix of one bucket, one stack by name.",
+            )

@@ -1,4 +1,5 @@
-"""The build recipe of the engine systems (vllm, sglang): the checkpoint's own files, copied unchanged and verified.
+"""The build recipe of the checkpoint systems (vllm, sglang, and lmi-vllm / lmi-trtllm with their ContainerFiles):
+the checkpoint's own files, copied unchanged (an LMI image's metadata files rewritten for its transformers) and verified.
 
 `metadata/` holds a copy of the small files (what SageMaker downloads when the engine streams the weights itself).
 A CPU verifies files, headers, index, parameters, tokenizer and fit (the manifest's `verification`); only the GPU
@@ -10,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import math
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -217,6 +219,19 @@ def _write_chat_template(endpoint: EndpointSpec, out_dir: Path, copied: dict[str
     return ["tokenizer_config.json"]
 
 
+@dataclass(frozen=True)
+class ContainerFiles:
+    """What a system whose image reads the checkpoint with its own, older transformers adds to the checkpoint build
+    (the LMI systems, systems/djl_common/lmi.py): `check(metadata_dir)` refuses the model from its metadata before
+    anything is written (BuildError); `rewrite(metadata_dir, out_dir)` rewrites the copied metadata files so the
+    image reads them and returns their names; `fields` are added to the manifest. Weights are never rewritten, so a
+    Hub model still plans from its metadata and the staging job moves the Hub's own files."""
+
+    check: Callable[[Path], None]
+    rewrite: Callable[[Path, Path], list[str]]
+    fields: dict[str, Any] = field(default_factory=dict)
+
+
 @dataclass
 class CheckpointSource:
     """What a checkpoint build reads: a local directory (the files themselves) or a Hub model at a pinned commit (its
@@ -282,7 +297,12 @@ def hub_checkpoint_source(endpoint: EndpointSpec, metadata_dir: Path, progress: 
 
 
 def build_checkpoint_artifact(
-    endpoint: EndpointSpec, engine: E, out_dir: Path, progress: bool, system: ServingSystem[E]
+    endpoint: EndpointSpec,
+    engine: E,
+    out_dir: Path,
+    progress: bool,
+    system: ServingSystem[E],
+    container: ContainerFiles | None = None,
 ) -> dict[str, Any]:
     """Resolve the model, check it (layout, parameters, tokenizer, compatibility), write the artifact and manifest.
 
@@ -297,7 +317,7 @@ def build_checkpoint_artifact(
     out_dir = Path(out_dir)
     if hub_model_id(endpoint.model) is not None:
         with tempfile.TemporaryDirectory(prefix="hub-metadata-") as downloaded:
-            return _build_from_hub(endpoint, engine, out_dir, progress, system, Path(downloaded))
+            return _build_from_hub(endpoint, engine, out_dir, progress, system, Path(downloaded), container)
     from artifact.manifest import write_manifest
     from artifact.source import resolve_model_source
 
@@ -310,15 +330,15 @@ def build_checkpoint_artifact(
     steps.update()
 
     steps.set_postfix_str("check")
-    elements, checkpoint, verification = _check_checkpoint(endpoint, engine, source, system)
+    elements, checkpoint, verification = _check_checkpoint(endpoint, engine, source, system, container)
     steps.update()
 
     steps.set_postfix_str("copy")
-    copied, written = _copy_checkpoint(endpoint, source, out_dir)
+    copied, written = _copy_checkpoint(endpoint, source, out_dir, container, verification)
     steps.update()
 
     steps.set_postfix_str("hash")
-    fields = _manifest_fields(endpoint, engine, system, checkpoint, elements)
+    fields = _manifest_fields(endpoint, engine, system, checkpoint, elements, container)
     # Checked right below: a mismatch fails the build, and the build directory is discarded (model_build's atomic build).
     verification["files"] = (
         f"{len(copied)} files byte-identical to the source (sha256 read while copying and again)"
@@ -335,7 +355,13 @@ def build_checkpoint_artifact(
 
 
 def _build_from_hub(
-    endpoint: EndpointSpec, engine: E, out_dir: Path, progress: bool, system: ServingSystem[E], downloaded: Path
+    endpoint: EndpointSpec,
+    engine: E,
+    out_dir: Path,
+    progress: bool,
+    system: ServingSystem[E],
+    downloaded: Path,
+    container: ContainerFiles | None,
 ) -> dict[str, Any]:
     """The metadata-only build of a Hub model (build_checkpoint_artifact)."""
     from tqdm.auto import tqdm
@@ -348,17 +374,17 @@ def _build_from_hub(
     steps = tqdm(total=3, desc=f"build {endpoint.name}", unit="step", disable=not progress)
     # The architecture on the meta device and the tokenizer take seconds for a 30 B model: say so.
     steps.set_postfix_str("check layout, parameters, tokenizer, fit")
-    elements, checkpoint, verification = _check_checkpoint(endpoint, engine, source, system)
+    elements, checkpoint, verification = _check_checkpoint(endpoint, engine, source, system, container)
     steps.update()
     steps.set_postfix_str("write metadata")
-    copied, written = _copy_checkpoint(endpoint, source, out_dir)
+    copied, written = _copy_checkpoint(endpoint, source, out_dir, container, verification)
     steps.update()
     steps.set_postfix_str("manifest")
     weights: list[dict[str, Any]] = []
     for name in source.shards:
         file = hub.files[name]
         weights.append({"path": name, "size": file.size, "sha256": file.sha256 or _git_sha256(endpoint, hub, name)})
-    fields = _manifest_fields(endpoint, engine, system, checkpoint, elements)
+    fields = _manifest_fields(endpoint, engine, system, checkpoint, elements, container)
     fields["model"]["commit"] = hub.commit
     fields["staging"] = {
         "hub": {"endpoint": hub.endpoint, "repo_id": hub.repo_id, "commit": hub.commit},
@@ -395,14 +421,20 @@ def _verify_written(endpoint: EndpointSpec, manifest: dict[str, Any], copied: di
 
 
 def _check_checkpoint(
-    endpoint: EndpointSpec, engine: E, source: CheckpointSource, system: ServingSystem[E]
+    endpoint: EndpointSpec,
+    engine: E,
+    source: CheckpointSource,
+    system: ServingSystem[E],
+    container: ContainerFiles | None = None,
 ) -> tuple[int, Checkpoint, dict[str, Any]]:
     """The checkpoint's parameter count and facts, checked (weights, parameters, tokenizer, the endpoint's rules on
     its files), and what was verified; BuildError naming the first thing that fails. The same for a local directory
     and a Hub model's metadata."""
     from . import all_systems
-    from .checks import checkpoint_problems_on_every_pool
+    from .checks import built_weights_problem, checkpoint_problems_on_every_pool
 
+    if container is not None:
+        container.check(source.metadata_dir)
     try:
         _, elements = source.check_weights()
         checkpoint = source.checkpoint()
@@ -425,7 +457,13 @@ def _check_checkpoint(
         verification["tokenizer"] = check_tokenizer(source.metadata_dir)
     except Exception as err:
         raise _fail(endpoint, f"the tokenizer does not load or work: {type(err).__name__}: {err}") from None
-    problems = checkpoint_problems_on_every_pool(endpoint, system, engine, checkpoint, all_systems())
+    # The engine systems' rules need their profile (vllm, sglang); a system without one (LMI) gets the fit check
+    # every converting recipe runs on the weights it reads (recipe_common.load_source), on every pool.
+    if system.profile is not None:
+        problems = checkpoint_problems_on_every_pool(endpoint, system, engine, checkpoint, all_systems())
+    else:
+        problem = built_weights_problem(endpoint, checkpoint.facts.total_parameters or elements)
+        problems = [problem] if problem is not None else []
     if system.checkpoint_rules is not None:
         problems += system.checkpoint_rules(endpoint, engine, checkpoint)
     if problems:
@@ -460,14 +498,25 @@ def _parameter_verification(endpoint: EndpointSpec, source: Path, checkpoint: Ch
 
 
 def _copy_checkpoint(
-    endpoint: EndpointSpec, source: CheckpointSource, out_dir: Path
+    endpoint: EndpointSpec,
+    source: CheckpointSource,
+    out_dir: Path,
+    container: ContainerFiles | None = None,
+    verification: dict[str, Any] | None = None,
 ) -> tuple[dict[str, str], list[str]]:
-    """Copy the shards (a local directory's), index and metadata files (and the metadata again under METADATA_DIR,
-    with a chat template written in); their sha256 by artifact path, and the files written rather than copied."""
+    """Copy the shards (a local directory's), index and metadata files (the container's rewrites applied, and the
+    metadata again under METADATA_DIR, with a chat template written in); their sha256 by artifact path, and the
+    files written rather than copied."""
     copied: dict[str, str] = {}
     shards = source.shards if source.hub is None else []
     for name in shards + source.metadata_names():
         copied[name] = _copy(source.metadata_dir / name, out_dir / name)
+    if container is not None:
+        rewritten = container.rewrite(source.metadata_dir, out_dir)
+        for name in rewritten:
+            copied[name] = hashlib.sha256((out_dir / name).read_bytes()).hexdigest()
+        if verification is not None:
+            verification["container_files"] = f"rewritten for the image's transformers: {', '.join(rewritten)}"
     written: list[str] = []
     if endpoint.chat:
         written = _write_chat_template(endpoint, out_dir, copied)
@@ -478,11 +527,17 @@ def _copy_checkpoint(
 
 
 def _manifest_fields(
-    endpoint: EndpointSpec, engine: E, system: ServingSystem[E], checkpoint: Checkpoint, elements: int
+    endpoint: EndpointSpec,
+    engine: E,
+    system: ServingSystem[E],
+    checkpoint: Checkpoint,
+    elements: int,
+    container: ContainerFiles | None = None,
 ) -> dict[str, Any]:
     """The manifest's fields besides its files and verification: the endpoint, the model's facts, image, environment."""
     facts = checkpoint.facts
     return {
+        **(container.fields if container is not None else {}),
         "system": endpoint.system,
         "endpoint": endpoint.name,
         "dtype": endpoint.dtype,

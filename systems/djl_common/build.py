@@ -1,5 +1,5 @@
 """Recipe helpers shared by the DJL/LMI systems that serve decoder-only causal LMs from the model directory
-(djl-deepspeed, djl-accelerate, lmi-vllm, lmi-trtllm).
+(djl-deepspeed, djl-accelerate; lmi-vllm and lmi-trtllm ship the checkpoint: systems/djl_common/lmi.py).
 
 The weights are written exactly as hf-fastload writes them, with the shared helpers (systems.recipe_common): sharded
 safetensors in the configured dtype, config.json with the `torch_dtype` key the containers' transformers 4.x

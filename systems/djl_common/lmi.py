@@ -9,13 +9,23 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from artifact import BuildError
 from endpoint_config import EndpointSpec
 from systems.base import Capability, MaxBatchSize, MaxModelLen, ServingSystem
 
-from . import MODEL_LOADING_TIMEOUT_S, SAGEMAKER_MODEL_DIR, DjlEngineOptions, check_weights_format, option_environment
+if TYPE_CHECKING:
+    from systems.checkpoint_artifact import ContainerFiles
+
+from . import (
+    MODEL_LOADING_TIMEOUT_S,
+    SAGEMAKER_MODEL_DIR,
+    DjlEngineOptions,
+    check_weights_format,
+    copies_per_instance,
+    option_environment,
+)
 
 # Why engine.rolling_batch is refused for the LMI systems (shown in the error).
 ASYNC_MODE_BATCHING = "LMI async mode: the engine batches continuously by itself (OPTION_ROLLING_BATCH=disable)"
@@ -117,23 +127,69 @@ def build_lmi(
     system: ServingSystem,
     model_types=None,
 ) -> dict[str, Any]:
-    from artifact.source import resolve_model_source
-
-    from .build import build_decoder_artifact
+    """The checkpoint's own files (LMI_PLAIN_CHECKPOINT: LMI loads /opt/ml/model and casts to OPTION_DTYPE itself),
+    through the checkpoint build (systems/checkpoint_artifact.py): a local directory is copied, a Hub model is
+    planned from its metadata and its weights staged in the account by the job (docs/design/weights.md). Only the
+    metadata files are rewritten for the image's transformers (lmi_container_files); the environment is written as
+    before (OPTION_* variables, no serving.properties)."""
+    from systems.checkpoint_artifact import build_checkpoint_artifact
 
     check_weights_format(endpoint)
-    check_max_model_len(endpoint, engine, resolve_model_source(endpoint.model, endpoint.revision))
+    container = lmi_container_files(endpoint, engine, system, model_types)
+    return build_checkpoint_artifact(endpoint, engine, out_dir, progress, system, container)
+
+
+def lmi_container_files(
+    endpoint: EndpointSpec, engine: LmiEngineOptions, system: ServingSystem, model_types=None
+) -> ContainerFiles:
+    """The LMI images read the checkpoint with their own transformers 4.x (systems/images.py python_stack): from the
+    metadata alone, refuse what they cannot serve (a model that is not a causal LM, a model type lmi-trtllm does not
+    compile, max_model_len beyond the positions, a tokenizer the image cannot read), and rewrite config.json
+    (recipe_common.config_for_container: `dtype` -> `torch_dtype`, rope_parameters -> rope_theta) and the
+    tokenizer files the image cannot read (container_tokenizer.plan_tokenizer) in the artifact."""
+    from systems import recipe_common as common
+    from systems.checkpoint_artifact import ContainerFiles
+    from systems.container_tokenizer import image_python_stack, plan_tokenizer
+
+    from .build import check_model_types
+
     assert system.image is not None  # the LMI systems run AWS's image
-    return build_decoder_artifact(
-        endpoint,
-        out_dir,
-        image=system.image,
-        engine="LMI async mode",
-        progress=progress,
-        environment=system.environment(endpoint, engine),
-        model_types=model_types,
-        notes=system.engine_notes,
-    )
+    image = system.image
+    stack = image_python_stack(image)
+    target = f"transformers {stack.transformers} (djl-inference:{image.gpu_tag})"
+
+    def check(metadata: Path) -> None:
+        config = common.read_model_config(metadata, endpoint)
+        common.check_causal_lm(endpoint, config)
+        if model_types is not None:
+            check_model_types(endpoint, config, model_types)
+        check_max_model_len(endpoint, engine, metadata)
+        plan_tokenizer(metadata, stack, target)
+
+    def rewrite(metadata: Path, out_dir: Path) -> list[str]:
+        export = plan_tokenizer(metadata, stack, target)
+        names = sorted(name for name, text in export.files.items() if text is not None)
+        for name in names:
+            (out_dir / name).write_text(export.files[name] or "", encoding="utf-8")
+        common.config_for_container(out_dir, endpoint.dtype)
+        return sorted({*names, "config.json"})
+
+    fields = {
+        "target_container": {
+            "image_repository": image.repository,
+            "image_tag_gpu": image.gpu_tag,
+            "transformers": stack.transformers,
+            "tokenizers": stack.tokenizers,
+        },
+        "serving": {
+            "engine": "LMI async mode",
+            "model_copies_per_instance": copies_per_instance(endpoint),
+            "tensor_parallel_degree": endpoint.tensor_parallel_degree,
+            "container_environment": system.environment(endpoint, engine),
+            **({"notes": system.engine_notes} if system.engine_notes else {}),
+        },
+    }
+    return ContainerFiles(check=check, rewrite=rewrite, fields=fields)
 
 
 __all__ = [
@@ -142,6 +198,7 @@ __all__ = [
     "LMI_STREAMING",
     "base_options",
     "build_lmi",
+    "lmi_container_files",
     "check_max_model_len",
     "option_environment",
     "LMI_INFERENCE_AMI_VERSION",

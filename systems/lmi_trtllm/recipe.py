@@ -1,4 +1,4 @@
-"""Build the lmi-trtllm artifact: sharded safetensors + config + tokenizer + manifest.json; the container
+"""Build the lmi-trtllm artifact: the checkpoint's own files + manifest.json (systems/djl_common/lmi.py); the container
 compiles its TensorRT-LLM engines from them at start (see systems/djl_common/lmi.py for the layout choice)."""
 
 from __future__ import annotations

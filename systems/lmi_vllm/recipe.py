@@ -1,5 +1,6 @@
-"""Build the lmi-vllm artifact: sharded safetensors + config + tokenizer + manifest.json (no
-serving.properties: LMI is configured by the container environment; see systems/djl_common/lmi.py)."""
+"""Build the lmi-vllm artifact: the checkpoint's own files (config.json and unreadable tokenizer files rewritten for
+the image) + manifest.json (no serving.properties: LMI is configured by the container environment; see
+systems/djl_common/lmi.py)."""
 
 from __future__ import annotations
 

@@ -440,7 +440,8 @@ def test_build_refuses_weights_that_do_not_fit(tiny_models, tmp_path):
 def test_every_recipe_reads_its_weights_through_the_size_check():
     """recipe_common.load_source is where the build refuses weights that do not fit: every recipe's build path
     must read the source model through it (directly, or via the DJL/LMI shared builders that do); the engine
-    systems' recipes copy the checkpoint through checkpoint_artifact, which runs the fit check on the real files."""
+    systems' and LMI's recipes copy the checkpoint through checkpoint_artifact, which runs the fit check on the real
+    files (or a Hub model's headers)."""
     systems = ROOT / "systems"
     shared = {
         "run_recipe(": systems / "recipe_common.py",
@@ -451,7 +452,7 @@ def test_every_recipe_reads_its_weights_through_the_size_check():
     }
     assert "load_source(" in shared["run_recipe("].read_text().split("def run_recipe(")[1]
     assert "run_recipe(" in shared["build_decoder_artifact("].read_text()
-    assert "build_decoder_artifact(" in shared["build_lmi("].read_text()
+    assert "build_checkpoint_artifact(" in shared["build_lmi("].read_text()  # the LMI systems ship the checkpoint
     assert (
         "build_decoder_artifact("
         in shared["build_handler_artifact("].read_text().split("def build_handler_artifact(")[1]

@@ -16,6 +16,7 @@ from local_emulator.hub_mirror import HubMirror, add_repo
 
 TOKEN = "hf_plan_token"
 REPO = "acme/tiny-qwen3"
+LLAMA = "acme/tiny-llama"  # lmi-trtllm compiles no qwen3 (systems/lmi_trtllm MODEL_TYPES)
 GATED = "acme/gated-qwen3"
 
 
@@ -48,6 +49,7 @@ def hub_root(tmp_path_factory: pytest.TempPathFactory, tiny_chat_models: dict[st
     root = tmp_path_factory.mktemp("hub")
     add_repo(root, REPO, tiny_chat_models["qwen3"])
     add_repo(root, GATED, tiny_chat_models["qwen3"])
+    add_repo(root, LLAMA, tiny_chat_models["llama"])
     return root
 
 
@@ -62,18 +64,20 @@ def weights_under(*folders: Path) -> list[Path]:
     return [p for folder in folders if folder.exists() for p in folder.rglob("*.safetensors")]
 
 
-@pytest.mark.parametrize("system", ["vllm", "sglang"])
-def test_a_hub_plan_equals_a_full_local_build_and_writes_no_weights(mirror, tmp_path, tiny_chat_models, system):
-    source = tiny_chat_models["qwen3"]
+@pytest.mark.parametrize(
+    ("system", "repo"), [("vllm", REPO), ("sglang", REPO), ("lmi-vllm", REPO), ("lmi-trtllm", LLAMA)]
+)
+def test_a_hub_plan_equals_a_full_local_build_and_writes_no_weights(mirror, tmp_path, tiny_chat_models, system, repo):
+    source = tiny_chat_models["qwen3" if repo == REPO else "llama"]
     secret = "    hub_token_secret: hf/read-token\n"
-    planned, out = build(tmp_path, endpoint_yaml("hub", REPO, secret, system=system))
+    planned, out = build(tmp_path, endpoint_yaml("hub", repo, secret, system=system))
     local, _ = build(tmp_path, endpoint_yaml("local", str(source), system=system))
     assert planned["files"] == local["files"]
     assert planned["content_hash"] == local["content_hash"]
-    commit = mirror.commit_of(REPO)
+    commit = mirror.commit_of(repo)
     assert planned["model"]["commit"] == commit
     assert planned["staging"] == {
-        "hub": {"endpoint": mirror.url, "repo_id": REPO, "commit": commit},
+        "hub": {"endpoint": mirror.url, "repo_id": repo, "commit": commit},
         "files": ["model.safetensors"],
         "token_secret": "hf/read-token",
     }
@@ -93,8 +97,14 @@ def test_a_hub_plan_equals_a_full_local_build_and_writes_no_weights(mirror, tmp_
     assert sorted(p.name for p in out.iterdir() if p.is_file()) == sorted(
         ["config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json", "manifest.json"]
     )
-    assert mirror.bytes_served[f"{REPO}/model.safetensors"] <= 64 * 1024
+    assert mirror.bytes_served[f"{repo}/model.safetensors"] <= 64 * 1024
     assert planned["verification"]["parameters"] == local["verification"]["parameters"]
+    if system.startswith("lmi-"):  # the environment as before; config.json written as the image's transformers reads it
+        assert planned["environment"] == local["environment"] == planned["serving"]["container_environment"]
+        assert planned["environment"]["OPTION_MODEL_ID"] == "/opt/ml/model"
+        config = json.loads((out / "config.json").read_text())
+        assert config["torch_dtype"] == "bfloat16" and "dtype" not in config
+        assert "config.json" in planned["verification"]["container_files"]
 
 
 def test_a_revision_pins_the_same_commit(mirror, tmp_path):
@@ -250,3 +260,35 @@ def test_the_cli_refuses_a_gated_model_in_one_message(mirror, tmp_path):
     assert f"model {GATED!r} is gated" in result.stderr and "HF_TOKEN" in result.stderr
     assert "Traceback" not in result.stderr
     assert not (tmp_path / "build" / "gated").exists()
+
+
+def test_a_converting_recipe_checks_the_room_before_it_downloads_and_names_the_staged_path(
+    mirror, tmp_path, monkeypatch, tiny_chat_models
+):
+    """hf-fastload converts the weights on this machine: before snapshot_download, the Hub's file sizes (metadata
+    only) against the free space of the Hub cache's disk; the free space is the one value set here (no disk can be
+    filled for a test), the sizes are the mirror's."""
+    import artifact.source
+
+    source = tiny_chat_models["qwen3"]
+    weights = (source / "model.safetensors").stat().st_size
+    monkeypatch.setattr(artifact.source, "free_bytes", lambda path: weights // 2)
+    with pytest.raises(BuildError) as refused:
+        build(tmp_path, endpoint_yaml("fastload", REPO, system="hf-fastload"))
+    message = str(refused.value)
+    files = sum(p.stat().st_size for p in source.iterdir() if p.is_file())
+    assert f"model {REPO!r}: this system's recipe converts the weights on this machine, which needs " in message
+    assert (
+        f"{files:,} bytes of Hub files to download" in message
+        and f"plus about {weights:,} bytes of artifact" in message
+    )
+    assert f"{weights // 2:,} bytes are free there" in message
+    assert "vllm, sglang, lmi-vllm, lmi-trtllm" in message and "docs/design/staging.md" in message
+    assert weights_under(tmp_path / "build", tmp_path / "hf-home") == []
+    assert mirror.bytes_served.get(f"{REPO}/model.safetensors", 0) == 0  # nothing of the weights was read
+    # With room, the download goes on; once the Hub cache holds that commit, nothing is left to need room for.
+    monkeypatch.setattr(artifact.source, "free_bytes", lambda path: 10 * files)
+    downloaded = artifact.source.resolve_model_source(REPO)
+    assert (downloaded / "model.safetensors").read_bytes() == (source / "model.safetensors").read_bytes()
+    monkeypatch.setattr(artifact.source, "free_bytes", lambda path: 0)
+    artifact.source.check_room_for_download(REPO, None, list(artifact.source.DEFAULT_ALLOW_PATTERNS))

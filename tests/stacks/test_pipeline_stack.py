@@ -255,7 +255,17 @@ def test_publisher_role_writes_only_models_prefix_of_its_bucket_and_trusts_one_p
         )
         statements = _role_statements(template, lid)
         by_action = {json.dumps(s["Action"]): s for s in statements}
-        assert set(by_action) == {'"s3:ListBucket"', '["s3:AbortMultipartUpload", "s3:GetObject", "s3:PutObject"]'}
+        # publish's own calls, and what it needs to start and follow the staging job for a Hub model's staged build
+        # (exactly: tests/stacks/test_pipeline_staging.py)
+        assert set(by_action) == {
+            '"s3:ListBucket"',
+            '["s3:AbortMultipartUpload", "s3:GetObject", "s3:PutObject"]',
+            '"s3:PutObject"',
+            '"cloudformation:DescribeStacks"',
+            '["codebuild:BatchGetBuilds", "codebuild:ListBuildsForProject", "codebuild:StartBuild"]',
+            '"logs:GetLogEvents"',
+        }
+        assert _flat(by_action['"s3:PutObject"']["Resource"]).endswith("/staging-specs/*")
         write = by_action['["s3:AbortMultipartUpload", "s3:GetObject", "s3:PutObject"]']
         assert write["Resource"] == {"Fn::Join": ["", [{"Fn::GetAtt": ["ArtifactBucket", "Arn"]}, "/models/*"]]}
         assert by_action['"s3:ListBucket"']["Resource"] == {"Fn::GetAtt": ["ArtifactBucket", "Arn"]}

@@ -431,25 +431,35 @@ def test_djl_accelerate_artifact(djl_build) -> None:
     check_manifest(artifact, "djl-accelerate", "acc", "fp16")
 
 
-def test_lmi_vllm_artifact(djl_build) -> None:
+def check_lmi_checkpoint(artifact: Path, system: str, endpoint: str, source: Path) -> dict[str, Any]:
+    """The LMI systems ship the checkpoint's own weights (the checkpoint build, so a Hub model plans from metadata:
+    tests/model_build/test_hub_plan.py); only config.json (and a tokenizer the image cannot read) is rewritten."""
+    from artifact.manifest import Manifest
+
+    manifest = Manifest.load(artifact).document
+    assert (manifest["system"], manifest["endpoint"], manifest["dtype"]) == (system, endpoint, "fp32")
+    assert Manifest.load(artifact).verify(artifact, unlisted=True) == []
+    assert "serving.properties" not in files_of(artifact)  # LMI is configured by the environment only
+    for shard in source.glob("*.safetensors"):  # the weights unchanged
+        assert (artifact / shard.name).read_bytes() == shard.read_bytes()
+    config = json.loads((artifact / "config.json").read_text())
+    assert config["torch_dtype"] == "float32" and "dtype" not in config
+    assert manifest["serving"]["container_environment"] == manifest["environment"]
+    assert "config.json" in manifest["verification"]["container_files"]
+    return manifest
+
+
+def test_lmi_vllm_artifact(djl_build, tiny_models) -> None:
     """Built in this process like the other DJL systems (`python -m model_build build` as a subprocess: the demo,
     tests/local/test_emulator_demo.py; its errors: tests/model_build/test_model_build_hf_fastload.py)."""
-    out = djl_build("vllm")
-    manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["verification"]["greedy_tokens_match"] is True
-    assert "serving.properties" not in files_of(out)  # LMI is configured by the environment only
-    check_decoder_weights(out, "fp32")
-    manifest = check_manifest(out, "lmi-vllm", "vllm", "fp32")
-    assert manifest["serving"]["container_environment"]["OPTION_ASYNC_MODE"] == "true"
+    manifest = check_lmi_checkpoint(djl_build("vllm"), "lmi-vllm", "vllm", tiny_models["gptj"])
+    assert manifest["environment"]["OPTION_ASYNC_MODE"] == "true"
     assert manifest["target_container"]["image_tag_gpu"] == "0.36.0-lmi27.0.0-cu130"
 
 
-def test_lmi_trtllm_artifact(djl_build) -> None:
-    artifact = djl_build("trt")
-    assert "serving.properties" not in files_of(artifact)
-    check_decoder_weights(artifact, "fp32")
-    manifest = check_manifest(artifact, "lmi-trtllm", "trt", "fp32")
-    env = manifest["serving"]["container_environment"]
+def test_lmi_trtllm_artifact(djl_build, tiny_models) -> None:
+    manifest = check_lmi_checkpoint(djl_build("trt"), "lmi-trtllm", "trt", tiny_models["gptj"])
+    env = manifest["environment"]
     assert env["OPTION_ENTRYPOINT"] == "djl_python.lmi_trtllm.trtllm_async_service"
     assert (env["OPTION_MAX_SEQ_LEN"], env["OPTION_MAX_INPUT_LEN"]) == ("512", "384")
 
