@@ -40,7 +40,6 @@ from systems import all_systems, get_system
 pytestmark = pytest.mark.slow
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "config" / "examples"
-# One example config per system (the plan is what a client reads; its model is never fetched here).
 # Each system's example config (ServingSystem.example_config), its first endpoint of the system.
 EXAMPLE_OF = {name: (system.example_config.name, None) for name, system in all_systems().items()}
 
