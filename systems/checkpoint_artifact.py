@@ -425,7 +425,12 @@ def _check_checkpoint(
         verification["tokenizer"] = check_tokenizer(source.metadata_dir)
     except Exception as err:
         raise _fail(endpoint, f"the tokenizer does not load or work: {type(err).__name__}: {err}") from None
-    problems = checkpoint_problems_on_every_pool(endpoint, system, engine, checkpoint, all_systems())
+    # A system without an engine profile (tgi: no engine table of its image) has nothing here to check against.
+    problems = (
+        checkpoint_problems_on_every_pool(endpoint, system, engine, checkpoint, all_systems())
+        if system.profile is not None
+        else []
+    )
     if system.checkpoint_rules is not None:
         problems += system.checkpoint_rules(endpoint, engine, checkpoint)
     if problems:

@@ -101,3 +101,14 @@ def test_the_stand_in_answers_tgis_invocations_bodies(stand_in_url):
         f"{stand_in_url}/invocations", json={"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 3}
     )
     assert chat.status_code == 200 and chat.json()["choices"][0]["message"]["role"] == "assistant"
+
+
+def test_the_recipe_builds_the_checkpoints_own_files(tmp_path, tiny_chat_models):
+    """The artifact TGI's launcher loads from HF_MODEL_ID=/opt/ml/model: the checkpoint's files, verified (a system
+    without an engine profile skips only the engine-table checks)."""
+    from engine_configs import build, endpoint_yaml
+
+    model = str(tiny_chat_models["llama"])
+    _, manifest, out = build(tmp_path, endpoint_yaml("tiny-tgi", "tgi", model, instance="ml.g5.xlarge"), "tiny-tgi")
+    assert (out / "config.json").is_file() and list(out.glob("*.safetensors"))
+    assert manifest["system"] == "tgi"
