@@ -30,6 +30,7 @@ from endpoint_config import ConfigError
 from endpoint_config.loader import read_document
 from endpoint_config.model_reference import is_hub_id
 from facts.instances import parse_instance_type
+from local_runtime import runs_real_engine
 
 from .moto_server import EMULATOR_ACCOUNT, EMULATOR_REGION
 
@@ -137,7 +138,9 @@ def _family(model: str, system: str) -> str | None:
 def _tiny_model(model: str, system: str) -> tuple[str, str]:
     """(the tiny model's folder, why this architecture) for a model the demo cannot serve here."""
     family = _family(model, system)
-    if system == "vllm":  # the real vLLM engine serves here: only the head-size-64 Qwen3 runs on its CPU attention
+    if runs_real_engine(
+        system
+    ):  # the real vLLM engine serves here: only the head-size-64 Qwen3 runs on its CPU attention
         why = "the only tiny architecture vLLM's CPU attention serves here"
         if family not in ("qwen3", "qwen3_moe"):
             why += f" (the model's family is {family or 'not known'})"

@@ -26,12 +26,6 @@ from .process import ContainerError, SystemContainer, base_environment
 
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAM_DIR = "/opt/program"
-# What the CPU path sets over the image's environment, per system (each a setting the handler itself reads).
-CPU_PATH = {"tensorrt-byoc": {"TRT_BACKEND": "onnxruntime"}, "deepspeed-byoc": {}}
-HANDLER_FILES = {
-    "deepspeed-byoc": "the DeepSpeed handler's transformers path (no GPU: no kernel injection)",
-    "tensorrt-byoc": "the TensorRT handler's onnxruntime backend (the same ONNX graph, on the CPU)",
-}
 
 
 def dockerfile(system: str) -> Path:
@@ -70,7 +64,7 @@ class ByocContainer(SystemContainer):
 
     engine = "byoc_server"
     chat_path = "/v1/chat/completions"
-    systems = CPU_PATH
+    local_kind = "own-server"
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -100,7 +94,7 @@ class ByocContainer(SystemContainer):
             **base_environment(home, f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin"),
             **image,
             **self.container_env,
-            **CPU_PATH[self.system],
+            **dict(self.local.environment),
             "PYTHONPATH": str(self.program),
             "BYOC_PROGRAM_DIR": str(self.program),
             "SM_MODEL_DIR": str(self.model_dir),
@@ -122,7 +116,7 @@ class ByocContainer(SystemContainer):
 
     def check_ready(self) -> None:
         handler = image_environment(self.dockerfile_text).get("BYOC_HANDLER", "?")
-        self.version_line = f"byoc_server with BYOC_HANDLER={handler} ({HANDLER_FILES[self.system]})"
+        self.version_line = f"byoc_server with BYOC_HANDLER={handler} ({self.local.note})"
 
     def answered_by(self) -> str:
-        return f"our own {self.system} server (systems/byoc_server) on its CPU path: {HANDLER_FILES[self.system]}"
+        return f"our own {self.system} server (systems/byoc_server) on its CPU path: {self.local.note}"

@@ -194,10 +194,10 @@ class ProcessContainer:
 
 
 class SystemContainer(ProcessContainer):
-    """A container process serving one of the systems its kind names (`systems`), from the plan's container
-    environment; another system is refused, naming the ones allowed."""
+    """A container process serving a system whose local run (ServingSystem.local) is of this container's kind
+    (`local_kind`), from the plan's container environment; another system is refused, naming the ones allowed."""
 
-    systems: Mapping[str, Any] = {}
+    local_kind = ""
 
     def __init__(
         self,
@@ -209,11 +209,15 @@ class SystemContainer(ProcessContainer):
         ready_timeout_s: float = DEFAULT_READY_TIMEOUT_S,
     ) -> None:
         super().__init__(model_dir, workdir, ready_timeout_s=ready_timeout_s)
-        if system not in self.systems:
+        from systems import all_systems
+
+        allowed = {name: each.local for name, each in all_systems().items() if each.local.kind == self.local_kind}
+        if system not in allowed:
             raise ContainerError(
-                f"system {system!r} has no {self.engine} container here; allowed: {', '.join(self.systems)}"
+                f"system {system!r} has no {self.engine} container here; allowed: {', '.join(allowed)}"
             )
         self.system = system
+        self.local = allowed[system]
         self.container_env = dict(container_env)
 
 

@@ -50,19 +50,11 @@ from typing import Any
 
 from .process import SystemContainer, base_environment
 
-# lmi-vllm: LMI 27's async vLLM service (OPTION_ENTRYPOINT djl_python.lmi_vllm.vllm_async_service), whose replies
-# and framings are LMI27 below; lmi: the older LMI handlers' generation contract (lmi-trtllm).
-ENGINES = ("vllm", "sglang", "lmi-vllm", "lmi", "djl")
-# Why each system's container is the stand-in here (printed with its answers).
-WHY = {
-    "sglang": "no CPU build of SGLang 0.5.20 on the package registries (its wheel needs CUDA)",
-    "lmi-vllm": "LMI's front end (DJL Serving, Java, with djl_python) ships in the image only",
-    "lmi-trtllm": "LMI's front end (DJL Serving, Java, with djl_python) and TensorRT-LLM need the image and a GPU",
-    "djl-deepspeed": "DJL Serving's front end (Java, djl_python) ships in the image only",
-    "djl-accelerate": "DJL Serving's front end (Java, djl_python) ships in the image only",
-    "djl-fastertransformer": "DJL Serving (Java) and FasterTransformer's kernels need the image and a GPU",
-}
-ENGINE_OF = {"sglang": "sglang", "lmi-vllm": "lmi-vllm", "lmi-trtllm": "lmi"}
+# The stand-in's routes and bodies, named by the server each follows (a system picks one: its LocalRun.dialect):
+# vllm-openai and sglang-http, the engines' own OpenAI servers; lmi27, LMI 27's async vLLM service (OPTION_ENTRYPOINT
+# djl_python.lmi_vllm.vllm_async_service), whose replies and framings are LMI27 below; lmi, the older LMI handlers'
+# generation contract; djl, DJL Serving's handlers.
+DIALECTS = ("vllm-openai", "sglang-http", "lmi27", "lmi", "djl")
 # Where LMI 27's replies come from: the image systems/images.py pins (DJL_LMI 0.36.0-lmi27.0.0) is built from this
 # branch of djl-serving; the line numbers below are of these files at that commit.
 LMI27 = "deepjavalibrary/djl-serving@0.36.0-lmi27-dlc (7e13b081) engines/python/setup/djl_python/"
@@ -133,8 +125,8 @@ class StandIn:
         import torch
         import transformers
 
-        if engine not in ENGINES:
-            raise ValueError(f"engine {engine!r}; allowed: {', '.join(ENGINES)}")
+        if engine not in DIALECTS:
+            raise ValueError(f"engine {engine!r}; allowed: {', '.join(DIALECTS)}")
         self.engine = engine
         path = flags.get("--model") or flags.get("--model-path")
         served = flags.get("--served-model-name")
@@ -223,7 +215,7 @@ class StandIn:
         try:
             # LMI takes "stream" beside the request (request_response_utils.py:68); the DJL systems' handler
             # (systems/djl_common/handler/model.py, validate_request) does not stream and refuses the key.
-            lmi = self.engine in ("lmi", "lmi-vllm")
+            lmi = self.engine in ("lmi", "lmi27")
             prompts, params = request_contract.validate_request(
                 {k: v for k, v in body.items() if k != "stream" or not lmi}, request_contract.limits({})
             )
@@ -239,19 +231,19 @@ class StandIn:
                 return 200, (prompt, params, self._tokens(ids, wanted, params.get("min_new_tokens", 0)))
             text, _ = self._generate(ids, wanted, params.get("min_new_tokens", 0))
             outputs.append({"generated_text": (prompt + text) if params.get("return_full_text") else text})
-        if self.engine == "lmi-vllm":  # convert_completion_response_to_lmi_schema: the primary choice's text only
+        if self.engine == "lmi27":  # convert_completion_response_to_lmi_schema: the primary choice's text only
             return 200, outputs[0]
         return 200, outputs
 
     def chat(self, body: dict[str, Any]) -> tuple[int, Any]:
         # vLLM's /invocations, and LMI 27 (vllm_async_service.py:282-286), take an OpenAI completion body too.
         completion = (
-            self.engine in ("vllm", "lmi-vllm") and not isinstance(body.get("messages"), list) and "prompt" in body
+            self.engine in ("vllm-openai", "lmi27") and not isinstance(body.get("messages"), list) and "prompt" in body
         )
         if not isinstance(body.get("messages"), list) and not completion:
-            if self.engine == "sglang":
+            if self.engine == "sglang-http":
                 return 422, {"detail": [{"type": "missing", "loc": ["body", "messages"], "msg": "Field required"}]}
-            if self.engine in ("lmi-vllm", "lmi", "djl") and "inputs" in body:
+            if self.engine in ("lmi27", "lmi", "djl") and "inputs" in body:
                 return self.generation(body)
             return _error(
                 400,
@@ -261,7 +253,7 @@ class StandIn:
         if not self.takes_chat:
             return 400, {"error": "the DJL handler takes {'inputs', 'parameters'} only"}
         model = body.get("model")
-        if self.engine == "vllm" and model and model not in self.served:
+        if self.engine == "vllm-openai" and model and model not in self.served:
             return _error(404, f"The model `{model}` does not exist.", "NotFoundError")
         if completion:
             if not isinstance(body["prompt"], str):
@@ -408,7 +400,7 @@ def make_server(stand_in: StandIn, port: int = 0) -> ThreadingHTTPServer:
             self._send(200 if self.path == "/ping" else 404, {} if self.path == "/ping" else {"error": "not found"})
 
         def do_POST(self) -> None:
-            openai_path = stand_in.engine in ("vllm", "sglang") and self.path == "/v1/chat/completions"
+            openai_path = stand_in.engine in ("vllm-openai", "sglang-http") and self.path == "/v1/chat/completions"
             if self.path != "/invocations" and not openai_path:
                 return self._send(404, {"error": "not found"})
             try:
@@ -419,7 +411,7 @@ def make_server(stand_in: StandIn, port: int = 0) -> ThreadingHTTPServer:
                 return self._send(400, {"error": {"message": "the body must be a JSON object"}})
             if openai_path and "messages" not in body:
                 return self._send(400, {"error": {"message": "messages: Field required", "type": "BadRequestError"}})
-            if stand_in.engine == "lmi-vllm":
+            if stand_in.engine == "lmi27":
                 return self._send(*_lmi27_reply(stand_in, body))
             status, reply = stand_in.chat(body)
             if status == 200 and body.get("stream"):
@@ -451,18 +443,18 @@ class StandInContainer(SystemContainer):
     system's entrypoint rules."""
 
     engine = "stand-in"
-    systems = WHY
+    local_kind = "stand-in"
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.stand_in_engine = ENGINE_OF.get(self.system, "djl")
+        self.stand_in_engine = self.local.dialect
         # The engines' own OpenAI servers answer the route at /v1/chat/completions; LMI takes chat at /invocations.
-        self.chat_path = "/v1/chat/completions" if self.stand_in_engine == "sglang" else None
+        self.chat_path = "/v1/chat/completions" if self.stand_in_engine == "sglang-http" else None
 
     def engine_argv(self) -> list[str]:
-        if self.stand_in_engine == "sglang":
+        if self.stand_in_engine == "sglang-http":
             return sglang_argv(self.container_env, self.model_dir)
-        if self.stand_in_engine in ("lmi", "lmi-vllm"):
+        if self.stand_in_engine in ("lmi", "lmi27"):
             return lmi_argv(self.container_env, self.model_dir)
         return ["--model", str(djl_model_dir(self.model_dir))]
 
@@ -490,18 +482,18 @@ class StandInContainer(SystemContainer):
         }
 
     def check_ready(self) -> None:
-        self.version_line = f"stand-in for {self.system}: {WHY[self.system]}"
+        self.version_line = f"stand-in for {self.system}: {self.local.note}"
 
     def answered_by(self) -> str:
         return (
             f"stand-in: local_runtime/stand_in.py ({self.stand_in_engine} routes, transformers on the CPU) for "
-            f"{self.system}, since {WHY[self.system]}"
+            f"{self.system}, since {self.local.note}"
         )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m local_runtime.stand_in", description=__doc__.splitlines()[0])
-    parser.add_argument("--engine", choices=ENGINES, required=True)
+    parser.add_argument("--engine", choices=DIALECTS, required=True)
     parser.add_argument("--listen", type=int, required=True, help="the loopback port to serve on")
     parser.add_argument("engine_argv", nargs=argparse.REMAINDER, help="-- then the engine's own flags")
     args = parser.parse_args(argv)

@@ -51,6 +51,8 @@ from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from deployment.config_blocks import EngineAlarm, EngineMetrics
+from systems import all_systems
+from systems.base import EngineSeries
 
 # OTel labels [REF]; quoted because of the dots [PQL].
 ENDPOINT_LABEL = "'aws.sagemaker.endpoint.name'"
@@ -59,39 +61,11 @@ HOST_LABEL = "'@resource.host.id'"
 INSTANCE_TYPE_LABEL = "'@resource.host.type'"  # [REF] "Instance type": splits a variant's instance pools
 
 
-@dataclass(frozen=True)
-class EngineSeries:
-    """One engine's metric names, as the engine exports them ([VLLM], [SGL]); `kv_cache` is a 0-1 fraction."""
-
-    queue: str
-    kv_cache: str
-    prompt_tokens: str
-    generation_tokens: str
-    ttft_histogram: str
-    source: str
-
-
-# system name -> its engine's series. Only the systems whose container runs the engine's own OpenAI server with its
-# /metrics: SageMaker collects "vLLM and SGLang" [DO]; LMI (DJL Serving around vLLM) exports DJL's metrics, so lmi_vllm
-# is not here (unverified that SageMaker scrapes vLLM's metrics inside it).
-ENGINE_SERIES: dict[str, EngineSeries] = {
-    "vllm": EngineSeries(
-        queue="vllm:num_requests_waiting",
-        kv_cache="vllm:kv_cache_usage_perc",
-        prompt_tokens="vllm:prompt_tokens_total",
-        generation_tokens="vllm:generation_tokens_total",
-        ttft_histogram="vllm:time_to_first_token_seconds",
-        source="vLLM 0.30.0 vllm/v1/metrics/loggers.py",
-    ),
-    "sglang": EngineSeries(
-        queue="sglang:num_queue_reqs",
-        kv_cache="sglang:token_usage",
-        prompt_tokens="sglang:prompt_tokens_total",
-        generation_tokens="sglang:generation_tokens_total",
-        ttft_histogram="sglang:time_to_first_token_seconds",
-        source="SGLang python/sglang/srt/metrics/collector.py",
-    ),
-}
+def engine_series() -> dict[str, EngineSeries]:
+    """System name -> its engine's series (ServingSystem.metrics). Only the systems whose container runs the engine's
+    own OpenAI server with its /metrics state them: SageMaker collects "vLLM and SGLang" [DO]; LMI (DJL Serving
+    around vLLM) exports DJL's metrics, so lmi-vllm states none (unverified that SageMaker scrapes vLLM's inside it)."""
+    return {name: system.metrics for name, system in all_systems().items() if system.metrics is not None}
 
 
 def spellings(name: str) -> tuple[str, str]:
@@ -134,9 +108,10 @@ class EngineQueries:
 
 def engine_queries(system: str, endpoint_name: str, component_name: str | None, window: str = "5m") -> EngineQueries:
     """The queries for `system`'s engine on one endpoint; KeyError-free: ValueError for a system without them."""
-    if system not in ENGINE_SERIES:
-        raise ValueError(f"system {system!r} has no engine metrics here; systems with them: {', '.join(ENGINE_SERIES)}")
-    series = ENGINE_SERIES[system]
+    known = engine_series()
+    if system not in known:
+        raise ValueError(f"system {system!r} has no engine metrics here; systems with them: {', '.join(known)}")
+    series = known[system]
     sel = selector(endpoint_name, component_name)
     per_host = f"max by ({HOST_LABEL})"
 
@@ -162,7 +137,7 @@ def engine_queries(system: str, endpoint_name: str, component_name: str | None, 
 def has_engine_metrics(system: str, *, asynchronous: bool) -> bool:
     """Whether the stacks build the engine panel and alarm: a vllm or sglang endpoint taking real-time requests
     (detailed observability is "for Amazon SageMaker AI real-time inference endpoints" [DO])."""
-    return system in ENGINE_SERIES and not asynchronous
+    return system in engine_series() and not asynchronous
 
 
 def metrics_config(metrics: EngineMetrics) -> sagemaker.CfnEndpointConfig.MetricsConfigProperty:
@@ -253,10 +228,10 @@ def engine_panel(
 
 
 __all__ = [
-    "ENGINE_SERIES",
     "EngineSaturationAlarm",
     "EngineQueries",
     "EngineSeries",
+    "engine_series",
     "engine_alarm_name",
     "engine_panel",
     "engine_queries",

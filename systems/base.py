@@ -347,6 +347,63 @@ class EngineProfile:
     runtime_quantization: str | None = None
     quantizes_at_load: frozenset[str] = frozenset()  # the methods that quantize an unquantized checkpoint at load
     reserves_full_sequence: bool = False
+    # The config key that sets max_model_len, named in refusals (SGLang calls it context_length).
+    context_option: str = "engine.max_model_len"
+
+
+@dataclass(frozen=True)
+class LocalRun:
+    """How the system's container runs on this machine (local_runtime/, `make demo`, `model_build serve`).
+
+    kind: "engine": the engine's own server from the package registries (local_runtime/vllm_container.py; `engine`
+      names which); "own-server": this repository's image, laid out from its Dockerfile and run on the handler's CPU
+      path (local_runtime/byoc_container.py); "stand-in": no CPU build of the engine or its front end, so the
+      stand-in answers the container's routes (local_runtime/stand_in.py, which says "stand-in" in every answer);
+      "handler": the artifact's own code/inference.py under local_runtime/serve.py's ModelHost.
+    note: what runs (engine, own-server) or why a stand-in (printed with its answers).
+    environment: what the CPU path sets over the image's environment (own-server), each a setting the handler reads.
+    dialect: the stand-in's routes and bodies (one of local_runtime.stand_in.DIALECTS).
+    """
+
+    kind: Literal["engine", "own-server", "stand-in", "handler"]
+    note: str = ""
+    environment: tuple[tuple[str, str], ...] = ()
+    dialect: str = ""
+    engine: str = ""
+
+    @classmethod
+    def handler(cls) -> LocalRun:
+        return cls("handler")
+
+    @classmethod
+    def stand_in(cls, dialect: str, why: str) -> LocalRun:
+        return cls("stand-in", note=why, dialect=dialect)
+
+    @classmethod
+    def own_server(cls, note: str, **environment: str) -> LocalRun:
+        return cls("own-server", note=note, environment=tuple(environment.items()))
+
+    @classmethod
+    def engine_server(cls, engine: str, note: str) -> LocalRun:
+        return cls("engine", note=note, engine=engine)
+
+    @property
+    def has_container(self) -> bool:
+        """A container process of its own answers here (everything but the in-process handler)."""
+        return self.kind != "handler"
+
+
+@dataclass(frozen=True)
+class EngineSeries:
+    """One engine's Prometheus metric names, as the engine exports them on /metrics and SageMaker collects them
+    (stacks/engine_metrics.py turns them into queries); `kv_cache` is a 0-1 fraction; `source` the engine file."""
+
+    queue: str
+    kv_cache: str
+    prompt_tokens: str
+    generation_tokens: str
+    ttft_histogram: str
+    source: str
 
 
 @dataclass(frozen=True)
@@ -457,6 +514,19 @@ class ServingSystem(Generic[E]):
     # What only this system refuses about a checkpoint's own facts (its config.json's architecture): at load for a
     # local or known model (systems/checks.py), at build on the real files (systems/checkpoint_artifact.py).
     checkpoint_rules: Callable[[EndpointSpec, E, Any], list[str]] | None = None
+    # How its container runs on this machine (LocalRun); every system states it.
+    local: LocalRun
+    # The engine's metric series for the dashboard panel and alarm (stacks/engine_metrics.py); None: only for an
+    # engine's own OpenAI server whose /metrics SageMaker collects.
+    metrics: EngineSeries | None = None
+    # Its example config under config/examples/ (the file name); "": <name>.yaml. The contract suite loads and
+    # synthesizes it (tests/systems/test_system_contract.py), and the docs' tables link it.
+    example: str = ""
+
+    @property
+    def example_config(self) -> Path:
+        """config/examples/<its example>: every system has one."""
+        return REPO_ROOT / "config" / "examples" / (self.example or f"{self.name}.yaml")
 
     def __post_init__(self) -> None:
         if (self.image is None) == (self.own_container is None):

@@ -306,11 +306,12 @@ def instance_types_holding(
 def context_tokens(ep: EndpointSpec, system: ServingSystem, engine: EngineOptions) -> tuple[int, str] | None:
     """The longest sequence (prompt + generated tokens) the endpoint serves and where that is set, when known before
     a build: the engine's max_model_len (context_length on sglang), else the model's positions."""
-    length = system.profile(ep, engine).max_model_len if system.profile is not None and ep.instance.is_gpu else None
+    profile = system.profile(ep, engine) if system.profile is not None and ep.instance.is_gpu else None
+    length = profile.max_model_len if profile is not None else None
     if length is None:
         length = engine.context_limit
     if length is not None:
-        return length, "engine.context_length" if ep.system == "sglang" else "engine.max_model_len"
+        return length, profile.context_option if profile is not None else f"engine.{type(engine).CONTEXT_KEY}"
     known = model_positions(ep.model)
     return (known[0], f"the positions of {ep.model!r}") if known is not None else None
 
@@ -565,9 +566,8 @@ def checkpoint_problems(
     length = profile.max_model_len
     positions = facts.max_position_embeddings
     if length is not None and positions is not None and length > positions and not facts.scaled_rope:
-        key = "engine.context_length" if engine.startswith("sglang") else "engine.max_model_len"
         bad(
-            key,
+            profile.context_option,
             f"value {length} is beyond the {positions} positions of {ep.model!r} (config.json "
             f"max_position_embeddings, no rope scaling); allowed: up to {positions}",
         )

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 
 # argparse.ArgumentParser._negative_number_matcher (CPython 3.12 Lib/argparse.py).
 _NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
@@ -45,9 +46,35 @@ def _json_objects(value: str) -> int:
     return count
 
 
-def entrypoint_value_problem(name: str, value: str, container: str) -> str | None:
-    """Why the `container` ("vllm" or "sglang") entrypoint would not hand `value` to the engine as one argv token
-    meaning what it says; None when it would. The message starts with `name` and says what is allowed."""
+def sglang_entrypoint_splits(name: str, value: str) -> str | None:
+    """Where the SGLang DLC's entrypoint (its `env | grep` + `IFS='=' read` loop) would split `value`: a line break."""
+    if "\n" in value or "\r" in value:
+        return f"{name}: value {value!r} has a line break, which the container splits; use a file"
+    return None
+
+
+def vllm_entrypoint_splits(name: str, value: str) -> str | None:
+    """Where the vLLM DLC's entrypoint (sagemaker_args.py) would split `value`: a JSON array, or a run of several
+    JSON objects."""
+    text = value.strip()
+    if text.startswith("[") and text.endswith("]"):
+        try:
+            json.loads(text)
+        except ValueError:
+            return None
+        return f"{name}: value {value!r} is a JSON array, which the container splits into several tokens"
+    if text.startswith("{") and text.endswith("}") and _json_objects(text) > 1:
+        return (
+            f"{name}: value {value!r} is a run of several JSON objects, which the container splits into one token "
+            "each (sagemaker_args.py json_object_sequence); allowed: one JSON object"
+        )
+    return None
+
+
+def entrypoint_value_problem(name: str, value: str, splits: Callable[[str, str], str | None]) -> str | None:
+    """Why a DLC entrypoint would not hand `value` to the engine as one argv token meaning what it says; None when
+    it would. `splits` is that entrypoint's own rule (sglang_entrypoint_splits, vllm_entrypoint_splits). The message
+    starts with `name` and says what is allowed."""
     text = value.strip()
     if text.lower() in ("", "true", "false"):
         return f"{name}: value {value!r} would be read by the container as a boolean or a bare flag"
@@ -62,20 +89,7 @@ def entrypoint_value_problem(name: str, value: str, container: str) -> str | Non
             "(argparse), not as this flag's value; allowed: a value that does not start with '-' (a negative number "
             "is fine)"
         )
-    if container == "sglang" and ("\n" in value or "\r" in value):
-        return f"{name}: value {value!r} has a line break, which the container splits; use a file"
-    if container == "vllm" and text.startswith("[") and text.endswith("]"):
-        try:
-            json.loads(text)
-        except ValueError:
-            return None
-        return f"{name}: value {value!r} is a JSON array, which the container splits into several tokens"
-    if container == "vllm" and text.startswith("{") and text.endswith("}") and _json_objects(text) > 1:
-        return (
-            f"{name}: value {value!r} is a run of several JSON objects, which the container splits into one token "
-            "each (sagemaker_args.py json_object_sequence); allowed: one JSON object"
-        )
-    return None
+    return splits(name, value)
 
 
-__all__ = ["entrypoint_value_problem"]
+__all__ = ["entrypoint_value_problem", "sglang_entrypoint_splits", "vllm_entrypoint_splits"]

@@ -14,7 +14,7 @@ import pytest
 from helpers import ROOT, cdk_context
 
 THROWAWAY = """
-from systems.base import Capability, ChatCapability, EngineOptions, ServingSystem
+from systems.base import Capability, ChatCapability, EngineOptions, LocalRun, ServingSystem
 from systems.images import HF_PYTORCH_INFERENCE
 
 
@@ -36,6 +36,7 @@ SYSTEM = ServingSystem(
     inference_components=Capability.no("never tried"),
     tensor_parallel=Capability.no("one GPU in this test"),
     chat=ChatCapability.no("no chat template handling in this test"),
+    local=LocalRun.stand_in("djl", "it exists only in this test"),
 )
 """
 

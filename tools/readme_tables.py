@@ -16,8 +16,6 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-import yaml
-
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 from systems import ServingSystem, all_systems  # after the path, as a script run from anywhere
@@ -50,13 +48,19 @@ def _container(system: ServingSystem) -> str:
     return f"own image, `{system.own_container.dockerfile}`"
 
 
-def _example_link(name: str) -> str:
-    """The first example config (by file name) with an endpoint of this system, as a link from docs/."""
-    for path in sorted((REPO_ROOT / "config" / "examples").glob("*.yaml")):
-        endpoints = (yaml.safe_load(path.read_text()) or {}).get("endpoints") or []
-        if any(isinstance(ep, dict) and ep.get("system") == name for ep in endpoints):
-            return f"[{path.name}](../config/examples/{path.name})"
-    return "none"
+def _example_link(system: ServingSystem) -> str:
+    """The system's example config (ServingSystem.example_config), as a link from docs/."""
+    name = system.example_config.name
+    return f"[{name}](../config/examples/{name})"
+
+
+# How each LocalRun kind reads in the table (local_runtime/__init__.py says what runs for each).
+LOCAL_KINDS = {
+    "engine": "the engine itself",
+    "own-server": "our server, on the CPU",
+    "stand-in": "a stand-in",
+    "handler": "its handler",
+}
 
 
 def _cell(text: str) -> str:
@@ -89,7 +93,15 @@ def systems_table(systems: dict[str, ServingSystem]) -> list[str]:
 
 def containers_table(systems: dict[str, ServingSystem]) -> list[str]:
     """docs/systems.md: each system's container and the facts the stacks take from it."""
-    header = ["`system:`", "container", "GPU only", "tensor parallel", "network isolation", "example"]
+    header = [
+        "`system:`",
+        "container",
+        "GPU only",
+        "tensor parallel",
+        "network isolation",
+        "runs locally as",
+        "example",
+    ]
     rows = [
         [
             f"`{name}`",
@@ -97,7 +109,8 @@ def containers_table(systems: dict[str, ServingSystem]) -> list[str]:
             _yes(s.gpu_only),
             _yes(s.tensor_parallel.supported),
             _yes(s.network_isolation),
-            _example_link(name),
+            LOCAL_KINDS[s.local.kind],
+            _example_link(s),
         ]
         for name, s in systems.items()
     ]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import ClassVar, Literal
 
 from endpoint_config import EndpointSpec
-from systems.base import Capability, EngineOptions, MaxBatchSize, MaxModelLen, ServingSystem
+from systems.base import Capability, EngineOptions, LocalRun, MaxBatchSize, MaxModelLen, ServingSystem
 from systems.byoc_system import byoc_system
 
 HANDLER = "handler:DeepSpeedHandler"  # the module lies in /opt/program in the image
@@ -69,6 +69,7 @@ def container_environment(endpoint: EndpointSpec, engine: DeepSpeedByocEngineOpt
 
 SYSTEM: ServingSystem[DeepSpeedByocEngineOptions] = byoc_system(
     name="deepspeed-byoc",
+    local=LocalRun.own_server("the DeepSpeed handler's transformers path (no GPU: no kernel injection)"),
     engine_options=DeepSpeedByocEngineOptions,
     recipe="systems.deepspeed_byoc.recipe",
     summary="DeepSpeed-Inference kernel injection (fp16, tensor parallel) in our own container, sharded safetensors",

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Literal
 
 from endpoint_config import EndpointSpec
-from systems.base import MaxBatchSize, ServingSystem
+from systems.base import LocalRun, MaxBatchSize, ServingSystem
 from systems.djl_common import DjlEngineOptions, handler_serving_properties, legacy_djl_system
 from systems.images import DJL_DEEPSPEED_LEGACY
 
@@ -57,6 +57,7 @@ SYSTEM: ServingSystem[AccelerateEngineOptions] = legacy_djl_system(
     serving_properties=serving_properties,
     engine_options=AccelerateEngineOptions,
     name="djl-accelerate",
+    local=LocalRun.stand_in("djl", "DJL Serving's front end (Java, djl_python) ships in the image only"),
     recipe="systems.djl_accelerate.recipe",
     summary="DJL Serving 0.27 Python engine, Hugging Face handler with accelerate device_map over the GPUs",
     image=DJL_DEEPSPEED_LEGACY,

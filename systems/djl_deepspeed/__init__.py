@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Literal
 
 from endpoint_config import EndpointSpec
-from systems.base import MaxBatchSize, MaxModelLen, ServingSystem
+from systems.base import LocalRun, MaxBatchSize, MaxModelLen, ServingSystem
 from systems.djl_common import DjlEngineOptions, handler_serving_properties, legacy_djl_system
 from systems.images import DJL_DEEPSPEED_LEGACY
 
@@ -58,6 +58,7 @@ SYSTEM: ServingSystem[DeepSpeedEngineOptions] = legacy_djl_system(
     serving_properties=serving_properties,
     engine_options=DeepSpeedEngineOptions,
     name="djl-deepspeed",
+    local=LocalRun.stand_in("djl", "DJL Serving's front end (Java, djl_python) ships in the image only"),
     recipe="systems.djl_deepspeed.recipe",
     summary="DJL Serving 0.27 DeepSpeed engine (tensor parallel, kernel injection); legacy, pinned last image",
     image=DJL_DEEPSPEED_LEGACY,

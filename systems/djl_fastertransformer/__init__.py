@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Literal
 
 from endpoint_config import EndpointSpec
-from systems.base import ServingSystem
+from systems.base import LocalRun, ServingSystem
 from systems.djl_common import MODEL_LOADING_TIMEOUT_S, DjlEngineOptions, legacy_djl_system
 from systems.images import DJL_FASTERTRANSFORMER_LEGACY
 
@@ -77,6 +77,7 @@ SYSTEM: ServingSystem[FasterTransformerEngineOptions] = legacy_djl_system(
     serving_properties=serving_properties,
     engine_options=FasterTransformerEngineOptions,
     name="djl-fastertransformer",
+    local=LocalRun.stand_in("djl", "DJL Serving (Java) and FasterTransformer's kernels need the image and a GPU"),
     recipe="systems.djl_fastertransformer.recipe",
     summary="DJL Serving 0.24 FasterTransformer engine (t5, gpt2, opt, gpt_neox, bloom), weights staged in S3; legacy",
     image=DJL_FASTERTRANSFORMER_LEGACY,

@@ -17,6 +17,7 @@ from systems.base import (
     Capability,
     EngineOptions,
     EngineProfile,
+    LocalRun,
     MaxBatchSize,
     MaxModelLen,
     RequestTimeout,
@@ -122,6 +123,7 @@ def weight_bytes(endpoint: EndpointSpec) -> float | None:
 
 SYSTEM: ServingSystem[HfFastloadEngineOptions] = ServingSystem(
     name="hf-fastload",
+    local=LocalRun.handler(),
     engine_options=HfFastloadEngineOptions,
     recipe="systems.hf_fastload.recipe",
     summary="transformers causal LM on the Hugging Face PyTorch inference DLC, sharded safetensors, fast load",

@@ -17,7 +17,7 @@ engines/python/setup/djl_python/properties_manager/trt_properties.py (max_input_
 from __future__ import annotations
 
 from endpoint_config import EndpointSpec
-from systems.base import GENERATION_AND_CHAT, ServingSystem
+from systems.base import GENERATION_AND_CHAT, LocalRun, ServingSystem
 from systems.chat import LMI_TRTLLM_CHAT
 from systems.djl_common import djl_system
 from systems.djl_common.lmi import (
@@ -80,6 +80,9 @@ def container_environment(endpoint: EndpointSpec, engine: TrtllmEngineOptions) -
 SYSTEM: ServingSystem[TrtllmEngineOptions] = djl_system(
     engine_options=TrtllmEngineOptions,
     name="lmi-trtllm",
+    local=LocalRun.stand_in(
+        "lmi", "LMI's front end (DJL Serving, Java, with djl_python) and TensorRT-LLM need the image and a GPU"
+    ),
     recipe="systems.lmi_trtllm.recipe",
     summary="LMI TensorRT-LLM container: engines compiled at start, in-flight batching, OPTION_* environment",
     image=DJL_TENSORRTLLM,

@@ -12,7 +12,7 @@ from typing import Literal, get_args
 
 from endpoint_config import EndpointSpec
 from facts.instances import InstanceType
-from systems.base import GENERATION_AND_CHAT, AdapterSupport, LoraSizing, ServingSystem
+from systems.base import GENERATION_AND_CHAT, AdapterSupport, LocalRun, LoraSizing, ServingSystem
 from systems.djl_common import djl_system
 from systems.djl_common.lmi import (
     LMI_INFERENCE_AMI_VERSION,
@@ -107,6 +107,7 @@ def container_environment(endpoint: EndpointSpec, engine: VllmEngineOptions) -> 
 SYSTEM: ServingSystem[VllmEngineOptions] = djl_system(
     engine_options=VllmEngineOptions,
     name="lmi-vllm",
+    local=LocalRun.stand_in("lmi27", "LMI's front end (DJL Serving, Java, with djl_python) ships in the image only"),
     recipe="systems.lmi_vllm.recipe",
     summary="LMI (DJL Serving) with vLLM in async mode, configured by OPTION_* environment variables",
     image=DJL_LMI,

@@ -19,7 +19,7 @@ from typing import ClassVar
 from endpoint_config import EndpointSpec
 from facts.instances import InstanceType
 
-from ..base import AdapterSupport, Capability, ContainerBodies, EngineProfile, ServingSystem
+from ..base import AdapterSupport, Capability, ContainerBodies, EngineProfile, EngineSeries, LocalRun, ServingSystem
 from ..engine_systems import (
     DTYPE_FLAG,
     INFERENCE_AMI_VERSION,
@@ -92,6 +92,7 @@ def profile(endpoint: EndpointSpec, engine: SglangEngineOptions) -> EngineProfil
         if fraction is not None
         else "at most what SGLang's default mem_fraction_static leaves (srt/arg_groups/memory_hook.py)",
         max_model_len=engine.context_length,
+        context_option="engine.context_length",
         kv_cache_bytes=kv_element_bytes(engine.kv_cache_dtype),
         runtime_quantization=engine.quantization,
         quantizes_at_load=RUNTIME_QUANTIZATION,
@@ -120,6 +121,19 @@ def parses_tool_calls(engine: SglangEngineOptions) -> bool:
 
 SYSTEM: ServingSystem[SglangEngineOptions] = engine_server_system(
     name="sglang",
+    metrics=EngineSeries(
+        queue="sglang:num_queue_reqs",
+        kv_cache="sglang:token_usage",
+        prompt_tokens="sglang:prompt_tokens_total",
+        generation_tokens="sglang:generation_tokens_total",
+        ttft_histogram="sglang:time_to_first_token_seconds",
+        source="SGLang python/sglang/srt/metrics/collector.py",
+    ),
+    example="sglang-qwen3-30b-a3b.yaml",
+    # Searched on PyPI, 2026-11-27: the sglang==0.5.20 wheel needs CUDA (cuda-python>=13, flashinfer cu13).
+    local=LocalRun.stand_in(
+        "sglang-http", "no CPU build of SGLang 0.5.20 on the package registries (its wheel needs CUDA)"
+    ),
     summary=f"the AWS SGLang container for SageMaker (SGLang {ENGINE_VERSION}), SM_SGLANG_* options, the checkpoint "
     "as it is",
     recipe="systems.sglang.recipe",

@@ -18,7 +18,7 @@ from pydantic import ConfigDict, Field, model_validator
 
 from endpoint_config.base import Strict
 from systems.base import EngineOptions
-from systems.entrypoint_values import entrypoint_value_problem
+from systems.entrypoint_values import entrypoint_value_problem, sglang_entrypoint_splits
 from systems.images_current import SGLANG_DLC
 
 ENGINE_PROJECT = "sglang"
@@ -330,7 +330,7 @@ class SglangOptions(EngineOptions):
             if value is not None:
                 text = str(value)
                 # sagemaker_entrypoint.sh's rule (systems/entrypoint_values.py quotes it)
-                if (problem := entrypoint_value_problem(name, text, "sglang")) is not None:
+                if (problem := entrypoint_value_problem(name, text, sglang_entrypoint_splits)) is not None:
                     raise ValueError(problem)
                 env[ENV_PREFIX + name.upper()] = text
         if self.enable_chunked_prefill is False:

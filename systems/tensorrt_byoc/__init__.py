@@ -16,7 +16,7 @@ from pydantic import Field, model_validator
 
 from endpoint_config import EndpointSpec
 from endpoint_config.base import Strict
-from systems.base import Capability, EngineOptions, MaxBatchSize, MaxModelLen, ServingSystem
+from systems.base import Capability, EngineOptions, LocalRun, MaxBatchSize, MaxModelLen, ServingSystem
 from systems.byoc_system import byoc_system
 
 ENGINE_CACHE_DIR = "/opt/ml/engine-cache"
@@ -80,6 +80,10 @@ def container_environment(endpoint: EndpointSpec, engine: TensorRTByocEngineOpti
 SYSTEM: ServingSystem[TensorRTByocEngineOptions] = byoc_system(
     engine_options=TensorRTByocEngineOptions,
     name="tensorrt-byoc",
+    # TRT_BACKEND=onnxruntime: the handler's CPU backend runs the same ONNX graph (handler/engine.py).
+    local=LocalRun.own_server(
+        "the TensorRT handler's onnxruntime backend (the same ONNX graph, on the CPU)", TRT_BACKEND="onnxruntime"
+    ),
     recipe="systems.tensorrt_byoc.recipe",
     summary="GPT-2 as ONNX, TensorRT engine built at container start on the serving GPU (own container)",
     dockerfile="systems/tensorrt_byoc/container/Dockerfile",

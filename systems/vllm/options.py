@@ -17,7 +17,7 @@ from pydantic import ConfigDict, Field, model_validator
 
 from endpoint_config.base import Strict
 from systems.base import EngineOptions
-from systems.entrypoint_values import entrypoint_value_problem
+from systems.entrypoint_values import entrypoint_value_problem, vllm_entrypoint_splits
 from systems.images_current import VLLM_DLC
 from systems.vllm_parsers import ReasoningParser_0_31, ToolCallParser_0_30
 
@@ -324,5 +324,5 @@ class VllmOptions(EngineOptions):
 def _refuse_reinterpreted(name: str, value: str) -> None:
     """A value the entrypoint would not pass to vLLM as the one token it is (systems/entrypoint_values.py, which
     quotes sagemaker_args.py's rule)."""
-    if (problem := entrypoint_value_problem(name, value, "vllm")) is not None:
+    if (problem := entrypoint_value_problem(name, value, vllm_entrypoint_splits)) is not None:
         raise ValueError(problem)

@@ -59,13 +59,13 @@ REFUSED_BY_SYSTEM = [
         "hf-fastload",
         "endpoint 'assist': hosting.mode: value 'inference-components' is not supported by system 'hf-fastload': its "
         "Hugging Face PyTorch inference image is not documented for inference components (no AWS or Hugging Face "
-        "source found); systems that run as inference components: lmi-vllm, lmi-trtllm, vllm, sglang",
+        "source found); systems that run as inference components: {components}",
     ),
     (
         "tensorrt-byoc",
         "endpoint 'assist': hosting.mode: value 'inference-components' is not supported by system 'tensorrt-byoc': our "
         "own container has never run as an inference component (only a GPU account can show that it keeps to the GPUs "
-        "and memory SageMaker gives it); systems that run as inference components: lmi-vllm, lmi-trtllm, vllm, sglang",
+        "and memory SageMaker gives it); systems that run as inference components: {components}",
     ),
 ]
 
@@ -77,7 +77,10 @@ def test_a_system_that_does_not_run_as_a_component_is_refused(system, expected):
 
     ep = endpoint(system=system)
     assert endpoint_problems(ep) == []  # the schema's rules pass: the refusal is the system's
-    assert expected in system_problems(ep, get_system(system), all_systems())
+    systems = all_systems()
+    components = ", ".join(name for name, each in systems.items() if each.inference_components.supported)
+    assert components  # the list the refusal names: every registered system that states it runs as a component
+    assert expected.format(components=components) in system_problems(ep, get_system(system), systems)
 
 
 # (description, endpoint changes, the one expected message)

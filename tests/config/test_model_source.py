@@ -11,6 +11,7 @@ import pytest
 from helpers import config_refusal
 
 from deployment import load_config
+from systems import all_systems
 
 PRIVATE_ARN = "arn:aws:sagemaker:us-east-1:123456789012:hub-content/team-hub/Model/qwen3-8b/1.0.0"
 PRIVATE_URI = "s3://team-models-us-east-1/qwen3-8b/"
@@ -60,20 +61,22 @@ def test_accept_eula_true_is_carried_to_the_model_data(tmp_path):
     assert plan.model_data("b").accept_eula is True
 
 
-@pytest.mark.parametrize(
-    "system", ["hf-fastload", "djl-accelerate", "tensorrt-byoc", "deepspeed-byoc", "djl-fastertransformer"]
-)
+# The systems by their plain_checkpoint capability (ServingSystem.plain_checkpoint), from the registry.
+PLAIN = [name for name, system in all_systems().items() if system.plain_checkpoint.supported]
+OURS = [name for name, system in all_systems().items() if not system.plain_checkpoint.supported]
+
+
+@pytest.mark.parametrize("system", OURS)
 def test_systems_that_need_our_build_refuse_it_with_the_reason(tmp_path, system):
     source = f"{{hub_content_arn: {PRIVATE_ARN}, s3_uri: {PRIVATE_URI}}}"
     message = config_refusal(_config(tmp_path, system=system, source=source))
     assert f"endpoint 'hub': model_source: not supported by system {system!r}" in message
     assert "needs files this project's build writes into the artifact" in message
     assert "systems that serve a hub model's checkpoint as it is: " in message
-    for able in ("vllm", "sglang", "lmi-vllm", "lmi-trtllm"):
-        assert able in message.split("as it is: ")[1]
+    assert PLAIN and message.split("as it is: ")[1].startswith(", ".join(PLAIN))
 
 
-@pytest.mark.parametrize("system", ["vllm", "sglang", "lmi-vllm", "lmi-trtllm"])
+@pytest.mark.parametrize("system", PLAIN)
 def test_the_engine_systems_take_it(tmp_path, system):
     [plan] = load_config(
         _config(tmp_path, system=system, source=f"{{hub_content_arn: {PRIVATE_ARN}, s3_uri: {PRIVATE_URI}}}")

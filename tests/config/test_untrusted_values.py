@@ -97,9 +97,10 @@ def test_an_engine_value_the_entrypoint_would_split_or_read_as_an_option_is_refu
 def test_the_entrypoint_rule_lets_through_what_reaches_the_engine_as_one_token(
     value: str, container: str, ok: bool
 ) -> None:
-    from systems.entrypoint_values import entrypoint_value_problem
+    from systems import entrypoint_values
 
-    assert (entrypoint_value_problem("f", value, container) is None) == ok
+    splits = getattr(entrypoint_values, f"{container}_entrypoint_splits")
+    assert (entrypoint_values.entrypoint_value_problem("f", value, splits) is None) == ok
 
 
 def test_the_entrypoint_rule_quotes_the_pinned_entrypoints() -> None:

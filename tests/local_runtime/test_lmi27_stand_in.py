@@ -27,7 +27,7 @@ def stand_in_url(tiny_chat_models: dict[str, Path]) -> Iterator[str]:
     """The stand-in's own server (its container port), engine lmi-vllm, in this process."""
     from local_runtime.stand_in import StandIn, serving
 
-    with serving(StandIn({"--model": str(tiny_chat_models["llama"])}, "lmi-vllm")) as url:
+    with serving(StandIn({"--model": str(tiny_chat_models["llama"])}, "lmi27")) as url:
         yield url
 
 

@@ -408,7 +408,7 @@ def test_the_local_server_refuses_a_model_whose_template_loops_before_it_serves(
     model = write_model(tmp_path / "model")
     with_template("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}")(model)
     done = subprocess.run(
-        [sys.executable, "-m", "local_runtime.stand_in", "--engine", "vllm", "--listen", str(free_port())]
+        [sys.executable, "-m", "local_runtime.stand_in", "--engine", "vllm-openai", "--listen", str(free_port())]
         + ["--", "--model", str(model)],
         capture_output=True,
         text=True,

@@ -17,7 +17,9 @@ from hermetic import subprocess_env
 from pydantic import ValidationError
 
 from endpoint_config.engine_metrics import ENGINE_SCALING_REFUSAL, EngineMetrics
-from stacks.engine_metrics import ENGINE_SERIES, engine_queries, spellings
+from stacks.engine_metrics import engine_queries, engine_series, spellings
+
+ENGINE_SERIES = engine_series()
 
 CONFIG = """\
 project: llm-endpoints

@@ -12,7 +12,8 @@ import pytest
 import yaml
 from hermetic import subprocess_env
 
-from systems import engine_tables
+from systems import all_systems, engine_tables
+from systems.checks import engine_of
 from systems.engine_tables import ARCHITECTURES, CLI_FLAGS, SOURCES, TRANSFORMERS_CAUSAL_LM, TRANSFORMERS_FIRST_RELEASE
 from systems.images import HF_CONTAINER_TRANSFORMERS
 from systems.images_current import SGLANG_ENGINE, VLLM_ENGINE
@@ -21,14 +22,14 @@ ROOT = Path(__file__).resolve().parents[2]
 MAKE_ENV = ROOT / "tests" / "systems" / "hf_container" / "make_env.sh"
 VENV = ROOT / ".venv-hf-container"
 
-# The engine whose registry decides whether a system's container can load an architecture. Systems without a
-# table: lmi-trtllm (TensorRT-LLM 0.21's registry is in a wheel on pypi.nvidia.com, not readable here) and the
-# legacy DJL / own-container systems (pinned recipes for their reference models).
+# The engine whose registry decides whether a system's container can load an architecture, from the registry: its
+# ServingSystem.model_registry where an engine registry decides, else the engine its pinned image records
+# (systems/images_current.py). Systems without one: lmi-trtllm (TensorRT-LLM 0.21's registry is in a wheel on
+# pypi.nvidia.com, not readable here) and the legacy DJL / own-container systems (pinned recipes).
 SYSTEM_ENGINES = {
-    "hf-fastload": "transformers==4.51.3",
-    "lmi-vllm": "vllm==0.23.0",  # LMI 0.36.0-lmi27 ships vLLM 0.23.1.dev4+gcd87ce883 (four commits after v0.23.0)
-    "vllm": VLLM_ENGINE,
-    "sglang": SGLANG_ENGINE,
+    name: engine
+    for name, system in all_systems().items()
+    if (engine := system.model_registry or engine_of(system)) is not None
 }
 # config.json `architectures` of the models the example configs deploy: the class transformers'
 # MODEL_FOR_CAUSAL_LM_MAPPING_NAMES gives for each model's model_type (gptj, gpt2, mistral, llama, qwen3,
@@ -145,13 +146,12 @@ def test_architectures_of_issue_19_models_where_each_engine_has_them():
 def test_each_profiled_system_checks_against_the_engine_its_image_holds():
     """The compatibility checks read each system's engine from systems/images_current.py; it is the engine whose
     table this file holds for the system, and what its profile names."""
-    from systems import all_systems
-    from systems.checks import engine_of
     from systems.images import HF_CONTAINER_TRANSFORMERS
 
     systems = all_systems()
     profiled = {name for name, system in systems.items() if system.profile is not None}
-    assert profiled == {"hf-fastload", "vllm", "sglang"}
+    assert profiled and profiled <= set(SYSTEM_ENGINES)
     for name in profiled:
         assert engine_of(systems[name]) == SYSTEM_ENGINES[name], name
     assert SYSTEM_ENGINES["hf-fastload"] == f"transformers=={HF_CONTAINER_TRANSFORMERS}"
+    assert SYSTEM_ENGINES["lmi-vllm"] == "vllm==0.23.0"  # LMI 0.36.0-lmi27 ships vLLM 0.23.1.dev4+gcd87ce883

@@ -65,13 +65,8 @@ def test_every_system_states_whether_and_how_it_serves_chat() -> None:
         else:
             assert chat.route is None and chat.tool_calls is None and not chat.constrained_decoding, name
     served = {name: s.chat.route for name, s in systems.items() if s.chat.supported}
-    assert served == {
-        "hf-fastload": "handler",
-        "lmi-vllm": "native",
-        "lmi-trtllm": "native",
-        "vllm": "native",
-        "sglang": "native",
-    }
+    # the handler route: hf-fastload's own handler parses the chat contract; every engine server answers natively
+    assert served.pop("hf-fastload") == "handler" and set(served.values()) == {"native"}
 
 
 def test_chat_on_a_system_without_it_names_the_systems_that_serve_it(tmp_path: Path) -> None:

@@ -34,7 +34,7 @@ import pytest
 
 from endpoint_runtime import async_invoke, bodies, invoke, smoke, stream
 from local_runtime import has_container_process
-from systems import all_systems
+from systems import all_systems, get_system
 
 if TYPE_CHECKING:
     from deployment import EndpointPlan
@@ -43,19 +43,8 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.slow
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "config" / "examples"
-# One example config per system (the plan is what a client reads; its model is never fetched here).
-EXAMPLE_OF = {
-    "hf-fastload": ("hf-fastload.yaml", None),
-    "djl-deepspeed": ("djl-deepspeed.yaml", None),
-    "djl-accelerate": ("djl-accelerate.yaml", None),
-    "deepspeed-byoc": ("deepspeed-byoc.yaml", None),
-    "djl-fastertransformer": ("djl-fastertransformer.yaml", None),
-    "tensorrt-byoc": ("tensorrt-byoc.yaml", None),
-    "lmi-vllm": ("lmi-vllm.yaml", None),
-    "lmi-trtllm": ("lmi-trtllm.yaml", None),
-    "vllm": ("vllm-qwen3-32b.yaml", None),
-    "sglang": ("sglang-qwen3-30b-a3b.yaml", None),
-}
+# Each system's example config (ServingSystem.example_config), its first endpoint of the system.
+EXAMPLE_OF = {name: (system.example_config.name, None) for name, system in all_systems().items()}
 
 
 def plan_of(system: str, tmp_path: Path) -> Any:
@@ -65,10 +54,6 @@ def plan_of(system: str, tmp_path: Path) -> Any:
     environment_plan = load_config(EXAMPLES / name, "dev", build_root=tmp_path / "no-build")
     plans = [p for p in environment_plan.plans if p.system.name == system]
     return plans[0] if endpoint is None else environment_plan.plan(endpoint)
-
-
-def test_every_system_is_covered():
-    assert set(EXAMPLE_OF) == set(all_systems())
 
 
 # ---- the containers -------------------------------------------------------------------------------------------
@@ -389,7 +374,10 @@ def engine_containers(tmp_path_factory, tiny_chat_models) -> Iterator[dict[str, 
                 root, endpoint_yaml(f"tiny-{system}", system, str(tiny_chat_models["qwen3"]), engine=engine), system
             )
             flags = flags_of(argv_of[system](plan.container_environment("bucket"), out))
-            found[system] = (plan, stack.enter_context(serving(StandIn(flags, system))))
+            found[system] = (
+                plan,
+                stack.enter_context(serving(StandIn(flags, get_system(system).local.dialect or "vllm-openai"))),
+            )
             url = os.environ.get(f"CONTAINER_URL_{system.upper()}")
             if url:
                 found[f"{system} at {url}"] = (plan, url)

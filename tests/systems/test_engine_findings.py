@@ -140,7 +140,7 @@ def test_vllm_serves_the_endpoint_name_clients_send(tmp_path, tiny_chat_models):
     assert json.loads(env["SM_VLLM_SERVED_MODEL_NAME"]) == ["dev-tiny", "tiny"]
     flags = flags_of(vllm_argv(env, tiny_chat_models["qwen3"]))
     assert flags["--served-model-name"] == ["dev-tiny", "tiny"]
-    with serving(StandIn(flags, "vllm")) as url:
+    with serving(StandIn(flags, "vllm-openai")) as url:
         ask = {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2}
         for name in ("dev-tiny", "tiny", ""):
             reply = httpx.post(f"{url}/v1/chat/completions", json={**ask, "model": name})

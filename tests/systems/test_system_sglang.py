@@ -95,7 +95,7 @@ def test_artifact_serves_openai_chat_on_the_stand_in(tmp_path, tiny_chat_models)
     plan, _, out = build(tmp_path, endpoint_yaml("tiny-sglang", "sglang", str(tiny_chat_models["mixtral"])), "served")
     flags = flags_of(sglang_argv(plan.container_environment("bucket"), out))
     assert flags["--model-path"] == str(out)
-    with serving(StandIn(flags, "sglang")) as url:
+    with serving(StandIn(flags, "sglang-http")) as url:
         reply = openai.OpenAI(base_url=f"{url}/v1", api_key="unused").chat.completions.create(
             model="tiny-sglang", max_tokens=3, messages=[{"role": "user", "content": "Hi"}]
         )

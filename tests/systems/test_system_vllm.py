@@ -152,7 +152,7 @@ def test_artifact_serves_openai_chat_on_the_stand_in(tmp_path, tiny_chat_models)
         "served",
     )
     flags = flags_of(vllm_argv(plan.container_environment("bucket"), out))
-    with serving(StandIn(flags, "vllm")) as url:
+    with serving(StandIn(flags, "vllm-openai")) as url:
         client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused")
         reply = client.chat.completions.create(
             model="tiny-vllm", max_tokens=4, messages=[{"role": "user", "content": "Hello"}]
