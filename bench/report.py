@@ -562,6 +562,12 @@ def _local_server_md(ls: dict[str, Any]) -> list[str]:
     return out
 
 
+def _front_door_md(fd: dict[str, Any]) -> list[str]:
+    from bench import front_door
+
+    return front_door.markdown(fd)
+
+
 def markdown(results: dict[str, Any]) -> str:
     m = results["machine"]
     lines = [
@@ -622,6 +628,7 @@ def markdown(results: dict[str, Any]) -> str:
         ("devloop", _devloop_md),
         ("gpu", _gpu_md),
         ("loadtest", _loadtest_md),
+        ("front_door", _front_door_md),
     )
     for key, render in renderers:  # in the report's order
         if key in sec:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from .invoke_rules import INVOKE_TIMEOUT_S
+from .relay import Relay, Reply
 
 LOG_TAIL_LINES = 25
 # InvokeEndpoint's CustomAttributes header, forwarded to the container and back (botocore sagemaker-runtime model).
@@ -245,16 +246,22 @@ def _chunks(response: http.client.HTTPResponse) -> Iterator[bytes]:
         response.close()
 
 
-def _reply_headers(response: http.client.HTTPResponse) -> dict[str, str]:
+def _wanted_headers(getheader: Any) -> dict[str, str]:
     """The container's response headers SageMaker passes back: its Content-Type and custom attributes."""
-    wanted = {"Content-Type": response.getheader("content-type")}
-    wanted[CUSTOM_ATTRIBUTES_HEADER] = response.getheader(CUSTOM_ATTRIBUTES_HEADER)
+    wanted = {"Content-Type": getheader("content-type"), CUSTOM_ATTRIBUTES_HEADER: getheader(CUSTOM_ATTRIBUTES_HEADER)}
     return {k: v for k, v in wanted.items() if v}
 
 
-def _streams(response: http.client.HTTPResponse) -> bool:
-    kind = response.getheader("content-type") or ""
+def _reply_headers(response: http.client.HTTPResponse) -> dict[str, str]:
+    return _wanted_headers(response.getheader)
+
+
+def _streaming_type(kind: str) -> bool:
     return kind.startswith("text/event-stream") or kind.startswith("application/jsonlines")
+
+
+def _streams(response: http.client.HTTPResponse) -> bool:
+    return _streaming_type(response.getheader("content-type") or "")
 
 
 class ContainerHost:
@@ -274,6 +281,7 @@ class ContainerHost:
         self.adapters: dict[str, str] = {}  # adapter inference component -> the name the engine knows it by
         # The socket timeout of each call and of each read of a stream: SageMaker's invoke limit.
         self.timeout_s = INVOKE_TIMEOUT_S
+        self._relays: dict[int, Relay] = {}  # event loop -> its kept-alive connections (relay.py)
 
     def load(self) -> None:
         try:
@@ -399,6 +407,77 @@ class ContainerHost:
             if response.status == 200 and _streams(response):
                 return 200, _chunks(response), kind
             return response.status, b"".join(_chunks(response)).decode("utf-8", "replace"), kind
+        except OSError as err:
+            error = {"error": {"message": self._unreachable(err), "type": "server_error"}}
+            return 500, json.dumps(error), "application/json"
+
+    # The same three doors on the server's event loop (local_runtime/serve.py uses these): kept-alive connections,
+    # no worker thread per call or per streamed chunk (relay.py says what that cost).
+
+    def _relay(self) -> Relay:
+        import asyncio
+
+        loop = id(asyncio.get_running_loop())
+        if loop not in self._relays:
+            self._relays[loop] = Relay(self.container.port)
+        return self._relays[loop]
+
+    async def _post(self, path: str, body: bytes, headers: Mapping[str, str | None]) -> Reply:
+        return await self._relay().post(path, body, headers, self.timeout_s)
+
+    async def ainvoke(
+        self,
+        body: bytes,
+        content_type: str | None,
+        accept: str | None,
+        component: str | None = None,
+        custom_attributes: str | None = None,
+    ) -> tuple[int, str, dict[str, str]]:
+        """invoke, on the event loop."""
+        if (problem := self._not_ready()) is not None:
+            return 503, json.dumps({"error": problem}), {}
+        try:
+            reply = await self._post(
+                "/invocations", body, self._headers(content_type, accept, component, custom_attributes)
+            )
+            text = (await reply.read(self.timeout_s)).decode("utf-8", "replace")
+            return reply.status, text, _wanted_headers(reply.header)
+        except OSError as err:
+            return 500, json.dumps({"error": self._unreachable(err)}), {}
+
+    async def astream(
+        self,
+        body: bytes,
+        content_type: str | None,
+        accept: str | None = None,
+        component: str | None = None,
+        custom_attributes: str | None = None,
+    ) -> tuple[int, Any, dict[str, str]]:
+        """stream, on the event loop: the reply's bytes as an async iterator."""
+        if (problem := self._not_ready()) is not None:
+            return 503, json.dumps({"error": problem}), {}
+        try:
+            reply = await self._post(
+                "/invocations", body, self._headers(content_type, accept, component, custom_attributes)
+            )
+            if reply.status != 200:
+                return reply.status, (await reply.read(self.timeout_s)).decode("utf-8", "replace"), {}
+        except OSError as err:
+            return 500, json.dumps({"error": self._unreachable(err)}), {}
+        return 200, reply.chunks(self.timeout_s), _wanted_headers(reply.header)
+
+    async def achat(self, body: bytes, component: str | None = None) -> tuple[int, Any, str]:
+        """chat, on the event loop."""
+        if (problem := self._not_ready()) is not None:
+            return 503, json.dumps({"error": {"message": problem, "type": "service_unavailable"}}), "application/json"
+        adapter = self.adapters.get(component or "")
+        path = "/invocations" if adapter else (self.container.chat_path or "/invocations")
+        try:
+            reply = await self._post(path, body, {"Content-Type": "application/json", ADAPTER_HEADER: adapter})
+            kind = reply.header("content-type") or "application/json"
+            if reply.status == 200 and _streaming_type(kind):
+                return 200, reply.chunks(self.timeout_s), kind
+            return reply.status, (await reply.read(self.timeout_s)).decode("utf-8", "replace"), kind
         except OSError as err:
             error = {"error": {"message": self._unreachable(err), "type": "server_error"}}
             return 500, json.dumps(error), "application/json"

@@ -227,9 +227,10 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
-        import torch
+        if container_host is None:  # the in-process handler's model; a container process sets its own threads
+            import torch
 
-        torch.set_num_threads(torch_threads)
+            torch.set_num_threads(torch_threads)
         threading.Thread(target=host.load, name="model-load", daemon=True).start()
         yield
         if container_host is not None:
@@ -323,8 +324,8 @@ def _add_invoke_routes(app: FastAPI, doors: Doors) -> None:
     """sagemaker-runtime's InvokeEndpoint and InvokeEndpointWithResponseStream."""
     host = doors.host
 
-    @app.post("/endpoints/{name}/invocations")
-    async def invoke_endpoint(name: str, request: Request) -> Response:
+    async def invoke_endpoint(request: Request) -> Response:
+        name = request.path_params["name"]
         body = await request.body()
         refused = doors.refusal(name, request, body)
         if refused is not None:
@@ -346,22 +347,23 @@ def _add_invoke_routes(app: FastAPI, doors: Doors) -> None:
             },
         )
 
-    @app.post("/endpoints/{name}/invocations-response-stream")
-    async def invoke_endpoint_with_response_stream(name: str, request: Request) -> Response:
+    async def invoke_endpoint_with_response_stream(request: Request) -> Response:
+        name = request.path_params["name"]
         from starlette.concurrency import run_in_threadpool
 
         body = await request.body()
         refused = doors.refusal(name, request, body)
         if refused is not None:
             return refused
-        call = run_in_threadpool(
-            host.stream,
+        arguments = (
             body,
             request.headers.get("content-type"),
             request.headers.get(STREAM_ACCEPT_HEADER),
             _adapter(host, request.headers.get(INFERENCE_COMPONENT_HEADER)),
             request.headers.get(CUSTOM_ATTRIBUTES_HEADER),
         )
+        # A container process is relayed on the event loop (relay.py); the in-process handler runs in a thread.
+        call = host.astream(*arguments) if _relays(host) else run_in_threadpool(lambda: host.stream(*arguments))
         try:
             status, content, headers = await asyncio.wait_for(call, doors.timeout_s)
         except asyncio.TimeoutError:
@@ -371,7 +373,7 @@ def _add_invoke_routes(app: FastAPI, doors: Doors) -> None:
         # A sync iterator: Starlette pulls it in a worker thread, sending each message as it is produced.
         extra = {k: v for k, v in _passed_back(headers).items()}
         return StreamingResponse(
-            _event_messages(content),
+            _async_event_messages(content) if _relays(host) else _event_messages(content),
             media_type=event_stream.CONTENT_TYPE,
             headers={
                 "x-Amzn-Invoked-Production-Variant": invoke_rules.VARIANT_NAME,
@@ -381,6 +383,12 @@ def _add_invoke_routes(app: FastAPI, doors: Doors) -> None:
                 **extra,
             },
         )
+
+    # Starlette routes (see _add_openai_routes)
+    app.add_route("/endpoints/{name}/invocations", invoke_endpoint, methods=["POST"])
+    app.add_route(
+        "/endpoints/{name}/invocations-response-stream", invoke_endpoint_with_response_stream, methods=["POST"]
+    )
 
 
 def _add_openai_routes(app: FastAPI, doors: Doors, region: str | None) -> None:
@@ -406,7 +414,10 @@ def _add_openai_routes(app: FastAPI, doors: Doors, region: str | None) -> None:
                 headers={"Retry-After": str(NO_CAPACITY.retry_after_s)},
             )
         body = await request.body()
-        status, content, media = await run_in_threadpool(host.chat, body, _adapter(host, component))
+        if _relays(host):
+            status, content, media = await host.achat(body, _adapter(host, component))
+        else:
+            status, content, media = await run_in_threadpool(host.chat, body, _adapter(host, component))
         # The container's own framing and content type, passed through ("returns responses directly from the
         # container, including streaming": the Developer Guide's OpenAI-compatible route page).
         return (
@@ -415,13 +426,20 @@ def _add_openai_routes(app: FastAPI, doors: Doors, region: str | None) -> None:
             else StreamingResponse(content, media_type=media)
         )
 
-    @app.post("/endpoints/{name}/openai/v1/chat/completions")
-    async def openai_chat_endpoint(name: str, request: Request) -> Response:
-        return await openai_chat(request, name, None)
+    async def openai_chat_endpoint(request: Request) -> Response:
+        return await openai_chat(request, request.path_params["name"], None)
 
-    @app.post("/endpoints/{name}/inference-components/{component}/openai/v1/chat/completions")
-    async def openai_chat_component(name: str, component: str, request: Request) -> Response:
-        return await openai_chat(request, name, component)
+    async def openai_chat_component(request: Request) -> Response:
+        return await openai_chat(request, request.path_params["name"], request.path_params["component"])
+
+    # Starlette routes, not FastAPI's: no dependency solving or response validation on a relayed request (a third
+    # of the front door's time per request, bench/front_door.py).
+    app.add_route("/endpoints/{name}/openai/v1/chat/completions", openai_chat_endpoint, methods=["POST"])
+    app.add_route(
+        "/endpoints/{name}/inference-components/{component}/openai/v1/chat/completions",
+        openai_chat_component,
+        methods=["POST"],
+    )
 
 
 def _endpoint_not_found(name: str) -> Response:
@@ -477,6 +495,23 @@ def _event_messages(chunks: Any) -> Any:
         )
 
 
+async def _async_event_messages(chunks: Any) -> Any:
+    """_event_messages for a relayed container's async chunks."""
+    try:
+        async for chunk in chunks:
+            yield event_stream.payload_part(chunk)
+    except TimeoutError as err:
+        yield event_stream.model_stream_error(
+            f"the model stopped sending for longer than the invoke limit: {err or 'no bytes'}",
+            "ModelInvocationTimeExceeded",
+        )
+    except Exception as err:
+        traceback.print_exc()
+        yield event_stream.model_stream_error(
+            f"the model failed while streaming: {type(err).__name__}: {err}", "StreamBroken"
+        )
+
+
 # The request and response headers of botocore's sagemaker-runtime model the local runtime reads or passes on
 # (invoke_rules.FIELDS says how each member is treated).
 INFERENCE_COMPONENT_HEADER = "X-Amzn-SageMaker-Inference-Component"
@@ -506,7 +541,14 @@ async def _run(host: Any, body: bytes, request: Request, component: str | None) 
 
     content_type, accept = request.headers.get("content-type"), request.headers.get("accept")
     attributes = request.headers.get(CUSTOM_ATTRIBUTES_HEADER)
+    if _relays(host):
+        return await host.ainvoke(body, content_type, accept, _adapter(host, component), attributes)
     return await run_in_threadpool(host.invoke, body, content_type, accept, _adapter(host, component), attributes)
+
+
+def _relays(host: Any) -> bool:
+    """Whether `host` relays to a container process on the event loop (process.ContainerHost's a-methods)."""
+    return hasattr(host, "ainvoke")
 
 
 def _container_message(content: str) -> str:
