@@ -49,6 +49,8 @@ class EndpointStack(Stack):
         `<project>-<env>-<endpoint>-smoke` (`smoke_role_name`), which only that pipeline role may assume and which may
         do what the smoke test does (`LlmEndpoint.grant_smoke_test`): what the pipeline's smoke step assumes.
       trusted_gate: likewise for the pipeline's SLO gate step, of an endpoint with `slo:` (stacks/benchmark.py).
+      publish_command: the exact command that publishes this endpoint's artifacts (stacks.publish_command), which the
+        artifact check names when they are not published (None: its generic form).
     An endpoint with `slo.managed_benchmark` also gets its AIWorkloadConfig and benchmark role (stacks/benchmark.py).
     """
 
@@ -63,6 +65,7 @@ class EndpointStack(Stack):
         allow_unbuilt: bool = False,
         trusted_pipeline: TrustedPipeline | None = None,
         trusted_gate: TrustedPipeline | None = None,
+        publish_command: str | None = None,
         **kwargs,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
@@ -88,7 +91,9 @@ class EndpointStack(Stack):
             security=security,
         )
         if not artifact.from_hub:  # a hub model has no artifact of ours to check
-            self._add_artifact_checks(plan, artifact, adapters, bucket=bucket, bucket_key=bucket_key)
+            self._add_artifact_checks(
+                plan, artifact, adapters, bucket=bucket, bucket_key=bucket_key, publish_command=publish_command
+            )
         self._add_functions(plan, security)
         self._add_slo(plan, bucket=bucket, bucket_key=bucket_key, trusted_gate=trusted_gate)
         # chat: SageMaker's OpenAI route, its callers' grants and base URLs (stacks/openai_route.py).
@@ -118,6 +123,7 @@ class EndpointStack(Stack):
         *,
         bucket: str,
         bucket_key: BucketKeyRef | None,
+        publish_command: str | None = None,
     ) -> None:
         """Nothing is created for an artifact whose publish did not finish, however the stack is deployed."""
         self.artifact_check = PublishedArtifactCheck(
@@ -128,6 +134,7 @@ class EndpointStack(Stack):
             content_hash=artifact.content_hash,
             bucket_key=bucket_key,
             log_retention_days=plan.log_retention_days,
+            publish_command=publish_command,
         )
         self.endpoint.model.node.add_dependency(self.artifact_check.resource)
         # Each LoRA adapter's artifact too: an unpublished one would otherwise fail only at
