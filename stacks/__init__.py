@@ -87,12 +87,11 @@ def add_endpoint_stacks(
     *,
     allow_unbuilt: bool = False,
     artifacts: ArtifactStoreStack | None = None,
-    trusted_pipelines: Mapping[str, TrustedPipeline] | None = None,
     trusted_gates: Mapping[str, TrustedPipeline] | None = None,
 ) -> dict[str, EndpointStack]:
     """One stack per endpoint, in `scope`; each depends on `artifacts` when it is given (same scope only).
-    `trusted_pipelines` (endpoint name -> pipeline role): those endpoints' stacks also create their smoke-test role
-    for that pipeline role; `trusted_gates` likewise their SLO gate role."""
+    `trusted_gates` (endpoint name -> pipeline role): those endpoints' stacks also create their SLO gate role for that
+    pipeline role."""
     env = stack_environment(environment_plan)
     bucket_key = BucketKeyRef.of(environment_plan)
     stacks: dict[str, EndpointStack] = {}
@@ -104,7 +103,6 @@ def add_endpoint_stacks(
             image_repository=environment_plan.image_repository,
             bucket_key=bucket_key,
             allow_unbuilt=allow_unbuilt,
-            trusted_pipeline=(trusted_pipelines or {}).get(plan.name),
             trusted_gate=(trusted_gates or {}).get(plan.name),
             publish_command=publish_command(environment_plan, plan.name),
             env=env,
