@@ -15,7 +15,9 @@ the upload complete (model_build/publish.py) and on the prefix being write-once 
 stacks/artifact_store.py). Any failure fails the resource, and CloudFormation stops before it creates or changes the
 Model, whichever way the stack is deployed (`make deploy`, the pipeline, a plain `cdk deploy`).
 
-Environment: none. Properties of the resource: Bucket, ManifestKey, ContentHash. IAM: s3:GetObject on the artifact's
+Environment: none. Properties of the resource: Bucket, ManifestKey, ContentHash, and PublishCommand (optional: the
+exact command that publishes this artifact, which the stack writes from the config path and environment it was
+synthesized with, so a user who ran a plain `cdk deploy` first is told the one command to run). IAM: s3:GetObject on the artifact's
 prefix (the manifest, HeadObject of each file) and s3:ListBucket limited to the prefix (without it S3 answers 403, not
 404, for a missing key), and kms:Decrypt on the bucket's key when it has one. Protocol: the custom resource request
 and response objects of the CloudFormation User Guide ("Custom resources", request/response reference); the answer
@@ -69,13 +71,16 @@ def _make_s3_client() -> Any:
     return boto3.client("s3", config=client_config())
 
 
-def publication_problem(s3: Any, bucket: str, manifest_key: str, content_hash: str) -> str | None:
+def publication_problem(
+    s3: Any, bucket: str, manifest_key: str, content_hash: str, publish_command: str | None = None
+) -> str | None:
     """Why the artifact under s3://bucket/manifest_key is not deployable, or None when its manifest is published
-    and names `content_hash`."""
+    and names `content_hash`. `publish_command`: the command the message names (default: the generic form)."""
     from botocore.exceptions import BotoCoreError, ClientError
 
     where = f"s3://{bucket}/{manifest_key}"
-    publish = "publish it with `python -m model_build publish --config CONFIG --env ENV --endpoint NAME`"
+    command = publish_command or "python -m model_build publish --config CONFIG --env ENV --endpoint NAME"
+    publish = f"publish it with `{command}`"
     try:
         body = s3.get_object(Bucket=bucket, Key=manifest_key)["Body"].read()
     except ClientError as err:
@@ -225,6 +230,7 @@ def handler(event: dict[str, Any], context: Any = None) -> None:
             props["Bucket"],
             props["ManifestKey"],
             props["ContentHash"],
+            props.get("PublishCommand"),
         )
         print(
             json.dumps(

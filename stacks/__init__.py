@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import shlex
 from collections.abc import Mapping
+from pathlib import Path
 
 from aws_cdk import Aspects, Aws, Environment, Stack, Tags
 from constructs import Construct
@@ -27,6 +29,22 @@ def stack_environment(environment_plan: EnvironmentPlan) -> Environment:
     return Environment(
         account=env_spec.account or os.environ.get("CDK_DEFAULT_ACCOUNT"),
         region=env_spec.region or os.environ.get("CDK_DEFAULT_REGION"),
+    )
+
+
+def publish_command(environment_plan: EnvironmentPlan, endpoint: str) -> str:
+    """The one command that publishes `endpoint`'s artifacts (model and adapters) for this environment, as the user
+    runs it from where the CDK CLI ran app.py (the repository root): the config path relative to it when inside it,
+    else as given. The artifact check names it, so a user who ran a plain `cdk deploy` first learns what to run."""
+    path = Path(environment_plan.config_path)
+    if path.is_absolute():
+        try:
+            path = path.relative_to(Path.cwd())
+        except ValueError:
+            pass  # outside the working directory: the path as given
+    return (
+        f"python -m model_build publish --config {shlex.quote(path.as_posix())} "
+        f"--env {shlex.quote(environment_plan.environment_name)} --endpoint {shlex.quote(endpoint)}"
     )
 
 
@@ -69,12 +87,11 @@ def add_endpoint_stacks(
     *,
     allow_unbuilt: bool = False,
     artifacts: ArtifactStoreStack | None = None,
-    trusted_pipelines: Mapping[str, TrustedPipeline] | None = None,
     trusted_gates: Mapping[str, TrustedPipeline] | None = None,
 ) -> dict[str, EndpointStack]:
     """One stack per endpoint, in `scope`; each depends on `artifacts` when it is given (same scope only).
-    `trusted_pipelines` (endpoint name -> pipeline role): those endpoints' stacks also create their smoke-test role
-    for that pipeline role; `trusted_gates` likewise their SLO gate role."""
+    `trusted_gates` (endpoint name -> pipeline role): those endpoints' stacks also create their SLO gate role for that
+    pipeline role."""
     env = stack_environment(environment_plan)
     bucket_key = BucketKeyRef.of(environment_plan)
     stacks: dict[str, EndpointStack] = {}
@@ -86,8 +103,8 @@ def add_endpoint_stacks(
             image_repository=environment_plan.image_repository,
             bucket_key=bucket_key,
             allow_unbuilt=allow_unbuilt,
-            trusted_pipeline=(trusted_pipelines or {}).get(plan.name),
             trusted_gate=(trusted_gates or {}).get(plan.name),
+            publish_command=publish_command(environment_plan, plan.name),
             env=env,
             stack_name=plan.stack_name,
             description=f"{plan.project} ({plan.environment_name}): SageMaker endpoint {plan.name} ({plan.system.name})",
@@ -135,6 +152,7 @@ __all__ = [
     "TrustedPipeline",
     "add_artifact_stack",
     "add_endpoint_stacks",
+    "publish_command",
     "add_stacks",
     "stack_environment",
     "tag_environment",

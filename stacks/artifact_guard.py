@@ -25,7 +25,8 @@ ARTIFACT_CHECK_TIMEOUT_S = 180
 class PublishedArtifactCheck(Construct):
     """Keyword-only props: bucket_name (the artifact bucket, may hold tokens); manifest_key (the plan's);
     content_hash (the artifact the stack deploys: a new hash re-runs the check); bucket_key (the bucket's KMS key,
-    None when it has none); log_retention_days.
+    None when it has none); log_retention_days; publish_command (the exact command that publishes this endpoint's
+    artifacts, named in the check's failure; None: the generic form).
 
     Depend on `resource` (the custom resource) from whatever must not be created for an unpublished artifact."""
 
@@ -39,8 +40,10 @@ class PublishedArtifactCheck(Construct):
         content_hash: str,
         log_retention_days: int,
         bucket_key: BucketKeyRef | None = None,
+        publish_command: str | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
+        self.publish_command = publish_command
         self.handler = PythonFunction(
             self,
             "Function",
@@ -95,6 +98,8 @@ class PublishedArtifactCheck(Construct):
         resource.add_property_override("Bucket", self.bucket_name)
         resource.add_property_override("ManifestKey", manifest_key)
         resource.add_property_override("ContentHash", content_hash)
+        if self.publish_command is not None:  # what the check's failure tells a plain `cdk deploy` user to run
+            resource.add_property_override("PublishCommand", self.publish_command)
         # The answer must come after the role may read the manifest.
         resource.node.add_dependency(function.role)  # type: ignore[arg-type]
         return resource

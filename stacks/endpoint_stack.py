@@ -16,7 +16,6 @@ from aws_cdk import (
     Token,
 )
 from aws_cdk import aws_ecr_assets as ecr_assets
-from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from deployment import EndpointPlan
@@ -45,10 +44,11 @@ class EndpointStack(Stack):
       allow_unbuilt: synthesize an endpoint with no built artifact for review, with a placeholder prefix, a warning
         and a template rule that refuses to deploy (default False: ConfigError).
       image_repository: the environment's ECR repository, where the emulator finds our own images.
-      trusted_pipeline: None (the default) creates no role for a pipeline. Given, the stack creates the role
-        `<project>-<env>-<endpoint>-smoke` (`smoke_role_name`), which only that pipeline role may assume and which may
-        do what the smoke test does (`LlmEndpoint.grant_smoke_test`): what the pipeline's smoke step assumes.
-      trusted_gate: likewise for the pipeline's SLO gate step, of an endpoint with `slo:` (stacks/benchmark.py).
+      trusted_gate: None (the default) creates no role for a pipeline. Given, an endpoint with `slo:` gets the role
+        the pipeline's SLO gate step assumes, which only that pipeline role may assume (stacks/benchmark.py). (The
+        pipeline runs no smoke step: the stack's own smoke check runs in its deploy, docs/design/guards.md.)
+      publish_command: the exact command that publishes this endpoint's artifacts (stacks.publish_command), which the
+        artifact check names when they are not published (None: its generic form).
     An endpoint with `slo.managed_benchmark` also gets its AIWorkloadConfig and benchmark role (stacks/benchmark.py).
     """
 
@@ -61,8 +61,8 @@ class EndpointStack(Stack):
         image_repository: str,
         bucket_key: BucketKeyRef | None = None,
         allow_unbuilt: bool = False,
-        trusted_pipeline: TrustedPipeline | None = None,
         trusted_gate: TrustedPipeline | None = None,
+        publish_command: str | None = None,
         **kwargs,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
@@ -88,7 +88,9 @@ class EndpointStack(Stack):
             security=security,
         )
         if not artifact.from_hub:  # a hub model has no artifact of ours to check
-            self._add_artifact_checks(plan, artifact, adapters, bucket=bucket, bucket_key=bucket_key)
+            self._add_artifact_checks(
+                plan, artifact, adapters, bucket=bucket, bucket_key=bucket_key, publish_command=publish_command
+            )
         self._add_functions(plan, security)
         self._add_slo(plan, bucket=bucket, bucket_key=bucket_key, trusted_gate=trusted_gate)
         # chat: SageMaker's OpenAI route, its callers' grants and base URLs (stacks/openai_route.py).
@@ -108,7 +110,6 @@ class EndpointStack(Stack):
             self._refuse_unbuilt(plan.name)
         self._annotate(plan)
         self._add_outputs(plan)
-        self._add_smoke_role(plan, trusted_pipeline)
 
     def _add_artifact_checks(
         self,
@@ -118,6 +119,7 @@ class EndpointStack(Stack):
         *,
         bucket: str,
         bucket_key: BucketKeyRef | None,
+        publish_command: str | None = None,
     ) -> None:
         """Nothing is created for an artifact whose publish did not finish, however the stack is deployed."""
         self.artifact_check = PublishedArtifactCheck(
@@ -128,6 +130,7 @@ class EndpointStack(Stack):
             content_hash=artifact.content_hash,
             bucket_key=bucket_key,
             log_retention_days=plan.log_retention_days,
+            publish_command=publish_command,
         )
         self.endpoint.model.node.add_dependency(self.artifact_check.resource)
         # Each LoRA adapter's artifact too: an unpublished one would otherwise fail only at
@@ -263,21 +266,6 @@ class EndpointStack(Stack):
         CfnOutput(self, "ModelDataUri", value=self.endpoint.model_data.s3_uri)
         if plan.component_name is not None:  # hosting.mode inference-components: callers name it too
             CfnOutput(self, "InferenceComponentName", value=plan.component_name)
-
-    def _add_smoke_role(self, plan: EndpointPlan, trusted_pipeline: TrustedPipeline | None) -> None:
-        """The role the pipeline's smoke step assumes (trusted_pipeline given): what the smoke test does, no more."""
-        self.smoke_role_name = role_name(plan.project, plan.environment_name, plan.name, "smoke")
-        self.smoke_role: iam.Role | None = None
-        if trusted_pipeline is not None:
-            self.smoke_role = iam.Role(
-                self,
-                "SmokeTestRole",
-                role_name=self.smoke_role_name,
-                assumed_by=trusted_pipeline.principal(self),
-                description=f"Assumed by the pipeline's smoke test: invokes endpoint {plan.endpoint_name} only",
-            )
-            # The same grant as the smoke-test Lambda: both run `smoke_test` (endpoint_runtime/smoke.py).
-            self.endpoint.grant_smoke_test(self.smoke_role)
 
     def _refuse_unbuilt(self, name: str) -> None:
         Annotations.of(self).add_warning_v2(

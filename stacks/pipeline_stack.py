@@ -1,8 +1,10 @@
 """Continuous delivery with CDK Pipelines: source -> synth + tests -> per environment: artifacts, model build, endpoints,
-smoke tests; a manual approval before the environments that ask for one.
+SLO gates; a manual approval before the environments that ask for one.
 
-Two stages per environment, <env>-artifacts and <env>-endpoints (ModelBuild, the stacks, Smoke-<e>, SloGate-<e>);
-cross-account steps assume narrow roles the environment's stacks create (stacks/trusted_pipeline.py).
+Per environment: <env>-artifacts (the artifact stack, Preflight, ModelBuild), <env>-endpoints (the endpoint stacks
+only, each running its own smoke check as a custom resource; the one stage that rolls back on failure) and, when an
+endpoint has `slo:`, <env>-slo-gate (SloGate-<e>, no rollback: a miss stops the promotion). Cross-account steps assume
+narrow roles the environment's stacks create (stacks/trusted_pipeline.py). Why: docs/design/guards.md "Pipeline".
 The stages, why they are so, and the cross-account design: docs/design/pipeline.md.
 """
 
@@ -62,17 +64,13 @@ PINNED_RUNTIMES = codebuild.BuildSpec.from_object({"phases": {"install": {"runti
 # CDK Pipelines builds DockerImageAssets in its asset publishing projects (made privileged by CDK itself); synth only
 # stages the Docker build context, so the synth project needs no Docker even for own containers.
 DOCKER_FOR_SYNTH = False
-SMOKE_TIMEOUT = Duration.minutes(20)
 SLO_GATE_TIMEOUT = Duration.minutes(60)
 PREFLIGHT_TIMEOUT = Duration.minutes(15)
 PREFLIGHT_ASSEMBLY_DIR = "synth-output"  # where the Preflight step finds the synthesized cloud assembly
-# Beyond the smoke test's own wait (its budget, or the wake budget of an asynchronous endpoint at zero instances):
-# installing the deploy set and the other checks.
-SMOKE_STEP_MARGIN_MIN = 10
 TESTS_TIMEOUT = Duration.minutes(60)
-# What each step installs (Makefile targets, one requirements set each): the synth and smoke steps need no torch.
+# What each step installs (Makefile targets, one requirements set each): synth, preflight and the SLO gate need no torch.
 SYNTH_INSTALL = "make venv-deploy cdk-cli"
-SMOKE_INSTALL = "make venv-deploy"  # also the model build step's: it checks what is published before installing more
+CHECK_INSTALL = "make venv-deploy"  # also the model build step's: it checks what is published before installing more
 MODEL_BUILD_INSTALL = "make venv-build"
 # The CDK CLI the pipeline's self-mutation installs: the one package.json pins (it reads this aws-cdk-lib's cloud
 # assemblies; CLI 3.x cannot). cdk-assets 4.7.3, the newest on npm, reads cloud assembly schema 54 at most, which is why
@@ -84,13 +82,6 @@ CDK_ASSETS_VERSION = "4.7.3"
 
 # The CodeBuild actions CDK Pipelines gives its asset roles on "*" (PipelineStack._scope_asset_builds narrows them).
 ASSET_BUILD_ACTIONS = ("codebuild:BatchGetBuilds", "codebuild:StartBuild", "codebuild:StopBuild")
-
-
-def smoke_step_timeout(smoke) -> Duration:
-    """The smoke step's CodeBuild timeout: SMOKE_TIMEOUT, or longer when the smoke test may wait longer (an
-    asynchronous endpoint scaling up from zero right after its deploy: deployment.plan SmokeSettings.wake_budget_ms)."""
-    wait_min = -(-max(smoke.latency_budget_ms, smoke.wake_budget_ms or 0) // 60_000)
-    return Duration.minutes(max(SMOKE_TIMEOUT.to_minutes(), wait_min + SMOKE_STEP_MARGIN_MIN))
 
 
 def _listed(value: object) -> list:
@@ -105,7 +96,7 @@ def _profile_commands(profile: str, role_arn: str, region: str) -> list[str]:
 
 @dataclass(frozen=True)
 class _EndpointStep:
-    """A pipeline step that checks one deployed endpoint under a role of its stack: the smoke test, the SLO gate."""
+    """A pipeline step that checks one deployed endpoint under a role of its stack: the SLO gate."""
 
     name: str  # the step's id prefix (and its CodeBuild role's: <name>Role-<env>-<endpoint>)
     title: str  # what the role's description calls it
@@ -116,7 +107,6 @@ class _EndpointStep:
     extra_args: str = ""
 
 
-SMOKE_STEP = _EndpointStep("Smoke", "Smoke test", "smoke", "smoke", "smoke", codebuild.ComputeType.SMALL)
 # 4 vCPUs: the load generator spreads streams over processes (one per 4 in flight, load_testing/loadtest.py
 # processes_for), so its own CPU does not cap what it measures at the gate's usual levels.
 SLO_GATE_STEP = _EndpointStep(
@@ -208,10 +198,9 @@ class PipelineStack(Stack):
         self.stages: dict[str, tuple[Stage, Stage]] = {}
         self.build_steps: dict[str, pipelines.CodeBuildStep] = {}
         self.preflight_steps: dict[str, pipelines.CodeBuildStep] = {}
-        self.smoke_steps: dict[str, dict[str, pipelines.CodeBuildStep]] = {}
         self.gate_steps: dict[str, dict[str, pipelines.CodeBuildStep]] = {}
         self.approvals: dict[str, pipelines.ManualApprovalStep] = {}
-        self.own_steps: list[pipelines.CodeBuildStep] = []  # model build and smoke steps, with our own roles
+        self.own_steps: list[pipelines.CodeBuildStep] = []  # preflight, model build and gate steps, with our own roles
         self._previous: str | None = None  # the environment deployed before the one being added
         for env_name in pipeline.stages:
             self._add_environment(project, environment_plans[env_name], source)
@@ -225,14 +214,18 @@ class PipelineStack(Stack):
         acknowledge_pipeline_findings(self)
 
     def _roll_back_failed_endpoint_stages(self) -> None:
-        """A failed smoke test or SLO gate (post steps of <env>-endpoints) fails the stage after its stacks are
-        deployed; CodePipeline then rolls the stage back: "When the stage fails, the stage is rolled back to the most
-        recent successful execution", a new execution with "the variables and artifacts from the execution to which
-        it is rolling back" (CodePipeline User Guide, stage-rollback-auto.html and stage-rollback.html): the previous
-        templates, so the previous artifact hash, deployed by the same actions and checked by the same smoke test and
-        gate. Stage conditions need a V2 pipeline (AWS::CodePipeline::Pipeline OnFailure.Result ROLLBACK, cfn-lint
-        schema). It does nothing before a first successful execution, or after the pipeline's structure changed
-        (the manual `aws codepipeline rollback-stage` then: docs/design/guards.md)."""
+        """<env>-endpoints holds the endpoint stacks' deploy actions only, so it fails only when a stack's deploy
+        failed: its smoke check (or any resource) failed and CloudFormation already rolled that stack back. CodePipeline
+        then rolls the stage back: "When the stage fails, the stage is rolled back to the most recent successful
+        execution", a new execution with "the variables and artifacts from the execution to which it is rolling back"
+        (CodePipeline User Guide, stage-rollback-auto.html and stage-rollback.html): the other stacks this execution
+        updated return to the previous templates, so the environment runs one release that passed as a whole. That
+        execution is deploy actions only, each guarded by its stack's own check: no step that reads the stack's status
+        (a pipeline smoke step found UPDATE_ROLLBACK_COMPLETE and failed the rollback) and no load test whose noise
+        could fail it (operations review F4). Stage conditions need a V2 pipeline (AWS::CodePipeline::Pipeline
+        OnFailure.Result ROLLBACK, cfn-lint schema). It does nothing before a first successful execution, or after the
+        pipeline's structure changed (the manual `aws codepipeline rollback-stage` then: docs/design/guards.md). The
+        artifacts and SLO gate stages carry no rollback: their failures stop the promotion and change nothing."""
         cfn_pipeline = self.pipeline.pipeline.node.default_child
         cfn_pipeline.add_property_override("PipelineType", "V2")
         for index, stage in enumerate(self.pipeline.pipeline.stages):
@@ -349,25 +342,17 @@ class PipelineStack(Stack):
         tag_environment(artifacts_stage, environment_plan)
 
         endpoints_stage = Stage(self.node.root, f"{env_name}-endpoints", env=stage_env)
-        smoke_cb_roles = {
-            plan.name: role_name(project, env_name, plan.name, "smoke-cb") for plan in environment_plan.plans
-        }
         gate_cb_roles = {
             plan.name: role_name(project, env_name, plan.name, "slo-cb")
             for plan in environment_plan.plans
             if plan.slo is not None
         }
-        endpoint_stacks = add_endpoint_stacks(
+        add_endpoint_stacks(
             endpoints_stage,
             environment_plan,
             allow_unbuilt=False,
-            trusted_pipelines={name: TrustedPipeline(self.pipeline_account, cb) for name, cb in smoke_cb_roles.items()},
             trusted_gates={name: TrustedPipeline(self.pipeline_account, cb) for name, cb in gate_cb_roles.items()},
         )
-        smoke_names = {
-            plan.name: (smoke_cb_roles[plan.name], stack.smoke_role_name)
-            for plan, stack in zip(environment_plan.plans, endpoint_stacks.values(), strict=True)
-        }
         tag_environment(endpoints_stage, environment_plan)
 
         pre_artifacts: list[pipelines.Step] = []
@@ -377,7 +362,11 @@ class PipelineStack(Stack):
             approval = pipelines.ManualApprovalStep(
                 f"Approve-{env_name}",
                 comment=f"Deploy to {env_name} (account {account}, {region})"
-                + (f": {self._previous} passed its smoke tests" if self._previous else ""),
+                + (
+                    f": {self._previous} deployed (each endpoint passed its smoke check) and passed its SLO gates"
+                    if self._previous
+                    else ""
+                ),
             )
             self.approvals[env_name] = approval
             if self.tests_step in pre_artifacts:
@@ -390,25 +379,23 @@ class PipelineStack(Stack):
         # refusal or a failed build fails this stage, which has no rollback, and never the endpoints stage, whose
         # rollback would rebuild and load-test the previous model for nothing (operations review F4).
         self.pipeline.add_stage(artifacts_stage, pre=pre_artifacts, post=[preflight_step, build_step])
-        smoke_steps = {
-            name: self._smoke_step(environment_plan, name, source, account, region, cb_role, target)
-            for name, (cb_role, target) in smoke_names.items()
-        }
+        # The endpoint stacks alone: each deploy action ran its stack's smoke check (stacks/smoke_check.py), so a
+        # deploy that succeeded has passed it, and one that failed was rolled back by CloudFormation in the action.
+        self.pipeline.add_stage(endpoints_stage)
         gate_steps = {
             name: self._gate_step(
                 environment_plan, name, source, account, region, cb_role, gate_role_name(environment_plan.plan(name))
             )
             for name, cb_role in gate_cb_roles.items()
         }
-        for name, gate in gate_steps.items():
-            gate.add_step_dependency(
-                smoke_steps[name]
-            )  # a load test of an endpoint that failed its smoke test says nothing
-        self.pipeline.add_stage(endpoints_stage, post=[*smoke_steps.values(), *gate_steps.values()])
+        if gate_steps:
+            # Its own stage, after the endpoints stage, without rollback: a miss fails this stage, which stops the
+            # promotion to the next environment and rolls nothing back (the endpoints passed their smoke checks and
+            # serve the new version), as `make deploy` answers a miss; a noisy re-run can never fail a rollback.
+            self.pipeline.add_wave(f"{env_name}-slo-gate", post=list(gate_steps.values()))
         self.preflight_steps[env_name] = preflight_step
         self.stages[env_name] = (artifacts_stage, endpoints_stage)
         self.build_steps[env_name] = build_step
-        self.smoke_steps[env_name] = smoke_steps
         self.gate_steps[env_name] = gate_steps
         self._previous = env_name
 
@@ -437,7 +424,7 @@ class PipelineStack(Stack):
             input=source,
             # The synth output beside the source: the stage's templates, as its deploy actions will deploy them.
             additional_inputs={PREFLIGHT_ASSEMBLY_DIR: self.synth_step},
-            install_commands=[SMOKE_INSTALL, *_profile_commands("preflight", target_arn, region)],
+            install_commands=[CHECK_INSTALL, *_profile_commands("preflight", target_arn, region)],
             commands=[
                 f".venv/bin/python -m model_build preflight --config {config} --env {env_name} --only-updates "
                 f"--assembly {PREFLIGHT_ASSEMBLY_DIR}"
@@ -506,7 +493,7 @@ class PipelineStack(Stack):
         step = pipelines.CodeBuildStep(
             "ModelBuild",
             input=source,
-            install_commands=[SMOKE_INSTALL, *_profile_commands("publisher", publisher_arn, region)],
+            install_commands=[CHECK_INSTALL, *_profile_commands("publisher", publisher_arn, region)],
             commands=commands,
             env={"AWS_PROFILE": "publisher", "HF_HUB_DISABLE_PROGRESS_BARS": "1"},
             build_environment=codebuild.BuildEnvironment(
@@ -519,14 +506,6 @@ class PipelineStack(Stack):
         )
         self.own_steps.append(step)
         return step
-
-    def _smoke_step(
-        self, environment_plan: EnvironmentPlan, endpoint, source, account, region, cb_role_name, target_name
-    ) -> pipelines.CodeBuildStep:
-        timeout = smoke_step_timeout(environment_plan.plan(endpoint).smoke)
-        return self._endpoint_step(
-            SMOKE_STEP, environment_plan, endpoint, source, account, region, cb_role_name, target_name, timeout
-        )
 
     def _gate_step(
         self, environment_plan: EnvironmentPlan, endpoint, source, account, region, cb_role_name, target_name
@@ -572,7 +551,7 @@ class PipelineStack(Stack):
         step = pipelines.CodeBuildStep(
             f"{kind.name}-{endpoint}",
             input=source,
-            install_commands=[SMOKE_INSTALL, *_profile_commands(kind.profile, target_arn, region)],
+            install_commands=[CHECK_INSTALL, *_profile_commands(kind.profile, target_arn, region)],
             commands=[
                 f".venv/bin/python -m model_build {kind.command} --config {config} --env {env_name} "
                 f"--endpoint {endpoint}{kind.extra_args}"

@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import boto3
 import pytest
-from helpers import ROOT, serve_in_thread
+from helpers import ROOT, lambda_entry, serve_in_thread
 
 from deployment import load_config
 
@@ -44,6 +44,10 @@ def test_every_model_waits_for_its_artifacts_manifest(production):
         props = check["Properties"]
         assert props["ManifestKey"] == plan.manifest_key and props["ContentHash"] == plan.artifact.content_hash
         assert "Fn::Join" in json.dumps(props["Bucket"])  # the bucket of the deploying account and region
+        # the one command a plain `cdk deploy` user runs when the artifact is not published (issue 33 item 2)
+        assert props["PublishCommand"] == (
+            f"python -m model_build publish --config {CONFIG} --env {ENV} --endpoint {plan.name}"
+        )
 
 
 def test_the_check_may_read_its_artifact_and_nothing_else(production):
@@ -255,6 +259,14 @@ def test_the_handler_passes_a_published_artifact_and_fails_every_other_case(moto
     assert missing["Status"] == "FAILED"
     assert f"is not published: s3://{bucket}/{key} does not exist" in missing["Reason"]
     assert "python -m model_build publish" in missing["Reason"]
+    # the stack's PublishCommand is the command the reason names, exactly (a plain `cdk deploy` user runs it); run
+    # through the function's entry point as Lambda loads it (lambda/artifact_check/handler.py)
+    command = "python -m model_build publish --config config/examples/production.yaml --env prod --endpoint chat"
+    named = _event(cloudformation, "Create", bucket, key)
+    named["ResourceProperties"]["PublishCommand"] = command
+    lambda_entry("artifact_check/handler.handler")(named)
+    reason = cloudformation.responses.pop()["Reason"]
+    assert f"publish it with `{command}`, then deploy again" in reason and "CONFIG" not in reason
 
     s3.put_object(Bucket=bucket, Key=key, Body=json.dumps({"content_hash": "cd" * 32}).encode())
     other = answer(_event(cloudformation, "Update", bucket, key))

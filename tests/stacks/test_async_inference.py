@@ -343,13 +343,3 @@ def test_the_async_function_ships_exactly_its_imports(production, resources):
         "invoke/handler.py",
         "request_contract.py",
     ]
-
-
-def test_the_pipeline_smoke_step_lasts_as_long_as_the_smoke_test_may_wait():
-    """The pipeline's smoke step runs `model_build smoke`, which waits the whole wake budget of an endpoint at zero
-    instances: its CodeBuild timeout covers that wait plus the install, never below 20 minutes."""
-    from deployment.plan import SmokeSettings
-    from stacks.pipeline_stack import smoke_step_timeout
-
-    assert smoke_step_timeout(SmokeSettings("p", 8, 30_000)).to_minutes() == 20
-    assert smoke_step_timeout(SmokeSettings("p", 8, 300_000, wake_budget_ms=1_620_000)).to_minutes() == 27 + 10

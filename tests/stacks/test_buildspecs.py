@@ -17,9 +17,8 @@ What stands in for CodeBuild's world here, and why:
   runtimes       the machine's python3 and node, standing in for the pinned runtime-versions (checked against the
                  image's runtime table by tests/stacks/test_image_references.py)
 
-How far each step runs here: Synth completely (its cdk.out is checked); Smoke until the smoke test asks the
-emulator for the endpoint stack, which does not exist there (so it must fail with the smoke test's own message,
-not an import error); SloGate likewise until it reads the artifact bucket the emulator lacks; ModelBuild completely for an artifact that is already published (the emulator's bucket
+How far each step runs here: Synth completely (its cdk.out is checked); SloGate until it reads the artifact bucket
+the emulator lacks (so it must fail with the gate's own message, not an import error); ModelBuild completely for an artifact that is already published (the emulator's bucket
 holds its manifest); the self-mutation and asset projects install their pinned CLIs, which must read this
 assembly (`cdk ls`, `cdk-assets ls`). Tests runs `make test` itself, which is this suite (so it is not rerun).
 """
@@ -242,12 +241,8 @@ def synth(projects: dict, checkout: Path, aws, home: Path) -> dict:
     )
 
 
-def smoke(projects: dict, checkout: Path, aws, home: Path) -> dict:
-    return _outcome(run_step(projects["Smoke-gptj-fastload@dev-endpoints"], checkout, aws, home))
-
-
 def slo_gate(projects: dict, checkout: Path, aws, home: Path) -> dict:
-    return _outcome(run_step(projects["SloGate-gptj-fastload@dev-endpoints"], checkout, aws, home))
+    return _outcome(run_step(projects["SloGate-gptj-fastload@dev-slo-gate"], checkout, aws, home))
 
 
 def model_build(projects: dict, checkout: Path, aws, home: Path) -> dict:
@@ -299,7 +294,7 @@ def asset_projects(projects: dict, checkout: Path, aws, home: Path) -> dict:
     return {"installs": installs, "listed": listed}
 
 
-STEPS = [clean_shell, synth, smoke, slo_gate, model_build, self_mutation, asset_projects]
+STEPS = [clean_shell, synth, slo_gate, model_build, self_mutation, asset_projects]
 
 
 def run_steps(workdir: Path, checkout: Path, projects: dict) -> dict[str, dict]:
@@ -354,16 +349,6 @@ def test_synth_step_synthesizes_the_pipeline_in_a_clean_shell(steps):
     assert result["install_commands"] == [SYNTH_INSTALL]
     assert result["template_written"]
     assert not result["torch_installed"], "synth installs the deploy set only"
-
-
-def test_smoke_step_runs_the_smoke_test_with_the_assumed_role(steps):
-    """Its venv, its AWS profile (assumed through the container credentials) and `model_build smoke` all work: it
-    gets as far as asking the emulator for the endpoint stack, which was never deployed there."""
-    result = outcome(steps, "smoke")
-    output = result["output"]
-    assert result["returncode"] != 0
-    assert "Traceback" not in output and "No module named" not in output, output[-3000:]
-    assert "llm-endpoints-dev-gptj-fastload" in output and "does not exist" in output, output[-3000:]
 
 
 def test_slo_gate_step_runs_the_gate_with_the_assumed_role(steps):

@@ -7,8 +7,6 @@ session fixture, shared with test_pipeline_stack.py), and the code each one runs
   smoke Lambda          lambda/smoke/handler.py `handler` (smoke_test), likewise
   stream Lambda         lambda/stream/app.py's request code (endpoint_runtime/stream.py `handle_request`), with its
                         environment from config/examples/production.yaml's chat-vllm stack (prod)
-  pipeline smoke role   the smoke step's command, `python -m model_build smoke ...` (model_build/smoke.py ->
-                        smoke_test), with the AWS profile the step's install commands write (role_arn of the role)
   publisher role        the model build step's commands under its profile: the `head_object` check, and
                         `python -m model_build publish` (model_build/publish.py), including a failed multipart upload
   pipeline SLO gate     the gate step's command, `python -m model_build slo-gate ...` (load_testing/gate.py:
@@ -16,7 +14,7 @@ session fixture, shared with test_pipeline_stack.py), and the code each one runs
   benchmark caller      `python -m model_build benchmark` (load_testing/benchmark.py) with the managed policy
   policy                config/examples/production.yaml's chat-vllm stack creates; and the role SageMaker assumes for
                         the job, against what the Developer Guide says the job needs
-  model-build and smoke what CodeBuild does with the step's own role: resolve the profile (sts:AssumeRole of the
+  model-build and gate  what CodeBuild does with the step's own role: resolve the profile (sts:AssumeRole of the
   CodeBuild roles       target role, whose trust policy must name the CodeBuild role) and read the step's
                         SECRETS_MANAGER environment variables
   SageMaker execution   SageMaker itself: what AWS documents for an execution role passed to CreateModel
@@ -515,12 +513,13 @@ class Env:
 
     def codebuild(self, action: str) -> tuple[dict, str, Where]:
         """(project properties, its role's logical id, where it runs) of one action of the environment's stages
-        (Preflight and ModelBuild run in <env>-artifacts, the smoke tests and gates in <env>-endpoints)."""
+        (Preflight and ModelBuild run in <env>-artifacts, the SLO gates in <env>-slo-gate; <env>-endpoints holds only
+        the stack deploys, each running its stack's own smoke check)."""
         [pipeline] = [r for r in self.pipeline.resources.values() if r["Type"] == "AWS::CodePipeline::Pipeline"]
         stages = [
             s
             for s in pipeline["Properties"]["Stages"]
-            if s["Name"] in (f"{self.name}-artifacts", f"{self.name}-endpoints")
+            if s["Name"] in (f"{self.name}-artifacts", f"{self.name}-endpoints", f"{self.name}-slo-gate")
         ]
         [act] = [a for stage in stages for a in stage["Actions"] if a["Name"] == action]
         project = self.pipeline.resources[act["Configuration"]["ProjectName"]["Ref"]]["Properties"]
@@ -935,34 +934,6 @@ def test_smoke_check_role_allows_every_call_of_the_stacks_smoke_check(moto_env, 
     assert missing(role_policy(ctx, role), needs) == []
 
 
-@pytest.mark.parametrize("env_name", ["dev", "prod"])
-def test_pipeline_smoke_roles_allow_every_call_of_model_build_smoke(moto_env, envs, env_name, monkeypatch, tmp_path):
-    """The smoke step: its CodeBuild role assumes the endpoint stack's smoke role (in the environment's account),
-    which runs `model_build smoke`. prod is the cross-account case the old DescribeStackResources grant broke."""
-    from model_build.cli import main
-
-    env = envs[env_name]
-    monkeypatch.chdir(ROOT)  # CodeBuild runs the commands in the source checkout
-    project, cb_role, cb_where = env.codebuild(f"Smoke-{ENDPOINT}")
-    fix = deploy_endpoint_stack(account_session(env.where.account, env.where.region), env.endpoint_stack)
-    moto_env.set_invoke_results([GOOD], account=env.where.account)
-    with codebuild_step(project, tmp_path, monkeypatch) as spec, recording(monkeypatch, fix) as rec:
-        [argv] = [a for c in spec["phases"]["build"]["commands"] for a in model_build_commands(c, "smoke")]
-        assert main(argv) == 0, "the smoke test passes: every call of the code path was made"
-    _check_codebuild_role(env, rec, project, spec, cb_role, cb_where)
-    [(target, calls)] = rec.by_assumed_role().items()
-    target_ctx, target_lid = env.role_named(target)
-    needs = principal_needs(calls, target_ctx.where)
-    assert actions(needs) == {
-        "cloudformation:DescribeStacks",
-        "cloudformation:ListStackResources",
-        "sagemaker:DescribeEndpoint",
-        "sagemaker:InvokeEndpoint",
-    }
-    assert target_ctx is env.endpoint_stack
-    assert missing(role_policy(target_ctx, target_lid), needs) == []
-
-
 def test_publisher_and_model_build_roles_allow_every_call_of_the_model_build_commands(
     moto_env, envs, monkeypatch, tmp_path
 ):
@@ -1372,8 +1343,8 @@ def test_every_role_may_use_the_key_of_every_sse_kms_object_it_may_write_or_read
 
 @pytest.fixture(scope="module")
 def pipeline_async_stack(tmp_path_factory) -> dict[str, StackContext]:
-    """summarize-async deployed by a pipeline (its smoke role, which LlmEndpoint.grant_smoke_test gives what the smoke
-    test calls; the artifacts stack's publisher role), with an async_output_key and the bucket key given by ARN: the
+    """summarize-async deployed by a pipeline (its smoke function, whose role LlmEndpoint.grant_smoke_test gives what
+    the smoke test calls; the artifacts stack's publisher role), with an async_output_key and the bucket key given by ARN: the
     key cases production.yaml lacks. The two stacks synthesized alone (no cdk-nag: the grants are what is checked)."""
     import aws_cdk as cdk
     import yaml
@@ -1399,7 +1370,6 @@ def pipeline_async_stack(tmp_path_factory) -> dict[str, StackContext]:
         image_repository=environment_plan.image_repository,
         bucket_key=BucketKeyRef.of(environment_plan),
         allow_unbuilt=True,
-        trusted_pipeline=TrustedPipeline("111111111111", "llm-endpoints-prod-summarize-async-smoke-cb"),
         env={"account": "111122223333", "region": "us-east-1"},
     )
     artifacts = add_artifact_stack(
@@ -1412,18 +1382,14 @@ def pipeline_async_stack(tmp_path_factory) -> dict[str, StackContext]:
     }
 
 
-def test_pipeline_smoke_role_of_an_async_endpoint_may_use_both_keys(pipeline_async_stack):
-    """The pipeline's smoke role uploads the prompt under the bucket key (given by ARN) and reads the answer
-    SageMaker encrypted with the async output key; the invoke and smoke functions likewise."""
+def test_smoke_role_of_an_async_endpoint_may_use_both_keys(pipeline_async_stack):
+    """The smoke function's role uploads the prompt under the bucket key (given by ARN) and reads the answer
+    SageMaker encrypted with the async output key; the invoke function likewise."""
     ctx = pipeline_async_stack["llm-endpoints-prod-summarize-async"]
     gaps, holders = _sweep(pipeline_async_stack)
     assert gaps == []
-    smoke_lid = next(
-        lid
-        for lid, r in ctx.resources.items()
-        if r["Type"] == "AWS::IAM::Role"
-        and r["Properties"].get("RoleName") == "llm-endpoints-prod-summarize-async-smoke"
-    )
+    _, smoke_fn = ctx.find("AWS::Lambda::Function", lambda r: r["Properties"]["Handler"] == "smoke/handler.handler")
+    smoke_lid = smoke_fn["Properties"]["Role"]["Fn::GetAtt"][0]
     assert f"{ctx.stack_name}/{smoke_lid}" in holders
     policy = role_policy(ctx, smoke_lid)
     output, _ = _async_output_config(ctx)
@@ -1441,8 +1407,8 @@ def test_pipeline_smoke_role_of_an_async_endpoint_may_use_both_keys(pipeline_asy
     needs += kms_needs(upload, ctx.where, encrypted)
     assert [(n.action, n.resource) for n in needs][1:] == [("kms:GenerateDataKey", GIVEN_BUCKET_KEY)]
     assert missing(policy, needs) == []
-    # execution role, invoke, smoke and artifact-check functions, the pipeline's smoke role
-    assert len(holders) >= 5, holders
+    # execution role, invoke, smoke and artifact-check functions
+    assert len(holders) >= 4, holders
 
 
 def test_kms_check_reports_a_client_without_the_key(production_contexts, async_ctx):
@@ -1463,9 +1429,11 @@ def test_kms_check_reports_a_client_without_the_key(production_contexts, async_c
 
 
 def _smoke_role_policy(envs: Mapping[str, Env]) -> tuple[Policy, list[Need]]:
-    """The prod pipeline smoke role's policy and what one smoke test needs (the calls a run records)."""
+    """The prod smoke function's role policy and what one smoke test needs (the calls a run records)."""
     env = envs["prod"]
-    ctx, lid = env.role_named(f"arn:aws:iam::{env.where.account}:role/llm-endpoints-prod-{ENDPOINT}-smoke")
+    ctx = env.endpoint_stack
+    _, fn = ctx.find("AWS::Lambda::Function", lambda r: r["Properties"]["Handler"] == "smoke/handler.handler")
+    lid = fn["Properties"]["Role"]["Fn::GetAtt"][0]
     calls = [
         Call("cloudformation", "DescribeStacks", {"StackName": ctx.stack_name}),
         Call("cloudformation", "ListStackResources", {"StackName": ctx.stack_name}),
@@ -1541,11 +1509,11 @@ def test_checker_reports_wrong_resources_conditions_and_denies(envs):
 
 def test_trust_check_names_only_the_step_role(envs):
     env = envs["prod"]
-    ctx, lid = env.role_named(f"arn:aws:iam::{env.where.account}:role/llm-endpoints-prod-{ENDPOINT}-smoke")
+    ctx, lid = env.role_named(f"arn:aws:iam::{env.where.account}:role/llm-endpoints-prod-{ENDPOINT}-slo")
     pipeline = f"arn:aws:iam::{env.pipeline.where.account}:role"
-    assert trusts(ctx, lid, f"{pipeline}/llm-endpoints-prod-{ENDPOINT}-smoke-cb")
+    assert trusts(ctx, lid, f"{pipeline}/llm-endpoints-prod-{ENDPOINT}-slo-cb")
     assert not trusts(ctx, lid, f"{pipeline}/llm-endpoints-prod-model-build")  # another role of the pipeline account
-    assert not trusts(ctx, lid, f"arn:aws:iam::999999999999:role/llm-endpoints-prod-{ENDPOINT}-smoke-cb")
+    assert not trusts(ctx, lid, f"arn:aws:iam::999999999999:role/llm-endpoints-prod-{ENDPOINT}-slo-cb")
 
 
 def test_step_secrets_need_get_secret_value_on_the_secret():

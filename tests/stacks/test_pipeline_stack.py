@@ -84,8 +84,10 @@ def test_stage_order_dev_then_approval_then_prod(piped):
         "Assets",
         "dev-artifacts",
         "dev-endpoints",
+        "dev-slo-gate",
         "prod-artifacts",
         "prod-endpoints",
+        "prod-slo-gate",
     ]
     [source] = _stage(template, "Source")["Actions"]
     assert source["ActionTypeId"]["Provider"] == "CodeStarSourceConnection"
@@ -108,15 +110,16 @@ def test_manual_approval_runs_before_prod_deploys_only(piped):
     assert all(a["RunOrder"] > approval_order for a in prod if a["ActionTypeId"]["Category"] == "Deploy")
 
 
-def test_endpoints_stage_builds_before_deploy_and_smoke_tests_after(piped):
+def test_endpoints_stage_holds_the_stack_deploys_only_built_before_and_gated_after(piped):
     _, _, template, _ = piped
     for env in ("dev", "prod"):
         actions = _stage(template, f"{env}-endpoints")["Actions"]
         order = {a["Name"]: a["RunOrder"] for a in actions}
-        deploys = [o for n, o in order.items() if n.endswith((".Prepare", ".Deploy"))]
+        deploys = [o for n, o in order.items() if n.endswith(("Prepare", "Deploy"))]
         assert deploys, order
         assert "ModelBuild" not in order and "Preflight" not in order  # F4: their failure must not roll it back
-        assert order["Smoke-gptj-fastload"] > max(deploys), "the smoke test gates promotion after the deploy"
+        # F4: nothing but the stack deploys (each runs its stack's own smoke check); the SLO gate is the next stage
+        assert set(order) == {n for n in order if n.endswith(("Prepare", "Deploy"))}, order
         # The model is built and published in the stage before, after the artifact stack (its bucket) deployed.
         artifacts = {a["Name"]: a for a in _stage(template, f"{env}-artifacts")["Actions"]}
         stack_deploys = [a["RunOrder"] for a in artifacts.values() if a["ActionTypeId"]["Provider"] == "CloudFormation"]
@@ -205,24 +208,12 @@ def test_model_build_step_builds_and_publishes_each_endpoint_with_the_configured
         assert {"Name": "AWS_PROFILE", "Type": "PLAINTEXT", "Value": "publisher"} in environment["EnvironmentVariables"]
 
 
-def test_smoke_step_per_endpoint_runs_model_build_smoke(piped):
-    _, _, template, _ = piped
-    for env in ("dev", "prod"):
-        project = _project_for(template, f"{env}-endpoints", "Smoke-gptj-fastload")
-        spec = _buildspec(project)
-        assert spec["phases"]["build"]["commands"] == [
-            f".venv/bin/python -m model_build smoke --config {CONFIG} --env {env} --endpoint gptj-fastload"
-        ]
-        variables = project["Properties"]["Environment"]["EnvironmentVariables"]
-        assert {"Name": "AWS_PROFILE", "Type": "PLAINTEXT", "Value": "smoke"} in variables
-
-
-def test_build_and_smoke_codebuild_roles_may_only_assume_their_target_role(piped):
+def test_build_and_gate_codebuild_roles_may_only_assume_their_target_role(piped):
     _, _, template, _ = piped
     for env, account in (("dev", DEV), ("prod", PROD)):
         for stage, action, target in (
             ("artifacts", "ModelBuild", "model-publisher"),
-            ("endpoints", "Smoke-gptj-fastload", "gptj-fastload-smoke"),
+            ("slo-gate", "SloGate-gptj-fastload", "gptj-fastload-slo"),
         ):
             role_lid = _project_role_lid(_project_for(template, f"{env}-{stage}", action))
             statements = _role_statements(template, role_lid)
@@ -271,30 +262,19 @@ def test_publisher_role_writes_only_models_prefix_of_its_bucket_and_trusts_one_p
         assert by_action['"s3:ListBucket"']["Resource"] == {"Fn::GetAtt": ["ArtifactBucket", "Arn"]}
 
 
-def test_smoke_role_invokes_and_describes_one_endpoint(piped):
-    _, _, _, stages = piped
-    for env, account in (("dev", DEV), ("prod", PROD)):
-        template, _, _ = stages[f"{env}-endpoints"][f"llm-endpoints-{env}-gptj-fastload"]
-        [(lid, role)] = [
-            (k, r) for k, r in _resources(template, "AWS::IAM::Role").items() if k.startswith("SmokeTestRole")
-        ]
-        assert role["Properties"]["RoleName"] == f"llm-endpoints-{env}-gptj-fastload-smoke"
-        [trust] = role["Properties"]["AssumeRolePolicyDocument"]["Statement"]
-        assert _flat(trust["Condition"]["ArnEquals"]["aws:PrincipalArn"]).endswith(
-            f":role/llm-endpoints-{env}-gptj-fastload-smoke-cb"
-        )
-        statements = [(s["Action"], s["Resource"]) for s in _role_statements(template, lid)]
-        # What `model_build smoke` calls (tests/stacks/test_iam_coverage.py runs it): the same grant as the smoke Lambda.
-        assert sorted(statements, key=json.dumps) == sorted(
-            [
-                (
-                    ["sagemaker:DescribeEndpoint", "sagemaker:InvokeEndpoint"],
-                    f"arn:aws:sagemaker:us-east-1:{account}:endpoint/{env}-gptj-fastload",
-                ),
-                (["cloudformation:DescribeStacks", "cloudformation:ListStackResources"], {"Ref": "AWS::StackId"}),
-            ],
-            key=json.dumps,
-        )
+def test_no_pipeline_smoke_roles_remain(piped):
+    """The pipeline runs no smoke step (each deploy ran its stack's smoke check), so neither its CodeBuild role nor
+    the endpoint stack's role for it exists: no role of the pipeline or an endpoint stack is named *-smoke or
+    *-smoke-cb (least privilege: nothing may assume a role no step uses)."""
+    _, _, template, stages = piped
+    templates = [template] + [t for stacks in stages.values() for (t, _, _) in stacks.values()]
+    names = [
+        json.dumps(r["Properties"].get("RoleName"))
+        for t in templates
+        for r in _resources(t, "AWS::IAM::Role").values()
+        if r["Properties"].get("RoleName") is not None
+    ]
+    assert names and not [n for n in names if n.rstrip('"').endswith(("-smoke", "-smoke-cb"))], names
 
 
 def test_artifact_bucket_is_kms_encrypted_with_key_rotation(piped):
