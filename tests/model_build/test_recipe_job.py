@@ -208,3 +208,28 @@ def test_without_the_stack_output_it_says_what_to_deploy(moto_env, tmp_path):
     )
     with pytest.raises(RecipeJobError, match="has no RecipeBuildProject output: deploy the artifacts stack"):
         recipe_job.build_in_account(environment_plan, plan, out=io.StringIO(), source_bytes=GB)
+
+
+def test_the_source_s_bytes_come_from_the_hub_s_metadata_alone(tiny_models, tmp_path, monkeypatch):
+    """A Hub mirror on 127.0.0.1 (local_emulator/hub_mirror.py) serving the tiny GPT-2 as org/tiny-gpt2: the sum is
+    the sizes of the files the recipe's download takes (artifact/source.py's allow patterns), and nothing is
+    downloaded into the Hub cache."""
+    from fnmatch import fnmatch
+
+    from hub_models import point_hub_at
+
+    from artifact.source import DEFAULT_ALLOW_PATTERNS
+    from local_emulator.hub_mirror import HubMirror, add_repo
+
+    root = tmp_path / "hub"
+    add_repo(root, "org/tiny-gpt2", tiny_models["gpt2"])
+    expected = sum(
+        p.stat().st_size
+        for p in tiny_models["gpt2"].rglob("*")
+        if p.is_file() and any(fnmatch(p.name, pattern) for pattern in DEFAULT_ALLOW_PATTERNS)
+    )
+    with HubMirror(root) as running:
+        point_hub_at(monkeypatch, running.url, tmp_path / "hf-home")
+        _, plan = _load(_config(tmp_path, model="org/tiny-gpt2"))
+        assert recipe_job.source_bytes_from_hub(plan) == expected > 0
+    assert not list((tmp_path / "hf-home").rglob("*.safetensors"))

@@ -102,6 +102,9 @@ def test_the_code_asset_holds_what_model_build_needs_and_nothing_else(artifacts)
     ).stdout.split()
     shipped = sorted(str(p.relative_to(code)) for p in code.rglob("*") if p.is_file())
     assert shipped == sorted(tracked)
+    # the install phase's target resolves from the asset alone (make -n: what it would run)
+    dry = subprocess.run(["make", "-n", "venv-build"], cwd=code, capture_output=True, text=True)
+    assert dry.returncode == 0 and "-r requirements-build.txt" in dry.stdout, dry.stderr
     size = sum(p.stat().st_size for p in code.rglob("*") if p.is_file())
     assert size < 20 * 1024**2, f"the code asset is {size:,} bytes"
     # model_build's packages, per tests/test_architecture.py: nothing it imports is left out
