@@ -653,6 +653,29 @@ class EndpointPlan:
         return self.spec.model_source
 
     @property
+    def model(self) -> str:
+        """model: a Hugging Face Hub id or a local directory."""
+        return self.spec.model
+
+    @property
+    def revision(self) -> str | None:
+        """revision: the Hub revision the model is read at (None: the default branch)."""
+        return self.spec.revision
+
+    @property
+    def converts_hub_model(self) -> bool:
+        """Whether its recipe converts weights it downloads from the Hub (a system that does not serve the
+        checkpoint's own files, a Hub id for a model): `model_build build --in-account` runs it in the account
+        (stacks/recipe_build.py)."""
+        from artifact.source import hub_model_id
+
+        return (
+            self.spec.model_source is None
+            and not self.system.plain_checkpoint.supported
+            and hub_model_id(self.spec.model) is not None
+        )
+
+    @property
     def hub_token_secret(self) -> str | None:
         """The Secrets Manager secret holding the Hub token the staging job reads for a gated model, or None."""
         return self.spec.hub_token_secret

@@ -275,9 +275,18 @@ def _hub_model_line(plan: EndpointPlan, verb: str) -> str | None:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    _, plan = _load_endpoint(args)
+    environment_plan, plan = _load_endpoint(args)
     if line := _hub_model_line(plan, "build"):
         print(line)
+        return 0
+    if args.in_account:
+        from model_build.recipe_job import RecipeJobError, build_in_account
+
+        try:
+            build_id = build_in_account(environment_plan, plan, quiet=args.quiet)
+        except RecipeJobError as err:
+            raise BuildError(str(err)) from None
+        print(f"built and published {plan.name} in the account: CodeBuild build {build_id}")
         return 0
     endpoint = plan.spec
     out = Path(args.out or Path(args.build_root) / endpoint.name)
@@ -526,6 +535,11 @@ def parser() -> argparse.ArgumentParser:
     endpoint_args(build)
     build.add_argument("--out", help="output directory (default: <build root>/<endpoint>)")
     build.add_argument("--quiet", action="store_true", help="no progress bars")
+    build.add_argument(
+        "--in-account",
+        action="store_true",
+        help="run a converting recipe (and publish) in the account's recipe build project, sized for the model",
+    )
     build.set_defaults(run=cmd_build)
 
     serve = sub.add_parser("serve", help="serve a built artifact with the SageMaker container contract")

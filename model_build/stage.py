@@ -246,8 +246,8 @@ def _interrupted(last: list[str], resume: str, what: str) -> str:
 # ---------------------------------------------------------------------------------------------------- AWS
 
 
-def staging_project(session, artifacts_stack: str) -> str:
-    """The artifacts stack's WeightsStagingProject output (stacks/artifact_store.py)."""
+def staging_project(session, artifacts_stack: str, output: str = "WeightsStagingProject") -> str:
+    """The artifacts stack's WeightsStagingProject output (stacks/artifact_store.py), or another project's."""
     from botocore.exceptions import ClientError
 
     try:
@@ -255,12 +255,12 @@ def staging_project(session, artifacts_stack: str) -> str:
     except ClientError as err:
         raise StageError(f"cannot read stack {artifacts_stack}: {err}; deploy the artifacts stack first") from None
     outputs = {o["OutputKey"]: o["OutputValue"] for o in stacks[0].get("Outputs", [])}
-    if "WeightsStagingProject" not in outputs:
+    if output not in outputs:
         raise StageError(
-            f"stack {artifacts_stack} has no WeightsStagingProject output: deploy the artifacts stack of this version "
-            "first (it creates the staging job)"
+            f"stack {artifacts_stack} has no {output} output: deploy the artifacts stack of this version "
+            "first (it creates the job)"
         )
-    return outputs["WeightsStagingProject"]
+    return outputs[output]
 
 
 def follow_codebuild(
@@ -274,25 +274,34 @@ def follow_codebuild(
     out: TextIO,
     resume: str,
     poll_s: float = POLL_S,
+    output: str = "WeightsStagingProject",
+    variables: list[dict[str, str]] | None = None,
+    compute_type: str | None = None,
+    label: str = "stage",
 ) -> str:
     """Start the staging build (or follow one already running for this destination) and print its log lines until
-    it ends; StageError unless it SUCCEEDED. Returns the build id."""
+    it ends; StageError unless it SUCCEEDED. Returns the build id. The recipe build (model_build/recipe_job.py)
+    follows its own project the same way: `output` names it, `variables` and `compute_type` override its run."""
     codebuild, logs = session.client("codebuild"), session.client("logs")
-    project = staging_project(session, artifacts_stack)
+    project = staging_project(session, artifacts_stack, output)
     build_id = _running_build(codebuild, project, destination)
     say = (lambda text: None) if quiet else (lambda text: print(text, file=out, flush=True))
     if build_id:
-        say(f"[stage] build {build_id} already stages {destination}: following it")
+        say(f"[{label}] build {build_id} already runs for {destination}: following it")
     else:
+        overrides: dict[str, Any] = {"timeoutInMinutesOverride": sized.timeout_minutes}
+        if compute_type:
+            overrides["computeTypeOverride"] = compute_type
         build_id = codebuild.start_build(
             projectName=project,
-            environmentVariablesOverride=[
+            environmentVariablesOverride=variables
+            or [
                 {"name": "STAGING_SPEC", "value": spec_uri, "type": "PLAINTEXT"},
                 {"name": "STAGING_DESTINATION", "value": destination, "type": "PLAINTEXT"},
             ],
-            timeoutInMinutesOverride=sized.timeout_minutes,
+            **overrides,
         )["build"]["id"]
-        say(f"[stage] started CodeBuild build {build_id} (timeout {sized.timeout_minutes} min)")
+        say(f"[{label}] started CodeBuild build {build_id} (timeout {sized.timeout_minutes} min)")
     token: str | None = None
     last: list[str] = []
     tail: deque[str] = deque(maxlen=TAIL_LINES)
@@ -310,7 +319,7 @@ def follow_codebuild(
             if status != "IN_PROGRESS":
                 break
             if time.monotonic() - said_at >= 10:  # the build is queued or provisioning: say so, never silent
-                say(f"[stage] build {build_id}: phase {build.get('currentPhase', 'QUEUED')}")
+                say(f"[{label}] build {build_id}: phase {build.get('currentPhase', 'QUEUED')}")
                 said_at = time.monotonic()
             time.sleep(poll_s)
     except KeyboardInterrupt:

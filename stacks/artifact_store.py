@@ -13,6 +13,7 @@ from deployment import EnvironmentPlan
 from .endpoint_network import BucketKey, BucketKeyRef
 from .log_groups import owned_log_group
 from .nag import acknowledge, nag_text
+from .recipe_build import RecipeBuild, recipe_project_name
 from .trusted_pipeline import TrustedPipeline, role_name
 from .weights_staging import WeightsStaging, staging_project_name
 
@@ -120,6 +121,7 @@ class ArtifactStoreStack(Stack):
         """The weights staging job (stacks/weights_staging.py), except on the emulator: moto's CloudFormation has no
         CodeBuild, so there `model_build stage` runs the job's own code as a subprocess instead."""
         self.weights_staging = None
+        self.recipe_build: RecipeBuild | None = None
         if environment_plan.environment.emulator:
             return
         bucket_nag = (
@@ -142,6 +144,19 @@ class ArtifactStoreStack(Stack):
             # The pipeline's model build plans a Hub model from its metadata and starts and follows this job, so its
             # compute never holds the weights (docs/design/staging.md "The pipeline").
             self.weights_staging.grant_start(self.publisher_role, bucket=self.bucket, bucket_nag=bucket_nag)
+        if any(p.converts_hub_model for p in environment_plan.plans):
+            # A converting recipe runs in the account, on compute sized for its model (stacks/recipe_build.py).
+            self.recipe_build = RecipeBuild(
+                self,
+                "RecipeBuild",
+                project_name=recipe_project_name(environment_plan.project, environment_plan.environment_name),
+                bucket=self.bucket,
+                token_secrets=sorted({p.hub_token_secret for p in environment_plan.plans if p.hub_token_secret}),
+                log_retention_days=max((p.log_retention_days for p in environment_plan.plans), default=30),
+                bucket_key=self.bucket_key,
+                bucket_nag=bucket_nag,
+            )
+            CfnOutput(self, "RecipeBuildProject", value=self.recipe_build.project_name)
 
     def _own_auto_delete_logs(self, environment_plan: EnvironmentPlan) -> None:
         """The log group CDK's auto-delete function writes to (/aws/lambda/<function>), owned by this stack: Lambda

@@ -60,7 +60,7 @@ def staged_pipeline(tmp_path_factory):
 def test_the_model_build_of_a_hub_checkpoint_plans_and_stages_on_the_default_compute(staged_pipeline):
     template, _, spec = staged_pipeline
     assert spec.build.compute == "LARGE"
-    project = _project_for(template, "dev-endpoints", "ModelBuild")
+    project = _project_for(template, "dev-artifacts", "ModelBuild")  # its own stage since h-f4
     assert project["Properties"]["Environment"]["ComputeType"] == "BUILD_GENERAL1_LARGE"
     [command] = _buildspec(project)["phases"]["build"]["commands"]
     where = f"--config {PIPELINE_CONFIG} --env dev --endpoint qwen3-32b"
@@ -87,7 +87,10 @@ def test_the_publisher_role_may_start_and_follow_only_its_staging_job(staged_pip
     project_name = _resources(artifacts, "AWS::CodeBuild::Project")[project_lid]["Properties"]["Name"]
     assert project_name == "llm-endpoints-dev-weights-staging"
     project_arn = f'arn:aws:codebuild:{{"Ref": "AWS::Region"}}:{{"Ref": "AWS::AccountId"}}:project/{project_name}'
-    [log_group] = _resources(artifacts, "AWS::Logs::LogGroup")
+    # the staging project's own group (the stack also owns the auto-delete function's)
+    [log_group] = [
+        lid for lid, g in _resources(artifacts, "AWS::Logs::LogGroup").items() if lid.startswith("WeightsStaging")
+    ]
     bucket = '{"Fn::GetAtt": ["ArtifactBucket", "Arn"]}'
     stack = (
         'arn:aws:cloudformation:{"Ref": "AWS::Region"}:{"Ref": "AWS::AccountId"}:stack/llm-endpoints-dev-artifacts/*'

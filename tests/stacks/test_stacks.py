@@ -390,7 +390,7 @@ def test_adopting_kept_data_uses_them_by_name_and_restores_the_tls_policy(adopti
     resources = adopting.templates["llm-endpoints-prod-artifacts"]["Resources"]
     # The environment's dashboard lives in this stack too (stacks/__init__.py); it holds no data; and so does the
     # weights staging job (stacks/weights_staging.py: its project, role, policy and log group), which holds none.
-    staging = {k for k in resources if k.startswith("WeightsStaging")}
+    staging = {k for k in resources if k.startswith(("WeightsStaging", "RecipeBuild"))}
     resources = {k: r for k, r in resources.items() if r["Type"] != "AWS::CloudWatch::Dashboard" and k not in staging}
     kinds = sorted(r["Type"] for r in resources.values())
     assert kinds == ["AWS::S3::BucketPolicy"], "no bucket or repository is created: they exist"

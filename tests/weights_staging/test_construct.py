@@ -53,10 +53,9 @@ def test_the_project_runs_the_job_on_small_compute(artifacts):
     spec = json.loads(props["Source"]["BuildSpec"])
     assert "python -u -m weights_staging" in spec["phases"]["build"]["commands"][-1]
     assert props["Source"]["Type"] == "S3" and props["Artifacts"]["Type"] == "NO_ARTIFACTS"
-    (group,) = _resources(template, "AWS::Logs::LogGroup").values() or [None]
-    assert props["LogsConfig"]["CloudWatchLogs"]["GroupName"] == {
-        "Ref": next(k for k, v in template["Resources"].items() if v["Type"] == "AWS::Logs::LogGroup")
-    }
+    # the project's own group (the stack also owns the auto-delete function's: stacks/artifact_store.py)
+    group_id = props["LogsConfig"]["CloudWatchLogs"]["GroupName"]["Ref"]
+    group = _resources(template, "AWS::Logs::LogGroup")[group_id]
     assert group["Properties"]["LogGroupName"] == f"/aws/codebuild/{props['Name']}"
     outputs = {k: v["Value"] for k, v in template["Outputs"].items()}
     assert props["Name"] in outputs.values()
