@@ -99,7 +99,7 @@ def test_functions_know_the_adapters_and_may_invoke_and_describe_them(lora):
         for f in functions.values()
         if "ADAPTER_COMPONENTS" in f["Properties"].get("Environment", {}).get("Variables", {})
     ]
-    assert known == [ADAPTERS, ADAPTERS]  # the invoke and smoke functions
+    assert known == [ADAPTERS, ADAPTERS, ADAPTERS]  # the invoke and smoke functions, the smoke-check custom resource
     outputs = lora.templates[STACK]["Outputs"]
     assert [json.loads(o["Value"]) for k, o in outputs.items() if k.startswith("LlmEndpointAdapters")] == [ADAPTERS]
 
@@ -114,8 +114,10 @@ def test_functions_know_the_adapters_and_may_invoke_and_describe_them(lora):
 
     for component in ADAPTERS.values():
         arn_tail = f":inference-component/{component}"
-        assert sum(arn_tail in s for s in granted("sagemaker:InvokeEndpoint")) == 2  # invoke and smoke functions
-        assert sum(arn_tail in s for s in granted("sagemaker:DescribeInferenceComponent")) == 1  # the smoke function
+        # the invoke and smoke functions, and the smoke-check custom resource's function (stacks/smoke_check.py)
+        assert sum(arn_tail in s for s in granted("sagemaker:InvokeEndpoint")) == 3
+        # the smoke function and the smoke-check custom resource's (it waits for each adapter component)
+        assert sum(arn_tail in s for s in granted("sagemaker:DescribeInferenceComponent")) == 2
 
 
 def test_built_adapters_deploy_their_own_content_hash_and_unbuilt_ones_are_refused(synth, tmp_path):
