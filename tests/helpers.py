@@ -8,6 +8,7 @@ importing this module never collides with pytest's plugin loading.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import sys
@@ -31,6 +32,31 @@ from local_emulator.moto_server import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 FAKE_HASH = "ab" * 32
+# A published artifact the emulator's artifact check accepts (endpoint_runtime/artifact_check.py verifies the objects
+# against the manifest): one small file, no weights (the emulator never starts a container). Pin PINNED_HASH and call
+# publish_pinned_artifact once the bucket exists.
+PINNED_BODY = b"not weights: the local emulator never starts a container\n"
+PINNED_FILES = [{"path": "README.txt", "size": len(PINNED_BODY), "sha256": hashlib.sha256(PINNED_BODY).hexdigest()}]
+
+
+def _pinned_hash() -> str:
+    from artifact.manifest import content_hash
+
+    return content_hash(PINNED_FILES)
+
+
+PINNED_HASH = _pinned_hash()
+
+
+def publish_pinned_artifact(s3: Any, bucket: str, prefix: str) -> None:
+    """Write the pinned artifact under `prefix` (models/<endpoint>/<PINNED_HASH>/) as publish would: each file with
+    its sha256 recorded, manifest.json last."""
+    s3.put_object(
+        Bucket=bucket, Key=prefix + "README.txt", Body=PINNED_BODY, Metadata={"sha256": PINNED_FILES[0]["sha256"]}
+    )
+    manifest = {"schema_version": 1, "content_hash": PINNED_HASH, "files": PINNED_FILES}
+    s3.put_object(Bucket=bucket, Key=prefix + "manifest.json", Body=json.dumps(manifest).encode())
+
 
 EXAMPLES = sorted((ROOT / "config" / "examples").glob("*.yaml"))
 # (config path, environment) for every environment of every example (None: a file without environments).

@@ -10,7 +10,6 @@ artifacts are pinned by hash (the emulator never starts a container, so no weigh
 
 from __future__ import annotations
 
-import json
 import subprocess
 from pathlib import Path
 
@@ -18,7 +17,7 @@ import boto3
 import endpoint_answers
 import pytest
 import yaml
-from helpers import FAKE_HASH, ROOT
+from helpers import PINNED_HASH, ROOT, publish_pinned_artifact
 from hermetic import subprocess_env
 
 from local_emulator import moto_server
@@ -54,7 +53,11 @@ def combined_emulator_config(retain_data: bool) -> dict:
                 # FakeEndpointConfig.validate_instance_type): no type stands in. Their stacks hold the same resource
                 # types as lmi-vllm's.
                 continue
-            ep = {**ep, "artifact_hash": FAKE_HASH}
+            ep = {**ep, "artifact_hash": PINNED_HASH}
+            if ep.get("model_source") is None and ep["system"] == "tgi":
+                # An 8 B model does not fit the T4 that stands in for its GPU here (refused at load); the stack's
+                # resources do not depend on the model's size, so a small known model stands in.
+                ep["model"] = "openai-community/gpt2"
             ep["instance_type"] = EMULATOR_TYPES.get(ep["instance_type"], ep["instance_type"])
             ep.pop("volume_size_gb", None)
             # hosting.mode inference-components deploys as a model on the variant here: moto 5.2.5 has no
@@ -113,8 +116,9 @@ def emulator(tmp_path_factory: pytest.TempPathFactory):
 
 
 def _publish_manifests(config: Path, emulator: moto_server.Emulator) -> None:
-    """What `model_build publish` writes last, for each pinned artifact: its manifest, which each endpoint stack's
-    artifact check reads before the Model is created (no weights: the emulator never starts a container)."""
+    """What `model_build publish` writes for each pinned artifact (tests/helpers.py publish_pinned_artifact: a small
+    file and its manifest, last), which each endpoint stack's artifact check verifies before the Model is created (no
+    weights: the emulator never starts a container)."""
     from deployment import load_config
 
     environment_plan = load_config(config, "emu")
@@ -122,7 +126,7 @@ def _publish_manifests(config: Path, emulator: moto_server.Emulator) -> None:
     with emulator.activated():
         s3 = boto3.client("s3", region_name=emulator.region)
         for plan in environment_plan.plans:
-            s3.put_object(Bucket=bucket, Key=plan.manifest_key, Body=json.dumps({"content_hash": FAKE_HASH}).encode())
+            publish_pinned_artifact(s3, bucket, plan.manifest_key.removesuffix("manifest.json"))
 
 
 def _cdk(args: list[str], assembly: Path, emulator: moto_server.Emulator) -> subprocess.CompletedProcess:

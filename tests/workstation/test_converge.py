@@ -13,7 +13,7 @@ from pathlib import Path
 import boto3
 import pytest
 import yaml
-from helpers import FAKE_HASH, ROOT
+from helpers import PINNED_HASH, ROOT, publish_pinned_artifact
 from hermetic import subprocess_env
 
 from deployment import load_config
@@ -23,6 +23,27 @@ from workstation import converge
 from workstation.deploy import destroy
 
 pytestmark = [pytest.mark.emulator, pytest.mark.e2e]
+
+
+@pytest.fixture(scope="module")
+def emulator(tmp_path_factory: pytest.TempPathFactory):
+    """The module's emulator, whose functions' SageMaker runtime calls (each endpoint stack's smoke check) a loopback
+    server answers for every endpoint (tests/local/endpoint_answers.py): the emulator runs no model."""
+    from local import endpoint_answers  # tests/local/endpoint_answers.py (tests/ is on the path: pytest.ini)
+
+    port = moto_server.free_port()
+    answers = endpoint_answers.serve(
+        {"AWS_ENDPOINT_URL": f"http://localhost:{port}", "AWS_REGION": moto_server.EMULATOR_REGION}
+    )
+    emu = moto_server.start(
+        tmp_path_factory.mktemp("moto"),
+        port=port,
+        lambda_env={"AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME": f"http://127.0.0.1:{answers.server_address[1]}"},
+    )
+    yield emu
+    emu.stop()
+    answers.shutdown()
+
 
 CDK = str(ROOT / "node_modules" / ".bin" / "cdk")
 
@@ -34,7 +55,7 @@ def _config(path: Path, names: list[str]) -> Path:
         "dtype": "fp16",
         "instance_type": "ml.g4dn.xlarge",
         "instance_count": 1,
-        "artifact_hash": FAKE_HASH,  # the emulator never starts a container: no weights needed
+        "artifact_hash": PINNED_HASH,  # a small published file: the emulator never starts a container
     }
     path.write_text(
         yaml.safe_dump(
@@ -74,6 +95,13 @@ def two_endpoints(emulator, tmp_path, synth):
     both = _config(tmp_path / "both.yaml", ["alpha", "beta"])
     assembly = synth(str(both), allow_unbuilt=False).outdir
     _cdk(["bootstrap", f"aws://{moto_server.EMULATOR_ACCOUNT}/{moto_server.EMULATOR_REGION}"], assembly, emulator)
+    _cdk(["deploy", "orph-emu-artifacts", "--require-approval", "never"], assembly, emulator)
+    environment_plan = load_config(both, "emu")
+    bucket = environment_plan.artifact_bucket(moto_server.EMULATOR_ACCOUNT, moto_server.EMULATOR_REGION)
+    with emulator.activated():
+        s3 = boto3.client("s3", region_name=emulator.region)
+        for plan in environment_plan.plans:  # what each stack's artifact check verifies
+            publish_pinned_artifact(s3, bucket, plan.manifest_key.removesuffix("manifest.json"))
     _cdk(["deploy", "--all", "--require-approval", "never"], assembly, emulator)
     return load_config(_config(tmp_path / "alpha.yaml", ["alpha"]), "emu")
 
