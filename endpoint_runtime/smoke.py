@@ -1135,7 +1135,12 @@ def settings_from_env() -> dict[str, Any]:
         "stack_name": stack,
         "expected_endpoint": os.environ.get("ENDPOINT_NAME", "").strip() or None,
         "prompt": _required("PROMPT"),
-        "max_new_tokens": _required_int("MAX_NEW_TOKENS", 1, contract.limits().max_new_tokens),
+        # SMOKE_MAX_NEW_TOKENS: the smoke prompt's length where the stack sets it apart from the endpoint's limit
+        "max_new_tokens": _required_int(
+            "SMOKE_MAX_NEW_TOKENS" if os.environ.get("SMOKE_MAX_NEW_TOKENS", "").strip() else "MAX_NEW_TOKENS",
+            1,
+            contract.limits().max_new_tokens,
+        ),
         "latency_budget_ms": _required_int("LATENCY_BUDGET_MS", 1, LAMBDA_MAX_RUN_MS),
         "emulator": os.environ.get("EMULATOR", "").strip().lower() == "true",
         "inference_component": os.environ.get("INFERENCE_COMPONENT_NAME", "").strip() or None,

@@ -159,8 +159,11 @@ def test_vllm_endpoint_end_to_end_on_the_real_vllm_engine(tmp_path, monkeypatch,
     for key, value in environment_plan.plan(ENDPOINT).chat_features.environment().items():
         monkeypatch.setenv(key, value)
 
-    emulator = moto_server.start(tmp_path / "emulator")
     port = moto_server.free_port()
+    # The stack's smoke check (a Lambda the emulator runs) reaches the model served here, as the demo sets it up.
+    emulator = moto_server.start(
+        tmp_path / "emulator", lambda_env={"AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME": f"http://127.0.0.1:{port}"}
+    )
     serve_log = tmp_path / "serve.log"
     with open(serve_log, "wb") as out:
         server = subprocess.Popen(

@@ -41,11 +41,13 @@ FROM_LINE = re.compile(r"^FROM\s+(?:--platform=\S+\s+)?(\S+)", re.MULTILINE)
 
 def _pins() -> list[ImagePin]:
     from stacks.pipeline_stack import GPU_BUILD_IMAGE
-    from systems import images_current
+    from systems import all_systems, images_current
 
     pins = {
         id(p): p for module in (pinned_images, images_current) for p in vars(module).values() if isinstance(p, ImagePin)
     }
+    # and every registered system's own pin (a system package may hold its image: systems/tgi)
+    pins.update({id(s.image): s.image for s in all_systems().values() if s.image is not None})
     return [*pins.values(), GPU_BUILD_IMAGE]
 
 

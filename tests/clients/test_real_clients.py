@@ -29,7 +29,7 @@ SAGEMAKER_PYTHON = REPO / ".venv-clients-sagemaker" / "bin" / "python"
 DRIVER = Path(__file__).with_name("drive.py")
 DOC = REPO / "docs" / "clients.md"
 RAW = REPO / "build" / "clients" / "results.json"
-BEGIN, END = "<!-- generated: clients by tests/clients/test_clients.py -->", "<!-- /generated: clients -->"
+BEGIN, END = "<!-- generated: clients by tests/clients/test_real_clients.py -->", "<!-- /generated: clients -->"
 REGION = "us-east-1"
 
 pytestmark = [
