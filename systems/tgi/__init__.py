@@ -42,14 +42,15 @@ from ..images import ImagePin, PythonStack
 
 # sagemaker.core.image_uris.retrieve("huggingface-llm", region, version="3.3.6") (huggingface-llm.json; the newest
 # version it lists, in the DLC regions). The table does not state the image's Python stack; TGI 3.3.6's
-# server/pyproject.toml requires "transformers>=4.51.0" and "tokenizers>=0.20.3" (what pip resolved: unverified).
+# server/pyproject.toml requires "transformers>=4.51.0" and "tokenizers>=0.20.3" (what pip resolved: unverified);
+# transformers 4.51.0 itself requires tokenizers>=0.21 (its setup.py), so the oldest stack the image can hold is that.
 # No served-name environment: TGI's chat request `model` is "[UNUSED]" (router/src/lib.rs ChatRequest).
 TGI_DLC = ImagePin(
     repository="huggingface-pytorch-tgi-inference",
     gpu_tag="2.7.0-tgi3.3.6-gpu-py311-cu124-ubuntu22.04",
     sdk_framework="huggingface-llm",
     sdk_version="3.3.6",
-    python_stack=PythonStack(transformers=">=4.51.0", tokenizers=">=0.20.3", verified=False),
+    python_stack=PythonStack(transformers=">=4.51.0", tokenizers=">=0.21", verified=False),
 )
 # [LAUNCH] enum Quantization, clap's kebab-case names.
 Quantize = Literal[
