@@ -77,7 +77,7 @@ def plan_recipe_build(source_bytes: int, *, model: str = "the model") -> RecipeP
             f"to {artifact / GB:.0f} GB of converted artifact, {VENV_BYTES / GB:.0f} GB for the build venv) and "
             f"{memory / GB:.0f} GB of memory (the model loaded whole), over CodeBuild {biggest}'s {room / GB:.0f} GB "
             f"of disk or {gib} GiB of memory, the largest on-demand compute; nothing was started. Serve it "
-            "on a checkpoint system (vllm, sglang, lmi-vllm, lmi-trtllm, tgi: planned from metadata, staged Hub -> S3 "
+            "on a checkpoint system (vllm, sglang, lmi-vllm, lmi-trtllm: planned from metadata, staged Hub -> S3 "
             "with no disk), or build it on a machine with that much disk and `model_build publish` it"
         )
     kind, room = fits[0]

@@ -138,10 +138,9 @@ def smoke_environment(
         "ENDPOINT_NAME": endpoint_name,
         **environment,
         "PROMPT": prompt,
-        # The smoke prompt's own length; MAX_NEW_TOKENS stays the endpoint's request limit (the invoke function's),
-        # which bounds the chat and tool-call checks' max_tokens in the chat contract.
+        # The smoke prompt's own length, apart from MAX_NEW_TOKENS (the endpoint's request limit where `environment`
+        # carries it, else the contract's default cap), which bounds the chat and tool-call checks' max_tokens.
         "SMOKE_MAX_NEW_TOKENS": str(max_new_tokens),
-        **({} if "MAX_NEW_TOKENS" in environment else {"MAX_NEW_TOKENS": str(max_new_tokens)}),
         "LATENCY_BUDGET_MS": str(latency_budget_ms),
         **({"WAKE_BUDGET_MS": str(wake_budget_ms)} if wake_budget_ms is not None else {}),
         "EMULATOR": "true" if emulator else "false",

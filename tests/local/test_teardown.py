@@ -54,10 +54,6 @@ def combined_emulator_config(retain_data: bool) -> dict:
                 # types as lmi-vllm's.
                 continue
             ep = {**ep, "artifact_hash": PINNED_HASH}
-            if ep.get("model_source") is None and ep["system"] == "tgi":
-                # An 8 B model does not fit the T4 that stands in for its GPU here (refused at load); the stack's
-                # resources do not depend on the model's size, so a small known model stands in.
-                ep["model"], ep["dtype"] = "openai-community/gpt2", "fp16"  # a T4 computes fp16, not bf16
             ep["instance_type"] = EMULATOR_TYPES.get(ep["instance_type"], ep["instance_type"])
             ep.pop("volume_size_gb", None)
             # hosting.mode inference-components deploys as a model on the variant here: moto 5.2.5 has no

@@ -46,7 +46,7 @@ def _pins() -> list[ImagePin]:
     pins = {
         id(p): p for module in (pinned_images, images_current) for p in vars(module).values() if isinstance(p, ImagePin)
     }
-    # and every registered system's own pin (a system package may hold its image: systems/tgi)
+    # and every registered system's own pin (a system package may hold its own image)
     pins.update({id(s.image): s.image for s in all_systems().values() if s.image is not None})
     return [*pins.values(), GPU_BUILD_IMAGE]
 

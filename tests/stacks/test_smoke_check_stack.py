@@ -69,7 +69,7 @@ def test_every_endpoint_stack_checks_its_endpoint_after_it_is_in_service(synth):
     assert fn["Properties"]["Timeout"] < props["ServiceTimeout"] <= 3600
     # the same settings as the smoke function `model_build smoke` and the pipeline run
     env = fn["Properties"]["Environment"]["Variables"]
-    assert {"PROMPT", "MAX_NEW_TOKENS", "LATENCY_BUDGET_MS", "ENDPOINT_NAME", "EMULATOR"} <= set(env)
+    assert {"PROMPT", "SMOKE_MAX_NEW_TOKENS", "LATENCY_BUDGET_MS", "ENDPOINT_NAME", "EMULATOR"} <= set(env)
 
 
 def test_its_role_may_make_exactly_the_calls_it_makes_and_only_lambda_assumes_it(synth):

@@ -328,7 +328,7 @@ def test_smoke_test_function_reads_its_stack_and_endpoint_only(local):
     ]
     env = fn["Properties"]["Environment"]["Variables"]
     assert env["STACK_NAME"] == {"Ref": "AWS::StackName"} and env["ENDPOINT_NAME"] == "local-tiny-gpt2"
-    assert (env["PROMPT"], env["MAX_NEW_TOKENS"], env["LATENCY_BUDGET_MS"], env["EMULATOR"]) == (
+    assert (env["PROMPT"], env["SMOKE_MAX_NEW_TOKENS"], env["LATENCY_BUDGET_MS"], env["EMULATOR"]) == (
         "The capital of France is",
         "16",
         "30000",
