@@ -23,6 +23,7 @@ from .weights_staging import MODELS_PREFIX
 
 ROOT = Path(__file__).resolve().parent.parent
 RECIPE_SPEC_PREFIX = "recipe-specs/"  # model_build/recipe_job.py RECIPE_SPEC_PREFIX
+CONTENT_HASH_VARIABLE = "RECIPE_CONTENT_HASH"  # model_build/recipe_job.py reads it back
 # What `model_build build|publish` import (tests/test_architecture.py, model_build's allowed packages) and what
 # `make venv-build` reads; nothing else of the repository travels (no tests, docs, stacks, venvs).
 CODE = (
@@ -60,11 +61,24 @@ def code_excludes() -> list[str]:
 
 def buildspec() -> dict:
     """RECIPE_CONFIG (the config's S3 URI), RECIPE_ENV, RECIPE_ENDPOINT and, for a gated model, HF_TOKEN come from
-    StartBuild's overrides. The config is fetched with the AWS CLI of the standard image; no artifacts, no cache."""
+    StartBuild's overrides. The config is fetched with the AWS CLI of the standard image; no artifacts, no cache.
+    Once publish succeeded, the artifact's content hash (from the manifest the build wrote, build/<endpoint>/) is
+    exported as CONTENT_HASH_VARIABLE: BatchGetBuilds returns it in exportedEnvironmentVariables, which is how
+    `model_build build --in-account` learns which artifact to deploy (CodeBuild API reference,
+    ExportedEnvironmentVariable: settable until the end of post_build). Version 0.2 runs a phase's commands in one
+    shell, so the variable set by one command is there at the end (CodeBuild User Guide, "Shells and commands in
+    build environments"); `VAR=$(...) && export VAR` fails the command when the read fails."""
     where = '--config /tmp/recipe/config.yaml --env "$RECIPE_ENV" --endpoint "$RECIPE_ENDPOINT"'
+    read_hash = (
+        ".venv/bin/python -c 'import sys; from artifact.manifest import Manifest; "
+        'print(Manifest.load(sys.argv[1]).content_hash)\' "build/$RECIPE_ENDPOINT"'
+    )
     return {
         "version": "0.2",
-        "env": {"variables": {"HF_HUB_DISABLE_PROGRESS_BARS": "1", "PYTHONUNBUFFERED": "1"}},
+        "env": {
+            "variables": {"HF_HUB_DISABLE_PROGRESS_BARS": "1", "PYTHONUNBUFFERED": "1"},
+            "exported-variables": [CONTENT_HASH_VARIABLE],
+        },
         "phases": {
             "install": {"runtime-versions": {"python": PYTHON_RUNTIME}, "commands": ["make venv-build"]},
             "pre_build": {"commands": ['mkdir -p /tmp/recipe && aws s3 cp "$RECIPE_CONFIG" /tmp/recipe/config.yaml']},
@@ -72,6 +86,7 @@ def buildspec() -> dict:
                 "commands": [
                     f"df -h . && .venv/bin/python -m model_build build {where}",
                     f".venv/bin/python -m model_build publish {where}",
+                    f'{CONTENT_HASH_VARIABLE}="$({read_hash})" && export {CONTENT_HASH_VARIABLE}',
                 ]
             },
         },
