@@ -712,7 +712,8 @@ def _check_published_in_account(
             f"{build_dir} was built in the account by CodeBuild build {built.build_id}, but s3://{bucket}/{prefix}"
             f"{MANIFEST_NAME} is not there with its files (deleted since, or never finished): {again}"
         )
-    report = PublishReport(bucket=bucket, prefix=prefix, model_data=plan.spec.model_data)
+    mode: ModelData = "tar-gz" if plan.model_data_mode == "tar-gz" else "s3-prefix"
+    report = PublishReport(bucket=bucket, prefix=prefix, model_data=mode)
     report.content_hash = manifest.content_hash
     report.skipped_files = len(manifest.files) + 1
     report.skipped_bytes = sum(e.size for e in manifest.files)

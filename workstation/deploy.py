@@ -31,7 +31,7 @@ from pathlib import Path
 
 import boto3
 
-from deployment import EnvironmentPlan, load_config
+from deployment import EndpointPlan, EnvironmentPlan, load_config
 from deployment.aws import caller_account, session_for
 from workstation import converge
 
@@ -197,7 +197,7 @@ def deploy(
     converge.delete_stacks(orphans, session, echo=echo)
 
 
-def _unbuilt(plan) -> bool:
+def _unbuilt(plan: EndpointPlan) -> bool:
     """`build` builds an endpoint's LoRA adapters after its model: one unbuilt adapter rebuilds the endpoint."""
     return plan.artifact.problem is not None or any(a.artifact.problem is not None for a in plan.adapters)
 
