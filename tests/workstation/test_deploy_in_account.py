@@ -92,3 +92,31 @@ def test_the_step_echoes_the_build_s_lines_and_stops_with_its_message(moto_env, 
     assert "[recipe] tiny-gpt2:" in lines and "BUILD_GENERAL1_LARGE" in lines  # sized, echoed as it came
     assert "[recipe] started CodeBuild build" in lines
     assert "exported variable RECIPE_CONTENT_HASH is none" in str(err.value)
+
+
+def test_the_artifacts_stack_is_the_same_before_and_after_the_build_and_the_endpoint_stack_names_it(synth, tmp_path):
+    """Why deploy may deploy the artifacts stack from the first synth (placeholders) and the endpoint stacks from the
+    second: the artifacts stack reads no content hash, and a manifest fetched from the account (built_in_account, its
+    files not here) plans like a local build."""
+    from deployment import load_config
+
+    config = "config/examples/hf-fastload.yaml"
+    [plan] = load_config(ROOT / config, "dev").plans
+    assert plan.converts_hub_model
+    content_hash = "ab" * 32
+    (tmp_path / "build" / plan.name).mkdir(parents=True)
+    fetched = {
+        "system": plan.system.name,
+        "endpoint": plan.name,
+        "dtype": plan.spec.dtype,
+        "files": [{"path": "model.safetensors", "size": 2, "sha256": "0" * 64}],
+        "content_hash": content_hash,
+        "built_in_account": {"build": "p:1", "bucket": "b"},
+    }
+    (tmp_path / "build" / plan.name / "manifest.json").write_text(json.dumps(fetched))
+    first = synth(config, "dev")  # placeholders (allow_unbuilt)
+    second = synth(config, "dev", build_root=tmp_path / "build", allow_unbuilt=False)
+    artifacts = next(n for n in first.templates if n.endswith("-artifacts"))
+    assert first.templates[artifacts] == second.templates[artifacts]
+    assert content_hash not in json.dumps(first.templates[plan.stack_name])
+    assert f"models/{plan.name}/{content_hash}/" in json.dumps(second.templates[plan.stack_name])
