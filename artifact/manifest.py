@@ -93,6 +93,16 @@ class HubStaging:
     token_secret: str | None
 
 
+@dataclass(frozen=True)
+class InAccountBuild:
+    """A manifest's `built_in_account` block: the artifact was built and published by the recipe build in the account
+    (model_build/recipe_job.py), and this build folder holds its manifest only (and the small files the plan reads):
+    `model_build publish` checks that the bucket holds it instead of uploading files."""
+
+    build_id: str  # the CodeBuild build that published it
+    bucket: str  # the artifact bucket it was published to
+
+
 class ManifestError(ValueError):
     """A manifest.json that cannot be used; the message names the file and what is wrong with it."""
 
@@ -164,6 +174,21 @@ class Manifest:
         if secret is not None and not isinstance(secret, str):
             raise ManifestError(f"{where}: staging.token_secret must be a secret name or ARN, or null")
         return HubStaging(hub["endpoint"], hub["repo_id"], hub["commit"], tuple(by_path[n] for n in names), secret)
+
+    @property
+    def built_in_account(self) -> InAccountBuild | None:
+        """Where the artifact was built and published in the account, or None for a build made here."""
+        block = self.document.get("built_in_account")
+        if block is None:
+            return None
+        if not isinstance(block, dict) or not all(
+            isinstance(block.get(k), str) and block[k] for k in ("build", "bucket")
+        ):
+            raise ManifestError(
+                f"{self.path or MANIFEST_NAME}: built_in_account must hold the build id and bucket as strings, got "
+                f"{block!r}; fetch it again with `python -m model_build build --in-account ...`"
+            )
+        return InAccountBuild(block["build"], block["bucket"])
 
     @property
     def built_files(self) -> tuple[FileEntry, ...]:

@@ -419,6 +419,11 @@ class EndpointPlan:
     def artifact_bucket(self, account: str, region: str) -> str:
         return artifact_bucket_name(self.project, self.environment_name, account, region)
 
+    @property
+    def model_data_mode(self) -> str:
+        """model_data: how the artifact is published, "s3-prefix" (its files) or "tar-gz" (one model.tar.gz)."""
+        return self.spec.model_data
+
     def model_data(self, bucket: str) -> ModelData:
         """SageMaker's model data: the artifact's prefix (or its code/ part, for an engine that reads its weights
         from S3 itself), readable up to the endpoint's artifact root; a hub model's S3 prefix (model_source:)."""

@@ -280,13 +280,19 @@ def cmd_build(args: argparse.Namespace) -> int:
         print(line)
         return 0
     if args.in_account:
-        from model_build.recipe_job import RecipeJobError, build_in_account
+        from model_build.recipe_job import RecipeJobError, build_and_fetch
 
         try:
-            build_id = build_in_account(environment_plan, plan, quiet=args.quiet)
+            done = build_and_fetch(
+                environment_plan, plan, Path(args.out or Path(args.build_root) / plan.name), quiet=args.quiet
+            )
         except RecipeJobError as err:
             raise BuildError(str(err)) from None
-        print(f"built and published {plan.name} in the account: CodeBuild build {build_id}")
+        how = "reused (already published)" if done.reused else "built and published"
+        print(
+            f"{how} {plan.name} in the account: CodeBuild build {done.build_id}, content hash "
+            f"{done.content_hash[:12]}; its manifest: {done.manifest_path}"
+        )
         return 0
     endpoint = plan.spec
     out = Path(args.out or Path(args.build_root) / endpoint.name)
@@ -538,7 +544,8 @@ def parser() -> argparse.ArgumentParser:
     build.add_argument(
         "--in-account",
         action="store_true",
-        help="run a converting recipe (and publish) in the account's recipe build project, sized for the model",
+        help="run a converting recipe (and publish) in the account's recipe build project, sized for the model, and "
+        "fetch its published manifest into the output directory",
     )
     build.set_defaults(run=cmd_build)
 

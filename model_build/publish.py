@@ -656,6 +656,12 @@ def publish_endpoint(
             f"endpoint {ep.name!r} pins artifact_hash {ep.artifact_hash[:12]}..., but {build_dir} holds "
             f"{manifest.content_hash[:12]}...; remove the pin to publish this build, or publish the pinned build"
         )
+    try:
+        in_account = manifest.built_in_account
+    except ManifestError as err:
+        raise PublishError(str(err)) from None
+    if in_account is not None:  # built and published by the recipe build: nothing here to upload
+        return _check_published_in_account(environment_plan, plan, manifest, build_dir, session=session)
     if "staging" in manifest.document:  # a metadata-only build: its weights go Hub -> S3 in the account
         from model_build.stage import StageError, stage_endpoint
 
@@ -676,6 +682,42 @@ def publish_endpoint(
         bucket_checked=True,
         max_bandwidth=max_bandwidth,
     )
+
+
+def _check_published_in_account(
+    environment_plan: EnvironmentPlan, plan: EndpointPlan, manifest: Manifest, build_dir: Path, *, session=None
+) -> PublishReport:
+    """A build folder `model_build build --in-account` fetched (its manifest's `built_in_account`): the recipe build
+    published every file and manifest.json, last, from the account, so publish sends nothing. It checks that this
+    environment's bucket holds that manifest with the same files, and reports all of them as skipped."""
+    from endpoint_config import artifact_prefix
+
+    built = manifest.built_in_account
+    assert built is not None
+    bucket, s3 = artifact_bucket_client(environment_plan, session=session)
+    prefix = artifact_prefix(plan.name, manifest.content_hash)
+    again = (
+        f"run `python -m model_build build --in-account --config {environment_plan.config_path} --env "
+        f"{environment_plan.environment_name} --endpoint {plan.name}` again (or build it here: remove {build_dir})"
+    )
+    if built.bucket != bucket:
+        raise PublishError(
+            f"{build_dir} was built in the account into bucket {built.bucket!r} (CodeBuild build {built.build_id}), "
+            f"not this environment's {bucket!r}: {again}"
+        )
+    if _existing(s3, bucket, prefix + MANIFEST_NAME) is None or not _same_artifact(
+        s3, bucket, prefix + MANIFEST_NAME, manifest
+    ):
+        raise PublishError(
+            f"{build_dir} was built in the account by CodeBuild build {built.build_id}, but s3://{bucket}/{prefix}"
+            f"{MANIFEST_NAME} is not there with its files (deleted since, or never finished): {again}"
+        )
+    mode: ModelData = "tar-gz" if plan.model_data_mode == "tar-gz" else "s3-prefix"
+    report = PublishReport(bucket=bucket, prefix=prefix, model_data=mode)
+    report.content_hash = manifest.content_hash
+    report.skipped_files = len(manifest.files) + 1
+    report.skipped_bytes = sum(e.size for e in manifest.files)
+    return report
 
 
 def artifact_bucket_client(

@@ -157,6 +157,9 @@ class ArtifactStoreStack(Stack):
                 bucket_nag=bucket_nag,
             )
             CfnOutput(self, "RecipeBuildProject", value=self.recipe_build.project_name)
+            if self.publisher_role is not None:
+                # The pipeline's model build starts and follows it for such an endpoint (`build --in-account`).
+                self.recipe_build.grant_start(self.publisher_role, bucket=self.bucket, bucket_nag=bucket_nag)
 
     def _own_auto_delete_logs(self, environment_plan: EnvironmentPlan) -> None:
         """The log group CDK's auto-delete function writes to (/aws/lambda/<function>), owned by this stack: Lambda

@@ -466,11 +466,18 @@ class PipelineStack(Stack):
                 '.venv/bin/python -c \'import sys, boto3; boto3.client("s3").head_object(Bucket=sys.argv[1], '
                 f"Key=sys.argv[2])' {bucket} {key} 2>/dev/null"
             )
-            # The build set (torch, transformers: GBs with CUDA) is installed only when something is to be built.
+            # The build set (torch, transformers: GBs with CUDA) is installed only when something is to be built. A
+            # recipe that converts a Hub model runs in the account's recipe build project, on compute sized for the
+            # model (docs/design/staging.md), not on this step's disk; it publishes there, and this step follows it.
+            build_and_publish = (
+                f".venv/bin/python -m model_build build --in-account {where}"
+                if plan.converts_hub_model
+                else f".venv/bin/python -m model_build build {where} --quiet "
+                f"&& .venv/bin/python -m model_build publish {where}"
+            )
             commands.append(
                 f"if {published}; then echo '{plan.name}: s3://{bucket}/{key} is published: skipping its build'; "
-                f"else {MODEL_BUILD_INSTALL} && .venv/bin/python -m model_build build {where} --quiet "
-                f"&& .venv/bin/python -m model_build publish {where}; fi"
+                f"else {MODEL_BUILD_INSTALL} && {build_and_publish}; fi"
             )
         if build.gpu:
             # The registry account given explicitly: CDK Pipelines resolves the build environment before the project

@@ -2,7 +2,11 @@
 
 deploy:  preflight (region, credentials, quotas) -> model_build build for endpoints with no local build and no
          pinned hash -> one `cdk synth` -> `cdk bootstrap` when the account has no CDKToolkit stack -> deploy the
-         artifact stack -> publish every artifact (unchanged files are skipped) -> preflight again (now the
+         artifact stack -> on a real account, `model_build build --in-account` for the unbuilt endpoints whose recipe
+         converts a Hub model (the recipe runs in the account's recipe build project; a published build of the same
+         config is reused; its manifest lands in build/<endpoint>/), then `cdk synth` again, now with their hashes
+         (docs/design/staging.md) -> publish every artifact (unchanged files are skipped; one built in the account is
+         only checked in the bucket) -> preflight again (now the
          artifacts must be in the bucket with the right hash) -> deploy the endpoint stacks (each stack's smoke check
          custom resource tests its endpoint; a failure fails the stack and CloudFormation rolls it back:
          stacks/smoke_check.py) -> the smoke test's table of each endpoint -> the SLO gate of each endpoint with
@@ -27,7 +31,7 @@ from pathlib import Path
 
 import boto3
 
-from deployment import EnvironmentPlan, load_config
+from deployment import EndpointPlan, EnvironmentPlan, load_config
 from deployment.aws import caller_account, session_for
 from workstation import converge
 
@@ -134,44 +138,14 @@ def deploy(
         raise DeployError("preflight failed:\n  - " + "\n  - ".join(problems))
     orphans = converge.check_orphans(environment_plan, session, delete=delete_orphans, echo=echo)
 
-    # `build` builds an endpoint's LoRA adapters after its model: one unbuilt adapter rebuilds the endpoint.
-    unbuilt = [
-        plan.name
-        for plan in environment_plan.plans
-        if plan.artifact.problem is not None or any(a.artifact.problem is not None for a in plan.adapters)
-    ]
-    for name in unbuilt:
-        echo(f"==> model_build build {name}")
-        run(
-            [py, "-m", "model_build", "build", "--config", config, "--env", env_name, "--endpoint", name, "--quiet"],
-            echo=echo,
-        )
-    if unbuilt:  # plan again: the builds' manifests name the artifacts now
-        environment_plan = load_config(environment_plan.config_path, env_name)
-
-    assembly = _assembly(environment_plan)
-    echo("==> cdk synth")
-    run([CDK, "synth", "--quiet", "--no-notices", *_context(environment_plan), "-o", str(assembly)], echo=echo)
+    environment_plan = build_locally(environment_plan, echo=echo)
+    in_account = in_account_builds(environment_plan)
+    # An endpoint stack names its artifact's S3 prefix, so it cannot be synthesized before its hash is known: with
+    # builds to run in the account, the first synth takes their placeholders (allow_unbuilt), only the artifacts stack
+    # (which reads no hash) deploys from it, and a second synth follows the builds.
+    assembly = synth(environment_plan, echo=echo, allow_unbuilt=bool(in_account))
     app = ["--app", str(assembly)]
-
-    account = caller_account(session)
-    region = environment_plan.environment.region or session.region_name
-    required, parameter = required_bootstrap_version(assembly)
-    have = bootstrap_version(session, parameter)
-    if have is None or have < required:
-        why = (
-            "no CDKToolkit stack yet"
-            if have is None
-            else f"CDKToolkit is version {have}, these templates need {required}"
-        )
-        echo(f"==> cdk bootstrap aws://{account}/{region} ({why})")
-        run([CDK, "bootstrap", f"aws://{account}/{region}", "--no-notices", *app], echo=echo)
-        have = bootstrap_version(session, parameter)
-        if have is None or have < required:
-            raise DeployError(
-                f"cdk bootstrap left {parameter} at {have}; the templates need version {required} or later: run "
-                f"`npx cdk bootstrap aws://{account}/{region}` with credentials that may update the CDKToolkit stack"
-            )
+    bootstrap(environment_plan, session, assembly, echo=echo)
 
     artifacts_stack = environment_plan.stack_name("artifacts")
     recreate_abandoned_first_deploys(
@@ -182,6 +156,15 @@ def deploy(
         [CDK, "deploy", artifacts_stack, "--exclusively", "--require-approval", "never", "--no-notices", *app],
         echo=echo,
     )
+    if in_account:
+        deployed = _template(assembly, artifacts_stack)
+        environment_plan = build_in_account(environment_plan, in_account, echo=echo)
+        assembly = synth(environment_plan, echo=echo)
+        app = ["--app", str(assembly)]
+        if _template(assembly, artifacts_stack) != deployed:
+            raise DeployError(
+                f"the second synth changed stack {artifacts_stack}, which deployed from the first: deploy again"
+            )
 
     for plan in environment_plan.plans:
         if plan.artifact.from_hub:  # model_source: SageMaker reads the hub's own S3 prefix
@@ -212,6 +195,92 @@ def deploy(
     check_deployed(environment_plan, session=session, runtime_client=runtime_client, echo=echo)
     echo(f"deployed {len(endpoint_stacks)} endpoint(s) to environment {env_name}")
     converge.delete_stacks(orphans, session, echo=echo)
+
+
+def _unbuilt(plan: EndpointPlan) -> bool:
+    """`build` builds an endpoint's LoRA adapters after its model: one unbuilt adapter rebuilds the endpoint."""
+    return plan.artifact.problem is not None or any(a.artifact.problem is not None for a in plan.adapters)
+
+
+def in_account_builds(environment_plan: EnvironmentPlan) -> list[str]:
+    """The unbuilt endpoints whose recipe converts a Hub model, on a real account: the recipe build in the account
+    runs them (model_build/recipe_job.py), after the artifacts stack that holds its project deploys. On the emulator
+    (no CodeBuild; its models are local) they build here."""
+    if environment_plan.environment.emulator:
+        return []
+    return [plan.name for plan in environment_plan.plans if _unbuilt(plan) and plan.converts_hub_model]
+
+
+def build_locally(environment_plan: EnvironmentPlan, *, echo: Callable[[str], None] = print) -> EnvironmentPlan:
+    """`model_build build` of every unbuilt endpoint but those built in the account; the plan again after any."""
+    config, env_name = str(environment_plan.config_path), environment_plan.environment_name
+    skip = set(in_account_builds(environment_plan))
+    unbuilt = [plan.name for plan in environment_plan.plans if _unbuilt(plan) and plan.name not in skip]
+    for name in unbuilt:
+        echo(f"==> model_build build {name}")
+        run(
+            [sys.executable, "-m", "model_build", "build", "--config", config, "--env", env_name, "--endpoint", name]
+            + ["--quiet"],
+            echo=echo,
+        )
+    # plan again: the builds' manifests name the artifacts now
+    return load_config(environment_plan.config_path, env_name) if unbuilt else environment_plan
+
+
+def build_in_account(
+    environment_plan: EnvironmentPlan, names: list[str], *, echo: Callable[[str], None] = print
+) -> EnvironmentPlan:
+    """`model_build build --in-account` of each endpoint (its build's log lines echoed as they come): reused where a
+    succeeded build of the same config is published, else built; each leaves the published manifest in
+    build/<endpoint>/, so the plan, loaded again, names its content hash, and publish finds it in the bucket."""
+    config, env_name = str(environment_plan.config_path), environment_plan.environment_name
+    for name in names:
+        echo(f"==> model_build build --in-account {name} (the recipe runs in the account's recipe build project)")
+        run(
+            [sys.executable, "-m", "model_build", "build", "--in-account", "--config", config, "--env", env_name]
+            + ["--endpoint", name],
+            echo=echo,
+        )
+    environment_plan = load_config(environment_plan.config_path, env_name)
+    left = [plan.name for plan in environment_plan.plans if plan.name in names and plan.artifact.problem is not None]
+    if left:
+        raise DeployError(f"after the builds in the account, still no artifact for: {', '.join(left)}")
+    return environment_plan
+
+
+def synth(
+    environment_plan: EnvironmentPlan, *, echo: Callable[[str], None] = print, allow_unbuilt: bool = False
+) -> Path:
+    """`cdk synth` into the environment's assembly; `allow_unbuilt`: placeholders for endpoints not built yet."""
+    assembly = _assembly(environment_plan)
+    extra = ["-c", "allow_unbuilt=true"] if allow_unbuilt else []
+    why = " (endpoints built in the account later take placeholders)" if allow_unbuilt else ""
+    echo(f"==> cdk synth{why}")
+    run([CDK, "synth", "--quiet", "--no-notices", *_context(environment_plan), *extra, "-o", str(assembly)], echo=echo)
+    return assembly
+
+
+def bootstrap(
+    environment_plan: EnvironmentPlan, session: boto3.Session, assembly: Path, *, echo: Callable[[str], None] = print
+) -> None:
+    """`cdk bootstrap` when the account has no CDKToolkit stack, or one older than the templates need."""
+    account = caller_account(session)
+    region = environment_plan.environment.region or session.region_name
+    required, parameter = required_bootstrap_version(assembly)
+    have = bootstrap_version(session, parameter)
+    if have is not None and have >= required:
+        return
+    why = (
+        "no CDKToolkit stack yet" if have is None else f"CDKToolkit is version {have}, these templates need {required}"
+    )
+    echo(f"==> cdk bootstrap aws://{account}/{region} ({why})")
+    run([CDK, "bootstrap", f"aws://{account}/{region}", "--no-notices", "--app", str(assembly)], echo=echo)
+    have = bootstrap_version(session, parameter)
+    if have is None or have < required:
+        raise DeployError(
+            f"cdk bootstrap left {parameter} at {have}; the templates need version {required} or later: run "
+            f"`npx cdk bootstrap aws://{account}/{region}` with credentials that may update the CDKToolkit stack"
+        )
 
 
 def recreate_abandoned_first_deploys(
@@ -380,6 +449,11 @@ def destroy(environment_plan: EnvironmentPlan, *, echo: Callable[[str], None] = 
     run([CDK, "destroy", artifacts, "--exclusively", "--force", "--no-notices", *app], echo=echo)
     if env.retain_data:
         echo("    kept (retain_data: true): the artifact bucket, its access-log bucket and the image repository")
+
+
+def _template(assembly: Path, stack_name: str) -> str | None:
+    path = assembly / f"{stack_name}.template.json"
+    return path.read_text() if path.is_file() else None
 
 
 def _assembly(environment_plan: EnvironmentPlan) -> Path:

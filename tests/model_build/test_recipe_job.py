@@ -233,3 +233,224 @@ def test_the_source_s_bytes_come_from_the_hub_s_metadata_alone(tiny_models, tmp_
         _, plan = _load(_config(tmp_path, model="org/tiny-gpt2"))
         assert recipe_job.source_bytes_from_hub(plan) == expected > 0
     assert not list((tmp_path / "hf-home").rglob("*.safetensors"))
+
+
+# ---------------------------------------------------------------------------------------------- the content hash
+
+
+def test_the_exported_hash_is_read_from_batch_get_builds_as_botocore_s_model_shapes_it():
+    """moto's CodeBuild keeps no exported variables; botocore's Stubber checks this answer against the codebuild
+    model's BatchGetBuilds output shape (Build.exportedEnvironmentVariables: [{name, value}]) before the client
+    returns it, so a misnamed field fails here."""
+    import boto3
+    from botocore.stub import Stubber
+
+    client = boto3.client("codebuild", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+    content_hash = "c0" * 32
+    build = {
+        "id": "p:1",
+        "buildStatus": "SUCCEEDED",
+        "exportedEnvironmentVariables": [
+            {"name": "OTHER", "value": "x"},
+            {"name": "RECIPE_CONTENT_HASH", "value": content_hash},
+        ],
+    }
+    with Stubber(client) as stub:
+        stub.add_response("batch_get_builds", {"builds": [build]}, {"ids": ["p:1"]})
+        [answered] = client.batch_get_builds(ids=["p:1"])["builds"]
+    assert recipe_job.exported_content_hash(answered) == content_hash
+    with Stubber(client) as stub, pytest.raises(Exception, match="exportedVariables"):
+        stub.add_response("batch_get_builds", {"builds": [{"id": "p:1", "exportedVariables": []}]})
+
+
+@pytest.mark.parametrize(
+    ("exported", "said"),
+    [
+        ([], "RECIPE_CONTENT_HASH is none (exported: none)"),
+        ([{"name": "RECIPE_CONTENT_HASH", "value": ""}], "RECIPE_CONTENT_HASH is ''"),
+        ([{"name": "RECIPE_CONTENT_HASH", "value": "ABC"}], "RECIPE_CONTENT_HASH is 'ABC'"),
+    ],
+)
+def test_a_build_without_a_good_exported_hash_says_what_to_deploy(exported, said):
+    with pytest.raises(RecipeJobError) as err:
+        recipe_job.exported_content_hash(
+            {"id": "p:7", "buildStatus": "SUCCEEDED", "exportedEnvironmentVariables": exported}
+        )
+    message = str(err.value)
+    assert said in message and "CodeBuild build p:7" in message and "deploy the artifacts stack again" in message
+
+
+def _recipe_world(environment_plan, bucket: str) -> str:
+    """The artifacts stack's RecipeBuildProject output and its project, in the moto server."""
+    import boto3
+
+    boto3.client("s3").create_bucket(Bucket=bucket)
+    project = "llm-endpoints-local-recipe-build"
+    boto3.client("codebuild").create_project(
+        name=project,
+        source={"type": "S3", "location": f"{bucket}/code.zip"},
+        artifacts={"type": "NO_ARTIFACTS"},
+        environment={
+            "type": "LINUX_CONTAINER",
+            "image": "aws/codebuild/standard:8.0",
+            "computeType": "BUILD_GENERAL1_LARGE",
+        },
+        serviceRole=f"arn:aws:iam::{ACCOUNT}:role/recipe",
+    )
+    template = {
+        "Resources": {"Handle": {"Type": "AWS::CloudFormation::WaitConditionHandle"}},
+        "Outputs": {"RecipeBuildProject": {"Value": project}},
+    }
+    boto3.client("cloudformation").create_stack(
+        StackName=environment_plan.stack_name("artifacts"), TemplateBody=json.dumps(template)
+    )
+    return project
+
+
+def _publish_as_the_recipe_build(bucket: str, plan, content_hash: str) -> dict:
+    """What the project's `model_build publish` leaves in the bucket: the files, manifest.json last."""
+    import hashlib
+
+    import boto3
+
+    s3 = boto3.client("s3")
+    files = {"config.json": b'{"model_type": "gpt2"}', "model.safetensors": b"\0" * 64}
+    prefix = f"models/{plan.name}/{content_hash}/"
+    for name, body in files.items():
+        s3.put_object(Bucket=bucket, Key=prefix + name, Body=body)
+    manifest = {
+        "schema_version": 1,
+        "system": plan.system.name,
+        "endpoint": plan.name,
+        "dtype": plan.spec.dtype,
+        "files": [{"path": n, "size": len(b), "sha256": hashlib.sha256(b).hexdigest()} for n, b in files.items()],
+        "content_hash": content_hash,
+    }
+    s3.put_object(Bucket=bucket, Key=prefix + "manifest.json", Body=json.dumps(manifest).encode())
+    return manifest
+
+
+def test_a_build_in_the_account_lands_its_manifest_here_and_a_second_run_reuses_it(moto_env, tmp_path):
+    """Against the moto server: the build is started and followed; its exported hash (added to BatchGetBuilds'
+    answer as CodeBuild does: moto keeps neither exported variables nor the overrides) names the published manifest, fetched into the build folder with the
+    config.json it lists and marked built_in_account; the plan then resolves it; publish checks the bucket and sends
+    nothing; a second run of the same config reuses the build instead of starting one."""
+    import boto3
+
+    from deployment import load_config
+    from model_build.publish import publish_endpoint
+
+    config = _config(tmp_path)
+    environment_plan, plan = _load(config)
+    bucket = environment_plan.artifact_bucket(ACCOUNT, "us-east-1")
+    project = _recipe_world(environment_plan, bucket)
+    content_hash = "5e" * 32
+    manifest = _publish_as_the_recipe_build(bucket, plan, content_hash)
+    session = boto3.session.Session()
+    started: list[dict] = []
+    session.events.register("provide-client-params.codebuild.StartBuild", lambda params, **_: started.append(params))
+
+    def as_codebuild_answers(parsed, **_):
+        """What CodeBuild's BatchGetBuilds holds and moto's does not: the StartBuild overrides in the build's
+        environment (moto ignores them) and the buildspec's exported variable."""
+        for build in parsed.get("builds", []):
+            overrides = started[-1]["environmentVariablesOverride"] if started else []
+            build.setdefault("environment", {})["environmentVariables"] = overrides
+            if build.get("buildStatus") == "SUCCEEDED":
+                build["exportedEnvironmentVariables"] = [{"name": "RECIPE_CONTENT_HASH", "value": content_hash}]
+
+    session.events.register("after-call.codebuild.BatchGetBuilds", as_codebuild_answers)
+    build_dir = tmp_path / "build" / plan.name
+    (build_dir).mkdir(parents=True)
+    (build_dir / "stale.bin").write_bytes(b"an older build's file")
+    out = io.StringIO()
+    done = recipe_job.build_and_fetch(environment_plan, plan, build_dir, session=session, out=out, source_bytes=GB)
+    assert (done.content_hash, done.reused, len(started)) == (content_hash, False, 1)
+    assert sorted(p.name for p in build_dir.iterdir()) == ["config.json", "manifest.json"]  # replaced whole
+    fetched = json.loads((build_dir / "manifest.json").read_text())
+    assert fetched["built_in_account"] == {"build": done.build_id, "bucket": bucket}
+    assert fetched["files"] == manifest["files"]
+    replanned = load_config(config, None, build_root=tmp_path / "build").plan(plan.name)
+    assert (replanned.artifact.source, replanned.artifact.content_hash) == ("manifest", content_hash)
+
+    report = publish_endpoint(environment_plan, replanned, build_dir, session=session)
+    assert (report.uploaded_files, report.skipped_files, report.content_hash) == (0, 3, content_hash)
+
+    again = recipe_job.build_and_fetch(environment_plan, plan, build_dir, session=session, out=out, source_bytes=GB)
+    assert (again.reused, again.build_id, len(started)) == (True, done.build_id, 1)
+    assert f"build {done.build_id} of this config already published {content_hash[:12]}: reused" in out.getvalue()
+    assert boto3.client("codebuild").list_builds_for_project(projectName=project)["ids"] == [done.build_id]
+
+
+def test_publish_of_a_build_in_the_account_whose_artifact_is_gone_says_what_to_run(moto_env, tmp_path):
+    import boto3
+
+    from deployment import load_config
+    from model_build.publish import PublishError, publish_endpoint
+
+    config = _config(tmp_path)
+    environment_plan, plan = _load(config)
+    bucket = environment_plan.artifact_bucket(ACCOUNT, "us-east-1")
+    _recipe_world(environment_plan, bucket)
+    content_hash = "7a" * 32
+    _publish_as_the_recipe_build(bucket, plan, content_hash)
+    build_dir = tmp_path / "build" / plan.name
+    recipe_job.fetch_published(boto3.client("s3"), bucket, plan.name, content_hash, "p:1", build_dir)
+    boto3.client("s3").delete_object(Bucket=bucket, Key=f"models/{plan.name}/{content_hash}/manifest.json")
+    replanned = load_config(config, None, build_root=tmp_path / "build").plan(plan.name)
+    with pytest.raises(PublishError) as err:
+        publish_endpoint(environment_plan, replanned, build_dir)
+    message = str(err.value)
+    assert "was built in the account by CodeBuild build p:1" in message and "is not there" in message
+    assert f"python -m model_build build --in-account --config {config}" in message
+
+
+def test_a_damaged_published_file_is_refused_and_nothing_is_written(moto_env, tmp_path):
+    import boto3
+
+    environment_plan, plan = _load(_config(tmp_path))
+    bucket = environment_plan.artifact_bucket(ACCOUNT, "us-east-1")
+    _recipe_world(environment_plan, bucket)
+    content_hash = "9b" * 32
+    _publish_as_the_recipe_build(bucket, plan, content_hash)
+    s3 = boto3.client("s3")
+    s3.put_object(Bucket=bucket, Key=f"models/{plan.name}/{content_hash}/config.json", Body=b"{}")
+    build_dir = tmp_path / "build" / plan.name
+    with pytest.raises(RecipeJobError, match="config.json differs from its manifest entry"):
+        recipe_job.fetch_published(s3, bucket, plan.name, content_hash, "p:1", build_dir)
+    assert not build_dir.exists() and not list((tmp_path / "build").iterdir())
+
+
+def test_the_cli_says_when_the_build_exported_no_hash_with_no_traceback(moto_env, tiny_models, tmp_path):
+    """moto's build succeeds and exports nothing, as a recipe project of an older version would; the model is sized
+    from a Hub mirror on 127.0.0.1 serving the tiny GPT-2."""
+    import subprocess
+    import sys
+
+    from hermetic import subprocess_env
+
+    from local_emulator.hub_mirror import HubMirror, add_repo
+
+    add_repo(tmp_path / "hub", "org/tiny-gpt2", tiny_models["gpt2"])
+    config = _config(tmp_path, model="org/tiny-gpt2")
+    with HubMirror(tmp_path / "hub") as running:
+        hub = {"HF_ENDPOINT": running.url, "HF_HOME": str(tmp_path / "hf-home"), "HF_HUB_OFFLINE": "0"}
+        environment_plan, _ = _load(config)
+        _recipe_world(environment_plan, environment_plan.artifact_bucket(ACCOUNT, "us-east-1"))
+        command = ["build", "--in-account", "--config", str(config), "--endpoint", "tiny-gpt2"]
+        done = subprocess.run(
+            [sys.executable, "-m", "model_build", *command],
+            cwd=ROOT,
+            env=subprocess_env(**moto_env.client_env(), **hub),
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+    text = done.stdout + done.stderr
+    assert done.returncode != 0 and "Traceback" not in text, text
+    assert "[recipe] started CodeBuild build" in text
+    assert "exported variable RECIPE_CONTENT_HASH is none" in text and "deploy the artifacts stack again" in text
+    assert (
+        not (ROOT / "build" / "tiny-gpt2" / "manifest.json").exists()
+        or "built_in_account" not in (ROOT / "build" / "tiny-gpt2" / "manifest.json").read_text()
+    )

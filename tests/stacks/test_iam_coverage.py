@@ -166,6 +166,13 @@ ACTIONS: dict[tuple[str, str], tuple[str, ...]] = {
     ("sagemaker", "DescribeAIBenchmarkJob"): ("sagemaker:DescribeAIBenchmarkJob",),
     ("sts", "GetCallerIdentity"): (),
     ("secretsmanager", "GetSecretValue"): ("secretsmanager:GetSecretValue",),
+    # Starting and following a CodeBuild job (model_build/stage.py follow_codebuild): the Service Authorization
+    # Reference for AWS CodeBuild (list_awscodebuild) names the actions as the operations, each on the project;
+    # CloudWatch Logs' GetLogEvents (list_amazoncloudwatchlogs) on the log group's streams.
+    ("codebuild", "StartBuild"): ("codebuild:StartBuild",),
+    ("codebuild", "ListBuildsForProject"): ("codebuild:ListBuildsForProject",),
+    ("codebuild", "BatchGetBuilds"): ("codebuild:BatchGetBuilds",),
+    ("logs", "GetLogEvents"): ("logs:GetLogEvents",),
 }
 
 
@@ -189,6 +196,10 @@ def needs_of(call: Call, where: Where) -> list[Need]:
         return found
     if (call.service, call.operation) not in ACTIONS:
         raise KeyError(f"no IAM mapping for {call.service} {call.operation}: add it to ACTIONS with its source")
+    if call.operation == "BatchGetBuilds":  # a build id is "<project>:<uuid>": the action on each build's project
+        base = f"arn:{where.partition}:codebuild:{where.region}:{where.account}:project/"
+        projects = sorted({build_id.split(":")[0] for build_id in p["ids"]})
+        return [Need("codebuild:BatchGetBuilds", base + project, why) for project in projects]
     found = [Need(action, _resource_of(call, where), why) for action in ACTIONS[(call.service, call.operation)]]
     if call.operation == "CreateAIBenchmarkJob":
         # The role SageMaker assumes for the job: passing it is iam:PassRole on it (IAM User Guide, "Grant a user
@@ -221,6 +232,10 @@ def _resource_of(call: Call, where: Where) -> str:
             if name.startswith("arn:")
             else base.format(service="cloudformation") + f":stack/{name}/{STACK_ID_SUFFIX}"
         )
+    if "projectName" in p:
+        return base.format(service="codebuild") + f":project/{p['projectName']}"
+    if "logGroupName" in p:
+        return base.format(service="logs") + f":log-group:{p['logGroupName']}:log-stream:{p['logStreamName']}"
     if "RoleArn" in p:
         return p["RoleArn"]
     if "SecretId" in p:
@@ -965,7 +980,11 @@ def test_publisher_and_model_build_roles_allow_every_call_of_the_model_build_com
     with codebuild_step(project, tmp_path, monkeypatch) as spec, recording(monkeypatch) as rec:
         [command] = spec["phases"]["build"]["commands"]
         [(code, argv)] = python_checks(command)
-        [publish_argv] = model_build_commands(command, "publish")
+        # This endpoint converts a Hub model: the step runs `build --in-account` for it (the next test). The step
+        # publishes with the same arguments an endpoint it builds itself (a checkpoint system, a local model): that
+        # publish, run here, holds the publisher's publish grant.
+        [build_argv] = model_build_commands(command, "build")
+        publish_argv = ["publish", *[a for a in build_argv[1:] if a != "--in-account"]]
         assert not run_python_check(code, argv, monkeypatch), "nothing is published yet"
         with monkeypatch.context() as m:
             m.setattr(
@@ -990,6 +1009,109 @@ def test_publisher_and_model_build_roles_allow_every_call_of_the_model_build_com
         ("sts", "GetCallerIdentity"),
     }
     assert missing(role_policy(target_ctx, target_lid), needs) == []
+
+
+def _exports_content_hash(content_hash: str) -> Callable[[Any], None]:
+    """What CodeBuild adds and moto's CodeBuild does not (moto 5.2.5 moto/codebuild/models.py keeps no exported
+    variables): the recipe buildspec's exported RECIPE_CONTENT_HASH on each succeeded build BatchGetBuilds returns
+    (Build.exportedEnvironmentVariables, botocore's codebuild model)."""
+
+    def add(parsed: dict, **_: Any) -> None:
+        for build in parsed.get("builds", []):
+            if build.get("buildStatus") == "SUCCEEDED":
+                build["exportedEnvironmentVariables"] = [{"name": "RECIPE_CONTENT_HASH", "value": content_hash}]
+
+    return lambda events: events.register("after-call.codebuild.BatchGetBuilds", add)
+
+
+def test_publisher_role_allows_every_call_of_the_in_account_recipe_build(moto_env, envs, monkeypatch, tmp_path):
+    """The model build step's command for an endpoint whose recipe converts a Hub model: the head_object check, then
+    `model_build build --in-account` (model_build/recipe_job.py): the recipe project from the artifacts stack's
+    output, its recent builds, the config under recipe-specs/, StartBuild, the build followed (its status, exported
+    hash and log), the published manifest fetched; then the check again. moto runs no build: the artifact is put in
+    the bucket beforehand as the project's publish leaves it, and the Hub's sizing (no AWS call; tested against a Hub
+    mirror in tests/model_build/test_recipe_job.py) is a fixed 12 GB."""
+    import hashlib
+
+    import model_build.cli as cli
+    import model_build.recipe_job as recipe_job
+
+    env = envs["dev"]
+    monkeypatch.chdir(ROOT)
+    project, cb_role, cb_where = env.codebuild("ModelBuild")
+    environment_plan = load_config(ROOT / CONFIG, env.name)
+    plan = environment_plan.plan(ENDPOINT)
+    assert plan.converts_hub_model
+    setup = account_session(env.where.account, env.where.region)
+    bucket = artifact_bucket_name(environment_plan.project, env.name, env.where.account, env.where.region)
+    s3 = setup.client("s3")  # made before the step's profile is set, as the setup's other clients
+    s3.create_bucket(Bucket=bucket)
+    monkeypatch.setattr("deployment.plan.BUILD_ROOT", tmp_path / "build")
+    monkeypatch.setattr(recipe_job, "source_bytes_from_hub", lambda plan: 12 * recipe_job.GB)
+    recipe_project = f"{environment_plan.project}-{env.name}-recipe-build"
+    assert env.artifacts_stack.template["Outputs"]["RecipeBuildProject"]["Value"] == recipe_project
+    setup.client("codebuild").create_project(
+        name=recipe_project,
+        source={"type": "S3", "location": f"{bucket}/code.zip"},
+        artifacts={"type": "NO_ARTIFACTS"},
+        environment={
+            "type": "LINUX_CONTAINER",
+            "image": "aws/codebuild/standard:8.0",
+            "computeType": "BUILD_GENERAL1_LARGE",
+        },
+        serviceRole=f"arn:aws:iam::{env.where.account}:role/recipe",
+    )
+    setup.client("cloudformation").create_stack(
+        StackName=environment_plan.stack_name("artifacts"),
+        TemplateBody=json.dumps(
+            {
+                "Resources": {"Handle": {"Type": "AWS::CloudFormation::WaitConditionHandle"}},
+                "Outputs": {"RecipeBuildProject": {"Value": recipe_project}},
+            }
+        ),
+    )
+    prefix = f"models/{plan.name}/{plan.artifact.content_hash}/"
+    with codebuild_step(project, tmp_path, monkeypatch) as spec:
+        [command] = spec["phases"]["build"]["commands"]
+        [(code, argv)] = python_checks(command)
+        [build_argv] = model_build_commands(command, "build")
+        assert "--in-account" in build_argv
+        # the recipe build's publish, as it leaves the bucket (config.json last but one, manifest.json last)
+        config = b'{"model_type": "gptj"}'
+        files = [{"path": "config.json", "size": len(config), "sha256": hashlib.sha256(config).hexdigest()}]
+        with recording(monkeypatch, _exports_content_hash(plan.artifact.content_hash)) as rec:
+            assert not run_python_check(code, argv, monkeypatch), "nothing is published yet"
+            s3.put_object(Bucket=bucket, Key=prefix + "config.json", Body=config)
+            manifest = {"files": files, "content_hash": plan.artifact.content_hash, "system": plan.system.name}
+            s3.put_object(Bucket=bucket, Key=prefix + "manifest.json", Body=json.dumps(manifest).encode())
+            assert cli.main(build_argv) == 0
+            assert run_python_check(code, argv, monkeypatch), "the pinned artifact's manifest.json is published"
+    _check_codebuild_role(env, rec, project, spec, cb_role, cb_where)
+    fetched = json.loads((tmp_path / "build" / plan.name / "manifest.json").read_text())
+    assert fetched["built_in_account"]["bucket"] == bucket
+    by_role = rec.by_assumed_role()
+    calls = [c for role_calls in by_role.values() for c in role_calls]
+    [target] = set(by_role)
+    target_ctx, target_lid = env.role_named(target)
+    assert target_ctx is env.artifacts_stack
+    made = {(c.service, c.operation) for c in calls}
+    assert made == {
+        ("s3", "HeadBucket"),
+        ("s3", "HeadObject"),
+        ("s3", "GetObject"),
+        ("s3", "PutObject"),
+        ("sts", "GetCallerIdentity"),
+        ("cloudformation", "DescribeStacks"),
+        ("codebuild", "ListBuildsForProject"),
+        ("codebuild", "BatchGetBuilds"),
+        ("codebuild", "StartBuild"),
+    } | ({("logs", "GetLogEvents")} & made)
+    [spec_put] = [c for c in calls if c.operation == "PutObject"]
+    assert spec_put.params["Key"].startswith(f"recipe-specs/{plan.name}/")
+    needs = principal_needs(calls, target_ctx.where)
+    assert missing(role_policy(target_ctx, target_lid), needs) == []
+    # exactly: the spec prefix is the only one the publisher writes besides models/*, and not staging-specs/ for this
+    assert missing(role_policy(target_ctx, target_lid), [Need("s3:PutObject", f"arn:aws:s3:::{bucket}/other/x", "t")])
 
 
 def _check_codebuild_role(env: Env, rec: Recorder, project, spec, cb_role: str, cb_where: Where) -> None:

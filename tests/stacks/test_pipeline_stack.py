@@ -201,8 +201,10 @@ def test_model_build_step_builds_and_publishes_each_endpoint_with_the_configured
         assert "credential_source = EcsContainer" in install
         [command] = spec["phases"]["build"]["commands"]
         where = f"--config {CONFIG} --env {env} --endpoint gptj-fastload"
-        assert f"python -m model_build build {where}" in command
-        assert f"python -m model_build publish {where}" in command
+        # hf-fastload converts the Hub model: the recipe runs (and publishes) in the account's recipe build project,
+        # not on this step's compute; the step follows it (docs/design/staging.md "The pipeline")
+        assert f"python -m model_build build --in-account {where}" in command
+        assert "model_build publish" not in command and "--quiet" not in command
         # A published pinned artifact (its manifest.json) skips the rebuild.
         assert f"llm-endpoints-{env}-artifacts-{account}-us-east-1 models/gptj-fastload/5f0c3c7a" in command
         assert {"Name": "AWS_PROFILE", "Type": "PLAINTEXT", "Value": "publisher"} in environment["EnvironmentVariables"]

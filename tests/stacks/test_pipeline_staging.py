@@ -113,3 +113,100 @@ def test_the_publisher_role_may_start_and_follow_only_its_staging_job(staged_pip
     }
     kms = {a for a in granted if a.startswith("kms:")}  # the bucket key's S3-scoped use, when the bucket has one
     assert {a: r for a, r in granted.items() if a not in kms} == expected
+
+
+GPTJ = {
+    "name": "gptj",
+    "system": "hf-fastload",  # converts the Hub model (fp16 reshard): its recipe runs in the account
+    "model": "EleutherAI/gpt-j-6B",
+    "dtype": "fp16",
+    "instance_type": "ml.g5.2xlarge",
+    "volume_size_gb": None,
+    "artifact_hash": "1" * 64,
+}
+
+
+@pytest.fixture(scope="module")
+def converting_pipeline(tmp_path_factory):
+    import aws_cdk as cdk
+
+    from stacks.nag import add_nag_checks
+    from stacks.pipeline_stack import PipelineStack
+
+    environment_plans, spec = environment_plans_with(
+        **{
+            "endpoints": [QWEN3_32B, GPTJ],
+            "environments.dev.overrides": None,
+            "environments.prod.overrides": None,
+            "pipeline.build": None,
+            "pipeline.stages": ["dev"],
+            "pipeline.manual_approval_before": [],
+        }
+    )
+    outdir = tmp_path_factory.mktemp("converting-pipeline")
+    app = cdk.App(context=cdk_context(), outdir=str(outdir))
+    PipelineStack(
+        app,
+        "P",
+        config_path=PIPELINE_CONFIG,
+        environment_plans=environment_plans,
+        pipeline=spec,
+        env={"account": TOOLS, "region": "us-east-1"},
+    )
+    add_nag_checks(app)
+    assembly = app.synth()  # raises on any unacknowledged cdk-nag finding
+    [artifacts] = assembly.get_nested_assembly("assembly-dev-artifacts").stacks
+    return json.loads((outdir / "P.template.json").read_text()), artifacts.template
+
+
+def test_a_converting_recipe_is_built_in_the_account_and_a_checkpoint_here(converting_pipeline):
+    template, _ = converting_pipeline
+    [gptj, qwen] = sorted(
+        _buildspec(_project_for(template, "dev-artifacts", "ModelBuild"))["phases"]["build"]["commands"],
+        key=lambda c: "--endpoint qwen3-32b" in c,
+    )
+    assert f"python -m model_build build --in-account --config {PIPELINE_CONFIG} --env dev --endpoint gptj" in gptj
+    assert "model_build publish" not in gptj  # the recipe project publishes, in the account
+    assert "model_build publish" in qwen and "--in-account" not in qwen
+
+
+def test_the_publisher_role_may_start_and_follow_exactly_both_jobs(converting_pipeline):
+    _, artifacts = converting_pipeline
+    [(lid, _role)] = [
+        (lid, r) for lid, r in _resources(artifacts, "AWS::IAM::Role").items() if lid.startswith("ModelPublisherRole")
+    ]
+    granted: dict[str, set[str]] = {}
+    for statement in _role_statements(artifacts, lid):
+        actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+        resources = statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
+        for action in actions:
+            granted.setdefault(action, set()).update(_flat(r) for r in resources)
+    names = {p["Properties"]["Name"] for p in _resources(artifacts, "AWS::CodeBuild::Project").values()}
+    assert names == {"llm-endpoints-dev-weights-staging", "llm-endpoints-dev-recipe-build"}
+    projects = {
+        f'arn:aws:codebuild:{{"Ref": "AWS::Region"}}:{{"Ref": "AWS::AccountId"}}:project/{name}' for name in names
+    }
+    groups = {
+        json.dumps({"Fn::GetAtt": [lid, "Arn"]})
+        for lid in _resources(artifacts, "AWS::Logs::LogGroup")
+        if lid.startswith(("WeightsStaging", "RecipeBuild"))
+    }
+    assert len(groups) == 2
+    bucket = '{"Fn::GetAtt": ["ArtifactBucket", "Arn"]}'
+    stack = (
+        'arn:aws:cloudformation:{"Ref": "AWS::Region"}:{"Ref": "AWS::AccountId"}:stack/llm-endpoints-dev-artifacts/*'
+    )
+    expected = {
+        "s3:ListBucket": {bucket},
+        "s3:GetObject": {f"{bucket}/models/*"},  # HeadObject, and the fetch of the published manifest
+        "s3:AbortMultipartUpload": {f"{bucket}/models/*"},
+        # each job's spec beside the uploads: the staging spec, the recipe's config
+        "s3:PutObject": {f"{bucket}/models/*", f"{bucket}/staging-specs/*", f"{bucket}/recipe-specs/*"},
+        "cloudformation:DescribeStacks": {stack},
+        "codebuild:ListBuildsForProject": projects,
+        "codebuild:BatchGetBuilds": projects,  # status, log stream and the recipe's exported content hash
+        "codebuild:StartBuild": projects,
+        "logs:GetLogEvents": groups,
+    }
+    kms = {a for a in granted if a.startswith("kms:")}
+    assert {a: r for a, r in granted.items() if a not in kms} == expected

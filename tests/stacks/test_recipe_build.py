@@ -62,10 +62,13 @@ def test_the_project_runs_build_then_publish_after_the_build_venv(artifacts):
     spec = json.loads(props["Source"]["BuildSpec"])
     assert spec["phases"]["install"]["commands"] == ["make venv-build"]
     assert 'aws s3 cp "$RECIPE_CONFIG" /tmp/recipe/config.yaml' in spec["phases"]["pre_build"]["commands"][0]
-    build, publish = spec["phases"]["build"]["commands"]
+    build, publish, export = spec["phases"]["build"]["commands"]
     where = '--config /tmp/recipe/config.yaml --env "$RECIPE_ENV" --endpoint "$RECIPE_ENDPOINT"'
     assert build.endswith(f".venv/bin/python -m model_build build {where}")
     assert publish == f".venv/bin/python -m model_build publish {where}"
+    # the content hash, once published, for `model_build build --in-account` (BatchGetBuilds)
+    assert spec["env"]["exported-variables"] == ["RECIPE_CONTENT_HASH"]
+    assert export.endswith("&& export RECIPE_CONTENT_HASH")
     outputs = {k: v["Value"] for k, v in template["Outputs"].items()}
     assert outputs["RecipeBuildProject"] == props["Name"]
 
@@ -77,10 +80,47 @@ def test_the_buildspec_s_commands_parse_with_model_build_s_own_cli():
     from model_build.cli import parser
     from stacks.recipe_build import buildspec
 
-    for command in buildspec()["phases"]["build"]["commands"]:
+    commands = [c for c in buildspec()["phases"]["build"]["commands"] if "-m model_build" in c]
+    assert len(commands) == 2
+    for command in commands:
         command = command.split("&& ")[-1].replace('"$RECIPE_ENV"', "dev").replace('"$RECIPE_ENDPOINT"', "e")
         args = parser().parse_args(shlex.split(command)[3:])
         assert (args.config, args.env, args.endpoint) == ("/tmp/recipe/config.yaml", "dev", "e")
+
+
+def _export_command_in_bash(tmp_path: Path, manifest: str | None) -> subprocess.CompletedProcess:
+    """The buildspec's export command in bash, in a folder laid out as the build leaves its source directory
+    (.venv/bin/python, artifact/, build/<endpoint>/manifest.json), then the variable as the build ends with it."""
+    from stacks.recipe_build import buildspec
+
+    export = buildspec()["phases"]["build"]["commands"][-1]
+    (tmp_path / ".venv" / "bin").mkdir(parents=True)
+    (tmp_path / ".venv" / "bin" / "python").symlink_to(sys.executable)
+    (tmp_path / "artifact").symlink_to(ROOT / "artifact")
+    if manifest is not None:
+        (tmp_path / "build" / "e").mkdir(parents=True)
+        (tmp_path / "build" / "e" / "manifest.json").write_text(manifest)
+    return subprocess.run(
+        ["bash", "-c", f'{export} && echo "exported=$RECIPE_CONTENT_HASH"'],
+        cwd=tmp_path,
+        env={"RECIPE_ENDPOINT": "e", "PATH": "/usr/bin:/bin", "PYTHONPATH": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_the_build_exports_the_published_manifest_s_content_hash(tmp_path):
+    content_hash = "ab" * 32
+    done = _export_command_in_bash(tmp_path, json.dumps({"files": [], "content_hash": content_hash}))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"exported={content_hash}"
+
+
+def test_the_export_fails_the_build_when_there_is_no_manifest(tmp_path):
+    done = _export_command_in_bash(tmp_path, None)
+    assert done.returncode != 0 and "exported=" not in done.stdout
+    assert "does not exist" in done.stderr
 
 
 def test_the_code_asset_holds_what_model_build_needs_and_nothing_else(artifacts):
