@@ -519,7 +519,7 @@ def _check_checkpoint(
         verification["tokenizer"] = check_tokenizer(source.metadata_dir)
     except Exception as err:
         raise _fail(endpoint, f"the tokenizer does not load or work: {type(err).__name__}: {err}") from None
-    # The engine systems' rules need their profile (vllm, sglang); a system without one (LMI: no engine table of
+    # The engine systems' rules need their profile (vllm, sglang); a system without one (LMI, tgi: no engine table of
     # its image) gets the fit check every converting recipe runs on the weights it reads (recipe_common.load_source),
     # on every pool.
     if system.profile is not None:
