@@ -6,7 +6,8 @@ Every reader refuses, with UnreadableModel naming the file, the field, the value
 - a file over its kind's size cap (read at most cap + 1 bytes);
 - JSON nested deeper than MAX_JSON_DEPTH (measured on the bytes before parsing, so json never recurses into it),
   with duplicate keys, or with NaN/Infinity (json accepts them; no model file needs them);
-- fields of the wrong type or out of bounds for the code that consumes them (config.json: CONFIG_INTS).
+- fields of the wrong type or out of bounds for the code that consumes them (config.json: CONFIG_INTS); the
+  config.json fields the serving code reads are read here, once (config_fields), not again by each consumer.
 Bytes fetched from the network go through the same checks: parse_model_json, parse_safetensors_header.
 The classes and their sources: docs/design/untrusted-input.md.
 """
@@ -19,8 +20,9 @@ import os
 import re
 import stat
 import struct
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 
 class UnreadableModel(ValueError):
@@ -210,7 +212,8 @@ def read_model_json(path: Path, *, name: str | None = None) -> dict[str, Any]:
 
 # ---- safetensors headers
 
-_SAFETENSORS_DTYPES = {
+# Bytes per element of the safetensors dtypes (the header's "dtype" strings, safetensors' format specification).
+SAFETENSORS_DTYPE_BYTES = {
     "F64": 8,
     "I64": 8,
     "U64": 8,
@@ -252,8 +255,8 @@ def parse_safetensors_header(
         if not isinstance(info, dict):
             raise _refuse(name, field, info, "an object with dtype, shape and data_offsets")
         dtype, shape, offsets = info.get("dtype"), info.get("shape"), info.get("data_offsets")
-        if dtype not in _SAFETENSORS_DTYPES:
-            raise _refuse(name, _Said(f"{field} dtype"), dtype, ", ".join(_SAFETENSORS_DTYPES))
+        if dtype not in SAFETENSORS_DTYPE_BYTES:
+            raise _refuse(name, _Said(f"{field} dtype"), dtype, ", ".join(SAFETENSORS_DTYPE_BYTES))
         if (
             not isinstance(shape, list)
             or len(shape) > MAX_TENSOR_RANK
@@ -368,16 +371,51 @@ def check_model_config(config: Any, *, name: str = "config.json") -> dict[str, A
     """`config` (config.json as parsed) with each field the serving code reads typed and in bounds; text_config
     (multimodal configs keep the decoder's shape there) checked the same way. UnreadableModel naming the field,
     its value and what is allowed."""
+    config_fields(config, name=name)
+    return config
+
+
+class Named(NamedTuple):
+    """An integer field of config.json and the key the file gives it under: transformers' families name one field
+    differently (hidden_size; GPT-2's n_embd; T5's d_model), and a message quotes the file's own key."""
+
+    key: str
+    value: int
+
+
+@dataclass(frozen=True)
+class ConfigFields:
+    """The fields of a config.json that the serving code reads, read here once, after each is typed and in bounds
+    (check_model_config). Multimodal configs keep the decoder's shape under text_config: the shape fields are read
+    from `decoder`, text_config over the top level."""
+
+    architecture: str | None  # architectures[0]
+    model_type: str | None  # the top level's (a multimodal config's own kind)
+    dtype: str | None  # `dtype` (transformers 5 writes it) or `torch_dtype` (4.x), the top level's first
+    decoder: dict[str, Any]  # the decoder's fields: text_config over the top level, or the config itself
+    decoder_type: str | None  # the decoder's model_type (text_config's where there is one)
+    hidden: Named | None  # hidden_size, n_embd or d_model
+    layers: Named | None  # num_hidden_layers, n_layer or num_layers
+    heads: Named | None  # num_attention_heads, n_head or num_heads
+    kv_heads: int | None  # num_key_value_heads; without it every query head has its own (= heads)
+    head_dim: int | None  # head_dim; without it hidden // heads
+    vocab_size: int | None
+    max_position_embeddings: int | None
+    layer_types: list[Any] | None  # one kind of attention per layer ("sliding_attention", "full_attention")
+    scaled_rope: bool  # rope_scaling / a non-default rope_parameters: the engines may derive a longer context
+
+
+def config_fields(config: Any, *, name: str = "config.json") -> ConfigFields:
+    """The fields of `config` (config.json as parsed) that the serving code reads: each typed and in bounds, with
+    text_config checked the same way, and the relations between them that the consuming code relies on.
+    UnreadableModel naming the field, its value and what is allowed."""
     if not isinstance(config, dict):
         raise _refuse(name, None, _Said(f"a JSON {type(config).__name__}"), "a JSON object")
     _check_fields(config, name, "")
     text = config.get("text_config")
     if text is not None:
         _check_fields(text, name, "text_config.")
-        _check_shape({**config, **text}, name, "text_config.")
-    else:
-        _check_shape(config, name, "")
-    return config
+    return _read_fields(config, name)
 
 
 def _check_fields(c: dict[str, Any], name: str, prefix: str) -> None:
@@ -428,39 +466,51 @@ def _check_fields(c: dict[str, Any], name: str, prefix: str) -> None:
             raise _refuse(name, _Said(f"{prefix}{key}"), c[key], "a list")
 
 
-def _first(c: dict[str, Any], *keys: str) -> tuple[str, Any]:
+def _first(c: dict[str, Any], *keys: str) -> Named | None:
     for key in keys:
         if c.get(key) is not None:
-            return key, c[key]
-    return keys[0], None
+            return Named(key, c[key])
+    return None
 
 
-def _check_shape(c: dict[str, Any], name: str, prefix: str) -> None:
-    """The relations the consuming code relies on: the head size is hidden_size // heads unless head_dim is given
-    (checkpoint_facts, transformers' attention modules), so heads must divide hidden_size; grouped-query attention
-    shares each KV head among heads // kv_heads query heads (vLLM's attention asserts num_heads % num_kv_heads == 0);
-    layer_types lists one kind per layer (transformers' layer_type_validation)."""
-    hidden_key, hidden = _first(c, "hidden_size", "n_embd", "d_model")
-    heads_key, heads = _first(c, "num_attention_heads", "n_head", "num_heads")
-    if hidden is not None and heads is not None and c.get("head_dim") is None and c.get("d_kv") is None:
-        if hidden % heads:
+def rope_is_scaled(c: dict[str, Any]) -> bool:
+    """Whether rope_scaling or rope_parameters names a rope type other than the default (linear, yarn, llama3, ...)."""
+    rope = c.get("rope_scaling") or c.get("rope_parameters")
+    return isinstance(rope, dict) and rope.get("rope_type", rope.get("type", "default")) != "default"
+
+
+def _read_fields(config: dict[str, Any], name: str) -> ConfigFields:
+    """The fields of a config whose types _check_fields has checked, and the relations the consuming code relies on:
+    the head size is hidden_size // heads unless head_dim is given (checkpoint_facts, transformers' attention
+    modules), so heads must divide hidden_size; grouped-query attention shares each KV head among heads // kv_heads
+    query heads (vLLM's attention asserts num_heads % num_kv_heads == 0); layer_types lists one kind per layer
+    (transformers' layer_type_validation)."""
+    text = config.get("text_config")
+    c, prefix = ({**config, **text}, "text_config.") if text is not None else (config, "")
+    hidden = _first(c, "hidden_size", "n_embd", "d_model")
+    heads = _first(c, "num_attention_heads", "n_head", "num_heads")
+    head_dim = c.get("head_dim")
+    if head_dim is None and hidden is not None and heads is not None:
+        if hidden.value % heads.value and c.get("d_kv") is None:
             raise _refuse(
                 name,
-                f"{prefix}{heads_key}",
-                heads,
-                f"a divisor of {hidden_key} {hidden} (the head size is {hidden_key} // {heads_key} without head_dim)",
+                f"{prefix}{heads.key}",
+                heads.value,
+                f"a divisor of {hidden.key} {hidden.value} (the head size is {hidden.key} // {heads.key} without"
+                " head_dim)",
             )
+        head_dim = hidden.value // heads.value
     kv = c.get("num_key_value_heads")
-    if heads is not None and kv is not None and heads % kv:
-        raise _refuse(name, _Said(f"{prefix}num_key_value_heads"), kv, f"a divisor of {heads_key} {heads}")
-    layers_key, layers = _first(c, "num_hidden_layers", "n_layer", "num_layers")
+    if heads is not None and kv is not None and heads.value % kv:
+        raise _refuse(name, _Said(f"{prefix}num_key_value_heads"), kv, f"a divisor of {heads.key} {heads.value}")
+    layers = _first(c, "num_hidden_layers", "n_layer", "num_layers")
     kinds = c.get("layer_types")
-    if isinstance(kinds, list) and layers is not None and len(kinds) != layers:
+    if isinstance(kinds, list) and layers is not None and len(kinds) != layers.value:
         raise _refuse(
             name,
             _Said(f"{prefix}layer_types"),
             _Said(f"{len(kinds)} entries"),
-            f"one per layer ({layers_key} {layers})",
+            f"one per layer ({layers.key} {layers.value})",
         )
     top_k, experts = c.get("num_experts_per_tok"), c.get("num_local_experts") or c.get("num_experts")
     if type(top_k) is int and type(experts) is int and experts and top_k > experts:
@@ -468,6 +518,22 @@ def _check_shape(c: dict[str, Any], name: str, prefix: str) -> None:
     only = c.get("mlp_only_layers")
     if isinstance(only, list) and not all(type(i) is int for i in only):
         raise _refuse(name, _Said(f"{prefix}mlp_only_layers"), only, "a list of layer indices")
+    return ConfigFields(
+        architecture=(config.get("architectures") or [None])[0],
+        model_type=config.get("model_type"),
+        dtype=config.get("dtype") or config.get("torch_dtype") or c.get("dtype") or c.get("torch_dtype"),
+        decoder=c,
+        decoder_type=c.get("model_type"),
+        hidden=hidden,
+        layers=layers,
+        heads=heads,
+        kv_heads=kv or (heads.value if heads is not None else None),
+        head_dim=head_dim,
+        vocab_size=c.get("vocab_size"),
+        max_position_embeddings=c.get("max_position_embeddings"),
+        layer_types=kinds if isinstance(kinds, list) else None,
+        scaled_rope=rope_is_scaled(c),
+    )
 
 
 def read_model_config(path: Path, *, name: str | None = None) -> dict[str, Any]:
@@ -665,12 +731,16 @@ def check_model_folder(folder: Path) -> int:
 
 
 __all__ = [
+    "SAFETENSORS_DTYPE_BYTES",
+    "ConfigFields",
+    "Named",
     "check_model_folder",
     "check_regular_file",
     "UnreadableModel",
     "check_adapter_config",
     "check_generation_config",
     "check_model_config",
+    "config_fields",
     "json_depth_exceeds",
     "parse_model_config",
     "parse_model_json",
@@ -683,4 +753,5 @@ __all__ = [
     "read_regular_file",
     "read_safetensors_header",
     "read_tokenizer_config",
+    "rope_is_scaled",
 ]

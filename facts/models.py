@@ -18,8 +18,6 @@ from types import MappingProxyType
 
 from facts import model_files
 
-_DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1, "BOOL": 1}
-
 
 @dataclass(frozen=True)
 class ModelFacts:

@@ -20,16 +20,11 @@ from typing import Any
 from artifact import BuildError
 from artifact.hub_source import HubError, HubModel, open_hub_model
 from endpoint_config import EndpointSpec
-from facts.model_files import read_safetensors_header
+from facts.model_files import SAFETENSORS_DTYPE_BYTES, read_safetensors_header
 from facts.models import read_json_object
 
 from .base import E, ServingSystem
-from .checkpoint_facts import (
-    SAFETENSORS_DTYPE_BYTES,
-    Checkpoint,
-    read_local_checkpoint,
-    read_metadata_checkpoint,
-)
+from .checkpoint_facts import Checkpoint, read_local_checkpoint, read_metadata_checkpoint
 
 # What a build fetches from the Hub: weights as safetensors only (no pickles), configs, tokenizer, chat template.
 SOURCE_PATTERNS = ("*.json", "*.safetensors", "*.txt", "*.model", "tokenizer*", "*.jinja")

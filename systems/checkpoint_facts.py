@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from facts.model_files import check_model_config
+from facts.model_files import ConfigFields, Named, config_fields
 from facts.models import UnreadableModel, planned_metadata, read_json_object, safetensors_header_sizes
 
 # vLLM modelopt.py LINEAR_ALGOS (+ MIXED_PRECISION): ModelOpt quant_algo -> the method vLLM loads it with.
@@ -113,45 +113,46 @@ def quantization_of(config: dict[str, Any], hf_quant_config: dict[str, Any] | No
     return Quantization(method, None, _FORMAT_BITS.get(method))
 
 
-def _text_config(config: dict[str, Any]) -> dict[str, Any]:
-    """Multimodal configs (Gemma3ForConditionalGeneration, ...) keep the decoder's shape under text_config."""
-    text = config.get("text_config")
-    return {**config, **text} if isinstance(text, dict) else config
-
-
 FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "mixtral", "qwen3_moe", "gpt_oss")
 
 
-def _kv_layout(c: dict[str, Any]) -> KvLayout:
+def _given(field: Named | int | None, key: str) -> int:
+    """A field the FAMILIES' transformers configs read under `key` alone (not GPT-2's or T5's names for it):
+    KeyError(key) when config.json does not give it so."""
+    if field is None or (isinstance(field, Named) and field.key != key):
+        raise KeyError(key)
+    return field.value if isinstance(field, Named) else field
+
+
+def _kv_layout(fields: ConfigFields) -> KvLayout:
     """The cache shape of the FAMILIES: per-layer `layer_types` where the config lists them (transformers 4.5x+
     configs of gpt_oss, gemma2, gemma3_text), else a `sliding_window` on every layer where the family applies one
     (mistral, mixtral; qwen2/qwen3 only with use_sliding_window), else full attention everywhere."""
-    layers, heads = c["num_hidden_layers"], c["num_attention_heads"]
-    kv_heads = c.get("num_key_value_heads") or heads
-    head_dim = c.get("head_dim") or c["hidden_size"] // heads
+    c, family = fields.decoder, fields.decoder_type
+    layers = _given(fields.layers, "num_hidden_layers")
+    kv_heads, head_dim = _given(fields.kv_heads, "num_key_value_heads"), _given(fields.head_dim, "head_dim")
     window = c.get("sliding_window")
-    kinds = c.get("layer_types")
-    if isinstance(kinds, list) and len(kinds) == layers:
+    kinds = fields.layer_types
+    if kinds is not None and len(kinds) == layers:
         sliding = sum(1 for kind in kinds if kind == "sliding_attention")
-    elif c.get("model_type") == "gemma2" and window:
+    elif family == "gemma2" and window:
         sliding = (layers + 1) // 2  # transformers Gemma2Config: even layers slide ("sliding_attention" if not i % 2)
-    elif window and (c.get("model_type") in ("mistral", "mixtral") or c.get("use_sliding_window")):
+    elif window and (family in ("mistral", "mixtral") or c.get("use_sliding_window")):
         sliding = layers
     else:
         sliding = 0
     return KvLayout(layers - sliding, sliding, window if sliding else None, kv_heads, head_dim)
 
 
-def _layout(c: dict[str, Any]) -> tuple[int, int, int] | None:
+def _layout(fields: ConfigFields) -> tuple[int, int, int] | None:
     """(total, active, expert weight) parameters of the decoder families whose transformers module layout is encoded
     here."""
-    kind = c.get("model_type")
+    c, kind = fields.decoder, fields.decoder_type
     if kind not in FAMILIES:
         return None
-    h, layers, vocab = c["hidden_size"], c["num_hidden_layers"], c["vocab_size"]
-    heads = c["num_attention_heads"]
-    kv_heads = c.get("num_key_value_heads") or heads
-    head_dim = c.get("head_dim") or h // heads
+    h, layers = _given(fields.hidden, "hidden_size"), _given(fields.layers, "num_hidden_layers")
+    vocab, heads = _given(fields.vocab_size, "vocab_size"), _given(fields.heads, "num_attention_heads")
+    kv_heads, head_dim = _given(fields.kv_heads, "num_key_value_heads"), _given(fields.head_dim, "head_dim")
     q, kv = heads * head_dim, kv_heads * head_dim
     attention = h * q + 2 * h * kv + q * h
     if kind == "qwen2" or c.get("attention_bias"):
@@ -205,58 +206,32 @@ def _qwen_experts(c: dict[str, Any]) -> int:
 
 
 def read_checkpoint(config: dict[str, Any], hf_quant_config: dict[str, Any] | None = None) -> CheckpointFacts:
-    """The facts of a model from its config.json (and hf_quant_config.json when it has one). Each field is checked
-    for type and bounds first (facts.model_files.check_model_config: UnreadableModel naming it), so a config.json
-    that lies (10^12 layers, 0 heads) is refused before the per-layer count below loops over it."""
-    check_model_config(config, name="config.json")
-    architectures = config.get("architectures") or [None]
-    shape = _text_config(config)
+    """The facts of a model from its config.json (and hf_quant_config.json when it has one). Its fields are read and
+    checked for type and bounds first (facts.model_files.config_fields: UnreadableModel naming the field), so a
+    config.json that lies (10^12 layers, 0 heads) is refused before the per-layer count below loops over it."""
+    fields = config_fields(config, name="config.json")
     try:
-        counts = _layout(shape)
+        counts = _layout(fields)
     except KeyError as missing:
         raise ValueError(
-            f"config.json of model_type {shape.get('model_type')!r} lacks {missing} needed to count its parameters"
+            f"config.json of model_type {fields.decoder_type!r} lacks {missing} needed to count its parameters"
         ) from None
     return CheckpointFacts(
-        architecture=architectures[0],
-        model_type=config.get("model_type"),
-        dtype=config.get("dtype") or config.get("torch_dtype") or shape.get("dtype") or shape.get("torch_dtype"),
+        architecture=fields.architecture,
+        model_type=fields.model_type,
+        dtype=fields.dtype,
         quantization=quantization_of(config, hf_quant_config),
         total_parameters=counts[0] if counts else None,
         active_parameters=counts[1] if counts else None,
         expert_weight_parameters=counts[2] if counts else 0,
-        kv=_kv_layout(shape) if counts else None,
-        max_position_embeddings=shape.get("max_position_embeddings"),
-        scaled_rope=_scaled_rope(shape),
+        kv=_kv_layout(fields) if counts else None,
+        max_position_embeddings=fields.max_position_embeddings,
+        scaled_rope=fields.scaled_rope,
     )
-
-
-def _scaled_rope(c: dict[str, Any]) -> bool:
-    rope = c.get("rope_scaling") or c.get("rope_parameters")
-    return isinstance(rope, dict) and rope.get("rope_type", rope.get("type", "default")) != "default"
 
 
 # ---- a model's checkpoint before any build: a local directory's own files, or the config.json of a known Hub model
 
-# Bytes per element of the safetensors dtypes (the header's "dtype" strings, safetensors' format specification).
-SAFETENSORS_DTYPE_BYTES = {
-    "F64": 8,
-    "I64": 8,
-    "U64": 8,
-    "F32": 4,
-    "I32": 4,
-    "U32": 4,
-    "F16": 2,
-    "BF16": 2,
-    "I16": 2,
-    "U16": 2,
-    "F8_E4M3": 1,
-    "F8_E5M2": 1,
-    "F8_E8M0": 1,
-    "I8": 1,
-    "U8": 1,
-    "BOOL": 1,
-}
 DTYPE_BYTES = {"fp16": 2, "bf16": 2, "fp32": 4}
 # MXFP4 (OCP Microscaling Formats v1.0): 4-bit E2M1 elements in blocks of 32 sharing one 8-bit E8M0 scale.
 MXFP4_BITS_PER_WEIGHT = 4 + 8 / 32

@@ -29,12 +29,13 @@ from endpoint_config.schema import for_pool
 from endpoint_config.security import isolation_problems
 from facts.gpus import families_where, gpu_facts, image_problems
 from facts.instances import InstanceType
+from facts.model_files import rope_is_scaled
 from facts.models import KNOWN_MODELS, model_facts
 
 from . import engine_tables
 from .base import Capability, EngineOptions, EngineProfile, LoraSizing, ServingSystem
 from .chat import chat_problems
-from .checkpoint_facts import DTYPE_BYTES, Checkpoint, _scaled_rope, checkpoint_of
+from .checkpoint_facts import DTYPE_BYTES, Checkpoint, checkpoint_of
 from .engine_systems import RUNTIME_QUANTIZATION_BITS
 from .model_source import model_source_problems
 from .model_support import load_problems as architecture_problems
@@ -582,7 +583,7 @@ def model_positions(model: str) -> tuple[int, str] | None:
     scaling, under which engines derive a longer context), else the known-model table (KNOWN_MODELS)."""
     config = _model_config(model)
     if config is not None:
-        if _scaled_rope(config):
+        if rope_is_scaled(config):
             return None
         key = next((k for k in POSITION_KEYS if isinstance(config.get(k), int) and config[k] > 0), None)
         return (config[key], f"config.json {key}, no rope scaling") if key else None

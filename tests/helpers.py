@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import struct
 import subprocess
 import sys
 import threading
@@ -190,6 +191,48 @@ def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[
         env=env,
         timeout=120,
     )
+
+
+# ------------------------------------------------------------------------------------------- hand-made models
+
+# A Qwen3-shaped config.json small enough to write by hand: the honest model folder the untrusted-input tests
+# change one thing of (tests/config/test_untrusted_values.py, tests/model_build/test_untrusted_model_files.py).
+HAND_MADE_CONFIG = {
+    "architectures": ["Qwen3ForCausalLM"],
+    "model_type": "qwen3",
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 16,
+    "layer_types": ["full_attention", "full_attention"],
+    "max_position_embeddings": 512,
+    "vocab_size": 793,
+    "rope_parameters": {"rope_theta": 1000000.0, "rope_type": "default"},
+    "tie_word_embeddings": False,
+    "torch_dtype": "float32",
+}
+HAND_MADE_TEMPLATE = "{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}"
+
+
+def safetensors_bytes(header: dict | bytes, data: bytes = b"") -> bytes:
+    """A safetensors file: the header's 8-byte little-endian length, the header (JSON, or raw bytes as given), data."""
+    raw = header if isinstance(header, bytes) else json.dumps(header).encode()
+    return struct.pack("<Q", len(raw)) + raw + data
+
+
+def write_hand_made_model(folder: Path) -> Path:
+    """A model folder written by hand: HAND_MADE_CONFIG, one safetensors file of one tensor, a tokenizer config
+    with a chat template. No torch, no tokenizer: a case costs the reader, not a model's load."""
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text(json.dumps(HAND_MADE_CONFIG))
+    tensor = {"w": {"dtype": "F32", "shape": [2, 2], "data_offsets": [0, 16]}}
+    (folder / "model.safetensors").write_bytes(safetensors_bytes(tensor, b"\0" * 16))
+    (folder / "tokenizer_config.json").write_text(
+        json.dumps({"chat_template": HAND_MADE_TEMPLATE, "eos_token": "</s>"})
+    )
+    return folder
 
 
 # ---------------------------------------------------------------------------------------------------- HTTP

@@ -7,38 +7,16 @@ from __future__ import annotations
 
 import json
 import re
-import struct
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, config_refusal
-
-CONFIG = {
-    "architectures": ["Qwen3ForCausalLM"],
-    "model_type": "qwen3",
-    "hidden_size": 64,
-    "intermediate_size": 128,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "head_dim": 16,
-    "max_position_embeddings": 512,
-    "vocab_size": 793,
-    "tie_word_embeddings": False,
-    "torch_dtype": "float32",
-}
+from helpers import ROOT, config_refusal, write_hand_made_model
 
 
 @pytest.fixture
 def model(tmp_path: Path) -> Path:
     """A Qwen3-shaped model folder written by hand (config.json, one safetensors tensor, a chat template)."""
-    folder = tmp_path / "model"
-    folder.mkdir()
-    (folder / "config.json").write_text(json.dumps(CONFIG))
-    header = json.dumps({"w": {"dtype": "F32", "shape": [2, 2], "data_offsets": [0, 16]}}).encode()
-    (folder / "model.safetensors").write_bytes(struct.pack("<Q", len(header)) + header + b"\0" * 16)
-    (folder / "tokenizer_config.json").write_text(json.dumps({"chat_template": "{{ messages[0].content }}"}))
-    return folder
+    return write_hand_made_model(tmp_path / "model")
 
 
 def endpoint(model: Path, name: str = "ep", system: str = "vllm", extra: str = "") -> str:

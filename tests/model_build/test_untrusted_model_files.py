@@ -2,14 +2,14 @@
 in tmp_path, run through config loading and `python -m model_build build`, must be refused by name (file, field,
 value, what is allowed), exit non-zero, print no traceback, end in time and write nothing (docs/design/untrusted-input.md).
 
-The model folder is written by hand (a Qwen3-shaped config.json, a safetensors file with one tensor, a tokenizer
-config with a chat template): no torch, no tokenizer, so each case costs the CLI's start and not a model's load."""
+The model folder is written by hand (tests/helpers.py write_hand_made_model: a Qwen3-shaped config.json, a
+safetensors file with one tensor, a tokenizer config with a chat template): no torch, no tokenizer, so each case
+costs the CLI's start and not a model's load."""
 
 from __future__ import annotations
 
 import json
 import os
-import struct
 import subprocess
 import sys
 import time
@@ -17,45 +17,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from helpers import ROOT
+from helpers import HAND_MADE_CONFIG, ROOT, config_refusal, safetensors_bytes, write_hand_made_model
 from hermetic import subprocess_env
-
-CONFIG = {
-    "architectures": ["Qwen3ForCausalLM"],
-    "model_type": "qwen3",
-    "hidden_size": 64,
-    "intermediate_size": 128,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "head_dim": 16,
-    "layer_types": ["full_attention", "full_attention"],
-    "max_position_embeddings": 512,
-    "vocab_size": 793,
-    "rope_parameters": {"rope_theta": 1000000.0, "rope_type": "default"},
-    "tie_word_embeddings": False,
-    "torch_dtype": "float32",
-}
-TEMPLATE = "{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}"
-
-
-def safetensors_bytes(header: dict | bytes, data: bytes = b"") -> bytes:
-    raw = header if isinstance(header, bytes) else json.dumps(header).encode()
-    return struct.pack("<Q", len(raw)) + raw + data
-
-
-def write_model(folder: Path) -> Path:
-    folder.mkdir(parents=True)
-    (folder / "config.json").write_text(json.dumps(CONFIG))
-    tensor = {"w": {"dtype": "F32", "shape": [2, 2], "data_offsets": [0, 16]}}
-    (folder / "model.safetensors").write_bytes(safetensors_bytes(tensor, b"\0" * 16))
-    (folder / "tokenizer_config.json").write_text(json.dumps({"chat_template": TEMPLATE, "eos_token": "</s>"}))
-    return folder
 
 
 def with_config(**changes: object) -> Callable[[Path], None]:
     def change(model: Path) -> None:
-        (model / "config.json").write_text(json.dumps({**CONFIG, **changes}))
+        (model / "config.json").write_text(json.dumps({**HAND_MADE_CONFIG, **changes}))
 
     return change
 
@@ -147,11 +115,11 @@ CONFIG_CASES = [
     (
         "positions-infinity",
         with_config_text(
-            json.dumps(CONFIG).replace('"max_position_embeddings": 512', '"max_position_embeddings": 1e999')
+            json.dumps(HAND_MADE_CONFIG).replace('"max_position_embeddings": 512', '"max_position_embeddings": 1e999')
         ),
         ["max_position_embeddings is inf", "integer"],
     ),
-    ("nan", with_config_text(json.dumps(CONFIG).replace("1000000.0", "NaN")), ["a number is NaN", "finite"]),
+    ("nan", with_config_text(json.dumps(HAND_MADE_CONFIG).replace("1000000.0", "NaN")), ["a number is NaN", "finite"]),
     ("rope-string", with_config(rope_parameters="x"), ["rope_parameters is 'x'", "a JSON object or null"]),
     (
         "rope-factor-negative",
@@ -174,7 +142,7 @@ CONFIG_CASES = [
     ("deep-json", with_config_text("[" * 200_000 + "]" * 200_000), ["config.json: nesting", "at most 64 levels"]),
     (
         "duplicate-keys",
-        with_config_text(json.dumps(CONFIG).replace("{", '{"vocab_size": 5, ', 1)),
+        with_config_text(json.dumps(HAND_MADE_CONFIG).replace("{", '{"vocab_size": 5, ', 1)),
         ["key 'vocab_size' is given twice"],
     ),
     ("not-an-object", with_config_text("[1, 2]"), ["config.json is a JSON list", "a JSON object"]),
@@ -191,18 +159,12 @@ def test_a_lying_model_folder_is_refused_at_config_load_by_file_and_field(
 ) -> None:
     """What `cdk synth` and every command reads first: the config loader's checks read the model folder through
     the bounded readers, so each class is a config error naming the file, the field and the value, in time."""
-    from deployment import load_config
-    from endpoint_config import ConfigError
-
-    model = write_model(tmp_path / "model")
+    model = write_hand_made_model(tmp_path / "model")
     change(model)
     config = config_file(tmp_path, model)
     started = time.monotonic()
-    with pytest.raises(ConfigError) as err:
-        load_config(config)
+    message = config_refusal(config)
     assert time.monotonic() - started < 20
-    message = str(err.value)
-    assert message.startswith(f"{config}: invalid config:")
     assert "model:" in message
     for word in words:
         assert word in message, (word, message)
@@ -217,7 +179,7 @@ def test_the_build_refuses_the_hostile_folders_that_hung_or_crashed_it(
 ) -> None:
     """The review's hangs (a FIFO as the weights, 10^12 layers) and tracebacks (0 heads, JSON 200,000 deep) through
     `python -m model_build build`: exit 2 with the file and field, no traceback, nothing in the build root."""
-    model = write_model(tmp_path / "model")
+    model = write_hand_made_model(tmp_path / "model")
     change(model)
     build_root = tmp_path / "builds"
     assert_refused(build(config_file(tmp_path, model), build_root), *words)
@@ -281,7 +243,7 @@ def test_an_honest_template_renders_as_transformers_renders_it_and_cheaply() -> 
 def test_the_build_refuses_the_models_own_template_by_its_file(
     tmp_path: Path, source: str, change: Callable[[Path], None]
 ) -> None:
-    model = write_model(tmp_path / "model")
+    model = write_hand_made_model(tmp_path / "model")
     change(model)
     build_root = tmp_path / "builds"
     message = assert_refused(build(config_file(tmp_path, model), build_root), "endpoint 'ep'", f"{model}/{source}")
@@ -290,7 +252,7 @@ def test_the_build_refuses_the_models_own_template_by_its_file(
 
 
 def test_a_ten_megabyte_template_is_refused_by_size(tmp_path: Path) -> None:
-    model = write_model(tmp_path / "model")
+    model = write_hand_made_model(tmp_path / "model")
     with_template("x" * 10_000_000)(model)
     build_root = tmp_path / "builds"
     assert_refused(
@@ -301,7 +263,7 @@ def test_a_ten_megabyte_template_is_refused_by_size(tmp_path: Path) -> None:
 
 def test_a_config_chat_template_that_loops_is_refused_at_build_start(tmp_path: Path) -> None:
     """The config's own chat.template is rendered bounded before any weights are read, and named as the source."""
-    model = write_model(tmp_path / "model")
+    model = write_hand_made_model(tmp_path / "model")
     loop = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
     config = config_file(tmp_path, model, extra=f"    chat:\n      template: '{loop}'\n")
     build_root = tmp_path / "builds"
@@ -319,7 +281,7 @@ def test_a_symlink_loop_as_the_model_is_refused_by_name(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("below", [False, True], ids=["the-file", "a-folder-in-it"])
 def test_a_build_root_that_is_a_file_is_refused_by_name(tmp_path: Path, below: bool) -> None:
-    model = write_model(tmp_path / "model")
+    model = write_hand_made_model(tmp_path / "model")
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
     build_root = blocker / "sub" if below else blocker
@@ -333,7 +295,9 @@ def test_bytes_from_the_network_go_through_the_same_checks() -> None:
     from facts.model_files import UnreadableModel, parse_model_config, parse_safetensors_header
 
     with pytest.raises(UnreadableModel, match=r"repo/config.json: num_hidden_layers is 1000000000000"):
-        parse_model_config(json.dumps({**CONFIG, "num_hidden_layers": 10**12}).encode(), name="repo/config.json")
+        parse_model_config(
+            json.dumps({**HAND_MADE_CONFIG, "num_hidden_layers": 10**12}).encode(), name="repo/config.json"
+        )
     with pytest.raises(UnreadableModel, match="nesting is deeper than 64"):
         parse_model_config(b"{" * 10 + b"[" * 100 + b"]" * 100 + b"}" * 10, name="c.json")
     header = json.dumps({"w": {"dtype": "F16", "shape": [4], "data_offsets": [0, 8]}}).encode()
@@ -365,7 +329,7 @@ def test_a_build_stopped_by_sigterm_leaves_no_half_written_folder(tmp_path: Path
     the build's first check passes it) ends like Ctrl-C: exit 130, the temporary folder removed, nothing kept."""
     import signal
 
-    model = write_model(tmp_path / "model")
+    model = write_hand_made_model(tmp_path / "model")
     loops_later = "{% if messages | length > 1 %}{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}"
     with_template(loops_later + "{% endfor %}{% endif %}{{ messages[0].content }}")(model)
     build_root = tmp_path / "builds"
@@ -394,7 +358,7 @@ def test_a_fifo_among_the_tokenizer_files_is_refused_before_transformers_opens_i
     """tokenizer.json is read by transformers alone: the build's folder check still refuses a FIFO there by name."""
     from facts.model_files import UnreadableModel, check_model_folder
 
-    model = write_model(tmp_path / "model")
+    model = write_hand_made_model(tmp_path / "model")
     os.mkfifo(model / "tokenizer.json")
     with pytest.raises(UnreadableModel, match=r"tokenizer.json is a FIFO; allowed: a regular file"):
         check_model_folder(model)
@@ -405,7 +369,7 @@ def test_the_local_server_refuses_a_model_whose_template_loops_before_it_serves(
     start, so a model built before these checks (or edited since) is refused by file, not at its first request."""
     from local_emulator.moto_server import free_port
 
-    model = write_model(tmp_path / "model")
+    model = write_hand_made_model(tmp_path / "model")
     with_template("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}")(model)
     done = subprocess.run(
         [sys.executable, "-m", "local_runtime.stand_in", "--engine", "vllm-openai", "--listen", str(free_port())]

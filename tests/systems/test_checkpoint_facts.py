@@ -241,3 +241,35 @@ def test_unknown_families_give_no_count_rather_than_a_guess():
     facts = read_checkpoint({"architectures": ["FalconH1ForCausalLM"], "model_type": "falcon_h1", "hidden_size": 8})
     assert facts.total_parameters is None and facts.active_parameters is None and not facts.is_moe
     assert set(MODELOPT_ALGOS.values()) == {"modelopt", "modelopt_fp4", "modelopt_mxfp8", "modelopt_mixed"}
+
+
+def test_a_multimodal_config_is_counted_from_its_text_config():
+    """Gemma 3's multimodal config.json keeps the decoder under text_config: the count, the cache shape and the
+    positions are the decoder's (as its config alone gives them), the architecture and kind the top level's, the
+    dtype the top level's before text_config's."""
+    decoder = {**SMALL_SHAPES[7], "max_position_embeddings": 4096, "rope_scaling": {"rope_type": "linear", "factor": 8}}
+    multimodal = {
+        "architectures": ["Gemma3ForConditionalGeneration"],
+        "model_type": "gemma3",
+        "torch_dtype": "bfloat16",
+        "text_config": {**decoder, "torch_dtype": "float32"},
+    }
+    alone, facts = read_checkpoint(decoder), read_checkpoint(multimodal)
+    assert alone.total_parameters is not None and alone.kv is not None
+    assert (facts.total_parameters, facts.kv) == (alone.total_parameters, alone.kv)
+    assert (
+        facts.max_position_embeddings == 4096 and facts.scaled_rope and not read_checkpoint(SMALL_SHAPES[7]).scaled_rope
+    )
+    assert (facts.architecture, facts.model_type, facts.dtype) == (
+        "Gemma3ForConditionalGeneration",
+        "gemma3",
+        "bfloat16",
+    )
+
+
+def test_a_family_counts_only_from_its_own_names_for_a_field():
+    """GPT-2's n_embd is no hidden_size to transformers' LlamaConfig (it would build its default width): a llama
+    config.json that gives only the other name is refused for the count, not counted from it."""
+    config = {k: v for k, v in SMALL_SHAPES[0].items() if k != "hidden_size"} | {"n_embd": 64}
+    with pytest.raises(ValueError, match="config.json of model_type 'llama' lacks 'hidden_size'"):
+        read_checkpoint(config)
