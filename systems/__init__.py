@@ -22,6 +22,7 @@ REGISTRY: dict[str, str] = {
     "lmi-trtllm": "systems.lmi_trtllm",
     "vllm": "systems.vllm",
     "sglang": "systems.sglang",
+    "tgi": "systems.tgi",
 }
 
 

@@ -514,6 +514,11 @@ class ServingSystem(Generic[E]):
     # What only this system refuses about a checkpoint's own facts (its config.json's architecture): at load for a
     # local or known model (systems/checks.py), at build on the real files (systems/checkpoint_artifact.py).
     checkpoint_rules: Callable[[EndpointSpec, E, Any], list[str]] | None = None
+    # The image reads the checkpoint's metadata with its own transformers/tokenizers (image.python_stack), which may
+    # be older than what saved the model: the checkpoint build (systems/checkpoint_artifact.py) then refuses what the
+    # image cannot read and rewrites the rest for it (tokenizer files: systems/container_tokenizer.py; config.json
+    # for a transformers 4.x: recipe_common.config_for_container). False: the metadata is copied as it is.
+    rewrite_metadata_for_image: bool = False
     # How its container runs on this machine (LocalRun); every system states it.
     local: LocalRun
     # The engine's metric series for the dashboard panel and alarm (stacks/engine_metrics.py); None: only for an
@@ -535,6 +540,11 @@ class ServingSystem(Generic[E]):
             raise ValueError(
                 f"system {self.name!r}: its container bodies ({sorted(self.bodies.accepts)}) and its chat capability "
                 f"(supported: {self.chat.supported}) disagree"
+            )
+        if self.rewrite_metadata_for_image and (self.image is None or self.image.python_stack is None):
+            raise ValueError(
+                f"system {self.name!r}: rewrite_metadata_for_image needs the image's python_stack "
+                "(systems/images.py PythonStack), the libraries the files are rewritten for"
             )
         if self.staged_weights_environment is not None and self.network_isolation:
             raise ValueError(f"system {self.name!r}: an engine that reads its weights from S3 needs network access")

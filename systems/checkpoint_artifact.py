@@ -1,5 +1,6 @@
-"""The build recipe of the checkpoint systems (vllm, sglang, and lmi-vllm / lmi-trtllm with their ContainerFiles):
-the checkpoint's own files, copied unchanged (an LMI image's metadata files rewritten for its transformers) and verified.
+"""The build recipe of the checkpoint systems (vllm, sglang, tgi, lmi-vllm, lmi-trtllm): the checkpoint's own files,
+copied unchanged (the metadata files rewritten for an image's older transformers, where the system says its image
+reads them with one: ServingSystem.rewrite_metadata_for_image) and verified.
 
 `metadata/` holds a copy of the small files (what SageMaker downloads when the engine streams the weights itself).
 A CPU verifies files, headers, index, parameters, tokenizer and fit (the manifest's `verification`); only the GPU
@@ -214,17 +215,75 @@ def _write_chat_template(endpoint: EndpointSpec, out_dir: Path, copied: dict[str
     return ["tokenizer_config.json"]
 
 
+def _nothing_rewritten(metadata_dir: Path, out_dir: Path) -> list[str]:
+    return []
+
+
 @dataclass(frozen=True)
 class ContainerFiles:
-    """What a system whose image reads the checkpoint with its own, older transformers adds to the checkpoint build
-    (the LMI systems, systems/djl_common/lmi.py): `check(metadata_dir)` refuses the model from its metadata before
-    anything is written (BuildError); `rewrite(metadata_dir, out_dir)` rewrites the copied metadata files so the
-    image reads them and returns their names; `fields` are added to the manifest. Weights are never rewritten, so a
-    Hub model still plans from its metadata and the staging job moves the Hub's own files."""
+    """What a system's image adds to the checkpoint build: `check(metadata_dir)` refuses the model from its metadata
+    before anything is written (BuildError); `rewrite(metadata_dir, out_dir)` rewrites the copied metadata files so
+    the image reads them and returns their names; `fields` are added to the manifest. Weights are never rewritten, so
+    a Hub model still plans from its metadata and the staging job moves the Hub's own files. Where a system opts in
+    (ServingSystem.rewrite_metadata_for_image), image_metadata_files gives its image's; a recipe may add its own
+    checks and fields (the LMI systems, systems/djl_common/lmi.py)."""
 
     check: Callable[[Path], None]
-    rewrite: Callable[[Path, Path], list[str]]
+    rewrite: Callable[[Path, Path], list[str]] = _nothing_rewritten
     fields: dict[str, Any] = field(default_factory=dict)
+
+    def then(self, other: ContainerFiles) -> ContainerFiles:
+        """Both: this one's checks and rewrites first, then `other`'s; `other`'s fields win."""
+
+        def check(metadata_dir: Path) -> None:
+            self.check(metadata_dir)
+            other.check(metadata_dir)
+
+        def rewrite(metadata_dir: Path, out_dir: Path) -> list[str]:
+            return sorted({*self.rewrite(metadata_dir, out_dir), *other.rewrite(metadata_dir, out_dir)})
+
+        return ContainerFiles(check, rewrite, {**self.fields, **other.fields})
+
+
+def image_metadata_files(endpoint: EndpointSpec, system: ServingSystem[Any]) -> ContainerFiles:
+    """The metadata files as the system's image reads them with its own transformers/tokenizers (ImagePin.python_stack):
+    the tokenizer files it cannot read rewritten, or refused where nothing it reads is equivalent
+    (container_tokenizer.plan_tokenizer), and config.json for a transformers 4.x (recipe_common.config_for_container:
+    `dtype` -> `torch_dtype`, `rope_parameters` -> `rope_theta`, without which 4.x silently takes its default RoPE
+    base). The manifest's `target_container` names the image and its libraries."""
+    from . import recipe_common as common
+    from .container_tokenizer import image_python_stack, plan_tokenizer
+
+    image = system.image
+    if image is None:  # ServingSystem refuses the facet without an image
+        raise LookupError(f"system {system.name!r} runs no AWS image")
+    stack = image_python_stack(image)
+    target = f"transformers {stack.transformers} ({image.repository}:{image.gpu_tag})"
+    floor = stack.transformers_floor
+    transformers4 = floor is not None and floor[0] < 5
+
+    def check(metadata_dir: Path) -> None:
+        plan_tokenizer(metadata_dir, stack, target)
+
+    def rewrite(metadata_dir: Path, out_dir: Path) -> list[str]:
+        export = plan_tokenizer(metadata_dir, stack, target)
+        names = sorted(name for name, text in export.files.items() if text is not None)
+        for name in names:
+            (out_dir / name).write_text(export.files[name] or "", encoding="utf-8")
+        if transformers4:
+            common.config_for_container(out_dir, endpoint.dtype)
+            names.append("config.json")
+        return sorted(set(names))
+
+    fields = {
+        "target_container": {
+            "image_repository": image.repository,
+            "image_tag_gpu": image.gpu_tag,
+            "transformers": stack.transformers,
+            "tokenizers": stack.tokenizers,
+        }
+    }
+    return ContainerFiles(check=check, rewrite=rewrite, fields=fields)
 
 
 @dataclass
@@ -309,6 +368,9 @@ def build_checkpoint_artifact(
 
     from artifact.source import hub_model_id
 
+    if system.rewrite_metadata_for_image:  # the system's own checks first, then what its image reads
+        image_files = image_metadata_files(endpoint, system)
+        container = image_files if container is None else container.then(image_files)
     out_dir = Path(out_dir)
     if hub_model_id(endpoint.model) is not None:
         with tempfile.TemporaryDirectory(prefix="hub-metadata-") as downloaded:
@@ -452,7 +514,7 @@ def _check_checkpoint(
         verification["tokenizer"] = check_tokenizer(source.metadata_dir)
     except Exception as err:
         raise _fail(endpoint, f"the tokenizer does not load or work: {type(err).__name__}: {err}") from None
-    # The engine systems' rules need their profile (vllm, sglang); a system without one (LMI: no engine table of
+    # The engine systems' rules need their profile (vllm, sglang); a system without one (LMI, tgi: no engine table of
     # its image) gets the fit check every converting recipe runs on the weights it reads (recipe_common.load_source),
     # on every pool.
     if system.profile is not None:

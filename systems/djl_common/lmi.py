@@ -130,8 +130,9 @@ def build_lmi(
     """The checkpoint's own files (LMI_PLAIN_CHECKPOINT: LMI loads /opt/ml/model and casts to OPTION_DTYPE itself),
     through the checkpoint build (systems/checkpoint_artifact.py): a local directory is copied, a Hub model is
     planned from its metadata and its weights staged in the account by the job (docs/design/weights.md). Only the
-    metadata files are rewritten for the image's transformers (lmi_container_files); the environment is written as
-    before (OPTION_* variables, no serving.properties)."""
+    metadata files are rewritten for the image's transformers (both systems set rewrite_metadata_for_image;
+    lmi_container_files adds LMI's own checks); the environment is written as before (OPTION_* variables, no
+    serving.properties)."""
     from systems.checkpoint_artifact import build_checkpoint_artifact
 
     check_weights_format(endpoint)
@@ -142,21 +143,15 @@ def build_lmi(
 def lmi_container_files(
     endpoint: EndpointSpec, engine: LmiEngineOptions, system: ServingSystem, model_types=None
 ) -> ContainerFiles:
-    """The LMI images read the checkpoint with their own transformers 4.x (systems/images.py python_stack): from the
-    metadata alone, refuse what they cannot serve (a model that is not a causal LM, a model type lmi-trtllm does not
-    compile, max_model_len beyond the positions, a tokenizer the image cannot read), and rewrite config.json
-    (recipe_common.config_for_container: `dtype` -> `torch_dtype`, rope_parameters -> rope_theta) and the
-    tokenizer files the image cannot read (container_tokenizer.plan_tokenizer) in the artifact."""
+    """What the LMI images refuse, read from the metadata alone before anything is written: a model that is not a
+    causal LM, a model type lmi-trtllm does not compile, max_model_len beyond the positions; and the manifest's
+    `serving` block. The metadata files their transformers 4.x cannot read (config.json, tokenizer files) are
+    rewritten by the checkpoint build itself, as every system with rewrite_metadata_for_image has them
+    (systems/checkpoint_artifact.py image_metadata_files)."""
     from systems import recipe_common as common
     from systems.checkpoint_artifact import ContainerFiles
-    from systems.container_tokenizer import image_python_stack, plan_tokenizer
 
     from .build import check_model_types
-
-    assert system.image is not None  # the LMI systems run AWS's image
-    image = system.image
-    stack = image_python_stack(image)
-    target = f"transformers {stack.transformers} (djl-inference:{image.gpu_tag})"
 
     def check(metadata: Path) -> None:
         config = common.read_model_config(metadata, endpoint)
@@ -164,23 +159,8 @@ def lmi_container_files(
         if model_types is not None:
             check_model_types(endpoint, config, model_types)
         check_max_model_len(endpoint, engine, metadata)
-        plan_tokenizer(metadata, stack, target)
-
-    def rewrite(metadata: Path, out_dir: Path) -> list[str]:
-        export = plan_tokenizer(metadata, stack, target)
-        names = sorted(name for name, text in export.files.items() if text is not None)
-        for name in names:
-            (out_dir / name).write_text(export.files[name] or "", encoding="utf-8")
-        common.config_for_container(out_dir, endpoint.dtype)
-        return sorted({*names, "config.json"})
 
     fields = {
-        "target_container": {
-            "image_repository": image.repository,
-            "image_tag_gpu": image.gpu_tag,
-            "transformers": stack.transformers,
-            "tokenizers": stack.tokenizers,
-        },
         "serving": {
             "engine": "LMI async mode",
             "model_copies_per_instance": copies_per_instance(endpoint),
@@ -189,7 +169,7 @@ def lmi_container_files(
             **({"notes": system.engine_notes} if system.engine_notes else {}),
         },
     }
-    return ContainerFiles(check=check, rewrite=rewrite, fields=fields)
+    return ContainerFiles(check=check, fields=fields)
 
 
 __all__ = [

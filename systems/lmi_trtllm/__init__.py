@@ -103,6 +103,8 @@ SYSTEM: ServingSystem[TrtllmEngineOptions] = djl_system(
     bodies=GENERATION_AND_CHAT,
     inference_components=LMI_INFERENCE_COMPONENTS,
     plain_checkpoint=LMI_PLAIN_CHECKPOINT,
+    # Its image reads the checkpoint with its own transformers, a 4.x at the floor systems/images.py records.
+    rewrite_metadata_for_image=True,
     tensor_parallel=LMI_TENSOR_PARALLEL,
 )
 

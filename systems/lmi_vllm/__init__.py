@@ -123,6 +123,8 @@ SYSTEM: ServingSystem[VllmEngineOptions] = djl_system(
     streaming=LMI_STREAMING,
     inference_components=LMI_INFERENCE_COMPONENTS,
     plain_checkpoint=LMI_PLAIN_CHECKPOINT,
+    # Its image reads the checkpoint with its own transformers, a 4.x at the floor systems/images.py records.
+    rewrite_metadata_for_image=True,
     tensor_parallel=LMI_TENSOR_PARALLEL,
     chat=CHAT,
     # LMI maps "inputs" to vLLM's prompt and answers "messages" as chat (lmi_vllm/request_response_utils.py). Which

@@ -171,6 +171,22 @@ def test_its_build_recipe_is_a_module_with_build(name):
 
 
 @pytest.mark.parametrize("name", SYSTEMS)
+def test_a_transformers_4_image_serving_the_checkpoints_own_files_gets_them_rewritten(name):
+    """A container that serves the checkpoint's own files (plain_checkpoint) and reads them with a transformers 4.x
+    (ImagePin.python_stack) cannot read what transformers 5 saves (tokenizer class TokenizersBackend, config.json's
+    rope_parameters): its system opts in to the build's rewrite (rewrite_metadata_for_image). The slow
+    tests/systems/test_container_tokenizers.py loads the result under the image's versions; this says it at once."""
+    system = system_of(name)
+    stack = system.image.python_stack if system.image is not None else None
+    floor = stack.transformers_floor if stack is not None else None
+    if system.plain_checkpoint.supported and floor is not None and floor[0] < 5:
+        assert system.rewrite_metadata_for_image, (
+            f"system {name!r}: its image reads the checkpoint with transformers {stack.transformers}; set "
+            "rewrite_metadata_for_image=True"
+        )
+
+
+@pytest.mark.parametrize("name", SYSTEMS)
 def test_it_runs_locally_as_its_local_run_says(name, tmp_path):
     from local_runtime import has_container_process, local_container
     from local_runtime.stand_in import DIALECTS
