@@ -82,6 +82,13 @@ class RecipePlan:
         )
 
 
+def checkpoint_systems() -> list[str]:
+    """The registered systems that serve a checkpoint's own files (staged Hub -> S3, nothing converted)."""
+    from systems import all_systems
+
+    return [name for name, system in all_systems().items() if system.plain_checkpoint.supported]
+
+
 def plan_recipe_build(source_bytes: int, *, model: str = "the model") -> RecipePlan:
     """The job's compute and timeout from the source's bytes, or RecipeJobError before anything starts."""
     artifact = ARTIFACT_FACTOR * source_bytes
@@ -95,7 +102,7 @@ def plan_recipe_build(source_bytes: int, *, model: str = "the model") -> RecipeP
             f"to {artifact / GB:.0f} GB of converted artifact, {VENV_BYTES / GB:.0f} GB for the build venv) and "
             f"{memory / GB:.0f} GB of memory (the model loaded whole), over CodeBuild {biggest}'s {room / GB:.0f} GB "
             f"of disk or {gib} GiB of memory, the largest on-demand compute; nothing was started. Serve it "
-            "on a checkpoint system (vllm, sglang, lmi-vllm, lmi-trtllm: planned from metadata, staged Hub -> S3 "
+            f"on a checkpoint system ({', '.join(checkpoint_systems())}: planned from metadata, staged Hub -> S3 "
             "with no disk), or build it on a machine with that much disk and `model_build publish` it"
         )
     kind, room = fits[0]

@@ -62,6 +62,11 @@ def test_a_model_over_the_largest_disk_is_refused_before_anything_starts():
     assert "endpoint 'big': its recipe needs about 1220 GB of disk" in message and "402 GB of memory" in message
     assert "over CodeBuild BUILD_GENERAL1_2XLARGE's 824 GB" in message and "nothing was started" in message
     assert "checkpoint system" in message
+    # the systems it names are the registry's checkpoint systems, a new one included
+    from systems import all_systems
+
+    named = [n for n, s in all_systems().items() if s.plain_checkpoint.supported]
+    assert "vllm" in named and f"({', '.join(named)}: planned from metadata" in message
 
 
 def test_the_boundary_is_large_s_memory_before_its_disk():
