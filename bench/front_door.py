@@ -171,8 +171,9 @@ def _latencies(doors: dict[str, Door], pairs: int, warmup: int = 20) -> dict[str
     return times
 
 
-def _throughput(door: Door, concurrency: int, seconds: float) -> float:
-    """Requests per second with `concurrency` clients calling back to back for `seconds`."""
+def _throughput(door: Door, concurrency: int, seconds: float) -> tuple[float, int]:
+    """(requests per second, requests answered) with `concurrency` clients calling back to back for `seconds`; the
+    calls under way then are finished and counted (against a slow engine that tail is as long as the run)."""
     counts = [0] * concurrency
     errors: list[str] = []
     stop_at = time.perf_counter() + seconds
@@ -194,7 +195,7 @@ def _throughput(door: Door, concurrency: int, seconds: float) -> float:
         thread.join()
     if errors:
         raise RuntimeError(f"{len(errors)} clients of {door.path} on :{door.port} failed; first: {errors[0]}")
-    return sum(counts) / (time.perf_counter() - started)
+    return sum(counts) / (time.perf_counter() - started), sum(counts)
 
 
 def _cpu_s(pid: int) -> float:
@@ -305,9 +306,9 @@ def _measure(
             for name in rates:
                 answering = pids[name]()
                 used = sum(_cpu_s(pid) for pid in answering)
-                rate = _throughput(by_target[name], 32, seconds / 2)
+                rate, answered = _throughput(by_target[name], 32, seconds / 2)
                 rates[name].append(rate)
-                cpu[name].append((sum(_cpu_s(pid) for pid in answering) - used) * 1000 / (rate * seconds / 2))
+                cpu[name].append((sum(_cpu_s(pid) for pid in answering) - used) * 1000 / answered)
         record = out[kind]
         record["c32_cpu_ms_per_request"] = {name: statistics.fmean(xs) for name, xs in cpu.items()}
         record["c32_requests_per_s"] = {name: statistics.fmean(xs) for name, xs in rates.items()}
@@ -324,6 +325,10 @@ def _measure(
             + ", ".join(f"{name} {ms:.2f}" for name, ms in record["c32_cpu_ms_per_request"].items())
         )
     return out
+
+
+def _just(pid: int) -> Callable[[], list[int]]:
+    return lambda: [pid]
 
 
 def _tree(pid: int) -> list[int]:
@@ -405,7 +410,7 @@ def bench(
             chat,
         )
         engine_pid = _children(started["front door"][0].pid)[0]
-        pids = {"engine": lambda: [engine_pid], **{name: (lambda p=p: [p.pid]) for name, (p, *_) in started.items()}}
+        pids = {"engine": _just(engine_pid), **{name: _just(runtime.pid) for name, (runtime, *_) in started.items()}}
         out: dict[str, Any] = {
             "engine": ENGINES["fast"],
             "front_door": "local_runtime.serve.create_app + server_config, own process, forwarding to that engine",
@@ -454,7 +459,7 @@ def real_engine(raw: Path, log: Callable[[str], None], engine: str, pairs: int =
             streamed,
         )
         engine_pid = _children(process.pid)[0]
-        pids = {"engine": lambda: _tree(engine_pid), "front door": lambda: [process.pid]}
+        pids = {"engine": lambda: _tree(engine_pid), "front door": _just(process.pid)}
         return {
             "engine": ENGINES[engine],
             "model": f"model_build.tiny_models {REAL_MODEL_ARCH} (random weights), {TOKENS} tokens at most",
