@@ -88,6 +88,14 @@ def keep_earlier_sections(results: dict, path: Path) -> None:
             **(results.get("loadavg_after_section") or {}),
         }
         results["kept_from_earlier_run"] = {k: marks.get(k, date) for k in kept}
+        # a kept section measured part by part keeps saying which part is of which run
+        for key in ("kept_from_earlier_run_parts", "parts_run"):
+            carried = {k: v for k, v in (earlier.get(key) or {}).items() if k in kept}
+            if carried:
+                results[key] = {**carried, **(results.get(key) or {})}
+        carried_seconds = {k: v for k, v in (earlier.get("part_seconds") or {}).items() if k.split(":", 1)[0] in kept}
+        if carried_seconds:
+            results["part_seconds"] = {**carried_seconds, **(results.get("part_seconds") or {})}
         results["sections"] = {**kept, **results["sections"]}
         results["section_seconds"] = {
             **{k: earlier_seconds[k] for k in kept if k in earlier_seconds},
