@@ -1,6 +1,6 @@
 """`python -m bench` (what `make bench` runs): every benchmark once, results in bench/results/.
 
-    python -m bench [--reps 5] [--gptj] [--demo] [--make-test] [--only SECTION[:PART],...]
+    python -m bench [--reps 5] [--gptj] [--demo] [--make-test] [--only SECTION[:PART],...] [--front-door-before DIR]
 
 SECTION is one of coldstart, s3coldstart, s3stream, publish, serving, devloop, gpu, loadtest, front_door; loadtest:PART runs
 one of its sub-measurements (cross_check, ceiling, front_doors, local_server) and keeps the others' figures from
@@ -88,6 +88,14 @@ def keep_earlier_sections(results: dict, path: Path) -> None:
             **(results.get("loadavg_after_section") or {}),
         }
         results["kept_from_earlier_run"] = {k: marks.get(k, date) for k in kept}
+        # a kept section measured part by part keeps saying which part is of which run
+        for key in ("kept_from_earlier_run_parts", "parts_run"):
+            carried = {k: v for k, v in (earlier.get(key) or {}).items() if k in kept}
+            if carried:
+                results[key] = {**carried, **(results.get(key) or {})}
+        carried_seconds = {k: v for k, v in (earlier.get("part_seconds") or {}).items() if k.split(":", 1)[0] in kept}
+        if carried_seconds:
+            results["part_seconds"] = {**carried_seconds, **(results.get("part_seconds") or {})}
         results["sections"] = {**kept, **results["sections"]}
         results["section_seconds"] = {
             **{k: earlier_seconds[k] for k in kept if k in earlier_seconds},
@@ -231,6 +239,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--report-only", action="store_true", help="re-render results.md and plots from results.json")
     p.add_argument("--raw", type=Path, default=SCRATCH, help=f"scratch dir (default {SCRATCH}; git-ignored)")
     p.add_argument("--results", type=Path, default=ROOT / "results")
+    p.add_argument(
+        "--front-door-before",
+        type=Path,
+        help="front_door: also measure the local_runtime/ in this folder (e.g. an earlier commit's), interleaved",
+    )
     return p
 
 
@@ -306,7 +319,8 @@ def _serving_sections(only: list[str], args: argparse.Namespace, raw: Path, sect
         from bench import front_door
 
         log(front_door.__doc__)
-        section("front_door", lambda: front_door.bench(raw, log))
+        before = args.front_door_before.resolve() if args.front_door_before else None
+        section("front_door", lambda: front_door.bench(raw, log, before=before))
 
 
 def _run_serving(raw: Path, reps: int) -> dict:

@@ -833,9 +833,32 @@ def _headline(name: str, sec: dict[str, Any]) -> str:
             return "; ".join(parts + [f"**failed**: {', '.join(failed)}"] if failed else parts) or "-"
         if name == "gpu":
             return str(sec.get("skipped") or "see results.md")[:120]
+        if name == "front_door":
+            return _front_door_summary(sec)
     except (KeyError, TypeError, IndexError):
         pass
     return "see results.md"
+
+
+def _front_door_summary(sec: dict[str, Any]) -> str:
+    """The front door's c=32 throughput / the engine's (InvokeEndpoint), and its CPU per request against the
+    engine's, per engine measured; a skipped or failed engine says so."""
+    if "error" in sec:
+        return "**failed**"
+    parts = []
+    for name, record in [("fast engine", sec), *(sec.get("real_engines") or {}).items()]:
+        if "error" in record:
+            parts.append(f"{name} **failed**")
+        elif "skipped" in record:
+            parts.append(f"{name} skipped")
+        else:
+            invoke = record["doors"]["invoke"]
+            cpu = invoke["c32_cpu_ms_per_request"]
+            parts.append(
+                f"{name} c=32 {fmt(invoke['c32_ratio']['front door'])}x, CPU {fmt(cpu['front door'])} / "
+                f"{fmt(cpu['engine'])} ms"
+            )
+    return "front door / engine (invoke): " + "; ".join(parts)
 
 
 def readme_block(results: dict[str, Any]) -> str:

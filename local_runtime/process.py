@@ -18,7 +18,7 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -187,11 +187,22 @@ class ProcessContainer:
     def __exit__(self, *exc: Any) -> None:
         self.stop()
 
-    def post(self, path: str, body: bytes, headers: Mapping[str, str | None], timeout_s: float = 300):
-        """POST to the container; the open response (the caller reads and closes it)."""
-        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout_s)
-        connection.request("POST", path, body, {k: v for k, v in headers.items() if v})
-        return connection.getresponse()
+    def call(
+        self, path: str, body: bytes, headers: Mapping[str, str | None], timeout_s: float = 300
+    ) -> tuple[int, str]:
+        """POST to the container from a thread with no event loop (ContainerHost.load's, registering an adapter):
+        (status, body text), over relay.py's connection as the doors' calls go."""
+        import asyncio
+
+        async def once() -> tuple[int, str]:
+            relay = Relay(self.port)
+            try:
+                reply = await relay.post(path, body, headers, timeout_s)
+                return reply.status, (await reply.read(timeout_s)).decode("utf-8", "replace")
+            finally:
+                relay.close()
+
+        return asyncio.run(once())
 
 
 class SystemContainer(ProcessContainer):
@@ -237,37 +248,22 @@ def _group_alive(group: int) -> bool:
     return True
 
 
-def _chunks(response: http.client.HTTPResponse) -> Iterator[bytes]:
-    """The response's bytes as they arrive (server-sent events stay one event per chunk, as the engines flush them)."""
-    try:
-        while chunk := response.read1(65536):
-            yield chunk
-    finally:
-        response.close()
-
-
 def _wanted_headers(getheader: Any) -> dict[str, str]:
     """The container's response headers SageMaker passes back: its Content-Type and custom attributes."""
     wanted = {"Content-Type": getheader("content-type"), CUSTOM_ATTRIBUTES_HEADER: getheader(CUSTOM_ATTRIBUTES_HEADER)}
     return {k: v for k, v in wanted.items() if v}
 
 
-def _reply_headers(response: http.client.HTTPResponse) -> dict[str, str]:
-    return _wanted_headers(response.getheader)
-
-
 def _streaming_type(kind: str) -> bool:
     return kind.startswith("text/event-stream") or kind.startswith("application/jsonlines")
-
-
-def _streams(response: http.client.HTTPResponse) -> bool:
-    return _streaming_type(response.getheader("content-type") or "")
 
 
 class ContainerHost:
     """local_runtime/serve.py's host for an endpoint whose container is a local process: starts it in load() (so
     /ping answers 503 meanwhile), and forwards InvokeEndpoint and the response stream to its POST /invocations and
-    SageMaker's OpenAI route to its chat path, passing the container's status and body through."""
+    SageMaker's OpenAI route to its chat path, passing the container's status and body through: ainvoke, astream,
+    achat, on the server's event loop over relay.py's kept-alive connections (the one way this runtime talks to a
+    container; ProcessContainer.call for the calls made outside a request, such as registering an adapter)."""
 
     def __init__(self, container: ProcessContainer, adapters: Mapping[str, Path] | None = None) -> None:
         """adapters: adapter inference component -> its extracted files (local_runtime/adapters.py), registered once
@@ -351,68 +347,8 @@ class ContainerHost:
             ADAPTER_HEADER: self.adapters.get(adapter or ""),
         }
 
-    def invoke(
-        self,
-        body: bytes,
-        content_type: str | None,
-        accept: str | None,
-        component: str | None = None,
-        custom_attributes: str | None = None,
-    ) -> tuple[int, str, dict[str, str]]:
-        """(status, body, the container's response headers SageMaker passes back: Content-Type, custom
-        attributes). `component`: a loaded adapter's inference component, sent with the adapter header."""
-        if (problem := self._not_ready()) is not None:
-            return 503, json.dumps({"error": problem}), {}
-        try:
-            response = self.container.post(
-                "/invocations", body, self._headers(content_type, accept, component, custom_attributes), self.timeout_s
-            )
-            return response.status, b"".join(_chunks(response)).decode("utf-8", "replace"), _reply_headers(response)
-        except OSError as err:
-            return 500, json.dumps({"error": self._unreachable(err)}), {}
-
-    def stream(
-        self,
-        body: bytes,
-        content_type: str | None,
-        accept: str | None = None,
-        component: str | None = None,
-        custom_attributes: str | None = None,
-    ) -> tuple[int, Any, dict[str, str]]:
-        """As invoke, the reply's bytes as they arrive (the container's own framing, passed through)."""
-        if (problem := self._not_ready()) is not None:
-            return 503, json.dumps({"error": problem}), {}
-        try:
-            response = self.container.post(
-                "/invocations", body, self._headers(content_type, accept, component, custom_attributes), self.timeout_s
-            )
-            if response.status != 200:
-                return response.status, b"".join(_chunks(response)).decode("utf-8", "replace"), {}
-        except OSError as err:
-            return 500, json.dumps({"error": self._unreachable(err)}), {}
-        return 200, _chunks(response), _reply_headers(response)
-
-    def chat(self, body: bytes, component: str | None = None) -> tuple[int, Any, str]:
-        """SageMaker's OpenAI route: the container's chat path; for an adapter component its POST /invocations with
-        the adapter header (the container's own way to pick the adapter: vllm_container.py), as InvokeEndpoint's."""
-        if (problem := self._not_ready()) is not None:
-            return 503, json.dumps({"error": {"message": problem, "type": "service_unavailable"}}), "application/json"
-        adapter = self.adapters.get(component or "")
-        path = "/invocations" if adapter else (self.container.chat_path or "/invocations")
-        try:
-            response = self.container.post(
-                path, body, {"Content-Type": "application/json", ADAPTER_HEADER: adapter}, self.timeout_s
-            )
-            kind = response.getheader("content-type") or "application/json"
-            if response.status == 200 and _streams(response):
-                return 200, _chunks(response), kind
-            return response.status, b"".join(_chunks(response)).decode("utf-8", "replace"), kind
-        except OSError as err:
-            error = {"error": {"message": self._unreachable(err), "type": "server_error"}}
-            return 500, json.dumps(error), "application/json"
-
-    # The same three doors on the server's event loop (local_runtime/serve.py uses these): kept-alive connections,
-    # no worker thread per call or per streamed chunk (relay.py says what that cost).
+    # The three doors, on the server's event loop (local_runtime/serve.py): kept-alive connections, no worker thread
+    # per call or per streamed chunk (relay.py says what that cost).
 
     def _relay(self) -> Relay:
         import asyncio

@@ -216,8 +216,9 @@ def create_app(
     component_name: the endpoint's inference component (hosting.mode inference-components): InvokeEndpoint must name
     it or one of the container host's adapter components, as the OpenAI route's component path; None: the endpoint
     hosts no components, and a component name is refused.
-    container_host: forward to the system's local container process instead (local_runtime: load(), invoke(),
-    stream(), chat() and stop() as ModelHost's), started when the app starts and stopped when it stops.
+    container_host: forward to the system's local container process instead (local_runtime.process.ContainerHost:
+    load() and stop() as ModelHost's, and ainvoke(), astream(), achat(), which relay on the event loop), started when
+    the app starts and stopped when it stops.
     credentials: access key id -> secret the SigV4 check knows (the emulator's, sigv4.LOCAL_CREDENTIALS).
     invoke_timeout_s: how long the container may take to answer (invoke_rules.INVOKE_TIMEOUT_S; tests lower it).
     """

@@ -421,7 +421,13 @@ def make_server(stand_in: StandIn, port: int = 0) -> ThreadingHTTPServer:
                 return self._send(200, _sse(reply, include_usage), "text/event-stream")
             return self._send(status, reply)
 
-    return ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    return _Server(("127.0.0.1", port), Handler)
+
+
+class _Server(ThreadingHTTPServer):
+    # socketserver listens with a backlog of 5: 32 clients connecting at once (bench/front_door.py at concurrency 32)
+    # were reset, where the engines' own servers (uvicorn: 2048) queue them.
+    request_queue_size = 2048
 
 
 @contextlib.contextmanager

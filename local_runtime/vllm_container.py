@@ -36,7 +36,6 @@ from .process import (
     ContainerError,
     ContainerHost,
     ProcessContainer,
-    _chunks,
     base_environment,
     free_port,
 )
@@ -140,5 +139,4 @@ class VllmContainer(ProcessContainer):
         """Register a LoRA adapter as SageMaker does when it creates an adapter inference component (ADAPTER_HEADER's
         note): (status, body). vLLM answers 404 when the route is off (VLLM_ALLOW_RUNTIME_LORA_UPDATING unset)."""
         body = json.dumps({"name": name, "src": str(src)}).encode()
-        response = self.post("/adapters", body, {"Content-Type": "application/json"})
-        return response.status, b"".join(_chunks(response)).decode("utf-8", "replace")
+        return self.call("/adapters", body, {"Content-Type": "application/json"})

@@ -90,9 +90,7 @@ def test_each_adapter_loads_as_sagemaker_hands_it_over_and_answers_for_its_compo
 def test_the_engine_refuses_an_adapter_it_was_not_handed(served):
     """The header is what picks the adapter: one naming no loaded adapter is refused by vLLM itself."""
     _, host, _, _ = served
-    response = host.container.post(
+    status, text = host.container.call(
         "/invocations", json.dumps(GREEDY).encode(), {"Content-Type": "application/json", ADAPTER_HEADER: "nope"}
     )
-    text = response.read().decode()
-    response.close()
-    assert response.status == 404 and "The model `nope` does not exist" in text, (response.status, text)
+    assert status == 404 and "The model `nope` does not exist" in text, (status, text)

@@ -4,6 +4,7 @@ refusal comes from it). The whole path on the real engine: tests/local/test_vllm
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from pathlib import Path
@@ -156,9 +157,9 @@ def test_a_container_that_stopped_answering_is_a_500_naming_it(tmp_path, model_d
     host = ContainerHost(container)
     host.model = container
     host.loaded.set()
-    status, body, _ = host.invoke(b"{}", "application/json", None)
+    status, body, _ = asyncio.run(host.ainvoke(b"{}", "application/json", None))
     assert status == 500 and "the vLLM container did not answer (ConnectionRefusedError" in body
     assert str(container.log_path) in body
-    assert host.stream(b"{}", "application/json")[0] == 500
-    status, body, media = host.chat(b"{}")
+    assert asyncio.run(host.astream(b"{}", "application/json"))[0] == 500
+    status, body, media = asyncio.run(host.achat(b"{}"))
     assert (status, media) == (500, "application/json") and '"type": "server_error"' in body

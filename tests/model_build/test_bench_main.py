@@ -174,3 +174,31 @@ def test_a_failed_sub_measurement_is_recorded_beside_the_kept_ones_and_fails_the
     assert after["section_seconds"] == before["section_seconds"]  # a part's time is not the section's
     assert after["total_seconds"] == pytest.approx(sum(before["section_seconds"].values()))
     assert "local_server failed: RuntimeError" in (results_dir / "results.md").read_text()
+
+
+def test_a_section_kept_whole_keeps_the_dates_of_its_parts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--only front_door` after a `--only loadtest:local_server` run: loadtest is kept whole, and results.md still
+    says which of its parts was measured when."""
+    import json
+    import shutil
+
+    import bench.__main__ as main_module
+    from bench import front_door
+
+    results_dir = tmp_path / "results"
+    results_dir.mkdir()
+    earlier = _committed()
+    earlier["parts_run"] = {"loadtest": ["local_server"]}
+    earlier["kept_from_earlier_run_parts"] = {"loadtest": {"cross_check": "2026-11-25", "ceiling": "2026-11-25"}}
+    earlier["part_seconds"] = {"loadtest:local_server": 504.0}
+    earlier["sections"].pop("front_door", None)
+    earlier["section_seconds"].pop("front_door", None)
+    (results_dir / "results.json").write_text(json.dumps(earlier))
+    monkeypatch.setattr(front_door, "bench", lambda raw, log, before=None: {"error": "not measured in this test"})
+    main_module.main(["--only", "front_door", "--raw", str(tmp_path / "raw"), "--results", str(results_dir)])
+    after = json.loads((results_dir / "results.json").read_text())
+    assert after["kept_from_earlier_run_parts"] == earlier["kept_from_earlier_run_parts"]
+    assert after["parts_run"] == {"loadtest": ["local_server"]}
+    assert after["part_seconds"] == {"loadtest:local_server": 504.0}
+    assert "Section loadtest: only local_server re-run" in (results_dir / "results.md").read_text()
+    shutil.rmtree(results_dir)

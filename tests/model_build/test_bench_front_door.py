@@ -1,0 +1,59 @@
+"""bench/front_door.py, as `make bench` runs it, at a few requests: the front door against the engine's own port
+(real processes: the runtime `serve` configures, the bench's engine, the sglang stand-in on a tiny model), its
+results table, and the vLLM row's skip where .venv-vllm is missing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bench import front_door
+
+
+def _measured(record: dict) -> None:
+    """Both doors, both targets, at c=1 and c=32, with numbers that came from requests."""
+    assert set(record) == {"invoke", "chat stream"}
+    for door in record.values():
+        assert set(door["c1_ms"]) == {"engine", "front door"}
+        assert all(ms["p50"] > 0 for ms in door["c1_ms"].values())
+        assert door["c32_requests_per_s"]["engine"] > 0 and door["c32_requests_per_s"]["front door"] > 0
+        assert door["c32_ratio"]["front door"] > 0
+        assert door["c32_cpu_ms_per_request"]["front door"] > 0
+
+
+def test_the_fast_engine_rows_are_measured_and_tabled(tmp_path: Path) -> None:
+    lines: list[str] = []
+    result = front_door.bench(tmp_path, lines.append, pairs=5, seconds=1, engines=())
+    _measured(result["doors"])
+    assert result["real_engines"] == {} and len(result["loadavg_after"]) == 3
+    text = "\n".join(front_door.markdown(result))
+    assert "| invoke | front door |" in text and "| chat stream | engine |" in text
+    assert any("invoke c=32: engine" in line for line in lines)
+
+
+def test_the_vllm_row_is_skipped_naming_make_vllm_env_where_its_venv_is_missing(tmp_path, monkeypatch) -> None:
+    import local_runtime.vllm_container as vllm_container
+
+    monkeypatch.setattr(vllm_container, "VENV", tmp_path / ".venv-vllm")
+    lines: list[str] = []
+    record = front_door.real_engine(tmp_path, lines.append, "vllm")
+    assert "make vllm-env" in record["skipped"] and "doors" not in record
+    assert lines == [f"  vllm: skipped: {record['skipped']}"]
+    text = "\n".join(front_door.markdown({**_empty(), "real_engines": {"vllm": record}}))
+    assert "### In front of vllm" in text and "skipped: no .venv-vllm here" in text
+
+
+@pytest.mark.slow
+def test_the_stand_in_row_holds_32_concurrent_clients(tmp_path: Path) -> None:
+    """The stand-in's own port at concurrency 32 (socketserver's backlog of 5 reset clients there) and through the
+    front door, without a failed request."""
+    record = front_door.real_engine(tmp_path, lambda _: None, "stand-in", pairs=2, seconds=2)
+    assert "error" not in record, record.get("error")
+    _measured(record["doors"])
+    text = "\n".join(front_door.markdown({**_empty(), "real_engines": {"stand-in": record}}))
+    assert "### In front of stand-in" in text and "| invoke | front door |" in text
+
+
+def _empty() -> dict:
+    return {"engine": "e", "front_door": "f", "pairs": 0, "seconds_per_throughput_run": 0, "doors": {}}
