@@ -182,3 +182,17 @@ def test_the_driver_reads_each_declared_reply_shape() -> None:
         assert drive._text_of(json.loads(json.dumps(reply)), kind, shape, system.bodies.reasoning_field) == "Paris"
     thinking = {"choices": [{"message": {"content": None, "reasoning": "Hmm"}}]}
     assert drive._text_of(thinking, "openai-chat", "list", "reasoning") == "Hmm"
+
+
+def test_a_system_without_a_tiny_config_or_with_a_slow_engine_is_listed_with_why() -> None:
+    """A future system with no tiny scenario config is listed, not skipped silently; the real engine is driven by
+    its scenario; a system with a tiny config is driven here."""
+    import dataclasses
+
+    registry = all_systems()
+    some = next(system for system in registry.values() if system.local.kind == "stand-in")
+    assert real_clients.not_driven(some) is None and real_clients.tiny_config(some) is not None
+    future = dataclasses.replace(some, name="future-system")
+    assert "no tiny config for it (config/scenarios/future-system.yaml)" in (real_clients.not_driven(future) or "")
+    engine = dataclasses.replace(some, local=dataclasses.replace(some.local, kind="engine"))
+    assert "tests/local/test_vllm_scenario.py" in (real_clients.not_driven(engine) or "")
