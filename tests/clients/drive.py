@@ -56,20 +56,34 @@ def _with_prompt(body: dict[str, Any], kind: str, prompt: str) -> dict[str, Any]
     return {**body, "messages": [{"role": "user", "content": prompt}]}
 
 
+def _container_message(text: str) -> str:
+    """The message in a container's error body ({"error": {"message"}}, {"error": "..."}), else the body."""
+    try:
+        body = json.loads(text)
+    except ValueError:
+        return text
+    error = body.get("error", body) if isinstance(body, dict) else body
+    if isinstance(error, dict) and isinstance(error.get("message"), str):
+        return error["message"]
+    return error if isinstance(error, str) else text
+
+
 def _error_fields(err: BaseException) -> tuple[int | None, str]:
     """The HTTP status and message of a client's exception, whichever client raised it."""
     response = getattr(err, "response", None)
     if isinstance(response, dict) and "Error" in response:  # botocore ClientError (ModelError quotes the container)
         status = response.get("OriginalStatusCode") or response["ResponseMetadata"]["HTTPStatusCode"]
         message = response.get("OriginalMessage") or response["Error"].get("Message", "")
-        return int(status), str(message)
+        return int(status), _container_message(str(message))
     status = getattr(err, "status_code", None)
     if isinstance(status, int) and "'424 Failed Dependency'" in str(err):
         # LiteLLM reports the runtime's 424 ModelError (the container refused the body) as its own 503
         return 424, str(getattr(err, "message", err))
     if isinstance(status, int):  # openai.APIStatusError, litellm's exceptions
-        body = getattr(err, "body", None)
-        body = body.get("error", body) if isinstance(body, dict) else body  # {"error": {"message"}} or the error
+        body = getattr(err, "body", None)  # the openai SDK's: the reply's "error" where it has one, else the reply
+        body = body.get("error", body) if isinstance(body, dict) else body
+        if isinstance(body, str):  # {"error": "..."} (DJL's handlers)
+            return status, body
         for key in ("message", "detail"):  # OpenAI's error, FastAPI's {"detail"}
             if isinstance(body, dict) and isinstance(body.get(key), str):
                 return status, f"{body[key]} ({status})" if key == "detail" else body[key]
