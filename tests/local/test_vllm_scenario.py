@@ -131,7 +131,7 @@ def _drive_clients(system: Any, url: str, endpoint_name: str, token: str, log: s
     started = time.monotonic()
     found = real_clients.drive(real_clients.spec_for(system, url, endpoint_name, token))
     answered = next(line for line in log.splitlines() if "container answering: " in line)
-    container = answered.split("container answering: ", 1)[1].split(" (pid")[0].strip()
+    container = answered.split("container answering: ", 1)[1].split("; ready in")[0].strip()
     differences = real_clients.record(system, found, container, "tests/local/test_vllm_scenario.py")
     works = sum(result["ok"] for result in found.values())
     print(f"    clients: {works} of {len(found)} calls work ({time.monotonic() - started:.0f} s; docs/clients.md)")
