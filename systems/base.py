@@ -106,10 +106,16 @@ class ContainerBodies:
     reasoning_field: the field of an assistant message (and of a streamed delta) that holds the model's reasoning
       when the engine separates it (a reasoning parser); None: reasoning stays in the content. A chat reply whose
       content is null while this field holds text is a model still thinking when max_tokens ran out: it answered.
+    generation_reply: how the container answers a generation body: "list", the toolkit's [{"generated_text"}] (the
+      Hugging Face inference toolkit, DJL's handlers, the older LMI handlers, our own servers); "object", one
+      {"generated_text"} object (LMI 27's async vLLM service). A client that reads the container's own reply
+      directly (boto3, the SageMaker SDK's Predictor: tests/clients/) reads it in this shape; our own readers take
+      both (endpoint_runtime/bodies.py generation_outputs).
     Tool calls read as OpenAI's message.tool_calls wherever a chat system parses them (ChatCapability.tool_calls
     says when)."""
 
     accepts: frozenset[BodyKind]
+    generation_reply: Literal["list", "object"] = "list"
     reasoning_field: str | None = None
     # The chat request fields that ask the engine not to reason first, where it honours them (a check that needs
     # an answer within a few tokens sends them); None: none known.
@@ -119,6 +125,8 @@ class ContainerBodies:
         unknown = set(self.accepts) - set(BODY_KINDS)
         if unknown or not self.accepts:
             raise ValueError(f"body kinds {sorted(unknown) or 'none'}: give some of {BODY_KINDS}")
+        if self.generation_reply not in ("list", "object"):
+            raise ValueError(f"generation_reply {self.generation_reply!r}: give 'list' or 'object'")
 
     @property
     def prompt_kind(self) -> BodyKind:

@@ -12,7 +12,7 @@ from typing import Literal, get_args
 
 from endpoint_config import EndpointSpec
 from facts.instances import InstanceType
-from systems.base import GENERATION_AND_CHAT, AdapterSupport, LocalRun, LoraSizing, ServingSystem
+from systems.base import AdapterSupport, ContainerBodies, LocalRun, LoraSizing, ServingSystem
 from systems.djl_common import djl_system
 from systems.djl_common.lmi import (
     LMI_INFERENCE_AMI_VERSION,
@@ -129,7 +129,9 @@ SYSTEM: ServingSystem[VllmEngineOptions] = djl_system(
     chat=CHAT,
     # LMI maps "inputs" to vLLM's prompt and answers "messages" as chat (lmi_vllm/request_response_utils.py). Which
     # field its vLLM 0.23 puts reasoning in is unverified here: none is declared, so a check reads the content.
-    bodies=GENERATION_AND_CHAT,
+    # Its reply to {"inputs"} is one {"generated_text"} object, not the toolkit's list (deepjavalibrary/djl-serving@
+    # 0.36.0-lmi27-dlc engines/python/setup/djl_python/lmi_vllm/request_response_utils.py:137-146).
+    bodies=ContainerBodies(frozenset({"generation", "openai-chat"}), generation_reply="object"),
     # LMI 27 installs vLLM 0.23.1.dev4+gcd87ce883 (lmi-container-requirements.txt); the nearest release read: 0.23.0.
     model_registry="vllm==0.23.0",
     adapters=AdapterSupport(

@@ -3,7 +3,9 @@ a tiny Qwen3 with thinking turns made offline -> model_build build -> deploy to 
 stack, publish, endpoint stack, smoke test) -> the local SageMaker runtime forwarding to vLLM's OpenAI server, started
 from the endpoint's SM_VLLM_* environment as the AWS vLLM container starts it -> the invoke and stream functions' chat
 routes -> the `openai` SDK through SageMaker's OpenAI route with a generate_token bearer token and `model` set to the
-endpoint's name (a chat streamed with usage) -> destroy, nothing left. No tool call: see the note at that step.
+endpoint's name (a chat streamed with usage) -> the clients users already use (boto3, the SageMaker SDK, langchain-aws,
+LiteLLM, LangChain's ChatOpenAI, the openai SDK: tests/real_clients.py), whose cells are vllm's in docs/clients.md ->
+destroy, nothing left. No tool call: see the note at that step.
 
 It expects the correct behaviour. Where a client sends what the engine refuses (one of the engines review's findings
 coming back), the scenario goes on and fails at the end naming each finding (SeamFindings).
@@ -21,9 +23,11 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import boto3
 import pytest
+import real_clients
 import yaml
 from hermetic import subprocess_env
 
@@ -118,6 +122,20 @@ def _stop_server(server: subprocess.Popen, log: Path) -> None:
         except ProcessLookupError:
             continue
         raise AssertionError(f"the engine's process group {pid} outlived the local server")
+
+
+def _drive_clients(system: Any, url: str, endpoint_name: str, token: str, log: str) -> list[str]:
+    """boto3, the SageMaker SDK, langchain-aws, LiteLLM, LangChain's ChatOpenAI and the openai SDK against the
+    endpoint (tests/clients/drive.py in the clients' own venvs); how their cells differ from the stored ones."""
+    assert real_clients.venvs_present(), real_clients.MISSING_VENVS
+    started = time.monotonic()
+    found = real_clients.drive(real_clients.spec_for(system, url, endpoint_name, token))
+    answered = next(line for line in log.splitlines() if "container answering: " in line)
+    container = answered.split("container answering: ", 1)[1].split("; ready in")[0].strip()
+    differences = real_clients.record(system, found, container, "tests/local/test_vllm_scenario.py")
+    works = sum(result["ok"] for result in found.values())
+    print(f"    clients: {works} of {len(found)} calls work ({time.monotonic() - started:.0f} s; docs/clients.md)")
+    return differences
 
 
 @pytest.mark.e2e
@@ -254,6 +272,10 @@ def test_vllm_endpoint_end_to_end_on_the_real_vllm_engine(tmp_path, monkeypatch,
         print(f"    openai route streamed {len(pieces)} chunks, usage {usage}")
         assert pieces and usage is not None and usage.completion_tokens == 8
 
+        # The clients users already use, unchanged, against the real engine while it is up (tests/real_clients.py):
+        # their cells are vllm's in docs/clients.md, and a cell that changed fails the scenario at its end.
+        client_differences = _drive_clients(environment_plan.plan(ENDPOINT).system, url, endpoint_name, token, said)
+
         # No tool call here: vLLM 0.30.0 answers a named tool_choice only with --tool-call-parser set ("requires
         # --tool-call-parser to be set", 400), and with one set the smoke test's own forced get_weather call on random
         # weights never closes its JSON (greedy decoding repeats a whitespace token the JSON grammar allows, measured
@@ -274,6 +296,10 @@ def test_vllm_endpoint_end_to_end_on_the_real_vllm_engine(tmp_path, monkeypatch,
         "scenario",
         f"vllm: {answered[0].removeprefix('container answering: ')}; whole chain {took:.0f} s; engine log: "
         + version[0].split("] ")[-1],
+    )
+    assert not client_differences, (
+        "the clients answered the real vLLM differently from tests/clients/found/vllm.json: rerun this scenario with "
+        "PYTEST_CLIENTS_TABLE_WRITE=1 (make clients-table) and read the diff\n" + "\n".join(client_differences)
     )
     if findings:
         raise SeamFindings("; ".join(f"{name}: {where}" for name, where in findings.items()))

@@ -8,7 +8,7 @@ functions (endpoint_runtime/invoke.py, stream.py, async_invoke.py), the SLO gate
 (load_testing/gate.py gate_target, load_testing/loadtest.py) and the demo (local_emulator/demo.py). Here each
 of those clients' own code runs, for every registered system, against
   - the system's declaration: a container that answers exactly the declared kinds, each in its kind's reply shape
-    (an OpenAI chat reply of a system with a reasoning field comes back all reasoning, content null: a reasoning
+    (a generation reply as the declared list or object, ContainerBodies.generation_reply; an OpenAI chat reply of a system with a reasoning field comes back all reasoning, content null: a reasoning
     model still thinking), and refuses any other body as its engine would (4xx, SageMaker's ModelError);
   - for vllm and sglang, the CPU stand-ins of their containers (tests/systems/engine_stand_in.py) serving a tiny
     Qwen3 built by the system's own recipe, reached over HTTP;
@@ -78,7 +78,10 @@ class DeclaredContainer:
             if streamed:
                 lines = [{"token": {"text": t}} for t in ("Pa", "ris")] + [{"generated_text": text, "details": {}}]
                 return 200, b"".join(json.dumps(x).encode() + b"\n" for x in lines), "jsonlines"
-            return 200, json.dumps([{"generated_text": text}]).encode(), "json"
+            # in the shape the system declares: the toolkit's list, or LMI 27's one object
+            answer: Any = {"generated_text": text}
+            answer = answer if self.declared.generation_reply == "object" else [answer]
+            return 200, json.dumps(answer).encode(), "json"
         if kind == bodies.OPENAI_COMPLETION:
             chunk = {"object": "text_completion", "choices": [{"index": 0, "text": text}]}
         elif "tools" in body:

@@ -91,6 +91,9 @@ CASES: list[tuple[str, Any, bool]] = [
     # parameters nobody behind the contract honours (the invoke function used to pass them on; three containers refused)
     ("unknown-parameter", P(max_tokens=5), False),
     ("stop", P(stop=["###"]), False),
+    # LiteLLM's sagemaker/ copies its transport URL into parameters: ignored, it changes nothing (IGNORED_KEYS)
+    ("litellm-sagemaker-base-url", P(max_new_tokens=4, sagemaker_base_url="http://127.0.0.1:1/invocations"), True),
+    ("litellm-sagemaker-base-url-top", {"inputs": "Hello", "sagemaker_base_url": "http://127.0.0.1:1"}, True),
     ("typical_p", P(typical_p=0.9), False),
     ("fastertransformer-name", P(max_seq_len=5), False),
     # each parameter: wrong type, and each side of its bounds
@@ -344,3 +347,16 @@ def test_the_module_ships_alone() -> None:
     for dockerfile in ("deepspeed_byoc", "tensorrt_byoc"):  # the build context is the repository root
         text = (ROOT / "systems" / dockerfile / "container" / "Dockerfile").read_text()
         assert "COPY request_contract.py /opt/program/request_contract.py" in text, dockerfile
+
+
+def test_a_client_transport_key_is_ignored_and_said_in_a_log_line(caplog: pytest.LogCaptureFixture) -> None:
+    """What LiteLLM's sagemaker/ sends, {"inputs", "parameters": {..., "sagemaker_base_url"}}: answered as without
+    the key, which a log line names (as vLLM logs a field it ignores); a key that changes the answer is still refused."""
+    import request_contract
+
+    body = {"inputs": "Hello", "parameters": {"max_new_tokens": 4, "sagemaker_base_url": "http://x/invocations"}}
+    with caplog.at_level("WARNING", logger="request_contract"):
+        assert request_contract.validate_request(body) == (["Hello"], {"max_new_tokens": 4})
+    assert "present in the request but ignored: ['parameters.sagemaker_base_url']" in caplog.text
+    with pytest.raises(request_contract.RequestError, match=r"unknown parameters \['stop'\]"):
+        request_contract.validate_request({"inputs": "Hello", "parameters": {"stop": ["x"], "sagemaker_base_url": "u"}})

@@ -209,6 +209,21 @@ def test_it_runs_locally_as_its_local_run_says(name, tmp_path):
 
 
 @pytest.mark.parametrize("name", SYSTEMS)
+def test_the_clients_users_already_use_are_driven_against_it_or_it_says_why(name):
+    """docs/clients.md has its cells, stored by the client suite that drove its local container (tests/real_clients.py:
+    tests/clients/ or, for the real engine, its scenario), or the reason none drives it."""
+    import real_clients
+
+    why = real_clients.not_driven(get_system(name))
+    assert why is not None or name in real_clients.stored(), (
+        f"{name}: the client suite drives its container but tests/clients/found/{name}.json is missing: "
+        "run make clients-table"
+    )
+    block = real_clients.generated_block(real_clients.DOC.read_text())
+    assert f"### `{name}`" in block
+
+
+@pytest.mark.parametrize("name", SYSTEMS)
 def test_its_metric_series_make_queries_or_it_states_none(name):
     from stacks.engine_metrics import engine_queries
 
