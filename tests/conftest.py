@@ -42,6 +42,7 @@ def pytest_collection(session: pytest.Session):
     finally:
         sys.dont_write_bytecode = True
 
+
 import template_scan as template_scan_module
 from helpers import EXAMPLE_CASES, Synthesized, cdk_context, synthesize, write_fake_manifest
 from template_scan import ADOPTING_PREFIX, LOCAL_PREFIX, PIPELINE_PREFIX, TemplateScan, example_path
