@@ -16,6 +16,7 @@ holds, so it changes exactly when one of them does.
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import os
 import shutil
@@ -53,13 +54,16 @@ def _package_of(path: Path) -> str | None:
 
 
 def _import_nodes(node: ast.AST):
-    """Every Import/ImportFrom under `node`, except those in `except ImportError:` handlers."""
-    for child in ast.iter_child_nodes(node):
-        if isinstance(child, ast.ExceptHandler) and _catches_import_error(child):
-            continue
-        if isinstance(child, (ast.Import, ast.ImportFrom)):
-            yield child
-        yield from _import_nodes(child)
+    """Every Import/ImportFrom under `node`, except those in `except ImportError:` handlers. A walk with its own
+    stack: a recursive generator handed each node up through one generator frame per level of nesting."""
+    stack = [node]
+    while stack:
+        for child in ast.iter_child_nodes(stack.pop()):
+            if isinstance(child, ast.ExceptHandler) and _catches_import_error(child):
+                continue
+            if isinstance(child, (ast.Import, ast.ImportFrom)):
+                yield child
+            stack.append(child)
 
 
 def _catches_import_error(handler: ast.ExceptHandler) -> bool:
@@ -70,31 +74,44 @@ def _catches_import_error(handler: ast.ExceptHandler) -> bool:
 def local_imports(path: Path) -> set[Path]:
     """The repository files `path` imports directly: modules, their packages' __init__.py, and for
     `from pkg import name` the submodule `pkg/name.py` when there is one."""
-    tree = ast.parse(path.read_text(), filename=str(path))
     names: set[str] = set()
-    for node in _import_nodes(tree):
-        if isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            # `from . import x` has no module (ast.ImportFrom.module is None); `from x import y` has level 0.
-            prefix: list[str] = []
-            if node.level:
-                package = _package_of(path)
-                if package is None:
-                    raise ValueError(f"{path}: relative import outside a package")
-                parts = package.split(".")
-                prefix = parts[: len(parts) - node.level + 1]
-            base = ".".join(prefix + ([node.module] if node.module else []))
-            names.add(base)
-            names.update(f"{base}.{alias.name}" for alias in node.names)
+    for level, module, aliases in _imports(path.read_text(), str(path)):
+        if level is None:
+            names.update(aliases)
+            continue
+        # `from . import x` has no module (ast.ImportFrom.module is None); `from x import y` has level 0.
+        prefix: list[str] = []
+        if level:
+            package = _package_of(path)
+            if package is None:
+                raise ValueError(f"{path}: relative import outside a package")
+            parts = package.split(".")
+            prefix = parts[: len(parts) - level + 1]
+        base = ".".join(prefix + ([module] if module else []))
+        names.add(base)
+        names.update(f"{base}.{alias}" for alias in aliases)
     found: set[Path] = set()
     for name in names:
         parts = name.split(".")
         for i in range(1, len(parts) + 1):  # importing a.b.c runs a/__init__.py and a/b/__init__.py too
-            module = _module_file(".".join(parts[:i]))
-            if module is not None:
-                found.add(module)
+            module_file = _module_file(".".join(parts[:i]))
+            if module_file is not None:
+                found.add(module_file)
     return found
+
+
+@functools.lru_cache(maxsize=256)
+def _imports(text: str, filename: str) -> tuple[tuple[int | None, str | None, tuple[str, ...]], ...]:
+    """The import statements of a module's source `text`: (None, None, names) for `import names`, (level, module,
+    names) for `from module import names`. Cached by the text: every function of every endpoint ships the same
+    shared modules, and parsing them again for each was most of a synth's CPU time (docs/design/dev-loop.md)."""
+    found: list[tuple[int | None, str | None, tuple[str, ...]]] = []
+    for node in _import_nodes(ast.parse(text, filename=filename)):
+        if isinstance(node, ast.Import):
+            found.append((None, None, tuple(alias.name for alias in node.names)))
+        elif isinstance(node, ast.ImportFrom):
+            found.append((node.level, node.module, tuple(alias.name for alias in node.names)))
+    return tuple(found)
 
 
 def asset_files(entry: Path) -> dict[str, Path]:

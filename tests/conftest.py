@@ -30,6 +30,19 @@ import hermetic
 hermetic.base()
 sys.dont_write_bytecode = True
 
+
+@pytest.hookimpl(wrapper=True)
+def pytest_collection(session: pytest.Session):
+    """While the test modules are imported, bytecode is written: pytest's assertion rewriter then caches each rewritten
+    module (tests/**/__pycache__/*-pytest-*.pyc, git-ignored) and reads it back next run. Rewriting all of them cost
+    ~10 s of CPU in every worker, every run (docs/design/dev-loop.md). No artifact is imported while collecting."""
+    sys.dont_write_bytecode = False
+    try:
+        return (yield)
+    finally:
+        sys.dont_write_bytecode = True
+
+
 import template_scan as template_scan_module
 from helpers import EXAMPLE_CASES, Synthesized, cdk_context, synthesize, write_fake_manifest
 from template_scan import ADOPTING_PREFIX, LOCAL_PREFIX, PIPELINE_PREFIX, TemplateScan, example_path

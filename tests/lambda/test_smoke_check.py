@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -93,8 +94,24 @@ def _server(state: FakeSageMaker) -> ThreadingHTTPServer:
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
     return server
+
+
+class _ClockMovedBySleeps:
+    """The time module, but sleep() returns at once and moves monotonic() on by what it would have slept."""
+
+    def __init__(self) -> None:
+        self.slept = 0.0
+
+    def __getattr__(self, name: str):
+        return getattr(time, name)
+
+    def monotonic(self) -> float:
+        return time.monotonic() + self.slept
+
+    def sleep(self, seconds: float) -> None:
+        self.slept += seconds
 
 
 @pytest.fixture
@@ -118,8 +135,11 @@ def sagemaker(monkeypatch: pytest.MonkeyPatch):
         **bodies.environment("generation", None),
     }.items():
         monkeypatch.setenv(key, value)
-    # The wake wait's polls, without the wall-clock wait between them.
-    monkeypatch.setattr(smoke, "_sleep", lambda s: None)
+    # The wake wait's polls, without the wall-clock wait between them: each sleep moves the clock smoke reads on by
+    # its length. (A sleep that did nothing left the loop polling as fast as it could for the whole wake budget,
+    # 60 s of wall time and ~10 s of CPU: docs/design/dev-loop.md.)
+    monkeypatch.setattr(smoke, "time", _ClockMovedBySleeps())
+    monkeypatch.setattr(smoke, "_sleep", smoke.time.sleep)
     yield state, url
     server.shutdown()
 
