@@ -7,12 +7,12 @@ Why, with the djl-serving sources: docs/design/engines.md.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from artifact import BuildError
 from endpoint_config import EndpointSpec
+from facts.models import read_json_object
 from systems.base import Capability, MaxBatchSize, MaxModelLen, ServingSystem
 
 if TYPE_CHECKING:
@@ -111,7 +111,7 @@ def check_max_model_len(endpoint: EndpointSpec, engine: LmiEngineOptions, source
     config_path = source / "config.json"
     if not config_path.is_file():
         return  # build_decoder_artifact reports the missing config.json
-    limit = context_length(json.loads(config_path.read_text()))
+    limit = context_length(read_json_object(config_path))
     if limit is not None and length > limit:
         raise BuildError(
             f"endpoint {endpoint.name!r}: engine.max_model_len: value {length} is beyond the model's "
