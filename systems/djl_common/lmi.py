@@ -7,6 +7,7 @@ Why, with the djl-serving sources: docs/design/engines.md.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
@@ -109,8 +110,8 @@ def check_max_model_len(endpoint: EndpointSpec, engine: LmiEngineOptions, source
     if length is None:
         return
     config_path = source / "config.json"
-    if not config_path.is_file():
-        return  # build_decoder_artifact reports the missing config.json
+    if not os.path.lexists(config_path):
+        return  # build_decoder_artifact reports the missing config.json; a FIFO or a loop its reader refuses
     limit = context_length(read_json_object(config_path))
     if limit is not None and length > limit:
         raise BuildError(
