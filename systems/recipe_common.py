@@ -83,7 +83,8 @@ def check_causal_lm(
         kind = "an encoder-decoder model" if encoder_decoder else "not a causal language model"
         raise BuildError(
             f"endpoint {endpoint.name!r}: model: value {endpoint.model!r} is {kind} (model_type {model_type!r}, "
-            f"architecture {architecture!r}); system {endpoint.system!r} serves {serves} (e.g. gptj, gpt2, llama, mistral)"
+            f"architecture {architecture!r}); system {endpoint.system!r} serves {serves} (e.g. gptj, gpt2, llama, "
+            "mistral)"
         )
     # The container's own transformers or engine must know the architecture too (systems/model_support.py).
     if architecture is not None and (problem := _architecture_problem(endpoint, architecture)):

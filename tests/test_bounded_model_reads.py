@@ -74,7 +74,7 @@ ALLOWED: dict[str, str] = {
         "regular file or folder by check_model_folder at the build's start (model_build/cli.py _check_local_model), "
         "a Hub model's files were fetched by our bounded reader"
     ),
-    "systems/checkpoint_artifact.py::_write_chat_template": "hashes tokenizer_config.json that write_chat_template wrote",
+    "systems/checkpoint_artifact.py::_write_chat_template": "hashes the tokenizer_config.json it just wrote",
     "systems/checkpoint_artifact.py::_copy_checkpoint": "hashes the files container.rewrite wrote into out_dir",
     # The handlers run in the container, shipped without facts/, on the artifact our build wrote.
     "systems/deepspeed_byoc/handler/handler.py::read_engine_config": "deepspeed.json, written by the recipe",
@@ -164,7 +164,8 @@ class _PathOrigin:
 
 
 def _read_path(call: ast.Call) -> ast.expr | None:
-    """The path a call reads, if it is a read of a file: open(p), os.open(p), p.open(), p.read_text(), p.read_bytes()."""
+    """The path a call reads, if it is a read of a file: open(p), os.open(p), p.open(), p.read_text(),
+    p.read_bytes()."""
     f = call.func
     if isinstance(f, ast.Name) and f.id == "open" and call.args:
         return call.args[0]
@@ -343,7 +344,8 @@ def test_the_build_time_readers_refuse_a_config_json_that_is_not_one(model: Path
         config_for_container(model, "bf16")
     assert str(model / "config.json") in str(err.value)
     with pytest.raises(UnreadableModel, match=re.escape(says)):
-        check_max_model_len(SimpleNamespace(name="e"), SimpleNamespace(max_model_len=128), model)  # type: ignore[arg-type]
+        engine = SimpleNamespace(max_model_len=128)
+        check_max_model_len(SimpleNamespace(name="e"), engine, model)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("how", SPOILED)
