@@ -21,7 +21,9 @@ from __future__ import annotations
 import ast
 import os
 import re
+import signal
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -313,8 +315,24 @@ SPOILED = ["oversized", "fifo", "symlink loop", "symlink to a FIFO"]
 
 
 @pytest.fixture
-def model(tmp_path: Path) -> Path:
-    return write_hand_made_model(tmp_path / "model")
+def model(tmp_path: Path) -> Iterator[Path]:
+    """The hand-made honest model, under a deadline: a reader that regresses to a plain open() blocks on a FIFO
+    forever (measured on main a0e7241: config_for_container and the chat_template.jinja rewrite did), and SIGALRM
+    turns that into this test's failure instead of a hung suite."""
+
+    def blocked(signum: int, frame: object) -> None:
+        raise AssertionError(f"a model file read blocked for {READ_DEADLINE_S} s: opened without facts/model_files.py")
+
+    previous = signal.signal(signal.SIGALRM, blocked)
+    signal.alarm(READ_DEADLINE_S)
+    try:
+        yield write_hand_made_model(tmp_path / "model")
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+READ_DEADLINE_S = 60  # each case takes well under a second; the margin is for a loaded machine
 
 
 @pytest.mark.parametrize("how", SPOILED)
