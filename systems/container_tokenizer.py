@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from artifact import BuildError
+from facts.model_files import read_chat_template_file
 from facts.models import read_json_object
 from systems import recipe_common as common
 from systems.images import OWN_CONTAINER_STACKS, ImagePin, PythonStack
@@ -122,7 +123,7 @@ def _config_for_transformers4(export: TokenizerExport, target: str) -> None:
         config["additional_special_tokens"] = known + [t for t in extra if t not in known]
         changed.append("extra_special_tokens (list) -> additional_special_tokens")
     if "chat_template.jinja" in export.files and "chat_template" not in config:
-        config["chat_template"] = (export.source / "chat_template.jinja").read_text(encoding="utf-8")
+        config["chat_template"] = read_chat_template_file(export.source / "chat_template.jinja")
         del export.files["chat_template.jinja"]
         changed.append("chat_template.jinja -> tokenizer_config.json chat_template")
     if changed:

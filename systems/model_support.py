@@ -12,11 +12,12 @@ TRANSFORMERS_FIRST_RELEASE dates after it, and nothing else is claimed (the tabl
 
 from __future__ import annotations
 
-import json
+import os
 import re
 from pathlib import Path
 
 from endpoint_config import EndpointSpec
+from facts.model_files import config_fields, read_model_config
 
 from . import engine_tables
 from .base import ServingSystem
@@ -101,13 +102,13 @@ def _knows(system: ServingSystem, architecture: str) -> bool:
 
 
 def local_architecture(model: str) -> str | None:
-    """config.json's first "architectures" entry of a local model directory (None for a Hub id or no config)."""
-    config = Path(model) / "config.json"
-    try:
-        names = json.loads(config.read_text()).get("architectures") if config.is_file() else None
-    except (OSError, ValueError):
+    """config.json's first "architectures" entry of a local model directory (None for a Hub id or no config),
+    read bounded and checked (facts.model_files: read_model_config, config_fields): UnreadableModel naming the file,
+    which the loader reports as a problem of `model:`."""
+    folder = Path(model).expanduser()
+    if not (folder.is_dir() and os.path.lexists(folder / "config.json")):
         return None
-    return names[0] if isinstance(names, list) and names and isinstance(names[0], str) else None
+    return config_fields(read_model_config(folder / "config.json")).architecture
 
 
 def load_problems(ep: EndpointSpec, system: ServingSystem, systems: dict[str, ServingSystem]) -> list[str]:

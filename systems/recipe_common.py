@@ -17,6 +17,7 @@ from typing import Any
 
 from artifact import BuildError
 from endpoint_config import EndpointSpec
+from facts.model_files import config_fields
 from facts.models import read_json_object
 from systems.images import HF_CONTAINER_TRANSFORMERS
 
@@ -76,28 +77,26 @@ def check_causal_lm(
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
     model_type = config.get("model_type")
+    architecture = config_fields(dict(config)).architecture  # architectures[0], typed (facts.model_files)
     encoder_decoder = refuse_encoder_decoder and bool(config.get("is_encoder_decoder"))
     if encoder_decoder or model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
         kind = "an encoder-decoder model" if encoder_decoder else "not a causal language model"
-        arch = (config.get("architectures") or [None])[0]
         raise BuildError(
             f"endpoint {endpoint.name!r}: model: value {endpoint.model!r} is {kind} (model_type {model_type!r}, "
-            f"architecture {arch!r}); system {endpoint.system!r} serves {serves} (e.g. gptj, gpt2, llama, mistral)"
+            f"architecture {architecture!r}); system {endpoint.system!r} serves {serves} (e.g. gptj, gpt2, llama, "
+            "mistral)"
         )
     # The container's own transformers or engine must know the architecture too (systems/model_support.py).
-    if problem := _architecture_problem(endpoint, config):
+    if architecture is not None and (problem := _architecture_problem(endpoint, architecture)):
         raise BuildError(problem)
 
 
-def _architecture_problem(endpoint: EndpointSpec, config: Mapping[str, Any]) -> str | None:
+def _architecture_problem(endpoint: EndpointSpec, architecture: str) -> str | None:
     from systems import all_systems
     from systems.model_support import architecture_problem
 
-    names = config.get("architectures")
-    if not (isinstance(names, list) and names and isinstance(names[0], str)):
-        return None
     systems = all_systems()
-    return architecture_problem(endpoint, systems[endpoint.system], names[0], systems)
+    return architecture_problem(endpoint, systems[endpoint.system], architecture, systems)
 
 
 def config_for_container(out_dir: Path, dtype: str) -> None:
@@ -107,7 +106,7 @@ def config_for_container(out_dir: Path, dtype: str) -> None:
     rope_scaling=None)). Without that 4.x silently uses its default base 10000 (measured: a Llama config saved
     by 5.23 with rope_theta 500000 loads under 4.49 with rope_theta 10000.0), and the model computes other logits."""
     path = out_dir / "config.json"
-    config = json.loads(path.read_text())
+    config = read_json_object(path)  # written by transformers from the source's: bounded all the same
     config.pop("dtype", None)
     config["torch_dtype"] = TORCH_DTYPE_NAMES[dtype]
     rope = config.get("rope_parameters")

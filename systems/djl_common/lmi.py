@@ -7,12 +7,13 @@ Why, with the djl-serving sources: docs/design/engines.md.
 
 from __future__ import annotations
 
-import json
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from artifact import BuildError
 from endpoint_config import EndpointSpec
+from facts.models import read_json_object
 from systems.base import Capability, MaxBatchSize, MaxModelLen, ServingSystem
 
 if TYPE_CHECKING:
@@ -109,9 +110,9 @@ def check_max_model_len(endpoint: EndpointSpec, engine: LmiEngineOptions, source
     if length is None:
         return
     config_path = source / "config.json"
-    if not config_path.is_file():
-        return  # build_decoder_artifact reports the missing config.json
-    limit = context_length(json.loads(config_path.read_text()))
+    if not os.path.lexists(config_path):
+        return  # build_decoder_artifact reports the missing config.json; a FIFO or a loop its reader refuses
+    limit = context_length(read_json_object(config_path))
     if limit is not None and length > limit:
         raise BuildError(
             f"endpoint {endpoint.name!r}: engine.max_model_len: value {length} is beyond the model's "

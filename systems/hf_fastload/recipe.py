@@ -149,8 +149,10 @@ def set_chat_template(out_dir: Path, template: str) -> None:
     the tokenizer's own (a chat_template.jinja would win over it in 4.49, so it goes)."""
     import json
 
+    from facts.models import read_json_object
+
     path = out_dir / "tokenizer_config.json"
-    config = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    config = read_json_object(path) if path.is_file() else {}
     config["chat_template"] = template
     path.write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     (out_dir / "chat_template.jinja").unlink(missing_ok=True)
