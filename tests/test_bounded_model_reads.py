@@ -65,7 +65,7 @@ ALLOWED: dict[str, str] = {
     "bench/models.py::build": "config_path is the benchmark's own endpoint config YAML, compared with its text",
     "bench/staging.py::measure": "config.json of the benchmark's own Hub mirror fixture, uploaded as the staged copy",
     # model_build/: the config YAML and the tiny models and adapters our own code writes.
-    "model_build/recipe_job.py::build_in_account": "config_path is the endpoint config YAML (endpoint_config's reader)",
+    "model_build/recipe_job.py::spec_key": "config_path is the endpoint config YAML, uploaded whole as the build's spec",
     "model_build/tiny_adapters.py::make_tiny_adapter": "adapter_config.json that PEFT save_pretrained wrote above",
     "model_build/tiny_models.py::make_tiny_model": (
         "tokenizer.json (_write_t5_tokenizer) and vocab.json (write_gpt2_tokenizer) written a line before"

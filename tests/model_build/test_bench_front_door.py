@@ -37,10 +37,10 @@ def test_the_vllm_row_is_skipped_naming_make_vllm_env_where_its_venv_is_missing(
 
     monkeypatch.setattr(vllm_container, "VENV", tmp_path / ".venv-vllm")
     lines: list[str] = []
-    record = front_door.real_engine(tmp_path, lines.append, "vllm")
+    record = front_door.real_engine(tmp_path, lines.append, "vllm-cpu")
     assert "make vllm-env" in record["skipped"] and "doors" not in record
-    assert lines == [f"  vllm: skipped: {record['skipped']}"]
-    text = "\n".join(front_door.markdown({**_empty(), "real_engines": {"vllm": record}}))
+    assert lines == [f"  vllm-cpu: skipped: {record['skipped']}"]
+    text = "\n".join(front_door.markdown({**_empty(), "real_engines": {"vllm-cpu": record}}))
     assert "### In front of vllm" in text and "skipped: no .venv-vllm here" in text
 
 
