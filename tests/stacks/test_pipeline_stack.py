@@ -258,7 +258,10 @@ def test_publisher_role_writes_only_models_prefix_of_its_bucket_and_trusts_one_p
             '["codebuild:BatchGetBuilds", "codebuild:ListBuildsForProject", "codebuild:StartBuild"]',
             '"logs:GetLogEvents"',
         }
-        assert _flat(by_action['"s3:PutObject"']["Resource"]).endswith("/staging-specs/*")
+        # the staging job's and the recipe build's specs (the config converts a Hub model: build --in-account)
+        specs = by_action['"s3:PutObject"']["Resource"]
+        assert sorted(r["Fn::Join"][1][1] for r in specs) == ["/recipe-specs/*", "/staging-specs/*"]
+        assert all(r["Fn::Join"][1][0] == {"Fn::GetAtt": ["ArtifactBucket", "Arn"]} for r in specs)
         write = by_action['["s3:AbortMultipartUpload", "s3:GetObject", "s3:PutObject"]']
         assert write["Resource"] == {"Fn::Join": ["", [{"Fn::GetAtt": ["ArtifactBucket", "Arn"]}, "/models/*"]]}
         assert by_action['"s3:ListBucket"']["Resource"] == {"Fn::GetAtt": ["ArtifactBucket", "Arn"]}
