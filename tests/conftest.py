@@ -50,15 +50,54 @@ from template_scan import ADOPTING_PREFIX, LOCAL_PREFIX, PIPELINE_PREFIX, Templa
 # ---------------------------------------------------------------------------------------------------- synth
 
 
+def _run_dir(tmp_path_factory) -> Path:
+    """The folder this run's processes share: under xdist each worker's base temp is <run folder>/popen-gwN."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+def _synth_shared(config: str, env: str | None, allow_unbuilt: bool, run_dir: Path, tmp_path_factory) -> Synthesized:
+    """A repository config's synth, made once per run by whichever worker asks first, under a lock; the others read
+    its cdk.out back (templates as JSON; live Stack objects only if a test asks, by synthesizing again). The run folder
+    is new each run, so the code cannot change under an entry; the key holds the config's bytes all the same."""
+    import fcntl
+    import hashlib
+
+    digest = hashlib.sha256(json.dumps([config, env, allow_unbuilt]).encode() + (ROOT / config).read_bytes())
+    entry = run_dir / "shared-synth" / digest.hexdigest()[:24]
+    entry.mkdir(parents=True, exist_ok=True)
+    outdir, done = entry / "cdk.out", entry / "stacks.json"
+    with open(entry / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, or if this worker dies
+        if not done.exists():
+            made = synthesize(config, env, outdir, None, allow_unbuilt)
+            done.write_text(json.dumps(sorted(made.templates)))
+            return made
+    names = json.loads(done.read_text())
+    templates = {name: json.loads((outdir / f"{name}.template.json").read_text()) for name in names}
+    return Synthesized(
+        outdir,
+        templates,
+        resynthesize=lambda: synthesize(config, env, tmp_path_factory.mktemp("cdkout"), None, allow_unbuilt).stacks,
+    )
+
+
 @pytest.fixture(scope="session")
 def synth(tmp_path_factory):
-    """synth(config, env=None, build_root=None, allow_unbuilt=True) -> Synthesized, cached per session."""
+    """synth(config, env=None, build_root=None, allow_unbuilt=True) -> Synthesized, cached per session, and a
+    repository config without a build root once per run across xdist workers (the whole-fleet checks synthesize all
+    examples, and --dist loadfile may put them on both workers: docs/design/dev-loop.md)."""
     cache: dict[tuple, Synthesized] = {}
+    run_dir = _run_dir(tmp_path_factory)
 
     def _synth(config: str, env: str | None = None, build_root: Path | None = None, allow_unbuilt: bool = True):
         key = (config, env, str(build_root), allow_unbuilt)
         if key not in cache:
-            cache[key] = synthesize(config, env, tmp_path_factory.mktemp("cdkout"), build_root, allow_unbuilt)
+            in_repo = not Path(config).is_absolute() and (ROOT / config).is_file()
+            if build_root is None and in_repo:
+                cache[key] = _synth_shared(config, env, allow_unbuilt, run_dir, tmp_path_factory)
+            else:
+                cache[key] = synthesize(config, env, tmp_path_factory.mktemp("cdkout"), build_root, allow_unbuilt)
         return cache[key]
 
     return _synth

@@ -15,9 +15,9 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
@@ -77,7 +77,23 @@ def cdk_context() -> dict:
 class Synthesized:
     outdir: Path
     templates: dict[str, dict]  # stack name -> template JSON
-    stacks: dict[str, object]
+    # stack name -> Stack object; None when the synth was read back from another worker's cdk.out (tests/conftest.py
+    # `synth`): `stacks` then synthesizes the same inputs once in this process, for the few tests that read live objects.
+    live_stacks: dict[str, object] | None = None
+    resynthesize: Callable[[], dict[str, object]] | None = field(default=None, repr=False)
+
+    @property
+    def stacks(self) -> dict[str, object]:
+        if self.live_stacks is None:
+            assert self.resynthesize is not None, "a Synthesized without stacks has a way to make them"
+            self.live_stacks = self.resynthesize()
+        return self.live_stacks
+
+    def account(self, stack_name: str) -> str | None:
+        """The stack's account as the cloud assembly's manifest.json names it; None for an environment-agnostic stack."""
+        manifest = json.loads((self.outdir / "manifest.json").read_text())
+        account = manifest["artifacts"][stack_name]["environment"].removeprefix("aws://").split("/")[0]
+        return account if account.isdigit() else None
 
     def template(self, stack_name: str):
         from aws_cdk.assertions import Template
