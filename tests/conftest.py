@@ -12,6 +12,8 @@ import json
 import os
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -56,20 +58,29 @@ def _run_dir(tmp_path_factory) -> Path:
     return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
 
 
+@contextmanager
+def _made_once(entry: Path, done: Path) -> Iterator[bool]:
+    """Holds entry's lock (waiting for another worker that holds it) and says whether `done` is still to be written:
+    the first process to get here makes it, every later one reads what it left."""
+    import fcntl
+
+    entry.mkdir(parents=True, exist_ok=True)
+    with open(entry / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, or when its holder dies
+        yield not done.exists()
+
+
 def _synth_shared(config: str, env: str | None, allow_unbuilt: bool, run_dir: Path, tmp_path_factory) -> Synthesized:
     """A repository config's synth, made once per run by whichever worker asks first, under a lock; the others read
     its cdk.out back (templates as JSON; live Stack objects only if a test asks, by synthesizing again). The run folder
     is new each run, so the code cannot change under an entry; the key holds the config's bytes all the same."""
-    import fcntl
     import hashlib
 
     digest = hashlib.sha256(json.dumps([config, env, allow_unbuilt]).encode() + (ROOT / config).read_bytes())
     entry = run_dir / "shared-synth" / digest.hexdigest()[:24]
-    entry.mkdir(parents=True, exist_ok=True)
     outdir, done = entry / "cdk.out", entry / "stacks.json"
-    with open(entry / "lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, or if this worker dies
-        if not done.exists():
+    with _made_once(entry, done) as to_make:
+        if to_make:
             made = synthesize(config, env, outdir, None, allow_unbuilt)
             done.write_text(json.dumps(sorted(made.templates)))
             return made
@@ -143,24 +154,42 @@ def _sagemaker_tables_load_endpoints_once():
     common_utils._botocore_resolver = original
 
 
+@dataclass(frozen=True)
+class StackEnvironment:
+    """Where a synthesized stack deploys (its Stack's .account and .region, as the synth recorded them)."""
+
+    account: str
+    region: str
+
+
 @pytest.fixture(scope="session")
 def pipeline_synth(tmp_path_factory):
-    """config/examples/pipeline.yaml with -c pipeline=true, synthesized once per session (~18 s; cdk-nag runs in
-    synth): (outdir, pipeline stack, pipeline template, {stage: {stack name: (template, account, template path)}})."""
-    import aws_cdk as cdk
+    """config/examples/pipeline.yaml with -c pipeline=true, synthesized once per run (~18 s; cdk-nag runs in synth)
+    by whichever xdist worker asks first; the others read its cdk.out back: (outdir, the pipeline stack's
+    StackEnvironment, pipeline template, {stage: {stack name: (template, account, template path)}})."""
+    entry = _run_dir(tmp_path_factory) / "shared-synth" / "pipeline"
+    outdir, summary = entry / "cdk.out", entry / "summary.json"
+    with _made_once(entry, summary) as to_make:
+        if to_make:
+            import aws_cdk as cdk
 
-    from stacks.pipeline_stack import add_pipeline
+            from stacks.pipeline_stack import add_pipeline
 
-    outdir = tmp_path_factory.mktemp("pipeline-cdkout")
-    app = cdk.App(context=cdk_context(), outdir=str(outdir))
-    stack = add_pipeline(app, "config/examples/pipeline.yaml")
-    assembly = app.synth()  # raises on any unacknowledged cdk-nag finding
-    stages = {}
-    for nested in ("dev-artifacts", "dev-endpoints", "prod-artifacts", "prod-endpoints"):
-        sub = assembly.get_nested_assembly(f"assembly-{nested}")
-        stages[nested] = {s.stack_name: (s.template, s.environment.account, s.template_full_path) for s in sub.stacks}
+            app = cdk.App(context=cdk_context(), outdir=str(outdir))
+            stack = add_pipeline(app, "config/examples/pipeline.yaml")
+            assembly = app.synth()  # raises on any unacknowledged cdk-nag finding
+            stages = {}
+            for nested in ("dev-artifacts", "dev-endpoints", "prod-artifacts", "prod-endpoints"):
+                sub = assembly.get_nested_assembly(f"assembly-{nested}")
+                stages[nested] = {s.stack_name: [s.environment.account, s.template_full_path] for s in sub.stacks}
+            summary.write_text(json.dumps({"pipeline": [stack.account, stack.region], "stages": stages}))
+    made = json.loads(summary.read_text())
+    stages = {
+        nested: {name: (json.loads(Path(path).read_text()), account, path) for name, (account, path) in stacks.items()}
+        for nested, stacks in made["stages"].items()
+    }
     template = json.loads((outdir / "llm-endpoints-pipeline.template.json").read_text())
-    return outdir, stack, template, stages
+    return outdir, StackEnvironment(*made["pipeline"]), template, stages
 
 
 @pytest.fixture(scope="session")
