@@ -15,7 +15,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
@@ -146,6 +146,22 @@ def synthesize_endpoint_stack(config: str | Path, env: str | None, endpoint: str
         env=environment,
     )
     return app.synth().get_stack_by_name(plan.stack_name).template
+
+
+def cfn_lint_findings(paths: Iterable[Path]) -> list[dict[str, Any]]:
+    """What `cfn-lint --format json PATHS` prints, parsed: the steps of its `main` (cfnlint/runner/cli.py, cfn-lint
+    1.58 in the venv running the suite) in this process, with the same configuration (its arguments, and .cfnlintrc
+    from the working folder and HOME, which the suite's subprocesses share). A subprocess spent ~1 s of CPU starting
+    Python and importing cfnlint for each call (docs/design/dev-loop.md). A broken run raises here, where the CLI's
+    exit status said so."""
+    from cfnlint.config import ConfigMixIn
+    from cfnlint.formatters import JsonFormatter
+    from cfnlint.runner import Runner
+
+    config = ConfigMixIn(["--format", "json", *map(str, paths)])
+    runner = Runner(config)
+    matches = sorted(runner.run(), key=lambda m: (m.filename, m.linenumber, m.rule.id))
+    return json.loads(JsonFormatter().print_matches(matches, runner.rules, config=config) or "[]")
 
 
 def alarm_series(props: dict) -> list[dict]:
