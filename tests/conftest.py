@@ -12,7 +12,6 @@ import json
 import os
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,28 +45,10 @@ def pytest_collection(session: pytest.Session):
 
 
 import template_scan as template_scan_module
-from helpers import EXAMPLE_CASES, Synthesized, cdk_context, synthesize, write_fake_manifest
+from helpers import EXAMPLE_CASES, Synthesized, cdk_context, made_once, run_dir_of, synthesize, write_fake_manifest
 from template_scan import ADOPTING_PREFIX, LOCAL_PREFIX, PIPELINE_PREFIX, TemplateScan, example_path
 
 # ---------------------------------------------------------------------------------------------------- synth
-
-
-def _run_dir(tmp_path_factory) -> Path:
-    """The folder this run's processes share: under xdist each worker's base temp is <run folder>/popen-gwN."""
-    base = tmp_path_factory.getbasetemp()
-    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
-
-
-@contextmanager
-def _made_once(entry: Path, done: Path) -> Iterator[bool]:
-    """Holds entry's lock (waiting for another worker that holds it) and says whether `done` is still to be written:
-    the first process to get here makes it, every later one reads what it left."""
-    import fcntl
-
-    entry.mkdir(parents=True, exist_ok=True)
-    with open(entry / "lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, or when its holder dies
-        yield not done.exists()
 
 
 def _synth_shared(config: str, env: str | None, allow_unbuilt: bool, run_dir: Path, tmp_path_factory) -> Synthesized:
@@ -79,7 +60,7 @@ def _synth_shared(config: str, env: str | None, allow_unbuilt: bool, run_dir: Pa
     digest = hashlib.sha256(json.dumps([config, env, allow_unbuilt]).encode() + (ROOT / config).read_bytes())
     entry = run_dir / "shared-synth" / digest.hexdigest()[:24]
     outdir, done = entry / "cdk.out", entry / "stacks.json"
-    with _made_once(entry, done) as to_make:
+    with made_once(entry, done) as to_make:
         if to_make:
             made = synthesize(config, env, outdir, None, allow_unbuilt)
             done.write_text(json.dumps(sorted(made.templates)))
@@ -99,7 +80,7 @@ def synth(tmp_path_factory):
     repository config without a build root once per run across xdist workers (the whole-fleet checks synthesize all
     examples, and --dist loadfile may put them on both workers: docs/design/dev-loop.md)."""
     cache: dict[tuple, Synthesized] = {}
-    run_dir = _run_dir(tmp_path_factory)
+    run_dir = run_dir_of(tmp_path_factory)
 
     def _synth(config: str, env: str | None = None, build_root: Path | None = None, allow_unbuilt: bool = True):
         key = (config, env, str(build_root), allow_unbuilt)
@@ -167,9 +148,9 @@ def pipeline_synth(tmp_path_factory):
     """config/examples/pipeline.yaml with -c pipeline=true, synthesized once per run (~18 s; cdk-nag runs in synth)
     by whichever xdist worker asks first; the others read its cdk.out back: (outdir, the pipeline stack's
     StackEnvironment, pipeline template, {stage: {stack name: (template, account, template path)}})."""
-    entry = _run_dir(tmp_path_factory) / "shared-synth" / "pipeline"
+    entry = run_dir_of(tmp_path_factory) / "shared-synth" / "pipeline"
     outdir, summary = entry / "cdk.out", entry / "summary.json"
-    with _made_once(entry, summary) as to_make:
+    with made_once(entry, summary) as to_make:
         if to_make:
             import aws_cdk as cdk
 

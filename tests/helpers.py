@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import struct
 import subprocess
 import sys
@@ -102,6 +103,24 @@ class Synthesized:
 
     def resources(self, stack_name: str, type_name: str) -> list[dict]:
         return [r for r in self.templates[stack_name]["Resources"].values() if r["Type"] == type_name]
+
+
+def run_dir_of(tmp_path_factory: Any) -> Path:
+    """The folder this run's processes share: under xdist each worker's base temp is <run folder>/popen-gwN."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+@contextmanager
+def made_once(entry: Path, done: Path) -> Iterator[bool]:
+    """Holds entry's lock (waiting for another worker that holds it) and says whether `done` is still to be written:
+    the first process to get here makes it, every later one reads what it left."""
+    import fcntl
+
+    entry.mkdir(parents=True, exist_ok=True)
+    with open(entry / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, or when its holder dies
+        yield not done.exists()
 
 
 def synthesize(
