@@ -12,6 +12,7 @@ import json
 import os
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -44,21 +45,51 @@ def pytest_collection(session: pytest.Session):
 
 
 import template_scan as template_scan_module
-from helpers import EXAMPLE_CASES, Synthesized, cdk_context, synthesize, write_fake_manifest
+from helpers import EXAMPLE_CASES, Synthesized, cdk_context, made_once, run_dir_of, synthesize, write_fake_manifest
 from template_scan import ADOPTING_PREFIX, LOCAL_PREFIX, PIPELINE_PREFIX, TemplateScan, example_path
 
 # ---------------------------------------------------------------------------------------------------- synth
 
 
+def _synth_shared(config: str, env: str | None, allow_unbuilt: bool, run_dir: Path, tmp_path_factory) -> Synthesized:
+    """A repository config's synth, made once per run by whichever worker asks first, under a lock; the others read
+    its cdk.out back (templates as JSON; live Stack objects only if a test asks, by synthesizing again). The run folder
+    is new each run, so the code cannot change under an entry; the key holds the config's bytes all the same."""
+    import hashlib
+
+    digest = hashlib.sha256(json.dumps([config, env, allow_unbuilt]).encode() + (ROOT / config).read_bytes())
+    entry = run_dir / "shared-synth" / digest.hexdigest()[:24]
+    outdir, done = entry / "cdk.out", entry / "stacks.json"
+    with made_once(entry, done) as to_make:
+        if to_make:
+            made = synthesize(config, env, outdir, None, allow_unbuilt)
+            done.write_text(json.dumps(sorted(made.templates)))
+            return made
+    names = json.loads(done.read_text())
+    templates = {name: json.loads((outdir / f"{name}.template.json").read_text()) for name in names}
+    return Synthesized(
+        outdir,
+        templates,
+        resynthesize=lambda: synthesize(config, env, tmp_path_factory.mktemp("cdkout"), None, allow_unbuilt).stacks,
+    )
+
+
 @pytest.fixture(scope="session")
 def synth(tmp_path_factory):
-    """synth(config, env=None, build_root=None, allow_unbuilt=True) -> Synthesized, cached per session."""
+    """synth(config, env=None, build_root=None, allow_unbuilt=True) -> Synthesized, cached per session, and a
+    repository config without a build root once per run across xdist workers (the whole-fleet checks synthesize all
+    examples, and --dist loadfile may put them on both workers: docs/design/dev-loop.md)."""
     cache: dict[tuple, Synthesized] = {}
+    run_dir = run_dir_of(tmp_path_factory)
 
     def _synth(config: str, env: str | None = None, build_root: Path | None = None, allow_unbuilt: bool = True):
         key = (config, env, str(build_root), allow_unbuilt)
         if key not in cache:
-            cache[key] = synthesize(config, env, tmp_path_factory.mktemp("cdkout"), build_root, allow_unbuilt)
+            in_repo = not Path(config).is_absolute() and (ROOT / config).is_file()
+            if build_root is None and in_repo:
+                cache[key] = _synth_shared(config, env, allow_unbuilt, run_dir, tmp_path_factory)
+            else:
+                cache[key] = synthesize(config, env, tmp_path_factory.mktemp("cdkout"), build_root, allow_unbuilt)
         return cache[key]
 
     return _synth
@@ -104,24 +135,42 @@ def _sagemaker_tables_load_endpoints_once():
     common_utils._botocore_resolver = original
 
 
+@dataclass(frozen=True)
+class StackEnvironment:
+    """Where a synthesized stack deploys (its Stack's .account and .region, as the synth recorded them)."""
+
+    account: str
+    region: str
+
+
 @pytest.fixture(scope="session")
 def pipeline_synth(tmp_path_factory):
-    """config/examples/pipeline.yaml with -c pipeline=true, synthesized once per session (~18 s; cdk-nag runs in
-    synth): (outdir, pipeline stack, pipeline template, {stage: {stack name: (template, account, template path)}})."""
-    import aws_cdk as cdk
+    """config/examples/pipeline.yaml with -c pipeline=true, synthesized once per run (~18 s; cdk-nag runs in synth)
+    by whichever xdist worker asks first; the others read its cdk.out back: (outdir, the pipeline stack's
+    StackEnvironment, pipeline template, {stage: {stack name: (template, account, template path)}})."""
+    entry = run_dir_of(tmp_path_factory) / "shared-synth" / "pipeline"
+    outdir, summary = entry / "cdk.out", entry / "summary.json"
+    with made_once(entry, summary) as to_make:
+        if to_make:
+            import aws_cdk as cdk
 
-    from stacks.pipeline_stack import add_pipeline
+            from stacks.pipeline_stack import add_pipeline
 
-    outdir = tmp_path_factory.mktemp("pipeline-cdkout")
-    app = cdk.App(context=cdk_context(), outdir=str(outdir))
-    stack = add_pipeline(app, "config/examples/pipeline.yaml")
-    assembly = app.synth()  # raises on any unacknowledged cdk-nag finding
-    stages = {}
-    for nested in ("dev-artifacts", "dev-endpoints", "prod-artifacts", "prod-endpoints"):
-        sub = assembly.get_nested_assembly(f"assembly-{nested}")
-        stages[nested] = {s.stack_name: (s.template, s.environment.account, s.template_full_path) for s in sub.stacks}
+            app = cdk.App(context=cdk_context(), outdir=str(outdir))
+            stack = add_pipeline(app, "config/examples/pipeline.yaml")
+            assembly = app.synth()  # raises on any unacknowledged cdk-nag finding
+            stages = {}
+            for nested in ("dev-artifacts", "dev-endpoints", "prod-artifacts", "prod-endpoints"):
+                sub = assembly.get_nested_assembly(f"assembly-{nested}")
+                stages[nested] = {s.stack_name: [s.environment.account, s.template_full_path] for s in sub.stacks}
+            summary.write_text(json.dumps({"pipeline": [stack.account, stack.region], "stages": stages}))
+    made = json.loads(summary.read_text())
+    stages = {
+        nested: {name: (json.loads(Path(path).read_text()), account, path) for name, (account, path) in stacks.items()}
+        for nested, stacks in made["stages"].items()
+    }
     template = json.loads((outdir / "llm-endpoints-pipeline.template.json").read_text())
-    return outdir, stack, template, stages
+    return outdir, StackEnvironment(*made["pipeline"]), template, stages
 
 
 @pytest.fixture(scope="session")

@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import struct
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
@@ -77,7 +78,23 @@ def cdk_context() -> dict:
 class Synthesized:
     outdir: Path
     templates: dict[str, dict]  # stack name -> template JSON
-    stacks: dict[str, object]
+    # stack name -> Stack object; None when the synth was read back from another worker's cdk.out (tests/conftest.py
+    # `synth`): `stacks` then synthesizes the same inputs once in this process, for the few tests that read live objects.
+    live_stacks: dict[str, object] | None = None
+    resynthesize: Callable[[], dict[str, object]] | None = field(default=None, repr=False)
+
+    @property
+    def stacks(self) -> dict[str, object]:
+        if self.live_stacks is None:
+            assert self.resynthesize is not None, "a Synthesized without stacks has a way to make them"
+            self.live_stacks = self.resynthesize()
+        return self.live_stacks
+
+    def account(self, stack_name: str) -> str | None:
+        """The stack's account as the cloud assembly's manifest.json names it; None for an environment-agnostic stack."""
+        manifest = json.loads((self.outdir / "manifest.json").read_text())
+        account = manifest["artifacts"][stack_name]["environment"].removeprefix("aws://").split("/")[0]
+        return account if account.isdigit() else None
 
     def template(self, stack_name: str):
         from aws_cdk.assertions import Template
@@ -86,6 +103,24 @@ class Synthesized:
 
     def resources(self, stack_name: str, type_name: str) -> list[dict]:
         return [r for r in self.templates[stack_name]["Resources"].values() if r["Type"] == type_name]
+
+
+def run_dir_of(tmp_path_factory: Any) -> Path:
+    """The folder this run's processes share: under xdist each worker's base temp is <run folder>/popen-gwN."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+@contextmanager
+def made_once(entry: Path, done: Path) -> Iterator[bool]:
+    """Holds entry's lock (waiting for another worker that holds it) and says whether `done` is still to be written:
+    the first process to get here makes it, every later one reads what it left."""
+    import fcntl
+
+    entry.mkdir(parents=True, exist_ok=True)
+    with open(entry / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, or when its holder dies
+        yield not done.exists()
 
 
 def synthesize(
@@ -130,6 +165,22 @@ def synthesize_endpoint_stack(config: str | Path, env: str | None, endpoint: str
         env=environment,
     )
     return app.synth().get_stack_by_name(plan.stack_name).template
+
+
+def cfn_lint_findings(paths: Iterable[Path]) -> list[dict[str, Any]]:
+    """What `cfn-lint --format json PATHS` prints, parsed: the steps of its `main` (cfnlint/runner/cli.py, cfn-lint
+    1.58 in the venv running the suite) in this process, with the same configuration (its arguments, and .cfnlintrc
+    from the working folder and HOME, which the suite's subprocesses share). A subprocess spent ~1 s of CPU starting
+    Python and importing cfnlint for each call (docs/design/dev-loop.md). A broken run raises here, where the CLI's
+    exit status said so."""
+    from cfnlint.config import ConfigMixIn
+    from cfnlint.formatters import JsonFormatter
+    from cfnlint.runner import Runner
+
+    config = ConfigMixIn(["--format", "json", *map(str, paths)])
+    runner = Runner(config)
+    matches = sorted(runner.run(), key=lambda m: (m.filename, m.linenumber, m.rule.id))
+    return json.loads(JsonFormatter().print_matches(matches, runner.rules, config=config) or "[]")
 
 
 def alarm_series(props: dict) -> list[dict]:

@@ -7,18 +7,22 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers import DOCKER_HUB_SECRET, HF_SECRET, PIPELINE_CONFIG, TOOLS, cdk_context, environment_plans_with
+from helpers import (
+    DOCKER_HUB_SECRET,
+    HF_SECRET,
+    PIPELINE_CONFIG,
+    TOOLS,
+    cdk_context,
+    environment_plans_with,
+    made_once,
+    run_dir_of,
+)
 
 
 @pytest.fixture(scope="session")
 def gpu_pipeline(tmp_path_factory) -> dict:
     """The GPU option, a Hugging Face token from Secrets Manager, and an own image built with a Docker Hub login,
     synthesized with cdk-nag (one environment only, to keep it quick); tests/stacks/test_image_references.py reads it too."""
-    import aws_cdk as cdk
-
-    from stacks.nag import add_nag_checks
-    from stacks.pipeline_stack import PipelineStack
-
     environment_plans, spec = environment_plans_with(
         **{
             "pipeline.build": {"compute": "SMALL", "gpu": True, "hf_token": HF_SECRET},
@@ -28,18 +32,26 @@ def gpu_pipeline(tmp_path_factory) -> dict:
             "pipeline.manual_approval_before": [],
         }
     )
-    outdir = tmp_path_factory.mktemp("gpu-pipeline")
-    app = cdk.App(context=cdk_context(), outdir=str(outdir))
-    PipelineStack(
-        app,
-        "P",
-        config_path=PIPELINE_CONFIG,
-        environment_plans=environment_plans,
-        pipeline=spec,
-        env={"account": TOOLS, "region": "us-east-1"},
-    )
-    add_nag_checks(app)
-    app.synth()  # the GPU image's own findings (CB5, ecr:GetAuthorizationToken) are acknowledged
+    entry = run_dir_of(tmp_path_factory) / "shared-synth" / "gpu-pipeline"  # once per run, whichever worker asks first
+    outdir = entry / "cdk.out"
+    with made_once(entry, outdir / "P.template.json") as to_make:
+        if to_make:
+            import aws_cdk as cdk
+
+            from stacks.nag import add_nag_checks
+            from stacks.pipeline_stack import PipelineStack
+
+            app = cdk.App(context=cdk_context(), outdir=str(outdir))
+            PipelineStack(
+                app,
+                "P",
+                config_path=PIPELINE_CONFIG,
+                environment_plans=environment_plans,
+                pipeline=spec,
+                env={"account": TOOLS, "region": "us-east-1"},
+            )
+            add_nag_checks(app)
+            app.synth()  # the GPU image's own findings (CB5, ecr:GetAuthorizationToken) are acknowledged
     return json.loads((outdir / "P.template.json").read_text())
 
 

@@ -127,8 +127,7 @@ def roles(synth, pipeline_synth) -> dict[str, tuple[dict, str | None]]:
     for config, env in EXAMPLE_CASES:
         synthesized = synth(config, env)
         for name, template in synthesized.templates.items():
-            account = getattr(synthesized.stacks[name], "account", None)
-            account = account if isinstance(account, str) and account.isdigit() else None
+            account = synthesized.account(name)
             for lid, resource in template.get("Resources", {}).items():
                 if resource["Type"] == "AWS::IAM::Role":
                     found[f"{config} ({env}) {name}/{lid}"] = (resource, account)

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import ROOT
+from helpers import ROOT, cfn_lint_findings
 
 CONFIG = "config/examples/hf-fastload.yaml"  # gptj-fastload: hf-fastload (fp16 reshard) of EleutherAI/gpt-j-6B
 
@@ -225,14 +225,8 @@ def test_no_recipe_project_without_a_converting_hub_model_nor_on_the_emulator(sy
 
 
 def test_cfn_lint_passes_on_the_artifacts_template(artifacts, tmp_path):
-    from hermetic import subprocess_env
-
     synthesized, name = artifacts
     path = tmp_path / f"{name}.template.json"
     path.write_text(json.dumps(synthesized.templates[name]))
-    cfn_lint = Path(sys.executable).parent / "cfn-lint"
-    done = subprocess.run(
-        [str(cfn_lint), "--format", "json", str(path)], env=subprocess_env(), capture_output=True, text=True
-    )
-    findings = [f for f in json.loads(done.stdout or "[]") if f["Rule"]["Id"] != "W3005"]
+    findings = [f for f in cfn_lint_findings([path]) if f["Rule"]["Id"] != "W3005"]
     assert findings == [], findings

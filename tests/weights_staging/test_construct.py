@@ -8,10 +8,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-from helpers import ROOT
+from helpers import ROOT, cfn_lint_findings
 
 CONFIG = "config/examples/vllm-qwen3-32b.yaml"
 
@@ -158,17 +157,10 @@ def test_the_emulator_has_no_staging_project(synth):
 
 
 def test_cfn_lint_passes_on_the_artifacts_template(artifacts, tmp_path):
-    from hermetic import subprocess_env
-
-    cfn_lint = Path(sys.executable).parent / "cfn-lint"
-
     synthesized, name = artifacts
     path = tmp_path / f"{name}.template.json"
     path.write_text(json.dumps(synthesized.templates[name]))
-    done = subprocess.run(
-        [str(cfn_lint), "--format", "json", str(path)], env=subprocess_env(), capture_output=True, text=True
-    )
-    findings = [f for f in json.loads(done.stdout or "[]") if f["Rule"]["Id"] != "W3005"]
+    findings = [f for f in cfn_lint_findings([path]) if f["Rule"]["Id"] != "W3005"]
     assert findings == [], findings
 
 
