@@ -508,3 +508,29 @@ def run_side_by_side(
     with ThreadPoolExecutor(max_workers=2) as pool:
         futures = {name: pool.submit(run, args) for name, args in commands.items()}
         return {name: future.result() for name, future in futures.items()}
+
+
+def codebuild_job_world(
+    stack_name: str, bucket: str, output: str, project: str, compute_type: str, account: str = "123456789012"
+) -> str:
+    """A CodeBuild job as the artifacts stack leaves it, in the moto server: the bucket, the project, and a stack
+    whose output `output` (RecipeBuildProject, WeightsStagingProject) names it, which model_build/stage.py's
+    follow_codebuild looks up. Returns the project's name."""
+    import json
+
+    import boto3
+
+    boto3.client("s3").create_bucket(Bucket=bucket)
+    boto3.client("codebuild").create_project(
+        name=project,
+        source={"type": "S3", "location": f"{bucket}/code.zip"},
+        artifacts={"type": "NO_ARTIFACTS"},
+        environment={"type": "LINUX_CONTAINER", "image": "aws/codebuild/standard:8.0", "computeType": compute_type},
+        serviceRole=f"arn:aws:iam::{account}:role/{project}",
+    )
+    template = {
+        "Resources": {"Handle": {"Type": "AWS::CloudFormation::WaitConditionHandle"}},
+        "Outputs": {output: {"Value": project}},
+    }
+    boto3.client("cloudformation").create_stack(StackName=stack_name, TemplateBody=json.dumps(template))
+    return project

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import ROOT
+from helpers import ROOT, codebuild_job_world
 
 from model_build import recipe_job
 from model_build.recipe_job import GB, RecipeJobError, plan_recipe_build
@@ -156,26 +156,7 @@ def test_on_aws_it_uploads_the_config_and_starts_the_stack_s_project_sized(moto_
     config = _config(tmp_path)
     environment_plan, plan = _load(config)
     bucket = environment_plan.artifact_bucket(ACCOUNT, "us-east-1")
-    boto3.client("s3").create_bucket(Bucket=bucket)
-    project = "llm-endpoints-local-recipe-build"
-    boto3.client("codebuild").create_project(
-        name=project,
-        source={"type": "S3", "location": f"{bucket}/code.zip"},
-        artifacts={"type": "NO_ARTIFACTS"},
-        environment={
-            "type": "LINUX_CONTAINER",
-            "image": "aws/codebuild/standard:8.0",
-            "computeType": "BUILD_GENERAL1_LARGE",
-        },
-        serviceRole=f"arn:aws:iam::{ACCOUNT}:role/recipe",
-    )
-    template = {
-        "Resources": {"Handle": {"Type": "AWS::CloudFormation::WaitConditionHandle"}},
-        "Outputs": {"RecipeBuildProject": {"Value": project}},
-    }
-    boto3.client("cloudformation").create_stack(
-        StackName=environment_plan.stack_name("artifacts"), TemplateBody=json.dumps(template)
-    )
+    project = _recipe_world(environment_plan, bucket)
     out = io.StringIO()
     # moto ignores StartBuild's overrides: the request itself is read from botocore's provide-client-params event
     session = boto3.session.Session()
@@ -287,29 +268,13 @@ def test_a_build_without_a_good_exported_hash_says_what_to_deploy(exported, said
 
 def _recipe_world(environment_plan, bucket: str) -> str:
     """The artifacts stack's RecipeBuildProject output and its project, in the moto server."""
-    import boto3
-
-    boto3.client("s3").create_bucket(Bucket=bucket)
-    project = "llm-endpoints-local-recipe-build"
-    boto3.client("codebuild").create_project(
-        name=project,
-        source={"type": "S3", "location": f"{bucket}/code.zip"},
-        artifacts={"type": "NO_ARTIFACTS"},
-        environment={
-            "type": "LINUX_CONTAINER",
-            "image": "aws/codebuild/standard:8.0",
-            "computeType": "BUILD_GENERAL1_LARGE",
-        },
-        serviceRole=f"arn:aws:iam::{ACCOUNT}:role/recipe",
+    return codebuild_job_world(
+        environment_plan.stack_name("artifacts"),
+        bucket,
+        "RecipeBuildProject",
+        "llm-endpoints-local-recipe-build",
+        "BUILD_GENERAL1_LARGE",
     )
-    template = {
-        "Resources": {"Handle": {"Type": "AWS::CloudFormation::WaitConditionHandle"}},
-        "Outputs": {"RecipeBuildProject": {"Value": project}},
-    }
-    boto3.client("cloudformation").create_stack(
-        StackName=environment_plan.stack_name("artifacts"), TemplateBody=json.dumps(template)
-    )
-    return project
 
 
 def _publish_as_the_recipe_build(bucket: str, plan, content_hash: str) -> dict:

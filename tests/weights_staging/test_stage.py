@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import ROOT
+from helpers import ROOT, codebuild_job_world
 from stage_hub import COMMIT, REPO, MiB, file_entry, object_sha, random_bytes
 
 from model_build import stage
@@ -223,25 +223,10 @@ def test_on_aws_it_starts_the_stack_s_project_sized_and_follows_it(moto_env, fak
     environment_plan = load_config(_config(tmp_path, emulator=False), None, build_root=tmp_path / "build")
     plan = environment_plan.plans[0]
     bucket = environment_plan.artifact_bucket(ACCOUNT, "us-east-1")
-    boto3.client("s3").create_bucket(Bucket=bucket)
-    project = "llm-endpoints-local-weights-staging"
-    boto3.client("codebuild").create_project(
-        name=project,
-        source={"type": "S3", "location": f"{bucket}/code.zip"},
-        artifacts={"type": "NO_ARTIFACTS"},
-        environment={
-            "type": "LINUX_CONTAINER",
-            "image": "aws/codebuild/standard:8.0",
-            "computeType": "BUILD_GENERAL1_SMALL",
-        },
-        serviceRole=f"arn:aws:iam::{ACCOUNT}:role/staging",
-    )
-    template = {
-        "Resources": {"Handle": {"Type": "AWS::CloudFormation::WaitConditionHandle"}},
-        "Outputs": {"WeightsStagingProject": {"Value": project}},
-    }
     stack_name = environment_plan.stack_name("artifacts")
-    boto3.client("cloudformation").create_stack(StackName=stack_name, TemplateBody=json.dumps(template))
+    project = codebuild_job_world(
+        stack_name, bucket, "WeightsStagingProject", "llm-endpoints-local-weights-staging", "BUILD_GENERAL1_SMALL"
+    )
     build = _build(tmp_path / "build", plan.name, fake_hub, _weights(), OWN)
     out = io.StringIO()
     report = stage.stage_endpoint(environment_plan, plan, build, out=out)

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import ROOT
+from helpers import ROOT, codebuild_job_world
 
 from workstation import deploy
 
@@ -46,7 +46,6 @@ def test_only_unbuilt_converting_hub_models_on_a_real_account_build_there(tmp_pa
 
 
 def test_the_step_echoes_the_build_s_lines_and_stops_with_its_message(moto_env, tiny_models, tmp_path, monkeypatch):
-    import boto3
 
     from deployment import load_config
     from local_emulator.hub_mirror import HubMirror, add_repo
@@ -64,25 +63,12 @@ def test_the_step_echoes_the_build_s_lines_and_stops_with_its_message(moto_env, 
         monkeypatch.delenv("HF_TOKEN", raising=False)
         environment_plan = load_config(config, None)
         bucket = environment_plan.artifact_bucket(ACCOUNT, "us-east-1")
-        boto3.client("s3").create_bucket(Bucket=bucket)
-        project = "llm-endpoints-local-recipe-build"
-        boto3.client("codebuild").create_project(
-            name=project,
-            source={"type": "S3", "location": f"{bucket}/code.zip"},
-            artifacts={"type": "NO_ARTIFACTS"},
-            environment={
-                "type": "LINUX_CONTAINER",
-                "image": "aws/codebuild/standard:8.0",
-                "computeType": "BUILD_GENERAL1_LARGE",
-            },
-            serviceRole=f"arn:aws:iam::{ACCOUNT}:role/recipe",
-        )
-        template = {
-            "Resources": {"Handle": {"Type": "AWS::CloudFormation::WaitConditionHandle"}},
-            "Outputs": {"RecipeBuildProject": {"Value": project}},
-        }
-        boto3.client("cloudformation").create_stack(
-            StackName=environment_plan.stack_name("artifacts"), TemplateBody=json.dumps(template)
+        codebuild_job_world(
+            environment_plan.stack_name("artifacts"),
+            bucket,
+            "RecipeBuildProject",
+            "llm-endpoints-local-recipe-build",
+            "BUILD_GENERAL1_LARGE",
         )
         echoed: list[str] = []
         with pytest.raises(deploy.DeployError) as err:
