@@ -29,6 +29,7 @@ from types import SimpleNamespace
 
 import pytest
 from helpers import HAND_MADE_CONFIG, ROOT, write_hand_made_model
+from hermetic import subprocess_env
 
 # A string in a path that names a model file.
 MODEL_FILE = re.compile(
@@ -204,7 +205,12 @@ def model_file_reads(source: str) -> list[tuple[int, str, str]]:
 
 def _our_python_files() -> list[str]:
     listed = subprocess.run(
-        ["git", "ls-files", "-co", "--exclude-standard", "*.py"], cwd=ROOT, capture_output=True, text=True, check=True
+        ["git", "ls-files", "-co", "--exclude-standard", "*.py"],
+        cwd=ROOT,
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.split()
     return sorted(p for p in listed if not p.startswith("tests/") and p != "facts/model_files.py")
 
