@@ -29,6 +29,7 @@ import hermetic
 # out of every asset and build context (systems/base.py OwnContainer.never). This process never does, whatever the
 # shell says: tests import artifacts' code/ from their build folders, which must stay as built.
 hermetic.base()
+hermetic.signals()
 sys.dont_write_bytecode = True
 
 

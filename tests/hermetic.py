@@ -95,6 +95,20 @@ def base() -> MappingProxyType:
     return _BASE
 
 
+def signals() -> None:
+    """Ctrl-C as a terminal gives it, whatever started the suite. A command run in the background by a shell without
+    job control (`cmd &` in a script, as a CI runner may start `make test`) inherits SIGINT and SIGQUIT ignored (bash
+    manual, "Signals"); Python then leaves SIGINT ignored, and so does every child a test starts, so a test that sends
+    its child SIGINT (bench's and publish's interrupts) waits for an exit that never comes. Restoring Python's own
+    handlers here lets each child start with the defaults again (a caught signal is reset by exec)."""
+    import signal
+
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if signal.getsignal(signal.SIGQUIT) == signal.SIG_IGN:
+        signal.signal(signal.SIGQUIT, signal.SIG_DFL)
+
+
 def subprocess_env(**extra: str) -> dict[str, str]:
     """An environment for a test's subprocess: the session's base plus `extra`, never the live os.environ."""
     return {**base(), **extra}

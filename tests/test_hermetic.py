@@ -57,3 +57,35 @@ def test_the_suites_aws_code_passes_from_a_hostile_shell(tmp_path):
     )
     assert result.returncode == 0, (result.stdout + result.stderr)[-5000:]
     assert " passed" in result.stdout and "failed" not in result.stdout
+
+
+# A child that reports which of SIGINT (bit 1) and SIGQUIT (bit 2) its process ignores, from /proc/self/status.
+IGNORED = "print(int([l for l in open('/proc/self/status') if l.startswith('SigIgn')][0].split(':')[1], 16) & 6)"
+
+
+@pytest.mark.parametrize("restored", [True, False])
+def test_a_suite_started_with_sigint_ignored_gives_its_children_the_default(restored: bool) -> None:
+    """`make test &` from a script starts the suite with SIGINT and SIGQUIT ignored; hermetic.signals() (conftest)
+    gives the tests' children Ctrl-C back. Without it the child inherits both ignored (the control case)."""
+    import signal
+
+    suite = (
+        f"import subprocess, sys; sys.path.insert(0, {str(ROOT / 'tests')!r}); import hermetic; "
+        + ("hermetic.signals(); " if restored else "")
+        + f"subprocess.run([sys.executable, '-c', {IGNORED!r}])"
+    )
+
+    def ignore_like_a_background_job() -> None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGQUIT, signal.SIG_IGN)
+
+    done = subprocess.run(
+        [sys.executable, "-c", suite],
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        preexec_fn=ignore_like_a_background_job,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == ("0" if restored else "6")
