@@ -9,13 +9,22 @@ loopback processes we start. Figures before and after: bench/results/front_door_
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Mapping
 from dataclasses import dataclass, field
+from typing import TypeVar
 
+T = TypeVar("T")
 READ_BYTES = 65536
 # Idle connections kept per container; more concurrent calls open more, and the extra ones close when done.
 POOL_SIZE = 64
 MAX_HEAD_BYTES = 1024 * 1024  # a container's status line and headers (the runtime's own request limit: serve.py)
+
+
+async def _within(awaitable: Awaitable[T], timeout_s: float) -> T:
+    """`awaitable`'s result, TimeoutError past `timeout_s`. asyncio.timeout, not wait_for: Python 3.11's wait_for
+    wraps each await in a new Task, one more trip through the event loop for every read of every relayed answer."""
+    async with asyncio.timeout(timeout_s):
+        return await awaitable
 
 
 @dataclass
@@ -41,25 +50,25 @@ class Reply:
                 pass
             elif "chunked" in self.headers.get("transfer-encoding", "").lower():
                 while True:
-                    line = await asyncio.wait_for(reader.readuntil(b"\r\n"), timeout_s)
+                    line = await _within(reader.readuntil(b"\r\n"), timeout_s)
                     size = int(line.split(b";", 1)[0].strip(), 16)
                     if size == 0:
-                        while (await asyncio.wait_for(reader.readuntil(b"\r\n"), timeout_s)) != b"\r\n":
+                        while (await _within(reader.readuntil(b"\r\n"), timeout_s)) != b"\r\n":
                             pass  # trailer fields, none expected
                         break
-                    data = await asyncio.wait_for(reader.readexactly(size + 2), timeout_s)
+                    data = await _within(reader.readexactly(size + 2), timeout_s)
                     yield data[:-2]
             elif "content-length" in self.headers:
                 left = int(self.headers["content-length"])
                 while left > 0:
-                    data = await asyncio.wait_for(reader.read(min(left, READ_BYTES)), timeout_s)
+                    data = await _within(reader.read(min(left, READ_BYTES)), timeout_s)
                     if not data:
                         raise ConnectionError(f"the container closed its answer {left} bytes early")
                     left -= len(data)
                     yield data
             else:  # until the container closes the connection (an HTTP/1.0 server)
                 self._keep = False
-                while data := await asyncio.wait_for(reader.read(READ_BYTES), timeout_s):
+                while data := await _within(reader.read(READ_BYTES), timeout_s):
                     yield data
             done = True
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError) as err:
@@ -114,7 +123,7 @@ class Relay:
         for attempt in (0, 1):
             connection, reused = await self._connection()
             try:
-                return await asyncio.wait_for(self._send(connection, request), timeout_s)
+                return await _within(self._send(connection, request), timeout_s)
             except (ConnectionError, asyncio.IncompleteReadError) as err:
                 connection.close()
                 if not reused or attempt == 1:

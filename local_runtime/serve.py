@@ -332,9 +332,10 @@ def _add_invoke_routes(app: FastAPI, doors: Doors) -> None:
         if refused is not None:
             return refused
         try:
-            status, content, headers = await asyncio.wait_for(
-                _run(host, body, request, request.headers.get(INFERENCE_COMPONENT_HEADER)), doors.timeout_s
-            )
+            async with asyncio.timeout(doors.timeout_s):  # no extra Task per call, as wait_for makes (relay.py)
+                status, content, headers = await _run(
+                    host, body, request, request.headers.get(INFERENCE_COMPONENT_HEADER)
+                )
         except asyncio.TimeoutError:
             return _timed_out()
         if status != 200:
@@ -366,7 +367,8 @@ def _add_invoke_routes(app: FastAPI, doors: Doors) -> None:
         # A container process is relayed on the event loop (relay.py); the in-process handler runs in a thread.
         call = host.astream(*arguments) if _relays(host) else run_in_threadpool(lambda: host.stream(*arguments))
         try:
-            status, content, headers = await asyncio.wait_for(call, doors.timeout_s)
+            async with asyncio.timeout(doors.timeout_s):
+                status, content, headers = await call
         except asyncio.TimeoutError:
             return _timed_out()
         if status != 200:
