@@ -59,7 +59,7 @@ def _empty() -> dict:
     return {"engine": "e", "front_door": "f", "pairs": 0, "seconds_per_throughput_run": 0, "doors": {}}
 
 
-def test_a_before_checkout_runs_its_own_local_runtime(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_before_checkout_runs_its_own_local_runtime(tmp_path: Path) -> None:
     """--front-door-before compares another checkout's local_runtime: the runtime process must import that one, not
     this checkout's (`python -m` puts its working folder, this checkout, first on sys.path; the bench runs it with
     -P). Until 2026-12-02 both rows ran this checkout's code."""
@@ -67,15 +67,14 @@ def test_a_before_checkout_runs_its_own_local_runtime(tmp_path: Path, monkeypatc
 
     before = tmp_path / "before"
     shutil.copytree(front_door.REPO / "local_runtime", before / "local_runtime")
-    marker = tmp_path / "imported-from"
+    # The copy says where it was imported from, in a file beside it (no variable of this process reaches the child).
     with (before / "local_runtime" / "__init__.py").open("a") as init:
-        init.write("\nimport os as _os\n_open = open(_os.environ['BENCH_BEFORE_MARKER'], 'w')\n")
-        init.write("_open.write(__file__)\n_open.close()\n")
-    monkeypatch.setenv("BENCH_BEFORE_MARKER", str(marker))
+        init.write("\nfrom pathlib import Path as _Path\n")
+        init.write("(_Path(__file__).parent.parent / 'imported-from').write_text(__file__)\n")
     started = {"before": front_door._start_runtime(tmp_path / "work", before)}
     try:
         process, port, _, _ = started["before"]
         front_door._wait(port, process)
     finally:
         front_door._stop(started)
-    assert marker.read_text() == str(before / "local_runtime" / "__init__.py")
+    assert (before / "imported-from").read_text() == str(before / "local_runtime" / "__init__.py")
