@@ -269,7 +269,10 @@ class HubMirror:
 
     def start(self) -> HubMirror:
         for server in (self._hub, self._cdn):
-            thread = threading.Thread(target=server.serve_forever, name="hub-mirror", daemon=True)
+            # serve_forever checks for shutdown() every poll_interval (0.5 s by default): stop() waits for it twice
+            thread = threading.Thread(
+                target=server.serve_forever, kwargs={"poll_interval": 0.02}, name="hub-mirror", daemon=True
+            )
             thread.start()
             self._threads.append(thread)
         return self

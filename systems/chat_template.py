@@ -7,6 +7,7 @@ the artifact ends up with none. Used by the hf-fastload recipe and the LMI recip
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -31,20 +32,41 @@ from .chat import missing_template_error
 # 512 MiB of address space a 600 MB string fails with MemoryError in 0.6 s. A template past these is refused at build:
 # every chat request would pay for it (a loop of 10^10 steps, nested ranges, 9 ** 9 ** 9, a 2 GB string).
 RENDER_SECONDS = 5.0
+# A lower budget from the environment, so that a test sees a looping template refused in 1 s instead of 5; a value
+# above RENDER_SECONDS is refused: the budget guards every chat request, and no setting may loosen it.
+RENDER_SECONDS_ENV = "CHAT_TEMPLATE_RENDER_SECONDS"
 RENDER_OUTPUT_CHARS = 1_000_000
 RENDER_MEMORY_BYTES = 512 * 2**20
 SANDBOX = Path(__file__).with_name("chat_template_sandbox.py")
 
 
+def render_seconds() -> float:
+    """The render budget: RENDER_SECONDS, or a lower one in CHAT_TEMPLATE_RENDER_SECONDS."""
+    text = os.environ.get(RENDER_SECONDS_ENV)
+    if text is None:
+        return RENDER_SECONDS
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = float("nan")
+    if not 0 < seconds <= RENDER_SECONDS:  # also false for nan
+        raise BuildError(
+            f"environment variable {RENDER_SECONDS_ENV}: value {text!r}; allowed: a number of seconds above 0 and "
+            f"at most {RENDER_SECONDS:g} (unset, the budget is {RENDER_SECONDS:g} s)"
+        )
+    return seconds
+
+
 def render_bounded(template: str, *, source: str, messages: list[dict[str, Any]], **variables: Any) -> str:
     """`template` rendered with `messages` (and tools, add_generation_prompt, special tokens...) in a child process
-    under RENDER_SECONDS, RENDER_OUTPUT_CHARS and RENDER_MEMORY_BYTES, in transformers' sandboxed environment.
+    under render_seconds(), RENDER_OUTPUT_CHARS and RENDER_MEMORY_BYTES, in transformers' sandboxed environment.
     BuildError naming `source` (the model's tokenizer_config.json / chat_template.jinja, or chat.template) when it
     loops, recurses, fails, includes a file or passes a budget."""
     try:
         check_chat_template_size(template, name=source)
     except UnreadableModel as err:
         raise BuildError(str(err)) from None
+    budget = render_seconds()
     sample = "a conversation with tools and a tool call" if variables.get("tools") else "a sample conversation"
     request = {
         "template": template,
@@ -58,11 +80,11 @@ def render_bounded(template: str, *, source: str, messages: list[dict[str, Any]]
             input=json.dumps(request),
             capture_output=True,
             text=True,
-            timeout=RENDER_SECONDS,
+            timeout=budget,
         )
     except subprocess.TimeoutExpired:
         raise BuildError(
-            f"{source}: the chat template did not render {sample} within {RENDER_SECONDS:g} s (a loop "
+            f"{source}: the chat template did not render {sample} within {budget:g} s (a loop "
             "or a computation without end); allowed: a template that renders in well under a second, since every "
             "chat request renders it"
         ) from None
@@ -73,7 +95,7 @@ def render_bounded(template: str, *, source: str, messages: list[dict[str, Any]]
     if not result.get("ok"):
         raise BuildError(
             f"{source}: the chat template cannot render {sample}: {result.get('error')}; allowed: a "
-            f"Jinja template that renders OpenAI-style messages within {RENDER_SECONDS:g} s and "
+            f"Jinja template that renders OpenAI-style messages within {budget:g} s and "
             f"{RENDER_OUTPUT_CHARS:,} characters, without include, import or extends"
         )
     return str(result["text"])

@@ -288,14 +288,24 @@ def chat_artifact(tmp_path_factory: pytest.TempPathFactory, tiny_chat_models: di
     return out
 
 
-@pytest.fixture(scope="module")
-def emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """One moto server per test module (local_emulator.moto_server.Emulator)."""
+@pytest.fixture(scope="session")
+def _moto_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """One moto server per worker process: its start costs ~2.5 s of CPU, and 23 modules of the dev loop use one."""
     from local_emulator import moto_server
 
     emu = moto_server.start(tmp_path_factory.mktemp("moto"))
     yield emu
     emu.stop()
+
+
+@pytest.fixture(scope="module")
+def emulator(_moto_server: Any) -> Any:
+    """The worker's moto server (local_emulator.moto_server.Emulator), emptied for each module as a new one would be:
+    moto's reset forgets every backend's resources, the queued SageMaker runtime answers included."""
+    if _moto_server.process.poll() is not None:
+        raise RuntimeError("the worker's moto server was stopped by an earlier test; a test may stop only its own")
+    _moto_server.reset()
+    return _moto_server
 
 
 @pytest.fixture

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers import serve_in_thread
 
 from deployment import load_config
 from endpoint_config import ConfigError
@@ -66,8 +67,7 @@ def stand_in(behaviour: str):
             self.wfile.write(body)
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    thread = serve_in_thread(server)
     return server, thread, release
 
 

@@ -9,12 +9,12 @@ generation answer written into the emulator's S3 and its location (what SageMake
 from __future__ import annotations
 
 import json
-import threading
 import uuid
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import boto3
+from helpers import serve_in_thread
 
 ASYNC_BUCKET = "endpoint-answers-async"
 
@@ -88,7 +88,7 @@ def serve(s3_client_env: dict[str, str], answer_for: Callable[[dict], object] = 
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    serve_in_thread(server)
     return server
 
 

@@ -75,7 +75,12 @@ def config_file(tmp_path: Path, model: Path, system: str = "vllm", extra: str = 
     return path
 
 
-def build(config: Path, build_root: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+# A lower chat-template budget (systems/chat_template.py RENDER_SECONDS_ENV), for the tests that wait for a looping
+# template's refusal: the same check, 2 s instead of 5 each; an honest template renders in ~0.7 s on a loaded machine.
+SHORT_BUDGET = {"CHAT_TEMPLATE_RENDER_SECONDS": "2"}
+
+
+def build(config: Path, build_root: Path, timeout: float = 60, **env: str) -> subprocess.CompletedProcess[str]:
     """`python -m model_build build` as a user runs it, under a limit: a hang fails the test instead of the run."""
     started = time.monotonic()
     done = subprocess.run(
@@ -84,7 +89,7 @@ def build(config: Path, build_root: Path, timeout: float = 60) -> subprocess.Com
         capture_output=True,
         text=True,
         cwd=ROOT,
-        env=subprocess_env(PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1"),
+        env=subprocess_env(PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1", **env),
         timeout=timeout,
     )
     assert time.monotonic() - started < timeout
@@ -199,18 +204,36 @@ TEMPLATE_CASES = [
 
 
 @pytest.mark.parametrize(("template", "words"), [c[1:] for c in TEMPLATE_CASES], ids=[c[0] for c in TEMPLATE_CASES])
-def test_a_chat_template_that_fails_or_passes_its_budget_is_refused_naming_it(template: str, words: str) -> None:
+def test_a_chat_template_that_fails_or_passes_its_budget_is_refused_naming_it(
+    template: str, words: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """systems.chat_template.render_bounded: each template class ends within the time budget as a BuildError that
     names the template's source."""
     from artifact import BuildError
     from systems.chat_template import RENDER_SECONDS, render_bounded
 
+    if words == "within":  # a template that only the clock stops
+        monkeypatch.setenv(*next(iter(SHORT_BUDGET.items())))
     started = time.monotonic()
     with pytest.raises(BuildError) as err:
         render_bounded(template, source="the-source", messages=[{"role": "user", "content": "hi there"}])
     assert time.monotonic() - started < RENDER_SECONDS + 5
     assert str(err.value).startswith("the-source: ")
     assert words in str(err.value)
+
+
+@pytest.mark.parametrize("value", ["10", "0", "-1", "nan", "five", ""])
+def test_the_budget_may_be_lowered_never_raised_or_garbled(value: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from artifact import BuildError
+    from systems.chat_template import RENDER_SECONDS_ENV, render_bounded
+
+    monkeypatch.setenv(RENDER_SECONDS_ENV, value)
+    with pytest.raises(BuildError) as err:
+        render_bounded("hi", source="s", messages=[{"role": "user", "content": "hi"}])
+    assert str(err.value) == (
+        f"environment variable CHAT_TEMPLATE_RENDER_SECONDS: value {value!r}; allowed: a number of seconds above 0 "
+        "and at most 5 (unset, the budget is 5 s)"
+    )
 
 
 def test_an_honest_template_renders_as_transformers_renders_it_and_cheaply() -> None:
@@ -267,7 +290,9 @@ def test_a_config_chat_template_that_loops_is_refused_at_build_start(tmp_path: P
     loop = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
     config = config_file(tmp_path, model, extra=f"    chat:\n      template: '{loop}'\n")
     build_root = tmp_path / "builds"
-    assert_refused(build(config, build_root), "endpoint 'ep': chat.template: the chat template did not render")
+    assert_refused(
+        build(config, build_root, **SHORT_BUDGET), "endpoint 'ep': chat.template: the chat template did not render"
+    )
     nothing_written(build_root)
 
 
@@ -324,6 +349,36 @@ def test_honest_json_of_any_depth_a_model_uses_passes_the_depth_scan() -> None:
     assert not json_depth_exceeds(json.dumps({"a": [[1]]}).encode(), limit=3)
 
 
+def test_the_depth_scan_agrees_with_the_parsed_document_on_strings_with_escapes_and_brackets() -> None:
+    """Random documents whose strings hold quotes, backslashes and brackets (escaped as json.dumps escapes them): the
+    scan's verdict at each limit equals the depth of the document json.loads returns."""
+    import random
+
+    from facts.model_files import json_depth_exceeds
+
+    def depth(value: object) -> int:
+        if isinstance(value, dict):
+            return 1 + max(map(depth, value.values()), default=0)
+        if isinstance(value, list):
+            return 1 + max(map(depth, value), default=0)
+        return 0
+
+    rnd = random.Random(7)
+
+    def document(level: int) -> object:
+        if level == 0 or rnd.random() < 0.3:
+            return "".join(rnd.choice('ab"\\[]{}\n') for _ in range(rnd.randint(0, 12)))
+        if rnd.random() < 0.5:
+            return [document(level - 1) for _ in range(rnd.randint(0, 3))]
+        return {document(0): document(level - 1) for _ in range(rnd.randint(0, 3))}  # type: ignore[misc]
+
+    for _ in range(400):
+        doc = document(rnd.randint(0, 8))
+        data = json.dumps(doc).encode()
+        for limit in range(0, 10):
+            assert json_depth_exceeds(data, limit=limit) == (depth(doc) > limit), (data, limit)
+
+
 def test_a_build_stopped_by_sigterm_leaves_no_half_written_folder(tmp_path: Path) -> None:
     """SIGTERM during the build (here while the recipe renders a template that loops only on a longer conversation:
     the build's first check passes it) ends like Ctrl-C: exit 130, the temporary folder removed, nothing kept."""
@@ -377,9 +432,9 @@ def test_the_local_server_refuses_a_model_whose_template_loops_before_it_serves(
         capture_output=True,
         text=True,
         cwd=ROOT,
-        env=subprocess_env(PYTHONPATH=str(ROOT)),
+        env=subprocess_env(PYTHONPATH=str(ROOT), **SHORT_BUDGET),
         timeout=60,
     )
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
     assert f"error: the stand-in does not serve {model}: {model}/tokenizer_config.json chat_template" in done.stderr
-    assert "did not render a sample conversation within 5 s" in done.stderr
+    assert "did not render a sample conversation within 2 s" in done.stderr

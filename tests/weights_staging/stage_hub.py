@@ -9,7 +9,6 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -17,7 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
-from helpers import ROOT
+from helpers import ROOT, serve_in_thread
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 REPO = "tiny-org/tiny-model"
@@ -113,8 +112,7 @@ def fake_hub() -> Iterator[FakeHub]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(hub))
     server.daemon_threads = True
     hub.port = server.server_address[1]
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    thread = serve_in_thread(server)
     yield hub
     server.shutdown()
     server.server_close()
