@@ -96,6 +96,18 @@ class Synthesized:
         account = manifest["artifacts"][stack_name]["environment"].removeprefix("aws://").split("/")[0]
         return account if account.isdigit() else None
 
+    def warnings(self, stack_name: str) -> list[str]:
+        """The stack's synth warnings (Annotations.add_warning_v2, cdk-nag's), as the cloud assembly records them (the
+        manifest's metadata, or the stack's own metadata file that the manifest names): read from cdk.out, so no
+        live Stack is needed."""
+        artifact = json.loads((self.outdir / "manifest.json").read_text())["artifacts"][stack_name]
+        metadata = dict(artifact.get("metadata", {}))
+        if "additionalMetadataFile" in artifact:
+            metadata.update(json.loads((self.outdir / artifact["additionalMetadataFile"]).read_text()))
+        return [
+            entry["data"] for entries in metadata.values() for entry in entries if entry["type"] == "aws:cdk:warning"
+        ]
+
     def template(self, stack_name: str):
         from aws_cdk.assertions import Template
 

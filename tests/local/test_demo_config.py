@@ -44,18 +44,31 @@ def test_demo_replaces_a_model_that_is_not_a_local_directory_and_says_so(tmp_pat
 
 def test_two_demos_making_the_same_tiny_model_at_once_both_get_a_whole_one(tmp_path, monkeypatch):
     """The scenarios share build/tiny-models/<architecture>: two runs making it at the same time each end with the
-    whole model in place (written aside, moved in by one rename), and no scratch folder is left."""
-    import sys
+    whole model in place (written aside, moved in by one rename), and no scratch folder is left. The maker (`python
+    -m model_build tiny-model`, 5-7 s; tests/model_build/test_tiny_models.py runs it) is replaced by one that writes
+    the folder's files and waits for the other run's, so the two renames always collide."""
     import threading
 
     from local_emulator import demo
 
     monkeypatch.setattr(demo, "ROOT", tmp_path)
+    both_written = threading.Barrier(2, timeout=20)
+    commands: list[list[str]] = []
+
+    def make_tiny_model(command: list[str], **kwargs) -> None:
+        commands.append(command)
+        out = Path(command[command.index("--out") + 1])
+        out.mkdir(parents=True)
+        (out / "config.json").write_text('{"model_type": "gpt2"}')
+        (out / "model.safetensors").write_bytes(b"weights")
+        both_written.wait()
+
+    monkeypatch.setattr(demo, "run", make_tiny_model)
     errors: list[BaseException] = []
 
     def make() -> None:
         try:
-            demo._make_tiny_model(sys.executable, "build/tiny-models/gpt2")
+            demo._make_tiny_model("python", "build/tiny-models/gpt2")
         except BaseException as err:  # collected for the assertion below
             errors.append(err)
 
@@ -65,6 +78,7 @@ def test_two_demos_making_the_same_tiny_model_at_once_both_get_a_whole_one(tmp_p
     for thread in threads:
         thread.join()
     assert not errors, errors
+    assert [c[:4] for c in commands] == [["python", "-m", "model_build", "tiny-model"]] * 2
     model = tmp_path / "build" / "tiny-models" / "gpt2"
     assert (model / "config.json").is_file() and (model / "model.safetensors").is_file()
     assert sorted(p.name for p in model.parent.iterdir()) == ["gpt2"]
