@@ -26,7 +26,7 @@ help:
 	@echo "make deploy CONFIG=path ENV=name  - preflight, build, publish, deploy, smoke-test one environment"
 	@echo "              DELETE_ORPHANS=1: also delete the environment's stacks the config no longer names"
 	@echo "make destroy CONFIG=path ENV=name - tear that environment down"
-	@echo "make bench  - benchmarks: cold start, publish, serving, dev loop, front door -> bench/results/ (~56 min: its sections' last times; prints each section's progress)"
+	@echo "make bench  - benchmarks: cold start, publish, serving, dev loop, front door -> bench/results/ (~60 min: its sections' last times; prints each section's progress)"
 	@echo "make clean  - remove build outputs (build/, cdk.out/)"
 	@echo "make engine-tables-check - compare systems/engine_tables/*.json and the engine option sets with the engines' wheels"
 
