@@ -32,7 +32,7 @@ from .chat import missing_template_error
 # 512 MiB of address space a 600 MB string fails with MemoryError in 0.6 s. A template past these is refused at build:
 # every chat request would pay for it (a loop of 10^10 steps, nested ranges, 9 ** 9 ** 9, a 2 GB string).
 RENDER_SECONDS = 5.0
-# A lower budget from the environment, so that a test sees a looping template refused in 1 s instead of 5; a value
+# A lower budget from the environment, so that a test sees a looping template refused in 2 s instead of 5; a value
 # above RENDER_SECONDS is refused: the budget guards every chat request, and no setting may loosen it.
 RENDER_SECONDS_ENV = "CHAT_TEMPLATE_RENDER_SECONDS"
 RENDER_OUTPUT_CHARS = 1_000_000

@@ -301,7 +301,8 @@ def _moto_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 @pytest.fixture(scope="module")
 def emulator(_moto_server: Any) -> Any:
     """The worker's moto server (local_emulator.moto_server.Emulator), emptied for each module as a new one would be:
-    moto's reset forgets every backend's resources, the queued SageMaker runtime answers included."""
+    moto's reset (moto/moto_api/_internal/models.py reset: BackendDict.reset()) builds every backend anew, the
+    queued SageMaker runtime answers (moto/sagemakerruntime/models.py results_queue) included."""
     if _moto_server.process.poll() is not None:
         raise RuntimeError("the worker's moto server was stopped by an earlier test; a test may stop only its own")
     _moto_server.reset()

@@ -37,6 +37,7 @@ import subprocess
 from pathlib import Path
 
 from helpers import ROOT
+from hermetic import subprocess_env
 
 # Our top-level packages (a directory of .py files, or one module), and each Lambda function's own folder.
 PACKAGES = {
@@ -149,7 +150,12 @@ OURS = {name for name in PACKAGES if "/" not in name}
 def _repository_python_files() -> set[Path]:
     """The repository's .py files, tracked or new; ignored outputs (bench/raw/'s copied artifacts, build/) are not ours."""
     listed = subprocess.run(
-        ["git", "ls-files", "-co", "--exclude-standard", "*.py"], cwd=ROOT, capture_output=True, text=True, check=True
+        ["git", "ls-files", "-co", "--exclude-standard", "*.py"],
+        cwd=ROOT,
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.split()
     return {ROOT / name for name in listed}
 

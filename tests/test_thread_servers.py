@@ -9,6 +9,7 @@ import ast
 import subprocess
 
 from helpers import ROOT
+from hermetic import subprocess_env
 
 
 def threads_without_poll_interval(source: str) -> list[int]:
@@ -28,7 +29,9 @@ def threads_without_poll_interval(source: str) -> list[int]:
 
 
 def test_every_server_thread_sets_a_poll_interval():
-    files = subprocess.run(["git", "ls-files", "*.py"], cwd=ROOT, capture_output=True, text=True, check=True)
+    files = subprocess.run(
+        ["git", "ls-files", "*.py"], cwd=ROOT, env=subprocess_env(), capture_output=True, text=True, check=True
+    )
     slow = {
         f"{path}:{line}"
         for path in files.stdout.split()
