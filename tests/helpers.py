@@ -117,6 +117,22 @@ class Synthesized:
         return [r for r in self.templates[stack_name]["Resources"].values() if r["Type"] == type_name]
 
 
+def repository_python_files() -> list[str]:
+    """The repository's .py files, tracked or new, relative to ROOT; ignored outputs (build/, bench's raw copies) are
+    not ours. git runs with the suite's explicit environment."""
+    from hermetic import subprocess_env
+
+    listed = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard", "*.py"],
+        cwd=ROOT,
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    return sorted(listed)
+
+
 def run_dir_of(tmp_path_factory: Any) -> Path:
     """The folder this run's processes share: under xdist each worker's base temp is <run folder>/popen-gwN."""
     base = tmp_path_factory.getbasetemp()

@@ -33,11 +33,9 @@ they read the plan's named fields, not the config entry behind it: no `.spec` re
 from __future__ import annotations
 
 import ast
-import subprocess
 from pathlib import Path
 
-from helpers import ROOT
-from hermetic import subprocess_env
+from helpers import ROOT, repository_python_files
 
 # Our top-level packages (a directory of .py files, or one module), and each Lambda function's own folder.
 PACKAGES = {
@@ -147,20 +145,7 @@ ALLOWED: dict[str, set[str]] = {
 OURS = {name for name in PACKAGES if "/" not in name}
 
 
-def _repository_python_files() -> set[Path]:
-    """The repository's .py files, tracked or new; ignored outputs (bench/raw/'s copied artifacts, build/) are not ours."""
-    listed = subprocess.run(
-        ["git", "ls-files", "-co", "--exclude-standard", "*.py"],
-        cwd=ROOT,
-        env=subprocess_env(),
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
-    return {ROOT / name for name in listed}
-
-
-REPOSITORY_FILES = _repository_python_files()
+REPOSITORY_FILES = {ROOT / name for name in repository_python_files()}
 
 
 def _files(package: str) -> list[Path]:

@@ -22,14 +22,12 @@ import ast
 import os
 import re
 import signal
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from helpers import HAND_MADE_CONFIG, ROOT, write_hand_made_model
-from hermetic import subprocess_env
+from helpers import HAND_MADE_CONFIG, ROOT, repository_python_files, write_hand_made_model
 
 # A string in a path that names a model file.
 MODEL_FILE = re.compile(
@@ -204,15 +202,7 @@ def model_file_reads(source: str) -> list[tuple[int, str, str]]:
 
 
 def _our_python_files() -> list[str]:
-    listed = subprocess.run(
-        ["git", "ls-files", "-co", "--exclude-standard", "*.py"],
-        cwd=ROOT,
-        env=subprocess_env(),
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
-    return sorted(p for p in listed if not p.startswith("tests/") and p != "facts/model_files.py")
+    return [p for p in repository_python_files() if not p.startswith("tests/") and p != "facts/model_files.py"]
 
 
 def unbounded_model_reads() -> tuple[list[str], set[str]]:

@@ -6,10 +6,8 @@ a poll_interval; a `serve_forever()` called in a process's own main thread is en
 from __future__ import annotations
 
 import ast
-import subprocess
 
-from helpers import ROOT
-from hermetic import subprocess_env
+from helpers import ROOT, repository_python_files
 
 
 def threads_without_poll_interval(source: str) -> list[int]:
@@ -29,12 +27,9 @@ def threads_without_poll_interval(source: str) -> list[int]:
 
 
 def test_every_server_thread_sets_a_poll_interval():
-    files = subprocess.run(
-        ["git", "ls-files", "*.py"], cwd=ROOT, env=subprocess_env(), capture_output=True, text=True, check=True
-    )
     slow = {
         f"{path}:{line}"
-        for path in files.stdout.split()
+        for path in repository_python_files()
         if (ROOT / path).is_file()
         for line in threads_without_poll_interval((ROOT / path).read_text())
     }
