@@ -15,7 +15,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import select
 import subprocess
+import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -62,34 +65,89 @@ def spec_for(system: Any, url: str, endpoint: str, token: str) -> dict[str, Any]
     }
 
 
+# What the drivers run with: nothing of the suite's environment but a home and the emulator's fake credentials.
+DRIVER_ENV = {
+    "PATH": "/usr/bin:/bin",
+    "HOME": os.environ.get("HOME", "/tmp"),
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_DEFAULT_REGION": REGION,
+    # LiteLLM fetches its model-price map from GitHub at import unless told to use its bundled copy.
+    "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+    "NO_PROXY": "127.0.0.1,localhost",
+}
+# One system's calls, all of them (each is bounded by drive.py's CALL_TIMEOUT_S): past this the driver is stopped.
+SYSTEM_TIMEOUT_S = 900
+
+
+class Drivers:
+    """drive.py in both client venvs, started once and handed one system's spec at a time (a JSON line each; it
+    answers a line per call, then {"finished": true}). Importing LiteLLM, LangChain and the SageMaker SDK costs
+    ~10 s of CPU per pair of processes, so the client suite pays it once, not once per system."""
+
+    def __init__(self) -> None:
+        self._processes: list[tuple[subprocess.Popen[bytes], Any, bytearray]] = []
+
+    def __enter__(self) -> Drivers:
+        for python in (MAIN_PYTHON, SAGEMAKER_PYTHON):
+            errors = tempfile.TemporaryFile()  # a file, not a pipe: a driver's tracebacks must never block it
+            process = subprocess.Popen(
+                [str(python), str(DRIVER), "main" if python == MAIN_PYTHON else "sagemaker"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=errors,
+                env=DRIVER_ENV,
+            )
+            self._processes.append((process, errors, bytearray()))
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        for process, errors, _ in self._processes:
+            if process.stdin is not None:
+                process.stdin.close()
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+            errors.close()
+
+    def drive(self, spec: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        """call -> the driver's result, from both client venvs."""
+        results: dict[str, dict[str, Any]] = {}
+        for process, errors, buffer in self._processes:
+            assert process.stdin is not None
+            process.stdin.write(json.dumps(spec).encode() + b"\n")
+            process.stdin.flush()
+            deadline = time.monotonic() + SYSTEM_TIMEOUT_S
+            while (line := self._line(process, errors, buffer, deadline)) != b'{"finished": true}':
+                if line.startswith(b"{"):  # LiteLLM prints its own notes to stdout too
+                    result = json.loads(line)
+                    results[result["call"]] = result
+        return results
+
+    @staticmethod
+    def _line(process: subprocess.Popen[bytes], errors: Any, buffer: bytearray, deadline: float) -> bytes:
+        assert process.stdout is not None
+        while b"\n" not in buffer:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([process.stdout], [], [], left)[0]:
+                process.kill()
+                raise AssertionError(f"{process.args[1:]}: no answer within {SYSTEM_TIMEOUT_S} s")
+            chunk = os.read(process.stdout.fileno(), 65536)
+            if not chunk:
+                errors.seek(0)
+                raise AssertionError(f"{process.args[1:]} exited {process.wait()}: {errors.read()[-3000:]!r}")
+            buffer += chunk
+        line, _, rest = bytes(buffer).partition(b"\n")
+        buffer[:] = rest
+        return line.strip()
+
+
 def drive(spec: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """call -> the driver's result, from both client venvs."""
-    env = {
-        "PATH": "/usr/bin:/bin",
-        "HOME": os.environ.get("HOME", "/tmp"),
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": REGION,
-        # LiteLLM fetches its model-price map from GitHub at import unless told to use its bundled copy.
-        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-        "NO_PROXY": "127.0.0.1,localhost",
-    }
-    results: dict[str, dict[str, Any]] = {}
-    for python, clients in ((MAIN_PYTHON, "main"), (SAGEMAKER_PYTHON, "sagemaker")):
-        done = subprocess.run(
-            [str(python), str(DRIVER)],
-            input=json.dumps({**spec, "clients": clients}),
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=900,
-        )
-        assert done.returncode == 0, done.stderr[-3000:]
-        for line in done.stdout.splitlines():
-            if line.startswith("{"):
-                result = json.loads(line)
-                results[result["call"]] = result
-    return results
+    """call -> the driver's result, from both client venvs, for one system (drivers started for it alone)."""
+    with Drivers() as drivers:
+        return drivers.drive(spec)
 
 
 def _reason(error: str) -> str:

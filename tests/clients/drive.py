@@ -1,14 +1,18 @@
 """Drive the clients users already use against one local endpoint; run by .venv-clients' (or .venv-clients-sagemaker's)
 python, never the project's: each client is the PyPI release requirements-clients*.txt pins, unchanged.
 
-    python drive.py < spec.json    # prints one JSON line per call: {"call", "ok", "status", "error", "text"}
+    python drive.py main|sagemaker < specs.jsonl
+    # per spec line: one JSON line per call ({"call", "ok", "status", "error", "text"}), then {"finished": true}
+
+The argument picks the clients (main: boto3, langchain-aws, LiteLLM, LangChain, openai; sagemaker: the SageMaker SDK
+v2, in its own venv). The process reads one system's spec per line until stdin closes, importing its clients once.
 
 spec: url (the local runtime), endpoint, token (the OpenAI route's bearer token), region, native (the body the
 system's container takes on /invocations: tests/real_clients.py builds it from the registry), native_kind (its
 kind: generation, openai-completion or openai-chat), generation_reply ("list" or "object": how a generation reply
-holds its text), reasoning_field (a chat message's reasoning field, or null), chat (an OpenAI chat body), clients
-("main" or "sagemaker"). Each result also says what the call needs of the container ("needs": chat, stream) and
-holds the first characters of the text read ("text"). Credentials come from the environment (the emulator's,
+holds its text), reasoning_field (a chat message's reasoning field, or null), chat (an OpenAI chat body). Each
+result also says what the call needs of the container ("needs": chat, stream) and holds the first characters of the
+text read ("text"). Credentials come from the environment (the emulator's,
 testing/testing): every sagemaker-runtime call is SigV4-signed by the client's own code, as on AWS. A call that has
 not answered within CALL_TIMEOUT_S is reported as hung (langchain-aws's LineIterator can spin on a reply without a
 final newline: the review real-clients.md, section 1).
@@ -285,10 +289,9 @@ def sagemaker_clients(spec: dict[str, Any]) -> Calls:
     }
 
 
-def main() -> int:
-    spec = json.load(sys.stdin)
-    calls = (sagemaker_clients if spec["clients"] == "sagemaker" else main_clients)(spec)
-    signal.signal(signal.SIGALRM, _alarm)
+def run(spec: dict[str, Any], clients: str) -> None:
+    """Every call of `clients` against one system's endpoint: a JSON line per call, then {"finished": true}."""
+    calls = (sagemaker_clients if clients == "sagemaker" else main_clients)(spec)
     for name, (needs, call) in calls.items():
         signal.alarm(CALL_TIMEOUT_S)
         try:
@@ -312,6 +315,16 @@ def main() -> int:
         finally:
             signal.alarm(0)
         print(json.dumps({**result, "needs": list(needs)}), flush=True)
+    print(json.dumps({"finished": True}), flush=True)
+
+
+def main() -> int:
+    """drive.py main|sagemaker: one system's spec per line of stdin, until it closes (the clients are imported
+    once, by the first spec)."""
+    signal.signal(signal.SIGALRM, _alarm)
+    for line in sys.stdin:
+        if line.strip():
+            run(json.loads(line), sys.argv[1])
     return 0
 
 

@@ -90,12 +90,13 @@ def found(tiny_models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
     cells differ from the stored ones)."""
     results: dict[str, dict[str, dict[str, Any]]] = {}
     differences: list[str] = []
-    for name in DRIVEN:
-        system = all_systems()[name]
-        app, plan, answered = _app(system, tiny_models, tmp_path_factory.mktemp(name))
-        with running(app, timeout=600) as url:
-            results[name] = real_clients.drive(real_clients.spec_for(system, url, plan.endpoint_name, token))
-        differences += real_clients.record(system, results[name], answered, HERE)
+    with real_clients.Drivers() as drivers:  # the clients imported once for every system
+        for name in DRIVEN:
+            system = all_systems()[name]
+            app, plan, answered = _app(system, tiny_models, tmp_path_factory.mktemp(name))
+            with running(app, timeout=600) as url:
+                results[name] = drivers.drive(real_clients.spec_for(system, url, plan.endpoint_name, token))
+            differences += real_clients.record(system, results[name], answered, HERE)
     return results, differences
 
 
