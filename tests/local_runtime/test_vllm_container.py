@@ -63,6 +63,18 @@ def test_argv_is_the_entrypoints_with_the_artifact_for_opt_ml_model_on_a_local_p
     ]
 
 
+def test_the_cpu_engine_runs_eager_after_the_plans_own_arguments(tmp_path, model_dir):
+    """CPU_ARGS follow the entrypoint's argv (the plan's own flags kept as the DLC builds them) and come once."""
+    plain = VllmContainer({"SM_VLLM_MAX_MODEL_LEN": "256"}, model_dir, tmp_path).argv()
+    assert plain[3:] == ["--port", "8080", "--model", str(model_dir), "--max-model-len", "256", "--enforce-eager"] + [
+        "--port",
+        plain[-3],
+        "--host",
+        "127.0.0.1",
+    ]
+    assert VllmContainer(ENV, model_dir, tmp_path).argv().count("--enforce-eager") == 1
+
+
 def test_environment_is_built_from_nothing(tmp_path, monkeypatch):
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "from-this-process")
     monkeypatch.setenv("PYTHONPATH", "/somewhere")
