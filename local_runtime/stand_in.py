@@ -122,9 +122,6 @@ class StandIn:
     """A served model behind one engine's SageMaker routes, from the parsed argv of that engine."""
 
     def __init__(self, flags: dict[str, Any], engine: str) -> None:
-        import torch
-        import transformers
-
         if engine not in DIALECTS:
             raise ValueError(f"engine {engine!r}; allowed: {', '.join(DIALECTS)}")
         self.engine = engine
@@ -143,6 +140,9 @@ class StandIn:
                 check_served_model(Path(path))
         except BuildError as err:
             raise SystemExit(f"error: the stand-in does not serve {path}: {err}") from None
+        import torch  # after the checks: a refused model is refused in a second, not after torch's ~3 s import
+        import transformers
+
         self.tokenizer = transformers.AutoTokenizer.from_pretrained(path)
         config = transformers.AutoConfig.from_pretrained(path)
         loader = transformers.AutoModelForSeq2SeqLM if config.is_encoder_decoder else transformers.AutoModelForCausalLM
