@@ -601,8 +601,8 @@ POSITION_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length"
 def unprofiled_engine_problems(ep: EndpointSpec, engine: EngineOptions) -> list[str]:
     """The checkpoint rules that hold for every engine, for the GPU systems without an engine profile (the LMI and
     DJL systems, the own containers), which compatibility_problems does not reach: a dtype the GPU cannot compute in
-    (bf16 before Ampere: vLLM, TensorRT-LLM and torch refuse or emulate it), and engine.max_model_len beyond the
-    model's positions (vLLM: "User-specified max_model_len ... is greater than the derived max_model_len"; the LMI
+    (bf16 before Ampere: vLLM, TensorRT-LLM and torch refuse or emulate it), and the context key (max_model_len;
+    tgi's max_total_tokens) beyond the model's positions (vLLM: "User-specified max_model_len ... is greater than the derived max_model_len"; the LMI
     recipes refuse it again at build from the real config.json: systems/djl_common/lmi.py check_max_model_len)."""
     problems = [
         f"endpoint {ep.name!r}: instance_type: value {ep.instance_type!r}: {problem}"
@@ -614,8 +614,8 @@ def unprofiled_engine_problems(ep: EndpointSpec, engine: EngineOptions) -> list[
     if length is not None and known is not None and length > known[0]:
         positions, source = known
         problems.append(
-            f"endpoint {ep.name!r}: engine.max_model_len: value {length} is beyond the {positions} positions of "
-            f"{ep.model!r} ({source}); allowed: up to {positions}"
+            f"endpoint {ep.name!r}: engine.{type(engine).CONTEXT_KEY}: value {length} is beyond the {positions} "
+            f"positions of {ep.model!r} ({source}); allowed: up to {positions}"
         )
     return problems
 

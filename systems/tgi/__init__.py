@@ -84,6 +84,10 @@ class TgiEngineOptions(EngineOptions):
         "tensor_parallel_size": "set tensor_parallel_degree (it renders SM_NUM_GPUS, TGI's NUM_SHARD)",
     }
 
+    # Prompt + generated tokens: "Clients will send input sequences and ask to generate `max_new_tokens` on top"
+    # ([LAUNCH] Args::max_total_tokens), so the shared length rules (systems/checks.py) read it as the context.
+    CONTEXT_KEY: ClassVar[str] = "max_total_tokens"
+
     max_input_tokens: Tokens | None = None
     max_total_tokens: Tokens | None = None
     max_batch_prefill_tokens: Tokens | None = None

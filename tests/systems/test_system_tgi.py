@@ -76,6 +76,29 @@ def test_what_the_launcher_refuses_is_refused_at_load_naming_the_field(tmp_path,
     assert "endpoint 'llama31-8b-tgi'" in message and fragment in message, message
 
 
+def test_max_total_tokens_is_the_context_the_length_rules_read(tmp_path):
+    """TGI's prompt + generated tokens (max_total_tokens) is what the shared rules hold to the model's positions and
+    to the SLO workload, named by its own key."""
+    from helpers import write_hand_made_model
+
+    model = write_hand_made_model(tmp_path / "model")  # config.json: 512 positions
+    engine = {"max_input_tokens": 256, "max_total_tokens": 1024}
+    message = config_refusal(_config(tmp_path, model=str(model), dtype="fp16", engine=engine))
+    assert (
+        f"engine.max_total_tokens: value 1024 is beyond the 512 positions of {str(model)!r} "
+        "(config.json max_position_embeddings, no rope scaling); allowed: up to 512"
+    ) in message, message
+    slo = {
+        "concurrency": 1,
+        "max_error_rate": 0,
+        "workload": {"input_tokens": {"mean": 6000}, "output_tokens": {"mean": 4000}},
+    }
+    message = config_refusal(_config(tmp_path, slo=slo))
+    assert "= 10000 tokens a request, more than the 8192 the endpoint serves (engine.max_total_tokens)" in message, (
+        message
+    )
+
+
 @pytest.fixture(scope="module")
 def stand_in_url(tiny_chat_models: dict[str, Path]) -> Iterator[str]:
     """tgi's local stand-in (its LocalRun dialect) on a tiny model, in this process."""
