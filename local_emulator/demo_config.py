@@ -61,7 +61,15 @@ DROPPED_ENDPOINT_BLOCKS = {
 GPU_ENGINE_OPTIONS = ("quantization", "kv_cache_dtype", "tensor_parallel_size", "pipeline_parallel_size")
 # LoRA options (vLLM/LMI names), dropped with the adapters they serve.
 LORA_ENGINE_OPTIONS = ("enable_lora", "max_lora_rank", "max_loras", "max_cpu_loras")
-CONTEXT_ENGINE_OPTIONS = ("max_model_len", "context_length", "max_rolling_batch_prefill_tokens", "max_input_len")
+CONTEXT_ENGINE_OPTIONS = (
+    "max_model_len",
+    "context_length",
+    "max_rolling_batch_prefill_tokens",
+    "max_input_len",
+    "max_total_tokens",
+)
+# Prompt-only limits that must stay below the context (TGI's max_input_tokens < max_total_tokens): half of it.
+PROMPT_ENGINE_OPTIONS = ("max_input_tokens",)
 # The model family (config.json model_type) -> the tiny architecture made offline (model_build.tiny_models).
 TINY_OF_FAMILY = {
     "gpt2": "gpt2",
@@ -256,6 +264,10 @@ def _fit_engine(ep: dict[str, Any], where: str, out: list[Substitution]) -> None
         elif key in CONTEXT_ENGINE_OPTIONS and isinstance(engine[key], int) and engine[key] > TINY_CONTEXT:
             out.append(Substitution(f"{where}.engine.{key}", engine[key], TINY_CONTEXT, "the tiny model's positions"))
             engine[key] = TINY_CONTEXT
+        elif key in PROMPT_ENGINE_OPTIONS and isinstance(engine[key], int) and engine[key] > TINY_CONTEXT // 2:
+            why = "half the tiny model's positions, below its context"
+            out.append(Substitution(f"{where}.engine.{key}", engine[key], TINY_CONTEXT // 2, why))
+            engine[key] = TINY_CONTEXT // 2
 
 
 def _environment(data: dict[str, Any], name: str | None) -> str:
