@@ -219,6 +219,13 @@ def validate_request(data: Any, lim: Limits | None = None) -> tuple[list[str], d
     if isinstance(inputs, str):
         prompts = [inputs]
     elif isinstance(inputs, list):
+        if (
+            batch == 1 and len(inputs) > 1
+        ):  # a container that reads one prompt a body (ContainerBodies.prompts_per_body)
+            raise RequestError(
+                f"inputs: this endpoint's container takes one prompt per request, got a list of {len(inputs)}; "
+                "send one string per request"
+            )
         if not 1 <= len(inputs) <= batch:
             raise RequestError(f"inputs must be a list of 1 to {batch} strings, got a list of {len(inputs)}")
         prompts = inputs

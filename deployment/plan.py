@@ -558,7 +558,8 @@ class EndpointPlan:
     @property
     def front_door_environment(self) -> dict[str, str]:
         """What the invoke and stream functions need (the stack sets it): the request limits the container applies
-        (request_contract.LIMIT_ENV in its environment) or, for an engine's own OpenAI server, its context length's;
+        (request_contract.LIMIT_ENV in its environment) or, for an engine's own OpenAI server, its context length's,
+        and a batch no larger than the prompts its container reads from one body (ContainerBodies.prompts_per_body);
         the endpoint's chat features (chat_contract.CHAT_ENV); and the body a prompt travels in with its reasoning
         field (endpoint_runtime/bodies.py reads them back)."""
         container = self.system.environment(self.spec, self.engine)
@@ -567,6 +568,10 @@ class EndpointPlan:
             high = 1_000_000  # request_contract.limits()'s highest MAX_NEW_TOKENS
             limits[request_contract.ENV_MAX_NEW_TOKENS] = str(min(self.engine_context_length or high, high))
             limits[request_contract.ENV_MAX_INPUT_CHARS] = str(bodies.ENGINE_MAX_INPUT_CHARS)
+        one_body = self.system.bodies.prompts_per_body
+        if one_body is not None:  # a container that reads fewer prompts a body than the contract's batch
+            batch = int(limits.get(request_contract.ENV_MAX_BATCH_SIZE, request_contract.DEFAULT_MAX_BATCH_SIZE))
+            limits[request_contract.ENV_MAX_BATCH_SIZE] = str(min(batch, one_body))
         return {
             **limits,
             **self.chat_features.environment(),

@@ -65,12 +65,33 @@ def kind_of(body: Any) -> str | None:
     return present[0] if len(present) == 1 else None
 
 
+# Sampling values that filter nothing: every engine's default, and values TGI 3.3.6 refuses ("`top_p` must be > 0.0
+# and < 1.0", "`top_k` must be strictly positive": router/src/validation.rs), so they are left out rather than sent.
+NO_FILTER = {"top_p": 1, "top_k": 0}
+SAMPLING_KNOBS = ("temperature", "top_p", "top_k")
+
+
+def generation_parameters(request: dict[str, Any]) -> dict[str, Any]:
+    """A checked request's parameters as every generation container reads them alike:
+    - return_full_text always stated: the contract's default is false, and a container's own default is not ours
+      to inherit (TGI 3.3.6 defaults it to true for a model loaded from a folder: local_runtime/tgi_router.py);
+    - do_sample false is greedy: the sampling knobs are left out (transformers ignores them when greedy; TGI samples
+      whenever one is set, validation.rs `sampling = do_sample || temperature.is_some() || ...`);
+    - a knob at its no-filter value is left out (NO_FILTER)."""
+    params = {"return_full_text": False, **(request.get("parameters") or {})}
+    greedy = params.get("do_sample") is False
+    for key in SAMPLING_KNOBS:
+        if key in params and (greedy or params[key] == NO_FILTER.get(key)):
+            del params[key]
+    return params
+
+
 def prompt_body(kind: str, request: dict[str, Any], *, stream: bool = False) -> dict[str, Any]:
     """The body that carries a checked generation request ({"inputs": str | [str], "parameters": {...}}, as
     request_contract.validate_request leaves it) to a container that takes `kind`. RequestError for what that
     kind cannot carry."""
     if kind == GENERATION:
-        return {**request, **({"stream": True} if stream else {})}
+        return {**request, "parameters": generation_parameters(request), **({"stream": True} if stream else {})}
     if kind not in BODY_KINDS:
         raise request_contract.SetupError(f"body kind {kind!r} is not one of {', '.join(BODY_KINDS)}")
     params = dict(request.get("parameters") or {})

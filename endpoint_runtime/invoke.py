@@ -118,7 +118,9 @@ def validate_payload(payload: Any) -> dict:
     parameters as the contract checked them, with their defaults (max_new_tokens always), never the caller's raw
     values. Raises RequestError."""
     prompts, params = contract.validate_request(payload)
-    batched = isinstance(payload.get("inputs", payload.get("input")), list)
+    # A list stays a list, except where the container reads one prompt a body (MAX_BATCH_SIZE 1: TGI's `inputs` is
+    # a string), which gets the one prompt as a string.
+    batched = isinstance(payload.get("inputs", payload.get("input")), list) and contract.limits().max_batch_size > 1
     return {"inputs": prompts if batched else prompts[0], "parameters": params}
 
 
@@ -438,6 +440,17 @@ def invoke(
         outputs = bodies.generation_outputs(kind, answer["json"], reasoning)
     except ValueError as e:
         return _error(502, "model_error", f"endpoint {endpoint_name!r} answered a {kind} request in another shape: {e}")
+    # One output a prompt, or the answer is not the contract's: a container that reads fewer prompts than it was
+    # sent (LMI 27 answers a list's first only) must not pass for a whole answer.
+    # (An answer of another shape is passed on for the caller's own shape check: smoke.check_response_shape.)
+    sent_prompts = len(request["inputs"]) if isinstance(request["inputs"], list) else 1
+    if isinstance(outputs, list) and len(outputs) != sent_prompts:
+        return _error(
+            502,
+            "model_error",
+            f"endpoint {endpoint_name!r} answered {len(outputs)} outputs for {sent_prompts} prompts; its container "
+            "may read fewer prompts a request than it was sent",
+        )
     return 200, {"endpoint": endpoint_name, "outputs": outputs, "latency_ms": answer["latency_ms"]}
 
 

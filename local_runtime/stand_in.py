@@ -6,6 +6,7 @@ Why a stand-in, per system (searched on PyPI, 2026-11-27):
   sglang                 the `sglang==0.5.20` wheel needs CUDA (cuda-python>=13, flashinfer cu13, sglang-kernel 0.4.7)
   lmi-vllm, lmi-trtllm   LMI's front end is DJL Serving (Java) with djl_python's handlers, shipped in the image only
   djl-*                  the same DJL Serving front end (DeepSpeed, Accelerate, FasterTransformer handlers)
+  tgi                    TGI's launcher and router are Rust with CUDA kernels, shipped in the image only
 
 What is reproduced, each from the container's own rules (written here from them, not copied):
   sglang_argv   aws/deep-learning-containers scripts/docker/sglang/sagemaker_entrypoint.sh (3a66fab5ed): its
@@ -29,6 +30,7 @@ What is reproduced, each from the container's own rules (written here from them,
                 (request_contract.py) answered [{"generated_text"}], and for LMI an OpenAI chat body on /invocations
                 too (systems/lmi_vllm/chat.py); a generation request with "stream": true answers JSON lines
                 ({"token": {"text"}} per token, then {"generated_text"}).
+  TGI 3.3.6     (tgi) its router's /invocations: local_runtime/tgi_router.py, each rule with its source file.
 What it is not: the engines' schedulers, kernels, parsers (reasoning, tool calls) or memory planning.
 """
 
@@ -48,13 +50,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from . import tgi_router
 from .process import SystemContainer, base_environment
 
 # The stand-in's routes and bodies, named by the server each follows (a system picks one: its LocalRun.dialect):
 # vllm-openai and sglang-http, the engines' own OpenAI servers; lmi27, LMI 27's async vLLM service (OPTION_ENTRYPOINT
 # djl_python.lmi_vllm.vllm_async_service), whose replies and framings are LMI27 below; lmi, the older LMI handlers'
-# generation contract; djl, DJL Serving's handlers.
-DIALECTS = ("vllm-openai", "sglang-http", "lmi27", "lmi", "djl")
+# generation contract; djl, DJL Serving's handlers; tgi-router, TGI 3.3.6's router (local_runtime/tgi_router.py).
+DIALECTS = ("vllm-openai", "sglang-http", "lmi27", "lmi", "djl", "tgi-router")
 # Where LMI 27's replies come from: the image systems/images.py pins (DJL_LMI 0.36.0-lmi27.0.0) is built from this
 # branch of djl-serving; the line numbers below are of these files at that commit.
 LMI27 = "deepjavalibrary/djl-serving@0.36.0-lmi27-dlc (7e13b081) engines/python/setup/djl_python/"
@@ -93,6 +96,16 @@ def lmi_argv(env: Mapping[str, str], model_dir: Path) -> list[str]:
     return [*argv, "--max-model-len", context] if context else argv
 
 
+def tgi_argv(env: Mapping[str, str], model_dir: Path) -> list[str]:
+    """The stand-in's flags from TGI's environment (systems/tgi [ENTRY], [LAUNCH]): the model (HF_MODEL_ID
+    /opt/ml/model is the artifact), MAX_TOTAL_TOKENS and MAX_INPUT_TOKENS, the router's length checks."""
+    argv = ["--model", str(model_dir)]
+    for variable, flag in (("MAX_TOTAL_TOKENS", "--max-model-len"), ("MAX_INPUT_TOKENS", "--max-input-tokens")):
+        if env.get(variable):
+            argv += [flag, env[variable]]
+    return argv
+
+
 def djl_model_dir(model_dir: Path) -> Path:
     """Where a DJL artifact keeps the model's config.json: the artifact itself, or its weights/ folder
     (djl-fastertransformer's layout: code/ beside weights/)."""
@@ -129,6 +142,7 @@ class StandIn:
         served = flags.get("--served-model-name")
         self.served = [served] if isinstance(served, str) else list(served or [])
         self.max_len = int(flags.get("--max-model-len") or flags.get("--context-length") or 0) or None
+        self.max_input = int(flags.get("--max-input-tokens") or 0) or None  # tgi's MAX_INPUT_TOKENS
         # The model's files read bounded and its chat templates rendered under a budget before serving starts
         # (docs/design/untrusted-input.md): an artifact built before those checks, or edited since, is refused here,
         # by file, not at its first chat request.
@@ -148,7 +162,14 @@ class StandIn:
         loader = transformers.AutoModelForSeq2SeqLM if config.is_encoder_decoder else transformers.AutoModelForCausalLM
         self.model = loader.from_pretrained(path, dtype=torch.float32).eval()
         self.encoder_decoder = bool(config.is_encoder_decoder)
+        self.positions = getattr(config, "max_position_embeddings", None)
         self.lock = threading.Lock()
+
+    def tgi_limits(self) -> tuple[int, int]:
+        """TGI's (max_total_tokens, max_input_tokens): the launcher's values, else its defaults (launcher/src/
+        main.rs: max_total_tokens min(max_allocatable, max_position_embeddings), max_input_tokens one below)."""
+        total = self.max_len or self.positions or 4096
+        return total, self.max_input or total - 1
 
     @property
     def takes_chat(self) -> bool:
@@ -236,9 +257,12 @@ class StandIn:
         return 200, outputs
 
     def chat(self, body: dict[str, Any]) -> tuple[int, Any]:
-        # vLLM's /invocations, and LMI 27 (vllm_async_service.py:282-286), take an OpenAI completion body too.
+        # vLLM's /invocations, LMI 27 (vllm_async_service.py:282-286) and TGI (router/src/sagemaker.rs) take an OpenAI
+        # completion body too.
         completion = (
-            self.engine in ("vllm-openai", "lmi27") and not isinstance(body.get("messages"), list) and "prompt" in body
+            self.engine in ("vllm-openai", "lmi27", "tgi-router")
+            and not isinstance(body.get("messages"), list)
+            and "prompt" in body
         )
         if not isinstance(body.get("messages"), list) and not completion:
             if self.engine == "sglang-http":
@@ -400,13 +424,20 @@ def make_server(stand_in: StandIn, port: int = 0) -> ThreadingHTTPServer:
             self._send(200 if self.path == "/ping" else 404, {} if self.path == "/ping" else {"error": "not found"})
 
         def do_POST(self) -> None:
-            openai_path = stand_in.engine in ("vllm-openai", "sglang-http") and self.path == "/v1/chat/completions"
+            # TGI's router serves the route as well (router/src/server.rs); LMI and DJL take chat on /invocations.
+            openai_path = self.path == "/v1/chat/completions" and stand_in.engine in (
+                "vllm-openai",
+                "sglang-http",
+                "tgi-router",
+            )
             if self.path != "/invocations" and not openai_path:
                 return self._send(404, {"error": "not found"})
             try:
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
             except ValueError as err:
                 return self._send(400, {"error": {"message": f"JSON decode error: {err}"}})
+            if stand_in.engine == "tgi-router":
+                return self._send(*tgi_router.reply(stand_in, body, chat_route=openai_path))
             if not isinstance(body, dict):
                 return self._send(400, {"error": {"message": "the body must be a JSON object"}})
             if openai_path and "messages" not in body:
@@ -462,6 +493,8 @@ class StandInContainer(SystemContainer):
             return sglang_argv(self.container_env, self.model_dir)
         if self.stand_in_engine in ("lmi", "lmi27"):
             return lmi_argv(self.container_env, self.model_dir)
+        if self.stand_in_engine == "tgi-router":
+            return tgi_argv(self.container_env, self.model_dir)
         return ["--model", str(djl_model_dir(self.model_dir))]
 
     def argv(self) -> list[str]:

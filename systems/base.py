@@ -111,11 +111,15 @@ class ContainerBodies:
       {"generated_text"} object (LMI 27's async vLLM service). A client that reads the container's own reply
       directly (boto3, the SageMaker SDK's Predictor: tests/clients/) reads it in this shape; our own readers take
       both (endpoint_runtime/bodies.py generation_outputs).
+    prompts_per_body: the most prompts one generation body may carry; None: the contract's batch (MAX_BATCH_SIZE).
+      A container that reads one prompt (TGI's `inputs` is a string; LMI 27 answers a list's first prompt only) says
+      1, and the front doors refuse a list of more (deployment/plan.py front_door_environment).
     Tool calls read as OpenAI's message.tool_calls wherever a chat system parses them (ChatCapability.tool_calls
     says when)."""
 
     accepts: frozenset[BodyKind]
     generation_reply: Literal["list", "object"] = "list"
+    prompts_per_body: int | None = None
     reasoning_field: str | None = None
     # The chat request fields that ask the engine not to reason first, where it honours them (a check that needs
     # an answer within a few tokens sends them); None: none known.
@@ -127,6 +131,8 @@ class ContainerBodies:
             raise ValueError(f"body kinds {sorted(unknown) or 'none'}: give some of {BODY_KINDS}")
         if self.generation_reply not in ("list", "object"):
             raise ValueError(f"generation_reply {self.generation_reply!r}: give 'list' or 'object'")
+        if self.prompts_per_body is not None and self.prompts_per_body < 1:
+            raise ValueError(f"prompts_per_body {self.prompts_per_body}: give 1 or more, or None for the contract's")
 
     @property
     def prompt_kind(self) -> BodyKind:

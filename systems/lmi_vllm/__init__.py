@@ -130,8 +130,10 @@ SYSTEM: ServingSystem[VllmEngineOptions] = djl_system(
     # LMI maps "inputs" to vLLM's prompt and answers "messages" as chat (lmi_vllm/request_response_utils.py). Which
     # field its vLLM 0.23 puts reasoning in is unverified here: none is declared, so a check reads the content.
     # Its reply to {"inputs"} is one {"generated_text"} object, not the toolkit's list (deepjavalibrary/djl-serving@
-    # 0.36.0-lmi27-dlc engines/python/setup/djl_python/lmi_vllm/request_response_utils.py:137-146).
-    bodies=ContainerBodies(frozenset({"generation", "openai-chat"}), generation_reply="object"),
+    # 0.36.0-lmi27-dlc engines/python/setup/djl_python/lmi_vllm/request_response_utils.py:137-146), and of a list of
+    # prompts the first one's only (convert_lmi_schema_to_completion_request passes the list as vLLM's prompt;
+    # convert_completion_response_to_lmi_schema keeps `response.choices[0]`): one prompt a body.
+    bodies=ContainerBodies(frozenset({"generation", "openai-chat"}), generation_reply="object", prompts_per_body=1),
     # LMI 27 installs vLLM 0.23.1.dev4+gcd87ce883 (lmi-container-requirements.txt); the nearest release read: 0.23.0.
     model_registry="vllm==0.23.0",
     adapters=AdapterSupport(

@@ -141,8 +141,8 @@ SYSTEM: ServingSystem[TgiEngineOptions] = ServingSystem(
     environment=container_environment,
     rules=rules,
     # [SM]: the generate body answers [{"generated_text"}] as the generation contract reads; chat and completion as
-    # OpenAI's; all three on /invocations.
-    bodies=ContainerBodies(frozenset({"generation", "openai-completion", "openai-chat"})),
+    # OpenAI's; all three on /invocations. Its "inputs" is one string (lib.rs CompatGenerateRequest): one prompt a body.
+    bodies=ContainerBodies(frozenset({"generation", "openai-completion", "openai-chat"}), prompts_per_body=1),
     chat=ChatCapability.native(
         "TGI 3.3.6 answers OpenAI chat completions on /invocations (router/src/sagemaker.rs SagemakerRequest::Chat, "
         "router/src/server.rs chat_completions) with the model's chat template",
@@ -173,9 +173,10 @@ SYSTEM: ServingSystem[TgiEngineOptions] = ServingSystem(
     request_timeout=ENGINE_SERVER_REQUEST_TIMEOUT,
     estimate_weight_bytes=artifact_weight_bytes,
     local=LocalRun.stand_in(
-        "lmi",
-        "TGI's launcher and router (Rust, CUDA kernels) ship in the image only; the stand-in answers the generation "
-        "contract and chat on /invocations as TGI does, but streams JSON lines where TGI streams server-sent events",
+        "tgi-router",
+        "TGI's launcher and router (Rust, CUDA kernels) ship in the image only; the stand-in answers /invocations' "
+        "three bodies, streams, length limits and validation errors as TGI 3.3.6's router does "
+        "(local_runtime/tgi_router.py), decoding greedily",
     ),
     engine_notes="TGI's launcher, configured by its environment variables (HF_MODEL_ID, SM_NUM_GPUS, "
     "MAX_INPUT_TOKENS, MAX_TOTAL_TOKENS, ...). In maintenance mode upstream.",

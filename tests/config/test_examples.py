@@ -137,9 +137,17 @@ def test_reference_setup(all_examples, example, synth):
 
 def test_invoke_function_has_the_containers_request_limits(all_examples):
     """The invoke function refuses what the model would: it gets the request_contract limits (MAX_NEW_TOKENS,
-    MAX_BATCH_SIZE, MAX_INPUT_CHARS) the container's environment sets, and none the container does not."""
+    MAX_BATCH_SIZE, MAX_INPUT_CHARS) the container's environment sets, and none the container does not; and a batch
+    of at most the prompts a body its container reads (ContainerBodies.prompts_per_body: tgi, lmi-vllm)."""
+    from deployment import load_config
     from request_contract import LIMIT_ENV
 
+    one_body: dict[str, int] = {}  # stack name -> the prompts its container reads from one body
+    for config, environment in all_examples:
+        for plan in load_config(ROOT / config, environment).plans:
+            if plan.system.bodies.prompts_per_body is not None:
+                one_body[plan.stack_name] = plan.system.bodies.prompts_per_body
+    assert one_body  # the lmi-vllm and tgi examples
     with_limits = 0
     for synthesized in all_examples.values():
         for name, template in synthesized.templates.items():
@@ -172,6 +180,9 @@ def test_invoke_function_has_the_containers_request_limits(all_examples):
                 length = container.get("SM_VLLM_MAX_MODEL_LEN") or container.get("SM_SGLANG_CONTEXT_LENGTH")
                 new_tokens = got.pop("MAX_NEW_TOKENS")
                 assert new_tokens == length if length else int(new_tokens) >= 1, (name, new_tokens, length)
+            if name in one_body:
+                batch = min(int(want.pop("MAX_BATCH_SIZE", one_body[name])), one_body[name])
+                assert got.pop("MAX_BATCH_SIZE") == str(batch), name
             assert got == want, name
             with_limits += bool(want)
     assert with_limits  # the byoc examples set them (tensorrt-byoc from its engine profile)

@@ -48,7 +48,8 @@ def test_submit_uploads_the_validated_request_and_fetch_reads_the_answer(aws):
     assert body["input_location"] == f"s3://{BUCKET}/async/{ENDPOINT}/input/req-1.json"
     s3 = boto3.client("s3")
     uploaded = json.loads(s3.get_object(Bucket=BUCKET, Key=f"async/{ENDPOINT}/input/req-1.json")["Body"].read())
-    assert uploaded == GOOD  # what the model reads: the contract's checked request
+    # what the model reads: the contract's checked request, its return_full_text stated (bodies.generation_parameters)
+    assert uploaded == {**GOOD, "parameters": {"return_full_text": False, **GOOD["parameters"]}}
     assert async_invoke.fetch_result(body["output_location"], body["failure_location"]) == {
         "status": "completed",
         "output": ANSWER,

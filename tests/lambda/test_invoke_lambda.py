@@ -48,16 +48,19 @@ h = _load_handler()
 
 
 class FakeClient:
-    """Stands in for the sagemaker-runtime client; records calls, answers with a JSON body."""
+    """Stands in for the sagemaker-runtime client; records calls, answers with a JSON body (by default one
+    {"generated_text": "ok"} a prompt sent, as the generation contract's containers answer)."""
 
     def __init__(self, outputs=None, raw: bytes | None = None):
         self.calls: list[dict] = []
-        self.outputs = outputs if outputs is not None else [{"generated_text": "ok"}]
+        self.outputs = outputs
         self.raw = raw
 
     def invoke_endpoint(self, **kwargs):
         self.calls.append(kwargs)
-        raw = self.raw if self.raw is not None else json.dumps(self.outputs).encode()
+        inputs = json.loads(kwargs["Body"]).get("inputs")
+        outputs = self.outputs or [{"generated_text": "ok"}] * (len(inputs) if isinstance(inputs, list) else 1)
+        raw = self.raw if self.raw is not None else json.dumps(outputs).encode()
         return {"Body": io.BytesIO(raw), "ContentType": "application/json"}
 
 
@@ -259,12 +262,12 @@ def test_valid_parameters_are_forwarded_unchanged(fake):
     params = {
         "max_new_tokens": 512,
         "temperature": 2,
-        "top_p": 1,
-        "top_k": 0,
+        "top_p": 0.5,
+        "top_k": 40,
         "do_sample": True,
         "repetition_penalty": 1.2,
         "seed": 2**32 - 1,
-        "return_full_text": False,
+        "return_full_text": True,
         "min_new_tokens": 2,
         "num_beams": 1,
     }
@@ -272,6 +275,42 @@ def test_valid_parameters_are_forwarded_unchanged(fake):
     assert status == 200, body
     sent = json.loads(fake.calls[0]["Body"])
     assert sent == {"inputs": ["a", "b"], "parameters": params}
+
+
+@pytest.mark.parametrize(
+    "given, sent",
+    [
+        ({}, {"return_full_text": False}),  # the contract's default, stated: TGI's own is true
+        ({"do_sample": False, "temperature": 0.5, "top_p": 0.5, "top_k": 5}, {"do_sample": False}),  # greedy
+        ({"top_p": 1, "top_k": 0, "temperature": 0.7}, {"temperature": 0.7}),  # no-filter values left out
+    ],
+    ids=["return-full-text", "greedy-drops-the-knobs", "no-filter-values"],
+)
+def test_parameters_are_sent_as_every_generation_container_reads_them_alike(fake, given, sent):
+    """endpoint_runtime/bodies.py generation_parameters: what TGI would read otherwise (local_runtime/tgi_router.py)."""
+    status, body = call({"inputs": "a", "parameters": given})
+    assert status == 200, body
+    assert json.loads(fake.calls[0]["Body"])["parameters"] == {"return_full_text": False, "max_new_tokens": 64, **sent}
+
+
+def test_fewer_outputs_than_prompts_is_the_models_error_not_an_answer(monkeypatch):
+    """LMI 27 answers a list's first prompt only; such an answer must not pass for the whole batch."""
+    monkeypatch.setattr(h, "_client", FakeClient(outputs=[{"generated_text": "ok"}]))
+    status, body = call({"inputs": ["a", "b"]})
+    assert status == 502 and body["error"].endswith(
+        "answered 1 outputs for 2 prompts; its container may read fewer prompts a request than it was sent"
+    ), body
+
+
+def test_a_one_prompt_container_gets_a_string_and_a_list_of_more_is_refused(fake, monkeypatch):
+    """MAX_BATCH_SIZE 1 (ContainerBodies.prompts_per_body: tgi, lmi-vllm): a one-item list travels as its string
+    (TGI's `inputs` is a string); more items are refused before SageMaker is called."""
+    monkeypatch.setenv("MAX_BATCH_SIZE", "1")
+    status, body = call({"inputs": ["a"]})
+    assert status == 200 and json.loads(fake.calls[0]["Body"])["inputs"] == "a" and len(body["outputs"]) == 1
+    status, body = call({"inputs": ["a", "b"]})
+    assert status == 400 and len(fake.calls) == 1, body
+    assert "takes one prompt per request, got a list of 2; send one string per request" in body["error"]
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -290,13 +329,13 @@ def test_direct_proxy_and_base64_events_are_equivalent(fake):
     ]  # API Gateway REST (v1) shape
     results = [call(e) for e in events]
     assert all(status == 200 for status, _ in results), results
-    assert {json.dumps(body["outputs"]) for _, body in results} == {json.dumps(fake.outputs)}
+    assert {json.dumps(body["outputs"]) for _, body in results} == {json.dumps([{"generated_text": "ok"}])}
     assert all(body["endpoint"] == "llm-endpoint" and isinstance(body["latency_ms"], int) for _, body in results)
     assert len(fake.calls) == len(events)
     for c in fake.calls:
         assert c["EndpointName"] == "llm-endpoint"
         assert c["ContentType"] == "application/json" and c["Accept"] == "application/json"
-        assert json.loads(c["Body"]) == payload
+        assert json.loads(c["Body"]) == {**payload, "parameters": {**payload["parameters"], "return_full_text": False}}
 
 
 def test_byte_cap_is_enforced_on_decoded_body(monkeypatch, fake):

@@ -367,7 +367,10 @@ def test_async_endpoint_is_submitted_and_its_answer_read_from_s3(moto_env, async
     assert checks["latency"].message.endswith("<= 300000 ms budget")  # the asynchronous default
     # The payload went where the stack lets SageMaker read it, as the invoke function sends it.
     assert _uploaded_requests(async_environment_plan) == [
-        {"inputs": "The capital of France is", "parameters": {"max_new_tokens": 16, "do_sample": False}}
+        {
+            "inputs": "The capital of France is",
+            "parameters": {"return_full_text": False, "max_new_tokens": 16, "do_sample": False},
+        }
     ]
 
 

@@ -145,7 +145,7 @@ def test_streaming_rules_one_prompt_no_beams_and_the_stream_flag():
         stream.prepare({"inputs": "a", "parameters": {"num_beams": 2}})
     assert json.loads(stream.prepare({"inputs": ["a"], "parameters": {"max_new_tokens": 4}})) == {
         "inputs": "a",
-        "parameters": {"max_new_tokens": 4},
+        "parameters": {"return_full_text": False, "max_new_tokens": 4},
         "stream": True,
     }
 

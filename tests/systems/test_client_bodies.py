@@ -160,6 +160,7 @@ class ContainerRuntime:
 # ---- the clients, each its own code ----------------------------------------------------------------------------
 
 ClientCheck = Callable[[Any, ContainerRuntime, pytest.MonkeyPatch], None]
+PROMPT = "The capital of France is"
 
 
 def _function_env(plan: EndpointPlan, monkeypatch: pytest.MonkeyPatch, chat: bool = False) -> None:
@@ -226,11 +227,11 @@ def invoke_function(plan: EndpointPlan, runtime: ContainerRuntime, monkeypatch: 
     """The invoke function's generation route: its handler, as Lambda calls it."""
     _function_env(plan, monkeypatch)
     monkeypatch.setattr(invoke, "_client", runtime)
-    reply = invoke.handler(
-        {"inputs": "The capital of France is", "parameters": {"max_new_tokens": 8, "do_sample": False}}
-    )
+    reply = invoke.handler({"inputs": PROMPT, "parameters": {"max_new_tokens": 8, "do_sample": False}})
     assert reply["statusCode"] == 200, reply
-    assert isinstance(json.loads(reply["body"])["outputs"][0]["generated_text"], str)
+    text = json.loads(reply["body"])["outputs"][0]["generated_text"]
+    # the contract's return_full_text defaults to false, whatever the container's own default (TGI's is true)
+    assert isinstance(text, str) and not text.startswith(PROMPT), text
 
 
 def stream_function(plan: EndpointPlan, runtime: ContainerRuntime, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -239,11 +240,12 @@ def stream_function(plan: EndpointPlan, runtime: ContainerRuntime, monkeypatch: 
         pytest.skip(f"system {plan.system.name} does not stream: {plan.system.streaming.note}")
     _function_env(plan, monkeypatch)
     monkeypatch.setattr(stream, "_client", runtime)
-    body = json.dumps({"inputs": "The capital of France is", "parameters": {"max_new_tokens": 8}}).encode()
+    body = json.dumps({"inputs": PROMPT, "parameters": {"max_new_tokens": 8}}).encode()
     status, _, answer = stream.handle_request("POST", body)
     assert status == 200, answer
     lines = [json.loads(line) for line in answer]
     assert any("token" in line for line in lines) and "error" not in lines[-1], lines
+    assert not lines[-1]["generated_text"].startswith(PROMPT), lines[-1]
 
 
 def async_submit(plan: EndpointPlan, runtime: ContainerRuntime, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -164,7 +164,9 @@ class _Runtime:
 
     def invoke_endpoint(self, **kwargs: Any) -> dict:
         self.sent.append(json.loads(kwargs["Body"]))
-        return {"Body": io.BytesIO(b'[{"generated_text": "ok"}]'), "ContentType": "application/json"}
+        inputs = self.sent[-1]["inputs"]
+        outputs = [{"generated_text": "ok"}] * (len(inputs) if isinstance(inputs, list) else 1)  # one a prompt
+        return {"Body": io.BytesIO(json.dumps(outputs).encode()), "ContentType": "application/json"}
 
 
 class _DjlInput:
