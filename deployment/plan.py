@@ -575,7 +575,9 @@ class EndpointPlan:
         return {
             **limits,
             **self.chat_features.environment(),
-            **bodies.environment(self.prompt_body, self.system.bodies.reasoning_field),
+            **bodies.environment(
+                self.prompt_body, self.system.bodies.reasoning_field, self.system.bodies.unread_parameters
+            ),
         }
 
     @property

@@ -26,6 +26,9 @@ GENERATION, OPENAI_COMPLETION, OPENAI_CHAT = "generation", "openai-completion", 
 BODY_KINDS = (GENERATION, OPENAI_COMPLETION, OPENAI_CHAT)
 PROMPT_BODY_ENV = "PROMPT_BODY"  # the kind the endpoint's container takes a prompt in (unset: generation)
 REASONING_FIELD_ENV = "REASONING_FIELD"  # the assistant message's reasoning field (unset: none)
+UNREAD_PARAMETERS_ENV = "UNREAD_PARAMETERS"  # the parameters the container's generation body does not read
+# Each parameter's value that changes nothing, which may be left out where a container does not read it.
+PARAMETER_NO_OP = {"min_new_tokens": 0, "num_beams": 1}
 
 
 def prompt_kind_from_env(environ: Any = None) -> str:
@@ -44,9 +47,26 @@ def reasoning_field_from_env(environ: Any = None) -> str | None:
     return (env.get(REASONING_FIELD_ENV) or "").strip() or None
 
 
-def environment(kind: str, reasoning_field: str | None) -> dict[str, str]:
-    """The variables a front door reads back with prompt_kind_from_env and reasoning_field_from_env."""
-    return {PROMPT_BODY_ENV: kind, **({REASONING_FIELD_ENV: reasoning_field} if reasoning_field else {})}
+def unread_parameters_from_env(environ: Any = None) -> frozenset[str]:
+    """UNREAD_PARAMETERS (comma-separated PARAMETER_NO_OP names; unset: none); SetupError for another name."""
+    env = os.environ if environ is None else environ
+    names = frozenset(n.strip() for n in (env.get(UNREAD_PARAMETERS_ENV) or "").split(",") if n.strip())
+    if names - set(PARAMETER_NO_OP):
+        raise request_contract.SetupError(
+            f"environment variable {UNREAD_PARAMETERS_ENV} names {sorted(names - set(PARAMETER_NO_OP))}; "
+            f"allowed: {', '.join(PARAMETER_NO_OP)}"
+        )
+    return names
+
+
+def environment(kind: str, reasoning_field: str | None, unread: frozenset[str] = frozenset()) -> dict[str, str]:
+    """The variables a front door reads back with prompt_kind_from_env, reasoning_field_from_env and
+    unread_parameters_from_env."""
+    return {
+        PROMPT_BODY_ENV: kind,
+        **({REASONING_FIELD_ENV: reasoning_field} if reasoning_field else {}),
+        **({UNREAD_PARAMETERS_ENV: ",".join(sorted(unread))} if unread else {}),
+    }
 
 
 # The front doors of an engine's own OpenAI server (vllm, sglang) leave the context to the engine, which refuses a
@@ -91,7 +111,16 @@ def prompt_body(kind: str, request: dict[str, Any], *, stream: bool = False) -> 
     request_contract.validate_request leaves it) to a container that takes `kind`. RequestError for what that
     kind cannot carry."""
     if kind == GENERATION:
-        return {**request, "parameters": generation_parameters(request), **({"stream": True} if stream else {})}
+        parameters = generation_parameters(request)
+        for name in sorted(unread_parameters_from_env() & set(parameters)):
+            if parameters[name] != PARAMETER_NO_OP[name]:
+                raise request_contract.RequestError(
+                    f"parameters.{name}: value {parameters[name]} is not served by this endpoint's container (its "
+                    f"generation body has no such field and would ignore it); allowed: {PARAMETER_NO_OP[name]} "
+                    "(or leave it out)"
+                )
+            del parameters[name]  # the no-op value: nothing to send
+        return {**request, "parameters": parameters, **({"stream": True} if stream else {})}
     if kind not in BODY_KINDS:
         raise request_contract.SetupError(f"body kind {kind!r} is not one of {', '.join(BODY_KINDS)}")
     params = dict(request.get("parameters") or {})
@@ -199,13 +228,17 @@ __all__ = [
     "GENERATION",
     "OPENAI_CHAT",
     "OPENAI_COMPLETION",
+    "PARAMETER_NO_OP",
     "PROMPT_BODY_ENV",
+    "UNREAD_PARAMETERS_ENV",
     "REASONING_FIELD_ENV",
     "chunk_text",
     "environment",
     "generation_outputs",
+    "generation_parameters",
     "kind_of",
     "prompt_body",
+    "unread_parameters_from_env",
     "prompt_kind_from_env",
     "reasoning_field_from_env",
 ]

@@ -165,7 +165,9 @@ class EndpointStack(Stack):
             **self.endpoint.target_environment,
             **smoke_chat_environment(smoke.chat_route, smoke.chat_tools, plan.chat_features, smoke.chat_extra),
             # the body the container takes the prompt in, and its replies' reasoning field
-            **bodies.environment(plan.prompt_body, plan.system.bodies.reasoning_field),
+            **bodies.environment(
+                plan.prompt_body, plan.system.bodies.reasoning_field, plan.system.bodies.unread_parameters
+            ),
         }
         self.smoke = SmokeTestFunction(
             self,

@@ -94,6 +94,9 @@ class ChatCapability(Capability, Generic[E]):
 #   openai-chat        an OpenAI chat completion {"messages", ...} (chat_contract.py), answered choices[].message
 BodyKind = Literal["generation", "openai-completion", "openai-chat"]
 BODY_KINDS: tuple[BodyKind, ...] = ("generation", "openai-completion", "openai-chat")
+# The contract's parameters that have a value meaning "do nothing" (endpoint_runtime/bodies.py PARAMETER_NO_OP), the
+# only ones a container's generation body may leave unread.
+UnreadParameter = Literal["min_new_tokens", "num_beams"]
 
 
 @dataclass(frozen=True)
@@ -114,12 +117,16 @@ class ContainerBodies:
     prompts_per_body: the most prompts one generation body may carry; None: the contract's batch (MAX_BATCH_SIZE).
       A container that reads one prompt (TGI's `inputs` is a string; LMI 27 answers a list's first prompt only) says
       1, and the front doors refuse a list of more (deployment/plan.py front_door_environment).
+    unread_parameters: the contract's parameters the container's generation body does not read (TGI 3.3.6 has no
+      min_new_tokens or num_beams field and ignores them): the front doors refuse a value that would change the
+      answer and leave out the no-op one, instead of letting the container ignore it.
     Tool calls read as OpenAI's message.tool_calls wherever a chat system parses them (ChatCapability.tool_calls
     says when)."""
 
     accepts: frozenset[BodyKind]
     generation_reply: Literal["list", "object"] = "list"
     prompts_per_body: int | None = None
+    unread_parameters: frozenset[UnreadParameter] = frozenset()
     reasoning_field: str | None = None
     # The chat request fields that ask the engine not to reason first, where it honours them (a check that needs
     # an answer within a few tokens sends them); None: none known.
@@ -131,6 +138,9 @@ class ContainerBodies:
             raise ValueError(f"body kinds {sorted(unknown) or 'none'}: give some of {BODY_KINDS}")
         if self.generation_reply not in ("list", "object"):
             raise ValueError(f"generation_reply {self.generation_reply!r}: give 'list' or 'object'")
+        unread = set(self.unread_parameters) - set(get_args(UnreadParameter))
+        if unread:
+            raise ValueError(f"unread_parameters {sorted(unread)}: give some of {get_args(UnreadParameter)}")
         if self.prompts_per_body is not None and self.prompts_per_body < 1:
             raise ValueError(f"prompts_per_body {self.prompts_per_body}: give 1 or more, or None for the contract's")
 

@@ -142,7 +142,12 @@ SYSTEM: ServingSystem[TgiEngineOptions] = ServingSystem(
     rules=rules,
     # [SM]: the generate body answers [{"generated_text"}] as the generation contract reads; chat and completion as
     # OpenAI's; all three on /invocations. Its "inputs" is one string (lib.rs CompatGenerateRequest): one prompt a body.
-    bodies=ContainerBodies(frozenset({"generation", "openai-completion", "openai-chat"}), prompts_per_body=1),
+    # GenerateParameters (lib.rs) has no min_new_tokens or num_beams field, and serde ignores unknown fields.
+    bodies=ContainerBodies(
+        frozenset({"generation", "openai-completion", "openai-chat"}),
+        prompts_per_body=1,
+        unread_parameters=frozenset({"min_new_tokens", "num_beams"}),
+    ),
     chat=ChatCapability.native(
         "TGI 3.3.6 answers OpenAI chat completions on /invocations (router/src/sagemaker.rs SagemakerRequest::Chat, "
         "router/src/server.rs chat_completions) with the model's chat template",

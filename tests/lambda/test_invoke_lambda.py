@@ -293,6 +293,38 @@ def test_parameters_are_sent_as_every_generation_container_reads_them_alike(fake
     assert json.loads(fake.calls[0]["Body"])["parameters"] == {"return_full_text": False, "max_new_tokens": 64, **sent}
 
 
+def test_a_parameter_the_container_does_not_read_is_refused_unless_it_is_the_no_op(fake, monkeypatch):
+    """UNREAD_PARAMETERS (ContainerBodies.unread_parameters: TGI has no min_new_tokens or num_beams field): a value
+    that would change the answer is refused naming it; the no-op value is left out of the body."""
+    monkeypatch.setenv("UNREAD_PARAMETERS", "min_new_tokens,num_beams")
+    status, body = call({"inputs": "a", "parameters": {"num_beams": 2}})
+    assert status == 400 and not fake.calls, body
+    assert body["error"] == (
+        "parameters.num_beams: value 2 is not served by this endpoint's container (its generation body has no such "
+        "field and would ignore it); allowed: 1 (or leave it out)"
+    )
+    status, body = call({"inputs": "a", "parameters": {"num_beams": 1, "min_new_tokens": 0}})
+    assert status == 200 and json.loads(fake.calls[0]["Body"])["parameters"] == {
+        "return_full_text": False,
+        "max_new_tokens": 64,
+    }
+    monkeypatch.setenv("UNREAD_PARAMETERS", "top_p")
+    status, body = call({"inputs": "a"})
+    assert status == 500 and "UNREAD_PARAMETERS names ['top_p']; allowed: min_new_tokens, num_beams" in body["error"]
+
+
+def test_the_unread_parameters_a_system_may_declare_are_those_with_a_no_op_value():
+    from typing import get_args
+
+    import request_contract
+    from endpoint_runtime import bodies
+    from systems.base import UnreadParameter
+
+    assert set(get_args(UnreadParameter)) == set(bodies.PARAMETER_NO_OP)
+    for name, value in bodies.PARAMETER_NO_OP.items():  # the no-op value is one the contract accepts
+        request_contract.validate_request({"inputs": "x", "parameters": {name: value}})
+
+
 def test_fewer_outputs_than_prompts_is_the_models_error_not_an_answer(monkeypatch):
     """LMI 27 answers a list's first prompt only; such an answer must not pass for the whole batch."""
     monkeypatch.setattr(h, "_client", FakeClient(outputs=[{"generated_text": "ok"}]))

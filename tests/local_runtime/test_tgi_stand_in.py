@@ -169,19 +169,30 @@ def contract_edges() -> list[dict]:
     return found + ends
 
 
-def test_every_request_the_contract_accepts_reaches_tgi_as_a_body_it_serves(url, monkeypatch):
-    """The front doors' body for a tgi endpoint (endpoint_runtime/invoke.py validate_payload, bodies.prompt_body,
-    with the plan's MAX_BATCH_SIZE 1): TGI's router serves every edge of the contract, a one-item list included,
-    and answers with the prompt only where return_full_text asks for it (the contract's default stated false)."""
+def test_every_request_the_contract_accepts_reaches_tgi_as_a_body_it_serves(url, monkeypatch, tmp_path):
+    """The front doors' body for a tgi endpoint (endpoint_runtime/invoke.py validate_payload, bodies.prompt_body, in
+    the environment the plan gives the functions: MAX_BATCH_SIZE 1, UNREAD_PARAMETERS): TGI's router serves every
+    edge of the contract, a one-item list included, and answers with the prompt only where return_full_text asks
+    for it (the contract's default stated false); what TGI would ignore is refused first, naming it."""
+    from deployment import load_config
     from endpoint_runtime import bodies, invoke
+    from request_contract import RequestError
 
-    monkeypatch.setenv("MAX_BATCH_SIZE", "1")
-    monkeypatch.setenv("MAX_NEW_TOKENS", "8")
-    refused = {}
+    examples = Path(__file__).resolve().parents[2] / "config" / "examples"
+    [plan] = load_config(examples / "tgi.yaml", "dev", build_root=tmp_path).plans
+    for key, value in {**plan.front_door_environment, "MAX_NEW_TOKENS": "8"}.items():
+        monkeypatch.setenv(key, value)
+    refused, ignored = {}, []
     for parameters in contract_edges():
-        body = bodies.prompt_body("generation", invoke.validate_payload({"inputs": [PROMPT], "parameters": parameters}))
+        try:
+            sent = invoke.validate_payload({"inputs": [PROMPT], "parameters": parameters})
+            body = bodies.prompt_body(plan.prompt_body, sent)
+        except RequestError as err:
+            ignored.append(str(err).split(":")[0])
+            continue
         reply = post(url, body)
         echoed = reply.status_code == 200 and reply.json()[0]["generated_text"].startswith(PROMPT)
         if reply.status_code != 200 or echoed != bool(parameters.get("return_full_text")):
             refused[json.dumps(parameters)] = (body, reply.status_code, reply.text[:200])
     assert not refused, refused
+    assert set(ignored) == {"parameters.min_new_tokens", "parameters.num_beams"}, ignored
