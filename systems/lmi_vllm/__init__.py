@@ -132,8 +132,16 @@ SYSTEM: ServingSystem[VllmEngineOptions] = djl_system(
     # Its reply to {"inputs"} is one {"generated_text"} object, not the toolkit's list (deepjavalibrary/djl-serving@
     # 0.36.0-lmi27-dlc engines/python/setup/djl_python/lmi_vllm/request_response_utils.py:137-146), and of a list of
     # prompts the first one's only (convert_lmi_schema_to_completion_request passes the list as vLLM's prompt;
-    # convert_completion_response_to_lmi_schema keeps `response.choices[0]`): one prompt a body.
-    bodies=ContainerBodies(frozenset({"generation", "openai-chat"}), generation_reply="object", prompts_per_body=1),
+    # convert_completion_response_to_lmi_schema keeps `response.choices[0]`): one prompt a body. The parameters it does
+    # not map go into vLLM's CompletionRequest as they are (`completion_dict.update(parameters)`), which has min_tokens
+    # and use_beam_search but no min_new_tokens or num_beams field and ignores a field it does not define (vLLM
+    # 0.30.0 completion/protocol.py and OpenAIBaseModel, read in .venv-vllm; LMI 27's 0.23.1 build is not read here).
+    bodies=ContainerBodies(
+        frozenset({"generation", "openai-chat"}),
+        generation_reply="object",
+        prompts_per_body=1,
+        unread_parameters=frozenset({"min_new_tokens", "num_beams"}),
+    ),
     # LMI 27 installs vLLM 0.23.1.dev4+gcd87ce883 (lmi-container-requirements.txt); the nearest release read: 0.23.0.
     model_registry="vllm==0.23.0",
     adapters=AdapterSupport(
