@@ -350,7 +350,10 @@ def test_the_invoke_handler_sends_an_adapter_request_to_the_adapter_component(mo
         "EndpointName": "dev-llama-lora",
         "ContentType": "application/json",
         "Accept": "application/json",
-        "Body": json.dumps({"inputs": "Count", "parameters": {"max_new_tokens": 8}}, separators=(",", ":")).encode(),
+        # the body the container reads: return_full_text stated (endpoint_runtime/bodies.py generation_parameters)
+        "Body": json.dumps(
+            {"inputs": "Count", "parameters": {"return_full_text": False, "max_new_tokens": 8}}, separators=(",", ":")
+        ).encode(),
     }
     with Stubber(client) as stub:
         stub.add_response(
