@@ -134,9 +134,10 @@ def run_demo(
         if spec.chat is not None:
             with emulator.activated():  # the emulator's credentials sign the bearer token
                 # The route passes the container's stream as it is: server-sent events from an engine's own OpenAI
-                # server (vLLM, SGLang), which the openai SDK reads; LMI 27 streams chat as JSON lines
+                # server (vLLM, SGLang) or TGI's router, which the openai SDK reads; LMI 27 streams chat as JSON lines
                 # (local_runtime/stand_in.py LMI27), which it does not; hf-fastload does not stream.
-                streams = plan.system.streaming.supported and plan.system.chat.engine_server
+                sse = plan.system.chat.engine_server or plan.system.bodies.chat_streams_sse
+                streams = plan.system.streaming.supported and sse
                 how = "streamed" if streams else "whole (the container streams no server-sent events)"
                 t = _step(
                     step,

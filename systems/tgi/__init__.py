@@ -147,6 +147,8 @@ SYSTEM: ServingSystem[TgiEngineOptions] = ServingSystem(
         frozenset({"generation", "openai-completion", "openai-chat"}),
         prompts_per_body=1,
         unread_parameters=frozenset({"min_new_tokens", "num_beams"}),
+        # server.rs chat_completions: chat.completion.chunk events, then `data: [DONE]`
+        chat_streams_sse=True,
     ),
     chat=ChatCapability.native(
         "TGI 3.3.6 answers OpenAI chat completions on /invocations (router/src/sagemaker.rs SagemakerRequest::Chat, "

@@ -224,6 +224,22 @@ def test_the_clients_users_already_use_are_driven_against_it_or_it_says_why(name
 
 
 @pytest.mark.parametrize("name", SYSTEMS)
+def test_its_scenario_config_runs_end_to_end(name):
+    """A system with a tiny scenario config (config/scenarios/<name>.yaml: `make demo CONFIG=...`) has that whole
+    chain run by make test: tests/local/test_scenario_<name>.py through system_scenario.run_scenario, or, for the
+    real vLLM engine, tests/local/test_vllm_scenario.py. (One file each: --dist loadfile spreads them over workers.)"""
+    root = Path(__file__).resolve().parents[2]
+    if not (root / "config" / "scenarios" / f"{name}.yaml").is_file():
+        return
+    runner = root / "tests" / "local" / f"test_scenario_{name.replace('-', '_')}.py"
+    if runner.is_file():
+        assert f'run_scenario("{name}"' in runner.read_text(), runner
+    else:
+        own = root / "tests" / "local" / f"test_{name.replace('-', '_')}_scenario.py"
+        assert own.is_file(), f"config/scenarios/{name}.yaml has no end-to-end test: add {runner.relative_to(root)}"
+
+
+@pytest.mark.parametrize("name", SYSTEMS)
 def test_its_metric_series_make_queries_or_it_states_none(name):
     from stacks.engine_metrics import engine_queries
 
