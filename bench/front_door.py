@@ -25,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from local_runtime.process import ProcessContainer, base_environment
+from local_runtime.process import ProcessContainer, base_environment, stop_process
 
 REPO = Path(__file__).resolve().parent.parent
 ENDPOINT = "bench-front-door"
@@ -402,12 +402,7 @@ def _tree(pid: int) -> list[int]:
 
 def _stop(started: dict[str, tuple[subprocess.Popen, int, int, Any]]) -> None:
     for process, _, _, runtime_log in started.values():
-        process.terminate()  # the runtime stops its engine (the app's lifespan: ContainerHost.stop)
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop_process(process, timeout_s=60)  # the runtime stops its engine (the app's lifespan: ContainerHost.stop)
         runtime_log.close()
 
 

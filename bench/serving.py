@@ -22,6 +22,7 @@ from typing import Any
 
 from bench import models
 from bench.stats import latency_summary, ratio, summarize
+from local_runtime.process import stop_process
 
 PROMPT = "The quick brown fox jumps over the lazy dog and"
 SERVERS = ("hf-fastload", "deepspeed-byoc", "tensorrt-byoc")
@@ -101,13 +102,7 @@ def wait_ready(url: str, proc: subprocess.Popen, timeout: float = 120) -> float:
 
 
 def stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    stop_process(proc, timeout_s=10)
 
 
 async def load_round(

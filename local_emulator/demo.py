@@ -36,6 +36,7 @@ from endpoint_config import ConfigError, EndpointSpec
 from endpoint_config.model_reference import is_hub_id
 from endpoint_runtime import invoke, stream
 from local_runtime import has_container_process
+from local_runtime.process import stop_process
 from workstation.deploy import DeployError, deploy, destroy, run
 
 from . import moto_server
@@ -515,13 +516,7 @@ def _chat_exchange(local_url: str, endpoint_name: str, region: str, streams: boo
 
 
 def _stop(process: subprocess.Popen) -> None:
-    if process.poll() is None:
-        process.terminate()
-        try:  # the local server stops its container first (vLLM: up to 30 s)
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+    stop_process(process, timeout_s=60)  # the local server stops its container first (vLLM: up to 30 s)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
+from local_runtime.process import stop_process
+
 # moto's fixed account id; a config's emulator environment must use it.
 EMULATOR_ACCOUNT = "123456789012"
 EMULATOR_REGION = "us-east-1"
@@ -106,13 +108,7 @@ class Emulator:
         urllib.request.urlopen(req, timeout=10).read()
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process, timeout_s=10)
 
 
 def start(

@@ -45,6 +45,19 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def stop_process(process: subprocess.Popen, timeout_s: float) -> None:
+    """End a child process: SIGTERM, up to `timeout_s` for it to exit, then SIGKILL (one owner's idiom, for the
+    emulator, the demo's local server and the benchmarks' servers)."""
+    if process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
 def base_environment(home: Path, path: str) -> dict[str, str]:
     """What every container process gets besides its own variables: PATH, HOME, LANG. Nothing of this process's own
     environment (its credentials, its PYTHONPATH) reaches a container."""
