@@ -219,9 +219,8 @@ def validate_request(data: Any, lim: Limits | None = None) -> tuple[list[str], d
     if isinstance(inputs, str):
         prompts = [inputs]
     elif isinstance(inputs, list):
-        if (
-            batch == 1 and len(inputs) > 1
-        ):  # a container that reads one prompt a body (ContainerBodies.prompts_per_body)
+        # a container that reads one prompt a body (ContainerBodies.prompts_per_body: MAX_BATCH_SIZE 1)
+        if batch == 1 and len(inputs) > 1:
             raise RequestError(
                 f"inputs: this endpoint's container takes one prompt per request, got a list of {len(inputs)}; "
                 "send one string per request"

@@ -137,8 +137,7 @@ def run_demo(
                 # The route passes the container's stream as it is: server-sent events from an engine's own OpenAI
                 # server (vLLM, SGLang) or TGI's router, which the openai SDK reads; LMI 27 streams chat as JSON lines
                 # (local_runtime/stand_in.py LMI27), which it does not; hf-fastload does not stream.
-                sse = plan.system.chat.engine_server or plan.system.bodies.chat_streams_sse
-                streams = plan.system.streaming.supported and sse
+                streams = plan.system.streaming.supported and plan.system.bodies.chat_streams_sse
                 how = "streamed" if streams else "whole (the container streams no server-sent events)"
                 t = _step(
                     step,

@@ -167,7 +167,8 @@ class StandIn:
 
     def tgi_limits(self) -> tuple[int, int]:
         """TGI's (max_total_tokens, max_input_tokens): the launcher's values, else its defaults (launcher/src/
-        main.rs: max_total_tokens min(max_allocatable, max_position_embeddings), max_input_tokens one below)."""
+        main.rs: max_total_tokens min(max_allocatable, max_position_embeddings), max_input_tokens one below); 4096 for
+        a config without positions is the stand-in's own choice, not TGI's."""
         total = self.max_len or self.positions or 4096
         return total, self.max_input or total - 1
 

@@ -8,7 +8,8 @@ its source (huggingface/text-generation-inference, tag v3.3.6, efb94e0d; router/
   server.rs     compat_generate: return_full_text defaults to the model's pipeline tag, and a model loaded from a
                 local folder (HF_MODEL_ID=/opt/ml/model, no Hub info) has none, so it defaults to true (run():
                 `None => true`); the answer is [{"generated_text"}] (`vec![generation]`), or with "stream": true
-                server-sent events (axum 0.7: `data: {json}` and a blank line) of StreamResponse {"index" from 1,
+                server-sent events (`data: {json}` and a blank line: axum 0.7.9 in its Cargo.lock, which writes the space
+                since tokio-rs/axum#2149) of StreamResponse {"index" from 1,
                 "token": {"id", "text", "logprob", "special"}, "generated_text" null, "details" null}, the last one
                 holding the whole text (prefixed by the prompt for return_full_text); no [DONE] after a generate
                 stream. An error before streaming is 422 {"error", "error_type": "validation"}; inside a stream it

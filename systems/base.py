@@ -117,8 +117,8 @@ class ContainerBodies:
     prompts_per_body: the most prompts one generation body may carry; None: the contract's batch (MAX_BATCH_SIZE).
       A container that reads one prompt (TGI's `inputs` is a string; LMI 27 answers a list's first prompt only) says
       1, and the front doors refuse a list of more (deployment/plan.py front_door_environment).
-    chat_streams_sse: a streamed chat reply is server-sent events (beside an engine's own OpenAI server, which always
-      streams them: ChatCapability.engine_server); the demo then streams its chat through the openai SDK.
+    chat_streams_sse: a streamed chat reply is server-sent events (an engine's own OpenAI server's, TGI's router's),
+      which the openai SDK reads through SageMaker's OpenAI route; the demo then streams its chat that way.
     unread_parameters: the contract's parameters the container's generation body does not read (TGI 3.3.6 has no
       min_new_tokens or num_beams field and ignores them): the front doors refuse a value that would change the
       answer and leave out the no-op one, instead of letting the container ignore it.
@@ -128,8 +128,7 @@ class ContainerBodies:
     accepts: frozenset[BodyKind]
     generation_reply: Literal["list", "object"] = "list"
     prompts_per_body: int | None = None
-    # Whether a streamed chat reply is server-sent events, which the openai SDK reads (an engine's own OpenAI server
-    # is: ChatCapability.engine_server; TGI's router is too); False: not known to be (LMI 27 streams JSON lines).
+    # False: not known to be (LMI 27 streams chat as JSON lines).
     chat_streams_sse: bool = False
     unread_parameters: frozenset[UnreadParameter] = frozenset()
     reasoning_field: str | None = None

@@ -156,6 +156,7 @@ SYSTEM: ServingSystem[SglangEngineOptions] = engine_server_system(
         frozenset({"openai-chat"}),
         reasoning_field="reasoning_content",
         thinking_off={"chat_template_kwargs": {"enable_thinking": False}},
+        chat_streams_sse=True,  # an OpenAI server: chat.completion.chunk events, then `data: [DONE]`
     ),
     served_names_environment=served_names_environment,
     model_registry=ENGINE,

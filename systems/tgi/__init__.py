@@ -142,7 +142,8 @@ SYSTEM: ServingSystem[TgiEngineOptions] = ServingSystem(
     rules=rules,
     # [SM]: the generate body answers [{"generated_text"}] as the generation contract reads; chat and completion as
     # OpenAI's; all three on /invocations. Its "inputs" is one string (lib.rs CompatGenerateRequest): one prompt a body.
-    # GenerateParameters (lib.rs) has no min_new_tokens or num_beams field, and serde ignores unknown fields.
+    # GenerateParameters (lib.rs) has no min_new_tokens or num_beams field and no deny_unknown_fields, so serde
+    # ignores them.
     bodies=ContainerBodies(
         frozenset({"generation", "openai-completion", "openai-chat"}),
         prompts_per_body=1,

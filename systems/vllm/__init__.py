@@ -341,6 +341,7 @@ SYSTEM: ServingSystem[VllmEngineOptions] = engine_server_system(
         frozenset({"openai-completion", "openai-chat"}),
         reasoning_field="reasoning",
         thinking_off={"chat_template_kwargs": {"enable_thinking": False}},
+        chat_streams_sse=True,  # an OpenAI server: chat.completion.chunk events, then `data: [DONE]`
     ),
     served_names_environment=served_names_environment,
     checkpoint_rules=checkpoint_rules,

@@ -122,12 +122,18 @@ def test_validation_errors_are_422_before_a_stream_and_an_event_inside_one(url, 
         stream.token_text(event)
 
 
-def test_an_input_over_max_input_tokens_is_refused_naming_both_counts(url):
-    reply = post(url, {"inputs": "word " * (MAX_INPUT + 5), "parameters": {"max_new_tokens": 1}})
-    # whichever limit the prompt passes first is named, as validate_input checks the total first
-    assert reply.status_code == 422, reply.text
-    assert reply.json()["error"].startswith(("`inputs` must have less than 40 tokens", "`inputs` tokens + ")), (
-        reply.text
+def test_an_input_over_max_input_tokens_is_refused_naming_the_limit_and_the_count(url, tiny_chat_models):
+    import transformers
+
+    tokenizer = transformers.AutoTokenizer.from_pretrained(tiny_chat_models["llama"])
+    prompt = "word " * 22
+    count = len(tokenizer(prompt)["input_ids"])
+    # within max_total_tokens with its one new token, past max_input_tokens: the input limit is the one named
+    assert MAX_INPUT < count < MAX_TOTAL - 1, count
+    reply = post(url, {"inputs": prompt, "parameters": {"max_new_tokens": 1}})
+    assert (reply.status_code, reply.json()) == (
+        422,
+        {"error": f"`inputs` must have less than {MAX_INPUT} tokens. Given: {count}", "error_type": "validation"},
     )
 
 

@@ -224,6 +224,15 @@ def test_the_clients_users_already_use_are_driven_against_it_or_it_says_why(name
 
 
 @pytest.mark.parametrize("name", SYSTEMS)
+def test_an_engines_own_openai_server_streams_chat_as_server_sent_events(name):
+    """ContainerBodies.chat_streams_sse holds for every system whose chat is an engine's own OpenAI server (the demo
+    and docs read that one facet)."""
+    system = system_of(name)
+    if system.chat.engine_server:
+        assert system.bodies.chat_streams_sse, name
+
+
+@pytest.mark.parametrize("name", SYSTEMS)
 def test_its_scenario_config_runs_end_to_end(name):
     """A system with a tiny scenario config (config/scenarios/<name>.yaml: `make demo CONFIG=...`) has that whole
     chain run by make test: tests/local/test_scenario_<name>.py through system_scenario.run_scenario, or, for the
