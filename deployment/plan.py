@@ -199,10 +199,9 @@ class SmokeSettings:
     # sends it); None: the endpoint serves no chat. chat_tools: also a tool call (a tool-call parser is configured).
     chat_route: str | None = None
     chat_tools: bool = False
-    # The body the prompt travels in (the system's ContainerBodies.prompt_kind: endpoint_runtime/bodies.py) and the
-    # assistant message's reasoning field (a chat reply that is all reasoning still shows the model answered).
-    prompt_body: str = "generation"
-    reasoning_field: str | None = None
+    # How the container takes the prompt and answers (EndpointPlan.endpoint_body): its body kind, the assistant
+    # message's reasoning field (a chat reply that is all reasoning still shows the model answered), what it ignores.
+    body: bodies.EndpointBody = bodies.EndpointBody()
     # The chat check's extra request fields: the engine's way to answer without reasoning first (ContainerBodies).
     chat_extra: dict[str, Any] | None = None
 
@@ -516,8 +515,7 @@ class EndpointPlan:
             wake,
             chat_route=route,
             chat_tools=tools,
-            prompt_body=self.prompt_body,
-            reasoning_field=self.system.bodies.reasoning_field,
+            body=self.endpoint_body,
             chat_extra=self.system.bodies.thinking_off,
         )
 
@@ -527,6 +525,13 @@ class EndpointPlan:
         client that sends a prompt (smoke test, SLO gate, load test, invoke and stream functions, demo) builds it
         with endpoint_runtime/bodies.py."""
         return self.system.bodies.prompt_kind
+
+    @property
+    def endpoint_body(self) -> bodies.EndpointBody:
+        """How this endpoint's container takes a prompt and answers (the system's ContainerBodies): what every
+        workstation client passes to the front doors' code, and what the stack renders for the functions."""
+        facet = self.system.bodies
+        return bodies.EndpointBody(self.prompt_body, facet.reasoning_field, facet.unread_parameters)
 
     @property
     def chat_features(self) -> ChatFeatures:
@@ -575,9 +580,7 @@ class EndpointPlan:
         return {
             **limits,
             **self.chat_features.environment(),
-            **bodies.environment(
-                self.prompt_body, self.system.bodies.reasoning_field, self.system.bodies.unread_parameters
-            ),
+            **self.endpoint_body.environment(),
         }
 
     @property

@@ -125,16 +125,16 @@ def submit(
     invocation_timeout_s: int | None = None,
     request_ttl_s: int | None = None,
     log: dict | None = None,
-    prompt_body: str | None = None,
+    body: realtime.bodies.EndpointBody | None = None,
 ) -> tuple[int, dict]:
-    """Validate `payload` (the real-time contract), upload it to the input folder in the body kind the container
-    takes (endpoint_runtime/bodies.py; prompt_body None: PROMPT_BODY from the environment), submit it with
+    """Validate `payload` (the real-time contract), upload it to the input folder in the body the container
+    takes (bodies.EndpointBody; None: from the environment), submit it with
     InvokeEndpointAsync. Returns (HTTP status, JSON-able body); never raises for request or AWS errors. The
     answer in S3 is the container's own reply (bodies.generation_outputs reads its text)."""
     log = {} if log is None else log
     try:
-        kind = realtime.bodies.prompt_kind_from_env() if prompt_body is None else prompt_body
-        request = realtime.bodies.prompt_body(kind, realtime.validate_payload(payload))
+        body = realtime.bodies.EndpointBody.from_env() if body is None else body
+        request = body.request(realtime.validate_payload(payload))
     except RequestError as e:
         return _error(e.status, e.error_type, e.message)
     except SetupError as e:
@@ -142,9 +142,9 @@ def submit(
     inference_id = inference_id or str(uuid.uuid4())
     bucket, prefix = input_location
     key = f"{prefix}/{inference_id}.json"
-    body = json.dumps(request, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    encoded = json.dumps(request, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     try:
-        (s3 or get_client("s3")).put_object(Bucket=bucket, Key=key, Body=body, ContentType="application/json")
+        (s3 or get_client("s3")).put_object(Bucket=bucket, Key=key, Body=encoded, ContentType="application/json")
     except botocore.exceptions.ClientError as e:
         log["aws_error"] = str(e)[:500]
         return _s3_error(e, "upload the request payload")
@@ -229,15 +229,15 @@ def fetch_result(
 
 def generation_result(state: dict) -> dict:
     """A completed answer as the generation contract's [{"generated_text"}], whatever body kind the container took
-    (PROMPT_BODY: an engine's OpenAI reply is read with endpoint_runtime/bodies.py); an answer of another shape is
-    passed on as it is, with a note."""
-    kind = realtime.bodies.prompt_kind_from_env()
-    if state.get("status") != "completed" or state.get("output") is None or kind == realtime.bodies.GENERATION:
+    (bodies.EndpointBody from the environment: an engine's OpenAI reply is read with endpoint_runtime/bodies.py); an
+    answer of another shape is passed on as it is, with a note."""
+    body = realtime.bodies.EndpointBody.from_env()
+    if state.get("status") != "completed" or state.get("output") is None or body.kind == realtime.bodies.GENERATION:
         return state
     try:
-        outputs = realtime.bodies.generation_outputs(kind, state["output"], realtime.bodies.reasoning_field_from_env())
+        outputs = body.outputs(state["output"])
     except ValueError as err:
-        return {**state, "note": f"the answer is not a {kind} reply: {err}"}
+        return {**state, "note": f"the answer is not a {body.kind} reply: {err}"}
     return {**state, "output": outputs}
 
 

@@ -18,6 +18,7 @@ what has no such field (beam search) is refused, naming what is allowed.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from typing import Any
 
 import request_contract
@@ -59,14 +60,53 @@ def unread_parameters_from_env(environ: Any = None) -> frozenset[str]:
     return names
 
 
-def environment(kind: str, reasoning_field: str | None, unread: frozenset[str] = frozenset()) -> dict[str, str]:
-    """The variables a front door reads back with prompt_kind_from_env, reasoning_field_from_env and
-    unread_parameters_from_env."""
-    return {
-        PROMPT_BODY_ENV: kind,
-        **({REASONING_FIELD_ENV: reasoning_field} if reasoning_field else {}),
-        **({UNREAD_PARAMETERS_ENV: ",".join(sorted(unread))} if unread else {}),
-    }
+@dataclass(frozen=True)
+class EndpointBody:
+    """How one endpoint's container takes a prompt and answers it: the body kind (BODY_KINDS), the assistant
+    message's reasoning field, and the contract's parameters its generation body does not read (PARAMETER_NO_OP
+    names). The three travel together so that no client knows one without the others: a workstation client takes
+    the plan's (EndpointPlan.endpoint_body, from the system's ContainerBodies), a function reads the variables the
+    stack rendered with environment() (from_env). SetupError for a kind or parameter outside those lists."""
+
+    kind: str = GENERATION
+    reasoning_field: str | None = None
+    unread_parameters: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        if self.kind not in BODY_KINDS:
+            raise request_contract.SetupError(f"body kind {self.kind!r} is not one of {', '.join(BODY_KINDS)}")
+        unknown = set(self.unread_parameters) - set(PARAMETER_NO_OP)
+        if unknown:
+            raise request_contract.SetupError(
+                f"unread parameters {sorted(unknown)}: allowed: {', '.join(PARAMETER_NO_OP)}"
+            )
+
+    @classmethod
+    def from_env(cls, environ: Any = None) -> EndpointBody:
+        """PROMPT_BODY, REASONING_FIELD and UNREAD_PARAMETERS, as environment() wrote them."""
+        return cls(
+            prompt_kind_from_env(environ), reasoning_field_from_env(environ), unread_parameters_from_env(environ)
+        )
+
+    def environment(self) -> dict[str, str]:
+        """The variables from_env reads back (unset where the value is the default)."""
+        return {
+            PROMPT_BODY_ENV: self.kind,
+            **({REASONING_FIELD_ENV: self.reasoning_field} if self.reasoning_field else {}),
+            **({UNREAD_PARAMETERS_ENV: ",".join(sorted(self.unread_parameters))} if self.unread_parameters else {}),
+        }
+
+    def reads(self, parameter: str) -> bool:
+        """Whether this container reads the contract's `parameter` (false for its unread_parameters)."""
+        return parameter not in self.unread_parameters
+
+    def request(self, request: dict[str, Any], *, stream: bool = False) -> dict[str, Any]:
+        """The body that carries a checked generation request to this container (prompt_body)."""
+        return prompt_body(self.kind, request, stream=stream, unread=self.unread_parameters)
+
+    def outputs(self, reply: Any) -> Any:
+        """This container's reply as the generation contract's [{"generated_text"}] (generation_outputs)."""
+        return generation_outputs(self.kind, reply, self.reasoning_field)
 
 
 # The front doors of an engine's own OpenAI server (vllm, sglang) leave the context to the engine, which refuses a
@@ -106,13 +146,15 @@ def generation_parameters(request: dict[str, Any]) -> dict[str, Any]:
     return params
 
 
-def prompt_body(kind: str, request: dict[str, Any], *, stream: bool = False) -> dict[str, Any]:
+def prompt_body(
+    kind: str, request: dict[str, Any], *, stream: bool = False, unread: frozenset[str] = frozenset()
+) -> dict[str, Any]:
     """The body that carries a checked generation request ({"inputs": str | [str], "parameters": {...}}, as
-    request_contract.validate_request leaves it) to a container that takes `kind`. RequestError for what that
-    kind cannot carry."""
+    request_contract.validate_request leaves it) to a container that takes `kind` and does not read the `unread`
+    parameters (EndpointBody.unread_parameters). RequestError for what that kind cannot carry."""
     if kind == GENERATION:
         parameters = generation_parameters(request)
-        for name in sorted(unread_parameters_from_env() & set(parameters)):
+        for name in sorted(unread & set(parameters)):
             if parameters[name] != PARAMETER_NO_OP[name]:
                 raise request_contract.RequestError(
                     f"parameters.{name}: value {parameters[name]} is not served by this endpoint's container (its "
@@ -225,6 +267,7 @@ def chunk_text(obj: dict[str, Any], reasoning_field: str | None = None) -> str |
 
 __all__ = [
     "BODY_KINDS",
+    "EndpointBody",
     "GENERATION",
     "OPENAI_CHAT",
     "OPENAI_COMPLETION",
@@ -233,7 +276,6 @@ __all__ = [
     "UNREAD_PARAMETERS_ENV",
     "REASONING_FIELD_ENV",
     "chunk_text",
-    "environment",
     "generation_outputs",
     "generation_parameters",
     "kind_of",

@@ -414,21 +414,18 @@ def invoke(
     *,
     log: dict | None = None,
     inference_component: str | None = None,
-    prompt_body: str | None = None,
-    reasoning_field: str | None = None,
+    body: bodies.EndpointBody | None = None,
 ) -> tuple[int, dict]:
     """Validate `payload` and invoke `endpoint_name`. Returns (HTTP status, JSON-able body). Never raises for
     request, model or AWS errors. Reused by the handler, the CLI smoke test and the local demo.
     `log`, when given, receives details for the operator's log line (AWS error code and message).
-    prompt_body / reasoning_field: the body kind the container takes a prompt in and its reasoning field
-    (endpoint_runtime/bodies.py; None: PROMPT_BODY and REASONING_FIELD from the environment, which the stack sets
-    from the plan). The reply is always the generation contract's: {"outputs": [{"generated_text"}]}."""
+    `body`: how the container takes a prompt and answers (bodies.EndpointBody; None: from the environment, which
+    the stack sets from the plan). The reply is always the generation contract's: {"outputs": [{"generated_text"}]}."""
     log = {} if log is None else log
     try:
         request = validate_payload(payload)
-        kind = bodies.prompt_kind_from_env() if prompt_body is None else prompt_body
-        reasoning = bodies.reasoning_field_from_env() if reasoning_field is None else reasoning_field
-        sent = bodies.prompt_body(kind, request)
+        body = bodies.EndpointBody.from_env() if body is None else body
+        sent = body.request(request)
     except RequestError as e:
         return _error(e.status, e.error_type, e.message)
     except SetupError as e:
@@ -437,9 +434,11 @@ def invoke(
     if status != 200:
         return status, answer
     try:
-        outputs = bodies.generation_outputs(kind, answer["json"], reasoning)
+        outputs = body.outputs(answer["json"])
     except ValueError as e:
-        return _error(502, "model_error", f"endpoint {endpoint_name!r} answered a {kind} request in another shape: {e}")
+        return _error(
+            502, "model_error", f"endpoint {endpoint_name!r} answered a {body.kind} request in another shape: {e}"
+        )
     # One output a prompt, or the answer is not the contract's: a container that reads fewer prompts than it was
     # sent (LMI 27 answers a list's first only) must not pass for a whole answer.
     # (An answer of another shape is passed on for the caller's own shape check: smoke.check_response_shape.)

@@ -164,8 +164,7 @@ class _SmokeCall:
     must_end_within_ms: int | None
     chat: ChatSmoke | None
     adapters: dict[str, str] | None
-    prompt_body: str | None
-    reasoning_field: str | None
+    body: bodies.EndpointBody | None
     session: Any
     runtime_client: Any
     s3_client: Any
@@ -185,8 +184,7 @@ def smoke_test(
     must_end_within_ms: int | None = None,
     chat: ChatSmoke | None = None,
     adapters: dict[str, str] | None = None,
-    prompt_body: str | None = None,
-    reasoning_field: str | None = None,
+    body: bodies.EndpointBody | None = None,
     session=None,
     runtime_client=None,
     s3_client=None,
@@ -205,8 +203,8 @@ def smoke_test(
     scale-up from zero included). must_end_within_ms: the caller's own time limit (the Lambda's remaining time): a
     wait for a waking endpoint that would pass it ends with the answer unchecked (skipped).
     adapters: adapter name -> adapter inference component; each is checked and invoked after the base (check_adapters).
-    prompt_body / reasoning_field: the body kind the container takes the prompt in and its reply's reasoning field
-    (the plan's SmokeSettings; endpoint_runtime/bodies.py); None: PROMPT_BODY / REASONING_FIELD from the environment."""
+    body: how the container takes the prompt and answers (the plan's SmokeSettings; bodies.EndpointBody); None: from
+    the environment."""
     # _SmokeCall's fields are smoke_test's parameters, in order.
     call = _SmokeCall(
         stack_name,
@@ -221,8 +219,7 @@ def smoke_test(
         must_end_within_ms,
         chat,
         adapters,
-        prompt_body,
-        reasoning_field,
+        body,
         session or boto3.session.Session(),
         runtime_client,
         s3_client,
@@ -425,8 +422,7 @@ def _invoke_and_check(result: SmokeResult, call: _SmokeCall, sm, endpoint: str, 
     budget_ms, waking = _wake_budget(result, call, endpoint, described)
     payload = generation_payload(call.prompt, call.max_new_tokens)
     try:
-        kind = bodies.prompt_kind_from_env() if call.prompt_body is None else call.prompt_body
-        reasoning_field = bodies.reasoning_field_from_env() if call.reasoning_field is None else call.reasoning_field
+        body = bodies.EndpointBody.from_env() if call.body is None else call.body
     except SetupError as err:
         result.add("invoke", False, f"configuration: {err}")
         return
@@ -443,15 +439,14 @@ def _invoke_and_check(result: SmokeResult, call: _SmokeCall, sm, endpoint: str, 
             call.runtime_client,
             call.s3_client,
             give_up_ms=call.must_end_within_ms if waking else None,
-            prompt_body=kind,
-            reasoning_field=reasoning_field,
+            body=body,
         )
     else:
         answer = _answer_real_time(
-            invoke_name, payload, call.session, call.runtime_client, call.inference_component, kind, reasoning_field
+            invoke_name, payload, call.session, call.runtime_client, call.inference_component, body
         )
         if answer.no_capacity and call.inference_component is not None:
-            answer, budget_ms, waking = _wake_component(result, call, sm, invoke_name, payload, kind, reasoning_field)
+            answer, budget_ms, waking = _wake_component(result, call, sm, invoke_name, payload, body)
     if not _check_answer(result, call, endpoint, answer, budget_ms, waking):
         return
     if call.chat is not None:  # the endpoint serves chat: one exchange through its clients' route
@@ -473,8 +468,7 @@ def _invoke_and_check(result: SmokeResult, call: _SmokeCall, sm, endpoint: str, 
             payload=payload,
             latency_budget_ms=call.latency_budget_ms,
             client=call.runtime_client or make_runtime_client(call.session),
-            prompt_body=kind,
-            reasoning_field=reasoning_field,
+            body=body,
         )
 
 
@@ -487,7 +481,7 @@ COMPONENT_WAKE_DEFAULT_MS, COMPONENT_WAKE_POLL_S = 600_000, 15.0
 
 
 def _wake_component(
-    result: SmokeResult, call: _SmokeCall, sm, endpoint: str, payload: dict, kind: str, reasoning_field: str | None
+    result: SmokeResult, call: _SmokeCall, sm, endpoint: str, payload: dict, body: bodies.EndpointBody
 ) -> tuple[_Answer, int, bool]:
     """SageMaker answered "no capacity": the component is scaled to zero, which is its design, not a failure. Wait
     for a copy (DescribeInferenceComponent's CurrentCopyCount) within the wake budget and the caller's own time, then
@@ -511,9 +505,7 @@ def _wake_component(
         except (botocore.exceptions.ClientError, botocore.exceptions.BotoCoreError):
             continue
         if ((described.get("RuntimeConfig") or {}).get("CurrentCopyCount") or 0) > 0:
-            answer = _answer_real_time(
-                endpoint, payload, call.session, call.runtime_client, component, kind, reasoning_field
-            )
+            answer = _answer_real_time(endpoint, payload, call.session, call.runtime_client, component, body)
             if not answer.no_capacity:
                 return answer, call.latency_budget_ms, False
     waited = _elapsed_ms(started)
@@ -607,8 +599,7 @@ def check_adapters(
     payload: dict,
     latency_budget_ms: int,
     client,
-    prompt_body: str = "generation",
-    reasoning_field: str | None = None,
+    body: bodies.EndpointBody | None = None,
 ) -> None:
     """One check per LoRA adapter ("adapter <name>"): its adapter inference component is InService on the base
     component, and the smoke prompt sent to it (InvokeEndpoint naming the adapter's component, through
@@ -641,7 +632,7 @@ def check_adapters(
                 "deploy the stack again",
             )
             continue
-        answer = _answer_real_time(endpoint, payload, None, client, component, prompt_body, reasoning_field)
+        answer = _answer_real_time(endpoint, payload, None, client, component, body or bodies.EndpointBody())
         problem = answer.problem if not answer.submitted_ok else check_response_shape(answer.outputs)
         if problem is None and answer.latency_ms > latency_budget_ms:
             problem = f"{answer.latency_ms} ms is over the {latency_budget_ms} ms budget (smoke_test.latency_budget_ms)"
@@ -727,21 +718,20 @@ def _answer_real_time(
     session,
     runtime_client,
     inference_component: str | None,
-    prompt_body: str = "generation",
-    reasoning_field: str | None = None,
+    body: bodies.EndpointBody | None = None,
 ) -> _Answer:
-    """InvokeEndpoint through endpoint_runtime.invoke (the invoke function's validation, body and error mapping)."""
+    """InvokeEndpoint through endpoint_runtime.invoke (the invoke function's validation, body and error mapping);
+    `body` None: the generation body."""
     client = runtime_client or make_runtime_client(session)
     log: dict[str, Any] = {}
     started = time.monotonic()
-    status_code, body = invoke_module.invoke(
+    status_code, answer = invoke_module.invoke(
         endpoint,
         payload,
         client=client,
         log=log,
         inference_component=inference_component,
-        prompt_body=prompt_body,
-        reasoning_field=reasoning_field,
+        body=body or bodies.EndpointBody(),
     )
     wall_ms = _elapsed_ms(started)
     if status_code != 200:
@@ -749,11 +739,11 @@ def _answer_real_time(
         return _Answer(
             False,
             wall_ms,
-            problem=f"{status_code} {body.get('error_type')}: {body.get('error')}{detail}",
-            no_capacity=body.get("error_type") == "no_capacity",
+            problem=f"{status_code} {answer.get('error_type')}: {answer.get('error')}{detail}",
+            no_capacity=answer.get("error_type") == "no_capacity",
         )
-    latency_ms = body.get("latency_ms", wall_ms)
-    return _Answer(True, latency_ms, invoke_message=f"200 in {latency_ms} ms", outputs=body.get("outputs"))
+    latency_ms = answer.get("latency_ms", wall_ms)
+    return _Answer(True, latency_ms, invoke_message=f"200 in {latency_ms} ms", outputs=answer.get("outputs"))
 
 
 # Polling an asynchronous answer: first look after 1 s, then 1.5 times longer each time, at most every 10 s.
@@ -771,8 +761,7 @@ def _answer_async(
     runtime_client,
     s3_client,
     give_up_ms: int | None = None,
-    prompt_body: str = "generation",
-    reasoning_field: str | None = None,
+    body: bodies.EndpointBody | None = None,
 ) -> _Answer:
     """An asynchronous endpoint refuses InvokeEndpoint: submit as its invoke function does (endpoint_runtime.
     async_invoke: the payload into the input folder, then InvokeEndpointAsync), then poll S3 for the answer or the
@@ -781,7 +770,8 @@ def _answer_async(
     s3 = s3_client or session.client("s3")
     runtime = runtime_client or make_runtime_client(session)
     started = time.monotonic()
-    request = _submit_async(endpoint, payload, locations, s3, runtime, started, prompt_body)
+    body = body or bodies.EndpointBody()
+    request = _submit_async(endpoint, payload, locations, s3, runtime, started, body)
     if isinstance(request, _Answer):
         return request
     if not request.output:
@@ -804,7 +794,7 @@ def _answer_async(
                 problem=f"cannot read the answer at {request.output}: {aws_message(err)}",
             )
         elapsed = _elapsed_ms(started)
-        answer = _async_verdict(request, state, elapsed, payload, prompt_body, reasoning_field)
+        answer = _async_verdict(request, state, elapsed, payload, body)
         answer = answer or _async_wait_over(request, elapsed, budget_ms, give_up_ms)
         if answer is not None:
             return answer
@@ -828,7 +818,7 @@ class _AsyncRequest:
 
 
 def _submit_async(
-    endpoint: str, payload: dict, locations: dict[str, str], s3, runtime, started: float, prompt_body: str
+    endpoint: str, payload: dict, locations: dict[str, str], s3, runtime, started: float, body: bodies.EndpointBody
 ) -> _AsyncRequest | _Answer:
     """The request as SageMaker accepted it, or the refused submit's answer."""
     log: dict[str, Any] = {}
@@ -836,15 +826,19 @@ def _submit_async(
         input_location = async_invoke.split_s3_uri(locations["input"], "input location")
     except async_invoke.RequestError as err:
         return _Answer(False, 0, problem=f"no submit: {err.message}")
-    status_code, body = async_invoke.submit(
-        endpoint, payload, input_location=input_location, s3=s3, runtime=runtime, log=log, prompt_body=prompt_body
+    status_code, answer = async_invoke.submit(
+        endpoint, payload, input_location=input_location, s3=s3, runtime=runtime, log=log, body=body
     )
     if status_code != 202:
         detail = f" [{log['aws_error']}]" if log.get("aws_error") else ""
         return _Answer(
-            False, _elapsed_ms(started), problem=f"{status_code} {body.get('error_type')}: {body.get('error')}{detail}"
+            False,
+            _elapsed_ms(started),
+            problem=f"{status_code} {answer.get('error_type')}: {answer.get('error')}{detail}",
         )
-    return _AsyncRequest(endpoint, body["inference_id"], body.get("output_location"), body.get("failure_location"))
+    return _AsyncRequest(
+        endpoint, answer["inference_id"], answer.get("output_location"), answer.get("failure_location")
+    )
 
 
 def _async_verdict(
@@ -852,8 +846,7 @@ def _async_verdict(
     state: dict[str, Any],
     elapsed: int,
     payload: dict,
-    prompt_body: str,
-    reasoning_field: str | None,
+    body: bodies.EndpointBody,
 ) -> _Answer | None:
     """The answer of a request SageMaker finished (completed or failed); None while it has not."""
     output, submitted = request.output, request.submitted
@@ -869,10 +862,10 @@ def _async_verdict(
                 ),
             )
         try:
-            outputs = bodies.generation_outputs(prompt_body, state["output"], reasoning_field)
+            outputs = body.outputs(state["output"])
         except ValueError as err:
             return _Answer(
-                True, elapsed, submitted, problem=f"the answer at {output} is not a {prompt_body} reply: {err}"
+                True, elapsed, submitted, problem=f"the answer at {output} is not a {body.kind} reply: {err}"
             )
         return _Answer(True, elapsed, submitted, outputs=outputs)
     if state["status"] == "failed":
@@ -1151,8 +1144,7 @@ def settings_from_env() -> dict[str, Any]:
             else None
         ),
         "chat": chat_settings_from_env(),
-        "prompt_body": bodies.prompt_kind_from_env(),
-        "reasoning_field": bodies.reasoning_field_from_env(),
+        "body": bodies.EndpointBody.from_env(),
         "adapters": invoke_module.adapter_components_from_env() or None,
     }
 

@@ -45,11 +45,11 @@ def stream_deadline_s() -> float | None:
 # Request: the invoke function's validation, then streaming's own two rules
 
 
-def prepare(payload: Any, prompt_body: str | None = None) -> bytes:
+def prepare(payload: Any, body: invoke.bodies.EndpointBody | None = None) -> bytes:
     """The body to send to SageMaker for a decoded request: checked by the contract (invoke.validate_payload), one
-    prompt, num_beams 1, "stream": true, in the body kind the container takes (endpoint_runtime/bodies.py;
-    prompt_body None: PROMPT_BODY from the environment). Raises RequestError (a 4xx) or SetupError (a 500)."""
-    kind = invoke.bodies.prompt_kind_from_env() if prompt_body is None else prompt_body
+    prompt, num_beams 1, "stream": true, in the body the container takes (endpoint_runtime/bodies.py; None: from
+    the environment). Raises RequestError (a 4xx) or SetupError (a 500)."""
+    body = invoke.bodies.EndpointBody.from_env() if body is None else body
     request = invoke.validate_payload(payload)
     inputs = request["inputs"]
     if isinstance(inputs, list):
@@ -61,8 +61,7 @@ def prepare(payload: Any, prompt_body: str | None = None) -> bytes:
         raise RequestError(
             f"parameters.num_beams must be 1 when streaming (beam search returns whole sequences), got {beams}"
         )
-    body = invoke.bodies.prompt_body(kind, request, stream=True)
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    return json.dumps(body.request(request, stream=True), ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -160,28 +159,27 @@ def open_stream(
     *,
     log: dict | None = None,
     inference_component: str | None = None,
-    prompt_body: str | None = None,
-    reasoning_field: str | None = None,
+    body: invoke.bodies.EndpointBody | None = None,
 ) -> tuple[int, Any]:
     """Validate `payload` and start the stream: (200, an iterator of the client's JSON lines as bytes), or
     (status, error body) when the request is refused or SageMaker refuses the call. Never raises for request, model
     or AWS errors. `log` (the request's log record) receives the AWS error and, as the stream ends, its figures.
     `inference_component`: the component whose model answers, on an endpoint that hosts inference components.
-    `prompt_body`: the body kind the container takes (prepare); `reasoning_field`: where its chat chunks carry
-    reasoning, streamed as tokens like the rest of the text (None: REASONING_FIELD from the environment)."""
+    `body`: how the container takes a prompt (prepare) and where its chat chunks carry reasoning, streamed as tokens
+    like the rest of the text (None: bodies.EndpointBody from the environment)."""
     log = {} if log is None else log
     try:
-        body = prepare(payload, prompt_body)
-        reasoning_field = reasoning_field or invoke.bodies.reasoning_field_from_env()
+        body = invoke.bodies.EndpointBody.from_env() if body is None else body
+        sent = prepare(payload, body)
         deadline_s = stream_deadline_s()
     except RequestError as e:
         return e.status, contract.error_body(e)
     except SetupError as e:
         return 500, {"error": str(e), "error_type": "configuration"}
-    status, answer = _start(endpoint_name, body, client, log, inference_component, CONTENT_TYPE)
+    status, answer = _start(endpoint_name, sent, client, log, inference_component, CONTENT_TYPE)
     if status != 200:
         return status, answer
-    framer = TokenLines(endpoint_name, reasoning_field)
+    framer = TokenLines(endpoint_name, body.reasoning_field)
     return 200, _relay(answer["events"], endpoint_name, answer["started"], log, deadline_s, framer)
 
 

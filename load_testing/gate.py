@@ -208,8 +208,7 @@ def gate_target(plan: EndpointPlan, region: str | None, endpoint_url: str | None
         plan.component_name,
         stream=plan.system.streaming.supported,
         session=session,
-        prompt_body=plan.prompt_body,
-        reasoning_field=plan.system.bodies.reasoning_field,
+        body=plan.endpoint_body,
     )
 
 
@@ -259,7 +258,7 @@ def run_gate(
     # (probe F3).
     # TGI and LMI 27 have no min_new_tokens (systems' unread_parameters): the front doors would refuse it, so the gate
     # does not send it, and its result's workload says exact_output_tokens false.
-    exact = "min_new_tokens" not in plan.system.bodies.unread_parameters
+    exact = plan.endpoint_body.reads("min_new_tokens")
     result = run(target, gate_workload(slo, plan.invocation_timeout_s, exact), gate_price(plan), progress=progress)
     result["slo"] = slo.model_dump(mode="json")
     result["slo_misses"] = gate.misses = evaluate_slo(result, slo)

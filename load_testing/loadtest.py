@@ -37,6 +37,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from endpoint_config.slo import TokenDistribution
+from endpoint_runtime.bodies import EndpointBody
 from load_testing.report import RequestRecord, evaluate_slo, parse_slo, summarize_level, write_outputs
 
 EXIT_SLO_MISSED = 1
@@ -441,27 +442,22 @@ class SageMakerRuntimeTarget:
         inference_component: str | None = None,
         stream: bool = True,
         session: Any = None,
-        prompt_body: str = "generation",
-        reasoning_field: str | None = None,
+        body: EndpointBody | None = None,
     ) -> None:
-        from endpoint_runtime.bodies import BODY_KINDS
-
         if not endpoint_name:
             raise LoadTestError("--endpoint-name is required for the sagemaker-runtime target")
-        if prompt_body not in BODY_KINDS:
-            raise LoadTestError(f"--prompt-body: value {prompt_body!r} is not one of {', '.join(BODY_KINDS)}")
         self.arguments = {
             "endpoint_name": endpoint_name,
             "region": region,
             "endpoint_url": endpoint_url,
             "inference_component": inference_component,
             "stream": stream,
-            "prompt_body": prompt_body,
-            "reasoning_field": reasoning_field,
+            "body": body,
         }
-        # The body the endpoint's container takes a prompt in (the system's ContainerBodies, through the plan), and
-        # the field its chat replies put reasoning in (counted as output: the model generated it).
-        self.prompt_body, self.reasoning_field = prompt_body, reasoning_field
+        # How the endpoint's container takes a prompt (the system's ContainerBodies, through the plan): its body
+        # kind, the field its chat replies put reasoning in (counted as output: the model generated it), and the
+        # parameters it does not read.
+        self.endpoint_body = body or EndpointBody()
         self.endpoint_name, self.region, self.endpoint_url = endpoint_name, region, endpoint_url
         self.inference_component, self.streaming = inference_component, stream
         # A boto3 session to make the client from (the caller's credentials, already resolved); a load-generating
@@ -481,8 +477,8 @@ class SageMakerRuntimeTarget:
             "region": self.region,
             "endpoint_url": self.endpoint_url,
             "stream": self.streaming,
-            "prompt_body": self.prompt_body,
-            "description": f"sagemaker-runtime {op} {self.endpoint_name}{ic} ({self.prompt_body} bodies)"
+            "prompt_body": self.endpoint_body.kind,
+            "description": f"sagemaker-runtime {op} {self.endpoint_name}{ic} ({self.endpoint_body.kind} bodies)"
             + (f" at {self.endpoint_url}" if self.endpoint_url else ""),
         }
 
@@ -528,14 +524,19 @@ class SageMakerRuntimeTarget:
         assert workload is not None, "open() first"
         params: dict[str, Any] = {"max_new_tokens": prompt.output_tokens}
         if workload.exact_output_tokens:
+            if not self.endpoint_body.reads("min_new_tokens"):
+                raise LoadTestError(
+                    "exact_output_tokens: true needs min_new_tokens, which this endpoint's container does not read "
+                    "(its generation body has no such field); set exact_output_tokens: false"
+                )
             params["min_new_tokens"] = prompt.output_tokens
         request: dict[str, Any] = {"inputs": prompt.text, "parameters": {**params, **workload.parameters}}
         # "stream": true is how LMI and the engines' OpenAI servers are asked to stream (endpoint_runtime/stream.py)
         try:
-            body = bodies.prompt_body(self.prompt_body, request, stream=self.streaming)
+            body = self.endpoint_body.request(request, stream=self.streaming)
         except (bodies.request_contract.RequestError, bodies.request_contract.SetupError) as err:
             raise LoadTestError(f"workload parameters: {err}") from None
-        if self.streaming and self.prompt_body != bodies.GENERATION:
+        if self.streaming and self.endpoint_body.kind != bodies.GENERATION:
             body["stream_options"] = {"include_usage": True}  # the engine's own count of output tokens
         return json.dumps(body).encode()
 
@@ -569,7 +570,7 @@ class SageMakerRuntimeTarget:
                         obj = stream.parse_line(raw)
                         if obj is None:
                             continue
-                        text = stream.token_text(obj, self.reasoning_field)
+                        text = stream.token_text(obj, self.endpoint_body.reasoning_field)
                         details = obj.get("details")
                         if isinstance(details, dict) and isinstance(details.get("generated_tokens"), int):
                             server_count = details["generated_tokens"]
@@ -592,9 +593,7 @@ class SageMakerRuntimeTarget:
                 )
                 raw = reply["Body"].read()
                 record.end = time.perf_counter()
-                from endpoint_runtime import bodies
-
-                outputs = bodies.generation_outputs(self.prompt_body, json.loads(raw), self.reasoning_field)
+                outputs = self.endpoint_body.outputs(json.loads(raw))
                 items = outputs if isinstance(outputs, list) else [outputs]
                 text = "".join(str(o.get("generated_text", "")) for o in items if isinstance(o, dict))
                 _keep_output(record, text, None, 0, "")
@@ -1085,7 +1084,7 @@ def target_from_args(args: argparse.Namespace) -> Any:
         args.endpoint_url,
         args.inference_component,
         stream=not args.no_stream,
-        prompt_body=args.prompt_body,
+        body=EndpointBody(args.prompt_body),
     )
 
 

@@ -34,7 +34,7 @@ import boto3
 from deployment import EndpointPlan, EnvironmentPlan, load_config
 from endpoint_config import ConfigError, EndpointSpec
 from endpoint_config.model_reference import is_hub_id
-from endpoint_runtime import invoke, stream
+from endpoint_runtime import bodies, invoke, stream
 from local_runtime import has_container_process
 from local_runtime.process import stop_process
 from workstation.deploy import DeployError, deploy, destroy, run
@@ -254,11 +254,11 @@ def _serve_artifact(
 def _send_prompts(plan: EndpointPlan, endpoint_name: str, runtime: object) -> None:
     """Steps 6 and 7: prompts through the invoke function's code, then one streamed through the stream function's,
     in the body the container takes (the system's ContainerBodies)."""
-    prompt_body, reasoning_field = plan.prompt_body, plan.system.bodies.reasoning_field
+    body = plan.endpoint_body
     t = _step(6, "send prompts through lambda/invoke (sagemaker-runtime -> the local server)")
     print("    (the tiny model has random weights: its text is noise; the path it took is the point)")
-    _invoke_prompts(endpoint_name, runtime, prompt_body, reasoning_field)
-    if prompt_body != "generation":  # an engine's OpenAI server: the invoke function's chat route too
+    _invoke_prompts(endpoint_name, runtime, body)
+    if body.kind != "generation":  # an engine's OpenAI server: the invoke function's chat route too
         with _function_environment(plan.chat_features.environment()):
             _chat_prompts(endpoint_name, runtime)
     _done(t)
@@ -266,11 +266,11 @@ def _send_prompts(plan: EndpointPlan, endpoint_name: str, runtime: object) -> No
     t = _step(7, "stream a prompt through lambda/stream's code (InvokeEndpointWithResponseStream -> the local server)")
     if not plan.system.streaming.supported:  # its container answers whole replies only (as the local server does)
         print(f"    skipped: {plan.system.name} does not stream: {plan.system.streaming.note}")
-    elif prompt_body != "generation":
+    elif body.kind != "generation":
         with _function_environment(plan.chat_features.environment()):
             _stream_chat(endpoint_name, runtime)
     else:
-        _stream_prompt(endpoint_name, runtime, prompt_body, reasoning_field)
+        _stream_prompt(endpoint_name, runtime, body)
     _done(t)
 
 
@@ -414,35 +414,31 @@ def _stream_chat(endpoint_name: str, runtime) -> None:
     )
 
 
-def _invoke_prompts(
-    endpoint_name: str, runtime, prompt_body: str = "generation", reasoning_field: str | None = None
-) -> None:
+def _invoke_prompts(endpoint_name: str, runtime, body: bodies.EndpointBody) -> None:
     """PROMPTS through endpoint_runtime/invoke.py, the invoke function's code, in the body the container takes."""
     for prompt in PROMPTS:
         payload = {"inputs": prompt, "parameters": {"max_new_tokens": 24, "do_sample": False}}
         t1 = time.monotonic()
-        status, body = invoke.invoke(
-            endpoint_name, payload, client=runtime, prompt_body=prompt_body, reasoning_field=reasoning_field
-        )
+        status, answer = invoke.invoke(endpoint_name, payload, client=runtime, body=body)
         wall = (time.monotonic() - t1) * 1000
         if status != 200:
-            raise DemoError(f"invoke returned {status}: {body}")
-        text = body["outputs"][0]["generated_text"]
+            raise DemoError(f"invoke returned {status}: {answer}")
+        text = answer["outputs"][0]["generated_text"]
         print(f"    prompt: {prompt!r}\n    output: {text!r}\n    latency: {wall:.0f} ms")
 
 
-def _stream_prompt(
-    endpoint_name: str, runtime, prompt_body: str = "generation", reasoning_field: str | None = None
-) -> None:
+def _stream_prompt(endpoint_name: str, runtime, body: bodies.EndpointBody) -> None:
     """One prompt through endpoint_runtime/stream.py, the streaming front door's code, printing each token as its
     line arrives, from a container that streams (LMI's JSON-lines framing in AWS event-stream messages); a system
     that does not stream (hf-fastload) skips this step, here as on AWS (docs/production.md, "Streaming")."""
-    # min_new_tokens: the tiny model's random weights could pick the end-of-text token first.
-    payload = {"inputs": STREAM_PROMPT, "parameters": {"max_new_tokens": 24, "min_new_tokens": 8, "do_sample": False}}
+    # min_new_tokens: the tiny model's random weights could pick the end-of-text token first; a container that
+    # does not read it (TGI, LMI 27: EndpointBody.unread_parameters) is not sent it, which its front door would refuse.
+    parameters = {"max_new_tokens": 24, "do_sample": False}
+    if body.reads("min_new_tokens"):
+        parameters["min_new_tokens"] = 8
+    payload = {"inputs": STREAM_PROMPT, "parameters": parameters}
     started = time.monotonic()
-    status, answer = stream.open_stream(
-        endpoint_name, payload, client=runtime, prompt_body=prompt_body, reasoning_field=reasoning_field
-    )
+    status, answer = stream.open_stream(endpoint_name, payload, client=runtime, body=body)
     if status != 200:
         raise DemoError(f"the stream was refused with {status}: {answer}")
     print(f"    prompt: {STREAM_PROMPT!r}\n    tokens: ", end="", flush=True)

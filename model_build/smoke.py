@@ -57,15 +57,14 @@ def run_smoke(
             smoke.chat_route,
             smoke.chat_tools,
             plan.chat_features,
-            reasoning_field=smoke.reasoning_field,
+            reasoning_field=smoke.body.reasoning_field,
             extra=smoke.chat_extra or {},
         )
         if smoke.chat_route
         else None,
         adapters={a.name: a.component_name for a in plan.adapters} or None,
-        # the body the container takes the prompt in, and its reasoning field (the system's ContainerBodies)
-        prompt_body=smoke.prompt_body,
-        reasoning_field=smoke.reasoning_field,
+        # how the container takes the prompt and answers (the system's ContainerBodies)
+        body=smoke.body,
         session=session,
         runtime_client=runtime_client,
     )

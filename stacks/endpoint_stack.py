@@ -21,7 +21,6 @@ from constructs import Construct
 from deployment import EndpointPlan
 from deployment.adapters import AdapterPlan, deployable_adapters
 from deployment.plan import ArtifactRef
-from endpoint_runtime import bodies
 from systems.base import REPO_ROOT
 from systems.checks import UNSIZED_MODEL_WARNING_ID
 
@@ -165,9 +164,7 @@ class EndpointStack(Stack):
             **self.endpoint.target_environment,
             **smoke_chat_environment(smoke.chat_route, smoke.chat_tools, plan.chat_features, smoke.chat_extra),
             # the body the container takes the prompt in, and its replies' reasoning field
-            **bodies.environment(
-                plan.prompt_body, plan.system.bodies.reasoning_field, plan.system.bodies.unread_parameters
-            ),
+            **plan.endpoint_body.environment(),
         }
         self.smoke = SmokeTestFunction(
             self,

@@ -132,7 +132,7 @@ def sagemaker(monkeypatch: pytest.MonkeyPatch):
         "MAX_NEW_TOKENS": "8",
         "LATENCY_BUDGET_MS": "30000",
         "WAKE_BUDGET_MS": "60000",
-        **bodies.environment("generation", None),
+        **bodies.EndpointBody("generation").environment(),
     }.items():
         monkeypatch.setenv(key, value)
     # The wake wait's polls, without the wall-clock wait between them: each sleep moves the clock smoke reads on by

@@ -275,6 +275,24 @@ def test_bad_workloads_are_refused_naming_the_key(values: dict, message: str) ->
         parse_workload(values)
 
 
+def test_fixed_output_lengths_from_a_container_that_reads_no_min_new_tokens_are_refused() -> None:
+    """TGI and LMI 27 ignore min_new_tokens (EndpointBody.unread_parameters): a workload that asks for exact output
+    lengths from one is refused naming the key to change, not run with lengths the report would misstate."""
+    from endpoint_runtime.bodies import EndpointBody
+
+    prompt = loadtest.Prompt(text="hello", messages=None, input_tokens=1, output_tokens=8)
+    tgi_like = SageMakerRuntimeTarget(
+        "ep", "us-east-1", body=EndpointBody(unread_parameters=frozenset({"min_new_tokens"}))
+    )
+    tgi_like.workload = parse_workload({})
+    with pytest.raises(
+        LoadTestError, match="exact_output_tokens: true needs min_new_tokens.*set exact_output_tokens: false"
+    ):
+        tgi_like.body(prompt)
+    tgi_like.workload = parse_workload({"exact_output_tokens": False})
+    assert json.loads(tgi_like.body(prompt))["parameters"] == {"return_full_text": False, "max_new_tokens": 8}
+
+
 def test_synthetic_prompts_have_the_asked_length(gpt2_artifact: Path) -> None:
     counter = loadtest.TokenCounter(gpt2_artifact)
     workload = _workload(input_tokens={"mean": 40, "stddev": 10}, output_tokens={"mean": 20, "stddev": 5})

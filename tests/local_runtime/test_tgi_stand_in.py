@@ -176,7 +176,7 @@ def contract_edges() -> list[dict]:
 
 
 def test_every_request_the_contract_accepts_reaches_tgi_as_a_body_it_serves(url, monkeypatch, tmp_path):
-    """The front doors' body for a tgi endpoint (endpoint_runtime/invoke.py validate_payload, bodies.prompt_body, in
+    """The front doors' body for a tgi endpoint (endpoint_runtime/invoke.py validate_payload, bodies.EndpointBody, in
     the environment the plan gives the functions: MAX_BATCH_SIZE 1, UNREAD_PARAMETERS): TGI's router serves every
     edge of the contract, a one-item list included, and answers with the prompt only where return_full_text asks
     for it (the contract's default stated false); what TGI would ignore is refused first, naming it."""
@@ -192,7 +192,7 @@ def test_every_request_the_contract_accepts_reaches_tgi_as_a_body_it_serves(url,
     for parameters in contract_edges():
         try:
             sent = invoke.validate_payload({"inputs": [PROMPT], "parameters": parameters})
-            body = bodies.prompt_body(plan.prompt_body, sent)
+            body = bodies.EndpointBody.from_env().request(sent)  # as the front doors read it
         except RequestError as err:
             ignored.append(str(err).split(":")[0])
             continue

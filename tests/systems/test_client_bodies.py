@@ -72,6 +72,11 @@ class DeclaredContainer:
         if kind not in self.declared.accepts:
             message = f"this container takes {sorted(self.declared.accepts)}, not a {kind or 'unknown'} body"
             return 400, json.dumps({"error": {"message": message, "type": "BadRequestError"}}).encode(), "json"
+        ignored = sorted(set(body.get("parameters") or {}) & set(self.declared.unread_parameters))
+        if kind == bodies.GENERATION and ignored:
+            # the container would answer, ignoring them: a client that sends what it does not read is refused here
+            message = f"this container's generation body does not read {ignored} (ContainerBodies.unread_parameters)"
+            return 400, json.dumps({"error": message}).encode(), "json"
         text = "Paris"
         streamed = bool(body.get("stream"))
         if kind == bodies.GENERATION:
@@ -167,13 +172,14 @@ def _function_env(plan: EndpointPlan, monkeypatch: pytest.MonkeyPatch, chat: boo
     """The environment the stack gives the invoke and stream functions (stacks/llm_endpoint.py request_limits)."""
     env = {
         "ENDPOINT_NAME": plan.endpoint_name,
-        **bodies.environment(plan.prompt_body, plan.system.bodies.reasoning_field),
+        **plan.endpoint_body.environment(),
     }
     if chat:
         env.update(chat_features(plan).environment())
     for key in (
         bodies.PROMPT_BODY_ENV,
         bodies.REASONING_FIELD_ENV,
+        bodies.UNREAD_PARAMETERS_ENV,
         "CHAT_ROUTE",
         "CHAT_TOOL_CALLS",
         "CHAT_CONSTRAINED_DECODING",
@@ -196,30 +202,26 @@ def smoke_prompt(plan: EndpointPlan, runtime: ContainerRuntime, monkeypatch: pyt
     SmokeSettings)."""
     settings = plan.smoke
     payload = smoke.generation_payload(settings.prompt, settings.max_new_tokens)
-    answer = smoke._answer_real_time(
-        plan.endpoint_name, payload, None, runtime, None, settings.prompt_body, settings.reasoning_field
-    )
+    answer = smoke._answer_real_time(plan.endpoint_name, payload, None, runtime, None, settings.body)
     assert answer.submitted_ok, answer.problem
     assert smoke.check_response_shape(answer.outputs) is None, answer.outputs
 
 
 def smoke_lambda_settings(plan: EndpointPlan, runtime: ContainerRuntime, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The smoke Lambda reads the body kind from the environment the stack sets (endpoint_runtime/bodies.py environment)."""
+    """The smoke Lambda reads the container's body from the environment the stack sets (bodies.EndpointBody)."""
     settings = plan.smoke
     for key, value in {
         "STACK_NAME": plan.stack_name,
         "PROMPT": settings.prompt,
         "MAX_NEW_TOKENS": str(settings.max_new_tokens),
         "LATENCY_BUDGET_MS": str(settings.latency_budget_ms),
-        **bodies.environment(plan.prompt_body, plan.system.bodies.reasoning_field),
+        **plan.endpoint_body.environment(),
     }.items():
         monkeypatch.setenv(key, value)
     read = smoke.settings_from_env()
-    assert (read["prompt_body"], read["reasoning_field"]) == (settings.prompt_body, settings.reasoning_field)
+    assert read["body"] == settings.body == plan.endpoint_body
     payload = smoke.generation_payload(read["prompt"], read["max_new_tokens"])
-    answer = smoke._answer_real_time(
-        plan.endpoint_name, payload, None, runtime, None, read["prompt_body"], read["reasoning_field"]
-    )
+    answer = smoke._answer_real_time(plan.endpoint_name, payload, None, runtime, None, read["body"])
     assert answer.submitted_ok and smoke.check_response_shape(answer.outputs) is None, answer
 
 
@@ -284,7 +286,10 @@ def slo_gate(plan: EndpointPlan, runtime: ContainerRuntime, monkeypatch: pytest.
     from load_testing.loadtest import Prompt, Workload
 
     target = gate_target(plan, "us-east-1")
-    target.workload = Workload(output_tokens={"mean": 8})
+    # as run_gate asks it: fixed output lengths only where the container reads min_new_tokens
+    target.workload = Workload(
+        output_tokens={"mean": 8}, exact_output_tokens=plan.endpoint_body.reads("min_new_tokens")
+    )
     target.client = runtime
     prompt = Prompt(text="The capital of France is", messages=None, input_tokens=5, output_tokens=8)
     record = target._call(target.body(prompt), prompt)
@@ -298,10 +303,9 @@ def demo(plan: EndpointPlan, runtime: ContainerRuntime, monkeypatch: pytest.Monk
     """The demo's prompts through the invoke function's code and its stream through the stream function's."""
     from local_emulator import demo as demo_module
 
-    reasoning = plan.system.bodies.reasoning_field
-    demo_module._invoke_prompts(plan.endpoint_name, runtime, plan.prompt_body, reasoning)
+    demo_module._invoke_prompts(plan.endpoint_name, runtime, plan.endpoint_body)
     if plan.system.streaming.supported:
-        demo_module._stream_prompt(plan.endpoint_name, runtime, plan.prompt_body, reasoning)
+        demo_module._stream_prompt(plan.endpoint_name, runtime, plan.endpoint_body)
 
 
 def smoke_chat(plan: EndpointPlan, runtime: ContainerRuntime, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -313,7 +317,7 @@ def smoke_chat(plan: EndpointPlan, runtime: ContainerRuntime, monkeypatch: pytes
         "invoke",
         plan.system.chat.route == "native" and chat_features(plan).tool_calls,
         chat_features(plan),
-        reasoning_field=settings.reasoning_field,
+        reasoning_field=settings.body.reasoning_field,
         extra=settings.chat_extra or {},
     )
     result = smoke.SmokeResult(stack=plan.stack_name)

@@ -227,7 +227,7 @@ def test_the_smoke_chat_asks_the_engine_not_to_think(tmp_path):
     plan = load_config(_example(tmp_path, "vllm-qwen3-32b.yaml", chat), "dev", build_root=tmp_path).plan("qwen3-32b")
     settings = plan.smoke
     ask = smoke.ChatSmoke(
-        "invoke", False, plan.chat_features, reasoning_field=settings.reasoning_field, extra=settings.chat_extra
+        "invoke", False, plan.chat_features, reasoning_field=settings.body.reasoning_field, extra=settings.chat_extra
     )
     body = smoke.chat_request(ask)
     assert body["chat_template_kwargs"] == {"enable_thinking": False} and body["max_tokens"] >= 64
