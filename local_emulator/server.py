@@ -1,7 +1,7 @@
 """The emulator's server: moto's, with Lambda functions that run and custom resources that answer.
 
 `python -m local_emulator.server -H 127.0.0.1 -p PORT` (what moto_server.start runs) is `python -m moto.server` with
-three changes, installed before the server starts:
+these changes, installed before the server starts:
 
 - Invoke runs the function's deployed code (lambda_runner.py) instead of moto's Docker runner, and writes what it
   logged to the function's log group: LoggingConfig.LogGroup when the function names one, else /aws/lambda/<name>
@@ -14,6 +14,8 @@ three changes, installed before the server starts:
   the function's Reason in the stack events), and `cdk deploy` reports the failure. What it does not do is roll back:
   moto implements no stack rollback, so the emulator ends where CloudFormation with rollback disabled ends
   (`--no-rollback`): resources created before the failure stay (docs/design/guards.md).
+- What the CDK CLI asks to diagnose a failed deploy is answered (DescribeStackResources by logical ID, CloudTrail
+  LookupEvents), where moto answered 500s that the CLI retried for a minute.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import sys
 import threading
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import SimpleNamespace
 from typing import Any
 
 from . import lambda_runner
@@ -397,6 +400,42 @@ def _create_after_dependencies(original: Any) -> Any:
     return create
 
 
+# ---------------------------------------------------------------------------------------------------------------
+# What the CDK CLI asks after a failed deploy: answered, not a 500 it retries
+#
+# The CLI (aws-cdk 2.1148, toolkit-lib api/diagnosing) investigates a failed custom resource: DescribeStackResources
+# naming the function's logical ID, then CloudTrail LookupEvents around the failure. moto answered both with a 500
+# (the first reads `logical_resource_id` off every resource, which few of its models have; the second it does not
+# implement), and the CLI's SDK retried each for 20-40 s: a failed `cdk deploy` on the emulator took 70 s more.
+
+
+def _stack_resources_by_logical_id(original: Any) -> Any:
+    """DescribeStackResources as CloudFormation answers it: each resource the stack created, under its template
+    logical ID and type (the resources moto already made: looking one up must not create it, see _failed_stacks)."""
+
+    def describe_stack_resources(self: Any, stack_name: str, logical_resource_id: str | None) -> tuple[Any, list]:
+        stack = self.get_stack(stack_name)
+        resources = stack.resource_map
+        declared = resources._resource_json_map
+        made = [
+            SimpleNamespace(
+                logical_resource_id=logical_id,
+                physical_resource_id=getattr(model, "physical_resource_id", None),
+                cf_resource_type=declared[logical_id].get("Type"),
+            )
+            for logical_id, model in resources._parsed_resources.items()
+            if logical_id in declared and logical_id == (logical_resource_id or logical_id)
+        ]
+        return stack, made
+
+    return describe_stack_resources
+
+
+def _lookup_events(self: Any) -> str:
+    """CloudTrail LookupEvents: the emulator records no management events, so it finds none."""
+    return json.dumps({"Events": []})
+
+
 class _Stop(BaseException):
     """Carries a CustomResourceFailed past moto's `except Exception` retry loops."""
 
@@ -417,6 +456,7 @@ def install() -> None:
     from moto.cloudformation import models as cfn_models
     from moto.cloudformation import parsing
     from moto.cloudformation.custom_model import CustomModel
+    from moto.cloudtrail.responses import CloudTrailResponse
 
     setattr(LambdaFunction, "_invoke_lambda", _invoke_lambda)
     setattr(LambdaFunction, "invoke", _invoke_unhandled(LambdaFunction.invoke))
@@ -439,6 +479,8 @@ def install() -> None:
     )
     backend = cfn_models.CloudFormationBackend
     setattr(backend, "execute_change_set", _execute_change_set(backend.execute_change_set))
+    setattr(backend, "describe_stack_resources", _stack_resources_by_logical_id(backend.describe_stack_resources))
+    setattr(CloudTrailResponse, "lookup_events", _lookup_events)
     setattr(cfn_models.Stack, "create_resources", _stack_method(cfn_models.Stack.create_resources, "CREATE"))
     setattr(cfn_models.Stack, "update", _stack_method(cfn_models.Stack.update, "UPDATE"))
     setattr(cfn_models.Stack, "delete", _stack_method(cfn_models.Stack.delete, "DELETE"))

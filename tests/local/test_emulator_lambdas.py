@@ -12,6 +12,7 @@ import zipfile
 
 import boto3
 import pytest
+from botocore.config import Config
 
 from local_emulator.inventory import function_runs
 
@@ -177,3 +178,32 @@ def test_custom_resources_get_create_update_delete_and_a_failure_fails_the_stack
     )  # no rollback on the emulator: UPDATE_FAILED, not *_ROLLBACK_*
     cfn.delete_stack(StackName="good")
     assert _requests(lam, logs)[-1] == "Delete"
+
+
+def test_what_the_cdk_cli_asks_after_a_failed_deploy_is_answered_at_once(moto_env):
+    """The CDK CLI diagnoses a failed custom resource with DescribeStackResources naming a logical ID and CloudTrail
+    LookupEvents (aws-cdk 2.1148 toolkit-lib api/diagnosing); moto answered both with 500s the CLI retried for a
+    minute. Each resource is found under its template logical ID and type; one the failed stack never created is
+    not created by looking it up."""
+    session = boto3.Session(region_name=moto_env.region)
+    lam, iam, sns = session.client("lambda"), session.client("iam"), session.client("sns")
+    cfn = session.client("cloudformation", config=Config(retries={"total_max_attempts": 1}))
+    token = _function(lam, iam, "cr-fn", "python3.14", "fn/handler.handler", _zip("fn/handler.py", PYTHON_HANDLER))
+
+    assert _change_set(cfn, "good", _template(token, "1", "no"), "CREATE")["StackStatus"] == "CREATE_COMPLETE"
+    [topic] = cfn.describe_stack_resources(StackName="good", LogicalResourceId="Topic")["StackResources"]
+    assert (topic["LogicalResourceId"], topic["ResourceType"]) == ("Topic", "AWS::SNS::Topic")
+    assert topic["PhysicalResourceId"] == sns.list_topics()["Topics"][0]["TopicArn"]
+    everything = cfn.describe_stack_resources(StackName="good")["StackResources"]
+    assert sorted((r["LogicalResourceId"], r["ResourceType"]) for r in everything) == [
+        ("Thing", "AWS::CloudFormation::CustomResource"),
+        ("Topic", "AWS::SNS::Topic"),
+    ]
+
+    assert _change_set(cfn, "bad", _template(token, "1", "yes"), "CREATE")["StackStatus"] == "CREATE_FAILED"
+    topics = len(sns.list_topics()["Topics"])
+    assert cfn.describe_stack_resources(StackName="bad", LogicalResourceId="Topic")["StackResources"] == []
+    assert len(sns.list_topics()["Topics"]) == topics
+
+    trail = session.client("cloudtrail", config=Config(retries={"total_max_attempts": 1}))
+    assert trail.lookup_events(MaxResults=50)["Events"] == []
