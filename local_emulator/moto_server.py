@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -151,6 +152,23 @@ def start(
                 emulator.stop()
                 raise RuntimeError(f"the AWS emulator did not answer within {timeout_s:.0f} s; see {log_path}")
             time.sleep(0.2)
+
+
+# One request in the server's log (werkzeug's request line, ANSI colours and all): "POST / HTTP/1.1" 500 -
+_REQUEST_LINE = re.compile(r'"(?:\x1b\[[0-9;]*m)*([A-Z]+ [^ "]+)[^"]*" (\d{3}) ')
+
+
+def server_errors(log_path: Path) -> list[str]:
+    """The requests the emulator answered with a server error (5xx), as `<time> <method path> <status>` lines of its
+    log: a call moto lacks or fails on. AWS SDKs retry a 5xx with backoff (the CDK CLI's for 20-40 s a call), so a
+    client waits in silence where AWS would have answered."""
+    errors = []
+    for line in log_path.read_text(errors="replace").splitlines():
+        found = _REQUEST_LINE.search(line)
+        if found and found.group(2).startswith("5"):
+            stamp = line.split("[", 1)[1].split("]", 1)[0] if "[" in line else ""
+            errors.append(f"{stamp} {found.group(1)} {found.group(2)}")
+    return errors
 
 
 @contextmanager

@@ -288,6 +288,28 @@ def chat_artifact(tmp_path_factory: pytest.TempPathFactory, tiny_chat_models: di
     return out
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _every_emulator_call_answered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """No emulator a test started (its log under this worker's temp folder) answered a call with a server error.
+    A 5xx from moto is a call it lacks or fails on; the client's SDK retries it in silence (a failed `cdk deploy`
+    spent 70 s retrying two such calls until local_emulator/server.py answered them), and AWS would have answered.
+    Reported at the end of the worker's session, with each request's time and the log to read."""
+    yield
+    from local_emulator import moto_server
+
+    found = {
+        log: errors
+        for log in sorted(tmp_path_factory.getbasetemp().rglob("moto-*.log"))
+        if (errors := moto_server.server_errors(log))
+    }
+    if found:
+        pytest.fail(
+            "the emulator answered calls with a server error (moto lacks or failed on them; answer them in "
+            "local_emulator/server.py):\n"
+            + "\n".join(f"{log}: {'; '.join(errors[:5])}" for log, errors in found.items())
+        )
+
+
 @pytest.fixture(scope="session")
 def _moto_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """One moto server per worker process: its start costs ~2.5 s of CPU, and 23 modules of the dev loop use one."""

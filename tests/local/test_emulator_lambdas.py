@@ -207,3 +207,22 @@ def test_what_the_cdk_cli_asks_after_a_failed_deploy_is_answered_at_once(moto_en
 
     trail = session.client("cloudtrail", config=Config(retries={"total_max_attempts": 1}))
     assert trail.lookup_events(MaxResults=50)["Events"] == []
+
+
+def test_the_calls_the_emulator_failed_are_read_from_its_log(tmp_path):
+    """moto_server.server_errors, which tests/conftest.py runs over every emulator log of a session: werkzeug's
+    request lines, coloured as moto's server writes them to a file; a 404 (an object not there) is an answer."""
+    from local_emulator import moto_server
+
+    log = tmp_path / "emulator.log"  # not moto-*.log: the session check would read its 500 as a real one
+    log.write_text(
+        '127.0.0.1 - - [03/Dec/2026 16:42:43] "POST / HTTP/1.1" 200 -\n'
+        '127.0.0.1 - - [03/Dec/2026 16:42:43] "\x1b[33mHEAD /b/models/x/model.tar.gz HTTP/1.1\x1b[0m" 404 -\n'
+        '127.0.0.1 - - [03/Dec/2026 16:42:44] "\x1b[35m\x1b[1mPOST / HTTP/1.1\x1b[0m" 500 -\n'
+        "Traceback (most recent call last):\n"
+        '127.0.0.1 - - [03/Dec/2026 16:42:45] "GET /?policy= HTTP/1.1" 501 -\n'
+    )
+    assert moto_server.server_errors(log) == [
+        "03/Dec/2026 16:42:44 POST / 500",
+        "03/Dec/2026 16:42:45 GET /?policy= 501",
+    ]
