@@ -126,6 +126,8 @@ def run_demo(
                 echo=lambda line: print(f"    {line}"),
                 runtime_client=runtime,
                 before_endpoints=before_endpoints,
+                # this run's own assembly: another demo of the same project and environment may synthesize at once
+                assembly_dir=keep_logs / "cdk.out",
             )
             _done(t)
             _function_logs(environment_plan.project)
@@ -148,7 +150,7 @@ def run_demo(
             step += 1
 
         with emulator.activated():
-            _destroy_and_check(environment_plan, step, region)
+            _destroy_and_check(environment_plan, step, region, keep_logs / "cdk.out")
         print("\n==> stopping the model server and the emulator")
     print(f"\ndemo finished in {time.monotonic() - started:.1f} s: built, deployed, served, destroyed; nothing left.")
 
@@ -286,10 +288,10 @@ def _function_logs(project: str) -> None:
         )
 
 
-def _destroy_and_check(environment_plan: EnvironmentPlan, step: int, region: str) -> None:
+def _destroy_and_check(environment_plan: EnvironmentPlan, step: int, region: str, assembly_dir: Path) -> None:
     """The last two steps, inside the emulator: make destroy, then nothing of the app may be left."""
     t = _step(step, "make destroy: cdk destroy (CDK's auto-delete function empties the bucket)")
-    destroy(environment_plan, echo=lambda line: print(f"    {line}"))
+    destroy(environment_plan, echo=lambda line: print(f"    {line}"), assembly_dir=assembly_dir)
     _done(t)
 
     t = _step(step + 1, "check nothing of the app is left in the emulator")

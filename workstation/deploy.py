@@ -115,13 +115,16 @@ def deploy(
     runtime_client=None,
     delete_orphans: bool = False,
     before_endpoints: Callable[[EnvironmentPlan], None] | None = None,
+    assembly_dir: Path | None = None,
 ) -> None:
     """Deploy one environment. `runtime_client`: the sagemaker-runtime client the smoke test invokes through
     (default: the real service; the demo passes one pointed at the model served on localhost). `delete_orphans`:
     delete the environment's stacks the config no longer names once the config's are deployed; without it their
     existence stops the deploy before anything changes (workstation/converge.py). `before_endpoints`: called once the
     artifacts are published, before the endpoint stacks deploy (the demo starts serving a staged artifact there, as
-    SageMaker downloads the model data when it creates the endpoint)."""
+    SageMaker downloads the model data when it creates the endpoint). `assembly_dir`: where `cdk synth` writes
+    (default cdk.out/<project>-<environment>, which destroy and clean read again; a demo passes its own, so two
+    demos of one project and environment on their own emulators do not synthesize into one folder at once)."""
     from model_build.preflight import artifacts_pending, run_preflight
     from model_build.smoke import format_checks
 
@@ -143,7 +146,7 @@ def deploy(
     # An endpoint stack names its artifact's S3 prefix, so it cannot be synthesized before its hash is known: with
     # builds to run in the account, the first synth takes their placeholders (allow_unbuilt), only the artifacts stack
     # (which reads no hash) deploys from it, and a second synth follows the builds.
-    assembly = synth(environment_plan, echo=echo, allow_unbuilt=bool(in_account))
+    assembly = synth(environment_plan, echo=echo, allow_unbuilt=bool(in_account), assembly_dir=assembly_dir)
     app = ["--app", str(assembly)]
     bootstrap(environment_plan, session, assembly, echo=echo)
 
@@ -159,7 +162,7 @@ def deploy(
     if in_account:
         deployed = _template(assembly, artifacts_stack)
         environment_plan = build_in_account(environment_plan, in_account, echo=echo)
-        assembly = synth(environment_plan, echo=echo)
+        assembly = synth(environment_plan, echo=echo, assembly_dir=assembly_dir)
         app = ["--app", str(assembly)]
         if _template(assembly, artifacts_stack) != deployed:
             raise DeployError(
@@ -249,10 +252,15 @@ def build_in_account(
 
 
 def synth(
-    environment_plan: EnvironmentPlan, *, echo: Callable[[str], None] = print, allow_unbuilt: bool = False
+    environment_plan: EnvironmentPlan,
+    *,
+    echo: Callable[[str], None] = print,
+    allow_unbuilt: bool = False,
+    assembly_dir: Path | None = None,
 ) -> Path:
-    """`cdk synth` into the environment's assembly; `allow_unbuilt`: placeholders for endpoints not built yet."""
-    assembly = _assembly(environment_plan)
+    """`cdk synth` into the environment's assembly (or `assembly_dir`); `allow_unbuilt`: placeholders for endpoints
+    not built yet."""
+    assembly = assembly_dir or _assembly(environment_plan)
     extra = ["-c", "allow_unbuilt=true"] if allow_unbuilt else []
     why = " (endpoints built in the account later take placeholders)" if allow_unbuilt else ""
     echo(f"==> cdk synth{why}")
@@ -425,17 +433,20 @@ def empty_bucket(bucket: str, session: boto3.Session | None = None) -> int:
     return count
 
 
-def destroy(environment_plan: EnvironmentPlan, *, echo: Callable[[str], None] = print) -> None:
+def destroy(
+    environment_plan: EnvironmentPlan, *, echo: Callable[[str], None] = print, assembly_dir: Path | None = None
+) -> None:
     """Every endpoint stack of the environment first (found by its tags: those the config no longer names, which
     the CLI cannot name, by DeleteStack), then, once none is left to read it, the artifact stack with its bucket
     (workstation/converge.py, F1). retain_data: false: CDK's auto-delete custom resource empties the bucket before
-    CloudFormation deletes it, on the local emulator too (local_emulator/server.py runs its Lambda)."""
+    CloudFormation deletes it, on the local emulator too (local_emulator/server.py runs its Lambda).
+    `assembly_dir`: the one the deploy synthesized into (deploy's)."""
     session = _session(environment_plan)
     env = environment_plan.environment
     artifacts = environment_plan.stack_name("artifacts")
     converge.delete_stacks(converge.orphans(environment_plan, session), session, echo=echo)
     # The assembly the last deploy synthesized, else a fresh synth (which needs no build for destroying).
-    assembly = _assembly(environment_plan)
+    assembly = assembly_dir or _assembly(environment_plan)
     app = (
         ["--app", str(assembly)]
         if (assembly / "manifest.json").is_file()
