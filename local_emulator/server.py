@@ -407,28 +407,36 @@ def _create_after_dependencies(original: Any) -> Any:
 # naming the function's logical ID, then CloudTrail LookupEvents around the failure. moto answered both with a 500
 # (the first reads `logical_resource_id` off every resource, which few of its models have; the second it does not
 # implement), and the CLI's SDK retried each for 20-40 s: a failed `cdk deploy` on the emulator took 70 s more.
+# ListStackResources is answered the same way, each resource under its logical ID (moto gave "" for most).
 
 
-def _stack_resources_by_logical_id(original: Any) -> Any:
-    """DescribeStackResources as CloudFormation answers it: each resource the stack created, under its template
-    logical ID and type (the resources moto already made: looking one up must not create it, see _failed_stacks)."""
+def _made_resources(stack: Any, logical_id: str | None = None) -> list[SimpleNamespace]:
+    """The resources the stack created (or the one named), as CloudFormation lists them: under their template logical
+    ID and type. Only what moto already made: looking one up must not create it (see _failed_stacks)."""
+    resources = stack.resource_map
+    declared = resources._resource_json_map
+    return [
+        SimpleNamespace(
+            logical_resource_id=name,
+            physical_resource_id=getattr(model, "physical_resource_id", None),
+            cf_resource_type=declared[name].get("Type"),
+        )
+        for name, model in resources._parsed_resources.items()
+        if name in declared and name == (logical_id or name)
+    ]
 
-    def describe_stack_resources(self: Any, stack_name: str, logical_resource_id: str | None) -> tuple[Any, list]:
-        stack = self.get_stack(stack_name)
-        resources = stack.resource_map
-        declared = resources._resource_json_map
-        made = [
-            SimpleNamespace(
-                logical_resource_id=logical_id,
-                physical_resource_id=getattr(model, "physical_resource_id", None),
-                cf_resource_type=declared[logical_id].get("Type"),
-            )
-            for logical_id, model in resources._parsed_resources.items()
-            if logical_id in declared and logical_id == (logical_resource_id or logical_id)
-        ]
-        return stack, made
 
-    return describe_stack_resources
+def _describe_stack_resources(self: Any, stack_name: str, logical_resource_id: str | None) -> tuple[Any, list]:
+    """DescribeStackResources: moto reads `logical_resource_id` off each model, which few have (a 500 when one is
+    named; no LogicalResourceId in each answer otherwise)."""
+    stack = self.get_stack(stack_name)
+    return stack, _made_resources(stack, logical_resource_id)
+
+
+def _list_stack_resources(self: Any, stack_name_or_id: str) -> tuple[Any, list]:
+    """ListStackResources, likewise (moto answered each LogicalResourceId "" but a function's)."""
+    stack = self.get_stack(stack_name_or_id)
+    return stack, _made_resources(stack)
 
 
 def _lookup_events(self: Any) -> str:
@@ -479,7 +487,8 @@ def install() -> None:
     )
     backend = cfn_models.CloudFormationBackend
     setattr(backend, "execute_change_set", _execute_change_set(backend.execute_change_set))
-    setattr(backend, "describe_stack_resources", _stack_resources_by_logical_id(backend.describe_stack_resources))
+    setattr(backend, "describe_stack_resources", _describe_stack_resources)
+    setattr(backend, "list_stack_resources", _list_stack_resources)
     setattr(CloudTrailResponse, "lookup_events", _lookup_events)
     setattr(cfn_models.Stack, "create_resources", _stack_method(cfn_models.Stack.create_resources, "CREATE"))
     setattr(cfn_models.Stack, "update", _stack_method(cfn_models.Stack.update, "UPDATE"))

@@ -195,10 +195,12 @@ def test_what_the_cdk_cli_asks_after_a_failed_deploy_is_answered_at_once(moto_en
     assert (topic["LogicalResourceId"], topic["ResourceType"]) == ("Topic", "AWS::SNS::Topic")
     assert topic["PhysicalResourceId"] == sns.list_topics()["Topics"][0]["TopicArn"]
     everything = cfn.describe_stack_resources(StackName="good")["StackResources"]
-    assert sorted((r["LogicalResourceId"], r["ResourceType"]) for r in everything) == [
-        ("Thing", "AWS::CloudFormation::CustomResource"),
-        ("Topic", "AWS::SNS::Topic"),
-    ]
+    listed = cfn.list_stack_resources(StackName="good")["StackResourceSummaries"]
+    for answer in (everything, listed):
+        assert sorted((r["LogicalResourceId"], r["ResourceType"]) for r in answer) == [
+            ("Thing", "AWS::CloudFormation::CustomResource"),
+            ("Topic", "AWS::SNS::Topic"),
+        ]
 
     assert _change_set(cfn, "bad", _template(token, "1", "yes"), "CREATE")["StackStatus"] == "CREATE_FAILED"
     topics = len(sns.list_topics()["Topics"])
