@@ -25,7 +25,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
@@ -107,8 +107,12 @@ def run_demo(
 
         staged = _staged_weights(spec.name)
         if staged is None:
-            local_url, runtime = _serve_artifact(cleanup, config_path, spec.name, plan, port, keep_logs, region)
-            before_endpoints = None
+            local_url, runtime, server_ready = _serve_artifact(
+                cleanup, config_path, spec.name, plan, port, keep_logs, region, wait=False
+            )
+
+            def before_endpoints(planned: EnvironmentPlan) -> None:
+                server_ready()  # the endpoint stack's smoke check invokes it
         else:  # the weights reach S3 only inside the deploy (the staging job): the instance downloads them after it
             local_url, runtime = f"http://127.0.0.1:{port}", _runtime_client(f"http://127.0.0.1:{port}", region)
             print(f"\n==> [4] serve: after the staging job has put the weights in S3 ({staged:,} bytes), in step 5")
@@ -225,9 +229,12 @@ def _serve_artifact(
     keep_logs: Path,
     region: str,
     artifact: Path | None = None,
-) -> tuple[str, object]:
-    """Step 4: the model server on the port (stopped by cleanup); its URL and a sagemaker-runtime client to it.
-    `artifact`: the folder to serve (the instance's download of a staged artifact), else the build's."""
+    wait: bool = True,
+) -> tuple[str, object, Callable[[], None]]:
+    """Step 4: the model server on the port (stopped by cleanup); its URL, a sagemaker-runtime client to it, and the
+    wait for it to answer /ping (done here with `wait`; else the caller's, when it needs the server: the demo starts
+    it, then synthesizes and deploys the artifact stack while the model loads). `artifact`: the folder to serve (the
+    instance's download of a staged artifact), else the build's."""
     t = _step(4, f"serve the artifact under the SageMaker container contract on 127.0.0.1:{port}")
     container = has_container_process(plan.system.name)
     server_log = open(keep_logs / "serve.log", "wb")
@@ -244,13 +251,27 @@ def _serve_artifact(
     )
     cleanup.callback(_stop, server)
     local_url = f"http://127.0.0.1:{port}"
-    # A real engine takes its time to start (vLLM on 2 cores: 1-2 minutes).
-    _wait_ping(local_url, server, timeout_s=CONTAINER_READY_TIMEOUT_S if container else 120)
-    print(f"    GET {local_url}/ping -> 200")
-    for line in _container_lines(keep_logs / "serve.log"):
-        print(f"    {line}")
-    _done(t)
-    return local_url, _runtime_client(local_url, region)
+
+    def ready(indent: str = "    ") -> None:
+        # A real engine takes its time to start (vLLM on 2 cores: 1-2 minutes).
+        _wait_ping(local_url, server, timeout_s=CONTAINER_READY_TIMEOUT_S if container else 120)
+        print(f"{indent}GET {local_url}/ping -> 200")
+        for line in _container_lines(keep_logs / "serve.log"):
+            print(f"{indent}{line}")
+
+    if wait:
+        ready()
+        _done(t)
+        return local_url, _runtime_client(local_url, region), lambda: None
+    print(f"    started (pid {server.pid}); the model loads while step 5 synthesizes and deploys the artifact stack")
+
+    def waited() -> None:
+        started = time.monotonic()
+        print(f"    ==> the model server of step 4: waiting for GET {local_url}/ping")
+        ready("        ")
+        print(f"        answered after {time.monotonic() - started:.1f} s more")
+
+    return local_url, _runtime_client(local_url, region), waited
 
 
 def _send_prompts(plan: EndpointPlan, endpoint_name: str, runtime: object) -> None:
