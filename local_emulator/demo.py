@@ -102,6 +102,7 @@ def run_demo(
             keep_logs, lambda_env={"AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME": f"http://127.0.0.1:{port}"}
         )
         cleanup.callback(emulator.stop)
+        cleanup.callback(say_emulator_gaps, emulator.log_path)  # before it stops, whether the demo passed or not
         print(f"    listening on {emulator.url}")
         _done(t)
 
@@ -157,6 +158,19 @@ def run_demo(
             _destroy_and_check(environment_plan, step, region, keep_logs / "cdk.out")
         print("\n==> stopping the model server and the emulator")
     print(f"\ndemo finished in {time.monotonic() - started:.1f} s: built, deployed, served, destroyed; nothing left.")
+
+
+def say_emulator_gaps(log_path: Path) -> None:
+    """Name the calls the emulator answered with a server error (moto_server.server_errors): moto lacks or failed on
+    them where AWS would have answered, and a client's SDK retried each in silence first."""
+    errors = moto_server.server_errors(log_path)
+    if errors:
+        print(
+            f"\nnote: the emulator (moto, a stand-in for AWS) answered {len(errors)} call(s) with a server error where "
+            f"AWS would answer; each client retried before giving up ({log_path}):"
+        )
+        for error in errors[:10]:
+            print(f"    {error}")
 
 
 def _demo_config(config_path: str, endpoint: str | None, environment: str | None) -> tuple[str, str | None, str | None]:

@@ -228,3 +228,19 @@ def test_the_calls_the_emulator_failed_are_read_from_its_log(tmp_path):
         "03/Dec/2026 16:42:44 POST / 500",
         "03/Dec/2026 16:42:45 GET /?policy= 501",
     ]
+
+
+def test_the_demo_names_the_calls_the_emulator_failed(tmp_path, capsys):
+    """What the demo prints as it stops its emulator: each call answered with a server error, and where its log is;
+    nothing when there was none."""
+    from local_emulator.demo import say_emulator_gaps
+
+    log = tmp_path / "emulator.log"  # not moto-*.log: the session check would read its 500 as a real one
+    log.write_text('127.0.0.1 - - [03/Dec/2026 16:42:43] "POST / HTTP/1.1" 200 -\n')
+    say_emulator_gaps(log)
+    assert capsys.readouterr().out == ""
+    log.write_text('127.0.0.1 - - [03/Dec/2026 16:42:44] "\x1b[35m\x1b[1mPOST / HTTP/1.1\x1b[0m" 500 -\n')
+    say_emulator_gaps(log)
+    said = capsys.readouterr().out
+    assert "answered 1 call(s) with a server error" in said and str(log) in said
+    assert "03/Dec/2026 16:42:44 POST / 500" in said
