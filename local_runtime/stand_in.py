@@ -243,6 +243,10 @@ class StandIn:
             )
         except request_contract.RequestError as err:
             return 400, {"error": str(err)}
+        # LMI 27 hands what it does not map to vLLM's CompletionRequest, which has no min_new_tokens field (its name is
+        # min_tokens) and ignores it (LMI27 lmi_vllm/request_response_utils.py:56-99, `completion_dict.update(
+        # parameters)`; systems/lmi_vllm's unread_parameters): the stand-in ignores it too.
+        minimum = 0 if self.engine == "lmi27" else params.get("min_new_tokens", 0)
         outputs = []
         for prompt in prompts:
             ids = self.tokenizer(prompt, return_tensors="pt")["input_ids"]
@@ -250,8 +254,8 @@ class StandIn:
             if self._too_long(ids.shape[1], wanted):
                 return 400, {"error": f"the prompt and max_new_tokens exceed the context of {self.max_len} tokens"}
             if tokens:
-                return 200, (prompt, params, self._tokens(ids, wanted, params.get("min_new_tokens", 0)))
-            text, _ = self._generate(ids, wanted, params.get("min_new_tokens", 0))
+                return 200, (prompt, params, self._tokens(ids, wanted, minimum))
+            text, _ = self._generate(ids, wanted, minimum)
             outputs.append({"generated_text": (prompt + text) if params.get("return_full_text") else text})
         if self.engine == "lmi27":  # convert_completion_response_to_lmi_schema: the primary choice's text only
             return 200, outputs[0]

@@ -13,7 +13,7 @@ from typing import Any
 import boto3
 import httpx
 import pytest
-from helpers import running
+from helpers import ROOT, running
 
 from endpoint_runtime import bodies, invoke, smoke, stream
 
@@ -136,9 +136,10 @@ def test_the_stream_function_reads_lmi_27s_token_lines(client: Any) -> None:
     assert len(tokens) == 5 and read[-1]["generated_text"] == "".join(tokens)
 
 
-def test_the_load_tests_reader_counts_lmi_27s_tokens(runtime_url: str, monkeypatch) -> None:
+def test_the_load_tests_reader_counts_lmi_27s_tokens(runtime_url: str, monkeypatch, tmp_path) -> None:
     """The load test's sagemaker-runtime target, streamed (one token per line, the server's lines) and whole (the
     object read through bodies.generation_outputs)."""
+    from deployment import load_config
     from load_testing import loadtest
     from load_testing.loadtest import parse_workload
 
@@ -149,16 +150,28 @@ def test_the_load_tests_reader_counts_lmi_27s_tokens(runtime_url: str, monkeypat
     }.items():
         monkeypatch.setenv(key, value)
     monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
+    # as the SLO gate asks an lmi-vllm endpoint: its body, and no fixed output lengths (LMI 27 reads no min_new_tokens)
+    body = (
+        load_config(ROOT / "config" / "examples" / "lmi-vllm.yaml", "dev", build_root=tmp_path).plans[0].endpoint_body
+    )
     workload = parse_workload(
-        {"input_tokens": {"mean": 8}, "output_tokens": {"mean": 5}, "concurrency": [1], "requests": 2}
+        {
+            "input_tokens": {"mean": 8},
+            "output_tokens": {"mean": 5},
+            "concurrency": [1],
+            "requests": 2,
+            "exact_output_tokens": body.reads("min_new_tokens"),
+        }
     )
     for streamed in (True, False):
-        target = loadtest.SageMakerRuntimeTarget(ENDPOINT, "us-east-1", runtime_url, stream=streamed)
+        target = loadtest.SageMakerRuntimeTarget(ENDPOINT, "us-east-1", runtime_url, stream=streamed, body=body)
         [level] = loadtest.run(target, workload, progress=False)["levels"]
         assert level["errors"] == 0, level
         assert level["output_tokens_per_request"]["mean"] > 0, level
         if streamed:
-            assert level["itl_ms"]["n"] >= 2 * 3, level  # several lines per request, not one blob
+            # each of the 2 requests came as more than one line (a gap between lines), not one blob; its length is the
+            # model's own, min_new_tokens being unread
+            assert level["itl_ms"]["n"] >= 2, level
 
 
 def test_a_djl_stand_in_refuses_a_stream_as_its_handler_does(tiny_chat_models: dict[str, Path]) -> None:
@@ -171,3 +184,21 @@ def test_a_djl_stand_in_refuses_a_stream_as_its_handler_does(tiny_chat_models: d
         whole = _post(url, GENERATION)
     assert refused.status_code == 400 and "stream" in refused.json()["error"]
     assert whole.status_code == 200 and isinstance(whole.json(), list)
+
+
+def test_lmi_27_ignores_min_new_tokens_as_its_completion_request_does(tiny_chat_models: dict[str, Path]) -> None:
+    """LMI 27 passes min_new_tokens on to vLLM's CompletionRequest, which has no such field (request_response_utils.py
+    `completion_dict.update(parameters)`): its generation is not held to a least length, while the older LMI
+    handler's is. (Our front doors refuse it for lmi-vllm: systems/lmi_vllm's unread_parameters.)"""
+    from local_runtime.stand_in import StandIn
+
+    body = {"inputs": "The capital of France is", "parameters": {"max_new_tokens": 12, "min_new_tokens": 12}}
+    held_to = {}
+    for engine in ("lmi27", "lmi"):
+        stand_in = StandIn({"--model": str(tiny_chat_models["llama"])}, engine)
+        stand_in._generate = lambda ids, wanted, minimum, engine=engine: (held_to.update({engine: minimum}), ("x", 1))[
+            1
+        ]
+        status, _ = stand_in.generation(body)
+        assert status == 200
+    assert held_to == {"lmi27": 0, "lmi": 12}
