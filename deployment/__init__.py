@@ -27,11 +27,12 @@ from endpoint_config.hosting import component_name
 from endpoint_config.loader import ResolvedEnvironment, invalid_config, parse_config
 from endpoint_config.schema import PipelineSpec, for_pool
 from endpoint_config.security import arn_region_problems, config_arns
+from endpoint_runtime.bodies import EndpointBody
 from facts.models import UnreadableModel, planning_with
 from systems import REGISTRY, ServingSystem, all_systems, get_system
 from systems.checks import instance_types_holding, model_fit_problems, region_problems, system_problems
 
-from .plan import BUILD_ROOT, EndpointPlan, container_environment_problems, plan_endpoint
+from .plan import BUILD_ROOT, EndpointPlan, container_environment_problems, plan_endpoint, system_endpoint_body
 
 
 @dataclass(frozen=True)
@@ -264,6 +265,14 @@ def check_pipeline(
         raise ConfigError(f"{config_path}: invalid pipeline config:\n  - " + "\n  - ".join(problems))
 
 
+def endpoint_body_of(system_name: str) -> EndpointBody:
+    """How the container of the registered system `system_name` takes a prompt and answers (EndpointPlan.endpoint_body
+    without a config: a load test of an endpoint by its name). ConfigError naming the known systems."""
+    if system_name not in REGISTRY:
+        raise ConfigError(f"system {system_name!r} is not one of the registered systems: {', '.join(REGISTRY)}")
+    return system_endpoint_body(get_system(system_name))
+
+
 __all__ = [
     "ARTIFACT_STACK_SUFFIX",
     "BUILD_ROOT",
@@ -271,6 +280,7 @@ __all__ = [
     "EnvironmentPlan",
     "EndpointPlan",
     "check_pipeline",
+    "endpoint_body_of",
     "load_all_environments",
     "load_config",
     "name_collision_problems",

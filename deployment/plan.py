@@ -183,6 +183,13 @@ class ModelData:
         return f"s3://{self.bucket_name}/{key}"
 
 
+def system_endpoint_body(system: ServingSystem) -> bodies.EndpointBody:
+    """How a system's container takes a prompt and answers (its ContainerBodies): one prompt's body kind, the
+    assistant message's reasoning field, the contract's parameters it does not read."""
+    facet = system.bodies
+    return bodies.EndpointBody(facet.prompt_kind, facet.reasoning_field, facet.unread_parameters)
+
+
 @dataclass(frozen=True)
 class SmokeSettings:
     """What the post-deploy smoke test sends and how long the answer may take (smoke_test:, by invocation mode).
@@ -530,8 +537,7 @@ class EndpointPlan:
     def endpoint_body(self) -> bodies.EndpointBody:
         """How this endpoint's container takes a prompt and answers (the system's ContainerBodies): what every
         workstation client passes to the front doors' code, and what the stack renders for the functions."""
-        facet = self.system.bodies
-        return bodies.EndpointBody(self.prompt_body, facet.reasoning_field, facet.unread_parameters)
+        return system_endpoint_body(self.system)
 
     @property
     def chat_features(self) -> ChatFeatures:
@@ -1021,6 +1027,7 @@ __all__ = [
     "SCALE_FROM_ZERO_ALARM_EVALUATION_PERIODS",
     "SCALE_FROM_ZERO_ALARM_PERIOD_S",
     "SmokeSettings",
+    "system_endpoint_body",
     "UNBUILT_HASH",
     "chat_by_default",
     "container_environment_limits",

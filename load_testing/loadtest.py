@@ -995,6 +995,13 @@ def configure_parser(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
         help="sagemaker-runtime: the body the container takes a prompt in (the system's; `slo-gate` reads it from "
         "the config): generation {inputs, parameters} (default), openai-completion (vllm), openai-chat (sglang)",
     )
+    t.add_argument(
+        "--system",
+        default=None,
+        help="sagemaker-runtime: the endpoint's serving system (a config's `system:`, e.g. vllm, sglang, tgi): the body "
+        "its container takes, where its replies put reasoning, and the parameters it does not read (instead of "
+        "--prompt-body; `slo-gate` reads it from the config)",
+    )
     w = p.add_argument_group("workload (flags override --workload)")
     w.add_argument("--workload", type=Path, help="YAML/JSON file with the workload keys (input_tokens, ...)")
     w.add_argument("--input-tokens", type=_distribution, help="MEAN[:STDDEV] synthetic prompt tokens (default 128)")
@@ -1084,8 +1091,39 @@ def target_from_args(args: argparse.Namespace) -> Any:
         args.endpoint_url,
         args.inference_component,
         stream=not args.no_stream,
-        body=EndpointBody(args.prompt_body),
+        body=body_from_args(args),
     )
+
+
+def body_from_args(args: argparse.Namespace) -> EndpointBody:
+    """The sagemaker-runtime target's body: the --system's (deployment.endpoint_body_of), else --prompt-body's kind
+    alone (no reasoning field, every parameter read)."""
+    if getattr(args, "system", None) is None:
+        return EndpointBody(args.prompt_body)
+    if args.prompt_body != "generation":
+        raise LoadTestError("give --system or --prompt-body, not both (the system names its body kind)")
+    from deployment import ConfigError, endpoint_body_of
+
+    try:
+        return endpoint_body_of(args.system)
+    except ConfigError as err:
+        raise LoadTestError(f"--system: {err}") from None
+
+
+def fit_workload_to_body(workload: Workload, body: EndpointBody, echo: Any = print) -> Workload:
+    """A workload whose default exact_output_tokens (min_new_tokens) the container does not read asks no fixed
+    lengths, said once (as the SLO gate does); one that set it true is refused, naming the key."""
+    if not workload.exact_output_tokens or body.reads("min_new_tokens"):
+        return workload
+    if "exact_output_tokens" in workload.model_fields_set:
+        raise LoadTestError(
+            "exact_output_tokens: true needs min_new_tokens, which this endpoint's container does not read; "
+            "set exact_output_tokens: false"
+        )
+    echo(
+        "note: this system's container reads no min_new_tokens: output lengths are not fixed (exact_output_tokens: false)"
+    )
+    return workload.model_copy(update={"exact_output_tokens": False})
 
 
 def workload_from_args(args: argparse.Namespace) -> Workload:
@@ -1159,7 +1197,10 @@ def run_args(args: argparse.Namespace) -> int:
                 instance_type=args.instance_type,
                 source=f"{args.slo}: usd_per_hour",
             )
-        result = run(target_from_args(args), workload, price, progress=not args.quiet)
+        target = target_from_args(args)
+        if isinstance(target, SageMakerRuntimeTarget):
+            workload = fit_workload_to_body(workload, target.endpoint_body)
+        result = run(target, workload, price, progress=not args.quiet)
         if slo is not None:
             result["slo"] = slo.model_dump()
             result["slo_misses"] = evaluate_slo(result, slo)

@@ -11,6 +11,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers import ROOT, running
@@ -293,6 +294,31 @@ def test_fixed_output_lengths_from_a_container_that_reads_no_min_new_tokens_are_
     assert json.loads(tgi_like.body(prompt))["parameters"] == {"return_full_text": False, "max_new_tokens": 8}
 
 
+def test_the_system_names_the_body_and_what_its_container_ignores() -> None:
+    """`--system NAME`: the load test of an endpoint by its name takes the body the plan would (deployment
+    .endpoint_body_of): sglang's chat kind and reasoning field, tgi's unread min_new_tokens, which turns a default
+    exact_output_tokens off with a note and refuses one the workload set."""
+    import argparse
+
+    parser = loadtest.configure_parser(argparse.ArgumentParser())
+
+    def body(*args: str) -> Any:
+        return loadtest.body_from_args(parser.parse_args(["--target", "sagemaker-runtime", *args]))
+
+    sglang, tgi = body("--system", "sglang"), body("--system", "tgi")
+    assert (sglang.kind, sglang.reasoning_field) == ("openai-chat", "reasoning_content")
+    assert tgi.kind == "generation" and not tgi.reads("min_new_tokens")
+    assert body("--prompt-body", "openai-completion") == loadtest.EndpointBody("openai-completion")
+    said: list[str] = []
+    fitted = loadtest.fit_workload_to_body(parse_workload({}), tgi, said.append)
+    assert not fitted.exact_output_tokens and said == [
+        "note: this system's container reads no min_new_tokens: output lengths are not fixed (exact_output_tokens: false)"
+    ]
+    with pytest.raises(LoadTestError, match="exact_output_tokens: true needs min_new_tokens"):
+        loadtest.fit_workload_to_body(parse_workload({"exact_output_tokens": True}), tgi)
+    assert loadtest.fit_workload_to_body(parse_workload({}), sglang).exact_output_tokens
+
+
 def test_synthetic_prompts_have_the_asked_length(gpt2_artifact: Path) -> None:
     counter = loadtest.TokenCounter(gpt2_artifact)
     workload = _workload(input_tokens={"mean": 40, "stddev": 10}, output_tokens={"mean": 20, "stddev": 5})
@@ -450,6 +476,23 @@ def test_the_command_writes_its_report_and_gates_on_the_slo(paced: str, tmp_path
         (["--target", "openai", "--url", "http://h/v1", "--concurrency", "0"], "error: workload.concurrency"),
         (["--target", "openai", "--url", "http://h/v1", "--endpoint-name", "e"], "error: --endpoint-name"),
         (["--target", "sagemaker-runtime"], "error: --endpoint-name is required"),
+        (
+            ["--target", "sagemaker-runtime", "--endpoint-name", "e", "--system", "nope"],
+            "error: --system: system 'nope' is not one of the registered systems: ",
+        ),
+        (
+            [
+                "--target",
+                "sagemaker-runtime",
+                "--endpoint-name",
+                "e",
+                "--system",
+                "tgi",
+                "--prompt-body",
+                "openai-chat",
+            ],
+            "error: give --system or --prompt-body, not both",
+        ),
         (["--target", "openai", "--url", "http://h/v1", "--slo", "nope.yaml"], "error: --slo nope.yaml: No such file"),
         (
             ["--target", "openai", "--url", "http://h/v1", "--api-key-env", "LOADTEST_NO_SUCH_VAR"],
