@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from endpoint_runtime.bodies import EndpointBody
 from load_testing.report import evaluate_slo, save_result
 
 if TYPE_CHECKING:
@@ -160,15 +161,16 @@ def last_met(history: list[KeptResult], slo: Any) -> KeptResult | None:
 # The gate
 
 
-def gate_workload(slo: Any, request_timeout_s: float | None = None, exact_output_tokens: bool = True) -> Any:
+def gate_workload(slo: Any, request_timeout_s: float | None = None, body: EndpointBody | None = None) -> Any:
     """The load test's Workload for an `slo:` block: its levels, requests, token distributions and warm-up.
     `request_timeout_s`: how long one request may take (the gate passes the endpoint's own invocation timeout).
-    `exact_output_tokens`: ask each request's output length as its least too (min_new_tokens), where the container
-    reads it; where not (ContainerBodies.unread_parameters), replies may end early and the result says so."""
-    from load_testing.loadtest import Workload
+    `body`: the container's (EndpointPlan.endpoint_body; None: one that reads every parameter): each request's output
+    length is asked as its least too (min_new_tokens) only where the container reads it
+    (loadtest.fit_workload_to_body); where not, replies may end early and the result says so."""
+    from load_testing.loadtest import Workload, fit_workload_to_body
 
     w = slo.workload
-    return Workload(
+    workload = Workload(
         input_tokens=w.input_tokens,
         output_tokens=w.output_tokens,
         concurrency=slo.levels,
@@ -177,8 +179,9 @@ def gate_workload(slo: Any, request_timeout_s: float | None = None, exact_output
         deadline_s=slo.deadline_s,
         # no single request outlives the gate's deadline, nor the endpoint's own invocation timeout when given
         request_timeout_s=min(request_timeout_s or 120.0, float(slo.deadline_s)),
-        exact_output_tokens=exact_output_tokens,
     )
+    # the gate says it under its result (GateResult), not as the load test's own line
+    return fit_workload_to_body(workload, body or EndpointBody(), echo=lambda _line: None)
 
 
 def gate_price(plan: EndpointPlan) -> Any:
@@ -258,8 +261,8 @@ def run_gate(
     # (probe F3).
     # TGI and LMI 27 have no min_new_tokens (systems' unread_parameters): the front doors would refuse it, so the gate
     # does not send it, and its result's workload says exact_output_tokens false.
-    exact = plan.endpoint_body.reads("min_new_tokens")
-    result = run(target, gate_workload(slo, plan.invocation_timeout_s, exact), gate_price(plan), progress=progress)
+    workload = gate_workload(slo, plan.invocation_timeout_s, plan.endpoint_body)
+    result = run(target, workload, gate_price(plan), progress=progress)
     result["slo"] = slo.model_dump(mode="json")
     result["slo_misses"] = gate.misses = evaluate_slo(result, slo)
     result["endpoint"] = {

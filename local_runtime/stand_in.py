@@ -245,7 +245,8 @@ class StandIn:
             return 400, {"error": str(err)}
         # LMI 27 hands what it does not map to vLLM's CompletionRequest, which has no min_new_tokens field (its name is
         # min_tokens) and ignores it (LMI27 lmi_vllm/request_response_utils.py:56-99, `completion_dict.update(
-        # parameters)`; systems/lmi_vllm's unread_parameters): the stand-in ignores it too.
+        # parameters)`; systems/lmi_vllm's unread_parameters): the stand-in ignores it too. (CompletionRequest read at
+        # vLLM 0.30.0, .venv-vllm; the 0.23.0 inside LMI 27 is unverified, FACTS.md.)
         minimum = 0 if self.engine == "lmi27" else params.get("min_new_tokens", 0)
         outputs = []
         for prompt in prompts:

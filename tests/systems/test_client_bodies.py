@@ -283,13 +283,11 @@ def slo_gate(plan: EndpointPlan, runtime: ContainerRuntime, monkeypatch: pytest.
     import asyncio
 
     from load_testing.gate import gate_target
-    from load_testing.loadtest import Prompt, Workload
+    from load_testing.loadtest import Prompt, Workload, fit_workload_to_body
 
     target = gate_target(plan, "us-east-1")
     # as run_gate asks it: fixed output lengths only where the container reads min_new_tokens
-    target.workload = Workload(
-        output_tokens={"mean": 8}, exact_output_tokens=plan.endpoint_body.reads("min_new_tokens")
-    )
+    target.workload = fit_workload_to_body(Workload(output_tokens={"mean": 8}), plan.endpoint_body, lambda _: None)
     target.client = runtime
     prompt = Prompt(text="The capital of France is", messages=None, input_tokens=5, output_tokens=8)
     record = target._call(target.body(prompt), prompt)
