@@ -525,7 +525,7 @@ class SageMakerRuntimeTarget:
         params: dict[str, Any] = {"max_new_tokens": prompt.output_tokens}
         if workload.exact_output_tokens:
             if not self.endpoint_body.reads("min_new_tokens"):
-                raise _EXACT_LENGTHS_UNREAD
+                raise _exact_lengths_unread()
             params["min_new_tokens"] = prompt.output_tokens
         request: dict[str, Any] = {"inputs": prompt.text, "parameters": {**params, **workload.parameters}}
         # "stream": true is how LMI and the engines' OpenAI servers are asked to stream (endpoint_runtime/stream.py)
@@ -1107,10 +1107,11 @@ def body_from_args(args: argparse.Namespace) -> EndpointBody:
         raise LoadTestError(f"--system: {err}") from None
 
 
-_EXACT_LENGTHS_UNREAD = LoadTestError(
-    "exact_output_tokens: true needs min_new_tokens, which this endpoint's container does not read (its generation "
-    "body has no such field); set exact_output_tokens: false"
-)
+def _exact_lengths_unread() -> LoadTestError:
+    return LoadTestError(
+        "exact_output_tokens: true needs min_new_tokens, which this endpoint's container does not read (its "
+        "generation body has no such field); set exact_output_tokens: false"
+    )
 
 
 def fit_workload_to_body(workload: Workload, body: EndpointBody, echo: Any = print) -> Workload:
@@ -1119,7 +1120,7 @@ def fit_workload_to_body(workload: Workload, body: EndpointBody, echo: Any = pri
     if not workload.exact_output_tokens or body.reads("min_new_tokens"):
         return workload
     if "exact_output_tokens" in workload.model_fields_set:
-        raise _EXACT_LENGTHS_UNREAD
+        raise _exact_lengths_unread()
     echo(
         "note: this system's container reads no min_new_tokens: output lengths are not fixed (exact_output_tokens: false)"
     )

@@ -246,7 +246,7 @@ class StandIn:
         # LMI 27 hands what it does not map to vLLM's CompletionRequest, which has no min_new_tokens field (its name is
         # min_tokens) and ignores it (LMI27 lmi_vllm/request_response_utils.py:56-99, `completion_dict.update(
         # parameters)`; systems/lmi_vllm's unread_parameters): the stand-in ignores it too. (CompletionRequest read at
-        # vLLM 0.30.0, .venv-vllm; the 0.23.0 inside LMI 27 is unverified, FACTS.md.)
+        # vLLM 0.30.0 in .venv-vllm; the vLLM 0.23.0 inside LMI 27 was not read: unverified there.)
         minimum = 0 if self.engine == "lmi27" else params.get("min_new_tokens", 0)
         outputs = []
         for prompt in prompts:
