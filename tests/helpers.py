@@ -252,11 +252,26 @@ def config_refusal(path: Path) -> str:
     return message
 
 
-def write_fake_manifest(build_root: Path, name: str, system: str, dtype: str, content_hash: str = FAKE_HASH) -> None:
-    """What the stack reads from a build: system, dtype and content hash (synth needs no weights)."""
+# The one weights file a fake build lists: 3 GiB, so the volume it sizes is above SageMaker's minimum.
+FAKE_WEIGHT_BYTES = 3 * 1024**3
+
+
+def write_fake_manifest(
+    build_root: Path,
+    name: str,
+    system: str,
+    dtype: str,
+    content_hash: str = FAKE_HASH,
+    weight_bytes: int = FAKE_WEIGHT_BYTES,
+) -> None:
+    """What the stack reads from a build: system, dtype, content hash and the files with their sizes (synth needs no
+    weights). It lists its files as every real build does, so the plan sizes the volume from the manifest and never
+    from the source model's folder, which tests elsewhere in the session may be writing (build/tiny-models)."""
     d = build_root / name
     d.mkdir(parents=True, exist_ok=True)
-    (d / "manifest.json").write_text(json.dumps({"system": system, "dtype": dtype, "content_hash": content_hash}))
+    files = [{"path": "model.safetensors", "size": weight_bytes, "sha256": "ef" * 32}]
+    document = {"system": system, "dtype": dtype, "files": files, "content_hash": content_hash}
+    (d / "manifest.json").write_text(json.dumps(document))
 
 
 def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:

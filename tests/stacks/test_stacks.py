@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from aws_cdk.assertions import Match
-from helpers import FAKE_HASH, write_fake_manifest
+from helpers import FAKE_HASH, FAKE_WEIGHT_BYTES, HAND_MADE_CONFIG, ROOT, synthesize, write_fake_manifest
 
 LOCAL = "config/local.yaml"
 EXAMPLE = "config/examples/hf-fastload.yaml"
@@ -164,7 +165,7 @@ def test_region_agnostic_stack_maps_region_to_registry(minimal):
     assert "Fn::FindInMap" in image and "huggingface-pytorch-inference:2.6.0-transformers4.51.3-gpu" in image
 
 
-def test_endpoint_config_has_instance_and_timeouts(dev, prod, local):
+def test_endpoint_config_has_instance_and_timeouts(dev, prod, local, tmp_path_factory):
     for synthesized, stack, count, instance in (
         (dev, "llm-endpoints-dev-gptj-fastload", 1, "ml.g5.2xlarge"),
         (prod, "llm-endpoints-prod-gptj-fastload", 2, "ml.g5.2xlarge"),
@@ -179,12 +180,8 @@ def test_endpoint_config_has_instance_and_timeouts(dev, prod, local):
         assert variant["ContainerStartupHealthCheckTimeoutInSeconds"] == 600
         if instance.startswith("ml.g5"):  # local NVMe: SageMaker refuses VolumeSizeInGB there
             assert "VolumeSizeInGB" not in variant
-        else:  # m5 (EBS only): sized from the model's bytes where they are known (build/tiny-models/gpt2 made by a
-            # demo earlier in the session), else left to SageMaker (tests/config/test_sizing.py sizes it)
-            from deployment import load_config
-
-            expected = load_config(LOCAL).plan("tiny-gpt2").volume_size_gb
-            assert variant.get("VolumeSizeInGB") == expected
+        else:  # m5 (EBS only): sized from the built artifact's bytes (tests/config/test_sizing.py has the rule)
+            assert variant["VolumeSizeInGB"] == _volume_of_a_fake_build(tmp_path_factory)
 
 
 def test_volume_size_where_the_instance_allows_it(synth, tmp_path):
@@ -353,6 +350,46 @@ def test_synth_is_deterministic(synth, local, tmp_path_factory):
     write_fake_manifest(build_root, "tiny-gpt2", "hf-fastload", "fp16")
     again = synth(LOCAL, build_root=build_root, allow_unbuilt=False)
     assert again.templates == local.templates
+
+
+def _volume_of_a_fake_build(tmp_path_factory) -> int:
+    """The volume the plan sizes for config/local.yaml built as tests/helpers.py's fake build (FAKE_WEIGHT_BYTES)."""
+    from deployment import load_config
+
+    build_root = tmp_path_factory.mktemp("fake-build")
+    write_fake_manifest(build_root, "tiny-gpt2", "hf-fastload", "fp16")
+    volume = load_config(LOCAL, build_root=build_root).plan("tiny-gpt2").volume_size_gb
+    assert volume is not None and volume >= FAKE_WEIGHT_BYTES / 1024**3
+    return volume
+
+
+def test_a_built_endpoint_does_not_depend_on_its_source_folder(synth, tmp_path):
+    """A built artifact's stacks come from its manifest alone: the source model's folder may be absent (a pipeline
+    that deploys a build) or be written meanwhile (the session's demos make build/tiny-models), and synth is the same.
+    A model folder whose config.json sizes a far larger model proves the folder is not read for the volume."""
+    import yaml
+
+    model = tmp_path / "source-model"
+    raw = yaml.safe_load(Path(ROOT / LOCAL).read_text())
+    [endpoint] = raw["endpoints"]
+    endpoint["model"] = str(model)
+    config = tmp_path / "local.yaml"
+    config.write_text(yaml.safe_dump(raw))
+    build_root = tmp_path / "build"
+    write_fake_manifest(build_root, endpoint["name"], "hf-fastload", "fp16")
+    without_folder = synth(str(config), build_root=build_root, allow_unbuilt=False).templates
+    model.mkdir()
+    large = {
+        **HAND_MADE_CONFIG,
+        "hidden_size": 8192,
+        "intermediate_size": 28672,
+        "num_hidden_layers": 80,
+        "layer_types": ["full_attention"] * 80,
+        "vocab_size": 128256,
+    }
+    (model / "config.json").write_text(json.dumps(large))
+    with_folder = synthesize(str(config), None, tmp_path / "cdk.out", build_root, False).templates
+    assert with_folder == without_folder
 
 
 def test_changed_artifact_changes_only_model_data(synth, local, tmp_path_factory):
