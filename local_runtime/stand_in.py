@@ -46,12 +46,14 @@ import sys
 import threading
 import time
 from collections.abc import Iterator, Mapping
+from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 from . import tgi_router
 from .process import SystemContainer, base_environment
+from .stopping import Ending, openai_ending, stop_strings, tgi_ending
 
 # The stand-in's routes and bodies, named by the server each follows (a system picks one: its LocalRun.dialect):
 # vllm-openai and sglang-http, the engines' own OpenAI servers; lmi27, LMI 27's async vLLM service (OPTION_ENTRYPOINT
@@ -225,6 +227,21 @@ class StandIn:
         new = out[0] if self.encoder_decoder else out[0, ids.shape[1] :]
         return self.tokenizer.decode(new, skip_special_tokens=True), len(new)
 
+    def _ending(self, pieces: list[str], wanted: int, stop: list[str]) -> Ending:
+        """Where this engine's OpenAI routes end the generation (local_runtime/stopping.py): TGI keeps the stop
+        sequence and writes its end-of-sequence reason as "stop" there (FinishReason::format(true)); vLLM, LMI 27
+        (vLLM) and SGLang cut the stop string off."""
+        if self.engine != "tgi-router":
+            return openai_ending(pieces, wanted, stop)
+        ending = tgi_ending(pieces, wanted, stop)
+        return replace(ending, finish_reason="stop") if ending.finish_reason == "eos_token" else ending
+
+    def _stop_fields(self, ending: Ending) -> dict[str, Any]:
+        """The field naming the stop string that ended a choice: vLLM's `stop_reason`, SGLang's `matched_stop`."""
+        if self.engine == "sglang-http":
+            return {"matched_stop": ending.matched} if ending.matched is not None else {}
+        return {"stop_reason": ending.matched} if self.engine in ("vllm-openai", "lmi27") else {}
+
     def _too_long(self, prompt_tokens: int, wanted: int) -> bool:
         return self.max_len is not None and prompt_tokens + wanted > self.max_len
 
@@ -296,12 +313,17 @@ class StandIn:
         wanted = int(body.get("max_tokens") or body.get("max_completion_tokens") or 16)
         if self._too_long(ids.shape[1], wanted):
             return _error(400, f"This model's maximum context length is {self.max_len} tokens")
-        text, count = self._generate(ids, wanted)
+        stop = stop_strings(body.get("stop"))
+        if stop is None:
+            return _error(400, f"stop: value {body.get('stop')!r}; allowed: a string or a list of strings")
+        ending = self._ending([piece for _, piece, _ in self._tokens(ids, wanted)], wanted, stop)
+        text, count = ending.text, ending.tokens
         usage = {"prompt_tokens": ids.shape[1], "completion_tokens": count, "total_tokens": ids.shape[1] + count}
         served = self.served[0] if self.served else ""
         if completion:
             echoed = body["prompt"] if body.get("echo") else ""
-            choice: dict[str, Any] = {"index": 0, "finish_reason": "length", "text": echoed + text}
+            choice: dict[str, Any] = {"index": 0, "finish_reason": ending.finish_reason, "text": echoed + text}
+            choice.update(self._stop_fields(ending))
             return 200, {
                 "id": "cmpl-stand-in",
                 "object": "text_completion",
@@ -310,7 +332,8 @@ class StandIn:
                 "choices": [choice],
                 "usage": usage,
             }
-        choice = {"index": 0, "finish_reason": "length", "message": {"role": "assistant", "content": text}}
+        choice = {"index": 0, "finish_reason": ending.finish_reason, "message": {"role": "assistant", "content": text}}
+        choice.update(self._stop_fields(ending))
         return 200, {
             "id": "chatcmpl-stand-in",
             "object": "chat.completion",
@@ -324,8 +347,9 @@ class StandIn:
 def _stream_chunks(reply: dict[str, Any], include_usage: bool) -> list[dict[str, Any]]:
     """A whole OpenAI reply as the chunks of its stream: one text chunk, then the usage chunk when asked."""
     choice = reply["choices"][0]
+    ended = {k: v for k, v in choice.items() if k in ("finish_reason", "stop_reason", "matched_stop")}
     if "text" in choice:  # a completion streams text_completion chunks
-        chunk = {**reply, "choices": [{"index": 0, "text": choice["text"], "finish_reason": "length"}]}
+        chunk = {**reply, "choices": [{"index": 0, "text": choice["text"], **ended}]}
         chunk.pop("usage")
     else:
         chunk = {
@@ -333,7 +357,7 @@ def _stream_chunks(reply: dict[str, Any], include_usage: bool) -> list[dict[str,
             "object": "chat.completion.chunk",
             "created": reply["created"],
             "model": reply["model"],
-            "choices": [{"index": 0, "delta": {"content": choice["message"]["content"]}, "finish_reason": "length"}],
+            "choices": [{"index": 0, "delta": {"content": choice["message"]["content"]}, **ended}],
         }
     usage = {**chunk, "choices": [], "usage": reply["usage"]}
     return [chunk, usage] if include_usage else [chunk]

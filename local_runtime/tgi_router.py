@@ -18,7 +18,8 @@ its source (huggingface/text-generation-inference, tag v3.3.6, efb94e0d; router/
                 top_p, typical_p (each bound exclusive), top_k, max_new_tokens 0, stop sequences (at most 4, the
                 launcher's max_stop_sequences), empty inputs, then the token counts: input + min(max_new_tokens,
                 1024) within max_total_tokens, input within max_input_tokens.
-What it is not: TGI's sampling (the stand-in decodes greedily), stop sequences, grammar, truncate, best_of.
+Stop sequences end the generation as TGI's server does (local_runtime/stopping.py tgi_ending).
+What it is not: TGI's sampling (the stand-in decodes greedily), grammar, truncate, best_of.
 Chat and completion bodies are the stand-in's OpenAI answers, their refusals in TGI's 422 object.
 """
 
@@ -26,6 +27,8 @@ from __future__ import annotations
 
 import json
 from typing import Any
+
+from .stopping import tgi_ending
 
 JSON = "application/json"
 UNTAGGED = (
@@ -74,6 +77,10 @@ def variant(body: Any) -> str | None:
         and isinstance(body.get("stream", False), bool)
     ):
         return "generate"
+    # ChatRequest's and CompletionRequest's `stop` is Option<Vec<String>>: one string is not read (lib.rs).
+    stop = body.get("stop")
+    if stop is not None and not (isinstance(stop, list) and all(isinstance(s, str) for s in stop)):
+        return None
     if isinstance(body.get("messages"), list):
         return "chat"
     prompt = body.get("prompt")
@@ -144,9 +151,11 @@ def generate(stand_in: Any, body: dict[str, Any]) -> tuple[int, Any, str]:
     if wanted == 0:  # no room left in max_total_tokens: the round asks for no token
         return validation_error("`max_new_tokens` must be strictly positive")
     prefix = inputs if params.get("return_full_text", True) else ""
-    tokens = stand_in._tokens(ids, wanted)
-    text = prefix + "".join(text for _, text, _ in tokens)
-    details = {"finish_reason": "length" if len(tokens) == wanted else "eos_token", "generated_tokens": len(tokens)}
+    generated = stand_in._tokens(ids, wanted)
+    ending = tgi_ending([piece for _, piece, _ in generated], wanted, params.get("stop") or [])
+    tokens = generated[: ending.tokens]
+    text = prefix + ending.text
+    details = {"finish_reason": ending.finish_reason, "generated_tokens": ending.tokens}
     special = set(stand_in.tokenizer.all_special_ids)
     shown = [
         {"id": token_id, "text": piece, "logprob": logprob, "special": token_id in special}
@@ -180,12 +189,22 @@ def reply(stand_in: Any, body: Any, chat_route: bool = False) -> tuple[int, Any,
     (status, reply, content type)."""
     kind = variant(body)
     if chat_route and kind != "chat":
-        missing = b"Failed to deserialize the JSON body into the target type: missing field `messages`"
-        return 422, missing, "text/plain; charset=utf-8"
+        # serde's message names the field; a `stop` string's wording here is the stand-in's (serde adds a position).
+        field = (
+            "missing field `messages`" if not isinstance(body.get("messages"), list) else "stop: expected a sequence"
+        )
+        return (
+            422,
+            f"Failed to deserialize the JSON body into the target type: {field}".encode(),
+            "text/plain; charset=utf-8",
+        )
     if kind is None:
         return 422, UNTAGGED.encode(), "text/plain; charset=utf-8"
     if kind == "generate":
         return generate(stand_in, body)
+    stop = body.get("stop") or []
+    if len(stop) > MAX_STOP_SEQUENCES:  # the chat and completion routes build a GenerateRequest, validated alike
+        return validation_error(f"`stop` supports up to {MAX_STOP_SEQUENCES} stop sequences. Given: {len(stop)}")
     status, answer = stand_in.chat(body)
     if status != 200:
         error = answer.get("error") if isinstance(answer, dict) else answer
