@@ -6,8 +6,10 @@ would have stopped, token by token, as each engine's own code does:
   vLLM 0.30.0   v1/engine/detokenizer.py check_stop_strings: after each token, the stop string that completes
                 earliest in the text; the text is cut before it (include_stop_str_in_output defaults to false), the
                 finish reason is "stop" and `stop_reason` names the string; the end-of-sequence token is "stop" too.
-                LMI 27 answers through vLLM's OpenAI server, and SGLang trims the stop string the same way by
-                default (no_stop_trim false), naming it in `matched_stop`.
+                LMI 27 answers through vLLM's OpenAI server. SGLang trims the stop string the same way by default
+                (no_stop_trim false) and names it in `matched_stop`; its source was not read here (unverified at
+                the pinned SGLang), and its `matched_stop` for the end-of-sequence token (the token id) is not
+                modelled.
   TGI 3.3.6     server/text_generation_server/utils/tokens.py StoppingCriteria: after each token, the length first,
                 then the end-of-sequence token, then each stop sequence as the regex `re.escape(stop) + "$"` over the
                 output so far; the text keeps the stop sequence, and the finish reason is "length", "eos_token" or
