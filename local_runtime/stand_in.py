@@ -133,6 +133,12 @@ def _error(status: int, message: str, kind: str = "BadRequestError") -> tuple[in
     return status, {"error": {"message": message, "type": kind}}
 
 
+# The choice field that names the stop string that ended it: vLLM's (vLLM 0.30.0 entrypoints/openai/chat_completion/
+# protocol.py `stop_reason: int | str | None = None`; LMI 27 answers through vLLM) and SGLang's (`matched_stop`, left
+# out when none matched: unverified against SGLang's source).
+STOP_FIELD = {"vllm-openai": "stop_reason", "lmi27": "stop_reason", "sglang-http": "matched_stop"}
+
+
 class StandIn:
     """A served model behind one engine's SageMaker routes, from the parsed argv of that engine."""
 
@@ -237,10 +243,11 @@ class StandIn:
         return replace(ending, finish_reason="stop") if ending.finish_reason == "eos_token" else ending
 
     def _stop_fields(self, ending: Ending) -> dict[str, Any]:
-        """The field naming the stop string that ended a choice: vLLM's `stop_reason`, SGLang's `matched_stop`."""
-        if self.engine == "sglang-http":
-            return {"matched_stop": ending.matched} if ending.matched is not None else {}
-        return {"stop_reason": ending.matched} if self.engine in ("vllm-openai", "lmi27") else {}
+        """The field naming the stop string that ended a choice (STOP_FIELD; vLLM's is null when none did)."""
+        field = STOP_FIELD.get(self.engine)
+        if field is None or (ending.matched is None and field == "matched_stop"):
+            return {}
+        return {field: ending.matched}
 
     def _too_long(self, prompt_tokens: int, wanted: int) -> bool:
         return self.max_len is not None and prompt_tokens + wanted > self.max_len

@@ -13,7 +13,9 @@ would have stopped, token by token, as each engine's own code does:
   TGI 3.3.6     server/text_generation_server/utils/tokens.py StoppingCriteria: after each token, the length first,
                 then the end-of-sequence token, then each stop sequence as the regex `re.escape(stop) + "$"` over the
                 output so far; the text keeps the stop sequence, and the finish reason is "length", "eos_token" or
-                "stop_sequence" (router/src/lib.rs FinishReason; its OpenAI routes write "eos_token" as "stop").
+                "stop_sequence" (router/src/lib.rs FinishReason; its chat answers and whole completions write
+                "eos_token" as "stop", FinishReason::format(true); a streamed completion's last chunk keeps
+                "eos_token", server.rs, which the stand-in's one-chunk completion stream does not model).
 """
 
 from __future__ import annotations
@@ -49,11 +51,11 @@ def openai_ending(pieces: Sequence[str], wanted: int, stop: Sequence[str]) -> En
     text = ""
     for count, piece in enumerate(pieces, start=1):
         text += piece
-        # Only the new text and the stop string's length before it can hold a new match (check_stop_strings).
-        start = max(0, len(text) - len(piece) - max((len(s) for s in stop if s), default=0) + 1)
-        found = [(text.find(s, start), s) for s in stop if s and text.find(s, start) != -1]
-        if found:
-            index, matched = min(found, key=lambda hit: (hit[0] + len(hit[1]), stop.index(hit[1])))
+        # check_stop_strings searches from 1 - new characters - the string's length: a match ending in the new text.
+        found = [(text.find(s, max(0, len(text) + 1 - len(piece) - len(s))), s) for s in stop if s]
+        hits = [(index, s) for index, s in found if index != -1]
+        if hits:  # the earliest end wins, ties by the list's order (min keeps the first of equals)
+            index, matched = min(hits, key=lambda hit: hit[0] + len(hit[1]))
             return Ending(text[:index], count, "stop", matched)
     return Ending(text, len(pieces), "length" if len(pieces) >= wanted else "stop")
 

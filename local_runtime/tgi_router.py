@@ -107,8 +107,12 @@ def parameter_error(params: dict[str, Any]) -> str | None:
     for key, refused, message in checks:
         if params.get(key) is not None and refused(params[key]):
             return message
-    stop = params.get("stop") or []
-    if len(stop) > MAX_STOP_SEQUENCES:
+    return stop_count_error(params.get("stop"))
+
+
+def stop_count_error(stop: list[str] | None) -> str | None:
+    """validation.rs: at most the launcher's max_stop_sequences, for a generate, chat or completion body alike."""
+    if stop and len(stop) > MAX_STOP_SEQUENCES:
         return f"`stop` supports up to {MAX_STOP_SEQUENCES} stop sequences. Given: {len(stop)}"
     return None
 
@@ -202,9 +206,9 @@ def reply(stand_in: Any, body: Any, chat_route: bool = False) -> tuple[int, Any,
         return 422, UNTAGGED.encode(), "text/plain; charset=utf-8"
     if kind == "generate":
         return generate(stand_in, body)
-    stop = body.get("stop") or []
-    if len(stop) > MAX_STOP_SEQUENCES:  # the chat and completion routes build a GenerateRequest, validated alike
-        return validation_error(f"`stop` supports up to {MAX_STOP_SEQUENCES} stop sequences. Given: {len(stop)}")
+    too_many = stop_count_error(body.get("stop"))  # the chat and completion routes build a GenerateRequest
+    if too_many is not None:
+        return validation_error(too_many)
     status, answer = stand_in.chat(body)
     if status != 200:
         error = answer.get("error") if isinstance(answer, dict) else answer

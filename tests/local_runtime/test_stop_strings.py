@@ -27,6 +27,9 @@ def test_vllm_cuts_the_earliest_completed_stop_string_off_even_across_tokens():
     assert openai_ending(pieces, 5, ["lo w"]) == Ending("Hel", 2, "stop", "lo w")  # spans the first two tokens
     # Both complete in the second token; "lo" ends first, whatever the list's order.
     assert openai_ending(pieces, 5, ["wor", "lo"]) == Ending("Hel", 2, "stop", "lo")
+    # Two that end at the same place: the first in the list (check_stop_strings breaks ties by the list's order).
+    assert openai_ending(pieces, 5, ["llo", "lo"]) == Ending("He", 2, "stop", "llo")
+    assert openai_ending(pieces, 5, ["lo", "llo"]) == Ending("Hel", 2, "stop", "lo")
     assert openai_ending(pieces, 5, ["!"]) == Ending("Hello world", 3, "stop", "!")
 
 
