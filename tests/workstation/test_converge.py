@@ -88,11 +88,18 @@ def _cdk(args: list[str], assembly: Path, emulator) -> None:
     assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
 
 
+@pytest.fixture(scope="module")
+def both_config(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One config file for the module, so the session's synth cache (tests/conftest.py `synth`, keyed by path)
+    synthesizes it once and every test deploys that assembly: only the emulator's state is per test."""
+    return _config(tmp_path_factory.mktemp("converge") / "both.yaml", ["alpha", "beta"])
+
+
 @pytest.fixture
-def two_endpoints(emulator, tmp_path, synth):
+def two_endpoints(emulator, tmp_path, synth, both_config):
     """alpha and beta deployed with `cdk deploy --all`; the config without beta."""
     emulator.reset()
-    both = _config(tmp_path / "both.yaml", ["alpha", "beta"])
+    both = both_config
     assembly = synth(str(both), allow_unbuilt=False).outdir
     _cdk(["bootstrap", f"aws://{moto_server.EMULATOR_ACCOUNT}/{moto_server.EMULATOR_REGION}"], assembly, emulator)
     _cdk(["deploy", "orph-emu-artifacts", "--require-approval", "never"], assembly, emulator)
