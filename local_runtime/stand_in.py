@@ -45,8 +45,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping
-from dataclasses import replace
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -55,11 +55,6 @@ from . import tgi_router
 from .process import SystemContainer, base_environment
 from .stopping import Ending, openai_ending, stop_strings, tgi_ending
 
-# The stand-in's routes and bodies, named by the server each follows (a system picks one: its LocalRun.dialect):
-# vllm-openai and sglang-http, the engines' own OpenAI servers; lmi27, LMI 27's async vLLM service (OPTION_ENTRYPOINT
-# djl_python.lmi_vllm.vllm_async_service), whose replies and framings are LMI27 below; lmi, the older LMI handlers'
-# generation contract; djl, DJL Serving's handlers; tgi-router, TGI 3.3.6's router (local_runtime/tgi_router.py).
-DIALECTS = ("vllm-openai", "sglang-http", "lmi27", "lmi", "djl", "tgi-router")
 # Where LMI 27's replies come from: the image systems/images.py pins (DJL_LMI 0.36.0-lmi27.0.0) is built from this
 # branch of djl-serving; the line numbers below are of these files at that commit.
 LMI27 = "deepjavalibrary/djl-serving@0.36.0-lmi27-dlc (7e13b081) engines/python/setup/djl_python/"
@@ -114,6 +109,11 @@ def djl_model_dir(model_dir: Path) -> Path:
     return model_dir if (model_dir / "config.json").is_file() else model_dir / "weights"
 
 
+def djl_argv(env: Mapping[str, str], model_dir: Path) -> list[str]:
+    """The stand-in's flags for DJL Serving's handlers: the model only (its options are the handler's)."""
+    return ["--model", str(djl_model_dir(model_dir))]
+
+
 def flags_of(argv: list[str]) -> dict[str, Any]:
     """--flag value pairs back from an argv: a flag followed by another flag (or nothing) is a bare True; a flag
     with several value tokens keeps them as a list."""
@@ -133,10 +133,46 @@ def _error(status: int, message: str, kind: str = "BadRequestError") -> tuple[in
     return status, {"error": {"message": message, "type": kind}}
 
 
-# The choice field that names the stop string that ended it: vLLM's (vLLM 0.30.0 entrypoints/openai/chat_completion/
-# protocol.py `stop_reason: int | str | None = None`; LMI 27 answers through vLLM) and SGLang's (`matched_stop`, left
-# out when none matched: unverified against SGLang's source).
-STOP_FIELD = {"vllm-openai": "stop_reason", "lmi27": "stop_reason", "sglang-http": "matched_stop"}
+# Own replies: a dialect whose whole /invocations (and chat route) one function answers, as (status, body, content
+# type); the stand-in's generic routes answer the others.
+OwnReplies = Callable[["StandIn", Any, bool], tuple[int, Any, str]]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Dialect:
+    """The routes and bodies of one server the stand-in answers as (a system picks one: its LocalRun.dialect), as
+    typed facts the stand-in reads instead of branching on the server's name; a new server is one record in
+    DIALECTS. Each default is the most common answer; each record says where its own facts come from."""
+
+    name: str
+    # the container's flags from its environment, by that container's own entrypoint rules
+    argv: Callable[[Mapping[str, str], Path], list[str]]
+    # serves POST /v1/chat/completions beside /invocations (the engines' own OpenAI servers, TGI's router)
+    openai_route: bool = False
+    # where the local runtime sends chat: that route, or None for /invocations
+    container_chat_path: str | None = None
+    # takes an OpenAI chat body at all (DJL Serving's handlers take the generation contract only)
+    takes_chat: bool = True
+    # takes an OpenAI completion body ({"prompt"}) on /invocations too
+    completion_on_invocations: bool = False
+    # takes the generation contract {"inputs", "parameters"} on /invocations
+    generation_contract: bool = False
+    # a generation request may carry "stream" beside "inputs" (LMI's request_response_utils.py:68)
+    stream_beside_inputs: bool = False
+    # min_new_tokens reaches the model (LMI 27 hands it to vLLM's CompletionRequest, which has no such field)
+    reads_min_new_tokens: bool = True
+    # a generation reply is the first prompt's {"generated_text"} object, not a list of them
+    first_output_only: bool = False
+    # a chat body's "model" must be empty or a served model name (404 otherwise)
+    checks_served_model_name: bool = False
+    # a body without messages is FastAPI's 422 "Field required" (not the 400 of vLLM's handler search)
+    refuses_without_messages_422: bool = False
+    # the choice field that names the stop string that ended it, and whether it is written as null when none did
+    stop_field: str | None = None
+    stop_field_null_when_unmatched: bool = True
+    # the stop sequence stays in the text and EOS is written "stop" (TGI's StoppingCriteria), not cut (vLLM's rule)
+    keeps_stop_sequence: bool = False
+    own_replies: OwnReplies | None = None
 
 
 class StandIn:
@@ -146,6 +182,7 @@ class StandIn:
         if engine not in DIALECTS:
             raise ValueError(f"engine {engine!r}; allowed: {', '.join(DIALECTS)}")
         self.engine = engine
+        self.dialect = DIALECTS[engine]
         path = flags.get("--model") or flags.get("--model-path")
         served = flags.get("--served-model-name")
         self.served = [served] if isinstance(served, str) else list(served or [])
@@ -182,7 +219,7 @@ class StandIn:
 
     @property
     def takes_chat(self) -> bool:
-        return self.engine != "djl"
+        return self.dialect.takes_chat
 
     def _tokens(self, ids: Any, wanted: int, minimum: int = 0) -> list[tuple[int, str, float]]:
         """Greedy generation as (token id, the text it adds, its log-probability) per token: what LMI 27's streamed
@@ -237,15 +274,16 @@ class StandIn:
         """Where this engine's OpenAI routes end the generation (local_runtime/stopping.py): TGI keeps the stop
         sequence and writes its end-of-sequence reason as "stop" there (FinishReason::format(true)); vLLM, LMI 27
         (vLLM) and SGLang cut the stop string off."""
-        if self.engine != "tgi-router":
+        if not self.dialect.keeps_stop_sequence:
             return openai_ending(pieces, wanted, stop)
         ending = tgi_ending(pieces, wanted, stop)
         return replace(ending, finish_reason="stop") if ending.finish_reason == "eos_token" else ending
 
     def _stop_fields(self, ending: Ending) -> dict[str, Any]:
-        """The field naming the stop string that ended a choice (STOP_FIELD; vLLM's is null when none did)."""
-        field = STOP_FIELD.get(self.engine)
-        if field is None or (ending.matched is None and field == "matched_stop"):
+        """The field naming the stop string that ended a choice (the dialect's stop_field; vLLM's is null when none
+        did, SGLang's left out)."""
+        field = self.dialect.stop_field
+        if field is None or (ending.matched is None and not self.dialect.stop_field_null_when_unmatched):
             return {}
         return {field: ending.matched}
 
@@ -261,9 +299,9 @@ class StandIn:
         try:
             # LMI takes "stream" beside the request (request_response_utils.py:68); the DJL systems' handler
             # (systems/djl_common/handler/model.py, validate_request) does not stream and refuses the key.
-            lmi = self.engine in ("lmi", "lmi27")
+            streams = self.dialect.stream_beside_inputs
             prompts, params = request_contract.validate_request(
-                {k: v for k, v in body.items() if k != "stream" or not lmi}, request_contract.limits({})
+                {k: v for k, v in body.items() if k != "stream" or not streams}, request_contract.limits({})
             )
         except request_contract.RequestError as err:
             return 400, {"error": str(err)}
@@ -271,7 +309,7 @@ class StandIn:
         # min_tokens) and ignores it (LMI27 lmi_vllm/request_response_utils.py:56-99, `completion_dict.update(
         # parameters)`; systems/lmi_vllm's unread_parameters): the stand-in ignores it too. (CompletionRequest read at
         # vLLM 0.30.0 in .venv-vllm; the vLLM 0.23.0 inside LMI 27 was not read: unverified there.)
-        minimum = 0 if self.engine == "lmi27" else params.get("min_new_tokens", 0)
+        minimum = params.get("min_new_tokens", 0) if self.dialect.reads_min_new_tokens else 0
         outputs = []
         for prompt in prompts:
             ids = self.tokenizer(prompt, return_tensors="pt")["input_ids"]
@@ -282,7 +320,7 @@ class StandIn:
                 return 200, (prompt, params, self._tokens(ids, wanted, minimum))
             text, _ = self._generate(ids, wanted, minimum)
             outputs.append({"generated_text": (prompt + text) if params.get("return_full_text") else text})
-        if self.engine == "lmi27":  # convert_completion_response_to_lmi_schema: the primary choice's text only
+        if self.dialect.first_output_only:
             return 200, outputs[0]
         return 200, outputs
 
@@ -290,14 +328,12 @@ class StandIn:
         # vLLM's /invocations, LMI 27 (vllm_async_service.py:282-286) and TGI (router/src/sagemaker.rs) take an OpenAI
         # completion body too.
         completion = (
-            self.engine in ("vllm-openai", "lmi27", "tgi-router")
-            and not isinstance(body.get("messages"), list)
-            and "prompt" in body
+            self.dialect.completion_on_invocations and not isinstance(body.get("messages"), list) and "prompt" in body
         )
         if not isinstance(body.get("messages"), list) and not completion:
-            if self.engine == "sglang-http":
+            if self.dialect.refuses_without_messages_422:
                 return 422, {"detail": [{"type": "missing", "loc": ["body", "messages"], "msg": "Field required"}]}
-            if self.engine in ("lmi27", "lmi", "djl") and "inputs" in body:
+            if self.dialect.generation_contract and "inputs" in body:
                 return self.generation(body)
             return _error(
                 400,
@@ -307,7 +343,7 @@ class StandIn:
         if not self.takes_chat:
             return 400, {"error": "the DJL handler takes {'inputs', 'parameters'} only"}
         model = body.get("model")
-        if self.engine == "vllm-openai" and model and model not in self.served:
+        if self.dialect.checks_served_model_name and model and model not in self.served:
             return _error(404, f"The model `{model}` does not exist.", "NotFoundError")
         if completion:
             if not isinstance(body["prompt"], str):
@@ -426,8 +462,11 @@ def _json_lines(outputs: list[dict[str, Any]], tokenizer: Any) -> bytes:
     return "".join(json.dumps(line) + "\n" for line in lines).encode()
 
 
-def _lmi27_reply(stand_in: StandIn, body: dict[str, Any]) -> tuple[int, Any, str]:
-    """(status, body, content type) LMI 27's async vLLM service answers `body` with (LMI27 framings above)."""
+def _lmi27_reply(stand_in: StandIn, body: Any, chat_route: bool = False) -> tuple[int, Any, str]:
+    """(status, body, content type) LMI 27's async vLLM service answers `body` with (LMI27 framings above); it has
+    no chat route of its own (chat_route is always False)."""
+    if not isinstance(body, dict):
+        return 400, {"error": {"message": "the body must be a JSON object"}}, JSON
     streamed = bool(body.get("stream"))
     if streamed and "inputs" in body and not isinstance(body.get("messages"), list):
         status, reply = stand_in.lmi27_stream(body)
@@ -442,6 +481,63 @@ def _lmi27_reply(stand_in: StandIn, body: dict[str, Any]) -> tuple[int, Any, str
 
 
 JSON = "application/json"
+
+# The servers the stand-in answers as, by name (a system's LocalRun.dialect names one).
+DIALECTS: dict[str, Dialect] = {
+    dialect.name: dialect
+    for dialect in (
+        # vLLM's own OpenAI server (vLLM 0.30.0 entrypoints/serve/sagemaker/api_router.py: ChatCompletionRequest, then
+        # CompletionRequest; entrypoints/serve/engine/serving.py _is_model_supported; chat_completion/protocol.py
+        # `stop_reason: int | str | None = None`). vllm runs its real engine here; the client suite's bodies use this.
+        Dialect(
+            name="vllm-openai",
+            argv=djl_argv,
+            openai_route=True,
+            completion_on_invocations=True,
+            checks_served_model_name=True,
+            stop_field="stop_reason",
+        ),
+        # SGLang 0.5.20's http_server.py (/invocations takes a ChatCompletionRequest only; `matched_stop`, left out
+        # when none matched: unverified against SGLang's source); the DLC entrypoint's flags (sglang_argv).
+        Dialect(
+            name="sglang-http",
+            argv=sglang_argv,
+            openai_route=True,
+            container_chat_path="/v1/chat/completions",
+            refuses_without_messages_422=True,
+            stop_field="matched_stop",
+            stop_field_null_when_unmatched=False,
+        ),
+        # LMI 27's async vLLM service (OPTION_ENTRYPOINT djl_python.lmi_vllm.vllm_async_service; LMI27 files):
+        # vllm_async_service.py:282-286 takes completions; request_response_utils.py:56-99 hands min_new_tokens to
+        # vLLM's CompletionRequest, which ignores it; :137-146 answers the primary choice's text only.
+        Dialect(
+            name="lmi27",
+            argv=lmi_argv,
+            completion_on_invocations=True,
+            generation_contract=True,
+            stream_beside_inputs=True,
+            reads_min_new_tokens=False,
+            first_output_only=True,
+            stop_field="stop_reason",
+            own_replies=_lmi27_reply,
+        ),
+        # The older LMI handlers: the generation contract and an OpenAI chat body on /invocations
+        # (systems/lmi_vllm/chat.py), "stream" beside the request.
+        Dialect(name="lmi", argv=lmi_argv, generation_contract=True, stream_beside_inputs=True),
+        # DJL Serving's handlers (systems/djl_common/handler/model.py validate_request): the generation contract only.
+        Dialect(name="djl", argv=djl_argv, takes_chat=False, generation_contract=True),
+        # TGI 3.3.6's router (router/src/sagemaker.rs, server.rs): local_runtime/tgi_router.py answers every route.
+        Dialect(
+            name="tgi-router",
+            argv=tgi_argv,
+            openai_route=True,
+            completion_on_invocations=True,
+            keeps_stop_sequence=True,
+            own_replies=tgi_router.reply,
+        ),
+    )
+}
 
 
 def make_server(stand_in: StandIn, port: int = 0) -> ThreadingHTTPServer:
@@ -462,25 +558,19 @@ def make_server(stand_in: StandIn, port: int = 0) -> ThreadingHTTPServer:
 
         def do_POST(self) -> None:
             # TGI's router serves the route as well (router/src/server.rs); LMI and DJL take chat on /invocations.
-            openai_path = self.path == "/v1/chat/completions" and stand_in.engine in (
-                "vllm-openai",
-                "sglang-http",
-                "tgi-router",
-            )
+            openai_path = self.path == "/v1/chat/completions" and stand_in.dialect.openai_route
             if self.path != "/invocations" and not openai_path:
                 return self._send(404, {"error": "not found"})
             try:
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
             except ValueError as err:
                 return self._send(400, {"error": {"message": f"JSON decode error: {err}"}})
-            if stand_in.engine == "tgi-router":
-                return self._send(*tgi_router.reply(stand_in, body, chat_route=openai_path))
+            if stand_in.dialect.own_replies is not None:
+                return self._send(*stand_in.dialect.own_replies(stand_in, body, openai_path))
             if not isinstance(body, dict):
                 return self._send(400, {"error": {"message": "the body must be a JSON object"}})
             if openai_path and "messages" not in body:
                 return self._send(400, {"error": {"message": "messages: Field required", "type": "BadRequestError"}})
-            if stand_in.engine == "lmi27":
-                return self._send(*_lmi27_reply(stand_in, body))
             status, reply = stand_in.chat(body)
             if status == 200 and body.get("stream"):
                 if isinstance(reply, list):  # the generation contract: LMI's jsonlines
@@ -522,17 +612,10 @@ class StandInContainer(SystemContainer):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.stand_in_engine = self.local.dialect
-        # The engines' own OpenAI servers answer the route at /v1/chat/completions; LMI takes chat at /invocations.
-        self.chat_path = "/v1/chat/completions" if self.stand_in_engine == "sglang-http" else None
+        self.chat_path = DIALECTS[self.stand_in_engine].container_chat_path
 
     def engine_argv(self) -> list[str]:
-        if self.stand_in_engine == "sglang-http":
-            return sglang_argv(self.container_env, self.model_dir)
-        if self.stand_in_engine in ("lmi", "lmi27"):
-            return lmi_argv(self.container_env, self.model_dir)
-        if self.stand_in_engine == "tgi-router":
-            return tgi_argv(self.container_env, self.model_dir)
-        return ["--model", str(djl_model_dir(self.model_dir))]
+        return DIALECTS[self.stand_in_engine].argv(self.container_env, self.model_dir)
 
     def argv(self) -> list[str]:
         return [
@@ -569,7 +652,7 @@ class StandInContainer(SystemContainer):
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m local_runtime.stand_in", description=__doc__.splitlines()[0])
-    parser.add_argument("--engine", choices=DIALECTS, required=True)
+    parser.add_argument("--engine", choices=tuple(DIALECTS), required=True)
     parser.add_argument("--listen", type=int, required=True, help="the loopback port to serve on")
     parser.add_argument("engine_argv", nargs=argparse.REMAINDER, help="-- then the engine's own flags")
     args = parser.parse_args(argv)

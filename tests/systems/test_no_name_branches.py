@@ -109,3 +109,19 @@ def test_no_module_outside_a_systems_package_branches_on_a_system_name():
         + "; ".join(findings)
     )
     assert exempt_hit == set(EXEMPT), f"EXEMPT entries that find nothing any more: {sorted(set(EXEMPT) - exempt_hit)}"
+
+
+def test_no_module_branches_on_a_stand_in_dialect_name():
+    """The stand-in's servers (local_runtime/stand_in.py DIALECTS) likewise: their facts are the Dialect record's
+    fields, read by every module, the systems' packages and the stand-in included (a system names its dialect as a
+    call's argument, which is not a branch)."""
+    from local_runtime.stand_in import DIALECTS
+
+    tracked = subprocess.run(["git", "ls-files", "*.py"], cwd=ROOT, capture_output=True, text=True, check=True)
+    findings = [
+        f"{path}:{line}: {name!r} {how}"
+        for path in tracked.stdout.split()
+        if not path.startswith("tests/")
+        for line, how, name in name_branches((ROOT / path).read_text(), set(DIALECTS))
+    ]
+    assert not findings, "dialect names branched on (make it a field of Dialect and read it): " + "; ".join(findings)
