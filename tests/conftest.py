@@ -46,7 +46,16 @@ def pytest_collection(session: pytest.Session):
 
 
 import template_scan as template_scan_module
-from helpers import EXAMPLE_CASES, Synthesized, cdk_context, made_once, run_dir_of, synthesize, write_fake_manifest
+from helpers import (
+    EXAMPLE_CASES,
+    Synthesized,
+    cdk_context,
+    made_once,
+    make_repository_tiny_models,
+    run_dir_of,
+    synthesize,
+    write_fake_manifest,
+)
 from template_scan import ADOPTING_PREFIX, LOCAL_PREFIX, PIPELINE_PREFIX, TemplateScan, example_path
 
 # ---------------------------------------------------------------------------------------------------- synth
@@ -94,6 +103,13 @@ def synth(tmp_path_factory):
         return cache[key]
 
     return _synth
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _repository_tiny_models_exist():
+    """Every tiny model a repository config names exists before any test reads that config (helpers.py
+    make_repository_tiny_models): a plan of such a config is the same whichever tests ran first."""
+    make_repository_tiny_models()
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -151,6 +151,60 @@ def made_once(entry: Path, done: Path) -> Iterator[bool]:
         yield not done.exists()
 
 
+TINY_MODELS = Path("build/tiny-models")
+
+
+def repository_tiny_models(root: Path = ROOT) -> list[str]:
+    """The architectures whose tiny model a repository config names as its model (build/tiny-models/<arch>, which
+    `make demo` makes when missing)."""
+    from model_build.tiny_models import ARCHITECTURES
+
+    named: set[str] = set()
+    for path in sorted((root / "config").rglob("*.yaml")):
+        document = yaml.safe_load(path.read_text())
+        endpoints = document.get("endpoints") if isinstance(document, dict) else None
+        for endpoint in endpoints if isinstance(endpoints, list) else []:
+            model = Path(str(endpoint.get("model", ""))) if isinstance(endpoint, dict) else Path()
+            if model.parent == TINY_MODELS and model.name in ARCHITECTURES:
+                named.add(model.name)
+    return sorted(named)
+
+
+def make_repository_tiny_models(root: Path = ROOT) -> list[str]:
+    """Make each tiny model a repository config names that is missing (in this process, once per machine: the
+    files are seeded, so every maker writes the same ones), and return those made. A plan reads a local model's
+    folder when it is there (its size sizes the volume, its chat template turns chat on), and the session's demos
+    make these folders, so without this a test's templates depended on which tests ran before it. Each is written
+    beside its place and moved in whole, as the demo does (local_emulator/demo.py), so a demo running meanwhile
+    never reads half of one; the worker's lock keeps the other worker from making the same one."""
+    import fcntl
+    import shutil
+    import tempfile
+
+    from model_build.tiny_models import make_tiny_model
+
+    models = root / TINY_MODELS
+    models.mkdir(parents=True, exist_ok=True)
+    made = []
+    with open(models / ".making.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        for arch in repository_tiny_models(root):
+            if (models / arch / "config.json").is_file():
+                continue
+            scratch = Path(tempfile.mkdtemp(prefix=f".{arch}-", dir=models))
+            try:
+                make_tiny_model(arch, scratch / "model")
+                try:
+                    (scratch / "model").rename(models / arch)
+                    made.append(arch)
+                except OSError:  # a demo made it meanwhile: the same files
+                    if not (models / arch / "config.json").is_file():
+                        raise
+            finally:
+                shutil.rmtree(scratch, ignore_errors=True)
+    return made
+
+
 def synthesize(
     config: str | Path, env: str | None, outdir: Path, build_root: Path | None = None, allow_unbuilt: bool = True
 ) -> Synthesized:
