@@ -31,6 +31,8 @@ from endpoint_config.loader import read_document
 from endpoint_config.model_reference import is_hub_id
 from facts.instances import parse_instance_type
 from local_runtime import runs_real_engine
+from systems import REGISTRY, get_system
+from systems.base import EngineOptions
 
 from .moto_server import EMULATOR_ACCOUNT, EMULATOR_REGION
 
@@ -57,21 +59,9 @@ DROPPED_ENDPOINT_BLOCKS = {
     "model_parameters": "declares the real model's size",
     "revision": "the tiny model has no Hub revision",
 }
-# Engine options tied to the real model or its GPUs (vLLM/SGLang/LMI names), dropped for the tiny model.
-GPU_ENGINE_OPTIONS = ("quantization", "kv_cache_dtype", "tensor_parallel_size", "pipeline_parallel_size")
-# LoRA options (vLLM/LMI names), dropped with the adapters they serve.
-LORA_ENGINE_OPTIONS = ("enable_lora", "max_lora_rank", "max_loras", "max_cpu_loras")
-# Context options, fitted to the tiny model's positions: each options class's CONTEXT_KEY (vllm, sglang, tgi) and the
-# LMI prefill and input lengths.
-CONTEXT_ENGINE_OPTIONS = (
-    "max_model_len",
-    "context_length",
-    "max_rolling_batch_prefill_tokens",
-    "max_input_len",
-    "max_total_tokens",
-)
-# Prompt-only limits that must stay below the context (TGI's max_input_tokens < max_total_tokens): half of it.
-PROMPT_ENGINE_OPTIONS = ("max_input_tokens",)
+# Which engine options a tiny model drops or fits is each system's fact: its options class's GPU_KEYS and LORA_KEYS
+# (dropped), CONTEXT_KEY (fitted to TINY_CONTEXT) and PROMPT_KEY (to half of it, below the context: TGI's
+# max_input_tokens < max_total_tokens); systems/base.py EngineOptions.
 # The model family (config.json model_type) -> the tiny architecture made offline (model_build.tiny_models).
 TINY_OF_FAMILY = {
     "gpt2": "gpt2",
@@ -252,7 +242,7 @@ def _substitute_endpoint(ep: dict[str, Any], out: list[Substitution], *, for_rea
     if adapters and (tiny or any(not (ROOT / str(a.get("model", ""))).is_dir() for a in adapters)):
         put("adapters", None, "the adapters were trained for the real model; the tiny one has none")
         engine = ep.get("engine") or {}
-        for key in [k for k in engine if k in LORA_ENGINE_OPTIONS]:
+        for key in [k for k in engine if k in engine_options_of(ep).LORA_KEYS]:
             out.append(Substitution(f"{where}.engine.{key}", engine.pop(key), None, "the adapters are left out"))
 
 
@@ -260,23 +250,31 @@ def _fit_engine(ep: dict[str, Any], where: str, out: list[Substitution]) -> None
     engine = ep.get("engine")
     if not isinstance(engine, dict):
         return
+    options = engine_options_of(ep)
     for key in list(engine):
-        if key in GPU_ENGINE_OPTIONS:
+        if key in options.GPU_KEYS:
             out.append(Substitution(f"{where}.engine.{key}", engine.pop(key), None, "set for the real model's GPUs"))
-        elif (cap := tiny_context_cap(key, engine[key])) is not None:
+        elif (cap := tiny_context_cap(options, key, engine[key])) is not None:
             why = "the tiny model's positions" if cap == TINY_CONTEXT else "half the tiny model's positions, below it"
             out.append(Substitution(f"{where}.engine.{key}", engine[key], cap, why))
             engine[key] = cap
 
 
-def tiny_context_cap(key: str, value: Any) -> int | None:
-    """What an engine option becomes on the tiny model (TINY_CONTEXT positions), None where it stays: a context option
-    above them is fitted to them, a prompt-only limit above half of them to half."""
+def engine_options_of(ep: dict[str, Any]) -> type[EngineOptions]:
+    """The options class of the endpoint's system (the base class, which names no key of its own, for a system not
+    registered: load_config refuses it with the allowed names)."""
+    name = ep.get("system")
+    return get_system(name).engine_options if isinstance(name, str) and name in REGISTRY else EngineOptions
+
+
+def tiny_context_cap(options: type[EngineOptions], key: str, value: Any) -> int | None:
+    """What an engine option of `options` becomes on the tiny model (TINY_CONTEXT positions), None where it stays:
+    the context option above them is fitted to them, the prompt-only limit above half of them to half."""
     if not isinstance(value, int):
         return None
-    if key in CONTEXT_ENGINE_OPTIONS and value > TINY_CONTEXT:
+    if key == options.CONTEXT_KEY and value > TINY_CONTEXT:
         return TINY_CONTEXT
-    if key in PROMPT_ENGINE_OPTIONS and value > TINY_CONTEXT // 2:
+    if key == options.PROMPT_KEY and value > TINY_CONTEXT // 2:
         return TINY_CONTEXT // 2
     return None
 

@@ -197,6 +197,13 @@ class EngineOptions(Strict):
     HINTS: ClassVar[dict[str, str]] = {}
     # The key that caps prompt + generated tokens, where a system's options have one (SGLang calls it context_length).
     CONTEXT_KEY: ClassVar[str] = "max_model_len"
+    # The key that caps the prompt alone, below CONTEXT_KEY's total, where there is one (TGI's max_input_tokens).
+    PROMPT_KEY: ClassVar[str | None] = None
+    # Keys tied to the real model's GPUs (quantization, KV-cache type, parallelism): `make demo` drops them for its
+    # tiny model on the CPU (local_emulator/demo_config.py).
+    GPU_KEYS: ClassVar[tuple[str, ...]] = ()
+    # Keys that size LoRA for the endpoint's adapters: dropped with the adapters where a demo leaves them out.
+    LORA_KEYS: ClassVar[tuple[str, ...]] = ()
 
     @property
     def context_limit(self) -> int | None:

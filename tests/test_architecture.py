@@ -112,6 +112,7 @@ ALLOWED: dict[str, set[str]] = {
         "artifact",
         "endpoint_runtime",
         "endpoint_config",
+        "systems",  # demo_config.py: which engine options a tiny model drops or fits is each system's fact
         "deployment",
         "local_runtime",
         "model_build",

@@ -8,7 +8,7 @@ Image choice and the option names: systems/images.py (DJL_LMI) and docs/engine-r
 
 from __future__ import annotations
 
-from typing import Literal, get_args
+from typing import ClassVar, Literal, get_args
 
 from endpoint_config import EndpointSpec
 from facts.instances import InstanceType
@@ -58,6 +58,8 @@ class VllmEngineOptions(LmiVllmChatOptions):
     """lmi-vllm's `engine:` options: max_batch_size (OPTION_MAX_ROLLING_BATCH_SIZE, vLLM max_num_seqs),
     max_model_len (OPTION_MAX_MODEL_LEN), tool_call_parser and reasoning_parser (systems/lmi_vllm/chat.py) and, with
     adapters, max_lora_rank (OPTION_MAX_LORA_RANK)."""
+
+    LORA_KEYS: ClassVar[tuple[str, ...]] = ("max_lora_rank",)
 
     max_lora_rank: LoraRank | None = None
 

@@ -37,6 +37,9 @@ ENGINE = f"{ENGINE_PROJECT}=={ENGINE_VERSION}"
 class SglangEngineOptions(SglangOptions):
     """The `sglang` system's `engine:` options: SGLang's own (SglangOptions), each rendered as SM_SGLANG_<FLAG>."""
 
+    GPU_KEYS: ClassVar[tuple[str, ...]] = ("quantization", "kv_cache_dtype")
+    LORA_KEYS: ClassVar[tuple[str, ...]] = ("enable_lora", "max_lora_rank")
+
     HINTS: ClassVar[dict[str, str]] = {
         "max_batch_size": "SGLang's name for concurrent requests is max_running_requests",
         "max_num_seqs": "SGLang's name for concurrent requests is max_running_requests",

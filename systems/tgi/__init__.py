@@ -87,6 +87,8 @@ class TgiEngineOptions(EngineOptions):
     # Prompt + generated tokens: "Clients will send input sequences and ask to generate `max_new_tokens` on top"
     # ([LAUNCH] Args::max_total_tokens), so the shared length rules (systems/checks.py) read it as the context.
     CONTEXT_KEY: ClassVar[str] = "max_total_tokens"
+    PROMPT_KEY: ClassVar[str | None] = "max_input_tokens"
+    GPU_KEYS: ClassVar[tuple[str, ...]] = ("quantize",)
 
     max_input_tokens: Tokens | None = None
     max_total_tokens: Tokens | None = None

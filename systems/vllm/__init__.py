@@ -52,6 +52,8 @@ class VllmEngineOptions(VllmOptions):
     """The `vllm` system's `engine:` options: vLLM's own (VllmOptions, each rendered as SM_VLLM_<FLAG>) and one of
     this project's: stream_weights_from_s3.
 
+    GPU_KEYS and LORA_KEYS: the options a demo's tiny model drops (systems/base.py EngineOptions).
+
     stream_weights_from_s3: the engine streams the safetensors from the artifact's S3 prefix into GPU memory while
       it starts (SM_VLLM_MODEL=s3://..., SM_VLLM_LOAD_FORMAT=runai_streamer) instead of SageMaker downloading them
       to /opt/ml/model first. vLLM 0.30.0: config/model.py ModelConfig.maybe_pull_model_tokenizer_for_runai pulls
@@ -60,6 +62,9 @@ class VllmEngineOptions(VllmOptions):
       other load_format for an object-storage model. The container then needs the network (no
       network_isolation) and reads S3 with the execution role, which already reads the artifact.
     """
+
+    GPU_KEYS: ClassVar[tuple[str, ...]] = ("quantization", "kv_cache_dtype", "tensor_parallel_size")
+    LORA_KEYS: ClassVar[tuple[str, ...]] = ("enable_lora", "max_lora_rank", "max_loras")
 
     HINTS: ClassVar[dict[str, str]] = {
         "max_batch_size": "vLLM's name for concurrent sequences is max_num_seqs",

@@ -110,3 +110,57 @@ def test_make_demo_runs_a_real_account_config_with_no_credentials(tmp_path):
     assert "environments.default.account: (unset) -> '123456789012'" in out
     assert out.index("==> [0]") < out.index("==> [1]") and "nothing left" in out
     assert (ROOT / "config/examples/minimal.yaml").read_text().count("openai-community/gpt2") == 1
+
+
+def _config_with_engine(tmp_path: Path, system: str, model: str, engine: dict) -> Path:
+    """A one-endpoint config for a real account whose engine options the demo has to fit to the tiny model."""
+    import yaml
+
+    path = tmp_path / f"{system}.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "project": "fit",
+                "environments": {"dev": {"account": "123456789012", "region": "us-east-1"}},
+                "endpoints": [
+                    {
+                        "name": "e",
+                        "system": system,
+                        "model": model,
+                        "dtype": "fp16",
+                        "instance_type": "ml.g5.2xlarge",
+                        "engine": engine,
+                    }
+                ],
+            }
+        )
+    )
+    return path
+
+
+@pytest.mark.parametrize(
+    ("system", "engine", "dropped", "fitted"),
+    [
+        # TGI's own names (systems/tgi EngineOptions): its quantize is a GPU key, max_input_tokens its prompt key
+        ("tgi", {"quantize": "awq", "max_total_tokens": 8192, "max_input_tokens": 4096}, ["quantize"], [512, 256]),
+        ("sglang", {"quantization": "fp8", "kv_cache_dtype": "fp8_e5m2", "context_length": 4096}, None, [512]),
+        ("vllm", {"quantization": "fp8", "tensor_parallel_size": 1, "max_model_len": 4096}, None, [512]),
+    ],
+)
+def test_a_tiny_model_drops_and_fits_the_engine_options_its_system_names(
+    system, engine, dropped, fitted, tmp_path, monkeypatch
+):
+    """Which options are tied to the GPUs or to the context is each system's own fact (its options class's GPU_KEYS,
+    CONTEXT_KEY, PROMPT_KEY), read by the demo: TGI's quantize was kept before, the demo's list knowing vLLM's
+    quantization only."""
+    from systems import get_system
+
+    monkeypatch.delenv("HF_ENDPOINT", raising=False)
+    options = get_system(system).engine_options
+    made = make_demo_config(_config_with_engine(tmp_path, system, "Qwen/Qwen3-8B", engine), out_dir=tmp_path / "out")
+    changed = {s.where.rsplit(".", 1)[-1]: s.now for s in made.substitutions if ".engine." in s.where}
+    expected_dropped = dropped if dropped is not None else [k for k in engine if k in options.GPU_KEYS]
+    assert expected_dropped and sorted(k for k, now in changed.items() if now is None) == sorted(expected_dropped)
+    keys = [options.CONTEXT_KEY, options.PROMPT_KEY][: len(fitted)]
+    assert [changed[key] for key in keys] == fitted
+    load_config(made.path, made.environment)  # what is left is a config the emulator takes

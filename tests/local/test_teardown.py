@@ -21,7 +21,7 @@ from helpers import PINNED_HASH, ROOT, publish_pinned_artifact
 from hermetic import subprocess_env
 
 from local_emulator import moto_server
-from local_emulator.demo_config import tiny_context_cap
+from local_emulator.demo_config import engine_options_of, tiny_context_cap
 from local_emulator.inventory import leftovers
 
 pytestmark = [pytest.mark.emulator, pytest.mark.e2e]
@@ -63,7 +63,8 @@ def combined_emulator_config(retain_data: bool) -> dict:
                 # Its engine's context options fitted as the demo fits them to a tiny model (tgi.yaml's
                 # max_total_tokens 8192 is beyond gpt2's 1,024 positions, refused at load).
                 engine = ep.get("engine") or {}
-                ep["engine"] = {key: tiny_context_cap(key, value) or value for key, value in engine.items()}
+                options = engine_options_of(ep)
+                ep["engine"] = {key: tiny_context_cap(options, key, value) or value for key, value in engine.items()}
             ep["instance_type"] = EMULATOR_TYPES.get(ep["instance_type"], ep["instance_type"])
             ep.pop("volume_size_gb", None)
             # hosting.mode inference-components deploys as a model on the variant here: moto 5.2.5 has no

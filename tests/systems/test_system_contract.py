@@ -274,3 +274,12 @@ def test_its_endpoint_stack_synthesizes_with_its_image_and_environment(name):
         if "bucket" not in value:  # values naming the bucket are a CloudFormation reference in the template
             assert environment.get(key) == value, (name, key)
     assert bool(models[0].get("EnableNetworkIsolation", False)) == plan.network_isolation
+
+
+@pytest.mark.parametrize("name", SYSTEMS)
+def test_the_keys_its_options_name_for_the_demo_are_its_own_options(name):
+    """GPU_KEYS, LORA_KEYS and PROMPT_KEY (systems/base.py EngineOptions: what `make demo` drops or fits for its tiny
+    model) name fields of the system's options: a renamed or misspelt key would be kept silently."""
+    options = get_system(name).engine_options
+    named = [*options.GPU_KEYS, *options.LORA_KEYS, *([options.PROMPT_KEY] if options.PROMPT_KEY else [])]
+    assert [key for key in named if key not in options.model_fields] == []
