@@ -132,7 +132,11 @@ def test_a_failed_step_is_recorded_and_the_files_still_written(tmp_path: Path, m
     from artifact import BuildError
     from bench import gpu_ready
 
+    seen_before_the_build: dict = {}
+
     def refused(*_args, **_kwargs):
+        # what a run killed here (the device's time limit) would leave: the figures so far, marked partial
+        seen_before_the_build.update(json.loads((out / "gpu_ready.json").read_text()))
         raise BuildError("endpoint 'gpu-ready': refused for the test")
 
     monkeypatch.setattr(gpu_ready, "build_artifact", refused)
@@ -142,6 +146,8 @@ def test_a_failed_step_is_recorded_and_the_files_still_written(tmp_path: Path, m
     assert gpu_ready.main(["--dry-run", "--out", str(out), "--work", str(work)]) == 1
     result = json.loads((out / "gpu_ready.json").read_text())
     assert result["failed"] == {"step": "build", "error": "BuildError: endpoint 'gpu-ready': refused for the test"}
+    assert seen_before_the_build["partial"] is True and "partial" not in result
+    assert seen_before_the_build["checkpoint"] == result["checkpoint"] and "build" not in seen_before_the_build
     assert "checkpoint" in result and "load" not in result and "decode" not in result
     assert "FAILED in build" in (out / "gpu_ready.md").read_text()
     assert "FAILED build: BuildError" in capsys.readouterr().err
@@ -154,3 +160,31 @@ def test_an_unknown_decode_path_is_refused(tmp_path: Path, capsys) -> None:
 
     assert gpu_ready.main(["--dry-run", "--out", str(tmp_path / "out"), "--decode", "fast"]) == 2
     assert "--decode 'fast': allowed: eager, static-cache, compiled" in capsys.readouterr().err
+
+
+def test_every_decode_path_has_an_expected_time() -> None:
+    """--budget-s plans the decode step by the path asked for (compiled traces first): one entry per handler mode."""
+    from bench import gpu_ready
+    from systems.hf_fastload.handler import inference as handler
+
+    assert set(gpu_ready.EXPECTED_DECODE_S) == set(handler.DECODE_MODES)
+    assert gpu_ready.EXPECTED_DECODE_S["compiled"] > gpu_ready.EXPECTED_DECODE_S["eager"]
+
+
+@pytest.mark.parametrize("name", ["gpu_ready", "gpu_ready_compiled", "gpu_ready_static_cache"])
+def test_the_recorded_h200_runs_are_what_their_json_says(name: str) -> None:
+    """bench/results/<name>.md is the report of <name>.json (the lent H200's files, copied unchanged), and the
+    JSON is a whole 8B run on that GPU: every step, verified like with like, each decode path as its name says."""
+    from bench import gpu_ready
+
+    result = json.loads((ROOT / "bench" / "results" / f"{name}.json").read_text())
+    assert (ROOT / "bench" / "results" / f"{name}.md").read_text() == gpu_ready.markdown(result)
+    assert result["dry_run"] is False and "partial" not in result and "failed" not in result
+    assert result["device"]["name"] == "NVIDIA H200"
+    assert result["checkpoint"]["parameters"] == gpu_ready.parameter_count(gpu_ready.LLAMA_31_8B)
+    assert result["build"]["verification"]["greedy_tokens_match"] is True
+    assert result["build"]["verification"]["device"].startswith("cuda")
+    assert result["args"]["decode"] == {"gpu_ready": "eager"}.get(
+        name, name.removeprefix("gpu_ready_").replace("_", "-")
+    )
+    assert set(result["decode"]["batches"]) == {"1", "32"}

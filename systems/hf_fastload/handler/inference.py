@@ -103,7 +103,8 @@ def compute_dtype_rule(storage: str) -> dict[str, str]:
 #                 (it does so by itself for a static cache on CUDA: generation/utils.py, `_valid_auto_compile_criteria`
 #                 in 5.x, `get_compiled_call` in `_sample` in 4.49); on CPU it is the static-cache path.
 # (https://huggingface.co/docs/transformers/v4.49.0/en/llm_optims, "Static kv-cache and torch.compile").
-# Off (eager) by default: no GPU run has shown the compiled path faster yet (README, Benchmarks).
+# Off (eager) by default: on one H200 compiled decoded 2.1-2.7x faster but traced each new batch size first
+# (20-40 s) while a request waits (docs/design/bench.md, "Measured on one H200").
 DECODE_MODES = ("eager", "static-cache", "compiled")
 DECODE_ENV = "HF_FASTLOAD_DECODE"
 
