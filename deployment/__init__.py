@@ -32,6 +32,7 @@ from facts.models import UnreadableModel, planning_with
 from systems import REGISTRY, ServingSystem, all_systems, get_system
 from systems.checks import instance_types_holding, model_fit_problems, region_problems, system_problems
 
+from . import plan as plan_module
 from .plan import BUILD_ROOT, EndpointPlan, container_environment_problems, plan_endpoint, system_endpoint_body
 
 
@@ -185,11 +186,12 @@ def pool_rules(ep: EndpointSpec, system: ServingSystem) -> list[str]:
 
 
 def resolve(
-    config: AppConfig, path: Path, environment: str | None, *, build_root: Path = BUILD_ROOT
+    config: AppConfig, path: Path, environment: str | None, *, build_root: Path | None = None
 ) -> EnvironmentPlan:
     """Resolve one environment of a parsed file, checked by every rule, each endpoint planned; its artifacts are read
     from `build_root` (build/<endpoint>/manifest.json) where the config pins none. A Hub model planned there from
     its metadata (`model_build build`) is checked from that build's files, as a local directory is."""
+    build_root = default_build_root() if build_root is None else build_root
     resolved = loader.resolve(config, path, environment)
     models = [(ep.name, ep.model, ep.revision) for ep in [*resolved.checked, *resolved.endpoints]]
     with planning_with(build_root, models):
@@ -224,12 +226,18 @@ def _resolve_checked(config: AppConfig, path: Path, resolved: ResolvedEnvironmen
     return EnvironmentPlan(path, config.project, resolved.name, resolved.spec, tuple(plans), config)
 
 
-def load_config(path: str | Path, environment: str | None = None, *, build_root: Path = BUILD_ROOT) -> EnvironmentPlan:
+def default_build_root() -> Path:
+    """plan.BUILD_ROOT, read when a plan is made rather than when this module was imported, so that one place
+    (a test session, say) can point every default at another folder."""
+    return plan_module.BUILD_ROOT
+
+
+def load_config(path: str | Path, environment: str | None = None, *, build_root: Path | None = None) -> EnvironmentPlan:
     """Load, validate and resolve `environment` (the only one, or the implicit default, when not given)."""
     return resolve(read_config(path), Path(path), environment, build_root=build_root)
 
 
-def load_all_environments(path: str | Path, *, build_root: Path = BUILD_ROOT) -> dict[str, EnvironmentPlan]:
+def load_all_environments(path: str | Path, *, build_root: Path | None = None) -> dict[str, EnvironmentPlan]:
     """Every environment of a file, each resolved and checked (what the pipeline deploys)."""
     config = read_config(path)
     names = list(config.environments) or [DEFAULT_ENVIRONMENT]

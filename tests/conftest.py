@@ -305,6 +305,22 @@ def chat_artifact(tmp_path_factory: pytest.TempPathFactory, tiny_chat_models: di
 
 
 @pytest.fixture(scope="session", autouse=True)
+def _in_process_builds_use_a_build_folder_of_this_worker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """In-process plans, builds and gates default to an empty build folder of this worker, not the repository's
+    build/ (deployment.default_build_root): the end-to-end demos write build/<endpoint>/manifest.json there for
+    endpoint names that examples share (minimal.yaml's, local.yaml's), so an example's plan read whichever demo had
+    run before it. Subprocesses (the CLI as a user runs it, the demos, `cdk synth`) keep the repository's build/."""
+    import deployment.plan as plan
+
+    saved = plan.BUILD_ROOT
+    plan.BUILD_ROOT = tmp_path_factory.mktemp("build-root")
+    try:
+        yield
+    finally:
+        plan.BUILD_ROOT = saved
+
+
+@pytest.fixture(scope="session", autouse=True)
 def _every_emulator_call_answered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """No emulator a test started (its log under this worker's temp folder) answered a call with a server error.
     A 5xx from moto is a call it lacks or fails on; the client's SDK retries it in silence (a failed `cdk deploy`

@@ -70,8 +70,9 @@ def run_scenario(system: str, container: str, tmp_path: Path, record_property) -
     took = time.monotonic() - started
     out = result.stdout
     assert result.returncode == 0, out[-5000:] + result.stderr[-3000:]
-    # planned after the run: the tiny model exists now, and with it what its directory decides (chat by default)
-    environment_plan = load_config(config)
+    # planned after the run, from the build the demo just made in the repository's build/ (the session's default
+    # build root is a folder of this worker: tests/conftest.py)
+    environment_plan = load_config(config, build_root=ROOT / "build")
     spec = environment_plan.endpoints[0]
     plan = environment_plan.plan(spec.name)
     if plan.system.chat.supported and Path(spec.model).name in CHAT_ARCHITECTURES:  # a model with a chat template

@@ -171,7 +171,7 @@ def test_vllm_endpoint_end_to_end_on_the_real_vllm_engine(tmp_path, monkeypatch,
         timeout=600,
     )
     assert build.returncode == 0, build.stdout[-2000:] + build.stderr[-2000:]
-    environment_plan = load_config(config)
+    environment_plan = load_config(config, build_root=ROOT / "build")  # the build just made there
     endpoint_name = environment_plan.endpoint_name(environment_plan.endpoints[0])
     # The invoke and stream functions' chat environment, as the endpoint stack sets it (chat_contract.CHAT_ENV).
     for key, value in environment_plan.plan(ENDPOINT).chat_features.environment().items():
