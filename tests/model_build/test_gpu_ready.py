@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from helpers import ROOT
+from hermetic import subprocess_env
 
 # slow: a real build and decode (about 30 s here); make test-fast leaves it out
 pytestmark = pytest.mark.slow
@@ -20,6 +21,19 @@ pytestmark = pytest.mark.slow
 # What the lent GPU machine does not have (.library's package list: no web stack, no AWS SDK, no CDK): the run
 # must not need them. pydantic it lacks too, but the build needs it: the docs carry its wheels.
 ABSENT_THERE = ("fastapi", "starlette", "uvicorn", "boto3", "botocore", "moto", "aws_cdk", "constructs", "jsii")
+
+
+def python(*args: str, timeout: int = 600) -> subprocess.CompletedProcess[str]:
+    """This venv's Python with `args`, in the repository, in an environment built for the test."""
+    return subprocess.run(
+        [sys.executable, *args],
+        cwd=ROOT,
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def run_dry(out: Path, work: Path, *extra: str) -> subprocess.CompletedProcess[str]:
@@ -30,9 +44,7 @@ def run_dry(out: Path, work: Path, *extra: str) -> subprocess.CompletedProcess[s
         "sys.exit(main(sys.argv[1:]))\n"
     )
     argv = ["--dry-run", "--out", str(out), "--work", str(work), "--new-tokens", "4", *extra]
-    return subprocess.run(
-        [sys.executable, "-c", code, *argv], cwd=ROOT, capture_output=True, text=True, timeout=600, check=False
-    )
+    return python("-c", code, *argv)
 
 
 def test_dry_run_end_to_end_writes_every_figure(tmp_path: Path) -> None:
@@ -86,14 +98,7 @@ def test_dry_run_end_to_end_writes_every_figure(tmp_path: Path) -> None:
     ],
 )
 def test_bad_arguments_are_refused_by_name(tmp_path: Path, argv: list[str], message: str) -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "bench.gpu_ready", "--dry-run", "--out", str(tmp_path / "out"), *argv],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    proc = python("-m", "bench.gpu_ready", "--dry-run", "--out", str(tmp_path / "out"), *argv, timeout=120)
     assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / "out").exists()  # nothing written
 
